@@ -1,0 +1,29 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Set up, generate a ~200 MB Zarr store, shuffle it on a LocalCluster, report.
+demo: $(STAMP)
+	$(BIN)/python -m daskshuffle.demo
+
+## Run the test suite.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check daskshuffle tests benchmarks
+	$(BIN)/ruff format --check daskshuffle tests benchmarks
+	$(BIN)/mypy daskshuffle
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis demo-data

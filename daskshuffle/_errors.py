@@ -1,0 +1,42 @@
+"""The errors daskshuffle raises.
+
+Every error subclasses :class:`DaskShuffleError` and the builtin a caller would
+catch without knowing the library (``ValueError``, ``TypeError``,
+``FileNotFoundError``, ``FileExistsError``), so both ``except ValueError`` and
+``except daskshuffle.DaskShuffleError`` work.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DaskShuffleError",
+    "DaskShuffleTypeError",
+    "DaskShuffleValueError",
+    "IncompletePileStoreError",
+    "PileStoreExistsError",
+    "SourceNotFoundError",
+]
+
+
+class DaskShuffleError(Exception):
+    """Base class of every error raised by daskshuffle."""
+
+
+class DaskShuffleValueError(DaskShuffleError, ValueError):
+    """An argument or the data has a value daskshuffle cannot work with."""
+
+
+class DaskShuffleTypeError(DaskShuffleError, TypeError):
+    """An argument has a type daskshuffle cannot work with."""
+
+
+class SourceNotFoundError(DaskShuffleError, FileNotFoundError):
+    """A source path or URL does not exist."""
+
+
+class PileStoreExistsError(DaskShuffleError, FileExistsError):
+    """The destination exists and ``overwrite=True`` was not given."""
+
+
+class IncompletePileStoreError(DaskShuffleValueError):
+    """A store is not a complete pile store (for example, its shuffle was interrupted)."""

@@ -1,0 +1,192 @@
+"""The dask layer: pass 1 and the merge as one task graph.
+
+Only this module imports dask. It follows dask's own pattern: a private pure
+function returns a plain dict graph with deterministic keys, and a thin wrapper
+runs it on the active scheduler (the current ``distributed.Client`` if there is
+one, dask's default otherwise). The graph has one scatter task per block, one
+barrier, one merge task per group of whole piles and one seam task per output
+chunk that two merge tasks share — O(blocks + piles) tasks, never
+O(blocks x piles).
+
+Every task's output is determined by the plan, so a task that runs twice (a
+retry, a lost worker) writes the same bytes, and no two tasks write the same
+chunk or object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import numpy as np
+from dask.base import tokenize
+from dask.delayed import Delayed
+from numpy.typing import NDArray
+
+from ._plan import Plan, block_order, group_order, group_piles
+from .formats._base import Format
+
+__all__ = ["MergeGroup", "compute", "shuffle_graph"]
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """Piles ``[pile_start, pile_stop)``, which are output rows ``[row_start, row_stop)``."""
+
+    pile_start: int
+    pile_stop: int
+    row_start: int
+    row_stop: int
+
+
+def _scatter(fmt: Format[Any], tmp: str, block: int, counts: NDArray[np.int64], piece_offsets: NDArray[np.int64], seed: int) -> Any:
+    rows = fmt.read_block(block)
+    ordered = fmt.take(rows, block_order(counts, seed, block))
+    del rows
+    return fmt.write_pieces(tmp, block, ordered, piece_offsets)
+
+
+def _combine(fmt: Format[Any], infos: Sequence[Any]) -> Any:
+    return fmt.combine_piece_info(infos)
+
+
+def _aligned(start: int, stop: int, n_rows: int, alignment: int) -> tuple[int, int]:
+    """The widest ``[a, b)`` inside ``[start, stop)`` made of whole output chunks."""
+    a = min(-(-start // alignment) * alignment, stop)
+    b = max(stop if stop == n_rows else stop // alignment * alignment, a)
+    return a, b
+
+
+def _merge(
+    fmt: Format[Any],
+    tmp: str,
+    dst: str,
+    group: MergeGroup,
+    counts: NDArray[np.int64],
+    read_starts: NDArray[np.int64],
+    seed: int,
+    materialize: bool,
+    n_rows: int,
+    piece_info: Any,
+) -> dict[int, tuple[int, Any]]:
+    """Assemble one group of piles, write its whole chunks, return the rest by chunk."""
+    read_stops = read_starts + counts.sum(axis=1)
+    parts = [
+        fmt.read_pieces(tmp, block, int(first), int(last))
+        for block, (first, last) in enumerate(zip(read_starts, read_stops))
+        if last > first
+    ]
+    rows = fmt.take(fmt.concat(parts), group_order(counts, seed, group.pile_start, materialize=materialize))
+    del parts
+    alignment = fmt.write_alignment()
+    start, stop = group.row_start, group.row_stop
+    a, b = _aligned(start, stop, n_rows, alignment)
+    if b > a:
+        fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
+    fragments: dict[int, tuple[int, Any]] = {}
+    if a > start:
+        fragments[start // alignment] = (start, fmt.slice(rows, 0, a - start))
+    if stop > b:
+        fragments[b // alignment] = (b, fmt.slice(rows, b - start, stop - start))
+    return fragments
+
+
+def _seam(fmt: Format[Any], dst: str, chunk: int, piece_info: Any, *merged: dict[int, tuple[int, Any]]) -> None:
+    """Write an output chunk whose rows come from several merge groups."""
+    fragments = sorted((result[chunk] for result in merged if chunk in result), key=lambda item: item[0])
+    fmt.write_rows(dst, fragments[0][0], fmt.concat([rows for _, rows in fragments]), piece_info)
+
+
+def _done(*_: Any) -> None:
+    return None
+
+
+def merge_groups(plan: Plan, row_nbytes: int, merge_nbytes: int) -> list[MergeGroup]:
+    offsets = plan.pile_offsets
+    return [
+        MergeGroup(start, stop, int(offsets[start]), int(offsets[stop]))
+        for start, stop in group_piles(plan.pile_sizes, row_nbytes, merge_nbytes)
+    ]
+
+
+def shuffle_graph(
+    fmt: Format[Any],
+    plan: Plan,
+    *,
+    tmp: str,
+    dst: str,
+    materialize: bool,
+    merge_nbytes: int,
+) -> tuple[dict[Any, Any], str]:
+    """The task graph of pass 1 and the merge, and the key that completes it."""
+    name = "daskshuffle-" + tokenize(
+        fmt.kind, fmt.describe_source(), plan.block_lengths, plan.n_piles, plan.seed, tmp, dst, materialize, merge_nbytes
+    )
+    graph: dict[Any, Any] = {}
+    scatter_keys = []
+    for block in range(plan.n_blocks):
+        key = (f"{name}-scatter", block)
+        graph[key] = (_scatter, fmt, tmp, block, plan.counts[block], plan.piece_offsets[block], plan.seed)
+        scatter_keys.append(key)
+    pieces_key = f"{name}-pieces"
+    graph[pieces_key] = (_combine, fmt, scatter_keys)
+
+    alignment = fmt.write_alignment()
+    merge_keys = []
+    seams: dict[int, list[Any]] = {}
+    for index, group in enumerate(merge_groups(plan, fmt.row_nbytes, merge_nbytes)):
+        if group.row_stop == group.row_start:
+            continue
+        key = (f"{name}-merge", index)
+        graph[key] = (
+            _merge, fmt, tmp, dst, group,
+            plan.counts[:, group.pile_start : group.pile_stop],
+            plan.piece_offsets[:, group.pile_start],
+            plan.seed, materialize, plan.n_rows, pieces_key,
+        )
+        merge_keys.append(key)
+        a, b = _aligned(group.row_start, group.row_stop, plan.n_rows, alignment)
+        if a > group.row_start:
+            seams.setdefault(group.row_start // alignment, []).append(key)
+        if group.row_stop > b:
+            seams.setdefault(b // alignment, []).append(key)
+    seam_keys = []
+    for chunk, sources in sorted(seams.items()):
+        key = (f"{name}-seam", chunk)
+        graph[key] = (_seam, fmt, dst, chunk, pieces_key, *sources)
+        seam_keys.append(key)
+    done_key = f"{name}-done"
+    graph[done_key] = (_done, *merge_keys, *seam_keys)
+    return graph, done_key
+
+
+def _active_client() -> Any:
+    try:
+        from distributed import default_client
+    except ImportError:  # distributed is a dependency, but the threaded scheduler needs none
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
+    """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar."""
+    result = Delayed(key, graph)
+    client = _active_client()
+    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+        future = client.compute(result)
+        if progress:
+            from distributed import progress as show_progress
+
+            show_progress(future)
+        return future.result()
+    if progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar():
+            return result.compute()
+    return result.compute()

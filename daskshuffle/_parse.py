@@ -1,0 +1,74 @@
+"""Normalise public arguments once, at the boundary. Internals trust the result."""
+
+from __future__ import annotations
+
+import numbers
+import os
+from collections.abc import Sequence
+from typing import Literal
+
+from ._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ._random import MAX_SEED, draw_seed
+
+__all__ = ["parse_bool", "parse_nbytes", "parse_n_piles", "parse_path", "parse_positive_int", "parse_seed", "parse_variables"]
+
+
+def parse_positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise DaskShuffleTypeError(f"Expected {name} to be a positive integer. Got {value!r} instead.")
+    if value < 1:
+        raise DaskShuffleValueError(f"Expected {name} to be a positive integer. Got {value!r} instead.")
+    return int(value)
+
+
+def parse_n_piles(value: object) -> int | Literal["auto"]:
+    if value == "auto":
+        return "auto"
+    return parse_positive_int(value, "n_piles")
+
+
+def parse_seed(value: object) -> int:
+    """``None`` draws a fresh seed; an integer must lie in ``[0, 2**63)``."""
+    if value is None:
+        return draw_seed()
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise DaskShuffleTypeError(f"Expected seed to be None or an integer. Got {value!r} instead.")
+    if not 0 <= value <= MAX_SEED:
+        raise DaskShuffleValueError(f"Expected seed to lie in [0, 2**63). Got {value!r} instead.")
+    return int(value)
+
+
+def parse_nbytes(value: object, name: str) -> int:
+    """A size in bytes: an integer or a string such as ``"256MiB"``."""
+    if isinstance(value, str):
+        from dask.utils import parse_bytes
+
+        try:
+            value = parse_bytes(value)
+        except ValueError as error:
+            raise DaskShuffleValueError(f"Expected {name} to be a size such as '256MiB'. Got {value!r} instead.") from error
+    return parse_positive_int(value, name)
+
+
+def parse_bool(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise DaskShuffleTypeError(f"Expected {name} to be True or False. Got {value!r} instead.")
+    return value
+
+
+def parse_path(value: object, name: str) -> str:
+    if not isinstance(value, str | os.PathLike) or not os.fspath(value):
+        raise DaskShuffleTypeError(f"Expected {name} to be a path or URL. Got {value!r} instead.")
+    return os.fspath(value)
+
+
+def parse_variables(value: object) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise DaskShuffleTypeError(f"Expected variables to be a list of names. Got {value!r} instead.")
+    if not value:
+        raise DaskShuffleValueError("Expected variables to name at least one variable. Got an empty list instead.")
+    if len(set(value)) != len(value):
+        raise DaskShuffleValueError(f"Expected variables to name each variable once. Got {list(value)} instead.")
+    return list(value)

@@ -1,0 +1,63 @@
+"""Paths and URLs, local or remote, through fsspec."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import fsspec
+from fsspec import AbstractFileSystem
+
+__all__ = ["exists", "filesystem", "is_url", "normalize", "overlaps", "remove", "sibling"]
+
+PathLike = str | os.PathLike[str]
+
+
+def is_url(path: PathLike) -> bool:
+    return "://" in os.fspath(path)
+
+
+def normalize(path: PathLike) -> str:
+    """A canonical spelling: absolute real paths for local files, no trailing slash."""
+    text = os.fspath(path)
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    if not is_url(text):
+        return os.path.realpath(os.path.expanduser(text))
+    return text.rstrip("/")
+
+
+def _inside(child: str, parent: str) -> bool:
+    if is_url(child) != is_url(parent):
+        return False
+    sep = "/" if is_url(child) else os.sep
+    return child == parent or child.startswith(parent.rstrip(sep) + sep)
+
+
+def overlaps(a: PathLike, b: PathLike) -> bool:
+    """Whether ``a`` and ``b`` are the same location or one lies inside the other."""
+    a, b = normalize(a), normalize(b)
+    return _inside(a, b) or _inside(b, a)
+
+
+def filesystem(path: PathLike, storage_options: dict[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:
+    """The fsspec filesystem of ``path`` and the path inside it."""
+    fs, inner = fsspec.core.url_to_fs(normalize(path), **(storage_options or {}))
+    return fs, inner
+
+
+def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> bool:
+    fs, inner = filesystem(path, storage_options)
+    return bool(fs.exists(inner))
+
+
+def remove(path: PathLike, storage_options: dict[str, Any] | None = None) -> None:
+    """Remove ``path`` and everything below it, if it exists."""
+    fs, inner = filesystem(path, storage_options)
+    if fs.exists(inner):
+        fs.rm(inner, recursive=True)
+
+
+def sibling(path: PathLike, suffix: str) -> str:
+    """A path next to ``path``: ``/a/b.zarr`` -> ``/a/b.zarr<suffix>``."""
+    return normalize(path) + suffix

@@ -1,0 +1,134 @@
+"""The small interface every kind of data implements.
+
+The plan and the graph never branch on the kind of data: they call these
+operations on a :class:`Format` (the source, its pieces and its pile store) and
+on a :class:`PileReader` (a finished pile store, for the loader). A format
+instance is pickled into every task, so it holds only plain, picklable state:
+paths, URLs, open read-only handles that pickle, and small metadata.
+
+``Rows`` is the format's in-memory container of rows: a dict of numpy arrays
+for Zarr, a ``pyarrow.Table`` for Parquet, a buffer of lines for text.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["FORMAT_VERSION", "Format", "PileReader", "Rows"]
+
+#: Version of the pile store layout written into every store's metadata.
+FORMAT_VERSION = 1
+
+Rows = TypeVar("Rows")
+
+
+class Format(ABC, Generic[Rows]):
+    """A shuffle's source, its pieces and its destination, for one kind of data."""
+
+    #: Name recorded in the pile store's metadata ("zarr", "parquet", "text").
+    kind: ClassVar[str]
+
+    # -- the source ----------------------------------------------------------
+    @property
+    @abstractmethod
+    def block_lengths(self) -> tuple[int, ...]:
+        """Rows in each input block, in source order."""
+
+    @property
+    @abstractmethod
+    def row_nbytes(self) -> int:
+        """Bytes one row takes in memory (an estimate for variable-size rows)."""
+
+    @abstractmethod
+    def read_block(self, block: int) -> Rows:
+        """Read every row of input block ``block``."""
+
+    @abstractmethod
+    def describe_source(self) -> list[Any]:
+        """A JSON-serialisable description of the source, for the metadata."""
+
+    # -- rows in memory ------------------------------------------------------
+    @abstractmethod
+    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
+        """The rows at ``index``, in that order."""
+
+    @abstractmethod
+    def concat(self, parts: Sequence[Rows]) -> Rows:
+        """The rows of ``parts`` one after the other (``parts`` is never empty)."""
+
+    @abstractmethod
+    def slice(self, rows: Rows, start: int, stop: int) -> Rows:
+        """Rows ``start:stop``."""
+
+    # -- pieces: written once by pass 1, read once by the merge --------------
+    def prepare_pieces(self, tmp: str) -> None:  # noqa: B027 - optional hook
+        """Create what the piece files of ``tmp`` need before pass 1 runs."""
+
+    @abstractmethod
+    def write_pieces(self, tmp: str, block: int, rows: Rows, piece_offsets: NDArray[np.int64]) -> Any:
+        """Write block ``block``'s rows, already in piece order, and return small metadata.
+
+        ``piece_offsets`` (``n_piles + 1``) delimits the pieces in ``rows``. The
+        return value of every block reaches :meth:`combine_piece_info`.
+        """
+
+    @abstractmethod
+    def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Rows:
+        """Rows ``start:stop`` of the pieces block ``block`` wrote."""
+
+    def combine_piece_info(self, infos: Sequence[Any]) -> Any:
+        """Combine what :meth:`write_pieces` returned for every block (in block order)."""
+        return None
+
+    # -- the destination -----------------------------------------------------
+    @abstractmethod
+    def write_alignment(self) -> int:
+        """Writes must start and stop at multiples of this many rows (or at the end)."""
+
+    @abstractmethod
+    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        """Create an empty destination for ``n_rows`` rows, marked incomplete."""
+
+    @abstractmethod
+    def write_rows(self, dst: str, start: int, rows: Rows, piece_info: Any) -> None:
+        """Write ``rows`` at output row ``start``; the range respects :meth:`write_alignment`."""
+
+    @abstractmethod
+    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
+        """Record ``metadata`` and mark the destination complete. Runs last."""
+
+
+class PileReader(ABC, Generic[Rows]):
+    """A complete pile store opened for reading."""
+
+    #: The ``daskshuffle`` metadata recorded by the shuffle.
+    metadata: Mapping[str, Any]
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.metadata["n_rows"])
+
+    @property
+    def pile_offsets(self) -> NDArray[np.int64]:
+        return np.asarray(self.metadata["pile_offsets"], dtype=np.int64)
+
+    @abstractmethod
+    def read_rows(self, start: int, stop: int) -> Rows:
+        """Rows ``start:stop`` of the store."""
+
+    @abstractmethod
+    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
+        """The rows at ``index``, in that order."""
+
+    @abstractmethod
+    def concat(self, parts: Sequence[Rows]) -> Rows:
+        """The rows of ``parts`` one after the other."""
+
+    @abstractmethod
+    def n_rows_of(self, rows: Rows) -> int:
+        """How many rows ``rows`` holds."""
