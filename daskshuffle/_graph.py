@@ -41,7 +41,9 @@ class MergeGroup:
     row_stop: int
 
 
-def _scatter(fmt: Format[Any], tmp: str, block: int, counts: NDArray[np.int64], piece_offsets: NDArray[np.int64], seed: int) -> Any:
+def _scatter(
+    fmt: Format[Any], tmp: str, block: int, counts: NDArray[np.int64], piece_offsets: NDArray[np.int64], seed: int
+) -> Any:
     rows = fmt.read_block(block)
     ordered = fmt.take(rows, block_order(counts, seed, block))
     del rows
@@ -75,7 +77,7 @@ def _merge(
     read_stops = read_starts + counts.sum(axis=1)
     parts = [
         fmt.read_pieces(tmp, block, int(first), int(last))
-        for block, (first, last) in enumerate(zip(read_starts, read_stops))
+        for block, (first, last) in enumerate(zip(read_starts, read_stops, strict=True))
         if last > first
     ]
     rows = fmt.take(fmt.concat(parts), group_order(counts, seed, group.pile_start, materialize=materialize))
@@ -122,7 +124,15 @@ def shuffle_graph(
 ) -> tuple[dict[Any, Any], str]:
     """The task graph of pass 1 and the merge, and the key that completes it."""
     name = "daskshuffle-" + tokenize(
-        fmt.kind, fmt.describe_source(), plan.block_lengths, plan.n_piles, plan.seed, tmp, dst, materialize, merge_nbytes
+        fmt.kind,
+        fmt.describe_source(),
+        plan.block_lengths,
+        plan.n_piles,
+        plan.seed,
+        tmp,
+        dst,
+        materialize,
+        merge_nbytes,
     )
     graph: dict[Any, Any] = {}
     scatter_keys = []
@@ -141,10 +151,17 @@ def shuffle_graph(
             continue
         key = (f"{name}-merge", index)
         graph[key] = (
-            _merge, fmt, tmp, dst, group,
+            _merge,
+            fmt,
+            tmp,
+            dst,
+            group,
             plan.counts[:, group.pile_start : group.pile_stop],
             plan.piece_offsets[:, group.pile_start],
-            plan.seed, materialize, plan.n_rows, pieces_key,
+            plan.seed,
+            materialize,
+            plan.n_rows,
+            pieces_key,
         )
         merge_keys.append(key)
         a, b = _aligned(group.row_start, group.row_stop, plan.n_rows, alignment)

@@ -10,7 +10,15 @@ from typing import Literal
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._random import MAX_SEED, draw_seed
 
-__all__ = ["parse_bool", "parse_nbytes", "parse_n_piles", "parse_path", "parse_positive_int", "parse_seed", "parse_variables"]
+__all__ = [
+    "parse_bool",
+    "parse_n_piles",
+    "parse_nbytes",
+    "parse_path",
+    "parse_positive_int",
+    "parse_seed",
+    "parse_variables",
+]
 
 
 def parse_positive_int(value: object, name: str) -> int:
@@ -46,7 +54,9 @@ def parse_nbytes(value: object, name: str) -> int:
         try:
             value = parse_bytes(value)
         except ValueError as error:
-            raise DaskShuffleValueError(f"Expected {name} to be a size such as '256MiB'. Got {value!r} instead.") from error
+            raise DaskShuffleValueError(
+                f"Expected {name} to be a size such as '256MiB'. Got {value!r} instead."
+            ) from error
     return parse_positive_int(value, name)
 
 

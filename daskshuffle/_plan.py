@@ -204,7 +204,7 @@ def group_order(counts: IntArray, seed: int, start: int, *, materialize: bool) -
     order[destination] = np.arange(n, dtype=np.intp)
     if materialize:
         sizes = counts.sum(axis=0)
-        for pile, (offset, size) in enumerate(zip(pile_starts.tolist(), sizes.tolist()), start=start):
+        for pile, (offset, size) in enumerate(zip(pile_starts.tolist(), sizes.tolist(), strict=True), start=start):
             if size > 1:
                 segment = order[offset : offset + size]
                 order[offset : offset + size] = segment[make_rng(seed, "materialize", pile).permutation(size)]
@@ -225,8 +225,7 @@ def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:
     capacity = pile_nbytes // max(row_nbytes, 1)
     if capacity < 1:
         raise DaskShuffleValueError(
-            f"Expected pile_memory to hold at least one row of {row_nbytes} bytes. "
-            f"Got {pile_nbytes} bytes instead."
+            f"Expected pile_memory to hold at least one row of {row_nbytes} bytes. Got {pile_nbytes} bytes instead."
         )
     # Solve s + 6 sqrt(s) = capacity for s.
     root = -3.0 + math.sqrt(9.0 + capacity)

@@ -118,11 +118,15 @@ def run_shuffle(
                 "choose another destination (the source is never modified)."
             )
     if _paths.exists(dst, storage_options) and not overwrite:
-        raise PileStoreExistsError(f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.")
+        raise PileStoreExistsError(
+            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it."
+        )
     tmp = tmp or _paths.sibling(dst, _TMP_SUFFIX)
     for source in fmt.describe_source():
         if _paths.overlaps(tmp, source):
-            raise DaskShuffleValueError(f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead.")
+            raise DaskShuffleValueError(
+                f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
+            )
 
     plan = _plan_within_budget(fmt.block_lengths, n_piles, seed, fmt.row_nbytes, pile_nbytes)
     settings = ShuffleSettings(n_piles=plan.n_piles, seed=seed, materialize=materialize)
@@ -253,12 +257,24 @@ def shuffle_zarr(
     pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
     block_nbytes = parse_nbytes(block_memory, "block_memory")
     fmt = open_zarr_sources(
-        src, variables=chosen, block_nbytes=block_nbytes, chunk_rows=chunk_rows,
-        compressors=compressors, storage_options=storage_options,
+        src,
+        variables=chosen,
+        block_nbytes=block_nbytes,
+        chunk_rows=chunk_rows,
+        compressors=compressors,
+        storage_options=storage_options,
     )
     return run_shuffle(
-        fmt, dst, n_piles=n_piles, seed=seed, materialize=materialize, overwrite=overwrite,
-        pile_nbytes=pile_nbytes, merge_nbytes=max(block_nbytes, 1), tmp=parse_path(tmp, "tmp") if tmp else None,
-        progress=parse_bool(progress, "progress"), storage_options=storage_options,
+        fmt,
+        dst,
+        n_piles=n_piles,
+        seed=seed,
+        materialize=materialize,
+        overwrite=overwrite,
+        pile_nbytes=pile_nbytes,
+        merge_nbytes=max(block_nbytes, 1),
+        tmp=parse_path(tmp, "tmp") if tmp else None,
+        progress=parse_bool(progress, "progress"),
+        storage_options=storage_options,
         variables=[variable.name for variable in fmt.variables],
     )

@@ -39,7 +39,9 @@ def make_example(root: str | Path, n_stores: int = 4, rows_per_store: int = 200_
         x[:, 0] = ids  # the id is readable from x too: alignment is checkable
         chunk = max(1, 2**20 // (width * 4))
         group.create_array("x", data=x, chunks=(chunk, width), dimension_names=("sample", "feature"))
-        group.create_array("y", data=ids * 10 // (n_stores * rows_per_store), chunks=(chunk,), dimension_names=("sample",))
+        group.create_array(
+            "y", data=ids * 10 // (n_stores * rows_per_store), chunks=(chunk,), dimension_names=("sample",)
+        )
         group.create_array("id", data=ids, chunks=(chunk,), dimension_names=("sample",))
         paths.append(str(path))
     return paths
@@ -64,7 +66,10 @@ def main(argv: list[str] | None = None) -> None:
     nbytes = sum(array.nbytes for path in sources for _, array in zarr.open_group(path, mode="r").arrays())
     print(f"generated {len(sources)} Zarr stores, {nbytes / 2**20:.0f} MiB, in {time.perf_counter() - began:.1f} s")
 
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         print(f"LocalCluster with {args.workers} workers; dashboard: {client.dashboard_link}")
         result = daskshuffle.shuffle_zarr(sources, root / "piles.zarr", n_piles=64, seed=0, progress=True)
         print(result)
@@ -79,8 +84,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"checked: {len(ids):,} rows, each exactly once, x aligned with id")
     print(f"first ids of the pile store:    {ids[:8].tolist()}")
     print(f"first ids of the shuffled copy: {shuffled[:8].tolist()}")
-    print(f"throughput: {nbytes / 2**20 / result.seconds:.0f} MiB/s (pile store), "
-          f"{nbytes / 2**20 / copy.seconds:.0f} MiB/s (shuffled copy)")
+    print(
+        f"throughput: {nbytes / 2**20 / result.seconds:.0f} MiB/s (pile store), "
+        f"{nbytes / 2**20 / copy.seconds:.0f} MiB/s (shuffled copy)"
+    )
     print(f"done in {time.perf_counter() - began:.1f} s; the data is in {root}/")
 
 

@@ -66,7 +66,7 @@ class Format(ABC, Generic[Rows]):
         """Rows ``start:stop``."""
 
     # -- pieces: written once by pass 1, read once by the merge --------------
-    def prepare_pieces(self, tmp: str) -> None:  # noqa: B027 - optional hook
+    def prepare_pieces(self, tmp: str) -> None:
         """Create what the piece files of ``tmp`` need before pass 1 runs."""
 
     @abstractmethod

@@ -72,7 +72,9 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
             f"Got {type(source).__name__} instead."
         )
     if not exists(source, storage_options):
-        raise SourceNotFoundError(f"Expected src to be an existing Zarr group or array. Got {os.fspath(source)!r}, which does not exist, instead.")
+        raise SourceNotFoundError(
+            f"Expected src to be an existing Zarr group or array. Got {os.fspath(source)!r}, which does not exist, instead."
+        )
     try:
         return zarr.open(normalize(source), mode="r", storage_options=storage_options)
     except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
@@ -87,17 +89,14 @@ def _arrays_of(source: zarr.Group | zarr.Array) -> dict[str, zarr.Array]:
     return dict(sorted(source.arrays()))
 
 
-def _select(
-    arrays: dict[str, zarr.Array], variables: Sequence[str] | None, where: str
-) -> dict[str, zarr.Array]:
+def _select(arrays: dict[str, zarr.Array], variables: Sequence[str] | None, where: str) -> dict[str, zarr.Array]:
     if not arrays:
         raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
     if variables is not None:
         unknown = [name for name in variables if name not in arrays]
         if unknown:
             raise DaskShuffleValueError(
-                f"Expected variables to name arrays of {where}. Got unknown {unknown} instead; "
-                f"it has {sorted(arrays)}."
+                f"Expected variables to name arrays of {where}. Got unknown {unknown} instead; it has {sorted(arrays)}."
             )
         arrays = {name: arrays[name] for name in variables}
     scalar = [name for name, array in arrays.items() if array.ndim == 0]
@@ -212,6 +211,14 @@ def open_zarr_sources(
     )
 
 
+def _take(rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
+    return {name: np.take(values, index, axis=0) for name, values in rows.items()}
+
+
+def _concat(parts: Sequence[ArrayRows]) -> ArrayRows:
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
     return np.frombuffer(data, dtype=variable.dtype).reshape(-1, *variable.row_shape)
 
@@ -261,10 +268,10 @@ class ZarrFormat(Format[ArrayRows]):
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return {name: np.take(values, index, axis=0) for name, values in rows.items()}
+        return _take(rows, index)
 
     def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+        return _concat(parts)
 
     def slice(self, rows: ArrayRows, start: int, stop: int) -> ArrayRows:
         return {name: values[start:stop] for name, values in rows.items()}
@@ -289,7 +296,9 @@ class ZarrFormat(Format[ArrayRows]):
         rows = {}
         for variable in self.variables:
             size = variable.row_nbytes
-            data = fs.cat_file(self._piece_path(root, variable, block), start * size, stop * size) if stop > start else b""
+            data = (
+                fs.cat_file(self._piece_path(root, variable, block), start * size, stop * size) if stop > start else b""
+            )
             rows[variable.name] = _from_bytes(data, variable)
         return rows
 
@@ -299,7 +308,10 @@ class ZarrFormat(Format[ArrayRows]):
 
     def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
         group = zarr.open_group(
-            dst, mode="w", zarr_format=3, storage_options=self.storage_options,
+            dst,
+            mode="w",
+            zarr_format=3,
+            storage_options=self.storage_options,
             attributes={**self.group_attrs, _METADATA_KEY: dict(metadata)},
         )
         for variable in self.variables:
@@ -348,15 +360,21 @@ class ZarrPileReader(PileReader[ArrayRows]):
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         if not exists(store, storage_options):
-            raise SourceNotFoundError(f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead.")
+            raise SourceNotFoundError(
+                f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead."
+            )
         try:
             group = zarr.open_group(normalize(store), mode="r", storage_options=storage_options)
         except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
-            raise IncompletePileStoreError(f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead.") from error
+            raise IncompletePileStoreError(
+                f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead."
+            ) from error
         metadata = group.attrs.get(_METADATA_KEY)
         where = os.fspath(store)
         if not isinstance(metadata, dict):
-            raise IncompletePileStoreError(f"Expected a pile store written by daskshuffle. Got {where!r}, which has no daskshuffle metadata, instead.")
+            raise IncompletePileStoreError(
+                f"Expected a pile store written by daskshuffle. Got {where!r}, which has no daskshuffle metadata, instead."
+            )
         if metadata.get("format_version") != FORMAT_VERSION:
             raise IncompletePileStoreError(
                 f"Expected a pile store of format version {FORMAT_VERSION}. Got version {metadata.get('format_version')!r} "
@@ -379,10 +397,10 @@ class ZarrPileReader(PileReader[ArrayRows]):
         return {name: array[start:stop] for name, array in self.arrays.items()}
 
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return {name: np.take(values, index, axis=0) for name, values in rows.items()}
+        return _take(rows, index)
 
     def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+        return _concat(parts)
 
     def n_rows_of(self, rows: ArrayRows) -> int:
         return len(next(iter(rows.values()))) if rows else 0
