@@ -180,12 +180,13 @@ def shuffle_graph(
 
 
 def _active_client() -> Any:
+    """The current ``distributed.Client`` (``as_current`` context or the default one), if any."""
     try:
-        from distributed import default_client
-    except ImportError:  # distributed is a dependency, but the threaded scheduler needs none
+        from distributed import Client
+    except ImportError:  # the threaded scheduler needs no distributed
         return None
     try:
-        return default_client()
+        return Client.current(allow_global=True)
     except ValueError:
         return None
 
