@@ -289,7 +289,7 @@ class ZarrFormat(Format[ArrayRows]):
         fs, root = filesystem(tmp, self.storage_options)
         for variable in self.variables:
             with fs.open(self._piece_path(root, variable, block), "wb") as file:
-                file.write(memoryview(np.ascontiguousarray(rows[variable.name])).cast("B"))
+                file.write(np.ascontiguousarray(rows[variable.name]).reshape(-1).view(np.uint8))
 
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> ArrayRows:
         fs, root = filesystem(tmp, self.storage_options)

@@ -1,0 +1,74 @@
+"""Shared fixtures: real Zarr stores on disk and one real LocalCluster per session."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+
+def make_zarr_source(
+    path: Path | str,
+    n_rows: int,
+    *,
+    chunk_rows: int = 100,
+    width: int = 4,
+    first_id: int = 0,
+    zarr_format: int = 3,
+) -> str:
+    """A group with ``x`` (n_rows, width) float32, ``y`` (n_rows,) int16 and ``id`` (n_rows,) int64.
+
+    ``x[:, 0]`` and ``y`` are functions of ``id`` so that alignment can be checked.
+    """
+    group = zarr.open_group(str(path), mode="w", zarr_format=zarr_format)
+    ids = np.arange(first_id, first_id + n_rows, dtype=np.int64)
+    x = np.random.default_rng(first_id).standard_normal((n_rows, width)).astype(np.float32)
+    x[:, 0] = ids
+
+    def dims(*names: str, **attributes: object) -> dict:
+        # xarray's dimension names: v3 metadata, or the _ARRAY_DIMENSIONS attribute in v2
+        if zarr_format == 3:
+            return {"dimension_names": names, "attributes": attributes}
+        return {"attributes": {**attributes, "_ARRAY_DIMENSIONS": list(names)}}
+
+    chunk_rows = max(chunk_rows, 1)
+    group.create_array("x", shape=x.shape, chunks=(chunk_rows, width), dtype=x.dtype, **dims("row", "feature"))[...] = x
+    y = group.create_array("y", shape=(n_rows,), chunks=(chunk_rows,), dtype=np.int16, **dims("row", units="label"))
+    y[...] = (ids % 7).astype(np.int16)
+    group.create_array("id", shape=(n_rows,), chunks=(chunk_rows,), dtype=np.int64, **dims("row"))[...] = ids
+    group.attrs["title"] = "example"
+    return str(path)
+
+
+def tree_digest(path: Path | str) -> str:
+    """A digest of every file's name, bytes and modification time below ``path``."""
+    digest = hashlib.sha256()
+    for file in sorted(Path(path).rglob("*")):
+        if file.is_file():
+            digest.update(str(file.relative_to(path)).encode())
+            digest.update(file.read_bytes())
+            digest.update(str(file.stat().st_mtime_ns).encode())
+    return digest.hexdigest()
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> str:
+    return make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=64)
+
+
+@pytest.fixture(scope="session")
+def cluster_client() -> Iterator[object]:
+    """A real two-worker LocalCluster on loopback, shared by the tests that need one."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
