@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -106,20 +107,20 @@ def test_materialize_writes_a_shuffled_copy(source: str, tmp_path: Path) -> None
     assert_aligned_permutation(data, 1_000)
     assert result.materialized and metadata(tmp_path / "copy.zarr")["materialized"] is True
     offsets = metadata(tmp_path / "copy.zarr")["pile_offsets"]
-    inside_sorted = [bool((np.diff(data["id"][a:b]) > 0).all()) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    inside_sorted = [bool((np.diff(data["id"][a:b]) > 0).all()) for a, b in itertools.pairwise(offsets)]
     assert not any(inside_sorted), "each pile is shuffled in RAM"
 
 
 def test_seeds(source: str, tmp_path: Path) -> None:
     a = shuffle_zarr(source, tmp_path / "a.zarr", n_piles=8, seed=1)
     b = shuffle_zarr(source, tmp_path / "b.zarr", n_piles=8, seed=1)
-    c = shuffle_zarr(source, tmp_path / "c.zarr", n_piles=8, seed=2)
+    shuffle_zarr(source, tmp_path / "c.zarr", n_piles=8, seed=2)
     assert a.seed == b.seed == 1
     assert np.array_equal(read(tmp_path / "a.zarr")["id"], read(tmp_path / "b.zarr")["id"])
     assert not np.array_equal(read(tmp_path / "a.zarr")["id"], read(tmp_path / "c.zarr")["id"])
     drawn = shuffle_zarr(source, tmp_path / "d.zarr", n_piles=8)
     assert 0 <= drawn.seed < 2**63 and metadata(tmp_path / "d.zarr")["seed"] == drawn.seed
-    again = shuffle_zarr(source, tmp_path / "e.zarr", n_piles=8, seed=drawn.seed)
+    shuffle_zarr(source, tmp_path / "e.zarr", n_piles=8, seed=drawn.seed)
     assert np.array_equal(read(tmp_path / "d.zarr")["id"], read(tmp_path / "e.zarr")["id"])
 
 
@@ -154,8 +155,6 @@ def test_many_sources_of_both_zarr_formats(tmp_path: Path) -> None:
     assert_aligned_permutation(data, 758)
     assert np.array_equal(data["id"], expected_order(sources, 5, 4, materialize=False, block_nbytes=2_000))
     # dimension names of a Zarr format 2 source (xarray's _ARRAY_DIMENSIONS) become v3 dimension names
-    from_v2 = zarr.open_group(str(tmp_path / "out2.zarr"), mode="w")  # placeholder removed below
-    del from_v2
     shuffle_zarr(sources[2], tmp_path / "v2out.zarr", n_piles=3, seed=0, overwrite=True)
     out = zarr.open_group(str(tmp_path / "v2out.zarr"), mode="r")
     assert out["x"].metadata.dimension_names == ("row", "feature")
