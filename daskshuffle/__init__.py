@@ -2,9 +2,16 @@
 
 >>> import daskshuffle as ds
 >>> ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=512, seed=0)  # doctest: +SKIP
+
+Names are imported on first use, so ``import daskshuffle`` is cheap and the
+pure layers (the plan) can be used without loading dask or zarr. To export a
+new public name, add it to ``_LAZY`` (name -> private module) and ``__all__``.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     DaskShuffleError,
@@ -14,9 +21,16 @@ from ._errors import (
     PileStoreExistsError,
     SourceNotFoundError,
 )
-from ._shuffle import ShuffleResult, shuffle_zarr
+
+if TYPE_CHECKING:
+    from ._shuffle import ShuffleResult, shuffle_zarr
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "ShuffleResult": "._shuffle",
+    "shuffle_zarr": "._shuffle",
+}
 
 __all__ = [
     "DaskShuffleError",
@@ -28,3 +42,15 @@ __all__ = [
     "SourceNotFoundError",
     "shuffle_zarr",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'daskshuffle' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
