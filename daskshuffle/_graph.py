@@ -15,7 +15,7 @@ chunk or object.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from ._plan import Plan, block_order, group_order, group_piles
 from .formats._base import Format
 
-__all__ = ["MergeGroup", "compute", "shuffle_graph"]
+__all__ = ["MergeGroup", "compute", "map_tasks", "shuffle_graph"]
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,22 @@ def shuffle_graph(
     return graph, done_key
 
 
+def _collect(*results: Any) -> list[Any]:
+    return list(results)
+
+
+def map_tasks(func: Callable[..., Any], args: Sequence[tuple[Any, ...]], *, token: str, progress: bool = False) -> list[Any]:
+    """``[func(*a) for a in args]``, one task each, run in parallel on the active scheduler.
+
+    For the small steps a format needs before it can be planned (counting the
+    rows of text blocks). ``token`` names the work deterministically.
+    """
+    name = "daskshuffle-map-" + tokenize(token, args)
+    graph: dict[Any, Any] = {(name, index): (func, *item) for index, item in enumerate(args)}
+    graph[name] = (_collect, *[(name, index) for index in range(len(args))])
+    return list(compute(graph, name, progress=progress))
+
+
 def _active_client() -> Any:
     """The current ``distributed.Client`` (``as_current`` context or the default one), if any."""
     try:
@@ -191,17 +207,29 @@ def _active_client() -> Any:
         return None
 
 
+def _show_progress(future: Any) -> None:
+    from distributed import progress
+
+    try:
+        progress(future)
+    except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
+        progress(future, notebook=False)
+
+
 def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
     """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar."""
     result = Delayed(key, graph)
     client = _active_client()
     if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
         future = client.compute(result)
-        if progress:
-            from distributed import progress as show_progress
-
-            show_progress(future)
-        return future.result()
+        try:
+            if progress:
+                _show_progress(future)
+            return future.result()
+        except BaseException:
+            # Stop what is still queued before the caller cleans up behind it.
+            client.cancel(future)
+            raise
     if progress:
         from dask.diagnostics import ProgressBar
 
