@@ -183,7 +183,9 @@ def _collect(*results: Any) -> list[Any]:
     return list(results)
 
 
-def map_tasks(func: Callable[..., Any], args: Sequence[tuple[Any, ...]], *, token: str, progress: bool = False) -> list[Any]:
+def map_tasks(
+    func: Callable[..., Any], args: Sequence[tuple[Any, ...]], *, token: str, progress: bool = False
+) -> list[Any]:
     """``[func(*a) for a in args]``, one task each, run in parallel on the active scheduler.
 
     For the small steps a format needs before it can be planned (counting the

@@ -94,6 +94,34 @@ def _plan_within_budget(
         chosen = max(chosen + 1, int(chosen * 1.1))
 
 
+def check_destination(
+    sources: Sequence[str],
+    dst: str,
+    tmp: str | None,
+    *,
+    overwrite: bool,
+    storage_options: dict[str, Any] | None,
+) -> str:
+    """Check that ``dst`` and ``tmp`` may be written; return ``tmp`` (defaulted next to ``dst``)."""
+    for source in sources:
+        if _paths.overlaps(dst, source):
+            raise DaskShuffleValueError(
+                f"Expected dst to lie outside the source. Got dst={dst!r} and source {source!r} instead; "
+                "choose another destination (the source is never modified)."
+            )
+    if _paths.exists(dst, storage_options) and not overwrite:
+        raise PileStoreExistsError(
+            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it."
+        )
+    tmp = tmp or _paths.sibling(dst, _TMP_SUFFIX)
+    for source in sources:
+        if _paths.overlaps(tmp, source):
+            raise DaskShuffleValueError(
+                f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
+            )
+    return tmp
+
+
 def run_shuffle(
     fmt: Format[Any],
     dst: str,
@@ -111,22 +139,7 @@ def run_shuffle(
 ) -> ShuffleResult:
     """Check the destination, plan, write, and mark complete: shared by every format."""
     began = time.perf_counter()
-    for source in fmt.describe_source():
-        if _paths.overlaps(dst, source):
-            raise DaskShuffleValueError(
-                f"Expected dst to lie outside the source. Got dst={dst!r} and source {source!r} instead; "
-                "choose another destination (the source is never modified)."
-            )
-    if _paths.exists(dst, storage_options) and not overwrite:
-        raise PileStoreExistsError(
-            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it."
-        )
-    tmp = tmp or _paths.sibling(dst, _TMP_SUFFIX)
-    for source in fmt.describe_source():
-        if _paths.overlaps(tmp, source):
-            raise DaskShuffleValueError(
-                f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
-            )
+    tmp = check_destination(fmt.describe_source(), dst, tmp, overwrite=overwrite, storage_options=storage_options)
 
     plan = _plan_within_budget(fmt.block_lengths, n_piles, seed, fmt.row_nbytes, pile_nbytes)
     settings = ShuffleSettings(n_piles=plan.n_piles, seed=seed, materialize=materialize)
@@ -153,6 +166,9 @@ def run_shuffle(
         fmt.create_destination(dst, plan.n_rows, metadata)
         fmt.prepare_pieces(tmp)
         compute(graph, key, progress=progress)
+    except BaseException:
+        fmt.discard_destination(dst)
+        raise
     finally:
         _paths.remove(tmp, storage_options)
     fmt.finalize_destination(dst, {**metadata, "complete": True})

@@ -102,6 +102,13 @@ class Format(ABC, Generic[Rows]):
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         """Record ``metadata`` and mark the destination complete. Runs last."""
 
+    def discard_destination(self, dst: str) -> None:
+        """Clean up after a run that failed before :meth:`finalize_destination`.
+
+        By default the destination stays, marked incomplete; a format whose
+        output cannot carry that mark (a plain text file) removes what it wrote.
+        """
+
 
 class PileReader(ABC, Generic[Rows]):
     """A complete pile store opened for reading."""

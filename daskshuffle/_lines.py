@@ -1,0 +1,171 @@
+"""The public text shuffle: count the lines of every block, plan, then run the graph."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from . import _paths
+from ._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ._graph import map_tasks
+from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
+from ._shuffle import ShuffleResult, check_destination, run_shuffle
+from .formats._text import TextFormat, TextSource, open_text_sources
+
+__all__ = ["shuffle_lines"]
+
+#: Pass 1 and the merge each hold about three copies of a block or a pile, so
+#: these defaults keep a worker near 200 MB however large the input is.
+DEFAULT_PILE_MEMORY = "64MiB"
+DEFAULT_BLOCK_MEMORY = "32MiB"
+
+PathLike = str | os.PathLike[str]
+
+
+def parse_sources(value: object) -> list[str]:
+    """One path, URL or glob, or a non-empty list of them, as strings."""
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    if not items:
+        raise DaskShuffleValueError("Expected src to name at least one text file. Got an empty list instead.")
+    for item in items:
+        if not isinstance(item, str | os.PathLike) or not os.fspath(item):
+            raise DaskShuffleTypeError(
+                f"Expected src to be a path, URL or glob, or a list of them. Got {item!r} instead."
+            )
+    return [os.fspath(item) for item in items]
+
+
+def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
+    """A block is read whole by one task: it must fit the memory a pile may take."""
+    for block, count in zip(fmt.source.blocks, fmt.counts, strict=True):
+        nbytes = count.n_bytes + 8 * count.n_lines
+        if nbytes <= pile_nbytes:
+            continue
+        file = fmt.source.files[block.file]
+        if file.compression is not None:
+            raise DaskShuffleValueError(
+                f"Expected every compressed file to decompress to at most pile_memory={pile_nbytes:,} bytes "
+                f"(a compressed file cannot be split, so one task reads it whole). Got {file.path!r}, {count.n_bytes:,} bytes "
+                f"in {count.n_lines:,} lines (about {nbytes:,} bytes in memory), instead; raise pile_memory, or split "
+                "or decompress the file."
+            )
+        raise DaskShuffleValueError(
+            f"Expected every line to fit pile_memory={pile_nbytes:,} bytes. Got a line of about {count.n_bytes:,} bytes "
+            f"in {file.path!r} instead; raise pile_memory."
+        )
+
+
+def shuffle_lines(
+    src: PathLike | Sequence[PathLike],
+    dst: PathLike,
+    n_piles: int | Literal["auto"] = "auto",
+    *,
+    seed: int | None = None,
+    header: bool = False,
+    overwrite: bool = False,
+    pile_memory: int | str = DEFAULT_PILE_MEMORY,
+    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
+    tmp: PathLike | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> ShuffleResult:
+    """Shuffle the lines of text files into one text file, out of core, on dask.
+
+    The output holds exactly the input lines, in a uniformly random order
+    (every permutation equally likely), like ``shuf`` but for inputs larger
+    than memory: the 2-pass shuffle scatters lines to piles on disk, then
+    shuffles each pile in memory. Bytes are kept as they are (nothing is
+    decoded; CRLF stays CRLF); a final line without a newline gets one.
+
+    The work runs as dask graphs on the active scheduler: the current
+    ``distributed.Client`` if there is one, dask's default otherwise.
+
+    Parameters
+    ----------
+    src : path, URL or glob, or a list of them
+        The text files, in order. Files ending in ``.gz``, ``.bz2``, ``.xz``
+        or ``.zst`` are decompressed (as fsspec infers from the name). A large
+        uncompressed file is read in parallel, in blocks; a compressed file is
+        read whole by one task.
+    dst : path or URL
+        The output file. Written under a temporary name and renamed into place
+        when complete, so an interrupted shuffle never leaves a file there.
+    n_piles : int or "auto", default "auto"
+        Number of piles. ``"auto"`` picks the fewest piles that fit
+        ``pile_memory``. The result is exactly shuffled either way; piles only
+        bound memory.
+    seed : int, optional
+        Same input, seed and parameters give the same output bytes, whatever
+        the cluster. ``None`` draws a seed (see ``ShuffleResult.seed``).
+    header : bool, default False
+        Keep the first line of the first file (a CSV header) at the top,
+        unshuffled.
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    pile_memory : int or str, default "64MiB"
+        The largest pile allowed, checked before anything is written. A task
+        holds about three times this much.
+    block_memory : int or str, default "32MiB"
+        About how much of an uncompressed file one pass-1 task reads.
+    tmp : path or URL, optional
+        Where pieces go between the passes; by default ``<dst>.daskshuffle-tmp``.
+        Removed at the end, also after an error.
+    progress : bool, default False
+        Show a progress bar.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Returns
+    -------
+    ShuffleResult
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> daskshuffle.shuffle_lines("corpus/*.jsonl.gz", "train.jsonl", seed=0)  # doctest: +SKIP
+    <ShuffleResult shuffled copy 'train.jsonl': 1,000,000 rows in 3 piles ...>
+    """
+    sources = parse_sources(src)
+    dst = parse_path(dst, "dst")
+    n_piles = parse_n_piles(n_piles)
+    seed = parse_seed(seed)
+    header = parse_bool(header, "header")
+    overwrite = parse_bool(overwrite, "overwrite")
+    pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
+    block_nbytes = parse_nbytes(block_memory, "block_memory")
+    tmp = parse_path(tmp, "tmp") if tmp is not None else None
+    progress = parse_bool(progress, "progress")
+    fs, inner = _paths.filesystem(dst, storage_options)
+    if fs.isdir(inner):
+        raise DaskShuffleValueError(
+            f"Expected dst to be a file. Got {dst!r}, which is a directory, instead; name a file inside it."
+        )
+
+    source: TextSource = open_text_sources(
+        sources, header=header, block_nbytes=block_nbytes, storage_options=storage_options
+    )
+    # Counting reads the whole input: check the destination first.
+    check_destination(source.describe(), dst, tmp, overwrite=overwrite, storage_options=storage_options)
+    counts = map_tasks(
+        source.count_block,
+        [(block,) for block in range(len(source.blocks))],
+        token=repr((source.files, source.blocks, source.header)),
+        progress=progress,
+    )
+    fmt = TextFormat(source, counts)
+    _check_blocks_fit(fmt, pile_nbytes)
+    return run_shuffle(
+        fmt,
+        dst,
+        n_piles=n_piles,
+        seed=seed,
+        materialize=True,
+        overwrite=overwrite,
+        pile_nbytes=pile_nbytes,
+        merge_nbytes=block_nbytes,
+        tmp=tmp,
+        progress=progress,
+        storage_options=storage_options,
+        variables=[],
+    )

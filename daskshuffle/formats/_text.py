@@ -1,0 +1,450 @@
+"""Text files, one row per line: the source, the piece files and the output file.
+
+A row is one line's bytes including its ``\\n`` (a ``\\r`` before it stays,
+so CRLF files keep CRLF); a final line without a newline gets one. Nothing is
+decoded: any encoding that writes ``\\n`` as the byte ``0x0A`` (ASCII, UTF-8,
+Latin-1, ...) round-trips byte for byte.
+
+Rows in memory are a :class:`pyarrow.LargeBinaryArray` (one buffer of bytes
+and one of offsets): gathering lines of any length into a new order is one
+call to Arrow's ``take``, with no Python object per line.
+
+Blocks are byte ranges of uncompressed files, cut at about ``block_nbytes``; a
+block owns every line that *starts* inside its range, so a line is never split
+and one large file is read in parallel. A compressed file cannot be read from
+the middle, so it is one block. The lines of every block are counted (in
+parallel, before planning) by :meth:`TextSource.count_block`.
+
+Pass 1 writes each block's lines, in piece order, to one file ``<block>.lines``
+with a small ``<block>.index`` of where each piece starts (in lines and bytes);
+the merge reads exactly the byte range of the piles it assembles. The output
+is one file written under a temporary name next to the destination and renamed
+into place once complete: on a local disk the merge tasks write their bytes at
+known offsets of one preallocated file in parallel; elsewhere each task writes
+a part and the parts are concatenated at the end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.utils import infer_compression
+from numpy.typing import NDArray
+
+from .._errors import DaskShuffleValueError, SourceNotFoundError
+from .._paths import filesystem, is_url, normalize, sibling
+from ._base import Format
+
+__all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources"]
+
+Lines = pa.LargeBinaryArray
+
+NEWLINE = b"\n"
+#: How much of a file is read at a time while counting or looking for a line's end.
+_READ_NBYTES = 4 * 2**20
+#: Newlines are located in windows of this size, to bound the temporary mask.
+_SCAN_NBYTES = 16 * 2**20
+_PARTIAL_SUFFIX = ".daskshuffle-partial"
+
+
+@dataclass(frozen=True)
+class TextFile:
+    """One input file: where it is, its size on storage and how it is compressed."""
+
+    path: str
+    size: int
+    compression: str | None
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """Lines of file ``file`` that start in bytes ``[start, stop)``.
+
+    For a compressed file ``stop`` is ``None`` (the block runs to the end of
+    the stream) and ``start`` is how many decompressed bytes to skip (a header).
+    """
+
+    file: int
+    start: int
+    stop: int | None
+
+
+@dataclass(frozen=True)
+class BlockCount:
+    """Lines in a block and their bytes, a newline added to a final line that lacks one."""
+
+    n_lines: int
+    n_bytes: int
+
+
+def _split_lines(data: bytes | bytearray) -> Lines:
+    """The lines of ``data``, which ends with a newline (or is empty)."""
+    view = np.frombuffer(data, dtype=np.uint8)
+    ends = [
+        np.flatnonzero(view[start : start + _SCAN_NBYTES] == ord(NEWLINE)) + (start + 1)
+        for start in range(0, len(view), _SCAN_NBYTES)
+    ]
+    offsets = np.concatenate([np.zeros(1, dtype=np.int64), *ends]).astype(np.int64, copy=False)
+    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _offsets(lines: Lines) -> NDArray[np.int64]:
+    """Byte offsets of ``lines`` in its data buffer, ``len(lines) + 1`` of them."""
+    buffer = lines.buffers()[1]
+    if buffer is None:
+        return np.zeros(1, dtype=np.int64)
+    return np.frombuffer(buffer, dtype=np.int64, count=len(lines) + 1, offset=lines.offset * 8)
+
+
+def line_bytes(lines: Lines) -> memoryview:
+    """The bytes of ``lines``, one after the other, without a copy."""
+    if len(lines) == 0:
+        return memoryview(b"")
+    offsets = _offsets(lines)
+    return memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
+
+
+def _with_final_newline(data: bytes) -> bytes:
+    return data + NEWLINE if data and not data.endswith(NEWLINE) else data
+
+
+def _line_start(file: IO[bytes], position: int, size: int) -> int:
+    """The first line start at or after ``position``: 0, or just after a newline."""
+    if position <= 0:
+        return 0
+    if position >= size:
+        return size
+    file.seek(position - 1)
+    scanned = position - 1
+    while True:
+        chunk = file.read(64 * 2**10)
+        if not chunk:
+            return size
+        found = chunk.find(NEWLINE)
+        if found >= 0:
+            return scanned + found + 1
+        scanned += len(chunk)
+
+
+class TextSource:
+    """Text files cut into blocks, before their lines are counted.
+
+    Holds only picklable state (paths, sizes, the header): it is sent to every
+    counting task.
+    """
+
+    def __init__(
+        self,
+        files: Sequence[TextFile],
+        blocks: Sequence[TextBlock],
+        header: bytes,
+        storage_options: dict[str, Any] | None,
+    ) -> None:
+        self.files = tuple(files)
+        self.blocks = tuple(blocks)
+        self.header = header
+        self.storage_options = storage_options
+
+    def describe(self) -> list[str]:
+        return [file.path for file in self.files]
+
+    def _open(self, file: TextFile) -> Any:
+        return fsspec.open(file.path, "rb", compression=file.compression, **(self.storage_options or {}))
+
+    def _range(self, handle: Any, spec: TextBlock, stop: int) -> tuple[int, int]:
+        """The bytes ``[start, stop)`` of an uncompressed block: from its first line start to the next block's."""
+        size = self.files[spec.file].size
+        return _line_start(handle, spec.start, size), _line_start(handle, stop, size)
+
+    def _changed(self, block: int) -> DaskShuffleValueError:
+        path = self.files[self.blocks[block].file].path
+        return DaskShuffleValueError(
+            f"Expected {path!r} to stay as it was when the shuffle started. Got a file of another size instead; "
+            "do not change a source while it is being shuffled."
+        )
+
+    def _chunks(self, block: int) -> Iterator[bytes]:
+        """The bytes of ``block`` in pieces of about ``_READ_NBYTES``, for counting."""
+        spec = self.blocks[block]
+        with self._open(self.files[spec.file]) as handle:
+            if spec.stop is None:
+                skip = spec.start
+                while skip > 0 and (skipped := handle.read(min(skip, _READ_NBYTES))):
+                    skip -= len(skipped)
+                while chunk := handle.read(_READ_NBYTES):
+                    yield chunk
+                return
+            start, stop = self._range(handle, spec, spec.stop)
+            handle.seek(start)
+            for position in range(start, stop, _READ_NBYTES):
+                chunk = handle.read(min(_READ_NBYTES, stop - position))
+                if not chunk:
+                    raise self._changed(block)
+                yield chunk
+
+    def count_block(self, block: int) -> BlockCount:
+        """Count the lines of ``block`` (a task of the counting step)."""
+        n_lines = n_bytes = 0
+        last = NEWLINE
+        for chunk in self._chunks(block):
+            n_lines += chunk.count(NEWLINE)
+            n_bytes += len(chunk)
+            last = chunk[-1:]
+        if last != NEWLINE:
+            n_lines, n_bytes = n_lines + 1, n_bytes + 1
+        return BlockCount(n_lines, n_bytes)
+
+    def read_lines(self, block: int) -> Lines:
+        """Every line of ``block``, read with one request."""
+        spec = self.blocks[block]
+        with self._open(self.files[spec.file]) as handle:
+            if spec.stop is None:
+                data = handle.read()
+                if spec.start:
+                    data = data[spec.start :]
+            else:
+                start, stop = self._range(handle, spec, spec.stop)
+                handle.seek(start)
+                data = handle.read(stop - start)
+                if len(data) != stop - start:
+                    raise self._changed(block)
+        return _split_lines(_with_final_newline(data))
+
+
+def _expand(item: str, storage_options: dict[str, Any] | None) -> list[str]:
+    """The files ``item`` names: itself, or the matches of a glob, in sorted order."""
+    fs, inner = filesystem(item, storage_options)
+
+    def unstrip(path: str) -> str:
+        return fs.unstrip_protocol(path) if is_url(item) else path
+
+    if any(char in inner for char in "*?["):
+        return [unstrip(path) for path in sorted(fs.glob(inner)) if fs.isfile(path)]
+    if fs.isdir(inner):
+        raise DaskShuffleValueError(
+            f"Expected src to name text files. Got {item!r}, which is a directory, instead; "
+            f"pass a glob such as {item.rstrip('/') + '/*.txt'!r}."
+        )
+    if not fs.exists(inner):
+        raise SourceNotFoundError(
+            f"Expected src to name existing text files. Got {item!r}, which does not exist, instead."
+        )
+    return [unstrip(inner)]
+
+
+def _read_header(source: TextFile, storage_options: dict[str, Any] | None) -> bytes:
+    with fsspec.open(source.path, "rb", compression=source.compression, **(storage_options or {})) as handle:
+        return bytes(handle.readline())
+
+
+def open_text_sources(
+    src: Sequence[str],
+    *,
+    header: bool,
+    block_nbytes: int,
+    storage_options: dict[str, Any] | None = None,
+) -> TextSource:
+    """List and check every input file and cut them into blocks; raise before anything is written.
+
+    ``src`` holds paths, globs or URLs (already strings). Compression is
+    inferred from each file's extension, as fsspec does.
+    """
+    paths: list[str] = []
+    for item in src:
+        matches = _expand(item, storage_options)
+        if not matches:
+            raise SourceNotFoundError(
+                f"Expected src to name existing text files. Got {item!r}, which matches no file, instead."
+            )
+        paths.extend(matches)
+    files = []
+    for path in paths:
+        fs, inner = filesystem(path, storage_options)
+        compression = infer_compression(inner)
+        if compression is not None and compression not in fsspec.compression.compr:
+            raise DaskShuffleValueError(
+                f"Expected a compression this installation reads. Got {path!r}, compressed with {compression!r}, "
+                "instead; install the package it needs (zstandard for .zst) or decompress the file first."
+            )
+        location = normalize(path) if not is_url(path) else path
+        files.append(TextFile(path=location, size=int(fs.size(inner)), compression=compression))
+    first_header = b""
+    if header:
+        first_header = _read_header(files[0], storage_options)
+        if not first_header:
+            raise DaskShuffleValueError(
+                f"Expected the first file to start with a header line, as header=True says. Got {files[0].path!r}, "
+                "which is empty, instead; pass header=False or put the file with the header first."
+            )
+    blocks: list[TextBlock] = []
+    for index, file in enumerate(files):
+        skip = len(first_header) if index == 0 else 0
+        if file.compression is not None:
+            blocks.append(TextBlock(index, skip, None))
+            continue
+        blocks.extend(
+            TextBlock(index, start, min(start + block_nbytes, file.size))
+            for start in range(skip, file.size, block_nbytes)
+        )
+    return TextSource(files, blocks, _with_final_newline(first_header), storage_options)
+
+
+@dataclass(frozen=True)
+class OutputLayout:
+    """Where each pile starts in the output, in lines and in bytes (``n_piles + 1`` each)."""
+
+    row_offsets: NDArray[np.int64]
+    byte_offsets: NDArray[np.int64]
+
+
+def _partial_path(dst: str) -> str:
+    return sibling(dst, _PARTIAL_SUFFIX)
+
+
+class TextFormat(Format[Lines]):
+    """Lines of text files, shuffled into one text file."""
+
+    kind = "text"
+
+    def __init__(self, source: TextSource, counts: Sequence[BlockCount]) -> None:
+        self.source = source
+        self.counts = tuple(counts)
+        self.storage_options = source.storage_options
+        self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
+
+    # -- the source ----------------------------------------------------------
+    @property
+    def block_lengths(self) -> tuple[int, ...]:
+        return tuple(count.n_lines for count in self.counts)
+
+    @property
+    def row_nbytes(self) -> int:
+        # The mean line, plus its entry in the offsets buffer.
+        n_lines = sum(self.block_lengths)
+        body = self.n_bytes - len(self.source.header)
+        return -(-body // max(n_lines, 1)) + 8
+
+    def read_block(self, block: int) -> Lines:
+        lines = self.source.read_lines(block)
+        if len(lines) != self.counts[block].n_lines:
+            spec = self.source.blocks[block]
+            raise DaskShuffleValueError(
+                f"Expected {self.counts[block].n_lines:,} lines in block {block} of "
+                f"{self.source.files[spec.file].path!r}, as counted. Got {len(lines):,} instead; "
+                "do not change a source while it is being shuffled."
+            )
+        return lines
+
+    def describe_source(self) -> list[Any]:
+        return self.source.describe()
+
+    # -- rows in memory ------------------------------------------------------
+    def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
+        return rows.take(pa.array(index, type=pa.int64()))
+
+    def concat(self, parts: Sequence[Lines]) -> Lines:
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(list(parts))
+
+    def slice(self, rows: Lines, start: int, stop: int) -> Lines:
+        return rows.slice(start, stop - start)
+
+    # -- pieces --------------------------------------------------------------
+    def prepare_pieces(self, tmp: str) -> None:
+        fs, root = filesystem(tmp, self.storage_options)
+        fs.makedirs(root, exist_ok=True)
+
+    def write_pieces(
+        self, tmp: str, block: int, rows: Lines, piece_offsets: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Write the lines and an index of the pieces; return lines and bytes per piece."""
+        fs, root = filesystem(tmp, self.storage_options)
+        offsets = _offsets(rows)
+        byte_offsets = offsets[piece_offsets] - offsets[0]
+        with fs.open(f"{root}/{block}.lines", "wb") as file:
+            file.write(line_bytes(rows))
+        with fs.open(f"{root}/{block}.index", "wb") as file:
+            file.write(np.stack([piece_offsets, byte_offsets]).astype("<i8").tobytes())
+        return np.diff(piece_offsets), np.diff(byte_offsets)
+
+    def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Lines:
+        fs, root = filesystem(tmp, self.storage_options)
+        line_offsets, byte_offsets = np.frombuffer(fs.cat_file(f"{root}/{block}.index"), dtype="<i8").reshape(2, -1)
+        # Reads start and stop at piece boundaries; an empty piece shares its byte offset with the next.
+        first = int(byte_offsets[np.searchsorted(line_offsets, start)])
+        last = int(byte_offsets[np.searchsorted(line_offsets, stop)])
+        return _split_lines(fs.cat_file(f"{root}/{block}.lines", first, last) if last > first else b"")
+
+    def combine_piece_info(self, infos: Sequence[tuple[NDArray[np.int64], NDArray[np.int64]]]) -> OutputLayout:
+        rows = np.sum([lines for lines, _ in infos], axis=0, dtype=np.int64)
+        nbytes = np.sum([size for _, size in infos], axis=0, dtype=np.int64)
+        header = len(self.source.header)
+        return OutputLayout(
+            row_offsets=np.concatenate([[0], np.cumsum(rows)]).astype(np.int64),
+            byte_offsets=np.concatenate([[0], np.cumsum(nbytes)]).astype(np.int64) + header,
+        )
+
+    # -- the destination -----------------------------------------------------
+    def _local(self, dst: str) -> bool:
+        fs, _ = filesystem(dst, self.storage_options)
+        return isinstance(fs, LocalFileSystem)
+
+    def write_alignment(self) -> int:
+        # Lines have no fixed size: every write starts at a pile boundary, whose byte offset is known.
+        return 1
+
+    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, partial = filesystem(_partial_path(dst), self.storage_options)
+        if self._local(dst):
+            os.makedirs(os.path.dirname(partial), exist_ok=True)
+            with open(partial, "wb") as file:
+                file.write(self.source.header)
+                file.truncate(self.n_bytes)
+        else:
+            fs.makedirs(partial, exist_ok=True)
+            if self.source.header:
+                fs.pipe_file(f"{partial}/{0:020d}.part", self.source.header)
+
+    def write_rows(self, dst: str, start: int, rows: Lines, piece_info: OutputLayout) -> None:
+        data = line_bytes(rows)
+        offset = int(piece_info.byte_offsets[np.searchsorted(piece_info.row_offsets, start)])
+        if offset + len(data) > self.n_bytes:
+            raise DaskShuffleValueError(
+                f"Expected the shuffled lines to total {self.n_bytes:,} bytes, as counted. Got more instead; "
+                "do not change a source while it is being shuffled."
+            )
+        fs, partial = filesystem(_partial_path(dst), self.storage_options)
+        if self._local(dst):
+            descriptor = os.open(partial, os.O_WRONLY)
+            try:
+                written = 0
+                while written < len(data):
+                    written += os.pwrite(descriptor, data[written:], offset + written)
+            finally:
+                os.close(descriptor)
+        else:
+            fs.pipe_file(f"{partial}/{offset:020d}.part", bytes(data))
+
+    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
+        fs, partial = filesystem(_partial_path(dst), self.storage_options)
+        _, target = filesystem(dst, self.storage_options)
+        if self._local(dst):
+            os.replace(partial, target)
+            return
+        with fs.open(target, "wb") as out:
+            for part in sorted(fs.ls(partial, detail=False)):
+                with fs.open(part, "rb") as file:
+                    while chunk := file.read(_READ_NBYTES):
+                        out.write(chunk)
+        fs.rm(partial, recursive=True)
+
+    def discard_destination(self, dst: str) -> None:
+        fs, partial = filesystem(_partial_path(dst), self.storage_options)
+        if fs.exists(partial):
+            fs.rm(partial, recursive=True)
