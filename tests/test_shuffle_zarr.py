@@ -365,3 +365,25 @@ def test_public_api_is_small_and_documented() -> None:
         obj = getattr(daskshuffle, name)
         assert obj.__doc__, f"{name} has no docstring"
     assert "Examples" in shuffle_zarr.__doc__
+
+
+def test_fsspec_urls(tmp_path: Path) -> None:
+    """Paths and URLs go through fsspec: an in-memory filesystem works like a local one."""
+    import dask
+    import fsspec
+
+    group = zarr.open_group("memory://raw-url.zarr", mode="w")
+    group.create_array("id", shape=(500,), chunks=(50,), dtype="i8")[...] = np.arange(500)
+    try:
+        with dask.config.set(scheduler="threads"):  # the memory filesystem lives in this process
+            result = shuffle_zarr(
+                "memory://raw-url.zarr", "memory://piles-url.zarr", n_piles=4, seed=0, block_memory=800
+            )
+        out = zarr.open_group("memory://piles-url.zarr", mode="r")
+        assert np.array_equal(np.sort(out["id"][...]), np.arange(500))
+        assert out.attrs["daskshuffle"]["complete"] is True and result.n_rows == 500
+        assert not fsspec.filesystem("memory").exists("/piles-url.zarr.daskshuffle-tmp")
+        with pytest.raises(DaskShuffleValueError, match="outside the source"):
+            shuffle_zarr("memory://raw-url.zarr", "memory://raw-url.zarr/inner", n_piles=4)
+    finally:
+        fsspec.filesystem("memory").rm(["/raw-url.zarr", "/piles-url.zarr"], recursive=True)
