@@ -23,6 +23,7 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
+    from ._lines import shuffle_lines
     from ._shuffle import ShuffleResult, shuffle_zarr
 
 __version__ = "0.1.0"
@@ -30,6 +31,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "ShuffleResult": "._shuffle",
     "shuffle_zarr": "._shuffle",
+    "shuffle_lines": "._lines",
 }
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "PileStoreExistsError",
     "ShuffleResult",
     "SourceNotFoundError",
+    "shuffle_lines",
     "shuffle_zarr",
 ]
 
