@@ -24,6 +24,11 @@ def normalize(path: PathLike) -> str:
         text = text[len("file://") :]
     if not is_url(text):
         return os.path.realpath(os.path.expanduser(text))
+    try:  # fsspec's own spelling, e.g. memory://a -> memory:///a
+        fs, inner = fsspec.core.url_to_fs(text)
+        text = fs.unstrip_protocol(inner)
+    except (ImportError, ValueError):  # a filesystem that is not installed here: compare as written
+        pass
     return text.rstrip("/")
 
 

@@ -60,7 +60,13 @@ class Variable:
 
 
 def _describe(source: zarr.Group | zarr.Array) -> str:
-    return str(source.store_path)
+    """The URL of a group or array, for messages, metadata and overlap checks."""
+    store, path = source.store, source.store_path.path
+    fs = getattr(store, "fs", None)
+    if fs is None:  # a LocalStore or MemoryStore spells itself as a URL
+        return str(source.store_path)
+    root = fs.unstrip_protocol(store.path).rstrip("/")
+    return f"{root}/{path}" if path else root
 
 
 def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array:
@@ -404,3 +410,10 @@ class ZarrPileReader(PileReader[ArrayRows]):
 
     def n_rows_of(self, rows: ArrayRows) -> int:
         return len(next(iter(rows.values()))) if rows else 0
+
+    @classmethod
+    def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:
+        return exists(f"{normalize(store)}/zarr.json", storage_options)
+
+    def slice(self, rows: ArrayRows, start: int, stop: int) -> ArrayRows:
+        return {name: values[start:stop] for name, values in rows.items()}
