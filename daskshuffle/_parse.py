@@ -41,9 +41,10 @@ def parse_seed(value: object) -> int:
         return draw_seed()
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise DaskShuffleTypeError(f"Expected seed to be None or an integer. Got {value!r} instead.")
-    if not 0 <= value <= MAX_SEED:
+    seed = int(value)
+    if not 0 <= seed <= MAX_SEED:
         raise DaskShuffleValueError(f"Expected seed to lie in [0, 2**63). Got {value!r} instead.")
-    return int(value)
+    return seed
 
 
 def parse_nbytes(value: object, name: str) -> int:

@@ -85,7 +85,8 @@ class Plan:
     @cached_property
     def pile_sizes(self) -> IntArray:
         """Rows in each pile, ``(n_piles,)``."""
-        return self.counts.sum(axis=0)
+        sizes: IntArray = self.counts.sum(axis=0)
+        return sizes
 
     @cached_property
     def pile_offsets(self) -> IntArray:
