@@ -19,7 +19,9 @@ def imported_after(statement: str) -> set[str]:
     return set(out.split())
 
 
-@pytest.mark.parametrize("module", ["daskshuffle._plan", "daskshuffle._random", "daskshuffle._parse", "daskshuffle._errors"])
+@pytest.mark.parametrize(
+    "module", ["daskshuffle._plan", "daskshuffle._random", "daskshuffle._parse", "daskshuffle._errors"]
+)
 def test_pure_layers_import_neither_dask_nor_storage(module: str) -> None:
     loaded = imported_after(f"import {module}")
     assert not loaded & {"dask", "distributed", "zarr", "fsspec", "pyarrow", "xarray", "pandas"}, loaded
@@ -39,3 +41,16 @@ def test_only_the_graph_layer_imports_dask() -> None:
                 offenders.append(str(path.relative_to(PACKAGE.parent)))
     allowed = {"daskshuffle/_graph.py", "daskshuffle/_parse.py", "daskshuffle/demo.py", "daskshuffle/_cli.py"}
     assert set(offenders) <= allowed, sorted(set(offenders) - allowed)
+
+
+@pytest.mark.slow
+def test_pure_layers_type_check_strictly() -> None:
+    """mypy --strict (configured in pyproject) on the layers that must stay pure."""
+    files = [str(PACKAGE / name) for name in ("_plan.py", "_random.py", "_parse.py", "_errors.py")]
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--follow-imports=silent", *files],
+        capture_output=True,
+        text=True,
+        cwd=PACKAGE.parent,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
