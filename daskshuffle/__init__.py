@@ -23,12 +23,15 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
+    from ._loader import LoaderSettings, PileLoader
     from ._lines import shuffle_lines
     from ._shuffle import ShuffleResult, shuffle_zarr
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "LoaderSettings": "._loader",
+    "PileLoader": "._loader",
     "ShuffleResult": "._shuffle",
     "shuffle_zarr": "._shuffle",
     "shuffle_lines": "._lines",
@@ -39,6 +42,8 @@ __all__ = [
     "DaskShuffleTypeError",
     "DaskShuffleValueError",
     "IncompletePileStoreError",
+    "LoaderSettings",
+    "PileLoader",
     "PileStoreExistsError",
     "ShuffleResult",
     "SourceNotFoundError",

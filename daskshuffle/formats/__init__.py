@@ -3,6 +3,58 @@
 Formats are internal; users call the public shuffles and the loader.
 """
 
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .._errors import IncompletePileStoreError, SourceNotFoundError
+from .._paths import exists
 from ._base import FORMAT_VERSION, Format, PileReader
 
-__all__ = ["FORMAT_VERSION", "Format", "PileReader"]
+__all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader"]
+
+#: The reader of each kind of pile store, as ``kind: "module:class"``, imported
+#: only when needed so that reading Zarr does not load pyarrow, and so on.
+#: Stores are recognised in this order.
+PILE_READERS: dict[str, str] = {
+    "zarr": "._zarr:ZarrPileReader",
+}
+
+
+def _reader_class(kind: str) -> type[PileReader[Any]]:
+    module, name = PILE_READERS[kind].split(":")
+    reader: type[PileReader[Any]] = getattr(importlib.import_module(module, __name__), name)
+    return reader
+
+
+def open_pile_reader(
+    store: str | os.PathLike[str],
+    variables: Sequence[str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> PileReader[Any]:
+    """Open a complete pile store of any kind for reading.
+
+    Raises ``SourceNotFoundError`` if ``store`` does not exist and
+    ``IncompletePileStoreError`` if it is not a complete pile store of a
+    known kind (each reader checks completeness, format version and variables).
+
+    Examples
+    --------
+    >>> reader = open_pile_reader("piles.zarr")  # doctest: +SKIP
+    >>> reader.metadata["kind"]  # doctest: +SKIP
+    'zarr'
+    """
+    path = os.fspath(store)
+    if not exists(path, storage_options):
+        raise SourceNotFoundError(f"Expected an existing pile store. Got {path!r}, which does not exist, instead.")
+    for kind in PILE_READERS:
+        reader = _reader_class(kind)
+        if reader.recognizes(path, storage_options):
+            return reader(path, variables=variables, storage_options=storage_options)
+    raise IncompletePileStoreError(
+        f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {path!r}, which is none of "
+        "these, instead; pass the destination of a finished shuffle."
+    )

@@ -139,3 +139,25 @@ class PileReader(ABC, Generic[Rows]):
     @abstractmethod
     def n_rows_of(self, rows: Rows) -> int:
         """How many rows ``rows`` holds."""
+
+    # -- for the loader --------------------------------------------------------
+    @classmethod
+    def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:
+        """Whether ``store`` looks like a pile store of this kind.
+
+        A cheap look at the layout, without reading data; opening the store
+        does the real checks (complete, format version, variables).
+        """
+        return False
+
+    def slice(self, rows: Rows, start: int, stop: int) -> Rows:
+        """Rows ``start:stop`` of ``rows``; a view where the kind of data allows one."""
+        return self.take(rows, np.arange(start, stop, dtype=np.intp))
+
+    def to_batch(self, rows: Rows) -> Any:
+        """What the loader yields for ``rows``: by default ``rows`` itself.
+
+        A format can hand out something more convenient than its working
+        container here (a ``pandas.DataFrame`` for a ``pyarrow.Table``).
+        """
+        return rows
