@@ -1,0 +1,459 @@
+"""PileLoader on real pile stores on disk: epochs, ranks, resume, prefetch, shutdown, bad input."""
+
+from __future__ import annotations
+
+import gc
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from conftest import make_zarr_source
+
+import daskshuffle as ds
+from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader, SourceNotFoundError
+from daskshuffle._plan import epoch_pile_order, rank_range, stream_rows, stream_segments
+
+N_ROWS = 1_000
+SEED = 3
+BATCH = 64
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """1,000 rows in 7 piles of 124 to 153 rows, stored in chunks of 16 rows."""
+    root = tmp_path_factory.mktemp("loader")
+    source = make_zarr_source(root / "raw.zarr", N_ROWS, chunk_rows=64)
+    ds.shuffle_zarr(source, root / "piles.zarr", n_piles=7, seed=SEED, chunk_rows=16)
+    return str(root / "piles.zarr")
+
+
+@pytest.fixture
+def copy_of(store: str, tmp_path: Path) -> str:
+    """A copy of the store that a test may damage."""
+    return str(shutil.copytree(store, tmp_path / "copy.zarr"))
+
+
+def offsets_of(store: str) -> np.ndarray:
+    return np.asarray(zarr.open_group(store, mode="r").attrs["daskshuffle"]["pile_offsets"], dtype=np.int64)
+
+
+def expected_rows(store: str, epoch: int, *, seed: int = SEED, rank: int = 0, world_size: int = 1, drop_last=False):
+    """The store rows a loader should yield, in order, from the pure plan."""
+    offsets = offsets_of(store)
+    return stream_rows(offsets, seed, epoch, *rank_range(int(offsets[-1]), world_size, rank, BATCH, drop_last))
+
+
+def ids_of(batches: Iterable[dict]) -> np.ndarray:
+    return np.concatenate([batch["id"] for batch in batches])
+
+
+def store_ids(store: str) -> np.ndarray:
+    return zarr.open_group(store, mode="r")["id"][:]
+
+
+def loader_threads() -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("daskshuffle-loader")]
+
+
+def damage_rows_outside(store: str, keep: list[tuple[int, int]]) -> int:
+    """Overwrite every chunk whose rows all lie outside the ``keep`` row ranges; return how many."""
+    damaged = 0
+    for name, array in zarr.open_group(store, mode="r").arrays():
+        rows = int(array.chunks[0])
+        for path in (Path(store) / name / "c").rglob("*"):
+            chunk = int(path.relative_to(Path(store) / name / "c").parts[0])
+            first, last = chunk * rows, (chunk + 1) * rows
+            if path.is_file() and not any(first < stop and start < last for start, stop in keep):
+                path.write_bytes(b"not a chunk")
+                damaged += 1
+    return damaged
+
+
+def pile_rows(store: str, piles: Iterable[int]) -> list[tuple[int, int]]:
+    offsets = offsets_of(store)
+    return [(int(offsets[pile]), int(offsets[pile + 1])) for pile in piles]
+
+
+# -- one epoch -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_an_epoch_yields_every_row_once_in_full_batches(store: str, prefetch: int) -> None:
+    with PileLoader(store, batch_size=BATCH, prefetch=prefetch) as loader:
+        batches = list(loader)
+    assert len(batches) == len(loader) == -(-N_ROWS // BATCH)
+    assert [len(batch["id"]) for batch in batches] == [BATCH] * (len(batches) - 1) + [N_ROWS % BATCH]
+    ids = ids_of(batches)
+    np.testing.assert_array_equal(np.sort(ids), np.arange(N_ROWS))
+    for batch in batches:
+        assert set(batch) == {"id", "x", "y"}
+        # Every variable went through the same permutation: rows stay aligned.
+        np.testing.assert_array_equal(batch["x"][:, 0], batch["id"].astype(np.float32))
+        np.testing.assert_array_equal(batch["y"], batch["id"] % 7)
+
+
+def test_batches_follow_the_plan_across_pile_boundaries(store: str) -> None:
+    loader = PileLoader(store, batch_size=BATCH)
+    for epoch in range(2):
+        np.testing.assert_array_equal(ids_of(loader), store_ids(store)[expected_rows(store, epoch)])
+    loader.close()
+
+
+def test_epochs_differ_and_iterating_again_moves_to_the_next_epoch(store: str) -> None:
+    with PileLoader(store, batch_size=BATCH) as loader:
+        assert loader.epoch == 0
+        first = ids_of(loader)
+        assert loader.epoch == 1
+        second = ids_of(loader)
+    assert not np.array_equal(first, second)
+    np.testing.assert_array_equal(np.sort(first), np.sort(second))
+    # Piles are visited in another order and shuffled again.
+    assert epoch_pile_order(SEED, 0, 7).tolist() != epoch_pile_order(SEED, 1, 7).tolist()
+    with PileLoader(store, batch_size=BATCH) as fresh:
+        fresh.set_epoch(1)
+        np.testing.assert_array_equal(ids_of(fresh), second)
+
+
+def test_same_seed_and_epoch_give_the_same_batches(store: str) -> None:
+    with PileLoader(store, batch_size=BATCH) as a, PileLoader(store, batch_size=BATCH, seed=SEED, prefetch=2) as b:
+        for epoch in (0, 5):
+            a.set_epoch(epoch)
+            b.set_epoch(epoch)
+            for left, right in zip(a, b, strict=True):
+                for name in left:
+                    np.testing.assert_array_equal(left[name], right[name])
+    # seed=None is the store's seed; another seed gives another order.
+    with PileLoader(store, batch_size=BATCH, seed=SEED + 1) as other:
+        assert not np.array_equal(ids_of(other), store_ids(store)[expected_rows(store, 0)])
+
+
+def test_variables_selects_what_is_read(store: str) -> None:
+    with PileLoader(store, batch_size=100, variables=["id"]) as loader:
+        batch = next(iter(loader))
+        assert list(batch) == ["id"]
+        assert loader.variables == ["id"]
+
+
+# -- ranks -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_ranks_are_disjoint_equal_and_leave_out_few_rows(store: str, world_size: int, drop_last: bool) -> None:
+    left_out = set()
+    for epoch in range(3):
+        per_rank = []
+        for rank in range(world_size):
+            with PileLoader(store, BATCH, rank=rank, world_size=world_size, drop_last=drop_last) as loader:
+                loader.set_epoch(epoch)
+                batches = list(loader)
+                assert len(batches) == len(loader)
+                if drop_last:
+                    assert {len(batch["id"]) for batch in batches} == {BATCH}
+                ids = ids_of(batches)
+                expected = expected_rows(store, epoch, rank=rank, world_size=world_size, drop_last=drop_last)
+                np.testing.assert_array_equal(ids, store_ids(store)[expected])
+                per_rank.append(ids)
+        assert len({len(ids) for ids in per_rank}) == 1, "ranks yield different numbers of rows"
+        taken = np.concatenate(per_rank)
+        assert len(np.unique(taken)) == len(taken), "ranks overlap"
+        missing = np.setdiff1d(np.arange(N_ROWS), taken)
+        assert len(missing) < (world_size * BATCH if drop_last else world_size)
+        left_out.add(frozenset(missing.tolist()))
+    if N_ROWS % (world_size * BATCH if drop_last else world_size):
+        # The left-out rows are the tail of the last pile visited, which changes.
+        assert len(left_out) > 1
+
+
+def test_a_rank_reads_only_its_own_piles(store: str, copy_of: str) -> None:
+    with PileLoader(copy_of, BATCH, rank=1, world_size=3) as loader:
+        piles = loader.piles(0)
+        assert 1 <= len(piles) < 7
+        # Damage every chunk outside this rank's piles: it still reads all its rows.
+        assert damage_rows_outside(copy_of, pile_rows(copy_of, piles)) > 0
+        ids = ids_of(loader)
+    np.testing.assert_array_equal(ids, store_ids(store)[expected_rows(store, 0, rank=1, world_size=3)])
+    # The damage is real: rank 0 now fails.
+    with PileLoader(copy_of, BATCH, rank=0, world_size=3) as other, pytest.raises(RuntimeError, match=r"(?i)zstd"):
+        list(other)
+
+
+def test_io_does_not_grow_with_world_size(store: str) -> None:
+    for world_size in (1, 2, 4, 8):
+        read = []
+        for rank in range(world_size):
+            with PileLoader(store, 8, rank=rank, world_size=world_size) as loader:
+                read.append(loader.piles(0))
+        assert sum(map(len, read)) <= 7 + world_size - 1
+
+
+# -- resume ------------------------------------------------------------------------
+
+
+def consume(loader: PileLoader, n: int) -> list[np.ndarray]:
+    """The ids of the next ``n`` batches, crossing into later epochs as a training loop does."""
+    out: list[np.ndarray] = []
+    while len(out) < n:
+        for batch in loader:
+            out.append(batch["id"])
+            if len(out) == n:
+                break
+    return out
+
+
+@pytest.mark.parametrize(("world_size", "drop_last"), [(1, False), (3, True)])
+def test_resume_continues_exactly_as_an_uninterrupted_run(store: str, world_size: int, drop_last: bool) -> None:
+    settings = {"batch_size": BATCH, "rank": world_size - 1, "world_size": world_size, "drop_last": drop_last}
+    with PileLoader(store, **settings) as loader:
+        per_epoch = len(loader)
+        reference = consume(loader, 2 * per_epoch)
+    # Resume after k batches: at both ends of each epoch and where piles end in the first.
+    offsets = offsets_of(store)
+    start, _ = rank_range(N_ROWS, world_size, world_size - 1, BATCH, drop_last)
+    boundaries = {
+        max(0, (int(position) - start) // BATCH + shift)
+        for position in np.cumsum(np.diff(offsets)[epoch_pile_order(SEED, 0, 7)])
+        for shift in (0, 1)
+    }
+    ends = {0, 1, per_epoch - 1, per_epoch, per_epoch + 1, 2 * per_epoch}
+    for k in sorted(ends | {k for k in boundaries if k <= per_epoch}):
+        with PileLoader(store, **settings, prefetch=k % 3) as first:
+            np.testing.assert_array_equal(
+                np.concatenate(consume(first, k) or [[]]), np.concatenate(reference[:k] or [[]])
+            )
+            state = json.loads(json.dumps(first.state_dict()))
+        assert (state["epoch"], state["batches"]) == divmod(k, per_epoch)
+        with PileLoader(store, **settings) as second:
+            second.load_state_dict(state)
+            rest = consume(second, 2 * per_epoch - k)
+        assert len(rest) == 2 * per_epoch - k
+        for got, want in zip(rest, reference[k:], strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_resume_reads_no_pile_before_the_one_it_continues_in(store: str, copy_of: str) -> None:
+    with PileLoader(store, BATCH) as loader:
+        reference = [batch["id"] for batch in loader]
+    k = 9
+    offsets = offsets_of(store)
+    position = k * BATCH
+    order = epoch_pile_order(SEED, 0, 7)
+    skipped = [segment.pile for segment in stream_segments(offsets, order, 0, position)][:-1]
+    needed = [segment.pile for segment in stream_segments(offsets, order, position, N_ROWS)]
+    assert skipped, "choose k past the first pile"
+    assert damage_rows_outside(copy_of, pile_rows(copy_of, needed)) > 0
+    state = {**PileLoader(store, BATCH).state_dict(), "batches": k}
+    with PileLoader(copy_of, BATCH) as resumed:
+        resumed.load_state_dict(state)
+        rest = [batch["id"] for batch in resumed]
+    assert len(rest) == len(reference) - k
+    for got, want in zip(rest, reference[k:], strict=True):
+        np.testing.assert_array_equal(got, want)
+    with PileLoader(copy_of, BATCH) as from_start, pytest.raises(RuntimeError, match=r"(?i)zstd"):
+        list(from_start)
+
+
+def test_resume_in_a_new_process(store: str, tmp_path: Path) -> None:
+    with PileLoader(store, BATCH, world_size=2, rank=1) as loader:
+        reference = consume(loader, 2 * len(loader))
+    with PileLoader(store, BATCH, world_size=2, rank=1) as loader:
+        consume(loader, 11)
+        (tmp_path / "state.json").write_text(json.dumps(loader.state_dict()))
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        import numpy as np
+        from daskshuffle import PileLoader
+        loader = PileLoader({store!r}, {BATCH}, world_size=2, rank=1)
+        loader.load_state_dict(json.loads(open({str(tmp_path / "state.json")!r}).read()))
+        ids = [batch["id"] for batch in loader]
+        np.save({str(tmp_path / "rest.npy")!r}, np.concatenate(ids))
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    # The new process finishes epoch 1 from its twelfth batch on.
+    np.testing.assert_array_equal(np.load(tmp_path / "rest.npy"), np.concatenate(reference[11:]))
+
+
+def test_a_state_of_another_store_or_other_settings_is_refused(store: str, tmp_path: Path) -> None:
+    with PileLoader(store, BATCH) as loader:
+        consume(loader, 3)
+        state = loader.state_dict()
+    other = ds.shuffle_zarr(make_zarr_source(tmp_path / "raw.zarr", 500), tmp_path / "other.zarr", n_piles=3, seed=0)
+    with pytest.raises(DaskShuffleValueError, match=r"Expected a state saved by a loader of .* another store"):
+        PileLoader(other.path, BATCH).load_state_dict(state)
+    with pytest.raises(DaskShuffleValueError, match=r"settings differ .*batch_size: saved 64, here 32"):
+        PileLoader(store, 32).load_state_dict(state)
+    with pytest.raises(DaskShuffleValueError, match=r"settings differ .*world_size: saved 1, here 2.*set_epoch"):
+        PileLoader(store, BATCH, world_size=2).load_state_dict(state)
+    with pytest.raises(DaskShuffleValueError, match=r"seed: saved 3, here 4"):
+        PileLoader(store, BATCH, seed=4).load_state_dict(state)
+    with pytest.raises(DaskShuffleValueError, match=r"Expected a dict returned by PileLoader.state_dict"):
+        PileLoader(store, BATCH).load_state_dict({"epoch": 1})
+    with pytest.raises(DaskShuffleValueError, match=r"at most 16, the batches per epoch. Got 17 instead"):
+        PileLoader(store, BATCH).load_state_dict({**state, "batches": 17})
+    with pytest.raises(DaskShuffleValueError, match=r"version 1. Got version 99"):
+        PileLoader(store, BATCH).load_state_dict({**state, "version": 99})
+
+
+# -- prefetch and shutdown ---------------------------------------------------------
+
+
+def test_a_read_error_in_the_background_surfaces_at_its_batch_and_stops_cleanly(store: str, copy_of: str) -> None:
+    offsets = offsets_of(store)
+    order = epoch_pile_order(SEED, 0, 7)
+    broken = int(order[2])
+    # Damage every chunk that holds only rows of the third pile visited.
+    others = pile_rows(store, [pile for pile in range(7) if pile != broken])
+    assert damage_rows_outside(copy_of, others) > 0
+    before = int(np.diff(offsets)[order[:2]].sum())  # stream rows ahead of the broken pile
+    received = []
+    with PileLoader(copy_of, BATCH, prefetch=2) as loader:
+        with pytest.raises(RuntimeError, match=r"(?i)zstd") as caught:
+            for batch in loader:
+                received.append(batch["id"])
+        assert len(received) == before // BATCH
+        assert any(f"reading pile {broken} " in note for note in caught.value.__notes__)
+        assert loader_threads() == []
+        # The loader stays usable: the next iteration retries the same epoch from where it stopped.
+        assert loader.state_dict()["batches"] == len(received)
+
+
+def test_breaking_out_of_the_loop_stops_the_background_reads(store: str) -> None:
+    loader = PileLoader(store, BATCH, prefetch=2)
+    for index, _ in enumerate(loader):
+        assert loader_threads()
+        if index == 3:
+            break
+    assert loader_threads() == []
+    assert loader.state_dict()["batches"] == 4
+    loader.close()
+
+
+def test_close_context_manager_and_garbage_collection_join_the_threads(store: str) -> None:
+    loader = PileLoader(store, BATCH)
+    list(loader)  # a whole epoch: the next epoch's first pile is read ahead
+    assert loader_threads()
+    loader.close()
+    assert loader_threads() == []
+
+    with PileLoader(store, BATCH) as loader:
+        iterator = iter(loader)
+        next(iterator)
+        assert loader_threads()
+    assert loader_threads() == []
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+    loader = PileLoader(store, BATCH)
+    list(loader)
+    iterator = iter(loader)
+    next(iterator)
+    assert loader_threads()
+    del loader, iterator
+    gc.collect()
+    assert loader_threads() == []
+
+
+def test_a_new_iteration_replaces_one_in_progress(store: str) -> None:
+    with PileLoader(store, BATCH) as loader:
+        first = iter(loader)
+        head = [next(first)["id"] for _ in range(2)]
+        rest = ids_of(loader)  # continues epoch 0 after the two batches handed out
+        assert next(first, None) is None
+        np.testing.assert_array_equal(np.concatenate([*head, rest]), store_ids(store)[expected_rows(store, 0)])
+
+
+def test_keyboard_interrupt_stops_the_background_reads(store: str) -> None:
+    code = textwrap.dedent(
+        f"""
+        import os, signal, threading
+        from daskshuffle import PileLoader
+        loader = PileLoader({store!r}, 8, prefetch=2)
+        try:
+            for index, batch in enumerate(loader):
+                if index == 5:
+                    os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt:
+            print("interrupted", [t.name for t in threading.enumerate() if t.name.startswith("daskshuffle")])
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "interrupted []"
+
+
+def test_the_loader_needs_no_dask(store: str) -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["dask"] = sys.modules["distributed"] = None  # any import of them now fails
+        from daskshuffle import PileLoader
+        with PileLoader({store!r}, 100, prefetch=2) as loader:
+            assert sum(len(batch["id"]) for batch in loader) == {N_ROWS}
+        print(sorted(name for name in sys.modules if name.split(".")[0] in ("dask", "distributed")))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "['dask', 'distributed']"  # only the two blocked entries
+
+
+def test_progress_bar(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with PileLoader(store, BATCH, progress=True) as loader:
+        list(loader)
+    out = capsys.readouterr().out
+    assert "epoch 0" in out
+    assert "16/16" in out
+
+
+# -- bad input -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"batch_size": 0}, ValueError, "Expected batch_size to be a positive integer. Got 0 instead"),
+        ({"batch_size": 2.5}, TypeError, "Expected batch_size to be a positive integer. Got 2.5 instead"),
+        ({"batch_size": 8, "rank": 2, "world_size": 2}, ValueError, r"rank to lie in \[0, world_size\) = \[0, 2\)"),
+        ({"batch_size": 8, "rank": -1}, ValueError, "Expected rank to be an integer >= 0. Got -1"),
+        ({"batch_size": 8, "world_size": 0}, ValueError, "Expected world_size to be a positive integer"),
+        ({"batch_size": 8, "prefetch": -1}, ValueError, "Expected prefetch to be an integer >= 0"),
+        ({"batch_size": 8, "drop_last": 1}, TypeError, "Expected drop_last to be True or False"),
+        ({"batch_size": 8, "variables": ["id", "nope"]}, ValueError, r"Got unknown \['nope'\]"),
+        ({"batch_size": 8, "variables": "id"}, TypeError, "Expected variables to be a list of names"),
+        ({"batch_size": 8, "seed": -1}, ValueError, "Expected seed to lie in"),
+        ({"batch_size": 600, "world_size": 2, "drop_last": True}, ValueError, "at least one batch per epoch"),
+    ],
+)
+def test_bad_arguments_are_refused(store: str, kwargs: dict, error: type, match: str) -> None:
+    with pytest.raises(error, match=match) as caught:
+        PileLoader(store, **kwargs)
+    assert isinstance(caught.value, ds.DaskShuffleError)
+
+
+def test_a_store_that_is_not_a_complete_pile_store_is_refused(copy_of: str, tmp_path: Path) -> None:
+    with pytest.raises(SourceNotFoundError, match=r"Expected an existing pile store. Got .*nowhere.zarr"):
+        PileLoader(tmp_path / "nowhere.zarr", 8)
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(IncompletePileStoreError, match=r"Expected a pile store written by daskshuffle"):
+        PileLoader(tmp_path / "plain", 8)
+    raw = make_zarr_source(tmp_path / "raw.zarr", 10)
+    with pytest.raises(IncompletePileStoreError, match=r"which has no daskshuffle metadata"):
+        PileLoader(raw, 8)
+    group = zarr.open_group(copy_of, mode="r+")
+    metadata = dict(group.attrs["daskshuffle"])
+    group.attrs["daskshuffle"] = {**metadata, "complete": False}  # as an interrupted shuffle leaves it
+    with pytest.raises(IncompletePileStoreError, match=r"whose shuffle did not finish"):
+        PileLoader(copy_of, 8)
+    group.attrs["daskshuffle"] = {**metadata, "format_version": 0}
+    with pytest.raises(IncompletePileStoreError, match=r"format version 1. Got version 0"):
+        PileLoader(copy_of, 8)
