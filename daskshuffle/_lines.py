@@ -51,8 +51,9 @@ def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
                 "or decompress the file."
             )
         raise DaskShuffleValueError(
-            f"Expected every line to fit pile_memory={pile_nbytes:,} bytes. Got a line of about {count.n_bytes:,} bytes "
-            f"in {file.path!r} instead; raise pile_memory."
+            f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). Got "
+            f"{count.n_bytes:,} bytes in {count.n_lines:,} lines of {file.path!r} instead; raise pile_memory, or "
+            "lower block_memory (a block also holds the rest of a line that runs past its end)."
         )
 
 
@@ -65,7 +66,7 @@ def shuffle_lines(
     header: bool = False,
     overwrite: bool = False,
     pile_memory: int | str = DEFAULT_PILE_MEMORY,
-    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
+    block_memory: int | str | None = None,
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -106,8 +107,9 @@ def shuffle_lines(
     pile_memory : int or str, default "64MiB"
         The largest pile allowed, checked before anything is written. A task
         holds about three times this much.
-    block_memory : int or str, default "32MiB"
-        About how much of an uncompressed file one pass-1 task reads.
+    block_memory : int or str, optional
+        About how much of an uncompressed file one pass-1 task reads; by
+        default 32 MiB, or half of ``pile_memory`` if that is less.
     tmp : path or URL, optional
         Where pieces go between the passes; by default ``<dst>.daskshuffle-tmp``.
         Removed at the end, also after an error.
@@ -133,7 +135,10 @@ def shuffle_lines(
     header = parse_bool(header, "header")
     overwrite = parse_bool(overwrite, "overwrite")
     pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
-    block_nbytes = parse_nbytes(block_memory, "block_memory")
+    if block_memory is None:
+        block_nbytes = min(parse_nbytes(DEFAULT_BLOCK_MEMORY, "block_memory"), max(pile_nbytes // 2, 1))
+    else:
+        block_nbytes = parse_nbytes(block_memory, "block_memory")
     tmp = parse_path(tmp, "tmp") if tmp is not None else None
     progress = parse_bool(progress, "progress")
     fs, inner = _paths.filesystem(dst, storage_options)

@@ -16,8 +16,8 @@ the middle, so it is one block. The lines of every block are counted (in
 parallel, before planning) by :meth:`TextSource.count_block`.
 
 Pass 1 writes each block's lines, in piece order, to one file ``<block>.lines``
-with a small ``<block>.index`` of where each piece starts (in lines and bytes);
-the merge reads exactly the byte range of the piles it assembles. The output
+and their byte offsets to ``<block>.offsets``; the merge reads exactly the
+byte range of the piles it assembles and never searches for newlines again. The output
 is one file written under a temporary name next to the destination and renamed
 into place once complete: on a local disk the merge tasks write their bytes at
 known offsets of one preallocated file in parallel; elsewhere each task writes
@@ -26,6 +26,7 @@ a part and the parts are concatenated at the end.
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from typing import IO, Any
 import fsspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression
 from numpy.typing import NDArray
@@ -47,10 +49,11 @@ __all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources"]
 Lines = pa.LargeBinaryArray
 
 NEWLINE = b"\n"
-#: How much of a file is read at a time while counting or looking for a line's end.
-_READ_NBYTES = 4 * 2**20
-#: Newlines are located in windows of this size, to bound the temporary mask.
-_SCAN_NBYTES = 16 * 2**20
+#: Newlines are counted and located in windows of this size: small enough for
+#: the temporary mask to stay in cache.
+_COUNT_NBYTES = _SCAN_NBYTES = 2**20
+#: How much is copied at a time when parts are concatenated.
+_READ_NBYTES = 8 * 2**20
 _PARTIAL_SUFFIX = ".daskshuffle-partial"
 
 
@@ -84,6 +87,15 @@ class BlockCount:
     n_bytes: int
 
 
+def _memory_pool() -> pa.MemoryPool:
+    """mimalloc where Arrow has it: gathering lines into fresh memory runs two to three
+    times faster there than in jemalloc, Arrow's default on Linux."""
+    try:
+        return pa.mimalloc_memory_pool()
+    except NotImplementedError:
+        return pa.default_memory_pool()
+
+
 def _split_lines(data: bytes | bytearray) -> Lines:
     """The lines of ``data``, which ends with a newline (or is empty)."""
     view = np.frombuffer(data, dtype=np.uint8)
@@ -113,6 +125,19 @@ def line_bytes(lines: Lines) -> memoryview:
 
 def _with_final_newline(data: bytes) -> bytes:
     return data + NEWLINE if data and not data.endswith(NEWLINE) else data
+
+
+def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
+    """Bytes ``[start, stop)`` of ``path``: a view of the page cache for local
+    files (the merge copies them once, into the pile), a read elsewhere."""
+    if stop <= start:
+        return b""
+    if not isinstance(fs, LocalFileSystem):
+        return fs.cat_file(path, start, stop)
+    aligned = start - start % mmap.ALLOCATIONGRANULARITY
+    with open(path, "rb") as file:
+        mapped = mmap.mmap(file.fileno(), stop - aligned, access=mmap.ACCESS_READ, offset=aligned)
+    return memoryview(mapped)[start - aligned :]
 
 
 def _line_start(file: IO[bytes], position: int, size: int) -> int:
@@ -170,34 +195,43 @@ class TextSource:
             "do not change a source while it is being shuffled."
         )
 
-    def _chunks(self, block: int) -> Iterator[bytes]:
-        """The bytes of ``block`` in pieces of about ``_READ_NBYTES``, for counting."""
+    def _chunks(self, block: int) -> Iterator[NDArray[np.uint8]]:
+        """The bytes of ``block``, a window of one reused buffer at a time (for counting)."""
         spec = self.blocks[block]
+        buffer = bytearray(_COUNT_NBYTES)
+        view = np.frombuffer(buffer, dtype=np.uint8)
         with self._open(self.files[spec.file]) as handle:
             if spec.stop is None:
-                skip = spec.start
-                while skip > 0 and (skipped := handle.read(min(skip, _READ_NBYTES))):
-                    skip -= len(skipped)
-                while chunk := handle.read(_READ_NBYTES):
-                    yield chunk
-                return
-            start, stop = self._range(handle, spec, spec.stop)
-            handle.seek(start)
-            for position in range(start, stop, _READ_NBYTES):
-                chunk = handle.read(min(_READ_NBYTES, stop - position))
-                if not chunk:
-                    raise self._changed(block)
-                yield chunk
+                remaining, skip = None, spec.start
+            else:
+                start, stop = self._range(handle, spec, spec.stop)
+                handle.seek(start)
+                remaining, skip = stop - start, 0
+            while remaining is None or remaining > 0:
+                wanted = _COUNT_NBYTES if remaining is None else min(_COUNT_NBYTES, remaining)
+                got = handle.readinto(memoryview(buffer)[:wanted])
+                if not got:
+                    if remaining is not None:
+                        raise self._changed(block)
+                    return
+                if remaining is not None:
+                    remaining -= got
+                if skip >= got:  # still inside the header of a compressed file
+                    skip -= got
+                    continue
+                yield view[skip:got]
+                skip = 0
 
     def count_block(self, block: int) -> BlockCount:
         """Count the lines of ``block`` (a task of the counting step)."""
         n_lines = n_bytes = 0
-        last = NEWLINE
+        last = ord(NEWLINE)
         for chunk in self._chunks(block):
-            n_lines += chunk.count(NEWLINE)
-            n_bytes += len(chunk)
-            last = chunk[-1:]
-        if last != NEWLINE:
+            if len(chunk):
+                n_lines += int(np.count_nonzero(chunk == ord(NEWLINE)))
+                n_bytes += len(chunk)
+                last = int(chunk[-1])
+        if last != ord(NEWLINE):
             n_lines, n_bytes = n_lines + 1, n_bytes + 1
         return BlockCount(n_lines, n_bytes)
 
@@ -347,10 +381,10 @@ class TextFormat(Format[Lines]):
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
-        return rows.take(pa.array(index, type=pa.int64()))
+        return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=_memory_pool())
 
     def concat(self, parts: Sequence[Lines]) -> Lines:
-        return parts[0] if len(parts) == 1 else pa.concat_arrays(list(parts))
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(list(parts), memory_pool=_memory_pool())
 
     def slice(self, rows: Lines, start: int, stop: int) -> Lines:
         return rows.slice(start, stop - start)
@@ -363,23 +397,28 @@ class TextFormat(Format[Lines]):
     def write_pieces(
         self, tmp: str, block: int, rows: Lines, piece_offsets: NDArray[np.int64]
     ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Write the lines and an index of the pieces; return lines and bytes per piece."""
+        """Write the lines and their offsets; return the lines and bytes of every piece.
+
+        The offsets (8 bytes a line) spare the merge a second search for newlines.
+        """
         fs, root = filesystem(tmp, self.storage_options)
         offsets = _offsets(rows)
-        byte_offsets = offsets[piece_offsets] - offsets[0]
+        offsets = offsets - offsets[0]
         with fs.open(f"{root}/{block}.lines", "wb") as file:
             file.write(line_bytes(rows))
-        with fs.open(f"{root}/{block}.index", "wb") as file:
-            file.write(np.stack([piece_offsets, byte_offsets]).astype("<i8").tobytes())
-        return np.diff(piece_offsets), np.diff(byte_offsets)
+        with fs.open(f"{root}/{block}.offsets", "wb") as file:
+            file.write(memoryview(offsets.astype("<i8", copy=False)).cast("B"))
+        return np.diff(piece_offsets), np.diff(offsets[piece_offsets])
 
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Lines:
         fs, root = filesystem(tmp, self.storage_options)
-        line_offsets, byte_offsets = np.frombuffer(fs.cat_file(f"{root}/{block}.index"), dtype="<i8").reshape(2, -1)
-        # Reads start and stop at piece boundaries; an empty piece shares its byte offset with the next.
-        first = int(byte_offsets[np.searchsorted(line_offsets, start)])
-        last = int(byte_offsets[np.searchsorted(line_offsets, stop)])
-        return _split_lines(fs.cat_file(f"{root}/{block}.lines", first, last) if last > first else b"")
+        offsets = np.frombuffer(_read_range(fs, f"{root}/{block}.offsets", 8 * start, 8 * (stop + 1)), dtype="<i8")
+        first, last = int(offsets[0]), int(offsets[-1])
+        data = _read_range(fs, f"{root}/{block}.lines", first, last)
+        relative = (offsets - first).astype(np.int64)
+        return pa.Array.from_buffers(
+            pa.large_binary(), stop - start, [None, pa.py_buffer(relative), pa.py_buffer(data)]
+        )
 
     def combine_piece_info(self, infos: Sequence[tuple[NDArray[np.int64], NDArray[np.int64]]]) -> OutputLayout:
         rows = np.sum([lines for lines, _ in infos], axis=0, dtype=np.int64)
