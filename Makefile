@@ -10,6 +10,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The CPU build of PyTorch for daskshuffle.torch; this exact version lies on the CI machine's disk (about 45 s).
+	$(BIN)/python -m pip install --quiet torch==2.13.0
 	touch $(STAMP)
 
 ## Set up, generate a ~200 MB Zarr store, shuffle it on a LocalCluster, report.

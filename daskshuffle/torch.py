@@ -1,0 +1,204 @@
+"""PyTorch: a pile store as an ``IterableDataset`` of shuffled batches of tensors.
+
+Needs PyTorch: ``pip install 'daskshuffle[torch]'``.
+
+>>> from torch.utils.data import DataLoader
+>>> from daskshuffle.torch import PileDataset
+>>> dataset = PileDataset("piles.zarr", batch_size=1024, features="x", label="y")  # doctest: +SKIP
+>>> for x, y in DataLoader(dataset, batch_size=None, num_workers=2):  # doctest: +SKIP
+...     loss = train_step(x, y)
+"""
+
+from __future__ import annotations
+
+try:
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+except ImportError as error:  # pragma: no cover - exercised in a subprocess without torch
+    raise ImportError(
+        "daskshuffle.torch needs PyTorch, which is not installed. Install it with: pip install 'daskshuffle[torch]'"
+    ) from error
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ._loader import LoaderSettings, PileLoader, _parse_count
+from ._parse import parse_variables
+from ._plan import split_batches
+
+__all__ = ["PileDataset"]
+
+Batch = dict[str, torch.Tensor] | torch.Tensor | tuple[torch.Tensor, torch.Tensor]
+
+
+def _rank_and_world_size(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """What was given, else what ``torch.distributed`` says, else rank 0 of 1."""
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if rank is None:
+        rank = torch.distributed.get_rank() if distributed else 0
+    if world_size is None:
+        world_size = torch.distributed.get_world_size() if distributed else 1
+    return rank, world_size
+
+
+def _parse_features(features: object) -> list[str] | None:
+    if features is None:
+        return None
+    return parse_variables([features] if isinstance(features, str) else features)
+
+
+def _to_tensor(values: NDArray[Any]) -> torch.Tensor:
+    if values.dtype.kind in "mM":
+        values = values.view(np.int64)  # datetimes and durations as integer counts of their unit
+    return torch.from_numpy(values)
+
+
+class PileDataset(IterableDataset):  # type: ignore[type-arg]
+    """Shuffled batches of a pile store for ``torch.utils.data.DataLoader``.
+
+    The same batches as :class:`daskshuffle.PileLoader`, as tensors. Under a
+    ``DataLoader`` with ``num_workers=k`` each worker process takes its own
+    contiguous run of this rank's batches, so no row is yielded twice and
+    each worker reads only its own piles. Pass ``batch_size=None`` to the
+    ``DataLoader``: the dataset yields whole batches.
+
+    Each iteration runs one epoch and moves to the next. Worker processes
+    work on copies of the dataset, so with ``num_workers > 0`` call
+    :meth:`set_epoch` before every epoch, as with ``DistributedSampler``
+    (persistent workers move on by themselves).
+
+    Parameters
+    ----------
+    store : path or URL
+        A complete pile store.
+    batch_size : int
+        Rows per batch.
+    seed, drop_last, prefetch, variables, storage_options
+        As for :class:`daskshuffle.PileLoader`.
+    rank, world_size : int, optional
+        By default those of ``torch.distributed`` when it is initialised, else 0 and 1.
+    features : str or list of str, optional
+        Yield ``features`` (one tensor: the named variables flattened per row
+        and put side by side) instead of a dict of tensors; with ``label``,
+        yield ``(features, label)``.
+    label : str, optional
+        The variable to yield as the label, next to ``features``.
+
+    Examples
+    --------
+    >>> dataset = PileDataset("piles.zarr", batch_size=256)  # doctest: +SKIP
+    >>> batch = next(iter(dataset))  # doctest: +SKIP
+    >>> batch["x"].shape  # doctest: +SKIP
+    torch.Size([256, 64])
+    """
+
+    def __init__(
+        self,
+        store: str | os.PathLike[str],
+        batch_size: int,
+        *,
+        seed: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        drop_last: bool = False,
+        prefetch: int = 1,
+        variables: Sequence[str] | None = None,
+        features: str | Sequence[str] | None = None,
+        label: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.features = _parse_features(features)
+        if label is not None and not isinstance(label, str):
+            raise DaskShuffleTypeError(f"Expected label to be the name of a variable. Got {label!r} instead.")
+        if label is not None and self.features is None:
+            raise DaskShuffleValueError(
+                f"Expected features to be given with label. Got label={label!r} alone instead; "
+                "name the feature variables too, or drop label to get a dict of every variable."
+            )
+        self.label = label
+        chosen = parse_variables(variables)
+        if self.features is not None:
+            if chosen is not None:
+                raise DaskShuffleValueError(
+                    "Expected either variables or features and label. Got both instead; "
+                    "features and label already choose what is read."
+                )
+            chosen = self.features + ([label] if label is not None else [])
+        rank, world_size = _rank_and_world_size(rank, world_size)
+        self._options: dict[str, Any] = {
+            "store": store,
+            "batch_size": batch_size,
+            "seed": seed,
+            "rank": rank,
+            "world_size": world_size,
+            "drop_last": drop_last,
+            "prefetch": prefetch,
+            "variables": chosen,
+            "storage_options": storage_options,
+        }
+        # Check everything here, in the main process, before any worker starts.
+        with PileLoader(**self._options) as loader:
+            self.settings: LoaderSettings = loader.settings
+            self.variables = loader.variables
+            self._n_batches = len(loader)
+            first = loader._piles.reader.read_rows(0, 0)
+        self._options["seed"] = self.settings.seed
+        for name, values in first.items() if isinstance(first, dict) else []:
+            if values.dtype.kind not in "biufcmM":
+                raise DaskShuffleTypeError(
+                    f"Expected variables that convert to tensors. Got {name!r} of dtype {values.dtype} instead; "
+                    "leave it out with variables=[...]."
+                )
+        self._epoch = 0
+
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch, over all worker processes."""
+        return self._n_batches
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration yields."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration yield ``epoch``.
+
+        Examples
+        --------
+        >>> for epoch in range(10):  # doctest: +SKIP
+        ...     dataset.set_epoch(epoch)
+        ...     for batch in DataLoader(dataset, batch_size=None, num_workers=2):
+        ...         ...
+        """
+        self._epoch = _parse_count(epoch, "epoch")
+
+    def __iter__(self) -> Iterator[Batch]:
+        info = get_worker_info()
+        part, n_parts = (info.id, info.num_workers) if info is not None else (0, 1)
+        first, stop = split_batches(self._n_batches, n_parts, part)
+        epoch = self._epoch
+        self._epoch += 1
+        loader = PileLoader(**self._options)
+        try:
+            for batch in loader._generate(epoch, first, stop, track=False):
+                yield self._convert(batch)
+        finally:
+            loader.close()
+
+    def _convert(self, batch: dict[str, NDArray[Any]]) -> Batch:
+        tensors = {name: _to_tensor(values) for name, values in batch.items()}
+        if self.features is None:
+            return tensors
+        if len(self.features) == 1:
+            features = tensors[self.features[0]]
+        else:
+            features = torch.cat([tensors[name].reshape(len(tensors[name]), -1) for name in self.features], dim=1)
+        if self.label is None:
+            return features
+        return features, tensors[self.label]
