@@ -1,0 +1,120 @@
+"""The ``daskshuffle`` command line, end to end in subprocesses (``python -m daskshuffle``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+from conftest import make_zarr_source
+
+from daskshuffle import shuffle_lines
+from daskshuffle._cli import cli
+
+
+def run(*args: str | Path, stdin: bytes = b"", cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "daskshuffle", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def numbered(n: int) -> bytes:
+    return b"".join(b"line %d %s\n" % (i, b"x" * (i % 13)) for i in range(n))
+
+
+def test_lines_from_stdin_to_stdout_are_the_library_s_bytes(tmp_path: Path) -> None:
+    data = numbered(500)
+    done = run(
+        "lines", "-", "-o", "-", "--seed", "4", "--n-piles", "3", "--scheduler", "sync", stdin=data, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "in.txt").write_bytes(data)
+    with dask.config.set(scheduler="sync"):
+        shuffle_lines(tmp_path / "in.txt", tmp_path / "expected.txt", n_piles=3, seed=4)
+    assert done.stdout == (tmp_path / "expected.txt").read_bytes(), "the CLI gives the library's bytes"
+    assert b"500 rows" in done.stderr and b"seed=4" in done.stderr, "a summary on stderr, not in the output"
+    assert sorted(os.listdir(tmp_path)) == ["expected.txt", "in.txt"], "the spooled stdin is removed"
+
+
+@pytest.mark.cluster
+def test_lines_on_a_local_cluster_with_a_header(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_bytes(b"id,text\n" + numbered(300))
+    (tmp_path / "b.csv").write_bytes(numbered(40))
+    done = run(
+        "lines", tmp_path / "a.csv", tmp_path / "b.csv", "-o", tmp_path / "out.csv", "--header", "--workers", "1",
+        "--block-memory", "2KiB", "--memory-limit", "1GiB", "--seed", "0",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = (tmp_path / "out.csv").read_bytes().splitlines(keepends=True)
+    assert out[0] == b"id,text\n"
+    assert sorted(out[1:]) == sorted(numbered(300).splitlines(keepends=True) + numbered(40).splitlines(keepends=True))
+    assert b"Traceback" not in done.stderr and b"INFO" not in done.stderr, "the cluster's logs stay quiet"
+
+
+def test_bad_arguments_and_missing_inputs_write_nothing(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_bytes(b"a\nb\n")
+    usage = run("lines", "in.txt", "-o", "out.txt", "--n-piles", "0", cwd=tmp_path)
+    assert usage.returncode == 2 and b"Expected a positive integer or 'auto'. Got '0' instead." in usage.stderr
+
+    missing = run("lines", "in.txt", "missing.txt", "-o", "out.txt", "--scheduler", "sync", cwd=tmp_path)
+    assert missing.returncode == 1
+    assert missing.stderr.decode().strip().splitlines() == [
+        "Error: Expected src to name existing text files. Got 'missing.txt', which does not exist, instead."
+    ], "one clear line, no traceback"
+
+    (tmp_path / "out.txt").write_bytes(b"keep\n")
+    exists = run("lines", "in.txt", "-o", "out.txt", "--scheduler", "sync", cwd=tmp_path)
+    assert exists.returncode == 1 and b"pass --overwrite to replace it" in exists.stderr
+    assert (tmp_path / "out.txt").read_bytes() == b"keep\n"
+
+    both = run("lines", "in.txt", "-o", "x.txt", "--scheduler", "sync", "--workers", "2", cwd=tmp_path)
+    assert both.returncode == 2 and b"Expected either --scheduler or --workers" in both.stderr
+
+    debug = run("lines", "missing.txt", "-o", "x.txt", "--scheduler", "sync", "--debug", cwd=tmp_path)
+    assert debug.returncode == 1 and b"Traceback" in debug.stderr and b"SourceNotFoundError" in debug.stderr
+    assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt"], "nothing is written"
+
+
+def test_zarr_then_info(tmp_path: Path) -> None:
+    src = make_zarr_source(tmp_path / "raw.zarr", 400, chunk_rows=50)
+    done = run("zarr", src, tmp_path / "piles.zarr", "--n-piles", "4", "--seed", "9", "--variables", "id,y",
+               "--scheduler", "threads")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    group = zarr.open_group(str(tmp_path / "piles.zarr"), mode="r")
+    assert sorted(name for name, _ in group.arrays()) == ["id", "y"]
+    assert np.array_equal(np.sort(group["id"][...]), np.arange(400))
+
+    shown = run("info", tmp_path / "piles.zarr")
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout.decode()
+    for expected in ("complete: yes", "rows: 400", "piles: 4 (rows per pile: min", "seed: 9", "variables: id, y"):
+        assert expected in text, text
+    as_json = json.loads(run("info", tmp_path / "piles.zarr", "--json").stdout)
+    assert as_json["n_rows"] == 400 and as_json["seed"] == 9 and as_json["complete"] is True
+
+    # An interrupted shuffle: its store is there but not marked complete.
+    group = zarr.open_group(str(tmp_path / "piles.zarr"), mode="r+")
+    group.attrs["daskshuffle"] = {**group.attrs["daskshuffle"], "complete": False}
+    incomplete = run("info", tmp_path / "piles.zarr")
+    assert incomplete.returncode == 1
+    assert "complete: no" in incomplete.stdout.decode() and b"did not finish" in incomplete.stderr
+
+    missing = run("info", tmp_path / "nothing.zarr")
+    assert missing.returncode == 1 and b"does not exist" in missing.stderr and b"Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["lines"], ["zarr"], ["info"]])
+def test_help_everywhere_with_examples(command: list[str]) -> None:
+    shown = CliRunner().invoke(cli, [*command, "--help"])
+    assert shown.exit_code == 0 and "Examples:" in shown.output and "daskshuffle" in shown.output
