@@ -5,6 +5,8 @@ each contender hands out batches of ``--batch-size`` rows and does nothing else:
 
 - ``sequential``: read the store front to back in pile-sized runs and cut them
   into batches, no shuffle at all: the ceiling for reading this store;
+- ``sequential-ahead``: the same with the next run read in a background thread,
+  as the loader does: the ceiling with the loader's double buffering;
 - ``loader``: ``PileLoader(store, batch_size)``, a whole epoch (``--prefetch``);
 - ``random-oindex``: one random minibatch at a time through Zarr orthogonal
   indexing (``x.oindex[sorted(idx)]``), what people try first;
@@ -36,6 +38,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +96,27 @@ def sequential(store: str, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
         n = len(rows["id"])
         for first in range(0, n, batch_size):
             yield {name: values[first : first + batch_size] for name, values in rows.items()}
+
+
+def sequential_ahead(store: str, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
+    """``sequential`` with the next run read in a background thread while this one is handed out."""
+    group = zarr.open_group(store, mode="r")
+    metadata = group.attrs["daskshuffle"]
+    arrays = {name: group[name] for name in metadata["variables"]}
+    step = max(1, metadata["n_rows"] // metadata["n_piles"])
+
+    def read(start: int) -> dict[str, np.ndarray]:
+        return {name: array[start : start + step] for name, array in arrays.items()}
+
+    starts = range(0, metadata["n_rows"], step)
+    with ThreadPoolExecutor(max_workers=1) as executor:
+        ahead = executor.submit(read, starts[0])
+        for index in range(len(starts)):
+            rows = ahead.result()
+            if index + 1 < len(starts):
+                ahead = executor.submit(read, starts[index + 1])
+            for first in range(0, len(rows["id"]), batch_size):
+                yield {name: values[first : first + batch_size] for name, values in rows.items()}
 
 
 def loader(store: str, batch_size: int, prefetch: int) -> Iterator[dict[str, np.ndarray]]:
@@ -188,6 +212,7 @@ def main() -> None:
 
     contenders: dict[str, Callable[[], tuple[int, float]]] = {
         "sequential": lambda: run(sequential(store, args.batch_size)),
+        "sequential-ahead": lambda: run(sequential_ahead(store, args.batch_size)),
         **{
             f"loader prefetch={p}": (lambda p=p: run(loader(store, args.batch_size, p)))  # type: ignore[misc]
             for p in args.prefetch
@@ -210,20 +235,26 @@ def main() -> None:
                 f"  round {round_}: {name:<20} {rows:>12,} rows in {seconds:7.2f} s = {rows / seconds:>12,.0f} rows/s"
             )
 
-    print(f"\nrows/s (best of {args.repeat}; random access extrapolated from {args.random_seconds:.0f} s time boxes)")
+    print(
+        f"\nrows/s, best and median of {args.repeat} (random access extrapolated from {args.random_seconds:g} s boxes)"
+    )
     best = {name: max(values) for name, values in rates.items()}
     for name, rate in best.items():
         epoch = n_rows / rate
         note = "  (extrapolated)" if name in ("random-oindex", "torch-random") else ""
         print(
-            f"  {name:<20} {rate:>12,.0f} rows/s  {rate * ROW_NBYTES / 2**20:8.1f} MiB/s  epoch {epoch:>10,.1f} s{note}"
+            f"  {name:<20} {rate:>12,.0f} rows/s (median {statistics.median(rates[name]):>12,.0f})  "
+            f"{rate * ROW_NBYTES / 2**20:8.1f} MiB/s  epoch {epoch:>10,.1f} s{note}"
         )
     for name, rate in best.items():
         if name.startswith("loader"):
             ratios = ", ".join(
                 f"{rate / best[other]:,.0f}x {other}" for other in ("random-oindex", "torch-random") if other in best
             )
-            print(f"  {name}: {rate / best['sequential']:.0%} of sequential; {ratios}")
+            print(
+                f"  {name}: {rate / best['sequential']:.0%} of sequential, "
+                f"{rate / best['sequential-ahead']:.0%} of sequential-ahead; {ratios}"
+            )
 
     work = args.work_ms / 1000
     for prefetch in args.prefetch:
