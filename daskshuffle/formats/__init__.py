@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError, SourceNotFoundError
@@ -53,7 +53,9 @@ def open_pile_reader(
     for kind in PILE_READERS:
         reader = _reader_class(kind)
         if reader.recognizes(path, storage_options):
-            return reader(path, variables=variables, storage_options=storage_options)
+            # Every reader opens as Reader(store, variables=..., storage_options=...).
+            open_reader: Callable[..., PileReader[Any]] = reader
+            return open_reader(path, variables=variables, storage_options=storage_options)
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {path!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."
