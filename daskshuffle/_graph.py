@@ -80,8 +80,9 @@ def _merge(
         for block, (first, last) in enumerate(zip(read_starts, read_stops, strict=True))
         if last > first
     ]
-    rows = fmt.take(fmt.concat(parts), group_order(counts, seed, group.pile_start, materialize=materialize))
-    del parts
+    rows = fmt.concat(parts)
+    del parts  # hold two copies of the group at most, not three
+    rows = fmt.take(rows, group_order(counts, seed, group.pile_start, materialize=materialize))
     alignment = fmt.write_alignment()
     start, stop = group.row_start, group.row_stop
     a, b = _aligned(start, stop, n_rows, alignment)
