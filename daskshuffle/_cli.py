@@ -62,10 +62,15 @@ def _cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "scheduler without a cluster. By default a LocalCluster sized to this machine is started.",
         ),
         click.option(
-            "--workers", type=click.IntRange(min=1), help="Workers of the LocalCluster.  [default: one per core]"
+            "--workers",
+            type=click.IntRange(min=1),
+            help="Start a LocalCluster of this many worker processes.  [default: one worker in this process, "
+            "with a thread per core]",
         ),
         click.option(
-            "--threads-per-worker", type=click.IntRange(min=1), help="Threads in each worker of the LocalCluster."
+            "--threads-per-worker",
+            type=click.IntRange(min=1),
+            help="Threads in each worker.  [default: one per core without --workers, else 1]",
         ),
         click.option(
             "--memory-limit",
@@ -158,11 +163,17 @@ def _scheduler(
         with Client(address) as client, client.as_current():
             yield
         return
-    sizing: dict[str, Any] = {"n_workers": workers, "threads_per_worker": threads_per_worker}
+    if workers is None:
+        # One worker in this process, a thread per core: the shuffles' work is file I/O, NumPy and
+        # Arrow, which release the GIL, so threads run it in parallel without a process's memory
+        # and without copying every block and pile between processes.
+        sizing: dict[str, Any] = {"processes": False, "n_workers": 1, "threads_per_worker": threads_per_worker}
+    else:
+        sizing = {"processes": True, "n_workers": workers, "threads_per_worker": threads_per_worker or 1}
     if memory_limit:
         sizing["memory_limit"] = memory_limit
     with (
-        LocalCluster(dashboard_address=None, **{k: v for k, v in sizing.items() if v is not None}) as cluster,
+        LocalCluster(dashboard_address=":0", **{k: v for k, v in sizing.items() if v is not None}) as cluster,
         Client(cluster) as client,
         client.as_current(),
     ):
@@ -216,8 +227,8 @@ Examples:
 @click.option("--header", is_flag=True, help="Keep the first line of the first file at the top.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
 @click.option("--tmp", metavar="DIR", help="Where pieces (and a spooled stdin) go.  [default: next to OUT]")
-@click.option("--pile-memory", default="64MiB", show_default=True, metavar="SIZE", help="The largest pile allowed.")
-@click.option("--block-memory", metavar="SIZE", help="Bytes of input one task reads.  [default: 32MiB]")
+@click.option("--pile-memory", default="32MiB", show_default=True, metavar="SIZE", help="The largest pile allowed.")
+@click.option("--block-memory", metavar="SIZE", help="Bytes of input one task reads.  [default: 16MiB]")
 @_cluster_options
 def lines(
     inputs: tuple[str, ...],

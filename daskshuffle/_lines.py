@@ -15,10 +15,10 @@ from .formats._text import TextFormat, TextSource, open_text_sources
 
 __all__ = ["shuffle_lines"]
 
-#: Pass 1 and the merge each hold about three copies of a block or a pile, so
-#: these defaults keep a worker near 200 MB however large the input is.
-DEFAULT_PILE_MEMORY = "64MiB"
-DEFAULT_BLOCK_MEMORY = "32MiB"
+#: A task holds about two copies of a block or a pile (plus offsets), so these
+#: defaults keep a worker thread near 100 MB however large the input is.
+DEFAULT_PILE_MEMORY = "32MiB"
+DEFAULT_BLOCK_MEMORY = "16MiB"
 
 PathLike = str | os.PathLike[str]
 
@@ -104,12 +104,12 @@ def shuffle_lines(
         unshuffled.
     overwrite : bool, default False
         Replace ``dst`` if it exists (only once every check has passed).
-    pile_memory : int or str, default "64MiB"
+    pile_memory : int or str, default "32MiB"
         The largest pile allowed, checked before anything is written. A task
-        holds about three times this much.
+        holds about twice this much.
     block_memory : int or str, optional
         About how much of an uncompressed file one pass-1 task reads; by
-        default 32 MiB, or half of ``pile_memory`` if that is less.
+        default 16 MiB, or half of ``pile_memory`` if that is less.
     tmp : path or URL, optional
         Where pieces go between the passes; by default ``<dst>.daskshuffle-tmp``.
         Removed at the end, also after an error.
