@@ -362,6 +362,13 @@ def test_close_context_manager_and_garbage_collection_join_the_threads(store: st
     gc.collect()
     assert loader_threads() == []
 
+    loader = PileLoader(store, BATCH)
+    list(loader)  # no iteration in progress, but the next epoch is being read ahead
+    assert loader_threads()
+    del loader
+    gc.collect()
+    assert loader_threads() == []
+
 
 def test_a_new_iteration_replaces_one_in_progress(store: str) -> None:
     with PileLoader(store, BATCH) as loader:
