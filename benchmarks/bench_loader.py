@@ -69,13 +69,16 @@ def make_source(path: Path, n_rows: int) -> None:
     group.attrs["n_rows"] = n_rows  # last: a half-written source is made again
 
 
-def open_or_make_store(data: Path, nbytes: int, n_piles: int, chunk_rows: int | None) -> str:
-    n_rows = nbytes // ROW_NBYTES
-    name = format_bytes(nbytes).replace(" ", "")
-    source = data / f"loader-source-{name}.zarr"
-    if not (source.exists() and zarr.open_group(source, mode="r").attrs.get("n_rows") == n_rows):
-        print(f"generating {source} ({n_rows:,} rows) ...", flush=True)
-        make_source(source, n_rows)
+def open_or_make_store(data: Path, nbytes: int, n_piles: int, chunk_rows: int | None, source: Path | None) -> str:
+    if source is None:
+        n_rows = nbytes // ROW_NBYTES
+        name = format_bytes(nbytes).replace(" ", "")
+        source = data / f"loader-source-{name}.zarr"
+        if not (source.exists() and zarr.open_group(source, mode="r").attrs.get("n_rows") == n_rows):
+            print(f"generating {source} ({n_rows:,} rows) ...", flush=True)
+            make_source(source, n_rows)
+    else:
+        name = source.stem
     piles = data / f"loader-piles-{name}-{n_piles}-{chunk_rows or 'auto'}.zarr"
     try:
         daskshuffle.PileLoader(piles, 1).close()
@@ -188,6 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="1GiB", help="bytes of data (default 1GiB)")
     parser.add_argument("--store", default=None, help="an existing pile store to read instead of generating one")
+    parser.add_argument("--source", type=Path, default=None, help="an existing source of x and id to shuffle")
     parser.add_argument("--data", type=Path, default=Path(__file__).parent / "data", help="where the data goes")
     parser.add_argument("--n-piles", type=int, default=64, help="piles of the generated store (default 64)")
     parser.add_argument("--chunk-rows", type=int, default=None, help="rows per chunk of the generated store")
@@ -199,7 +203,9 @@ def main() -> None:
     args = parser.parse_args()
 
     args.data.mkdir(parents=True, exist_ok=True)
-    store = args.store or open_or_make_store(args.data, parse_bytes(args.size), args.n_piles, args.chunk_rows)
+    store = args.store or open_or_make_store(
+        args.data, parse_bytes(args.size), args.n_piles, args.chunk_rows, args.source
+    )
     group = zarr.open_group(store, mode="r")
     metadata = group.attrs["daskshuffle"]
     n_rows, n_piles = metadata["n_rows"], metadata["n_piles"]
