@@ -272,7 +272,7 @@ def lines(
                 overwrite=overwrite,
                 pile_memory=pile_memory,
                 block_memory=block_memory,
-                tmp=os.path.join(tmp, "pieces") if tmp else None,
+                tmp=tmp,
                 progress=show,
             )
         if output == STDIO:
@@ -355,7 +355,8 @@ def zarr(
             materialize=materialize,
             pile_memory=pile_memory,
             block_memory=block_memory,
-            tmp=tmp,
+            # shuffle_zarr removes its tmp: give it a directory of its own inside DIR.
+            tmp=os.path.join(tmp, f"{Path(dst).name}.daskshuffle-tmp") if tmp else None,
             progress=_progress(progress),
         )
     if not quiet:

@@ -57,6 +57,12 @@ def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
         )
 
 
+def _pieces_in(directory: str, dst: str) -> str:
+    """A subdirectory of ``directory`` for the pieces: the shuffle removes it, never ``directory`` itself."""
+    name = _paths.normalize(dst).rstrip("/").rsplit("/", 1)[-1]
+    return f"{directory.rstrip('/')}/{name}.daskshuffle-tmp"
+
+
 def shuffle_lines(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -111,8 +117,9 @@ def shuffle_lines(
         About how much of an uncompressed file one pass-1 task reads; by
         default 16 MiB, or half of ``pile_memory`` if that is less.
     tmp : path or URL, optional
-        Where pieces go between the passes; by default ``<dst>.daskshuffle-tmp``.
-        Removed at the end, also after an error.
+        A directory for the pieces between the passes: they go in its
+        subdirectory ``<name of dst>.daskshuffle-tmp``, removed at the end, also
+        after an error. By default ``<dst>.daskshuffle-tmp``, next to ``dst``.
     progress : bool, default False
         Show a progress bar.
     storage_options : dict, optional
@@ -139,7 +146,7 @@ def shuffle_lines(
         block_nbytes = min(parse_nbytes(DEFAULT_BLOCK_MEMORY, "block_memory"), max(pile_nbytes // 2, 1))
     else:
         block_nbytes = parse_nbytes(block_memory, "block_memory")
-    tmp = parse_path(tmp, "tmp") if tmp is not None else None
+    tmp = _pieces_in(parse_path(tmp, "tmp"), dst) if tmp is not None else None
     progress = parse_bool(progress, "progress")
     fs, inner = _paths.filesystem(dst, storage_options)
     if fs.isdir(inner):

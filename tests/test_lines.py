@@ -86,8 +86,8 @@ SMALL_BLOCKS = 1_000  # bytes: the large file is cut into ~30 blocks
 def test_output_is_exactly_a_permutation_of_the_lines(corpus: tuple[list[str], list[bytes]], tmp_path: Path) -> None:
     paths, expected = corpus
     before = tree_digest(tmp_path / "src")
-    fmt = TextFormat(open_text_sources(paths, header=False, block_nbytes=SMALL_BLOCKS), [])
-    assert len(fmt.source.blocks) > 30, "the large file is read in many blocks"
+    source = open_text_sources(paths, header=False, block_nbytes=SMALL_BLOCKS)
+    assert len(source.blocks) > 30, "the large file is read in many blocks"
 
     result = shuffle_lines(paths, tmp_path / "out.jsonl", n_piles=5, seed=7, block_memory=SMALL_BLOCKS)
 
@@ -250,6 +250,16 @@ def test_pieces_and_partial_output_are_removed_after_a_failure(tmp_path: Path, m
         shuffle_lines(src, tmp_path / "out.jsonl", n_piles=4, seed=0, block_memory=5_000)
     assert len(calls) == 2, "the failure happened while the output was being written"
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"], "no output, partial output or piece is left"
+
+
+def test_a_tmp_directory_is_kept_and_only_the_pieces_in_it_removed(tmp_path: Path) -> None:
+    src = write(tmp_path / "in.txt", numbered("t", 100))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "keep.txt").write_bytes(b"not ours")
+    shuffle_lines(src, tmp_path / "out.txt", n_piles=3, seed=0, tmp=scratch, block_memory=1_000)
+    assert os.listdir(scratch) == ["keep.txt"]
+    assert sorted(lines_of((tmp_path / "out.txt").read_bytes())) == sorted(lines_of(numbered("t", 100)))
 
 
 def test_a_failure_before_the_graph_runs_leaves_nothing(tmp_path: Path) -> None:
