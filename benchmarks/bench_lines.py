@@ -122,10 +122,11 @@ def main() -> None:
     }  # fmt: skip
     subprocess.run(["cat", str(src)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache for everyone
     print(f"\ninput: {format_bytes(size)}, {os.cpu_count()} cores, {format_bytes(psutil.virtual_memory().total)} RAM")
-    print(f"{'command':<20} {'wall s':>8} {'peak RSS':>10} {'time/shuf':>10} {'RSS/shuf':>9}")
+    print(f"{'command':<20} {'wall s':>8} {'peak RSS':>10} {'time/shuf':>10} {'RSS/shuf':>9} {'load before':>12}")
     results = {}
     for name, command in commands.items():
         out.unlink(missing_ok=True)
+        load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
         seconds, peak, status, last = measure(command)
         if status != 0:
             print(f"{name:<20} failed ({status}): {last}")
@@ -135,7 +136,7 @@ def main() -> None:
         results[name] = (seconds, peak)
         base = results.get("shuf")
         ratios = f"{seconds / base[0]:>10.2f} {peak / base[1]:>9.2f}" if base else f"{'':>10} {'':>9}"
-        print(f"{name:<20} {seconds:>8.1f} {format_bytes(peak):>10} {ratios}")
+        print(f"{name:<20} {seconds:>8.1f} {format_bytes(peak):>10} {ratios} {load:>12.1f}")
 
     if args.cap:
         cap = parse_bytes(args.cap)

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -40,8 +40,10 @@ class NPiles(click.ParamType):
 
     name = "N|auto"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | str:
-        if isinstance(value, int) or value == "auto":
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | Literal["auto"]:
+        if value == "auto":
+            return "auto"
+        if isinstance(value, int):
             return value
         try:
             number = int(value)
@@ -234,7 +236,7 @@ def lines(
     inputs: tuple[str, ...],
     output: str,
     seed: int | None,
-    n_piles: int | str,
+    n_piles: int | Literal["auto"],
     header: bool,
     overwrite: bool,
     tmp: str | None,
@@ -321,7 +323,7 @@ Examples:
 @_cluster_options
 def zarr(
     paths: tuple[str, ...],
-    n_piles: int | str,
+    n_piles: int | Literal["auto"],
     seed: int | None,
     materialize: bool,
     overwrite: bool,

@@ -25,15 +25,17 @@ PathLike = str | os.PathLike[str]
 
 def parse_sources(value: object) -> list[str]:
     """One path, URL or glob, or a non-empty list of them, as strings."""
-    items = list(value) if isinstance(value, list | tuple) else [value]
+    items: list[object] = list(value) if isinstance(value, list | tuple) else [value]
     if not items:
         raise DaskShuffleValueError("Expected src to name at least one text file. Got an empty list instead.")
+    sources = []
     for item in items:
         if not isinstance(item, str | os.PathLike) or not os.fspath(item):
             raise DaskShuffleTypeError(
                 f"Expected src to be a path, URL or glob, or a list of them. Got {item!r} instead."
             )
-    return [os.fspath(item) for item in items]
+        sources.append(os.fspath(item))
+    return sources
 
 
 def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:

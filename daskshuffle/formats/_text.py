@@ -30,7 +30,7 @@ import mmap
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 import fsspec
 import numpy as np
@@ -46,7 +46,7 @@ from ._base import Format
 
 __all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources"]
 
-Lines = pa.LargeBinaryArray
+Lines: TypeAlias = pa.LargeBinaryArray
 
 NEWLINE = b"\n"
 #: Newlines are counted and located in windows of this size: small enough for
@@ -88,8 +88,11 @@ class BlockCount:
 
 
 def _memory_pool() -> pa.MemoryPool:
-    """mimalloc where Arrow has it: gathering lines into fresh memory runs two to three
-    times faster there than in jemalloc, Arrow's default on Linux."""
+    """Arrow's mimalloc pool, where Arrow was built with it.
+
+    Gathering lines into fresh memory runs two to three times faster there than
+    in jemalloc, Arrow's default on Linux.
+    """
     try:
         return pa.mimalloc_memory_pool()
     except NotImplementedError:
@@ -115,7 +118,7 @@ def _offsets(lines: Lines) -> NDArray[np.int64]:
     return np.frombuffer(buffer, dtype=np.int64, count=len(lines) + 1, offset=lines.offset * 8)
 
 
-def line_bytes(lines: Lines) -> memoryview:
+def _line_bytes(lines: Lines) -> memoryview:
     """The bytes of ``lines``, one after the other, without a copy."""
     if len(lines) == 0:
         return memoryview(b"")
@@ -128,8 +131,11 @@ def _with_final_newline(data: bytes) -> bytes:
 
 
 def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
-    """Bytes ``[start, stop)`` of ``path``: a view of the page cache for local
-    files (the merge copies them once, into the pile), a read elsewhere."""
+    """Bytes ``[start, stop)`` of ``path``.
+
+    For local files a view of the page cache (the merge copies it once, into
+    the pile), a read elsewhere.
+    """
     if stop <= start:
         return b""
     if not isinstance(fs, LocalFileSystem):
@@ -405,7 +411,7 @@ class TextFormat(Format[Lines]):
         offsets = _offsets(rows)
         offsets = offsets - offsets[0]
         with fs.open(f"{root}/{block}.lines", "wb") as file:
-            file.write(line_bytes(rows))
+            file.write(_line_bytes(rows))
         with fs.open(f"{root}/{block}.offsets", "wb") as file:
             file.write(memoryview(offsets.astype("<i8", copy=False)).cast("B"))
         return np.diff(piece_offsets), np.diff(offsets[piece_offsets])
@@ -451,7 +457,7 @@ class TextFormat(Format[Lines]):
                 fs.pipe_file(f"{partial}/{0:020d}.part", self.source.header)
 
     def write_rows(self, dst: str, start: int, rows: Lines, piece_info: OutputLayout) -> None:
-        data = line_bytes(rows)
+        data = _line_bytes(rows)
         offset = int(piece_info.byte_offsets[np.searchsorted(piece_info.row_offsets, start)])
         if offset + len(data) > self.n_bytes:
             raise DaskShuffleValueError(
