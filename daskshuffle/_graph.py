@@ -75,14 +75,12 @@ def _merge(
 ) -> dict[int, tuple[int, Any]]:
     """Assemble one group of piles, write its whole chunks, return the rest by chunk."""
     read_stops = read_starts + counts.sum(axis=1)
-    parts = [
-        fmt.read_pieces(tmp, block, int(first), int(last))
+    reads = [
+        (block, int(first), int(last))
         for block, (first, last) in enumerate(zip(read_starts, read_stops, strict=True))
         if last > first
     ]
-    rows = fmt.concat(parts)
-    del parts  # hold two copies of the group at most, not three
-    rows = fmt.take(rows, group_order(counts, seed, group.pile_start, materialize=materialize))
+    rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, materialize=materialize))
     alignment = fmt.write_alignment()
     start, stop = group.row_start, group.row_stop
     a, b = _aligned(start, stop, n_rows, alignment)

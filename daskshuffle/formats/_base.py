@@ -81,6 +81,17 @@ class Format(ABC, Generic[Rows]):
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Rows:
         """Rows ``start:stop`` of the pieces block ``block`` wrote."""
 
+    def gather_pieces(self, tmp: str, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> Rows:
+        """The rows of every ``(block, start, stop)`` of ``reads``, one after the other, taken at ``order``.
+
+        This is what a merge task assembles (``reads`` is never empty). The
+        default concatenates, then reorders: two copies of the rows at its peak.
+        A format that can read rows straight into their final positions
+        overrides it and holds one.
+        """
+        rows = self.concat([self.read_pieces(tmp, *read) for read in reads])
+        return self.take(rows, order)
+
     def combine_piece_info(self, infos: Sequence[Any]) -> Any:
         """Combine what :meth:`write_pieces` returned for every block (in block order)."""
         return None

@@ -297,15 +297,34 @@ class ZarrFormat(Format[ArrayRows]):
             with fs.open(self._piece_path(root, variable, block), "wb") as file:
                 file.write(np.ascontiguousarray(rows[variable.name]).reshape(-1).view(np.uint8))
 
+    def _read_piece_rows(
+        self, fs: Any, root: str, variable: Variable, block: int, start: int, stop: int
+    ) -> NDArray[Any]:
+        size = variable.row_nbytes
+        data = fs.cat_file(self._piece_path(root, variable, block), start * size, stop * size) if stop > start else b""
+        return _from_bytes(data, variable)
+
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> ArrayRows:
+        fs, root = filesystem(tmp, self.storage_options)
+        return {
+            variable.name: self._read_piece_rows(fs, root, variable, block, start, stop) for variable in self.variables
+        }
+
+    def gather_pieces(self, tmp: str, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> ArrayRows:
+        # Each read lands straight in its final rows: one copy of the group in
+        # memory, not a concatenation to reorder.
+        destination = np.empty(len(order), dtype=np.intp)
+        destination[order] = np.arange(len(order), dtype=np.intp)
         fs, root = filesystem(tmp, self.storage_options)
         rows = {}
         for variable in self.variables:
-            size = variable.row_nbytes
-            data = (
-                fs.cat_file(self._piece_path(root, variable, block), start * size, stop * size) if stop > start else b""
-            )
-            rows[variable.name] = _from_bytes(data, variable)
+            values = np.empty((len(order), *variable.row_shape), dtype=variable.dtype)
+            filled = 0
+            for block, start, stop in reads:
+                part = self._read_piece_rows(fs, root, variable, block, start, stop)
+                values[destination[filled : filled + len(part)]] = part
+                filled += len(part)
+            rows[variable.name] = values
         return rows
 
     # -- the destination -----------------------------------------------------
