@@ -1,0 +1,169 @@
+"""The public table shuffles: Parquet datasets, dask and pandas DataFrames."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from ._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
+from ._shuffle import DEFAULT_BLOCK_MEMORY, DEFAULT_PILE_MEMORY, ShuffleResult, run_shuffle
+from .formats._parquet import COMPRESSIONS, ArrowFormat, open_parquet_sources
+
+__all__ = ["shuffle_dataframe", "shuffle_parquet"]
+
+PathLike = str | os.PathLike[str]
+
+
+def parse_columns(value: object) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise DaskShuffleTypeError(f"Expected columns to be a list of column names. Got {value!r} instead.")
+    if not value:
+        raise DaskShuffleValueError("Expected columns to name at least one column. Got an empty list instead.")
+    if len(set(value)) != len(value):
+        raise DaskShuffleValueError(f"Expected columns to name each column once. Got {list(value)} instead.")
+    return list(value)
+
+
+def parse_compression(value: object) -> str:
+    if not isinstance(value, str) or value.lower() not in COMPRESSIONS:
+        raise DaskShuffleValueError(f"Expected compression to be one of {list(COMPRESSIONS)}. Got {value!r} instead.")
+    return value.lower()
+
+
+def _run(
+    fmt: ArrowFormat,
+    dst: str,
+    *,
+    n_piles: int | Literal["auto"],
+    seed: int,
+    materialize: bool,
+    overwrite: bool,
+    pile_nbytes: int,
+    block_nbytes: int,
+    tmp: PathLike | None,
+    progress: bool,
+    storage_options: dict[str, Any] | None,
+) -> ShuffleResult:
+    return run_shuffle(
+        fmt,
+        dst,
+        n_piles=n_piles,
+        seed=seed,
+        materialize=materialize,
+        overwrite=overwrite,
+        pile_nbytes=pile_nbytes,
+        merge_nbytes=max(block_nbytes, 1),
+        tmp=parse_path(tmp, "tmp") if tmp else None,
+        progress=progress,
+        storage_options=storage_options,
+        variables=fmt.variables,
+    )
+
+
+def shuffle_parquet(
+    src: PathLike | Sequence[PathLike],
+    dst: PathLike,
+    n_piles: int | Literal["auto"] = 512,
+    *,
+    seed: int | None = None,
+    columns: Sequence[str] | None = None,
+    overwrite: bool = False,
+    materialize: bool = False,
+    pile_memory: int | str = DEFAULT_PILE_MEMORY,
+    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
+    compression: str = "snappy",
+    tmp: PathLike | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> ShuffleResult:
+    """Shuffle the rows of a Parquet dataset out of core, with the 2-pass shuffle, on dask.
+
+    Every row goes to one of ``n_piles`` piles uniformly at random; the pieces
+    of each pile are merged into one contiguous run of rows. The result is a
+    Parquet dataset directory (one file per group of whole piles, a row group
+    per pile) that ``pandas.read_parquet``, ``pyarrow.dataset.dataset`` and
+    ``dask.dataframe.read_parquet`` read, with the shuffle's metadata in
+    ``_daskshuffle.json`` (written last), ready for
+    :class:`daskshuffle.PileLoader`. With ``materialize=True`` each pile is
+    shuffled before it is written: a uniformly random permutation of the rows.
+
+    Every Arrow type survives: numbers, strings, binary, booleans, time-zone
+    aware timestamps, decimals, dictionaries (categoricals), lists, structs,
+    nulls. The schema's metadata (pandas' index and dtypes) is kept.
+
+    Parameters
+    ----------
+    src : path, URL or glob, or a list of them
+        Parquet files, directories (hive partitions become columns) or globs;
+        read-only. Files whose schemas Arrow can unify (a missing column, a
+        narrower integer type, ...) are unified; others are an error naming the
+        files and columns, raised before anything is written.
+    dst : path or URL
+        The destination directory. Must lie outside ``src``.
+    n_piles : int or "auto", default 512
+        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
+    seed : int, optional
+        Same seed, same source and same parameters give the same output,
+        whatever the cluster. ``None`` draws a seed and records it.
+    columns : list of str, optional
+        The columns to shuffle (the others are not copied). By default all.
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    materialize : bool, default False
+        Write a fully shuffled copy instead of a pile store.
+    pile_memory : int or str, default "256MiB"
+        The largest pile allowed (in memory), checked before anything is written.
+    block_memory : int or str, default "64MiB"
+        About how much one pass-1 task reads: runs of whole row groups
+        (a row group larger than this is one block).
+    compression : str, default "snappy"
+        The destination's Parquet codec: "snappy", "zstd", "lz4", "gzip", "brotli" or "none".
+    tmp : path or URL, optional
+        Where pieces go between the passes; by default ``<dst>.daskshuffle-tmp``.
+        Removed at the end, also after an error.
+    progress : bool, default False
+        Show a progress bar.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Returns
+    -------
+    ShuffleResult
+
+    Examples
+    --------
+    >>> import pandas as pd, daskshuffle
+    >>> pd.DataFrame({"id": range(1000), "x": 0.5}).to_parquet("raw.parquet")  # doctest: +SKIP
+    >>> daskshuffle.shuffle_parquet("raw.parquet", "piles.parquet", n_piles=8, seed=0)  # doctest: +SKIP
+    <ShuffleResult pile store 'piles.parquet': 1,000 rows in 8 piles ...>
+    """
+    n_piles = parse_n_piles(n_piles)
+    seed = parse_seed(seed)
+    dst_path = parse_path(dst, "dst")
+    chosen = parse_columns(columns)
+    overwrite = parse_bool(overwrite, "overwrite")
+    materialize = parse_bool(materialize, "materialize")
+    pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
+    block_nbytes = parse_nbytes(block_memory, "block_memory")
+    codec = parse_compression(compression)
+    progress = parse_bool(progress, "progress")
+    fmt = open_parquet_sources(
+        src, columns=chosen, block_nbytes=block_nbytes, compression=codec, storage_options=storage_options
+    )
+    return _run(
+        fmt,
+        dst_path,
+        n_piles=n_piles,
+        seed=seed,
+        materialize=materialize,
+        overwrite=overwrite,
+        pile_nbytes=pile_nbytes,
+        block_nbytes=block_nbytes,
+        tmp=tmp,
+        progress=progress,
+        storage_options=storage_options,
+    )
