@@ -1,8 +1,9 @@
 """Shuffle a generated JSONL file with `daskshuffle lines`, GNU `shuf` and an expanda-style bucket shuffle.
 
-Wall time and peak resident memory of each command's whole process tree
-(psutil, polled every 20 ms), with ``cp`` for scale, all in one run; then,
-with ``--cap``, each again under an address-space limit per process
+Wall time, CPU time (user + system) and peak resident memory of each
+command's whole process tree (psutil, polled every 20 ms), with ``cp`` for
+scale, all in one run; CPU time is the fairer comparison on a busy machine.
+Then, with ``--cap``, each again under an address-space limit per process
 (``prlimit --as``) to see which still completes.
 
     python benchmarks/bench_lines.py --size 2GB --dir /tmp/bench-lines --cap 1GiB
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -70,9 +72,15 @@ def expanda_style(src: str, dst: str, tmp: str, chunk_nbytes: int = 4 * 2**20, s
     os.remove(spool)
 
 
-def measure(command: list[str]) -> tuple[float, int, int, str]:
-    """Wall seconds, peak resident bytes of the process tree, exit status and the last line of stderr."""
-    began = time.perf_counter()
+def cpu_seconds() -> float:
+    """User + system CPU time of the waited-for children so far (grandchildren their parents waited for)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(command: list[str]) -> tuple[float, float, int, int, str]:
+    """Wall and CPU seconds, peak resident bytes of the process tree, exit status and the last line of stderr."""
+    began, cpu = time.perf_counter(), cpu_seconds()
     process = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak = 0
     while process.poll() is None:
@@ -86,7 +94,7 @@ def measure(command: list[str]) -> tuple[float, int, int, str]:
         time.sleep(0.02)
     seconds = time.perf_counter() - began
     err = process.stderr.read().decode(errors="replace").strip().splitlines() if process.stderr else []
-    return seconds, peak, process.returncode, err[-1] if err else ""
+    return seconds, cpu_seconds() - cpu, peak, process.returncode, err[-1] if err else ""
 
 
 def main() -> None:
@@ -122,28 +130,35 @@ def main() -> None:
     }  # fmt: skip
     subprocess.run(["cat", str(src)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache for everyone
     print(f"\ninput: {format_bytes(size)}, {os.cpu_count()} cores, {format_bytes(psutil.virtual_memory().total)} RAM")
-    print(f"{'command':<20} {'wall s':>8} {'peak RSS':>10} {'time/shuf':>10} {'RSS/shuf':>9} {'load before':>12}")
+    print(
+        f"{'command':<20} {'wall s':>8} {'CPU s':>7} {'peak RSS':>10} {'time/shuf':>10} {'CPU/shuf':>9} "
+        f"{'RSS/shuf':>9} {'load before':>12}"
+    )
     results = {}
     for name, command in commands.items():
         out.unlink(missing_ok=True)
         load = os.getloadavg()[0]  # the machine may be shared: say how busy it was
-        seconds, peak, status, last = measure(command)
+        seconds, cpu, peak, status, last = measure(command)
         if status != 0:
             print(f"{name:<20} failed ({status}): {last}")
             continue
         if name != "cp" and out.stat().st_size != size + (0 if src.read_bytes()[-1:] == b"\n" else 1):
             print(f"{name:<20} wrote {out.stat().st_size} bytes, expected {size}")
-        results[name] = (seconds, peak)
+        results[name] = (seconds, cpu, peak)
         base = results.get("shuf")
-        ratios = f"{seconds / base[0]:>10.2f} {peak / base[1]:>9.2f}" if base else f"{'':>10} {'':>9}"
-        print(f"{name:<20} {seconds:>8.1f} {format_bytes(peak):>10} {ratios} {load:>12.1f}")
+        ratios = (
+            f"{seconds / base[0]:>10.2f} {cpu / base[1]:>9.2f} {peak / base[2]:>9.2f}"
+            if base
+            else f"{'':>10} {'':>9} {'':>9}"
+        )
+        print(f"{name:<20} {seconds:>8.1f} {cpu:>7.1f} {format_bytes(peak):>10} {ratios} {load:>12.1f}")
 
     if args.cap:
         cap = parse_bytes(args.cap)
         print(f"\nunder prlimit --as={format_bytes(cap)} (an address-space limit on every process):")
         for name in ("shuf", "daskshuffle lines", "expanda-style"):
             out.unlink(missing_ok=True)
-            seconds, peak, status, last = measure(["prlimit", f"--as={cap}", *commands[name]])
+            seconds, _, peak, status, last = measure(["prlimit", f"--as={cap}", *commands[name]])
             verdict = f"completed in {seconds:.1f} s" if status == 0 else f"failed ({status}): {last[:100]}"
             print(f"{name:<20} {verdict}")
     out.unlink(missing_ok=True)

@@ -49,8 +49,8 @@ def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
             raise DaskShuffleValueError(
                 f"Expected every compressed file to decompress to at most pile_memory={pile_nbytes:,} bytes "
                 f"(a compressed file cannot be split, so one task reads it whole). Got {file.path!r}, {count.n_bytes:,} bytes "
-                f"in {count.n_lines:,} lines (about {nbytes:,} bytes in memory), instead; raise pile_memory, or split "
-                "or decompress the file."
+                f"in {count.n_lines:,} lines (about {nbytes:,} bytes in memory), instead; raise pile_memory to at "
+                f"least {nbytes:,} bytes, or split or decompress the file."
             )
         raise DaskShuffleValueError(
             f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). Got "
