@@ -27,6 +27,9 @@ from itertools import count
 from types import TracebackType
 from typing import Any, NamedTuple
 
+import numpy as np
+from numpy.typing import NDArray
+
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_bool, parse_path, parse_positive_int, parse_seed, parse_variables
 from ._plan import epoch_pile_order, fingerprint, n_batches, pile_permutation, rank_range, stream_segments
@@ -98,7 +101,8 @@ class _ShuffledPiles:
         self.seed = seed
         self.offsets = reader.pile_offsets
 
-    def read(self, job: _Read) -> Any:
+    def read(self, job: _Read) -> tuple[Any, NDArray[np.intp]]:
+        """The pile's rows as stored, and the order to hand out positions ``start:stop`` in."""
         first, last = int(self.offsets[job.pile]), int(self.offsets[job.pile + 1])
         try:
             rows = self.reader.read_rows(first, last)
@@ -107,8 +111,7 @@ class _ShuffledPiles:
                 f"daskshuffle was reading pile {job.pile} (rows {first}:{last}) of {self.store!r} for epoch {job.epoch}."
             )
             raise
-        order = pile_permutation(self.seed, job.epoch, job.pile, last - first)
-        return self.reader.take(rows, order[job.start : job.stop])
+        return rows, pile_permutation(self.seed, job.epoch, job.pile, last - first)[job.start : job.stop]
 
 
 class _Prefetcher:
@@ -416,12 +419,14 @@ class PileLoader:
             parts: list[Any] = []
             filled = 0
             for index in range(len(jobs)):
-                rows = self._prefetcher.get(sequence, index)
-                n_rows = reader.n_rows_of(rows)
+                # Batches are gathered from the pile as stored rather than from a
+                # shuffled copy of it: that copy would double the pile's memory, and
+                # batches that are copies do not keep a pile alive after it is used.
+                rows, order = self._prefetcher.get(sequence, index)
                 position = 0
-                while position < n_rows:
-                    take = min(batch_size - filled, n_rows - position)
-                    parts.append(reader.slice(rows, position, position + take))
+                while position < len(order):
+                    take = min(batch_size - filled, len(order) - position)
+                    parts.append(reader.take(rows, order[position : position + take]))
                     position += take
                     filled += take
                     if filled == batch_size:
@@ -432,16 +437,13 @@ class PileLoader:
                             self._batches = produced
                         progress.advance()
                         yield reader.to_batch(batch)
-                if parts:
-                    # Copy the start of the next batch so that this pile can be freed now.
-                    parts = [reader.concat(parts)]
-                del rows
+                del rows, order
             if parts:
                 produced += 1
                 if track:
                     self._batches = produced
                 progress.advance()
-                yield reader.to_batch(parts[0])
+                yield reader.to_batch(parts[0] if len(parts) == 1 else reader.concat(parts))
             finished = True
             if track:
                 self._epoch, self._batches = epoch + 1, 0

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
+import tracemalloc
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -420,6 +422,39 @@ def test_progress_bar(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "epoch 0" in out
     assert "16/16" in out
+
+
+@pytest.fixture(scope="module")
+def many_piles(tmp_path_factory: pytest.TempPathFactory) -> ds.ShuffleResult:
+    """100,000 rows of 72 bytes in 10 piles of about 720 kB."""
+    root = tmp_path_factory.mktemp("memory")
+    group = zarr.open_group(root / "raw.zarr", mode="w")
+    group.create_array("x", data=np.random.default_rng(0).standard_normal((100_000, 16), dtype=np.float32))
+    group.create_array("id", data=np.arange(100_000))
+    return ds.shuffle_zarr(root / "raw.zarr", root / "piles.zarr", n_piles=10, seed=0, chunk_rows=1024)
+
+
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_memory_stays_within_a_few_piles(
+    many_piles: ds.ShuffleResult, monkeypatch: pytest.MonkeyPatch, prefetch: int
+) -> None:
+    pile_nbytes = int(many_piles.pile_sizes.max()) * (16 * 4 + 8)
+    # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of READ_NBYTES.
+    monkeypatch.setattr("daskshuffle.formats._zarr.READ_NBYTES", 2**16)
+    with PileLoader(many_piles.path, 500, prefetch=prefetch) as loader:
+        list(loader)  # once, so that first imports and caches are not counted
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            for _ in loader:
+                time.sleep(0.0005)  # a consumer slower than the reader: the piles read ahead wait
+            peak = tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+    # The pile being consumed and `prefetch` piles read ahead, plus (measured: about half a
+    # pile) the runs and permutation of the read in progress and the batch being gathered.
+    # Not the 10 piles of the store.
+    assert peak < (prefetch + 2) * pile_nbytes
 
 
 # -- bad input -------------------------------------------------------------------

@@ -161,10 +161,6 @@ class PileReader(ABC, Generic[Rows]):
         """
         return False
 
-    def slice(self, rows: Rows, start: int, stop: int) -> Rows:
-        """Rows ``start:stop`` of ``rows``; a view where the kind of data allows one."""
-        return self.take(rows, np.arange(start, stop, dtype=np.intp))
-
     def to_batch(self, rows: Rows) -> Any:
         """What the loader yields for ``rows``: by default ``rows`` itself.
 
