@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import pandas as pd
+import pyarrow as pa
+
+from . import _graph
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
 from ._shuffle import DEFAULT_BLOCK_MEMORY, DEFAULT_PILE_MEMORY, ShuffleResult, run_shuffle
-from .formats._parquet import COMPRESSIONS, ArrowFormat, open_parquet_sources
+from .formats._parquet import COMPRESSIONS, ArrowFormat, DataFrameFormat, open_parquet_sources
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -153,6 +158,157 @@ def shuffle_parquet(
     progress = parse_bool(progress, "progress")
     fmt = open_parquet_sources(
         src, columns=chosen, block_nbytes=block_nbytes, compression=codec, storage_options=storage_options
+    )
+    return _run(
+        fmt,
+        dst_path,
+        n_piles=n_piles,
+        seed=seed,
+        materialize=materialize,
+        overwrite=overwrite,
+        pile_nbytes=pile_nbytes,
+        block_nbytes=block_nbytes,
+        tmp=tmp,
+        progress=progress,
+        storage_options=storage_options,
+    )
+
+
+def _keeps_index(index: pd.Index, choice: bool | None) -> bool:
+    if choice is not None:
+        return choice
+    # A default RangeIndex is only row positions (per partition, for most dask DataFrames): drop it.
+    return not (isinstance(index, pd.RangeIndex) and index.name is None)
+
+
+def _schema_of(frame: pd.DataFrame, preserve_index: bool, *, from_meta: bool) -> pa.Schema:
+    names = list(frame.columns)
+    bad = [name for name in names if not isinstance(name, str)]
+    if bad:
+        raise DaskShuffleTypeError(
+            f"Expected string column names (Parquet needs them). Got {bad} instead; rename the columns, "
+            "for example df.columns = df.columns.map(str)."
+        )
+    if len(set(names)) != len(names):
+        raise DaskShuffleValueError(f"Expected each column name once. Got {names} instead; rename the duplicates.")
+    try:
+        schema = pa.Schema.from_pandas(frame, preserve_index=preserve_index)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        raise DaskShuffleTypeError(
+            f"Expected columns Arrow can hold. Got a DataFrame Arrow cannot convert ({error}) instead; "
+            "cast the offending column to a supported type."
+        ) from error
+    fields = []
+    for field in schema:
+        if from_meta and pa.types.is_null(field.type):
+            raise DaskShuffleTypeError(
+                f"Expected every column to have a type dask's meta describes. Got column {field.name!r} of dtype "
+                f"object, whose values the meta does not show, instead; cast it first (df.astype) or give "
+                "map_partitions a meta with a concrete dtype."
+            )
+        if pa.types.is_dictionary(field.type):
+            # Partitions may hold more categories than the meta shows: leave the codes room to grow.
+            field = field.with_type(pa.dictionary(pa.int32(), field.type.value_type, field.type.ordered))
+        fields.append(field)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], int, dict[Any, Any], list[Any]]:
+    """Cut an in-memory DataFrame into blocks of about ``block_nbytes``: a graph of plain values."""
+    n_rows = len(frame)
+    nbytes = int(frame.memory_usage(deep=True, index=True).sum())
+    row_nbytes = max(1, -(-nbytes // max(n_rows, 1)))
+    step = max(1, block_nbytes // row_nbytes)
+    name = f"daskshuffle-dataframe-{uuid.uuid4().hex}"
+    bounds = [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
+    graph: dict[Any, Any] = {(name, i): frame.iloc[a:b] for i, (a, b) in enumerate(bounds)}
+    return [b - a for a, b in bounds], row_nbytes, graph, list(graph)
+
+
+def shuffle_dataframe(
+    df: Any,
+    dst: PathLike,
+    n_piles: int | Literal["auto"] = 512,
+    *,
+    seed: int | None = None,
+    index: bool | None = None,
+    overwrite: bool = False,
+    materialize: bool = False,
+    pile_memory: int | str = DEFAULT_PILE_MEMORY,
+    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
+    compression: str = "snappy",
+    tmp: PathLike | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> ShuffleResult:
+    """Shuffle the rows of a dask or pandas DataFrame into a Parquet pile store.
+
+    The same as :func:`shuffle_parquet`, for a DataFrame. Each partition of a
+    dask DataFrame is a block (divisions may be unknown); a pandas DataFrame is
+    cut into blocks of about ``block_memory``. The partitions' lengths are
+    computed first, because the plan needs them before any row moves, so a
+    dask DataFrame's partitions are computed twice: persist an expensive one
+    first. Columns keep their types as ``pyarrow.Table.from_pandas`` converts them.
+
+    Parameters
+    ----------
+    df : dask.dataframe.DataFrame or pandas.DataFrame
+        The rows to shuffle; not modified.
+    dst : path or URL
+        The destination Parquet dataset directory.
+    n_piles, seed, overwrite, materialize, pile_memory, block_memory, compression, tmp, progress, storage_options
+        As for :func:`shuffle_parquet`.
+    index : bool, optional
+        ``True`` keeps the index as a column (pandas restores it as the index
+        when it reads the output), ``False`` drops it. By default a named or
+        non-range index is kept and a default ``RangeIndex``, which only
+        numbers the rows, is dropped.
+
+    Returns
+    -------
+    ShuffleResult
+
+    Examples
+    --------
+    >>> import pandas as pd, daskshuffle
+    >>> df = pd.DataFrame({"id": range(1000), "label": ["a", "b"] * 500})
+    >>> daskshuffle.shuffle_dataframe(df, "piles.parquet", n_piles=8, seed=0)  # doctest: +SKIP
+    <ShuffleResult pile store 'piles.parquet': 1,000 rows in 8 piles ...>
+    """
+    is_dask = _graph.is_dask_dataframe(df)
+    if not is_dask and not isinstance(df, pd.DataFrame):
+        raise DaskShuffleTypeError(
+            f"Expected df to be a dask or pandas DataFrame. Got {type(df).__name__} instead; "
+            "for Parquet files use shuffle_parquet."
+        )
+    if index is not None and not isinstance(index, bool):
+        raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
+    n_piles = parse_n_piles(n_piles)
+    seed = parse_seed(seed)
+    dst_path = parse_path(dst, "dst")
+    overwrite = parse_bool(overwrite, "overwrite")
+    materialize = parse_bool(materialize, "materialize")
+    pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
+    block_nbytes = parse_nbytes(block_memory, "block_memory")
+    codec = parse_compression(compression)
+    progress = parse_bool(progress, "progress")
+    meta = df._meta if is_dask else df
+    preserve_index = _keeps_index(meta.index, index)
+    schema = _schema_of(meta, preserve_index, from_meta=is_dask)
+    if is_dask:
+        stats, graph, keys = _graph.dataframe_inputs(df)
+        lengths = [rows for rows, _ in stats]
+        row_nbytes = max(1, -(-sum(nbytes for _, nbytes in stats) // max(sum(lengths), 1)))
+    else:
+        lengths, row_nbytes, graph, keys = _pandas_inputs(df, block_nbytes)
+    fmt = DataFrameFormat(
+        inputs=(graph, keys),
+        preserve_index=preserve_index,
+        schema=schema,
+        lengths=lengths,
+        row_nbytes=row_nbytes,
+        compression=codec,
+        storage_options=storage_options,
     )
     return _run(
         fmt,

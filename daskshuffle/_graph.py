@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from ._plan import Plan, block_order, group_order, group_piles
 from .formats._base import Format
 
-__all__ = ["MergeGroup", "compute", "map_tasks", "shuffle_graph"]
+__all__ = ["MergeGroup", "array_inputs", "compute", "dataframe_inputs", "map_tasks", "shuffle_graph"]
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,16 @@ class MergeGroup:
 
 
 def _scatter(
-    fmt: Format[Any], tmp: str, block: int, counts: NDArray[np.int64], piece_offsets: NDArray[np.int64], seed: int
+    fmt: Format[Any],
+    tmp: str,
+    block: int,
+    counts: NDArray[np.int64],
+    piece_offsets: NDArray[np.int64],
+    seed: int,
+    *data: Any,
 ) -> Any:
-    rows = fmt.read_block(block)
+    # ``data`` is the block's value when the source is a dask collection (Format.block_inputs).
+    rows = fmt.read_block_from(block, data[0]) if data else fmt.read_block(block)
     ordered = fmt.take(rows, block_order(counts, seed, block))
     del rows
     return fmt.write_pieces(tmp, block, ordered, piece_offsets)
@@ -134,10 +141,18 @@ def shuffle_graph(
         merge_nbytes,
     )
     graph: dict[Any, Any] = {}
+    inputs = fmt.block_inputs()
+    input_keys: Sequence[Any] = ()
+    if inputs is not None:
+        graph.update(inputs[0])
+        input_keys = inputs[1]
+        name += "-" + tokenize(list(input_keys))
     scatter_keys = []
     for block in range(plan.n_blocks):
         key = (f"{name}-scatter", block)
         graph[key] = (_scatter, fmt, tmp, block, plan.counts[block], plan.piece_offsets[block], plan.seed)
+        if inputs is not None:
+            graph[key] += (input_keys[block],)
         scatter_keys.append(key)
     pieces_key = f"{name}-pieces"
     graph[pieces_key] = (_combine, fmt, scatter_keys)
@@ -237,3 +252,68 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
         with ProgressBar():
             return result.compute()
     return result.compute()
+
+
+# -- sources that are dask collections ---------------------------------------------
+# A dask DataFrame or a dask-backed xarray dataset is its own pass-1 input: its
+# tasks compute each block, and the pass-1 task of a block receives the value.
+# Computing a partition inside a task instead would pickle the collection's
+# whole graph into every task and nest schedulers.
+
+
+def _compute_collection(collection: Any) -> Any:
+    client = _active_client()
+    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+        return client.compute(collection).result()
+    return collection.compute()
+
+
+def is_dask_dataframe(value: object) -> bool:
+    import dask.dataframe as dd
+
+    return isinstance(value, dd.DataFrame)
+
+
+def _graph_of(parts: Sequence[Any]) -> dict[Any, Any]:
+    """One plain graph for ``parts`` (Delayed objects, usually sharing one graph)."""
+    graph: dict[Any, Any] = {}
+    seen: set[int] = set()
+    for part in parts:
+        layer = part.__dask_graph__()
+        if id(layer) not in seen:
+            seen.add(id(layer))
+            graph.update(layer)
+    return graph
+
+
+def _partition_stats(partition: Any) -> tuple[int, int]:
+    return len(partition), int(partition.memory_usage(deep=True, index=True).sum())
+
+
+def dataframe_inputs(frame: Any) -> tuple[list[tuple[int, int]], dict[Any, Any], list[Any]]:
+    """Each partition's (rows, bytes in memory), computed first (the plan needs them),
+    and the graph and keys of the partitions."""
+    parts = frame.to_delayed()
+    stats = _compute_collection(dask.delayed(list)([dask.delayed(_partition_stats)(part) for part in parts]))
+    graph = _graph_of(parts)
+    return [(int(rows), int(nbytes)) for rows, nbytes in stats], graph, [part.key for part in parts]
+
+
+def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:
+    return dict(zip(names, values, strict=True))
+
+
+def array_inputs(arrays: dict[str, Any], lengths: Sequence[int]) -> tuple[dict[Any, Any], list[Any]]:
+    """The graph and keys of blocks of dask arrays that share axis 0, cut at ``lengths``.
+
+    Each block's value is ``{name: numpy array}`` with every axis but the first whole.
+    """
+    names = list(arrays)
+    per_array = []
+    for array in arrays.values():
+        chunks = (tuple(lengths), *((size,) for size in array.shape[1:]))
+        per_array.append(array.rechunk(chunks).to_delayed().reshape(len(lengths), -1)[:, 0])
+    blocks = [
+        dask.delayed(_gather_arrays)(names, *[parts[index] for parts in per_array]) for index in range(len(lengths))
+    ]
+    return _graph_of(blocks), [block.key for block in blocks]

@@ -23,6 +23,7 @@ dictionaries, lists, structs and nulls anywhere.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -45,6 +46,7 @@ from ._base import FORMAT_VERSION, Format, PileReader
 __all__ = [
     "METADATA_FILE",
     "ArrowFormat",
+    "DataFrameFormat",
     "ParquetFormat",
     "ParquetPileReader",
     "open_parquet_sources",
@@ -360,7 +362,7 @@ class ArrowFormat(Format[pa.Table]):
         with pq.ParquetWriter(
             afs.open_output_stream(f"{root}/{_part_name(start)}"), self.schema, compression=self.compression
         ) as writer:
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            for a, b in itertools.pairwise(bounds):
                 if b > a or rows.num_rows == 0:
                     writer.write_table(rows.slice(a, b - a), row_group_size=max(b - a, 1))
 
@@ -405,6 +407,35 @@ class ParquetFormat(ArrowFormat):
 
     def describe_source(self) -> list[Any]:
         return list(self.sources)
+
+
+class DataFrameFormat(ArrowFormat):
+    """A pandas or dask DataFrame: each partition is a block, computed by its own task.
+
+    ``inputs`` (the graph and one key per block, see :meth:`Format.block_inputs`)
+    stays with the caller: it is not pickled into the tasks.
+    """
+
+    def __init__(self, *, inputs: tuple[dict[Any, Any], list[Any]], preserve_index: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
+        self.preserve_index = preserve_index
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_inputs": None}
+
+    def block_inputs(self) -> tuple[dict[Any, Any], list[Any]] | None:
+        return self._inputs
+
+    def read_block(self, block: int) -> pa.Table:
+        raise NotImplementedError("the blocks of a DataFrame reach read_block_from through block_inputs")
+
+    def read_block_from(self, block: int, data: Any) -> pa.Table:
+        table = pa.Table.from_pandas(data, schema=self.schema, preserve_index=self.preserve_index, safe=True)
+        return table.replace_schema_metadata(self.schema.metadata)
+
+    def describe_source(self) -> list[Any]:
+        return []  # data in memory or computed by dask: no path to record or to protect
 
 
 # -- reading a pile store ---------------------------------------------------------------
