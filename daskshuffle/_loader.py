@@ -224,12 +224,13 @@ class PileLoader:
     Iterating again continues where the last iteration stopped: after a
     whole epoch, that is the next epoch.
 
-    While one pile is being consumed the next ``prefetch`` piles are read and
-    shuffled in background threads, so that a consumer slower than the reader
-    never waits after the first pile. Memory stays within about
-    ``prefetch + 1`` piles and a batch. Once an epoch ends, the first piles of
-    the next one are already being read; :meth:`close` (or ``with``) releases
-    them and the threads.
+    While one pile is being consumed the next ``prefetch`` piles are read in
+    background threads, so that a consumer slower than the reader never waits
+    after the first pile. Memory stays within about ``prefetch + 1`` piles and
+    a batch (and half a pile more while a pile is being read). Batches are new
+    arrays, gathered from the pile. Once an epoch ends, the first piles of the
+    next one are already being read; :meth:`close` (or ``with``) releases them
+    and the threads.
 
     Parameters
     ----------
