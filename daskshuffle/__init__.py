@@ -23,6 +23,7 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
+    from ._frames import shuffle_dataframe, shuffle_parquet
     from ._loader import LoaderSettings, PileLoader
     from ._lines import shuffle_lines
     from ._shuffle import ShuffleResult, shuffle_zarr
@@ -35,6 +36,8 @@ _LAZY = {
     "ShuffleResult": "._shuffle",
     "shuffle_zarr": "._shuffle",
     "shuffle_lines": "._lines",
+    "shuffle_dataframe": "._frames",
+    "shuffle_parquet": "._frames",
 }
 
 __all__ = [
@@ -47,7 +50,9 @@ __all__ = [
     "PileStoreExistsError",
     "ShuffleResult",
     "SourceNotFoundError",
+    "shuffle_dataframe",
     "shuffle_lines",
+    "shuffle_parquet",
     "shuffle_zarr",
 ]
 
