@@ -12,7 +12,9 @@ each contender hands out batches of ``--batch-size`` rows and does nothing else:
   indexing (``x.oindex[sorted(idx)]``), what people try first;
 - ``torch-random``: ``torch.utils.data.DataLoader`` with a ``RandomSampler``
   over a map-style dataset that reads one row of the Zarr arrays per item
-  (only if torch is installed).
+  (only if torch is installed);
+- ``torch PileDataset w=2``: ``DataLoader(daskshuffle.torch.PileDataset(...),
+  batch_size=None, num_workers=2)``, the loader in two worker processes, as tensors.
 
 The two random-access contenders would take hours for an epoch: they run for
 ``--random-seconds`` each and their rows/s is extrapolated to an epoch, which
@@ -158,6 +160,14 @@ def torch_random(store: str, batch_size: int) -> Iterator[dict[str, object]]:
     yield from DataLoader(dataset, batch_size=batch_size, sampler=RandomSampler(dataset, generator=generator))
 
 
+def torch_piles(store: str, batch_size: int, num_workers: int) -> Iterator[dict[str, object]]:
+    from torch.utils.data import DataLoader
+
+    from daskshuffle.torch import PileDataset
+
+    yield from DataLoader(PileDataset(store, batch_size), batch_size=None, num_workers=num_workers)
+
+
 def run(batches: Iterator[dict[str, object]], *, seconds: float | None = None) -> tuple[int, float]:
     """Rows handed out and seconds taken, stopping after ``seconds`` if given."""
     rows = 0
@@ -229,6 +239,7 @@ def main() -> None:
         import torch  # noqa: F401
 
         contenders["torch-random"] = lambda: run(torch_random(store, args.batch_size), seconds=args.random_seconds)
+        contenders["torch PileDataset w=2"] = lambda: run(torch_piles(store, args.batch_size, 2))
     except ImportError:
         print("torch is not installed: skipping torch-random")
 
@@ -253,7 +264,7 @@ def main() -> None:
             f"{rate * ROW_NBYTES / 2**20:8.1f} MiB/s  epoch {epoch:>10,.1f} s{note}"
         )
     for name, rate in best.items():
-        if name.startswith("loader"):
+        if name.startswith(("loader", "torch PileDataset")):
             ratios = ", ".join(
                 f"{rate / best[other]:,.0f}x {other}" for other in ("random-oindex", "torch-random") if other in best
             )
