@@ -3,8 +3,9 @@
 On a pile store of ``x`` (N, 64) float32 and ``id`` (N,) int64, in one process,
 each contender hands out batches of ``--batch-size`` rows and does nothing else:
 
-- ``sequential``: read the store front to back in pile-sized runs and cut them
-  into batches, no shuffle at all: the ceiling for reading this store;
+- ``sequential``: read the store front to back in runs of whole chunks of
+  about a pile and cut them into batches, no shuffle at all: the ceiling for
+  reading this store;
 - ``sequential-ahead``: the same with the next run read in a background thread,
   as the loader does: the ceiling with the loader's double buffering;
 - ``loader``: ``PileLoader(store, batch_size)``, a whole epoch (``--prefetch``);
@@ -91,11 +92,17 @@ def open_or_make_store(data: Path, nbytes: int, n_piles: int, chunk_rows: int | 
 
 
 # -- the contenders --------------------------------------------------------------
+def _run_rows(group: zarr.Group, metadata: dict) -> int:
+    """Rows per sequential read: a pile's worth, rounded up to whole chunks, so no chunk is read twice."""
+    chunk_rows = int(group["x"].chunks[0])
+    return -(-max(1, metadata["n_rows"] // metadata["n_piles"]) // chunk_rows) * chunk_rows
+
+
 def sequential(store: str, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
     group = zarr.open_group(store, mode="r")
     metadata = group.attrs["daskshuffle"]
     arrays = {name: group[name] for name in metadata["variables"]}
-    step = max(1, metadata["n_rows"] // metadata["n_piles"])
+    step = _run_rows(group, metadata)
     for start in range(0, metadata["n_rows"], step):
         rows = {name: array[start : start + step] for name, array in arrays.items()}
         n = len(rows["id"])
@@ -108,7 +115,7 @@ def sequential_ahead(store: str, batch_size: int) -> Iterator[dict[str, np.ndarr
     group = zarr.open_group(store, mode="r")
     metadata = group.attrs["daskshuffle"]
     arrays = {name: group[name] for name in metadata["variables"]}
-    step = max(1, metadata["n_rows"] // metadata["n_piles"])
+    step = _run_rows(group, metadata)
 
     def read(start: int) -> dict[str, np.ndarray]:
         return {name: array[start : start + step] for name, array in arrays.items()}
