@@ -2,9 +2,9 @@
 
 This is the second pass of the 2-pass shuffle, done lazily: each epoch visits
 the piles in a fresh random order, shuffles each pile in memory with a fresh
-permutation (both keyed by ``(seed, epoch, pile)`` only), and cuts the result
-into batches that run across pile boundaries. While the consumer trains on one
-pile, background threads read and shuffle the next ones.
+permutation (both keyed by ``(seed, epoch, pile)`` only), and gathers batches
+in that order, running across pile boundaries. While the consumer trains on one
+pile, background threads read the next ones.
 
 The loader reads through the formats (:func:`daskshuffle.formats.open_pile_reader`)
 and never imports dask: it runs on a training machine with no scheduler at all.
