@@ -40,11 +40,11 @@ def parse_sources(value: object) -> list[str]:
 
 def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
     """A block is read whole by one task: it must fit the memory a pile may take."""
-    for block, count in zip(fmt.source.blocks, fmt.counts, strict=True):
+    for block, count in enumerate(fmt.counts or ()):
         nbytes = count.n_bytes + 8 * count.n_lines
         if nbytes <= pile_nbytes:
             continue
-        file = fmt.source.files[block.file]
+        file = fmt.source.files[fmt.source.block(block).file]
         if file.compression is not None:
             raise DaskShuffleValueError(
                 f"Expected every compressed file to decompress to at most pile_memory={pile_nbytes:,} bytes "
@@ -163,8 +163,8 @@ def shuffle_lines(
     check_destination(source.describe(), dst, tmp, overwrite=overwrite, storage_options=storage_options)
     counts = map_tasks(
         source.count_block,
-        [(block,) for block in range(len(source.blocks))],
-        token=repr((source.files, source.blocks, source.header)),
+        [(block,) for block in range(source.n_blocks)],
+        token=repr((source.files, source.block_nbytes, source.header)),
         progress=progress,
     )
     fmt = TextFormat(source, counts)

@@ -6,6 +6,7 @@ import bz2
 import gzip
 import lzma
 import os
+import pickle
 from pathlib import Path
 
 import dask
@@ -87,7 +88,7 @@ def test_output_is_exactly_a_permutation_of_the_lines(corpus: tuple[list[str], l
     paths, expected = corpus
     before = tree_digest(tmp_path / "src")
     source = open_text_sources(paths, header=False, block_nbytes=SMALL_BLOCKS)
-    assert len(source.blocks) > 30, "the large file is read in many blocks"
+    assert source.n_blocks > 30, "the large file is read in many blocks"
 
     result = shuffle_lines(paths, tmp_path / "out.jsonl", n_piles=5, seed=7, block_memory=SMALL_BLOCKS)
 
@@ -99,6 +100,16 @@ def test_output_is_exactly_a_permutation_of_the_lines(corpus: tuple[list[str], l
     assert int(result.pile_sizes.sum()) == len(expected)
     assert tree_digest(tmp_path / "src") == before, "the source is never modified"
     assert sorted(os.listdir(tmp_path)) == ["out.jsonl", "src"], "no temporary file is left"
+
+
+def test_tasks_carry_no_table_of_blocks(tmp_path: Path) -> None:
+    """The format is sent with every task: its size must not grow with the number of blocks."""
+    src = write(tmp_path / "in.jsonl", numbered("k", 2_000))
+    source = open_text_sources([str(src)], header=False, block_nbytes=100)
+    counts = [source.count_block(block) for block in range(source.n_blocks)]
+    fmt = TextFormat(source, counts)
+    assert source.n_blocks > 1_000 and sum(fmt.block_lengths) == 2_000
+    assert len(pickle.dumps(fmt)) < 2_000
 
 
 def test_header_stays_on_top(tmp_path: Path) -> None:

@@ -167,21 +167,48 @@ def _line_start(file: IO[bytes], position: int, size: int) -> int:
 class TextSource:
     """Text files cut into blocks, before their lines are counted.
 
-    Holds only picklable state (paths, sizes, the header): it is sent to every
-    counting task.
+    Sent to every task, so it stays small: the files, and how they are cut
+    (every ``block_nbytes`` bytes of an uncompressed file, a compressed file
+    whole), from which a task works out its own block. No table of blocks
+    grows with the input.
     """
 
     def __init__(
         self,
         files: Sequence[TextFile],
-        blocks: Sequence[TextBlock],
+        *,
+        block_nbytes: int,
         header: bytes,
+        header_nbytes: int,
         storage_options: dict[str, Any] | None,
     ) -> None:
         self.files = tuple(files)
-        self.blocks = tuple(blocks)
+        self.block_nbytes = block_nbytes
+        #: The header line as written to the output (with a newline), and its bytes in the first file.
         self.header = header
+        self.header_nbytes = header_nbytes
         self.storage_options = storage_options
+        per_file = [
+            1 if file.compression is not None else -(-max(file.size - self._skip(index), 0) // block_nbytes)
+            for index, file in enumerate(self.files)
+        ]
+        self.first_blocks = np.concatenate([[0], np.cumsum(per_file, dtype=np.int64)]).astype(np.int64)
+
+    def _skip(self, file: int) -> int:
+        return self.header_nbytes if file == 0 else 0
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.first_blocks[-1])
+
+    def block(self, block: int) -> TextBlock:
+        """Where block ``block`` lies."""
+        index = int(np.searchsorted(self.first_blocks, block, side="right")) - 1
+        file = self.files[index]
+        if file.compression is not None:
+            return TextBlock(index, self._skip(index), None)
+        start = self._skip(index) + (block - int(self.first_blocks[index])) * self.block_nbytes
+        return TextBlock(index, start, min(start + self.block_nbytes, file.size))
 
     def describe(self) -> list[str]:
         return [file.path for file in self.files]
@@ -195,7 +222,7 @@ class TextSource:
         return _line_start(handle, spec.start, size), _line_start(handle, stop, size)
 
     def _changed(self, block: int) -> DaskShuffleValueError:
-        path = self.files[self.blocks[block].file].path
+        path = self.files[self.block(block).file].path
         return DaskShuffleValueError(
             f"Expected {path!r} to stay as it was when the shuffle started. Got a file of another size instead; "
             "do not change a source while it is being shuffled."
@@ -203,7 +230,7 @@ class TextSource:
 
     def _chunks(self, block: int) -> Iterator[NDArray[np.uint8]]:
         """The bytes of ``block``, a window of one reused buffer at a time (for counting)."""
-        spec = self.blocks[block]
+        spec = self.block(block)
         buffer = bytearray(_COUNT_NBYTES)
         view = np.frombuffer(buffer, dtype=np.uint8)
         with self._open(self.files[spec.file]) as handle:
@@ -243,7 +270,7 @@ class TextSource:
 
     def read_lines(self, block: int) -> Lines:
         """Every line of ``block``, read with one request."""
-        spec = self.blocks[block]
+        spec = self.block(block)
         with self._open(self.files[spec.file]) as handle:
             if spec.stop is None:
                 data = handle.read()
@@ -323,17 +350,13 @@ def open_text_sources(
                 f"Expected the first file to start with a header line, as header=True says. Got {files[0].path!r}, "
                 "which is empty, instead; pass header=False or put the file with the header first."
             )
-    blocks: list[TextBlock] = []
-    for index, file in enumerate(files):
-        skip = len(first_header) if index == 0 else 0
-        if file.compression is not None:
-            blocks.append(TextBlock(index, skip, None))
-            continue
-        blocks.extend(
-            TextBlock(index, start, min(start + block_nbytes, file.size))
-            for start in range(skip, file.size, block_nbytes)
-        )
-    return TextSource(files, blocks, _with_final_newline(first_header), storage_options)
+    return TextSource(
+        files,
+        block_nbytes=block_nbytes,
+        header=_with_final_newline(first_header),
+        header_nbytes=len(first_header),
+        storage_options=storage_options,
+    )
 
 
 @dataclass(frozen=True)
@@ -355,14 +378,23 @@ class TextFormat(Format[Lines]):
 
     def __init__(self, source: TextSource, counts: Sequence[BlockCount]) -> None:
         self.source = source
-        self.counts = tuple(counts)
+        self.counts: tuple[BlockCount, ...] | None = tuple(counts)
         self.storage_options = source.storage_options
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The counts are for planning, on the client; tasks get their own share from the plan.
+        return {**self.__dict__, "counts": None}
+
+    def _counts(self) -> tuple[BlockCount, ...]:
+        if self.counts is None:
+            raise RuntimeError("The line counts are known where the shuffle was planned, not in its tasks.")
+        return self.counts
 
     # -- the source ----------------------------------------------------------
     @property
     def block_lengths(self) -> tuple[int, ...]:
-        return tuple(count.n_lines for count in self.counts)
+        return tuple(count.n_lines for count in self._counts())
 
     @property
     def row_nbytes(self) -> int:
@@ -372,21 +404,19 @@ class TextFormat(Format[Lines]):
         return -(-body // max(n_lines, 1)) + 8
 
     def read_block(self, block: int) -> Lines:
-        lines = self.source.read_lines(block)
-        if len(lines) != self.counts[block].n_lines:
-            spec = self.source.blocks[block]
-            raise DaskShuffleValueError(
-                f"Expected {self.counts[block].n_lines:,} lines in block {block} of "
-                f"{self.source.files[spec.file].path!r}, as counted. Got {len(lines):,} instead; "
-                "do not change a source while it is being shuffled."
-            )
-        return lines
+        return self.source.read_lines(block)
 
     def describe_source(self) -> list[Any]:
         return self.source.describe()
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
+        # Every take reorders all the rows it is given: a block as counted, or the pieces of whole piles.
+        if len(index) != len(rows):
+            raise DaskShuffleValueError(
+                f"Expected {len(index):,} lines, as counted before the shuffle. Got {len(rows):,} instead; "
+                "do not change a source while it is being shuffled."
+            )
         return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=_memory_pool())
 
     def concat(self, parts: Sequence[Lines]) -> Lines:
