@@ -93,11 +93,13 @@ def _merge(
     a, b = _aligned(start, stop, n_rows, alignment)
     if b > a:
         fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
+    # The fragments wait in memory for their seam task: copies, because a view
+    # would keep the whole group alive (and dask would count only the view).
     fragments: dict[int, tuple[int, Any]] = {}
     if a > start:
-        fragments[start // alignment] = (start, fmt.slice(rows, 0, a - start))
+        fragments[start // alignment] = (start, fmt.take(rows, np.arange(0, a - start)))
     if stop > b:
-        fragments[b // alignment] = (b, fmt.slice(rows, b - start, stop - start))
+        fragments[b // alignment] = (b, fmt.take(rows, np.arange(b - start, stop - start)))
     return fragments
 
 
