@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from . import _graph
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
 from ._shuffle import DEFAULT_BLOCK_MEMORY, DEFAULT_PILE_MEMORY, ShuffleResult, run_shuffle
-from .formats._parquet import COMPRESSIONS, ArrowFormat, DataFrameFormat, open_parquet_sources
+from .formats._parquet import COMPRESSIONS, ArrowFormat, DataFrameFormat, open_parquet_sources, unify_schemas
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -181,7 +182,7 @@ def _keeps_index(index: pd.Index, choice: bool | None) -> bool:
     return not (isinstance(index, pd.RangeIndex) and index.name is None)
 
 
-def _schema_of(frame: pd.DataFrame, preserve_index: bool, *, from_meta: bool) -> pa.Schema:
+def _check_names(frame: pd.DataFrame) -> None:
     names = list(frame.columns)
     bad = [name for name in names if not isinstance(name, str)]
     if bad:
@@ -191,38 +192,46 @@ def _schema_of(frame: pd.DataFrame, preserve_index: bool, *, from_meta: bool) ->
         )
     if len(set(names)) != len(names):
         raise DaskShuffleValueError(f"Expected each column name once. Got {names} instead; rename the duplicates.")
+
+
+def _arrow_schema(frame: pd.DataFrame, preserve_index: bool) -> pa.Schema:
     try:
-        schema = pa.Schema.from_pandas(frame, preserve_index=preserve_index)
+        return pa.Schema.from_pandas(frame, preserve_index=preserve_index)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
         raise DaskShuffleTypeError(
             f"Expected columns Arrow can hold. Got a DataFrame Arrow cannot convert ({error}) instead; "
             "cast the offending column to a supported type."
         ) from error
+
+
+def describe_partition(partition: pd.DataFrame, preserve_index: bool) -> tuple[int, int, pa.Schema]:
+    """Rows, bytes in memory and Arrow schema of one partition (runs in a task)."""
+    nbytes = int(partition.memory_usage(deep=True, index=True).sum())
+    return len(partition), nbytes, _arrow_schema(partition, preserve_index)
+
+
+def _schema_of(meta: pd.DataFrame, described: list[tuple[int, int, pa.Schema]], preserve_index: bool) -> pa.Schema:
+    """The meta's schema, with the types of object columns learnt from the partitions."""
+    schemas = [_arrow_schema(meta, preserve_index)] + [schema for _, _, schema in described]
+    unified = unify_schemas(schemas, ["meta"] + [f"partition {index}" for index in range(len(described))])
     fields = []
-    for field in schema:
-        if from_meta and pa.types.is_null(field.type):
-            raise DaskShuffleTypeError(
-                f"Expected every column to have a type dask's meta describes. Got column {field.name!r} of dtype "
-                f"object, whose values the meta does not show, instead; cast it first (df.astype) or give "
-                "map_partitions a meta with a concrete dtype."
-            )
+    for field in unified:
         if pa.types.is_dictionary(field.type):
-            # Partitions may hold more categories than the meta shows: leave the codes room to grow.
+            # Partitions may hold more categories than others: leave the codes room to grow.
             field = field.with_type(pa.dictionary(pa.int32(), field.type.value_type, field.type.ordered))
         fields.append(field)
-    return pa.schema(fields, metadata=schema.metadata)
+    return pa.schema(fields, metadata=schemas[0].metadata)
 
 
-def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], int, dict[Any, Any], list[Any]]:
+def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], dict[Any, Any], list[Any]]:
     """Cut an in-memory DataFrame into blocks of about ``block_nbytes``: a graph of plain values."""
     n_rows = len(frame)
     nbytes = int(frame.memory_usage(deep=True, index=True).sum())
-    row_nbytes = max(1, -(-nbytes // max(n_rows, 1)))
-    step = max(1, block_nbytes // row_nbytes)
+    step = max(1, block_nbytes // max(1, -(-nbytes // max(n_rows, 1))))
     name = f"daskshuffle-dataframe-{uuid.uuid4().hex}"
     bounds = [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
     graph: dict[Any, Any] = {(name, i): frame.iloc[a:b] for i, (a, b) in enumerate(bounds)}
-    return [b - a for a, b in bounds], row_nbytes, graph, list(graph)
+    return [b - a for a, b in bounds], graph, list(graph)
 
 
 def shuffle_dataframe(
@@ -293,14 +302,18 @@ def shuffle_dataframe(
     codec = parse_compression(compression)
     progress = parse_bool(progress, "progress")
     meta = df._meta if is_dask else df
+    _check_names(meta)
     preserve_index = _keeps_index(meta.index, index)
-    schema = _schema_of(meta, preserve_index, from_meta=is_dask)
     if is_dask:
-        stats, graph, keys = _graph.dataframe_inputs(df)
-        lengths = [rows for rows, _ in stats]
-        row_nbytes = max(1, -(-sum(nbytes for _, nbytes in stats) // max(sum(lengths), 1)))
+        described, graph, keys = _graph.dataframe_inputs(
+            df, functools.partial(describe_partition, preserve_index=preserve_index)
+        )
+        lengths = [rows for rows, _, _ in described]
     else:
-        lengths, row_nbytes, graph, keys = _pandas_inputs(df, block_nbytes)
+        described = [describe_partition(df, preserve_index)]
+        lengths, graph, keys = _pandas_inputs(df, block_nbytes)
+    schema = _schema_of(meta, described, preserve_index)
+    row_nbytes = max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(lengths), 1)))
     fmt = DataFrameFormat(
         inputs=(graph, keys),
         preserve_index=preserve_index,

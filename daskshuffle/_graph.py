@@ -288,17 +288,12 @@ def _graph_of(parts: Sequence[Any]) -> dict[Any, Any]:
     return graph
 
 
-def _partition_stats(partition: Any) -> tuple[int, int]:
-    return len(partition), int(partition.memory_usage(deep=True, index=True).sum())
-
-
-def dataframe_inputs(frame: Any) -> tuple[list[tuple[int, int]], dict[Any, Any], list[Any]]:
-    """Each partition's (rows, bytes in memory), computed first (the plan needs them),
+def dataframe_inputs(frame: Any, describe: Callable[[Any], Any]) -> tuple[list[Any], dict[Any, Any], list[Any]]:
+    """``describe(partition)`` for every partition, computed first (the plan needs the lengths),
     and the graph and keys of the partitions."""
     parts = frame.to_delayed()
-    stats = _compute_collection(dask.delayed(list)([dask.delayed(_partition_stats)(part) for part in parts]))
-    graph = _graph_of(parts)
-    return [(int(rows), int(nbytes)) for rows, nbytes in stats], graph, [part.key for part in parts]
+    described = _compute_collection(dask.delayed(list)([dask.delayed(describe)(part) for part in parts]))
+    return list(described), _graph_of(parts), [part.key for part in parts]
 
 
 def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:

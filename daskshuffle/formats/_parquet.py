@@ -203,13 +203,18 @@ def open_parquet_sources(
     # Footers are small reads with a round trip each: read them side by side.
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
         files = list(pool.map(lambda entry: _inspect(entry[1], entry[2], afs), found))
-    schema = unify_schemas([file.schema for file in files], [file.path for file in files])
+    schemas = [file.schema for file in files]
     if columns is not None:
-        unknown = [name for name in columns if name not in schema.names]
+        available = list(dict.fromkeys(name for schema in schemas for name in schema.names))
+        unknown = [name for name in columns if name not in available]
         if unknown:
             raise DaskShuffleValueError(
-                f"Expected columns to name columns of the source. Got unknown {unknown} instead; it has {schema.names}."
+                f"Expected columns to name columns of the source. Got unknown {unknown} instead; it has {available}."
             )
+        # Columns left out need not unify.
+        schemas = [pa.schema([f for f in schema if f.name in columns], metadata=schema.metadata) for schema in schemas]
+    schema = unify_schemas(schemas, [file.path for file in files])
+    if columns is not None:
         schema = pa.schema([schema.field(name) for name in columns], metadata=schema.metadata)
     names = set(schema.names)
     blocks: list[tuple[int, tuple[int, ...]]] = []

@@ -1,0 +1,331 @@
+"""shuffle_parquet and shuffle_dataframe end to end: real Parquet files on disk, real dask graphs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+import pytest
+from conftest import tree_digest
+from simulate import simulate
+
+import daskshuffle
+from daskshuffle import (
+    DaskShuffleTypeError,
+    DaskShuffleValueError,
+    IncompletePileStoreError,
+    PileStoreExistsError,
+    SourceNotFoundError,
+    shuffle_dataframe,
+    shuffle_parquet,
+)
+from daskshuffle.formats import open_pile_reader
+from daskshuffle.formats._parquet import ParquetPileReader, open_parquet_sources
+
+# dask's Parquet reader calls reset_index(inplace=True), which pandas 3.1 deprecates; not ours to fix.
+DASK_READER_WARNING = "ignore:The inplace keyword in DataFrame.reset_index:pandas.errors.Pandas4Warning"
+SMALL_BLOCKS = 3_000  # bytes: a few row groups per block
+
+
+def typed_table(first: int, n: int) -> pa.Table:
+    """Every kind of Arrow column, nulls in each but ``id``; every value a function of ``id``."""
+    ids = np.arange(first, first + n, dtype=np.int64)
+    null = ids % 5 == 0
+
+    def masked(values: list) -> list:
+        return [None if gone else value for value, gone in zip(values, null, strict=True)]
+
+    return pa.table(
+        {
+            "id": pa.array(ids),
+            "i8": pa.array(masked((ids % 100 - 50).tolist()), pa.int8()),
+            "u32": pa.array(masked((ids * 3).tolist()), pa.uint32()),
+            "f32": pa.array(masked((ids / 4).tolist()), pa.float32()),
+            "f64": pa.array(masked((ids * 0.5).tolist()), pa.float64()),
+            "flag": pa.array(masked((ids % 2 == 0).tolist()), pa.bool_()),
+            "text": pa.array(masked([f"row {i} é" for i in ids]), pa.string()),
+            "blob": pa.array(masked([bytes([i % 256]) * (i % 7) for i in ids]), pa.binary()),
+            "when": pa.array(masked((ids * 1_000_000).tolist()), pa.timestamp("us", tz="Europe/Paris")),
+            "day": pa.array(masked([dt.date(2020, 1, 1) + dt.timedelta(days=int(i)) for i in ids]), pa.date32()),
+            "price": pa.array(masked([decimal.Decimal(int(i)) / 100 for i in ids]), pa.decimal128(12, 2)),
+            "label": pa.array(masked([["cat", "dog", "eel"][i % 3] for i in ids]), pa.string()).dictionary_encode(),
+            "tags": pa.array(masked([list(range(i % 4)) for i in ids]), pa.list_(pa.int32())),
+            "point": pa.array(
+                masked([{"x": int(i), "name": str(i)} for i in ids]),
+                pa.struct([("x", pa.int64()), ("name", pa.string())]),
+            ),
+            "nothing": pa.nulls(n),
+        }
+    )
+
+
+def write_files(directory: Path, sizes: list[int], *, row_group_size: int = 50) -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths, first = [], 0
+    for index, size in enumerate(sizes):
+        path = directory / f"part-{index}.parquet"
+        pq.write_table(typed_table(first, size), path, row_group_size=row_group_size)
+        paths.append(str(path))
+        first += size
+    return paths
+
+
+def read_sidecar(dst: Path) -> dict:
+    return json.loads((dst / "_daskshuffle.json").read_text())
+
+
+def expected_ids(src, n_piles: int, seed: int, *, materialize: bool = False, block_nbytes: int) -> np.ndarray:
+    lengths = list(open_parquet_sources(src, columns=None, block_nbytes=block_nbytes).block_lengths)
+    return simulate(lengths, n_piles, seed, materialize=materialize)[1]
+
+
+def test_every_column_type_survives_in_the_planned_order(tmp_path: Path) -> None:
+    src = tmp_path / "raw"
+    write_files(src, [230, 0, 170, 400])
+    before = tree_digest(src)
+    dst = tmp_path / "piles"
+    result = shuffle_parquet(src, dst, n_piles=7, seed=3, block_memory=SMALL_BLOCKS)
+
+    source = pads.dataset(src).to_table()
+    out = pq.read_table(dst)
+    assert out.schema.equals(source.schema, check_metadata=False), "every type unchanged"
+    ids = out.column("id").to_numpy()
+    assert np.array_equal(ids, expected_ids(str(src), 7, 3, block_nbytes=SMALL_BLOCKS))
+    assert out.sort_by("id").equals(source.sort_by("id")), "every value stays with its id, nulls included"
+
+    meta = read_sidecar(dst)
+    assert meta["complete"] is True and meta["kind"] == "parquet" and meta["format_version"] == 1
+    assert (meta["n_rows"], meta["n_piles"], meta["seed"]) == (800, 7, 3)
+    assert meta["variables"] == source.column_names and isinstance(meta["fingerprint"], str)
+    assert np.array_equal(np.diff(meta["pile_offsets"]), result.pile_sizes)
+    offsets = meta["pile_offsets"]
+    for pile in range(7):  # a pile keeps its rows in source order
+        assert (np.diff(ids[offsets[pile] : offsets[pile + 1]]) > 0).all()
+    assert tree_digest(src) == before, "the source is never modified"
+    assert not (tmp_path / "piles.daskshuffle-tmp").exists(), "pieces are removed at the end"
+
+
+@pytest.mark.filterwarnings(DASK_READER_WARNING)
+def test_output_is_a_dataset_every_reader_opens_with_a_row_group_per_pile(tmp_path: Path) -> None:
+    paths = write_files(tmp_path / "raw", [300, 500])
+    dst = tmp_path / "piles"
+    shuffle_parquet(paths, dst, n_piles=6, seed=0, block_memory=SMALL_BLOCKS, pile_memory="64KiB")
+    offsets = read_sidecar(dst)["pile_offsets"]
+    expected = pq.read_table(dst).column("id").to_numpy()
+    assert np.array_equal(pd.read_parquet(dst)["id"].to_numpy(), expected)
+    assert np.array_equal(pads.dataset(dst).to_table().column("id").to_numpy(), expected)
+    assert np.array_equal(dd.read_parquet(str(dst))["id"].compute().to_numpy(), expected)
+    boundaries = set()
+    for part in sorted(dst.glob("part-*.parquet")):
+        start = int(part.stem.split("-")[1])
+        metadata = pq.ParquetFile(part).metadata
+        for index in range(metadata.num_row_groups):
+            boundaries.add(start)
+            start += metadata.row_group(index).num_rows
+        boundaries.add(start)
+    assert boundaries == set(offsets), "row groups are exactly the piles"
+
+
+def test_materialize_seeds_and_compression(tmp_path: Path) -> None:
+    paths = write_files(tmp_path / "raw", [500])
+    kwargs = {"n_piles": 5, "block_memory": SMALL_BLOCKS}
+    shuffle_parquet(paths, tmp_path / "a", seed=1, materialize=True, compression="zstd", **kwargs)
+    shuffle_parquet(paths, tmp_path / "b", seed=1, materialize=True, compression="none", **kwargs)
+    shuffle_parquet(paths, tmp_path / "c", seed=2, materialize=True, **kwargs)
+    a, b, c = (pq.read_table(tmp_path / name).column("id").to_numpy() for name in "abc")
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert np.array_equal(a, expected_ids(paths, 5, 1, materialize=True, block_nbytes=SMALL_BLOCKS))
+    assert pq.ParquetFile(next((tmp_path / "a").glob("part-*"))).metadata.row_group(0).column(0).compression == "ZSTD"
+    assert read_sidecar(tmp_path / "a")["materialized"] is True
+
+
+def test_schemas_are_unified_across_files_hive_partitions_and_globs(tmp_path: Path) -> None:
+    root = tmp_path / "raw"
+    for year, first in ((2020, 0), (2021, 100)):
+        (root / f"year={year}").mkdir(parents=True)
+        table = pa.table({"id": pa.array(np.arange(first, first + 100), pa.int64()), "v": np.arange(100.0)})
+        if year == 2021:  # a narrower id type and a missing column: both unify
+            table = pa.table({"id": pa.array(np.arange(first, first + 100), pa.int32())})
+        pq.write_table(table, root / f"year={year}" / "data.parquet", row_group_size=30)
+    (root / "_SUCCESS").write_text("")  # ignored, as by every Parquet reader
+    shuffle_parquet(root, tmp_path / "piles", n_piles=4, seed=0)
+    out = pd.read_parquet(tmp_path / "piles").sort_values("id").reset_index(drop=True)
+    assert out["id"].tolist() == list(range(200)) and out["id"].dtype == np.int64
+    assert out["year"].astype(int).tolist() == [2020] * 100 + [2021] * 100
+    assert out["v"].iloc[:100].tolist() == list(np.arange(100.0)) and out["v"].iloc[100:].isna().all()
+
+    shuffle_parquet(str(root / "year=*" / "*.parquet"), tmp_path / "glob", n_piles=4, seed=0)
+    assert sorted(pd.read_parquet(tmp_path / "glob")["id"]) == list(range(200))
+
+
+def test_columns_selects_and_keeps_order(tmp_path: Path) -> None:
+    paths = write_files(tmp_path / "raw", [200])
+    shuffle_parquet(paths, tmp_path / "piles", n_piles=3, seed=0, columns=["text", "id"])
+    out = pq.read_table(tmp_path / "piles")
+    assert out.column_names == ["text", "id"]
+    assert read_sidecar(tmp_path / "piles")["variables"] == ["text", "id"]
+
+
+def test_schemas_that_do_not_unify_are_named_before_writing(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"id": [1, 2], "v": [1.0, 2.0]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": [3], "v": ["three"]}), tmp_path / "b.parquet")
+    with pytest.raises(
+        DaskShuffleValueError, match=r"column 'v': double in \[.*a\.parquet'\]; string in \[.*b\.parquet'\]"
+    ):
+        shuffle_parquet([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "out", n_piles=2)
+    assert not (tmp_path / "out").exists()
+    shuffle_parquet([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "out", n_piles=2, columns=["id"])
+    assert sorted(pd.read_parquet(tmp_path / "out")["id"]) == [1, 2, 3]
+
+
+def test_bad_sources_and_arguments(tmp_path: Path) -> None:
+    paths = write_files(tmp_path / "raw", [50])
+    dst = tmp_path / "out"
+    with pytest.raises(SourceNotFoundError, match="existing Parquet file or directory"):
+        shuffle_parquet(tmp_path / "missing.parquet", dst, n_piles=2)
+    with pytest.raises(SourceNotFoundError, match="matches none"):
+        shuffle_parquet(str(tmp_path / "nothing-*.parquet"), dst, n_piles=2)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DaskShuffleValueError, match="directory without any"):
+        shuffle_parquet(tmp_path / "empty", dst, n_piles=2)
+    (tmp_path / "notes.parquet").write_text("not parquet at all")
+    with pytest.raises(DaskShuffleValueError, match=r"to be Parquet.*notes\.parquet"):
+        shuffle_parquet([paths[0], tmp_path / "notes.parquet"], dst, n_piles=2)
+    with pytest.raises(DaskShuffleValueError, match="empty list"):
+        shuffle_parquet([], dst, n_piles=2)
+    with pytest.raises(DaskShuffleTypeError, match="path, URL or glob"):
+        shuffle_parquet(42, dst, n_piles=2)
+    with pytest.raises(DaskShuffleValueError, match=r"unknown \['nope'\].*it has \['id'"):
+        shuffle_parquet(paths, dst, n_piles=2, columns=["id", "nope"])
+    with pytest.raises(DaskShuffleTypeError, match="columns"):
+        shuffle_parquet(paths, dst, n_piles=2, columns="id")
+    with pytest.raises(DaskShuffleValueError, match="compression"):
+        shuffle_parquet(paths, dst, n_piles=2, compression="fast")
+    with pytest.raises(DaskShuffleValueError, match="n_piles"):
+        shuffle_parquet(paths, dst, n_piles=0)
+    with pytest.raises(DaskShuffleValueError, match="outside the source"):
+        shuffle_parquet(tmp_path / "raw", tmp_path / "raw" / "piles", n_piles=2)
+    assert not dst.exists()
+
+
+def test_existing_destination_and_failed_runs(tmp_path: Path) -> None:
+    paths = write_files(tmp_path / "raw", [300, 300], row_group_size=100)
+    dst = tmp_path / "piles"
+    shuffle_parquet(paths, dst, n_piles=4, seed=0)
+    before = tree_digest(dst)
+    with pytest.raises(PileStoreExistsError, match="overwrite=True"):
+        shuffle_parquet(paths, dst, n_piles=4, seed=1)
+    assert tree_digest(dst) == before
+    # A damaged data page (the footer still reads) fails a pass-1 task mid-run.
+    damaged = bytearray(Path(paths[1]).read_bytes())
+    damaged[4:400] = b"\xff" * 396
+    Path(paths[1]).write_bytes(bytes(damaged))
+    with pytest.raises(OSError, match=r"(?i)thrift|deserializ|corrupt|page|invalid"):
+        shuffle_parquet(paths, dst, n_piles=4, seed=1, overwrite=True, block_memory=SMALL_BLOCKS)
+    assert read_sidecar(dst)["complete"] is False
+    assert not list(dst.glob("part-*")), "no half-written dataset is left for other readers"
+    with pytest.raises(IncompletePileStoreError, match="did not finish"):
+        ParquetPileReader(dst)
+    assert not (tmp_path / "piles.daskshuffle-tmp").exists()
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 5])
+def test_tiny_inputs(tmp_path: Path, n_rows: int) -> None:
+    paths = write_files(tmp_path / "raw", [n_rows])
+    result = shuffle_parquet(paths, tmp_path / "piles", n_piles=8, seed=0)
+    out = pd.read_parquet(tmp_path / "piles")
+    assert sorted(out["id"]) == list(range(n_rows)) and result.n_rows == n_rows
+    assert list(out.columns) == typed_table(0, 1).column_names
+
+
+def test_dask_dataframe_with_unknown_divisions(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {"id": np.arange(600), "x": np.arange(600) * 2.0, "name": [f"n{i}" for i in range(600)]},
+        index=pd.Index(np.arange(600) * 10, name="key"),
+    )
+    ddf = dd.from_pandas(frame, npartitions=5, sort=False)
+    ddf = ddf[ddf["id"] % 3 != 0].clear_divisions()  # uneven partitions of unknown length
+    assert not ddf.known_divisions
+    kept = frame[frame["id"] % 3 != 0]
+    result = shuffle_dataframe(ddf, tmp_path / "piles", n_piles=6, seed=2)
+    out = pd.read_parquet(tmp_path / "piles")
+    assert result.n_rows == len(kept) == len(out)
+    pd.testing.assert_frame_equal(out.sort_values("id"), kept, check_dtype=False)
+    assert out.index.name == "key", "a named index is kept and restored"
+    parts = ddf.map_partitions(len).compute().tolist()  # the order is the plan's over the partitions
+    order = simulate(parts, 6, 2, materialize=False)[1]
+    assert np.array_equal(out["id"].to_numpy(), kept["id"].to_numpy()[order])
+
+
+def test_pandas_dataframe_and_its_index(tmp_path: Path) -> None:
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(300),
+            "cat": pd.Categorical(["a", "b", "c"] * 100),
+            "maybe": pd.array([1, None, 3] * 100, dtype="Int64"),
+        }
+    )
+    before = frame.copy()
+    shuffle_dataframe(frame, tmp_path / "dropped", n_piles=4, seed=0, block_memory=2_000)
+    out = pd.read_parquet(tmp_path / "dropped")
+    assert list(out.columns) == ["id", "cat", "maybe"] and isinstance(out.index, pd.RangeIndex)
+    assert out["cat"].dtype == "category" and out["maybe"].dtype == "Int64"
+    pd.testing.assert_frame_equal(out.sort_values("id").reset_index(drop=True), frame)
+    shuffle_dataframe(frame, tmp_path / "kept", n_piles=4, seed=0, index=True)
+    kept = pd.read_parquet(tmp_path / "kept")
+    assert np.array_equal(kept.index.to_numpy(), kept["id"].to_numpy()), "the default index travels with its row"
+    pd.testing.assert_frame_equal(frame, before), "the input is not modified"
+    with pytest.raises(DaskShuffleTypeError, match="dask or pandas DataFrame"):
+        shuffle_dataframe({"id": [1]}, tmp_path / "x", n_piles=2)
+    with pytest.raises(DaskShuffleTypeError, match="string column names"):
+        shuffle_dataframe(pd.DataFrame({0: [1, 2]}), tmp_path / "x", n_piles=2)
+    with pytest.raises(DaskShuffleTypeError, match="index"):
+        shuffle_dataframe(frame, tmp_path / "x", n_piles=2, index="yes")
+    assert not (tmp_path / "x").exists()
+
+
+def test_pile_reader_batches(tmp_path: Path) -> None:
+    paths = write_files(tmp_path / "raw", [120, 80])
+    shuffle_parquet(paths, tmp_path / "piles", n_piles=3, seed=0)
+    reader = open_pile_reader(tmp_path / "piles")
+    assert isinstance(reader, ParquetPileReader) and reader.n_rows == 200
+    whole = pq.read_table(tmp_path / "piles")
+    for start, stop in [(0, 200), (0, 0), (5, 17), (60, 199), (199, 200)]:
+        assert reader.read_rows(start, stop).equals(whole.slice(start, stop - start))
+    rows = reader.read_rows(10, 20)
+    batch = reader.to_batch(rows)
+    assert batch["id"].dtype == np.int64 and np.array_equal(batch["id"], whole.column("id").to_numpy()[10:20])
+    assert batch["f64"].dtype == np.float64 and np.isnan(batch["f64"][batch["id"] % 5 == 0]).all(), "nulls as NaN"
+    assert batch["text"].dtype == object and batch["label"].dtype == object
+    assert isinstance(ParquetPileReader(tmp_path / "piles", batch_format="arrow").to_batch(rows), pa.RecordBatch)
+    frame = ParquetPileReader(tmp_path / "piles", batch_format="pandas", variables=["id", "text"]).to_batch(
+        ParquetPileReader(tmp_path / "piles", variables=["id", "text"]).read_rows(0, 5)
+    )
+    assert list(frame.columns) == ["id", "text"] and len(frame) == 5
+    with pytest.raises(DaskShuffleValueError, match="batch_format"):
+        ParquetPileReader(tmp_path / "piles", batch_format="torch")
+    ids = np.concatenate([b["id"] for b in daskshuffle.PileLoader(tmp_path / "piles", batch_size=32, seed=0)])
+    assert sorted(ids.tolist()) == list(range(200))
+
+
+@pytest.mark.cluster
+@pytest.mark.filterwarnings(DASK_READER_WARNING)
+def test_same_output_on_a_local_cluster(tmp_path: Path, cluster_client) -> None:
+    paths = write_files(tmp_path / "raw", [400, 300], row_group_size=40)
+    kwargs = {"n_piles": 9, "seed": 4, "block_memory": SMALL_BLOCKS}
+    shuffle_parquet(paths, tmp_path / "threads", **kwargs)
+    with cluster_client.as_current():
+        shuffle_parquet(paths, tmp_path / "cluster", **kwargs)
+        ddf = dd.read_parquet(paths)
+        shuffle_dataframe(ddf, tmp_path / "frame-cluster", **kwargs)
+    shuffle_dataframe(dd.read_parquet(paths), tmp_path / "frame-threads", **kwargs)
+    assert pq.read_table(tmp_path / "threads").equals(pq.read_table(tmp_path / "cluster"))
+    assert pd.read_parquet(tmp_path / "frame-threads").equals(pd.read_parquet(tmp_path / "frame-cluster"))
