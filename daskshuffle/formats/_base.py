@@ -52,6 +52,21 @@ class Format(ABC, Generic[Rows]):
     def describe_source(self) -> list[Any]:
         """A JSON-serialisable description of the source, for the metadata."""
 
+    def block_inputs(self) -> tuple[Mapping[Any, Any], Sequence[Any]] | None:
+        """For a source that is a dask collection: its graph and one key per block, or ``None``.
+
+        A dask DataFrame or a dask-backed xarray dataset is not read by the
+        pass-1 tasks; its partitions are computed by its own tasks, and each
+        pass-1 task receives its block's value through :meth:`read_block_from`.
+        The format must not pickle this graph into every task (drop it in
+        ``__getstate__``).
+        """
+        return None
+
+    def read_block_from(self, block: int, data: Any) -> Rows:
+        """Rows of block ``block`` from ``data``, the value of its key in :meth:`block_inputs`."""
+        raise NotImplementedError(f"{type(self).__name__} reads its blocks with read_block")
+
     # -- rows in memory ------------------------------------------------------
     @abstractmethod
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
