@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dask
@@ -84,6 +86,28 @@ def test_bad_arguments_and_missing_inputs_write_nothing(tmp_path: Path) -> None:
     debug = run("lines", "missing.txt", "-o", "x.txt", "--scheduler", "sync", "--debug", cwd=tmp_path)
     assert debug.returncode == 1 and b"Traceback" in debug.stderr and b"SourceNotFoundError" in debug.stderr
     assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt"], "nothing is written"
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGKILL])
+def test_an_interrupted_run_leaves_no_output(tmp_path: Path, signal_number: int) -> None:
+    """Ctrl-C cleans up everything; even a kill leaves nothing at OUT that looks complete."""
+    (tmp_path / "big.txt").write_bytes(numbered(300_000))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daskshuffle", "lines", "big.txt", "-o", "out.txt", "--scheduler", "sync",
+         "--block-memory", "64KiB", "--pile-memory", "256KiB", "--seed", "0"],
+        cwd=tmp_path, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    partial = tmp_path / "out.txt.daskshuffle-partial"
+    while not partial.exists():  # the output is being written: interrupt now
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.002)
+    process.send_signal(signal_number)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert not (tmp_path / "out.txt").exists(), "nothing at OUT"
+    if signal_number == signal.SIGINT:
+        assert b"Aborted" in stderr and b"Traceback" not in stderr
+        assert sorted(os.listdir(tmp_path)) == ["big.txt"], "no partial output and no pieces"
 
 
 def test_zarr_then_info(tmp_path: Path) -> None:
