@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._loader import LoaderSettings, PileLoader
     from ._lines import shuffle_lines
     from ._shuffle import ShuffleResult, shuffle_zarr
+    from ._xarray import shuffle_xarray
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,7 @@ _LAZY = {
     "shuffle_lines": "._lines",
     "shuffle_dataframe": "._frames",
     "shuffle_parquet": "._frames",
+    "shuffle_xarray": "._xarray",
 }
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "shuffle_dataframe",
     "shuffle_lines",
     "shuffle_parquet",
+    "shuffle_xarray",
     "shuffle_zarr",
 ]
 
