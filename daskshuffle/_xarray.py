@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Literal
 
@@ -34,21 +35,30 @@ def _open(ds: object, storage_options: dict[str, Any] | None) -> tuple[xr.Datase
         raise SourceNotFoundError(
             f"Expected ds to be an existing dataset. Got {path!r}, which does not exist, instead."
         )
-    is_zarr = any(
-        _paths.exists(f"{_paths.normalize(path)}/{name}", storage_options) for name in ("zarr.json", ".zgroup")
-    )
+    root = _paths.normalize(path)
     try:
-        opened = xr.open_dataset(
-            path,
-            engine="zarr" if is_zarr else None,
-            chunks={},
-            backend_kwargs={"storage_options": storage_options} if is_zarr and storage_options else None,
-        )
+        if _paths.exists(f"{root}/zarr.json", storage_options) or _paths.exists(f"{root}/.zgroup", storage_options):
+            # Consolidated metadata if the store has it, without xarray's warning when it does not.
+            consolidated = _paths.exists(f"{root}/.zmetadata", storage_options) or _has_consolidated_v3(
+                root, storage_options
+            )
+            opened = xr.open_zarr(path, consolidated=consolidated, storage_options=storage_options)
+        else:
+            opened = xr.open_dataset(path, chunks={})
     except (OSError, ValueError, TypeError) as error:
         raise DaskShuffleValueError(
             f"Expected ds to be a dataset xarray opens. Got {path!r}, which it cannot open ({error}), instead."
         ) from error
     return opened, [_paths.normalize(path)]
+
+
+def _has_consolidated_v3(root: str, storage_options: dict[str, Any] | None) -> bool:
+    fs, inner = _paths.filesystem(root, storage_options)
+    try:
+        with fs.open(f"{inner}/zarr.json", "r") as file:
+            return json.load(file).get("consolidated_metadata") is not None
+    except (FileNotFoundError, ValueError):
+        return False
 
 
 def _value_encoding(variable: xr.Variable) -> dict[str, Any]:
