@@ -14,7 +14,7 @@ import pyarrow as pa
 from . import _graph
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
-from ._shuffle import DEFAULT_BLOCK_MEMORY, DEFAULT_PILE_MEMORY, ShuffleResult, run_shuffle
+from ._shuffle import DEFAULT_BLOCK_MEMORY, DEFAULT_PILE_MEMORY, ShuffleResult, check_destination, run_shuffle
 from .formats._parquet import COMPRESSIONS, ArrowFormat, DataFrameFormat, open_parquet_sources, unify_schemas
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
@@ -234,6 +234,32 @@ def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], d
     return [b - a for a, b in bounds], graph, list(graph)
 
 
+def dataframe_format(
+    df: Any, *, index: bool | None, block_nbytes: int, compression: str, storage_options: dict[str, Any] | None
+) -> DataFrameFormat:
+    """The format of a dask or pandas DataFrame: partitions described (and counted) first."""
+    is_dask = _graph.is_dask_dataframe(df)
+    meta = df._meta if is_dask else df
+    _check_names(meta)
+    preserve_index = _keeps_index(meta.index, index)
+    if is_dask:
+        describe = functools.partial(describe_partition, preserve_index=preserve_index)
+        described, graph, keys = _graph.dataframe_inputs(df, describe)
+        lengths = [rows for rows, _, _ in described]
+    else:
+        described = [describe_partition(df, preserve_index)]
+        lengths, graph, keys = _pandas_inputs(df, block_nbytes)
+    return DataFrameFormat(
+        inputs=(graph, keys),
+        preserve_index=preserve_index,
+        schema=_schema_of(meta, described, preserve_index),
+        lengths=lengths,
+        row_nbytes=max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(lengths), 1))),
+        compression=compression,
+        storage_options=storage_options,
+    )
+
+
 def shuffle_dataframe(
     df: Any,
     dst: PathLike,
@@ -284,8 +310,7 @@ def shuffle_dataframe(
     >>> daskshuffle.shuffle_dataframe(df, "piles.parquet", n_piles=8, seed=0)  # doctest: +SKIP
     <ShuffleResult pile store 'piles.parquet': 1,000 rows in 8 piles ...>
     """
-    is_dask = _graph.is_dask_dataframe(df)
-    if not is_dask and not isinstance(df, pd.DataFrame):
+    if not _graph.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
         raise DaskShuffleTypeError(
             f"Expected df to be a dask or pandas DataFrame. Got {type(df).__name__} instead; "
             "for Parquet files use shuffle_parquet."
@@ -301,27 +326,12 @@ def shuffle_dataframe(
     block_nbytes = parse_nbytes(block_memory, "block_memory")
     codec = parse_compression(compression)
     progress = parse_bool(progress, "progress")
-    meta = df._meta if is_dask else df
-    _check_names(meta)
-    preserve_index = _keeps_index(meta.index, index)
-    if is_dask:
-        described, graph, keys = _graph.dataframe_inputs(
-            df, functools.partial(describe_partition, preserve_index=preserve_index)
-        )
-        lengths = [rows for rows, _, _ in described]
-    else:
-        described = [describe_partition(df, preserve_index)]
-        lengths, graph, keys = _pandas_inputs(df, block_nbytes)
-    schema = _schema_of(meta, described, preserve_index)
-    row_nbytes = max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(lengths), 1)))
-    fmt = DataFrameFormat(
-        inputs=(graph, keys),
-        preserve_index=preserve_index,
-        schema=schema,
-        lengths=lengths,
-        row_nbytes=row_nbytes,
-        compression=codec,
-        storage_options=storage_options,
+    # Describing a dask DataFrame computes it: check the destination first.
+    check_destination(
+        [], dst_path, parse_path(tmp, "tmp") if tmp else None, overwrite=overwrite, storage_options=storage_options
+    )
+    fmt = dataframe_format(
+        df, index=index, block_nbytes=block_nbytes, compression=codec, storage_options=storage_options
     )
     return _run(
         fmt,

@@ -79,6 +79,76 @@ def _block_lengths(chunks: tuple[int, ...], row_nbytes: int, block_nbytes: int) 
     return [length for length in lengths if length]
 
 
+def xarray_format(
+    dataset: xr.Dataset,
+    dim: str,
+    *,
+    sources: list[str],
+    block_nbytes: int,
+    chunk_rows: int | None,
+    storage_options: dict[str, Any] | None,
+) -> XarrayFormat:
+    """The format of ``dataset`` along ``dim``: variables checked, blocks cut, destination laid out."""
+    along = {
+        str(name): variable.transpose(dim, ...) for name, variable in dataset.variables.items() if dim in variable.dims
+    }
+    for name, variable in along.items():
+        if variable.dtype.kind not in _SUPPORTED_KINDS:
+            raise DaskShuffleTypeError(
+                f"Expected every variable along {dim!r} to have a numeric, boolean or datetime dtype. Got {name!r} "
+                f"of dtype {variable.dtype} instead; drop it (ds.drop_vars) or encode it as numbers first."
+            )
+    variables = [
+        Variable(
+            name=name,
+            dtype=np.dtype(variable.dtype),
+            row_shape=tuple(variable.shape[1:]),
+            fill_value=None,
+            attributes={},
+            dimension_names=tuple(map(str, variable.dims)),
+        )
+        for name, variable in along.items()
+    ]
+    row_nbytes = sum(variable.row_nbytes for variable in variables)
+    widest = max(variable.row_nbytes for variable in variables)
+    out_rows = chunk_rows or max(1, CHUNK_NBYTES // max(widest, 1))
+    n_rows = dataset.sizes[dim]
+    chunked = [variable for variable in along.values() if variable.chunks is not None]
+    source_chunks = tuple(chunked[0].chunksizes[dim]) if chunked else (n_rows,)
+    lengths = _block_lengths(source_chunks, row_nbytes, block_nbytes) if n_rows else []
+    # The source's own tasks compute each block, every variable cut at the same rows.
+    inputs = (
+        _graph.array_inputs(
+            {name: variable.to_base_variable().chunk().data for name, variable in along.items()}, lengths
+        )
+        if lengths
+        else ({}, [])
+    )
+
+    template = xr.Dataset(attrs=dict(dataset.attrs))
+    for name, variable in dataset.variables.items():
+        if dim in variable.dims:
+            copy = along[str(name)].chunk({d: out_rows if d == dim else -1 for d in along[str(name)].dims})
+            copy.encoding = {**_value_encoding(variable), "chunks": (out_rows, *copy.shape[1:])}
+        else:
+            copy = variable.copy(deep=False).load()  # written whole by create_destination
+            copy.encoding = _value_encoding(variable)
+        if name in dataset.coords:
+            template = template.assign_coords({name: copy})
+        else:
+            template[name] = copy
+    return XarrayFormat(
+        dim=dim,
+        template=template,
+        inputs=inputs,
+        variables=variables,
+        lengths=lengths,
+        source_names=sources,
+        chunk_rows=out_rows,
+        storage_options=storage_options,
+    )
+
+
 def shuffle_xarray(
     ds: xr.Dataset | PathLike,
     dst: PathLike,
@@ -149,62 +219,12 @@ def shuffle_xarray(
         raise DaskShuffleValueError(
             f"Expected dim to be a dimension of the dataset. Got {dim!r} instead; it has {sorted(map(str, dataset.dims))}."
         )
-    along = {
-        str(name): variable.transpose(dim, ...) for name, variable in dataset.variables.items() if dim in variable.dims
-    }
-    for name, variable in along.items():
-        if variable.dtype.kind not in _SUPPORTED_KINDS:
-            raise DaskShuffleTypeError(
-                f"Expected every variable along {dim!r} to have a numeric, boolean or datetime dtype. Got {name!r} "
-                f"of dtype {variable.dtype} instead; drop it (ds.drop_vars) or encode it as numbers first."
-            )
-    variables = [
-        Variable(
-            name=name,
-            dtype=np.dtype(variable.dtype),
-            row_shape=tuple(variable.shape[1:]),
-            fill_value=None,
-            attributes={},
-            dimension_names=tuple(map(str, variable.dims)),
-        )
-        for name, variable in along.items()
-    ]
-    row_nbytes = sum(variable.row_nbytes for variable in variables)
-    widest = max(variable.row_nbytes for variable in variables)
-    out_rows = chosen_rows or max(1, CHUNK_NBYTES // max(widest, 1))
-    n_rows = dataset.sizes[dim]
-    chunked = [variable for variable in along.values() if variable.chunks is not None]
-    source_chunks = tuple(chunked[0].chunksizes[dim]) if chunked else (n_rows,)
-    lengths = _block_lengths(source_chunks, row_nbytes, block_nbytes) if n_rows else []
-    # The source's own tasks compute each block, every variable cut at the same rows.
-    inputs = (
-        _graph.array_inputs(
-            {name: variable.to_base_variable().chunk().data for name, variable in along.items()}, lengths
-        )
-        if lengths
-        else ({}, [])
-    )
-
-    template = xr.Dataset(attrs=dict(dataset.attrs))
-    for name, variable in dataset.variables.items():
-        if dim in variable.dims:
-            copy = along[str(name)].chunk({d: out_rows if d == dim else -1 for d in along[str(name)].dims})
-            copy.encoding = {**_value_encoding(variable), "chunks": (out_rows, *copy.shape[1:])}
-        else:
-            copy = variable.copy(deep=False).load()  # written whole by create_destination
-            copy.encoding = _value_encoding(variable)
-        if name in dataset.coords:
-            template = template.assign_coords({name: copy})
-        else:
-            template[name] = copy
-    fmt = XarrayFormat(
-        dim=dim,
-        template=template,
-        inputs=inputs,
-        variables=variables,
-        lengths=lengths,
-        source_names=sources,
-        chunk_rows=out_rows,
+    fmt = xarray_format(
+        dataset,
+        dim,
+        sources=sources,
+        block_nbytes=block_nbytes,
+        chunk_rows=chosen_rows,
         storage_options=storage_options,
     )
     return run_shuffle(
@@ -219,5 +239,5 @@ def shuffle_xarray(
         tmp=parse_path(tmp, "tmp") if tmp else None,
         progress=progress,
         storage_options=storage_options,
-        variables=list(along),
+        variables=[variable.name for variable in fmt.variables],
     )
