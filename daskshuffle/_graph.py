@@ -52,9 +52,7 @@ def _scatter(
 ) -> Any:
     # ``data`` is the block's value when the source is a dask collection (Format.block_inputs).
     rows = fmt.read_block_from(block, data[0]) if data else fmt.read_block(block)
-    ordered = fmt.take(rows, block_order(counts, seed, block))
-    del rows
-    return fmt.write_pieces(tmp, block, ordered, piece_offsets)
+    return fmt.scatter_block(tmp, block, rows, block_order(counts, seed, block), piece_offsets)
 
 
 def _combine(fmt: Format[Any], infos: Sequence[Any]) -> Any:

@@ -92,6 +92,17 @@ class Format(ABC, Generic[Rows]):
         return value of every block reaches :meth:`combine_piece_info`.
         """
 
+    def scatter_block(
+        self, tmp: str, block: int, rows: Rows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
+    ) -> Any:
+        """Write ``take(rows, order)``, block ``block``'s rows in piece order, as :meth:`write_pieces` does.
+
+        This is what a pass-1 task does with a block it has read. The default
+        takes, then writes: two copies of the block at its peak. A format that
+        can reorder and write a slice at a time overrides it and holds one.
+        """
+        return self.write_pieces(tmp, block, self.take(rows, order), piece_offsets)
+
     @abstractmethod
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Rows:
         """Rows ``start:stop`` of the pieces block ``block`` wrote."""

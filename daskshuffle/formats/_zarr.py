@@ -41,6 +41,9 @@ SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array
 CHUNK_NBYTES = 4 * 2**20
 #: The pile reader reads in runs of whole chunks of about this size (see ``_read_in_runs``).
 READ_NBYTES = 32 * 2**20
+#: Pass 1 and the merge read, reorder and write in runs of about this size, so
+#: that the buffers of a run stay small next to the block or group they hold.
+RUN_NBYTES = 16 * 2**20
 _SUPPORTED_KINDS = "biufcmMSU"
 _METADATA_KEY = "daskshuffle"
 
@@ -269,7 +272,7 @@ class ZarrFormat(Format[ArrayRows]):
 
     def read_block(self, block: int) -> ArrayRows:
         source, start, stop = self.blocks[block]
-        return {name: array[start:stop] for name, array in self.sources[source].items()}
+        return {name: _read_in_runs(array, start, stop, RUN_NBYTES) for name, array in self.sources[source].items()}
 
     def describe_source(self) -> list[Any]:
         return list(self.source_names)
@@ -298,6 +301,18 @@ class ZarrFormat(Format[ArrayRows]):
         for variable in self.variables:
             with fs.open(self._piece_path(root, variable, block), "wb") as file:
                 file.write(np.ascontiguousarray(rows[variable.name]).reshape(-1).view(np.uint8))
+
+    def scatter_block(
+        self, tmp: str, block: int, rows: ArrayRows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
+    ) -> None:
+        # Reorder and write a run at a time: the block is never held twice.
+        fs, root = filesystem(tmp, self.storage_options)
+        for variable in self.variables:
+            values = rows[variable.name]
+            run = max(1, RUN_NBYTES // max(variable.row_nbytes, 1))
+            with fs.open(self._piece_path(root, variable, block), "wb") as file:
+                for first in range(0, len(order), run):
+                    file.write(np.take(values, order[first : first + run], axis=0).reshape(-1).view(np.uint8))
 
     def _read_piece_rows(
         self, fs: Any, root: str, variable: Variable, block: int, start: int, stop: int
@@ -359,7 +374,7 @@ class ZarrFormat(Format[ArrayRows]):
     def write_rows(self, dst: str, start: int, rows: ArrayRows, piece_info: Any) -> None:
         group = zarr.open_group(dst, mode="r+", storage_options=self.storage_options)
         for name, values in rows.items():
-            group[name][start : start + len(values)] = values
+            _write_in_runs(group[name], start, values)
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         group = zarr.open_group(dst, mode="r+", storage_options=self.storage_options)
@@ -370,16 +385,35 @@ class ZarrFormat(Format[ArrayRows]):
             zarr.consolidate_metadata(group.store)
 
 
-def _read_in_runs(array: zarr.Array, start: int, stop: int) -> NDArray[Any]:
-    """Rows ``start:stop`` of ``array``, read in runs of whole chunks of about ``READ_NBYTES``.
+def _run_rows(array: zarr.Array, run_nbytes: int) -> int:
+    """Rows in a run of whole chunks of about ``run_nbytes``."""
+    chunk_rows = int(array.chunks[0])
+    row_nbytes = array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+    return max(1, run_nbytes // max(row_nbytes * chunk_rows, 1)) * chunk_rows
+
+
+def _write_in_runs(array: zarr.Array, start: int, values: NDArray[Any]) -> None:
+    """Write ``values`` at row ``start`` (a chunk boundary) in runs of about ``RUN_NBYTES``.
+
+    zarr encodes the chunks of one write concurrently and holds every encoded
+    chunk until it is stored: writing a whole group at once takes about twice
+    its size. Runs bound the encoded chunks to one run.
+    """
+    run_rows = _run_rows(array, RUN_NBYTES)
+    for first in range(0, len(values), run_rows):
+        last = min(first + run_rows, len(values))
+        array[start + first : start + last] = values[first:last]
+
+
+def _read_in_runs(array: zarr.Array, start: int, stop: int, run_nbytes: int = READ_NBYTES) -> NDArray[Any]:
+    """Rows ``start:stop`` of ``array``, read in runs of whole chunks of about ``run_nbytes``.
 
     While it reads, zarr holds the compressed and the decoded chunks of a
     selection besides the result: reading a pile at once takes about three
     times its size. Runs bound that to the result plus two runs.
     """
     chunk_rows = int(array.chunks[0])
-    row_nbytes = array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
-    run_rows = max(1, READ_NBYTES // max(row_nbytes * chunk_rows, 1)) * chunk_rows
+    run_rows = _run_rows(array, run_nbytes)
     if stop - start <= run_rows:
         return np.asarray(array[start:stop])
     out = np.empty((stop - start, *array.shape[1:]), dtype=array.dtype)
