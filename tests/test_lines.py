@@ -102,14 +102,17 @@ def test_output_is_exactly_a_permutation_of_the_lines(corpus: tuple[list[str], l
     assert sorted(os.listdir(tmp_path)) == ["out.jsonl", "src"], "no temporary file is left"
 
 
-def test_tasks_carry_no_table_of_blocks(tmp_path: Path) -> None:
-    """The format is sent with every task: its size must not grow with the number of blocks."""
-    src = write(tmp_path / "in.jsonl", numbered("k", 2_000))
-    source = open_text_sources([str(src)], header=False, block_nbytes=100)
-    counts = [source.count_block(block) for block in range(source.n_blocks)]
-    fmt = TextFormat(source, counts)
-    assert source.n_blocks > 1_000 and sum(fmt.block_lengths) == 2_000
-    assert len(pickle.dumps(fmt)) < 2_000
+def test_what_a_task_carries_grows_by_eight_bytes_a_block(tmp_path: Path) -> None:
+    """The format is sent with every task: it holds a line count per block, nothing more per block."""
+    sizes = {}
+    for n_lines in (200, 2_000):
+        src = write(tmp_path / f"in-{n_lines}.jsonl", numbered("k", n_lines))
+        source = open_text_sources([str(src)], header=False, block_nbytes=100)
+        fmt = TextFormat(source, [source.count_block(block) for block in range(source.n_blocks)])
+        assert sum(fmt.block_lengths) == n_lines
+        sizes[source.n_blocks] = len(pickle.dumps(fmt))
+    (few, small), (many, large) = sorted(sizes.items())
+    assert many > 1_000 and (large - small) / (many - few) <= 8.5
 
 
 def test_header_stays_on_top(tmp_path: Path) -> None:
@@ -243,6 +246,15 @@ def test_globs_and_directories(tmp_path: Path) -> None:
         shuffle_lines(tmp_path, tmp_path / "x.txt")
     with pytest.raises(SourceNotFoundError, match="matches no file"):
         shuffle_lines(str(tmp_path / "*.csv"), tmp_path / "x.txt")
+
+
+def test_a_source_changed_after_counting_is_an_error(tmp_path: Path) -> None:
+    src = write(tmp_path / "in.txt", b"a\nb\nc\n")
+    source = open_text_sources([str(src)], header=False, block_nbytes=1_000)
+    fmt = TextFormat(source, [source.count_block(0)])
+    src.write_bytes(b"a\nb c\n")  # the same size, one line fewer
+    with pytest.raises(DaskShuffleValueError, match=r"Expected 3 lines in block 0 .* Got 2 instead; do not change"):
+        fmt.read_block(0)
 
 
 def test_pieces_and_partial_output_are_removed_after_a_failure(tmp_path: Path, monkeypatch) -> None:

@@ -169,8 +169,7 @@ class TextSource:
 
     Sent to every task, so it stays small: the files, and how they are cut
     (every ``block_nbytes`` bytes of an uncompressed file, a compressed file
-    whole), from which a task works out its own block. No table of blocks
-    grows with the input.
+    whole), from which a task works out its own block.
     """
 
     def __init__(
@@ -381,42 +380,40 @@ class TextFormat(Format[Lines]):
         self.counts: tuple[BlockCount, ...] | None = tuple(counts)
         self.storage_options = source.storage_options
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
+        # What a task needs to check its block against: 8 bytes a block.
+        self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)
 
     def __getstate__(self) -> dict[str, Any]:
-        # The counts are for planning, on the client; tasks get their own share from the plan.
+        # The counts are for planning, where the shuffle is planned; tasks carry only n_lines.
         return {**self.__dict__, "counts": None}
-
-    def _counts(self) -> tuple[BlockCount, ...]:
-        if self.counts is None:
-            raise RuntimeError("The line counts are known where the shuffle was planned, not in its tasks.")
-        return self.counts
 
     # -- the source ----------------------------------------------------------
     @property
     def block_lengths(self) -> tuple[int, ...]:
-        return tuple(count.n_lines for count in self._counts())
+        return tuple(self.n_lines.tolist())
 
     @property
     def row_nbytes(self) -> int:
         # The mean line, plus its entry in the offsets buffer.
-        n_lines = sum(self.block_lengths)
+        n_lines = int(self.n_lines.sum())
         body = self.n_bytes - len(self.source.header)
         return -(-body // max(n_lines, 1)) + 8
 
     def read_block(self, block: int) -> Lines:
-        return self.source.read_lines(block)
+        lines = self.source.read_lines(block)
+        if len(lines) != self.n_lines[block]:
+            raise DaskShuffleValueError(
+                f"Expected {int(self.n_lines[block]):,} lines in block {block} of "
+                f"{self.source.files[self.source.block(block).file].path!r}, as counted. Got {len(lines):,} instead; "
+                "do not change a source while it is being shuffled."
+            )
+        return lines
 
     def describe_source(self) -> list[Any]:
         return self.source.describe()
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
-        # Every take reorders all the rows it is given: a block as counted, or the pieces of whole piles.
-        if len(index) != len(rows):
-            raise DaskShuffleValueError(
-                f"Expected {len(index):,} lines, as counted before the shuffle. Got {len(rows):,} instead; "
-                "do not change a source while it is being shuffled."
-            )
         return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=_memory_pool())
 
     def concat(self, parts: Sequence[Lines]) -> Lines:
