@@ -42,27 +42,38 @@ def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
     """A block is read whole by one task: it must fit the memory a pile may take."""
     for block, count in enumerate(fmt.counts or ()):
         nbytes = count.n_bytes + 8 * count.n_lines
-        if nbytes <= pile_nbytes:
-            continue
-        file = fmt.source.files[fmt.source.block(block).file]
-        if file.compression is not None:
+        if nbytes > pile_nbytes:
+            path = fmt.source.files[fmt.source.block(block).file].path
             raise DaskShuffleValueError(
-                f"Expected every compressed file to decompress to at most pile_memory={pile_nbytes:,} bytes "
-                f"(a compressed file cannot be split, so one task reads it whole). Got {file.path!r}, {count.n_bytes:,} bytes "
-                f"in {count.n_lines:,} lines (about {nbytes:,} bytes in memory), instead; raise pile_memory to at "
-                f"least {nbytes:,} bytes, or split or decompress the file."
+                f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). Got "
+                f"{count.n_bytes:,} bytes in {count.n_lines:,} lines of {path!r} instead; raise pile_memory, or "
+                "lower block_memory (a block also holds the rest of a line that runs past its end)."
             )
-        raise DaskShuffleValueError(
-            f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). Got "
-            f"{count.n_bytes:,} bytes in {count.n_lines:,} lines of {file.path!r} instead; raise pile_memory, or "
-            "lower block_memory (a block also holds the rest of a line that runs past its end)."
-        )
 
 
-def _pieces_in(directory: str, dst: str) -> str:
-    """A subdirectory of ``directory`` for the pieces: the shuffle removes it, never ``directory`` itself."""
+def _inside(directory: str, dst: str, suffix: str) -> str:
+    """A subdirectory of ``directory`` named after ``dst``: the shuffle removes it, never ``directory`` itself."""
     name = _paths.normalize(dst).rstrip("/").rsplit("/", 1)[-1]
-    return f"{directory.rstrip('/')}/{name}.daskshuffle-tmp"
+    return f"{directory.rstrip('/')}/{name}{suffix}"
+
+
+def _decompress(source: TextSource, spool: str, storage_options: dict[str, Any] | None, progress: bool) -> TextSource:
+    """Decompress every compressed file into ``spool``, one task a file, and read those copies instead."""
+    compressed = [index for index, file in enumerate(source.files) if file.compression is not None]
+    if not compressed:
+        return source
+    fs, inner = _paths.filesystem(spool, storage_options)
+    fs.makedirs(inner, exist_ok=True)
+    paths = [f"{spool}/{index}.txt" for index in compressed]
+    sizes = map_tasks(
+        source.decompress,
+        list(zip(compressed, paths, strict=True)),
+        token=repr((source.files, spool)),
+        progress=progress,
+    )
+    return source.decompressed(
+        {index: (path, size) for index, path, size in zip(compressed, paths, sizes, strict=True)}
+    )
 
 
 def shuffle_lines(
@@ -94,9 +105,9 @@ def shuffle_lines(
     ----------
     src : path, URL or glob, or a list of them
         The text files, in order. Files ending in ``.gz``, ``.bz2``, ``.xz``
-        or ``.zst`` are decompressed (as fsspec infers from the name). A large
-        uncompressed file is read in parallel, in blocks; a compressed file is
-        read whole by one task.
+        or ``.zst`` are decompressed (as fsspec infers from the name) once,
+        into a plain copy next to the output (removed at the end), so that they
+        too are read in parallel blocks. Large files are read in parallel.
     dst : path or URL
         The output file. Written under a temporary name and renamed into place
         when complete, so an interrupted shuffle never leaves a file there.
@@ -119,9 +130,10 @@ def shuffle_lines(
         About how much of an uncompressed file one pass-1 task reads; by
         default 16 MiB, or half of ``pile_memory`` if that is less.
     tmp : path or URL, optional
-        A directory for the pieces between the passes: they go in its
-        subdirectory ``<name of dst>.daskshuffle-tmp``, removed at the end, also
-        after an error. By default ``<dst>.daskshuffle-tmp``, next to ``dst``.
+        A directory for the pieces between the passes and the plain copies of
+        compressed inputs: they go in its subdirectories
+        ``<name of dst>.daskshuffle-tmp`` and ``<name of dst>.daskshuffle-spool``,
+        removed at the end, also after an error. By default next to ``dst``.
     progress : bool, default False
         Show a progress bar.
     storage_options : dict, optional
@@ -148,7 +160,11 @@ def shuffle_lines(
         block_nbytes = min(parse_nbytes(DEFAULT_BLOCK_MEMORY, "block_memory"), max(pile_nbytes // 2, 1))
     else:
         block_nbytes = parse_nbytes(block_memory, "block_memory")
-    tmp = _pieces_in(parse_path(tmp, "tmp"), dst) if tmp is not None else None
+    where = parse_path(tmp, "tmp") if tmp is not None else None
+    tmp = _inside(where, dst, ".daskshuffle-tmp") if where is not None else None
+    spool = (
+        _inside(where, dst, ".daskshuffle-spool") if where is not None else _paths.sibling(dst, ".daskshuffle-spool")
+    )
     progress = parse_bool(progress, "progress")
     fs, inner = _paths.filesystem(dst, storage_options)
     if fs.isdir(inner):
@@ -161,25 +177,30 @@ def shuffle_lines(
     )
     # Counting reads the whole input: check the destination first.
     check_destination(source.describe(), dst, tmp, overwrite=overwrite, storage_options=storage_options)
-    counts = map_tasks(
-        source.count_block,
-        [(block,) for block in range(source.n_blocks)],
-        token=repr((source.files, source.block_nbytes, source.header)),
-        progress=progress,
-    )
-    fmt = TextFormat(source, counts)
-    _check_blocks_fit(fmt, pile_nbytes)
-    return run_shuffle(
-        fmt,
-        dst,
-        n_piles=n_piles,
-        seed=seed,
-        materialize=True,
-        overwrite=overwrite,
-        pile_nbytes=pile_nbytes,
-        merge_nbytes=block_nbytes,
-        tmp=tmp,
-        progress=progress,
-        storage_options=storage_options,
-        variables=[],
-    )
+    _paths.remove(spool, storage_options)
+    try:
+        source = _decompress(source, spool, storage_options, progress)
+        counts = map_tasks(
+            source.count_block,
+            [(block,) for block in range(source.n_blocks)],
+            token=repr((source.files, source.block_nbytes, source.header)),
+            progress=progress,
+        )
+        fmt = TextFormat(source, counts)
+        _check_blocks_fit(fmt, pile_nbytes)
+        return run_shuffle(
+            fmt,
+            dst,
+            n_piles=n_piles,
+            seed=seed,
+            materialize=True,
+            overwrite=overwrite,
+            pile_nbytes=pile_nbytes,
+            merge_nbytes=block_nbytes,
+            tmp=tmp,
+            progress=progress,
+            storage_options=storage_options,
+            variables=[],
+        )
+    finally:
+        _paths.remove(spool, storage_options)

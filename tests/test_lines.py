@@ -139,6 +139,18 @@ def test_empty_inputs_give_an_empty_file(tmp_path: Path) -> None:
     assert (tmp_path / "out.txt").read_bytes() == b"" and result.n_rows == 0
 
 
+def test_a_compressed_file_larger_than_a_pile_is_read_in_parallel_blocks(tmp_path: Path) -> None:
+    """Compressed files are decompressed once, next to the output, and then read like plain files."""
+    data = numbered("z", 3_000)
+    src = [write(tmp_path / "big.jsonl.zst", data), write(tmp_path / "small.jsonl.gz", b"head\n" + numbered("y", 20))]
+    result = shuffle_lines(src, tmp_path / "out.jsonl", seed=0, header=True, pile_memory=40_000, block_memory=10_000)
+    out = lines_of((tmp_path / "out.jsonl").read_bytes())
+    assert out[0] == lines_of(data)[0], "the header is the first line of the first file"
+    assert sorted(out[1:]) == sorted([*lines_of(data)[1:], b"head\n", *lines_of(numbered("y", 20))])
+    assert result.n_tasks > len(data) // 10_000, "the large file was cut into blocks of block_memory"
+    assert sorted(os.listdir(tmp_path)) == ["big.jsonl.zst", "out.jsonl", "small.jsonl.gz"], "the copies are removed"
+
+
 def test_lines_longer_than_a_block(tmp_path: Path) -> None:
     data = b"short\n" + b"L" * 5_000 + b"\nshort again\n" + b"M" * 3_000 + b"\n" + b"tail"
     src = write(tmp_path / "long.txt", data)
@@ -345,10 +357,10 @@ def test_bad_sources_and_destinations(tmp_path: Path) -> None:
     empty = write(tmp_path / "empty.csv", b"")
     with pytest.raises(DaskShuffleValueError, match="start with a header line"):
         shuffle_lines([empty, src], tmp_path / "out.txt", header=True)
-    big = write(tmp_path / "big.txt.gz", numbered("z", 1_000))
-    with pytest.raises(DaskShuffleValueError, match="compressed file to decompress to at most pile_memory"):
-        shuffle_lines(big, tmp_path / "out.txt", pile_memory=10_000)
-    assert sorted(os.listdir(tmp_path)) == ["big.txt.gz", "empty.csv", "in.txt"], "nothing is written"
+    long_line = write(tmp_path / "long.txt", b"x" * 5_000 + b"\n")
+    with pytest.raises(DaskShuffleValueError, match="Expected every block to fit pile_memory"):
+        shuffle_lines(long_line, tmp_path / "out.txt", pile_memory=2_000)
+    assert sorted(os.listdir(tmp_path)) == ["empty.csv", "in.txt", "long.txt"], "nothing is written"
 
 
 def test_errors_share_a_base_and_a_builtin(tmp_path: Path) -> None:

@@ -12,8 +12,10 @@ call to Arrow's ``take``, with no Python object per line.
 Blocks are byte ranges of uncompressed files, cut at about ``block_nbytes``; a
 block owns every line that *starts* inside its range, so a line is never split
 and one large file is read in parallel. A compressed file cannot be read from
-the middle, so it is one block. The lines of every block are counted (in
-parallel, before planning) by :meth:`TextSource.count_block`.
+the middle: it is one block, unless :meth:`TextSource.decompress` first writes
+a plain copy of it (what ``shuffle_lines`` does), which is then cut like any
+other file. The lines of every block are counted (in parallel, before
+planning) by :meth:`TextSource.count_block`.
 
 Pass 1 writes each block's lines, in piece order, to one file ``<block>.lines``
 and their byte offsets to ``<block>.offsets``; the merge reads exactly the
@@ -212,6 +214,34 @@ class TextSource:
     def describe(self) -> list[str]:
         return [file.path for file in self.files]
 
+    def decompress(self, file: int, path: str) -> int:
+        """Write file ``file`` decompressed to ``path``, a piece at a time; return its size.
+
+        A task of the step that turns compressed files, which cannot be read
+        from the middle, into plain ones that are read in parallel blocks.
+        """
+        fs, inner = filesystem(path, self.storage_options)
+        size = 0
+        with self._open(self.files[file]) as handle, fs.open(inner, "wb") as out:
+            while chunk := handle.read(_READ_NBYTES):
+                out.write(chunk)
+                size += len(chunk)
+        return size
+
+    def decompressed(self, copies: Mapping[int, tuple[str, int]]) -> TextSource:
+        """This source with files replaced by decompressed copies, ``{file: (path, size)}``."""
+        files = [
+            TextFile(path=copies[index][0], size=copies[index][1], compression=None) if index in copies else file
+            for index, file in enumerate(self.files)
+        ]
+        return TextSource(
+            files,
+            block_nbytes=self.block_nbytes,
+            header=self.header,
+            header_nbytes=self.header_nbytes,
+            storage_options=self.storage_options,
+        )
+
     def _open(self, file: TextFile) -> Any:
         return fsspec.open(file.path, "rb", compression=file.compression, **(self.storage_options or {}))
 
@@ -306,8 +336,16 @@ def _expand(item: str, storage_options: dict[str, Any] | None) -> list[str]:
 
 
 def _read_header(source: TextFile, storage_options: dict[str, Any] | None) -> bytes:
+    """The first line of ``source``, with its newline if it has one."""
+    header = b""
+    # Not readline(): zstandard's stream reader does not have it.
     with fsspec.open(source.path, "rb", compression=source.compression, **(storage_options or {})) as handle:
-        return bytes(handle.readline())
+        while chunk := handle.read(64 * 2**10):
+            end = chunk.find(NEWLINE)
+            if end >= 0:
+                return header + chunk[: end + 1]
+            header += chunk
+    return header
 
 
 def open_text_sources(
