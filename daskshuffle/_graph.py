@@ -188,8 +188,12 @@ def shuffle_graph(
         key = (f"{name}-seam", chunk)
         graph[key] = (_seam, fmt, dst, chunk, pieces_key, *sources)
         seam_keys.append(key)
+    # The last task waits for a merge through its seams when it has some: a
+    # merge's fragments are then freed once its seams have written them, not
+    # held in worker memory until the very end.
+    seamed = {source for sources in seams.values() for source in sources}
     done_key = f"{name}-done"
-    graph[done_key] = (_done, *merge_keys, *seam_keys)
+    graph[done_key] = (_done, *(key for key in merge_keys if key not in seamed), *seam_keys)
     return graph, done_key
 
 
