@@ -87,6 +87,7 @@ class Measurement:
     seconds: float
     n_tasks: int
     peak_rss: list[int]
+    cpu_seconds: float
     scale: float = 1.0  # the run covered 1/scale of the rows
     note: str = ""
     extra: dict[str, float] = field(default_factory=dict)
@@ -96,8 +97,14 @@ class Measurement:
         return self.seconds * self.scale
 
 
-class PeakRSS:
-    """The largest resident set size of each worker process while the block runs.
+@dataclass
+class Usage:
+    peak_rss: list[int]
+    cpu_seconds: float = 0.0
+
+
+class WorkerUsage:
+    """The largest resident set size of each worker process, and their CPU time, while the block runs.
 
     A worker the nanny restarted (it went over its memory limit) shows as -1.
     """
@@ -107,11 +114,18 @@ class PeakRSS:
         self.interval = interval
 
     @contextmanager
-    def watch(self) -> Iterator[list[int]]:
+    def watch(self) -> Iterator[Usage]:
         pids = self.client.run(os.getpid)
         processes = [psutil.Process(pids[address]) for address in sorted(pids)]
-        peaks = [0] * len(processes)
+        usage = Usage([0] * len(processes))
+        peaks = usage.peak_rss
         stop = threading.Event()
+
+        def cpu() -> float:
+            try:
+                return sum(sum(process.cpu_times()[:2]) for process in processes)
+            except psutil.NoSuchProcess:
+                return float("nan")
 
         def poll() -> None:
             while not stop.is_set():
@@ -123,10 +137,12 @@ class PeakRSS:
                 stop.wait(self.interval)
 
         thread = threading.Thread(target=poll, daemon=True)
+        began = cpu()
         thread.start()
         try:
-            yield peaks
+            yield usage
         finally:
+            usage.cpu_seconds = cpu() - began
             stop.set()
             thread.join()
             self.client.wait_for_workers(len(processes))
@@ -179,13 +195,13 @@ def permutation_arrays(src: Path, n_rows: int, how: str, seed: int) -> dict[str,
 
 # -- the contenders ---------------------------------------------------------------
 def run(
-    name: str, client: Client, src: Path, out: Path, args: argparse.Namespace, watcher: PeakRSS, n_rows: int
+    name: str, client: Client, src: Path, out: Path, args: argparse.Namespace, watcher: WorkerUsage, n_rows: int
 ) -> Measurement:
     dst = out / f"{name}.zarr"
     shutil.rmtree(dst, ignore_errors=True)
     timeout = None
     scale = 1.0
-    with watcher.watch() as peaks:
+    with watcher.watch() as usage:
         if name == "copy":
             stores = _store_all({var: _rows(src, var, n_rows) for var in ("x", "id")}, dst)
             seconds, n_tasks, note = _run_dask(client, stores, None)
@@ -206,7 +222,7 @@ def run(
             timeout = args.alt_timeout
             stores = _store_all(permutation_arrays(src, alt_rows, name, args.seed), dst)
             seconds, n_tasks, note = _run_dask(client, stores, timeout)
-    measurement = Measurement(name, seconds, n_tasks, list(peaks), scale, note)
+    measurement = Measurement(name, seconds, n_tasks, usage.peak_rss, usage.cpu_seconds, scale, note)
     if name in ("take", "dask-shuffle"):
         measurement.extra["full_tasks"] = graph_size(permutation_arrays(src, n_rows, name, args.seed), dst)
     if args.check and not note:
@@ -231,9 +247,11 @@ def load() -> str:
 
 def report(results: dict[str, list[Measurement]], nbytes: int, memory_limit: int) -> str:
     floor = statistics.median(m.full_seconds for m in results["copy"])
+    cpu_floor = statistics.median(m.cpu_seconds * m.scale for m in results["copy"])
     lines = [
-        "| contender | seconds (median) | x copy | rows run | tasks | tasks at full size | peak RSS per worker |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| contender | wall s (median; all runs) | x copy | worker CPU s | x copy | rows run | tasks "
+        "| tasks at full size | peak RSS per worker |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, runs in results.items():
         seconds = statistics.median(m.full_seconds for m in runs)
@@ -245,9 +263,10 @@ def report(results: dict[str, list[Measurement]], nbytes: int, memory_limit: int
         peak_text = " / ".join("restarted" if peak < 0 else format_bytes(peak) for peak in peaks)
         full_tasks = f"{int(first.extra['full_tasks']):,}" if "full_tasks" in first.extra else f"{first.n_tasks:,}"
         all_seconds = ", ".join(f"{m.full_seconds:.1f}" for m in runs)
+        cpu = statistics.median(m.cpu_seconds * m.scale for m in runs)
         lines.append(
-            f"| {name} | {shown} ({all_seconds}) | {seconds / floor:.2f} | {ran} | {first.n_tasks:,} | {full_tasks} "
-            f"| {peak_text} |"
+            f"| {name} | {shown} ({all_seconds}) | {seconds / floor:.2f} | {cpu:.0f} | {cpu / cpu_floor:.2f} | {ran} "
+            f"| {first.n_tasks:,} | {full_tasks} | {peak_text} |"
         )
     lines.append("")
     lines.append(f"data {format_bytes(nbytes)}; worker memory limit {format_bytes(memory_limit)} each")
@@ -291,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
         ) as cluster,
         Client(cluster) as client,
     ):
-        watcher = PeakRSS(client)
+        watcher = WorkerUsage(client)
         for round_ in range(args.repeat):
             for name in args.only:
                 measurement = run(name, client, src, out, args, watcher, n_rows)
@@ -299,8 +318,9 @@ def main(argv: list[str] | None = None) -> None:
                 peaks = " / ".join(format_bytes(peak) for peak in measurement.peak_rss)
                 print(
                     f"round {round_} {name:>12}: {measurement.seconds:7.1f} s "
-                    f"(x{measurement.scale:.0f} = {measurement.full_seconds:.1f} s) "
-                    f"{measurement.n_tasks:,} tasks, peak RSS {peaks} {measurement.note}",
+                    f"(x{measurement.scale:.0f} = {measurement.full_seconds:.1f} s), "
+                    f"worker CPU {measurement.cpu_seconds:.1f} s, {measurement.n_tasks:,} tasks, "
+                    f"peak RSS {peaks}, load {os.getloadavg()[0]:.1f} {measurement.note}",
                     flush=True,
                 )
     print(f"load after: {load()}")
