@@ -329,3 +329,19 @@ def test_same_output_on_a_local_cluster(tmp_path: Path, cluster_client) -> None:
     shuffle_dataframe(dd.read_parquet(paths), tmp_path / "frame-threads", **kwargs)
     assert pq.read_table(tmp_path / "threads").equals(pq.read_table(tmp_path / "cluster"))
     assert pd.read_parquet(tmp_path / "frame-threads").equals(pd.read_parquet(tmp_path / "frame-cluster"))
+
+
+def test_torch_dataset_takes_feature_and_label_columns(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from daskshuffle.torch import PileDataset
+
+    ids = np.arange(300)
+    frame = pd.DataFrame({"a": ids * 1.0, "b": (ids * 2).astype("f4"), "label": ids % 3, "id": ids})
+    shuffle_dataframe(frame, tmp_path / "piles", n_piles=3, seed=0)
+    batches = list(PileDataset(tmp_path / "piles", batch_size=64, features=["a", "b"], label="label", seed=0))
+    features = torch.cat([features for features, _ in batches])
+    labels = torch.cat([label for _, label in batches])
+    assert features.shape == (300, 2) and labels.shape == (300,)
+    assert torch.equal(features[:, 1], features[:, 0] * 2), "columns of a row stay together"
+    assert torch.equal(labels, (features[:, 0] % 3).to(labels.dtype))
+    assert sorted(features[:, 0].tolist()) == list(ids * 1.0)

@@ -567,8 +567,6 @@ def _to_numpy(column: pa.ChunkedArray) -> NDArray[Any]:
     kind = column.type
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
-    if column.null_count == 0 and (
-        pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)
-    ):
-        return column.to_numpy()
-    return column.to_numpy(zero_copy_only=False)
+    values = column.to_numpy(zero_copy_only=False)
+    # Arrow hands out read-only views; a batch is the user's to modify (torch.from_numpy needs that).
+    return values if values.flags.writeable else values.copy()
