@@ -1,4 +1,4 @@
-"""The public text shuffle: count the lines of every block, plan, then run the graph."""
+"""The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph."""
 
 from __future__ import annotations
 
