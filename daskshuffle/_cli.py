@@ -365,7 +365,76 @@ def zarr(
         click.echo(_summary(result, dst), err=True)
 
 
-# `daskshuffle parquet SRC... DST` belongs here, over shuffle_parquet, built like `zarr` above.
+EXAMPLES_PARQUET = """\b
+Examples:
+  daskshuffle parquet raw/ piles/ --n-piles 512 --seed 0
+  daskshuffle parquet 'events/*.parquet' piles/ --columns id,x,label --materialize
+  daskshuffle parquet s3://bucket/raw/ s3://bucket/piles/ --scheduler tcp://10.0.0.1:8786
+"""
+
+
+@cli.command(epilog=EXAMPLES_PARQUET, short_help="Shuffle the rows of Parquet files into a pile store.")
+@click.argument("paths", nargs=-1, required=True, metavar="SRC... DST")
+@click.option("--n-piles", type=NPiles(), default="512", show_default=True, help="Piles; auto fits --pile-memory.")
+@click.option("--seed", type=int, help="Same source and seed give the same output.  [default: drawn and reported]")
+@click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store.")
+@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
+@click.option("--columns", multiple=True, metavar="NAMES", help="Columns to shuffle, comma-separated.  [default: all]")
+@click.option(
+    "--compression",
+    type=click.Choice(["snappy", "zstd", "lz4", "gzip", "brotli", "none"]),
+    default="snappy",
+    show_default=True,
+    help="The Parquet codec of DST.",
+)
+@click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]")
+@click.option("--pile-memory", default="256MiB", show_default=True, metavar="SIZE", help="The largest pile allowed.")
+@click.option("--block-memory", default="64MiB", show_default=True, metavar="SIZE", help="Source one task reads.")
+@_cluster_options
+def parquet(
+    paths: tuple[str, ...],
+    n_piles: int | Literal["auto"],
+    seed: int | None,
+    materialize: bool,
+    overwrite: bool,
+    columns: tuple[str, ...],
+    compression: str,
+    tmp: str | None,
+    pile_memory: str,
+    block_memory: str,
+    progress: bool | None,
+    quiet: bool,
+    debug: bool,
+    **cluster: Any,
+) -> None:
+    """Shuffle the rows of Parquet files, directories or globs (SRC...) into a Parquet pile store DST.
+
+    DST is a Parquet dataset directory (a row group per pile) that pandas,
+    pyarrow and dask read. Read it for training with daskshuffle.PileLoader.
+    """
+    from ._frames import shuffle_parquet
+
+    if len(paths) < 2:
+        raise click.UsageError("Expected at least one SRC and a DST. Got only one path instead.")
+    *sources, dst = paths
+    with _session(debug=debug, **cluster), _progress_on_stderr():
+        result = shuffle_parquet(
+            sources,
+            dst,
+            n_piles=n_piles,
+            seed=seed,
+            columns=_split_names(columns),
+            overwrite=overwrite,
+            materialize=materialize,
+            pile_memory=pile_memory,
+            block_memory=block_memory,
+            compression=compression,
+            # shuffle_parquet removes its tmp: give it a directory of its own inside DIR.
+            tmp=os.path.join(tmp, f"{Path(dst).name}.daskshuffle-tmp") if tmp else None,
+            progress=_progress(progress),
+        )
+    if not quiet:
+        click.echo(_summary(result, dst), err=True)
 
 
 EXAMPLES_INFO = """\b

@@ -345,3 +345,25 @@ def test_torch_dataset_takes_feature_and_label_columns(tmp_path: Path) -> None:
     assert torch.equal(features[:, 1], features[:, 0] * 2), "columns of a row stay together"
     assert torch.equal(labels, (features[:, 0] % 3).to(labels.dtype))
     assert sorted(features[:, 0].tolist()) == list(ids * 1.0)
+
+
+def test_command_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    paths = write_files(tmp_path / "raw", [150, 90])
+    done = CliRunner().invoke(
+        cli,
+        ["parquet", *paths, str(tmp_path / "piles"), "--n-piles", "3", "--seed", "4", "--columns", "id,text",
+         "--compression", "zstd", "--scheduler", "threads"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    out = pq.read_table(tmp_path / "piles")
+    assert out.column_names == ["id", "text"] and sorted(out.column("id").to_pylist()) == list(range(240))
+    shown = CliRunner().invoke(cli, ["info", str(tmp_path / "piles")])
+    assert shown.exit_code == 0 and "kind: parquet" in shown.output and "seed: 4" in shown.output
+    helped = CliRunner().invoke(cli, ["parquet", "--help"])
+    assert helped.exit_code == 0 and "Examples:" in helped.output
+    refused = CliRunner().invoke(cli, ["parquet", *paths, str(tmp_path / "piles"), "--scheduler", "threads"])
+    assert refused.exit_code == 1 and "overwrite" in refused.output
