@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
@@ -64,15 +65,9 @@ COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "brotli", "none")
 def arrow_filesystem(path: str, storage_options: dict[str, Any] | None) -> tuple[pafs.FileSystem, str]:
     """A pyarrow filesystem for ``path`` (native and memory-mapped on a local disk) and the path in it."""
     fs, inner = filesystem(path, storage_options)
-    if isinstance(fs, fsspec_local()):
+    if isinstance(fs, LocalFileSystem):
         return pafs.LocalFileSystem(use_mmap=True), inner
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), inner
-
-
-def fsspec_local() -> type:
-    from fsspec.implementations.local import LocalFileSystem
-
-    return LocalFileSystem
 
 
 def _part_name(start: int) -> str:
@@ -199,6 +194,11 @@ def open_parquet_sources(
     if not items:
         raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
     found = [(item, path, partition) for item in items for path, partition in _expand(item, storage_options)]
+    protocols = {type(filesystem(os.fspath(item), storage_options)[0]).__name__ for item in items}
+    if len(protocols) > 1:
+        raise DaskShuffleValueError(
+            f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
+        )
     afs, _ = arrow_filesystem(os.fspath(items[0]), storage_options)
     # Footers are small reads with a round trip each: read them side by side.
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
