@@ -119,7 +119,8 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
 
 def _inspect(path: str, partition: Any, afs: pafs.FileSystem) -> SourceFile:
     try:
-        metadata = pq.ParquetFile(afs.open_input_file(path)).metadata
+        with afs.open_input_file(path) as file:
+            metadata = pq.ParquetFile(file).metadata
         schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowInvalid, OSError) as error:
         raise DaskShuffleValueError(
