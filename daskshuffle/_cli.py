@@ -16,7 +16,6 @@ import contextlib
 import functools
 import json
 import logging
-import os
 import shutil
 import sys
 import tempfile
@@ -357,8 +356,7 @@ def zarr(
             materialize=materialize,
             pile_memory=pile_memory,
             block_memory=block_memory,
-            # shuffle_zarr removes its tmp: give it a directory of its own inside DIR.
-            tmp=os.path.join(tmp, f"{Path(dst).name}.daskshuffle-tmp") if tmp else None,
+            tmp=tmp,
             progress=_progress(progress),
         )
     if not quiet:
@@ -429,8 +427,7 @@ def parquet(
             pile_memory=pile_memory,
             block_memory=block_memory,
             compression=compression,
-            # shuffle_parquet removes its tmp: give it a directory of its own inside DIR.
-            tmp=os.path.join(tmp, f"{Path(dst).name}.daskshuffle-tmp") if tmp else None,
+            tmp=tmp,
             progress=_progress(progress),
         )
     if not quiet:

@@ -129,7 +129,8 @@ def shuffle_parquet(
     compression : str, default "snappy"
         The destination's Parquet codec: "snappy", "zstd", "lz4", "gzip", "brotli" or "none".
     tmp : path or URL, optional
-        Where pieces go between the passes; by default ``<dst>.daskshuffle-tmp``.
+        A directory for the pieces between the passes (a subdirectory named after
+        ``dst`` is used and removed; ``tmp`` itself never is). By default next to ``dst``.
         Removed at the end, also after an error.
     progress : bool, default False
         Show a progress bar.

@@ -51,12 +51,6 @@ def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
             )
 
 
-def _inside(directory: str, dst: str, suffix: str) -> str:
-    """A subdirectory of ``directory`` named after ``dst``: the shuffle removes it, never ``directory`` itself."""
-    name = _paths.normalize(dst).rstrip("/").rsplit("/", 1)[-1]
-    return f"{directory.rstrip('/')}/{name}{suffix}"
-
-
 def _decompress(source: TextSource, spool: str, storage_options: dict[str, Any] | None, progress: bool) -> TextSource:
     """Decompress every compressed file into ``spool``, one task a file, and read those copies instead."""
     compressed = [index for index, file in enumerate(source.files) if file.compression is not None]
@@ -160,11 +154,8 @@ def shuffle_lines(
         block_nbytes = min(parse_nbytes(DEFAULT_BLOCK_MEMORY, "block_memory"), max(pile_nbytes // 2, 1))
     else:
         block_nbytes = parse_nbytes(block_memory, "block_memory")
-    where = parse_path(tmp, "tmp") if tmp is not None else None
-    tmp = _inside(where, dst, ".daskshuffle-tmp") if where is not None else None
-    spool = (
-        _inside(where, dst, ".daskshuffle-spool") if where is not None else _paths.sibling(dst, ".daskshuffle-spool")
-    )
+    tmp = parse_path(tmp, "tmp") if tmp is not None else None
+    spool = _paths.scratch(dst, ".daskshuffle-spool", tmp)
     progress = parse_bool(progress, "progress")
     fs, inner = _paths.filesystem(dst, storage_options)
     if fs.isdir(inner):

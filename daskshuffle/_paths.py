@@ -8,7 +8,7 @@ from typing import Any
 import fsspec
 from fsspec import AbstractFileSystem
 
-__all__ = ["exists", "filesystem", "is_url", "normalize", "overlaps", "remove", "sibling"]
+__all__ = ["exists", "filesystem", "is_url", "normalize", "overlaps", "remove", "scratch", "sibling"]
 
 PathLike = str | os.PathLike[str]
 
@@ -61,6 +61,19 @@ def remove(path: PathLike, storage_options: dict[str, Any] | None = None) -> Non
     fs, inner = filesystem(path, storage_options)
     if fs.exists(inner):
         fs.rm(inner, recursive=True)
+
+
+def scratch(dst: PathLike, suffix: str, directory: PathLike | None = None) -> str:
+    """Where a shuffle into ``dst`` keeps its temporary files, removed when it ends.
+
+    Next to ``dst`` by default; inside ``directory`` when one is given, in a
+    subdirectory named after ``dst``, so that removing the scratch space never
+    removes the directory the caller named.
+    """
+    if directory is None:
+        return sibling(dst, suffix)
+    name = normalize(dst).rsplit("/", 1)[-1]
+    return f"{normalize(directory)}/{name}{suffix}"
 
 
 def sibling(path: PathLike, suffix: str) -> str:

@@ -102,7 +102,11 @@ def check_destination(
     overwrite: bool,
     storage_options: dict[str, Any] | None,
 ) -> str:
-    """Check that ``dst`` and ``tmp`` may be written; return ``tmp`` (defaulted next to ``dst``)."""
+    """Check that ``dst`` and the scratch space may be written; return the scratch directory.
+
+    The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
+    named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
+    """
     for source in sources:
         if _paths.overlaps(dst, source):
             raise DaskShuffleValueError(
@@ -113,7 +117,7 @@ def check_destination(
         raise PileStoreExistsError(
             f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it."
         )
-    tmp = tmp or _paths.sibling(dst, _TMP_SUFFIX)
+    tmp = _paths.scratch(dst, _TMP_SUFFIX, tmp)
     for source in sources:
         if _paths.overlaps(tmp, source):
             raise DaskShuffleValueError(
@@ -244,8 +248,9 @@ def shuffle_zarr(
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
     tmp : path or URL, optional
-        Where pieces go between the passes; by default ``<dst>.daskshuffle-tmp``.
-        Removed at the end, also after an error.
+        A directory for the pieces between the passes; they go to a subdirectory
+        named after ``dst`` (by default ``<dst>.daskshuffle-tmp``, next to ``dst``),
+        removed at the end, also after an error. ``tmp`` itself is never removed.
     progress : bool, default False
         Show a progress bar.
     storage_options : dict, optional

@@ -387,3 +387,12 @@ def test_fsspec_urls(tmp_path: Path) -> None:
             shuffle_zarr("memory://raw-url.zarr", "memory://raw-url.zarr/inner", n_piles=4)
     finally:
         fsspec.filesystem("memory").rm(["/raw-url.zarr", "/piles-url.zarr"], recursive=True)
+
+
+def test_a_given_tmp_directory_is_kept(source: str, tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "keep.txt").write_text("not daskshuffle's")
+    shuffle_zarr(source, tmp_path / "out.zarr", n_piles=4, seed=0, tmp=scratch)
+    assert sorted(p.name for p in scratch.iterdir()) == ["keep.txt"], "only the pieces' own subdirectory is removed"
+    assert_aligned_permutation(read(tmp_path / "out.zarr"), 1_000)
