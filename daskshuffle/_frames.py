@@ -130,8 +130,8 @@ def shuffle_parquet(
         The destination's Parquet codec: "snappy", "zstd", "lz4", "gzip", "brotli" or "none".
     tmp : path or URL, optional
         A directory for the pieces between the passes (a subdirectory named after
-        ``dst`` is used and removed; ``tmp`` itself never is). By default next to ``dst``.
-        Removed at the end, also after an error.
+        ``dst`` is used and removed at the end, also after an error; ``tmp`` itself never
+        is). By default next to ``dst``.
     progress : bool, default False
         Show a progress bar.
     storage_options : dict, optional
