@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,7 +17,9 @@ from ._graph import compute, shuffle_graph
 from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed, parse_variables
 from ._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
 from .formats._base import FORMAT_VERSION, Format
-from .formats._zarr import SourceLike, open_zarr_sources
+
+if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
+    from .formats._zarr import SourceLike
 
 __all__ = ["ShuffleResult", "shuffle_zarr"]
 
@@ -277,6 +279,8 @@ def shuffle_zarr(
     materialize = parse_bool(materialize, "materialize")
     pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
     block_nbytes = parse_nbytes(block_memory, "block_memory")
+    from .formats._zarr import open_zarr_sources
+
     fmt = open_zarr_sources(
         src,
         variables=chosen,
