@@ -9,6 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from hypothesis import settings
+
+# Property tests check properties, not speed: a busy CI machine must not fail them on time.
+settings.register_profile("daskshuffle", deadline=None, print_blob=True)
+settings.load_profile("daskshuffle")
 
 
 def make_zarr_source(
