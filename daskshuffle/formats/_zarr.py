@@ -476,7 +476,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
         self.arrays = {name: group[name] for name in names}
 
     def read_rows(self, start: int, stop: int) -> ArrayRows:
-        return {name: _read_in_runs(array, start, stop) for name, array in self.arrays.items()}
+        return {name: _read_in_runs(array, start, stop, READ_NBYTES) for name, array in self.arrays.items()}
 
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
         return _take(rows, index)
