@@ -15,7 +15,8 @@ The two dask.array alternatives build O(chunks^2) graphs and take minutes at
 full size, so by default they run on the first ``--alt-fraction`` of the rows
 and their time is scaled up linearly, which flatters them: their work grows
 faster than linearly with the size. Their task count is also reported for the
-full size. ``--alt-timeout`` cancels a run that takes too long.
+full size with ``--full-graph`` (building those graphs takes minutes and
+gigabytes). ``--alt-timeout`` cancels a run that takes too long.
 
 Peak memory is the largest resident set size of each worker process, polled
 every 50 ms. Run ``python benchmarks/bench_shuffle_zarr.py --help``.
@@ -223,7 +224,7 @@ def run(
             stores = _store_all(permutation_arrays(src, alt_rows, name, args.seed), dst)
             seconds, n_tasks, note = _run_dask(client, stores, timeout)
     measurement = Measurement(name, seconds, n_tasks, usage.peak_rss, usage.cpu_seconds, scale, note)
-    if name in ("take", "dask-shuffle"):
+    if name in ("take", "dask-shuffle") and args.full_graph:
         measurement.extra["full_tasks"] = graph_size(permutation_arrays(src, n_rows, name, args.seed), dst)
     if args.check and not note:
         check(dst, n_rows if scale == 1 else int(n_rows * args.alt_fraction))
@@ -261,7 +262,8 @@ def report(results: dict[str, list[Measurement]], nbytes: int, memory_limit: int
         shown = f"> {seconds:.0f}" if timed_out else f"{seconds:.1f}"
         peaks = max((m.peak_rss for m in runs), key=max)
         peak_text = " / ".join("restarted" if peak < 0 else format_bytes(peak) for peak in peaks)
-        full_tasks = f"{int(first.extra['full_tasks']):,}" if "full_tasks" in first.extra else f"{first.n_tasks:,}"
+        full_tasks = f"{int(first.extra['full_tasks']):,}" if "full_tasks" in first.extra else "-"
+        full_tasks = f"{first.n_tasks:,}" if first.scale == 1 else full_tasks
         all_seconds = ", ".join(f"{m.full_seconds:.1f}" for m in runs)
         cpu = statistics.median(m.cpu_seconds * m.scale for m in runs)
         lines.append(
@@ -284,6 +286,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
     parser.add_argument("--alt-fraction", type=float, default=1 / 8, help="rows the dask.array alternatives run on")
     parser.add_argument("--alt-timeout", type=float, default=900, help="seconds before an alternative is cancelled")
+    parser.add_argument(
+        "--full-graph", action="store_true", help="also count the alternatives' tasks at full size (slow, GBs)"
+    )
     parser.add_argument("--memory-limit", default=None, help="per worker; default: an eighth of the data")
     parser.add_argument("--check", action="store_true", help="check every output is a permutation")
     args = parser.parse_args(argv)
