@@ -22,7 +22,7 @@ from typing import Any
 import dask
 import numpy as np
 from dask.base import tokenize
-from dask.delayed import Delayed
+from dask.delayed import Delayed, delayed
 from numpy.typing import NDArray
 
 from ._plan import Plan, block_order, group_order, group_piles
@@ -294,7 +294,7 @@ def dataframe_inputs(frame: Any, describe: Callable[[Any], Any]) -> tuple[list[A
     """``describe(partition)`` for every partition, computed first (the plan needs the lengths),
     and the graph and keys of the partitions."""
     parts = frame.to_delayed()
-    described = _compute_collection(dask.delayed(list)([dask.delayed(describe)(part) for part in parts]))
+    described = _compute_collection(delayed(list)([delayed(describe)(part) for part in parts]))
     return list(described), _graph_of(parts), [part.key for part in parts]
 
 
@@ -312,7 +312,5 @@ def array_inputs(arrays: dict[str, Any], lengths: Sequence[int]) -> tuple[dict[A
     for array in arrays.values():
         chunks = (tuple(lengths), *((size,) for size in array.shape[1:]))
         per_array.append(array.rechunk(chunks).to_delayed().reshape(len(lengths), -1)[:, 0])
-    blocks = [
-        dask.delayed(_gather_arrays)(names, *[parts[index] for parts in per_array]) for index in range(len(lengths))
-    ]
+    blocks = [delayed(_gather_arrays)(names, *[parts[index] for parts in per_array]) for index in range(len(lengths))]
     return _graph_of(blocks), [block.key for block in blocks]

@@ -126,9 +126,10 @@ def xarray_format(
     )
 
     template = xr.Dataset(attrs=dict(dataset.attrs))
-    for name, variable in dataset.variables.items():
+    for key, variable in dataset.variables.items():
+        name = str(key)
         if dim in variable.dims:
-            copy = along[str(name)].chunk({d: out_rows if d == dim else -1 for d in along[str(name)].dims})
+            copy = along[name].chunk({d: out_rows if d == dim else -1 for d in along[name].dims})
             copy.encoding = {**_value_encoding(variable), "chunks": (out_rows, *copy.shape[1:])}
         else:
             copy = variable.copy(deep=False).load()  # written whole by create_destination

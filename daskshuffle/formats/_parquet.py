@@ -191,7 +191,7 @@ def open_parquet_sources(
     storage_options: dict[str, Any] | None = None,
 ) -> ParquetFormat:
     """Find and inspect every source file; raise before anything is written."""
-    items = list(src) if isinstance(src, list | tuple) else [src]
+    items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
     if not items:
         raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
     found = [(item, path, partition) for item in items for path, partition in _expand(item, storage_options)]
@@ -568,6 +568,6 @@ def _to_numpy(column: pa.ChunkedArray) -> NDArray[Any]:
     kind = column.type
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
-    values = column.to_numpy(zero_copy_only=False)
+    values: NDArray[Any] = column.to_numpy(zero_copy_only=False)
     # Arrow hands out read-only views; a batch is the user's to modify (torch.from_numpy needs that).
     return values if values.flags.writeable else values.copy()

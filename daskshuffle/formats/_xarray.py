@@ -106,7 +106,7 @@ class XarrayFormat(ZarrFormat):
             encoded = xr.conventions.encode_cf_variable(
                 xr.Variable(variable.dims, values, attrs=variable.attrs, encoding=variable.encoding), name=name
             )
-            array = group[name]
+            array: Any = group[name]
             array[start : start + len(values)] = np.asarray(encoded.values, dtype=array.dtype)
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
