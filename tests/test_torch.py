@@ -14,6 +14,16 @@ from conftest import make_zarr_source
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, PileLoader
 
+try:
+    import torch
+    from torch.utils.data import DataLoader
+
+    from daskshuffle.torch import PileDataset
+except ImportError:  # the install hint is still tested, in a subprocess
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch: pip install 'daskshuffle[torch]'")
+
 N_ROWS = 1_000
 BATCH = 48
 
@@ -24,12 +34,6 @@ def test_importing_without_torch_says_how_to_install_it() -> None:
     assert run.returncode != 0
     assert "ImportError: daskshuffle.torch needs PyTorch" in run.stderr
     assert "pip install 'daskshuffle[torch]'" in run.stderr
-
-
-torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader  # noqa: E402
-
-from daskshuffle.torch import PileDataset  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +49,7 @@ def batches_of_loader(store: str, epoch: int, **kwargs: object) -> list[np.ndarr
         return [batch["id"] for batch in loader]
 
 
+@needs_torch
 def test_yields_the_loaders_batches_as_tensors(store: str) -> None:
     dataset = PileDataset(store, BATCH)
     batches = list(dataset)
@@ -64,6 +69,7 @@ def test_yields_the_loaders_batches_as_tensors(store: str) -> None:
     np.testing.assert_array_equal(next(iter(dataset))["id"].numpy(), batches[0]["id"].numpy())
 
 
+@needs_torch
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_dataloader_workers_share_the_batches_without_duplicates(store: str, drop_last: bool) -> None:
     dataset = PileDataset(store, BATCH, drop_last=drop_last, rank=1, world_size=2)
@@ -81,6 +87,7 @@ def test_dataloader_workers_share_the_batches_without_duplicates(store: str, dro
         break
 
 
+@needs_torch
 def test_features_and_label(store: str) -> None:
     dataset = PileDataset(store, BATCH, features=["x", "y"], label="id")
     features, label = next(iter(dataset))
@@ -91,6 +98,7 @@ def test_features_and_label(store: str) -> None:
     assert isinstance(x, torch.Tensor) and x.shape == (BATCH, 4)
 
 
+@needs_torch
 def test_bad_arguments(store: str) -> None:
     with pytest.raises(DaskShuffleValueError, match="Expected features to be given with label"):
         PileDataset(store, BATCH, label="y")
@@ -102,6 +110,7 @@ def test_bad_arguments(store: str) -> None:
         PileDataset(store, 0)
 
 
+@needs_torch
 def test_rank_and_world_size_come_from_torch_distributed(store: str, tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""
