@@ -16,6 +16,7 @@ chunk or object.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ import dask
 import numpy as np
 from dask.base import tokenize
 from dask.delayed import Delayed, delayed
+from dask.system import CPU_COUNT
 from numpy.typing import NDArray
 
 from ._plan import Plan, block_order, group_order, group_piles
@@ -250,12 +252,24 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
             # Stop what is still queued before the caller cleans up behind it.
             client.cancel(future)
             raise
+    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+        return _compute_locally(result, progress)  # the scheduler the caller configured
+    # Threads of our own, joined before returning: after a failure, no task may
+    # still be writing while the caller removes the pieces.
+    with ThreadPoolExecutor(CPU_COUNT, thread_name_prefix="daskshuffle") as pool:
+        try:
+            return _compute_locally(result, progress, scheduler="threads", pool=pool)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _compute_locally(result: Delayed, progress: bool, **options: Any) -> Any:
     if progress:
         from dask.diagnostics import ProgressBar
 
         with ProgressBar():
-            return result.compute()
-    return result.compute()
+            return result.compute(**options)
+    return result.compute(**options)
 
 
 # -- sources that are dask collections ---------------------------------------------

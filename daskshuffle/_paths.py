@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import fsspec
@@ -11,6 +12,7 @@ from fsspec import AbstractFileSystem
 __all__ = ["exists", "filesystem", "is_url", "normalize", "overlaps", "remove", "scratch", "sibling"]
 
 PathLike = str | os.PathLike[str]
+_REMOVE_ATTEMPTS = 5
 
 
 def is_url(path: PathLike) -> bool:
@@ -59,8 +61,18 @@ def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> boo
 def remove(path: PathLike, storage_options: dict[str, Any] | None = None) -> None:
     """Remove ``path`` and everything below it, if it exists."""
     fs, inner = filesystem(path, storage_options)
-    if fs.exists(inner):
-        fs.rm(inner, recursive=True)
+    for attempt in range(_REMOVE_ATTEMPTS):
+        if not fs.exists(inner):
+            return
+        try:
+            fs.rm(inner, recursive=True)
+            return
+        except OSError:
+            # A cancelled task on a cluster may still be finishing a write below
+            # ``path``; give it a moment, then try again.
+            if attempt == _REMOVE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def scratch(dst: PathLike, suffix: str, directory: PathLike | None = None) -> str:
