@@ -148,6 +148,7 @@ def run_shuffle(
     tmp = check_destination(fmt.describe_source(), dst, tmp, overwrite=overwrite, storage_options=storage_options)
 
     plan = _plan_within_budget(fmt.block_lengths, n_piles, seed, fmt.row_nbytes, pile_nbytes)
+    fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
     settings = ShuffleSettings(n_piles=plan.n_piles, seed=seed, materialize=materialize)
     metadata: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
@@ -246,7 +247,9 @@ def shuffle_zarr(
     block_memory : int or str, default "64MiB"
         About how much of the source one pass-1 task reads (whole chunks).
     chunk_rows : int, optional
-        Rows per output chunk; by default about 4 MiB of the widest array.
+        Rows per output chunk. By default a sixteenth of the average pile, between
+        256 KiB and 4 MiB of the widest array, so that the loader reads little
+        beyond each pile; 4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
     tmp : path or URL, optional

@@ -396,3 +396,16 @@ def test_a_given_tmp_directory_is_kept(source: str, tmp_path: Path) -> None:
     shuffle_zarr(source, tmp_path / "out.zarr", n_piles=4, seed=0, tmp=scratch)
     assert sorted(p.name for p in scratch.iterdir()) == ["keep.txt"], "only the pieces' own subdirectory is removed"
     assert_aligned_permutation(read(tmp_path / "out.zarr"), 1_000)
+
+
+def test_default_chunks_are_small_against_piles(tmp_path: Path) -> None:
+    """The loader reads a pile at a time: chunks default to a sixteenth of a pile (>= 256 KiB)."""
+    src = make_zarr_source(tmp_path / "raw.zarr", 4_000, chunk_rows=500, width=1_024)  # 4 KiB rows
+    shuffle_zarr(src, tmp_path / "piles.zarr", n_piles=2, seed=0)  # piles of ~2,000 rows
+    shuffle_zarr(src, tmp_path / "many.zarr", n_piles=64, seed=0)  # piles of ~62 rows
+    shuffle_zarr(src, tmp_path / "copy.zarr", n_piles=64, seed=0, materialize=True)
+    chunks = {
+        name: zarr.open_group(str(tmp_path / name), mode="r")["x"].chunks[0]
+        for name in ("piles.zarr", "many.zarr", "copy.zarr")
+    }
+    assert chunks == {"piles.zarr": 2_000 // 16, "many.zarr": 256 * 1024 // 4096, "copy.zarr": 4 * 2**20 // 4096}

@@ -123,6 +123,14 @@ class Format(ABC, Generic[Rows]):
         return None
 
     # -- the destination -----------------------------------------------------
+    def for_plan(self, pile_rows: float, *, materialize: bool) -> Format[Rows]:
+        """This format with its destination's layout chosen for piles of ``pile_rows`` rows on average.
+
+        Runs once, after planning and before anything is written. By default
+        the layout does not depend on the plan.
+        """
+        return self
+
     @abstractmethod
     def write_alignment(self) -> int:
         """Writes must start and stop at multiples of this many rows (or at the end)."""

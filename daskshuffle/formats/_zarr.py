@@ -13,6 +13,7 @@ rows that are not needed.
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,8 @@ SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array
 
 #: The target size of one output chunk.
 CHUNK_NBYTES = 4 * 2**20
+#: The smallest output chunk a pile store is given, however small its piles.
+MIN_CHUNK_NBYTES = 256 * 2**10
 #: The pile reader reads in runs of whole chunks of about this size (see ``_read_in_runs``).
 READ_NBYTES = 32 * 2**20
 #: Pass 1 and the merge read, reorder and write in runs of about this size, so
@@ -258,8 +261,28 @@ class ZarrFormat(Format[ArrayRows]):
         self.group_attrs = group_attrs
         self.compressors = compressors
         self.storage_options = storage_options
-        widest = max(variable.row_nbytes for variable in variables)
-        self.chunk_rows = chunk_rows or max(1, CHUNK_NBYTES // max(widest, 1))
+        self.chunk_rows_given = chunk_rows is not None
+        self.chunk_rows = chunk_rows or max(1, CHUNK_NBYTES // self._widest_row_nbytes)
+
+    @property
+    def _widest_row_nbytes(self) -> int:
+        return max(1, *(variable.row_nbytes for variable in self.variables))
+
+    def for_plan(self, pile_rows: float, *, materialize: bool) -> ZarrFormat:
+        """Chunks of at most a sixteenth of a pile (and at least ``MIN_CHUNK_NBYTES``).
+
+        The loader reads one pile at a time: a chunk that straddles two piles is
+        read and decompressed for each, so chunks much smaller than a pile keep
+        that overhead small. A materialized copy is read sequentially and keeps
+        ``CHUNK_NBYTES`` chunks.
+        """
+        if self.chunk_rows_given or materialize:
+            return self
+        widest = self._widest_row_nbytes
+        rows = min(CHUNK_NBYTES // widest, max(MIN_CHUNK_NBYTES // widest, int(pile_rows) // 16))
+        adapted = copy.copy(self)
+        adapted.chunk_rows = max(1, rows)
+        return adapted
 
     # -- the source ----------------------------------------------------------
     @property
