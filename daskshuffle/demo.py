@@ -2,7 +2,8 @@
 
 Generates a ~200 MB dataset of four Zarr stores, starts a two-worker
 ``distributed.LocalCluster``, shuffles the stores into one pile store, checks
-that the result is a permutation with aligned variables, and reports times.
+that the result is a permutation with aligned variables, reads one shuffled
+epoch with ``PileLoader``, and reports times.
 """
 
 from __future__ import annotations
@@ -87,6 +88,15 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"throughput: {nbytes / 2**20 / result.seconds:.0f} MiB/s (pile store), "
         f"{nbytes / 2**20 / copy.seconds:.0f} MiB/s (shuffled copy)"
+    )
+    loading = time.perf_counter()
+    with daskshuffle.PileLoader(result.path, batch_size=1024, seed=0) as loader:
+        loaded = np.concatenate([batch["id"] for batch in loader])
+    seconds = time.perf_counter() - loading
+    assert np.array_equal(np.sort(loaded), np.sort(ids)), "an epoch of the loader is not a permutation"
+    print(
+        f"PileLoader: one epoch of {len(loader)} shuffled batches, each row once, in {seconds:.1f} s "
+        f"({len(loaded) / seconds:,.0f} rows/s); first ids {loaded[:8].tolist()}"
     )
     print(f"done in {time.perf_counter() - began:.1f} s; the data is in {root}/")
 

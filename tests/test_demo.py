@@ -1,0 +1,19 @@
+"""``make demo`` runs ``python -m daskshuffle.demo``: it works, on small data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import zarr
+
+from daskshuffle.demo import main
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--root", str(tmp_path / "demo"), "--rows-per-store", "3000"])
+    out = capsys.readouterr().out
+    assert "checked: 12,000 rows, each exactly once" in out
+    assert "PileLoader: one epoch of 12 shuffled batches, each row once" in out
+    assert zarr.open_group(str(tmp_path / "demo" / "piles.zarr"), mode="r").attrs["daskshuffle"]["complete"]
