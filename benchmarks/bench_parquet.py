@@ -172,6 +172,8 @@ def run(
 def report(results: dict[str, list[tuple[float, list[int]]]], nbytes: int, memory_limit: int) -> str:
     floor = statistics.median(seconds for seconds, _ in results["copy"])
     p2p = statistics.median(seconds for seconds, _ in results["p2p"]) if results.get("p2p") else None
+    if p2p == float("inf"):
+        p2p = None  # timed out: no ratio
     lines = [
         "| contender | seconds (median) | x copy | p2p / this | peak RSS per worker |",
         "|---|---:|---:|---:|---|",
@@ -183,7 +185,8 @@ def report(results: dict[str, list[tuple[float, list[int]]]], nbytes: int, memor
         ratio = f"{p2p / seconds:.2f}" if p2p else "-"
         every = ", ".join(f"{s:.1f}" for s, _ in runs)
         shown = "timed out" if seconds == float("inf") else f"{seconds:.1f} ({every})"
-        lines.append(f"| {name} | {shown} | {seconds / floor:.2f} | {ratio} | {peak_text} |")
+        times_copy = "-" if seconds == float("inf") else f"{seconds / floor:.2f}"
+        lines.append(f"| {name} | {shown} | {times_copy} | {ratio} | {peak_text} |")
     lines.append("")
     lines.append(f"data {format_bytes(nbytes)} in memory; worker memory limit {format_bytes(memory_limit)} each")
     return "\n".join(lines)
