@@ -284,8 +284,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every contender, interleaved")
     parser.add_argument("--only", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
-    parser.add_argument("--alt-fraction", type=float, default=1 / 8, help="rows the dask.array alternatives run on")
-    parser.add_argument("--alt-timeout", type=float, default=900, help="seconds before an alternative is cancelled")
+    parser.add_argument("--alt-fraction", type=float, default=1 / 32, help="rows the dask.array alternatives run on")
+    parser.add_argument("--alt-timeout", type=float, default=600, help="seconds before an alternative is cancelled")
     parser.add_argument(
         "--full-graph", action="store_true", help="also count the alternatives' tasks at full size (slow, GBs)"
     )
