@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import count
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -256,6 +256,9 @@ class PileLoader:
         the consumer's thread.
     variables : list of str, optional
         The variables (or columns) to read; by default all.
+    batch_format : {"numpy", "arrow", "pandas"}, default "numpy"
+        What a batch is: a dict of numpy arrays, or, for a Parquet pile store,
+        a ``pyarrow.RecordBatch`` or a pandas DataFrame.
     progress : bool, default False
         Show a progress bar over each epoch.
     storage_options : dict, optional
@@ -282,6 +285,7 @@ class PileLoader:
         drop_last: bool = False,
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
+        batch_format: Literal["numpy", "arrow", "pandas"] = "numpy",
         progress: bool = False,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
@@ -293,7 +297,7 @@ class PileLoader:
         self._prefetch = _parse_count(prefetch, "prefetch")
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
-        reader = open_pile_reader(path, chosen, storage_options)
+        reader = open_pile_reader(path, chosen, storage_options, batch_format=batch_format)
         metadata = reader.metadata
         self.settings = LoaderSettings(
             batch_size=batch_size,

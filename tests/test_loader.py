@@ -499,3 +499,10 @@ def test_a_store_that_is_not_a_complete_pile_store_is_refused(copy_of: str, tmp_
     group.attrs["daskshuffle"] = {**metadata, "format_version": 0}
     with pytest.raises(IncompletePileStoreError, match=r"format version 1. Got version 0"):
         PileLoader(copy_of, 8)
+
+
+def test_zarr_stores_only_yield_numpy_batches(tmp_path: Path) -> None:
+    src = make_zarr_source(tmp_path / "raw.zarr", 50)
+    ds.shuffle_zarr(src, tmp_path / "piles.zarr", n_piles=2, seed=0)
+    with pytest.raises(DaskShuffleValueError, match="batch_format='numpy' for a Zarr pile store"):
+        PileLoader(tmp_path / "piles.zarr", batch_size=4, batch_format="arrow")

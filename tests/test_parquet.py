@@ -314,6 +314,13 @@ def test_pile_reader_batches(tmp_path: Path) -> None:
         ParquetPileReader(tmp_path / "piles", batch_format="torch")
     ids = np.concatenate([b["id"] for b in daskshuffle.PileLoader(tmp_path / "piles", batch_size=32, seed=0)])
     assert sorted(ids.tolist()) == list(range(200))
+    # the loader hands out the reader's batch formats, in the same order
+    arrow = list(daskshuffle.PileLoader(tmp_path / "piles", batch_size=32, seed=0, batch_format="arrow"))
+    assert all(isinstance(b, pa.RecordBatch) for b in arrow) and [b.num_rows for b in arrow] == [32] * 6 + [8]
+    assert np.array_equal(np.concatenate([b.column("id").to_numpy() for b in arrow]), ids)
+    frames = list(daskshuffle.PileLoader(tmp_path / "piles", batch_size=50, seed=0, batch_format="pandas"))
+    assert all(isinstance(f, pd.DataFrame) for f in frames)
+    assert np.array_equal(pd.concat(frames)["id"].to_numpy(), ids)
 
 
 @pytest.mark.cluster

@@ -35,8 +35,12 @@ def open_pile_reader(
     store: str | os.PathLike[str],
     variables: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    batch_format: str = "numpy",
 ) -> PileReader[Any]:
     """Open a complete pile store of any kind for reading.
+
+    ``batch_format`` is what :meth:`PileReader.to_batch` hands out: ``"numpy"``
+    (a dict of arrays, every kind), or ``"arrow"`` / ``"pandas"`` (Parquet stores).
 
     Raises ``SourceNotFoundError`` if ``store`` does not exist and
     ``IncompletePileStoreError`` if it is not a complete pile store of a
@@ -54,9 +58,9 @@ def open_pile_reader(
     for kind in PILE_READERS:
         reader = _reader_class(kind)
         if reader.recognizes(path, storage_options):
-            # Every reader opens as Reader(store, variables=..., storage_options=...).
+            # Every reader opens as Reader(store, variables=..., storage_options=..., batch_format=...).
             open_reader: Callable[..., PileReader[Any]] = reader
-            return open_reader(path, variables=variables, storage_options=storage_options)
+            return open_reader(path, variables=variables, storage_options=storage_options, batch_format=batch_format)
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {path!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."

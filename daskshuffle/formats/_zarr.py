@@ -463,7 +463,13 @@ class ZarrPileReader(PileReader[ArrayRows]):
         store: str | os.PathLike[str],
         variables: Sequence[str] | None = None,
         storage_options: dict[str, Any] | None = None,
+        batch_format: str = "numpy",
     ) -> None:
+        if batch_format != "numpy":
+            raise DaskShuffleValueError(
+                f"Expected batch_format='numpy' for a Zarr pile store, whose batches are dicts of numpy arrays. "
+                f"Got {batch_format!r} instead; 'arrow' and 'pandas' batches come from Parquet pile stores."
+            )
         if not exists(store, storage_options):
             raise SourceNotFoundError(
                 f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead."
