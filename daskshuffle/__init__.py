@@ -24,8 +24,8 @@ from ._errors import (
 
 if TYPE_CHECKING:
     from ._frames import shuffle_dataframe, shuffle_parquet
-    from ._loader import LoaderSettings, PileLoader
     from ._lines import shuffle_lines
+    from ._loader import LoaderSettings, PileLoader
     from ._shuffle import ShuffleResult, shuffle_zarr
     from ._xarray import shuffle_xarray
 
