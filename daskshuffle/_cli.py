@@ -309,32 +309,49 @@ Examples:
 """
 
 
+def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the commands that shuffle into a pile store (zarr, parquet)."""
+    options = [
+        click.argument("paths", nargs=-1, required=True, metavar="SRC... DST"),
+        click.option(
+            "--n-piles", type=NPiles(), default="512", show_default=True, help="Piles; auto fits --pile-memory."
+        ),
+        click.option(
+            "--seed", type=int, help="Same source and seed give the same output.  [default: drawn and reported]"
+        ),
+        click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store."),
+        click.option("--overwrite", is_flag=True, help="Replace DST if it exists."),
+        click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]"),
+        click.option(
+            "--pile-memory", default="256MiB", show_default=True, metavar="SIZE", help="The largest pile allowed."
+        ),
+        click.option(
+            "--block-memory", default="64MiB", show_default=True, metavar="SIZE", help="Source one task reads."
+        ),
+    ]
+    command = _cluster_options(command)
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _shuffle_into_store(shuffle: Callable[..., Any], paths: tuple[str, ...], **options: Any) -> None:
+    """Run ``shuffle(SRC..., DST, **options)`` on the cluster the options choose, and report it."""
+    if len(paths) < 2:
+        raise click.UsageError("Expected at least one SRC and a DST. Got only one path instead.")
+    *sources, dst = paths
+    cluster = {key: options.pop(key) for key in ("scheduler", "workers", "threads_per_worker", "memory_limit")}
+    quiet, progress = options.pop("quiet"), options.pop("progress")
+    with _session(debug=options.pop("debug"), **cluster), _progress_on_stderr():
+        result = shuffle(sources, dst, progress=_progress(progress), **options)
+    if not quiet:
+        click.echo(_summary(result, dst), err=True)
+
+
 @cli.command(epilog=EXAMPLES_ZARR, short_help="Shuffle the rows of Zarr arrays into a pile store.")
-@click.argument("paths", nargs=-1, required=True, metavar="SRC... DST")
-@click.option("--n-piles", type=NPiles(), default="512", show_default=True, help="Piles; auto fits --pile-memory.")
-@click.option("--seed", type=int, help="Same source and seed give the same output.  [default: drawn and reported]")
-@click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store.")
-@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
 @click.option("--variables", multiple=True, metavar="NAMES", help="Arrays to shuffle, comma-separated.  [default: all]")
-@click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]")
-@click.option("--pile-memory", default="256MiB", show_default=True, metavar="SIZE", help="The largest pile allowed.")
-@click.option("--block-memory", default="64MiB", show_default=True, metavar="SIZE", help="Source one task reads.")
-@_cluster_options
-def zarr(
-    paths: tuple[str, ...],
-    n_piles: int | Literal["auto"],
-    seed: int | None,
-    materialize: bool,
-    overwrite: bool,
-    variables: tuple[str, ...],
-    tmp: str | None,
-    pile_memory: str,
-    block_memory: str,
-    progress: bool | None,
-    quiet: bool,
-    debug: bool,
-    **cluster: Any,
-) -> None:
+@_store_shuffle_options
+def zarr(paths: tuple[str, ...], variables: tuple[str, ...], **options: Any) -> None:
     """Shuffle the rows of Zarr groups or arrays (SRC...) into a Zarr pile store DST.
 
     Arrays that share their first dimension are shuffled with one permutation.
@@ -342,25 +359,7 @@ def zarr(
     """
     from ._shuffle import shuffle_zarr
 
-    if len(paths) < 2:
-        raise click.UsageError("Expected at least one SRC and a DST. Got only one path instead.")
-    *sources, dst = paths
-    with _session(debug=debug, **cluster), _progress_on_stderr():
-        result = shuffle_zarr(
-            sources,
-            dst,
-            n_piles=n_piles,
-            seed=seed,
-            variables=_split_names(variables),
-            overwrite=overwrite,
-            materialize=materialize,
-            pile_memory=pile_memory,
-            block_memory=block_memory,
-            tmp=tmp,
-            progress=_progress(progress),
-        )
-    if not quiet:
-        click.echo(_summary(result, dst), err=True)
+    _shuffle_into_store(shuffle_zarr, paths, variables=_split_names(variables), **options)
 
 
 EXAMPLES_PARQUET = """\b
@@ -372,11 +371,6 @@ Examples:
 
 
 @cli.command(epilog=EXAMPLES_PARQUET, short_help="Shuffle the rows of Parquet files into a pile store.")
-@click.argument("paths", nargs=-1, required=True, metavar="SRC... DST")
-@click.option("--n-piles", type=NPiles(), default="512", show_default=True, help="Piles; auto fits --pile-memory.")
-@click.option("--seed", type=int, help="Same source and seed give the same output.  [default: drawn and reported]")
-@click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store.")
-@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
 @click.option("--columns", multiple=True, metavar="NAMES", help="Columns to shuffle, comma-separated.  [default: all]")
 @click.option(
     "--compression",
@@ -385,26 +379,8 @@ Examples:
     show_default=True,
     help="The Parquet codec of DST.",
 )
-@click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]")
-@click.option("--pile-memory", default="256MiB", show_default=True, metavar="SIZE", help="The largest pile allowed.")
-@click.option("--block-memory", default="64MiB", show_default=True, metavar="SIZE", help="Source one task reads.")
-@_cluster_options
-def parquet(
-    paths: tuple[str, ...],
-    n_piles: int | Literal["auto"],
-    seed: int | None,
-    materialize: bool,
-    overwrite: bool,
-    columns: tuple[str, ...],
-    compression: str,
-    tmp: str | None,
-    pile_memory: str,
-    block_memory: str,
-    progress: bool | None,
-    quiet: bool,
-    debug: bool,
-    **cluster: Any,
-) -> None:
+@_store_shuffle_options
+def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) -> None:
     """Shuffle the rows of Parquet files, directories or globs (SRC...) into a Parquet pile store DST.
 
     DST is a Parquet dataset directory (a row group per pile) that pandas,
@@ -412,26 +388,7 @@ def parquet(
     """
     from ._frames import shuffle_parquet
 
-    if len(paths) < 2:
-        raise click.UsageError("Expected at least one SRC and a DST. Got only one path instead.")
-    *sources, dst = paths
-    with _session(debug=debug, **cluster), _progress_on_stderr():
-        result = shuffle_parquet(
-            sources,
-            dst,
-            n_piles=n_piles,
-            seed=seed,
-            columns=_split_names(columns),
-            overwrite=overwrite,
-            materialize=materialize,
-            pile_memory=pile_memory,
-            block_memory=block_memory,
-            compression=compression,
-            tmp=tmp,
-            progress=_progress(progress),
-        )
-    if not quiet:
-        click.echo(_summary(result, dst), err=True)
+    _shuffle_into_store(shuffle_parquet, paths, columns=_split_names(columns), **options)
 
 
 EXAMPLES_INFO = """\b
