@@ -19,7 +19,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["FORMAT_VERSION", "Format", "PileReader", "Rows"]
+from .._errors import DaskShuffleValueError, IncompletePileStoreError
+
+__all__ = ["FORMAT_VERSION", "Format", "PileReader", "Rows", "check_pile_metadata", "select_variables"]
 
 #: Version of the pile store layout written into every store's metadata.
 FORMAT_VERSION = 1
@@ -202,3 +204,27 @@ class PileReader(ABC, Generic[Rows]):
         container here (a ``pandas.DataFrame`` for a ``pyarrow.Table``).
         """
         return rows
+
+
+def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
+    """Refuse a pile store of another format version or whose shuffle did not finish."""
+    if metadata.get("format_version") != FORMAT_VERSION:
+        raise IncompletePileStoreError(
+            f"Expected a pile store of format version {FORMAT_VERSION}. Got version {metadata.get('format_version')!r} "
+            f"in {where!r} instead; shuffle the source again with this version of daskshuffle."
+        )
+    if not metadata.get("complete"):
+        raise IncompletePileStoreError(
+            f"Expected a complete pile store. Got {where!r}, whose shuffle did not finish, instead; run the shuffle again."
+        )
+
+
+def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | None) -> list[str]:
+    """The recorded variables to read: all of them, or ``variables`` if they are all recorded."""
+    names = list(metadata["variables"])
+    if variables is None:
+        return names
+    unknown = [name for name in variables if name not in names]
+    if unknown:
+        raise DaskShuffleValueError(f"Expected variables among {names}. Got unknown {unknown} instead.")
+    return list(variables)

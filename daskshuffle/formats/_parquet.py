@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from .._paths import exists, filesystem, normalize
-from ._base import FORMAT_VERSION, Format, PileReader
+from ._base import Format, PileReader, check_pile_metadata, select_variables
 
 __all__ = [
     "METADATA_FILE",
@@ -459,15 +459,7 @@ def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> 
             f"Expected a Parquet pile store written by daskshuffle. Got {where!r}, which has no readable "
             f"{METADATA_FILE}, instead."
         ) from error
-    if metadata.get("format_version") != FORMAT_VERSION:
-        raise IncompletePileStoreError(
-            f"Expected a pile store of format version {FORMAT_VERSION}. Got version {metadata.get('format_version')!r} "
-            f"in {where!r} instead; shuffle the source again with this version of daskshuffle."
-        )
-    if not metadata.get("complete"):
-        raise IncompletePileStoreError(
-            f"Expected a complete pile store. Got {where!r}, whose shuffle did not finish, instead; run the shuffle again."
-        )
+    check_pile_metadata(metadata, where)
     return dict(metadata)
 
 
@@ -494,12 +486,7 @@ class ParquetPileReader(PileReader[pa.Table]):
         batch_format: str = "numpy",
     ) -> None:
         self.metadata = read_metadata(os.fspath(store), storage_options)
-        names = list(self.metadata["variables"])
-        if variables is not None:
-            unknown = [name for name in variables if name not in names]
-            if unknown:
-                raise DaskShuffleValueError(f"Expected variables among {names}. Got unknown {unknown} instead.")
-            names = list(variables)
+        names = select_variables(self.metadata, variables)
         if batch_format not in ("numpy", "arrow", "pandas"):
             raise DaskShuffleValueError(
                 f"Expected batch_format to be 'numpy', 'arrow' or 'pandas'. Got {batch_format!r} instead."

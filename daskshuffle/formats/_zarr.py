@@ -31,7 +31,7 @@ from .._errors import (
     SourceNotFoundError,
 )
 from .._paths import exists, filesystem, normalize
-from ._base import FORMAT_VERSION, Format, PileReader
+from ._base import Format, PileReader, check_pile_metadata, select_variables
 
 __all__ = ["ZarrFormat", "ZarrPileReader", "open_zarr_sources"]
 
@@ -486,22 +486,9 @@ class ZarrPileReader(PileReader[ArrayRows]):
             raise IncompletePileStoreError(
                 f"Expected a pile store written by daskshuffle. Got {where!r}, which has no daskshuffle metadata, instead."
             )
-        if metadata.get("format_version") != FORMAT_VERSION:
-            raise IncompletePileStoreError(
-                f"Expected a pile store of format version {FORMAT_VERSION}. Got version {metadata.get('format_version')!r} "
-                f"in {where!r} instead; shuffle the source again with this version of daskshuffle."
-            )
-        if not metadata.get("complete"):
-            raise IncompletePileStoreError(
-                f"Expected a complete pile store. Got {where!r}, whose shuffle did not finish, instead; run the shuffle again."
-            )
+        check_pile_metadata(metadata, where)
         self.metadata = metadata
-        names = list(metadata["variables"])
-        if variables is not None:
-            unknown = [name for name in variables if name not in names]
-            if unknown:
-                raise DaskShuffleValueError(f"Expected variables among {names}. Got unknown {unknown} instead.")
-            names = list(variables)
+        names = select_variables(metadata, variables)
         self.arrays = {name: group[name] for name in names}
 
     def read_rows(self, start: int, stop: int) -> ArrayRows:
