@@ -14,12 +14,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._errors import (
+    CorruptPileStoreError,
     DaskShuffleError,
     DaskShuffleTypeError,
     DaskShuffleValueError,
     IncompletePileStoreError,
     PileStoreExistsError,
     SourceNotFoundError,
+    UnfinishedShuffleError,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "CorruptPileStoreError",
     "DaskShuffleError",
     "DaskShuffleTypeError",
     "DaskShuffleValueError",
@@ -52,6 +55,7 @@ __all__ = [
     "PileStoreExistsError",
     "ShuffleResult",
     "SourceNotFoundError",
+    "UnfinishedShuffleError",
     "shuffle_dataframe",
     "shuffle_lines",
     "shuffle_parquet",

@@ -9,12 +9,14 @@ catch without knowing the library (``ValueError``, ``TypeError``,
 from __future__ import annotations
 
 __all__ = [
+    "CorruptPileStoreError",
     "DaskShuffleError",
     "DaskShuffleTypeError",
     "DaskShuffleValueError",
     "IncompletePileStoreError",
     "PileStoreExistsError",
     "SourceNotFoundError",
+    "UnfinishedShuffleError",
 ]
 
 
@@ -40,3 +42,16 @@ class PileStoreExistsError(DaskShuffleError, FileExistsError):
 
 class IncompletePileStoreError(DaskShuffleValueError):
     """A store is not a complete pile store (for example, its shuffle was interrupted)."""
+
+
+class UnfinishedShuffleError(IncompletePileStoreError):
+    """A store whose shuffle did not finish: it is marked incomplete and must not be read."""
+
+
+class CorruptPileStoreError(DaskShuffleError, OSError):
+    """A file of a complete pile store is missing, truncated or fails its checksum.
+
+    Nothing is read from such a store silently: the error names the pile, the
+    variable and the file, so that the damage can be found and the store
+    shuffled again (or the file restored).
+    """

@@ -105,7 +105,7 @@ class _ShuffledPiles:
         """The pile's rows as stored, and the order to hand out positions ``start:stop`` in."""
         first, last = int(self.offsets[job.pile]), int(self.offsets[job.pile + 1])
         try:
-            rows = self.reader.read_rows(first, last)
+            rows = self.reader.read_pile(job.pile)
         except Exception as error:
             error.add_note(
                 f"daskshuffle was reading pile {job.pile} (rows {first}:{last}) of {self.store!r} for epoch {job.epoch}."

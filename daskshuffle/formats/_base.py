@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, IncompletePileStoreError
+from .._errors import DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
 
 __all__ = ["FORMAT_VERSION", "Format", "PileReader", "Rows", "check_pile_metadata", "select_variables"]
 
@@ -175,6 +175,16 @@ class PileReader(ABC, Generic[Rows]):
     def read_rows(self, start: int, stop: int) -> Rows:
         """Rows ``start:stop`` of the store."""
 
+    def read_pile(self, pile: int) -> Rows:
+        """Every row of pile ``pile``, as stored.
+
+        What the loader calls. A reader that checks what it reads raises
+        :class:`~daskshuffle.CorruptPileStoreError` naming the pile, the
+        variable and the file.
+        """
+        offsets = self.pile_offsets
+        return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
+
     @abstractmethod
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
         """The rows at ``index``, in that order."""
@@ -214,7 +224,7 @@ def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
             f"in {where!r} instead; shuffle the source again with this version of daskshuffle."
         )
     if not metadata.get("complete"):
-        raise IncompletePileStoreError(
+        raise UnfinishedShuffleError(
             f"Expected a complete pile store. Got {where!r}, whose shuffle did not finish, instead; run the shuffle again."
         )
 
