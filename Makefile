@@ -11,6 +11,7 @@ TORCH ?= torch==2.13.0
 .PHONY: demo test test-fast lint bench clean
 
 LINTED := daskshuffle tests benchmarks conftest.py
+BENCH_DATA := benchmarks/data/quick
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +40,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy daskshuffle
+
+## A quick round of every benchmark on small data (a few minutes): they still run. The figures worth
+## recording come from full-size runs (benchmarks/README.md).
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_shuffle_zarr.py --size 64MiB --n-piles 16 --memory-limit 1GiB --check --data $(BENCH_DATA)
+	$(BIN)/python benchmarks/bench_parquet.py --rows 262144 --n-piles 16 --memory-limit 1GiB --timeout 120 --data $(BENCH_DATA)
+	$(BIN)/python benchmarks/bench_parquet_pieces.py --rows 100000 --n-piles 64
+	$(BIN)/python benchmarks/bench_lines.py --size 20MB
+	$(BIN)/python benchmarks/bench_loader.py --size 64MiB --n-piles 8 --repeat 1 --random-seconds 1 --data $(BENCH_DATA)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis demo-data
