@@ -51,4 +51,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_loader.py --size 64MiB --n-piles 8 --repeat 1 --random-seconds 1 --data $(BENCH_DATA)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis demo-data
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache demo-data $(BENCH_DATA)
