@@ -1,4 +1,4 @@
-# The two commands a newcomer needs: `make demo` and `make test`.
+# The two commands a newcomer needs: `make demo` and `make test` (what CI runs: lint, then every test).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +8,10 @@ TORCH_STAMP := $(VENV)/.installed-torch
 # (about 45 s to install). `make test TORCH=` skips it (those tests are then skipped).
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
+
+LINTED := daskshuffle tests benchmarks conftest.py
+BENCH_DATA := benchmarks/data/quick
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,14 +27,28 @@ $(TORCH_STAMP): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m daskshuffle.demo
 
-## Run the test suite.
-test: $(TORCH_STAMP)
+## Lint, then run every test, doctests included (CI runs this: .ci/run).
+test: $(TORCH_STAMP) lint
 	$(BIN)/python -m pytest -q
 
+## The quick loop while changing code: no slow tests, no LocalCluster, fewer property examples.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not cluster" --hypothesis-profile=fast
+
+## ruff (lint and format) and mypy, pinned in pyproject.toml's dev extra.
 lint: $(STAMP)
-	$(BIN)/ruff check daskshuffle tests benchmarks
-	$(BIN)/ruff format --check daskshuffle tests benchmarks
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy daskshuffle
 
+## A quick round of every benchmark on small data (a few minutes): they still run. The figures worth
+## recording come from full-size runs (benchmarks/README.md).
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_shuffle_zarr.py --size 64MiB --n-piles 16 --memory-limit 1GiB --check --data $(BENCH_DATA)
+	$(BIN)/python benchmarks/bench_parquet.py --rows 262144 --n-piles 16 --memory-limit 1GiB --timeout 120 --data $(BENCH_DATA)
+	$(BIN)/python benchmarks/bench_parquet_pieces.py --rows 100000 --n-piles 64
+	$(BIN)/python benchmarks/bench_lines.py --size 20MB
+	$(BIN)/python benchmarks/bench_loader.py --size 64MiB --n-piles 8 --repeat 1 --random-seconds 1 --data $(BENCH_DATA)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis demo-data
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache demo-data $(BENCH_DATA)

@@ -15,6 +15,8 @@ chunk or object.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,12 +27,16 @@ import numpy as np
 from dask.base import tokenize
 from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
+from dask.utils import format_time
 from numpy.typing import NDArray
 
 from ._plan import Plan, block_order, group_order, group_piles
 from .formats._base import Format
 
 __all__ = ["MergeGroup", "array_inputs", "compute", "dataframe_inputs", "map_tasks", "shuffle_graph"]
+
+#: The width of dask's and distributed's text bars, which the final line matches.
+_BAR_WIDTH = 40
 
 
 @dataclass(frozen=True)
@@ -229,9 +235,34 @@ def _active_client() -> Any:
         return None
 
 
-def _show_progress(future: Any) -> None:
-    from distributed import progress
+def _interactive() -> bool:
+    """Whether a bar redrawn in place reaches a person: a terminal or a Jupyter kernel.
 
+    Anywhere else (a pipe, a CI log, ``make demo | tee``) each redraw of a text
+    bar, ten a second, would be one more line of log.
+    """
+    isatty = getattr(sys.stdout, "isatty", None)
+    if isatty is not None and isatty():
+        return True
+    ipython = sys.modules.get("IPython")  # imported already if this is a kernel
+    return ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
+
+
+def _report_finished(began: float) -> None:
+    """The last state of the bar, printed once: what a log shows instead of a live bar."""
+    print(f"[{'#' * _BAR_WIDTH}] | 100% Completed | {format_time(time.perf_counter() - began)}", flush=True)
+
+
+def _show_progress(future: Any) -> None:
+    """Wait for ``future``, behind a live bar where a person watches, with one final line elsewhere."""
+    from distributed import progress, wait
+
+    if not _interactive():
+        began = time.perf_counter()
+        wait(future)
+        if future.status == "finished":  # an error is the caller's to raise, without a line of success
+            _report_finished(began)
+        return
     try:
         progress(future)
     except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
@@ -264,12 +295,17 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
 
 
 def _compute_locally(result: Delayed, progress: bool, **options: Any) -> Any:
-    if progress:
-        from dask.diagnostics import ProgressBar
+    if not progress:
+        return result.compute(**options)
+    if _interactive():
+        from dask.diagnostics.progress import ProgressBar
 
         with ProgressBar():
             return result.compute(**options)
-    return result.compute(**options)
+    began = time.perf_counter()
+    value = result.compute(**options)
+    _report_finished(began)
+    return value
 
 
 # -- sources that are dask collections ---------------------------------------------

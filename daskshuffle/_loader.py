@@ -466,7 +466,7 @@ class PileLoader:
         Examples
         --------
         >>> loader.set_epoch(3)  # doctest: +SKIP
-        >>> batches = list(loader)  # epoch 3
+        >>> batches = list(loader)  # epoch 3  # doctest: +SKIP
         """
         epoch = _parse_count(epoch, "epoch")
         self._close_live()

@@ -40,5 +40,12 @@ def make_rng(seed: int, purpose: str, *key: int) -> np.random.Generator:
 
 
 def draw_seed() -> int:
-    """Draw a fresh seed from the operating system, to be recorded with the output."""
+    """Draw a fresh seed from the operating system, to be recorded with the output.
+
+    Examples
+    --------
+    >>> seed = draw_seed()
+    >>> 0 <= seed <= MAX_SEED
+    True
+    """
     return secrets.randbits(63)

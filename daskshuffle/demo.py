@@ -12,9 +12,11 @@ import argparse
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zarr
+from numpy.typing import NDArray
 
 __all__ = ["main", "make_example"]
 
@@ -27,7 +29,11 @@ def make_example(root: str | Path, n_stores: int = 4, rows_per_store: int = 200_
 
     Examples
     --------
-    >>> paths = make_example("example-data", n_stores=2, rows_per_store=1000)  # doctest: +SKIP
+    >>> paths = make_example("example-data", n_stores=2, rows_per_store=1000)
+    >>> paths
+    ['example-data/part-0.zarr', 'example-data/part-1.zarr']
+    >>> zarr.open_array(paths[1], path="id")[:3]
+    array([1000, 1001, 1002])
     """
     root = Path(root)
     paths = []
@@ -46,6 +52,11 @@ def make_example(root: str | Path, n_stores: int = 4, rows_per_store: int = 200_
         group.create_array("id", data=ids, chunks=(chunk,), dimension_names=("sample",))
         paths.append(str(path))
     return paths
+
+
+def _read(store: Path, name: str) -> NDArray[Any]:
+    """The variable ``name`` of the Zarr group ``store``, whole."""
+    return np.asarray(zarr.open_array(store, path=name, mode="r")[...])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,11 +88,10 @@ def main(argv: list[str] | None = None) -> None:
         copy = daskshuffle.shuffle_zarr(sources, root / "shuffled.zarr", n_piles=64, seed=0, materialize=True)
         print(copy)
 
-    piles = zarr.open_group(root / "piles.zarr", mode="r")
-    ids, x = piles["id"][:], piles["x"][:, 0]
+    ids, x = _read(root / "piles.zarr", "id"), _read(root / "piles.zarr", "x")[:, 0]
     assert np.array_equal(np.sort(ids), np.arange(len(ids))), "the pile store is not a permutation"
     assert np.array_equal(x, ids.astype(np.float32)), "x and id are not aligned"
-    shuffled = zarr.open_group(root / "shuffled.zarr", mode="r")["id"][:]
+    shuffled = _read(root / "shuffled.zarr", "id")
     print(f"checked: {len(ids):,} rows, each exactly once, x aligned with id")
     print(f"first ids of the pile store:    {ids[:8].tolist()}")
     print(f"first ids of the shuffled copy: {shuffled[:8].tolist()}")

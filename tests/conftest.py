@@ -13,6 +13,8 @@ from hypothesis import settings
 
 # Property tests check properties, not speed: a busy CI machine must not fail them on time.
 settings.register_profile("daskshuffle", deadline=None, print_blob=True)
+# Fewer examples for the quick loop (`make test-fast` passes --hypothesis-profile=fast); CI runs all.
+settings.register_profile("fast", settings.get_profile("daskshuffle"), max_examples=20)
 settings.load_profile("daskshuffle")
 
 
@@ -58,6 +60,13 @@ def tree_digest(path: Path | str) -> str:
             digest.update(file.read_bytes())
             digest.update(str(file.stat().st_mtime_ns).encode())
     return digest.hexdigest()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A test on the shared LocalCluster is a cluster test, whether or not it says so.
+    for item in items:
+        if "cluster_client" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ def numbered(n: int) -> bytes:
     return b"".join(b"line %d %s\n" % (i, b"x" * (i % 13)) for i in range(n))
 
 
+@pytest.mark.slow
 def test_lines_from_stdin_to_stdout_are_the_library_s_bytes(tmp_path: Path) -> None:
     data = numbered(500)
     done = run(
@@ -49,6 +50,7 @@ def test_lines_from_stdin_to_stdout_are_the_library_s_bytes(tmp_path: Path) -> N
     assert sorted(os.listdir(tmp_path)) == ["expected.txt", "in.txt"], "the spooled stdin is removed"
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_lines_on_a_local_cluster_with_a_header(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_bytes(b"id,text\n" + numbered(300))
@@ -64,6 +66,7 @@ def test_lines_on_a_local_cluster_with_a_header(tmp_path: Path) -> None:
     assert b"Traceback" not in done.stderr and b"INFO" not in done.stderr, "the cluster's logs stay quiet"
 
 
+@pytest.mark.slow
 def test_bad_arguments_and_missing_inputs_write_nothing(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_bytes(b"a\nb\n")
     usage = run("lines", "in.txt", "-o", "out.txt", "--n-piles", "0", cwd=tmp_path)
@@ -88,6 +91,7 @@ def test_bad_arguments_and_missing_inputs_write_nothing(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["in.txt", "out.txt"], "nothing is written"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGKILL])
 def test_an_interrupted_run_leaves_no_output(tmp_path: Path, signal_number: int) -> None:
     """Ctrl-C cleans up everything; even a kill leaves nothing at OUT that looks complete."""
@@ -110,6 +114,7 @@ def test_an_interrupted_run_leaves_no_output(tmp_path: Path, signal_number: int)
         assert sorted(os.listdir(tmp_path)) == ["big.txt"], "no partial output and no pieces"
 
 
+@pytest.mark.slow
 def test_zarr_then_info(tmp_path: Path) -> None:
     src = make_zarr_source(tmp_path / "raw.zarr", 400, chunk_rows=50)
     done = run("zarr", src, tmp_path / "piles.zarr", "--n-piles", "4", "--seed", "9", "--variables", "id,y",

@@ -1,9 +1,7 @@
-"""The documentation builds, and the examples in the pure layers' docstrings run."""
+"""The documentation builds and names every public name; docstring examples are not skipped."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +11,28 @@ import pytest
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.mark.parametrize("module", ["daskshuffle._plan", "daskshuffle._random"])
-def test_docstring_examples(module: str) -> None:
-    failures, tried = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert tried > 0 and failures == 0
+#: Modules whose docstring examples are still skipped rather than run. Remove a module once its
+#: examples run (``pytest --doctest-modules``, in the directory ``conftest.py`` makes); none may join.
+STILL_SKIPPED = {
+    "daskshuffle/__init__.py",
+    "daskshuffle/_frames.py",
+    "daskshuffle/_lines.py",
+    "daskshuffle/_loader.py",
+    "daskshuffle/_shuffle.py",
+    "daskshuffle/_xarray.py",
+    "daskshuffle/formats/_parquet.py",
+    "daskshuffle/formats/_zarr.py",
+    "daskshuffle/torch.py",
+}
+
+
+def test_docstring_examples_run_rather_than_being_skipped() -> None:
+    skipping = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "daskshuffle").rglob("*.py")
+        if "doctest: +SKIP" in path.read_text()
+    }
+    assert skipping <= STILL_SKIPPED, f"make the examples of {sorted(skipping - STILL_SKIPPED)} run"
 
 
 def test_every_public_name_is_in_the_api_reference() -> None:
@@ -27,6 +43,7 @@ def test_every_public_name_is_in_the_api_reference() -> None:
     assert not missing, f"add {missing} to docs/api.md"
 
 
+@pytest.mark.slow
 def test_site_builds_strictly(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path)],
@@ -36,3 +53,39 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     assert "Shuffle the rows of Zarr arrays" in (tmp_path / "api" / "index.html").read_text()
+
+
+def test_the_examples_directory_holds_exactly_what_conftest_promises(doctest_stores: Path) -> None:
+    import json
+
+    import numpy as np
+    import pyarrow.parquet as pq
+    import zarr
+
+    import daskshuffle
+
+    assert sorted(path.name for path in doctest_stores.iterdir()) == [
+        "corpus.jsonl",
+        "piles.parquet",
+        "piles.zarr",
+        "raw.parquet",
+        "raw.zarr",
+    ]
+    raw = zarr.open_group(doctest_stores / "raw.zarr", mode="r")
+    assert raw.metadata.zarr_format == 3
+    shapes = {name: (array.shape, str(array.dtype), array.chunks) for name, array in raw.arrays()}
+    assert shapes == {
+        "x": ((1000, 8), "float32", (100, 8)),
+        "y": ((1000,), "int64", (100,)),
+        "id": ((1000,), "int64", (100,)),
+    }
+    assert np.array_equal(zarr.open_array(doctest_stores / "raw.zarr", path="id", mode="r")[:], np.arange(1000))
+    table = pq.read_table(doctest_stores / "raw.parquet")
+    assert table.schema.names == ["id", "x", "label"] and table.column("id").to_pylist() == list(range(1000))
+    assert [str(table.schema.field(name).type) for name in table.schema.names] == ["int64", "double", "string"]
+    lines = (doctest_stores / "corpus.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [{"id": i} for i in range(1000)]
+    for name, kind in [("piles.zarr", "zarr"), ("piles.parquet", "parquet")]:
+        with daskshuffle.PileLoader(doctest_stores / name, batch_size=100, seed=0) as loader:
+            ids = np.concatenate([np.asarray(batch["id"]) for batch in loader])
+        assert sorted(ids.tolist()) == list(range(1000)) and ids.tolist() != list(range(1000)), kind

@@ -190,6 +190,7 @@ def test_auto_piles_fit_pile_memory(tmp_path: Path) -> None:
     assert (result.pile_sizes * (mean_line + 8)).max() <= 30_000 * 1.05
 
 
+@pytest.mark.slow
 def test_uniform_over_all_positions(tmp_path: Path) -> None:
     """Seeded; a correct shuffle fails this less than once in 10^6 runs.
 

@@ -124,6 +124,7 @@ def test_epochs_differ_and_iterating_again_moves_to_the_next_epoch(store: str) -
         np.testing.assert_array_equal(ids_of(fresh), second)
 
 
+@pytest.mark.slow
 def test_same_seed_and_epoch_give_the_same_batches(store: str) -> None:
     with PileLoader(store, batch_size=BATCH) as a, PileLoader(store, batch_size=BATCH, seed=SEED, prefetch=2) as b:
         for epoch in (0, 5):
@@ -147,6 +148,7 @@ def test_variables_selects_what_is_read(store: str) -> None:
 # -- ranks -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_ranks_are_disjoint_equal_and_leave_out_few_rows(store: str, world_size: int, drop_last: bool) -> None:
@@ -211,6 +213,7 @@ def consume(loader: PileLoader, n: int) -> list[np.ndarray]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("world_size", "drop_last"), [(1, False), (3, True)])
 def test_resume_continues_exactly_as_an_uninterrupted_run(store: str, world_size: int, drop_last: bool) -> None:
     settings = {"batch_size": BATCH, "rank": world_size - 1, "world_size": world_size, "drop_last": drop_last}
@@ -263,6 +266,7 @@ def test_resume_reads_no_pile_before_the_one_it_continues_in(store: str, copy_of
         list(from_start)
 
 
+@pytest.mark.slow
 def test_resume_in_a_new_process(store: str, tmp_path: Path) -> None:
     with PileLoader(store, BATCH, world_size=2, rank=1) as loader:
         reference = consume(loader, 2 * len(loader))
@@ -340,6 +344,7 @@ def test_breaking_out_of_the_loop_stops_the_background_reads(store: str) -> None
     loader.close()
 
 
+@pytest.mark.slow
 def test_close_context_manager_and_garbage_collection_join_the_threads(store: str) -> None:
     loader = PileLoader(store, BATCH)
     list(loader)  # a whole epoch: the next epoch's first pile is read ahead
@@ -381,6 +386,7 @@ def test_a_new_iteration_replaces_one_in_progress(store: str) -> None:
         np.testing.assert_array_equal(np.concatenate([*head, rest]), store_ids(store)[expected_rows(store, 0)])
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_stops_the_background_reads(store: str) -> None:
     code = textwrap.dedent(
         f"""
@@ -400,6 +406,7 @@ def test_keyboard_interrupt_stops_the_background_reads(store: str) -> None:
     assert run.stdout.strip() == "interrupted []"
 
 
+@pytest.mark.slow
 def test_the_loader_needs_no_dask(store: str) -> None:
     code = textwrap.dedent(
         f"""
@@ -434,6 +441,7 @@ def many_piles(tmp_path_factory: pytest.TempPathFactory) -> ds.ShuffleResult:
     return ds.shuffle_zarr(root / "raw.zarr", root / "piles.zarr", n_piles=10, seed=0, chunk_rows=1024)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("prefetch", [0, 1])
 def test_memory_stays_within_a_few_piles(
     many_piles: ds.ShuffleResult, monkeypatch: pytest.MonkeyPatch, prefetch: int

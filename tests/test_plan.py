@@ -158,6 +158,7 @@ def test_seeded_order_matches_golden_file() -> None:
 # -- uniformity: seeded, sized so that a correct shuffle fails less than once in 10^7 runs --
 
 
+@pytest.mark.slow
 def test_materialized_position_of_fixed_rows_is_uniform() -> None:
     """Over many seeds, where a given row lands is uniform over the output."""
     n_rows, n_seeds, bins = 60, 6_000, 10
@@ -173,6 +174,7 @@ def test_materialized_position_of_fixed_rows_is_uniform() -> None:
         assert p > 1e-7, f"row {row} lands non-uniformly: {counts.tolist()} (p={p:.2g})"
 
 
+@pytest.mark.slow
 def test_materialized_pairs_are_unordered() -> None:
     """Two rows of the same block come out in either order with probability 1/2,
     also when they share a pile (the in-pile shuffle must mix sources)."""

@@ -86,6 +86,7 @@ def test_output_keeps_dtypes_fill_values_and_attributes(source: str, tmp_path: P
     assert ds["x"].dims == ("row", "feature") and ds.sizes["row"] == 1_000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_rows", [1, 7, 64, 1_000, 5_000])
 @pytest.mark.parametrize("materialize", [False, True])
 def test_output_chunks_do_not_change_the_order(source: str, tmp_path: Path, chunk_rows: int, materialize: bool) -> None:
@@ -143,6 +144,7 @@ def test_same_output_on_a_local_cluster_as_on_threads(tmp_path: Path, cluster_cl
     assert result.n_tasks <= 2 * (n_blocks + 32) + 2
 
 
+@pytest.mark.slow
 def test_many_sources_of_both_zarr_formats(tmp_path: Path) -> None:
     sources = [
         make_zarr_source(tmp_path / "a.zarr", 300, chunk_rows=50, first_id=0),
@@ -398,6 +400,7 @@ def test_a_given_tmp_directory_is_kept(source: str, tmp_path: Path) -> None:
     assert_aligned_permutation(read(tmp_path / "out.zarr"), 1_000)
 
 
+@pytest.mark.slow
 def test_default_chunks_are_small_against_piles(tmp_path: Path) -> None:
     """The loader reads a pile at a time: chunks default to a sixteenth of a pile (>= 256 KiB)."""
     src = make_zarr_source(tmp_path / "raw.zarr", 4_000, chunk_rows=500, width=1_024)  # 4 KiB rows

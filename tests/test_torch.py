@@ -69,6 +69,7 @@ def test_yields_the_loaders_batches_as_tensors(store: str) -> None:
     np.testing.assert_array_equal(next(iter(dataset))["id"].numpy(), batches[0]["id"].numpy())
 
 
+@pytest.mark.slow
 @needs_torch
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_dataloader_workers_share_the_batches_without_duplicates(store: str, drop_last: bool) -> None:
@@ -110,6 +111,7 @@ def test_bad_arguments(store: str) -> None:
         PileDataset(store, 0)
 
 
+@pytest.mark.slow
 @needs_torch
 def test_rank_and_world_size_come_from_torch_distributed(store: str, tmp_path: Path) -> None:
     code = textwrap.dedent(

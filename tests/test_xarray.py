@@ -54,6 +54,7 @@ def assert_same_dataset(out: xr.Dataset, expected: xr.Dataset) -> None:
     assert {k: v for k, v in out.attrs.items() if k != "daskshuffle"} == expected.attrs
 
 
+@pytest.mark.slow
 def test_round_trip_with_coordinates_encodings_and_other_variables(tmp_path: Path) -> None:
     expected = make_dataset()
     expected.to_zarr(tmp_path / "raw.zarr", zarr_format=3, consolidated=False)
@@ -82,6 +83,7 @@ def test_round_trip_with_coordinates_encodings_and_other_variables(tmp_path: Pat
     assert not (tmp_path / "piles.zarr.daskshuffle-tmp").exists()
 
 
+@pytest.mark.slow
 def test_path_and_many_netcdf_files(tmp_path: Path) -> None:
     paths = []
     for index, (first, n) in enumerate([(0, 100), (100, 37), (137, 63)]):
@@ -108,6 +110,7 @@ def test_path_and_many_netcdf_files(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_seeds_and_an_in_memory_dataset(tmp_path: Path) -> None:
     ds = make_dataset(120)
     copy = ds.copy(deep=True)

@@ -48,9 +48,15 @@ def open_pile_reader(
 
     Examples
     --------
-    >>> reader = open_pile_reader("piles.zarr")  # doctest: +SKIP
-    >>> reader.metadata["kind"]  # doctest: +SKIP
-    'zarr'
+    >>> reader = open_pile_reader("piles.zarr")
+    >>> reader.metadata["kind"], reader.n_rows
+    ('zarr', 1000)
+    >>> batch = reader.to_batch(reader.read_rows(0, 10))
+    >>> sorted(batch), batch["x"].shape
+    (['id', 'x', 'y'], (10, 8))
+    >>> reader = open_pile_reader("piles.parquet", variables=["id", "label"], batch_format="pandas")
+    >>> reader.to_batch(reader.read_rows(0, 3)).columns.tolist()
+    ['id', 'label']
     """
     path = os.fspath(store)
     if not exists(path, storage_options):
