@@ -27,10 +27,12 @@ import itertools
 import json
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +42,13 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from .._errors import (
+    CorruptPileStoreError,
+    DaskShuffleTypeError,
+    DaskShuffleValueError,
+    IncompletePileStoreError,
+    SourceNotFoundError,
+)
 from .._paths import exists, filesystem, normalize
 from ._base import Format, PileReader, check_pile_metadata, select_variables
 
@@ -366,7 +374,10 @@ class ArrowFormat(Format[pa.Table]):
         afs, _ = arrow_filesystem(dst, self.storage_options)
         rows = rows.replace_schema_metadata(self.schema.metadata)
         with pq.ParquetWriter(
-            afs.open_output_stream(f"{root}/{_part_name(start)}"), self.schema, compression=self.compression
+            afs.open_output_stream(f"{root}/{_part_name(start)}"),
+            self.schema,
+            compression=self.compression,
+            write_page_checksum=True,
         ) as writer:
             for a, b in itertools.pairwise(bounds):
                 if b > a or rows.num_rows == 0:
@@ -463,6 +474,17 @@ def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> 
     return dict(metadata)
 
 
+#: Part file footers a :class:`ParquetPileReader` keeps; files themselves are open only during a read.
+FOOTERS_KEPT = 64
+
+
+class _Part(NamedTuple):
+    """A part file's footer and the first row of each of its row groups (and the end)."""
+
+    footer: pq.FileMetaData
+    group_starts: NDArray[np.int64]
+
+
 class ParquetPileReader(PileReader[pa.Table]):
     """A complete Parquet pile store, opened read-only.
 
@@ -471,10 +493,20 @@ class ParquetPileReader(PileReader[pa.Table]):
     with NaN, strings and nested values as object arrays), ``"arrow"`` (a
     ``pyarrow.RecordBatch``) or ``"pandas"`` (a ``pandas.DataFrame``).
 
+    Part files are opened only when their rows are read, one file handle per
+    read in progress, so the reader is safe to share between threads and holds
+    no descriptor between reads; the footers of the last :data:`FOOTERS_KEPT`
+    part files used are kept. Every read checks what it reads: page checksums
+    (written by the shuffle), a readable footer, and part files that together
+    hold rows ``0:n_rows`` without a gap. A missing, truncated or corrupted part
+    file raises :class:`~daskshuffle.CorruptPileStoreError` naming the store,
+    the pile, the columns and the file, when its rows are read, so a reader of
+    other rows is not stopped by it.
+
     Examples
     --------
-    >>> reader = ParquetPileReader("piles.parquet")  # doctest: +SKIP
-    >>> reader.read_rows(0, 10).num_rows  # doctest: +SKIP
+    >>> reader = ParquetPileReader("piles.parquet")
+    >>> reader.read_rows(0, 10).num_rows
     10
     """
 
@@ -485,7 +517,8 @@ class ParquetPileReader(PileReader[pa.Table]):
         storage_options: dict[str, Any] | None = None,
         batch_format: str = "numpy",
     ) -> None:
-        self.metadata = read_metadata(os.fspath(store), storage_options)
+        self.store = os.fspath(store)
+        self.metadata = read_metadata(self.store, storage_options)
         names = select_variables(self.metadata, variables)
         if batch_format not in ("numpy", "arrow", "pandas"):
             raise DaskShuffleValueError(
@@ -493,43 +526,124 @@ class ParquetPileReader(PileReader[pa.Table]):
             )
         self.columns = names
         self.batch_format = batch_format
-        afs, root = arrow_filesystem(os.fspath(store), storage_options)
-        fs, _ = filesystem(os.fspath(store), storage_options)
+        self._filesystem, root = arrow_filesystem(self.store, storage_options)
+        fs, _ = filesystem(self.store, storage_options)
         parts = sorted(
             (int(match.group(1)), path)
             for path in fs.ls(root, detail=False)
             if (match := _PART.fullmatch(path.rsplit("/", 1)[-1]))
         )
-        self.file_starts = np.asarray([start for start, _ in parts] + [self.n_rows], dtype=np.int64)
-        self.files = [pq.ParquetFile(afs.open_input_file(path)) for _, path in parts]
-        self.group_starts = [
-            np.cumsum([0] + [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)])
-            for file in self.files
-        ]
+        self.part_starts = np.asarray([start for start, _ in parts], dtype=np.int64)
+        self.part_paths = [path for _, path in parts]
+        self._root = root
+        self._parts: OrderedDict[int, _Part] = OrderedDict()
+        self._lock = threading.Lock()
 
     @classmethod
     def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:
         return exists(f"{normalize(store)}/{METADATA_FILE}", storage_options)
 
-    def read_rows(self, start: int, stop: int) -> pa.Table:
-        parts = []
-        first = max(int(np.searchsorted(self.file_starts, start, side="right")) - 1, 0)
-        for index in range(first, len(self.files)):
-            offset = int(self.file_starts[index])
-            if offset >= stop:
-                break
-            starts = self.group_starts[index]
-            a, b = max(start - offset, 0), min(stop - offset, int(starts[-1]))
-            if b <= a:
-                continue
-            g0 = int(np.searchsorted(starts, a, side="right")) - 1
-            g1 = int(np.searchsorted(starts, b, side="left"))
-            table = self.files[index].read_row_groups(list(range(g0, g1)), columns=self.columns)
-            parts.append(table.slice(a - int(starts[g0]), b - a))
-        if not parts:
-            return self.files[0].schema_arrow.empty_table().select(self.columns)
-        return _concat(parts)
+    # -- reading, checked ------------------------------------------------------
+    def _corrupt(self, what: str, path: str, pile: int | None, columns: Sequence[str] | None = None) -> Exception:
+        where = f"pile {pile} of " if pile is not None else ""
+        named = f", columns {list(columns)}" if columns else ""
+        return CorruptPileStoreError(
+            f"Expected intact part files in the pile store {self.store!r}. Got {what} instead ({where}the store"
+            f"{named}, file {path!r}); shuffle the source again, or restore the file."
+        )
 
+    def _part(self, index: int, pile: int | None) -> _Part:
+        with self._lock:
+            part = self._parts.get(index)
+            if part is not None:
+                self._parts.move_to_end(index)
+                return part
+        path = self.part_paths[index]
+        try:
+            with self._filesystem.open_input_file(path) as handle:
+                footer = pq.ParquetFile(handle).metadata
+        except (OSError, pa.ArrowException) as error:
+            raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
+        sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
+        part = _Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
+        with self._lock:
+            self._parts[index] = part
+            while len(self._parts) > FOOTERS_KEPT:
+                self._parts.popitem(last=False)
+        return part
+
+    def _read_groups(self, index: int, part: _Part, groups: list[int], pile: int | None) -> pa.Table:
+        path = self.part_paths[index]
+
+        def read(columns: list[str]) -> pa.Table:
+            with self._filesystem.open_input_file(path) as handle:
+                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True)
+                return file.read_row_groups(groups, columns=columns)
+
+        try:
+            return read(self.columns)
+        except (OSError, pa.ArrowException) as error:
+            failing = []
+            for column in self.columns:  # which columns: worth a second read on the way to an error
+                try:
+                    read([column])
+                except (OSError, pa.ArrowException):
+                    failing.append(column)
+            raise self._corrupt(f"a part file that fails to read ({error})", path, pile, failing) from error
+
+    def _read(self, start: int, stop: int, pile: int | None) -> pa.Table:
+        tables = []
+        position = start
+        while position < stop:
+            index = int(np.searchsorted(self.part_starts, position, side="right")) - 1
+            if index < 0:
+                path = f"{self._root}/{_part_name(0)}"
+                raise self._corrupt(f"no part file holding rows {position}:{stop}", path, pile, self.columns)
+            part = self._part(index, pile)
+            first = int(self.part_starts[index])
+            end = first + int(part.group_starts[-1])
+            if position >= end:
+                following = f"{self._root}/{_part_name(end)}"
+                raise self._corrupt(
+                    f"no part file holding rows {end}:{stop}, after {self.part_paths[index]!r}",
+                    following,
+                    pile,
+                    self.columns,
+                )
+            a, b = position - first, min(stop, end) - first
+            g0 = int(np.searchsorted(part.group_starts, a, side="right")) - 1
+            g1 = int(np.searchsorted(part.group_starts, b, side="left"))
+            table = self._read_groups(index, part, list(range(g0, g1)), pile)
+            tables.append(table.slice(a - int(part.group_starts[g0]), b - a))
+            position = first + b
+        if not tables:
+            return self._empty()
+        return _concat(tables)
+
+    def _empty(self) -> pa.Table:
+        for index in range(len(self.part_paths)):
+            try:
+                schema = self._part(index, None).footer.schema.to_arrow_schema()
+            except CorruptPileStoreError:
+                continue
+            return schema.empty_table().select(self.columns)
+        raise CorruptPileStoreError(
+            f"Expected at least one readable part file in the pile store {self.store!r}. Got none instead; "
+            "shuffle the source again."
+        )
+
+    def read_rows(self, start: int, stop: int) -> pa.Table:
+        return self._read(start, stop, None)
+
+    def read_pile(self, pile: int) -> pa.Table:
+        offsets = self.pile_offsets
+        return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile)
+
+    def close(self) -> None:
+        with self._lock:
+            self._parts.clear()
+
+    # -- rows in memory --------------------------------------------------------
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return _take(rows, index)
 
@@ -538,6 +652,12 @@ class ParquetPileReader(PileReader[pa.Table]):
 
     def n_rows_of(self, rows: pa.Table) -> int:
         return int(rows.num_rows)
+
+    def as_arrays(self, rows: pa.Table) -> dict[str, NDArray[Any]] | None:
+        if self.batch_format != "numpy":
+            return None
+        # Read-only views where Arrow allows: batches are gathered from them into new arrays.
+        return {name: _to_numpy(rows.column(name), writeable=False) for name in rows.column_names}
 
     def to_batch(self, rows: pa.Table) -> Any:
         if self.batch_format == "arrow":
@@ -551,10 +671,10 @@ class ParquetPileReader(PileReader[pa.Table]):
         return {name: _to_numpy(rows.column(name)) for name in rows.column_names}
 
 
-def _to_numpy(column: pa.ChunkedArray) -> NDArray[Any]:
+def _to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
     kind = column.type
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
     values: NDArray[Any] = column.to_numpy(zero_copy_only=False)
     # Arrow hands out read-only views; a batch is the user's to modify (torch.from_numpy needs that).
-    return values if values.flags.writeable else values.copy()
+    return values.copy() if writeable and not values.flags.writeable else values
