@@ -545,11 +545,11 @@ class ParquetPileReader(PileReader[pa.Table]):
 
     # -- reading, checked ------------------------------------------------------
     def _corrupt(self, what: str, path: str, pile: int | None, columns: Sequence[str] | None = None) -> Exception:
-        where = f"pile {pile} of " if pile is not None else ""
-        named = f", columns {list(columns)}" if columns else ""
+        about = [f"pile {pile}"] if pile is not None else []
+        about += [f"columns {list(columns)}"] if columns else []
         return CorruptPileStoreError(
-            f"Expected intact part files in the pile store {self.store!r}. Got {what} instead ({where}the store"
-            f"{named}, file {path!r}); shuffle the source again, or restore the file."
+            f"Expected intact part files in the pile store {self.store!r}. Got {what} in file {path!r}"
+            f"{' (' + ', '.join(about) + ')' if about else ''} instead; shuffle the source again, or restore the file."
         )
 
     def _part(self, index: int, pile: int | None) -> _Part:
@@ -598,14 +598,16 @@ class ParquetPileReader(PileReader[pa.Table]):
             index = int(np.searchsorted(self.part_starts, position, side="right")) - 1
             if index < 0:
                 path = f"{self._root}/{_part_name(0)}"
-                raise self._corrupt(f"no part file holding rows {position}:{stop}", path, pile, self.columns)
+                raise self._corrupt(
+                    f"no part file holding rows {position}:{stop} (the first)", path, pile, self.columns
+                )
             part = self._part(index, pile)
             first = int(self.part_starts[index])
             end = first + int(part.group_starts[-1])
             if position >= end:
                 following = f"{self._root}/{_part_name(end)}"
                 raise self._corrupt(
-                    f"no part file holding rows {end}:{stop}, after {self.part_paths[index]!r}",
+                    f"no part file holding rows {end}:{stop} (the next after {self.part_paths[index]!r})",
                     following,
                     pile,
                     self.columns,
