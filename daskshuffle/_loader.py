@@ -207,8 +207,8 @@ class PileLoader:
 
         Examples
         --------
-        >>> PileLoader("piles.zarr", batch_size=100).dtypes["x"]
-        dtype('float32')
+        >>> str(PileLoader("piles.zarr", batch_size=100).dtypes["x"])
+        'float32'
         """
         reader = self._piles.reader
         empty = reader.to_batch(reader.read_rows(0, 0))

@@ -4,9 +4,9 @@ Needs PyTorch: ``pip install 'daskshuffle[torch]'``.
 
 >>> from torch.utils.data import DataLoader
 >>> from daskshuffle.torch import PileDataset
->>> dataset = PileDataset("piles.zarr", batch_size=1024, features="x", label="y")  # doctest: +SKIP
->>> for x, y in DataLoader(dataset, batch_size=None, num_workers=2):  # doctest: +SKIP
-...     loss = train_step(x, y)
+>>> dataset = PileDataset("piles.zarr", batch_size=100, features="x", label="y")
+>>> for x, y in DataLoader(dataset, batch_size=None, num_workers=2):
+...     assert x.shape == (100, 8) and y.shape == (100,)  # train_step(x, y)
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class _WorkerBatches:
         if total < SHARED_NBYTES:
             self.tensors = None
             return {name: np.empty((n_rows, *shape), dtype=dtype) for name, (dtype, shape) in layout.items()}
-        storage = torch.empty(total, dtype=torch.uint8).share_memory_()
+        storage = torch.empty(total, dtype=torch.uint8).share_memory_()  # type: ignore[no-untyped-call]
         arrays: dict[str, NDArray[Any]] = {}
         self.tensors = {}
         for name, (dtype, shape) in layout.items():
@@ -168,10 +168,10 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
 
     Examples
     --------
-    >>> dataset = PileDataset("piles.zarr", batch_size=256)  # doctest: +SKIP
-    >>> batch = next(iter(dataset))  # doctest: +SKIP
-    >>> batch["x"].shape  # doctest: +SKIP
-    torch.Size([256, 64])
+    >>> dataset = PileDataset("piles.zarr", batch_size=256)
+    >>> batch = next(iter(dataset))
+    >>> batch["x"].shape, batch["x"].dtype
+    (torch.Size([256, 8]), torch.float32)
     """
 
     def __init__(
@@ -248,10 +248,13 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
 
         Examples
         --------
-        >>> for epoch in range(10):  # doctest: +SKIP
+        >>> from torch.utils.data import DataLoader
+        >>> dataset = PileDataset("piles.zarr", batch_size=100)
+        >>> for epoch in range(2):
         ...     dataset.set_epoch(epoch)
-        ...     for batch in DataLoader(dataset, batch_size=None, num_workers=2):
-        ...         ...
+        ...     n_rows = sum(len(batch["id"]) for batch in DataLoader(dataset, batch_size=None, num_workers=2))
+        >>> n_rows
+        1000
         """
         self._epoch = parse_count(epoch, "epoch")
 
@@ -287,7 +290,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
                 dtype = torch.promote_types(dtype, column.dtype)
             features = torch.empty((len(columns[0]), sum(column.shape[1] for column in columns)), dtype=dtype)
             if shared:
-                features.share_memory_()  # filled once, here, rather than copied again to cross processes
+                features.share_memory_()  # type: ignore[no-untyped-call]  # filled once, here, rather than copied again to cross processes
             torch.cat(columns, dim=1, out=features)
         if self.label is None:
             return features
