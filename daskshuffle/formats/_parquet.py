@@ -656,7 +656,9 @@ class ParquetPileReader(PileReader[pa.Table]):
         return int(rows.num_rows)
 
     def as_arrays(self, rows: pa.Table) -> dict[str, NDArray[Any]] | None:
-        if self.batch_format != "numpy":
+        if self.batch_format != "numpy" or any(_is_nested(field.type) for field in rows.schema):
+            # Nested values become numpy views into the whole pile: gathered from, a batch would
+            # keep the pile alive. Taken first, as Arrow, they are views into the batch only.
             return None
         # Read-only views where Arrow allows: batches are gathered from them into new arrays.
         return {name: _to_numpy(rows.column(name), writeable=False) for name in rows.column_names}
@@ -671,6 +673,12 @@ class ParquetPileReader(PileReader[pa.Table]):
         if self.batch_format == "pandas":
             return rows.to_pandas()
         return {name: _to_numpy(rows.column(name)) for name in rows.column_names}
+
+
+def _is_nested(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        return _is_nested(kind.value_type)
+    return bool(pa.types.is_nested(kind))
 
 
 def _to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
