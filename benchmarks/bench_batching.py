@@ -162,6 +162,13 @@ def main() -> None:
                 store_rates.append(rows_per_second(loader))
         store_rate = statistics.median(store_rates)
         print(f"loader, {store}: {store_rate / 1e6:.2f}M rows/s ({store_rate * ROW_NBYTES / 1e9:.2f} GB/s)")
+        with daskshuffle.PileLoader(store, **settings) as loader:
+            first, got = waits(loader, args.work_ms / 1000, min(len(loader), 3000))
+        q = np.quantile(got, [0.5, 0.99])
+        print(
+            f"wait with {args.work_ms} ms of work per batch, {store}: first batch {first * 1000:.1f} ms, "
+            f"p50 {q[0] * 1000:.3f} ms, p99 {q[1] * 1000:.3f} ms, max {max(got) * 1000:.2f} ms"
+        )
         for workers in args.workers:
             torch_rate = statistics.median(
                 [torch_rows_per_second(store, args.batch_size, workers, args.prefetch) for _ in range(args.repeat)]
