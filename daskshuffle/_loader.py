@@ -9,228 +9,56 @@ pile, background threads read the next ones.
 The loader reads through the formats (:func:`daskshuffle.formats.open_pile_reader`)
 and never imports dask: it runs on a training machine with no scheduler at all.
 Which rows each rank and each batch gets is planned by pure functions of
-:mod:`daskshuffle._plan`; this module only schedules reads and hands out rows.
+:mod:`daskshuffle._plan` (:func:`~daskshuffle._plan.plan_batches`); reading
+ahead lives in :mod:`daskshuffle._prefetch`, gathering a batch in
+:mod:`daskshuffle._batches`; this module schedules them and keeps the position.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import numbers
 import os
-import threading
-import time
 import weakref
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from itertools import count
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import numpy as np
-from numpy.typing import NDArray
 
-from ._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ._parse import parse_bool, parse_path, parse_positive_int, parse_seed, parse_variables
-from ._plan import epoch_pile_order, fingerprint, n_batches, pile_permutation, rank_range, stream_segments
+from ._batches import Allocate, gather_batches
+from ._errors import DaskShuffleValueError
+from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
+from ._parse import parse_bool, parse_count, parse_path, parse_positive_int, parse_seed, parse_variables
+from ._plan import BatchPlan, n_batches, plan_batches, rank_range
+from ._prefetch import Prefetcher, Read, ShuffledPiles
+from ._progress import Progress
 from .formats import PileReader, open_pile_reader
 
 __all__ = ["LoaderSettings", "PileLoader"]
 
-#: Version of the dict that :meth:`PileLoader.state_dict` returns.
-STATE_VERSION = 1
-_STATE_KEYS = ("version", "epoch", "batches", "store", "settings", "settings_fingerprint")
-#: Redraw the progress bar at most this often, so that it costs nothing per batch.
-_PROGRESS_SECONDS = 0.2
-_loader_ids = count()
 
-
-@dataclass(frozen=True)
-class LoaderSettings:
-    """What decides which rows a loader yields and how they are cut into batches.
-
-    Two loaders of one store with equal settings yield the same batches in
-    every epoch; their fingerprint goes into :meth:`PileLoader.state_dict`, so
-    that a state is never loaded into a loader that would continue differently.
-    ``prefetch``, ``variables`` and ``progress`` change how rows are read, not
-    which, and are left out.
-
-    Examples
-    --------
-    >>> settings = LoaderSettings(batch_size=32, seed=0, rank=0, world_size=1, drop_last=False)
-    >>> LoaderSettings.from_dict(settings.to_dict()) == settings
-    True
-    """
-
-    batch_size: int
-    seed: int
-    rank: int
-    world_size: int
-    drop_last: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoaderSettings:
-        names = [field.name for field in dataclasses.fields(cls)]
-        if not isinstance(data, Mapping) or sorted(data) != sorted(names):
-            raise DaskShuffleValueError(f"Expected loader settings with the keys {names}. Got {data!r} instead.")
-        return cls(**{name: data[name] for name in names})
-
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint(self.to_dict())
-
-
-class _Read(NamedTuple):
-    """Positions ``start:stop`` of ``pile`` once shuffled for ``epoch``: one background read."""
-
-    epoch: int
-    pile: int
-    start: int
-    stop: int
-
-
-class _ShuffledPiles:
-    """Reads a pile and shuffles it for an epoch. Holds no reference to the loader."""
-
-    def __init__(self, reader: PileReader[Any], store: str, seed: int) -> None:
-        self.reader = reader
-        self.store = store
-        self.seed = seed
-        self.offsets = reader.pile_offsets
-
-    def read(self, job: _Read) -> tuple[Any, NDArray[np.intp]]:
-        """The pile's rows as stored, and the order to hand out positions ``start:stop`` in."""
-        first, last = int(self.offsets[job.pile]), int(self.offsets[job.pile + 1])
-        try:
-            rows = self.reader.read_pile(job.pile)
-        except Exception as error:
-            error.add_note(
-                f"daskshuffle was reading pile {job.pile} (rows {first}:{last}) of {self.store!r} for epoch {job.epoch}."
-            )
-            raise
-        return rows, pile_permutation(self.seed, job.epoch, job.pile, last - first)[job.start : job.stop]
-
-
-class _Prefetcher:
-    """Runs reads in background threads, ``depth`` of them ahead of the consumer.
-
-    Futures, not queues: the consumer blocks only in ``Future.result()``, which
-    also raises whatever went wrong in the background. ``close`` cancels what
-    has not started and joins the threads. It never refers to the loader, so
-    that garbage collection of the loader can close it.
-    """
-
-    def __init__(self, read: Callable[[_Read], Any], depth: int) -> None:
-        self._read = read
-        self._depth = depth
-        self._prefix = f"daskshuffle-loader-{next(_loader_ids)}"
-        self._executor: ThreadPoolExecutor | None = None
-        self._pending: dict[_Read, Future[Any]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, jobs: Sequence[_Read], index: int) -> Any:
-        """The rows of ``jobs[index]``, once the ``depth`` jobs after it are under way."""
-        if self._depth == 0:
-            return self._read(jobs[index])
-        with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=self._depth, thread_name_prefix=self._prefix)
-            for job in jobs[index : index + self._depth + 1]:
-                if job not in self._pending:
-                    self._pending[job] = self._executor.submit(self._read, job)
-            future = self._pending.pop(jobs[index])
-        return future.result()
-
-    def keep_only(self, jobs: Sequence[_Read]) -> None:
-        """Cancel the reads under way that are not among ``jobs``."""
-        with self._lock:
-            for job in [job for job in self._pending if job not in jobs]:
-                self._pending.pop(job).cancel()
-
-    def close(self) -> None:
-        with self._lock:
-            pending, self._pending = self._pending, {}
-            executor, self._executor = self._executor, None
-        for future in pending.values():
-            future.cancel()
-        if executor is not None:
-            # A thread cannot join itself: if garbage collection closes us from
-            # one of our own threads, let the threads finish on their own.
-            wait = not threading.current_thread().name.startswith(self._prefix)
-            executor.shutdown(wait=wait, cancel_futures=True)
-
-
-class _Progress:
-    """An optional progress bar over an epoch, redrawn a few times a second."""
-
-    def __init__(self, enabled: bool, epoch: int, total: int, completed: int) -> None:
-        self._bar: Any = None
-        if not enabled:
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        # auto_refresh=False: rich would otherwise start a thread of its own.
-        self._bar = Progress(
-            TextColumn(f"epoch {epoch}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), auto_refresh=False
-        )
-        self._task = self._bar.add_task("batches", total=total, completed=completed)
-        self._drawn = 0.0
-        self._bar.start()
-
-    def advance(self) -> None:
-        if self._bar is None:
-            return
-        self._bar.advance(self._task)
-        now = time.monotonic()
-        if now - self._drawn > _PROGRESS_SECONDS:
-            self._drawn = now
-            self._bar.refresh()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.refresh()
-            self._bar.stop()
-
-
-def _parse_count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DaskShuffleTypeError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.")
-    if value < 0:
-        raise DaskShuffleValueError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.")
-    return int(value)
-
-
-def _parse_rank(rank: object, world_size: int) -> int:
-    rank = _parse_count(rank, "rank")
-    if rank >= world_size:
-        raise DaskShuffleValueError(
-            f"Expected rank to lie in [0, world_size) = [0, {world_size}). Got {rank} instead; "
-            "ranks are numbered from 0, as in torch.distributed."
-        )
-    return rank
+def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
+    prefetcher.close()
+    reader.close()
 
 
 class PileLoader:
     """Shuffled minibatches from a pile store: the lazy second pass of the 2-pass shuffle.
 
     Iterating yields one epoch of batches, each a dict of numpy arrays keyed
-    by variable name (for a Zarr store) with ``batch_size`` rows, except
-    possibly the last. Every epoch visits the piles in a fresh random order
-    and shuffles each pile in memory with a fresh permutation, both derived
-    from ``(seed, epoch, pile)`` only; batches run across pile boundaries.
+    by variable name with ``batch_size`` rows, except possibly the last.
+    Every epoch visits the piles in a fresh random order and shuffles each
+    pile in memory with a fresh permutation, both derived from
+    ``(seed, epoch, pile)`` only; batches run across pile boundaries.
     Iterating again continues where the last iteration stopped: after a
     whole epoch, that is the next epoch.
 
-    While one pile is being consumed the next ``prefetch`` piles are read in
-    background threads, so that a consumer slower than the reader never waits
-    after the first pile. Memory stays within about ``prefetch + 1`` piles and
-    a batch (and half a pile more while a pile is being read). Batches are new
-    arrays, gathered from the pile. Once an epoch ends, the first piles of the
-    next one are already being read; :meth:`close` (or ``with``) releases them
-    and the threads.
+    While one pile is being consumed the next ``prefetch`` piles are read at
+    once in background threads, so that a consumer slower than the reader
+    never waits after the first pile. Memory stays within about
+    ``prefetch + 1`` piles and a batch (and half a pile more while a pile is
+    being read). Batches are new arrays, gathered from the piles. Once an
+    epoch ends, the first piles of the next one are already being read;
+    :meth:`close` (or ``with``) releases them and the threads.
 
     Parameters
     ----------
@@ -252,8 +80,8 @@ class PileLoader:
     drop_last : bool, default False
         Leave out each rank's last, partial batch.
     prefetch : int, default 1
-        Piles read ahead in the background: 1 is double buffering, 0 reads in
-        the consumer's thread.
+        Piles read ahead, each in its own background thread: 1 is double
+        buffering, 0 reads in the consumer's thread.
     variables : list of str, optional
         The variables (or columns) to read; by default all.
     batch_format : {"numpy", "arrow", "pandas"}, default "numpy"
@@ -264,14 +92,21 @@ class PileLoader:
     storage_options : dict, optional
         Passed to fsspec for URLs.
 
+    Raises
+    ------
+    CorruptPileStoreError
+        While iterating, at the first batch that needs a pile whose files are
+        missing, truncated or corrupted; the loader then stops its reads.
+
     Examples
     --------
     >>> import daskshuffle as ds
-    >>> loader = ds.PileLoader("piles.zarr", batch_size=1024)  # doctest: +SKIP
-    >>> for epoch in range(3):  # doctest: +SKIP
-    ...     for batch in loader:
-    ...         train_step(batch["x"], batch["y"])
-    ...     save(model, loader.state_dict())
+    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0) as loader:
+    ...     for epoch in range(2):
+    ...         n_rows = sum(len(batch["x"]) for batch in loader)
+    ...     state = loader.state_dict()
+    >>> n_rows, len(loader), state["epoch"]
+    (1000, 10, 2)
     """
 
     def __init__(
@@ -292,9 +127,9 @@ class PileLoader:
         path = parse_path(store, "store")
         batch_size = parse_positive_int(batch_size, "batch_size")
         world_size = parse_positive_int(world_size, "world_size")
-        rank = _parse_rank(rank, world_size)
+        rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
-        self._prefetch = _parse_count(prefetch, "prefetch")
+        self._prefetch = parse_count(prefetch, "prefetch")
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
         reader = open_pile_reader(path, chosen, storage_options, batch_format=batch_format)
@@ -310,7 +145,7 @@ class PileLoader:
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
-        self._piles = _ShuffledPiles(reader, path, self.settings.seed)
+        self._piles = ShuffledPiles(reader, path, self.settings.seed)
         n_rows = int(metadata["n_rows"])
         self._range = rank_range(n_rows, world_size, rank, batch_size, drop_last)
         self._n_batches = n_batches(self._range[1] - self._range[0], batch_size, drop_last)
@@ -323,9 +158,10 @@ class PileLoader:
         self._epoch = 0
         self._batches = 0
         self._live: weakref.ref[Generator[Any, None, None]] | None = None
-        self._prefetcher = _Prefetcher(self._piles.read, self._prefetch)
+        self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
+        self._prefetcher = Prefetcher(self._piles.read, self._prefetch)
         # Also stop the background threads if the loader is dropped without close().
-        self._finalizer = weakref.finalize(self, self._prefetcher.close)
+        self._finalizer = weakref.finalize(self, _release, self._prefetcher, reader)
 
     # -- what it yields ------------------------------------------------------
     @property
@@ -365,16 +201,45 @@ class PileLoader:
             f"next epoch {self.epoch}>"
         )
 
+    @property
+    def dtypes(self) -> dict[str, np.dtype[Any]]:
+        """The dtype of each variable in a numpy batch (for other batch formats, empty).
+
+        Examples
+        --------
+        >>> str(PileLoader("piles.zarr", batch_size=100).dtypes["x"])
+        'float32'
+        """
+        reader = self._piles.reader
+        empty = reader.to_batch(reader.read_rows(0, 0))
+        return {name: values.dtype for name, values in empty.items()} if isinstance(empty, dict) else {}
+
+    def plan(self, epoch: int, start: int = 0, stop: int | None = None) -> BatchPlan:
+        """Which rows of which piles make batches ``start:stop`` of ``epoch`` for this rank.
+
+        Examples
+        --------
+        >>> loader = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4)
+        >>> plan = loader.plan(epoch=0, start=1)
+        >>> len(plan), sum(segment.stop - segment.start for segment in plan.segments)
+        (2, 150)
+        """
+        epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
+        stop = self._n_batches if stop is None else min(parse_count(stop, "stop"), self._n_batches)
+        offsets = self._piles.offsets
+        return plan_batches(offsets, self.seed, epoch, self._range, self.batch_size, start, max(start, stop))
+
     def piles(self, epoch: int | None = None) -> list[int]:
         """The piles this rank reads in ``epoch`` (by default the current one), in reading order.
 
         Examples
         --------
-        >>> PileLoader("piles.zarr", batch_size=64, rank=1, world_size=4).piles(0)  # doctest: +SKIP
-        [17, 3, 250, ...]
+        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4).piles(0)
+        >>> 1 <= len(piles) <= 4
+        True
         """
-        epoch = self.epoch if epoch is None else _parse_count(epoch, "epoch")
-        return [job.pile for job in self._reads(epoch, *self._range)]
+        epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
+        return [segment.pile for segment in self.plan(epoch).segments]
 
     # -- iteration -----------------------------------------------------------
     def _position(self) -> tuple[int, int]:
@@ -382,10 +247,6 @@ class PileLoader:
         if self._batches >= self._n_batches:
             return self._epoch + 1, 0
         return self._epoch, self._batches
-
-    def _reads(self, epoch: int, begin: int, end: int) -> list[_Read]:
-        order = epoch_pile_order(self.seed, epoch, self.n_piles)
-        return [_Read(epoch, *segment) for segment in stream_segments(self._piles.offsets, order, begin, end)]
 
     def _close_live(self) -> None:
         generator = self._live() if self._live is not None else None
@@ -397,66 +258,75 @@ class PileLoader:
         self._close_live()
         epoch, first = self._position()
         self._epoch, self._batches = epoch, first
-        generator = self._generate(epoch, first, self._n_batches, track=True)
+        # The next epoch's first reads follow this epoch's last ones, so that
+        # starting the next epoch does not wait for a pile either.
+        ahead = [Read(epoch + 1, *segment) for segment in self.plan(epoch + 1).segments[: self._prefetch]]
+        generator = self._generate(self.plan(epoch, first), epoch, first, ahead, self._prefetcher, track=True)
         self._live = weakref.ref(generator)
         return generator
 
-    def _generate(self, epoch: int, first: int, stop: int, *, track: bool) -> Generator[Any, None, None]:
-        """Batches ``first:stop`` of ``epoch`` for this rank.
+    def iter_batches(
+        self, epoch: int, start: int = 0, stop: int | None = None, *, allocate: Allocate | None = None
+    ) -> Iterator[Any]:
+        """Batches ``start:stop`` of ``epoch`` for this rank, without moving the loader's position.
+
+        The same batches as iterating the loader over that epoch. The range
+        has its own background reads, stopped when it ends, when it is closed
+        or garbage collected, and by :meth:`close`. ``allocate(n_rows, layout)``,
+        if given, makes the arrays each numpy batch is gathered into (``layout``
+        maps each variable to its dtype and the shape of a row), for example
+        in shared memory.
+
+        Examples
+        --------
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> [len(batch["id"]) for batch in loader.iter_batches(epoch=3, start=8)]
+        [100, 100]
+        >>> loader.epoch
+        0
+        """
+        plan = self.plan(epoch, start, stop)
+        prefetcher = Prefetcher(self._piles.read, self._prefetch)
+        generator = self._generate(plan, epoch, start, [], prefetcher, track=False, allocate=allocate)
+        self._ranges.add(generator)
+        return generator
+
+    def _generate(
+        self,
+        plan: BatchPlan,
+        epoch: int,
+        first: int,
+        ahead: list[Read],
+        prefetcher: Prefetcher,
+        *,
+        track: bool,
+        allocate: Allocate | None = None,
+    ) -> Generator[Any, None, None]:
+        """The batches of ``plan``, the ``first``-th onwards of ``epoch``; ``ahead`` is read after them.
 
         With ``track`` the loader's position follows the batches handed out
-        (for :meth:`state_dict`) and, at the end of the epoch, the reads of the
-        next epoch's first piles start.
+        (for :meth:`state_dict`), and ``prefetcher`` lives on after the epoch
+        to read ``ahead``; otherwise it stops with the range.
         """
-        batch_size = self.batch_size
-        reader = self._piles.reader
-        start, end = self._range
-        jobs = self._reads(epoch, start + first * batch_size, min(start + stop * batch_size, end))
-        # The next epoch's first reads follow this epoch's last ones, so that
-        # starting the next epoch does not wait for a pile either.
-        ahead = self._reads(epoch + 1, start, end)[: self._prefetch] if track and stop == self._n_batches else []
-        sequence = jobs + ahead
-        self._prefetcher.keep_only(sequence[: self._prefetch + 1])
-        progress = _Progress(self._progress and track, epoch, self._n_batches, first)
-        produced = first
+        sequence = [Read(epoch, *segment) for segment in plan.segments] + ahead
+        prefetcher.keep_only(sequence[: self._prefetch + 1])
+        progress = Progress(self._progress and track, epoch, self._n_batches, first)
         finished = False
         try:
-            parts: list[Any] = []
-            filled = 0
-            for index in range(len(jobs)):
-                # Batches are gathered from the pile as stored rather than from a
-                # shuffled copy of it: that copy would double the pile's memory, and
-                # batches that are copies do not keep a pile alive after it is used.
-                rows, order = self._prefetcher.get(sequence, index)
-                position = 0
-                while position < len(order):
-                    take = min(batch_size - filled, len(order) - position)
-                    parts.append(reader.take(rows, order[position : position + take]))
-                    position += take
-                    filled += take
-                    if filled == batch_size:
-                        batch = parts[0] if len(parts) == 1 else reader.concat(parts)
-                        parts, filled = [], 0
-                        produced += 1
-                        if track:
-                            self._batches = produced
-                        progress.advance()
-                        yield reader.to_batch(batch)
-                del rows, order
-            if parts:
-                produced += 1
+            batches = gather_batches(self._piles.reader, plan, lambda index: prefetcher.get(sequence, index), allocate)
+            for produced, batch in enumerate(batches, start=first + 1):
                 if track:
                     self._batches = produced
                 progress.advance()
-                yield reader.to_batch(parts[0] if len(parts) == 1 else reader.concat(parts))
+                yield batch
             finished = True
             if track:
                 self._epoch, self._batches = epoch + 1, 0
         finally:
             progress.close()
-            if not finished:
-                # Broken out of, closed, interrupted or failed: stop the background reads.
-                self._prefetcher.close()
+            if not (finished and track):
+                # Broken out of, closed, interrupted, failed, or a range that ended: stop the reads.
+                prefetcher.close()
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next iteration at the beginning of ``epoch``.
@@ -465,10 +335,12 @@ class PileLoader:
 
         Examples
         --------
-        >>> loader.set_epoch(3)  # doctest: +SKIP
-        >>> batches = list(loader)  # epoch 3  # doctest: +SKIP
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> loader.set_epoch(3)
+        >>> loader.epoch
+        3
         """
-        epoch = _parse_count(epoch, "epoch")
+        epoch = parse_count(epoch, "epoch")
         self._close_live()
         self._epoch, self._batches = epoch, 0
 
@@ -481,9 +353,12 @@ class PileLoader:
 
         Examples
         --------
-        >>> state = loader.state_dict()  # doctest: +SKIP
-        >>> state["epoch"], state["batches"]  # doctest: +SKIP
-        (2, 113)
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> batches = iter(loader)
+        >>> first, second = next(batches), next(batches)
+        >>> state = loader.state_dict()
+        >>> state["epoch"], state["batches"]
+        (0, 2)
         """
         epoch, batches = self._position()
         return {
@@ -505,52 +380,25 @@ class PileLoader:
 
         Examples
         --------
-        >>> loader = PileLoader("piles.zarr", batch_size=1024)  # doctest: +SKIP
-        >>> loader.load_state_dict(json.loads(saved))  # doctest: +SKIP
+        >>> first = PileLoader("piles.zarr", batch_size=100)
+        >>> batches = iter(first)
+        >>> skipped = [next(batches) for _ in range(3)]
+        >>> resumed = PileLoader("piles.zarr", batch_size=100)
+        >>> resumed.load_state_dict(first.state_dict())
+        >>> bool((next(iter(resumed))["id"] == next(batches)["id"]).all())
+        True
         """
-        if not isinstance(state, Mapping) or sorted(state) != sorted(_STATE_KEYS):
-            raise DaskShuffleValueError(
-                f"Expected a dict returned by PileLoader.state_dict(), with the keys {list(_STATE_KEYS)}. "
-                f"Got {state!r} instead."
-            )
-        if state["version"] != STATE_VERSION:
-            raise DaskShuffleValueError(
-                f"Expected a loader state of version {STATE_VERSION}. Got version {state['version']!r} instead."
-            )
-        if state["store"] != self._store_fingerprint:
-            raise DaskShuffleValueError(
-                f"Expected a state saved by a loader of {self.store!r} (store fingerprint {self._store_fingerprint}). "
-                f"Got a state of another store (fingerprint {state['store']!r}) instead; load it into a loader of "
-                "the store it was saved with."
-            )
-        saved = LoaderSettings.from_dict(state["settings"])
-        if saved != self.settings or state["settings_fingerprint"] != self.settings.fingerprint:
-            differ = {
-                name: (value, getattr(self.settings, name))
-                for name, value in state["settings"].items()
-                if value != getattr(self.settings, name)
-            }
-            raise DaskShuffleValueError(
-                "Expected a state saved with this loader's settings. Got a state whose settings differ "
-                f"({', '.join(f'{name}: saved {a!r}, here {b!r}' for name, (a, b) in differ.items()) or 'fingerprint'}) "
-                "instead; create the loader with the saved settings, or start a new run at an epoch boundary "
-                f"with set_epoch({state['epoch'] + (state['batches'] > 0)})."
-            )
-        epoch = _parse_count(state["epoch"], "the state's epoch")
-        batches = _parse_count(state["batches"], "the state's batches")
-        if batches > self._n_batches:
-            raise DaskShuffleValueError(
-                f"Expected the state's batches to be at most {self._n_batches}, the batches per epoch. "
-                f"Got {batches} instead."
-            )
+        epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._n_batches)
         self._close_live()
         self._epoch, self._batches = epoch, batches
 
     # -- resources -----------------------------------------------------------
     def close(self) -> None:
-        """Stop the iteration in progress and the background reads, and join their threads."""
+        """Stop the iterations in progress and the background reads, join their threads, close the store."""
         self._close_live()
-        self._prefetcher.close()
+        for generator in list(self._ranges):
+            generator.close()
+        _release(self._prefetcher, self._piles.reader)
 
     def __enter__(self) -> PileLoader:
         return self

@@ -83,3 +83,12 @@ def parse_variables(value: object) -> list[str] | None:
     if len(set(value)) != len(value):
         raise DaskShuffleValueError(f"Expected variables to name each variable once. Got {list(value)} instead.")
     return list(value)
+
+
+def parse_count(value: object, name: str) -> int:
+    """A nonnegative integer, such as a rank, an epoch or a prefetch depth."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise DaskShuffleTypeError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.")
+    if value < 0:
+        raise DaskShuffleValueError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.")
+    return int(value)

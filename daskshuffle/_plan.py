@@ -21,7 +21,7 @@ import dataclasses
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, NamedTuple
@@ -33,6 +33,8 @@ from ._errors import DaskShuffleValueError
 from ._random import make_rng
 
 __all__ = [
+    "BatchPart",
+    "BatchPlan",
     "Plan",
     "Segment",
     "auto_n_piles",
@@ -43,6 +45,7 @@ __all__ = [
     "make_plan",
     "n_batches",
     "pile_permutation",
+    "plan_batches",
     "rank_range",
     "rank_share",
     "split_batches",
@@ -392,3 +395,84 @@ def stream_rows(pile_offsets: IntArray, seed: int, epoch: int, start: int, stop:
         size = int(pile_offsets[pile + 1] - pile_offsets[pile])
         parts.append(pile_offsets[pile] + pile_permutation(seed, epoch, pile, size)[begin:end])
     return np.concatenate(parts).astype(np.int64, copy=False)
+
+
+class BatchPart(NamedTuple):
+    """Positions ``start:stop`` of segment ``segment`` of a :class:`BatchPlan`, counted from the segment's start."""
+
+    segment: int
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Which rows of which pile segments make each batch of a range of an epoch's batches.
+
+    ``segments`` are the reads, in order (as :func:`stream_segments` gives
+    them); iterating yields, for each batch, the parts of those segments that
+    make it, in order: a batch that runs across a pile boundary has a part of
+    each pile. Batches are cut every ``batch_size`` positions of the
+    segments end to end; only the last may be shorter.
+
+    Examples
+    --------
+    >>> plan = plan_batches(np.array([0, 4, 6, 10]), seed=0, epoch=0, positions=(0, 10), batch_size=4)
+    >>> len(plan), [sum(part.stop - part.start for part in batch) for batch in plan]
+    (3, [4, 4, 2])
+    """
+
+    segments: list[Segment]
+    batch_size: int
+
+    @property
+    def n_rows(self) -> int:
+        return sum(segment.stop - segment.start for segment in self.segments)
+
+    def __len__(self) -> int:
+        return n_batches(self.n_rows, self.batch_size, drop_last=False)
+
+    def __iter__(self) -> Iterator[tuple[BatchPart, ...]]:
+        # Lazily: an epoch may have millions of batches.
+        parts: list[BatchPart] = []
+        filled = 0
+        for index, segment in enumerate(self.segments):
+            position, size = 0, segment.stop - segment.start
+            while position < size:
+                take = min(self.batch_size - filled, size - position)
+                parts.append(BatchPart(index, position, position + take))
+                position += take
+                filled += take
+                if filled == self.batch_size:
+                    yield tuple(parts)
+                    parts, filled = [], 0
+        if parts:
+            yield tuple(parts)
+
+
+def plan_batches(
+    pile_offsets: IntArray,
+    seed: int,
+    epoch: int,
+    positions: tuple[int, int],
+    batch_size: int,
+    first: int = 0,
+    stop: int | None = None,
+) -> BatchPlan:
+    """Batches ``first:stop`` of ``epoch`` for the rank that takes the stream ``positions`` (its :func:`rank_range`).
+
+    ``stop=None`` is the rank's last batch. What :class:`~daskshuffle.PileLoader`
+    reads and yields, and what ``daskshuffle.torch`` splits between worker
+    processes; positions past the end of the rank's range are left out.
+
+    Examples
+    --------
+    >>> plan = plan_batches(np.array([0, 4, 6, 10]), seed=0, epoch=0, positions=(0, 10), batch_size=4, first=1)
+    >>> [segment.pile for segment in plan.segments], len(plan)
+    ([2, 0], 2)
+    """
+    begin, end = positions
+    last = end if stop is None else min(begin + stop * batch_size, end)
+    order = epoch_pile_order(seed, epoch, len(pile_offsets) - 1)
+    segments = stream_segments(pile_offsets, order, min(begin + first * batch_size, last), last)
+    return BatchPlan(segments, batch_size)

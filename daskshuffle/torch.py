@@ -4,9 +4,9 @@ Needs PyTorch: ``pip install 'daskshuffle[torch]'``.
 
 >>> from torch.utils.data import DataLoader
 >>> from daskshuffle.torch import PileDataset
->>> dataset = PileDataset("piles.zarr", batch_size=1024, features="x", label="y")  # doctest: +SKIP
->>> for x, y in DataLoader(dataset, batch_size=None, num_workers=2):  # doctest: +SKIP
-...     loss = train_step(x, y)
+>>> dataset = PileDataset("piles.zarr", batch_size=100, features="x", label="y")
+>>> for x, y in DataLoader(dataset, batch_size=None, num_workers=2):
+...     assert x.shape == (100, 8) and y.shape == (100,)  # train_step(x, y)
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess wit
     ) from error
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ._loader import LoaderSettings, PileLoader, _parse_count
-from ._parse import parse_variables
+from ._loader import LoaderSettings, PileLoader
+from ._parse import parse_count, parse_variables
 from ._plan import split_batches
 
 __all__ = ["PileDataset"]
@@ -52,10 +52,87 @@ def _parse_features(features: object) -> list[str] | None:
     return parse_variables([features] if isinstance(features, str) else features)
 
 
+def _torch_dtype(dtype: np.dtype[Any]) -> torch.dtype:
+    if dtype.kind in "mM":
+        return torch.int64  # datetimes and durations as integer counts of their unit
+    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
+
+
 def _to_tensor(values: NDArray[Any]) -> torch.Tensor:
     if values.dtype.kind in "mM":
-        values = values.view(np.int64)  # datetimes and durations as integer counts of their unit
+        values = values.view(np.int64)
     return torch.from_numpy(values)
+
+
+#: Batches of at least this many bytes cross from a worker process in shared memory, smaller ones by value.
+SHARED_NBYTES = 4 * 2**20
+
+
+class _WorkerBatches:
+    """Makes the arrays each batch is gathered into in a ``DataLoader`` worker process.
+
+    A worker sends what it yields to the main process through a pipe, pickled.
+    A tensor goes as a handle to its storage, after the storage is copied into
+    shared memory unless it is there already (``torch.multiprocessing.reductions``),
+    so a batch gathered straight into shared memory crosses without a copy. But
+    each handle is a file descriptor passed over a fresh connection
+    (``multiprocessing.resource_sharer``), about 2 ms here whatever the size,
+    while a pipe moves a 256 KiB batch by value in a tenth of that. So a batch
+    of at least :data:`SHARED_NBYTES` is gathered into one new shared storage
+    (one handle for all its variables), and a smaller one into plain arrays
+    sent by value (see :class:`_ByValue`).
+    """
+
+    def __init__(self) -> None:
+        self.tensors: dict[str, torch.Tensor] | None = None
+
+    def __call__(
+        self, n_rows: int, layout: Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]
+    ) -> dict[str, NDArray[Any]]:
+        offsets, total = {}, 0
+        for name, (dtype, shape) in layout.items():
+            total = -(-total // 64) * 64  # each variable on a 64-byte boundary
+            offsets[name] = total
+            total += n_rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if total < SHARED_NBYTES:
+            self.tensors = None
+            return {name: np.empty((n_rows, *shape), dtype=dtype) for name, (dtype, shape) in layout.items()}
+        storage = torch.empty(total, dtype=torch.uint8).share_memory_()  # type: ignore[no-untyped-call]
+        arrays: dict[str, NDArray[Any]] = {}
+        self.tensors = {}
+        for name, (dtype, shape) in layout.items():
+            nbytes = n_rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            tensor = storage[offsets[name] : offsets[name] + nbytes].view(_torch_dtype(dtype)).view(n_rows, *shape)
+            self.tensors[name] = tensor
+            arrays[name] = tensor.numpy().view(dtype)
+        return arrays
+
+
+def _from_numpy(batch: Any) -> Batch:
+    if isinstance(batch, dict):
+        return {name: torch.from_numpy(values) for name, values in batch.items()}
+    if isinstance(batch, tuple):
+        return torch.from_numpy(batch[0]), torch.from_numpy(batch[1])
+    return torch.from_numpy(batch)
+
+
+class _ByValue:
+    """A small batch of tensors on its way from a worker: pickled as numpy arrays, rebuilt as tensors.
+
+    Not a mapping or a sequence, so that the ``DataLoader`` worker hands it
+    over as it is; the main process receives the tensors themselves.
+    """
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        batch = self.batch
+        if isinstance(batch, dict):
+            return _from_numpy, ({name: tensor.numpy() for name, tensor in batch.items()},)
+        if isinstance(batch, tuple):
+            return _from_numpy, ((batch[0].numpy(), batch[1].numpy()),)
+        return _from_numpy, (batch.numpy(),)
 
 
 class PileDataset(IterableDataset):  # type: ignore[type-arg]
@@ -91,10 +168,10 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
 
     Examples
     --------
-    >>> dataset = PileDataset("piles.zarr", batch_size=256)  # doctest: +SKIP
-    >>> batch = next(iter(dataset))  # doctest: +SKIP
-    >>> batch["x"].shape  # doctest: +SKIP
-    torch.Size([256, 64])
+    >>> dataset = PileDataset("piles.zarr", batch_size=256)
+    >>> batch = next(iter(dataset))
+    >>> batch["x"].shape, batch["x"].dtype
+    (torch.Size([256, 8]), torch.float32)
     """
 
     def __init__(
@@ -147,12 +224,12 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             self.settings: LoaderSettings = loader.settings
             self.variables = loader.variables
             self._n_batches = len(loader)
-            first = loader._piles.reader.read_rows(0, 0)
+            dtypes = loader.dtypes
         self._options["seed"] = self.settings.seed
-        for name, values in first.items() if isinstance(first, dict) else []:
-            if values.dtype.kind not in "biufcmM":
+        for name, dtype in dtypes.items():
+            if dtype.kind not in "biufcmM":
                 raise DaskShuffleTypeError(
-                    f"Expected variables that convert to tensors. Got {name!r} of dtype {values.dtype} instead; "
+                    f"Expected variables that convert to tensors. Got {name!r} of dtype {dtype} instead; "
                     "leave it out with variables=[...]."
                 )
         self._epoch = 0
@@ -171,12 +248,15 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
 
         Examples
         --------
-        >>> for epoch in range(10):  # doctest: +SKIP
+        >>> from torch.utils.data import DataLoader
+        >>> dataset = PileDataset("piles.zarr", batch_size=100)
+        >>> for epoch in range(2):
         ...     dataset.set_epoch(epoch)
-        ...     for batch in DataLoader(dataset, batch_size=None, num_workers=2):
-        ...         ...
+        ...     n_rows = sum(len(batch["id"]) for batch in DataLoader(dataset, batch_size=None, num_workers=2))
+        >>> n_rows
+        1000
         """
-        self._epoch = _parse_count(epoch, "epoch")
+        self._epoch = parse_count(epoch, "epoch")
 
     def __iter__(self) -> Iterator[Batch]:
         info = get_worker_info()
@@ -184,21 +264,34 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         first, stop = split_batches(self._n_batches, n_parts, part)
         epoch = self._epoch
         self._epoch += 1
-        loader = PileLoader(**self._options)
-        try:
-            for batch in loader._generate(epoch, first, stop, track=False):
-                yield self._convert(batch)
-        finally:
-            loader.close()
+        # In a worker process, batches are gathered for the trip to the main process (see _WorkerBatches).
+        worker = _WorkerBatches() if info is not None else None
+        with PileLoader(**self._options) as loader:
+            for arrays in loader.iter_batches(epoch, first, stop, allocate=worker):
+                if worker is None:
+                    yield self._convert(arrays, shared=False)
+                elif worker.tensors is not None:
+                    yield self._convert(worker.tensors, shared=True)
+                else:
+                    yield _ByValue(self._convert(arrays, shared=False))  # type: ignore[misc]
 
-    def _convert(self, batch: dict[str, NDArray[Any]]) -> Batch:
-        tensors = {name: _to_tensor(values) for name, values in batch.items()}
+    def _convert(self, batch: Mapping[str, Any], shared: bool) -> Batch:
+        tensors = {
+            name: values if isinstance(values, torch.Tensor) else _to_tensor(values) for name, values in batch.items()
+        }
         if self.features is None:
             return tensors
         if len(self.features) == 1:
             features = tensors[self.features[0]]
         else:
-            features = torch.cat([tensors[name].reshape(len(tensors[name]), -1) for name in self.features], dim=1)
+            columns = [tensors[name].reshape(len(tensors[name]), -1) for name in self.features]
+            dtype = columns[0].dtype
+            for column in columns[1:]:
+                dtype = torch.promote_types(dtype, column.dtype)
+            features = torch.empty((len(columns[0]), sum(column.shape[1] for column in columns)), dtype=dtype)
+            if shared:
+                features.share_memory_()  # type: ignore[no-untyped-call]  # filled once, here, rather than copied again to cross processes
+            torch.cat(columns, dim=1, out=features)
         if self.label is None:
             return features
         return features, tensors[self.label]

@@ -10,6 +10,7 @@ from daskshuffle._plan import (
     epoch_pile_order,
     n_batches,
     pile_permutation,
+    plan_batches,
     rank_range,
     rank_share,
     split_batches,
@@ -162,3 +163,30 @@ def test_n_batches_counts_full_and_partial_batches(n_rows: int, batch_size: int,
     count = n_batches(n_rows, batch_size, drop_last)
     full, rest = divmod(n_rows, batch_size)
     assert count == full + (rest > 0 and not drop_last)
+
+
+@slow
+@given(pile_sizes, seeds, st.integers(0, 100), st.integers(1, 4), st.integers(1, 50), st.booleans(), st.data())
+def test_a_batch_plan_cuts_the_ranks_stream_into_batches(
+    sizes: list[int], seed: int, epoch: int, n_ranks: int, batch_size: int, drop_last: bool, data: st.DataObject
+) -> None:
+    offsets = offsets_of(sizes)
+    n_rows = int(offsets[-1])
+    rank = data.draw(st.integers(0, n_ranks - 1))
+    positions = rank_range(n_rows, n_ranks, rank, batch_size, drop_last)
+    total = n_batches(positions[1] - positions[0], batch_size, drop_last)
+    first = data.draw(st.integers(0, total))
+    stop = data.draw(st.integers(first, total))
+    plan = plan_batches(offsets, seed, epoch, positions, batch_size, first, stop)
+    assert len(plan) == stop - first == len(list(plan))
+    whole = stream_rows(offsets, seed, epoch, *positions)
+    for index, parts in enumerate(plan, start=first):
+        # Each batch is the next batch_size rows of the rank's stream, read from the plan's segments.
+        rows = [
+            offsets[plan.segments[part.segment].pile]
+            + pile_permutation(seed, epoch, plan.segments[part.segment].pile, sizes[plan.segments[part.segment].pile])[
+                plan.segments[part.segment].start + part.start : plan.segments[part.segment].start + part.stop
+            ]
+            for part in parts
+        ]
+        np.testing.assert_array_equal(np.concatenate(rows), whole[index * batch_size : (index + 1) * batch_size])

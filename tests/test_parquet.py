@@ -28,7 +28,8 @@ from daskshuffle import (
     shuffle_parquet,
 )
 from daskshuffle.formats import open_pile_reader
-from daskshuffle.formats._parquet import ParquetPileReader, open_parquet_sources
+from daskshuffle.formats._parquet import open_parquet_sources
+from daskshuffle.formats._parquet_reader import ParquetPileReader
 
 # dask's Parquet reader calls reset_index(inplace=True), which pandas 3.1 deprecates; not ours to fix.
 DASK_READER_WARNING = "ignore:The inplace keyword in DataFrame.reset_index:pandas.errors.Pandas4Warning"

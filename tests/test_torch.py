@@ -16,7 +16,6 @@ from daskshuffle import DaskShuffleValueError, PileLoader
 
 try:
     import torch
-    from torch.utils.data import DataLoader
 
     from daskshuffle.torch import PileDataset
 except ImportError:  # the install hint is still tested, in a subprocess
@@ -70,24 +69,6 @@ def test_yields_the_loaders_batches_as_tensors(store: str) -> None:
 
 
 @pytest.mark.slow
-@needs_torch
-@pytest.mark.parametrize("drop_last", [False, True])
-def test_dataloader_workers_share_the_batches_without_duplicates(store: str, drop_last: bool) -> None:
-    dataset = PileDataset(store, BATCH, drop_last=drop_last, rank=1, world_size=2)
-    dataset.set_epoch(4)
-    loader = DataLoader(dataset, batch_size=None, num_workers=2)
-    got = [batch["id"].numpy() for batch in loader]
-    want = batches_of_loader(store, 4, drop_last=drop_last, rank=1, world_size=2)
-    assert len(got) == len(loader) == len(want)
-    # Whole batches of this rank, each exactly once, split between the workers.
-    assert sorted(map(tuple, got)) == sorted(map(tuple, want))
-    ids = np.concatenate(got)
-    assert len(np.unique(ids)) == len(ids)
-    for batch in loader:
-        np.testing.assert_array_equal(batch["x"][:, 0].numpy(), batch["id"].numpy().astype(np.float32))
-        break
-
-
 @needs_torch
 def test_features_and_label(store: str) -> None:
     dataset = PileDataset(store, BATCH, features=["x", "y"], label="id")

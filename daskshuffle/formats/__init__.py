@@ -21,7 +21,7 @@ __all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_
 #: Stores are recognised in this order.
 PILE_READERS: dict[str, str] = {
     "zarr": "._zarr:ZarrPileReader",
-    "parquet": "._parquet:ParquetPileReader",
+    "parquet": "._parquet_reader:ParquetPileReader",
 }
 
 

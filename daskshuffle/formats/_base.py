@@ -215,6 +215,22 @@ class PileReader(ABC, Generic[Rows]):
         """
         return rows
 
+    def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
+        """``rows`` as numpy arrays that batches are gathered from directly, or ``None``.
+
+        The loader gathers each batch with ``numpy.take`` into new arrays, one
+        copy, when the piles of the batch give arrays (of equal dtypes); it
+        calls :meth:`take`, :meth:`concat` and :meth:`to_batch` otherwise. A
+        reader returns arrays only where the two give the same batches. By
+        default, rows that are already a dict of numpy arrays.
+        """
+        if isinstance(rows, dict) and all(isinstance(values, np.ndarray) for values in rows.values()):
+            return rows
+        return None
+
+    def close(self) -> None:
+        """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
+
 
 def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
     """Refuse a pile store of another format version or whose shuffle did not finish."""

@@ -40,16 +40,15 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
-from .._paths import exists, filesystem, normalize
-from ._base import Format, PileReader, check_pile_metadata, select_variables
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._paths import filesystem, normalize
+from ._base import Format
 
 __all__ = [
     "METADATA_FILE",
     "ArrowFormat",
     "DataFrameFormat",
     "ParquetFormat",
-    "ParquetPileReader",
     "open_parquet_sources",
     "unify_schemas",
 ]
@@ -366,7 +365,10 @@ class ArrowFormat(Format[pa.Table]):
         afs, _ = arrow_filesystem(dst, self.storage_options)
         rows = rows.replace_schema_metadata(self.schema.metadata)
         with pq.ParquetWriter(
-            afs.open_output_stream(f"{root}/{_part_name(start)}"), self.schema, compression=self.compression
+            afs.open_output_stream(f"{root}/{_part_name(start)}"),
+            self.schema,
+            compression=self.compression,
+            write_page_checksum=True,
         ) as writer:
             for a, b in itertools.pairwise(bounds):
                 if b > a or rows.num_rows == 0:
@@ -442,119 +444,3 @@ class DataFrameFormat(ArrowFormat):
 
     def describe_source(self) -> list[Any]:
         return []  # data in memory or computed by dask: no path to record or to protect
-
-
-# -- reading a pile store ---------------------------------------------------------------
-def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The sidecar of a Parquet pile store, checked to be complete and of this format version."""
-    where = os.fspath(store)
-    if not exists(where, storage_options):
-        raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
-    fs, root = filesystem(where, storage_options)
-    try:
-        with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
-            metadata = json.load(file)
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError) as error:
-        raise IncompletePileStoreError(
-            f"Expected a Parquet pile store written by daskshuffle. Got {where!r}, which has no readable "
-            f"{METADATA_FILE}, instead."
-        ) from error
-    check_pile_metadata(metadata, where)
-    return dict(metadata)
-
-
-class ParquetPileReader(PileReader[pa.Table]):
-    """A complete Parquet pile store, opened read-only.
-
-    ``to_batch`` hands out ``batch_format`` batches: ``"numpy"`` (a dict of
-    numpy arrays: numbers without nulls as their dtype, with nulls as float
-    with NaN, strings and nested values as object arrays), ``"arrow"`` (a
-    ``pyarrow.RecordBatch``) or ``"pandas"`` (a ``pandas.DataFrame``).
-
-    Examples
-    --------
-    >>> reader = ParquetPileReader("piles.parquet")  # doctest: +SKIP
-    >>> reader.read_rows(0, 10).num_rows  # doctest: +SKIP
-    10
-    """
-
-    def __init__(
-        self,
-        store: str | os.PathLike[str],
-        variables: Sequence[str] | None = None,
-        storage_options: dict[str, Any] | None = None,
-        batch_format: str = "numpy",
-    ) -> None:
-        self.metadata = read_metadata(os.fspath(store), storage_options)
-        names = select_variables(self.metadata, variables)
-        if batch_format not in ("numpy", "arrow", "pandas"):
-            raise DaskShuffleValueError(
-                f"Expected batch_format to be 'numpy', 'arrow' or 'pandas'. Got {batch_format!r} instead."
-            )
-        self.columns = names
-        self.batch_format = batch_format
-        afs, root = arrow_filesystem(os.fspath(store), storage_options)
-        fs, _ = filesystem(os.fspath(store), storage_options)
-        parts = sorted(
-            (int(match.group(1)), path)
-            for path in fs.ls(root, detail=False)
-            if (match := _PART.fullmatch(path.rsplit("/", 1)[-1]))
-        )
-        self.file_starts = np.asarray([start for start, _ in parts] + [self.n_rows], dtype=np.int64)
-        self.files = [pq.ParquetFile(afs.open_input_file(path)) for _, path in parts]
-        self.group_starts = [
-            np.cumsum([0] + [file.metadata.row_group(i).num_rows for i in range(file.num_row_groups)])
-            for file in self.files
-        ]
-
-    @classmethod
-    def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:
-        return exists(f"{normalize(store)}/{METADATA_FILE}", storage_options)
-
-    def read_rows(self, start: int, stop: int) -> pa.Table:
-        parts = []
-        first = max(int(np.searchsorted(self.file_starts, start, side="right")) - 1, 0)
-        for index in range(first, len(self.files)):
-            offset = int(self.file_starts[index])
-            if offset >= stop:
-                break
-            starts = self.group_starts[index]
-            a, b = max(start - offset, 0), min(stop - offset, int(starts[-1]))
-            if b <= a:
-                continue
-            g0 = int(np.searchsorted(starts, a, side="right")) - 1
-            g1 = int(np.searchsorted(starts, b, side="left"))
-            table = self.files[index].read_row_groups(list(range(g0, g1)), columns=self.columns)
-            parts.append(table.slice(a - int(starts[g0]), b - a))
-        if not parts:
-            return self.files[0].schema_arrow.empty_table().select(self.columns)
-        return _concat(parts)
-
-    def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
-        return _take(rows, index)
-
-    def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
-        return _concat(parts)
-
-    def n_rows_of(self, rows: pa.Table) -> int:
-        return int(rows.num_rows)
-
-    def to_batch(self, rows: pa.Table) -> Any:
-        if self.batch_format == "arrow":
-            return (
-                rows.combine_chunks().to_batches()[0]
-                if rows.num_rows
-                else pa.RecordBatch.from_pylist([], schema=rows.schema)
-            )
-        if self.batch_format == "pandas":
-            return rows.to_pandas()
-        return {name: _to_numpy(rows.column(name)) for name in rows.column_names}
-
-
-def _to_numpy(column: pa.ChunkedArray) -> NDArray[Any]:
-    kind = column.type
-    if pa.types.is_dictionary(kind):
-        column = column.cast(kind.value_type)
-    values: NDArray[Any] = column.to_numpy(zero_copy_only=False)
-    # Arrow hands out read-only views; a batch is the user's to modify (torch.from_numpy needs that).
-    return values if values.flags.writeable else values.copy()

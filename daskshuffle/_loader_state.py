@@ -1,0 +1,107 @@
+"""A loader's settings and the checks of a saved state before a loader continues from it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import DaskShuffleValueError
+from ._parse import parse_count
+from ._plan import fingerprint
+
+__all__ = ["STATE_KEYS", "STATE_VERSION", "LoaderSettings", "check_state", "parse_rank"]
+
+#: Version of the dict that :meth:`PileLoader.state_dict` returns.
+STATE_VERSION = 1
+STATE_KEYS = ("version", "epoch", "batches", "store", "settings", "settings_fingerprint")
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    """What decides which rows a loader yields and how they are cut into batches.
+
+    Two loaders of one store with equal settings yield the same batches in
+    every epoch; their fingerprint goes into :meth:`PileLoader.state_dict`, so
+    that a state is never loaded into a loader that would continue differently.
+    ``prefetch``, ``variables`` and ``progress`` change how rows are read, not
+    which, and are left out.
+
+    Examples
+    --------
+    >>> settings = LoaderSettings(batch_size=32, seed=0, rank=0, world_size=1, drop_last=False)
+    >>> LoaderSettings.from_dict(settings.to_dict()) == settings
+    True
+    """
+
+    batch_size: int
+    seed: int
+    rank: int
+    world_size: int
+    drop_last: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoaderSettings:
+        names = [field.name for field in dataclasses.fields(cls)]
+        if not isinstance(data, Mapping) or sorted(data) != sorted(names):
+            raise DaskShuffleValueError(f"Expected loader settings with the keys {names}. Got {data!r} instead.")
+        return cls(**{name: data[name] for name in names})
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.to_dict())
+
+
+def parse_rank(rank: object, world_size: int) -> int:
+    rank = parse_count(rank, "rank")
+    if rank >= world_size:
+        raise DaskShuffleValueError(
+            f"Expected rank to lie in [0, world_size) = [0, {world_size}). Got {rank} instead; "
+            "ranks are numbered from 0, as in torch.distributed."
+        )
+    return rank
+
+
+def check_state(
+    state: object, store: str, store_fingerprint: str, settings: LoaderSettings, n_batches: int
+) -> tuple[int, int]:
+    """The position ``(epoch, batches)`` a saved ``state`` continues from, if this loader may continue it."""
+    if not isinstance(state, Mapping) or sorted(state) != sorted(STATE_KEYS):
+        raise DaskShuffleValueError(
+            f"Expected a dict returned by PileLoader.state_dict(), with the keys {list(STATE_KEYS)}. "
+            f"Got {state!r} instead."
+        )
+    if state["version"] != STATE_VERSION:
+        raise DaskShuffleValueError(
+            f"Expected a loader state of version {STATE_VERSION}. Got version {state['version']!r} instead."
+        )
+    if state["store"] != store_fingerprint:
+        raise DaskShuffleValueError(
+            f"Expected a state saved by a loader of {store!r} (store fingerprint {store_fingerprint}). "
+            f"Got a state of another store (fingerprint {state['store']!r}) instead; load it into a loader of "
+            "the store it was saved with."
+        )
+    saved = LoaderSettings.from_dict(state["settings"])
+    if saved != settings or state["settings_fingerprint"] != settings.fingerprint:
+        differ = {
+            name: (value, getattr(settings, name))
+            for name, value in state["settings"].items()
+            if value != getattr(settings, name)
+        }
+        raise DaskShuffleValueError(
+            "Expected a state saved with this loader's settings. Got a state whose settings differ "
+            f"({', '.join(f'{name}: saved {a!r}, here {b!r}' for name, (a, b) in differ.items()) or 'fingerprint'}) "
+            "instead; create the loader with the saved settings, or start a new run at an epoch boundary "
+            f"with set_epoch({state['epoch'] + (state['batches'] > 0)})."
+        )
+    epoch = parse_count(state["epoch"], "the state's epoch")
+    batches = parse_count(state["batches"], "the state's batches")
+    if batches > n_batches:
+        raise DaskShuffleValueError(
+            f"Expected the state's batches to be at most {n_batches}, the batches per epoch. Got {batches} instead."
+        )
+    return epoch, batches

@@ -1,0 +1,114 @@
+"""ParquetPileReader on real Parquet pile stores: files opened lazily, thread safety, checks, batches."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import daskshuffle as ds
+from daskshuffle import CorruptPileStoreError, PileLoader
+from daskshuffle.formats._parquet_reader import ParquetPileReader
+
+N_ROWS = 600
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """600 rows in 6 piles, a part file each."""
+    root = tmp_path_factory.mktemp("parquet-reader")
+    ids = np.arange(N_ROWS)
+    (root / "raw").mkdir()
+    table = pa.table({"id": ids, "value": ids * 10, "text": [f"row {i}" for i in ids]})
+    pq.write_table(table, root / "raw" / "a.parquet", row_group_size=50)
+    return ds.shuffle_parquet(root / "raw", root / "piles", n_piles=6, seed=1, block_memory="4KiB").path
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_part_files_are_opened_only_while_read_and_few_footers_are_kept(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("daskshuffle.formats._parquet_reader.FOOTERS_KEPT", 2)
+    before = open_descriptors()
+    reader = ParquetPileReader(store)
+    assert len(reader.part_paths) == 6
+    assert open_descriptors() == before, "no file is opened up front"
+    piles = [reader.read_pile(pile) for pile in range(6)]
+    assert open_descriptors() == before, "no file stays open after a read"
+    assert len(reader._parts) <= 2
+    whole = pq.read_table(store)
+    assert reader.concat(piles).equals(whole)
+    reader.close()
+
+
+def test_reads_from_many_threads_at_once_give_the_same_rows(store: str) -> None:
+    reader = ParquetPileReader(store)
+    serial = [reader.read_pile(pile) for pile in range(6)]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            reader.close()  # forget the footers: the threads load them concurrently too
+            concurrent = list(pool.map(reader.read_pile, [*range(6), *range(6)]))
+            for got, want in zip(concurrent, serial + serial, strict=True):
+                assert got.equals(want)
+
+
+def test_a_corrupted_column_is_named_with_its_pile_and_file(store: str, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    reader = ParquetPileReader(store)
+    pile = 3
+    first = int(reader.pile_offsets[pile])
+    path = Path(store) / next(
+        name for name in sorted(os.listdir(store)) if name.startswith("part-") and int(name[5:20]) == first
+    )
+    shutil.copytree(store, copy)
+    target = copy / path.name
+    footer = pq.read_metadata(target)
+    names = [footer.schema.column(i).name for i in range(footer.num_columns)]
+    column = footer.row_group(0).column(names.index("value"))
+    start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+    data = bytearray(target.read_bytes())
+    data[start + column.total_compressed_size - 4] ^= 0xFF  # inside the column chunk's last page
+
+    target.write_bytes(bytes(data))
+    damaged = ParquetPileReader(copy)
+    with pytest.raises(CorruptPileStoreError, match=r"in file .*part-.*\(pile 3, columns \['value'\]\)") as caught:
+        damaged.read_pile(pile)
+    assert target.name in str(caught.value) and str(copy) in str(caught.value)
+    # Other piles, and other columns of this one, still read.
+    assert damaged.read_pile(pile - 1).num_rows > 0
+    assert ParquetPileReader(copy, variables=["id", "text"]).read_pile(pile).num_rows > 0
+
+
+def test_a_missing_first_part_is_named(store: str, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(store, tmp_path / "copy"))
+    first = sorted(copy.glob("part-*.parquet"))[0]
+    first.unlink()
+    reader = ParquetPileReader(copy)
+    with pytest.raises(CorruptPileStoreError, match=rf"{first.name}' \(pile 0, columns"):
+        reader.read_pile(0)
+    assert reader.read_pile(1).num_rows > 0
+
+
+def test_batches_keep_one_dtype_per_column_across_piles(tmp_path: Path) -> None:
+    ids = np.arange(300)
+    values = pa.array([None if i < 40 else int(i) for i in ids], type=pa.int64())
+    (tmp_path / "raw").mkdir()
+    pq.write_table(pa.table({"id": ids, "value": values}), tmp_path / "raw" / "a.parquet", row_group_size=20)
+    result = ds.shuffle_parquet(tmp_path / "raw", tmp_path / "piles", n_piles=3, seed=0, block_memory="2KiB")
+    with PileLoader(result.path, batch_size=32, seed=0) as loader:
+        batches = list(loader)
+    ids_out = np.concatenate([batch["id"] for batch in batches])
+    got = np.concatenate([batch["value"] for batch in batches])
+    np.testing.assert_array_equal(np.sort(ids_out), ids)
+    # Nulls as NaN wherever they are; the other values exact.
+    np.testing.assert_array_equal(np.isnan(got), ids_out < 40)
+    np.testing.assert_array_equal(got[ids_out >= 40], ids_out[ids_out >= 40])
