@@ -7,9 +7,10 @@ its layout is chosen for that read:
   gets chunks of about a sixteenth of a pile (between ``MIN_CHUNK_NBYTES`` and
   ``CHUNK_NBYTES``): a chunk straddling two piles is read for each, so chunks
   small next to a pile waste little. A narrow variable (an int64 ``id``) gets
-  a power-of-two multiple of those rows, up to half a pile and no more bytes
-  than a chunk of the widest: it is read in a few files a pile, not in as many
-  tiny ones as ``x``. The largest chunk rows are a multiple of every other, so
+  a power-of-two multiple of those rows (at most ``MAX_MULTIPLE``), up to two
+  piles and no more bytes than a chunk of the widest: it is read in one to
+  three files a pile, not in as many tiny ones as ``x`` (each file read costs
+  tens of microseconds whatever its size). The largest chunk rows are a multiple of every other, so
   the merge's write alignment is well defined.
 - **A codec for the data.** A sample of each variable is compressed with
   blosc-lz4 and byte shuffle (decoded at several GB/s): where it saves less
@@ -30,7 +31,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numcodecs
 import numpy as np
@@ -56,8 +57,9 @@ CHUNK_NBYTES = 4 * 2**20
 MIN_CHUNK_NBYTES = 256 * 2**10
 #: The widest variable's chunks hold about this fraction of a pile.
 PILE_FRACTION = 16
-#: A narrow variable's chunk rows are at most this multiple of the widest one's.
-MAX_MULTIPLE = 64
+#: A narrow variable's chunk rows are at most this multiple of the widest one's (which
+#: bounds the write alignment, and so the rows a merge keeps for a seam).
+MAX_MULTIPLE = 8
 #: Below this compression ratio, a compressor costs more reading time than it saves.
 COMPRESSIBLE_RATIO = 1.1
 #: Bytes of each variable compressed to choose its codec.
@@ -121,6 +123,8 @@ def choose_chunk_rows(
     --------
     >>> choose_chunk_rows({"x": 256, "id": 8}, pile_rows=16_384)
     {'x': 1024, 'id': 8192}
+    >>> choose_chunk_rows({"x": 256, "id": 8}, pile_rows=2_000)
+    {'x': 1024, 'id': 2048}
     """
     if chunk_rows is not None:
         return dict.fromkeys(row_nbytes, chunk_rows)
@@ -130,7 +134,7 @@ def choose_chunk_rows(
         limit = base * MAX_MULTIPLE
     else:
         base = max(1, min(CHUNK_NBYTES // widest, max(MIN_CHUNK_NBYTES // widest, int(pile_rows) // PILE_FRACTION)))
-        limit = max(base, int(pile_rows) // 2)
+        limit = max(base, 2 * int(pile_rows))
     chosen = {}
     for name, nbytes in row_nbytes.items():
         rows = base
@@ -206,7 +210,7 @@ def codecs_of(layout: VariableLayout, itemsize: int, compressors: Any = "auto") 
     if layout.codec == USER:
         chosen = _user_codecs(compressors)
     elif layout.codec == FAST:
-        shuffle = "shuffle" if itemsize > 1 else "noshuffle"
+        shuffle: Literal["shuffle", "noshuffle"] = "shuffle" if itemsize > 1 else "noshuffle"
         chosen = (BloscCodec(cname="lz4", clevel=5, shuffle=shuffle, typesize=itemsize, blocksize=0),)
     else:
         chosen = ()

@@ -17,7 +17,7 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zarr
@@ -35,7 +35,7 @@ from ._base import Format
 __all__ = ["ZarrFormat", "open_zarr_sources"]
 
 ArrayRows = dict[str, NDArray[Any]]
-SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array
+SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array[Any]
 
 #: The target size of one output chunk (of the widest variable; see ``_layout``).
 CHUNK_NBYTES = _layout.CHUNK_NBYTES
@@ -66,17 +66,17 @@ class Variable:
         return int(self.dtype.itemsize * int(np.prod(self.row_shape, dtype=np.int64)))
 
 
-def _describe(source: zarr.Group | zarr.Array) -> str:
+def _describe(source: zarr.Group | zarr.Array[Any]) -> str:
     """The URL of a group or array, for messages, metadata and overlap checks."""
     store, path = source.store, source.store_path.path
     fs = getattr(store, "fs", None)
     if fs is None:  # a LocalStore or MemoryStore spells itself as a URL
         return str(source.store_path)
-    root = fs.unstrip_protocol(store.path).rstrip("/")
+    root = fs.unstrip_protocol(getattr(store, "path", "")).rstrip("/")
     return f"{root}/{path}" if path else root
 
 
-def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array:
+def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array[Any]:
     if isinstance(source, zarr.Group | zarr.Array):
         return source
     if not isinstance(source, str | os.PathLike):
@@ -96,13 +96,15 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
         ) from error
 
 
-def _arrays_of(source: zarr.Group | zarr.Array) -> dict[str, zarr.Array]:
+def _arrays_of(source: zarr.Group | zarr.Array[Any]) -> dict[str, zarr.Array[Any]]:
     if isinstance(source, zarr.Array):
         return {source.basename or "data": source}
     return dict(sorted(source.arrays()))
 
 
-def _select(arrays: dict[str, zarr.Array], variables: Sequence[str] | None, where: str) -> dict[str, zarr.Array]:
+def _select(
+    arrays: dict[str, zarr.Array[Any]], variables: Sequence[str] | None, where: str
+) -> dict[str, zarr.Array[Any]]:
     if not arrays:
         raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
     if variables is not None:
@@ -135,12 +137,12 @@ def _select(arrays: dict[str, zarr.Array], variables: Sequence[str] | None, wher
     return arrays
 
 
-def _variable(name: str, array: zarr.Array) -> Variable:
+def _variable(name: str, array: zarr.Array[Any]) -> Variable:
     attributes = dict(array.attrs.asdict())
     dimension_names = getattr(array.metadata, "dimension_names", None)
     xarray_dims = attributes.pop("_ARRAY_DIMENSIONS", None)  # how xarray names dims in Zarr format 2
     if dimension_names is None and xarray_dims is not None:
-        dimension_names = tuple(xarray_dims)
+        dimension_names = tuple(cast(Sequence[Any], xarray_dims))
     return Variable(
         name=name,
         dtype=np.dtype(array.dtype),
@@ -166,7 +168,7 @@ def _check_same_variables(first: dict[str, Variable], other: dict[str, Variable]
             )
 
 
-def _block_bounds(arrays: dict[str, zarr.Array], block_nbytes: int) -> list[tuple[int, int]]:
+def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list[tuple[int, int]]:
     """Runs of whole chunks (of the array with the widest rows) of about ``block_nbytes``."""
     n_rows = next(iter(arrays.values())).shape[0]
     if n_rows == 0:
@@ -189,11 +191,11 @@ def open_zarr_sources(
     storage_options: dict[str, Any] | None = None,
 ) -> ZarrFormat:
     """Open and check every source; raise before anything is written."""
-    items = list(src) if isinstance(src, list | tuple) else [src]
+    items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
     if not items:
         raise DaskShuffleValueError("Expected src to name at least one Zarr group or array. Got an empty list instead.")
     opened = [_open(item, storage_options) for item in items]
-    sources: list[dict[str, zarr.Array]] = []
+    sources: list[dict[str, zarr.Array[Any]]] = []
     described: list[dict[str, Variable]] = []
     for index, source in enumerate(opened):
         where = _describe(source) if len(opened) == 1 else f"source {index} ({_describe(source)})"
@@ -244,7 +246,7 @@ class ZarrFormat(Format[ArrayRows]):
     def __init__(
         self,
         *,
-        sources: list[dict[str, zarr.Array]],
+        sources: list[dict[str, zarr.Array[Any]]],
         variables: list[Variable],
         blocks: list[tuple[int, int, int]],
         source_names: list[str],
@@ -424,14 +426,14 @@ class ZarrFormat(Format[ArrayRows]):
             zarr.consolidate_metadata(group.store)
 
 
-def _run_rows(array: zarr.Array, run_nbytes: int) -> int:
+def _run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
     """Rows in a run of whole chunks of about ``run_nbytes``."""
     chunk_rows = int(array.chunks[0])
     row_nbytes = array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
     return max(1, run_nbytes // max(row_nbytes * chunk_rows, 1)) * chunk_rows
 
 
-def _write_in_runs(array: zarr.Array, start: int, values: NDArray[Any]) -> None:
+def _write_in_runs(array: zarr.Array[Any], start: int, values: NDArray[Any]) -> None:
     """Write ``values`` at row ``start`` (a chunk boundary) in runs of about ``RUN_NBYTES``.
 
     zarr encodes the chunks of one write concurrently and holds every encoded
@@ -444,7 +446,7 @@ def _write_in_runs(array: zarr.Array, start: int, values: NDArray[Any]) -> None:
         array[start + first : start + last] = values[first:last]
 
 
-def _read_in_runs(array: zarr.Array, start: int, stop: int, run_nbytes: int = READ_NBYTES) -> NDArray[Any]:
+def _read_in_runs(array: zarr.Array[Any], start: int, stop: int, run_nbytes: int = READ_NBYTES) -> NDArray[Any]:
     """Rows ``start:stop`` of ``array``, read in runs of whole chunks of about ``run_nbytes``.
 
     While it reads, zarr holds the compressed and the decoded chunks of a

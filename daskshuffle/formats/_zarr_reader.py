@@ -6,9 +6,11 @@ works out which chunk files of every variable hold the rows, reads each whole
 file with one call (``os.preadv`` straight into the output array for a local
 file stored without compressor; ``fsspec`` ``cat`` of many files at once on
 any other filesystem), verifies each chunk's crc32c, decodes with numcodecs,
-and checks every size. The reads of one call are spread over a small pool of
-threads shared by the reader: file reads, crc32c of large buffers and blosc
-release the GIL.
+and checks every size. File reads, crc32c of large buffers and decoding
+release the GIL, so the loader's prefetch threads read piles in parallel; a
+reader opened with ``threads=k`` also spreads the chunks of one read over a
+pool of ``k`` threads of its own (measured no faster on a busy 2-core machine,
+hence not the default).
 
 It understands the codec pipelines a pile store may hold: ``bytes``
 (little-endian), optionally one compressor (blosc, zstd or gzip), optionally
@@ -49,8 +51,6 @@ __all__ = ["ZarrPileReader"]
 
 #: The chunks of one variable are read in tasks of about this many bytes, spread over the pool.
 TASK_NBYTES = 2 * 2**20
-#: Threads of a reader's pool (at most; fewer on a machine with fewer cores).
-POOL_THREADS = 4
 #: Fallback reads through zarr go in runs of whole chunks of about this size.
 READ_NBYTES = 32 * 2**20
 _FAST_KINDS = "biufcmM"
@@ -71,10 +71,9 @@ class _Chunks:
     checksum: bool
     every_chunk_written: bool
     fill_value: Any
-
-    @property
-    def row_nbytes(self) -> int:
-        return int(self.dtype.itemsize * int(np.prod(self.row_shape, dtype=np.int64)))
+    row_nbytes: int
+    #: The compressor decodes straight into the output (blosc: its header says the size).
+    direct: bool = False
 
     @property
     def chunk_nbytes(self) -> int:
@@ -95,7 +94,7 @@ def _numcodec(codec: Any) -> Any:
     return None
 
 
-def _chunks_of(array: zarr.Array, directory: str, every_chunk_written: bool) -> _Chunks | None:
+def _chunks_of(array: zarr.Array[Any], directory: str, every_chunk_written: bool) -> _Chunks | None:
     """How to read ``array`` without zarr, or ``None`` if zarr must read it."""
     metadata = array.metadata
     dtype = np.dtype(array.dtype) if isinstance(array.dtype, np.dtype) else None
@@ -117,17 +116,20 @@ def _chunks_of(array: zarr.Array, directory: str, every_chunk_written: bool) -> 
     compressor = _numcodec(codecs[0]) if codecs else None
     if codecs and compressor is None:
         return None
+    row_shape = tuple(array.shape[1:])
     return _Chunks(
         name=array.basename,
         directory=directory,
         dtype=dtype.newbyteorder("=") if dtype.itemsize > 1 else dtype,
-        row_shape=tuple(array.shape[1:]),
+        row_shape=row_shape,
         chunk_rows=int(array.chunks[0]),
         key=metadata.chunk_key_encoding.encode_chunk_key,
         compressor=compressor,
         checksum=checksum,
         every_chunk_written=every_chunk_written,
         fill_value=array.fill_value,
+        row_nbytes=int(dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))),
+        direct=isinstance(compressor, numcodecs.Blosc),
     )
 
 
@@ -139,8 +141,9 @@ class ZarrPileReader(PileReader[ArrayRows]):
     """A complete Zarr pile store, opened read-only.
 
     Safe to use from several threads at once, and to pickle (into torch
-    ``DataLoader`` workers): its thread pool is made again where it is used.
-    :meth:`close` (or ``with``) joins the pool's threads.
+    ``DataLoader`` workers). Reads run in the caller's thread; with
+    ``threads=k`` the chunks of one read are spread over a pool of ``k``
+    threads, made again after pickling, which :meth:`close` (or ``with``) joins.
 
     Examples
     --------
@@ -156,6 +159,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
         variables: Sequence[str] | None = None,
         storage_options: dict[str, Any] | None = None,
         batch_format: str = "numpy",
+        threads: int = 0,
     ) -> None:
         if batch_format != "numpy":
             raise DaskShuffleValueError(
@@ -182,7 +186,15 @@ class ZarrPileReader(PileReader[ArrayRows]):
         check_pile_metadata(metadata, self.store)
         self.metadata = metadata
         names = select_variables(metadata, variables)
-        self.arrays = {name: group[name] for name in names}
+        self.arrays: dict[str, zarr.Array[Any]] = {}
+        for name in names:
+            array = group.get(name)
+            if not isinstance(array, zarr.Array):
+                raise IncompletePileStoreError(
+                    f"Expected pile store {self.store!r} to hold an array {name!r}. Got {type(array).__name__} instead; "
+                    "shuffle the source again."
+                )
+            self.arrays[name] = array
         self._fs, root = filesystem(store, storage_options)
         self._local = isinstance(self._fs, fsspec.implementations.local.LocalFileSystem)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
@@ -192,6 +204,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
                 chunks = _chunks_of(array, f"{root}/{array.path}", name in written)
                 if chunks is not None:
                     self._chunks[name] = chunks
+        self.threads = threads
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -219,8 +232,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                threads = max(1, min(POOL_THREADS, os.cpu_count() or 1))
-                self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="daskshuffle-zarr-reader")
+                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="daskshuffle-zarr-reader")
                 weakref.finalize(self, _shutdown, self._pool)
             return self._pool
 
@@ -257,12 +269,13 @@ class ZarrPileReader(PileReader[ArrayRows]):
         if not tasks:
             return
         futures: list[Future[None]] = []
-        if len(tasks) > 1:
+        if self.threads > 0 and len(tasks) > 1:
             pool = self._executor()
             futures = [pool.submit(self._read_chunks, *task, start, stop, pile) for task in tasks[1:]]
         errors: list[BaseException] = []
         try:
-            self._read_chunks(*tasks[0], start, stop, pile)
+            for task in tasks if not futures else tasks[:1]:
+                self._read_chunks(*task, start, stop, pile)
         except BaseException as error:
             errors.append(error)
         # Every task writes into the output: wait for all of them, even after an error.
@@ -292,14 +305,12 @@ class ZarrPileReader(PileReader[ArrayRows]):
             elif isinstance(data, BaseException):
                 raise self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
             else:
-                self._place(
-                    chunks,
-                    flat,
-                    index,
-                    self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile),
-                    start,
-                    stop,
-                )
+                target = self._target(chunks, flat, index, start, stop)
+                decoded = self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile, target)
+                if target is None:
+                    self._place(chunks, flat, index, decoded, start, stop)
+                elif decoded is not target:
+                    target[...] = decoded
 
     def _read_local(
         self, chunks: _Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int, pile: int | None
@@ -312,31 +323,26 @@ class ZarrPileReader(PileReader[ArrayRows]):
             return
         try:
             size = os.fstat(fd).st_size
-            if chunks.compressor is not None:
-                data = np.empty(size, dtype=np.uint8)
-                if os.preadv(fd, [data], 0) != size:
+            target = self._target(chunks, flat, index, start, stop)
+            if chunks.compressor is None:
+                expected = chunks.chunk_nbytes + (_CRC_NBYTES if chunks.checksum else 0)
+                if size != expected:
+                    raise self._damage(chunks, index, path, pile, f"a file of {size:,} bytes instead of {expected:,}")
+                # Raw rows go straight into the output (a partial chunk through a buffer), the crc beside them.
+                data = np.empty(chunks.chunk_nbytes, np.uint8) if target is None else target
+                crc = np.empty(_CRC_NBYTES, dtype=np.uint8)
+                buffers = [data.data, crc.data] if chunks.checksum else [data.data]
+                if os.preadv(fd, buffers, 0) != expected:
                     raise self._damage(chunks, index, path, pile, "fewer bytes than its size")
-                self._place(chunks, flat, index, self._decode(chunks, data, index, path, pile), start, stop)
-                return
-            expected = chunks.chunk_nbytes + (_CRC_NBYTES if chunks.checksum else 0)
-            if size != expected:
-                raise self._damage(chunks, index, path, pile, f"a file of {size:,} bytes instead of {expected:,}")
-            lo, hi = self._span(chunks, index, start, stop)
-            whole = lo == index * chunks.chunk_rows and hi - lo == chunks.chunk_rows
-            nbytes = chunks.row_nbytes
-            # A chunk wholly inside the rows goes straight into the output; a partial one through a buffer.
-            target = (
-                flat[(lo - start) * nbytes : (hi - start) * nbytes]
-                if whole
-                else np.empty(chunks.chunk_nbytes, np.uint8)
-            )
-            crc = np.empty(_CRC_NBYTES, dtype=np.uint8)
-            if os.preadv(fd, [target, crc] if chunks.checksum else [target], 0) != expected:
-                raise self._damage(chunks, index, path, pile, "fewer bytes than its size")
-            if chunks.checksum and google_crc32c.value(target) != int.from_bytes(crc.tobytes(), "little"):
-                raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
-            if not whole:
-                self._place(chunks, flat, index, target, start, stop)
+                if chunks.checksum and google_crc32c.value(data) != int.from_bytes(crc.tobytes(), "little"):
+                    raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
+            else:
+                data = np.empty(size, dtype=np.uint8)
+                if os.preadv(fd, [data.data], 0) != size:
+                    raise self._damage(chunks, index, path, pile, "fewer bytes than its size")
+                data = self._decode(chunks, data, index, path, pile, target)
+            if target is None:
+                self._place(chunks, flat, index, data, start, stop)
         finally:
             os.close(fd)
 
@@ -346,10 +352,26 @@ class ZarrPileReader(PileReader[ArrayRows]):
         """The rows of ``start:stop`` that chunk ``index`` holds."""
         return max(start, index * chunks.chunk_rows), min(stop, (index + 1) * chunks.chunk_rows)
 
+    @staticmethod
+    def _target(
+        chunks: _Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int
+    ) -> NDArray[np.uint8] | None:
+        """Where chunk ``index`` goes in the output if all of it is wanted, else ``None``."""
+        first = index * chunks.chunk_rows
+        if first < start or first + chunks.chunk_rows > stop:
+            return None
+        return flat[(first - start) * chunks.row_nbytes : (first - start + chunks.chunk_rows) * chunks.row_nbytes]
+
     def _decode(
-        self, chunks: _Chunks, data: NDArray[np.uint8], index: int, path: str, pile: int | None
+        self,
+        chunks: _Chunks,
+        data: NDArray[np.uint8],
+        index: int,
+        path: str,
+        pile: int | None,
+        target: NDArray[np.uint8] | None = None,
     ) -> NDArray[np.uint8]:
-        """The chunk's raw bytes from the file's bytes, checked."""
+        """The chunk's rows as bytes from the file's bytes, checked (decoded into ``target`` where possible)."""
         if chunks.checksum:
             if len(data) < _CRC_NBYTES:
                 raise self._damage(chunks, index, path, pile, f"a file of {len(data)} bytes, too short for a crc32c")
@@ -359,6 +381,11 @@ class ZarrPileReader(PileReader[ArrayRows]):
             data = body
         if chunks.compressor is not None:
             try:
+                if chunks.direct and target is not None:
+                    # Bytes 4:8 of a blosc frame's 16-byte header: its decoded size.
+                    if len(data) >= 16 and int.from_bytes(data[4:8].tobytes(), "little") == chunks.chunk_nbytes:
+                        chunks.compressor.decode(data, out=target)
+                        return target
                 data = np.frombuffer(chunks.compressor.decode(data), dtype=np.uint8)
             except Exception as error:
                 raise self._damage(chunks, index, path, pile, f"bytes its codec cannot decode ({error})") from error
