@@ -206,17 +206,17 @@ class ZarrPileReader(PileReader[ArrayRows]):
                     self._chunks[name] = chunks
         self.threads = threads
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._buffers = threading.local()
         self._pool: ThreadPoolExecutor | None = None
 
     # -- pickling and closing ------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_pool": None, "_local": None}
+        return {**self.__dict__, "_lock": None, "_pool": None, "_buffers": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
-        self._local = threading.local()
+        self._buffers = threading.local()
 
     def close(self) -> None:
         """Join the reader's threads. Reading again starts new ones."""
@@ -355,10 +355,10 @@ class ZarrPileReader(PileReader[ArrayRows]):
         Reading into fresh memory costs a page fault per page: it ran at a third
         of the speed of reading into a buffer used before.
         """
-        buffer: NDArray[np.uint8] | None = getattr(self._local, "buffer", None)
+        buffer: NDArray[np.uint8] | None = getattr(self._buffers, "buffer", None)
         if buffer is None or len(buffer) < nbytes:
             buffer = np.empty(nbytes, dtype=np.uint8)
-            self._local.buffer = buffer
+            self._buffers.buffer = buffer
         return buffer[:nbytes]
 
     @staticmethod
