@@ -276,6 +276,9 @@ def test_damage_is_an_error_naming_pile_variable_and_file(damaged: str, damage, 
         pytest.raises(CorruptPileStoreError, match=rf"{path}.*variable '{name}' \(pile {pile}, "),
     ):
         reader.read_pile(pile)
+    if damage is flip:  # plain zarr checks the crc32c too
+        with pytest.raises(ValueError, match="checksum"):
+            zarr.open_group(damaged, mode="r")[name][...]
     # The others are read, piles that do not touch the chunk are fine.
     with ZarrPileReader(damaged) as reader:
         offsets = reader.pile_offsets
@@ -321,3 +324,22 @@ def test_a_version_1_store_is_still_read(source: str, tmp_path: Path) -> None:
         assert_same(reader.read_rows(0, 1_000), zarr_rows(store, 0, 1_000))
     ids = np.concatenate([batch["id"] for batch in PileLoader(store, batch_size=100, seed=0)])
     np.testing.assert_array_equal(np.sort(ids), np.arange(1_000))
+
+
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # fixed-length bytes in v3
+def test_reader_reads_every_dtype_as_zarr_does(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n = 1_500
+    group = zarr.open_group(tmp_path / "raw.zarr", mode="w", zarr_format=3)
+    group.create_array("flag", data=rng.random(n) > 0.5, chunks=(500,))
+    group.create_array("time", data=np.datetime64("2020-01-01") + np.arange(n).astype("m8[s]"), chunks=(500,))
+    group.create_array("pixel", data=rng.integers(0, 255, (n, 3)).astype(np.uint8), chunks=(500, 3))
+    group.create_array("wave", data=(rng.random(n) + 1j * rng.random(n)).astype(np.complex64), chunks=(500,))
+    group.create_array("half", data=rng.random((n, 2, 2)).astype(np.float16), chunks=(500, 2, 2))
+    group.create_array("name", data=np.array([f"r{i}" for i in range(n)], dtype="S6"), chunks=(500,))
+    ds.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / "piles.zarr", n_piles=3, seed=0, chunk_rows=128)
+    store = str(tmp_path / "piles.zarr")
+    with ZarrPileReader(store) as reader:
+        assert set(reader._chunks) == {"flag", "time", "pixel", "wave", "half"}, "strings are read through zarr"
+        for start, stop in [(0, n), (5, 1_499), (128, 1_000)]:
+            assert_same(reader.read_rows(start, stop), zarr_rows(store, start, stop))
