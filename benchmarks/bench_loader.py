@@ -263,7 +263,9 @@ def main() -> None:
             f"{rate / ceiling:.2f} |"
         )
     random_rate = random_rows / random_seconds
-    print(f"| naive random minibatches of the source (extrapolated) | {random_rate / 1e6:.4f}M | | | {random_rate / ceiling:.4f} |")
+    print(
+        f"| naive random minibatches of the source (extrapolated) | {random_rate / 1e6:.4f}M | | | {random_rate / ceiling:.4f} |"
+    )
 
     print("\nratios (medians):")
     ratio = {name: n_rows / value for name, value in median.items()}

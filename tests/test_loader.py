@@ -184,7 +184,10 @@ def test_a_rank_reads_only_its_own_piles(store: str, copy_of: str) -> None:
         ids = ids_of(loader)
     np.testing.assert_array_equal(ids, store_ids(store)[expected_rows(store, 0, rank=1, world_size=3)])
     # The damage is real: rank 0 now fails.
-    with PileLoader(copy_of, BATCH, rank=0, world_size=3) as other, pytest.raises(ds.CorruptPileStoreError, match="crc32c"):
+    with (
+        PileLoader(copy_of, BATCH, rank=0, world_size=3) as other,
+        pytest.raises(ds.CorruptPileStoreError, match="crc32c"),
+    ):
         list(other)
 
 
