@@ -124,9 +124,7 @@ def reader_piles(store: str, names: list[str]) -> int:
 
 def loader(store: str, names: list[str], batch_size: int) -> int:
     with daskshuffle.PileLoader(store, batch_size, variables=names) as piles:
-        nbytes = sum(values.nbytes for batch in piles for values in batch.values())
-        _close_reader(piles)
-    return nbytes
+        return sum(values.nbytes for batch in piles for values in batch.values())
 
 
 def torch_piles(store: str, names: list[str], batch_size: int, num_workers: int) -> int:
@@ -145,12 +143,6 @@ def _nbytes(batch: object) -> int:
     if isinstance(batch, tuple | list):
         return sum(_nbytes(value) for value in batch)
     return int(batch.nbytes)  # type: ignore[attr-defined]
-
-
-def _close_reader(piles: daskshuffle.PileLoader) -> None:
-    close = getattr(piles._piles.reader, "close", None)
-    if close is not None:
-        close()
 
 
 def random_oindex(source: str, batch_size: int, seconds: float) -> tuple[int, float]:
@@ -187,7 +179,6 @@ def waits(store: str, batch_size: int, work_seconds: float, epochs: int = 2) -> 
                     out.append(wait)
                 index += 1
                 time.sleep(work_seconds)
-        _close_reader(piles)
     return first, out
 
 
