@@ -170,7 +170,7 @@ def test_reader_on_memory_filesystem(mixed: str) -> None:
     fs.put(mixed, "/layout-test/piles.zarr", recursive=True)
     try:
         reader = open_pile_reader(url)
-        assert isinstance(reader, ZarrPileReader) and not reader._local
+        assert isinstance(reader, ZarrPileReader) and not reader._files.local
         offsets = reader.pile_offsets
         for pile in range(N_PILES):
             assert_same(reader.read_pile(pile), zarr_rows(mixed, int(offsets[pile]), int(offsets[pile + 1])))
