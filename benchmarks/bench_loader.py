@@ -1,36 +1,29 @@
-"""Benchmark ``PileLoader`` against what a training script would otherwise do.
+"""Benchmark reading a pile store: the plain read of its files, zarr, the pile reader, ``PileLoader``.
 
 On a pile store of ``x`` (N, 64) float32 and ``id`` (N,) int64, in one process,
-each contender hands out batches of ``--batch-size`` rows and does nothing else:
+page cache warm, one table of rows/s and GB/s, every contender next to the
+ceiling measured in the same run:
 
-- ``sequential``: read the store front to back in runs of whole chunks of
-  about a pile and cut them into batches, no shuffle at all: the ceiling for
-  reading this store;
-- ``sequential-ahead``: the same with the next run read in a background thread,
-  as the loader does: the ceiling with the loader's double buffering;
-- ``loader``: ``PileLoader(store, batch_size)``, a whole epoch (``--prefetch``);
-- ``random-oindex``: one random minibatch at a time through Zarr orthogonal
-  indexing (``x.oindex[sorted(idx)]``), what people try first;
-- ``torch-random``: ``torch.utils.data.DataLoader`` with a ``RandomSampler``
-  over a map-style dataset that reads one row of the Zarr arrays per item
-  (only if torch is installed);
-- ``torch PileDataset w=2``: ``DataLoader(daskshuffle.torch.PileDataset(...),
-  batch_size=None, num_workers=2)``, the loader in two worker processes, as tensors.
+- ``cat``: every chunk file of the store read once with ``open().read()``, no
+  decoding: the machine's read speed for these bytes;
+- ``zarr piles``: ``group[name][a:b]`` of every pile, what zarr-python gives;
+- ``reader piles``: ``ZarrPileReader.read_pile`` of every pile (``x`` and
+  ``id``, then ``x`` alone): the read path the loader uses;
+- ``loader``: ``PileLoader(store, batch_size)``, a whole epoch (``x`` + ``id``
+  and ``x`` alone);
+- ``DataLoader w=2``: ``DataLoader(PileDataset(...), batch_size=None,
+  num_workers=2)``, against the in-process loader;
+- the compressible variant: ``tokens`` (N, 64) int32 token ids (Zipf) + ``id``,
+  whose layout gets blosc-lz4: its size on disk, ``cat`` of its files, the
+  reader and the loader in decoded GB/s;
+- ``naive random``: random minibatches of the *source* (4 MiB zstd chunks)
+  through ``x.oindex[sorted(idx)]``, time-boxed by ``--random-seconds`` and
+  extrapolated to an epoch.
 
-The two random-access contenders would take hours for an epoch: they run for
-``--random-seconds`` each and their rows/s is extrapolated to an epoch, which
-is said next to their numbers. Contenders run interleaved for ``--repeat``
-rounds so that they see the same machine load.
-
-Then the consumer's side: with ``--work-ms`` of work per batch (a sleep, as a
-GPU step leaves the CPU free), how long does each ``next(batch)`` wait? The
-first batch waits for the first pile; after that the background reads should
-keep ahead. Two epochs run, so the wait at the start of the second epoch shows
-whether its first pile was read ahead too.
-
-The data is generated on first use under ``--data`` and kept. It is read
-through the operating system's page cache like any recently written file:
-these are decompression and CPU numbers more than disk numbers.
+Contenders run interleaved for ``--repeat`` rounds (same machine load); the
+table gives the median and the best. Then the consumer's side: with
+``--work-ms`` of work per batch, the wait for the first batch and the p99 wait
+per batch over two epochs. The 1-minute load average is printed before and after.
 
 Run ``python benchmarks/bench_loader.py --help``.
 """
@@ -38,10 +31,11 @@ Run ``python benchmarks/bench_loader.py --help``.
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +43,7 @@ import zarr
 from dask.utils import format_bytes, parse_bytes
 
 import daskshuffle
+from daskshuffle.formats._zarr_reader import ZarrPileReader
 
 WIDTH = 64
 ROW_NBYTES = WIDTH * 4 + 8
@@ -56,241 +51,237 @@ SOURCE_CHUNK_ROWS = 16_384  # 4 MiB chunks of x
 
 
 # -- the data --------------------------------------------------------------------
-def make_source(path: Path, n_rows: int) -> None:
-    """``x`` standard normal with ``x[:, 0] == id``, and ``id``: the shuffle benchmark's layout."""
+def make_source(path: Path, n_rows: int, kind: str) -> None:
+    """``x`` standard normal with ``x[:, 0] == id`` (or ``tokens``: Zipf int32 ids), and ``id``."""
     group = zarr.open_group(path, mode="w", zarr_format=3)
-    x = group.create_array("x", shape=(n_rows, WIDTH), chunks=(SOURCE_CHUNK_ROWS, WIDTH), dtype="f4")
+    name, dtype = ("x", "f4") if kind == "x" else ("tokens", "i4")
+    values = group.create_array(name, shape=(n_rows, WIDTH), chunks=(SOURCE_CHUNK_ROWS, WIDTH), dtype=dtype)
     ids = group.create_array("id", shape=(n_rows,), chunks=(SOURCE_CHUNK_ROWS,), dtype="i8")
     rng = np.random.default_rng(0)
     step = SOURCE_CHUNK_ROWS * 16
     for start in range(0, n_rows, step):
         stop = min(start + step, n_rows)
-        block = rng.standard_normal((stop - start, WIDTH), dtype=np.float32)
-        block[:, 0] = np.arange(start, stop)
-        x[start:stop] = block
+        if kind == "x":
+            block = rng.standard_normal((stop - start, WIDTH), dtype=np.float32)
+            block[:, 0] = np.arange(start, stop)
+        else:
+            block = (rng.zipf(1.2, size=(stop - start, WIDTH)) % 50_000).astype(np.int32)
+        values[start:stop] = block
         ids[start:stop] = np.arange(start, stop, dtype=np.int64)
     group.attrs["n_rows"] = n_rows  # last: a half-written source is made again
 
 
-def open_or_make_store(data: Path, nbytes: int, n_piles: int, chunk_rows: int | None, source: Path | None) -> str:
-    if source is None:
-        n_rows = nbytes // ROW_NBYTES
-        name = format_bytes(nbytes).replace(" ", "")
-        source = data / f"loader-source-{name}.zarr"
-        if not (source.exists() and zarr.open_group(source, mode="r").attrs.get("n_rows") == n_rows):
-            print(f"generating {source} ({n_rows:,} rows) ...", flush=True)
-            make_source(source, n_rows)
-    else:
-        name = source.stem
-    piles = data / f"loader-piles-{name}-{n_piles}-{chunk_rows or 'auto'}.zarr"
+def open_or_make(data: Path, nbytes: int, n_piles: int | None, kind: str) -> tuple[str, str]:
+    """The source and its pile store (default layout), made on first use."""
+    n_rows = nbytes // ROW_NBYTES
+    name = format_bytes(nbytes).replace(" ", "")
+    source = data / f"loader-source-{kind}-{name}.zarr"
+    if not (source.exists() and zarr.open_group(source, mode="r").attrs.get("n_rows") == n_rows):
+        print(f"generating {source} ({n_rows:,} rows) ...", flush=True)
+        make_source(source, n_rows, kind)
+    piles = data / f"loader-piles-{kind}-{name}-{n_piles or 'default'}.zarr"
     try:
         daskshuffle.PileLoader(piles, 1).close()
     except daskshuffle.DaskShuffleError:
         print(f"shuffling into {piles} ...", flush=True)
-        print(" ", daskshuffle.shuffle_zarr(source, piles, n_piles, seed=0, chunk_rows=chunk_rows, overwrite=True))
-    return str(piles)
+        extra = {} if n_piles is None else {"n_piles": n_piles}
+        print(" ", daskshuffle.shuffle_zarr(source, piles, seed=0, overwrite=True, **extra), flush=True)
+    return str(source), str(piles)
 
 
-# -- the contenders --------------------------------------------------------------
-def _run_rows(group: zarr.Group, metadata: dict) -> int:
-    """Rows per sequential read: a pile's worth, rounded up to whole chunks, so no chunk is read twice."""
-    chunk_rows = int(group["x"].chunks[0])
-    return -(-max(1, metadata["n_rows"] // metadata["n_piles"]) // chunk_rows) * chunk_rows
+def chunk_files(store: str, names: list[str]) -> list[str]:
+    return [
+        os.path.join(root, file)
+        for name in names
+        for root, _, files in os.walk(os.path.join(store, name))
+        for file in files
+        if file != "zarr.json"
+    ]
 
 
-def sequential(store: str, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
+# -- the contenders (each returns rows handed out and bytes of rows) ---------------
+def cat(store: str, names: list[str]) -> int:
+    nbytes = 0
+    for path in chunk_files(store, names):
+        with open(path, "rb") as file:
+            nbytes += len(file.read())
+    return nbytes
+
+
+def zarr_piles(store: str, names: list[str]) -> int:
     group = zarr.open_group(store, mode="r")
-    metadata = group.attrs["daskshuffle"]
-    arrays = {name: group[name] for name in metadata["variables"]}
-    step = _run_rows(group, metadata)
-    for start in range(0, metadata["n_rows"], step):
-        rows = {name: array[start : start + step] for name, array in arrays.items()}
-        n = len(rows["id"])
-        for first in range(0, n, batch_size):
-            yield {name: values[first : first + batch_size] for name, values in rows.items()}
+    offsets = group.attrs["daskshuffle"]["pile_offsets"]
+    arrays = [group[name] for name in names]
+    return sum(array[a:b].nbytes for a, b in itertools.pairwise(offsets) for array in arrays)
 
 
-def sequential_ahead(store: str, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
-    """``sequential`` with the next run read in a background thread while this one is handed out."""
-    group = zarr.open_group(store, mode="r")
-    metadata = group.attrs["daskshuffle"]
-    arrays = {name: group[name] for name in metadata["variables"]}
-    step = _run_rows(group, metadata)
-
-    def read(start: int) -> dict[str, np.ndarray]:
-        return {name: array[start : start + step] for name, array in arrays.items()}
-
-    starts = range(0, metadata["n_rows"], step)
-    with ThreadPoolExecutor(max_workers=1) as executor:
-        ahead = executor.submit(read, starts[0])
-        for index in range(len(starts)):
-            rows = ahead.result()
-            if index + 1 < len(starts):
-                ahead = executor.submit(read, starts[index + 1])
-            for first in range(0, len(rows["id"]), batch_size):
-                yield {name: values[first : first + batch_size] for name, values in rows.items()}
+def reader_piles(store: str, names: list[str]) -> int:
+    with ZarrPileReader(store, variables=names) as reader:
+        return sum(
+            values.nbytes for pile in range(len(reader.pile_offsets) - 1) for values in reader.read_pile(pile).values()
+        )
 
 
-def loader(store: str, batch_size: int, prefetch: int) -> Iterator[dict[str, np.ndarray]]:
-    with daskshuffle.PileLoader(store, batch_size, prefetch=prefetch) as piles:
-        yield from piles
+def loader(store: str, names: list[str], batch_size: int) -> int:
+    with daskshuffle.PileLoader(store, batch_size, variables=names) as piles:
+        return sum(values.nbytes for batch in piles for values in batch.values())
 
 
-def random_oindex(store: str, batch_size: int) -> Iterator[dict[str, np.ndarray]]:
-    group = zarr.open_group(store, mode="r")
-    arrays = {name: group[name] for name in group.attrs["daskshuffle"]["variables"]}
-    n_rows = group.attrs["daskshuffle"]["n_rows"]
-    rng = np.random.default_rng(0)
-    while True:
-        index = np.sort(rng.choice(n_rows, size=batch_size, replace=False))
-        yield {name: array.oindex[index] for name, array in arrays.items()}
-
-
-def torch_random(store: str, batch_size: int) -> Iterator[dict[str, object]]:
-    import torch
-    from torch.utils.data import DataLoader, Dataset, RandomSampler
-
-    class ZarrRows(Dataset):  # type: ignore[type-arg]
-        def __init__(self) -> None:
-            group = zarr.open_group(store, mode="r")
-            self.arrays = {name: group[name] for name in group.attrs["daskshuffle"]["variables"]}
-            self.n_rows = group.attrs["daskshuffle"]["n_rows"]
-
-        def __len__(self) -> int:
-            return self.n_rows
-
-        def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-            return {name: array[index] for name, array in self.arrays.items()}
-
-    dataset = ZarrRows()
-    generator = torch.Generator().manual_seed(0)
-    yield from DataLoader(dataset, batch_size=batch_size, sampler=RandomSampler(dataset, generator=generator))
-
-
-def torch_piles(store: str, batch_size: int, num_workers: int) -> Iterator[dict[str, object]]:
+def torch_piles(store: str, names: list[str], batch_size: int, num_workers: int) -> int:
     from torch.utils.data import DataLoader
 
     from daskshuffle.torch import PileDataset
 
-    yield from DataLoader(PileDataset(store, batch_size), batch_size=None, num_workers=num_workers)
+    dataset = PileDataset(store, batch_size, variables=names)
+    batches = DataLoader(dataset, batch_size=None, num_workers=num_workers)
+    return sum(_nbytes(batch) for batch in batches)
 
 
-def run(batches: Iterator[dict[str, object]], *, seconds: float | None = None) -> tuple[int, float]:
-    """Rows handed out and seconds taken, stopping after ``seconds`` if given."""
-    rows = 0
-    began = time.perf_counter()
-    for batch in batches:
-        rows += len(batch["id"])  # type: ignore[arg-type]
-        if seconds is not None and time.perf_counter() - began > seconds:
-            break
+def _nbytes(batch: object) -> int:
+    if isinstance(batch, dict):
+        return sum(_nbytes(value) for value in batch.values())
+    if isinstance(batch, tuple | list):
+        return sum(_nbytes(value) for value in batch)
+    return int(batch.nbytes)  # type: ignore[attr-defined]
+
+
+def random_oindex(source: str, batch_size: int, seconds: float) -> tuple[int, float]:
+    """Rows/s of random minibatches of the source, time-boxed."""
+    group = zarr.open_group(source, mode="r")
+    arrays = [group["x"], group["id"]]
+    n_rows = arrays[0].shape[0]
+    rng = np.random.default_rng(0)
+    rows, began = 0, time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        index = np.sort(rng.choice(n_rows, size=batch_size, replace=False))
+        rows += len(arrays[1].oindex[index])
+        arrays[0].oindex[index]
     return rows, time.perf_counter() - began
 
 
-def waits(store: str, batch_size: int, prefetch: int, work_seconds: float, epochs: int) -> list[list[float]]:
-    """Seconds each ``next()`` waited, per epoch, with ``work_seconds`` of work per batch."""
-    out: list[list[float]] = []
-    with daskshuffle.PileLoader(store, batch_size, prefetch=prefetch) as piles:
-        for _ in range(epochs):
-            epoch: list[float] = []
+def waits(store: str, batch_size: int, work_seconds: float, epochs: int = 2) -> tuple[float, list[float]]:
+    """Milliseconds to the first batch after ``iter``, and every other wait, with work per batch."""
+    out: list[float] = []
+    first = 0.0
+    with daskshuffle.PileLoader(store, batch_size) as piles:
+        for epoch in range(epochs):
             iterator = iter(piles)
+            index = 0
             while True:
                 began = time.perf_counter()
                 batch = next(iterator, None)
-                epoch.append(time.perf_counter() - began)
+                wait = 1000 * (time.perf_counter() - began)
                 if batch is None:
                     break
+                if epoch == 0 and index == 0:
+                    first = wait
+                else:
+                    out.append(wait)
+                index += 1
                 time.sleep(work_seconds)
-            out.append(epoch[:-1])
-    return out
+    return first, out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="1GiB", help="bytes of data (default 1GiB)")
-    parser.add_argument("--store", default=None, help="an existing pile store to read instead of generating one")
-    parser.add_argument("--source", type=Path, default=None, help="an existing source of x and id to shuffle")
     parser.add_argument("--data", type=Path, default=Path(__file__).parent / "data", help="where the data goes")
-    parser.add_argument("--n-piles", type=int, default=64, help="piles of the generated store (default 64)")
-    parser.add_argument("--chunk-rows", type=int, default=None, help="rows per chunk of the generated store")
+    parser.add_argument("--n-piles", type=int, default=None, help="piles (default: shuffle_zarr's default)")
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--prefetch", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--repeat", type=int, default=2, help="rounds of every contender, interleaved")
-    parser.add_argument("--random-seconds", type=float, default=20.0, help="time box of each random-access contender")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of every contender, interleaved")
+    parser.add_argument("--random-seconds", type=float, default=10.0, help="time box of the naive random reads")
     parser.add_argument("--work-ms", type=float, default=1.0, help="work per batch while measuring waits")
+    parser.add_argument("--no-torch", action="store_true", help="skip DataLoader(PileDataset)")
+    parser.add_argument("--no-tokens", action="store_true", help="skip the compressible variant")
     args = parser.parse_args()
 
     args.data.mkdir(parents=True, exist_ok=True)
-    store = args.store or open_or_make_store(
-        args.data, parse_bytes(args.size), args.n_piles, args.chunk_rows, args.source
-    )
+    nbytes = parse_bytes(args.size)
+    source, store = open_or_make(args.data, nbytes, args.n_piles, "x")
+    tokens = None if args.no_tokens else open_or_make(args.data, nbytes, args.n_piles, "tokens")[1]
     group = zarr.open_group(store, mode="r")
     metadata = group.attrs["daskshuffle"]
     n_rows, n_piles = metadata["n_rows"], metadata["n_piles"]
-    nbytes = sum(group[name].nbytes for name in metadata["variables"])
+    layout = metadata.get("layout", {}).get("variables", {})
     print(
-        f"store {store}: {n_rows:,} rows, {format_bytes(nbytes)}, {n_piles} piles of ~{format_bytes(nbytes // n_piles)}, "
-        f"chunks of {group['x'].chunks[0]:,} rows, batch_size={args.batch_size}",
+        f"store {store}: {n_rows:,} rows, {format_bytes(n_rows * ROW_NBYTES)}, {n_piles} piles, layout {layout}",
         flush=True,
     )
-
-    contenders: dict[str, Callable[[], tuple[int, float]]] = {
-        "sequential": lambda: run(sequential(store, args.batch_size)),
-        "sequential-ahead": lambda: run(sequential_ahead(store, args.batch_size)),
-        **{
-            f"loader prefetch={p}": (lambda p=p: run(loader(store, args.batch_size, p)))  # type: ignore[misc]
-            for p in args.prefetch
-        },
-        "random-oindex": lambda: run(random_oindex(store, args.batch_size), seconds=args.random_seconds),
+    load_before = os.getloadavg()[0]
+    b = args.batch_size
+    both, alone = ["x", "id"], ["x"]
+    contenders: dict[str, tuple[int, Callable[[], int]]] = {
+        "cat x+id": (n_rows, lambda: cat(store, both)),
+        "zarr piles x+id": (n_rows, lambda: zarr_piles(store, both)),
+        "reader piles x+id": (n_rows, lambda: reader_piles(store, both)),
+        "reader piles x": (n_rows, lambda: reader_piles(store, alone)),
+        "loader x+id": (n_rows, lambda: loader(store, both, b)),
+        "loader x": (n_rows, lambda: loader(store, alone, b)),
     }
-    try:
-        import torch  # noqa: F401
+    if not args.no_torch:
+        contenders["DataLoader w=2 x+id"] = (n_rows, lambda: torch_piles(store, both, b, 2))
+        contenders["DataLoader w=0 x+id"] = (n_rows, lambda: torch_piles(store, both, b, 0))
+    if tokens is not None:
+        pair = ["tokens", "id"]
+        contenders["tokens: cat"] = (n_rows, lambda: cat(tokens, pair))
+        contenders["tokens: zarr piles"] = (n_rows, lambda: zarr_piles(tokens, pair))
+        contenders["tokens: reader piles"] = (n_rows, lambda: reader_piles(tokens, pair))
+        contenders["tokens: loader"] = (n_rows, lambda: loader(tokens, pair, b))
 
-        contenders["torch-random"] = lambda: run(torch_random(store, args.batch_size), seconds=args.random_seconds)
-        contenders["torch PileDataset w=2"] = lambda: run(torch_piles(store, args.batch_size, 2))
-    except ImportError:
-        print("torch is not installed: skipping torch-random")
-
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    seconds: dict[str, list[float]] = {name: [] for name in contenders}
+    moved: dict[str, int] = {}
     for round_ in range(args.repeat):
-        for name, contender in contenders.items():
-            rows, seconds = contender()
-            rates[name].append(rows / seconds)
-            print(
-                f"  round {round_}: {name:<20} {rows:>12,} rows in {seconds:7.2f} s = {rows / seconds:>12,.0f} rows/s"
-            )
+        for name, (_, contender) in contenders.items():
+            began = time.perf_counter()
+            moved[name] = contender()
+            seconds[name].append(time.perf_counter() - began)
+            print(f"  round {round_}: {name:<22} {seconds[name][-1]:7.2f} s", flush=True)
+    random_rows, random_seconds = random_oindex(source, b, args.random_seconds)
+    load_after = os.getloadavg()[0]
 
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    ceiling = n_rows / median["cat x+id"]
     print(
-        f"\nrows/s, best and median of {args.repeat} (random access extrapolated from {args.random_seconds:g} s boxes)"
+        f"\n{n_rows:,} rows ({format_bytes(n_rows * ROW_NBYTES)} of x+id), {n_piles} piles, batch_size={b}, "
+        f"median of {args.repeat} rounds; load average {load_before:.2f} before, {load_after:.2f} after\n"
     )
-    best = {name: max(values) for name, values in rates.items()}
-    for name, rate in best.items():
-        epoch = n_rows / rate
-        note = "  (extrapolated)" if name in ("random-oindex", "torch-random") else ""
+    print("| read | rows/s (median) | rows/s (best) | GB/s of bytes moved | vs cat x+id |")
+    print("|---|---:|---:|---:|---:|")
+    for name, (rows, _) in contenders.items():
+        rate, best = rows / median[name], rows / min(seconds[name])
         print(
-            f"  {name:<20} {rate:>12,.0f} rows/s (median {statistics.median(rates[name]):>12,.0f})  "
-            f"{rate * ROW_NBYTES / 2**20:8.1f} MiB/s  epoch {epoch:>10,.1f} s{note}"
+            f"| {name} | {rate / 1e6:.2f}M | {best / 1e6:.2f}M | {moved[name] / median[name] / 1e9:.2f} | "
+            f"{rate / ceiling:.2f} |"
         )
-    for name, rate in best.items():
-        if name.startswith(("loader", "torch PileDataset")):
-            ratios = ", ".join(
-                f"{rate / best[other]:,.0f}x {other}" for other in ("random-oindex", "torch-random") if other in best
-            )
-            print(
-                f"  {name}: {rate / best['sequential']:.0%} of sequential, "
-                f"{rate / best['sequential-ahead']:.0%} of sequential-ahead; {ratios}"
-            )
+    random_rate = random_rows / random_seconds
+    print(
+        f"| naive random minibatches of the source (extrapolated) | {random_rate / 1e6:.4f}M | | | {random_rate / ceiling:.4f} |"
+    )
 
-    work = args.work_ms / 1000
-    for prefetch in args.prefetch:
-        per_epoch = waits(store, args.batch_size, prefetch, work, epochs=2)
-        after_first = per_epoch[0][1:] + per_epoch[1][1:]
-        ms = sorted(1000 * wait for wait in after_first)
+    print("\nratios (medians):")
+    ratio = {name: n_rows / value for name, value in median.items()}
+    print(f"  loader x+id / cat x+id: {ratio['loader x+id'] / ratio['cat x+id']:.2f}")
+    print(f"  loader x+id / loader x (id's cost): {ratio['loader x+id'] / ratio['loader x']:.2f}")
+    print(f"  reader x+id / zarr x+id: {ratio['reader piles x+id'] / ratio['zarr piles x+id']:.2f}")
+    print(f"  loader x+id / naive random: {ratio['loader x+id'] / random_rate:,.0f}")
+    if "DataLoader w=2 x+id" in ratio:
+        print(f"  DataLoader w=2 / loader in process: {ratio['DataLoader w=2 x+id'] / ratio['loader x+id']:.2f}")
+    if tokens is not None:
+        stored = sum(os.path.getsize(path) for path in chunk_files(tokens, ["tokens", "id"]))
+        decoded = n_rows * ROW_NBYTES
         print(
-            f"\nwait per batch, prefetch={prefetch}, {args.work_ms:g} ms of work per batch, two epochs:\n"
-            f"  first batch of epoch 0 {1000 * per_epoch[0][0]:.1f} ms, of epoch 1 {1000 * per_epoch[1][0]:.1f} ms\n"
-            f"  every other batch: p50 {statistics.median(ms):.3f} ms, p99 {ms[int(0.99 * (len(ms) - 1))]:.3f} ms, "
-            f"max {ms[-1]:.1f} ms over {len(ms):,} batches"
+            f"  tokens: {format_bytes(stored)} on disk for {format_bytes(decoded)} of rows "
+            f"(ratio {decoded / stored:.2f}); loader {decoded / median['tokens: loader'] / 1e9:.2f} GB/s decoded, "
+            f"{ratio['tokens: loader'] / ratio['tokens: cat']:.2f} of its cat"
         )
+
+    first, every = waits(store, b, args.work_ms / 1000)
+    ms = sorted(every)
+    print(
+        f"\nwith {args.work_ms:g} ms of work per batch, two epochs: first batch {first:.1f} ms after iter; "
+        f"then p50 {statistics.median(ms):.3f} ms, p99 {ms[int(0.99 * (len(ms) - 1))]:.3f} ms, "
+        f"max {ms[-1]:.1f} ms over {len(ms):,} batches; load average {os.getloadavg()[0]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -170,8 +170,7 @@ def test_resume_reads_no_pile_before_the_one_it_continues_in(store: str, copy_of
     assert len(rest) == len(reference) - k
     for got, want in zip(rest, reference[k:], strict=True):
         np.testing.assert_array_equal(got, want)
-    # The damage is real: reading from the start fails (RuntimeError from zarr's codec, or a checked reader's error).
-    with PileLoader(copy_of, BATCH) as from_start, pytest.raises((RuntimeError, ds.CorruptPileStoreError)):
+    with PileLoader(copy_of, BATCH) as from_start, pytest.raises(ds.CorruptPileStoreError, match="crc32c"):
         list(from_start)
 
 
@@ -389,7 +388,7 @@ def test_a_store_that_is_not_a_complete_pile_store_is_refused(copy_of: str, tmp_
     with pytest.raises(IncompletePileStoreError, match=r"whose shuffle did not finish"):
         PileLoader(copy_of, 8)
     group.attrs["daskshuffle"] = {**metadata, "format_version": 0}
-    with pytest.raises(IncompletePileStoreError, match=r"format version 1. Got version 0"):
+    with pytest.raises(IncompletePileStoreError, match=r"format version 1 or 2. Got version 0"):
         PileLoader(copy_of, 8)
 
 

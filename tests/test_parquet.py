@@ -27,7 +27,7 @@ from daskshuffle import (
     shuffle_dataframe,
     shuffle_parquet,
 )
-from daskshuffle.formats import open_pile_reader
+from daskshuffle.formats import FORMAT_VERSION, open_pile_reader
 from daskshuffle.formats._parquet import open_parquet_sources
 from daskshuffle.formats._parquet_reader import ParquetPileReader
 
@@ -103,7 +103,7 @@ def test_every_column_type_survives_in_the_planned_order(tmp_path: Path) -> None
     assert out.sort_by("id").equals(source.sort_by("id")), "every value stays with its id, nulls included"
 
     meta = read_sidecar(dst)
-    assert meta["complete"] is True and meta["kind"] == "parquet" and meta["format_version"] == 1
+    assert meta["complete"] is True and meta["kind"] == "parquet" and meta["format_version"] == FORMAT_VERSION
     assert (meta["n_rows"], meta["n_piles"], meta["seed"]) == (800, 7, 3)
     assert meta["variables"] == source.column_names and isinstance(meta["fingerprint"], str)
     assert np.array_equal(np.diff(meta["pile_offsets"]), result.pile_sizes)

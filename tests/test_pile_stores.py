@@ -102,10 +102,6 @@ KINDS = {
     "xarray": Kind(make_xarray, zarr_files, lambda store: xr.open_zarr(store)["id"].values),
     "parquet": Kind(make_parquet, parquet_files, lambda store: pq.read_table(store, columns=["id"])["id"].to_numpy()),
 }
-#: Zarr stores detect damage with the checked Zarr reader (another branch); plain zarr reads a missing chunk as zeros.
-NEEDS_CHECKED_ZARR = pytest.mark.xfail(reason="needs the checked Zarr reader", strict=False)
-
-
 @dataclass
 class Store:
     kind: Kind
@@ -292,7 +288,7 @@ DAMAGE = {"missing": _delete, "truncated": _truncate, "corrupted": _corrupt}
 @pytest.mark.parametrize("damage", list(DAMAGE))
 @pytest.mark.parametrize(
     "kind",
-    [pytest.param("zarr", marks=NEEDS_CHECKED_ZARR), pytest.param("xarray", marks=NEEDS_CHECKED_ZARR), "parquet"],
+    ["zarr", "xarray", "parquet"],
 )
 def test_a_damaged_file_raises_in_the_consumer_at_its_pile_and_the_loader_stops_cleanly(
     kind: str, damage: str, tmp_path: Path

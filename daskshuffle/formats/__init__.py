@@ -20,7 +20,7 @@ __all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_
 #: only when needed so that reading Zarr does not load pyarrow, and so on.
 #: Stores are recognised in this order.
 PILE_READERS: dict[str, str] = {
-    "zarr": "._zarr:ZarrPileReader",
+    "zarr": "._zarr_reader:ZarrPileReader",
     "parquet": "._parquet_reader:ParquetPileReader",
 }
 

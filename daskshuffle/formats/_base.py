@@ -23,8 +23,11 @@ from .._errors import DaskShuffleValueError, IncompletePileStoreError, Unfinishe
 
 __all__ = ["FORMAT_VERSION", "Format", "PileReader", "Rows", "check_pile_metadata", "select_variables"]
 
-#: Version of the pile store layout written into every store's metadata.
-FORMAT_VERSION = 1
+#: Version of the pile store layout written into every store's metadata. Version 2
+#: (Zarr) records its layout, a crc32c per chunk and every chunk written.
+FORMAT_VERSION = 2
+#: Versions this release reads: a version 1 store is read as it was, without checks.
+READABLE_VERSIONS = (1, 2)
 
 Rows = TypeVar("Rows")
 
@@ -233,11 +236,12 @@ class PileReader(ABC, Generic[Rows]):
 
 
 def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
-    """Refuse a pile store of another format version or whose shuffle did not finish."""
-    if metadata.get("format_version") != FORMAT_VERSION:
+    """Refuse a pile store of a format version this release cannot read or whose shuffle did not finish."""
+    if metadata.get("format_version") not in READABLE_VERSIONS:
         raise IncompletePileStoreError(
-            f"Expected a pile store of format version {FORMAT_VERSION}. Got version {metadata.get('format_version')!r} "
-            f"in {where!r} instead; shuffle the source again with this version of daskshuffle."
+            f"Expected a pile store of format version {' or '.join(map(str, READABLE_VERSIONS))}. Got version "
+            f"{metadata.get('format_version')!r} in {where!r} instead; shuffle the source again with this version "
+            "of daskshuffle."
         )
     if not metadata.get("complete"):
         raise UnfinishedShuffleError(

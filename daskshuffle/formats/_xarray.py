@@ -28,6 +28,7 @@ import xarray as xr
 import zarr
 
 from .._paths import normalize
+from . import _layout
 from ._zarr import _METADATA_KEY, ArrayRows, Variable, ZarrFormat
 
 __all__ = ["XarrayFormat"]
@@ -92,6 +93,12 @@ class XarrayFormat(ZarrFormat):
             raise RuntimeError("create_destination runs where the shuffle was planned, with its template")
         # xarray writes the layout, the encodings and the variables without ``dim``;
         # the rows along ``dim`` are left to the merge tasks (compute=False).
+        layout = self._chosen_layout()
+        for variable in self.variables:
+            encoding = _layout.xarray_encoding(
+                layout.variables[variable.name], variable.dtype.itemsize, variable.row_shape
+            )
+            self._template.variables[variable.name].encoding.update(encoding)
         self._template.to_zarr(self._open(dst), mode="w", compute=False, zarr_format=3, consolidated=False)
         group = zarr.open_group(self._open(dst), mode="r+")
         group.attrs[_METADATA_KEY] = {**metadata, "dim": self.dim}
@@ -106,7 +113,7 @@ class XarrayFormat(ZarrFormat):
             encoded = xr.conventions.encode_cf_variable(
                 xr.Variable(variable.dims, values, attrs=variable.attrs, encoding=variable.encoding), name=name
             )
-            array: Any = group[name]
+            array: Any = _layout.for_writing(group[name])
             array[start : start + len(values)] = np.asarray(encoded.values, dtype=array.dtype)
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:

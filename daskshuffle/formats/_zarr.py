@@ -13,12 +13,11 @@ rows that are not needed.
 
 from __future__ import annotations
 
-import copy
 import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zarr
@@ -27,22 +26,22 @@ from numpy.typing import NDArray
 from .._errors import (
     DaskShuffleTypeError,
     DaskShuffleValueError,
-    IncompletePileStoreError,
     SourceNotFoundError,
 )
 from .._paths import exists, filesystem, normalize
-from ._base import Format, PileReader, check_pile_metadata, select_variables
+from . import _layout
+from ._base import Format
 
-__all__ = ["ZarrFormat", "ZarrPileReader", "open_zarr_sources"]
+__all__ = ["ZarrFormat", "open_zarr_sources"]
 
 ArrayRows = dict[str, NDArray[Any]]
-SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array
+SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array[Any]
 
-#: The target size of one output chunk.
-CHUNK_NBYTES = 4 * 2**20
+#: The target size of one output chunk (of the widest variable; see ``_layout``).
+CHUNK_NBYTES = _layout.CHUNK_NBYTES
 #: The smallest output chunk a pile store is given, however small its piles.
-MIN_CHUNK_NBYTES = 256 * 2**10
-#: The pile reader reads in runs of whole chunks of about this size (see ``_read_in_runs``).
+MIN_CHUNK_NBYTES = _layout.MIN_CHUNK_NBYTES
+#: Source blocks are read in runs of whole chunks of about this size (see ``_read_in_runs``).
 READ_NBYTES = 32 * 2**20
 #: Pass 1 and the merge read, reorder and write in runs of about this size, so
 #: that the buffers of a run stay small next to the block or group they hold.
@@ -67,17 +66,17 @@ class Variable:
         return int(self.dtype.itemsize * int(np.prod(self.row_shape, dtype=np.int64)))
 
 
-def _describe(source: zarr.Group | zarr.Array) -> str:
+def _describe(source: zarr.Group | zarr.Array[Any]) -> str:
     """The URL of a group or array, for messages, metadata and overlap checks."""
     store, path = source.store, source.store_path.path
     fs = getattr(store, "fs", None)
     if fs is None:  # a LocalStore or MemoryStore spells itself as a URL
         return str(source.store_path)
-    root = fs.unstrip_protocol(store.path).rstrip("/")
+    root = fs.unstrip_protocol(getattr(store, "path", "")).rstrip("/")
     return f"{root}/{path}" if path else root
 
 
-def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array:
+def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array[Any]:
     if isinstance(source, zarr.Group | zarr.Array):
         return source
     if not isinstance(source, str | os.PathLike):
@@ -97,13 +96,15 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
         ) from error
 
 
-def _arrays_of(source: zarr.Group | zarr.Array) -> dict[str, zarr.Array]:
+def _arrays_of(source: zarr.Group | zarr.Array[Any]) -> dict[str, zarr.Array[Any]]:
     if isinstance(source, zarr.Array):
         return {source.basename or "data": source}
     return dict(sorted(source.arrays()))
 
 
-def _select(arrays: dict[str, zarr.Array], variables: Sequence[str] | None, where: str) -> dict[str, zarr.Array]:
+def _select(
+    arrays: dict[str, zarr.Array[Any]], variables: Sequence[str] | None, where: str
+) -> dict[str, zarr.Array[Any]]:
     if not arrays:
         raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
     if variables is not None:
@@ -136,12 +137,12 @@ def _select(arrays: dict[str, zarr.Array], variables: Sequence[str] | None, wher
     return arrays
 
 
-def _variable(name: str, array: zarr.Array) -> Variable:
+def _variable(name: str, array: zarr.Array[Any]) -> Variable:
     attributes = dict(array.attrs.asdict())
     dimension_names = getattr(array.metadata, "dimension_names", None)
     xarray_dims = attributes.pop("_ARRAY_DIMENSIONS", None)  # how xarray names dims in Zarr format 2
     if dimension_names is None and xarray_dims is not None:
-        dimension_names = tuple(xarray_dims)
+        dimension_names = tuple(cast(Sequence[Any], xarray_dims))
     return Variable(
         name=name,
         dtype=np.dtype(array.dtype),
@@ -167,7 +168,7 @@ def _check_same_variables(first: dict[str, Variable], other: dict[str, Variable]
             )
 
 
-def _block_bounds(arrays: dict[str, zarr.Array], block_nbytes: int) -> list[tuple[int, int]]:
+def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list[tuple[int, int]]:
     """Runs of whole chunks (of the array with the widest rows) of about ``block_nbytes``."""
     n_rows = next(iter(arrays.values())).shape[0]
     if n_rows == 0:
@@ -190,11 +191,11 @@ def open_zarr_sources(
     storage_options: dict[str, Any] | None = None,
 ) -> ZarrFormat:
     """Open and check every source; raise before anything is written."""
-    items = list(src) if isinstance(src, list | tuple) else [src]
+    items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
     if not items:
         raise DaskShuffleValueError("Expected src to name at least one Zarr group or array. Got an empty list instead.")
     opened = [_open(item, storage_options) for item in items]
-    sources: list[dict[str, zarr.Array]] = []
+    sources: list[dict[str, zarr.Array[Any]]] = []
     described: list[dict[str, Variable]] = []
     for index, source in enumerate(opened):
         where = _describe(source) if len(opened) == 1 else f"source {index} ({_describe(source)})"
@@ -245,7 +246,7 @@ class ZarrFormat(Format[ArrayRows]):
     def __init__(
         self,
         *,
-        sources: list[dict[str, zarr.Array]],
+        sources: list[dict[str, zarr.Array[Any]]],
         variables: list[Variable],
         blocks: list[tuple[int, int, int]],
         source_names: list[str],
@@ -263,25 +264,42 @@ class ZarrFormat(Format[ArrayRows]):
         self.storage_options = storage_options
         self.chunk_rows_given = chunk_rows is not None
         self.chunk_rows = chunk_rows or max(1, CHUNK_NBYTES // self._widest_row_nbytes)
+        self.layout: _layout.Layout | None = None  # chosen by for_plan
 
     @property
     def _widest_row_nbytes(self) -> int:
         return max(1, *(variable.row_nbytes for variable in self.variables))
 
     def for_plan(self, pile_rows: float, *, materialize: bool) -> ZarrFormat:
-        """Chunks of at most a sixteenth of a pile (and at least ``MIN_CHUNK_NBYTES``).
+        """The destination's layout for piles of ``pile_rows`` rows (see :mod:`._layout`).
 
-        The loader reads one pile at a time: a chunk that straddles two piles is
-        read and decompressed for each, so chunks much smaller than a pile keep
-        that overhead small. A materialized copy is read sequentially and keeps
-        ``CHUNK_NBYTES`` chunks.
+        Chunk rows per variable (a materialized copy is read sequentially and
+        gets ``CHUNK_NBYTES`` chunks), a codec chosen from a sample of the
+        first source, a crc32c per chunk.
         """
-        if self.chunk_rows_given or materialize:
-            return self
-        widest = self._widest_row_nbytes
-        rows = min(CHUNK_NBYTES // widest, max(MIN_CHUNK_NBYTES // widest, int(pile_rows) // 16))
-        adapted = copy.copy(self)
-        adapted.chunk_rows = max(1, rows)
+        samples: dict[str, NDArray[Any] | None] = {}
+        n_rows = sum(self.block_lengths)
+        for variable in self.variables:
+            arrays = self.sources[0] if self.sources else {}
+            if variable.name not in arrays:
+                samples[variable.name] = None
+                continue
+            # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
+            source = arrays[variable.name]
+            rows = min(_layout.sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
+            samples[variable.name] = np.asarray(source[:rows])
+        layout = _layout.choose_layout(
+            {variable.name: variable.row_nbytes for variable in self.variables},
+            samples,
+            None if materialize else pile_rows,
+            chunk_rows=self.chunk_rows if self.chunk_rows_given else None,
+            compressors=self.compressors,
+        )
+        # A shallow copy that keeps what pickling drops (an xarray template stays with the planner).
+        adapted = object.__new__(type(self))
+        adapted.__dict__.update(self.__dict__)
+        adapted.layout = layout
+        adapted.chunk_rows = layout.alignment()
         return adapted
 
     # -- the source ----------------------------------------------------------
@@ -369,53 +387,53 @@ class ZarrFormat(Format[ArrayRows]):
 
     # -- the destination -----------------------------------------------------
     def write_alignment(self) -> int:
-        return self.chunk_rows
+        return self._chosen_layout().alignment()
+
+    def _chosen_layout(self) -> _layout.Layout:
+        if self.layout is not None:
+            return self.layout
+        # Not planned (for_plan not called): every variable in chunks of ``chunk_rows``, no codec.
+        return _layout.choose_layout(
+            {variable.name: variable.row_nbytes for variable in self.variables},
+            {},
+            None,
+            chunk_rows=self.chunk_rows,
+            compressors=self.compressors,
+        )
 
     def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        layout = self._chosen_layout()
         group = zarr.open_group(
             dst,
             mode="w",
             zarr_format=3,
             storage_options=self.storage_options,
-            attributes={**self.group_attrs, _METADATA_KEY: dict(metadata)},
+            attributes={**self.group_attrs, _METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: layout.to_dict()}},
         )
-        for variable in self.variables:
-            with warnings.catch_warnings():
-                # Fixed-length strings are not yet in the Zarr v3 spec; zarr warns but writes them.
-                warnings.simplefilter("ignore", zarr.errors.UnstableSpecificationWarning)
-                group.create_array(
-                    variable.name,
-                    shape=(n_rows, *variable.row_shape),
-                    chunks=(self.chunk_rows, *variable.row_shape) if variable.row_shape else (self.chunk_rows,),
-                    dtype=variable.dtype,
-                    fill_value=variable.fill_value,
-                    attributes=variable.attributes,
-                    dimension_names=variable.dimension_names,
-                    compressors=self.compressors,
-                )
+        _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
     def write_rows(self, dst: str, start: int, rows: ArrayRows, piece_info: Any) -> None:
         group = zarr.open_group(dst, mode="r+", storage_options=self.storage_options)
         for name, values in rows.items():
-            _write_in_runs(group[name], start, values)
+            _write_in_runs(_layout.for_writing(group[name]), start, values)
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         group = zarr.open_group(dst, mode="r+", storage_options=self.storage_options)
-        group.attrs[_METADATA_KEY] = dict(metadata)
+        group.attrs[_METADATA_KEY] = {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.
             warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
             zarr.consolidate_metadata(group.store)
 
 
-def _run_rows(array: zarr.Array, run_nbytes: int) -> int:
+def _run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
     """Rows in a run of whole chunks of about ``run_nbytes``."""
     chunk_rows = int(array.chunks[0])
     row_nbytes = array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
     return max(1, run_nbytes // max(row_nbytes * chunk_rows, 1)) * chunk_rows
 
 
-def _write_in_runs(array: zarr.Array, start: int, values: NDArray[Any]) -> None:
+def _write_in_runs(array: zarr.Array[Any], start: int, values: NDArray[Any]) -> None:
     """Write ``values`` at row ``start`` (a chunk boundary) in runs of about ``RUN_NBYTES``.
 
     zarr encodes the chunks of one write concurrently and holds every encoded
@@ -428,7 +446,7 @@ def _write_in_runs(array: zarr.Array, start: int, values: NDArray[Any]) -> None:
         array[start + first : start + last] = values[first:last]
 
 
-def _read_in_runs(array: zarr.Array, start: int, stop: int, run_nbytes: int = READ_NBYTES) -> NDArray[Any]:
+def _read_in_runs(array: zarr.Array[Any], start: int, stop: int, run_nbytes: int = READ_NBYTES) -> NDArray[Any]:
     """Rows ``start:stop`` of ``array``, read in runs of whole chunks of about ``run_nbytes``.
 
     While it reads, zarr holds the compressed and the decoded chunks of a
@@ -446,63 +464,3 @@ def _read_in_runs(array: zarr.Array, start: int, stop: int, run_nbytes: int = RE
         out[first - start : last - start] = array[first:last]
         first = last
     return out
-
-
-class ZarrPileReader(PileReader[ArrayRows]):
-    """A complete Zarr pile store, opened read-only.
-
-    Examples
-    --------
-    >>> reader = ZarrPileReader("piles.zarr")  # doctest: +SKIP
-    >>> reader.read_rows(0, 10)["x"].shape  # doctest: +SKIP
-    (10, 64)
-    """
-
-    def __init__(
-        self,
-        store: str | os.PathLike[str],
-        variables: Sequence[str] | None = None,
-        storage_options: dict[str, Any] | None = None,
-        batch_format: str = "numpy",
-    ) -> None:
-        if batch_format != "numpy":
-            raise DaskShuffleValueError(
-                f"Expected batch_format='numpy' for a Zarr pile store, whose batches are dicts of numpy arrays. "
-                f"Got {batch_format!r} instead; 'arrow' and 'pandas' batches come from Parquet pile stores."
-            )
-        if not exists(store, storage_options):
-            raise SourceNotFoundError(
-                f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead."
-            )
-        try:
-            group = zarr.open_group(normalize(store), mode="r", storage_options=storage_options)
-        except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
-            raise IncompletePileStoreError(
-                f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead."
-            ) from error
-        metadata = group.attrs.get(_METADATA_KEY)
-        where = os.fspath(store)
-        if not isinstance(metadata, dict):
-            raise IncompletePileStoreError(
-                f"Expected a pile store written by daskshuffle. Got {where!r}, which has no daskshuffle metadata, instead."
-            )
-        check_pile_metadata(metadata, where)
-        self.metadata = metadata
-        names = select_variables(metadata, variables)
-        self.arrays = {name: group[name] for name in names}
-
-    def read_rows(self, start: int, stop: int) -> ArrayRows:
-        return {name: _read_in_runs(array, start, stop, READ_NBYTES) for name, array in self.arrays.items()}
-
-    def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return _take(rows, index)
-
-    def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return _concat(parts)
-
-    def n_rows_of(self, rows: ArrayRows) -> int:
-        return len(next(iter(rows.values()))) if rows else 0
-
-    @classmethod
-    def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:
-        return exists(f"{normalize(store)}/zarr.json", storage_options)

@@ -1,0 +1,345 @@
+"""The Zarr pile store's layout (chunk rows and codec per variable, crc32c) and its reader, on real stores."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import threading
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
+
+import daskshuffle as ds
+from daskshuffle import CorruptPileStoreError, PileLoader
+from daskshuffle.formats import FORMAT_VERSION, open_pile_reader
+from daskshuffle.formats._layout import Layout, choose_chunk_rows, choose_codec
+from daskshuffle.formats._zarr_reader import ZarrPileReader
+
+N_ROWS = 20_000
+N_PILES = 4
+
+
+def make_mixed_source(path: Path, n_rows: int = N_ROWS) -> str:
+    """``x`` random floats (incompressible), ``tokens`` int32 ids, ``field`` smooth floats, ``id`` int64."""
+    rng = np.random.default_rng(0)
+    group = zarr.open_group(path, mode="w", zarr_format=3)
+    group.create_array(
+        "x",
+        data=rng.standard_normal((n_rows, 64), dtype=np.float32),
+        chunks=(4_000, 64),
+        dimension_names=("row", "feature"),
+    )
+    tokens = (rng.zipf(1.3, size=(n_rows, 8)) % 5_000).astype(np.int32)
+    group.create_array("tokens", data=tokens, chunks=(4_000, 8), dimension_names=("row", "token"))
+    field = np.sin(np.linspace(0, 20, n_rows * 8, dtype=np.float32)).reshape(n_rows, 8).round(2)
+    group.create_array("field", data=field, chunks=(4_000, 8), dimension_names=("row", "point"))
+    group.create_array("id", data=np.arange(n_rows, dtype=np.int64), chunks=(4_000,), dimension_names=("row",))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("layout")
+    src = make_mixed_source(root / "raw.zarr")
+    ds.shuffle_zarr(src, root / "piles.zarr", n_piles=N_PILES, seed=1)
+    return str(root / "piles.zarr")
+
+
+@pytest.fixture
+def damaged(mixed: str, tmp_path: Path) -> str:
+    return str(shutil.copytree(mixed, tmp_path / "copy.zarr"))
+
+
+def zarr_rows(store: str, start: int, stop: int, storage_options: dict | None = None) -> dict[str, np.ndarray]:
+    group = zarr.open_group(store, mode="r", storage_options=storage_options)
+    return {name: group[name][start:stop] for name in group.attrs["daskshuffle"]["variables"]}
+
+
+def assert_same(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    assert set(got) == set(expected)
+    for name, values in expected.items():
+        assert got[name].dtype == values.dtype and got[name].shape == values.shape, name
+        np.testing.assert_array_equal(got[name], values, err_msg=name)
+
+
+# -- the choice ------------------------------------------------------------------
+def test_chunk_rows_per_variable_are_power_of_two_multiples_of_the_widest() -> None:
+    rows = choose_chunk_rows({"x": 256, "id": 8, "y": 2}, pile_rows=16_384)
+    assert rows["x"] == 1_024  # 256 KiB, a sixteenth of a pile
+    assert rows["id"] == 8_192 and rows["y"] == 8_192  # at most 8x the widest
+    for value in rows.values():
+        ratio = value // rows["x"]
+        assert value % rows["x"] == 0 and ratio & (ratio - 1) == 0
+    layout = Layout.from_dict(
+        Layout({}).to_dict() | {"variables": {n: {"chunk_rows": r, "codec": "none"} for n, r in rows.items()}}
+    )
+    assert all(layout.alignment() % value == 0 for value in rows.values())
+    # Large piles: chunks stop growing at 4 MiB; materialized (one sequential read): 4 MiB of the widest.
+    assert choose_chunk_rows({"x": 256, "id": 8}, pile_rows=10**9)["x"] == 16_384
+    assert choose_chunk_rows({"x": 256, "id": 8}, pile_rows=None) == {"x": 16_384, "id": 16_384}
+    assert choose_chunk_rows({"x": 256, "id": 8}, pile_rows=100, chunk_rows=7) == {"x": 7, "id": 7}
+
+
+def test_codec_follows_the_data() -> None:
+    rng = np.random.default_rng(0)
+    assert choose_codec(rng.standard_normal(100_000).astype(np.float32))[0] == "none"
+    assert choose_codec((rng.zipf(1.3, 100_000) % 5_000).astype(np.int32))[0] == "blosc-lz4-shuffle"
+    assert choose_codec(None) == ("none", None)
+
+
+def test_store_records_and_uses_the_layout(mixed: str) -> None:
+    group = zarr.open_group(mixed, mode="r")
+    metadata = group.attrs["daskshuffle"]
+    assert metadata["format_version"] == FORMAT_VERSION == 2
+    layout = Layout.from_dict(metadata["layout"])
+    assert metadata["layout"]["every_chunk_written"] is True
+    assert {name: v.codec for name, v in layout.variables.items()} == {
+        "x": "none",
+        "tokens": "blosc-lz4-shuffle",
+        "field": "blosc-lz4-shuffle",
+        "id": "blosc-lz4-shuffle",
+    }
+    for name, chosen in layout.variables.items():
+        array = group[name]
+        assert array.chunks[0] == chosen.chunk_rows
+        codecs = array.compressors
+        assert isinstance(codecs[-1], Crc32cCodec), name
+        assert [type(c) for c in codecs[:-1]] == ([] if chosen.codec == "none" else [BloscCodec]), name
+    # Chunks of x are 256 KiB, a narrow id gets more rows per chunk.
+    assert group["x"].chunks[0] == 1_024 and group["id"].chunks[0] == 8_192
+
+
+@pytest.mark.parametrize(
+    ("compressors", "expected"), [(ZstdCodec(level=3), [ZstdCodec, Crc32cCodec]), (None, [Crc32cCodec])]
+)
+def test_a_users_compressors_are_used(tmp_path: Path, compressors, expected) -> None:
+    src = make_mixed_source(tmp_path / "raw.zarr", 500)
+    ds.shuffle_zarr(src, tmp_path / "piles.zarr", n_piles=2, seed=0, compressors=compressors)
+    group = zarr.open_group(tmp_path / "piles.zarr", mode="r")
+    for name in ("x", "tokens"):
+        assert [type(codec) for codec in group[name].compressors] == expected
+    assert group.attrs["daskshuffle"]["layout"]["variables"]["x"]["codec"] == "user"
+    assert_same(
+        ZarrPileReader(tmp_path / "piles.zarr").read_rows(0, 500), zarr_rows(str(tmp_path / "piles.zarr"), 0, 500)
+    )
+
+
+def test_every_chunk_is_written_even_all_fill_value(tmp_path: Path) -> None:
+    group = zarr.open_group(tmp_path / "raw.zarr", mode="w", zarr_format=3)
+    group.create_array("x", data=np.zeros((400, 4), dtype=np.float32), chunks=(100, 4))
+    ds.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / "piles.zarr", n_piles=2, seed=0, chunk_rows=50)
+    assert sorted(p.name for p in (tmp_path / "piles.zarr" / "x" / "c").iterdir()) == sorted(map(str, range(8)))
+
+
+def test_plain_zarr_and_xarray_read_the_same_rows(mixed: str) -> None:
+    dataset = xr.open_zarr(mixed)
+    group = zarr.open_group(mixed, mode="r")
+    for name in ("x", "tokens", "field", "id"):
+        np.testing.assert_array_equal(dataset[name].values, group[name][...])
+
+
+# -- the reader --------------------------------------------------------------------
+def test_reader_reads_every_pile_as_zarr_does(mixed: str) -> None:
+    with ZarrPileReader(mixed) as reader:
+        offsets = reader.pile_offsets
+        for pile in range(N_PILES):
+            assert_same(reader.read_pile(pile), zarr_rows(mixed, int(offsets[pile]), int(offsets[pile + 1])))
+        assert set(reader._chunks) == {"x", "tokens", "field", "id"}, "every variable is read without zarr"
+
+
+@settings(max_examples=40)
+@given(st.integers(0, N_ROWS), st.integers(0, N_ROWS))
+def test_reader_reads_any_rows_as_zarr_does(mixed: str, a: int, b: int) -> None:
+    start, stop = min(a, b), max(a, b)
+    with ZarrPileReader(mixed, variables=["x", "id"]) as reader:
+        got = reader.read_rows(start, stop)
+    expected = zarr_rows(mixed, start, stop)
+    assert_same(got, {name: expected[name] for name in ("x", "id")})
+
+
+def test_reader_on_memory_filesystem(mixed: str) -> None:
+    fs = fsspec.filesystem("memory")
+    url = "memory://layout-test/piles.zarr"
+    fs.put(mixed, "/layout-test/piles.zarr", recursive=True)
+    try:
+        reader = open_pile_reader(url)
+        assert isinstance(reader, ZarrPileReader) and not reader._files.local
+        offsets = reader.pile_offsets
+        for pile in range(N_PILES):
+            assert_same(reader.read_pile(pile), zarr_rows(mixed, int(offsets[pile]), int(offsets[pile + 1])))
+        assert_same(reader.read_rows(17, 2_222), zarr_rows(mixed, 17, 2_222))
+        fs.rm("/layout-test/piles.zarr/x/c/1/0")
+        with pytest.raises(CorruptPileStoreError, match=r"c/1/0.*variable 'x'.*no such file"):
+            reader.read_rows(0, N_ROWS)
+        reader.close()
+    finally:
+        fs.rm("/layout-test", recursive=True)
+
+
+def test_reader_of_an_xarray_pile_store(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    data = xr.Dataset(
+        {"x": (("sample", "f"), rng.standard_normal((900, 6)).astype(np.float32)), "y": ("sample", np.arange(900))},
+        coords={"sample": np.arange(900) * 10},
+    )
+    ds.shuffle_xarray(data, tmp_path / "piles.zarr", "sample", n_piles=4, seed=0)
+    with ZarrPileReader(tmp_path / "piles.zarr") as reader:
+        assert set(reader._chunks) == set(reader.arrays)
+        offsets = reader.pile_offsets
+        for pile in range(4):
+            assert_same(
+                reader.read_pile(pile),
+                zarr_rows(str(tmp_path / "piles.zarr"), int(offsets[pile]), int(offsets[pile + 1])),
+            )
+    stored = xr.open_zarr(tmp_path / "piles.zarr")
+    np.testing.assert_array_equal(np.sort(stored["y"].values), np.arange(900))
+    np.testing.assert_array_equal(stored["sample"].values, stored["y"].values * 10)
+
+
+def test_reader_pickles_and_reads_after(mixed: str) -> None:
+    reader = ZarrPileReader(mixed, threads=2)
+    reader.read_pile(0)  # starts its pool
+    copy = pickle.loads(pickle.dumps(reader))
+    assert_same(copy.read_pile(1), reader.read_pile(1))
+    reader.close()
+    copy.close()
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_reader_is_safe_across_threads(mixed: str, threads: int) -> None:
+    reader = ZarrPileReader(mixed, threads=threads)
+    offsets = reader.pile_offsets
+    expected = [zarr_rows(mixed, int(offsets[p]), int(offsets[p + 1])) for p in range(N_PILES)]
+    errors: list[BaseException] = []
+
+    def read(pile: int) -> None:
+        try:
+            for _ in range(5):
+                assert_same(reader.read_pile(pile), expected[pile])
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=read, args=(p,)) for p in range(N_PILES)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    reader.close()
+    assert errors == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("daskshuffle-zarr-reader")]
+
+
+# -- damage ----------------------------------------------------------------------
+def chunk_file(store: str, name: str, index: int) -> Path:
+    group = zarr.open_group(store, mode="r")
+    return (
+        Path(store) / name / "c" / str(index) / "0" if group[name].ndim == 2 else Path(store) / name / "c" / str(index)
+    )
+
+
+def pile_of(store: str, row: int) -> int:
+    offsets = np.asarray(zarr.open_group(store, mode="r").attrs["daskshuffle"]["pile_offsets"])
+    return int(np.searchsorted(offsets, row, side="right") - 1)
+
+
+def delete(path: Path) -> None:
+    path.unlink()
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def flip(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [delete, truncate, flip])
+@pytest.mark.parametrize("name", ["x", "tokens"])
+def test_damage_is_an_error_naming_pile_variable_and_file(damaged: str, damage, name: str) -> None:
+    group = zarr.open_group(damaged, mode="r")
+    chunk_rows = group[name].chunks[0]
+    path = chunk_file(damaged, name, 1)
+    damage(path)
+    pile = pile_of(damaged, chunk_rows)  # the pile of the chunk's first row
+    with (
+        ZarrPileReader(damaged) as reader,
+        pytest.raises(CorruptPileStoreError, match=rf"{path}.*variable '{name}' \(pile {pile}, "),
+    ):
+        reader.read_pile(pile)
+    if damage is flip:  # plain zarr checks the crc32c too
+        with pytest.raises(ValueError, match="checksum"):
+            zarr.open_group(damaged, mode="r")[name][...]
+    # The others are read, piles that do not touch the chunk are fine.
+    with ZarrPileReader(damaged) as reader:
+        offsets = reader.pile_offsets
+        far = [p for p in range(N_PILES) if offsets[p + 1] <= chunk_rows or offsets[p] >= 2 * chunk_rows]
+        for other in far:
+            reader.read_pile(other)
+
+
+def test_damage_through_the_loader_is_raised_in_the_consumer(damaged: str) -> None:
+    flip(chunk_file(damaged, "x", 0))
+    loader = PileLoader(damaged, batch_size=64, seed=0)
+    with pytest.raises(CorruptPileStoreError, match=r"variable 'x' \(pile 0, rows 0:") as caught:
+        for _ in loader:
+            pass
+    assert threading.current_thread() is threading.main_thread()
+    assert any("daskshuffle was reading pile 0" in note for note in getattr(caught.value, "__notes__", []))
+    loader.close()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("daskshuffle")]
+
+
+# -- stores of the previous release ------------------------------------------------
+def make_version_1_store(src: str, dst: Path) -> str:
+    """A pile store as release 1 wrote it: zarr's default zstd, 1 chunk size, no layout, empty chunks skipped."""
+    current = dst.with_suffix(".v2.zarr")
+    ds.shuffle_zarr(src, current, n_piles=4, seed=2, chunk_rows=64)
+    new = zarr.open_group(current, mode="r")
+    metadata = dict(new.attrs["daskshuffle"])
+    del metadata["layout"]
+    old = zarr.open_group(dst, mode="w", zarr_format=3, attributes={"daskshuffle": {**metadata, "complete": False}})
+    for name in metadata["variables"]:
+        values = new[name][...]
+        array = old.create_array(name, shape=values.shape, chunks=(64, *values.shape[1:]), dtype=values.dtype)
+        array[...] = values
+    old.attrs["daskshuffle"] = {**metadata, "format_version": 1, "complete": True}
+    return str(dst)
+
+
+def test_a_version_1_store_is_still_read(source: str, tmp_path: Path) -> None:
+    store = make_version_1_store(source, tmp_path / "v1.zarr")
+    assert isinstance(zarr.open_group(store, mode="r")["x"].compressors[0], ZstdCodec)
+    with ZarrPileReader(store) as reader:
+        assert reader._chunks == {}, "read through zarr, as release 1 did"
+        assert_same(reader.read_rows(0, 1_000), zarr_rows(store, 0, 1_000))
+    ids = np.concatenate([batch["id"] for batch in PileLoader(store, batch_size=100, seed=0)])
+    np.testing.assert_array_equal(np.sort(ids), np.arange(1_000))
+
+
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # fixed-length bytes in v3
+def test_reader_reads_every_dtype_as_zarr_does(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n = 1_500
+    group = zarr.open_group(tmp_path / "raw.zarr", mode="w", zarr_format=3)
+    group.create_array("flag", data=rng.random(n) > 0.5, chunks=(500,))
+    group.create_array("time", data=np.datetime64("2020-01-01") + np.arange(n).astype("m8[s]"), chunks=(500,))
+    group.create_array("pixel", data=rng.integers(0, 255, (n, 3)).astype(np.uint8), chunks=(500, 3))
+    group.create_array("wave", data=(rng.random(n) + 1j * rng.random(n)).astype(np.complex64), chunks=(500,))
+    group.create_array("half", data=rng.random((n, 2, 2)).astype(np.float16), chunks=(500, 2, 2))
+    group.create_array("name", data=np.array([f"r{i}" for i in range(n)], dtype="S6"), chunks=(500,))
+    ds.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / "piles.zarr", n_piles=3, seed=0, chunk_rows=128)
+    store = str(tmp_path / "piles.zarr")
+    with ZarrPileReader(store) as reader:
+        assert set(reader._chunks) == {"flag", "time", "pixel", "wave", "half"}, "strings are read through zarr"
+        for start, stop in [(0, n), (5, 1_499), (128, 1_000)]:
+            assert_same(reader.read_rows(start, stop), zarr_rows(store, start, stop))
