@@ -102,6 +102,8 @@ KINDS = {
     "xarray": Kind(make_xarray, zarr_files, lambda store: xr.open_zarr(store)["id"].values),
     "parquet": Kind(make_parquet, parquet_files, lambda store: pq.read_table(store, columns=["id"])["id"].to_numpy()),
 }
+
+
 @dataclass
 class Store:
     kind: Kind
