@@ -17,12 +17,8 @@ STILL_SKIPPED = {
     "daskshuffle/__init__.py",
     "daskshuffle/_frames.py",
     "daskshuffle/_lines.py",
-    "daskshuffle/_loader.py",
     "daskshuffle/_shuffle.py",
     "daskshuffle/_xarray.py",
-    "daskshuffle/formats/_parquet.py",
-    "daskshuffle/formats/_zarr.py",
-    "daskshuffle/torch.py",
 }
 
 
