@@ -21,7 +21,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -34,7 +34,13 @@ LOCAL_SCHEDULERS = ("threads", "sync")
 STDIO = "-"
 
 
-class NPiles(click.ParamType):
+if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
+    _NPilesBase = click.ParamType[int | Literal["auto"], Any]
+else:
+    _NPilesBase = click.ParamType
+
+
+class NPiles(_NPilesBase):
     """``auto`` or a positive integer."""
 
     name = "N|auto"

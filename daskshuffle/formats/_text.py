@@ -340,7 +340,7 @@ def _read_header(source: TextFile, storage_options: dict[str, Any] | None) -> by
     header = b""
     # Not readline(): zstandard's stream reader does not have it.
     with fsspec.open(source.path, "rb", compression=source.compression, **(storage_options or {})) as handle:
-        while chunk := handle.read(64 * 2**10):
+        while chunk := bytes(handle.read(64 * 2**10)):
             end = chunk.find(NEWLINE)
             if end >= 0:
                 return header + chunk[: end + 1]
