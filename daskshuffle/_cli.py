@@ -16,6 +16,7 @@ import contextlib
 import functools
 import json
 import logging
+import re
 import shutil
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from ._errors import DaskShuffleError, IncompletePileStoreError
+from ._errors import DaskShuffleError, DaskShuffleTypeError, DaskShuffleValueError, UnfinishedShuffleError
 
 __all__ = ["cli", "main"]
 
@@ -97,30 +98,59 @@ def _cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-#: The library's errors name Python arguments; on the command line they are options.
-_OPTION_SPELLING = {
-    "pass overwrite=True": "pass --overwrite",
-    "pass header=False": "leave out --header",
-    "n_piles='auto'": "--n-piles auto",
-    "n_piles=": "--n-piles ",
-    "pile_memory=": "--pile-memory ",
-    "pile_memory": "--pile-memory",
-    "block_memory": "--block-memory",
-    "pass variables=[...]": "pass --variables NAMES",
-}
+def _option_of(parameter: str | None) -> click.Parameter | None:
+    """The option of the running command that sets the library's argument ``parameter``."""
+    context = click.get_current_context(silent=True)
+    if parameter is None or context is None:
+        return None
+    return next((option for option in context.command.params if option.name == parameter), None)
+
+
+def _spell_options(text: str) -> str:
+    """The library's Python spellings of the running command's options, as options.
+
+    Every option of the command whose name is a library argument is spelled as
+    the user types it: ``overwrite=True`` -> ``--overwrite``, ``pass header=False``
+    -> ``leave out --header``, ``n_piles=512`` -> ``--n-piles 512``,
+    ``variables=[...]`` -> ``--variables NAMES``, ``pile_memory`` -> ``--pile-memory``.
+    The spellings come from the command's own options, so they cannot drift.
+    """
+    context = click.get_current_context(silent=True)
+    for option in context.command.params if context is not None else []:
+        if not isinstance(option, click.Option) or option.name is None or option.name not in text:
+            continue
+        flag = max(option.opts, key=len)
+        metavar = option.metavar or "NAMES"
+        for python, spelled in (
+            (f"pass {option.name}=False", f"leave out {flag}"),
+            (f"{option.name}=True", flag),
+            (f"{option.name}=False", f"no {flag}"),
+            (f"{option.name}=[...]", f"{flag} {metavar}"),
+            (f"{option.name}=", f"{flag} "),
+        ):
+            text = text.replace(python, spelled)
+        if "_" in option.name:  # a bare argument name, never an English word such as "header"
+            text = re.sub(rf"\b{option.name}\b", flag, text)
+    return text
 
 
 def _message(error: BaseException) -> str:
     """One line for ``error``; the library's own errors already say what to do."""
     if isinstance(error, DaskShuffleError):
-        text = str(error)
-        for python, option in _OPTION_SPELLING.items():
-            text = text.replace(python, option)
+        text = _spell_options(str(error))
     elif isinstance(error, OSError | EOFError):
         text = f"{error}  (run with --debug for the traceback)"
     else:
         text = f"{type(error).__name__}: {error}  (run with --debug for the traceback)"
     return " ".join(text.split())
+
+
+def _bad_argument(error: BaseException) -> click.BadParameter | None:
+    """A usage error (exit status 2) for a library error about one of the command's own options."""
+    if type(error) not in (DaskShuffleValueError, DaskShuffleTypeError):
+        return None
+    option = _option_of(getattr(error, "parameter", None))
+    return click.BadParameter(_message(error), param=option) if option is not None else None
 
 
 @contextlib.contextmanager
@@ -132,7 +162,10 @@ def _session(
     memory_limit: str | None,
     debug: bool,
 ) -> Iterator[None]:
-    """Run the body on the chosen scheduler; turn any error into one line and exit status 1."""
+    """Run the body on the chosen scheduler; turn any error into one line and exit status 1.
+
+    An error about one of the command's own options is a usage error, exit status 2, as click's own are.
+    """
     if scheduler and (workers or threads_per_worker or memory_limit):
         raise click.UsageError(
             "Expected either --scheduler or --workers/--threads-per-worker/--memory-limit. Got both instead; "
@@ -148,7 +181,7 @@ def _session(
     except Exception as error:
         if debug:
             raise
-        raise click.ClickException(_message(error)) from None
+        raise _bad_argument(error) or click.ClickException(_message(error)) from None
 
 
 @contextlib.contextmanager
@@ -417,11 +450,9 @@ def info(store: str, as_json: bool, debug: bool) -> None:
 
     try:
         reader = open_pile_reader(store)
-    except IncompletePileStoreError as error:
+    except UnfinishedShuffleError as error:
         if debug:
             raise
-        if "did not finish" not in str(error):
-            raise click.ClickException(_message(error)) from None
         click.echo(json.dumps({"path": store, "complete": False}) if as_json else f"{store}\n  complete: no")
         raise click.ClickException(_message(error)) from None
     except Exception as error:

@@ -21,7 +21,25 @@ __all__ = [
 
 
 class DaskShuffleError(Exception):
-    """Base class of every error raised by daskshuffle."""
+    """Base class of every error raised by daskshuffle.
+
+    ``parameter`` names the argument the error is about, when there is one
+    (``"n_piles"``, ``"pile_memory"``, ``"overwrite"``): the command line uses
+    it to report a bad option as a usage error, spelled as the option.
+
+    Examples
+    --------
+    >>> import daskshuffle as ds
+    >>> try:
+    ...     ds.PileLoader("piles.zarr", batch_size=0)
+    ... except ds.DaskShuffleValueError as error:
+    ...     print(error.parameter)
+    batch_size
+    """
+
+    def __init__(self, message: str, *, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class DaskShuffleValueError(DaskShuffleError, ValueError):

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from . import _graph
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
+from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed, parse_variables
 from ._shuffle import DEFAULT_BLOCK_MEMORY, DEFAULT_PILE_MEMORY, ShuffleResult, check_destination, run_shuffle
 from .formats._parquet import COMPRESSIONS, ArrowFormat, DataFrameFormat, open_parquet_sources, unify_schemas
 
@@ -22,21 +22,11 @@ __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 PathLike = str | os.PathLike[str]
 
 
-def parse_columns(value: object) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise DaskShuffleTypeError(f"Expected columns to be a list of column names. Got {value!r} instead.")
-    if not value:
-        raise DaskShuffleValueError("Expected columns to name at least one column. Got an empty list instead.")
-    if len(set(value)) != len(value):
-        raise DaskShuffleValueError(f"Expected columns to name each column once. Got {list(value)} instead.")
-    return list(value)
-
-
 def parse_compression(value: object) -> str:
     if not isinstance(value, str) or value.lower() not in COMPRESSIONS:
-        raise DaskShuffleValueError(f"Expected compression to be one of {list(COMPRESSIONS)}. Got {value!r} instead.")
+        raise DaskShuffleValueError(
+            f"Expected compression to be one of {list(COMPRESSIONS)}. Got {value!r} instead.", parameter="compression"
+        )
     return value.lower()
 
 
@@ -151,7 +141,7 @@ def shuffle_parquet(
     n_piles = parse_n_piles(n_piles)
     seed = parse_seed(seed)
     dst_path = parse_path(dst, "dst")
-    chosen = parse_columns(columns)
+    chosen = parse_variables(columns, "columns")
     overwrite = parse_bool(overwrite, "overwrite")
     materialize = parse_bool(materialize, "materialize")
     pile_nbytes = parse_nbytes(pile_memory, "pile_memory")

@@ -23,9 +23,9 @@ __all__ = [
 
 def parse_positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DaskShuffleTypeError(f"Expected {name} to be a positive integer. Got {value!r} instead.")
+        raise DaskShuffleTypeError(f"Expected {name} to be a positive integer. Got {value!r} instead.", parameter=name)
     if value < 1:
-        raise DaskShuffleValueError(f"Expected {name} to be a positive integer. Got {value!r} instead.")
+        raise DaskShuffleValueError(f"Expected {name} to be a positive integer. Got {value!r} instead.", parameter=name)
     return int(value)
 
 
@@ -40,10 +40,10 @@ def parse_seed(value: object) -> int:
     if value is None:
         return draw_seed()
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DaskShuffleTypeError(f"Expected seed to be None or an integer. Got {value!r} instead.")
+        raise DaskShuffleTypeError(f"Expected seed to be None or an integer. Got {value!r} instead.", parameter="seed")
     seed = int(value)
     if not 0 <= seed <= MAX_SEED:
-        raise DaskShuffleValueError(f"Expected seed to lie in [0, 2**63). Got {value!r} instead.")
+        raise DaskShuffleValueError(f"Expected seed to lie in [0, 2**63). Got {value!r} instead.", parameter="seed")
     return seed
 
 
@@ -56,39 +56,40 @@ def parse_nbytes(value: object, name: str) -> int:
             value = parse_bytes(value)
         except ValueError as error:
             raise DaskShuffleValueError(
-                f"Expected {name} to be a size such as '256MiB'. Got {value!r} instead."
+                f"Expected {name} to be a size such as '256MiB'. Got {value!r} instead.", parameter=name
             ) from error
     return parse_positive_int(value, name)
 
 
 def parse_bool(value: object, name: str) -> bool:
     if not isinstance(value, bool):
-        raise DaskShuffleTypeError(f"Expected {name} to be True or False. Got {value!r} instead.")
+        raise DaskShuffleTypeError(f"Expected {name} to be True or False. Got {value!r} instead.", parameter=name)
     return value
 
 
 def parse_path(value: object, name: str) -> str:
     if not isinstance(value, str | os.PathLike) or not os.fspath(value):
-        raise DaskShuffleTypeError(f"Expected {name} to be a path or URL. Got {value!r} instead.")
+        raise DaskShuffleTypeError(f"Expected {name} to be a path or URL. Got {value!r} instead.", parameter=name)
     return os.fspath(value)
 
 
-def parse_variables(value: object) -> list[str] | None:
+def parse_variables(value: object, name: str = "variables") -> list[str] | None:
+    """``None`` (all of them) or a non-empty list of distinct names of variables (or columns)."""
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise DaskShuffleTypeError(f"Expected variables to be a list of names. Got {value!r} instead.")
+        raise DaskShuffleTypeError(f"Expected {name} to be a list of names. Got {value!r} instead.", parameter=name)
     if not value:
-        raise DaskShuffleValueError("Expected variables to name at least one variable. Got an empty list instead.")
+        raise DaskShuffleValueError(f"Expected {name} to name at least one. Got an empty list instead.", parameter=name)
     if len(set(value)) != len(value):
-        raise DaskShuffleValueError(f"Expected variables to name each variable once. Got {list(value)} instead.")
+        raise DaskShuffleValueError(f"Expected {name} to name each once. Got {list(value)} instead.", parameter=name)
     return list(value)
 
 
 def parse_count(value: object, name: str) -> int:
     """A nonnegative integer, such as a rank, an epoch or a prefetch depth."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DaskShuffleTypeError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.")
+        raise DaskShuffleTypeError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.", parameter=name)
     if value < 0:
-        raise DaskShuffleValueError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.")
+        raise DaskShuffleValueError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.", parameter=name)
     return int(value)

@@ -91,7 +91,8 @@ def _plan_within_budget(
             raise DaskShuffleValueError(
                 f"Expected every pile to fit pile_memory={pile_nbytes:,} bytes. Got a planned pile of {largest:,} bytes "
                 f"with n_piles={n_piles} instead; use n_piles={max(suggestion, n_piles + 1)} or more, "
-                "n_piles='auto', or a larger pile_memory."
+                "n_piles='auto', or a larger pile_memory.",
+                parameter="n_piles",
             )
         chosen = max(chosen + 1, int(chosen * 1.1))
 
@@ -117,7 +118,8 @@ def check_destination(
             )
     if _paths.exists(dst, storage_options) and not overwrite:
         raise PileStoreExistsError(
-            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it."
+            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.",
+            parameter="overwrite",
         )
     tmp = _paths.scratch(dst, _TMP_SUFFIX, tmp)
     for source in sources:

@@ -83,6 +83,11 @@ def test_bad_arguments_and_missing_inputs_write_nothing(tmp_path: Path) -> None:
     assert exists.returncode == 1 and b"pass --overwrite to replace it" in exists.stderr
     assert (tmp_path / "out.txt").read_bytes() == b"keep\n"
 
+    # A bad value the library finds is a usage error too, named as the option.
+    size = run("lines", "in.txt", "-o", "x.txt", "--scheduler", "sync", "--pile-memory", "lots", cwd=tmp_path)
+    assert size.returncode == 2, size.stderr
+    assert b"Invalid value for '--pile-memory'" in size.stderr and b"Expected --pile-memory to be a size" in size.stderr
+
     both = run("lines", "in.txt", "-o", "x.txt", "--scheduler", "sync", "--workers", "2", cwd=tmp_path)
     assert both.returncode == 2 and b"Expected either --scheduler or --workers" in both.stderr
 

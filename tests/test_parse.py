@@ -1,0 +1,27 @@
+"""The boundary's parse helpers: what they accept, and errors that name the argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import daskshuffle as ds
+from daskshuffle import _parse
+
+
+@pytest.mark.parametrize(
+    ("parse", "value", "parameter"),
+    [
+        (lambda value: _parse.parse_positive_int(value, "batch_size"), 0, "batch_size"),
+        (lambda value: _parse.parse_nbytes(value, "pile_memory"), "lots", "pile_memory"),
+        (_parse.parse_seed, -1, "seed"),
+        (lambda value: _parse.parse_variables(value, "columns"), [], "columns"),
+        (lambda value: _parse.parse_count(value, "epoch"), True, "epoch"),
+    ],
+)
+def test_parse_errors_name_their_parameter(parse: Any, value: object, parameter: str) -> None:
+    with pytest.raises(ds.DaskShuffleError) as caught:
+        parse(value)
+    assert caught.value.parameter == parameter
+    assert isinstance(caught.value, ValueError | TypeError)
