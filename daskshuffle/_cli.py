@@ -27,6 +27,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from ._errors import DaskShuffleError, DaskShuffleTypeError, DaskShuffleValueError, UnfinishedShuffleError
+from ._options import (
+    DEFAULT_BLOCK_MEMORY,
+    DEFAULT_LINES_BLOCK_MEMORY,
+    DEFAULT_LINES_PILE_MEMORY,
+    DEFAULT_N_PILES,
+    DEFAULT_PARQUET_COMPRESSION,
+    DEFAULT_PILE_MEMORY,
+    PARQUET_COMPRESSIONS,
+)
 
 __all__ = ["cli", "main"]
 
@@ -267,8 +276,18 @@ Examples:
 @click.option("--header", is_flag=True, help="Keep the first line of the first file at the top.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
 @click.option("--tmp", metavar="DIR", help="Where pieces (and a spooled stdin) go.  [default: next to OUT]")
-@click.option("--pile-memory", default="32MiB", show_default=True, metavar="SIZE", help="The largest pile allowed.")
-@click.option("--block-memory", metavar="SIZE", help="Bytes of input one task reads.  [default: 16MiB]")
+@click.option(
+    "--pile-memory",
+    default=DEFAULT_LINES_PILE_MEMORY,
+    show_default=True,
+    metavar="SIZE",
+    help="The largest pile allowed.",
+)
+@click.option(
+    "--block-memory",
+    metavar="SIZE",
+    help=f"Bytes of input one task reads.  [default: {DEFAULT_LINES_BLOCK_MEMORY}, or half of --pile-memory if less]",
+)
 @_cluster_options
 def lines(
     inputs: tuple[str, ...],
@@ -353,7 +372,11 @@ def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.argument("paths", nargs=-1, required=True, metavar="SRC... DST"),
         click.option(
-            "--n-piles", type=NPiles(), default="512", show_default=True, help="Piles; auto fits --pile-memory."
+            "--n-piles",
+            type=NPiles(),
+            default=str(DEFAULT_N_PILES),
+            show_default=True,
+            help="Piles; auto fits --pile-memory.",
         ),
         click.option(
             "--seed", type=int, help="Same source and seed give the same output.  [default: drawn and reported]"
@@ -362,10 +385,18 @@ def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--overwrite", is_flag=True, help="Replace DST if it exists."),
         click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]"),
         click.option(
-            "--pile-memory", default="256MiB", show_default=True, metavar="SIZE", help="The largest pile allowed."
+            "--pile-memory",
+            default=DEFAULT_PILE_MEMORY,
+            show_default=True,
+            metavar="SIZE",
+            help="The largest pile allowed.",
         ),
         click.option(
-            "--block-memory", default="64MiB", show_default=True, metavar="SIZE", help="Source one task reads."
+            "--block-memory",
+            default=DEFAULT_BLOCK_MEMORY,
+            show_default=True,
+            metavar="SIZE",
+            help="Source one task reads.",
         ),
     ]
     command = _cluster_options(command)
@@ -413,8 +444,8 @@ Examples:
 @click.option("--columns", multiple=True, metavar="NAMES", help="Columns to shuffle, comma-separated.  [default: all]")
 @click.option(
     "--compression",
-    type=click.Choice(["snappy", "zstd", "lz4", "gzip", "brotli", "none"]),
-    default="snappy",
+    type=click.Choice(PARQUET_COMPRESSIONS),
+    default=DEFAULT_PARQUET_COMPRESSION,
     show_default=True,
     help="The Parquet codec of DST.",
 )

@@ -13,9 +13,16 @@ import pyarrow as pa
 
 from . import _graph
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed, parse_variables
-from ._shuffle import DEFAULT_BLOCK_MEMORY, DEFAULT_PILE_MEMORY, ShuffleResult, check_destination, run_shuffle
-from .formats._parquet import COMPRESSIONS, ArrowFormat, DataFrameFormat, open_parquet_sources, unify_schemas
+from ._options import (
+    DEFAULT_BLOCK_MEMORY,
+    DEFAULT_N_PILES,
+    DEFAULT_PARQUET_COMPRESSION,
+    DEFAULT_PILE_MEMORY,
+    parse_shuffle_options,
+)
+from ._parse import parse_variables
+from ._shuffle import ShuffleResult, check_destination, run_shuffle
+from .formats._parquet import COMPRESSIONS, DataFrameFormat, open_parquet_sources, unify_schemas
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -30,40 +37,10 @@ def parse_compression(value: object) -> str:
     return value.lower()
 
 
-def _run(
-    fmt: ArrowFormat,
-    dst: str,
-    *,
-    n_piles: int | Literal["auto"],
-    seed: int,
-    materialize: bool,
-    overwrite: bool,
-    pile_nbytes: int,
-    block_nbytes: int,
-    tmp: PathLike | None,
-    progress: bool,
-    storage_options: dict[str, Any] | None,
-) -> ShuffleResult:
-    return run_shuffle(
-        fmt,
-        dst,
-        n_piles=n_piles,
-        seed=seed,
-        materialize=materialize,
-        overwrite=overwrite,
-        pile_nbytes=pile_nbytes,
-        merge_nbytes=max(block_nbytes, 1),
-        tmp=parse_path(tmp, "tmp") if tmp else None,
-        progress=progress,
-        storage_options=storage_options,
-        variables=fmt.variables,
-    )
-
-
 def shuffle_parquet(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
-    n_piles: int | Literal["auto"] = 512,
+    n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
     seed: int | None = None,
     columns: Sequence[str] | None = None,
@@ -71,7 +48,7 @@ def shuffle_parquet(
     materialize: bool = False,
     pile_memory: int | str = DEFAULT_PILE_MEMORY,
     block_memory: int | str = DEFAULT_BLOCK_MEMORY,
-    compression: str = "snappy",
+    compression: str = DEFAULT_PARQUET_COMPRESSION,
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -138,32 +115,24 @@ def shuffle_parquet(
     >>> daskshuffle.shuffle_parquet("raw.parquet", "piles.parquet", n_piles=8, seed=0)  # doctest: +SKIP
     <ShuffleResult pile store 'piles.parquet': 1,000 rows in 8 piles ...>
     """
-    n_piles = parse_n_piles(n_piles)
-    seed = parse_seed(seed)
-    dst_path = parse_path(dst, "dst")
-    chosen = parse_variables(columns, "columns")
-    overwrite = parse_bool(overwrite, "overwrite")
-    materialize = parse_bool(materialize, "materialize")
-    pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
-    block_nbytes = parse_nbytes(block_memory, "block_memory")
-    codec = parse_compression(compression)
-    progress = parse_bool(progress, "progress")
-    fmt = open_parquet_sources(
-        src, columns=chosen, block_nbytes=block_nbytes, compression=codec, storage_options=storage_options
-    )
-    return _run(
-        fmt,
-        dst_path,
+    options = parse_shuffle_options(
+        dst=dst,
         n_piles=n_piles,
         seed=seed,
-        materialize=materialize,
         overwrite=overwrite,
-        pile_nbytes=pile_nbytes,
-        block_nbytes=block_nbytes,
+        materialize=materialize,
+        pile_memory=pile_memory,
+        block_memory=block_memory,
         tmp=tmp,
         progress=progress,
         storage_options=storage_options,
     )
+    chosen = parse_variables(columns, "columns")
+    codec = parse_compression(compression)
+    fmt = open_parquet_sources(
+        src, columns=chosen, block_nbytes=options.block_nbytes, compression=codec, storage_options=storage_options
+    )
+    return run_shuffle(fmt, options, variables=fmt.variables)
 
 
 def _keeps_index(index: pd.Index, choice: bool | None) -> bool:
@@ -254,7 +223,7 @@ def dataframe_format(
 def shuffle_dataframe(
     df: Any,
     dst: PathLike,
-    n_piles: int | Literal["auto"] = 512,
+    n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
     seed: int | None = None,
     index: bool | None = None,
@@ -262,7 +231,7 @@ def shuffle_dataframe(
     materialize: bool = False,
     pile_memory: int | str = DEFAULT_PILE_MEMORY,
     block_memory: int | str = DEFAULT_BLOCK_MEMORY,
-    compression: str = "snappy",
+    compression: str = DEFAULT_PARQUET_COMPRESSION,
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -308,32 +277,22 @@ def shuffle_dataframe(
         )
     if index is not None and not isinstance(index, bool):
         raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
-    n_piles = parse_n_piles(n_piles)
-    seed = parse_seed(seed)
-    dst_path = parse_path(dst, "dst")
-    overwrite = parse_bool(overwrite, "overwrite")
-    materialize = parse_bool(materialize, "materialize")
-    pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
-    block_nbytes = parse_nbytes(block_memory, "block_memory")
-    codec = parse_compression(compression)
-    progress = parse_bool(progress, "progress")
-    # Describing a dask DataFrame computes it: check the destination first.
-    check_destination(
-        [], dst_path, parse_path(tmp, "tmp") if tmp else None, overwrite=overwrite, storage_options=storage_options
-    )
-    fmt = dataframe_format(
-        df, index=index, block_nbytes=block_nbytes, compression=codec, storage_options=storage_options
-    )
-    return _run(
-        fmt,
-        dst_path,
+    options = parse_shuffle_options(
+        dst=dst,
         n_piles=n_piles,
         seed=seed,
-        materialize=materialize,
         overwrite=overwrite,
-        pile_nbytes=pile_nbytes,
-        block_nbytes=block_nbytes,
+        materialize=materialize,
+        pile_memory=pile_memory,
+        block_memory=block_memory,
         tmp=tmp,
         progress=progress,
         storage_options=storage_options,
     )
+    codec = parse_compression(compression)
+    # Describing a dask DataFrame computes it: check the destination first.
+    check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)
+    fmt = dataframe_format(
+        df, index=index, block_nbytes=options.block_nbytes, compression=codec, storage_options=storage_options
+    )
+    return run_shuffle(fmt, options, variables=fmt.variables)

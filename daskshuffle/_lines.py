@@ -9,16 +9,13 @@ from typing import Any, Literal
 from . import _paths
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._graph import map_tasks
-from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
+from ._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory, parse_shuffle_options
+from ._parse import parse_bool
 from ._shuffle import ShuffleResult, check_destination, run_shuffle
 from .formats._text import TextFormat, TextSource, open_text_sources
 
 __all__ = ["shuffle_lines"]
 
-#: A task holds about two copies of a block or a pile (plus offsets), so these
-#: defaults keep a worker thread near 100 MB however large the input is.
-DEFAULT_PILE_MEMORY = "32MiB"
-DEFAULT_BLOCK_MEMORY = "16MiB"
 
 PathLike = str | os.PathLike[str]
 
@@ -78,7 +75,7 @@ def shuffle_lines(
     seed: int | None = None,
     header: bool = False,
     overwrite: bool = False,
-    pile_memory: int | str = DEFAULT_PILE_MEMORY,
+    pile_memory: int | str = DEFAULT_LINES_PILE_MEMORY,
     block_memory: int | str | None = None,
     tmp: PathLike | None = None,
     progress: bool = False,
@@ -144,19 +141,21 @@ def shuffle_lines(
     <ShuffleResult shuffled copy 'train.jsonl': 1,000,000 rows in 3 piles ...>
     """
     sources = parse_sources(src)
-    dst = parse_path(dst, "dst")
-    n_piles = parse_n_piles(n_piles)
-    seed = parse_seed(seed)
+    options = parse_shuffle_options(
+        dst=dst,
+        n_piles=n_piles,
+        seed=seed,
+        overwrite=overwrite,
+        materialize=True,
+        pile_memory=pile_memory,
+        block_memory=lines_block_memory(block_memory, pile_memory),
+        tmp=tmp,
+        progress=progress,
+        storage_options=storage_options,
+    )
     header = parse_bool(header, "header")
-    overwrite = parse_bool(overwrite, "overwrite")
-    pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
-    if block_memory is None:
-        block_nbytes = min(parse_nbytes(DEFAULT_BLOCK_MEMORY, "block_memory"), max(pile_nbytes // 2, 1))
-    else:
-        block_nbytes = parse_nbytes(block_memory, "block_memory")
-    tmp = parse_path(tmp, "tmp") if tmp is not None else None
+    dst, tmp, progress = options.dst, options.tmp, options.progress
     spool = _paths.scratch(dst, ".daskshuffle-spool", tmp)
-    progress = parse_bool(progress, "progress")
     fs, inner = _paths.filesystem(dst, storage_options)
     if fs.isdir(inner):
         raise DaskShuffleValueError(
@@ -164,10 +163,10 @@ def shuffle_lines(
         )
 
     source: TextSource = open_text_sources(
-        sources, header=header, block_nbytes=block_nbytes, storage_options=storage_options
+        sources, header=header, block_nbytes=options.block_nbytes, storage_options=storage_options
     )
     # Counting reads the whole input: check the destination first.
-    check_destination(source.describe(), dst, tmp, overwrite=overwrite, storage_options=storage_options)
+    check_destination(source.describe(), dst, tmp, overwrite=options.overwrite, storage_options=storage_options)
     _paths.remove(spool, storage_options)
     try:
         source = _decompress(source, spool, storage_options, progress)
@@ -178,20 +177,7 @@ def shuffle_lines(
             progress=progress,
         )
         fmt = TextFormat(source, counts)
-        _check_blocks_fit(fmt, pile_nbytes)
-        return run_shuffle(
-            fmt,
-            dst,
-            n_piles=n_piles,
-            seed=seed,
-            materialize=True,
-            overwrite=overwrite,
-            pile_nbytes=pile_nbytes,
-            merge_nbytes=block_nbytes,
-            tmp=tmp,
-            progress=progress,
-            storage_options=storage_options,
-            variables=[],
-        )
+        _check_blocks_fit(fmt, options.pile_nbytes)
+        return run_shuffle(fmt, options, variables=[])
     finally:
         _paths.remove(spool, storage_options)

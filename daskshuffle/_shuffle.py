@@ -14,7 +14,8 @@ from numpy.typing import NDArray
 from . import _paths
 from ._errors import DaskShuffleValueError, PileStoreExistsError
 from ._graph import compute, shuffle_graph
-from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed, parse_variables
+from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, ShuffleOptions, parse_shuffle_options
+from ._parse import parse_variables
 from ._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
 from .formats._base import FORMAT_VERSION, Format
 
@@ -23,8 +24,6 @@ if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet 
 
 __all__ = ["ShuffleResult", "shuffle_zarr"]
 
-DEFAULT_PILE_MEMORY = "256MiB"
-DEFAULT_BLOCK_MEMORY = "64MiB"
 _TMP_SUFFIX = ".daskshuffle-tmp"
 
 
@@ -130,26 +129,15 @@ def check_destination(
     return tmp
 
 
-def run_shuffle(
-    fmt: Format[Any],
-    dst: str,
-    *,
-    n_piles: int | Literal["auto"],
-    seed: int,
-    materialize: bool,
-    overwrite: bool,
-    pile_nbytes: int,
-    merge_nbytes: int,
-    tmp: str | None,
-    progress: bool,
-    storage_options: dict[str, Any] | None,
-    variables: list[str],
-) -> ShuffleResult:
+def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
     """Check the destination, plan, write, and mark complete: shared by every format."""
     began = time.perf_counter()
-    tmp = check_destination(fmt.describe_source(), dst, tmp, overwrite=overwrite, storage_options=storage_options)
+    dst, seed, materialize, storage_options = options.dst, options.seed, options.materialize, options.storage_options
+    tmp = check_destination(
+        fmt.describe_source(), dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options
+    )
 
-    plan = _plan_within_budget(fmt.block_lengths, n_piles, seed, fmt.row_nbytes, pile_nbytes)
+    plan = _plan_within_budget(fmt.block_lengths, options.n_piles, seed, fmt.row_nbytes, options.pile_nbytes)
     fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
     settings = ShuffleSettings(n_piles=plan.n_piles, seed=seed, materialize=materialize)
     metadata: dict[str, Any] = {
@@ -170,11 +158,13 @@ def run_shuffle(
     # Every check has passed: from here on the destination is written.
     _paths.remove(dst, storage_options)
     _paths.remove(tmp, storage_options)
-    graph, key = shuffle_graph(fmt, plan, tmp=tmp, dst=dst, materialize=materialize, merge_nbytes=merge_nbytes)
+    graph, key = shuffle_graph(
+        fmt, plan, tmp=tmp, dst=dst, materialize=materialize, merge_nbytes=max(options.block_nbytes, 1)
+    )
     try:
         fmt.create_destination(dst, plan.n_rows, metadata)
         fmt.prepare_pieces(tmp)
-        compute(graph, key, progress=progress)
+        compute(graph, key, progress=options.progress)
     except BaseException:
         fmt.discard_destination(dst)
         raise
@@ -197,7 +187,7 @@ def run_shuffle(
 def shuffle_zarr(
     src: SourceLike | Sequence[SourceLike],
     dst: str | os.PathLike[str],
-    n_piles: int | Literal["auto"] = 512,
+    n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
     seed: int | None = None,
     variables: Sequence[str] | None = None,
@@ -269,42 +259,32 @@ def shuffle_zarr(
 
     Examples
     --------
-    >>> import numpy as np, zarr, daskshuffle
-    >>> group = zarr.open_group("raw.zarr", mode="w")  # doctest: +SKIP
-    >>> group["x"] = np.random.rand(1000, 8).astype("f4")  # doctest: +SKIP
-    >>> group["id"] = np.arange(1000)  # doctest: +SKIP
-    >>> daskshuffle.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=8, seed=0)  # doctest: +SKIP
-    <ShuffleResult pile store 'piles.zarr': 1,000 rows in 8 piles ...>
+    >>> import daskshuffle
+    >>> result = daskshuffle.shuffle_zarr("raw.zarr", "shuffled.zarr", n_piles=8, seed=0)
+    >>> result.n_rows, result.n_piles, result.variables
+    (1000, 8, ['id', 'x', 'y'])
     """
-    n_piles = parse_n_piles(n_piles)
-    seed = parse_seed(seed)
-    dst = parse_path(dst, "dst")
+    options = parse_shuffle_options(
+        dst=dst,
+        n_piles=n_piles,
+        seed=seed,
+        overwrite=overwrite,
+        materialize=materialize,
+        pile_memory=pile_memory,
+        block_memory=block_memory,
+        tmp=tmp,
+        progress=progress,
+        storage_options=storage_options,
+    )
     chosen = parse_variables(variables)
-    overwrite = parse_bool(overwrite, "overwrite")
-    materialize = parse_bool(materialize, "materialize")
-    pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
-    block_nbytes = parse_nbytes(block_memory, "block_memory")
     from .formats._zarr import open_zarr_sources
 
     fmt = open_zarr_sources(
         src,
         variables=chosen,
-        block_nbytes=block_nbytes,
+        block_nbytes=options.block_nbytes,
         chunk_rows=chunk_rows,
         compressors=compressors,
-        storage_options=storage_options,
+        storage_options=options.storage_options,
     )
-    return run_shuffle(
-        fmt,
-        dst,
-        n_piles=n_piles,
-        seed=seed,
-        materialize=materialize,
-        overwrite=overwrite,
-        pile_nbytes=pile_nbytes,
-        merge_nbytes=max(block_nbytes, 1),
-        tmp=parse_path(tmp, "tmp") if tmp else None,
-        progress=parse_bool(progress, "progress"),
-        storage_options=storage_options,
-        variables=[variable.name for variable in fmt.variables],
-    )
+    return run_shuffle(fmt, options, variables=[variable.name for variable in fmt.variables])

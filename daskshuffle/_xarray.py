@@ -11,8 +11,9 @@ import xarray as xr
 
 from . import _graph, _paths
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_positive_int, parse_seed
-from ._shuffle import DEFAULT_BLOCK_MEMORY, DEFAULT_PILE_MEMORY, ShuffleResult, run_shuffle
+from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
+from ._parse import parse_positive_int
+from ._shuffle import ShuffleResult, run_shuffle
 from .formats._xarray import XarrayFormat
 from .formats._zarr import CHUNK_NBYTES, Variable
 
@@ -154,7 +155,7 @@ def shuffle_xarray(
     ds: xr.Dataset | PathLike,
     dst: PathLike,
     dim: str,
-    n_piles: int | Literal["auto"] = 512,
+    n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
     seed: int | None = None,
     overwrite: bool = False,
@@ -206,15 +207,19 @@ def shuffle_xarray(
     """
     if not isinstance(dim, str):
         raise DaskShuffleTypeError(f"Expected dim to be a dimension name. Got {dim!r} instead.")
-    n_piles = parse_n_piles(n_piles)
-    seed = parse_seed(seed)
-    dst_path = parse_path(dst, "dst")
-    overwrite = parse_bool(overwrite, "overwrite")
-    materialize = parse_bool(materialize, "materialize")
-    pile_nbytes = parse_nbytes(pile_memory, "pile_memory")
-    block_nbytes = parse_nbytes(block_memory, "block_memory")
+    options = parse_shuffle_options(
+        dst=dst,
+        n_piles=n_piles,
+        seed=seed,
+        overwrite=overwrite,
+        materialize=materialize,
+        pile_memory=pile_memory,
+        block_memory=block_memory,
+        tmp=tmp,
+        progress=progress,
+        storage_options=storage_options,
+    )
     chosen_rows = parse_positive_int(chunk_rows, "chunk_rows") if chunk_rows is not None else None
-    progress = parse_bool(progress, "progress")
     dataset, sources = _open(ds, storage_options)
     if dim not in dataset.dims:
         raise DaskShuffleValueError(
@@ -224,21 +229,8 @@ def shuffle_xarray(
         dataset,
         dim,
         sources=sources,
-        block_nbytes=block_nbytes,
+        block_nbytes=options.block_nbytes,
         chunk_rows=chosen_rows,
         storage_options=storage_options,
     )
-    return run_shuffle(
-        fmt,
-        dst_path,
-        n_piles=n_piles,
-        seed=seed,
-        materialize=materialize,
-        overwrite=overwrite,
-        pile_nbytes=pile_nbytes,
-        merge_nbytes=max(block_nbytes, 1),
-        tmp=parse_path(tmp, "tmp") if tmp else None,
-        progress=progress,
-        storage_options=storage_options,
-        variables=[variable.name for variable in fmt.variables],
-    )
+    return run_shuffle(fmt, options, variables=[variable.name for variable in fmt.variables])

@@ -41,6 +41,7 @@ from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._options import PARQUET_COMPRESSIONS
 from .._paths import filesystem, normalize
 from ._base import Format
 
@@ -58,7 +59,7 @@ METADATA_FILE = "_daskshuffle.json"
 _PART = re.compile(r"part-(\d+)\.parquet")
 _PIECE_OFFSETS = b"daskshuffle.piece_offsets"
 _GLOB_CHARS = frozenset("*?[")
-COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "brotli", "none")
+COMPRESSIONS = PARQUET_COMPRESSIONS
 
 
 def arrow_filesystem(path: str, storage_options: dict[str, Any] | None) -> tuple[pafs.FileSystem, str]:

@@ -1,0 +1,126 @@
+"""The arguments every shuffle shares, checked once at the boundary.
+
+Each public shuffle (``shuffle_zarr``, ``shuffle_parquet``, ``shuffle_dataframe``,
+``shuffle_xarray``, ``shuffle_lines``) hands its common keyword arguments to
+:func:`parse_shuffle_options` and passes the frozen :class:`ShuffleOptions` on;
+the command line takes its defaults from the constants here. A new common
+option is added in this module, once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
+
+__all__ = [
+    "DEFAULT_BLOCK_MEMORY",
+    "DEFAULT_LINES_BLOCK_MEMORY",
+    "DEFAULT_LINES_PILE_MEMORY",
+    "DEFAULT_N_PILES",
+    "DEFAULT_PARQUET_COMPRESSION",
+    "DEFAULT_PILE_MEMORY",
+    "PARQUET_COMPRESSIONS",
+    "ShuffleOptions",
+    "lines_block_memory",
+    "parse_shuffle_options",
+]
+
+#: Piles of a pile store (``shuffle_zarr``, ``shuffle_parquet``, ...).
+DEFAULT_N_PILES = 512
+#: The largest pile a pile store's shuffle allows.
+DEFAULT_PILE_MEMORY = "256MiB"
+#: About how much of the source one pass-1 task reads.
+DEFAULT_BLOCK_MEMORY = "64MiB"
+#: ``shuffle_lines`` holds about two copies of a block or a pile (plus offsets):
+#: these keep a worker thread near 100 MB however large the input is.
+DEFAULT_LINES_PILE_MEMORY = "32MiB"
+DEFAULT_LINES_BLOCK_MEMORY = "16MiB"
+#: The codecs a Parquet pile store can be written with, and the default.
+PARQUET_COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "brotli", "none")
+DEFAULT_PARQUET_COMPRESSION = "snappy"
+
+
+@dataclass(frozen=True)
+class ShuffleOptions:
+    """The checked common arguments of one shuffle.
+
+    Examples
+    --------
+    >>> options = parse_shuffle_options(dst="shuffled.zarr", n_piles=8, seed=0)
+    >>> options.pile_nbytes
+    268435456
+    >>> ShuffleOptions.from_dict(options.to_dict()) == options
+    True
+    """
+
+    dst: str
+    n_piles: int | Literal["auto"]
+    seed: int
+    overwrite: bool
+    materialize: bool
+    pile_nbytes: int
+    block_nbytes: int
+    tmp: str | None
+    progress: bool
+    storage_options: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ShuffleOptions:
+        names = [field.name for field in dataclasses.fields(cls)]
+        if not isinstance(data, Mapping) or sorted(data) != sorted(names):
+            raise DaskShuffleValueError(f"Expected shuffle options with the keys {names}. Got {data!r} instead.")
+        return cls(**{name: data[name] for name in names})
+
+
+def _parse_storage_options(value: object) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, Mapping):
+        raise DaskShuffleTypeError(
+            f"Expected storage_options to be None or a dict. Got {value!r} instead.", parameter="storage_options"
+        )
+    return dict(value) if value is not None else None
+
+
+def parse_shuffle_options(
+    *,
+    dst: object,
+    n_piles: object = DEFAULT_N_PILES,
+    seed: object = None,
+    overwrite: object = False,
+    materialize: object = False,
+    pile_memory: object = DEFAULT_PILE_MEMORY,
+    block_memory: object = DEFAULT_BLOCK_MEMORY,
+    tmp: object = None,
+    progress: object = False,
+    storage_options: object = None,
+) -> ShuffleOptions:
+    """Check a shuffle's common arguments, in the order a user reads them; draw the seed if ``None``."""
+    n_piles = parse_n_piles(n_piles)
+    parsed_seed = parse_seed(seed)
+    return ShuffleOptions(
+        dst=parse_path(dst, "dst"),
+        n_piles=n_piles,
+        seed=parsed_seed,
+        overwrite=parse_bool(overwrite, "overwrite"),
+        materialize=parse_bool(materialize, "materialize"),
+        pile_nbytes=parse_nbytes(pile_memory, "pile_memory"),
+        block_nbytes=parse_nbytes(block_memory, "block_memory"),
+        tmp=parse_path(tmp, "tmp") if tmp is not None and tmp != "" else None,
+        progress=parse_bool(progress, "progress"),
+        storage_options=_parse_storage_options(storage_options),
+    )
+
+
+def lines_block_memory(block_memory: object, pile_memory: object) -> object:
+    """``shuffle_lines``' default block: ``DEFAULT_LINES_BLOCK_MEMORY``, or half the pile if that is less."""
+    if block_memory is not None:
+        return block_memory
+    half_pile = max(parse_nbytes(pile_memory, "pile_memory") // 2, 1)
+    return min(parse_nbytes(DEFAULT_LINES_BLOCK_MEMORY, "block_memory"), half_pile)
