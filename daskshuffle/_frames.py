@@ -110,10 +110,9 @@ def shuffle_parquet(
 
     Examples
     --------
-    >>> import pandas as pd, daskshuffle
-    >>> pd.DataFrame({"id": range(1000), "x": 0.5}).to_parquet("raw.parquet")  # doctest: +SKIP
-    >>> daskshuffle.shuffle_parquet("raw.parquet", "piles.parquet", n_piles=8, seed=0)  # doctest: +SKIP
-    <ShuffleResult pile store 'piles.parquet': 1,000 rows in 8 piles ...>
+    >>> import daskshuffle
+    >>> daskshuffle.shuffle_parquet("raw.parquet", "shuffled.parquet", n_piles=8, seed=0)
+    <ShuffleResult pile store 'shuffled.parquet': 1,000 rows in 8 piles ...>
     """
     options = parse_shuffle_options(
         dst=dst,
@@ -267,8 +266,8 @@ def shuffle_dataframe(
     --------
     >>> import pandas as pd, daskshuffle
     >>> df = pd.DataFrame({"id": range(1000), "label": ["a", "b"] * 500})
-    >>> daskshuffle.shuffle_dataframe(df, "piles.parquet", n_piles=8, seed=0)  # doctest: +SKIP
-    <ShuffleResult pile store 'piles.parquet': 1,000 rows in 8 piles ...>
+    >>> daskshuffle.shuffle_dataframe(df, "shuffled.parquet", n_piles=8, seed=0)
+    <ShuffleResult pile store 'shuffled.parquet': 1,000 rows in 8 piles ...>
     """
     if not _graph.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
         raise DaskShuffleTypeError(

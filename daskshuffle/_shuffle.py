@@ -64,7 +64,7 @@ class ShuffleResult:
         spread = f"{int(sizes.min())}..{int(sizes.max())}" if len(sizes) else "-"
         kind = "shuffled copy" if self.materialized else "pile store"
         return (
-            f"<ShuffleResult {kind} {self.path!r}: {self.n_rows:,} rows in {self.n_piles} piles "
+            f"<ShuffleResult {kind} {self.path!r}: {self.n_rows:,} rows in {self.n_piles} pile{'s' if self.n_piles != 1 else ''} "
             f"(rows per pile {spread}), seed={self.seed}, variables={self.variables}, "
             f"{self.n_tasks} tasks, {self.seconds:.1f} s>"
         )

@@ -202,8 +202,8 @@ def shuffle_xarray(
     --------
     >>> import numpy as np, xarray as xr, daskshuffle
     >>> data = xr.Dataset({"x": (("sample", "feature"), np.random.rand(1000, 8))})
-    >>> daskshuffle.shuffle_xarray(data, "piles.zarr", "sample", n_piles=8, seed=0)  # doctest: +SKIP
-    <ShuffleResult pile store 'piles.zarr': 1,000 rows in 8 piles ...>
+    >>> daskshuffle.shuffle_xarray(data, "shuffled.zarr", "sample", n_piles=8, seed=0)
+    <ShuffleResult pile store 'shuffled.zarr': 1,000 rows in 8 piles ...>
     """
     if not isinstance(dim, str):
         raise DaskShuffleTypeError(f"Expected dim to be a dimension name. Got {dim!r} instead.")

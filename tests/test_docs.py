@@ -13,13 +13,7 @@ ROOT = Path(__file__).parents[1]
 
 #: Modules whose docstring examples are still skipped rather than run. Remove a module once its
 #: examples run (``pytest --doctest-modules``, in the directory ``conftest.py`` makes); none may join.
-STILL_SKIPPED = {
-    "daskshuffle/__init__.py",
-    "daskshuffle/_frames.py",
-    "daskshuffle/_lines.py",
-    "daskshuffle/_shuffle.py",
-    "daskshuffle/_xarray.py",
-}
+STILL_SKIPPED: set[str] = set()
 
 
 def test_docstring_examples_run_rather_than_being_skipped() -> None:
