@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from ._frames import shuffle_dataframe, shuffle_parquet
     from ._lines import shuffle_lines
     from ._loader import LoaderSettings, PileLoader
-    from ._shuffle import ShuffleResult, shuffle_zarr
+    from ._run import ShuffleResult
+    from ._shuffle import shuffle_zarr
     from ._xarray import shuffle_xarray
 
 __version__ = "0.1.0"
@@ -37,7 +38,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "LoaderSettings": "._loader",
     "PileLoader": "._loader",
-    "ShuffleResult": "._shuffle",
+    "ShuffleResult": "._run",
     "shuffle_zarr": "._shuffle",
     "shuffle_lines": "._lines",
     "shuffle_dataframe": "._frames",

@@ -21,7 +21,7 @@ from ._options import (
     parse_shuffle_options,
 )
 from ._parse import parse_variables
-from ._shuffle import ShuffleResult, check_destination, run_shuffle
+from ._run import ShuffleResult, check_destination, run_shuffle
 from .formats._parquet import COMPRESSIONS, DataFrameFormat, open_parquet_sources, unify_schemas
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]

@@ -11,7 +11,7 @@ from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._graph import map_tasks
 from ._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory, parse_shuffle_options
 from ._parse import parse_bool
-from ._shuffle import ShuffleResult, check_destination, run_shuffle
+from ._run import ShuffleResult, check_destination, run_shuffle
 from .formats._text import TextFormat, TextSource, open_text_sources
 
 __all__ = ["shuffle_lines"]

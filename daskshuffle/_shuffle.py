@@ -1,187 +1,19 @@
-"""The public shuffles: check everything, plan, then run the graph."""
+"""``shuffle_zarr``: the public shuffle of Zarr arrays, a thin layer over :func:`daskshuffle._run.run_shuffle`."""
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-from numpy.typing import NDArray
-
-from . import _paths
-from ._errors import DaskShuffleValueError, PileStoreExistsError
-from ._graph import compute, shuffle_graph
-from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, ShuffleOptions, parse_shuffle_options
+from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
 from ._parse import parse_variables
-from ._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
-from .formats._base import FORMAT_VERSION, Format
+from ._run import ShuffleResult, run_shuffle
 
 if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
     from .formats._zarr import SourceLike
 
-__all__ = ["ShuffleResult", "shuffle_zarr"]
-
-_TMP_SUFFIX = ".daskshuffle-tmp"
-
-
-@dataclass(frozen=True)
-class ShuffleResult:
-    """What a shuffle wrote.
-
-    Attributes
-    ----------
-    path : str
-        The destination.
-    n_rows, n_piles, seed : int
-        Rows shuffled, piles and the seed (record it to reproduce the output).
-    pile_sizes : ndarray
-        Rows in each pile, in storage order.
-    variables : list of str
-        The shuffled variables or columns.
-    materialized : bool
-        Whether the rows were fully shuffled (``materialize=True``) or left in piles.
-    seconds : float
-        Wall time of the whole shuffle.
-    n_tasks : int
-        Tasks in the dask graph.
-    """
-
-    path: str
-    n_rows: int
-    n_piles: int
-    seed: int
-    pile_sizes: NDArray[np.int64] = field(repr=False)
-    variables: list[str]
-    materialized: bool
-    seconds: float
-    n_tasks: int
-
-    def __repr__(self) -> str:
-        sizes = self.pile_sizes
-        spread = f"{int(sizes.min())}..{int(sizes.max())}" if len(sizes) else "-"
-        kind = "shuffled copy" if self.materialized else "pile store"
-        return (
-            f"<ShuffleResult {kind} {self.path!r}: {self.n_rows:,} rows in {self.n_piles} pile{'s' if self.n_piles != 1 else ''} "
-            f"(rows per pile {spread}), seed={self.seed}, variables={self.variables}, "
-            f"{self.n_tasks} tasks, {self.seconds:.1f} s>"
-        )
-
-
-def _plan_within_budget(
-    block_lengths: Sequence[int], n_piles: int | Literal["auto"], seed: int, row_nbytes: int, pile_nbytes: int
-) -> Plan:
-    """Plan, making sure the largest pile fits ``pile_nbytes``.
-
-    Re-planning with more piles is unbiased: pile sizes carry no information
-    about the order of the rows inside them.
-    """
-    n_rows = int(sum(block_lengths))
-    chosen = auto_n_piles(n_rows, row_nbytes, pile_nbytes) if n_piles == "auto" else n_piles
-    while True:
-        plan = make_plan(block_lengths, chosen, seed)
-        largest = int(plan.pile_sizes.max(initial=0)) * row_nbytes
-        if largest <= pile_nbytes:
-            return plan
-        if n_piles != "auto":
-            suggestion = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
-            raise DaskShuffleValueError(
-                f"Expected every pile to fit pile_memory={pile_nbytes:,} bytes. Got a planned pile of {largest:,} bytes "
-                f"with n_piles={n_piles} instead; use n_piles={max(suggestion, n_piles + 1)} or more, "
-                "n_piles='auto', or a larger pile_memory.",
-                parameter="n_piles",
-            )
-        chosen = max(chosen + 1, int(chosen * 1.1))
-
-
-def check_destination(
-    sources: Sequence[str],
-    dst: str,
-    tmp: str | None,
-    *,
-    overwrite: bool,
-    storage_options: dict[str, Any] | None,
-) -> str:
-    """Check that ``dst`` and the scratch space may be written; return the scratch directory.
-
-    The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
-    named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
-    """
-    for source in sources:
-        if _paths.overlaps(dst, source):
-            raise DaskShuffleValueError(
-                f"Expected dst to lie outside the source. Got dst={dst!r} and source {source!r} instead; "
-                "choose another destination (the source is never modified)."
-            )
-    if _paths.exists(dst, storage_options) and not overwrite:
-        raise PileStoreExistsError(
-            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.",
-            parameter="overwrite",
-        )
-    tmp = _paths.scratch(dst, _TMP_SUFFIX, tmp)
-    for source in sources:
-        if _paths.overlaps(tmp, source):
-            raise DaskShuffleValueError(
-                f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
-            )
-    return tmp
-
-
-def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
-    """Check the destination, plan, write, and mark complete: shared by every format."""
-    began = time.perf_counter()
-    dst, seed, materialize, storage_options = options.dst, options.seed, options.materialize, options.storage_options
-    tmp = check_destination(
-        fmt.describe_source(), dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options
-    )
-
-    plan = _plan_within_budget(fmt.block_lengths, options.n_piles, seed, fmt.row_nbytes, options.pile_nbytes)
-    fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
-    settings = ShuffleSettings(n_piles=plan.n_piles, seed=seed, materialize=materialize)
-    metadata: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "kind": fmt.kind,
-        "complete": False,
-        "n_rows": plan.n_rows,
-        "n_piles": plan.n_piles,
-        "seed": seed,
-        "materialized": materialize,
-        "pile_offsets": plan.pile_offsets.tolist(),
-        "variables": variables,
-        "source": fmt.describe_source(),
-        "settings": settings.to_dict(),
-    }
-    metadata["fingerprint"] = fingerprint(metadata)
-
-    # Every check has passed: from here on the destination is written.
-    _paths.remove(dst, storage_options)
-    _paths.remove(tmp, storage_options)
-    graph, key = shuffle_graph(
-        fmt, plan, tmp=tmp, dst=dst, materialize=materialize, merge_nbytes=max(options.block_nbytes, 1)
-    )
-    try:
-        fmt.create_destination(dst, plan.n_rows, metadata)
-        fmt.prepare_pieces(tmp)
-        compute(graph, key, progress=options.progress)
-    except BaseException:
-        fmt.discard_destination(dst)
-        raise
-    finally:
-        _paths.remove(tmp, storage_options)
-    fmt.finalize_destination(dst, {**metadata, "complete": True})
-    return ShuffleResult(
-        path=dst,
-        n_rows=plan.n_rows,
-        n_piles=plan.n_piles,
-        seed=seed,
-        pile_sizes=plan.pile_sizes,
-        variables=variables,
-        materialized=materialize,
-        seconds=time.perf_counter() - began,
-        n_tasks=len(graph),
-    )
+__all__ = ["shuffle_zarr"]
 
 
 def shuffle_zarr(

@@ -13,7 +13,7 @@ from . import _graph, _paths
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
 from ._parse import parse_positive_int
-from ._shuffle import ShuffleResult, run_shuffle
+from ._run import ShuffleResult, run_shuffle
 from .formats._xarray import XarrayFormat
 from .formats._zarr import CHUNK_NBYTES, Variable
 
