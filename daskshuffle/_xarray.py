@@ -14,6 +14,7 @@ from ._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFound
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
 from ._parse import parse_positive_int
 from ._run import ShuffleResult, run_shuffle
+from .formats._base import NUMERIC_KINDS
 from .formats._xarray import XarrayFormat
 from .formats._zarr import CHUNK_NBYTES, Variable
 
@@ -22,7 +23,6 @@ __all__ = ["shuffle_xarray"]
 PathLike = str | os.PathLike[str]
 #: The encodings that describe values (CF conventions); chunking and codecs are the destination's own.
 _VALUE_ENCODINGS = ("dtype", "_FillValue", "missing_value", "scale_factor", "add_offset", "units", "calendar")
-_SUPPORTED_KINDS = "biufcmM"
 
 
 def _open(ds: object, storage_options: dict[str, Any] | None) -> tuple[xr.Dataset, list[str]]:
@@ -94,7 +94,7 @@ def xarray_format(
         str(name): variable.transpose(dim, ...) for name, variable in dataset.variables.items() if dim in variable.dims
     }
     for name, variable in along.items():
-        if variable.dtype.kind not in _SUPPORTED_KINDS:
+        if variable.dtype.kind not in NUMERIC_KINDS:
             raise DaskShuffleTypeError(
                 f"Expected every variable along {dim!r} to have a numeric, boolean or datetime dtype. Got {name!r} "
                 f"of dtype {variable.dtype} instead; drop it (ds.drop_vars) or encode it as numbers first."

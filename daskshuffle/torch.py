@@ -30,6 +30,7 @@ from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._loader import LoaderSettings, PileLoader
 from ._parse import parse_count, parse_variables
 from ._plan import split_batches
+from .formats._base import NUMERIC_KINDS
 
 __all__ = ["PileDataset"]
 
@@ -227,7 +228,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             dtypes = loader.dtypes
         self._options["seed"] = self.settings.seed
         for name, dtype in dtypes.items():
-            if dtype.kind not in "biufcmM":
+            if dtype.kind not in NUMERIC_KINDS:
                 raise DaskShuffleTypeError(
                     f"Expected variables that convert to tensors. Got {name!r} of dtype {dtype} instead; "
                     "leave it out with variables=[...]."

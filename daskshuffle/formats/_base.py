@@ -21,7 +21,22 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
 
-__all__ = ["FORMAT_VERSION", "Format", "PileReader", "Rows", "check_pile_metadata", "select_variables"]
+__all__ = [
+    "ARRAY_KINDS",
+    "FORMAT_VERSION",
+    "NUMERIC_KINDS",
+    "Format",
+    "PileReader",
+    "Rows",
+    "check_pile_metadata",
+    "select_variables",
+]
+
+#: The dtype kinds of fixed-size numbers: booleans, integers, floats, complex, durations and datetimes.
+#: What xarray variables, PyTorch tensors and the pile reader's direct path take.
+NUMERIC_KINDS = "biufcmM"
+#: What a Zarr array may hold to be shuffled: numbers and fixed-length byte or unicode strings.
+ARRAY_KINDS = NUMERIC_KINDS + "SU"
 
 #: Version of the pile store layout written into every store's metadata. Version 2
 #: (Zarr) records its layout, a crc32c per chunk and every chunk written.

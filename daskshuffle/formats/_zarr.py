@@ -30,7 +30,7 @@ from .._errors import (
 )
 from .._paths import exists, filesystem, normalize
 from . import _layout
-from ._base import Format
+from ._base import ARRAY_KINDS, Format
 
 __all__ = ["ZarrFormat", "open_zarr_sources"]
 
@@ -46,7 +46,6 @@ READ_NBYTES = 32 * 2**20
 #: Pass 1 and the merge read, reorder and write in runs of about this size, so
 #: that the buffers of a run stay small next to the block or group they hold.
 RUN_NBYTES = 16 * 2**20
-_SUPPORTED_KINDS = "biufcmMSU"
 _METADATA_KEY = "daskshuffle"
 
 
@@ -128,7 +127,7 @@ def _select(
         )
     for name, array in arrays.items():
         dtype = array.dtype
-        if not isinstance(dtype, np.dtype) or dtype.kind not in _SUPPORTED_KINDS or dtype.hasobject:
+        if not isinstance(dtype, np.dtype) or dtype.kind not in ARRAY_KINDS or dtype.hasobject:
             raise DaskShuffleTypeError(
                 f"Expected array {name!r} of {where} to have a fixed-size numeric, boolean, datetime or "
                 f"fixed-length string dtype. Got {dtype} instead; variable-length strings and objects belong in "

@@ -28,10 +28,11 @@ from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 from .._errors import CorruptPileStoreError
+from ._base import NUMERIC_KINDS
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
-_FAST_KINDS = "biufcmM"
+_FAST_KINDS = NUMERIC_KINDS
 _CRC_NBYTES = 4
 
 
