@@ -83,13 +83,18 @@ class _Batch:
 
 
 def gather_batches(
-    reader: PileReader[Any], plan: BatchPlan, segment: Callable[[int], Any], allocate: Allocate | None = None
+    reader: PileReader[Any],
+    plan: BatchPlan,
+    segment: Callable[[int], Any],
+    allocate: Allocate | None = None,
+    release: Callable[[Any], None] | None = None,
 ) -> Iterator[Any]:
     """The batches of ``plan``; ``segment(i)`` gives the :class:`~daskshuffle._prefetch.ShuffledPile` of segment ``i``.
 
     Each segment is asked for once, in order, when the first batch that needs
     it is gathered; the one before is let go first. A reader gives arrays for
-    every pile or for none.
+    every pile or for none. ``release(pile)``, if given, is called once the
+    batches gathered from ``pile`` are all made (they are copies).
     """
     current: int = -1
     pile: Any = None
@@ -97,6 +102,8 @@ def gather_batches(
         batch = _Batch(reader, sum(part.stop - part.start for part in parts), allocate)
         for part in parts:
             if part.segment != current:
+                if pile is not None and release is not None:
+                    release(pile)
                 pile = None  # let the last pile go before the next is read (with prefetch=0, here)
                 current, pile = part.segment, segment(part.segment)
             batch.add(pile, pile.order[part.start : part.stop])

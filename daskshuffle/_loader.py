@@ -159,7 +159,7 @@ class PileLoader:
         self._batches = 0
         self._live: weakref.ref[Generator[Any, None, None]] | None = None
         self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
-        self._prefetcher = Prefetcher(self._piles.read, self._prefetch)
+        self._prefetcher = Prefetcher(self._piles.job, self._prefetch)
         # Also stop the background threads if the loader is dropped without close().
         self._finalizer = weakref.finalize(self, _release, self._prefetcher, reader)
 
@@ -286,7 +286,7 @@ class PileLoader:
         0
         """
         plan = self.plan(epoch, start, stop)
-        prefetcher = Prefetcher(self._piles.read, self._prefetch)
+        prefetcher = Prefetcher(self._piles.job, self._prefetch)
         generator = self._generate(plan, epoch, start, [], prefetcher, track=False, allocate=allocate)
         self._ranges.add(generator)
         return generator
@@ -312,17 +312,27 @@ class PileLoader:
         prefetcher.keep_only(sequence[: self._prefetch + 1])
         progress = Progress(self._progress and track, epoch, self._n_batches, first)
         finished = False
+        prefetcher.enter()
         try:
-            batches = gather_batches(self._piles.reader, plan, lambda index: prefetcher.get(sequence, index), allocate)
+            batches = gather_batches(
+                self._piles.reader,
+                plan,
+                lambda index: prefetcher.get(sequence, index),
+                allocate,
+                self._piles.release,
+            )
             for produced, batch in enumerate(batches, start=first + 1):
                 if track:
                     self._batches = produced
                 progress.advance()
+                prefetcher.leave()
                 yield batch
+                prefetcher.back()
             finished = True
             if track:
                 self._epoch, self._batches = epoch + 1, 0
         finally:
+            prefetcher.leave()
             progress.close()
             if not (finished and track):
                 # Broken out of, closed, interrupted, failed, or a range that ended: stop the reads.

@@ -263,7 +263,11 @@ def flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage", [delete, truncate, flip])
+def extend(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + b"\0")
+
+
+@pytest.mark.parametrize("damage", [delete, truncate, flip, extend])
 @pytest.mark.parametrize("name", ["x", "tokens"])
 def test_damage_is_an_error_naming_pile_variable_and_file(damaged: str, damage, name: str) -> None:
     group = zarr.open_group(damaged, mode="r")
