@@ -187,8 +187,8 @@ class ZarrPileReader(PileReader[ArrayRows]):
         self.threads = threads
         self._lock = threading.Lock()
         self._spare: dict[str, list[NDArray[Any]]] = {}
-        offsets = np.asarray(self.pile_offsets)
-        self._largest_pile = int(np.diff(offsets).max()) if len(offsets) > 1 else 0
+        self._offsets = self.pile_offsets  # a property that makes the array again on every call
+        self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
         self._pool: ThreadPoolExecutor | None = None
 
     # -- pickling and closing ------------------------------------------------------
@@ -228,7 +228,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
 
     def start_pile(self, pile: int) -> RowsRead:
         """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it."""
-        offsets = self.pile_offsets
+        offsets = self._offsets
         return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile)
 
     def _read(self, start: int, stop: int, pile: int | None) -> ArrayRows:
