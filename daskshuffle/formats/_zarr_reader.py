@@ -52,7 +52,7 @@ TASK_NBYTES = 2 * 2**20
 #: two threads finish a pile together, large enough that taking a task costs little next to it.
 LOCAL_TASK_NBYTES = 512 * 2**10
 #: Arrays of each variable kept for reuse (:meth:`ZarrPileReader.recycle`): the piles a loader holds at once.
-SPARE = 4
+SPARE = 2
 #: Fallback reads through zarr go in runs of whole chunks of about this size.
 READ_NBYTES = 32 * 2**20
 
@@ -200,9 +200,10 @@ class ZarrPileReader(PileReader[ArrayRows]):
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Join the reader's threads. Reading again starts new ones."""
+        """Join the reader's threads and let go of the arrays kept for reuse. Reading again starts new ones."""
         with self._lock:
             pool, self._pool = self._pool, None
+            self._spare = {}
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
