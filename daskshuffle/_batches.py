@@ -48,11 +48,11 @@ class _Batch:
         self.filled = 0
         self.taken: list[Any] = []
 
-    def add(self, pile: Any, index: NDArray[np.intp]) -> None:
-        if pile.arrays is None:
+    def add(self, pile: Any, index: NDArray[np.intp], layout: Layout | None) -> None:
+        """Add the rows of ``pile`` at ``index``; ``layout`` is that of its arrays, if it has arrays."""
+        if pile.arrays is None or layout is None:
             self.taken.append(self.reader.take(pile.rows, index))
             return
-        layout = _layout(pile.arrays)
         if self.out is None:
             self.out = dict(self.allocate(self.n_rows, layout))
         elif _layout(self.out) != layout:
@@ -67,7 +67,7 @@ class _Batch:
         stop = self.filled + len(index)
         for name, values in self.out.items():
             # mode="clip": the positions are valid, and "raise" would gather into a buffer, then copy.
-            np.take(pile.arrays[name], index, axis=0, out=values[self.filled : stop], mode="clip")
+            pile.arrays[name].take(index, axis=0, out=values[self.filled : stop], mode="clip")
         self.filled = stop
 
     def result(self) -> Any:
@@ -83,21 +83,30 @@ class _Batch:
 
 
 def gather_batches(
-    reader: PileReader[Any], plan: BatchPlan, segment: Callable[[int], Any], allocate: Allocate | None = None
+    reader: PileReader[Any],
+    plan: BatchPlan,
+    segment: Callable[[int], Any],
+    allocate: Allocate | None = None,
+    release: Callable[[Any], None] | None = None,
 ) -> Iterator[Any]:
     """The batches of ``plan``; ``segment(i)`` gives the :class:`~daskshuffle._prefetch.ShuffledPile` of segment ``i``.
 
     Each segment is asked for once, in order, when the first batch that needs
     it is gathered; the one before is let go first. A reader gives arrays for
-    every pile or for none.
+    every pile or for none. ``release(pile)``, if given, is called once the
+    batches gathered from ``pile`` are all made (they are copies).
     """
     current: int = -1
     pile: Any = None
+    layout: Layout | None = None
     for parts in plan:
         batch = _Batch(reader, sum(part.stop - part.start for part in parts), allocate)
         for part in parts:
             if part.segment != current:
+                if pile is not None and release is not None:
+                    release(pile)
                 pile = None  # let the last pile go before the next is read (with prefetch=0, here)
                 current, pile = part.segment, segment(part.segment)
-            batch.add(pile, pile.order[part.start : part.stop])
+                layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch
+            batch.add(pile, pile.order[part.start : part.stop], layout)
         yield batch.result()

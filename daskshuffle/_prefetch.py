@@ -1,16 +1,26 @@
-"""Reading shuffled piles ahead of the consumer, in background threads.
+"""Reading shuffled piles ahead of the consumer: between its batches, or in background threads.
 
 A read is ``(epoch, pile, start, stop)``: positions ``start:stop`` of ``pile``
-once shuffled for ``epoch``. :class:`ShuffledPiles` does one read (the pile's
-rows as stored, and the order to hand them out in); :class:`Prefetcher` runs
-reads on a small thread pool, ``depth`` of them ahead of the consumer.
-Neither refers to the loader, so that garbage collection of the loader can
-stop them.
+once shuffled for ``epoch``. A :class:`PileJob` does one read (the pile's rows
+as stored, and the order to hand them out in); :class:`Prefetcher` keeps
+``depth`` of them under way ahead of the consumer. Neither refers to the
+loader, so that garbage collection of the loader can stop them.
+
+Where a read runs depends on the consumer (:meth:`Prefetcher.back`). A
+consumer that comes back for its next batch at once (a loop in Python, or a
+GPU fed faster than it computes) reads the next pile itself when it needs it, like ``prefetch=0``: a background thread next to it waited for the GIL at
+each of the ~40 file calls of a pile (up to ``sys.getswitchinterval()``
+each), made the consumer wait for it in turn, and the consumer gathered from
+memory written on the other core: half the rows per second of one thread for
+twice the CPU. A consumer that stays away with each batch (a training step
+outside Python) has the next piles read by background threads meanwhile, so
+that it never waits for a read.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import count
@@ -22,15 +32,19 @@ from numpy.typing import NDArray
 from ._plan import pile_permutation
 from .formats import PileReader
 
-__all__ = ["Prefetcher", "Read", "ShuffledPile", "ShuffledPiles"]
+__all__ = ["PileJob", "Prefetcher", "Read", "ShuffledPile", "ShuffledPiles"]
 
 _prefetcher_ids = count()
+#: A consumer away with each batch for longer than this on average has the next piles read in the background.
+AWAY_SECONDS = 200e-6
+#: The weight of the last batch in that average.
+AWAY_WEIGHT = 0.2
 #: Every loader thread's name starts with this.
 THREAD_PREFIX = "daskshuffle-loader"
 
 
 class Read(NamedTuple):
-    """Positions ``start:stop`` of ``pile`` once shuffled for ``epoch``: one background read."""
+    """Positions ``start:stop`` of ``pile`` once shuffled for ``epoch``: one read."""
 
     epoch: int
     pile: int
@@ -46,8 +60,77 @@ class ShuffledPile(NamedTuple):
     order: NDArray[np.intp]
 
 
+class PileJob:
+    """One read, in steps that the consumer and a background thread share.
+
+    :meth:`start` shuffles the positions and plans the read of the pile's
+    chunk files (a reader with ``start_pile``, see
+    :meth:`~daskshuffle.formats._zarr_reader.ZarrPileReader.start_pile`);
+    calling the job reads them (in a background thread, only while the
+    consumer is away) and gives the pile.
+    :meth:`finish` is the consumer's way to the pile: it reads what no thread
+    has taken yet and waits only for the files under way, rather than for a
+    background thread to wake up.
+    """
+
+    def __init__(self, piles: ShuffledPiles, job: Read) -> None:
+        self._piles = piles
+        self.job = job
+        first, last = int(piles.offsets[job.pile]), int(piles.offsets[job.pile + 1])
+        self._rows = (first, last)
+        self._order: NDArray[np.intp] | None = None
+        self._read: Any = None  # the reader's read under way (a RowsRead), once started
+
+    def start(self) -> None:
+        piles, job = self._piles, self.job
+        try:
+            if self._order is None:
+                first, last = self._rows
+                self._order = pile_permutation(piles.seed, job.epoch, job.pile, last - first)[job.start : job.stop]
+            start_pile = getattr(piles.reader, "start_pile", None)
+            if self._read is None and start_pile is not None:
+                self._read = start_pile(job.pile)
+        except Exception as error:
+            raise self._noted(error) from None
+
+    def __call__(self, away: threading.Event | None = None) -> ShuffledPile:
+        """Read the pile; with ``away``, take each chunk task only while ``away`` is set."""
+        self.start()
+        read = self._read
+        try:
+            if read is None:
+                rows = self._piles.reader.read_pile(self.job.pile)
+            else:
+                if away is not None:
+                    while away.wait() and read.help(1):
+                        pass
+                rows = read.result()
+            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), self._order)  # type: ignore[arg-type]
+        except Exception as error:
+            raise self._noted(error) from None
+
+    def finish(self) -> ShuffledPile | None:
+        """The pile, read here with a background thread's help, or ``None`` if it has not started a shared read."""
+        read, order = self._read, self._order
+        if read is None or order is None:
+            return None
+        try:
+            rows = read.result()
+            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), order)
+        except Exception as error:
+            raise self._noted(error) from None
+
+    def _noted(self, error: Exception) -> Exception:
+        if not any(note.startswith("daskshuffle was reading pile") for note in getattr(error, "__notes__", [])):
+            error.add_note(
+                f"daskshuffle was reading pile {self.job.pile} (rows {self._rows[0]}:{self._rows[1]}) of "
+                f"{self._piles.store!r} for epoch {self.job.epoch}."
+            )
+        return error
+
+
 class ShuffledPiles:
-    """Reads a pile and shuffles it for an epoch, through a thread-safe :class:`PileReader`."""
+    """Reads piles and shuffles them for an epoch, through a thread-safe :class:`PileReader`."""
 
     def __init__(self, reader: PileReader[Any], store: str, seed: int) -> None:
         self.reader = reader
@@ -55,62 +138,114 @@ class ShuffledPiles:
         self.seed = seed
         self.offsets = reader.pile_offsets
 
+    def job(self, job: Read) -> PileJob:
+        return PileJob(self, job)
+
     def read(self, job: Read) -> ShuffledPile:
-        first, last = int(self.offsets[job.pile]), int(self.offsets[job.pile + 1])
-        try:
-            rows = self.reader.read_pile(job.pile)
-            arrays = self.reader.as_arrays(rows)  # here, off the consumer's thread
-        except Exception as error:
-            error.add_note(
-                f"daskshuffle was reading pile {job.pile} (rows {first}:{last}) of {self.store!r} for epoch {job.epoch}."
-            )
-            raise
-        order = pile_permutation(self.seed, job.epoch, job.pile, last - first)[job.start : job.stop]
-        return ShuffledPile(rows, arrays, order)
+        return PileJob(self, job)()
+
+    def release(self, pile: ShuffledPile) -> None:
+        """``pile`` is used up: its arrays may be read into again, if the reader recycles them."""
+        recycle = getattr(self.reader, "recycle", None)
+        if recycle is not None and pile.arrays is not None:
+            recycle(pile.arrays)
 
 
 class Prefetcher:
-    """Runs reads in background threads, ``depth`` of them ahead of the consumer.
+    """Keeps ``depth`` reads under way ahead of the consumer: read between its batches, or in background threads.
 
-    Futures, not queues: the consumer blocks only in ``Future.result()``, which
-    also raises whatever went wrong in the background. ``depth`` threads read
-    the next ``depth`` piles at once while the consumer uses one. ``close``
-    cancels what has not started and joins the threads.
+    The consumer tells it when it leaves with a batch (:meth:`leave`) and
+    comes back (:meth:`back`); from how long it stays away, the next reads
+    either wait to be read in :meth:`get`, or run in ``depth`` background threads (futures: whatever goes wrong there
+    is raised in the consumer). :meth:`get` finishes a read in the consumer's
+    thread where it can. ``close`` cancels what has not started and joins the
+    threads.
     """
 
-    def __init__(self, read: Callable[[Read], Any], depth: int) -> None:
-        self._read = read
+    def __init__(self, make: Callable[[Read], PileJob], depth: int) -> None:
+        self._make = make
         self._depth = depth
         self._prefix = f"{THREAD_PREFIX}-{next(_prefetcher_ids)}"
         self._executor: ThreadPoolExecutor | None = None
-        self._pending: dict[Read, Future[Any]] = {}
+        self._pending: dict[Read, tuple[PileJob, Future[Any] | None]] = {}
         self._lock = threading.Lock()
+        # Set while background threads may read: the consumer is away, waits for them, or has gone.
+        self._away = threading.Event()
+        self._away.set()
+        self._overlap = False  # whether new reads go to background threads
+        self._left_at = time.perf_counter()
+        self._away_seconds = 0.0  # how long the consumer stays away with a batch, on average
 
     def get(self, jobs: Sequence[Read], index: int) -> Any:
         """What ``jobs[index]`` reads, once the ``depth`` jobs after it are under way."""
         if self._depth == 0:
-            return self._read(jobs[index])
+            return self._make(jobs[index])()
         with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=self._depth, thread_name_prefix=self._prefix)
             for job in jobs[index : index + self._depth + 1]:
                 if job not in self._pending:
-                    self._pending[job] = self._executor.submit(self._read, job)
-            future = self._pending.pop(jobs[index])
+                    self._pending[job] = self._submit(self._make(job))
+            started, future = self._pending.pop(jobs[index])
+        if future is None:
+            return started()  # what is left of it, here
+        if not future.done():
+            if future.cancel():  # not started yet: read it here
+                return started()
+            finished = started.finish()
+            # The background thread waits for this, to end this read or to start the next (until back()).
+            self._away.set()
+            if finished is not None:
+                return finished
         return future.result()
+
+    def _submit(self, started: PileJob) -> tuple[PileJob, Future[Any] | None]:
+        if not self._overlap:
+            # Read in get, just before its batches: a pile read earlier, between batches, was gathered from slower
+            # (out of cache), and cost as much as it saved.
+            return started, None
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=self._depth, thread_name_prefix=self._prefix)
+        return started, self._executor.submit(started, self._away)
+
+    def enter(self) -> None:
+        """The consumer starts gathering batches (after however long away)."""
+        if not self._overlap:
+            self._away.clear()
+
+    def leave(self) -> None:
+        """The consumer leaves with a batch."""
+        self._left_at = time.perf_counter()
+        if self._overlap:
+            self._away.set()
+
+    def back(self) -> None:
+        """The consumer is back for the next batch: choose where the next reads run.
+
+        Background threads read only for a consumer away for longer than
+        :data:`AWAY_SECONDS` per batch on average, and only while it is away
+        (see the module's docstring for why).
+        """
+        away = time.perf_counter() - self._left_at
+        self._away_seconds += AWAY_WEIGHT * (away - self._away_seconds)
+        self._overlap = self._away_seconds > AWAY_SECONDS
+        if not self._overlap:
+            self._away.clear()
 
     def keep_only(self, jobs: Sequence[Read]) -> None:
         """Cancel the reads under way that are not among ``jobs``."""
         with self._lock:
             for job in [job for job in self._pending if job not in jobs]:
-                self._pending.pop(job).cancel()
+                future = self._pending.pop(job)[1]
+                if future is not None:
+                    future.cancel()
 
     def close(self) -> None:
+        self._away.set()  # no thread waits for a consumer that has gone
         with self._lock:
             pending, self._pending = self._pending, {}
             executor, self._executor = self._executor, None
-        for future in pending.values():
-            future.cancel()
+        for _, future in pending.values():
+            if future is not None:
+                future.cancel()
         if executor is not None:
             # A thread cannot join itself: if garbage collection closes us from
             # one of our own threads, let the threads finish on their own.

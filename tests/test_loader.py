@@ -15,8 +15,9 @@ import textwrap
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -220,11 +221,33 @@ def test_a_state_of_another_store_or_other_settings_is_refused(store: str, tmp_p
 # -- prefetch and shutdown ---------------------------------------------------------
 
 
+def used(batches: Iterable[Any], seconds: float = 0.002) -> Iterator[Any]:
+    """``batches``, each kept for ``seconds`` as a training step would: then background threads read ahead."""
+    for batch in batches:
+        yield batch
+        time.sleep(seconds)
+
+
+def test_a_consumer_that_comes_back_at_once_reads_in_its_thread_one_away_in_the_background(store: str) -> None:
+    with PileLoader(store, BATCH, prefetch=2) as loader:
+        first = []
+        for batch in loader:
+            first.append(batch["id"])
+            assert loader_threads() == []
+        again, threads = [], set()
+        for batch in used(loader.iter_batches(0)):
+            again.append(batch["id"])
+            threads.update(loader_threads())
+        assert threads, "a consumer away with each batch has the next piles read in background threads"
+    for want, got in zip(first, again, strict=True):
+        np.testing.assert_array_equal(want, got)
+
+
 def test_breaking_out_of_the_loop_stops_the_background_reads(store: str) -> None:
     loader = PileLoader(store, BATCH, prefetch=2)
-    for index, _ in enumerate(loader):
-        assert loader_threads()
+    for index, _ in enumerate(used(loader)):
         if index == 3:
+            assert loader_threads()
             break
     assert loader_threads() == []
     assert loader.state_dict()["batches"] == 4
@@ -233,21 +256,22 @@ def test_breaking_out_of_the_loop_stops_the_background_reads(store: str) -> None
 
 def test_close_context_manager_and_garbage_collection_join_the_threads(store: str) -> None:
     loader = PileLoader(store, BATCH)
-    list(loader)  # a whole epoch: the next epoch's first pile is read ahead
+    list(used(loader))  # a whole epoch: the next epoch's first pile is read ahead
     assert loader_threads()
     loader.close()
     assert loader_threads() == []
 
     with PileLoader(store, BATCH) as loader:
-        iterator = iter(loader)
-        next(iterator)
+        iterator = iter(used(loader))
+        for _ in range(4):
+            next(iterator)
         assert loader_threads()
     assert loader_threads() == []
     with pytest.raises(StopIteration):
         next(iterator)
 
     loader = PileLoader(store, BATCH)
-    list(loader)
+    list(used(loader))
     iterator = iter(loader)
     next(iterator)
     assert loader_threads()
@@ -256,7 +280,7 @@ def test_close_context_manager_and_garbage_collection_join_the_threads(store: st
     assert loader_threads() == []
 
     loader = PileLoader(store, BATCH)
-    list(loader)  # no iteration in progress, but the next epoch is being read ahead
+    list(used(loader))  # no iteration in progress, but the next epoch is being read ahead
     assert loader_threads()
     del loader
     gc.collect()
@@ -413,8 +437,9 @@ def test_a_range_of_batches_leaves_the_position_alone_and_stops_with_close(store
         # The iteration in progress goes on with the same batches, unaffected by the range's reads.
         for want in head[1:]:
             np.testing.assert_array_equal(next(iterator)["id"], want)
-        unfinished = loader.iter_batches(1)
-        next(unfinished)
+        unfinished = used(loader.iter_batches(1))
+        for _ in range(4):
+            next(unfinished)
         assert loader_threads()
     assert loader_threads() == []
     with pytest.raises(StopIteration):

@@ -164,6 +164,20 @@ def test_reader_reads_any_rows_as_zarr_does(mixed: str, a: int, b: int) -> None:
     assert_same(got, {name: expected[name] for name in ("x", "id")})
 
 
+def test_reader_reads_into_recycled_arrays(mixed: str) -> None:
+    with ZarrPileReader(mixed) as reader:
+        offsets = reader.pile_offsets
+        first = reader.read_pile(0)
+        memory = {name: values.base for name, values in first.items()}
+        reader.recycle(first)
+        second = reader.read_pile(1)
+        assert all(second[name].base is memory[name] for name in second), "the arrays are read into again"
+        assert_same(second, zarr_rows(mixed, int(offsets[1]), int(offsets[2])))
+        third = reader.read_pile(2)  # nothing to recycle: new arrays
+        assert not any(third[name].base is memory[name] for name in third)
+        assert_same(third, zarr_rows(mixed, int(offsets[2]), int(offsets[3])))
+
+
 def test_reader_on_memory_filesystem(mixed: str) -> None:
     fs = fsspec.filesystem("memory")
     url = "memory://layout-test/piles.zarr"
@@ -263,7 +277,11 @@ def flip(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("damage", [delete, truncate, flip])
+def extend(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + b"\0")
+
+
+@pytest.mark.parametrize("damage", [delete, truncate, flip, extend])
 @pytest.mark.parametrize("name", ["x", "tokens"])
 def test_damage_is_an_error_naming_pile_variable_and_file(damaged: str, damage, name: str) -> None:
     group = zarr.open_group(damaged, mode="r")

@@ -25,11 +25,12 @@ variable and the file.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import weakref
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -43,12 +44,73 @@ from ._layout import LAYOUT_KEY
 from ._zarr import _METADATA_KEY, ArrayRows, _concat, _read_in_runs, _take
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 
-__all__ = ["ZarrPileReader"]
+__all__ = ["RowsRead", "ZarrPileReader"]
 
-#: The chunks of one variable are read in tasks of about this many bytes, spread over the pool.
+#: The chunks of one variable are read in tasks of about this many bytes, spread over the threads that help.
 TASK_NBYTES = 2 * 2**20
+#: The same for local files, whose tasks are shared with a consumer that needs the rows now: small enough that
+#: two threads finish a pile together, large enough that taking a task costs little next to it.
+LOCAL_TASK_NBYTES = 512 * 2**10
+#: Arrays of each variable kept for reuse (:meth:`ZarrPileReader.recycle`): the piles a loader holds at once.
+SPARE = 2
 #: Fallback reads through zarr go in runs of whole chunks of about this size.
 READ_NBYTES = 32 * 2**20
+
+
+class RowsRead:
+    """Rows being read by tasks (chunk files of a variable) that any thread may run.
+
+    The thread that started the read runs them in :meth:`result`; so may a
+    reader's pool, or a loader's consumer that needs the rows before the
+    background thread reading them is done (:meth:`help`). Each task is taken
+    once (``next`` of an ``itertools.count`` is atomic); an error is kept and
+    raised by :meth:`result` once no task runs, since every task writes into
+    the rows.
+    """
+
+    def __init__(
+        self,
+        files: ChunkFiles,
+        rows: ArrayRows,
+        tasks: list[tuple[Chunks, NDArray[Any], int, int]],
+        start: int,
+        stop: int,
+        pile: int | None,
+    ) -> None:
+        self.rows = rows
+        self._files = files
+        self._tasks = tasks
+        self._span = (start, stop, pile)
+        self._taken = itertools.count()
+        self._left = len(tasks)
+        self._finished = threading.Condition()
+        self._errors: list[BaseException] = []
+
+    def help(self, limit: int | None = None) -> bool:
+        """Run the tasks no thread has taken yet (at most ``limit`` of them); whether some may be left."""
+        for _ in itertools.repeat(None) if limit is None else range(limit):
+            if (index := next(self._taken)) >= len(self._tasks):
+                return False
+            try:
+                if not self._errors:  # after an error the rows are lost: skip the rest
+                    self._files.read(*self._tasks[index], *self._span)
+            except BaseException as error:
+                self._errors.append(error)
+            finally:
+                with self._finished:
+                    self._left -= 1
+                    if self._left == 0:
+                        self._finished.notify_all()
+        return True
+
+    def result(self) -> ArrayRows:
+        """The rows, once every task is done (helping until then); the first error if one failed."""
+        self.help()
+        with self._finished:
+            self._finished.wait_for(lambda: self._left == 0)
+        if self._errors:
+            raise self._errors[0]
+        return self.rows
 
 
 def _shutdown(pool: ThreadPoolExecutor) -> None:
@@ -66,9 +128,8 @@ class ZarrPileReader(PileReader[ArrayRows]):
     Examples
     --------
     >>> reader = ZarrPileReader("piles.zarr")
-    >>> pile = reader.read_pile(0)
-    >>> pile["x"].shape == (reader.pile_offsets[1], 8)
-    True
+    >>> reader.read_pile(0)["x"].shape
+    (108, 8)
     >>> reader.close()
     """
 
@@ -125,20 +186,24 @@ class ZarrPileReader(PileReader[ArrayRows]):
                     self._chunks[name] = chunks
         self.threads = threads
         self._lock = threading.Lock()
+        self._spare: dict[str, list[NDArray[Any]]] = {}
+        self._offsets = self.pile_offsets  # a property that makes the array again on every call
+        self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
         self._pool: ThreadPoolExecutor | None = None
 
     # -- pickling and closing ------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_pool": None}
+        return {**self.__dict__, "_lock": None, "_pool": None, "_spare": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Join the reader's threads. Reading again starts new ones."""
+        """Join the reader's threads and let go of the arrays kept for reuse. Reading again starts new ones."""
         with self._lock:
             pool, self._pool = self._pool, None
+            self._spare = {}
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
@@ -160,49 +225,68 @@ class ZarrPileReader(PileReader[ArrayRows]):
         return self._read(start, stop, None)
 
     def read_pile(self, pile: int) -> ArrayRows:
-        offsets = self.pile_offsets
-        return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile)
+        return self.start_pile(pile).result()
+
+    def start_pile(self, pile: int) -> RowsRead:
+        """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it."""
+        offsets = self._offsets
+        return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile)
 
     def _read(self, start: int, stop: int, pile: int | None) -> ArrayRows:
+        return self._start(start, stop, pile).result()
+
+    def _start(self, start: int, stop: int, pile: int | None) -> RowsRead:
+        """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them.
+
+        Variables that zarr must read are read here.
+        """
         stop = max(start, min(stop, self.n_rows))
         rows: ArrayRows = {}
         tasks: list[tuple[Chunks, NDArray[Any], int, int]] = []
+        task_nbytes = LOCAL_TASK_NBYTES if self._files.local else TASK_NBYTES
         for name, array in self.arrays.items():
             chunks = self._chunks.get(name)
             if chunks is None:
                 rows[name] = _read_in_runs(array, start, stop, READ_NBYTES)
                 continue
-            rows[name] = np.empty((stop - start, *chunks.row_shape), dtype=chunks.dtype)
+            rows[name] = self._empty(chunks, stop - start)
             if stop == start:
                 continue
             first, last = start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1
-            step = max(1, TASK_NBYTES // max(chunks.chunk_nbytes, 1))
+            step = max(1, task_nbytes // max(chunks.chunk_nbytes, 1))
             tasks += [(chunks, rows[name], index, min(index + step, last)) for index in range(first, last, step)]
-        self._run(tasks, start, stop, pile)
-        return rows
-
-    def _run(self, tasks: list[tuple[Chunks, NDArray[Any], int, int]], start: int, stop: int, pile: int | None) -> None:
-        """Run ``tasks``, the first here and the others in the pool; raise the first error once all are done."""
-        if not tasks:
-            return
-        futures: list[Future[None]] = []
+        read = RowsRead(self._files, rows, tasks, start, stop, pile)
         if self.threads > 0 and len(tasks) > 1:
             pool = self._executor()
-            futures = [pool.submit(self._files.read, *task, start, stop, pile) for task in tasks[1:]]
-        errors: list[BaseException] = []
-        try:
-            for task in tasks if not futures else tasks[:1]:
-                self._files.read(*task, start, stop, pile)
-        except BaseException as error:
-            errors.append(error)
-        # Every task writes into the output: wait for all of them, even after an error.
-        for future in futures:
-            try:
-                future.result()
-            except BaseException as error:
-                errors.append(error)
-        if errors:
-            raise errors[0]
+            for _ in range(min(self.threads, len(tasks) - 1)):
+                pool.submit(read.help)
+        return read
+
+    def _empty(self, chunks: Chunks, n_rows: int) -> NDArray[Any]:
+        """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough."""
+        with self._lock:
+            spare = self._spare.get(chunks.name, [])
+            for position, values in enumerate(spare):
+                if len(values) >= n_rows:
+                    return spare.pop(position)[:n_rows]
+        # The largest pile's rows: then any pile fits in it when it comes back.
+        capacity = max(n_rows, self._largest_pile)
+        return np.empty((capacity, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
+
+    def recycle(self, rows: ArrayRows) -> None:
+        """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
+
+        Arrays as large as a pile come from ``mmap`` and go back to the system
+        when freed, so each read into a new one faulted in every page: a
+        loader reading piles in a background thread spent half its time on
+        page faults. At most :data:`SPARE` arrays of each variable are kept.
+        """
+        with self._lock:
+            for name, values in rows.items():
+                whole = values.base if isinstance(values.base, np.ndarray) else None
+                spare = self._spare.setdefault(name, [])
+                if name in self._chunks and whole is not None and len(spare) < SPARE and whole.dtype == values.dtype:
+                    spare.append(whole)
 
     # -- rows in memory --------------------------------------------------------
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
