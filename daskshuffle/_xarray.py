@@ -146,7 +146,7 @@ def xarray_format(
         variables=variables,
         lengths=lengths,
         source_names=sources,
-        chunk_rows=out_rows,
+        chunk_rows=chunk_rows,
         storage_options=storage_options,
     )
 

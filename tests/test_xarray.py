@@ -132,6 +132,25 @@ def test_loader_reads_the_store(tmp_path: Path) -> None:
     assert np.allclose(first["temperature"][:, 0], first["id"]), "rows stay aligned"
 
 
+def test_chunks_follow_the_piles_as_in_a_zarr_pile_store(tmp_path: Path) -> None:
+    n = 400_000
+    data = xr.Dataset(
+        {"x": (("sample", "feature"), np.ones((n, 16), dtype="f4")), "id": ("sample", np.arange(n))}
+    ).chunk({"sample": 100_000})
+    chunk_rows = {}
+    for n_piles in (4, 64):
+        dst = tmp_path / f"piles-{n_piles}.zarr"
+        shuffle_xarray(data, dst, "sample", n_piles=n_piles, seed=0)
+        group = zarr.open_group(str(dst), mode="r")
+        layout = group.attrs["daskshuffle"]["layout"]["variables"]
+        for name in ("x", "id"):
+            assert group[name].chunks[0] == layout[name]["chunk_rows"]
+        chunk_rows[n_piles] = group["x"].chunks[0]
+        assert sorted(xr.open_zarr(dst)["id"].values.tolist()) == list(range(n))
+    # Piles of 100,000 rows get chunks of about a sixteenth of a pile; piles of 6,250 rows the 256 KiB floor.
+    assert chunk_rows[4] > chunk_rows[64] == 256 * 2**10 // (16 * 4)
+
+
 def test_bad_input(tmp_path: Path) -> None:
     ds = make_dataset(20)
     dst = tmp_path / "out.zarr"

@@ -51,7 +51,7 @@ class XarrayFormat(ZarrFormat):
         variables: list[Variable],
         lengths: list[int],
         source_names: list[str],
-        chunk_rows: int,
+        chunk_rows: int | None,
         storage_options: dict[str, Any] | None,
     ) -> None:
         starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).tolist()
@@ -95,10 +95,18 @@ class XarrayFormat(ZarrFormat):
         # the rows along ``dim`` are left to the merge tasks (compute=False).
         layout = self._chosen_layout()
         for variable in self.variables:
-            encoding = _layout.xarray_encoding(
-                layout.variables[variable.name], variable.dtype.itemsize, variable.row_shape
-            )
-            self._template.variables[variable.name].encoding.update(encoding)
+            chosen = layout.variables[variable.name]
+            stored = self._template.variables[variable.name]
+            # The template's dask chunks along ``dim`` must fit the chosen zarr chunks (xarray checks it).
+            rechunked = stored.chunk({self.dim: chosen.chunk_rows})
+            rechunked.encoding = {
+                **stored.encoding,
+                **_layout.xarray_encoding(chosen, variable.dtype.itemsize, variable.row_shape),
+            }
+            if variable.name in self._template.coords:
+                self._template = self._template.assign_coords({variable.name: rechunked})
+            else:
+                self._template[variable.name] = rechunked
         self._template.to_zarr(self._open(dst), mode="w", compute=False, zarr_format=3, consolidated=False)
         group = zarr.open_group(self._open(dst), mode="r+")
         group.attrs[_METADATA_KEY] = {**metadata, "dim": self.dim}
