@@ -192,7 +192,10 @@ def shuffle_xarray(
     n_piles, seed, overwrite, materialize, pile_memory, block_memory, tmp, progress, storage_options
         As for :func:`daskshuffle.shuffle_zarr`.
     chunk_rows : int, optional
-        Rows per output chunk along ``dim``; by default about 4 MiB of the widest variable.
+        Rows per output chunk along ``dim`` for every variable. By default chosen
+        from the piles as for :func:`daskshuffle.shuffle_zarr`: a sixteenth of a
+        pile of the widest variable (between 256 KiB and 4 MiB), narrow variables
+        in a few times as many rows.
 
     Returns
     -------
