@@ -164,6 +164,22 @@ def test_many_sources_of_both_zarr_formats(tmp_path: Path) -> None:
     assert "_ARRAY_DIMENSIONS" not in out["x"].attrs
 
 
+def test_a_source_without_dimension_names_opens_in_xarray(tmp_path: Path) -> None:
+    # As dask.array.to_zarr writes it: arrays with no dimension names; one named only in part.
+    group = zarr.open_group(str(tmp_path / "raw.zarr"), mode="w", zarr_format=3)
+    group.create_array("x", data=np.ones((200, 4), dtype="f4"), chunks=(50, 4))
+    group.create_array("id", data=np.arange(200), chunks=(50,))
+    group.create_array(
+        "image", data=np.zeros((200, 2, 3), dtype="u1"), chunks=(50, 2, 3), dimension_names=("sample", None, "c")
+    )
+    shuffle_zarr(str(tmp_path / "raw.zarr"), tmp_path / "piles.zarr", n_piles=4, seed=0)
+    ds = xr.open_zarr(str(tmp_path / "piles.zarr"))
+    # Names that exist are kept; the row dimension is shared, the others are named after their variable.
+    assert ds["image"].dims == ("sample", "image_dim_1", "c")
+    assert ds["x"].dims == ("sample", "x_dim_1") and ds["id"].dims == ("sample",)
+    assert sorted(ds["id"].values.tolist()) == list(range(200))
+
+
 @pytest.mark.parametrize("n_rows", [0, 1, 5])
 def test_tiny_inputs_and_more_piles_than_rows(tmp_path: Path, n_rows: int) -> None:
     src = make_zarr_source(tmp_path / "raw.zarr", n_rows, chunk_rows=3)

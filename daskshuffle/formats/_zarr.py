@@ -13,6 +13,7 @@ rows that are not needed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -152,6 +153,30 @@ def _variable(name: str, array: zarr.Array[Any]) -> Variable:
     )
 
 
+#: The name of the row dimension of arrays whose source did not name it.
+ROW_DIMENSION = "row"
+
+
+def _name_dimensions(variables: list[Variable]) -> list[Variable]:
+    """Every dimension named, so that ``xarray.open_zarr`` opens the pile store whatever its source.
+
+    Names that exist are kept. An unnamed first (row) dimension takes the name
+    the other variables give theirs when they agree, else ``"row"``; another
+    unnamed axis ``k`` of variable ``v`` is ``"v_dim_k"``.
+    """
+    named_rows = {variable.dimension_names[0] for variable in variables if variable.dimension_names}
+    row = named_rows.pop() if len(named_rows) == 1 and None not in named_rows else ROW_DIMENSION
+    named = []
+    for variable in variables:
+        given = variable.dimension_names or (None,) * (1 + len(variable.row_shape))
+        names = tuple(
+            name if name is not None else (row if axis == 0 else f"{variable.name}_dim_{axis}")
+            for axis, name in enumerate(given)
+        )
+        named.append(dataclasses.replace(variable, dimension_names=names))
+    return named
+
+
 def _check_same_variables(first: dict[str, Variable], other: dict[str, Variable], where: str) -> None:
     if set(first) != set(other):
         raise DaskShuffleValueError(
@@ -215,7 +240,7 @@ def open_zarr_sources(
         group_attrs = {key: value for key, value in opened[0].attrs.asdict().items() if key != _METADATA_KEY}
     return ZarrFormat(
         sources=sources,
-        variables=[described[0][name] for name in names],
+        variables=_name_dimensions([described[0][name] for name in names]),
         blocks=blocks,
         source_names=[_describe(source) for source in opened],
         group_attrs=group_attrs,
