@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -49,6 +50,17 @@ def make_zarr_source(
     group.create_array("id", shape=(n_rows,), chunks=(chunk_rows,), dtype=np.int64, **dims("row"))[...] = ids
     group.attrs["title"] = "example"
     return str(path)
+
+
+def consume(loader: Any, n: int) -> list[np.ndarray]:
+    """The ids of the next ``n`` batches of a ``PileLoader``, crossing into later epochs as a training loop does."""
+    out: list[np.ndarray] = []
+    while len(out) < n:
+        for batch in loader:
+            out.append(batch["id"])
+            if len(out) == n:
+                break
+    return out
 
 
 def tree_digest(path: Path | str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from conftest import make_zarr_source
+from conftest import consume, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader, SourceNotFoundError
@@ -140,17 +140,6 @@ def test_io_does_not_grow_with_world_size(store: str) -> None:
 
 
 # -- resume ------------------------------------------------------------------------
-
-
-def consume(loader: PileLoader, n: int) -> list[np.ndarray]:
-    """The ids of the next ``n`` batches, crossing into later epochs as a training loop does."""
-    out: list[np.ndarray] = []
-    while len(out) < n:
-        for batch in loader:
-            out.append(batch["id"])
-            if len(out) == n:
-                break
-    return out
 
 
 def test_resume_reads_no_pile_before_the_one_it_continues_in(store: str, copy_of: str) -> None:

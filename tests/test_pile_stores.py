@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 import xarray as xr
 import zarr
+from conftest import consume
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
@@ -224,17 +225,6 @@ def test_a_rank_reads_only_its_own_piles(store: Store, tmp_path: Path) -> None:
 
 
 # -- resume ------------------------------------------------------------------------
-
-
-def consume(loader: PileLoader, n: int) -> list[np.ndarray]:
-    """The ids of the next ``n`` batches, crossing into later epochs as a training loop does."""
-    out: list[np.ndarray] = []
-    while len(out) < n:
-        for batch in loader:
-            out.append(batch["id"])
-            if len(out) == n:
-                break
-    return out
 
 
 @pytest.mark.parametrize(("world_size", "drop_last"), [(1, False), (3, True)])
