@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ._errors import DaskShuffleValueError
-from ._parse import parse_count
+from ._parse import Settings, parse_count
 from ._plan import fingerprint
 
 __all__ = ["STATE_KEYS", "STATE_VERSION", "LoaderSettings", "check_state", "parse_rank"]
@@ -19,7 +17,7 @@ STATE_KEYS = ("version", "epoch", "batches", "store", "settings", "settings_fing
 
 
 @dataclass(frozen=True)
-class LoaderSettings:
+class LoaderSettings(Settings):
     """What decides which rows a loader yields and how they are cut into batches.
 
     Two loaders of one store with equal settings yield the same batches in
@@ -40,16 +38,6 @@ class LoaderSettings:
     rank: int
     world_size: int
     drop_last: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LoaderSettings:
-        names = [field.name for field in dataclasses.fields(cls)]
-        if not isinstance(data, Mapping) or sorted(data) != sorted(names):
-            raise DaskShuffleValueError(f"Expected loader settings with the keys {names}. Got {data!r} instead.")
-        return cls(**{name: data[name] for name in names})
 
     @property
     def fingerprint(self) -> str:

@@ -9,13 +9,12 @@ option is added in this module, once.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ._parse import parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
+from ._errors import DaskShuffleTypeError
+from ._parse import Settings, parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
 
 __all__ = [
     "DEFAULT_BLOCK_MEMORY",
@@ -46,7 +45,7 @@ DEFAULT_PARQUET_COMPRESSION = "snappy"
 
 
 @dataclass(frozen=True)
-class ShuffleOptions:
+class ShuffleOptions(Settings):
     """The checked common arguments of one shuffle.
 
     Examples
@@ -68,16 +67,6 @@ class ShuffleOptions:
     tmp: str | None
     progress: bool
     storage_options: dict[str, Any] | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ShuffleOptions:
-        names = [field.name for field in dataclasses.fields(cls)]
-        if not isinstance(data, Mapping) or sorted(data) != sorted(names):
-            raise DaskShuffleValueError(f"Expected shuffle options with the keys {names}. Got {data!r} instead.")
-        return cls(**{name: data[name] for name in names})
 
 
 def _parse_storage_options(value: object) -> dict[str, Any] | None:
@@ -102,12 +91,10 @@ def parse_shuffle_options(
     storage_options: object = None,
 ) -> ShuffleOptions:
     """Check a shuffle's common arguments, in the order a user reads them; draw the seed if ``None``."""
-    n_piles = parse_n_piles(n_piles)
-    parsed_seed = parse_seed(seed)
     return ShuffleOptions(
         dst=parse_path(dst, "dst"),
-        n_piles=n_piles,
-        seed=parsed_seed,
+        n_piles=parse_n_piles(n_piles),
+        seed=parse_seed(seed),
         overwrite=parse_bool(overwrite, "overwrite"),
         materialize=parse_bool(materialize, "materialize"),
         pile_nbytes=parse_nbytes(pile_memory, "pile_memory"),

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import os
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Self, cast
 
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._random import MAX_SEED, draw_seed
 
 __all__ = [
+    "Settings",
     "parse_bool",
     "parse_n_piles",
     "parse_nbytes",
@@ -19,6 +21,24 @@ __all__ = [
     "parse_seed",
     "parse_variables",
 ]
+
+
+class Settings:
+    """A frozen dataclass of settings that round-trips through a JSON-serialisable dict.
+
+    ``from_dict`` refuses a dict with other keys than the fields, so a state or
+    a record written by another version is never half-read.
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(cast(Any, self))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        names = [field.name for field in dataclasses.fields(cast(Any, cls))]
+        if not isinstance(data, Mapping) or sorted(data) != sorted(names):
+            raise DaskShuffleValueError(f"Expected {cls.__name__} with the keys {names}. Got {data!r} instead.")
+        return cls(**{name: data[name] for name in names})
 
 
 def parse_positive_int(value: object, name: str) -> int:

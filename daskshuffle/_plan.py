@@ -17,7 +17,6 @@ independently", the first pass of the 2-pass shuffle.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -30,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._errors import DaskShuffleValueError
+from ._parse import Settings
 from ._random import make_rng
 
 __all__ = [
@@ -255,19 +255,12 @@ def pile_permutation(seed: int, epoch: int, pile: int, size: int) -> NDArray[np.
 
 
 @dataclass(frozen=True)
-class ShuffleSettings:
+class ShuffleSettings(Settings):
     """The parameters that define a shuffle's output, recorded in the pile store."""
 
     n_piles: int
     seed: int
     materialize: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ShuffleSettings:
-        return cls(**{field.name: data[field.name] for field in dataclasses.fields(cls)})
 
 
 def fingerprint(data: Any) -> str:

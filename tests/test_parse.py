@@ -25,3 +25,16 @@ def test_parse_errors_name_their_parameter(parse: Any, value: object, parameter:
         parse(value)
     assert caught.value.parameter == parameter
     assert isinstance(caught.value, ValueError | TypeError)
+
+
+def test_settings_round_trip_and_refuse_other_keys() -> None:
+    from daskshuffle._options import parse_shuffle_options
+    from daskshuffle._plan import ShuffleSettings
+
+    for settings in (
+        ShuffleSettings(n_piles=8, seed=1, materialize=False),
+        parse_shuffle_options(dst="out.zarr", seed=0),
+    ):
+        assert type(settings).from_dict(settings.to_dict()) == settings
+        with pytest.raises(ds.DaskShuffleValueError, match=f"Expected {type(settings).__name__} with the keys"):
+            type(settings).from_dict({**settings.to_dict(), "extra": 1})
