@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._plan import BatchPlan
+from ._epoch_plan import BatchPlan
 from .formats import PileReader
 
 __all__ = ["Allocate", "Layout", "gather_batches"]

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ._plan import pile_permutation
+from ._epoch_plan import pile_permutation
 from .formats import PileReader
 
 __all__ = ["PileJob", "Prefetcher", "Read", "ShuffledPile", "ShuffledPiles"]

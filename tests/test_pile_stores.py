@@ -29,7 +29,7 @@ from conftest import consume
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
-from daskshuffle._plan import epoch_pile_order, rank_range, stream_rows
+from daskshuffle._epoch_plan import epoch_pile_order, rank_range, stream_rows
 from daskshuffle.formats import open_pile_reader
 
 N_ROWS = 1_000
