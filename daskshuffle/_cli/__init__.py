@@ -1,0 +1,17 @@
+"""The ``daskshuffle`` command line: a thin layer over the public functions.
+
+Every shuffling command starts a ``distributed.LocalCluster`` sized to the
+machine, or connects to ``--scheduler ADDRESS``; the library itself never
+starts a cluster. Errors are one line on stderr and a non-zero exit status,
+with the traceback only under ``--debug``.
+
+To add a command for another kind of data, write a function decorated with
+``@cli.command(...)`` and ``@cluster_options`` in a module of this package,
+call its public shuffle inside ``with session(...)``, and import the module here.
+"""
+
+from . import _info, _shuffles
+from ._common import cli, main
+
+__all__ = ["cli", "main"]
+del _info, _shuffles

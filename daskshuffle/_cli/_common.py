@@ -1,0 +1,264 @@
+"""What every command shares: the group, the cluster options, one-line errors and the summary."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import click
+
+from .._errors import DaskShuffleError, DaskShuffleTypeError, DaskShuffleValueError
+
+__all__ = [
+    "STDIO",
+    "NPiles",
+    "cli",
+    "cluster_options",
+    "main",
+    "one_line",
+    "progress_on_stderr",
+    "session",
+    "show_progress",
+    "split_names",
+    "summary",
+]
+
+#: Values of ``--scheduler`` that run on one of dask's local schedulers, without a cluster.
+LOCAL_SCHEDULERS = ("threads", "sync")
+STDIO = "-"
+
+
+if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
+    _NPilesBase = click.ParamType[int | Literal["auto"], Any]
+else:
+    _NPilesBase = click.ParamType
+
+
+class NPiles(_NPilesBase):
+    """``auto`` or a positive integer."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | Literal["auto"]:
+        if value == "auto":
+            return "auto"
+        if isinstance(value, int):
+            return value
+        try:
+            number = int(value)
+        except ValueError:
+            self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
+        if number < 1:
+            self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
+        return number
+
+
+def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every shuffling command shares: where to run, progress, debugging."""
+    options = [
+        click.option(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Run on an existing dask cluster (tcp://host:8786), or on dask's local 'threads' or 'sync' "
+            "scheduler without a cluster. By default a LocalCluster sized to this machine is started.",
+        ),
+        click.option(
+            "--workers",
+            type=click.IntRange(min=1),
+            help="Start a LocalCluster of this many worker processes.  [default: one worker in this process, "
+            "with a thread per core]",
+        ),
+        click.option(
+            "--threads-per-worker",
+            type=click.IntRange(min=1),
+            help="Threads in each worker.  [default: one per core without --workers, else 1]",
+        ),
+        click.option(
+            "--memory-limit",
+            metavar="SIZE",
+            help="Memory limit of each worker of the LocalCluster, such as 2GiB.  [default: the machine's share]",
+        ),
+        click.option(
+            "--progress/--no-progress",
+            default=None,
+            help="Show a progress bar on stderr.  [default: when stderr is a terminal]",
+        ),
+        click.option("-q", "--quiet", is_flag=True, help="Do not print the summary line on stderr."),
+        click.option("--debug", is_flag=True, help="Show tracebacks and the cluster's logs."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _option_of(parameter: str | None) -> click.Parameter | None:
+    """The option of the running command that sets the library's argument ``parameter``."""
+    context = click.get_current_context(silent=True)
+    if parameter is None or context is None:
+        return None
+    return next((option for option in context.command.params if option.name == parameter), None)
+
+
+def _spell_options(text: str) -> str:
+    """The library's Python spellings of the running command's options, as options.
+
+    Every option of the command whose name is a library argument is spelled as
+    the user types it: ``overwrite=True`` -> ``--overwrite``, ``pass header=False``
+    -> ``leave out --header``, ``n_piles=512`` -> ``--n-piles 512``,
+    ``variables=[...]`` -> ``--variables NAMES``, ``pile_memory`` -> ``--pile-memory``.
+    The spellings come from the command's own options, so they cannot drift.
+    """
+    context = click.get_current_context(silent=True)
+    for option in context.command.params if context is not None else []:
+        if not isinstance(option, click.Option) or option.name is None or option.name not in text:
+            continue
+        flag = max(option.opts, key=len)
+        metavar = option.metavar or "NAMES"
+        for python, spelled in (
+            (f"pass {option.name}=False", f"leave out {flag}"),
+            (f"{option.name}=True", flag),
+            (f"{option.name}=False", f"no {flag}"),
+            (f"{option.name}=[...]", f"{flag} {metavar}"),
+            (f"{option.name}=", f"{flag} "),
+        ):
+            text = text.replace(python, spelled)
+        if "_" in option.name:  # a bare argument name, never an English word such as "header"
+            text = re.sub(rf"\b{option.name}\b", flag, text)
+    return text
+
+
+def one_line(error: BaseException) -> str:
+    """One line for ``error``; the library's own errors already say what to do."""
+    if isinstance(error, DaskShuffleError):
+        text = _spell_options(str(error))
+    elif isinstance(error, OSError | EOFError):
+        text = f"{error}  (run with --debug for the traceback)"
+    else:
+        text = f"{type(error).__name__}: {error}  (run with --debug for the traceback)"
+    return " ".join(text.split())
+
+
+def _bad_argument(error: BaseException) -> click.BadParameter | None:
+    """A usage error (exit status 2) for a library error about one of the command's own options."""
+    if type(error) not in (DaskShuffleValueError, DaskShuffleTypeError):
+        return None
+    option = _option_of(getattr(error, "parameter", None))
+    return click.BadParameter(one_line(error), param=option) if option is not None else None
+
+
+@contextlib.contextmanager
+def session(
+    *,
+    scheduler: str | None,
+    workers: int | None,
+    threads_per_worker: int | None,
+    memory_limit: str | None,
+    debug: bool,
+) -> Iterator[None]:
+    """Run the body on the chosen scheduler; turn any error into one line and exit status 1.
+
+    An error about one of the command's own options is a usage error, exit status 2, as click's own are.
+    """
+    if scheduler and (workers or threads_per_worker or memory_limit):
+        raise click.UsageError(
+            "Expected either --scheduler or --workers/--threads-per-worker/--memory-limit. Got both instead; "
+            "the sizing options describe the LocalCluster that --scheduler replaces."
+        )
+    try:
+        with _scheduler(scheduler, workers, threads_per_worker, memory_limit, debug):
+            yield
+    except (click.ClickException, click.exceptions.Exit, click.Abort):
+        raise
+    except KeyboardInterrupt:
+        raise click.Abort() from None
+    except Exception as error:
+        if debug:
+            raise
+        raise _bad_argument(error) or click.ClickException(one_line(error)) from None
+
+
+@contextlib.contextmanager
+def _scheduler(
+    address: str | None, workers: int | None, threads_per_worker: int | None, memory_limit: str | None, debug: bool
+) -> Iterator[None]:
+    if address in LOCAL_SCHEDULERS:
+        import dask
+
+        with dask.config.set(scheduler=address):
+            yield
+        return
+    from distributed import Client, LocalCluster
+
+    if not debug:
+        # The cluster's own progress chatter would bury the one line that matters.
+        logging.getLogger("distributed").setLevel(logging.ERROR)
+    if address:
+        with Client(address) as client, client.as_current():
+            yield
+        return
+    if workers is None:
+        # One worker in this process, a thread per core: the shuffles' work is file I/O, NumPy and
+        # Arrow, which release the GIL, so threads run it in parallel without a process's memory
+        # and without copying every block and pile between processes.
+        sizing: dict[str, Any] = {"processes": False, "n_workers": 1, "threads_per_worker": threads_per_worker}
+    else:
+        sizing = {"processes": True, "n_workers": workers, "threads_per_worker": threads_per_worker or 1}
+    if memory_limit:
+        sizing["memory_limit"] = memory_limit
+    with (
+        LocalCluster(dashboard_address=":0", **{k: v for k, v in sizing.items() if v is not None}) as cluster,
+        Client(cluster) as client,
+        client.as_current(),
+    ):
+        yield
+
+
+def show_progress(progress: bool | None) -> bool:
+    return sys.stderr.isatty() if progress is None else progress
+
+
+@contextlib.contextmanager
+def progress_on_stderr() -> Iterator[None]:
+    """Progress bars print to stdout; stdout may be the output."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+EXAMPLES_MAIN = """\b
+Examples:
+  daskshuffle lines corpus/*.jsonl.gz -o train.jsonl --seed 0
+  cat data.txt | daskshuffle lines - -o - > shuffled.txt
+  daskshuffle zarr raw-0.zarr raw-1.zarr piles.zarr --n-piles 512 --seed 0
+  daskshuffle info piles.zarr
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}, epilog=EXAMPLES_MAIN)
+@click.version_option(package_name="daskshuffle", prog_name="daskshuffle")
+def cli() -> None:
+    """Shuffle training data larger than memory, out of core, on dask.
+
+    Each command runs the 2-pass shuffle on a LocalCluster it starts (or on
+    --scheduler ADDRESS). See `daskshuffle COMMAND --help`.
+    """
+
+
+def summary(result: Any, where: str) -> str:
+    piles = "1 pile" if result.n_piles == 1 else f"{result.n_piles:,} piles"
+    return f"daskshuffle: {result.n_rows:,} rows into {where} in {piles}, seed={result.seed}, {result.seconds:.1f} s"
+
+
+def split_names(values: Sequence[str]) -> list[str] | None:
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    return names or None
+
+
+@functools.wraps(cli.main)
+def main(args: Sequence[str] | None = None) -> None:
+    """Run the command line (the ``daskshuffle`` console script)."""
+    cli.main(args=list(args) if args is not None else None, prog_name="daskshuffle")

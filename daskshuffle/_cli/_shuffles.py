@@ -1,0 +1,225 @@
+"""The shuffling commands: lines, zarr, parquet."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+
+from .._options import (
+    DEFAULT_BLOCK_MEMORY,
+    DEFAULT_LINES_BLOCK_MEMORY,
+    DEFAULT_LINES_PILE_MEMORY,
+    DEFAULT_N_PILES,
+    DEFAULT_PARQUET_COMPRESSION,
+    DEFAULT_PILE_MEMORY,
+    PARQUET_COMPRESSIONS,
+)
+from ._common import (
+    STDIO,
+    NPiles,
+    cli,
+    cluster_options,
+    progress_on_stderr,
+    session,
+    show_progress,
+    split_names,
+    summary,
+)
+
+EXAMPLES_LINES = """\b
+Examples:
+  daskshuffle lines big.jsonl -o shuffled.jsonl --seed 0
+  daskshuffle lines 'corpus/*.txt.gz' extra.txt -o train.txt --workers 4 --memory-limit 2GiB
+  daskshuffle lines table.csv -o shuffled.csv --header
+  zcat data.gz | daskshuffle lines - -o - | head
+"""
+
+
+@cli.command(epilog=EXAMPLES_LINES, short_help="Shuffle the lines of text files, exactly, out of core.")
+@click.argument("inputs", nargs=-1, required=True, metavar="IN...")
+@click.option("-o", "--output", required=True, metavar="OUT", help="The output file, or - for standard output.")
+@click.option("--seed", type=int, help="Same input and seed give the same output.  [default: drawn and reported]")
+@click.option("--n-piles", type=NPiles(), default="auto", show_default=True, help="Piles; auto fits --pile-memory.")
+@click.option("--header", is_flag=True, help="Keep the first line of the first file at the top.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--tmp", metavar="DIR", help="Where pieces (and a spooled stdin) go.  [default: next to OUT]")
+@click.option(
+    "--pile-memory",
+    default=DEFAULT_LINES_PILE_MEMORY,
+    show_default=True,
+    metavar="SIZE",
+    help="The largest pile allowed.",
+)
+@click.option(
+    "--block-memory",
+    metavar="SIZE",
+    help=f"Bytes of input one task reads.  [default: {DEFAULT_LINES_BLOCK_MEMORY}, or half of --pile-memory if less]",
+)
+@cluster_options
+def lines(
+    inputs: tuple[str, ...],
+    output: str,
+    seed: int | None,
+    n_piles: int | Literal["auto"],
+    header: bool,
+    overwrite: bool,
+    tmp: str | None,
+    pile_memory: str,
+    block_memory: str | None,
+    progress: bool | None,
+    quiet: bool,
+    debug: bool,
+    **cluster: Any,
+) -> None:
+    """Shuffle the lines of text files (IN..., - for stdin) into OUT: exactly, like shuf, but out of core.
+
+    Files ending in .gz, .bz2, .xz or .zst are decompressed. Bytes are kept as
+    they are; a final line without a newline gets one.
+    """
+    from .._lines import shuffle_lines
+
+    if list(inputs).count(STDIO) > 1:
+        raise click.UsageError("Expected stdin (-) once among IN. Got it more than once instead.")
+    with session(debug=debug, **cluster), contextlib.ExitStack() as stack:
+        spool: Path | None = None
+        if STDIO in inputs or output == STDIO:
+            spool = Path(tempfile.mkdtemp(prefix="daskshuffle-", dir=tmp))
+            stack.callback(shutil.rmtree, spool, ignore_errors=True)
+        sources = [str(_spool_stdin(spool)) if item == STDIO and spool else item for item in inputs]
+        dst = str(spool / "shuffled") if output == STDIO and spool else output
+        show = show_progress(progress)
+        with progress_on_stderr():
+            result = shuffle_lines(
+                sources,
+                dst,
+                n_piles=n_piles,
+                seed=seed,
+                header=header,
+                overwrite=overwrite,
+                pile_memory=pile_memory,
+                block_memory=block_memory,
+                tmp=tmp,
+                progress=show,
+            )
+        if output == STDIO:
+            with open(dst, "rb") as file:
+                shutil.copyfileobj(file, sys.stdout.buffer, 8 * 2**20)
+            sys.stdout.buffer.flush()
+        if not quiet:
+            click.echo(summary(result, output), err=True)
+
+
+def _spool_stdin(directory: Path) -> Path:
+    path = directory / "stdin"
+    with open(path, "wb") as file:
+        shutil.copyfileobj(sys.stdin.buffer, file, 8 * 2**20)
+    return path
+
+
+EXAMPLES_ZARR = """\b
+Examples:
+  daskshuffle zarr raw.zarr piles.zarr --n-piles 512 --seed 0
+  daskshuffle zarr part-*.zarr piles.zarr --variables x,y --materialize
+  daskshuffle zarr s3://bucket/raw.zarr s3://bucket/piles.zarr --scheduler tcp://10.0.0.1:8786
+"""
+
+
+def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of the commands that shuffle into a pile store (zarr, parquet)."""
+    options = [
+        click.argument("paths", nargs=-1, required=True, metavar="SRC... DST"),
+        click.option(
+            "--n-piles",
+            type=NPiles(),
+            default=str(DEFAULT_N_PILES),
+            show_default=True,
+            help="Piles; auto fits --pile-memory.",
+        ),
+        click.option(
+            "--seed", type=int, help="Same source and seed give the same output.  [default: drawn and reported]"
+        ),
+        click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store."),
+        click.option("--overwrite", is_flag=True, help="Replace DST if it exists."),
+        click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]"),
+        click.option(
+            "--pile-memory",
+            default=DEFAULT_PILE_MEMORY,
+            show_default=True,
+            metavar="SIZE",
+            help="The largest pile allowed.",
+        ),
+        click.option(
+            "--block-memory",
+            default=DEFAULT_BLOCK_MEMORY,
+            show_default=True,
+            metavar="SIZE",
+            help="Source one task reads.",
+        ),
+    ]
+    command = cluster_options(command)
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _shuffle_into_store(shuffle: Callable[..., Any], paths: tuple[str, ...], **options: Any) -> None:
+    """Run ``shuffle(SRC..., DST, **options)`` on the cluster the options choose, and report it."""
+    if len(paths) < 2:
+        raise click.UsageError("Expected at least one SRC and a DST. Got only one path instead.")
+    *sources, dst = paths
+    cluster = {key: options.pop(key) for key in ("scheduler", "workers", "threads_per_worker", "memory_limit")}
+    quiet, progress = options.pop("quiet"), options.pop("progress")
+    with session(debug=options.pop("debug"), **cluster), progress_on_stderr():
+        result = shuffle(sources, dst, progress=show_progress(progress), **options)
+    if not quiet:
+        click.echo(summary(result, dst), err=True)
+
+
+@cli.command(epilog=EXAMPLES_ZARR, short_help="Shuffle the rows of Zarr arrays into a pile store.")
+@click.option("--variables", multiple=True, metavar="NAMES", help="Arrays to shuffle, comma-separated.  [default: all]")
+@_store_shuffle_options
+def zarr(paths: tuple[str, ...], variables: tuple[str, ...], **options: Any) -> None:
+    """Shuffle the rows of Zarr groups or arrays (SRC...) into a Zarr pile store DST.
+
+    Arrays that share their first dimension are shuffled with one permutation.
+    Read the result with daskshuffle.PileLoader, zarr or xarray.
+    """
+    from .._shuffle import shuffle_zarr
+
+    _shuffle_into_store(shuffle_zarr, paths, variables=split_names(variables), **options)
+
+
+EXAMPLES_PARQUET = """\b
+Examples:
+  daskshuffle parquet raw/ piles/ --n-piles 512 --seed 0
+  daskshuffle parquet 'events/*.parquet' piles/ --columns id,x,label --materialize
+  daskshuffle parquet s3://bucket/raw/ s3://bucket/piles/ --scheduler tcp://10.0.0.1:8786
+"""
+
+
+@cli.command(epilog=EXAMPLES_PARQUET, short_help="Shuffle the rows of Parquet files into a pile store.")
+@click.option("--columns", multiple=True, metavar="NAMES", help="Columns to shuffle, comma-separated.  [default: all]")
+@click.option(
+    "--compression",
+    type=click.Choice(PARQUET_COMPRESSIONS),
+    default=DEFAULT_PARQUET_COMPRESSION,
+    show_default=True,
+    help="The Parquet codec of DST.",
+)
+@_store_shuffle_options
+def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) -> None:
+    """Shuffle the rows of Parquet files, directories or globs (SRC...) into a Parquet pile store DST.
+
+    DST is a Parquet dataset directory (a row group per pile) that pandas,
+    pyarrow and dask read. Read it for training with daskshuffle.PileLoader.
+    """
+    from .._frames import shuffle_parquet
+
+    _shuffle_into_store(shuffle_parquet, paths, columns=split_names(columns), **options)
