@@ -44,7 +44,6 @@ def pile_permutation(seed: int, epoch: int, pile: int, size: int) -> NDArray[np.
     return make_rng(seed, "epoch-rows", epoch, pile).permutation(size)
 
 
-
 # -- the loader: an epoch's stream of rows, cut between ranks and batches ----------
 #
 # Epoch ``e`` visits the piles in ``epoch_pile_order(seed, e, n_piles)`` and

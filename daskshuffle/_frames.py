@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import os
-import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import pandas as pd
-import pyarrow as pa
 
 from . import _graph
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
@@ -22,7 +19,8 @@ from ._options import (
 )
 from ._parse import parse_variables
 from ._run import ShuffleResult, check_destination, run_shuffle
-from .formats._parquet import COMPRESSIONS, DataFrameFormat, open_parquet_sources, unify_schemas
+from .formats._dataframe import open_dataframe_source
+from .formats._parquet import COMPRESSIONS, open_parquet_sources
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -114,109 +112,13 @@ def shuffle_parquet(
     >>> daskshuffle.shuffle_parquet("raw.parquet", "shuffled.parquet", n_piles=8, seed=0)
     <ShuffleResult pile store 'shuffled.parquet': 1,000 rows in 8 piles ...>
     """
-    options = parse_shuffle_options(
-        dst=dst,
-        n_piles=n_piles,
-        seed=seed,
-        overwrite=overwrite,
-        materialize=materialize,
-        pile_memory=pile_memory,
-        block_memory=block_memory,
-        tmp=tmp,
-        progress=progress,
-        storage_options=storage_options,
-    )
+    options = parse_shuffle_options(locals())
     chosen = parse_variables(columns, "columns")
     codec = parse_compression(compression)
     fmt = open_parquet_sources(
         src, columns=chosen, block_nbytes=options.block_nbytes, compression=codec, storage_options=storage_options
     )
     return run_shuffle(fmt, options, variables=fmt.variables)
-
-
-def _keeps_index(index: pd.Index, choice: bool | None) -> bool:
-    if choice is not None:
-        return choice
-    # A default RangeIndex is only row positions (per partition, for most dask DataFrames): drop it.
-    return not (isinstance(index, pd.RangeIndex) and index.name is None)
-
-
-def _check_names(frame: pd.DataFrame) -> None:
-    names = list(frame.columns)
-    bad = [name for name in names if not isinstance(name, str)]
-    if bad:
-        raise DaskShuffleTypeError(
-            f"Expected string column names (Parquet needs them). Got {bad} instead; rename the columns, "
-            "for example df.columns = df.columns.map(str)."
-        )
-    if len(set(names)) != len(names):
-        raise DaskShuffleValueError(f"Expected each column name once. Got {names} instead; rename the duplicates.")
-
-
-def _arrow_schema(frame: pd.DataFrame, preserve_index: bool) -> pa.Schema:
-    try:
-        return pa.Schema.from_pandas(frame, preserve_index=preserve_index)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-        raise DaskShuffleTypeError(
-            f"Expected columns Arrow can hold. Got a DataFrame Arrow cannot convert ({error}) instead; "
-            "cast the offending column to a supported type."
-        ) from error
-
-
-def describe_partition(partition: pd.DataFrame, preserve_index: bool) -> tuple[int, int, pa.Schema]:
-    """Rows, bytes in memory and Arrow schema of one partition (runs in a task)."""
-    nbytes = int(partition.memory_usage(deep=True, index=True).sum())
-    return len(partition), nbytes, _arrow_schema(partition, preserve_index)
-
-
-def _schema_of(meta: pd.DataFrame, described: list[tuple[int, int, pa.Schema]], preserve_index: bool) -> pa.Schema:
-    """The meta's schema, with the types of object columns learnt from the partitions."""
-    schemas = [_arrow_schema(meta, preserve_index)] + [schema for _, _, schema in described]
-    unified = unify_schemas(schemas, ["meta"] + [f"partition {index}" for index in range(len(described))])
-    fields = []
-    for field in unified:
-        if pa.types.is_dictionary(field.type):
-            # Partitions may hold more categories than others: leave the codes room to grow.
-            field = field.with_type(pa.dictionary(pa.int32(), field.type.value_type, field.type.ordered))
-        fields.append(field)
-    return pa.schema(fields, metadata=schemas[0].metadata)
-
-
-def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], dict[Any, Any], list[Any]]:
-    """Cut an in-memory DataFrame into blocks of about ``block_nbytes``: a graph of plain values."""
-    n_rows = len(frame)
-    nbytes = int(frame.memory_usage(deep=True, index=True).sum())
-    step = max(1, block_nbytes // max(1, -(-nbytes // max(n_rows, 1))))
-    name = f"daskshuffle-dataframe-{uuid.uuid4().hex}"
-    bounds = [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
-    graph: dict[Any, Any] = {(name, i): frame.iloc[a:b] for i, (a, b) in enumerate(bounds)}
-    return [b - a for a, b in bounds], graph, list(graph)
-
-
-def dataframe_format(
-    df: Any, *, index: bool | None, block_nbytes: int, compression: str, storage_options: dict[str, Any] | None
-) -> DataFrameFormat:
-    """The format of a dask or pandas DataFrame: partitions described (and counted) first."""
-    is_dask = _graph.is_dask_dataframe(df)
-    meta = df._meta if is_dask else df
-    _check_names(meta)
-    preserve_index = _keeps_index(meta.index, index)
-    if is_dask:
-        describe = functools.partial(describe_partition, preserve_index=preserve_index)
-        described, graph, keys = _graph.dataframe_inputs(df, describe)
-        lengths = [rows for rows, _, _ in described]
-    else:
-        described = [describe_partition(df, preserve_index)]
-        lengths, graph, keys = _pandas_inputs(df, block_nbytes)
-    return DataFrameFormat(
-        inputs=(graph, keys),
-        preserve_index=preserve_index,
-        schema=_schema_of(meta, described, preserve_index),
-        lengths=lengths,
-        row_nbytes=max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(lengths), 1))),
-        compression=compression,
-        storage_options=storage_options,
-    )
 
 
 def shuffle_dataframe(
@@ -276,22 +178,16 @@ def shuffle_dataframe(
         )
     if index is not None and not isinstance(index, bool):
         raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
-    options = parse_shuffle_options(
-        dst=dst,
-        n_piles=n_piles,
-        seed=seed,
-        overwrite=overwrite,
-        materialize=materialize,
-        pile_memory=pile_memory,
-        block_memory=block_memory,
-        tmp=tmp,
-        progress=progress,
-        storage_options=storage_options,
-    )
+    options = parse_shuffle_options(locals())
     codec = parse_compression(compression)
     # Describing a dask DataFrame computes it: check the destination first.
     check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)
-    fmt = dataframe_format(
-        df, index=index, block_nbytes=options.block_nbytes, compression=codec, storage_options=storage_options
+    fmt = open_dataframe_source(
+        df,
+        index=index,
+        block_nbytes=options.block_nbytes,
+        compression=codec,
+        storage_options=options.storage_options,
+        dask_inputs=_graph.dataframe_inputs if _graph.is_dask_dataframe(df) else None,
     )
     return run_shuffle(fmt, options, variables=fmt.variables)

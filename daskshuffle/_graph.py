@@ -31,7 +31,7 @@ from dask.utils import format_time
 from numpy.typing import NDArray
 
 from ._plan import Plan, block_order, group_order, group_piles
-from .formats._base import Format
+from .formats._base import CollectionSource, Format
 
 __all__ = ["MergeGroup", "array_inputs", "compute", "dataframe_inputs", "map_tasks", "shuffle_graph"]
 
@@ -58,8 +58,8 @@ def _scatter(
     seed: int,
     *data: Any,
 ) -> Any:
-    # ``data`` is the block's value when the source is a dask collection (Format.block_inputs).
-    rows = fmt.read_block_from(block, data[0]) if data else fmt.read_block(block)
+    # ``data`` is the block's value when the source is a dask collection.
+    rows = fmt.rows_of_block(block, data[0]) if isinstance(fmt, CollectionSource) else fmt.read_block(block)
     return fmt.scatter_block(tmp, block, rows, block_order(counts, seed, block), piece_offsets)
 
 
@@ -149,7 +149,7 @@ def shuffle_graph(
         merge_nbytes,
     )
     graph: dict[Any, Any] = {}
-    inputs = fmt.block_inputs()
+    inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
     input_keys: Sequence[Any] = ()
     if inputs is not None:
         graph.update(inputs[0])

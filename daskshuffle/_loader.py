@@ -26,10 +26,10 @@ from typing import Any, Literal
 import numpy as np
 
 from ._batches import Allocate, gather_batches
+from ._epoch_plan import BatchPlan, n_batches, plan_batches, rank_range
 from ._errors import DaskShuffleValueError
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
 from ._parse import parse_bool, parse_count, parse_path, parse_positive_int, parse_seed, parse_variables
-from ._epoch_plan import BatchPlan, n_batches, plan_batches, rank_range
 from ._prefetch import Prefetcher, Read, ShuffledPiles
 from ._progress import Progress
 from .formats import PileReader, open_pile_reader

@@ -77,31 +77,46 @@ def _parse_storage_options(value: object) -> dict[str, Any] | None:
     return dict(value) if value is not None else None
 
 
-def parse_shuffle_options(
-    *,
-    dst: object,
-    n_piles: object = DEFAULT_N_PILES,
-    seed: object = None,
-    overwrite: object = False,
-    materialize: object = False,
-    pile_memory: object = DEFAULT_PILE_MEMORY,
-    block_memory: object = DEFAULT_BLOCK_MEMORY,
-    tmp: object = None,
-    progress: object = False,
-    storage_options: object = None,
-) -> ShuffleOptions:
-    """Check a shuffle's common arguments, in the order a user reads them; draw the seed if ``None``."""
+#: The arguments every public shuffle takes, with their defaults.
+_COMMON_ARGUMENTS: dict[str, object] = {
+    "dst": None,
+    "n_piles": DEFAULT_N_PILES,
+    "seed": None,
+    "overwrite": False,
+    "materialize": False,
+    "pile_memory": DEFAULT_PILE_MEMORY,
+    "block_memory": DEFAULT_BLOCK_MEMORY,
+    "tmp": None,
+    "progress": False,
+    "storage_options": None,
+}
+
+
+def parse_shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:
+    """Check a shuffle's common arguments, in the order a user reads them; draw the seed if ``None``.
+
+    The arguments are read from ``arguments`` (a public shuffle passes its own
+    ``locals()``, so that each reads them the same way) and from ``given``,
+    which wins; other names in ``arguments`` are left to the caller, and
+    arguments given nowhere take their defaults.
+    """
+    unknown = sorted(set(given) - set(_COMMON_ARGUMENTS))
+    if unknown:
+        raise TypeError(f"parse_shuffle_options() got unexpected arguments {unknown}")
+    chosen = {name: value for name, value in (arguments or {}).items() if name in _COMMON_ARGUMENTS}
+    values = {**_COMMON_ARGUMENTS, **chosen, **given}
+    tmp = values["tmp"]
     return ShuffleOptions(
-        dst=parse_path(dst, "dst"),
-        n_piles=parse_n_piles(n_piles),
-        seed=parse_seed(seed),
-        overwrite=parse_bool(overwrite, "overwrite"),
-        materialize=parse_bool(materialize, "materialize"),
-        pile_nbytes=parse_nbytes(pile_memory, "pile_memory"),
-        block_nbytes=parse_nbytes(block_memory, "block_memory"),
+        dst=parse_path(values["dst"], "dst"),
+        n_piles=parse_n_piles(values["n_piles"]),
+        seed=parse_seed(values["seed"]),
+        overwrite=parse_bool(values["overwrite"], "overwrite"),
+        materialize=parse_bool(values["materialize"], "materialize"),
+        pile_nbytes=parse_nbytes(values["pile_memory"], "pile_memory"),
+        block_nbytes=parse_nbytes(values["block_memory"], "block_memory"),
         tmp=parse_path(tmp, "tmp") if tmp is not None and tmp != "" else None,
-        progress=parse_bool(progress, "progress"),
-        storage_options=_parse_storage_options(storage_options),
+        progress=parse_bool(values["progress"], "progress"),
+        storage_options=_parse_storage_options(values["storage_options"]),
     )
 
 

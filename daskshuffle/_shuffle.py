@@ -96,18 +96,7 @@ def shuffle_zarr(
     >>> result.n_rows, result.n_piles, result.variables
     (1000, 8, ['id', 'x', 'y'])
     """
-    options = parse_shuffle_options(
-        dst=dst,
-        n_piles=n_piles,
-        seed=seed,
-        overwrite=overwrite,
-        materialize=materialize,
-        pile_memory=pile_memory,
-        block_memory=block_memory,
-        tmp=tmp,
-        progress=progress,
-        storage_options=storage_options,
-    )
+    options = parse_shuffle_options(locals())
     chosen = parse_variables(variables)
     from .formats._zarr import open_zarr_sources
 

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._epoch_plan import split_batches
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._loader import LoaderSettings, PileLoader
 from ._parse import parse_count, parse_variables
-from ._epoch_plan import split_batches
 from .formats._base import NUMERIC_KINDS
 
 __all__ = ["PileDataset"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,15 @@ def consume(loader: Any, n: int) -> list[np.ndarray]:
             if len(out) == n:
                 break
     return out
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT: Ctrl-C's default action.
+
+    A shell that runs the suite in the background ignores SIGINT, the child
+    inherits that, and Python then installs no KeyboardInterrupt handler.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def tree_digest(path: Path | str) -> str:

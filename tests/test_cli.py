@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
-from conftest import make_zarr_source
+from conftest import interruptible, make_zarr_source
 
 from daskshuffle import shuffle_lines
 from daskshuffle._cli import cli
@@ -104,7 +104,7 @@ def test_an_interrupted_run_leaves_no_output(tmp_path: Path, signal_number: int)
     process = subprocess.Popen(
         [sys.executable, "-m", "daskshuffle", "lines", "big.txt", "-o", "out.txt", "--scheduler", "sync",
          "--block-memory", "64KiB", "--pile-memory", "256KiB", "--seed", "0"],
-        cwd=tmp_path, stderr=subprocess.PIPE,
+        cwd=tmp_path, stderr=subprocess.PIPE, preexec_fn=interruptible,
     )  # fmt: skip
     partial = tmp_path / "out.txt.daskshuffle-partial"
     while not partial.exists():  # the output is being written: interrupt now

@@ -24,12 +24,14 @@ import zarr
 from conftest import make_zarr_source
 
 from daskshuffle import shuffle_dataframe, shuffle_lines, shuffle_parquet, shuffle_xarray, shuffle_zarr
-from daskshuffle._frames import dataframe_format
+from daskshuffle._graph import array_inputs, dataframe_inputs
 from daskshuffle._plan import make_plan
-from daskshuffle._xarray import xarray_format
 from daskshuffle.formats import Format
+from daskshuffle.formats._base import CollectionSource
+from daskshuffle.formats._dataframe import open_dataframe_source
 from daskshuffle.formats._parquet import open_parquet_sources
 from daskshuffle.formats._text import TextFormat, open_text_sources
+from daskshuffle.formats._xarray import open_xarray_source
 from daskshuffle.formats._zarr import open_zarr_sources
 
 N_ROWS = 500
@@ -113,7 +115,14 @@ def make_case(kind: str, root: Path) -> Case:
 
         frame = dd.from_pandas(_frame(), npartitions=7, sort=False)
         return Case(
-            lambda: dataframe_format(frame, index=None, block_nbytes=block, compression="snappy", storage_options=None),
+            lambda: open_dataframe_source(
+                frame,
+                index=None,
+                block_nbytes=block,
+                compression="snappy",
+                storage_options=None,
+                dask_inputs=dataframe_inputs,
+            ),
             lambda dst, seed: shuffle_dataframe(frame, dst, n_piles=6, seed=seed),
             _table_ids,
             lambda dst: _table_ids(pq.read_table(dst)),
@@ -121,7 +130,9 @@ def make_case(kind: str, root: Path) -> Case:
     if kind == "xarray":
         data = _dataset()
         return Case(
-            lambda: xarray_format(data, "sample", sources=[], block_nbytes=block, chunk_rows=23, storage_options=None),
+            lambda: open_xarray_source(
+                data, "sample", block_nbytes=block, chunk_rows=23, storage_options=None, block_inputs=array_inputs
+            ),
             lambda dst, seed: shuffle_xarray(data, dst, "sample", n_piles=6, seed=seed, block_memory=block),
             _xarray_ids,
             lambda dst: _xarray_ids(
@@ -150,12 +161,11 @@ KINDS = ["zarr", "parquet", "dataframe", "xarray", "text"]
 
 def read_blocks(fmt: Format[Any]) -> list[Any]:
     """Every block's rows, as pass 1 gets them (from the source's own tasks if it is a dask collection)."""
-    inputs = fmt.block_inputs()
-    if inputs is None:
+    if not isinstance(fmt, CollectionSource):
         return [fmt.read_block(block) for block in range(len(fmt.block_lengths))]
-    graph, keys = inputs
+    graph, keys = fmt.block_inputs()
     values = dask.get(dict(graph), list(keys)) if keys else []
-    return [fmt.read_block_from(block, value) for block, value in enumerate(values)]
+    return [fmt.rows_of_block(block, value) for block, value in enumerate(values)]
 
 
 @pytest.fixture(params=KINDS)

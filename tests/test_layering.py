@@ -11,7 +11,13 @@ from pathlib import Path
 PACKAGE = Path(__file__).parents[1] / "daskshuffle"
 
 
-PURE_LAYERS = ["daskshuffle._plan", "daskshuffle._epoch_plan", "daskshuffle._random", "daskshuffle._parse", "daskshuffle._errors"]
+PURE_LAYERS = [
+    "daskshuffle._plan",
+    "daskshuffle._epoch_plan",
+    "daskshuffle._random",
+    "daskshuffle._parse",
+    "daskshuffle._errors",
+]
 STORAGE_AND_DASK = {"dask", "distributed", "zarr", "fsspec", "pyarrow", "xarray", "pandas"}
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from conftest import consume, make_zarr_source
+from conftest import consume, interruptible, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader, SourceNotFoundError
@@ -299,7 +299,9 @@ def test_keyboard_interrupt_stops_the_background_reads(store: str) -> None:
             print("interrupted", [t.name for t in threading.enumerate() if t.name.startswith("daskshuffle")])
         """
     )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, preexec_fn=interruptible
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "interrupted []"
 
@@ -344,7 +346,7 @@ def test_memory_stays_within_a_few_piles(
 ) -> None:
     pile_nbytes = int(many_piles.pile_sizes.max()) * (16 * 4 + 8)
     # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of READ_NBYTES.
-    monkeypatch.setattr("daskshuffle.formats._zarr.READ_NBYTES", 2**16)
+    monkeypatch.setattr("daskshuffle.formats._zarr_source.READ_NBYTES", 2**16)
     with PileLoader(many_piles.path, 500, prefetch=prefetch) as loader:
         list(loader)  # once, so that first imports and caches are not counted
         tracemalloc.start()

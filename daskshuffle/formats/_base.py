@@ -1,10 +1,14 @@
 """The small interface every kind of data implements.
 
-The plan and the graph never branch on the kind of data: they call these
-operations on a :class:`Format` (the source, its pieces and its pile store) and
-on a :class:`PileReader` (a finished pile store, for the loader). A format
-instance is pickled into every task, so it holds only plain, picklable state:
-paths, URLs, open read-only handles that pickle, and small metadata.
+The plan and the graph never branch on the kind of data. A shuffle's format is
+four small protocols, each implemented whole by every kind: a source of blocks
+(:class:`FileSource`, read by the pass-1 tasks, or :class:`CollectionSource`,
+computed by a dask collection's tasks), rows in memory (:class:`RowsInMemory`),
+the pieces between the passes (:class:`Pieces`) and the destination
+(:class:`Destination`). A finished pile store is read through a
+:class:`PileReader`. A format instance is pickled into every task, so it holds
+only plain, picklable state: paths, URLs, open read-only handles that pickle,
+and small metadata.
 
 ``Rows`` is the format's in-memory container of rows: a dict of numpy arrays
 for Zarr, a ``pyarrow.Table`` for Parquet, a buffer of lines for text.
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,9 +29,17 @@ __all__ = [
     "ARRAY_KINDS",
     "FORMAT_VERSION",
     "NUMERIC_KINDS",
+    "CollectionFormat",
+    "CollectionSource",
+    "Destination",
+    "FileFormat",
+    "FileSource",
     "Format",
+    "Pieces",
     "PileReader",
     "Rows",
+    "RowsInMemory",
+    "Source",
     "check_pile_metadata",
     "select_variables",
 ]
@@ -45,72 +57,88 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 Rows = TypeVar("Rows")
+Rows_co = TypeVar("Rows_co", covariant=True)
+Rows_contra = TypeVar("Rows_contra", contravariant=True)
 
 
-class Format(ABC, Generic[Rows]):
-    """A shuffle's source, its pieces and its destination, for one kind of data."""
+class Source(Protocol):
+    """What planning needs of a source: its blocks' lengths, its rows' size, a description."""
 
     #: Name recorded in the pile store's metadata ("zarr", "parquet", "text").
     kind: ClassVar[str]
 
-    # -- the source ----------------------------------------------------------
     @property
-    @abstractmethod
     def block_lengths(self) -> tuple[int, ...]:
         """Rows in each input block, in source order."""
+        ...
 
     @property
-    @abstractmethod
     def row_nbytes(self) -> int:
         """Bytes one row takes in memory (an estimate for variable-size rows)."""
+        ...
 
-    @abstractmethod
-    def read_block(self, block: int) -> Rows:
-        """Read every row of input block ``block``."""
-
-    @abstractmethod
     def describe_source(self) -> list[Any]:
         """A JSON-serialisable description of the source, for the metadata."""
+        ...
 
-    def block_inputs(self) -> tuple[Mapping[Any, Any], Sequence[Any]] | None:
-        """For a source that is a dask collection: its graph and one key per block, or ``None``.
 
-        A dask DataFrame or a dask-backed xarray dataset is not read by the
-        pass-1 tasks; its partitions are computed by its own tasks, and each
-        pass-1 task receives its block's value through :meth:`read_block_from`.
-        The format must not pickle this graph into every task (drop it in
-        ``__getstate__``).
-        """
-        return None
+class FileSource(Source, Protocol[Rows_co]):
+    """A source whose pass-1 tasks read their blocks themselves (files, stores, URLs)."""
 
-    def read_block_from(self, block: int, data: Any) -> Rows:
-        """Rows of block ``block`` from ``data``, the value of its key in :meth:`block_inputs`."""
-        raise NotImplementedError(f"{type(self).__name__} reads its blocks with read_block")
+    def read_block(self, block: int) -> Rows_co:
+        """Read every row of input block ``block``."""
+        ...
 
-    # -- rows in memory ------------------------------------------------------
-    @abstractmethod
+
+@runtime_checkable
+class CollectionSource(Source, Protocol[Rows_co]):
+    """A source that is a dask collection (a dask DataFrame, a dask-backed xarray dataset).
+
+    Its blocks are computed by the collection's own tasks, and the pass-1 task
+    of a block receives the block's value: computing a partition inside a task
+    instead would pickle the collection's whole graph into every task and nest
+    schedulers. The format must not pickle the graph into every task (drop it
+    in ``__getstate__``).
+    """
+
+    def block_inputs(self) -> tuple[Mapping[Any, Any], Sequence[Any]]:
+        """The collection's graph and one key per block, in block order."""
+        ...
+
+    def rows_of_block(self, block: int, value: Any) -> Rows_co:
+        """The rows of block ``block`` from ``value``, the computed value of its key."""
+        ...
+
+
+class RowsInMemory(Protocol[Rows]):
+    """The operations on the format's in-memory container of rows."""
+
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
         """The rows at ``index``, in that order."""
+        ...
 
-    @abstractmethod
     def concat(self, parts: Sequence[Rows]) -> Rows:
         """The rows of ``parts`` one after the other (``parts`` is never empty)."""
+        ...
 
-    @abstractmethod
     def slice(self, rows: Rows, start: int, stop: int) -> Rows:
         """Rows ``start:stop``."""
+        ...
 
-    # -- pieces: written once by pass 1, read once by the merge --------------
+
+class Pieces(RowsInMemory[Rows], Protocol[Rows]):
+    """The pieces between the passes: written once by pass 1, read once by the merge."""
+
     def prepare_pieces(self, tmp: str) -> None:
         """Create what the piece files of ``tmp`` need before pass 1 runs."""
 
-    @abstractmethod
     def write_pieces(self, tmp: str, block: int, rows: Rows, piece_offsets: NDArray[np.int64]) -> Any:
         """Write block ``block``'s rows, already in piece order, and return small metadata.
 
         ``piece_offsets`` (``n_piles + 1``) delimits the pieces in ``rows``. The
         return value of every block reaches :meth:`combine_piece_info`.
         """
+        ...
 
     def scatter_block(
         self, tmp: str, block: int, rows: Rows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
@@ -123,9 +151,9 @@ class Format(ABC, Generic[Rows]):
         """
         return self.write_pieces(tmp, block, self.take(rows, order), piece_offsets)
 
-    @abstractmethod
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Rows:
         """Rows ``start:stop`` of the pieces block ``block`` wrote."""
+        ...
 
     def gather_pieces(self, tmp: str, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> Rows:
         """The rows of every ``(block, start, stop)`` of ``reads``, one after the other, taken at ``order``.
@@ -142,8 +170,11 @@ class Format(ABC, Generic[Rows]):
         """Combine what :meth:`write_pieces` returned for every block (in block order)."""
         return None
 
-    # -- the destination -----------------------------------------------------
-    def for_plan(self, pile_rows: float, *, materialize: bool) -> Format[Rows]:
+
+class Destination(Protocol[Rows_contra]):
+    """The pile store (or shuffled copy) a shuffle writes."""
+
+    def for_plan(self, pile_rows: float, *, materialize: bool) -> Self:
         """This format with its destination's layout chosen for piles of ``pile_rows`` rows on average.
 
         Runs once, after planning and before anything is written. By default
@@ -151,21 +182,21 @@ class Format(ABC, Generic[Rows]):
         """
         return self
 
-    @abstractmethod
     def write_alignment(self) -> int:
         """Writes must start and stop at multiples of this many rows (or at the end)."""
+        ...
 
-    @abstractmethod
     def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
         """Create an empty destination for ``n_rows`` rows, marked incomplete."""
+        ...
 
-    @abstractmethod
-    def write_rows(self, dst: str, start: int, rows: Rows, piece_info: Any) -> None:
+    def write_rows(self, dst: str, start: int, rows: Rows_contra, piece_info: Any) -> None:
         """Write ``rows`` at output row ``start``; the range respects :meth:`write_alignment`."""
+        ...
 
-    @abstractmethod
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         """Record ``metadata`` and mark the destination complete. Runs last."""
+        ...
 
     def discard_destination(self, dst: str) -> None:
         """Clean up after a run that failed before :meth:`finalize_destination`.
@@ -173,6 +204,18 @@ class Format(ABC, Generic[Rows]):
         By default the destination stays, marked incomplete; a format whose
         output cannot carry that mark (a plain text file) removes what it wrote.
         """
+
+
+class FileFormat(FileSource[Rows], Pieces[Rows], Destination[Rows], Protocol[Rows]):
+    """A kind of data whose blocks are read from storage by the pass-1 tasks."""
+
+
+class CollectionFormat(CollectionSource[Rows], Pieces[Rows], Destination[Rows], Protocol[Rows]):
+    """A kind of data whose blocks are computed by a dask collection's own tasks."""
+
+
+#: What the plan and the graph work with: a source of either kind, its pieces and its destination.
+Format: TypeAlias = FileFormat[Rows] | CollectionFormat[Rows]
 
 
 class PileReader(ABC, Generic[Rows]):

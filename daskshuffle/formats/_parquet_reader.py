@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from .._paths import exists, filesystem, normalize
 from ._base import PileReader, check_pile_metadata, select_variables
-from ._parquet import _PART, METADATA_FILE, _concat, _part_name, _take, arrow_filesystem
+from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
 
 __all__ = ["FOOTERS_KEPT", "ParquetPileReader", "read_metadata"]
 
@@ -103,7 +103,7 @@ class ParquetPileReader(PileReader[pa.Table]):
         parts = sorted(
             (int(match.group(1)), path)
             for path in fs.ls(root, detail=False)
-            if (match := _PART.fullmatch(path.rsplit("/", 1)[-1]))
+            if (match := PART.fullmatch(path.rsplit("/", 1)[-1]))
         )
         self.part_starts = np.asarray([start for start, _ in parts], dtype=np.int64)
         self.part_paths = [path for _, path in parts]
@@ -169,7 +169,7 @@ class ParquetPileReader(PileReader[pa.Table]):
         while position < stop:
             index = int(np.searchsorted(self.part_starts, position, side="right")) - 1
             if index < 0:
-                path = f"{self._root}/{_part_name(0)}"
+                path = f"{self._root}/{part_name(0)}"
                 raise self._corrupt(
                     f"no part file holding rows {position}:{stop} (the first)", path, pile, self.columns
                 )
@@ -177,7 +177,7 @@ class ParquetPileReader(PileReader[pa.Table]):
             first = int(self.part_starts[index])
             end = first + int(part.group_starts[-1])
             if position >= end:
-                following = f"{self._root}/{_part_name(end)}"
+                following = f"{self._root}/{part_name(end)}"
                 raise self._corrupt(
                     f"no part file holding rows {end}:{stop} (the next after {self.part_paths[index]!r})",
                     following,
@@ -192,7 +192,7 @@ class ParquetPileReader(PileReader[pa.Table]):
             position = first + b
         if not tables:
             return self._empty()
-        return _concat(tables)
+        return concat(tables)
 
     def _empty(self) -> pa.Table:
         for index in range(len(self.part_paths)):
@@ -219,10 +219,10 @@ class ParquetPileReader(PileReader[pa.Table]):
 
     # -- rows in memory --------------------------------------------------------
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
-        return _take(rows, index)
+        return take(rows, index)
 
     def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
-        return _concat(parts)
+        return concat(parts)
 
     def n_rows_of(self, rows: pa.Table) -> int:
         return int(rows.num_rows)

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from .._paths import filesystem, sibling
-from ._base import Format
+from ._base import Destination, FileSource, Pieces
 from ._text_source import (
     _READ_NBYTES,
     BlockCount,
@@ -54,7 +54,7 @@ def _partial_path(dst: str) -> str:
     return sibling(dst, _PARTIAL_SUFFIX)
 
 
-class TextFormat(Format[Lines]):
+class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
     """Lines of text files, shuffled into one text file."""
 
     kind = "text"

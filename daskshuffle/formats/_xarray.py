@@ -1,11 +1,11 @@
 """xarray datasets: rows along one dimension, shuffled into a Zarr pile store.
 
-This is the Zarr format with an xarray source and an xarray-shaped destination:
+The Zarr pile store with an xarray source and an xarray-shaped destination:
 
 - Source: every variable and coordinate that has the dimension ``dim`` is
   shuffled with one permutation. xarray decodes them (times, masks, scales);
   the pieces are the decoded values, raw, exactly as for Zarr arrays. A
-  dask-backed dataset is read by its own tasks (:meth:`Format.block_inputs`):
+  dataset is read by its own dask tasks (a :class:`._base.CollectionSource`):
   blocks follow its chunks along ``dim``, which may be irregular.
 - Destination: a Zarr v3 group written by xarray itself, so that
   ``xr.open_zarr(dst)`` gives back the same dataset up to the order along
@@ -19,28 +19,97 @@ This is the Zarr format with an xarray source and an xarray-shaped destination:
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Mapping
+import json
+import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import xarray as xr
 import zarr
 
+from .. import _paths
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from .._paths import normalize
 from . import _layout
-from ._zarr import _METADATA_KEY, ArrayRows, Variable, ZarrFormat
+from ._arrays import ArrayPieces, ArrayRows, Variable
+from ._base import NUMERIC_KINDS, CollectionSource
+from ._zarr import CHUNK_NBYTES, ZarrDestination
+from ._zarr_source import METADATA_KEY
 
-__all__ = ["XarrayFormat"]
+__all__ = ["XarrayFormat", "open_xarray_source"]
+
+#: Turns ``{name: dask array}`` cut at block ``lengths`` into the graph and keys of the blocks.
+BlockInputs = Callable[[dict[str, Any], list[int]], tuple[dict[Any, Any], list[Any]]]
+
+#: The encodings that describe values (CF conventions); chunking and codecs are the destination's own.
+_VALUE_ENCODINGS = ("dtype", "_FillValue", "missing_value", "scale_factor", "add_offset", "units", "calendar")
 
 
-class XarrayFormat(ZarrFormat):
+def open_dataset(ds: object, storage_options: dict[str, Any] | None) -> tuple[xr.Dataset, list[str]]:
+    if isinstance(ds, xr.Dataset):
+        source = ds.encoding.get("source")
+        return ds, [source] if isinstance(source, str) else []
+    if not isinstance(ds, str | os.PathLike):
+        raise DaskShuffleTypeError(f"Expected ds to be an xarray.Dataset or a path. Got {type(ds).__name__} instead.")
+    path = os.fspath(ds)
+    if not _paths.exists(path, storage_options):
+        raise SourceNotFoundError(
+            f"Expected ds to be an existing dataset. Got {path!r}, which does not exist, instead."
+        )
+    root = _paths.normalize(path)
+    try:
+        if _paths.exists(f"{root}/zarr.json", storage_options) or _paths.exists(f"{root}/.zgroup", storage_options):
+            # Consolidated metadata if the store has it, without xarray's warning when it does not.
+            consolidated = _paths.exists(f"{root}/.zmetadata", storage_options) or _has_consolidated_v3(
+                root, storage_options
+            )
+            opened = xr.open_zarr(path, consolidated=consolidated, storage_options=storage_options)
+        else:
+            opened = xr.open_dataset(path, chunks={})
+    except (OSError, ValueError, TypeError) as error:
+        raise DaskShuffleValueError(
+            f"Expected ds to be a dataset xarray opens. Got {path!r}, which it cannot open ({error}), instead."
+        ) from error
+    return opened, [_paths.normalize(path)]
+
+
+def _has_consolidated_v3(root: str, storage_options: dict[str, Any] | None) -> bool:
+    fs, inner = _paths.filesystem(root, storage_options)
+    try:
+        with fs.open(f"{inner}/zarr.json", "r") as file:
+            return json.load(file).get("consolidated_metadata") is not None
+    except (FileNotFoundError, ValueError):
+        return False
+
+
+def _value_encoding(variable: xr.Variable) -> dict[str, Any]:
+    return {key: variable.encoding[key] for key in _VALUE_ENCODINGS if key in variable.encoding}
+
+
+def _block_lengths(chunks: tuple[int, ...], row_nbytes: int, block_nbytes: int) -> list[int]:
+    """Runs of whole source chunks along ``dim`` of about ``block_nbytes`` (chunks may be irregular)."""
+    lengths: list[int] = []
+    filled = 0
+    for size in chunks:
+        if lengths and filled and (filled + size) * row_nbytes > block_nbytes:
+            filled = 0
+        if filled == 0:
+            lengths.append(0)
+        lengths[-1] += size
+        filled += size
+    return [length for length in lengths if length]
+
+
+class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
     """The variables of an xarray dataset along one dimension, shuffled together.
 
     ``template`` (the destination's layout, lazily backed by the source) and
     ``inputs`` (the graph of the blocks) stay with the caller: they are not
     pickled into the tasks.
     """
+
+    kind = "zarr"
 
     def __init__(
         self,
@@ -54,18 +123,13 @@ class XarrayFormat(ZarrFormat):
         chunk_rows: int | None,
         storage_options: dict[str, Any] | None,
     ) -> None:
-        starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).tolist()
-        super().__init__(
-            sources=[],
-            variables=variables,
-            blocks=[(0, start, stop) for start, stop in itertools.pairwise(starts)],
-            source_names=source_names,
-            group_attrs={},
-            chunk_rows=chunk_rows,
-            compressors="auto",
-            storage_options=storage_options,
-        )
         self.dim = dim
+        self.variables = variables
+        self.lengths = tuple(lengths)
+        self.source_names = source_names
+        self.group_attrs: dict[str, Any] = {}
+        self.storage_options = storage_options
+        self._init_destination(chunk_rows, "auto")
         self._template: xr.Dataset | None = template
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
 
@@ -73,14 +137,24 @@ class XarrayFormat(ZarrFormat):
         return {**self.__dict__, "_template": None, "_inputs": None}
 
     # -- the source ----------------------------------------------------------
-    def block_inputs(self) -> tuple[dict[Any, Any], list[Any]] | None:
+    @property
+    def block_lengths(self) -> tuple[int, ...]:
+        return self.lengths
+
+    @property
+    def row_nbytes(self) -> int:
+        return sum(variable.row_nbytes for variable in self.variables)
+
+    def describe_source(self) -> list[Any]:
+        return list(self.source_names)
+
+    def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
+        if self._inputs is None:
+            raise RuntimeError("block_inputs runs where the shuffle was planned, with the dataset's graph")
         return self._inputs
 
-    def read_block(self, block: int) -> ArrayRows:
-        raise NotImplementedError("the blocks of a dataset reach read_block_from through block_inputs")
-
-    def read_block_from(self, block: int, data: Any) -> ArrayRows:
-        return {variable.name: np.asarray(data[variable.name], dtype=variable.dtype) for variable in self.variables}
+    def rows_of_block(self, block: int, value: Any) -> ArrayRows:
+        return {variable.name: np.asarray(value[variable.name], dtype=variable.dtype) for variable in self.variables}
 
     # -- the destination -----------------------------------------------------
     def _open(self, dst: str) -> str | Any:
@@ -109,7 +183,7 @@ class XarrayFormat(ZarrFormat):
                 self._template[variable.name] = rechunked
         self._template.to_zarr(self._open(dst), mode="w", compute=False, zarr_format=3, consolidated=False)
         group = zarr.open_group(self._open(dst), mode="r+")
-        group.attrs[_METADATA_KEY] = {**metadata, "dim": self.dim}
+        group.attrs[METADATA_KEY] = {**metadata, "dim": self.dim}
 
     def write_rows(self, dst: str, start: int, rows: ArrayRows, piece_info: Any) -> None:
         # Encode with the destination's own encodings (time units, fill values,
@@ -126,3 +200,104 @@ class XarrayFormat(ZarrFormat):
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         super().finalize_destination(dst, {**metadata, "dim": self.dim})
+
+
+def open_xarray_source(
+    ds: xr.Dataset | str | os.PathLike[str],
+    dim: str,
+    *,
+    block_nbytes: int,
+    chunk_rows: int | None,
+    storage_options: dict[str, Any] | None,
+    block_inputs: BlockInputs,
+) -> XarrayFormat:
+    """Open and check ``ds`` along ``dim``: variables checked, blocks cut, the destination laid out.
+
+    ``block_inputs`` builds the graph of the blocks from the dataset's dask
+    arrays (the graph layer's ``array_inputs``).
+    """
+    dataset, sources = open_dataset(ds, storage_options)
+    if dim not in dataset.dims:
+        raise DaskShuffleValueError(
+            f"Expected dim to be a dimension of the dataset. Got {dim!r} instead; it has {sorted(map(str, dataset.dims))}.",
+            parameter="dim",
+        )
+    return _xarray_format(
+        dataset,
+        dim,
+        sources=sources,
+        block_nbytes=block_nbytes,
+        chunk_rows=chunk_rows,
+        storage_options=storage_options,
+        block_inputs=block_inputs,
+    )
+
+
+def _xarray_format(
+    dataset: xr.Dataset,
+    dim: str,
+    *,
+    sources: list[str],
+    block_nbytes: int,
+    chunk_rows: int | None,
+    storage_options: dict[str, Any] | None,
+    block_inputs: BlockInputs,
+) -> XarrayFormat:
+    """The format of ``dataset`` along ``dim``: variables checked, blocks cut, destination laid out."""
+    along = {
+        str(name): variable.transpose(dim, ...) for name, variable in dataset.variables.items() if dim in variable.dims
+    }
+    for name, variable in along.items():
+        if variable.dtype.kind not in NUMERIC_KINDS:
+            raise DaskShuffleTypeError(
+                f"Expected every variable along {dim!r} to have a numeric, boolean or datetime dtype. Got {name!r} "
+                f"of dtype {variable.dtype} instead; drop it (ds.drop_vars) or encode it as numbers first."
+            )
+    variables = [
+        Variable(
+            name=name,
+            dtype=np.dtype(variable.dtype),
+            row_shape=tuple(variable.shape[1:]),
+            fill_value=None,
+            attributes={},
+            dimension_names=tuple(map(str, variable.dims)),
+        )
+        for name, variable in along.items()
+    ]
+    row_nbytes = sum(variable.row_nbytes for variable in variables)
+    widest = max(variable.row_nbytes for variable in variables)
+    out_rows = chunk_rows or max(1, CHUNK_NBYTES // max(widest, 1))
+    n_rows = dataset.sizes[dim]
+    chunked = [variable for variable in along.values() if variable.chunks is not None]
+    source_chunks = tuple(chunked[0].chunksizes[dim]) if chunked else (n_rows,)
+    lengths = _block_lengths(source_chunks, row_nbytes, block_nbytes) if n_rows else []
+    # The source's own tasks compute each block, every variable cut at the same rows.
+    inputs = (
+        block_inputs({name: variable.to_base_variable().chunk().data for name, variable in along.items()}, lengths)
+        if lengths
+        else ({}, [])
+    )
+
+    template = xr.Dataset(attrs=dict(dataset.attrs))
+    for key, variable in dataset.variables.items():
+        name = str(key)
+        if dim in variable.dims:
+            copy = along[name].chunk({d: out_rows if d == dim else -1 for d in along[name].dims})
+            copy.encoding = {**_value_encoding(variable), "chunks": (out_rows, *copy.shape[1:])}
+        else:
+            copy = variable.copy(deep=False).load()  # written whole by create_destination
+            copy.encoding = _value_encoding(variable)
+        if name in dataset.coords:
+            template = template.assign_coords({name: copy})
+        else:
+            template[name] = copy
+    return XarrayFormat(
+        dim=dim,
+        template=template,
+        inputs=inputs,
+        variables=variables,
+        lengths=lengths,
+        source_names=sources,
+        chunk_rows=chunk_rows,
+        storage_options=storage_options,
+    )

@@ -39,10 +39,14 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from .._paths import exists, filesystem, normalize
+from ._arrays import ArrayRows
+from ._arrays import concat_rows as _concat
+from ._arrays import take_rows as _take
 from ._base import PileReader, check_pile_metadata, select_variables
 from ._layout import LAYOUT_KEY
-from ._zarr import _METADATA_KEY, ArrayRows, _concat, _read_in_runs, _take
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
+from ._zarr_source import METADATA_KEY as _METADATA_KEY
+from ._zarr_source import read_in_runs as _read_in_runs
 
 __all__ = ["RowsRead", "ZarrPileReader"]
 

@@ -1,0 +1,210 @@
+"""Rows as Arrow tables, shared by the Parquet and DataFrame formats: Arrow IPC pieces and the Parquet pile store.
+
+Rows are a ``pyarrow.Table``, so every Arrow type survives unchanged: integers,
+floats, strings, binary, booleans, time-zone-aware timestamps, decimals,
+dictionaries, lists, structs and nulls anywhere.
+
+- Pieces: one Arrow IPC file per block, one record batch per non-empty piece,
+  uncompressed. The piece offsets sit in the file's schema metadata, so the
+  merge reads exactly the batches of the piles it assembles (memory-mapped on
+  a local disk) and no codec runs on data written once and read once.
+- Destination: a Parquet dataset directory, one file ``part-<first row>.parquet``
+  per merge group, whose row groups never straddle a pile (a pile is one row
+  group), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
+  readers skip. The sidecar says ``"complete": false`` until every file is
+  written; a failed run removes the part files.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+from numpy.typing import NDArray
+
+from .._paths import filesystem
+from ._base import Destination, Pieces
+
+__all__ = [
+    "METADATA_FILE",
+    "ArrowPieces",
+    "ArrowTables",
+    "ParquetDestination",
+    "arrow_filesystem",
+    "concat",
+    "part_name",
+    "take",
+]
+
+#: The sidecar with the shuffle's metadata; Parquet readers skip names starting with "_".
+METADATA_FILE = "_daskshuffle.json"
+PART = re.compile(r"part-(\d+)\.parquet")
+_PIECE_OFFSETS = b"daskshuffle.piece_offsets"
+
+
+def arrow_filesystem(path: str, storage_options: dict[str, Any] | None) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem for ``path`` (native and memory-mapped on a local disk) and the path in it."""
+    fs, inner = filesystem(path, storage_options)
+    if isinstance(fs, LocalFileSystem):
+        return pafs.LocalFileSystem(use_mmap=True), inner
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), inner
+
+
+def _part_name(start: int) -> str:
+    # Zero-padded so that every reader's lexicographic file order is row order.
+    return f"part-{start:015d}.parquet"
+
+
+def part_name(start: int) -> str:
+    # Zero-padded so that every reader's lexicographic file order is row order.
+    return f"part-{start:015d}.parquet"
+
+
+def take(rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
+    return rows.take(pa.array(np.asarray(index, dtype=np.int64)))
+
+
+def concat(parts: Sequence[pa.Table]) -> pa.Table:
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+class ArrowPieces(Pieces[pa.Table]):
+    """Rows in memory and Arrow IPC piece files for formats whose rows are tables of ``schema``."""
+
+    schema: pa.Schema
+    storage_options: dict[str, Any] | None
+
+    def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
+        return take(rows, index)
+
+    def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
+        return concat(parts)
+
+    def slice(self, rows: pa.Table, start: int, stop: int) -> pa.Table:
+        return rows.slice(start, stop - start)
+
+    def _piece_path(self, tmp: str, block: int) -> tuple[pafs.FileSystem, str]:
+        afs, root = arrow_filesystem(tmp, self.storage_options)
+        return afs, f"{root}/{block}.arrow"
+
+    def prepare_pieces(self, tmp: str) -> None:
+        afs, root = arrow_filesystem(tmp, self.storage_options)
+        afs.create_dir(root, recursive=True)
+
+    def write_pieces(self, tmp: str, block: int, rows: pa.Table, piece_offsets: NDArray[np.int64]) -> None:
+        # The IPC file format holds one dictionary per column: give every batch the same one.
+        rows = rows.unify_dictionaries().combine_chunks()
+        schema = rows.schema.with_metadata({_PIECE_OFFSETS: json.dumps(piece_offsets.tolist()).encode()})
+        afs, path = self._piece_path(tmp, block)
+        with afs.open_output_stream(path) as sink, pa.ipc.new_file(sink, schema) as writer:
+            for start, stop in zip(piece_offsets[:-1].tolist(), piece_offsets[1:].tolist(), strict=True):
+                if stop > start:
+                    for batch in rows.slice(start, stop - start).to_batches():
+                        writer.write_batch(batch)
+
+    def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> pa.Table:
+        if stop <= start:
+            return self.schema.empty_table()
+        afs, path = self._piece_path(tmp, block)
+        reader = pa.ipc.open_file(afs.open_input_file(path))
+        offsets = np.asarray(json.loads(reader.schema.metadata[_PIECE_OFFSETS]), dtype=np.int64)
+        starts = np.unique(offsets[:-1][np.diff(offsets) > 0])  # where each written batch starts
+        first = int(np.searchsorted(starts, start, side="right")) - 1
+        last = int(np.searchsorted(starts, stop, side="left"))
+        batches = [reader.get_batch(index) for index in range(first, last)]
+        table = pa.Table.from_batches(batches, schema=reader.schema).replace_schema_metadata(self.schema.metadata)
+        return table.slice(start - int(starts[first]), stop - start)
+
+
+class ParquetDestination(Destination[pa.Table]):
+    """A Parquet pile store of ``schema``: a file per merge group, a row group per pile."""
+
+    schema: pa.Schema
+    compression: str | None
+    storage_options: dict[str, Any] | None
+
+    def write_alignment(self) -> int:
+        return 1  # one file per merge group: no two tasks ever share a file
+
+    def _write_sidecar(self, dst: str, metadata: Mapping[str, Any]) -> None:
+        fs, root = filesystem(dst, self.storage_options)
+        staged = f"{root}/{METADATA_FILE}.partial"
+        with fs.open(staged, "w") as file:
+            json.dump(dict(metadata), file)
+        fs.mv(staged, f"{root}/{METADATA_FILE}")  # a reader sees the old sidecar or the new one, never half
+
+    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, root = filesystem(dst, self.storage_options)
+        fs.makedirs(root, exist_ok=True)
+        self._write_sidecar(dst, metadata)
+        if n_rows == 0:  # readers need at least one file to know the schema
+            self.write_rows(dst, 0, self.schema.empty_table(), None)
+
+    def write_rows(self, dst: str, start: int, rows: pa.Table, piece_info: Any) -> None:
+        fs, root = filesystem(dst, self.storage_options)
+        with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
+            pile_offsets = np.asarray(json.load(file)["pile_offsets"], dtype=np.int64)
+        stop = start + rows.num_rows
+        # A row group per pile: the loader reads a pile as whole row groups and nothing more.
+        cuts = pile_offsets[(pile_offsets > start) & (pile_offsets < stop)] - start
+        bounds = [0, *cuts.tolist(), rows.num_rows]
+        afs, _ = arrow_filesystem(dst, self.storage_options)
+        rows = rows.replace_schema_metadata(self.schema.metadata)
+        with pq.ParquetWriter(
+            afs.open_output_stream(f"{root}/{part_name(start)}"),
+            self.schema,
+            compression=self.compression,
+            write_page_checksum=True,
+        ) as writer:
+            for a, b in itertools.pairwise(bounds):
+                if b > a or rows.num_rows == 0:
+                    writer.write_table(rows.slice(a, b - a), row_group_size=max(b - a, 1))
+
+    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
+        self._write_sidecar(dst, metadata)
+
+    def discard_destination(self, dst: str) -> None:
+        # Part files are a valid Parquet dataset to other readers: leave none of them.
+        fs, root = filesystem(dst, self.storage_options)
+        for path in fs.ls(root, detail=False) if fs.exists(root) else []:
+            if PART.fullmatch(path.rsplit("/", 1)[-1]):
+                fs.rm(path)
+
+
+class ArrowTables(ArrowPieces, ParquetDestination):
+    """What the Parquet and DataFrame formats share: the schema, the blocks' lengths, pieces and the pile store."""
+
+    def __init__(
+        self,
+        *,
+        schema: pa.Schema,
+        lengths: Sequence[int],
+        row_nbytes: int,
+        compression: str,
+        storage_options: dict[str, Any] | None,
+    ) -> None:
+        self.schema = schema
+        self.lengths = tuple(int(length) for length in lengths)
+        self._row_nbytes = int(row_nbytes)
+        self.compression = None if compression == "none" else compression
+        self.storage_options = storage_options
+
+    @property
+    def block_lengths(self) -> tuple[int, ...]:
+        return self.lengths
+
+    @property
+    def row_nbytes(self) -> int:
+        return self._row_nbytes
+
+    @property
+    def variables(self) -> list[str]:
+        return list(self.schema.names)

@@ -1,0 +1,248 @@
+"""Zarr sources: open and check groups and arrays, cut them into blocks, read a block.
+
+Every check runs here, before anything is written: the arrays exist, share
+their first dimension and hold fixed-size values, and several sources hold the
+same arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import zarr
+from numpy.typing import NDArray
+
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._paths import exists, normalize
+from ._arrays import Variable
+from ._base import ARRAY_KINDS
+
+__all__ = ["METADATA_KEY", "SourceLike", "ZarrSources", "inspect_sources", "read_in_runs", "run_rows"]
+
+SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array[Any]
+#: Source blocks are read in runs of whole chunks of about this size (see ``read_in_runs``).
+READ_NBYTES = 32 * 2**20
+#: The group attribute that holds a pile store's metadata.
+METADATA_KEY = "daskshuffle"
+
+
+def _describe(source: zarr.Group | zarr.Array[Any]) -> str:
+    """The URL of a group or array, for messages, metadata and overlap checks."""
+    store, path = source.store, source.store_path.path
+    fs = getattr(store, "fs", None)
+    if fs is None:  # a LocalStore or MemoryStore spells itself as a URL
+        return str(source.store_path)
+    root = fs.unstrip_protocol(getattr(store, "path", "")).rstrip("/")
+    return f"{root}/{path}" if path else root
+
+
+def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array[Any]:
+    if isinstance(source, zarr.Group | zarr.Array):
+        return source
+    if not isinstance(source, str | os.PathLike):
+        raise DaskShuffleTypeError(
+            "Expected src to be a path or URL, a zarr.Group, a zarr.Array or a list of them. "
+            f"Got {type(source).__name__} instead."
+        )
+    if not exists(source, storage_options):
+        raise SourceNotFoundError(
+            f"Expected src to be an existing Zarr group or array. Got {os.fspath(source)!r}, which does not exist, instead."
+        )
+    try:
+        return zarr.open(normalize(source), mode="r", storage_options=storage_options)
+    except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
+        raise DaskShuffleValueError(
+            f"Expected src to be a Zarr group or array. Got {os.fspath(source)!r}, which zarr cannot open ({error}), instead."
+        ) from error
+
+
+def _arrays_of(source: zarr.Group | zarr.Array[Any]) -> dict[str, zarr.Array[Any]]:
+    if isinstance(source, zarr.Array):
+        return {source.basename or "data": source}
+    return dict(sorted(source.arrays()))
+
+
+def _select(
+    arrays: dict[str, zarr.Array[Any]], variables: Sequence[str] | None, where: str
+) -> dict[str, zarr.Array[Any]]:
+    if not arrays:
+        raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
+    if variables is not None:
+        unknown = [name for name in variables if name not in arrays]
+        if unknown:
+            raise DaskShuffleValueError(
+                f"Expected variables to name arrays of {where}. Got unknown {unknown} instead; it has {sorted(arrays)}."
+            )
+        arrays = {name: arrays[name] for name in variables}
+    scalar = [name for name, array in arrays.items() if array.ndim == 0]
+    if scalar:
+        raise DaskShuffleValueError(
+            f"Expected every shuffled array to have a first (row) dimension. Got 0-d arrays {scalar} in {where} instead; "
+            "pass variables=[...] to leave them out."
+        )
+    lengths = {name: array.shape[0] for name, array in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        raise DaskShuffleValueError(
+            f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; "
+            "pass variables=[...] to shuffle only the arrays that share their first dimension."
+        )
+    for name, array in arrays.items():
+        dtype = array.dtype
+        if not isinstance(dtype, np.dtype) or dtype.kind not in ARRAY_KINDS or dtype.hasobject:
+            raise DaskShuffleTypeError(
+                f"Expected array {name!r} of {where} to have a fixed-size numeric, boolean, datetime or "
+                f"fixed-length string dtype. Got {dtype} instead; variable-length strings and objects belong in "
+                "shuffle_parquet, or store them as fixed-length bytes."
+            )
+    return arrays
+
+
+def _variable(name: str, array: zarr.Array[Any]) -> Variable:
+    attributes = dict(array.attrs.asdict())
+    dimension_names = getattr(array.metadata, "dimension_names", None)
+    xarray_dims = attributes.pop("_ARRAY_DIMENSIONS", None)  # how xarray names dims in Zarr format 2
+    if dimension_names is None and xarray_dims is not None:
+        dimension_names = tuple(cast(Sequence[Any], xarray_dims))
+    return Variable(
+        name=name,
+        dtype=np.dtype(array.dtype),
+        row_shape=tuple(array.shape[1:]),
+        fill_value=array.fill_value,
+        attributes=attributes,
+        dimension_names=tuple(dimension_names) if dimension_names is not None else None,
+    )
+
+
+#: The name of the row dimension of arrays whose source did not name it.
+ROW_DIMENSION = "row"
+
+
+def _name_dimensions(variables: list[Variable]) -> list[Variable]:
+    """Every dimension named, so that ``xarray.open_zarr`` opens the pile store whatever its source.
+
+    Names that exist are kept. An unnamed first (row) dimension takes the name
+    the other variables give theirs when they agree, else ``"row"``; another
+    unnamed axis ``k`` of variable ``v`` is ``"v_dim_k"``.
+    """
+    named_rows = {variable.dimension_names[0] for variable in variables if variable.dimension_names}
+    row = named_rows.pop() if len(named_rows) == 1 and None not in named_rows else ROW_DIMENSION
+    named = []
+    for variable in variables:
+        given = variable.dimension_names or (None,) * (1 + len(variable.row_shape))
+        names = tuple(
+            name if name is not None else (row if axis == 0 else f"{variable.name}_dim_{axis}")
+            for axis, name in enumerate(given)
+        )
+        named.append(dataclasses.replace(variable, dimension_names=names))
+    return named
+
+
+def _check_same_variables(first: dict[str, Variable], other: dict[str, Variable], where: str) -> None:
+    if set(first) != set(other):
+        raise DaskShuffleValueError(
+            f"Expected every source to hold the same arrays. Got {sorted(other)} in {where} instead of {sorted(first)}; "
+            "pass variables=[...] to shuffle the arrays they share."
+        )
+    for name, variable in other.items():
+        expected = first[name]
+        if (variable.dtype, variable.row_shape) != (expected.dtype, expected.row_shape):
+            raise DaskShuffleValueError(
+                f"Expected array {name!r} to have dtype {expected.dtype} and rows of shape {expected.row_shape} in "
+                f"every source. Got dtype {variable.dtype} and rows of shape {variable.row_shape} in {where} instead."
+            )
+
+
+def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list[tuple[int, int]]:
+    """Runs of whole chunks (of the array with the widest rows) of about ``block_nbytes``."""
+    n_rows = next(iter(arrays.values())).shape[0]
+    if n_rows == 0:
+        return []
+    widest = max(arrays.values(), key=lambda array: array.dtype.itemsize * int(np.prod(array.shape[1:])))
+    chunk_rows = int(widest.chunks[0])
+    row_nbytes = sum(array.dtype.itemsize * int(np.prod(array.shape[1:])) for array in arrays.values())
+    chunks_per_block = max(1, block_nbytes // max(row_nbytes * chunk_rows, 1))
+    step = chunks_per_block * chunk_rows
+    return [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
+
+
+@dataclass(frozen=True)
+class ZarrSources:
+    """Checked sources: their arrays, the shuffled variables, the blocks ``(source, start, stop)``."""
+
+    arrays: list[dict[str, zarr.Array[Any]]]
+    variables: list[Variable]
+    blocks: list[tuple[int, int, int]]
+    names: list[str]
+    group_attrs: dict[str, Any]
+
+
+def inspect_sources(
+    src: SourceLike | Sequence[SourceLike],
+    *,
+    variables: Sequence[str] | None,
+    block_nbytes: int,
+    storage_options: dict[str, Any] | None,
+) -> ZarrSources:
+    """Open and check every source; raise before anything is written."""
+    items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
+    if not items:
+        raise DaskShuffleValueError("Expected src to name at least one Zarr group or array. Got an empty list instead.")
+    opened = [_open(item, storage_options) for item in items]
+    sources: list[dict[str, zarr.Array[Any]]] = []
+    described: list[dict[str, Variable]] = []
+    for index, source in enumerate(opened):
+        where = _describe(source) if len(opened) == 1 else f"source {index} ({_describe(source)})"
+        arrays = _select(_arrays_of(source), variables, where)
+        found = {name: _variable(name, array) for name, array in arrays.items()}
+        if described:
+            _check_same_variables(described[0], found, where)
+        sources.append(arrays)
+        described.append(found)
+    names = list(described[0])
+    blocks = [
+        (index, start, stop)
+        for index, arrays in enumerate(sources)
+        for start, stop in _block_bounds(arrays, block_nbytes)
+    ]
+    group_attrs: dict[str, Any] = {}
+    if isinstance(opened[0], zarr.Group):
+        group_attrs = {key: value for key, value in opened[0].attrs.asdict().items() if key != METADATA_KEY}
+    return ZarrSources(
+        arrays=sources,
+        variables=_name_dimensions([described[0][name] for name in names]),
+        blocks=blocks,
+        names=[_describe(source) for source in opened],
+        group_attrs=group_attrs,
+    )
+
+
+def run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
+    """Rows in a run of whole chunks of about ``run_nbytes``."""
+    chunk_rows = int(array.chunks[0])
+    row_nbytes = array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+    return max(1, run_nbytes // max(row_nbytes * chunk_rows, 1)) * chunk_rows
+
+
+def read_in_runs(array: zarr.Array[Any], start: int, stop: int, run_nbytes: int = READ_NBYTES) -> NDArray[Any]:
+    """Rows ``start:stop`` of ``array``, read in runs of whole chunks of about ``run_nbytes``.
+
+    While it reads, zarr holds the compressed and the decoded chunks of a
+    selection besides the result: reading a pile at once takes about three
+    times its size. Runs bound that to the result plus two runs.
+    """
+    chunk_rows = int(array.chunks[0])
+    run = run_rows(array, run_nbytes)
+    if stop - start <= run:
+        return np.asarray(array[start:stop])
+    out = np.empty((stop - start, *array.shape[1:]), dtype=array.dtype)
+    first = start
+    while first < stop:
+        last = min((first // chunk_rows) * chunk_rows + run, stop)
+        out[first - start : last - start] = array[first:last]
+        first = last
+    return out
