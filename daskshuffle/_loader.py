@@ -89,9 +89,11 @@ class PileLoader:
         reads in the consumer's thread.
     variables : list of str, optional
         The variables (or columns) to read; by default all.
-    batch_format : {"numpy", "arrow", "pandas"}, default "numpy"
-        What a batch is: a dict of numpy arrays, or, for a Parquet pile store,
-        a ``pyarrow.RecordBatch`` or a pandas DataFrame.
+    batch_format : {"numpy", "xarray", "arrow", "pandas"}, default "numpy"
+        What a batch is: a dict of numpy arrays; for a Zarr pile store, an
+        ``xarray.Dataset`` (dimensions, attributes, CF decoding and the
+        coordinates of the sampled rows, as ``xr.open_zarr`` gives them); for
+        a Parquet pile store, a ``pyarrow.RecordBatch`` or a pandas DataFrame.
     progress : bool, default False
         Show a progress bar over each epoch.
     storage_options : dict, optional
@@ -125,7 +127,7 @@ class PileLoader:
         drop_last: bool = False,
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
-        batch_format: Literal["numpy", "arrow", "pandas"] = "numpy",
+        batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
         progress: bool = False,
         storage_options: dict[str, Any] | None = None,
     ) -> None:

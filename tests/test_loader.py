@@ -407,11 +407,17 @@ def test_a_store_that_is_not_a_complete_pile_store_is_refused(copy_of: str, tmp_
         PileLoader(copy_of, 8)
 
 
-def test_zarr_stores_only_yield_numpy_batches(tmp_path: Path) -> None:
+def test_zarr_stores_yield_numpy_or_xarray_batches(tmp_path: Path) -> None:
     src = make_zarr_source(tmp_path / "raw.zarr", 50)
     ds.shuffle_zarr(src, tmp_path / "piles.zarr", n_piles=2, seed=0)
-    with pytest.raises(DaskShuffleValueError, match="batch_format='numpy' for a Zarr pile store"):
+    with pytest.raises(DaskShuffleValueError, match=r"batch_format='numpy' .* or 'xarray' .* for a Zarr pile store"):
         PileLoader(tmp_path / "piles.zarr", batch_size=4, batch_format="arrow")
+    # A store shuffled from unnamed Zarr arrays too: its dimensions were named when it was written.
+    batch = next(iter(PileLoader(tmp_path / "piles.zarr", batch_size=4, seed=0, batch_format="xarray")))
+    numpy_batch = next(iter(PileLoader(tmp_path / "piles.zarr", batch_size=4, seed=0)))
+    assert sorted(batch.data_vars) == sorted(numpy_batch)
+    for name, values in numpy_batch.items():
+        np.testing.assert_array_equal(batch[name].values, values)
 
 
 # -- ranges of batches ---------------------------------------------------------------

@@ -132,6 +132,28 @@ def test_loader_reads_the_store(tmp_path: Path) -> None:
     assert np.allclose(first["temperature"][:, 0], first["id"]), "rows stay aligned"
 
 
+def test_xarray_batches_are_the_sampled_rows_of_the_dataset(tmp_path: Path) -> None:
+    """batch_format="xarray": each batch is the source at the sampled rows, decoded, with every coordinate."""
+    source = make_dataset(150)
+    shuffle_xarray(source, tmp_path / "piles.zarr", "sample", n_piles=3, seed=0)
+    expected = xr.open_zarr(tmp_path / "piles.zarr").load()  # the store as xarray decodes it
+    seen = []
+    with daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=32, seed=0, batch_format="xarray") as loader:
+        numpy_ids = [batch["id"] for batch in daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=32, seed=0)]
+        for batch, ids in zip(loader, numpy_ids, strict=True):
+            assert isinstance(batch, xr.Dataset)
+            assert np.array_equal(batch["id"].values, ids), "the same rows as numpy batches, in the same order"
+            rows = expected.isel(sample=np.argsort(expected["id"].values)[ids])
+            xr.testing.assert_identical(batch.drop_attrs(deep=False), rows.drop_attrs(deep=False))
+            assert batch.attrs == {"title": "example", "source": "tests"}, "the dataset's attributes, not ours"
+            assert batch["time"].dtype.kind == "M" and np.isnan(batch["count"].values[ids % 11 == 0]).all()
+            assert "static" in batch and "level" in batch.coords, "variables without the row dimension come along"
+            seen.append(ids)
+    assert sorted(np.concatenate(seen).tolist()) == list(range(150))
+    with pytest.raises(DaskShuffleValueError, match=r"batch_format='numpy'.*or 'xarray'"):
+        daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=32, batch_format="pandas")
+
+
 def test_chunks_follow_the_piles_as_in_a_zarr_pile_store(tmp_path: Path) -> None:
     n = 400_000
     data = xr.Dataset(

@@ -29,7 +29,7 @@ import itertools
 import os
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -145,10 +145,12 @@ class ZarrPileReader(PileReader[ArrayRows]):
         batch_format: str = "numpy",
         threads: int = 0,
     ) -> None:
-        if batch_format != "numpy":
+        if batch_format not in ("numpy", "xarray"):
             raise DaskShuffleValueError(
-                f"Expected batch_format='numpy' for a Zarr pile store, whose batches are dicts of numpy arrays. "
-                f"Got {batch_format!r} instead; 'arrow' and 'pandas' batches come from Parquet pile stores."
+                "Expected batch_format='numpy' (dicts of numpy arrays) or 'xarray' (xarray.Dataset batches) for a "
+                f"Zarr pile store. Got {batch_format!r} instead; 'arrow' and 'pandas' batches come from Parquet pile "
+                "stores.",
+                parameter="batch_format",
             )
         if not exists(store, storage_options):
             raise SourceNotFoundError(
@@ -194,6 +196,13 @@ class ZarrPileReader(PileReader[ArrayRows]):
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
         self._pool: ThreadPoolExecutor | None = None
+        self._datasets: Callable[[ArrayRows], Any] | None = None
+        if batch_format == "xarray":
+            from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
+
+            self._datasets = DatasetBatches(
+                self.store, names, metadata_key=_METADATA_KEY, storage_options=storage_options
+            )
 
     # -- pickling and closing ------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -301,6 +310,13 @@ class ZarrPileReader(PileReader[ArrayRows]):
 
     def n_rows_of(self, rows: ArrayRows) -> int:
         return len(next(iter(rows.values()))) if rows else 0
+
+    def to_batch(self, rows: ArrayRows) -> Any:
+        return rows if self._datasets is None else self._datasets(rows)
+
+    def as_arrays(self, rows: ArrayRows) -> dict[str, NDArray[Any]] | None:
+        # An xarray batch is made from its rows by to_batch, so batches go through take, concat and to_batch.
+        return rows if self._datasets is None else None
 
     @classmethod
     def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:

@@ -1,0 +1,66 @@
+"""Batches of a Zarr pile store as ``xarray.Dataset`` objects (``batch_format="xarray"``).
+
+A pile store written by ``shuffle_xarray`` (or ``shuffle_zarr``: every pile
+store names its dimensions) opens in xarray; a batch is the same dataset for
+the rows the loader sampled: each variable with its dimensions and attributes,
+decoded with its CF encodings (time units, fill values, scale and offset), the
+shuffled coordinates of the sampled rows, and the variables without the row
+dimension (read once, when the store is opened) alongside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from numpy.typing import NDArray
+
+from .._paths import normalize
+
+__all__ = ["DatasetBatches"]
+
+
+class DatasetBatches:
+    """Turns a dict of a pile store's rows into an ``xarray.Dataset``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> batches = DatasetBatches("piles.zarr", ["x", "id"], metadata_key="daskshuffle")
+    >>> batch = batches({"x": np.zeros((4, 8), "f4"), "id": np.arange(4)})
+    >>> dict(batch.sizes)
+    {'row': 4, 'feature': 8}
+    """
+
+    def __init__(
+        self,
+        store: str,
+        names: Sequence[str],
+        *,
+        metadata_key: str,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        raw = xr.open_zarr(
+            normalize(store), chunks=None, decode_cf=False, consolidated=None, storage_options=storage_options
+        )
+        self.names = list(names)
+        self.dims = {name: raw[name].dims for name in names}
+        self.attrs = {name: dict(raw[name].attrs) for name in names}
+        self.coords = {name for name in names if name in raw.coords}
+        rows = {self.dims[name][0] for name in names}
+        # Variables without the row dimension are the same in every batch: read them once.
+        fixed = [name for name, variable in raw.variables.items() if not rows & set(variable.dims)]
+        self.fixed = raw[fixed].load() if fixed else xr.Dataset()
+        self.global_attrs = {key: value for key, value in raw.attrs.items() if key != metadata_key}
+
+    def __call__(self, rows: Mapping[str, NDArray[Any]]) -> xr.Dataset:
+        variables = {
+            name: xr.Variable(self.dims[name], np.asarray(rows[name]), self.attrs[name]) for name in self.names
+        }
+        coords: dict[Hashable, Any] = {name: variables[name] for name in self.coords}
+        coords.update(self.fixed.coords.variables)
+        data: dict[Hashable, Any] = {name: variable for name, variable in variables.items() if name not in self.coords}
+        data.update({name: self.fixed[name].variable for name in self.fixed.data_vars})
+        return xr.decode_cf(xr.Dataset(data, coords=coords, attrs=self.global_attrs))
