@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from . import _graph
+from . import _graph, _paths
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._options import (
     DEFAULT_BLOCK_MEMORY,
@@ -25,6 +25,8 @@ from .formats._parquet import COMPRESSIONS, open_parquet_sources
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
 PathLike = str | os.PathLike[str]
+#: Where a dask DataFrame is computed to, next to ``dst`` (or in ``tmp``), until the shuffle ends.
+_SPOOL_SUFFIX = ".daskshuffle-spool"
 
 
 def parse_compression(value: object) -> str:
@@ -141,10 +143,13 @@ def shuffle_dataframe(
 
     The same as :func:`shuffle_parquet`, for a DataFrame. Each partition of a
     dask DataFrame is a block (divisions may be unknown); a pandas DataFrame is
-    cut into blocks of about ``block_memory``. The partitions' lengths are
-    computed first, because the plan needs them before any row moves, so a
-    dask DataFrame's partitions are computed twice: persist an expensive one
-    first. Columns keep their types as ``pyarrow.Table.from_pandas`` converts them.
+    cut into blocks of about ``block_memory``. A dask DataFrame is computed
+    once: the plan needs every partition's length before any row moves, so
+    each partition's task counts it and writes it, uncompressed, to a spool
+    directory (``<dst>.daskshuffle-spool`` next to ``dst``, or in ``tmp``; about
+    the size of the data in Arrow), which pass 1 reads and which is removed at
+    the end. Columns keep their types as ``pyarrow.Table.from_pandas`` converts
+    them; categoricals stay dictionary-encoded.
 
     Parameters
     ----------
@@ -182,12 +187,25 @@ def shuffle_dataframe(
     codec = parse_compression(compression)
     # Describing a dask DataFrame computes it: check the destination first.
     check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)
-    fmt = open_dataframe_source(
-        df,
-        index=index,
-        block_nbytes=options.block_nbytes,
-        compression=codec,
-        storage_options=options.storage_options,
-        dask_inputs=_graph.dataframe_inputs if _graph.is_dask_dataframe(df) else None,
-    )
-    return run_shuffle(fmt, options, variables=fmt.variables)
+    if not _graph.is_dask_dataframe(df):
+        fmt = open_dataframe_source(
+            df, index=index, block_nbytes=options.block_nbytes, compression=codec, storage_options=storage_options
+        )
+        return run_shuffle(fmt, options, variables=fmt.variables)
+    spool = _paths.scratch(options.dst, _SPOOL_SUFFIX, options.tmp)
+    _paths.remove(spool, storage_options)
+    try:
+        fs, inner = _paths.filesystem(spool, storage_options)
+        fs.makedirs(inner, exist_ok=True)
+        fmt = open_dataframe_source(
+            df,
+            index=index,
+            block_nbytes=options.block_nbytes,
+            compression=codec,
+            storage_options=storage_options,
+            spool=spool,
+            describe_partitions=_graph.describe_partitions,
+        )
+        return run_shuffle(fmt, options, variables=fmt.variables)
+    finally:
+        _paths.remove(spool, storage_options)

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from ._plan import Plan, block_order, group_order, group_piles
 from .formats._base import CollectionSource, Format
 
-__all__ = ["MergeGroup", "array_inputs", "compute", "dataframe_inputs", "map_tasks", "shuffle_graph"]
+__all__ = ["MergeGroup", "array_inputs", "compute", "describe_partitions", "map_tasks", "shuffle_graph"]
 
 #: The width of dask's and distributed's text bars, which the final line matches.
 _BAR_WIDTH = 40
@@ -340,12 +340,14 @@ def _graph_of(parts: Sequence[Any]) -> dict[Any, Any]:
     return graph
 
 
-def dataframe_inputs(frame: Any, describe: Callable[[Any], Any]) -> tuple[list[Any], dict[Any, Any], list[Any]]:
-    """``describe(partition)`` for every partition, computed first (the plan needs the lengths),
-    and the graph and keys of the partitions."""
+def describe_partitions(frame: Any, describe: Callable[[int, Any], Any]) -> list[Any]:
+    """``describe(index, partition)`` for every partition of a dask DataFrame, in one computation.
+
+    The DataFrame is computed here, once: ``describe`` keeps what pass 1 needs
+    of each partition (the DataFrame format spools it to scratch storage).
+    """
     parts = frame.to_delayed()
-    described = _compute_collection(delayed(list)([delayed(describe)(part) for part in parts]))
-    return list(described), _graph_of(parts), [part.key for part in parts]
+    return list(_compute_collection(delayed(list)([delayed(describe)(i, part) for i, part in enumerate(parts)])))
 
 
 def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:

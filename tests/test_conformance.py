@@ -24,7 +24,7 @@ import zarr
 from conftest import make_zarr_source
 
 from daskshuffle import shuffle_dataframe, shuffle_lines, shuffle_parquet, shuffle_xarray, shuffle_zarr
-from daskshuffle._graph import array_inputs, dataframe_inputs
+from daskshuffle._graph import array_inputs, describe_partitions
 from daskshuffle._plan import make_plan
 from daskshuffle.formats import Format
 from daskshuffle.formats._base import CollectionSource
@@ -114,6 +114,8 @@ def make_case(kind: str, root: Path) -> Case:
         import dask.dataframe as dd
 
         frame = dd.from_pandas(_frame(), npartitions=7, sort=False)
+        spool = root / "spool"
+        spool.mkdir()
         return Case(
             lambda: open_dataframe_source(
                 frame,
@@ -121,7 +123,8 @@ def make_case(kind: str, root: Path) -> Case:
                 block_nbytes=block,
                 compression="snappy",
                 storage_options=None,
-                dask_inputs=dataframe_inputs,
+                spool=str(spool),
+                describe_partitions=describe_partitions,
             ),
             lambda dst, seed: shuffle_dataframe(frame, dst, n_piles=6, seed=seed),
             _table_ids,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
+import os
 from pathlib import Path
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -264,6 +266,35 @@ def test_dask_dataframe_with_unknown_divisions(tmp_path: Path) -> None:
     parts = ddf.map_partitions(len).compute().tolist()  # the order is the plan's over the partitions
     order = simulate(parts, 6, 2, materialize=False)[1]
     assert np.array_equal(out["id"].to_numpy(), kept["id"].to_numpy()[order])
+
+
+def test_a_dask_dataframe_is_computed_once(tmp_path: Path) -> None:
+    """Each partition is made once; categories that differ between partitions and all-null columns survive."""
+    calls: list[int] = []
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(400),
+            "kind": pd.Categorical([f"k{i // 100}" for i in range(400)]),  # each partition its own category
+            "note": [None] * 100 + [f"n{i}" for i in range(100, 400)],  # all null in the first partition
+        }
+    )
+
+    def made(part: pd.DataFrame) -> pd.DataFrame:
+        calls.append(len(part))  # the threaded scheduler shares this list
+        part = part.copy()
+        part["kind"] = part["kind"].cat.remove_unused_categories()
+        return part
+
+    ddf = dd.from_pandas(frame, npartitions=4, sort=False).map_partitions(made, meta=frame.iloc[:0])
+    with dask.config.set(scheduler="threads"):
+        result = shuffle_dataframe(ddf, tmp_path / "piles", n_piles=5, seed=3, materialize=True)
+    assert sorted(calls) == [100, 100, 100, 100], "every partition made once, not once to count and once to shuffle"
+    out = pd.read_parquet(tmp_path / "piles").sort_values("id").reset_index(drop=True)
+    assert result.n_rows == 400 and out["id"].tolist() == list(range(400))
+    assert out["kind"].astype(str).tolist() == frame["kind"].astype(str).tolist()
+    assert isinstance(out["kind"].dtype, pd.CategoricalDtype)
+    assert out["note"].tolist() == frame["note"].tolist()
+    assert sorted(os.listdir(tmp_path)) == ["piles"], "the spool is removed"
 
 
 def test_pandas_dataframe_and_its_index(tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
-"""pandas and dask DataFrames: each partition a block, computed by its own task, into a Parquet pile store.
+"""pandas and dask DataFrames, into a Parquet pile store.
 
 Rows, pieces and the destination are the Parquet format's
-(:mod:`._parquet_store`). A dask DataFrame's partitions are computed by its own
-tasks (a :class:`._base.CollectionSource`); a pandas DataFrame is cut into
-blocks of about ``block_nbytes``, each a plain value in the graph. The plan
-needs every partition's length before any row moves, so a dask DataFrame's
-partitions are described (counted, sized, their Arrow schema learnt) first.
+(:mod:`._parquet_store`). The plan needs every block's length before any row
+moves, and computing a dask DataFrame twice (once to count, once to shuffle)
+would repeat whatever made it: reading, parsing, joining. So a dask DataFrame
+is computed once: each partition's task describes it (rows, bytes in memory,
+Arrow schema) and spools it to scratch storage as an uncompressed Arrow IPC
+file, which pass 1 then reads like any file (:class:`SpooledFrameFormat`). A
+pandas DataFrame is already in memory: it is cut into blocks of about
+``block_nbytes``, each a plain value in the graph (:class:`DataFrameFormat`).
 """
 
 from __future__ import annotations
@@ -19,15 +22,15 @@ import pandas as pd
 import pyarrow as pa
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ._base import CollectionSource
+from ._base import CollectionSource, FileSource
 from ._parquet import unify_schemas
-from ._parquet_store import ArrowTables
+from ._parquet_store import ArrowTables, arrow_filesystem
 
-__all__ = ["DataFrameFormat", "open_dataframe_source"]
+__all__ = ["DataFrameFormat", "SpooledFrameFormat", "open_dataframe_source"]
 
-#: The graph layer's ``dataframe_inputs``: ``describe`` of every partition of a dask
-#: DataFrame, computed, with the graph and keys of its partitions.
-DataFrameInputs = Callable[[Any, Callable[[Any], Any]], tuple[list[Any], dict[Any, Any], list[Any]]]
+#: The graph layer's ``describe_partitions``: ``describe(index, partition)`` of every
+#: partition of a dask DataFrame, computed once.
+DescribePartitions = Callable[[Any, Callable[[int, Any], Any]], list[Any]]
 
 
 def _keeps_index(index: pd.Index, choice: bool | None) -> bool:
@@ -60,9 +63,25 @@ def _arrow_schema(frame: pd.DataFrame, preserve_index: bool) -> pa.Schema:
 
 
 def describe_partition(partition: pd.DataFrame, preserve_index: bool) -> tuple[int, int, pa.Schema]:
-    """Rows, bytes in memory and Arrow schema of one partition (runs in a task)."""
+    """Rows, bytes in memory and Arrow schema of one partition."""
     nbytes = int(partition.memory_usage(deep=True, index=True).sum())
     return len(partition), nbytes, _arrow_schema(partition, preserve_index)
+
+
+def _spool_path(spool: str, block: int) -> str:
+    return f"{spool}/{block}.arrow"
+
+
+def spool_partition(
+    block: int, partition: pd.DataFrame, *, spool: str, preserve_index: bool, storage_options: dict[str, Any] | None
+) -> tuple[int, int, pa.Schema]:
+    """Describe partition ``block`` and write it to ``spool`` (runs in the partition's task)."""
+    described = describe_partition(partition, preserve_index)
+    table = pa.Table.from_pandas(partition, schema=described[2], preserve_index=preserve_index)
+    afs, root = arrow_filesystem(spool, storage_options)
+    with afs.open_output_stream(_spool_path(root, block)) as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return described
 
 
 def _schema_of(meta: pd.DataFrame, described: list[tuple[int, int, pa.Schema]], preserve_index: bool) -> pa.Schema:
@@ -125,6 +144,25 @@ class DataFrameFormat(ArrowTables, CollectionSource[pa.Table]):
         return table.replace_schema_metadata(self.schema.metadata)
 
 
+class SpooledFrameFormat(ArrowTables, FileSource[pa.Table]):
+    """A dask DataFrame, computed once into a spool of Arrow IPC files (one per partition) that pass 1 reads."""
+
+    kind = "parquet"
+
+    def __init__(self, *, spool: str, **table: Any) -> None:
+        super().__init__(**table)
+        self.spool = spool
+
+    def describe_source(self) -> list[Any]:
+        return []  # computed by dask: no path to record or to protect
+
+    def read_block(self, block: int) -> pa.Table:
+        afs, root = arrow_filesystem(self.spool, self.storage_options)
+        table = pa.ipc.open_file(afs.open_input_file(_spool_path(root, block))).read_all()
+        # Each partition was written with its own types (categories, all-null columns): cast to the unified schema.
+        return table.cast(self.schema.remove_metadata()).replace_schema_metadata(self.schema.metadata)
+
+
 def open_dataframe_source(
     df: Any,
     *,
@@ -132,25 +170,33 @@ def open_dataframe_source(
     block_nbytes: int,
     compression: str,
     storage_options: dict[str, Any] | None,
-    dask_inputs: DataFrameInputs | None,
-) -> DataFrameFormat:
-    """The format of a dask DataFrame (``dask_inputs`` given) or a pandas one: partitions described first."""
-    meta = df._meta if dask_inputs is not None else df
+    spool: str | None = None,
+    describe_partitions: DescribePartitions | None = None,
+) -> DataFrameFormat | SpooledFrameFormat:
+    """The format of a pandas DataFrame, or of a dask one (``describe_partitions`` and ``spool`` given).
+
+    A dask DataFrame is computed here, once, into ``spool``, which the caller
+    creates beforehand and removes after the shuffle.
+    """
+    meta = df._meta if describe_partitions is not None else df
     _check_names(meta)
     preserve_index = _keeps_index(meta.index, index)
-    if dask_inputs is not None:
-        describe = functools.partial(describe_partition, preserve_index=preserve_index)
-        described, graph, keys = dask_inputs(df, describe)
-        lengths = [rows for rows, _, _ in described]
+    if describe_partitions is not None:
+        if spool is None:
+            raise TypeError("a dask DataFrame needs a spool directory")
+        spool_one = functools.partial(
+            spool_partition, spool=spool, preserve_index=preserve_index, storage_options=storage_options
+        )
+        described = describe_partitions(df, spool_one)
     else:
         described = [describe_partition(df, preserve_index)]
-        lengths, graph, keys = _pandas_inputs(df, block_nbytes)
-    return DataFrameFormat(
-        inputs=(graph, keys),
-        preserve_index=preserve_index,
-        schema=_schema_of(meta, described, preserve_index),
-        lengths=lengths,
-        row_nbytes=max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(lengths), 1))),
-        compression=compression,
-        storage_options=storage_options,
-    )
+    table = {
+        "schema": _schema_of(meta, described, preserve_index),
+        "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(r for r, _, _ in described), 1))),
+        "compression": compression,
+        "storage_options": storage_options,
+    }
+    if describe_partitions is not None and spool is not None:
+        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], **table)
+    lengths, graph, keys = _pandas_inputs(df, block_nbytes)
+    return DataFrameFormat(inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, **table)
