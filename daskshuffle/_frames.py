@@ -17,7 +17,7 @@ from ._options import (
     DEFAULT_PILE_MEMORY,
     parse_shuffle_options,
 )
-from ._parse import parse_variables
+from ._parse import parse_positive_int, parse_variables
 from ._run import ShuffleResult, check_destination, run_shuffle
 from .formats._dataframe import open_dataframe_source
 from .formats._parquet import COMPRESSIONS, open_parquet_sources
@@ -49,6 +49,7 @@ def shuffle_parquet(
     pile_memory: int | str = DEFAULT_PILE_MEMORY,
     block_memory: int | str = DEFAULT_BLOCK_MEMORY,
     compression: str = DEFAULT_PARQUET_COMPRESSION,
+    row_group_size: int | None = None,
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -95,6 +96,10 @@ def shuffle_parquet(
         (a row group larger than this is one block).
     compression : str, default "snappy"
         The destination's Parquet codec: "snappy", "zstd", "lz4", "gzip", "brotli" or "none".
+    row_group_size : int, optional
+        The most rows in one row group of the destination. By default a pile is
+        one row group (the loader reads a pile as whole row groups); a row group
+        never straddles two piles either way.
     tmp : path or URL, optional
         A directory for the pieces between the passes (a subdirectory named after
         ``dst`` is used and removed at the end, also after an error; ``tmp`` itself never
@@ -117,8 +122,14 @@ def shuffle_parquet(
     options = parse_shuffle_options(locals())
     chosen = parse_variables(columns, "columns")
     codec = parse_compression(compression)
+    group_rows = parse_positive_int(row_group_size, "row_group_size") if row_group_size is not None else None
     fmt = open_parquet_sources(
-        src, columns=chosen, block_nbytes=options.block_nbytes, compression=codec, storage_options=storage_options
+        src,
+        columns=chosen,
+        block_nbytes=options.block_nbytes,
+        compression=codec,
+        row_group_size=group_rows,
+        storage_options=storage_options,
     )
     return run_shuffle(fmt, options, variables=fmt.variables)
 
@@ -135,6 +146,7 @@ def shuffle_dataframe(
     pile_memory: int | str = DEFAULT_PILE_MEMORY,
     block_memory: int | str = DEFAULT_BLOCK_MEMORY,
     compression: str = DEFAULT_PARQUET_COMPRESSION,
+    row_group_size: int | None = None,
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -157,7 +169,7 @@ def shuffle_dataframe(
         The rows to shuffle; not modified.
     dst : path or URL
         The destination Parquet dataset directory.
-    n_piles, seed, overwrite, materialize, pile_memory, block_memory, compression, tmp, progress, storage_options
+    n_piles, seed, overwrite, materialize, pile_memory, block_memory, compression, row_group_size, tmp, progress, storage_options
         As for :func:`shuffle_parquet`.
     index : bool, optional
         ``True`` keeps the index as a column (pandas restores it as the index
@@ -185,11 +197,17 @@ def shuffle_dataframe(
         raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
     options = parse_shuffle_options(locals())
     codec = parse_compression(compression)
+    group_rows = parse_positive_int(row_group_size, "row_group_size") if row_group_size is not None else None
     # Describing a dask DataFrame computes it: check the destination first.
     check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)
     if not _graph.is_dask_dataframe(df):
         fmt = open_dataframe_source(
-            df, index=index, block_nbytes=options.block_nbytes, compression=codec, storage_options=storage_options
+            df,
+            index=index,
+            block_nbytes=options.block_nbytes,
+            compression=codec,
+            row_group_size=group_rows,
+            storage_options=storage_options,
         )
         return run_shuffle(fmt, options, variables=fmt.variables)
     spool = _paths.scratch(options.dst, _SPOOL_SUFFIX, options.tmp)
@@ -202,6 +220,7 @@ def shuffle_dataframe(
             index=index,
             block_nbytes=options.block_nbytes,
             compression=codec,
+            row_group_size=group_rows,
             storage_options=storage_options,
             spool=spool,
             describe_partitions=_graph.describe_partitions,

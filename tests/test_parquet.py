@@ -24,6 +24,7 @@ from daskshuffle import (
     DaskShuffleTypeError,
     DaskShuffleValueError,
     IncompletePileStoreError,
+    PileLoader,
     PileStoreExistsError,
     SourceNotFoundError,
     shuffle_dataframe,
@@ -268,6 +269,30 @@ def test_dask_dataframe_with_unknown_divisions(tmp_path: Path) -> None:
     assert np.array_equal(out["id"].to_numpy(), kept["id"].to_numpy()[order])
 
 
+def test_row_group_size_cuts_piles_into_smaller_row_groups(tmp_path: Path) -> None:
+    paths = write_files(tmp_path / "src", [500, 300])
+    shuffle_parquet(paths, tmp_path / "whole", n_piles=4, seed=1)
+    result = shuffle_parquet(paths, tmp_path / "cut", n_piles=4, seed=1, row_group_size=64)
+    offsets = np.concatenate([[0], np.cumsum(result.pile_sizes)])
+    sizes = []
+    for part in sorted((tmp_path / "cut").glob("part-*.parquet")):  # in row order: their names are their first rows
+        metadata = pq.ParquetFile(part).metadata
+        sizes += [metadata.row_group(index).num_rows for index in range(metadata.num_row_groups)]
+    starts = np.cumsum([0, *sizes])[:-1]
+    assert max(sizes) <= 64 and sum(sizes) == 800
+    assert set(offsets[:-1].tolist()) <= set(starts.tolist()), "every pile starts a row group"
+    for rows_start, size in zip(starts, sizes, strict=True):
+        pile = np.searchsorted(offsets, rows_start, side="right") - 1
+        assert rows_start + size <= offsets[pile + 1], "no row group straddles two piles"
+    whole = pd.read_parquet(tmp_path / "whole")
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "cut"), whole)
+    loaded = [batch["id"] for batch in PileLoader(tmp_path / "cut", batch_size=50, seed=0)]
+    expected = [batch["id"] for batch in PileLoader(tmp_path / "whole", batch_size=50, seed=0)]
+    assert all(np.array_equal(a, b) for a, b in zip(loaded, expected, strict=True))
+    with pytest.raises(DaskShuffleValueError, match="row_group_size"):
+        shuffle_parquet(paths, tmp_path / "bad", n_piles=4, row_group_size=0)
+
+
 def test_a_dask_dataframe_is_computed_once(tmp_path: Path) -> None:
     """Each partition is made once; categories that differ between partitions and all-null columns survive."""
     calls: list[int] = []
@@ -395,9 +420,11 @@ def test_command_line(tmp_path: Path) -> None:
     done = CliRunner().invoke(
         cli,
         ["parquet", *paths, str(tmp_path / "piles"), "--n-piles", "3", "--seed", "4", "--columns", "id,text",
-         "--compression", "zstd", "--scheduler", "threads"],
+         "--compression", "zstd", "--row-group-size", "25", "--scheduler", "threads"],
     )  # fmt: skip
     assert done.exit_code == 0, done.output
+    groups = [pq.ParquetFile(part).metadata for part in (tmp_path / "piles").glob("part-*.parquet")]
+    assert max(m.row_group(i).num_rows for m in groups for i in range(m.num_row_groups)) == 25
     out = pq.read_table(tmp_path / "piles")
     assert out.column_names == ["id", "text"] and sorted(out.column("id").to_pylist()) == list(range(240))
     shown = CliRunner().invoke(cli, ["info", str(tmp_path / "piles")])

@@ -213,6 +213,12 @@ Examples:
     show_default=True,
     help="The Parquet codec of DST.",
 )
+@click.option(
+    "--row-group-size",
+    type=click.IntRange(min=1),
+    metavar="ROWS",
+    help="The most rows in a row group of DST.  [default: a row group per pile]",
+)
 @_store_shuffle_options
 def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) -> None:
     """Shuffle the rows of Parquet files, directories or globs (SRC...) into a Parquet pile store DST.

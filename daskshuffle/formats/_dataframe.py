@@ -170,6 +170,7 @@ def open_dataframe_source(
     block_nbytes: int,
     compression: str,
     storage_options: dict[str, Any] | None,
+    row_group_size: int | None = None,
     spool: str | None = None,
     describe_partitions: DescribePartitions | None = None,
 ) -> DataFrameFormat | SpooledFrameFormat:
@@ -194,6 +195,7 @@ def open_dataframe_source(
         "schema": _schema_of(meta, described, preserve_index),
         "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(r for r, _, _ in described), 1))),
         "compression": compression,
+        "row_group_size": row_group_size,
         "storage_options": storage_options,
     }
     if describe_partitions is not None and spool is not None:

@@ -146,6 +146,7 @@ def open_parquet_sources(
     columns: Sequence[str] | None,
     block_nbytes: int,
     compression: str = "snappy",
+    row_group_size: int | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> ParquetFormat:
     """Find and inspect every source file; raise before anything is written."""
@@ -205,6 +206,7 @@ def open_parquet_sources(
         schema=schema,
         row_nbytes=max(1, -(-total_nbytes // max(n_rows, 1))),
         compression=compression,
+        row_group_size=row_group_size,
         storage_options=storage_options,
     )
 

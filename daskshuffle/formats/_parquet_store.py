@@ -125,10 +125,14 @@ class ArrowPieces(Pieces[pa.Table]):
 
 
 class ParquetDestination(Destination[pa.Table]):
-    """A Parquet pile store of ``schema``: a file per merge group, a row group per pile."""
+    """A Parquet pile store of ``schema``: a file per merge group, a row group per pile.
+
+    With ``row_group_size``, a pile is cut into row groups of at most that many rows.
+    """
 
     schema: pa.Schema
     compression: str | None
+    row_group_size: int | None
     storage_options: dict[str, Any] | None
 
     def write_alignment(self) -> int:
@@ -166,7 +170,8 @@ class ParquetDestination(Destination[pa.Table]):
         ) as writer:
             for a, b in itertools.pairwise(bounds):
                 if b > a or rows.num_rows == 0:
-                    writer.write_table(rows.slice(a, b - a), row_group_size=max(b - a, 1))
+                    size = max(b - a, 1)
+                    writer.write_table(rows.slice(a, b - a), row_group_size=min(size, self.row_group_size or size))
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         self._write_sidecar(dst, metadata)
@@ -190,8 +195,10 @@ class ArrowTables(ArrowPieces, ParquetDestination):
         row_nbytes: int,
         compression: str,
         storage_options: dict[str, Any] | None,
+        row_group_size: int | None = None,
     ) -> None:
         self.schema = schema
+        self.row_group_size = row_group_size
         self.lengths = tuple(int(length) for length in lengths)
         self._row_nbytes = int(row_nbytes)
         self.compression = None if compression == "none" else compression
