@@ -21,6 +21,7 @@ from ._parse import parse_positive_int, parse_variables
 from ._run import ShuffleResult, check_destination, run_shuffle
 from .formats._dataframe import open_dataframe_source
 from .formats._parquet import COMPRESSIONS, open_parquet_sources
+from .formats._parquet_store import ParquetWriting
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -29,12 +30,18 @@ PathLike = str | os.PathLike[str]
 _SPOOL_SUFFIX = ".daskshuffle-spool"
 
 
-def parse_compression(value: object) -> str:
-    if not isinstance(value, str) or value.lower() not in COMPRESSIONS:
+def parse_writing(compression: object, row_group_size: object, n_output_files: object) -> ParquetWriting:
+    """How the Parquet pile store is written, checked."""
+    if not isinstance(compression, str) or compression.lower() not in COMPRESSIONS:
         raise DaskShuffleValueError(
-            f"Expected compression to be one of {list(COMPRESSIONS)}. Got {value!r} instead.", parameter="compression"
+            f"Expected compression to be one of {list(COMPRESSIONS)}. Got {compression!r} instead.",
+            parameter="compression",
         )
-    return value.lower()
+    return ParquetWriting(
+        compression=compression.lower(),
+        row_group_size=parse_positive_int(row_group_size, "row_group_size") if row_group_size is not None else None,
+        n_output_files=parse_positive_int(n_output_files, "n_output_files") if n_output_files is not None else None,
+    )
 
 
 def shuffle_parquet(
@@ -50,6 +57,7 @@ def shuffle_parquet(
     block_memory: int | str = DEFAULT_BLOCK_MEMORY,
     compression: str = DEFAULT_PARQUET_COMPRESSION,
     row_group_size: int | None = None,
+    n_output_files: int | None = None,
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -100,6 +108,11 @@ def shuffle_parquet(
         The most rows in one row group of the destination. By default a pile is
         one row group (the loader reads a pile as whole row groups); a row group
         never straddles two piles either way.
+    n_output_files : int, optional
+        Write the destination as exactly this many files of near-equal rows
+        (whole piles each, so at most ``n_piles``; each must fit one merge
+        task: the larger of ``block_memory`` and the largest pile). By default
+        one file per group of piles of about ``block_memory``.
     tmp : path or URL, optional
         A directory for the pieces between the passes (a subdirectory named after
         ``dst`` is used and removed at the end, also after an error; ``tmp`` itself never
@@ -121,14 +134,12 @@ def shuffle_parquet(
     """
     options = parse_shuffle_options(locals())
     chosen = parse_variables(columns, "columns")
-    codec = parse_compression(compression)
-    group_rows = parse_positive_int(row_group_size, "row_group_size") if row_group_size is not None else None
+    writing = parse_writing(compression, row_group_size, n_output_files)
     fmt = open_parquet_sources(
         src,
         columns=chosen,
         block_nbytes=options.block_nbytes,
-        compression=codec,
-        row_group_size=group_rows,
+        writing=writing,
         storage_options=storage_options,
     )
     return run_shuffle(fmt, options, variables=fmt.variables)
@@ -147,6 +158,7 @@ def shuffle_dataframe(
     block_memory: int | str = DEFAULT_BLOCK_MEMORY,
     compression: str = DEFAULT_PARQUET_COMPRESSION,
     row_group_size: int | None = None,
+    n_output_files: int | None = None,
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
@@ -169,7 +181,8 @@ def shuffle_dataframe(
         The rows to shuffle; not modified.
     dst : path or URL
         The destination Parquet dataset directory.
-    n_piles, seed, overwrite, materialize, pile_memory, block_memory, compression, row_group_size, tmp, progress, storage_options
+    n_piles, seed, overwrite, materialize, pile_memory, block_memory, compression, row_group_size, n_output_files, tmp,
+    progress, storage_options
         As for :func:`shuffle_parquet`.
     index : bool, optional
         ``True`` keeps the index as a column (pandas restores it as the index
@@ -196,8 +209,7 @@ def shuffle_dataframe(
     if index is not None and not isinstance(index, bool):
         raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
     options = parse_shuffle_options(locals())
-    codec = parse_compression(compression)
-    group_rows = parse_positive_int(row_group_size, "row_group_size") if row_group_size is not None else None
+    writing = parse_writing(compression, row_group_size, n_output_files)
     # Describing a dask DataFrame computes it: check the destination first.
     check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)
     if not _graph.is_dask_dataframe(df):
@@ -205,8 +217,7 @@ def shuffle_dataframe(
             df,
             index=index,
             block_nbytes=options.block_nbytes,
-            compression=codec,
-            row_group_size=group_rows,
+            writing=writing,
             storage_options=storage_options,
         )
         return run_shuffle(fmt, options, variables=fmt.variables)
@@ -219,8 +230,7 @@ def shuffle_dataframe(
             df,
             index=index,
             block_nbytes=options.block_nbytes,
-            compression=codec,
-            row_group_size=group_rows,
+            writing=writing,
             storage_options=storage_options,
             spool=spool,
             describe_partitions=_graph.describe_partitions,

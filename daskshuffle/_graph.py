@@ -30,7 +30,7 @@ from dask.system import CPU_COUNT
 from dask.utils import format_time
 from numpy.typing import NDArray
 
-from ._plan import Plan, block_order, group_order, group_piles
+from ._plan import Plan, block_order, group_order
 from .formats._base import CollectionSource, Format
 
 __all__ = ["MergeGroup", "array_inputs", "compute", "describe_partitions", "map_tasks", "shuffle_graph"]
@@ -119,11 +119,12 @@ def _done(*_: Any) -> None:
     return None
 
 
-def merge_groups(plan: Plan, row_nbytes: int, merge_nbytes: int) -> list[MergeGroup]:
+def merge_groups(fmt: Format[Any], plan: Plan, merge_nbytes: int) -> list[MergeGroup]:
+    """The merge tasks' groups of whole piles, as the destination cuts them."""
     offsets = plan.pile_offsets
     return [
         MergeGroup(start, stop, int(offsets[start]), int(offsets[stop]))
-        for start, stop in group_piles(plan.pile_sizes, row_nbytes, merge_nbytes)
+        for start, stop in fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)
     ]
 
 
@@ -168,7 +169,7 @@ def shuffle_graph(
     alignment = fmt.write_alignment()
     merge_keys = []
     seams: dict[int, list[Any]] = {}
-    for index, group in enumerate(merge_groups(plan, fmt.row_nbytes, merge_nbytes)):
+    for index, group in enumerate(merge_groups(fmt, plan, merge_nbytes)):
         if group.row_stop == group.row_start:
             continue
         key = (f"{name}-merge", index)

@@ -18,6 +18,7 @@ independently", the first pass of the 2-pass shuffle.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -172,6 +173,36 @@ def group_piles(pile_sizes: IntArray, row_nbytes: int, target_nbytes: int) -> li
     if len(pile_sizes):
         groups.append((start, len(pile_sizes)))
     return groups
+
+
+def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
+    """Cut piles into exactly ``n_parts`` runs ``[start, stop)`` of whole piles, of near-equal rows.
+
+    Each run holds at least one pile, and each cut is the pile boundary nearest
+    to an equal share of the rows, so a run's rows differ from ``n / n_parts``
+    by at most the largest pile when every pile holds rows and a share is at least a pile.
+
+    Examples
+    --------
+    >>> split_piles(np.array([3, 1, 4, 1, 5, 9, 2, 6]), 3)
+    [(0, 4), (4, 6), (6, 8)]
+    """
+    n_piles = len(pile_sizes)
+    if not 1 <= n_parts <= n_piles:
+        raise DaskShuffleValueError(
+            f"Expected between 1 and {n_piles} parts of {n_piles} piles. Got {n_parts} instead."
+        )
+    offsets = _prepend_zero(np.cumsum(pile_sizes, dtype=np.int64))
+    targets = np.arange(1, n_parts) * (offsets[-1] / n_parts)
+    # The boundary nearest each target, then kept strictly increasing with room for the runs after it.
+    right = np.clip(np.searchsorted(offsets, targets), 1, n_piles)
+    nearer_left = (targets - offsets[right - 1]) <= (offsets[right] - targets)
+    cuts = np.where(nearer_left, right - 1, right).tolist()
+    bounds = [0]
+    for index, cut in enumerate(cuts, start=1):
+        bounds.append(min(max(cut, bounds[-1] + 1), n_piles - (n_parts - index)))
+    bounds.append(n_piles)
+    return list(itertools.pairwise(bounds))
 
 
 def group_order(counts: IntArray, seed: int, start: int, *, materialize: bool) -> NDArray[np.intp]:

@@ -156,12 +156,12 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     }
     metadata["fingerprint"] = fingerprint(metadata)
 
+    merge_nbytes = max(options.block_nbytes, 1)
+    fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the destination is written.
     _paths.remove(dst, storage_options)
     _paths.remove(tmp, storage_options)
-    graph, key = shuffle_graph(
-        fmt, plan, tmp=tmp, dst=dst, materialize=materialize, merge_nbytes=max(options.block_nbytes, 1)
-    )
+    graph, key = shuffle_graph(fmt, plan, tmp=tmp, dst=dst, materialize=materialize, merge_nbytes=merge_nbytes)
     try:
         fmt.create_destination(dst, plan.n_rows, metadata)
         fmt.prepare_pieces(tmp)

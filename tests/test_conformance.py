@@ -30,6 +30,7 @@ from daskshuffle.formats import Format
 from daskshuffle.formats._base import CollectionSource
 from daskshuffle.formats._dataframe import open_dataframe_source
 from daskshuffle.formats._parquet import open_parquet_sources
+from daskshuffle.formats._parquet_store import ParquetWriting
 from daskshuffle.formats._text import TextFormat, open_text_sources
 from daskshuffle.formats._xarray import open_xarray_source
 from daskshuffle.formats._zarr import open_zarr_sources
@@ -105,7 +106,7 @@ def make_case(kind: str, root: Path) -> Case:
         pq.write_table(table.slice(0, 180), paths[0], row_group_size=30)
         pq.write_table(table.slice(180), paths[1], row_group_size=45)
         return Case(
-            lambda: open_parquet_sources(paths, columns=None, block_nbytes=block),
+            lambda: open_parquet_sources(paths, columns=None, block_nbytes=block, writing=ParquetWriting()),
             lambda dst, seed: shuffle_parquet(paths, dst, n_piles=6, seed=seed, block_memory=block),
             _table_ids,
             lambda dst: _table_ids(pq.read_table(dst)),
@@ -121,7 +122,7 @@ def make_case(kind: str, root: Path) -> Case:
                 frame,
                 index=None,
                 block_nbytes=block,
-                compression="snappy",
+                writing=ParquetWriting(),
                 storage_options=None,
                 spool=str(spool),
                 describe_partitions=describe_partitions,

@@ -33,6 +33,7 @@ from daskshuffle import (
 from daskshuffle.formats import FORMAT_VERSION, open_pile_reader
 from daskshuffle.formats._parquet import open_parquet_sources
 from daskshuffle.formats._parquet_reader import ParquetPileReader
+from daskshuffle.formats._parquet_store import ParquetWriting
 
 # dask's Parquet reader calls reset_index(inplace=True), which pandas 3.1 deprecates; not ours to fix.
 DASK_READER_WARNING = "ignore:The inplace keyword in DataFrame.reset_index:pandas.errors.Pandas4Warning"
@@ -87,7 +88,9 @@ def read_sidecar(dst: Path) -> dict:
 
 
 def expected_ids(src, n_piles: int, seed: int, *, materialize: bool = False, block_nbytes: int) -> np.ndarray:
-    lengths = list(open_parquet_sources(src, columns=None, block_nbytes=block_nbytes).block_lengths)
+    lengths = list(
+        open_parquet_sources(src, columns=None, block_nbytes=block_nbytes, writing=ParquetWriting()).block_lengths
+    )
     return simulate(lengths, n_piles, seed, materialize=materialize)[1]
 
 
@@ -293,6 +296,28 @@ def test_row_group_size_cuts_piles_into_smaller_row_groups(tmp_path: Path) -> No
         shuffle_parquet(paths, tmp_path / "bad", n_piles=4, row_group_size=0)
 
 
+def test_n_output_files_writes_exactly_that_many_files_of_near_equal_rows(tmp_path: Path) -> None:
+    paths = write_files(tmp_path / "src", [700, 500])
+    result = shuffle_parquet(paths, tmp_path / "seven", n_piles=24, seed=5, n_output_files=7, materialize=True)
+    parts = sorted((tmp_path / "seven").glob("part-*.parquet"))
+    rows = [pq.ParquetFile(part).metadata.num_rows for part in parts]
+    assert len(parts) == 7 and sum(rows) == 1200
+    assert max(rows) - min(rows) <= 2 * int(result.pile_sizes.max()), "near-equal: within a pile or two"
+    default = shuffle_parquet(paths, tmp_path / "default", n_piles=24, seed=5, materialize=True)
+    assert default.n_rows == 1200
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "seven"), pd.read_parquet(tmp_path / "default"))
+    ids = [batch["id"] for batch in PileLoader(tmp_path / "seven", batch_size=100, seed=0)]
+    assert sorted(np.concatenate(ids).tolist()) == list(range(1200))
+
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "marker").write_text("old")
+    with pytest.raises(DaskShuffleValueError, match=r"n_output_files to be at most n_piles.*n_piles=30"):
+        shuffle_parquet(paths, tmp_path / "kept", n_piles=4, n_output_files=30, overwrite=True)
+    with pytest.raises(DaskShuffleValueError, match=r"fit in one merge task.*n_output_files=\d+ or more"):
+        shuffle_parquet(paths, tmp_path / "kept", n_piles=24, n_output_files=2, block_memory="4KiB", overwrite=True)
+    assert (tmp_path / "kept" / "marker").read_text() == "old", "refused before anything is written"
+
+
 def test_a_dask_dataframe_is_computed_once(tmp_path: Path) -> None:
     """Each partition is made once; categories that differ between partitions and all-null columns survive."""
     calls: list[int] = []
@@ -420,10 +445,11 @@ def test_command_line(tmp_path: Path) -> None:
     done = CliRunner().invoke(
         cli,
         ["parquet", *paths, str(tmp_path / "piles"), "--n-piles", "3", "--seed", "4", "--columns", "id,text",
-         "--compression", "zstd", "--row-group-size", "25", "--scheduler", "threads"],
+         "--compression", "zstd", "--row-group-size", "25", "--n-output-files", "2", "--scheduler", "threads"],
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     groups = [pq.ParquetFile(part).metadata for part in (tmp_path / "piles").glob("part-*.parquet")]
+    assert len(groups) == 2
     assert max(m.row_group(i).num_rows for m in groups for i in range(m.num_row_groups)) == 25
     out = pq.read_table(tmp_path / "piles")
     assert out.column_names == ["id", "text"] and sorted(out.column("id").to_pylist()) == list(range(240))

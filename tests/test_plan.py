@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from daskshuffle._plan import (
     group_order,
     group_piles,
     make_plan,
+    split_piles,
 )
 from daskshuffle._random import make_rng
 
@@ -186,3 +188,22 @@ def test_materialized_pairs_are_unordered() -> None:
         before += positions[0] < positions[1]
     p = stats.binomtest(before, n_seeds, 0.5).pvalue
     assert p > 1e-7, f"row 0 precedes row 1 in {before}/{n_seeds} runs (p={p:.2g})"
+
+
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=40), st.data())
+def test_split_piles_gives_exactly_the_runs_asked_for_of_near_equal_rows(sizes: list[int], data: st.DataObject) -> None:
+    pile_sizes = np.array(sizes, dtype=np.int64)
+    n_parts = data.draw(st.integers(1, len(sizes)))
+    runs = split_piles(pile_sizes, n_parts)
+    assert len(runs) == n_parts and runs[0][0] == 0 and runs[-1][1] == len(sizes)
+    assert all(start < stop for start, stop in runs) and all(a[1] == b[0] for a, b in itertools.pairwise(runs))
+    share = pile_sizes.sum() / n_parts
+    rows = [int(pile_sizes[start:stop].sum()) for start, stop in runs]
+    if min(sizes) > 0 and share >= max(sizes):
+        # Every cut is the boundary nearest its target, at most half a pile away.
+        assert max(abs(r - share) for r in rows) <= max(sizes) + 1e-9
+
+
+def test_split_piles_refuses_more_parts_than_piles() -> None:
+    with pytest.raises(DaskShuffleValueError, match="between 1 and 3 parts"):
+        split_piles(np.array([1, 2, 3]), 4)

@@ -219,6 +219,12 @@ Examples:
     metavar="ROWS",
     help="The most rows in a row group of DST.  [default: a row group per pile]",
 )
+@click.option(
+    "--n-output-files",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Write DST as exactly N files of near-equal rows.  [default: a file per group of piles]",
+)
 @_store_shuffle_options
 def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) -> None:
     """Shuffle the rows of Parquet files, directories or globs (SRC...) into a Parquet pile store DST.

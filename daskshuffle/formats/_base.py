@@ -24,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
+from .._plan import group_piles
 
 __all__ = [
     "ARRAY_KINDS",
@@ -181,6 +182,14 @@ class Destination(Protocol[Rows_contra]):
         the layout does not depend on the plan.
         """
         return self
+
+    def group_piles(self, pile_sizes: NDArray[np.int64], row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
+        """The merge groups, runs ``[start, stop)`` of whole piles that one task assembles and writes.
+
+        By default about ``target_nbytes`` each. Runs before anything is
+        written, so a destination that cannot be cut as asked raises here.
+        """
+        return group_piles(pile_sizes, row_nbytes, target_nbytes)
 
     def write_alignment(self) -> int:
         """Writes must start and stop at multiples of this many rows (or at the end)."""

@@ -24,7 +24,7 @@ import pyarrow as pa
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._base import CollectionSource, FileSource
 from ._parquet import unify_schemas
-from ._parquet_store import ArrowTables, arrow_filesystem
+from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
 
 __all__ = ["DataFrameFormat", "SpooledFrameFormat", "open_dataframe_source"]
 
@@ -168,9 +168,8 @@ def open_dataframe_source(
     *,
     index: bool | None,
     block_nbytes: int,
-    compression: str,
+    writing: ParquetWriting,
     storage_options: dict[str, Any] | None,
-    row_group_size: int | None = None,
     spool: str | None = None,
     describe_partitions: DescribePartitions | None = None,
 ) -> DataFrameFormat | SpooledFrameFormat:
@@ -194,8 +193,7 @@ def open_dataframe_source(
     table = {
         "schema": _schema_of(meta, described, preserve_index),
         "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(r for r, _, _ in described), 1))),
-        "compression": compression,
-        "row_group_size": row_group_size,
+        "writing": writing,
         "storage_options": storage_options,
     }
     if describe_partitions is not None and spool is not None:

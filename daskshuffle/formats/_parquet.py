@@ -26,7 +26,7 @@ from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoun
 from .._options import PARQUET_COMPRESSIONS
 from .._paths import filesystem, normalize
 from ._base import FileSource
-from ._parquet_store import ArrowTables, arrow_filesystem
+from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
 
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
 
@@ -145,8 +145,7 @@ def open_parquet_sources(
     *,
     columns: Sequence[str] | None,
     block_nbytes: int,
-    compression: str = "snappy",
-    row_group_size: int | None = None,
+    writing: ParquetWriting,
     storage_options: dict[str, Any] | None = None,
 ) -> ParquetFormat:
     """Find and inspect every source file; raise before anything is written."""
@@ -205,8 +204,7 @@ def open_parquet_sources(
         lengths=lengths,
         schema=schema,
         row_nbytes=max(1, -(-total_nbytes // max(n_rows, 1))),
-        compression=compression,
-        row_group_size=row_group_size,
+        writing=writing,
         storage_options=storage_options,
     )
 

@@ -21,6 +21,7 @@ import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,9 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
+from .._errors import DaskShuffleValueError
 from .._paths import filesystem
+from .._plan import split_piles
 from ._base import Destination, Pieces
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "ArrowPieces",
     "ArrowTables",
     "ParquetDestination",
+    "ParquetWriting",
     "arrow_filesystem",
     "concat",
     "part_name",
@@ -124,15 +128,54 @@ class ArrowPieces(Pieces[pa.Table]):
         return table.slice(start - int(starts[first]), stop - start)
 
 
+@dataclass(frozen=True)
+class ParquetWriting:
+    """How a Parquet pile store is written: its codec, its largest row group, its number of files."""
+
+    compression: str = "snappy"
+    row_group_size: int | None = None
+    n_output_files: int | None = None
+
+    @property
+    def codec(self) -> str | None:
+        return None if self.compression == "none" else self.compression
+
+
 class ParquetDestination(Destination[pa.Table]):
     """A Parquet pile store of ``schema``: a file per merge group, a row group per pile.
 
-    With ``row_group_size``, a pile is cut into row groups of at most that many rows.
+    With ``row_group_size``, a pile is cut into row groups of at most that many
+    rows; with ``n_output_files``, the piles are cut into that many files of
+    near-equal rows (each a merge group).
     """
 
     schema: pa.Schema
-    compression: str | None
-    row_group_size: int | None
+    writing: ParquetWriting
+
+    def group_piles(self, pile_sizes: NDArray[np.int64], row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
+        n_files, n_piles = self.writing.n_output_files, len(pile_sizes)
+        if n_files is None:
+            return super().group_piles(pile_sizes, row_nbytes, target_nbytes)
+        if n_files > n_piles:
+            raise DaskShuffleValueError(
+                f"Expected n_output_files to be at most n_piles, since a file holds whole piles. Got "
+                f"n_output_files={n_files} with {n_piles} piles instead; pass n_piles={n_files} or more.",
+                parameter="n_output_files",
+            )
+        runs = split_piles(pile_sizes, n_files)
+        # A merge task holds its group: a file may be as large as a group or as the largest pile, no larger.
+        limit = max(target_nbytes, int(pile_sizes.max(initial=0)) * row_nbytes)
+        largest = max(int(pile_sizes[start:stop].sum()) * row_nbytes for start, stop in runs)
+        if largest > limit:
+            needed = -(-int(pile_sizes.sum()) * row_nbytes // limit)
+            raise DaskShuffleValueError(
+                f"Expected every one of n_output_files={n_files} files to fit in one merge task ({limit:,} bytes, "
+                f"the larger of block_memory and the largest pile). Got files of up to {largest:,} bytes instead; "
+                f"pass n_output_files={min(max(needed + 1, n_files + 1), n_piles)} or more, or a larger block_memory.",
+                parameter="n_output_files",
+            )
+        return runs
+
     storage_options: dict[str, Any] | None
 
     def write_alignment(self) -> int:
@@ -165,13 +208,15 @@ class ParquetDestination(Destination[pa.Table]):
         with pq.ParquetWriter(
             afs.open_output_stream(f"{root}/{part_name(start)}"),
             self.schema,
-            compression=self.compression,
+            compression=self.writing.codec,
             write_page_checksum=True,
         ) as writer:
             for a, b in itertools.pairwise(bounds):
                 if b > a or rows.num_rows == 0:
                     size = max(b - a, 1)
-                    writer.write_table(rows.slice(a, b - a), row_group_size=min(size, self.row_group_size or size))
+                    writer.write_table(
+                        rows.slice(a, b - a), row_group_size=min(size, self.writing.row_group_size or size)
+                    )
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         self._write_sidecar(dst, metadata)
@@ -193,15 +238,13 @@ class ArrowTables(ArrowPieces, ParquetDestination):
         schema: pa.Schema,
         lengths: Sequence[int],
         row_nbytes: int,
-        compression: str,
+        writing: ParquetWriting,
         storage_options: dict[str, Any] | None,
-        row_group_size: int | None = None,
     ) -> None:
         self.schema = schema
-        self.row_group_size = row_group_size
+        self.writing = writing
         self.lengths = tuple(int(length) for length in lengths)
         self._row_nbytes = int(row_nbytes)
-        self.compression = None if compression == "none" else compression
         self.storage_options = storage_options
 
     @property
