@@ -29,7 +29,7 @@ from .._errors import (
     DaskShuffleValueError,
     SourceNotFoundError,
 )
-from .._paths import exists, filesystem, normalize
+from .._paths import exists, filesystem, normalize, url_options
 from . import _layout
 from ._base import ARRAY_KINDS, Format
 
@@ -89,7 +89,7 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
             f"Expected src to be an existing Zarr group or array. Got {os.fspath(source)!r}, which does not exist, instead."
         )
     try:
-        return zarr.open(normalize(source), mode="r", storage_options=storage_options)
+        return zarr.open(normalize(source), mode="r", storage_options=url_options(source, storage_options))
     except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
         raise DaskShuffleValueError(
             f"Expected src to be a Zarr group or array. Got {os.fspath(source)!r}, which zarr cannot open ({error}), instead."
@@ -383,7 +383,10 @@ class ZarrFormat(Format[ArrayRows]):
         self, fs: Any, root: str, variable: Variable, block: int, start: int, stop: int
     ) -> NDArray[Any]:
         size = variable.row_nbytes
-        data = fs.cat_file(self._piece_path(root, variable, block), start * size, stop * size) if stop > start else b""
+        if stop <= start:
+            return _from_bytes(b"", variable)
+        # By keyword: s3fs's cat_file takes a version id as its second positional argument.
+        data = fs.cat_file(self._piece_path(root, variable, block), start=start * size, end=stop * size)
         return _from_bytes(data, variable)
 
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> ArrayRows:
@@ -431,18 +434,18 @@ class ZarrFormat(Format[ArrayRows]):
             dst,
             mode="w",
             zarr_format=3,
-            storage_options=self.storage_options,
+            storage_options=url_options(dst, self.storage_options),
             attributes={**self.group_attrs, _METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: layout.to_dict()}},
         )
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
     def write_rows(self, dst: str, start: int, rows: ArrayRows, piece_info: Any) -> None:
-        group = zarr.open_group(dst, mode="r+", storage_options=self.storage_options)
+        group = zarr.open_group(dst, mode="r+", storage_options=url_options(dst, self.storage_options))
         for name, values in rows.items():
             _write_in_runs(_layout.for_writing(group[name]), start, values)
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
-        group = zarr.open_group(dst, mode="r+", storage_options=self.storage_options)
+        group = zarr.open_group(dst, mode="r+", storage_options=url_options(dst, self.storage_options))
         group.attrs[_METADATA_KEY] = {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.
