@@ -22,7 +22,10 @@ from ._errors import (
     IncompletePileStoreError,
     PileStoreExistsError,
     SourceNotFoundError,
+    StorageAccessError,
+    StorageNotFoundError,
     UnfinishedShuffleError,
+    VerificationError,
 )
 
 if TYPE_CHECKING:
@@ -57,7 +60,10 @@ __all__ = [
     "PileStoreExistsError",
     "ShuffleResult",
     "SourceNotFoundError",
+    "StorageAccessError",
+    "StorageNotFoundError",
     "UnfinishedShuffleError",
+    "VerificationError",
     "shuffle_dataframe",
     "shuffle_lines",
     "shuffle_parquet",

@@ -16,7 +16,10 @@ __all__ = [
     "IncompletePileStoreError",
     "PileStoreExistsError",
     "SourceNotFoundError",
+    "StorageAccessError",
+    "StorageNotFoundError",
     "UnfinishedShuffleError",
+    "VerificationError",
 ]
 
 
@@ -73,3 +76,29 @@ class CorruptPileStoreError(DaskShuffleError, OSError):
     variable and the file, so that the damage can be found and the store
     shuffled again (or the file restored).
     """
+
+
+class StorageAccessError(DaskShuffleError, PermissionError):
+    """Storage refused a request: wrong or missing credentials, or no permission for the path.
+
+    The message names the URL and says where credentials come from
+    (``storage_options`` or the environment).
+    """
+
+
+class StorageNotFoundError(DaskShuffleError, FileNotFoundError):
+    """The bucket (or container) a destination or ``tmp=`` URL names does not exist.
+
+    Raised before anything is written: daskshuffle never creates a bucket.
+    """
+
+
+class VerificationError(DaskShuffleError, ValueError):
+    """A pile store does not hold the same rows as its source.
+
+    ``variable`` names the first variable (or column) whose rows differ.
+    """
+
+    def __init__(self, message: str, *, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.variable = variable

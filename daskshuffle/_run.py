@@ -26,6 +26,8 @@ from .formats._base import FORMAT_VERSION, Format
 __all__ = ["ShuffleResult", "check_destination", "run_shuffle"]
 
 _TMP_SUFFIX = ".daskshuffle-tmp"
+#: Where a store is built before it takes the destination's place.
+_NEW_SUFFIX = ".daskshuffle-new"
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ def check_destination(
                 f"Expected dst to lie outside the source. Got dst={dst!r} and source {source!r} instead; "
                 "choose another destination (the source is never modified)."
             )
+    _paths.check_location(dst, storage_options, "dst")
     if _paths.exists(dst, storage_options) and not overwrite:
         raise PileStoreExistsError(
             f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.",
@@ -127,7 +130,22 @@ def check_destination(
             raise DaskShuffleValueError(
                 f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
             )
+    _paths.check_location(tmp, storage_options, "tmp")
     return tmp
+
+
+def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
+    """Where a shuffle into ``dst`` builds its store: ``<dst>.daskshuffle-new``, or ``dst`` itself.
+
+    Beside ``dst`` on a local disk (renamed into place, in one step, once
+    complete) and wherever ``dst`` exists (replaced only once the new store is
+    complete, so that until then the old one stays whole and readable). A new
+    destination on object storage, which cannot rename, is written in place,
+    marked incomplete until the end.
+    """
+    if _paths.is_local(dst, storage_options) or _paths.exists(dst, storage_options):
+        return _paths.sibling(dst, _NEW_SUFFIX)
+    return dst
 
 
 def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
@@ -158,20 +176,27 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
 
     merge_nbytes = max(options.block_nbytes, 1)
     fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
-    # Every check has passed: from here on the destination is written.
-    _paths.remove(dst, storage_options)
+    # Every check has passed: from here on the new store is written (an old one
+    # at dst is left alone until the new one is complete).
+    target = build_path(dst, storage_options)
+    _paths.remove(target, storage_options)  # what a crashed run left
     _paths.remove(tmp, storage_options)
-    graph, key = shuffle_graph(fmt, plan, tmp=tmp, dst=dst, materialize=materialize, merge_nbytes=merge_nbytes)
+    graph, key = shuffle_graph(fmt, plan, tmp=tmp, dst=target, materialize=materialize, merge_nbytes=merge_nbytes)
     try:
-        fmt.create_destination(dst, plan.n_rows, metadata)
-        fmt.prepare_pieces(tmp)
-        compute(graph, key, progress=options.progress)
+        try:
+            fmt.create_destination(target, plan.n_rows, metadata)
+            fmt.prepare_pieces(tmp)
+            compute(graph, key, progress=options.progress)
+        finally:
+            _paths.remove(tmp, storage_options)
+        fmt.finalize_destination(target, {**metadata, "complete": True})
     except BaseException:
-        fmt.discard_destination(dst)
+        # Nothing half-written stays behind: not this run's store, nor its pieces.
+        fmt.discard_destination(target)
+        _paths.remove(target, storage_options)
         raise
-    finally:
-        _paths.remove(tmp, storage_options)
-    fmt.finalize_destination(dst, {**metadata, "complete": True})
+    if target != dst:
+        _paths.replace(target, dst, storage_options)
     return ShuffleResult(
         path=dst,
         n_rows=plan.n_rows,

@@ -108,3 +108,27 @@ def cluster_client() -> Iterator[object]:
         Client(cluster, set_as_default=False) as client,
     ):
         yield client
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server on loopback, started once for the session's S3 tests."""
+    pytest.importorskip("moto.server", reason="the S3 tests need moto[server] (the dev extra)")
+    pytest.importorskip("s3fs", reason="the S3 tests need s3fs (the s3 extra)")
+    from s3 import moto_server
+
+    with moto_server() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A bucket of its own on the loopback S3 server, with fake credentials in this test's environment."""
+    from s3 import KEY, REGION, SECRET, new_bucket
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    return new_bucket(s3_endpoint)

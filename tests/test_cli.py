@@ -106,8 +106,7 @@ def test_an_interrupted_run_leaves_no_output(tmp_path: Path, signal_number: int)
          "--block-memory", "64KiB", "--pile-memory", "256KiB", "--seed", "0"],
         cwd=tmp_path, stderr=subprocess.PIPE, preexec_fn=interruptible,
     )  # fmt: skip
-    partial = tmp_path / "out.txt.daskshuffle-partial"
-    while not partial.exists():  # the output is being written: interrupt now
+    while not list(tmp_path.glob("out.txt*.daskshuffle-partial")):  # the output is being written: interrupt now
         assert process.poll() is None, "the run ended before it could be interrupted"
         time.sleep(0.002)
     process.send_signal(signal_number)

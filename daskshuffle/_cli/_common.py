@@ -210,8 +210,12 @@ def _scheduler(
         sizing = {"processes": True, "n_workers": workers, "threads_per_worker": threads_per_worker or 1}
     if memory_limit:
         sizing["memory_limit"] = memory_limit
+    # Loopback only: the scheduler and its dashboard run code and show data, for this machine's user alone.
+    # (Without worker processes the scheduler talks in-process and opens no port; only the dashboard listens.)
+    if sizing["processes"]:
+        sizing["host"] = "127.0.0.1"
     with (
-        LocalCluster(dashboard_address=":0", **{k: v for k, v in sizing.items() if v is not None}) as cluster,
+        LocalCluster(dashboard_address="127.0.0.1:0", **{k: v for k, v in sizing.items() if v is not None}) as cluster,
         Client(cluster) as client,
         client.as_current(),
     ):

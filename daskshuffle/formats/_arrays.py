@@ -104,7 +104,10 @@ class ArrayPieces(Pieces[ArrayRows]):
         self, fs: Any, root: str, variable: Variable, block: int, start: int, stop: int
     ) -> NDArray[Any]:
         size = variable.row_nbytes
-        data = fs.cat_file(self._piece_path(root, variable, block), start * size, stop * size) if stop > start else b""
+        if stop <= start:
+            return _from_bytes(b"", variable)
+        # By keyword: s3fs's cat_file takes a version id as its second positional argument.
+        data = fs.cat_file(self._piece_path(root, variable, block), start=start * size, end=stop * size)
         return _from_bytes(data, variable)
 
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> ArrayRows:

@@ -129,7 +129,7 @@ def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
     if stop <= start:
         return b""
     if not isinstance(fs, LocalFileSystem):
-        return fs.cat_file(path, start, stop)
+        return fs.cat_file(path, start=start, end=stop)  # by keyword: s3fs's second positional is a version id
     aligned = start - start % mmap.ALLOCATIONGRANULARITY
     with open(path, "rb") as file:
         mapped = mmap.mmap(file.fileno(), stop - aligned, access=mmap.ACCESS_READ, offset=aligned)

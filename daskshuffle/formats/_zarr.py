@@ -15,6 +15,7 @@ import numpy as np
 import zarr
 from numpy.typing import NDArray
 
+from .._paths import url_options
 from . import _layout
 from ._arrays import RUN_NBYTES, ArrayPieces, ArrayRows, Variable
 from ._base import Destination, FileSource
@@ -90,18 +91,18 @@ class ZarrDestination(Destination[ArrayRows]):
             dst,
             mode="w",
             zarr_format=3,
-            storage_options=self.storage_options,
+            storage_options=url_options(dst, self.storage_options),
             attributes={**self.group_attrs, METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: layout.to_dict()}},
         )
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
     def write_rows(self, dst: str, start: int, rows: ArrayRows, piece_info: Any) -> None:
-        group = zarr.open_group(dst, mode="r+", storage_options=self.storage_options)
+        group = zarr.open_group(dst, mode="r+", storage_options=url_options(dst, self.storage_options))
         for name, values in rows.items():
             _write_in_runs(_layout.for_writing(group[name]), start, values)
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
-        group = zarr.open_group(dst, mode="r+", storage_options=self.storage_options)
+        group = zarr.open_group(dst, mode="r+", storage_options=url_options(dst, self.storage_options))
         group.attrs[METADATA_KEY] = {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.

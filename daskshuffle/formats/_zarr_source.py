@@ -18,7 +18,7 @@ import zarr
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from .._paths import exists, normalize
+from .._paths import exists, normalize, url_options
 from ._arrays import Variable
 from ._base import ARRAY_KINDS
 
@@ -54,7 +54,7 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
             f"Expected src to be an existing Zarr group or array. Got {os.fspath(source)!r}, which does not exist, instead."
         )
     try:
-        return zarr.open(normalize(source), mode="r", storage_options=storage_options)
+        return zarr.open(normalize(source), mode="r", storage_options=url_options(source, storage_options))
     except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
         raise DaskShuffleValueError(
             f"Expected src to be a Zarr group or array. Got {os.fspath(source)!r}, which zarr cannot open ({error}), instead."

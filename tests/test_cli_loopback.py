@@ -1,0 +1,36 @@
+"""The command line's LocalCluster listens on loopback only: scheduler and dashboard."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from daskshuffle._cli._common import _scheduler
+
+
+def _listening_hosts(cluster: object) -> set[str]:
+    """The addresses the scheduler's dashboard (HTTP) server is bound to."""
+    server = cluster.scheduler.http_server  # type: ignore[attr-defined]
+    return {sock.getsockname()[0] for sock in server._sockets.values()}
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [None, 1])
+def test_local_cluster_listens_on_loopback_only(workers: int | None) -> None:
+    from distributed import Client
+
+    with _scheduler(None, workers, None, None, debug=False):
+        client = Client.current()
+        cluster = client.cluster
+        assert _listening_hosts(cluster) == {"127.0.0.1"}
+        address = cluster.scheduler.address
+        if workers is not None:  # worker processes reach the scheduler over TCP, on loopback
+            assert "127.0.0.1" in cluster.dashboard_link
+            assert address.startswith("tcp://127.0.0.1:")
+            host, port = address[len("tcp://") :].rsplit(":", 1)
+            with socket.create_connection((host, int(port)), timeout=5):
+                pass
+        for worker in client.scheduler_info()["workers"]:
+            assert worker.startswith(("tcp://127.0.0.1:", "inproc://"))

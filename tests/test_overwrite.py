@@ -1,0 +1,130 @@
+"""``overwrite=True`` replaces a store only once the new one is complete.
+
+The new store is built beside the old one (``<dst>.daskshuffle-new``) and
+swapped in at the end; until then the old store is whole and readable, and a
+run that fails leaves it exactly as it was.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import make_zarr_source, tree_digest
+
+import daskshuffle as ds
+from daskshuffle import _paths
+from daskshuffle.formats import open_pile_reader
+from daskshuffle.formats._zarr import ZarrFormat
+
+
+def _ids(store: str, storage_options: dict[str, Any] | None = None) -> np.ndarray:
+    reader = open_pile_reader(store, storage_options=storage_options)
+    try:
+        return np.asarray(reader.read_rows(0, reader.n_rows)["id"])
+    finally:
+        reader.close()
+
+
+def _fail_in_block(monkeypatch: pytest.MonkeyPatch, failing: int, check: Any = None) -> None:
+    """Make pass 1 fail on one block, after running ``check`` (while the shuffle is under way)."""
+    original = ZarrFormat.read_block
+
+    def read_block(self: ZarrFormat, block: int) -> Any:
+        if block == failing:
+            if check is not None:
+                check()
+            raise RuntimeError(f"block {block} cannot be read")
+        return original(self, block)
+
+    monkeypatch.setattr(ZarrFormat, "read_block", read_block)
+
+
+def test_a_failed_overwrite_leaves_the_old_store_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=50)
+    dst = str(tmp_path / "piles.zarr")
+    ds.shuffle_zarr(src, dst, 4, seed=0)
+    before, old_ids = tree_digest(dst), _ids(dst)
+    seen_during_the_run: list[np.ndarray] = []
+    _fail_in_block(monkeypatch, 5, lambda: seen_during_the_run.append(_ids(dst)))
+    with pytest.raises(RuntimeError, match="block 5 cannot be read"):
+        ds.shuffle_zarr(src, dst, 4, seed=1, overwrite=True, block_memory=1_500)
+    assert len(seen_during_the_run) == 1 and np.array_equal(seen_during_the_run[0], old_ids), "readable mid-run"
+    assert tree_digest(dst) == before, "the old store is unchanged"
+    assert [path.name for path in sorted(tmp_path.iterdir())] == ["piles.zarr", "raw.zarr"]
+
+
+def test_overwrite_swaps_in_the_new_store(tmp_path: Path) -> None:
+    src = make_zarr_source(tmp_path / "raw.zarr", 600, chunk_rows=50)
+    dst = str(tmp_path / "piles.zarr")
+    ds.shuffle_zarr(src, dst, 3, seed=0)
+    ds.shuffle_zarr(src, str(tmp_path / "expected.zarr"), 5, seed=7)
+    # What a crashed run left beside dst is not mistaken for anything: it is removed.
+    stale = tmp_path / "piles.zarr.daskshuffle-new"
+    stale.mkdir()
+    (stale / "junk").write_bytes(b"x")
+    result = ds.shuffle_zarr(src, dst, 5, seed=7, overwrite=True)
+    assert result.path == dst and result.n_piles == 5
+    assert np.array_equal(_ids(dst), _ids(str(tmp_path / "expected.zarr")))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["expected.zarr", "piles.zarr", "raw.zarr"]
+
+
+def test_overwrite_of_a_text_file(tmp_path: Path) -> None:
+    src = tmp_path / "corpus.jsonl"
+    src.write_text("".join(f'{{"id": {i}}}\n' for i in range(300)))
+    dst = tmp_path / "out.jsonl"
+    ds.shuffle_lines(str(src), str(dst), 3, seed=0)
+    first = dst.read_bytes()
+    ds.shuffle_lines(str(src), str(dst), 3, seed=1, overwrite=True)
+    second = dst.read_bytes()
+    assert first != second and sorted(first.splitlines()) == sorted(second.splitlines())
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.jsonl", "out.jsonl"]
+
+
+def test_replace_without_an_atomic_exchange(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where renameat2 is missing (not Linux, an old C library): renamed aside, then into place.
+    monkeypatch.setattr(_paths, "_exchange", lambda a, b: False)
+    old, new = tmp_path / "dst", tmp_path / "dst.new"
+    old.mkdir()
+    (old / "a").write_text("old")
+    new.mkdir()
+    (new / "a").write_text("new")
+    _paths.replace(str(new), str(old))
+    assert (old / "a").read_text() == "new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["dst"]
+
+
+def test_replace_exchanges_in_one_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    old, new = tmp_path / "dst", tmp_path / "dst.new"
+    old.mkdir()
+    (old / "a").write_text("old")
+    new.write_text("a file takes a directory's place")
+    swapped = []
+    exchange = _paths._exchange
+    monkeypatch.setattr(_paths, "_exchange", lambda a, b: swapped.append(exchange(a, b)) or swapped[-1])
+    _paths.replace(str(new), str(old))
+    assert old.read_text() == "a file takes a directory's place"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["dst"]
+    assert swapped in ([True], [False])  # False: a filesystem without RENAME_EXCHANGE, and the fallback ran
+
+
+@pytest.mark.s3
+def test_overwrite_on_s3(tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = make_zarr_source(tmp_path / "raw.zarr", 800, chunk_rows=50)
+    dst = s3.url("piles.zarr")
+    ds.shuffle_zarr(src, dst, 3, seed=0, storage_options=s3.storage_options)
+    old_ids = _ids(dst, s3.storage_options)
+    old_files = {path: s3.fs.cat_file(path) for path in s3.fs.find(f"{s3.bucket}/piles.zarr")}
+    with monkeypatch.context() as patch:
+        _fail_in_block(patch, 2)
+        with pytest.raises(RuntimeError, match="block 2 cannot be read"):
+            ds.shuffle_zarr(src, dst, 4, seed=1, overwrite=True, block_memory=1_500, storage_options=s3.storage_options)
+    assert {path: s3.fs.cat_file(path) for path in s3.fs.find(f"{s3.bucket}/piles.zarr")} == old_files
+    assert s3.fs.ls(s3.bucket, refresh=True) == [f"{s3.bucket}/piles.zarr"]
+    ds.shuffle_zarr(src, dst, 4, seed=1, overwrite=True, storage_options=s3.storage_options)
+    new_ids = _ids(dst, s3.storage_options)
+    assert not np.array_equal(new_ids, old_ids) and np.array_equal(np.sort(new_ids), np.arange(800))
+    assert s3.fs.ls(s3.bucket, refresh=True) == [f"{s3.bucket}/piles.zarr"]
+    assert open_pile_reader(dst, storage_options=s3.storage_options).metadata["n_piles"] == 4

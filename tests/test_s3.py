@@ -1,0 +1,159 @@
+"""Shuffles and the loader on object storage: a real S3 API (moto's server) on loopback.
+
+Each test has a bucket of its own (the ``s3`` fixture); every store is small.
+Outputs on S3 must equal the same shuffle on local disk, byte for byte in the
+rows and in their order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zarr
+from conftest import make_zarr_source
+
+import daskshuffle as ds
+from daskshuffle.formats import open_pile_reader
+
+pytestmark = pytest.mark.s3
+
+N_ROWS = 3_000
+
+
+def _arrays(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+    group = zarr.open_group(store, mode="r", storage_options=storage_options)
+    return {name: np.asarray(array[...]) for name, array in sorted(group.arrays())}
+
+
+def _rows(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+    """Every row of a pile store in storage order, through the pile reader (any kind)."""
+    reader = open_pile_reader(store, storage_options=storage_options)
+    try:
+        batch = reader.as_arrays(reader.read_rows(0, reader.n_rows))
+        if batch is None:
+            table = reader.read_rows(0, reader.n_rows)
+            return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}
+        return batch
+    finally:
+        reader.close()
+
+
+def _assert_same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.fixture
+def zarr_pair(tmp_path: Path, s3: Any) -> tuple[str, str]:
+    """The same small Zarr group on local disk and in the bucket."""
+    local = make_zarr_source(tmp_path / "raw.zarr", N_ROWS, chunk_rows=250)
+    return local, s3.put(local, "raw.zarr")
+
+
+def test_zarr_s3_to_s3_equals_local(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
+    local, remote = zarr_pair
+    options = {"n_piles": 5, "seed": 3, "block_memory": "20KiB"}
+    ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)
+    result = ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
+    assert result.n_rows == N_ROWS
+    _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
+    # The pieces are gone: only the source and the store are left in the bucket.
+    assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.bucket)) == ["piles.zarr", "raw.zarr"]
+
+
+def test_zarr_local_tmp_and_s3_destination(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
+    local, remote = zarr_pair
+    ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), 4, seed=1, materialize=True)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    ds.shuffle_zarr(
+        remote, s3.url("piles.zarr"), 4, seed=1, materialize=True, tmp=str(scratch), storage_options=s3.storage_options
+    )
+    _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
+    assert list(scratch.iterdir()) == []  # the pieces were removed, the directory named by tmp was kept
+
+
+def test_loader_reads_piles_from_s3(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
+    local, remote = zarr_pair
+    ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), 6, seed=2)
+    ds.shuffle_zarr(remote, s3.url("piles.zarr"), 6, seed=2, storage_options=s3.storage_options)
+    on_disk = ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=128, seed=9)
+    on_s3 = ds.PileLoader(s3.url("piles.zarr"), batch_size=128, seed=9, prefetch=2, storage_options=s3.storage_options)
+    with on_disk, on_s3:
+        remote_batches = list(on_s3)
+        local_batches = list(on_disk)
+    assert len(remote_batches) == len(local_batches) == -(-N_ROWS // 128)
+    for got, expected in zip(remote_batches, local_batches, strict=True):
+        _assert_same(got, expected)
+    ids = np.concatenate([batch["id"] for batch in remote_batches])
+    assert np.array_equal(np.sort(ids), np.arange(N_ROWS))
+
+
+def _parquet_source(path: Path) -> str:
+    rng = np.random.default_rng(0)
+    ids = np.arange(N_ROWS, dtype=np.int64)
+    table = pa.table(
+        {"id": ids, "x": rng.standard_normal(N_ROWS), "label": pa.array([f"row-{i}" for i in ids], type=pa.string())}
+    )
+    pq.write_table(table, path, row_group_size=400)
+    return str(path)
+
+
+def test_parquet_s3_to_s3_equals_local(tmp_path: Path, s3: Any) -> None:
+    local = _parquet_source(tmp_path / "raw.parquet")
+    remote = s3.put(local, "raw.parquet")
+    options = {"n_piles": 5, "seed": 4, "block_memory": "10KiB"}
+    ds.shuffle_parquet(local, str(tmp_path / "piles.parquet"), **options)
+    ds.shuffle_parquet(remote, s3.url("piles.parquet"), storage_options=s3.storage_options, **options)
+    _assert_same(_rows(s3.url("piles.parquet"), s3.storage_options), _rows(str(tmp_path / "piles.parquet")))
+    with ds.PileLoader(s3.url("piles.parquet"), batch_size=500, seed=0, storage_options=s3.storage_options) as loader:
+        assert sorted(np.concatenate([batch["id"] for batch in loader]).tolist()) == list(range(N_ROWS))
+
+
+def test_missing_bucket_is_named_and_nothing_is_written(tmp_path: Path, s3: Any) -> None:
+    local = make_zarr_source(tmp_path / "raw.zarr", 500)
+    dst = "s3://no-such-bucket-daskshuffle/piles.zarr"
+    with pytest.raises(ds.DaskShuffleError, match=r"no-such-bucket-daskshuffle.*bucket") as caught:
+        ds.shuffle_zarr(local, dst, 2, seed=0, storage_options=s3.storage_options)
+    assert "s3://no-such-bucket-daskshuffle/piles.zarr" in str(caught.value)
+    assert not s3.fs.exists("no-such-bucket-daskshuffle")
+
+
+def test_wrong_credentials_are_named_and_leave_no_store(tmp_path: Path, s3: Any) -> None:
+    from s3 import storage_options
+
+    local = make_zarr_source(tmp_path / "raw.zarr", 500)
+    wrong = storage_options(s3.endpoint, key="not-a-key", secret="not-a-secret")
+    s3.require_auth(True)
+    try:
+        with pytest.raises(ds.DaskShuffleError, match=r"credentials") as caught:
+            ds.shuffle_zarr(local, s3.url("piles.zarr"), 2, seed=0, storage_options=wrong)
+    finally:
+        s3.require_auth(False)
+    assert s3.url("piles.zarr") in str(caught.value)
+    assert s3.fs.ls(s3.bucket) == []
+
+
+def test_failed_s3_run_leaves_no_destination(tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daskshuffle.formats._zarr import ZarrFormat
+
+    local = make_zarr_source(tmp_path / "raw.zarr", 2_000, chunk_rows=100)
+    original = ZarrFormat.read_block
+
+    def failing(self: ZarrFormat, block: int) -> Any:
+        if block == 3:
+            raise RuntimeError("a source block that cannot be read")
+        return original(self, block)
+
+    monkeypatch.setattr(ZarrFormat, "read_block", failing)
+    with pytest.raises(RuntimeError, match="cannot be read"):
+        ds.shuffle_zarr(local, s3.url("piles.zarr"), 3, seed=0, block_memory="4KiB", storage_options=s3.storage_options)
+    assert s3.fs.ls(s3.bucket, refresh=True) == []
+    with pytest.raises(ds.SourceNotFoundError):
+        ds.PileLoader(s3.url("piles.zarr"), batch_size=10, storage_options=s3.storage_options)
