@@ -1,0 +1,174 @@
+"""Shuffled lines written to several files, or compressed: the output files of ``shuffle_lines``.
+
+``n_output_files`` cuts the shuffled lines into that many files of near-equal
+numbers of lines (they differ by one line at most): file ``i`` holds lines
+``[i * n // n_files, (i + 1) * n // n_files)`` of the shuffled order, so each is
+itself a uniformly shuffled, uniformly chosen part of the input. An output
+named ``*.gz`` or ``*.zst`` is compressed.
+
+Each merge task writes the part of its rows that falls in each file as one
+*part* (compressed on its own: concatenated gzip members, or zstd frames, are
+one valid stream), named by the output line it starts at; the files are the
+parts concatenated in order, once every part is written, then renamed into place.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._paths import filesystem, sibling
+from ._text import OutputLayout, TextFormat
+from ._text_source import _READ_NBYTES, BlockCount, Lines, TextSource, _line_bytes
+
+__all__ = ["ShardedTextFormat", "compress", "output_compression", "parse_output_files", "write_shards"]
+
+_PARTIAL_SUFFIX = ".daskshuffle-partial"
+#: Output extensions that are compressed, and how.
+COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}
+
+
+def output_compression(path: str) -> str | None:
+    """``"gzip"`` for ``*.gz``, ``"zstd"`` for ``*.zst`` (if zstandard is installed), else ``None``."""
+    compression = next((name for suffix, name in COMPRESSIONS.items() if path.endswith(suffix)), None)
+    if compression == "zstd" and importlib.util.find_spec("zstandard") is None:
+        raise DaskShuffleValueError(
+            f"Expected an output compression this installation writes. Got {path!r}, which asks for zstd, "
+            "instead; install zstandard, or name the output .gz or without a compression suffix.",
+            parameter="dst",
+        )
+    return compression
+
+
+def compress(data: bytes | memoryview, compression: str | None) -> bytes | memoryview:
+    """``data`` as one gzip member or zstd frame (a stream of its own), or as it is."""
+    if compression == "gzip":
+        return gzip.compress(data, compresslevel=6, mtime=0)
+    if compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).compress(data)
+    return data
+
+
+def parse_output_files(dst: str, n_output_files: object) -> list[str]:
+    """The output paths: ``[dst]``, or ``dst.format(i)`` for each of ``n_output_files`` files."""
+    if n_output_files is None:
+        return [dst]
+    if isinstance(n_output_files, bool) or not isinstance(n_output_files, int | np.integer):
+        raise DaskShuffleTypeError(
+            f"Expected n_output_files to be a positive integer or None. Got {n_output_files!r} instead.",
+            parameter="n_output_files",
+        )
+    count = int(n_output_files)
+    if count < 1:
+        raise DaskShuffleValueError(
+            f"Expected n_output_files to be a positive integer. Got {count} instead.", parameter="n_output_files"
+        )
+    try:
+        paths = [dst.format(index) for index in range(count)]
+    except (IndexError, KeyError, ValueError) as error:
+        raise DaskShuffleValueError(
+            f"Expected dst to be a pattern with one field for the file number, such as 'train-{{:05d}}.jsonl'. "
+            f"Got {dst!r} instead ({error}).",
+            parameter="dst",
+        ) from None
+    if len(set(paths)) != count:
+        raise DaskShuffleValueError(
+            f"Expected dst to name {count} different files, one per number. Got {dst!r}, which does not, instead; "
+            "put a field such as {:05d} in it.",
+            parameter="dst",
+        )
+    return paths
+
+
+def shard_starts(n_rows: int, n_files: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The first output line of every file, and ``n_rows``: ``n_files + 1`` near-equal steps."""
+    return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
+
+
+def _partial(path: str) -> str:
+    return sibling(path, _PARTIAL_SUFFIX)
+
+
+def write_shards(rows: Lines, paths: Sequence[str], header: bytes, storage_options: dict[str, Any] | None) -> None:
+    """Write ``rows``, already in order, into ``paths`` in near-equal runs (each file under a temporary name first)."""
+    starts = shard_starts(len(rows), len(paths))
+    written = []
+    for index, path in enumerate(paths):
+        fs, partial = filesystem(_partial(path), storage_options)
+        part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
+        fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
+        with fs.open(partial, "wb") as file:
+            file.write(compress(header + bytes(_line_bytes(part)), output_compression(path)))
+        written.append((fs, partial, path))
+    for fs, partial, path in written:
+        _move(fs, partial, filesystem(path, storage_options)[1])
+
+
+def _move(fs: Any, source: str, target: str) -> None:
+    parent = posixpath.dirname(target)
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    fs.mv(source, target)
+
+
+class ShardedTextFormat(TextFormat):
+    """Lines of text files, shuffled into several files, or into a compressed one."""
+
+    def __init__(
+        self, source: TextSource, counts: Sequence[BlockCount], paths: Sequence[str], compression: str | None
+    ) -> None:
+        super().__init__(source, counts)
+        self.paths = tuple(paths)
+        self.compression = compression
+        self.starts = shard_starts(int(self.n_lines.sum()), len(self.paths))
+
+    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, partial = filesystem(_partial(dst), self.storage_options)
+        fs.makedirs(partial, exist_ok=True)
+
+    def write_rows(self, dst: str, start: int, rows: Lines, piece_info: OutputLayout) -> None:
+        fs, partial = filesystem(_partial(dst), self.storage_options)
+        stop = start + len(rows)
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        for index in range(max(first, 0), len(self.paths)):
+            a, b = max(start, int(self.starts[index])), min(stop, int(self.starts[index + 1]))
+            if a >= stop:
+                break
+            if b > a:
+                data = _line_bytes(rows.slice(a - start, b - a))
+                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.compression)))
+
+    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
+        fs, partial = filesystem(_partial(dst), self.storage_options)
+        parts = sorted(fs.ls(partial, detail=False))
+        by_file: dict[int, list[str]] = {}
+        for part in parts:
+            by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
+        header = self.source.header
+        outputs = []
+        for index, path in enumerate(self.paths):
+            target = f"{partial}/{index:09d}.out"
+            with fs.open(target, "wb") as out:
+                if header or index not in by_file:
+                    out.write(compress(header, self.compression))
+                for part in by_file.get(index, []):
+                    with fs.open(part, "rb") as file:
+                        while chunk := file.read(_READ_NBYTES):
+                            out.write(chunk)
+            outputs.append((target, path))
+        for target, path in outputs:
+            _move(fs, target, filesystem(path, self.storage_options)[1])
+        fs.rm(partial, recursive=True)
+
+    def discard_destination(self, dst: str) -> None:
+        fs, partial = filesystem(_partial(dst), self.storage_options)
+        if fs.exists(partial):
+            fs.rm(partial, recursive=True)
