@@ -7,13 +7,18 @@ itself a uniformly shuffled, uniformly chosen part of the input. An output
 named ``*.gz`` or ``*.zst`` is compressed.
 
 Each merge task writes the part of its rows that falls in each file as one
-*part* (compressed on its own: concatenated gzip members, or zstd frames, are
-one valid stream), named by the output line it starts at; the files are the
-parts concatenated in order, once every part is written, then renamed into place.
+*part*, named by the output line it starts at; the files are the parts
+concatenated in order, once every part is written, then renamed into place.
+For gzip each part is compressed by its task (concatenated gzip members are
+one valid stream, which every gzip reader takes); zstd output is compressed as
+the parts are concatenated, on all cores, into one frame, because some zstd
+readers (Python's ``zstandard`` stream reader, and so fsspec) stop after the
+first frame.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib.util
 import posixpath
@@ -47,7 +52,7 @@ def output_compression(path: str) -> str | None:
 
 
 def compress(data: bytes | memoryview, compression: str | None) -> bytes | memoryview:
-    """``data`` as one gzip member or zstd frame (a stream of its own), or as it is."""
+    """``data`` as one gzip member or zstd frame (a whole stream), or as it is."""
     if compression == "gzip":
         return gzip.compress(data, compresslevel=6, mtime=0)
     if compression == "zstd":
@@ -128,6 +133,8 @@ class ShardedTextFormat(TextFormat):
         super().__init__(source, counts)
         self.paths = tuple(paths)
         self.compression = compression
+        #: Merge tasks compress gzip parts themselves; zstd is compressed once per file, at the end.
+        self.part_compression = compression if compression == "gzip" else None
         self.starts = shard_starts(int(self.n_lines.sum()), len(self.paths))
 
     def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
@@ -144,7 +151,7 @@ class ShardedTextFormat(TextFormat):
                 break
             if b > a:
                 data = _line_bytes(rows.slice(a - start, b - a))
-                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.compression)))
+                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.part_compression)))
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         fs, partial = filesystem(_partial(dst), self.storage_options)
@@ -156,17 +163,25 @@ class ShardedTextFormat(TextFormat):
         outputs = []
         for index, path in enumerate(self.paths):
             target = f"{partial}/{index:09d}.out"
-            with fs.open(target, "wb") as out:
+            with fs.open(target, "wb") as file, self._writer(file) as out:
                 if header or index not in by_file:
-                    out.write(compress(header, self.compression))
+                    out.write(compress(header, self.part_compression))
                 for part in by_file.get(index, []):
-                    with fs.open(part, "rb") as file:
-                        while chunk := file.read(_READ_NBYTES):
+                    with fs.open(part, "rb") as piece:
+                        while chunk := piece.read(_READ_NBYTES):
                             out.write(chunk)
             outputs.append((target, path))
         for target, path in outputs:
             _move(fs, target, filesystem(path, self.storage_options)[1])
         fs.rm(partial, recursive=True)
+
+    def _writer(self, file: Any) -> Any:
+        """Where a file's parts are written: ``file``, or a zstd stream into it."""
+        if self.compression != "zstd":
+            return contextlib.nullcontext(file)
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
 
     def discard_destination(self, dst: str) -> None:
         fs, partial = filesystem(_partial(dst), self.storage_options)
