@@ -119,7 +119,7 @@ def test_bad_input_is_one_line_and_status_1(args: list[str], message: str) -> No
 def test_sharded_and_compressed_output(src: Path, tmp_path: Path) -> None:
     done = lines(src, "-o", tmp_path / "train-{:02d}.txt.gz", "--n-output-files", "4", "--seed", "0")
     assert done.exit_code == 0, done.output
-    parts = [gzip.open(tmp_path / f"train-{i:02d}.txt.gz").read().splitlines() for i in range(4)]
+    parts = [gzip.decompress((tmp_path / f"train-{i:02d}.txt.gz").read_bytes()).splitlines() for i in range(4)]
     assert [len(part) for part in parts] == [25] * 4
     assert sorted(line for part in parts for line in part) == sorted(numbers(100).splitlines())
 
