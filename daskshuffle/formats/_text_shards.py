@@ -23,6 +23,7 @@ import gzip
 import importlib.util
 import posixpath
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -155,25 +156,30 @@ class ShardedTextFormat(TextFormat):
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         fs, partial = filesystem(_partial(dst), self.storage_options)
-        parts = sorted(fs.ls(partial, detail=False))
         by_file: dict[int, list[str]] = {}
-        for part in parts:
+        for part in sorted(fs.ls(partial, detail=False)):
             by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
-        header = self.source.header
-        outputs = []
-        for index, path in enumerate(self.paths):
-            target = f"{partial}/{index:09d}.out"
-            with fs.open(target, "wb") as file, self._writer(file) as out:
-                if header or index not in by_file:
-                    out.write(compress(header, self.part_compression))
-                for part in by_file.get(index, []):
-                    with fs.open(part, "rb") as piece:
-                        while chunk := piece.read(_READ_NBYTES):
-                            out.write(chunk)
-            outputs.append((target, path))
-        for target, path in outputs:
+        targets = [f"{partial}/{index:09d}.out" for index in range(len(self.paths))]
+        # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
+        with ThreadPoolExecutor(max_workers=min(4, len(self.paths))) as pool:
+            for done in [
+                pool.submit(self._concatenate, fs, by_file.get(index, []), target)
+                for index, target in enumerate(targets)
+            ]:
+                done.result()
+        for target, path in zip(targets, self.paths, strict=True):
             _move(fs, target, filesystem(path, self.storage_options)[1])
         fs.rm(partial, recursive=True)
+
+    def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
+        """One output file: the header, then its parts in order."""
+        with fs.open(target, "wb") as file, self._writer(file) as out:
+            if self.source.header or not parts:
+                out.write(compress(self.source.header, self.part_compression))
+            for part in parts:
+                with fs.open(part, "rb") as piece:
+                    while chunk := piece.read(_READ_NBYTES):
+                        out.write(chunk)
 
     def _writer(self, file: Any) -> Any:
         """Where a file's parts are written: ``file``, or a zstd stream into it."""
