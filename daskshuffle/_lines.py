@@ -1,18 +1,27 @@
-"""The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph."""
+"""The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph.
+
+With ``head_count`` the lines are sampled instead (``formats/_text_sample.py``);
+several or compressed output files are written by ``formats/_text_shards.py``.
+"""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any, Literal
+
+import numpy as np
 
 from . import _paths
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._graph import map_tasks
 from ._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory, parse_shuffle_options
-from ._parse import parse_bool
+from ._parse import parse_bool, parse_count
 from ._run import ShuffleResult, check_destination, run_shuffle
 from .formats._text import TextFormat, TextSource, open_text_sources
+from .formats._text_sample import order_sample, plan_sample, read_sample
+from .formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
 
 __all__ = ["shuffle_lines"]
 
@@ -33,6 +42,17 @@ def parse_sources(value: object) -> list[str]:
             )
         sources.append(os.fspath(item))
     return sources
+
+
+def parse_delimiter(value: object) -> bytes:
+    """One byte that ends a line: ``b"\\n"`` or ``b"\\0"`` for zero-terminated records, as bytes or str."""
+    delimiter = value.encode("latin-1") if isinstance(value, str) and len(value) == 1 else value
+    if not isinstance(delimiter, bytes) or len(delimiter) != 1:
+        raise DaskShuffleValueError(
+            f"Expected delimiter to be one byte, such as b'\\n' or b'\\0'. Got {value!r} instead.",
+            parameter="delimiter",
+        )
+    return delimiter
 
 
 def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
@@ -67,6 +87,41 @@ def _decompress(source: TextSource, spool: str, storage_options: dict[str, Any] 
     )
 
 
+def _sample(
+    fmt: TextFormat,
+    dst: str,
+    paths: list[str],
+    head_count: int,
+    seed: int,
+    *,
+    repeat: bool,
+    progress: bool,
+    began: float,
+) -> ShuffleResult:
+    """Read only the sampled lines, put them in a random order and write them."""
+    source = fmt.source
+    plan = plan_sample(fmt.n_lines, head_count, seed, replace=repeat)
+    parts = map_tasks(
+        read_sample,
+        [(source, block, lines) for block, lines in plan],
+        token=repr((source.files, seed)),
+        progress=progress,
+    )
+    rows = order_sample(parts, seed)
+    write_shards(rows, paths, source.header, source.storage_options)
+    return ShuffleResult(
+        path=dst,
+        n_rows=len(rows),
+        n_piles=1,
+        seed=seed,
+        pile_sizes=np.array([len(rows)], dtype=np.int64),
+        variables=[],
+        materialized=True,
+        seconds=time.perf_counter() - began,
+        n_tasks=len(plan) + source.n_blocks,
+    )
+
+
 def shuffle_lines(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -75,19 +130,31 @@ def shuffle_lines(
     seed: int | None = None,
     header: bool = False,
     overwrite: bool = False,
+    head_count: int | None = None,
+    repeat: bool = False,
+    delimiter: bytes | str = b"\n",
+    n_output_files: int | None = None,
     pile_memory: int | str = DEFAULT_LINES_PILE_MEMORY,
     block_memory: int | str | None = None,
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
 ) -> ShuffleResult:
-    """Shuffle the lines of text files into one text file, out of core, on dask.
+    """Shuffle the lines of text files into a text file, out of core, on dask: ``shuf`` for large inputs.
 
     The output holds exactly the input lines, in a uniformly random order
     (every permutation equally likely), like ``shuf`` but for inputs larger
     than memory: the 2-pass shuffle scatters lines to piles on disk, then
     shuffles each pile in memory. Bytes are kept as they are (nothing is
     decoded; CRLF stays CRLF); a final line without a newline gets one.
+
+    With ``head_count=K`` (``shuf -n K``) only K lines are output: K distinct
+    lines chosen uniformly at random (every set of K equally likely), in a
+    uniformly random order. They are sampled, not shuffled: once the lines of
+    every block are counted, K positions are drawn from the seed and only the
+    blocks that hold one are read. The K lines are held in memory once, as
+    ``shuf -n`` does. If K is at least the number of lines, every line is
+    output, shuffled out of core as without ``head_count``.
 
     The work runs as dask graphs on the active scheduler: the current
     ``distributed.Client`` if there is one, dask's default otherwise.
@@ -100,8 +167,11 @@ def shuffle_lines(
         into a plain copy next to the output (removed at the end), so that they
         too are read in parallel blocks. Large files are read in parallel.
     dst : path or URL
-        The output file. Written under a temporary name and renamed into place
-        when complete, so an interrupted shuffle never leaves a file there.
+        The output file, or with ``n_output_files`` a pattern with one field
+        for the file number, such as ``"train-{:05d}.jsonl"``. An output named
+        ``*.gz`` is written gzip-compressed, ``*.zst`` zstd-compressed (which
+        needs ``zstandard``). Written under a temporary name and renamed into
+        place when complete, so an interrupted shuffle never leaves a file there.
     n_piles : int or "auto", default "auto"
         Number of piles. ``"auto"`` picks the fewest piles that fit
         ``pile_memory``. The result is exactly shuffled either way; piles only
@@ -110,10 +180,24 @@ def shuffle_lines(
         Same input, seed and parameters give the same output bytes, whatever
         the cluster. ``None`` draws a seed (see ``ShuffleResult.seed``).
     header : bool, default False
-        Keep the first line of the first file (a CSV header) at the top,
-        unshuffled.
+        Keep the first line of the first file (a CSV header) at the top of
+        every output file, unshuffled.
     overwrite : bool, default False
         Replace ``dst`` if it exists (only once every check has passed).
+    head_count : int, optional
+        Output only this many lines, chosen uniformly at random (``shuf -n``).
+    repeat : bool, default False
+        With ``head_count``, draw the lines with replacement: ``head_count``
+        independent uniform draws (``shuf -r -n``). ``shuf -r`` without ``-n``
+        repeats forever, which a file cannot hold: ``head_count`` is required.
+    delimiter : bytes or str, default b"\\n"
+        The one byte that ends a line; ``b"\\0"`` for NUL-terminated records
+        (``shuf -z``), used for counting, splitting and output alike.
+    n_output_files : int, optional
+        Write the output into this many files named by ``dst.format(i)``, of
+        near-equal numbers of lines (they differ by one line at most), each
+        line in exactly one: file ``i`` holds lines ``[i * n // n_output_files,
+        (i + 1) * n // n_output_files)`` of the shuffled order.
     pile_memory : int or str, default "32MiB"
         The largest pile allowed, checked before anything is written. A task
         holds about twice this much.
@@ -139,7 +223,14 @@ def shuffle_lines(
     >>> import daskshuffle
     >>> daskshuffle.shuffle_lines("corpus.jsonl", "train.jsonl", seed=0)
     <ShuffleResult shuffled copy 'train.jsonl': 1,000 rows in 1 pile ...>
+    >>> daskshuffle.shuffle_lines("corpus.jsonl", "sample.jsonl", seed=0, head_count=10).n_rows
+    10
+    >>> result = daskshuffle.shuffle_lines("corpus.jsonl", "part-{:02d}.jsonl.gz", seed=0, n_output_files=4)
+    >>> import gzip
+    >>> [len(gzip.open(f"part-{i:02d}.jsonl.gz").readlines()) for i in range(4)]
+    [250, 250, 250, 250]
     """
+    began = time.perf_counter()
     sources = parse_sources(src)
     options = parse_shuffle_options(
         dst=dst,
@@ -154,29 +245,50 @@ def shuffle_lines(
         storage_options=storage_options,
     )
     header = parse_bool(header, "header")
-    dst, tmp, progress = options.dst, options.tmp, options.progress
-    spool = _paths.scratch(dst, ".daskshuffle-spool", tmp)
-    fs, inner = _paths.filesystem(dst, storage_options)
-    if fs.isdir(inner):
+    head = parse_count(head_count, "head_count") if head_count is not None else None
+    repeat = parse_bool(repeat, "repeat")
+    if repeat and head is None:
         raise DaskShuffleValueError(
-            f"Expected dst to be a file. Got {dst!r}, which is a directory, instead; name a file inside it."
+            "Expected head_count with repeat=True. Got no head_count instead; shuf -r without -n repeats forever, "
+            "which no output file can hold: pass head_count=K for K draws with replacement.",
+            parameter="head_count",
         )
+    line_end = parse_delimiter(delimiter)
+    dst, tmp, progress = options.dst, options.tmp, options.progress
+    paths = parse_output_files(dst, n_output_files)
+    compression = output_compression(dst)
+    spool = _paths.scratch(dst, ".daskshuffle-spool", tmp)
+    for path in paths:
+        fs, inner = _paths.filesystem(path, storage_options)
+        if fs.isdir(inner):
+            raise DaskShuffleValueError(
+                f"Expected dst to be a file. Got {path!r}, which is a directory, instead; name a file inside it."
+            )
 
     source: TextSource = open_text_sources(
-        sources, header=header, block_nbytes=options.block_nbytes, storage_options=storage_options
+        sources,
+        header=header,
+        block_nbytes=options.block_nbytes,
+        storage_options=storage_options,
+        delimiter=line_end,
     )
     # Counting reads the whole input: check the destination first.
-    check_destination(source.describe(), dst, tmp, overwrite=options.overwrite, storage_options=storage_options)
+    for path in paths:
+        check_destination(source.describe(), path, tmp, overwrite=options.overwrite, storage_options=storage_options)
     _paths.remove(spool, storage_options)
     try:
         source = _decompress(source, spool, storage_options, progress)
         counts = map_tasks(
             source.count_block,
             [(block,) for block in range(source.n_blocks)],
-            token=repr((source.files, source.block_nbytes, source.header)),
+            token=repr((source.files, source.block_nbytes, source.header, source.delimiter)),
             progress=progress,
         )
         fmt = TextFormat(source, counts)
+        if head is not None and (repeat or head < int(fmt.n_lines.sum())):
+            return _sample(fmt, dst, paths, head, options.seed, repeat=repeat, progress=progress, began=began)
+        if n_output_files is not None or compression is not None:
+            fmt = ShardedTextFormat(source, counts, paths, compression)
         _check_blocks_fit(fmt, options.pile_nbytes)
         return run_shuffle(fmt, options, variables=[])
     finally:

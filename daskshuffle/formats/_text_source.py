@@ -89,11 +89,11 @@ def _memory_pool() -> pa.MemoryPool:
         return pa.default_memory_pool()
 
 
-def _split_lines(data: bytes | bytearray) -> Lines:
-    """The lines of ``data``, which ends with a newline (or is empty)."""
+def _split_lines(data: bytes | bytearray, delimiter: bytes = NEWLINE) -> Lines:
+    """The lines of ``data``, which ends with ``delimiter`` (or is empty)."""
     view = np.frombuffer(data, dtype=np.uint8)
     ends = [
-        np.flatnonzero(view[start : start + _SCAN_NBYTES] == ord(NEWLINE)) + (start + 1)
+        np.flatnonzero(view[start : start + _SCAN_NBYTES] == ord(delimiter)) + (start + 1)
         for start in range(0, len(view), _SCAN_NBYTES)
     ]
     offsets = np.concatenate([np.zeros(1, dtype=np.int64), *ends]).astype(np.int64, copy=False)
@@ -116,8 +116,8 @@ def _line_bytes(lines: Lines) -> memoryview:
     return memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
 
 
-def _with_final_newline(data: bytes) -> bytes:
-    return data + NEWLINE if data and not data.endswith(NEWLINE) else data
+def _with_final_newline(data: bytes, delimiter: bytes = NEWLINE) -> bytes:
+    return data + delimiter if data and not data.endswith(delimiter) else data
 
 
 def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
@@ -136,8 +136,8 @@ def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
     return memoryview(mapped)[start - aligned :]
 
 
-def _line_start(file: IO[bytes], position: int, size: int) -> int:
-    """The first line start at or after ``position``: 0, or just after a newline."""
+def _line_start(file: IO[bytes], position: int, size: int, delimiter: bytes = NEWLINE) -> int:
+    """The first line start at or after ``position``: 0, or just after a ``delimiter``."""
     if position <= 0:
         return 0
     if position >= size:
@@ -148,7 +148,7 @@ def _line_start(file: IO[bytes], position: int, size: int) -> int:
         chunk = file.read(64 * 2**10)
         if not chunk:
             return size
-        found = chunk.find(NEWLINE)
+        found = chunk.find(delimiter)
         if found >= 0:
             return scanned + found + 1
         scanned += len(chunk)
@@ -170,8 +170,11 @@ class TextSource:
         header: bytes,
         header_nbytes: int,
         storage_options: dict[str, Any] | None,
+        delimiter: bytes = NEWLINE,
     ) -> None:
         self.files = tuple(files)
+        #: The byte that ends a line: a newline, or NUL for zero-terminated records.
+        self.delimiter = delimiter
         self.block_nbytes = block_nbytes
         #: The header line as written to the output (with a newline), and its bytes in the first file.
         self.header = header
@@ -228,6 +231,7 @@ class TextSource:
             header=self.header,
             header_nbytes=self.header_nbytes,
             storage_options=self.storage_options,
+            delimiter=self.delimiter,
         )
 
     def _open(self, file: TextFile) -> Any:
@@ -236,7 +240,7 @@ class TextSource:
     def _range(self, handle: Any, spec: TextBlock, stop: int) -> tuple[int, int]:
         """The bytes ``[start, stop)`` of an uncompressed block: from its first line start to the next block's."""
         size = self.files[spec.file].size
-        return _line_start(handle, spec.start, size), _line_start(handle, stop, size)
+        return _line_start(handle, spec.start, size, self.delimiter), _line_start(handle, stop, size, self.delimiter)
 
     def _changed(self, block: int) -> DaskShuffleValueError:
         path = self.files[self.block(block).file].path
@@ -275,13 +279,13 @@ class TextSource:
     def count_block(self, block: int) -> BlockCount:
         """Count the lines of ``block`` (a task of the counting step)."""
         n_lines = n_bytes = 0
-        last = ord(NEWLINE)
+        end = last = ord(self.delimiter)
         for chunk in self._chunks(block):
             if len(chunk):
-                n_lines += int(np.count_nonzero(chunk == ord(NEWLINE)))
+                n_lines += int(np.count_nonzero(chunk == end))
                 n_bytes += len(chunk)
                 last = int(chunk[-1])
-        if last != ord(NEWLINE):
+        if last != end:
             n_lines, n_bytes = n_lines + 1, n_bytes + 1
         return BlockCount(n_lines, n_bytes)
 
@@ -299,7 +303,7 @@ class TextSource:
                 data = handle.read(stop - start)
                 if len(data) != stop - start:
                     raise self._changed(block)
-        return _split_lines(_with_final_newline(data))
+        return _split_lines(_with_final_newline(data, self.delimiter), self.delimiter)
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[str]:
@@ -323,13 +327,13 @@ def _expand(item: str, storage_options: dict[str, Any] | None) -> list[str]:
     return [unstrip(inner)]
 
 
-def _read_header(source: TextFile, storage_options: dict[str, Any] | None) -> bytes:
-    """The first line of ``source``, with its newline if it has one."""
+def _read_header(source: TextFile, storage_options: dict[str, Any] | None, delimiter: bytes) -> bytes:
+    """The first line of ``source``, with its delimiter if it has one."""
     header = b""
     # Not readline(): zstandard's stream reader does not have it.
     with fsspec.open(source.path, "rb", compression=source.compression, **(storage_options or {})) as handle:
         while chunk := bytes(handle.read(64 * 2**10)):
-            end = chunk.find(NEWLINE)
+            end = chunk.find(delimiter)
             if end >= 0:
                 return header + chunk[: end + 1]
             header += chunk
@@ -342,11 +346,13 @@ def open_text_sources(
     header: bool,
     block_nbytes: int,
     storage_options: dict[str, Any] | None = None,
+    delimiter: bytes = NEWLINE,
 ) -> TextSource:
     """List and check every input file and cut them into blocks; raise before anything is written.
 
     ``src`` holds paths, globs or URLs (already strings). Compression is
-    inferred from each file's extension, as fsspec does.
+    inferred from each file's extension, as fsspec does. ``delimiter`` is the
+    one byte that ends a line (``b"\\0"`` for zero-terminated records).
     """
     paths: list[str] = []
     for item in src:
@@ -369,7 +375,7 @@ def open_text_sources(
         files.append(TextFile(path=location, size=int(fs.size(inner)), compression=compression))
     first_header = b""
     if header:
-        first_header = _read_header(files[0], storage_options)
+        first_header = _read_header(files[0], storage_options, delimiter)
         if not first_header:
             raise DaskShuffleValueError(
                 f"Expected the first file to start with a header line, as header=True says. Got {files[0].path!r}, "
@@ -378,7 +384,8 @@ def open_text_sources(
     return TextSource(
         files,
         block_nbytes=block_nbytes,
-        header=_with_final_newline(first_header),
+        header=_with_final_newline(first_header, delimiter),
         header_nbytes=len(first_header),
         storage_options=storage_options,
+        delimiter=delimiter,
     )

@@ -1,0 +1,195 @@
+"""Shuffled lines written to several files, or compressed: the output files of ``shuffle_lines``.
+
+``n_output_files`` cuts the shuffled lines into that many files of near-equal
+numbers of lines (they differ by one line at most): file ``i`` holds lines
+``[i * n // n_files, (i + 1) * n // n_files)`` of the shuffled order, so each is
+itself a uniformly shuffled, uniformly chosen part of the input. An output
+named ``*.gz`` or ``*.zst`` is compressed.
+
+Each merge task writes the part of its rows that falls in each file as one
+*part*, named by the output line it starts at; the files are the parts
+concatenated in order, once every part is written, then renamed into place.
+For gzip each part is compressed by its task (concatenated gzip members are
+one valid stream, which every gzip reader takes); zstd output is compressed as
+the parts are concatenated, on all cores, into one frame, because some zstd
+readers (Python's ``zstandard`` stream reader, and so fsspec) stop after the
+first frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import importlib.util
+import posixpath
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._paths import filesystem, sibling
+from ._text import OutputLayout, TextFormat
+from ._text_source import _READ_NBYTES, BlockCount, Lines, TextSource, _line_bytes
+
+__all__ = ["ShardedTextFormat", "compress", "output_compression", "parse_output_files", "write_shards"]
+
+_PARTIAL_SUFFIX = ".daskshuffle-partial"
+#: Output extensions that are compressed, and how.
+COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}
+
+
+def output_compression(path: str) -> str | None:
+    """``"gzip"`` for ``*.gz``, ``"zstd"`` for ``*.zst`` (if zstandard is installed), else ``None``."""
+    compression = next((name for suffix, name in COMPRESSIONS.items() if path.endswith(suffix)), None)
+    if compression == "zstd" and importlib.util.find_spec("zstandard") is None:
+        raise DaskShuffleValueError(
+            f"Expected an output compression this installation writes. Got {path!r}, which asks for zstd, "
+            "instead; install zstandard, or name the output .gz or without a compression suffix.",
+            parameter="dst",
+        )
+    return compression
+
+
+def compress(data: bytes | memoryview, compression: str | None) -> bytes | memoryview:
+    """``data`` as one gzip member or zstd frame (a whole stream), or as it is."""
+    if compression == "gzip":
+        return gzip.compress(data, compresslevel=6, mtime=0)
+    if compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).compress(data)
+    return data
+
+
+def parse_output_files(dst: str, n_output_files: object) -> list[str]:
+    """The output paths: ``[dst]``, or ``dst.format(i)`` for each of ``n_output_files`` files."""
+    if n_output_files is None:
+        return [dst]
+    if isinstance(n_output_files, bool) or not isinstance(n_output_files, int | np.integer):
+        raise DaskShuffleTypeError(
+            f"Expected n_output_files to be a positive integer or None. Got {n_output_files!r} instead.",
+            parameter="n_output_files",
+        )
+    count = int(n_output_files)
+    if count < 1:
+        raise DaskShuffleValueError(
+            f"Expected n_output_files to be a positive integer. Got {count} instead.", parameter="n_output_files"
+        )
+    try:
+        paths = [dst.format(index) for index in range(count)]
+    except (IndexError, KeyError, ValueError) as error:
+        raise DaskShuffleValueError(
+            f"Expected dst to be a pattern with one field for the file number, such as 'train-{{:05d}}.jsonl'. "
+            f"Got {dst!r} instead ({error}).",
+            parameter="dst",
+        ) from None
+    if len(set(paths)) != count:
+        raise DaskShuffleValueError(
+            f"Expected dst to name {count} different files, one per number. Got {dst!r}, which does not, instead; "
+            "put a field such as {:05d} in it.",
+            parameter="dst",
+        )
+    return paths
+
+
+def shard_starts(n_rows: int, n_files: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The first output line of every file, and ``n_rows``: ``n_files + 1`` near-equal steps."""
+    return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
+
+
+def _partial(path: str) -> str:
+    return sibling(path, _PARTIAL_SUFFIX)
+
+
+def write_shards(rows: Lines, paths: Sequence[str], header: bytes, storage_options: dict[str, Any] | None) -> None:
+    """Write ``rows``, already in order, into ``paths`` in near-equal runs (each file under a temporary name first)."""
+    starts = shard_starts(len(rows), len(paths))
+    written = []
+    for index, path in enumerate(paths):
+        fs, partial = filesystem(_partial(path), storage_options)
+        part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
+        fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
+        with fs.open(partial, "wb") as file:
+            file.write(compress(header + bytes(_line_bytes(part)), output_compression(path)))
+        written.append((fs, partial, path))
+    for fs, partial, path in written:
+        _move(fs, partial, filesystem(path, storage_options)[1])
+
+
+def _move(fs: Any, source: str, target: str) -> None:
+    parent = posixpath.dirname(target)
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    fs.mv(source, target)
+
+
+class ShardedTextFormat(TextFormat):
+    """Lines of text files, shuffled into several files, or into a compressed one."""
+
+    def __init__(
+        self, source: TextSource, counts: Sequence[BlockCount], paths: Sequence[str], compression: str | None
+    ) -> None:
+        super().__init__(source, counts)
+        self.paths = tuple(paths)
+        self.compression = compression
+        #: Merge tasks compress gzip parts themselves; zstd is compressed once per file, at the end.
+        self.part_compression = compression if compression == "gzip" else None
+        self.starts = shard_starts(int(self.n_lines.sum()), len(self.paths))
+
+    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, partial = filesystem(_partial(dst), self.storage_options)
+        fs.makedirs(partial, exist_ok=True)
+
+    def write_rows(self, dst: str, start: int, rows: Lines, piece_info: OutputLayout) -> None:
+        fs, partial = filesystem(_partial(dst), self.storage_options)
+        stop = start + len(rows)
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        for index in range(max(first, 0), len(self.paths)):
+            a, b = max(start, int(self.starts[index])), min(stop, int(self.starts[index + 1]))
+            if a >= stop:
+                break
+            if b > a:
+                data = _line_bytes(rows.slice(a - start, b - a))
+                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.part_compression)))
+
+    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
+        fs, partial = filesystem(_partial(dst), self.storage_options)
+        by_file: dict[int, list[str]] = {}
+        for part in sorted(fs.ls(partial, detail=False)):
+            by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
+        targets = [f"{partial}/{index:09d}.out" for index in range(len(self.paths))]
+        # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
+        with ThreadPoolExecutor(max_workers=min(4, len(self.paths))) as pool:
+            for done in [
+                pool.submit(self._concatenate, fs, by_file.get(index, []), target)
+                for index, target in enumerate(targets)
+            ]:
+                done.result()
+        for target, path in zip(targets, self.paths, strict=True):
+            _move(fs, target, filesystem(path, self.storage_options)[1])
+        fs.rm(partial, recursive=True)
+
+    def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
+        """One output file: the header, then its parts in order."""
+        with fs.open(target, "wb") as file, self._writer(file) as out:
+            if self.source.header or not parts:
+                out.write(compress(self.source.header, self.part_compression))
+            for part in parts:
+                with fs.open(part, "rb") as piece:
+                    while chunk := piece.read(_READ_NBYTES):
+                        out.write(chunk)
+
+    def _writer(self, file: Any) -> Any:
+        """Where a file's parts are written: ``file``, or a zstd stream into it."""
+        if self.compression != "zstd":
+            return contextlib.nullcontext(file)
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
+
+    def discard_destination(self, dst: str) -> None:
+        fs, partial = filesystem(_partial(dst), self.storage_options)
+        if fs.exists(partial):
+            fs.rm(partial, recursive=True)
