@@ -178,8 +178,9 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
-    target = build_path(dst, storage_options)
-    _paths.remove(target, storage_options)  # what a crashed run left
+    target = dst if fmt.places_itself else build_path(dst, storage_options)
+    if target != dst:
+        _paths.remove(target, storage_options)  # what a crashed run left
     _paths.remove(tmp, storage_options)
     graph, key = shuffle_graph(fmt, plan, tmp=tmp, dst=target, materialize=materialize, merge_nbytes=merge_nbytes)
     try:
@@ -193,7 +194,8 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     except BaseException:
         # Nothing half-written stays behind: not this run's store, nor its pieces.
         fmt.discard_destination(target)
-        _paths.remove(target, storage_options)
+        if not fmt.places_itself:
+            _paths.remove(target, storage_options)
         raise
     if target != dst:
         _paths.replace(target, dst, storage_options)

@@ -175,6 +175,11 @@ class Pieces(RowsInMemory[Rows], Protocol[Rows]):
 class Destination(Protocol[Rows_contra]):
     """The pile store (or shuffled copy) a shuffle writes."""
 
+    #: Whether the destination puts its output in place itself, whole or not at all (text files
+    #: written under temporary names and renamed at the end): the shuffle then writes at ``dst``
+    #: rather than building beside it and swapping, and leaves ``dst`` alone after a failure.
+    places_itself: ClassVar[bool] = False
+
     def for_plan(self, pile_rows: float, *, materialize: bool) -> Self:
         """This format with its destination's layout chosen for piles of ``pile_rows`` rows on average.
 

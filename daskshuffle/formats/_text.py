@@ -58,6 +58,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
     """Lines of text files, shuffled into one text file."""
 
     kind = "text"
+    places_itself = True  # written under a temporary name, renamed into place when complete
 
     def __init__(self, source: TextSource, counts: Sequence[BlockCount]) -> None:
         self.source = source
