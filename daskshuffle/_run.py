@@ -135,17 +135,14 @@ def check_destination(
 
 
 def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
-    """Where a shuffle into ``dst`` builds its store: ``<dst>.daskshuffle-new``, or ``dst`` itself.
+    """Where a shuffle into ``dst`` builds its store: ``dst`` itself, or ``<dst>.daskshuffle-new``.
 
-    Beside ``dst`` on a local disk (renamed into place, in one step, once
-    complete) and wherever ``dst`` exists (replaced only once the new store is
-    complete, so that until then the old one stays whole and readable). A new
-    destination on object storage, which cannot rename, is written in place,
-    marked incomplete until the end.
+    A new destination is written in place, marked incomplete until the end
+    (and removed if the run fails). A destination that exists (``overwrite=True``)
+    is replaced only once the new store is complete, built beside it: until
+    then the old one stays whole and readable.
     """
-    if _paths.is_local(dst, storage_options) or _paths.exists(dst, storage_options):
-        return _paths.sibling(dst, _NEW_SUFFIX)
-    return dst
+    return _paths.sibling(dst, _NEW_SUFFIX) if _paths.exists(dst, storage_options) else dst
 
 
 def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
