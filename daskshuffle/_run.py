@@ -99,6 +99,17 @@ def _plan_within_budget(
         chosen = max(chosen + 1, int(chosen * 1.1))
 
 
+def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:
+    """``[[length, repeats], ...]``: block lengths are mostly equal, and a store may have many blocks."""
+    runs: list[list[int]] = []
+    for length in lengths:
+        if runs and runs[-1][0] == int(length):
+            runs[-1][1] += 1
+        else:
+            runs.append([int(length), 1])
+    return runs
+
+
 def check_destination(
     sources: Sequence[str],
     dst: str,
@@ -168,6 +179,9 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         "variables": variables,
         "source": fmt.describe_source(),
         "settings": settings.to_dict(),
+        # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
+        # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
+        "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths)},
     }
     metadata["fingerprint"] = fingerprint(metadata)
 
