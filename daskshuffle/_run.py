@@ -181,7 +181,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         "settings": settings.to_dict(),
         # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
         # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
-        "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths)},
+        "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths.tolist())},
     }
     metadata["fingerprint"] = fingerprint(metadata)
 
