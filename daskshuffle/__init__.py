@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._loader import LoaderSettings, PileLoader
     from ._run import ShuffleResult
     from ._shuffle import shuffle_zarr
+    from ._verify import VerifyResult, verify
     from ._xarray import shuffle_xarray
 
 __version__ = "0.1.0"
@@ -47,6 +48,8 @@ _LAZY = {
     "shuffle_dataframe": "._frames",
     "shuffle_parquet": "._frames",
     "shuffle_xarray": "._xarray",
+    "VerifyResult": "._verify",
+    "verify": "._verify",
 }
 
 __all__ = [
@@ -64,11 +67,13 @@ __all__ = [
     "StorageNotFoundError",
     "UnfinishedShuffleError",
     "VerificationError",
+    "VerifyResult",
     "shuffle_dataframe",
     "shuffle_lines",
     "shuffle_parquet",
     "shuffle_xarray",
     "shuffle_zarr",
+    "verify",
 ]
 
 

@@ -99,6 +99,17 @@ def _plan_within_budget(
         chosen = max(chosen + 1, int(chosen * 1.1))
 
 
+def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:
+    """``[[length, repeats], ...]``: block lengths are mostly equal, and a store may have many blocks."""
+    runs: list[list[int]] = []
+    for length in lengths:
+        if runs and runs[-1][0] == int(length):
+            runs[-1][1] += 1
+        else:
+            runs.append([int(length), 1])
+    return runs
+
+
 def check_destination(
     sources: Sequence[str],
     dst: str,
@@ -135,17 +146,14 @@ def check_destination(
 
 
 def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
-    """Where a shuffle into ``dst`` builds its store: ``<dst>.daskshuffle-new``, or ``dst`` itself.
+    """Where a shuffle into ``dst`` builds its store: ``dst`` itself, or ``<dst>.daskshuffle-new``.
 
-    Beside ``dst`` on a local disk (renamed into place, in one step, once
-    complete) and wherever ``dst`` exists (replaced only once the new store is
-    complete, so that until then the old one stays whole and readable). A new
-    destination on object storage, which cannot rename, is written in place,
-    marked incomplete until the end.
+    A new destination is written in place, marked incomplete until the end
+    (and removed if the run fails). A destination that exists (``overwrite=True``)
+    is replaced only once the new store is complete, built beside it: until
+    then the old one stays whole and readable.
     """
-    if _paths.is_local(dst, storage_options) or _paths.exists(dst, storage_options):
-        return _paths.sibling(dst, _NEW_SUFFIX)
-    return dst
+    return _paths.sibling(dst, _NEW_SUFFIX) if _paths.exists(dst, storage_options) else dst
 
 
 def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
@@ -171,6 +179,9 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         "variables": variables,
         "source": fmt.describe_source(),
         "settings": settings.to_dict(),
+        # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
+        # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
+        "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths.tolist())},
     }
     metadata["fingerprint"] = fingerprint(metadata)
 

@@ -128,3 +128,17 @@ def test_overwrite_on_s3(tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatc
     assert not np.array_equal(new_ids, old_ids) and np.array_equal(np.sort(new_ids), np.arange(800))
     assert s3.fs.ls(s3.bucket, refresh=True) == [f"{s3.bucket}/piles.zarr"]
     assert open_pile_reader(dst, storage_options=s3.storage_options).metadata["n_piles"] == 4
+
+
+def test_a_store_records_the_blocks_its_order_depends_on(tmp_path: Path) -> None:
+    import zarr
+
+    src = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=50)
+    small = ds.shuffle_zarr(src, str(tmp_path / "small.zarr"), 4, seed=0, block_memory=1_500)
+    large = ds.shuffle_zarr(src, str(tmp_path / "large.zarr"), 4, seed=0, block_memory="1MiB")
+    recorded = [dict(zarr.open_group(result.path, mode="r").attrs["daskshuffle"]) for result in (small, large)]
+    assert recorded[0]["settings"] == recorded[1]["settings"]
+    assert not np.array_equal(_ids(small.path), _ids(large.path)), "the same settings, another order"
+    assert recorded[0]["blocks"] == {"block_memory": 1_500, "lengths": [[50, 20]]}
+    assert recorded[1]["blocks"] == {"block_memory": 2**20, "lengths": [[1_000, 1]]}
+    assert recorded[0]["fingerprint"] != recorded[1]["fingerprint"]

@@ -157,3 +157,32 @@ def test_failed_s3_run_leaves_no_destination(tmp_path: Path, s3: Any, monkeypatc
     assert s3.fs.ls(s3.bucket, refresh=True) == []
     with pytest.raises(ds.SourceNotFoundError):
         ds.PileLoader(s3.url("piles.zarr"), batch_size=10, storage_options=s3.storage_options)
+
+
+def test_lines_s3_to_s3_equal_local(tmp_path: Path, s3: Any) -> None:
+    local = tmp_path / "corpus.jsonl"
+    local.write_text("".join(f'{{"id": {i}}}\n' for i in range(N_ROWS)))
+    remote = s3.put(str(local), "corpus.jsonl")
+    ds.shuffle_lines(str(local), str(tmp_path / "out.jsonl"), 4, seed=5, block_memory="8KiB")
+    ds.shuffle_lines(remote, s3.url("out.jsonl"), 4, seed=5, block_memory="8KiB", storage_options=s3.storage_options)
+    assert s3.fs.cat_file(f"{s3.bucket}/out.jsonl") == (tmp_path / "out.jsonl").read_bytes()
+    assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.bucket)) == ["corpus.jsonl", "out.jsonl"]
+
+
+def test_xarray_s3_to_s3_equals_local(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
+    local, remote = zarr_pair
+    ds.shuffle_xarray(local, str(tmp_path / "piles.zarr"), dim="row", n_piles=4, seed=6)
+    ds.shuffle_xarray(remote, s3.url("piles.zarr"), dim="row", n_piles=4, seed=6, storage_options=s3.storage_options)
+    _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
+
+
+def test_zarr_s3_to_s3_on_a_cluster(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], cluster_client: Any) -> None:
+    # Worker processes reach the bucket with the storage_options the tasks carry, not this process's environment.
+    local, remote = zarr_pair
+    ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), 5, seed=8, block_memory="20KiB")
+    with cluster_client.as_current():
+        ds.shuffle_zarr(
+            remote, s3.url("piles.zarr"), 5, seed=8, block_memory="20KiB", storage_options=s3.storage_options
+        )
+        assert ds.verify(s3.url("piles.zarr"), storage_options=s3.storage_options).n_rows == N_ROWS
+    _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))

@@ -1,0 +1,190 @@
+"""``daskshuffle.verify``: a store holds exactly the rows of its source, or an error names what differs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zarr
+from conftest import make_zarr_source
+
+import daskshuffle as ds
+from daskshuffle import _verify
+
+N_ROWS = 2_000
+
+
+@pytest.fixture
+def zarr_store(tmp_path: Path) -> tuple[str, str]:
+    src = make_zarr_source(tmp_path / "raw.zarr", N_ROWS, chunk_rows=100)
+    dst = str(tmp_path / "piles.zarr")
+    ds.shuffle_zarr(src, dst, 6, seed=0, block_memory="16KiB")
+    return src, dst
+
+
+def _parquet_source(path: Path) -> str:
+    rng = np.random.default_rng(1)
+    n = N_ROWS
+    labels = [None if i % 17 == 0 else f"label-{i % 5}" * (i % 4) for i in range(n)]
+    table = pa.table(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "x": pa.array(rng.standard_normal(n), mask=np.arange(n) % 11 == 0),
+            "label": pa.array(labels, type=pa.string()),
+            "kind": pa.array([f"k{i % 3}" for i in range(n)]).dictionary_encode(),
+            "when": pa.array(np.arange(n).astype("datetime64[ms]"), type=pa.timestamp("ms", tz="UTC")),
+            "tags": pa.array([[i, i + 1] if i % 2 else None for i in range(n)], type=pa.list_(pa.int32())),
+            "flag": pa.array([bool(i % 3) for i in range(n)]),
+        }
+    )
+    pq.write_table(table, path, row_group_size=250)
+    return str(path)
+
+
+@pytest.fixture
+def parquet_store(tmp_path: Path) -> tuple[str, str]:
+    src = _parquet_source(tmp_path / "raw.parquet")
+    dst = str(tmp_path / "piles.parquet")
+    ds.shuffle_parquet(src, dst, 5, seed=0, block_memory="20KiB")
+    return src, dst
+
+
+def test_a_shuffled_zarr_store_verifies(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    result = ds.verify(dst, src)
+    assert result.n_rows == N_ROWS and sorted(result.checksums) == ["id", "x", "y"]
+    assert ds.verify(dst).checksums == result.checksums  # the sources the store recorded
+    # The checksum is the source's own, whatever the order of its rows.
+    rows = {name: np.asarray(array[...]) for name, array in zarr.open_group(src, mode="r").arrays()}
+    order = np.random.default_rng(5).permutation(N_ROWS)
+    permuted = _verify.checksum({name: values[order] for name, values in rows.items()}, ["id", "x", "y"])
+    assert {name: f"{value:016x}" for name, value in permuted["sums"].items()} == result.checksums
+
+
+def test_a_shuffled_parquet_store_verifies(parquet_store: tuple[str, str]) -> None:
+    src, dst = parquet_store
+    result = ds.verify(dst, src)
+    assert result.n_rows == N_ROWS
+    assert sorted(result.checksums) == ["flag", "id", "kind", "label", "tags", "when", "x"]
+
+
+def test_a_changed_value_is_named(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    y = zarr.open_group(dst, mode="r+")["y"]
+    y[123] = y[123] + 1  # written through zarr: the chunk's own checksum is right, the row is wrong
+    with pytest.raises(ds.VerificationError, match=r"variable 'y'.*differ") as caught:
+        ds.verify(dst, src)
+    assert caught.value.variable == "y"
+
+
+def test_a_duplicated_row_in_place_of_another_is_found(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    group = zarr.open_group(dst, mode="r+")
+    for name in ("id", "x", "y"):
+        group[name][7] = group[name][8]  # one row lost, another twice: the count is unchanged
+    with pytest.raises(ds.VerificationError) as caught:
+        ds.verify(dst, src)
+    assert caught.value.variable in {"id", "x", "y"}
+
+
+def test_variables_paired_wrongly_are_found(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    ids = zarr.open_group(dst, mode="r+")["id"]
+    first, second = ids[3], ids[4]
+    ids[3], ids[4] = second, first  # every variable holds the same values, the rows do not
+    with pytest.raises(ds.VerificationError, match="paired") as caught:
+        ds.verify(dst, src)
+    assert caught.value.variable is None
+
+
+def test_a_missing_row_is_found(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    group = zarr.open_group(src, mode="r+")
+    for name in ("id", "x", "y"):  # the source has one row the store lacks
+        array = group[name]
+        array.resize((N_ROWS + 1, *array.shape[1:]))
+    with pytest.raises(ds.VerificationError, match=f"the {N_ROWS + 1:,} rows of its source. Got {N_ROWS:,}"):
+        ds.verify(dst, src)
+
+
+def test_a_corrupted_chunk_is_found(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    chunk = next(path for path in sorted((Path(dst) / "x" / "c").rglob("*")) if path.is_file())
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(ds.CorruptPileStoreError, match="x"):
+        ds.verify(dst, src)
+
+
+def test_a_changed_parquet_value_is_named(parquet_store: tuple[str, str]) -> None:
+    src, dst = parquet_store
+    part = sorted(Path(dst).glob("part-*.parquet"))[0]
+    file = pq.ParquetFile(part)
+    groups = [file.read_row_group(index) for index in range(file.num_row_groups)]
+    first = groups[0]
+    labels = first.column("label").to_pylist()
+    labels[0] = (labels[0] or "") + "!"
+    groups[0] = first.set_column(first.schema.get_field_index("label"), "label", pa.array(labels, type=pa.string()))
+    with pq.ParquetWriter(part, file.schema_arrow) as writer:  # the same row groups (piles), one value changed
+        for group in groups:
+            writer.write_table(group)
+    with pytest.raises(ds.VerificationError, match="'label'") as caught:
+        ds.verify(dst, src)
+    assert caught.value.variable == "label"
+
+
+def test_variable_size_hashes_do_not_depend_on_how_rows_are_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = [b"", b"a", b"ab", b"ba", b"", b"abc" * 50, b"\x00", b"\x00\x00", b"a"]
+    column = pa.array(values, type=pa.binary())
+    whole = _verify._arrow_hashes(column)
+    monkeypatch.setattr(_verify, "_BYTES_AT_ONCE", 2)
+    assert np.array_equal(_verify._arrow_hashes(column), whole)
+    assert np.array_equal(_verify._arrow_hashes(column.slice(2, 5)), whole[2:7])
+    assert whole[0] == whole[4] and whole[1] == whole[8]  # equal values hash equal, others not
+    assert len(set(whole.tolist())) == 7
+    strings = pa.array([value.decode("latin-1") for value in values], type=pa.large_string())
+    assert np.array_equal(_verify._arrow_hashes(strings), whole)
+
+
+def test_fixed_size_hashes_follow_values_not_byte_order() -> None:
+    little = np.arange(10, dtype="<i4").reshape(5, 2)
+    assert np.array_equal(_verify._fixed_hashes(little), _verify._fixed_hashes(little.astype(">i4")))
+    hashes = _verify._fixed_hashes(np.array([0, 1, 2, 2**40], dtype=np.int64))
+    assert len(set(hashes.tolist())) == 4
+    assert _verify._fixed_hashes(np.zeros((0, 3), np.float32)).shape == (0,)
+
+
+@pytest.mark.slow
+def test_the_verify_command(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "daskshuffle", "verify", *args, "--scheduler", "threads"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    done = run(dst, src)
+    assert done.returncode == 0, done.stderr
+    assert f"{N_ROWS:,} rows" in done.stdout and "id" in done.stdout
+    y = zarr.open_group(dst, mode="r+")["y"]
+    y[0] = y[0] + 1
+    failed = run(dst)
+    assert failed.returncode == 1 and "variable 'y'" in failed.stderr and "Traceback" not in failed.stderr
+
+
+@pytest.mark.s3
+def test_verify_on_s3(tmp_path: Path, s3: Any) -> None:
+    src = s3.put(make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=50), "raw.zarr")
+    dst = s3.url("piles.zarr")
+    ds.shuffle_zarr(src, dst, 3, seed=0, storage_options=s3.storage_options)
+    assert ds.verify(dst, storage_options=s3.storage_options).n_rows == 500
