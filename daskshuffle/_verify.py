@@ -29,7 +29,8 @@ from ._errors import DaskShuffleValueError, VerificationError
 from ._graph import map_tasks
 from ._options import DEFAULT_BLOCK_MEMORY
 from ._parse import parse_nbytes, parse_path
-from .formats import Format, open_pile_reader
+from .formats import open_pile_reader
+from .formats._base import FileFormat
 
 __all__ = ["VerifyResult", "verify"]
 
@@ -160,7 +161,7 @@ def _add(parts: Sequence[dict[str, Any]], variables: Sequence[str]) -> dict[str,
 
 
 def _part(
-    side: str, variables: list[str], fmt: Format[Any], block: int, store: str, storage_options: Any, piles: range
+    side: str, variables: list[str], fmt: FileFormat[Any], block: int, store: str, storage_options: Any, piles: range
 ) -> tuple[str, dict[str, Any]]:
     """One task: the checksum of a block of the source, or of a run of piles of the store."""
     if side == "source":
@@ -209,7 +210,9 @@ class VerifyResult:
         )
 
 
-def _open_sources(kind: str, sources: list[str], variables: list[str], block_nbytes: int, storage_options: Any) -> Any:
+def _open_sources(
+    kind: str, sources: list[str], variables: list[str], block_nbytes: int, storage_options: Any
+) -> FileFormat[Any]:
     if kind == "zarr":
         from .formats._zarr import open_zarr_sources
 
@@ -218,9 +221,14 @@ def _open_sources(kind: str, sources: list[str], variables: list[str], block_nby
         )
     if kind == "parquet":
         from .formats._parquet import open_parquet_sources
+        from .formats._parquet_store import ParquetWriting
 
         return open_parquet_sources(
-            sources, columns=variables, block_nbytes=block_nbytes, storage_options=storage_options
+            sources,
+            columns=variables,
+            block_nbytes=block_nbytes,
+            writing=ParquetWriting(),
+            storage_options=storage_options,
         )
     raise DaskShuffleValueError(f"Expected a Zarr or Parquet pile store. Got a {kind!r} store instead.")
 
