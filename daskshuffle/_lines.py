@@ -19,9 +19,17 @@ from ._graph import map_tasks
 from ._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory, parse_shuffle_options
 from ._parse import parse_bool, parse_count
 from ._run import ShuffleResult, check_destination, run_shuffle
-from .formats._text import TextFormat, TextSource, open_text_sources
-from .formats._text_sample import order_sample, plan_sample, read_sample
+from .formats._text import BlockCount, TextFormat, TextSource, open_text_sources
+from .formats._text_sample import (
+    ONE_PASS_LINES,
+    count_and_sample,
+    finish_sample,
+    order_sample,
+    plan_sample,
+    read_sample,
+)
 from .formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
+from .formats._text_source import Lines
 
 __all__ = ["shuffle_lines"]
 
@@ -87,39 +95,44 @@ def _decompress(source: TextSource, spool: str, storage_options: dict[str, Any] 
     )
 
 
-def _sample(
-    fmt: TextFormat,
-    dst: str,
-    paths: list[str],
-    head_count: int,
-    seed: int,
-    *,
-    repeat: bool,
-    progress: bool,
-    began: float,
-) -> ShuffleResult:
-    """Read only the sampled lines, put them in a random order and write them."""
-    source = fmt.source
-    plan = plan_sample(fmt.n_lines, head_count, seed, replace=repeat)
-    parts = map_tasks(
-        read_sample,
-        [(source, block, lines) for block, lines in plan],
-        token=repr((source.files, seed)),
+def _count(source: TextSource, progress: bool) -> list[BlockCount]:
+    return map_tasks(
+        source.count_block,
+        [(block,) for block in range(source.n_blocks)],
+        token=repr((source.files, source.block_nbytes, source.header, source.delimiter)),
         progress=progress,
     )
-    rows = order_sample(parts, seed)
-    write_shards(rows, paths, source.header, source.storage_options)
-    return ShuffleResult(
-        path=dst,
-        n_rows=len(rows),
-        n_piles=1,
-        seed=seed,
-        pile_sizes=np.array([len(rows)], dtype=np.int64),
-        variables=[],
-        materialized=True,
-        seconds=time.perf_counter() - began,
-        n_tasks=len(plan) + source.n_blocks,
-    )
+
+
+def _sample(
+    source: TextSource, head_count: int, seed: int, *, repeat: bool, progress: bool
+) -> tuple[list[BlockCount], Lines | None, int]:
+    """The counts of every block, the sample in its output order, and the tasks run.
+
+    The sample is ``None`` when ``head_count`` takes every line (without
+    ``repeat``): then the lines are shuffled out of core instead.
+    """
+    token = repr((source.files, source.block_nbytes, source.header, source.delimiter, seed, head_count, repeat))
+    if head_count * source.n_blocks <= ONE_PASS_LINES:
+        results = map_tasks(
+            count_and_sample,
+            [(source, block, head_count, seed, repeat) for block in range(source.n_blocks)],
+            token=token,
+            progress=progress,
+        )
+        counts = [count for count, _ in results]
+        n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
+        if not repeat and head_count >= n_lines.sum():
+            return counts, None, len(results)
+        kept = [rows for _, rows in results]
+        return counts, finish_sample(kept, n_lines, head_count, seed, replace=repeat), len(results)
+    counts = _count(source, progress)
+    n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
+    if not repeat and head_count >= n_lines.sum():
+        return counts, None, len(counts)
+    plan = plan_sample(n_lines, head_count, seed, replace=repeat)
+    parts = map_tasks(read_sample, [(source, block, lines) for block, lines in plan], token=token, progress=progress)
+    return counts, order_sample(parts, seed), len(counts) + len(plan)
 
 
 def shuffle_lines(
@@ -278,15 +291,24 @@ def shuffle_lines(
     _paths.remove(spool, storage_options)
     try:
         source = _decompress(source, spool, storage_options, progress)
-        counts = map_tasks(
-            source.count_block,
-            [(block,) for block in range(source.n_blocks)],
-            token=repr((source.files, source.block_nbytes, source.header, source.delimiter)),
-            progress=progress,
-        )
+        if head is not None:
+            counts, sample, n_tasks = _sample(source, head, options.seed, repeat=repeat, progress=progress)
+            if sample is not None:
+                write_shards(sample, paths, source.header, storage_options)
+                return ShuffleResult(
+                    path=dst,
+                    n_rows=len(sample),
+                    n_piles=1,
+                    seed=options.seed,
+                    pile_sizes=np.array([len(sample)], dtype=np.int64),
+                    variables=[],
+                    materialized=True,
+                    seconds=time.perf_counter() - began,
+                    n_tasks=n_tasks,
+                )
+        else:
+            counts = _count(source, progress)
         fmt = TextFormat(source, counts)
-        if head is not None and (repeat or head < int(fmt.n_lines.sum())):
-            return _sample(fmt, dst, paths, head, options.seed, repeat=repeat, progress=progress, began=began)
         if n_output_files is not None or compression is not None:
             fmt = ShardedTextFormat(source, counts, paths, compression)
         _check_blocks_fit(fmt, options.pile_nbytes)

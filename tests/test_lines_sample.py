@@ -13,8 +13,9 @@ import pytest
 import zstandard
 from scipy import stats
 
+import daskshuffle._lines
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileStoreExistsError, shuffle_lines
-from daskshuffle.formats._text_sample import order_sample, plan_sample
+from daskshuffle.formats._text_sample import finish_sample, keep_block_sample, order_sample, plan_sample
 
 #: A correct implementation fails a chi-square test below with probability 1e-7.
 P_VALUE = 1e-7
@@ -83,24 +84,34 @@ def test_repeat_draws_with_replacement(tmp_path: Path) -> None:
     assert not (tmp_path / "forever.txt").exists()
 
 
-def _ordered_samples(n_lines: list[int], n_sample: int, replace: bool, n_runs: int) -> Counter[tuple[int, ...]]:
-    """How often each ordered sample of line numbers comes out of the plan and the output order, over seeds."""
+def _ordered_samples(
+    n_lines: list[int], n_sample: int, replace: bool, n_runs: int, one_pass: bool
+) -> Counter[tuple[int, ...]]:
+    """How often each ordered sample of line numbers comes out, over seeds, by either way of sampling."""
     starts = np.concatenate([[0], np.cumsum(n_lines)])
+    blocks = [pa.array([b"%d" % i for i in range(a, b)], pa.large_binary()) for a, b in itertools.pairwise(starts)]
     seen: Counter[tuple[int, ...]] = Counter()
     for seed in range(n_runs):
-        plan = plan_sample(np.array(n_lines), n_sample, seed, replace=replace)
-        parts = [
-            pa.array([b"%d" % (starts[block] + line) for line in lines], pa.large_binary()) for block, lines in plan
-        ]
-        seen[tuple(int(value) for value in order_sample(parts, seed).to_pylist())] += 1
+        if one_pass:
+            kept = [
+                keep_block_sample(rows, block, n_sample, seed, replace=replace) for block, rows in enumerate(blocks)
+            ]
+            sample = finish_sample(kept, np.array(n_lines), n_sample, seed, replace=replace)
+        else:
+            plan = plan_sample(np.array(n_lines), n_sample, seed, replace=replace)
+            sample = order_sample([blocks[block].take(pa.array(lines)) for block, lines in plan], seed)
+        seen[tuple(int(value) for value in sample.to_pylist())] += 1
     return seen
 
 
+@pytest.mark.parametrize("one_pass", [True, False], ids=["one-pass", "count-then-read"])
 @pytest.mark.parametrize(
     ("n_lines", "n_sample", "replace"),
-    [([2, 0, 3, 1], 3, False), ([1, 4], 2, False), ([1, 3], 2, True), ([3, 0, 2], 3, True)],
+    [([2, 0, 3, 1], 2, False), ([1, 4], 3, False), ([1, 3], 2, True), ([3, 0, 2], 2, True)],
 )
-def test_every_ordered_sample_is_equally_likely(n_lines: list[int], n_sample: int, replace: bool) -> None:
+def test_every_ordered_sample_is_equally_likely(
+    n_lines: list[int], n_sample: int, replace: bool, one_pass: bool
+) -> None:
     """Across blocks of uneven sizes (and an empty one): uniform over ordered samples (seeded chi-square)."""
     n = sum(n_lines)
     outcomes = (
@@ -108,11 +119,26 @@ def test_every_ordered_sample_is_equally_likely(n_lines: list[int], n_sample: in
         if replace
         else list(itertools.permutations(range(n), n_sample))
     )
-    n_runs = 100 * len(outcomes)
-    seen = _ordered_samples(n_lines, n_sample, replace, n_runs)
+    seen = _ordered_samples(n_lines, n_sample, replace, 100 * len(outcomes), one_pass)
     assert set(seen) <= set(outcomes)
     observed = [seen[outcome] for outcome in outcomes]
     assert stats.chisquare(observed).pvalue > P_VALUE, observed
+
+
+def test_both_ways_give_a_sample_of_the_input(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large K reads the sampled lines after counting, instead of keeping K lines of every block."""
+    lines = set(split(src.read_bytes()))
+    for one_pass_lines in (10**6, 0):
+        monkeypatch.setattr(daskshuffle._lines, "ONE_PASS_LINES", one_pass_lines)
+        for repeat in (False, True):
+            out = tmp_path / f"out-{one_pass_lines}-{repeat}.txt"
+            result = shuffle_lines(src, out, seed=0, head_count=120, repeat=repeat, block_memory=500)
+            sample = split(out.read_bytes())
+            assert result.n_rows == len(sample) == 120 and set(sample) <= lines
+            assert repeat or len(set(sample)) == 120
+        out = tmp_path / f"all-{one_pass_lines}.txt"
+        assert shuffle_lines(src, out, seed=0, head_count=300, block_memory=500).n_piles >= 1
+        assert sorted(split(out.read_bytes())) == sorted(lines)
 
 
 def test_a_sample_of_more_lines_than_the_hypergeometric_sampler_takes() -> None:

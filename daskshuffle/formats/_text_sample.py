@@ -1,19 +1,23 @@
 """A uniform sample of K lines of text files, read without shuffling the rest (``shuffle_lines(head_count=K)``).
 
-Once the lines of every block are counted, the sample is planned as
-positions: K of the ``n`` lines, drawn uniformly from the seed (distinct, or
-with replacement), each a block and a line inside it. Only the blocks that hold
-a position are read, and only those lines are kept; the sample, gathered in
-memory, is then put in a uniformly random order. The plan depends only on the
-seed and the counts, never on the workers.
+Two exact ways, chosen by the size of what they hold:
 
-Without replacement, the number of positions in each block is drawn from the
-multivariate hypergeometric distribution, then the positions inside each
-block uniformly without replacement: together a uniformly chosen set of K
-lines, with memory for K positions whatever the size of the input. (Beyond
-``10**9`` lines, which NumPy's sampler does not take, ``Generator.choice`` over
-all lines is used instead.) With replacement, K positions are drawn
-independently and uniformly.
+- **One pass** (when K times the number of blocks is at most
+  :data:`ONE_PASS_LINES`): each task counts the lines of its block and keeps
+  a uniform sample of K of them, in a random order (all of them, if fewer; K
+  independent draws with replacement). The driver then draws how many lines
+  each block gives, and takes that many from the front of each block's sample.
+- **Count, then read** (otherwise): once every block is counted, K positions
+  among all lines are drawn, and only the blocks that hold one are read, for
+  only those lines. Memory: K positions and K lines.
+
+Without replacement, the number of lines from each block is drawn from the
+multivariate hypergeometric distribution (beyond ``10**9`` lines, which
+NumPy's sampler does not take, from positions drawn by ``Generator.choice``),
+so the union is a uniformly chosen set of K lines; with replacement, K
+positions are drawn independently and uniformly. Either way the sample is
+output in a uniformly random order, and every draw comes from the seed and the
+counts, never from the workers.
 """
 
 from __future__ import annotations
@@ -27,31 +31,51 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
-from ._text_source import Lines, TextSource, _memory_pool
+from ._text_source import BlockCount, Lines, TextSource, _memory_pool, _offsets
 
-__all__ = ["order_sample", "plan_sample", "read_sample"]
+__all__ = [
+    "ONE_PASS_LINES",
+    "count_and_sample",
+    "finish_sample",
+    "keep_block_sample",
+    "order_sample",
+    "plan_sample",
+    "read_sample",
+]
 
+#: The one-pass sample holds up to K lines of every block: used while K x blocks is at most this.
+ONE_PASS_LINES = 2**18
 #: The most lines NumPy's multivariate hypergeometric sampler takes.
 _HYPERGEOMETRIC_LIMIT = 10**9
 
 
-def _positions(n_lines: NDArray[np.int64], n_sample: int, rng: np.random.Generator, replace: bool) -> NDArray[np.int64]:
-    """Sorted positions among all ``n_lines.sum()`` lines: ``n_sample`` of them."""
+def _take(rows: Lines, index: NDArray[np.int64]) -> Lines:
+    # take copies the few lines kept: a task's result does not hold on to its whole block.
+    return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=_memory_pool())
+
+
+def _starts(n_lines: NDArray[np.int64]) -> NDArray[np.int64]:
+    return np.concatenate([[0], np.cumsum(n_lines)]).astype(np.int64)
+
+
+def _per_block(n_lines: NDArray[np.int64], n_sample: int, rng: np.random.Generator, replace: bool) -> NDArray[np.int64]:
+    """How many of the ``n_sample`` lines each block gives."""
     total = int(n_lines.sum())
     if replace:
-        return np.sort(rng.integers(0, total, n_sample, dtype=np.int64))
-    if total >= _HYPERGEOMETRIC_LIMIT:
-        return np.sort(rng.choice(total, n_sample, replace=False, shuffle=False).astype(np.int64))
-    per_block = rng.multivariate_hypergeometric(n_lines, n_sample)
-    starts = np.concatenate([[0], np.cumsum(n_lines)]).astype(np.int64)
-    chosen = [
-        np.sort(rng.choice(int(n_lines[block]), int(count), replace=False)).astype(np.int64) + starts[block]
-        for block, count in enumerate(per_block.tolist())
-        if count
-    ]
-    return np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+        positions = rng.integers(0, total, n_sample, dtype=np.int64)
+    elif total >= _HYPERGEOMETRIC_LIMIT:
+        positions = rng.choice(total, n_sample, replace=False, shuffle=False).astype(np.int64)
+    else:
+        return rng.multivariate_hypergeometric(n_lines, n_sample).astype(np.int64)
+    blocks = np.searchsorted(_starts(n_lines), positions, side="right") - 1
+    return np.bincount(blocks, minlength=len(n_lines)).astype(np.int64)
 
 
+def _rng(seed: int, purpose: str, replace: bool) -> np.random.Generator:
+    return make_rng(seed, purpose + ("-replace" if replace else ""))
+
+
+# -- count, then read ---------------------------------------------------------
 def plan_sample(
     n_lines: NDArray[np.int64], n_sample: int, seed: int, *, replace: bool
 ) -> list[tuple[int, NDArray[np.int64]]]:
@@ -66,24 +90,14 @@ def plan_sample(
     (4, True)
     """
     n_lines = np.asarray(n_lines, dtype=np.int64)
-    positions = _positions(
-        n_lines, n_sample, make_rng(seed, "sample-lines-replace" if replace else "sample-lines"), replace
-    )
-    starts = np.concatenate([[0], np.cumsum(n_lines)]).astype(np.int64)
-    blocks = np.searchsorted(starts, positions, side="right") - 1
-    cuts = np.flatnonzero(np.diff(blocks)) + 1
-    return [
-        (int(group_blocks[0]), group - starts[group_blocks[0]])
-        for group, group_blocks in zip(np.split(positions, cuts), np.split(blocks, cuts), strict=True)
-        if len(group)
-    ]
-
-
-def order_sample(parts: Sequence[Lines], seed: int) -> Lines:
-    """The sampled lines of every block (in block order), in a uniformly random order."""
-    rows = pa.concat_arrays(list(parts), memory_pool=_memory_pool()) if parts else pa.array([], pa.large_binary())
-    order = make_rng(seed, "sample-order").permutation(len(rows))
-    return pc.take(rows, pa.array(order, type=pa.int64()), memory_pool=_memory_pool())
+    rng = _rng(seed, "sample-lines", replace)
+    plan = []
+    for block, count in enumerate(_per_block(n_lines, n_sample, rng, replace).tolist()):
+        if count:
+            size = int(n_lines[block])
+            lines = rng.integers(0, size, count) if replace else rng.choice(size, count, replace=False)
+            plan.append((block, np.sort(lines).astype(np.int64)))
+    return plan
 
 
 def read_sample(source: TextSource, block: int, lines: NDArray[np.int64]) -> Lines:
@@ -95,5 +109,37 @@ def read_sample(source: TextSource, block: int, lines: NDArray[np.int64]) -> Lin
             f"{source.files[source.block(block).file].path!r}, as counted. Got {len(rows):,} instead; "
             "do not change a source while it is being sampled."
         )
-    # take copies the few lines kept: the task's result does not hold on to its whole block.
-    return pc.take(rows, pa.array(lines, type=pa.int64()), memory_pool=_memory_pool())
+    return _take(rows, lines)
+
+
+# -- one pass -----------------------------------------------------------------
+def keep_block_sample(rows: Lines, block: int, n_keep: int, seed: int, *, replace: bool) -> Lines:
+    """Up to ``n_keep`` lines of ``rows``, uniformly chosen, in a uniformly random order (or drawn with replacement)."""
+    rng = make_rng(seed, "sample-block-replace" if replace else "sample-block", block)
+    if not len(rows):
+        return _take(rows, np.zeros(0, dtype=np.int64))
+    if replace:
+        return _take(rows, rng.integers(0, len(rows), n_keep))
+    return _take(rows, rng.choice(len(rows), min(n_keep, len(rows)), replace=False))
+
+
+def count_and_sample(source: TextSource, block: int, n_keep: int, seed: int, replace: bool) -> tuple[BlockCount, Lines]:
+    """The lines of block ``block`` counted, and up to ``n_keep`` of them kept (a task of the one-pass sample)."""
+    rows = source.read_lines(block)
+    offsets = _offsets(rows)
+    count = BlockCount(len(rows), int(offsets[-1] - offsets[0]))
+    return count, keep_block_sample(rows, block, n_keep, seed, replace=replace)
+
+
+def finish_sample(
+    kept: Sequence[Lines], n_lines: NDArray[np.int64], n_sample: int, seed: int, *, replace: bool
+) -> Lines:
+    """The sample from what each block kept: the first of them, as many as its block gives, in a random order."""
+    per_block = _per_block(np.asarray(n_lines, dtype=np.int64), n_sample, _rng(seed, "sample-lines", replace), replace)
+    return order_sample([rows.slice(0, int(count)) for rows, count in zip(kept, per_block, strict=True) if count], seed)
+
+
+def order_sample(parts: Sequence[Lines], seed: int) -> Lines:
+    """The sampled lines of every block (in block order), in a uniformly random order."""
+    rows = pa.concat_arrays(list(parts), memory_pool=_memory_pool()) if parts else pa.array([], pa.large_binary())
+    return _take(rows, make_rng(seed, "sample-order").permutation(len(rows)))
