@@ -38,7 +38,7 @@ import zarr
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
-from .._paths import exists, filesystem, normalize
+from .._paths import exists, filesystem, normalize, url_options
 from ._base import PileReader, check_pile_metadata, select_variables
 from ._layout import LAYOUT_KEY
 from ._zarr import _METADATA_KEY, ArrayRows, _concat, _read_in_runs, _take
@@ -151,7 +151,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
                 f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead."
             )
         try:
-            group = zarr.open_group(normalize(store), mode="r", storage_options=storage_options)
+            group = zarr.open_group(normalize(store), mode="r", storage_options=url_options(store, storage_options))
         except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
             raise IncompletePileStoreError(
                 f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead."
