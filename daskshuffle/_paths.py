@@ -18,7 +18,6 @@ __all__ = [
     "check_location",
     "exists",
     "filesystem",
-    "is_local",
     "is_url",
     "normalize",
     "overlaps",
@@ -98,10 +97,6 @@ def exists(path: PathLike, storage_options: dict[str, Any] | None = None) -> boo
         if isinstance(error, StorageAccessError):
             raise
         raise _access_error(path, error) from error
-
-
-def is_local(path: PathLike, storage_options: dict[str, Any] | None = None) -> bool:
-    return isinstance(filesystem(path, storage_options)[0], LocalFileSystem)
 
 
 def check_location(path: PathLike, storage_options: dict[str, Any] | None, name: str) -> None:

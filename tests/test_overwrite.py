@@ -142,3 +142,33 @@ def test_a_store_records_the_blocks_its_order_depends_on(tmp_path: Path) -> None
     assert recorded[0]["blocks"] == {"block_memory": 1_500, "lengths": [[50, 20]]}
     assert recorded[1]["blocks"] == {"block_memory": 2**20, "lengths": [[1_000, 1]]}
     assert recorded[0]["fingerprint"] != recorded[1]["fingerprint"]
+
+
+@pytest.mark.slow
+def test_a_killed_overwrite_leaves_the_old_store_whole(tmp_path: Path) -> None:
+    """The client killed while the new store is being built: the old one is still complete, unchanged."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src = make_zarr_source(tmp_path / "raw.zarr", 20_000, chunk_rows=200, width=16)
+    dst = tmp_path / "piles.zarr"
+    ds.shuffle_zarr(src, str(dst), 4, seed=0)
+    before, old_ids = tree_digest(dst), _ids(str(dst))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daskshuffle", "zarr", src, str(dst), "--n-piles", "50", "--seed", "1",
+         "--overwrite", "--block-memory", "8KiB", "--scheduler", "sync"],
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    staging = tmp_path / "piles.zarr.daskshuffle-new"
+    while not (staging / "zarr.json").exists():  # the new store is being built: kill the client now
+        assert process.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.002)
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=60)
+    assert tree_digest(dst) == before and np.array_equal(_ids(str(dst)), old_ids)
+    # The next run clears what the killed one left and replaces the store.
+    ds.shuffle_zarr(src, str(dst), 50, seed=1, overwrite=True)
+    assert open_pile_reader(str(dst)).metadata["seed"] == 1
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("piles")) == ["piles.zarr"]

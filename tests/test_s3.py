@@ -186,3 +186,29 @@ def test_zarr_s3_to_s3_on_a_cluster(tmp_path: Path, s3: Any, zarr_pair: tuple[st
         )
         assert ds.verify(s3.url("piles.zarr"), storage_options=s3.storage_options).n_rows == N_ROWS
     _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
+
+
+def test_loader_with_wrong_credentials_names_the_store(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
+    from s3 import storage_options
+
+    _, remote = zarr_pair
+    ds.shuffle_zarr(remote, s3.url("piles.zarr"), 2, seed=0, storage_options=s3.storage_options)
+    s3.require_auth(True)
+    try:
+        with pytest.raises(ds.StorageAccessError, match="credentials") as caught:
+            ds.PileLoader(s3.url("piles.zarr"), batch_size=10, storage_options=storage_options(s3.endpoint, "no", "no"))
+    finally:
+        s3.require_auth(False)
+    assert s3.url("piles.zarr") in str(caught.value) and isinstance(caught.value, PermissionError)
+
+
+def test_one_storage_options_for_local_and_s3_paths(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
+    # A user passes the same storage_options to every call; local paths ignore them.
+    local, remote = zarr_pair
+    options = s3.storage_options
+    ds.shuffle_zarr(remote, str(tmp_path / "from-s3.zarr"), 3, seed=0, storage_options=options)
+    ds.shuffle_zarr(local, s3.url("from-local.zarr"), 3, seed=0, storage_options=options)
+    _assert_same(_arrays(str(tmp_path / "from-s3.zarr")), _arrays(s3.url("from-local.zarr"), options))
+    with ds.PileLoader(str(tmp_path / "from-s3.zarr"), batch_size=500, seed=0, storage_options=options) as loader:
+        assert sum(len(batch["id"]) for batch in loader) == N_ROWS
+    assert ds.verify(str(tmp_path / "from-s3.zarr"), remote, storage_options=options).n_rows == N_ROWS

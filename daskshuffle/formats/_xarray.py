@@ -64,7 +64,9 @@ def open_dataset(ds: object, storage_options: dict[str, Any] | None) -> tuple[xr
             consolidated = _paths.exists(f"{root}/.zmetadata", storage_options) or _has_consolidated_v3(
                 root, storage_options
             )
-            opened = xr.open_zarr(path, consolidated=consolidated, storage_options=storage_options)
+            opened = xr.open_zarr(
+                path, consolidated=consolidated, storage_options=_paths.url_options(path, storage_options)
+            )
         else:
             opened = xr.open_dataset(path, chunks={})
     except (OSError, ValueError, TypeError) as error:
@@ -158,8 +160,9 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
 
     # -- the destination -----------------------------------------------------
     def _open(self, dst: str) -> str | Any:
-        if self.storage_options:
-            return zarr.storage.FsspecStore.from_url(dst, storage_options=self.storage_options)
+        options = _paths.url_options(dst, self.storage_options)
+        if options:
+            return zarr.storage.FsspecStore.from_url(dst, storage_options=options)
         return normalize(dst)
 
     def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:

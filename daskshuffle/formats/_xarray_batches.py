@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from .._paths import normalize
+from .._paths import normalize, url_options
 
 __all__ = ["DatasetBatches"]
 
@@ -43,7 +43,11 @@ class DatasetBatches:
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         raw = xr.open_zarr(
-            normalize(store), chunks=None, decode_cf=False, consolidated=None, storage_options=storage_options
+            normalize(store),
+            chunks=None,
+            decode_cf=False,
+            consolidated=None,
+            storage_options=url_options(store, storage_options),
         )
         self.names = list(names)
         self.dims = {name: raw[name].dims for name in names}

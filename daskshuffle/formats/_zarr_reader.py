@@ -38,7 +38,7 @@ import zarr
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
-from .._paths import exists, filesystem, normalize
+from .._paths import exists, filesystem, normalize, url_options
 from ._arrays import ArrayRows
 from ._arrays import concat_rows as _concat
 from ._arrays import take_rows as _take
@@ -157,7 +157,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
                 f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead."
             )
         try:
-            group = zarr.open_group(normalize(store), mode="r", storage_options=storage_options)
+            group = zarr.open_group(normalize(store), mode="r", storage_options=url_options(store, storage_options))
         except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
             raise IncompletePileStoreError(
                 f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead."
