@@ -11,7 +11,8 @@ Then, with ``--cap``, each again under an address-space limit per process
 Two more comparisons, chosen with ``--only``: ``sample`` runs
 ``daskshuffle lines -n K`` against ``shuf -n K`` (``wc -l``, one pass over the
 input, for scale); ``shards`` writes the shuffle into ``--n-output-files``
-files, plain and ``.gz``, against the single output file. ``--rounds N``
+files, plain and ``.gz``, against the single output file (``cp`` and
+single-threaded ``gzip -6`` for scale). ``--rounds N``
 repeats each command and reports medians.
 
     python benchmarks/bench_lines.py --size 2GB --dir /tmp/bench-lines --only sample shards --rounds 3
@@ -131,13 +132,15 @@ def commands_for(group: str, src: Path, out: Path, root: Path, args: argparse.Na
         "daskshuffle lines -o 1 file": [*daskshuffle, "-o", str(out), "--overwrite"],
         f"... --n-output-files {n}": [*daskshuffle, "-o", shards, "--n-output-files", n, "--overwrite"],
         f"... --n-output-files {n} .gz": [*daskshuffle, "-o", shards + ".gz", "--n-output-files", n, "--overwrite"],
+        "cp": ["cp", str(src), str(out)],
+        "gzip -6 (one core)": ["sh", "-c", f"gzip -6 -c {src} > {out}"],
     }
 
 
 def check_output(name: str, out: Path, root: Path, src: Path, args: argparse.Namespace) -> str:
     """What is wrong with the output of ``name``, or an empty string."""
     size = src.stat().st_size
-    if name.startswith(("cp", "wc")):
+    if name.startswith(("cp", "wc", "gzip")):
         return ""
     if " -n " in name:
         n_lines = out.read_bytes().count(b"\n")

@@ -163,11 +163,13 @@ def shuffle_lines(
 
     With ``head_count=K`` (``shuf -n K``) only K lines are output: K distinct
     lines chosen uniformly at random (every set of K equally likely), in a
-    uniformly random order. They are sampled, not shuffled: once the lines of
-    every block are counted, K positions are drawn from the seed and only the
-    blocks that hold one are read. The K lines are held in memory once, as
-    ``shuf -n`` does. If K is at least the number of lines, every line is
-    output, shuffled out of core as without ``head_count``.
+    uniformly random order. They are sampled, not shuffled, in one pass: each
+    task counts its block and keeps a uniform sample of up to K of its lines,
+    and K lines are drawn from those. When K times the number of blocks exceeds
+    262,144, the blocks are counted first instead, K positions drawn, and only
+    those lines read. The sample is held in memory, as ``shuf -n`` holds it.
+    If K is at least the number of lines, every line is output, shuffled out
+    of core as without ``head_count``.
 
     The work runs as dask graphs on the active scheduler: the current
     ``distributed.Client`` if there is one, dask's default otherwise.

@@ -246,3 +246,17 @@ def test_output_files_on_another_filesystem() -> None:
         assert sorted(fs.ls("/shards-out", detail=False)) == ["/shards-out/x0.txt.gz", "/shards-out/x1.txt.gz"]
     finally:
         fs.rm(["/shards-in", "/shards-out"], recursive=True)
+
+
+@pytest.mark.cluster
+def test_same_sample_and_files_on_a_local_cluster(src: Path, tmp_path: Path, cluster_client) -> None:
+    import dask
+
+    for name, kwargs in [("sample.txt", {"head_count": 25}), ("part-{}.txt.gz", {"n_output_files": 3, "n_piles": 2})]:
+        with cluster_client.as_current():
+            shuffle_lines(src, tmp_path / "cluster" / name, seed=2, block_memory=500, **kwargs)
+        with dask.config.set(scheduler="sync"):
+            shuffle_lines(src, tmp_path / "sync" / name, seed=2, block_memory=500, **kwargs)
+    for path in sorted((tmp_path / "sync").iterdir()):
+        assert (tmp_path / "cluster" / path.name).read_bytes() == path.read_bytes(), path.name
+    assert len(list((tmp_path / "sync").iterdir())) == 4

@@ -107,13 +107,19 @@ def write_shards(rows: Lines, paths: Sequence[str], header: bytes, storage_optio
     """Write ``rows``, already in order, into ``paths`` in near-equal runs (each file under a temporary name first)."""
     starts = shard_starts(len(rows), len(paths))
     written = []
-    for index, path in enumerate(paths):
-        fs, partial = filesystem(_partial(path), storage_options)
-        part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
-        fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
-        with fs.open(partial, "wb") as file:
-            file.write(compress(header + bytes(_line_bytes(part)), output_compression(path)))
-        written.append((fs, partial, path))
+    try:
+        for index, path in enumerate(paths):
+            fs, partial = filesystem(_partial(path), storage_options)
+            written.append((fs, partial, path))
+            part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
+            fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
+            with fs.open(partial, "wb") as file:
+                file.write(compress(header + bytes(_line_bytes(part)), output_compression(path)))
+    except BaseException:
+        for fs, partial, _ in written:
+            if fs.exists(partial):
+                fs.rm(partial)
+        raise
     for fs, partial, path in written:
         _move(fs, partial, filesystem(path, storage_options)[1])
 

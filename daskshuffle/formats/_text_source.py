@@ -3,7 +3,9 @@
 A row is one line's bytes including its ``\\n`` (a ``\\r`` before it stays,
 so CRLF files keep CRLF); a final line without a newline gets one. Nothing is
 decoded: any encoding that writes ``\\n`` as the byte ``0x0A`` (ASCII, UTF-8,
-Latin-1, ...) round-trips byte for byte.
+Latin-1, ...) round-trips byte for byte. A source may end its lines with another
+single byte instead (``delimiter``, NUL for ``shuf -z``): counting, cutting
+blocks and splitting lines all look for that byte.
 
 Rows in memory are a :class:`pyarrow.LargeBinaryArray` (one buffer of bytes
 and one of offsets): gathering lines of any length into a new order is one
