@@ -14,12 +14,12 @@ from typing import Any, Literal
 import numpy as np
 
 from . import _paths
-from ._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ._errors import DaskShuffleValueError
 from ._graph import map_tasks
 from ._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory, parse_shuffle_options
 from ._parse import parse_bool, parse_count
 from ._run import ShuffleResult, check_destination, run_shuffle
-from .formats._text import BlockCount, TextFormat, TextSource, open_text_sources
+from .formats._text import BlockCount, TextFormat, TextSource, open_text_sources, parse_delimiter, parse_sources
 from .formats._text_sample import (
     ONE_PASS_LINES,
     count_and_sample,
@@ -35,45 +35,6 @@ __all__ = ["shuffle_lines"]
 
 
 PathLike = str | os.PathLike[str]
-
-
-def parse_sources(value: object) -> list[str]:
-    """One path, URL or glob, or a non-empty list of them, as strings."""
-    items: list[object] = list(value) if isinstance(value, list | tuple) else [value]
-    if not items:
-        raise DaskShuffleValueError("Expected src to name at least one text file. Got an empty list instead.")
-    sources = []
-    for item in items:
-        if not isinstance(item, str | os.PathLike) or not os.fspath(item):
-            raise DaskShuffleTypeError(
-                f"Expected src to be a path, URL or glob, or a list of them. Got {item!r} instead."
-            )
-        sources.append(os.fspath(item))
-    return sources
-
-
-def parse_delimiter(value: object) -> bytes:
-    """One byte that ends a line: ``b"\\n"`` or ``b"\\0"`` for zero-terminated records, as bytes or str."""
-    delimiter = value.encode("latin-1") if isinstance(value, str) and len(value) == 1 else value
-    if not isinstance(delimiter, bytes) or len(delimiter) != 1:
-        raise DaskShuffleValueError(
-            f"Expected delimiter to be one byte, such as b'\\n' or b'\\0'. Got {value!r} instead.",
-            parameter="delimiter",
-        )
-    return delimiter
-
-
-def _check_blocks_fit(fmt: TextFormat, pile_nbytes: int) -> None:
-    """A block is read whole by one task: it must fit the memory a pile may take."""
-    for block, count in enumerate(fmt.counts or ()):
-        nbytes = count.n_bytes + 8 * count.n_lines
-        if nbytes > pile_nbytes:
-            path = fmt.source.files[fmt.source.block(block).file].path
-            raise DaskShuffleValueError(
-                f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). Got "
-                f"{count.n_bytes:,} bytes in {count.n_lines:,} lines of {path!r} instead; raise pile_memory, or "
-                "lower block_memory (a block also holds the rest of a line that runs past its end)."
-            )
 
 
 def _decompress(source: TextSource, spool: str, storage_options: dict[str, Any] | None, progress: bool) -> TextSource:
@@ -313,7 +274,7 @@ def shuffle_lines(
         fmt = TextFormat(source, counts)
         if n_output_files is not None or compression is not None:
             fmt = ShardedTextFormat(source, counts, paths, compression)
-        _check_blocks_fit(fmt, options.pile_nbytes)
+        fmt.check_blocks_fit(options.pile_nbytes)
         return run_shuffle(fmt, options, variables=[])
     finally:
         _paths.remove(spool, storage_options)

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._paths import filesystem, sibling
 from ._base import Destination, FileSource, Pieces
 from ._text_source import (
@@ -37,7 +37,7 @@ from ._text_source import (
     open_text_sources,
 )
 
-__all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources"]
+__all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"]
 
 _PARTIAL_SUFFIX = ".daskshuffle-partial"
 
@@ -93,6 +93,18 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
                 "do not change a source while it is being shuffled."
             )
         return lines
+
+    def check_blocks_fit(self, pile_nbytes: int) -> None:
+        """A block is read whole by one task: it must fit the memory a pile may take."""
+        for block, count in enumerate(self.counts or ()):
+            nbytes = count.n_bytes + 8 * count.n_lines
+            if nbytes > pile_nbytes:
+                path = self.source.files[self.source.block(block).file].path
+                raise DaskShuffleValueError(
+                    f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). "
+                    f"Got {count.n_bytes:,} bytes in {count.n_lines:,} lines of {path!r} instead; raise pile_memory, "
+                    "or lower block_memory (a block also holds the rest of a line that runs past its end)."
+                )
 
     def describe_source(self) -> list[Any]:
         return self.source.describe()
@@ -205,3 +217,29 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         fs, partial = filesystem(_partial_path(dst), self.storage_options)
         if fs.exists(partial):
             fs.rm(partial, recursive=True)
+
+
+def parse_sources(value: object) -> list[str]:
+    """One path, URL or glob, or a non-empty list of them, as strings."""
+    items: list[object] = list(value) if isinstance(value, list | tuple) else [value]
+    if not items:
+        raise DaskShuffleValueError("Expected src to name at least one text file. Got an empty list instead.")
+    sources = []
+    for item in items:
+        if not isinstance(item, str | os.PathLike) or not os.fspath(item):
+            raise DaskShuffleTypeError(
+                f"Expected src to be a path, URL or glob, or a list of them. Got {item!r} instead."
+            )
+        sources.append(os.fspath(item))
+    return sources
+
+
+def parse_delimiter(value: object) -> bytes:
+    """One byte that ends a line: ``b"\\n"`` or ``b"\\0"`` for zero-terminated records, as bytes or str."""
+    delimiter = value.encode("latin-1") if isinstance(value, str) and len(value) == 1 else value
+    if not isinstance(delimiter, bytes) or len(delimiter) != 1:
+        raise DaskShuffleValueError(
+            f"Expected delimiter to be one byte, such as b'\\n' or b'\\0'. Got {value!r} instead.",
+            parameter="delimiter",
+        )
+    return delimiter

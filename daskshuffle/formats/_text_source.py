@@ -37,7 +37,14 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError, SourceNotFoundError
 from .._paths import filesystem, is_url, normalize
 
-__all__ = ["BlockCount", "Lines", "TextBlock", "TextFile", "TextSource", "open_text_sources"]
+__all__ = [
+    "BlockCount",
+    "Lines",
+    "TextBlock",
+    "TextFile",
+    "TextSource",
+    "open_text_sources",
+]
 
 Lines: TypeAlias = pa.LargeBinaryArray
 

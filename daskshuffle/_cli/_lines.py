@@ -1,0 +1,283 @@
+"""`daskshuffle lines`: shuf for files larger than memory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+
+from .._options import (
+    DEFAULT_LINES_BLOCK_MEMORY,
+    DEFAULT_LINES_PILE_MEMORY,
+)
+from ._common import (
+    STDIO,
+    NPiles,
+    cli,
+    cluster_options,
+    progress_on_stderr,
+    session,
+    show_progress,
+    summary,
+)
+
+EXAMPLES_LINES = """\b
+Examples:
+  daskshuffle lines big.jsonl --seed 0 > shuffled.jsonl
+  daskshuffle lines big.jsonl -n 1000 --seed 0              # like shuf -n: 1000 lines, sampled
+  daskshuffle lines 'corpus/*.txt.gz' extra.txt -o train.txt --workers 4 --memory-limit 2GiB
+  daskshuffle lines big.jsonl -o 'train-{:05d}.jsonl.gz' --n-output-files 64
+  daskshuffle lines table.csv -o shuffled.csv --header
+  find . -print0 | daskshuffle lines -z | xargs -0 ls -d
+  daskshuffle lines -e heads tails -r -n 10 ; daskshuffle lines -i 1-100 -n 5
+"""
+
+#: -e and -i lines are written in batches of this many.
+_ECHO_BATCH = 2**16
+
+
+def _head_count(value: str | None) -> int | None:
+    """``-n K`` as shuf reads it: a count >= 0 (a bad one exits with status 1, as shuf's does)."""
+    if value is None:
+        return None
+    try:
+        count = int(value)
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise click.ClickException(f"Expected -n to be a line count >= 0. Got {value!r} instead.")
+    return count
+
+
+def _input_range(value: str) -> tuple[int, int]:
+    """``-i LO-HI``: the numbers LO to HI; HI may be LO - 1 (no numbers), as in shuf."""
+    low, _, high = value.partition("-")
+    if not (low.isdigit() and high.isdigit()) or int(high) < int(low) - 1:
+        raise click.ClickException(
+            f"Expected -i to be a range LO-HI of integers >= 0 with LO <= HI + 1, as in shuf. Got {value!r} instead."
+        )
+    return int(low), int(high)
+
+
+@cli.command(epilog=EXAMPLES_LINES, short_help="Shuffle the lines of text files, exactly, out of core (shuf).")
+@click.argument("inputs", nargs=-1, metavar="[IN]...")
+@click.option("-o", "--output", metavar="OUT", help="The output file, or - for standard output.  [default: -]")
+@click.option("-n", "--head-count", metavar="K", help="Output at most K lines, chosen uniformly at random.")
+@click.option("-r", "--repeat", is_flag=True, help="With -n K: K lines drawn with replacement.")
+@click.option("-z", "--zero-terminated", is_flag=True, help="Lines end in NUL, not newline.")
+@click.option("-e", "--echo", is_flag=True, help="Shuffle the arguments IN... as lines (in memory).")
+@click.option("-i", "--input-range", metavar="LO-HI", help="Shuffle the numbers LO to HI (in memory).")
+@click.option("--random-source", metavar="FILE", hidden=True)
+@click.option("--seed", type=int, help="Same input and seed give the same output.  [default: drawn and reported]")
+@click.option(
+    "--n-output-files",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Write N files of near-equal line counts, named by OUT with a field such as 'train-{:05d}.jsonl'.",
+)
+@click.option("--n-piles", type=NPiles(), default="auto", show_default=True, help="Piles; auto fits --pile-memory.")
+@click.option("--header", is_flag=True, help="Keep the first line of the first file at the top.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--tmp", metavar="DIR", help="Where pieces (and a spooled stdin) go.  [default: next to OUT]")
+@click.option(
+    "--pile-memory",
+    default=DEFAULT_LINES_PILE_MEMORY,
+    show_default=True,
+    metavar="SIZE",
+    help="The largest pile allowed.",
+)
+@click.option(
+    "--block-memory",
+    metavar="SIZE",
+    help=f"Bytes of input one task reads.  [default: {DEFAULT_LINES_BLOCK_MEMORY}, or half of --pile-memory if less]",
+)
+@cluster_options
+def lines(
+    inputs: tuple[str, ...],
+    output: str | None,
+    head_count: str | None,
+    repeat: bool,
+    zero_terminated: bool,
+    echo: bool,
+    input_range: str | None,
+    random_source: str | None,
+    seed: int | None,
+    n_output_files: int | None,
+    n_piles: int | Literal["auto"],
+    header: bool,
+    overwrite: bool,
+    tmp: str | None,
+    pile_memory: str,
+    block_memory: str | None,
+    progress: bool | None,
+    quiet: bool,
+    debug: bool,
+    **cluster: Any,
+) -> None:
+    """Shuffle the lines of text files (IN..., - or none for stdin) to OUT: exactly, like shuf, but out of core.
+
+    Files ending in .gz, .bz2, .xz or .zst are decompressed; an OUT ending in
+    .gz or .zst is compressed. Bytes are kept as they are; a final line
+    without a newline gets one. -n K samples K lines without shuffling the
+    rest. -r without -n repeats forever, with -e or -i only.
+    """
+    if random_source is not None:
+        raise click.ClickException(
+            "Expected --seed N for a reproducible run. Got --random-source instead, which is shuf's way; "
+            "daskshuffle draws from --seed (the same input and seed give the same output)."
+        )
+    count = _head_count(head_count)
+    delimiter = b"\0" if zero_terminated else b"\n"
+    output = output or STDIO
+    if echo or input_range is not None:
+        if echo and input_range is not None:
+            raise click.ClickException("Expected -e or -i. Got both instead; choose one, as in shuf.")
+        if input_range is not None and inputs:
+            raise click.ClickException(f"Expected no IN with -i. Got {inputs[0]!r} instead.")
+        if n_output_files is not None or header:
+            raise click.ClickException("Expected no --n-output-files or --header with -e or -i. Got one instead.")
+        items = _echo_items(inputs, input_range)
+        _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
+        return
+    if repeat and count is None:
+        raise click.ClickException(
+            "Expected -n K with -r for files. Got -r alone instead; shuf -r repeats forever, which daskshuffle does "
+            "only with -e or -i: pass -n K for K lines drawn with replacement."
+        )
+    if n_output_files is not None and output == STDIO:
+        raise click.ClickException("Expected -o OUT with --n-output-files. Got standard output instead.")
+    inputs = inputs or (STDIO,)
+    if list(inputs).count(STDIO) > 1:
+        raise click.UsageError("Expected stdin (-) once among IN. Got it more than once instead.")
+    from .._lines import shuffle_lines
+
+    with session(debug=debug, **cluster), contextlib.ExitStack() as stack:
+        spool: Path | None = None
+        if STDIO in inputs or output == STDIO:
+            spool = Path(tempfile.mkdtemp(prefix="daskshuffle-", dir=tmp))
+            stack.callback(shutil.rmtree, spool, ignore_errors=True)
+        sources = [str(_spool_stdin(spool)) if item == STDIO and spool else item for item in inputs]
+        dst = str(spool / "shuffled") if output == STDIO and spool else output
+        show = show_progress(progress)
+        with progress_on_stderr():
+            result = shuffle_lines(
+                sources,
+                dst,
+                n_piles=n_piles,
+                seed=seed,
+                header=header,
+                overwrite=overwrite,
+                head_count=count,
+                repeat=repeat,
+                delimiter=delimiter,
+                n_output_files=n_output_files,
+                pile_memory=pile_memory,
+                block_memory=block_memory,
+                tmp=tmp,
+                progress=show,
+            )
+        if output == STDIO:
+            with open(dst, "rb") as file, _quiet_broken_pipe():
+                shutil.copyfileobj(file, sys.stdout.buffer, 8 * 2**20)
+                sys.stdout.buffer.flush()
+        if not quiet:
+            click.echo(summary(result, output), err=True)
+
+
+def _spool_stdin(directory: Path) -> Path:
+    path = directory / "stdin"
+    with open(path, "wb") as file:
+        shutil.copyfileobj(sys.stdin.buffer, file, 8 * 2**20)
+    return path
+
+
+@contextlib.contextmanager
+def _quiet_broken_pipe() -> Iterator[None]:
+    """A reader that stops early (``| head``) ends the output, as it ends shuf's, without a traceback."""
+    try:
+        yield
+    except BrokenPipeError:
+        # Python would complain again when it flushes stdout at exit: point stdout at nothing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+class _Items:
+    """The lines of -e (the arguments) or -i (the numbers LO to HI), by index, without making the range."""
+
+    def __init__(self, arguments: tuple[str, ...], low: int | None) -> None:
+        self.arguments = [os.fsencode(argument) for argument in arguments]
+        self.low = low
+
+    def __getitem__(self, index: int) -> bytes:
+        return self.arguments[index] if self.low is None else b"%d" % (self.low + index)
+
+
+def _echo_items(inputs: tuple[str, ...], input_range: str | None) -> tuple[_Items, int]:
+    if input_range is None:
+        return _Items(inputs, None), len(inputs)
+    low, high = _input_range(input_range)
+    return _Items((), low), high - low + 1
+
+
+def _shuffle_in_memory(
+    items: tuple[_Items, int],
+    count: int | None,
+    repeat: bool,
+    seed: int | None,
+    delimiter: bytes,
+    output: str,
+    overwrite: bool,
+    quiet: bool,
+) -> None:
+    """-e and -i: shuffle or sample indices in memory (as shuf does) and write their lines."""
+    import numpy as np
+
+    from .._parse import parse_seed
+    from .._random import make_rng
+
+    lookup, n_items = items
+    if repeat and n_items == 0:
+        raise click.ClickException("Expected lines to repeat. Got none instead; -r needs at least one.")
+    chosen = parse_seed(seed)
+    rng = make_rng(chosen, "lines-in-memory")
+
+    def batches() -> Iterator[np.ndarray[Any, Any]]:
+        if repeat and count is None:  # forever, as shuf -r: until the reader stops
+            while True:
+                yield rng.integers(0, n_items, _ECHO_BATCH)
+        if repeat:
+            drawn = rng.integers(0, n_items, count or 0)
+        elif count is None:
+            drawn = rng.permutation(n_items)
+        else:
+            drawn = rng.choice(n_items, min(count, n_items), replace=False)
+        for start in range(0, len(drawn), _ECHO_BATCH):
+            yield drawn[start : start + _ECHO_BATCH]
+
+    n_written = 0
+    with contextlib.ExitStack() as stack:
+        if output == STDIO:
+            stack.enter_context(_quiet_broken_pipe())
+            out = sys.stdout.buffer
+        else:
+            if os.path.exists(output) and not overwrite:
+                raise click.ClickException(
+                    f"Expected OUT not to exist. Got {output!r}, which exists, instead; pass --overwrite to replace it."
+                )
+            partial = output + ".daskshuffle-partial"
+            out = stack.enter_context(open(partial, "wb"))
+        for batch in batches():
+            out.write(b"".join(lookup[int(index)] + delimiter for index in batch))
+            n_written += len(batch)
+        out.flush()
+    if output != STDIO:
+        os.replace(partial, output)
+    if not quiet:
+        click.echo(f"daskshuffle: {n_written:,} rows into {output}, seed={chosen}", err=True)
