@@ -30,6 +30,7 @@ from dask.system import CPU_COUNT
 from dask.utils import format_time
 from numpy.typing import NDArray
 
+from ._manifest import Manifest, run_marked
 from ._plan import Plan, block_order, group_order
 from .formats._base import CollectionSource, Format
 
@@ -136,8 +137,20 @@ def shuffle_graph(
     dst: str,
     materialize: bool,
     merge_nbytes: int,
+    manifest: Manifest | None = None,
+    done: frozenset[str] = frozenset(),
 ) -> tuple[dict[Any, Any], str]:
-    """The task graph of pass 1 and the merge, and the key that completes it."""
+    """The task graph of pass 1 and the merge, and the key that completes it.
+
+    With a ``manifest``, each scatter, merge and seam task marks itself done
+    there, and the tasks named in ``done`` (by an earlier, interrupted run of
+    the same shuffle) are not run again: a merge only if its seams are done too,
+    since its fragments for them were held in memory.
+    """
+
+    def task(marker: str, *work: Any) -> Any:
+        return work if manifest is None else (run_marked, manifest, marker, *work)
+
     name = "daskshuffle-" + tokenize(
         fmt.kind,
         fmt.describe_source(),
@@ -159,10 +172,12 @@ def shuffle_graph(
     scatter_keys = []
     for block in range(plan.n_blocks):
         key = (f"{name}-scatter", block)
-        graph[key] = (_scatter, fmt, tmp, block, plan.counts[block], plan.piece_offsets[block], plan.seed)
-        if inputs is not None:
-            graph[key] += (input_keys[block],)
         scatter_keys.append(key)
+        if f"scatter-{block}" in done:
+            graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
+            continue
+        work = (_scatter, fmt, tmp, block, plan.counts[block], plan.piece_offsets[block], plan.seed)
+        graph[key] = task(f"scatter-{block}", *work, *((input_keys[block],) if inputs is not None else ()))
     pieces_key = f"{name}-pieces"
     graph[pieces_key] = (_combine, fmt, scatter_keys)
 
@@ -173,7 +188,8 @@ def shuffle_graph(
         if group.row_stop == group.row_start:
             continue
         key = (f"{name}-merge", index)
-        graph[key] = (
+        graph[key] = task(
+            f"merge-{index}",
             _merge,
             fmt,
             tmp,
@@ -195,8 +211,14 @@ def shuffle_graph(
     seam_keys = []
     for chunk, sources in sorted(seams.items()):
         key = (f"{name}-seam", chunk)
-        graph[key] = (_seam, fmt, dst, chunk, pieces_key, *sources)
+        graph[key] = (
+            None if f"seam-{chunk}" in done else task(f"seam-{chunk}", _seam, fmt, dst, chunk, pieces_key, *sources)
+        )
         seam_keys.append(key)
+    for key in merge_keys:
+        own_seams = [chunk for chunk, sources in seams.items() if key in sources]
+        if f"merge-{key[1]}" in done and all(f"seam-{chunk}" in done for chunk in own_seams):
+            graph[key] = {}  # written, and so are the chunks it shares with its neighbours
     # The last task waits for a merge through its seams when it has some: a
     # merge's fragments are then freed once its seams have written them, not
     # held in worker memory until the very end.

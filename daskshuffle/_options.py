@@ -67,6 +67,9 @@ class ShuffleOptions(Settings):
     tmp: str | None
     progress: bool
     storage_options: dict[str, Any] | None
+    #: Whether the seed was given (else it was drawn): a drawn seed gives way to the one an
+    #: interrupted run of the same shuffle recorded, so that the same call continues it.
+    seed_given: bool = True
 
 
 def _parse_storage_options(value: object) -> dict[str, Any] | None:
@@ -117,6 +120,7 @@ def parse_shuffle_options(arguments: Mapping[str, object] | None = None, /, **gi
         tmp=parse_path(tmp, "tmp") if tmp is not None and tmp != "" else None,
         progress=parse_bool(values["progress"], "progress"),
         storage_options=_parse_storage_options(values["storage_options"]),
+        seed_given=values["seed"] is not None,
     )
 
 

@@ -19,8 +19,10 @@ from numpy.typing import NDArray
 from . import _paths
 from ._errors import DaskShuffleValueError, PileStoreExistsError
 from ._graph import compute, shuffle_graph
+from ._manifest import Manifest as _Manifest
 from ._options import ShuffleOptions
 from ._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
+from .formats import read_metadata
 from .formats._base import FORMAT_VERSION, Format
 
 __all__ = ["ShuffleResult", "check_destination", "run_shuffle"]
@@ -28,6 +30,10 @@ __all__ = ["ShuffleResult", "check_destination", "run_shuffle"]
 _TMP_SUFFIX = ".daskshuffle-tmp"
 #: Where a store is built before it takes the destination's place.
 _NEW_SUFFIX = ".daskshuffle-new"
+#: The manifest of finished tasks, inside the scratch directory.
+_MANIFEST = "_done"
+#: The manifest's mark that the store and the pieces' directories were created.
+_CREATED = "created"
 
 
 @dataclass(frozen=True)
@@ -156,25 +162,17 @@ def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
     return _paths.sibling(dst, _NEW_SUFFIX) if _paths.exists(dst, storage_options) else dst
 
 
-def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
-    """Check the destination, plan, write, and mark complete: shared by every format."""
-    began = time.perf_counter()
-    dst, seed, materialize, storage_options = options.dst, options.seed, options.materialize, options.storage_options
-    tmp = check_destination(
-        fmt.describe_source(), dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options
-    )
-
-    plan = _plan_within_budget(fmt.block_lengths, options.n_piles, seed, fmt.row_nbytes, options.pile_nbytes)
-    fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
-    settings = ShuffleSettings(n_piles=plan.n_piles, seed=seed, materialize=materialize)
+def _metadata(fmt: Format[Any], options: ShuffleOptions, plan: Plan, variables: list[str]) -> dict[str, Any]:
+    """What the store records, its fingerprint included: everything its order depends on."""
+    settings = ShuffleSettings(n_piles=plan.n_piles, seed=plan.seed, materialize=options.materialize)
     metadata: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "kind": fmt.kind,
         "complete": False,
         "n_rows": plan.n_rows,
         "n_piles": plan.n_piles,
-        "seed": seed,
-        "materialized": materialize,
+        "seed": plan.seed,
+        "materialized": options.materialize,
         "pile_offsets": plan.pile_offsets.tolist(),
         "variables": variables,
         "source": fmt.describe_source(),
@@ -184,40 +182,141 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths.tolist())},
     }
     metadata["fingerprint"] = fingerprint(metadata)
+    return metadata
+
+
+def _differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:
+    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version")
+    return [key for key in keys if recorded.get(key) != ours.get(key)]
+
+
+@dataclass(frozen=True)
+class _Earlier:
+    """A store of an earlier run of this shuffle: at ``dst`` (complete or not) or where it is built."""
+
+    path: str
+    metadata: dict[str, Any]
+
+
+def _earlier_run(dst: str, target: str, storage_options: dict[str, Any] | None) -> _Earlier | None:
+    for path in dict.fromkeys((dst, target)):
+        if _paths.exists(path, storage_options):
+            metadata = read_metadata(path, storage_options)
+            if metadata is not None and "fingerprint" in metadata:
+                return _Earlier(path, metadata)
+    return None
+
+
+def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
+    """Check the destination, plan, write, and mark complete: shared by every format.
+
+    A pile store of a source on storage is resumable: each task records that it
+    finished (:class:`~daskshuffle._manifest.Manifest`), and after an interrupted
+    run (Ctrl-C, a killed client) the same call continues it, with the seed the
+    earlier run drew if it drew one; a completed shuffle returns at once. Any
+    other failure removes what the run built.
+    """
+    began = time.perf_counter()
+    dst, materialize, storage_options = options.dst, options.materialize, options.storage_options
+    resumable = not fmt.places_itself and bool(fmt.describe_source())
+    tmp = check_destination(
+        fmt.describe_source(),
+        dst,
+        options.tmp,
+        overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
+        storage_options=storage_options,
+    )
+    target = dst if fmt.places_itself else build_path(dst, storage_options)
+    earlier = _earlier_run(dst, target, storage_options) if resumable and not options.overwrite else None
+    seed = options.seed
+    if earlier is not None and not options.seed_given:
+        seed = int(earlier.metadata["seed"])
+
+    plan = _plan_within_budget(fmt.block_lengths, options.n_piles, seed, fmt.row_nbytes, options.pile_nbytes)
+    fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
+    metadata = _metadata(fmt, options, plan, variables)
+    same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
+
+    def result(n_tasks: int) -> ShuffleResult:
+        return ShuffleResult(
+            path=dst,
+            n_rows=plan.n_rows,
+            n_piles=plan.n_piles,
+            seed=seed,
+            pile_sizes=plan.pile_sizes,
+            variables=variables,
+            materialized=materialize,
+            seconds=time.perf_counter() - began,
+            n_tasks=n_tasks,
+        )
+
+    if earlier is not None and earlier.path == dst and earlier.metadata.get("complete"):
+        if same:
+            return result(0)  # this shuffle's output is there already
+        earlier = None
+    if earlier is not None and not same:
+        raise DaskShuffleValueError(
+            f"Expected the same shuffle as the interrupted one at {earlier.path!r}. Got other "
+            f"{', '.join(_differences(earlier.metadata, metadata)) or 'arguments'} instead; run the same call to "
+            "continue it, or pass overwrite=True to start over.",
+            parameter="overwrite",
+        )
+    if _paths.exists(dst, storage_options) and not options.overwrite and not (earlier and earlier.path == dst):
+        raise PileStoreExistsError(
+            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.",
+            parameter="overwrite",
+        )
 
     merge_nbytes = max(options.block_nbytes, 1)
     fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
-    target = dst if fmt.places_itself else build_path(dst, storage_options)
-    if target != dst:
-        _paths.remove(target, storage_options)  # what a crashed run left
-    _paths.remove(tmp, storage_options)
-    graph, key = shuffle_graph(fmt, plan, tmp=tmp, dst=target, materialize=materialize, merge_nbytes=merge_nbytes)
+    manifest = _Manifest(f"{tmp}/{_MANIFEST}", storage_options) if resumable else None
+    done = manifest.done() if manifest is not None and earlier is not None else frozenset()
+    if earlier is not None and _CREATED in done:
+        target = earlier.path
+    else:  # nothing earlier, or a run killed before its store was whole: start over
+        earlier, done = None, frozenset()
+    if earlier is None:
+        if target != dst:
+            _paths.remove(target, storage_options)  # what a crashed run of another shuffle left
+        _paths.remove(tmp, storage_options)
+    graph, key = shuffle_graph(
+        fmt,
+        plan,
+        tmp=tmp,
+        dst=target,
+        materialize=materialize,
+        merge_nbytes=merge_nbytes,
+        manifest=manifest,
+        done=done,
+    )
     try:
-        try:
+        if earlier is not None:
+            fmt.resume_destination(target)
+        else:
             fmt.create_destination(target, plan.n_rows, metadata)
             fmt.prepare_pieces(tmp)
-            compute(graph, key, progress=options.progress)
-        finally:
-            _paths.remove(tmp, storage_options)
+            if manifest is not None:
+                manifest.mark(_CREATED)
+        compute(graph, key, progress=options.progress)
         fmt.finalize_destination(target, {**metadata, "complete": True})
+    except KeyboardInterrupt:
+        if not resumable:
+            _discard(fmt, target, tmp, storage_options)
+        raise  # what is done stays beside dst: the same call continues it
     except BaseException:
-        # Nothing half-written stays behind: not this run's store, nor its pieces.
-        fmt.discard_destination(target)
-        if not fmt.places_itself:
-            _paths.remove(target, storage_options)
+        _discard(fmt, target, tmp, storage_options)
         raise
+    _paths.remove(tmp, storage_options)
     if target != dst:
         _paths.replace(target, dst, storage_options)
-    return ShuffleResult(
-        path=dst,
-        n_rows=plan.n_rows,
-        n_piles=plan.n_piles,
-        seed=seed,
-        pile_sizes=plan.pile_sizes,
-        variables=variables,
-        materialized=materialize,
-        seconds=time.perf_counter() - began,
-        n_tasks=len(graph),
-    )
+    return result(len(graph))
+
+
+def _discard(fmt: Format[Any], target: str, tmp: str, storage_options: dict[str, Any] | None) -> None:
+    """Nothing half-written stays behind: not this run's store, nor its pieces."""
+    _paths.remove(tmp, storage_options)
+    fmt.discard_destination(target)
+    if not fmt.places_itself:
+        _paths.remove(target, storage_options)

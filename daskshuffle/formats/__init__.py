@@ -6,15 +6,16 @@ Formats are internal; users call the public shuffles and the loader.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError, SourceNotFoundError
-from .._paths import exists
+from .._paths import exists, filesystem
 from ._base import FORMAT_VERSION, Format, PileReader
 
-__all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader"]
+__all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader", "read_metadata"]
 
 #: The reader of each kind of pile store, as ``kind: "module:class"``, imported
 #: only when needed so that reading Zarr does not load pyarrow, and so on.
@@ -71,3 +72,28 @@ def open_pile_reader(
         f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {path!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."
     )
+
+
+#: Where each kind of pile store keeps the shuffle's metadata: a JSON file, and the key in it.
+_METADATA_FILES = (("zarr.json", ("attributes", "daskshuffle")), ("_daskshuffle.json", ()))
+
+
+def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The shuffle's metadata of ``store``, complete or not, or ``None`` if it has none (plain JSON, read as such).
+
+    Examples
+    --------
+    >>> read_metadata("piles.zarr")["complete"], read_metadata("raw.zarr")
+    (True, None)
+    """
+    fs, root = filesystem(os.fspath(store), storage_options)
+    for name, keys in _METADATA_FILES:
+        try:
+            with fs.open(f"{root}/{name}", "r") as file:
+                found: Any = json.load(file)
+        except (FileNotFoundError, ValueError):
+            continue
+        for key in keys:
+            found = found.get(key) if isinstance(found, dict) else None
+        return found if isinstance(found, dict) else None
+    return None

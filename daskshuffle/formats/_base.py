@@ -212,6 +212,14 @@ class Destination(Protocol[Rows_contra]):
         """Record ``metadata`` and mark the destination complete. Runs last."""
         ...
 
+    def resume_destination(self, dst: str) -> None:
+        """Before an interrupted run continues: remove what a task killed mid-write left that is not output.
+
+        The tasks that did not finish run again and rewrite their output whole;
+        by default nothing else needs doing.
+        """
+        return None
+
     def discard_destination(self, dst: str) -> None:
         """Clean up after a run that failed before :meth:`finalize_destination`.
 

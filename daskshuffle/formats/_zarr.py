@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 import zarr
+from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
-from .._paths import url_options
+from .._paths import filesystem, url_options
 from . import _layout
 from ._arrays import RUN_NBYTES, ArrayPieces, ArrayRows, Variable
 from ._base import Destination, FileSource
@@ -108,6 +109,13 @@ class ZarrDestination(Destination[ArrayRows]):
             # Consolidated metadata lets xarray open the store without probing every array.
             warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
             zarr.consolidate_metadata(group.store)
+
+    def resume_destination(self, dst: str) -> None:
+        # zarr writes a local chunk to a temporary "<key>.<uuid>.partial" and renames it: a kill leaves that file.
+        fs, root = filesystem(dst, url_options(dst, self.storage_options))
+        if isinstance(fs, LocalFileSystem):
+            for path in fs.glob(f"{root}/**/*.partial"):
+                fs.rm_file(path)
 
     def discard_destination(self, dst: str) -> None:
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""

@@ -1,0 +1,51 @@
+"""What a shuffle has finished, recorded as it goes, so that the same call after a crash continues.
+
+Each pass-1 scatter, merge and seam task marks its name in the manifest (an
+empty file under the scratch directory) once everything it writes is written.
+Tasks are deterministic, so a task that ran without marking (killed mid-way)
+simply runs again and writes the same bytes; a marked one is not run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import _paths
+
+__all__ = ["Manifest", "run_marked"]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The finished tasks of one shuffle, as names under ``path``.
+
+    Examples
+    --------
+    >>> manifest = Manifest("scratch/_done", None)
+    >>> manifest.mark("scatter-0"); manifest.mark("merge-2")
+    >>> sorted(manifest.done())
+    ['merge-2', 'scatter-0']
+    """
+
+    path: str
+    storage_options: dict[str, Any] | None
+
+    def mark(self, name: str) -> None:
+        fs, inner = _paths.filesystem(self.path, self.storage_options)
+        fs.makedirs(inner, exist_ok=True)
+        fs.pipe_file(f"{inner}/{name}", b"")
+
+    def done(self) -> frozenset[str]:
+        fs, inner = _paths.filesystem(self.path, self.storage_options)
+        if not fs.exists(inner):
+            return frozenset()
+        return frozenset(path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))
+
+
+def run_marked(manifest: Manifest, name: str, task: Callable[..., Any], *args: Any) -> Any:
+    """``task(*args)``, then ``name`` marked done (a task function of the graph)."""
+    result = task(*args)
+    manifest.mark(name)
+    return result

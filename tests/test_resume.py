@@ -1,0 +1,204 @@
+"""The same call after a crash continues the shuffle: real Zarr and Parquet stores, real dask graphs, real kills."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import dask
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import make_zarr_source
+
+import daskshuffle
+from daskshuffle import (
+    DaskShuffleValueError,
+    PileStoreExistsError,
+    UnfinishedShuffleError,
+    _graph,
+    shuffle_parquet,
+    shuffle_zarr,
+)
+from daskshuffle.formats import read_metadata
+from daskshuffle.formats._zarr import ZarrFormat
+
+#: Small blocks and piles: many scatter and merge tasks, and seams between merges.
+SMALL = {"n_piles": 12, "block_memory": "4KiB", "chunk_rows": 16}
+
+
+def content_digest(path: Path) -> str:
+    """Every file's name and bytes below ``path`` (not their times)."""
+    digest = hashlib.sha256()
+    for file in sorted(path.rglob("*")):
+        if file.is_file():
+            digest.update(str(file.relative_to(path)).encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """Count the runs of the graph's task function ``name`` (the graph takes it when it is built)."""
+    calls: list[int] = []
+    task = getattr(_graph, name)
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return task(*args)
+
+    monkeypatch.setattr(_graph, name, counted)
+    return calls
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> str:
+    return make_zarr_source(tmp_path / "raw.zarr", 1500, chunk_rows=50)
+
+
+def test_a_run_interrupted_by_ctrl_c_continues_where_it_stopped(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shuffle_zarr(source, tmp_path / "whole.zarr", seed=11, **SMALL)
+    read_block = ZarrFormat.read_block
+    reads: list[int] = []
+
+    def interrupted(self: ZarrFormat, block: int) -> object:
+        reads.append(block)
+        if len(reads) == 5:
+            raise KeyboardInterrupt
+        return read_block(self, block)
+
+    monkeypatch.setattr(ZarrFormat, "read_block", interrupted)
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        shuffle_zarr(source, tmp_path / "piles.zarr", seed=11, **SMALL)
+    assert read_metadata(str(tmp_path / "piles.zarr"))["complete"] is False, "marked incomplete until the end"
+    with pytest.raises(UnfinishedShuffleError):
+        daskshuffle.PileLoader(tmp_path / "piles.zarr", 100)
+    monkeypatch.setattr(ZarrFormat, "read_block", read_block)
+
+    scatters = count_calls(monkeypatch, "_scatter")
+    with dask.config.set(scheduler="sync"):
+        result = shuffle_zarr(source, tmp_path / "piles.zarr", seed=11, **SMALL)
+    n_blocks = sum(repeats for _, repeats in read_metadata(str(tmp_path / "piles.zarr"))["blocks"]["lengths"])
+    assert n_blocks > 5 and len(scatters) == n_blocks - 4, "the 4 blocks done are not read again"
+    assert content_digest(tmp_path / "piles.zarr") == content_digest(tmp_path / "whole.zarr")
+    assert result.n_rows == 1500
+    assert sorted(os.listdir(tmp_path)) == ["piles.zarr", "raw.zarr", "whole.zarr"], "no scratch left"
+
+
+def test_a_drawn_seed_is_the_interrupted_runs_and_a_finished_shuffle_returns_at_once(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    merge = _graph._merge
+    merges: list[int] = []
+
+    def interrupted(*args: object) -> object:
+        merges.append(1)
+        if len(merges) == 3:
+            raise KeyboardInterrupt
+        return merge(*args)
+
+    monkeypatch.setattr(_graph, "_merge", interrupted)
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        shuffle_zarr(source, tmp_path / "piles.zarr", **SMALL)  # seed=None: drawn, and recorded first
+    drawn = read_metadata(str(tmp_path / "piles.zarr"))["seed"]
+    monkeypatch.setattr(_graph, "_merge", merge)
+
+    scatters = count_calls(monkeypatch, "_scatter")
+    with dask.config.set(scheduler="sync"):
+        resumed = shuffle_zarr(source, tmp_path / "piles.zarr", **SMALL)
+    assert resumed.seed == drawn and scatters == [], "pass 1 was done: only merges ran"
+    shuffle_zarr(source, tmp_path / "fresh.zarr", seed=drawn, **SMALL)
+    assert content_digest(tmp_path / "piles.zarr") == content_digest(tmp_path / "fresh.zarr")
+
+    began = time.perf_counter()
+    again = shuffle_zarr(source, tmp_path / "piles.zarr", **SMALL)
+    assert again.seed == drawn and again.n_tasks == 0 and time.perf_counter() - began < 5
+    with pytest.raises(PileStoreExistsError, match="overwrite=True"):
+        shuffle_zarr(source, tmp_path / "piles.zarr", seed=drawn + 1, **SMALL)
+
+
+def test_other_arguments_are_refused_and_overwrite_starts_over(
+    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    merge = _graph._merge
+
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_graph, "_merge", interrupted)
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        shuffle_zarr(source, tmp_path / "piles.zarr", seed=3, **SMALL)
+    monkeypatch.setattr(_graph, "_merge", merge)
+    with pytest.raises(DaskShuffleValueError, match=r"same shuffle as the interrupted one.*Got other settings"):
+        shuffle_zarr(source, tmp_path / "piles.zarr", seed=4, **SMALL)
+    with pytest.raises(DaskShuffleValueError, match=r"Got other blocks"):
+        shuffle_zarr(source, tmp_path / "piles.zarr", seed=3, **{**SMALL, "block_memory": "8KiB"})
+    result = shuffle_zarr(source, tmp_path / "piles.zarr", seed=4, overwrite=True, **SMALL)
+    assert result.seed == 4 and read_metadata(str(tmp_path / "piles.zarr"))["seed"] == 4
+    assert sorted(os.listdir(tmp_path)) == ["piles.zarr", "raw.zarr"]
+
+
+def test_a_parquet_shuffle_resumes_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    table = pa.table({"id": np.arange(2000), "text": [f"row {i}" for i in range(2000)]})
+    pq.write_table(table, tmp_path / "raw.parquet", row_group_size=100)
+    options = {"n_piles": 10, "seed": 5, "block_memory": "4KiB"}
+    shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "whole", **options)
+    merge = _graph._merge
+    merges: list[int] = []
+
+    def interrupted(*args: object) -> object:
+        merges.append(1)
+        if len(merges) == 4:
+            raise KeyboardInterrupt
+        return merge(*args)
+
+    monkeypatch.setattr(_graph, "_merge", interrupted)
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "piles", **options)
+    monkeypatch.setattr(_graph, "_merge", merge)
+    merges.clear()
+    with dask.config.set(scheduler="sync"):
+        shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "piles", **options)
+    assert content_digest(tmp_path / "piles") == content_digest(tmp_path / "whole")
+
+
+@pytest.mark.slow
+def test_a_killed_client_is_continued_by_the_same_call(source: str, tmp_path: Path) -> None:
+    """SIGKILL mid-merge: nothing runs on the way out, and the same call finishes the shuffle, byte for byte."""
+    call = f"shuffle_zarr({source!r}, {str(tmp_path / 'piles.zarr')!r}, seed=21, n_piles=12, block_memory='4KiB', chunk_rows=16)"
+    code = textwrap.dedent(
+        f"""
+        import time, dask
+        from daskshuffle import _graph, shuffle_zarr
+        merge = _graph._merge
+        def slow(*args):
+            time.sleep(0.2)
+            return merge(*args)
+        _graph._merge = slow
+        with dask.config.set(scheduler="sync"):
+            {call}
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
+    done = tmp_path / "piles.zarr.daskshuffle-tmp" / "_done"
+    deadline = time.monotonic() + 60
+    while not (done.exists() and len([name for name in os.listdir(done) if name.startswith("merge-")]) >= 3):
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert read_metadata(str(tmp_path / "piles.zarr"))["complete"] is False
+    result = eval(call, {"shuffle_zarr": shuffle_zarr})
+    shuffle_zarr(source, tmp_path / "whole.zarr", seed=21, n_piles=12, block_memory="4KiB", chunk_rows=16)
+    assert result.n_rows == 1500
+    assert content_digest(tmp_path / "piles.zarr") == content_digest(tmp_path / "whole.zarr")
+    loaded = np.concatenate([batch["id"] for batch in daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, seed=0)])
+    assert sorted(loaded.tolist()) == list(range(1500))
