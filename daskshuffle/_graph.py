@@ -30,7 +30,7 @@ from dask.system import CPU_COUNT
 from dask.utils import format_time
 from numpy.typing import NDArray
 
-from ._manifest import Manifest, run_marked
+from ._manifest import Manifest, run_marked, run_once
 from ._plan import Plan, block_order, group_order
 from .formats._base import CollectionSource, Format
 
@@ -148,8 +148,8 @@ def shuffle_graph(
     since its fragments for them were held in memory.
     """
 
-    def task(marker: str, *work: Any) -> Any:
-        return work if manifest is None else (run_marked, manifest, marker, *work)
+    def task(marker: str, *work: Any, once: bool = False) -> Any:
+        return work if manifest is None else (run_once if once else run_marked, manifest, marker, *work)
 
     name = "daskshuffle-" + tokenize(
         fmt.kind,
@@ -177,7 +177,8 @@ def shuffle_graph(
             graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
             continue
         work = (_scatter, fmt, tmp, block, plan.counts[block], plan.piece_offsets[block], plan.seed)
-        graph[key] = task(f"scatter-{block}", *work, *((input_keys[block],) if inputs is not None else ()))
+        # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
+        graph[key] = task(f"scatter-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
     pieces_key = f"{name}-pieces"
     graph[pieces_key] = (_combine, fmt, scatter_keys)
 
@@ -303,8 +304,9 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
                 _show_progress(future)
             return future.result()
         except BaseException:
-            # Stop what is still queued before the caller cleans up behind it.
+            # Stop what is still queued, and wait for what is running, before the caller cleans up behind it.
             client.cancel(future)
+            _wait_until_stopped(client, key.removesuffix("-done"))
             raise
     if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
         return _compute_locally(result, progress)  # the scheduler the caller configured
@@ -315,6 +317,37 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
             return _compute_locally(result, progress, scheduler="threads", pool=pool)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: How long a failed run waits for its cancelled tasks that are still running to stop.
+STOP_TIMEOUT = 300.0
+
+
+def _running_tasks(prefix: str, dask_worker: Any) -> int:
+    """The tasks of the graph named ``prefix`` that a worker is still running (cancelled ones included)."""
+    running = 0
+    for task in dask_worker.state.tasks.values():
+        name = task.key[0] if isinstance(task.key, tuple) else task.key
+        if str(name).startswith(prefix) and task.state in ("executing", "long-running", "cancelled", "resumed"):
+            running += 1
+    return running
+
+
+def _wait_until_stopped(client: Any, prefix: str) -> None:
+    """Wait (up to ``STOP_TIMEOUT``) until no worker runs a task of the graph named ``prefix``.
+
+    A cancelled task that is running runs to its end: a thread cannot be
+    stopped. Removing the pieces or the store while it still writes would let
+    it write them again, on object storage as objects nothing removes.
+    """
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            if not any(client.run(_running_tasks, prefix).values()):
+                return
+        except OSError:  # the cluster itself is gone: nothing runs there any more
+            return
+        time.sleep(0.05)
 
 
 def _compute_locally(result: Delayed, progress: bool, **options: Any) -> Any:

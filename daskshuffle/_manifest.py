@@ -14,7 +14,7 @@ from typing import Any
 
 from . import _paths
 
-__all__ = ["Manifest", "run_marked"]
+__all__ = ["Manifest", "run_marked", "run_once"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,10 @@ class Manifest:
         fs.makedirs(inner, exist_ok=True)
         fs.pipe_file(f"{inner}/{name}", b"")
 
+    def is_done(self, name: str) -> bool:
+        fs, inner = _paths.filesystem(self.path, self.storage_options)
+        return bool(fs.exists(f"{inner}/{name}"))
+
     def done(self) -> frozenset[str]:
         fs, inner = _paths.filesystem(self.path, self.storage_options)
         if not fs.exists(inner):
@@ -49,3 +53,15 @@ def run_marked(manifest: Manifest, name: str, task: Callable[..., Any], *args: A
     result = task(*args)
     manifest.mark(name)
     return result
+
+
+def run_once(manifest: Manifest, name: str, task: Callable[..., Any], *args: Any) -> Any:
+    """``task(*args)`` and ``name`` marked, unless it is marked already: then ``None``.
+
+    For tasks whose result is ``None`` (a pile store's scatter tasks): one that
+    dask runs again because the worker holding its result was lost returns at
+    once instead of redoing its work.
+    """
+    if manifest.is_done(name):
+        return None
+    return run_marked(manifest, name, task, *args)

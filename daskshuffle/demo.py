@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"generated {len(sources)} Zarr stores, {nbytes / 2**20:.0f} MiB, in {time.perf_counter() - began:.1f} s")
 
     with (
-        LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0") as cluster,
+        LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,
         Client(cluster) as client,
     ):
         print(f"LocalCluster with {args.workers} workers; dashboard: {client.dashboard_link}")

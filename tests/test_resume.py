@@ -202,3 +202,13 @@ def test_a_killed_client_is_continued_by_the_same_call(source: str, tmp_path: Pa
     assert content_digest(tmp_path / "piles.zarr") == content_digest(tmp_path / "whole.zarr")
     loaded = np.concatenate([batch["id"] for batch in daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, seed=0)])
     assert sorted(loaded.tolist()) == list(range(1500))
+
+
+def test_a_scatter_run_again_after_its_worker_was_lost_does_not_redo_its_work(tmp_path: Path) -> None:
+    from daskshuffle._manifest import Manifest, run_once
+
+    manifest = Manifest(str(tmp_path / "_done"), None)
+    calls: list[int] = []
+    assert run_once(manifest, "scatter-3", calls.append, 1) is None and calls == [1]
+    assert run_once(manifest, "scatter-3", calls.append, 2) is None and calls == [1], "marked: not run again"
+    assert manifest.done() == {"scatter-3"}

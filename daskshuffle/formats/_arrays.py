@@ -75,12 +75,13 @@ class ArrayPieces(Pieces[ArrayRows]):
         return {name: values[start:stop] for name, values in rows.items()}
 
     def _piece_path(self, tmp: str, variable: Variable, block: int) -> str:
-        return f"{tmp}/{variable.name}/{block}.bin"
+        # Named by numbers only: a variable's name comes from the source, and is no path.
+        return f"{tmp}/{self.variables.index(variable)}/{block}.bin"
 
     def prepare_pieces(self, tmp: str) -> None:
         fs, root = filesystem(tmp, self.storage_options)
         for variable in self.variables:
-            fs.makedirs(f"{root}/{variable.name}", exist_ok=True)
+            fs.makedirs(f"{root}/{self.variables.index(variable)}", exist_ok=True)
 
     def write_pieces(self, tmp: str, block: int, rows: ArrayRows, piece_offsets: NDArray[np.int64]) -> None:
         fs, root = filesystem(tmp, self.storage_options)
