@@ -17,6 +17,7 @@ __all__ = [
     "PileStoreExistsError",
     "SourceNotFoundError",
     "StorageAccessError",
+    "StorageFullError",
     "StorageNotFoundError",
     "UnfinishedShuffleError",
     "VerificationError",
@@ -91,6 +92,10 @@ class StorageNotFoundError(DaskShuffleError, FileNotFoundError):
 
     Raised before anything is written: daskshuffle never creates a bucket.
     """
+
+
+class StorageFullError(DaskShuffleError, OSError):
+    """The disk (or quota) filled up while a shuffle wrote; what it wrote is removed."""
 
 
 class VerificationError(DaskShuffleError, ValueError):

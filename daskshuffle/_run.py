@@ -8,6 +8,7 @@ source as a format, parse their common arguments into
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,8 +18,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _paths
-from ._errors import DaskShuffleValueError, PileStoreExistsError
+from ._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError
 from ._graph import compute, shuffle_graph
+from ._lock import exclusive
 from ._manifest import Manifest as _Manifest
 from ._options import ShuffleOptions
 from ._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
@@ -271,6 +273,24 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
+    with exclusive(dst, storage_options):
+        n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
+    return result(n_tasks)
+
+
+def _write(
+    fmt: Format[Any],
+    plan: Plan,
+    metadata: dict[str, Any],
+    options: ShuffleOptions,
+    *,
+    tmp: str,
+    target: str,
+    earlier: _Earlier | None,
+    resumable: bool,
+) -> int:
+    """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
+    dst, storage_options = options.dst, options.storage_options
     manifest = _Manifest(f"{tmp}/{_MANIFEST}", storage_options) if resumable else None
     done = manifest.done() if manifest is not None and earlier is not None else frozenset()
     if earlier is not None and _CREATED in done:
@@ -286,8 +306,8 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         plan,
         tmp=tmp,
         dst=target,
-        materialize=materialize,
-        merge_nbytes=merge_nbytes,
+        materialize=options.materialize,
+        merge_nbytes=max(options.block_nbytes, 1),
         manifest=manifest,
         done=done,
     )
@@ -305,13 +325,22 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         if not resumable:
             _discard(fmt, target, tmp, storage_options)
         raise  # what is done stays beside dst: the same call continues it
+    except OSError as error:
+        _discard(fmt, target, tmp, storage_options)
+        if error.errno == errno.ENOSPC:
+            raise StorageFullError(
+                f"Expected room for the shuffle's pieces and store. Got a full disk ({error}) instead; the pieces "
+                f"and the partial store are removed. Free space, or pass tmp= on a larger disk (the pieces take "
+                "about the size of the data, as does the store)."
+            ) from error
+        raise
     except BaseException:
         _discard(fmt, target, tmp, storage_options)
         raise
     _paths.remove(tmp, storage_options)
     if target != dst:
         _paths.replace(target, dst, storage_options)
-    return result(len(graph))
+    return len(graph)
 
 
 def _discard(fmt: Format[Any], target: str, tmp: str, storage_options: dict[str, Any] | None) -> None:

@@ -1,0 +1,100 @@
+"""Faults a real run meets: a full disk, two shuffles into one destination."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+import fsspec
+import pytest
+from conftest import make_zarr_source, tree_digest
+from fsspec.implementations.memory import MemoryFileSystem
+
+from daskshuffle import DaskShuffleValueError, StorageFullError, shuffle_zarr
+from daskshuffle._lock import LOCK_SUFFIX
+from daskshuffle.formats import read_metadata
+
+
+class FullDisk(MemoryFileSystem):
+    """An in-memory filesystem that runs out of space after ``budget`` bytes."""
+
+    protocol = "fulldisk"
+    store: ClassVar[dict[str, Any]] = {}
+    pseudo_dirs: ClassVar[list[str]] = [""]
+    budget = 0
+    used = 0
+
+    def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+        opened = super()._open(path, mode, **kwargs)
+        if "w" in mode or "x" in mode:
+            write = opened.write
+
+            def budgeted(data: bytes) -> int:
+                FullDisk.used += len(data)
+                if FullDisk.used > FullDisk.budget:
+                    raise OSError(errno.ENOSPC, "No space left on device", path)
+                return write(data)
+
+            opened.write = budgeted
+        return opened
+
+
+def test_a_full_disk_is_a_clear_error_that_leaves_nothing(tmp_path: Path) -> None:
+    fsspec.register_implementation("fulldisk", FullDisk, clobber=True)
+    FullDisk.store.clear()
+    FullDisk.budget, FullDisk.used = 20_000, 0  # a few of the pieces fit, not all of them
+    source = make_zarr_source(tmp_path / "raw.zarr", 3000, chunk_rows=50)
+    before = tree_digest(tmp_path / "raw.zarr")
+    with pytest.raises(StorageFullError, match=r"full disk.*Free space, or pass tmp= on a larger disk") as raised:
+        shuffle_zarr(source, tmp_path / "piles.zarr", n_piles=8, seed=0, block_memory="8KiB", tmp="fulldisk://scratch")
+    assert raised.value.__cause__.errno == errno.ENOSPC
+    assert tree_digest(tmp_path / "raw.zarr") == before, "the source is untouched"
+    assert not (tmp_path / "piles.zarr").exists(), "no store, complete or not"
+    assert not [path for path in FullDisk.store if path.endswith(".bin")], "the pieces are removed"
+    assert sorted(os.listdir(tmp_path)) == ["raw.zarr"]
+
+
+def test_a_second_shuffle_into_the_same_destination_is_refused(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 1500, chunk_rows=50)
+    dst = tmp_path / "piles.zarr"
+    code = textwrap.dedent(
+        f"""
+        import time
+        from daskshuffle import _graph, shuffle_zarr
+        merge = _graph._merge
+        def slow(*args):
+            time.sleep(0.3)
+            return merge(*args)
+        _graph._merge = slow
+        shuffle_zarr({source!r}, {str(dst)!r}, seed=1, n_piles=6, block_memory="4KiB")
+        """
+    )
+    first = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+    lock = Path(str(dst) + LOCK_SUFFIX)
+    deadline = time.monotonic() + 60
+    while not lock.exists():
+        assert first.poll() is None and time.monotonic() < deadline, "the first run ended before the second began"
+        time.sleep(0.01)
+    with pytest.raises(DaskShuffleValueError, match=rf"no other shuffle writing.*process {first.pid}"):
+        shuffle_zarr(source, dst, seed=1, n_piles=6, block_memory="4KiB")
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 0, stderr.decode()
+    assert read_metadata(str(dst))["complete"] is True and not lock.exists(), "the first finished, and let go"
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 300, chunk_rows=50)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock = Path(str(tmp_path / "piles.zarr") + LOCK_SUFFIX)
+    import json
+    import socket
+
+    lock.write_text(json.dumps({"run": "x", "host": socket.gethostname(), "pid": int(gone.stdout), "since": 0}))
+    result = shuffle_zarr(source, tmp_path / "piles.zarr", seed=0, n_piles=3)
+    assert result.n_rows == 300 and not lock.exists()
