@@ -94,6 +94,11 @@ class PileLoader:
         ``xarray.Dataset`` (dimensions, attributes, CF decoding and the
         coordinates of the sampled rows, as ``xr.open_zarr`` gives them); for
         a Parquet pile store, a ``pyarrow.RecordBatch`` or a pandas DataFrame.
+        numpy has no time zones and no categories: in numpy batches a
+        time-zone-aware timestamp is a ``datetime64`` of the UTC instant, a
+        categorical its values, and a column with nulls a float (NaN) or
+        object array. ``"pandas"`` and ``"arrow"`` keep time zones, categories
+        and nulls as they are.
     progress : bool, default False
         Show a progress bar over each epoch.
     storage_options : dict, optional

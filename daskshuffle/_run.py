@@ -76,8 +76,9 @@ class ShuffleResult:
         kind = "shuffled copy" if self.materialized else "pile store"
         return (
             f"<ShuffleResult {kind} {self.path!r}: {self.n_rows:,} rows in {self.n_piles} pile{'s' if self.n_piles != 1 else ''} "
-            f"(rows per pile {spread}), seed={self.seed}, variables={self.variables}, "
-            f"{self.n_tasks} tasks, {self.seconds:.1f} s>"
+            f"(rows per pile {spread}), seed={self.seed}"
+            + (f", variables={self.variables}" if self.variables else "")
+            + f", {self.n_tasks} tasks, {self.seconds:.1f} s>"
         )
 
 

@@ -135,6 +135,9 @@ def test_zarr_then_info(tmp_path: Path) -> None:
         assert expected in text, text
     as_json = json.loads(run("info", tmp_path / "piles.zarr", "--json").stdout)
     assert as_json["n_rows"] == 400 and as_json["seed"] == 9 and as_json["complete"] is True
+    assert "pile_offsets" not in as_json and as_json["rows_per_pile"]["min"] <= as_json["rows_per_pile"]["max"]
+    offsets = json.loads(run("info", tmp_path / "piles.zarr", "--json", "--offsets").stdout)["pile_offsets"]
+    assert len(offsets) == 5 and offsets[0] == 0 and offsets[-1] == 400
 
     # An interrupted shuffle: its store is there but not marked complete.
     group = zarr.open_group(str(tmp_path / "piles.zarr"), mode="r+")

@@ -458,3 +458,40 @@ def test_command_line(tmp_path: Path) -> None:
     assert helped.exit_code == 0 and "Examples:" in helped.output
     refused = CliRunner().invoke(cli, ["parquet", *paths, str(tmp_path / "piles"), "--scheduler", "threads"])
     assert refused.exit_code == 1 and "overwrite" in refused.output
+
+
+def test_sources_that_are_not_parquet_are_named(tmp_path: Path) -> None:
+    with pytest.raises(SourceNotFoundError, match="'missing/', which does not exist"):
+        shuffle_parquet("missing/", tmp_path / "out")
+    make_zarr_like = tmp_path / "events.zarr"
+    make_zarr_like.mkdir()
+    (make_zarr_like / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    with pytest.raises(DaskShuffleValueError, match="which is a Zarr store, instead; shuffle it with shuffle_zarr"):
+        shuffle_parquet(make_zarr_like, tmp_path / "out")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.txt").write_text("hi")
+    with pytest.raises(DaskShuffleValueError, match="files pyarrow cannot read as Parquet"):
+        shuffle_parquet(tmp_path / "junk", tmp_path / "out")
+    assert sorted(os.listdir(tmp_path)) == ["events.zarr", "junk"]
+
+
+def test_what_numpy_batches_hold_and_what_pandas_batches_keep(tmp_path: Path) -> None:
+    """numpy has no time zones or categories: UTC instants and values; pandas batches keep both."""
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(60),
+            "at": pd.date_range("2024-03-01 12:00", periods=60, freq="h", tz="Europe/Paris"),
+            "kind": pd.Categorical(["a", "b", "c"] * 20),
+        }
+    )
+    shuffle_dataframe(frame, tmp_path / "piles", n_piles=3, seed=0)
+    numpy_batch = next(iter(PileLoader(tmp_path / "piles", batch_size=60, seed=0)))
+    order = numpy_batch["id"]
+    expected = frame["at"].dt.tz_convert("UTC").dt.tz_localize(None).to_numpy()[order]
+    assert numpy_batch["at"].dtype.kind == "M" and np.array_equal(numpy_batch["at"], expected), "the UTC instants"
+    assert numpy_batch["kind"].tolist() == frame["kind"].astype(str).to_numpy()[order].tolist()
+    pandas_batch = next(iter(PileLoader(tmp_path / "piles", batch_size=60, seed=0, batch_format="pandas")))
+    assert str(pandas_batch["at"].dt.tz) == "Europe/Paris" and isinstance(
+        pandas_batch["kind"].dtype, pd.CategoricalDtype
+    )
+    assert pandas_batch["id"].tolist() == order.tolist()

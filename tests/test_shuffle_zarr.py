@@ -431,3 +431,10 @@ def test_default_chunks_are_small_against_piles(tmp_path: Path) -> None:
         for name in ("piles.zarr", "many.zarr", "copy.zarr")
     }
     assert chunks == {"piles.zarr": 2_000 // 16, "many.zarr": 256 * 1024 // 4096, "copy.zarr": 4 * 2**20 // 4096}
+
+
+def test_a_directory_that_is_not_zarr_is_named_in_the_users_terms(tmp_path: Path) -> None:
+    (tmp_path / "events").mkdir()
+    with pytest.raises(DaskShuffleValueError, match=r"Got '.*events', where no Zarr group or array metadata") as raised:
+        shuffle_zarr(tmp_path / "events", tmp_path / "out.zarr", n_piles=2)
+    assert "StorePath" not in str(raised.value)

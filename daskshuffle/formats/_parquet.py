@@ -62,10 +62,24 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
             )
         return [(path, None) for path in paths]
     if not fs.exists(inner):
-        raise SourceNotFoundError(f"Expected src to be an existing Parquet file or directory. Got {text!r} instead.")
+        raise SourceNotFoundError(
+            f"Expected src to be an existing Parquet file or directory. Got {text!r}, which does not exist, instead."
+        )
     if fs.isfile(inner):
         return [(inner, None)]
-    dataset = pads.dataset(inner, filesystem=afs, format="parquet", partitioning="hive")
+    if fs.exists(f"{inner}/zarr.json") or fs.exists(f"{inner}/.zgroup") or fs.exists(f"{inner}/.zarray"):
+        raise DaskShuffleValueError(
+            f"Expected src to be Parquet files. Got {text!r}, which is a Zarr store, instead; shuffle it with "
+            "shuffle_zarr (daskshuffle zarr), or shuffle_xarray for an xarray dataset."
+        )
+    try:
+        dataset = pads.dataset(inner, filesystem=afs, format="parquet", partitioning="hive")
+    except (pa.ArrowInvalid, OSError) as error:
+        raise DaskShuffleValueError(
+            f"Expected src to be a directory of Parquet files. Got {text!r}, which holds files pyarrow cannot read "
+            f"as Parquet ({error}), instead; name the Parquet files (a glob such as 'dir/*.parquet') or remove the "
+            "others."
+        ) from error
     files = [(fragment.path, fragment.partition_expression) for fragment in dataset.get_fragments()]
     if not files:
         raise DaskShuffleValueError(

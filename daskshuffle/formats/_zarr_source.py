@@ -56,8 +56,13 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
     try:
         return zarr.open(normalize(source), mode="r", storage_options=url_options(source, storage_options))
     except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
+        # zarr's message names its own store object (StorePath(LocalStore, 'file://...')): say it in the user's terms.
+        reason = "no Zarr group or array metadata (zarr.json, .zgroup or .zarray) is there"
+        if not isinstance(error, zarr.errors.GroupNotFoundError | zarr.errors.NodeNotFoundError | FileNotFoundError):
+            reason = f"zarr cannot open it: {type(error).__name__}"
         raise DaskShuffleValueError(
-            f"Expected src to be a Zarr group or array. Got {os.fspath(source)!r}, which zarr cannot open ({error}), instead."
+            f"Expected src to be a Zarr group or array. Got {os.fspath(source)!r}, where {reason}, instead; for "
+            "Parquet files use shuffle_parquet (daskshuffle parquet), for text shuffle_lines (daskshuffle lines)."
         ) from error
 
 
