@@ -61,6 +61,7 @@ def shuffle_parquet(
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
 ) -> ShuffleResult:
     """Shuffle the rows of a Parquet dataset out of core, with the 2-pass shuffle, on dask.
 
@@ -121,6 +122,9 @@ def shuffle_parquet(
         Show a progress bar.
     storage_options : dict, optional
         Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the store is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`); ``VerificationError`` if not.
 
     Returns
     -------

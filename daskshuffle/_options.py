@@ -70,6 +70,8 @@ class ShuffleOptions(Settings):
     #: Whether the seed was given (else it was drawn): a drawn seed gives way to the one an
     #: interrupted run of the same shuffle recorded, so that the same call continues it.
     seed_given: bool = True
+    #: Prove the store holds the source's rows once it is written (``daskshuffle.verify``).
+    verify: bool = False
 
 
 def _parse_storage_options(value: object) -> dict[str, Any] | None:
@@ -92,6 +94,7 @@ _COMMON_ARGUMENTS: dict[str, object] = {
     "tmp": None,
     "progress": False,
     "storage_options": None,
+    "verify": False,
 }
 
 
@@ -121,6 +124,7 @@ def parse_shuffle_options(arguments: Mapping[str, object] | None = None, /, **gi
         progress=parse_bool(values["progress"], "progress"),
         storage_options=_parse_storage_options(values["storage_options"]),
         seed_given=values["seed"] is not None,
+        verify=parse_bool(values["verify"], "verify"),
     )
 
 

@@ -276,6 +276,10 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     # at dst is left alone until the new one is complete).
     with exclusive(dst, storage_options):
         n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
+    if options.verify:
+        from ._verify import verify
+
+        verify(dst, storage_options=storage_options, block_memory=options.block_nbytes, progress=options.progress)
     return result(n_tasks)
 
 

@@ -32,6 +32,7 @@ def shuffle_zarr(
     tmp: str | os.PathLike[str] | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
 ) -> ShuffleResult:
     """Shuffle the rows of Zarr arrays out of core, with the 2-pass shuffle, on dask.
 
@@ -84,6 +85,11 @@ def shuffle_zarr(
         Show a progress bar.
     storage_options : dict, optional
         Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the store is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`: an order-independent checksum of every
+        variable on both sides, about a third of the shuffle's time);
+        ``VerificationError`` if not.
 
     Returns
     -------

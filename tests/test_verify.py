@@ -188,3 +188,25 @@ def test_verify_on_s3(tmp_path: Path, s3: Any) -> None:
     dst = s3.url("piles.zarr")
     ds.shuffle_zarr(src, dst, 3, seed=0, storage_options=s3.storage_options)
     assert ds.verify(dst, storage_options=s3.storage_options).n_rows == 500
+
+
+def test_verify_true_proves_the_store_as_part_of_the_shuffle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    calls: list[str] = []
+    real = _verify.verify
+
+    def recorded(store: str, *args: object, **kwargs: object) -> object:
+        calls.append(str(store))
+        return real(store, *args, **kwargs)
+
+    monkeypatch.setattr(_verify, "verify", recorded)
+    source = make_zarr_source(tmp_path / "raw.zarr", 600, chunk_rows=50)
+    ds.shuffle_zarr(source, tmp_path / "piles.zarr", n_piles=4, seed=0, verify=True)
+    done = CliRunner().invoke(
+        cli, ["zarr", source, str(tmp_path / "cli.zarr"), "--n-piles", "4", "--verify", "--scheduler", "threads"]
+    )
+    assert done.exit_code == 0, done.output
+    assert calls == [str(tmp_path / "piles.zarr"), str(tmp_path / "cli.zarr")]
