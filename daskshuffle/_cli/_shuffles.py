@@ -49,7 +49,9 @@ def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store."),
         click.option("--overwrite", is_flag=True, help="Replace DST if it exists."),
-        click.option("--verify", is_flag=True, help="Then prove DST holds exactly the rows of SRC (daskshuffle verify)."),
+        click.option(
+            "--verify", is_flag=True, help="Then prove DST holds exactly the rows of SRC (daskshuffle verify)."
+        ),
         click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]"),
         click.option(
             "--pile-memory",
