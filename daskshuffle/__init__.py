@@ -30,6 +30,7 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
+    from ._epochs import EpochShuffler
     from ._frames import shuffle_dataframe, shuffle_parquet
     from ._lines import shuffle_lines
     from ._loader import LoaderSettings, PileLoader
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
+    "EpochShuffler": "._epochs",
     "LoaderSettings": "._loader",
     "PileLoader": "._loader",
     "ShuffleResult": "._run",
@@ -58,6 +60,7 @@ __all__ = [
     "DaskShuffleError",
     "DaskShuffleTypeError",
     "DaskShuffleValueError",
+    "EpochShuffler",
     "IncompletePileStoreError",
     "LoaderSettings",
     "PileLoader",
