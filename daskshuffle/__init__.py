@@ -32,6 +32,7 @@ from ._errors import (
 if TYPE_CHECKING:
     from ._epochs import EpochShuffler
     from ._frames import shuffle_dataframe, shuffle_parquet
+    from ._generations import Generation, append, compact, evict, generations
     from ._lines import shuffle_lines
     from ._loader import LoaderSettings, PileLoader
     from ._run import ShuffleResult
@@ -43,6 +44,11 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "EpochShuffler": "._epochs",
+    "Generation": "._generations",
+    "append": "._generations",
+    "compact": "._generations",
+    "evict": "._generations",
+    "generations": "._generations",
     "LoaderSettings": "._loader",
     "PileLoader": "._loader",
     "ShuffleResult": "._run",
@@ -61,6 +67,7 @@ __all__ = [
     "DaskShuffleTypeError",
     "DaskShuffleValueError",
     "EpochShuffler",
+    "Generation",
     "IncompletePileStoreError",
     "LoaderSettings",
     "PileLoader",
@@ -73,6 +80,10 @@ __all__ = [
     "UnfinishedShuffleError",
     "VerificationError",
     "VerifyResult",
+    "append",
+    "compact",
+    "evict",
+    "generations",
     "shuffle_dataframe",
     "shuffle_lines",
     "shuffle_parquet",

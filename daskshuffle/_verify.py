@@ -31,6 +31,7 @@ from ._options import DEFAULT_BLOCK_MEMORY
 from ._parse import parse_nbytes, parse_path
 from .formats import open_pile_reader
 from .formats._base import FileFormat
+from .formats._generations import sources_of
 
 __all__ = ["VerifyResult", "verify"]
 
@@ -299,7 +300,7 @@ def verify(
     finally:
         reader.close()
     variables = list(metadata["variables"])
-    named = [parse_path(source, "sources") for source in sources] or list(metadata.get("source") or [])
+    named = [parse_path(source, "sources") for source in sources] or list(sources_of(metadata) or [])
     if not named:
         raise DaskShuffleValueError(
             f"Expected the sources of {path!r}. Got none instead: its shuffle read a dataframe or dataset in "

@@ -51,6 +51,11 @@ def info(store: str, as_json: bool, offsets: bool, debug: bool) -> None:
             {"min": int(sizes.min()), "median": int(np.median(sizes)), "max": int(sizes.max())} if len(sizes) else {}
         )
         metadata["rows_per_pile"] = spread
+        if "generations" in metadata:  # each records its own offsets (and the first its whole metadata)
+            metadata["generations"] = [
+                {key: entry[key] for key in ("generation", "path", "n_rows", "seed")}
+                for entry in metadata["generations"]
+            ]
     if as_json:
         click.echo(json.dumps({"path": store, **metadata}, indent=2, default=str))
         return
@@ -74,4 +79,8 @@ def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
         ("source", sources[0] + (f" and {len(sources) - 1} more" if len(sources) > 1 else "") if sources else "-"),
         ("format version", metadata.get("format_version")),
     ]
+    if "generations" in metadata:
+        live = metadata["generations"]
+        listed = ", ".join(f"{entry['generation']}: {int(entry['n_rows']):,} rows" for entry in live)
+        rows.insert(3, ("generations", f"{len(live)}, oldest first ({listed})"))
     return "\n".join([store, *(f"  {name}: {value}" for name, value in rows)])

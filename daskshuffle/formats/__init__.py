@@ -13,7 +13,7 @@ from typing import Any
 
 from .._errors import IncompletePileStoreError, SourceNotFoundError
 from .._paths import exists, filesystem
-from ._base import FORMAT_VERSION, Format, PileReader
+from ._base import FORMAT_VERSION, AppendedStoreError, Format, PileReader
 
 __all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader", "read_metadata"]
 
@@ -67,7 +67,14 @@ def open_pile_reader(
         if reader.recognizes(path, storage_options):
             # Every reader opens as Reader(store, variables=..., storage_options=..., batch_format=...).
             open_reader: Callable[..., PileReader[Any]] = reader
-            return open_reader(path, variables=variables, storage_options=storage_options, batch_format=batch_format)
+            try:
+                return open_reader(
+                    path, variables=variables, storage_options=storage_options, batch_format=batch_format
+                )
+            except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
+                from ._generations import GenerationsReader
+
+                return GenerationsReader(path, variables, storage_options, batch_format, metadata=appended.metadata)
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {path!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."

@@ -315,6 +315,14 @@ class PileReader(ABC, Generic[Rows]):
         """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
 
 
+class AppendedStoreError(IncompletePileStoreError):
+    """A Zarr pile store with several generations, opened as one: ``open_pile_reader`` reads it with the metadata found."""
+
+    def __init__(self, message: str, metadata: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.metadata = dict(metadata)
+
+
 def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
     """Refuse a pile store of a format version this release cannot read or whose shuffle did not finish."""
     if metadata.get("format_version") not in READABLE_VERSIONS:

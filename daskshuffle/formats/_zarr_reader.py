@@ -29,7 +29,7 @@ import itertools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,7 +42,7 @@ from .._paths import exists, filesystem, normalize, url_options
 from ._arrays import ArrayRows
 from ._arrays import concat_rows as _concat
 from ._arrays import take_rows as _take
-from ._base import PileReader, check_pile_metadata, select_variables
+from ._base import AppendedStoreError, PileReader, check_pile_metadata, select_variables
 from ._layout import LAYOUT_KEY
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_source import METADATA_KEY as _METADATA_KEY
@@ -144,6 +144,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
         storage_options: dict[str, Any] | None = None,
         batch_format: str = "numpy",
         threads: int = 0,
+        metadata: Mapping[str, Any] | None = None,
     ) -> None:
         if batch_format not in ("numpy", "xarray"):
             raise DaskShuffleValueError(
@@ -162,12 +163,20 @@ class ZarrPileReader(PileReader[ArrayRows]):
             raise IncompletePileStoreError(
                 f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead."
             ) from error
-        metadata = group.attrs.get(_METADATA_KEY)
+        # ``metadata``: the first generation of a store with several, whose root records the union of them.
+        found: Any = group.attrs.get(_METADATA_KEY) if metadata is None else dict(metadata)
         self.store = os.fspath(store)
-        if not isinstance(metadata, dict):
+        if not isinstance(found, dict):
             raise IncompletePileStoreError(
                 f"Expected a pile store written by daskshuffle. Got {self.store!r}, which has no daskshuffle metadata, "
                 "instead."
+            )
+        metadata = found
+        if "generations" in metadata:
+            raise AppendedStoreError(
+                f"Expected a pile store of one generation. Got {self.store!r}, which rows were appended to, instead; "
+                "open it with daskshuffle.formats.open_pile_reader (or PileLoader), which reads every generation.",
+                metadata,
             )
         check_pile_metadata(metadata, self.store)
         self.metadata = metadata

@@ -1,0 +1,346 @@
+"""A Zarr pile store that grows: generations of piles, read as one store.
+
+A store that rows were appended to keeps each append as a *generation*: a
+complete pile store of its own with the same number of piles, in the group
+``generations/<n>`` of the store (generation 0, the first shuffle, stays at
+the root). The root's metadata lists the live generations, and its
+``pile_offsets`` and ``n_rows`` describe the store as the loader sees it:
+pile ``p`` is pile ``p`` of every live generation, one after the other,
+oldest first. The list is one JSON document written at once (zarr writes
+``zarr.json`` to a temporary file and renames it; an object store replaces
+an object whole), so a reader opens the old list or the new one, never half
+of a change.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import zarr
+from numpy.typing import NDArray
+
+from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from .._paths import exists, filesystem, normalize, remove, url_options
+from .._plan import fingerprint
+from ._arrays import ArrayRows
+from ._arrays import concat_rows as _concat
+from ._arrays import take_rows as _take
+from ._base import PileReader
+from ._zarr_reader import ZarrPileReader
+from ._zarr_source import METADATA_KEY
+
+__all__ = ["GENERATIONS_KEY", "GenerationsReader", "generation_path", "read_root", "write_root"]
+
+#: The key of the root metadata that lists the live generations.
+GENERATIONS_KEY = "generations"
+#: The group below the root that holds the generations after the first.
+GROUP = "generations"
+
+
+def generation_path(number: int) -> str:
+    """Where generation ``number`` lives, relative to the store's root ("" for the first shuffle)."""
+    return "" if number == 0 else f"{GROUP}/{number:05d}"
+
+
+def _join(store: str, relative: str) -> str:
+    return store if not relative else f"{normalize(store)}/{relative}"
+
+
+def read_root(
+    store: str, storage_options: dict[str, Any] | None, metadata: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The root metadata of a complete Zarr pile store (read, or as given), its generations listed (one if never appended to)."""
+    if metadata is None:
+        from . import read_metadata
+
+        if not exists(store, storage_options):
+            raise SourceNotFoundError(f"Expected an existing pile store. Got {store!r}, which does not exist, instead.")
+        metadata = read_metadata(store, storage_options)
+    if not isinstance(metadata, dict) or not metadata.get("complete"):
+        raise IncompletePileStoreError(
+            f"Expected a complete Zarr pile store. Got {store!r}, which is not one, instead; pass the destination "
+            "of a finished shuffle_zarr."
+        )
+    if metadata.get("kind") not in ("zarr", "xarray"):
+        raise DaskShuffleValueError(
+            f"Expected a Zarr pile store. Got a {metadata.get('kind')} pile store at {store!r} instead; generations "
+            "are kept by Zarr pile stores only.",
+            parameter="store",
+        )
+    if GENERATIONS_KEY not in metadata:
+        metadata = {**metadata, GENERATIONS_KEY: [_entry(0, metadata, base=metadata)]}
+    return dict(metadata)
+
+
+def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What the root records of a generation; the first shuffle's own metadata too, since the root's becomes the union."""
+    entry = {
+        "generation": number,
+        "path": generation_path(number),
+        "n_rows": int(metadata["n_rows"]),
+        "pile_offsets": list(metadata["pile_offsets"]),
+        "seed": int(metadata["seed"]),
+        "fingerprint": metadata["fingerprint"],
+        "source": metadata.get("source"),
+    }
+    if base is not None:
+        entry["metadata"] = {key: value for key, value in base.items() if key != GENERATIONS_KEY}
+    return entry
+
+
+def entry_of(number: int, store: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The entry of generation ``number``, read from its own complete pile store."""
+    reader = ZarrPileReader(_join(store, generation_path(number)), storage_options=storage_options)
+    try:
+        return _entry(number, reader.metadata)
+    finally:
+        reader.close()
+
+
+def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The root metadata for the live generations ``entries``: pile ``p`` is pile ``p`` of each, oldest first."""
+    sizes = sum(np.diff(np.asarray(entry["pile_offsets"], dtype=np.int64)) for entry in entries)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    metadata = {key: value for key, value in root.items() if key != "fingerprint"}
+    metadata.update(
+        n_rows=int(offsets[-1]),
+        pile_offsets=offsets.tolist(),
+        generations=[dict(entry) for entry in entries],
+    )
+    metadata["fingerprint"] = fingerprint(metadata)
+    return metadata
+
+
+def write_root(store: str, metadata: Mapping[str, Any], storage_options: dict[str, Any] | None) -> None:
+    """Replace the root metadata in one write, then consolidate the store's metadata for plain zarr and xarray."""
+    group = zarr.open_group(normalize(store), mode="r+", storage_options=url_options(store, storage_options))
+    group.attrs[METADATA_KEY] = dict(metadata)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
+        zarr.consolidate_metadata(group.store)
+
+
+def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
+    """The sources of every row of the store, oldest generation first; ``None`` if one was not files."""
+    if GENERATIONS_KEY not in metadata:
+        return metadata.get("source")
+    found: list[str] = []
+    for entry in metadata[GENERATIONS_KEY]:
+        if not isinstance(entry.get("source"), list):
+            return None
+        found += entry["source"]
+    return found
+
+
+def remove_generation(
+    store: str, entry: Mapping[str, Any], variables: Sequence[str], storage_options: dict[str, Any] | None
+) -> None:
+    """Delete a generation's files: its group, or for the first shuffle its arrays at the root."""
+    if entry["path"]:
+        remove(_join(store, entry["path"]), storage_options)
+        return
+    for name in variables:
+        remove(_join(store, name), storage_options)
+
+
+def orphans(store: str, live: Sequence[Mapping[str, Any]], storage_options: dict[str, Any] | None) -> list[str]:
+    """Generation groups below the root that the root does not list (an interrupted append or removal)."""
+    fs, inner = filesystem(_join(store, GROUP), url_options(store, storage_options))
+    if not fs.exists(inner):
+        return []
+    listed = {entry["path"].rsplit("/", 1)[-1] for entry in live}
+    found = (path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))
+    return sorted(f"{GROUP}/{name}" for name in found if name.isdigit() and name not in listed)
+
+
+def ensure_group(store: str, storage_options: dict[str, Any] | None) -> None:
+    """Create the ``generations`` group, so that zarr sees the generations as groups of the store."""
+    path = _join(store, GROUP)
+    if not exists(f"{path}/zarr.json", storage_options):
+        zarr.open_group(path, mode="a", zarr_format=3, storage_options=url_options(path, storage_options))
+
+
+# -- reading -----------------------------------------------------------------------
+class GenerationsReader(PileReader[ArrayRows]):
+    """A Zarr pile store with several generations, read as one: pile ``p`` is pile ``p`` of each, oldest first.
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "grown.zarr", n_piles=4, seed=0)
+    >>> _ = daskshuffle.append("grown.zarr", "raw.zarr", seed=1)
+    >>> reader = GenerationsReader("grown.zarr")
+    >>> reader.n_rows, len(reader.generations)
+    (2000, 2)
+    """
+
+    def __init__(
+        self,
+        store: str | os.PathLike[str],
+        variables: Sequence[str] | None = None,
+        storage_options: dict[str, Any] | None = None,
+        batch_format: str = "numpy",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.store = os.fspath(store)
+        self.metadata = read_root(self.store, storage_options, metadata)
+        self.generations: list[ZarrPileReader] = []
+        for entry in self.metadata[GENERATIONS_KEY]:
+            self.generations.append(
+                ZarrPileReader(
+                    _join(self.store, entry["path"]),
+                    variables,
+                    storage_options,
+                    batch_format=batch_format,
+                    metadata=entry.get("metadata"),
+                )
+            )
+        self._offsets = np.asarray([reader.pile_offsets for reader in self.generations], dtype=np.int64)
+        self._union = self.pile_offsets
+
+    def read_pile(self, pile: int) -> ArrayRows:
+        return self._concat_parts([reader.read_pile(pile) for reader in self._holding(pile)])
+
+    def _holding(self, pile: int) -> list[ZarrPileReader]:
+        sizes = self._offsets[:, pile + 1] - self._offsets[:, pile]
+        held = [reader for reader, size in zip(self.generations, sizes, strict=True) if size > 0]
+        return held or self.generations[:1]
+
+    def _concat_parts(self, parts: list[ArrayRows]) -> ArrayRows:
+        return parts[0] if len(parts) == 1 else _concat(parts)
+
+    def read_rows(self, start: int, stop: int) -> ArrayRows:
+        stop = max(start, min(stop, self.n_rows))
+        parts: list[ArrayRows] = []
+        first = int(np.searchsorted(self._union, start, side="right")) - 1
+        for pile in range(max(first, 0), len(self._union) - 1):
+            begin = int(self._union[pile])
+            if begin >= stop:
+                break
+            # Rows a:b of the union pile, taken from each generation's pile in turn.
+            a, b = max(start, begin) - begin, min(stop, int(self._union[pile + 1])) - begin
+            for reader, offsets in zip(self.generations, self._offsets, strict=True):
+                size = int(offsets[pile + 1] - offsets[pile])
+                if a < size and b > 0:
+                    base = int(offsets[pile])
+                    parts.append(reader.read_rows(base + max(a, 0), base + min(b, size)))
+                a, b = a - size, b - size
+        return self._concat_parts(parts) if parts else self.generations[0].read_rows(0, 0)
+
+    def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
+        return _take(rows, index)
+
+    def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
+        return _concat(parts)
+
+    def n_rows_of(self, rows: ArrayRows) -> int:
+        return len(next(iter(rows.values()))) if rows else 0
+
+    def to_batch(self, rows: ArrayRows) -> Any:
+        return self.generations[0].to_batch(rows)
+
+    def as_arrays(self, rows: ArrayRows) -> dict[str, NDArray[Any]] | None:
+        return self.generations[0].as_arrays(rows)
+
+    def close(self) -> None:
+        for reader in self.generations:
+            reader.close()
+
+
+def array_types(
+    store: str, root: Mapping[str, Any], storage_options: dict[str, Any] | None
+) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The dtype and row shape of each variable, as the newest live generation stores them."""
+    newest = root[GENERATIONS_KEY][-1]
+    path = _join(store, newest["path"])
+    group = zarr.open_group(normalize(path), mode="r", storage_options=url_options(path, storage_options))
+    types = {}
+    for name in root["variables"]:
+        array = group[name]
+        assert isinstance(array, zarr.Array)
+        types[name] = (str(array.dtype), tuple(int(size) for size in array.shape[1:]))
+    return types
+
+
+# -- compacting ----------------------------------------------------------------------
+def create_compacted(
+    store: str, number: int, metadata: Mapping[str, Any], storage_options: dict[str, Any] | None
+) -> tuple[int, int]:
+    """Create generation ``number`` empty, shaped like the newest live one, to hold every row of ``metadata``.
+
+    Returns the row alignment its writes keep (the largest chunk rows, so that
+    no two tasks write one chunk) and the bytes of a row.
+    """
+    newest = metadata[GENERATIONS_KEY][-1]
+    like = zarr.open_group(_join(store, newest["path"]), mode="r", storage_options=url_options(store, storage_options))
+    like_metadata: Any = newest.get("metadata") or like.attrs[METADATA_KEY]
+    path = _join(store, generation_path(number))
+    own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY}
+    own.update(
+        complete=False,
+        n_rows=metadata["n_rows"],
+        pile_offsets=metadata["pile_offsets"],
+        source=sources_of(metadata),
+    )
+    group = zarr.open_group(
+        path,
+        mode="w",
+        zarr_format=3,
+        storage_options=url_options(path, storage_options),
+        attributes={METADATA_KEY: own},
+    )
+    alignment, row_nbytes = 1, 0
+    for name in metadata["variables"]:
+        array = like[name]
+        assert isinstance(array, zarr.Array)
+        group.create_array(
+            name,
+            shape=(int(metadata["n_rows"]), *array.shape[1:]),
+            chunks=array.chunks,
+            dtype=array.dtype,
+            fill_value=array.fill_value,
+            attributes=dict(array.attrs),
+            dimension_names=array.metadata.dimension_names if hasattr(array.metadata, "dimension_names") else None,
+            serializer=array.serializer or "auto",
+            filters=array.filters,
+            compressors=array.compressors,
+            config={"write_empty_chunks": True},
+        )
+        alignment = max(alignment, int(array.chunks[0]))
+        row_nbytes += array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+    return alignment, row_nbytes
+
+
+def copy_rows(store: str, number: int, start: int, stop: int, storage_options: dict[str, Any] | None) -> int:
+    """Rows ``start:stop`` of the store as its root lists them now, written into generation ``number``."""
+    reader = GenerationsReader(store, storage_options=storage_options)
+    try:
+        rows = reader.read_rows(start, stop)
+    finally:
+        reader.close()
+    path = _join(store, generation_path(number))
+    group = zarr.open_group(path, mode="r+", storage_options=url_options(path, storage_options))
+    for name, values in rows.items():
+        array = group[name]
+        assert isinstance(array, zarr.Array)
+        array[start:stop] = values
+    return stop - start
+
+
+def finish_compacted(store: str, number: int, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+    """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
+    path = _join(store, generation_path(number))
+    group = zarr.open_group(path, mode="r+", storage_options=url_options(path, storage_options))
+    recorded: Any = group.attrs[METADATA_KEY]
+    own = {key: value for key, value in recorded.items() if key != "fingerprint"}
+    own.update(complete=True)
+    own["fingerprint"] = fingerprint(own)
+    group.attrs[METADATA_KEY] = own
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
+        zarr.consolidate_metadata(group.store)
+    return _entry(number, own)

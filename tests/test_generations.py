@@ -1,0 +1,277 @@
+"""Pile stores that grow: append, evict and compact on real Zarr stores, read by real loaders."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+from conftest import make_zarr_source, tree_digest
+
+import daskshuffle
+from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader
+from daskshuffle._cli import cli
+from daskshuffle.formats import open_pile_reader
+from daskshuffle.formats._zarr_reader import ZarrPileReader
+
+N_PILES = 4
+
+
+def ids_of(store: Path | str, **options: Any) -> np.ndarray:
+    with PileLoader(store, 100, **options) as loader:
+        return np.concatenate([batch["id"] for batch in loader])
+
+
+def epoch_batches(store: Path | str) -> list[np.ndarray]:
+    with PileLoader(store, 100, seed=11) as loader:
+        return [batch["id"] for batch in loader]
+
+
+@pytest.fixture
+def grown(tmp_path: Path) -> Path:
+    """A store of ids 0..999 (generation 0), then 1000..1499 and 1500..1799 appended."""
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)
+    make_zarr_source(tmp_path / "c.zarr", 300, chunk_rows=50, first_id=1_500)
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    daskshuffle.append(store, tmp_path / "c.zarr", seed=2)
+    return store
+
+
+def test_append_then_load_covers_old_and_new_rows_once(grown: Path) -> None:
+    ids = ids_of(grown)
+    np.testing.assert_array_equal(np.sort(ids), np.arange(1_800))
+    assert [(g.generation, g.n_rows, g.seed) for g in daskshuffle.generations(grown)] == [
+        (0, 1_000, 0),
+        (1, 500, 1),
+        (2, 300, 2),
+    ]
+    # x[:, 0] == id and y == id % 7 row by row: the variables stay aligned across generations.
+    with PileLoader(grown, 128) as loader:
+        for batch in loader:
+            np.testing.assert_array_equal(batch["x"][:, 0], batch["id"])
+            np.testing.assert_array_equal(batch["y"], batch["id"] % 7)
+
+
+def test_a_pile_is_its_generations_piles_oldest_first(grown: Path) -> None:
+    reader = open_pile_reader(grown)
+    generation_readers = [ZarrPileReader(grown / "generations" / f"{n:05d}") for n in (1, 2)]
+    first = zarr.open_group(grown, mode="r")
+    offsets0 = reader.metadata["generations"][0]["pile_offsets"]
+    for pile in range(N_PILES):
+        expected = np.concatenate(
+            [
+                first["id"][offsets0[pile] : offsets0[pile + 1]],
+                *(r.read_pile(pile)["id"] for r in generation_readers),
+            ]
+        )
+        np.testing.assert_array_equal(reader.read_pile(pile)["id"], expected)
+        # Every generation reaches every pile: P(a pile gets none of 300 rows) = 0.75**300 ~ 1e-38.
+        assert all(np.any(expected >= low) for low in (1_000, 1_500))
+    # read_rows across pile and generation boundaries agrees with the piles one after the other.
+    whole = np.concatenate([reader.read_pile(pile)["id"] for pile in range(N_PILES)])
+    for start, stop in [(0, 1_800), (5, 6), (440, 1_300), (1_799, 1_800), (0, 0)]:
+        np.testing.assert_array_equal(reader.read_rows(start, stop)["id"], whole[start:stop])
+    with pytest.raises(IncompletePileStoreError, match="appended"):
+        ZarrPileReader(grown)
+
+
+def test_a_loader_opened_before_an_append_keeps_its_rows(tmp_path: Path) -> None:
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 400, chunk_rows=64, first_id=1_000)
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+    with PileLoader(store, 100) as before:
+        daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+        old = np.concatenate([batch["id"] for batch in before])
+        state = before.state_dict()
+    np.testing.assert_array_equal(np.sort(old), np.arange(1_000))
+    np.testing.assert_array_equal(np.sort(ids_of(store)), np.arange(1_400))
+    with PileLoader(store, 100) as after, pytest.raises(DaskShuffleValueError, match="store"):
+        after.load_state_dict(state)  # another store now: the order of its batches changed
+
+
+def test_readers_during_an_append_see_the_old_or_the_new_store(tmp_path: Path) -> None:
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 20_000, chunk_rows=500, first_id=1_000)
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+    seen: list[int] = []
+    done = threading.Event()
+
+    def read_while_appending() -> None:
+        while not done.is_set():
+            ids = ids_of(store)
+            assert len(np.unique(ids)) == len(ids)
+            np.testing.assert_array_equal(np.sort(ids), np.arange(len(ids)))
+            seen.append(len(ids))
+
+    reader = threading.Thread(target=read_while_appending)
+    reader.start()
+    try:
+        daskshuffle.append(store, tmp_path / "b.zarr", seed=1, block_memory="16KiB")
+    finally:
+        done.set()
+        reader.join()
+    seen.append(len(ids_of(store)))
+    assert set(seen) <= {1_000, 21_000}
+    assert seen[0] == 1_000 and seen[-1] == 21_000
+
+
+def test_evict_removes_exactly_the_oldest(grown: Path) -> None:
+    live = daskshuffle.evict(grown, keep_last=2)
+    assert [g.generation for g in live] == [1, 2]
+    np.testing.assert_array_equal(np.sort(ids_of(grown)), np.arange(1_000, 1_800))
+    assert not any((grown / name).exists() for name in ("x", "y", "id"))  # generation 0's arrays are gone
+    assert sorted(p.name for p in (grown / "generations").iterdir()) == ["00001", "00002", "zarr.json"]
+    assert "id" not in zarr.open_group(grown, mode="r")  # nor listed in the consolidated metadata
+    live = daskshuffle.evict(grown, keep_last=1)
+    assert [g.generation for g in live] == [2]
+    np.testing.assert_array_equal(np.sort(ids_of(grown)), np.arange(1_500, 1_800))
+    before = tree_digest(grown)
+    assert [g.generation for g in daskshuffle.evict(grown, keep_last=3)] == [2]  # nothing older to remove
+    assert tree_digest(grown) == before
+
+
+def test_a_moving_window(tmp_path: Path) -> None:
+    store = tmp_path / "window.zarr"
+    for day in range(4):
+        make_zarr_source(tmp_path / f"day{day}.zarr", 300, chunk_rows=64, first_id=300 * day)
+        if day == 0:
+            daskshuffle.shuffle_zarr(tmp_path / "day0.zarr", store, n_piles=N_PILES, seed=0)
+        else:
+            daskshuffle.append(store, tmp_path / f"day{day}.zarr", seed=day)
+            daskshuffle.evict(store, keep_last=2)
+        low = 300 * max(0, day - 1)
+        np.testing.assert_array_equal(np.sort(ids_of(store)), np.arange(low, 300 * (day + 1)))
+
+
+def test_compact_keeps_the_batches_and_makes_one_generation(grown: Path) -> None:
+    before = epoch_batches(grown)
+    live = daskshuffle.compact(grown)
+    assert [(g.generation, g.n_rows) for g in live] == [(3, 1_800)]
+    after = epoch_batches(grown)
+    assert len(before) == len(after)
+    for a, b in zip(before, after, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert sorted(p.name for p in grown.iterdir()) == ["generations", "zarr.json"]
+    assert sorted(p.name for p in (grown / "generations").iterdir()) == ["00003", "zarr.json"]
+    digest = tree_digest(grown)
+    assert daskshuffle.compact(grown) == live  # one generation: nothing to do
+    assert tree_digest(grown) == digest
+    assert daskshuffle.verify(grown).n_rows == 1_800  # its sources are every generation's
+
+
+def test_compact_on_a_cluster_writes_the_same_bytes(grown: Path, tmp_path: Path, cluster_client: Any) -> None:
+    import shutil
+
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(grown, copy)
+    daskshuffle.compact(grown, copy_memory="8KiB")  # many tasks
+    with cluster_client.as_current():
+        daskshuffle.compact(copy, copy_memory="8KiB")
+    for name in ("x", "y", "id"):
+        np.testing.assert_array_equal(
+            zarr.open_group(grown / "generations" / "00003")[name][:],
+            zarr.open_group(copy / "generations" / "00003")[name][:],
+        )
+
+
+def test_an_interrupted_append_is_finished_by_the_same_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daskshuffle import _graph
+
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+    merge = _graph._merge
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("the disk went away")
+
+    monkeypatch.setattr(_graph, "_merge", broken)
+    with pytest.raises(OSError, match="went away"):
+        daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    monkeypatch.setattr(_graph, "_merge", merge)
+    # The root still lists one generation; the loader reads it whole.
+    assert [g.generation for g in daskshuffle.generations(store)] == [0]
+    np.testing.assert_array_equal(np.sort(ids_of(store)), np.arange(1_000))
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    np.testing.assert_array_equal(np.sort(ids_of(store)), np.arange(1_500))
+
+
+def test_evict_removes_what_an_interrupted_append_left(tmp_path: Path) -> None:
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+    # An append killed after its shuffle, before the root listed it: a generation nothing reads.
+    daskshuffle.shuffle_zarr(tmp_path / "b.zarr", store / "generations" / "00001", n_piles=N_PILES, seed=1)
+    np.testing.assert_array_equal(np.sort(ids_of(store)), np.arange(1_000))
+    daskshuffle.evict(store, keep_last=1)
+    assert not (store / "generations" / "00001").exists()
+    np.testing.assert_array_equal(np.sort(ids_of(store)), np.arange(1_000))
+
+
+def test_bad_appends_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+    wide = make_zarr_source(tmp_path / "wide.zarr", 100, width=5)
+    other = zarr.open_group(tmp_path / "other.zarr", mode="w")
+    for name, dtype in (("x", "f8"), ("y", "i2"), ("id", "i8")):
+        other.create_array(name, shape=(10, 4) if name == "x" else (10,), dtype=dtype)
+    materialized = tmp_path / "copy.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", materialized, n_piles=N_PILES, seed=0, materialize=True)
+    digest = tree_digest(store)
+    cases: list[tuple[Any, dict[str, Any], type[BaseException], str]] = [
+        (store, {"src": wide}, DaskShuffleValueError, r"x: store float32 rows of \(4,\), source \('float32', \(5,\)\)"),
+        (store, {"src": tmp_path / "other.zarr"}, DaskShuffleValueError, "float64"),
+        (store, {"src": tmp_path / "missing.zarr"}, FileNotFoundError, "missing.zarr"),
+        (store, {"src": tmp_path / "a.zarr", "n_piles": 8}, DaskShuffleValueError, "n_piles"),
+        (store, {"src": tmp_path / "a.zarr", "overwrite": True}, DaskShuffleValueError, "overwrite"),
+        (materialized, {"src": tmp_path / "a.zarr"}, DaskShuffleValueError, "materialized"),
+        (tmp_path / "a.zarr", {"src": tmp_path / "a.zarr"}, IncompletePileStoreError, "finished shuffle_zarr"),
+    ]
+    for target, kwargs, error, message in cases:
+        with pytest.raises(error, match=message):
+            daskshuffle.append(target, **kwargs)
+    assert tree_digest(store) == digest
+    assert not (store / "generations").exists()
+    with pytest.raises(DaskShuffleValueError, match="keep_last"):
+        daskshuffle.evict(store, keep_last=0)
+    assert tree_digest(store) == digest
+
+
+def test_a_parquet_store_is_refused(tmp_path: Path) -> None:
+    import pandas as pd
+
+    pd.DataFrame({"id": np.arange(100)}).to_parquet(tmp_path / "raw.parquet")
+    daskshuffle.shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "piles.parquet", n_piles=2, seed=0)
+    with pytest.raises(DaskShuffleValueError, match="Zarr pile stores only"):
+        daskshuffle.append(tmp_path / "piles.parquet", tmp_path / "raw.parquet")
+
+
+def test_the_command_line(grown: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    make_zarr_source(tmp_path / "d.zarr", 200, chunk_rows=64, first_id=1_800)
+    result = runner.invoke(cli, ["append", str(grown), str(tmp_path / "d.zarr"), "--seed", "4", "--scheduler", "sync"])
+    assert result.exit_code == 0, result.output
+    assert "2,000 rows in 4 generations (0: 1,000, 1: 500, 2: 300, 3: 200)" in result.output
+    result = runner.invoke(cli, ["info", str(grown), "--json"])
+    assert [g["n_rows"] for g in json.loads(result.output)["generations"]] == [1_000, 500, 300, 200]
+    assert "generations: 4, oldest first" in runner.invoke(cli, ["info", str(grown)]).output
+    result = runner.invoke(cli, ["evict", str(grown), "--keep-last", "2"])
+    assert result.exit_code == 0 and "500 rows in 2 generations (2: 300, 3: 200)" in result.output
+    result = runner.invoke(cli, ["compact", str(grown), "--scheduler", "sync"])
+    assert result.exit_code == 0 and "500 rows in 1 generation (4: 500)" in result.output
+    np.testing.assert_array_equal(np.sort(ids_of(grown)), np.arange(1_500, 2_000))
+    result = runner.invoke(cli, ["append", str(grown), str(tmp_path / "missing.zarr"), "--scheduler", "sync"])
+    assert result.exit_code == 1 and "missing.zarr" in result.output and "Traceback" not in result.output
