@@ -212,3 +212,27 @@ def test_one_storage_options_for_local_and_s3_paths(tmp_path: Path, s3: Any, zar
     with ds.PileLoader(str(tmp_path / "from-s3.zarr"), batch_size=500, seed=0, storage_options=options) as loader:
         assert sum(len(batch["id"]) for batch in loader) == N_ROWS
     assert ds.verify(str(tmp_path / "from-s3.zarr"), remote, storage_options=options).n_rows == N_ROWS
+
+
+def test_generations_on_s3(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
+    # The generation list is one object, replaced whole; removed generations leave no objects behind.
+    _, remote = zarr_pair
+    more = s3.put(make_zarr_source(tmp_path / "more.zarr", 500, chunk_rows=100, first_id=N_ROWS), "more.zarr")
+    store, options = s3.url("piles.zarr"), s3.storage_options
+    ds.shuffle_zarr(remote, store, 4, seed=0, storage_options=options)
+    ds.append(store, more, seed=1, storage_options=options)
+
+    def ids() -> np.ndarray:
+        with ds.PileLoader(store, batch_size=250, storage_options=options) as loader:
+            return np.sort(np.concatenate([batch["id"] for batch in loader]))
+
+    np.testing.assert_array_equal(ids(), np.arange(N_ROWS + 500))
+    assert [g.n_rows for g in ds.compact(store, storage_options=options)] == [N_ROWS + 500]
+    np.testing.assert_array_equal(ids(), np.arange(N_ROWS + 500))
+    ds.append(store, more, seed=2, storage_options=options)
+    assert [g.generation for g in ds.evict(store, keep_last=1, storage_options=options)] == [3]
+    np.testing.assert_array_equal(ids(), np.arange(N_ROWS, N_ROWS + 500))
+    import s3fs
+
+    listed = s3fs.S3FileSystem(**options).find(store.removeprefix("s3://"))
+    assert not [key for key in listed if "/generations/00002/" in key or "/x/" in key.split("/generations/")[0]]
