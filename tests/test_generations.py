@@ -81,6 +81,22 @@ def test_a_pile_is_its_generations_piles_oldest_first(grown: Path) -> None:
         np.testing.assert_array_equal(reader.read_rows(start, stop)["id"], whole[start:stop])
     with pytest.raises(IncompletePileStoreError, match="appended"):
         ZarrPileReader(grown)
+    # Pickled (into DataLoader workers), it reads the same piles.
+    import pickle
+
+    again = pickle.loads(pickle.dumps(reader))
+    np.testing.assert_array_equal(again.read_pile(2)["x"], reader.read_pile(2)["x"])
+
+
+def test_piles_read_into_recycled_arrays_stay_right(grown: Path) -> None:
+    # Several epochs with prefetch: arrays of used-up piles take later piles, across generations.
+    with PileLoader(grown, 64, prefetch=2) as loader:
+        for _ in range(3):
+            batches = list(loader)
+            ids = np.concatenate([batch["id"] for batch in batches])
+            np.testing.assert_array_equal(np.sort(ids), np.arange(1_800))
+            for batch in batches:
+                np.testing.assert_array_equal(batch["x"][:, 0], batch["id"])
 
 
 def test_a_loader_opened_before_an_append_keeps_its_rows(tmp_path: Path) -> None:

@@ -55,6 +55,19 @@ def concat_rows(parts: Sequence[ArrayRows]) -> ArrayRows:
     return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
+class ArrayRowsMethods:
+    """``take``, ``concat`` and ``n_rows_of`` of a pile reader whose rows are a dict of numpy arrays."""
+
+    def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
+        return take_rows(rows, index)
+
+    def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
+        return concat_rows(parts)
+
+    def n_rows_of(self, rows: ArrayRows) -> int:
+        return len(next(iter(rows.values()))) if rows else 0
+
+
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
     return np.frombuffer(data, dtype=variable.dtype).reshape(-1, *variable.row_shape)
 

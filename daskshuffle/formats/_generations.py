@@ -15,6 +15,7 @@ of a change.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,11 +27,10 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from .._paths import exists, filesystem, normalize, remove, url_options
 from .._plan import fingerprint
-from ._arrays import ArrayRows
+from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
-from ._arrays import take_rows as _take
 from ._base import PileReader
-from ._zarr_reader import ZarrPileReader
+from ._zarr_reader import RowsRead, ZarrPileReader
 from ._zarr_source import METADATA_KEY
 
 __all__ = ["GENERATIONS_KEY", "GenerationsReader", "generation_path", "read_root", "write_root"]
@@ -165,7 +165,7 @@ def ensure_group(store: str, storage_options: dict[str, Any] | None) -> None:
 
 
 # -- reading -----------------------------------------------------------------------
-class GenerationsReader(PileReader[ArrayRows]):
+class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
     """A Zarr pile store with several generations, read as one: pile ``p`` is pile ``p`` of each, oldest first.
 
     Examples
@@ -201,16 +201,48 @@ class GenerationsReader(PileReader[ArrayRows]):
             )
         self._offsets = np.asarray([reader.pile_offsets for reader in self.generations], dtype=np.int64)
         self._union = self.pile_offsets
+        self._largest_pile = int(np.diff(self._union).max()) if len(self._union) > 1 else 0
+        first = self.generations[0].arrays
+        self._types = {name: (array.dtype, tuple(array.shape[1:])) for name, array in first.items()}
+        self._lock = threading.Lock()
+        self._spare: list[ArrayRows] = []
 
     def read_pile(self, pile: int) -> ArrayRows:
-        return self._concat_parts([reader.read_pile(pile) for reader in self._holding(pile)])
+        return self.start_pile(pile).result()
 
-    def _holding(self, pile: int) -> list[ZarrPileReader]:
+    def start_pile(self, pile: int) -> _UnionRead:
+        """The read of ``pile``: each generation that holds rows of it reads them into its slice of one set of arrays."""
         sizes = self._offsets[:, pile + 1] - self._offsets[:, pile]
-        held = [reader for reader, size in zip(self.generations, sizes, strict=True) if size > 0]
-        return held or self.generations[:1]
+        rows = self._empty(int(sizes.sum()))
+        reads, first = [], 0
+        for reader, size in zip(self.generations, sizes.tolist(), strict=True):
+            if size > 0:
+                reads.append(
+                    reader.start_pile(pile, {name: values[first : first + size] for name, values in rows.items()})
+                )
+                first += size
+        return _UnionRead(rows, reads)
 
-    def _concat_parts(self, parts: list[ArrayRows]) -> ArrayRows:
+    def _empty(self, n_rows: int) -> ArrayRows:
+        """Arrays for ``n_rows`` rows: recycled ones (:meth:`recycle`) if large enough, else of the largest pile."""
+        with self._lock:
+            if self._spare and len(next(iter(self._spare[0].values()))) >= n_rows:
+                return {name: values[:n_rows] for name, values in self._spare.pop(0).items()}
+        capacity = max(n_rows, self._largest_pile)
+        return {
+            name: np.empty((capacity, *shape), dtype=dtype)[:n_rows] for name, (dtype, shape) in self._types.items()
+        }
+
+    def recycle(self, rows: ArrayRows) -> None:
+        """Take back a pile's arrays that nothing uses any more (at most two piles' worth), to read other piles into."""
+        whole = {name: values.base for name, values in rows.items()}
+        if all(isinstance(base, np.ndarray) for base in whole.values()) and set(whole) == set(self._types):
+            with self._lock:
+                if len(self._spare) < 2:
+                    self._spare.append(whole)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _concat_parts(parts: list[ArrayRows]) -> ArrayRows:
         return parts[0] if len(parts) == 1 else _concat(parts)
 
     def read_rows(self, start: int, stop: int) -> ArrayRows:
@@ -231,22 +263,21 @@ class GenerationsReader(PileReader[ArrayRows]):
                 a, b = a - size, b - size
         return self._concat_parts(parts) if parts else self.generations[0].read_rows(0, 0)
 
-    def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return _take(rows, index)
-
-    def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return _concat(parts)
-
-    def n_rows_of(self, rows: ArrayRows) -> int:
-        return len(next(iter(rows.values()))) if rows else 0
-
     def to_batch(self, rows: ArrayRows) -> Any:
         return self.generations[0].to_batch(rows)
 
     def as_arrays(self, rows: ArrayRows) -> dict[str, NDArray[Any]] | None:
         return self.generations[0].as_arrays(rows)
 
+    def __getstate__(self) -> dict[str, Any]:  # pickled into torch DataLoader workers
+        return {**self.__dict__, "_lock": None, "_spare": []}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def close(self) -> None:
+        self._spare = []
         for reader in self.generations:
             reader.close()
 
@@ -264,6 +295,23 @@ def array_types(
         assert isinstance(array, zarr.Array)
         types[name] = (str(array.dtype), tuple(int(size) for size in array.shape[1:]))
     return types
+
+
+class _UnionRead:
+    """The reads of one pile in several generations, into one set of arrays: threads help with any of them."""
+
+    def __init__(self, rows: ArrayRows, reads: list[RowsRead]) -> None:
+        self.rows = rows
+        self._reads = reads
+
+    def help(self, limit: int | None = None) -> bool:
+        """Run tasks no thread has taken yet (at most ``limit``); whether some may be left."""
+        return any(read.help(limit) and limit is not None for read in self._reads)
+
+    def result(self) -> ArrayRows:
+        for read in self._reads:
+            read.result()
+        return self.rows
 
 
 # -- compacting ----------------------------------------------------------------------

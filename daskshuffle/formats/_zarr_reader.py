@@ -39,9 +39,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from .._paths import exists, filesystem, normalize, url_options
-from ._arrays import ArrayRows
-from ._arrays import concat_rows as _concat
-from ._arrays import take_rows as _take
+from ._arrays import ArrayRows, ArrayRowsMethods
 from ._base import AppendedStoreError, PileReader, check_pile_metadata, select_variables
 from ._layout import LAYOUT_KEY
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
@@ -121,7 +119,7 @@ def _shutdown(pool: ThreadPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-class ZarrPileReader(PileReader[ArrayRows]):
+class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     """A complete Zarr pile store, opened read-only.
 
     Safe to use from several threads at once, and to pickle (into torch
@@ -249,15 +247,18 @@ class ZarrPileReader(PileReader[ArrayRows]):
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
 
-    def start_pile(self, pile: int) -> RowsRead:
-        """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it."""
+    def start_pile(self, pile: int, out: ArrayRows | None = None) -> RowsRead:
+        """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it.
+
+        ``out``: arrays of the pile's length to read into, rather than arrays of the reader's own.
+        """
         offsets = self._offsets
-        return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile)
+        return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile, out)
 
     def _read(self, start: int, stop: int, pile: int | None) -> ArrayRows:
         return self._start(start, stop, pile).result()
 
-    def _start(self, start: int, stop: int, pile: int | None) -> RowsRead:
+    def _start(self, start: int, stop: int, pile: int | None, out: ArrayRows | None = None) -> RowsRead:
         """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them.
 
         Variables that zarr must read are read here.
@@ -270,8 +271,11 @@ class ZarrPileReader(PileReader[ArrayRows]):
             chunks = self._chunks.get(name)
             if chunks is None:
                 rows[name] = _read_in_runs(array, start, stop, READ_NBYTES)
+                if out is not None:
+                    out[name][...] = rows[name]
+                    rows[name] = out[name]
                 continue
-            rows[name] = self._empty(chunks, stop - start)
+            rows[name] = self._empty(chunks, stop - start) if out is None else out[name]
             if stop == start:
                 continue
             first, last = start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1
@@ -311,15 +315,6 @@ class ZarrPileReader(PileReader[ArrayRows]):
                     spare.append(whole)
 
     # -- rows in memory --------------------------------------------------------
-    def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return _take(rows, index)
-
-    def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return _concat(parts)
-
-    def n_rows_of(self, rows: ArrayRows) -> int:
-        return len(next(iter(rows.values()))) if rows else 0
-
     def to_batch(self, rows: ArrayRows) -> Any:
         return rows if self._datasets is None else self._datasets(rows)
 
