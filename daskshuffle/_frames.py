@@ -62,6 +62,7 @@ def shuffle_parquet(
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
     verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
 ) -> ShuffleResult:
     """Shuffle the rows of a Parquet dataset out of core, with the 2-pass shuffle, on dask.
 
@@ -125,6 +126,14 @@ def shuffle_parquet(
     verify : bool, default False
         Once the store is written, prove it holds exactly the source's rows
         (:func:`daskshuffle.verify`); ``VerificationError`` if not.
+    levels : {"auto", 1, 2}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block, which falls with
+        the data's size; with two, rows go first to about ``sqrt(data /
+        block_memory)`` super-piles, then to piles, keeping reads large for one
+        more write and read of the data. ``"auto"`` uses two where one would
+        make ten thousand reads or more of under 1 MiB (beyond about 6 GiB with
+        the defaults).
 
     Returns
     -------

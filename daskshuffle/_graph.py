@@ -30,6 +30,7 @@ from dask.system import CPU_COUNT
 from dask.utils import format_time
 from numpy.typing import NDArray
 
+from ._levels import TwoLevelPlan
 from ._manifest import Manifest, run_marked, run_once
 from ._plan import Plan, block_order, group_order
 from .formats._base import CollectionSource, Format
@@ -129,6 +130,32 @@ def merge_groups(fmt: Format[Any], plan: Plan, merge_nbytes: int) -> list[MergeG
     ]
 
 
+def _scatter_after(_barrier: Any, *work: Any) -> Any:
+    """A scatter that waits for the stage before it (``_barrier``: that stage's pieces)."""
+    return _scatter_spans(*work)
+
+
+def _scatter_spans(
+    fmt: Format[Any],
+    tmp_in: str,
+    tmp: str,
+    block: int,
+    reads: list[tuple[int, int, int]],
+    counts: NDArray[np.int64],
+    piece_offsets: NDArray[np.int64],
+    seed: int,
+) -> Any:
+    """Second level: a block made of first-level pieces of one super-pile, scattered to that super-pile's piles."""
+    n_rows = sum(stop - start for _, start, stop in reads)
+    rows = fmt.gather_pieces(tmp_in, reads, np.arange(n_rows, dtype=np.intp))
+    return fmt.scatter_block(tmp, block, rows, block_order(counts, seed, block), piece_offsets)
+
+
+def level_tmp(tmp: str, level: int) -> str:
+    """Where the pieces of level ``level`` of a two-level shuffle go, below ``tmp``."""
+    return f"{tmp}/level-{level}"
+
+
 def shuffle_graph(
     fmt: Format[Any],
     plan: Plan,
@@ -139,8 +166,14 @@ def shuffle_graph(
     merge_nbytes: int,
     manifest: Manifest | None = None,
     done: frozenset[str] = frozenset(),
+    levels: TwoLevelPlan | None = None,
 ) -> tuple[dict[Any, Any], str]:
     """The task graph of pass 1 and the merge, and the key that completes it.
+
+    With ``levels`` (whose ``second`` is ``plan``), pass 1 scatters the
+    source's blocks to super-piles (pieces in ``level_tmp(tmp, 1)``), then a
+    second scatter reads each super-pile's pieces in spans and scatters them
+    to its piles (``level_tmp(tmp, 2)``), which the merge reads.
 
     With a ``manifest``, each scatter, merge and seam task marks itself done
     there, and the tasks named in ``done`` (by an earlier, interrupted run of
@@ -161,6 +194,7 @@ def shuffle_graph(
         dst,
         materialize,
         merge_nbytes,
+        None if levels is None else (levels.n_super, levels.first.block_lengths),
     )
     graph: dict[Any, Any] = {}
     inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
@@ -169,19 +203,52 @@ def shuffle_graph(
         graph.update(inputs[0])
         input_keys = inputs[1]
         name += "-" + tokenize(list(input_keys))
+    first = plan if levels is None else levels.first
+    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
+    marker = "scatter" if levels is None else "scatter-1"
     scatter_keys = []
-    for block in range(plan.n_blocks):
-        key = (f"{name}-scatter", block)
+    for block in range(first.n_blocks):
+        key = (f"{name}-{marker}", block)
         scatter_keys.append(key)
-        if f"scatter-{block}" in done:
+        if f"{marker}-{block}" in done:
             graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
             continue
-        work = (_scatter, fmt, tmp, block, plan.counts[block], plan.piece_offsets[block], plan.seed)
+        work = (_scatter, fmt, first_tmp, block, first.counts[block], first.piece_offsets[block], first.seed)
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
-        graph[key] = task(f"scatter-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
+        graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
     pieces_key = f"{name}-pieces"
     graph[pieces_key] = (_combine, fmt, scatter_keys)
+    merge_tmp = tmp
+    if levels is not None:
+        merge_tmp = level_tmp(tmp, 2)
+        second_keys = []
+        for block, reads in enumerate(levels.reads):
+            key = (f"{name}-scatter-2", block)
+            second_keys.append(key)
+            if f"scatter-2-{block}" in done:
+                graph[key] = None
+                continue
+            spans = (fmt, first_tmp, merge_tmp, block, reads, plan.counts[block], plan.piece_offsets[block], plan.seed)
+            graph[key] = task(f"scatter-2-{block}", _scatter_after, pieces_key, *spans, once=True)
+        pieces_key = f"{name}-pieces-2"
+        graph[pieces_key] = (_combine, fmt, second_keys)
+    return _merge_stage(graph, name, fmt, plan, merge_tmp, dst, materialize, merge_nbytes, pieces_key, task, done)
 
+
+def _merge_stage(
+    graph: dict[Any, Any],
+    name: str,
+    fmt: Format[Any],
+    plan: Plan,
+    tmp: str,
+    dst: str,
+    materialize: bool,
+    merge_nbytes: int,
+    pieces_key: str,
+    task: Callable[..., Any],
+    done: frozenset[str],
+) -> tuple[dict[Any, Any], str]:
+    """The merge tasks (one per group of whole piles), their seams, and the key that completes them."""
     alignment = fmt.write_alignment()
     merge_keys = []
     seams: dict[int, list[Any]] = {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._errors import DaskShuffleTypeError
-from ._parse import Settings, parse_bool, parse_n_piles, parse_nbytes, parse_path, parse_seed
+from ._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
 
 __all__ = [
     "DEFAULT_BLOCK_MEMORY",
@@ -72,6 +72,8 @@ class ShuffleOptions(Settings):
     seed_given: bool = True
     #: Prove the store holds the source's rows once it is written (``daskshuffle.verify``).
     verify: bool = False
+    #: Levels of scatter before the merge: 1, 2, or "auto" (two where one would make the merge's reads small).
+    levels: int | Literal["auto"] = "auto"
 
 
 def _parse_storage_options(value: object) -> dict[str, Any] | None:
@@ -95,6 +97,7 @@ _COMMON_ARGUMENTS: dict[str, object] = {
     "progress": False,
     "storage_options": None,
     "verify": False,
+    "levels": "auto",
 }
 
 
@@ -125,6 +128,7 @@ def parse_shuffle_options(arguments: Mapping[str, object] | None = None, /, **gi
         storage_options=_parse_storage_options(values["storage_options"]),
         seed_given=values["seed"] is not None,
         verify=parse_bool(values["verify"], "verify"),
+        levels=parse_levels(values["levels"]),
     )
 
 

@@ -55,6 +55,19 @@ def parse_n_piles(value: object) -> int | Literal["auto"]:
     return parse_positive_int(value, "n_piles")
 
 
+def parse_levels(value: object) -> int | Literal["auto"]:
+    """``"auto"``, 1 or 2: the levels of scatter before the merge."""
+    if value == "auto":
+        return "auto"
+    if isinstance(value, bool) or value not in (1, 2):
+        raise DaskShuffleValueError(
+            f"Expected levels to be 'auto', 1 or 2. Got {value!r} instead; 'auto' uses two levels where one would "
+            "make the merge's reads small.",
+            parameter="levels",
+        )
+    return 1 if value == 1 else 2
+
+
 def parse_seed(value: object) -> int:
     """``None`` draws a fresh seed; an integer must lie in ``[0, 2**63)``."""
     if value is None:

@@ -19,7 +19,8 @@ from numpy.typing import NDArray
 
 from . import _paths
 from ._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError
-from ._graph import compute, shuffle_graph
+from ._graph import compute, level_tmp, shuffle_graph
+from ._levels import TwoLevelPlan, make_two_level_plan, merge_read_nbytes, super_piles_for
 from ._lock import exclusive
 from ._manifest import Manifest as _Manifest
 from ._options import ShuffleOptions
@@ -80,6 +81,12 @@ class ShuffleResult:
             + (f", variables={self.variables}" if self.variables else "")
             + f", {self.n_tasks} tasks, {self.seconds:.1f} s>"
         )
+
+
+#: With ``levels="auto"``, a merge whose reads would be smaller than this, and at least
+#: :data:`MIN_READS` of them, uses two levels instead: a few thousand small reads cost less than a pass.
+MIN_READ_NBYTES = 2**20
+MIN_READS = 10_000
 
 
 def _plan_within_budget(
@@ -165,7 +172,38 @@ def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
     return _paths.sibling(dst, _NEW_SUFFIX) if _paths.exists(dst, storage_options) else dst
 
 
-def _metadata(fmt: Format[Any], options: ShuffleOptions, plan: Plan, variables: list[str]) -> dict[str, Any]:
+def _levels_for(fmt: Format[Any], options: ShuffleOptions, plan: Plan) -> TwoLevelPlan | None:
+    """The two-level plan with ``plan``'s piles and seed, where one level would make the merge's reads small."""
+    if options.levels == 1:
+        return None
+    if plan.n_piles < 4:
+        if options.levels == 2:
+            raise DaskShuffleValueError(
+                f"Expected n_piles of 4 or more for two levels. Got n_piles={plan.n_piles} instead; use levels=1.",
+                parameter="levels",
+            )
+        return None
+    data, block = plan.n_rows * fmt.row_nbytes, max(options.block_nbytes, 1)
+    n_reads = plan.n_blocks * -(-data // block)  # a read per block and group of piles
+    small = merge_read_nbytes(data, block, block) < MIN_READ_NBYTES and n_reads >= MIN_READS
+    if options.levels == "auto" and not small:
+        return None
+    n_super = super_piles_for(data, block, block, plan.n_piles)
+    block_rows = max(1, block // max(fmt.row_nbytes, 1))
+    levels = make_two_level_plan(fmt.block_lengths, plan.n_piles, n_super, plan.seed, block_rows)
+    largest = int(levels.second.pile_sizes.max(initial=0)) * fmt.row_nbytes
+    if largest > options.pile_nbytes:
+        raise DaskShuffleValueError(
+            f"Expected every pile to fit pile_memory={options.pile_nbytes:,} bytes. Got a planned pile of "
+            f"{largest:,} bytes with n_piles={plan.n_piles} instead; use more piles or a larger pile_memory.",
+            parameter="n_piles",
+        )
+    return levels
+
+
+def _metadata(
+    fmt: Format[Any], options: ShuffleOptions, plan: Plan, variables: list[str], levels: TwoLevelPlan | None = None
+) -> dict[str, Any]:
     """What the store records, its fingerprint included: everything its order depends on."""
     settings = ShuffleSettings(n_piles=plan.n_piles, seed=plan.seed, materialize=options.materialize)
     metadata: dict[str, Any] = {
@@ -184,6 +222,9 @@ def _metadata(fmt: Format[Any], options: ShuffleOptions, plan: Plan, variables: 
         # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
         "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths.tolist())},
     }
+    if levels is not None:  # the source's blocks, and the super-piles they went to first
+        metadata["blocks"]["lengths"] = _run_lengths(levels.first.block_lengths.tolist())
+        metadata["levels"] = {"n_levels": 2, "n_super_piles": levels.n_super}
     metadata["fingerprint"] = fingerprint(metadata)
     return metadata
 
@@ -236,8 +277,11 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         seed = int(earlier.metadata["seed"])
 
     plan = _plan_within_budget(fmt.block_lengths, options.n_piles, seed, fmt.row_nbytes, options.pile_nbytes)
+    levels = _levels_for(fmt, options, plan)
+    if levels is not None:
+        plan = levels.second
     fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
-    metadata = _metadata(fmt, options, plan, variables)
+    metadata = _metadata(fmt, options, plan, variables, levels)
     same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
 
     def result(n_tasks: int) -> ShuffleResult:
@@ -275,7 +319,9 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
     with exclusive(dst, storage_options):
-        n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
+        n_tasks = _write(
+            fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable, levels=levels
+        )
     if options.verify:
         from ._verify import verify
 
@@ -293,6 +339,7 @@ def _write(
     target: str,
     earlier: _Earlier | None,
     resumable: bool,
+    levels: TwoLevelPlan | None = None,
 ) -> int:
     """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
     dst, storage_options = options.dst, options.storage_options
@@ -315,13 +362,15 @@ def _write(
         merge_nbytes=max(options.block_nbytes, 1),
         manifest=manifest,
         done=done,
+        levels=levels,
     )
     try:
         if earlier is not None:
             fmt.resume_destination(target)
         else:
             fmt.create_destination(target, plan.n_rows, metadata)
-            fmt.prepare_pieces(tmp)
+            for pieces in (tmp,) if levels is None else (level_tmp(tmp, 1), level_tmp(tmp, 2)):
+                fmt.prepare_pieces(pieces)
             if manifest is not None:
                 manifest.mark(_CREATED)
         compute(graph, key, progress=options.progress)

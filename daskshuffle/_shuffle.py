@@ -33,6 +33,7 @@ def shuffle_zarr(
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
     verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
 ) -> ShuffleResult:
     """Shuffle the rows of Zarr arrays out of core, with the 2-pass shuffle, on dask.
 
@@ -90,6 +91,14 @@ def shuffle_zarr(
         (:func:`daskshuffle.verify`: an order-independent checksum of every
         variable on both sides, about a third of the shuffle's time);
         ``VerificationError`` if not.
+    levels : {"auto", 1, 2}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block, which falls with
+        the data's size; with two, rows go first to about ``sqrt(data /
+        block_memory)`` super-piles, then to piles, keeping reads large for one
+        more write and read of the data. ``"auto"`` uses two where one would
+        make ten thousand reads or more of under 1 MiB (beyond about 6 GiB with
+        the defaults).
 
     Returns
     -------

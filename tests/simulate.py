@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from daskshuffle._levels import TwoLevelPlan, make_two_level_plan
 from daskshuffle._plan import Plan, block_order, group_order, group_piles, make_plan
 
 
@@ -25,3 +26,35 @@ def simulate(
         out.append(rows[group_order(plan.counts[:, start:stop], seed, start, materialize=materialize)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
     return plan, order.astype(np.int64)
+
+
+def simulate_two_levels(
+    block_lengths: list[int],
+    n_piles: int,
+    n_super: int,
+    seed: int,
+    *,
+    block_rows: int,
+    materialize: bool = False,
+    group_nbytes: int = 1 << 62,
+) -> tuple[TwoLevelPlan, NDArray[np.int64]]:
+    """The plan and the output order of a two-level shuffle, from the plan's own functions."""
+    levels = make_two_level_plan(block_lengths, n_piles, n_super, seed, block_rows)
+    first, second = levels.first, levels.second
+    starts = np.concatenate([[0], np.cumsum(block_lengths)]).astype(np.int64)
+    pieces1 = [
+        np.arange(starts[b], starts[b + 1])[block_order(first.counts[b], first.seed, b)] for b in range(first.n_blocks)
+    ]
+    blocks2 = [
+        np.concatenate([pieces1[b][a:z] for b, a, z in reads] or [np.zeros(0, np.int64)]) for reads in levels.reads
+    ]
+    pieces2 = [rows[block_order(second.counts[k], second.seed, k)] for k, rows in enumerate(blocks2)]
+    out = []
+    for start, stop in group_piles(second.pile_sizes, 1, group_nbytes):
+        reads = [
+            pieces2[k][second.piece_offsets[k, start] : second.piece_offsets[k, stop]] for k in range(len(pieces2))
+        ]
+        rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
+        out.append(rows[group_order(second.counts[:, start:stop], second.seed, start, materialize=materialize)])
+    order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+    return levels, order.astype(np.int64)

@@ -1,0 +1,211 @@
+"""Two-level shuffles: the plan, the same output as its simulation, uniformity, and real runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dask
+import numpy as np
+import pytest
+import zarr
+from conftest import make_zarr_source
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats
+from simulate import simulate, simulate_two_levels
+
+from daskshuffle import DaskShuffleValueError, PileLoader, shuffle_zarr
+from daskshuffle._levels import merge_read_nbytes, super_pile_bounds, super_piles_for
+from daskshuffle.formats._zarr import open_zarr_sources
+
+
+@given(
+    st.lists(st.integers(0, 60), min_size=1, max_size=12),
+    st.integers(2, 12),
+    st.data(),
+    st.integers(0, 2**32),
+    st.integers(1, 80),
+)
+def test_two_level_plans_cover_every_row_once_in_their_super_piles(
+    lengths: list[int], n_piles: int, data: st.DataObject, seed: int, block_rows: int
+) -> None:
+    n_super = data.draw(st.integers(1, n_piles))
+    levels, order = simulate_two_levels(lengths, n_piles, n_super, seed, block_rows=block_rows)
+    first, second, bounds = levels.first, levels.second, levels.bounds
+    np.testing.assert_array_equal(np.sort(order), np.arange(sum(lengths)))
+    np.testing.assert_array_equal(first.counts.sum(axis=1), lengths)
+    # Each second-level block holds its super-pile's pieces of its span of first-level blocks, and no other rows.
+    for (s, a, z), length, counts in zip(levels.spans.tolist(), second.block_lengths, second.counts, strict=True):
+        assert length == first.counts[a:z, s].sum() and length <= max(block_rows, first.counts[a:z, s].max())
+        assert counts.sum() == length and not counts[: bounds[s]].any() and not counts[bounds[s + 1] :].any()
+    # Every piece of the first level is read by exactly one second-level block.
+    for s in range(n_super):
+        covered = [b for (t, a, z) in levels.spans.tolist() if t == s for b in range(a, z)]
+        assert sorted(covered) == sorted(set(covered))
+        assert {b for b in range(len(lengths)) if first.counts[b, s]} <= set(covered)
+    for s in range(n_super):
+        assert second.pile_sizes[bounds[s] : bounds[s + 1]].sum() == first.pile_sizes[s]
+
+
+def test_super_piles_split_piles_evenly_and_balance_the_reads() -> None:
+    assert super_pile_bounds(5, 2).tolist() == [0, 3, 5]
+    assert super_pile_bounds(512, 32).tolist() == list(range(0, 513, 16))
+    with pytest.raises(DaskShuffleValueError):
+        super_pile_bounds(4, 5)
+    gib, mib = 2**30, 2**20
+    for data in (64 * gib, 1024 * gib, 10 * 1024 * gib):
+        n_super = super_piles_for(data, 64 * mib, 64 * mib, n_piles=10**6)
+        second = merge_read_nbytes(data, 64 * mib, 64 * mib, n_super)
+        first = 64 * mib / n_super
+        assert 0.9 < second / first < 1.1  # the two levels' reads about equal
+        assert min(first, second) > 128 * 1024  # where one level reads 64 KiB, 4 KiB, 0.4 KiB
+        assert min(first, second) > 30 * merge_read_nbytes(data, 64 * mib, 64 * mib)
+
+
+# -- uniformity: seeded, sized so that a correct shuffle fails less than once in 10^7 runs --
+
+
+@pytest.mark.slow
+def test_a_rows_pile_is_uniform_also_with_unequal_super_piles() -> None:
+    """5 piles in super-piles of 3 and 2: the first level must weigh them 3:2, or piles 3-4 get too many rows."""
+    n_seeds, n_piles = 4_000, 5
+    landed = np.zeros(n_piles)
+    for seed in range(n_seeds):
+        levels, order = simulate_two_levels([4, 4, 4], n_piles, 2, seed, block_rows=5)
+        offsets = levels.second.pile_offsets
+        position = int(np.argsort(order)[7])
+        landed[np.searchsorted(offsets, position, side="right") - 1] += 1
+    p = stats.chisquare(landed).pvalue
+    assert p > 1e-7, f"row 7 lands in piles {landed.tolist()} (p={p:.2g})"
+
+
+@pytest.mark.slow
+def test_materialized_two_level_positions_are_uniform_and_pairs_unordered() -> None:
+    n_rows, n_seeds, bins = 60, 6_000, 10
+    landing = {0: np.zeros(bins), 29: np.zeros(bins), 59: np.zeros(bins)}
+    before = 0
+    for seed in range(n_seeds):
+        _, order = simulate_two_levels([25, 5, 30], 6, 3, seed, block_rows=10, materialize=True, group_nbytes=20)
+        positions = np.argsort(order)
+        for row, counts in landing.items():
+            counts[positions[row] * bins // n_rows] += 1
+        before += positions[0] < positions[1]
+    for row, counts in landing.items():
+        p = stats.chisquare(counts).pvalue
+        assert p > 1e-7, f"row {row} lands non-uniformly: {counts.tolist()} (p={p:.2g})"
+    p = stats.binomtest(before, n_seeds, 0.5).pvalue
+    assert p > 1e-7, f"row 0 precedes row 1 in {before}/{n_seeds} runs (p={p:.2g})"
+
+
+# -- real shuffles -----------------------------------------------------------------------
+
+
+def expected(source: str, n_piles: int, seed: int, block_nbytes: int, materialize: bool = False) -> np.ndarray:
+    fmt = open_zarr_sources(source, block_nbytes=block_nbytes)
+    data = sum(fmt.block_lengths) * fmt.row_nbytes
+    n_super = super_piles_for(data, block_nbytes, block_nbytes, n_piles)
+    block_rows = max(1, block_nbytes // fmt.row_nbytes)
+    return simulate_two_levels(
+        list(fmt.block_lengths),
+        n_piles,
+        n_super,
+        seed,
+        block_rows=block_rows,
+        materialize=materialize,
+        group_nbytes=block_nbytes // fmt.row_nbytes,
+    )[1]
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "chunk_rows", "block_memory", "n_piles"), [(200, 1, 26, 4), (700, 7, 200, 9), (700, 50, 2_600, 16)]
+)
+@pytest.mark.parametrize("materialize", [False, True])
+def test_a_two_level_store_is_its_simulation(
+    tmp_path: Path, n_rows: int, chunk_rows: int, block_memory: int, n_piles: int, materialize: bool
+) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", n_rows, chunk_rows=chunk_rows)
+    result = shuffle_zarr(
+        source, tmp_path / "piles.zarr", n_piles, seed=5, levels=2, block_memory=block_memory, materialize=materialize
+    )
+    group = zarr.open_group(tmp_path / "piles.zarr", mode="r")
+    ids = group["id"][:]
+    np.testing.assert_array_equal(ids, expected(source, n_piles, 5, block_memory, materialize))
+    np.testing.assert_array_equal(group["x"][:, 0], ids)
+    meta = group.attrs["daskshuffle"]
+    assert meta["levels"]["n_levels"] == 2 and result.n_piles == n_piles
+    np.testing.assert_array_equal(np.diff(meta["pile_offsets"]), result.pile_sizes)
+    with PileLoader(tmp_path / "piles.zarr", 64) as loader:
+        np.testing.assert_array_equal(np.sort(np.concatenate([b["id"] for b in loader])), np.arange(n_rows))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["piles.zarr", "raw.zarr"], "no scratch left"
+
+
+def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=5)  # 26 KB of 26-byte rows
+    # One read of the whole data; 10 blocks x 10 groups of 260-byte reads; 200 blocks x 104 groups of 2-byte reads.
+    options: dict[str, dict[str, Any]] = {
+        "large.zarr": {},
+        "few.zarr": {"block_memory": 2_600},
+        "many.zarr": {"block_memory": 250},
+        "forced.zarr": {"block_memory": 250, "levels": 1},
+    }
+    levels, ids = {}, {}
+    for name, chosen in options.items():
+        shuffle_zarr(source, tmp_path / name, 8, seed=1, **chosen)
+        group = zarr.open_group(tmp_path / name)
+        levels[name], ids[name] = group.attrs["daskshuffle"].get("levels"), group["id"][:]
+    assert [name for name, found in levels.items() if found] == ["many.zarr"]
+    single = simulate(list(open_zarr_sources(source, block_nbytes=250).block_lengths), 8, 1, materialize=False)[1]
+    np.testing.assert_array_equal(ids["forced.zarr"], single)
+    np.testing.assert_array_equal(ids["many.zarr"], expected(source, 8, 1, 250))
+
+
+def test_bad_levels_are_refused(source: str, tmp_path: Path) -> None:
+    with pytest.raises(DaskShuffleValueError, match="levels"):
+        shuffle_zarr(source, tmp_path / "a.zarr", 8, levels=3)
+    with pytest.raises(DaskShuffleValueError, match="n_piles of 4 or more"):
+        shuffle_zarr(source, tmp_path / "a.zarr", 2, levels=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.zarr"]
+
+
+def test_two_levels_on_a_cluster_are_the_same_bytes(tmp_path: Path, cluster_client: Any) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=40)
+    options: dict[str, Any] = {"seed": 2, "levels": 2, "block_memory": 2_000}
+    shuffle_zarr(source, tmp_path / "threads.zarr", 12, **options)
+    with cluster_client.as_current():
+        shuffle_zarr(source, tmp_path / "cluster.zarr", 12, **options)
+    for name in ("id", "x", "y"):
+        np.testing.assert_array_equal(
+            zarr.open_group(tmp_path / "threads.zarr")[name][:], zarr.open_group(tmp_path / "cluster.zarr")[name][:]
+        )
+
+
+def test_an_interrupted_two_level_run_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from daskshuffle import _graph
+
+    source = make_zarr_source(tmp_path / "raw.zarr", 1_500, chunk_rows=50)
+    options: dict[str, Any] = {"seed": 4, "levels": 2, "block_memory": 2_600}
+    shuffle_zarr(source, tmp_path / "whole.zarr", 8, **options)
+    second = _graph._scatter_spans
+    calls: list[int] = []
+
+    def interrupted(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return second(*args)
+
+    monkeypatch.setattr(_graph, "_scatter_spans", interrupted)
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        shuffle_zarr(source, tmp_path / "piles.zarr", 8, **options)
+    monkeypatch.setattr(_graph, "_scatter_spans", second)
+    firsts: list[int] = []
+    scatter = _graph._scatter
+    monkeypatch.setattr(_graph, "_scatter", lambda *a: (firsts.append(1), scatter(*a))[1])
+    with dask.config.set(scheduler="sync"):
+        shuffle_zarr(source, tmp_path / "piles.zarr", 8, **options)
+    assert not firsts, "the first level, done before the interruption, is not run again"
+    for name in ("id", "x", "y"):
+        np.testing.assert_array_equal(
+            zarr.open_group(tmp_path / "piles.zarr")[name][:], zarr.open_group(tmp_path / "whole.zarr")[name][:]
+        )
