@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from . import _graph, _paths
+from . import _compute, _paths
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._options import (
     DEFAULT_BLOCK_MEMORY,
@@ -214,7 +214,7 @@ def shuffle_dataframe(
     >>> daskshuffle.shuffle_dataframe(df, "shuffled.parquet", n_piles=8, seed=0)
     <ShuffleResult pile store 'shuffled.parquet': 1,000 rows in 8 piles ...>
     """
-    if not _graph.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
+    if not _compute.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
         raise DaskShuffleTypeError(
             f"Expected df to be a dask or pandas DataFrame. Got {type(df).__name__} instead; "
             "for Parquet files use shuffle_parquet."
@@ -225,7 +225,7 @@ def shuffle_dataframe(
     writing = parse_writing(compression, row_group_size, n_output_files)
     # Describing a dask DataFrame computes it: check the destination first.
     check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)
-    if not _graph.is_dask_dataframe(df):
+    if not _compute.is_dask_dataframe(df):
         fmt = open_dataframe_source(
             df,
             index=index,
@@ -246,7 +246,7 @@ def shuffle_dataframe(
             writing=writing,
             storage_options=storage_options,
             spool=spool,
-            describe_partitions=_graph.describe_partitions,
+            describe_partitions=_compute.describe_partitions,
         )
         return run_shuffle(fmt, options, variables=fmt.variables)
     finally:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _lock
+from ._compute import map_tasks
 from ._errors import DaskShuffleValueError
-from ._graph import map_tasks
 from ._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from .formats import _generations as store_io
 from .formats._zarr import open_zarr_sources

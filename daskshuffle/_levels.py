@@ -166,9 +166,9 @@ def make_two_level_plan(
     bounds = super_pile_bounds(n_piles, n_super)
     first = _first_level(lengths, bounds, derived_seed(seed, 1))
     spans = _spans(first, max(int(block_rows), 1))
-    span_lengths = np.asarray(
-        [int(first.counts[a:b, s].sum()) for s, a, b in spans.tolist()], dtype=np.int64
-    ).reshape(-1)
+    span_lengths = np.asarray([int(first.counts[a:b, s].sum()) for s, a, b in spans.tolist()], dtype=np.int64).reshape(
+        -1
+    )
     second_seed = derived_seed(seed, 2)
     counts = np.zeros((len(spans), n_piles), dtype=np.int64)
     for k, (s, length) in enumerate(zip(spans[:, 0].tolist(), span_lengths.tolist(), strict=True)):

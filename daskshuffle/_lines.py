@@ -14,8 +14,8 @@ from typing import Any, Literal
 import numpy as np
 
 from . import _paths
+from ._compute import map_tasks
 from ._errors import DaskShuffleValueError
-from ._graph import map_tasks
 from ._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory, parse_shuffle_options
 from ._parse import parse_bool, parse_count
 from ._run import ShuffleResult, check_destination, run_shuffle

@@ -18,8 +18,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _paths
+from ._compute import compute
 from ._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError
-from ._graph import compute, level_tmp, shuffle_graph
+from ._graph import level_tmp, shuffle_graph
 from ._levels import TwoLevelPlan, make_two_level_plan, merge_read_nbytes, super_piles_for
 from ._lock import exclusive
 from ._manifest import Manifest as _Manifest

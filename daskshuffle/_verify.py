@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._compute import map_tasks
 from ._errors import DaskShuffleValueError, VerificationError
-from ._graph import map_tasks
 from ._options import DEFAULT_BLOCK_MEMORY
 from ._parse import parse_nbytes, parse_path
 from .formats import open_pile_reader

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import xarray as xr
 
-from . import _graph
+from . import _compute
 from ._errors import DaskShuffleTypeError
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
 from ._parse import parse_positive_int
@@ -86,6 +86,6 @@ def shuffle_xarray(
         block_nbytes=options.block_nbytes,
         chunk_rows=chosen_rows,
         storage_options=options.storage_options,
-        block_inputs=_graph.array_inputs,
+        block_inputs=_compute.array_inputs,
     )
     return run_shuffle(fmt, options, variables=[variable.name for variable in fmt.variables])

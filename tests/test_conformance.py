@@ -24,7 +24,7 @@ import zarr
 from conftest import make_zarr_source
 
 from daskshuffle import shuffle_dataframe, shuffle_lines, shuffle_parquet, shuffle_xarray, shuffle_zarr
-from daskshuffle._graph import array_inputs, describe_partitions
+from daskshuffle._compute import array_inputs, describe_partitions
 from daskshuffle._plan import make_plan
 from daskshuffle.formats import Format
 from daskshuffle.formats._base import CollectionSource

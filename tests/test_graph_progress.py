@@ -88,7 +88,7 @@ def test_a_failed_run_returns_once_its_running_tasks_have_stopped(cluster_client
     import operator
     import time
 
-    from daskshuffle._graph import _running_tasks, compute
+    from daskshuffle._compute import _running_tasks, compute
 
     name = "daskshuffle-stopping"
     graph = {
