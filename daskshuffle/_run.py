@@ -84,9 +84,12 @@ class ShuffleResult:
         )
 
 
-#: With ``levels="auto"``, a merge whose reads would be smaller than this, and at least
-#: :data:`MIN_READS` of them, uses two levels instead: a few thousand small reads cost less than a pass.
-MIN_READ_NBYTES = 2**20
+#: With ``levels="auto"``, a merge whose reads of pieces would be smaller than this, and at least
+#: :data:`MIN_READS` of them, uses two levels instead: a few thousand small reads cost less than a
+#: pass. On object storage a read (a GET) costs 10-50 ms, so reads of 1 MiB are already small there;
+#: a local file read costs microseconds, and a second pass pays off only for reads of a few KiB
+#: (``benchmarks/RESULTS.md``: 1 KiB reads, 1.8x faster with two levels).
+MIN_READ_NBYTES = {"local": 64 * 2**10, "remote": 2**20}
 MIN_READS = 10_000
 
 
@@ -173,7 +176,7 @@ def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
     return _paths.sibling(dst, _NEW_SUFFIX) if _paths.exists(dst, storage_options) else dst
 
 
-def _levels_for(fmt: Format[Any], options: ShuffleOptions, plan: Plan) -> TwoLevelPlan | None:
+def _levels_for(fmt: Format[Any], options: ShuffleOptions, plan: Plan, tmp: str) -> TwoLevelPlan | None:
     """The two-level plan with ``plan``'s piles and seed, where one level would make the merge's reads small."""
     if options.levels == 1:
         return None
@@ -186,7 +189,8 @@ def _levels_for(fmt: Format[Any], options: ShuffleOptions, plan: Plan) -> TwoLev
         return None
     data, block = plan.n_rows * fmt.row_nbytes, max(options.block_nbytes, 1)
     n_reads = plan.n_blocks * -(-data // block)  # a read per block and group of piles
-    small = merge_read_nbytes(data, block, block) < MIN_READ_NBYTES and n_reads >= MIN_READS
+    min_read = MIN_READ_NBYTES["remote" if _paths.is_url(tmp) else "local"]
+    small = merge_read_nbytes(data, block, block) < min_read and n_reads >= MIN_READS
     if options.levels == "auto" and not small:
         return None
     n_super = super_piles_for(data, block, block, plan.n_piles)
@@ -278,7 +282,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         seed = int(earlier.metadata["seed"])
 
     plan = _plan_within_budget(fmt.block_lengths, options.n_piles, seed, fmt.row_nbytes, options.pile_nbytes)
-    levels = _levels_for(fmt, options, plan)
+    levels = _levels_for(fmt, options, plan, tmp)
     if levels is not None:
         plan = levels.second
     fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)

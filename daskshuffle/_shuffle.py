@@ -97,8 +97,9 @@ def shuffle_zarr(
         the data's size; with two, rows go first to about ``sqrt(data /
         block_memory)`` super-piles, then to piles, keeping reads large for one
         more write and read of the data. ``"auto"`` uses two where one would
-        make ten thousand reads or more of under 1 MiB (beyond about 6 GiB with
-        the defaults).
+        make ten thousand reads or more of under 1 MiB on object storage
+        (beyond about 6 GiB with the defaults), or of under 64 KiB on local
+        disk (beyond about 64 GiB).
 
     Returns
     -------
