@@ -186,7 +186,10 @@ def shuffle_graph(
         merge_nbytes,
         None if levels is None else (levels.n_super, levels.first.block_lengths),
     )
-    graph: dict[Any, Any] = {}
+    # The format goes into the graph once, as data that every task depends on: a worker receives it
+    # once and keeps it, rather than with each task (it holds the sources' blocks: 138 KB for 10k).
+    fmt_key = f"{name}-format"
+    graph: dict[Any, Any] = {fmt_key: fmt}
     inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
     input_keys: Sequence[Any] = ()
     if inputs is not None:
@@ -203,11 +206,11 @@ def shuffle_graph(
         if f"{marker}-{block}" in done:
             graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
             continue
-        work = (_scatter, fmt, first_tmp, block, first.counts[block], first.piece_offsets[block], first.seed)
+        work = (_scatter, fmt_key, first_tmp, block, first.counts[block], first.piece_offsets[block], first.seed)
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
         graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
     pieces_key = f"{name}-pieces"
-    graph[pieces_key] = (_combine, fmt, scatter_keys)
+    graph[pieces_key] = (_combine, fmt_key, scatter_keys)
     merge_tmp = tmp
     if levels is not None:
         merge_tmp = level_tmp(tmp, 2)
@@ -218,17 +221,28 @@ def shuffle_graph(
             if f"scatter-2-{block}" in done:
                 graph[key] = None
                 continue
-            spans = (fmt, first_tmp, merge_tmp, block, reads, plan.counts[block], plan.piece_offsets[block], plan.seed)
+            spans = (
+                fmt_key,
+                first_tmp,
+                merge_tmp,
+                block,
+                reads,
+                plan.counts[block],
+                plan.piece_offsets[block],
+                plan.seed,
+            )
             graph[key] = task(f"scatter-2-{block}", _scatter_after, pieces_key, *spans, once=True)
         pieces_key = f"{name}-pieces-2"
-        graph[pieces_key] = (_combine, fmt, second_keys)
-    return _merge_stage(graph, name, fmt, plan, merge_tmp, dst, materialize, merge_nbytes, pieces_key, task, done)
+        graph[pieces_key] = (_combine, fmt_key, second_keys)
+    stage = (graph, name, fmt, fmt_key, plan, merge_tmp, dst)
+    return _merge_stage(*stage, materialize, merge_nbytes, pieces_key, task, done)
 
 
 def _merge_stage(
     graph: dict[Any, Any],
     name: str,
     fmt: Format[Any],
+    fmt_key: str,
     plan: Plan,
     tmp: str,
     dst: str,
@@ -249,7 +263,7 @@ def _merge_stage(
         graph[key] = task(
             f"merge-{index}",
             _merge,
-            fmt,
+            fmt_key,
             tmp,
             dst,
             group,
@@ -270,7 +284,7 @@ def _merge_stage(
     for chunk, sources in sorted(seams.items()):
         key = (f"{name}-seam", chunk)
         graph[key] = (
-            None if f"seam-{chunk}" in done else task(f"seam-{chunk}", _seam, fmt, dst, chunk, pieces_key, *sources)
+            None if f"seam-{chunk}" in done else task(f"seam-{chunk}", _seam, fmt_key, dst, chunk, pieces_key, *sources)
         )
         seam_keys.append(key)
     for key in merge_keys:
