@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from ._levels import TwoLevelPlan
 from ._manifest import Manifest, run_marked, run_once
-from ._plan import Plan, block_order, group_order
+from ._plan import Plan, block_counts, block_order, group_order
 from .formats._base import CollectionSource, Format
 
 __all__ = ["MergeGroup", "level_tmp", "merge_groups", "shuffle_graph"]
@@ -45,13 +45,20 @@ def _scatter(
     fmt: Format[Any],
     tmp: str,
     block: int,
-    counts: NDArray[np.int64],
-    piece_offsets: NDArray[np.int64],
+    counts: NDArray[np.int64] | tuple[int, int],
     seed: int,
     *data: Any,
 ) -> Any:
+    """Pass 1 for one block. ``counts``: the block's row of the plan, or ``(length, n_piles)`` to draw it here.
+
+    Drawing it here keeps the graph O(blocks + piles) in size: only the merges
+    carry the plan, each its own columns.
+    """
     # ``data`` is the block's value when the source is a dask collection.
     rows = fmt.rows_of_block(block, data[0]) if isinstance(fmt, CollectionSource) else fmt.read_block(block)
+    if isinstance(counts, tuple):
+        counts = block_counts(*counts, seed, block)
+    piece_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return fmt.scatter_block(tmp, block, rows, block_order(counts, seed, block), piece_offsets)
 
 
@@ -79,6 +86,7 @@ def _merge(
     piece_info: Any,
 ) -> dict[int, tuple[int, Any]]:
     """Assemble one group of piles, write its whole chunks, return the rest by chunk."""
+    counts, read_starts = counts.astype(np.int64), read_starts.astype(np.int64)  # compact in the graph
     read_stops = read_starts + counts.sum(axis=1)
     reads = [
         (block, int(first), int(last))
@@ -206,7 +214,9 @@ def shuffle_graph(
         if f"{marker}-{block}" in done:
             graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
             continue
-        work = (_scatter, fmt_key, first_tmp, block, first.counts[block], first.piece_offsets[block], first.seed)
+        # One level: the scatter draws its own counts. Two: the first level's weights are uneven, so they go along.
+        counts = (int(first.block_lengths[block]), first.n_piles) if levels is None else first.counts[block]
+        work = (_scatter, fmt_key, first_tmp, block, counts, first.seed)
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
         graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
     pieces_key = f"{name}-pieces"
@@ -238,6 +248,13 @@ def shuffle_graph(
     return _merge_stage(*stage, materialize, merge_nbytes, pieces_key, task, done)
 
 
+def _compact(values: NDArray[np.int64]) -> NDArray[Any]:
+    """``values`` (counts or offsets, never negative) in the smallest unsigned type that holds them."""
+    largest = int(values.max(initial=0))
+    dtype = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if largest <= np.iinfo(t).max)
+    return values.astype(dtype)
+
+
 def _merge_stage(
     graph: dict[Any, Any],
     name: str,
@@ -267,8 +284,8 @@ def _merge_stage(
             tmp,
             dst,
             group,
-            plan.counts[:, group.pile_start : group.pile_stop],
-            plan.piece_offsets[:, group.pile_start],
+            _compact(plan.counts[:, group.pile_start : group.pile_stop]),
+            _compact(plan.piece_offsets[:, group.pile_start]),
             plan.seed,
             materialize,
             plan.n_rows,

@@ -36,6 +36,7 @@ from ._random import make_rng
 __all__ = [
     "Plan",
     "auto_n_piles",
+    "block_counts",
     "block_order",
     "group_order",
     "group_piles",
@@ -115,11 +116,24 @@ def make_plan(block_lengths: Sequence[int] | NDArray[np.integer], n_piles: int, 
     if n_piles < 1:
         raise DaskShuffleValueError(f"Expected n_piles to be a positive integer. Got {n_piles} instead.")
     counts = np.zeros((len(lengths), n_piles), dtype=np.int64)
-    pvals = np.full(n_piles, 1.0 / n_piles)
-    for block, length in enumerate(lengths):
-        if length:
-            counts[block] = make_rng(seed, "counts", block).multinomial(int(length), pvals)
+    for block, length in enumerate(lengths.tolist()):
+        counts[block] = block_counts(length, n_piles, seed, block)
     return Plan(block_lengths=lengths, n_piles=int(n_piles), seed=int(seed), counts=counts)
+
+
+def block_counts(length: int, n_piles: int, seed: int, block: int) -> IntArray:
+    """Row ``block`` of :attr:`Plan.counts`, drawn alone: what a scatter task computes for itself.
+
+    Examples
+    --------
+    >>> plan = make_plan([5, 3], n_piles=2, seed=0)
+    >>> block_counts(3, 2, 0, 1).tolist() == plan.counts[1].tolist()
+    True
+    """
+    if not length:
+        return np.zeros(n_piles, dtype=np.int64)
+    counts: IntArray = make_rng(seed, "counts", block).multinomial(int(length), np.full(n_piles, 1.0 / n_piles))
+    return counts.astype(np.int64, copy=False)
 
 
 def _smallest_uint(n: int) -> type[np.unsignedinteger[Any]]:
