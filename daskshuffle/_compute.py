@@ -86,10 +86,39 @@ def _show_progress(future: Any) -> None:
         if future.status == "finished":  # an error is the caller's to raise, without a line of success
             _report_finished(began)
         return
+    client = future.client
+    before = _feeds_running(client)
     try:
         progress(future)
     except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
         progress(future, notebook=False)
+    if future.done():  # a text bar, finished: let the scheduler end the feed that drew it
+        _wait_for_feeds(client, before)
+
+
+def _feeds(dask_scheduler: Any) -> int:
+    """The scheduler's ``feed`` handlers still running (a progress bar's is one)."""
+    return sum(op == "feed" for op in getattr(dask_scheduler, "_comms", {}).values())
+
+
+def _feeds_running(client: Any) -> int:
+    try:
+        return int(client.run_on_scheduler(_feeds))
+    except Exception:  # a scheduler that cannot say: nothing to wait for
+        return 0
+
+
+def _wait_for_feeds(client: Any, running: int, timeout: float = 2.0) -> None:
+    """Wait until at most ``running`` feed handlers run on the scheduler.
+
+    A finished text bar closes its connection, but the scheduler's feed
+    handler learns of it only at its next write, a bar's interval later; a
+    cluster closed before then cancels the handler, and distributed logs an
+    error with a traceback under the summary line.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _feeds_running(client) > running:
+        time.sleep(0.02)
 
 
 def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
