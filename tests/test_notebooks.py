@@ -25,4 +25,13 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         output for cell in notebook.cells for output in cell.get("outputs", []) if output.get("output_type") == "error"
     ]
     assert not errors
-    assert os.listdir(tmp_path), "the notebook wrote its data where it was told"
+    # Every cell that draws a figure shows it: an image in the executed notebook, not a backend that draws nowhere.
+    drawing = [cell for cell in notebook.cells if cell.cell_type == "code" and "plt.subplots" in cell.source]
+    assert drawing, "the notebook draws figures"
+    for cell in drawing:
+        assert any("image/png" in output.get("data", {}) for output in cell.outputs), cell.source[:80]
+    printed = "".join(
+        output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []) if "text" in output
+    )
+    assert str(tmp_path) in printed, "the notebook wrote its data where it was told"
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("daskshuffle-")], "and removed it"
