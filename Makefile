@@ -49,6 +49,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_parquet_pieces.py --rows 100000 --n-piles 64
 	$(BIN)/python benchmarks/bench_lines.py --size 20MB
 	$(BIN)/python benchmarks/bench_loader.py --size 64MiB --n-piles 8 --repeat 1 --random-seconds 1 --data $(BENCH_DATA)
+	$(BIN)/python benchmarks/bench_batching.py --rows 262144 --repeat 1
+	$(BIN)/python benchmarks/bench_faults.py --size 32MiB
+	$(BIN)/python benchmarks/bench_s3.py --size 16MiB --repeat 1
+	$(BIN)/python benchmarks/bench_epochs.py --size 16MiB --epochs 2 --work-ms 2
+	$(BIN)/python benchmarks/bench_append.py --day-size 8MiB --days 3 --rounds 1
+	$(BIN)/python benchmarks/bench_levels.py --size 8MiB --repeat 1
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache demo-data $(BENCH_DATA)

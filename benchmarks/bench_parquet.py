@@ -37,7 +37,8 @@ import pandas as pd
 import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dask.utils import format_bytes, parse_bytes
+from _cluster import RestartGuard, memory_limit_for
+from dask.utils import format_bytes
 from distributed import Client, LocalCluster, wait
 
 import daskshuffle
@@ -45,7 +46,6 @@ import daskshuffle
 N_FLOATS = 16
 FILE_ROWS = 2**18
 ROW_GROUP_ROWS = 2**16
-MIN_MEMORY_LIMIT = 512 * 2**20
 CONTENDERS = ("copy", "piles", "materialize", "p2p")
 
 
@@ -213,8 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     nbytes = nbytes_in_memory(src)
     out = args.data / "out"
     out.mkdir(exist_ok=True)
-    # An idle worker with pandas and pyarrow loaded holds about 180 MiB: below 512 MiB it does no work at all.
-    memory_limit = parse_bytes(args.memory_limit) if args.memory_limit else max(nbytes // 8, MIN_MEMORY_LIMIT)
+    memory_limit = memory_limit_for(nbytes, args.memory_limit)
     print(f"source {src}: {args.rows:,} rows, {format_bytes(nbytes)} in memory", flush=True)
     print(f"load before: {load()}", flush=True)
     results: dict[str, list[tuple[float, list[int]]]] = {name: [] for name in args.only}
@@ -230,12 +229,14 @@ def main(argv: list[str] | None = None) -> None:
         Client(cluster) as client,
     ):
         watcher = PeakRSS(client)
+        guard = RestartGuard(client, memory_limit)
         for round_ in range(args.repeat):
             for name in args.only:
                 seconds, peaks = run(name, client, src, out, args, watcher)
                 results[name].append((seconds, peaks))
                 shown = " / ".join(format_bytes(peak) for peak in peaks)
                 print(f"round {round_} {name:>12}: {seconds:7.1f} s, peak RSS {shown}", flush=True)
+        guard.close()
     print(f"load after: {load()}")
     if "copy" in results:
         print()

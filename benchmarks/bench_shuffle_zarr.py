@@ -41,6 +41,7 @@ import dask.array as da
 import numpy as np
 import psutil
 import zarr
+from _cluster import RestartGuard, memory_limit_for
 from dask.utils import format_bytes, parse_bytes
 from distributed import Client, LocalCluster, wait
 
@@ -299,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
     n_rows = zarr.open_group(src, mode="r").attrs["n_rows"]
     out = args.data / "out"
     out.mkdir(exist_ok=True)
-    memory_limit = parse_bytes(args.memory_limit) if args.memory_limit else n_rows * ROW_NBYTES // 8
+    memory_limit = memory_limit_for(n_rows * ROW_NBYTES, args.memory_limit)
 
     print(f"source {src}: {n_rows:,} rows, {format_bytes(n_rows * ROW_NBYTES)}", flush=True)
     print(f"load before: {load()}", flush=True)
@@ -316,6 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         Client(cluster) as client,
     ):
         watcher = WorkerUsage(client)
+        guard = RestartGuard(client, memory_limit)
         for round_ in range(args.repeat):
             for name in args.only:
                 measurement = run(name, client, src, out, args, watcher, n_rows)
@@ -328,7 +330,11 @@ def main(argv: list[str] | None = None) -> None:
                     f"peak RSS {peaks}, load {os.getloadavg()[0]:.1f} {measurement.note}",
                     flush=True,
                 )
+        guard.close()
     print(f"load after: {load()}")
+    if args.check:
+        checked = [name for name in args.only if name in ("piles", "materialize", "take", "dask-shuffle")]
+        print(f"--check: every output of {', '.join(checked)} holds each id once, with x aligned to id")
     if "copy" in results:
         print()
         print(report(results, n_rows * ROW_NBYTES, memory_limit))

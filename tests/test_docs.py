@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,59 @@ def test_the_examples_directory_holds_exactly_what_conftest_promises(doctest_sto
         with daskshuffle.PileLoader(doctest_stores / name, batch_size=100, seed=0) as loader:
             ids = np.concatenate([np.asarray(batch["id"]) for batch in loader])
         assert sorted(ids.tolist()) == list(range(1000)) and ids.tolist() != list(range(1000)), kind
+
+
+def _python_blocks(markdown: str) -> list[str]:
+    blocks, inside, lines = [], False, []
+    for line in markdown.splitlines():
+        if line.strip() == "```python":
+            inside, lines = True, []
+        elif inside and line.strip() == "```":
+            inside = False
+            blocks.append("\n".join(lines))
+        elif inside:
+            lines.append(line)
+    return blocks
+
+
+#: What the README's snippets take as given: a training job's names, and the inputs they name.
+README_PRELUDE = """
+import numpy as np, pandas as pd, xarray as xr, dask.dataframe as dd
+rank, world_size, n_epochs, model = 0, 1, 1, None
+def train_step(*arrays): pass
+def checkpoint(model, state): pass
+ddf = dd.from_pandas(pd.DataFrame({"id": np.arange(500), "value": np.arange(500) * 0.5}), npartitions=3)
+"""
+
+
+@pytest.mark.slow
+def test_the_readme_snippets_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Python snippet of the README, pasted one after the other into one session, as a reader would."""
+    import numpy as np
+    import pandas as pd
+    import xarray as xr
+    from conftest import make_zarr_source
+
+    for index in range(2):
+        make_zarr_source(tmp_path / f"raw-{index}.zarr", 2_000, chunk_rows=500, first_id=2_000 * index)
+    (tmp_path / "events").mkdir()
+    for index in range(2):
+        pd.DataFrame({"id": np.arange(300) + 300 * index, "kind": ["a", "b", "c"] * 100}).to_parquet(
+            tmp_path / "events" / f"part-{index}.parquet"
+        )
+    times = pd.date_range("2020-01-01", periods=400, freq="h")
+    era5 = xr.Dataset({"t2m": (("time", "cell"), np.random.default_rng(0).random((400, 3)))}, coords={"time": times})
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    try:
+        with warnings.catch_warnings():  # zarr's and xarray's notes on consolidated metadata are not failures here
+            warnings.simplefilter("ignore")
+            era5.to_zarr(tmp_path / "era5.zarr")
+            exec(README_PRELUDE, namespace)
+            for block in _python_blocks((ROOT / "README.md").read_text()):
+                exec(compile(block, "README.md", "exec"), namespace)
+    finally:
+        client = namespace.get("client")
+        if client is not None:
+            client.close()  # type: ignore[attr-defined]
+    assert (tmp_path / "piles.zarr").exists() and (tmp_path / "era5-piles.zarr").exists()
