@@ -1,0 +1,102 @@
+"""`daskshuffle quality`: how well a pile store's loader (or any order of ids) is shuffled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from ._common import cli, one_line
+
+EXAMPLES_QUALITY = """\b
+Examples:
+  daskshuffle quality piles.zarr
+  daskshuffle quality piles.zarr --batch-size 256 --png quality.png
+  daskshuffle quality my-loader-ids.npy --json
+"""
+
+
+def _positions(ids: np.ndarray) -> np.ndarray:
+    """Ids as source positions 0..n-1: their ranks, unless they are those already."""
+    ids = np.asarray(ids).reshape(-1)
+    if ids.dtype.kind in "iu" and len(ids) and ids.min() == 0 and ids.max() == len(ids) - 1:
+        return ids.astype(np.int64)
+    return np.argsort(np.argsort(ids, kind="stable"), kind="stable").astype(np.int64)
+
+
+def _epochs_of(store: str, variable: str, n_epochs: int, batch_size: int) -> tuple[list[np.ndarray], int]:
+    from .._loader import PileLoader
+
+    with PileLoader(store, batch_size, variables=[variable]) as loader:
+        epochs = []
+        for epoch in range(n_epochs):
+            loader.set_epoch(epoch)
+            epochs.append(_positions(np.concatenate([batch[variable] for batch in loader])))
+        return epochs, loader.n_piles
+
+
+@cli.command(epilog=EXAMPLES_QUALITY, short_help="Measure how well a loader's order is shuffled.")
+@click.argument("source", metavar="STORE_OR_IDS")
+@click.option(
+    "--ids", "variable", default="id", show_default=True, help="The variable holding each row's source position."
+)
+@click.option(
+    "--epochs",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Epochs to read; the last is measured, against the one before.",
+)
+@click.option("--batch-size", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option(
+    "--block-size", type=click.IntRange(min=1), help="Rows of a source file or chunk: counts distinct blocks per batch."
+)
+@click.option(
+    "--png", type=click.Path(dir_okay=False), help="Also draw the order (Hilbert curve and heat map) into this PNG."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the measures as JSON records.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def quality(
+    source: str,
+    variable: str,
+    epochs: int,
+    batch_size: int,
+    block_size: int | None,
+    png: str | None,
+    as_json: bool,
+    debug: bool,
+) -> None:
+    """Measure the order a pile store's PileLoader yields (by its ID variable), or an order in an .npy file.
+
+    Each measure is printed next to what a uniform shuffle of the same size
+    gives, with a verdict: "as uniform", or "not uniform" at that scale.
+    """
+    from .. import quality as measures
+
+    try:
+        n_piles = None
+        if source.endswith(".npy"):
+            orders = [_positions(np.load(source))]
+        else:
+            orders, n_piles = _epochs_of(source, variable, epochs, batch_size)
+        previous = orders[-2] if len(orders) > 1 else None
+        table = measures.report(
+            orders[-1], batch_size=batch_size, block_size=block_size, n_piles=n_piles, previous=previous
+        )
+        if png:
+            names = (
+                {f"epoch {index}": order for index, order in enumerate(orders)}
+                if len(orders) > 1
+                else {Path(source).name: orders[0]}
+            )
+            measures.plot_orders(names, png)
+    except Exception as error:
+        if debug:
+            raise
+        raise click.ClickException(one_line(error)) from None
+    if as_json:
+        click.echo(json.dumps(table.to_dict(orient="records"), indent=2))
+    else:
+        click.echo(measures.summary(table, f"{source} ({len(orders[-1]):,} rows)"))

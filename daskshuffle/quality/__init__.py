@@ -1,0 +1,130 @@
+"""Shuffle quality you can measure and see, for daskshuffle's orders and for anyone else's.
+
+An *order* is the source position of every row a loader yields, in the order
+it yields them: for a pile store with an ``id`` variable, the ids of one
+epoch. :func:`report` measures it at several scales, each measure next to
+what a uniform shuffle of the same size gives (expected value and a band of
+five standard deviations), so it reads "as uniform" or "not uniform, at this
+scale". :func:`plot_hilbert` and :func:`plot_orders` draw it. The module
+:mod:`daskshuffle.quality.orders` makes reference orders without data: no
+shuffle, a uniform shuffle, a shuffle buffer, interleaved files, shard-local
+shuffles, and :class:`~daskshuffle.PileLoader`'s own.
+
+Examples
+--------
+>>> from daskshuffle import quality
+>>> from daskshuffle.quality import orders
+>>> table = quality.report(orders.uniform(100_000, seed=1), batch_size=1024)
+>>> sorted(set(table["verdict"]))
+['as uniform']
+>>> table = quality.report(orders.shuffle_buffer(100_000, buffer_size=1000), batch_size=1024)
+>>> table.set_index(["metric", "scale"]).loc[("spread", "batch"), "verdict"]
+'not uniform'
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import orders
+from ._metrics import (
+    Measure,
+    cobatch_overlap,
+    contingency,
+    displacement,
+    diversity,
+    lag_correlation,
+    parse_order,
+    rank_correlation,
+    spread,
+)
+from ._pictures import plot_heatmap, plot_hilbert, plot_orders
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["orders", "plot_heatmap", "plot_hilbert", "plot_orders", "report", "summary"]
+
+
+def _scales(n: int, batch_size: int, n_piles: int | None) -> list[tuple[str, int]]:
+    scales = [("batch", batch_size)]
+    if n_piles:
+        scales.append(("pile", max(2, n // n_piles)))
+    scales += [("1%", max(2, n // 100)), ("10%", max(2, n // 10))]
+    return [(name, window) for name, window in scales if window < n]
+
+
+def report(
+    order: Any,
+    *,
+    batch_size: int = 1024,
+    block_size: int | None = None,
+    n_piles: int | None = None,
+    previous: Any = None,
+) -> pd.DataFrame:
+    """Measure how shuffled ``order`` is, next to a uniform shuffle of the same size.
+
+    Parameters
+    ----------
+    order : array of int
+        Source positions ``0..n-1``, in the order the rows were yielded.
+    batch_size : int, default 1024
+        The batch size of training: the smallest scale measured.
+    block_size : int, optional
+        Rows of a source file or chunk: adds the distinct blocks per batch.
+    n_piles : int, optional
+        Adds the scale of a pile (``n / n_piles`` rows).
+    previous : array of int, optional
+        The order of the epoch before: adds the share of pairs of rows that
+        share a batch in both epochs.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per measure: ``metric``, ``scale``, ``value``, ``uniform``
+        (expected for a uniform shuffle), ``low`` and ``high`` (the band of
+        five standard deviations) and ``verdict``. :func:`summary` prints it.
+    """
+    import pandas as pd
+
+    values = parse_order(order)
+    n = len(values)
+    measures: list[Measure] = [rank_correlation(values), displacement(values), lag_correlation(values)]
+    measures += [spread(values, window, name) for name, window in _scales(n, batch_size, n_piles)]
+    measures.append(contingency(values))
+    if block_size:
+        measures.append(diversity(values, batch_size, block_size))
+    if previous is not None:
+        measures.append(cobatch_overlap(parse_order(previous), values, batch_size))
+    rows = [
+        {
+            "metric": m.metric,
+            "scale": m.scale,
+            "value": m.value,
+            "uniform": m.uniform,
+            "low": m.low,
+            "high": m.high,
+            "verdict": m.verdict,
+        }
+        for m in measures
+    ]
+    return pd.DataFrame(rows)
+
+
+def summary(table: pd.DataFrame, title: str = "") -> str:
+    """The table of :func:`report` as a few readable lines.
+
+    Examples
+    --------
+    >>> from daskshuffle import quality
+    >>> print(quality.summary(quality.report(quality.orders.identity(10_000)), "no shuffle").splitlines()[0])
+    no shuffle: 0 of 8 measures as uniform
+    """
+    uniform = int((table["verdict"] == "as uniform").sum())
+    lines = [f"{title + ': ' if title else ''}{uniform} of {len(table)} measures as uniform"]
+    for row in table.itertuples():
+        lines.append(
+            f"  {row.metric:<17} {row.scale:<22} {row.value:>10.4g}   uniform {row.uniform:>9.4g} "
+            f"[{row.low:.4g}, {row.high:.4g}]   {row.verdict}"
+        )
+    return "\n".join(lines)

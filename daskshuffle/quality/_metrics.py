@@ -1,0 +1,222 @@
+"""How shuffled an order is, each measure next to what a uniform shuffle of the same size gives.
+
+An *order* is an array of ``n`` source positions: ``order[i]`` is where the row
+at output position ``i`` was in the source (for a loader, the ``id`` of each
+row it yields, in the order it yields them). Every metric here has a known
+expected value and standard deviation under a uniformly random permutation
+of the same size, so each reads as "as uniform" or "not, at this scale".
+Everything is vectorised numpy, in chunks where an intermediate would be
+as large as the order.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._errors import DaskShuffleValueError
+
+__all__ = [
+    "Measure",
+    "cobatch_overlap",
+    "contingency",
+    "displacement",
+    "diversity",
+    "lag_correlation",
+    "parse_order",
+    "rank_correlation",
+    "spread",
+]
+
+#: Standard deviations from the uniform expectation at which a measure is called "not uniform":
+#: a uniform shuffle is called so once in about 1.7 million measures (normal tails).
+Z_BAND = 5.0
+#: Rows per chunk of the chunked computations.
+CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One metric of one order at one scale, and what a uniform shuffle of the same size gives."""
+
+    metric: str
+    scale: str
+    value: float
+    uniform: float
+    uniform_sd: float
+
+    @property
+    def low(self) -> float:
+        return self.uniform - Z_BAND * self.uniform_sd
+
+    @property
+    def high(self) -> float:
+        return self.uniform + Z_BAND * self.uniform_sd
+
+    @property
+    def verdict(self) -> str:
+        return "as uniform" if self.low <= self.value <= self.high else "not uniform"
+
+
+def parse_order(order: object) -> NDArray[np.int64]:
+    """An order as an int64 array, checked to be a permutation of ``0..n-1``."""
+    values = np.asarray(order)
+    if values.ndim != 1 or values.dtype.kind not in "iu":
+        raise DaskShuffleValueError(
+            f"Expected an order: a 1-d array of integer source positions. Got an array of shape {values.shape} "
+            f"and dtype {values.dtype} instead.",
+            parameter="order",
+        )
+    n = len(values)
+    if n < 2:
+        raise DaskShuffleValueError(f"Expected an order of 2 rows or more. Got {n} instead.", parameter="order")
+    seen = np.zeros(n, dtype=bool)
+    inside = (values >= 0) & (values < n)
+    seen[values[inside]] = True
+    if not inside.all() or not seen.all():
+        missing = int(n - seen.sum())
+        raise DaskShuffleValueError(
+            f"Expected a permutation of 0..{n - 1}: every source position once. Got {missing:,} positions missing "
+            f"and {int((~inside).sum()):,} out of range instead; pass the ids of one whole epoch, numbered from 0.",
+            parameter="order",
+        )
+    return values.astype(np.int64, copy=False)
+
+
+def rank_correlation(order: NDArray[np.int64]) -> Measure:
+    """Spearman's rho between output and source position: 0 for uniform (sd ``1/sqrt(n-1)``), 1 for no shuffle."""
+    n = len(order)
+    squares = 0.0
+    for start in range(0, n, CHUNK):
+        d = order[start : start + CHUNK] - np.arange(start, min(start + CHUNK, n), dtype=np.int64)
+        squares += float(np.dot(d.astype(np.float64), d.astype(np.float64)))
+    rho = 1.0 - 6.0 * squares / (n * (n * n - 1.0))
+    return Measure("rank correlation", "all", rho, 0.0, 1.0 / math.sqrt(n - 1))
+
+
+def displacement(order: NDArray[np.int64]) -> Measure:
+    """Mean ``|order[i] - i|`` over ``n``: about 1/3 for uniform (Spearman's footrule), 0 for no shuffle."""
+    n = len(order)
+    total = sum(
+        float(np.abs(order[start : start + CHUNK] - np.arange(start, min(start + CHUNK, n))).sum())
+        for start in range(0, n, CHUNK)
+    )
+    # The footrule of a uniform permutation: mean (n^2 - 1) / 3, variance (n + 1)(2n^2 + 7) / 45.
+    mean, sd = (n * n - 1.0) / 3.0, math.sqrt((n + 1.0) * (2.0 * n * n + 7.0) / 45.0)
+    return Measure("displacement", "all", total / n / n, mean / n / n, sd / n / n)
+
+
+def spread(order: NDArray[np.int64], window: int, scale: str) -> Measure:
+    """How far apart the sources of ``window`` consecutive outputs are, as a share of the uniform spread.
+
+    The mean, over windows, of the variance of their source positions, over
+    what a uniform sample of that size gives: 1 for uniform, about
+    ``(window / n)**2`` where order survives at this scale (a buffer or a
+    shard that keeps its rows together). The uniform band uses the variance
+    of a sample variance of the uniform distribution (excess kurtosis -1.2).
+    """
+    n = len(order)
+    window = max(2, min(int(window), n))
+    n_windows = n // window
+    rows = order[: n_windows * window].reshape(n_windows, window).astype(np.float64)
+    per = max(1, CHUNK // window)
+    variance = sum(float(rows[a : a + per].var(axis=1, ddof=1).sum()) for a in range(0, n_windows, per))
+    population = (n * n - 1.0) / 12.0 * n / (n - 1.0)  # E of a ddof=1 variance of a sample without replacement
+    value = variance / n_windows / population
+    sd = math.sqrt(max(2.0 / (window - 1) - 1.2 / window, 0.0) / n_windows)
+    return Measure("spread", scale, value, 1.0, sd)
+
+
+def contingency(order: NDArray[np.int64], bins: int | None = None) -> Measure:
+    """Chi-square of the source-bin x output-bin table over its degrees of freedom: 1 for uniform.
+
+    ``bins`` (default: as many as keep 20 rows expected per cell, at most
+    100) cuts each axis in equal parts; the table's margins are fixed, so
+    under a uniform permutation the statistic has about ``(bins - 1)**2``
+    degrees of freedom.
+    """
+    n = len(order)
+    bins = bins or max(2, min(100, int(math.sqrt(n / 20))))
+    table = np.zeros(bins * bins, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        out = np.arange(start, min(start + CHUNK, n), dtype=np.int64) * bins // n
+        source = order[start : start + CHUNK] * bins // n
+        table += np.bincount(out * bins + source, minlength=bins * bins)
+    rows = np.bincount(np.arange(bins * bins) // bins, weights=table, minlength=bins)
+    cols = np.bincount(np.arange(bins * bins) % bins, weights=table, minlength=bins)
+    expected = np.outer(rows, cols).reshape(-1) / n
+    chi2 = float(((table - expected) ** 2 / np.maximum(expected, 1e-12)).sum())
+    dof = (bins - 1) ** 2
+    return Measure("contingency", f"{bins}x{bins}", chi2 / dof, 1.0, math.sqrt(2.0 / dof))
+
+
+def lag_correlation(order: NDArray[np.int64], lag: int = 1) -> Measure:
+    """Correlation of the source positions of outputs ``lag`` apart: about 0 for uniform (sd ``1/sqrt(n)``)."""
+    n = len(order)
+    values = order.astype(np.float64)
+    values -= values.mean()
+    r = float(np.dot(values[:-lag], values[lag:]) / np.dot(values, values))
+    return Measure("lag correlation", f"lag {lag}", r, -1.0 / (n - 1), 1.0 / math.sqrt(n))
+
+
+def diversity(order: NDArray[np.int64], batch_size: int, block_size: int) -> Measure:
+    """Distinct source blocks (of ``block_size`` rows) per batch, over what a uniform batch holds.
+
+    A batch of ``s`` rows drawn uniformly from ``n`` touches block ``b`` with
+    probability ``p = 1 - C(n - size_b, s) / C(n, s)``; the band treats blocks
+    as independent, which overstates the variance (a safe side for a false alarm).
+    """
+    n = len(order)
+    batch_size, block_size = max(1, min(batch_size, n)), max(1, min(block_size, n))
+    n_batches = n // batch_size
+    blocks = order[: n_batches * batch_size].reshape(n_batches, batch_size) // block_size
+    blocks.sort(axis=1)
+    distinct = float((np.diff(blocks, axis=1) != 0).sum() + n_batches) / n_batches
+    n_blocks = -(-n // block_size)
+    sizes = np.full(n_blocks, block_size, dtype=np.float64)
+    sizes[-1] = n - block_size * (n_blocks - 1)
+    # log C(n - k, s) - log C(n, s) = sum over j < s of log(1 - k / (n - j)), summed in closed form with lgamma.
+    log_miss = np.array([_log_ratio(n, int(k), batch_size) for k in np.unique(sizes)])
+    miss = dict(zip(np.unique(sizes).tolist(), np.exp(log_miss).tolist(), strict=True))
+    p = np.array([1.0 - miss[k] for k in sizes.tolist()])
+    expected = float(p.sum())
+    sd = math.sqrt(float((p * (1 - p)).sum()) / n_batches)
+    return Measure("diversity", f"batch {batch_size}, block {block_size}", distinct / expected, 1.0, sd / expected)
+
+
+def _log_ratio(n: int, k: int, s: int) -> float:
+    """``log(C(n - k, s) / C(n, s))``, ``-inf`` when ``s > n - k``."""
+    if s > n - k:
+        return -math.inf
+    return math.lgamma(n - k + 1) - math.lgamma(n - k - s + 1) - math.lgamma(n + 1) + math.lgamma(n - s + 1)
+
+
+def cobatch_overlap(first: NDArray[np.int64], second: NDArray[np.int64], batch_size: int) -> Measure:
+    """Of the pairs of rows that share a batch in one epoch, the share that share one in the next.
+
+    Uniform, independent epochs give ``(s - 1) / (n - 1)`` for batches of
+    ``s``; a loader whose batches draw from the same few piles every epoch
+    gives far more. ``first`` and ``second`` are the two epochs' orders.
+    """
+    n = len(first)
+    if len(second) != n:
+        raise DaskShuffleValueError(
+            f"Expected two epochs of the same rows. Got {n:,} and {len(second):,} rows instead.", parameter="previous"
+        )
+    batch_of = np.empty((2, n), dtype=np.int64)
+    batch_of[0, first] = np.arange(n) // batch_size
+    batch_of[1, second] = np.arange(n) // batch_size
+    n_second = int(batch_of[1].max()) + 1
+    joint = np.bincount(batch_of[0] * n_second + batch_of[1])
+    together = float((joint * (joint - 1) // 2).sum())
+    sizes = np.bincount(batch_of[0])
+    pairs = float((sizes * (sizes - 1) // 2).sum())
+    q = (batch_size - 1.0) / (n - 1.0)
+    # A cell of the (batch in epoch 0) x (batch in epoch 1) table holds about Poisson(s^2 / n) rows: the pairs
+    # in it, C(c, 2), have variance l^2 / 2 + l^3; summed over the W^2 cells and divided by W s^2 / 2 pairs.
+    n_batches, lam = n / batch_size, batch_size * batch_size / n
+    sd = 2.0 * math.sqrt(0.5 + lam) / (n_batches * batch_size)
+    return Measure("co-batch overlap", f"batch {batch_size}", together / pairs, q, sd)

@@ -1,0 +1,123 @@
+"""Pictures of an order: a Hilbert curve of output positions coloured by source position, and a heat map.
+
+The Hilbert picture lays the output positions along a Hilbert curve, which
+keeps neighbours in the output near each other in the picture, and colours
+each by where the row was in the source. No shuffle is a smooth gradient;
+order that survives at some scale shows as patches of that size; a uniform
+shuffle is noise at every scale. Figures are made with
+``matplotlib.figure.Figure`` (no pyplot state, no display needed) and need
+the ``plot`` extra: ``pip install 'daskshuffle[plot]'``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ._metrics import parse_order
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["hilbert_image", "plot_heatmap", "plot_hilbert", "plot_orders"]
+
+#: The Hilbert picture's side, in cells: at most this squared output positions are drawn.
+SIDE = 256
+
+
+def _figure(**options: Any) -> Figure:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as error:  # pragma: no cover - the plot extra is missing
+        raise ImportError("pictures need matplotlib: pip install 'daskshuffle[plot]'") from error
+    return Figure(**options)
+
+
+def hilbert_xy(d: NDArray[np.int64], side: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The cells ``(x, y)`` of positions ``d`` along the Hilbert curve that fills a ``side`` x ``side`` grid."""
+    x, y, t = np.zeros_like(d), np.zeros_like(d), d.copy()
+    s = 1
+    while s < side:
+        rx = 1 & (t // 2)
+        ry = 1 & (t ^ rx)
+        turn = ry == 0
+        flip = turn & (rx == 1)
+        x[flip], y[flip] = s - 1 - x[flip], s - 1 - y[flip]
+        x[turn], y[turn] = y[turn], x[turn].copy()
+        x += s * rx
+        y += s * ry
+        t //= 4
+        s *= 2
+    return x, y
+
+
+def hilbert_image(order: Any, side: int = SIDE) -> NDArray[np.float64]:
+    """A ``side`` x ``side`` image: evenly spaced output positions along the Hilbert curve, valued source / n."""
+    values = parse_order(order)
+    n = len(values)
+    cells = min(n, side * side)
+    positions = (np.arange(cells, dtype=np.int64) * n) // cells
+    x, y = hilbert_xy(np.arange(cells, dtype=np.int64), side)
+    image = np.full((side, side), np.nan)
+    image[y, x] = values[positions] / n
+    return image
+
+
+def plot_hilbert(order: Any, ax: Axes | None = None, title: str = "", side: int = SIDE) -> Figure:
+    """Draw ``order`` as the Hilbert picture; on ``ax``, or on a new figure. Returns the figure.
+
+    Examples
+    --------
+    >>> from daskshuffle import quality
+    >>> figure = quality.plot_hilbert(quality.orders.identity(4096), title="no shuffle")
+    >>> figure.savefig("identity.png")
+    """
+    if ax is None:
+        figure = _figure(figsize=(4, 4))
+        ax = figure.add_subplot()
+    ax.imshow(hilbert_image(order, side), cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+    ax.set_title(title, fontsize=9)
+    ax.set_axis_off()
+    return ax.figure  # type: ignore[return-value]
+
+
+def plot_heatmap(order: Any, ax: Axes | None = None, title: str = "", bins: int = 64) -> Figure:
+    """Draw the output-bin x source-bin counts of ``order`` (uniform: flat; no shuffle: a diagonal)."""
+    values = parse_order(order)
+    n = len(values)
+    bins = max(2, min(bins, n))
+    out = np.arange(n, dtype=np.int64) * bins // n
+    table = np.bincount(out * bins + values * bins // n, minlength=bins * bins).reshape(bins, bins)
+    if ax is None:
+        figure = _figure(figsize=(4, 4))
+        ax = figure.add_subplot()
+    ax.imshow(table.T, origin="lower", cmap="magma", interpolation="nearest", aspect="auto")
+    ax.set_xlabel("output position", fontsize=8)
+    ax.set_ylabel("source position", fontsize=8)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(title, fontsize=9)
+    return ax.figure  # type: ignore[return-value]
+
+
+def plot_orders(named: dict[str, Any], path: str | os.PathLike[str] | None = None) -> Figure:
+    """Side by side, for each named order: its Hilbert picture above its heat map. Saved as PNG if ``path``.
+
+    Examples
+    --------
+    >>> from daskshuffle import quality
+    >>> o = quality.orders
+    >>> figure = quality.plot_orders({"none": o.identity(4096), "uniform": o.uniform(4096)}, "orders.png")
+    """
+    figure = _figure(figsize=(2.6 * len(named), 5.4), layout="constrained")
+    axes = figure.subplots(2, len(named), squeeze=False)
+    for column, (name, order) in enumerate(named.items()):
+        plot_hilbert(order, axes[0, column], title=name)
+        plot_heatmap(order, axes[1, column])
+    if path is not None:
+        figure.savefig(os.fspath(path), dpi=110)
+    return figure

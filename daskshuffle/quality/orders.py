@@ -1,0 +1,121 @@
+"""Reference orders, generated for a size without any data: what other loaders yield, and daskshuffle's own.
+
+Each returns an order: ``order[i]`` is the source position of the ``i``-th row
+yielded. Memory budgets are in rows, so orders can be compared at equal
+memory: a shuffle buffer of ``b`` rows, ``cycle_length`` files interleaved into
+a buffer, shards of ``shard_size`` rows, or piles of ``n / n_piles`` rows.
+
+Examples
+--------
+>>> from daskshuffle.quality import orders
+>>> orders.identity(5).tolist()
+[0, 1, 2, 3, 4]
+>>> sorted(orders.shuffle_buffer(6, buffer_size=2, seed=0).tolist())
+[0, 1, 2, 3, 4, 5]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._epoch_plan import stream_rows
+from .._parse import parse_positive_int
+from .._plan import block_order, group_order, make_plan
+from .._random import make_rng
+
+__all__ = ["identity", "interleave", "piles", "shard_local", "shuffle_buffer", "uniform"]
+
+
+def identity(n: int) -> NDArray[np.int64]:
+    """No shuffle: the source order."""
+    return np.arange(parse_positive_int(n, "n"), dtype=np.int64)
+
+
+def uniform(n: int, seed: int = 0) -> NDArray[np.int64]:
+    """A uniformly random permutation: what a full shuffle in memory gives."""
+    return make_rng(seed, "quality-uniform").permutation(parse_positive_int(n, "n")).astype(np.int64)
+
+
+def _buffer(stream: NDArray[np.int64], buffer_size: int, seed: int) -> NDArray[np.int64]:
+    """tf.data's ``shuffle(buffer_size)``: fill a buffer, then hand out a random element and refill its slot."""
+    n, size = len(stream), min(buffer_size, len(stream))
+    rng = make_rng(seed, "quality-buffer")
+    buffer = stream[:size].copy()
+    out = np.empty(n, dtype=np.int64)
+    # Slots are drawn in bulk: slot i of the draws is uniform over the buffer as it is at output i.
+    fill = size
+    for i, u in enumerate(rng.random(n).tolist()):
+        live = size if fill < n else size - (i - (n - size))
+        slot = int(u * live)
+        out[i] = buffer[slot]
+        if fill < n:
+            buffer[slot] = stream[fill]
+            fill += 1
+        else:  # the input is spent: close the gap with the last live element
+            buffer[slot] = buffer[live - 1]
+    return out
+
+
+def shuffle_buffer(n: int, buffer_size: int, seed: int = 0) -> NDArray[np.int64]:
+    """A streaming shuffle buffer of ``buffer_size`` rows over the source in order (``tf.data``'s ``shuffle``).
+
+    Pure Python per row: about a second per million rows.
+    """
+    n, buffer_size = parse_positive_int(n, "n"), parse_positive_int(buffer_size, "buffer_size")
+    return _buffer(np.arange(n, dtype=np.int64), buffer_size, seed)
+
+
+def interleave(n: int, n_files: int, cycle_length: int, buffer_size: int, seed: int = 0) -> NDArray[np.int64]:
+    """``n_files`` files in a random order, ``cycle_length`` read round-robin a row at a time, into a buffer.
+
+    What ``tf.data.Dataset.list_files(shuffle=True).interleave(cycle_length=k)
+    .shuffle(buffer_size)`` yields: a file that ends is replaced by the next.
+    """
+    n, n_files = parse_positive_int(n, "n"), parse_positive_int(n_files, "n_files")
+    cycle_length = parse_positive_int(cycle_length, "cycle_length")
+    bounds = np.linspace(0, n, n_files + 1).astype(np.int64)
+    files = make_rng(seed, "quality-files").permutation(n_files).tolist()
+    open_files = [[int(bounds[f]), int(bounds[f + 1])] for f in files[:cycle_length]]
+    waiting = files[cycle_length:]
+    stream = np.empty(n, dtype=np.int64)
+    filled = 0
+    while open_files:
+        kept = []
+        for span in open_files:
+            stream[filled] = span[0]
+            filled += 1
+            span[0] += 1
+            if span[0] < span[1]:
+                kept.append(span)
+            elif waiting:
+                f = waiting.pop(0)
+                kept.append([int(bounds[f]), int(bounds[f + 1])])
+        open_files = [span for span in kept if span[0] < span[1]]
+    return _buffer(stream, parse_positive_int(buffer_size, "buffer_size"), seed)
+
+
+def shard_local(n: int, shard_size: int, seed: int = 0) -> NDArray[np.int64]:
+    """Shards of ``shard_size`` rows in a random order, each shuffled whole (MosaicML ``py1s``-like, one shard at a time)."""
+    n, shard_size = parse_positive_int(n, "n"), parse_positive_int(shard_size, "shard_size")
+    rng = make_rng(seed, "quality-shards")
+    starts = np.arange(0, n, shard_size)
+    parts = [start + rng.permutation(min(shard_size, n - start)) for start in rng.permutation(starts).tolist()]
+    return np.concatenate(parts).astype(np.int64)
+
+
+def piles(n: int, n_piles: int, seed: int = 0, epoch: int = 0, block_rows: int | None = None) -> NDArray[np.int64]:
+    """What :class:`~daskshuffle.PileLoader` yields in ``epoch`` from ``shuffle_zarr(..., n_piles, seed=seed)``.
+
+    The plan's own functions, run in memory: pass 1 over blocks of
+    ``block_rows`` rows (default ``n // 64``), the merge, then the loader's
+    epoch: piles in a random order, each shuffled whole.
+    """
+    n, n_piles = parse_positive_int(n, "n"), parse_positive_int(n_piles, "n_piles")
+    block_rows = block_rows or max(1, n // 64)
+    lengths = [min(block_rows, n - start) for start in range(0, n, block_rows)]
+    plan = make_plan(lengths, n_piles, seed)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
+    stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0, materialize=False)]
+    return stored[stream_rows(plan.pile_offsets, seed, epoch, 0, n)].astype(np.int64)

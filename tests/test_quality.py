@@ -1,0 +1,149 @@
+"""Shuffle quality: every metric on orders whose answer is known, the reference orders, the pictures, the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import make_zarr_source
+from hypothesis import given
+from hypothesis import strategies as st
+
+import daskshuffle
+from daskshuffle import DaskShuffleValueError, quality
+from daskshuffle._cli import cli
+from daskshuffle.quality import orders
+
+N = 200_000
+
+
+def verdicts(order: np.ndarray, **options: object) -> dict[tuple[str, str], str]:
+    table = quality.report(order, **options)  # type: ignore[arg-type]
+    return {(row.metric, row.scale): row.verdict for row in table.itertuples()}
+
+
+def test_uniform_orders_pass_every_measure() -> None:
+    # Fixed seeds: each measure's band is five standard deviations, so a correct metric fails one seed in a million.
+    for seed in range(3):
+        table = quality.report(orders.uniform(N, seed), batch_size=256, block_size=1000, n_piles=50)
+        assert set(table["verdict"]) == {"as uniform"}, quality.summary(table)
+        table = quality.report(orders.uniform(N, seed), previous=orders.uniform(N, seed + 10), batch_size=256)
+        assert set(table["verdict"]) == {"as uniform"}, quality.summary(table)
+
+
+def test_no_shuffle_and_a_reversal_fail_everywhere() -> None:
+    for order in (orders.identity(N), orders.identity(N)[::-1].copy()):
+        table = quality.report(order, batch_size=256)
+        assert set(table["verdict"]) == {"not uniform"}, quality.summary(table)
+    values = quality.report(orders.identity(N)[::-1].copy()).set_index("metric")["value"]
+    assert values["rank correlation"] == pytest.approx(-1.0) and values["displacement"] == pytest.approx(0.5, 1e-3)
+
+
+@pytest.mark.parametrize("block", [64, 2_000])
+def test_block_local_shuffles_are_flagged_below_their_block_and_pass_well_above(block: int) -> None:
+    # Blocks in a uniformly random order, each shuffled whole: order survives inside a block only.
+    order = orders.shard_local(N, block, seed=1)
+    found = verdicts(order, batch_size=32 if block == 64 else 256)
+    if block == 64:
+        assert found[("spread", "batch")] == "not uniform"  # a batch of 32 lies in one or two blocks
+        # 2,000 rows are 31 blocks: a spread of about 1 - 1/31, still order at this scale; 20,000 rows are
+        # 312 blocks (1 - 1/312), inside the uniform band.
+        assert found[("spread", "1%")] == "not uniform"
+        assert found[("spread", "10%")] == "as uniform"
+    else:
+        assert found[("spread", "batch")] == "not uniform"
+        assert found[("spread", "1%")] == "not uniform"  # 2,000 rows: one block
+    spread = quality.report(order, batch_size=256).set_index(["metric", "scale"])["value"]
+    assert spread[("spread", "10%")] > spread[("spread", "1%")], "coarser scales mix more blocks"
+
+
+def test_a_shuffle_buffer_keeps_order_at_every_scale_above_the_buffer() -> None:
+    found = verdicts(orders.shuffle_buffer(N, buffer_size=1_000, seed=0), batch_size=256)
+    assert found[("spread", "batch")] == "not uniform" and found[("spread", "10%")] == "not uniform"
+    assert found[("rank correlation", "all")] == "not uniform"
+
+
+def test_diversity_counts_distinct_blocks_per_batch() -> None:
+    # Batches of 100 rows taken whole from blocks of 100: one block each, against about 63 for uniform.
+    table = quality.report(orders.shard_local(N, 100, seed=0), batch_size=100, block_size=100)
+    row = table[table["metric"] == "diversity"].iloc[0]
+    expected = (1 - (1 - 100 / N) ** 100) * (N / 100)
+    assert row["value"] == pytest.approx(1 / expected, rel=0.02) and row["verdict"] == "not uniform"
+
+
+def test_piles_are_uniform_within_an_epoch_but_keep_their_rows_together_across_epochs() -> None:
+    first, second = orders.piles(N, 40, seed=3), orders.piles(N, 40, seed=3, epoch=1)
+    found = verdicts(second, batch_size=256, n_piles=40, previous=first)
+    assert found.pop(("co-batch overlap", "batch 256")) == "not uniform"
+    assert set(found.values()) == {"as uniform"}
+    table = quality.report(second, batch_size=256, previous=first)
+    overlap = table[table["metric"] == "co-batch overlap"].iloc[0]
+    # Rows share a pile of ~5,000 in both epochs: about 255 / 5,000 of their batch-mates again, 40x uniform.
+    assert 30 < overlap["value"] / overlap["uniform"] < 50
+
+
+def test_the_piles_order_is_what_a_real_loader_yields(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
+    daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 8, seed=5, block_memory=2_600)
+    with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100) as loader:
+        loader.set_epoch(1)
+        yielded = np.concatenate([batch["id"] for batch in loader])
+    block_rows = 100  # 2,600-byte blocks of 26-byte rows
+    np.testing.assert_array_equal(yielded, orders.piles(3_000, 8, seed=5, epoch=1, block_rows=block_rows))
+
+
+@given(st.integers(1, 3_000), st.integers(1, 300), st.integers(0, 2**20))
+def test_reference_orders_are_permutations(n: int, size: int, seed: int) -> None:
+    made = [
+        orders.uniform(n, seed),
+        orders.shuffle_buffer(n, size, seed),
+        orders.interleave(n, max(1, n // size), 3, size, seed),
+        orders.shard_local(n, size, seed),
+        orders.piles(n, min(size, n), seed),
+    ]
+    for order in made:
+        np.testing.assert_array_equal(np.sort(order), np.arange(n))
+
+
+def test_orders_that_are_not_permutations_are_refused() -> None:
+    for bad, message in [
+        (np.array([0, 1, 1]), "1 positions missing"),
+        (np.array([0.0, 1.0]), "integer"),
+        (np.array([[0, 1]]), "1-d"),
+        (np.array([0, 5]), "out of range"),
+        (np.array([0]), "2 rows or more"),
+    ]:
+        with pytest.raises(DaskShuffleValueError, match=message):
+            quality.report(bad)
+
+
+def test_pictures_are_written(tmp_path: Path) -> None:
+    image = quality._pictures.hilbert_image(orders.identity(4 * 4), side=4)
+    assert image[0, 0] == 0.0 and np.nanmax(image) == pytest.approx(15 / 16)
+    # Neighbours along the curve are neighbours in the grid: consecutive positions one cell apart.
+    x, y = quality._pictures.hilbert_xy(np.arange(64), 8)
+    assert (np.abs(np.diff(x)) + np.abs(np.diff(y)) == 1).all() and len(set(zip(x, y, strict=True))) == 64
+    quality.plot_orders({"none": orders.identity(5_000), "uniform": orders.uniform(5_000)}, tmp_path / "o.png")
+    assert (tmp_path / "o.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_command_line_on_a_store_and_on_ids(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 4_000, chunk_rows=100)
+    daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 8, seed=1)
+    runner = CliRunner()
+    result = runner.invoke(
+        cli, ["quality", str(tmp_path / "piles.zarr"), "--batch-size", "64", "--png", str(tmp_path / "q.png")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "co-batch overlap" in result.output and "not uniform" in result.output  # epoch 1 against epoch 0
+    assert (tmp_path / "q.png").exists()
+    np.save(tmp_path / "ids.npy", orders.uniform(4_000, 2))
+    result = runner.invoke(cli, ["quality", str(tmp_path / "ids.npy"), "--batch-size", "64", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    assert {row["verdict"] for row in json.loads(result.output)} == {"as uniform"}
+    result = runner.invoke(cli, ["quality", str(tmp_path / "raw.zarr")])
+    assert result.exit_code == 1 and "pile store" in result.output
