@@ -118,7 +118,7 @@ def summary(table: pd.DataFrame, title: str = "") -> str:
     --------
     >>> from daskshuffle import quality
     >>> print(quality.summary(quality.report(quality.orders.identity(10_000)), "no shuffle").splitlines()[0])
-    no shuffle: 0 of 8 measures as uniform
+    no shuffle: 0 of 7 measures as uniform
     """
     uniform = int((table["verdict"] == "as uniform").sum())
     lines = [f"{title + ': ' if title else ''}{uniform} of {len(table)} measures as uniform"]
