@@ -121,9 +121,11 @@ def spread(order: NDArray[np.int64], window: int, scale: str) -> Measure:
     n = len(order)
     window = max(2, min(int(window), n))
     n_windows = n // window
-    rows = order[: n_windows * window].reshape(n_windows, window).astype(np.float64)
+    rows = order[: n_windows * window].reshape(n_windows, window)  # a view: converted a chunk at a time
     per = max(1, CHUNK // window)
-    variance = sum(float(rows[a : a + per].var(axis=1, ddof=1).sum()) for a in range(0, n_windows, per))
+    variance = sum(
+        float(rows[a : a + per].astype(np.float64).var(axis=1, ddof=1).sum()) for a in range(0, n_windows, per)
+    )
     population = (n * n - 1.0) / 12.0 * n / (n - 1.0)  # E of a ddof=1 variance of a sample without replacement
     value = variance / n_windows / population
     sd = math.sqrt(max(2.0 / (window - 1) - 1.2 / window, 0.0) / n_windows)
@@ -156,9 +158,14 @@ def contingency(order: NDArray[np.int64], bins: int | None = None) -> Measure:
 def lag_correlation(order: NDArray[np.int64], lag: int = 1) -> Measure:
     """Correlation of the source positions of outputs ``lag`` apart: about 0 for uniform (sd ``1/sqrt(n)``)."""
     n = len(order)
-    values = order.astype(np.float64)
-    values -= values.mean()
-    r = float(np.dot(values[:-lag], values[lag:]) / np.dot(values, values))
+    mean = (n - 1) / 2.0  # the mean of a permutation of 0..n-1
+    products, squares = 0.0, 0.0
+    for start in range(0, n, CHUNK):
+        values = order[start : min(start + CHUNK + lag, n)].astype(np.float64) - mean
+        body = values[: min(CHUNK, n - start)]
+        squares += float(np.dot(body, body))
+        products += float(np.dot(values[:-lag], values[lag:])) if len(values) > lag else 0.0
+    r = products / squares
     return Measure("lag correlation", f"lag {lag}", r, -1.0 / (n - 1), 1.0 / math.sqrt(n))
 
 
@@ -172,9 +179,12 @@ def diversity(order: NDArray[np.int64], batch_size: int, block_size: int) -> Mea
     n = len(order)
     batch_size, block_size = max(1, min(batch_size, n)), max(1, min(block_size, n))
     n_batches = n // batch_size
-    blocks = order[: n_batches * batch_size].reshape(n_batches, batch_size) // block_size
-    blocks.sort(axis=1)
-    distinct = float((np.diff(blocks, axis=1) != 0).sum() + n_batches) / n_batches
+    batches = order[: n_batches * batch_size].reshape(n_batches, batch_size)
+    per, found = max(1, CHUNK // batch_size), 0
+    for a in range(0, n_batches, per):
+        blocks = np.sort(batches[a : a + per] // block_size, axis=1)
+        found += int((np.diff(blocks, axis=1) != 0).sum()) + len(blocks)
+    distinct = found / n_batches
     n_blocks = -(-n // block_size)
     sizes = np.full(n_blocks, block_size, dtype=np.float64)
     sizes[-1] = n - block_size * (n_blocks - 1)
