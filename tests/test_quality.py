@@ -147,3 +147,25 @@ def test_the_command_line_on_a_store_and_on_ids(tmp_path: Path) -> None:
     assert {row["verdict"] for row in json.loads(result.output)} == {"as uniform"}
     result = runner.invoke(cli, ["quality", str(tmp_path / "raw.zarr")])
     assert result.exit_code == 1 and "pile store" in result.output
+
+
+def test_an_order_in_a_zarr_array_is_measured_in_chunks_with_the_same_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zarr
+
+    from daskshuffle.quality import _metrics
+
+    monkeypatch.setattr(_metrics, "CHUNK", 7_000)  # many chunks, none aligned with the windows or batches
+    order = orders.shard_local(50_000, 300, seed=2)
+    stored = zarr.create_array(tmp_path / "ids.zarr", shape=order.shape, chunks=(4_096,), dtype="i8")
+    stored[:] = order
+    in_memory = quality.report(order, batch_size=128, block_size=300)
+    on_storage = quality.report(zarr.open_array(tmp_path / "ids.zarr", mode="r"), batch_size=128, block_size=300)
+    assert list(in_memory["verdict"]) == list(on_storage["verdict"])
+    np.testing.assert_allclose(in_memory["value"], on_storage["value"], rtol=1e-9)
+    quality.plot_orders({"stored": zarr.open_array(tmp_path / "ids.zarr", mode="r")}, tmp_path / "stored.png")
+    bad = zarr.create_array(tmp_path / "bad.zarr", shape=(10,), chunks=(4,), dtype="i8")
+    bad[:] = np.zeros(10, dtype=np.int64)
+    with pytest.raises(DaskShuffleValueError, match="9 positions missing"):
+        quality.report(bad)

@@ -88,7 +88,7 @@ def report(
     import pandas as pd
 
     values = parse_order(order)
-    n = len(values)
+    n = int(values.shape[0])
     measures: list[Measure] = [rank_correlation(values), displacement(values), lag_correlation(values)]
     measures += [spread(values, window, name) for name, window in _scales(n, batch_size, n_piles)]
     measures.append(contingency(values))

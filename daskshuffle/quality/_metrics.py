@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -61,47 +62,65 @@ class Measure:
         return "as uniform" if self.low <= self.value <= self.high else "not uniform"
 
 
-def parse_order(order: object) -> NDArray[np.int64]:
-    """An order as an int64 array, checked to be a permutation of ``0..n-1``."""
-    values = np.asarray(order)
-    if values.ndim != 1 or values.dtype.kind not in "iu":
+def parse_order(order: object) -> Any:
+    """An order checked to be a permutation of ``0..n-1``: an int64 array, or an array on storage read in chunks.
+
+    A ``zarr.Array`` (anything one-dimensional with ``shape``, ``dtype`` and
+    slicing that gives numpy arrays) is not loaded: the measures read it
+    :data:`CHUNK` rows at a time, and the check holds one byte per row.
+    """
+    lazy = (
+        not isinstance(order, (np.ndarray, list, tuple, range)) and hasattr(order, "shape") and hasattr(order, "dtype")
+    )
+    values: Any = order if lazy else np.asarray(order)
+    shape, dtype = tuple(values.shape), np.dtype(values.dtype)
+    if len(shape) != 1 or dtype.kind not in "iu":
         raise DaskShuffleValueError(
-            f"Expected an order: a 1-d array of integer source positions. Got an array of shape {values.shape} "
-            f"and dtype {values.dtype} instead.",
+            f"Expected an order: a 1-d array of integer source positions. Got an array of shape {shape} "
+            f"and dtype {dtype} instead.",
             parameter="order",
         )
-    n = len(values)
+    n = shape[0]
     if n < 2:
         raise DaskShuffleValueError(f"Expected an order of 2 rows or more. Got {n} instead.", parameter="order")
     seen = np.zeros(n, dtype=bool)
-    inside = (values >= 0) & (values < n)
-    seen[values[inside]] = True
-    if not inside.all() or not seen.all():
+    outside = 0
+    for start in range(0, n, CHUNK):
+        part = rows_of(values, start, start + CHUNK)
+        inside = (part >= 0) & (part < n)
+        outside += int((~inside).sum())
+        seen[part[inside]] = True
+    if outside or not seen.all():
         missing = int(n - seen.sum())
         raise DaskShuffleValueError(
             f"Expected a permutation of 0..{n - 1}: every source position once. Got {missing:,} positions missing "
-            f"and {int((~inside).sum()):,} out of range instead; pass the ids of one whole epoch, numbered from 0.",
+            f"and {outside:,} out of range instead; pass the ids of one whole epoch, numbered from 0.",
             parameter="order",
         )
-    return values.astype(np.int64, copy=False)
+    return values if lazy else values.astype(np.int64, copy=False)
 
 
-def rank_correlation(order: NDArray[np.int64]) -> Measure:
+def rows_of(order: Any, start: int, stop: int) -> NDArray[np.int64]:
+    """Positions ``start:stop`` of an order, as an int64 numpy array (read from storage if it lives there)."""
+    return np.asarray(order[start:stop]).astype(np.int64, copy=False)
+
+
+def rank_correlation(order: Any) -> Measure:
     """Spearman's rho between output and source position: 0 for uniform (sd ``1/sqrt(n-1)``), 1 for no shuffle."""
-    n = len(order)
+    n = int(order.shape[0])
     squares = 0.0
     for start in range(0, n, CHUNK):
-        d = order[start : start + CHUNK] - np.arange(start, min(start + CHUNK, n), dtype=np.int64)
+        d = rows_of(order, start, start + CHUNK) - np.arange(start, min(start + CHUNK, n), dtype=np.int64)
         squares += float(np.dot(d.astype(np.float64), d.astype(np.float64)))
     rho = 1.0 - 6.0 * squares / (n * (n * n - 1.0))
     return Measure("rank correlation", "all", rho, 0.0, 1.0 / math.sqrt(n - 1))
 
 
-def displacement(order: NDArray[np.int64]) -> Measure:
+def displacement(order: Any) -> Measure:
     """Mean ``|order[i] - i|`` over ``n``: about 1/3 for uniform (Spearman's footrule), 0 for no shuffle."""
-    n = len(order)
+    n = int(order.shape[0])
     total = sum(
-        float(np.abs(order[start : start + CHUNK] - np.arange(start, min(start + CHUNK, n))).sum())
+        float(np.abs(rows_of(order, start, start + CHUNK) - np.arange(start, min(start + CHUNK, n))).sum())
         for start in range(0, n, CHUNK)
     )
     # The footrule of a uniform permutation: mean (n^2 - 1) / 3, variance (n + 1)(2n^2 + 7) / 45.
@@ -109,7 +128,7 @@ def displacement(order: NDArray[np.int64]) -> Measure:
     return Measure("displacement", "all", total / n / n, mean / n / n, sd / n / n)
 
 
-def spread(order: NDArray[np.int64], window: int, scale: str) -> Measure:
+def spread(order: Any, window: int, scale: str) -> Measure:
     """How far apart the sources of ``window`` consecutive outputs are, as a share of the uniform spread.
 
     The mean, over windows, of the variance of their source positions, over
@@ -118,21 +137,21 @@ def spread(order: NDArray[np.int64], window: int, scale: str) -> Measure:
     shard that keeps its rows together). The uniform band uses the variance
     of a sample variance of the uniform distribution (excess kurtosis -1.2).
     """
-    n = len(order)
+    n = int(order.shape[0])
     window = max(2, min(int(window), n))
     n_windows = n // window
-    rows = order[: n_windows * window].reshape(n_windows, window)  # a view: converted a chunk at a time
     per = max(1, CHUNK // window)
-    variance = sum(
-        float(rows[a : a + per].astype(np.float64).var(axis=1, ddof=1).sum()) for a in range(0, n_windows, per)
-    )
+    variance = 0.0
+    for a in range(0, n_windows, per):
+        windows = rows_of(order, a * window, min(a + per, n_windows) * window).reshape(-1, window)
+        variance += float(windows.astype(np.float64).var(axis=1, ddof=1).sum())
     population = (n * n - 1.0) / 12.0 * n / (n - 1.0)  # E of a ddof=1 variance of a sample without replacement
     value = variance / n_windows / population
     sd = math.sqrt(max(2.0 / (window - 1) - 1.2 / window, 0.0) / n_windows)
     return Measure("spread", scale, value, 1.0, sd)
 
 
-def contingency(order: NDArray[np.int64], bins: int | None = None) -> Measure:
+def contingency(order: Any, bins: int | None = None) -> Measure:
     """Chi-square of the source-bin x output-bin table over its degrees of freedom: 1 for uniform.
 
     ``bins`` (default: as many as keep 20 rows expected per cell, at most
@@ -140,12 +159,12 @@ def contingency(order: NDArray[np.int64], bins: int | None = None) -> Measure:
     under a uniform permutation the statistic has about ``(bins - 1)**2``
     degrees of freedom.
     """
-    n = len(order)
+    n = int(order.shape[0])
     bins = bins or max(2, min(100, int(math.sqrt(n / 20))))
     table = np.zeros(bins * bins, dtype=np.int64)
     for start in range(0, n, CHUNK):
         out = np.arange(start, min(start + CHUNK, n), dtype=np.int64) * bins // n
-        source = order[start : start + CHUNK] * bins // n
+        source = rows_of(order, start, start + CHUNK) * bins // n
         table += np.bincount(out * bins + source, minlength=bins * bins)
     rows = np.bincount(np.arange(bins * bins) // bins, weights=table, minlength=bins)
     cols = np.bincount(np.arange(bins * bins) % bins, weights=table, minlength=bins)
@@ -155,13 +174,13 @@ def contingency(order: NDArray[np.int64], bins: int | None = None) -> Measure:
     return Measure("contingency", f"{bins}x{bins}", chi2 / dof, 1.0, math.sqrt(2.0 / dof))
 
 
-def lag_correlation(order: NDArray[np.int64], lag: int = 1) -> Measure:
+def lag_correlation(order: Any, lag: int = 1) -> Measure:
     """Correlation of the source positions of outputs ``lag`` apart: about 0 for uniform (sd ``1/sqrt(n)``)."""
-    n = len(order)
+    n = int(order.shape[0])
     mean = (n - 1) / 2.0  # the mean of a permutation of 0..n-1
     products, squares = 0.0, 0.0
     for start in range(0, n, CHUNK):
-        values = order[start : min(start + CHUNK + lag, n)].astype(np.float64) - mean
+        values = rows_of(order, start, min(start + CHUNK + lag, n)).astype(np.float64) - mean
         body = values[: min(CHUNK, n - start)]
         squares += float(np.dot(body, body))
         products += float(np.dot(values[:-lag], values[lag:])) if len(values) > lag else 0.0
@@ -169,20 +188,20 @@ def lag_correlation(order: NDArray[np.int64], lag: int = 1) -> Measure:
     return Measure("lag correlation", f"lag {lag}", r, -1.0 / (n - 1), 1.0 / math.sqrt(n))
 
 
-def diversity(order: NDArray[np.int64], batch_size: int, block_size: int) -> Measure:
+def diversity(order: Any, batch_size: int, block_size: int) -> Measure:
     """Distinct source blocks (of ``block_size`` rows) per batch, over what a uniform batch holds.
 
     A batch of ``s`` rows drawn uniformly from ``n`` touches block ``b`` with
     probability ``p = 1 - C(n - size_b, s) / C(n, s)``; the band treats blocks
     as independent, which overstates the variance (a safe side for a false alarm).
     """
-    n = len(order)
+    n = int(order.shape[0])
     batch_size, block_size = max(1, min(batch_size, n)), max(1, min(block_size, n))
     n_batches = n // batch_size
-    batches = order[: n_batches * batch_size].reshape(n_batches, batch_size)
     per, found = max(1, CHUNK // batch_size), 0
     for a in range(0, n_batches, per):
-        blocks = np.sort(batches[a : a + per] // block_size, axis=1)
+        batches = rows_of(order, a * batch_size, min(a + per, n_batches) * batch_size).reshape(-1, batch_size)
+        blocks = np.sort(batches // block_size, axis=1)
         found += int((np.diff(blocks, axis=1) != 0).sum()) + len(blocks)
     distinct = found / n_batches
     n_blocks = -(-n // block_size)
@@ -204,21 +223,22 @@ def _log_ratio(n: int, k: int, s: int) -> float:
     return math.lgamma(n - k + 1) - math.lgamma(n - k - s + 1) - math.lgamma(n + 1) + math.lgamma(n - s + 1)
 
 
-def cobatch_overlap(first: NDArray[np.int64], second: NDArray[np.int64], batch_size: int) -> Measure:
+def cobatch_overlap(first: Any, second: Any, batch_size: int) -> Measure:
     """Of the pairs of rows that share a batch in one epoch, the share that share one in the next.
 
     Uniform, independent epochs give ``(s - 1) / (n - 1)`` for batches of
     ``s``; a loader whose batches draw from the same few piles every epoch
     gives far more. ``first`` and ``second`` are the two epochs' orders.
     """
-    n = len(first)
-    if len(second) != n:
+    n = int(first.shape[0])
+    if int(second.shape[0]) != n:
         raise DaskShuffleValueError(
-            f"Expected two epochs of the same rows. Got {n:,} and {len(second):,} rows instead.", parameter="previous"
+            f"Expected two epochs of the same rows. Got {n:,} and {int(second.shape[0]):,} rows instead.",
+            parameter="previous",
         )
-    batch_of = np.empty((2, n), dtype=np.int64)
-    batch_of[0, first] = np.arange(n) // batch_size
-    batch_of[1, second] = np.arange(n) // batch_size
+    batch_of = np.empty((2, n), dtype=np.int64)  # in memory: two epochs' batches of every row
+    batch_of[0, rows_of(first, 0, n)] = np.arange(n) // batch_size
+    batch_of[1, rows_of(second, 0, n)] = np.arange(n) // batch_size
     n_second = int(batch_of[1].max()) + 1
     joint = np.bincount(batch_of[0] * n_second + batch_of[1])
     together = float((joint * (joint - 1) // 2).sum())

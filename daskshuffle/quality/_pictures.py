@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._metrics import parse_order
+from ._metrics import CHUNK, parse_order, rows_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -58,12 +58,13 @@ def hilbert_xy(d: NDArray[np.int64], side: int) -> tuple[NDArray[np.int64], NDAr
 def hilbert_image(order: Any, side: int = SIDE) -> NDArray[np.float64]:
     """A ``side`` x ``side`` image: evenly spaced output positions along the Hilbert curve, valued source / n."""
     values = parse_order(order)
-    n = len(values)
+    n = int(values.shape[0])
     cells = min(n, side * side)
     positions = (np.arange(cells, dtype=np.int64) * n) // cells
     x, y = hilbert_xy(np.arange(cells, dtype=np.int64), side)
     image = np.full((side, side), np.nan)
-    image[y, x] = values[positions] / n
+    taken = values.oindex[positions] if hasattr(values, "oindex") else values[positions]  # zarr reads only these
+    image[y, x] = np.asarray(taken) / n
     return image
 
 
@@ -88,10 +89,13 @@ def plot_hilbert(order: Any, ax: Axes | None = None, title: str = "", side: int 
 def plot_heatmap(order: Any, ax: Axes | None = None, title: str = "", bins: int = 64) -> Figure:
     """Draw the output-bin x source-bin counts of ``order`` (uniform: flat; no shuffle: a diagonal)."""
     values = parse_order(order)
-    n = len(values)
+    n = int(values.shape[0])
     bins = max(2, min(bins, n))
-    out = np.arange(n, dtype=np.int64) * bins // n
-    table = np.bincount(out * bins + values * bins // n, minlength=bins * bins).reshape(bins, bins)
+    counts = np.zeros(bins * bins, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        out = np.arange(start, min(start + CHUNK, n), dtype=np.int64) * bins // n
+        counts += np.bincount(out * bins + rows_of(values, start, start + CHUNK) * bins // n, minlength=bins * bins)
+    table = counts.reshape(bins, bins)
     if ax is None:
         figure = _figure(figsize=(4, 4))
         ax = figure.add_subplot()
