@@ -169,3 +169,17 @@ def test_an_order_in_a_zarr_array_is_measured_in_chunks_with_the_same_result(
     bad[:] = np.zeros(10, dtype=np.int64)
     with pytest.raises(DaskShuffleValueError, match="9 positions missing"):
         quality.report(bad)
+
+
+def test_the_label_mix_of_batches_is_flagged_where_labels_stay_sorted() -> None:
+    labels = np.repeat(np.arange(10), N // 10)  # sorted in ten long runs, as data sorted by time often is
+    for seed in range(3):
+        row = (
+            quality.report(orders.uniform(N, seed), batch_size=256, labels=labels).set_index("metric").loc["label mix"]
+        )
+        assert row["verdict"] == "as uniform" and row["uniform"] == pytest.approx(row["value"], rel=0.05)
+    for order in (orders.shuffle_buffer(N, 2_000), orders.shard_local(N, 2_000)):
+        row = quality.report(order, batch_size=256, labels=labels).set_index("metric").loc["label mix"]
+        assert row["verdict"] == "not uniform" and row["value"] > 0.8  # most batches hold one label
+    with pytest.raises(DaskShuffleValueError, match="a label for each"):
+        quality.report(orders.uniform(100), labels=np.zeros(99))

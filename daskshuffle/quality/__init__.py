@@ -33,6 +33,7 @@ from ._metrics import (
     contingency,
     displacement,
     diversity,
+    label_mix,
     lag_correlation,
     parse_order,
     rank_correlation,
@@ -61,6 +62,7 @@ def report(
     block_size: int | None = None,
     n_piles: int | None = None,
     previous: Any = None,
+    labels: Any = None,
 ) -> pd.DataFrame:
     """Measure how shuffled ``order`` is, next to a uniform shuffle of the same size.
 
@@ -77,6 +79,10 @@ def report(
     previous : array of int, optional
         The order of the epoch before: adds the share of pairs of rows that
         share a batch in both epochs.
+    labels : array, optional
+        The label of each source position (``labels[j]`` for row ``j``):
+        adds how far each batch's label mix is from the whole data's, against
+        a band drawn from eight uniform shuffles of the same labels.
 
     Returns
     -------
@@ -94,6 +100,8 @@ def report(
     measures.append(contingency(values))
     if block_size:
         measures.append(diversity(values, batch_size, block_size))
+    if labels is not None:
+        measures.append(label_mix(values, labels, batch_size))
     if previous is not None:
         measures.append(cobatch_overlap(parse_order(previous), values, batch_size))
     rows = [

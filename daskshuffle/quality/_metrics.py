@@ -26,6 +26,7 @@ __all__ = [
     "contingency",
     "displacement",
     "diversity",
+    "label_mix",
     "lag_correlation",
     "parse_order",
     "rank_correlation",
@@ -214,6 +215,41 @@ def diversity(order: Any, batch_size: int, block_size: int) -> Measure:
     expected = float(p.sum())
     sd = math.sqrt(float((p * (1 - p)).sum()) / n_batches)
     return Measure("diversity", f"batch {batch_size}, block {block_size}", distinct / expected, 1.0, sd / expected)
+
+
+def label_mix(order: Any, labels: Any, batch_size: int, draws: int = 8, seed: int = 0) -> Measure:
+    """How far each batch's label mix is from the whole data's: the mean total variation distance.
+
+    ``labels[j]`` is the label of the row at source position ``j``. The
+    uniform expectation and band come from ``draws`` uniform shuffles of the
+    same labels into batches of the same size (no closed form covers every
+    label distribution); the band is widened by half to allow for so few draws.
+    """
+    n = int(order.shape[0])
+    codes = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1).astype(np.int64)
+    if len(codes) != n:
+        raise DaskShuffleValueError(
+            f"Expected a label for each of the {n:,} rows. Got {len(codes):,} labels instead.", parameter="labels"
+        )
+    n_labels = int(codes.max()) + 1
+    whole = np.bincount(codes, minlength=n_labels) / n
+    batch_size = max(1, min(batch_size, n))
+
+    def distance(positions: Any) -> float:
+        n_batches, total = n // batch_size, 0.0
+        per = max(1, CHUNK // batch_size)
+        for a in range(0, n_batches, per):
+            rows = rows_of(positions, a * batch_size, min(a + per, n_batches) * batch_size)
+            batch = np.arange(len(rows)) // batch_size
+            counts = np.bincount(batch * n_labels + codes[rows], minlength=(batch[-1] + 1) * n_labels)
+            shares = counts.reshape(-1, n_labels) / batch_size
+            total += float(np.abs(shares - whole).sum()) / 2
+        return total / n_batches
+
+    value = distance(order)
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x1ABE1,)))
+    uniform = np.array([distance(rng.permutation(n)) for _ in range(draws)])
+    return Measure("label mix", f"batch {batch_size}", value, float(uniform.mean()), 1.5 * float(uniform.std(ddof=1)))
 
 
 def _log_ratio(n: int, k: int, s: int) -> float:
