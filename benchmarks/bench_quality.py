@@ -8,7 +8,8 @@ of the budget read by ``PileLoader``, epochs 0 and 1; a uniform shuffle, which
 needs all rows in memory), measures each with ``quality.report`` (batch
 ``--batch-size``, blocks of ``--block-size`` rows), prints the table of values
 with each verdict, and draws ``--png`` (the Hilbert pictures and heat maps).
-Then it times ``report`` on uniform orders of ``--time`` sizes and gives its
+Then, for ``PileLoader(piles_in_memory=k)`` with ``k`` = 1, 2, 4, 8, 16, the
+share of batch-mates that meet again in the next epoch. Then it times ``report`` on uniform orders of ``--time`` sizes and gives its
 peak memory (``tracemalloc``) against the order's own size.
 
     python benchmarks/bench_quality.py --png docs/images/quality-orders.png
@@ -77,6 +78,21 @@ def main() -> None:
         pictured = {name.split(",")[0].split(" (")[0]: order for name, order in made.items() if "epoch 1" not in name}
         quality.plot_orders(pictured, args.png)
         print(f"drew {args.png}")
+
+    print(
+        "\n| piles_in_memory | memory (rows) | co-batch overlap | x independent epochs | as uniform within the epoch |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    for k in (1, 2, 4, 8, 16):
+        first = orders.piles(n, n_piles, seed=0, epoch=0, piles_in_memory=k)
+        second = orders.piles(n, n_piles, seed=0, epoch=1, piles_in_memory=k)
+        table = quality.report(second, batch_size=args.batch_size, n_piles=n_piles, previous=first)
+        row = table.set_index("metric").loc["co-batch overlap"]
+        within = int((table[table["metric"] != "co-batch overlap"]["verdict"] == "as uniform").sum())
+        print(
+            f"| {k} | {k * budget:,} | {row['value']:.4f} | {row['value'] / row['uniform']:.1f} | "
+            f"{within} of {len(table) - 1} |"
+        )
 
     print("\n| rows | report s | peak memory | x the order's bytes |")
     print("|---:|---:|---:|---:|")

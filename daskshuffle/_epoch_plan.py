@@ -21,7 +21,9 @@ __all__ = [
     "BatchPlan",
     "Segment",
     "epoch_pile_order",
+    "grouped_offsets",
     "n_batches",
+    "pile_groups",
     "pile_permutation",
     "plan_batches",
     "rank_range",
@@ -37,6 +39,40 @@ IntArray = NDArray[np.int64]
 def epoch_pile_order(seed: int, epoch: int, n_piles: int) -> NDArray[np.intp]:
     """The order in which the piles are visited in ``epoch``."""
     return make_rng(seed, "epoch-piles", epoch).permutation(n_piles)
+
+
+def pile_groups(n_piles: int, piles_in_memory: int, seed: int, epoch: int) -> list[IntArray] | None:
+    """The groups of piles that ``epoch`` reads and shuffles together: ``None`` for one pile at a time.
+
+    With ``piles_in_memory=k`` the piles are dealt into groups of ``k`` (the
+    last may be smaller) by a permutation drawn from ``(seed, "epoch-groups",
+    epoch)``, afresh every epoch; a group then plays the part of a pile (its
+    place in the epoch's order, its shuffle). Rows of one pile meet rows of
+    other piles in a batch, and not the same ones each epoch.
+
+    Examples
+    --------
+    >>> [group.tolist() for group in pile_groups(5, 2, seed=1, epoch=0)]
+    [[2, 3], [0, 4], [1]]
+    >>> pile_groups(5, 1, seed=0, epoch=0) is None
+    True
+    """
+    if piles_in_memory <= 1 or n_piles <= 1:
+        return None
+    order = make_rng(seed, "epoch-groups", epoch).permutation(n_piles).astype(np.int64)
+    return [np.sort(order[start : start + piles_in_memory]) for start in range(0, n_piles, piles_in_memory)]
+
+
+def grouped_offsets(pile_offsets: IntArray, groups: list[IntArray]) -> IntArray:
+    """The offsets of the groups laid end to end, as if each group were one pile.
+
+    Examples
+    --------
+    >>> grouped_offsets(np.array([0, 4, 6, 10]), [np.array([0, 2]), np.array([1])]).tolist()
+    [0, 8, 10]
+    """
+    sizes = np.diff(pile_offsets)
+    return np.concatenate([[0], np.cumsum([int(sizes[group].sum()) for group in groups])]).astype(np.int64)
 
 
 def pile_permutation(seed: int, epoch: int, pile: int, size: int) -> NDArray[np.intp]:

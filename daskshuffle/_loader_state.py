@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ._errors import DaskShuffleValueError
 from ._parse import Settings, parse_count
@@ -38,6 +39,17 @@ class LoaderSettings(Settings):
     rank: int
     world_size: int
     drop_last: bool
+    piles_in_memory: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if data["piles_in_memory"] == 1:  # as before it existed: states saved then still load
+            del data["piles_in_memory"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoaderSettings:
+        return super().from_dict({"piles_in_memory": 1, **data})
 
     @property
     def fingerprint(self) -> str:

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ._epoch_plan import pile_permutation
+from ._epoch_plan import grouped_offsets, pile_groups, pile_permutation
 from .formats import PileReader
 
 __all__ = ["PileJob", "Prefetcher", "Read", "ShuffledPile", "ShuffledPiles"]
@@ -76,8 +76,11 @@ class PileJob:
     def __init__(self, piles: ShuffledPiles, job: Read) -> None:
         self._piles = piles
         self.job = job
-        first, last = int(piles.offsets[job.pile]), int(piles.offsets[job.pile + 1])
+        offsets, groups = piles.layout(job.epoch)
+        first, last = int(offsets[job.pile]), int(offsets[job.pile + 1])
         self._rows = (first, last)
+        # With piles_in_memory > 1, job.pile is a group of the epoch: these store piles, read and shuffled as one.
+        self._members: list[int] | None = None if groups is None else groups[job.pile].tolist()
         self._order: NDArray[np.intp] | None = None
         self._read: Any = None  # the reader's read under way (a RowsRead), once started
 
@@ -88,7 +91,7 @@ class PileJob:
                 first, last = self._rows
                 self._order = pile_permutation(piles.seed, job.epoch, job.pile, last - first)[job.start : job.stop]
             start_pile = getattr(piles.reader, "start_pile", None)
-            if self._read is None and start_pile is not None:
+            if self._read is None and start_pile is not None and self._members is None:
                 self._read = start_pile(job.pile)
         except Exception as error:
             raise self._noted(error) from None
@@ -98,7 +101,9 @@ class PileJob:
         self.start()
         read = self._read
         try:
-            if read is None:
+            if self._members is not None:
+                rows = self._piles.read_group(self._members)
+            elif read is None:
                 rows = self._piles.reader.read_pile(self.job.pile)
             else:
                 if away is not None:
@@ -122,21 +127,58 @@ class PileJob:
 
     def _noted(self, error: Exception) -> Exception:
         if not any(note.startswith("daskshuffle was reading pile") for note in getattr(error, "__notes__", [])):
-            error.add_note(
-                f"daskshuffle was reading pile {self.job.pile} (rows {self._rows[0]}:{self._rows[1]}) of "
-                f"{self._piles.store!r} for epoch {self.job.epoch}."
+            what = (
+                f"pile {self.job.pile} (rows {self._rows[0]}:{self._rows[1]})"
+                if self._members is None
+                else f"piles {self._members} (a group of {self._rows[1] - self._rows[0]} rows)"
             )
+            error.add_note(f"daskshuffle was reading {what} of {self._piles.store!r} for epoch {self.job.epoch}.")
         return error
 
 
 class ShuffledPiles:
     """Reads piles and shuffles them for an epoch, through a thread-safe :class:`PileReader`."""
 
-    def __init__(self, reader: PileReader[Any], store: str, seed: int) -> None:
+    def __init__(self, reader: PileReader[Any], store: str, seed: int, piles_in_memory: int = 1) -> None:
         self.reader = reader
         self.store = store
         self.seed = seed
         self.offsets = reader.pile_offsets
+        self.piles_in_memory = piles_in_memory
+        self._layouts: dict[int, tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]] = {}
+        self._lock = threading.Lock()
+
+    def layout(self, epoch: int) -> tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]:
+        """The offsets of what ``epoch`` reads as piles, and its groups of store piles (``None``: piles alone)."""
+        with self._lock:
+            found = self._layouts.get(epoch)
+            if found is None:
+                groups = pile_groups(len(self.offsets) - 1, self.piles_in_memory, self.seed, epoch)
+                found = (self.offsets if groups is None else grouped_offsets(self.offsets, groups), groups)
+                if len(self._layouts) >= 4:  # the epochs a loader and its ranges are in at once
+                    self._layouts.pop(next(iter(self._layouts)))
+                self._layouts[epoch] = found
+            return found
+
+    def read_group(self, members: list[int]) -> Any:
+        """The rows of store piles ``members``, one after the other; each pile's arrays go back to the reader."""
+        reader = self.reader
+        parts = [reader.read_pile(pile) for pile in members]
+        rows = parts[0] if len(parts) == 1 else reader.concat(parts)
+        recycle = getattr(reader, "recycle", None)
+        if recycle is not None and len(parts) > 1:
+            for part in parts:
+                arrays = reader.as_arrays(part)
+                if arrays is not None:
+                    recycle(arrays)
+        return rows
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_lock": None, "_layouts": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def job(self, job: Read) -> PileJob:
         return PileJob(self, job)

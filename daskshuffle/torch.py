@@ -156,7 +156,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         A complete pile store.
     batch_size : int
         Rows per batch.
-    seed, drop_last, prefetch, variables, storage_options
+    seed, drop_last, piles_in_memory, prefetch, variables, storage_options
         As for :class:`daskshuffle.PileLoader`.
     rank, world_size : int, optional
         By default those of ``torch.distributed`` when it is initialised, else 0 and 1.
@@ -184,6 +184,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         rank: int | None = None,
         world_size: int | None = None,
         drop_last: bool = False,
+        piles_in_memory: int = 1,
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
         features: str | Sequence[str] | None = None,
@@ -216,6 +217,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             "rank": rank,
             "world_size": world_size,
             "drop_last": drop_last,
+            "piles_in_memory": piles_in_memory,
             "prefetch": prefetch,
             "variables": chosen,
             "storage_options": storage_options,

@@ -183,3 +183,14 @@ def test_the_label_mix_of_batches_is_flagged_where_labels_stay_sorted() -> None:
         assert row["verdict"] == "not uniform" and row["value"] > 0.8  # most batches hold one label
     with pytest.raises(DaskShuffleValueError, match="a label for each"):
         quality.report(orders.uniform(100), labels=np.zeros(99))
+
+
+def test_the_piles_order_with_groups_is_what_a_real_loader_yields(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
+    daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 8, seed=5, block_memory=2_600)
+    for k in (2, 3):
+        with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, piles_in_memory=k) as loader:
+            loader.set_epoch(2)
+            yielded = np.concatenate([batch["id"] for batch in loader])
+        reference = orders.piles(3_000, 8, seed=5, epoch=2, block_rows=100, piles_in_memory=k)
+        np.testing.assert_array_equal(yielded, reference)

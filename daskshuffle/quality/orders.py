@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .._epoch_plan import stream_rows
+from .._epoch_plan import grouped_offsets, pile_groups, stream_rows
 from .._parse import parse_positive_int
 from .._plan import block_order, group_order, make_plan
 from .._random import make_rng
@@ -104,12 +104,20 @@ def shard_local(n: int, shard_size: int, seed: int = 0) -> NDArray[np.int64]:
     return np.concatenate(parts).astype(np.int64)
 
 
-def piles(n: int, n_piles: int, seed: int = 0, epoch: int = 0, block_rows: int | None = None) -> NDArray[np.int64]:
+def piles(
+    n: int,
+    n_piles: int,
+    seed: int = 0,
+    epoch: int = 0,
+    block_rows: int | None = None,
+    piles_in_memory: int = 1,
+) -> NDArray[np.int64]:
     """What :class:`~daskshuffle.PileLoader` yields in ``epoch`` from ``shuffle_zarr(..., n_piles, seed=seed)``.
 
     The plan's own functions, run in memory: pass 1 over blocks of
     ``block_rows`` rows (default ``n // 64``), the merge, then the loader's
-    epoch: piles in a random order, each shuffled whole.
+    epoch: piles (or, with ``piles_in_memory=k``, groups of ``k`` piles dealt
+    afresh each epoch) in a random order, each shuffled whole.
     """
     n, n_piles = parse_positive_int(n, "n"), parse_positive_int(n_piles, "n_piles")
     block_rows = block_rows or max(1, n // 64)
@@ -118,4 +126,9 @@ def piles(n: int, n_piles: int, seed: int = 0, epoch: int = 0, block_rows: int |
     starts = np.concatenate([[0], np.cumsum(lengths)])
     pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
     stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0, materialize=False)]
-    return stored[stream_rows(plan.pile_offsets, seed, epoch, 0, n)].astype(np.int64)
+    groups = pile_groups(n_piles, parse_positive_int(piles_in_memory, "piles_in_memory"), seed, epoch)
+    if groups is None:
+        return stored[stream_rows(plan.pile_offsets, seed, epoch, 0, n)].astype(np.int64)
+    offsets = plan.pile_offsets  # groups laid end to end, then streamed as piles are
+    regrouped = np.concatenate([stored[offsets[p] : offsets[p + 1]] for group in groups for p in group.tolist()])
+    return regrouped[stream_rows(grouped_offsets(offsets, groups), seed, epoch, 0, n)].astype(np.int64)
