@@ -22,6 +22,7 @@ __all__ = [
     "Segment",
     "epoch_pile_order",
     "grouped_offsets",
+    "lane_ranges",
     "n_batches",
     "pile_groups",
     "pile_permutation",
@@ -129,6 +130,28 @@ def rank_range(n_rows: int, n_ranks: int, rank: int, batch_size: int, drop_last:
     """
     share = rank_share(n_rows, n_ranks, batch_size, drop_last)
     return rank * share, (rank + 1) * share
+
+
+def lane_ranges(
+    n_rows: int, n_lanes: int, world_size: int, rank: int, batch_size: int, drop_last: bool
+) -> list[tuple[int, int]]:
+    """The stream positions of the lanes that ``rank`` of ``world_size`` reads: ``n_lanes / world_size`` of them.
+
+    The epoch's stream is cut into ``n_lanes`` lanes as if among that many
+    ranks, each giving micro-batches of ``batch_size * world_size / n_lanes``
+    rows; global step ``t`` is micro-batch ``t`` of every lane, whatever the
+    number of ranks that share the lanes out.
+
+    Examples
+    --------
+    >>> lane_ranges(100, n_lanes=4, world_size=2, rank=1, batch_size=10, drop_last=False)
+    [(50, 75), (75, 100)]
+    """
+    per_rank = n_lanes // world_size
+    micro = batch_size // per_rank
+    return [
+        rank_range(n_rows, n_lanes, lane, micro, drop_last) for lane in range(rank * per_rank, (rank + 1) * per_rank)
+    ]
 
 
 def n_batches(n_rows: int, batch_size: int, drop_last: bool) -> int:

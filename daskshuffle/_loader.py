@@ -26,8 +26,9 @@ from typing import Any, Literal
 import numpy as np
 
 from ._batches import Allocate, gather_batches
-from ._epoch_plan import BatchPlan, n_batches, plan_batches, rank_range
+from ._epoch_plan import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
 from ._errors import DaskShuffleValueError
+from ._lanes import check_lanes, lane_batches
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
 from ._parse import parse_bool, parse_count, parse_path, parse_positive_int, parse_seed, parse_variables
 from ._prefetch import Prefetcher, Read, ShuffledPiles
@@ -83,6 +84,13 @@ class PileLoader:
         the piles, plus at most one pile it shares with each neighbour.
     drop_last : bool, default False
         Leave out each rank's last, partial batch.
+    n_lanes : int, optional
+        Elastic determinism: cut each epoch into this many lanes, as if among
+        that many ranks, so that the rows of each global step (all ranks
+        together, with ``world_size * batch_size`` fixed) are the same for any
+        ``world_size`` that divides ``n_lanes``, and a state saved with one
+        world size loads with another. A rank then holds ``n_lanes /
+        world_size`` piles at once. numpy batches only.
     piles_in_memory : int, default 1
         Piles shuffled together: each epoch deals the piles into groups of
         this many, afresh, and reads and shuffles each group as one pile.
@@ -138,6 +146,7 @@ class PileLoader:
         world_size: int = 1,
         drop_last: bool = False,
         piles_in_memory: int = 1,
+        n_lanes: int | None = None,
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
@@ -150,6 +159,7 @@ class PileLoader:
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
         piles_in_memory = parse_positive_int(piles_in_memory, "piles_in_memory")
+        lanes = None if n_lanes is None else check_lanes(n_lanes, world_size, batch_size, batch_format)
         self._prefetch = parse_count(prefetch, "prefetch")
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
@@ -162,6 +172,7 @@ class PileLoader:
             world_size=world_size,
             drop_last=drop_last,
             piles_in_memory=piles_in_memory,
+            n_lanes=lanes,
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])
@@ -169,8 +180,15 @@ class PileLoader:
         self._store_fingerprint = str(metadata["fingerprint"])
         self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory)
         n_rows = int(metadata["n_rows"])
-        self._range = rank_range(n_rows, world_size, rank, batch_size, drop_last)
-        self._n_batches = n_batches(self._range[1] - self._range[0], batch_size, drop_last)
+        self._lanes: list[tuple[int, int]] | None = None
+        if lanes is None:
+            self._range = rank_range(n_rows, world_size, rank, batch_size, drop_last)
+            self._n_batches = n_batches(self._range[1] - self._range[0], batch_size, drop_last)
+        else:
+            self._lanes = lane_ranges(n_rows, lanes, world_size, rank, batch_size, drop_last)
+            self._micro = batch_size * world_size // lanes
+            self._range = (self._lanes[0][0], self._lanes[-1][1])
+            self._n_batches = n_batches(self._lanes[0][1] - self._lanes[0][0], self._micro, drop_last)
         if self._n_batches == 0:
             raise DaskShuffleValueError(
                 f"Expected every rank to get at least one batch per epoch. Got none: {n_rows:,} rows over "
@@ -246,10 +264,24 @@ class PileLoader:
         >>> len(plan), sum(segment.stop - segment.start for segment in plan.segments)
         (2, 150)
         """
+        if self._lanes is not None:
+            raise DaskShuffleValueError(
+                "Expected a loader without n_lanes. Got one with lanes, whose batches join several plans "
+                "instead; see piles() for what it reads.",
+                parameter="n_lanes",
+            )
+        return self._plans(epoch, start, stop)[0]
+
+    def _plans(self, epoch: int, start: int = 0, stop: int | None = None) -> list[BatchPlan]:
+        """The plan of this rank's batches ``start:stop`` of ``epoch``; with lanes, one plan per lane."""
         epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
         stop = self._n_batches if stop is None else min(parse_count(stop, "stop"), self._n_batches)
         offsets = self._piles.layout(epoch)[0]
-        return plan_batches(offsets, self.seed, epoch, self._range, self.batch_size, start, max(start, stop))
+        if self._lanes is None:
+            return [plan_batches(offsets, self.seed, epoch, self._range, self.batch_size, start, max(start, stop))]
+        return [
+            plan_batches(offsets, self.seed, epoch, lane, self._micro, start, max(start, stop)) for lane in self._lanes
+        ]
 
     def piles(self, epoch: int | None = None) -> list[int]:
         """The piles this rank reads in ``epoch`` (by default the current one), in reading order.
@@ -262,7 +294,7 @@ class PileLoader:
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
         groups = self._piles.layout(epoch)[1]
-        segments = self.plan(epoch).segments
+        segments = [segment for plan in self._plans(epoch) for segment in plan.segments]
         if groups is None:
             return [segment.pile for segment in segments]
         return [int(pile) for segment in segments for pile in groups[segment.pile]]
@@ -286,8 +318,11 @@ class PileLoader:
         self._epoch, self._batches = epoch, first
         # The next epoch's first reads follow this epoch's last ones, so that
         # starting the next epoch does not wait for a pile either.
-        ahead = [Read(epoch + 1, *segment) for segment in self.plan(epoch + 1).segments[: self._prefetch]]
-        generator = self._generate(self.plan(epoch, first), epoch, first, ahead, self._prefetcher, track=True)
+        if self._lanes is not None:
+            generator = self._generate_lanes(epoch, first, None, track=True)
+        else:
+            ahead = [Read(epoch + 1, *segment) for segment in self.plan(epoch + 1).segments[: self._prefetch]]
+            generator = self._generate(self.plan(epoch, first), epoch, first, ahead, self._prefetcher, track=True)
         self._live = weakref.ref(generator)
         return generator
 
@@ -311,9 +346,12 @@ class PileLoader:
         >>> loader.epoch
         0
         """
-        plan = self.plan(epoch, start, stop)
-        prefetcher = Prefetcher(self._piles.job, self._prefetch)
-        generator = self._generate(plan, epoch, start, [], prefetcher, track=False, allocate=allocate)
+        if self._lanes is not None:
+            generator = self._generate_lanes(epoch, start, stop, track=False, allocate=allocate)
+        else:
+            plan = self.plan(epoch, start, stop)
+            prefetcher = Prefetcher(self._piles.job, self._prefetch)
+            generator = self._generate(plan, epoch, start, [], prefetcher, track=False, allocate=allocate)
         self._ranges.add(generator)
         return generator
 
@@ -363,6 +401,23 @@ class PileLoader:
             if not (finished and track):
                 # Broken out of, closed, interrupted, failed, or a range that ended: stop the reads.
                 prefetcher.close()
+
+    def _generate_lanes(
+        self, epoch: int, first: int, stop: int | None, *, track: bool, allocate: Allocate | None = None
+    ) -> Generator[Any, None, None]:
+        """Like :meth:`_generate`, for lanes: each lane read through its own prefetcher (see ``_lanes``)."""
+        progress = Progress(self._progress and track, epoch, self._n_batches, first)
+        try:
+            batches = lane_batches(self._piles, self._plans(epoch, first, stop), epoch, self._prefetch, allocate)
+            for produced, batch in enumerate(batches, start=first + 1):
+                if track:
+                    self._batches = produced
+                progress.advance()
+                yield batch
+            if track:
+                self._epoch, self._batches = epoch + 1, 0
+        finally:
+            progress.close()
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next iteration at the beginning of ``epoch``.

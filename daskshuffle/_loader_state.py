@@ -40,20 +40,37 @@ class LoaderSettings(Settings):
     world_size: int
     drop_last: bool
     piles_in_memory: int = 1
+    n_lanes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
-        if data["piles_in_memory"] == 1:  # as before it existed: states saved then still load
+        # Left out at their defaults, as before they existed: states saved then still load.
+        if data["piles_in_memory"] == 1:
             del data["piles_in_memory"]
+        if data["n_lanes"] is None:
+            del data["n_lanes"]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoaderSettings:
-        return super().from_dict({"piles_in_memory": 1, **data})
+        return super().from_dict({"piles_in_memory": 1, "n_lanes": None, **data})
+
+    def deciding(self) -> dict[str, Any]:
+        """What decides the batches a state's position points at.
+
+        Without lanes, everything. With lanes, the global sequence of batches:
+        the seed, the lanes, the global batch (``world_size * batch_size``) and
+        the rest, but neither the rank nor the number of ranks.
+        """
+        data = self.to_dict()
+        if self.n_lanes is None:
+            return data
+        del data["rank"], data["world_size"], data["batch_size"]
+        return {**data, "global_batch_size": self.batch_size * self.world_size}
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.to_dict())
+        return fingerprint(self.deciding())
 
 
 def parse_rank(rank: object, world_size: int) -> int:
@@ -86,11 +103,10 @@ def check_state(
             "the store it was saved with."
         )
     saved = LoaderSettings.from_dict(state["settings"])
-    if saved != settings or state["settings_fingerprint"] != settings.fingerprint:
+    if saved.deciding() != settings.deciding() or state["settings_fingerprint"] != settings.fingerprint:
+        here, there = settings.deciding(), saved.deciding()
         differ = {
-            name: (value, getattr(settings, name))
-            for name, value in state["settings"].items()
-            if value != getattr(settings, name)
+            name: (there.get(name), here.get(name)) for name in {*here, *there} if there.get(name) != here.get(name)
         }
         raise DaskShuffleValueError(
             "Expected a state saved with this loader's settings. Got a state whose settings differ "
