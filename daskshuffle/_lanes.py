@@ -17,16 +17,16 @@ it holds ``L / W`` piles (and reads ahead in each lane) instead of one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
 
-from ._batches import Allocate, gather_batches
+from ._batches import Allocate
 from ._epoch_plan import BatchPlan
 from ._errors import DaskShuffleValueError
 from ._parse import parse_positive_int
-from ._prefetch import Prefetcher, Read, ShuffledPiles
+from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
 
 __all__ = ["check_lanes", "lane_batches"]
 
@@ -70,39 +70,22 @@ def _join(parts: tuple[dict[str, Any], ...], allocate: Allocate | None) -> dict[
 
 
 def lane_batches(
-    piles: ShuffledPiles,
-    plans: list[BatchPlan],
-    epoch: int,
-    prefetch: int,
-    allocate: Allocate | None = None,
-    on_batch: Callable[[], None] | None = None,
-) -> Iterator[dict[str, Any]]:
+    piles: ShuffledPiles, plans: list[BatchPlan], epoch: int, prefetch: int, allocate: Allocate | None = None
+) -> Generator[dict[str, Any], None, None]:
     """A rank's batches: micro-batch ``t`` of each of its lanes' ``plans``, joined lane by lane.
 
     Each lane reads through a :class:`Prefetcher` of its own, one pile at a
     time; all are closed when the iteration ends or stops.
     """
-    prefetchers = [Prefetcher(piles.job, prefetch) for _ in plans]
+    lanes = [
+        prefetched_batches(
+            piles, plan, [Read(epoch, *s) for s in plan.segments], Prefetcher(piles.job, prefetch), prefetch
+        )
+        for plan in plans
+    ]
     try:
-        lanes = []
-        for plan, prefetcher in zip(plans, prefetchers, strict=True):
-            reads = [Read(epoch, *segment) for segment in plan.segments]
-            prefetcher.keep_only(reads[: prefetch + 1])
-            prefetcher.enter()
-            get = _getter(prefetcher, reads)
-            lanes.append(gather_batches(piles.reader, plan, get, None, piles.release))
         for parts in zip(*lanes, strict=True):
-            for prefetcher in prefetchers:
-                prefetcher.leave()
-            if on_batch is not None:
-                on_batch()
             yield _join(parts, allocate)
-            for prefetcher in prefetchers:
-                prefetcher.back()
     finally:
-        for prefetcher in prefetchers:
-            prefetcher.close()
-
-
-def _getter(prefetcher: Prefetcher, reads: list[Read]) -> Callable[[int], Any]:
-    return lambda index: prefetcher.get(reads, index)
+        for lane in lanes:
+            lane.close()

@@ -25,14 +25,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._batches import Allocate, gather_batches
-from ._epoch_plan import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
+from ._batches import Allocate
+from ._epoch_plan import BatchPlan
 from ._errors import DaskShuffleValueError
 from ._lanes import check_lanes, lane_batches
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
 from ._parse import parse_bool, parse_count, parse_path, parse_positive_int, parse_seed, parse_variables
-from ._prefetch import Prefetcher, Read, ShuffledPiles
+from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
 from ._progress import Progress
+from ._rank_share import RankShare
 from .formats import PileReader, open_pile_reader
 
 __all__ = ["LoaderSettings", "PileLoader"]
@@ -179,22 +180,8 @@ class PileLoader:
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
         self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory)
-        n_rows = int(metadata["n_rows"])
-        self._lanes: list[tuple[int, int]] | None = None
-        if lanes is None:
-            self._range = rank_range(n_rows, world_size, rank, batch_size, drop_last)
-            self._n_batches = n_batches(self._range[1] - self._range[0], batch_size, drop_last)
-        else:
-            self._lanes = lane_ranges(n_rows, lanes, world_size, rank, batch_size, drop_last)
-            self._micro = batch_size * world_size // lanes
-            self._range = (self._lanes[0][0], self._lanes[-1][1])
-            self._n_batches = n_batches(self._lanes[0][1] - self._lanes[0][0], self._micro, drop_last)
-        if self._n_batches == 0:
-            raise DaskShuffleValueError(
-                f"Expected every rank to get at least one batch per epoch. Got none: {n_rows:,} rows over "
-                f"world_size={world_size} with batch_size={batch_size} and drop_last={drop_last} instead; "
-                "use a smaller batch_size, drop_last=False or fewer ranks."
-            )
+        self._share = RankShare.make(self._piles, self.settings, int(metadata["n_rows"]))
+        self._n_batches = self._share.n_batches
         self._epoch = 0
         self._batches = 0
         self._live: weakref.ref[Generator[Any, None, None]] | None = None
@@ -223,7 +210,7 @@ class PileLoader:
     @property
     def n_rows(self) -> int:
         """Rows this rank yields per epoch."""
-        return self._range[1] - self._range[0]
+        return self._share.range[1] - self._share.range[0]
 
     @property
     def epoch(self) -> int:
@@ -264,24 +251,13 @@ class PileLoader:
         >>> len(plan), sum(segment.stop - segment.start for segment in plan.segments)
         (2, 150)
         """
-        if self._lanes is not None:
+        if self._share.lanes is not None:
             raise DaskShuffleValueError(
                 "Expected a loader without n_lanes. Got one with lanes, whose batches join several plans "
                 "instead; see piles() for what it reads.",
                 parameter="n_lanes",
             )
-        return self._plans(epoch, start, stop)[0]
-
-    def _plans(self, epoch: int, start: int = 0, stop: int | None = None) -> list[BatchPlan]:
-        """The plan of this rank's batches ``start:stop`` of ``epoch``; with lanes, one plan per lane."""
-        epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
-        stop = self._n_batches if stop is None else min(parse_count(stop, "stop"), self._n_batches)
-        offsets = self._piles.layout(epoch)[0]
-        if self._lanes is None:
-            return [plan_batches(offsets, self.seed, epoch, self._range, self.batch_size, start, max(start, stop))]
-        return [
-            plan_batches(offsets, self.seed, epoch, lane, self._micro, start, max(start, stop)) for lane in self._lanes
-        ]
+        return self._share.plans(epoch, start, stop)[0]
 
     def piles(self, epoch: int | None = None) -> list[int]:
         """The piles this rank reads in ``epoch`` (by default the current one), in reading order.
@@ -293,11 +269,7 @@ class PileLoader:
         True
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
-        groups = self._piles.layout(epoch)[1]
-        segments = [segment for plan in self._plans(epoch) for segment in plan.segments]
-        if groups is None:
-            return [segment.pile for segment in segments]
-        return [int(pile) for segment in segments for pile in groups[segment.pile]]
+        return self._share.piles_read(epoch)
 
     # -- iteration -----------------------------------------------------------
     def _position(self) -> tuple[int, int]:
@@ -316,13 +288,16 @@ class PileLoader:
         self._close_live()
         epoch, first = self._position()
         self._epoch, self._batches = epoch, first
-        # The next epoch's first reads follow this epoch's last ones, so that
-        # starting the next epoch does not wait for a pile either.
-        if self._lanes is not None:
-            generator = self._generate_lanes(epoch, first, None, track=True)
+        plans = self._share.plans(epoch, first)
+        if self._share.lanes is not None:
+            batches = lane_batches(self._piles, plans, epoch, self._prefetch)
         else:
+            # The next epoch's first reads follow this epoch's last ones, so that
+            # starting the next epoch does not wait for a pile either.
             ahead = [Read(epoch + 1, *segment) for segment in self.plan(epoch + 1).segments[: self._prefetch]]
-            generator = self._generate(self.plan(epoch, first), epoch, first, ahead, self._prefetcher, track=True)
+            reads = [Read(epoch, *segment) for segment in plans[0].segments] + ahead
+            batches = prefetched_batches(self._piles, plans[0], reads, self._prefetcher, self._prefetch, keep_open=True)
+        generator = self._generate(batches, epoch, first, track=True)
         self._live = weakref.ref(generator)
         return generator
 
@@ -346,69 +321,21 @@ class PileLoader:
         >>> loader.epoch
         0
         """
-        if self._lanes is not None:
-            generator = self._generate_lanes(epoch, start, stop, track=False, allocate=allocate)
+        plans = self._share.plans(epoch, start, stop)
+        if self._share.lanes is not None:
+            batches = lane_batches(self._piles, plans, epoch, self._prefetch, allocate)
         else:
-            plan = self.plan(epoch, start, stop)
+            reads = [Read(epoch, *segment) for segment in plans[0].segments]
             prefetcher = Prefetcher(self._piles.job, self._prefetch)
-            generator = self._generate(plan, epoch, start, [], prefetcher, track=False, allocate=allocate)
+            batches = prefetched_batches(self._piles, plans[0], reads, prefetcher, self._prefetch, allocate)
+        generator = self._generate(batches, epoch, start, track=False)
         self._ranges.add(generator)
         return generator
 
-    def _generate(
-        self,
-        plan: BatchPlan,
-        epoch: int,
-        first: int,
-        ahead: list[Read],
-        prefetcher: Prefetcher,
-        *,
-        track: bool,
-        allocate: Allocate | None = None,
-    ) -> Generator[Any, None, None]:
-        """The batches of ``plan``, the ``first``-th onwards of ``epoch``; ``ahead`` is read after them.
-
-        With ``track`` the loader's position follows the batches handed out
-        (for :meth:`state_dict`), and ``prefetcher`` lives on after the epoch
-        to read ``ahead``; otherwise it stops with the range.
-        """
-        sequence = [Read(epoch, *segment) for segment in plan.segments] + ahead
-        prefetcher.keep_only(sequence[: self._prefetch + 1])
-        progress = Progress(self._progress and track, epoch, self._n_batches, first)
-        finished = False
-        prefetcher.enter()
-        try:
-            batches = gather_batches(
-                self._piles.reader,
-                plan,
-                lambda index: prefetcher.get(sequence, index),
-                allocate,
-                self._piles.release,
-            )
-            for produced, batch in enumerate(batches, start=first + 1):
-                if track:
-                    self._batches = produced
-                progress.advance()
-                prefetcher.leave()
-                yield batch
-                prefetcher.back()
-            finished = True
-            if track:
-                self._epoch, self._batches = epoch + 1, 0
-        finally:
-            prefetcher.leave()
-            progress.close()
-            if not (finished and track):
-                # Broken out of, closed, interrupted, failed, or a range that ended: stop the reads.
-                prefetcher.close()
-
-    def _generate_lanes(
-        self, epoch: int, first: int, stop: int | None, *, track: bool, allocate: Allocate | None = None
-    ) -> Generator[Any, None, None]:
-        """Like :meth:`_generate`, for lanes: each lane read through its own prefetcher (see ``_lanes``)."""
+    def _generate(self, batches: Iterator[Any], epoch: int, first: int, *, track: bool) -> Generator[Any, None, None]:
+        """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them."""
         progress = Progress(self._progress and track, epoch, self._n_batches, first)
         try:
-            batches = lane_batches(self._piles, self._plans(epoch, first, stop), epoch, self._prefetch, allocate)
             for produced, batch in enumerate(batches, start=first + 1):
                 if track:
                     self._batches = produced
@@ -418,6 +345,9 @@ class PileLoader:
                 self._epoch, self._batches = epoch + 1, 0
         finally:
             progress.close()
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # stops its reads, unless they read ahead for the next epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next iteration at the beginning of ``epoch``.

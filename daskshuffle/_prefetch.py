@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import count
 from typing import Any, NamedTuple
@@ -29,10 +29,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ._epoch_plan import grouped_offsets, pile_groups, pile_permutation
+from ._batches import Allocate, gather_batches
+from ._epoch_plan import BatchPlan, grouped_offsets, pile_groups, pile_permutation
 from .formats import PileReader
 
-__all__ = ["PileJob", "Prefetcher", "Read", "ShuffledPile", "ShuffledPiles"]
+__all__ = ["PileJob", "Prefetcher", "Read", "ShuffledPile", "ShuffledPiles", "prefetched_batches"]
 
 _prefetcher_ids = count()
 #: A consumer away with each batch for longer than this on average has the next piles read in the background.
@@ -293,3 +294,38 @@ class Prefetcher:
             # one of our own threads, let the threads finish on their own.
             wait = not threading.current_thread().name.startswith(self._prefix)
             executor.shutdown(wait=wait, cancel_futures=True)
+
+
+def prefetched_batches(
+    piles: ShuffledPiles,
+    plan: BatchPlan,
+    reads: list[Read],
+    prefetcher: Prefetcher,
+    depth: int,
+    allocate: Allocate | None = None,
+    *,
+    keep_open: bool = False,
+) -> Generator[Any, None, None]:
+    """The batches of ``plan``, its piles read through ``prefetcher`` (``reads``: the plan's, then any to read ahead).
+
+    The prefetcher learns when the consumer leaves with a batch and comes
+    back. It is closed when the batches end early (broken out of, closed, an
+    error) and, unless ``keep_open`` (a loader's own iteration, whose reads
+    ahead serve the next epoch), when they end.
+    """
+    prefetcher.keep_only(reads[: depth + 1])
+    finished = False
+    prefetcher.enter()
+    try:
+        batches = gather_batches(
+            piles.reader, plan, lambda index: prefetcher.get(reads, index), allocate, piles.release
+        )
+        for batch in batches:
+            prefetcher.leave()
+            yield batch
+            prefetcher.back()
+        finished = True
+    finally:
+        prefetcher.leave()
+        if not (finished and keep_open):
+            prefetcher.close()
