@@ -55,6 +55,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_epochs.py --size 16MiB --epochs 2 --work-ms 2
 	$(BIN)/python benchmarks/bench_append.py --day-size 8MiB --days 3 --rounds 1
 	$(BIN)/python benchmarks/bench_levels.py --size 8MiB --repeat 1
+	$(BIN)/python benchmarks/bench_quality.py --rows 100000 --memory 1000 --time 1000000
+	$(BIN)/python benchmarks/bench_plan.py --plans 1000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache demo-data $(BENCH_DATA)

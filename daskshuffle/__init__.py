@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ._lines import shuffle_lines
     from ._loader import LoaderSettings, PileLoader
     from ._run import ShuffleResult
+    from ._scale import ScaleModel, explain
     from ._shuffle import shuffle_zarr
     from ._verify import VerifyResult, verify
     from ._xarray import shuffle_xarray
@@ -52,6 +53,8 @@ _LAZY = {
     "LoaderSettings": "._loader",
     "PileLoader": "._loader",
     "ShuffleResult": "._run",
+    "ScaleModel": "._scale",
+    "explain": "._scale",
     "shuffle_zarr": "._shuffle",
     "shuffle_lines": "._lines",
     "shuffle_dataframe": "._frames",
@@ -72,6 +75,7 @@ __all__ = [
     "LoaderSettings",
     "PileLoader",
     "PileStoreExistsError",
+    "ScaleModel",
     "ShuffleResult",
     "SourceNotFoundError",
     "StorageAccessError",
@@ -83,6 +87,7 @@ __all__ = [
     "append",
     "compact",
     "evict",
+    "explain",
     "generations",
     "shuffle_dataframe",
     "shuffle_lines",

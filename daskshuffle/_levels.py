@@ -33,7 +33,23 @@ from ._errors import DaskShuffleValueError
 from ._plan import IntArray, Plan
 from ._random import make_rng
 
-__all__ = ["TwoLevelPlan", "make_two_level_plan", "merge_read_nbytes", "super_piles_for"]
+__all__ = [
+    "MIN_READS",
+    "MIN_READ_NBYTES",
+    "TwoLevelPlan",
+    "make_two_level_plan",
+    "merge_read_nbytes",
+    "super_piles_for",
+    "wants_two_levels",
+]
+
+#: With ``levels="auto"``, a merge whose reads of pieces would be smaller than this, and at least
+#: :data:`MIN_READS` of them, uses two levels instead: a few thousand small reads cost less than a
+#: pass. On object storage a read (a GET) costs 10-50 ms, so reads of 1 MiB are already small there;
+#: a local file read costs microseconds, and a second pass pays off only for reads of a few KiB
+#: (``benchmarks/RESULTS.md``: 1 KiB reads, 1.8x faster with two levels).
+MIN_READ_NBYTES = {"local": 64 * 2**10, "object": 2**20}
+MIN_READS = 10_000
 
 
 def derived_seed(seed: int, level: int) -> int:
@@ -50,6 +66,22 @@ def merge_read_nbytes(data_nbytes: float, block_nbytes: float, group_nbytes: flo
     1.0
     """
     return block_nbytes * min(group_nbytes, data_nbytes) * n_super / max(data_nbytes, 1.0)
+
+
+def wants_two_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, storage: str) -> bool:
+    """Whether ``levels="auto"`` uses two levels: at least ``MIN_READS`` merge reads of under ``MIN_READ_NBYTES``.
+
+    ``storage`` is where the pieces go: ``"local"`` or ``"object"`` (a URL).
+
+    Examples
+    --------
+    >>> gib = 2**30
+    >>> [wants_two_levels(size * gib, 64 * 2**20, size * 16, "object") for size in (4, 8)]
+    [False, True]
+    """
+    n_reads = n_blocks * math.ceil(data_nbytes / max(block_nbytes, 1.0))  # a read per block and group of piles
+    small = merge_read_nbytes(data_nbytes, block_nbytes, block_nbytes) < MIN_READ_NBYTES[storage]
+    return small and n_reads >= MIN_READS
 
 
 def super_piles_for(data_nbytes: float, block_nbytes: float, group_nbytes: float, n_piles: int) -> int:

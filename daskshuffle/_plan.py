@@ -38,9 +38,11 @@ __all__ = [
     "auto_n_piles",
     "block_counts",
     "block_order",
+    "block_rows",
     "group_order",
     "group_piles",
     "make_plan",
+    "plan_nbytes",
 ]
 
 IntArray = NDArray[np.int64]
@@ -176,16 +178,15 @@ def group_piles(pile_sizes: IntArray, row_nbytes: int, target_nbytes: int) -> li
     >>> group_piles(np.array([2, 2, 2, 5, 1]), row_nbytes=1, target_nbytes=4)
     [(0, 2), (2, 3), (3, 4), (4, 5)]
     """
+    ends = np.cumsum(np.asarray(pile_sizes, dtype=np.int64) * row_nbytes)
     groups: list[tuple[int, int]] = []
-    start, filled = 0, 0
-    for pile, size in enumerate(pile_sizes.tolist()):
-        nbytes = size * row_nbytes
-        if filled and filled + nbytes > target_nbytes:
-            groups.append((start, pile))
-            start, filled = pile, 0
-        filled += nbytes
-    if len(pile_sizes):
-        groups.append((start, len(pile_sizes)))
+    start, n_piles = 0, len(ends)
+    while start < n_piles:  # a search per group, not a step per pile: 10^5 piles cut in milliseconds
+        base = int(ends[start - 1]) if start else 0
+        first_full = int(np.searchsorted(ends, base, side="right"))  # leading empty piles ride along
+        stop = max(int(np.searchsorted(ends, base + target_nbytes, side="right")), min(first_full, n_piles - 1) + 1)
+        groups.append((start, stop))
+        start = stop
     return groups
 
 
@@ -253,6 +254,34 @@ def group_order(counts: IntArray, seed: int, start: int, *, materialize: bool) -
                 segment = order[offset : offset + size]
                 order[offset : offset + size] = segment[make_rng(seed, "materialize", pile).permutation(size)]
     return order
+
+
+def block_rows(row_nbytes: int, block_nbytes: int, chunk_rows: int = 1) -> int:
+    """Rows of a block: the most whole chunks of ``chunk_rows`` that fit ``block_nbytes``, one at least.
+
+    Examples
+    --------
+    >>> block_rows(row_nbytes=100, block_nbytes=1_000, chunk_rows=3)
+    9
+    """
+    return max(1, block_nbytes // max(row_nbytes * chunk_rows, 1)) * chunk_rows
+
+
+def plan_nbytes(n_blocks: int, n_piles: int) -> int:
+    """Bytes a :class:`Plan` holds on the client once the merge has asked for its offsets.
+
+    ``counts`` and the cached ``piece_offsets`` (``n_blocks x n_piles``) dominate;
+    the block lengths, pile sizes and pile offsets are ``O(n_blocks + n_piles)``.
+
+    Examples
+    --------
+    >>> plan = make_plan([5, 3], n_piles=2, seed=0)
+    >>> arrays = [plan.counts, plan.piece_offsets, plan.block_lengths, plan.pile_sizes, plan.pile_offsets]
+    >>> sum(array.nbytes for array in arrays) == plan_nbytes(2, 2)
+    True
+    """
+    int64 = np.dtype(np.int64).itemsize
+    return int64 * (n_blocks * n_piles + n_blocks * (n_piles + 1) + n_blocks + n_piles + n_piles + 1)
 
 
 def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:

@@ -21,7 +21,7 @@ from . import _paths
 from ._compute import compute
 from ._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError
 from ._graph import level_tmp, shuffle_graph
-from ._levels import TwoLevelPlan, make_two_level_plan, merge_read_nbytes, super_piles_for
+from ._levels import TwoLevelPlan, make_two_level_plan, super_piles_for, wants_two_levels
 from ._lock import exclusive
 from ._manifest import Manifest as _Manifest
 from ._options import ShuffleOptions
@@ -82,15 +82,6 @@ class ShuffleResult:
             + (f", variables={self.variables}" if self.variables else "")
             + f", {self.n_tasks} tasks, {self.seconds:.1f} s>"
         )
-
-
-#: With ``levels="auto"``, a merge whose reads of pieces would be smaller than this, and at least
-#: :data:`MIN_READS` of them, uses two levels instead: a few thousand small reads cost less than a
-#: pass. On object storage a read (a GET) costs 10-50 ms, so reads of 1 MiB are already small there;
-#: a local file read costs microseconds, and a second pass pays off only for reads of a few KiB
-#: (``benchmarks/RESULTS.md``: 1 KiB reads, 1.8x faster with two levels).
-MIN_READ_NBYTES = {"local": 64 * 2**10, "remote": 2**20}
-MIN_READS = 10_000
 
 
 def _plan_within_budget(
@@ -188,10 +179,8 @@ def _levels_for(fmt: Format[Any], options: ShuffleOptions, plan: Plan, tmp: str)
             )
         return None
     data, block = plan.n_rows * fmt.row_nbytes, max(options.block_nbytes, 1)
-    n_reads = plan.n_blocks * -(-data // block)  # a read per block and group of piles
-    min_read = MIN_READ_NBYTES["remote" if _paths.is_url(tmp) else "local"]
-    small = merge_read_nbytes(data, block, block) < min_read and n_reads >= MIN_READS
-    if options.levels == "auto" and not small:
+    storage = "object" if _paths.is_url(tmp) else "local"
+    if options.levels == "auto" and not wants_two_levels(data, block, plan.n_blocks, storage):
         return None
     n_super = super_piles_for(data, block, block, plan.n_piles)
     block_rows = max(1, block // max(fmt.row_nbytes, 1))

@@ -17,6 +17,7 @@ PURE_LAYERS = [
     "daskshuffle._random",
     "daskshuffle._parse",
     "daskshuffle._errors",
+    "daskshuffle._scale",
 ]
 STORAGE_AND_DASK = {"dask", "distributed", "zarr", "fsspec", "pyarrow", "xarray", "pandas"}
 

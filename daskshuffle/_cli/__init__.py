@@ -10,8 +10,8 @@ To add a command for another kind of data, write a function decorated with
 call its public shuffle inside ``with session(...)``, and import the module here.
 """
 
-from . import _generations, _info, _lines, _quality, _shuffles, _verify
+from . import _generations, _info, _lines, _plan, _quality, _shuffles, _verify
 from ._common import cli, main
 
 __all__ = ["cli", "main"]
-del _generations, _info, _lines, _quality, _shuffles, _verify
+del _generations, _info, _lines, _plan, _quality, _shuffles, _verify

@@ -22,6 +22,7 @@ __all__ = [
     "main",
     "one_line",
     "progress_on_stderr",
+    "reported",
     "session",
     "show_progress",
     "split_names",
@@ -169,9 +170,18 @@ def session(
             "Expected either --scheduler or --workers/--threads-per-worker/--memory-limit. Got both instead; "
             "the sizing options describe the LocalCluster that --scheduler replaces."
         )
+    with reported(debug), _scheduler(scheduler, workers, threads_per_worker, memory_limit, debug):
+        yield
+
+
+@contextlib.contextmanager
+def reported(debug: bool) -> Iterator[None]:
+    """Turn any error in the body into one line and exit status 1 (the traceback under ``--debug``).
+
+    An error about one of the command's own options is a usage error, exit status 2, as click's own are.
+    """
     try:
-        with _scheduler(scheduler, workers, threads_per_worker, memory_limit, debug):
-            yield
+        yield
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
     except KeyboardInterrupt:

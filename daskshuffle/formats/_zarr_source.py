@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from .._paths import exists, normalize, url_options
+from .._plan import block_rows
 from ._arrays import Variable
 from ._base import ARRAY_KINDS
 
@@ -170,8 +171,7 @@ def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list
     widest = max(arrays.values(), key=lambda array: array.dtype.itemsize * int(np.prod(array.shape[1:])))
     chunk_rows = int(widest.chunks[0])
     row_nbytes = sum(array.dtype.itemsize * int(np.prod(array.shape[1:])) for array in arrays.values())
-    chunks_per_block = max(1, block_nbytes // max(row_nbytes * chunk_rows, 1))
-    step = chunks_per_block * chunk_rows
+    step = block_rows(row_nbytes, block_nbytes, chunk_rows)
     return [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
 
 

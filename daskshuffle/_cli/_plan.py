@@ -1,0 +1,110 @@
+"""`daskshuffle plan`: what a shuffle of a given size would do, computed without reading data."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+import click
+
+from .._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
+from .._scale import DEFAULT_MIN_READ
+from ._common import NPiles, cli, reported
+
+EXAMPLES_PLAN = """\b
+Examples:
+  daskshuffle plan --rows 1e9 --row-bytes 1KiB
+  daskshuffle plan --rows 1e10 --row-bytes 256 --block-memory 1GiB --workers 200
+  daskshuffle plan --rows 1e9 --row-bytes 1KiB --json | jq .n_reads
+"""
+
+
+if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
+    _CountBase = click.ParamType[int, Any]
+else:
+    _CountBase = click.ParamType
+
+
+class _Count(_CountBase):
+    """A whole number: ``1000000``, ``1_000_000``, ``1,000,000`` or ``1e6``."""
+
+    name = "N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).replace("_", "").replace(",", "")
+        try:
+            number = float(text) if any(letter in text for letter in ".eE") else int(text)
+        except ValueError:
+            self.fail(f"Expected a whole number such as 1000000 or 1e6. Got {value!r} instead.", param, ctx)
+        if not math.isfinite(number) or number != int(number):
+            self.fail(f"Expected a whole number such as 1000000 or 1e6. Got {value!r} instead.", param, ctx)
+        return int(number)
+
+
+@cli.command(
+    "plan", epilog=EXAMPLES_PLAN, short_help="Show what a shuffle of a given size would do, without reading data."
+)
+@click.option("--rows", required=True, type=_Count(), help="Rows of the source (1e9 and 1_000_000 work).")
+@click.option("--row-bytes", required=True, metavar="SIZE", help="Bytes of one row, all variables together (1KiB).")
+@click.option(
+    "--n-piles",
+    type=NPiles(),
+    help=f"Number of piles, or 'auto'.  [default: {DEFAULT_N_PILES}, or 'auto' when that many would not fit "
+    "--pile-memory]",
+)
+@click.option(
+    "--block-memory", default=DEFAULT_BLOCK_MEMORY, show_default=True, metavar="SIZE", help="Source read by a task."
+)
+@click.option("--pile-memory", default=DEFAULT_PILE_MEMORY, show_default=True, metavar="SIZE", help="Largest pile.")
+@click.option(
+    "--min-read", default=DEFAULT_MIN_READ, show_default=True, metavar="SIZE", help="The smallest read worth a request."
+)
+@click.option(
+    "--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Tasks running at once (threads)."
+)
+@click.option(
+    "--levels",
+    type=click.Choice(["auto", "1", "2"]),
+    default="auto",
+    show_default=True,
+    help="Levels of scatter before the merge, as a shuffle takes them.",
+)
+@click.option(
+    "--storage",
+    type=click.Choice(["object", "local"]),
+    default="object",
+    show_default=True,
+    help="Where the pieces go: it sets where 'auto' switches to two levels.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def plan(
+    rows: int,
+    row_bytes: str,
+    n_piles: int | Literal["auto"] | None,
+    levels: str,
+    storage: Literal["object", "local"],
+    as_json: bool,
+    debug: bool,
+    **sizes: Any,
+) -> None:
+    """Blocks, piles, tasks, pieces and reads with their size, bytes moved, the plan's memory, the
+    largest pile and its chance of overflowing, and whether reads fall below --min-read (the knee),
+    with what to change if they do. Nothing is read and no cluster is started.
+    """
+    from .._parse import parse_nbytes
+    from .._scale import explain
+
+    with reported(debug):
+        model = explain(
+            rows,
+            parse_nbytes(int(row_bytes) if row_bytes.isdigit() else row_bytes, "row_bytes"),
+            n_piles=n_piles,
+            levels="auto" if levels == "auto" else int(levels),
+            storage=storage,
+            **sizes,
+        )
+    click.echo(json.dumps(model.to_dict(), indent=2) if as_json else str(model))
