@@ -261,8 +261,10 @@ def explain(
     (4145, 16384, True)
     >>> print(model)  # doctest: +ELLIPSIS
     data            1,073,741,824 rows of 1 KiB = 1 TiB
+    layout          2 levels: pass 1 to 128 super-piles, pass 2 to piles within each, then a merge
     ...
-    reads           67,911,671 per variable of 15.8 KiB: below min_read=1 MiB: past the knee
+    pass 2 reads    2,097,152 per variable of 512 KiB
+    reads           534,705 per variable of 1.96 MiB: below min_read=1 MiB: past the knee
     ...
     """
     return _model(
