@@ -209,3 +209,33 @@ def test_an_interrupted_two_level_run_continues(tmp_path: Path, monkeypatch: pyt
         np.testing.assert_array_equal(
             zarr.open_group(tmp_path / "piles.zarr")[name][:], zarr.open_group(tmp_path / "whole.zarr")[name][:]
         )
+
+
+@pytest.mark.slow
+def test_parquet_and_text_shuffle_in_two_levels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    from daskshuffle import shuffle_lines, shuffle_parquet
+
+    ids = np.arange(6_000)
+    pd.DataFrame({"id": ids, "s": [str(i) for i in ids]}).to_parquet(tmp_path / "raw.parquet", row_group_size=500)
+    shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "p.parquet", 12, seed=0, levels=2, block_memory="8KiB")
+    table = pq.read_table(tmp_path / "p.parquet").to_pandas()
+    np.testing.assert_array_equal(np.sort(table["id"]), ids)
+    assert (table["s"] == table["id"].astype(str)).all()
+    assert json.loads((tmp_path / "p.parquet" / "_daskshuffle.json").read_text())["levels"]["n_levels"] == 2
+    from daskshuffle import _graph
+
+    lines = np.arange(20_000)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"i": int(i)}) + "\n" for i in lines))
+    spans = _graph._scatter_spans
+    calls: list[int] = []
+    monkeypatch.setattr(_graph, "_scatter_spans", lambda *a: (calls.append(1), spans(*a))[1])
+    # Lines take levels="auto": 1 KiB blocks of 20,000 short lines would make ~46,000 reads of a few bytes.
+    result = shuffle_lines(tmp_path / "c.jsonl", tmp_path / "o.jsonl", 24, seed=0, block_memory="1KiB")
+    out = [json.loads(line)["i"] for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert sorted(out) == lines.tolist() and out != lines.tolist() and result.n_rows == 20_000
+    assert calls, "the second level ran"
