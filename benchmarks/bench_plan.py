@@ -6,25 +6,76 @@ First, ``daskshuffle.explain`` for 1 KiB rows at 1 GiB, 100 GiB, 1 TiB, 10 TiB a
 100 TiB with the defaults (512 piles or as many as 256 MiB piles need, 64 MiB
 blocks, pieces on object storage, 100 tasks at a time): levels, tasks, reads
 and their size, the plan on the client and the request latency of the reads.
-Then ``_plan.make_plan`` timed, with its peak memory (``tracemalloc``), for
-growing numbers of blocks and piles: the client's cost today.
+Then what planning costs the client, timed with its peak memory (``tracemalloc``):
+the planning a shuffle runs (levels as ``levels="auto"`` picks them on object
+storage, 256-byte rows in 64 MiB blocks, 16,384 piles) from 1e8 to 1e11 rows,
+and the single-level ``make_plan`` (a ``blocks x piles`` matrix) for comparison.
+Last, the task graph of a two-level shuffle of a real Zarr source cut into
+``--graph-blocks`` blocks: the time to build it and its pickled size.
 """
 
 from __future__ import annotations
 
 import argparse
+import pickle
+import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
 
 import daskshuffle
+from daskshuffle._graph import shuffle_graph
 from daskshuffle._plan import make_plan
+from daskshuffle._run import _plan_within_budget
 from daskshuffle._scale import _duration, _size
+from daskshuffle.formats._zarr import open_zarr_sources
+
+#: A 64 MiB block of 256-byte rows.
+BLOCK_ROWS = 2**18
+
+
+def _traced(work: Callable[[], Any]) -> tuple[Any, float, int]:
+    tracemalloc.start()
+    start = time.perf_counter()
+    result = work()
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return result, seconds, peak
+
+
+def _graph_size(n_blocks: int, n_piles: int) -> None:
+    """Build the graph of a two-level shuffle of ``n_blocks`` one-row blocks of a real Zarr source."""
+    with tempfile.TemporaryDirectory() as tmp:
+        group = zarr.open_group(Path(tmp) / "raw.zarr", mode="w")
+        group.create_array("x", shape=(n_blocks,), chunks=(1,), dtype="f8")  # its metadata is all a plan reads
+        fmt = open_zarr_sources(str(Path(tmp) / "raw.zarr"), block_nbytes=8)
+        plan = _plan_within_budget(fmt.block_lengths, n_piles, 0, 8, 2**30, levels=2, block_nbytes=8)
+        (graph, _), seconds, peak = _traced(
+            lambda: shuffle_graph(fmt, plan, tmp=f"{tmp}/t", dst=f"{tmp}/d", materialize=False, merge_nbytes=8)
+        )
+        start = time.perf_counter()
+        nbytes = len(pickle.dumps(graph, protocol=5))
+        pickling = time.perf_counter() - start
+    print("\n| blocks | piles | tasks | built in | peak memory | pickled | pickled in |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| {n_blocks:,} | {n_piles:,} | {len(graph):,} | {seconds:.2f} s | {_size(peak)} | {_size(nbytes)} "
+        f"| {pickling:.2f} s |"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=100, help="tasks at a time, for the latency (default 100)")
     parser.add_argument("--plans", type=int, nargs="*", default=[1_000, 4_000, 16_000], help="blocks to plan")
+    parser.add_argument("--rows", type=float, nargs="*", default=[1e8, 1e9, 1e10, 1e11], help="rows to plan")
+    parser.add_argument("--graph-blocks", type=int, default=100_000, help="blocks of the graph built (0: none)")
     args = parser.parse_args()
 
     print(
@@ -45,6 +96,22 @@ def main() -> None:
             f"| {label} | {m.levels} | {m.n_piles:,} | {m.n_blocks:,} | {m.n_groups:,} | {second} | "
             f"{m.n_reads:,} of {_size(m.read_nbytes)} | {_size(m.plan_nbytes)} | {_duration(fast)} to {_duration(slow)} |"
         )
+    print("\n| rows | blocks | levels | super-piles | groups | planned in | peak memory |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for rows in args.rows:
+        n_blocks = -(-int(rows) // BLOCK_ROWS)
+        lengths = np.full(n_blocks, BLOCK_ROWS, dtype=np.int64)
+        lengths[-1] = int(rows) - (n_blocks - 1) * BLOCK_ROWS
+        plan, seconds, peak = _traced(
+            lambda lengths=lengths: _plan_within_budget(
+                lengths, 16_384, 0, 256, 2**30, levels="auto", block_nbytes=2**26, storage="object"
+            )
+        )
+        levels = (getattr(plan, "n_super", 0), getattr(plan, "n_groups", 0))
+        print(
+            f"| {rows:.0e} | {n_blocks:,} | {2 if levels[0] else 1} | {levels[0] or '-'} | {levels[1] or '-'} "
+            f"| {seconds:.2f} s | {_size(peak)} |"
+        )
     print("\n| blocks x piles | make_plan s | peak memory |")
     print("|---|---:|---:|")
     for n_blocks in args.plans:
@@ -57,6 +124,8 @@ def main() -> None:
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             print(f"| {n_blocks:,} x {n_piles:,} | {seconds:.2f} | {_size(peak)} |")
+    if args.graph_blocks:
+        _graph_size(args.graph_blocks, 16_384)
 
 
 if __name__ == "__main__":

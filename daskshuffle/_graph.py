@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from operator import getitem
+from typing import Any, Protocol
 
 import numpy as np
 from dask.base import tokenize
 from numpy.typing import NDArray
 
-from ._levels import TwoLevelPlan
+from ._levels import TwoLevelPlan, block_table, piece_offsets, span_reads
 from ._manifest import Manifest, run_marked, run_once
 from ._plan import Plan, block_counts, block_order, group_order
 from .formats._base import CollectionSource, Format
@@ -73,11 +74,28 @@ def _aligned(start: int, stop: int, n_rows: int, alignment: int) -> tuple[int, i
     return a, b
 
 
+class _Layout(Protocol):
+    """What the merge stage needs of a plan: a :class:`~daskshuffle._plan.Plan` or a two-level one."""
+
+    @property
+    def n_rows(self) -> int: ...
+    @property
+    def n_piles(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def pile_sizes(self) -> NDArray[np.int64]: ...
+    @property
+    def pile_offsets(self) -> NDArray[np.int64]: ...
+    def merge_columns(self, start: int, stop: int) -> tuple[int, NDArray[np.int64], NDArray[np.int64]]: ...
+
+
 def _merge(
     fmt: Format[Any],
     tmp: str,
     dst: str,
     group: MergeGroup,
+    first_block: int,
     counts: NDArray[np.int64],
     read_starts: NDArray[np.int64],
     seed: int,
@@ -90,7 +108,7 @@ def _merge(
     read_stops = read_starts + counts.sum(axis=1)
     reads = [
         (block, int(first), int(last))
-        for block, (first, last) in enumerate(zip(read_starts, read_stops, strict=True))
+        for block, (first, last) in enumerate(zip(read_starts, read_stops, strict=True), start=first_block)
         if last > first
     ]
     rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, materialize=materialize))
@@ -119,7 +137,7 @@ def _done(*_: Any) -> None:
     return None
 
 
-def merge_groups(fmt: Format[Any], plan: Plan, merge_nbytes: int) -> list[MergeGroup]:
+def merge_groups(fmt: Format[Any], plan: _Layout, merge_nbytes: int) -> list[MergeGroup]:
     """The merge tasks' groups of whole piles, as the destination cuts them."""
     offsets = plan.pile_offsets
     return [
@@ -137,16 +155,25 @@ def _scatter_spans(
     fmt: Format[Any],
     tmp_in: str,
     tmp: str,
-    block: int,
-    reads: list[tuple[int, int, int]],
+    span: int,
+    table: NDArray[np.int64],
+    first_block: int,
+    s: int,
     counts: NDArray[np.int64],
-    piece_offsets: NDArray[np.int64],
+    lo: int,
+    n_piles: int,
     seed: int,
 ) -> Any:
-    """Second level: a block made of first-level pieces of one super-pile, scattered to that super-pile's piles."""
+    """Second level: super-pile ``s``'s pieces of a group of blocks (``table``: theirs), scattered to its piles.
+
+    ``counts`` are the span's rows for each of the super-pile's piles, which
+    start at pile ``lo`` of ``n_piles``.
+    """
+    reads = span_reads(table, first_block, s)
     n_rows = sum(stop - start for _, start, stop in reads)
     rows = fmt.gather_pieces(tmp_in, reads, np.arange(n_rows, dtype=np.intp))
-    return fmt.scatter_block(tmp, block, rows, block_order(counts, seed, block), piece_offsets)
+    counts = counts.astype(np.int64)
+    return fmt.scatter_block(tmp, span, rows, block_order(counts, seed, span), piece_offsets(counts, lo, n_piles))
 
 
 def level_tmp(tmp: str, level: int) -> str:
@@ -156,7 +183,7 @@ def level_tmp(tmp: str, level: int) -> str:
 
 def shuffle_graph(
     fmt: Format[Any],
-    plan: Plan,
+    plan: Plan | TwoLevelPlan,
     *,
     tmp: str,
     dst: str,
@@ -164,14 +191,13 @@ def shuffle_graph(
     merge_nbytes: int,
     manifest: Manifest | None = None,
     done: frozenset[str] = frozenset(),
-    levels: TwoLevelPlan | None = None,
 ) -> tuple[dict[Any, Any], str]:
     """The task graph of pass 1 and the merge, and the key that completes it.
 
-    With ``levels`` (whose ``second`` is ``plan``), pass 1 scatters the
-    source's blocks to super-piles (pieces in ``level_tmp(tmp, 1)``), then a
-    second scatter reads each super-pile's pieces in spans and scatters them
-    to its piles (``level_tmp(tmp, 2)``), which the merge reads.
+    With a two-level ``plan``, pass 1 scatters the source's blocks to
+    super-piles (pieces in ``level_tmp(tmp, 1)``), then a second scatter reads
+    each super-pile's pieces of each group of blocks (a span) and scatters
+    them to its piles (``level_tmp(tmp, 2)``), which the merge reads.
 
     With a ``manifest``, each scatter, merge and seam task marks itself done
     there, and the tasks named in ``done`` (by an earlier, interrupted run of
@@ -192,10 +218,11 @@ def shuffle_graph(
         dst,
         materialize,
         merge_nbytes,
-        None if levels is None else (levels.n_super, levels.first.block_lengths),
+        (plan.n_super, plan.group_bounds) if isinstance(plan, TwoLevelPlan) else None,
     )
     # The format goes into the graph once, as data that every task depends on: a worker receives it
     # once and keeps it, rather than with each task (it holds the sources' blocks: 138 KB for 10k).
+    levels = plan if isinstance(plan, TwoLevelPlan) else None
     fmt_key = f"{name}-format"
     graph: dict[Any, Any] = {fmt_key: fmt}
     inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
@@ -204,19 +231,28 @@ def shuffle_graph(
         graph.update(inputs[0])
         input_keys = inputs[1]
         name += "-" + tokenize(list(input_keys))
-    first = plan if levels is None else levels.first
-    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
     marker = "scatter" if levels is None else "scatter-1"
+    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
+    group_keys: list[Any] = []
+    if (
+        levels is not None
+    ):  # each group's blocks' rows per super-pile, drawn once on a worker for its scatters and spans
+        group_keys = [(f"{name}-group", g) for g in range(levels.n_groups)]
+        graph.update({key: (block_table, *levels.group_draw(g)) for g, key in enumerate(group_keys)})
     scatter_keys = []
-    for block in range(first.n_blocks):
+    for block in range(plan.n_blocks):
         key = (f"{name}-{marker}", block)
         scatter_keys.append(key)
         if f"{marker}-{block}" in done:
             graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
             continue
-        # One level: the scatter draws its own counts. Two: the first level's weights are uneven, so they go along.
-        counts = (int(first.block_lengths[block]), first.n_piles) if levels is None else first.counts[block]
-        work = (_scatter, fmt_key, first_tmp, block, counts, first.seed)
+        # One level: the scatter draws its own counts. Two: its row of its group's table.
+        work: tuple[Any, ...]
+        if levels is None:
+            work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
+        else:
+            group, index = levels.group_of(block)
+            work = (_scatter, fmt_key, first_tmp, block, (getitem, group_keys[group], index), levels.first_seed)
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
         graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
     pieces_key = f"{name}-pieces"
@@ -225,23 +261,20 @@ def shuffle_graph(
     if levels is not None:
         merge_tmp = level_tmp(tmp, 2)
         second_keys = []
-        for block, reads in enumerate(levels.reads):
-            key = (f"{name}-scatter-2", block)
+        for span in range(levels.n_spans):
+            s, group = divmod(span, levels.n_groups)
+            if not levels.span_lengths[span]:
+                continue  # no rows of this group went to this super-pile
+            key = (f"{name}-scatter-2", span)
             second_keys.append(key)
-            if f"scatter-2-{block}" in done:
+            if f"scatter-2-{span}" in done:
                 graph[key] = None
                 continue
-            spans = (
-                fmt_key,
-                first_tmp,
-                merge_tmp,
-                block,
-                reads,
-                plan.counts[block],
-                plan.piece_offsets[block],
-                plan.seed,
-            )
-            graph[key] = task(f"scatter-2-{block}", _scatter_after, pieces_key, *spans, once=True)
+            counts, lo = levels.span_counts_of(span)
+            first_block = int(levels.group_bounds[group])
+            piles = (_compact(counts), lo, levels.n_piles, levels.second_seed)
+            spans = (fmt_key, first_tmp, merge_tmp, span, group_keys[group], first_block, s, *piles)
+            graph[key] = task(f"scatter-2-{span}", _scatter_after, pieces_key, *spans, once=True)
         pieces_key = f"{name}-pieces-2"
         graph[pieces_key] = (_combine, fmt_key, second_keys)
     stage = (graph, name, fmt, fmt_key, plan, merge_tmp, dst)
@@ -255,12 +288,17 @@ def _compact(values: NDArray[np.int64]) -> NDArray[Any]:
     return values.astype(dtype)
 
 
+def _merge_columns(plan: _Layout, group: MergeGroup) -> tuple[int, NDArray[Any], NDArray[Any]]:
+    first_block, counts, read_starts = plan.merge_columns(group.pile_start, group.pile_stop)
+    return first_block, _compact(counts), _compact(read_starts)
+
+
 def _merge_stage(
     graph: dict[Any, Any],
     name: str,
     fmt: Format[Any],
     fmt_key: str,
-    plan: Plan,
+    plan: _Layout,
     tmp: str,
     dst: str,
     materialize: bool,
@@ -284,8 +322,7 @@ def _merge_stage(
             tmp,
             dst,
             group,
-            _compact(plan.counts[:, group.pile_start : group.pile_stop]),
-            _compact(plan.piece_offsets[:, group.pile_start]),
+            *_merge_columns(plan, group),
             plan.seed,
             materialize,
             plan.n_rows,
@@ -304,14 +341,17 @@ def _merge_stage(
             None if f"seam-{chunk}" in done else task(f"seam-{chunk}", _seam, fmt_key, dst, chunk, pieces_key, *sources)
         )
         seam_keys.append(key)
+    own_seams: dict[Any, list[int]] = {}
+    for chunk, sources in seams.items():
+        for source in sources:
+            own_seams.setdefault(source, []).append(chunk)
     for key in merge_keys:
-        own_seams = [chunk for chunk, sources in seams.items() if key in sources]
-        if f"merge-{key[1]}" in done and all(f"seam-{chunk}" in done for chunk in own_seams):
+        if f"merge-{key[1]}" in done and all(f"seam-{chunk}" in done for chunk in own_seams.get(key, ())):
             graph[key] = {}  # written, and so are the chunks it shares with its neighbours
     # The last task waits for a merge through its seams when it has some: a
     # merge's fragments are then freed once its seams have written them, not
     # held in worker memory until the very end.
-    seamed = {source for sources in seams.values() for source in sources}
+    seamed = own_seams.keys()
     done_key = f"{name}-done"
     graph[done_key] = (_done, *(key for key in merge_keys if key not in seamed), *seam_keys)
     return graph, done_key

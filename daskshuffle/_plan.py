@@ -96,6 +96,20 @@ class Plan:
         np.cumsum(self.counts, axis=1, out=offsets[:, 1:])
         return offsets
 
+    def merge_columns(self, start: int, stop: int) -> tuple[int, IntArray, IntArray]:
+        """What a merge of piles ``[start, stop)`` reads: ``(first_block, counts, read_starts)``.
+
+        Block ``first_block + i`` gives ``counts[i]`` rows to the piles, read
+        from row ``read_starts[i]`` of its pieces on; blocks not listed give none.
+
+        Examples
+        --------
+        >>> first, counts, starts = make_plan([5, 3], n_piles=2, seed=0).merge_columns(1, 2)
+        >>> first, counts.shape, bool((starts == make_plan([5, 3], 2, 0).counts[:, 0]).all())
+        (0, (2, 1), True)
+        """
+        return 0, self.counts[:, start:stop], self.piece_offsets[:, start]
+
 
 def _prepend_zero(values: IntArray) -> IntArray:
     return np.concatenate([np.zeros(1, dtype=np.int64), values.astype(np.int64, copy=False)])

@@ -85,17 +85,31 @@ class ShuffleResult:
 
 
 def _plan_within_budget(
-    block_lengths: Sequence[int], n_piles: int | Literal["auto"], seed: int, row_nbytes: int, pile_nbytes: int
-) -> Plan:
-    """Plan, making sure the largest pile fits ``pile_nbytes``.
+    lengths: Sequence[int],
+    n_piles: int | Literal["auto"],
+    seed: int,
+    row_nbytes: int,
+    pile_nbytes: int,
+    *,
+    levels: int | Literal["auto"] = 1,
+    block_nbytes: int = 1,
+    storage: Literal["local", "object"] = "local",
+) -> Plan | TwoLevelPlan:
+    """Plan, in one level or two, making sure the largest pile fits ``pile_nbytes``.
 
     Re-planning with more piles is unbiased: pile sizes carry no information
     about the order of the rows inside them.
     """
-    n_rows = int(sum(block_lengths))
+    n_rows = int(np.sum(lengths))
     chosen = auto_n_piles(n_rows, row_nbytes, pile_nbytes) if n_piles == "auto" else n_piles
     while True:
-        plan = make_plan(block_lengths, chosen, seed)
+        n_super = _super_piles(levels, n_rows * row_nbytes, max(block_nbytes, 1), len(lengths), chosen, storage)
+        block_rows = max(1, block_nbytes // max(row_nbytes, 1))
+        plan = (
+            make_plan(lengths, chosen, seed)
+            if n_super is None
+            else make_two_level_plan(lengths, chosen, n_super, seed, block_rows)
+        )
         largest = int(plan.pile_sizes.max(initial=0)) * row_nbytes
         if largest <= pile_nbytes:
             return plan
@@ -108,6 +122,29 @@ def _plan_within_budget(
                 parameter="n_piles",
             )
         chosen = max(chosen + 1, int(chosen * 1.1))
+
+
+def _super_piles(
+    levels: int | Literal["auto"],
+    data_nbytes: int,
+    block_nbytes: int,
+    n_blocks: int,
+    n_piles: int,
+    storage: Literal["local", "object"],
+) -> int | None:
+    """Super-piles of a two-level plan, or ``None`` for one level (``levels="auto"``: where its reads would be small)."""
+    if levels == 1:
+        return None
+    if n_piles < 4:
+        if levels == 2:
+            raise DaskShuffleValueError(
+                f"Expected n_piles of 4 or more for two levels. Got n_piles={n_piles} instead; use levels=1.",
+                parameter="levels",
+            )
+        return None
+    if levels == "auto" and not wants_two_levels(data_nbytes, block_nbytes, n_blocks, storage):
+        return None
+    return super_piles_for(data_nbytes, block_nbytes, block_nbytes, n_piles)
 
 
 def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:
@@ -167,36 +204,8 @@ def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
     return _paths.sibling(dst, _NEW_SUFFIX) if _paths.exists(dst, storage_options) else dst
 
 
-def _levels_for(fmt: Format[Any], options: ShuffleOptions, plan: Plan, tmp: str) -> TwoLevelPlan | None:
-    """The two-level plan with ``plan``'s piles and seed, where one level would make the merge's reads small."""
-    if options.levels == 1:
-        return None
-    if plan.n_piles < 4:
-        if options.levels == 2:
-            raise DaskShuffleValueError(
-                f"Expected n_piles of 4 or more for two levels. Got n_piles={plan.n_piles} instead; use levels=1.",
-                parameter="levels",
-            )
-        return None
-    data, block = plan.n_rows * fmt.row_nbytes, max(options.block_nbytes, 1)
-    storage = "object" if _paths.is_url(tmp) else "local"
-    if options.levels == "auto" and not wants_two_levels(data, block, plan.n_blocks, storage):
-        return None
-    n_super = super_piles_for(data, block, block, plan.n_piles)
-    block_rows = max(1, block // max(fmt.row_nbytes, 1))
-    levels = make_two_level_plan(fmt.block_lengths, plan.n_piles, n_super, plan.seed, block_rows)
-    largest = int(levels.second.pile_sizes.max(initial=0)) * fmt.row_nbytes
-    if largest > options.pile_nbytes:
-        raise DaskShuffleValueError(
-            f"Expected every pile to fit pile_memory={options.pile_nbytes:,} bytes. Got a planned pile of "
-            f"{largest:,} bytes with n_piles={plan.n_piles} instead; use more piles or a larger pile_memory.",
-            parameter="n_piles",
-        )
-    return levels
-
-
 def _metadata(
-    fmt: Format[Any], options: ShuffleOptions, plan: Plan, variables: list[str], levels: TwoLevelPlan | None = None
+    fmt: Format[Any], options: ShuffleOptions, plan: Plan | TwoLevelPlan, variables: list[str]
 ) -> dict[str, Any]:
     """What the store records, its fingerprint included: everything its order depends on."""
     settings = ShuffleSettings(n_piles=plan.n_piles, seed=plan.seed, materialize=options.materialize)
@@ -216,9 +225,8 @@ def _metadata(
         # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
         "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths.tolist())},
     }
-    if levels is not None:  # the source's blocks, and the super-piles they went to first
-        metadata["blocks"]["lengths"] = _run_lengths(levels.first.block_lengths.tolist())
-        metadata["levels"] = {"n_levels": 2, "n_super_piles": levels.n_super}
+    if isinstance(plan, TwoLevelPlan):  # the super-piles the source's blocks went to first
+        metadata["levels"] = {"n_levels": 2, "n_super_piles": plan.n_super, "n_groups": plan.n_groups}
     metadata["fingerprint"] = fingerprint(metadata)
     return metadata
 
@@ -270,12 +278,18 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     if earlier is not None and not options.seed_given:
         seed = int(earlier.metadata["seed"])
 
-    plan = _plan_within_budget(fmt.block_lengths, options.n_piles, seed, fmt.row_nbytes, options.pile_nbytes)
-    levels = _levels_for(fmt, options, plan, tmp)
-    if levels is not None:
-        plan = levels.second
+    plan = _plan_within_budget(
+        fmt.block_lengths,
+        options.n_piles,
+        seed,
+        fmt.row_nbytes,
+        options.pile_nbytes,
+        levels=options.levels,
+        block_nbytes=options.block_nbytes,
+        storage="object" if _paths.is_url(tmp) else "local",
+    )
     fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
-    metadata = _metadata(fmt, options, plan, variables, levels)
+    metadata = _metadata(fmt, options, plan, variables)
     same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
 
     def result(n_tasks: int) -> ShuffleResult:
@@ -313,9 +327,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
     with exclusive(dst, storage_options):
-        n_tasks = _write(
-            fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable, levels=levels
-        )
+        n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
     if options.verify:
         from ._verify import verify
 
@@ -325,7 +337,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
 
 def _write(
     fmt: Format[Any],
-    plan: Plan,
+    plan: Plan | TwoLevelPlan,
     metadata: dict[str, Any],
     options: ShuffleOptions,
     *,
@@ -333,7 +345,6 @@ def _write(
     target: str,
     earlier: _Earlier | None,
     resumable: bool,
-    levels: TwoLevelPlan | None = None,
 ) -> int:
     """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
     dst, storage_options = options.dst, options.storage_options
@@ -356,14 +367,13 @@ def _write(
         merge_nbytes=max(options.block_nbytes, 1),
         manifest=manifest,
         done=done,
-        levels=levels,
     )
     try:
         if earlier is not None:
             fmt.resume_destination(target)
         else:
             fmt.create_destination(target, plan.n_rows, metadata)
-            for pieces in (tmp,) if levels is None else (level_tmp(tmp, 1), level_tmp(tmp, 2)):
+            for pieces in (level_tmp(tmp, 1), level_tmp(tmp, 2)) if isinstance(plan, TwoLevelPlan) else (tmp,):
                 fmt.prepare_pieces(pieces)
             if manifest is not None:
                 manifest.mark(_CREATED)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ._errors import DaskShuffleValueError
-from ._levels import super_piles_for, wants_two_levels
+from ._levels import super_piles_for, two_level_plan_nbytes, wants_two_levels
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
 from ._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int
 from ._plan import auto_n_piles, block_rows, group_piles, make_plan, plan_nbytes
@@ -157,11 +157,12 @@ class ScaleModel:
     def __str__(self) -> str:
         mean_pile = self.n_rows / self.n_piles
         fast, slow = (self.latency_seconds(latency) for latency in GET_LATENCIES)
-        reads_verdict = (
-            f"below min_read={_size(self.min_read_nbytes)}: past the knee"
-            if self.below_knee
-            else f"at least min_read={_size(self.min_read_nbytes)}, or whole blocks"
-        )
+
+        def verdict(read_nbytes: float) -> str:
+            if self.n_blocks > 1 and read_nbytes < self.min_read_nbytes:
+                return f"below min_read={_size(self.min_read_nbytes)}: past the knee"
+            return f"at least min_read={_size(self.min_read_nbytes)}, or whole blocks"
+
         rows = [
             ("data", f"{self.n_rows:,} rows of {_size(self.row_nbytes)} = {_size(self.data_nbytes)}"),
             (
@@ -189,11 +190,17 @@ class ScaleModel:
                 f"write {_size(self.data_nbytes)}",
             ),
             *(
-                [("pass 2 reads", f"{self.n_first_reads:,} per variable of {_size(self.first_read_nbytes)}")]
+                [
+                    (
+                        "pass 2 reads",
+                        f"{self.n_first_reads:,} per variable of {_size(self.first_read_nbytes)}: "
+                        + verdict(self.first_read_nbytes),
+                    )
+                ]
                 if self.levels > 1
                 else []
             ),
-            ("reads", f"{self.n_reads:,} per variable of {_size(self.read_nbytes)}: {reads_verdict}"),
+            ("reads", f"{self.n_reads:,} per variable of {_size(self.read_nbytes)}: {verdict(self.read_nbytes)}"),
             ("plan", f"{_size(self.plan_nbytes)} on the client"),
             (
                 "object storage",
@@ -263,8 +270,8 @@ def explain(
     data            1,073,741,824 rows of 1 KiB = 1 TiB
     layout          2 levels: pass 1 to 128 super-piles, pass 2 to piles within each, then a merge
     ...
-    pass 2 reads    2,097,152 per variable of 512 KiB
-    reads           534,705 per variable of 1.96 MiB: below min_read=1 MiB: past the knee
+    pass 2 reads    2,097,152 per variable of 512 KiB: below min_read=1 MiB: past the knee
+    reads           530,560 per variable of 1.98 MiB: at least min_read=1 MiB, or whole blocks
     ...
     """
     return _model(
@@ -330,10 +337,12 @@ def _model(
         # Pass 2 reads each block's piece of a super-pile; the merge reads only its super-pile's blocks, S times larger.
         n_super = super_piles_for(data, block_nbytes, block_nbytes, chosen)
         first_reads, first_read = n_blocks * n_super, block_nbytes / n_super
-        second_blocks = n_blocks + n_super
+        # Blocks go in groups of n_super blocks' rows; a second-level block is a super-pile's share of a group.
+        block_groups = -(-n_rows // (n_super * step))
+        second_blocks = block_groups * n_super
         n_reads = max(round(n_groups * second_blocks / n_super), n_groups)
         pieces = float(n_blocks * n_super + second_blocks * chosen / n_super)
-        plan_bytes = plan_nbytes(second_blocks, chosen) + 8 * n_blocks * n_super
+        plan_bytes = two_level_plan_nbytes(n_blocks, n_super, chosen, block_groups)
     model = ScaleModel(
         n_rows=n_rows,
         row_nbytes=row_nbytes,

@@ -16,7 +16,13 @@ from scipy import stats
 from simulate import simulate, simulate_two_levels
 
 from daskshuffle import DaskShuffleValueError, PileLoader, shuffle_zarr
-from daskshuffle._levels import merge_read_nbytes, super_pile_bounds, super_piles_for
+from daskshuffle._levels import (
+    make_two_level_plan,
+    merge_read_nbytes,
+    super_pile_bounds,
+    super_piles_for,
+    two_level_plan_nbytes,
+)
 from daskshuffle.formats._zarr import open_zarr_sources
 
 
@@ -31,21 +37,52 @@ def test_two_level_plans_cover_every_row_once_in_their_super_piles(
     lengths: list[int], n_piles: int, data: st.DataObject, seed: int, block_rows: int
 ) -> None:
     n_super = data.draw(st.integers(1, n_piles))
-    levels, order = simulate_two_levels(lengths, n_piles, n_super, seed, block_rows=block_rows)
-    first, second, bounds = levels.first, levels.second, levels.bounds
+    plan, order = simulate_two_levels(lengths, n_piles, n_super, seed, block_rows=block_rows)
     np.testing.assert_array_equal(np.sort(order), np.arange(sum(lengths)))
-    np.testing.assert_array_equal(first.counts.sum(axis=1), lengths)
-    # Each second-level block holds its super-pile's pieces of its span of first-level blocks, and no other rows.
-    for (s, a, z), length, counts in zip(levels.spans.tolist(), second.block_lengths, second.counts, strict=True):
-        assert length == first.counts[a:z, s].sum() and length <= max(block_rows, first.counts[a:z, s].max())
-        assert counts.sum() == length and not counts[: bounds[s]].any() and not counts[bounds[s + 1] :].any()
-    # Every piece of the first level is read by exactly one second-level block.
+    bounds, groups = plan.bounds, plan.group_bounds
+    assert groups[0] == 0 and groups[-1] == len(lengths) and (np.diff(groups) > 0).all()
+    # Groups of about n_super blocks' worth of rows: less by under a block, and never more groups than that makes.
+    target, group_rows = n_super * block_rows, np.add.reduceat(np.asarray(lengths), groups[:-1])
+    assert (group_rows[:-1] > target - max(lengths)).all()
+    assert plan.n_groups <= max(1, -(-sum(lengths) // target))
+    for g in range(plan.n_groups):
+        table = plan.block_table(g)
+        np.testing.assert_array_equal(table.sum(axis=1), lengths[groups[g] : groups[g + 1]])
+        np.testing.assert_array_equal(table.sum(axis=0), plan.group_counts[g])
+    # A span's rows go to its super-pile's piles only, all of them.
     for s in range(n_super):
-        covered = [b for (t, a, z) in levels.spans.tolist() if t == s for b in range(a, z)]
-        assert sorted(covered) == sorted(set(covered))
-        assert {b for b in range(len(lengths)) if first.counts[b, s]} <= set(covered)
-    for s in range(n_super):
-        assert second.pile_sizes[bounds[s] : bounds[s + 1]].sum() == first.pile_sizes[s]
+        counts = plan.span_counts[s]
+        assert counts.shape == (plan.n_groups, bounds[s + 1] - bounds[s])
+        np.testing.assert_array_equal(counts.sum(axis=1), plan.group_counts[:, s])
+    np.testing.assert_array_equal(np.diff(plan.pile_offsets), plan.pile_sizes)
+    assert plan.pile_sizes.sum() == sum(lengths)
+
+
+@pytest.mark.slow
+def test_a_groups_blocks_get_independent_multinomial_rows() -> None:
+    """The chain of hypergeometric draws inside a group has the law of independent multinomial rows."""
+    n_seeds, p0 = 20_000, 3 / 5
+    first, both = np.zeros(4, dtype=np.int64), []
+    for seed in range(n_seeds):
+        plan = make_two_level_plan([3, 3], n_piles=5, n_super=2, seed=seed, block_rows=3)
+        assert plan.n_groups == 1
+        table = plan.block_table(0)
+        first[table[0, 0]] += 1
+        both.append((table[0, 0], table[1, 0]))
+    expected = stats.binom.pmf(np.arange(4), 3, p0) * n_seeds
+    p = stats.chisquare(first, expected).pvalue
+    assert p > 1e-7, f"block 0's rows in super-pile 0: {first.tolist()} against {expected.round().tolist()} (p={p:.2g})"
+    a, b = np.asarray(both).T
+    r, p = stats.pearsonr(a, b)
+    assert p > 1e-7, f"the blocks' counts are correlated: r={r:.3f} (p={p:.2g})"
+
+
+def test_a_plan_for_1e10_rows_stays_small() -> None:
+    """38,147 blocks into 16,384 piles: no blocks x piles matrix (that would be 5 GB)."""
+    plan = make_two_level_plan(np.full(38_147, 262_144), n_piles=16_384, n_super=195, seed=0, block_rows=262_144)
+    held = sum(a.nbytes for a in (plan.group_counts, *plan.span_counts))
+    assert held < 32 * 2**20 and plan.pile_sizes.sum() == 38_147 * 262_144
+    assert held + plan.block_lengths.nbytes <= two_level_plan_nbytes(38_147, 195, 16_384, plan.n_groups)
 
 
 def test_super_piles_split_piles_evenly_and_balance_the_reads() -> None:
@@ -73,7 +110,7 @@ def test_a_rows_pile_is_uniform_also_with_unequal_super_piles() -> None:
     landed = np.zeros(n_piles)
     for seed in range(n_seeds):
         levels, order = simulate_two_levels([4, 4, 4], n_piles, 2, seed, block_rows=5)
-        offsets = levels.second.pile_offsets
+        offsets = levels.pile_offsets
         position = int(np.argsort(order)[7])
         landed[np.searchsorted(offsets, position, side="right") - 1] += 1
     p = stats.chisquare(landed).pvalue

@@ -21,7 +21,7 @@ import daskshuffle
 from daskshuffle._cli import cli
 from daskshuffle._graph import _merge, _scatter, shuffle_graph
 from daskshuffle._parse import parse_nbytes
-from daskshuffle._plan import make_plan, plan_nbytes
+from daskshuffle._plan import Plan, make_plan, plan_nbytes
 from daskshuffle._random import make_rng
 from daskshuffle._run import _plan_within_budget
 from daskshuffle._scale import MAX_TASK_MEMORY, _binomial_sf, _typical_largest, explain
@@ -36,13 +36,14 @@ def _real_shuffle(path: Path, n_rows: int, chunk_rows: int, n_piles: Any, block_
     make_zarr_source(path, n_rows, chunk_rows=chunk_rows)
     fmt = open_zarr_sources(str(path), block_nbytes=block_rows * ROW_NBYTES)
     plan = _plan_within_budget(fmt.block_lengths, n_piles, 3, fmt.row_nbytes, pile_rows * ROW_NBYTES)
+    assert isinstance(plan, Plan)
     graph, _ = shuffle_graph(
         fmt, plan, tmp="unused", dst="unused", materialize=False, merge_nbytes=block_rows * ROW_NBYTES
     )
     scatters = [task for task in graph.values() if isinstance(task, tuple) and task[0] is _scatter]
     merges = [task for task in graph.values() if isinstance(task, tuple) and task[0] is _merge]
     # A merge task reads, from every block, the range of its piles when it holds rows (as ``_merge`` does).
-    reads = sum(int((task[5].sum(axis=1) > 0).sum()) for task in merges)
+    reads = sum(int((task[6].sum(axis=1) > 0).sum()) for task in merges)
     arrays = [plan.counts, plan.piece_offsets, plan.block_lengths, plan.pile_sizes, plan.pile_offsets]
     return {
         "row_nbytes": fmt.row_nbytes,
@@ -270,12 +271,13 @@ def test_the_two_level_model_agrees_with_a_two_level_plan(n_rows: int, block_row
     lengths = [min(block_rows, n_rows - start) for start in range(0, n_rows, block_rows)]
     plan = make_two_level_plan(lengths, n_piles, model.n_super, seed=1, block_rows=block_rows)
     assert model.levels == 2 and plan.n_super == model.n_super and model.n_blocks == len(lengths)
-    assert (
-        model.n_first_reads == sum(len(reads) for reads in plan.reads)
-        or abs(model.n_first_reads - sum(len(reads) for reads in plan.reads)) <= 0.05 * model.n_first_reads
-    )  # a block misses a super-pile only when it is tiny
-    # Spans pack whole pieces into blocks: up to a piece short of a block each, so somewhat more of them.
-    assert len(lengths) <= len(plan.spans) <= 1.3 * len(lengths) + plan.n_super
+    first_reads = sum(int(np.count_nonzero(plan.block_table(g))) for g in range(plan.n_groups))
+    assert abs(model.n_first_reads - first_reads) <= 0.05 * model.n_first_reads  # a block misses a super-pile if tiny
+    spans = int(np.count_nonzero(plan.span_lengths))
+    assert plan.n_spans - plan.n_super <= spans <= plan.n_spans  # a short last group may miss a super-pile
+    assert len(lengths) <= plan.n_spans <= len(lengths) + plan.n_super
+    held = sum(a.nbytes for a in (plan.block_lengths, plan.group_counts, *plan.span_counts))
+    assert held <= model.plan_nbytes <= 2 * held + 2**16
     assert [entry["read_nbytes"] for entry in model.passes] == [n_rows * ROW_NBYTES] * 3
 
 
