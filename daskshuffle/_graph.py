@@ -239,6 +239,9 @@ def shuffle_graph(
     ):  # each group's blocks' rows per super-pile, drawn once on a worker for its scatters and spans
         group_keys = [(f"{name}-group", g) for g in range(levels.n_groups)]
         graph.update({key: (block_table, *levels.group_draw(g)) for g, key in enumerate(group_keys)})
+        sizes = np.diff(levels.group_bounds)
+        block_group = np.repeat(np.arange(levels.n_groups), sizes).tolist()
+        block_index = (np.arange(plan.n_blocks) - np.repeat(levels.group_bounds[:-1], sizes)).tolist()
     scatter_keys = []
     for block in range(plan.n_blocks):
         key = (f"{name}-{marker}", block)
@@ -251,8 +254,8 @@ def shuffle_graph(
         if levels is None:
             work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
         else:
-            group, index = levels.group_of(block)
-            work = (_scatter, fmt_key, first_tmp, block, (getitem, group_keys[group], index), levels.first_seed)
+            row = (getitem, group_keys[block_group[block]], block_index[block])
+            work = (_scatter, fmt_key, first_tmp, block, row, levels.first_seed)
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
         graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
     pieces_key = f"{name}-pieces"
