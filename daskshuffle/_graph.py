@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import getitem
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from dask.base import tokenize
 from numpy.typing import NDArray
 
-from ._levels import TwoLevelPlan, block_table, piece_offsets, span_reads
+from ._level_plan import GroupedLevel, LevelPlan, block_table, piece_offsets, span_reads
 from ._manifest import Manifest, run_marked, run_once
 from ._plan import Plan, block_counts, block_order, group_order
 from .formats._base import CollectionSource, Format
@@ -75,7 +75,7 @@ def _aligned(start: int, stop: int, n_rows: int, alignment: int) -> tuple[int, i
 
 
 class _Layout(Protocol):
-    """What the merge stage needs of a plan: a :class:`~daskshuffle._plan.Plan` or a two-level one."""
+    """What the merge stage needs of a plan: a :class:`~daskshuffle._plan.Plan` or one of several levels."""
 
     @property
     def n_rows(self) -> int: ...
@@ -164,10 +164,10 @@ def _scatter_spans(
     n_piles: int,
     seed: int,
 ) -> Any:
-    """Second level: super-pile ``s``'s pieces of a group of blocks (``table``: theirs), scattered to its piles.
+    """A level after the first: super-pile ``s``'s pieces of a group of blocks (``table``: theirs), scattered.
 
-    ``counts`` are the span's rows for each of the super-pile's piles, which
-    start at pile ``lo`` of ``n_piles``.
+    ``counts`` are the span's rows for each of the ``n_piles`` piles (or the
+    next level's super-piles) from ``lo`` on.
     """
     reads = span_reads(table, first_block, s)
     n_rows = sum(stop - start for _, start, stop in reads)
@@ -177,13 +177,13 @@ def _scatter_spans(
 
 
 def level_tmp(tmp: str, level: int) -> str:
-    """Where the pieces of level ``level`` of a two-level shuffle go, below ``tmp``."""
+    """Where the pieces of level ``level`` of a shuffle of several levels go, below ``tmp``."""
     return f"{tmp}/level-{level}"
 
 
 def shuffle_graph(
     fmt: Format[Any],
-    plan: Plan | TwoLevelPlan,
+    plan: Plan | LevelPlan,
     *,
     tmp: str,
     dst: str,
@@ -194,10 +194,11 @@ def shuffle_graph(
 ) -> tuple[dict[Any, Any], str]:
     """The task graph of pass 1 and the merge, and the key that completes it.
 
-    With a two-level ``plan``, pass 1 scatters the source's blocks to
-    super-piles (pieces in ``level_tmp(tmp, 1)``), then a second scatter reads
-    each super-pile's pieces of each group of blocks (a span) and scatters
-    them to its piles (``level_tmp(tmp, 2)``), which the merge reads.
+    With a plan of ``L`` levels, pass 1 scatters the source's blocks to
+    super-piles (pieces in ``level_tmp(tmp, 1)``); each later level reads each
+    super-pile's pieces of each group of blocks (a span) and scatters them to
+    smaller super-piles, or at the last level to its piles
+    (``level_tmp(tmp, L)``), which the merge reads.
 
     With a ``manifest``, each scatter, merge and seam task marks itself done
     there, and the tasks named in ``done`` (by an earlier, interrupted run of
@@ -218,11 +219,11 @@ def shuffle_graph(
         dst,
         materialize,
         merge_nbytes,
-        (plan.n_super, plan.group_bounds) if isinstance(plan, TwoLevelPlan) else None,
+        plan.fanouts if isinstance(plan, LevelPlan) else None,
     )
     # The format goes into the graph once, as data that every task depends on: a worker receives it
     # once and keeps it, rather than with each task (it holds the sources' blocks: 138 KB for 10k).
-    levels = plan if isinstance(plan, TwoLevelPlan) else None
+    levels = plan if isinstance(plan, LevelPlan) else None
     fmt_key = f"{name}-format"
     graph: dict[Any, Any] = {fmt_key: fmt}
     inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
@@ -233,15 +234,11 @@ def shuffle_graph(
         name += "-" + tokenize(list(input_keys))
     marker = "scatter" if levels is None else "scatter-1"
     first_tmp = tmp if levels is None else level_tmp(tmp, 1)
-    group_keys: list[Any] = []
-    if (
-        levels is not None
-    ):  # each group's blocks' rows per super-pile, drawn once on a worker for its scatters and spans
-        group_keys = [(f"{name}-group", g) for g in range(levels.n_groups)]
-        graph.update({key: (block_table, *levels.group_draw(g)) for g, key in enumerate(group_keys)})
-        sizes = np.diff(levels.group_bounds)
-        block_group = np.repeat(np.arange(levels.n_groups), sizes).tolist()
-        block_index = (np.arange(plan.n_blocks) - np.repeat(levels.group_bounds[:-1], sizes)).tolist()
+    tables = (
+        []
+        if levels is None
+        else [_group_tables(graph, name, index, level) for index, level in enumerate(levels.levels, 1)]
+    )
     scatter_keys = []
     for block in range(plan.n_blocks):
         key = (f"{name}-{marker}", block)
@@ -249,39 +246,85 @@ def shuffle_graph(
         if f"{marker}-{block}" in done:
             graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
             continue
-        # One level: the scatter draws its own counts. Two: its row of its group's table.
+        # One level: the scatter draws its own counts. More: its row of its group's table.
         work: tuple[Any, ...]
         if levels is None:
             work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
         else:
-            row = (getitem, group_keys[block_group[block]], block_index[block])
-            work = (_scatter, fmt_key, first_tmp, block, row, levels.first_seed)
+            work = (_scatter, fmt_key, first_tmp, block, tables[0].rows[block], levels.levels[0].seed)
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
         graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
     pieces_key = f"{name}-pieces"
     graph[pieces_key] = (_combine, fmt_key, scatter_keys)
     merge_tmp = tmp
     if levels is not None:
-        merge_tmp = level_tmp(tmp, 2)
-        second_keys = []
-        for span in range(levels.n_spans):
-            s, group = divmod(span, levels.n_groups)
-            if not levels.span_lengths[span]:
-                continue  # no rows of this group went to this super-pile
-            key = (f"{name}-scatter-2", span)
-            second_keys.append(key)
-            if f"scatter-2-{span}" in done:
-                graph[key] = None
-                continue
-            counts, lo = levels.span_counts_of(span)
-            first_block = int(levels.group_bounds[group])
-            piles = (_compact(counts), lo, levels.n_piles, levels.second_seed)
-            spans = (fmt_key, first_tmp, merge_tmp, span, group_keys[group], first_block, s, *piles)
-            graph[key] = task(f"scatter-2-{span}", _scatter_after, pieces_key, *spans, once=True)
-        pieces_key = f"{name}-pieces-2"
-        graph[pieces_key] = (_combine, fmt_key, second_keys)
+        for index in range(2, levels.n_levels + 1):
+            level = (graph, name, fmt_key, levels, index, tmp, tables, pieces_key)
+            pieces_key = _level_stage(*level, task, done)
+        merge_tmp = level_tmp(tmp, levels.n_levels)
     stage = (graph, name, fmt, fmt_key, plan, merge_tmp, dst)
     return _merge_stage(*stage, materialize, merge_nbytes, pieces_key, task, done)
+
+
+class _Tables(NamedTuple):
+    """A level's group tables in the graph: each group's task, and for each block the task taking its row."""
+
+    groups: list[Any]
+    rows: list[Any]
+
+
+def _group_tables(graph: dict[Any, Any], name: str, index: int, level: GroupedLevel) -> _Tables:
+    """A task per group of ``level`` that draws its block table once, on a worker."""
+    keys = [(f"{name}-group-{index}", g) for g in range(level.n_groups)]
+    graph.update({key: (block_table, *level.group_draw(g)) for g, key in enumerate(keys)})
+    groups, rows = level.block_groups
+    return _Tables(keys, [(getitem, keys[group], row) for group, row in zip(groups, rows, strict=True)])
+
+
+def _level_stage(
+    graph: dict[Any, Any],
+    name: str,
+    fmt_key: str,
+    plan: LevelPlan,
+    index: int,
+    tmp: str,
+    tables: list[_Tables],
+    pieces_key: str,
+    task: Callable[..., Any],
+    done: frozenset[str],
+) -> str:
+    """Level ``index`` (2 or more): each of its blocks, a span of the level before, read and scattered; its barrier."""
+    before = plan.levels[index - 2]
+    span_groups, span_children = (part.tolist() for part in before.spans)
+    tmp_in, tmp_out = level_tmp(tmp, index - 1), level_tmp(tmp, index)
+    keys = []
+    for span, (group, child) in enumerate(zip(span_groups, span_children, strict=True)):
+        if not before.span_lengths[span]:
+            continue  # no rows of this group went to this super-pile
+        key = (f"{name}-scatter-{index}", span)
+        keys.append(key)
+        if f"scatter-{index}-{span}" in done:
+            graph[key] = None
+            continue
+        reads = (
+            fmt_key,
+            tmp_in,
+            tmp_out,
+            span,
+            tables[index - 2].groups[group],
+            int(before.group_bounds[group]),
+            child,
+        )
+        if index < plan.n_levels:  # its row of its own group's table, to the sub-super-piles
+            level = plan.levels[index - 1]
+            scatter = (tables[index - 1].rows[span], 0, level.fanout, level.seed)
+        else:  # the last level: its counts per pile of its super-pile, from the plan
+            counts, lo = plan.last_counts(span)
+            scatter = (_compact(counts), lo, plan.n_piles, plan.last_seed)
+        graph[key] = task(f"scatter-{index}-{span}", _scatter_after, pieces_key, *reads, *scatter, once=True)
+    barrier = f"{name}-pieces-{index}"
+    graph[barrier] = (_combine, fmt_key, keys)
+    return barrier
 
 
 def _compact(values: NDArray[np.int64]) -> NDArray[Any]:

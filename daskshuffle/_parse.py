@@ -56,16 +56,16 @@ def parse_n_piles(value: object) -> int | Literal["auto"]:
 
 
 def parse_levels(value: object) -> int | Literal["auto"]:
-    """``"auto"``, 1 or 2: the levels of scatter before the merge."""
+    """``"auto"`` or 1 to ``MAX_LEVELS`` (4): the levels of scatter before the merge."""
     if value == "auto":
         return "auto"
-    if isinstance(value, bool) or value not in (1, 2):
+    if isinstance(value, bool) or value not in (1, 2, 3, 4):
         raise DaskShuffleValueError(
-            f"Expected levels to be 'auto', 1 or 2. Got {value!r} instead; 'auto' uses two levels where one would "
+            f"Expected levels to be 'auto' or 1 to 4. Got {value!r} instead; 'auto' adds levels where fewer would "
             "make the merge's reads small.",
             parameter="levels",
         )
-    return 1 if value == 1 else 2
+    return int(value)
 
 
 def parse_seed(value: object) -> int:

@@ -21,7 +21,8 @@ from . import _paths
 from ._compute import compute
 from ._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError
 from ._graph import level_tmp, shuffle_graph
-from ._levels import TwoLevelPlan, make_two_level_plan, super_piles_for, wants_two_levels
+from ._level_plan import LevelPlan, make_level_plan
+from ._levels import auto_levels, fanout_for
 from ._lock import exclusive
 from ._manifest import Manifest as _Manifest
 from ._options import ShuffleOptions
@@ -94,21 +95,20 @@ def _plan_within_budget(
     levels: int | Literal["auto"] = 1,
     block_nbytes: int = 1,
     storage: Literal["local", "object"] = "local",
-) -> Plan | TwoLevelPlan:
-    """Plan, in one level or two, making sure the largest pile fits ``pile_nbytes``.
+) -> Plan | LevelPlan:
+    """Plan, in one level or more, making sure the largest pile fits ``pile_nbytes``.
 
     Re-planning with more piles is unbiased: pile sizes carry no information
     about the order of the rows inside them.
     """
     n_rows = int(np.sum(lengths))
     chosen = auto_n_piles(n_rows, row_nbytes, pile_nbytes) if n_piles == "auto" else n_piles
+    block_nbytes = max(block_nbytes, 1)
     while True:
-        n_super = _super_piles(levels, n_rows * row_nbytes, max(block_nbytes, 1), len(lengths), chosen, storage)
+        fanouts = _fanouts(levels, n_rows * row_nbytes, block_nbytes, len(lengths), chosen, storage)
         block_rows = max(1, block_nbytes // max(row_nbytes, 1))
         plan = (
-            make_plan(lengths, chosen, seed)
-            if n_super is None
-            else make_two_level_plan(lengths, chosen, n_super, seed, block_rows)
+            make_level_plan(lengths, chosen, fanouts, seed, block_rows) if fanouts else make_plan(lengths, chosen, seed)
         )
         largest = int(plan.pile_sizes.max(initial=0)) * row_nbytes
         if largest <= pile_nbytes:
@@ -124,27 +124,23 @@ def _plan_within_budget(
         chosen = max(chosen + 1, int(chosen * 1.1))
 
 
-def _super_piles(
+def _fanouts(
     levels: int | Literal["auto"],
     data_nbytes: int,
     block_nbytes: int,
     n_blocks: int,
     n_piles: int,
     storage: Literal["local", "object"],
-) -> int | None:
-    """Super-piles of a two-level plan, or ``None`` for one level (``levels="auto"``: where its reads would be small)."""
-    if levels == 1:
-        return None
-    if n_piles < 4:
-        if levels == 2:
-            raise DaskShuffleValueError(
-                f"Expected n_piles of 4 or more for two levels. Got n_piles={n_piles} instead; use levels=1.",
-                parameter="levels",
-            )
-        return None
-    if levels == "auto" and not wants_two_levels(data_nbytes, block_nbytes, n_blocks, storage):
-        return None
-    return super_piles_for(data_nbytes, block_nbytes, block_nbytes, n_piles)
+) -> list[int]:
+    """Each level's super-piles but the last's (none: one level); ``levels="auto"``: as many as keep reads large."""
+    if levels != "auto" and n_piles < 2**levels and levels > 1:
+        raise DaskShuffleValueError(
+            f"Expected n_piles of {2**levels} or more for {levels} levels. Got n_piles={n_piles} instead; "
+            "use fewer levels.",
+            parameter="levels",
+        )
+    n_levels = auto_levels(data_nbytes, block_nbytes, n_blocks, n_piles, storage) if levels == "auto" else levels
+    return [fanout_for(data_nbytes, block_nbytes, n_piles, n_levels)] * (n_levels - 1)
 
 
 def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:
@@ -205,7 +201,7 @@ def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
 
 
 def _metadata(
-    fmt: Format[Any], options: ShuffleOptions, plan: Plan | TwoLevelPlan, variables: list[str]
+    fmt: Format[Any], options: ShuffleOptions, plan: Plan | LevelPlan, variables: list[str]
 ) -> dict[str, Any]:
     """What the store records, its fingerprint included: everything its order depends on."""
     settings = ShuffleSettings(n_piles=plan.n_piles, seed=plan.seed, materialize=options.materialize)
@@ -225,8 +221,8 @@ def _metadata(
         # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
         "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths.tolist())},
     }
-    if isinstance(plan, TwoLevelPlan):  # the super-piles the source's blocks went to first
-        metadata["levels"] = {"n_levels": 2, "n_super_piles": plan.n_super, "n_groups": plan.n_groups}
+    if isinstance(plan, LevelPlan):  # the super-piles the rows went through before their piles
+        metadata["levels"] = {"n_levels": plan.n_levels, "fanouts": plan.fanouts, "n_super_piles": plan.n_super}
     metadata["fingerprint"] = fingerprint(metadata)
     return metadata
 
@@ -337,7 +333,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
 
 def _write(
     fmt: Format[Any],
-    plan: Plan | TwoLevelPlan,
+    plan: Plan | LevelPlan,
     metadata: dict[str, Any],
     options: ShuffleOptions,
     *,
@@ -373,7 +369,8 @@ def _write(
             fmt.resume_destination(target)
         else:
             fmt.create_destination(target, plan.n_rows, metadata)
-            for pieces in (level_tmp(tmp, 1), level_tmp(tmp, 2)) if isinstance(plan, TwoLevelPlan) else (tmp,):
+            levels = range(1, plan.n_levels + 1) if isinstance(plan, LevelPlan) else ()
+            for pieces in [level_tmp(tmp, level) for level in levels] or [tmp]:
                 fmt.prepare_pieces(pieces)
             if manifest is not None:
                 manifest.mark(_CREATED)

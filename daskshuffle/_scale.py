@@ -15,10 +15,11 @@ n_piles`` pieces), and each merge task reads, from every block, the one
 contiguous range of its group of piles. A read is therefore about ``block x
 group / data`` bytes, which shrinks with the square of the data: past the knee,
 where reads fall below ``min_read``, object storage spends its time on request
-latency instead of moving bytes. With two levels (:mod:`daskshuffle._levels`,
-chosen as a shuffle chooses them), rows go first to ``S`` super-piles; a second
-pass reads each super-pile's pieces (one per block, ``block / S`` bytes) and the
-merge reads ``S`` times larger ranges, for one more pass over the data.
+latency instead of moving bytes. With ``L`` levels (:mod:`daskshuffle._levels`,
+chosen as a shuffle chooses them), rows go first to ``S`` super-piles, which
+each later level but the last splits ``S`` ways again; each later pass reads
+each super-pile's pieces (one per block, ``block / S`` bytes) and the merge
+reads ``S^(L - 1)`` times larger ranges, for one more pass over the data a level.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ._errors import DaskShuffleValueError
-from ._levels import super_piles_for, two_level_plan_nbytes, wants_two_levels
+from ._levels import MAX_LEVELS, auto_levels, fanout_for, level_plan_nbytes
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
 from ._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int
 from ._plan import auto_n_piles, block_rows, group_piles, make_plan, plan_nbytes
@@ -66,13 +67,14 @@ class ScaleModel:
     n_workers : int
         Tasks that run at once, for the latency estimates.
     levels : int
-        Times a row is scattered before the merge: 1, or 2 (``levels="auto"``
+        Times a row is scattered before the merge: 1 to 4 (``levels="auto"``
         picks as a shuffle does, for ``storage``).
     n_super : int
-        Super-piles of the first level (1 with one level).
+        Super-piles each level but the last splits every super-pile into (1
+        with one level): the last level has ``n_super ** (levels - 1)``.
     n_first_reads, first_read_nbytes : int, float
-        With two levels, the second pass's reads of first-level pieces (per
-        variable) and their size; 0 with one level.
+        With several levels, each later pass's reads of the pieces of the
+        pass before (per variable) and their size; 0 with one level.
     n_blocks, rows_per_block : int
         Pass-1 tasks, and the rows each reads (the last block may hold fewer).
     n_groups : int
@@ -133,10 +135,10 @@ class ScaleModel:
     def passes(self) -> list[dict[str, int]]:
         """Per pass: its tasks and the bytes it reads and writes (each pass moves every byte once)."""
         data = self.data_nbytes
-        second = [{"tasks": self.n_blocks + self.n_super, "read_nbytes": data, "write_nbytes": data}]
+        later = {"tasks": self.n_blocks + self.n_super ** (self.levels - 1), "read_nbytes": data, "write_nbytes": data}
         return [
             {"tasks": self.n_blocks, "read_nbytes": data, "write_nbytes": data},
-            *(second if self.levels > 1 else []),
+            *([later] * (self.levels - 1)),
             {"tasks": self.n_groups, "read_nbytes": data, "write_nbytes": data},
         ]
 
@@ -169,7 +171,11 @@ class ScaleModel:
                 "layout",
                 "1 level: pass 1, then a merge of whole piles"
                 if self.levels == 1
-                else f"2 levels: pass 1 to {self.n_super:,} super-piles, pass 2 to piles within each, then a merge",
+                else f"2 levels: pass 1 to {self.n_super:,} super-piles, pass 2 to piles within each, then a merge"
+                if self.levels == 2
+                else f"{self.levels} levels: pass 1 to {self.n_super:,} super-piles, "
+                + ("pass 2 splits" if self.levels == 3 else f"passes 2 to {self.levels - 1} split")
+                + f" each {self.n_super:,} ways, pass {self.levels} to piles within each, then a merge",
             ),
             ("piles", f"{self.n_piles:,} ({self.n_piles_from}) of {_size(mean_pile * self.row_nbytes)} on average"),
             (
@@ -192,7 +198,7 @@ class ScaleModel:
             *(
                 [
                     (
-                        "pass 2 reads",
+                        "pass 2 reads" if self.levels == 2 else f"pass 2-{self.levels} reads",
                         f"{self.n_first_reads:,} per variable of {_size(self.first_read_nbytes)}: "
                         + verdict(self.first_read_nbytes),
                     )
@@ -264,14 +270,14 @@ def explain(
     --------
     >>> import daskshuffle as ds
     >>> model = ds.explain(2**30, row_bytes=1024)  # 1 TiB
-    >>> model.n_piles, model.n_blocks, model.below_knee
-    (4145, 16384, True)
+    >>> model.n_piles, model.n_blocks, model.levels, model.below_knee
+    (4145, 16384, 3, False)
     >>> print(model)  # doctest: +ELLIPSIS
     data            1,073,741,824 rows of 1 KiB = 1 TiB
-    layout          2 levels: pass 1 to 128 super-piles, pass 2 to piles within each, then a merge
+    layout          3 levels: pass 1 to 25 super-piles, pass 2 splits each 25 ways, pass 3 to piles within each, ...
     ...
-    pass 2 reads    2,097,152 per variable of 512 KiB: below min_read=1 MiB: past the knee
-    reads           530,560 per variable of 1.98 MiB: at least min_read=1 MiB, or whole blocks
+    pass 2-3 reads  409,600 per variable of 2.56 MiB: at least min_read=1 MiB, or whole blocks
+    reads           111,915 per variable of 9.37 MiB: at least min_read=1 MiB, or whole blocks
     ...
     """
     return _model(
@@ -329,20 +335,21 @@ def _model(
     n_reads = max(round(reads), n_groups)
     capacity = pile_nbytes // row_nbytes
     data = n_rows * row_nbytes
-    two = chosen >= 4 and (
-        levels == 2 or (levels == "auto" and wants_two_levels(data, block_nbytes, n_blocks, storage))
-    )
+    depth = auto_levels(data, block_nbytes, n_blocks, chosen, storage) if levels == "auto" else levels
+    depth = max(1, min(depth, int(math.log2(max(chosen, 1)))))  # a shuffle of more levels needs 2**levels piles
     n_super, first_reads, first_read, plan_bytes = 1, 0, 0.0, plan_nbytes(n_blocks, chosen)
-    if two:
-        # Pass 2 reads each block's piece of a super-pile; the merge reads only its super-pile's blocks, S times larger.
-        n_super = super_piles_for(data, block_nbytes, block_nbytes, chosen)
+    if depth > 1:
+        # Each later pass reads each block's piece of a super-pile; the merge reads only its super-pile's blocks.
+        n_super = fanout_for(data, block_nbytes, chosen, depth)
         first_reads, first_read = n_blocks * n_super, block_nbytes / n_super
-        # Blocks go in groups of n_super blocks' rows; a second-level block is a super-pile's share of a group.
-        block_groups = -(-n_rows // (n_super * step))
-        second_blocks = block_groups * n_super
-        n_reads = max(round(n_groups * second_blocks / n_super), n_groups)
-        pieces = float(n_blocks * n_super + second_blocks * chosen / n_super)
-        plan_bytes = two_level_plan_nbytes(n_blocks, n_super, chosen, block_groups)
+        units, super_piles, pieces = n_blocks, 1, 0.0
+        for _ in range(depth - 1):  # a level's blocks are groups of n_super blocks of a super-pile, split n_super ways
+            pieces += units * n_super
+            units = super_piles * n_super * -(-units // (super_piles * n_super))
+            super_piles *= n_super
+        n_reads = max(round(n_groups * units / super_piles), n_groups)
+        pieces += units * chosen / super_piles
+        plan_bytes = level_plan_nbytes(n_blocks, [n_super] * (depth - 1), chosen)
     model = ScaleModel(
         n_rows=n_rows,
         row_nbytes=row_nbytes,
@@ -352,7 +359,7 @@ def _model(
         pile_nbytes=pile_nbytes,
         min_read_nbytes=min_read_nbytes,
         n_workers=n_workers,
-        levels=2 if two else 1,
+        levels=depth,
         n_super=n_super,
         n_first_reads=first_reads,
         first_read_nbytes=first_read,
@@ -415,7 +422,7 @@ def _any_row_in(fraction: Any, lengths: Any) -> Any:
 def _advice(
     model: ScaleModel, n_piles: int | Literal["auto"] | None, levels: int | Literal["auto"], storage: Any
 ) -> str:
-    """What keeps reads at least ``min_read``: two levels, larger blocks, or fewer piles."""
+    """What keeps reads at least ``min_read``: more levels, larger blocks, or fewer piles."""
 
     def variant(block_nbytes: int, piles: int | Literal["auto"] | None, depth: int | Literal["auto"]) -> ScaleModel:
         return _model(
@@ -431,12 +438,17 @@ def _advice(
             storage=storage,
         )
 
-    if model.levels == 1 and model.n_piles >= 4:
-        two = variant(model.block_nbytes, n_piles, 2)
-        if not two.below_knee:
+    for depth in range(model.levels + 1, MAX_LEVELS + 1):
+        if model.n_piles < 2**depth:
+            break
+        deeper = variant(model.block_nbytes, n_piles, depth)
+        if not deeper.below_knee:
+            passes = "pass 2" if depth == 2 else f"passes 2-{depth}"
+            more = depth - model.levels
             return (
-                f"levels=2 makes reads of {_size(two.first_read_nbytes)} (pass 2) and {_size(two.read_nbytes)} "
-                f"(merge), {two.n_first_reads + two.n_reads:,} in all, for one more pass over the data"
+                f"levels={depth} makes reads of {_size(deeper.first_read_nbytes)} ({passes}) and "
+                f"{_size(deeper.read_nbytes)} (merge), {(depth - 1) * deeper.n_first_reads + deeper.n_reads:,} in "
+                f"all, for {'one more pass' if more == 1 else f'{more} more passes'} over the data"
             )
     choices: list[tuple[int | Literal["auto"] | None, str]] = [(n_piles, "")]
     if model.n_piles > auto_n_piles(model.n_rows, model.row_nbytes, model.pile_nbytes):
@@ -449,7 +461,7 @@ def _advice(
             candidate = variant(block, piles, model.levels)
             best = max(best, candidate, key=lambda found: found.read_nbytes)
             if not candidate.below_knee:
-                levels_words = "levels=2, " if model.levels == 2 else ""
+                levels_words = f"levels={model.levels}, " if model.levels > 1 else ""
                 return (
                     f"{levels_words}{words}block_memory='{_size(block)}' make reads of "
                     f"{_size(candidate.read_nbytes)} ({candidate.n_reads:,} of them); each task then holds about "

@@ -91,16 +91,17 @@ def shuffle_zarr(
         (:func:`daskshuffle.verify`: an order-independent checksum of every
         variable on both sides, about a third of the shuffle's time);
         ``VerificationError`` if not.
-    levels : {"auto", 1, 2}, default "auto"
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
         Levels of scatter before the merge. With one, the merge reads about
         ``block_memory**2 / data`` bytes from every block, which falls with
-        the data's size; with two, rows go first to about ``sqrt(data /
-        block_memory)`` super-piles, then to piles, keeping reads large for one
-        more write and read of the data. ``"auto"`` uses two where one would
-        make ten thousand reads or more of under 1 MiB on object storage
-        (beyond about 6 GiB with the defaults), or of under 64 KiB on local
-        disk (beyond about 64 GiB).
-
+        the data's size; with ``L``, rows go first to about ``(data /
+        block_memory)^(1/L)`` super-piles, each split as many ways again by
+        every level but the last, then to piles, keeping reads large for one
+        more write and read of the data a level. ``"auto"`` adds levels where
+        fewer would make ten thousand reads or more of under 1 MiB on object
+        storage (two from about 6 GiB with the defaults, three from about
+        256 GiB, four from about 16 TiB), or of under 64 KiB on local disk
+        (two from about 64 GiB); :func:`daskshuffle.explain` shows the choice.
     Returns
     -------
     ShuffleResult

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from daskshuffle._levels import TwoLevelPlan, make_two_level_plan, piece_offsets, span_reads
+from daskshuffle._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
 from daskshuffle._plan import Plan, block_order, group_order, group_piles, make_plan
 
 
@@ -28,37 +28,40 @@ def simulate(
     return plan, order.astype(np.int64)
 
 
-def simulate_two_levels(
+def simulate_levels(
     block_lengths: list[int],
     n_piles: int,
-    n_super: int,
+    fanouts: list[int],
     seed: int,
     *,
     block_rows: int,
     materialize: bool = False,
     group_nbytes: int = 1 << 62,
-) -> tuple[TwoLevelPlan, NDArray[np.int64]]:
-    """The plan and the output order of a two-level shuffle, from the plan's own functions."""
-    plan = make_two_level_plan(block_lengths, n_piles, n_super, seed, block_rows)
+) -> tuple[LevelPlan, NDArray[np.int64]]:
+    """The plan and the output order of a shuffle of ``len(fanouts) + 1`` levels, from the plan's own functions."""
+    plan = make_level_plan(block_lengths, n_piles, fanouts, seed, block_rows)
     starts = np.concatenate([[0], np.cumsum(block_lengths)]).astype(np.int64)
-    tables = [plan.block_table(g) for g in range(plan.n_groups)]
-    pieces1 = []
-    for block in range(plan.n_blocks):
-        group, index = plan.group_of(block)
-        order = block_order(tables[group][index], plan.first_seed, block)
-        pieces1.append(np.arange(starts[block], starts[block + 1])[order])
-    pieces2 = []
-    for span in range(plan.n_spans):
-        s, group = divmod(span, plan.n_groups)
-        reads = span_reads(tables[group], int(plan.group_bounds[group]), s)
-        rows = np.concatenate([pieces1[b][a:z] for b, a, z in reads] or [np.zeros(0, np.int64)])
-        assert len(rows) == plan.span_lengths[span]
-        counts, lo = plan.span_counts_of(span)
-        pieces2.append((rows[block_order(counts, plan.second_seed, span)], piece_offsets(counts, lo, n_piles)))
+    blocks = [np.arange(starts[b], starts[b + 1]) for b in range(plan.n_blocks)]
+    for index, level in enumerate(plan.levels):
+        tables = [level.block_table(g) for g in range(level.n_groups)]
+        groups, rows_in_group = level.block_groups
+        pieces = [
+            rows[block_order(tables[g][i], level.seed, block)]
+            for block, (rows, g, i) in enumerate(zip(blocks, groups, rows_in_group, strict=True))
+        ]
+        blocks = []
+        for span, (g, child) in enumerate(zip(*level.spans, strict=True)):
+            reads = span_reads(tables[g], int(level.group_bounds[g]), int(child))
+            blocks.append(np.concatenate([pieces[b][a:z] for b, a, z in reads] or [np.zeros(0, np.int64)]))
+            assert len(blocks[-1]) == level.span_lengths[span], f"level {index + 1}'s span {span}"
+    last = []
+    for block, rows in enumerate(blocks):
+        counts, lo = plan.last_counts(block)
+        last.append((rows[block_order(counts, plan.last_seed, block)], piece_offsets(counts, lo, n_piles)))
     out = []
     for start, stop in group_piles(plan.pile_sizes, 1, group_nbytes):
         first, counts, _ = plan.merge_columns(start, stop)
-        reads = [rows[offsets[start] : offsets[stop]] for rows, offsets in pieces2[first : first + len(counts)]]
+        reads = [rows[offsets[start] : offsets[stop]] for rows, offsets in last[first : first + len(counts)]]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
         out.append(rows[group_order(counts, plan.seed, start, materialize=materialize)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

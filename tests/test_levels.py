@@ -1,4 +1,4 @@
-"""Two-level shuffles: the plan, the same output as its simulation, uniformity, and real runs."""
+"""Shuffles of several levels: the plan, the same output as its simulation, uniformity, and real runs."""
 
 from __future__ import annotations
 
@@ -13,47 +13,46 @@ from conftest import make_zarr_source
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
-from simulate import simulate, simulate_two_levels
+from simulate import simulate, simulate_levels
 
 from daskshuffle import DaskShuffleValueError, PileLoader, shuffle_zarr
-from daskshuffle._levels import (
-    make_two_level_plan,
-    merge_read_nbytes,
-    super_pile_bounds,
-    super_piles_for,
-    two_level_plan_nbytes,
-)
+from daskshuffle._level_plan import make_level_plan, split_bounds
+from daskshuffle._levels import auto_levels, fanout_for, level_plan_nbytes, level_read_nbytes, merge_read_nbytes
 from daskshuffle.formats._zarr import open_zarr_sources
 
 
 @given(
     st.lists(st.integers(0, 60), min_size=1, max_size=12),
-    st.integers(2, 12),
-    st.data(),
+    st.integers(4, 16),
+    st.lists(st.integers(2, 3), min_size=1, max_size=2),
     st.integers(0, 2**32),
     st.integers(1, 80),
 )
-def test_two_level_plans_cover_every_row_once_in_their_super_piles(
-    lengths: list[int], n_piles: int, data: st.DataObject, seed: int, block_rows: int
+def test_level_plans_cover_every_row_once_in_their_super_piles(
+    lengths: list[int], n_piles: int, fanouts: list[int], seed: int, block_rows: int
 ) -> None:
-    n_super = data.draw(st.integers(1, n_piles))
-    plan, order = simulate_two_levels(lengths, n_piles, n_super, seed, block_rows=block_rows)
+    if int(np.prod(fanouts)) > n_piles:
+        fanouts = fanouts[:1]
+    plan, order = simulate_levels(lengths, n_piles, fanouts, seed, block_rows=block_rows)
     np.testing.assert_array_equal(np.sort(order), np.arange(sum(lengths)))
-    bounds, groups = plan.bounds, plan.group_bounds
-    assert groups[0] == 0 and groups[-1] == len(lengths) and (np.diff(groups) > 0).all()
-    # Groups of about n_super blocks' worth of rows: less by under a block, and never more groups than that makes.
-    target, group_rows = n_super * block_rows, np.add.reduceat(np.asarray(lengths), groups[:-1])
-    assert (group_rows[:-1] > target - max(lengths)).all()
-    assert plan.n_groups <= max(1, -(-sum(lengths) // target))
-    for g in range(plan.n_groups):
-        table = plan.block_table(g)
-        np.testing.assert_array_equal(table.sum(axis=1), lengths[groups[g] : groups[g + 1]])
-        np.testing.assert_array_equal(table.sum(axis=0), plan.group_counts[g])
-    # A span's rows go to its super-pile's piles only, all of them.
-    for s in range(n_super):
-        counts = plan.span_counts[s]
-        assert counts.shape == (plan.n_groups, bounds[s + 1] - bounds[s])
-        np.testing.assert_array_equal(counts.sum(axis=1), plan.group_counts[:, s])
+    assert plan.n_levels == len(fanouts) + 1 and plan.n_super == int(np.prod(fanouts))
+    for level in plan.levels:
+        groups, target = level.group_bounds, level.fanout * block_rows
+        assert groups[0] == 0 and groups[-1] == len(level.block_lengths) and (np.diff(groups) >= 0).all()
+        # A group is blocks of one super-pile; each holds about a fanout of blocks' rows, less by under a block.
+        group_rows = np.add.reduceat(level.block_lengths, groups[:-1]) if level.n_groups else np.zeros(0)
+        ends = set(level.super_groups[1:].tolist())
+        for g, rows in enumerate(group_rows.tolist()):
+            assert g + 1 in ends or rows > target - max(lengths)
+        for g in range(level.n_groups):
+            table = level.block_table(g)
+            np.testing.assert_array_equal(table.sum(axis=1), level.block_lengths[groups[g] : groups[g + 1]])
+            np.testing.assert_array_equal(table.sum(axis=0), level.group_counts[g])
+        assert level.span_lengths.sum() == sum(lengths)
+    # A last-level block's rows go to its super-pile's piles only, all of them.
+    for s in range(plan.n_super):
+        counts = plan.counts[s]
+        assert counts.shape == (plan.super_blocks[s + 1] - plan.super_blocks[s], plan.bounds[s + 1] - plan.bounds[s])
     np.testing.assert_array_equal(np.diff(plan.pile_offsets), plan.pile_sizes)
     assert plan.pile_sizes.sum() == sum(lengths)
 
@@ -64,9 +63,9 @@ def test_a_groups_blocks_get_independent_multinomial_rows() -> None:
     n_seeds, p0 = 20_000, 3 / 5
     first, both = np.zeros(4, dtype=np.int64), []
     for seed in range(n_seeds):
-        plan = make_two_level_plan([3, 3], n_piles=5, n_super=2, seed=seed, block_rows=3)
-        assert plan.n_groups == 1
-        table = plan.block_table(0)
+        plan = make_level_plan([3, 3], n_piles=5, fanouts=[2], seed=seed, block_rows=3)
+        assert plan.levels[0].n_groups == 1
+        table = plan.levels[0].block_table(0)
         first[table[0, 0]] += 1
         both.append((table[0, 0], table[1, 0]))
     expected = stats.binom.pmf(np.arange(4), 3, p0) * n_seeds
@@ -77,27 +76,30 @@ def test_a_groups_blocks_get_independent_multinomial_rows() -> None:
     assert p > 1e-7, f"the blocks' counts are correlated: r={r:.3f} (p={p:.2g})"
 
 
-def test_a_plan_for_1e10_rows_stays_small() -> None:
+@pytest.mark.parametrize("fanouts", [[195], [34, 34]])
+def test_a_plan_for_1e10_rows_stays_small(fanouts: list[int]) -> None:
     """38,147 blocks into 16,384 piles: no blocks x piles matrix (that would be 5 GB)."""
-    plan = make_two_level_plan(np.full(38_147, 262_144), n_piles=16_384, n_super=195, seed=0, block_rows=262_144)
-    held = sum(a.nbytes for a in (plan.group_counts, *plan.span_counts))
+    plan = make_level_plan(np.full(38_147, 262_144), n_piles=16_384, fanouts=fanouts, seed=0, block_rows=262_144)
+    held = sum(a.nbytes for a in plan.counts) + sum(level.group_counts.nbytes for level in plan.levels)
     assert held < 32 * 2**20 and plan.pile_sizes.sum() == 38_147 * 262_144
-    assert held + plan.block_lengths.nbytes <= two_level_plan_nbytes(38_147, 195, 16_384, plan.n_groups)
+    assert held <= level_plan_nbytes(38_147, fanouts, 16_384)
 
 
 def test_super_piles_split_piles_evenly_and_balance_the_reads() -> None:
-    assert super_pile_bounds(5, 2).tolist() == [0, 3, 5]
-    assert super_pile_bounds(512, 32).tolist() == list(range(0, 513, 16))
-    with pytest.raises(DaskShuffleValueError):
-        super_pile_bounds(4, 5)
+    assert split_bounds(np.array([5]), 2).tolist() == [0, 3, 5]
+    assert split_bounds(np.array([512]), 32).tolist() == list(range(0, 513, 16))
+    assert split_bounds(np.array([3, 3]), 2).tolist() == [0, 2, 3, 5, 6]
     gib, mib = 2**30, 2**20
-    for data in (64 * gib, 1024 * gib, 10 * 1024 * gib):
-        n_super = super_piles_for(data, 64 * mib, 64 * mib, n_piles=10**6)
-        second = merge_read_nbytes(data, 64 * mib, 64 * mib, n_super)
-        first = 64 * mib / n_super
-        assert 0.9 < second / first < 1.1  # the two levels' reads about equal
-        assert min(first, second) > 128 * 1024  # where one level reads 64 KiB, 4 KiB, 0.4 KiB
-        assert min(first, second) > 30 * merge_read_nbytes(data, 64 * mib, 64 * mib)
+    for data in (64 * gib, 1024 * gib, 10 * 1024 * gib, 100 * 1024 * gib):
+        for n_levels in (2, 3, 4):
+            first, second = level_read_nbytes(data, 64 * mib, 64 * mib, 10**7, n_levels)
+            assert 0.7 < second / first < 1.4, (data, n_levels)  # the kinds of read about equal
+            assert min(first, second) > 30 * merge_read_nbytes(data, 64 * mib, 64 * mib)
+    # With 64 MiB blocks on object storage, every read of a megabyte or more, up to 100 TiB, in four levels at most.
+    for data, n_levels in ((4 * gib, 1), (64 * gib, 2), (10 * 1024 * gib, 3), (100 * 1024 * gib, 4)):
+        assert auto_levels(data, 64 * mib, data // (64 * mib), 10**7, "object") == n_levels
+        assert n_levels == 1 or min(level_read_nbytes(data, 64 * mib, 64 * mib, 10**7, n_levels)) >= mib
+    assert fanout_for(100 * 1024 * gib, 64 * mib, n_piles=64, n_levels=4) == 3  # 27 super-piles of 2 piles or more
 
 
 # -- uniformity: seeded, sized so that a correct shuffle fails less than once in 10^7 runs --
@@ -109,7 +111,7 @@ def test_a_rows_pile_is_uniform_also_with_unequal_super_piles() -> None:
     n_seeds, n_piles = 4_000, 5
     landed = np.zeros(n_piles)
     for seed in range(n_seeds):
-        levels, order = simulate_two_levels([4, 4, 4], n_piles, 2, seed, block_rows=5)
+        levels, order = simulate_levels([4, 4, 4], n_piles, [2], seed, block_rows=5)
         offsets = levels.pile_offsets
         position = int(np.argsort(order)[7])
         landed[np.searchsorted(offsets, position, side="right") - 1] += 1
@@ -118,12 +120,26 @@ def test_a_rows_pile_is_uniform_also_with_unequal_super_piles() -> None:
 
 
 @pytest.mark.slow
+def test_a_rows_pile_is_uniform_in_three_levels_of_unequal_super_piles() -> None:
+    """7 piles split 2 ways twice: super-piles of 4 and 3, then of 2, 2, 2 and 1."""
+    n_seeds, n_piles = 7_000, 7
+    landed = np.zeros(n_piles)
+    for seed in range(n_seeds):
+        plan, order = simulate_levels([3, 5, 4, 2], n_piles, [2, 2], seed, block_rows=2)
+        assert plan.n_levels == 3 and plan.bounds.tolist() == [0, 2, 4, 6, 7]
+        position = int(np.argsort(order)[6])
+        landed[np.searchsorted(plan.pile_offsets, position, side="right") - 1] += 1
+    p = stats.chisquare(landed).pvalue
+    assert p > 1e-7, f"row 6 lands in piles {landed.tolist()} (p={p:.2g})"
+
+
+@pytest.mark.slow
 def test_materialized_two_level_positions_are_uniform_and_pairs_unordered() -> None:
     n_rows, n_seeds, bins = 60, 6_000, 10
     landing = {0: np.zeros(bins), 29: np.zeros(bins), 59: np.zeros(bins)}
     before = 0
     for seed in range(n_seeds):
-        _, order = simulate_two_levels([25, 5, 30], 6, 3, seed, block_rows=10, materialize=True, group_nbytes=20)
+        _, order = simulate_levels([25, 5, 30], 6, [3], seed, block_rows=10, materialize=True, group_nbytes=20)
         positions = np.argsort(order)
         for row, counts in landing.items():
             counts[positions[row] * bins // n_rows] += 1
@@ -138,15 +154,17 @@ def test_materialized_two_level_positions_are_uniform_and_pairs_unordered() -> N
 # -- real shuffles -----------------------------------------------------------------------
 
 
-def expected(source: str, n_piles: int, seed: int, block_nbytes: int, materialize: bool = False) -> np.ndarray:
+def expected(
+    source: str, n_piles: int, seed: int, block_nbytes: int, materialize: bool = False, n_levels: int = 2
+) -> np.ndarray:
     fmt = open_zarr_sources(source, block_nbytes=block_nbytes)
     data = sum(fmt.block_lengths) * fmt.row_nbytes
-    n_super = super_piles_for(data, block_nbytes, block_nbytes, n_piles)
+    fanout = fanout_for(data, block_nbytes, n_piles, n_levels)
     block_rows = max(1, block_nbytes // fmt.row_nbytes)
-    return simulate_two_levels(
+    return simulate_levels(
         list(fmt.block_lengths),
         n_piles,
-        n_super,
+        [fanout] * (n_levels - 1),
         seed,
         block_rows=block_rows,
         materialize=materialize,
@@ -155,22 +173,29 @@ def expected(source: str, n_piles: int, seed: int, block_nbytes: int, materializ
 
 
 @pytest.mark.parametrize(
-    ("n_rows", "chunk_rows", "block_memory", "n_piles"), [(200, 1, 26, 4), (700, 7, 200, 9), (700, 50, 2_600, 16)]
+    ("n_rows", "chunk_rows", "block_memory", "n_piles", "n_levels"),
+    [
+        (200, 1, 26, 4, 2),
+        (700, 7, 200, 9, 2),
+        (700, 50, 2_600, 16, 2),
+        (300, 1, 26, 8, 3),
+        (900, 7, 200, 27, 3),
+        (2_000, 40, 520, 16, 4),
+    ],
 )
 @pytest.mark.parametrize("materialize", [False, True])
-def test_a_two_level_store_is_its_simulation(
-    tmp_path: Path, n_rows: int, chunk_rows: int, block_memory: int, n_piles: int, materialize: bool
+def test_a_store_of_several_levels_is_its_simulation(
+    tmp_path: Path, n_rows: int, chunk_rows: int, block_memory: int, n_piles: int, n_levels: int, materialize: bool
 ) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", n_rows, chunk_rows=chunk_rows)
-    result = shuffle_zarr(
-        source, tmp_path / "piles.zarr", n_piles, seed=5, levels=2, block_memory=block_memory, materialize=materialize
-    )
+    options: dict[str, Any] = {"seed": 5, "levels": n_levels, "block_memory": block_memory, "materialize": materialize}
+    result = shuffle_zarr(source, tmp_path / "piles.zarr", n_piles, **options)
     group = zarr.open_group(tmp_path / "piles.zarr", mode="r")
     ids = group["id"][:]
-    np.testing.assert_array_equal(ids, expected(source, n_piles, 5, block_memory, materialize))
+    np.testing.assert_array_equal(ids, expected(source, n_piles, 5, block_memory, materialize, n_levels))
     np.testing.assert_array_equal(group["x"][:, 0], ids)
     meta = group.attrs["daskshuffle"]
-    assert meta["levels"]["n_levels"] == 2 and result.n_piles == n_piles
+    assert meta["levels"]["n_levels"] == n_levels and result.n_piles == n_piles
     np.testing.assert_array_equal(np.diff(meta["pile_offsets"]), result.pile_sizes)
     with PileLoader(tmp_path / "piles.zarr", 64) as loader:
         np.testing.assert_array_equal(np.sort(np.concatenate([b["id"] for b in loader])), np.arange(n_rows))
@@ -198,10 +223,12 @@ def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(tmp_path:
 
 
 def test_bad_levels_are_refused(source: str, tmp_path: Path) -> None:
-    with pytest.raises(DaskShuffleValueError, match="levels"):
-        shuffle_zarr(source, tmp_path / "a.zarr", 8, levels=3)
-    with pytest.raises(DaskShuffleValueError, match="n_piles of 4 or more"):
+    with pytest.raises(DaskShuffleValueError, match=r"Expected levels to be 'auto' or 1 to 4\. Got 5"):
+        shuffle_zarr(source, tmp_path / "a.zarr", 8, levels=5)
+    with pytest.raises(DaskShuffleValueError, match="n_piles of 4 or more for 2 levels"):
         shuffle_zarr(source, tmp_path / "a.zarr", 2, levels=2)
+    with pytest.raises(DaskShuffleValueError, match="n_piles of 8 or more for 3 levels"):
+        shuffle_zarr(source, tmp_path / "a.zarr", 7, levels=3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.zarr"]
 
 
@@ -217,18 +244,21 @@ def test_two_levels_on_a_cluster_are_the_same_bytes(tmp_path: Path, cluster_clie
         )
 
 
-def test_an_interrupted_two_level_run_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("n_levels", "interrupt_at"), [(2, 4), (3, 4), (3, 30)])
+def test_an_interrupted_run_of_several_levels_continues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_levels: int, interrupt_at: int
+) -> None:
     from daskshuffle import _graph
 
     source = make_zarr_source(tmp_path / "raw.zarr", 1_500, chunk_rows=50)
-    options: dict[str, Any] = {"seed": 4, "levels": 2, "block_memory": 2_600}
+    options: dict[str, Any] = {"seed": 4, "levels": n_levels, "block_memory": 2_600}
     shuffle_zarr(source, tmp_path / "whole.zarr", 8, **options)
     second = _graph._scatter_spans
     calls: list[int] = []
 
     def interrupted(*args: Any) -> Any:
         calls.append(1)
-        if len(calls) == 4:
+        if len(calls) == interrupt_at:  # in the second level, or (30) the third
             raise KeyboardInterrupt
         return second(*args)
 

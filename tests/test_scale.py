@@ -236,7 +236,8 @@ def test_the_command_prints_the_model_and_its_json() -> None:
     assert re.search(
         r"^reads +58,899,738 per variable of 17 KiB: below min_read=1 MiB: past the knee$", shown.output, re.M
     )
-    assert re.search(r"^advice +block_memory='1 GiB'", shown.output, re.M)
+    assert re.search(r"^advice +levels=3 makes reads of 2.56 MiB \(passes 2-3\) and 10.1 MiB", shown.output, re.M)
+    assert not explain(10**9, 1024, levels=3).below_knee
     as_json = runner.invoke(
         cli,
         ["plan", "--rows", "1_000_000", "--row-bytes", "256", "--n-piles", "64", "--block-memory", "32MiB", "--json"],
@@ -265,19 +266,20 @@ def test_the_command_reports_a_bad_option_as_a_usage_error(arguments: list[str],
 
 @pytest.mark.parametrize(("n_rows", "block_rows", "n_piles"), [(20_000, 100, 64), (50_000, 400, 256), (9_999, 37, 10)])
 def test_the_two_level_model_agrees_with_a_two_level_plan(n_rows: int, block_rows: int, n_piles: int) -> None:
-    from daskshuffle._levels import make_two_level_plan
+    from daskshuffle._level_plan import make_level_plan
 
     model = explain(n_rows, ROW_NBYTES, n_piles=n_piles, block_memory=block_rows * ROW_NBYTES, levels=2)
     lengths = [min(block_rows, n_rows - start) for start in range(0, n_rows, block_rows)]
-    plan = make_two_level_plan(lengths, n_piles, model.n_super, seed=1, block_rows=block_rows)
+    plan = make_level_plan(lengths, n_piles, [model.n_super], seed=1, block_rows=block_rows)
+    level = plan.levels[0]
     assert model.levels == 2 and plan.n_super == model.n_super and model.n_blocks == len(lengths)
-    first_reads = sum(int(np.count_nonzero(plan.block_table(g))) for g in range(plan.n_groups))
+    first_reads = sum(int(np.count_nonzero(level.block_table(g))) for g in range(level.n_groups))
     assert abs(model.n_first_reads - first_reads) <= 0.05 * model.n_first_reads  # a block misses a super-pile if tiny
-    spans = int(np.count_nonzero(plan.span_lengths))
-    assert plan.n_spans - plan.n_super <= spans <= plan.n_spans  # a short last group may miss a super-pile
-    assert len(lengths) <= plan.n_spans <= len(lengths) + plan.n_super
-    held = sum(a.nbytes for a in (plan.block_lengths, plan.group_counts, *plan.span_counts))
-    assert held <= model.plan_nbytes <= 2 * held + 2**16
+    spans = int(np.count_nonzero(level.span_lengths))
+    assert level.n_spans - plan.n_super <= spans <= level.n_spans  # a short last group may miss a super-pile
+    assert len(lengths) <= level.n_spans <= len(lengths) + plan.n_super
+    held = sum(a.nbytes for a in (plan.block_lengths, level.group_counts, *plan.counts))
+    assert held <= model.plan_nbytes <= 3 * held + 2**16
     assert [entry["read_nbytes"] for entry in model.passes] == [n_rows * ROW_NBYTES] * 3
 
 

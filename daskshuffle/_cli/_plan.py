@@ -67,7 +67,7 @@ class _Count(_CountBase):
 )
 @click.option(
     "--levels",
-    type=click.Choice(["auto", "1", "2"]),
+    type=click.Choice(["auto", "1", "2", "3", "4"]),
     default="auto",
     show_default=True,
     help="Levels of scatter before the merge, as a shuffle takes them.",
@@ -77,7 +77,7 @@ class _Count(_CountBase):
     type=click.Choice(["object", "local"]),
     default="object",
     show_default=True,
-    help="Where the pieces go: it sets where 'auto' switches to two levels.",
+    help="Where the pieces go: it sets where 'auto' adds levels.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
