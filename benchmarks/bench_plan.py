@@ -10,8 +10,8 @@ Then what planning costs the client, timed with its peak memory (``tracemalloc``
 the planning a shuffle runs (levels as ``levels="auto"`` picks them on object
 storage, 256-byte rows in 64 MiB blocks, 16,384 piles of up to 4 GiB) from 1e8 to 1e11 rows,
 and the single-level ``make_plan`` (a ``blocks x piles`` matrix) for comparison.
-Last, the task graph of a two-level shuffle of a real Zarr source cut into
-``--graph-blocks`` blocks: the time to build it and its pickled size.
+Last, the task graphs of shuffles of two and three levels of a real Zarr source
+cut into ``--graph-blocks`` blocks: the time to build them and their pickled size.
 """
 
 from __future__ import annotations
@@ -50,29 +50,30 @@ def _traced(work: Callable[[], Any]) -> tuple[Any, float, int]:
 
 
 def _graph_size(n_blocks: int, n_piles: int) -> None:
-    """Build the graph of a two-level shuffle of ``n_blocks`` one-row blocks of a real Zarr source."""
+    """Build the graphs of shuffles of two and three levels of ``n_blocks`` one-row blocks of a real Zarr source."""
+    print("\n| blocks | piles | levels | tasks | built in | peak memory | pickled | pickled in |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         group = zarr.open_group(Path(tmp) / "raw.zarr", mode="w")
         group.create_array("x", shape=(n_blocks,), chunks=(1,), dtype="f8")  # its metadata is all a plan reads
         fmt = open_zarr_sources(str(Path(tmp) / "raw.zarr"), block_nbytes=8)
-        plan = _plan_within_budget(fmt.block_lengths, n_piles, 0, 8, 2**30, levels=2, block_nbytes=8)
+        for levels in (2, 3):
+            plan = _plan_within_budget(fmt.block_lengths, n_piles, 0, 8, 2**30, levels=levels, block_nbytes=8)
 
-        def build() -> Any:
-            return shuffle_graph(fmt, plan, tmp=f"{tmp}/t", dst=f"{tmp}/d", materialize=False, merge_nbytes=8)
+            def build(plan: Any = plan) -> Any:
+                return shuffle_graph(fmt, plan, tmp=f"{tmp}/t", dst=f"{tmp}/d", materialize=False, merge_nbytes=8)
 
-        start = time.perf_counter()
-        graph, _ = build()
-        seconds = time.perf_counter() - start  # untraced: tracemalloc slows Python down
-        peak = _traced(build)[2]
-        start = time.perf_counter()
-        nbytes = len(pickle.dumps(graph, protocol=5))
-        pickling = time.perf_counter() - start
-    print("\n| blocks | piles | tasks | built in | peak memory | pickled | pickled in |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    print(
-        f"| {n_blocks:,} | {n_piles:,} | {len(graph):,} | {seconds:.2f} s | {_size(peak)} | {_size(nbytes)} "
-        f"| {pickling:.2f} s |"
-    )
+            start = time.perf_counter()
+            graph, _ = build()
+            seconds = time.perf_counter() - start  # untraced: tracemalloc slows Python down
+            peak = _traced(build)[2]
+            start = time.perf_counter()
+            nbytes = len(pickle.dumps(graph, protocol=5))
+            pickling = time.perf_counter() - start
+            print(
+                f"| {n_blocks:,} | {n_piles:,} | {levels} | {len(graph):,} | {seconds:.2f} s | {_size(peak)} "
+                f"| {_size(nbytes)} | {pickling:.2f} s |"
+            )
 
 
 def main() -> None:
@@ -101,21 +102,26 @@ def main() -> None:
             f"| {label} | {m.levels} | {m.n_piles:,} | {m.n_blocks:,} | {m.n_groups:,} | {second} | "
             f"{m.n_reads:,} of {_size(m.read_nbytes)} | {_size(m.plan_nbytes)} | {_duration(fast)} to {_duration(slow)} |"
         )
-    print("\n| rows | blocks | levels | super-piles | groups | planned in | peak memory |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| rows | blocks | levels | fanouts | planned in | peak memory (traced) |")
+    print("|---:|---:|---:|---|---:|---:|")
     for rows in args.rows:
         n_blocks = -(-int(rows) // BLOCK_ROWS)
         lengths = np.full(n_blocks, BLOCK_ROWS, dtype=np.int64)
         lengths[-1] = int(rows) - (n_blocks - 1) * BLOCK_ROWS
-        plan, seconds, peak = _traced(
-            lambda lengths=lengths: _plan_within_budget(
+
+        def plan(lengths: Any = lengths) -> Any:
+            return _plan_within_budget(
                 lengths, 16_384, 0, 256, 2**32, levels="auto", block_nbytes=2**26, storage="object"
             )
-        )
-        levels = (getattr(plan, "n_super", 0), getattr(plan, "n_groups", 0))
+
+        start = time.perf_counter()
+        drawn = plan()
+        seconds = time.perf_counter() - start  # untraced: tracemalloc slows Python down
+        peak = _traced(plan)[2]
+        fanouts = " x ".join(map(str, getattr(drawn, "fanouts", []))) or "-"
         print(
-            f"| {rows:.0e} | {n_blocks:,} | {2 if levels[0] else 1} | {levels[0] or '-'} | {levels[1] or '-'} "
-            f"| {seconds:.2f} s | {_size(peak)} |"
+            f"| {rows:.0e} | {n_blocks:,} | {getattr(drawn, 'n_levels', 1)} | {fanouts} | {seconds:.2f} s "
+            f"| {_size(peak)} |"
         )
     print("\n| blocks x piles | make_plan s | peak memory |")
     print("|---|---:|---:|")

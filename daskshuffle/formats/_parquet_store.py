@@ -106,9 +106,12 @@ class ArrowPieces(Pieces[pa.Table]):
     def write_pieces(self, tmp: str, block: int, rows: pa.Table, piece_offsets: NDArray[np.int64]) -> None:
         # The IPC file format holds one dictionary per column: give every batch the same one.
         rows = rows.unify_dictionaries().combine_chunks()
-        # Raw little-endian int64s: a merge reads them for every range it reads, and JSON of thousands of
-        # offsets took longer to parse than the read itself.
-        schema = rows.schema.with_metadata({_PIECE_OFFSETS: np.asarray(piece_offsets, dtype="<i8").tobytes()})
+        # Where each written batch starts, and the end, as raw little-endian int64s: a merge reads them for
+        # every range it reads. JSON of thousands of offsets took longer to parse than the read itself, and a
+        # block of a later level holds pieces of its super-pile's piles only, not of all of them.
+        offsets = np.asarray(piece_offsets, dtype=np.int64)
+        starts = np.append(offsets[:-1][np.diff(offsets) > 0], offsets[-1])
+        schema = rows.schema.with_metadata({_PIECE_OFFSETS: starts.astype("<i8").tobytes()})
         afs, path = self._piece_path(tmp, block)
         with afs.open_output_stream(path) as sink, pa.ipc.new_file(sink, schema) as writer:
             for start, stop in zip(piece_offsets[:-1].tolist(), piece_offsets[1:].tolist(), strict=True):
@@ -121,7 +124,7 @@ class ArrowPieces(Pieces[pa.Table]):
             return self.schema.empty_table()
         afs, path = self._piece_path(tmp, block)
         reader = pa.ipc.open_file(afs.open_input_file(path))
-        offsets = _offsets(reader.schema.metadata[_PIECE_OFFSETS])
+        offsets = _offsets(reader.schema.metadata[_PIECE_OFFSETS])  # batch starts and the end (or every offset)
         starts = np.unique(offsets[:-1][np.diff(offsets) > 0])  # where each written batch starts
         first = int(np.searchsorted(starts, start, side="right")) - 1
         last = int(np.searchsorted(starts, stop, side="left"))
