@@ -1,4 +1,4 @@
-"""Benchmark one level against two past the knee, where the merge's reads get small.
+"""Benchmark one level against two and three past the knee, where the merge's reads get small.
 
 A Zarr group of ``x`` (N, 16) float32 and ``id`` (N,) int64 in chunks of
 ``--chunk-rows`` is shuffled into ``--n-piles`` piles on a ``LocalCluster`` of
@@ -10,11 +10,11 @@ rounds:
   reads are large because blocks are large against the data);
 - ``small blocks, 1 level``: ``--small-block`` blocks and ``levels=1``: the
   single level past the knee, as 64 MiB blocks are against 64 GiB and more;
-- ``small blocks, 2 levels``: the same blocks and ``levels=2``.
+- ``small blocks, 2 levels`` and ``3 levels``: the same blocks, ``levels=2`` and ``3``.
 
 Each row gives the wall time, its ratio to the copy and to large blocks, and
 from the plan the number and typical size of the merge's reads (and of the
-second level's reads of first-level pieces). Scaling the data and the block
+later levels' reads of earlier pieces). Scaling the data and the block
 together keeps ``block / data`` the same: 64 MiB of data in 64 KiB blocks is
 what 64 GiB is in 64 MiB blocks.
 
@@ -38,7 +38,7 @@ from dask.utils import format_bytes, parse_bytes
 from distributed import Client, LocalCluster
 
 import daskshuffle
-from daskshuffle._levels import merge_read_nbytes, super_piles_for
+from daskshuffle._levels import auto_levels, fanout_for, level_read_nbytes, merge_read_nbytes
 
 WIDTH = 16
 ROW_NBYTES = WIDTH * 4 + 8
@@ -62,18 +62,18 @@ def copy(src: str, dst: Path) -> None:
         da.from_zarr(src, component=name).to_zarr(str(dst), component=name, overwrite=True)
 
 
-def reads(nbytes: int, block: int, n_piles: int, levels: int) -> str:
+def reads(nbytes: int, block: int, n_piles: int, levels: int | str) -> str:
     """The merge's reads, from the plan's arithmetic: how many, and about how large."""
     n_blocks = -(-nbytes // block)
     n_groups = -(-nbytes // block)
-    if levels == 1:
+    depth = auto_levels(nbytes, block, n_blocks, n_piles, "local") if levels == "auto" else int(levels)
+    if depth == 1:
         return f"{n_blocks * n_groups:,} of {format_bytes(int(merge_read_nbytes(nbytes, block, block)))}"
-    n_super = super_piles_for(nbytes, block, block, n_piles)
-    first = f"{n_blocks * n_super:,} of {format_bytes(block // n_super)}"
-    second = (
-        f"{n_blocks * n_groups // n_super:,} of {format_bytes(int(merge_read_nbytes(nbytes, block, block, n_super)))}"
-    )
-    return f"{second} (+ {first} of level-1 pieces, S={n_super})"
+    fanout = fanout_for(nbytes, block, n_piles, depth)
+    earlier, merge = level_read_nbytes(nbytes, block, block, n_piles, depth)
+    n_super = fanout ** (depth - 1)
+    later = f"{depth - 1} x {n_blocks * fanout:,} of {format_bytes(int(earlier))}"
+    return f"{n_blocks * n_groups // n_super:,} of {format_bytes(int(merge))} (+ {later} of earlier pieces, S={fanout})"
 
 
 def main() -> None:
@@ -107,12 +107,15 @@ def main() -> None:
                 ),
                 reads(nbytes, small, args.n_piles, 1),
             ),
-            "small blocks, 2 levels": (
-                lambda: daskshuffle.shuffle_zarr(
-                    src, work / "out.zarr", args.n_piles, seed=0, overwrite=True, block_memory=small, levels=2
-                ),
-                reads(nbytes, small, args.n_piles, 2),
-            ),
+            **{
+                f"small blocks, {levels} levels": (
+                    lambda levels=levels: daskshuffle.shuffle_zarr(
+                        src, work / "out.zarr", args.n_piles, seed=0, overwrite=True, block_memory=small, levels=levels
+                    ),
+                    reads(nbytes, small, args.n_piles, levels),
+                )
+                for levels in (2, 3)
+            },
         }
         print(
             f"{format_bytes(nbytes)} ({n_rows:,} rows of {ROW_NBYTES} B, chunks of {args.chunk_rows} rows), "

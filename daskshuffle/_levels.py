@@ -24,6 +24,8 @@ __all__ = [
     "MAX_LEVELS",
     "MIN_READS",
     "MIN_READ_NBYTES",
+    "PASS_NBYTES_PER_SECOND",
+    "READ_SECONDS",
     "auto_levels",
     "fanout_for",
     "level_plan_nbytes",
@@ -42,8 +44,14 @@ MIN_READ_NBYTES = {"local": 64 * 2**10, "object": 2**20}
 MIN_READS = 10_000
 
 
-#: The most levels ``levels="auto"`` chooses: each is one more pass over the data.
+#: The most levels a shuffle takes: each is one more pass over the data.
 MAX_LEVELS = 4
+#: What ``levels="auto"`` weighs a level against, by where the pieces go: the seconds a read
+#: costs beyond its bytes, and the bytes a second a pass moves, per task at a time. On a local disk
+#: (this machine, ``benchmarks/RESULTS.md``) a read of a piece file costs about 95 us and a pass
+#: about 90 MB/s; on object storage a GET costs 10-50 ms.
+READ_SECONDS = {"local": 95e-6, "object": 0.02}
+PASS_NBYTES_PER_SECOND = {"local": 90e6, "object": 100e6}
 
 
 def merge_read_nbytes(data_nbytes: float, block_nbytes: float, group_nbytes: float, n_super: int = 1) -> float:
@@ -126,28 +134,36 @@ def level_read_nbytes(
 def auto_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_piles: int, storage: str) -> int:
     """The levels ``levels="auto"`` uses: one unless its reads are small and many (:func:`wants_two_levels`).
 
-    Then two, and one more while the smallest read is under ``MIN_READ_NBYTES``
-    and the level at least doubles it (a level costs a pass over the data), up
-    to :data:`MAX_LEVELS`.
+    Then two, and one more while some read is under ``MIN_READ_NBYTES`` and a
+    level saves more in reads than it costs in a pass over the data
+    (:data:`READ_SECONDS`, :data:`PASS_NBYTES_PER_SECOND`), up to :data:`MAX_LEVELS`.
 
     Examples
     --------
     >>> gib, mib = 2**30, 2**20
-    >>> [auto_levels(size * gib, 64 * mib, size * 16, 10**6, "object") for size in (4, 64, 10 * 1024, 100 * 1024)]
+    >>> [auto_levels(size * gib, 64 * mib, size * 16, 10**6, "object") for size in (4, 64, 1024, 100 * 1024)]
     [1, 2, 3, 4]
-    >>> auto_levels(6.4e6, 32 * 1024, 200, 50, "local")  # blocks smaller than a good read: a third level gains 1.8x
+    >>> auto_levels(gib, mib, 1024, 512, "local")  # a third level saves 3 s of reads for a 12 s pass
     2
     """
     if n_piles < 4 or not wants_two_levels(data_nbytes, block_nbytes, n_blocks, storage):
         return 1
-    chosen, smallest = 2, min(level_read_nbytes(data_nbytes, block_nbytes, block_nbytes, n_piles, 2))
+
+    def seconds(n_levels: int) -> float:
+        fanout = fanout_for(data_nbytes, block_nbytes, n_piles, n_levels)
+        n_groups = math.ceil(data_nbytes / max(block_nbytes, 1.0))
+        n_reads = (n_levels - 1) * n_blocks * fanout + n_blocks * n_groups / fanout ** (n_levels - 1)
+        return float(n_levels * data_nbytes / PASS_NBYTES_PER_SECOND[storage] + n_reads * READ_SECONDS[storage])
+
+    chosen, cost = 2, seconds(2)
     for n_levels in range(3, MAX_LEVELS + 1):
-        if smallest >= MIN_READ_NBYTES[storage] or 2 ** (n_levels - 1) > n_piles // 2:
+        large = min(level_read_nbytes(data_nbytes, block_nbytes, block_nbytes, n_piles, chosen))
+        if large >= MIN_READ_NBYTES[storage] or 2 ** (n_levels - 1) > n_piles // 2:
             break
-        deeper = min(level_read_nbytes(data_nbytes, block_nbytes, block_nbytes, n_piles, n_levels))
-        if deeper < 2 * smallest:
+        deeper = seconds(n_levels)
+        if deeper >= cost:
             break
-        chosen, smallest = n_levels, deeper
+        chosen, cost = n_levels, deeper
     return chosen
 
 
