@@ -30,6 +30,8 @@ from ._epoch_plan import BatchPlan
 from ._errors import DaskShuffleValueError
 from ._lanes import check_lanes, lane_batches
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
+from ._order_units import make_units
+from ._orders import OrderName, parse_order
 from ._parse import parse_bool, parse_count, parse_path, parse_positive_int, parse_seed, parse_variables
 from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
 from ._progress import Progress
@@ -148,6 +150,10 @@ class PileLoader:
         drop_last: bool = False,
         piles_in_memory: int = 1,
         n_lanes: int | None = None,
+        order: OrderName = "piles",
+        shuffle_block_size: int | None = None,
+        buffer_size: int | None = None,
+        cycle_length: int | None = None,
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
@@ -161,6 +167,11 @@ class PileLoader:
         drop_last = parse_bool(drop_last, "drop_last")
         piles_in_memory = parse_positive_int(piles_in_memory, "piles_in_memory")
         lanes = None if n_lanes is None else check_lanes(n_lanes, world_size, batch_size, batch_format)
+        order_name, options = parse_order(
+            order,
+            {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length},
+            piles_in_memory,
+        )
         self._prefetch = parse_count(prefetch, "prefetch")
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
@@ -174,12 +185,15 @@ class PileLoader:
             drop_last=drop_last,
             piles_in_memory=piles_in_memory,
             n_lanes=lanes,
+            order=order_name,
+            **options.to_dict(),
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
-        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory)
+        units = make_units(self.settings, reader.pile_offsets)
+        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units)
         self._share = RankShare.make(self._piles, self.settings, int(metadata["n_rows"]))
         self._n_batches = self._share.n_batches
         self._epoch = 0

@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).parents[1] / "daskshuffle"
 PURE_LAYERS = [
     "daskshuffle._plan",
     "daskshuffle._epoch_plan",
+    "daskshuffle._orders",
     "daskshuffle._random",
     "daskshuffle._parse",
     "daskshuffle._errors",
