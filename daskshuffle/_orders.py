@@ -20,7 +20,7 @@ stored order. A pile plays the part of a MosaicML shard, or of a tf.data file.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -319,7 +319,7 @@ ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def parse_order(order: object, options: dict[str, object], piles_in_memory: int = 1) -> tuple[str, OrderOptions]:
+def parse_order(order: object, options: Mapping[str, object], piles_in_memory: int = 1) -> tuple[str, OrderOptions]:
     """``order`` and its options, checked: the options it needs given as positive integers, no others.
 
     Examples
