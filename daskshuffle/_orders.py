@@ -49,6 +49,10 @@ IntArray = NDArray[np.int64]
 OrderName = Literal["piles", "naive", "py1s", "py2s", "py1b", "py1br", "py1e", "buffer", "interleave"]
 #: Rows between two needed rows below which a unit reads them in one run rather than two.
 READ_GAP = 256
+#: The units of "buffer" and "interleave", in buffers: a row stays in the buffer for about a buffer's
+#: outputs, so a unit of ``k`` buffers reads about ``k + 5`` buffers of rows (about twice each row per epoch
+#: for 4, five times for 1).
+BUFFERS_PER_UNIT = 4
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,7 @@ def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, option
         divisions,
         lambda d, stream, _: buffer_stream(stream, size, make_rng(seed, "order-buffer", epoch, d)),
     )
-    return EpochOrder(rows, _blocks(divisions, size))
+    return EpochOrder(rows, _blocks(divisions, BUFFERS_PER_UNIT * size))
 
 
 def interleave(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
@@ -290,7 +294,7 @@ def interleave(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, op
     def make(d: int, stream: IntArray, parts: list[IntArray]) -> IntArray:
         return buffer_stream(interleave_stream(parts, cycle), size, make_rng(seed, "order-interleave", epoch, d))
 
-    return EpochOrder(_per_division(space, ends, divisions, make), _blocks(divisions, size))
+    return EpochOrder(_per_division(space, ends, divisions, make), _blocks(divisions, BUFFERS_PER_UNIT * size))
 
 
 #: Every order, by name: one pure function each, with one signature.
