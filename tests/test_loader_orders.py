@@ -151,3 +151,13 @@ def test_piles_names_the_store_piles_each_unit_reads(store: tuple[str, np.ndarra
         plan = opened.plan(0)
     assert sorted(set(piles)) == list(range(7))
     assert len(piles) <= 7 + len(plan.segments), "a pile is read once, or twice where a block ends inside it"
+
+
+def test_torch_workers_yield_the_loaders_batches_of_an_order(store: tuple[str, np.ndarray]) -> None:
+    torch = pytest.importorskip("torch")
+    from daskshuffle.torch import PileDataset
+
+    dataset = PileDataset(store[0], BATCH, order="py1b", shuffle_block_size=300, variables=["id"])
+    batches = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    got = {tuple(batch["id"].numpy().tolist()) for batch in batches}
+    assert got == {tuple(ids.tolist()) for ids in epoch_ids(store, "py1b", 0)}
