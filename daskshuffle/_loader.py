@@ -51,7 +51,7 @@ class PileLoader:
 
     Iterating yields one epoch of batches, each a dict of numpy arrays keyed
     by variable name with ``batch_size`` rows, except possibly the last.
-    Every epoch visits the piles in a fresh random order and shuffles each
+    By default (``order="piles"``) every epoch visits the piles in a fresh random order and shuffles each
     pile in memory with a fresh permutation, both derived from
     ``(seed, epoch, pile)`` only; batches run across pile boundaries.
     Iterating again continues where the last iteration stopped: after a
@@ -100,7 +100,50 @@ class PileLoader:
         With 1, a pile's rows stay together from epoch to epoch (rows that
         shared a batch meet again far more often than with independent
         shuffles: ``daskshuffle.quality`` measures it); with ``k`` that excess
-        falls about ``k``-fold, for ``k`` times the memory.
+        falls about ``k``-fold, for ``k`` times the memory. Only with
+        ``order="piles"``.
+    order : str, default "piles"
+        The order of each epoch, one of the names below; piles
+        play the part of MosaicML Streaming's shards and of tf.data's files,
+        and the ranks (or lanes) that of MosaicML's canonical nodes. Memory
+        is given in rows held by a read, ``prefetch + 1`` reads at once:
+
+        - ``"piles"``: the above; a pile.
+        - ``"naive"``: one uniform permutation of all rows; each rank holds
+          every pile it has a row of (with one rank, the whole store): for
+          small data only.
+        - ``"py1s"``: piles in a random order, the stream cut between ranks,
+          each pile or part of a pile shuffled alone (a boundary pile is cut
+          in stored order); a pile.
+        - ``"py2s"``: like ``"py1s"``, but a boundary pile is shuffled before
+          it is cut, so each rank gets random rows of it, then shuffled again;
+          a pile.
+        - ``"py1b"``: piles in a random order, each rank's stream cut into
+          blocks of ``shuffle_block_size`` rows, each block shuffled; a block
+          (its piles' rows, read once).
+        - ``"py1br"``: ``"py1b"`` with block sizes drawn in ``[0.75, 1.25) *
+          shuffle_block_size`` and each rank's first block cut short at
+          random; up to 1.25 blocks.
+        - ``"py1e"``: each pile's rows spread at random over its place in the
+          stream extended to ``shuffle_block_size`` rows; about 2 blocks,
+          rows read about twice.
+        - ``"buffer"``: piles in a random order, each in stored order, through
+          tf.data's shuffle buffer of ``buffer_size`` rows; about 9 buffers,
+          rows read about twice (reads that do not depend on each other, for
+          exact resume, re-read what stays in the buffer).
+        - ``"interleave"``: ``cycle_length`` piles read a row each in turn
+          into the buffer; as ``"buffer"``.
+
+        Besides, every order but ``"piles"`` plans each epoch whole: 8 bytes
+        a row, and for ``"buffer"`` and ``"interleave"`` about a second per
+        million rows.
+    shuffle_block_size : int, optional
+        Rows of a block, for ``"py1b"``, ``"py1br"`` and ``"py1e"`` (needed
+        there, refused elsewhere).
+    buffer_size : int, optional
+        Rows of the shuffle buffer, for ``"buffer"`` and ``"interleave"``.
+    cycle_length : int, optional
+        Piles read at once, for ``"interleave"``.
     prefetch : int, default 1
         Piles read ahead, each in its own background thread (for a consumer
         that stays away with its batches): 1 is double buffering, 0 always
@@ -137,6 +180,13 @@ class PileLoader:
     ...     state = loader.state_dict()
     >>> n_rows, len(loader), state["epoch"]
     (1000, 10, 2)
+
+    MosaicML Streaming's ``py1b``, blocks of 400 rows shuffled:
+
+    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0, order="py1b", shuffle_block_size=400) as loader:
+    ...     ids = [int(i) for batch in loader for i in batch["id"]]
+    >>> sorted(ids) == list(range(1000)), loader.state_dict()["settings"]["order"]
+    (True, 'py1b')
     """
 
     def __init__(
