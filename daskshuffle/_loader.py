@@ -308,6 +308,10 @@ class PileLoader:
     def plan(self, epoch: int, start: int = 0, stop: int | None = None) -> BatchPlan:
         """Which rows of which piles make batches ``start:stop`` of ``epoch`` for this rank.
 
+        With an ``order`` other than ``"piles"``, a segment's ``pile`` is a unit
+        of the epoch's stream, read at once (:meth:`piles` names the store
+        piles it reads).
+
         Examples
         --------
         >>> loader = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4)

@@ -25,7 +25,7 @@ class LoaderSettings(Settings):
     every epoch; their fingerprint goes into :meth:`PileLoader.state_dict`, so
     that a state is never loaded into a loader that would continue differently.
     ``prefetch``, ``variables`` and ``progress`` change how rows are read, not
-    which, and are left out.
+    which, and are left out; the ``order`` and its options are in.
 
     Examples
     --------

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from ._epoch_plan import rank_share
 from ._loader_state import LoaderSettings
-from ._orders import ORDERS, EpochOrder, OrderOptions, division_cuts
+from ._orders import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts
 
 __all__ = ["OrderedUnits", "make_units"]
 
@@ -39,6 +39,8 @@ class OrderedUnits:
         self.offsets = offsets
         self.seed = seed
         self.divisions = divisions
+        #: Rows a read may take between two rows its unit needs (see :func:`~daskshuffle._orders.unit_reads`).
+        self.gap = READ_GAPS.get(order, READ_GAP)
         self._epochs: dict[int, EpochOrder] = {}
         self._lock = threading.Lock()
 

@@ -35,6 +35,7 @@ from ._random import make_rng
 __all__ = [
     "ORDERS",
     "ORDER_OPTIONS",
+    "READ_GAPS",
     "EpochOrder",
     "OrderName",
     "OrderOptions",
@@ -309,6 +310,9 @@ ORDERS: dict[str, Order] = {
     "buffer": buffer,
     "interleave": interleave,
 }
+#: Rows a read may take between two rows its unit needs, by order (others: :data:`READ_GAP`). The units of these
+#: orders are stretches of the sample space, read exactly: rows between two of their runs belong to other units.
+READ_GAPS: dict[str, int] = {"py1s": 0, "py1b": 0, "py1br": 0}
 #: The options each order needs.
 ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
     "piles": (),

@@ -93,7 +93,8 @@ class PileJob:
         piles, job = self._piles, self.job
         try:
             if self._order is None and piles.units is not None:
-                self._runs, self._order = unit_reads(piles.units.rows(job.epoch, job.pile, job.start, job.stop))
+                rows = piles.units.rows(job.epoch, job.pile, job.start, job.stop)
+                self._runs, self._order = unit_reads(rows, piles.units.gap)
             if self._order is None:
                 first, last = self._rows
                 self._order = pile_permutation(piles.seed, job.epoch, job.pile, last - first)[job.start : job.stop]

@@ -11,7 +11,7 @@ from conftest import consume
 from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleValueError, PileLoader
-from daskshuffle._orders import ORDER_OPTIONS, ORDERS, OrderOptions, division_cuts, unit_reads
+from daskshuffle._orders import ORDER_OPTIONS, ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
 from daskshuffle.formats import open_pile_reader
 
 BATCH = 50
@@ -111,7 +111,9 @@ def test_each_order_reads_a_bounded_share_of_the_store(store: tuple[str, np.ndar
     for name in ORDERS:
         order = ORDERS[name](offsets, SEED, 0, division_cuts(N_ROWS, 1, N_ROWS), OrderOptions(**options(name)))
         read = sum(
-            b - a for u, v in itertools.pairwise(order.bounds.tolist()) for a, b in unit_reads(order.rows[u:v])[0]
+            b - a
+            for u, v in itertools.pairwise(order.bounds.tolist())
+            for a, b in unit_reads(order.rows[u:v], READ_GAPS.get(name, READ_GAP))[0]
         )
         assert N_ROWS <= read <= bounds.get(name, 3.0) * N_ROWS, name
 
@@ -161,3 +163,43 @@ def test_torch_workers_yield_the_loaders_batches_of_an_order(store: tuple[str, n
     batches = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
     got = {tuple(batch["id"].numpy().tolist()) for batch in batches}
     assert got == {tuple(ids.tolist()) for ids in epoch_ids(store, "py1b", 0)}
+
+
+@pytest.mark.parametrize("name", sorted(ORDERS))
+def test_the_loader_reads_each_row_a_bounded_number_of_times(
+    store: tuple[str, np.ndarray], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted at the reader: every row at least once, and at most as often as the architecture's table says."""
+    counts = np.zeros(N_ROWS, dtype=np.int64)
+    reader_class = type(open_pile_reader(store[0]))
+    read_rows, read_pile = reader_class.read_rows, reader_class.read_pile
+    start_pile = getattr(reader_class, "start_pile", None)
+
+    def counting_rows(self: object, start: int, stop: int) -> object:
+        counts[start:stop] += 1
+        return read_rows(self, start, stop)  # type: ignore[arg-type]
+
+    def count_pile(self: object, pile: int) -> None:
+        offsets = self.pile_offsets  # type: ignore[attr-defined]
+        counts[offsets[pile] : offsets[pile + 1]] += 1
+
+    def counting_start(self: object, pile: int) -> object:  # the Zarr reader reads a whole pile through this
+        count_pile(self, pile)
+        return start_pile(self, pile)  # type: ignore[misc]
+
+    def counting_pile(self: object, pile: int) -> object:
+        count_pile(self, pile)
+        return read_pile(self, pile)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reader_class, "read_rows", counting_rows)
+    if start_pile is not None:
+        monkeypatch.setattr(reader_class, "start_pile", counting_start)
+    else:
+        monkeypatch.setattr(reader_class, "read_pile", counting_pile)
+    with loader(store, name, prefetch=0) as opened:
+        opened.set_epoch(1)
+        for _ in opened.iter_batches(1):
+            pass
+    assert (counts >= 1).all()
+    most = {"py1e": 4, "buffer": 4, "interleave": 4}.get(name, 1)
+    assert counts.max() <= most, (name, np.bincount(counts))
