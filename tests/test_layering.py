@@ -15,6 +15,7 @@ PURE_LAYERS = [
     "daskshuffle._plan",
     "daskshuffle._epoch_plan",
     "daskshuffle._orders",
+    "daskshuffle._order_units",
     "daskshuffle._random",
     "daskshuffle._parse",
     "daskshuffle._errors",

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
-from daskshuffle._epoch_plan import epoch_pile_order, stream_rows
+from daskshuffle._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
 from daskshuffle._orders import (
     ORDER_OPTIONS,
     ORDERS,
@@ -256,3 +256,24 @@ def test_unit_reads_find_every_row_in_runs_of_the_store(rows: list[int], gap: in
     np.testing.assert_array_equal(read[index], wanted)
     assert all(b <= c for (_, b), (c, _) in itertools.pairwise(runs)), "runs in store order, disjoint"
     assert len(read) <= len(np.unique(wanted)) * (gap + 1)
+
+
+@slow
+@pytest.mark.parametrize("name", sorted(set(ORDERS) - {"piles"}))
+@given(sizes=pile_sizes, seed=seeds, n_ranks=st.integers(1, 4), batch=st.integers(1, 30), drop_last=st.booleans())
+def test_the_plan_cuts_an_orders_units_between_ranks_and_batches_exactly(
+    name: str, sizes: list[int], seed: int, n_ranks: int, batch: int, drop_last: bool
+) -> None:
+    """What the loader does with an order: its units as piles, in their order, cut at the ranks' ranges."""
+    offsets = offsets_of(sizes)
+    n = int(offsets[-1])
+    share = rank_share(n, n_ranks, batch, drop_last)
+    order = ORDERS[name](offsets, seed, 1, division_cuts(n, n_ranks, share), options_for(name, 12))
+    units = np.arange(len(order.bounds) - 1)
+    for rank in range(n_ranks):
+        start, stop = rank_range(n, n_ranks, rank, batch, drop_last)
+        plan = plan_batches(order.bounds, seed, 1, (start, stop), batch, pile_order=units)
+        got = [order.rows[order.bounds[s.pile] + s.start : order.bounds[s.pile] + s.stop] for s in plan.segments]
+        np.testing.assert_array_equal(np.concatenate([np.zeros(0, np.int64), *got]), order.rows[start:stop])
+        sizes_of_batches = [sum(part.stop - part.start for part in parts) for parts in plan]
+        assert all(size == batch for size in sizes_of_batches[:-1])
