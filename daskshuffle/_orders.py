@@ -48,7 +48,7 @@ __all__ = [
 
 IntArray = NDArray[np.int64]
 OrderName = Literal["piles", "naive", "py1s", "py2s", "py1b", "py1br", "py1e", "buffer", "interleave"]
-#: Rows between two needed rows below which a unit reads them in one run rather than two.
+#: Rows between two needed rows up to which a unit reads them in one run rather than two.
 READ_GAP = 256
 #: The units of "buffer" and "interleave", in buffers: a row stays in the buffer for about a buffer's
 #: outputs, so a unit of ``k`` buffers reads about ``k + 5`` buffers of rows (about twice each row per epoch
@@ -369,8 +369,8 @@ def parse_order(order: object, options: Mapping[str, object], piles_in_memory: i
 def unit_reads(rows: IntArray, gap: int = READ_GAP) -> tuple[list[tuple[int, int]], NDArray[np.intp]]:
     """The runs of store rows ``[start, stop)`` that hold ``rows``, and where each of ``rows`` is in those runs read end to end.
 
-    Rows less than ``gap`` apart are read in one run: fewer, larger reads,
-    for up to ``gap`` rows more per run in memory.
+    Needed rows with at most ``gap`` rows between them are read in one run:
+    fewer, larger reads, for up to ``gap`` rows more per run in memory.
 
     Examples
     --------
@@ -381,7 +381,7 @@ def unit_reads(rows: IntArray, gap: int = READ_GAP) -> tuple[list[tuple[int, int
     needed = np.unique(rows)
     if not len(needed):
         return [], np.zeros(0, dtype=np.intp)
-    breaks = np.flatnonzero(np.diff(needed) > gap) + 1
+    breaks = np.flatnonzero(np.diff(needed) > gap + 1) + 1
     starts = needed[np.concatenate([[0], breaks])]
     stops = needed[np.concatenate([breaks - 1, [len(needed) - 1]])] + 1
     begins = np.concatenate([[0], np.cumsum(stops - starts)[:-1]])

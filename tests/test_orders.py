@@ -256,6 +256,13 @@ def test_unit_reads_find_every_row_in_runs_of_the_store(rows: list[int], gap: in
     np.testing.assert_array_equal(read[index], wanted)
     assert all(b <= c for (_, b), (c, _) in itertools.pairwise(runs)), "runs in store order, disjoint"
     assert len(read) <= len(np.unique(wanted)) * (gap + 1)
+    assert len(runs) == 1 + int((np.diff(np.unique(wanted)) > gap + 1).sum()), "a run per gap wider than gap"
+
+
+def test_unit_reads_read_a_stretch_of_rows_in_one_run() -> None:
+    assert unit_reads(np.array([5, 3, 4, 6]), gap=0)[0] == [(3, 7)]
+    assert unit_reads(np.array([3, 5]), gap=0)[0] == [(3, 4), (5, 6)]
+    assert unit_reads(np.array([3, 5]), gap=1)[0] == [(3, 6)]
 
 
 @slow
