@@ -3,7 +3,9 @@
 This is the second pass of the 2-pass shuffle, done lazily: each epoch visits
 the piles in a fresh random order, shuffles each pile in memory with a fresh
 permutation (both keyed by ``(seed, epoch, pile)`` only), and gathers batches
-in that order, running across pile boundaries. While the consumer trains on one
+in that order, running across pile boundaries (or, with ``order=``, in one of
+the orders of :mod:`daskshuffle._orders`, read unit by unit through
+:mod:`daskshuffle._order_units`). While the consumer trains on one
 pile, background threads read the next ones (or the consumer itself, when it
 comes back for each batch at once: see :mod:`daskshuffle._prefetch`).
 
@@ -289,7 +291,7 @@ class PileLoader:
         return (
             f"<PileLoader {self.store!r}: batch_size={self.batch_size}, rank {self.rank} of {self.world_size}, "
             f"{len(self)} batches ({self.n_rows:,} rows) per epoch from {self.n_piles} piles, seed={self.seed}, "
-            f"next epoch {self.epoch}>"
+            f"{'' if self.settings.order == 'piles' else f'order={self.settings.order!r}, '}next epoch {self.epoch}>"
         )
 
     @property

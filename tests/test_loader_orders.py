@@ -203,3 +203,8 @@ def test_the_loader_reads_each_row_a_bounded_number_of_times(
     assert (counts >= 1).all()
     most = {"py1e": 4, "buffer": 4, "interleave": 4}.get(name, 1)
     assert counts.max() <= most, (name, np.bincount(counts))
+
+
+def test_the_repr_names_an_order_other_than_piles(store: tuple[str, np.ndarray]) -> None:
+    with loader(store, "py1e") as opened, loader(store, "piles") as default:
+        assert "order='py1e'" in repr(opened) and "order=" not in repr(default)
