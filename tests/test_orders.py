@@ -207,7 +207,8 @@ def test_the_quality_measures_rank_the_orders_as_expected() -> None:
     """100,000 rows in 100 piles of ~1,000, two epochs of each order, measured in source positions.
 
     Each measure's band is five standard deviations of a uniform shuffle: a correct uniform order leaves
-    one of its 8 bands about 5 times in a million seeds; the other orders miss theirs by 10 bands or more.
+    one of its 9 bands about 5 times in a million seeds; the other orders miss theirs by 40 standard
+    deviations or more (seed 11: buffer's lag correlation 0.52 against a band of +-0.016).
     """
     n, n_piles = 100_000, 100
 
