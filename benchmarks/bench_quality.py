@@ -9,8 +9,12 @@ needs all rows in memory), measures each with ``quality.report`` (batch
 ``--batch-size``, blocks of ``--block-size`` rows), prints the table of values
 with each verdict, and draws ``--png`` (the Hilbert pictures and heat maps).
 Then, for ``PileLoader(piles_in_memory=k)`` with ``k`` = 1, 2, 4, 8, 16, the
-share of batch-mates that meet again in the next epoch. Then it times ``report`` on uniform orders of ``--time`` sizes and gives its
-peak memory (``tracemalloc``) against the order's own size.
+share of batch-mates that meet again in the next epoch. Then every order of ``PileLoader(order=...)`` over one pile store (piles of
+a quarter of the budget), each given the budget per read: epoch 1 after epoch 0,
+with the rows each read holds and how often each row is read in an epoch
+(``--orders-only`` prints that table alone). Then it times ``report`` on uniform
+orders of ``--time`` sizes and gives its peak memory (``tracemalloc``) against
+the order's own size.
 
     python benchmarks/bench_quality.py --png docs/images/quality-orders.png
 
@@ -20,6 +24,7 @@ Run ``python benchmarks/bench_quality.py --help``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import time
 import tracemalloc
@@ -27,7 +32,56 @@ import tracemalloc
 import numpy as np
 
 from daskshuffle import quality
+from daskshuffle._orders import ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
 from daskshuffle.quality import orders
+
+
+def loader_orders(n: int, budget: int, batch_size: int) -> None:
+    """Every order of ``PileLoader(order=...)`` over piles of ``budget / 4`` rows, each holding about ``budget`` rows."""
+    pile = max(1, budget // 4)
+    n_piles = max(1, n // pile)
+    made = {
+        "piles": ({}, "one pile"),
+        "piles, piles_in_memory=4": ({"piles_in_memory": 4}, "4 piles"),
+        "naive": ({}, "all rows"),
+        "py1s": ({}, "one pile"),
+        "py2s": ({}, "one pile"),
+        "py1b": ({"shuffle_block_size": budget}, "a block"),
+        "py1br": ({"shuffle_block_size": int(budget / 1.25)}, "up to 1.25 blocks"),
+        "py1e": ({"shuffle_block_size": budget // 2}, "about 2 blocks"),
+        "buffer": ({"buffer_size": budget // 9}, "about 9 buffers"),
+        "interleave": ({"buffer_size": budget // 9, "cycle_length": 4}, "about 9 buffers"),
+    }
+    print(
+        f"\n{n:,} rows in {n_piles} piles of {pile:,}; each read holds about {budget:,} rows "
+        f"(but piles, py1s and py2s: a pile; naive: all); epoch 1 after epoch 0, batch {batch_size}\n"
+    )
+    print("| order | options | a read holds | largest read (rows) | reads per row | " + "measures | as uniform |")
+    print("|---|---|---|---:|---:|---|---:|")
+    for title, (options, holds) in made.items():
+        name = title.split(",")[0]
+        first, second = (orders.piles(n, n_piles, seed=0, epoch=e, order=name, **options) for e in (0, 1))
+        table = quality.report(second, batch_size=batch_size, n_piles=n_piles, previous=first)
+        if name == "piles":
+            k = int(options.get("piles_in_memory", 1))
+            largest, per_row = k * int(np.ceil(n / n_piles)) + k, 1.0
+        else:
+            offsets = np.linspace(0, n, n_piles + 1).astype(np.int64)  # the store's shape; pile sizes barely matter
+            order = ORDERS[name](offsets, 0, 1, division_cuts(n, 1, n), OrderOptions(**options))
+            sizes = [
+                sum(b - a for a, b in unit_reads(order.rows[u:v], READ_GAPS.get(name, READ_GAP))[0])
+                for u, v in itertools.pairwise(order.bounds.tolist())
+            ]
+            largest, per_row = max(sizes), sum(sizes) / n
+        failed = ", ".join(
+            f"{row.metric} ({row.scale}) {row.value:.3g}" for row in table.itertuples() if row.verdict != "as uniform"
+        )
+        uniform = int((table["verdict"] == "as uniform").sum())
+        shown = ", ".join(f"{key}={value:,}" for key, value in options.items()) or "-"
+        print(
+            f"| {name} | {shown} | {holds} | {largest:,} | {per_row:.2f} | {failed or 'all as uniform'} | "
+            f"{uniform} of {len(table)} |"
+        )
 
 
 def main() -> None:
@@ -38,9 +92,13 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=10_000, help="rows of a source file or chunk")
     parser.add_argument("--png", default=None, help="where to draw the orders")
     parser.add_argument("--time", type=float, nargs="*", default=[1e7, 1e8], help="sizes to time report at")
+    parser.add_argument("--orders-only", action="store_true", help="print the table of PileLoader's orders alone")
     args = parser.parse_args()
 
     n, budget = args.rows, args.memory
+    if args.orders_only:
+        loader_orders(n, budget, args.batch_size)
+        return
     n_piles = max(1, n // budget)
     made = {
         "no shuffle": orders.identity(n),
@@ -93,6 +151,8 @@ def main() -> None:
             f"| {k} | {k * budget:,} | {row['value']:.4f} | {row['value'] / row['uniform']:.1f} | "
             f"{within} of {len(table) - 1} |"
         )
+
+    loader_orders(n, budget, args.batch_size)
 
     print("\n| rows | report s | peak memory | x the order's bytes |")
     print("|---:|---:|---:|---:|")

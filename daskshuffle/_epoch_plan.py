@@ -285,10 +285,13 @@ def plan_batches(
     batch_size: int,
     first: int = 0,
     stop: int | None = None,
+    pile_order: NDArray[np.integer] | None = None,
 ) -> BatchPlan:
     """Batches ``first:stop`` of ``epoch`` for the rank that takes the stream ``positions`` (its :func:`rank_range`).
 
-    ``stop=None`` is the rank's last batch. What :class:`~daskshuffle.PileLoader`
+    ``stop=None`` is the rank's last batch; ``pile_order=None`` is the
+    epoch's :func:`epoch_pile_order` (an order other than ``"piles"`` gives
+    its units in their own order, with their bounds as ``pile_offsets``). What :class:`~daskshuffle.PileLoader`
     reads and yields, and what ``daskshuffle.torch`` splits between worker
     processes; positions past the end of the rank's range are left out.
 
@@ -300,6 +303,6 @@ def plan_batches(
     """
     begin, end = positions
     last = end if stop is None else min(begin + stop * batch_size, end)
-    order = epoch_pile_order(seed, epoch, len(pile_offsets) - 1)
+    order = epoch_pile_order(seed, epoch, len(pile_offsets) - 1) if pile_order is None else pile_order
     segments = stream_segments(pile_offsets, order, min(begin + first * batch_size, last), last)
     return BatchPlan(segments, batch_size)

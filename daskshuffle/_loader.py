@@ -3,7 +3,9 @@
 This is the second pass of the 2-pass shuffle, done lazily: each epoch visits
 the piles in a fresh random order, shuffles each pile in memory with a fresh
 permutation (both keyed by ``(seed, epoch, pile)`` only), and gathers batches
-in that order, running across pile boundaries. While the consumer trains on one
+in that order, running across pile boundaries (or, with ``order=``, in one of
+the orders of :mod:`daskshuffle._orders`, read unit by unit through
+:mod:`daskshuffle._order_units`). While the consumer trains on one
 pile, background threads read the next ones (or the consumer itself, when it
 comes back for each batch at once: see :mod:`daskshuffle._prefetch`).
 
@@ -30,6 +32,8 @@ from ._epoch_plan import BatchPlan
 from ._errors import DaskShuffleValueError
 from ._lanes import check_lanes, lane_batches
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
+from ._order_units import make_units
+from ._orders import OrderName, parse_order
 from ._parse import parse_bool, parse_count, parse_path, parse_positive_int, parse_seed, parse_variables
 from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
 from ._progress import Progress
@@ -49,7 +53,7 @@ class PileLoader:
 
     Iterating yields one epoch of batches, each a dict of numpy arrays keyed
     by variable name with ``batch_size`` rows, except possibly the last.
-    Every epoch visits the piles in a fresh random order and shuffles each
+    By default (``order="piles"``) every epoch visits the piles in a fresh random order and shuffles each
     pile in memory with a fresh permutation, both derived from
     ``(seed, epoch, pile)`` only; batches run across pile boundaries.
     Iterating again continues where the last iteration stopped: after a
@@ -98,7 +102,50 @@ class PileLoader:
         With 1, a pile's rows stay together from epoch to epoch (rows that
         shared a batch meet again far more often than with independent
         shuffles: ``daskshuffle.quality`` measures it); with ``k`` that excess
-        falls about ``k``-fold, for ``k`` times the memory.
+        falls about ``k``-fold, for ``k`` times the memory. Only with
+        ``order="piles"``.
+    order : str, default "piles"
+        The order of each epoch, one of the names below; piles
+        play the part of MosaicML Streaming's shards and of tf.data's files,
+        and the ranks (or lanes) that of MosaicML's canonical nodes. Memory
+        is given in rows held by a read, ``prefetch + 1`` reads at once:
+
+        - ``"piles"``: the above; a pile.
+        - ``"naive"``: one uniform permutation of all rows; each rank holds
+          every pile it has a row of (with one rank, the whole store): for
+          small data only.
+        - ``"py1s"``: piles in a random order, the stream cut between ranks,
+          each pile or part of a pile shuffled alone (a boundary pile is cut
+          in stored order); a pile.
+        - ``"py2s"``: like ``"py1s"``, but a boundary pile is shuffled before
+          it is cut, so each rank gets random rows of it, then shuffled again;
+          a pile.
+        - ``"py1b"``: piles in a random order, each rank's stream cut into
+          blocks of ``shuffle_block_size`` rows, each block shuffled; a block
+          (its piles' rows, read once).
+        - ``"py1br"``: ``"py1b"`` with block sizes drawn in ``[0.75, 1.25) *
+          shuffle_block_size`` and each rank's first block cut short at
+          random; up to 1.25 blocks.
+        - ``"py1e"``: each pile's rows spread at random over its place in the
+          stream extended to ``shuffle_block_size`` rows; about 2 blocks,
+          rows read about twice.
+        - ``"buffer"``: piles in a random order, each in stored order, through
+          tf.data's shuffle buffer of ``buffer_size`` rows; about 9 buffers,
+          rows read about twice (reads that do not depend on each other, for
+          exact resume, re-read what stays in the buffer).
+        - ``"interleave"``: ``cycle_length`` piles read a row each in turn
+          into the buffer; as ``"buffer"``.
+
+        Besides, every order but ``"piles"`` plans each epoch whole: 8 bytes
+        a row, and for ``"buffer"`` and ``"interleave"`` about a second per
+        million rows.
+    shuffle_block_size : int, optional
+        Rows of a block, for ``"py1b"``, ``"py1br"`` and ``"py1e"`` (needed
+        there, refused elsewhere).
+    buffer_size : int, optional
+        Rows of the shuffle buffer, for ``"buffer"`` and ``"interleave"``.
+    cycle_length : int, optional
+        Piles read at once, for ``"interleave"``.
     prefetch : int, default 1
         Piles read ahead, each in its own background thread (for a consumer
         that stays away with its batches): 1 is double buffering, 0 always
@@ -135,6 +182,13 @@ class PileLoader:
     ...     state = loader.state_dict()
     >>> n_rows, len(loader), state["epoch"]
     (1000, 10, 2)
+
+    MosaicML Streaming's ``py1b``, blocks of 400 rows shuffled:
+
+    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0, order="py1b", shuffle_block_size=400) as loader:
+    ...     ids = [int(i) for batch in loader for i in batch["id"]]
+    >>> sorted(ids) == list(range(1000)), loader.state_dict()["settings"]["order"]
+    (True, 'py1b')
     """
 
     def __init__(
@@ -148,6 +202,10 @@ class PileLoader:
         drop_last: bool = False,
         piles_in_memory: int = 1,
         n_lanes: int | None = None,
+        order: OrderName = "piles",
+        shuffle_block_size: int | None = None,
+        buffer_size: int | None = None,
+        cycle_length: int | None = None,
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
@@ -161,6 +219,11 @@ class PileLoader:
         drop_last = parse_bool(drop_last, "drop_last")
         piles_in_memory = parse_positive_int(piles_in_memory, "piles_in_memory")
         lanes = None if n_lanes is None else check_lanes(n_lanes, world_size, batch_size, batch_format)
+        order_name, options = parse_order(
+            order,
+            {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length},
+            piles_in_memory,
+        )
         self._prefetch = parse_count(prefetch, "prefetch")
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
@@ -174,12 +237,15 @@ class PileLoader:
             drop_last=drop_last,
             piles_in_memory=piles_in_memory,
             n_lanes=lanes,
+            order=order_name,
+            **options.to_dict(),
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
-        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory)
+        units = make_units(self.settings, reader.pile_offsets)
+        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units)
         self._share = RankShare.make(self._piles, self.settings, int(metadata["n_rows"]))
         self._n_batches = self._share.n_batches
         self._epoch = 0
@@ -225,7 +291,7 @@ class PileLoader:
         return (
             f"<PileLoader {self.store!r}: batch_size={self.batch_size}, rank {self.rank} of {self.world_size}, "
             f"{len(self)} batches ({self.n_rows:,} rows) per epoch from {self.n_piles} piles, seed={self.seed}, "
-            f"next epoch {self.epoch}>"
+            f"{'' if self.settings.order == 'piles' else f'order={self.settings.order!r}, '}next epoch {self.epoch}>"
         )
 
     @property
@@ -243,6 +309,10 @@ class PileLoader:
 
     def plan(self, epoch: int, start: int = 0, stop: int | None = None) -> BatchPlan:
         """Which rows of which piles make batches ``start:stop`` of ``epoch`` for this rank.
+
+        With an ``order`` other than ``"piles"``, a segment's ``pile`` is a unit
+        of the epoch's stream, read at once (:meth:`piles` names the store
+        piles it reads).
 
         Examples
         --------

@@ -25,7 +25,7 @@ class LoaderSettings(Settings):
     every epoch; their fingerprint goes into :meth:`PileLoader.state_dict`, so
     that a state is never loaded into a loader that would continue differently.
     ``prefetch``, ``variables`` and ``progress`` change how rows are read, not
-    which, and are left out.
+    which, and are left out; the ``order`` and its options are in.
 
     Examples
     --------
@@ -41,19 +41,22 @@ class LoaderSettings(Settings):
     drop_last: bool
     piles_in_memory: int = 1
     n_lanes: int | None = None
+    order: str = "piles"
+    shuffle_block_size: int | None = None
+    buffer_size: int | None = None
+    cycle_length: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
         # Left out at their defaults, as before they existed: states saved then still load.
-        if data["piles_in_memory"] == 1:
-            del data["piles_in_memory"]
-        if data["n_lanes"] is None:
-            del data["n_lanes"]
+        for name, default in _DEFAULTS.items():
+            if data[name] == default:
+                del data[name]
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoaderSettings:
-        return super().from_dict({"piles_in_memory": 1, "n_lanes": None, **data})
+        return super().from_dict({**_DEFAULTS, **data})
 
     def deciding(self) -> dict[str, Any]:
         """What decides the batches a state's position points at.
@@ -71,6 +74,17 @@ class LoaderSettings(Settings):
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.deciding())
+
+
+#: The settings added after the first states were saved, at their defaults.
+_DEFAULTS: dict[str, Any] = {
+    "piles_in_memory": 1,
+    "n_lanes": None,
+    "order": "piles",
+    "shuffle_block_size": None,
+    "buffer_size": None,
+    "cycle_length": None,
+}
 
 
 def parse_rank(rank: object, world_size: int) -> int:

@@ -31,6 +31,8 @@ from numpy.typing import NDArray
 
 from ._batches import Allocate, gather_batches
 from ._epoch_plan import BatchPlan, grouped_offsets, pile_groups, pile_permutation
+from ._order_units import OrderedUnits
+from ._orders import unit_reads
 from .formats import PileReader
 
 __all__ = ["PileJob", "Prefetcher", "Read", "ShuffledPile", "ShuffledPiles", "prefetched_batches"]
@@ -82,17 +84,22 @@ class PileJob:
         self._rows = (first, last)
         # With piles_in_memory > 1, job.pile is a group of the epoch: these store piles, read and shuffled as one.
         self._members: list[int] | None = None if groups is None else groups[job.pile].tolist()
+        # With another order than "piles", job.pile is a unit of the epoch's stream: runs of store rows.
+        self._runs: list[tuple[int, int]] | None = None
         self._order: NDArray[np.intp] | None = None
         self._read: Any = None  # the reader's read under way (a RowsRead), once started
 
     def start(self) -> None:
         piles, job = self._piles, self.job
         try:
+            if self._order is None and piles.units is not None:
+                rows = piles.units.rows(job.epoch, job.pile, job.start, job.stop)
+                self._runs, self._order = unit_reads(rows, piles.units.gap)
             if self._order is None:
                 first, last = self._rows
                 self._order = pile_permutation(piles.seed, job.epoch, job.pile, last - first)[job.start : job.stop]
             start_pile = getattr(piles.reader, "start_pile", None)
-            if self._read is None and start_pile is not None and self._members is None:
+            if self._read is None and start_pile is not None and self._members is None and self._runs is None:
                 self._read = start_pile(job.pile)
         except Exception as error:
             raise self._noted(error) from None
@@ -102,7 +109,9 @@ class PileJob:
         self.start()
         read = self._read
         try:
-            if self._members is not None:
+            if self._runs is not None:
+                rows = self._piles.read_runs(self._runs)
+            elif self._members is not None:
                 rows = self._piles.read_group(self._members)
             elif read is None:
                 rows = self._piles.reader.read_pile(self.job.pile)
@@ -127,12 +136,13 @@ class PileJob:
             raise self._noted(error) from None
 
     def _noted(self, error: Exception) -> Exception:
-        if not any(note.startswith("daskshuffle was reading pile") for note in getattr(error, "__notes__", [])):
-            what = (
-                f"pile {self.job.pile} (rows {self._rows[0]}:{self._rows[1]})"
-                if self._members is None
-                else f"piles {self._members} (a group of {self._rows[1] - self._rows[0]} rows)"
-            )
+        if not any(note.startswith("daskshuffle was reading ") for note in getattr(error, "__notes__", [])):
+            if self._piles.units is not None:
+                what = f"unit {self.job.pile} of the order {self._piles.units.order!r} ({len(self._runs or [])} runs)"
+            elif self._members is None:
+                what = f"pile {self.job.pile} (rows {self._rows[0]}:{self._rows[1]})"
+            else:
+                what = f"piles {self._members} (a group of {self._rows[1] - self._rows[0]} rows)"
             error.add_note(f"daskshuffle was reading {what} of {self._piles.store!r} for epoch {self.job.epoch}.")
         return error
 
@@ -140,17 +150,28 @@ class PileJob:
 class ShuffledPiles:
     """Reads piles and shuffles them for an epoch, through a thread-safe :class:`PileReader`."""
 
-    def __init__(self, reader: PileReader[Any], store: str, seed: int, piles_in_memory: int = 1) -> None:
+    def __init__(
+        self,
+        reader: PileReader[Any],
+        store: str,
+        seed: int,
+        piles_in_memory: int = 1,
+        units: OrderedUnits | None = None,
+    ) -> None:
         self.reader = reader
         self.store = store
         self.seed = seed
         self.offsets = reader.pile_offsets
         self.piles_in_memory = piles_in_memory
+        #: The epochs' units, for an order other than "piles"; ``None`` for piles (or groups of them).
+        self.units = units
         self._layouts: dict[int, tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]] = {}
         self._lock = threading.Lock()
 
     def layout(self, epoch: int) -> tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]:
         """The offsets of what ``epoch`` reads as piles, and its groups of store piles (``None``: piles alone)."""
+        if self.units is not None:
+            return self.units.bounds(epoch), None
         with self._lock:
             found = self._layouts.get(epoch)
             if found is None:
@@ -160,6 +181,16 @@ class ShuffledPiles:
                     self._layouts.pop(next(iter(self._layouts)))
                 self._layouts[epoch] = found
             return found
+
+    def visit_order(self, epoch: int) -> NDArray[np.intp] | None:
+        """The order ``epoch`` reads what :meth:`layout` gives in; ``None``: the epoch's random pile order."""
+        return None if self.units is None else self.units.visit_order(epoch)
+
+    def read_runs(self, runs: list[tuple[int, int]]) -> Any:
+        """Store rows ``start:stop`` of each of ``runs``, one after the other."""
+        reader = self.reader
+        parts = [reader.read_rows(start, stop) for start, stop in runs] or [reader.read_rows(0, 0)]
+        return parts[0] if len(parts) == 1 else reader.concat(parts)
 
     def read_group(self, members: list[int]) -> Any:
         """The rows of store piles ``members``, one after the other; each pile's arrays go back to the reader."""

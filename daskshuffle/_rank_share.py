@@ -53,13 +53,17 @@ class RankShare:
         epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
         stop = self.n_batches if stop is None else min(parse_count(stop, "stop"), self.n_batches)
         offsets, seed = self.piles.layout(epoch)[0], self.settings.seed
+        visit = self.piles.visit_order(epoch)
         spans, size = ([self.range], self.settings.batch_size) if self.lanes is None else (self.lanes, self.micro)
-        return [plan_batches(offsets, seed, epoch, span, size, start, max(start, stop)) for span in spans]
+        return [plan_batches(offsets, seed, epoch, span, size, start, max(start, stop), visit) for span in spans]
 
     def piles_read(self, epoch: int) -> list[int]:
         """The store piles read in ``epoch``, in reading order (lane after lane)."""
         groups = self.piles.layout(epoch)[1]
         segments = [segment for plan in self.plans(epoch) for segment in plan.segments]
+        units = self.piles.units
+        if units is not None:
+            return [pile for segment in segments for pile in units.piles_of(epoch, segment.pile)]
         if groups is None:
             return [segment.pile for segment in segments]
         return [int(pile) for segment in segments for pile in groups[segment.pile]]

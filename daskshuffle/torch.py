@@ -156,7 +156,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         A complete pile store.
     batch_size : int
         Rows per batch.
-    seed, drop_last, piles_in_memory, prefetch, variables, storage_options
+    seed, drop_last, piles_in_memory, order, shuffle_block_size, buffer_size, cycle_length, prefetch, variables, storage_options
         As for :class:`daskshuffle.PileLoader`.
     rank, world_size : int, optional
         By default those of ``torch.distributed`` when it is initialised, else 0 and 1.
@@ -185,6 +185,10 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         world_size: int | None = None,
         drop_last: bool = False,
         piles_in_memory: int = 1,
+        order: str = "piles",
+        shuffle_block_size: int | None = None,
+        buffer_size: int | None = None,
+        cycle_length: int | None = None,
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
         features: str | Sequence[str] | None = None,
@@ -218,6 +222,10 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             "world_size": world_size,
             "drop_last": drop_last,
             "piles_in_memory": piles_in_memory,
+            "order": order,
+            "shuffle_block_size": shuffle_block_size,
+            "buffer_size": buffer_size,
+            "cycle_length": cycle_length,
             "prefetch": prefetch,
             "variables": chosen,
             "storage_options": storage_options,

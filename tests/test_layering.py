@@ -16,6 +16,8 @@ PURE_LAYERS = [
     "daskshuffle._epoch_plan",
     "daskshuffle._levels",
     "daskshuffle._level_plan",
+    "daskshuffle._orders",
+    "daskshuffle._order_units",
     "daskshuffle._random",
     "daskshuffle._parse",
     "daskshuffle._errors",

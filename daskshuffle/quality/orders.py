@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._epoch_plan import grouped_offsets, pile_groups, stream_rows
+from .._orders import ORDERS, OrderOptions, buffer_stream, division_cuts, interleave_stream, parse_order
 from .._parse import parse_positive_int
 from .._plan import block_order, group_order, make_plan
 from .._random import make_rng
@@ -37,33 +38,13 @@ def uniform(n: int, seed: int = 0) -> NDArray[np.int64]:
     return make_rng(seed, "quality-uniform").permutation(parse_positive_int(n, "n")).astype(np.int64)
 
 
-def _buffer(stream: NDArray[np.int64], buffer_size: int, seed: int) -> NDArray[np.int64]:
-    """tf.data's ``shuffle(buffer_size)``: fill a buffer, then hand out a random element and refill its slot."""
-    n, size = len(stream), min(buffer_size, len(stream))
-    rng = make_rng(seed, "quality-buffer")
-    buffer = stream[:size].copy()
-    out = np.empty(n, dtype=np.int64)
-    # Slots are drawn in bulk: slot i of the draws is uniform over the buffer as it is at output i.
-    fill = size
-    for i, u in enumerate(rng.random(n).tolist()):
-        live = size if fill < n else size - (i - (n - size))
-        slot = int(u * live)
-        out[i] = buffer[slot]
-        if fill < n:
-            buffer[slot] = stream[fill]
-            fill += 1
-        else:  # the input is spent: close the gap with the last live element
-            buffer[slot] = buffer[live - 1]
-    return out
-
-
 def shuffle_buffer(n: int, buffer_size: int, seed: int = 0) -> NDArray[np.int64]:
     """A streaming shuffle buffer of ``buffer_size`` rows over the source in order (``tf.data``'s ``shuffle``).
 
     Pure Python per row: about a second per million rows.
     """
     n, buffer_size = parse_positive_int(n, "n"), parse_positive_int(buffer_size, "buffer_size")
-    return _buffer(np.arange(n, dtype=np.int64), buffer_size, seed)
+    return buffer_stream(np.arange(n, dtype=np.int64), buffer_size, make_rng(seed, "quality-buffer"))
 
 
 def interleave(n: int, n_files: int, cycle_length: int, buffer_size: int, seed: int = 0) -> NDArray[np.int64]:
@@ -75,33 +56,16 @@ def interleave(n: int, n_files: int, cycle_length: int, buffer_size: int, seed: 
     n, n_files = parse_positive_int(n, "n"), parse_positive_int(n_files, "n_files")
     cycle_length = parse_positive_int(cycle_length, "cycle_length")
     bounds = np.linspace(0, n, n_files + 1).astype(np.int64)
-    files = make_rng(seed, "quality-files").permutation(n_files).tolist()
-    open_files = [[int(bounds[f]), int(bounds[f + 1])] for f in files[:cycle_length]]
-    waiting = files[cycle_length:]
-    stream = np.empty(n, dtype=np.int64)
-    filled = 0
-    while open_files:
-        kept = []
-        for span in open_files:
-            stream[filled] = span[0]
-            filled += 1
-            span[0] += 1
-            if span[0] < span[1]:
-                kept.append(span)
-            elif waiting:
-                f = waiting.pop(0)
-                kept.append([int(bounds[f]), int(bounds[f + 1])])
-        open_files = [span for span in kept if span[0] < span[1]]
-    return _buffer(stream, parse_positive_int(buffer_size, "buffer_size"), seed)
+    files = [np.arange(bounds[f], bounds[f + 1]) for f in make_rng(seed, "quality-files").permutation(n_files)]
+    stream = interleave_stream(files, cycle_length)
+    return buffer_stream(stream, parse_positive_int(buffer_size, "buffer_size"), make_rng(seed, "quality-buffer"))
 
 
 def shard_local(n: int, shard_size: int, seed: int = 0) -> NDArray[np.int64]:
-    """Shards of ``shard_size`` rows in a random order, each shuffled whole (MosaicML ``py1s``-like, one shard at a time)."""
+    """Shards of ``shard_size`` rows in a random order, each shuffled whole: the order ``"py1s"`` over source shards."""
     n, shard_size = parse_positive_int(n, "n"), parse_positive_int(shard_size, "shard_size")
-    rng = make_rng(seed, "quality-shards")
-    starts = np.arange(0, n, shard_size)
-    parts = [start + rng.permutation(min(shard_size, n - start)) for start in rng.permutation(starts).tolist()]
-    return np.concatenate(parts).astype(np.int64)
+    shards = np.append(np.arange(0, n, shard_size), n).astype(np.int64)
+    return ORDERS["py1s"](shards, seed, 0, division_cuts(n, 1, n), OrderOptions()).rows
 
 
 def piles(
@@ -111,15 +75,30 @@ def piles(
     epoch: int = 0,
     block_rows: int | None = None,
     piles_in_memory: int = 1,
+    order: str = "piles",
+    shuffle_block_size: int | None = None,
+    buffer_size: int | None = None,
+    cycle_length: int | None = None,
 ) -> NDArray[np.int64]:
     """What :class:`~daskshuffle.PileLoader` yields in ``epoch`` from ``shuffle_zarr(..., n_piles, seed=seed)``.
 
     The plan's own functions, run in memory: pass 1 over blocks of
     ``block_rows`` rows (default ``n // 64``), the merge, then the loader's
     epoch: piles (or, with ``piles_in_memory=k``, groups of ``k`` piles dealt
-    afresh each epoch) in a random order, each shuffled whole.
+    afresh each epoch) in a random order, each shuffled whole; or, with
+    ``order`` and its options, the order ``PileLoader(order=...)`` yields
+    on one rank.
+
+    Examples
+    --------
+    >>> from daskshuffle.quality import orders
+    >>> yielded = orders.piles(1000, 4, seed=0, order="py1b", shuffle_block_size=300)
+    >>> sorted(yielded.tolist()) == list(range(1000))
+    True
     """
     n, n_piles = parse_positive_int(n, "n"), parse_positive_int(n_piles, "n_piles")
+    options = {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length}
+    name, parsed = parse_order(order, options, parse_positive_int(piles_in_memory, "piles_in_memory"))
     block_rows = block_rows or max(1, n // 64)
     lengths = [min(block_rows, n - start) for start in range(0, n, block_rows)]
     plan = make_plan(lengths, n_piles, seed)
@@ -127,6 +106,8 @@ def piles(
     pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
     stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0, materialize=False)]
     groups = pile_groups(n_piles, parse_positive_int(piles_in_memory, "piles_in_memory"), seed, epoch)
+    if name != "piles":
+        return stored[ORDERS[name](plan.pile_offsets, seed, epoch, division_cuts(n, 1, n), parsed).rows]
     if groups is None:
         return stored[stream_rows(plan.pile_offsets, seed, epoch, 0, n)].astype(np.int64)
     offsets = plan.pile_offsets  # groups laid end to end, then streamed as piles are

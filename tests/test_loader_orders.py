@@ -1,0 +1,210 @@
+"""PileLoader(order=...) on real Zarr and Parquet pile stores: the loader's guarantees hold for every order."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import consume
+from test_pile_stores import KINDS, N_ROWS, SEED
+
+from daskshuffle import DaskShuffleValueError, PileLoader
+from daskshuffle._orders import ORDER_OPTIONS, ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
+from daskshuffle.formats import open_pile_reader
+
+BATCH = 50
+VALUES = {"shuffle_block_size": 300, "buffer_size": 60, "cycle_length": 3}
+
+
+def options(name: str) -> dict[str, int]:
+    return {option: VALUES[option] for option in ORDER_OPTIONS[name]}
+
+
+@pytest.fixture(scope="module", params=["zarr", "parquet"])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.ndarray]:
+    """A pile store of 1,000 rows in 7 piles, and its ids in stored order."""
+    kind = KINDS[request.param]
+    path = kind.make(tmp_path_factory.mktemp(request.param))
+    return path, kind.ids(path)
+
+
+def loader(store: tuple[str, np.ndarray], name: str, **more: object) -> PileLoader:
+    return PileLoader(store[0], BATCH, order=name, **options(name), **more)  # type: ignore[arg-type]
+
+
+def epoch_ids(store: tuple[str, np.ndarray], name: str, epoch: int, **more: object) -> list[np.ndarray]:
+    with loader(store, name, **more) as opened:
+        opened.set_epoch(epoch)
+        return [batch["id"] for batch in opened]
+
+
+def planned(store: tuple[str, np.ndarray], name: str, epoch: int, n_divisions: int = 1, share: int = N_ROWS):
+    """The ids the pure order gives for ``epoch``, in stored ids."""
+    offsets = open_pile_reader(store[0]).pile_offsets
+    divisions = division_cuts(N_ROWS, n_divisions, share)
+    return store[1][ORDERS[name](offsets, SEED, epoch, divisions, OrderOptions(**options(name))).rows]
+
+
+@pytest.mark.parametrize("name", sorted(ORDERS))
+def test_an_epoch_is_the_orders_permutation_and_epochs_differ(store: tuple[str, np.ndarray], name: str) -> None:
+    first, second = (np.concatenate(epoch_ids(store, name, epoch)) for epoch in (0, 1))
+    np.testing.assert_array_equal(first, planned(store, name, 0))
+    np.testing.assert_array_equal(np.sort(first), np.arange(N_ROWS))
+    np.testing.assert_array_equal(np.sort(second), np.arange(N_ROWS))
+    assert not np.array_equal(first, second)
+
+
+@pytest.mark.parametrize("name", sorted(ORDERS))
+def test_same_seed_same_batches_and_resume_mid_epoch_gives_the_rest(store: tuple[str, np.ndarray], name: str) -> None:
+    with loader(store, name, prefetch=2) as whole:
+        expected = consume(whole, 30)  # into the second epoch
+    for at in (7, 23):
+        with loader(store, name, prefetch=0) as first:
+            taken = consume(first, at)
+            state = first.state_dict()
+        with loader(store, name) as resumed:
+            resumed.load_state_dict(state)
+            rest = consume(resumed, 30 - at)
+        for got, want in zip(taken + rest, expected, strict=True):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(ORDERS))
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_ranks_are_disjoint_balanced_and_cover_the_epoch(
+    store: tuple[str, np.ndarray], name: str, drop_last: bool
+) -> None:
+    world_size = 3
+    ranks = [
+        epoch_ids(store, name, 2, rank=rank, world_size=world_size, drop_last=drop_last) for rank in range(world_size)
+    ]
+    assert len({len(batches) for batches in ranks}) == 1, "every rank the same number of batches"
+    together = np.concatenate([np.concatenate(batches) for batches in ranks])
+    assert len(np.unique(together)) == len(together), "ranks are disjoint"
+    left_out = world_size * BATCH if drop_last else world_size
+    assert N_ROWS - left_out < len(together) <= N_ROWS
+    share = len(together) // world_size
+    np.testing.assert_array_equal(together, planned(store, name, 2, world_size, share)[: len(together)])
+
+
+@pytest.mark.parametrize("name", ["py1b", "buffer"])
+def test_lanes_give_the_same_global_steps_for_every_world_size(store: tuple[str, np.ndarray], name: str) -> None:
+    steps = {}
+    for world_size in (1, 2):
+        per_rank = []
+        for rank in range(world_size):
+            with PileLoader(
+                store[0], 100 // world_size, order=name, n_lanes=4, rank=rank, world_size=world_size, **options(name)
+            ) as opened:  # type: ignore[arg-type]
+                per_rank.append([batch["id"] for batch in opened])
+        steps[world_size] = [np.concatenate(step) for step in zip(*per_rank, strict=True)]
+    for one, two in zip(steps[1], steps[2], strict=True):
+        np.testing.assert_array_equal(one, two)
+
+
+def test_each_order_reads_a_bounded_share_of_the_store(store: tuple[str, np.ndarray]) -> None:
+    """Per epoch: once for the orders of whole units of piles, about twice for py1e, buffer and interleave."""
+    offsets = open_pile_reader(store[0]).pile_offsets
+    bounds = {"piles": 1.0, "naive": 1.0, "py1s": 1.0, "py2s": 1.0, "py1b": 1.0, "py1br": 1.0}
+    for name in ORDERS:
+        order = ORDERS[name](offsets, SEED, 0, division_cuts(N_ROWS, 1, N_ROWS), OrderOptions(**options(name)))
+        read = sum(
+            b - a
+            for u, v in itertools.pairwise(order.bounds.tolist())
+            for a, b in unit_reads(order.rows[u:v], READ_GAPS.get(name, READ_GAP))[0]
+        )
+        assert N_ROWS <= read <= bounds.get(name, 3.0) * N_ROWS, name
+
+
+def test_a_state_of_another_order_or_other_options_is_refused(store: tuple[str, np.ndarray]) -> None:
+    with loader(store, "py1b") as first:
+        next(iter(first))
+        state = first.state_dict()
+    assert state["settings"]["order"] == "py1b" and state["settings"]["shuffle_block_size"] == 300
+    with loader(store, "piles") as other, pytest.raises(DaskShuffleValueError, match="order: saved 'py1b', here"):
+        other.load_state_dict(state)
+    with (
+        PileLoader(store[0], BATCH, order="py1b", shuffle_block_size=200) as other,
+        pytest.raises(DaskShuffleValueError, match="shuffle_block_size: saved 300, here 200"),
+    ):
+        other.load_state_dict(state)
+
+
+def test_bad_orders_and_options_are_refused_before_reading(tmp_path: Path, store: tuple[str, np.ndarray]) -> None:
+    path = store[0]
+    with pytest.raises(DaskShuffleValueError, match="Expected order to be one of"):
+        PileLoader(path, BATCH, order="global")  # type: ignore[arg-type]
+    with pytest.raises(DaskShuffleValueError, match=r"Expected buffer_size with order='buffer'\. Got None") as error:
+        PileLoader(path, BATCH, order="buffer")
+    assert error.value.parameter == "buffer_size"
+    with pytest.raises(DaskShuffleValueError, match="Expected no shuffle_block_size with order='piles'"):
+        PileLoader(path, BATCH, shuffle_block_size=100)
+    with pytest.raises(DaskShuffleValueError, match="Expected piles_in_memory=1 with order='py1s'"):
+        PileLoader(path, BATCH, order="py1s", piles_in_memory=2)
+    with pytest.raises(DaskShuffleValueError, match="Expected buffer_size to be a positive integer"):
+        PileLoader(path, BATCH, order="buffer", buffer_size=0)
+
+
+def test_piles_names_the_store_piles_each_unit_reads(store: tuple[str, np.ndarray]) -> None:
+    with loader(store, "py1b") as opened:
+        piles = opened.piles(0)
+        plan = opened.plan(0)
+    assert sorted(set(piles)) == list(range(7))
+    assert len(piles) <= 7 + len(plan.segments), "a pile is read once, or twice where a block ends inside it"
+
+
+def test_torch_workers_yield_the_loaders_batches_of_an_order(store: tuple[str, np.ndarray]) -> None:
+    torch = pytest.importorskip("torch")
+    from daskshuffle.torch import PileDataset
+
+    dataset = PileDataset(store[0], BATCH, order="py1b", shuffle_block_size=300, variables=["id"])
+    batches = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    got = {tuple(batch["id"].numpy().tolist()) for batch in batches}
+    assert got == {tuple(ids.tolist()) for ids in epoch_ids(store, "py1b", 0)}
+
+
+@pytest.mark.parametrize("name", sorted(ORDERS))
+def test_the_loader_reads_each_row_a_bounded_number_of_times(
+    store: tuple[str, np.ndarray], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted at the reader: every row at least once, and at most as often as the architecture's table says."""
+    counts = np.zeros(N_ROWS, dtype=np.int64)
+    reader_class = type(open_pile_reader(store[0]))
+    read_rows, read_pile = reader_class.read_rows, reader_class.read_pile
+    start_pile = getattr(reader_class, "start_pile", None)
+
+    def counting_rows(self: object, start: int, stop: int) -> object:
+        counts[start:stop] += 1
+        return read_rows(self, start, stop)  # type: ignore[arg-type]
+
+    def count_pile(self: object, pile: int) -> None:
+        offsets = self.pile_offsets  # type: ignore[attr-defined]
+        counts[offsets[pile] : offsets[pile + 1]] += 1
+
+    def counting_start(self: object, pile: int) -> object:  # the Zarr reader reads a whole pile through this
+        count_pile(self, pile)
+        return start_pile(self, pile)  # type: ignore[misc]
+
+    def counting_pile(self: object, pile: int) -> object:
+        count_pile(self, pile)
+        return read_pile(self, pile)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reader_class, "read_rows", counting_rows)
+    if start_pile is not None:
+        monkeypatch.setattr(reader_class, "start_pile", counting_start)
+    else:
+        monkeypatch.setattr(reader_class, "read_pile", counting_pile)
+    with loader(store, name, prefetch=0) as opened:
+        opened.set_epoch(1)
+        for _ in opened.iter_batches(1):
+            pass
+    assert (counts >= 1).all()
+    most = {"py1e": 4, "buffer": 4, "interleave": 4}.get(name, 1)
+    assert counts.max() <= most, (name, np.bincount(counts))
+
+
+def test_the_repr_names_an_order_other_than_piles(store: tuple[str, np.ndarray]) -> None:
+    with loader(store, "py1e") as opened, loader(store, "piles") as default:
+        assert "order='py1e'" in repr(opened) and "order=" not in repr(default)
