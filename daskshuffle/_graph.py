@@ -158,18 +158,18 @@ def _scatter_spans(
     span: int,
     table: NDArray[np.int64],
     first_block: int,
-    s: int,
+    child: int,
     counts: NDArray[np.int64],
     lo: int,
     n_piles: int,
     seed: int,
 ) -> Any:
-    """A level after the first: super-pile ``s``'s pieces of a group of blocks (``table``: theirs), scattered.
+    """A level after the first: the pieces of a group of blocks (``table``: theirs) for its ``child``-th super-pile.
 
     ``counts`` are the span's rows for each of the ``n_piles`` piles (or the
     next level's super-piles) from ``lo`` on.
     """
-    reads = span_reads(table, first_block, s)
+    reads = span_reads(table, first_block, child)
     n_rows = sum(stop - start for _, start, stop in reads)
     rows = fmt.gather_pieces(tmp_in, reads, np.arange(n_rows, dtype=np.intp))
     counts = counts.astype(np.int64)
@@ -221,9 +221,9 @@ def shuffle_graph(
         merge_nbytes,
         plan.fanouts if isinstance(plan, LevelPlan) else None,
     )
+    levels = plan if isinstance(plan, LevelPlan) else None
     # The format goes into the graph once, as data that every task depends on: a worker receives it
     # once and keeps it, rather than with each task (it holds the sources' blocks: 138 KB for 10k).
-    levels = plan if isinstance(plan, LevelPlan) else None
     fmt_key = f"{name}-format"
     graph: dict[Any, Any] = {fmt_key: fmt}
     inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
