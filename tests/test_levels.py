@@ -232,9 +232,10 @@ def test_bad_levels_are_refused(source: str, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.zarr"]
 
 
-def test_two_levels_on_a_cluster_are_the_same_bytes(tmp_path: Path, cluster_client: Any) -> None:
+@pytest.mark.parametrize("n_levels", [2, 3])
+def test_levels_on_a_cluster_are_the_same_bytes(tmp_path: Path, cluster_client: Any, n_levels: int) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=40)
-    options: dict[str, Any] = {"seed": 2, "levels": 2, "block_memory": 2_000}
+    options: dict[str, Any] = {"seed": 2, "levels": n_levels, "block_memory": 2_000}
     shuffle_zarr(source, tmp_path / "threads.zarr", 12, **options)
     with cluster_client.as_current():
         shuffle_zarr(source, tmp_path / "cluster.zarr", 12, **options)

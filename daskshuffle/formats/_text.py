@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -48,6 +48,25 @@ class OutputLayout:
 
     row_offsets: NDArray[np.int64]
     byte_offsets: NDArray[np.int64]
+
+
+class PieceSizes(NamedTuple):
+    """The lines and bytes of a block's pieces for piles ``first, first + 1, ...``; the others hold none.
+
+    A block of a later level holds pieces of its super-pile's piles only: its
+    sizes are a few numbers, not two per pile of the whole shuffle.
+    """
+
+    first: int
+    n_piles: int
+    rows: NDArray[np.int64]
+    nbytes: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, rows: NDArray[np.int64], nbytes: NDArray[np.int64]) -> PieceSizes:
+        held = np.flatnonzero(rows)
+        first, stop = (int(held[0]), int(held[-1]) + 1) if len(held) else (0, 0)
+        return cls(first, len(rows), rows[first:stop].astype(np.int64), nbytes[first:stop].astype(np.int64))
 
 
 def _partial_path(dst: str) -> str:
@@ -124,10 +143,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         fs, root = filesystem(tmp, self.storage_options)
         fs.makedirs(root, exist_ok=True)
 
-    def write_pieces(
-        self, tmp: str, block: int, rows: Lines, piece_offsets: NDArray[np.int64]
-    ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """Write the lines and their offsets; return the lines and bytes of every piece.
+    def write_pieces(self, tmp: str, block: int, rows: Lines, piece_offsets: NDArray[np.int64]) -> PieceSizes:
+        """Write the lines and their offsets; return the lines and bytes of its pieces.
 
         The offsets (8 bytes a line) spare the merge a second search for newlines.
         """
@@ -138,7 +155,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             file.write(_line_bytes(rows))
         with fs.open(f"{root}/{block}.offsets", "wb") as file:
             file.write(memoryview(offsets.astype("<i8", copy=False)).cast("B"))
-        return np.diff(piece_offsets), np.diff(offsets[piece_offsets])
+        return PieceSizes.of(np.diff(piece_offsets), np.diff(offsets[piece_offsets]))
 
     def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Lines:
         fs, root = filesystem(tmp, self.storage_options)
@@ -150,9 +167,13 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             pa.large_binary(), stop - start, [None, pa.py_buffer(relative), pa.py_buffer(data)]
         )
 
-    def combine_piece_info(self, infos: Sequence[tuple[NDArray[np.int64], NDArray[np.int64]]]) -> OutputLayout:
-        rows = np.sum([lines for lines, _ in infos], axis=0, dtype=np.int64)
-        nbytes = np.sum([size for _, size in infos], axis=0, dtype=np.int64)
+    def combine_piece_info(self, infos: Sequence[PieceSizes]) -> OutputLayout:
+        n_piles = infos[0].n_piles if infos else 0
+        rows, nbytes = np.zeros(n_piles, dtype=np.int64), np.zeros(n_piles, dtype=np.int64)
+        for info in infos:
+            span = slice(info.first, info.first + len(info.rows))
+            rows[span] += info.rows
+            nbytes[span] += info.nbytes
         header = len(self.source.header)
         return OutputLayout(
             row_offsets=np.concatenate([[0], np.cumsum(rows)]).astype(np.int64),
