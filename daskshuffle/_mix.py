@@ -117,14 +117,13 @@ class Mixture:
 def _schema(reader: PileReader[Any]) -> dict[str, str]:
     """Each variable's dtype (and row shape) in what the reader hands out, from no rows at all."""
     rows = reader.read_rows(0, 0)
-    arrays = reader.as_arrays(rows)
-    if arrays is not None:
-        return {name: f"{values.dtype}{list(values.shape[1:]) or ''}" for name, values in arrays.items()}
-    batch = reader.to_batch(rows)
-    schema = getattr(batch, "schema", None)
+    schema = getattr(rows, "schema", None)  # a table's: its columns' types
     if schema is not None:
         return {field.name: str(field.type) for field in schema}
-    return {str(name): str(dtype) for name, dtype in getattr(batch, "dtypes", {}).items()}
+    arrays = reader.as_arrays(rows)
+    if arrays is None:
+        arrays = reader.to_batch(rows)
+    return {str(name): f"{values.dtype}{list(values.shape[1:]) or ''}" for name, values in dict(arrays).items()}
 
 
 def _check_alike(paths: Sequence[str], readers: Sequence[PileReader[Any]]) -> None:
