@@ -14,8 +14,8 @@ is a *unit*, read and shuffled as a pile of its own, like a MosaicML shard
 repeat: the units are visited in a random order (``(seed, "mix-units",
 epoch)``) and each is shuffled (``(seed, "mix-rows", epoch)``), so a row's
 copies are scattered over the epoch. Where two copies of a row would still
-meet at the seam of two units, the later unit's first two rows are swapped
-(or, for a unit of one row, the earlier unit's last two).
+meet at the seam of two units, rows within the units are swapped
+(:func:`_separate_copies`).
 """
 
 from __future__ import annotations
@@ -53,39 +53,80 @@ def stream_offsets(pile_offsets: Sequence[IntArray]) -> tuple[IntArray, IntArray
 def _units(
     offsets: IntArray, first_piles: IntArray, counts: Sequence[int], seed: int, epoch: int
 ) -> tuple[IntArray, IntArray]:
-    """Every row of the epoch (rows of the union) and the unit it belongs to, units numbered from 0 without gaps."""
-    rows, units, next_unit = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], 0
+    """Every row of the epoch (rows of the union), unit after unit, and the number of rows of each unit."""
+    rows, sizes = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     for stream, count in enumerate(counts):
         p0, p1 = int(first_piles[stream]), int(first_piles[stream + 1])
-        first, last = int(offsets[p0]), int(offsets[p1])
-        n = last - first
-        if n == 0 or count == 0:
+        bounds = offsets[p0 : p1 + 1]
+        first, last = int(bounds[0]), int(bounds[-1])
+        if last == first or count == 0:
             continue
-        whole, extra = divmod(int(count), n)
-        piles = np.searchsorted(offsets, np.arange(first, last), side="right") - 1 - p0
-        for copy in range(whole):
+        whole, extra = divmod(int(count), last - first)
+        for _ in range(whole):
             rows.append(np.arange(first, last, dtype=np.int64))
-            units.append(next_unit + copy * (p1 - p0) + piles)
+            sizes.append(np.diff(bounds))
         if extra:
-            chosen = np.sort(make_rng(seed, "mix-extra", epoch, stream).choice(n, extra, replace=False))
-            rows.append((first + chosen).astype(np.int64))
-            units.append(next_unit + whole * (p1 - p0) + piles[chosen])
-        next_unit += (whole + 1) * (p1 - p0)
-    all_units = np.concatenate(units)
-    return np.concatenate(rows), np.unique(all_units, return_inverse=True)[1].astype(np.int64)
+            chosen = first + np.sort(
+                make_rng(seed, "mix-extra", epoch, stream).choice(last - first, extra, replace=False)
+            )
+            rows.append(chosen.astype(np.int64))
+            sizes.append(np.bincount(np.searchsorted(bounds, chosen, side="right") - 1, minlength=p1 - p0))
+    all_sizes = np.concatenate(sizes).astype(np.int64)
+    return np.concatenate(rows), all_sizes[all_sizes > 0]
 
 
-def _separate_copies(stream: IntArray, ends: IntArray) -> None:
-    """Swap rows in place so that no two equal rows are neighbours at the seams ``ends`` of units."""
-    starts = np.concatenate([[0], ends[:-1]])
-    for unit in range(1, len(ends)):
-        seam = int(starts[unit])
-        if stream[seam - 1] != stream[seam]:
-            continue
-        if ends[unit] - seam >= 2:  # the rows of a unit are distinct
-            stream[[seam, seam + 1]] = stream[[seam + 1, seam]]
-        elif seam - starts[unit - 1] >= 2:
-            stream[[seam - 2, seam - 1]] = stream[[seam - 1, seam - 2]]
+def _separate_copies(stream: IntArray, ends: IntArray, piles: IntArray) -> None:
+    """Reorder rows within units, in place, so that no two copies of a row meet at a seam of units.
+
+    A unit's rows are distinct, so only a seam between two units of one pile
+    (``piles``: each unit's) can hold two copies of a row. Along each run of
+    such units, each unit's first and last rows are chosen among its first
+    two rows and its last one (a choice of three is enough to avoid one row
+    at each end), keeping the shuffled order wherever it already works: a
+    small dynamic programme over the run. Only a pile of one row, whose copies
+    follow each other, leaves two copies side by side.
+    """
+    stops = ends.tolist()
+    starts = [0, *stops[:-1]][: len(stops)]
+    same = np.flatnonzero(piles[1:] == piles[:-1])
+    if not len(same):
+        return
+    runs = np.split(same, np.flatnonzero(np.diff(same) > 1) + 1)
+    for run in runs:
+        first, last = int(run[0]), int(run[-1]) + 1
+        _separate_run(stream, starts[first : last + 1], stops[first : last + 1])
+
+
+def _separate_run(stream: IntArray, starts: list[int], stops: list[int]) -> None:
+    choices: list[list[tuple[int, int]]] = []
+    for start, stop in zip(starts, stops, strict=True):
+        ends = sorted({start, start + 1, stop - 1} & set(range(start, stop)))
+        pairs = [(a, b) for a in ends for b in ends if a != b] or [(start, start)]
+        # The shuffled order first: it stays wherever it works.
+        pairs.sort(key=lambda pair: pair != (start, stop - 1))
+        choices.append(pairs)
+    # best[u][i]: the choice of unit u - 1 that allows choice i of unit u, or -1 (the first unit) / None (none).
+    best: list[list[int | None]] = [[-1] * len(choices[0])]
+    for u in range(1, len(choices)):
+        row = []
+        for a, _ in choices[u]:
+            allowed = [
+                i for i, (_, b) in enumerate(choices[u - 1]) if best[u - 1][i] is not None and stream[b] != stream[a]
+            ]
+            row.append(allowed[0] if allowed else None)
+        best.append(row)
+    feasible = [i for i, found in enumerate(best[-1]) if found is not None]
+    if not feasible:
+        return
+    picked, i = [], feasible[0]
+    for u in range(len(choices) - 1, -1, -1):
+        picked.append(choices[u][i])
+        i = best[u][i]  # type: ignore[assignment]
+    for (start, stop), (a, b) in zip(zip(starts, stops, strict=True), reversed(picked), strict=True):
+        if (a, b) != (start, stop - 1):
+            positions = np.arange(start, stop)
+            middle = positions[(positions != a) & (positions != b)]
+            stream[start:stop] = stream[np.concatenate([[a], middle, [b]]) if a != b else [a]]
 
 
 def mixed_order(
@@ -106,13 +147,16 @@ def mixed_order(
     >>> bool((np.diff(order.rows) != 0).all()), order.bounds.tolist()
     (True, [0, 3, 5, 8, 9])
     """
-    rows, units = _units(offsets, first_piles, counts, seed, epoch)
-    n_units = int(units.max()) + 1 if len(units) else 0
-    place = np.empty(n_units, dtype=np.int64)
-    place[make_rng(seed, "mix-units", epoch).permutation(n_units)] = np.arange(n_units)
-    keys = make_rng(seed, "mix-rows", epoch).random(len(rows))
-    stream = rows[np.lexsort((keys, place[units]))]
-    ends = np.cumsum(np.bincount(place[units], minlength=n_units)).astype(np.int64)
-    _separate_copies(stream, ends)
+    rows, sizes = _units(offsets, first_piles, counts, seed, epoch)
+    visit = make_rng(seed, "mix-units", epoch).permutation(len(sizes))
+    placed = sizes[visit]
+    ends = np.cumsum(placed).astype(np.int64)
+    # Unit visit[i] goes to place i: each row moves by the shift between where its unit starts and where it goes.
+    shift = (np.cumsum(sizes) - sizes)[visit] - (ends - placed)
+    stream = rows[np.repeat(shift, placed) + np.arange(len(rows))]
+    rng = make_rng(seed, "mix-rows", epoch)
+    for start, stop in zip((ends - placed).tolist(), ends.tolist(), strict=True):
+        rng.shuffle(stream[start:stop])
+    _separate_copies(stream, ends, np.searchsorted(offsets, stream[ends - 1], side="right"))
     bounds = np.unique(np.concatenate([[0], ends, np.asarray(divisions, dtype=np.int64)])).astype(np.int64)
     return EpochOrder(stream, bounds)
