@@ -73,8 +73,15 @@ class PileLoader:
 
     Parameters
     ----------
-    store : path or URL
-        A complete pile store, written by a daskshuffle shuffle.
+    store : path or URL, Stream, or list of them
+        A complete pile store, written by a daskshuffle shuffle; or several,
+        trained on together as one: a list of paths (each row once per
+        epoch) or of :class:`~daskshuffle.Stream`, which up- or downsample
+        their store (``repeat``, ``choose``, ``proportion``). Every copy of a
+        pile (and the sampled part of a pile) is read and shuffled as a pile
+        of its own, in its own place of the epoch. The stores must be of one
+        kind with the same variables and dtypes (checked before any row is
+        read), with ``order="piles"`` and ``piles_in_memory=1``.
     batch_size : int
         Rows per batch.
     seed : int, optional
@@ -190,6 +197,16 @@ class PileLoader:
     ...     ids = [int(i) for batch in loader for i in batch["id"]]
     >>> sorted(ids) == list(range(1000)), loader.state_dict()["settings"]["order"]
     (True, 'py1b')
+
+    Two stores, the second upsampled: every row of it twice and a fresh half
+    of them a third time, each epoch:
+
+    >>> _ = ds.shuffle_zarr("raw.zarr", "rare.zarr", n_piles=4, seed=1)
+    >>> streams = ["piles.zarr", ds.Stream("rare.zarr", repeat=2.5)]
+    >>> with ds.PileLoader(streams, batch_size=100, seed=0) as loader:
+    ...     n_rows = sum(len(batch["id"]) for batch in loader)
+    >>> n_rows, [stream["rows_per_epoch"] for stream in loader.state_dict()["streams"]]
+    (3500, [1000, 2500])
     """
 
     def __init__(

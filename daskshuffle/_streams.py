@@ -40,7 +40,8 @@ class Stream:
 
     Each copy of a pile (and the sampled part of a pile) is read and shuffled
     as a pile of its own, in its own place of the epoch: a row's copies are
-    scattered over the epoch, never next to each other.
+    scattered over the epoch, never next to each other (but for a pile of a
+    single row, whose copies may follow each other).
 
     Parameters
     ----------
