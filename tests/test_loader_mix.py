@@ -287,3 +287,14 @@ def test_the_fractional_part_is_uniform_over_rows() -> None:
     assert statistic < stats.chi2.ppf(1 - 1e-7, df=n_rows - 1)
     # And not a fixed subset: every row was chosen in some epoch and left out in another.
     assert (extra > 0).all() and (extra < n_epochs).all()
+
+
+def test_torch_workers_split_a_mixture_like_the_loader(stores: dict[str, str]) -> None:
+    torch = pytest.importorskip("torch")
+    from daskshuffle.torch import PileDataset
+
+    mixture = streams(stores, {"repeat": 1.5}, {"choose": 100})
+    dataset = PileDataset(mixture, BATCH, seed=SEED, rank=0, world_size=1, variables=["id", "y"])
+    batches = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
+    ids = np.sort(np.concatenate([batch["id"].numpy() for batch in batches]))
+    np.testing.assert_array_equal(ids, np.sort(epoch_ids(mixture, 0)))
