@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ._run import ShuffleResult
     from ._scale import ScaleModel, explain
     from ._shuffle import shuffle_zarr
+    from ._streams import Stream
     from ._verify import VerifyResult, verify
     from ._xarray import shuffle_xarray
 
@@ -53,6 +54,7 @@ _LAZY = {
     "LoaderSettings": "._loader",
     "PileLoader": "._loader",
     "ShuffleResult": "._run",
+    "Stream": "._streams",
     "ScaleModel": "._scale",
     "explain": "._scale",
     "shuffle_zarr": "._shuffle",
@@ -81,6 +83,7 @@ __all__ = [
     "StorageAccessError",
     "StorageFullError",
     "StorageNotFoundError",
+    "Stream",
     "UnfinishedShuffleError",
     "VerificationError",
     "VerifyResult",

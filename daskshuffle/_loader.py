@@ -32,13 +32,14 @@ from ._epoch_plan import BatchPlan
 from ._errors import DaskShuffleValueError
 from ._lanes import check_lanes, lane_batches
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
-from ._order_units import make_units
+from ._mix import check_streams, loader_units, open_loader_store
 from ._orders import OrderName, parse_order
-from ._parse import parse_bool, parse_count, parse_path, parse_positive_int, parse_seed, parse_variables
+from ._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
 from ._progress import Progress
 from ._rank_share import RankShare
-from .formats import PileReader, open_pile_reader
+from ._streams import Stream
+from .formats import PileReader
 
 __all__ = ["LoaderSettings", "PileLoader"]
 
@@ -72,8 +73,15 @@ class PileLoader:
 
     Parameters
     ----------
-    store : path or URL
-        A complete pile store, written by a daskshuffle shuffle.
+    store : path or URL, Stream, or list of them
+        A complete pile store, written by a daskshuffle shuffle; or several,
+        trained on together as one: a list of paths (each row once per
+        epoch) or of :class:`~daskshuffle.Stream`, which up- or downsample
+        their store (``repeat``, ``choose``, ``proportion``). Every copy of a
+        pile (and the sampled part of a pile) is read and shuffled as a pile
+        of its own, in its own place of the epoch. The stores must be of one
+        kind with the same variables and dtypes (checked before any row is
+        read), with ``order="piles"`` and ``piles_in_memory=1``.
     batch_size : int
         Rows per batch.
     seed : int, optional
@@ -189,11 +197,21 @@ class PileLoader:
     ...     ids = [int(i) for batch in loader for i in batch["id"]]
     >>> sorted(ids) == list(range(1000)), loader.state_dict()["settings"]["order"]
     (True, 'py1b')
+
+    Two stores, the second upsampled: every row of it twice and a fresh half
+    of them a third time, each epoch:
+
+    >>> _ = ds.shuffle_zarr("raw.zarr", "rare.zarr", n_piles=4, seed=1)
+    >>> streams = ["piles.zarr", ds.Stream("rare.zarr", repeat=2.5)]
+    >>> with ds.PileLoader(streams, batch_size=100, seed=0) as loader:
+    ...     n_rows = sum(len(batch["id"]) for batch in loader)
+    >>> n_rows, [stream["rows_per_epoch"] for stream in loader.state_dict()["streams"]]
+    (3500, [1000, 2500])
     """
 
     def __init__(
         self,
-        store: str | os.PathLike[str],
+        store: str | os.PathLike[str] | Stream | Sequence[str | os.PathLike[str] | Stream],
         batch_size: int,
         *,
         seed: int | None = None,
@@ -212,7 +230,6 @@ class PileLoader:
         progress: bool = False,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
-        path = parse_path(store, "store")
         batch_size = parse_positive_int(batch_size, "batch_size")
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
@@ -227,7 +244,9 @@ class PileLoader:
         self._prefetch = parse_count(prefetch, "prefetch")
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
-        reader = open_pile_reader(path, chosen, storage_options, batch_format=batch_format)
+        path, reader, mixture = open_loader_store(
+            store, chosen, storage_options, batch_format, order_name, piles_in_memory
+        )
         metadata = reader.metadata
         self.settings = LoaderSettings(
             batch_size=batch_size,
@@ -244,9 +263,10 @@ class PileLoader:
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
-        units = make_units(self.settings, reader.pile_offsets)
+        units, n_rows = loader_units(self.settings, reader, mixture)
+        self._streams = None if mixture is None else mixture.records
         self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units)
-        self._share = RankShare.make(self._piles, self.settings, int(metadata["n_rows"]))
+        self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         self._epoch = 0
         self._batches = 0
@@ -459,6 +479,7 @@ class PileLoader:
             "store": self._store_fingerprint,
             "settings": self.settings.to_dict(),
             "settings_fingerprint": self.settings.fingerprint,
+            **({} if self._streams is None else {"streams": self._streams}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -479,6 +500,7 @@ class PileLoader:
         >>> bool((next(iter(resumed))["id"] == next(batches)["id"]).all())
         True
         """
+        check_streams(state, self._streams)
         epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._n_batches)
         self._close_live()
         self._epoch, self._batches = epoch, batches

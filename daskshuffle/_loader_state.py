@@ -101,7 +101,8 @@ def check_state(
     state: object, store: str, store_fingerprint: str, settings: LoaderSettings, n_batches: int
 ) -> tuple[int, int]:
     """The position ``(epoch, batches)`` a saved ``state`` continues from, if this loader may continue it."""
-    if not isinstance(state, Mapping) or sorted(state) != sorted(STATE_KEYS):
+    # A loader of several streams also records them ("streams", checked by daskshuffle._mix.check_streams).
+    if not isinstance(state, Mapping) or sorted(k for k in state if k != "streams") != sorted(STATE_KEYS):
         raise DaskShuffleValueError(
             f"Expected a dict returned by PileLoader.state_dict(), with the keys {list(STATE_KEYS)}. "
             f"Got {state!r} instead."

@@ -22,7 +22,7 @@ from ._epoch_plan import rank_share
 from ._loader_state import LoaderSettings
 from ._orders import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts
 
-__all__ = ["OrderedUnits", "make_units"]
+__all__ = ["OrderedUnits", "loader_divisions", "make_units"]
 
 #: Epochs whose order is kept: the one being read, the next one read ahead, and a range's.
 KEPT_EPOCHS = 3
@@ -48,12 +48,16 @@ class OrderedUnits:
         with self._lock:
             found = self._epochs.get(epoch)
         if found is None:
-            found = ORDERS[self.order](self.offsets, self.seed, epoch, self.divisions, self.options)
+            found = self.draw(epoch)
             with self._lock:
                 if len(self._epochs) >= KEPT_EPOCHS:
                     self._epochs.pop(next(iter(self._epochs)))
                 self._epochs[epoch] = found
         return found
+
+    def draw(self, epoch: int) -> EpochOrder:
+        """The order of ``epoch``, made afresh."""
+        return ORDERS[self.order](self.offsets, self.seed, epoch, self.divisions, self.options)
 
     def bounds(self, epoch: int) -> NDArray[np.int64]:
         """Where each unit of ``epoch``'s stream starts, and the stream's end: the offsets the plan cuts."""
@@ -93,11 +97,15 @@ def make_units(settings: LoaderSettings, offsets: NDArray[np.int64]) -> OrderedU
     s = settings
     if s.order == "piles":
         return None
-    n_rows = int(offsets[-1])
+    options = OrderOptions(s.shuffle_block_size, s.buffer_size, s.cycle_length)
+    return OrderedUnits(s.order, options, offsets, s.seed, loader_divisions(s, int(offsets[-1])))
+
+
+def loader_divisions(settings: LoaderSettings, n_rows: int) -> NDArray[np.int64]:
+    """Where a loader of ``settings`` cuts an epoch of ``n_rows`` rows between ranks (or lanes), and the tail."""
+    s = settings
     if s.n_lanes is None:
         n_divisions, unit = s.world_size, s.batch_size
     else:
         n_divisions, unit = s.n_lanes, s.batch_size * s.world_size // s.n_lanes
-    divisions = division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, unit, s.drop_last))
-    options = OrderOptions(s.shuffle_block_size, s.buffer_size, s.cycle_length)
-    return OrderedUnits(s.order, options, offsets, s.seed, divisions)
+    return division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, unit, s.drop_last))

@@ -30,6 +30,7 @@ from ._epoch_plan import split_batches
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._loader import LoaderSettings, PileLoader
 from ._parse import parse_count, parse_variables
+from ._streams import Stream
 from .formats._base import NUMERIC_KINDS
 
 __all__ = ["PileDataset"]
@@ -152,8 +153,8 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
 
     Parameters
     ----------
-    store : path or URL
-        A complete pile store.
+    store : path or URL, Stream, or list of them
+        A complete pile store, or several mixed (as for :class:`daskshuffle.PileLoader`).
     batch_size : int
         Rows per batch.
     seed, drop_last, piles_in_memory, order, shuffle_block_size, buffer_size, cycle_length, prefetch, variables, storage_options
@@ -177,7 +178,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
 
     def __init__(
         self,
-        store: str | os.PathLike[str],
+        store: str | os.PathLike[str] | Stream | Sequence[str | os.PathLike[str] | Stream],
         batch_size: int,
         *,
         seed: int | None = None,

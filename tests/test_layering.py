@@ -18,6 +18,8 @@ PURE_LAYERS = [
     "daskshuffle._level_plan",
     "daskshuffle._orders",
     "daskshuffle._order_units",
+    "daskshuffle._mix_plan",
+    "daskshuffle._streams",
     "daskshuffle._random",
     "daskshuffle._parse",
     "daskshuffle._errors",
