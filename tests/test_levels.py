@@ -122,7 +122,7 @@ def test_a_rows_pile_is_uniform_also_with_unequal_super_piles() -> None:
 @pytest.mark.slow
 def test_a_rows_pile_is_uniform_in_three_levels_of_unequal_super_piles() -> None:
     """7 piles split 2 ways twice: super-piles of 4 and 3, then of 2, 2, 2 and 1."""
-    n_seeds, n_piles = 3_500, 7
+    n_seeds, n_piles = 2_500, 7
     landed = np.zeros(n_piles)
     for seed in range(n_seeds):
         plan, order = simulate_levels([3, 5, 4, 2], n_piles, [2, 2], seed, block_rows=2)
@@ -135,7 +135,7 @@ def test_a_rows_pile_is_uniform_in_three_levels_of_unequal_super_piles() -> None
 
 @pytest.mark.slow
 def test_materialized_two_level_positions_are_uniform_and_pairs_unordered() -> None:
-    n_rows, n_seeds, bins = 60, 6_000, 10
+    n_rows, n_seeds, bins = 60, 3_000, 10
     landing = {0: np.zeros(bins), 29: np.zeros(bins), 59: np.zeros(bins)}
     before = 0
     for seed in range(n_seeds):
