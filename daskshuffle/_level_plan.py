@@ -86,8 +86,8 @@ class GroupedLevel:
         return self.n_groups * self.fanout
 
     @cached_property
-    def _span_starts(self) -> IntArray:
-        """``(n_super * fanout + 1,)``: the spans of sub-super-pile ``s * fanout + c`` start here."""
+    def next_super_blocks(self) -> IntArray:
+        """``(n_super * fanout + 1,)``: the next level's blocks (spans) of sub-super-pile ``s * fanout + c`` start here."""
         groups = np.diff(self.super_groups)
         starts = self.fanout * self.super_groups[:-1, None] + np.arange(self.fanout)[None, :] * groups[:, None]
         return np.append(starts.reshape(-1), self.n_spans).astype(np.int64)
@@ -108,11 +108,6 @@ class GroupedLevel:
         group, child = self.spans
         lengths: IntArray = self.group_counts[group, child]
         return lengths
-
-    @property
-    def next_super_blocks(self) -> IntArray:
-        """``(n_super * fanout + 1,)``: the next level's blocks of each sub-super-pile."""
-        return self._span_starts
 
     @cached_property
     def block_groups(self) -> tuple[list[int], list[int]]:
@@ -364,7 +359,7 @@ def make_level_plan(
     >>> plan.n_levels, plan.bounds.tolist(), int(plan.pile_sizes.sum())
     (3, [0, 2, 4, 6, 8], 480)
     """
-    lengths = np.asarray(block_lengths, dtype=np.int64).reshape(-1)
+    source = lengths = np.asarray(block_lengths, dtype=np.int64).reshape(-1)
     bounds = np.array([0, n_piles], dtype=np.int64)
     super_blocks = np.array([0, len(lengths)], dtype=np.int64)
     levels: list[GroupedLevel] = []
@@ -381,7 +376,7 @@ def make_level_plan(
         drawn = make_rng(last_seed, "last-counts", s).multinomial(rows, np.full(width, 1.0 / width))
         counts.append(np.asarray(drawn, dtype=np.int64).reshape(len(rows), width))
     return LevelPlan(
-        block_lengths=np.asarray(block_lengths, dtype=np.int64).reshape(-1),
+        block_lengths=source,
         n_piles=int(n_piles),
         seed=int(seed),
         levels=tuple(levels),

@@ -31,7 +31,6 @@ __all__ = [
     "level_plan_nbytes",
     "level_read_nbytes",
     "merge_read_nbytes",
-    "super_piles_for",
     "wants_two_levels",
 ]
 
@@ -96,17 +95,6 @@ def fanout_for(data_nbytes: float, group_nbytes: float, n_piles: int, n_levels: 
     wanted = round((max(data_nbytes, 1.0) / max(group_nbytes, 1.0)) ** (1.0 / n_levels))
     widest = math.floor((n_piles // 2) ** (1.0 / max(n_levels - 1, 1)) + 1e-9)
     return int(max(2, min(wanted, widest)))
-
-
-def super_piles_for(data_nbytes: float, block_nbytes: float, group_nbytes: float, n_piles: int) -> int:
-    """The super-piles of two levels: ``sqrt(data / group)``, as :func:`fanout_for` with two levels.
-
-    Examples
-    --------
-    >>> super_piles_for(64 * 2**30, 64 * 2**20, 64 * 2**20, n_piles=512)
-    32
-    """
-    return fanout_for(data_nbytes, group_nbytes, n_piles, 2)
 
 
 def level_read_nbytes(
