@@ -14,7 +14,7 @@ import xarray as xr
 import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
+from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
@@ -129,6 +129,21 @@ def test_a_users_compressors_are_used(tmp_path: Path, compressors, expected) -> 
     assert_same(
         ZarrPileReader(tmp_path / "piles.zarr").read_rows(0, 500), zarr_rows(str(tmp_path / "piles.zarr"), 0, 500)
     )
+
+
+@pytest.mark.parametrize(
+    "compressors", [ZstdCodec(level=1), GzipCodec(level=1), BloscCodec(cname="zstd", clevel=1, shuffle="shuffle")]
+)
+def test_a_users_compressors_are_read_whole_chunk_by_whole_chunk(tmp_path: Path, compressors) -> None:
+    # Chunks of 256 rows in piles of ~2,500: most chunks lie wholly inside a pile, read straight into its rows.
+    src = make_mixed_source(tmp_path / "raw.zarr", 10_000)
+    store = str(tmp_path / "piles.zarr")
+    ds.shuffle_zarr(src, store, n_piles=N_PILES, seed=0, compressors=compressors, chunk_rows=256)
+    with ZarrPileReader(store) as reader:
+        assert all(chunks.compressor is not None for chunks in reader._chunks.values())
+        offsets = reader.pile_offsets
+        for pile in range(N_PILES):
+            assert_same(reader.read_pile(pile), zarr_rows(store, int(offsets[pile]), int(offsets[pile + 1])))
 
 
 def test_every_chunk_is_written_even_all_fill_value(tmp_path: Path) -> None:
