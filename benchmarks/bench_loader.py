@@ -16,6 +16,14 @@ ceiling measured in the same run:
 - the compressible variant: ``tokens`` (N, 64) int32 token ids (Zipf) + ``id``,
   whose layout gets blosc-lz4: its size on disk, ``cat`` of its files, the
   reader and the loader in decoded GB/s;
+- ``DataLoader w=2, ready-made batches``: a dataset that yields batches of
+  the same size already made, sent as ``PileDataset`` sends them: what
+  ``DataLoader``'s own transport allows, the ceiling of ``DataLoader w=2``;
+- ``tokens: cat + decode``: every chunk file of the compressible store read
+  and blosc-decoded once in one thread, nothing else: the ceiling of its reader;
+- the Parquet variant: the same rows as ``id`` and 64 float32 columns, shuffled
+  by ``shuffle_parquet`` into a Parquet pile store: ``cat`` of its files and
+  ``PileLoader`` over it;
 - ``naive random``: random minibatches of the *source* (4 MiB zstd chunks)
   through ``x.oindex[sorted(idx)]``, time-boxed by ``--random-seconds`` and
   extrapolated to an epoch.
@@ -35,7 +43,7 @@ import itertools
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +97,34 @@ def open_or_make(data: Path, nbytes: int, n_piles: int | None, kind: str) -> tup
     return str(source), str(piles)
 
 
+def open_or_make_parquet(data: Path, nbytes: int, n_piles: int | None) -> str:
+    """A Parquet pile store of the same rows as ``x`` + ``id`` (``x`` as 64 float32 columns), made on first use."""
+    import pandas as pd
+
+    n_rows = nbytes // ROW_NBYTES
+    name = format_bytes(nbytes).replace(" ", "")
+    piles = data / f"loader-piles-parquet-{name}-{n_piles or 'default'}"
+    try:
+        daskshuffle.PileLoader(piles, 1).close()
+        return str(piles)
+    except daskshuffle.DaskShuffleError:
+        pass
+    source = data / f"loader-source-parquet-{name}"
+    source.mkdir(parents=True, exist_ok=True)
+    print(f"generating {source} ({n_rows:,} rows) and shuffling it into {piles} ...", flush=True)
+    rng = np.random.default_rng(0)
+    step = SOURCE_CHUNK_ROWS * 16
+    for part, start in enumerate(range(0, n_rows, step)):
+        stop = min(start + step, n_rows)
+        x = rng.standard_normal((stop - start, WIDTH), dtype=np.float32)
+        frame = pd.DataFrame({f"x{column}": x[:, column] for column in range(WIDTH)})
+        frame.insert(0, "id", np.arange(start, stop, dtype=np.int64))
+        frame.to_parquet(source / f"part-{part:04d}.parquet", index=False)
+    extra = {} if n_piles is None else {"n_piles": n_piles}
+    print(" ", daskshuffle.shuffle_parquet(source, piles, seed=0, overwrite=True, **extra), flush=True)
+    return str(piles)
+
+
 def chunk_files(store: str, names: list[str]) -> list[str]:
     return [
         os.path.join(root, file)
@@ -105,6 +141,27 @@ def cat(store: str, names: list[str]) -> int:
     for path in chunk_files(store, names):
         with open(path, "rb") as file:
             nbytes += len(file.read())
+    return nbytes
+
+
+def cat_decode(store: str, names: list[str]) -> int:
+    """Every chunk file read and blosc-decoded (its crc32c cut off, not checked) in this thread."""
+    import numcodecs.blosc
+
+    nbytes = 0
+    for path in chunk_files(store, names):
+        with open(path, "rb") as file:
+            nbytes += len(numcodecs.blosc.decompress(file.read()[:-4]))
+    return nbytes
+
+
+def files(directory: str) -> int:
+    """Every file under ``directory`` read once: the plain read of a Parquet pile store."""
+    nbytes = 0
+    for root, _, names in os.walk(directory):
+        for name in names:
+            with open(os.path.join(root, name), "rb") as file:
+                nbytes += len(file.read())
     return nbytes
 
 
@@ -135,6 +192,25 @@ def torch_piles(store: str, names: list[str], batch_size: int, num_workers: int)
     dataset = PileDataset(store, batch_size, variables=names)
     batches = DataLoader(dataset, batch_size=None, num_workers=num_workers)
     return sum(_nbytes(batch) for batch in batches)
+
+
+def ready_batches(n_rows: int, batch_size: int, num_workers: int) -> int:
+    """``DataLoader`` over batches of ``x`` + ``id`` made once: the transport alone, as ``PileDataset`` uses it."""
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+    from daskshuffle.torch import _ByValue
+
+    class Ready(IterableDataset):
+        def __iter__(self) -> Iterator[object]:
+            info = get_worker_info()
+            share = -(-n_rows // batch_size) // (info.num_workers if info else 1)
+            x = torch.from_numpy(np.ones((batch_size, WIDTH), dtype=np.float32))
+            ids = torch.from_numpy(np.arange(batch_size, dtype=np.int64))
+            for _ in range(share):
+                yield _ByValue({"x": x, "id": ids})
+
+    return sum(_nbytes(batch) for batch in DataLoader(Ready(), batch_size=None, num_workers=num_workers))
 
 
 def _nbytes(batch: object) -> int:
@@ -193,12 +269,14 @@ def main() -> None:
     parser.add_argument("--work-ms", type=float, default=1.0, help="work per batch while measuring waits")
     parser.add_argument("--no-torch", action="store_true", help="skip DataLoader(PileDataset)")
     parser.add_argument("--no-tokens", action="store_true", help="skip the compressible variant")
+    parser.add_argument("--no-parquet", action="store_true", help="skip the Parquet variant")
     args = parser.parse_args()
 
     args.data.mkdir(parents=True, exist_ok=True)
     nbytes = parse_bytes(args.size)
     source, store = open_or_make(args.data, nbytes, args.n_piles, "x")
     tokens = None if args.no_tokens else open_or_make(args.data, nbytes, args.n_piles, "tokens")[1]
+    parquet = None if args.no_parquet else open_or_make_parquet(args.data, nbytes, args.n_piles)
     group = zarr.open_group(store, mode="r")
     metadata = group.attrs["daskshuffle"]
     n_rows, n_piles = metadata["n_rows"], metadata["n_piles"]
@@ -221,12 +299,18 @@ def main() -> None:
     if not args.no_torch:
         contenders["DataLoader w=2 x+id"] = (n_rows, lambda: torch_piles(store, both, b, 2))
         contenders["DataLoader w=0 x+id"] = (n_rows, lambda: torch_piles(store, both, b, 0))
+        contenders["DataLoader w=2, ready-made batches"] = (n_rows, lambda: ready_batches(n_rows, b, 2))
     if tokens is not None:
         pair = ["tokens", "id"]
         contenders["tokens: cat"] = (n_rows, lambda: cat(tokens, pair))
         contenders["tokens: zarr piles"] = (n_rows, lambda: zarr_piles(tokens, pair))
         contenders["tokens: reader piles"] = (n_rows, lambda: reader_piles(tokens, pair))
+        contenders["tokens: cat + decode"] = (n_rows, lambda: cat_decode(tokens, pair))
         contenders["tokens: loader"] = (n_rows, lambda: loader(tokens, pair, b))
+    if parquet is not None:
+        columns = ["id"] + [f"x{column}" for column in range(WIDTH)]
+        contenders["parquet: cat"] = (n_rows, lambda: files(parquet))
+        contenders["parquet: loader"] = (n_rows, lambda: loader(parquet, columns, b))
 
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
     moved: dict[str, int] = {}
@@ -266,13 +350,21 @@ def main() -> None:
     print(f"  loader x+id / naive random: {ratio['loader x+id'] / random_rate:,.0f}")
     if "DataLoader w=2 x+id" in ratio:
         print(f"  DataLoader w=2 / loader in process: {ratio['DataLoader w=2 x+id'] / ratio['loader x+id']:.2f}")
+        print(
+            "  DataLoader w=2 of ready-made batches / loader in process (the transport's ceiling): "
+            f"{ratio['DataLoader w=2, ready-made batches'] / ratio['loader x+id']:.2f}"
+        )
+    if parquet is not None:
+        print(f"  parquet: loader / its cat: {ratio['parquet: loader'] / ratio['parquet: cat']:.2f}")
     if tokens is not None:
         stored = sum(os.path.getsize(path) for path in chunk_files(tokens, ["tokens", "id"]))
         decoded = n_rows * ROW_NBYTES
         print(
             f"  tokens: {format_bytes(stored)} on disk for {format_bytes(decoded)} of rows "
             f"(ratio {decoded / stored:.2f}); loader {decoded / median['tokens: loader'] / 1e9:.2f} GB/s decoded, "
-            f"{ratio['tokens: loader'] / ratio['tokens: cat']:.2f} of its cat"
+            f"{ratio['tokens: loader'] / ratio['tokens: cat']:.2f} of its cat, "
+            f"{ratio['tokens: loader'] / ratio['tokens: cat + decode']:.2f} of reading and decoding its files alone "
+            f"({decoded / median['tokens: cat + decode'] / 1e9:.2f} GB/s decoded)"
         )
 
     first, every = waits(store, b, args.work_ms / 1000)
