@@ -104,8 +104,11 @@ def shuffle_parquet(
     block_memory : int or str, default "64MiB"
         About how much one pass-1 task reads: runs of whole row groups
         (a row group larger than this is one block).
-    compression : str, default "snappy"
-        The destination's Parquet codec: "snappy", "zstd", "lz4", "gzip", "brotli" or "none".
+    compression : str, default "auto"
+        The destination's Parquet codec: "auto" (snappy for the columns a
+        sample shows it shrinks, none for the others, such as random floats),
+        or "snappy", "zstd", "lz4", "gzip", "brotli" or "none" for every column.
+        Either way a column is dictionary-encoded only if it has few distinct values.
     row_group_size : int, optional
         The most rows in one row group of the destination. By default a pile is
         one row group (the loader reads a pile as whole row groups); a row group

@@ -40,8 +40,8 @@ DEFAULT_BLOCK_MEMORY = "64MiB"
 DEFAULT_LINES_PILE_MEMORY = "32MiB"
 DEFAULT_LINES_BLOCK_MEMORY = "16MiB"
 #: The codecs a Parquet pile store can be written with, and the default.
-PARQUET_COMPRESSIONS = ("snappy", "zstd", "lz4", "gzip", "brotli", "none")
-DEFAULT_PARQUET_COMPRESSION = "snappy"
+PARQUET_COMPRESSIONS = ("auto", "snappy", "zstd", "lz4", "gzip", "brotli", "none")
+DEFAULT_PARQUET_COMPRESSION = "auto"
 
 
 @dataclass(frozen=True)

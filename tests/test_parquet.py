@@ -153,6 +153,53 @@ def test_materialize_seeds_and_compression(tmp_path: Path) -> None:
     assert read_sidecar(tmp_path / "a")["materialized"] is True
 
 
+def _column_chunks(store: Path) -> dict[str, list[pq.ColumnChunkMetaData]]:
+    """Every column chunk of every part file of ``store``, by column path."""
+    chunks: dict[str, list[pq.ColumnChunkMetaData]] = {}
+    for path in sorted(store.glob("part-*")):
+        metadata = pq.ParquetFile(path).metadata
+        for group in range(metadata.num_row_groups):
+            for index in range(metadata.num_columns):
+                column = metadata.row_group(group).column(index)
+                chunks.setdefault(column.path_in_schema, []).append(column)
+    return chunks
+
+
+@pytest.mark.parametrize("compression", ["auto", "zstd"])
+def test_each_column_is_encoded_for_its_data(tmp_path: Path, compression: str) -> None:
+    rng = np.random.default_rng(0)
+    n = 4_000
+    table = pa.table(
+        {
+            "x": rng.standard_normal(n, dtype=np.float32),  # all distinct, incompressible
+            "label": pa.array(rng.integers(0, 4, n)),  # four values
+            "word": pa.array(rng.choice(["cat", "dog", "owl"], n)),
+            "tokens": pa.array([[int(v)] * 3 for v in rng.integers(0, 9, n)], pa.list_(pa.int32())),
+        }
+    )
+    (tmp_path / "raw").mkdir()
+    pq.write_table(table, tmp_path / "raw" / "part.parquet")
+    shuffle_parquet(tmp_path / "raw", tmp_path / "piles", n_piles=4, seed=0, compression=compression)
+    chunks = _column_chunks(tmp_path / "piles")
+    dictionary = {path: {column.has_dictionary_page for column in found} for path, found in chunks.items()}
+    assert dictionary == {"x": {False}, "label": {True}, "word": {True}, "tokens.list.element": {True}}
+    codecs = {path: {column.compression for column in found} for path, found in chunks.items()}
+    if compression == "auto":
+        assert codecs == {
+            "x": {"UNCOMPRESSED"},
+            "label": {"SNAPPY"},
+            "word": {"SNAPPY"},
+            "tokens.list.element": {"SNAPPY"},
+        }
+    else:
+        assert set().union(*codecs.values()) == {"ZSTD"}
+    # The same rows either way, read as any Parquet dataset is.
+    got = pq.read_table(tmp_path / "piles").sort_by("x")
+    assert got.equals(table.sort_by("x"))
+    plain = sum(column.total_compressed_size for column in chunks["x"])
+    assert plain < 1.01 * n * 4 + 200 * len(chunks["x"]), "random floats stored plain take their own size, no more"
+
+
 def test_schemas_are_unified_across_files_hive_partitions_and_globs(tmp_path: Path) -> None:
     root = tmp_path / "raw"
     for year, first in ((2020, 0), (2021, 100)):

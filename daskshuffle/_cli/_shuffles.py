@@ -116,7 +116,7 @@ Examples:
     type=click.Choice(PARQUET_COMPRESSIONS),
     default=DEFAULT_PARQUET_COMPRESSION,
     show_default=True,
-    help="The Parquet codec of DST.",
+    help="The Parquet codec of DST: auto chooses snappy or none per column, from a sample.",
 )
 @click.option(
     "--row-group-size",

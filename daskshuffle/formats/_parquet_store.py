@@ -10,7 +10,8 @@ dictionaries, lists, structs and nulls anywhere.
   a local disk) and no codec runs on data written once and read once.
 - Destination: a Parquet dataset directory, one file ``part-<first row>.parquet``
   per merge group, whose row groups never straddle a pile (a pile is one row
-  group), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
+  group), each column's encoding and codec chosen from the data
+  (:mod:`~daskshuffle.formats._parquet_layout`), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
   readers skip. The sidecar says ``"complete": false`` until every file is
   written; a failed run removes the part files.
 """
@@ -35,6 +36,7 @@ from .._errors import DaskShuffleValueError
 from .._paths import filesystem
 from .._plan import split_piles
 from ._base import Destination, Pieces
+from ._parquet_layout import AUTO, column_options
 
 __all__ = [
     "METADATA_FILE",
@@ -144,13 +146,9 @@ def _offsets(recorded: bytes) -> NDArray[np.int64]:
 class ParquetWriting:
     """How a Parquet pile store is written: its codec, its largest row group, its number of files."""
 
-    compression: str = "snappy"
+    compression: str = AUTO
     row_group_size: int | None = None
     n_output_files: int | None = None
-
-    @property
-    def codec(self) -> str | None:
-        return None if self.compression == "none" else self.compression
 
 
 class ParquetDestination(Destination[pa.Table]):
@@ -217,10 +215,12 @@ class ParquetDestination(Destination[pa.Table]):
         bounds = [0, *cuts.tolist(), rows.num_rows]
         afs, _ = arrow_filesystem(dst, self.storage_options)
         rows = rows.replace_schema_metadata(self.schema.metadata)
+        dictionary, codecs = column_options(rows, self.writing.compression)  # see _parquet_layout
         with pq.ParquetWriter(
             afs.open_output_stream(f"{root}/{part_name(start)}"),
             self.schema,
-            compression=self.writing.codec,
+            compression=codecs,
+            use_dictionary=dictionary,
             write_page_checksum=True,
         ) as writer:
             for a, b in itertools.pairwise(bounds):
