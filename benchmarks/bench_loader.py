@@ -156,12 +156,17 @@ def cat_decode(store: str, names: list[str]) -> int:
 
 
 def files(directory: str) -> int:
-    """Every file under ``directory`` read once: the plain read of a Parquet pile store."""
+    """Every file under ``directory`` read once, in 1 MiB reads into one buffer: the plain read of a Parquet store.
+
+    (``file.read()`` of a 40 MB part file into a fresh bytes object page-faults on every page: half the speed.)
+    """
     nbytes = 0
+    buffer = bytearray(2**20)
     for root, _, names in os.walk(directory):
         for name in names:
-            with open(os.path.join(root, name), "rb") as file:
-                nbytes += len(file.read())
+            with open(os.path.join(root, name), "rb", buffering=0) as file:
+                while size := file.readinto(buffer):
+                    nbytes += size
     return nbytes
 
 
