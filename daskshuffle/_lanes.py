@@ -79,7 +79,11 @@ def lane_batches(
     """
     lanes = [
         prefetched_batches(
-            piles, plan, [Read(epoch, *s) for s in plan.segments], Prefetcher(piles.job, prefetch), prefetch
+            piles,
+            plan,
+            [Read(epoch, *s) for s in plan.segments],
+            Prefetcher(piles.job, prefetch, background=piles.decodes),
+            prefetch,
         )
         for plan in plans
     ]

@@ -272,7 +272,7 @@ class PileLoader:
         self._batches = 0
         self._live: weakref.ref[Generator[Any, None, None]] | None = None
         self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
-        self._prefetcher = Prefetcher(self._piles.job, self._prefetch)
+        self._prefetcher = Prefetcher(self._piles.job, self._prefetch, background=self._piles.decodes)
         # Also stop the background threads if the loader is dropped without close().
         self._finalizer = weakref.finalize(self, _release, self._prefetcher, reader)
 
@@ -416,7 +416,7 @@ class PileLoader:
             batches = lane_batches(self._piles, plans, epoch, self._prefetch, allocate)
         else:
             reads = [Read(epoch, *segment) for segment in plans[0].segments]
-            prefetcher = Prefetcher(self._piles.job, self._prefetch)
+            prefetcher = Prefetcher(self._piles.job, self._prefetch, background=self._piles.decodes)
             batches = prefetched_batches(self._piles, plans[0], reads, prefetcher, self._prefetch, allocate)
         generator = self._generate(batches, epoch, start, track=False)
         self._ranges.add(generator)

@@ -50,6 +50,10 @@ class MixedReader(PileReader[Any]):
     def pile_offsets(self) -> NDArray[np.int64]:
         return self._offsets
 
+    @property
+    def decodes(self) -> bool:  # type: ignore[override]
+        return all(reader.decodes for reader in self.readers)
+
     def read_rows(self, start: int, stop: int) -> Any:
         parts = []
         for reader, first, last in zip(self.readers, self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):

@@ -14,7 +14,14 @@ each), made the consumer wait for it in turn, and the consumer gathered from
 memory written on the other core: half the rows per second of one thread for
 twice the CPU. A consumer that stays away with each batch (a training step
 outside Python) has the next piles read by background threads meanwhile, so
-that it never waits for a read.
+that it never waits for a read. So does every consumer of a store whose
+reads are mostly decoding (:attr:`~daskshuffle.formats.PileReader.decodes`: a
+Parquet store, a Zarr store whose rows are mostly compressed): the decoder
+holds no GIL for milliseconds a pile (pyarrow) or tens of microseconds a chunk
+(blosc), long enough that a thread beside even a fast consumer puts the second
+core to work (1 GiB, medians of seven epochs: Zarr token ids under blosc-lz4
+1.35 GB/s of decoded rows rather than 1.22, a Parquet store of 65 columns
+0.93M rows/s rather than 0.89M; its best epoch 2.0 s rather than 2.9).
 """
 
 from __future__ import annotations
@@ -165,6 +172,8 @@ class ShuffledPiles:
         self.piles_in_memory = piles_in_memory
         #: The epochs' units, for an order other than "piles"; ``None`` for piles (or groups of them).
         self.units = units
+        #: Whether the reader's reads are mostly decoding: read in the background (see the module's docstring).
+        self.decodes = bool(reader.decodes)
         self._layouts: dict[int, tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]] = {}
         self._lock = threading.Lock()
 
@@ -236,9 +245,10 @@ class Prefetcher:
     threads.
     """
 
-    def __init__(self, make: Callable[[Read], PileJob], depth: int) -> None:
+    def __init__(self, make: Callable[[Read], PileJob], depth: int, *, background: bool = False) -> None:
         self._make = make
         self._depth = depth
+        self._background = background  # background threads read for every consumer
         self._prefix = f"{THREAD_PREFIX}-{next(_prefetcher_ids)}"
         self._executor: ThreadPoolExecutor | None = None
         self._pending: dict[Read, tuple[PileJob, Future[Any] | None]] = {}
@@ -246,7 +256,7 @@ class Prefetcher:
         # Set while background threads may read: the consumer is away, waits for them, or has gone.
         self._away = threading.Event()
         self._away.set()
-        self._overlap = False  # whether new reads go to background threads
+        self._overlap = background  # whether new reads go to background threads
         self._left_at = time.perf_counter()
         self._away_seconds = 0.0  # how long the consumer stays away with a batch, on average
 
@@ -296,11 +306,12 @@ class Prefetcher:
 
         Background threads read only for a consumer away for longer than
         :data:`AWAY_SECONDS` per batch on average, and only while it is away
-        (see the module's docstring for why).
+        (see the module's docstring for why), unless the prefetcher reads in
+        the background for every consumer (``background``).
         """
         away = time.perf_counter() - self._left_at
         self._away_seconds += AWAY_WEIGHT * (away - self._away_seconds)
-        self._overlap = self._away_seconds > AWAY_SECONDS
+        self._overlap = self._background or self._away_seconds > AWAY_SECONDS
         if not self._overlap:
             self._away.clear()
 

@@ -305,6 +305,18 @@ def test_a_damaged_file_raises_in_the_consumer_at_its_pile_and_the_loader_stops_
     assert loader_threads() == []
 
 
+def test_a_store_that_decodes_is_read_ahead_in_a_thread_even_for_a_fast_consumer(store: Store) -> None:
+    decodes = open_pile_reader(store.path).decodes
+    assert decodes == (store.kind is KINDS["parquet"]), "Parquet decodes; the Zarr stores here hold raw floats"
+    with PileLoader(store.path, BATCH, prefetch=1) as loader:
+        batches = iter(loader)
+        first = [next(batches), next(batches)]  # a consumer that comes straight back
+        assert bool(loader_threads()) == decodes
+        ids = ids_of(first + list(batches))
+    assert loader_threads() == []
+    np.testing.assert_array_equal(ids, store.expected(0))
+
+
 # -- torch -------------------------------------------------------------------------------
 
 

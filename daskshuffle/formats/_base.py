@@ -245,6 +245,10 @@ class PileReader(ABC, Generic[Rows]):
 
     #: The ``daskshuffle`` metadata recorded by the shuffle.
     metadata: Mapping[str, Any]
+    #: Whether a read is mostly decoding in calls that release the GIL (a codec, a Parquet
+    #: reader), rather than copying bytes: the loader then reads in a background thread
+    #: beside any consumer (see :mod:`daskshuffle._prefetch`).
+    decodes: bool = False
 
     @property
     def n_rows(self) -> int:

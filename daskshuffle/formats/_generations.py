@@ -207,6 +207,10 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._lock = threading.Lock()
         self._spare: list[ArrayRows] = []
 
+    @property
+    def decodes(self) -> bool:  # type: ignore[override]
+        return all(reader.decodes for reader in self.generations)
+
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
 

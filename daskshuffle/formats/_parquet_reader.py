@@ -82,6 +82,9 @@ class ParquetPileReader(PileReader[pa.Table]):
     10
     """
 
+    #: pyarrow decodes a pile's row groups in one call that releases the GIL.
+    decodes = True
+
     def __init__(
         self,
         store: str | os.PathLike[str],

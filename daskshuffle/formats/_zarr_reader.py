@@ -240,6 +240,12 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 weakref.finalize(self, _shutdown, self._pool)
             return self._pool
 
+    @property
+    def decodes(self) -> bool:  # type: ignore[override]
+        """Whether most of a row's bytes are decoded (a compressor) rather than copied from its chunk files."""
+        compressed = sum(chunks.row_nbytes for chunks in self._chunks.values() if chunks.compressor is not None)
+        return 2 * compressed > sum(chunks.row_nbytes for chunks in self._chunks.values())
+
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
         return self._read(start, stop, None)
