@@ -19,9 +19,9 @@ reads are mostly decoding (:attr:`~daskshuffle.formats.PileReader.decodes`: a
 Parquet store, a Zarr store whose rows are mostly compressed): the decoder
 holds no GIL for milliseconds a pile (pyarrow) or tens of microseconds a chunk
 (blosc), long enough that a thread beside even a fast consumer puts the second
-core to work (1 GiB, medians of seven epochs: Zarr token ids under blosc-lz4
-1.35 GB/s of decoded rows rather than 1.22, a Parquet store of 65 columns
-0.93M rows/s rather than 0.89M; its best epoch 2.0 s rather than 2.9).
+core to work (``benchmarks/bench_reading_ahead.py``: Zarr token ids under
+blosc-lz4 at 1.09 GB/s of rows rather than 0.88, a Parquet store of 65 columns
+at 0.76M rows/s rather than 0.72M, medians of seven 1 GiB epochs).
 """
 
 from __future__ import annotations
