@@ -94,7 +94,7 @@ def _compresses(column: pa.ChunkedArray) -> bool:
     for chunk in column.chunks:
         for buffer in chunk.buffers()[1:]:
             if buffer is not None and size < SAMPLE_NBYTES:
-                parts.append(buffer.to_pybytes()[: SAMPLE_NBYTES - size])
+                parts.append(buffer.slice(0, min(buffer.size, SAMPLE_NBYTES - size)).to_pybytes())
                 size += len(parts[-1])
     raw = b"".join(parts)
     if not raw:
