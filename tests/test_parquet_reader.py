@@ -112,3 +112,42 @@ def test_batches_keep_one_dtype_per_column_across_piles(tmp_path: Path) -> None:
     # Nulls as NaN wherever they are; the other values exact.
     np.testing.assert_array_equal(np.isnan(got), ids_out < 40)
     np.testing.assert_array_equal(got[ids_out >= 40], ids_out[ids_out >= 40])
+
+
+def test_embeddings_are_arrays_of_one_more_dimension_and_nulls_fall_back_to_objects(tmp_path: Path) -> None:
+    n = 400
+    ids = np.arange(n)
+    flat = np.repeat(ids, 8).astype(np.float32) + np.tile(np.arange(8, dtype=np.float32) / 10, n)
+    grid = np.repeat(ids, 6).astype(np.int16)
+    table = pa.table(
+        {
+            "id": ids,
+            "emb": pa.FixedSizeListArray.from_arrays(pa.array(flat), 8),
+            "grid": pa.FixedSizeListArray.from_arrays(pa.FixedSizeListArray.from_arrays(pa.array(grid), 2), 3),
+        }
+    )
+    (tmp_path / "raw").mkdir()
+    pq.write_table(table, tmp_path / "raw" / "a.parquet", row_group_size=50)
+    store = ds.shuffle_parquet(tmp_path / "raw", tmp_path / "piles", n_piles=4, seed=0).path
+    with PileLoader(store, batch_size=64) as loader:
+        assert loader.dtypes["emb"] == np.float32 and loader.dtypes["grid"] == np.int16
+        seen = []
+        for batch in loader:
+            assert batch["emb"].shape == (len(batch["id"]), 8) and batch["grid"].shape == (len(batch["id"]), 3, 2)
+            np.testing.assert_allclose(batch["emb"], flat.reshape(n, 8)[batch["id"]])
+            np.testing.assert_array_equal(batch["grid"][:, :, 0], np.repeat(batch["id"], 3).reshape(-1, 3))
+            seen.append(batch["id"])
+    np.testing.assert_array_equal(np.sort(np.concatenate(seen)), ids)
+
+    # A null anywhere in a fixed-size list: object arrays of arrays, as for any other nested value.
+    values = pa.array([None if i == 5 else float(i) for i in range(n * 2)], pa.float32())
+    (tmp_path / "nulls").mkdir()
+    pq.write_table(
+        pa.table({"id": ids, "emb": pa.FixedSizeListArray.from_arrays(values, 2)}), tmp_path / "nulls" / "a.parquet"
+    )
+    store = ds.shuffle_parquet(tmp_path / "nulls", tmp_path / "nulls-piles", n_piles=1, seed=0).path
+    with PileLoader(store, batch_size=n) as loader:
+        (batch,) = list(loader)
+    assert batch["emb"].dtype == object
+    row = int(np.flatnonzero(batch["id"] == 2)[0])
+    assert np.isnan(batch["emb"][row][1]) and batch["emb"][row][0] == 4.0

@@ -62,8 +62,9 @@ class ParquetPileReader(PileReader[pa.Table]):
 
     ``to_batch`` hands out ``batch_format`` batches: ``"numpy"`` (a dict of
     numpy arrays: numbers without nulls as their dtype, with nulls as float
-    with NaN, strings and nested values as object arrays), ``"arrow"`` (a
-    ``pyarrow.RecordBatch``) or ``"pandas"`` (a ``pandas.DataFrame``).
+    with NaN, fixed-size lists of numbers without nulls (embeddings) as arrays
+    of one more dimension, strings and other nested values as object arrays),
+    ``"arrow"`` (a ``pyarrow.RecordBatch``) or ``"pandas"`` (a ``pandas.DataFrame``).
 
     Part files are opened only when their rows are read, one file handle per
     read in progress, so the reader is safe to share between threads and holds
@@ -231,7 +232,8 @@ class ParquetPileReader(PileReader[pa.Table]):
         return int(rows.num_rows)
 
     def as_arrays(self, rows: pa.Table) -> dict[str, NDArray[Any]] | None:
-        if self.batch_format != "numpy" or any(_is_nested(field.type) for field in rows.schema):
+        nested = [rows.column(index) for index, field in enumerate(rows.schema) if _is_nested(field.type)]
+        if self.batch_format != "numpy" or any(_row_shape(column) is None for column in nested):
             # Nested values become numpy views into the whole pile: gathered from, a batch would
             # keep the pile alive. Taken first, as Arrow, they are views into the batch only.
             return None
@@ -256,8 +258,31 @@ def _is_nested(kind: pa.DataType) -> bool:
     return bool(pa.types.is_nested(kind))
 
 
+def _row_shape(column: pa.ChunkedArray) -> tuple[int, ...] | None:
+    """The shape of a row of ``column`` as a dense array: ``()`` for numbers, ``(n, ...)`` for fixed-size lists.
+
+    ``None`` for anything else, and for fixed-size lists with a null at any level.
+    """
+    kind, shape = column.type, []
+    while pa.types.is_fixed_size_list(kind):
+        if column.null_count:
+            return None
+        shape.append(kind.list_size)
+        column = pa.chunked_array([chunk.flatten() for chunk in column.chunks], type=kind.value_type)
+        kind = kind.value_type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        return None
+    return tuple(shape) if not shape or not column.null_count else None
+
+
 def _to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
     kind = column.type
+    if pa.types.is_fixed_size_list(kind) and (shape := _row_shape(column)) is not None:
+        # An embedding: one array of one more dimension, rather than an object array of arrays.
+        n_rows = len(column)
+        while pa.types.is_fixed_size_list(column.type):
+            column = pa.chunked_array([chunk.flatten() for chunk in column.chunks], type=column.type.value_type)
+        return _to_numpy(column, writeable).reshape(n_rows, *shape)
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
     values: NDArray[Any] = column.to_numpy(zero_copy_only=False)
