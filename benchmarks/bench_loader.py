@@ -21,9 +21,10 @@ ceiling measured in the same run:
   ``DataLoader``'s own transport allows, the ceiling of ``DataLoader w=2``;
 - ``tokens: cat + decode``: every chunk file of the compressible store read
   and blosc-decoded once in one thread, nothing else: the ceiling of its reader;
-- the Parquet variant: the same rows as ``id`` and 64 float32 columns, shuffled
-  by ``shuffle_parquet`` into a Parquet pile store: ``cat`` of its files and
-  ``PileLoader`` over it;
+- the Parquet variants: the same rows as ``id`` and 64 float32 columns, or as
+  ``id`` and one ``fixed_size_list<float32>[64]`` column (an embedding),
+  shuffled by ``shuffle_parquet`` into Parquet pile stores: the plain read of
+  their files and ``PileLoader`` over them;
 - ``naive random``: random minibatches of the *source* (4 MiB zstd chunks)
   through ``x.oindex[sorted(idx)]``, time-boxed by ``--random-seconds`` and
   extrapolated to an epoch.
@@ -97,19 +98,25 @@ def open_or_make(data: Path, nbytes: int, n_piles: int | None, kind: str) -> tup
     return str(source), str(piles)
 
 
-def open_or_make_parquet(data: Path, nbytes: int, n_piles: int | None) -> str:
-    """A Parquet pile store of the same rows as ``x`` + ``id`` (``x`` as 64 float32 columns), made on first use."""
+def open_or_make_parquet(data: Path, nbytes: int, n_piles: int | None, embedding: bool = False) -> str:
+    """A Parquet pile store of the same rows as ``x`` + ``id``, made on first use.
+
+    ``x`` is 64 float32 columns, or with ``embedding`` one ``fixed_size_list<float32>[64]`` column.
+    """
     import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     n_rows = nbytes // ROW_NBYTES
     name = format_bytes(nbytes).replace(" ", "")
-    piles = data / f"loader-piles-parquet-{name}-{n_piles or 'default'}"
+    kind = "parquet-embedding" if embedding else "parquet"
+    piles = data / f"loader-piles-{kind}-{name}-{n_piles or 'default'}"
     try:
         daskshuffle.PileLoader(piles, 1).close()
         return str(piles)
     except daskshuffle.DaskShuffleError:
         pass
-    source = data / f"loader-source-parquet-{name}"
+    source = data / f"loader-source-{kind}-{name}"
     source.mkdir(parents=True, exist_ok=True)
     print(f"generating {source} ({n_rows:,} rows) and shuffling it into {piles} ...", flush=True)
     rng = np.random.default_rng(0)
@@ -117,8 +124,13 @@ def open_or_make_parquet(data: Path, nbytes: int, n_piles: int | None) -> str:
     for part, start in enumerate(range(0, n_rows, step)):
         stop = min(start + step, n_rows)
         x = rng.standard_normal((stop - start, WIDTH), dtype=np.float32)
+        ids = np.arange(start, stop, dtype=np.int64)
+        if embedding:
+            table = pa.table({"id": ids, "x": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), WIDTH)})
+            pq.write_table(table, source / f"part-{part:04d}.parquet")
+            continue
         frame = pd.DataFrame({f"x{column}": x[:, column] for column in range(WIDTH)})
-        frame.insert(0, "id", np.arange(start, stop, dtype=np.int64))
+        frame.insert(0, "id", ids)
         frame.to_parquet(source / f"part-{part:04d}.parquet", index=False)
     extra = {} if n_piles is None else {"n_piles": n_piles}
     print(" ", daskshuffle.shuffle_parquet(source, piles, seed=0, overwrite=True, **extra), flush=True)
@@ -282,6 +294,7 @@ def main() -> None:
     source, store = open_or_make(args.data, nbytes, args.n_piles, "x")
     tokens = None if args.no_tokens else open_or_make(args.data, nbytes, args.n_piles, "tokens")[1]
     parquet = None if args.no_parquet else open_or_make_parquet(args.data, nbytes, args.n_piles)
+    embedding = None if args.no_parquet else open_or_make_parquet(args.data, nbytes, args.n_piles, embedding=True)
     group = zarr.open_group(store, mode="r")
     metadata = group.attrs["daskshuffle"]
     n_rows, n_piles = metadata["n_rows"], metadata["n_piles"]
@@ -316,6 +329,9 @@ def main() -> None:
         columns = ["id"] + [f"x{column}" for column in range(WIDTH)]
         contenders["parquet: cat"] = (n_rows, lambda: files(parquet))
         contenders["parquet: loader"] = (n_rows, lambda: loader(parquet, columns, b))
+    if embedding is not None:
+        contenders["parquet, x one list column: cat"] = (n_rows, lambda: files(embedding))
+        contenders["parquet, x one list column: loader"] = (n_rows, lambda: loader(embedding, both, b))
 
     seconds: dict[str, list[float]] = {name: [] for name in contenders}
     moved: dict[str, int] = {}
@@ -361,6 +377,12 @@ def main() -> None:
         )
     if parquet is not None:
         print(f"  parquet: loader / its cat: {ratio['parquet: loader'] / ratio['parquet: cat']:.2f}")
+    if embedding is not None:
+        print(
+            "  parquet, x one list column: loader / its cat: "
+            f"{ratio['parquet, x one list column: loader'] / ratio['parquet, x one list column: cat']:.2f}; "
+            f"/ 64 columns: {ratio['parquet, x one list column: loader'] / ratio['parquet: loader']:.2f}"
+        )
     if tokens is not None:
         stored = sum(os.path.getsize(path) for path in chunk_files(tokens, ["tokens", "id"]))
         decoded = n_rows * ROW_NBYTES
