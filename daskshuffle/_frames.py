@@ -130,16 +130,9 @@ def shuffle_parquet(
         Once the store is written, prove it holds exactly the source's rows
         (:func:`daskshuffle.verify`); ``VerificationError`` if not.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. With one, the merge reads about
-        ``block_memory**2 / data`` bytes from every block, which falls with
-        the data's size; with ``L``, rows go first to about ``(data /
-        block_memory)^(1/L)`` super-piles, each split as many ways again by
-        every level but the last, then to piles, keeping reads large for one
-        more write and read of the data a level. ``"auto"`` adds levels where
-        fewer would make ten thousand reads or more of under 1 MiB on object
-        storage (two from about 6 GiB with the defaults, three from about
-        256 GiB, four from about 16 TiB), or of under 64 KiB on local disk
-        (two from about 64 GiB); :func:`daskshuffle.explain` shows the choice.
+        Levels of scatter before the merge, as for :func:`daskshuffle.shuffle_zarr`;
+        :func:`daskshuffle.explain` shows what ``"auto"`` chooses.
+
     Returns
     -------
     ShuffleResult

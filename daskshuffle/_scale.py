@@ -256,7 +256,7 @@ def explain(
         Tasks that run at once (worker threads), for the latency estimates.
     min_read : int or str, default "1MiB"
         The smallest read worth its request.
-    levels : {"auto", 1, 2}, default "auto"
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
         As a shuffle takes it: ``"auto"`` decides as a shuffle does, for ``storage``.
     storage : {"object", "local"}, default "object"
         Where the pieces go: object storage (a URL) or a local disk.

@@ -102,6 +102,7 @@ def shuffle_zarr(
         storage (two from about 6 GiB with the defaults, three from about
         256 GiB, four from about 16 TiB), or of under 64 KiB on local disk
         (two from about 64 GiB); :func:`daskshuffle.explain` shows the choice.
+
     Returns
     -------
     ShuffleResult

@@ -54,7 +54,7 @@ class Chunks:
     every_chunk_written: bool
     fill_value: Any
     row_nbytes: int
-    #: The compressor decodes straight into the output (blosc: its header says the size).
+    #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
 
     @property
