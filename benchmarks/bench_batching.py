@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 import daskshuffle
-from daskshuffle import _loader
 from daskshuffle.formats import PileReader
+from daskshuffle.loader import _loader
 
 WIDTH = 64
 ROW_NBYTES = WIDTH * 4 + 8

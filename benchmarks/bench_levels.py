@@ -38,7 +38,7 @@ from dask.utils import format_bytes, parse_bytes
 from distributed import Client, LocalCluster
 
 import daskshuffle
-from daskshuffle._levels import auto_levels, fanout_for, level_read_nbytes, merge_read_nbytes
+from daskshuffle.plan._levels import auto_levels, fanout_for, level_read_nbytes, merge_read_nbytes
 
 WIDTH = 16
 ROW_NBYTES = WIDTH * 4 + 8

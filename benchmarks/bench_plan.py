@@ -29,11 +29,11 @@ import numpy as np
 import zarr
 
 import daskshuffle
-from daskshuffle._graph import shuffle_graph
-from daskshuffle._plan import make_plan
-from daskshuffle._run import _plan_within_budget
-from daskshuffle._scale import _duration, _size
 from daskshuffle.formats._zarr import open_zarr_sources
+from daskshuffle.plan._plan import make_plan
+from daskshuffle.plan._scale import _duration, _size
+from daskshuffle.shuffle._graph import shuffle_graph
+from daskshuffle.shuffle._run import _plan_within_budget
 
 #: A 64 MiB block of 256-byte rows.
 BLOCK_ROWS = 2**18

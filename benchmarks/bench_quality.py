@@ -32,7 +32,7 @@ import tracemalloc
 import numpy as np
 
 from daskshuffle import quality
-from daskshuffle._orders import ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
+from daskshuffle.plan._orders import ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
 from daskshuffle.quality import orders
 
 

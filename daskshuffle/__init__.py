@@ -30,40 +30,40 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
-    from ._epochs import EpochShuffler
-    from ._frames import shuffle_dataframe, shuffle_parquet
-    from ._generations import Generation, append, compact, evict, generations
-    from ._lines import shuffle_lines
-    from ._loader import LoaderSettings, PileLoader
-    from ._run import ShuffleResult
-    from ._scale import ScaleModel, explain
-    from ._shuffle import shuffle_zarr
-    from ._streams import Stream
-    from ._verify import VerifyResult, verify
-    from ._xarray import shuffle_xarray
+    from .loader._epochs import EpochShuffler
+    from .loader._loader import LoaderSettings, PileLoader
+    from .plan._scale import ScaleModel, explain
+    from .plan._streams import Stream
+    from .shuffle._frames import shuffle_dataframe, shuffle_parquet
+    from .shuffle._generations import Generation, append, compact, evict, generations
+    from .shuffle._lines import shuffle_lines
+    from .shuffle._run import ShuffleResult
+    from .shuffle._shuffle import shuffle_zarr
+    from .shuffle._verify import VerifyResult, verify
+    from .shuffle._xarray import shuffle_xarray
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "EpochShuffler": "._epochs",
-    "Generation": "._generations",
-    "append": "._generations",
-    "compact": "._generations",
-    "evict": "._generations",
-    "generations": "._generations",
-    "LoaderSettings": "._loader",
-    "PileLoader": "._loader",
-    "ShuffleResult": "._run",
-    "Stream": "._streams",
-    "ScaleModel": "._scale",
-    "explain": "._scale",
-    "shuffle_zarr": "._shuffle",
-    "shuffle_lines": "._lines",
-    "shuffle_dataframe": "._frames",
-    "shuffle_parquet": "._frames",
-    "shuffle_xarray": "._xarray",
-    "VerifyResult": "._verify",
-    "verify": "._verify",
+    "EpochShuffler": ".loader._epochs",
+    "Generation": ".shuffle._generations",
+    "append": ".shuffle._generations",
+    "compact": ".shuffle._generations",
+    "evict": ".shuffle._generations",
+    "generations": ".shuffle._generations",
+    "LoaderSettings": ".loader._loader",
+    "PileLoader": ".loader._loader",
+    "ShuffleResult": ".shuffle._run",
+    "Stream": ".plan._streams",
+    "ScaleModel": ".plan._scale",
+    "explain": ".plan._scale",
+    "shuffle_zarr": ".shuffle._shuffle",
+    "shuffle_lines": ".shuffle._lines",
+    "shuffle_dataframe": ".shuffle._frames",
+    "shuffle_parquet": ".shuffle._frames",
+    "shuffle_xarray": ".shuffle._xarray",
+    "VerifyResult": ".shuffle._verify",
+    "verify": ".shuffle._verify",
 }
 
 __all__ = [

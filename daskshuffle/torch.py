@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._epoch_plan import split_batches
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ._loader import LoaderSettings, PileLoader
 from ._parse import parse_count, parse_variables
-from ._streams import Stream
 from .formats._base import NUMERIC_KINDS
+from .loader._loader import LoaderSettings, PileLoader
+from .plan._epoch_plan import split_batches
+from .plan._streams import Stream
 
 __all__ = ["PileDataset"]
 

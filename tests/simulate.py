@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from daskshuffle._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
-from daskshuffle._plan import Plan, block_order, group_order, group_piles, make_plan
+from daskshuffle.plan._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
+from daskshuffle.plan._plan import Plan, block_order, group_order, group_piles, make_plan
 
 
 def simulate(

@@ -24,8 +24,6 @@ import zarr
 from conftest import make_zarr_source
 
 from daskshuffle import shuffle_dataframe, shuffle_lines, shuffle_parquet, shuffle_xarray, shuffle_zarr
-from daskshuffle._compute import array_inputs, describe_partitions
-from daskshuffle._plan import make_plan
 from daskshuffle.formats import Format
 from daskshuffle.formats._base import CollectionSource
 from daskshuffle.formats._dataframe import open_dataframe_source
@@ -34,6 +32,8 @@ from daskshuffle.formats._parquet_store import ParquetWriting
 from daskshuffle.formats._text import TextFormat, open_text_sources
 from daskshuffle.formats._xarray import open_xarray_source
 from daskshuffle.formats._zarr import open_zarr_sources
+from daskshuffle.plan._plan import make_plan
+from daskshuffle.shuffle._compute import array_inputs, describe_partitions
 
 N_ROWS = 500
 

@@ -17,8 +17,8 @@ from conftest import make_zarr_source, tree_digest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from daskshuffle import DaskShuffleValueError, StorageFullError, shuffle_zarr
-from daskshuffle._lock import LOCK_SUFFIX
 from daskshuffle.formats import read_metadata
+from daskshuffle.storage._lock import LOCK_SUFFIX
 
 
 class FullDisk(MemoryFileSystem):
@@ -66,7 +66,8 @@ def test_a_second_shuffle_into_the_same_destination_is_refused(tmp_path: Path) -
     code = textwrap.dedent(
         f"""
         import time
-        from daskshuffle import _graph, shuffle_zarr
+        from daskshuffle import shuffle_zarr
+        from daskshuffle.shuffle import _graph
         merge = _graph._merge
         def slow(*args):
             time.sleep(0.3)

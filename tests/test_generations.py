@@ -201,7 +201,7 @@ def test_compact_on_a_cluster_writes_the_same_bytes(grown: Path, tmp_path: Path,
 
 
 def test_an_interrupted_append_is_finished_by_the_same_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from daskshuffle import _graph
+    from daskshuffle.shuffle import _graph
 
     make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
     make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)

@@ -61,7 +61,7 @@ def test_a_run_piped_into_a_log_writes_a_line_or_two(source: str, tmp_path: Path
     """What ``make demo | tee`` and CI see: the output is a pipe."""
     code = (
         "import sys, time, dask, daskshuffle\n"
-        "from daskshuffle import _graph\n"
+        "from daskshuffle.shuffle import _graph\n"
         # Slow tasks, so that a bar redrawn every 0.1 s would have drawn many times.
         "read = _graph._scatter\n"
         "def slow(*args):\n"
@@ -88,7 +88,7 @@ def test_a_failed_run_returns_once_its_running_tasks_have_stopped(cluster_client
     import operator
     import time
 
-    from daskshuffle._compute import _running_tasks, compute
+    from daskshuffle.shuffle._compute import _running_tasks, compute
 
     name = "daskshuffle-stopping"
     graph = {

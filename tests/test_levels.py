@@ -16,9 +16,9 @@ from scipy import stats
 from simulate import simulate, simulate_levels
 
 from daskshuffle import DaskShuffleValueError, PileLoader, shuffle_zarr
-from daskshuffle._level_plan import block_table, make_level_plan, split_bounds
-from daskshuffle._levels import auto_levels, fanout_for, level_plan_nbytes, level_read_nbytes, merge_read_nbytes
 from daskshuffle.formats._zarr import open_zarr_sources
+from daskshuffle.plan._level_plan import block_table, make_level_plan, split_bounds
+from daskshuffle.plan._levels import auto_levels, fanout_for, level_plan_nbytes, level_read_nbytes, merge_read_nbytes
 
 
 @given(
@@ -249,7 +249,7 @@ def test_levels_on_a_cluster_are_the_same_bytes(tmp_path: Path, cluster_client: 
 def test_an_interrupted_run_of_several_levels_continues(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_levels: int, interrupt_at: int
 ) -> None:
-    from daskshuffle import _graph
+    from daskshuffle.shuffle import _graph
 
     source = make_zarr_source(tmp_path / "raw.zarr", 1_500, chunk_rows=50)
     options: dict[str, Any] = {"seed": 4, "levels": n_levels, "block_memory": 2_600}
@@ -295,7 +295,7 @@ def test_parquet_and_text_shuffle_in_two_levels(tmp_path: Path, monkeypatch: pyt
     np.testing.assert_array_equal(np.sort(table["id"]), ids)
     assert (table["s"] == table["id"].astype(str)).all()
     assert json.loads((tmp_path / "p.parquet" / "_daskshuffle.json").read_text())["levels"]["n_levels"] == 2
-    from daskshuffle import _graph
+    from daskshuffle.shuffle import _graph
 
     lines = np.arange(20_000)
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"i": int(i)}) + "\n" for i in lines))

@@ -13,7 +13,7 @@ import pytest
 import zstandard
 from scipy import stats
 
-import daskshuffle._lines
+import daskshuffle.shuffle._lines
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileStoreExistsError, shuffle_lines
 from daskshuffle.formats._text_sample import finish_sample, keep_block_sample, order_sample, plan_sample
 
@@ -129,7 +129,7 @@ def test_both_ways_give_a_sample_of_the_input(src: Path, tmp_path: Path, monkeyp
     """A large K reads the sampled lines after counting, instead of keeping K lines of every block."""
     lines = set(split(src.read_bytes()))
     for one_pass_lines in (10**6, 0):
-        monkeypatch.setattr(daskshuffle._lines, "ONE_PASS_LINES", one_pass_lines)
+        monkeypatch.setattr(daskshuffle.shuffle._lines, "ONE_PASS_LINES", one_pass_lines)
         for repeat in (False, True):
             out = tmp_path / f"out-{one_pass_lines}-{repeat}.txt"
             result = shuffle_lines(src, out, seed=0, head_count=120, repeat=repeat, block_memory=500)

@@ -26,7 +26,7 @@ from conftest import consume, interruptible, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader, SourceNotFoundError
-from daskshuffle._epoch_plan import epoch_pile_order, rank_range, stream_rows, stream_segments
+from daskshuffle.plan._epoch_plan import epoch_pile_order, rank_range, stream_rows, stream_segments
 
 N_ROWS = 1_000
 SEED = 3

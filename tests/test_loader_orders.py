@@ -11,8 +11,8 @@ from conftest import consume
 from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleValueError, PileLoader
-from daskshuffle._orders import ORDER_OPTIONS, ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
 from daskshuffle.formats import open_pile_reader
+from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
 
 BATCH = 50
 VALUES = {"shuffle_block_size": 300, "buffer_size": 60, "cycle_length": 3}

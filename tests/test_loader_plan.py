@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daskshuffle._epoch_plan import (
+from daskshuffle.plan._epoch_plan import (
     epoch_pile_order,
     n_batches,
     pile_permutation,

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
-from daskshuffle._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
-from daskshuffle._orders import (
+from daskshuffle._random import make_rng
+from daskshuffle.plan._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
+from daskshuffle.plan._orders import (
     ORDER_OPTIONS,
     ORDERS,
     OrderOptions,
@@ -26,7 +27,6 @@ from daskshuffle._orders import (
     py1e_ranges,
     unit_reads,
 )
-from daskshuffle._random import make_rng
 from daskshuffle.quality import orders, report
 
 seeds = st.integers(0, 2**63 - 1)

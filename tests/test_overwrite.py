@@ -15,9 +15,9 @@ import pytest
 from conftest import make_zarr_source, tree_digest
 
 import daskshuffle as ds
-from daskshuffle import _paths
 from daskshuffle.formats import open_pile_reader
 from daskshuffle.formats._zarr import ZarrFormat
+from daskshuffle.storage import _paths
 
 
 def _ids(store: str, storage_options: dict[str, Any] | None = None) -> np.ndarray:

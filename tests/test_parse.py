@@ -28,8 +28,8 @@ def test_parse_errors_name_their_parameter(parse: Any, value: object, parameter:
 
 
 def test_settings_round_trip_and_refuse_other_keys() -> None:
-    from daskshuffle._options import parse_shuffle_options
-    from daskshuffle._plan import ShuffleSettings
+    from daskshuffle.plan._options import parse_shuffle_options
+    from daskshuffle.plan._plan import ShuffleSettings
 
     for settings in (
         ShuffleSettings(n_piles=8, seed=1, materialize=False),

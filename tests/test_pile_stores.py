@@ -29,8 +29,8 @@ from conftest import consume
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
-from daskshuffle._epoch_plan import epoch_pile_order, rank_range, stream_rows
 from daskshuffle.formats import open_pile_reader
+from daskshuffle.plan._epoch_plan import epoch_pile_order, rank_range, stream_rows
 
 N_ROWS = 1_000
 N_PILES = 7

@@ -11,7 +11,7 @@ from conftest import make_zarr_source
 
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, PileLoader
-from daskshuffle._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, pile_permutation
+from daskshuffle.plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, pile_permutation
 from daskshuffle.quality._metrics import cobatch_overlap
 
 N_ROWS, N_PILES = 4_000, 40

@@ -16,7 +16,8 @@ from scipy import stats
 from simulate import simulate
 
 from daskshuffle import DaskShuffleValueError
-from daskshuffle._plan import (
+from daskshuffle._random import make_rng
+from daskshuffle.plan._plan import (
     ShuffleSettings,
     auto_n_piles,
     block_order,
@@ -26,7 +27,6 @@ from daskshuffle._plan import (
     make_plan,
     split_piles,
 )
-from daskshuffle._random import make_rng
 
 GOLDEN = Path(__file__).parent / "golden" / "plan_seed7.json"
 

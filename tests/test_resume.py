@@ -23,12 +23,12 @@ from daskshuffle import (
     DaskShuffleValueError,
     PileStoreExistsError,
     UnfinishedShuffleError,
-    _graph,
     shuffle_parquet,
     shuffle_zarr,
 )
 from daskshuffle.formats import read_metadata
 from daskshuffle.formats._zarr import ZarrFormat
+from daskshuffle.shuffle import _graph
 
 #: Small blocks and piles: many scatter and merge tasks, and seams between merges.
 SMALL = {"n_piles": 12, "block_memory": "4KiB", "chunk_rows": 16}
@@ -177,7 +177,8 @@ def test_a_killed_client_is_continued_by_the_same_call(source: str, tmp_path: Pa
     code = textwrap.dedent(
         f"""
         import time, dask
-        from daskshuffle import _graph, shuffle_zarr
+        from daskshuffle import shuffle_zarr
+        from daskshuffle.shuffle import _graph
         merge = _graph._merge
         def slow(*args):
             time.sleep(0.2)
@@ -205,7 +206,7 @@ def test_a_killed_client_is_continued_by_the_same_call(source: str, tmp_path: Pa
 
 
 def test_a_scatter_run_again_after_its_worker_was_lost_does_not_redo_its_work(tmp_path: Path) -> None:
-    from daskshuffle._manifest import Manifest, run_once
+    from daskshuffle.storage._manifest import Manifest, run_once
 
     manifest = Manifest(str(tmp_path / "_done"), None)
     calls: list[int] = []

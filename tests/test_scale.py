@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 import daskshuffle
 from daskshuffle._cli import cli
-from daskshuffle._graph import _merge, _scatter, shuffle_graph
 from daskshuffle._parse import parse_nbytes
-from daskshuffle._plan import Plan, make_plan, plan_nbytes
 from daskshuffle._random import make_rng
-from daskshuffle._run import _plan_within_budget
-from daskshuffle._scale import MAX_TASK_MEMORY, _binomial_sf, _typical_largest, explain
 from daskshuffle.formats._zarr import open_zarr_sources
+from daskshuffle.plan._plan import Plan, make_plan, plan_nbytes
+from daskshuffle.plan._scale import MAX_TASK_MEMORY, _binomial_sf, _typical_largest, explain
+from daskshuffle.shuffle._graph import _merge, _scatter, shuffle_graph
+from daskshuffle.shuffle._run import _plan_within_budget
 
 #: make_zarr_source's rows: x (4 float32), y (int16), id (int64).
 ROW_NBYTES = 26
@@ -266,7 +266,7 @@ def test_the_command_reports_a_bad_option_as_a_usage_error(arguments: list[str],
 
 @pytest.mark.parametrize(("n_rows", "block_rows", "n_piles"), [(20_000, 100, 64), (50_000, 400, 256), (9_999, 37, 10)])
 def test_the_two_level_model_agrees_with_a_two_level_plan(n_rows: int, block_rows: int, n_piles: int) -> None:
-    from daskshuffle._level_plan import make_level_plan
+    from daskshuffle.plan._level_plan import make_level_plan
 
     model = explain(n_rows, ROW_NBYTES, n_piles=n_piles, block_memory=block_rows * ROW_NBYTES, levels=2)
     lengths = [min(block_rows, n_rows - start) for start in range(0, n_rows, block_rows)]

@@ -15,7 +15,7 @@ import zarr
 from conftest import make_zarr_source
 
 import daskshuffle as ds
-from daskshuffle import _verify
+from daskshuffle.shuffle import _verify
 
 N_ROWS = 2_000
 

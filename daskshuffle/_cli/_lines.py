@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import click
 
-from .._options import (
+from ..plan._options import (
     DEFAULT_LINES_BLOCK_MEMORY,
     DEFAULT_LINES_PILE_MEMORY,
 )
@@ -156,7 +156,7 @@ def lines(
     inputs = inputs or (STDIO,)
     if list(inputs).count(STDIO) > 1:
         raise click.UsageError("Expected stdin (-) once among IN. Got it more than once instead.")
-    from .._lines import shuffle_lines
+    from ..shuffle._lines import shuffle_lines
 
     with session(debug=debug, **cluster), contextlib.ExitStack() as stack:
         spool: Path | None = None

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from .._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
-from .._scale import DEFAULT_MIN_READ
+from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
+from ..plan._scale import DEFAULT_MIN_READ
 from ._common import NPiles, cli, reported
 
 EXAMPLES_PLAN = """\b
@@ -96,7 +96,7 @@ def plan(
     with what to change if they do. Nothing is read and no cluster is started.
     """
     from .._parse import parse_nbytes
-    from .._scale import explain
+    from ..plan._scale import explain
 
     with reported(debug):
         model = explain(

@@ -27,7 +27,7 @@ def _positions(ids: np.ndarray) -> np.ndarray:
 
 
 def _epochs_of(store: str, variable: str, n_epochs: int, batch_size: int) -> tuple[list[np.ndarray], int]:
-    from .._loader import PileLoader
+    from ..loader._loader import PileLoader
 
     with PileLoader(store, batch_size, variables=[variable]) as loader:
         epochs = []

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .._options import (
+from ..plan._options import (
     DEFAULT_BLOCK_MEMORY,
     DEFAULT_N_PILES,
     DEFAULT_PARQUET_COMPRESSION,
@@ -96,7 +96,7 @@ def zarr(paths: tuple[str, ...], variables: tuple[str, ...], **options: Any) -> 
     Arrays that share their first dimension are shuffled with one permutation.
     Read the result with daskshuffle.PileLoader, zarr or xarray.
     """
-    from .._shuffle import shuffle_zarr
+    from ..shuffle._shuffle import shuffle_zarr
 
     _shuffle_into_store(shuffle_zarr, paths, variables=split_names(variables), **options)
 
@@ -137,6 +137,6 @@ def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) ->
     DST is a Parquet dataset directory (a row group per pile) that pandas,
     pyarrow and dask read. Read it for training with daskshuffle.PileLoader.
     """
-    from .._frames import shuffle_parquet
+    from ..shuffle._frames import shuffle_parquet
 
     _shuffle_into_store(shuffle_parquet, paths, columns=split_names(columns), **options)

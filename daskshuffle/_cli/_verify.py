@@ -30,7 +30,7 @@ def verify(store: str, sources: tuple[str, ...], block_memory: str, **options: A
     status 1, naming the variable, if a row was changed, lost or added, and
     naming the file if a chunk of the store is damaged.
     """
-    from .._verify import verify as verify_store
+    from ..shuffle._verify import verify as verify_store
 
     quiet = options.pop("quiet")
     progress = show_progress(options.pop("progress"))

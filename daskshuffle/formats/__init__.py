@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError, SourceNotFoundError
-from .._paths import exists, filesystem
+from ..storage._paths import exists, filesystem
 from ._base import FORMAT_VERSION, AppendedStoreError, Format, PileReader
 
 __all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader", "read_metadata"]

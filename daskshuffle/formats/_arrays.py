@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._paths import filesystem
+from ..storage._paths import filesystem
 from ._base import Pieces
 
 __all__ = ["RUN_NBYTES", "ArrayPieces", "ArrayRows", "Variable", "concat_rows", "take_rows"]

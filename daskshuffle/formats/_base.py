@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
-from .._plan import group_piles
+from ..plan._plan import group_piles
 
 __all__ = [
     "ARRAY_KINDS",
@@ -247,7 +247,7 @@ class PileReader(ABC, Generic[Rows]):
     metadata: Mapping[str, Any]
     #: Whether a read is mostly decoding in calls that release the GIL (a codec, a Parquet
     #: reader), rather than copying bytes: the loader then reads in a background thread
-    #: beside any consumer (see :mod:`daskshuffle._prefetch`).
+    #: beside any consumer (see :mod:`daskshuffle.loader._prefetch`).
     decodes: bool = False
 
     @property

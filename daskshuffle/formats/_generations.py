@@ -25,8 +25,8 @@ import zarr
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
-from .._paths import exists, filesystem, normalize, remove, url_options
-from .._plan import fingerprint
+from ..plan._plan import fingerprint
+from ..storage._paths import exists, filesystem, normalize, remove, url_options
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
 from ._base import PileReader

@@ -23,8 +23,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from .._options import PARQUET_COMPRESSIONS
-from .._paths import filesystem, normalize
+from ..plan._options import PARQUET_COMPRESSIONS
+from ..storage._paths import filesystem, normalize
 from ._base import FileSource
 from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
 

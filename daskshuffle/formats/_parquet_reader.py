@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
-from .._paths import exists, filesystem, normalize
+from ..storage._paths import exists, filesystem, normalize
 from ._base import PileReader, check_pile_metadata, select_variables
 from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
 

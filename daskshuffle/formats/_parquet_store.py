@@ -33,8 +33,8 @@ from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
-from .._paths import filesystem
-from .._plan import split_piles
+from ..plan._plan import split_piles
+from ..storage._paths import filesystem
 from ._base import Destination, Pieces
 from ._parquet_layout import AUTO, column_options
 

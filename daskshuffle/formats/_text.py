@@ -23,7 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from .._paths import filesystem, sibling
+from ..storage._paths import filesystem, sibling
 from ._base import Destination, FileSource, Pieces
 from ._text_source import (
     _READ_NBYTES,

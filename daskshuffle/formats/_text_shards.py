@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from .._paths import filesystem, sibling
+from ..storage._paths import filesystem, sibling
 from ._text import OutputLayout, TextFormat
 from ._text_source import _READ_NBYTES, BlockCount, Lines, TextSource, _line_bytes
 

@@ -35,7 +35,7 @@ from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, SourceNotFoundError
-from .._paths import filesystem, is_url, normalize
+from ..storage._paths import filesystem, is_url, normalize
 
 __all__ = [
     "BlockCount",

@@ -28,9 +28,9 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from .. import _paths
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from .._paths import normalize
+from ..storage import _paths
+from ..storage._paths import normalize
 from . import _layout
 from ._arrays import ArrayPieces, ArrayRows, Variable
 from ._base import NUMERIC_KINDS, CollectionSource

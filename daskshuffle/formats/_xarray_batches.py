@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from .._paths import normalize, url_options
+from ..storage._paths import normalize, url_options
 
 __all__ = ["DatasetBatches"]
 

@@ -16,7 +16,7 @@ import zarr
 from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
-from .._paths import filesystem, url_options
+from ..storage._paths import filesystem, url_options
 from . import _layout
 from ._arrays import RUN_NBYTES, ArrayPieces, ArrayRows, Variable
 from ._base import Destination, FileSource

@@ -38,7 +38,7 @@ import zarr
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
-from .._paths import exists, filesystem, normalize, url_options
+from ..storage._paths import exists, filesystem, normalize, url_options
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._base import AppendedStoreError, PileReader, check_pile_metadata, select_variables
 from ._layout import LAYOUT_KEY

@@ -18,8 +18,8 @@ import zarr
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from .._paths import exists, normalize, url_options
-from .._plan import block_rows
+from ..plan._plan import block_rows
+from ..storage._paths import exists, normalize, url_options
 from ._arrays import Variable
 from ._base import ARRAY_KINDS
 

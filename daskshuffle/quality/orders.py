@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .._epoch_plan import grouped_offsets, pile_groups, stream_rows
-from .._orders import ORDERS, OrderOptions, buffer_stream, division_cuts, interleave_stream, parse_order
 from .._parse import parse_positive_int
-from .._plan import block_order, group_order, make_plan
 from .._random import make_rng
+from ..plan._epoch_plan import grouped_offsets, pile_groups, stream_rows
+from ..plan._orders import ORDERS, OrderOptions, buffer_stream, division_cuts, interleave_stream, parse_order
+from ..plan._plan import block_order, group_order, make_plan
 
 __all__ = ["identity", "interleave", "piles", "shard_local", "shuffle_buffer", "uniform"]
 

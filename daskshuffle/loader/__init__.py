@@ -1,0 +1,1 @@
+"""Reading pile stores for training: epochs, orders, read-ahead, batches, ranks, lanes, mixtures."""

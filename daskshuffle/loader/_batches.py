@@ -1,0 +1,112 @@
+"""Gathering a batch from the shuffled piles it takes rows of.
+
+Batches are gathered from each pile as stored, at the positions of its
+permutation, rather than from a shuffled copy of the pile: that copy would
+double the pile's memory, and batches that are copies do not keep a pile alive
+after it is used. When the piles give numpy arrays (:meth:`PileReader.as_arrays`)
+each batch is gathered straight into its own new arrays, across pile
+boundaries, with one ``numpy.take`` per variable and pile: no concatenation,
+one copy. Otherwise it goes through the reader's ``take``, ``concat`` and
+``to_batch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..formats import PileReader
+from ..plan._epoch_plan import BatchPlan
+
+__all__ = ["Allocate", "Layout", "gather_batches"]
+
+#: Each variable's dtype and the shape of one of its rows.
+Layout = Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]
+#: Makes the arrays a batch of ``n_rows`` rows of ``layout`` is gathered into.
+Allocate = Callable[[int, Layout], Mapping[str, NDArray[Any]]]
+
+
+def _empty(n_rows: int, layout: Layout) -> dict[str, NDArray[Any]]:
+    return {name: np.empty((n_rows, *shape), dtype=dtype) for name, (dtype, shape) in layout.items()}
+
+
+def _layout(arrays: Mapping[str, NDArray[Any]]) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]]:
+    return {name: (values.dtype, values.shape[1:]) for name, values in arrays.items()}
+
+
+class _Batch:
+    """One batch being gathered, part after part, so that a pile can be let go before the next is read."""
+
+    def __init__(self, reader: PileReader[Any], n_rows: int, allocate: Allocate | None) -> None:
+        self.reader = reader
+        self.n_rows = n_rows
+        self.allocate = allocate or _empty
+        self.out: dict[str, NDArray[Any]] | None = None
+        self.filled = 0
+        self.taken: list[Any] = []
+
+    def add(self, pile: Any, index: NDArray[np.intp], layout: Layout | None) -> None:
+        """Add the rows of ``pile`` at ``index``; ``layout`` is that of its arrays, if it has arrays."""
+        if pile.arrays is None or layout is None:
+            self.taken.append(self.reader.take(pile.rows, index))
+            return
+        if self.out is None:
+            self.out = dict(self.allocate(self.n_rows, layout))
+        elif _layout(self.out) != layout:
+            # Piles whose dtypes differ (a Parquet column with nulls in one pile only): widen, as a concatenation would.
+            wider = {
+                name: (np.result_type(self.out[name], pile.arrays[name]), shape) for name, (_, shape) in layout.items()
+            }
+            out = dict(self.allocate(self.n_rows, wider))
+            for name, values in out.items():
+                values[: self.filled] = self.out[name][: self.filled]
+            self.out = out
+        stop = self.filled + len(index)
+        for name, values in self.out.items():
+            # mode="clip": the positions are valid, and "raise" would gather into a buffer, then copy.
+            pile.arrays[name].take(index, axis=0, out=values[self.filled : stop], mode="clip")
+        self.filled = stop
+
+    def result(self) -> Any:
+        if self.out is not None:
+            return self.out
+        batch = self.reader.to_batch(self.taken[0] if len(self.taken) == 1 else self.reader.concat(self.taken))
+        if self.allocate is _empty:
+            return batch
+        out = dict(self.allocate(self.n_rows, _layout(batch)))
+        for name, values in out.items():
+            np.copyto(values, batch[name])
+        return out
+
+
+def gather_batches(
+    reader: PileReader[Any],
+    plan: BatchPlan,
+    segment: Callable[[int], Any],
+    allocate: Allocate | None = None,
+    release: Callable[[Any], None] | None = None,
+) -> Iterator[Any]:
+    """The batches of ``plan``; ``segment(i)`` gives the :class:`~daskshuffle.loader._prefetch.ShuffledPile` of segment ``i``.
+
+    Each segment is asked for once, in order, when the first batch that needs
+    it is gathered; the one before is let go first. A reader gives arrays for
+    every pile or for none. ``release(pile)``, if given, is called once the
+    batches gathered from ``pile`` are all made (they are copies).
+    """
+    current: int = -1
+    pile: Any = None
+    layout: Layout | None = None
+    for parts in plan:
+        batch = _Batch(reader, sum(part.stop - part.start for part in parts), allocate)
+        for part in parts:
+            if part.segment != current:
+                if pile is not None and release is not None:
+                    release(pile)
+                pile = None  # let the last pile go before the next is read (with prefetch=0, here)
+                current, pile = part.segment, segment(part.segment)
+                layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch
+            batch.add(pile, pile.order[part.start : part.stop], layout)
+        yield batch.result()

@@ -1,0 +1,306 @@
+"""A fresh full shuffle for every epoch, made while the epoch before it trains.
+
+Reshuffling piles each epoch (what :class:`~daskshuffle.PileLoader` does) keeps
+the rows of a pile together from one epoch to the next. :class:`EpochShuffler`
+instead shuffles the source again for every epoch, with its own seed, into its
+own pile store, on the active dask scheduler, in the background: while training
+consumes epoch ``e``, the shuffles of the epochs after it run, at most
+``max_concurrent_epochs`` stores existing at once, and a store is removed as
+soon as its epoch is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from .._errors import DaskShuffleValueError, UnfinishedShuffleError
+from .._parse import parse_count, parse_path, parse_positive_int, parse_seed
+from .._random import make_rng
+from ..shuffle._run import ShuffleResult
+from ..storage import _paths
+from ._loader import PileLoader
+
+__all__ = ["EpochShuffler", "epoch_seed"]
+
+#: How long a rank other than 0 waits for rank 0 to finish an epoch's store.
+WAIT_SECONDS = 3600.0
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The seed of epoch ``epoch``'s shuffle: drawn from ``(seed, "epoch-shuffle", epoch)``, never ``seed + epoch``."""
+    return int(make_rng(seed, "epoch-shuffle", epoch).integers(0, 2**63 - 1))
+
+
+class EpochShuffler:
+    """Iterate the epochs of a training run, each a fresh full shuffle of ``src``, made in the background.
+
+    Each epoch ``e`` is its own pile store, ``<workdir>/epoch-<e>.zarr``, shuffled
+    from ``src`` with a seed drawn from ``(seed, e)`` and read by a
+    :class:`~daskshuffle.PileLoader` (which shuffles each pile in memory):
+    every epoch a uniformly random permutation, independent of the others.
+    Iterating yields the loaders, one an epoch. The shuffles of the next
+    epochs run on the active dask scheduler (the current ``distributed.Client``
+    if there is one) while the current one trains; at most
+    ``max_concurrent_epochs`` stores exist at once, the one being read
+    included, and an epoch's store is removed when the next epoch is asked for.
+
+    Parameters
+    ----------
+    src : path, URL, or a list of them
+        What ``shuffle`` takes (Zarr arrays by default). Not modified.
+    workdir : path or URL
+        Where the epochs' stores go; created if need be. What the shuffler
+        made there is removed by :meth:`close`.
+    n_epochs : int
+        Epochs to shuffle and yield.
+    batch_size : int
+        As for :class:`~daskshuffle.PileLoader`.
+    seed : int, optional
+        The run's seed (drawn if ``None``; see :meth:`state_dict`).
+    max_concurrent_epochs : int, default 2
+        Stores that may exist at once: the one being read and those shuffled
+        ahead. 2 is double buffering.
+    rank, world_size : int
+        As for :class:`~daskshuffle.PileLoader`. Rank 0 shuffles; the other
+        ranks wait for each store to be complete and read their share of it.
+        Each rank marks in ``workdir`` the epochs it has read; rank 0 removes
+        an epoch's store once every rank has (waiting for them when it asks
+        for the next epoch), so all ranks must iterate the same epochs.
+    shuffle : callable, default :func:`daskshuffle.shuffle_zarr`
+        ``shuffle(src, dst, seed=..., **shuffle_options)``.
+    shuffle_options, loader_options : dict, optional
+        More arguments of ``shuffle`` (``n_piles``, ``pile_memory``, ...) and
+        of :class:`~daskshuffle.PileLoader` (``prefetch``, ``variables``, ...).
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> with daskshuffle.EpochShuffler("raw.zarr", "epochs", n_epochs=2, batch_size=250, seed=0,
+    ...                                shuffle_options={"n_piles": 4}) as epochs:
+    ...     firsts = [next(iter(loader))["id"][:3].tolist() for loader in epochs]
+    >>> firsts[0] != firsts[1]
+    True
+    """
+
+    def __init__(
+        self,
+        src: Any,
+        workdir: str | os.PathLike[str],
+        *,
+        n_epochs: int,
+        batch_size: int,
+        seed: int | None = None,
+        max_concurrent_epochs: int = 2,
+        rank: int = 0,
+        world_size: int = 1,
+        shuffle: Callable[..., ShuffleResult] | None = None,
+        shuffle_options: Mapping[str, Any] | None = None,
+        loader_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        from ..shuffle._shuffle import shuffle_zarr
+
+        self.src = src
+        self.workdir = parse_path(workdir, "workdir")
+        self.n_epochs = parse_positive_int(n_epochs, "n_epochs")
+        self.batch_size = parse_positive_int(batch_size, "batch_size")
+        self.seed = parse_seed(seed)
+        self.max_concurrent_epochs = parse_positive_int(max_concurrent_epochs, "max_concurrent_epochs")
+        self.world_size = parse_positive_int(world_size, "world_size")
+        self.rank = parse_count(rank, "rank")
+        if self.rank >= self.world_size:
+            raise DaskShuffleValueError(
+                f"Expected rank to be below world_size={self.world_size}. Got {self.rank} instead.", parameter="rank"
+            )
+        for name in ("seed", "overwrite"):
+            if name in (shuffle_options or {}):
+                raise DaskShuffleValueError(
+                    f"Expected shuffle_options without {name!r}. Got it instead; the shuffler chooses each "
+                    "epoch's seed and store.",
+                    parameter="shuffle_options",
+                )
+        self._shuffle = shuffle or shuffle_zarr
+        self._shuffle_options = dict(shuffle_options or {})
+        self._loader_options = dict(loader_options or {})
+        self._storage_options = self._shuffle_options.get("storage_options")
+        self._epoch = 0
+        self._loader_state: dict[str, Any] | None = None
+        self._loader: PileLoader | None = None
+        self._made: dict[int, Future[ShuffleResult]] = {}
+        self._removing: list[Future[None]] = []
+        self._closing = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="daskshuffle-epochs")
+
+    # -- where things are -------------------------------------------------------
+    def store(self, epoch: int) -> str:
+        """The pile store of ``epoch``."""
+        return f"{self.workdir}/epoch-{epoch:05d}.zarr"
+
+    def _remove(self, epoch: int) -> None:
+        _paths.remove(self.store(epoch), self._storage_options)
+
+    # -- making the stores --------------------------------------------------------
+    def _make(self, epoch: int) -> ShuffleResult:
+        return self._shuffle(
+            self.src, self.store(epoch), seed=epoch_seed(self.seed, epoch), overwrite=False, **self._shuffle_options
+        )
+
+    def _schedule(self, current: int) -> None:
+        """Start the shuffles of the epochs from ``current`` on that fit ``max_concurrent_epochs``."""
+        if self.rank != 0:
+            return
+        for epoch in range(current, min(current + self.max_concurrent_epochs, self.n_epochs)):
+            if epoch not in self._made:
+                # The copied context carries ``client.as_current()`` into the background thread.
+                context = contextvars.copy_context()
+                self._made[epoch] = self._pool.submit(context.run, self._make, epoch)
+
+    def _ready(self, epoch: int) -> str:
+        """Wait until ``epoch``'s store is complete; raise what its shuffle raised."""
+        if self.rank == 0:
+            self._schedule(epoch)
+            self._made[epoch].result()
+            for removal in [r for r in self._removing if r.done()]:
+                self._removing.remove(removal)
+                removal.result()  # a rank that never finished its epoch
+            return self.store(epoch)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:  # another process (rank 0) makes it: nothing to wait on but the store itself
+            with contextlib.suppress(FileNotFoundError, UnfinishedShuffleError):
+                from ..formats import open_pile_reader
+
+                open_pile_reader(self.store(epoch), storage_options=self._storage_options).close()
+                return self.store(epoch)
+            if time.monotonic() > deadline:
+                raise DaskShuffleValueError(
+                    f"Expected rank 0 to finish the store of epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no "
+                    f"complete store at {self.store(epoch)!r} instead; is rank 0 running with the same workdir?"
+                )
+            time.sleep(0.5)
+
+    def _finish(self, epoch: int) -> None:
+        """Epoch ``epoch`` is read by this rank: mark it, or (rank 0) have its store removed in the background.
+
+        The removal queues on the shuffles' thread ahead of the shuffle that
+        takes the store's place, so the bound on stores holds and training
+        does not wait for it.
+        """
+        if self.rank != 0:
+            fs, inner = _paths.filesystem(self.workdir, self._storage_options)
+            marker = f"{inner}/epoch-{epoch:05d}.read"
+            fs.makedirs(marker, exist_ok=True)
+            fs.touch(f"{marker}/rank-{self.rank}")
+            return
+        self._made.pop(epoch, None)
+        self._removing.append(self._pool.submit(self._remove_when_read, epoch))
+        self._schedule(epoch + 1)
+
+    def _remove_when_read(self, epoch: int) -> None:
+        """Wait until every rank has read ``epoch``, then remove its store."""
+        fs, inner = _paths.filesystem(self.workdir, self._storage_options)
+        marker = f"{inner}/epoch-{epoch:05d}.read"
+        deadline = time.monotonic() + WAIT_SECONDS
+        others = {f"rank-{rank}" for rank in range(1, self.world_size)}
+        while others and not self._closing.is_set():  # the other ranks may still read their last piles
+            with contextlib.suppress(FileNotFoundError):
+                others -= {path.rsplit("/", 1)[-1] for path in fs.ls(marker, detail=False)}
+            if others and time.monotonic() > deadline:
+                raise DaskShuffleValueError(
+                    f"Expected every rank to finish epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no word "
+                    f"from {sorted(others)} instead; do all ranks iterate the same epochs?"
+                )
+            if others:
+                time.sleep(0.05)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(marker, recursive=True)
+        self._remove(epoch)
+
+    # -- iterating -----------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.n_epochs
+
+    def __iter__(self) -> Iterator[PileLoader]:
+        while self._epoch < self.n_epochs:
+            epoch = self._epoch
+            loader = PileLoader(
+                self._ready(epoch),
+                self.batch_size,
+                rank=self.rank,
+                world_size=self.world_size,
+                storage_options=self._storage_options,
+                **self._loader_options,
+            )
+            if self._loader_state is not None:
+                loader.load_state_dict(self._loader_state)
+                self._loader_state = None
+            self._loader = loader
+            yield loader
+            loader.close()
+            self._loader = None
+            self._epoch = epoch + 1
+            self._finish(epoch)
+
+    # -- resuming --------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch in progress and its loader's position, and the run's seed: JSON-serialisable."""
+        return {
+            "epoch": self._epoch,
+            "seed": self.seed,
+            "loader": self._loader.state_dict() if self._loader is not None else None,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue where the shuffler that saved ``state`` was: the same epoch, the same next batch.
+
+        The epoch's store is shuffled again if it is gone (the same seed gives
+        the same store), or finished if its shuffle was interrupted.
+        """
+        if int(state["seed"]) != self.seed:
+            raise DaskShuffleValueError(
+                f"Expected the state of a shuffler with seed={self.seed}. Got seed={state['seed']} instead; "
+                "create the shuffler with the seed the state records.",
+                parameter="state",
+            )
+        self._epoch = parse_count(state["epoch"], "epoch")
+        self._loader_state = dict(state["loader"]) if state.get("loader") is not None else None
+
+    # -- resources -------------------------------------------------------------------
+    def close(self) -> None:
+        """Remove every store the shuffler made, once the other ranks have read them; join its thread.
+
+        After the last epoch, rank 0 waits for the other ranks to finish reading
+        it; a shuffler broken off earlier waits only for a shuffle in progress.
+        """
+        if self._loader is not None:
+            self._loader.close()
+            self._loader = None
+        if self._epoch < self.n_epochs:  # broken off: the other ranks are not waited for
+            self._closing.set()
+        for future in self._made.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)  # pending removals run; the pending shuffles were cancelled above
+        removing, self._removing = self._removing, []
+        if self.rank == 0:
+            for epoch in range(self.n_epochs):
+                self._remove(epoch)
+                _paths.remove(f"{self.workdir}/epoch-{epoch:05d}.read", self._storage_options)
+            fs, inner = _paths.filesystem(self.workdir, self._storage_options)
+            with contextlib.suppress(OSError):
+                if not fs.ls(inner, detail=False):
+                    fs.rmdir(inner)
+        self._made.clear()
+        for removal in removing:
+            if not removal.cancelled():
+                removal.result()  # a rank that never finished the last epoch
+
+    def __enter__(self) -> EpochShuffler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

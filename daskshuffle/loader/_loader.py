@@ -1,0 +1,524 @@
+"""``PileLoader``: shuffled minibatches from a pile store, during training.
+
+This is the second pass of the 2-pass shuffle, done lazily: each epoch visits
+the piles in a fresh random order, shuffles each pile in memory with a fresh
+permutation (both keyed by ``(seed, epoch, pile)`` only), and gathers batches
+in that order, running across pile boundaries (or, with ``order=``, in one of
+the orders of :mod:`daskshuffle.plan._orders`, read unit by unit through
+:mod:`daskshuffle.loader._order_units`). While the consumer trains on one
+pile, background threads read the next ones (or the consumer itself, when it
+comes back for each batch at once: see :mod:`daskshuffle.loader._prefetch`).
+
+The loader reads through the formats (:func:`daskshuffle.formats.open_pile_reader`)
+and never imports dask: it runs on a training machine with no scheduler at all.
+Which rows each rank and each batch gets is planned by pure functions of
+:mod:`daskshuffle.plan._plan` (:func:`~daskshuffle.plan._plan.plan_batches`); reading
+ahead lives in :mod:`daskshuffle.loader._prefetch`, gathering a batch in
+:mod:`daskshuffle.loader._batches`; this module schedules them and keeps the position.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+import numpy as np
+
+from .._errors import DaskShuffleValueError
+from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
+from .._progress import Progress
+from ..formats import PileReader
+from ..plan._epoch_plan import BatchPlan
+from ..plan._orders import OrderName, parse_order
+from ..plan._streams import Stream
+from ._batches import Allocate
+from ._lanes import check_lanes, lane_batches
+from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
+from ._mix import check_streams, loader_units, open_loader_store
+from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
+from ._rank_share import RankShare
+
+__all__ = ["LoaderSettings", "PileLoader"]
+
+
+def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
+    prefetcher.close()
+    reader.close()
+
+
+class PileLoader:
+    """Shuffled minibatches from a pile store: the lazy second pass of the 2-pass shuffle.
+
+    Iterating yields one epoch of batches, each a dict of numpy arrays keyed
+    by variable name with ``batch_size`` rows, except possibly the last.
+    By default (``order="piles"``) every epoch visits the piles in a fresh random order and shuffles each
+    pile in memory with a fresh permutation, both derived from
+    ``(seed, epoch, pile)`` only; batches run across pile boundaries.
+    Iterating again continues where the last iteration stopped: after a
+    whole epoch, that is the next epoch.
+
+    While one pile is being consumed, the next ``prefetch`` piles are read
+    at once in background threads, while the consumer is away with its
+    batches, so that a consumer slower than the reader never waits after the
+    first pile. A consumer that comes back for each batch at once (in under
+    0.2 ms on average) reads each pile itself when it needs it instead: a
+    thread reading next to it slowed both down. Memory stays within about
+    ``prefetch + 1`` piles and a batch (and half a pile more while a pile is
+    being read). Batches are new arrays, gathered from the piles. Once an
+    epoch ends, the first piles of the next one are already being read;
+    :meth:`close` (or ``with``) releases them and the threads.
+
+    Parameters
+    ----------
+    store : path or URL, Stream, or list of them
+        A complete pile store, written by a daskshuffle shuffle; or several,
+        trained on together as one: a list of paths (each row once per
+        epoch) or of :class:`~daskshuffle.Stream`, which up- or downsample
+        their store (``repeat``, ``choose``, ``proportion``). Every copy of a
+        pile (and the sampled part of a pile) is read and shuffled as a pile
+        of its own, in its own place of the epoch. The stores must be of one
+        kind with the same variables and dtypes (checked before any row is
+        read), with ``order="piles"`` and ``piles_in_memory=1``.
+    batch_size : int
+        Rows per batch.
+    seed : int, optional
+        Seeds the order of the piles and the shuffle inside each pile. By
+        default the seed recorded in the store, so that two runs on one store
+        agree unless told otherwise.
+    rank, world_size : int, default 0 and 1
+        For data-parallel training: this process's rank and the number of
+        ranks. Within an epoch ranks get disjoint rows and the same number of
+        batches; fewer than ``world_size`` rows are left out of each epoch
+        (fewer than ``world_size * batch_size`` with ``drop_last``), and which
+        rows changes from epoch to epoch. A rank reads only its own share of
+        the piles, plus at most one pile it shares with each neighbour.
+    drop_last : bool, default False
+        Leave out each rank's last, partial batch.
+    n_lanes : int, optional
+        Elastic determinism: cut each epoch into this many lanes, as if among
+        that many ranks, so that the rows of each global step (all ranks
+        together, with ``world_size * batch_size`` fixed) are the same for any
+        ``world_size`` that divides ``n_lanes``, and a state saved with one
+        world size loads with another. A rank then holds ``n_lanes /
+        world_size`` piles at once. numpy batches only.
+    piles_in_memory : int, default 1
+        Piles shuffled together: each epoch deals the piles into groups of
+        this many, afresh, and reads and shuffles each group as one pile.
+        With 1, a pile's rows stay together from epoch to epoch (rows that
+        shared a batch meet again far more often than with independent
+        shuffles: ``daskshuffle.quality`` measures it); with ``k`` that excess
+        falls about ``k``-fold, for ``k`` times the memory. Only with
+        ``order="piles"``.
+    order : str, default "piles"
+        The order of each epoch, one of the names below; piles
+        play the part of MosaicML Streaming's shards and of tf.data's files,
+        and the ranks (or lanes) that of MosaicML's canonical nodes. Memory
+        is given in rows held by a read, ``prefetch + 1`` reads at once:
+
+        - ``"piles"``: the above; a pile.
+        - ``"naive"``: one uniform permutation of all rows; each rank holds
+          every pile it has a row of (with one rank, the whole store): for
+          small data only.
+        - ``"py1s"``: piles in a random order, the stream cut between ranks,
+          each pile or part of a pile shuffled alone (a boundary pile is cut
+          in stored order); a pile.
+        - ``"py2s"``: like ``"py1s"``, but a boundary pile is shuffled before
+          it is cut, so each rank gets random rows of it, then shuffled again;
+          a pile.
+        - ``"py1b"``: piles in a random order, each rank's stream cut into
+          blocks of ``shuffle_block_size`` rows, each block shuffled; a block
+          (its piles' rows, read once).
+        - ``"py1br"``: ``"py1b"`` with block sizes drawn in ``[0.75, 1.25) *
+          shuffle_block_size`` and each rank's first block cut short at
+          random; up to 1.25 blocks.
+        - ``"py1e"``: each pile's rows spread at random over its place in the
+          stream extended to ``shuffle_block_size`` rows; about 2 blocks,
+          rows read about twice.
+        - ``"buffer"``: piles in a random order, each in stored order, through
+          tf.data's shuffle buffer of ``buffer_size`` rows; about 9 buffers,
+          rows read about twice (reads that do not depend on each other, for
+          exact resume, re-read what stays in the buffer).
+        - ``"interleave"``: ``cycle_length`` piles read a row each in turn
+          into the buffer; as ``"buffer"``.
+
+        Besides, every order but ``"piles"`` plans each epoch whole: 8 bytes
+        a row, and for ``"buffer"`` and ``"interleave"`` about a second per
+        million rows.
+    shuffle_block_size : int, optional
+        Rows of a block, for ``"py1b"``, ``"py1br"`` and ``"py1e"`` (needed
+        there, refused elsewhere).
+    buffer_size : int, optional
+        Rows of the shuffle buffer, for ``"buffer"`` and ``"interleave"``.
+    cycle_length : int, optional
+        Piles read at once, for ``"interleave"``.
+    prefetch : int, default 1
+        Piles read ahead, each in its own background thread (for a consumer
+        that stays away with its batches, or a store whose reads decode):
+        1 is double buffering, 0 always reads in the consumer's thread. A
+        store whose reads decode in one thread each (a Parquet store of one
+        wide list column) reads faster with 2, at the memory of one pile more.
+    variables : list of str, optional
+        The variables (or columns) to read; by default all.
+    batch_format : {"numpy", "xarray", "arrow", "pandas"}, default "numpy"
+        What a batch is: a dict of numpy arrays; for a Zarr pile store, an
+        ``xarray.Dataset`` (dimensions, attributes, CF decoding and the
+        coordinates of the sampled rows, as ``xr.open_zarr`` gives them); for
+        a Parquet pile store, a ``pyarrow.RecordBatch`` or a pandas DataFrame.
+        numpy has no time zones and no categories: in numpy batches a
+        time-zone-aware timestamp is a ``datetime64`` of the UTC instant, a
+        categorical its values, and a column with nulls a float (NaN) or
+        object array. ``"pandas"`` and ``"arrow"`` keep time zones, categories
+        and nulls as they are.
+    progress : bool, default False
+        Show a progress bar over each epoch.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Raises
+    ------
+    CorruptPileStoreError
+        While iterating, at the first batch that needs a pile whose files are
+        missing, truncated or corrupted; the loader then stops its reads.
+
+    Examples
+    --------
+    >>> import daskshuffle as ds
+    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0) as loader:
+    ...     for epoch in range(2):
+    ...         n_rows = sum(len(batch["x"]) for batch in loader)
+    ...     state = loader.state_dict()
+    >>> n_rows, len(loader), state["epoch"]
+    (1000, 10, 2)
+
+    MosaicML Streaming's ``py1b``, blocks of 400 rows shuffled:
+
+    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0, order="py1b", shuffle_block_size=400) as loader:
+    ...     ids = [int(i) for batch in loader for i in batch["id"]]
+    >>> sorted(ids) == list(range(1000)), loader.state_dict()["settings"]["order"]
+    (True, 'py1b')
+
+    Two stores, the second upsampled: every row of it twice and a fresh half
+    of them a third time, each epoch:
+
+    >>> _ = ds.shuffle_zarr("raw.zarr", "rare.zarr", n_piles=4, seed=1)
+    >>> streams = ["piles.zarr", ds.Stream("rare.zarr", repeat=2.5)]
+    >>> with ds.PileLoader(streams, batch_size=100, seed=0) as loader:
+    ...     n_rows = sum(len(batch["id"]) for batch in loader)
+    >>> n_rows, [stream["rows_per_epoch"] for stream in loader.state_dict()["streams"]]
+    (3500, [1000, 2500])
+    """
+
+    def __init__(
+        self,
+        store: str | os.PathLike[str] | Stream | Sequence[str | os.PathLike[str] | Stream],
+        batch_size: int,
+        *,
+        seed: int | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = False,
+        piles_in_memory: int = 1,
+        n_lanes: int | None = None,
+        order: OrderName = "piles",
+        shuffle_block_size: int | None = None,
+        buffer_size: int | None = None,
+        cycle_length: int | None = None,
+        prefetch: int = 1,
+        variables: Sequence[str] | None = None,
+        batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
+        progress: bool = False,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        batch_size = parse_positive_int(batch_size, "batch_size")
+        world_size = parse_positive_int(world_size, "world_size")
+        rank = parse_rank(rank, world_size)
+        drop_last = parse_bool(drop_last, "drop_last")
+        piles_in_memory = parse_positive_int(piles_in_memory, "piles_in_memory")
+        lanes = None if n_lanes is None else check_lanes(n_lanes, world_size, batch_size, batch_format)
+        order_name, options = parse_order(
+            order,
+            {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length},
+            piles_in_memory,
+        )
+        self._prefetch = parse_count(prefetch, "prefetch")
+        self._progress = parse_bool(progress, "progress")
+        chosen = parse_variables(variables)
+        path, reader, mixture = open_loader_store(
+            store, chosen, storage_options, batch_format, order_name, piles_in_memory
+        )
+        metadata = reader.metadata
+        self.settings = LoaderSettings(
+            batch_size=batch_size,
+            seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
+            rank=rank,
+            world_size=world_size,
+            drop_last=drop_last,
+            piles_in_memory=piles_in_memory,
+            n_lanes=lanes,
+            order=order_name,
+            **options.to_dict(),
+        )
+        self.store = path
+        self.variables = chosen or list(metadata["variables"])
+        self.n_piles = int(metadata["n_piles"])
+        self._store_fingerprint = str(metadata["fingerprint"])
+        units, n_rows = loader_units(self.settings, reader, mixture)
+        self._streams = None if mixture is None else mixture.records
+        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units)
+        self._share = RankShare.make(self._piles, self.settings, n_rows)
+        self._n_batches = self._share.n_batches
+        self._epoch = 0
+        self._batches = 0
+        self._live: weakref.ref[Generator[Any, None, None]] | None = None
+        self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
+        self._prefetcher = Prefetcher(self._piles.job, self._prefetch, background=self._piles.decodes)
+        # Also stop the background threads if the loader is dropped without close().
+        self._finalizer = weakref.finalize(self, _release, self._prefetcher, reader)
+
+    # -- what it yields ------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        return self.settings.batch_size
+
+    @property
+    def seed(self) -> int:
+        return self.settings.seed
+
+    @property
+    def rank(self) -> int:
+        return self.settings.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.settings.world_size
+
+    @property
+    def n_rows(self) -> int:
+        """Rows this rank yields per epoch."""
+        return self._share.range[1] - self._share.range[0]
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next batch belongs to."""
+        return self._position()[0]
+
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch."""
+        return self._n_batches
+
+    def __repr__(self) -> str:
+        return (
+            f"<PileLoader {self.store!r}: batch_size={self.batch_size}, rank {self.rank} of {self.world_size}, "
+            f"{len(self)} batches ({self.n_rows:,} rows) per epoch from {self.n_piles} piles, seed={self.seed}, "
+            f"{'' if self.settings.order == 'piles' else f'order={self.settings.order!r}, '}next epoch {self.epoch}>"
+        )
+
+    @property
+    def dtypes(self) -> dict[str, np.dtype[Any]]:
+        """The dtype of each variable in a numpy batch (for other batch formats, empty).
+
+        Examples
+        --------
+        >>> str(PileLoader("piles.zarr", batch_size=100).dtypes["x"])
+        'float32'
+        """
+        reader = self._piles.reader
+        empty = reader.to_batch(reader.read_rows(0, 0))
+        return {name: values.dtype for name, values in empty.items()} if isinstance(empty, dict) else {}
+
+    def plan(self, epoch: int, start: int = 0, stop: int | None = None) -> BatchPlan:
+        """Which rows of which piles make batches ``start:stop`` of ``epoch`` for this rank.
+
+        With an ``order`` other than ``"piles"``, a segment's ``pile`` is a unit
+        of the epoch's stream, read at once (:meth:`piles` names the store
+        piles it reads).
+
+        Examples
+        --------
+        >>> loader = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4)
+        >>> plan = loader.plan(epoch=0, start=1)
+        >>> len(plan), sum(segment.stop - segment.start for segment in plan.segments)
+        (2, 150)
+        """
+        if self._share.lanes is not None:
+            raise DaskShuffleValueError(
+                "Expected a loader without n_lanes. Got one with lanes, whose batches join several plans "
+                "instead; see piles() for what it reads.",
+                parameter="n_lanes",
+            )
+        return self._share.plans(epoch, start, stop)[0]
+
+    def piles(self, epoch: int | None = None) -> list[int]:
+        """The piles this rank reads in ``epoch`` (by default the current one), in reading order.
+
+        Examples
+        --------
+        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4).piles(0)
+        >>> 1 <= len(piles) <= 4
+        True
+        """
+        epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
+        return self._share.piles_read(epoch)
+
+    # -- iteration -----------------------------------------------------------
+    def _position(self) -> tuple[int, int]:
+        """The epoch and the batch within it that come next."""
+        if self._batches >= self._n_batches:
+            return self._epoch + 1, 0
+        return self._epoch, self._batches
+
+    def _close_live(self) -> None:
+        generator = self._live() if self._live is not None else None
+        self._live = None
+        if generator is not None:
+            generator.close()
+
+    def __iter__(self) -> Iterator[Any]:
+        self._close_live()
+        epoch, first = self._position()
+        self._epoch, self._batches = epoch, first
+        plans = self._share.plans(epoch, first)
+        if self._share.lanes is not None:
+            batches = lane_batches(self._piles, plans, epoch, self._prefetch)
+        else:
+            # The next epoch's first reads follow this epoch's last ones, so that
+            # starting the next epoch does not wait for a pile either.
+            ahead = [Read(epoch + 1, *segment) for segment in self.plan(epoch + 1).segments[: self._prefetch]]
+            reads = [Read(epoch, *segment) for segment in plans[0].segments] + ahead
+            batches = prefetched_batches(self._piles, plans[0], reads, self._prefetcher, self._prefetch, keep_open=True)
+        generator = self._generate(batches, epoch, first, track=True)
+        self._live = weakref.ref(generator)
+        return generator
+
+    def iter_batches(
+        self, epoch: int, start: int = 0, stop: int | None = None, *, allocate: Allocate | None = None
+    ) -> Iterator[Any]:
+        """Batches ``start:stop`` of ``epoch`` for this rank, without moving the loader's position.
+
+        The same batches as iterating the loader over that epoch. The range
+        has its own background reads, stopped when it ends, when it is closed
+        or garbage collected, and by :meth:`close`. ``allocate(n_rows, layout)``,
+        if given, makes the arrays each numpy batch is gathered into (``layout``
+        maps each variable to its dtype and the shape of a row), for example
+        in shared memory.
+
+        Examples
+        --------
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> [len(batch["id"]) for batch in loader.iter_batches(epoch=3, start=8)]
+        [100, 100]
+        >>> loader.epoch
+        0
+        """
+        plans = self._share.plans(epoch, start, stop)
+        if self._share.lanes is not None:
+            batches = lane_batches(self._piles, plans, epoch, self._prefetch, allocate)
+        else:
+            reads = [Read(epoch, *segment) for segment in plans[0].segments]
+            prefetcher = Prefetcher(self._piles.job, self._prefetch, background=self._piles.decodes)
+            batches = prefetched_batches(self._piles, plans[0], reads, prefetcher, self._prefetch, allocate)
+        generator = self._generate(batches, epoch, start, track=False)
+        self._ranges.add(generator)
+        return generator
+
+    def _generate(self, batches: Iterator[Any], epoch: int, first: int, *, track: bool) -> Generator[Any, None, None]:
+        """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them."""
+        progress = Progress(self._progress and track, epoch, self._n_batches, first)
+        try:
+            for produced, batch in enumerate(batches, start=first + 1):
+                if track:
+                    self._batches = produced
+                progress.advance()
+                yield batch
+            if track:
+                self._epoch, self._batches = epoch + 1, 0
+        finally:
+            progress.close()
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # stops its reads, unless they read ahead for the next epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start the next iteration at the beginning of ``epoch``.
+
+        An iteration in progress stops.
+
+        Examples
+        --------
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> loader.set_epoch(3)
+        >>> loader.epoch
+        3
+        """
+        epoch = parse_count(epoch, "epoch")
+        self._close_live()
+        self._epoch, self._batches = epoch, 0
+
+    # -- resumption ----------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader is: a small JSON-serialisable dict for :meth:`load_state_dict`.
+
+        It records the epoch and the batches of it already handed out, and
+        fingerprints of the store and of the :class:`LoaderSettings`.
+
+        Examples
+        --------
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> batches = iter(loader)
+        >>> first, second = next(batches), next(batches)
+        >>> state = loader.state_dict()
+        >>> state["epoch"], state["batches"]
+        (0, 2)
+        """
+        epoch, batches = self._position()
+        return {
+            "version": STATE_VERSION,
+            "epoch": epoch,
+            "batches": batches,
+            "store": self._store_fingerprint,
+            "settings": self.settings.to_dict(),
+            "settings_fingerprint": self.settings.fingerprint,
+            **({} if self._streams is None else {"streams": self._streams}),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue exactly where the loader that saved ``state`` stopped.
+
+        The next iteration yields the batches an uninterrupted run would have
+        yielded next, and reads no pile before the one it continues in. A state
+        of another store or of other settings is refused. An iteration in
+        progress stops.
+
+        Examples
+        --------
+        >>> first = PileLoader("piles.zarr", batch_size=100)
+        >>> batches = iter(first)
+        >>> skipped = [next(batches) for _ in range(3)]
+        >>> resumed = PileLoader("piles.zarr", batch_size=100)
+        >>> resumed.load_state_dict(first.state_dict())
+        >>> bool((next(iter(resumed))["id"] == next(batches)["id"]).all())
+        True
+        """
+        check_streams(state, self._streams)
+        epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._n_batches)
+        self._close_live()
+        self._epoch, self._batches = epoch, batches
+
+    # -- resources -----------------------------------------------------------
+    def close(self) -> None:
+        """Stop the iterations in progress and the background reads, join their threads, close the store."""
+        self._close_live()
+        for generator in list(self._ranges):
+            generator.close()
+        _release(self._prefetcher, self._piles.reader)
+
+    def __enter__(self) -> PileLoader:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,138 @@
+"""A loader's settings and the checks of a saved state before a loader continues from it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import DaskShuffleValueError
+from .._parse import Settings, parse_count
+from ..plan._plan import fingerprint
+
+__all__ = ["STATE_KEYS", "STATE_VERSION", "LoaderSettings", "check_state", "parse_rank"]
+
+#: Version of the dict that :meth:`PileLoader.state_dict` returns.
+STATE_VERSION = 1
+STATE_KEYS = ("version", "epoch", "batches", "store", "settings", "settings_fingerprint")
+
+
+@dataclass(frozen=True)
+class LoaderSettings(Settings):
+    """What decides which rows a loader yields and how they are cut into batches.
+
+    Two loaders of one store with equal settings yield the same batches in
+    every epoch; their fingerprint goes into :meth:`PileLoader.state_dict`, so
+    that a state is never loaded into a loader that would continue differently.
+    ``prefetch``, ``variables`` and ``progress`` change how rows are read, not
+    which, and are left out; the ``order`` and its options are in.
+
+    Examples
+    --------
+    >>> settings = LoaderSettings(batch_size=32, seed=0, rank=0, world_size=1, drop_last=False)
+    >>> LoaderSettings.from_dict(settings.to_dict()) == settings
+    True
+    """
+
+    batch_size: int
+    seed: int
+    rank: int
+    world_size: int
+    drop_last: bool
+    piles_in_memory: int = 1
+    n_lanes: int | None = None
+    order: str = "piles"
+    shuffle_block_size: int | None = None
+    buffer_size: int | None = None
+    cycle_length: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        # Left out at their defaults, as before they existed: states saved then still load.
+        for name, default in _DEFAULTS.items():
+            if data[name] == default:
+                del data[name]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LoaderSettings:
+        return super().from_dict({**_DEFAULTS, **data})
+
+    def deciding(self) -> dict[str, Any]:
+        """What decides the batches a state's position points at.
+
+        Without lanes, everything. With lanes, the global sequence of batches:
+        the seed, the lanes, the global batch (``world_size * batch_size``) and
+        the rest, but neither the rank nor the number of ranks.
+        """
+        data = self.to_dict()
+        if self.n_lanes is None:
+            return data
+        del data["rank"], data["world_size"], data["batch_size"]
+        return {**data, "global_batch_size": self.batch_size * self.world_size}
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.deciding())
+
+
+#: The settings added after the first states were saved, at their defaults.
+_DEFAULTS: dict[str, Any] = {
+    "piles_in_memory": 1,
+    "n_lanes": None,
+    "order": "piles",
+    "shuffle_block_size": None,
+    "buffer_size": None,
+    "cycle_length": None,
+}
+
+
+def parse_rank(rank: object, world_size: int) -> int:
+    rank = parse_count(rank, "rank")
+    if rank >= world_size:
+        raise DaskShuffleValueError(
+            f"Expected rank to lie in [0, world_size) = [0, {world_size}). Got {rank} instead; "
+            "ranks are numbered from 0, as in torch.distributed."
+        )
+    return rank
+
+
+def check_state(
+    state: object, store: str, store_fingerprint: str, settings: LoaderSettings, n_batches: int
+) -> tuple[int, int]:
+    """The position ``(epoch, batches)`` a saved ``state`` continues from, if this loader may continue it."""
+    # A loader of several streams also records them ("streams", checked by daskshuffle.loader._mix.check_streams).
+    if not isinstance(state, Mapping) or sorted(k for k in state if k != "streams") != sorted(STATE_KEYS):
+        raise DaskShuffleValueError(
+            f"Expected a dict returned by PileLoader.state_dict(), with the keys {list(STATE_KEYS)}. "
+            f"Got {state!r} instead."
+        )
+    if state["version"] != STATE_VERSION:
+        raise DaskShuffleValueError(
+            f"Expected a loader state of version {STATE_VERSION}. Got version {state['version']!r} instead."
+        )
+    if state["store"] != store_fingerprint:
+        raise DaskShuffleValueError(
+            f"Expected a state saved by a loader of {store!r} (store fingerprint {store_fingerprint}). "
+            f"Got a state of another store (fingerprint {state['store']!r}) instead; load it into a loader of "
+            "the store it was saved with."
+        )
+    saved = LoaderSettings.from_dict(state["settings"])
+    if saved.deciding() != settings.deciding() or state["settings_fingerprint"] != settings.fingerprint:
+        here, there = settings.deciding(), saved.deciding()
+        differ = {
+            name: (there.get(name), here.get(name)) for name in {*here, *there} if there.get(name) != here.get(name)
+        }
+        raise DaskShuffleValueError(
+            "Expected a state saved with this loader's settings. Got a state whose settings differ "
+            f"({', '.join(f'{name}: saved {a!r}, here {b!r}' for name, (a, b) in differ.items()) or 'fingerprint'}) "
+            "instead; create the loader with the saved settings, or start a new run at an epoch boundary "
+            f"with set_epoch({state['epoch'] + (state['batches'] > 0)})."
+        )
+    epoch = parse_count(state["epoch"], "the state's epoch")
+    batches = parse_count(state["batches"], "the state's batches")
+    if batches > n_batches:
+        raise DaskShuffleValueError(
+            f"Expected the state's batches to be at most {n_batches}, the batches per epoch. Got {batches} instead."
+        )
+    return epoch, batches

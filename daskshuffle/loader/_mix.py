@@ -1,0 +1,240 @@
+"""A loader over several pile stores at once: their readers as one, the epoch's units, the streams in its state.
+
+:class:`MixedReader` reads the union of the stores' rows (each store's rows
+after those of the stores before it) through their own readers;
+:class:`MixedUnits` gives each epoch's units from the pure plan of
+:mod:`daskshuffle.plan._mix_plan`. The loader then cuts, reads ahead and gathers
+them exactly as it does the units of any order: memory stays within the units
+held, a copy of a pile (or the sampled part of one) each.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._errors import DaskShuffleValueError
+from .._parse import parse_path
+from ..formats import PileReader, open_pile_reader
+from ..plan._mix_plan import mixed_order, stream_offsets
+from ..plan._orders import READ_GAP, EpochOrder, OrderOptions
+from ..plan._plan import fingerprint
+from ..plan._streams import Stream, epoch_counts, parse_streams
+from ._loader_state import LoaderSettings
+from ._order_units import OrderedUnits, loader_divisions, make_units
+
+__all__ = ["MixedReader", "MixedUnits", "Mixture", "check_streams", "loader_units", "open_loader_store"]
+
+
+class MixedReader(PileReader[Any]):
+    """The pile stores ``readers`` read as one: rows (and piles) of each after those of the ones before it."""
+
+    def __init__(self, readers: Sequence[PileReader[Any]]) -> None:
+        self.readers = list(readers)
+        self._offsets, self.first_piles = stream_offsets([reader.pile_offsets for reader in readers])
+        self.starts = np.concatenate([[0], np.cumsum([reader.n_rows for reader in readers])]).astype(np.int64)
+        self.metadata = {
+            **readers[0].metadata,
+            "n_rows": int(self.starts[-1]),
+            "n_piles": len(self._offsets) - 1,
+            "fingerprint": fingerprint([reader.metadata["fingerprint"] for reader in readers]),
+        }
+
+    @property
+    def pile_offsets(self) -> NDArray[np.int64]:
+        return self._offsets
+
+    @property
+    def decodes(self) -> bool:  # type: ignore[override]
+        return all(reader.decodes for reader in self.readers)
+
+    def read_rows(self, start: int, stop: int) -> Any:
+        parts = []
+        for reader, first, last in zip(self.readers, self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):
+            if start < last and first < stop:
+                parts.append(reader.read_rows(max(start, first) - first, min(stop, last) - first))
+        if not parts:
+            return self.readers[0].read_rows(0, 0)
+        return parts[0] if len(parts) == 1 else self.readers[0].concat(parts)
+
+    def take(self, rows: Any, index: NDArray[np.intp]) -> Any:
+        return self.readers[0].take(rows, index)
+
+    def concat(self, parts: Sequence[Any]) -> Any:
+        return self.readers[0].concat(parts)
+
+    def n_rows_of(self, rows: Any) -> int:
+        return self.readers[0].n_rows_of(rows)
+
+    def to_batch(self, rows: Any) -> Any:
+        return self.readers[0].to_batch(rows)
+
+    def as_arrays(self, rows: Any) -> dict[str, NDArray[Any]] | None:
+        return self.readers[0].as_arrays(rows)
+
+    def close(self) -> None:
+        for reader in self.readers:
+            reader.close()
+
+
+class MixedUnits(OrderedUnits):
+    """The epochs' units of a mixture: :func:`~daskshuffle.plan._mix_plan.mixed_order`, cut at the loader's divisions."""
+
+    def __init__(
+        self,
+        offsets: NDArray[np.int64],
+        first_piles: NDArray[np.int64],
+        counts: Sequence[int],
+        seed: int,
+        divisions: NDArray[np.int64],
+    ) -> None:
+        super().__init__("mix", OrderOptions(), offsets, seed, divisions)
+        self.first_piles = first_piles
+        self.counts = list(counts)
+        # A unit is rows of one pile: runs read across its gaps stay within the pile.
+        self.gap = READ_GAP
+
+    def draw(self, epoch: int) -> EpochOrder:
+        return mixed_order(self.offsets, self.first_piles, self.counts, self.seed, epoch, self.divisions)
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """The streams of a loader, their rows per epoch, and what its state records of them."""
+
+    reader: MixedReader
+    counts: list[int]
+    records: list[dict[str, Any]]
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of every epoch."""
+        return sum(self.counts)
+
+
+def _schema(reader: PileReader[Any]) -> dict[str, str]:
+    """Each variable's dtype (and row shape) in what the reader hands out, from no rows at all."""
+    rows = reader.read_rows(0, 0)
+    schema = getattr(rows, "schema", None)  # a table's: its columns' types
+    if schema is not None:
+        return {field.name: str(field.type) for field in schema}
+    arrays = reader.as_arrays(rows)
+    if arrays is None:
+        arrays = reader.to_batch(rows)
+    return {str(name): f"{values.dtype}{list(values.shape[1:]) or ''}" for name, values in dict(arrays).items()}
+
+
+def _check_alike(paths: Sequence[str], readers: Sequence[PileReader[Any]]) -> None:
+    kinds = [str(reader.metadata["kind"]) for reader in readers]
+    schemas = [_schema(reader) for reader in readers]
+    for path, kind, schema in zip(paths[1:], kinds[1:], schemas[1:], strict=True):
+        if kind != kinds[0]:
+            raise DaskShuffleValueError(
+                f"Expected every store to be a {kinds[0]} pile store, as {paths[0]!r} is. Got a {kind} pile store "
+                f"{path!r} instead; shuffle the stores to one kind.",
+                parameter="store",
+            )
+        if schema != schemas[0]:
+            first = schemas[0]
+            differ = [
+                f"{name}: {first.get(name, 'missing')} in {paths[0]!r}, {schema.get(name, 'missing')} in {path!r}"
+                for name in sorted({*first, *schema})
+                if first.get(name) != schema.get(name)
+            ]
+            raise DaskShuffleValueError(
+                f"Expected every store to have the same variables with the same dtypes. Got {'; '.join(differ)} "
+                "instead; pass variables= to read only the ones they share.",
+                parameter="store",
+            )
+
+
+def open_loader_store(
+    store: object,
+    variables: list[str] | None,
+    storage_options: dict[str, Any] | None,
+    batch_format: str,
+    order: str,
+    piles_in_memory: int,
+) -> tuple[str, PileReader[Any], Mixture | None]:
+    """What a loader reads: the store's name, its reader, and for several streams their :class:`Mixture`.
+
+    Every stream's store is opened and checked (same kind, same variables and
+    dtypes) before any row is read.
+    """
+    streams = parse_streams(store)
+    if streams is None:
+        path = parse_path(store, "store")
+        return path, open_pile_reader(path, variables, storage_options, batch_format=batch_format), None
+    if order != "piles" or piles_in_memory != 1 or batch_format == "xarray":
+        given = f"order={order!r}" if order != "piles" else f"piles_in_memory={piles_in_memory}"
+        raise DaskShuffleValueError(
+            "Expected order='piles', piles_in_memory=1 and a batch_format other than 'xarray' with several "
+            f"streams. Got {given if batch_format != 'xarray' else 'batch_format=' + repr(batch_format)} instead; "
+            "a mixture reads each copy of a pile as a pile of its own.",
+            parameter="store",
+        )
+    paths = [os.fspath(stream.store) for stream in streams]
+    readers: list[PileReader[Any]] = []
+    try:
+        for path in paths:
+            readers.append(open_pile_reader(path, variables, storage_options, batch_format=batch_format))
+        _check_alike(paths, readers)
+        mixture = _mixture(streams, paths, readers)
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return " + ".join(paths), mixture.reader, mixture
+
+
+def _mixture(streams: list[Stream], paths: list[str], readers: list[PileReader[Any]]) -> Mixture:
+    n_rows = [reader.n_rows for reader in readers]
+    counts = epoch_counts(streams, n_rows)
+    for path, n, count in zip(paths, n_rows, counts, strict=True):
+        if n == 0 and count > 0:
+            raise DaskShuffleValueError(
+                f"Expected rows in {path!r} to choose {count} from. Got an empty store instead.", parameter="store"
+            )
+    records = [
+        {**stream.to_dict(), "fingerprint": str(reader.metadata["fingerprint"]), "rows_per_epoch": count}
+        for stream, reader, count in zip(streams, readers, counts, strict=True)
+    ]
+    return Mixture(MixedReader(readers), counts, records)
+
+
+def loader_units(
+    settings: LoaderSettings, reader: PileReader[Any], mixture: Mixture | None
+) -> tuple[OrderedUnits | None, int]:
+    """The units a loader reads (``None``: piles) and the rows of each of its epochs."""
+    if mixture is None:
+        return make_units(settings, reader.pile_offsets), reader.n_rows
+    mixed = mixture.reader
+    divisions = loader_divisions(settings, mixture.n_rows)
+    return MixedUnits(mixed.pile_offsets, mixed.first_piles, mixture.counts, settings.seed, divisions), mixture.n_rows
+
+
+def check_streams(state: object, records: list[dict[str, Any]] | None) -> None:
+    """Refuse a state saved with other streams (stores or weights) than ``records``, naming the streams that differ."""
+    saved = state.get("streams") if isinstance(state, Mapping) else None
+    if saved == records:
+        return
+    if saved is None or records is None:
+        raise DaskShuffleValueError(
+            f"Expected a state saved by a loader of {'several streams' if records else 'one store'}. Got a state of "
+            f"{'several streams' if saved else 'one store'} instead; load it into a loader like the one that saved it."
+        )
+    differ = [
+        f"stream {i}: saved {a!r}, here {b!r}"
+        for i, (a, b) in enumerate(itertools.zip_longest(saved, records))
+        if a != b
+    ]
+    raise DaskShuffleValueError(
+        f"Expected a state saved with this loader's streams. Got a state whose streams differ ({'; '.join(differ)}) "
+        "instead; create the loader with the saved streams and weights."
+    )

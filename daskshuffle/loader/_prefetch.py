@@ -1,0 +1,373 @@
+"""Reading shuffled piles ahead of the consumer: between its batches, or in background threads.
+
+A read is ``(epoch, pile, start, stop)``: positions ``start:stop`` of ``pile``
+once shuffled for ``epoch``. A :class:`PileJob` does one read (the pile's rows
+as stored, and the order to hand them out in); :class:`Prefetcher` keeps
+``depth`` of them under way ahead of the consumer. Neither refers to the
+loader, so that garbage collection of the loader can stop them.
+
+Where a read runs depends on the consumer (:meth:`Prefetcher.back`). A
+consumer that comes back for its next batch at once (a loop in Python, or a
+GPU fed faster than it computes) reads the next pile itself when it needs it, like ``prefetch=0``: a background thread next to it waited for the GIL at
+each of the ~40 file calls of a pile (up to ``sys.getswitchinterval()``
+each), made the consumer wait for it in turn, and the consumer gathered from
+memory written on the other core: half the rows per second of one thread for
+twice the CPU. A consumer that stays away with each batch (a training step
+outside Python) has the next piles read by background threads meanwhile, so
+that it never waits for a read. So does every consumer of a store whose
+reads are mostly decoding (:attr:`~daskshuffle.formats.PileReader.decodes`: a
+Parquet store, a Zarr store whose rows are mostly compressed): the decoder
+holds no GIL for milliseconds a pile (pyarrow) or tens of microseconds a chunk
+(blosc), long enough that a thread beside even a fast consumer puts the second
+core to work (``benchmarks/bench_reading_ahead.py``: Zarr token ids under
+blosc-lz4 at 1.09 GB/s of rows rather than 0.88, a Parquet store of 65 columns
+at 0.76M rows/s rather than 0.72M, medians of seven 1 GiB epochs).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import count
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..formats import PileReader
+from ..plan._epoch_plan import BatchPlan, grouped_offsets, pile_groups, pile_permutation
+from ..plan._orders import unit_reads
+from ._batches import Allocate, gather_batches
+from ._order_units import OrderedUnits
+
+__all__ = ["PileJob", "Prefetcher", "Read", "ShuffledPile", "ShuffledPiles", "prefetched_batches"]
+
+_prefetcher_ids = count()
+#: A consumer away with each batch for longer than this on average has the next piles read in the background.
+AWAY_SECONDS = 200e-6
+#: The weight of the last batch in that average.
+AWAY_WEIGHT = 0.2
+#: Every loader thread's name starts with this.
+THREAD_PREFIX = "daskshuffle-loader"
+
+
+class Read(NamedTuple):
+    """Positions ``start:stop`` of ``pile`` once shuffled for ``epoch``: one read."""
+
+    epoch: int
+    pile: int
+    start: int
+    stop: int
+
+
+class ShuffledPile(NamedTuple):
+    """A pile's rows as stored, the same rows as arrays (or ``None``), and the order to hand out positions in."""
+
+    rows: Any
+    arrays: dict[str, NDArray[Any]] | None
+    order: NDArray[np.intp]
+
+
+class PileJob:
+    """One read, in steps that the consumer and a background thread share.
+
+    :meth:`start` shuffles the positions and plans the read of the pile's
+    chunk files (a reader with ``start_pile``, see
+    :meth:`~daskshuffle.formats._zarr_reader.ZarrPileReader.start_pile`);
+    calling the job reads them (in a background thread, only while the
+    consumer is away) and gives the pile.
+    :meth:`finish` is the consumer's way to the pile: it reads what no thread
+    has taken yet and waits only for the files under way, rather than for a
+    background thread to wake up.
+    """
+
+    def __init__(self, piles: ShuffledPiles, job: Read) -> None:
+        self._piles = piles
+        self.job = job
+        offsets, groups = piles.layout(job.epoch)
+        first, last = int(offsets[job.pile]), int(offsets[job.pile + 1])
+        self._rows = (first, last)
+        # With piles_in_memory > 1, job.pile is a group of the epoch: these store piles, read and shuffled as one.
+        self._members: list[int] | None = None if groups is None else groups[job.pile].tolist()
+        # With another order than "piles", job.pile is a unit of the epoch's stream: runs of store rows.
+        self._runs: list[tuple[int, int]] | None = None
+        self._order: NDArray[np.intp] | None = None
+        self._read: Any = None  # the reader's read under way (a RowsRead), once started
+
+    def start(self) -> None:
+        piles, job = self._piles, self.job
+        try:
+            if self._order is None and piles.units is not None:
+                rows = piles.units.rows(job.epoch, job.pile, job.start, job.stop)
+                self._runs, self._order = unit_reads(rows, piles.units.gap)
+            if self._order is None:
+                first, last = self._rows
+                self._order = pile_permutation(piles.seed, job.epoch, job.pile, last - first)[job.start : job.stop]
+            start_pile = getattr(piles.reader, "start_pile", None)
+            if self._read is None and start_pile is not None and self._members is None and self._runs is None:
+                self._read = start_pile(job.pile)
+        except Exception as error:
+            raise self._noted(error) from None
+
+    def __call__(self, away: threading.Event | None = None) -> ShuffledPile:
+        """Read the pile; with ``away``, take each chunk task only while ``away`` is set."""
+        self.start()
+        read = self._read
+        try:
+            if self._runs is not None:
+                rows = self._piles.read_runs(self._runs)
+            elif self._members is not None:
+                rows = self._piles.read_group(self._members)
+            elif read is None:
+                rows = self._piles.reader.read_pile(self.job.pile)
+            else:
+                if away is not None:
+                    while away.wait() and read.help(1):
+                        pass
+                rows = read.result()
+            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), self._order)  # type: ignore[arg-type]
+        except Exception as error:
+            raise self._noted(error) from None
+
+    def finish(self) -> ShuffledPile | None:
+        """The pile, read here with a background thread's help, or ``None`` if it has not started a shared read."""
+        read, order = self._read, self._order
+        if read is None or order is None:
+            return None
+        try:
+            rows = read.result()
+            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), order)
+        except Exception as error:
+            raise self._noted(error) from None
+
+    def _noted(self, error: Exception) -> Exception:
+        if not any(note.startswith("daskshuffle was reading ") for note in getattr(error, "__notes__", [])):
+            if self._piles.units is not None:
+                what = f"unit {self.job.pile} of the order {self._piles.units.order!r} ({len(self._runs or [])} runs)"
+            elif self._members is None:
+                what = f"pile {self.job.pile} (rows {self._rows[0]}:{self._rows[1]})"
+            else:
+                what = f"piles {self._members} (a group of {self._rows[1] - self._rows[0]} rows)"
+            error.add_note(f"daskshuffle was reading {what} of {self._piles.store!r} for epoch {self.job.epoch}.")
+        return error
+
+
+class ShuffledPiles:
+    """Reads piles and shuffles them for an epoch, through a thread-safe :class:`PileReader`."""
+
+    def __init__(
+        self,
+        reader: PileReader[Any],
+        store: str,
+        seed: int,
+        piles_in_memory: int = 1,
+        units: OrderedUnits | None = None,
+    ) -> None:
+        self.reader = reader
+        self.store = store
+        self.seed = seed
+        self.offsets = reader.pile_offsets
+        self.piles_in_memory = piles_in_memory
+        #: The epochs' units, for an order other than "piles"; ``None`` for piles (or groups of them).
+        self.units = units
+        #: Whether the reader's reads are mostly decoding: read in the background (see the module's docstring).
+        self.decodes = bool(reader.decodes)
+        self._layouts: dict[int, tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]] = {}
+        self._lock = threading.Lock()
+
+    def layout(self, epoch: int) -> tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]:
+        """The offsets of what ``epoch`` reads as piles, and its groups of store piles (``None``: piles alone)."""
+        if self.units is not None:
+            return self.units.bounds(epoch), None
+        with self._lock:
+            found = self._layouts.get(epoch)
+            if found is None:
+                groups = pile_groups(len(self.offsets) - 1, self.piles_in_memory, self.seed, epoch)
+                found = (self.offsets if groups is None else grouped_offsets(self.offsets, groups), groups)
+                if len(self._layouts) >= 4:  # the epochs a loader and its ranges are in at once
+                    self._layouts.pop(next(iter(self._layouts)))
+                self._layouts[epoch] = found
+            return found
+
+    def visit_order(self, epoch: int) -> NDArray[np.intp] | None:
+        """The order ``epoch`` reads what :meth:`layout` gives in; ``None``: the epoch's random pile order."""
+        return None if self.units is None else self.units.visit_order(epoch)
+
+    def read_runs(self, runs: list[tuple[int, int]]) -> Any:
+        """Store rows ``start:stop`` of each of ``runs``, one after the other."""
+        reader = self.reader
+        parts = [reader.read_rows(start, stop) for start, stop in runs] or [reader.read_rows(0, 0)]
+        return parts[0] if len(parts) == 1 else reader.concat(parts)
+
+    def read_group(self, members: list[int]) -> Any:
+        """The rows of store piles ``members``, one after the other; each pile's arrays go back to the reader."""
+        reader = self.reader
+        parts = [reader.read_pile(pile) for pile in members]
+        rows = parts[0] if len(parts) == 1 else reader.concat(parts)
+        recycle = getattr(reader, "recycle", None)
+        if recycle is not None and len(parts) > 1:
+            for part in parts:
+                arrays = reader.as_arrays(part)
+                if arrays is not None:
+                    recycle(arrays)
+        return rows
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_lock": None, "_layouts": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def job(self, job: Read) -> PileJob:
+        return PileJob(self, job)
+
+    def read(self, job: Read) -> ShuffledPile:
+        return PileJob(self, job)()
+
+    def release(self, pile: ShuffledPile) -> None:
+        """``pile`` is used up: its arrays may be read into again, if the reader recycles them."""
+        recycle = getattr(self.reader, "recycle", None)
+        if recycle is not None and pile.arrays is not None:
+            recycle(pile.arrays)
+
+
+class Prefetcher:
+    """Keeps ``depth`` reads under way ahead of the consumer: read between its batches, or in background threads.
+
+    The consumer tells it when it leaves with a batch (:meth:`leave`) and
+    comes back (:meth:`back`); from how long it stays away, the next reads
+    either wait to be read in :meth:`get`, or run in ``depth`` background threads (futures: whatever goes wrong there
+    is raised in the consumer). :meth:`get` finishes a read in the consumer's
+    thread where it can. ``close`` cancels what has not started and joins the
+    threads.
+    """
+
+    def __init__(self, make: Callable[[Read], PileJob], depth: int, *, background: bool = False) -> None:
+        self._make = make
+        self._depth = depth
+        self._background = background  # background threads read for every consumer
+        self._prefix = f"{THREAD_PREFIX}-{next(_prefetcher_ids)}"
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: dict[Read, tuple[PileJob, Future[Any] | None]] = {}
+        self._lock = threading.Lock()
+        # Set while background threads may read: the consumer is away, waits for them, or has gone.
+        self._away = threading.Event()
+        self._away.set()
+        self._overlap = background  # whether new reads go to background threads
+        self._left_at = time.perf_counter()
+        self._away_seconds = 0.0  # how long the consumer stays away with a batch, on average
+
+    def get(self, jobs: Sequence[Read], index: int) -> Any:
+        """What ``jobs[index]`` reads, once the ``depth`` jobs after it are under way."""
+        if self._depth == 0:
+            return self._make(jobs[index])()
+        with self._lock:
+            for job in jobs[index : index + self._depth + 1]:
+                if job not in self._pending:
+                    self._pending[job] = self._submit(self._make(job))
+            started, future = self._pending.pop(jobs[index])
+        if future is None:
+            return started()  # what is left of it, here
+        if not future.done():
+            if future.cancel():  # not started yet: read it here
+                return started()
+            finished = started.finish()
+            # The background thread waits for this, to end this read or to start the next (until back()).
+            self._away.set()
+            if finished is not None:
+                return finished
+        return future.result()
+
+    def _submit(self, started: PileJob) -> tuple[PileJob, Future[Any] | None]:
+        if not self._overlap:
+            # Read in get, just before its batches: a pile read earlier, between batches, was gathered from slower
+            # (out of cache), and cost as much as it saved.
+            return started, None
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=self._depth, thread_name_prefix=self._prefix)
+        return started, self._executor.submit(started, self._away)
+
+    def enter(self) -> None:
+        """The consumer starts gathering batches (after however long away)."""
+        if not self._overlap:
+            self._away.clear()
+
+    def leave(self) -> None:
+        """The consumer leaves with a batch."""
+        self._left_at = time.perf_counter()
+        if self._overlap:
+            self._away.set()
+
+    def back(self) -> None:
+        """The consumer is back for the next batch: choose where the next reads run.
+
+        Background threads read only for a consumer away for longer than
+        :data:`AWAY_SECONDS` per batch on average, and only while it is away
+        (see the module's docstring for why), unless the prefetcher reads in
+        the background for every consumer (``background``).
+        """
+        away = time.perf_counter() - self._left_at
+        self._away_seconds += AWAY_WEIGHT * (away - self._away_seconds)
+        self._overlap = self._background or self._away_seconds > AWAY_SECONDS
+        if not self._overlap:
+            self._away.clear()
+
+    def keep_only(self, jobs: Sequence[Read]) -> None:
+        """Cancel the reads under way that are not among ``jobs``."""
+        with self._lock:
+            for job in [job for job in self._pending if job not in jobs]:
+                future = self._pending.pop(job)[1]
+                if future is not None:
+                    future.cancel()
+
+    def close(self) -> None:
+        self._away.set()  # no thread waits for a consumer that has gone
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            executor, self._executor = self._executor, None
+        for _, future in pending.values():
+            if future is not None:
+                future.cancel()
+        if executor is not None:
+            # A thread cannot join itself: if garbage collection closes us from
+            # one of our own threads, let the threads finish on their own.
+            wait = not threading.current_thread().name.startswith(self._prefix)
+            executor.shutdown(wait=wait, cancel_futures=True)
+
+
+def prefetched_batches(
+    piles: ShuffledPiles,
+    plan: BatchPlan,
+    reads: list[Read],
+    prefetcher: Prefetcher,
+    depth: int,
+    allocate: Allocate | None = None,
+    *,
+    keep_open: bool = False,
+) -> Generator[Any, None, None]:
+    """The batches of ``plan``, its piles read through ``prefetcher`` (``reads``: the plan's, then any to read ahead).
+
+    The prefetcher learns when the consumer leaves with a batch and comes
+    back. It is closed when the batches end early (broken out of, closed, an
+    error) and, unless ``keep_open`` (a loader's own iteration, whose reads
+    ahead serve the next epoch), when they end.
+    """
+    prefetcher.keep_only(reads[: depth + 1])
+    finished = False
+    prefetcher.enter()
+    try:
+        batches = gather_batches(
+            piles.reader, plan, lambda index: prefetcher.get(reads, index), allocate, piles.release
+        )
+        for batch in batches:
+            prefetcher.leave()
+            yield batch
+            prefetcher.back()
+        finished = True
+    finally:
+        prefetcher.leave()
+        if not (finished and keep_open):
+            prefetcher.close()

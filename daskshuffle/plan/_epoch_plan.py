@@ -1,0 +1,308 @@
+"""The loader's plan: an epoch's order of rows, cut between ranks and batches.
+
+Pure numpy, like :mod:`daskshuffle.plan._plan`: what :class:`~daskshuffle.PileLoader`
+and ``daskshuffle.torch`` read and yield is a function of the pile offsets, the
+seed, the epoch, the rank and the batch size alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._random import make_rng
+
+__all__ = [
+    "BatchPart",
+    "BatchPlan",
+    "Segment",
+    "epoch_pile_order",
+    "grouped_offsets",
+    "lane_ranges",
+    "n_batches",
+    "pile_groups",
+    "pile_permutation",
+    "plan_batches",
+    "rank_range",
+    "rank_share",
+    "split_batches",
+    "stream_rows",
+    "stream_segments",
+]
+
+IntArray = NDArray[np.int64]
+
+
+def epoch_pile_order(seed: int, epoch: int, n_piles: int) -> NDArray[np.intp]:
+    """The order in which the piles are visited in ``epoch``."""
+    return make_rng(seed, "epoch-piles", epoch).permutation(n_piles)
+
+
+def pile_groups(n_piles: int, piles_in_memory: int, seed: int, epoch: int) -> list[IntArray] | None:
+    """The groups of piles that ``epoch`` reads and shuffles together: ``None`` for one pile at a time.
+
+    With ``piles_in_memory=k`` the piles are dealt into groups of ``k`` (the
+    last may be smaller) by a permutation drawn from ``(seed, "epoch-groups",
+    epoch)``, afresh every epoch; a group then plays the part of a pile (its
+    place in the epoch's order, its shuffle). Rows of one pile meet rows of
+    other piles in a batch, and not the same ones each epoch.
+
+    Examples
+    --------
+    >>> [group.tolist() for group in pile_groups(5, 2, seed=1, epoch=0)]
+    [[2, 3], [0, 4], [1]]
+    >>> pile_groups(5, 1, seed=0, epoch=0) is None
+    True
+    """
+    if piles_in_memory <= 1 or n_piles <= 1:
+        return None
+    order = make_rng(seed, "epoch-groups", epoch).permutation(n_piles).astype(np.int64)
+    return [np.sort(order[start : start + piles_in_memory]) for start in range(0, n_piles, piles_in_memory)]
+
+
+def grouped_offsets(pile_offsets: IntArray, groups: list[IntArray]) -> IntArray:
+    """The offsets of the groups laid end to end, as if each group were one pile.
+
+    Examples
+    --------
+    >>> grouped_offsets(np.array([0, 4, 6, 10]), [np.array([0, 2]), np.array([1])]).tolist()
+    [0, 8, 10]
+    """
+    sizes = np.diff(pile_offsets)
+    return np.concatenate([[0], np.cumsum([int(sizes[group].sum()) for group in groups])]).astype(np.int64)
+
+
+def pile_permutation(seed: int, epoch: int, pile: int, size: int) -> NDArray[np.intp]:
+    """The in-RAM shuffle of ``pile`` in ``epoch``."""
+    return make_rng(seed, "epoch-rows", epoch, pile).permutation(size)
+
+
+# -- the loader: an epoch's stream of rows, cut between ranks and batches ----------
+#
+# Epoch ``e`` visits the piles in ``epoch_pile_order(seed, e, n_piles)`` and
+# shuffles each with ``pile_permutation(seed, e, pile, size)``; the epoch's
+# *stream* is those shuffled piles end to end. Rank ``r`` of ``n_ranks`` takes
+# the contiguous positions ``[r * share, (r + 1) * share)`` of the stream, all
+# ranks the same ``share``, so that ranks are disjoint, yield the same number of
+# batches, and each reads only its own piles plus at most one it shares with
+# each neighbour. The rows past ``n_ranks * share`` are left out of the epoch;
+# they are the tail of the last pile visited, so they change with the epoch.
+
+
+class Segment(NamedTuple):
+    """Positions ``start:stop`` of ``pile`` after the pile is shuffled for the epoch."""
+
+    pile: int
+    start: int
+    stop: int
+
+
+def rank_share(n_rows: int, n_ranks: int, batch_size: int, drop_last: bool) -> int:
+    """Rows of the stream each rank takes per epoch.
+
+    Without ``drop_last`` fewer than ``n_ranks`` rows are left out; with it,
+    every rank's share is whole batches and fewer than ``n_ranks * batch_size``
+    rows are left out.
+
+    Examples
+    --------
+    >>> rank_share(10, n_ranks=3, batch_size=2, drop_last=False)
+    3
+    >>> rank_share(10, n_ranks=3, batch_size=2, drop_last=True)
+    2
+    """
+    if drop_last:
+        return n_rows // (n_ranks * batch_size) * batch_size
+    return n_rows // n_ranks
+
+
+def rank_range(n_rows: int, n_ranks: int, rank: int, batch_size: int, drop_last: bool) -> tuple[int, int]:
+    """The positions ``[start, stop)`` of the epoch's stream that ``rank`` takes.
+
+    Examples
+    --------
+    >>> [rank_range(10, 3, rank, batch_size=2, drop_last=False) for rank in range(3)]
+    [(0, 3), (3, 6), (6, 9)]
+    """
+    share = rank_share(n_rows, n_ranks, batch_size, drop_last)
+    return rank * share, (rank + 1) * share
+
+
+def lane_ranges(
+    n_rows: int, n_lanes: int, world_size: int, rank: int, batch_size: int, drop_last: bool
+) -> list[tuple[int, int]]:
+    """The stream positions of the lanes that ``rank`` of ``world_size`` reads: ``n_lanes / world_size`` of them.
+
+    The epoch's stream is cut into ``n_lanes`` lanes as if among that many
+    ranks, each giving micro-batches of ``batch_size * world_size / n_lanes``
+    rows; global step ``t`` is micro-batch ``t`` of every lane, whatever the
+    number of ranks that share the lanes out.
+
+    Examples
+    --------
+    >>> lane_ranges(100, n_lanes=4, world_size=2, rank=1, batch_size=10, drop_last=False)
+    [(50, 75), (75, 100)]
+    """
+    per_rank = n_lanes // world_size
+    micro = batch_size // per_rank
+    return [
+        rank_range(n_rows, n_lanes, lane, micro, drop_last) for lane in range(rank * per_rank, (rank + 1) * per_rank)
+    ]
+
+
+def n_batches(n_rows: int, batch_size: int, drop_last: bool) -> int:
+    """Batches that ``n_rows`` rows make: a last, partial batch counts unless ``drop_last``.
+
+    Examples
+    --------
+    >>> n_batches(10, 4, drop_last=False), n_batches(10, 4, drop_last=True)
+    (3, 2)
+    """
+    return n_rows // batch_size if drop_last else -(-n_rows // batch_size)
+
+
+def split_batches(total: int, n_parts: int, part: int) -> tuple[int, int]:
+    """Part ``part`` of ``n_parts`` contiguous, near-equal runs ``[first, stop)`` of ``total`` batches.
+
+    Used to divide a rank's batches between data-loading worker processes:
+    contiguous runs keep each worker on its own piles.
+
+    Examples
+    --------
+    >>> [split_batches(5, 2, part) for part in range(2)]
+    [(0, 2), (2, 5)]
+    """
+    return total * part // n_parts, total * (part + 1) // n_parts
+
+
+def stream_segments(pile_offsets: IntArray, pile_order: NDArray[np.integer], start: int, stop: int) -> list[Segment]:
+    """The pieces of shuffled piles that make positions ``[start, stop)`` of an epoch's stream.
+
+    ``pile_order`` is the epoch's :func:`epoch_pile_order`. Empty piles and
+    piles outside the range are left out, so a rank reads only what it needs.
+
+    Examples
+    --------
+    >>> offsets = np.array([0, 4, 6, 10])  # piles of 4, 2 and 4 rows
+    >>> stream_segments(offsets, np.array([2, 0, 1]), start=3, stop=9)
+    [Segment(pile=2, start=3, stop=4), Segment(pile=0, start=0, stop=4), Segment(pile=1, start=0, stop=1)]
+    """
+    sizes = np.diff(pile_offsets)[pile_order]
+    ends = np.cumsum(sizes)
+    segments = []
+    index = int(np.searchsorted(ends, start, side="right"))
+    while index < len(sizes) and start < stop:
+        begin = int(ends[index] - sizes[index])
+        end = min(int(ends[index]), stop)
+        if end > start:
+            segments.append(Segment(int(pile_order[index]), start - begin, end - begin))
+        start = max(start, end)
+        index += 1
+    return segments
+
+
+def stream_rows(pile_offsets: IntArray, seed: int, epoch: int, start: int, stop: int) -> IntArray:
+    """The store rows at positions ``[start, stop)`` of epoch ``epoch``'s stream.
+
+    What a loader yields, as row numbers: the reference its tests compare with.
+
+    Examples
+    --------
+    >>> rows = stream_rows(np.array([0, 4, 6, 10]), seed=0, epoch=0, start=0, stop=10)
+    >>> sorted(rows.tolist())
+    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    """
+    order = epoch_pile_order(seed, epoch, len(pile_offsets) - 1)
+    parts = [np.zeros(0, dtype=np.int64)]
+    for pile, begin, end in stream_segments(pile_offsets, order, start, stop):
+        size = int(pile_offsets[pile + 1] - pile_offsets[pile])
+        parts.append(pile_offsets[pile] + pile_permutation(seed, epoch, pile, size)[begin:end])
+    return np.concatenate(parts).astype(np.int64, copy=False)
+
+
+class BatchPart(NamedTuple):
+    """Positions ``start:stop`` of segment ``segment`` of a :class:`BatchPlan`, counted from the segment's start."""
+
+    segment: int
+    start: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Which rows of which pile segments make each batch of a range of an epoch's batches.
+
+    ``segments`` are the reads, in order (as :func:`stream_segments` gives
+    them); iterating yields, for each batch, the parts of those segments that
+    make it, in order: a batch that runs across a pile boundary has a part of
+    each pile. Batches are cut every ``batch_size`` positions of the
+    segments end to end; only the last may be shorter.
+
+    Examples
+    --------
+    >>> plan = plan_batches(np.array([0, 4, 6, 10]), seed=0, epoch=0, positions=(0, 10), batch_size=4)
+    >>> len(plan), [sum(part.stop - part.start for part in batch) for batch in plan]
+    (3, [4, 4, 2])
+    """
+
+    segments: list[Segment]
+    batch_size: int
+
+    @property
+    def n_rows(self) -> int:
+        return sum(segment.stop - segment.start for segment in self.segments)
+
+    def __len__(self) -> int:
+        return n_batches(self.n_rows, self.batch_size, drop_last=False)
+
+    def __iter__(self) -> Iterator[tuple[BatchPart, ...]]:
+        # Lazily: an epoch may have millions of batches.
+        parts: list[BatchPart] = []
+        filled = 0
+        for index, segment in enumerate(self.segments):
+            position, size = 0, segment.stop - segment.start
+            while position < size:
+                take = min(self.batch_size - filled, size - position)
+                parts.append(BatchPart(index, position, position + take))
+                position += take
+                filled += take
+                if filled == self.batch_size:
+                    yield tuple(parts)
+                    parts, filled = [], 0
+        if parts:
+            yield tuple(parts)
+
+
+def plan_batches(
+    pile_offsets: IntArray,
+    seed: int,
+    epoch: int,
+    positions: tuple[int, int],
+    batch_size: int,
+    first: int = 0,
+    stop: int | None = None,
+    pile_order: NDArray[np.integer] | None = None,
+) -> BatchPlan:
+    """Batches ``first:stop`` of ``epoch`` for the rank that takes the stream ``positions`` (its :func:`rank_range`).
+
+    ``stop=None`` is the rank's last batch; ``pile_order=None`` is the
+    epoch's :func:`epoch_pile_order` (an order other than ``"piles"`` gives
+    its units in their own order, with their bounds as ``pile_offsets``). What :class:`~daskshuffle.PileLoader`
+    reads and yields, and what ``daskshuffle.torch`` splits between worker
+    processes; positions past the end of the rank's range are left out.
+
+    Examples
+    --------
+    >>> plan = plan_batches(np.array([0, 4, 6, 10]), seed=0, epoch=0, positions=(0, 10), batch_size=4, first=1)
+    >>> [segment.pile for segment in plan.segments], len(plan)
+    ([2, 0], 2)
+    """
+    begin, end = positions
+    last = end if stop is None else min(begin + stop * batch_size, end)
+    order = epoch_pile_order(seed, epoch, len(pile_offsets) - 1) if pile_order is None else pile_order
+    segments = stream_segments(pile_offsets, order, min(begin + first * batch_size, last), last)
+    return BatchPlan(segments, batch_size)

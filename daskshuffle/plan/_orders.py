@@ -1,0 +1,390 @@
+"""The orders a :class:`~daskshuffle.PileLoader` can yield an epoch in: one pure function each, in :data:`ORDERS`.
+
+Every order has the signature ``order(pile_offsets, seed, epoch, divisions,
+options) -> EpochOrder``: from the store's pile offsets, the seed, the epoch,
+the cuts of the epoch's stream between ranks (or lanes: MosaicML's canonical
+nodes) and the order's :class:`OrderOptions`, it gives the store row at every
+position of the epoch's stream, and the positions where the loader's reads
+start (:attr:`EpochOrder.bounds`). The loader cuts that stream between ranks
+and batches exactly as it cuts ``"piles"``; a read holds the rows of one unit
+``bounds[u]:bounds[u + 1]`` at once, reading them from the store in runs
+(:func:`unit_reads`). Pure numpy, like :mod:`daskshuffle.plan._epoch_plan`: no I/O,
+no dask, no zarr. Randomness comes only from :func:`~daskshuffle._random.make_rng`
+keyed by ``(seed, purpose, epoch, ...)``.
+
+The *sample space* of an epoch is the piles laid end to end in the epoch's
+visiting order (:func:`~daskshuffle.plan._epoch_plan.epoch_pile_order`), each in
+stored order. A pile plays the part of a MosaicML shard, or of a tf.data file.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._errors import DaskShuffleValueError
+from .._parse import Settings, parse_positive_int
+from .._random import make_rng
+from ._epoch_plan import epoch_pile_order, stream_rows
+
+__all__ = [
+    "ORDERS",
+    "ORDER_OPTIONS",
+    "READ_GAPS",
+    "EpochOrder",
+    "OrderName",
+    "OrderOptions",
+    "buffer_stream",
+    "division_cuts",
+    "interleave_stream",
+    "parse_order",
+    "unit_reads",
+]
+
+IntArray = NDArray[np.int64]
+OrderName = Literal["piles", "naive", "py1s", "py2s", "py1b", "py1br", "py1e", "buffer", "interleave"]
+#: Rows between two needed rows up to which a unit reads them in one run rather than two.
+READ_GAP = 256
+#: The units of "buffer" and "interleave", in buffers: a row stays in the buffer for about a buffer's
+#: outputs, so a unit of ``k`` buffers reads about ``k + 5`` buffers of rows (about twice each row per epoch
+#: for 4, five times for 1).
+BUFFERS_PER_UNIT = 4
+
+
+@dataclass(frozen=True)
+class OrderOptions(Settings):
+    """The parameters of an order; each order uses the ones :data:`ORDER_OPTIONS` names, the others are ``None``."""
+
+    shuffle_block_size: int | None = None
+    buffer_size: int | None = None
+    cycle_length: int | None = None
+
+
+class EpochOrder(NamedTuple):
+    """An epoch's stream: ``rows[i]`` is the store row at position ``i``; reads start at ``bounds``.
+
+    ``bounds`` runs from 0 to the number of rows; a unit ``bounds[u]:bounds[u + 1]``
+    is read and held at once, and never straddles a division.
+    """
+
+    rows: IntArray
+    bounds: IntArray
+
+
+Order = Callable[[IntArray, int, int, IntArray, OrderOptions], EpochOrder]
+
+
+def division_cuts(n_rows: int, n_divisions: int, share: int) -> IntArray:
+    """The cuts of an epoch's stream between ``n_divisions`` ranks (or lanes) of ``share`` rows, and the tail.
+
+    Examples
+    --------
+    >>> division_cuts(10, 3, 3).tolist()
+    [0, 3, 6, 9, 10]
+    >>> division_cuts(9, 3, 3).tolist()
+    [0, 3, 6, 9]
+    """
+    return np.unique(np.append(np.arange(n_divisions + 1, dtype=np.int64) * share, n_rows)).astype(np.int64)
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def _space(pile_offsets: IntArray, seed: int, epoch: int) -> tuple[IntArray, IntArray]:
+    """The sample space: store rows of the piles in the epoch's visiting order, and where each pile ends."""
+    visit = epoch_pile_order(seed, epoch, len(pile_offsets) - 1)
+    sizes = np.diff(pile_offsets)[visit]
+    ends = np.cumsum(sizes).astype(np.int64)
+    shift = np.repeat(pile_offsets[:-1][visit] - (ends - sizes), sizes)
+    return (np.arange(int(pile_offsets[-1]), dtype=np.int64) + shift).astype(np.int64), ends
+
+
+def _bounds(*cuts: NDArray[np.integer] | Sequence[int]) -> IntArray:
+    return np.unique(np.concatenate([np.asarray(c, dtype=np.int64) for c in cuts])).astype(np.int64)
+
+
+def _shuffle_units(rows: IntArray, bounds: IntArray, seed: int, purpose: str, epoch: int) -> IntArray:
+    """``rows`` with each unit ``bounds[u]:bounds[u + 1]`` shuffled, from ``(seed, purpose, epoch, bounds[u])``."""
+    out = rows.copy()
+    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        out[start:stop] = rows[start:stop][make_rng(seed, purpose, epoch, start).permutation(stop - start)]
+    return out
+
+
+def _blocks(divisions: IntArray, size: int) -> IntArray:
+    """Cuts every ``size`` positions from the start of each division."""
+    return _bounds(*[np.arange(a, b, size) for a, b in itertools.pairwise(divisions.tolist())], divisions)
+
+
+def buffer_stream(stream: IntArray, buffer_size: int, rng: np.random.Generator) -> IntArray:
+    """tf.data's ``shuffle(buffer_size)`` over ``stream``: fill a buffer, hand out a random slot, refill it.
+
+    Row ``stream[p]`` comes out at a position ``>= p - buffer_size + 1``.
+    Pure Python per row: about a second per million rows.
+
+    Examples
+    --------
+    >>> out = buffer_stream(np.arange(6), 2, np.random.default_rng(0))
+    >>> sorted(out.tolist())
+    [0, 1, 2, 3, 4, 5]
+    """
+    n, size = len(stream), min(buffer_size, len(stream))
+    buffer = np.asarray(stream[:size], dtype=np.int64).copy()
+    out = np.empty(n, dtype=np.int64)
+    # Slots are drawn in bulk: draw i is uniform over the buffer as it is at output i.
+    fill = size
+    for i, u in enumerate(rng.random(n).tolist()):
+        live = size if fill < n else size - (i - (n - size))
+        slot = int(u * live)
+        out[i] = buffer[slot]
+        if fill < n:
+            buffer[slot] = stream[fill]
+            fill += 1
+        else:  # the input is spent: close the gap with the last live element
+            buffer[slot] = buffer[live - 1]
+    return out
+
+
+def interleave_stream(files: list[IntArray], cycle_length: int) -> IntArray:
+    """tf.data's ``interleave(cycle_length, block_length=1)``: ``cycle_length`` files read a row at a time in turn.
+
+    A file that ends is replaced, in its place in the cycle, by the next.
+
+    Examples
+    --------
+    >>> interleave_stream([np.arange(0, 3), np.arange(3, 5), np.arange(5, 7)], 2).tolist()
+    [0, 3, 1, 4, 2, 5, 6]
+    """
+    lists = [f.tolist() for f in files if len(f)]
+    # Each open file: its rows and the next one to read.
+    open_files, waiting = [[rows, 0] for rows in lists[:cycle_length]], lists[cycle_length:][::-1]
+    out: list[int] = []
+    while open_files:
+        kept = []
+        for span in open_files:
+            rows, at = span
+            out.append(rows[at])
+            if at + 1 < len(rows):
+                kept.append([rows, at + 1])
+            elif waiting:
+                kept.append([waiting.pop(), 0])
+        open_files = kept
+    return np.asarray(out, dtype=np.int64)
+
+
+def _per_division(
+    space: IntArray, ends: IntArray, divisions: IntArray, make: Callable[[int, IntArray, list[IntArray]], IntArray]
+) -> IntArray:
+    """``make(d, stream, parts)`` for each division ``d``: its stream and its parts of piles, laid end to end."""
+    out = np.empty_like(space)
+    for d, (a, b) in enumerate(zip(divisions[:-1].tolist(), divisions[1:].tolist(), strict=True)):
+        cuts = np.concatenate([[a], ends[(ends > a) & (ends < b)], [b]])
+        parts = [space[s:e] for s, e in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)]
+        out[a:b] = make(d, space[a:b], parts)
+    return out
+
+
+# -- the orders ------------------------------------------------------------------------------------
+
+
+def piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """The loader's own: piles in a random order, each shuffled whole (a read per pile)."""
+    rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
+    ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
+    return EpochOrder(rows, _bounds([0], ends))
+
+
+def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """A uniform permutation of all rows: each division reads, at once, every pile it has a row of."""
+    return EpochOrder(make_rng(seed, "order-naive", epoch).permutation(int(offsets[-1])).astype(np.int64), divisions)
+
+
+def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, cut between divisions, each part shuffled alone (a boundary pile's parts in stored order)."""
+    space, ends = _space(offsets, seed, epoch)
+    bounds = _bounds([0], ends, divisions)
+    return EpochOrder(_shuffle_units(space, bounds, seed, "order-py1s", epoch), bounds)
+
+
+def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
+    first = piles(offsets, seed, epoch, divisions, options)
+    bounds = _bounds(first.bounds, divisions)
+    return EpochOrder(_shuffle_units(first.rows, bounds, seed, "order-py2s", epoch), bounds)
+
+
+def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, each division cut into blocks of ``shuffle_block_size`` rows, each block shuffled."""
+    space, _ = _space(offsets, seed, epoch)
+    bounds = _blocks(divisions, int(options.shuffle_block_size or 1))
+    return EpochOrder(_shuffle_units(space, bounds, seed, "order-py1b", epoch), bounds)
+
+
+def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntArray:
+    """py1br's blocks: sizes uniform in ``[0.75, 1.25) * block``; each division's first block cut short at random."""
+    low, high = max(1, int(0.75 * block)), max(2, int(1.25 * block))
+    cuts = [divisions]
+    for d, (a, b) in enumerate(zip(divisions[:-1].tolist(), divisions[1:].tolist(), strict=True)):
+        rng = make_rng(seed, "order-py1br-blocks", epoch, d)
+        sizes = rng.integers(low, high, size=(b - a) // low + 2)
+        sizes[0] = rng.integers(1, sizes[0] + 1)  # the stagger: divisions do not start new blocks in step
+        starts = a + np.cumsum(sizes)
+        cuts.append(starts[starts < b])
+    return _bounds([0], *cuts)
+
+
+def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """py1b with blocks of random sizes in ``[0.75, 1.25) * shuffle_block_size``, staggered between divisions."""
+    space, _ = _space(offsets, seed, epoch)
+    bounds = py1br_bounds(divisions, int(options.shuffle_block_size or 1), seed, epoch)
+    return EpochOrder(_shuffle_units(space, bounds, seed, "order-py1br", epoch), bounds)
+
+
+def py1e_ranges(
+    offsets: IntArray, seed: int, epoch: int, divisions: IntArray, block: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """py1e's extended ranges: the sample space, and the ``[low, high)`` of positions each of its rows is spread over.
+
+    A pile's part of ``m`` rows at ``[s, e)`` of a division ``[a, b)`` spreads
+    over ``[s - (block - m) / 2, e + (block - m) / 2)``, clipped to the division.
+    """
+    space, ends = _space(offsets, seed, epoch)
+    cuts = _bounds([0], ends, divisions)
+    sizes = np.diff(cuts)
+    pad = np.maximum(0.0, (block - sizes) / 2)
+    division = np.searchsorted(divisions, cuts[:-1], side="right") - 1
+    low = np.maximum(cuts[:-1] - pad, divisions[division])
+    high = np.minimum(cuts[1:] + pad, divisions[division + 1])
+    return space, np.repeat(low, sizes), np.repeat(high, sizes)
+
+
+def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Each pile's rows spread at random over its range extended to ``shuffle_block_size`` rows, in each division."""
+    block = int(options.shuffle_block_size or 1)
+    space, low, high = py1e_ranges(offsets, seed, epoch, divisions, block)
+    keys = low + (high - low) * make_rng(seed, "order-py1e", epoch).random(len(space))
+    rows = np.empty_like(space)
+    for a, b in zip(divisions[:-1].tolist(), divisions[1:].tolist(), strict=True):
+        rows[a:b] = space[a:b][np.argsort(keys[a:b], kind="stable")]
+    return EpochOrder(rows, _blocks(divisions, block))
+
+
+def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, in stored order, through a shuffle buffer of ``buffer_size`` rows per division."""
+    size = int(options.buffer_size or 1)
+    space, ends = _space(offsets, seed, epoch)
+    rows = _per_division(
+        space,
+        ends,
+        divisions,
+        lambda d, stream, _: buffer_stream(stream, size, make_rng(seed, "order-buffer", epoch, d)),
+    )
+    return EpochOrder(rows, _blocks(divisions, BUFFERS_PER_UNIT * size))
+
+
+def interleave(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, ``cycle_length`` at a time read a row each in turn, into a buffer of ``buffer_size``."""
+    size, cycle = int(options.buffer_size or 1), int(options.cycle_length or 1)
+    space, ends = _space(offsets, seed, epoch)
+
+    def make(d: int, stream: IntArray, parts: list[IntArray]) -> IntArray:
+        return buffer_stream(interleave_stream(parts, cycle), size, make_rng(seed, "order-interleave", epoch, d))
+
+    return EpochOrder(_per_division(space, ends, divisions, make), _blocks(divisions, BUFFERS_PER_UNIT * size))
+
+
+#: Every order, by name: one pure function each, with one signature.
+ORDERS: dict[str, Order] = {
+    "piles": piles,
+    "naive": naive,
+    "py1s": py1s,
+    "py2s": py2s,
+    "py1b": py1b,
+    "py1br": py1br,
+    "py1e": py1e,
+    "buffer": buffer,
+    "interleave": interleave,
+}
+#: Rows a read may take between two rows its unit needs, by order (others: :data:`READ_GAP`). The units of these
+#: orders are stretches of the sample space, read exactly: rows between two of their runs belong to other units.
+READ_GAPS: dict[str, int] = {"py1s": 0, "py1b": 0, "py1br": 0}
+#: The options each order needs.
+ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "piles": (),
+    "naive": (),
+    "py1s": (),
+    "py2s": (),
+    "py1b": ("shuffle_block_size",),
+    "py1br": ("shuffle_block_size",),
+    "py1e": ("shuffle_block_size",),
+    "buffer": ("buffer_size",),
+    "interleave": ("buffer_size", "cycle_length"),
+}
+
+
+def parse_order(order: object, options: Mapping[str, object], piles_in_memory: int = 1) -> tuple[str, OrderOptions]:
+    """``order`` and its options, checked: the options it needs given as positive integers, no others.
+
+    Examples
+    --------
+    >>> parse_order("py1b", {"shuffle_block_size": 4096, "buffer_size": None})
+    ('py1b', OrderOptions(shuffle_block_size=4096, buffer_size=None, cycle_length=None))
+    """
+    if not isinstance(order, str) or order not in ORDERS:
+        raise DaskShuffleValueError(
+            f"Expected order to be one of {sorted(ORDERS)}. Got {order!r} instead.", parameter="order"
+        )
+    needed = ORDER_OPTIONS[order]
+    parsed: dict[str, int | None] = {}
+    for name, value in options.items():
+        if name in needed:
+            if value is None:
+                raise DaskShuffleValueError(
+                    f"Expected {name} with order={order!r}. Got None instead; order={order!r} needs "
+                    f"{', '.join(needed)}.",
+                    parameter=name,
+                )
+            parsed[name] = parse_positive_int(value, name)
+        elif value is not None:
+            users = sorted(o for o, names in ORDER_OPTIONS.items() if name in names)
+            raise DaskShuffleValueError(
+                f"Expected no {name} with order={order!r}. Got {name}={value!r} instead; it applies to "
+                f"order={' or '.join(map(repr, users))}.",
+                parameter=name,
+            )
+    if order != "piles" and piles_in_memory != 1:
+        raise DaskShuffleValueError(
+            f"Expected piles_in_memory=1 with order={order!r}. Got piles_in_memory={piles_in_memory} instead; "
+            "piles_in_memory groups piles for order='piles', the other orders hold what their own options say.",
+            parameter="piles_in_memory",
+        )
+    return order, OrderOptions(**parsed)
+
+
+def unit_reads(rows: IntArray, gap: int = READ_GAP) -> tuple[list[tuple[int, int]], NDArray[np.intp]]:
+    """The runs of store rows ``[start, stop)`` that hold ``rows``, and where each of ``rows`` is in those runs read end to end.
+
+    Needed rows with at most ``gap`` rows between them are read in one run:
+    fewer, larger reads, for up to ``gap`` rows more per run in memory.
+
+    Examples
+    --------
+    >>> runs, index = unit_reads(np.array([7, 2, 3, 900]))
+    >>> runs, index.tolist()
+    ([(2, 8), (900, 901)], [5, 0, 1, 6])
+    """
+    needed = np.unique(rows)
+    if not len(needed):
+        return [], np.zeros(0, dtype=np.intp)
+    breaks = np.flatnonzero(np.diff(needed) > gap + 1) + 1
+    starts = needed[np.concatenate([[0], breaks])]
+    stops = needed[np.concatenate([breaks - 1, [len(needed) - 1]])] + 1
+    begins = np.concatenate([[0], np.cumsum(stops - starts)[:-1]])
+    run = np.searchsorted(starts, rows, side="right") - 1
+    index = (begins[run] + rows - starts[run]).astype(np.intp)
+    return list(zip(starts.tolist(), stops.tolist(), strict=True)), index

@@ -1,0 +1,165 @@
+"""``Stream``: one pile store of a mixture, with how many of its rows each epoch takes.
+
+Pure: parsing and arithmetic only, no I/O. A :class:`~daskshuffle.PileLoader`
+given a list of streams (or of paths) trains on their union; the rows each
+stream puts into an epoch are :func:`epoch_counts`, and which rows they are
+is planned by :mod:`daskshuffle.plan._mix_plan`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._parse import parse_path, parse_positive_int
+
+__all__ = ["Stream", "epoch_counts", "parse_streams"]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A pile store in a mixture, and how many of its rows every epoch takes.
+
+    Give at most one of ``repeat``, ``choose`` and ``proportion`` (by default
+    every row once, ``repeat=1``), with the semantics of MosaicML Streaming's
+    ``Stream``:
+
+    - ``repeat``: every row ``floor(repeat)`` times, and a uniform sample of
+      ``round(frac(repeat) * n_rows)`` rows once more, drawn afresh every epoch:
+      ``repeat=2.5`` is every row twice and half of them three times,
+      ``repeat=0.3`` a uniform 30% of the rows.
+    - ``choose``: that many rows per epoch, as ``repeat=choose / n_rows``, exactly.
+    - ``proportion``: that share of the epoch, whose size is the rows of all
+      the streams together; the proportions are relative (they need not sum
+      to 1), and either every stream of a loader has one or none does.
+
+    Each copy of a pile (and the sampled part of a pile) is read and shuffled
+    as a pile of its own, in its own place of the epoch: a row's copies are
+    scattered over the epoch, never next to each other (but for a pile of a
+    single row, whose copies may follow each other).
+
+    Parameters
+    ----------
+    store : path or URL
+        A complete pile store. Every stream of a loader must have the same
+        variables, with the same dtypes, and be of the same kind.
+    repeat : float, optional
+        Copies of each row per epoch, > 0.
+    choose : int, optional
+        Rows per epoch, >= 1.
+    proportion : float, optional
+        Share of the epoch, > 0.
+
+    Examples
+    --------
+    >>> import daskshuffle as ds
+    >>> _ = ds.shuffle_zarr("raw.zarr", "more.zarr", n_piles=4, seed=1)
+    >>> streams = [ds.Stream("piles.zarr", repeat=0.5), ds.Stream("more.zarr", choose=1500)]
+    >>> with ds.PileLoader(streams, batch_size=100, seed=0) as loader:
+    ...     ids = [int(i) for batch in loader for i in batch["id"]]
+    >>> len(ids), max(ids.count(i) for i in set(ids))
+    (2000, 3)
+    """
+
+    store: str | os.PathLike[str]
+    repeat: float | None = None
+    choose: int | None = None
+    proportion: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "store", parse_path(self.store, "store"))
+        given = [name for name in ("repeat", "choose", "proportion") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise DaskShuffleValueError(
+                f"Expected at most one of repeat, choose and proportion. Got {' and '.join(given)} instead; "
+                "each says how many rows the stream puts into an epoch.",
+                parameter=given[-1],
+            )
+        for name in ("repeat", "proportion"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _parse_positive_float(value, name))
+        if self.choose is not None:
+            object.__setattr__(self, "choose", parse_positive_int(self.choose, "choose"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stream as recorded in a loader's state: its store and the weight given."""
+        weight = {name: getattr(self, name) for name in ("repeat", "choose", "proportion")}
+        return {"store": os.fspath(self.store), **{k: v for k, v in weight.items() if v is not None}}
+
+
+def _parse_positive_float(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise DaskShuffleTypeError(f"Expected {name} to be a positive number. Got {value!r} instead.", parameter=name)
+    if not math.isfinite(float(value)) or value <= 0:
+        raise DaskShuffleValueError(f"Expected {name} to be a positive number. Got {value!r} instead.", parameter=name)
+    return float(value)
+
+
+def parse_streams(value: object) -> list[Stream] | None:
+    """``None`` for one plain store; the streams of a mixture otherwise (a :class:`Stream`, or a list of paths and streams).
+
+    Examples
+    --------
+    >>> parse_streams("piles.zarr") is None
+    True
+    >>> [stream.repeat for stream in parse_streams(["a.zarr", Stream("b.zarr", repeat=2)])]
+    [None, 2.0]
+    """
+    if isinstance(value, Stream):
+        return [value]
+    if isinstance(value, str | os.PathLike):
+        return None
+    if not isinstance(value, Sequence) or not all(isinstance(v, str | os.PathLike | Stream) for v in value):
+        raise DaskShuffleTypeError(
+            f"Expected store to be a path or URL, a Stream, or a list of them. Got {value!r} instead.",
+            parameter="store",
+        )
+    if not value:
+        raise DaskShuffleValueError("Expected at least one store. Got an empty list instead.", parameter="store")
+    streams = [v if isinstance(v, Stream) else Stream(v) for v in value]
+    with_proportion = [s.proportion is not None for s in streams]
+    if any(with_proportion) and not all(with_proportion):
+        plain = [os.fspath(s.store) for s, given in zip(streams, with_proportion, strict=True) if not given]
+        raise DaskShuffleValueError(
+            f"Expected a proportion for every stream or for none. Got none for {plain} instead; a proportion is a "
+            "share of the epoch, which the other streams' repeat or choose would leave undefined.",
+            parameter="proportion",
+        )
+    return streams
+
+
+def epoch_counts(streams: Sequence[Stream], n_rows: Sequence[int]) -> list[int]:
+    """The rows each stream puts into every epoch, given the rows ``n_rows`` of each store.
+
+    With proportions the epoch has ``sum(n_rows)`` rows, shared out by largest
+    remainders so that the counts add up exactly.
+
+    Examples
+    --------
+    >>> epoch_counts([Stream("a", repeat=2.5), Stream("b", choose=7), Stream("c")], [10, 4, 3])
+    [25, 7, 3]
+    >>> epoch_counts([Stream("a", proportion=1), Stream("b", proportion=2)], [10, 0])
+    [3, 7]
+    """
+    if streams and streams[0].proportion is not None:
+        total = sum(n_rows)
+        weights = [float(s.proportion or 0) for s in streams]
+        exact = [total * w / sum(weights) for w in weights]
+        counts = [math.floor(x) for x in exact]
+        by_remainder = sorted(range(len(exact)), key=lambda i: (counts[i] - exact[i], i))
+        for i in by_remainder[: total - sum(counts)]:
+            counts[i] += 1
+        return counts
+    counts = []
+    for stream, n in zip(streams, n_rows, strict=True):
+        if stream.choose is not None:
+            counts.append(stream.choose)
+        else:
+            counts.append(math.floor((1.0 if stream.repeat is None else stream.repeat) * n + 0.5))
+    return counts

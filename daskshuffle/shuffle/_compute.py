@@ -1,0 +1,252 @@
+"""Running task graphs on the active scheduler, and sources that are dask collections.
+
+With :mod:`daskshuffle.shuffle._graph`, the only modules that import dask. A graph runs
+on the current ``distributed.Client`` if there is one (``as_current`` or the
+default client), on dask's configured scheduler otherwise, and on threads of its
+own by default, joined before returning. A progress bar is live where a person
+watches (a terminal, a notebook) and one final line elsewhere. A failed run
+stops what is queued and waits for what runs before its caller cleans up.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import dask
+from dask.base import tokenize
+from dask.delayed import Delayed, delayed
+from dask.system import CPU_COUNT
+from dask.utils import format_time
+
+__all__ = ["array_inputs", "compute", "describe_partitions", "is_dask_dataframe", "map_tasks"]
+
+#: The width of dask's and distributed's text bars, which the final line matches.
+_BAR_WIDTH = 40
+
+
+def _collect(*results: Any) -> list[Any]:
+    return list(results)
+
+
+def map_tasks(
+    func: Callable[..., Any], args: Sequence[tuple[Any, ...]], *, token: str, progress: bool = False
+) -> list[Any]:
+    """``[func(*a) for a in args]``, one task each, run in parallel on the active scheduler.
+
+    For the small steps a format needs before it can be planned (counting the
+    rows of text blocks). ``token`` names the work deterministically.
+    """
+    name = "daskshuffle-map-" + tokenize(token, args)
+    graph: dict[Any, Any] = {(name, index): (func, *item) for index, item in enumerate(args)}
+    graph[name] = (_collect, *[(name, index) for index in range(len(args))])
+    return list(compute(graph, name, progress=progress))
+
+
+def _active_client() -> Any:
+    """The current ``distributed.Client`` (``as_current`` context or the default one), if any."""
+    try:
+        from distributed import Client
+    except ImportError:  # the threaded scheduler needs no distributed
+        return None
+    try:
+        return Client.current(allow_global=True)
+    except ValueError:
+        return None
+
+
+def _interactive() -> bool:
+    """Whether a bar redrawn in place reaches a person: a terminal or a Jupyter kernel.
+
+    Anywhere else (a pipe, a CI log, ``make demo | tee``) each redraw of a text
+    bar, ten a second, would be one more line of log.
+    """
+    isatty = getattr(sys.stdout, "isatty", None)
+    if isatty is not None and isatty():
+        return True
+    ipython = sys.modules.get("IPython")  # imported already if this is a kernel
+    return ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
+
+
+def _report_finished(began: float) -> None:
+    """The last state of the bar, printed once: what a log shows instead of a live bar."""
+    print(f"[{'#' * _BAR_WIDTH}] | 100% Completed | {format_time(time.perf_counter() - began)}", flush=True)
+
+
+def _show_progress(future: Any) -> None:
+    """Wait for ``future``, behind a live bar where a person watches, with one final line elsewhere."""
+    from distributed import progress, wait
+
+    if not _interactive():
+        began = time.perf_counter()
+        wait(future)
+        if future.status == "finished":  # an error is the caller's to raise, without a line of success
+            _report_finished(began)
+        return
+    client = future.client
+    before = _feeds_running(client)
+    try:
+        progress(future)
+    except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
+        progress(future, notebook=False)
+    if future.done():  # a text bar, finished: let the scheduler end the feed that drew it
+        _wait_for_feeds(client, before)
+
+
+def _feeds(dask_scheduler: Any) -> int:
+    """The scheduler's ``feed`` handlers still running (a progress bar's is one)."""
+    return sum(op == "feed" for op in getattr(dask_scheduler, "_comms", {}).values())
+
+
+def _feeds_running(client: Any) -> int:
+    try:
+        return int(client.run_on_scheduler(_feeds))
+    except Exception:  # a scheduler that cannot say: nothing to wait for
+        return 0
+
+
+def _wait_for_feeds(client: Any, running: int, timeout: float = 2.0) -> None:
+    """Wait until at most ``running`` feed handlers run on the scheduler.
+
+    A finished text bar closes its connection, but the scheduler's feed
+    handler learns of it only at its next write, a bar's interval later; a
+    cluster closed before then cancels the handler, and distributed logs an
+    error with a traceback under the summary line.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _feeds_running(client) > running:
+        time.sleep(0.02)
+
+
+def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
+    """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar."""
+    result = Delayed(key, graph)
+    client = _active_client()
+    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+        future = client.compute(result)
+        try:
+            if progress:
+                _show_progress(future)
+            return future.result()
+        except BaseException:
+            # Stop what is still queued, and wait for what is running, before the caller cleans up behind it.
+            client.cancel(future)
+            _wait_until_stopped(client, key.removesuffix("-done"))
+            raise
+    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+        return _compute_locally(result, progress)  # the scheduler the caller configured
+    # Threads of our own, joined before returning: after a failure, no task may
+    # still be writing while the caller removes the pieces.
+    with ThreadPoolExecutor(CPU_COUNT, thread_name_prefix="daskshuffle") as pool:
+        try:
+            return _compute_locally(result, progress, scheduler="threads", pool=pool)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: How long a failed run waits for its cancelled tasks that are still running to stop.
+STOP_TIMEOUT = 300.0
+
+
+def _running_tasks(prefix: str, dask_worker: Any) -> int:
+    """The tasks of the graph named ``prefix`` that a worker is still running (cancelled ones included)."""
+    running = 0
+    for task in dask_worker.state.tasks.values():
+        name = task.key[0] if isinstance(task.key, tuple) else task.key
+        if str(name).startswith(prefix) and task.state in ("executing", "long-running", "cancelled", "resumed"):
+            running += 1
+    return running
+
+
+def _wait_until_stopped(client: Any, prefix: str) -> None:
+    """Wait (up to ``STOP_TIMEOUT``) until no worker runs a task of the graph named ``prefix``.
+
+    A cancelled task that is running runs to its end: a thread cannot be
+    stopped. Removing the pieces or the store while it still writes would let
+    it write them again, on object storage as objects nothing removes.
+    """
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            if not any(client.run(_running_tasks, prefix).values()):
+                return
+        except OSError:  # the cluster itself is gone: nothing runs there any more
+            return
+        time.sleep(0.05)
+
+
+def _compute_locally(result: Delayed, progress: bool, **options: Any) -> Any:
+    if not progress:
+        return result.compute(**options)
+    if _interactive():
+        from dask.diagnostics.progress import ProgressBar
+
+        with ProgressBar():
+            return result.compute(**options)
+    began = time.perf_counter()
+    value = result.compute(**options)
+    _report_finished(began)
+    return value
+
+
+# -- sources that are dask collections ---------------------------------------------
+# A dask DataFrame or a dask-backed xarray dataset is its own pass-1 input: its
+# tasks compute each block, and the pass-1 task of a block receives the value.
+# Computing a partition inside a task instead would pickle the collection's
+# whole graph into every task and nest schedulers.
+
+
+def _compute_collection(collection: Any) -> Any:
+    client = _active_client()
+    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+        return client.compute(collection).result()
+    return collection.compute()
+
+
+def is_dask_dataframe(value: object) -> bool:
+    import dask.dataframe as dd
+
+    return isinstance(value, dd.DataFrame)
+
+
+def _graph_of(parts: Sequence[Any]) -> dict[Any, Any]:
+    """One plain graph for ``parts`` (Delayed objects, usually sharing one graph)."""
+    graph: dict[Any, Any] = {}
+    seen: set[int] = set()
+    for part in parts:
+        layer = part.__dask_graph__()
+        if id(layer) not in seen:
+            seen.add(id(layer))
+            graph.update(layer)
+    return graph
+
+
+def describe_partitions(frame: Any, describe: Callable[[int, Any], Any]) -> list[Any]:
+    """``describe(index, partition)`` for every partition of a dask DataFrame, in one computation.
+
+    The DataFrame is computed here, once: ``describe`` keeps what pass 1 needs
+    of each partition (the DataFrame format spools it to scratch storage).
+    """
+    parts = frame.to_delayed()
+    return list(_compute_collection(delayed(list)([delayed(describe)(i, part) for i, part in enumerate(parts)])))
+
+
+def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:
+    return dict(zip(names, values, strict=True))
+
+
+def array_inputs(arrays: dict[str, Any], lengths: Sequence[int]) -> tuple[dict[Any, Any], list[Any]]:
+    """The graph and keys of blocks of dask arrays that share axis 0, cut at ``lengths``.
+
+    Each block's value is ``{name: numpy array}`` with every axis but the first whole.
+    """
+    names = list(arrays)
+    per_array = []
+    for array in arrays.values():
+        chunks = (tuple(lengths), *((size,) for size in array.shape[1:]))
+        per_array.append(array.rechunk(chunks).to_delayed().reshape(len(lengths), -1)[:, 0])
+    blocks = [delayed(_gather_arrays)(names, *[parts[index] for parts in per_array]) for index in range(len(lengths))]
+    return _graph_of(blocks), [block.key for block in blocks]

@@ -1,0 +1,252 @@
+"""The public table shuffles: Parquet datasets, dask and pandas DataFrames."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import pandas as pd
+
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._parse import parse_positive_int, parse_variables
+from ..formats._dataframe import open_dataframe_source
+from ..formats._parquet import COMPRESSIONS, open_parquet_sources
+from ..formats._parquet_store import ParquetWriting
+from ..plan._options import (
+    DEFAULT_BLOCK_MEMORY,
+    DEFAULT_N_PILES,
+    DEFAULT_PARQUET_COMPRESSION,
+    DEFAULT_PILE_MEMORY,
+    parse_shuffle_options,
+)
+from ..storage import _paths
+from . import _compute
+from ._run import ShuffleResult, check_destination, run_shuffle
+
+__all__ = ["shuffle_dataframe", "shuffle_parquet"]
+
+PathLike = str | os.PathLike[str]
+#: Where a dask DataFrame is computed to, next to ``dst`` (or in ``tmp``), until the shuffle ends.
+_SPOOL_SUFFIX = ".daskshuffle-spool"
+
+
+def parse_writing(compression: object, row_group_size: object, n_output_files: object) -> ParquetWriting:
+    """How the Parquet pile store is written, checked."""
+    if not isinstance(compression, str) or compression.lower() not in COMPRESSIONS:
+        raise DaskShuffleValueError(
+            f"Expected compression to be one of {list(COMPRESSIONS)}. Got {compression!r} instead.",
+            parameter="compression",
+        )
+    return ParquetWriting(
+        compression=compression.lower(),
+        row_group_size=parse_positive_int(row_group_size, "row_group_size") if row_group_size is not None else None,
+        n_output_files=parse_positive_int(n_output_files, "n_output_files") if n_output_files is not None else None,
+    )
+
+
+def shuffle_parquet(
+    src: PathLike | Sequence[PathLike],
+    dst: PathLike,
+    n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
+    *,
+    seed: int | None = None,
+    columns: Sequence[str] | None = None,
+    overwrite: bool = False,
+    materialize: bool = False,
+    pile_memory: int | str = DEFAULT_PILE_MEMORY,
+    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
+    compression: str = DEFAULT_PARQUET_COMPRESSION,
+    row_group_size: int | None = None,
+    n_output_files: int | None = None,
+    tmp: PathLike | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
+) -> ShuffleResult:
+    """Shuffle the rows of a Parquet dataset out of core, with the 2-pass shuffle, on dask.
+
+    Every row goes to one of ``n_piles`` piles uniformly at random; the pieces
+    of each pile are merged into one contiguous run of rows. The result is a
+    Parquet dataset directory (one file per group of whole piles, a row group
+    per pile) that ``pandas.read_parquet``, ``pyarrow.dataset.dataset`` and
+    ``dask.dataframe.read_parquet`` read, with the shuffle's metadata in
+    ``_daskshuffle.json`` (written last), ready for
+    :class:`daskshuffle.PileLoader`. With ``materialize=True`` each pile is
+    shuffled before it is written: a uniformly random permutation of the rows.
+
+    Every Arrow type survives: numbers, strings, binary, booleans, time-zone
+    aware timestamps, decimals, dictionaries (categoricals), lists, structs,
+    nulls. The schema's metadata (pandas' index and dtypes) is kept.
+
+    Parameters
+    ----------
+    src : path, URL or glob, or a list of them
+        Parquet files, directories (hive partitions become columns) or globs;
+        read-only. Files whose schemas Arrow can unify (a missing column, a
+        narrower integer type, ...) are unified; others are an error naming the
+        files and columns, raised before anything is written.
+    dst : path or URL
+        The destination directory. Must lie outside ``src``.
+    n_piles : int or "auto", default 512
+        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
+    seed : int, optional
+        Same seed, same source and same parameters give the same output,
+        whatever the cluster. ``None`` draws a seed and records it.
+    columns : list of str, optional
+        The columns to shuffle (the others are not copied). By default all.
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    materialize : bool, default False
+        Write a fully shuffled copy instead of a pile store.
+    pile_memory : int or str, default "256MiB"
+        The largest pile allowed (in memory), checked before anything is written.
+    block_memory : int or str, default "64MiB"
+        About how much one pass-1 task reads: runs of whole row groups
+        (a row group larger than this is one block).
+    compression : str, default "auto"
+        The destination's Parquet codec: "auto" (snappy for the columns a
+        sample shows it shrinks, none for the others, such as random floats),
+        or "snappy", "zstd", "lz4", "gzip", "brotli" or "none" for every column.
+        Either way a column is dictionary-encoded only if it has few distinct values.
+    row_group_size : int, optional
+        The most rows in one row group of the destination. By default a pile is
+        one row group (the loader reads a pile as whole row groups); a row group
+        never straddles two piles either way.
+    n_output_files : int, optional
+        Write the destination as exactly this many files of near-equal rows
+        (whole piles each, so at most ``n_piles``; each must fit one merge
+        task: the larger of ``block_memory`` and the largest pile). By default
+        one file per group of piles of about ``block_memory``.
+    tmp : path or URL, optional
+        A directory for the pieces between the passes (a subdirectory named after
+        ``dst`` is used and removed at the end, also after an error; ``tmp`` itself never
+        is). By default next to ``dst``.
+    progress : bool, default False
+        Show a progress bar.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the store is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`); ``VerificationError`` if not.
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
+        Levels of scatter before the merge, as for :func:`daskshuffle.shuffle_zarr`;
+        :func:`daskshuffle.explain` shows what ``"auto"`` chooses.
+
+    Returns
+    -------
+    ShuffleResult
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> daskshuffle.shuffle_parquet("raw.parquet", "shuffled.parquet", n_piles=8, seed=0)
+    <ShuffleResult pile store 'shuffled.parquet': 1,000 rows in 8 piles ...>
+    """
+    options = parse_shuffle_options(locals())
+    chosen = parse_variables(columns, "columns")
+    writing = parse_writing(compression, row_group_size, n_output_files)
+    fmt = open_parquet_sources(
+        src,
+        columns=chosen,
+        block_nbytes=options.block_nbytes,
+        writing=writing,
+        storage_options=storage_options,
+    )
+    return run_shuffle(fmt, options, variables=fmt.variables)
+
+
+def shuffle_dataframe(
+    df: Any,
+    dst: PathLike,
+    n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
+    *,
+    seed: int | None = None,
+    index: bool | None = None,
+    overwrite: bool = False,
+    materialize: bool = False,
+    pile_memory: int | str = DEFAULT_PILE_MEMORY,
+    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
+    compression: str = DEFAULT_PARQUET_COMPRESSION,
+    row_group_size: int | None = None,
+    n_output_files: int | None = None,
+    tmp: PathLike | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> ShuffleResult:
+    """Shuffle the rows of a dask or pandas DataFrame into a Parquet pile store.
+
+    The same as :func:`shuffle_parquet`, for a DataFrame. Each partition of a
+    dask DataFrame is a block (divisions may be unknown); a pandas DataFrame is
+    cut into blocks of about ``block_memory``. A dask DataFrame is computed
+    once: the plan needs every partition's length before any row moves, so
+    each partition's task counts it and writes it, uncompressed, to a spool
+    directory (``<dst>.daskshuffle-spool`` next to ``dst``, or in ``tmp``; about
+    the size of the data in Arrow), which pass 1 reads and which is removed at
+    the end. Columns keep their types as ``pyarrow.Table.from_pandas`` converts
+    them; categoricals stay dictionary-encoded.
+
+    Parameters
+    ----------
+    df : dask.dataframe.DataFrame or pandas.DataFrame
+        The rows to shuffle; not modified.
+    dst : path or URL
+        The destination Parquet dataset directory.
+    n_piles, seed, overwrite, materialize, pile_memory, block_memory, compression, row_group_size, n_output_files, tmp,
+    progress, storage_options
+        As for :func:`shuffle_parquet`.
+    index : bool, optional
+        ``True`` keeps the index as a column (pandas restores it as the index
+        when it reads the output), ``False`` drops it. By default a named or
+        non-range index is kept and a default ``RangeIndex``, which only
+        numbers the rows, is dropped.
+
+    Returns
+    -------
+    ShuffleResult
+
+    Examples
+    --------
+    >>> import pandas as pd, daskshuffle
+    >>> df = pd.DataFrame({"id": range(1000), "label": ["a", "b"] * 500})
+    >>> daskshuffle.shuffle_dataframe(df, "shuffled.parquet", n_piles=8, seed=0)
+    <ShuffleResult pile store 'shuffled.parquet': 1,000 rows in 8 piles ...>
+    """
+    if not _compute.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
+        raise DaskShuffleTypeError(
+            f"Expected df to be a dask or pandas DataFrame. Got {type(df).__name__} instead; "
+            "for Parquet files use shuffle_parquet."
+        )
+    if index is not None and not isinstance(index, bool):
+        raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
+    options = parse_shuffle_options(locals())
+    writing = parse_writing(compression, row_group_size, n_output_files)
+    # Describing a dask DataFrame computes it: check the destination first.
+    check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)
+    if not _compute.is_dask_dataframe(df):
+        fmt = open_dataframe_source(
+            df,
+            index=index,
+            block_nbytes=options.block_nbytes,
+            writing=writing,
+            storage_options=storage_options,
+        )
+        return run_shuffle(fmt, options, variables=fmt.variables)
+    spool = _paths.scratch(options.dst, _SPOOL_SUFFIX, options.tmp)
+    _paths.remove(spool, storage_options)
+    try:
+        fs, inner = _paths.filesystem(spool, storage_options)
+        fs.makedirs(inner, exist_ok=True)
+        fmt = open_dataframe_source(
+            df,
+            index=index,
+            block_nbytes=options.block_nbytes,
+            writing=writing,
+            storage_options=storage_options,
+            spool=spool,
+            describe_partitions=_compute.describe_partitions,
+        )
+        return run_shuffle(fmt, options, variables=fmt.variables)
+    finally:
+        _paths.remove(spool, storage_options)

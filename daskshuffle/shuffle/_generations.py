@@ -1,0 +1,260 @@
+"""Pile stores that grow with incoming data and keep a moving window of it.
+
+:func:`append` scatters new rows into the piles of an existing Zarr pile store
+as a new *generation*, :func:`evict` drops the oldest generations, and
+:func:`compact` rewrites the live generations as one. Readers opened at any
+moment see the store before or after a change, never part of one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import DaskShuffleValueError
+from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
+from ..formats import _generations as store_io
+from ..formats._zarr import open_zarr_sources
+from ..storage import _lock
+from ._compute import map_tasks
+
+__all__ = ["Generation", "append", "compact", "evict", "generations"]
+
+#: Rows ``compact`` copies per task: about this many bytes.
+COPY_NBYTES = 64 * 2**20
+#: Arguments of ``shuffle_zarr`` that ``append`` decides itself.
+_DECIDED = ("n_piles", "overwrite", "materialize")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation of a pile store: a first shuffle, an append, or a compaction of earlier ones.
+
+    Attributes
+    ----------
+    generation : int
+        Its number; numbers only grow.
+    path : str
+        Where its arrays are, relative to the store ("" for the first shuffle).
+    n_rows : int
+        Rows it holds.
+    seed : int
+        The seed of the shuffle that made it.
+    """
+
+    generation: int
+    path: str
+    n_rows: int
+    seed: int
+
+
+def _records(metadata: dict[str, Any]) -> list[Generation]:
+    return [
+        Generation(int(entry["generation"]), entry["path"], int(entry["n_rows"]), int(entry["seed"]))
+        for entry in metadata[store_io.GENERATIONS_KEY]
+    ]
+
+
+def generations(store: str | os.PathLike[str], *, storage_options: dict[str, Any] | None = None) -> list[Generation]:
+    """The live generations of a Zarr pile store, oldest first.
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> daskshuffle.generations("piles.zarr")
+    [Generation(generation=0, path='', n_rows=1000, seed=0)]
+    """
+    return _records(store_io.read_root(parse_path(store, "store"), storage_options))
+
+
+def _check_variables(store: str, root: dict[str, Any], src: Any, storage_options: dict[str, Any] | None) -> None:
+    """Refuse a source whose arrays differ from the store's (names, dtypes, row shapes), before anything is written."""
+    ours = store_io.array_types(store, root, storage_options)
+    fmt = open_zarr_sources(src, variables=list(ours), block_nbytes=COPY_NBYTES, storage_options=storage_options)
+    theirs = {variable.name: (str(variable.dtype), tuple(variable.row_shape)) for variable in fmt.variables}
+    different = {name: (ours[name], theirs.get(name)) for name in ours if theirs.get(name) != ours[name]}
+    if different:
+        described = "; ".join(f"{name}: store {a[0]} rows of {a[1]}, source {b}" for name, (a, b) in different.items())
+        raise DaskShuffleValueError(
+            f"Expected a source with the store's arrays (same names, dtypes and row shapes). Got differences "
+            f"instead ({described}); convert the new data to the store's types first.",
+            parameter="src",
+        )
+
+
+def append(
+    store: str | os.PathLike[str],
+    src: Any,
+    *,
+    seed: int | None = None,
+    storage_options: dict[str, Any] | None = None,
+    **shuffle_options: Any,
+) -> list[Generation]:
+    """Shuffle the rows of ``src`` into the piles of ``store``, as a new generation.
+
+    Each new row goes to one of the store's piles uniformly at random, as in
+    the first shuffle (a 2-pass shuffle of ``src`` alone, with its own seed,
+    into the group ``generations/<n>`` of the store). Then the store's root
+    metadata lists the new generation, in one write: a reader opened before
+    sees the old rows, one opened after sees every row; pile ``p`` is pile ``p``
+    of each generation, oldest first, so each pile keeps its rows in arrival
+    order and :class:`~daskshuffle.PileLoader` shuffles it whole. Nothing is
+    removed, so loaders already open keep reading.
+
+    Parameters
+    ----------
+    store : path or URL
+        A complete Zarr pile store (of ``shuffle_zarr``, not materialized).
+    src : path, URL, zarr.Group, or a list of them
+        The new rows, with the store's arrays (names, dtypes, row shapes).
+    seed : int, optional
+        The new generation's seed (drawn if ``None``).
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    **shuffle_options
+        More arguments of :func:`~daskshuffle.shuffle_zarr` (``block_memory``,
+        ``pile_memory``, ``progress``, ``tmp``, ``verify``, ...).
+
+    Returns
+    -------
+    list of Generation
+        The live generations, the new one last.
+
+    An interrupted append leaves the new generation unlisted; calling
+    ``append`` again the same way finishes it (the shuffle's own resume).
+    Generations of one store grow its piles: :func:`evict` keeps the newest.
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
+    >>> [g.n_rows for g in daskshuffle.append("window.zarr", "raw.zarr", seed=1)]
+    [1000, 1000]
+    """
+    from ._shuffle import shuffle_zarr
+
+    store = parse_path(store, "store")
+    for name in _DECIDED:
+        if name in shuffle_options:
+            raise DaskShuffleValueError(
+                f"Expected no {name!r}. Got it instead; a new generation takes the store's piles, unmaterialized.",
+                parameter=name,
+            )
+    root = store_io.read_root(store, storage_options)
+    if root.get("materialized"):
+        raise DaskShuffleValueError(
+            f"Expected a pile store. Got a materialized shuffled copy at {store!r} instead, whose order new rows "
+            "cannot join; shuffle the old and new sources together.",
+            parameter="store",
+        )
+    _check_variables(store, root, src, storage_options)
+    with _lock.exclusive(store, storage_options):
+        root = store_io.read_root(store, storage_options)
+        number = max(int(entry["generation"]) for entry in root[store_io.GENERATIONS_KEY]) + 1
+        store_io.ensure_group(store, storage_options)
+        target = f"{store}/{store_io.generation_path(number)}"
+        shuffle_zarr(
+            src,
+            target,
+            int(root["n_piles"]),
+            seed=seed,
+            variables=list(root["variables"]),
+            storage_options=storage_options,
+            **shuffle_options,
+        )
+        entries = [*root[store_io.GENERATIONS_KEY], store_io.entry_of(number, store, storage_options)]
+        grown = store_io.union(root, entries)
+        store_io.write_root(store, grown, storage_options)
+    return _records(grown)
+
+
+def evict(
+    store: str | os.PathLike[str], *, keep_last: int, storage_options: dict[str, Any] | None = None
+) -> list[Generation]:
+    """Remove all but the newest ``keep_last`` generations from every pile: a moving window of the data.
+
+    The root metadata is rewritten first (in one write), then the old
+    generations' files are removed. A loader opened before should be opened
+    again: the rows it would read are gone. Also removes what an interrupted
+    ``append`` or ``evict`` left unlisted.
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
+    >>> _ = daskshuffle.append("window.zarr", "raw.zarr", seed=1)
+    >>> [g.generation for g in daskshuffle.evict("window.zarr", keep_last=1)]
+    [1]
+    """
+    store = parse_path(store, "store")
+    keep_last = parse_positive_int(keep_last, "keep_last")
+    with _lock.exclusive(store, storage_options):
+        root = store_io.read_root(store, storage_options)
+        entries = root[store_io.GENERATIONS_KEY]
+        gone, kept = entries[:-keep_last], entries[-keep_last:]
+        if gone:
+            kept_root = store_io.union(root, kept)
+            store_io.write_root(store, kept_root, storage_options)
+            for entry in gone:
+                store_io.remove_generation(store, entry, root["variables"], storage_options)
+            store_io.write_root(store, kept_root, storage_options)  # consolidated without the removed arrays
+            root = kept_root
+        _remove_orphans(store, root, storage_options)
+    return _records(root)
+
+
+def _remove_orphans(store: str, root: dict[str, Any], storage_options: dict[str, Any] | None) -> None:
+    from ..storage._paths import remove
+
+    for relative in store_io.orphans(store, root[store_io.GENERATIONS_KEY], storage_options):
+        remove(f"{store}/{relative}", storage_options)
+
+
+def compact(
+    store: str | os.PathLike[str],
+    *,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    copy_memory: int | str = COPY_NBYTES,
+) -> list[Generation]:
+    """Rewrite the live generations of ``store`` as one, in the same order: piles contiguous again.
+
+    A store that many appends made reads each pile from as many places;
+    compacting copies every row once (tasks of about ``copy_memory`` bytes on
+    the active dask scheduler), lists the new generation in one write, then
+    removes the old ones. A loader gives the same batches before and after.
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
+    >>> _ = daskshuffle.append("window.zarr", "raw.zarr", seed=1)
+    >>> [(g.generation, g.n_rows) for g in daskshuffle.compact("window.zarr")]
+    [(2, 2000)]
+    """
+    store = parse_path(store, "store")
+    progress = parse_bool(progress, "progress")
+    copy_nbytes = parse_nbytes(copy_memory, "copy_memory")
+    with _lock.exclusive(store, storage_options):
+        root = store_io.read_root(store, storage_options)
+        entries = root[store_io.GENERATIONS_KEY]
+        if len(entries) > 1:
+            _remove_orphans(store, root, storage_options)
+            number = max(int(entry["generation"]) for entry in entries) + 1
+            store_io.ensure_group(store, storage_options)
+            alignment, row_nbytes = store_io.create_compacted(store, number, root, storage_options)
+            step = max(alignment, copy_nbytes // max(row_nbytes, 1) // alignment * alignment)
+            n_rows = int(root["n_rows"])
+            spans = [
+                (store, number, start, min(start + step, n_rows), storage_options) for start in range(0, n_rows, step)
+            ]
+            token = f"compact-{store}-{number}-{root['fingerprint']}"
+            map_tasks(store_io.copy_rows, spans, token=token, progress=progress)
+            compacted = store_io.union(root, [store_io.finish_compacted(store, number, storage_options)])
+            store_io.write_root(store, compacted, storage_options)
+            for entry in entries:
+                store_io.remove_generation(store, entry, root["variables"], storage_options)
+            store_io.write_root(store, compacted, storage_options)
+            root = compacted
+    return _records(root)

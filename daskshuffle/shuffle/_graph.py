@@ -1,0 +1,403 @@
+"""The dask layer: pass 1 and the merge as one task graph.
+
+Only this module imports dask. It follows dask's own pattern: a private pure
+function returns a plain dict graph with deterministic keys, and a thin wrapper
+runs it on the active scheduler (the current ``distributed.Client`` if there is
+one, dask's default otherwise). The graph has one scatter task per block, one
+barrier, one merge task per group of whole piles and one seam task per output
+chunk that two merge tasks share — O(blocks + piles) tasks, never
+O(blocks x piles).
+
+Every task's output is determined by the plan, so a task that runs twice (a
+retry, a lost worker) writes the same bytes, and no two tasks write the same
+chunk or object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from operator import getitem
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+from dask.base import tokenize
+from numpy.typing import NDArray
+
+from ..formats._base import CollectionSource, Format
+from ..plan._level_plan import GroupedLevel, LevelPlan, block_table, piece_offsets, span_reads
+from ..plan._plan import Plan, block_counts, block_order, group_order
+from ..storage._manifest import Manifest, run_marked, run_once
+
+__all__ = ["MergeGroup", "level_tmp", "merge_groups", "shuffle_graph"]
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """Piles ``[pile_start, pile_stop)``, which are output rows ``[row_start, row_stop)``."""
+
+    pile_start: int
+    pile_stop: int
+    row_start: int
+    row_stop: int
+
+
+def _scatter(
+    fmt: Format[Any],
+    tmp: str,
+    block: int,
+    counts: NDArray[np.int64] | tuple[int, int],
+    seed: int,
+    *data: Any,
+) -> Any:
+    """Pass 1 for one block. ``counts``: the block's row of the plan, or ``(length, n_piles)`` to draw it here.
+
+    Drawing it here keeps the graph O(blocks + piles) in size: only the merges
+    carry the plan, each its own columns.
+    """
+    # ``data`` is the block's value when the source is a dask collection.
+    rows = fmt.rows_of_block(block, data[0]) if isinstance(fmt, CollectionSource) else fmt.read_block(block)
+    if isinstance(counts, tuple):
+        counts = block_counts(*counts, seed, block)
+    piece_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return fmt.scatter_block(tmp, block, rows, block_order(counts, seed, block), piece_offsets)
+
+
+def _combine(fmt: Format[Any], infos: Sequence[Any]) -> Any:
+    return fmt.combine_piece_info(infos)
+
+
+def _aligned(start: int, stop: int, n_rows: int, alignment: int) -> tuple[int, int]:
+    """The widest ``[a, b)`` inside ``[start, stop)`` made of whole output chunks."""
+    a = min(-(-start // alignment) * alignment, stop)
+    b = max(stop if stop == n_rows else stop // alignment * alignment, a)
+    return a, b
+
+
+class _Layout(Protocol):
+    """What the merge stage needs of a plan: a :class:`~daskshuffle.plan._plan.Plan` or one of several levels."""
+
+    @property
+    def n_rows(self) -> int: ...
+    @property
+    def n_piles(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def pile_sizes(self) -> NDArray[np.int64]: ...
+    @property
+    def pile_offsets(self) -> NDArray[np.int64]: ...
+    def merge_columns(self, start: int, stop: int) -> tuple[int, NDArray[np.int64], NDArray[np.int64]]: ...
+
+
+def _merge(
+    fmt: Format[Any],
+    tmp: str,
+    dst: str,
+    group: MergeGroup,
+    first_block: int,
+    counts: NDArray[np.int64],
+    read_starts: NDArray[np.int64],
+    seed: int,
+    materialize: bool,
+    n_rows: int,
+    piece_info: Any,
+) -> dict[int, tuple[int, Any]]:
+    """Assemble one group of piles, write its whole chunks, return the rest by chunk."""
+    counts, read_starts = counts.astype(np.int64), read_starts.astype(np.int64)  # compact in the graph
+    read_stops = read_starts + counts.sum(axis=1)
+    reads = [
+        (block, int(first), int(last))
+        for block, (first, last) in enumerate(zip(read_starts, read_stops, strict=True), start=first_block)
+        if last > first
+    ]
+    rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, materialize=materialize))
+    alignment = fmt.write_alignment()
+    start, stop = group.row_start, group.row_stop
+    a, b = _aligned(start, stop, n_rows, alignment)
+    if b > a:
+        fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
+    # The fragments wait in memory for their seam task: copies, because a view
+    # would keep the whole group alive (and dask would count only the view).
+    fragments: dict[int, tuple[int, Any]] = {}
+    if a > start:
+        fragments[start // alignment] = (start, fmt.take(rows, np.arange(0, a - start)))
+    if stop > b:
+        fragments[b // alignment] = (b, fmt.take(rows, np.arange(b - start, stop - start)))
+    return fragments
+
+
+def _seam(fmt: Format[Any], dst: str, chunk: int, piece_info: Any, *merged: dict[int, tuple[int, Any]]) -> None:
+    """Write an output chunk whose rows come from several merge groups."""
+    fragments = sorted((result[chunk] for result in merged if chunk in result), key=lambda item: item[0])
+    fmt.write_rows(dst, fragments[0][0], fmt.concat([rows for _, rows in fragments]), piece_info)
+
+
+def _done(*_: Any) -> None:
+    return None
+
+
+def merge_groups(fmt: Format[Any], plan: _Layout, merge_nbytes: int) -> list[MergeGroup]:
+    """The merge tasks' groups of whole piles, as the destination cuts them."""
+    offsets = plan.pile_offsets
+    return [
+        MergeGroup(start, stop, int(offsets[start]), int(offsets[stop]))
+        for start, stop in fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)
+    ]
+
+
+def _scatter_after(_barrier: Any, *work: Any) -> Any:
+    """A scatter that waits for the stage before it (``_barrier``: that stage's pieces)."""
+    return _scatter_spans(*work)
+
+
+def _scatter_spans(
+    fmt: Format[Any],
+    tmp_in: str,
+    tmp: str,
+    span: int,
+    table: NDArray[np.int64],
+    first_block: int,
+    child: int,
+    counts: NDArray[np.int64],
+    lo: int,
+    n_piles: int,
+    seed: int,
+) -> Any:
+    """A level after the first: the pieces of a group of blocks (``table``: theirs) for its ``child``-th super-pile.
+
+    ``counts`` are the span's rows for each of the ``n_piles`` piles (or the
+    next level's super-piles) from ``lo`` on.
+    """
+    reads = span_reads(table, first_block, child)
+    n_rows = sum(stop - start for _, start, stop in reads)
+    rows = fmt.gather_pieces(tmp_in, reads, np.arange(n_rows, dtype=np.intp))
+    counts = counts.astype(np.int64)
+    return fmt.scatter_block(tmp, span, rows, block_order(counts, seed, span), piece_offsets(counts, lo, n_piles))
+
+
+def level_tmp(tmp: str, level: int) -> str:
+    """Where the pieces of level ``level`` of a shuffle of several levels go, below ``tmp``."""
+    return f"{tmp}/level-{level}"
+
+
+def shuffle_graph(
+    fmt: Format[Any],
+    plan: Plan | LevelPlan,
+    *,
+    tmp: str,
+    dst: str,
+    materialize: bool,
+    merge_nbytes: int,
+    manifest: Manifest | None = None,
+    done: frozenset[str] = frozenset(),
+) -> tuple[dict[Any, Any], str]:
+    """The task graph of pass 1 and the merge, and the key that completes it.
+
+    With a plan of ``L`` levels, pass 1 scatters the source's blocks to
+    super-piles (pieces in ``level_tmp(tmp, 1)``); each later level reads each
+    super-pile's pieces of each group of blocks (a span) and scatters them to
+    smaller super-piles, or at the last level to its piles
+    (``level_tmp(tmp, L)``), which the merge reads.
+
+    With a ``manifest``, each scatter, merge and seam task marks itself done
+    there, and the tasks named in ``done`` (by an earlier, interrupted run of
+    the same shuffle) are not run again: a merge only if its seams are done too,
+    since its fragments for them were held in memory.
+    """
+
+    def task(marker: str, *work: Any, once: bool = False) -> Any:
+        return work if manifest is None else (run_once if once else run_marked, manifest, marker, *work)
+
+    name = "daskshuffle-" + tokenize(
+        fmt.kind,
+        fmt.describe_source(),
+        plan.block_lengths,
+        plan.n_piles,
+        plan.seed,
+        tmp,
+        dst,
+        materialize,
+        merge_nbytes,
+        plan.fanouts if isinstance(plan, LevelPlan) else None,
+    )
+    levels = plan if isinstance(plan, LevelPlan) else None
+    # The format goes into the graph once, as data that every task depends on: a worker receives it
+    # once and keeps it, rather than with each task (it holds the sources' blocks: 138 KB for 10k).
+    fmt_key = f"{name}-format"
+    graph: dict[Any, Any] = {fmt_key: fmt}
+    inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
+    input_keys: Sequence[Any] = ()
+    if inputs is not None:
+        graph.update(inputs[0])
+        input_keys = inputs[1]
+        name += "-" + tokenize(list(input_keys))
+    marker = "scatter" if levels is None else "scatter-1"
+    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
+    tables = (
+        []
+        if levels is None
+        else [_group_tables(graph, name, index, level) for index, level in enumerate(levels.levels, 1)]
+    )
+    scatter_keys = []
+    for block in range(plan.n_blocks):
+        key = (f"{name}-{marker}", block)
+        scatter_keys.append(key)
+        if f"{marker}-{block}" in done:
+            graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
+            continue
+        # One level: the scatter draws its own counts. More: its row of its group's table.
+        work: tuple[Any, ...]
+        if levels is None:
+            work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
+        else:
+            work = (_scatter, fmt_key, first_tmp, block, tables[0].rows[block], levels.levels[0].seed)
+        # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
+        graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
+    pieces_key = f"{name}-pieces"
+    graph[pieces_key] = (_combine, fmt_key, scatter_keys)
+    merge_tmp = tmp
+    if levels is not None:
+        for index in range(2, levels.n_levels + 1):
+            level = (graph, name, fmt_key, levels, index, tmp, tables, pieces_key)
+            pieces_key = _level_stage(*level, task, done)
+        merge_tmp = level_tmp(tmp, levels.n_levels)
+    stage = (graph, name, fmt, fmt_key, plan, merge_tmp, dst)
+    return _merge_stage(*stage, materialize, merge_nbytes, pieces_key, task, done)
+
+
+class _Tables(NamedTuple):
+    """A level's group tables in the graph: each group's task, and for each block the task taking its row."""
+
+    groups: list[Any]
+    rows: list[Any]
+
+
+def _group_tables(graph: dict[Any, Any], name: str, index: int, level: GroupedLevel) -> _Tables:
+    """A task per group of ``level`` that draws its block table once, on a worker."""
+    keys = [(f"{name}-group-{index}", g) for g in range(level.n_groups)]
+    graph.update({key: (block_table, *level.group_draw(g)) for g, key in enumerate(keys)})
+    groups, rows = level.block_groups
+    return _Tables(keys, [(getitem, keys[group], row) for group, row in zip(groups, rows, strict=True)])
+
+
+def _level_stage(
+    graph: dict[Any, Any],
+    name: str,
+    fmt_key: str,
+    plan: LevelPlan,
+    index: int,
+    tmp: str,
+    tables: list[_Tables],
+    pieces_key: str,
+    task: Callable[..., Any],
+    done: frozenset[str],
+) -> str:
+    """Level ``index`` (2 or more): each of its blocks, a span of the level before, read and scattered; its barrier."""
+    before = plan.levels[index - 2]
+    span_groups, span_children = (part.tolist() for part in before.spans)
+    tmp_in, tmp_out = level_tmp(tmp, index - 1), level_tmp(tmp, index)
+    keys = []
+    for span, (group, child) in enumerate(zip(span_groups, span_children, strict=True)):
+        if not before.span_lengths[span]:
+            continue  # no rows of this group went to this super-pile
+        key = (f"{name}-scatter-{index}", span)
+        keys.append(key)
+        if f"scatter-{index}-{span}" in done:
+            graph[key] = None
+            continue
+        reads = (
+            fmt_key,
+            tmp_in,
+            tmp_out,
+            span,
+            tables[index - 2].groups[group],
+            int(before.group_bounds[group]),
+            child,
+        )
+        if index < plan.n_levels:  # its row of its own group's table, to the sub-super-piles
+            level = plan.levels[index - 1]
+            scatter = (tables[index - 1].rows[span], 0, level.fanout, level.seed)
+        else:  # the last level: its counts per pile of its super-pile, from the plan
+            counts, lo = plan.last_counts(span)
+            scatter = (_compact(counts), lo, plan.n_piles, plan.last_seed)
+        graph[key] = task(f"scatter-{index}-{span}", _scatter_after, pieces_key, *reads, *scatter, once=True)
+    barrier = f"{name}-pieces-{index}"
+    graph[barrier] = (_combine, fmt_key, keys)
+    return barrier
+
+
+def _compact(values: NDArray[np.int64]) -> NDArray[Any]:
+    """``values`` (counts or offsets, never negative) in the smallest unsigned type that holds them."""
+    largest = int(values.max(initial=0))
+    dtype = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if largest <= np.iinfo(t).max)
+    return values.astype(dtype)
+
+
+def _merge_columns(plan: _Layout, group: MergeGroup) -> tuple[int, NDArray[Any], NDArray[Any]]:
+    first_block, counts, read_starts = plan.merge_columns(group.pile_start, group.pile_stop)
+    return first_block, _compact(counts), _compact(read_starts)
+
+
+def _merge_stage(
+    graph: dict[Any, Any],
+    name: str,
+    fmt: Format[Any],
+    fmt_key: str,
+    plan: _Layout,
+    tmp: str,
+    dst: str,
+    materialize: bool,
+    merge_nbytes: int,
+    pieces_key: str,
+    task: Callable[..., Any],
+    done: frozenset[str],
+) -> tuple[dict[Any, Any], str]:
+    """The merge tasks (one per group of whole piles), their seams, and the key that completes them."""
+    alignment = fmt.write_alignment()
+    merge_keys = []
+    seams: dict[int, list[Any]] = {}
+    for index, group in enumerate(merge_groups(fmt, plan, merge_nbytes)):
+        if group.row_stop == group.row_start:
+            continue
+        key = (f"{name}-merge", index)
+        graph[key] = task(
+            f"merge-{index}",
+            _merge,
+            fmt_key,
+            tmp,
+            dst,
+            group,
+            *_merge_columns(plan, group),
+            plan.seed,
+            materialize,
+            plan.n_rows,
+            pieces_key,
+        )
+        merge_keys.append(key)
+        a, b = _aligned(group.row_start, group.row_stop, plan.n_rows, alignment)
+        if a > group.row_start:
+            seams.setdefault(group.row_start // alignment, []).append(key)
+        if group.row_stop > b:
+            seams.setdefault(b // alignment, []).append(key)
+    seam_keys = []
+    for chunk, sources in sorted(seams.items()):
+        key = (f"{name}-seam", chunk)
+        graph[key] = (
+            None if f"seam-{chunk}" in done else task(f"seam-{chunk}", _seam, fmt_key, dst, chunk, pieces_key, *sources)
+        )
+        seam_keys.append(key)
+    own_seams: dict[Any, list[int]] = {}
+    for chunk, sources in seams.items():
+        for source in sources:
+            own_seams.setdefault(source, []).append(chunk)
+    for key in merge_keys:
+        if f"merge-{key[1]}" in done and all(f"seam-{chunk}" in done for chunk in own_seams.get(key, ())):
+            graph[key] = {}  # written, and so are the chunks it shares with its neighbours
+    # The last task waits for a merge through its seams when it has some: a
+    # merge's fragments are then freed once its seams have written them, not
+    # held in worker memory until the very end.
+    seamed = own_seams.keys()
+    done_key = f"{name}-done"
+    graph[done_key] = (_done, *(key for key in merge_keys if key not in seamed), *seam_keys)
+    return graph, done_key

@@ -1,0 +1,280 @@
+"""The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph.
+
+With ``head_count`` the lines are sampled instead (``formats/_text_sample.py``);
+several or compressed output files are written by ``formats/_text_shards.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from .._errors import DaskShuffleValueError
+from .._parse import parse_bool, parse_count
+from ..formats._text import BlockCount, TextFormat, TextSource, open_text_sources, parse_delimiter, parse_sources
+from ..formats._text_sample import (
+    ONE_PASS_LINES,
+    count_and_sample,
+    finish_sample,
+    order_sample,
+    plan_sample,
+    read_sample,
+)
+from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
+from ..formats._text_source import Lines
+from ..plan._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory, parse_shuffle_options
+from ..storage import _paths
+from ._compute import map_tasks
+from ._run import ShuffleResult, check_destination, run_shuffle
+
+__all__ = ["shuffle_lines"]
+
+
+PathLike = str | os.PathLike[str]
+
+
+def _decompress(source: TextSource, spool: str, storage_options: dict[str, Any] | None, progress: bool) -> TextSource:
+    """Decompress every compressed file into ``spool``, one task a file, and read those copies instead."""
+    compressed = [index for index, file in enumerate(source.files) if file.compression is not None]
+    if not compressed:
+        return source
+    fs, inner = _paths.filesystem(spool, storage_options)
+    fs.makedirs(inner, exist_ok=True)
+    paths = [f"{spool}/{index}.txt" for index in compressed]
+    sizes = map_tasks(
+        source.decompress,
+        list(zip(compressed, paths, strict=True)),
+        token=repr((source.files, spool)),
+        progress=progress,
+    )
+    return source.decompressed(
+        {index: (path, size) for index, path, size in zip(compressed, paths, sizes, strict=True)}
+    )
+
+
+def _count(source: TextSource, progress: bool) -> list[BlockCount]:
+    return map_tasks(
+        source.count_block,
+        [(block,) for block in range(source.n_blocks)],
+        token=repr((source.files, source.block_nbytes, source.header, source.delimiter)),
+        progress=progress,
+    )
+
+
+def _sample(
+    source: TextSource, head_count: int, seed: int, *, repeat: bool, progress: bool
+) -> tuple[list[BlockCount], Lines | None, int]:
+    """The counts of every block, the sample in its output order, and the tasks run.
+
+    The sample is ``None`` when ``head_count`` takes every line (without
+    ``repeat``): then the lines are shuffled out of core instead.
+    """
+    token = repr((source.files, source.block_nbytes, source.header, source.delimiter, seed, head_count, repeat))
+    if head_count * source.n_blocks <= ONE_PASS_LINES:
+        results = map_tasks(
+            count_and_sample,
+            [(source, block, head_count, seed, repeat) for block in range(source.n_blocks)],
+            token=token,
+            progress=progress,
+        )
+        counts = [count for count, _ in results]
+        n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
+        if not repeat and head_count >= n_lines.sum():
+            return counts, None, len(results)
+        kept = [rows for _, rows in results]
+        return counts, finish_sample(kept, n_lines, head_count, seed, replace=repeat), len(results)
+    counts = _count(source, progress)
+    n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
+    if not repeat and head_count >= n_lines.sum():
+        return counts, None, len(counts)
+    plan = plan_sample(n_lines, head_count, seed, replace=repeat)
+    parts = map_tasks(read_sample, [(source, block, lines) for block, lines in plan], token=token, progress=progress)
+    return counts, order_sample(parts, seed), len(counts) + len(plan)
+
+
+def shuffle_lines(
+    src: PathLike | Sequence[PathLike],
+    dst: PathLike,
+    n_piles: int | Literal["auto"] = "auto",
+    *,
+    seed: int | None = None,
+    header: bool = False,
+    overwrite: bool = False,
+    head_count: int | None = None,
+    repeat: bool = False,
+    delimiter: bytes | str = b"\n",
+    n_output_files: int | None = None,
+    pile_memory: int | str = DEFAULT_LINES_PILE_MEMORY,
+    block_memory: int | str | None = None,
+    tmp: PathLike | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> ShuffleResult:
+    """Shuffle the lines of text files into a text file, out of core, on dask: ``shuf`` for large inputs.
+
+    The output holds exactly the input lines, in a uniformly random order
+    (every permutation equally likely), like ``shuf`` but for inputs larger
+    than memory: the 2-pass shuffle scatters lines to piles on disk, then
+    shuffles each pile in memory. Bytes are kept as they are (nothing is
+    decoded; CRLF stays CRLF); a final line without a newline gets one.
+
+    With ``head_count=K`` (``shuf -n K``) only K lines are output: K distinct
+    lines chosen uniformly at random (every set of K equally likely), in a
+    uniformly random order. They are sampled, not shuffled, in one pass: each
+    task counts its block and keeps a uniform sample of up to K of its lines,
+    and K lines are drawn from those. When K times the number of blocks exceeds
+    262,144, the blocks are counted first instead, K positions drawn, and only
+    those lines read. The sample is held in memory, as ``shuf -n`` holds it.
+    If K is at least the number of lines, every line is output, shuffled out
+    of core as without ``head_count``.
+
+    The work runs as dask graphs on the active scheduler: the current
+    ``distributed.Client`` if there is one, dask's default otherwise.
+
+    Parameters
+    ----------
+    src : path, URL or glob, or a list of them
+        The text files, in order. Files ending in ``.gz``, ``.bz2``, ``.xz``
+        or ``.zst`` are decompressed (as fsspec infers from the name) once,
+        into a plain copy next to the output (removed at the end), so that they
+        too are read in parallel blocks. Large files are read in parallel.
+    dst : path or URL
+        The output file, or with ``n_output_files`` a pattern with one field
+        for the file number, such as ``"train-{:05d}.jsonl"``. An output named
+        ``*.gz`` is written gzip-compressed, ``*.zst`` zstd-compressed (which
+        needs ``zstandard``). Written under a temporary name and renamed into
+        place when complete, so an interrupted shuffle never leaves a file there.
+    n_piles : int or "auto", default "auto"
+        Number of piles. ``"auto"`` picks the fewest piles that fit
+        ``pile_memory``. The result is exactly shuffled either way; piles only
+        bound memory.
+    seed : int, optional
+        Same input, seed and parameters give the same output bytes, whatever
+        the cluster. ``None`` draws a seed (see ``ShuffleResult.seed``).
+    header : bool, default False
+        Keep the first line of the first file (a CSV header) at the top of
+        every output file, unshuffled.
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    head_count : int, optional
+        Output only this many lines, chosen uniformly at random (``shuf -n``).
+    repeat : bool, default False
+        With ``head_count``, draw the lines with replacement: ``head_count``
+        independent uniform draws (``shuf -r -n``). ``shuf -r`` without ``-n``
+        repeats forever, which a file cannot hold: ``head_count`` is required.
+    delimiter : bytes or str, default b"\\n"
+        The one byte that ends a line; ``b"\\0"`` for NUL-terminated records
+        (``shuf -z``), used for counting, splitting and output alike.
+    n_output_files : int, optional
+        Write the output into this many files named by ``dst.format(i)``, of
+        near-equal numbers of lines (they differ by one line at most), each
+        line in exactly one: file ``i`` holds lines ``[i * n // n_output_files,
+        (i + 1) * n // n_output_files)`` of the shuffled order.
+    pile_memory : int or str, default "32MiB"
+        The largest pile allowed, checked before anything is written. A task
+        holds about twice this much.
+    block_memory : int or str, optional
+        About how much of an uncompressed file one pass-1 task reads; by
+        default 16 MiB, or half of ``pile_memory`` if that is less.
+    tmp : path or URL, optional
+        A directory for the pieces between the passes and the plain copies of
+        compressed inputs: they go in its subdirectories
+        ``<name of dst>.daskshuffle-tmp`` and ``<name of dst>.daskshuffle-spool``,
+        removed at the end, also after an error. By default next to ``dst``.
+    progress : bool, default False
+        Show a progress bar.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Returns
+    -------
+    ShuffleResult
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> daskshuffle.shuffle_lines("corpus.jsonl", "train.jsonl", seed=0)
+    <ShuffleResult shuffled copy 'train.jsonl': 1,000 rows in 1 pile ...>
+    >>> daskshuffle.shuffle_lines("corpus.jsonl", "sample.jsonl", seed=0, head_count=10).n_rows
+    10
+    >>> result = daskshuffle.shuffle_lines("corpus.jsonl", "part-{:02d}.jsonl.gz", seed=0, n_output_files=4)
+    >>> import gzip
+    >>> [len(gzip.open(f"part-{i:02d}.jsonl.gz").readlines()) for i in range(4)]
+    [250, 250, 250, 250]
+    """
+    began = time.perf_counter()
+    sources = parse_sources(src)
+    options = parse_shuffle_options(
+        dst=dst,
+        n_piles=n_piles,
+        seed=seed,
+        overwrite=overwrite,
+        materialize=True,
+        pile_memory=pile_memory,
+        block_memory=lines_block_memory(block_memory, pile_memory),
+        tmp=tmp,
+        progress=progress,
+        storage_options=storage_options,
+    )
+    header = parse_bool(header, "header")
+    head = parse_count(head_count, "head_count") if head_count is not None else None
+    repeat = parse_bool(repeat, "repeat")
+    if repeat and head is None:
+        raise DaskShuffleValueError(
+            "Expected head_count with repeat=True. Got no head_count instead; shuf -r without -n repeats forever, "
+            "which no output file can hold: pass head_count=K for K draws with replacement.",
+            parameter="head_count",
+        )
+    line_end = parse_delimiter(delimiter)
+    dst, tmp, progress = options.dst, options.tmp, options.progress
+    paths = parse_output_files(dst, n_output_files)
+    compression = output_compression(dst)
+    spool = _paths.scratch(dst, ".daskshuffle-spool", tmp)
+    for path in paths:
+        fs, inner = _paths.filesystem(path, storage_options)
+        if fs.isdir(inner):
+            raise DaskShuffleValueError(
+                f"Expected dst to be a file. Got {path!r}, which is a directory, instead; name a file inside it."
+            )
+
+    source: TextSource = open_text_sources(
+        sources,
+        header=header,
+        block_nbytes=options.block_nbytes,
+        storage_options=storage_options,
+        delimiter=line_end,
+    )
+    # Counting reads the whole input: check the destination first.
+    for path in paths:
+        check_destination(source.describe(), path, tmp, overwrite=options.overwrite, storage_options=storage_options)
+    _paths.remove(spool, storage_options)
+    try:
+        source = _decompress(source, spool, storage_options, progress)
+        if head is not None:
+            counts, sample, n_tasks = _sample(source, head, options.seed, repeat=repeat, progress=progress)
+            if sample is not None:
+                write_shards(sample, paths, source.header, storage_options)
+                return ShuffleResult(
+                    path=dst,
+                    n_rows=len(sample),
+                    n_piles=1,
+                    seed=options.seed,
+                    pile_sizes=np.array([len(sample)], dtype=np.int64),
+                    variables=[],
+                    materialized=True,
+                    seconds=time.perf_counter() - began,
+                    n_tasks=n_tasks,
+                )
+        else:
+            counts = _count(source, progress)
+        fmt = TextFormat(source, counts)
+        if n_output_files is not None or compression is not None:
+            fmt = ShardedTextFormat(source, counts, paths, compression)
+        fmt.check_blocks_fit(options.pile_nbytes)
+        return run_shuffle(fmt, options, variables=[])
+    finally:
+        _paths.remove(spool, storage_options)

@@ -1,0 +1,406 @@
+"""Running a shuffle, the same for every kind of data: check the destination, plan, write, mark complete.
+
+The public shuffles (``shuffle_zarr``, ``shuffle_parquet``, ...) open their
+source as a format, parse their common arguments into
+:class:`~daskshuffle.plan._options.ShuffleOptions`, and hand both to
+:func:`run_shuffle`.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError
+from ..formats import read_metadata
+from ..formats._base import FORMAT_VERSION, Format
+from ..plan._level_plan import LevelPlan, make_level_plan
+from ..plan._levels import auto_levels, fanout_for
+from ..plan._options import ShuffleOptions
+from ..plan._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
+from ..storage import _paths
+from ..storage._lock import exclusive
+from ..storage._manifest import Manifest as _Manifest
+from ._compute import compute
+from ._graph import level_tmp, shuffle_graph
+
+__all__ = ["ShuffleResult", "check_destination", "run_shuffle"]
+
+_TMP_SUFFIX = ".daskshuffle-tmp"
+#: Where a store is built before it takes the destination's place.
+_NEW_SUFFIX = ".daskshuffle-new"
+#: The manifest of finished tasks, inside the scratch directory.
+_MANIFEST = "_done"
+#: The manifest's mark that the store and the pieces' directories were created.
+_CREATED = "created"
+
+
+@dataclass(frozen=True)
+class ShuffleResult:
+    """What a shuffle wrote.
+
+    Attributes
+    ----------
+    path : str
+        The destination.
+    n_rows, n_piles, seed : int
+        Rows shuffled, piles and the seed (record it to reproduce the output).
+    pile_sizes : ndarray
+        Rows in each pile, in storage order.
+    variables : list of str
+        The shuffled variables or columns.
+    materialized : bool
+        Whether the rows were fully shuffled (``materialize=True``) or left in piles.
+    seconds : float
+        Wall time of the whole shuffle.
+    n_tasks : int
+        Tasks in the dask graph.
+    """
+
+    path: str
+    n_rows: int
+    n_piles: int
+    seed: int
+    pile_sizes: NDArray[np.int64] = field(repr=False)
+    variables: list[str]
+    materialized: bool
+    seconds: float
+    n_tasks: int
+
+    def __repr__(self) -> str:
+        sizes = self.pile_sizes
+        spread = f"{int(sizes.min())}..{int(sizes.max())}" if len(sizes) else "-"
+        kind = "shuffled copy" if self.materialized else "pile store"
+        return (
+            f"<ShuffleResult {kind} {self.path!r}: {self.n_rows:,} rows in {self.n_piles} pile{'s' if self.n_piles != 1 else ''} "
+            f"(rows per pile {spread}), seed={self.seed}"
+            + (f", variables={self.variables}" if self.variables else "")
+            + f", {self.n_tasks} tasks, {self.seconds:.1f} s>"
+        )
+
+
+def _plan_within_budget(
+    lengths: Sequence[int],
+    n_piles: int | Literal["auto"],
+    seed: int,
+    row_nbytes: int,
+    pile_nbytes: int,
+    *,
+    levels: int | Literal["auto"] = 1,
+    block_nbytes: int = 1,
+    storage: Literal["local", "object"] = "local",
+) -> Plan | LevelPlan:
+    """Plan, in one level or more, making sure the largest pile fits ``pile_nbytes``.
+
+    Re-planning with more piles is unbiased: pile sizes carry no information
+    about the order of the rows inside them.
+    """
+    n_rows = int(np.sum(lengths))
+    chosen = auto_n_piles(n_rows, row_nbytes, pile_nbytes) if n_piles == "auto" else n_piles
+    block_nbytes = max(block_nbytes, 1)
+    while True:
+        fanouts = _fanouts(levels, n_rows * row_nbytes, block_nbytes, len(lengths), chosen, storage)
+        block_rows = max(1, block_nbytes // max(row_nbytes, 1))
+        plan = (
+            make_level_plan(lengths, chosen, fanouts, seed, block_rows) if fanouts else make_plan(lengths, chosen, seed)
+        )
+        largest = int(plan.pile_sizes.max(initial=0)) * row_nbytes
+        if largest <= pile_nbytes:
+            return plan
+        if n_piles != "auto":
+            suggestion = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
+            raise DaskShuffleValueError(
+                f"Expected every pile to fit pile_memory={pile_nbytes:,} bytes. Got a planned pile of {largest:,} bytes "
+                f"with n_piles={n_piles} instead; use n_piles={max(suggestion, n_piles + 1)} or more, "
+                "n_piles='auto', or a larger pile_memory.",
+                parameter="n_piles",
+            )
+        chosen = max(chosen + 1, int(chosen * 1.1))
+
+
+def _fanouts(
+    levels: int | Literal["auto"],
+    data_nbytes: int,
+    block_nbytes: int,
+    n_blocks: int,
+    n_piles: int,
+    storage: Literal["local", "object"],
+) -> list[int]:
+    """Each level's super-piles but the last's (none: one level); ``levels="auto"``: as many as keep reads large."""
+    if levels != "auto" and n_piles < 2**levels and levels > 1:
+        raise DaskShuffleValueError(
+            f"Expected n_piles of {2**levels} or more for {levels} levels. Got n_piles={n_piles} instead; "
+            "use fewer levels.",
+            parameter="levels",
+        )
+    n_levels = auto_levels(data_nbytes, block_nbytes, n_blocks, n_piles, storage) if levels == "auto" else levels
+    return [fanout_for(data_nbytes, block_nbytes, n_piles, n_levels)] * (n_levels - 1)
+
+
+def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:
+    """``[[length, repeats], ...]``: block lengths are mostly equal, and a store may have many blocks."""
+    runs: list[list[int]] = []
+    for length in lengths:
+        if runs and runs[-1][0] == int(length):
+            runs[-1][1] += 1
+        else:
+            runs.append([int(length), 1])
+    return runs
+
+
+def check_destination(
+    sources: Sequence[str],
+    dst: str,
+    tmp: str | None,
+    *,
+    overwrite: bool,
+    storage_options: dict[str, Any] | None,
+) -> str:
+    """Check that ``dst`` and the scratch space may be written; return the scratch directory.
+
+    The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
+    named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
+    """
+    for source in sources:
+        if _paths.overlaps(dst, source):
+            raise DaskShuffleValueError(
+                f"Expected dst to lie outside the source. Got dst={dst!r} and source {source!r} instead; "
+                "choose another destination (the source is never modified)."
+            )
+    _paths.check_location(dst, storage_options, "dst")
+    if _paths.exists(dst, storage_options) and not overwrite:
+        raise PileStoreExistsError(
+            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.",
+            parameter="overwrite",
+        )
+    tmp = _paths.scratch(dst, _TMP_SUFFIX, tmp)
+    for source in sources:
+        if _paths.overlaps(tmp, source):
+            raise DaskShuffleValueError(
+                f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
+            )
+    _paths.check_location(tmp, storage_options, "tmp")
+    return tmp
+
+
+def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
+    """Where a shuffle into ``dst`` builds its store: ``dst`` itself, or ``<dst>.daskshuffle-new``.
+
+    A new destination is written in place, marked incomplete until the end
+    (and removed if the run fails). A destination that exists (``overwrite=True``)
+    is replaced only once the new store is complete, built beside it: until
+    then the old one stays whole and readable.
+    """
+    return _paths.sibling(dst, _NEW_SUFFIX) if _paths.exists(dst, storage_options) else dst
+
+
+def _metadata(
+    fmt: Format[Any], options: ShuffleOptions, plan: Plan | LevelPlan, variables: list[str]
+) -> dict[str, Any]:
+    """What the store records, its fingerprint included: everything its order depends on."""
+    settings = ShuffleSettings(n_piles=plan.n_piles, seed=plan.seed, materialize=options.materialize)
+    metadata: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "kind": fmt.kind,
+        "complete": False,
+        "n_rows": plan.n_rows,
+        "n_piles": plan.n_piles,
+        "seed": plan.seed,
+        "materialized": options.materialize,
+        "pile_offsets": plan.pile_offsets.tolist(),
+        "variables": variables,
+        "source": fmt.describe_source(),
+        "settings": settings.to_dict(),
+        # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
+        # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
+        "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths.tolist())},
+    }
+    if isinstance(plan, LevelPlan):  # the super-piles the rows went through before their piles
+        metadata["levels"] = {"n_levels": plan.n_levels, "fanouts": plan.fanouts, "n_super_piles": plan.n_super}
+    metadata["fingerprint"] = fingerprint(metadata)
+    return metadata
+
+
+def _differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:
+    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version")
+    return [key for key in keys if recorded.get(key) != ours.get(key)]
+
+
+@dataclass(frozen=True)
+class _Earlier:
+    """A store of an earlier run of this shuffle: at ``dst`` (complete or not) or where it is built."""
+
+    path: str
+    metadata: dict[str, Any]
+
+
+def _earlier_run(dst: str, target: str, storage_options: dict[str, Any] | None) -> _Earlier | None:
+    for path in dict.fromkeys((dst, target)):
+        if _paths.exists(path, storage_options):
+            metadata = read_metadata(path, storage_options)
+            if metadata is not None and "fingerprint" in metadata:
+                return _Earlier(path, metadata)
+    return None
+
+
+def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
+    """Check the destination, plan, write, and mark complete: shared by every format.
+
+    A pile store of a source on storage is resumable: each task records that it
+    finished (:class:`~daskshuffle.storage._manifest.Manifest`), and after an interrupted
+    run (Ctrl-C, a killed client) the same call continues it, with the seed the
+    earlier run drew if it drew one; a completed shuffle returns at once. Any
+    other failure removes what the run built.
+    """
+    began = time.perf_counter()
+    dst, materialize, storage_options = options.dst, options.materialize, options.storage_options
+    resumable = not fmt.places_itself and bool(fmt.describe_source())
+    tmp = check_destination(
+        fmt.describe_source(),
+        dst,
+        options.tmp,
+        overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
+        storage_options=storage_options,
+    )
+    target = dst if fmt.places_itself else build_path(dst, storage_options)
+    earlier = _earlier_run(dst, target, storage_options) if resumable and not options.overwrite else None
+    seed = options.seed
+    if earlier is not None and not options.seed_given:
+        seed = int(earlier.metadata["seed"])
+
+    plan = _plan_within_budget(
+        fmt.block_lengths,
+        options.n_piles,
+        seed,
+        fmt.row_nbytes,
+        options.pile_nbytes,
+        levels=options.levels,
+        block_nbytes=options.block_nbytes,
+        storage="object" if _paths.is_url(tmp) else "local",
+    )
+    fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
+    metadata = _metadata(fmt, options, plan, variables)
+    same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
+
+    def result(n_tasks: int) -> ShuffleResult:
+        return ShuffleResult(
+            path=dst,
+            n_rows=plan.n_rows,
+            n_piles=plan.n_piles,
+            seed=seed,
+            pile_sizes=plan.pile_sizes,
+            variables=variables,
+            materialized=materialize,
+            seconds=time.perf_counter() - began,
+            n_tasks=n_tasks,
+        )
+
+    if earlier is not None and earlier.path == dst and earlier.metadata.get("complete"):
+        if same:
+            return result(0)  # this shuffle's output is there already
+        earlier = None
+    if earlier is not None and not same:
+        raise DaskShuffleValueError(
+            f"Expected the same shuffle as the interrupted one at {earlier.path!r}. Got other "
+            f"{', '.join(_differences(earlier.metadata, metadata)) or 'arguments'} instead; run the same call to "
+            "continue it, or pass overwrite=True to start over.",
+            parameter="overwrite",
+        )
+    if _paths.exists(dst, storage_options) and not options.overwrite and not (earlier and earlier.path == dst):
+        raise PileStoreExistsError(
+            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.",
+            parameter="overwrite",
+        )
+
+    merge_nbytes = max(options.block_nbytes, 1)
+    fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
+    # Every check has passed: from here on the new store is written (an old one
+    # at dst is left alone until the new one is complete).
+    with exclusive(dst, storage_options):
+        n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
+    if options.verify:
+        from ._verify import verify
+
+        verify(dst, storage_options=storage_options, block_memory=options.block_nbytes, progress=options.progress)
+    return result(n_tasks)
+
+
+def _write(
+    fmt: Format[Any],
+    plan: Plan | LevelPlan,
+    metadata: dict[str, Any],
+    options: ShuffleOptions,
+    *,
+    tmp: str,
+    target: str,
+    earlier: _Earlier | None,
+    resumable: bool,
+) -> int:
+    """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
+    dst, storage_options = options.dst, options.storage_options
+    manifest = _Manifest(f"{tmp}/{_MANIFEST}", storage_options) if resumable else None
+    done = manifest.done() if manifest is not None and earlier is not None else frozenset()
+    if earlier is not None and _CREATED in done:
+        target = earlier.path
+    else:  # nothing earlier, or a run killed before its store was whole: start over
+        earlier, done = None, frozenset()
+    if earlier is None:
+        if target != dst:
+            _paths.remove(target, storage_options)  # what a crashed run of another shuffle left
+        _paths.remove(tmp, storage_options)
+    graph, key = shuffle_graph(
+        fmt,
+        plan,
+        tmp=tmp,
+        dst=target,
+        materialize=options.materialize,
+        merge_nbytes=max(options.block_nbytes, 1),
+        manifest=manifest,
+        done=done,
+    )
+    try:
+        if earlier is not None:
+            fmt.resume_destination(target)
+        else:
+            fmt.create_destination(target, plan.n_rows, metadata)
+            levels = range(1, plan.n_levels + 1) if isinstance(plan, LevelPlan) else ()
+            for pieces in [level_tmp(tmp, level) for level in levels] or [tmp]:
+                fmt.prepare_pieces(pieces)
+            if manifest is not None:
+                manifest.mark(_CREATED)
+        compute(graph, key, progress=options.progress)
+        fmt.finalize_destination(target, {**metadata, "complete": True})
+    except KeyboardInterrupt:
+        if not resumable:
+            _discard(fmt, target, tmp, storage_options)
+        raise  # what is done stays beside dst: the same call continues it
+    except OSError as error:
+        _discard(fmt, target, tmp, storage_options)
+        if error.errno == errno.ENOSPC:
+            raise StorageFullError(
+                f"Expected room for the shuffle's pieces and store. Got a full disk ({error}) instead; the pieces "
+                f"and the partial store are removed. Free space, or pass tmp= on a larger disk (the pieces take "
+                "about the size of the data, as does the store)."
+            ) from error
+        raise
+    except BaseException:
+        _discard(fmt, target, tmp, storage_options)
+        raise
+    _paths.remove(tmp, storage_options)
+    if target != dst:
+        _paths.replace(target, dst, storage_options)
+    return len(graph)
+
+
+def _discard(fmt: Format[Any], target: str, tmp: str, storage_options: dict[str, Any] | None) -> None:
+    """Nothing half-written stays behind: not this run's store, nor its pieces."""
+    _paths.remove(tmp, storage_options)
+    fmt.discard_destination(target)
+    if not fmt.places_itself:
+        _paths.remove(target, storage_options)

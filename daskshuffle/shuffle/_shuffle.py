@@ -1,0 +1,129 @@
+"""``shuffle_zarr``: the public shuffle of Zarr arrays, a thin layer over :func:`daskshuffle.shuffle._run.run_shuffle`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._parse import parse_variables
+from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
+from ._run import ShuffleResult, run_shuffle
+
+if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
+    from ..formats._zarr import SourceLike
+
+__all__ = ["shuffle_zarr"]
+
+
+def shuffle_zarr(
+    src: SourceLike | Sequence[SourceLike],
+    dst: str | os.PathLike[str],
+    n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
+    *,
+    seed: int | None = None,
+    variables: Sequence[str] | None = None,
+    overwrite: bool = False,
+    materialize: bool = False,
+    pile_memory: int | str = DEFAULT_PILE_MEMORY,
+    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
+    chunk_rows: int | None = None,
+    compressors: Any = "auto",
+    tmp: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
+) -> ShuffleResult:
+    """Shuffle the rows of Zarr arrays out of core, with the 2-pass shuffle, on dask.
+
+    Every row goes to one of ``n_piles`` piles uniformly at random; the pieces
+    of each pile are merged into one contiguous run of rows. The result is a
+    Zarr v3 group with the same arrays, rows grouped by pile, ready for
+    :class:`daskshuffle.PileLoader`, which shuffles each pile in memory as it
+    reads it. With ``materialize=True`` each pile is shuffled before it is
+    written, giving a uniformly random permutation of the rows.
+
+    The work runs as dask graphs on the active scheduler: the current
+    ``distributed.Client`` if there is one, dask's default otherwise.
+
+    Parameters
+    ----------
+    src : path, URL, zarr.Group, zarr.Array, or a list of them
+        The source. A group's arrays that share their first dimension are
+        shuffled with one permutation, so they stay aligned. Several sources
+        are concatenated along the first axis; they must hold the same arrays.
+        Zarr format 2 and 3 are read. The source is opened read-only.
+    dst : path or URL
+        Where to write the Zarr v3 pile store. Must lie outside ``src``.
+    n_piles : int or "auto", default 512
+        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
+    seed : int, optional
+        Same seed, same source and same parameters give the same output,
+        whatever the cluster. ``None`` draws a seed and records it.
+    variables : list of str, optional
+        The arrays to shuffle (the others are not copied). By default every
+        array, which must then share the first dimension.
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    materialize : bool, default False
+        Write a fully shuffled copy instead of a pile store.
+    pile_memory : int or str, default "256MiB"
+        The largest pile allowed, checked at planning time, before anything is written.
+    block_memory : int or str, default "64MiB"
+        About how much of the source one pass-1 task reads (whole chunks).
+    chunk_rows : int, optional
+        Rows per output chunk. By default a sixteenth of the average pile, between
+        256 KiB and 4 MiB of the widest array, so that the loader reads little
+        beyond each pile; 4 MiB for a materialized copy.
+    compressors : optional
+        The output arrays' compressors, as ``zarr.create_array`` takes them.
+    tmp : path or URL, optional
+        A directory for the pieces between the passes; they go to a subdirectory
+        named after ``dst`` (by default ``<dst>.daskshuffle-tmp``, next to ``dst``),
+        removed at the end, also after an error. ``tmp`` itself is never removed.
+    progress : bool, default False
+        Show a progress bar.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the store is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`: an order-independent checksum of every
+        variable on both sides, about a third of the shuffle's time);
+        ``VerificationError`` if not.
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block, which falls with
+        the data's size; with ``L``, rows go first to about ``(data /
+        block_memory)^(1/L)`` super-piles, each split as many ways again by
+        every level but the last, then to piles, keeping reads large for one
+        more write and read of the data a level. ``"auto"`` adds levels where
+        fewer would make ten thousand reads or more of under 1 MiB on object
+        storage (two from about 6 GiB with the defaults, three from about
+        256 GiB, four from about 16 TiB), or of under 64 KiB on local disk
+        (two from about 64 GiB); :func:`daskshuffle.explain` shows the choice.
+
+    Returns
+    -------
+    ShuffleResult
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> result = daskshuffle.shuffle_zarr("raw.zarr", "shuffled.zarr", n_piles=8, seed=0)
+    >>> result.n_rows, result.n_piles, result.variables
+    (1000, 8, ['id', 'x', 'y'])
+    """
+    options = parse_shuffle_options(locals())
+    chosen = parse_variables(variables)
+    from ..formats._zarr import open_zarr_sources
+
+    fmt = open_zarr_sources(
+        src,
+        variables=chosen,
+        block_nbytes=options.block_nbytes,
+        chunk_rows=chunk_rows,
+        compressors=compressors,
+        storage_options=options.storage_options,
+    )
+    return run_shuffle(fmt, options, variables=[variable.name for variable in fmt.variables])

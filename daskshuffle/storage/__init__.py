@@ -1,0 +1,1 @@
+"""Where bytes live: paths and URLs resolved through fsspec, locks, manifests."""
