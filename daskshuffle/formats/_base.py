@@ -249,6 +249,10 @@ class PileReader(ABC, Generic[Rows]):
     #: reader), rather than copying bytes: the loader then reads in a background thread
     #: beside any consumer (see :mod:`daskshuffle.loader._prefetch`).
     decodes: bool = False
+    #: Whether reads are requests to a store that serves many at once (object storage): the
+    #: loader then starts the requests of the reads ahead of it (:meth:`fetch`), within its
+    #: read-ahead budget, so that many are in flight while the consumer works.
+    fetches: bool = False
 
     @property
     def n_rows(self) -> int:
@@ -314,6 +318,20 @@ class PileReader(ABC, Generic[Rows]):
         if isinstance(rows, dict) and all(isinstance(values, np.ndarray) for values in rows.values()):
             return rows
         return None
+
+    def fetch(self, start: int, stop: int) -> None:
+        """Start fetching the files of rows ``start:stop``, to be read by ``read_rows(start, stop)`` (or the pile).
+
+        Only where :attr:`fetches`; by default nothing.
+        """
+
+    def forget(self, start: int, stop: int) -> None:
+        """Drop what :meth:`fetch` started for rows ``start:stop`` and was not read; by default nothing."""
+
+    @property
+    def fetched_nbytes(self) -> int:
+        """Bytes of rows fetched (or being fetched) ahead and not read yet."""
+        return 0
 
     def close(self) -> None:
         """Release what the reader holds open. The loader calls it when it closes; by default nothing."""

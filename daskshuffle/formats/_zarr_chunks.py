@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 from .._errors import CorruptPileStoreError
+from ..storage._fetch import Fetches
 from ._base import NUMERIC_KINDS
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
@@ -123,6 +124,8 @@ class ChunkFiles:
         self.store = store
         self.local = isinstance(fs, fsspec.implementations.local.LocalFileSystem)
         self._buffers = threading.local()
+        #: Files fetched ahead of their reads, keyed by the span of rows read (not for local files).
+        self.fetches = None if self.local else Fetches(fs)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_buffers": None}
@@ -141,9 +144,7 @@ class ChunkFiles:
                 self._read_local(chunks, flat, index, start, stop, pile)
             return
         paths = [chunks.path(index) for index in range(first, last)]
-        # One call for many files: an async filesystem (S3, GCS, HTTP) fetches them concurrently.
-        found = self._fs.cat_ranges(paths, [None] * len(paths), [None] * len(paths), on_error="return")
-        for index, path, data in zip(range(first, last), paths, found, strict=True):
+        for index, path, data in zip(range(first, last), paths, self._fetched(paths, start, stop), strict=True):
             if isinstance(data, FileNotFoundError):
                 self._missing(chunks, flat, index, path, start, stop, pile)
             elif isinstance(data, BaseException):
@@ -155,6 +156,25 @@ class ChunkFiles:
                     self._place(chunks, flat, index, decoded, start, stop)
                 elif decoded is not target:
                     target[...] = decoded
+
+    def _fetched(self, paths: list[str], start: int, stop: int) -> list[Any]:
+        """The bytes of each file of ``paths`` (or the error reading it), from the fetches of rows ``start:stop``."""
+        assert self.fetches is not None
+        futures = [self.fetches.take((start, stop), path) for path in paths]
+        missing = [path for path, future in zip(paths, futures, strict=True) if future is None]
+        # One call for the files not fetched ahead: an async filesystem (S3, GCS, HTTP) fetches them concurrently.
+        none = [None] * len(missing)
+        direct = iter(self._fs.cat_ranges(missing, none, none, on_error="return") if missing else [])
+        found: list[Any] = []
+        for future in futures:
+            if future is None:
+                found.append(next(direct))
+                continue
+            try:
+                found.append(future.result())
+            except Exception as error:
+                found.append(error)
+        return found
 
     def _read_local(
         self, chunks: Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int, pile: int | None

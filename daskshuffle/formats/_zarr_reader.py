@@ -221,6 +221,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def close(self) -> None:
         """Join the reader's threads and let go of the arrays kept for reuse. Reading again starts new ones."""
+        if self._files.fetches is not None:
+            self._files.fetches.clear()
         with self._lock:
             pool, self._pool = self._pool, None
             self._spare = {}
@@ -246,6 +248,33 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         compressed = sum(chunks.row_nbytes for chunks in self._chunks.values() if chunks.compressor is not None)
         return 2 * compressed > sum(chunks.row_nbytes for chunks in self._chunks.values())
 
+    @property
+    def fetches(self) -> bool:  # type: ignore[override]
+        """Whether the store is remote: its chunk files can be fetched ahead, many at once (:meth:`fetch`)."""
+        return self._files.fetches is not None
+
+    def fetch(self, start: int, stop: int) -> None:
+        """Start fetching every chunk file of rows ``start:stop``, of every variable read without zarr."""
+        fetches = self._files.fetches
+        stop = max(start, min(stop, self.n_rows))
+        if fetches is None or stop == start or (start, stop) in fetches:
+            return
+        paths = [
+            chunks.path(index)
+            for chunks in self._chunks.values()
+            for index in range(start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1)
+        ]
+        nbytes = (stop - start) * sum(chunks.row_nbytes for chunks in self._chunks.values())
+        fetches.start((start, stop), paths, nbytes)
+
+    def forget(self, start: int, stop: int) -> None:
+        if self._files.fetches is not None:
+            self._files.fetches.drop((start, max(start, min(stop, self.n_rows))))
+
+    @property
+    def fetched_nbytes(self) -> int:
+        return 0 if self._files.fetches is None else self._files.fetches.nbytes
+
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
         return self._read(start, stop, None)
@@ -270,6 +299,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         Variables that zarr must read are read here.
         """
         stop = max(start, min(stop, self.n_rows))
+        # On a remote store every file of the read is requested at once, not variable by variable.
+        self.fetch(start, stop)
         rows: ArrayRows = {}
         tasks: list[tuple[Chunks, NDArray[Any], int, int]] = []
         task_nbytes = LOCAL_TASK_NBYTES if self._files.local else TASK_NBYTES

@@ -82,7 +82,7 @@ def lane_batches(
             piles,
             plan,
             [Read(epoch, *s) for s in plan.segments],
-            Prefetcher(piles.job, prefetch, background=piles.decodes),
+            Prefetcher(piles, prefetch),
             prefetch,
         )
         for plan in plans

@@ -38,7 +38,7 @@ from ._batches import Allocate
 from ._lanes import check_lanes, lane_batches
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
 from ._mix import check_streams, loader_units, open_loader_store
-from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
+from ._prefetch import Prefetcher, Read, ShuffledPiles, parse_prefetch, prefetched_batches
 from ._rank_share import RankShare
 
 __all__ = ["LoaderSettings", "PileLoader"]
@@ -154,12 +154,16 @@ class PileLoader:
         Rows of the shuffle buffer, for ``"buffer"`` and ``"interleave"``.
     cycle_length : int, optional
         Piles read at once, for ``"interleave"``.
-    prefetch : int, default 1
+    prefetch : int or str, default 1
         Piles read ahead, each in its own background thread (for a consumer
         that stays away with its batches, or a store whose reads decode):
         1 is double buffering, 0 always reads in the consumer's thread. A
         store whose reads decode in one thread each (a Parquet store of one
         wide list column) reads faster with 2, at the memory of one pile more.
+        On object storage the requests for the files of the reads after the
+        consumer's also go out at once, all in flight together, for up to
+        256 MiB of rows ahead (with ``prefetch=0``, none); a size such as
+        ``"1GiB"`` sets that budget instead (with one pile read ahead).
     variables : list of str, optional
         The variables (or columns) to read; by default all.
     batch_format : {"numpy", "xarray", "arrow", "pandas"}, default "numpy"
@@ -226,7 +230,7 @@ class PileLoader:
         shuffle_block_size: int | None = None,
         buffer_size: int | None = None,
         cycle_length: int | None = None,
-        prefetch: int = 1,
+        prefetch: int | str = 1,
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
         progress: bool = False,
@@ -243,7 +247,7 @@ class PileLoader:
             {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length},
             piles_in_memory,
         )
-        self._prefetch = parse_count(prefetch, "prefetch")
+        self._prefetch, read_ahead = parse_prefetch(prefetch)
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
         path, reader, mixture = open_loader_store(
@@ -267,14 +271,14 @@ class PileLoader:
         self._store_fingerprint = str(metadata["fingerprint"])
         units, n_rows = loader_units(self.settings, reader, mixture)
         self._streams = None if mixture is None else mixture.records
-        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units)
+        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units, read_ahead)
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         self._epoch = 0
         self._batches = 0
         self._live: weakref.ref[Generator[Any, None, None]] | None = None
         self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
-        self._prefetcher = Prefetcher(self._piles.job, self._prefetch, background=self._piles.decodes)
+        self._prefetcher = Prefetcher(self._piles, self._prefetch)
         # Also stop the background threads if the loader is dropped without close().
         self._finalizer = weakref.finalize(self, _release, self._prefetcher, reader)
 
@@ -418,7 +422,7 @@ class PileLoader:
             batches = lane_batches(self._piles, plans, epoch, self._prefetch, allocate)
         else:
             reads = [Read(epoch, *segment) for segment in plans[0].segments]
-            prefetcher = Prefetcher(self._piles.job, self._prefetch, background=self._piles.decodes)
+            prefetcher = Prefetcher(self._piles, self._prefetch)
             batches = prefetched_batches(self._piles, plans[0], reads, prefetcher, self._prefetch, allocate)
         generator = self._generate(batches, epoch, start, track=False)
         self._ranges.add(generator)

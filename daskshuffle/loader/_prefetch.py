@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import count
 from typing import Any, NamedTuple
@@ -36,21 +36,32 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from .._parse import parse_count, parse_nbytes
 from ..formats import PileReader
 from ..plan._epoch_plan import BatchPlan, grouped_offsets, pile_groups, pile_permutation
 from ..plan._orders import unit_reads
 from ._batches import Allocate, gather_batches
 from ._order_units import OrderedUnits
 
-__all__ = ["PileJob", "Prefetcher", "Read", "ShuffledPile", "ShuffledPiles", "prefetched_batches"]
+__all__ = ["PileJob", "Prefetcher", "Read", "ReadAhead", "ShuffledPile", "ShuffledPiles", "prefetched_batches"]
 
 _prefetcher_ids = count()
 #: A consumer away with each batch for longer than this on average has the next piles read in the background.
 AWAY_SECONDS = 200e-6
 #: The weight of the last batch in that average.
 AWAY_WEIGHT = 0.2
+#: Bytes of rows whose requests may be in flight ahead of the consumer on a remote store, by default.
+READ_AHEAD_NBYTES = 256 * 2**20
 #: Every loader thread's name starts with this.
 THREAD_PREFIX = "daskshuffle-loader"
+
+
+def parse_prefetch(value: object) -> tuple[int, int]:
+    """``prefetch`` as the piles read ahead and the bytes of rows whose requests may be in flight."""
+    if isinstance(value, str):
+        return 1, parse_nbytes(value, "prefetch")
+    depth = parse_count(value, "prefetch")
+    return depth, READ_AHEAD_NBYTES if depth else 0
 
 
 class Read(NamedTuple):
@@ -164,8 +175,11 @@ class ShuffledPiles:
         seed: int,
         piles_in_memory: int = 1,
         units: OrderedUnits | None = None,
+        read_ahead: int = 0,
     ) -> None:
         self.reader = reader
+        #: Bytes of reads whose requests may be in flight ahead of the consumer, where the reader fetches.
+        self.read_ahead = read_ahead if reader.fetches else 0
         self.store = store
         self.seed = seed
         self.offsets = reader.pile_offsets
@@ -194,6 +208,14 @@ class ShuffledPiles:
     def visit_order(self, epoch: int) -> NDArray[np.intp] | None:
         """The order ``epoch`` reads what :meth:`layout` gives in; ``None``: the epoch's random pile order."""
         return None if self.units is None else self.units.visit_order(epoch)
+
+    def spans(self, job: Read) -> list[tuple[int, int]]:
+        """The runs of store rows that ``job`` reads, each with one call to the reader."""
+        if self.units is not None:
+            return unit_reads(self.units.rows(job.epoch, job.pile, job.start, job.stop), self.units.gap)[0]
+        groups = self.layout(job.epoch)[1]
+        members = [job.pile] if groups is None else groups[job.pile].tolist()
+        return [(int(self.offsets[pile]), int(self.offsets[pile + 1])) for pile in members]
 
     def read_runs(self, runs: list[tuple[int, int]]) -> Any:
         """Store rows ``start:stop`` of each of ``runs``, one after the other."""
@@ -234,6 +256,49 @@ class ShuffledPiles:
             recycle(pile.arrays)
 
 
+class ReadAhead:
+    """Starts the requests of the reads after the consumer's, within ``piles.read_ahead`` bytes (remote stores).
+
+    Independent of where reads run: the requests go out as soon as the
+    consumer reaches a read (:meth:`advance`), for as many of the reads after
+    it as the budget holds, and what arrives waits in the reader until its
+    read takes it. The read under way counts against the budget too; the next
+    read is always started.
+    """
+
+    def __init__(self, piles: ShuffledPiles) -> None:
+        self._piles = piles
+        self._started: dict[Read, list[tuple[int, int]]] = {}
+        self._lock = threading.Lock()
+
+    def advance(self, jobs: Sequence[Read], index: int) -> None:
+        """The consumer reads ``jobs[index]``: start the reads after it that fit the budget."""
+        reader, budget = self._piles.reader, self._piles.read_ahead
+        with self._lock:
+            # What was started is a run of reads from an earlier index on: those not ahead any more are done.
+            ahead = set(jobs[index : index + len(self._started) + 1])
+            self._forget([job for job in self._started if job not in ahead])
+            for position, job in enumerate(jobs[index:]):
+                if job in self._started:
+                    continue
+                if position > 1 and reader.fetched_nbytes >= budget:
+                    break
+                spans = self._piles.spans(job)
+                for start, stop in spans:
+                    reader.fetch(start, stop)
+                self._started[job] = spans
+
+    def close(self) -> None:
+        with self._lock:
+            self._forget(list(self._started))
+
+    def _forget(self, jobs: list[Read]) -> None:
+        """Drop what ``jobs`` fetched and did not read (a read that is done, or will not come)."""
+        for job in jobs:
+            for start, stop in self._started.pop(job):
+                self._piles.reader.forget(start, stop)
+
+
 class Prefetcher:
     """Keeps ``depth`` reads under way ahead of the consumer: read between its batches, or in background threads.
 
@@ -245,9 +310,12 @@ class Prefetcher:
     threads.
     """
 
-    def __init__(self, make: Callable[[Read], PileJob], depth: int, *, background: bool = False) -> None:
-        self._make = make
+    def __init__(self, piles: ShuffledPiles, depth: int) -> None:
+        self._make = piles.job
         self._depth = depth
+        background = piles.decodes
+        # On a remote store the requests of the reads ahead go out at once, whatever the depth.
+        self._fetch = ReadAhead(piles) if piles.read_ahead > 0 else None
         self._background = background  # background threads read for every consumer
         self._prefix = f"{THREAD_PREFIX}-{next(_prefetcher_ids)}"
         self._executor: ThreadPoolExecutor | None = None
@@ -262,6 +330,8 @@ class Prefetcher:
 
     def get(self, jobs: Sequence[Read], index: int) -> Any:
         """What ``jobs[index]`` reads, once the ``depth`` jobs after it are under way."""
+        if self._fetch is not None:
+            self._fetch.advance(jobs, index)
         if self._depth == 0:
             return self._make(jobs[index])()
         with self._lock:
@@ -324,6 +394,8 @@ class Prefetcher:
                     future.cancel()
 
     def close(self) -> None:
+        if self._fetch is not None:
+            self._fetch.close()
         self._away.set()  # no thread waits for a consumer that has gone
         with self._lock:
             pending, self._pending = self._pending, {}

@@ -1,0 +1,165 @@
+"""Files fetched ahead of their reads (storage/_fetch.py), and the loader's read-ahead on a remote store."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+import fsspec
+import numpy as np
+import pytest
+from fsspec.implementations.memory import MemoryFileSystem
+
+import daskshuffle as ds
+from daskshuffle.storage._fetch import Fetches
+
+
+class CountingFS(MemoryFileSystem):
+    """An in-memory filesystem that counts reads of each file and may hold them until released."""
+
+    protocol = "countingmem"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: dict[str, int] = {}
+        self.gate = threading.Event()
+        self.gate.set()
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    def cat_file(self, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> bytes:
+        with self.lock:
+            self.reads[path] = self.reads.get(path, 0) + 1
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            assert self.gate.wait(10)
+            return bytes(super().cat_file(path, start, end, **kwargs))
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+@pytest.fixture
+def fs() -> CountingFS:
+    fs = CountingFS(skip_instance_cache=True)
+    fs.store.clear()
+    fs.pseudo_dirs.clear()
+    for name in "abcdef":
+        fs.pipe_file(f"/files/{name}", name.encode() * 3)
+    return fs
+
+
+def test_a_file_two_reads_need_is_fetched_once_and_kept_until_both_took_it(fs: CountingFS) -> None:
+    fetches = Fetches(fs)
+    assert fetches.start("one", ["/files/a", "/files/b"], nbytes=6)
+    assert fetches.start("two", ["/files/b", "/files/c"], nbytes=6)
+    assert not fetches.start("two", ["/files/b"], nbytes=6)  # under way already
+    assert fetches.nbytes == 12
+    assert [fetches.take("one", path).result() for path in ("/files/a", "/files/b")] == [b"aaa", b"bbb"]  # type: ignore[union-attr]
+    assert fetches.nbytes == 6
+    assert fetches.take("two", "/files/b").result() == b"bbb"  # type: ignore[union-attr]
+    assert fetches.take("two", "/files/b") is None  # handed over once
+    assert fetches.take("three", "/files/a") is None  # never started
+    assert fetches.take("two", "/files/c").result() == b"ccc"  # type: ignore[union-attr]
+    assert fetches.nbytes == 0
+    assert fs.reads == {"/files/a": 1, "/files/b": 1, "/files/c": 1}
+    fetches.clear()
+
+
+def test_requests_in_flight_are_capped_and_sent_in_order(fs: CountingFS) -> None:
+    fs.gate.clear()
+    fetches = Fetches(fs, in_flight=2)
+    fetches.start("first", ["/files/a", "/files/b"], nbytes=6)
+    fetches.start("second", ["/files/c", "/files/d", "/files/e", "/files/f"], nbytes=12)
+    first = fetches.take("first", "/files/a")
+    last = fetches.take("second", "/files/f")
+    assert first is not None and last is not None
+    assert not last.running() and not last.done()  # queued behind the first read's requests
+    fs.gate.set()
+    assert last.result(timeout=10) == b"fff" and first.result(timeout=10) == b"aaa"
+    assert fs.most_in_flight <= 2
+    fetches.clear()
+
+
+def test_an_error_reaches_the_read_and_a_dropped_read_is_forgotten(fs: CountingFS) -> None:
+    fetches = Fetches(fs)
+    fetches.start("read", ["/files/missing", "/files/a"], nbytes=6)
+    missing = fetches.take("read", "/files/missing")
+    assert missing is not None
+    with pytest.raises(FileNotFoundError):
+        missing.result(timeout=10)
+    fetches.drop("read")
+    assert fetches.nbytes == 0 and "read" not in fetches
+    assert fetches.take("read", "/files/a") is None
+    fetches.clear()
+
+
+def test_fetches_pickle_empty(fs: CountingFS) -> None:
+    import pickle
+
+    fetches = Fetches(fs)
+    fetches.start("read", ["/files/a"], nbytes=3)
+    copy = pickle.loads(pickle.dumps(fetches))
+    assert copy.nbytes == 0 and "read" not in copy
+    copy.start("read", ["/files/a"], nbytes=3)
+    assert copy.take("read", "/files/a").result(timeout=10) == b"aaa"  # type: ignore[union-attr]
+    fetches.clear()
+    copy.clear()
+
+
+@pytest.fixture
+def memory_store(tmp_path: Any) -> str:
+    """A pile store of 20,000 rows in 40 piles, copied into fsspec's memory filesystem."""
+    import zarr
+
+    source = tmp_path / "raw.zarr"
+    group = zarr.open_group(source, mode="w")
+    group.create_array("x", data=np.arange(20_000 * 4, dtype="f4").reshape(20_000, 4), chunks=(1_000, 4))
+    group.create_array("id", data=np.arange(20_000), chunks=(1_000,))
+    ds.shuffle_zarr(str(source), str(tmp_path / "piles.zarr"), n_piles=40, seed=3)
+    memory = fsspec.filesystem("memory")
+    url = f"memory://read-ahead-{tmp_path.name}/piles.zarr"
+    memory.put(str(tmp_path / "piles.zarr"), url, recursive=True)
+    return url
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, "64KiB", "64MiB"])
+def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_path: Any, prefetch: Any) -> None:
+    with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=512, seed=1) as local:
+        expected = [batch["id"] for _ in range(2) for batch in local]
+    with ds.PileLoader(memory_store, batch_size=512, seed=1, prefetch=prefetch) as remote:
+        assert remote._piles.reader.fetches
+        got = [batch["id"] for _ in range(2) for batch in remote]
+    assert len(got) == len(expected)
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_read_ahead_stays_within_its_budget(memory_store: str) -> None:
+    """With a budget of about two piles, at most the budget and one read are fetched ahead at any batch."""
+    with ds.PileLoader(memory_store, batch_size=100, seed=1, prefetch="24KiB") as loader:
+        reader = loader._piles.reader
+        pile_nbytes = int(np.diff(reader.pile_offsets).max()) * (4 * 4 + 8)
+        peak = 0
+        for _ in loader:
+            peak = max(peak, reader.fetched_nbytes)
+    assert 0 < peak <= 24 * 2**10 + 2 * pile_nbytes
+
+
+def test_a_local_store_does_not_fetch(tmp_path: Any, memory_store: str) -> None:
+    with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=100, prefetch="1GiB") as loader:
+        assert not loader._piles.reader.fetches and loader._piles.read_ahead == 0
+
+
+def test_prefetch_refuses_a_size_it_cannot_read(memory_store: str) -> None:
+    with pytest.raises(ds.DaskShuffleValueError, match="prefetch to be a size"):
+        ds.PileLoader(memory_store, batch_size=100, prefetch="lots")
+
+
+def test_futures_are_plain_concurrent_futures(fs: CountingFS) -> None:
+    fetches = Fetches(fs)
+    fetches.start("read", ["/files/a"], nbytes=3)
+    assert isinstance(fetches.take("read", "/files/a"), Future)
+    fetches.clear()
