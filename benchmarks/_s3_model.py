@@ -78,8 +78,8 @@ class _Stats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._requests = dict.fromkeys(KINDS, 0)
-        self._bytes = dict.fromkeys(KINDS, 0)
+        self._requests: dict[str, int] = dict.fromkeys(KINDS, 0)
+        self._bytes: dict[str, int] = dict.fromkeys(KINDS, 0)
 
     def add(self, kind: Kind, requests: int = 1, nbytes: int = 0) -> None:
         with self._lock:
@@ -334,7 +334,7 @@ class S3ModelFileSystem(AsyncFileSystem):
         def walk() -> list[dict[str, Any]]:
             if os.path.isfile(local):
                 return [self._file_info(local)]
-            out = []
+            out: list[dict[str, Any]] = []
             for here, dirs, files in os.walk(local):
                 depth = 0 if here == local else os.path.relpath(here, local).count(os.sep) + 1
                 dirs.sort()
