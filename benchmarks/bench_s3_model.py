@@ -8,7 +8,8 @@ rounds, one table of medians:
 
 - ``cat model``: every file of the pile store read once through the model, all
   requests at once (``fs.cat``): the ceiling of the model for these bytes;
-- ``loader model``: one ``PileLoader`` epoch (``--batch-size``) from
+- ``loader model``: one ``PileLoader`` epoch (``--batch-size``, ``--prefetch``,
+  ``--work-ms`` of sleep per batch as a training step) from
   ``s3model://bench/piles.zarr``, with the requests it made;
 - ``loader local``: the same epoch from local disk;
 - ``cat local``: every file of the local pile store read once by 8 threads.
@@ -34,12 +35,24 @@ from typing import Any
 
 import dask
 from _s3_model import S3ModelFileSystem
-from bench_s3 import ROW_NBYTES, epoch, make_source
+from bench_s3 import ROW_NBYTES, make_source
 from dask.utils import format_bytes, parse_bytes
 
 import daskshuffle
 
 BUCKET = "bench"
+
+
+def epoch(store: str, storage_options: dict[str, Any] | None, batch_size: int, prefetch: int, work_s: float) -> int:
+    rows = 0
+    with daskshuffle.PileLoader(
+        store, batch_size=batch_size, seed=0, prefetch=prefetch, storage_options=storage_options
+    ) as loader:
+        for batch in loader:
+            rows += len(batch["id"])
+            if work_s:
+                time.sleep(work_s)  # a training step, outside the GIL
+    return rows
 
 
 def cat_local(files: list[Path]) -> int:
@@ -56,6 +69,8 @@ def main() -> None:
     parser.add_argument("--size", default="256MiB", help="Source size (default 256MiB).")
     parser.add_argument("--n-piles", type=int, default=512, help="Piles (default 512).")
     parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--prefetch", type=int, default=1, help="PileLoader's prefetch (default 1, its default).")
+    parser.add_argument("--work-ms", type=float, default=0.0, help="Sleep per batch, a training step (default 0).")
     parser.add_argument("--repeat", type=int, default=3, help="Rounds (default 3); medians are reported.")
     parser.add_argument("--latency", type=float, default=0.02, help="Seconds to the first byte (default 0.02).")
     parser.add_argument("--bandwidth", default="100MB", help="Per request, per second (default 100MB).")
@@ -89,8 +104,10 @@ def main() -> None:
 
         table: dict[str, Callable[[], Any]] = {
             "cat model": lambda: cat_model(fs, model_files),
-            "loader model": lambda: epoch(url, options),
-            "loader local": lambda: epoch(str(work / "piles.zarr"), None),
+            "loader model": lambda: epoch(url, options, args.batch_size, args.prefetch, args.work_ms / 1e3),
+            "loader local": lambda: epoch(
+                str(work / "piles.zarr"), None, args.batch_size, args.prefetch, args.work_ms / 1e3
+            ),
             "cat local": lambda: cat_local(local_files),
         }
         times: dict[str, list[float]] = {name: [] for name in table}
@@ -111,7 +128,10 @@ def main() -> None:
             f"pile store: {n_rows:,} rows, {args.n_piles} piles, {len(local_files):,} files, "
             f"{format_bytes(nbytes)} (built in {built:.1f} s); {args.repeat} rounds"
         )
-        print(f"model: {model}")
+        print(
+            f"model: {model}; PileLoader batch_size={args.batch_size}, "
+            f"prefetch={args.prefetch}, work per batch {args.work_ms} ms"
+        )
         print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
         print(f"{'':14} {'median s':>9} {'best s':>7} {'rows/s':>11} {'GB/s':>6} {'requests':>9}  ratio")
         ratios = {
