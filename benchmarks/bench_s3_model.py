@@ -1,0 +1,157 @@
+"""Reading a pile store through a model of S3 (benchmarks/_s3_model.py), against local disk.
+
+Builds a Zarr source of ``--size`` (``x`` (N, 64) float32 and ``id`` (N,)
+int64, 1 MiB chunks) and its pile store (``--n-piles``) on local disk with
+``shuffle_zarr``, copies the pile store into a bucket of the model (a local
+directory: the copy costs no requests), then, interleaved for ``--repeat``
+rounds, one table of medians:
+
+- ``cat model``: every file of the pile store read once through the model, all
+  requests at once (``fs.cat``): the ceiling of the model for these bytes;
+- ``loader model``: one ``PileLoader`` epoch (``--batch-size``, ``--prefetch``,
+  ``--work-ms`` of sleep per batch as a training step) from
+  ``s3model://bench/piles.zarr``, with the requests it made;
+- ``loader local``: the same epoch from local disk;
+- ``cat local``: every file of the local pile store read once by 8 threads.
+
+Each row shows seconds, rows/s, GB/s of the pile store's bytes, requests (model
+rows), and a ratio: the loader to the ``cat`` of its storage, and the model's
+loader to the local loader. The local files sit in the page cache: ``local``
+means memory-speed reads. Run ``python benchmarks/bench_s3_model.py --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import dask
+from _s3_model import S3ModelFileSystem
+from bench_s3 import ROW_NBYTES, make_source
+from dask.utils import format_bytes, parse_bytes
+
+import daskshuffle
+
+BUCKET = "bench"
+
+
+def epoch(store: str, storage_options: dict[str, Any] | None, batch_size: int, prefetch: int, work_s: float) -> int:
+    rows = 0
+    with daskshuffle.PileLoader(
+        store, batch_size=batch_size, seed=0, prefetch=prefetch, storage_options=storage_options
+    ) as loader:
+        for batch in loader:
+            rows += len(batch["id"])
+            if work_s:
+                time.sleep(work_s)  # a training step, outside the GIL
+    return rows
+
+
+def cat_local(files: list[Path]) -> int:
+    with ThreadPoolExecutor(8) as pool:
+        return sum(len(data) for data in pool.map(Path.read_bytes, files))
+
+
+def cat_model(fs: S3ModelFileSystem, files: list[str]) -> int:
+    return sum(len(data) for data in fs.cat(files).values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="256MiB", help="Source size (default 256MiB).")
+    parser.add_argument("--n-piles", type=int, default=512, help="Piles (default 512).")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--prefetch", type=int, default=1, help="PileLoader's prefetch (default 1, its default).")
+    parser.add_argument("--work-ms", type=float, default=0.0, help="Sleep per batch, a training step (default 0).")
+    parser.add_argument("--repeat", type=int, default=3, help="Rounds (default 3); medians are reported.")
+    parser.add_argument("--latency", type=float, default=0.02, help="Seconds to the first byte (default 0.02).")
+    parser.add_argument("--bandwidth", default="100MB", help="Per request, per second (default 100MB).")
+    parser.add_argument("--total-bandwidth", default=None, help="Shared by all requests, per second (default none).")
+    parser.add_argument("--max-in-flight", type=int, default=None, help="Requests at once (default no limit).")
+    parser.add_argument("--dir", default=None, help="Working directory (default a temporary one, removed).")
+    args = parser.parse_args()
+    n_rows = parse_bytes(args.size) // ROW_NBYTES
+    options: dict[str, Any] = {
+        "latency": args.latency,
+        "bandwidth": float(parse_bytes(args.bandwidth)),
+        "max_in_flight": args.max_in_flight,
+        "total_bandwidth": None if args.total_bandwidth is None else float(parse_bytes(args.total_bandwidth)),
+    }
+
+    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-s3-model-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        began = time.perf_counter()
+        make_source(work / "raw.zarr", n_rows)
+        with dask.config.set(scheduler="threads"):
+            daskshuffle.shuffle_zarr(str(work / "raw.zarr"), str(work / "piles.zarr"), args.n_piles, seed=0)
+        shutil.copytree(work / "piles.zarr", work / "objects" / BUCKET / "piles.zarr")
+        built = time.perf_counter() - began
+        options["root"] = str(work / "objects")
+        fs = S3ModelFileSystem(**options)
+        local_files = sorted(path for path in (work / "piles.zarr").rglob("*") if path.is_file())
+        model_files = [f"{BUCKET}/{path.relative_to(work).as_posix()}" for path in local_files]
+        nbytes = sum(path.stat().st_size for path in local_files)
+        url = f"s3model://{BUCKET}/piles.zarr"
+
+        table: dict[str, Callable[[], Any]] = {
+            "cat model": lambda: cat_model(fs, model_files),
+            "loader model": lambda: epoch(url, options, args.batch_size, args.prefetch, args.work_ms / 1e3),
+            "loader local": lambda: epoch(
+                str(work / "piles.zarr"), None, args.batch_size, args.prefetch, args.work_ms / 1e3
+            ),
+            "cat local": lambda: cat_local(local_files),
+        }
+        times: dict[str, list[float]] = {name: [] for name in table}
+        requests: dict[str, dict[str, int]] = {}
+        load_before = os.getloadavg()[0]
+        for _ in range(args.repeat):
+            for name, run in table.items():
+                fs.reset_stats()
+                began = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - began)
+                requests[name] = {kind: n for kind, n in fs.stats()["requests"].items() if n}
+        load_after = os.getloadavg()[0]
+
+        median = {name: statistics.median(values) for name, values in times.items()}
+        model = ", ".join(f"{key}={value}" for key, value in options.items() if key != "root")
+        print(
+            f"pile store: {n_rows:,} rows, {args.n_piles} piles, {len(local_files):,} files, "
+            f"{format_bytes(nbytes)} (built in {built:.1f} s); {args.repeat} rounds"
+        )
+        print(
+            f"model: {model}; PileLoader batch_size={args.batch_size}, "
+            f"prefetch={args.prefetch}, work per batch {args.work_ms} ms"
+        )
+        print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
+        print(f"{'':14} {'median s':>9} {'best s':>7} {'rows/s':>11} {'GB/s':>6} {'requests':>9}  ratio")
+        ratios = {
+            "loader model": ("cat model", "loader local"),
+            "loader local": ("cat local",),
+            "cat model": ("cat local",),
+        }
+        for name in table:
+            ratio = ", ".join(f"{median[name] / median[other]:.2f}x {other}" for other in ratios.get(name, ()))
+            count = f"{sum(requests[name].values()):,}" if "model" in name else ""
+            print(
+                f"{name:14} {median[name]:9.2f} {min(times[name]):7.2f} {n_rows / median[name]:11,.0f} "
+                f"{nbytes / median[name] / 1e9:6.2f} {count:>9}  {ratio}"
+            )
+        for name in ("cat model", "loader model"):
+            print(f"requests of {name}: " + ", ".join(f"{kind} {n:,}" for kind, n in requests[name].items()))
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
