@@ -19,8 +19,12 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess wit
         "daskshuffle.torch needs PyTorch, which is not installed. Install it with: pip install 'daskshuffle[torch]'"
     ) from error
 
+import multiprocessing
+import multiprocessing.context
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import sys
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -137,6 +141,109 @@ class _ByValue:
         return _from_numpy, (batch.numpy(),)
 
 
+def _collating_fetcher() -> bool:
+    """Whether ``iter(dataset)`` was called by a ``DataLoader`` fetcher that puts items together into batches.
+
+    An adapter to torch's internals (``torch.utils.data._utils.fetch``), checked
+    with torch 2.13 and torchdata 0.11: both create the fetcher, which calls
+    ``iter(dataset)`` in its ``__init__`` once ``auto_collation`` is set. No
+    public API tells a dataset how its ``DataLoader`` collates; a fetcher not
+    found (another torch) is taken as one that does not.
+    """
+    from torch.utils.data._utils.fetch import _BaseDatasetFetcher
+
+    try:
+        frame = sys._getframe(2)  # this function, PileDataset.__iter__, then its caller
+    except ValueError:  # iter(dataset) at the top of a script
+        return False
+    caller = frame.f_locals.get("self")
+    return isinstance(caller, _BaseDatasetFetcher) and bool(caller.auto_collation)
+
+
+#: Fields of the epoch counter shared with worker processes (see :class:`_Passes`).
+_NEXT_EPOCH, _NEXT_START, _PASS_EPOCH, _PASS_START, _JOINED, _SIZE = range(6)
+
+
+class _Passes:
+    """The epochs of a dataset's passes, counted in shared memory seen by every ``DataLoader`` worker process.
+
+    A ``DataLoader`` hands its worker processes copies of the dataset (forked,
+    or pickled with ``spawn``) and never tells the dataset in the main process
+    that a pass begins. Each worker calls ``iter(dataset)`` once per pass, as it
+    starts (or, with ``persistent_workers``, as each pass begins), so the first
+    of a pass's ``num_workers`` workers to get here takes the next epoch and
+    the others join it. The counter lives in a shared tensor behind a lock,
+    which the copies share with the original.
+    """
+
+    def __init__(self) -> None:
+        self.values = torch.zeros(6, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
+        self.lock = multiprocessing.get_context("spawn").Lock()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        if multiprocessing.context.get_spawning_popen() is not None:  # on its way to a worker process: shared
+            return _shared_passes, (self.values, self.lock)
+        return _copied_passes, (self.values.tolist(),)  # a copy of the dataset counts on its own
+
+    def next(self) -> tuple[int, int]:
+        """The epoch of the next pass and the batch it starts at."""
+        with self.lock:
+            return int(self.values[_NEXT_EPOCH]), int(self.values[_NEXT_START])
+
+    def set_next(self, epoch: int, start: int) -> None:
+        with self.lock:
+            self.values[_NEXT_EPOCH], self.values[_NEXT_START] = epoch, start
+            self.values[_JOINED] = self.values[_SIZE]  # the pass in progress, if any, takes no more workers
+
+    def begin(self, n_workers: int | None) -> tuple[int, int]:
+        """The epoch of a pass and the batch it starts at: a new pass, or (a worker) the pass its siblings began."""
+        values = self.values
+        with self.lock:
+            if n_workers is None or values[_JOINED] >= values[_SIZE] or values[_SIZE] != n_workers:
+                values[_PASS_EPOCH], values[_PASS_START] = values[_NEXT_EPOCH], values[_NEXT_START]
+                values[_NEXT_EPOCH] += 1
+                values[_NEXT_START] = 0
+                values[_JOINED], values[_SIZE] = 0, n_workers or 0
+            values[_JOINED] += 1
+            return int(values[_PASS_EPOCH]), int(values[_PASS_START])
+
+    def join(self, epoch: int, n_workers: int) -> None:
+        """A worker resumes ``epoch`` from its own saved state: the pass is ``epoch``'s, the next one ``epoch + 1``."""
+        values = self.values
+        with self.lock:
+            if values[_JOINED] >= values[_SIZE] or values[_SIZE] != n_workers or values[_PASS_EPOCH] != epoch:
+                values[_PASS_EPOCH], values[_PASS_START] = epoch, 0
+                values[_NEXT_EPOCH], values[_NEXT_START] = epoch + 1, 0
+                values[_JOINED], values[_SIZE] = 0, n_workers
+            values[_JOINED] += 1
+
+
+def _shared_passes(values: torch.Tensor, lock: Any) -> _Passes:
+    passes = _Passes.__new__(_Passes)
+    passes.values, passes.lock = values, lock
+    return passes
+
+
+def _copied_passes(values: list[int]) -> _Passes:
+    passes = _Passes()
+    passes.values[:] = torch.tensor(values, dtype=torch.int64)
+    return passes
+
+
+@dataclass
+class _Pass:
+    """This process's part of a pass: batches ``[next, stop)`` of ``epoch`` are still to come."""
+
+    epoch: int
+    next: int
+    stop: int
+    worker: tuple[int, int] | None  # (id, num_workers) in a DataLoader worker process
+
+
+#: Version of the dict that :meth:`PileDataset.state_dict` returns.
+STATE_VERSION = 1
+
+
 class PileDataset(IterableDataset):  # type: ignore[type-arg]
     """Shuffled batches of a pile store for ``torch.utils.data.DataLoader``.
 
@@ -146,10 +253,21 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     each worker reads only its own piles. Pass ``batch_size=None`` to the
     ``DataLoader``: the dataset yields whole batches.
 
-    Each iteration runs one epoch and moves to the next. Worker processes
-    work on copies of the dataset, so with ``num_workers > 0`` call
-    :meth:`set_epoch` before every epoch, as with ``DistributedSampler``
-    (persistent workers move on by themselves).
+    Each pass of a ``DataLoader`` (each iteration) runs one epoch and moves
+    to the next, with or without worker processes, persistent or not: the
+    epoch counter is shared with them. :meth:`set_epoch` chooses the next
+    epoch. One dataset serves one ``DataLoader`` pass at a time: two passes
+    interleaved would share epochs.
+
+    :meth:`state_dict` and :meth:`load_state_dict` resume exactly, as
+    torchdata's ``StatefulDataLoader`` uses them: it asks each worker
+    process for the batches it has yet to yield, and resumes with the same
+    ``num_workers``. A state saved without worker processes (in the main
+    process) loads into any number of them: the batches left of the epoch
+    are then shared out between the workers. With a plain ``DataLoader``
+    and worker processes the dataset in the main process does not see the
+    batches go by: its state says what the next pass yields (the next epoch
+    after a pass that was broken off), so save it between epochs.
 
     Parameters
     ----------
@@ -157,8 +275,9 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         A complete pile store, or several mixed (as for :class:`daskshuffle.PileLoader`).
     batch_size : int
         Rows per batch.
-    seed, drop_last, piles_in_memory, order, shuffle_block_size, buffer_size, cycle_length, prefetch, variables, storage_options
-        As for :class:`daskshuffle.PileLoader`.
+    seed, drop_last, piles_in_memory, n_lanes, order, shuffle_block_size, buffer_size, cycle_length, prefetch, variables, storage_options
+        As for :class:`daskshuffle.PileLoader`. With ``n_lanes`` a state
+        saved with one ``world_size`` loads with another.
     rank, world_size : int, optional
         By default those of ``torch.distributed`` when it is initialised, else 0 and 1.
     features : str or list of str, optional
@@ -186,6 +305,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         world_size: int | None = None,
         drop_last: bool = False,
         piles_in_memory: int = 1,
+        n_lanes: int | None = None,
         order: str = "piles",
         shuffle_block_size: int | None = None,
         buffer_size: int | None = None,
@@ -223,6 +343,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             "world_size": world_size,
             "drop_last": drop_last,
             "piles_in_memory": piles_in_memory,
+            "n_lanes": n_lanes,
             "order": order,
             "shuffle_block_size": shuffle_block_size,
             "buffer_size": buffer_size,
@@ -237,6 +358,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             self.variables = loader.variables
             self._n_batches = len(loader)
             dtypes = loader.dtypes
+            self._loader_state = loader.state_dict()
         self._options["seed"] = self.settings.seed
         for name, dtype in dtypes.items():
             if dtype.kind not in NUMERIC_KINDS:
@@ -244,7 +366,9 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
                     f"Expected variables that convert to tensors. Got {name!r} of dtype {dtype} instead; "
                     "leave it out with variables=[...]."
                 )
-        self._epoch = 0
+        self._passes = _Passes()
+        self._pass: _Pass | None = None  # this process's pass in progress
+        self._resume: _Pass | None = None  # a worker's saved pass, for its next one
 
     def __len__(self) -> int:
         """Batches this rank yields per epoch, over all worker processes."""
@@ -252,11 +376,11 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
 
     @property
     def epoch(self) -> int:
-        """The epoch the next iteration yields."""
-        return self._epoch
+        """The epoch the next pass yields."""
+        return self._passes.next()[0]
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next iteration yield ``epoch``.
+        """Make the next pass yield ``epoch``, from its first batch.
 
         Examples
         --------
@@ -268,24 +392,121 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         >>> n_rows
         1000
         """
-        self._epoch = parse_count(epoch, "epoch")
+        self._passes.set_next(parse_count(epoch, "epoch"), 0)
 
     def __iter__(self) -> Iterator[Batch]:
+        if _collating_fetcher():
+            raise DaskShuffleValueError(
+                "Expected a DataLoader with batch_size=None. Got one that puts items together into batches "
+                "(batch_size=1 by default) instead; PileDataset yields whole batches of the dataset's batch_size: "
+                "DataLoader(dataset, batch_size=None, num_workers=...)."
+            )
         info = get_worker_info()
-        part, n_parts = (info.id, info.num_workers) if info is not None else (0, 1)
-        first, stop = split_batches(self._n_batches, n_parts, part)
-        epoch = self._epoch
-        self._epoch += 1
+        if info is None:  # the epoch is taken when the first batch is asked for: an iterator never used takes none
+            return self._batches(None, None)
+        worker = (info.id, info.num_workers)
+        part, self._resume = self._resume, None
+        if part is not None:
+            self._passes.join(part.epoch, info.num_workers)
+        else:
+            # Every worker of a pass gets here as the pass begins, whether or not it is asked for a batch.
+            epoch, start = self._passes.begin(info.num_workers)
+            first, stop = split_batches(self._n_batches - start, info.num_workers, info.id)
+            part = _Pass(epoch, start + first, start + stop, worker)
+        self._pass = part  # StatefulDataLoader asks for the state before the first batch
+        return self._batches(worker, part)
+
+    def _batches(self, worker: tuple[int, int] | None, part: _Pass | None) -> Generator[Batch, None, None]:
+        if part is None:
+            epoch, start = self._passes.begin(None)
+            part = self._pass = _Pass(epoch, start, self._n_batches, None)
         # In a worker process, batches are gathered for the trip to the main process (see _WorkerBatches).
-        worker = _WorkerBatches() if info is not None else None
+        gather = _WorkerBatches() if worker is not None else None
+        try:
+            with PileLoader(**self._options) as loader:
+                for arrays in loader.iter_batches(part.epoch, part.next, part.stop, allocate=gather):
+                    part.next += 1  # counted before the batch leaves: a state saved after it has it
+                    if gather is None:
+                        yield self._convert(arrays, shared=False)
+                    elif gather.tensors is not None:
+                        yield self._convert(gather.tensors, shared=True)
+                    else:
+                        yield _ByValue(self._convert(arrays, shared=False))  # type: ignore[misc]
+        finally:
+            if worker is None and self._pass is part:
+                self._pass = None  # the main process's pass is over: what comes next is the next pass
+
+    # -- resumption ----------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Where the dataset is: a small JSON-serialisable dict for :meth:`load_state_dict`.
+
+        In the main process, the batches the next pass yields (the rest of the
+        pass in progress, if any). In a worker process (as
+        ``StatefulDataLoader`` asks), the batches this worker has yet to yield.
+
+        Examples
+        --------
+        >>> dataset = PileDataset("piles.zarr", batch_size=100)
+        >>> batches = iter(dataset)
+        >>> first, second = next(batches), next(batches)
+        >>> state = dataset.state_dict()
+        >>> state["loader"]["epoch"], state["loader"]["batches"]
+        (0, 2)
+        """
+        part = self._pass
+        if part is None:
+            epoch, start = self._passes.next()
+            part = _Pass(epoch, start, self._n_batches, None)
+        return {
+            "version": STATE_VERSION,
+            "loader": {**self._loader_state, "epoch": part.epoch, "batches": part.next},
+            "stop": part.stop,
+            "worker": None if part.worker is None else list(part.worker),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue exactly where the dataset that saved ``state`` stopped.
+
+        A state saved in the main process makes the next pass yield the rest
+        of its epoch, shared out between any number of worker processes; the
+        state of a worker process (``StatefulDataLoader``) is loaded by the
+        worker of the same number. A state of another store or of other
+        settings is refused, as by :meth:`daskshuffle.PileLoader.load_state_dict`.
+
+        Examples
+        --------
+        >>> first = PileDataset("piles.zarr", batch_size=100)
+        >>> batches = iter(first)
+        >>> skipped = [next(batches) for _ in range(3)]
+        >>> resumed = PileDataset("piles.zarr", batch_size=100)
+        >>> resumed.load_state_dict(first.state_dict())
+        >>> bool((next(iter(resumed))["id"] == next(batches)["id"]).all())
+        True
+        """
+        keys = ["loader", "stop", "version", "worker"]
+        if not isinstance(state, Mapping) or sorted(state) != keys or state["version"] != STATE_VERSION:
+            raise DaskShuffleValueError(
+                f"Expected a dict returned by PileDataset.state_dict(), of version {STATE_VERSION} with the keys "
+                f"{keys}. Got {state!r} instead."
+            )
         with PileLoader(**self._options) as loader:
-            for arrays in loader.iter_batches(epoch, first, stop, allocate=worker):
-                if worker is None:
-                    yield self._convert(arrays, shared=False)
-                elif worker.tensors is not None:
-                    yield self._convert(worker.tensors, shared=True)
-                else:
-                    yield _ByValue(self._convert(arrays, shared=False))  # type: ignore[misc]
+            loader.load_state_dict(state["loader"])  # refuses a state of another store or other settings
+        epoch, start = int(state["loader"]["epoch"]), int(state["loader"]["batches"])
+        worker = state["worker"]
+        info = get_worker_info()
+        if worker is None:
+            self._passes.set_next(epoch, start)
+            self._pass = self._resume = None
+            return
+        here = None if info is None else [info.id, info.num_workers]
+        if list(worker) != here:
+            raise DaskShuffleValueError(
+                f"Expected the state of this process's part of a pass (worker {here}). Got the state of worker "
+                f"{list(worker)} instead; a worker's state loads into the worker of the same number, with the "
+                "same num_workers, as StatefulDataLoader does."
+            )
+        stop = parse_count(state["stop"], "the state's stop")
+        self._resume = _Pass(epoch, start, min(stop, self._n_batches), (worker[0], worker[1]))
 
     def _convert(self, batch: Mapping[str, Any], shared: bool) -> Batch:
         tensors = {

@@ -218,3 +218,25 @@ def test_shuffles_run_on_the_current_client(cluster_client: Any, tmp_path: Path)
         on_threads = [epoch_ids(loader) for loader in e]
     for a, b in zip(on_cluster, on_threads, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_plain_for_loop_to_the_end_leaves_nothing(source: str, tmp_path: Path) -> None:
+    workdir = tmp_path / "epochs"
+    epochs = EpochShuffler(source, workdir, n_epochs=2, batch_size=250, seed=4, shuffle_options=OPTIONS)
+    for loader in epochs:  # as the README shows: no with, no close()
+        epoch_ids(loader)
+    assert not workdir.exists()
+    assert epochs.state_dict()["epoch"] == 2
+
+
+def test_a_dropped_half_used_shuffler_leaves_nothing(source: str, tmp_path: Path) -> None:
+    import gc
+
+    workdir = tmp_path / "epochs"
+    epochs = EpochShuffler(source, workdir, n_epochs=3, batch_size=250, seed=4, shuffle_options=OPTIONS)
+    iterator = iter(epochs)
+    next(iter(next(iterator)))  # one batch of the first epoch, the second epoch shuffled ahead
+    assert stores(workdir)
+    del epochs, iterator
+    gc.collect()
+    assert not workdir.exists()

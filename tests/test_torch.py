@@ -116,3 +116,116 @@ def test_rank_and_world_size_come_from_torch_distributed(store: str, tmp_path: P
     for rank in (0, 1):
         want = np.concatenate(batches_of_loader(store, 0, rank=rank, world_size=2))
         np.testing.assert_array_equal(np.load(tmp_path / f"rank{rank}.npy"), want)
+
+
+def ids_of(batches: object) -> list[np.ndarray]:
+    return [batch["id"].numpy() for batch in batches]  # type: ignore[attr-defined]
+
+
+def same_batches(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
+    return len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+def as_set(batches: list[np.ndarray]) -> list[bytes]:
+    return sorted(batch.tobytes() for batch in batches)
+
+
+@needs_torch
+@pytest.mark.parametrize(
+    "loader_options", [{"num_workers": 0}, {"num_workers": 2}, {"num_workers": 2, "persistent_workers": True}]
+)
+def test_epochs_move_on_without_set_epoch_with_and_without_workers(
+    store: str, loader_options: dict[str, object]
+) -> None:
+    from torch.utils.data import DataLoader
+
+    dataset = PileDataset(store, BATCH)
+    loader = DataLoader(dataset, batch_size=None, **loader_options)  # type: ignore[arg-type]
+    epochs = [ids_of(loader) for _ in range(3)]
+    for epoch, got in enumerate(epochs):
+        assert as_set(got) == as_set(batches_of_loader(store, epoch))
+    assert dataset.epoch == 3
+    dataset.set_epoch(1)
+    assert as_set(ids_of(loader)) == as_set(epochs[1])
+    assert dataset.epoch == 2
+
+
+@needs_torch
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_dataloader_that_adds_a_batch_dimension_is_refused(store: str, num_workers: int) -> None:
+    from torch.utils.data import DataLoader
+
+    dataset = PileDataset(store, BATCH)
+    with pytest.raises(DaskShuffleValueError, match=r"Expected a DataLoader with batch_size=None\..*batch_size=1"):
+        next(iter(DataLoader(dataset, num_workers=num_workers)))
+    assert dataset.epoch == 0  # nothing was yielded
+
+
+@needs_torch
+def test_state_dict_resumes_exactly_in_the_main_process(store: str) -> None:
+    from torch.utils.data import DataLoader
+
+    whole = ids_of(DataLoader(PileDataset(store, BATCH), batch_size=None))
+    dataset = PileDataset(store, BATCH)
+    batches = iter(DataLoader(dataset, batch_size=None))
+    taken = [next(batches)["id"].numpy() for _ in range(5)]
+    state = dataset.state_dict()
+    assert (state["loader"]["epoch"], state["loader"]["batches"]) == (0, 5)
+    import json
+
+    state = json.loads(json.dumps(state))
+    resumed = PileDataset(store, BATCH)
+    resumed.load_state_dict(state)
+    rest = ids_of(DataLoader(resumed, batch_size=None))
+    assert same_batches(taken + rest, whole)
+    assert resumed.epoch == 1
+    # The next pass is the next epoch, whole.
+    assert same_batches(ids_of(DataLoader(resumed, batch_size=None)), batches_of_loader(store, 1))
+
+
+@needs_torch
+def test_a_state_of_the_main_process_loads_into_worker_processes(store: str) -> None:
+    from torch.utils.data import DataLoader
+
+    dataset = PileDataset(store, BATCH)
+    batches = iter(dataset)
+    taken = [next(batches)["id"].numpy() for _ in range(7)]
+    resumed = PileDataset(store, BATCH)
+    resumed.load_state_dict(dataset.state_dict())
+    rest = ids_of(DataLoader(resumed, batch_size=None, num_workers=2))
+    assert as_set(taken + rest) == as_set(batches_of_loader(store, 0))
+    assert len(rest) == len(resumed) - 7
+    assert as_set(ids_of(DataLoader(resumed, batch_size=None, num_workers=2))) == as_set(batches_of_loader(store, 1))
+
+
+@needs_torch
+def test_a_state_of_other_settings_is_refused(store: str) -> None:
+    state = PileDataset(store, BATCH).state_dict()
+    with pytest.raises(DaskShuffleValueError, match="Got a state whose settings differ"):
+        PileDataset(store, BATCH + 1).load_state_dict(state)
+    with pytest.raises(DaskShuffleValueError, match=r"Expected a dict returned by PileDataset.state_dict\(\)"):
+        PileDataset(store, BATCH).load_state_dict({"epoch": 1})
+
+
+@pytest.mark.slow
+@needs_torch
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")  # torchdata 0.11 on torch 2.13
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_stateful_dataloader_resumes_exactly(store: str, num_workers: int) -> None:
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+
+    def loader(dataset: PileDataset) -> object:
+        return stateful.StatefulDataLoader(dataset, batch_size=None, num_workers=num_workers)
+
+    whole_loader = loader(PileDataset(store, BATCH))
+    whole = [ids_of(whole_loader) for _ in range(2)]
+    first = loader(PileDataset(store, BATCH))
+    batches = iter(first)  # type: ignore[call-overload]
+    taken = [next(batches)["id"].numpy() for _ in range(9)]
+    state = first.state_dict()  # type: ignore[attr-defined]
+    del batches
+    second = loader(PileDataset(store, BATCH))
+    second.load_state_dict(state)  # type: ignore[attr-defined]
+    rest = ids_of(second)
+    assert same_batches(taken + rest, whole[0])
+    assert same_batches(ids_of(second), whole[1])  # and the epoch after it

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -38,6 +40,83 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return int(make_rng(seed, "epoch-shuffle", epoch).integers(0, 2**63 - 1))
 
 
+def _shuffle_epoch(
+    shuffle: Callable[..., ShuffleResult], src: Any, dst: str, seed: int, options: Mapping[str, Any]
+) -> ShuffleResult:
+    return shuffle(src, dst, seed=seed, overwrite=False, **options)
+
+
+class _Work:
+    """What an :class:`EpochShuffler` made and runs: its stores, its thread and the loader being read.
+
+    Apart from the shuffler, so that a finalizer can remove it all when the
+    shuffler is garbage collected, and so that the tasks queued on the thread
+    keep the shuffler itself alive no longer than the user does.
+    """
+
+    def __init__(
+        self, workdir: str, n_epochs: int, rank: int, world_size: int, storage_options: dict[str, Any] | None
+    ) -> None:
+        self.workdir = workdir
+        self.n_epochs = n_epochs
+        self.rank = rank
+        self.world_size = world_size
+        self.storage_options = storage_options
+        self.loader: PileLoader | None = None
+        self.made: dict[int, Future[ShuffleResult]] = {}
+        self.removing: list[Future[None]] = []
+        self.closing = threading.Event()
+        self.broken_off = True
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="daskshuffle-epochs")
+
+    def store(self, epoch: int) -> str:
+        return f"{self.workdir}/epoch-{epoch:05d}.zarr"
+
+    def remove_when_read(self, epoch: int) -> None:
+        """Wait until every rank has read ``epoch``, then remove its store."""
+        fs, inner = _paths.filesystem(self.workdir, self.storage_options)
+        marker = f"{inner}/epoch-{epoch:05d}.read"
+        deadline = time.monotonic() + WAIT_SECONDS
+        others = {f"rank-{rank}" for rank in range(1, self.world_size)}
+        while others and not self.closing.is_set():  # the other ranks may still read their last piles
+            with contextlib.suppress(FileNotFoundError):
+                others -= {path.rsplit("/", 1)[-1] for path in fs.ls(marker, detail=False)}
+            if others and time.monotonic() > deadline:
+                raise DaskShuffleValueError(
+                    f"Expected every rank to finish epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no word "
+                    f"from {sorted(others)} instead; do all ranks iterate the same epochs?"
+                )
+            if others:
+                time.sleep(0.05)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(marker, recursive=True)
+        _paths.remove(self.store(epoch), self.storage_options)
+
+    def close(self) -> None:
+        """Remove every store made, once the other ranks have read them (unless broken off); join the thread."""
+        if self.loader is not None:
+            self.loader.close()
+            self.loader = None
+        if self.broken_off:  # the other ranks are not waited for
+            self.closing.set()
+        for future in self.made.values():
+            future.cancel()
+        self.pool.shutdown(wait=True)  # pending removals run; the pending shuffles were cancelled above
+        removing, self.removing = self.removing, []
+        if self.rank == 0:
+            for epoch in range(self.n_epochs):
+                _paths.remove(self.store(epoch), self.storage_options)
+                _paths.remove(f"{self.workdir}/epoch-{epoch:05d}.read", self.storage_options)
+            fs, inner = _paths.filesystem(self.workdir, self.storage_options)
+            with contextlib.suppress(OSError):
+                if not fs.ls(inner, detail=False):
+                    fs.rmdir(inner)
+        self.made.clear()
+        for removal in removing:
+            if not removal.cancelled():
+                removal.result()  # a rank that never finished the last epoch
+
+
 class EpochShuffler:
     """Iterate the epochs of a training run, each a fresh full shuffle of ``src``, made in the background.
 
@@ -57,7 +136,9 @@ class EpochShuffler:
         What ``shuffle`` takes (Zarr arrays by default). Not modified.
     workdir : path or URL
         Where the epochs' stores go; created if need be. What the shuffler
-        made there is removed by :meth:`close`.
+        made there is removed by :meth:`close`, which runs by itself when
+        the iteration over the epochs ends, and when the shuffler is garbage
+        collected.
     n_epochs : int
         Epochs to shuffle and yield.
     batch_size : int
@@ -131,24 +212,25 @@ class EpochShuffler:
         self._storage_options = self._shuffle_options.get("storage_options")
         self._epoch = 0
         self._loader_state: dict[str, Any] | None = None
-        self._loader: PileLoader | None = None
-        self._made: dict[int, Future[ShuffleResult]] = {}
-        self._removing: list[Future[None]] = []
-        self._closing = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="daskshuffle-epochs")
+        self._work = _Work(self.workdir, self.n_epochs, self.rank, self.world_size, self._storage_options)
+        # Used without ``with`` or close(), and dropped: what it made goes too.
+        self._finalizer = weakref.finalize(self, self._work.close)
 
     # -- where things are -------------------------------------------------------
     def store(self, epoch: int) -> str:
         """The pile store of ``epoch``."""
-        return f"{self.workdir}/epoch-{epoch:05d}.zarr"
-
-    def _remove(self, epoch: int) -> None:
-        _paths.remove(self.store(epoch), self._storage_options)
+        return self._work.store(epoch)
 
     # -- making the stores --------------------------------------------------------
-    def _make(self, epoch: int) -> ShuffleResult:
-        return self._shuffle(
-            self.src, self.store(epoch), seed=epoch_seed(self.seed, epoch), overwrite=False, **self._shuffle_options
+    def _make(self, epoch: int) -> Callable[[], ShuffleResult]:
+        """The shuffle of ``epoch``, as a call that holds no reference to the shuffler."""
+        return functools.partial(
+            _shuffle_epoch,
+            self._shuffle,
+            self.src,
+            self.store(epoch),
+            epoch_seed(self.seed, epoch),
+            self._shuffle_options,
         )
 
     def _schedule(self, current: int) -> None:
@@ -156,18 +238,18 @@ class EpochShuffler:
         if self.rank != 0:
             return
         for epoch in range(current, min(current + self.max_concurrent_epochs, self.n_epochs)):
-            if epoch not in self._made:
+            if epoch not in self._work.made:
                 # The copied context carries ``client.as_current()`` into the background thread.
                 context = contextvars.copy_context()
-                self._made[epoch] = self._pool.submit(context.run, self._make, epoch)
+                self._work.made[epoch] = self._work.pool.submit(context.run, self._make(epoch))
 
     def _ready(self, epoch: int) -> str:
         """Wait until ``epoch``'s store is complete; raise what its shuffle raised."""
         if self.rank == 0:
             self._schedule(epoch)
-            self._made[epoch].result()
-            for removal in [r for r in self._removing if r.done()]:
-                self._removing.remove(removal)
+            self._work.made[epoch].result()
+            for removal in [r for r in self._work.removing if r.done()]:
+                self._work.removing.remove(removal)
                 removal.result()  # a rank that never finished its epoch
             return self.store(epoch)
         deadline = time.monotonic() + WAIT_SECONDS
@@ -197,29 +279,9 @@ class EpochShuffler:
             fs.makedirs(marker, exist_ok=True)
             fs.touch(f"{marker}/rank-{self.rank}")
             return
-        self._made.pop(epoch, None)
-        self._removing.append(self._pool.submit(self._remove_when_read, epoch))
+        self._work.made.pop(epoch, None)
+        self._work.removing.append(self._work.pool.submit(self._work.remove_when_read, epoch))
         self._schedule(epoch + 1)
-
-    def _remove_when_read(self, epoch: int) -> None:
-        """Wait until every rank has read ``epoch``, then remove its store."""
-        fs, inner = _paths.filesystem(self.workdir, self._storage_options)
-        marker = f"{inner}/epoch-{epoch:05d}.read"
-        deadline = time.monotonic() + WAIT_SECONDS
-        others = {f"rank-{rank}" for rank in range(1, self.world_size)}
-        while others and not self._closing.is_set():  # the other ranks may still read their last piles
-            with contextlib.suppress(FileNotFoundError):
-                others -= {path.rsplit("/", 1)[-1] for path in fs.ls(marker, detail=False)}
-            if others and time.monotonic() > deadline:
-                raise DaskShuffleValueError(
-                    f"Expected every rank to finish epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no word "
-                    f"from {sorted(others)} instead; do all ranks iterate the same epochs?"
-                )
-            if others:
-                time.sleep(0.05)
-        with contextlib.suppress(FileNotFoundError):
-            fs.rm(marker, recursive=True)
-        self._remove(epoch)
 
     # -- iterating -----------------------------------------------------------------
     def __len__(self) -> int:
@@ -239,12 +301,13 @@ class EpochShuffler:
             if self._loader_state is not None:
                 loader.load_state_dict(self._loader_state)
                 self._loader_state = None
-            self._loader = loader
+            self._work.loader = loader
             yield loader
             loader.close()
-            self._loader = None
+            self._work.loader = None
             self._epoch = epoch + 1
             self._finish(epoch)
+        self.close()  # used without ``with``, as a plain for loop: nothing is left behind
 
     # -- resuming --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -252,7 +315,7 @@ class EpochShuffler:
         return {
             "epoch": self._epoch,
             "seed": self.seed,
-            "loader": self._loader.state_dict() if self._loader is not None else None,
+            "loader": self._work.loader.state_dict() if self._work.loader is not None else None,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -277,27 +340,8 @@ class EpochShuffler:
         After the last epoch, rank 0 waits for the other ranks to finish reading
         it; a shuffler broken off earlier waits only for a shuffle in progress.
         """
-        if self._loader is not None:
-            self._loader.close()
-            self._loader = None
-        if self._epoch < self.n_epochs:  # broken off: the other ranks are not waited for
-            self._closing.set()
-        for future in self._made.values():
-            future.cancel()
-        self._pool.shutdown(wait=True)  # pending removals run; the pending shuffles were cancelled above
-        removing, self._removing = self._removing, []
-        if self.rank == 0:
-            for epoch in range(self.n_epochs):
-                self._remove(epoch)
-                _paths.remove(f"{self.workdir}/epoch-{epoch:05d}.read", self._storage_options)
-            fs, inner = _paths.filesystem(self.workdir, self._storage_options)
-            with contextlib.suppress(OSError):
-                if not fs.ls(inner, detail=False):
-                    fs.rmdir(inner)
-        self._made.clear()
-        for removal in removing:
-            if not removal.cancelled():
-                removal.result()  # a rank that never finished the last epoch
+        self._work.broken_off = self._epoch < self.n_epochs
+        self._finalizer()
 
     def __enter__(self) -> EpochShuffler:
         return self

@@ -89,10 +89,17 @@ def _show_progress(future: Any) -> None:
     client = future.client
     before = _feeds_running(client)
     try:
-        progress(future)
+        widget = progress(future)
     except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
-        progress(future, notebook=False)
-    if future.done():  # a text bar, finished: let the scheduler end the feed that drew it
+        widget = progress(future, notebook=False)
+    if widget is not None:
+        # In a kernel, distributed returns the widget for the cell to show, and
+        # does not wait; the cell's value here is not the widget, so show it.
+        from IPython.display import display
+
+        display(widget)  # type: ignore[no-untyped-call]
+        wait(future)
+    if future.done():  # a bar, finished: let the scheduler end the feed that drew it
         _wait_for_feeds(client, before)
 
 
