@@ -8,7 +8,7 @@ TORCH_STAMP := $(VENV)/.installed-torch
 # (about 45 s to install). `make test TORCH=` skips it (those tests are then skipped).
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint bench bench-peers clean
 
 LINTED := daskshuffle tests benchmarks conftest.py
 BENCH_DATA := benchmarks/data/quick
@@ -18,6 +18,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The peers of benchmarks/bench_peers.py (MosaicML Streaming, litdata) live in a venv of their own, never
+# in the project's dependencies. torch==2.13.0 goes first: it is the CPU build on local disk (any other spec
+# downloads several GB), and torchvision==0.28.0 is the release made for it (its compiled ops need CUDA
+# torch and do not load; streaming imports it only for its vision datasets). mosaicml-streaming 0.13.0 pins
+# numpy<2.2, so it goes in with --no-deps, and its runtime dependencies that local files need go in by hand
+# on the project's numpy (its cloud clients: boto3 for litdata only; no google-cloud-storage, oci, azure,
+# paramiko).
+PEERS_VENV ?= .venv-peers
+PEERS_BIN := $(PEERS_VENV)/bin
+PEERS_STAMP := $(PEERS_VENV)/.installed
+PEERS_ARGS ?= --size 64MiB
+
+$(PEERS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_BIN)/python -m pip install --quiet --upgrade pip
+	$(PEERS_BIN)/python -m pip install --quiet torch==2.13.0
+	$(PEERS_BIN)/python -m pip install --quiet -e . psutil torch==2.13.0 torchvision==0.28.0 litdata==0.2.76
+	$(PEERS_BIN)/python -m pip install --quiet --no-deps mosaicml-streaming==0.13.0
+	$(PEERS_BIN)/python -m pip install --quiet 'transformers<5' 'xxhash>=3,<4' 'zstd>=1.5.2.5,<2' \
+		'python-snappy>=0.6.1,<1' 'Brotli>=1.0.9' 'tqdm>=4.64,<5' 'catalogue>=2,<3' 'matplotlib>=3.5.2,<4'
+	touch $(PEERS_STAMP)
 
 $(TORCH_STAMP): $(STAMP)
 	$(if $(TORCH),$(BIN)/python -m pip install --quiet '$(TORCH)')
@@ -57,6 +79,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_levels.py --size 8MiB --repeat 1
 	$(BIN)/python benchmarks/bench_quality.py --rows 100000 --memory 1000 --time 1000000
 	$(BIN)/python benchmarks/bench_plan.py --plans 1000
+	$(if $(wildcard $(PEERS_BIN)/python),$(PEERS_BIN),$(BIN))/python benchmarks/bench_peers.py --size 64MiB --peer-seconds 5 --data $(BENCH_DATA)
+
+## daskshuffle against MosaicML Streaming and litdata (benchmarks/bench_peers.py) in their own venv.
+bench-peers: $(PEERS_STAMP)
+	$(PEERS_BIN)/python benchmarks/bench_peers.py $(PEERS_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache demo-data $(BENCH_DATA)
+	rm -rf $(VENV) $(PEERS_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache demo-data $(BENCH_DATA)
