@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..storage._paths import exists, filesystem, normalize, url_options
 from ._arrays import ArrayRows, ArrayRowsMethods
-from ._base import AppendedStoreError, PileReader, check_pile_metadata, select_variables
+from ._base import AppendedStoreError, PileReader, check_pile_metadata, check_recorded_rows, select_variables
 from ._layout import LAYOUT_KEY
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_source import METADATA_KEY as _METADATA_KEY
@@ -156,7 +156,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead."
             )
         try:
-            group = zarr.open_group(normalize(store), mode="r", storage_options=url_options(store, storage_options))
+            # Not the consolidated metadata: each array's shape as its own zarr.json records it, to check the rows.
+            group = zarr.open_group(
+                normalize(store), mode="r", use_consolidated=False, storage_options=url_options(store, storage_options)
+            )
         except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
             raise IncompletePileStoreError(
                 f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead."
@@ -188,6 +191,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                     "shuffle the source again."
                 )
             self.arrays[name] = array
+        check_recorded_rows(
+            metadata,
+            self.store,
+            {f"array {name!r}": int(array.shape[0]) if array.ndim else 0 for name, array in self.arrays.items()},
+        )
         fs, root = filesystem(store, storage_options)
         self._files = ChunkFiles(fs, self.store)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
