@@ -49,19 +49,41 @@ def test_epoch_seeds_are_drawn_not_added() -> None:
     assert len(seeds) == 16  # seed + epoch would give 7 distinct values
 
 
+class Shuffles:
+    """A shuffle that records the stores that exist when each starts, and counts those that finished."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.seen: list[list[str]] = []
+        self.finished = 0
+
+    def __call__(self, src: Any, dst: Any, **kwargs: Any) -> Any:
+        self.seen.append([*stores(self.workdir), Path(dst).name])
+        try:
+            return daskshuffle.shuffle_zarr(src, dst, **kwargs)
+        finally:
+            self.finished += 1
+
+    def wait_until_finished(self, n: int, timeout: float = 60) -> None:
+        """Poll until ``n`` shuffles have finished, and every shuffle started has: the producer is idle."""
+        deadline = time.monotonic() + timeout
+        while not (self.finished >= n and self.finished == len(self.seen)):
+            assert time.monotonic() < deadline, f"{self.finished} of {n} shuffles finished in {timeout} s"
+            time.sleep(0.005)
+
+
 def test_at_most_max_concurrent_epochs_stores_exist(source: str, tmp_path: Path) -> None:
     workdir = tmp_path / "epochs"
-    seen: list[list[str]] = []
-
-    def shuffle(src: Any, dst: Any, **kwargs: Any) -> Any:
-        seen.append([*stores(workdir), Path(dst).name])
-        return daskshuffle.shuffle_zarr(src, dst, **kwargs)
+    shuffle = Shuffles(workdir)
+    seen = shuffle.seen
 
     with EpochShuffler(
         source, workdir, n_epochs=5, batch_size=250, seed=1, shuffle=shuffle, shuffle_options=OPTIONS
     ) as epochs:
         for epoch, loader in enumerate(epochs):
-            time.sleep(0.3)  # a slow consumer: an unbounded producer would run ahead
+            # A slow consumer: the next epoch is shuffled meanwhile, and an unbounded producer would go on to
+            # the one after while this one is still held (which the stores it saw on starting would show).
+            shuffle.wait_until_finished(min(epoch + 2, 5))
             existing = stores(workdir)
             assert len(existing) <= 2
             assert f"epoch-{epoch:05d}.zarr" in existing
@@ -74,12 +96,23 @@ def test_at_most_max_concurrent_epochs_stores_exist(source: str, tmp_path: Path)
 
 def test_one_epoch_at_a_time_with_max_one(source: str, tmp_path: Path) -> None:
     workdir = tmp_path / "epochs"
+    shuffle = Shuffles(workdir)
     with EpochShuffler(
-        source, workdir, n_epochs=3, batch_size=500, seed=1, max_concurrent_epochs=1, shuffle_options=OPTIONS
+        source,
+        workdir,
+        n_epochs=3,
+        batch_size=500,
+        seed=1,
+        max_concurrent_epochs=1,
+        shuffle=shuffle,
+        shuffle_options=OPTIONS,
     ) as epochs:
         for epoch, _ in enumerate(epochs):
-            time.sleep(0.2)  # nothing is shuffled ahead, however long the epoch
+            shuffle.wait_until_finished(epoch + 1)  # nothing is shuffled ahead, however long the epoch
             assert stores(workdir) == [f"epoch-{epoch:05d}.zarr"]
+    assert [names[-1] for names in shuffle.seen] == [f"epoch-{epoch:05d}.zarr" for epoch in range(3)]
+    for epoch, names in enumerate(shuffle.seen):  # epoch e starts once epoch e - 1 is gone
+        assert names == [f"epoch-{epoch:05d}.zarr"]
 
 
 def test_breaking_off_and_closing_leaves_nothing(source: str, tmp_path: Path) -> None:
@@ -147,16 +180,21 @@ def test_ranks_share_each_epoch_and_wait_for_each_other(source: str, tmp_path: P
     workdir = tmp_path / "epochs"
     got: dict[int, list[np.ndarray]] = {0: [], 1: []}
     errors: list[BaseException] = []
+    read_by_rank_0 = [threading.Event() for _ in range(3)]
 
     def train(rank: int) -> None:
         try:
             with EpochShuffler(
                 source, workdir, n_epochs=3, batch_size=50, seed=5, rank=rank, world_size=2, shuffle_options=OPTIONS
             ) as epochs:
-                for loader in epochs:
+                for epoch, loader in enumerate(epochs):
                     if rank == 1:
-                        time.sleep(0.3)  # a slower rank: rank 0 must not remove the store under it
+                        # A slower rank, reading each epoch only once rank 0 has read it and moved on: rank 0
+                        # must not remove the store under it.
+                        assert read_by_rank_0[epoch].wait(timeout=60), f"rank 0 did not read epoch {epoch}"
                     got[rank].append(epoch_ids(loader))
+                    if rank == 0:
+                        read_by_rank_0[epoch].set()
         except BaseException as error:  # surfaced in the test's thread below
             errors.append(error)
 

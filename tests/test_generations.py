@@ -291,3 +291,23 @@ def test_the_command_line(grown: Path, tmp_path: Path) -> None:
     np.testing.assert_array_equal(np.sort(ids_of(grown)), np.arange(1_500, 2_000))
     result = runner.invoke(cli, ["append", str(grown), str(tmp_path / "missing.zarr"), "--scheduler", "sync"])
     assert result.exit_code == 1 and "missing.zarr" in result.output and "Traceback" not in result.output
+
+
+def test_a_root_whose_offsets_disagree_with_its_generations_is_refused(grown: Path) -> None:
+    from daskshuffle.plan._plan import fingerprint
+
+    path = grown / "zarr.json"
+    document = json.loads(path.read_text())
+    metadata = document["attributes"]["daskshuffle"]
+    metadata["pile_offsets"][2] -= 1  # a row of pile 2 moved into pile 1: rising still, the same n_rows
+    path.write_text(json.dumps(document))
+    with pytest.raises(daskshuffle.CorruptPileStoreError, match=r"the fingerprint it records"):
+        PileLoader(grown, 100)
+    # Written so by a writer that fingerprinted what it wrote: the generations' own offsets tell.
+    metadata["fingerprint"] = fingerprint({key: value for key, value in metadata.items() if key != "fingerprint"})
+    path.write_text(json.dumps(document))
+    with pytest.raises(
+        daskshuffle.CorruptPileStoreError,
+        match=r"pile_offsets that add up its generations' piles. Got pile_offsets\[2\] = [\d,]+ and [\d,]+ from",
+    ):
+        PileLoader(grown, 100)

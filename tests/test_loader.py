@@ -217,12 +217,18 @@ def used(batches: Iterable[Any], seconds: float = 0.002) -> Iterator[Any]:
         time.sleep(seconds)
 
 
-def test_a_consumer_that_comes_back_at_once_reads_in_its_thread_one_away_in_the_background(store: str) -> None:
+def test_a_consumer_that_comes_back_at_once_reads_in_its_thread_one_away_in_the_background(
+    store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with PileLoader(store, BATCH, prefetch=2) as loader:
         first = []
+        # Back at once, however busy the machine: a pause of the test's process (another process's turn on
+        # a shared core) must not count as a training step away.
+        monkeypatch.setattr("daskshuffle.loader._prefetch.AWAY_SECONDS", 1.0)
         for batch in loader:
             first.append(batch["id"])
             assert loader_threads() == []
+        monkeypatch.undo()
         again, threads = [], set()
         for batch in used(loader.iter_batches(0)):
             again.append(batch["id"])
@@ -457,3 +463,29 @@ def test_batches_are_gathered_into_the_arrays_allocate_makes(store: str) -> None
         for batch, arrays in zip(batches, made, strict=True):
             assert all(batch[name] is arrays[name] for name in arrays)
         np.testing.assert_array_equal(ids_of(batches), store_ids(store)[expected_rows(store, 0)])
+
+
+# -- gathering -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arrays", [True, False], ids=["numpy take", "reader take"])
+@pytest.mark.parametrize("position", [-1, 10, 11])
+def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: str, arrays: bool, position: int) -> None:
+    from daskshuffle.formats import open_pile_reader
+    from daskshuffle.loader._batches import gather_batches
+    from daskshuffle.loader._prefetch import ShuffledPile
+    from daskshuffle.plan._epoch_plan import BatchPlan, Segment
+
+    reader = open_pile_reader(store)
+    rows = reader.read_rows(0, 10)
+    order = np.array([0, 1, 2, position], dtype=np.intp)
+    pile = ShuffledPile(rows, reader.as_arrays(rows) if arrays else None, order)
+    with pytest.raises(
+        IndexError, match=rf"Expected positions in 0:10, .* Got 1 out of range \(the first {position}\)"
+    ):
+        list(gather_batches(reader, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
+    # A plan that asks for more positions than the pile's order holds.
+    pile = ShuffledPile(rows, reader.as_arrays(rows), order[:3])
+    with pytest.raises(IndexError, match=r"Expected positions 0:4 of segment 0's order. Got an order of 3"):
+        list(gather_batches(reader, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
+    reader.close()

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import sys
+import threading
+import time
 from pathlib import Path
+from types import FrameType
 
 import numpy as np
 import pytest
@@ -12,6 +16,7 @@ from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleValueError, PileLoader
 from daskshuffle.formats import open_pile_reader
+from daskshuffle.loader._order_units import OrderedUnits
 from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
 
 BATCH = 50
@@ -208,3 +213,64 @@ def test_the_loader_reads_each_row_a_bounded_number_of_times(
 def test_the_repr_names_an_order_other_than_piles(store: tuple[str, np.ndarray]) -> None:
     with loader(store, "py1e") as opened, loader(store, "piles") as default:
         assert "order='py1e'" in repr(opened) and "order=" not in repr(default)
+
+
+def _inside(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is running ``function`` (anywhere on its stack) right now."""
+    frame: FrameType | None = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_two_threads_asking_for_an_epoch_at_once_make_its_order_once() -> None:
+    offsets = np.arange(0, 10_001, 1_000, dtype=np.int64)
+    units = OrderedUnits("naive", OrderOptions(), offsets, SEED, division_cuts(10_000, 1, 10_000))
+    made: list[int] = []
+    draw = units.draw
+
+    def counted(epoch: int) -> object:
+        made.append(epoch)
+        if len(made) == 1:
+            # Hold the first order until the other thread makes one too, or waits for this one (Future.result).
+            other = next(thread for thread in threads if thread is not threading.current_thread())
+            deadline = time.monotonic() + 30
+            while len(made) == 1 and not _inside(other, "result") and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return draw(epoch)
+
+    units.draw = counted  # type: ignore[method-assign]
+    start = threading.Barrier(2)
+    orders: list[object] = []
+
+    def ask() -> None:
+        start.wait(timeout=30)
+        orders.append(units.epoch_order(4))
+
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert made == [4], "the second thread waits for the first's order rather than making it again"
+    assert len(orders) == 2 and orders[0] is orders[1]
+    assert units.epoch_order(4) is orders[0] and made == [4]
+
+
+def test_an_order_that_fails_is_made_again_when_asked_again() -> None:
+    offsets = np.arange(0, 101, 10, dtype=np.int64)
+    units = OrderedUnits("naive", OrderOptions(), offsets, SEED, division_cuts(100, 1, 100))
+    draw, calls = units.draw, []
+
+    def failing_once(epoch: int) -> object:
+        calls.append(epoch)
+        if len(calls) == 1:
+            raise MemoryError("no room for the order")
+        return draw(epoch)
+
+    units.draw = failing_once  # type: ignore[method-assign]
+    with pytest.raises(MemoryError, match="no room"):
+        units.epoch_order(0)
+    assert len(units.epoch_order(0).rows) == 100 and calls == [0, 0]

@@ -318,6 +318,107 @@ def test_a_store_that_decodes_is_read_ahead_in_a_thread_even_for_a_fast_consumer
     np.testing.assert_array_equal(ids, store.expected(0))
 
 
+# -- metadata that disagrees with itself or the data ----------------------------------------
+
+
+def _edit_json(path: Path, edit: Callable[[dict], None], *keys: str) -> None:
+    """Edit the JSON object at ``keys`` of the file at ``path``, leaving valid JSON, as a person or a script might."""
+    document = json.loads(path.read_text())
+    inner = document
+    for key in keys:
+        inner = inner[key]
+    edit(inner)
+    path.write_text(json.dumps(document))
+
+
+def _lower_the_end(metadata: dict) -> None:
+    fewer = metadata["n_rows"] // 200  # 1,000 of 200,000 rows
+    metadata["n_rows"] -= fewer
+    metadata["pile_offsets"][-1] -= fewer
+
+
+def _swap_offsets(metadata: dict) -> None:
+    offsets = metadata["pile_offsets"]
+    offsets[3], offsets[4] = offsets[4], offsets[3]
+
+
+def _change_seed(metadata: dict) -> None:
+    metadata["seed"] += 1  # consistent with everything else: only the fingerprint tells
+
+
+@pytest.fixture(scope="module")
+def large_zarr(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A Zarr pile store of 200,000 rows in 16 piles."""
+    root = tmp_path_factory.mktemp("large")
+    group = zarr.open_group(root / "raw.zarr", mode="w")
+    group.create_array("id", data=np.arange(200_000, dtype=np.int64), chunks=(10_000,))
+    return ds.shuffle_zarr(root / "raw.zarr", root / "piles.zarr", n_piles=16, seed=SEED).path
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (_lower_the_end, r"array 'id' to hold the n_rows .* Got n_rows = 199,000 and 200,000 in array 'id' instead"),
+        (_swap_offsets, r"pile_offsets that never fall. Got pile_offsets\[4\] = [\d,]+ after pile_offsets\[3\]"),
+        (_change_seed, r"the fingerprint it records, '[0-9a-f]{16}'. Got metadata whose fingerprint is '[0-9a-f]{16}'"),
+    ],
+    ids=["n_rows and the last offset lowered", "two offsets swapped", "the seed changed"],
+)
+def test_a_zarr_store_whose_metadata_was_edited_is_refused_on_open(
+    large_zarr: str, tmp_path: Path, edit: Callable[[dict], None], match: str
+) -> None:
+    np.testing.assert_array_equal(np.sort(ids_of(PileLoader(large_zarr, 4096))), np.arange(200_000))
+    copy = shutil.copytree(large_zarr, tmp_path / "copy.zarr")
+    _edit_json(copy / "zarr.json", edit, "attributes", "daskshuffle")
+    with pytest.raises(CorruptPileStoreError, match=match) as caught:
+        PileLoader(copy, 4096)
+    assert "shuffle the source again with overwrite=True" in str(caught.value)
+    assert "daskshuffle verify" in str(caught.value) and str(copy) in str(caught.value)
+
+
+def test_a_zarr_array_shorter_than_the_recorded_rows_is_refused_on_open(large_zarr: str, tmp_path: Path) -> None:
+    copy = shutil.copytree(large_zarr, tmp_path / "copy.zarr")
+
+    def shorten(metadata: dict) -> None:
+        metadata["shape"][0] -= 1_000
+
+    # The array's own metadata, not the copy consolidated into the root's, which the reader does not use.
+    _edit_json(copy / "id" / "zarr.json", shorten)
+    with pytest.raises(CorruptPileStoreError, match=r"Got n_rows = 200,000 and 199,000 in array 'id' instead"):
+        PileLoader(copy, 4096)
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (_lower_the_end, r"Got n_rows = 995 and 1,000 in the part files instead"),
+        (_swap_offsets, r"pile_offsets that never fall"),
+        (_change_seed, r"the fingerprint it records"),
+    ],
+    ids=["n_rows and the last offset lowered", "two offsets swapped", "the seed changed"],
+)
+def test_a_parquet_store_whose_sidecar_was_edited_is_refused_on_open(
+    tmp_path: Path, edit: Callable[[dict], None], match: str
+) -> None:
+    store = Path(make_parquet(tmp_path))
+    _edit_json(store / "_daskshuffle.json", edit)
+    with pytest.raises(CorruptPileStoreError, match=match) as caught:
+        PileLoader(store, BATCH)
+    assert "overwrite=True" in str(caught.value)
+
+
+def test_a_parquet_part_file_that_runs_past_the_recorded_rows_is_refused_on_open(tmp_path: Path) -> None:
+    store = Path(make_parquet(tmp_path))
+    parts = sorted(store.glob("part-*.parquet"))
+    parts[0].unlink()  # a gap: reported when its rows are read, not on open
+    last = pq.read_table(parts[-1])
+    pq.write_table(pa.concat_tables([last, last.slice(0, 3)]), parts[-1])  # three rows past n_rows
+    with pytest.raises(
+        CorruptPileStoreError, match=rf"Got n_rows = 1,000 and '.*{parts[-1].name}' ending at row 1,003"
+    ):
+        PileLoader(store, BATCH)
+
+
 # -- torch -------------------------------------------------------------------------------
 
 

@@ -275,6 +275,35 @@ def test_reader_is_safe_across_threads(mixed: str, threads: int) -> None:
     assert not [t for t in threading.enumerate() if t.name.startswith("daskshuffle-zarr-reader")]
 
 
+def test_reader_closed_from_its_own_pool_thread_does_not_join_itself(mixed: str) -> None:
+    reader = ZarrPileReader(mixed, threads=2)
+    first = reader.read_pile(0)  # starts its pool
+    pool = reader._pool.get()
+    # What a finalizer (of a loader, say) that runs in one of the pool's threads does.
+    pool.submit(reader.close).result(timeout=60)
+    assert_same(reader.read_pile(0), first)  # a new pool
+    reader.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith(reader._pool.prefix)]
+
+
+def test_reader_registers_one_finalizer_whatever_pools_it_makes(mixed: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import weakref
+
+    made = []
+    finalize = weakref.finalize
+
+    def counting(obj: object, *args: object) -> weakref.finalize:
+        made.append(type(obj).__name__)
+        return finalize(obj, *args)
+
+    monkeypatch.setattr(weakref, "finalize", counting)
+    reader = ZarrPileReader(mixed, threads=2)
+    for _ in range(3):
+        reader.read_pile(0)
+        reader.close()
+    assert made.count("ZarrPileReader") == 1
+
+
 # -- damage ----------------------------------------------------------------------
 def chunk_file(store: str, name: str, index: int) -> Path:
     group = zarr.open_group(store, mode="r")

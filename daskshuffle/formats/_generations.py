@@ -29,7 +29,7 @@ from ..plan._plan import fingerprint
 from ..storage._paths import exists, filesystem, normalize, remove, url_options
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
-from ._base import PileReader
+from ._base import PileReader, check_recorded_rows, metadata_disagrees
 from ._zarr_reader import RowsRead, ZarrPileReader
 from ._zarr_source import METADATA_KEY
 
@@ -73,6 +73,8 @@ def read_root(
         )
     if GENERATIONS_KEY not in metadata:
         metadata = {**metadata, GENERATIONS_KEY: [_entry(0, metadata, base=metadata)]}
+    else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
+        check_recorded_rows(metadata, store, {})
     return dict(metadata)
 
 
@@ -199,6 +201,7 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
                     metadata=entry.get("metadata"),
                 )
             )
+        self._check_generations()
         self._offsets = np.asarray([reader.pile_offsets for reader in self.generations], dtype=np.int64)
         self._union = self.pile_offsets
         self._largest_pile = int(np.diff(self._union).max()) if len(self._union) > 1 else 0
@@ -206,6 +209,38 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._types = {name: (array.dtype, tuple(array.shape[1:])) for name, array in first.items()}
         self._lock = threading.Lock()
         self._spare: list[ArrayRows] = []
+
+    def _check_generations(self) -> None:
+        """Refuse a root whose list of generations disagrees with the generations' own metadata or its offsets."""
+        for entry, reader in zip(self.metadata[GENERATIONS_KEY], self.generations, strict=True):
+            for key in ("n_rows", "fingerprint"):
+                if entry.get(key) != reader.metadata.get(key):
+                    raise metadata_disagrees(
+                        self.store,
+                        f"the {key} it lists for generation {entry.get('generation')} to be the generation's own",
+                        f"{key} = {entry.get(key)!r} listed and {reader.metadata.get(key)!r} in {reader.store!r}",
+                    )
+        sizes = [np.diff(reader.pile_offsets) for reader in self.generations]
+        if any(len(size) != len(sizes[0]) for size in sizes):
+            raise metadata_disagrees(
+                self.store,
+                "generations of one number of piles",
+                f"n_piles = {', '.join(str(len(size)) for size in sizes)} in its generations",
+            )
+        summed = np.concatenate([[0], np.cumsum(sum(sizes))]).astype(np.int64)
+        offsets = self.pile_offsets
+        differ = (
+            np.flatnonzero(offsets != summed)
+            if len(offsets) == len(summed)
+            else np.array([min(len(offsets), len(summed)) - 1])
+        )
+        if differ.size:
+            at = int(differ[0])
+            raise metadata_disagrees(
+                self.store,
+                "pile_offsets that add up its generations' piles",
+                f"pile_offsets[{at}] = {int(offsets[at]):,} and {int(summed[at]):,} from its generations",
+            )
 
     @property
     def decodes(self) -> bool:  # type: ignore[override]

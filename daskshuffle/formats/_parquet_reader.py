@@ -12,16 +12,18 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..storage._paths import exists, filesystem, normalize
-from ._base import PileReader, check_pile_metadata, select_variables
+from ._base import PileReader, check_pile_metadata, check_recorded_rows, metadata_disagrees, select_variables
 from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
 
 __all__ = ["FOOTERS_KEPT", "ParquetPileReader", "read_metadata"]
@@ -48,6 +50,8 @@ def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> 
 
 #: Part file footers a :class:`ParquetPileReader` keeps; files themselves are open only during a read.
 FOOTERS_KEPT = 64
+#: Footers read at once when a reader opens a store on object storage (local files are read one after another).
+FOOTER_THREADS = 16
 
 
 class _Part(NamedTuple):
@@ -114,6 +118,44 @@ class ParquetPileReader(PileReader[pa.Table]):
         self._root = root
         self._parts: OrderedDict[int, _Part] = OrderedDict()
         self._lock = threading.Lock()
+        self._check_parts(1 if isinstance(fs, LocalFileSystem) else FOOTER_THREADS)
+
+    def _check_parts(self, threads: int) -> None:
+        """Check the sidecar against itself and against the part files' rows, from their footers (no data is read).
+
+        A part file whose footer cannot be read, or a gap between part files or
+        after the last (a missing one), is reported when its rows are read, so
+        that a reader of other rows is not stopped by it; the part files that
+        can be read must still end within the store's rows. Otherwise they must
+        hold exactly the store's rows.
+        """
+
+        def n_rows(index: int) -> int | None:
+            try:
+                return int(self._part(index, None).group_starts[-1])
+            except CorruptPileStoreError:
+                return None
+
+        indices = range(len(self.part_paths))
+        if threads > 1 and len(indices) > 1:
+            with ThreadPoolExecutor(min(threads, len(indices)), thread_name_prefix="daskshuffle-footers") as pool:
+                counts = list(pool.map(n_rows, indices))
+        else:
+            counts = [n_rows(index) for index in indices]
+        readable = np.asarray([count is not None for count in counts], dtype=bool)
+        ends = self.part_starts + np.asarray([count or 0 for count in counts], dtype=np.int64)
+        whole = readable.all() and self.part_starts[:1].tolist() == [0] and (ends[:-1] == self.part_starts[1:]).all()
+        if whole and int(ends[-1]) >= self.n_rows:  # fewer rows: a missing last part, as good as a gap
+            check_recorded_rows(self.metadata, self.store, {"the part files": int(ends[-1]) if len(ends) else 0})
+            return
+        check_recorded_rows(self.metadata, self.store, {})
+        if readable.any() and (end := int(ends[readable].max())) > self.n_rows:
+            path = self.part_paths[int(np.flatnonzero(readable & (ends == end))[0])]
+            raise metadata_disagrees(
+                self.store,
+                "the part files to end within n_rows",
+                f"n_rows = {self.n_rows:,} and {path!r} ending at row {end:,}",
+            )
 
     @classmethod
     def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:

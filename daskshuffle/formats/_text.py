@@ -121,7 +121,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
                 path = self.source.files[self.source.block(block).file].path
                 raise DaskShuffleValueError(
                     f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). "
-                    f"Got {count.n_bytes:,} bytes in {count.n_lines:,} lines of {path!r} instead; raise pile_memory, "
+                    f"Got a block of {nbytes:,} bytes in memory ({count.n_bytes:,} bytes of text in {count.n_lines:,} "
+                    f"lines, plus 8 bytes a line for its offset) in {path!r} instead; raise pile_memory, "
                     "or lower block_memory (a block also holds the rest of a line that runs past its end)."
                 )
 

@@ -40,7 +40,7 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..storage._paths import exists, filesystem, normalize, url_options
 from ._arrays import ArrayRows, ArrayRowsMethods
-from ._base import AppendedStoreError, PileReader, check_pile_metadata, select_variables
+from ._base import AppendedStoreError, PileReader, check_pile_metadata, check_recorded_rows, select_variables
 from ._layout import LAYOUT_KEY
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_source import METADATA_KEY as _METADATA_KEY
@@ -65,9 +65,10 @@ class RowsRead:
     The thread that started the read runs them in :meth:`result`; so may a
     reader's pool, or a loader's consumer that needs the rows before the
     background thread reading them is done (:meth:`help`). Each task is taken
-    once (``next`` of an ``itertools.count`` is atomic); an error is kept and
-    raised by :meth:`result` once no task runs, since every task writes into
-    the rows.
+    once, under a lock (``next`` of an ``itertools.count`` is atomic only
+    under the GIL, not on free-threaded Python); an error is kept and raised
+    by :meth:`result` once no task runs, since every task writes into the
+    rows.
     """
 
     def __init__(
@@ -83,7 +84,8 @@ class RowsRead:
         self._files = files
         self._tasks = tasks
         self._span = (start, stop, pile)
-        self._taken = itertools.count()
+        self._taken = 0  # the next task to take
+        self._taking = threading.Lock()
         self._left = len(tasks)
         self._finished = threading.Condition()
         self._errors: list[BaseException] = []
@@ -91,7 +93,10 @@ class RowsRead:
     def help(self, limit: int | None = None) -> bool:
         """Run the tasks no thread has taken yet (at most ``limit`` of them); whether some may be left."""
         for _ in itertools.repeat(None) if limit is None else range(limit):
-            if (index := next(self._taken)) >= len(self._tasks):
+            with self._taking:
+                index = self._taken
+                self._taken += 1
+            if index >= len(self._tasks):
                 return False
             try:
                 if not self._errors:  # after an error the rows are lost: skip the rest
@@ -115,8 +120,36 @@ class RowsRead:
         return self.rows
 
 
-def _shutdown(pool: ThreadPoolExecutor) -> None:
-    pool.shutdown(wait=False, cancel_futures=True)
+_pool_ids = itertools.count()
+
+
+class _Pool:
+    """A reader's pool of ``threads`` threads, made when first needed, made again after :meth:`shutdown`."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        # A name of its own: a thread of this pool is known by it, and must not join the pool.
+        self.prefix = f"daskshuffle-zarr-reader-{next(_pool_ids)}"
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=self.prefix)
+            return self._executor
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Cancel what has not started; with ``wait``, join the threads, unless called from one of them.
+
+        A thread cannot join its own pool: when the reader is closed (or
+        collected) from one of the pool's threads, its threads finish on their own.
+        """
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            inside = threading.current_thread().name.startswith(self.prefix + "_")
+            executor.shutdown(wait=wait and not inside, cancel_futures=True)
 
 
 class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
@@ -156,7 +189,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead."
             )
         try:
-            group = zarr.open_group(normalize(store), mode="r", storage_options=url_options(store, storage_options))
+            # Not the consolidated metadata: each array's shape as its own zarr.json records it, to check the rows.
+            group = zarr.open_group(
+                normalize(store), mode="r", use_consolidated=False, storage_options=url_options(store, storage_options)
+            )
         except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
             raise IncompletePileStoreError(
                 f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead."
@@ -188,6 +224,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                     "shuffle the source again."
                 )
             self.arrays[name] = array
+        check_recorded_rows(
+            metadata,
+            self.store,
+            {f"array {name!r}": int(array.shape[0]) if array.ndim else 0 for name, array in self.arrays.items()},
+        )
         fs, root = filesystem(store, storage_options)
         self._files = ChunkFiles(fs, self.store)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
@@ -202,7 +243,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._spare: dict[str, list[NDArray[Any]]] = {}
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
-        self._pool: ThreadPoolExecutor | None = None
+        self._start_pool()
         self._datasets: Callable[[ArrayRows], Any] | None = None
         if batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
@@ -212,35 +253,34 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             )
 
     # -- pickling and closing ------------------------------------------------------
+    def _start_pool(self) -> None:
+        self._pool = _Pool(self.threads)
+        # One finalizer for the reader's life, whatever pools it makes: it holds the pool, not the reader.
+        self._finalizer = weakref.finalize(self, self._pool.shutdown, False)
+
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_pool": None, "_spare": {}}
+        state = {**self.__dict__, "_lock": None, "_spare": {}}
+        del state["_pool"], state["_finalizer"]
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._start_pool()
 
     def close(self) -> None:
         """Join the reader's threads and let go of the arrays kept for reuse. Reading again starts new ones."""
         if self._files.fetches is not None:
             self._files.fetches.clear()
         with self._lock:
-            pool, self._pool = self._pool, None
             self._spare = {}
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
 
     def __enter__(self) -> ZarrPileReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="daskshuffle-zarr-reader")
-                weakref.finalize(self, _shutdown, self._pool)
-            return self._pool
 
     @property
     def decodes(self) -> bool:  # type: ignore[override]
@@ -320,7 +360,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             tasks += [(chunks, rows[name], index, min(index + step, last)) for index in range(first, last, step)]
         read = RowsRead(self._files, rows, tasks, start, stop, pile)
         if self.threads > 0 and len(tasks) > 1:
-            pool = self._executor()
+            pool = self._pool.get()
             for _ in range(min(self.threads, len(tasks) - 1)):
                 pool.submit(read.help)
         return read

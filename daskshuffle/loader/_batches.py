@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from ..formats import PileReader
 from ..plan._epoch_plan import BatchPlan
 
-__all__ = ["Allocate", "Layout", "gather_batches"]
+__all__ = ["Allocate", "Layout", "check_positions", "gather_batches"]
 
 #: Each variable's dtype and the shape of one of its rows.
 Layout = Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]
@@ -37,6 +37,23 @@ def _layout(arrays: Mapping[str, NDArray[Any]]) -> dict[str, tuple[np.dtype[Any]
     return {name: (values.dtype, values.shape[1:]) for name, values in arrays.items()}
 
 
+def check_positions(index: NDArray[np.intp], n_rows: int) -> None:
+    """Raise ``IndexError`` unless every position of ``index`` is in ``0:n_rows``.
+
+    The gather clips rather than raising (see :meth:`_Batch.add`): without this
+    check, a position out of range would hand out a row twice, silently. One
+    pass over the positions: seen as unsigned, a negative one is larger than
+    any row count.
+    """
+    index = np.asarray(index, dtype=np.intp)
+    if index.size and int(index.view(np.uintp).max()) >= n_rows:
+        bad = index[(index < 0) | (index >= n_rows)]
+        raise IndexError(
+            f"Expected positions in 0:{n_rows}, the rows of the pile being gathered from. Got {bad.size:,} "
+            f"out of range (the first {int(bad[0])}) instead; this is a bug in daskshuffle's plan: please report it."
+        )
+
+
 class _Batch:
     """One batch being gathered, part after part, so that a pile can be let go before the next is read."""
 
@@ -50,6 +67,7 @@ class _Batch:
 
     def add(self, pile: Any, index: NDArray[np.intp], layout: Layout | None) -> None:
         """Add the rows of ``pile`` at ``index``; ``layout`` is that of its arrays, if it has arrays."""
+        check_positions(index, self.reader.n_rows_of(pile.rows))
         if pile.arrays is None or layout is None:
             self.taken.append(self.reader.take(pile.rows, index))
             return
@@ -66,7 +84,8 @@ class _Batch:
             self.out = out
         stop = self.filled + len(index)
         for name, values in self.out.items():
-            # mode="clip": the positions are valid, and "raise" would gather into a buffer, then copy.
+            # mode="clip": check_positions raised for any position out of range, and "raise" would gather into
+            # a buffer, then copy (a third slower on rows of 32 bytes).
             pile.arrays[name].take(index, axis=0, out=values[self.filled : stop], mode="clip")
         self.filled = stop
 
@@ -108,5 +127,11 @@ def gather_batches(
                 pile = None  # let the last pile go before the next is read (with prefetch=0, here)
                 current, pile = part.segment, segment(part.segment)
                 layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch
-            batch.add(pile, pile.order[part.start : part.stop], layout)
+            index = pile.order[part.start : part.stop]
+            if len(index) != part.stop - part.start:  # a slice past the end is short, not an error
+                raise IndexError(
+                    f"Expected positions {part.start}:{part.stop} of segment {part.segment}'s order. Got an order of "
+                    f"{len(pile.order)} positions instead; this is a bug in daskshuffle's plan: please report it."
+                )
+            batch.add(pile, index, layout)
         yield batch.result()

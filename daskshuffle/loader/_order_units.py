@@ -13,6 +13,7 @@ exactly as it cuts piles.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -41,19 +42,28 @@ class OrderedUnits:
         self.divisions = divisions
         #: Rows a read may take between two rows its unit needs (see :func:`~daskshuffle.plan._orders.unit_reads`).
         self.gap = READ_GAPS.get(order, READ_GAP)
-        self._epochs: dict[int, EpochOrder] = {}
+        self._epochs: dict[int, Future[EpochOrder]] = {}
         self._lock = threading.Lock()
 
     def epoch_order(self, epoch: int) -> EpochOrder:
+        """The order of ``epoch``, made once: a thread that asks while another makes it waits for that one."""
         with self._lock:
-            found = self._epochs.get(epoch)
-        if found is None:
-            found = self.draw(epoch)
-            with self._lock:
+            pending = self._epochs.get(epoch)
+            making = pending is None
+            if pending is None:
                 if len(self._epochs) >= KEPT_EPOCHS:
-                    self._epochs.pop(next(iter(self._epochs)))
-                self._epochs[epoch] = found
-        return found
+                    self._epochs.pop(next(iter(self._epochs)))  # a thread still making it keeps its own future
+                pending = self._epochs[epoch] = Future()
+        if making:
+            try:
+                pending.set_result(self.draw(epoch))
+            except BaseException as error:
+                with self._lock:  # the threads waiting get the error; the next to ask tries again
+                    if self._epochs.get(epoch) is pending:
+                        del self._epochs[epoch]
+                pending.set_exception(error)
+                raise
+        return pending.result()
 
     def draw(self, epoch: int) -> EpochOrder:
         """The order of ``epoch``, made afresh."""
