@@ -5,8 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_STAMP := $(VENV)/.installed-torch
 # The tests of daskshuffle.torch need PyTorch; this exact CPU build lies on the CI machine's disk
-# (about 45 s to install). `make test TORCH=` skips it (those tests are then skipped).
-TORCH ?= torch==2.13.0
+# (about 45 s to install), with torchdata for StatefulDataLoader. `make test TORCH=` skips both (those tests are then skipped).
+TORCH ?= torch==2.13.0 torchdata==0.11.0
 
 .PHONY: demo test test-fast lint bench bench-peers clean
 
@@ -42,7 +42,7 @@ $(PEERS_STAMP): pyproject.toml
 	touch $(PEERS_STAMP)
 
 $(TORCH_STAMP): $(STAMP)
-	$(if $(TORCH),$(BIN)/python -m pip install --quiet '$(TORCH)')
+	$(if $(TORCH),$(BIN)/python -m pip install --quiet $(TORCH))
 	touch $(TORCH_STAMP)
 
 ## Set up, generate a ~200 MB Zarr store, shuffle it on a LocalCluster, report.
