@@ -33,9 +33,10 @@ import numpy as np
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int
-from ._levels import MAX_LEVELS, auto_levels, fanout_for, level_plan_nbytes
+from ._levels import MAX_LEVELS, level_plan_nbytes
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
 from ._plan import auto_n_piles, block_rows, group_piles, make_plan, plan_nbytes
+from ._rules import choose_layout
 
 __all__ = ["DEFAULT_MIN_READ", "MAX_TASK_MEMORY", "ScaleModel", "explain"]
 
@@ -61,7 +62,7 @@ class ScaleModel:
         The data: rows and bytes per row.
     n_piles : int
         Piles, chosen as ``n_piles_from`` says: ``"given"``, ``"default"`` (the
-        shuffles' default number) or ``"auto"`` (the fewest that fit ``pile_memory``).
+        shuffles' default number, 512) or ``"auto"`` (the fewest that fit ``pile_memory``).
     block_nbytes, pile_nbytes, min_read_nbytes : int
         ``block_memory``, ``pile_memory`` and ``min_read``.
     n_workers : int
@@ -247,9 +248,9 @@ def explain(
     row_bytes : int
         Bytes of one row, every variable (or column) together.
     n_piles : int, "auto" or None
-        As a shuffle takes it. ``None``: what a shuffle does by default, the
-        default number of piles (512), or ``"auto"``'s number when that many
-        would not fit ``pile_memory``.
+        As a shuffle takes it. ``None``: the default of ``shuffle_zarr``,
+        ``shuffle_parquet``, ``shuffle_xarray`` and ``shuffle_dataframe`` (512
+        piles; ``shuffle_lines``' default is ``"auto"``).
     block_memory, pile_memory : int or str
         As a shuffle takes them (defaults ``"64MiB"`` and ``"256MiB"``).
     workers : int, default 1
@@ -266,10 +267,36 @@ def explain(
     ScaleModel
         Printing it shows a table; ``to_dict()`` gives the figures.
 
+    Raises
+    ------
+    DaskShuffleValueError
+        As a shuffle of the same arguments does before it draws its plan, with
+        the same message: a row larger than ``pile_memory``, ``n_piles`` piles
+        that could not fit ``pile_memory`` however they are drawn, or fewer
+        than ``2**levels`` piles.
+
+    Notes
+    -----
+    The piles and levels follow the rules a shuffle follows
+    (:func:`~daskshuffle.plan._rules.choose_layout`), so that a shuffle of the
+    same arguments uses the ``n_piles`` and ``levels`` predicted here, or
+    raises the same error, but for these:
+
+    - A shuffle draws its pile sizes. A drawn pile larger than
+      ``pile_memory`` (with the chance ``overflow_probability`` bounds) makes
+      a shuffle of ``n_piles="auto"`` draw again with about 10% more piles
+      (and choose its levels again for them), and a shuffle of a given
+      ``n_piles`` raise.
+    - Blocks are taken as ``block_memory // row_bytes`` rows each; a source's
+      blocks are whole chunks (Zarr) or row groups (Parquet), so it may have
+      more, which may tip ``levels="auto"``.
+    - ``storage`` stands for the shuffle's scratch space: ``"object"`` for a
+      URL, ``"local"`` for a path.
+
     Examples
     --------
     >>> import daskshuffle as ds
-    >>> model = ds.explain(2**30, row_bytes=1024)  # 1 TiB
+    >>> model = ds.explain(2**30, row_bytes=1024, n_piles="auto")  # 1 TiB
     >>> model.n_piles, model.n_blocks, model.levels, model.below_knee
     (4145, 16384, 3, False)
     >>> print(model)  # doctest: +ELLIPSIS
@@ -315,15 +342,22 @@ def _model(
     levels: int | Literal["auto"] = 1,
     storage: Literal["local", "object"] = "object",
 ) -> ScaleModel:
-    if row_nbytes > pile_nbytes:
-        raise DaskShuffleValueError(
-            f"Expected pile_memory to hold at least one row of {row_nbytes:,} bytes. Got {pile_nbytes:,} bytes "
-            "instead; pass a larger pile_memory.",
-            parameter="pile_memory",
-        )
-    chosen, source = _choose_n_piles(n_rows, row_nbytes, n_piles, pile_nbytes)
     step = block_rows(row_nbytes, block_nbytes)
     n_blocks = -(-n_rows // step)
+    layout = choose_layout(
+        n_rows,
+        row_nbytes,
+        n_blocks,
+        n_piles=DEFAULT_N_PILES if n_piles is None else n_piles,
+        pile_nbytes=pile_nbytes,
+        block_nbytes=block_nbytes,
+        levels=levels,
+        storage=storage,
+    )
+    chosen, depth = layout.n_piles, layout.levels
+    source: Literal["given", "default", "auto"] = (
+        "default" if n_piles is None else "auto" if n_piles == "auto" else "given"
+    )
     lengths = np.array([step, n_rows - (n_blocks - 1) * step], dtype=np.float64)
     weights = np.array([n_blocks - 1, 1], dtype=np.float64)
     piles_per_group, group_weights = _groups(n_rows, row_nbytes, chosen, block_nbytes)
@@ -334,13 +368,10 @@ def _model(
     pieces = float((weights * chosen * _any_row_in(np.float64(1.0 / chosen), lengths)).sum())
     n_reads = max(round(reads), n_groups)
     capacity = pile_nbytes // row_nbytes
-    data = n_rows * row_nbytes
-    depth = auto_levels(data, block_nbytes, n_blocks, chosen, storage) if levels == "auto" else levels
-    depth = max(1, min(depth, int(math.log2(max(chosen, 1)))))  # a shuffle of more levels needs 2**levels piles
     n_super, first_reads, first_read, plan_bytes = 1, 0, 0.0, plan_nbytes(n_blocks, chosen)
     if depth > 1:
         # Each later pass reads each block's piece of a super-pile; the merge reads only its super-pile's blocks.
-        n_super = fanout_for(data, block_nbytes, chosen, depth)
+        n_super = layout.fanouts[0]
         first_reads, first_read = n_blocks * n_super, block_nbytes / n_super
         units, super_piles, pieces = n_blocks, 1, 0.0
         for _ in range(depth - 1):  # a level's blocks are groups of n_super blocks of a super-pile, split n_super ways
@@ -349,7 +380,7 @@ def _model(
             super_piles *= n_super
         n_reads = max(round(n_groups * units / super_piles), n_groups)
         pieces += units * chosen / super_piles
-        plan_bytes = level_plan_nbytes(n_blocks, [n_super] * (depth - 1), chosen)
+        plan_bytes = level_plan_nbytes(n_blocks, list(layout.fanouts), chosen)
     model = ScaleModel(
         n_rows=n_rows,
         row_nbytes=row_nbytes,
@@ -402,17 +433,6 @@ def _groups(n_rows: int, row_nbytes: int, n_piles: int, block_nbytes: int) -> tu
     return np.array(kinds), np.array(counts)
 
 
-def _choose_n_piles(
-    n_rows: int, row_nbytes: int, n_piles: int | Literal["auto"] | None, pile_nbytes: int
-) -> tuple[int, Literal["given", "default", "auto"]]:
-    if isinstance(n_piles, int):
-        return n_piles, "given"
-    auto = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
-    if n_piles is None and auto <= DEFAULT_N_PILES:
-        return DEFAULT_N_PILES, "default"
-    return auto, "auto"
-
-
 def _any_row_in(fraction: Any, lengths: Any) -> Any:
     """The chance that at least one of ``lengths`` rows falls in a ``fraction`` of the piles."""
     with np.errstate(divide="ignore"):
@@ -451,7 +471,8 @@ def _advice(
                 f"all, for {'one more pass' if more == 1 else f'{more} more passes'} over the data"
             )
     choices: list[tuple[int | Literal["auto"] | None, str]] = [(n_piles, "")]
-    if model.n_piles > auto_n_piles(model.n_rows, model.row_nbytes, model.pile_nbytes):
+    fewest = auto_n_piles(model.n_rows, model.row_nbytes, model.pile_nbytes)
+    if model.n_piles > fewest and (model.levels == 1 or fewest >= 2**model.levels):
         choices.append(("auto", "n_piles='auto' and "))
     best = model
     for piles, words in choices:

@@ -21,9 +21,9 @@ from .._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullEr
 from ..formats import read_metadata
 from ..formats._base import FORMAT_VERSION, Format
 from ..plan._level_plan import LevelPlan, make_level_plan
-from ..plan._levels import auto_levels, fanout_for
 from ..plan._options import ShuffleOptions
-from ..plan._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
+from ..plan._plan import Plan, ShuffleSettings, fingerprint, make_plan
+from ..plan._rules import Layout, choose_layout
 from ..storage import _paths
 from ..storage._lock import exclusive
 from ..storage._manifest import Manifest as _Manifest
@@ -98,49 +98,32 @@ def _plan_within_budget(
 ) -> Plan | LevelPlan:
     """Plan, in one level or more, making sure the largest pile fits ``pile_nbytes``.
 
-    Re-planning with more piles is unbiased: pile sizes carry no information
-    about the order of the rows inside them.
+    The piles and levels follow the planning rules that :func:`daskshuffle.explain`
+    follows too (:func:`~daskshuffle.plan._rules.choose_layout`); only a drawn pile
+    too large for ``pile_nbytes`` (rare) makes this plan differ from its prediction.
     """
-    n_rows = int(np.sum(lengths))
-    chosen = auto_n_piles(n_rows, row_nbytes, pile_nbytes) if n_piles == "auto" else n_piles
-    block_nbytes = max(block_nbytes, 1)
+    layout = choose_layout(
+        int(np.sum(lengths)),
+        row_nbytes,
+        len(lengths),
+        n_piles=n_piles,
+        pile_nbytes=pile_nbytes,
+        block_nbytes=block_nbytes,
+        levels=levels,
+        storage=storage,
+    )
     while True:
-        fanouts = _fanouts(levels, n_rows * row_nbytes, block_nbytes, len(lengths), chosen, storage)
-        block_rows = max(1, block_nbytes // max(row_nbytes, 1))
-        plan = (
-            make_level_plan(lengths, chosen, fanouts, seed, block_rows) if fanouts else make_plan(lengths, chosen, seed)
-        )
+        plan = _draw(lengths, layout, seed)
         largest = int(plan.pile_sizes.max(initial=0)) * row_nbytes
         if largest <= pile_nbytes:
             return plan
-        if n_piles != "auto":
-            suggestion = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
-            raise DaskShuffleValueError(
-                f"Expected every pile to fit pile_memory={pile_nbytes:,} bytes. Got a planned pile of {largest:,} bytes "
-                f"with n_piles={n_piles} instead; use n_piles={max(suggestion, n_piles + 1)} or more, "
-                "n_piles='auto', or a larger pile_memory.",
-                parameter="n_piles",
-            )
-        chosen = max(chosen + 1, int(chosen * 1.1))
+        layout = layout.after_overflow(largest)
 
 
-def _fanouts(
-    levels: int | Literal["auto"],
-    data_nbytes: int,
-    block_nbytes: int,
-    n_blocks: int,
-    n_piles: int,
-    storage: Literal["local", "object"],
-) -> list[int]:
-    """Each level's super-piles but the last's (none: one level); ``levels="auto"``: as many as keep reads large."""
-    if levels != "auto" and n_piles < 2**levels and levels > 1:
-        raise DaskShuffleValueError(
-            f"Expected n_piles of {2**levels} or more for {levels} levels. Got n_piles={n_piles} instead; "
-            "use fewer levels.",
-            parameter="levels",
-        )
-    n_levels = auto_levels(data_nbytes, block_nbytes, n_blocks, n_piles, storage) if levels == "auto" else levels
-    return [fanout_for(data_nbytes, block_nbytes, n_piles, n_levels)] * (n_levels - 1)
+def _draw(lengths: Sequence[int], layout: Layout, seed: int) -> Plan | LevelPlan:
+    if layout.fanouts:
+        return make_level_plan(lengths, layout.n_piles, layout.fanouts, seed, layout.block_rows)
+    return make_plan(lengths, layout.n_piles, seed)
 
 
 def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:

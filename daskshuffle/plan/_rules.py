@@ -1,0 +1,182 @@
+"""The planning rules: how many piles and levels a shuffle uses, decided from sizes alone.
+
+One set of rules, used by every shuffle (``shuffle/_run.py`` plans with it)
+and by :func:`~daskshuffle.explain` and ``daskshuffle plan``, so that the model
+predicts the shuffle's piles and levels, or raises the same error, from the
+same arguments. Pure arithmetic: nothing here draws.
+
+What the rules decide is what a shuffle decides before drawing its plan
+(:class:`Layout`). A shuffle then draws the pile sizes; if a drawn pile
+exceeds ``pile_memory`` (rare with ``"auto"``, which leaves room for six
+standard deviations; likely with a given ``n_piles`` whose mean pile barely
+fits), :meth:`Layout.after_overflow` says what happens next: with ``n_piles="auto"`` more piles, otherwise an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from .._errors import DaskShuffleValueError
+from ._levels import auto_levels, fanout_for
+from ._plan import auto_n_piles
+
+__all__ = ["Layout", "choose_fanouts", "choose_layout"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a shuffle decides before drawing its plan: piles, levels, and the sizes they follow from.
+
+    Attributes
+    ----------
+    n_rows, row_nbytes, n_blocks : int
+        The source: rows, bytes per row, and the blocks pass 1 reads.
+    block_nbytes, pile_nbytes : int
+        ``block_memory`` and ``pile_memory``.
+    storage : {"local", "object"}
+        Where the pieces go.
+    n_piles_asked, levels_asked : int or "auto"
+        What the shuffle was asked for. With ``n_piles="auto"`` a drawn pile
+        too large for ``pile_memory`` is drawn again with more piles.
+    n_piles : int
+        Piles of the output.
+    fanouts : tuple of int
+        Super-piles each level but the last splits into (empty: one level).
+    """
+
+    n_rows: int
+    row_nbytes: int
+    n_blocks: int
+    block_nbytes: int
+    pile_nbytes: int
+    storage: Literal["local", "object"]
+    n_piles_asked: int | Literal["auto"]
+    levels_asked: int | Literal["auto"]
+    n_piles: int
+    fanouts: tuple[int, ...]
+
+    @property
+    def levels(self) -> int:
+        return len(self.fanouts) + 1
+
+    @property
+    def data_nbytes(self) -> int:
+        return self.n_rows * self.row_nbytes
+
+    @property
+    def block_rows(self) -> int:
+        """About the rows of a block at every level (of a level plan), one at least."""
+        return max(1, self.block_nbytes // max(self.row_nbytes, 1))
+
+    def after_overflow(self, largest_nbytes: int) -> Layout:
+        """The layout to draw again after a drawn pile of ``largest_nbytes`` exceeded ``pile_memory``.
+
+        More piles, about 10% more, and the levels chosen again for them, with
+        ``n_piles="auto"``; an error with a given number (re-planning is unbiased:
+        pile sizes carry no information about the order of the rows inside them).
+
+        Examples
+        --------
+        >>> layout = choose_layout(10_000, 8, 4, n_piles="auto", pile_nbytes=8_000, block_nbytes=20_000)
+        >>> layout.n_piles, layout.after_overflow(8_008).n_piles
+        (13, 14)
+        """
+        if self.n_piles_asked != "auto":
+            raise DaskShuffleValueError(
+                f"Expected every pile to fit pile_memory={self.pile_nbytes:,} bytes. Got a planned pile of "
+                f"{largest_nbytes:,} bytes with n_piles={self.n_piles} instead; use "
+                f"n_piles={max(auto_n_piles(self.n_rows, self.row_nbytes, self.pile_nbytes), self.n_piles + 1)} or more, n_piles='auto', or a larger "
+                "pile_memory.",
+                parameter="n_piles",
+            )
+        n_piles = max(self.n_piles + 1, int(self.n_piles * 1.1))
+        return replace(self, n_piles=n_piles, fanouts=choose_fanouts(self, n_piles))
+
+
+def choose_layout(
+    n_rows: int,
+    row_nbytes: int,
+    n_blocks: int,
+    *,
+    n_piles: int | Literal["auto"],
+    pile_nbytes: int,
+    block_nbytes: int,
+    levels: int | Literal["auto"] = "auto",
+    storage: Literal["local", "object"] = "local",
+) -> Layout:
+    """Piles and levels of a shuffle of ``n_rows`` rows of ``row_nbytes`` in ``n_blocks`` blocks.
+
+    - ``n_piles="auto"``: the fewest piles whose expected size plus six
+      standard deviations fits ``pile_nbytes``
+      (:func:`~daskshuffle.plan._plan.auto_n_piles`). A given number is refused
+      before anything is drawn when its piles would not fit even if equal
+      (every draw has a pile at least that large); otherwise a drawn pile may
+      still exceed ``pile_nbytes``, with the chance
+      :attr:`~daskshuffle.plan._scale.ScaleModel.overflow_probability` reports,
+      and :meth:`Layout.after_overflow` decides.
+    - ``levels="auto"``: as :func:`~daskshuffle.plan._levels.auto_levels`
+      decides; a given number needs ``2**levels`` piles at least.
+
+    Raises
+    ------
+    DaskShuffleValueError
+        When a row does not fit ``pile_nbytes``, when ``n_piles`` piles would
+        not fit it, or when there are too few piles for ``levels``.
+
+    Examples
+    --------
+    >>> layout = choose_layout(300_000, 72, 1, n_piles="auto", pile_nbytes=32 * 1024, block_nbytes=2**26)
+    >>> layout.n_piles, layout.levels
+    (873, 1)
+    >>> choose_layout(300_000, 72, 1, n_piles=512, pile_nbytes=32 * 1024, block_nbytes=2**26)
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.DaskShuffleValueError: Expected every pile to fit pile_memory=32,768 bytes. Got n_piles=512 ...
+    """
+    if row_nbytes > pile_nbytes:
+        raise DaskShuffleValueError(
+            f"Expected pile_memory to hold at least one row of {row_nbytes:,} bytes. Got {pile_nbytes:,} bytes "
+            "instead; pass a larger pile_memory.",
+            parameter="pile_memory",
+        )
+    fewest = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
+    if n_piles != "auto" and -(-n_rows // n_piles) * row_nbytes > pile_nbytes:
+        # Some pile holds at least the mean, whatever is drawn: refuse before drawing.
+        raise DaskShuffleValueError(
+            f"Expected every pile to fit pile_memory={pile_nbytes:,} bytes. Got n_piles={n_piles} instead, whose "
+            f"piles hold {round(n_rows / n_piles * row_nbytes):,} bytes on average; use n_piles={fewest} or more, "
+            "n_piles='auto', or a larger pile_memory.",
+            parameter="n_piles",
+        )
+    layout = Layout(
+        n_rows=n_rows,
+        row_nbytes=row_nbytes,
+        n_blocks=n_blocks,
+        block_nbytes=max(block_nbytes, 1),
+        pile_nbytes=pile_nbytes,
+        storage=storage,
+        n_piles_asked=n_piles,
+        levels_asked=levels,
+        n_piles=fewest if n_piles == "auto" else n_piles,
+        fanouts=(),
+    )
+    return replace(layout, fanouts=choose_fanouts(layout, layout.n_piles))
+
+
+def choose_fanouts(layout: Layout, n_piles: int) -> tuple[int, ...]:
+    """Each level's super-piles but the last's (none: one level) for ``n_piles`` piles of ``layout``'s data.
+
+    ``layout.levels_asked="auto"``: as many levels as keep reads large
+    (:func:`~daskshuffle.plan._levels.auto_levels`).
+    """
+    levels = layout.levels_asked
+    if levels != "auto" and levels > 1 and n_piles < 2**levels:
+        raise DaskShuffleValueError(
+            f"Expected n_piles of {2**levels} or more for {levels} levels. Got n_piles={n_piles} instead; "
+            "use fewer levels.",
+            parameter="levels",
+        )
+    data, block = layout.data_nbytes, layout.block_nbytes
+    n_levels = auto_levels(data, block, layout.n_blocks, n_piles, layout.storage) if levels == "auto" else levels
+    return (fanout_for(data, block, n_piles, n_levels),) * (n_levels - 1)
