@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import make_zarr_source
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import daskshuffle
@@ -136,7 +136,9 @@ sizes = st.integers(min_value=1, max_value=2**34)
     block=st.integers(min_value=2**10, max_value=2**31),
 )
 def test_reads_carry_the_data_and_counts_stay_in_bounds(rows: int, row_bytes: int, n_piles: Any, block: int) -> None:
-    model = explain(rows, row_bytes, n_piles=n_piles, block_memory=block, pile_memory=max(row_bytes, 2**28))
+    # A given number of piles (512 by default) whose piles cannot fit pile_memory is refused: give them room.
+    fit = 0 if n_piles == "auto" else -(-rows // (n_piles or 512)) * row_bytes
+    model = explain(rows, row_bytes, n_piles=n_piles, block_memory=block, pile_memory=max(row_bytes, 2**28, fit))
     assert model.n_reads * model.read_nbytes == pytest.approx(model.data_nbytes, rel=1e-9)
     assert model.n_groups <= model.n_reads <= (model.n_blocks + model.n_super) * model.n_groups
     assert model.n_blocks <= model.n_pieces <= (model.n_blocks + model.n_super) * (model.n_piles + model.n_super)
@@ -155,8 +157,8 @@ def test_reads_carry_the_data_and_counts_stay_in_bounds(rows: int, row_bytes: in
 )
 def test_more_rows_never_make_fewer_reads_or_blocks(rows: int, row_bytes: int, n_piles: Any) -> None:
     # One level throughout: where "auto" switches to two, reads and pieces change kind.
-    small = explain(rows, row_bytes, n_piles=n_piles, pile_memory="1TiB", levels=1)
-    large = explain(2 * rows, row_bytes, n_piles=n_piles, pile_memory="1TiB", levels=1)
+    small = explain(rows, row_bytes, n_piles=n_piles, pile_memory="1PiB", levels=1)
+    large = explain(2 * rows, row_bytes, n_piles=n_piles, pile_memory="1PiB", levels=1)
     assert large.n_blocks >= small.n_blocks
     assert large.n_pieces >= small.n_pieces
     assert large.n_reads >= small.n_reads
@@ -169,6 +171,7 @@ def test_more_rows_never_make_fewer_reads_or_blocks(rows: int, row_bytes: int, n
     pile=st.integers(min_value=1, max_value=10**7),
 )
 def test_more_pile_memory_never_raises_the_chance_of_overflow(rows: int, n_piles: int, pile: int) -> None:
+    assume(-(-rows // n_piles) <= pile)  # else the piles cannot fit, however drawn: refused
     tight = explain(rows, 1, n_piles=n_piles, pile_memory=pile)
     loose = explain(rows, 1, n_piles=n_piles, pile_memory=2 * pile)
     assert loose.overflow_probability <= tight.overflow_probability
@@ -177,26 +180,30 @@ def test_more_pile_memory_never_raises_the_chance_of_overflow(rows: int, n_piles
 @settings(max_examples=25)  # each example models a dozen layouts of up to 10^10 rows
 @given(rows=st.integers(min_value=10**6, max_value=10**10), row_bytes=st.integers(min_value=8, max_value=2**12))
 def test_the_advice_keeps_reads_above_min_read(rows: int, row_bytes: int) -> None:
-    model = explain(rows, row_bytes)
+    n_piles = None if -(-rows // 512) * row_bytes <= 2**28 else "auto"  # the default 512 piles, where they fit
+    model = explain(rows, row_bytes, n_piles=n_piles)
     if not model.below_knee:
         assert model.read_nbytes >= model.min_read_nbytes or model.n_blocks == 1
         return
     if model.advice.startswith("levels=2 makes"):
-        assert not explain(rows, row_bytes, levels=2).below_knee
+        assert not explain(rows, row_bytes, n_piles=n_piles, levels=2).below_knee
         return
     block = re.search(r"block_memory='([^']+)'", model.advice)
     assert block is not None, model.advice
     if model.advice.startswith("no layout"):  # none will do: the best one is named, and falls short
         assert parse_nbytes(block.group(1).replace(" ", ""), "block_memory") == MAX_TASK_MEMORY
         return
-    piles = "auto" if "n_piles='auto'" in model.advice else None
+    piles = "auto" if "n_piles='auto'" in model.advice else n_piles
     better = explain(rows, row_bytes, n_piles=piles, block_memory=block.group(1).replace(" ", ""), levels=model.levels)
     assert not better.below_knee
 
 
 def test_the_defaults_pass_the_knee_between_1_and_16_gib() -> None:
     """Reads of one level shrink with the square of the data (1 KiB rows); two levels keep them up."""
-    reads = {size: explain(size // 1024, 1024, levels=1) for size in (2**30, 16 * 2**30, 100 * 2**30, 2**40)}
+    reads = {
+        size: explain(size // 1024, 1024, n_piles="auto" if size == 2**40 else None, levels=1)
+        for size in (2**30, 16 * 2**30, 100 * 2**30, 2**40)
+    }
     assert not reads[2**30].below_knee
     assert reads[16 * 2**30].below_knee and reads[100 * 2**30].below_knee and reads[2**40].below_knee
     assert reads[100 * 2**30].read_nbytes == 128 * 2**10  # 64 MiB blocks x 200 MiB piles / 100 GiB
@@ -229,15 +236,17 @@ def test_explain_with_byte_counts_loads_no_dask() -> None:
 
 def test_the_command_prints_the_model_and_its_json() -> None:
     runner = CliRunner()
-    shown = runner.invoke(cli, ["plan", "--rows", "1e9", "--row-bytes", "1KiB", "--workers", "100", "--levels", "1"])
+    shown = runner.invoke(
+        cli, ["plan", "--rows", "1e9", "--row-bytes", "1KiB", "--n-piles", "auto", "--workers", "100", "--levels", "1"]
+    )
     assert shown.exit_code == 0, shown.output
-    model = explain(10**9, 1024, workers=100, levels=1)
+    model = explain(10**9, 1024, n_piles="auto", workers=100, levels=1)
     assert shown.output == str(model) + "\n"
     assert re.search(
         r"^reads +58,899,738 per variable of 17 KiB: below min_read=1 MiB: past the knee$", shown.output, re.M
     )
     assert re.search(r"^advice +levels=3 makes reads of 2.56 MiB \(passes 2-3\) and 10.1 MiB", shown.output, re.M)
-    assert not explain(10**9, 1024, levels=3).below_knee
+    assert not explain(10**9, 1024, n_piles="auto", levels=3).below_knee
     as_json = runner.invoke(
         cli,
         ["plan", "--rows", "1_000_000", "--row-bytes", "256", "--n-piles", "64", "--block-memory", "32MiB", "--json"],

@@ -52,8 +52,7 @@ class _Count(_CountBase):
 @click.option(
     "--n-piles",
     type=NPiles(),
-    help=f"Number of piles, or 'auto'.  [default: {DEFAULT_N_PILES}, or 'auto' when that many would not fit "
-    "--pile-memory]",
+    help=f"Number of piles, or 'auto', as a shuffle takes it.  [default: {DEFAULT_N_PILES}]",
 )
 @click.option(
     "--block-memory", default=DEFAULT_BLOCK_MEMORY, show_default=True, metavar="SIZE", help="Source read by a task."
