@@ -1,0 +1,182 @@
+"""One set of planning rules (plan/_rules.py): ``explain`` predicts the shuffle's piles and levels, or its error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pytest
+import zarr
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
+
+from daskshuffle import DaskShuffleError, explain, shuffle_zarr
+from daskshuffle.formats import read_metadata
+from daskshuffle.plan._level_plan import LevelPlan
+from daskshuffle.plan._options import DEFAULT_N_PILES
+from daskshuffle.plan._plan import auto_n_piles, block_rows
+from daskshuffle.plan._rules import choose_layout
+from daskshuffle.plan._scale import ScaleModel
+from daskshuffle.shuffle._run import _draw, _plan_within_budget
+
+
+def _outcome(call: Any) -> tuple[Any, DaskShuffleError | None]:
+    try:
+        return call(), None
+    except DaskShuffleError as error:
+        return None, error
+
+
+def _same_error(found: BaseException | None, expected: BaseException | None) -> None:
+    assert found is not None and expected is not None
+    assert (type(found), str(found), found.parameter) == (type(expected), str(expected), expected.parameter)  # type: ignore[attr-defined]
+
+
+def _levels(plan: Any) -> tuple[int, list[int]]:
+    return (plan.n_levels, plan.fanouts) if isinstance(plan, LevelPlan) else (1, [])
+
+
+def _predicted(model: ScaleModel) -> tuple[int, int, list[int]]:
+    return model.n_piles, model.levels, [model.n_super] * (model.levels - 1)
+
+
+@st.composite
+def _shuffles(draw: st.DrawFn) -> dict[str, Any]:
+    """The sizes of a shuffle small enough to draw its plan, with every kind of choice."""
+    n_rows = draw(st.integers(1, 200_000))
+    row_bytes = draw(st.integers(1, 512))
+    # At most 300 blocks, each of whole rows and a few bytes more (explain's blocks, as a shuffle cuts them).
+    rows_per_block = draw(st.integers(max(1, -(-n_rows // 300)), n_rows))
+    block_memory = rows_per_block * row_bytes + draw(st.integers(0, row_bytes - 1))
+    n_piles = draw(st.one_of(st.none(), st.just("auto"), st.integers(1, 3_000)))
+    # From a row to the whole data: piles that cannot fit, that fit barely, and that fit easily.
+    pile_memory = draw(st.integers(1, 2 * n_rows * row_bytes)) if draw(st.booleans()) else draw(st.integers(1, 2**20))
+    return {
+        "rows": n_rows,
+        "row_bytes": row_bytes,
+        "n_piles": n_piles,
+        "block_memory": block_memory,
+        "pile_memory": pile_memory,
+        "levels": draw(st.one_of(st.just("auto"), st.integers(1, 4))),
+        "min_read": draw(st.integers(1, 2**22)),
+        "storage": draw(st.sampled_from(["local", "object"])),
+        "seed": draw(st.integers(0, 2**32)),
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(_shuffles())
+def test_explain_predicts_the_shuffles_piles_levels_and_errors(case: dict[str, Any]) -> None:
+    n_rows, row_bytes, block_memory = case["rows"], case["row_bytes"], case["block_memory"]
+    n_piles, pile_memory, levels, storage = case["n_piles"], case["pile_memory"], case["levels"], case["storage"]
+    if n_piles == "auto" and row_bytes <= pile_memory:
+        # Keep the plans small (blocks x piles), and leave "auto" room for a few rows a pile: with room for
+        # one or two, the birthday problem makes it draw again until there are far more piles than rows.
+        assume(auto_n_piles(n_rows, row_bytes, pile_memory) <= 20_000 and pile_memory >= 8 * row_bytes)
+    step = block_rows(row_bytes, block_memory)
+    lengths = [min(step, n_rows - start) for start in range(0, n_rows, step)]  # the blocks explain assumes
+    model, predicted = _outcome(lambda: explain(**{k: v for k, v in case.items() if k != "seed"}))
+    plan, error = _outcome(
+        lambda: _plan_within_budget(
+            lengths,
+            DEFAULT_N_PILES if n_piles is None else n_piles,
+            case["seed"],
+            row_bytes,
+            pile_memory,
+            levels=levels,
+            block_nbytes=block_memory,
+            storage=storage,
+        )
+    )
+    event("refused" if predicted is not None else f"{model.levels if model else 0} levels")
+    if predicted is not None:
+        _same_error(error, predicted)
+        return
+    assert model is not None
+    if plan is not None and (plan.n_piles, *_levels(plan)) == _predicted(model):
+        return
+    # The only way to differ: the plan drawn for the predicted layout had a pile too large for pile_memory.
+    layout = choose_layout(
+        n_rows,
+        row_bytes,
+        len(lengths),
+        n_piles=DEFAULT_N_PILES if n_piles is None else n_piles,
+        pile_nbytes=pile_memory,
+        block_nbytes=block_memory,
+        levels=levels,
+        storage=storage,
+    )
+    assert (layout.n_piles, layout.levels, list(layout.fanouts)) == _predicted(model)
+    event("a drawn pile overflowed")
+    largest = int(_draw(lengths, layout, case["seed"]).pile_sizes.max()) * row_bytes
+    assert largest > pile_memory
+    if n_piles == "auto":
+        assert plan is not None and plan.n_piles > model.n_piles
+    else:
+        assert error is not None and "Got a planned pile of" in str(error)
+        assert model.overflow_probability > 0.0
+
+
+def test_a_given_number_of_piles_that_cannot_fit_is_refused_before_drawing() -> None:
+    """Refused whatever the seed; one that fits when equal is drawn, and refused only if its draw overflows."""
+    for seed in range(20):
+        _, error = _outcome(lambda seed=seed: _plan_within_budget([300_000], 512, seed, 72, 32 * 1024))
+        assert error is not None and "Got n_piles=512 instead, whose piles hold 42,188 bytes on average" in str(error)
+    # 600 rows a pile and room for 640: a drawn pile of more than 640 rows happens, often.
+    outcomes = [_outcome(lambda seed=seed: _plan_within_budget([6_000], 10, seed, 1, 640)) for seed in range(20)]
+    assert any(plan is not None for plan, _ in outcomes)
+    assert any(error is not None and "Got a planned pile of" in str(error) for _, error in outcomes)
+
+
+def test_auto_redraws_with_more_piles_and_chooses_levels_again() -> None:
+    layout = choose_layout(10**6, 100, 10_000, n_piles="auto", pile_nbytes=10**6, block_nbytes=10**4, levels="auto")
+    more = layout.after_overflow(2 * 10**6)
+    assert more.n_piles == max(layout.n_piles + 1, int(layout.n_piles * 1.1))
+    assert (
+        more.levels_asked == "auto"
+        and more.fanouts
+        == choose_layout(
+            10**6, 100, 10_000, n_piles=more.n_piles, pile_nbytes=10**6, block_nbytes=10**4, levels="auto"
+        ).fanouts
+    )
+
+
+def _make_source(path: Path, n_rows: int, row_floats: int, chunk_rows: int) -> str:
+    """One array of ``row_floats`` float64 a row: rows of ``8 * row_floats`` bytes."""
+    group = zarr.open_group(str(path), mode="w")
+    values = np.arange(n_rows * row_floats, dtype=np.float64).reshape(n_rows, row_floats)
+    group.create_array("x", shape=values.shape, chunks=(chunk_rows, row_floats), dtype=values.dtype)[...] = values
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "row_floats", "chunk_rows", "arguments"),
+    [
+        # Explain once predicted 873 piles here, and the shuffle (n_piles=512 by default) raised.
+        (300_000, 9, 50_000, {"pile_memory": "32KiB"}),
+        # Explain once quietly dropped to 2 levels here, and the shuffle raised.
+        (2_000, 9, 500, {"n_piles": 4, "levels": 3}),
+        # Both agree on piles and levels: "auto" piles in two levels ("auto") on a local disk.
+        (3_000, 2, 25, {"n_piles": "auto", "pile_memory": 3_000, "block_memory": 400, "storage": "local"}),
+        (3_000, 2, 25, {"n_piles": 16, "levels": 3, "block_memory": 800, "storage": "local"}),
+    ],
+)
+def test_a_shuffle_does_what_explain_predicts(
+    tmp_path: Path, n_rows: int, row_floats: int, chunk_rows: int, arguments: dict[str, Any]
+) -> None:
+    source = _make_source(tmp_path / "raw.zarr", n_rows, row_floats, chunk_rows)
+    storage: Literal["local", "object"] = arguments.pop("storage", "object")
+    model, predicted = _outcome(lambda: explain(n_rows, 8 * row_floats, storage=storage, **arguments))
+    dst = tmp_path / "piles.zarr"
+    result, error = _outcome(lambda: shuffle_zarr(source, dst, seed=0, **arguments))
+    if predicted is not None:
+        _same_error(error, predicted)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.zarr"], "refused before writing"
+        return
+    assert model is not None and result is not None, error
+    metadata = read_metadata(str(dst))
+    assert metadata is not None
+    levels = metadata.get("levels", {"n_levels": 1, "fanouts": []})
+    assert (result.n_piles, levels["n_levels"], levels["fanouts"]) == _predicted(model)
+    assert model.levels > 1, "a case of several levels"
