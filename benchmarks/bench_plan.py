@@ -3,8 +3,8 @@
     python benchmarks/bench_plan.py
 
 First, ``daskshuffle.explain`` for 1 KiB rows at 1 GiB, 100 GiB, 1 TiB, 10 TiB and
-100 TiB with the defaults (512 piles or as many as 256 MiB piles need, 64 MiB
-blocks, pieces on object storage, 100 tasks at a time): levels, tasks, reads
+100 TiB with the defaults (512 piles, or ``n_piles="auto"`` where 512 piles would
+not fit the default 256 MiB; 64 MiB blocks, pieces on object storage, 100 tasks at a time): levels, tasks, reads
 and their size, the plan on the client and the request latency of the reads.
 Then what planning costs the client, timed with its peak memory (``tracemalloc``):
 the planning a shuffle runs (levels as ``levels="auto"`` picks them on object
@@ -95,7 +95,8 @@ def main() -> None:
         ("10 TiB", 10 * 2**40),
         ("100 TiB", 100 * 2**40),
     ):
-        m = daskshuffle.explain(size // 1024, 1024, workers=args.workers)
+        n_piles = None if size // 512 <= 256 * 2**20 else "auto"  # 512 piles, where they fit 256 MiB
+        m = daskshuffle.explain(size // 1024, 1024, n_piles=n_piles, workers=args.workers)
         second = f"{m.n_first_reads:,} of {_size(m.first_read_nbytes)}" if m.levels > 1 else "-"
         fast, slow = (m.latency_seconds(latency) for latency in (0.010, 0.050))
         print(

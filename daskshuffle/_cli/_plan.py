@@ -14,9 +14,9 @@ from ._common import NPiles, cli, reported
 
 EXAMPLES_PLAN = """\b
 Examples:
-  daskshuffle plan --rows 1e9 --row-bytes 1KiB
-  daskshuffle plan --rows 1e10 --row-bytes 256 --block-memory 1GiB --workers 200
-  daskshuffle plan --rows 1e9 --row-bytes 1KiB --json | jq .n_reads
+  daskshuffle plan --rows 1e8 --row-bytes 1KiB
+  daskshuffle plan --rows 1e10 --row-bytes 256 --n-piles auto --block-memory 1GiB --workers 200
+  daskshuffle plan --rows 1e9 --row-bytes 1KiB --n-piles auto --json | jq .n_reads
 """
 
 
