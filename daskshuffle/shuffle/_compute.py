@@ -128,8 +128,13 @@ def _wait_for_feeds(client: Any, running: int, timeout: float = 2.0) -> None:
         time.sleep(0.02)
 
 
-def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
-    """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar."""
+def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: bool = False) -> Any:
+    """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar.
+
+    Without a distributed client, the tasks run on threads of this process: one
+    a core, or :data:`REMOTE_THREADS` (``remote``) when they mostly wait for an
+    object store, whose requests take tens of milliseconds each.
+    """
     result = Delayed(key, graph)
     client = _active_client()
     if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
@@ -147,13 +152,16 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
         return _compute_locally(result, progress)  # the scheduler the caller configured
     # Threads of our own, joined before returning: after a failure, no task may
     # still be writing while the caller removes the pieces.
-    with ThreadPoolExecutor(CPU_COUNT, thread_name_prefix="daskshuffle") as pool:
+    threads = max(CPU_COUNT, REMOTE_THREADS) if remote else CPU_COUNT
+    with ThreadPoolExecutor(threads, thread_name_prefix="daskshuffle") as pool:
         try:
             return _compute_locally(result, progress, scheduler="threads", pool=pool)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+#: Threads of the local scheduler for a shuffle that reads or writes object storage.
+REMOTE_THREADS = 16
 #: How long a failed run waits for its cancelled tasks that are still running to stop.
 STOP_TIMEOUT = 300.0
 

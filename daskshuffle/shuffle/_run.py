@@ -374,7 +374,7 @@ def _write(
                 fmt.prepare_pieces(pieces)
             if manifest is not None:
                 manifest.mark(_CREATED)
-        compute(graph, key, progress=options.progress)
+        compute(graph, key, progress=options.progress, remote=_paths.is_url(target) or _paths.is_url(tmp))
         fmt.finalize_destination(target, {**metadata, "complete": True})
     except KeyboardInterrupt:
         if not resumable:
