@@ -489,3 +489,18 @@ def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: st
     with pytest.raises(IndexError, match=r"Expected positions 0:4 of segment 0's order. Got an order of 3"):
         list(gather_batches(reader, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
     reader.close()
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_a_peek_costs_no_rows(store: str, world_size: int) -> None:
+    """``peek`` gives the next batch and leaves it to the next iteration; ``next(iter(...))`` takes it."""
+    with PileLoader(store, batch_size=BATCH, seed=SEED, rank=world_size - 1, world_size=world_size) as loader:
+        peeked = loader.peek()
+        assert loader.state_dict()["batches"] == 0
+        epoch = list(loader)
+        assert np.array_equal(peeked["id"], epoch[0]["id"])
+        with PileLoader(store, batch_size=BATCH, seed=SEED, rank=world_size - 1, world_size=world_size) as fresh:
+            assert np.array_equal(ids_of(epoch), ids_of(fresh))  # every row of the epoch, none lost to the peek
+        taken = next(iter(loader))  # epoch 1's first batch, taken: the next iteration starts after it
+        rest = list(loader)
+        assert len(rest) == len(loader) - 1 and not np.isin(taken["id"], ids_of(rest)).any()

@@ -445,6 +445,31 @@ class PileLoader:
             if close is not None:
                 close()  # stops its reads, unless they read ahead for the next epoch
 
+    def peek(self) -> Any:
+        """The batch that comes next, without moving the loader's position.
+
+        Iterating continues where the last iteration stopped, so a batch taken
+        with ``next(iter(loader))`` is one the next ``for`` does not yield;
+        ``peek`` reads the same batch through a range of its own (its pile is
+        read for it) and leaves the position as it was.
+
+        Examples
+        --------
+        >>> loader = PileLoader("piles.zarr", batch_size=100, seed=0)
+        >>> first = loader.peek()
+        >>> batches = list(loader)
+        >>> len(batches), bool((first["id"] == batches[0]["id"]).all())
+        (10, True)
+        """
+        epoch, batch = self._position()
+        batches = self.iter_batches(epoch, batch, batch + 1)
+        try:
+            return next(iter(batches))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
     def set_epoch(self, epoch: int) -> None:
         """Start the next iteration at the beginning of ``epoch``.
 
