@@ -11,6 +11,8 @@ rounds, one table of medians:
 - ``loader model``: one ``PileLoader`` epoch (``--batch-size``, ``--prefetch``,
   ``--work-ms`` of sleep per batch as a training step) from
   ``s3model://bench/piles.zarr``, with the requests it made;
+- ``loader model, cached``: the same epoch with ``cache=`` a local directory that an
+  epoch before the rounds filled (an epoch after the first);
 - ``loader local``: the same epoch from local disk;
 - ``cat local``: every file of the local pile store read once by 8 threads.
 
@@ -47,11 +49,18 @@ BUCKET = "bench"
 LAST_EPOCH: dict[str, float] = {}
 
 
-def epoch(store: str, storage_options: dict[str, Any] | None, batch_size: int, prefetch: Any, work_s: float) -> int:
+def epoch(
+    store: str,
+    storage_options: dict[str, Any] | None,
+    batch_size: int,
+    prefetch: Any,
+    work_s: float,
+    cache: Path | None = None,
+) -> int:
     rows, peak = 0, 0
     began = time.perf_counter()
     with daskshuffle.PileLoader(
-        store, batch_size=batch_size, seed=0, prefetch=prefetch, storage_options=storage_options
+        store, batch_size=batch_size, seed=0, prefetch=prefetch, cache=cache, storage_options=storage_options
     ) as loader:
         reader = loader._piles.reader
         for batch in loader:
@@ -122,6 +131,9 @@ def main() -> None:
         table: dict[str, Callable[[], Any]] = {
             "cat model": lambda: cat_model(fs, model_files),
             "loader model": lambda: epoch(url, options, args.batch_size, prefetch, args.work_ms / 1e3),
+            "loader model, cached": lambda: epoch(
+                url, options, args.batch_size, prefetch, args.work_ms / 1e3, cache=work / "cache"
+            ),
             "loader local": lambda: epoch(
                 str(work / "piles.zarr"), None, args.batch_size, prefetch, args.work_ms / 1e3
             ),
@@ -142,6 +154,8 @@ def main() -> None:
                 args.n_piles,
             )
         extra: dict[str, dict[str, float]] = {}
+        # The cache's first epoch fills it; the rounds time the epochs after it.
+        epoch(url, options, args.batch_size, prefetch, 0.0, cache=work / "cache")
         times: dict[str, list[float]] = {name: [] for name in table}
         requests: dict[str, dict[str, int]] = {}
         load_before = os.getloadavg()[0]
@@ -171,6 +185,7 @@ def main() -> None:
         ratios = {
             "loader model": ("cat model", "loader local"),
             "loader local": ("cat local",),
+            "loader model, cached": ("loader local",),
             "cat model": ("cat local",),
             "shuffle model": ("shuffle local",),
             "shuffle model, tmp local": ("shuffle local",),

@@ -41,10 +41,12 @@ if TYPE_CHECKING:
     from .shuffle._shuffle import shuffle_zarr
     from .shuffle._verify import VerifyResult, verify
     from .shuffle._xarray import shuffle_xarray
+    from .storage._cache import Cache
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "Cache": ".storage._cache",
     "EpochShuffler": ".loader._epochs",
     "Generation": ".shuffle._generations",
     "append": ".shuffle._generations",
@@ -67,6 +69,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "Cache",
     "CorruptPileStoreError",
     "DaskShuffleError",
     "DaskShuffleTypeError",

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
 from ..plan._plan import fingerprint, group_piles
+from ..storage._cache import Cache
 from ..storage._paths import is_url
 
 __all__ = [
@@ -346,6 +347,15 @@ class PileReader(ABC, Generic[Rows]):
 
     def forget(self, start: int, stop: int) -> None:
         """Drop what :meth:`fetch` started for rows ``start:stop`` and was not read; by default nothing."""
+
+    #: Whether :meth:`use_cache` keeps the store's files on a local disk (a remote store of a kind that can).
+    caches: bool = False
+
+    def use_cache(self, cache: Cache) -> None:
+        """Keep the files read from now on in ``cache``, and read them from there when they are in it.
+
+        Only where :attr:`caches`; by default nothing.
+        """
 
     @property
     def fetched_nbytes(self) -> int:

@@ -34,6 +34,7 @@ from ..formats import PileReader
 from ..plan._epoch_plan import BatchPlan
 from ..plan._orders import OrderName, parse_order
 from ..plan._streams import Stream
+from ..storage._cache import Cache, parse_cache
 from ._batches import Allocate
 from ._lanes import check_lanes, lane_batches
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
@@ -178,6 +179,13 @@ class PileLoader:
         and nulls as they are.
     progress : bool, default False
         Show a progress bar over each epoch.
+    cache : path or Cache, optional
+        A directory on a local disk (or a :class:`~daskshuffle.Cache`, which
+        also sets its size limit, 10 GiB by default) where the files read from
+        a remote Zarr pile store are kept: later epochs read them from there.
+        Each file is checked as it is read (a damaged one is fetched again);
+        a rank keeps only the files of its own piles; loaders on one machine
+        may share the directory. A local store is read as it is.
     storage_options : dict, optional
         Passed to fsspec for URLs.
 
@@ -234,6 +242,7 @@ class PileLoader:
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
         progress: bool = False,
+        cache: str | os.PathLike[str] | Cache | None = None,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         batch_size = parse_positive_int(batch_size, "batch_size")
@@ -253,6 +262,9 @@ class PileLoader:
         path, reader, mixture = open_loader_store(
             store, chosen, storage_options, batch_format, order_name, piles_in_memory
         )
+        chosen_cache = parse_cache(cache)
+        if chosen_cache is not None:
+            reader.use_cache(chosen_cache)
         metadata = reader.metadata
         self.settings = LoaderSettings(
             batch_size=batch_size,
