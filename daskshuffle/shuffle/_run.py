@@ -8,9 +8,10 @@ source as a format, parse their common arguments into
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,7 +23,7 @@ from ..formats import read_metadata
 from ..formats._base import FORMAT_VERSION, Format
 from ..plan._level_plan import LevelPlan, make_level_plan
 from ..plan._levels import auto_levels, fanout_for
-from ..plan._options import ShuffleOptions
+from ..plan._options import ShuffleOptions, parse_shuffle_options
 from ..plan._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
 from ..storage import _paths
 from ..storage._lock import exclusive
@@ -30,7 +31,7 @@ from ..storage._manifest import Manifest as _Manifest
 from ._compute import compute
 from ._graph import level_tmp, shuffle_graph
 
-__all__ = ["ShuffleResult", "check_destination", "run_shuffle"]
+__all__ = ["ShuffleResult", "check_destination", "run_shuffle", "shuffle_options"]
 
 _TMP_SUFFIX = ".daskshuffle-tmp"
 #: Where a store is built before it takes the destination's place.
@@ -83,6 +84,21 @@ class ShuffleResult:
             + (f", variables={self.variables}" if self.variables else "")
             + f", {self.n_tasks} tasks, {self.seconds:.1f} s>"
         )
+
+
+def shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:
+    """A public shuffle's common arguments, checked, with ``dst`` and ``tmp`` absolute.
+
+    Paths are resolved here, on the client, before any task is built: the
+    workers of a cluster may run in any directory, where a relative path names
+    something else (or nothing).
+    """
+    options = parse_shuffle_options(arguments, **given)
+    return dataclasses.replace(
+        options,
+        dst=_paths.normalize(options.dst),
+        tmp=_paths.normalize(options.tmp) if options.tmp is not None else None,
+    )
 
 
 def _plan_within_budget(

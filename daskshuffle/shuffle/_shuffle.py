@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._parse import parse_variables
-from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
-from ._run import ShuffleResult, run_shuffle
+from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
+from ._run import ShuffleResult, run_shuffle, shuffle_options
 
 if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
     from ..formats._zarr import SourceLike
@@ -114,7 +114,7 @@ def shuffle_zarr(
     >>> result.n_rows, result.n_piles, result.variables
     (1000, 8, ['id', 'x', 'y'])
     """
-    options = parse_shuffle_options(locals())
+    options = shuffle_options(locals())
     chosen = parse_variables(variables)
     from ..formats._zarr import open_zarr_sources
 
