@@ -29,7 +29,7 @@ from ..formats._text_source import Lines
 from ..plan._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory
 from ..storage import _paths
 from ._compute import map_tasks
-from ._run import ShuffleResult, check_destination, run_shuffle, shuffle_options
+from ._run import ShuffleResult, check_destination, check_workers_reach, run_shuffle, shuffle_options
 
 __all__ = ["shuffle_lines"]
 
@@ -250,7 +250,10 @@ def shuffle_lines(
     )
     # Counting reads the whole input: check the destination first.
     for path in paths:
-        check_destination(source.describe(), path, tmp, overwrite=options.overwrite, storage_options=storage_options)
+        check_destination(
+            source.describe(), path, tmp, overwrite=options.overwrite, storage_options=storage_options, workers=False
+        )
+    check_workers_reach({"dst": paths[0], "tmp": _paths.scratch(paths[0], "", tmp)})
     _paths.remove(spool, storage_options)
     try:
         source = _decompress(source, spool, storage_options, progress)
