@@ -47,8 +47,8 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
         return source
     if not isinstance(source, str | os.PathLike):
         raise DaskShuffleTypeError(
-            "Expected src to be a path or URL, a zarr.Group, a zarr.Array or a list of them. "
-            f"Got {type(source).__name__} instead."
+            "Expected src to be a path or URL, a zarr.Group, a zarr.Array or a list of them, a dask array, or a "
+            f"dict of dask arrays. Got {type(source).__name__} instead."
         )
     if not exists(source, storage_options):
         raise SourceNotFoundError(

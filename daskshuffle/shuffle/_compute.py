@@ -24,7 +24,15 @@ from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
 from dask.utils import format_time
 
-__all__ = ["array_inputs", "compute", "describe_partitions", "is_dask_dataframe", "map_tasks", "workers_not_seeing"]
+__all__ = [
+    "array_inputs",
+    "compute",
+    "describe_partitions",
+    "is_dask_array",
+    "is_dask_dataframe",
+    "map_tasks",
+    "workers_not_seeing",
+]
 
 #: The width of dask's and distributed's text bars, which the final line matches.
 _BAR_WIDTH = 40
@@ -252,6 +260,12 @@ def _compute_collection(collection: Any) -> Any:
     return collection.compute()
 
 
+def is_dask_array(value: object) -> bool:
+    import dask.array as da
+
+    return isinstance(value, da.Array)
+
+
 def is_dask_dataframe(value: object) -> bool:
     import dask.dataframe as dd
 
@@ -287,12 +301,13 @@ def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:
 def array_inputs(arrays: dict[str, Any], lengths: Sequence[int]) -> tuple[dict[Any, Any], list[Any]]:
     """The graph and keys of blocks of dask arrays that share axis 0, cut at ``lengths``.
 
-    Each block's value is ``{name: numpy array}`` with every axis but the first whole.
+    Each block's value is ``{name: numpy array}`` with every axis but the first whole;
+    each task of the arrays' graphs runs once, whatever the arrays share.
     """
     names = list(arrays)
-    per_array = []
-    for array in arrays.values():
-        chunks = (tuple(lengths), *((size,) for size in array.shape[1:]))
-        per_array.append(array.rechunk(chunks).to_delayed().reshape(len(lengths), -1)[:, 0])
+    cut = [array.rechunk((tuple(lengths), *((size,) for size in array.shape[1:]))) for array in arrays.values()]
+    # Not optimized: dask's blockwise fusion would copy what the arrays share (a source
+    # they are all computed from) into each of them, computing every block of it again.
+    per_array = [array.to_delayed(optimize_graph=False).reshape(len(lengths), -1)[:, 0] for array in cut]
     blocks = [delayed(_gather_arrays)(names, *[parts[index] for parts in per_array]) for index in range(len(lengths))]
     return _graph_of(blocks), [block.key for block in blocks]
