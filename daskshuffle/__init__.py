@@ -2,7 +2,7 @@
 
 >>> import daskshuffle as ds
 >>> ds.shuffle_zarr("raw.zarr", "shuffled.zarr", n_piles=8, seed=0)
-<ShuffleResult pile store 'shuffled.zarr': 1,000 rows in 8 piles ...>
+<ShuffleResult pile store '...shuffled.zarr': 1,000 rows in 8 piles ...>
 
 Names are imported on first use, so ``import daskshuffle`` is cheap and the
 pure layers (the plan) can be used without loading dask or zarr. To export a

@@ -8,29 +8,31 @@ source as a format, parse their common arguments into
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError
+from .._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError, StorageNotFoundError
 from ..formats import read_metadata
 from ..formats._base import FORMAT_VERSION, Format
 from ..plan._level_plan import LevelPlan, make_level_plan
 from ..plan._levels import auto_levels, fanout_for
-from ..plan._options import ShuffleOptions
+from ..plan._options import ShuffleOptions, parse_shuffle_options
 from ..plan._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
 from ..storage import _paths
 from ..storage._lock import exclusive
 from ..storage._manifest import Manifest as _Manifest
-from ._compute import compute
+from ._compute import compute, workers_not_seeing
 from ._graph import level_tmp, shuffle_graph
 
-__all__ = ["ShuffleResult", "check_destination", "run_shuffle"]
+__all__ = ["ShuffleResult", "check_destination", "check_workers_reach", "run_shuffle", "shuffle_options"]
 
 _TMP_SUFFIX = ".daskshuffle-tmp"
 #: Where a store is built before it takes the destination's place.
@@ -83,6 +85,21 @@ class ShuffleResult:
             + (f", variables={self.variables}" if self.variables else "")
             + f", {self.n_tasks} tasks, {self.seconds:.1f} s>"
         )
+
+
+def shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:
+    """A public shuffle's common arguments, checked, with ``dst`` and ``tmp`` absolute.
+
+    Paths are resolved here, on the client, before any task is built: the
+    workers of a cluster may run in any directory, where a relative path names
+    something else (or nothing).
+    """
+    options = parse_shuffle_options(arguments, **given)
+    return dataclasses.replace(
+        options,
+        dst=_paths.normalize(options.dst),
+        tmp=_paths.normalize(options.tmp) if options.tmp is not None else None,
+    )
 
 
 def _plan_within_budget(
@@ -154,6 +171,40 @@ def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:
     return runs
 
 
+def _existing_directory(path: str) -> str:
+    """The directory of the local ``path``, or its nearest ancestor that exists (the shuffle makes the rest)."""
+    directory = os.path.dirname(path)
+    while directory and not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def check_workers_reach(paths: dict[str, str]) -> None:
+    """Refuse local paths (``{parameter: path}``) that the cluster's workers do not see, before anything runs there.
+
+    The workers write the pieces and the store: on a cluster of several
+    machines, a local path is only good on a filesystem they all share.
+    """
+    checked: set[str] = set()
+    for name, path in paths.items():
+        if _paths.is_url(path):
+            continue
+        directory = _existing_directory(path)
+        if directory in checked:
+            continue
+        checked.add(directory)
+        missing = workers_not_seeing(directory)
+        if missing:
+            raise StorageNotFoundError(
+                f"Expected every worker of the cluster to see the directory of {name}, {directory!r}. Got "
+                f"{len(missing)} worker{'s' if len(missing) != 1 else ''} ({', '.join(missing[:3])}"
+                f"{', ...' if len(missing) > 3 else ''}) that cannot instead; the cluster needs a shared filesystem "
+                "(mounted at the same path on the client and every worker) or object storage (s3://, gs://, ...) "
+                f"for {name}.",
+                parameter=name,
+            )
+
+
 def check_destination(
     sources: Sequence[str],
     dst: str,
@@ -161,11 +212,14 @@ def check_destination(
     *,
     overwrite: bool,
     storage_options: dict[str, Any] | None,
+    workers: bool = True,
 ) -> str:
     """Check that ``dst`` and the scratch space may be written; return the scratch directory.
 
     The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
     named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
+    With ``workers``, the workers of the active cluster must see both
+    (:func:`check_workers_reach`).
     """
     for source in sources:
         if _paths.overlaps(dst, source):
@@ -186,6 +240,8 @@ def check_destination(
                 f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
             )
     _paths.check_location(tmp, storage_options, "tmp")
+    if workers:
+        check_workers_reach({"dst": dst, "tmp": tmp})
     return tmp
 
 
