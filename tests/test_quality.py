@@ -90,8 +90,11 @@ def test_the_piles_order_is_what_a_real_loader_yields(tmp_path: Path) -> None:
     with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100) as loader:
         loader.set_epoch(1)
         yielded = np.concatenate([batch["id"] for batch in loader])
+        k = loader.settings.piles_in_memory
+    assert k == 4  # by default ceil(sqrt(2 * 8)) piles mixed: all that 64 MiB holds, enough for independent epochs
     block_rows = 100  # 2,600-byte blocks of 26-byte rows
-    np.testing.assert_array_equal(yielded, orders.piles(3_000, 8, seed=5, epoch=1, block_rows=block_rows))
+    reference = orders.piles(3_000, 8, seed=5, epoch=1, block_rows=block_rows, piles_in_memory=k)
+    np.testing.assert_array_equal(yielded, reference)
 
 
 @given(st.integers(1, 3_000), st.integers(1, 300), st.integers(0, 2**20))

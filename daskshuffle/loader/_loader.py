@@ -31,17 +31,32 @@ from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._progress import Progress
 from ..formats import PileReader
-from ..plan._epoch_plan import BatchPlan
+from ..plan._epoch_plan import BatchPlan, piles_for_budget
 from ..plan._orders import OrderName, parse_order
 from ..plan._streams import Stream
 from ._batches import Allocate
 from ._lanes import check_lanes, lane_batches
-from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
+from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_piles_in_memory, parse_rank
 from ._mix import check_streams, loader_units, open_loader_store
 from ._prefetch import Prefetcher, Read, ShuffledPiles, parse_prefetch, prefetched_batches
 from ._rank_share import RankShare
 
 __all__ = ["LoaderSettings", "PileLoader"]
+
+
+def _row_nbytes(reader: PileReader[Any]) -> float:
+    """Bytes a row of ``reader`` takes in memory: from the dtypes, or from a sample of rows where sizes vary."""
+    arrays = reader.as_arrays(reader.read_rows(0, 0))
+    if arrays is not None and all(values.dtype.kind != "O" for values in arrays.values()):
+        return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in arrays.values()))
+    n_rows = min(reader.n_rows, 256)
+    rows = reader.read_rows(0, n_rows)
+    arrays = reader.as_arrays(rows)
+    if arrays is not None:
+        nbytes = sum(int(values.nbytes) for values in arrays.values())
+    else:
+        nbytes = int(getattr(rows, "nbytes", 0))  # a pyarrow Table
+    return nbytes / max(n_rows, 1)
 
 
 def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
@@ -224,7 +239,7 @@ class PileLoader:
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
-        piles_in_memory: int = 1,
+        piles_in_memory: int | str = "auto",
         n_lanes: int | None = None,
         order: OrderName = "piles",
         shuffle_block_size: int | None = None,
@@ -240,20 +255,24 @@ class PileLoader:
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
-        piles_in_memory = parse_positive_int(piles_in_memory, "piles_in_memory")
+        given, budget = parse_piles_in_memory(piles_in_memory)
         lanes = None if n_lanes is None else check_lanes(n_lanes, world_size, batch_size, batch_format)
         order_name, options = parse_order(
             order,
             {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length},
-            piles_in_memory,
+            given or 1,
         )
         self._prefetch, read_ahead = parse_prefetch(prefetch)
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
-        path, reader, mixture = open_loader_store(
-            store, chosen, storage_options, batch_format, order_name, piles_in_memory
-        )
+        path, reader, mixture = open_loader_store(store, chosen, storage_options, batch_format, order_name, given or 1)
         metadata = reader.metadata
+        if given is not None:
+            piles_in_memory = given
+        elif order_name == "piles" and mixture is None:
+            piles_in_memory = piles_for_budget(np.diff(reader.pile_offsets), _row_nbytes(reader), budget)
+        else:
+            piles_in_memory = 1  # the other orders hold what their options say; a mixture holds a pile at a time
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
