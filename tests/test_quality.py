@@ -197,3 +197,17 @@ def test_the_piles_order_with_groups_is_what_a_real_loader_yields(tmp_path: Path
             yielded = np.concatenate([batch["id"] for batch in loader])
         reference = orders.piles(3_000, 8, seed=5, epoch=2, block_rows=100, piles_in_memory=k)
         np.testing.assert_array_equal(yielded, reference)
+
+
+def test_the_report_of_a_loader_says_when_its_budget_holds_too_few_piles(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
+    daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 30, seed=5)
+    for piles_in_memory, advised in (("auto", False), ("2KiB", True), (1, True)):
+        with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, piles_in_memory=piles_in_memory) as loader:
+            yielded = np.concatenate([batch["id"] for batch in loader])
+            table = quality.report(yielded, batch_size=100, loader=loader)
+        epochs = table[table["metric"] == "epoch independence"].iloc[0]
+        assert (epochs["verdict"] == "not uniform") == advised
+        assert ("advice" in table.attrs) == advised
+        if advised:
+            assert "EpochShuffler" in quality.summary(table) and "30 piles" in table.attrs["advice"]

@@ -96,7 +96,7 @@ class PileLoader:
         pile (and the sampled part of a pile) is read and shuffled as a pile
         of its own, in its own place of the epoch. The stores must be of one
         kind with the same variables and dtypes (checked before any row is
-        read), with ``order="piles"`` and ``piles_in_memory=1``.
+        read), with ``order="piles"``, one pile at a time.
     batch_size : int
         Rows per batch.
     seed : int, optional
@@ -119,14 +119,22 @@ class PileLoader:
         ``world_size`` that divides ``n_lanes``, and a state saved with one
         world size loads with another. A rank then holds ``n_lanes /
         world_size`` piles at once. numpy batches only.
-    piles_in_memory : int, default 1
+    piles_in_memory : int or str, default "auto"
         Piles shuffled together: each epoch deals the piles into groups of
         this many, afresh, and reads and shuffles each group as one pile.
-        With 1, a pile's rows stay together from epoch to epoch (rows that
-        shared a batch meet again far more often than with independent
-        shuffles: ``daskshuffle.quality`` measures it); with ``k`` that excess
-        falls about ``k``-fold, for ``k`` times the memory. Only with
-        ``order="piles"``.
+        With 1, a pile's rows stay together from epoch to epoch: rows that
+        shared a batch meet again about ``n_piles`` times as often as with
+        independent shuffles (``daskshuffle.quality`` measures it); with
+        ``k``, about ``n_piles / k**2 + 1`` times, for ``k`` times the memory
+        (and ``prefetch + 1`` groups held at once). ``"auto"`` holds as many
+        of the largest pile (of the variables read) as 64 MiB holds, but no
+        more than ``ceil(sqrt(2 * n_piles))``, which is already within 2x of
+        independent epochs; a size such as ``"1GiB"`` sets that budget. The
+        number chosen is ``settings.piles_in_memory``, and goes into the
+        state. Piles larger than the budget are read one at a time, as with
+        1: ``quality.report(..., loader=loader)`` then says so. Only with
+        ``order="piles"`` and one store; ``"auto"`` is 1 with the other
+        orders and with several stores.
     order : str, default "piles"
         The order of each epoch, one of the names below; piles
         play the part of MosaicML Streaming's shards and of tf.data's files,
