@@ -31,18 +31,33 @@ from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._progress import Progress
 from ..formats import PileReader
-from ..plan._epoch_plan import BatchPlan
+from ..plan._epoch_plan import BatchPlan, piles_for_budget
 from ..plan._orders import OrderName, parse_order
 from ..plan._streams import Stream
 from ..storage._cache import Cache, parse_cache
 from ._batches import Allocate
 from ._lanes import check_lanes, lane_batches
-from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
+from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_piles_in_memory, parse_rank
 from ._mix import check_streams, loader_units, open_loader_store
 from ._prefetch import Prefetcher, Read, ShuffledPiles, parse_prefetch, prefetched_batches
 from ._rank_share import RankShare
 
 __all__ = ["LoaderSettings", "PileLoader"]
+
+
+def _row_nbytes(reader: PileReader[Any]) -> float:
+    """Bytes a row of ``reader`` takes in memory: from the dtypes, or from a sample of rows where sizes vary."""
+    arrays = reader.as_arrays(reader.read_rows(0, 0))
+    if arrays is not None and all(values.dtype.kind != "O" for values in arrays.values()):
+        return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in arrays.values()))
+    n_rows = min(reader.n_rows, 256)
+    rows = reader.read_rows(0, n_rows)
+    arrays = reader.as_arrays(rows)
+    if arrays is not None:
+        nbytes = sum(int(values.nbytes) for values in arrays.values())
+    else:
+        nbytes = int(getattr(rows, "nbytes", 0))  # a pyarrow Table
+    return nbytes / max(n_rows, 1)
 
 
 def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
@@ -82,7 +97,7 @@ class PileLoader:
         pile (and the sampled part of a pile) is read and shuffled as a pile
         of its own, in its own place of the epoch. The stores must be of one
         kind with the same variables and dtypes (checked before any row is
-        read), with ``order="piles"`` and ``piles_in_memory=1``.
+        read), with ``order="piles"``, one pile at a time.
     batch_size : int
         Rows per batch.
     seed : int, optional
@@ -105,14 +120,22 @@ class PileLoader:
         ``world_size`` that divides ``n_lanes``, and a state saved with one
         world size loads with another. A rank then holds ``n_lanes /
         world_size`` piles at once. numpy batches only.
-    piles_in_memory : int, default 1
+    piles_in_memory : int or str, default "auto"
         Piles shuffled together: each epoch deals the piles into groups of
         this many, afresh, and reads and shuffles each group as one pile.
-        With 1, a pile's rows stay together from epoch to epoch (rows that
-        shared a batch meet again far more often than with independent
-        shuffles: ``daskshuffle.quality`` measures it); with ``k`` that excess
-        falls about ``k``-fold, for ``k`` times the memory. Only with
-        ``order="piles"``.
+        With 1, a pile's rows stay together from epoch to epoch: rows that
+        shared a batch meet again about ``n_piles`` times as often as with
+        independent shuffles (``daskshuffle.quality`` measures it); with
+        ``k``, about ``n_piles / k**2 + 1`` times, for ``k`` times the memory
+        (and ``prefetch + 1`` groups held at once). ``"auto"`` holds as many
+        of the largest pile (of the variables read) as 64 MiB holds, but no
+        more than ``ceil(sqrt(2 * n_piles))``, which is already within 2x of
+        independent epochs; a size such as ``"1GiB"`` sets that budget. The
+        number chosen is ``settings.piles_in_memory``, and goes into the
+        state. Piles larger than the budget are read one at a time, as with
+        1: ``quality.report(..., loader=loader)`` then says so. Only with
+        ``order="piles"`` and one store; ``"auto"`` is 1 with the other
+        orders and with several stores.
     order : str, default "piles"
         The order of each epoch, one of the names below; piles
         play the part of MosaicML Streaming's shards and of tf.data's files,
@@ -232,7 +255,7 @@ class PileLoader:
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
-        piles_in_memory: int = 1,
+        piles_in_memory: int | str = "auto",
         n_lanes: int | None = None,
         order: OrderName = "piles",
         shuffle_block_size: int | None = None,
@@ -249,23 +272,27 @@ class PileLoader:
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
-        piles_in_memory = parse_positive_int(piles_in_memory, "piles_in_memory")
+        given, budget = parse_piles_in_memory(piles_in_memory)
         lanes = None if n_lanes is None else check_lanes(n_lanes, world_size, batch_size, batch_format)
         order_name, options = parse_order(
             order,
             {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length},
-            piles_in_memory,
+            given or 1,
         )
         self._prefetch, read_ahead = parse_prefetch(prefetch)
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
-        path, reader, mixture = open_loader_store(
-            store, chosen, storage_options, batch_format, order_name, piles_in_memory
-        )
+        path, reader, mixture = open_loader_store(store, chosen, storage_options, batch_format, order_name, given or 1)
         chosen_cache = parse_cache(cache)
         if chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
+        if given is not None:
+            piles_in_memory = given
+        elif order_name == "piles" and mixture is None:
+            piles_in_memory = piles_for_budget(np.diff(reader.pile_offsets), _row_nbytes(reader), budget)
+        else:
+            piles_in_memory = 1  # the other orders hold what their options say; a mixture holds a pile at a time
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
