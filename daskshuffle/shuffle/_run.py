@@ -26,7 +26,7 @@ from ..plan._level_plan import LevelPlan, make_level_plan
 from ..plan._levels import auto_levels, fanout_for
 from ..plan._options import ShuffleOptions, parse_shuffle_options
 from ..plan._plan import Plan, ShuffleSettings, auto_n_piles, fingerprint, make_plan
-from ..storage import _paths
+from ..storage import _leftovers, _paths
 from ..storage._lock import exclusive
 from ..storage._manifest import Manifest as _Manifest
 from ._compute import compute, workers_not_seeing
@@ -34,9 +34,9 @@ from ._graph import level_tmp, shuffle_graph
 
 __all__ = ["ShuffleResult", "check_destination", "check_workers_reach", "run_shuffle", "shuffle_options"]
 
-_TMP_SUFFIX = ".daskshuffle-tmp"
+_TMP_SUFFIX = _leftovers.TMP_SUFFIX
 #: Where a store is built before it takes the destination's place.
-_NEW_SUFFIX = ".daskshuffle-new"
+_NEW_SUFFIX = _leftovers.NEW_SUFFIX
 #: The manifest of finished tasks, inside the scratch directory.
 _MANIFEST = "_done"
 #: The manifest's mark that the store and the pieces' directories were created.
@@ -315,7 +315,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     other failure removes what the run built.
     """
     began = time.perf_counter()
-    dst, materialize, storage_options = options.dst, options.materialize, options.storage_options
+    dst, storage_options = options.dst, options.storage_options
     resumable = not fmt.places_itself and bool(fmt.describe_source())
     tmp = check_destination(
         fmt.describe_source(),
@@ -324,6 +324,21 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
         storage_options=storage_options,
     )
+    # What is at dst decides what this run does: it is looked at once no other run can change it.
+    with exclusive(dst, storage_options):
+        result, n_tasks = _run_locked(fmt, options, variables, tmp=tmp, resumable=resumable, began=began)
+    if options.verify and n_tasks:
+        from ._verify import verify
+
+        verify(dst, storage_options=storage_options, block_memory=options.block_nbytes, progress=options.progress)
+    return result
+
+
+def _run_locked(
+    fmt: Format[Any], options: ShuffleOptions, variables: list[str], *, tmp: str, resumable: bool, began: float
+) -> tuple[ShuffleResult, int]:
+    """Plan and write, the lock of dst held; the result and the tasks run (0: the store was there already)."""
+    dst, materialize, storage_options = options.dst, options.materialize, options.storage_options
     target = dst if fmt.places_itself else build_path(dst, storage_options)
     earlier = _earlier_run(dst, target, storage_options) if resumable and not options.overwrite else None
     seed = options.seed
@@ -358,8 +373,9 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         )
 
     if earlier is not None and earlier.path == dst and earlier.metadata.get("complete"):
-        if same:
-            return result(0)  # this shuffle's output is there already
+        if same:  # this shuffle's output is there already; what a run killed after completing it left goes
+            _leftovers.clean(dst, storage_options, options.tmp)
+            return result(0), 0
         earlier = None
     if earlier is not None and not same:
         raise DaskShuffleValueError(
@@ -378,13 +394,8 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
-    with exclusive(dst, storage_options):
-        n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
-    if options.verify:
-        from ._verify import verify
-
-        verify(dst, storage_options=storage_options, block_memory=options.block_nbytes, progress=options.progress)
-    return result(n_tasks)
+    n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
+    return result(n_tasks), n_tasks
 
 
 def _write(
