@@ -79,7 +79,7 @@ def test_a_second_shuffle_into_the_same_destination_is_refused(tmp_path: Path) -
     first = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
     lock = Path(str(dst) + LOCK_SUFFIX)
     deadline = time.monotonic() + 60
-    while not lock.exists():
+    while not (lock.exists() and lock.read_text()):  # the holder's name is written once it holds the lock
         assert first.poll() is None and time.monotonic() < deadline, "the first run ended before the second began"
         time.sleep(0.01)
     with pytest.raises(DaskShuffleValueError, match=rf"no other shuffle writing.*process {first.pid}"):
