@@ -25,6 +25,7 @@ from ._errors import (
     StorageAccessError,
     StorageFullError,
     StorageNotFoundError,
+    StoreChangedError,
     UnfinishedShuffleError,
     VerificationError,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "StorageAccessError",
     "StorageFullError",
     "StorageNotFoundError",
+    "StoreChangedError",
     "Stream",
     "UnfinishedShuffleError",
     "VerificationError",

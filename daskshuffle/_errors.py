@@ -19,6 +19,7 @@ __all__ = [
     "StorageAccessError",
     "StorageFullError",
     "StorageNotFoundError",
+    "StoreChangedError",
     "UnfinishedShuffleError",
     "VerificationError",
 ]
@@ -76,6 +77,16 @@ class CorruptPileStoreError(DaskShuffleError, OSError):
     Nothing is read from such a store silently: the error names the pile, the
     variable and the file, so that the damage can be found and the store
     shuffled again (or the file restored).
+    """
+
+
+class StoreChangedError(CorruptPileStoreError):
+    """A file a loader needs is gone because the store changed since the loader opened it.
+
+    ``evict`` and ``compact`` remove the files of the generations they drop; a
+    loader opened before reads the store as it was, and raises this error (not
+    plain :class:`CorruptPileStoreError`: nothing is damaged) at the first
+    pile whose files are gone. Open a new loader to read the store as it is now.
     """
 
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import DaskShuffleValueError
+from .._errors import CorruptPileStoreError, DaskShuffleValueError, StoreChangedError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._progress import Progress
 from ..formats import PileReader
@@ -217,6 +217,9 @@ class PileLoader:
     CorruptPileStoreError
         While iterating, at the first batch that needs a pile whose files are
         missing, truncated or corrupted; the loader then stops its reads.
+    StoreChangedError
+        While iterating, at the first batch that needs files that ``evict`` or
+        ``compact`` removed since the loader was opened; open a new loader.
 
     Examples
     --------
@@ -308,6 +311,7 @@ class PileLoader:
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
+        self._storage_options = storage_options
         units, n_rows = loader_units(self.settings, reader, mixture)
         self._streams = None if mixture is None else mixture.records
         self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units, read_ahead)
@@ -478,11 +482,36 @@ class PileLoader:
                 yield batch
             if track:
                 self._epoch, self._batches = epoch + 1, 0
+        except CorruptPileStoreError as error:
+            changed = self._changed_since_opened(error)
+            if changed is None:
+                raise
+            raise changed from error
         finally:
             progress.close()
             close = getattr(batches, "close", None)
             if close is not None:
                 close()  # stops its reads, unless they read ahead for the next epoch
+
+    def _changed_since_opened(self, error: CorruptPileStoreError) -> StoreChangedError | None:
+        """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""
+        if isinstance(error, StoreChangedError) or self._streams is not None:
+            return None
+        from ..formats import read_metadata
+
+        try:
+            now = read_metadata(self.store, self._storage_options)
+        except OSError:
+            return None
+        if now is not None and now.get("fingerprint") == self._store_fingerprint:
+            return None
+        listed = [entry.get("generation") for entry in (now or {}).get("generations", [])]
+        return StoreChangedError(
+            f"Expected the pile store {self.store!r} as this loader opened it (fingerprint "
+            f"{self._store_fingerprint}). Got a store whose generations changed since instead (now "
+            f"{'generations ' + str(listed) if listed else 'another store'}: evict or compact removed files this "
+            "loader was reading); open a new PileLoader to read the store as it is now.",
+        )
 
     def peek(self) -> Any:
         """The batch that comes next, without moving the loader's position.
