@@ -15,6 +15,7 @@ __all__ = [
     "DaskShuffleValueError",
     "IncompletePileStoreError",
     "PileStoreExistsError",
+    "ShuffleInterrupted",
     "SourceNotFoundError",
     "StorageAccessError",
     "StorageFullError",
@@ -77,6 +78,15 @@ class CorruptPileStoreError(DaskShuffleError, OSError):
     Nothing is read from such a store silently: the error names the pile, the
     variable and the file, so that the damage can be found and the store
     shuffled again (or the file restored).
+    """
+
+
+class ShuffleInterrupted(KeyboardInterrupt):
+    """A shuffle stopped by Ctrl-C (on the command line, also by SIGTERM).
+
+    A :class:`KeyboardInterrupt`, as the interrupt it replaces (``except
+    Exception`` does not catch it); its message says what the shuffle left
+    on disk, how large, and that running it again the same way continues it.
     """
 
 

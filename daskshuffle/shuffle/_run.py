@@ -19,7 +19,13 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError, StorageNotFoundError
+from .._errors import (
+    DaskShuffleValueError,
+    PileStoreExistsError,
+    ShuffleInterrupted,
+    StorageFullError,
+    StorageNotFoundError,
+)
 from ..formats import read_metadata
 from ..formats._base import FORMAT_VERSION, Format
 from ..plan._level_plan import LevelPlan, make_level_plan
@@ -446,7 +452,8 @@ def _write(
     except KeyboardInterrupt:
         if not resumable:
             _discard(fmt, target, tmp, storage_options)
-        raise  # what is done stays beside dst: the same call continues it
+        # What is done stays beside dst: the same call continues it.
+        raise _interrupted(dst, [target, tmp] if resumable else [], storage_options) from None
     except OSError as error:
         _discard(fmt, target, tmp, storage_options)
         if error.errno == errno.ENOSPC:
@@ -463,6 +470,20 @@ def _write(
     if target != dst:
         _paths.replace(target, dst, storage_options)
     return len(graph)
+
+
+def _interrupted(dst: str, kept: list[str], storage_options: dict[str, Any] | None) -> ShuffleInterrupted:
+    """What an interrupted shuffle left, and how to go on."""
+    left = [path for path in kept if _paths.exists(path, storage_options)]
+    if not left:
+        return ShuffleInterrupted(
+            f"Interrupted the shuffle into {dst!r}; what it wrote is removed: run it again to start over."
+        )
+    size = _leftovers.human_bytes(sum(_leftovers.nbytes(path, storage_options) for path in left))
+    return ShuffleInterrupted(
+        f"Interrupted the shuffle into {dst!r}; it left {size} in {' and '.join(repr(path) for path in left)}: "
+        "run it again the same way to continue it, or remove them."
+    )
 
 
 def _discard(fmt: Format[Any], target: str, tmp: str, storage_options: dict[str, Any] | None) -> None:

@@ -15,7 +15,17 @@ from typing import Any
 
 from . import _lock, _paths
 
-__all__ = ["NEW_SUFFIX", "SCRATCH_SUFFIXES", "TMP_SUFFIX", "Leftover", "clean", "find", "human_bytes", "remove"]
+__all__ = [
+    "NEW_SUFFIX",
+    "SCRATCH_SUFFIXES",
+    "TMP_SUFFIX",
+    "Leftover",
+    "clean",
+    "find",
+    "human_bytes",
+    "nbytes",
+    "remove",
+]
 
 TMP_SUFFIX = ".daskshuffle-tmp"
 NEW_SUFFIX = ".daskshuffle-new"
@@ -25,14 +35,15 @@ SCRATCH_SUFFIXES = (TMP_SUFFIX, ".daskshuffle-spool", NEW_SUFFIX, ".daskshuffle-
 
 @dataclass(frozen=True)
 class Leftover:
-    """A path a run left beside its destination, and its size in bytes."""
+    """A path a run left beside its destination, its size in bytes, and what it is."""
 
     path: str
     nbytes: int
     what: str
 
 
-def _nbytes(path: str, storage_options: dict[str, Any] | None) -> int:
+def nbytes(path: str, storage_options: dict[str, Any] | None) -> int:
+    """Bytes of the file ``path``, or of every file below the directory ``path``."""
     fs, inner = _paths.filesystem(path, storage_options)
     return int(fs.du(inner, total=True)) if fs.isdir(inner) else int(fs.size(inner) or 0)
 
@@ -56,7 +67,7 @@ def _scratch(dst: str, storage_options: dict[str, Any] | None, tmp: str | None) 
     for path, suffix in paths.items():
         if _paths.exists(path, storage_options):
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
-            found.append(Leftover(path, _nbytes(path, storage_options), what))
+            found.append(Leftover(path, nbytes(path, storage_options), what))
     return found
 
 
@@ -65,7 +76,7 @@ def _left_lock(dst: str, storage_options: dict[str, Any] | None) -> list[Leftove
     if not _paths.exists(lock, storage_options):
         return []
     holder = _lock.read_holder(dst, storage_options) or {}
-    return [Leftover(lock, _nbytes(lock, storage_options), f"the lock of {_lock.describe(holder)}, which is gone")]
+    return [Leftover(lock, nbytes(lock, storage_options), f"the lock of {_lock.describe(holder)}, which is gone")]
 
 
 def clean(dst: str, storage_options: dict[str, Any] | None = None, tmp: str | None = None) -> list[Leftover]:
