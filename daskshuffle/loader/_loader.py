@@ -403,9 +403,15 @@ class PileLoader:
 
         Examples
         --------
-        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4).piles(0)
+        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4, piles_in_memory=1).piles(0)
         >>> 1 <= len(piles) <= 4
         True
+
+        With the piles of a group read together (by default as many as 64 MiB
+        hold), a rank reads every pile of the groups it has rows of:
+
+        >>> sorted(PileLoader("piles.zarr", batch_size=100, piles_in_memory=4).piles(0))
+        [0, 1, 2, 3, 4, 5, 6, 7]
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
         return self._share.piles_read(epoch)
