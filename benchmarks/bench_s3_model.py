@@ -11,6 +11,8 @@ rounds, one table of medians:
 - ``loader model``: one ``PileLoader`` epoch (``--batch-size``, ``--prefetch``,
   ``--work-ms`` of sleep per batch as a training step) from
   ``s3model://bench/piles.zarr``, with the requests it made;
+- ``loader model, cached``: the same epoch with ``cache=`` a local directory that an
+  epoch before the rounds filled (an epoch after the first);
 - ``loader local``: the same epoch from local disk;
 - ``cat local``: every file of the local pile store read once by 8 threads.
 
@@ -43,16 +45,37 @@ import daskshuffle
 BUCKET = "bench"
 
 
-def epoch(store: str, storage_options: dict[str, Any] | None, batch_size: int, prefetch: int, work_s: float) -> int:
-    rows = 0
+#: What the last epoch measured besides its time: seconds to its first batch, and the most bytes fetched ahead.
+LAST_EPOCH: dict[str, float] = {}
+
+
+def epoch(
+    store: str,
+    storage_options: dict[str, Any] | None,
+    batch_size: int,
+    prefetch: Any,
+    work_s: float,
+    cache: Path | None = None,
+) -> int:
+    rows, peak = 0, 0
+    began = time.perf_counter()
     with daskshuffle.PileLoader(
-        store, batch_size=batch_size, seed=0, prefetch=prefetch, storage_options=storage_options
+        store, batch_size=batch_size, seed=0, prefetch=prefetch, cache=cache, storage_options=storage_options
     ) as loader:
+        reader = loader._piles.reader
         for batch in loader:
+            if not rows:
+                LAST_EPOCH["first batch s"] = time.perf_counter() - began
             rows += len(batch["id"])
+            peak = max(peak, reader.fetched_nbytes)
             if work_s:
                 time.sleep(work_s)  # a training step, outside the GIL
+    LAST_EPOCH["read ahead peak"] = peak
     return rows
+
+
+def shuffle(src: str, dst: str, options: dict[str, Any] | None, tmp: str | None, n_piles: int) -> None:
+    daskshuffle.shuffle_zarr(src, dst, n_piles, seed=1, tmp=tmp, overwrite=True, storage_options=options)
 
 
 def cat_local(files: list[Path]) -> int:
@@ -69,7 +92,7 @@ def main() -> None:
     parser.add_argument("--size", default="256MiB", help="Source size (default 256MiB).")
     parser.add_argument("--n-piles", type=int, default=512, help="Piles (default 512).")
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--prefetch", type=int, default=1, help="PileLoader's prefetch (default 1, its default).")
+    parser.add_argument("--prefetch", default="1", help="PileLoader's prefetch: piles, or a size (default 1).")
     parser.add_argument("--work-ms", type=float, default=0.0, help="Sleep per batch, a training step (default 0).")
     parser.add_argument("--repeat", type=int, default=3, help="Rounds (default 3); medians are reported.")
     parser.add_argument("--latency", type=float, default=0.02, help="Seconds to the first byte (default 0.02).")
@@ -77,7 +100,9 @@ def main() -> None:
     parser.add_argument("--total-bandwidth", default=None, help="Shared by all requests, per second (default none).")
     parser.add_argument("--max-in-flight", type=int, default=None, help="Requests at once (default no limit).")
     parser.add_argument("--dir", default=None, help="Working directory (default a temporary one, removed).")
+    parser.add_argument("--no-shuffle", action="store_true", help="Leave out the shuffles S3 -> S3.")
     args = parser.parse_args()
+    prefetch: Any = int(args.prefetch) if args.prefetch.isdigit() else args.prefetch
     n_rows = parse_bytes(args.size) // ROW_NBYTES
     options: dict[str, Any] = {
         "latency": args.latency,
@@ -94,6 +119,7 @@ def main() -> None:
         with dask.config.set(scheduler="threads"):
             daskshuffle.shuffle_zarr(str(work / "raw.zarr"), str(work / "piles.zarr"), args.n_piles, seed=0)
         shutil.copytree(work / "piles.zarr", work / "objects" / BUCKET / "piles.zarr")
+        shutil.copytree(work / "raw.zarr", work / "objects" / BUCKET / "raw.zarr")
         built = time.perf_counter() - began
         options["root"] = str(work / "objects")
         fs = S3ModelFileSystem(**options)
@@ -104,12 +130,32 @@ def main() -> None:
 
         table: dict[str, Callable[[], Any]] = {
             "cat model": lambda: cat_model(fs, model_files),
-            "loader model": lambda: epoch(url, options, args.batch_size, args.prefetch, args.work_ms / 1e3),
+            "loader model": lambda: epoch(url, options, args.batch_size, prefetch, args.work_ms / 1e3),
+            "loader model, cached": lambda: epoch(
+                url, options, args.batch_size, prefetch, args.work_ms / 1e3, cache=work / "cache"
+            ),
             "loader local": lambda: epoch(
-                str(work / "piles.zarr"), None, args.batch_size, args.prefetch, args.work_ms / 1e3
+                str(work / "piles.zarr"), None, args.batch_size, prefetch, args.work_ms / 1e3
             ),
             "cat local": lambda: cat_local(local_files),
         }
+        if not args.no_shuffle:
+            table["shuffle local"] = lambda: shuffle(
+                str(work / "raw.zarr"), str(work / "again.zarr"), None, None, args.n_piles
+            )
+            table["shuffle model"] = lambda: shuffle(
+                f"s3model://{BUCKET}/raw.zarr", f"s3model://{BUCKET}/again.zarr", options, None, args.n_piles
+            )
+            table["shuffle model, tmp local"] = lambda: shuffle(
+                f"s3model://{BUCKET}/raw.zarr",
+                f"s3model://{BUCKET}/again.zarr",
+                options,
+                str(work / "tmp"),
+                args.n_piles,
+            )
+        extra: dict[str, dict[str, float]] = {}
+        # The cache's first epoch fills it; the rounds time the epochs after it.
+        epoch(url, options, args.batch_size, prefetch, 0.0, cache=work / "cache")
         times: dict[str, list[float]] = {name: [] for name in table}
         requests: dict[str, dict[str, int]] = {}
         load_before = os.getloadavg()[0]
@@ -120,6 +166,8 @@ def main() -> None:
                 run()
                 times[name].append(time.perf_counter() - began)
                 requests[name] = {kind: n for kind, n in fs.stats()["requests"].items() if n}
+                if name.startswith("loader"):
+                    extra.setdefault(name, {}).update(LAST_EPOCH)
         load_after = os.getloadavg()[0]
 
         median = {name: statistics.median(values) for name, values in times.items()}
@@ -133,21 +181,29 @@ def main() -> None:
             f"prefetch={args.prefetch}, work per batch {args.work_ms} ms"
         )
         print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
-        print(f"{'':14} {'median s':>9} {'best s':>7} {'rows/s':>11} {'GB/s':>6} {'requests':>9}  ratio")
+        print(f"{'':24} {'median s':>9} {'best s':>7} {'rows/s':>11} {'GB/s':>6} {'requests':>9}  ratio")
         ratios = {
             "loader model": ("cat model", "loader local"),
             "loader local": ("cat local",),
+            "loader model, cached": ("loader local",),
             "cat model": ("cat local",),
+            "shuffle model": ("shuffle local",),
+            "shuffle model, tmp local": ("shuffle local",),
         }
         for name in table:
             ratio = ", ".join(f"{median[name] / median[other]:.2f}x {other}" for other in ratios.get(name, ()))
             count = f"{sum(requests[name].values()):,}" if "model" in name else ""
             print(
-                f"{name:14} {median[name]:9.2f} {min(times[name]):7.2f} {n_rows / median[name]:11,.0f} "
+                f"{name:24} {median[name]:9.2f} {min(times[name]):7.2f} {n_rows / median[name]:11,.0f} "
                 f"{nbytes / median[name] / 1e9:6.2f} {count:>9}  {ratio}"
             )
-        for name in ("cat model", "loader model"):
+        for name in [name for name in table if "model" in name]:
             print(f"requests of {name}: " + ", ".join(f"{kind} {n:,}" for kind, n in requests[name].items()))
+        for name, values in extra.items():
+            print(
+                f"{name}: first batch {values['first batch s'] * 1e3:.0f} ms, "
+                f"most bytes fetched ahead {format_bytes(int(values['read ahead peak']))}"
+            )
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)

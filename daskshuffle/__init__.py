@@ -2,7 +2,7 @@
 
 >>> import daskshuffle as ds
 >>> ds.shuffle_zarr("raw.zarr", "shuffled.zarr", n_piles=8, seed=0)
-<ShuffleResult pile store 'shuffled.zarr': 1,000 rows in 8 piles ...>
+<ShuffleResult pile store '...shuffled.zarr': 1,000 rows in 8 piles ...>
 
 Names are imported on first use, so ``import daskshuffle`` is cheap and the
 pure layers (the plan) can be used without loading dask or zarr. To export a
@@ -21,10 +21,12 @@ from ._errors import (
     DaskShuffleValueError,
     IncompletePileStoreError,
     PileStoreExistsError,
+    ShuffleInterrupted,
     SourceNotFoundError,
     StorageAccessError,
     StorageFullError,
     StorageNotFoundError,
+    StoreChangedError,
     UnfinishedShuffleError,
     VerificationError,
 )
@@ -41,10 +43,12 @@ if TYPE_CHECKING:
     from .shuffle._shuffle import shuffle_zarr
     from .shuffle._verify import VerifyResult, verify
     from .shuffle._xarray import shuffle_xarray
+    from .storage._cache import Cache
 
 __version__ = "0.1.0"
 
 _LAZY = {
+    "Cache": ".storage._cache",
     "EpochShuffler": ".loader._epochs",
     "Generation": ".shuffle._generations",
     "append": ".shuffle._generations",
@@ -67,6 +71,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "Cache",
     "CorruptPileStoreError",
     "DaskShuffleError",
     "DaskShuffleTypeError",
@@ -78,11 +83,13 @@ __all__ = [
     "PileLoader",
     "PileStoreExistsError",
     "ScaleModel",
+    "ShuffleInterrupted",
     "ShuffleResult",
     "SourceNotFoundError",
     "StorageAccessError",
     "StorageFullError",
     "StorageNotFoundError",
+    "StoreChangedError",
     "Stream",
     "UnfinishedShuffleError",
     "VerificationError",

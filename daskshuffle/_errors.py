@@ -15,10 +15,12 @@ __all__ = [
     "DaskShuffleValueError",
     "IncompletePileStoreError",
     "PileStoreExistsError",
+    "ShuffleInterrupted",
     "SourceNotFoundError",
     "StorageAccessError",
     "StorageFullError",
     "StorageNotFoundError",
+    "StoreChangedError",
     "UnfinishedShuffleError",
     "VerificationError",
 ]
@@ -76,6 +78,25 @@ class CorruptPileStoreError(DaskShuffleError, OSError):
     Nothing is read from such a store silently: the error names the pile, the
     variable and the file, so that the damage can be found and the store
     shuffled again (or the file restored).
+    """
+
+
+class ShuffleInterrupted(KeyboardInterrupt):
+    """A shuffle stopped by Ctrl-C (on the command line, also by SIGTERM).
+
+    A :class:`KeyboardInterrupt`, as the interrupt it replaces (``except
+    Exception`` does not catch it); its message says what the shuffle left
+    on disk, how large, and that running it again the same way continues it.
+    """
+
+
+class StoreChangedError(CorruptPileStoreError):
+    """A file a loader needs is gone because the store changed since the loader opened it.
+
+    ``evict`` and ``compact`` remove the files of the generations they drop; a
+    loader opened before reads the store as it was, and raises this error (not
+    plain :class:`CorruptPileStoreError`: nothing is damaged) at the first
+    pile whose files are gone. Open a new loader to read the store as it is now.
     """
 
 

@@ -304,7 +304,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         rank: int | None = None,
         world_size: int | None = None,
         drop_last: bool = False,
-        piles_in_memory: int = 1,
+        piles_in_memory: int | str = "auto",
         n_lanes: int | None = None,
         order: str = "piles",
         shuffle_block_size: int | None = None,

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import make_zarr_source
+from conftest import interruptible, make_zarr_source
 
 pty = pytest.importorskip("pty", reason="pseudo-terminals are POSIX")
 
@@ -59,3 +62,65 @@ def test_a_shuffle_with_a_progress_bar_ends_with_its_summary_alone(tmp_path: Pat
         tail = output[output.index(summary) :]
         assert "Traceback" not in output and "ERROR" not in output, output
         assert tail.strip().count("\n") == 0, tail
+
+
+def _interrupt_in_terminal(args: list[str], cwd: Path, started: Path, signum: int) -> tuple[int, str]:
+    """Run the command in a terminal of its own; once ``started`` exists and a bar is drawn, send it ``signum``.
+
+    SIGINT goes to the whole process group, the worker processes too, as Ctrl-C in a terminal does.
+    """
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daskshuffle", *args],
+        cwd=cwd,
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        start_new_session=True,
+        preexec_fn=interruptible,
+    )
+    os.close(follower)
+    output, sent = b"", False
+    while True:
+        ready, _, _ = select.select([leader], [], [], 120)
+        if not ready:
+            process.kill()
+            break
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        output += data
+        if not sent and started.exists() and b"% Completed" in output:
+            time.sleep(0.5)  # the tasks under way on both workers
+            if signum == signal.SIGINT:
+                os.killpg(process.pid, signum)
+            else:
+                process.send_signal(signum)
+            sent = True
+    os.close(leader)
+    assert sent, output.decode(errors="replace")
+    return process.wait(timeout=60), output.decode(errors="replace")
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_shuffle_says_what_it_left_in_one_line(tmp_path: Path, signum: int, status: int) -> None:
+    make_zarr_source(tmp_path / "raw.zarr", 200_000, chunk_rows=2_000, width=16)
+    args = ["zarr", "raw.zarr", "piles.zarr", "--n-piles", "64", "--seed", "0", "--block-memory", "64KiB"]
+    args += ["--workers", "2", "--progress"]
+    got, output = _interrupt_in_terminal(args, tmp_path, tmp_path / "piles.zarr.daskshuffle-tmp", signum)
+    assert got == status, output
+    said = [line for line in output.replace("\r", "\n").splitlines() if line.strip() and "Completed" not in line]
+    assert len(said) == 1, output
+    assert "Traceback" not in output and "Aborted" not in output and "Error" not in output, output
+    assert re.search(
+        r"Interrupted the shuffle into '[^']*piles.zarr'; it left [0-9.]+ [kMG]?B in '[^']*piles.zarr' and", said[0]
+    )
+    assert "run it again the same way to continue it" in said[0], said[0]
+    status_again, again = run_in_terminal(args[:-1], tmp_path)
+    assert status_again == 0 and "200,000 rows into piles.zarr" in again, again
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["piles.zarr", "raw.zarr"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -79,7 +81,7 @@ def test_a_second_shuffle_into_the_same_destination_is_refused(tmp_path: Path) -
     first = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
     lock = Path(str(dst) + LOCK_SUFFIX)
     deadline = time.monotonic() + 60
-    while not lock.exists():
+    while not (lock.exists() and lock.read_text()):  # the holder's name is written once it holds the lock
         assert first.poll() is None and time.monotonic() < deadline, "the first run ended before the second began"
         time.sleep(0.01)
     with pytest.raises(DaskShuffleValueError, match=rf"no other shuffle writing.*process {first.pid}"):
@@ -93,9 +95,52 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 300, chunk_rows=50)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     lock = Path(str(tmp_path / "piles.zarr") + LOCK_SUFFIX)
-    import json
-    import socket
-
     lock.write_text(json.dumps({"run": "x", "host": socket.gethostname(), "pid": int(gone.stdout), "since": 0}))
     result = shuffle_zarr(source, tmp_path / "piles.zarr", seed=0, n_piles=3)
     assert result.n_rows == 300 and not lock.exists()
+
+
+def _killed_after_completing(dst: Path) -> None:
+    """What a run killed between marking its store complete and removing its pieces and lock leaves."""
+    pieces = Path(str(dst) + ".daskshuffle-tmp")
+    (pieces / "1").mkdir(parents=True)
+    (pieces / "1" / "x.bin").write_bytes(b"\0" * 50_000)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock = {"run": "x", "host": socket.gethostname(), "pid": int(gone.stdout), "since": 0}
+    Path(str(dst) + LOCK_SUFFIX).write_text(json.dumps(lock))
+
+
+def test_what_a_run_killed_after_completing_left_is_named_and_removed(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    source = make_zarr_source(tmp_path / "raw.zarr", 600, chunk_rows=50)
+    dst = tmp_path / "piles.zarr"
+    shuffle_zarr(source, dst, seed=0, n_piles=3)
+    digest = tree_digest(dst)
+    _killed_after_completing(dst)
+    shown = CliRunner().invoke(cli, ["info", str(dst)])
+    assert shown.exit_code == 0, shown.output
+    assert "complete: yes" in shown.output
+    assert "left beside it: 50.1 kB (pieces: " in shown.output and "piles.zarr.daskshuffle-tmp" in shown.output
+    assert (
+        "the lock of process" in shown.output and "--clean" in shown.output and "run the same shuffle" in shown.output
+    )
+    as_json = json.loads(CliRunner().invoke(cli, ["info", str(dst), "--json"]).output)
+    assert [Path(left["path"]).name for left in as_json["leftovers"]] == [
+        "piles.zarr.daskshuffle-tmp",
+        "piles.zarr" + LOCK_SUFFIX,
+    ]
+
+    result = shuffle_zarr(source, dst, seed=0, n_piles=3)  # the same shuffle again: returns at once, and cleans up
+    assert result.n_tasks == 0 and tree_digest(dst) == digest
+    assert sorted(os.listdir(tmp_path)) == ["piles.zarr", "raw.zarr"]
+    assert "left beside it" not in CliRunner().invoke(cli, ["info", str(dst)]).output
+
+    _killed_after_completing(dst)
+    cleaned = CliRunner().invoke(cli, ["info", str(dst), "--clean"])
+    assert (
+        cleaned.exit_code == 0 and "removed 2 leftover(s)" in cleaned.output and "left beside it" not in cleaned.output
+    )
+    assert sorted(os.listdir(tmp_path)) == ["piles.zarr", "raw.zarr"] and tree_digest(dst) == digest

@@ -139,7 +139,7 @@ def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_
 
 def test_read_ahead_stays_within_its_budget(memory_store: str) -> None:
     """With a budget of about two piles, at most the budget and one read are fetched ahead at any batch."""
-    with ds.PileLoader(memory_store, batch_size=100, seed=1, prefetch="24KiB") as loader:
+    with ds.PileLoader(memory_store, batch_size=100, seed=1, prefetch="24KiB", piles_in_memory=1) as loader:
         reader = loader._piles.reader
         pile_nbytes = int(np.diff(reader.pile_offsets).max()) * (4 * 4 + 8)
         peak = 0

@@ -169,6 +169,32 @@ def test_a_moving_window(tmp_path: Path) -> None:
         np.testing.assert_array_equal(np.sort(ids_of(store)), np.arange(low, 300 * (day + 1)))
 
 
+@pytest.mark.parametrize("change", ["evict", "compact"])
+def test_a_loader_opened_before_evict_or_compact_names_the_change(grown: Path, change: str) -> None:
+    with PileLoader(grown, 100, seed=0, prefetch=0) as loader:
+        batches = iter(loader)
+        next(batches)
+        if change == "evict":
+            daskshuffle.evict(grown, keep_last=1)
+        else:
+            daskshuffle.compact(grown)
+        with pytest.raises(daskshuffle.StoreChangedError, match=r"generations changed since.*open a new PileLoader"):
+            for _ in batches:
+                pass
+    assert len(ids_of(grown)) == (300 if change == "evict" else 1_800), "a new loader reads the store as it is now"
+
+
+def test_a_file_removed_by_hand_is_still_damage(grown: Path) -> None:
+    with PileLoader(grown, 100, seed=0, prefetch=0) as loader:
+        for path in (grown / "generations").rglob("c"):
+            for chunk in path.rglob("*"):
+                if chunk.is_file():
+                    chunk.unlink()
+        with pytest.raises(daskshuffle.CorruptPileStoreError) as raised:
+            list(loader)
+    assert not isinstance(raised.value, daskshuffle.StoreChangedError)
+
+
 def test_compact_keeps_the_batches_and_makes_one_generation(grown: Path) -> None:
     before = epoch_batches(grown)
     live = daskshuffle.compact(grown)

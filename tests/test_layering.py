@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,35 @@ def test_only_the_graph_layer_imports_dask() -> None:
                 offenders.append(path)
     units = {_unit(_module(path)[0]) for path in offenders}
     assert units <= DASK_ALLOWED, sorted(units - DASK_ALLOWED)
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def _layers_rows(markdown: str) -> list[tuple[list[str], str]]:
+    """The rows of the table under ``## Layers``: the names in the first column, and the second column."""
+    section = markdown.split("\n## Layers", 1)[1].split("\n## ", 1)[0]
+    cells = [line.split("|") for line in section.splitlines() if line.startswith("| `")]
+    return [(re.findall(r"`([^`]+)`", row[1]), row[2]) for row in cells]
+
+
+def test_the_architecture_page_is_short_and_its_layers_table_is_the_tree() -> None:
+    markdown = ARCHITECTURE.read_text()
+    assert len(markdown.splitlines()) <= 300, "docs/architecture.md is a map: keep it to 300 lines"
+    table = [{name.removesuffix(".py").removesuffix("/") for name in names} for names, _ in _layers_rows(markdown)]
+    assert table == LAYERS, "the layers table has one row per layer of LAYERS, in its order"
+    subpackages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    assert subpackages <= set().union(*table)
+
+
+def test_every_module_the_architecture_page_names_exists() -> None:
+    markdown = ARCHITECTURE.read_text()
+    named = set(re.findall(r"`((?:[a-z_]+/)*_?[a-z_0-9]+\.py)`", markdown))
+    missing = sorted(name for name in named if not (PACKAGE / name).exists() and not (PACKAGE.parent / name).exists())
+    assert not missing, f"docs/architecture.md names files that do not exist: {missing}"
+    for names, holds in _layers_rows(markdown):
+        packages = [name.removesuffix("/") for name in names if name.endswith("/")]
+        for module in re.findall(r"`(_[a-z_]+)`", holds) if packages else []:
+            assert any((PACKAGE / package / f"{module}.py").exists() for package in packages), (
+                f"the layers table names {module} in {packages}, which hold no such module"
+            )

@@ -30,7 +30,7 @@ from conftest import consume
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.formats import open_pile_reader
-from daskshuffle.plan._epoch_plan import epoch_pile_order, rank_range, stream_rows
+from daskshuffle.plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, rank_range, stream_rows
 
 N_ROWS = 1_000
 N_PILES = 7
@@ -114,10 +114,26 @@ class Store:
     def offsets(self) -> np.ndarray:
         return open_pile_reader(self.path).pile_offsets
 
-    def expected(self, epoch: int, *, rank: int = 0, world_size: int = 1, drop_last: bool = False) -> np.ndarray:
-        """The ids a loader should yield, in order, from the pure plan and the stored order."""
+    def expected(
+        self, epoch: int, *, rank: int = 0, world_size: int = 1, drop_last: bool = False, piles_in_memory: int = 0
+    ) -> np.ndarray:
+        """The ids a loader with the default settings should yield, in order, from the pure plan and the stored order.
+
+        By default a loader mixes groups of piles (``piles_in_memory="auto"``): the stream is then that of the
+        groups, each its piles' rows one after the other, shuffled as one pile.
+        """
         positions = rank_range(N_ROWS, world_size, rank, BATCH, drop_last)
-        return self.kind.ids(self.path)[stream_rows(self.offsets, SEED, epoch, *positions)]
+        offsets = self.offsets
+        k = piles_in_memory
+        if not k:  # the default's
+            with PileLoader(self.path, BATCH) as loader:
+                k = loader.settings.piles_in_memory
+        groups = pile_groups(len(offsets) - 1, k, SEED, epoch)
+        if groups is None:
+            return self.kind.ids(self.path)[stream_rows(offsets, SEED, epoch, *positions)]
+        store_rows = np.concatenate([np.arange(offsets[pile], offsets[pile + 1]) for group in groups for pile in group])
+        stream = stream_rows(grouped_offsets(offsets, groups), SEED, epoch, *positions)
+        return self.kind.ids(self.path)[store_rows[stream]]
 
     def pile_rows(self, piles: Iterable[int]) -> list[tuple[int, int]]:
         offsets = self.offsets
@@ -210,7 +226,8 @@ def test_ranks_are_disjoint_balanced_and_follow_the_plan(store: Store, world_siz
 
 def test_a_rank_reads_only_its_own_piles(store: Store, tmp_path: Path) -> None:
     copy = copy_of(store, tmp_path)
-    with PileLoader(copy.path, BATCH, rank=1, world_size=3) as loader:
+    # One pile at a time: a group would read piles of other ranks' groups too.
+    with PileLoader(copy.path, BATCH, rank=1, world_size=3, piles_in_memory=1) as loader:
         piles = loader.piles(0)
         assert 1 <= len(piles) < N_PILES
         # Damage every file outside this rank's piles: it still reads all its rows.
@@ -219,9 +236,12 @@ def test_a_rank_reads_only_its_own_piles(store: Store, tmp_path: Path) -> None:
         for path in damaged:
             path.write_bytes(b"not a chunk")
         ids = ids_of(loader)
-    np.testing.assert_array_equal(ids, store.expected(0, rank=1, world_size=3))
+    np.testing.assert_array_equal(ids, store.expected(0, rank=1, world_size=3, piles_in_memory=1))
     # The damage is real: rank 0 now fails.
-    with PileLoader(copy.path, BATCH, rank=0, world_size=3) as other, pytest.raises((OSError, RuntimeError)):
+    with (
+        PileLoader(copy.path, BATCH, rank=0, world_size=3, piles_in_memory=1) as other,
+        pytest.raises((OSError, RuntimeError)),
+    ):
         list(other)
 
 
@@ -294,7 +314,7 @@ def test_a_damaged_file_raises_in_the_consumer_at_its_pile_and_the_loader_stops_
     DAMAGE[damage](path)
     before = int(np.diff(store.offsets)[order[:2]].sum())  # stream rows ahead of the broken pile
     received = []
-    with PileLoader(store.path, BATCH, prefetch=2) as loader:
+    with PileLoader(store.path, BATCH, prefetch=2, piles_in_memory=1) as loader:
         with pytest.raises(CorruptPileStoreError, match=rf"pile {broken}\b") as caught:
             for batch in loader:
                 received.append(batch["id"])

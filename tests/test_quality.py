@@ -90,8 +90,11 @@ def test_the_piles_order_is_what_a_real_loader_yields(tmp_path: Path) -> None:
     with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100) as loader:
         loader.set_epoch(1)
         yielded = np.concatenate([batch["id"] for batch in loader])
+        k = loader.settings.piles_in_memory
+    assert k == 4  # by default ceil(sqrt(2 * 8)) piles mixed: all that 64 MiB holds, enough for independent epochs
     block_rows = 100  # 2,600-byte blocks of 26-byte rows
-    np.testing.assert_array_equal(yielded, orders.piles(3_000, 8, seed=5, epoch=1, block_rows=block_rows))
+    reference = orders.piles(3_000, 8, seed=5, epoch=1, block_rows=block_rows, piles_in_memory=k)
+    np.testing.assert_array_equal(yielded, reference)
 
 
 @given(st.integers(1, 3_000), st.integers(1, 300), st.integers(0, 2**20))
@@ -194,3 +197,17 @@ def test_the_piles_order_with_groups_is_what_a_real_loader_yields(tmp_path: Path
             yielded = np.concatenate([batch["id"] for batch in loader])
         reference = orders.piles(3_000, 8, seed=5, epoch=2, block_rows=100, piles_in_memory=k)
         np.testing.assert_array_equal(yielded, reference)
+
+
+def test_the_report_of_a_loader_says_when_its_budget_holds_too_few_piles(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
+    daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 30, seed=5)
+    for piles_in_memory, advised in (("auto", False), ("2KiB", True), (1, True)):
+        with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, piles_in_memory=piles_in_memory) as loader:
+            yielded = np.concatenate([batch["id"] for batch in loader])
+            table = quality.report(yielded, batch_size=100, loader=loader)
+        epochs = table[table["metric"] == "epoch independence"].iloc[0]
+        assert (epochs["verdict"] == "not uniform") == advised
+        assert ("advice" in table.attrs) == advised
+        if advised:
+            assert "EpochShuffler" in quality.summary(table) and "30 piles" in table.attrs["advice"]

@@ -6,7 +6,9 @@ import contextlib
 import functools
 import logging
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -174,22 +176,82 @@ def session(
         yield
 
 
+#: Exit statuses of a command stopped by a signal, as a shell reports them: 128 + the signal's number.
+INTERRUPTED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
+
+
 @contextlib.contextmanager
 def reported(debug: bool) -> Iterator[None]:
     """Turn any error in the body into one line and exit status 1 (the traceback under ``--debug``).
 
     An error about one of the command's own options is a usage error, exit status 2, as click's own are.
+    Ctrl-C (SIGINT) and SIGTERM stop the body with one line, what was interrupted and what it left, and exit
+    status 130 or 143.
     """
+    received: list[int] = []
     try:
-        yield
+        with _terminate_as_interrupt(received):
+            yield
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
-    except KeyboardInterrupt:
-        raise click.Abort() from None
+    except KeyboardInterrupt as interrupt:
+        if debug:
+            raise
+        what = " ".join((str(interrupt) or "Interrupted.").split())
+        # On a new line: a progress bar stops where it was, in the middle of its line.
+        click.echo(("\n" if sys.stderr.isatty() else "") + f"daskshuffle: {what}", err=True)
+        raise click.exceptions.Exit(TERMINATED if received else INTERRUPTED) from None
     except Exception as error:
         if debug:
             raise
         raise _bad_argument(error) or click.ClickException(one_line(error)) from None
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt(received: list[int]) -> Iterator[None]:
+    """SIGTERM stops the body as Ctrl-C does (what a run leaves is named, the cluster closed); noted in ``received``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _ignoring_interrupts() -> Iterator[None]:
+    """Worker processes started in the body ignore Ctrl-C: they inherit an ignored SIGINT.
+
+    A terminal sends Ctrl-C to every process of its foreground group; this
+    process alone stops the run, and closes the cluster.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _quiet_when_interrupted(debug: bool) -> Iterator[None]:
+    """Silence the cluster's loggers while it closes after an interrupt: cancelled tasks are not news."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not debug:
+            for name in ("distributed", "tornado", "asyncio"):
+                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        raise
 
 
 @contextlib.contextmanager
@@ -208,7 +270,7 @@ def _scheduler(
         # The cluster's own progress chatter would bury the one line that matters.
         logging.getLogger("distributed").setLevel(logging.ERROR)
     if address:
-        with Client(address) as client, client.as_current():
+        with Client(address) as client, client.as_current(), _quiet_when_interrupted(debug):
             yield
         return
     if workers is None:
@@ -224,11 +286,9 @@ def _scheduler(
     # (Without worker processes the scheduler talks in-process and opens no port; only the dashboard listens.)
     if sizing["processes"]:
         sizing["host"] = "127.0.0.1"
-    with (
-        LocalCluster(dashboard_address="127.0.0.1:0", **{k: v for k, v in sizing.items() if v is not None}) as cluster,
-        Client(cluster) as client,
-        client.as_current(),
-    ):
+    with _ignoring_interrupts():
+        cluster = LocalCluster(dashboard_address="127.0.0.1:0", **{k: v for k, v in sizing.items() if v is not None})
+    with cluster, Client(cluster) as client, client.as_current(), _quiet_when_interrupted(debug):
         yield
 
 

@@ -9,12 +9,14 @@ import click
 import numpy as np
 
 from .._errors import UnfinishedShuffleError
+from ..storage import _leftovers
 from ._common import cli, one_line
 
 EXAMPLES_INFO = """\b
 Examples:
   daskshuffle info piles.zarr
   daskshuffle info piles.zarr --json | jq .seed
+  daskshuffle info piles.zarr --clean
 """
 
 
@@ -24,11 +26,17 @@ Examples:
 @click.option(
     "--offsets", is_flag=True, help="With --json: every pile's first row.  [default: rows per pile summarised]"
 )
+@click.option(
+    "--clean",
+    is_flag=True,
+    help="Remove what a run killed after completing the store left beside it (its pieces, its lock).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def info(store: str, as_json: bool, offsets: bool, debug: bool) -> None:
+def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> None:
     """What a pile store holds: rows, piles and their sizes, seed, variables, complete or not.
 
-    Exits with status 1 if the store is incomplete (its shuffle did not finish).
+    Also what runs left beside it (pieces, a lock), with their size. Exits with
+    status 1 if the store is incomplete (its shuffle did not finish).
     """
     from ..formats import open_pile_reader
 
@@ -37,13 +45,30 @@ def info(store: str, as_json: bool, offsets: bool, debug: bool) -> None:
     except UnfinishedShuffleError as error:
         if debug:
             raise
-        click.echo(json.dumps({"path": store, "complete": False}) if as_json else f"{store}\n  complete: no")
+        left = _leftovers.find(store)
+        if as_json:
+            click.echo(json.dumps({"path": store, "complete": False, "leftovers": _as_json(left)}))
+        else:
+            click.echo(f"{store}\n  complete: no" + _left_line(left, "run the same shuffle again to continue it"))
         raise click.ClickException(one_line(error)) from None
     except Exception as error:
         if debug:
             raise
         raise click.ClickException(one_line(error)) from None
     metadata = dict(reader.metadata)
+    if clean:
+        try:
+            removed = _leftovers.remove(store)
+        except Exception as error:
+            if debug:
+                raise
+            raise click.ClickException(one_line(error)) from None
+        nbytes = sum(leftover.nbytes for leftover in removed)
+        click.echo(
+            f"daskshuffle: removed {len(removed)} leftover(s) beside {store}, {_leftovers.human_bytes(nbytes)}",
+            err=True,
+        )
+    left = _leftovers.find(store)
     if not offsets:  # one line per pile is 500 lines for 512 piles: the sizes' spread says what matters
         sizes = np.diff(reader.pile_offsets)
         metadata.pop("pile_offsets", None)
@@ -57,9 +82,25 @@ def info(store: str, as_json: bool, offsets: bool, debug: bool) -> None:
                 for entry in metadata["generations"]
             ]
     if as_json:
-        click.echo(json.dumps({"path": store, **metadata}, indent=2, default=str))
+        click.echo(json.dumps({"path": store, **metadata, "leftovers": _as_json(left)}, indent=2, default=str))
         return
-    click.echo(_describe(store, metadata, reader.pile_offsets))
+    click.echo(
+        _describe(store, metadata, reader.pile_offsets)
+        + _left_line(left, f"run the same shuffle again, or `daskshuffle info --clean {store}`, to remove them")
+    )
+
+
+def _as_json(left: list[_leftovers.Leftover]) -> list[dict[str, Any]]:
+    return [{"path": leftover.path, "nbytes": leftover.nbytes, "what": leftover.what} for leftover in left]
+
+
+def _left_line(left: list[_leftovers.Leftover], advice: str) -> str:
+    """``  left beside it: 62.1 MB (pieces in ...; ...); <advice>``, or nothing."""
+    if not left:
+        return ""
+    nbytes = _leftovers.human_bytes(sum(leftover.nbytes for leftover in left))
+    described = "; ".join(f"{leftover.what}: {leftover.path}" for leftover in left)
+    return f"\n  left beside it: {nbytes} ({described}); {advice}"
 
 
 def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:

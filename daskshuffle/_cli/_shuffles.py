@@ -1,4 +1,4 @@
-"""The commands that shuffle into a pile store: zarr, parquet."""
+"""The commands that shuffle into a pile store: zarr, parquet, xarray."""
 
 from __future__ import annotations
 
@@ -35,8 +35,13 @@ Examples:
 
 def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options of the commands that shuffle into a pile store (zarr, parquet)."""
+    return _shuffle_options(command, verify=True, metavar="SRC... DST")
+
+
+def _shuffle_options(command: Callable[..., Any], *, verify: bool, metavar: str) -> Callable[..., Any]:
+    """The options of a command that shuffles into a pile store; ``--verify`` where its shuffle has it."""
     options = [
-        click.argument("paths", nargs=-1, required=True, metavar="SRC... DST"),
+        click.argument("paths", nargs=-1, required=True, metavar=metavar),
         click.option(
             "--n-piles",
             type=NPiles(),
@@ -49,9 +54,6 @@ def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store."),
         click.option("--overwrite", is_flag=True, help="Replace DST if it exists."),
-        click.option(
-            "--verify", is_flag=True, help="Then prove DST holds exactly the rows of SRC (daskshuffle verify)."
-        ),
         click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]"),
         click.option(
             "--pile-memory",
@@ -68,6 +70,13 @@ def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Source one task reads.",
         ),
     ]
+    if verify:
+        options.insert(
+            5,
+            click.option(
+                "--verify", is_flag=True, help="Then prove DST holds exactly the rows of SRC (daskshuffle verify)."
+            ),
+        )
     command = cluster_options(command)
     for option in reversed(options):
         command = option(command)
@@ -85,6 +94,11 @@ def _shuffle_into_store(shuffle: Callable[..., Any], paths: tuple[str, ...], **o
         result = shuffle(sources, dst, progress=show_progress(progress), **options)
     if not quiet:
         click.echo(summary(result, dst), err=True)
+
+
+def _shuffle_options_without_verify(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``daskshuffle xarray``: its shuffle has no ``verify``."""
+    return _shuffle_options(command, verify=False, metavar="SRC DST")
 
 
 @cli.command(epilog=EXAMPLES_ZARR, short_help="Shuffle the rows of Zarr arrays into a pile store.")
@@ -140,3 +154,37 @@ def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) ->
     from ..shuffle._frames import shuffle_parquet
 
     _shuffle_into_store(shuffle_parquet, paths, columns=split_names(columns), **options)
+
+
+EXAMPLES_XARRAY = """\b
+Examples:
+  daskshuffle xarray era5.zarr piles.zarr --dim time --n-piles 512 --seed 0
+  daskshuffle xarray s3://bucket/era5.zarr s3://bucket/piles.zarr --dim time --scheduler tcp://10.0.0.1:8786
+"""
+
+
+@cli.command(epilog=EXAMPLES_XARRAY, short_help="Shuffle an xarray dataset along a dimension into a pile store.")
+@click.option("--dim", required=True, metavar="NAME", help="The dimension whose positions are the rows to shuffle.")
+@click.option(
+    "--chunk-rows",
+    type=click.IntRange(min=1),
+    metavar="ROWS",
+    help="Rows per output chunk along --dim.  [default: from the piles]",
+)
+@_shuffle_options_without_verify
+def xarray(paths: tuple[str, ...], dim: str, chunk_rows: int | None, **options: Any) -> None:
+    """Shuffle the dataset SRC (a Zarr store or a file xarray opens) along --dim into a Zarr pile store DST.
+
+    Every variable and coordinate along --dim is shuffled with one
+    permutation; the others are copied. xarray.open_zarr(DST) opens the same
+    dataset up to the order along --dim; read it with daskshuffle.PileLoader.
+    """
+    from ..shuffle._xarray import shuffle_xarray
+
+    if len(paths) != 2:
+        raise click.UsageError(f"Expected one SRC and a DST. Got {len(paths)} paths instead.")
+
+    def shuffle(sources: list[str], dst: str, **arguments: Any) -> Any:
+        return shuffle_xarray(sources[0], dst, dim, chunk_rows=chunk_rows, **arguments)
+
+    _shuffle_into_store(shuffle, paths, **options)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
@@ -25,6 +26,8 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
 from ..plan._plan import fingerprint, group_piles
+from ..storage._cache import Cache
+from ..storage._paths import is_url
 
 __all__ = [
     "ARRAY_KINDS",
@@ -58,6 +61,8 @@ ARRAY_KINDS = NUMERIC_KINDS + "SU"
 FORMAT_VERSION = 2
 #: Versions this release reads: a version 1 store is read as it was, without checks.
 READABLE_VERSIONS = (1, 2)
+#: Piece reads a merge keeps in flight on object storage (a format without a concurrent read of its own).
+PIECE_READERS = 16
 #: Keys a destination adds to the metadata after the shuffle fingerprinted it (the shuffle fingerprints it
 #: marked incomplete): a Zarr store's layout (``_layout.LAYOUT_KEY``) and an xarray store's dimension.
 ADDED_AFTER_FINGERPRINT = ("layout", "dim")
@@ -174,8 +179,13 @@ class Pieces(RowsInMemory[Rows], Protocol[Rows]):
         A format that can read rows straight into their final positions
         overrides it and holds one.
         """
-        rows = self.concat([self.read_pieces(tmp, *read) for read in reads])
-        return self.take(rows, order)
+        if is_url(tmp) and len(reads) > 1:
+            # An object store answers each request after tens of milliseconds: keep many in flight.
+            with ThreadPoolExecutor(min(len(reads), PIECE_READERS), thread_name_prefix="daskshuffle-pieces") as pool:
+                parts = list(pool.map(lambda read: self.read_pieces(tmp, *read), reads))
+        else:
+            parts = [self.read_pieces(tmp, *read) for read in reads]
+        return self.take(self.concat(parts), order)
 
     def combine_piece_info(self, infos: Sequence[Any]) -> Any:
         """Combine what :meth:`write_pieces` returned for every block (in block order)."""
@@ -337,6 +347,15 @@ class PileReader(ABC, Generic[Rows]):
 
     def forget(self, start: int, stop: int) -> None:
         """Drop what :meth:`fetch` started for rows ``start:stop`` and was not read; by default nothing."""
+
+    #: Whether :meth:`use_cache` keeps the store's files on a local disk (a remote store of a kind that can).
+    caches: bool = False
+
+    def use_cache(self, cache: Cache) -> None:
+        """Keep the files read from now on in ``cache``, and read them from there when they are in it.
+
+        Only where :attr:`caches`; by default nothing.
+        """
 
     @property
     def fetched_nbytes(self) -> int:

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..plan._plan import fingerprint
+from ..storage._cache import Cache
 from ..storage._paths import exists, filesystem, normalize, remove, url_options
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
@@ -314,6 +315,14 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+    @property
+    def caches(self) -> bool:  # type: ignore[override]
+        return any(reader.caches for reader in self.generations)
+
+    def use_cache(self, cache: Cache) -> None:
+        for reader in self.generations:
+            reader.use_cache(cache)
 
     def close(self) -> None:
         self._spare = []

@@ -20,8 +20,9 @@ The Zarr pile store with an xarray source and an xarray-shaped destination:
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,12 @@ from ._base import NUMERIC_KINDS, CollectionSource
 from ._zarr import CHUNK_NBYTES, ZarrDestination
 from ._zarr_source import METADATA_KEY
 
-__all__ = ["XarrayFormat", "open_xarray_source"]
+__all__ = ["ROW_DIMENSION", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
+
+#: The dimension of the rows of arrays that do not name it (dask arrays): the name Zarr sources use.
+ROW_DIMENSION = "row"
+#: The variable a single array becomes, as an unnamed Zarr array does.
+ARRAY_NAME = "data"
 
 #: Turns ``{name: dask array}`` cut at block ``lengths`` into the graph and keys of the blocks.
 BlockInputs = Callable[[dict[str, Any], list[int]], tuple[dict[Any, Any], list[Any]]]
@@ -303,4 +309,72 @@ def _xarray_format(
         source_names=sources,
         chunk_rows=chunk_rows,
         storage_options=storage_options,
+    )
+
+
+def open_arrays_source(
+    arrays: Mapping[str, Any],
+    *,
+    variables: Sequence[str] | None,
+    block_nbytes: int,
+    chunk_rows: int | None,
+    storage_options: dict[str, Any] | None,
+    block_inputs: BlockInputs,
+) -> XarrayFormat:
+    """Check chunked arrays (``{name: dask array}``) that share their rows; shuffle them as a dataset along ``"row"``.
+
+    They are a dataset without coordinates: each array's first axis is the
+    dimension ``"row"``, its others ``"<name>_dim_<k>"`` (as for Zarr arrays
+    without dimension names). Blocks follow the first array's chunks along the
+    rows; the others are cut at the same rows. Every check runs here, before
+    anything is written or computed.
+    """
+    if not arrays:
+        raise DaskShuffleValueError("Expected src to hold at least one array. Got an empty dict instead.")
+    if variables is not None:
+        unknown = [name for name in variables if name not in arrays]
+        if unknown:
+            raise DaskShuffleValueError(
+                f"Expected variables to name arrays of src. Got unknown {unknown} instead; it has {sorted(arrays)}.",
+                parameter="variables",
+            )
+        arrays = {name: arrays[name] for name in variables}
+    scalar = [name for name, array in arrays.items() if array.ndim == 0]
+    if scalar:
+        raise DaskShuffleValueError(
+            f"Expected every array to have a first (row) dimension. Got 0-d arrays {scalar} instead; leave them out."
+        )
+    unknown_sizes = [name for name, array in arrays.items() if any(math.isnan(size) for size in array.shape)]
+    if unknown_sizes:
+        raise DaskShuffleValueError(
+            f"Expected arrays of known chunk sizes. Got {unknown_sizes} with unknown (nan) sizes instead; call "
+            "array.compute_chunk_sizes() first (the plan needs every block's rows before any row moves)."
+        )
+    lengths = {name: int(array.shape[0]) for name, array in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        raise DaskShuffleValueError(
+            f"Expected every array to have the same number of rows. Got {lengths} instead; pass only arrays "
+            "that share their first dimension."
+        )
+    for name, array in arrays.items():
+        dtype = np.dtype(array.dtype)
+        if dtype.kind not in NUMERIC_KINDS:
+            raise DaskShuffleTypeError(
+                f"Expected array {name!r} to have a numeric, boolean or datetime dtype. Got {dtype} instead; "
+                "strings and objects belong in shuffle_dataframe, or encode them as numbers first."
+            )
+    dataset = xr.Dataset(
+        {
+            name: ((ROW_DIMENSION, *(f"{name}_dim_{axis}" for axis in range(1, array.ndim))), array)
+            for name, array in arrays.items()
+        }
+    )
+    return _xarray_format(
+        dataset,
+        ROW_DIMENSION,
+        sources=[],
+        block_nbytes=block_nbytes,
+        chunk_rows=chunk_rows,
+        storage_options=storage_options,
+        block_inputs=block_inputs,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import zarr
 from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
-from ..storage._paths import filesystem, url_options
+from ..storage._paths import filesystem, is_url, url_options
 from . import _layout
 from ._arrays import RUN_NBYTES, ArrayPieces, ArrayRows, Variable
 from ._base import Destination, FileSource
@@ -99,8 +100,18 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def write_rows(self, dst: str, start: int, rows: ArrayRows, piece_info: Any) -> None:
         group = zarr.open_group(dst, mode="r+", storage_options=url_options(dst, self.storage_options))
+        runs = []
         for name, values in rows.items():
-            _write_in_runs(_layout.for_writing(group[name]), start, values)
+            array = _layout.for_writing(group[name])
+            runs += [(array, start + first, values[first:last]) for first, last in _runs(array, len(values))]
+        if is_url(dst) and len(runs) > 1:
+            # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
+            # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
+            with ThreadPoolExecutor(min(len(runs), REMOTE_RUNS), thread_name_prefix="daskshuffle-write") as pool:
+                list(pool.map(lambda run: _write(*run), runs))
+        else:
+            for run in runs:
+                _write(*run)
 
     def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
         group = zarr.open_group(dst, mode="r+", storage_options=url_options(dst, self.storage_options))
@@ -121,17 +132,23 @@ class ZarrDestination(Destination[ArrayRows]):
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""
 
 
-def _write_in_runs(array: zarr.Array[Any], start: int, values: NDArray[Any]) -> None:
-    """Write ``values`` at row ``start`` (a chunk boundary) in runs of about ``RUN_NBYTES``.
+def _runs(array: zarr.Array[Any], n_rows: int) -> list[tuple[int, int]]:
+    """Runs of about ``RUN_NBYTES`` to write ``n_rows`` rows from a chunk boundary in.
 
     zarr encodes the chunks of one write concurrently and holds every encoded
     chunk until it is stored: writing a whole group at once takes about twice
     its size. Runs bound the encoded chunks to one run.
     """
     rows = run_rows(array, RUN_NBYTES)
-    for first in range(0, len(values), rows):
-        last = min(first + rows, len(values))
-        array[start + first : start + last] = values[first:last]
+    return [(first, min(first + rows, n_rows)) for first in range(0, n_rows, rows)]
+
+
+def _write(array: zarr.Array[Any], start: int, values: NDArray[Any]) -> None:
+    array[start : start + len(values)] = values
+
+
+#: Runs written at once to a destination on object storage.
+REMOTE_RUNS = 8
 
 
 class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):

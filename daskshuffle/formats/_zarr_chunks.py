@@ -143,49 +143,107 @@ class ChunkFiles:
             for index in range(first, last):
                 self._read_local(chunks, flat, index, start, stop, pile)
             return
-        paths = [chunks.path(index) for index in range(first, last)]
-        for index, path, data in zip(range(first, last), paths, self._fetched(paths, start, stop), strict=True):
+        indices = [
+            index for index in range(first, last) if not self._read_cached(chunks, flat, index, start, stop, pile)
+        ]
+        paths = [chunks.path(index) for index in indices]
+        for index, path, data in zip(indices, paths, self._fetched(paths, start, stop), strict=True):
             if isinstance(data, FileNotFoundError):
                 self._missing(chunks, flat, index, path, start, stop, pile)
             elif isinstance(data, BaseException):
                 raise self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
             else:
                 target = self._target(chunks, flat, index, start, stop)
-                decoded = self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile, target)
+                decoded = self._decode_fetched(chunks, data, index, path, pile, target)
                 if target is None:
                     self._place(chunks, flat, index, decoded, start, stop)
                 elif decoded is not target:
                     target[...] = decoded
 
+    def _read_cached(
+        self, chunks: Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int, pile: int | None
+    ) -> bool:
+        """Read chunk ``index`` from the local cache like a local file; ``False`` if it is not there, or damaged."""
+        cache = None if self.fetches is None else self.fetches.cache
+        if cache is None:
+            return False
+        path = chunks.path(index)
+        local = cache.local_path(path)
+        if not os.path.exists(local):
+            return False
+        try:
+            self._read_local(chunks, flat, index, start, stop, pile, local)
+        except CorruptPileStoreError:  # damaged, or evicted by another loader meanwhile: fetched again
+            cache.evict(path)
+            return False
+        cache.touch(path)
+        return True
+
+    def _decode_fetched(
+        self, chunks: Chunks, data: bytes, index: int, path: str, pile: int | None, target: NDArray[np.uint8] | None
+    ) -> NDArray[np.uint8]:
+        """:meth:`_decode` of bytes fetched (or cached): a damaged cached file is evicted and fetched again."""
+        try:
+            return self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile, target)
+        except CorruptPileStoreError:
+            cache = None if self.fetches is None else self.fetches.cache
+            if cache is None or not cache.holds(path):
+                raise
+            cache.evict(path)
+            data = bytes(self._fs.cat_file(path))
+            decoded = self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile, target)
+            cache.write(path, data)
+            return decoded
+
     def _fetched(self, paths: list[str], start: int, stop: int) -> list[Any]:
         """The bytes of each file of ``paths`` (or the error reading it), from the fetches of rows ``start:stop``."""
         assert self.fetches is not None
         futures = [self.fetches.take((start, stop), path) for path in paths]
+        cache = self.fetches.cache
         missing = [path for path, future in zip(paths, futures, strict=True) if future is None]
         # One call for the files not fetched ahead: an async filesystem (S3, GCS, HTTP) fetches them concurrently.
         none = [None] * len(missing)
-        direct = iter(self._fs.cat_ranges(missing, none, none, on_error="return") if missing else [])
+        fetched = self._fs.cat_ranges(missing, none, none, on_error="return") if missing else []
+        if cache is not None:
+            for path, data in zip(missing, fetched, strict=True):
+                if isinstance(data, bytes):
+                    cache.write(path, data)
+        direct = iter(fetched)
         found: list[Any] = []
-        for future in futures:
+        for path, future in zip(paths, futures, strict=True):
             if future is None:
                 found.append(next(direct))
                 continue
             try:
-                found.append(future.result())
+                data = future.result()
             except Exception as error:
                 found.append(error)
+                continue
+            if cache is not None and not cache.holds(path):
+                cache.write(path, data)  # here, not on the event loop's thread
+            found.append(data)
         return found
 
     def _read_local(
-        self, chunks: Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int, pile: int | None
+        self,
+        chunks: Chunks,
+        flat: NDArray[np.uint8],
+        index: int,
+        start: int,
+        stop: int,
+        pile: int | None,
+        path: str | None = None,
     ) -> None:
         # Every os call releases the GIL and must get it back, which a consumer busy in Python holds for up to
         # sys.getswitchinterval(): a file costs three calls (open, preadv, close), no fstat. A size is checked by
-        # reading one byte more than the file should hold.
-        path = chunks.path(index)
+        # reading one byte more than the file should hold. ``path``: where the chunk is, if not in the store (a cache).
+        elsewhere = path is not None
+        path = chunks.path(index) if path is None else path
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
+            if elsewhere:  # a copy that went away is no chunk of fill values
+                raise self._damage(chunks, index, path, pile, "no such file") from None
             self._missing(chunks, flat, index, path, start, stop, pile)
             return
         try:

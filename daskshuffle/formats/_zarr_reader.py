@@ -38,6 +38,7 @@ import zarr
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from ..storage._cache import Cache
 from ..storage._paths import exists, filesystem, normalize, url_options
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._base import AppendedStoreError, PileReader, check_pile_metadata, check_recorded_rows, select_variables
@@ -304,8 +305,21 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             for chunks in self._chunks.values()
             for index in range(start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1)
         ]
+        if fetches.cache is not None:  # cached files are read from the local disk when their read comes
+            paths = [path for path in paths if not fetches.cache.holds(path)]
+            if not paths:
+                return
         nbytes = (stop - start) * sum(chunks.row_nbytes for chunks in self._chunks.values())
         fetches.start((start, stop), paths, nbytes)
+
+    @property
+    def caches(self) -> bool:  # type: ignore[override]
+        """Whether the store is remote, so that :meth:`use_cache` keeps its chunk files on a local disk."""
+        return self._files.fetches is not None
+
+    def use_cache(self, cache: Cache) -> None:
+        if self._files.fetches is not None:
+            self._files.fetches.cache = cache.for_store(str(self.metadata["fingerprint"]))
 
     def forget(self, start: int, stop: int) -> None:
         if self._files.fetches is not None:

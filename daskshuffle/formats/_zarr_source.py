@@ -47,8 +47,8 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
         return source
     if not isinstance(source, str | os.PathLike):
         raise DaskShuffleTypeError(
-            "Expected src to be a path or URL, a zarr.Group, a zarr.Array or a list of them. "
-            f"Got {type(source).__name__} instead."
+            "Expected src to be a path or URL, a zarr.Group, a zarr.Array or a list of them, a dask array, or a "
+            f"dict of dask arrays. Got {type(source).__name__} instead."
         )
     if not exists(source, storage_options):
         raise SourceNotFoundError(
@@ -93,6 +93,17 @@ def _select(
         )
     lengths = {name: array.shape[0] for name, array in arrays.items()}
     if len(set(lengths.values())) > 1:
+        named = [_dimension_names(array) for array in arrays.values()]
+        firsts = [str(names[0]) for names in named if names]
+        if len(firsts) == len(named):  # written by xarray: a dataset, with coordinates, to shuffle along a dimension
+            dim = max(dict.fromkeys(firsts), key=firsts.count)  # the first dimension of most arrays
+            raise DaskShuffleValueError(
+                f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; its "
+                f"arrays name their dimensions (an xarray dataset, with coordinates): shuffle it along one with "
+                f"shuffle_xarray(src, dst, dim={dim!r}) (daskshuffle xarray SRC DST --dim {dim}); its arrays' "
+                f"first dimensions are {sorted(set(firsts))}. Or pass variables=[...] to shuffle only the arrays "
+                "that share their first dimension."
+            )
         raise DaskShuffleValueError(
             f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; "
             "pass variables=[...] to shuffle only the arrays that share their first dimension."
@@ -108,19 +119,24 @@ def _select(
     return arrays
 
 
+def _dimension_names(array: zarr.Array[Any]) -> tuple[Any, ...] | None:
+    """The names of the array's dimensions: Zarr format 3's, or xarray's ``_ARRAY_DIMENSIONS`` in format 2."""
+    names = getattr(array.metadata, "dimension_names", None)
+    if names is None:
+        names = array.attrs.get("_ARRAY_DIMENSIONS")
+    return tuple(cast(Sequence[Any], names)) if names is not None else None
+
+
 def _variable(name: str, array: zarr.Array[Any]) -> Variable:
     attributes = dict(array.attrs.asdict())
-    dimension_names = getattr(array.metadata, "dimension_names", None)
-    xarray_dims = attributes.pop("_ARRAY_DIMENSIONS", None)  # how xarray names dims in Zarr format 2
-    if dimension_names is None and xarray_dims is not None:
-        dimension_names = tuple(cast(Sequence[Any], xarray_dims))
+    attributes.pop("_ARRAY_DIMENSIONS", None)  # how xarray names dims in Zarr format 2
     return Variable(
         name=name,
         dtype=np.dtype(array.dtype),
         row_shape=tuple(array.shape[1:]),
         fill_value=array.fill_value,
         attributes=attributes,
-        dimension_names=tuple(dimension_names) if dimension_names is not None else None,
+        dimension_names=_dimension_names(array),
     )
 
 

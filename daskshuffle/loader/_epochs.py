@@ -40,6 +40,15 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return int(make_rng(seed, "epoch-shuffle", epoch).integers(0, 2**63 - 1))
 
 
+def _resolve_sources(src: Any) -> Any:
+    """Paths among ``src`` made absolute; zarr groups, datasets and other objects as they are."""
+    if isinstance(src, str | os.PathLike):
+        return _paths.normalize(src)
+    if isinstance(src, list | tuple):
+        return [_paths.normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
+    return src
+
+
 def _shuffle_epoch(
     shuffle: Callable[..., ShuffleResult], src: Any, dst: str, seed: int, options: Mapping[str, Any]
 ) -> ShuffleResult:
@@ -187,8 +196,9 @@ class EpochShuffler:
     ) -> None:
         from ..shuffle._shuffle import shuffle_zarr
 
-        self.src = src
-        self.workdir = parse_path(workdir, "workdir")
+        # Resolved now, on the client: the shuffles run later, on workers that may run in another directory.
+        self.src = _resolve_sources(src)
+        self.workdir = _paths.normalize(parse_path(workdir, "workdir"))
         self.n_epochs = parse_positive_int(n_epochs, "n_epochs")
         self.batch_size = parse_positive_int(batch_size, "batch_size")
         self.seed = parse_seed(seed)

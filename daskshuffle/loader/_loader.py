@@ -27,21 +27,37 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import DaskShuffleValueError
+from .._errors import CorruptPileStoreError, DaskShuffleValueError, StoreChangedError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._progress import Progress
 from ..formats import PileReader
-from ..plan._epoch_plan import BatchPlan
+from ..plan._epoch_plan import BatchPlan, piles_for_budget
 from ..plan._orders import OrderName, parse_order
 from ..plan._streams import Stream
+from ..storage._cache import Cache, parse_cache
 from ._batches import Allocate
 from ._lanes import check_lanes, lane_batches
-from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
+from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_piles_in_memory, parse_rank
 from ._mix import check_streams, loader_units, open_loader_store
 from ._prefetch import Prefetcher, Read, ShuffledPiles, parse_prefetch, prefetched_batches
 from ._rank_share import RankShare
 
 __all__ = ["LoaderSettings", "PileLoader"]
+
+
+def _row_nbytes(reader: PileReader[Any]) -> float:
+    """Bytes a row of ``reader`` takes in memory: from the dtypes, or from a sample of rows where sizes vary."""
+    arrays = reader.as_arrays(reader.read_rows(0, 0))
+    if arrays is not None and all(values.dtype.kind != "O" for values in arrays.values()):
+        return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in arrays.values()))
+    n_rows = min(reader.n_rows, 256)
+    rows = reader.read_rows(0, n_rows)
+    arrays = reader.as_arrays(rows)
+    if arrays is not None:
+        nbytes = sum(int(values.nbytes) for values in arrays.values())
+    else:
+        nbytes = int(getattr(rows, "nbytes", 0))  # a pyarrow Table
+    return nbytes / max(n_rows, 1)
 
 
 def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
@@ -81,7 +97,7 @@ class PileLoader:
         pile (and the sampled part of a pile) is read and shuffled as a pile
         of its own, in its own place of the epoch. The stores must be of one
         kind with the same variables and dtypes (checked before any row is
-        read), with ``order="piles"`` and ``piles_in_memory=1``.
+        read), with ``order="piles"``, one pile at a time.
     batch_size : int
         Rows per batch.
     seed : int, optional
@@ -104,14 +120,22 @@ class PileLoader:
         ``world_size`` that divides ``n_lanes``, and a state saved with one
         world size loads with another. A rank then holds ``n_lanes /
         world_size`` piles at once. numpy batches only.
-    piles_in_memory : int, default 1
+    piles_in_memory : int or str, default "auto"
         Piles shuffled together: each epoch deals the piles into groups of
         this many, afresh, and reads and shuffles each group as one pile.
-        With 1, a pile's rows stay together from epoch to epoch (rows that
-        shared a batch meet again far more often than with independent
-        shuffles: ``daskshuffle.quality`` measures it); with ``k`` that excess
-        falls about ``k``-fold, for ``k`` times the memory. Only with
-        ``order="piles"``.
+        With 1, a pile's rows stay together from epoch to epoch: rows that
+        shared a batch meet again about ``n_piles`` times as often as with
+        independent shuffles (``daskshuffle.quality`` measures it); with
+        ``k``, about ``n_piles / k**2 + 1`` times, for ``k`` times the memory
+        (and ``prefetch + 1`` groups held at once). ``"auto"`` holds as many
+        of the largest pile (of the variables read) as 64 MiB holds, but no
+        more than ``ceil(sqrt(2 * n_piles))``, which is already within 2x of
+        independent epochs; a size such as ``"1GiB"`` sets that budget. The
+        number chosen is ``settings.piles_in_memory``, and goes into the
+        state. Piles larger than the budget are read one at a time, as with
+        1: ``quality.report(..., loader=loader)`` then says so. Only with
+        ``order="piles"`` and one store; ``"auto"`` is 1 with the other
+        orders and with several stores.
     order : str, default "piles"
         The order of each epoch, one of the names below; piles
         play the part of MosaicML Streaming's shards and of tf.data's files,
@@ -178,6 +202,13 @@ class PileLoader:
         and nulls as they are.
     progress : bool, default False
         Show a progress bar over each epoch.
+    cache : path or Cache, optional
+        A directory on a local disk (or a :class:`~daskshuffle.Cache`, which
+        also sets its size limit, 10 GiB by default) where the files read from
+        a remote Zarr pile store are kept: later epochs read them from there.
+        Each file is checked as it is read (a damaged one is fetched again);
+        a rank keeps only the files of its own piles; loaders on one machine
+        may share the directory. A local store is read as it is.
     storage_options : dict, optional
         Passed to fsspec for URLs.
 
@@ -186,6 +217,9 @@ class PileLoader:
     CorruptPileStoreError
         While iterating, at the first batch that needs a pile whose files are
         missing, truncated or corrupted; the loader then stops its reads.
+    StoreChangedError
+        While iterating, at the first batch that needs files that ``evict`` or
+        ``compact`` removed since the loader was opened; open a new loader.
 
     Examples
     --------
@@ -224,7 +258,7 @@ class PileLoader:
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
-        piles_in_memory: int = 1,
+        piles_in_memory: int | str = "auto",
         n_lanes: int | None = None,
         order: OrderName = "piles",
         shuffle_block_size: int | None = None,
@@ -234,26 +268,34 @@ class PileLoader:
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
         progress: bool = False,
+        cache: str | os.PathLike[str] | Cache | None = None,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
         batch_size = parse_positive_int(batch_size, "batch_size")
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
-        piles_in_memory = parse_positive_int(piles_in_memory, "piles_in_memory")
+        given, budget = parse_piles_in_memory(piles_in_memory)
         lanes = None if n_lanes is None else check_lanes(n_lanes, world_size, batch_size, batch_format)
         order_name, options = parse_order(
             order,
             {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length},
-            piles_in_memory,
+            given or 1,
         )
         self._prefetch, read_ahead = parse_prefetch(prefetch)
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
-        path, reader, mixture = open_loader_store(
-            store, chosen, storage_options, batch_format, order_name, piles_in_memory
-        )
+        path, reader, mixture = open_loader_store(store, chosen, storage_options, batch_format, order_name, given or 1)
+        chosen_cache = parse_cache(cache)
+        if chosen_cache is not None:
+            reader.use_cache(chosen_cache)
         metadata = reader.metadata
+        if given is not None:
+            piles_in_memory = given
+        elif order_name == "piles" and mixture is None:
+            piles_in_memory = piles_for_budget(np.diff(reader.pile_offsets), _row_nbytes(reader), budget)
+        else:
+            piles_in_memory = 1  # the other orders hold what their options say; a mixture holds a pile at a time
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
@@ -269,6 +311,7 @@ class PileLoader:
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
+        self._storage_options = storage_options
         units, n_rows = loader_units(self.settings, reader, mixture)
         self._streams = None if mixture is None else mixture.records
         self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units, read_ahead)
@@ -360,9 +403,15 @@ class PileLoader:
 
         Examples
         --------
-        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4).piles(0)
+        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4, piles_in_memory=1).piles(0)
         >>> 1 <= len(piles) <= 4
         True
+
+        With the piles of a group read together (by default as many as 64 MiB
+        hold), a rank reads every pile of the groups it has rows of:
+
+        >>> sorted(PileLoader("piles.zarr", batch_size=100, piles_in_memory=4).piles(0))
+        [0, 1, 2, 3, 4, 5, 6, 7]
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
         return self._share.piles_read(epoch)
@@ -439,11 +488,61 @@ class PileLoader:
                 yield batch
             if track:
                 self._epoch, self._batches = epoch + 1, 0
+        except CorruptPileStoreError as error:
+            changed = self._changed_since_opened(error)
+            if changed is None:
+                raise
+            raise changed from error
         finally:
             progress.close()
             close = getattr(batches, "close", None)
             if close is not None:
                 close()  # stops its reads, unless they read ahead for the next epoch
+
+    def _changed_since_opened(self, error: CorruptPileStoreError) -> StoreChangedError | None:
+        """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""
+        if isinstance(error, StoreChangedError) or self._streams is not None:
+            return None
+        from ..formats import read_metadata
+
+        try:
+            now = read_metadata(self.store, self._storage_options)
+        except OSError:
+            return None
+        if now is not None and now.get("fingerprint") == self._store_fingerprint:
+            return None
+        listed = [entry.get("generation") for entry in (now or {}).get("generations", [])]
+        return StoreChangedError(
+            f"Expected the pile store {self.store!r} as this loader opened it (fingerprint "
+            f"{self._store_fingerprint}). Got a store whose generations changed since instead (now "
+            f"{'generations ' + str(listed) if listed else 'another store'}: evict or compact removed files this "
+            "loader was reading); open a new PileLoader to read the store as it is now.",
+        )
+
+    def peek(self) -> Any:
+        """The batch that comes next, without moving the loader's position.
+
+        Iterating continues where the last iteration stopped, so a batch taken
+        with ``next(iter(loader))`` is one the next ``for`` does not yield;
+        ``peek`` reads the same batch through a range of its own (its pile is
+        read for it) and leaves the position as it was.
+
+        Examples
+        --------
+        >>> loader = PileLoader("piles.zarr", batch_size=100, seed=0)
+        >>> first = loader.peek()
+        >>> batches = list(loader)
+        >>> len(batches), bool((first["id"] == batches[0]["id"]).all())
+        (10, True)
+        """
+        epoch, batch = self._position()
+        batches = self.iter_batches(epoch, batch, batch + 1)
+        try:
+            return next(iter(batches))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next iteration at the beginning of ``epoch``.

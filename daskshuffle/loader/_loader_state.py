@@ -7,10 +7,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import DaskShuffleValueError
-from .._parse import Settings, parse_count
+from .._parse import Settings, parse_count, parse_nbytes, parse_positive_int
 from ..plan._plan import fingerprint
 
-__all__ = ["STATE_KEYS", "STATE_VERSION", "LoaderSettings", "check_state", "parse_rank"]
+__all__ = [
+    "PILES_BUDGET_NBYTES",
+    "STATE_KEYS",
+    "STATE_VERSION",
+    "LoaderSettings",
+    "check_state",
+    "parse_piles_in_memory",
+    "parse_rank",
+]
 
 #: Version of the dict that :meth:`PileLoader.state_dict` returns.
 STATE_VERSION = 1
@@ -87,6 +95,19 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Bytes of the piles a loader mixes at once with ``piles_in_memory="auto"``.
+PILES_BUDGET_NBYTES = 64 * 2**20
+
+
+def parse_piles_in_memory(value: object) -> tuple[int | None, int]:
+    """``piles_in_memory`` as a number of piles, or ``None`` and the bytes of piles to fit (``"auto"``, ``"256MiB"``)."""
+    if value == "auto":
+        return None, PILES_BUDGET_NBYTES
+    if isinstance(value, str):
+        return None, parse_nbytes(value, "piles_in_memory")
+    return parse_positive_int(value, "piles_in_memory"), 0
+
+
 def parse_rank(rank: object, world_size: int) -> int:
     rank = parse_count(rank, "rank")
     if rank >= world_size:
@@ -119,7 +140,8 @@ def check_state(
         )
     saved = LoaderSettings.from_dict(state["settings"])
     if saved.deciding() != settings.deciding() or state["settings_fingerprint"] != settings.fingerprint:
-        here, there = settings.deciding(), saved.deciding()
+        # At their defaults as well, which to_dict leaves out: "saved 1, here 9" rather than "saved None".
+        here, there = {**_DEFAULTS, **settings.deciding()}, {**_DEFAULTS, **saved.deciding()}
         differ = {
             name: (there.get(name), here.get(name)) for name in {*here, *there} if there.get(name) != here.get(name)
         }

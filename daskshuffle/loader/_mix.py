@@ -26,6 +26,7 @@ from ..plan._mix_plan import mixed_order, stream_offsets
 from ..plan._orders import READ_GAP, EpochOrder, OrderOptions
 from ..plan._plan import fingerprint
 from ..plan._streams import Stream, epoch_counts, parse_streams
+from ..storage._cache import Cache
 from ._loader_state import LoaderSettings
 from ._order_units import OrderedUnits, loader_divisions, make_units
 
@@ -53,6 +54,14 @@ class MixedReader(PileReader[Any]):
     @property
     def decodes(self) -> bool:  # type: ignore[override]
         return all(reader.decodes for reader in self.readers)
+
+    @property
+    def caches(self) -> bool:  # type: ignore[override]
+        return any(reader.caches for reader in self.readers)
+
+    def use_cache(self, cache: Cache) -> None:
+        for reader in self.readers:
+            reader.use_cache(cache)
 
     def read_rows(self, start: int, stop: int) -> Any:
         parts = []

@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from . import orders
@@ -46,6 +47,29 @@ if TYPE_CHECKING:
 
 __all__ = ["orders", "plot_heatmap", "plot_hilbert", "plot_orders", "report", "summary"]
 
+#: Predicted co-batch overlap over independent shuffles above which a loader's epochs are called dependent.
+EPOCHS_WITHIN = 2.0
+
+
+def _epochs(loader: Any) -> tuple[Measure, str | None]:
+    """What ``loader``'s pile mixing predicts for the next epoch's co-batch overlap, and advice when it is high."""
+    from ..plan._epoch_plan import cobatch_excess
+
+    k, n_piles = int(loader.settings.piles_in_memory), int(loader.n_piles)
+    predicted = cobatch_excess(n_piles, k) if loader.settings.order == "piles" else float("nan")
+    # The band's top is EPOCHS_WITHIN: an sd of (EPOCHS_WITHIN - 1) / Z_BAND around 1.
+    measure = Measure("epoch independence", f"{k} of {n_piles} piles mixed", predicted, 1.0, 0.2)
+    if not predicted > EPOCHS_WITHIN:
+        return measure, None
+    advice = (
+        f"PileLoader mixes {k} of {n_piles} piles at a time (its budget holds no more): rows that share a batch "
+        f"share one again next epoch about {predicted:,.0f}x as often as under independent shuffles. Give it a "
+        f"larger budget (piles_in_memory='1GiB', or ceil(sqrt(2 * {n_piles})) = "
+        f"{math.ceil(math.sqrt(2 * n_piles))} piles), shuffle into fewer piles, or draw a fresh shuffle each epoch "
+        "with daskshuffle.EpochShuffler."
+    )
+    return measure, advice
+
 
 def _scales(n: int, batch_size: int, n_piles: int | None) -> list[tuple[str, int]]:
     scales = [("batch", batch_size)]
@@ -63,6 +87,7 @@ def report(
     n_piles: int | None = None,
     previous: Any = None,
     labels: Any = None,
+    loader: Any = None,
 ) -> pd.DataFrame:
     """Measure how shuffled ``order`` is, next to a uniform shuffle of the same size.
 
@@ -83,6 +108,12 @@ def report(
         The label of each source position (``labels[j]`` for row ``j``):
         adds how far each batch's label mix is from the whole data's, against
         a band drawn from eight uniform shuffles of the same labels.
+    loader : PileLoader, optional
+        The loader that yielded ``order``: adds how often its rows that share
+        a batch will share one again next epoch, over independent shuffles,
+        as its piles mixed at once predict (:func:`~daskshuffle.plan._epoch_plan.cobatch_excess`;
+        "not uniform" above 2x). When its budget holds too few piles for
+        that, ``table.attrs["advice"]`` says what to do, and :func:`summary` prints it.
 
     Returns
     -------
@@ -104,6 +135,10 @@ def report(
         measures.append(label_mix(values, labels, batch_size))
     if previous is not None:
         measures.append(cobatch_overlap(parse_order(previous), values, batch_size))
+    advice = None
+    if loader is not None:
+        epochs, advice = _epochs(loader)
+        measures.append(epochs)
     rows = [
         {
             "metric": m.metric,
@@ -116,7 +151,10 @@ def report(
         }
         for m in measures
     ]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if advice is not None:
+        table.attrs["advice"] = advice
+    return table
 
 
 def summary(table: pd.DataFrame, title: str = "") -> str:
@@ -135,4 +173,6 @@ def summary(table: pd.DataFrame, title: str = "") -> str:
             f"  {row.metric:<17} {row.scale:<22} {row.value:>10.4g}   uniform {row.uniform:>9.4g} "
             f"[{row.low:.4g}, {row.high:.4g}]   {row.verdict}"
         )
+    if "advice" in table.attrs:
+        lines.append(f"  advice: {table.attrs['advice']}")
     return "\n".join(lines)

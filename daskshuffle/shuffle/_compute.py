@@ -10,8 +10,10 @@ stops what is queued and waits for what runs before its caller cleans up.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -22,7 +24,15 @@ from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
 from dask.utils import format_time
 
-__all__ = ["array_inputs", "compute", "describe_partitions", "is_dask_dataframe", "map_tasks"]
+__all__ = [
+    "array_inputs",
+    "compute",
+    "describe_partitions",
+    "is_dask_array",
+    "is_dask_dataframe",
+    "map_tasks",
+    "workers_not_seeing",
+]
 
 #: The width of dask's and distributed's text bars, which the final line matches.
 _BAR_WIDTH = 40
@@ -56,6 +66,43 @@ def _active_client() -> Any:
         return Client.current(allow_global=True)
     except ValueError:
         return None
+
+
+def _distributed_client() -> Any:
+    """The client graphs run on: the active ``distributed.Client``, unless dask is configured otherwise."""
+    client = _active_client()
+    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+        return client
+    return None
+
+
+def _sees(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def workers_not_seeing(directory: str) -> list[str]:
+    """The workers of the active cluster that do not see the local ``directory`` as this process sees it.
+
+    A file with a unique name is made in ``directory`` here, looked for on every
+    worker, and removed: a directory of the same name on another machine (``/tmp``,
+    a home directory) is not enough, the workers must share this one. Without a
+    distributed client the graphs run in this process: nothing to check. A
+    directory this process cannot write to is left to the shuffle's own error.
+    """
+    client = _distributed_client()
+    if client is None:
+        return []
+    probe = os.path.join(directory, f".daskshuffle-probe-{uuid.uuid4().hex}")
+    try:
+        with open(probe, "x"):
+            pass
+    except OSError:
+        return []
+    try:
+        seen = client.run(_sees, probe)
+    finally:
+        os.remove(probe)
+    return sorted(str(worker) for worker, found in seen.items() if not found)
 
 
 def _interactive() -> bool:
@@ -128,8 +175,13 @@ def _wait_for_feeds(client: Any, running: int, timeout: float = 2.0) -> None:
         time.sleep(0.02)
 
 
-def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
-    """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar."""
+def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: bool = False) -> Any:
+    """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar.
+
+    Without a distributed client, the tasks run on threads of this process: one
+    a core, or :data:`REMOTE_THREADS` (``remote``) when they mostly wait for an
+    object store, whose requests take tens of milliseconds each.
+    """
     result = Delayed(key, graph)
     client = _active_client()
     if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
@@ -147,13 +199,16 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False) -> Any:
         return _compute_locally(result, progress)  # the scheduler the caller configured
     # Threads of our own, joined before returning: after a failure, no task may
     # still be writing while the caller removes the pieces.
-    with ThreadPoolExecutor(CPU_COUNT, thread_name_prefix="daskshuffle") as pool:
+    threads = max(CPU_COUNT, REMOTE_THREADS) if remote else CPU_COUNT
+    with ThreadPoolExecutor(threads, thread_name_prefix="daskshuffle") as pool:
         try:
             return _compute_locally(result, progress, scheduler="threads", pool=pool)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+#: Threads of the local scheduler for a shuffle that reads or writes object storage.
+REMOTE_THREADS = 16
 #: How long a failed run waits for its cancelled tasks that are still running to stop.
 STOP_TIMEOUT = 300.0
 
@@ -213,6 +268,12 @@ def _compute_collection(collection: Any) -> Any:
     return collection.compute()
 
 
+def is_dask_array(value: object) -> bool:
+    import dask.array as da
+
+    return isinstance(value, da.Array)
+
+
 def is_dask_dataframe(value: object) -> bool:
     import dask.dataframe as dd
 
@@ -248,12 +309,13 @@ def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:
 def array_inputs(arrays: dict[str, Any], lengths: Sequence[int]) -> tuple[dict[Any, Any], list[Any]]:
     """The graph and keys of blocks of dask arrays that share axis 0, cut at ``lengths``.
 
-    Each block's value is ``{name: numpy array}`` with every axis but the first whole.
+    Each block's value is ``{name: numpy array}`` with every axis but the first whole;
+    each task of the arrays' graphs runs once, whatever the arrays share.
     """
     names = list(arrays)
-    per_array = []
-    for array in arrays.values():
-        chunks = (tuple(lengths), *((size,) for size in array.shape[1:]))
-        per_array.append(array.rechunk(chunks).to_delayed().reshape(len(lengths), -1)[:, 0])
+    cut = [array.rechunk((tuple(lengths), *((size,) for size in array.shape[1:]))) for array in arrays.values()]
+    # Not optimized: dask's blockwise fusion would copy what the arrays share (a source
+    # they are all computed from) into each of them, computing every block of it again.
+    per_array = [array.to_delayed(optimize_graph=False).reshape(len(lengths), -1)[:, 0] for array in cut]
     blocks = [delayed(_gather_arrays)(names, *[parts[index] for parts in per_array]) for index in range(len(lengths))]
     return _graph_of(blocks), [block.key for block in blocks]

@@ -18,11 +18,10 @@ from ..plan._options import (
     DEFAULT_N_PILES,
     DEFAULT_PARQUET_COMPRESSION,
     DEFAULT_PILE_MEMORY,
-    parse_shuffle_options,
 )
 from ..storage import _paths
 from . import _compute
-from ._run import ShuffleResult, check_destination, run_shuffle
+from ._run import ShuffleResult, check_destination, run_shuffle, shuffle_options
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -142,9 +141,9 @@ def shuffle_parquet(
     --------
     >>> import daskshuffle
     >>> daskshuffle.shuffle_parquet("raw.parquet", "shuffled.parquet", n_piles=8, seed=0)
-    <ShuffleResult pile store 'shuffled.parquet': 1,000 rows in 8 piles ...>
+    <ShuffleResult pile store '...shuffled.parquet': 1,000 rows in 8 piles ...>
     """
-    options = parse_shuffle_options(locals())
+    options = shuffle_options(locals())
     chosen = parse_variables(columns, "columns")
     writing = parse_writing(compression, row_group_size, n_output_files)
     fmt = open_parquet_sources(
@@ -211,7 +210,7 @@ def shuffle_dataframe(
     >>> import pandas as pd, daskshuffle
     >>> df = pd.DataFrame({"id": range(1000), "label": ["a", "b"] * 500})
     >>> daskshuffle.shuffle_dataframe(df, "shuffled.parquet", n_piles=8, seed=0)
-    <ShuffleResult pile store 'shuffled.parquet': 1,000 rows in 8 piles ...>
+    <ShuffleResult pile store '...shuffled.parquet': 1,000 rows in 8 piles ...>
     """
     if not _compute.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
         raise DaskShuffleTypeError(
@@ -220,7 +219,7 @@ def shuffle_dataframe(
         )
     if index is not None and not isinstance(index, bool):
         raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
-    options = parse_shuffle_options(locals())
+    options = shuffle_options(locals())
     writing = parse_writing(compression, row_group_size, n_output_files)
     # Describing a dask DataFrame computes it: check the destination first.
     check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)

@@ -16,7 +16,7 @@ from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..formats import _generations as store_io
 from ..formats._zarr import open_zarr_sources
-from ..storage import _lock
+from ..storage import _lock, _paths
 from ._compute import map_tasks
 
 __all__ = ["Generation", "append", "compact", "evict", "generations"]
@@ -65,7 +65,7 @@ def generations(store: str | os.PathLike[str], *, storage_options: dict[str, Any
     >>> daskshuffle.generations("piles.zarr")
     [Generation(generation=0, path='', n_rows=1000, seed=0)]
     """
-    return _records(store_io.read_root(parse_path(store, "store"), storage_options))
+    return _records(store_io.read_root(_paths.normalize(parse_path(store, "store")), storage_options))
 
 
 def _check_variables(store: str, root: dict[str, Any], src: Any, storage_options: dict[str, Any] | None) -> None:
@@ -134,7 +134,7 @@ def append(
     """
     from ._shuffle import shuffle_zarr
 
-    store = parse_path(store, "store")
+    store = _paths.normalize(parse_path(store, "store"))
     for name in _DECIDED:
         if name in shuffle_options:
             raise DaskShuffleValueError(
@@ -187,7 +187,7 @@ def evict(
     >>> [g.generation for g in daskshuffle.evict("window.zarr", keep_last=1)]
     [1]
     """
-    store = parse_path(store, "store")
+    store = _paths.normalize(parse_path(store, "store"))
     keep_last = parse_positive_int(keep_last, "keep_last")
     with _lock.exclusive(store, storage_options):
         root = store_io.read_root(store, storage_options)
@@ -233,7 +233,7 @@ def compact(
     >>> [(g.generation, g.n_rows) for g in daskshuffle.compact("window.zarr")]
     [(2, 2000)]
     """
-    store = parse_path(store, "store")
+    store = _paths.normalize(parse_path(store, "store"))
     progress = parse_bool(progress, "progress")
     copy_nbytes = parse_nbytes(copy_memory, "copy_memory")
     with _lock.exclusive(store, storage_options):

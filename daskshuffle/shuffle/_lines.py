@@ -26,10 +26,10 @@ from ..formats._text_sample import (
 )
 from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
 from ..formats._text_source import Lines
-from ..plan._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory, parse_shuffle_options
+from ..plan._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory
 from ..storage import _paths
 from ._compute import map_tasks
-from ._run import ShuffleResult, check_destination, run_shuffle
+from ._run import ShuffleResult, check_destination, check_workers_reach, run_shuffle, shuffle_options
 
 __all__ = ["shuffle_lines"]
 
@@ -198,7 +198,7 @@ def shuffle_lines(
     --------
     >>> import daskshuffle
     >>> daskshuffle.shuffle_lines("corpus.jsonl", "train.jsonl", seed=0)
-    <ShuffleResult shuffled copy 'train.jsonl': 1,000 rows in 1 pile ...>
+    <ShuffleResult shuffled copy '...train.jsonl': 1,000 rows in 1 pile ...>
     >>> daskshuffle.shuffle_lines("corpus.jsonl", "sample.jsonl", seed=0, head_count=10).n_rows
     10
     >>> result = daskshuffle.shuffle_lines("corpus.jsonl", "part-{:02d}.jsonl.gz", seed=0, n_output_files=4)
@@ -208,7 +208,7 @@ def shuffle_lines(
     """
     began = time.perf_counter()
     sources = parse_sources(src)
-    options = parse_shuffle_options(
+    options = shuffle_options(
         dst=dst,
         n_piles=n_piles,
         seed=seed,
@@ -250,7 +250,10 @@ def shuffle_lines(
     )
     # Counting reads the whole input: check the destination first.
     for path in paths:
-        check_destination(source.describe(), path, tmp, overwrite=options.overwrite, storage_options=storage_options)
+        check_destination(
+            source.describe(), path, tmp, overwrite=options.overwrite, storage_options=storage_options, workers=False
+        )
+    check_workers_reach({"dst": paths[0], "tmp": _paths.scratch(paths[0], "", tmp)})
     _paths.remove(spool, storage_options)
     try:
         source = _decompress(source, spool, storage_options, progress)

@@ -8,33 +8,41 @@ source as a format, parse their common arguments into
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, PileStoreExistsError, StorageFullError
+from .._errors import (
+    DaskShuffleValueError,
+    PileStoreExistsError,
+    ShuffleInterrupted,
+    StorageFullError,
+    StorageNotFoundError,
+)
 from ..formats import read_metadata
 from ..formats._base import FORMAT_VERSION, Format
 from ..plan._level_plan import LevelPlan, make_level_plan
-from ..plan._options import ShuffleOptions
+from ..plan._options import ShuffleOptions, parse_shuffle_options
 from ..plan._plan import Plan, ShuffleSettings, fingerprint, make_plan
 from ..plan._rules import Layout, choose_layout
-from ..storage import _paths
+from ..storage import _leftovers, _paths
 from ..storage._lock import exclusive
 from ..storage._manifest import Manifest as _Manifest
-from ._compute import compute
+from ._compute import compute, workers_not_seeing
 from ._graph import level_tmp, shuffle_graph
 
-__all__ = ["ShuffleResult", "check_destination", "run_shuffle"]
+__all__ = ["ShuffleResult", "check_destination", "check_workers_reach", "run_shuffle", "shuffle_options"]
 
-_TMP_SUFFIX = ".daskshuffle-tmp"
+_TMP_SUFFIX = _leftovers.TMP_SUFFIX
 #: Where a store is built before it takes the destination's place.
-_NEW_SUFFIX = ".daskshuffle-new"
+_NEW_SUFFIX = _leftovers.NEW_SUFFIX
 #: The manifest of finished tasks, inside the scratch directory.
 _MANIFEST = "_done"
 #: The manifest's mark that the store and the pieces' directories were created.
@@ -83,6 +91,21 @@ class ShuffleResult:
             + (f", variables={self.variables}" if self.variables else "")
             + f", {self.n_tasks} tasks, {self.seconds:.1f} s>"
         )
+
+
+def shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:
+    """A public shuffle's common arguments, checked, with ``dst`` and ``tmp`` absolute.
+
+    Paths are resolved here, on the client, before any task is built: the
+    workers of a cluster may run in any directory, where a relative path names
+    something else (or nothing).
+    """
+    options = parse_shuffle_options(arguments, **given)
+    return dataclasses.replace(
+        options,
+        dst=_paths.normalize(options.dst),
+        tmp=_paths.normalize(options.tmp) if options.tmp is not None else None,
+    )
 
 
 def _plan_within_budget(
@@ -137,6 +160,40 @@ def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:
     return runs
 
 
+def _existing_directory(path: str) -> str:
+    """The directory of the local ``path``, or its nearest ancestor that exists (the shuffle makes the rest)."""
+    directory = os.path.dirname(path)
+    while directory and not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def check_workers_reach(paths: dict[str, str]) -> None:
+    """Refuse local paths (``{parameter: path}``) that the cluster's workers do not see, before anything runs there.
+
+    The workers write the pieces and the store: on a cluster of several
+    machines, a local path is only good on a filesystem they all share.
+    """
+    checked: set[str] = set()
+    for name, path in paths.items():
+        if _paths.is_url(path):
+            continue
+        directory = _existing_directory(path)
+        if directory in checked:
+            continue
+        checked.add(directory)
+        missing = workers_not_seeing(directory)
+        if missing:
+            raise StorageNotFoundError(
+                f"Expected every worker of the cluster to see the directory of {name}, {directory!r}. Got "
+                f"{len(missing)} worker{'s' if len(missing) != 1 else ''} ({', '.join(missing[:3])}"
+                f"{', ...' if len(missing) > 3 else ''}) that cannot instead; the cluster needs a shared filesystem "
+                "(mounted at the same path on the client and every worker) or object storage (s3://, gs://, ...) "
+                f"for {name}.",
+                parameter=name,
+            )
+
+
 def check_destination(
     sources: Sequence[str],
     dst: str,
@@ -144,11 +201,14 @@ def check_destination(
     *,
     overwrite: bool,
     storage_options: dict[str, Any] | None,
+    workers: bool = True,
 ) -> str:
     """Check that ``dst`` and the scratch space may be written; return the scratch directory.
 
     The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
     named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
+    With ``workers``, the workers of the active cluster must see both
+    (:func:`check_workers_reach`).
     """
     for source in sources:
         if _paths.overlaps(dst, source):
@@ -169,6 +229,8 @@ def check_destination(
                 f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
             )
     _paths.check_location(tmp, storage_options, "tmp")
+    if workers:
+        check_workers_reach({"dst": dst, "tmp": tmp})
     return tmp
 
 
@@ -242,7 +304,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     other failure removes what the run built.
     """
     began = time.perf_counter()
-    dst, materialize, storage_options = options.dst, options.materialize, options.storage_options
+    dst, storage_options = options.dst, options.storage_options
     resumable = not fmt.places_itself and bool(fmt.describe_source())
     tmp = check_destination(
         fmt.describe_source(),
@@ -251,6 +313,21 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
         storage_options=storage_options,
     )
+    # What is at dst decides what this run does: it is looked at once no other run can change it.
+    with exclusive(dst, storage_options):
+        result, n_tasks = _run_locked(fmt, options, variables, tmp=tmp, resumable=resumable, began=began)
+    if options.verify and n_tasks:
+        from ._verify import verify
+
+        verify(dst, storage_options=storage_options, block_memory=options.block_nbytes, progress=options.progress)
+    return result
+
+
+def _run_locked(
+    fmt: Format[Any], options: ShuffleOptions, variables: list[str], *, tmp: str, resumable: bool, began: float
+) -> tuple[ShuffleResult, int]:
+    """Plan and write, the lock of dst held; the result and the tasks run (0: the store was there already)."""
+    dst, materialize, storage_options = options.dst, options.materialize, options.storage_options
     target = dst if fmt.places_itself else build_path(dst, storage_options)
     earlier = _earlier_run(dst, target, storage_options) if resumable and not options.overwrite else None
     seed = options.seed
@@ -285,8 +362,9 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         )
 
     if earlier is not None and earlier.path == dst and earlier.metadata.get("complete"):
-        if same:
-            return result(0)  # this shuffle's output is there already
+        if same:  # this shuffle's output is there already; what a run killed after completing it left goes
+            _leftovers.clean(dst, storage_options, options.tmp)
+            return result(0), 0
         earlier = None
     if earlier is not None and not same:
         raise DaskShuffleValueError(
@@ -305,13 +383,8 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
-    with exclusive(dst, storage_options):
-        n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
-    if options.verify:
-        from ._verify import verify
-
-        verify(dst, storage_options=storage_options, block_memory=options.block_nbytes, progress=options.progress)
-    return result(n_tasks)
+    n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
+    return result(n_tasks), n_tasks
 
 
 def _write(
@@ -357,12 +430,13 @@ def _write(
                 fmt.prepare_pieces(pieces)
             if manifest is not None:
                 manifest.mark(_CREATED)
-        compute(graph, key, progress=options.progress)
+        compute(graph, key, progress=options.progress, remote=_paths.is_url(target) or _paths.is_url(tmp))
         fmt.finalize_destination(target, {**metadata, "complete": True})
     except KeyboardInterrupt:
         if not resumable:
             _discard(fmt, target, tmp, storage_options)
-        raise  # what is done stays beside dst: the same call continues it
+        # What is done stays beside dst: the same call continues it.
+        raise _interrupted(dst, [target, tmp] if resumable else [], storage_options) from None
     except OSError as error:
         _discard(fmt, target, tmp, storage_options)
         if error.errno == errno.ENOSPC:
@@ -379,6 +453,20 @@ def _write(
     if target != dst:
         _paths.replace(target, dst, storage_options)
     return len(graph)
+
+
+def _interrupted(dst: str, kept: list[str], storage_options: dict[str, Any] | None) -> ShuffleInterrupted:
+    """What an interrupted shuffle left, and how to go on."""
+    left = [path for path in kept if _paths.exists(path, storage_options)]
+    if not left:
+        return ShuffleInterrupted(
+            f"Interrupted the shuffle into {dst!r}; what it wrote is removed: run it again to start over."
+        )
+    size = _leftovers.human_bytes(sum(_leftovers.nbytes(path, storage_options) for path in left))
+    return ShuffleInterrupted(
+        f"Interrupted the shuffle into {dst!r}; it left {size} in {' and '.join(repr(path) for path in left)}: "
+        "run it again the same way to continue it, or remove them."
+    )
 
 
 def _discard(fmt: Format[Any], target: str, tmp: str, storage_options: dict[str, Any] | None) -> None:

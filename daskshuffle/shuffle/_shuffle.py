@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_variables
-from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
-from ._run import ShuffleResult, run_shuffle
+from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
+from . import _compute
+from ._run import ShuffleResult, run_shuffle, shuffle_options
 
 if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
     from ..formats._zarr import SourceLike
@@ -16,8 +18,26 @@ if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet 
 __all__ = ["shuffle_zarr"]
 
 
+def _dask_arrays(src: object) -> dict[str, Any] | None:
+    """``{name: dask array}`` if ``src`` is a dask array or a dict of them, else ``None`` (paths and zarr objects)."""
+    if _compute.is_dask_array(src):
+        from ..formats._xarray import ARRAY_NAME
+
+        return {ARRAY_NAME: src}
+    if not isinstance(src, Mapping):
+        return None
+    others = {str(name): type(value).__name__ for name, value in src.items() if not _compute.is_dask_array(value)}
+    if others or not all(isinstance(name, str) for name in src):
+        raise DaskShuffleTypeError(
+            "Expected src, a dict, to map names (str) to dask arrays. Got "
+            f"{others or sorted(map(repr, src))} instead; wrap other arrays with dask.array.from_array.",
+            parameter="src",
+        )
+    return dict(src)
+
+
 def shuffle_zarr(
-    src: SourceLike | Sequence[SourceLike],
+    src: SourceLike | Sequence[SourceLike] | Mapping[str, Any] | Any,
     dst: str | os.PathLike[str],
     n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
@@ -49,11 +69,17 @@ def shuffle_zarr(
 
     Parameters
     ----------
-    src : path, URL, zarr.Group, zarr.Array, or a list of them
+    src : path, URL, zarr.Group, zarr.Array, or a list of them; or a dask array, or a dict of dask arrays
         The source. A group's arrays that share their first dimension are
         shuffled with one permutation, so they stay aligned. Several sources
         are concatenated along the first axis; they must hold the same arrays.
         Zarr format 2 and 3 are read. The source is opened read-only.
+        A dask array (stored as ``"data"``) or a dict ``{name: dask array}``
+        of arrays with the same number of rows is computed once, each block
+        by its own tasks in pass 1; blocks follow the first array's chunks
+        along the rows (the others are rechunked to them), and chunk sizes
+        must be known. The store is written as xarray writes a dataset, with
+        the rows along the dimension ``"row"``.
     dst : path or URL
         Where to write the Zarr v3 pile store. Must lie outside ``src``.
     n_piles : int or "auto", default 512
@@ -114,12 +140,31 @@ def shuffle_zarr(
     >>> result.n_rows, result.n_piles, result.variables
     (1000, 8, ['id', 'x', 'y'])
     """
-    options = parse_shuffle_options(locals())
+    options = shuffle_options(locals())
     chosen = parse_variables(variables)
+    arrays = _dask_arrays(src)
+    if arrays is not None:
+        if not (isinstance(compressors, str) and compressors == "auto"):
+            raise DaskShuffleValueError(
+                f"Expected compressors='auto' with dask arrays. Got {compressors!r} instead; their pile store is "
+                "written as xarray writes a dataset, with the codecs daskshuffle chooses.",
+                parameter="compressors",
+            )
+        from ..formats._xarray import open_arrays_source
+
+        dataset = open_arrays_source(
+            arrays,
+            variables=chosen,
+            block_nbytes=options.block_nbytes,
+            chunk_rows=chunk_rows,
+            storage_options=options.storage_options,
+            block_inputs=_compute.array_inputs,
+        )
+        return run_shuffle(dataset, options, variables=[variable.name for variable in dataset.variables])
     from ..formats._zarr import open_zarr_sources
 
     fmt = open_zarr_sources(
-        src,
+        cast("SourceLike | Sequence[SourceLike]", src),
         variables=chosen,
         block_nbytes=options.block_nbytes,
         chunk_rows=chunk_rows,

@@ -31,6 +31,7 @@ from ..formats import open_pile_reader
 from ..formats._base import FileFormat
 from ..formats._generations import sources_of
 from ..plan._options import DEFAULT_BLOCK_MEMORY
+from ..storage import _paths
 from ._compute import map_tasks
 
 __all__ = ["VerifyResult", "verify"]
@@ -293,6 +294,7 @@ def verify(
     """
     began = time.perf_counter()
     path = parse_path(store, "store")
+    located = _paths.normalize(path)  # the tasks may run in another directory
     block_nbytes = parse_nbytes(block_memory, "block_memory")
     reader = open_pile_reader(path, storage_options=storage_options)
     try:
@@ -312,7 +314,7 @@ def verify(
         ("source", variables, fmt, block, "", None, range(0)) for block in range(len(fmt.block_lengths))
     ]
     tasks += [
-        ("store", variables, None, -1, path, storage_options, range(first, last))
+        ("store", variables, None, -1, located, storage_options, range(first, last))
         for first, last in _group_piles(pile_offsets, rows_per_task)
     ]
     parts = map_tasks(_part, tasks, token=f"verify-{path}-{named}-{metadata.get('fingerprint')}", progress=progress)

@@ -10,9 +10,9 @@ import xarray as xr
 from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
 from ..formats._xarray import open_xarray_source
-from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, parse_shuffle_options
+from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
 from . import _compute
-from ._run import ShuffleResult, run_shuffle
+from ._run import ShuffleResult, run_shuffle, shuffle_options
 
 __all__ = ["shuffle_xarray"]
 
@@ -74,9 +74,9 @@ def shuffle_xarray(
     >>> import numpy as np, xarray as xr, daskshuffle
     >>> data = xr.Dataset({"x": (("sample", "feature"), np.random.rand(1000, 8))})
     >>> daskshuffle.shuffle_xarray(data, "shuffled.zarr", "sample", n_piles=8, seed=0)
-    <ShuffleResult pile store 'shuffled.zarr': 1,000 rows in 8 piles ...>
+    <ShuffleResult pile store '...shuffled.zarr': 1,000 rows in 8 piles ...>
     """
-    options = parse_shuffle_options(locals())
+    options = shuffle_options(locals())
     if not isinstance(dim, str):
         raise DaskShuffleTypeError(f"Expected dim to be a dimension name. Got {dim!r} instead.", parameter="dim")
     chosen_rows = parse_positive_int(chunk_rows, "chunk_rows") if chunk_rows is not None else None

@@ -25,6 +25,8 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
+from ._cache import StoreCache
+
 __all__ = ["Fetches"]
 
 #: Threads that fetch for a filesystem without an event loop of its own.
@@ -65,8 +67,10 @@ class Fetches:
     (b'alpha', 0)
     """
 
-    def __init__(self, fs: AbstractFileSystem, in_flight: int = IN_FLIGHT) -> None:
+    def __init__(self, fs: AbstractFileSystem, in_flight: int = IN_FLIGHT, cache: StoreCache | None = None) -> None:
         self._fs = fs
+        #: Where fetched files are kept for later reads, and read from before they are requested.
+        self.cache = cache
         self._in_flight_limit = in_flight
         self._reads: dict[Hashable, _Read] = {}
         self._files: dict[str, tuple[Future[bytes], int]] = {}  # path: (its bytes, reads that will take them)
@@ -79,10 +83,10 @@ class Fetches:
         self.nbytes = 0
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_fs": self._fs, "_in_flight_limit": self._in_flight_limit}
+        return {"fs": self._fs, "in_flight": self._in_flight_limit, "cache": self.cache}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["_fs"], state["_in_flight_limit"])  # type: ignore[misc]
+        self.__init__(**state)  # type: ignore[misc]
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
@@ -175,17 +179,32 @@ class Fetches:
 
     def _arrived(self, future: Future[bytes], request: Future[bytes]) -> None:
         try:
-            future.set_result(request.result())
+            data = request.result()
         except BaseException as error:  # a cancelled request too: whoever waits learns of it
             future.set_exception(error)
+        else:
+            future.set_result(data)
         with self._lock:
             self._in_flight -= 1
         self._send()
 
     def _submit(self, path: str) -> Future[bytes]:
-        fs = self._fs
+        fs, cache = self._fs, self.cache
+        if cache is not None and cache.holds(path):
+            return self._threads().submit(self._cached, path)
         if getattr(fs, "async_impl", False):
-            return asyncio.run_coroutine_threadsafe(fs._cat_file(path), fs.loop)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="daskshuffle-fetch")
-        return self._pool.submit(fs.cat_file, path)
+            request = asyncio.run_coroutine_threadsafe(fs._cat_file(path), fs.loop)
+        else:
+            request = self._threads().submit(fs.cat_file, path)
+        return request
+
+    def _threads(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="daskshuffle-fetch")
+            return self._pool
+
+    def _cached(self, path: str) -> bytes:
+        assert self.cache is not None
+        data = self.cache.read(path)
+        return bytes(self._fs.cat_file(path)) if data is None else data  # evicted meanwhile: fetch it

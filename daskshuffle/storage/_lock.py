@@ -1,33 +1,76 @@
-"""One shuffle at a time into a destination: a lock file beside it.
+"""One writer at a time into a destination: a lock beside it.
 
 Two shuffles writing one destination would write over each other's store, and
 the first to finish (or fail) would remove the other's pieces. The lock is
-``<dst>.daskshuffle-lock``, created exclusively (``open(..., "x")`` on a local
-disk; on object storage, which has no exclusive create, written and read back
-to see which run wrote last). It records the run's host and process, so that a
-lock left by a killed process on this host is taken over, and a lock held by a
-live one is refused with what to do.
+``<dst>.daskshuffle-lock``; it records the run that holds it (``run``, ``host``,
+``pid``, ``since``), so that a run refused names the holder. Of any number of
+runs that race for one lock, exactly one holds it; how depends on the storage:
+
+- **Local disk**: the file is opened (created if absent) and locked with
+  ``fcntl.flock(LOCK_EX | LOCK_NB)``. The kernel holds that lock for the open
+  file and lets go when the process ends, however it ends: a lock file left by
+  a killed process is a file nobody holds, and the next run simply locks it.
+  There is no read, judge and remove of a stale lock, so no two runs can both
+  take one over. ``flock`` locks an open file, not a path: a run that opened
+  the file just before its holder removed it (on release, while still holding
+  it) locks a removed file, so once locked a run checks that the path still
+  names the file it locked, and starts again if not. ``flock`` locks belong to
+  an open file, so two threads of one process exclude each other as well.
+  Where there is no ``fcntl`` (Windows) the file is created exclusively, and a
+  lock left by a killed process is named in the error, to be removed by hand.
+- **S3** (s3fs): conditional writes. The lock is created with
+  ``If-None-Match: *``, which the store refuses if the object exists. A lock
+  left by a process of this host that no longer runs is replaced with
+  ``If-Match: <its ETag>``: of two runs replacing it, the second's write is
+  refused, since the first changed the ETag.
+- **memory://**: visible to this process only; checked and created under a
+  process-wide lock.
+- **Other fsspec filesystems** offer no conditional write: the lock is written
+  and read back, which names a run that started earlier but does not exclude
+  two that start at once. A ``UserWarning`` says so, once per filesystem.
+
+Released on exit, by the run that holds it only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
+import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
 
 from .._errors import DaskShuffleValueError
 from . import _paths
 
-__all__ = ["LOCK_SUFFIX", "exclusive"]
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["LOCK_SUFFIX", "describe", "exclusive", "held", "read_holder"]
 
 LOCK_SUFFIX = ".daskshuffle-lock"
+#: The protocols whose filesystems honour ``If-None-Match`` / ``If-Match`` on a write (through ``put_object``).
+CONDITIONAL_WRITES = frozenset({"s3", "s3a"})
+#: How long a refused run waits for the holder to finish writing its name into a lock it just created.
+_NAME_WAIT = 1.0
+_in_memory = threading.Lock()
+_warned: set[str] = set()
+
+
+def _checkpoint(name: str) -> None:
+    """A named point of taking a lock (``"opened"``, ``"stale"``); tests pause a run here to replay a race."""
 
 
 def _holder() -> dict[str, Any]:
@@ -49,56 +92,184 @@ def _stale(holder: dict[str, Any]) -> bool:
     return holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", 0)))
 
 
-def _read(fs: Any, path: str) -> dict[str, Any] | None:
+def _read(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
     try:
-        with fs.open(path, "r") as file:
-            found = json.load(file)
+        found = json.loads(fs.cat_file(path))
     except (FileNotFoundError, ValueError):
         return None
     return found if isinstance(found, dict) else None
 
 
-def _refuse(dst: str, path: str, holder: dict[str, Any]) -> DaskShuffleValueError:
+def _named(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
+    """The holder a lock records, waiting a moment for a holder that has just created it to write its name."""
+    deadline = time.monotonic() + _NAME_WAIT
+    while (found := _read(fs, path)) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found or {}
+
+
+def read_holder(dst: str, storage_options: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the lock of ``dst`` records (``None`` if there is no lock), held or left behind."""
+    fs, inner = _paths.filesystem(_paths.sibling(dst, LOCK_SUFFIX), storage_options)
+    return _read(fs, inner) if fs.exists(inner) else None
+
+
+def held(dst: str, storage_options: dict[str, Any] | None) -> bool:
+    """Whether a run holds the lock of ``dst`` now (``False`` for a lock a killed run left)."""
+    fs, inner = _paths.filesystem(_paths.sibling(dst, LOCK_SUFFIX), storage_options)
+    if not isinstance(fs, LocalFileSystem) or fcntl is None:
+        holder = read_holder(dst, storage_options)
+        return holder is not None and not _stale(holder)
+    try:
+        fd = os.open(inner, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def describe(holder: dict[str, Any]) -> str:
+    """``process 123 on 'host', since 2026-01-02 03:04:05``, from what a lock records."""
+    if not holder:
+        return "a run that has not yet written its name into the lock"
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(holder.get("since", 0))))
+    return f"process {holder.get('pid')} on {holder.get('host')!r}, since {since}"
+
+
+def _refuse(dst: str, path: str, holder: dict[str, Any], *, by_hand: bool) -> DaskShuffleValueError:
+    advice = f"wait for it to end, or, if it is gone, remove {path!r}" if by_hand else "wait for it to end"
     return DaskShuffleValueError(
-        f"Expected no other shuffle writing {dst!r}. Got one instead: process {holder.get('pid')} on "
-        f"{holder.get('host')!r}, since {since}; wait for it to end, or, if it is gone, remove {path!r}.",
+        f"Expected no other shuffle writing {dst!r}. Got one instead: {describe(holder)}; {advice}.",
         parameter="dst",
     )
 
 
 @contextlib.contextmanager
 def exclusive(dst: str, storage_options: dict[str, Any] | None) -> Iterator[None]:
-    """Hold the lock of ``dst`` for the body; refuse if another live shuffle holds it."""
+    """Hold the lock of ``dst`` for the body; refuse if another live run holds it."""
     path = _paths.sibling(dst, LOCK_SUFFIX)
     fs, inner = _paths.filesystem(path, storage_options)
     ours = _holder()
-    text = json.dumps(ours)
+    if isinstance(fs, LocalFileSystem) and fcntl is not None:
+        with _flocked(dst, path, inner, ours):
+            yield
+        return
     if isinstance(fs, LocalFileSystem):
-        os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
-        for _ in range(2):
-            try:
-                with open(inner, "x") as file:
-                    file.write(text)
-                break
-            except FileExistsError:
-                holder = _read(fs, inner) or {}
-                if not _stale(holder):
-                    raise _refuse(dst, path, holder) from None
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(inner)  # left by a killed process on this host
-        else:
-            raise _refuse(dst, path, _read(fs, inner) or {})
+        _create_local(dst, path, inner, ours)
+    elif isinstance(fs, MemoryFileSystem):
+        with _in_memory:
+            _create_by_reading_back(dst, path, fs, inner, ours)
+    elif set(_protocols(fs)) & CONDITIONAL_WRITES:
+        _create_conditionally(dst, path, fs, inner, ours)
     else:
-        found = _read(fs, inner)
-        if found is not None and not _stale(found):
-            raise _refuse(dst, path, found)
-        fs.pipe_file(inner, text.encode())
-        if (_read(fs, inner) or {}).get("run") != ours["run"]:
-            raise _refuse(dst, path, _read(fs, inner) or {})
+        _warn_unexcluded(fs)
+        _create_by_reading_back(dst, path, fs, inner, ours)
     try:
         yield
     finally:
-        if (_read(fs, inner) or {}).get("run") == ours["run"]:
+        with _in_memory if isinstance(fs, MemoryFileSystem) else contextlib.nullcontext():
+            if (_read(fs, inner) or {}).get("run") == ours["run"]:  # nobody takes over the lock of a live run
+                with contextlib.suppress(FileNotFoundError):
+                    fs.rm_file(inner)
+
+
+def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
+    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+
+
+@contextlib.contextmanager
+def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[None]:
+    assert fcntl is not None  # for the type checker: the caller checked
+    os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
+    while True:
+        fd = os.open(inner, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _checkpoint("opened")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise _refuse(dst, path, _named(LocalFileSystem(), inner), by_hand=False) from None
+            locked = os.fstat(fd)
             with contextlib.suppress(FileNotFoundError):
-                fs.rm_file(inner)
+                there = os.stat(inner)
+                if (there.st_dev, there.st_ino) == (locked.st_dev, locked.st_ino):
+                    break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # its holder removed it as we locked it: lock the file there now
+    try:
+        os.ftruncate(fd, 0)  # a lock a killed run left records that run
+        os.write(fd, json.dumps(ours).encode())
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(inner)  # still locked: a run that opened it meanwhile finds it gone, and starts again
+        os.close(fd)
+
+
+def _create_local(dst: str, path: str, inner: str, ours: dict[str, Any]) -> None:
+    """Without ``flock``: an exclusive create, and a lock left behind is named, to be removed by hand."""
+    os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
+    try:
+        with open(inner, "x") as file:
+            file.write(json.dumps(ours))
+    except FileExistsError:
+        raise _refuse(dst, path, _named(LocalFileSystem(), inner), by_hand=True) from None
+
+
+def _create_conditionally(dst: str, path: str, fs: AbstractFileSystem, inner: str, ours: dict[str, Any]) -> None:
+    """Create with ``If-None-Match: *``; replace a lock its killed process left with ``If-Match: <ETag>``."""
+    text = json.dumps(ours).encode()
+    for _ in range(3):  # a lock removed while we look at it: try again
+        try:
+            fs.pipe_file(inner, text, mode="create")
+            return
+        except FileExistsError:
+            pass
+        fs.invalidate_cache(inner)
+        try:
+            etag = fs.info(inner)["ETag"]  # before the contents: a write after this changes it, and If-Match fails
+        except FileNotFoundError:
+            continue
+        holder = _named(fs, inner)
+        if not _stale(holder):
+            raise _refuse(dst, path, holder, by_hand=True)
+        _checkpoint("stale")
+        try:
+            fs.pipe_file(inner, text, IfMatch=etag)
+            return
+        except FileNotFoundError:
+            continue
+        except OSError as error:  # 412 Precondition Failed: another run replaced it first
+            if error.errno != errno.EINVAL:
+                raise
+            raise _refuse(dst, path, _named(fs, inner), by_hand=True) from None
+    raise _refuse(dst, path, _named(fs, inner), by_hand=True)
+
+
+def _create_by_reading_back(dst: str, path: str, fs: AbstractFileSystem, inner: str, ours: dict[str, Any]) -> None:
+    found = _read(fs, inner)
+    if found is not None and not _stale(found):
+        raise _refuse(dst, path, found, by_hand=True)
+    fs.pipe_file(inner, json.dumps(ours).encode())
+    if (_read(fs, inner) or {}).get("run") != ours["run"]:
+        raise _refuse(dst, path, _read(fs, inner) or {}, by_hand=True)
+
+
+def _warn_unexcluded(fs: AbstractFileSystem) -> None:
+    name = type(fs).__name__
+    if name in _warned:
+        return
+    _warned.add(name)
+    warnings.warn(
+        f"{name} offers no conditional write: daskshuffle's lock names a run that started earlier but does not "
+        "keep two runs that start at the same moment from writing one destination; start one at a time.",
+        UserWarning,
+        stacklevel=4,
+    )

@@ -1,0 +1,154 @@
+"""The loader's local cache of a remote pile store (storage/_cache.py), on the S3 model of the benchmarks."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+
+import daskshuffle as ds
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from _s3_model import S3ModelFileSystem
+
+BUCKET = "cache"
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any], str]:
+    """A pile store of 200,000 rows in 24 piles, on local disk and in a bucket of the model (no latency)."""
+    work = tmp_path_factory.mktemp("cache")
+    group = zarr.open_group(work / "raw.zarr", mode="w")
+    group.create_array("x", data=np.arange(200_000 * 8, dtype="f4").reshape(200_000, 8), chunks=(10_000, 8))
+    group.create_array("id", data=np.arange(200_000), chunks=(10_000,))
+    ds.shuffle_zarr(str(work / "raw.zarr"), str(work / "piles.zarr"), n_piles=24, seed=5)
+    shutil.copytree(work / "piles.zarr", work / "objects" / BUCKET / "piles.zarr")
+    options = {"root": str(work / "objects"), "latency": 0.0, "bandwidth": 1e12}
+    return f"s3model://{BUCKET}/piles.zarr", options, str(work / "piles.zarr")
+
+
+def chunk_files(store: str) -> list[Path]:
+    return [path for path in Path(store).rglob("*") if path.is_file() and "/c/" in path.as_posix()]
+
+
+def chunk_gets(options: dict[str, Any]) -> int:
+    return int(S3ModelFileSystem(**options).stats()["requests"]["get"])
+
+
+def epoch_ids(store: str, options: dict[str, Any] | None, **kwargs: Any) -> list[np.ndarray]:
+    with ds.PileLoader(store, batch_size=2_000, seed=2, storage_options=options, **kwargs) as loader:
+        return [batch["id"] for batch in loader]
+
+
+def same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_later_epochs_read_the_cache_not_the_store(remote: Any, tmp_path: Path) -> None:
+    url, options, local = remote
+    expected = epoch_ids(local, None)
+    fs = S3ModelFileSystem(**options)
+    fs.reset_stats()
+    assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
+    first = chunk_gets(options)
+    files = len(chunk_files(local))
+    assert first >= files > 0  # every chunk file fetched once at least
+    fs.reset_stats()
+    assert same(epoch_ids(url, options, cache=ds.Cache(tmp_path / "c")), expected)
+    assert chunk_gets(options) < 10  # the metadata only
+
+
+def test_a_damaged_cached_file_is_fetched_again(remote: Any, tmp_path: Path) -> None:
+    url, options, local = remote
+    expected = epoch_ids(local, None)
+    epoch_ids(url, options, cache=tmp_path / "c")
+    cached = sorted(path for path in (tmp_path / "c").rglob("*") if path.is_file())
+    for path in cached[::3]:
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    cached[1].write_bytes(b"")  # truncated
+    fs = S3ModelFileSystem(**options)
+    fs.reset_stats()
+    assert same(epoch_ids(url, options, cache=tmp_path / "c", prefetch=0), expected)
+    refetched = chunk_gets(options)
+    assert len(cached[::3]) <= refetched < len(cached[::3]) + 10
+    assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)  # and put right in the cache
+
+
+def test_the_cache_holds_to_its_limit(remote: Any, tmp_path: Path) -> None:
+    url, options, local = remote
+    store_nbytes = sum(path.stat().st_size for path in chunk_files(local))
+    limit = store_nbytes // 3
+    cache = ds.Cache(tmp_path / "c", max_size=limit)
+    assert same(epoch_ids(url, options, cache=cache), epoch_ids(local, None))
+    held = sum(path.stat().st_size for path in (tmp_path / "c").rglob("*") if path.is_file())
+    assert 0 < held <= limit
+
+
+def test_two_loaders_share_one_cache(remote: Any, tmp_path: Path) -> None:
+    url, options, local = remote
+    expected = epoch_ids(local, None)
+    results: list[list[np.ndarray]] = []
+    barrier = threading.Barrier(2)
+
+    def read() -> None:
+        barrier.wait()
+        results.append(epoch_ids(url, options, cache=ds.Cache(tmp_path / "c", max_size="2MiB")))
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(results) == 2 and all(same(result, expected) for result in results)
+
+
+def test_a_rank_caches_only_its_own_piles(remote: Any, tmp_path: Path) -> None:
+    """The files cached are exactly the chunk files of the piles the rank reads."""
+    url, options, local = remote
+    epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch=0)  # no read of epoch 1 ahead
+    cached = sum(1 for path in (tmp_path / "c").rglob("*") if path.is_file())
+    with ds.PileLoader(local, batch_size=2_000, seed=2, rank=0, world_size=4) as loader:
+        piles = loader.piles(0)
+        offsets = loader._piles.offsets
+    group = zarr.open_group(local, mode="r")
+    expected = set()
+    for name in ("x", "id"):
+        chunk_rows = group[name].chunks[0]
+        for pile in piles:
+            first, last = int(offsets[pile]), int(offsets[pile + 1])
+            expected |= {(name, index) for index in range(first // chunk_rows, (last - 1) // chunk_rows + 1)}
+    n_files = len(chunk_files(local))
+    assert cached == len(expected) < n_files
+
+
+def test_a_local_store_is_not_cached(remote: Any, tmp_path: Path) -> None:
+    _, _, local = remote
+    epoch_ids(local, None, cache=tmp_path / "c")
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").rglob("*"))
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "match"),
+    [
+        (5, ds.DaskShuffleTypeError, "Expected cache to be a local directory"),
+        ("s3://bucket/cache", ds.DaskShuffleValueError, "directory on a local disk"),
+    ],
+)
+def test_a_cache_that_cannot_be_is_refused(remote: Any, value: Any, error: type, match: str) -> None:
+    url, options, _ = remote
+    with pytest.raises(error, match=match):
+        ds.PileLoader(url, batch_size=100, cache=value, storage_options=options)
+
+
+def test_a_cache_size_that_is_not_a_size_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ds.DaskShuffleValueError, match="max_size"):
+        ds.Cache(tmp_path, max_size="lots")
