@@ -180,3 +180,15 @@ def test_a_shuffle_does_what_explain_predicts(
     levels = metadata.get("levels", {"n_levels": 1, "fanouts": []})
     assert (result.n_piles, levels["n_levels"], levels["fanouts"]) == _predicted(model)
     assert model.levels > 1, "a case of several levels"
+
+
+def test_piles_of_a_row_or_two_are_refused_by_both_not_redrawn_without_end(tmp_path: Path) -> None:
+    """pile_memory for two rows: 'auto' would make piles of about one row, which overflow at any count."""
+    group = zarr.open_group(tmp_path / "raw.zarr", mode="w")
+    group.create_array("x", data=np.arange(1_000, dtype="f8"), chunks=(100,))
+    with pytest.raises(DaskShuffleError, match="piles of 8 rows or more") as predicted:
+        explain(rows=1_000, row_bytes=8, n_piles="auto", pile_memory=16)
+    with pytest.raises(DaskShuffleError, match="piles of 8 rows or more") as shuffled:
+        shuffle_zarr(str(tmp_path / "raw.zarr"), str(tmp_path / "piles.zarr"), n_piles="auto", pile_memory=16)
+    assert str(predicted.value) == str(shuffled.value)
+    assert not (tmp_path / "piles.zarr").exists()

@@ -91,7 +91,19 @@ class Layout:
                 parameter="n_piles",
             )
         n_piles = max(self.n_piles + 1, int(self.n_piles * 1.1))
+        if n_piles * MIN_PILE_ROWS > self.n_rows:
+            # Piles of a few rows vary by more than their size: more of them overflow as often, without end.
+            raise DaskShuffleValueError(
+                f"Expected pile_memory to hold piles of {MIN_PILE_ROWS} rows or more. Got pile_memory="
+                f"{self.pile_nbytes:,} bytes for rows of {self.row_nbytes:,} bytes, whose drawn piles still overflow "
+                f"at n_piles={self.n_piles:,} for {self.n_rows:,} rows, instead; use a larger pile_memory.",
+                parameter="pile_memory",
+            )
         return replace(self, n_piles=n_piles, fanouts=choose_fanouts(self, n_piles))
+
+
+#: The fewest rows an ``n_piles="auto"`` pile is planned to hold on average: below it, re-planning stops.
+MIN_PILE_ROWS = 8
 
 
 def choose_layout(
@@ -141,6 +153,13 @@ def choose_layout(
             parameter="pile_memory",
         )
     fewest = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
+    if n_piles == "auto" and n_rows >= MIN_PILE_ROWS * 2 and n_rows < MIN_PILE_ROWS * fewest:
+        raise DaskShuffleValueError(
+            f"Expected pile_memory to hold piles of {MIN_PILE_ROWS} rows or more on average. Got pile_memory="
+            f"{pile_nbytes:,} bytes for rows of {row_nbytes:,} bytes instead, which n_piles='auto' fills with "
+            f"{n_rows / fewest:.1f} rows a pile; use a larger pile_memory.",
+            parameter="pile_memory",
+        )
     if n_piles != "auto" and -(-n_rows // n_piles) * row_nbytes > pile_nbytes:
         # Some pile holds at least the mean, whatever is drawn: refuse before drawing.
         raise DaskShuffleValueError(
