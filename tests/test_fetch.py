@@ -69,6 +69,21 @@ def test_a_file_two_reads_need_is_fetched_once_and_kept_until_both_took_it(fs: C
     fetches.clear()
 
 
+def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS) -> None:
+    fetches = Fetches(fs)
+    fs.pipe_file("/files/long", b"0123456789")
+    assert fetches.start("one", [("/files/long", 2, 5), "/files/long"], nbytes=13)
+    assert fetches.start("two", [("/files/long", 2, 5), ("/files/long", 8, 10)], nbytes=5)
+    assert fetches.take("one", ("/files/long", 2, 5)).result(timeout=10) == b"234"  # type: ignore[union-attr]
+    assert fetches.take("one", "/files/long").result(timeout=10) == b"0123456789"  # type: ignore[union-attr]
+    assert fetches.take("one", ("/files/long", 8, 10)) is None  # not one of this read's
+    assert fetches.take("two", ("/files/long", 2, 5)).result(timeout=10) == b"234"  # type: ignore[union-attr]
+    assert fetches.take("two", ("/files/long", 8, 10)).result(timeout=10) == b"89"  # type: ignore[union-attr]
+    assert fetches.nbytes == 0
+    assert fs.reads == {"/files/long": 3}  # the whole file and two ranges, the shared range once
+    fetches.clear()
+
+
 def test_requests_in_flight_are_capped_and_sent_in_order(fs: CountingFS) -> None:
     fs.gate.clear()
     fetches = Fetches(fs, in_flight=2)
