@@ -178,3 +178,128 @@ def test_futures_are_plain_concurrent_futures(fs: CountingFS) -> None:
     fetches.start("read", ["/files/a"], nbytes=3)
     assert isinstance(fetches.take("read", "/files/a"), Future)
     fetches.clear()
+
+
+# -- a Parquet pile store ------------------------------------------------------------------
+@pytest.fixture
+def parquet_store(tmp_path: Any) -> tuple[str, str]:
+    """A Parquet pile store of 6,000 rows in 24 piles over several part files, on disk and in fsspec's memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = np.arange(6_000)
+    rng = np.random.default_rng(0)
+    table = pa.table(
+        {
+            "id": ids,
+            "x": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(6_000 * 4, dtype=np.float32)), 4),
+            "text": [f"row {i}" for i in ids],
+        }
+    )
+    (tmp_path / "raw").mkdir()
+    pq.write_table(table, tmp_path / "raw" / "a.parquet", row_group_size=500)
+    local = ds.shuffle_parquet(tmp_path / "raw", tmp_path / "piles", n_piles=24, seed=3, block_memory="64KiB").path
+    memory = fsspec.filesystem("memory")
+    url = f"memory://parquet-ahead-{tmp_path.name}/piles"
+    memory.put(str(local), url, recursive=True)
+    return str(local), url
+
+
+def _ids(store: str, prefetch: Any, storage_options: dict[str, Any] | None = None) -> list[np.ndarray]:
+    with ds.PileLoader(store, batch_size=500, seed=1, prefetch=prefetch, storage_options=storage_options) as loader:
+        assert loader._piles.reader.fetches == ("://" in store)
+        return [batch["id"] for _ in range(2) for batch in loader]
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, "64KiB", "64MiB"])
+def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
+    parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local, remote = parquet_store
+    expected = _ids(local, prefetch)
+
+    def refused(*args: Any) -> None:
+        raise AssertionError("a part file read directly: the fetched bytes were not enough")
+
+    monkeypatch.setattr("daskshuffle.formats._parquet_reader.ParquetPileReader._read_groups", refused)
+    got = _ids(remote, prefetch)
+    assert len(got) == len(expected) > 2
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_a_parquet_read_fetches_its_column_chunks_all_at_once(parquet_store: tuple[str, str]) -> None:
+    from daskshuffle.formats._parquet_reader import ParquetPileReader
+
+    local, remote = parquet_store
+    reader, expected = ParquetPileReader(remote, variables=["x", "id"]), ParquetPileReader(local, variables=["x", "id"])
+    reader.fetch(0, reader.n_rows)
+    assert reader.fetched_nbytes > 0
+    assert reader.read_rows(0, reader.n_rows).equals(expected.read_rows(0, expected.n_rows))
+    assert reader.fetched_nbytes == 0
+    # Rows within piles, a part file's boundary crossed, fetched or not.
+    first = int(reader.part_starts[1])
+    for start, stop in [(first - 7, first + 300), (10, 20), (5_990, 6_000)]:
+        reader.fetch(start, stop)
+        assert reader.read_rows(start, stop).equals(expected.read_rows(start, stop))
+        assert reader.read_rows(start, stop).equals(expected.read_rows(start, stop))
+    reader.fetch(100, 200)
+    reader.forget(100, 200)
+    assert reader.fetched_nbytes == 0
+    reader.close()
+
+
+def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, str]) -> None:
+    _, remote = parquet_store
+    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB") as loader:
+        reader = loader._piles.reader
+        footer = reader._part(0, None).footer
+        largest = max(footer.row_group(group).total_byte_size for group in range(footer.num_row_groups))
+        peak = 0
+        for _ in loader:
+            peak = max(peak, reader.fetched_nbytes)
+    assert 0 < peak <= 24 * 2**10 + 2 * largest
+
+
+def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str]) -> None:
+    import pyarrow.parquet as pq
+
+    from daskshuffle.formats._parquet_reader import ParquetPileReader
+
+    _, remote = parquet_store
+    memory = fsspec.filesystem("memory")
+    reader = ParquetPileReader(remote)
+    pile = 5
+    first = int(reader.pile_offsets[pile])
+    part = int(np.searchsorted(reader.part_starts, first, side="right")) - 1
+    path = reader.part_paths[part]
+    group = int(np.searchsorted(reader._part(part, None).group_starts, first - reader.part_starts[part]))
+    data = bytearray(memory.cat_file(path))
+    footer = pq.read_metadata(path, filesystem=memory)
+    names = [footer.schema.column(i).name for i in range(footer.num_columns)]
+    column = footer.row_group(group).column(names.index("text"))
+    start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+    data[start + column.total_compressed_size - 4] ^= 0xFF  # inside the column chunk's last page
+    memory.pipe_file(path, bytes(data))
+    for prefetched in (False, True):
+        if prefetched:
+            reader.fetch(int(reader.pile_offsets[pile]), int(reader.pile_offsets[pile + 1]))
+        with pytest.raises(ds.CorruptPileStoreError, match=rf"\(pile {pile}, columns \['text'\]\)"):
+            reader.read_pile(pile)
+        assert reader.fetched_nbytes == 0
+    assert reader.read_pile(pile - 1).num_rows > 0
+    memory.rm(path)
+    with pytest.raises(ds.CorruptPileStoreError, match=rf"fails to read.*\(pile {pile}, columns"):
+        reader.read_pile(pile)
+    reader.close()
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("prefetch", [0, 1, "64KiB"])
+def test_a_parquet_store_on_s3_reads_the_batches_of_a_local_one(
+    parquet_store: tuple[str, str], s3: Any, prefetch: Any
+) -> None:
+    local, _ = parquet_store
+    remote = s3.put(local, "piles")
+    got, expected = _ids(remote, prefetch, s3.storage_options), _ids(local, prefetch)
+    assert len(got) == len(expected) > 2
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))

@@ -3,16 +3,24 @@
 The store is what ``ArrowFormat`` writes (:mod:`daskshuffle.formats._parquet`):
 part files ``part-<first row>.parquet`` of whole piles, a row group per pile,
 with page checksums, and the shuffle's metadata in ``_daskshuffle.json``.
+
+On object storage a read needs the column chunks of its row groups and nothing
+else (the footers are read when the store is opened, and kept): their byte
+ranges, from the footers, are requested all at once through
+:class:`~daskshuffle.storage._fetch.Fetches`, by the loader ahead of the read
+(:meth:`ParquetPileReader.fetch`) or by the read itself, and pyarrow decodes
+the row groups from the bytes fetched (:class:`_FetchedFile`).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,11 +30,12 @@ from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from ..storage._fetch import Fetches
 from ..storage._paths import exists, filesystem, normalize
 from ._base import PileReader, check_pile_metadata, check_recorded_rows, metadata_disagrees, select_variables
 from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
 
-__all__ = ["FOOTERS_KEPT", "ParquetPileReader", "read_metadata"]
+__all__ = ["FOOTERS_KEPT", "RANGE_NBYTES", "ParquetPileReader", "read_metadata"]
 
 
 # -- reading a pile store ---------------------------------------------------------------
@@ -54,11 +63,84 @@ FOOTERS_KEPT = 64
 FOOTER_THREADS = 16
 
 
+#: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in ranges of this size.
+RANGE_NBYTES = 8 * 2**20
+
+Range = tuple[str, int, int]
+
+
 class _Part(NamedTuple):
     """A part file's footer and the first row of each of its row groups (and the end)."""
 
     footer: pq.FileMetaData
     group_starts: NDArray[np.int64]
+
+
+class _Piece(NamedTuple):
+    """The rows ``a:b`` (from its first row) of part file number ``file`` that a read needs, in row groups ``groups``."""
+
+    file: int
+    part: _Part
+    a: int
+    b: int
+    groups: list[int]
+
+
+class _FetchedFile:
+    """Byte ranges of a part file, fetched, read as the file by ``pyarrow.PythonFile`` (no copy within a range).
+
+    Its size is the end of the last range: pyarrow reads a row group's column
+    chunks, from the footer it is given, and nothing else. A read of bytes not
+    fetched raises ``OSError``.
+    """
+
+    closed = False
+
+    def __init__(self, ranges: list[tuple[int, bytes]]) -> None:
+        self._ranges = sorted(ranges, key=lambda found: found[0])
+        self._starts = [start for start, _ in self._ranges]
+        self._size = max((start + len(data) for start, data in self._ranges), default=0)
+        self._position = 0
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        self._position = position + (0, self._position, self._size)[whence]
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def read_buffer(self, nbytes: int) -> memoryview | bytes:
+        start = self._position
+        stop = min(start + nbytes, self._size)
+        parts: list[memoryview] = []
+        index = bisect.bisect_right(self._starts, start) - 1
+        position = start
+        while position < stop:
+            if index < 0 or index >= len(self._ranges):
+                raise OSError(f"bytes {position}:{stop} of the part file were not fetched")
+            first, data = self._ranges[index]
+            if not first <= position < first + len(data):
+                raise OSError(f"bytes {position}:{stop} of the part file were not fetched")
+            end = min(stop, first + len(data))
+            parts.append(memoryview(data)[position - first : end - first])
+            position, index = end, index + 1
+        self._position = stop
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read(self, nbytes: int = -1) -> bytes:
+        return bytes(self.read_buffer(self._size - self._position if nbytes < 0 else nbytes))
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class ParquetPileReader(PileReader[pa.Table]):
@@ -73,7 +155,10 @@ class ParquetPileReader(PileReader[pa.Table]):
     Part files are opened only when their rows are read, one file handle per
     read in progress, so the reader is safe to share between threads and holds
     no descriptor between reads; the footers of the last :data:`FOOTERS_KEPT`
-    part files used are kept. Every read checks what it reads: page checksums
+    part files used are kept. On object storage (any filesystem but a local
+    one) the reader :attr:`fetches`: the byte ranges of the column chunks a
+    read needs are requested all at once, ahead of it if the loader asks
+    (:meth:`fetch`). Every read checks what it reads: page checksums
     (written by the shuffle), a readable footer, and part files that together
     hold rows ``0:n_rows`` without a gap. A missing, truncated or corrupted part
     file raises :class:`~daskshuffle.CorruptPileStoreError` naming the store,
@@ -118,7 +203,11 @@ class ParquetPileReader(PileReader[pa.Table]):
         self._root = root
         self._parts: OrderedDict[int, _Part] = OrderedDict()
         self._lock = threading.Lock()
-        self._check_parts(1 if isinstance(fs, LocalFileSystem) else FOOTER_THREADS)
+        local = isinstance(fs, LocalFileSystem)
+        #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
+        self._fetches = None if local else Fetches(fs)
+        self._leaves: list[int] | None = None  # the Parquet columns of the columns read
+        self._check_parts(1 if local else FOOTER_THREADS)
 
     def _check_parts(self, threads: int) -> None:
         """Check the sidecar against itself and against the part files' rows, from their footers (no data is read).
@@ -209,8 +298,9 @@ class ParquetPileReader(PileReader[pa.Table]):
                     failing.append(column)
             raise self._corrupt(f"a part file that fails to read ({error})", path, pile, failing) from error
 
-    def _read(self, start: int, stop: int, pile: int | None) -> pa.Table:
-        tables = []
+    def _pieces(self, start: int, stop: int, pile: int | None) -> list[_Piece]:
+        """What rows ``start:stop`` are in: the part files and row groups, in row order; a missing one raises."""
+        pieces = []
         position = start
         while position < stop:
             index = int(np.searchsorted(self.part_starts, position, side="right")) - 1
@@ -233,11 +323,22 @@ class ParquetPileReader(PileReader[pa.Table]):
             a, b = position - first, min(stop, end) - first
             g0 = int(np.searchsorted(part.group_starts, a, side="right")) - 1
             g1 = int(np.searchsorted(part.group_starts, b, side="left"))
-            table = self._read_groups(index, part, list(range(g0, g1)), pile)
-            tables.append(table.slice(a - int(part.group_starts[g0]), b - a))
+            pieces.append(_Piece(index, part, a, b, list(range(g0, g1))))
             position = first + b
-        if not tables:
+        return pieces
+
+    def _read(self, start: int, stop: int, pile: int | None) -> pa.Table:
+        pieces = self._pieces(start, stop, pile)
+        if not pieces:
             return self._empty()
+        fetched = self._take(start, stop, pieces)
+        tables = []
+        for piece, ranges in zip(pieces, fetched, strict=True):
+            if ranges is None:
+                table = self._read_groups(piece.file, piece.part, piece.groups, pile)
+            else:
+                table = self._decode(piece, ranges, pile)
+            tables.append(table.slice(piece.a - int(piece.part.group_starts[piece.groups[0]]), piece.b - piece.a))
         return concat(tables)
 
     def _empty(self) -> pa.Table:
@@ -252,6 +353,122 @@ class ParquetPileReader(PileReader[pa.Table]):
             "shuffle the source again."
         )
 
+    # -- fetching ahead (object storage) --------------------------------------
+    @property
+    def fetches(self) -> bool:  # type: ignore[override]
+        """Whether the store is remote: the byte ranges of a read can be fetched ahead, many at once (:meth:`fetch`)."""
+        return self._fetches is not None
+
+    def fetch(self, start: int, stop: int) -> None:
+        """Start fetching the column chunks of the row groups that hold rows ``start:stop``, all at once.
+
+        Counts the bytes of the column chunks decoded (their uncompressed
+        pages) against :attr:`fetched_nbytes`. Rows in a part file that is
+        missing or unreadable are not fetched: their read reports it.
+        """
+        fetches = self._fetches
+        stop = max(start, min(stop, self.n_rows))
+        if fetches is None or stop == start or (start, stop) in fetches:
+            return
+        try:
+            pieces = self._pieces(start, stop, None)
+        except CorruptPileStoreError:
+            return
+        self._start(fetches, start, stop, pieces)
+
+    def forget(self, start: int, stop: int) -> None:
+        if self._fetches is not None:
+            self._fetches.drop((start, max(start, min(stop, self.n_rows))))
+
+    @property
+    def fetched_nbytes(self) -> int:
+        return 0 if self._fetches is None else self._fetches.nbytes
+
+    def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[_Piece]) -> None:
+        planned = [self._ranges(piece) for piece in pieces]
+        requests = [request for ranges, _ in planned for request in ranges]
+        fetches.start((start, stop), requests, sum(nbytes for _, nbytes in planned))
+
+    def _columns_read(self, footer: pq.FileMetaData) -> list[int]:
+        """The Parquet (leaf) columns of the columns read: every column below each one's name."""
+        if self._leaves is None:
+            paths = [footer.schema.column(index).path for index in range(footer.num_columns)]
+            self._leaves = [
+                index
+                for index, path in enumerate(paths)
+                if any(path == name or path.startswith(name + ".") for name in self.columns)
+            ]
+        return self._leaves
+
+    def _ranges(self, piece: _Piece) -> tuple[list[Range], int]:
+        """The byte ranges of ``piece``'s column chunks (runs of them, cut at :data:`RANGE_NBYTES`), and their decoded bytes."""
+        footer, path = piece.part.footer, self.part_paths[piece.file]
+        chunks, nbytes = [], 0
+        for group in piece.groups:
+            row_group = footer.row_group(group)
+            for leaf in self._columns_read(footer):
+                column = row_group.column(leaf)
+                # Where pyarrow starts reading a column chunk: its dictionary page, if it has one, else its first data page.
+                first = column.data_page_offset
+                if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < first:
+                    first = column.dictionary_page_offset
+                chunks.append((first, first + column.total_compressed_size))
+                nbytes += column.total_uncompressed_size
+        runs: list[list[int]] = []
+        for first, end in sorted(chunks):
+            if runs and first <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], end)
+            else:
+                runs.append([first, end])
+        ranges = [
+            (path, cut, min(cut + RANGE_NBYTES, end)) for first, end in runs for cut in range(first, end, RANGE_NBYTES)
+        ]
+        return ranges, nbytes
+
+    def _take(self, start: int, stop: int, pieces: list[_Piece]) -> list[list[tuple[Range, Future[bytes]]] | None]:
+        """The fetches of each piece's byte ranges (started now if the loader did not), ``None`` where there are none."""
+        fetches = self._fetches
+        if fetches is None:
+            return [None] * len(pieces)
+        key = (start, stop)
+        if key not in fetches:
+            self._start(fetches, start, stop, pieces)
+        found: list[list[tuple[Range, Future[bytes]]] | None] = []
+        for piece in pieces:
+            taken = []
+            for request in self._ranges(piece)[0]:
+                future = fetches.take(key, request)
+                if future is None:  # taken by a read of the same rows at the same time, or forgotten
+                    break
+                taken.append((request, future))
+            else:
+                found.append(taken)
+                continue
+            found.append(None)
+        fetches.drop(key)  # whatever was not taken: a read above found a request missing
+        return found
+
+    def _decode(self, piece: _Piece, ranges: list[tuple[Range, Future[bytes]]], pile: int | None) -> pa.Table:
+        """The row groups of ``piece`` from their fetched bytes, with the page checksums checked.
+
+        If anything fails (a request, a short range, a page), the part file is
+        read again without fetching: that gives the rows if the fetch alone
+        failed, and otherwise the error such a read gives, with the columns
+        that fail.
+        """
+        try:
+            found = []
+            for (_, first, end), future in ranges:
+                data = future.result()
+                if len(data) != end - first:
+                    raise OSError(f"{len(data):,} bytes at {first:,} instead of {end - first:,}")
+                found.append((first, data))
+            with pa.PythonFile(_FetchedFile(found), mode="r") as handle:
+                file = pq.ParquetFile(handle, metadata=piece.part.footer, page_checksum_verification=True)
+                return file.read_row_groups(piece.groups, columns=self.columns)
+        except (Exception, CancelledError):
+            return self._read_groups(piece.file, piece.part, piece.groups, pile)
+
     def read_rows(self, start: int, stop: int) -> pa.Table:
         return self._read(start, stop, None)
 
@@ -260,6 +477,8 @@ class ParquetPileReader(PileReader[pa.Table]):
         return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile)
 
     def close(self) -> None:
+        if self._fetches is not None:
+            self._fetches.clear()
         with self._lock:
             self._parts.clear()
 
