@@ -384,10 +384,12 @@ class ParquetPileReader(PileReader[pa.Table]):
     def fetched_nbytes(self) -> int:
         return 0 if self._fetches is None else self._fetches.nbytes
 
-    def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[_Piece]) -> None:
+    def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[_Piece]) -> list[list[Range]]:
+        """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece."""
         planned = [self._ranges(piece) for piece in pieces]
         requests = [request for ranges, _ in planned for request in ranges]
         fetches.start((start, stop), requests, sum(nbytes for _, nbytes in planned))
+        return [ranges for ranges, _ in planned]
 
     def _columns_read(self, footer: pq.FileMetaData) -> list[int]:
         """The Parquet (leaf) columns of the columns read: every column below each one's name."""
@@ -431,21 +433,15 @@ class ParquetPileReader(PileReader[pa.Table]):
         if fetches is None:
             return [None] * len(pieces)
         key = (start, stop)
-        if key not in fetches:
-            self._start(fetches, start, stop, pieces)
+        # Started again here (a no-op if the loader did): the ranges to take are those of this read's plan.
+        planned = self._start(fetches, start, stop, pieces)
         found: list[list[tuple[Range, Future[bytes]]] | None] = []
-        for piece in pieces:
-            taken = []
-            for request in self._ranges(piece)[0]:
-                future = fetches.take(key, request)
-                if future is None:  # taken by a read of the same rows at the same time, or forgotten
-                    break
-                taken.append((request, future))
-            else:
-                found.append(taken)
-                continue
-            found.append(None)
-        fetches.drop(key)  # whatever was not taken: a read above found a request missing
+        for ranges in planned:
+            taken = [(request, fetches.take(key, request)) for request in ranges]
+            complete = [(request, future) for request, future in taken if future is not None]
+            # A range missing: taken by a read of the same rows at the same time, or forgotten. Read the file.
+            found.append(complete if len(complete) == len(taken) else None)
+        fetches.drop(key)  # what no piece took
         return found
 
     def _decode(self, piece: _Piece, ranges: list[tuple[Range, Future[bytes]]], pile: int | None) -> pa.Table:
