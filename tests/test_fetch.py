@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -246,6 +247,31 @@ def test_a_parquet_read_fetches_its_column_chunks_all_at_once(parquet_store: tup
     reader.forget(100, 200)
     assert reader.fetched_nbytes == 0
     reader.close()
+
+
+def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parquet_store: tuple[str, str]) -> None:
+    """A footer larger than the bytes first requested is requested again, whole; a truncated part is named."""
+    import pyarrow.parquet as pq
+
+    from daskshuffle.formats._parquet_reader import FOOTER_NBYTES, ParquetPileReader
+
+    local, remote = parquet_store
+    # 1,000 piles in a part file: a row group each, a footer larger than the bytes first requested.
+    large = ds.shuffle_parquet(tmp_path / "raw", tmp_path / "many", n_piles=1_000, seed=0, block_memory="1GiB").path
+    assert pq.read_metadata(f"{large}/{sorted(os.listdir(large))[-1]}").serialized_size > FOOTER_NBYTES
+    memory = fsspec.filesystem("memory")
+    memory.put(large, f"{remote}-many", recursive=True)
+    for local_store, remote_store in [(local, remote), (large, f"{remote}-many")]:
+        reader, expected = ParquetPileReader(remote_store), ParquetPileReader(local_store)
+        for index in range(len(reader.part_paths)):
+            assert reader._part(index, None).footer.equals(expected._part(index, None).footer)
+        assert reader.read_rows(0, reader.n_rows).equals(expected.read_rows(0, expected.n_rows))
+    path = reader.part_paths[-1]
+    memory.pipe_file(path, memory.cat_file(path)[:-100])
+    truncated = ParquetPileReader(f"{remote}-many")
+    first = int(truncated.part_starts[-1])
+    with pytest.raises(ds.CorruptPileStoreError, match=r"footer cannot be read.*part-"):
+        truncated.read_rows(first, first + 1)
 
 
 def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, str]) -> None:

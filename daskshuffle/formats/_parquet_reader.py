@@ -42,13 +42,21 @@ __all__ = ["FOOTERS_KEPT", "RANGE_NBYTES", "ParquetPileReader", "read_metadata"]
 def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The sidecar of a Parquet pile store, checked to be complete and of this format version."""
     where = os.fspath(store)
-    if not exists(where, storage_options):
-        raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
     fs, root = filesystem(where, storage_options)
     try:
-        with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
-            metadata = json.load(file)
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError) as error:
+        # One request for a store that is there (on object storage, each costs tens of milliseconds).
+        sidecar = fs.cat_file(f"{root}/{METADATA_FILE}")
+    except OSError:  # the checks below name what is wrong: no store, refused credentials, no sidecar
+        sidecar = None
+    if sidecar is None and not exists(where, storage_options):
+        raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
+    try:
+        if sidecar is None:
+            with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
+                metadata = json.load(file)
+        else:
+            metadata = json.loads(sidecar)
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise IncompletePileStoreError(
             f"Expected a Parquet pile store written by daskshuffle. Got {where!r}, which has no readable "
             f"{METADATA_FILE}, instead."
@@ -61,6 +69,9 @@ def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> 
 FOOTERS_KEPT = 64
 #: Footers read at once when a reader opens a store on object storage (local files are read one after another).
 FOOTER_THREADS = 16
+#: Bytes at the end of a remote part file requested for its footer: what pyarrow reads first (its default footer
+#: read size). A larger footer costs a second request.
+FOOTER_NBYTES = 64 * 2**10
 
 
 #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in ranges of this size.
@@ -194,12 +205,14 @@ class ParquetPileReader(PileReader[pa.Table]):
         self._filesystem, root = arrow_filesystem(self.store, storage_options)
         fs, _ = filesystem(self.store, storage_options)
         parts = sorted(
-            (int(match.group(1)), path)
-            for path in fs.ls(root, detail=False)
-            if (match := PART.fullmatch(path.rsplit("/", 1)[-1]))
+            (int(match.group(1)), entry["name"], entry.get("size"))
+            for entry in fs.ls(root, detail=True)
+            if (match := PART.fullmatch(entry["name"].rsplit("/", 1)[-1]))
         )
-        self.part_starts = np.asarray([start for start, _ in parts], dtype=np.int64)
-        self.part_paths = [path for _, path in parts]
+        self.part_starts = np.asarray([start for start, _, _ in parts], dtype=np.int64)
+        self.part_paths = [path for _, path, _ in parts]
+        self._part_sizes = [size for _, _, size in parts]  # as listed: a remote footer is read with one request
+        self._fs = fs
         self._root = root
         self._parts: OrderedDict[int, _Part] = OrderedDict()
         self._lock = threading.Lock()
@@ -267,8 +280,7 @@ class ParquetPileReader(PileReader[pa.Table]):
                 return part
         path = self.part_paths[index]
         try:
-            with self._filesystem.open_input_file(path) as handle:
-                footer = pq.ParquetFile(handle).metadata
+            footer = self._read_footer(index)
         except (OSError, pa.ArrowException) as error:
             raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
         sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
@@ -278,6 +290,22 @@ class ParquetPileReader(PileReader[pa.Table]):
             while len(self._parts) > FOOTERS_KEPT:
                 self._parts.popitem(last=False)
         return part
+
+    def _read_footer(self, index: int) -> pq.FileMetaData:
+        """The footer of part file ``index``: on object storage from its last bytes, one request (two if large)."""
+        path, size = self.part_paths[index], self._part_sizes[index]
+        if self._fetches is None or not isinstance(size, int):
+            with self._filesystem.open_input_file(path) as handle:
+                return pq.ParquetFile(handle).metadata
+        first = max(0, size - FOOTER_NBYTES)
+        tail = self._fs.cat_file(path, start=first, end=size)
+        if len(tail) >= 8 and tail[-4:] == b"PAR1":
+            needed = int.from_bytes(tail[-8:-4], "little") + 8  # the footer, its length and the magic
+            if len(tail) < needed <= size:
+                first = size - needed
+                tail = self._fs.cat_file(path, start=first, end=size)
+        with pa.PythonFile(_FetchedFile([(first, tail)]), mode="r") as handle:
+            return pq.ParquetFile(handle).metadata
 
     def _read_groups(self, index: int, part: _Part, groups: list[int], pile: int | None) -> pa.Table:
         path = self.part_paths[index]
