@@ -78,6 +78,8 @@ FOOTER_NBYTES = 64 * 2**10
 RANGE_NBYTES = 8 * 2**20
 
 Range = tuple[str, int, int]
+#: A byte range and its fetch.
+Fetched = tuple[Range, Future[bytes]]
 
 
 class _Part(NamedTuple):
@@ -87,11 +89,25 @@ class _Part(NamedTuple):
     group_starts: NDArray[np.int64]
 
 
+class _Layout(NamedTuple):
+    """What planning a read of a part file needs, kept for every part file once its footer was read.
+
+    A few integers per column chunk, where a footer takes hundreds of bytes:
+    a store of many part files keeps every layout and :data:`FOOTERS_KEPT` footers.
+    """
+
+    group_starts: NDArray[np.int64]
+    #: Of each row group (axis 0) and column read (axis 1): first byte, end byte and decoded bytes of its column chunk.
+    chunks: NDArray[np.int64]
+    #: Bytes at the end of the file that hold the footer, its length and the magic.
+    footer_nbytes: int
+
+
 class _Piece(NamedTuple):
     """The rows ``a:b`` (from its first row) of part file number ``file`` that a read needs, in row groups ``groups``."""
 
     file: int
-    part: _Part
+    layout: _Layout
     a: int
     b: int
     groups: list[int]
@@ -220,6 +236,7 @@ class ParquetPileReader(PileReader[pa.Table]):
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if local else Fetches(fs)
         self._leaves: list[int] | None = None  # the Parquet columns of the columns read
+        self._layouts: list[_Layout | None] = [None] * len(self.part_paths)
         self._check_parts(1 if local else FOOTER_THREADS)
 
     def _check_parts(self, threads: int) -> None:
@@ -283,13 +300,44 @@ class ParquetPileReader(PileReader[pa.Table]):
             footer = self._read_footer(index)
         except (OSError, pa.ArrowException) as error:
             raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
+        return self._keep(index, footer)
+
+    def _keep(self, index: int, footer: pq.FileMetaData) -> _Part:
+        """Keep ``footer`` of part file ``index`` among the last :data:`FOOTERS_KEPT`, and its layout for good."""
         sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
         part = _Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
+        layout = self._layouts[index] or self._layout_of(part)
         with self._lock:
+            self._layouts[index] = layout
             self._parts[index] = part
+            self._parts.move_to_end(index)
             while len(self._parts) > FOOTERS_KEPT:
                 self._parts.popitem(last=False)
         return part
+
+    def _layout_of(self, part: _Part) -> _Layout:
+        footer = part.footer
+        leaves = self._columns_read(footer)
+        chunks = np.zeros((footer.num_row_groups, len(leaves), 3), dtype=np.int64)
+        for group in range(footer.num_row_groups):
+            row_group = footer.row_group(group)
+            for position, leaf in enumerate(leaves):
+                column = row_group.column(leaf)
+                # Where pyarrow starts reading a column chunk: its dictionary page, if it has one, else its first data page.
+                first = column.data_page_offset
+                if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < first:
+                    first = column.dictionary_page_offset
+                chunks[group, position] = (first, first + column.total_compressed_size, column.total_uncompressed_size)
+        return _Layout(part.group_starts, chunks, footer.serialized_size + 8)
+
+    def _layout(self, index: int, pile: int | None) -> _Layout:
+        """The layout of part file ``index``, from its footer (read if it never was)."""
+        layout = self._layouts[index]
+        if layout is None:
+            self._part(index, pile)
+            layout = self._layouts[index]
+            assert layout is not None
+        return layout
 
     def _read_footer(self, index: int) -> pq.FileMetaData:
         """The footer of part file ``index``: on object storage from its last bytes, one request (two if large)."""
@@ -337,9 +385,9 @@ class ParquetPileReader(PileReader[pa.Table]):
                 raise self._corrupt(
                     f"no part file holding rows {position}:{stop} (the first)", path, pile, self.columns
                 )
-            part = self._part(index, pile)
+            layout = self._layout(index, pile)
             first = int(self.part_starts[index])
-            end = first + int(part.group_starts[-1])
+            end = first + int(layout.group_starts[-1])
             if position >= end:
                 following = f"{self._root}/{part_name(end)}"
                 raise self._corrupt(
@@ -349,9 +397,9 @@ class ParquetPileReader(PileReader[pa.Table]):
                     self.columns,
                 )
             a, b = position - first, min(stop, end) - first
-            g0 = int(np.searchsorted(part.group_starts, a, side="right")) - 1
-            g1 = int(np.searchsorted(part.group_starts, b, side="left"))
-            pieces.append(_Piece(index, part, a, b, list(range(g0, g1))))
+            g0 = int(np.searchsorted(layout.group_starts, a, side="right")) - 1
+            g1 = int(np.searchsorted(layout.group_starts, b, side="left"))
+            pieces.append(_Piece(index, layout, a, b, list(range(g0, g1))))
             position = first + b
         return pieces
 
@@ -361,12 +409,12 @@ class ParquetPileReader(PileReader[pa.Table]):
             return self._empty()
         fetched = self._take(start, stop, pieces)
         tables = []
-        for piece, ranges in zip(pieces, fetched, strict=True):
-            if ranges is None:
-                table = self._read_groups(piece.file, piece.part, piece.groups, pile)
+        for piece, found in zip(pieces, fetched, strict=True):
+            if found is None:
+                table = self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
             else:
-                table = self._decode(piece, ranges, pile)
-            tables.append(table.slice(piece.a - int(piece.part.group_starts[piece.groups[0]]), piece.b - piece.a))
+                table = self._decode(piece, *found, pile)
+            tables.append(table.slice(piece.a - int(piece.layout.group_starts[piece.groups[0]]), piece.b - piece.a))
         return concat(tables)
 
     def _empty(self) -> pa.Table:
@@ -413,10 +461,15 @@ class ParquetPileReader(PileReader[pa.Table]):
         return 0 if self._fetches is None else self._fetches.nbytes
 
     def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[_Piece]) -> list[list[Range]]:
-        """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece."""
+        """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.
+
+        In a store of more part files than :data:`FOOTERS_KEPT`, whose footers
+        come and go, each part file's footer is fetched with them.
+        """
         planned = [self._ranges(piece) for piece in pieces]
         requests = [request for ranges, _ in planned for request in ranges]
-        fetches.start((start, stop), requests, sum(nbytes for _, nbytes in planned))
+        tails = [tail for piece in pieces if (tail := self._tail(piece.file)) is not None]
+        fetches.start((start, stop), requests + tails, sum(nbytes for _, nbytes in planned))
         return [ranges for ranges, _ in planned]
 
     def _columns_read(self, footer: pq.FileMetaData) -> list[int]:
@@ -432,66 +485,72 @@ class ParquetPileReader(PileReader[pa.Table]):
 
     def _ranges(self, piece: _Piece) -> tuple[list[Range], int]:
         """The byte ranges of ``piece``'s column chunks (runs of them, cut at :data:`RANGE_NBYTES`), and their decoded bytes."""
-        footer, path = piece.part.footer, self.part_paths[piece.file]
-        chunks, nbytes = [], 0
-        for group in piece.groups:
-            row_group = footer.row_group(group)
-            for leaf in self._columns_read(footer):
-                column = row_group.column(leaf)
-                # Where pyarrow starts reading a column chunk: its dictionary page, if it has one, else its first data page.
-                first = column.data_page_offset
-                if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < first:
-                    first = column.dictionary_page_offset
-                chunks.append((first, first + column.total_compressed_size))
-                nbytes += column.total_uncompressed_size
+        chunks = piece.layout.chunks[piece.groups[0] : piece.groups[-1] + 1].reshape(-1, 3)
         runs: list[list[int]] = []
-        for first, end in sorted(chunks):
+        for first, end in sorted(chunks[:, :2].tolist()):
             if runs and first <= runs[-1][1]:
                 runs[-1][1] = max(runs[-1][1], end)
             else:
                 runs.append([first, end])
+        path = self.part_paths[piece.file]
         ranges = [
             (path, cut, min(cut + RANGE_NBYTES, end)) for first, end in runs for cut in range(first, end, RANGE_NBYTES)
         ]
-        return ranges, nbytes
+        return ranges, int(chunks[:, 2].sum())
 
-    def _take(self, start: int, stop: int, pieces: list[_Piece]) -> list[list[tuple[Range, Future[bytes]]] | None]:
-        """The fetches of each piece's byte ranges (started now if the loader did not), ``None`` where there are none."""
+    def _tail(self, index: int) -> Range | None:
+        """The footer's bytes at the end of part file ``index``, where reads fetch it (else ``None``)."""
+        size, layout = self._part_sizes[index], self._layouts[index]
+        if len(self.part_paths) <= FOOTERS_KEPT or not isinstance(size, int) or layout is None:
+            return None  # every footer is kept: read when the store was opened
+        return self.part_paths[index], max(0, size - layout.footer_nbytes), size
+
+    def _take(self, start: int, stop: int, pieces: list[_Piece]) -> list[tuple[list[Fetched], Fetched | None] | None]:
+        """Each piece's fetched column chunks and footer (if fetched), the fetches started now if the loader did not.
+
+        ``None`` for a piece whose column chunks are not all there.
+        """
         fetches = self._fetches
         if fetches is None:
             return [None] * len(pieces)
         key = (start, stop)
         # Started again here (a no-op if the loader did): the ranges to take are those of this read's plan.
         planned = self._start(fetches, start, stop, pieces)
-        found: list[list[tuple[Range, Future[bytes]]] | None] = []
-        for ranges in planned:
+        found: list[tuple[list[Fetched], Fetched | None] | None] = []
+        for piece, ranges in zip(pieces, planned, strict=True):
             taken = [(request, fetches.take(key, request)) for request in ranges]
             complete = [(request, future) for request, future in taken if future is not None]
+            tail = self._tail(piece.file)
+            footer = None if tail is None else fetches.take(key, tail)
+            fetched_footer = None if tail is None or footer is None else (tail, footer)
             # A range missing: taken by a read of the same rows at the same time, or forgotten. Read the file.
-            found.append(complete if len(complete) == len(taken) else None)
+            found.append((complete, fetched_footer) if len(complete) == len(taken) else None)
         fetches.drop(key)  # what no piece took
         return found
 
-    def _decode(self, piece: _Piece, ranges: list[tuple[Range, Future[bytes]]], pile: int | None) -> pa.Table:
+    def _decode(self, piece: _Piece, ranges: list[Fetched], tail: Fetched | None, pile: int | None) -> pa.Table:
         """The row groups of ``piece`` from their fetched bytes, with the page checksums checked.
 
-        If anything fails (a request, a short range, a page), the part file is
-        read again without fetching: that gives the rows if the fetch alone
-        failed, and otherwise the error such a read gives, with the columns
-        that fail.
+        The footer is the one kept, or else the one fetched (``tail``), or else
+        read again. If anything fails (a request, a short range, a page), the
+        part file is read again without fetching: that gives the rows if the
+        fetch alone failed, and otherwise the error such a read gives, with the
+        columns that fail.
         """
         try:
-            found = []
-            for (_, first, end), future in ranges:
-                data = future.result()
-                if len(data) != end - first:
-                    raise OSError(f"{len(data):,} bytes at {first:,} instead of {end - first:,}")
-                found.append((first, data))
-            with pa.PythonFile(_FetchedFile(found), mode="r") as handle:
-                file = pq.ParquetFile(handle, metadata=piece.part.footer, page_checksum_verification=True)
+            with self._lock:
+                part = self._parts.get(piece.file)
+            if part is None and tail is not None:
+                # The footer and its trailer after the leading magic: a file pyarrow reads the footer of.
+                footer = pq.ParquetFile(pa.BufferReader(b"PAR1" + _bytes_of(tail)[1])).metadata
+                part = self._keep(piece.file, footer)
+            if part is None:
+                part = self._part(piece.file, pile)
+            with pa.PythonFile(_FetchedFile([_bytes_of(found) for found in ranges]), mode="r") as handle:
+                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True)
                 return file.read_row_groups(piece.groups, columns=self.columns)
         except (Exception, CancelledError):
-            return self._read_groups(piece.file, piece.part, piece.groups, pile)
+            return self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
 
     def read_rows(self, start: int, stop: int) -> pa.Table:
         return self._read(start, stop, None)
@@ -535,6 +594,15 @@ class ParquetPileReader(PileReader[pa.Table]):
         if self.batch_format == "pandas":
             return rows.to_pandas()
         return {name: _to_numpy(rows.column(name)) for name in rows.column_names}
+
+
+def _bytes_of(fetched: Fetched) -> tuple[int, bytes]:
+    """Where a fetched range starts, and its bytes (all of them: a short read raises ``OSError``)."""
+    (_, first, end), future = fetched
+    data = future.result()
+    if len(data) != end - first:
+        raise OSError(f"{len(data):,} bytes at {first:,} instead of {end - first:,}")
+    return first, data
 
 
 def _is_nested(kind: pa.DataType) -> bool:
