@@ -228,6 +228,34 @@ def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
 
 
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_footers_not_kept_are_fetched_with_the_column_chunks(
+    parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a store of more part files than footers kept, a read fetches its footer and reads nothing else."""
+    from daskshuffle.formats._parquet_reader import ParquetPileReader
+
+    monkeypatch.setattr("daskshuffle.formats._parquet_reader.FOOTERS_KEPT", 1)
+    local, remote = parquet_store
+    expected = _ids(local, prefetch)
+    read_footer = ParquetPileReader._read_footer
+    footers_read = []
+
+    def counted(self: ParquetPileReader, index: int, *args: Any) -> Any:
+        footers_read.append(index)
+        return read_footer(self, index, *args)
+
+    monkeypatch.setattr(ParquetPileReader, "_read_footer", counted)
+    with ds.PileLoader(remote, batch_size=500, seed=1, prefetch=prefetch) as loader:
+        reader = loader._piles.reader
+        assert len(reader.part_paths) > 2 and sorted(footers_read) == list(range(len(reader.part_paths)))
+        footers_read.clear()
+        monkeypatch.setattr(ParquetPileReader, "_read_groups", None)  # every read from the bytes fetched
+        got = [batch["id"] for _ in range(2) for batch in loader]
+        assert footers_read == [] and len(reader._parts) == 1
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
 def test_a_parquet_read_fetches_its_column_chunks_all_at_once(parquet_store: tuple[str, str]) -> None:
     from daskshuffle.formats._parquet_reader import ParquetPileReader
 

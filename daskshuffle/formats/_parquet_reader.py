@@ -30,7 +30,7 @@ from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
-from ..storage._fetch import Fetches
+from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._paths import exists, filesystem, normalize
 from ._base import PileReader, check_pile_metadata, check_recorded_rows, metadata_disagrees, select_variables
 from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
@@ -249,16 +249,20 @@ class ParquetPileReader(PileReader[pa.Table]):
         hold exactly the store's rows.
         """
 
-        def n_rows(index: int) -> int | None:
+        def n_rows(index: int, tail: tuple[int, bytes] | None = None) -> int | None:
             try:
-                return int(self._part(index, None).group_starts[-1])
+                return int(self._part(index, None, tail).group_starts[-1])
             except CorruptPileStoreError:
                 return None
 
         indices = range(len(self.part_paths))
-        if threads > 1 and len(indices) > 1:
+        counts: list[int | None] = []
+        if self._fetches is not None and len(indices) > 1:
+            # The last bytes of many part files requested at once, their footers parsed by threads.
             with ThreadPoolExecutor(min(threads, len(indices)), thread_name_prefix="daskshuffle-footers") as pool:
-                counts = list(pool.map(n_rows, indices))
+                for batch in range(0, len(indices), IN_FLIGHT):
+                    chosen = indices[batch : batch + IN_FLIGHT]
+                    counts += pool.map(n_rows, chosen, self._footer_tails(chosen))
         else:
             counts = [n_rows(index) for index in indices]
         readable = np.asarray([count is not None for count in counts], dtype=bool)
@@ -289,7 +293,8 @@ class ParquetPileReader(PileReader[pa.Table]):
             f"{' (' + ', '.join(about) + ')' if about else ''} instead; shuffle the source again, or restore the file."
         )
 
-    def _part(self, index: int, pile: int | None) -> _Part:
+    def _part(self, index: int, pile: int | None, tail: tuple[int, bytes] | None = None) -> _Part:
+        """Part file ``index``'s footer, kept or read (from ``tail``, its last bytes, where given)."""
         with self._lock:
             part = self._parts.get(index)
             if part is not None:
@@ -297,7 +302,7 @@ class ParquetPileReader(PileReader[pa.Table]):
                 return part
         path = self.part_paths[index]
         try:
-            footer = self._read_footer(index)
+            footer = self._read_footer(index, tail)
         except (OSError, pa.ArrowException) as error:
             raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
         return self._keep(index, footer)
@@ -339,20 +344,36 @@ class ParquetPileReader(PileReader[pa.Table]):
             assert layout is not None
         return layout
 
-    def _read_footer(self, index: int) -> pq.FileMetaData:
+    def _footer_tails(self, indices: Sequence[int]) -> list[tuple[int, bytes] | None]:
+        """The last :data:`FOOTER_NBYTES` of each part file of ``indices``, requested at once (``None``: not read)."""
+        wanted = [index for index in indices if isinstance(self._part_sizes[index], int)]
+        sizes = [int(self._part_sizes[index] or 0) for index in wanted]
+        starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
+        paths = [self.part_paths[index] for index in wanted]
+        found = dict(zip(wanted, self._fs.cat_ranges(paths, starts, sizes, on_error="return"), strict=True))
+        tails: list[tuple[int, bytes] | None] = []
+        for index, start in zip(wanted, starts, strict=True):
+            data = found[index]
+            tails.append((start, data) if isinstance(data, bytes) else None)  # an error: read again, and reported
+        return tails if len(wanted) == len(indices) else [None] * len(indices)
+
+    def _read_footer(self, index: int, tail: tuple[int, bytes] | None = None) -> pq.FileMetaData:
         """The footer of part file ``index``: on object storage from its last bytes, one request (two if large)."""
         path, size = self.part_paths[index], self._part_sizes[index]
         if self._fetches is None or not isinstance(size, int):
             with self._filesystem.open_input_file(path) as handle:
                 return pq.ParquetFile(handle).metadata
-        first = max(0, size - FOOTER_NBYTES)
-        tail = self._fs.cat_file(path, start=first, end=size)
-        if len(tail) >= 8 and tail[-4:] == b"PAR1":
-            needed = int.from_bytes(tail[-8:-4], "little") + 8  # the footer, its length and the magic
-            if len(tail) < needed <= size:
+        if tail is None:
+            first = max(0, size - FOOTER_NBYTES)
+            data = self._fs.cat_file(path, start=first, end=size)
+        else:
+            first, data = tail
+        if len(data) >= 8 and data[-4:] == b"PAR1":
+            needed = int.from_bytes(data[-8:-4], "little") + 8  # the footer, its length and the magic
+            if len(data) < needed <= size:
                 first = size - needed
-                tail = self._fs.cat_file(path, start=first, end=size)
-        with pa.PythonFile(_FetchedFile([(first, tail)]), mode="r") as handle:
+                data = self._fs.cat_file(path, start=first, end=size)
+        with pa.PythonFile(_FetchedFile([(first, data)]), mode="r") as handle:
             return pq.ParquetFile(handle).metadata
 
     def _read_groups(self, index: int, part: _Part, groups: list[int], pile: int | None) -> pa.Table:
