@@ -97,7 +97,8 @@ class _Layout(NamedTuple):
     """
 
     group_starts: NDArray[np.int64]
-    #: Of each row group (axis 0) and column read (axis 1): first byte, end byte and decoded bytes of its column chunk.
+    #: Of each row group (axis 0) and column read (axis 1): first byte, end byte and decoded bytes of its column chunk
+    #: (no columns for a local store).
     chunks: NDArray[np.int64]
     #: Bytes at the end of the file that hold the footer, its length and the magic.
     footer_nbytes: int
@@ -322,7 +323,8 @@ class ParquetPileReader(PileReader[pa.Table]):
 
     def _layout_of(self, part: _Part) -> _Layout:
         footer = part.footer
-        leaves = self._columns_read(footer)
+        # Byte ranges only where reads fetch them: a local store's open does not pay for them.
+        leaves = self._columns_read(footer) if self._fetches is not None else []
         chunks = np.zeros((footer.num_row_groups, len(leaves), 3), dtype=np.int64)
         for group in range(footer.num_row_groups):
             row_group = footer.row_group(group)
