@@ -570,7 +570,9 @@ class ParquetPileReader(PileReader[pa.Table]):
             if part is None:
                 part = self._part(piece.file, pile)
             with pa.PythonFile(_FetchedFile([_bytes_of(found) for found in ranges]), mode="r") as handle:
-                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True)
+                # Without pre_buffer, which coalesces the column chunks read across the gaps between them
+                # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
+                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True, pre_buffer=False)
                 return file.read_row_groups(piece.groups, columns=self.columns)
         except (Exception, CancelledError):
             return self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
