@@ -256,11 +256,14 @@ def test_footers_not_kept_are_fetched_with_the_column_chunks(
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
 
 
+@pytest.mark.parametrize("range_nbytes", [1_000, 8 * 2**20])
 def test_a_parquet_read_fetches_its_column_chunks_all_at_once(
-    parquet_store: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+    parquet_store: tuple[str, str], monkeypatch: pytest.MonkeyPatch, range_nbytes: int
 ) -> None:
+    """A subset of the columns, from the bytes fetched only: long runs of column chunks in several ranges too."""
     from daskshuffle.formats._parquet_reader import ParquetPileReader
 
+    monkeypatch.setattr("daskshuffle.formats._parquet_reader.RANGE_NBYTES", range_nbytes)
     local, remote = parquet_store
     reader, expected = ParquetPileReader(remote, variables=["x", "id"]), ParquetPileReader(local, variables=["x", "id"])
     monkeypatch.setattr(reader, "_read_groups", None)  # every read from the bytes fetched
