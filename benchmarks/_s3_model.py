@@ -40,7 +40,8 @@ What it models, request by request:
   one; a recursive delete costs one delete request per 1,000 keys (S3's
   DeleteObjects), as s3fs does; ``info``/``exists`` cost one head.
 
-What it does not model: throttling (503 SlowDown) and retries, errors of any
+What it does not model: conditional writes (``If-None-Match``; daskshuffle's lock warns that it cannot
+exclude two runs that start together), throttling (503 SlowDown) and retries, errors of any
 kind beyond a missing key or bucket, a real network or HTTP stack (no
 serialization, signing or TLS cost), per-connection TCP slow start or
 connection-pool limits, server-side copy time, listing consistency delays, and

@@ -2,17 +2,19 @@
 
 Builds a Zarr source of ``--size`` (``x`` (N, 64) float32 and ``id`` (N,)
 int64, 1 MiB chunks) and its pile store (``--n-piles``) on local disk with
-``shuffle_zarr``, copies the pile store into a bucket of the model (a local
-directory: the copy costs no requests), then, interleaved for ``--repeat``
-rounds, one table of medians:
+``shuffle_zarr`` (with ``--format parquet``: a Parquet source of the same rows,
+``x`` a fixed-size list of 64 float32, in row groups of 64Ki rows, and its pile
+store with ``shuffle_parquet``), copies the pile store into a bucket of the
+model (a local directory: the copy costs no requests), then, interleaved for
+``--repeat`` rounds, one table of medians:
 
 - ``cat model``: every file of the pile store read once through the model, all
   requests at once (``fs.cat``): the ceiling of the model for these bytes;
 - ``loader model``: one ``PileLoader`` epoch (``--batch-size``, ``--prefetch``,
   ``--work-ms`` of sleep per batch as a training step) from
-  ``s3model://bench/piles.zarr``, with the requests it made;
+  ``s3model://bench/piles.zarr`` (or ``piles.parquet``), with the requests it made;
 - ``loader model, cached``: the same epoch with ``cache=`` a local directory that an
-  epoch before the rounds filled (an epoch after the first);
+  epoch before the rounds filled (an epoch after the first; Zarr stores);
 - ``loader local``: the same epoch from local disk;
 - ``cat local``: every file of the local pile store read once by 8 threads.
 
@@ -36,8 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import dask
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from _s3_model import S3ModelFileSystem
-from bench_s3 import ROW_NBYTES, make_source
+from bench_s3 import ROW_NBYTES, WIDTH, make_source
 from dask.utils import format_bytes, parse_bytes
 
 import daskshuffle
@@ -74,8 +79,29 @@ def epoch(
     return rows
 
 
-def shuffle(src: str, dst: str, options: dict[str, Any] | None, tmp: str | None, n_piles: int) -> None:
-    daskshuffle.shuffle_zarr(src, dst, n_piles, seed=1, tmp=tmp, overwrite=True, storage_options=options)
+#: Rows of a row group of the Parquet source.
+SOURCE_GROUP_ROWS = 2**16
+
+
+def make_parquet_source(path: Path, n_rows: int) -> None:
+    """The rows of ``bench_s3.make_source`` as a Parquet file: ``x`` a fixed-size list of WIDTH float32, ``id``."""
+    path.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    schema = pa.schema([("x", pa.list_(pa.float32(), WIDTH)), ("id", pa.int64())])
+    with pq.ParquetWriter(path / "part-0.parquet", schema) as writer:
+        for start in range(0, n_rows, SOURCE_GROUP_ROWS):
+            stop = min(start + SOURCE_GROUP_ROWS, n_rows)
+            block = rng.standard_normal((stop - start, WIDTH), dtype=np.float32)
+            block[:, 0] = np.arange(start, stop)
+            x = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), WIDTH)
+            writer.write_table(pa.table({"x": x, "id": np.arange(start, stop)}, schema=schema))
+
+
+def shuffle(
+    src: str, dst: str, options: dict[str, Any] | None, tmp: str | None, n_piles: int, kind: str = "zarr", seed: int = 1
+) -> None:
+    run = daskshuffle.shuffle_parquet if kind == "parquet" else daskshuffle.shuffle_zarr
+    run(src, dst, n_piles, seed=seed, tmp=tmp, overwrite=True, storage_options=options)
 
 
 def cat_local(files: list[Path]) -> int:
@@ -101,7 +127,12 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=None, help="Requests at once (default no limit).")
     parser.add_argument("--dir", default=None, help="Working directory (default a temporary one, removed).")
     parser.add_argument("--no-shuffle", action="store_true", help="Leave out the shuffles S3 -> S3.")
+    parser.add_argument(
+        "--format", choices=("zarr", "parquet"), default="zarr", help="The pile store's format (default zarr)."
+    )
     args = parser.parse_args()
+    kind = args.format
+    raw, piles, again = (f"{name}.{kind}" for name in ("raw", "piles", "again"))
     prefetch: Any = int(args.prefetch) if args.prefetch.isdigit() else args.prefetch
     n_rows = parse_bytes(args.size) // ROW_NBYTES
     options: dict[str, Any] = {
@@ -115,18 +146,18 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         began = time.perf_counter()
-        make_source(work / "raw.zarr", n_rows)
+        (make_parquet_source if kind == "parquet" else make_source)(work / raw, n_rows)
         with dask.config.set(scheduler="threads"):
-            daskshuffle.shuffle_zarr(str(work / "raw.zarr"), str(work / "piles.zarr"), args.n_piles, seed=0)
-        shutil.copytree(work / "piles.zarr", work / "objects" / BUCKET / "piles.zarr")
-        shutil.copytree(work / "raw.zarr", work / "objects" / BUCKET / "raw.zarr")
+            shuffle(str(work / raw), str(work / piles), None, None, args.n_piles, kind, seed=0)
+        shutil.copytree(work / piles, work / "objects" / BUCKET / piles)
+        shutil.copytree(work / raw, work / "objects" / BUCKET / raw)
         built = time.perf_counter() - began
         options["root"] = str(work / "objects")
         fs = S3ModelFileSystem(**options)
-        local_files = sorted(path for path in (work / "piles.zarr").rglob("*") if path.is_file())
+        local_files = sorted(path for path in (work / piles).rglob("*") if path.is_file())
         model_files = [f"{BUCKET}/{path.relative_to(work).as_posix()}" for path in local_files]
         nbytes = sum(path.stat().st_size for path in local_files)
-        url = f"s3model://{BUCKET}/piles.zarr"
+        url = f"s3model://{BUCKET}/{piles}"
 
         table: dict[str, Callable[[], Any]] = {
             "cat model": lambda: cat_model(fs, model_files),
@@ -134,28 +165,27 @@ def main() -> None:
             "loader model, cached": lambda: epoch(
                 url, options, args.batch_size, prefetch, args.work_ms / 1e3, cache=work / "cache"
             ),
-            "loader local": lambda: epoch(
-                str(work / "piles.zarr"), None, args.batch_size, prefetch, args.work_ms / 1e3
-            ),
+            "loader local": lambda: epoch(str(work / piles), None, args.batch_size, prefetch, args.work_ms / 1e3),
             "cat local": lambda: cat_local(local_files),
         }
         if not args.no_shuffle:
-            table["shuffle local"] = lambda: shuffle(
-                str(work / "raw.zarr"), str(work / "again.zarr"), None, None, args.n_piles
-            )
+            table["shuffle local"] = lambda: shuffle(str(work / raw), str(work / again), None, None, args.n_piles, kind)
             table["shuffle model"] = lambda: shuffle(
-                f"s3model://{BUCKET}/raw.zarr", f"s3model://{BUCKET}/again.zarr", options, None, args.n_piles
+                f"s3model://{BUCKET}/{raw}", f"s3model://{BUCKET}/{again}", options, None, args.n_piles, kind
             )
             table["shuffle model, tmp local"] = lambda: shuffle(
-                f"s3model://{BUCKET}/raw.zarr",
-                f"s3model://{BUCKET}/again.zarr",
+                f"s3model://{BUCKET}/{raw}",
+                f"s3model://{BUCKET}/{again}",
                 options,
                 str(work / "tmp"),
                 args.n_piles,
+                kind,
             )
         extra: dict[str, dict[str, float]] = {}
-        # The cache's first epoch fills it; the rounds time the epochs after it.
-        epoch(url, options, args.batch_size, prefetch, 0.0, cache=work / "cache")
+        if kind == "zarr":  # the cache keeps a Zarr store's chunk files; its first epoch fills it
+            epoch(url, options, args.batch_size, prefetch, 0.0, cache=work / "cache")
+        else:
+            del table["loader model, cached"]
         times: dict[str, list[float]] = {name: [] for name in table}
         requests: dict[str, dict[str, int]] = {}
         load_before = os.getloadavg()[0]
@@ -173,7 +203,7 @@ def main() -> None:
         median = {name: statistics.median(values) for name, values in times.items()}
         model = ", ".join(f"{key}={value}" for key, value in options.items() if key != "root")
         print(
-            f"pile store: {n_rows:,} rows, {args.n_piles} piles, {len(local_files):,} files, "
+            f"{kind} pile store: {n_rows:,} rows, {args.n_piles} piles, {len(local_files):,} files, "
             f"{format_bytes(nbytes)} (built in {built:.1f} s); {args.repeat} rounds"
         )
         print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -66,6 +67,21 @@ def test_a_file_two_reads_need_is_fetched_once_and_kept_until_both_took_it(fs: C
     assert fetches.take("two", "/files/c").result() == b"ccc"  # type: ignore[union-attr]
     assert fetches.nbytes == 0
     assert fs.reads == {"/files/a": 1, "/files/b": 1, "/files/c": 1}
+    fetches.clear()
+
+
+def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS) -> None:
+    fetches = Fetches(fs)
+    fs.pipe_file("/files/long", b"0123456789")
+    assert fetches.start("one", [("/files/long", 2, 5), "/files/long"], nbytes=13)
+    assert fetches.start("two", [("/files/long", 2, 5), ("/files/long", 8, 10)], nbytes=5)
+    assert fetches.take("one", ("/files/long", 2, 5)).result(timeout=10) == b"234"  # type: ignore[union-attr]
+    assert fetches.take("one", "/files/long").result(timeout=10) == b"0123456789"  # type: ignore[union-attr]
+    assert fetches.take("one", ("/files/long", 8, 10)) is None  # not one of this read's
+    assert fetches.take("two", ("/files/long", 2, 5)).result(timeout=10) == b"234"  # type: ignore[union-attr]
+    assert fetches.take("two", ("/files/long", 8, 10)).result(timeout=10) == b"89"  # type: ignore[union-attr]
+    assert fetches.nbytes == 0
+    assert fs.reads == {"/files/long": 3}  # the whole file and two ranges, the shared range once
     fetches.clear()
 
 
@@ -163,3 +179,188 @@ def test_futures_are_plain_concurrent_futures(fs: CountingFS) -> None:
     fetches.start("read", ["/files/a"], nbytes=3)
     assert isinstance(fetches.take("read", "/files/a"), Future)
     fetches.clear()
+
+
+# -- a Parquet pile store ------------------------------------------------------------------
+@pytest.fixture
+def parquet_store(tmp_path: Any) -> tuple[str, str]:
+    """A Parquet pile store of 6,000 rows in 24 piles over several part files, on disk and in fsspec's memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = np.arange(6_000)
+    rng = np.random.default_rng(0)
+    table = pa.table(
+        {
+            "id": ids,
+            "x": pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(6_000 * 4, dtype=np.float32)), 4),
+            "text": [f"row {i}" for i in ids],
+        }
+    )
+    (tmp_path / "raw").mkdir()
+    pq.write_table(table, tmp_path / "raw" / "a.parquet", row_group_size=500)
+    local = ds.shuffle_parquet(tmp_path / "raw", tmp_path / "piles", n_piles=24, seed=3, block_memory="64KiB").path
+    memory = fsspec.filesystem("memory")
+    url = f"memory://parquet-ahead-{tmp_path.name}/piles"
+    memory.put(str(local), url, recursive=True)
+    return str(local), url
+
+
+def _ids(store: str, prefetch: Any, storage_options: dict[str, Any] | None = None) -> list[np.ndarray]:
+    with ds.PileLoader(store, batch_size=500, seed=1, prefetch=prefetch, storage_options=storage_options) as loader:
+        assert loader._piles.reader.fetches == ("://" in store)
+        return [batch["id"] for _ in range(2) for batch in loader]
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, "64KiB", "64MiB"])
+def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
+    parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local, remote = parquet_store
+    expected = _ids(local, prefetch)
+
+    def refused(*args: Any) -> None:
+        raise AssertionError("a part file read directly: the fetched bytes were not enough")
+
+    monkeypatch.setattr("daskshuffle.formats._parquet_reader.ParquetPileReader._read_groups", refused)
+    got = _ids(remote, prefetch)
+    assert len(got) == len(expected) > 2
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_footers_not_kept_are_fetched_with_the_column_chunks(
+    parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a store of more part files than footers kept, a read fetches its footer and reads nothing else."""
+    from daskshuffle.formats._parquet_reader import ParquetPileReader
+
+    monkeypatch.setattr("daskshuffle.formats._parquet_reader.FOOTERS_KEPT", 1)
+    local, remote = parquet_store
+    expected = _ids(local, prefetch)
+    read_footer = ParquetPileReader._read_footer
+    footers_read = []
+
+    def counted(self: ParquetPileReader, index: int, *args: Any) -> Any:
+        footers_read.append(index)
+        return read_footer(self, index, *args)
+
+    monkeypatch.setattr(ParquetPileReader, "_read_footer", counted)
+    with ds.PileLoader(remote, batch_size=500, seed=1, prefetch=prefetch) as loader:
+        reader = loader._piles.reader
+        # Every footer at open (the first again for the row size "auto" groups of piles are chosen by).
+        assert len(reader.part_paths) > 2 and sorted(set(footers_read)) == list(range(len(reader.part_paths)))
+        footers_read.clear()
+        monkeypatch.setattr(ParquetPileReader, "_read_groups", None)  # every read from the bytes fetched
+        got = [batch["id"] for _ in range(2) for batch in loader]
+        assert footers_read == [] and len(reader._parts) == 1
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize("range_nbytes", [1_000, 8 * 2**20])
+def test_a_parquet_read_fetches_its_column_chunks_all_at_once(
+    parquet_store: tuple[str, str], monkeypatch: pytest.MonkeyPatch, range_nbytes: int
+) -> None:
+    """A subset of the columns, from the bytes fetched only: long runs of column chunks in several ranges too."""
+    from daskshuffle.formats._parquet_reader import ParquetPileReader
+
+    monkeypatch.setattr("daskshuffle.formats._parquet_reader.RANGE_NBYTES", range_nbytes)
+    local, remote = parquet_store
+    reader, expected = ParquetPileReader(remote, variables=["x", "id"]), ParquetPileReader(local, variables=["x", "id"])
+    monkeypatch.setattr(reader, "_read_groups", None)  # every read from the bytes fetched
+    reader.fetch(0, reader.n_rows)
+    assert reader.fetched_nbytes > 0
+    assert reader.read_rows(0, reader.n_rows).equals(expected.read_rows(0, expected.n_rows))
+    assert reader.fetched_nbytes == 0
+    # Rows within piles, a part file's boundary crossed, fetched or not.
+    first = int(reader.part_starts[1])
+    for start, stop in [(first - 7, first + 300), (10, 20), (5_990, 6_000)]:
+        reader.fetch(start, stop)
+        assert reader.read_rows(start, stop).equals(expected.read_rows(start, stop))
+        assert reader.read_rows(start, stop).equals(expected.read_rows(start, stop))
+    reader.fetch(100, 200)
+    reader.forget(100, 200)
+    assert reader.fetched_nbytes == 0
+    reader.close()
+
+
+def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parquet_store: tuple[str, str]) -> None:
+    """A footer larger than the bytes first requested is requested again, whole; a truncated part is named."""
+    import pyarrow.parquet as pq
+
+    from daskshuffle.formats._parquet_reader import FOOTER_NBYTES, ParquetPileReader
+
+    local, remote = parquet_store
+    # 1,000 piles in a part file: a row group each, a footer larger than the bytes first requested.
+    large = ds.shuffle_parquet(tmp_path / "raw", tmp_path / "many", n_piles=1_000, seed=0, block_memory="1GiB").path
+    assert pq.read_metadata(f"{large}/{sorted(os.listdir(large))[-1]}").serialized_size > FOOTER_NBYTES
+    memory = fsspec.filesystem("memory")
+    memory.put(large, f"{remote}-many", recursive=True)
+    for local_store, remote_store in [(local, remote), (large, f"{remote}-many")]:
+        reader, expected = ParquetPileReader(remote_store), ParquetPileReader(local_store)
+        for index in range(len(reader.part_paths)):
+            assert reader._part(index, None).footer.equals(expected._part(index, None).footer)
+        assert reader.read_rows(0, reader.n_rows).equals(expected.read_rows(0, expected.n_rows))
+    path = reader.part_paths[-1]
+    memory.pipe_file(path, memory.cat_file(path)[:-100])
+    truncated = ParquetPileReader(f"{remote}-many")
+    first = int(truncated.part_starts[-1])
+    with pytest.raises(ds.CorruptPileStoreError, match=r"footer cannot be read.*part-"):
+        truncated.read_rows(first, first + 1)
+
+
+def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, str]) -> None:
+    _, remote = parquet_store
+    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", piles_in_memory=1) as loader:
+        reader = loader._piles.reader
+        footer = reader._part(0, None).footer
+        largest = max(footer.row_group(group).total_byte_size for group in range(footer.num_row_groups))
+        peak = 0
+        for _ in loader:
+            peak = max(peak, reader.fetched_nbytes)
+    assert 0 < peak <= 24 * 2**10 + 2 * largest
+
+
+def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str]) -> None:
+    import pyarrow.parquet as pq
+
+    from daskshuffle.formats._parquet_reader import ParquetPileReader
+
+    _, remote = parquet_store
+    memory = fsspec.filesystem("memory")
+    reader = ParquetPileReader(remote)
+    pile = 5
+    first = int(reader.pile_offsets[pile])
+    part = int(np.searchsorted(reader.part_starts, first, side="right")) - 1
+    path = reader.part_paths[part]
+    group = int(np.searchsorted(reader._part(part, None).group_starts, first - reader.part_starts[part]))
+    data = bytearray(memory.cat_file(path))
+    footer = pq.read_metadata(path, filesystem=memory)
+    names = [footer.schema.column(i).name for i in range(footer.num_columns)]
+    column = footer.row_group(group).column(names.index("text"))
+    start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+    data[start + column.total_compressed_size - 4] ^= 0xFF  # inside the column chunk's last page
+    memory.pipe_file(path, bytes(data))
+    for prefetched in (False, True):
+        if prefetched:
+            reader.fetch(int(reader.pile_offsets[pile]), int(reader.pile_offsets[pile + 1]))
+        with pytest.raises(ds.CorruptPileStoreError, match=rf"\(pile {pile}, columns \['text'\]\)"):
+            reader.read_pile(pile)
+        assert reader.fetched_nbytes == 0
+    assert reader.read_pile(pile - 1).num_rows > 0
+    memory.rm(path)
+    with pytest.raises(ds.CorruptPileStoreError, match=rf"fails to read.*\(pile {pile}, columns"):
+        reader.read_pile(pile)
+    reader.close()
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("prefetch", [0, 1, "64KiB"])
+def test_a_parquet_store_on_s3_reads_the_batches_of_a_local_one(
+    parquet_store: tuple[str, str], s3: Any, prefetch: Any
+) -> None:
+    local, _ = parquet_store
+    remote = s3.put(local, "piles")
+    got, expected = _ids(remote, prefetch, s3.storage_options), _ids(local, prefetch)
+    assert len(got) == len(expected) > 2
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))

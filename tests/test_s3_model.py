@@ -166,6 +166,8 @@ def test_parquet_round_trip(fs: S3ModelFileSystem) -> None:
     assert pq.read_table("bucket/t", filesystem=filesystem).equals(table)
 
 
+# The model has no conditional writes (If-None-Match), so the shuffle's lock says it cannot exclude two runs.
+@pytest.mark.filterwarnings("ignore:S3ModelFileSystem offers no conditional write:UserWarning")
 def test_shuffle_zarr_and_loader_epoch(tmp_path: Path, options: dict[str, Any]) -> None:
     n_rows = 2_000
     source = make_zarr_source(tmp_path / "raw.zarr", n_rows, chunk_rows=250)

@@ -3,16 +3,24 @@
 The store is what ``ArrowFormat`` writes (:mod:`daskshuffle.formats._parquet`):
 part files ``part-<first row>.parquet`` of whole piles, a row group per pile,
 with page checksums, and the shuffle's metadata in ``_daskshuffle.json``.
+
+On object storage a read needs the column chunks of its row groups and nothing
+else (the footers are read when the store is opened, and kept): their byte
+ranges, from the footers, are requested all at once through
+:class:`~daskshuffle.storage._fetch.Fetches`, by the loader ahead of the read
+(:meth:`ParquetPileReader.fetch`) or by the read itself, and pyarrow decodes
+the row groups from the bytes fetched (:class:`_FetchedFile`).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,24 +30,33 @@ from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._paths import exists, filesystem, normalize
 from ._base import PileReader, check_pile_metadata, check_recorded_rows, metadata_disagrees, select_variables
 from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
 
-__all__ = ["FOOTERS_KEPT", "ParquetPileReader", "read_metadata"]
+__all__ = ["FOOTERS_KEPT", "RANGE_NBYTES", "ParquetPileReader", "read_metadata"]
 
 
 # -- reading a pile store ---------------------------------------------------------------
 def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The sidecar of a Parquet pile store, checked to be complete and of this format version."""
     where = os.fspath(store)
-    if not exists(where, storage_options):
-        raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
     fs, root = filesystem(where, storage_options)
     try:
-        with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
-            metadata = json.load(file)
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError) as error:
+        # One request for a store that is there (on object storage, each costs tens of milliseconds).
+        sidecar = fs.cat_file(f"{root}/{METADATA_FILE}")
+    except OSError:  # the checks below name what is wrong: no store, refused credentials, no sidecar
+        sidecar = None
+    if sidecar is None and not exists(where, storage_options):
+        raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
+    try:
+        if sidecar is None:
+            with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
+                metadata = json.load(file)
+        else:
+            metadata = json.loads(sidecar)
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise IncompletePileStoreError(
             f"Expected a Parquet pile store written by daskshuffle. Got {where!r}, which has no readable "
             f"{METADATA_FILE}, instead."
@@ -52,6 +69,17 @@ def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> 
 FOOTERS_KEPT = 64
 #: Footers read at once when a reader opens a store on object storage (local files are read one after another).
 FOOTER_THREADS = 16
+#: Bytes at the end of a remote part file requested for its footer: what pyarrow reads first (its default footer
+#: read size). A larger footer costs a second request.
+FOOTER_NBYTES = 64 * 2**10
+
+
+#: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in ranges of this size.
+RANGE_NBYTES = 8 * 2**20
+
+Range = tuple[str, int, int]
+#: A byte range and its fetch.
+Fetched = tuple[Range, Future[bytes]]
 
 
 class _Part(NamedTuple):
@@ -59,6 +87,88 @@ class _Part(NamedTuple):
 
     footer: pq.FileMetaData
     group_starts: NDArray[np.int64]
+
+
+class _Layout(NamedTuple):
+    """What planning a read of a part file needs, kept for every part file once its footer was read.
+
+    A few integers per column chunk, where a footer takes hundreds of bytes:
+    a store of many part files keeps every layout and :data:`FOOTERS_KEPT` footers.
+    """
+
+    group_starts: NDArray[np.int64]
+    #: Of each row group (axis 0) and column read (axis 1): first byte, end byte and decoded bytes of its column chunk
+    #: (no columns for a local store).
+    chunks: NDArray[np.int64]
+    #: Bytes at the end of the file that hold the footer, its length and the magic.
+    footer_nbytes: int
+
+
+class _Piece(NamedTuple):
+    """The rows ``a:b`` (from its first row) of part file number ``file`` that a read needs, in row groups ``groups``."""
+
+    file: int
+    layout: _Layout
+    a: int
+    b: int
+    groups: list[int]
+
+
+class _FetchedFile:
+    """Byte ranges of a part file, fetched, read as the file by ``pyarrow.PythonFile`` (no copy within a range).
+
+    Its size is the end of the last range: pyarrow reads a row group's column
+    chunks, from the footer it is given, and nothing else. A read of bytes not
+    fetched raises ``OSError``.
+    """
+
+    closed = False
+
+    def __init__(self, ranges: list[tuple[int, bytes]]) -> None:
+        self._ranges = sorted(ranges, key=lambda found: found[0])
+        self._starts = [start for start, _ in self._ranges]
+        self._size = max((start + len(data) for start, data in self._ranges), default=0)
+        self._position = 0
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        self._position = position + (0, self._position, self._size)[whence]
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def read_buffer(self, nbytes: int) -> memoryview | bytes:
+        start = self._position
+        stop = min(start + nbytes, self._size)
+        parts: list[memoryview] = []
+        index = bisect.bisect_right(self._starts, start) - 1
+        position = start
+        while position < stop:
+            if index < 0 or index >= len(self._ranges):
+                raise OSError(f"bytes {position}:{stop} of the part file were not fetched")
+            first, data = self._ranges[index]
+            if not first <= position < first + len(data):
+                raise OSError(f"bytes {position}:{stop} of the part file were not fetched")
+            end = min(stop, first + len(data))
+            parts.append(memoryview(data)[position - first : end - first])
+            position, index = end, index + 1
+        self._position = stop
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def read(self, nbytes: int = -1) -> bytes:
+        return bytes(self.read_buffer(self._size - self._position if nbytes < 0 else nbytes))
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class ParquetPileReader(PileReader[pa.Table]):
@@ -73,7 +183,10 @@ class ParquetPileReader(PileReader[pa.Table]):
     Part files are opened only when their rows are read, one file handle per
     read in progress, so the reader is safe to share between threads and holds
     no descriptor between reads; the footers of the last :data:`FOOTERS_KEPT`
-    part files used are kept. Every read checks what it reads: page checksums
+    part files used are kept. On object storage (any filesystem but a local
+    one) the reader :attr:`fetches`: the byte ranges of the column chunks a
+    read needs are requested all at once, ahead of it if the loader asks
+    (:meth:`fetch`). Every read checks what it reads: page checksums
     (written by the shuffle), a readable footer, and part files that together
     hold rows ``0:n_rows`` without a gap. A missing, truncated or corrupted part
     file raises :class:`~daskshuffle.CorruptPileStoreError` naming the store,
@@ -109,16 +222,23 @@ class ParquetPileReader(PileReader[pa.Table]):
         self._filesystem, root = arrow_filesystem(self.store, storage_options)
         fs, _ = filesystem(self.store, storage_options)
         parts = sorted(
-            (int(match.group(1)), path)
-            for path in fs.ls(root, detail=False)
-            if (match := PART.fullmatch(path.rsplit("/", 1)[-1]))
+            (int(match.group(1)), entry["name"], entry.get("size"))
+            for entry in fs.ls(root, detail=True)
+            if (match := PART.fullmatch(entry["name"].rsplit("/", 1)[-1]))
         )
-        self.part_starts = np.asarray([start for start, _ in parts], dtype=np.int64)
-        self.part_paths = [path for _, path in parts]
+        self.part_starts = np.asarray([start for start, _, _ in parts], dtype=np.int64)
+        self.part_paths = [path for _, path, _ in parts]
+        self._part_sizes = [size for _, _, size in parts]  # as listed: a remote footer is read with one request
+        self._fs = fs
         self._root = root
         self._parts: OrderedDict[int, _Part] = OrderedDict()
         self._lock = threading.Lock()
-        self._check_parts(1 if isinstance(fs, LocalFileSystem) else FOOTER_THREADS)
+        local = isinstance(fs, LocalFileSystem)
+        #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
+        self._fetches = None if local else Fetches(fs)
+        self._leaves: list[int] | None = None  # the Parquet columns of the columns read
+        self._layouts: list[_Layout | None] = [None] * len(self.part_paths)
+        self._check_parts(1 if local else FOOTER_THREADS)
 
     def _check_parts(self, threads: int) -> None:
         """Check the sidecar against itself and against the part files' rows, from their footers (no data is read).
@@ -130,16 +250,20 @@ class ParquetPileReader(PileReader[pa.Table]):
         hold exactly the store's rows.
         """
 
-        def n_rows(index: int) -> int | None:
+        def n_rows(index: int, tail: tuple[int, bytes] | None = None) -> int | None:
             try:
-                return int(self._part(index, None).group_starts[-1])
+                return int(self._part(index, None, tail).group_starts[-1])
             except CorruptPileStoreError:
                 return None
 
         indices = range(len(self.part_paths))
-        if threads > 1 and len(indices) > 1:
+        counts: list[int | None] = []
+        if self._fetches is not None and len(indices) > 1:
+            # The last bytes of many part files requested at once, their footers parsed by threads.
             with ThreadPoolExecutor(min(threads, len(indices)), thread_name_prefix="daskshuffle-footers") as pool:
-                counts = list(pool.map(n_rows, indices))
+                for batch in range(0, len(indices), IN_FLIGHT):
+                    chosen = indices[batch : batch + IN_FLIGHT]
+                    counts += pool.map(n_rows, chosen, self._footer_tails(chosen))
         else:
             counts = [n_rows(index) for index in indices]
         readable = np.asarray([count is not None for count in counts], dtype=bool)
@@ -170,7 +294,8 @@ class ParquetPileReader(PileReader[pa.Table]):
             f"{' (' + ', '.join(about) + ')' if about else ''} instead; shuffle the source again, or restore the file."
         )
 
-    def _part(self, index: int, pile: int | None) -> _Part:
+    def _part(self, index: int, pile: int | None, tail: tuple[int, bytes] | None = None) -> _Part:
+        """Part file ``index``'s footer, kept or read (from ``tail``, its last bytes, where given)."""
         with self._lock:
             part = self._parts.get(index)
             if part is not None:
@@ -178,17 +303,80 @@ class ParquetPileReader(PileReader[pa.Table]):
                 return part
         path = self.part_paths[index]
         try:
-            with self._filesystem.open_input_file(path) as handle:
-                footer = pq.ParquetFile(handle).metadata
+            footer = self._read_footer(index, tail)
         except (OSError, pa.ArrowException) as error:
             raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
+        return self._keep(index, footer)
+
+    def _keep(self, index: int, footer: pq.FileMetaData) -> _Part:
+        """Keep ``footer`` of part file ``index`` among the last :data:`FOOTERS_KEPT`, and its layout for good."""
         sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
         part = _Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
+        layout = self._layouts[index] or self._layout_of(part)
         with self._lock:
+            self._layouts[index] = layout
             self._parts[index] = part
+            self._parts.move_to_end(index)
             while len(self._parts) > FOOTERS_KEPT:
                 self._parts.popitem(last=False)
         return part
+
+    def _layout_of(self, part: _Part) -> _Layout:
+        footer = part.footer
+        # Byte ranges only where reads fetch them: a local store's open does not pay for them.
+        leaves = self._columns_read(footer) if self._fetches is not None else []
+        chunks = np.zeros((footer.num_row_groups, len(leaves), 3), dtype=np.int64)
+        for group in range(footer.num_row_groups):
+            row_group = footer.row_group(group)
+            for position, leaf in enumerate(leaves):
+                column = row_group.column(leaf)
+                # Where pyarrow starts reading a column chunk: its dictionary page, if it has one, else its first data page.
+                first = column.data_page_offset
+                if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < first:
+                    first = column.dictionary_page_offset
+                chunks[group, position] = (first, first + column.total_compressed_size, column.total_uncompressed_size)
+        return _Layout(part.group_starts, chunks, footer.serialized_size + 8)
+
+    def _layout(self, index: int, pile: int | None) -> _Layout:
+        """The layout of part file ``index``, from its footer (read if it never was)."""
+        layout = self._layouts[index]
+        if layout is None:
+            self._part(index, pile)
+            layout = self._layouts[index]
+            assert layout is not None
+        return layout
+
+    def _footer_tails(self, indices: Sequence[int]) -> list[tuple[int, bytes] | None]:
+        """The last :data:`FOOTER_NBYTES` of each part file of ``indices``, requested at once (``None``: not read)."""
+        wanted = [index for index in indices if isinstance(self._part_sizes[index], int)]
+        sizes = [int(self._part_sizes[index] or 0) for index in wanted]
+        starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
+        paths = [self.part_paths[index] for index in wanted]
+        found = dict(zip(wanted, self._fs.cat_ranges(paths, starts, sizes, on_error="return"), strict=True))
+        tails: list[tuple[int, bytes] | None] = []
+        for index, start in zip(wanted, starts, strict=True):
+            data = found[index]
+            tails.append((start, data) if isinstance(data, bytes) else None)  # an error: read again, and reported
+        return tails if len(wanted) == len(indices) else [None] * len(indices)
+
+    def _read_footer(self, index: int, tail: tuple[int, bytes] | None = None) -> pq.FileMetaData:
+        """The footer of part file ``index``: on object storage from its last bytes, one request (two if large)."""
+        path, size = self.part_paths[index], self._part_sizes[index]
+        if self._fetches is None or not isinstance(size, int):
+            with self._filesystem.open_input_file(path) as handle:
+                return pq.ParquetFile(handle).metadata
+        if tail is None:
+            first = max(0, size - FOOTER_NBYTES)
+            data = self._fs.cat_file(path, start=first, end=size)
+        else:
+            first, data = tail
+        if len(data) >= 8 and data[-4:] == b"PAR1":
+            needed = int.from_bytes(data[-8:-4], "little") + 8  # the footer, its length and the magic
+            if len(data) < needed <= size:
+                first = size - needed
+                data = self._fs.cat_file(path, start=first, end=size)
+        with pa.PythonFile(_FetchedFile([(first, data)]), mode="r") as handle:
+            return pq.ParquetFile(handle).metadata
 
     def _read_groups(self, index: int, part: _Part, groups: list[int], pile: int | None) -> pa.Table:
         path = self.part_paths[index]
@@ -209,8 +397,9 @@ class ParquetPileReader(PileReader[pa.Table]):
                     failing.append(column)
             raise self._corrupt(f"a part file that fails to read ({error})", path, pile, failing) from error
 
-    def _read(self, start: int, stop: int, pile: int | None) -> pa.Table:
-        tables = []
+    def _pieces(self, start: int, stop: int, pile: int | None) -> list[_Piece]:
+        """What rows ``start:stop`` are in: the part files and row groups, in row order; a missing one raises."""
+        pieces = []
         position = start
         while position < stop:
             index = int(np.searchsorted(self.part_starts, position, side="right")) - 1
@@ -219,9 +408,9 @@ class ParquetPileReader(PileReader[pa.Table]):
                 raise self._corrupt(
                     f"no part file holding rows {position}:{stop} (the first)", path, pile, self.columns
                 )
-            part = self._part(index, pile)
+            layout = self._layout(index, pile)
             first = int(self.part_starts[index])
-            end = first + int(part.group_starts[-1])
+            end = first + int(layout.group_starts[-1])
             if position >= end:
                 following = f"{self._root}/{part_name(end)}"
                 raise self._corrupt(
@@ -231,13 +420,24 @@ class ParquetPileReader(PileReader[pa.Table]):
                     self.columns,
                 )
             a, b = position - first, min(stop, end) - first
-            g0 = int(np.searchsorted(part.group_starts, a, side="right")) - 1
-            g1 = int(np.searchsorted(part.group_starts, b, side="left"))
-            table = self._read_groups(index, part, list(range(g0, g1)), pile)
-            tables.append(table.slice(a - int(part.group_starts[g0]), b - a))
+            g0 = int(np.searchsorted(layout.group_starts, a, side="right")) - 1
+            g1 = int(np.searchsorted(layout.group_starts, b, side="left"))
+            pieces.append(_Piece(index, layout, a, b, list(range(g0, g1))))
             position = first + b
-        if not tables:
+        return pieces
+
+    def _read(self, start: int, stop: int, pile: int | None) -> pa.Table:
+        pieces = self._pieces(start, stop, pile)
+        if not pieces:
             return self._empty()
+        fetched = self._take(start, stop, pieces)
+        tables = []
+        for piece, found in zip(pieces, fetched, strict=True):
+            if found is None:
+                table = self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
+            else:
+                table = self._decode(piece, *found, pile)
+            tables.append(table.slice(piece.a - int(piece.layout.group_starts[piece.groups[0]]), piece.b - piece.a))
         return concat(tables)
 
     def _empty(self) -> pa.Table:
@@ -252,6 +452,131 @@ class ParquetPileReader(PileReader[pa.Table]):
             "shuffle the source again."
         )
 
+    # -- fetching ahead (object storage) --------------------------------------
+    @property
+    def fetches(self) -> bool:  # type: ignore[override]
+        """Whether the store is remote: the byte ranges of a read can be fetched ahead, many at once (:meth:`fetch`)."""
+        return self._fetches is not None
+
+    def fetch(self, start: int, stop: int) -> None:
+        """Start fetching the column chunks of the row groups that hold rows ``start:stop``, all at once.
+
+        Counts the bytes of the column chunks decoded (their uncompressed
+        pages) against :attr:`fetched_nbytes`. Rows in a part file that is
+        missing or unreadable are not fetched: their read reports it.
+        """
+        fetches = self._fetches
+        stop = max(start, min(stop, self.n_rows))
+        if fetches is None or stop == start or (start, stop) in fetches:
+            return
+        try:
+            pieces = self._pieces(start, stop, None)
+        except CorruptPileStoreError:
+            return
+        self._start(fetches, start, stop, pieces)
+
+    def forget(self, start: int, stop: int) -> None:
+        if self._fetches is not None:
+            self._fetches.drop((start, max(start, min(stop, self.n_rows))))
+
+    @property
+    def fetched_nbytes(self) -> int:
+        return 0 if self._fetches is None else self._fetches.nbytes
+
+    def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[_Piece]) -> list[list[Range]]:
+        """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.
+
+        In a store of more part files than :data:`FOOTERS_KEPT`, whose footers
+        come and go, each part file's footer is fetched with them.
+        """
+        planned = [self._ranges(piece) for piece in pieces]
+        requests = [request for ranges, _ in planned for request in ranges]
+        tails = [tail for piece in pieces if (tail := self._tail(piece.file)) is not None]
+        fetches.start((start, stop), requests + tails, sum(nbytes for _, nbytes in planned))
+        return [ranges for ranges, _ in planned]
+
+    def _columns_read(self, footer: pq.FileMetaData) -> list[int]:
+        """The Parquet (leaf) columns of the columns read: every column below each one's name."""
+        if self._leaves is None:
+            paths = [footer.schema.column(index).path for index in range(footer.num_columns)]
+            self._leaves = [
+                index
+                for index, path in enumerate(paths)
+                if any(path == name or path.startswith(name + ".") for name in self.columns)
+            ]
+        return self._leaves
+
+    def _ranges(self, piece: _Piece) -> tuple[list[Range], int]:
+        """The byte ranges of ``piece``'s column chunks (runs of them, cut at :data:`RANGE_NBYTES`), and their decoded bytes."""
+        chunks = piece.layout.chunks[piece.groups[0] : piece.groups[-1] + 1].reshape(-1, 3)
+        runs: list[list[int]] = []
+        for first, end in sorted(chunks[:, :2].tolist()):
+            if runs and first <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], end)
+            else:
+                runs.append([first, end])
+        path = self.part_paths[piece.file]
+        ranges = [
+            (path, cut, min(cut + RANGE_NBYTES, end)) for first, end in runs for cut in range(first, end, RANGE_NBYTES)
+        ]
+        return ranges, int(chunks[:, 2].sum())
+
+    def _tail(self, index: int) -> Range | None:
+        """The footer's bytes at the end of part file ``index``, where reads fetch it (else ``None``)."""
+        size, layout = self._part_sizes[index], self._layouts[index]
+        if len(self.part_paths) <= FOOTERS_KEPT or not isinstance(size, int) or layout is None:
+            return None  # every footer is kept: read when the store was opened
+        return self.part_paths[index], max(0, size - layout.footer_nbytes), size
+
+    def _take(self, start: int, stop: int, pieces: list[_Piece]) -> list[tuple[list[Fetched], Fetched | None] | None]:
+        """Each piece's fetched column chunks and footer (if fetched), the fetches started now if the loader did not.
+
+        ``None`` for a piece whose column chunks are not all there.
+        """
+        fetches = self._fetches
+        if fetches is None:
+            return [None] * len(pieces)
+        key = (start, stop)
+        # Started again here (a no-op if the loader did): the ranges to take are those of this read's plan.
+        planned = self._start(fetches, start, stop, pieces)
+        found: list[tuple[list[Fetched], Fetched | None] | None] = []
+        for piece, ranges in zip(pieces, planned, strict=True):
+            taken = [(request, fetches.take(key, request)) for request in ranges]
+            complete = [(request, future) for request, future in taken if future is not None]
+            tail = self._tail(piece.file)
+            footer = None if tail is None else fetches.take(key, tail)
+            fetched_footer = None if tail is None or footer is None else (tail, footer)
+            # A range missing: taken by a read of the same rows at the same time, or forgotten. Read the file.
+            found.append((complete, fetched_footer) if len(complete) == len(taken) else None)
+        fetches.drop(key)  # what no piece took
+        return found
+
+    def _decode(self, piece: _Piece, ranges: list[Fetched], tail: Fetched | None, pile: int | None) -> pa.Table:
+        """The row groups of ``piece`` from their fetched bytes, with the page checksums checked.
+
+        The footer is the one kept, or else the one fetched (``tail``), or else
+        read again. If anything fails (a request, a short range, a page), the
+        part file is read again without fetching: that gives the rows if the
+        fetch alone failed, and otherwise the error such a read gives, with the
+        columns that fail.
+        """
+        try:
+            with self._lock:
+                part = self._parts.get(piece.file)
+            if part is None and tail is not None:
+                # The footer and its trailer after the leading magic: a file pyarrow reads the footer of.
+                footer = pq.ParquetFile(pa.BufferReader(b"PAR1" + _bytes_of(tail)[1])).metadata
+                part = self._keep(piece.file, footer)
+            if part is None:
+                part = self._part(piece.file, pile)
+            with pa.PythonFile(_FetchedFile([_bytes_of(found) for found in ranges]), mode="r") as handle:
+                # Without pre_buffer, which coalesces the column chunks read across the gaps between them
+                # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
+                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True, pre_buffer=False)
+                return file.read_row_groups(piece.groups, columns=self.columns)
+        except (Exception, CancelledError):
+            return self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
+
     def read_rows(self, start: int, stop: int) -> pa.Table:
         return self._read(start, stop, None)
 
@@ -260,6 +585,8 @@ class ParquetPileReader(PileReader[pa.Table]):
         return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile)
 
     def close(self) -> None:
+        if self._fetches is not None:
+            self._fetches.clear()
         with self._lock:
             self._parts.clear()
 
@@ -292,6 +619,15 @@ class ParquetPileReader(PileReader[pa.Table]):
         if self.batch_format == "pandas":
             return rows.to_pandas()
         return {name: _to_numpy(rows.column(name)) for name in rows.column_names}
+
+
+def _bytes_of(fetched: Fetched) -> tuple[int, bytes]:
+    """Where a fetched range starts, and its bytes (all of them: a short read raises ``OSError``)."""
+    (_, first, end), future = fetched
+    data = future.result()
+    if len(data) != end - first:
+        raise OSError(f"{len(data):,} bytes at {first:,} instead of {end - first:,}")
+    return first, data
 
 
 def _is_nested(kind: pa.DataType) -> bool:

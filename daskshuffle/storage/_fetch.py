@@ -1,15 +1,17 @@
-"""Whole files fetched ahead of their reader, many requests in flight at once.
+"""Files and byte ranges fetched ahead of their reader, many requests in flight at once.
 
 Object storage answers each request after tens of milliseconds but serves
 thousands at once: a reader that waits for one file before asking for the
 next runs at a hundredth of what the store delivers. :class:`Fetches` starts
 the requests for every file of a read as soon as the read is known, and keeps
-what arrives until the read takes it. On an asynchronous fsspec filesystem
-(s3fs, gcsfs, adlfs, HTTP) each file is one coroutine on the filesystem's own
-event loop; on any other filesystem, one task of a small thread pool.
+what arrives until the read takes it. A request is a whole file (its path) or
+a byte range of one, ``(path, start, end)`` (the column chunks of a Parquet
+file's row groups). On an asynchronous fsspec filesystem (s3fs, gcsfs, adlfs,
+HTTP) each request is one coroutine on the filesystem's own event loop; on any
+other filesystem, one task of a small thread pool.
 
 A read is named by a key of the caller's (the loader uses a span of store
-rows); its files are taken one by one (:meth:`Fetches.take`), and the read is
+rows); its requests are taken one by one (:meth:`Fetches.take`), and the read is
 forgotten when all are taken or when the caller drops it (:meth:`Fetches.drop`).
 """
 
@@ -21,13 +23,16 @@ import threading
 from collections import deque
 from collections.abc import Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeAlias
 
 from fsspec import AbstractFileSystem
 
 from ._cache import StoreCache
 
-__all__ = ["Fetches"]
+__all__ = ["Fetches", "Request"]
+
+#: What is fetched: a whole file (its path), or bytes ``start:end`` of one, ``(path, start, end)``.
+Request: TypeAlias = str | tuple[str, int, int]
 
 #: Threads that fetch for a filesystem without an event loop of its own.
 THREADS = 16
@@ -37,21 +42,21 @@ IN_FLIGHT = 256
 
 
 class _Read:
-    """The files of one read not taken yet, and the bytes the read is expected to hold."""
+    """The requests of one read not taken yet, and the bytes the read is expected to hold."""
 
-    __slots__ = ("nbytes", "paths")
+    __slots__ = ("nbytes", "requests")
 
-    def __init__(self, paths: set[str], nbytes: int) -> None:
-        self.paths = paths
+    def __init__(self, requests: set[Request], nbytes: int) -> None:
+        self.requests = requests
         self.nbytes = nbytes
 
 
 class Fetches:
-    """Files fetched ahead for reads named by keys; safe across threads, picklable (as empty).
+    """Files and byte ranges fetched ahead for reads named by keys; safe across threads, picklable (as empty).
 
     Requests go out in the order the reads were started, at most
-    :data:`IN_FLIGHT` at once. A file that two reads need (a chunk across the
-    boundary of two piles) is fetched once, and kept until both took it.
+    :data:`IN_FLIGHT` at once. A request that two reads make (a chunk across
+    the boundary of two piles) is fetched once, and kept until both took it.
 
     Examples
     --------
@@ -65,6 +70,10 @@ class Fetches:
     (b'beta', 9)
     >>> fetches.take("read-1", "/fetch-demo/a").result(), fetches.nbytes
     (b'alpha', 0)
+    >>> fetches.start("read-2", [("/fetch-demo/a", 1, 4)], nbytes=3)
+    True
+    >>> fetches.take("read-2", ("/fetch-demo/a", 1, 4)).result()
+    b'lph'
     """
 
     def __init__(self, fs: AbstractFileSystem, in_flight: int = IN_FLIGHT, cache: StoreCache | None = None) -> None:
@@ -73,8 +82,8 @@ class Fetches:
         self.cache = cache
         self._in_flight_limit = in_flight
         self._reads: dict[Hashable, _Read] = {}
-        self._files: dict[str, tuple[Future[bytes], int]] = {}  # path: (its bytes, reads that will take them)
-        self._queue: deque[tuple[str, Future[bytes]]] = deque()
+        self._files: dict[Request, tuple[Future[bytes], int]] = {}  # request: (its bytes, reads that will take them)
+        self._queue: deque[tuple[Request, Future[bytes]]] = deque()
         self._in_flight = 0
         self._lock = threading.Lock()
         self._sending = threading.local()
@@ -92,34 +101,37 @@ class Fetches:
         with self._lock:
             return key in self._reads
 
-    def start(self, key: Hashable, paths: Sequence[str], nbytes: int) -> bool:
-        """Start fetching every file of ``paths`` for the read ``key``; ``False`` if it is under way already."""
+    def start(self, key: Hashable, requests: Sequence[Request], nbytes: int) -> bool:
+        """Start every request of ``requests`` (paths, or ``(path, start, end)``) for the read ``key``.
+
+        ``False`` if the read is under way already.
+        """
         with self._lock:
             if key in self._reads:
                 return False
-            unique = set(paths)
-            for path in dict.fromkeys(paths):
-                found = self._files.get(path)
+            unique = set(requests)
+            for request in dict.fromkeys(requests):
+                found = self._files.get(request)
                 if found is None:
                     future: Future[bytes] = Future()
-                    self._queue.append((path, future))
-                    self._files[path] = (future, 1)
+                    self._queue.append((request, future))
+                    self._files[request] = (future, 1)
                 else:
-                    self._files[path] = (found[0], found[1] + 1)
+                    self._files[request] = (found[0], found[1] + 1)
             self._reads[key] = _Read(unique, nbytes)
             self.nbytes += nbytes
         self._send()
         return True
 
-    def take(self, key: Hashable, path: str) -> Future[bytes] | None:
-        """The fetch of ``path`` for the read ``key``, handed over once; ``None`` if it was never started."""
+    def take(self, key: Hashable, request: Request) -> Future[bytes] | None:
+        """The fetch of ``request`` for the read ``key``, handed over once; ``None`` if it was never started."""
         with self._lock:
             read = self._reads.get(key)
-            if read is None or path not in read.paths:
+            if read is None or request not in read.requests:
                 return None
-            read.paths.discard(path)
-            future = self._release(path)
-            if not read.paths:
+            read.requests.discard(request)
+            future = self._release(request)
+            if not read.requests:
                 self.nbytes -= self._reads.pop(key).nbytes
             return future
 
@@ -130,9 +142,9 @@ class Fetches:
             if read is None:
                 return
             self.nbytes -= read.nbytes
-            released = [self._release(path) for path in read.paths]
-        for path, future in zip(read.paths, released, strict=True):
-            if path not in self._files:
+            released = [self._release(request) for request in read.requests]
+        for request, future in zip(read.requests, released, strict=True):
+            if request not in self._files:
                 future.cancel()
 
     def clear(self) -> None:
@@ -146,12 +158,12 @@ class Fetches:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _release(self, path: str) -> Future[bytes]:
-        future, readers = self._files[path]
+    def _release(self, request: Request) -> Future[bytes]:
+        future, readers = self._files[request]
         if readers > 1:
-            self._files[path] = (future, readers - 1)
+            self._files[request] = (future, readers - 1)
         else:
-            del self._files[path]
+            del self._files[request]
         return future
 
     def _send(self) -> None:
@@ -169,11 +181,11 @@ class Fetches:
                 with self._lock:
                     if not self._queue or self._in_flight >= self._in_flight_limit:
                         return
-                    path, future = self._queue.popleft()
+                    request, future = self._queue.popleft()
                     if not future.set_running_or_notify_cancel():
                         continue  # cancelled while queued
                     self._in_flight += 1
-                self._submit(path).add_done_callback(functools.partial(self._arrived, future))
+                self._submit(request).add_done_callback(functools.partial(self._arrived, future))
         finally:
             self._sending.active = False
 
@@ -188,15 +200,14 @@ class Fetches:
             self._in_flight -= 1
         self._send()
 
-    def _submit(self, path: str) -> Future[bytes]:
+    def _submit(self, request: Request) -> Future[bytes]:
         fs, cache = self._fs, self.cache
-        if cache is not None and cache.holds(path):
+        path, start, end = (request, None, None) if isinstance(request, str) else request
+        if cache is not None and start is None and cache.holds(path):
             return self._threads().submit(self._cached, path)
         if getattr(fs, "async_impl", False):
-            request = asyncio.run_coroutine_threadsafe(fs._cat_file(path), fs.loop)
-        else:
-            request = self._threads().submit(fs.cat_file, path)
-        return request
+            return asyncio.run_coroutine_threadsafe(fs._cat_file(path, start=start, end=end), fs.loop)
+        return self._threads().submit(fs.cat_file, path, start, end)
 
     def _threads(self) -> ThreadPoolExecutor:
         with self._lock:
