@@ -60,7 +60,7 @@ def normalize(path: PathLike) -> str:
     return text.rstrip("/")
 
 
-def _inside(child: str, parent: str) -> bool:
+def inside(child: str, parent: str) -> bool:
     if is_url(child) != is_url(parent):
         return False
     sep = "/" if is_url(child) else os.sep
@@ -70,7 +70,7 @@ def _inside(child: str, parent: str) -> bool:
 def overlaps(a: PathLike, b: PathLike) -> bool:
     """Whether ``a`` and ``b`` are the same location or one lies inside the other."""
     a, b = normalize(a), normalize(b)
-    return _inside(a, b) or _inside(b, a)
+    return inside(a, b) or inside(b, a)
 
 
 def filesystem(path: PathLike, storage_options: dict[str, Any] | None = None) -> tuple[AbstractFileSystem, str]:

@@ -1,0 +1,248 @@
+"""One storage location: a path or URL with its ``storage_options``, its filesystem, and what the storage can do.
+
+A :class:`Location` is built once at the public boundary
+(:meth:`Location.of`) from what the user passed, and everything below the
+boundary takes it, as zarr's ``StorePath`` travels with its store. It is
+absolute (a local path resolved on the client, since workers may run in any
+directory; a URL in fsspec's canonical spelling), frozen, and pickles as its URL
+and options: a worker rebuilds the fsspec filesystem on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+from fsspec import AbstractFileSystem
+
+from .._errors import StorageAccessError, StorageNotFoundError
+from ._paths import inside, is_url, normalize
+
+__all__ = ["CONDITIONAL_WRITES", "Location"]
+
+#: The protocols whose filesystems honour ``If-None-Match`` / ``If-Match`` on a write (through ``put_object``).
+CONDITIONAL_WRITES = frozenset({"s3", "s3a"})
+#: Protocols that serve files but cannot list a directory.
+_UNLISTABLE = frozenset({"http", "https"})
+_REMOVE_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a filesystem: its URL (a local path for a local disk) and the options that reach it.
+
+    Build one with :meth:`Location.of`; :meth:`join` and :meth:`with_suffix`
+    make the locations below and beside it, with the same options.
+
+    Examples
+    --------
+    >>> store = Location.of("memory://data/piles.zarr")
+    >>> store.url, store.path, store.is_local
+    ('memory:///data/piles.zarr', '/data/piles.zarr', False)
+    >>> str(store.join("x"))
+    'memory:///data/piles.zarr/x'
+    >>> str(store.with_suffix(".daskshuffle-lock"))
+    'memory:///data/piles.zarr.daskshuffle-lock'
+    """
+
+    #: The canonical spelling: an absolute real path for a local file, fsspec's URL otherwise; no trailing slash.
+    url: str
+    #: The fsspec options of this storage (``None`` for a local path).
+    options: dict[str, Any] | None = field(default=None, repr=False, hash=False)
+
+    @classmethod
+    def of(cls, where: str | os.PathLike[str] | Location, storage_options: dict[str, Any] | None = None) -> Location:
+        """The location of a path or URL reached with ``storage_options``; a :class:`Location` as it is.
+
+        Options are dropped for a local path: one shuffle may read a local
+        source and write to S3 with one ``storage_options``.
+        """
+        if isinstance(where, Location):
+            return where
+        url = normalize(where)
+        return cls(url, dict(storage_options) if storage_options and is_url(url) else None)
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Never a live filesystem: a worker builds its own on first use.
+        return (type(self), (self.url, self.options))
+
+    def __dask_tokenize__(self) -> tuple[str, str, str]:
+        return ("daskshuffle.Location", self.url, json.dumps(self.options, sort_keys=True, default=repr))
+
+    # What the storage is and can do, declared from the URL alone.
+
+    @property
+    def protocol(self) -> str:
+        """``"file"`` for a local path, else the URL's scheme (``"s3"``, ``"memory"``, ...)."""
+        return self.url.split("://", 1)[0] if is_url(self.url) else "file"
+
+    @property
+    def is_local(self) -> bool:
+        """Whether this is a path on a local disk (of the machine that reads it)."""
+        return not is_url(self.url)
+
+    @property
+    def is_object_store(self) -> bool:
+        """Whether this is an object store: its filesystem has no root marker, and its paths start with a bucket."""
+        if self.is_local:
+            return False
+        try:
+            kind = fsspec.get_filesystem_class(self.protocol)
+        except (ImportError, ValueError):  # not installed here: nothing to say about it
+            return False
+        return bool(kind.root_marker == "")
+
+    @property
+    def can_rename(self) -> bool:
+        """Whether a directory moves in one step (a local disk); an object store copies every object."""
+        return self.is_local
+
+    @property
+    def can_list(self) -> bool:
+        """Whether the storage lists the files below a path (HTTP does not)."""
+        return self.protocol not in _UNLISTABLE
+
+    @property
+    def conditional_writes(self) -> bool:
+        """Whether a write can be made conditional (``If-None-Match: *``, ``If-Match: <ETag>``)."""
+        return self.protocol in CONDITIONAL_WRITES
+
+    @property
+    def zarr_options(self) -> dict[str, Any] | None:
+        """The ``storage_options`` zarr (and xarray, dask) take for this location: ``None`` for a local path."""
+        return None if self.is_local else self.options
+
+    # The filesystem, resolved once per process.
+
+    @property
+    def fs(self) -> AbstractFileSystem:
+        """The fsspec filesystem, made on first use (on a worker, from the URL and options)."""
+        return self._resolved()[0]
+
+    @property
+    def path(self) -> str:
+        """The path inside :attr:`fs` (no protocol)."""
+        return self._resolved()[1]
+
+    def _resolved(self) -> tuple[AbstractFileSystem, str]:
+        found: tuple[AbstractFileSystem, str] | None = self.__dict__.get("_fs")
+        if found is None:
+            fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
+            found = (fs, inner)
+            object.__setattr__(self, "_fs", found)
+        return found
+
+    def _derived(self, url: str, inner: str | None) -> Location:
+        location = Location(url, self.options)
+        if inner is not None and "_fs" in self.__dict__:
+            object.__setattr__(location, "_fs", (self.fs, inner))
+        return location
+
+    # Locations below and beside this one.
+
+    @property
+    def name(self) -> str:
+        """The last part of the path: ``"piles.zarr"`` of ``s3://bucket/piles.zarr``."""
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+    def join(self, name: str) -> Location:
+        """The location ``name`` below this one (``name`` may hold ``/``)."""
+        name = name.strip("/")
+        inner = f"{self.path.rstrip('/')}/{name}" if "_fs" in self.__dict__ else None
+        return self._derived(f"{self.url.rstrip('/')}/{name}", inner)
+
+    def with_suffix(self, suffix: str) -> Location:
+        """The location beside this one whose name ends with ``suffix``: ``/a/b.zarr`` -> ``/a/b.zarr<suffix>``."""
+        inner = self.path + suffix if "_fs" in self.__dict__ else None
+        return self._derived(self.url + suffix, inner)
+
+    def scratch(self, suffix: str, directory: Location | None = None) -> Location:
+        """Where a shuffle into this location keeps its temporary files, removed when it ends.
+
+        Beside it by default (:meth:`with_suffix`); inside ``directory`` when
+        one is given, in a subdirectory named after this location, so that
+        removing the scratch space never removes the directory the caller named.
+        """
+        return self.with_suffix(suffix) if directory is None else directory.join(self.name + suffix)
+
+    def overlaps(self, other: Location) -> bool:
+        """Whether this and ``other`` are the same location or one lies inside the other."""
+        return inside(self.url, other.url) or inside(other.url, self.url)
+
+    # What is there.
+
+    def exists(self) -> bool:
+        """Whether something is here; refused credentials raise :class:`StorageAccessError` naming it."""
+        try:
+            return bool(self.fs.exists(self.path))
+        except PermissionError as error:
+            if isinstance(error, StorageAccessError):
+                raise
+            raise self._access_error(error) from error
+
+    def isdir(self) -> bool:
+        """Whether this is a directory (a prefix with objects below it, on an object store)."""
+        return bool(self.fs.isdir(self.path))
+
+    def nbytes(self) -> int:
+        """Bytes of the file here, or of every file below the directory here."""
+        return int(self.fs.du(self.path, total=True)) if self.isdir() else int(self.fs.size(self.path) or 0)
+
+    def check(self, name: str) -> None:
+        """Before anything is written: the credentials are accepted and, on an object store, the bucket exists.
+
+        ``name`` is the parameter the location came from, for the error.
+        daskshuffle never creates a bucket.
+        """
+        self.exists()  # refused credentials are named here
+        if not self.is_object_store:
+            return
+        bucket = self.path.strip("/").split("/", 1)[0]
+        try:
+            found = bool(self.fs.exists(bucket))
+        except PermissionError as error:
+            raise self._access_error(error) from error
+        if not found:
+            raise StorageNotFoundError(
+                f"Expected the bucket of {name} to exist. Got {self.url!r}, whose bucket {bucket!r} does not exist "
+                "(or these credentials cannot see it), instead; create the bucket first, or check the URL and "
+                "storage_options.",
+                parameter=name,
+            )
+
+    def _access_error(self, error: BaseException) -> StorageAccessError:
+        return StorageAccessError(
+            f"Expected credentials that may read and write {self.url!r}. Got access denied ({error}) instead; "
+            "check the credentials in storage_options (for S3: key and secret, or AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY or AWS_PROFILE in the environment) and the permissions on this path.",
+            parameter="storage_options",
+        )
+
+    # Writing.
+
+    def makedirs(self) -> None:
+        """Make the directory here and its parents, if missing (nothing to make on an object store)."""
+        self.fs.makedirs(self.path, exist_ok=True)
+
+    def remove(self) -> None:
+        """Remove what is here and everything below it, if it exists."""
+        fs, inner = self._resolved()
+        for attempt in range(_REMOVE_ATTEMPTS):
+            if not fs.exists(inner):
+                return
+            try:
+                fs.rm(inner, recursive=True)
+                return
+            except OSError:
+                # A cancelled task on a cluster may still be finishing a write below
+                # here; give it a moment, then try again.
+                if attempt == _REMOVE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
