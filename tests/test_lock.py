@@ -23,6 +23,7 @@ import daskshuffle as ds
 from daskshuffle.formats import read_metadata
 from daskshuffle.shuffle import _run
 from daskshuffle.storage import _lock
+from daskshuffle.storage._location import Location
 from daskshuffle.storage._lock import LOCK_SUFFIX
 
 
@@ -134,12 +135,12 @@ def test_of_many_runs_into_one_destination_exactly_one_writes(tmp_path: Path) ->
 
 def test_a_lock_a_live_run_holds_is_not_taken_over_by_a_thread(tmp_path: Path) -> None:
     dst = str(tmp_path / "piles.zarr")
-    with _lock.exclusive(dst, None):
-        assert _lock.held(dst, None)
-        outcome = _race({"other": lambda: _lock.exclusive(dst, None).__enter__()})
+    with _lock.exclusive(Location.of(dst)):
+        assert _lock.held(Location.of(dst))
+        outcome = _race({"other": lambda: _lock.exclusive(Location.of(dst)).__enter__()})
         assert isinstance(outcome["other"], ds.DaskShuffleValueError)
         assert f"process {os.getpid()} on {socket.gethostname()!r}, since" in str(outcome["other"])
-    assert not _lock.held(dst, None) and not Path(dst + LOCK_SUFFIX).exists()
+    assert not _lock.held(Location.of(dst)) and not Path(dst + LOCK_SUFFIX).exists()
 
 
 @pytest.mark.s3
@@ -152,14 +153,14 @@ def test_on_s3_two_runs_taking_over_a_left_lock_one_wins(s3: Any, monkeypatch: p
 
     def first() -> str:
         assert paused.wait(60), "the second run did not find the left lock"
-        with _lock.exclusive(dst, s3.storage_options):
+        with _lock.exclusive(Location.of(dst, s3.storage_options)):
             first_holds.set()
             assert second_done.wait(60)
         return "wrote"
 
     def second() -> str:
         try:
-            with _lock.exclusive(dst, s3.storage_options):
+            with _lock.exclusive(Location.of(dst, s3.storage_options)):
                 return "wrote"
         finally:
             second_done.set()
@@ -175,9 +176,9 @@ def test_on_s3_two_runs_taking_over_a_left_lock_one_wins(s3: Any, monkeypatch: p
 def test_on_s3_a_lock_is_created_once(s3: Any) -> None:
     dst = s3.url("piles.zarr")
     with (
-        _lock.exclusive(dst, s3.storage_options),
+        _lock.exclusive(Location.of(dst, s3.storage_options)),
         pytest.raises(ds.DaskShuffleValueError, match="no other shuffle"),
-        _lock.exclusive(dst, s3.storage_options),
+        _lock.exclusive(Location.of(dst, s3.storage_options)),
     ):
         pass
     assert not s3.fs.exists(dst + LOCK_SUFFIX)

@@ -18,6 +18,7 @@ import daskshuffle as ds
 from daskshuffle.formats import open_pile_reader
 from daskshuffle.formats._zarr import ZarrFormat
 from daskshuffle.storage import _paths
+from daskshuffle.storage._location import Location
 
 
 def _ids(store: str, storage_options: dict[str, Any] | None = None) -> np.ndarray:
@@ -91,7 +92,7 @@ def test_replace_without_an_atomic_exchange(tmp_path: Path, monkeypatch: pytest.
     (old / "a").write_text("old")
     new.mkdir()
     (new / "a").write_text("new")
-    _paths.replace(str(new), str(old))
+    _paths.replace(Location.of(new), Location.of(old))
     assert (old / "a").read_text() == "new"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["dst"]
 
@@ -104,7 +105,7 @@ def test_replace_exchanges_in_one_step(tmp_path: Path, monkeypatch: pytest.Monke
     swapped = []
     exchange = _paths._exchange
     monkeypatch.setattr(_paths, "_exchange", lambda a, b: swapped.append(exchange(a, b)) or swapped[-1])
-    _paths.replace(str(new), str(old))
+    _paths.replace(Location.of(new), Location.of(old))
     assert old.read_text() == "a file takes a directory's place"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["dst"]
     assert swapped in ([True], [False])  # False: a filesystem without RENAME_EXCHANGE, and the fallback ran

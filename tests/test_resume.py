@@ -208,9 +208,10 @@ def test_a_killed_client_is_continued_by_the_same_call(source: str, tmp_path: Pa
 
 
 def test_a_scatter_run_again_after_its_worker_was_lost_does_not_redo_its_work(tmp_path: Path) -> None:
+    from daskshuffle.storage._location import Location
     from daskshuffle.storage._manifest import Manifest, run_once
 
-    manifest = Manifest(str(tmp_path / "_done"), None)
+    manifest = Manifest(Location.of(tmp_path / "_done"))
     calls: list[int] = []
     assert run_once(manifest, "scatter-3", calls.append, 1) is None and calls == [1]
     assert run_once(manifest, "scatter-3", calls.append, 2) is None and calls == [1], "marked: not run again"

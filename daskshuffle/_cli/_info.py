@@ -10,6 +10,7 @@ import numpy as np
 
 from .._errors import UnfinishedShuffleError
 from ..storage import _leftovers
+from ..storage._location import Location
 from ._common import cli, one_line
 
 EXAMPLES_INFO = """\b
@@ -45,7 +46,7 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> 
     except UnfinishedShuffleError as error:
         if debug:
             raise
-        left = _leftovers.find(store)
+        left = _leftovers.find(Location.of(store))
         if as_json:
             click.echo(json.dumps({"path": store, "complete": False, "leftovers": _as_json(left)}))
         else:
@@ -58,7 +59,7 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> 
     metadata = dict(reader.metadata)
     if clean:
         try:
-            removed = _leftovers.remove(store)
+            removed = _leftovers.remove(Location.of(store))
         except Exception as error:
             if debug:
                 raise
@@ -68,7 +69,7 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> 
             f"daskshuffle: removed {len(removed)} leftover(s) beside {store}, {_leftovers.human_bytes(nbytes)}",
             err=True,
         )
-    left = _leftovers.find(store)
+    left = _leftovers.find(Location.of(store))
     if not offsets:  # one line per pile is 500 lines for 512 piles: the sizes' spread says what matters
         sizes = np.diff(reader.pile_offsets)
         metadata.pop("pile_offsets", None)

@@ -17,6 +17,7 @@ from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..formats import _generations as store_io
 from ..formats._zarr import open_zarr_sources
 from ..storage import _lock, _paths
+from ..storage._location import Location
 from ._compute import map_tasks
 
 __all__ = ["Generation", "append", "compact", "evict", "generations"]
@@ -149,7 +150,7 @@ def append(
             parameter="store",
         )
     _check_variables(store, root, src, storage_options)
-    with _lock.exclusive(store, storage_options):
+    with _lock.exclusive(Location.of(store, storage_options)):
         root = store_io.read_root(store, storage_options)
         number = max(int(entry["generation"]) for entry in root[store_io.GENERATIONS_KEY]) + 1
         store_io.ensure_group(store, storage_options)
@@ -189,7 +190,7 @@ def evict(
     """
     store = _paths.normalize(parse_path(store, "store"))
     keep_last = parse_positive_int(keep_last, "keep_last")
-    with _lock.exclusive(store, storage_options):
+    with _lock.exclusive(Location.of(store, storage_options)):
         root = store_io.read_root(store, storage_options)
         entries = root[store_io.GENERATIONS_KEY]
         gone, kept = entries[:-keep_last], entries[-keep_last:]
@@ -236,7 +237,7 @@ def compact(
     store = _paths.normalize(parse_path(store, "store"))
     progress = parse_bool(progress, "progress")
     copy_nbytes = parse_nbytes(copy_memory, "copy_memory")
-    with _lock.exclusive(store, storage_options):
+    with _lock.exclusive(Location.of(store, storage_options)):
         root = store_io.read_root(store, storage_options)
         entries = root[store_io.GENERATIONS_KEY]
         if len(entries) > 1:

@@ -33,6 +33,7 @@ from ..plan._options import ShuffleOptions, parse_shuffle_options
 from ..plan._plan import Plan, ShuffleSettings, fingerprint, make_plan
 from ..plan._rules import Layout, choose_layout
 from ..storage import _leftovers, _paths
+from ..storage._location import Location
 from ..storage._lock import exclusive
 from ..storage._manifest import Manifest as _Manifest
 from ._compute import compute, workers_not_seeing
@@ -314,7 +315,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
         storage_options=storage_options,
     )
     # What is at dst decides what this run does: it is looked at once no other run can change it.
-    with exclusive(dst, storage_options):
+    with exclusive(Location.of(dst, storage_options)):
         result, n_tasks = _run_locked(fmt, options, variables, tmp=tmp, resumable=resumable, began=began)
     if options.verify and n_tasks:
         from ._verify import verify
@@ -363,7 +364,8 @@ def _run_locked(
 
     if earlier is not None and earlier.path == dst and earlier.metadata.get("complete"):
         if same:  # this shuffle's output is there already; what a run killed after completing it left goes
-            _leftovers.clean(dst, storage_options, options.tmp)
+            tmp_directory = Location.of(options.tmp, storage_options) if options.tmp is not None else None
+            _leftovers.clean(Location.of(dst, storage_options), tmp_directory)
             return result(0), 0
         earlier = None
     if earlier is not None and not same:
@@ -400,7 +402,7 @@ def _write(
 ) -> int:
     """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
     dst, storage_options = options.dst, options.storage_options
-    manifest = _Manifest(f"{tmp}/{_MANIFEST}", storage_options) if resumable else None
+    manifest = _Manifest(Location.of(tmp, storage_options).join(_MANIFEST)) if resumable else None
     done = manifest.done() if manifest is not None and earlier is not None else frozenset()
     if earlier is not None and _CREATED in done:
         target = earlier.path
@@ -451,7 +453,7 @@ def _write(
         raise
     _paths.remove(tmp, storage_options)
     if target != dst:
-        _paths.replace(target, dst, storage_options)
+        _paths.replace(Location.of(target, storage_options), Location.of(dst, storage_options))
     return len(graph)
 
 
@@ -462,7 +464,7 @@ def _interrupted(dst: str, kept: list[str], storage_options: dict[str, Any] | No
         return ShuffleInterrupted(
             f"Interrupted the shuffle into {dst!r}; what it wrote is removed: run it again to start over."
         )
-    size = _leftovers.human_bytes(sum(_leftovers.nbytes(path, storage_options) for path in left))
+    size = _leftovers.human_bytes(sum(Location.of(path, storage_options).nbytes() for path in left))
     return ShuffleInterrupted(
         f"Interrupted the shuffle into {dst!r}; it left {size} in {' and '.join(repr(path) for path in left)}: "
         "run it again the same way to continue it, or remove them."

@@ -11,9 +11,9 @@ them for good: running the same shuffle again removes them, as does
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from . import _lock, _paths
+from . import _lock
+from ._location import Location
 
 __all__ = [
     "NEW_SUFFIX",
@@ -23,7 +23,6 @@ __all__ = [
     "clean",
     "find",
     "human_bytes",
-    "nbytes",
     "remove",
 ]
 
@@ -42,56 +41,50 @@ class Leftover:
     what: str
 
 
-def nbytes(path: str, storage_options: dict[str, Any] | None) -> int:
-    """Bytes of the file ``path``, or of every file below the directory ``path``."""
-    fs, inner = _paths.filesystem(path, storage_options)
-    return int(fs.du(inner, total=True)) if fs.isdir(inner) else int(fs.size(inner) or 0)
-
-
-def find(dst: str, storage_options: dict[str, Any] | None = None, tmp: str | None = None) -> list[Leftover]:
+def find(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     """What runs left beside ``dst`` (their pieces under ``tmp``, if given), with a lock nobody holds.
 
     A lock a live run holds is not a leftover, nor is what that run writes: the
     result is empty while one runs.
     """
-    if _lock.held(dst, storage_options):
+    if _lock.held(dst):
         return []
-    return _scratch(dst, storage_options, tmp) + _left_lock(dst, storage_options)
+    return [leftover for _, leftover in _scratch(dst, tmp)] + _left_lock(dst)
 
 
-def _scratch(dst: str, storage_options: dict[str, Any] | None, tmp: str | None) -> list[Leftover]:
+def _scratch(dst: Location, tmp: Location | None) -> list[tuple[Location, Leftover]]:
     found = []
-    paths = {_paths.sibling(dst, suffix): suffix for suffix in SCRATCH_SUFFIXES}
+    paths = {dst.with_suffix(suffix): suffix for suffix in SCRATCH_SUFFIXES}
     if tmp is not None:
-        paths[_paths.scratch(dst, TMP_SUFFIX, tmp)] = TMP_SUFFIX
+        paths[dst.scratch(TMP_SUFFIX, tmp)] = TMP_SUFFIX
     for path, suffix in paths.items():
-        if _paths.exists(path, storage_options):
+        if path.exists():
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
-            found.append(Leftover(path, nbytes(path, storage_options), what))
+            found.append((path, Leftover(path.url, path.nbytes(), what)))
     return found
 
 
-def _left_lock(dst: str, storage_options: dict[str, Any] | None) -> list[Leftover]:
-    lock = _paths.sibling(dst, _lock.LOCK_SUFFIX)
-    if not _paths.exists(lock, storage_options):
+def _left_lock(dst: Location) -> list[Leftover]:
+    lock = dst.with_suffix(_lock.LOCK_SUFFIX)
+    if not lock.exists():
         return []
-    holder = _lock.read_holder(dst, storage_options) or {}
-    return [Leftover(lock, nbytes(lock, storage_options), f"the lock of {_lock.describe(holder)}, which is gone")]
+    holder = _lock.read_holder(dst) or {}
+    return [Leftover(lock.url, lock.nbytes(), f"the lock of {_lock.describe(holder)}, which is gone")]
 
 
-def clean(dst: str, storage_options: dict[str, Any] | None = None, tmp: str | None = None) -> list[Leftover]:
+def clean(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     """Remove what runs left beside ``dst``, but its lock; the caller holds that lock (and removes it as it lets go)."""
-    found = _scratch(dst, storage_options, tmp)
-    for leftover in found:
-        _paths.remove(leftover.path, storage_options)
-    return found
+    found = _scratch(dst, tmp)
+    for location, _ in found:
+        location.remove()
+    return [leftover for _, leftover in found]
 
 
-def remove(dst: str, storage_options: dict[str, Any] | None = None, tmp: str | None = None) -> list[Leftover]:
+def remove(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     """Remove what :func:`find` finds, holding the lock of ``dst``; refused while a run holds it."""
-    left_lock = _left_lock(dst, storage_options)  # before it is taken over
-    with _lock.exclusive(dst, storage_options):
-        return clean(dst, storage_options, tmp) + left_lock
+    left_lock = _left_lock(dst)  # before it is taken over
+    with _lock.exclusive(dst):
+        return clean(dst, tmp) + left_lock
 
 
 def human_bytes(nbytes: int) -> str:

@@ -48,21 +48,18 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
-from fsspec.implementations.memory import MemoryFileSystem
 
 from .._errors import DaskShuffleValueError
-from . import _paths
+from ._location import CONDITIONAL_WRITES, Location
 
 try:
     import fcntl
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_SUFFIX", "describe", "exclusive", "held", "read_holder"]
+__all__ = ["CONDITIONAL_WRITES", "LOCK_SUFFIX", "describe", "exclusive", "held", "read_holder"]
 
 LOCK_SUFFIX = ".daskshuffle-lock"
-#: The protocols whose filesystems honour ``If-None-Match`` / ``If-Match`` on a write (through ``put_object``).
-CONDITIONAL_WRITES = frozenset({"s3", "s3a"})
 #: How long a refused run waits for the holder to finish writing its name into a lock it just created.
 _NAME_WAIT = 1.0
 _in_memory = threading.Lock()
@@ -108,18 +105,19 @@ def _named(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
     return found or {}
 
 
-def read_holder(dst: str, storage_options: dict[str, Any] | None) -> dict[str, Any] | None:
+def read_holder(dst: Location) -> dict[str, Any] | None:
     """What the lock of ``dst`` records (``None`` if there is no lock), held or left behind."""
-    fs, inner = _paths.filesystem(_paths.sibling(dst, LOCK_SUFFIX), storage_options)
-    return _read(fs, inner) if fs.exists(inner) else None
+    lock = dst.with_suffix(LOCK_SUFFIX)
+    return _read(lock.fs, lock.path) if lock.exists() else None
 
 
-def held(dst: str, storage_options: dict[str, Any] | None) -> bool:
+def held(dst: Location) -> bool:
     """Whether a run holds the lock of ``dst`` now (``False`` for a lock a killed run left)."""
-    fs, inner = _paths.filesystem(_paths.sibling(dst, LOCK_SUFFIX), storage_options)
-    if not isinstance(fs, LocalFileSystem) or fcntl is None:
-        holder = read_holder(dst, storage_options)
+    lock = dst.with_suffix(LOCK_SUFFIX)
+    if not lock.is_local or fcntl is None:
+        holder = read_holder(dst)
         return holder is not None and not _stale(holder)
+    inner = lock.path
     try:
         fd = os.open(inner, os.O_RDONLY)
     except FileNotFoundError:
@@ -150,21 +148,22 @@ def _refuse(dst: str, path: str, holder: dict[str, Any], *, by_hand: bool) -> Da
 
 
 @contextlib.contextmanager
-def exclusive(dst: str, storage_options: dict[str, Any] | None) -> Iterator[None]:
-    """Hold the lock of ``dst`` for the body; refuse if another live run holds it."""
-    path = _paths.sibling(dst, LOCK_SUFFIX)
-    fs, inner = _paths.filesystem(path, storage_options)
+def exclusive(where: Location) -> Iterator[None]:
+    """Hold the lock of ``where`` for the body; refuse if another live run holds it."""
+    lock = where.with_suffix(LOCK_SUFFIX)
+    dst, path, fs, inner = where.url, lock.url, lock.fs, lock.path
     ours = _holder()
-    if isinstance(fs, LocalFileSystem) and fcntl is not None:
+    if lock.is_local and fcntl is not None:
         with _flocked(dst, path, inner, ours):
             yield
         return
-    if isinstance(fs, LocalFileSystem):
+    in_memory = lock.protocol == "memory"
+    if lock.is_local:
         _create_local(dst, path, inner, ours)
-    elif isinstance(fs, MemoryFileSystem):
+    elif in_memory:
         with _in_memory:
             _create_by_reading_back(dst, path, fs, inner, ours)
-    elif set(_protocols(fs)) & CONDITIONAL_WRITES:
+    elif lock.conditional_writes:
         _create_conditionally(dst, path, fs, inner, ours)
     else:
         _warn_unexcluded(fs)
@@ -172,14 +171,10 @@ def exclusive(dst: str, storage_options: dict[str, Any] | None) -> Iterator[None
     try:
         yield
     finally:
-        with _in_memory if isinstance(fs, MemoryFileSystem) else contextlib.nullcontext():
+        with _in_memory if in_memory else contextlib.nullcontext():
             if (_read(fs, inner) or {}).get("run") == ours["run"]:  # nobody takes over the lock of a live run
                 with contextlib.suppress(FileNotFoundError):
                     fs.rm_file(inner)
-
-
-def _protocols(fs: AbstractFileSystem) -> tuple[str, ...]:
-    return (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
 
 
 @contextlib.contextmanager

@@ -12,37 +12,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _paths
+from ._location import Location
 
 __all__ = ["Manifest", "run_marked", "run_once"]
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """The finished tasks of one shuffle, as names under ``path``.
+    """The finished tasks of one shuffle, as names under ``location``.
 
     Examples
     --------
-    >>> manifest = Manifest("scratch/_done", None)
+    >>> manifest = Manifest(Location.of("memory://scratch/_done"))
     >>> manifest.mark("scatter-0"); manifest.mark("merge-2")
     >>> sorted(manifest.done())
     ['merge-2', 'scatter-0']
     """
 
-    path: str
-    storage_options: dict[str, Any] | None
+    location: Location
 
     def mark(self, name: str) -> None:
-        fs, inner = _paths.filesystem(self.path, self.storage_options)
+        fs, inner = self.location.fs, self.location.path
         fs.makedirs(inner, exist_ok=True)
         fs.pipe_file(f"{inner}/{name}", b"")
 
     def is_done(self, name: str) -> bool:
-        fs, inner = _paths.filesystem(self.path, self.storage_options)
-        return bool(fs.exists(f"{inner}/{name}"))
+        return self.location.join(name).exists()
 
     def done(self) -> frozenset[str]:
-        fs, inner = _paths.filesystem(self.path, self.storage_options)
+        fs, inner = self.location.fs, self.location.path
         if not fs.exists(inner):
             return frozenset()
         return frozenset(path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))

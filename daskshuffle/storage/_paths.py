@@ -6,18 +6,21 @@ import ctypes
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from .._errors import StorageAccessError, StorageNotFoundError
+
+if TYPE_CHECKING:
+    from ._location import Location
 
 __all__ = [
     "check_location",
     "exists",
     "filesystem",
+    "inside",
     "is_url",
     "normalize",
     "overlaps",
@@ -178,31 +181,32 @@ def _exchange(a: str, b: str) -> bool:
     return int(renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)) == 0
 
 
-def replace(new: PathLike, dst: PathLike, storage_options: dict[str, Any] | None = None) -> None:
+def replace(new: Location, dst: Location) -> None:
     """Put the complete store ``new`` where ``dst`` is (``dst`` may exist), and remove the old one.
 
-    On a local disk the two are swapped in one step (``renameat2`` exchange on
-    Linux; elsewhere ``dst`` is renamed aside, then ``new`` renamed into place):
-    a reader of ``dst`` sees the old store or the new one, complete. Object
-    storage cannot rename: the old store is removed, then ``new`` is copied
-    (server side) with the files that mark a store complete last, and removed;
-    if that is cut short, ``new`` is still there, complete.
+    Where the storage can rename (a local disk) the two are swapped in one
+    step (``renameat2`` exchange on Linux; elsewhere ``dst`` is renamed aside,
+    then ``new`` renamed into place): a reader of ``dst`` sees the old store or
+    the new one, complete. Elsewhere (object storage) the old store is removed,
+    then ``new`` is copied (server side) with the files that mark a store
+    complete last, and removed; if that is cut short, ``new`` is still there,
+    complete.
     """
-    fs, new_inner = filesystem(new, storage_options)
-    _, dst_inner = filesystem(dst, storage_options)
-    if isinstance(fs, LocalFileSystem):
+    fs, new_inner, dst_inner = new.fs, new.path, dst.path
+    if dst.can_rename:
         if not os.path.lexists(dst_inner):
             os.rename(new_inner, dst_inner)
             return
-        if not _exchange(new_inner, dst_inner):
-            aside = sibling(dst, ".daskshuffle-old")
-            remove(aside)
-            os.rename(dst_inner, aside)
-            os.rename(new_inner, dst_inner)
-            new_inner = aside
-        remove(new_inner)  # now the old store
+        if _exchange(new_inner, dst_inner):
+            new.remove()  # now the old store
+            return
+        aside = dst.with_suffix(".daskshuffle-old")
+        aside.remove()
+        os.rename(dst_inner, aside.path)
+        os.rename(new_inner, dst_inner)
+        aside.remove()
         return
-    remove(dst, storage_options)
+    dst.remove()
     if fs.isfile(new_inner):
         fs.copy(new_inner, dst_inner)
     else:
@@ -213,4 +217,4 @@ def replace(new: PathLike, dst: PathLike, storage_options: dict[str, Any] | None
         for batch in (first, last):
             if batch:
                 fs.copy([f"{new_inner}/{name}" for name in batch], [f"{dst_inner}/{name}" for name in batch])
-    remove(new, storage_options)
+    new.remove()
