@@ -34,6 +34,7 @@ from daskshuffle.formats._xarray import open_xarray_source
 from daskshuffle.formats._zarr import open_zarr_sources
 from daskshuffle.plan._plan import make_plan
 from daskshuffle.shuffle._compute import array_inputs, describe_partitions
+from daskshuffle.storage._location import Location
 
 N_ROWS = 500
 
@@ -123,8 +124,7 @@ def make_case(kind: str, root: Path) -> Case:
                 index=None,
                 block_nbytes=block,
                 writing=ParquetWriting(),
-                storage_options=None,
-                spool=str(spool),
+                spool=Location.of(spool),
                 describe_partitions=describe_partitions,
             ),
             lambda dst, seed: shuffle_dataframe(frame, dst, n_piles=6, seed=seed),
@@ -204,7 +204,7 @@ class TestFormatContract:
     def test_pieces_round_trip(self, case: Case, tmp_path: Path) -> None:
         fmt = case.make_format()
         plan = make_plan(fmt.block_lengths, 5, seed=1)
-        tmp = str(tmp_path / "pieces")
+        tmp = Location.of(tmp_path / "pieces")
         fmt.prepare_pieces(tmp)
         written = {}
         for block, rows in enumerate(read_blocks(fmt)):

@@ -16,6 +16,7 @@ from conftest import make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.shuffle import _verify
+from daskshuffle.storage._location import Location
 
 N_ROWS = 2_000
 
@@ -196,13 +197,13 @@ def test_verify_true_proves_the_store_as_part_of_the_shuffle(tmp_path: Path, mon
     from daskshuffle._cli import cli
 
     calls: list[str] = []
-    real = _verify.verify
+    real = _verify.verify_location
 
-    def recorded(store: str, *args: object, **kwargs: object) -> object:
-        calls.append(str(store))
+    def recorded(store: Location, *args: Any, **kwargs: Any) -> Any:
+        calls.append(store.url)
         return real(store, *args, **kwargs)
 
-    monkeypatch.setattr(_verify, "verify", recorded)
+    monkeypatch.setattr(_verify, "verify_location", recorded)
     source = make_zarr_source(tmp_path / "raw.zarr", 600, chunk_rows=50)
     ds.shuffle_zarr(source, tmp_path / "piles.zarr", n_piles=4, seed=0, verify=True)
     done = CliRunner().invoke(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError, SourceNotFoundError
-from ..storage._paths import exists, filesystem
+from ..storage._location import Location
 from ._base import FORMAT_VERSION, AppendedStoreError, Format, PileReader
 
 __all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader", "read_metadata"]
@@ -33,7 +33,7 @@ def _reader_class(kind: str) -> type[PileReader[Any]]:
 
 
 def open_pile_reader(
-    store: str | os.PathLike[str],
+    store: str | os.PathLike[str] | Location,
     variables: Sequence[str] | None = None,
     storage_options: dict[str, Any] | None = None,
     batch_format: str = "numpy",
@@ -59,9 +59,12 @@ def open_pile_reader(
     >>> reader.to_batch(reader.read_rows(0, 3)).columns.tolist()
     ['id', 'label']
     """
-    path = os.fspath(store)
-    if not exists(path, storage_options):
-        raise SourceNotFoundError(f"Expected an existing pile store. Got {path!r}, which does not exist, instead.")
+    location = Location.of(store, storage_options)
+    path, storage_options = location.url, location.options
+    if not location.exists():
+        raise SourceNotFoundError(
+            f"Expected an existing pile store. Got {str(store)!r}, which does not exist, instead."
+        )
     for kind in PILE_READERS:
         reader = _reader_class(kind)
         if reader.recognizes(path, storage_options):
@@ -85,7 +88,9 @@ def open_pile_reader(
 _METADATA_FILES = (("zarr.json", ("attributes", "daskshuffle")), ("_daskshuffle.json", ()))
 
 
-def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def read_metadata(
+    store: str | os.PathLike[str] | Location, storage_options: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The shuffle's metadata of ``store``, complete or not, or ``None`` if it has none (plain JSON, read as such).
 
     Examples
@@ -93,7 +98,8 @@ def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> 
     >>> read_metadata("piles.zarr")["complete"], read_metadata("raw.zarr")
     (True, None)
     """
-    fs, root = filesystem(os.fspath(store), storage_options)
+    location = Location.of(store, storage_options)
+    fs, root = location.fs, location.path
     for name, keys in _METADATA_FILES:
         try:
             with fs.open(f"{root}/{name}", "r") as file:

@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
-from ..storage._paths import filesystem
+from ..storage._location import Location
 from ._base import Pieces
 
 __all__ = ["RUN_NBYTES", "ArrayPieces", "ArrayRows", "Variable", "concat_rows", "take_rows"]
@@ -77,7 +76,6 @@ class ArrayPieces(Pieces[ArrayRows]):
     """Rows in memory and piece files for formats whose rows are arrays of ``variables``."""
 
     variables: list[Variable]
-    storage_options: dict[str, Any] | None
 
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
         return take_rows(rows, index)
@@ -88,26 +86,26 @@ class ArrayPieces(Pieces[ArrayRows]):
     def slice(self, rows: ArrayRows, start: int, stop: int) -> ArrayRows:
         return {name: values[start:stop] for name, values in rows.items()}
 
-    def _piece_path(self, tmp: str, variable: Variable, block: int) -> str:
+    def _piece_path(self, root: str, variable: Variable, block: int) -> str:
         # Named by numbers only: a variable's name comes from the source, and is no path.
-        return f"{tmp}/{self.variables.index(variable)}/{block}.bin"
+        return f"{root}/{self.variables.index(variable)}/{block}.bin"
 
-    def prepare_pieces(self, tmp: str) -> None:
-        fs, root = filesystem(tmp, self.storage_options)
+    def prepare_pieces(self, tmp: Location) -> None:
+        fs, root = tmp.fs, tmp.path
         for variable in self.variables:
             fs.makedirs(f"{root}/{self.variables.index(variable)}", exist_ok=True)
 
-    def write_pieces(self, tmp: str, block: int, rows: ArrayRows, piece_offsets: NDArray[np.int64]) -> None:
-        fs, root = filesystem(tmp, self.storage_options)
+    def write_pieces(self, tmp: Location, block: int, rows: ArrayRows, piece_offsets: NDArray[np.int64]) -> None:
+        fs, root = tmp.fs, tmp.path
         for variable in self.variables:
             with fs.open(self._piece_path(root, variable, block), "wb") as file:
                 file.write(np.ascontiguousarray(rows[variable.name]).reshape(-1).view(np.uint8))
 
     def scatter_block(
-        self, tmp: str, block: int, rows: ArrayRows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
+        self, tmp: Location, block: int, rows: ArrayRows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
     ) -> None:
         # Reorder and write a run at a time: the block is never held twice.
-        fs, root = filesystem(tmp, self.storage_options)
+        fs, root = tmp.fs, tmp.path
         for variable in self.variables:
             values = rows[variable.name]
             run = max(1, RUN_NBYTES // max(variable.row_nbytes, 1))
@@ -125,19 +123,19 @@ class ArrayPieces(Pieces[ArrayRows]):
         data = fs.cat_file(self._piece_path(root, variable, block), start=start * size, end=stop * size)
         return _from_bytes(data, variable)
 
-    def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> ArrayRows:
-        fs, root = filesystem(tmp, self.storage_options)
+    def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> ArrayRows:
+        fs, root = tmp.fs, tmp.path
         return {
             variable.name: self._read_piece_rows(fs, root, variable, block, start, stop) for variable in self.variables
         }
 
-    def gather_pieces(self, tmp: str, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> ArrayRows:
+    def gather_pieces(self, tmp: Location, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> ArrayRows:
         # Each read lands straight in its final rows: one copy of the group in
         # memory, not a concatenation to reorder.
         destination = np.empty(len(order), dtype=np.intp)
         destination[order] = np.arange(len(order), dtype=np.intp)
-        fs, root = filesystem(tmp, self.storage_options)
-        fetched = None if isinstance(fs, LocalFileSystem) else self._fetch_pieces(fs, root, reads)
+        fs, root = tmp.fs, tmp.path
+        fetched = None if tmp.is_local else self._fetch_pieces(fs, root, reads)
         rows = {}
         for variable in self.variables:
             values = np.empty((len(order), *variable.row_shape), dtype=variable.dtype)

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
 from ..plan._plan import fingerprint, group_piles
 from ..storage._cache import Cache
-from ..storage._paths import is_url
+from ..storage._location import Location
 
 __all__ = [
     "ARRAY_KINDS",
@@ -145,10 +145,10 @@ class RowsInMemory(Protocol[Rows]):
 class Pieces(RowsInMemory[Rows], Protocol[Rows]):
     """The pieces between the passes: written once by pass 1, read once by the merge."""
 
-    def prepare_pieces(self, tmp: str) -> None:
+    def prepare_pieces(self, tmp: Location) -> None:
         """Create what the piece files of ``tmp`` need before pass 1 runs."""
 
-    def write_pieces(self, tmp: str, block: int, rows: Rows, piece_offsets: NDArray[np.int64]) -> Any:
+    def write_pieces(self, tmp: Location, block: int, rows: Rows, piece_offsets: NDArray[np.int64]) -> Any:
         """Write block ``block``'s rows, already in piece order, and return small metadata.
 
         ``piece_offsets`` (``n_piles + 1``) delimits the pieces in ``rows``. The
@@ -157,7 +157,7 @@ class Pieces(RowsInMemory[Rows], Protocol[Rows]):
         ...
 
     def scatter_block(
-        self, tmp: str, block: int, rows: Rows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
+        self, tmp: Location, block: int, rows: Rows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
     ) -> Any:
         """Write ``take(rows, order)``, block ``block``'s rows in piece order, as :meth:`write_pieces` does.
 
@@ -167,11 +167,11 @@ class Pieces(RowsInMemory[Rows], Protocol[Rows]):
         """
         return self.write_pieces(tmp, block, self.take(rows, order), piece_offsets)
 
-    def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Rows:
+    def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> Rows:
         """Rows ``start:stop`` of the pieces block ``block`` wrote."""
         ...
 
-    def gather_pieces(self, tmp: str, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> Rows:
+    def gather_pieces(self, tmp: Location, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> Rows:
         """The rows of every ``(block, start, stop)`` of ``reads``, one after the other, taken at ``order``.
 
         This is what a merge task assembles (``reads`` is never empty). The
@@ -179,7 +179,7 @@ class Pieces(RowsInMemory[Rows], Protocol[Rows]):
         A format that can read rows straight into their final positions
         overrides it and holds one.
         """
-        if is_url(tmp) and len(reads) > 1:
+        if not tmp.is_local and len(reads) > 1:
             # An object store answers each request after tens of milliseconds: keep many in flight.
             with ThreadPoolExecutor(min(len(reads), PIECE_READERS), thread_name_prefix="daskshuffle-pieces") as pool:
                 parts = list(pool.map(lambda read: self.read_pieces(tmp, *read), reads))
@@ -220,19 +220,19 @@ class Destination(Protocol[Rows_contra]):
         """Writes must start and stop at multiples of this many rows (or at the end)."""
         ...
 
-    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         """Create an empty destination for ``n_rows`` rows, marked incomplete."""
         ...
 
-    def write_rows(self, dst: str, start: int, rows: Rows_contra, piece_info: Any) -> None:
+    def write_rows(self, dst: Location, start: int, rows: Rows_contra, piece_info: Any) -> None:
         """Write ``rows`` at output row ``start``; the range respects :meth:`write_alignment`."""
         ...
 
-    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
+    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         """Record ``metadata`` and mark the destination complete. Runs last."""
         ...
 
-    def resume_destination(self, dst: str) -> None:
+    def resume_destination(self, dst: Location) -> None:
         """Before an interrupted run continues: remove what a task killed mid-write left that is not output.
 
         The tasks that did not finish run again and rewrite their output whole;
@@ -240,7 +240,7 @@ class Destination(Protocol[Rows_contra]):
         """
         return None
 
-    def discard_destination(self, dst: str) -> None:
+    def discard_destination(self, dst: Location) -> None:
         """Clean up after a run that failed before :meth:`finalize_destination`.
 
         By default the destination stays, marked incomplete; a format whose

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ..storage._location import Location
 from ._base import CollectionSource, FileSource
 from ._parquet import unify_schemas
 from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
@@ -73,12 +74,12 @@ def _spool_path(spool: str, block: int) -> str:
 
 
 def spool_partition(
-    block: int, partition: pd.DataFrame, *, spool: str, preserve_index: bool, storage_options: dict[str, Any] | None
+    block: int, partition: pd.DataFrame, *, spool: Location, preserve_index: bool
 ) -> tuple[int, int, pa.Schema]:
     """Describe partition ``block`` and write it to ``spool`` (runs in the partition's task)."""
     described = describe_partition(partition, preserve_index)
     table = pa.Table.from_pandas(partition, schema=described[2], preserve_index=preserve_index)
-    afs, root = arrow_filesystem(spool, storage_options)
+    afs, root = arrow_filesystem(spool)
     with afs.open_output_stream(_spool_path(root, block)) as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     return described
@@ -149,7 +150,7 @@ class SpooledFrameFormat(ArrowTables, FileSource[pa.Table]):
 
     kind = "parquet"
 
-    def __init__(self, *, spool: str, **table: Any) -> None:
+    def __init__(self, *, spool: Location, **table: Any) -> None:
         super().__init__(**table)
         self.spool = spool
 
@@ -157,7 +158,7 @@ class SpooledFrameFormat(ArrowTables, FileSource[pa.Table]):
         return []  # computed by dask: no path to record or to protect
 
     def read_block(self, block: int) -> pa.Table:
-        afs, root = arrow_filesystem(self.spool, self.storage_options)
+        afs, root = arrow_filesystem(self.spool)
         table = pa.ipc.open_file(afs.open_input_file(_spool_path(root, block))).read_all()
         # Each partition was written with its own types (categories, all-null columns): cast to the unified schema.
         return table.cast(self.schema.remove_metadata()).replace_schema_metadata(self.schema.metadata)
@@ -169,8 +170,7 @@ def open_dataframe_source(
     index: bool | None,
     block_nbytes: int,
     writing: ParquetWriting,
-    storage_options: dict[str, Any] | None,
-    spool: str | None = None,
+    spool: Location | None = None,
     describe_partitions: DescribePartitions | None = None,
 ) -> DataFrameFormat | SpooledFrameFormat:
     """The format of a pandas DataFrame, or of a dask one (``describe_partitions`` and ``spool`` given).
@@ -184,9 +184,7 @@ def open_dataframe_source(
     if describe_partitions is not None:
         if spool is None:
             raise TypeError("a dask DataFrame needs a spool directory")
-        spool_one = functools.partial(
-            spool_partition, spool=spool, preserve_index=preserve_index, storage_options=storage_options
-        )
+        spool_one = functools.partial(spool_partition, spool=spool, preserve_index=preserve_index)
         described = describe_partitions(df, spool_one)
     else:
         described = [describe_partition(df, preserve_index)]
@@ -194,7 +192,6 @@ def open_dataframe_source(
         "schema": _schema_of(meta, described, preserve_index),
         "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(r for r, _, _ in described), 1))),
         "writing": writing,
-        "storage_options": storage_options,
     }
     if describe_partitions is not None and spool is not None:
         return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], **table)

@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..plan._options import PARQUET_COMPRESSIONS
-from ..storage._paths import filesystem, normalize
+from ..storage._location import Location
+from ..storage._paths import normalize
 from ._base import FileSource
 from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
 
@@ -52,8 +53,9 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
             f"Expected src to be a path, URL or glob, or a list of them. Got {type(item).__name__} instead."
         )
     text = os.fspath(item)
-    fs, inner = filesystem(text, storage_options)
-    afs, _ = arrow_filesystem(text, storage_options)
+    where = Location.of(text, storage_options)
+    fs, inner = where.fs, where.path
+    afs, _ = arrow_filesystem(where)
     if _GLOB_CHARS & set(os.path.basename(text)):
         paths = sorted(path for path in fs.glob(inner) if fs.isfile(path))
         if not paths:
@@ -167,12 +169,12 @@ def open_parquet_sources(
     if not items:
         raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
     found = [(item, path, partition) for item in items for path, partition in _expand(item, storage_options)]
-    protocols = {type(filesystem(os.fspath(item), storage_options)[0]).__name__ for item in items}
+    protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
     if len(protocols) > 1:
         raise DaskShuffleValueError(
             f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
         )
-    afs, _ = arrow_filesystem(os.fspath(items[0]), storage_options)
+    afs, _ = arrow_filesystem(Location.of(items[0], storage_options))
     # Footers are small reads with a round trip each: read them side by side.
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
         files = list(pool.map(lambda entry: _inspect(entry[1], entry[2], afs), found))
@@ -219,7 +221,6 @@ def open_parquet_sources(
         schema=schema,
         row_nbytes=max(1, -(-total_nbytes // max(n_rows, 1))),
         writing=writing,
-        storage_options=storage_options,
     )
 
 

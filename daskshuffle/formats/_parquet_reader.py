@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..storage._fetch import IN_FLIGHT, Fetches
+from ..storage._location import Location
 from ..storage._paths import exists, filesystem, normalize
 from ._base import PileReader, check_pile_metadata, check_recorded_rows, metadata_disagrees, select_variables
 from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
@@ -219,8 +220,9 @@ class ParquetPileReader(PileReader[pa.Table]):
             )
         self.columns = names
         self.batch_format = batch_format
-        self._filesystem, root = arrow_filesystem(self.store, storage_options)
-        fs, _ = filesystem(self.store, storage_options)
+        location = Location.of(self.store, storage_options)
+        self._filesystem, root = arrow_filesystem(location)
+        fs = location.fs
         parts = sorted(
             (int(match.group(1)), entry["name"], entry.get("size"))
             for entry in fs.ls(root, detail=True)

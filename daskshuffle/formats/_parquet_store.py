@@ -29,12 +29,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from ..plan._plan import split_piles
-from ..storage._paths import filesystem
+from ..storage._location import Location
 from ._base import Destination, Pieces
 from ._parquet_layout import AUTO, column_options
 
@@ -56,12 +55,14 @@ PART = re.compile(r"part-(\d+)\.parquet")
 _PIECE_OFFSETS = b"daskshuffle.piece_offsets"
 
 
-def arrow_filesystem(path: str, storage_options: dict[str, Any] | None) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem for ``path`` (native and memory-mapped on a local disk) and the path in it."""
-    fs, inner = filesystem(path, storage_options)
-    if isinstance(fs, LocalFileSystem):
-        return pafs.LocalFileSystem(use_mmap=True), inner
-    return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), inner
+def arrow_filesystem(location: Location) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem for ``location`` (native and memory-mapped on a local disk) and the path in it.
+
+    Where this format hands a location to pyarrow.
+    """
+    if location.is_local:
+        return pafs.LocalFileSystem(use_mmap=True), location.path
+    return pafs.PyFileSystem(pafs.FSSpecHandler(location.fs)), location.path
 
 
 def _part_name(start: int) -> str:
@@ -86,7 +87,6 @@ class ArrowPieces(Pieces[pa.Table]):
     """Rows in memory and Arrow IPC piece files for formats whose rows are tables of ``schema``."""
 
     schema: pa.Schema
-    storage_options: dict[str, Any] | None
 
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return take(rows, index)
@@ -97,15 +97,15 @@ class ArrowPieces(Pieces[pa.Table]):
     def slice(self, rows: pa.Table, start: int, stop: int) -> pa.Table:
         return rows.slice(start, stop - start)
 
-    def _piece_path(self, tmp: str, block: int) -> tuple[pafs.FileSystem, str]:
-        afs, root = arrow_filesystem(tmp, self.storage_options)
+    def _piece_path(self, tmp: Location, block: int) -> tuple[pafs.FileSystem, str]:
+        afs, root = arrow_filesystem(tmp)
         return afs, f"{root}/{block}.arrow"
 
-    def prepare_pieces(self, tmp: str) -> None:
-        afs, root = arrow_filesystem(tmp, self.storage_options)
+    def prepare_pieces(self, tmp: Location) -> None:
+        afs, root = arrow_filesystem(tmp)
         afs.create_dir(root, recursive=True)
 
-    def write_pieces(self, tmp: str, block: int, rows: pa.Table, piece_offsets: NDArray[np.int64]) -> None:
+    def write_pieces(self, tmp: Location, block: int, rows: pa.Table, piece_offsets: NDArray[np.int64]) -> None:
         # The IPC file format holds one dictionary per column: give every batch the same one.
         rows = rows.unify_dictionaries().combine_chunks()
         # Where each written batch starts, and the end, as raw little-endian int64s: a merge reads them for
@@ -121,7 +121,7 @@ class ArrowPieces(Pieces[pa.Table]):
                     for batch in rows.slice(start, stop - start).to_batches():
                         writer.write_batch(batch)
 
-    def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> pa.Table:
+    def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> pa.Table:
         if stop <= start:
             return self.schema.empty_table()
         afs, path = self._piece_path(tmp, block)
@@ -186,34 +186,32 @@ class ParquetDestination(Destination[pa.Table]):
             )
         return runs
 
-    storage_options: dict[str, Any] | None
-
     def write_alignment(self) -> int:
         return 1  # one file per merge group: no two tasks ever share a file
 
-    def _write_sidecar(self, dst: str, metadata: Mapping[str, Any]) -> None:
-        fs, root = filesystem(dst, self.storage_options)
+    def _write_sidecar(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        fs, root = dst.fs, dst.path
         staged = f"{root}/{METADATA_FILE}.partial"
         with fs.open(staged, "w") as file:
             json.dump(dict(metadata), file)
         fs.mv(staged, f"{root}/{METADATA_FILE}")  # a reader sees the old sidecar or the new one, never half
 
-    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, root = filesystem(dst, self.storage_options)
+    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, root = dst.fs, dst.path
         fs.makedirs(root, exist_ok=True)
         self._write_sidecar(dst, metadata)
         if n_rows == 0:  # readers need at least one file to know the schema
             self.write_rows(dst, 0, self.schema.empty_table(), None)
 
-    def write_rows(self, dst: str, start: int, rows: pa.Table, piece_info: Any) -> None:
-        fs, root = filesystem(dst, self.storage_options)
+    def write_rows(self, dst: Location, start: int, rows: pa.Table, piece_info: Any) -> None:
+        fs, root = dst.fs, dst.path
         with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
             pile_offsets = np.asarray(json.load(file)["pile_offsets"], dtype=np.int64)
         stop = start + rows.num_rows
         # A row group per pile: the loader reads a pile as whole row groups and nothing more.
         cuts = pile_offsets[(pile_offsets > start) & (pile_offsets < stop)] - start
         bounds = [0, *cuts.tolist(), rows.num_rows]
-        afs, _ = arrow_filesystem(dst, self.storage_options)
+        afs, _ = arrow_filesystem(dst)
         rows = rows.replace_schema_metadata(self.schema.metadata)
         dictionary, codecs = column_options(rows, self.writing.compression)  # see _parquet_layout
         with pq.ParquetWriter(
@@ -230,12 +228,12 @@ class ParquetDestination(Destination[pa.Table]):
                         rows.slice(a, b - a), row_group_size=min(size, self.writing.row_group_size or size)
                     )
 
-    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
+    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         self._write_sidecar(dst, metadata)
 
-    def discard_destination(self, dst: str) -> None:
+    def discard_destination(self, dst: Location) -> None:
         # Part files are a valid Parquet dataset to other readers: leave none of them.
-        fs, root = filesystem(dst, self.storage_options)
+        fs, root = dst.fs, dst.path
         for path in fs.ls(root, detail=False) if fs.exists(root) else []:
             if PART.fullmatch(path.rsplit("/", 1)[-1]):
                 fs.rm(path)
@@ -251,13 +249,11 @@ class ArrowTables(ArrowPieces, ParquetDestination):
         lengths: Sequence[int],
         row_nbytes: int,
         writing: ParquetWriting,
-        storage_options: dict[str, Any] | None,
     ) -> None:
         self.schema = schema
         self.writing = writing
         self.lengths = tuple(int(length) for length in lengths)
         self._row_nbytes = int(row_nbytes)
-        self.storage_options = storage_options
 
     @property
     def block_lengths(self) -> tuple[int, ...]:

@@ -19,11 +19,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from fsspec.implementations.local import LocalFileSystem
+from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ..storage._paths import filesystem, sibling
+from ..storage._location import Location
 from ._base import Destination, FileSource, Pieces
 from ._text_source import (
     _READ_NBYTES,
@@ -69,8 +69,10 @@ class PieceSizes(NamedTuple):
         return cls(first, len(rows), rows[first:stop].astype(np.int64), nbytes[first:stop].astype(np.int64))
 
 
-def _partial_path(dst: str) -> str:
-    return sibling(dst, _PARTIAL_SUFFIX)
+def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
+    """The filesystem and path where the text file ``dst`` is written until it is complete."""
+    partial = dst.with_suffix(_PARTIAL_SUFFIX)
+    return partial.fs, partial.path
 
 
 class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
@@ -140,16 +142,16 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         return rows.slice(start, stop - start)
 
     # -- pieces --------------------------------------------------------------
-    def prepare_pieces(self, tmp: str) -> None:
-        fs, root = filesystem(tmp, self.storage_options)
+    def prepare_pieces(self, tmp: Location) -> None:
+        fs, root = tmp.fs, tmp.path
         fs.makedirs(root, exist_ok=True)
 
-    def write_pieces(self, tmp: str, block: int, rows: Lines, piece_offsets: NDArray[np.int64]) -> PieceSizes:
+    def write_pieces(self, tmp: Location, block: int, rows: Lines, piece_offsets: NDArray[np.int64]) -> PieceSizes:
         """Write the lines and their offsets; return the lines and bytes of its pieces.
 
         The offsets (8 bytes a line) spare the merge a second search for newlines.
         """
-        fs, root = filesystem(tmp, self.storage_options)
+        fs, root = tmp.fs, tmp.path
         offsets = _offsets(rows)
         offsets = offsets - offsets[0]
         with fs.open(f"{root}/{block}.lines", "wb") as file:
@@ -158,8 +160,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             file.write(memoryview(offsets.astype("<i8", copy=False)).cast("B"))
         return PieceSizes.of(np.diff(piece_offsets), np.diff(offsets[piece_offsets]))
 
-    def read_pieces(self, tmp: str, block: int, start: int, stop: int) -> Lines:
-        fs, root = filesystem(tmp, self.storage_options)
+    def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> Lines:
+        fs, root = tmp.fs, tmp.path
         offsets = np.frombuffer(_read_range(fs, f"{root}/{block}.offsets", 8 * start, 8 * (stop + 1)), dtype="<i8")
         first, last = int(offsets[0]), int(offsets[-1])
         data = _read_range(fs, f"{root}/{block}.lines", first, last)
@@ -182,17 +184,13 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         )
 
     # -- the destination -----------------------------------------------------
-    def _local(self, dst: str) -> bool:
-        fs, _ = filesystem(dst, self.storage_options)
-        return isinstance(fs, LocalFileSystem)
-
     def write_alignment(self) -> int:
         # Lines have no fixed size: every write starts at a pile boundary, whose byte offset is known.
         return 1
 
-    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, partial = filesystem(_partial_path(dst), self.storage_options)
-        if self._local(dst):
+    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, partial = _partial_path(dst)
+        if dst.is_local:
             os.makedirs(os.path.dirname(partial), exist_ok=True)
             with open(partial, "wb") as file:
                 file.write(self.source.header)
@@ -202,7 +200,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             if self.source.header:
                 fs.pipe_file(f"{partial}/{0:020d}.part", self.source.header)
 
-    def write_rows(self, dst: str, start: int, rows: Lines, piece_info: OutputLayout) -> None:
+    def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
         data = _line_bytes(rows)
         offset = int(piece_info.byte_offsets[np.searchsorted(piece_info.row_offsets, start)])
         if offset + len(data) > self.n_bytes:
@@ -210,8 +208,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
                 f"Expected the shuffled lines to total {self.n_bytes:,} bytes, as counted. Got more instead; "
                 "do not change a source while it is being shuffled."
             )
-        fs, partial = filesystem(_partial_path(dst), self.storage_options)
-        if self._local(dst):
+        fs, partial = _partial_path(dst)
+        if dst.is_local:
             descriptor = os.open(partial, os.O_WRONLY)
             try:
                 written = 0
@@ -222,10 +220,10 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         else:
             fs.pipe_file(f"{partial}/{offset:020d}.part", bytes(data))
 
-    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
-        fs, partial = filesystem(_partial_path(dst), self.storage_options)
-        _, target = filesystem(dst, self.storage_options)
-        if self._local(dst):
+    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        fs, partial = _partial_path(dst)
+        target = dst.path
+        if dst.is_local:
             os.replace(partial, target)
             return
         with fs.open(target, "wb") as out:
@@ -235,8 +233,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
                         out.write(chunk)
         fs.rm(partial, recursive=True)
 
-    def discard_destination(self, dst: str) -> None:
-        fs, partial = filesystem(_partial_path(dst), self.storage_options)
+    def discard_destination(self, dst: Location) -> None:
+        fs, partial = _partial_path(dst)
         if fs.exists(partial):
             fs.rm(partial, recursive=True)
 

@@ -27,9 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from fsspec import AbstractFileSystem
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ..storage._paths import filesystem, sibling
+from ..storage._location import Location
 from ._text import OutputLayout, TextFormat
 from ._text_source import _READ_NBYTES, BlockCount, Lines, TextSource, _line_bytes
 
@@ -99,29 +100,31 @@ def shard_starts(n_rows: int, n_files: int) -> np.ndarray[Any, np.dtype[np.int64
     return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
 
 
-def _partial(path: str) -> str:
-    return sibling(path, _PARTIAL_SUFFIX)
+def _partial(path: Location) -> tuple[AbstractFileSystem, str]:
+    """The filesystem and path where ``path`` is written until it is complete."""
+    partial = path.with_suffix(_PARTIAL_SUFFIX)
+    return partial.fs, partial.path
 
 
-def write_shards(rows: Lines, paths: Sequence[str], header: bytes, storage_options: dict[str, Any] | None) -> None:
+def write_shards(rows: Lines, paths: Sequence[Location], header: bytes) -> None:
     """Write ``rows``, already in order, into ``paths`` in near-equal runs (each file under a temporary name first)."""
     starts = shard_starts(len(rows), len(paths))
     written = []
     try:
         for index, path in enumerate(paths):
-            fs, partial = filesystem(_partial(path), storage_options)
+            fs, partial = _partial(path)
             written.append((fs, partial, path))
             part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
             fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
             with fs.open(partial, "wb") as file:
-                file.write(compress(header + bytes(_line_bytes(part)), output_compression(path)))
+                file.write(compress(header + bytes(_line_bytes(part)), output_compression(path.url)))
     except BaseException:
         for fs, partial, _ in written:
             if fs.exists(partial):
                 fs.rm(partial)
         raise
     for fs, partial, path in written:
-        _move(fs, partial, filesystem(path, storage_options)[1])
+        _move(fs, partial, path.path)
 
 
 def _move(fs: Any, source: str, target: str) -> None:
@@ -135,7 +138,7 @@ class ShardedTextFormat(TextFormat):
     """Lines of text files, shuffled into several files, or into a compressed one."""
 
     def __init__(
-        self, source: TextSource, counts: Sequence[BlockCount], paths: Sequence[str], compression: str | None
+        self, source: TextSource, counts: Sequence[BlockCount], paths: Sequence[Location], compression: str | None
     ) -> None:
         super().__init__(source, counts)
         self.paths = tuple(paths)
@@ -144,12 +147,12 @@ class ShardedTextFormat(TextFormat):
         self.part_compression = compression if compression == "gzip" else None
         self.starts = shard_starts(int(self.n_lines.sum()), len(self.paths))
 
-    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, partial = filesystem(_partial(dst), self.storage_options)
+    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, partial = _partial(dst)
         fs.makedirs(partial, exist_ok=True)
 
-    def write_rows(self, dst: str, start: int, rows: Lines, piece_info: OutputLayout) -> None:
-        fs, partial = filesystem(_partial(dst), self.storage_options)
+    def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
+        fs, partial = _partial(dst)
         stop = start + len(rows)
         first = int(np.searchsorted(self.starts, start, side="right")) - 1
         for index in range(max(first, 0), len(self.paths)):
@@ -160,8 +163,8 @@ class ShardedTextFormat(TextFormat):
                 data = _line_bytes(rows.slice(a - start, b - a))
                 fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.part_compression)))
 
-    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
-        fs, partial = filesystem(_partial(dst), self.storage_options)
+    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        fs, partial = _partial(dst)
         by_file: dict[int, list[str]] = {}
         for part in sorted(fs.ls(partial, detail=False)):
             by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
@@ -174,7 +177,7 @@ class ShardedTextFormat(TextFormat):
             ]:
                 done.result()
         for target, path in zip(targets, self.paths, strict=True):
-            _move(fs, target, filesystem(path, self.storage_options)[1])
+            _move(fs, target, path.path)
         fs.rm(partial, recursive=True)
 
     def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
@@ -195,7 +198,7 @@ class ShardedTextFormat(TextFormat):
 
         return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
 
-    def discard_destination(self, dst: str) -> None:
-        fs, partial = filesystem(_partial(dst), self.storage_options)
+    def discard_destination(self, dst: Location) -> None:
+        fs, partial = _partial(dst)
         if fs.exists(partial):
             fs.rm(partial, recursive=True)

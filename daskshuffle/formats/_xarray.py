@@ -30,8 +30,7 @@ import xarray as xr
 import zarr
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from ..storage import _paths
-from ..storage._paths import normalize
+from ..storage._location import Location
 from . import _layout
 from ._arrays import ArrayPieces, ArrayRows, Variable
 from ._base import NUMERIC_KINDS, CollectionSource
@@ -56,36 +55,30 @@ def open_dataset(ds: object, storage_options: dict[str, Any] | None) -> tuple[xr
     if isinstance(ds, xr.Dataset):
         source = ds.encoding.get("source")
         return ds, [source] if isinstance(source, str) else []
-    if not isinstance(ds, str | os.PathLike):
+    if not isinstance(ds, str | os.PathLike | Location):
         raise DaskShuffleTypeError(f"Expected ds to be an xarray.Dataset or a path. Got {type(ds).__name__} instead.")
-    path = os.fspath(ds)
-    if not _paths.exists(path, storage_options):
+    root = Location.of(ds, storage_options)
+    if not root.exists():
         raise SourceNotFoundError(
-            f"Expected ds to be an existing dataset. Got {path!r}, which does not exist, instead."
+            f"Expected ds to be an existing dataset. Got {str(ds)!r}, which does not exist, instead."
         )
-    root = _paths.normalize(path)
     try:
-        if _paths.exists(f"{root}/zarr.json", storage_options) or _paths.exists(f"{root}/.zgroup", storage_options):
+        if root.join("zarr.json").exists() or root.join(".zgroup").exists():
             # Consolidated metadata if the store has it, without xarray's warning when it does not.
-            consolidated = _paths.exists(f"{root}/.zmetadata", storage_options) or _has_consolidated_v3(
-                root, storage_options
-            )
-            opened = xr.open_zarr(
-                path, consolidated=consolidated, storage_options=_paths.url_options(path, storage_options)
-            )
+            consolidated = root.join(".zmetadata").exists() or _has_consolidated_v3(root)
+            opened = xr.open_zarr(root.url, consolidated=consolidated, storage_options=root.zarr_options)
         else:
-            opened = xr.open_dataset(path, chunks={})
+            opened = xr.open_dataset(root.url, chunks={})
     except (OSError, ValueError, TypeError) as error:
         raise DaskShuffleValueError(
-            f"Expected ds to be a dataset xarray opens. Got {path!r}, which it cannot open ({error}), instead."
+            f"Expected ds to be a dataset xarray opens. Got {str(ds)!r}, which it cannot open ({error}), instead."
         ) from error
-    return opened, [_paths.normalize(path)]
+    return opened, [root.url]
 
 
-def _has_consolidated_v3(root: str, storage_options: dict[str, Any] | None) -> bool:
-    fs, inner = _paths.filesystem(root, storage_options)
+def _has_consolidated_v3(root: Location) -> bool:
     try:
-        with fs.open(f"{inner}/zarr.json", "r") as file:
+        with root.fs.open(root.join("zarr.json").path, "r") as file:
             return json.load(file).get("consolidated_metadata") is not None
     except (FileNotFoundError, ValueError):
         return False
@@ -129,14 +122,12 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
         lengths: list[int],
         source_names: list[str],
         chunk_rows: int | None,
-        storage_options: dict[str, Any] | None,
     ) -> None:
         self.dim = dim
         self.variables = variables
         self.lengths = tuple(lengths)
         self.source_names = source_names
         self.group_attrs: dict[str, Any] = {}
-        self.storage_options = storage_options
         self._init_destination(chunk_rows, "auto")
         self._template: xr.Dataset | None = template
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
@@ -165,13 +156,13 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
         return {variable.name: np.asarray(value[variable.name], dtype=variable.dtype) for variable in self.variables}
 
     # -- the destination -----------------------------------------------------
-    def _open(self, dst: str) -> str | Any:
-        options = _paths.url_options(dst, self.storage_options)
-        if options:
-            return zarr.storage.FsspecStore.from_url(dst, storage_options=options)
-        return normalize(dst)
+    def _open(self, dst: Location) -> str | Any:
+        """What xarray and zarr open for ``dst``: where this format hands a location to them."""
+        if dst.zarr_options:
+            return zarr.storage.FsspecStore.from_url(dst.url, storage_options=dst.zarr_options)
+        return dst.url
 
-    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         if self._template is None:
             raise RuntimeError("create_destination runs where the shuffle was planned, with its template")
         # xarray writes the layout, the encodings and the variables without ``dim``;
@@ -194,7 +185,7 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
         group = zarr.open_group(self._open(dst), mode="r+")
         group.attrs[METADATA_KEY] = {**metadata, "dim": self.dim}
 
-    def write_rows(self, dst: str, start: int, rows: ArrayRows, piece_info: Any) -> None:
+    def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
         # Encode with the destination's own encodings (time units, fill values,
         # scales), exactly as xarray would, then write whole chunks.
         stored = xr.open_zarr(self._open(dst), consolidated=False, chunks=None)
@@ -207,7 +198,7 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
             array: Any = _layout.for_writing(group[name])
             array[start : start + len(values)] = np.asarray(encoded.values, dtype=array.dtype)
 
-    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
+    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         super().finalize_destination(dst, {**metadata, "dim": self.dim})
 
 
@@ -237,7 +228,6 @@ def open_xarray_source(
         sources=sources,
         block_nbytes=block_nbytes,
         chunk_rows=chunk_rows,
-        storage_options=storage_options,
         block_inputs=block_inputs,
     )
 
@@ -249,7 +239,6 @@ def _xarray_format(
     sources: list[str],
     block_nbytes: int,
     chunk_rows: int | None,
-    storage_options: dict[str, Any] | None,
     block_inputs: BlockInputs,
 ) -> XarrayFormat:
     """The format of ``dataset`` along ``dim``: variables checked, blocks cut, destination laid out."""
@@ -308,7 +297,6 @@ def _xarray_format(
         lengths=lengths,
         source_names=sources,
         chunk_rows=chunk_rows,
-        storage_options=storage_options,
     )
 
 
@@ -318,7 +306,6 @@ def open_arrays_source(
     variables: Sequence[str] | None,
     block_nbytes: int,
     chunk_rows: int | None,
-    storage_options: dict[str, Any] | None,
     block_inputs: BlockInputs,
 ) -> XarrayFormat:
     """Check chunked arrays (``{name: dask array}``) that share their rows; shuffle them as a dataset along ``"row"``.
@@ -375,6 +362,5 @@ def open_arrays_source(
         sources=[],
         block_nbytes=block_nbytes,
         chunk_rows=chunk_rows,
-        storage_options=storage_options,
         block_inputs=block_inputs,
     )

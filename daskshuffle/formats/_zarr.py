@@ -14,10 +14,9 @@ from typing import Any
 
 import numpy as np
 import zarr
-from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
-from ..storage._paths import filesystem, is_url, url_options
+from ..storage._location import Location
 from . import _layout
 from ._arrays import RUN_NBYTES, ArrayPieces, ArrayRows, Variable
 from ._base import Destination, FileSource
@@ -33,7 +32,6 @@ class ZarrDestination(Destination[ArrayRows]):
     """A Zarr v3 pile store of ``variables``, its layout chosen for the plan's piles."""
 
     variables: list[Variable]
-    storage_options: dict[str, Any] | None
     group_attrs: dict[str, Any]
     compressors: Any
     chunk_rows: int
@@ -87,24 +85,23 @@ class ZarrDestination(Destination[ArrayRows]):
             compressors=self.compressors,
         )
 
-    def create_destination(self, dst: str, n_rows: int, metadata: Mapping[str, Any]) -> None:
+    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         layout = self._chosen_layout()
-        group = zarr.open_group(
+        group = _open_group(
             dst,
             mode="w",
             zarr_format=3,
-            storage_options=url_options(dst, self.storage_options),
             attributes={**self.group_attrs, METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: layout.to_dict()}},
         )
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
-    def write_rows(self, dst: str, start: int, rows: ArrayRows, piece_info: Any) -> None:
-        group = zarr.open_group(dst, mode="r+", storage_options=url_options(dst, self.storage_options))
+    def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
+        group = _open_group(dst, mode="r+")
         runs = []
         for name, values in rows.items():
             array = _layout.for_writing(group[name])
             runs += [(array, start + first, values[first:last]) for first, last in _runs(array, len(values))]
-        if is_url(dst) and len(runs) > 1:
+        if not dst.is_local and len(runs) > 1:
             # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
             # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
             with ThreadPoolExecutor(min(len(runs), REMOTE_RUNS), thread_name_prefix="daskshuffle-write") as pool:
@@ -113,23 +110,28 @@ class ZarrDestination(Destination[ArrayRows]):
             for run in runs:
                 _write(*run)
 
-    def finalize_destination(self, dst: str, metadata: Mapping[str, Any]) -> None:
-        group = zarr.open_group(dst, mode="r+", storage_options=url_options(dst, self.storage_options))
+    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        group = _open_group(dst, mode="r+")
         group.attrs[METADATA_KEY] = {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.
             warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
             zarr.consolidate_metadata(group.store)
 
-    def resume_destination(self, dst: str) -> None:
+    def resume_destination(self, dst: Location) -> None:
         # zarr writes a local chunk to a temporary "<key>.<uuid>.partial" and renames it: a kill leaves that file.
-        fs, root = filesystem(dst, url_options(dst, self.storage_options))
-        if isinstance(fs, LocalFileSystem):
+        if dst.is_local:
+            fs, root = dst.fs, dst.path
             for path in fs.glob(f"{root}/**/*.partial"):
                 fs.rm_file(path)
 
-    def discard_destination(self, dst: str) -> None:
+    def discard_destination(self, dst: Location) -> None:
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""
+
+
+def _open_group(dst: Location, **kwargs: Any) -> zarr.Group:
+    """The Zarr group at ``dst``: where this format hands a location to zarr."""
+    return zarr.open_group(dst.url, storage_options=dst.zarr_options, **kwargs)
 
 
 def _runs(array: zarr.Array[Any], n_rows: int) -> list[tuple[int, int]]:
@@ -166,14 +168,12 @@ class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
         group_attrs: dict[str, Any],
         chunk_rows: int | None,
         compressors: Any,
-        storage_options: dict[str, Any] | None,
     ) -> None:
         self.sources = sources
         self.variables = variables
         self.blocks = blocks
         self.source_names = source_names
         self.group_attrs = group_attrs
-        self.storage_options = storage_options
         self._init_destination(chunk_rows, compressors)
 
     @property
@@ -221,5 +221,4 @@ def open_zarr_sources(
         group_attrs=found.group_attrs,
         chunk_rows=chunk_rows,
         compressors=compressors,
-        storage_options=storage_options,
     )

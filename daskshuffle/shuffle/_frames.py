@@ -19,9 +19,8 @@ from ..plan._options import (
     DEFAULT_PARQUET_COMPRESSION,
     DEFAULT_PILE_MEMORY,
 )
-from ..storage import _paths
 from . import _compute
-from ._run import ShuffleResult, check_destination, run_shuffle, shuffle_options
+from ._run import ShuffleResult, check_destination, run_shuffle, shuffle_locations, shuffle_options
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -222,30 +221,23 @@ def shuffle_dataframe(
     options = shuffle_options(locals())
     writing = parse_writing(compression, row_group_size, n_output_files)
     # Describing a dask DataFrame computes it: check the destination first.
-    check_destination([], options.dst, options.tmp, overwrite=options.overwrite, storage_options=storage_options)
+    dst_location, tmp_location = shuffle_locations(options)
+    check_destination([], dst_location, tmp_location, overwrite=options.overwrite)
     if not _compute.is_dask_dataframe(df):
-        fmt = open_dataframe_source(
-            df,
-            index=index,
-            block_nbytes=options.block_nbytes,
-            writing=writing,
-            storage_options=storage_options,
-        )
+        fmt = open_dataframe_source(df, index=index, block_nbytes=options.block_nbytes, writing=writing)
         return run_shuffle(fmt, options, variables=fmt.variables)
-    spool = _paths.scratch(options.dst, _SPOOL_SUFFIX, options.tmp)
-    _paths.remove(spool, storage_options)
+    spool = dst_location.scratch(_SPOOL_SUFFIX, tmp_location)
+    spool.remove()
     try:
-        fs, inner = _paths.filesystem(spool, storage_options)
-        fs.makedirs(inner, exist_ok=True)
+        spool.makedirs()
         fmt = open_dataframe_source(
             df,
             index=index,
             block_nbytes=options.block_nbytes,
             writing=writing,
-            storage_options=storage_options,
             spool=spool,
             describe_partitions=_compute.describe_partitions,
         )
         return run_shuffle(fmt, options, variables=fmt.variables)
     finally:
-        _paths.remove(spool, storage_options)
+        spool.remove()

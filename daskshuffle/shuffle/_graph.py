@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from ..formats._base import CollectionSource, Format
 from ..plan._level_plan import GroupedLevel, LevelPlan, block_table, piece_offsets, span_reads
 from ..plan._plan import Plan, block_counts, block_order, group_order
+from ..storage._location import Location
 from ..storage._manifest import Manifest, run_marked, run_once
 
 __all__ = ["MergeGroup", "level_tmp", "merge_groups", "shuffle_graph"]
@@ -44,7 +45,7 @@ class MergeGroup:
 
 def _scatter(
     fmt: Format[Any],
-    tmp: str,
+    tmp: Location,
     block: int,
     counts: NDArray[np.int64] | tuple[int, int],
     seed: int,
@@ -92,8 +93,8 @@ class _Layout(Protocol):
 
 def _merge(
     fmt: Format[Any],
-    tmp: str,
-    dst: str,
+    tmp: Location,
+    dst: Location,
     group: MergeGroup,
     first_block: int,
     counts: NDArray[np.int64],
@@ -127,7 +128,7 @@ def _merge(
     return fragments
 
 
-def _seam(fmt: Format[Any], dst: str, chunk: int, piece_info: Any, *merged: dict[int, tuple[int, Any]]) -> None:
+def _seam(fmt: Format[Any], dst: Location, chunk: int, piece_info: Any, *merged: dict[int, tuple[int, Any]]) -> None:
     """Write an output chunk whose rows come from several merge groups."""
     fragments = sorted((result[chunk] for result in merged if chunk in result), key=lambda item: item[0])
     fmt.write_rows(dst, fragments[0][0], fmt.concat([rows for _, rows in fragments]), piece_info)
@@ -153,8 +154,8 @@ def _scatter_after(_barrier: Any, *work: Any) -> Any:
 
 def _scatter_spans(
     fmt: Format[Any],
-    tmp_in: str,
-    tmp: str,
+    tmp_in: Location,
+    tmp: Location,
     span: int,
     table: NDArray[np.int64],
     first_block: int,
@@ -176,17 +177,17 @@ def _scatter_spans(
     return fmt.scatter_block(tmp, span, rows, block_order(counts, seed, span), piece_offsets(counts, lo, n_piles))
 
 
-def level_tmp(tmp: str, level: int) -> str:
+def level_tmp(tmp: Location, level: int) -> Location:
     """Where the pieces of level ``level`` of a shuffle of several levels go, below ``tmp``."""
-    return f"{tmp}/level-{level}"
+    return tmp.join(f"level-{level}")
 
 
 def shuffle_graph(
     fmt: Format[Any],
     plan: Plan | LevelPlan,
     *,
-    tmp: str,
-    dst: str,
+    tmp: Location,
+    dst: Location,
     materialize: bool,
     merge_nbytes: int,
     manifest: Manifest | None = None,
@@ -215,8 +216,8 @@ def shuffle_graph(
         plan.block_lengths,
         plan.n_piles,
         plan.seed,
-        tmp,
-        dst,
+        tmp.url,
+        dst.url,
         materialize,
         merge_nbytes,
         plan.fanouts if isinstance(plan, LevelPlan) else None,
@@ -287,7 +288,7 @@ def _level_stage(
     fmt_key: str,
     plan: LevelPlan,
     index: int,
-    tmp: str,
+    tmp: Location,
     tables: list[_Tables],
     pieces_key: str,
     task: Callable[..., Any],
@@ -345,8 +346,8 @@ def _merge_stage(
     fmt: Format[Any],
     fmt_key: str,
     plan: _Layout,
-    tmp: str,
-    dst: str,
+    tmp: Location,
+    dst: Location,
     materialize: bool,
     merge_nbytes: int,
     pieces_key: str,

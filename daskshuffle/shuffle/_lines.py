@@ -27,9 +27,16 @@ from ..formats._text_sample import (
 from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
 from ..formats._text_source import Lines
 from ..plan._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory
-from ..storage import _paths
+from ..storage._location import Location
 from ._compute import map_tasks
-from ._run import ShuffleResult, check_destination, check_workers_reach, run_shuffle, shuffle_options
+from ._run import (
+    ShuffleResult,
+    check_destination,
+    check_workers_reach,
+    run_shuffle,
+    shuffle_locations,
+    shuffle_options,
+)
 
 __all__ = ["shuffle_lines"]
 
@@ -37,18 +44,17 @@ __all__ = ["shuffle_lines"]
 PathLike = str | os.PathLike[str]
 
 
-def _decompress(source: TextSource, spool: str, storage_options: dict[str, Any] | None, progress: bool) -> TextSource:
+def _decompress(source: TextSource, spool: Location, progress: bool) -> TextSource:
     """Decompress every compressed file into ``spool``, one task a file, and read those copies instead."""
     compressed = [index for index, file in enumerate(source.files) if file.compression is not None]
     if not compressed:
         return source
-    fs, inner = _paths.filesystem(spool, storage_options)
-    fs.makedirs(inner, exist_ok=True)
-    paths = [f"{spool}/{index}.txt" for index in compressed]
+    spool.makedirs()
+    paths = [spool.join(f"{index}.txt").url for index in compressed]
     sizes = map_tasks(
         source.decompress,
         list(zip(compressed, paths, strict=True)),
-        token=repr((source.files, spool)),
+        token=repr((source.files, spool.url)),
         progress=progress,
     )
     return source.decompressed(
@@ -230,15 +236,15 @@ def shuffle_lines(
             parameter="head_count",
         )
     line_end = parse_delimiter(delimiter)
-    dst, tmp, progress = options.dst, options.tmp, options.progress
-    paths = parse_output_files(dst, n_output_files)
-    compression = output_compression(dst)
-    spool = _paths.scratch(dst, ".daskshuffle-spool", tmp)
+    dst_location, tmp_location = shuffle_locations(options)
+    progress = options.progress
+    paths = [Location.of(path, storage_options) for path in parse_output_files(dst_location.url, n_output_files)]
+    compression = output_compression(dst_location.url)
+    spool = dst_location.scratch(".daskshuffle-spool", tmp_location)
     for path in paths:
-        fs, inner = _paths.filesystem(path, storage_options)
-        if fs.isdir(inner):
+        if path.isdir():
             raise DaskShuffleValueError(
-                f"Expected dst to be a file. Got {path!r}, which is a directory, instead; name a file inside it."
+                f"Expected dst to be a file. Got {path.url!r}, which is a directory, instead; name a file inside it."
             )
 
     source: TextSource = open_text_sources(
@@ -250,19 +256,17 @@ def shuffle_lines(
     )
     # Counting reads the whole input: check the destination first.
     for path in paths:
-        check_destination(
-            source.describe(), path, tmp, overwrite=options.overwrite, storage_options=storage_options, workers=False
-        )
-    check_workers_reach({"dst": paths[0], "tmp": _paths.scratch(paths[0], "", tmp)})
-    _paths.remove(spool, storage_options)
+        check_destination(source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False)
+    check_workers_reach({"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)})
+    spool.remove()
     try:
-        source = _decompress(source, spool, storage_options, progress)
+        source = _decompress(source, spool, progress)
         if head is not None:
             counts, sample, n_tasks = _sample(source, head, options.seed, repeat=repeat, progress=progress)
             if sample is not None:
-                write_shards(sample, paths, source.header, storage_options)
+                write_shards(sample, paths, source.header)
                 return ShuffleResult(
-                    path=dst,
+                    path=dst_location.url,
                     n_rows=len(sample),
                     n_piles=1,
                     seed=options.seed,
@@ -280,4 +284,4 @@ def shuffle_lines(
         fmt.check_blocks_fit(options.pile_nbytes)
         return run_shuffle(fmt, options, variables=[])
     finally:
-        _paths.remove(spool, storage_options)
+        spool.remove()

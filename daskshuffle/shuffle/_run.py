@@ -169,17 +169,17 @@ def _existing_directory(path: str) -> str:
     return directory
 
 
-def check_workers_reach(paths: dict[str, str]) -> None:
-    """Refuse local paths (``{parameter: path}``) that the cluster's workers do not see, before anything runs there.
+def check_workers_reach(paths: dict[str, Location]) -> None:
+    """Refuse local paths (``{parameter: location}``) that the cluster's workers do not see, before anything runs there.
 
     The workers write the pieces and the store: on a cluster of several
     machines, a local path is only good on a filesystem they all share.
     """
     checked: set[str] = set()
-    for name, path in paths.items():
-        if _paths.is_url(path):
+    for name, location in paths.items():
+        if not location.is_local:
             continue
-        directory = _existing_directory(path)
+        directory = _existing_directory(location.path)
         if directory in checked:
             continue
         checked.add(directory)
@@ -197,13 +197,12 @@ def check_workers_reach(paths: dict[str, str]) -> None:
 
 def check_destination(
     sources: Sequence[str],
-    dst: str,
-    tmp: str | None,
+    dst: Location,
+    tmp: Location | None,
     *,
     overwrite: bool,
-    storage_options: dict[str, Any] | None,
     workers: bool = True,
-) -> str:
+) -> Location:
     """Check that ``dst`` and the scratch space may be written; return the scratch directory.
 
     The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
@@ -212,30 +211,30 @@ def check_destination(
     (:func:`check_workers_reach`).
     """
     for source in sources:
-        if _paths.overlaps(dst, source):
+        if _paths.overlaps(dst.url, source):
             raise DaskShuffleValueError(
-                f"Expected dst to lie outside the source. Got dst={dst!r} and source {source!r} instead; "
+                f"Expected dst to lie outside the source. Got dst={dst.url!r} and source {source!r} instead; "
                 "choose another destination (the source is never modified)."
             )
-    _paths.check_location(dst, storage_options, "dst")
-    if _paths.exists(dst, storage_options) and not overwrite:
+    dst.check("dst")
+    if dst.exists() and not overwrite:
         raise PileStoreExistsError(
-            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.",
+            f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; pass overwrite=True to replace it.",
             parameter="overwrite",
         )
-    tmp = _paths.scratch(dst, _TMP_SUFFIX, tmp)
+    scratch = dst.scratch(_TMP_SUFFIX, tmp)
     for source in sources:
-        if _paths.overlaps(tmp, source):
+        if _paths.overlaps(scratch.url, source):
             raise DaskShuffleValueError(
-                f"Expected tmp to lie outside the source. Got tmp={tmp!r} and source {source!r} instead."
+                f"Expected tmp to lie outside the source. Got tmp={scratch.url!r} and source {source!r} instead."
             )
-    _paths.check_location(tmp, storage_options, "tmp")
+    scratch.check("tmp")
     if workers:
-        check_workers_reach({"dst": dst, "tmp": tmp})
-    return tmp
+        check_workers_reach({"dst": dst, "tmp": scratch})
+    return scratch
 
 
-def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
+def build_path(dst: Location) -> Location:
     """Where a shuffle into ``dst`` builds its store: ``dst`` itself, or ``<dst>.daskshuffle-new``.
 
     A new destination is written in place, marked incomplete until the end
@@ -243,7 +242,7 @@ def build_path(dst: str, storage_options: dict[str, Any] | None) -> str:
     is replaced only once the new store is complete, built beside it: until
     then the old one stays whole and readable.
     """
-    return _paths.sibling(dst, _NEW_SUFFIX) if _paths.exists(dst, storage_options) else dst
+    return dst.with_suffix(_NEW_SUFFIX) if dst.exists() else dst
 
 
 def _metadata(
@@ -282,14 +281,14 @@ def _differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 class _Earlier:
     """A store of an earlier run of this shuffle: at ``dst`` (complete or not) or where it is built."""
 
-    path: str
+    path: Location
     metadata: dict[str, Any]
 
 
-def _earlier_run(dst: str, target: str, storage_options: dict[str, Any] | None) -> _Earlier | None:
+def _earlier_run(dst: Location, target: Location) -> _Earlier | None:
     for path in dict.fromkeys((dst, target)):
-        if _paths.exists(path, storage_options):
-            metadata = read_metadata(path, storage_options)
+        if path.exists():
+            metadata = read_metadata(path)
             if metadata is not None and "fingerprint" in metadata:
                 return _Earlier(path, metadata)
     return None
@@ -305,32 +304,54 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     other failure removes what the run built.
     """
     began = time.perf_counter()
-    dst, storage_options = options.dst, options.storage_options
+    dst, given_tmp = shuffle_locations(options)
     resumable = not fmt.places_itself and bool(fmt.describe_source())
     tmp = check_destination(
         fmt.describe_source(),
         dst,
-        options.tmp,
+        given_tmp,
         overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
-        storage_options=storage_options,
     )
     # What is at dst decides what this run does: it is looked at once no other run can change it.
-    with exclusive(Location.of(dst, storage_options)):
-        result, n_tasks = _run_locked(fmt, options, variables, tmp=tmp, resumable=resumable, began=began)
+    with exclusive(dst):
+        result, n_tasks = _run_locked(
+            fmt, options, variables, dst=dst, tmp=tmp, given_tmp=given_tmp, resumable=resumable, began=began
+        )
     if options.verify and n_tasks:
-        from ._verify import verify
+        from ._verify import verify_location
 
-        verify(dst, storage_options=storage_options, block_memory=options.block_nbytes, progress=options.progress)
+        verify_location(
+            dst,
+            [],
+            storage_options=options.storage_options,
+            block_nbytes=options.block_nbytes,
+            progress=options.progress,
+        )
     return result
 
 
+def shuffle_locations(options: ShuffleOptions) -> tuple[Location, Location | None]:
+    """The locations of ``dst`` and of ``tmp`` (if given), reached with the shuffle's ``storage_options``."""
+    dst = Location.of(options.dst, options.storage_options)
+    tmp = Location.of(options.tmp, options.storage_options) if options.tmp is not None else None
+    return dst, tmp
+
+
 def _run_locked(
-    fmt: Format[Any], options: ShuffleOptions, variables: list[str], *, tmp: str, resumable: bool, began: float
+    fmt: Format[Any],
+    options: ShuffleOptions,
+    variables: list[str],
+    *,
+    dst: Location,
+    tmp: Location,
+    given_tmp: Location | None,
+    resumable: bool,
+    began: float,
 ) -> tuple[ShuffleResult, int]:
     """Plan and write, the lock of dst held; the result and the tasks run (0: the store was there already)."""
-    dst, materialize, storage_options = options.dst, options.materialize, options.storage_options
-    target = dst if fmt.places_itself else build_path(dst, storage_options)
-    earlier = _earlier_run(dst, target, storage_options) if resumable and not options.overwrite else None
+    materialize = options.materialize
+    target = dst if fmt.places_itself else build_path(dst)
+    earlier = _earlier_run(dst, target) if resumable and not options.overwrite else None
     seed = options.seed
     if earlier is not None and not options.seed_given:
         seed = int(earlier.metadata["seed"])
@@ -343,7 +364,7 @@ def _run_locked(
         options.pile_nbytes,
         levels=options.levels,
         block_nbytes=options.block_nbytes,
-        storage="object" if _paths.is_url(tmp) else "local",
+        storage="local" if tmp.is_local else "object",
     )
     fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
     metadata = _metadata(fmt, options, plan, variables)
@@ -351,7 +372,7 @@ def _run_locked(
 
     def result(n_tasks: int) -> ShuffleResult:
         return ShuffleResult(
-            path=dst,
+            path=dst.url,
             n_rows=plan.n_rows,
             n_piles=plan.n_piles,
             seed=seed,
@@ -364,20 +385,19 @@ def _run_locked(
 
     if earlier is not None and earlier.path == dst and earlier.metadata.get("complete"):
         if same:  # this shuffle's output is there already; what a run killed after completing it left goes
-            tmp_directory = Location.of(options.tmp, storage_options) if options.tmp is not None else None
-            _leftovers.clean(Location.of(dst, storage_options), tmp_directory)
+            _leftovers.clean(dst, given_tmp)
             return result(0), 0
         earlier = None
     if earlier is not None and not same:
         raise DaskShuffleValueError(
-            f"Expected the same shuffle as the interrupted one at {earlier.path!r}. Got other "
+            f"Expected the same shuffle as the interrupted one at {earlier.path.url!r}. Got other "
             f"{', '.join(_differences(earlier.metadata, metadata)) or 'arguments'} instead; run the same call to "
             "continue it, or pass overwrite=True to start over.",
             parameter="overwrite",
         )
-    if _paths.exists(dst, storage_options) and not options.overwrite and not (earlier and earlier.path == dst):
+    if dst.exists() and not options.overwrite and not (earlier and earlier.path == dst):
         raise PileStoreExistsError(
-            f"Expected dst not to exist. Got {dst!r}, which exists, instead; pass overwrite=True to replace it.",
+            f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; pass overwrite=True to replace it.",
             parameter="overwrite",
         )
 
@@ -385,7 +405,9 @@ def _run_locked(
     fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
-    n_tasks = _write(fmt, plan, metadata, options, tmp=tmp, target=target, earlier=earlier, resumable=resumable)
+    n_tasks = _write(
+        fmt, plan, metadata, options, dst=dst, tmp=tmp, target=target, earlier=earlier, resumable=resumable
+    )
     return result(n_tasks), n_tasks
 
 
@@ -395,14 +417,14 @@ def _write(
     metadata: dict[str, Any],
     options: ShuffleOptions,
     *,
-    tmp: str,
-    target: str,
+    dst: Location,
+    tmp: Location,
+    target: Location,
     earlier: _Earlier | None,
     resumable: bool,
 ) -> int:
     """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
-    dst, storage_options = options.dst, options.storage_options
-    manifest = _Manifest(Location.of(tmp, storage_options).join(_MANIFEST)) if resumable else None
+    manifest = _Manifest(tmp.join(_MANIFEST)) if resumable else None
     done = manifest.done() if manifest is not None and earlier is not None else frozenset()
     if earlier is not None and _CREATED in done:
         target = earlier.path
@@ -410,8 +432,8 @@ def _write(
         earlier, done = None, frozenset()
     if earlier is None:
         if target != dst:
-            _paths.remove(target, storage_options)  # what a crashed run of another shuffle left
-        _paths.remove(tmp, storage_options)
+            target.remove()  # what a crashed run of another shuffle left
+        tmp.remove()
     graph, key = shuffle_graph(
         fmt,
         plan,
@@ -432,15 +454,15 @@ def _write(
                 fmt.prepare_pieces(pieces)
             if manifest is not None:
                 manifest.mark(_CREATED)
-        compute(graph, key, progress=options.progress, remote=_paths.is_url(target) or _paths.is_url(tmp))
+        compute(graph, key, progress=options.progress, remote=not (target.is_local and tmp.is_local))
         fmt.finalize_destination(target, {**metadata, "complete": True})
     except KeyboardInterrupt:
         if not resumable:
-            _discard(fmt, target, tmp, storage_options)
+            _discard(fmt, target, tmp)
         # What is done stays beside dst: the same call continues it.
-        raise _interrupted(dst, [target, tmp] if resumable else [], storage_options) from None
+        raise _interrupted(dst, [target, tmp] if resumable else []) from None
     except OSError as error:
-        _discard(fmt, target, tmp, storage_options)
+        _discard(fmt, target, tmp)
         if error.errno == errno.ENOSPC:
             raise StorageFullError(
                 f"Expected room for the shuffle's pieces and store. Got a full disk ({error}) instead; the pieces "
@@ -449,31 +471,31 @@ def _write(
             ) from error
         raise
     except BaseException:
-        _discard(fmt, target, tmp, storage_options)
+        _discard(fmt, target, tmp)
         raise
-    _paths.remove(tmp, storage_options)
+    tmp.remove()
     if target != dst:
-        _paths.replace(Location.of(target, storage_options), Location.of(dst, storage_options))
+        _paths.replace(target, dst)
     return len(graph)
 
 
-def _interrupted(dst: str, kept: list[str], storage_options: dict[str, Any] | None) -> ShuffleInterrupted:
+def _interrupted(dst: Location, kept: list[Location]) -> ShuffleInterrupted:
     """What an interrupted shuffle left, and how to go on."""
-    left = [path for path in kept if _paths.exists(path, storage_options)]
+    left = [path for path in kept if path.exists()]
     if not left:
         return ShuffleInterrupted(
-            f"Interrupted the shuffle into {dst!r}; what it wrote is removed: run it again to start over."
+            f"Interrupted the shuffle into {dst.url!r}; what it wrote is removed: run it again to start over."
         )
-    size = _leftovers.human_bytes(sum(Location.of(path, storage_options).nbytes() for path in left))
+    size = _leftovers.human_bytes(sum(path.nbytes() for path in left))
     return ShuffleInterrupted(
-        f"Interrupted the shuffle into {dst!r}; it left {size} in {' and '.join(repr(path) for path in left)}: "
+        f"Interrupted the shuffle into {dst.url!r}; it left {size} in {' and '.join(repr(path.url) for path in left)}: "
         "run it again the same way to continue it, or remove them."
     )
 
 
-def _discard(fmt: Format[Any], target: str, tmp: str, storage_options: dict[str, Any] | None) -> None:
+def _discard(fmt: Format[Any], target: Location, tmp: Location) -> None:
     """Nothing half-written stays behind: not this run's store, nor its pieces."""
-    _paths.remove(tmp, storage_options)
+    tmp.remove()
     fmt.discard_destination(target)
     if not fmt.places_itself:
-        _paths.remove(target, storage_options)
+        target.remove()

@@ -157,7 +157,6 @@ def shuffle_zarr(
             variables=chosen,
             block_nbytes=options.block_nbytes,
             chunk_rows=chunk_rows,
-            storage_options=options.storage_options,
             block_inputs=_compute.array_inputs,
         )
         return run_shuffle(dataset, options, variables=[variable.name for variable in dataset.variables])

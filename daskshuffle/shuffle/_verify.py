@@ -31,7 +31,7 @@ from ..formats import open_pile_reader
 from ..formats._base import FileFormat
 from ..formats._generations import sources_of
 from ..plan._options import DEFAULT_BLOCK_MEMORY
-from ..storage import _paths
+from ..storage._location import Location
 from ._compute import map_tasks
 
 __all__ = ["VerifyResult", "verify"]
@@ -163,18 +163,16 @@ def _add(parts: Sequence[dict[str, Any]], variables: Sequence[str]) -> dict[str,
 
 
 def _part(
-    side: str, variables: list[str], fmt: FileFormat[Any], block: int, store: str, storage_options: Any, piles: range
+    side: str, variables: list[str], fmt: FileFormat[Any], block: int, store: Location | None, piles: range
 ) -> tuple[str, dict[str, Any]]:
     """One task: the checksum of a block of the source, or of a run of piles of the store."""
-    if side == "source":
+    if side == "source" or store is None:
         return side, checksum(fmt.read_block(block), variables)
-    return side, _store_piles(store, variables, storage_options, piles)
+    return side, _store_piles(store, variables, piles)
 
 
-def _store_piles(
-    store: str, variables: list[str], storage_options: dict[str, Any] | None, piles: range
-) -> dict[str, Any]:
-    reader = open_pile_reader(store, variables=variables, storage_options=storage_options)
+def _store_piles(store: Location, variables: list[str], piles: range) -> dict[str, Any]:
+    reader = open_pile_reader(store, variables=variables)
     try:
         return _add([checksum(reader.read_pile(pile), variables) for pile in piles], variables)
     finally:
@@ -292,17 +290,36 @@ def verify(
     >>> daskshuffle.verify("piles.zarr", "raw.zarr")
     <VerifyResult 'piles.zarr': the same 1,000 rows as its source, variables ['id', 'x', 'y'], ... s>
     """
-    began = time.perf_counter()
-    path = parse_path(store, "store")
-    located = _paths.normalize(path)  # the tasks may run in another directory
+    location = Location.of(parse_path(store, "store"), storage_options)  # absolute: the tasks may run elsewhere
     block_nbytes = parse_nbytes(block_memory, "block_memory")
-    reader = open_pile_reader(path, storage_options=storage_options)
+    named = [parse_path(source, "sources") for source in sources]
+    return verify_location(
+        location, named, storage_options=storage_options, block_nbytes=block_nbytes, progress=progress, path=store
+    )
+
+
+def verify_location(
+    location: Location,
+    named: list[str],
+    *,
+    storage_options: dict[str, Any] | None,
+    block_nbytes: int,
+    progress: bool,
+    path: str | os.PathLike[str] | None = None,
+) -> VerifyResult:
+    """:func:`verify` of the pile store at ``location``, against ``named`` (or the sources it recorded).
+
+    ``storage_options`` reach the sources, which the store only names.
+    """
+    began = time.perf_counter()
+    path = os.fspath(path) if path is not None else location.url
+    reader = open_pile_reader(location)
     try:
         metadata, pile_offsets = dict(reader.metadata), reader.pile_offsets
     finally:
         reader.close()
     variables = list(metadata["variables"])
-    named = [parse_path(source, "sources") for source in sources] or list(sources_of(metadata) or [])
+    named = named or list(sources_of(metadata) or [])
     if not named:
         raise DaskShuffleValueError(
             f"Expected the sources of {path!r}. Got none instead: its shuffle read a dataframe or dataset in "
@@ -311,10 +328,10 @@ def verify(
     fmt = _open_sources(str(metadata.get("kind")), named, variables, block_nbytes, storage_options)
     rows_per_task = max(1, block_nbytes // max(fmt.row_nbytes, 1))
     tasks: list[tuple[Any, ...]] = [
-        ("source", variables, fmt, block, "", None, range(0)) for block in range(len(fmt.block_lengths))
+        ("source", variables, fmt, block, None, range(0)) for block in range(len(fmt.block_lengths))
     ]
     tasks += [
-        ("store", variables, None, -1, located, storage_options, range(first, last))
+        ("store", variables, None, -1, location, range(first, last))
         for first, last in _group_piles(pile_offsets, rows_per_task)
     ]
     parts = map_tasks(_part, tasks, token=f"verify-{path}-{named}-{metadata.get('fingerprint')}", progress=progress)
