@@ -60,26 +60,25 @@ def open_pile_reader(
     ['id', 'label']
     """
     location = Location.of(store, storage_options)
-    path, storage_options = location.url, location.options
     if not location.exists():
         raise SourceNotFoundError(
             f"Expected an existing pile store. Got {str(store)!r}, which does not exist, instead."
         )
     for kind in PILE_READERS:
         reader = _reader_class(kind)
-        if reader.recognizes(path, storage_options):
-            # Every reader opens as Reader(store, variables=..., storage_options=..., batch_format=...).
+        if reader.recognizes(location):
+            # Every reader opens as Reader(location, variables=..., batch_format=...).
             open_reader: Callable[..., PileReader[Any]] = reader
             try:
-                return open_reader(
-                    path, variables=variables, storage_options=storage_options, batch_format=batch_format
-                )
+                return open_reader(location, variables=variables, batch_format=batch_format)
             except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
                 from ._generations import GenerationsReader
 
-                return GenerationsReader(path, variables, storage_options, batch_format, metadata=appended.metadata)
+                return GenerationsReader(
+                    location.url, variables, location.options, batch_format, metadata=appended.metadata
+                )
     raise IncompletePileStoreError(
-        f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {path!r}, which is none of "
+        f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {str(store)!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."
     )
 

@@ -310,7 +310,7 @@ class PileReader(ABC, Generic[Rows]):
 
     # -- for the loader --------------------------------------------------------
     @classmethod
-    def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:
+    def recognizes(cls, store: Location) -> bool:
         """Whether ``store`` looks like a pile store of this kind.
 
         A cheap look at the layout, without reading data; opening the store

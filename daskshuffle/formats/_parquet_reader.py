@@ -32,7 +32,6 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._location import Location
-from ..storage._paths import exists, filesystem, normalize
 from ._base import PileReader, check_pile_metadata, check_recorded_rows, metadata_disagrees, select_variables
 from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
 
@@ -40,16 +39,16 @@ __all__ = ["FOOTERS_KEPT", "RANGE_NBYTES", "ParquetPileReader", "read_metadata"]
 
 
 # -- reading a pile store ---------------------------------------------------------------
-def read_metadata(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def read_metadata(store: Location) -> dict[str, Any]:
     """The sidecar of a Parquet pile store, checked to be complete and of this format version."""
-    where = os.fspath(store)
-    fs, root = filesystem(where, storage_options)
+    where = store.url
+    fs, root = store.fs, store.path
     try:
         # One request for a store that is there (on object storage, each costs tens of milliseconds).
         sidecar = fs.cat_file(f"{root}/{METADATA_FILE}")
     except OSError:  # the checks below name what is wrong: no store, refused credentials, no sidecar
         sidecar = None
-    if sidecar is None and not exists(where, storage_options):
+    if sidecar is None and not store.exists():
         raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
     try:
         if sidecar is None:
@@ -206,13 +205,14 @@ class ParquetPileReader(PileReader[pa.Table]):
 
     def __init__(
         self,
-        store: str | os.PathLike[str],
+        store: str | os.PathLike[str] | Location,
         variables: Sequence[str] | None = None,
         storage_options: dict[str, Any] | None = None,
         batch_format: str = "numpy",
     ) -> None:
-        self.store = os.fspath(store)
-        self.metadata = read_metadata(self.store, storage_options)
+        location = Location.of(store, storage_options)
+        self.store = str(store)
+        self.metadata = read_metadata(location)
         names = select_variables(self.metadata, variables)
         if batch_format not in ("numpy", "arrow", "pandas"):
             raise DaskShuffleValueError(
@@ -220,7 +220,6 @@ class ParquetPileReader(PileReader[pa.Table]):
             )
         self.columns = names
         self.batch_format = batch_format
-        location = Location.of(self.store, storage_options)
         self._filesystem, root = arrow_filesystem(location)
         fs = location.fs
         parts = sorted(
@@ -284,8 +283,8 @@ class ParquetPileReader(PileReader[pa.Table]):
             )
 
     @classmethod
-    def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:
-        return exists(f"{normalize(store)}/{METADATA_FILE}", storage_options)
+    def recognizes(cls, store: Location) -> bool:
+        return store.join(METADATA_FILE).exists()
 
     # -- reading, checked ------------------------------------------------------
     def _corrupt(self, what: str, path: str, pile: int | None, columns: Sequence[str] | None = None) -> Exception:

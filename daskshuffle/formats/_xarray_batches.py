@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from ..storage._paths import normalize, url_options
+from ..storage._location import Location
 
 __all__ = ["DatasetBatches"]
 
@@ -28,7 +28,8 @@ class DatasetBatches:
     Examples
     --------
     >>> import numpy as np
-    >>> batches = DatasetBatches("piles.zarr", ["x", "id"], metadata_key="daskshuffle")
+    >>> from daskshuffle.storage._location import Location
+    >>> batches = DatasetBatches(Location.of("piles.zarr"), ["x", "id"], metadata_key="daskshuffle")
     >>> batch = batches({"x": np.zeros((4, 8), "f4"), "id": np.arange(4)})
     >>> dict(batch.sizes)
     {'row': 4, 'feature': 8}
@@ -36,18 +37,13 @@ class DatasetBatches:
 
     def __init__(
         self,
-        store: str,
+        store: Location,
         names: Sequence[str],
         *,
         metadata_key: str,
-        storage_options: dict[str, Any] | None = None,
     ) -> None:
         raw = xr.open_zarr(
-            normalize(store),
-            chunks=None,
-            decode_cf=False,
-            consolidated=None,
-            storage_options=url_options(store, storage_options),
+            store.url, chunks=None, decode_cf=False, consolidated=None, storage_options=store.zarr_options
         )
         self.names = list(names)
         self.dims = {name: raw[name].dims for name in names}

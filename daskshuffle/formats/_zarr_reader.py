@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..storage._cache import Cache
-from ..storage._paths import exists, filesystem, normalize, url_options
+from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._base import AppendedStoreError, PileReader, check_pile_metadata, check_recorded_rows, select_variables
 from ._layout import LAYOUT_KEY
@@ -171,7 +171,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def __init__(
         self,
-        store: str | os.PathLike[str],
+        store: str | os.PathLike[str] | Location,
         variables: Sequence[str] | None = None,
         storage_options: dict[str, Any] | None = None,
         batch_format: str = "numpy",
@@ -185,22 +185,22 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 "stores.",
                 parameter="batch_format",
             )
-        if not exists(store, storage_options):
-            raise SourceNotFoundError(
-                f"Expected an existing pile store. Got {os.fspath(store)!r}, which does not exist, instead."
-            )
+        location = Location.of(store, storage_options)
+        given = str(store)
+        if not location.exists():
+            raise SourceNotFoundError(f"Expected an existing pile store. Got {given!r}, which does not exist, instead.")
         try:
             # Not the consolidated metadata: each array's shape as its own zarr.json records it, to check the rows.
             group = zarr.open_group(
-                normalize(store), mode="r", use_consolidated=False, storage_options=url_options(store, storage_options)
+                location.url, mode="r", use_consolidated=False, storage_options=location.zarr_options
             )
         except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
             raise IncompletePileStoreError(
-                f"Expected a Zarr pile store. Got {os.fspath(store)!r}, which is not a Zarr group ({error}), instead."
+                f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({error}), instead."
             ) from error
         # ``metadata``: the first generation of a store with several, whose root records the union of them.
         found: Any = group.attrs.get(_METADATA_KEY) if metadata is None else dict(metadata)
-        self.store = os.fspath(store)
+        self.store = given
         if not isinstance(found, dict):
             raise IncompletePileStoreError(
                 f"Expected a pile store written by daskshuffle. Got {self.store!r}, which has no daskshuffle metadata, "
@@ -230,7 +230,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             self.store,
             {f"array {name!r}": int(array.shape[0]) if array.ndim else 0 for name, array in self.arrays.items()},
         )
-        fs, root = filesystem(store, storage_options)
+        fs, root = location.fs, location.path
         self._files = ChunkFiles(fs, self.store)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
         self._chunks: dict[str, Chunks] = {}
@@ -249,9 +249,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         if batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
 
-            self._datasets = DatasetBatches(
-                self.store, names, metadata_key=_METADATA_KEY, storage_options=storage_options
-            )
+            self._datasets = DatasetBatches(location, names, metadata_key=_METADATA_KEY)
 
     # -- pickling and closing ------------------------------------------------------
     def _start_pool(self) -> None:
@@ -414,5 +412,5 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return rows if self._datasets is None else None
 
     @classmethod
-    def recognizes(cls, store: str, storage_options: dict[str, Any] | None = None) -> bool:
-        return exists(f"{normalize(store)}/zarr.json", storage_options)
+    def recognizes(cls, store: Location) -> bool:
+        return store.join("zarr.json").exists()

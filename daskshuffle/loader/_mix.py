@@ -27,6 +27,7 @@ from ..plan._orders import READ_GAP, EpochOrder, OrderOptions
 from ..plan._plan import fingerprint
 from ..plan._streams import Stream, epoch_counts, parse_streams
 from ..storage._cache import Cache
+from ..storage._location import Location
 from ._loader_state import LoaderSettings
 from ._order_units import OrderedUnits, loader_divisions, make_units
 
@@ -179,7 +180,7 @@ def open_loader_store(
     streams = parse_streams(store)
     if streams is None:
         path = parse_path(store, "store")
-        return path, open_pile_reader(path, variables, storage_options, batch_format=batch_format), None
+        return path, open_pile_reader(Location.of(path, storage_options), variables, batch_format=batch_format), None
     if order != "piles" or piles_in_memory != 1 or batch_format == "xarray":
         given = f"order={order!r}" if order != "piles" else f"piles_in_memory={piles_in_memory}"
         raise DaskShuffleValueError(
@@ -192,7 +193,7 @@ def open_loader_store(
     readers: list[PileReader[Any]] = []
     try:
         for path in paths:
-            readers.append(open_pile_reader(path, variables, storage_options, batch_format=batch_format))
+            readers.append(open_pile_reader(Location.of(path, storage_options), variables, batch_format=batch_format))
         _check_alike(paths, readers)
         mixture = _mixture(streams, paths, readers)
     except BaseException:
