@@ -74,9 +74,7 @@ def open_pile_reader(
             except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
                 from ._generations import GenerationsReader
 
-                return GenerationsReader(
-                    location.url, variables, location.options, batch_format, metadata=appended.metadata
-                )
+                return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {str(store)!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."

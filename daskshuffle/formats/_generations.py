@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..plan._plan import fingerprint
 from ..storage._cache import Cache
-from ..storage._paths import exists, filesystem, normalize, remove, url_options
+from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
 from ._base import PileReader, check_recorded_rows, metadata_disagrees
@@ -47,35 +47,40 @@ def generation_path(number: int) -> str:
     return "" if number == 0 else f"{GROUP}/{number:05d}"
 
 
-def _join(store: str, relative: str) -> str:
-    return store if not relative else f"{normalize(store)}/{relative}"
+def _join(store: Location, relative: str) -> Location:
+    return store if not relative else store.join(relative)
 
 
-def read_root(
-    store: str, storage_options: dict[str, Any] | None, metadata: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+def _open_group(location: Location, **kwargs: Any) -> zarr.Group:
+    """The Zarr group at ``location``: where generations hand a location to zarr."""
+    return zarr.open_group(location.url, storage_options=location.zarr_options, **kwargs)
+
+
+def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The root metadata of a complete Zarr pile store (read, or as given), its generations listed (one if never appended to)."""
     if metadata is None:
         from . import read_metadata
 
-        if not exists(store, storage_options):
-            raise SourceNotFoundError(f"Expected an existing pile store. Got {store!r}, which does not exist, instead.")
-        metadata = read_metadata(store, storage_options)
+        if not store.exists():
+            raise SourceNotFoundError(
+                f"Expected an existing pile store. Got {store.url!r}, which does not exist, instead."
+            )
+        metadata = read_metadata(store)
     if not isinstance(metadata, dict) or not metadata.get("complete"):
         raise IncompletePileStoreError(
-            f"Expected a complete Zarr pile store. Got {store!r}, which is not one, instead; pass the destination "
+            f"Expected a complete Zarr pile store. Got {store.url!r}, which is not one, instead; pass the destination "
             "of a finished shuffle_zarr."
         )
     if metadata.get("kind") not in ("zarr", "xarray"):
         raise DaskShuffleValueError(
-            f"Expected a Zarr pile store. Got a {metadata.get('kind')} pile store at {store!r} instead; generations "
+            f"Expected a Zarr pile store. Got a {metadata.get('kind')} pile store at {store.url!r} instead; generations "
             "are kept by Zarr pile stores only.",
             parameter="store",
         )
     if GENERATIONS_KEY not in metadata:
         metadata = {**metadata, GENERATIONS_KEY: [_entry(0, metadata, base=metadata)]}
     else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
-        check_recorded_rows(metadata, store, {})
+        check_recorded_rows(metadata, store.url, {})
     return dict(metadata)
 
 
@@ -95,9 +100,9 @@ def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | N
     return entry
 
 
-def entry_of(number: int, store: str, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+def entry_of(number: int, store: Location) -> dict[str, Any]:
     """The entry of generation ``number``, read from its own complete pile store."""
-    reader = ZarrPileReader(_join(store, generation_path(number)), storage_options=storage_options)
+    reader = ZarrPileReader(_join(store, generation_path(number)))
     try:
         return _entry(number, reader.metadata)
     finally:
@@ -118,9 +123,9 @@ def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict
     return metadata
 
 
-def write_root(store: str, metadata: Mapping[str, Any], storage_options: dict[str, Any] | None) -> None:
+def write_root(store: Location, metadata: Mapping[str, Any]) -> None:
     """Replace the root metadata in one write, then consolidate the store's metadata for plain zarr and xarray."""
-    group = zarr.open_group(normalize(store), mode="r+", storage_options=url_options(store, storage_options))
+    group = _open_group(store, mode="r+")
     group.attrs[METADATA_KEY] = dict(metadata)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
@@ -139,20 +144,19 @@ def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
     return found
 
 
-def remove_generation(
-    store: str, entry: Mapping[str, Any], variables: Sequence[str], storage_options: dict[str, Any] | None
-) -> None:
+def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequence[str]) -> None:
     """Delete a generation's files: its group, or for the first shuffle its arrays at the root."""
     if entry["path"]:
-        remove(_join(store, entry["path"]), storage_options)
+        _join(store, entry["path"]).remove()
         return
     for name in variables:
-        remove(_join(store, name), storage_options)
+        _join(store, name).remove()
 
 
-def orphans(store: str, live: Sequence[Mapping[str, Any]], storage_options: dict[str, Any] | None) -> list[str]:
+def orphans(store: Location, live: Sequence[Mapping[str, Any]]) -> list[str]:
     """Generation groups below the root that the root does not list (an interrupted append or removal)."""
-    fs, inner = filesystem(_join(store, GROUP), url_options(store, storage_options))
+    group = _join(store, GROUP)
+    fs, inner = group.fs, group.path
     if not fs.exists(inner):
         return []
     listed = {entry["path"].rsplit("/", 1)[-1] for entry in live}
@@ -160,11 +164,11 @@ def orphans(store: str, live: Sequence[Mapping[str, Any]], storage_options: dict
     return sorted(f"{GROUP}/{name}" for name in found if name.isdigit() and name not in listed)
 
 
-def ensure_group(store: str, storage_options: dict[str, Any] | None) -> None:
+def ensure_group(store: Location) -> None:
     """Create the ``generations`` group, so that zarr sees the generations as groups of the store."""
     path = _join(store, GROUP)
-    if not exists(f"{path}/zarr.json", storage_options):
-        zarr.open_group(path, mode="a", zarr_format=3, storage_options=url_options(path, storage_options))
+    if not path.join("zarr.json").exists():
+        _open_group(path, mode="a", zarr_format=3)
 
 
 # -- reading -----------------------------------------------------------------------
@@ -183,21 +187,21 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def __init__(
         self,
-        store: str | os.PathLike[str],
+        store: str | os.PathLike[str] | Location,
         variables: Sequence[str] | None = None,
         storage_options: dict[str, Any] | None = None,
         batch_format: str = "numpy",
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        self.store = os.fspath(store)
-        self.metadata = read_root(self.store, storage_options, metadata)
+        location = Location.of(store, storage_options)
+        self.store = str(store)
+        self.metadata = read_root(location, metadata)
         self.generations: list[ZarrPileReader] = []
         for entry in self.metadata[GENERATIONS_KEY]:
             self.generations.append(
                 ZarrPileReader(
-                    _join(self.store, entry["path"]),
+                    _join(location, entry["path"]),
                     variables,
-                    storage_options,
                     batch_format=batch_format,
                     metadata=entry.get("metadata"),
                 )
@@ -330,13 +334,10 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
             reader.close()
 
 
-def array_types(
-    store: str, root: Mapping[str, Any], storage_options: dict[str, Any] | None
-) -> dict[str, tuple[str, tuple[int, ...]]]:
+def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The dtype and row shape of each variable, as the newest live generation stores them."""
     newest = root[GENERATIONS_KEY][-1]
-    path = _join(store, newest["path"])
-    group = zarr.open_group(normalize(path), mode="r", storage_options=url_options(path, storage_options))
+    group = _open_group(_join(store, newest["path"]), mode="r")
     types = {}
     for name in root["variables"]:
         array = group[name]
@@ -363,16 +364,14 @@ class _UnionRead:
 
 
 # -- compacting ----------------------------------------------------------------------
-def create_compacted(
-    store: str, number: int, metadata: Mapping[str, Any], storage_options: dict[str, Any] | None
-) -> tuple[int, int]:
+def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) -> tuple[int, int]:
     """Create generation ``number`` empty, shaped like the newest live one, to hold every row of ``metadata``.
 
     Returns the row alignment its writes keep (the largest chunk rows, so that
     no two tasks write one chunk) and the bytes of a row.
     """
     newest = metadata[GENERATIONS_KEY][-1]
-    like = zarr.open_group(_join(store, newest["path"]), mode="r", storage_options=url_options(store, storage_options))
+    like = _open_group(_join(store, newest["path"]), mode="r")
     like_metadata: Any = newest.get("metadata") or like.attrs[METADATA_KEY]
     path = _join(store, generation_path(number))
     own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY}
@@ -382,13 +381,7 @@ def create_compacted(
         pile_offsets=metadata["pile_offsets"],
         source=sources_of(metadata),
     )
-    group = zarr.open_group(
-        path,
-        mode="w",
-        zarr_format=3,
-        storage_options=url_options(path, storage_options),
-        attributes={METADATA_KEY: own},
-    )
+    group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: own})
     alignment, row_nbytes = 1, 0
     for name in metadata["variables"]:
         array = like[name]
@@ -411,15 +404,14 @@ def create_compacted(
     return alignment, row_nbytes
 
 
-def copy_rows(store: str, number: int, start: int, stop: int, storage_options: dict[str, Any] | None) -> int:
+def copy_rows(store: Location, number: int, start: int, stop: int) -> int:
     """Rows ``start:stop`` of the store as its root lists them now, written into generation ``number``."""
-    reader = GenerationsReader(store, storage_options=storage_options)
+    reader = GenerationsReader(store)
     try:
         rows = reader.read_rows(start, stop)
     finally:
         reader.close()
-    path = _join(store, generation_path(number))
-    group = zarr.open_group(path, mode="r+", storage_options=url_options(path, storage_options))
+    group = _open_group(_join(store, generation_path(number)), mode="r+")
     for name, values in rows.items():
         array = group[name]
         assert isinstance(array, zarr.Array)
@@ -427,10 +419,9 @@ def copy_rows(store: str, number: int, start: int, stop: int, storage_options: d
     return stop - start
 
 
-def finish_compacted(store: str, number: int, storage_options: dict[str, Any] | None) -> dict[str, Any]:
+def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
-    path = _join(store, generation_path(number))
-    group = zarr.open_group(path, mode="r+", storage_options=url_options(path, storage_options))
+    group = _open_group(_join(store, generation_path(number)), mode="r+")
     recorded: Any = group.attrs[METADATA_KEY]
     own = {key: value for key, value in recorded.items() if key != "fingerprint"}
     own.update(complete=True)

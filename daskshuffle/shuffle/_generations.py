@@ -16,7 +16,7 @@ from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..formats import _generations as store_io
 from ..formats._zarr import open_zarr_sources
-from ..storage import _lock, _paths
+from ..storage import _lock
 from ..storage._location import Location
 from ._compute import map_tasks
 
@@ -66,12 +66,15 @@ def generations(store: str | os.PathLike[str], *, storage_options: dict[str, Any
     >>> daskshuffle.generations("piles.zarr")
     [Generation(generation=0, path='', n_rows=1000, seed=0)]
     """
-    return _records(store_io.read_root(_paths.normalize(parse_path(store, "store")), storage_options))
+    return _records(store_io.read_root(Location.of(parse_path(store, "store"), storage_options)))
 
 
-def _check_variables(store: str, root: dict[str, Any], src: Any, storage_options: dict[str, Any] | None) -> None:
-    """Refuse a source whose arrays differ from the store's (names, dtypes, row shapes), before anything is written."""
-    ours = store_io.array_types(store, root, storage_options)
+def _check_variables(store: Location, root: dict[str, Any], src: Any, storage_options: dict[str, Any] | None) -> None:
+    """Refuse a source whose arrays differ from the store's (names, dtypes, row shapes), before anything is written.
+
+    ``storage_options`` reach the source.
+    """
+    ours = store_io.array_types(store, root)
     fmt = open_zarr_sources(src, variables=list(ours), block_nbytes=COPY_NBYTES, storage_options=storage_options)
     theirs = {variable.name: (str(variable.dtype), tuple(variable.row_shape)) for variable in fmt.variables}
     different = {name: (ours[name], theirs.get(name)) for name in ours if theirs.get(name) != ours[name]}
@@ -135,26 +138,26 @@ def append(
     """
     from ._shuffle import shuffle_zarr
 
-    store = _paths.normalize(parse_path(store, "store"))
+    location = Location.of(parse_path(store, "store"), storage_options)
     for name in _DECIDED:
         if name in shuffle_options:
             raise DaskShuffleValueError(
                 f"Expected no {name!r}. Got it instead; a new generation takes the store's piles, unmaterialized.",
                 parameter=name,
             )
-    root = store_io.read_root(store, storage_options)
+    root = store_io.read_root(location)
     if root.get("materialized"):
         raise DaskShuffleValueError(
-            f"Expected a pile store. Got a materialized shuffled copy at {store!r} instead, whose order new rows "
+            f"Expected a pile store. Got a materialized shuffled copy at {location.url!r} instead, whose order new rows "
             "cannot join; shuffle the old and new sources together.",
             parameter="store",
         )
-    _check_variables(store, root, src, storage_options)
-    with _lock.exclusive(Location.of(store, storage_options)):
-        root = store_io.read_root(store, storage_options)
+    _check_variables(location, root, src, storage_options)
+    with _lock.exclusive(location):
+        root = store_io.read_root(location)
         number = max(int(entry["generation"]) for entry in root[store_io.GENERATIONS_KEY]) + 1
-        store_io.ensure_group(store, storage_options)
-        target = f"{store}/{store_io.generation_path(number)}"
+        store_io.ensure_group(location)
+        target = location.join(store_io.generation_path(number)).url
         shuffle_zarr(
             src,
             target,
@@ -164,9 +167,9 @@ def append(
             storage_options=storage_options,
             **shuffle_options,
         )
-        entries = [*root[store_io.GENERATIONS_KEY], store_io.entry_of(number, store, storage_options)]
+        entries = [*root[store_io.GENERATIONS_KEY], store_io.entry_of(number, location)]
         grown = store_io.union(root, entries)
-        store_io.write_root(store, grown, storage_options)
+        store_io.write_root(location, grown)
     return _records(grown)
 
 
@@ -188,28 +191,26 @@ def evict(
     >>> [g.generation for g in daskshuffle.evict("window.zarr", keep_last=1)]
     [1]
     """
-    store = _paths.normalize(parse_path(store, "store"))
+    location = Location.of(parse_path(store, "store"), storage_options)
     keep_last = parse_positive_int(keep_last, "keep_last")
-    with _lock.exclusive(Location.of(store, storage_options)):
-        root = store_io.read_root(store, storage_options)
+    with _lock.exclusive(location):
+        root = store_io.read_root(location)
         entries = root[store_io.GENERATIONS_KEY]
         gone, kept = entries[:-keep_last], entries[-keep_last:]
         if gone:
             kept_root = store_io.union(root, kept)
-            store_io.write_root(store, kept_root, storage_options)
+            store_io.write_root(location, kept_root)
             for entry in gone:
-                store_io.remove_generation(store, entry, root["variables"], storage_options)
-            store_io.write_root(store, kept_root, storage_options)  # consolidated without the removed arrays
+                store_io.remove_generation(location, entry, root["variables"])
+            store_io.write_root(location, kept_root)  # consolidated without the removed arrays
             root = kept_root
-        _remove_orphans(store, root, storage_options)
+        _remove_orphans(location, root)
     return _records(root)
 
 
-def _remove_orphans(store: str, root: dict[str, Any], storage_options: dict[str, Any] | None) -> None:
-    from ..storage._paths import remove
-
-    for relative in store_io.orphans(store, root[store_io.GENERATIONS_KEY], storage_options):
-        remove(f"{store}/{relative}", storage_options)
+def _remove_orphans(store: Location, root: dict[str, Any]) -> None:
+    for relative in store_io.orphans(store, root[store_io.GENERATIONS_KEY]):
+        store.join(relative).remove()
 
 
 def compact(
@@ -234,28 +235,26 @@ def compact(
     >>> [(g.generation, g.n_rows) for g in daskshuffle.compact("window.zarr")]
     [(2, 2000)]
     """
-    store = _paths.normalize(parse_path(store, "store"))
+    location = Location.of(parse_path(store, "store"), storage_options)
     progress = parse_bool(progress, "progress")
     copy_nbytes = parse_nbytes(copy_memory, "copy_memory")
-    with _lock.exclusive(Location.of(store, storage_options)):
-        root = store_io.read_root(store, storage_options)
+    with _lock.exclusive(location):
+        root = store_io.read_root(location)
         entries = root[store_io.GENERATIONS_KEY]
         if len(entries) > 1:
-            _remove_orphans(store, root, storage_options)
+            _remove_orphans(location, root)
             number = max(int(entry["generation"]) for entry in entries) + 1
-            store_io.ensure_group(store, storage_options)
-            alignment, row_nbytes = store_io.create_compacted(store, number, root, storage_options)
+            store_io.ensure_group(location)
+            alignment, row_nbytes = store_io.create_compacted(location, number, root)
             step = max(alignment, copy_nbytes // max(row_nbytes, 1) // alignment * alignment)
             n_rows = int(root["n_rows"])
-            spans = [
-                (store, number, start, min(start + step, n_rows), storage_options) for start in range(0, n_rows, step)
-            ]
-            token = f"compact-{store}-{number}-{root['fingerprint']}"
+            spans = [(location, number, start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
+            token = f"compact-{location.url}-{number}-{root['fingerprint']}"
             map_tasks(store_io.copy_rows, spans, token=token, progress=progress)
-            compacted = store_io.union(root, [store_io.finish_compacted(store, number, storage_options)])
-            store_io.write_root(store, compacted, storage_options)
+            compacted = store_io.union(root, [store_io.finish_compacted(location, number)])
+            store_io.write_root(location, compacted)
             for entry in entries:
-                store_io.remove_generation(store, entry, root["variables"], storage_options)
-            store_io.write_root(store, compacted, storage_options)
+                store_io.remove_generation(location, entry, root["variables"])
+            store_io.write_root(location, compacted)
             root = compacted
     return _records(root)
