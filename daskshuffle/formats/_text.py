@@ -84,7 +84,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
     def __init__(self, source: TextSource, counts: Sequence[BlockCount]) -> None:
         self.source = source
         self.counts: tuple[BlockCount, ...] | None = tuple(counts)
-        self.storage_options = source.storage_options
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
         # What a task needs to check its block against: 8 bytes a block.
         self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)

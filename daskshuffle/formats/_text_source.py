@@ -35,7 +35,7 @@ from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, SourceNotFoundError
-from ..storage._paths import filesystem, is_url, normalize
+from ..storage._location import Location
 
 __all__ = [
     "BlockCount",
@@ -60,9 +60,18 @@ _READ_NBYTES = 8 * 2**20
 class TextFile:
     """One input file: where it is, its size on storage and how it is compressed."""
 
-    path: str
+    location: Location
     size: int
     compression: str | None
+
+    @property
+    def path(self) -> str:
+        """The file's path or URL, as a pile store records its sources."""
+        return self.location.url
+
+    def open(self) -> Any:
+        """The file opened for reading its bytes, decompressed."""
+        return self.location.fs.open(self.location.path, "rb", compression=self.compression)
 
 
 @dataclass(frozen=True)
@@ -178,7 +187,6 @@ class TextSource:
         block_nbytes: int,
         header: bytes,
         header_nbytes: int,
-        storage_options: dict[str, Any] | None,
         delimiter: bytes = NEWLINE,
     ) -> None:
         self.files = tuple(files)
@@ -188,7 +196,6 @@ class TextSource:
         #: The header line as written to the output (with a newline), and its bytes in the first file.
         self.header = header
         self.header_nbytes = header_nbytes
-        self.storage_options = storage_options
         per_file = [
             1 if file.compression is not None else -(-max(file.size - self._skip(index), 0) // block_nbytes)
             for index, file in enumerate(self.files)
@@ -214,24 +221,23 @@ class TextSource:
     def describe(self) -> list[str]:
         return [file.path for file in self.files]
 
-    def decompress(self, file: int, path: str) -> int:
+    def decompress(self, file: int, path: Location) -> int:
         """Write file ``file`` decompressed to ``path``, a piece at a time; return its size.
 
         A task of the step that turns compressed files, which cannot be read
         from the middle, into plain ones that are read in parallel blocks.
         """
-        fs, inner = filesystem(path, self.storage_options)
         size = 0
-        with self._open(self.files[file]) as handle, fs.open(inner, "wb") as out:
+        with self.files[file].open() as handle, path.fs.open(path.path, "wb") as out:
             while chunk := handle.read(_READ_NBYTES):
                 out.write(chunk)
                 size += len(chunk)
         return size
 
-    def decompressed(self, copies: Mapping[int, tuple[str, int]]) -> TextSource:
-        """This source with files replaced by decompressed copies, ``{file: (path, size)}``."""
+    def decompressed(self, copies: Mapping[int, tuple[Location, int]]) -> TextSource:
+        """This source with files replaced by decompressed copies, ``{file: (location, size)}``."""
         files = [
-            TextFile(path=copies[index][0], size=copies[index][1], compression=None) if index in copies else file
+            TextFile(copies[index][0], size=copies[index][1], compression=None) if index in copies else file
             for index, file in enumerate(self.files)
         ]
         return TextSource(
@@ -239,12 +245,8 @@ class TextSource:
             block_nbytes=self.block_nbytes,
             header=self.header,
             header_nbytes=self.header_nbytes,
-            storage_options=self.storage_options,
             delimiter=self.delimiter,
         )
-
-    def _open(self, file: TextFile) -> Any:
-        return fsspec.open(file.path, "rb", compression=file.compression, **(self.storage_options or {}))
 
     def _range(self, handle: Any, spec: TextBlock, stop: int) -> tuple[int, int]:
         """The bytes ``[start, stop)`` of an uncompressed block: from its first line start to the next block's."""
@@ -263,7 +265,7 @@ class TextSource:
         spec = self.block(block)
         buffer = bytearray(_COUNT_NBYTES)
         view = np.frombuffer(buffer, dtype=np.uint8)
-        with self._open(self.files[spec.file]) as handle:
+        with self.files[spec.file].open() as handle:
             if spec.stop is None:
                 remaining, skip = None, spec.start
             else:
@@ -301,7 +303,7 @@ class TextSource:
     def read_lines(self, block: int) -> Lines:
         """Every line of ``block``, read with one request."""
         spec = self.block(block)
-        with self._open(self.files[spec.file]) as handle:
+        with self.files[spec.file].open() as handle:
             if spec.stop is None:
                 data = handle.read()
                 if spec.start:
@@ -315,12 +317,13 @@ class TextSource:
         return _split_lines(_with_final_newline(data, self.delimiter), self.delimiter)
 
 
-def _expand(item: str, storage_options: dict[str, Any] | None) -> list[str]:
+def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:
     """The files ``item`` names: itself, or the matches of a glob, in sorted order."""
-    fs, inner = filesystem(item, storage_options)
+    where = Location.of(item, storage_options)
+    fs, inner = where.fs, where.path
 
-    def unstrip(path: str) -> str:
-        return fs.unstrip_protocol(path) if is_url(item) else path
+    def unstrip(path: str) -> Location:
+        return Location.of(path if where.is_local else fs.unstrip_protocol(path), storage_options)
 
     if any(char in inner for char in "*?["):
         return [unstrip(path) for path in sorted(fs.glob(inner)) if fs.isfile(path)]
@@ -336,11 +339,11 @@ def _expand(item: str, storage_options: dict[str, Any] | None) -> list[str]:
     return [unstrip(inner)]
 
 
-def _read_header(source: TextFile, storage_options: dict[str, Any] | None, delimiter: bytes) -> bytes:
+def _read_header(source: TextFile, delimiter: bytes) -> bytes:
     """The first line of ``source``, with its delimiter if it has one."""
     header = b""
     # Not readline(): zstandard's stream reader does not have it.
-    with fsspec.open(source.path, "rb", compression=source.compression, **(storage_options or {})) as handle:
+    with source.open() as handle:
         while chunk := bytes(handle.read(64 * 2**10)):
             end = chunk.find(delimiter)
             if end >= 0:
@@ -363,7 +366,7 @@ def open_text_sources(
     inferred from each file's extension, as fsspec does. ``delimiter`` is the
     one byte that ends a line (``b"\\0"`` for zero-terminated records).
     """
-    paths: list[str] = []
+    paths: list[Location] = []
     for item in src:
         matches = _expand(item, storage_options)
         if not matches:
@@ -373,18 +376,16 @@ def open_text_sources(
         paths.extend(matches)
     files = []
     for path in paths:
-        fs, inner = filesystem(path, storage_options)
-        compression = infer_compression(inner)
+        compression = infer_compression(path.path)
         if compression is not None and compression not in fsspec.compression.compr:
             raise DaskShuffleValueError(
-                f"Expected a compression this installation reads. Got {path!r}, compressed with {compression!r}, "
+                f"Expected a compression this installation reads. Got {path.url!r}, compressed with {compression!r}, "
                 "instead; install the package it needs (zstandard for .zst) or decompress the file first."
             )
-        location = normalize(path) if not is_url(path) else path
-        files.append(TextFile(path=location, size=int(fs.size(inner)), compression=compression))
+        files.append(TextFile(path, size=int(path.fs.size(path.path)), compression=compression))
     first_header = b""
     if header:
-        first_header = _read_header(files[0], storage_options, delimiter)
+        first_header = _read_header(files[0], delimiter)
         if not first_header:
             raise DaskShuffleValueError(
                 f"Expected the first file to start with a header line, as header=True says. Got {files[0].path!r}, "
@@ -395,6 +396,5 @@ def open_text_sources(
         block_nbytes=block_nbytes,
         header=_with_final_newline(first_header, delimiter),
         header_nbytes=len(first_header),
-        storage_options=storage_options,
         delimiter=delimiter,
     )

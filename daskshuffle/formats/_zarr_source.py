@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..plan._plan import block_rows
-from ..storage._paths import exists, normalize, url_options
+from ..storage._location import Location
 from ._arrays import Variable
 from ._base import ARRAY_KINDS
 
@@ -50,12 +50,13 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
             "Expected src to be a path or URL, a zarr.Group, a zarr.Array or a list of them, a dask array, or a "
             f"dict of dask arrays. Got {type(source).__name__} instead."
         )
-    if not exists(source, storage_options):
+    location = Location.of(source, storage_options)
+    if not location.exists():
         raise SourceNotFoundError(
             f"Expected src to be an existing Zarr group or array. Got {os.fspath(source)!r}, which does not exist, instead."
         )
     try:
-        return zarr.open(normalize(source), mode="r", storage_options=url_options(source, storage_options))
+        return zarr.open(location.url, mode="r", storage_options=location.zarr_options)
     except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
         # zarr's message names its own store object (StorePath(LocalStore, 'file://...')): say it in the user's terms.
         reason = "no Zarr group or array metadata (zarr.json, .zgroup or .zarray) is there"

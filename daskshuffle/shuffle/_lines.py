@@ -50,7 +50,7 @@ def _decompress(source: TextSource, spool: Location, progress: bool) -> TextSour
     if not compressed:
         return source
     spool.makedirs()
-    paths = [spool.join(f"{index}.txt").url for index in compressed]
+    paths = [spool.join(f"{index}.txt") for index in compressed]
     sizes = map_tasks(
         source.decompress,
         list(zip(compressed, paths, strict=True)),
