@@ -27,6 +27,7 @@ from .._parse import parse_count, parse_path, parse_positive_int, parse_seed
 from .._random import make_rng
 from ..shuffle._run import ShuffleResult
 from ..storage import _paths
+from ..storage._location import Location
 from ._loader import PileLoader
 
 __all__ = ["EpochShuffler", "epoch_seed"]
@@ -63,14 +64,11 @@ class _Work:
     keep the shuffler itself alive no longer than the user does.
     """
 
-    def __init__(
-        self, workdir: str, n_epochs: int, rank: int, world_size: int, storage_options: dict[str, Any] | None
-    ) -> None:
+    def __init__(self, workdir: Location, n_epochs: int, rank: int, world_size: int) -> None:
         self.workdir = workdir
         self.n_epochs = n_epochs
         self.rank = rank
         self.world_size = world_size
-        self.storage_options = storage_options
         self.loader: PileLoader | None = None
         self.made: dict[int, Future[ShuffleResult]] = {}
         self.removing: list[Future[None]] = []
@@ -78,13 +76,16 @@ class _Work:
         self.broken_off = True
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="daskshuffle-epochs")
 
-    def store(self, epoch: int) -> str:
-        return f"{self.workdir}/epoch-{epoch:05d}.zarr"
+    def store(self, epoch: int) -> Location:
+        return self.workdir.join(f"epoch-{epoch:05d}.zarr")
+
+    def marker(self, epoch: int) -> Location:
+        """Where the other ranks mark that they read ``epoch``."""
+        return self.workdir.join(f"epoch-{epoch:05d}.read")
 
     def remove_when_read(self, epoch: int) -> None:
         """Wait until every rank has read ``epoch``, then remove its store."""
-        fs, inner = _paths.filesystem(self.workdir, self.storage_options)
-        marker = f"{inner}/epoch-{epoch:05d}.read"
+        fs, marker = self.workdir.fs, self.marker(epoch).path
         deadline = time.monotonic() + WAIT_SECONDS
         others = {f"rank-{rank}" for rank in range(1, self.world_size)}
         while others and not self.closing.is_set():  # the other ranks may still read their last piles
@@ -99,7 +100,7 @@ class _Work:
                 time.sleep(0.05)
         with contextlib.suppress(FileNotFoundError):
             fs.rm(marker, recursive=True)
-        _paths.remove(self.store(epoch), self.storage_options)
+        self.store(epoch).remove()
 
     def close(self) -> None:
         """Remove every store made, once the other ranks have read them (unless broken off); join the thread."""
@@ -114,9 +115,9 @@ class _Work:
         removing, self.removing = self.removing, []
         if self.rank == 0:
             for epoch in range(self.n_epochs):
-                _paths.remove(self.store(epoch), self.storage_options)
-                _paths.remove(f"{self.workdir}/epoch-{epoch:05d}.read", self.storage_options)
-            fs, inner = _paths.filesystem(self.workdir, self.storage_options)
+                self.store(epoch).remove()
+                self.marker(epoch).remove()
+            fs, inner = self.workdir.fs, self.workdir.path
             with contextlib.suppress(OSError):
                 if not fs.ls(inner, detail=False):
                     fs.rmdir(inner)
@@ -198,7 +199,8 @@ class EpochShuffler:
 
         # Resolved now, on the client: the shuffles run later, on workers that may run in another directory.
         self.src = _resolve_sources(src)
-        self.workdir = _paths.normalize(parse_path(workdir, "workdir"))
+        workdir_location = Location.of(parse_path(workdir, "workdir"), (shuffle_options or {}).get("storage_options"))
+        self.workdir = workdir_location.url
         self.n_epochs = parse_positive_int(n_epochs, "n_epochs")
         self.batch_size = parse_positive_int(batch_size, "batch_size")
         self.seed = parse_seed(seed)
@@ -222,14 +224,14 @@ class EpochShuffler:
         self._storage_options = self._shuffle_options.get("storage_options")
         self._epoch = 0
         self._loader_state: dict[str, Any] | None = None
-        self._work = _Work(self.workdir, self.n_epochs, self.rank, self.world_size, self._storage_options)
+        self._work = _Work(workdir_location, self.n_epochs, self.rank, self.world_size)
         # Used without ``with`` or close(), and dropped: what it made goes too.
         self._finalizer = weakref.finalize(self, self._work.close)
 
     # -- where things are -------------------------------------------------------
     def store(self, epoch: int) -> str:
         """The pile store of ``epoch``."""
-        return self._work.store(epoch)
+        return self._work.store(epoch).url
 
     # -- making the stores --------------------------------------------------------
     def _make(self, epoch: int) -> Callable[[], ShuffleResult]:
@@ -267,7 +269,7 @@ class EpochShuffler:
             with contextlib.suppress(FileNotFoundError, UnfinishedShuffleError):
                 from ..formats import open_pile_reader
 
-                open_pile_reader(self.store(epoch), storage_options=self._storage_options).close()
+                open_pile_reader(self._work.store(epoch)).close()
                 return self.store(epoch)
             if time.monotonic() > deadline:
                 raise DaskShuffleValueError(
@@ -284,8 +286,7 @@ class EpochShuffler:
         does not wait for it.
         """
         if self.rank != 0:
-            fs, inner = _paths.filesystem(self.workdir, self._storage_options)
-            marker = f"{inner}/epoch-{epoch:05d}.read"
+            fs, marker = self._work.workdir.fs, self._work.marker(epoch).path
             fs.makedirs(marker, exist_ok=True)
             fs.touch(f"{marker}/rank-{self.rank}")
             return
