@@ -34,6 +34,7 @@ from daskshuffle.plan._plan import make_plan
 from daskshuffle.plan._scale import _duration, _size
 from daskshuffle.shuffle._graph import shuffle_graph
 from daskshuffle.shuffle._run import _plan_within_budget
+from daskshuffle.storage._location import Location
 
 #: A 64 MiB block of 256-byte rows.
 BLOCK_ROWS = 2**18
@@ -61,7 +62,14 @@ def _graph_size(n_blocks: int, n_piles: int) -> None:
             plan = _plan_within_budget(fmt.block_lengths, n_piles, 0, 8, 2**30, levels=levels, block_nbytes=8)
 
             def build(plan: Any = plan) -> Any:
-                return shuffle_graph(fmt, plan, tmp=f"{tmp}/t", dst=f"{tmp}/d", materialize=False, merge_nbytes=8)
+                return shuffle_graph(
+                    fmt,
+                    plan,
+                    tmp=Location.of(f"{tmp}/t"),
+                    dst=Location.of(f"{tmp}/d"),
+                    materialize=False,
+                    merge_nbytes=8,
+                )
 
             start = time.perf_counter()
             graph, _ = build()

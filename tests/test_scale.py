@@ -26,6 +26,7 @@ from daskshuffle.plan._plan import Plan, make_plan, plan_nbytes
 from daskshuffle.plan._scale import MAX_TASK_MEMORY, _binomial_sf, _typical_largest, explain
 from daskshuffle.shuffle._graph import _merge, _scatter, shuffle_graph
 from daskshuffle.shuffle._run import _plan_within_budget
+from daskshuffle.storage._location import Location
 
 #: make_zarr_source's rows: x (4 float32), y (int16), id (int64).
 ROW_NBYTES = 26
@@ -38,7 +39,12 @@ def _real_shuffle(path: Path, n_rows: int, chunk_rows: int, n_piles: Any, block_
     plan = _plan_within_budget(fmt.block_lengths, n_piles, 3, fmt.row_nbytes, pile_rows * ROW_NBYTES)
     assert isinstance(plan, Plan)
     graph, _ = shuffle_graph(
-        fmt, plan, tmp="unused", dst="unused", materialize=False, merge_nbytes=block_rows * ROW_NBYTES
+        fmt,
+        plan,
+        tmp=Location.of("memory://unused/tmp"),
+        dst=Location.of("memory://unused/dst"),
+        materialize=False,
+        merge_nbytes=block_rows * ROW_NBYTES,
     )
     scatters = [task for task in graph.values() if isinstance(task, tuple) and task[0] is _scatter]
     merges = [task for task in graph.values() if isinstance(task, tuple) and task[0] is _merge]
