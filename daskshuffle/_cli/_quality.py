@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._common import cli, one_line
+from ._common import cli, reported
 
 EXAMPLES_QUALITY = """\b
 Examples:
@@ -75,7 +75,7 @@ def quality(
     """
     from .. import quality as measures
 
-    try:
+    with reported(debug):
         n_piles = None
         if source.endswith(".npy"):
             orders = [_positions(np.load(source))]
@@ -92,10 +92,6 @@ def quality(
                 else {Path(source).name: orders[0]}
             )
             measures.plot_orders(names, png)
-    except Exception as error:
-        if debug:
-            raise
-        raise click.ClickException(one_line(error)) from None
     if as_json:
         click.echo(json.dumps(table.to_dict(orient="records"), indent=2))
     else:

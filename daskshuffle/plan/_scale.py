@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int
 from ._levels import MAX_LEVELS, auto_levels, fanout_for, level_plan_nbytes
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
@@ -317,8 +317,13 @@ def _model(
 ) -> ScaleModel:
     if row_nbytes > pile_nbytes:
         raise DaskShuffleValueError(
-            f"Expected pile_memory to hold at least one row of {row_nbytes:,} bytes. Got {pile_nbytes:,} bytes "
-            "instead; pass a larger pile_memory.",
+            (
+                "Expected ",
+                Argument("pile_memory"),
+                f" to hold at least one row of {row_nbytes:,} bytes. Got {pile_nbytes:,} bytes instead; pass a larger ",
+                Argument("pile_memory"),
+                ".",
+            ),
             parameter="pile_memory",
         )
     chosen, source = _choose_n_piles(n_rows, row_nbytes, n_piles, pile_nbytes)
