@@ -22,6 +22,7 @@ __all__ = [
     "IncompletePileStoreError",
     "PileStoreExistsError",
     "ShuffleInterrupted",
+    "SourceMismatchError",
     "SourceNotFoundError",
     "StorageAccessError",
     "StorageFullError",
@@ -187,3 +188,13 @@ class VerificationError(DaskShuffleError, ValueError):
     def __init__(self, message: Message, *, variable: str | None = None) -> None:
         super().__init__(message)
         self.variable = variable
+
+
+class SourceMismatchError(VerificationError):
+    """The sources given to :func:`~daskshuffle.verify` are not those the pile store was made from.
+
+    Their rows (or, when the checksums differ, their blocks) do not add up to
+    what the store records: wrong or missing sources, or sources changed since
+    the shuffle, not a damaged store. The message names the counts compared and
+    the sources the store records, where it records them.
+    """
