@@ -86,14 +86,22 @@ def parse_output_files(dst: str, n_output_files: object) -> list[str]:
         paths = [dst.format(index) for index in range(count)]
     except (IndexError, KeyError, ValueError) as error:
         raise DaskShuffleValueError(
-            f"Expected dst to be a pattern with one field for the file number, such as 'train-{{:05d}}.jsonl'. "
-            f"Got {dst!r} instead ({error}).",
+            (
+                "Expected ",
+                Argument("dst"),
+                " to be a pattern with one field for the file number, such as 'train-{:05d}.jsonl'. "
+                f"Got {dst!r} instead ({error}).",
+            ),
             parameter="dst",
         ) from None
     if len(set(paths)) != count:
         raise DaskShuffleValueError(
-            f"Expected dst to name {count} different files, one per number. Got {dst!r}, which does not, instead; "
-            "put a field such as {:05d} in it.",
+            (
+                "Expected ",
+                Argument("dst"),
+                f" to name {count} different files, one per number. Got {dst!r}, which does not, instead; "
+                "put a field such as {:05d} in it.",
+            ),
             parameter="dst",
         )
     return paths
