@@ -171,7 +171,9 @@ class ParquetDestination(Destination[pa.Table]):
                 (
                     "Expected ",
                     Argument("n_output_files"),
-                    " to be at most the number of piles, since a file holds whole piles. Got ",
+                    " to be at most ",
+                    Argument("n_piles"),
+                    ", since a file holds whole piles. Got ",
                     Argument("n_output_files", n_files),
                     f" with {n_piles} piles instead; ",
                     Argument("n_piles", n_files, passed=True),
