@@ -209,6 +209,7 @@ BAD_OPTIONS = [
     ("plan", "--rows", "many"), ("plan", "--row-bytes", "0"), ("plan", "--block-memory", "lots"),
     ("plan", "--pile-memory", "0"), ("plan", "--min-read", "x"), ("plan", "--workers", "0"), ("plan", "--n-piles", "0"),
     ("plan", "--levels", "9"), ("plan", "--storage", "tape"),
+    ("quality", "--png", "missing/q.png"),
     ("quality", "--epochs", "0"), ("quality", "--batch-size", "x"), ("quality", "--block-size", "0"),
 ]  # fmt: skip
 

@@ -124,10 +124,10 @@ def _option_of(parameter: str | None) -> click.Option | None:
     if parameter is None or context is None:
         return None
     for option in context.command.params:
-        if isinstance(option, Option) and option.argument == parameter:
-            return option
-        if isinstance(option, click.Option) and not isinstance(option, Option) and option.name == parameter:
-            return option
+        if isinstance(option, click.Option):
+            argument = option.argument if isinstance(option, Option) else option.name
+            if argument == parameter:
+                return option
     return None
 
 
@@ -193,13 +193,16 @@ class Size(_SizeBase):
         text = str(value).strip()
         if self.fraction and (text == "auto" or _is_fraction(text)):
             return text
-        argument = param.name if param is not None and param.name else "size"
         try:
-            parse_nbytes(int(text) if text.isdigit() else text, argument)
+            parse_nbytes(int(text) if text.isdigit() else text, param.name if param and param.name else "size")
         except DaskShuffleError as error:
-            expected = "a size such as '2GiB', a fraction of memory such as 0.5, or 'auto'" if self.fraction else ""
-            message = f"Expected {expected}. Got {value!r} instead." if expected else one_line(error)
-            self.fail(message, param, ctx)
+            if self.fraction:
+                self.fail(
+                    f"Expected a size such as '2GiB', a fraction of memory such as 0.5, or 'auto'. Got {value!r} instead.",
+                    param,
+                    ctx,
+                )
+            self.fail(one_line(error), param, ctx)
         return text
 
 
