@@ -43,7 +43,16 @@ from ..plan._orders import unit_reads
 from ._batches import Allocate, gather_batches
 from ._order_units import OrderedUnits
 
-__all__ = ["PileJob", "Prefetcher", "Read", "ReadAhead", "ShuffledPile", "ShuffledPiles", "prefetched_batches"]
+__all__ = [
+    "PileJob",
+    "Prefetcher",
+    "Read",
+    "ReadAhead",
+    "ReadingNote",
+    "ShuffledPile",
+    "ShuffledPiles",
+    "prefetched_batches",
+]
 
 _prefetcher_ids = count()
 #: A consumer away with each batch for longer than this on average has the next piles read in the background.
@@ -154,15 +163,21 @@ class PileJob:
             raise self._noted(error) from None
 
     def _noted(self, error: Exception) -> Exception:
-        if not any(note.startswith("daskshuffle was reading ") for note in getattr(error, "__notes__", [])):
+        if not any(isinstance(note, ReadingNote) for note in getattr(error, "__notes__", ())):
             if self._piles.units is not None:
                 what = f"unit {self.job.pile} of the order {self._piles.units.order!r} ({len(self._runs or [])} runs)"
             elif self._members is None:
                 what = f"pile {self.job.pile} (rows {self._rows[0]}:{self._rows[1]})"
             else:
                 what = f"piles {self._members} (a group of {self._rows[1] - self._rows[0]} rows)"
-            error.add_note(f"daskshuffle was reading {what} of {self._piles.store!r} for epoch {self.job.epoch}.")
+            error.add_note(
+                ReadingNote(f"daskshuffle was reading {what} of {self._piles.store!r} for epoch {self.job.epoch}.")
+            )
         return error
+
+
+class ReadingNote(str):
+    """The note an error of a pile's read gets: what was read, for which epoch; one per error, however often raised."""
 
 
 class ShuffledPiles:
