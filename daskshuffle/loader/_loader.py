@@ -36,10 +36,10 @@ from ..plan._orders import OrderName, parse_order
 from ..plan._streams import Stream
 from ..storage._cache import Cache, parse_cache
 from ._batches import Allocate
-from ._lanes import check_lanes, lane_batches
+from ._lanes import check_lanes
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_piles_in_memory, parse_rank
 from ._mix import check_streams, loader_units, open_loader_store
-from ._prefetch import Prefetcher, Read, ShuffledPiles, parse_prefetch, prefetched_batches
+from ._prefetch import Prefetcher, ShuffledPiles, parse_prefetch
 from ._rank_share import RankShare
 
 __all__ = ["LoaderSettings", "PileLoader"]
@@ -314,7 +314,7 @@ class PileLoader:
         self._storage_options = storage_options
         units, n_rows = loader_units(self.settings, reader, mixture)
         self._streams = None if mixture is None else mixture.records
-        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units, read_ahead)
+        self._piles = ShuffledPiles(reader, path, units, read_ahead)
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         self._epoch = 0
@@ -390,7 +390,7 @@ class PileLoader:
         >>> len(plan), sum(segment.stop - segment.start for segment in plan.segments)
         (2, 150)
         """
-        if self._share.lanes is not None:
+        if self.settings.n_lanes is not None:
             raise DaskShuffleValueError(
                 "Expected a loader without n_lanes. Got one with lanes, whose batches join several plans "
                 "instead; see piles() for what it reads.",
@@ -433,15 +433,7 @@ class PileLoader:
         self._close_live()
         epoch, first = self._position()
         self._epoch, self._batches = epoch, first
-        plans = self._share.plans(epoch, first)
-        if self._share.lanes is not None:
-            batches = lane_batches(self._piles, plans, epoch, self._prefetch)
-        else:
-            # The next epoch's first reads follow this epoch's last ones, so that
-            # starting the next epoch does not wait for a pile either.
-            ahead = [Read(epoch + 1, *segment) for segment in self.plan(epoch + 1).segments[: self._prefetch]]
-            reads = [Read(epoch, *segment) for segment in plans[0].segments] + ahead
-            batches = prefetched_batches(self._piles, plans[0], reads, self._prefetcher, self._prefetch, keep_open=True)
+        batches = self._share.batches(epoch, first, None, self._prefetch, self._prefetcher)
         generator = self._generate(batches, epoch, first, track=True)
         self._live = weakref.ref(generator)
         return generator
@@ -466,13 +458,7 @@ class PileLoader:
         >>> loader.epoch
         0
         """
-        plans = self._share.plans(epoch, start, stop)
-        if self._share.lanes is not None:
-            batches = lane_batches(self._piles, plans, epoch, self._prefetch, allocate)
-        else:
-            reads = [Read(epoch, *segment) for segment in plans[0].segments]
-            prefetcher = Prefetcher(self._piles, self._prefetch)
-            batches = prefetched_batches(self._piles, plans[0], reads, prefetcher, self._prefetch, allocate)
+        batches = self._share.batches(epoch, start, stop, self._prefetch, allocate=allocate)
         generator = self._generate(batches, epoch, start, track=False)
         self._ranges.add(generator)
         return generator

@@ -29,6 +29,7 @@ from ..plan._streams import Stream, epoch_counts, parse_streams
 from ..storage._cache import Cache
 from ._loader_state import LoaderSettings
 from ._order_units import OrderedUnits, loader_divisions, make_units
+from ._read_units import ReadUnits
 
 __all__ = ["MixedReader", "MixedUnits", "Mixture", "check_streams", "loader_units", "open_loader_store"]
 
@@ -217,10 +218,8 @@ def _mixture(streams: list[Stream], paths: list[str], readers: list[PileReader[A
     return Mixture(MixedReader(readers), counts, records)
 
 
-def loader_units(
-    settings: LoaderSettings, reader: PileReader[Any], mixture: Mixture | None
-) -> tuple[OrderedUnits | None, int]:
-    """The units a loader reads (``None``: piles) and the rows of each of its epochs."""
+def loader_units(settings: LoaderSettings, reader: PileReader[Any], mixture: Mixture | None) -> tuple[ReadUnits, int]:
+    """The units a loader reads and the rows of each of its epochs."""
     if mixture is None:
         return make_units(settings, reader.pile_offsets), reader.n_rows
     mixed = mixture.reader
