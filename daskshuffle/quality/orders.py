@@ -21,8 +21,9 @@ from numpy.typing import NDArray
 
 from .._parse import parse_positive_int
 from .._random import make_rng
+from ..plan._combinations import check_combination
 from ..plan._epoch_plan import grouped_offsets, pile_groups, stream_rows
-from ..plan._orders import ORDERS, OrderOptions, buffer_stream, division_cuts, interleave_stream, parse_order
+from ..plan._orders import ORDERS, OrderOptions, buffer_stream, division_cuts, interleave_stream, order_from_options
 from ..plan._plan import block_order, group_order, make_plan
 
 __all__ = ["identity", "interleave", "piles", "shard_local", "shuffle_buffer", "uniform"]
@@ -98,7 +99,9 @@ def piles(
     """
     n, n_piles = parse_positive_int(n, "n"), parse_positive_int(n_piles, "n_piles")
     options = {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length}
-    name, parsed = parse_order(order, options, parse_positive_int(piles_in_memory, "piles_in_memory"))
+    chosen = order_from_options(order, options)
+    check_combination(chosen, piles_in_memory=parse_positive_int(piles_in_memory, "piles_in_memory"))
+    name, parsed = chosen.name, chosen.options
     block_rows = block_rows or max(1, n // 64)
     lengths = [min(block_rows, n - start) for start in range(0, n, block_rows)]
     plan = make_plan(lengths, n_piles, seed)
