@@ -276,7 +276,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         A complete pile store, or several mixed (as for :class:`daskshuffle.PileLoader`).
     batch_size : int
         Rows per batch.
-    seed, drop_last, piles_in_memory, n_lanes, order, prefetch, variables, storage_options
+    seed, drop_last, n_lanes, order, prefetch, variables, storage_options
         As for :class:`daskshuffle.PileLoader`. With ``n_lanes`` a state
         saved with one ``world_size`` loads with another.
     rank, world_size : int, optional
@@ -305,7 +305,6 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         rank: int | None = None,
         world_size: int | None = None,
         drop_last: bool = False,
-        piles_in_memory: int | str = "auto",
         n_lanes: int | None = None,
         order: Order | OrderName = "piles",
         prefetch: int = 1,
@@ -342,7 +341,6 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             "rank": rank,
             "world_size": world_size,
             "drop_last": drop_last,
-            "piles_in_memory": piles_in_memory,
             "n_lanes": n_lanes,
             "order": order,
             "prefetch": prefetch,

@@ -17,12 +17,6 @@ from daskshuffle.plan._orders import Naive, Piles, Py1b
 
 #: (keywords of PileLoader, the parameter the error names, what the message says). ``MIXTURE`` stands for two stores.
 REFUSED = [
-    ({"order": "py1s", "piles_in_memory": 2}, "piles_in_memory", r"Expected piles_in_memory=1 with order='py1s'"),
-    (
-        {"order": ds.orders.Buffer(buffer_size=10), "piles_in_memory": 4},
-        "piles_in_memory",
-        r"Expected piles_in_memory=1 with order='buffer'\. Got piles_in_memory=4 instead",
-    ),
     ({"n_lanes": 6, "world_size": 4}, "n_lanes", r"Expected n_lanes to be a multiple of world_size=4\. Got n_lanes=6"),
     (
         {"n_lanes": 8, "world_size": 2, "batch_size": 30},
@@ -35,7 +29,11 @@ REFUSED = [
         "store",
         r"Expected order='piles'.*with several streams\. Got order='py1b' instead",
     ),
-    ({"store": "MIXTURE", "piles_in_memory": 4}, "store", r"with several streams\. Got piles_in_memory=4 instead"),
+    (
+        {"store": "MIXTURE", "order": ds.orders.Piles(piles_in_memory=4)},
+        "store",
+        r"with several streams\. Got piles_in_memory=4 instead",
+    ),
     ({"store": "MIXTURE", "batch_format": "xarray"}, "store", r"with several streams\. Got batch_format='xarray'"),
 ]
 
@@ -60,7 +58,15 @@ def test_a_single_stream_is_a_mixture() -> None:
 
 
 def test_the_combinations_that_go_together_pass() -> None:
-    check_combination(Piles(), piles_in_memory=4, n_lanes=8, world_size=2, batch_size=64)
-    check_combination(Py1b(shuffle_block_size=10), piles_in_memory=1, n_lanes=4, world_size=4, batch_size=3)
-    check_combination(Piles(), piles_in_memory=None, n_streams=3, batch_format="arrow")
+    check_combination(Piles(piles_in_memory=4), n_lanes=8, world_size=2, batch_size=64)
+    check_combination(Py1b(shuffle_block_size=10), n_lanes=4, world_size=4, batch_size=3)
+    check_combination(Piles(), n_streams=3, batch_format="arrow")
+    check_combination(Piles(piles_in_memory=1), n_streams=2)
+    check_combination(Piles(piles_in_memory="1GiB"), n_streams=2)  # a budget: a mixture holds a pile at a time
+
+
+def test_groups_of_piles_belong_to_the_piles_order_alone() -> None:
+    """Formerly a combination (piles_in_memory with another order); now an option only Piles has."""
+    with pytest.raises(TypeError, match="piles_in_memory"):
+        ds.orders.Py1s(piles_in_memory=2)  # type: ignore[call-arg]
     check_combination(Naive(), batch_format="xarray")

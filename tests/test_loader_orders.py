@@ -37,8 +37,11 @@ def options(name: str) -> dict[str, int]:
 
 
 def order(name: str) -> orders.Order:
-    """The order ``name`` with the options of :data:`VALUES` it needs."""
-    return ORDER_CLASSES[name](**options(name))
+    """The order ``name`` with the options of :data:`VALUES` it needs; "piles" one pile at a time.
+
+    One pile at a time, as ORDERS["piles"] plans it; test_piles_in_memory.py checks its groups.
+    """
+    return orders.Piles(piles_in_memory=1) if name == "piles" else ORDER_CLASSES[name](**options(name))
 
 
 @pytest.fixture(scope="module", params=["zarr", "parquet"])
@@ -50,9 +53,7 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def loader(store: tuple[str, np.ndarray], name: str, **more: object) -> PileLoader:
-    # "piles" one pile at a time, as ORDERS["piles"] plans it; test_piles_in_memory.py checks its groups.
-    one = {"piles_in_memory": 1} if name == "piles" else {}
-    return PileLoader(store[0], BATCH, order=order(name), **one, **more)  # type: ignore[arg-type]
+    return PileLoader(store[0], BATCH, order=order(name), **more)  # type: ignore[arg-type]
 
 
 def epoch_ids(store: tuple[str, np.ndarray], name: str, epoch: int, **more: object) -> list[np.ndarray]:
@@ -165,8 +166,8 @@ def test_bad_orders_and_options_are_refused_before_reading(tmp_path: Path) -> No
     with pytest.raises(DaskShuffleTypeError, match=r"Got shuffle_block_size=100 as a keyword of PileLoader") as caught:
         PileLoader(path, BATCH, shuffle_block_size=100)  # type: ignore[call-arg]
     assert caught.value.parameter == "shuffle_block_size"
-    with pytest.raises(DaskShuffleValueError, match="Expected piles_in_memory=1 with order='py1s'"):
-        PileLoader(path, BATCH, order="py1s", piles_in_memory=2)
+    with pytest.raises(DaskShuffleTypeError, match=r"order=ds\.orders\.Piles\(piles_in_memory=2\)"):
+        PileLoader(path, BATCH, order="py1s", piles_in_memory=2)  # type: ignore[call-arg]
 
 
 def test_piles_names_the_store_piles_each_unit_reads(store: tuple[str, np.ndarray]) -> None:

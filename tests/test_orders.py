@@ -23,6 +23,7 @@ from daskshuffle.plan._orders import (
     Buffer,
     Interleave,
     OrderOptions,
+    Piles,
     Py1b,
     Py2s,
     buffer_stream,
@@ -257,7 +258,12 @@ def test_orders_check_their_options_and_carry_them() -> None:
     assert Interleave(cycle_length=2, buffer_size=10).options == OrderOptions(None, 10, 2)
     assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in ORDERS}
     fields = {name: {field.name for field in dataclasses.fields(cls)} for name, cls in ORDER_CLASSES.items()}
-    assert fields == {name: set(options) for name, options in ORDER_OPTIONS.items()}
+    assert fields == {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"piles_in_memory"}}
+    assert (
+        Piles().piles_held() == (None, 64 * 2**20) and Piles(3).piles_held() == (3, 0) and Py2s().piles_held()[0] == 1
+    )
+    with pytest.raises(DaskShuffleValueError, match="Expected piles_in_memory to be a size"):
+        Piles("lots")
     with pytest.raises(DaskShuffleTypeError, match="Expected cycle_length to be a positive integer"):
         Interleave(cycle_length=1.5, buffer_size=10)  # type: ignore[arg-type]
     with pytest.raises(DaskShuffleValueError, match=r"Expected buffer_size to be a positive integer\. Got 0"):
@@ -270,6 +276,9 @@ def test_an_order_named_with_options_side_by_side_takes_those_it_needs_and_no_ot
         order_from_options("py1b", {"shuffle_block_size": None})
     with pytest.raises(DaskShuffleValueError, match=r"Expected no buffer_size with order='py1s'.*'buffer' or 'interl"):
         order_from_options("py1s", {"buffer_size": 10})
+    with pytest.raises(DaskShuffleValueError, match=r"Expected no piles_in_memory with order='naive'.*'piles'"):
+        order_from_options("naive", {"piles_in_memory": 2})
+    assert order_from_options("piles", {"buffer_size": None, "piles_in_memory": 4}) == Piles(piles_in_memory=4)
 
 
 def test_an_orders_option_given_as_a_keyword_names_the_new_spelling() -> None:

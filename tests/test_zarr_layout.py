@@ -22,6 +22,7 @@ from daskshuffle.formats import FORMAT_VERSION, open_pile_reader
 from daskshuffle.formats._layout import Layout, choose_chunk_rows, choose_codec
 from daskshuffle.formats._zarr_reader import ZarrPileReader
 from daskshuffle.loader._prefetch import ReadingNote
+from daskshuffle.orders import Piles
 
 N_ROWS = 20_000
 N_PILES = 4
@@ -362,7 +363,7 @@ def test_damage_is_an_error_naming_pile_variable_and_file(damaged: str, damage, 
 
 def test_damage_through_the_loader_is_raised_in_the_consumer(damaged: str) -> None:
     flip(chunk_file(damaged, "x", 0))
-    loader = PileLoader(damaged, batch_size=64, seed=0, piles_in_memory=1)
+    loader = PileLoader(damaged, batch_size=64, seed=0, order=Piles(piles_in_memory=1))
     with pytest.raises(CorruptPileStoreError, match=r"variable 'x' \(pile 0, rows 0:") as caught:
         for _ in loader:
             pass

@@ -37,7 +37,7 @@ from ..plan._orders import Order, OrderName, parse_order, refuse_order_keywords
 from ..plan._streams import Stream, parse_streams
 from ..storage._cache import Cache, parse_cache
 from ._batches import Allocate
-from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_piles_in_memory, parse_rank
+from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
 from ._mix import check_streams, loader_units, open_loader_store
 from ._prefetch import Prefetcher, ShuffledPiles, parse_prefetch
 from ._rank_share import RankShare
@@ -120,28 +120,19 @@ class PileLoader:
         ``world_size`` that divides ``n_lanes``, and a state saved with one
         world size loads with another. A rank then holds ``n_lanes /
         world_size`` piles at once. numpy batches only.
-    piles_in_memory : int or str, default "auto"
-        Piles shuffled together: each epoch deals the piles into groups of
-        this many, afresh, and reads and shuffles each group as one pile.
-        With 1, a pile's rows stay together from epoch to epoch: rows that
-        shared a batch meet again about ``n_piles`` times as often as with
-        independent shuffles (``daskshuffle.quality`` measures it); with
-        ``k``, about ``n_piles / k**2 + 1`` times, for ``k`` times the memory
-        (and ``prefetch + 1`` groups held at once). ``"auto"`` holds as many
-        of the largest pile (of the variables read) as 64 MiB holds, but no
-        more than ``ceil(sqrt(2 * n_piles))``, which is already within 2x of
-        independent epochs; a size such as ``"1GiB"`` sets that budget. The
-        number chosen is ``settings.piles_in_memory``, and goes into the
-        state. Piles larger than the budget are read one at a time, as with
-        1: ``quality.report(..., loader=loader)`` then says so. Only with
-        ``order="piles"`` and one store; ``"auto"`` is 1 with the other
-        orders and with several stores.
     order : str or daskshuffle.orders.Order, default "piles"
         The order of each epoch, with its options: an order of
         :mod:`daskshuffle.orders` (``ds.orders.Py1b(shuffle_block_size=4096)``,
         ``ds.orders.Buffer(buffer_size=10_000)``, ...), or the name of one that
         needs no options: ``"piles"`` (the above), ``"naive"``, ``"py1s"`` or
-        ``"py2s"``. Piles play the part of MosaicML Streaming's shards and of
+        ``"py2s"``. ``"piles"`` is ``ds.orders.Piles(piles_in_memory="auto")``:
+        each epoch deals the piles into groups, afresh, and reads and shuffles
+        each group as one pile, as many of the largest pile as 64 MiB holds
+        (at most ``ceil(sqrt(2 * n_piles))``, already within 2x of independent
+        epochs); ``Piles(piles_in_memory=1)`` reads one pile at a time, and
+        :class:`~daskshuffle.orders.Piles` says more. The number chosen is
+        ``settings.piles_in_memory``, in the state. With several stores, one
+        pile at a time. Piles play the part of MosaicML Streaming's shards and of
         tf.data's files, and the ranks (or lanes) that of MosaicML's canonical
         nodes; :mod:`daskshuffle.orders` says what each order reads and holds.
     prefetch : int or str, default 1
@@ -181,13 +172,13 @@ class PileLoader:
     Raises
     ------
     DaskShuffleTypeError
-        For an order's option given as a keyword (``shuffle_block_size=``,
-        ``buffer_size=``, ``cycle_length=``): it goes inside the order,
-        ``order=ds.orders.Py1b(shuffle_block_size=4096)``.
+        For an order's option given as a keyword (``piles_in_memory=``,
+        ``shuffle_block_size=``, ``buffer_size=``, ``cycle_length=``): it goes
+        inside the order, ``order=ds.orders.Py1b(shuffle_block_size=4096)``.
     DaskShuffleValueError
-        For settings that do not go together (an order other than ``"piles"``
-        with ``piles_in_memory``, lanes that do not fit the ranks or the batch,
-        several streams with another order), before any store is opened.
+        For settings that do not go together (lanes that do not fit the ranks
+        or the batch, several streams with an order other than ``"piles"`` or
+        groups of piles), before any store is opened.
     CorruptPileStoreError
         While iterating, at the first batch that needs a pile whose files are
         missing, truncated or corrupted; the loader then stops its reads.
@@ -232,7 +223,6 @@ class PileLoader:
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
-        piles_in_memory: int | str = "auto",
         n_lanes: int | None = None,
         order: Order | OrderName = "piles",
         prefetch: int | str = 1,
@@ -248,13 +238,12 @@ class PileLoader:
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
-        given, budget = parse_piles_in_memory(piles_in_memory)
         lanes = None if n_lanes is None else parse_positive_int(n_lanes, "n_lanes")
         chosen_order = parse_order(order)
+        given, budget = chosen_order.piles_held()
         streams = parse_streams(store)
         check_combination(
             chosen_order,
-            piles_in_memory=given,
             n_streams=None if streams is None else len(streams),
             n_lanes=lanes,
             world_size=world_size,
@@ -271,10 +260,10 @@ class PileLoader:
         metadata = reader.metadata
         if given is not None:
             piles_in_memory = given
-        elif chosen_order.name == "piles" and mixture is None:
+        elif mixture is None:
             piles_in_memory = piles_for_budget(np.diff(reader.pile_offsets), _row_nbytes(reader), budget)
         else:
-            piles_in_memory = 1  # the other orders hold what their options say; a mixture holds a pile at a time
+            piles_in_memory = 1  # a mixture holds a pile at a time
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
@@ -382,14 +371,15 @@ class PileLoader:
 
         Examples
         --------
-        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4, piles_in_memory=1).piles(0)
+        >>> from daskshuffle.orders import Piles
+        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4, order=Piles(1)).piles(0)
         >>> 1 <= len(piles) <= 4
         True
 
         With the piles of a group read together (by default as many as 64 MiB
         hold), a rank reads every pile of the groups it has rows of:
 
-        >>> sorted(PileLoader("piles.zarr", batch_size=100, piles_in_memory=4).piles(0))
+        >>> sorted(PileLoader("piles.zarr", batch_size=100, order=Piles(piles_in_memory=4)).piles(0))
         [0, 1, 2, 3, 4, 5, 6, 7]
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")

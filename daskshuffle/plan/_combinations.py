@@ -16,7 +16,6 @@ __all__ = ["check_combination"]
 def check_combination(
     order: Order,
     *,
-    piles_in_memory: int | None = None,
     n_streams: int | None = None,
     n_lanes: int | None = None,
     world_size: int = 1,
@@ -25,29 +24,23 @@ def check_combination(
 ) -> None:
     """Refuse a combination of a loader's settings that cannot be read.
 
-    ``order`` is the order of the epochs, ``piles_in_memory`` the number of
-    piles given (``None``: chosen from a budget), ``n_streams`` the stores of
+    ``order`` is the order of the epochs (with its options: for
+    :class:`~daskshuffle.plan._orders.Piles`, the piles shuffled together), ``n_streams`` the stores of
     a mixture (``None`` for a plain store), ``n_lanes`` the lanes (``None``: none).
 
     Examples
     --------
-    >>> from daskshuffle.plan._orders import Piles, Py1s
-    >>> check_combination(Piles(), piles_in_memory=4, n_lanes=8, world_size=2, batch_size=64)
-    >>> check_combination(Py1s(), piles_in_memory=4)
+    >>> from daskshuffle.plan._orders import Piles
+    >>> check_combination(Piles(piles_in_memory=4), n_lanes=8, world_size=2, batch_size=64)
+    >>> check_combination(Piles(piles_in_memory=4), n_streams=2)
     Traceback (most recent call last):
     ...
-    daskshuffle._errors.DaskShuffleValueError: Expected piles_in_memory=1 with order='py1s'. Got piles_in_memory=4 instead; ...
+    daskshuffle._errors.DaskShuffleValueError: Expected order='piles', piles_in_memory=1 ... Got piles_in_memory=4 instead; ...
     """
-    if order.name != "piles" and piles_in_memory not in (None, 1):
-        raise DaskShuffleValueError(
-            f"Expected piles_in_memory=1 with order={order.name!r}. Got piles_in_memory={piles_in_memory} instead; "
-            "piles_in_memory groups piles for order='piles', the other orders hold what their own options say.",
-            parameter="piles_in_memory",
-        )
     if n_lanes is not None:
         _check_lanes(n_lanes, world_size, batch_size, batch_format)
     if n_streams is not None:
-        _check_mixture(order, piles_in_memory, batch_format)
+        _check_mixture(order, batch_format)
 
 
 def _check_lanes(n_lanes: int, world_size: int, batch_size: int, batch_format: str) -> None:
@@ -74,8 +67,9 @@ def _check_lanes(n_lanes: int, world_size: int, batch_size: int, batch_format: s
         )
 
 
-def _check_mixture(order: Order, piles_in_memory: int | None, batch_format: str) -> None:
+def _check_mixture(order: Order, batch_format: str) -> None:
     """A mixture reads each copy of a pile as a pile of its own, into numpy, Arrow or pandas batches."""
+    piles_in_memory = order.piles_held()[0]
     if order.name != "piles" or piles_in_memory not in (None, 1) or batch_format == "xarray":
         if order.name != "piles":
             given = f"order={order.name!r}"

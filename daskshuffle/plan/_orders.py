@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import ClassVar, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from .._parse import Settings, parse_positive_int
+from .._parse import Settings, parse_nbytes, parse_positive_int
 from .._random import make_rng
 from ._epoch_plan import epoch_pile_order, stream_rows
 
@@ -36,6 +36,7 @@ __all__ = [
     "ORDERS",
     "ORDER_CLASSES",
     "ORDER_OPTIONS",
+    "PILES_BUDGET_NBYTES",
     "READ_GAPS",
     "Buffer",
     "EpochOrder",
@@ -55,6 +56,7 @@ __all__ = [
     "interleave_stream",
     "order_from_options",
     "parse_order",
+    "parse_piles_in_memory",
     "refuse_order_keywords",
     "unit_reads",
 ]
@@ -361,21 +363,69 @@ class Order:
 
     @property
     def options(self) -> OrderOptions:
-        """The order's options; those it does not use are ``None``."""
-        return OrderOptions(**{field.name: getattr(self, field.name) for field in fields(self)})
+        """The order's options that go into its stream; those it does not use are ``None``."""
+        return OrderOptions(**{name: getattr(self, name) for name in ORDER_OPTIONS[self.name]})
+
+    def piles_held(self) -> tuple[int | None, int]:
+        """The store piles a read shuffles together: a number, or ``None`` and the bytes of piles to fit.
+
+        One, for every order but :class:`Piles`: what a read holds is the
+        order's own options.
+        """
+        return 1, 0
+
+
+#: Bytes of the piles a loader mixes at once with ``Piles(piles_in_memory="auto")``.
+PILES_BUDGET_NBYTES = 64 * 2**20
+
+
+def parse_piles_in_memory(value: object) -> tuple[int | None, int]:
+    """``piles_in_memory`` as a number of piles, or ``None`` and the bytes of piles to fit (``"auto"``, ``"256MiB"``)."""
+    if value == "auto":
+        return None, PILES_BUDGET_NBYTES
+    if isinstance(value, str):
+        return None, parse_nbytes(value, "piles_in_memory")
+    return parse_positive_int(value, "piles_in_memory"), 0
 
 
 @dataclass(frozen=True)
 class Piles(Order):
-    """The loader's own order (the default): piles in a random order, each shuffled whole.
+    """The loader's own order (the default): piles in a random order, each shuffled whole, or groups of them.
+
+    Parameters
+    ----------
+    piles_in_memory : int or str, default "auto"
+        Piles shuffled together: each epoch deals the piles into groups of
+        this many, afresh, and reads and shuffles each group as one pile.
+        With 1, a pile's rows stay together from epoch to epoch: rows that
+        shared a batch meet again about ``n_piles`` times as often as with
+        independent shuffles (``daskshuffle.quality`` measures it); with
+        ``k``, about ``n_piles / k**2 + 1`` times, for ``k`` times the memory
+        (and ``prefetch + 1`` groups held at once). ``"auto"`` holds as many
+        of the largest pile (of the variables read) as 64 MiB holds, but no
+        more than ``ceil(sqrt(2 * n_piles))``, which is already within 2x of
+        independent epochs; a size such as ``"1GiB"`` sets that budget. The
+        number a loader chooses is its ``settings.piles_in_memory``, and goes
+        into its state. Piles larger than the budget are read one at a time,
+        as with 1: ``quality.report(..., loader=loader)`` then says so. With
+        several stores, one pile at a time.
 
     Examples
     --------
-    >>> Piles().name, Piles().options
-    ('piles', OrderOptions(shuffle_block_size=None, buffer_size=None, cycle_length=None))
+    >>> Piles().name, Piles(piles_in_memory=4).piles_held(), Piles("1KiB").piles_held()
+    ('piles', (4, 0), (None, 1024))
     """
 
     name: ClassVar[str] = "piles"
+    piles_in_memory: int | str = "auto"
+
+    def __post_init__(self) -> None:
+        given, _ = parse_piles_in_memory(self.piles_in_memory)
+        if given is not None:
+            object.__setattr__(self, "piles_in_memory", given)
+
+    def piles_held(self) -> tuple[int | None, int]:
+        return parse_piles_in_memory(self.piles_in_memory)
 
 
 @dataclass(frozen=True)
@@ -529,7 +579,7 @@ ORDER_CLASSES: dict[str, type[Order]] = {
 
 def _spelled(order: type[Order]) -> str:
     """How to make ``order`` in code: ``ds.orders.Py1b(shuffle_block_size=...)``."""
-    return f"ds.orders.{order.__name__}({', '.join(f'{name}=...' for name in ORDER_OPTIONS[order.name])})"
+    return f"ds.orders.{order.__name__}({', '.join(f'{field.name}=...' for field in fields(order))})"
 
 
 def parse_order(order: object) -> Order:
@@ -576,25 +626,32 @@ def order_from_options(name: object, options: Mapping[str, object]) -> Order:
         raise DaskShuffleValueError(
             f"Expected order to be one of {sorted(ORDERS)}. Got {name!r} instead.", parameter="order"
         )
-    needed = ORDER_OPTIONS[name]
+    chosen = ORDER_CLASSES[name]
+    required = [f.name for f in fields(chosen) if f.default is MISSING]
+    taken = {f.name for f in fields(chosen)}
     for option, value in options.items():
-        if option in needed and value is None:
+        if option in required and value is None:
             raise DaskShuffleValueError(
-                f"Expected {option} with order={name!r}. Got None instead; order={name!r} needs {', '.join(needed)}.",
+                f"Expected {option} with order={name!r}. Got None instead; order={name!r} needs {', '.join(required)}.",
                 parameter=option,
             )
-        if option not in needed and value is not None:
-            users = sorted(o for o, names in ORDER_OPTIONS.items() if option in names)
+        if option not in taken and value is not None:
+            users = sorted(o for o, cls in ORDER_CLASSES.items() if option in {f.name for f in fields(cls)})
             raise DaskShuffleValueError(
                 f"Expected no {option} with order={name!r}. Got {option}={value!r} instead; it applies to "
                 f"order={' or '.join(map(repr, users))}.",
                 parameter=option,
             )
-    return ORDER_CLASSES[name](**{option: options[option] for option in needed if option in options})
+    return chosen(**{option: value for option, value in options.items() if option in taken and value is not None})
 
 
 #: The keywords that were an order's options, before the order carried them.
-_ORDER_KEYWORDS = {"shuffle_block_size": "Py1b", "buffer_size": "Buffer", "cycle_length": "Interleave"}
+_ORDER_KEYWORDS = {
+    "shuffle_block_size": "Py1b",
+    "buffer_size": "Buffer",
+    "cycle_length": "Interleave",
+    "piles_in_memory": "Piles",
+}
 
 
 def refuse_order_keywords(keywords: Mapping[str, object], function: str) -> None:

@@ -21,7 +21,6 @@ from numpy.typing import NDArray
 
 from .._parse import parse_positive_int
 from .._random import make_rng
-from ..plan._combinations import check_combination
 from ..plan._epoch_plan import grouped_offsets, pile_groups, stream_rows
 from ..plan._orders import ORDERS, OrderOptions, buffer_stream, division_cuts, interleave_stream, order_from_options
 from ..plan._plan import block_order, group_order, make_plan
@@ -98,9 +97,14 @@ def piles(
     True
     """
     n, n_piles = parse_positive_int(n, "n"), parse_positive_int(n_piles, "n_piles")
-    options = {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length}
+    options: dict[str, object] = {
+        "shuffle_block_size": shuffle_block_size,
+        "buffer_size": buffer_size,
+        "cycle_length": cycle_length,
+    }
+    if parse_positive_int(piles_in_memory, "piles_in_memory") != 1:
+        options["piles_in_memory"] = piles_in_memory  # an option of order="piles" alone
     chosen = order_from_options(order, options)
-    check_combination(chosen, piles_in_memory=parse_positive_int(piles_in_memory, "piles_in_memory"))
     name, parsed = chosen.name, chosen.options
     block_rows = block_rows or max(1, n // 64)
     lengths = [min(block_rows, n - start) for start in range(0, n, block_rows)]
