@@ -35,7 +35,7 @@ def check_combination(
     >>> check_combination(Piles(piles_in_memory=4), n_streams=2)
     Traceback (most recent call last):
     ...
-    daskshuffle._errors.DaskShuffleValueError: Expected order='piles', piles_in_memory=1 ... Got piles_in_memory=4 instead; ...
+    daskshuffle._errors.DaskShuffleValueError: Expected order='piles' a pile at a time ... Got piles_in_memory=4 instead; ...
     """
     if n_lanes is not None:
         _check_lanes(n_lanes, world_size, batch_size, batch_format)
@@ -78,7 +78,8 @@ def _check_mixture(order: Order, batch_format: str) -> None:
         else:
             given = f"batch_format={batch_format!r}"
         raise DaskShuffleValueError(
-            "Expected order='piles', piles_in_memory=1 and a batch_format other than 'xarray' with several "
-            f"streams. Got {given} instead; a mixture reads each copy of a pile as a pile of its own.",
+            "Expected order='piles' a pile at a time (ds.orders.Piles() or Piles(piles_in_memory=1)) and a "
+            f"batch_format other than 'xarray' with several streams. Got {given} instead; a mixture reads each copy "
+            "of a pile as a pile of its own.",
             parameter="store",
         )
