@@ -314,7 +314,7 @@ def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parque
 
 def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, str]) -> None:
     _, remote = parquet_store
-    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", piles_in_memory=1) as loader:
+    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", order=Piles(piles_in_memory=1)) as loader:
         reader = loader._piles.reader
         footer = reader._part(0, None).footer
         largest = max(footer.row_group(group).total_byte_size for group in range(footer.num_row_groups))

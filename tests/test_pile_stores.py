@@ -120,7 +120,7 @@ class Store:
     ) -> np.ndarray:
         """The ids a loader with the default settings should yield, in order, from the pure plan and the stored order.
 
-        By default a loader mixes groups of piles (``piles_in_memory="auto"``): the stream is then that of the
+        By default a loader mixes groups of piles (``Piles(piles_in_memory="auto")``): the stream is then that of the
         groups, each its piles' rows one after the other, shuffled as one pile.
         """
         positions = rank_range(N_ROWS, world_size, rank, BATCH, drop_last)
