@@ -11,12 +11,16 @@ TORCH ?= torch==2.13.0 torchdata==0.11.0
 .PHONY: demo test test-fast lint bench bench-peers clean
 
 LINTED := daskshuffle tests benchmarks conftest.py
+# setuptools warns on every editable install that a folder named like the package may take precedence
+# during imports (its "Editable installation" banner): that folder is this checkout, by design. Only that
+# module's warning is silenced; pip's errors and every other warning still show.
+EDITABLE_QUIET := PYTHONWARNINGS=ignore::UserWarning:setuptools.command.editable_wheel
 BENCH_DATA := benchmarks/data/quick
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 # The peers of benchmarks/bench_peers.py (MosaicML Streaming, litdata) live in a venv of their own, never
@@ -35,7 +39,7 @@ $(PEERS_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_BIN)/python -m pip install --quiet --upgrade pip
 	$(PEERS_BIN)/python -m pip install --quiet torch==2.13.0
-	$(PEERS_BIN)/python -m pip install --quiet -e . psutil torch==2.13.0 torchvision==0.28.0 litdata==0.2.76
+	$(EDITABLE_QUIET) $(PEERS_BIN)/python -m pip install --quiet -e . psutil torch==2.13.0 torchvision==0.28.0 litdata==0.2.76
 	$(PEERS_BIN)/python -m pip install --quiet --no-deps mosaicml-streaming==0.13.0
 	$(PEERS_BIN)/python -m pip install --quiet 'transformers<5' 'xxhash>=3,<4' 'zstd>=1.5.2.5,<2' \
 		'python-snappy>=0.6.1,<1' 'Brotli>=1.0.9' 'tqdm>=4.64,<5' 'catalogue>=2,<3' 'matplotlib>=3.5.2,<4'

@@ -25,12 +25,13 @@ from bench_loader import open_or_make
 from dask.utils import parse_bytes
 
 import daskshuffle
+from daskshuffle.orders import Piles
 from daskshuffle.plan._epoch_plan import cobatch_excess
 from daskshuffle.quality._metrics import cobatch_overlap
 
 
 def epoch_rows_per_second(store: str, batch_size: int, piles_in_memory: int | str, epoch: int) -> float:
-    with daskshuffle.PileLoader(store, batch_size, seed=0, piles_in_memory=piles_in_memory) as loader:
+    with daskshuffle.PileLoader(store, batch_size, seed=0, order=Piles(piles_in_memory=piles_in_memory)) as loader:
         loader.set_epoch(epoch)
         start = time.perf_counter()
         n_rows = sum(len(batch["id"]) for batch in loader)
@@ -38,7 +39,9 @@ def epoch_rows_per_second(store: str, batch_size: int, piles_in_memory: int | st
 
 
 def epoch_ids(store: str, batch_size: int, piles_in_memory: int | str, epoch: int) -> np.ndarray:
-    with daskshuffle.PileLoader(store, batch_size, seed=0, piles_in_memory=piles_in_memory, variables=["id"]) as loader:
+    with daskshuffle.PileLoader(
+        store, batch_size, seed=0, order=Piles(piles_in_memory=piles_in_memory), variables=["id"]
+    ) as loader:
         loader.set_epoch(epoch)
         return np.concatenate([batch["id"] for batch in loader])
 

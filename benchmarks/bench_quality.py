@@ -8,7 +8,7 @@ of the budget read by ``PileLoader``, epochs 0 and 1; a uniform shuffle, which
 needs all rows in memory), measures each with ``quality.report`` (batch
 ``--batch-size``, blocks of ``--block-size`` rows), prints the table of values
 with each verdict, and draws ``--png`` (the Hilbert pictures and heat maps).
-Then, for ``PileLoader(piles_in_memory=k)`` with ``k`` = 1, 2, 4, 8, 16, the
+Then, for ``PileLoader(order=Piles(piles_in_memory=k))`` with ``k`` = 1, 2, 4, 8, 16, the
 share of batch-mates that meet again in the next epoch. Then every order of ``PileLoader(order=...)`` over one pile store (piles of
 a quarter of the budget), each given the budget per read: epoch 1 after epoch 0,
 with the rows each read holds and how often each row is read in an epoch

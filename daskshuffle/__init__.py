@@ -22,6 +22,7 @@ from ._errors import (
     IncompletePileStoreError,
     PileStoreExistsError,
     ShuffleInterrupted,
+    SourceMismatchError,
     SourceNotFoundError,
     StorageAccessError,
     StorageFullError,
@@ -32,6 +33,7 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
+    from . import orders
     from .loader._epochs import EpochShuffler
     from .loader._loader import LoaderSettings, PileLoader
     from .plan._scale import ScaleModel, explain
@@ -85,6 +87,7 @@ __all__ = [
     "ScaleModel",
     "ShuffleInterrupted",
     "ShuffleResult",
+    "SourceMismatchError",
     "SourceNotFoundError",
     "StorageAccessError",
     "StorageFullError",
@@ -99,6 +102,7 @@ __all__ = [
     "evict",
     "explain",
     "generations",
+    "orders",
     "shuffle_dataframe",
     "shuffle_lines",
     "shuffle_parquet",
@@ -109,6 +113,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "orders":  # a public module: ``ds.orders.Py1b(shuffle_block_size=4096)``
+        module = importlib.import_module(".orders", __name__)
+        globals()[name] = module
+        return module
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name], __name__), name)
         globals()[name] = value  # later lookups skip this function

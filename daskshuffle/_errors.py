@@ -8,7 +8,13 @@ catch without knowing the library (``ValueError``, ``TypeError``,
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+from collections.abc import Callable, Sequence
+from typing import Final
+
 __all__ = [
+    "Argument",
     "CorruptPileStoreError",
     "DaskShuffleError",
     "DaskShuffleTypeError",
@@ -16,6 +22,7 @@ __all__ = [
     "IncompletePileStoreError",
     "PileStoreExistsError",
     "ShuffleInterrupted",
+    "SourceMismatchError",
     "SourceNotFoundError",
     "StorageAccessError",
     "StorageFullError",
@@ -26,12 +33,58 @@ __all__ = [
 ]
 
 
+class _Named(enum.Enum):
+    NAMED = "named"
+
+
+#: The value of an :class:`Argument` that names the argument alone, without a value to pass.
+NAMED: Final = _Named.NAMED
+
+
+@dataclasses.dataclass(frozen=True)
+class Argument:
+    """An argument that an error's message names: Python's spelling in ``str(error)``, an option's on the command line.
+
+    ``Argument("pile_memory")`` reads ``pile_memory`` (``--pile-memory``),
+    ``Argument("overwrite", True)`` reads ``overwrite=True`` (``--overwrite``),
+    ``Argument("variables", ...)`` reads ``variables=[...]`` (``--variables NAMES``), and
+    ``Argument("header", False, passed=True)`` reads ``pass header=False`` (``leave out --header``).
+
+    Examples
+    --------
+    >>> from daskshuffle._errors import Argument
+    >>> str(Argument("n_piles", 64, passed=True))
+    'pass n_piles=64'
+    """
+
+    name: str
+    value: object = NAMED
+    #: Whether the text is advice to pass the value ("pass overwrite=True"), not a mention of it.
+    passed: bool = False
+
+    def __str__(self) -> str:
+        if self.value is NAMED:
+            text = self.name
+        elif self.value is Ellipsis:
+            text = f"{self.name}=[...]"
+        else:
+            text = f"{self.name}={self.value!r}"
+        return f"pass {text}" if self.passed else text
+
+
+#: A message: text, or text and the arguments it names, in order.
+Message = str | Sequence[str | Argument]
+
+
 class DaskShuffleError(Exception):
     """Base class of every error raised by daskshuffle.
 
     ``parameter`` names the argument the error is about, when there is one
     (``"n_piles"``, ``"pile_memory"``, ``"overwrite"``): the command line uses
-    it to report a bad option as a usage error, spelled as the option.
+    it to report a bad option as a usage error, exit status 2, naming the option.
+    A message given as text and :class:`Argument` parts is ``str(error)`` with
+    Python's spellings; :meth:`spelled` spells the arguments another way (the
+    command line spells them as its options).
 
     Examples
     --------
@@ -40,12 +93,19 @@ class DaskShuffleError(Exception):
     ...     ds.PileLoader("piles.zarr", batch_size=0)
     ... except ds.DaskShuffleValueError as error:
     ...     print(error.parameter)
+    ...     print(error.spelled(lambda argument: "--" + argument.name.replace("_", "-")))
     batch_size
+    Expected --batch-size to be a positive integer. Got 0 instead.
     """
 
-    def __init__(self, message: str, *, parameter: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: Message, *, parameter: str | None = None) -> None:
+        self.parts: tuple[str | Argument, ...] = (message,) if isinstance(message, str) else tuple(message)
+        super().__init__(self.spelled(str))
         self.parameter = parameter
+
+    def spelled(self, spell: Callable[[Argument], str]) -> str:
+        """The message, with each argument it names spelled by ``spell``."""
+        return "".join(part if isinstance(part, str) else spell(part) for part in self.parts)
 
 
 class DaskShuffleValueError(DaskShuffleError, ValueError):
@@ -125,6 +185,16 @@ class VerificationError(DaskShuffleError, ValueError):
     ``variable`` names the first variable (or column) whose rows differ.
     """
 
-    def __init__(self, message: str, *, variable: str | None = None) -> None:
+    def __init__(self, message: Message, *, variable: str | None = None) -> None:
         super().__init__(message)
         self.variable = variable
+
+
+class SourceMismatchError(VerificationError):
+    """The sources given to :func:`~daskshuffle.verify` are not those the pile store was made from.
+
+    Their rows (or, when the checksums differ, their blocks) do not add up to
+    what the store records: wrong or missing sources, or sources changed since
+    the shuffle, not a damaged store. The message names the counts compared and
+    the sources the store records, where it records them.
+    """

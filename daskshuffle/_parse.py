@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Self, cast
 
-from ._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
 from ._random import MAX_SEED, draw_seed
 
 __all__ = [
@@ -43,9 +43,13 @@ class Settings:
 
 def parse_positive_int(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DaskShuffleTypeError(f"Expected {name} to be a positive integer. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleTypeError(
+            ("Expected ", Argument(name), f" to be a positive integer. Got {value!r} instead."), parameter=name
+        )
     if value < 1:
-        raise DaskShuffleValueError(f"Expected {name} to be a positive integer. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleValueError(
+            ("Expected ", Argument(name), f" to be a positive integer. Got {value!r} instead."), parameter=name
+        )
     return int(value)
 
 
@@ -89,20 +93,24 @@ def parse_nbytes(value: object, name: str) -> int:
             value = parse_bytes(value)
         except ValueError as error:
             raise DaskShuffleValueError(
-                f"Expected {name} to be a size such as '256MiB'. Got {value!r} instead.", parameter=name
+                ("Expected ", Argument(name), f" to be a size such as '256MiB'. Got {value!r} instead."), parameter=name
             ) from error
     return parse_positive_int(value, name)
 
 
 def parse_bool(value: object, name: str) -> bool:
     if not isinstance(value, bool):
-        raise DaskShuffleTypeError(f"Expected {name} to be True or False. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleTypeError(
+            ("Expected ", Argument(name), f" to be True or False. Got {value!r} instead."), parameter=name
+        )
     return value
 
 
 def parse_path(value: object, name: str) -> str:
     if not isinstance(value, str | os.PathLike) or not os.fspath(value):
-        raise DaskShuffleTypeError(f"Expected {name} to be a path or URL. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleTypeError(
+            ("Expected ", Argument(name), f" to be a path or URL. Got {value!r} instead."), parameter=name
+        )
     return os.fspath(value)
 
 
@@ -111,18 +119,28 @@ def parse_variables(value: object, name: str = "variables") -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise DaskShuffleTypeError(f"Expected {name} to be a list of names. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleTypeError(
+            ("Expected ", Argument(name), f" to be a list of names. Got {value!r} instead."), parameter=name
+        )
     if not value:
-        raise DaskShuffleValueError(f"Expected {name} to name at least one. Got an empty list instead.", parameter=name)
+        raise DaskShuffleValueError(
+            ("Expected ", Argument(name), " to name at least one. Got an empty list instead."), parameter=name
+        )
     if len(set(value)) != len(value):
-        raise DaskShuffleValueError(f"Expected {name} to name each once. Got {list(value)} instead.", parameter=name)
+        raise DaskShuffleValueError(
+            ("Expected ", Argument(name), f" to name each once. Got {list(value)} instead."), parameter=name
+        )
     return list(value)
 
 
 def parse_count(value: object, name: str) -> int:
     """A nonnegative integer, such as a rank, an epoch or a prefetch depth."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DaskShuffleTypeError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleTypeError(
+            ("Expected ", Argument(name), f" to be an integer >= 0. Got {value!r} instead."), parameter=name
+        )
     if value < 0:
-        raise DaskShuffleValueError(f"Expected {name} to be an integer >= 0. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleValueError(
+            ("Expected ", Argument(name), f" to be an integer >= 0. Got {value!r} instead."), parameter=name
+        )
     return int(value)

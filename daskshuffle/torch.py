@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Never
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,6 +35,7 @@ from ._parse import parse_count, parse_variables
 from .formats._base import NUMERIC_KINDS
 from .loader._loader import LoaderSettings, PileLoader
 from .plan._epoch_plan import split_batches
+from .plan._orders import Order, OrderName, refuse_order_keywords
 from .plan._streams import Stream
 
 __all__ = ["PileDataset"]
@@ -275,7 +276,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         A complete pile store, or several mixed (as for :class:`daskshuffle.PileLoader`).
     batch_size : int
         Rows per batch.
-    seed, drop_last, piles_in_memory, n_lanes, order, shuffle_block_size, buffer_size, cycle_length, prefetch, variables, storage_options
+    seed, drop_last, n_lanes, order, prefetch, variables, storage_options
         As for :class:`daskshuffle.PileLoader`. With ``n_lanes`` a state
         saved with one ``world_size`` loads with another.
     rank, world_size : int, optional
@@ -304,19 +305,17 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         rank: int | None = None,
         world_size: int | None = None,
         drop_last: bool = False,
-        piles_in_memory: int | str = "auto",
         n_lanes: int | None = None,
-        order: str = "piles",
-        shuffle_block_size: int | None = None,
-        buffer_size: int | None = None,
-        cycle_length: int | None = None,
+        order: Order | OrderName = "piles",
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
         features: str | Sequence[str] | None = None,
         label: str | None = None,
         storage_options: dict[str, Any] | None = None,
+        **removed: Never,
     ) -> None:
         super().__init__()
+        refuse_order_keywords(removed, "PileDataset")
         self.features = _parse_features(features)
         if label is not None and not isinstance(label, str):
             raise DaskShuffleTypeError(f"Expected label to be the name of a variable. Got {label!r} instead.")
@@ -342,12 +341,8 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             "rank": rank,
             "world_size": world_size,
             "drop_last": drop_last,
-            "piles_in_memory": piles_in_memory,
             "n_lanes": n_lanes,
             "order": order,
-            "shuffle_block_size": shuffle_block_size,
-            "buffer_size": buffer_size,
-            "cycle_length": cycle_length,
             "prefetch": prefetch,
             "variables": chosen,
             "storage_options": storage_options,

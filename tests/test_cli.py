@@ -9,7 +9,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import click
 import dask
 import numpy as np
 import pytest
@@ -180,3 +182,98 @@ def test_xarray_shuffles_a_dataset_that_zarr_refuses(tmp_path: Path) -> None:
 def test_help_everywhere_with_examples(command: list[str]) -> None:
     shown = CliRunner().invoke(cli, [*command, "--help"])
     assert shown.exit_code == 0 and "Examples:" in shown.output and "daskshuffle" in shown.output
+
+
+#: Each command with the arguments it needs, for the bad option values below.
+COMMANDS = {
+    "zarr": ["raw.zarr", "piles.zarr"],
+    "parquet": ["raw", "piles"],
+    "xarray": ["raw.zarr", "piles.zarr", "--dim", "time"],
+    "lines": ["in.txt", "-o", "out.txt"],
+    "verify": ["piles.zarr"],
+    "append": ["piles.zarr", "day.zarr"],
+    "evict": ["piles.zarr"],
+    "compact": ["piles.zarr"],
+    "plan": ["--rows", "10", "--row-bytes", "8"],
+    "quality": ["ids.npy"],
+}
+BAD_OPTIONS = [
+    *[(command, option, value) for command in ("zarr", "parquet", "xarray", "lines") for option, value in [
+        ("--n-piles", "0"), ("--seed", "-1"), ("--seed", "many"), ("--pile-memory", "lots"),
+        ("--block-memory", "0"), ("--memory-limit", "lots"), ("--workers", "0"), ("--threads-per-worker", "x")]],
+    ("parquet", "--row-group-size", "0"), ("parquet", "--n-output-files", "-2"), ("parquet", "--compression", "zip"),
+    ("xarray", "--chunk-rows", "none"), ("lines", "--n-output-files", "0"),
+    ("verify", "--block-memory", "lots"), ("verify", "--memory-limit", "2x"), ("verify", "--workers", "0"),
+    ("append", "--seed", "-1"), ("append", "--block-memory", "1.5.2"), ("append", "--memory-limit", "lots"),
+    ("evict", "--keep-last", "0"), ("compact", "--memory-limit", "-1GiB"), ("compact", "--threads-per-worker", "0"),
+    ("plan", "--rows", "many"), ("plan", "--row-bytes", "0"), ("plan", "--block-memory", "lots"),
+    ("plan", "--pile-memory", "0"), ("plan", "--min-read", "x"), ("plan", "--workers", "0"), ("plan", "--n-piles", "0"),
+    ("plan", "--levels", "9"), ("plan", "--storage", "tape"),
+    ("quality", "--png", "missing/q.png"),
+    ("quality", "--epochs", "0"), ("quality", "--batch-size", "x"), ("quality", "--block-size", "0"),
+]  # fmt: skip
+
+
+def assert_usage_error(result: Any, option: str) -> None:
+    """Exit status 2, one line of error naming the option, no traceback."""
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    errors = [line for line in lines if line.startswith("Error:")]
+    assert len(errors) == 1 and errors[0] == lines[-1] and f"'{option}'" in errors[0], result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit), result.output
+
+
+@pytest.mark.parametrize(("command", "option", "value"), BAD_OPTIONS)
+def test_every_bad_option_value_is_a_usage_error(
+    command: str, option: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, [command, *COMMANDS[command], option, value])
+    assert_usage_error(result, option)
+
+
+def test_a_library_error_about_an_argument_is_the_option_that_set_it(tmp_path: Path) -> None:
+    """dst is -o/--output on the command line: named as the option, spelled as options, exit status 2."""
+    (tmp_path / "in.txt").write_bytes(numbered(20))
+    args = ["lines", str(tmp_path / "in.txt"), "-o", str(tmp_path / "out.txt"), "--n-output-files", "2"]
+    result = CliRunner().invoke(cli, [*args, "--scheduler", "sync"])
+    assert_usage_error(result, "-o")
+    assert "Expected --output to name 2 different files" in result.output, result.output
+
+
+def test_arguments_in_messages_are_spelled_as_options_and_other_text_is_left_alone() -> None:
+    """The command line spells the Argument parts of an error; it never rewrites the text around them."""
+    from daskshuffle._cli._common import reported
+    from daskshuffle._errors import Argument, DaskShuffleValueError, PileStoreExistsError
+
+    @click.command()
+    @click.option("--n-piles")
+    @click.option("--overwrite", is_flag=True)
+    @click.option("--header", is_flag=True)
+    @click.option("--variables", metavar="NAMES")
+    @click.argument("kind")
+    def command(kind: str, **options: Any) -> None:
+        with reported(debug=False):
+            if kind == "exists":
+                raise PileStoreExistsError(
+                    ("Got dst; ", Argument("overwrite", True, passed=True), " (not overwrite=True, n_piles here)."),
+                    parameter="overwrite",
+                )
+            raise DaskShuffleValueError(
+                [
+                    *("Expected ", Argument("n_piles"), " at most 4; ", Argument("n_piles", 4, passed=True), ", "),
+                    *(Argument("header", False, passed=True), ", ", Argument("variables", ..., passed=True), ", or "),
+                    *(Argument("seed", 3, passed=True), "."),
+                ],
+                parameter="n_piles",
+            )
+
+    exists = CliRunner().invoke(command, ["exists"])
+    assert exists.exit_code == 1, exists.output
+    assert exists.output == "Error: Got dst; pass --overwrite (not overwrite=True, n_piles here).\n"
+    bad = CliRunner().invoke(command, ["bad"])
+    assert_usage_error(bad, "--n-piles")
+    assert (
+        "Expected --n-piles at most 4; pass --n-piles 4, leave out --header, pass --variables NAMES, or pass seed=3."
+        in bad.output
+    ), bad.output

@@ -53,7 +53,7 @@ def test_a_full_disk_is_a_clear_error_that_leaves_nothing(tmp_path: Path) -> Non
     FullDisk.budget, FullDisk.used = 20_000, 0  # a few of the pieces fit, not all of them
     source = make_zarr_source(tmp_path / "raw.zarr", 3000, chunk_rows=50)
     before = tree_digest(tmp_path / "raw.zarr")
-    with pytest.raises(StorageFullError, match=r"full disk.*Free space, or pass tmp= on a larger disk") as raised:
+    with pytest.raises(StorageFullError, match=r"full disk.*Free space, or pass tmp on a larger disk") as raised:
         shuffle_zarr(source, tmp_path / "piles.zarr", n_piles=8, seed=0, block_memory="8KiB", tmp="fulldisk://scratch")
     assert raised.value.__cause__.errno == errno.ENOSPC
     assert tree_digest(tmp_path / "raw.zarr") == before, "the source is untouched"

@@ -13,6 +13,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 import daskshuffle as ds
+from daskshuffle.orders import Piles
 from daskshuffle.storage._fetch import Fetches
 
 
@@ -155,7 +156,9 @@ def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_
 
 def test_read_ahead_stays_within_its_budget(memory_store: str) -> None:
     """With a budget of about two piles, at most the budget and one read are fetched ahead at any batch."""
-    with ds.PileLoader(memory_store, batch_size=100, seed=1, prefetch="24KiB", piles_in_memory=1) as loader:
+    with ds.PileLoader(
+        memory_store, batch_size=100, seed=1, prefetch="24KiB", order=Piles(piles_in_memory=1)
+    ) as loader:
         reader = loader._piles.reader
         pile_nbytes = int(np.diff(reader.pile_offsets).max()) * (4 * 4 + 8)
         peak = 0
@@ -311,7 +314,7 @@ def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parque
 
 def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, str]) -> None:
     _, remote = parquet_store
-    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", piles_in_memory=1) as loader:
+    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", order=Piles(piles_in_memory=1)) as loader:
         reader = loader._piles.reader
         footer = reader._part(0, None).footer
         largest = max(footer.row_group(group).total_byte_size for group in range(footer.num_row_groups))

@@ -86,17 +86,10 @@ def test_ranges_of_batches_and_piles_with_lanes(store: Path) -> None:
             loader.plan(0)
 
 
-@pytest.mark.parametrize(
-    ("options", "parameter"),
-    [
-        ({"n_lanes": 6, "world_size": 4, "rank": 0}, "n_lanes"),
-        ({"n_lanes": 8, "world_size": 2, "rank": 0, "batch_size": 30}, "batch_size"),
-        ({"n_lanes": 8, "batch_format": "xarray"}, "batch_format"),
-        ({"n_lanes": 0}, "n_lanes"),
-    ],
-)
-def test_lanes_that_do_not_fit_are_refused(store: Path, options: dict[str, object], parameter: str) -> None:
-    arguments: dict[str, object] = {"batch_size": 64, **options}
-    with pytest.raises(DaskShuffleValueError) as error:
-        PileLoader(store, **arguments)  # type: ignore[arg-type]
-    assert error.value.parameter == parameter
+def test_lanes_that_do_not_fit_are_refused(store: Path) -> None:
+    """The combinations of lanes, ranks, batch and batch format: tests/test_combinations.py."""
+    with pytest.raises(DaskShuffleValueError, match="Expected n_lanes to be a positive integer") as error:
+        PileLoader(store, 64, n_lanes=0)
+    assert error.value.parameter == "n_lanes"
+    with pytest.raises(DaskShuffleValueError, match="Expected n_lanes to be a multiple of world_size"):
+        PileLoader(store, 64, n_lanes=6, world_size=4)

@@ -20,6 +20,7 @@ LAYERS: list[set[str]] = [
     {"_parse", "_progress"},
     {"storage"},
     {"plan"},
+    {"orders"},
     {"formats", "quality"},
     {"shuffle"},
     {"loader"},

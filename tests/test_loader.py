@@ -26,6 +26,7 @@ from conftest import consume, interruptible, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader, SourceNotFoundError
+from daskshuffle.orders import Piles
 from daskshuffle.plan._epoch_plan import epoch_pile_order, rank_range, stream_rows, stream_segments
 
 N_ROWS = 1_000
@@ -134,7 +135,7 @@ def test_io_does_not_grow_with_world_size(store: str) -> None:
     for world_size in (1, 2, 4, 8):
         read = []
         for rank in range(world_size):
-            with PileLoader(store, 8, piles_in_memory=1, rank=rank, world_size=world_size) as loader:
+            with PileLoader(store, 8, order=Piles(piles_in_memory=1), rank=rank, world_size=world_size) as loader:
                 read.append(loader.piles(0))
         assert sum(map(len, read)) <= 7 + world_size - 1
 
@@ -143,7 +144,7 @@ def test_io_does_not_grow_with_world_size(store: str) -> None:
 
 
 def test_resume_reads_no_pile_before_the_one_it_continues_in(store: str, copy_of: str) -> None:
-    with PileLoader(store, BATCH, piles_in_memory=1) as loader:
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1)) as loader:
         reference = [batch["id"] for batch in loader]
     k = 9
     offsets = offsets_of(store)
@@ -153,15 +154,15 @@ def test_resume_reads_no_pile_before_the_one_it_continues_in(store: str, copy_of
     needed = [segment.pile for segment in stream_segments(offsets, order, position, N_ROWS)]
     assert skipped, "choose k past the first pile"
     assert damage_rows_outside(copy_of, pile_rows(copy_of, needed)) > 0
-    state = {**PileLoader(store, BATCH, piles_in_memory=1).state_dict(), "batches": k}
-    with PileLoader(copy_of, BATCH, piles_in_memory=1) as resumed:
+    state = {**PileLoader(store, BATCH, order=Piles(piles_in_memory=1)).state_dict(), "batches": k}
+    with PileLoader(copy_of, BATCH, order=Piles(piles_in_memory=1)) as resumed:
         resumed.load_state_dict(state)
         rest = [batch["id"] for batch in resumed]
     assert len(rest) == len(reference) - k
     for got, want in zip(rest, reference[k:], strict=True):
         np.testing.assert_array_equal(got, want)
     with (
-        PileLoader(copy_of, BATCH, piles_in_memory=1) as from_start,
+        PileLoader(copy_of, BATCH, order=Piles(piles_in_memory=1)) as from_start,
         pytest.raises(ds.CorruptPileStoreError, match="crc32c"),
     ):
         list(from_start)
@@ -223,7 +224,7 @@ def used(batches: Iterable[Any], seconds: float = 0.002) -> Iterator[Any]:
 def test_a_consumer_that_comes_back_at_once_reads_in_its_thread_one_away_in_the_background(
     store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with PileLoader(store, BATCH, piles_in_memory=1, prefetch=2) as loader:
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1), prefetch=2) as loader:
         first = []
         # Back at once, however busy the machine: a pause of the test's process (another process's turn on
         # a shared core) must not count as a training step away.
@@ -242,7 +243,7 @@ def test_a_consumer_that_comes_back_at_once_reads_in_its_thread_one_away_in_the_
 
 
 def test_breaking_out_of_the_loop_stops_the_background_reads(store: str) -> None:
-    loader = PileLoader(store, BATCH, piles_in_memory=1, prefetch=2)
+    loader = PileLoader(store, BATCH, order=Piles(piles_in_memory=1), prefetch=2)
     for index, _ in enumerate(used(loader)):
         if index == 3:
             assert loader_threads()
@@ -253,13 +254,13 @@ def test_breaking_out_of_the_loop_stops_the_background_reads(store: str) -> None
 
 
 def test_close_context_manager_and_garbage_collection_join_the_threads(store: str) -> None:
-    loader = PileLoader(store, BATCH, piles_in_memory=1)
+    loader = PileLoader(store, BATCH, order=Piles(piles_in_memory=1))
     list(used(loader))  # a whole epoch: the next epoch's first pile is read ahead
     assert loader_threads()
     loader.close()
     assert loader_threads() == []
 
-    with PileLoader(store, BATCH, piles_in_memory=1) as loader:
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1)) as loader:
         iterator = iter(used(loader))
         for _ in range(4):
             next(iterator)
@@ -268,7 +269,7 @@ def test_close_context_manager_and_garbage_collection_join_the_threads(store: st
     with pytest.raises(StopIteration):
         next(iterator)
 
-    loader = PileLoader(store, BATCH, piles_in_memory=1)
+    loader = PileLoader(store, BATCH, order=Piles(piles_in_memory=1))
     list(used(loader))
     iterator = iter(loader)
     next(iterator)
@@ -277,7 +278,7 @@ def test_close_context_manager_and_garbage_collection_join_the_threads(store: st
     gc.collect()
     assert loader_threads() == []
 
-    loader = PileLoader(store, BATCH, piles_in_memory=1)
+    loader = PileLoader(store, BATCH, order=Piles(piles_in_memory=1))
     list(used(loader))  # no iteration in progress, but the next epoch is being read ahead
     assert loader_threads()
     del loader
@@ -286,7 +287,7 @@ def test_close_context_manager_and_garbage_collection_join_the_threads(store: st
 
 
 def test_a_new_iteration_replaces_one_in_progress(store: str) -> None:
-    with PileLoader(store, BATCH, piles_in_memory=1) as loader:
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1)) as loader:
         first = iter(loader)
         head = [next(first)["id"] for _ in range(2)]
         rest = ids_of(loader)  # continues epoch 0 after the two batches handed out
@@ -356,7 +357,7 @@ def test_memory_stays_within_a_few_piles(
     pile_nbytes = int(many_piles.pile_sizes.max()) * (16 * 4 + 8)
     # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of READ_NBYTES.
     monkeypatch.setattr("daskshuffle.formats._zarr_source.READ_NBYTES", 2**16)
-    with PileLoader(many_piles.path, 500, piles_in_memory=1, prefetch=prefetch) as loader:
+    with PileLoader(many_piles.path, 500, order=Piles(piles_in_memory=1), prefetch=prefetch) as loader:
         list(loader)  # once, so that first imports and caches are not counted
         tracemalloc.start()
         try:
@@ -433,7 +434,7 @@ def test_zarr_stores_yield_numpy_or_xarray_batches(tmp_path: Path) -> None:
 
 
 def test_a_range_of_batches_leaves_the_position_alone_and_stops_with_close(store: str) -> None:
-    with PileLoader(store, BATCH, piles_in_memory=1, prefetch=2) as loader:
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1), prefetch=2) as loader:
         iterator = iter(loader)
         first = next(iterator)["id"]
         state = loader.state_dict()
@@ -460,7 +461,7 @@ def test_batches_are_gathered_into_the_arrays_allocate_makes(store: str) -> None
         made.append(arrays)
         return arrays
 
-    with PileLoader(store, BATCH, piles_in_memory=1) as loader:
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1)) as loader:
         batches = list(loader.iter_batches(0, allocate=allocate))
         assert len(made) == len(batches) == len(loader)
         for batch, arrays in zip(batches, made, strict=True):

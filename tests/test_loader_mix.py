@@ -254,8 +254,6 @@ def test_bad_streams_are_refused(stores: dict[str, str]) -> None:
         PileLoader([stores["a"], 3], BATCH)  # type: ignore[list-item]
     with pytest.raises(DaskShuffleValueError, match=r"Expected at least one store\. Got an empty list"):
         PileLoader([], BATCH)
-    with pytest.raises(DaskShuffleValueError, match=r"Expected order='piles'.*Got order='py1b'"):
-        PileLoader([stores["a"], stores["b"]], BATCH, order="py1b", shuffle_block_size=100)
     with pytest.raises(ValueError, match="Expected at most one"):
         Stream(stores["a"], repeat=1, proportion=1)
 

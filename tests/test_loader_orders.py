@@ -14,10 +14,19 @@ import pytest
 from conftest import consume
 from test_pile_stores import KINDS, N_ROWS, SEED
 
-from daskshuffle import DaskShuffleValueError, PileLoader
+from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader, orders
 from daskshuffle.formats import open_pile_reader
 from daskshuffle.loader._order_units import OrderedUnits
-from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, READ_GAP, READ_GAPS, OrderOptions, division_cuts, unit_reads
+from daskshuffle.plan._orders import (
+    ORDER_CLASSES,
+    ORDER_OPTIONS,
+    ORDERS,
+    READ_GAP,
+    READ_GAPS,
+    OrderOptions,
+    division_cuts,
+    unit_reads,
+)
 
 BATCH = 50
 VALUES = {"shuffle_block_size": 300, "buffer_size": 60, "cycle_length": 3}
@@ -25,6 +34,14 @@ VALUES = {"shuffle_block_size": 300, "buffer_size": 60, "cycle_length": 3}
 
 def options(name: str) -> dict[str, int]:
     return {option: VALUES[option] for option in ORDER_OPTIONS[name]}
+
+
+def order(name: str) -> orders.Order:
+    """The order ``name`` with the options of :data:`VALUES` it needs; "piles" one pile at a time.
+
+    One pile at a time, as ORDERS["piles"] plans it; test_piles_in_memory.py checks its groups.
+    """
+    return orders.Piles(piles_in_memory=1) if name == "piles" else ORDER_CLASSES[name](**options(name))
 
 
 @pytest.fixture(scope="module", params=["zarr", "parquet"])
@@ -36,9 +53,7 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def loader(store: tuple[str, np.ndarray], name: str, **more: object) -> PileLoader:
-    # "piles" one pile at a time, as ORDERS["piles"] plans it; test_piles_in_memory.py checks its groups.
-    one = {"piles_in_memory": 1} if name == "piles" else {}
-    return PileLoader(store[0], BATCH, order=name, **options(name), **one, **more)  # type: ignore[arg-type]
+    return PileLoader(store[0], BATCH, order=order(name), **more)  # type: ignore[arg-type]
 
 
 def epoch_ids(store: tuple[str, np.ndarray], name: str, epoch: int, **more: object) -> list[np.ndarray]:
@@ -103,8 +118,8 @@ def test_lanes_give_the_same_global_steps_for_every_world_size(store: tuple[str,
         per_rank = []
         for rank in range(world_size):
             with PileLoader(
-                store[0], 100 // world_size, order=name, n_lanes=4, rank=rank, world_size=world_size, **options(name)
-            ) as opened:  # type: ignore[arg-type]
+                store[0], 100 // world_size, order=order(name), n_lanes=4, rank=rank, world_size=world_size
+            ) as opened:
                 per_rank.append([batch["id"] for batch in opened])
         steps[world_size] = [np.concatenate(step) for step in zip(*per_rank, strict=True)]
     for one, two in zip(steps[1], steps[2], strict=True):
@@ -133,25 +148,26 @@ def test_a_state_of_another_order_or_other_options_is_refused(store: tuple[str, 
     with loader(store, "piles") as other, pytest.raises(DaskShuffleValueError, match="order: saved 'py1b', here"):
         other.load_state_dict(state)
     with (
-        PileLoader(store[0], BATCH, order="py1b", shuffle_block_size=200) as other,
+        PileLoader(store[0], BATCH, order=orders.Py1b(shuffle_block_size=200)) as other,
         pytest.raises(DaskShuffleValueError, match="shuffle_block_size: saved 300, here 200"),
     ):
         other.load_state_dict(state)
 
 
-def test_bad_orders_and_options_are_refused_before_reading(tmp_path: Path, store: tuple[str, np.ndarray]) -> None:
-    path = store[0]
+def test_bad_orders_and_options_are_refused_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere.zarr"  # refused before the store is opened
     with pytest.raises(DaskShuffleValueError, match="Expected order to be one of"):
         PileLoader(path, BATCH, order="global")  # type: ignore[arg-type]
-    with pytest.raises(DaskShuffleValueError, match=r"Expected buffer_size with order='buffer'\. Got None") as error:
-        PileLoader(path, BATCH, order="buffer")
-    assert error.value.parameter == "buffer_size"
-    with pytest.raises(DaskShuffleValueError, match="Expected no shuffle_block_size with order='piles'"):
-        PileLoader(path, BATCH, shuffle_block_size=100)
-    with pytest.raises(DaskShuffleValueError, match="Expected piles_in_memory=1 with order='py1s'"):
-        PileLoader(path, BATCH, order="py1s", piles_in_memory=2)
-    with pytest.raises(DaskShuffleValueError, match="Expected buffer_size to be a positive integer"):
-        PileLoader(path, BATCH, order="buffer", buffer_size=0)
+    with pytest.raises(
+        DaskShuffleValueError, match=r"Expected order=ds\.orders\.Buffer\(buffer_size=\.\.\.\)"
+    ) as error:
+        PileLoader(path, BATCH, order="buffer")  # type: ignore[arg-type]
+    assert error.value.parameter == "order"
+    with pytest.raises(DaskShuffleTypeError, match=r"Got shuffle_block_size=100 as a keyword of PileLoader") as caught:
+        PileLoader(path, BATCH, shuffle_block_size=100)  # type: ignore[call-arg]
+    assert caught.value.parameter == "shuffle_block_size"
+    with pytest.raises(DaskShuffleTypeError, match=r"order=ds\.orders\.Piles\(piles_in_memory=2\)"):
+        PileLoader(path, BATCH, order="py1s", piles_in_memory=2)  # type: ignore[call-arg]
 
 
 def test_piles_names_the_store_piles_each_unit_reads(store: tuple[str, np.ndarray]) -> None:
@@ -166,7 +182,7 @@ def test_torch_workers_yield_the_loaders_batches_of_an_order(store: tuple[str, n
     torch = pytest.importorskip("torch")
     from daskshuffle.torch import PileDataset
 
-    dataset = PileDataset(store[0], BATCH, order="py1b", shuffle_block_size=300, variables=["id"])
+    dataset = PileDataset(store[0], BATCH, order=orders.Py1b(shuffle_block_size=300), variables=["id"])
     batches = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
     got = {tuple(batch["id"].numpy().tolist()) for batch in batches}
     assert got == {tuple(ids.tolist()) for ids in epoch_ids(store, "py1b", 0)}

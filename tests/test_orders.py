@@ -5,6 +5,7 @@ Invariants run over every registered order; then each order's defining property.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -16,15 +17,23 @@ from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
 from daskshuffle._random import make_rng
 from daskshuffle.plan._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
 from daskshuffle.plan._orders import (
+    ORDER_CLASSES,
     ORDER_OPTIONS,
     ORDERS,
+    Buffer,
+    Interleave,
     OrderOptions,
+    Piles,
+    Py1b,
+    Py2s,
     buffer_stream,
     division_cuts,
     interleave_stream,
+    order_from_options,
     parse_order,
     py1br_bounds,
     py1e_ranges,
+    refuse_order_keywords,
     unit_reads,
 )
 from daskshuffle.quality import orders, report
@@ -235,18 +244,52 @@ def test_the_quality_measures_rank_the_orders_as_expected() -> None:
 # -- arguments and reads -------------------------------------------------------------------------
 
 
-def test_parse_order_refuses_unknown_orders_missing_and_foreign_options() -> None:
+def test_parse_order_takes_orders_and_the_names_of_those_that_need_no_options() -> None:
+    assert parse_order("py2s") == Py2s() and parse_order(Py1b(shuffle_block_size=8)) == Py1b(8)
     with pytest.raises(DaskShuffleValueError, match=r"Expected order to be one of .* Got 'random' instead"):
-        parse_order("random", {})
-    with pytest.raises(DaskShuffleValueError, match=r"Expected shuffle_block_size with order='py1b'. Got None"):
-        parse_order("py1b", {"shuffle_block_size": None})
-    with pytest.raises(DaskShuffleValueError, match=r"Expected no buffer_size with order='py1s'.*'buffer' or 'interl"):
-        parse_order("py1s", {"buffer_size": 10})
+        parse_order("random")
+    with pytest.raises(DaskShuffleValueError, match=r"Expected order=ds\.orders\.Py1b\(shuffle_block_size=\.\.\.\)"):
+        parse_order("py1b")
+    with pytest.raises(DaskShuffleTypeError, match=r"Expected order to be an order of daskshuffle\.orders"):
+        parse_order(3)
+
+
+def test_orders_check_their_options_and_carry_them() -> None:
+    assert Interleave(cycle_length=2, buffer_size=10).options == OrderOptions(None, 10, 2)
+    assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in ORDERS}
+    fields = {name: {field.name for field in dataclasses.fields(cls)} for name, cls in ORDER_CLASSES.items()}
+    assert fields == {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"piles_in_memory"}}
+    assert (
+        Piles().piles_held() == (None, 64 * 2**20) and Piles(3).piles_held() == (3, 0) and Py2s().piles_held()[0] == 1
+    )
+    with pytest.raises(DaskShuffleValueError, match="Expected piles_in_memory to be a size"):
+        Piles("lots")
     with pytest.raises(DaskShuffleTypeError, match="Expected cycle_length to be a positive integer"):
-        parse_order("interleave", {"buffer_size": 10, "cycle_length": 1.5})
-    with pytest.raises(DaskShuffleValueError, match="Expected piles_in_memory=1 with order='naive'"):
-        parse_order("naive", {}, piles_in_memory=2)
-    assert parse_order("interleave", {"buffer_size": 10, "cycle_length": 2})[1] == OrderOptions(None, 10, 2)
+        Interleave(cycle_length=1.5, buffer_size=10)  # type: ignore[arg-type]
+    with pytest.raises(DaskShuffleValueError, match=r"Expected buffer_size to be a positive integer\. Got 0"):
+        Buffer(buffer_size=0)
+
+
+def test_an_order_named_with_options_side_by_side_takes_those_it_needs_and_no_others() -> None:
+    assert order_from_options("interleave", {"buffer_size": 10, "cycle_length": 2}) == Interleave(2, 10)
+    with pytest.raises(DaskShuffleValueError, match=r"Expected shuffle_block_size with order='py1b'. Got None"):
+        order_from_options("py1b", {"shuffle_block_size": None})
+    with pytest.raises(DaskShuffleValueError, match=r"Expected no buffer_size with order='py1s'.*'buffer' or 'interl"):
+        order_from_options("py1s", {"buffer_size": 10})
+    with pytest.raises(DaskShuffleValueError, match=r"Expected no piles_in_memory with order='naive'.*'piles'"):
+        order_from_options("naive", {"piles_in_memory": 2})
+    assert order_from_options("piles", {"buffer_size": None, "piles_in_memory": 4}) == Piles(piles_in_memory=4)
+
+
+def test_an_orders_option_given_as_a_keyword_names_the_new_spelling() -> None:
+    with pytest.raises(DaskShuffleTypeError, match=r"order=ds\.orders\.Py1b\(shuffle_block_size=4096\)") as error:
+        refuse_order_keywords({"shuffle_block_size": 4096}, "PileLoader")
+    assert error.value.parameter == "shuffle_block_size"
+    with pytest.raises(DaskShuffleTypeError, match=r"order=ds\.orders\.Interleave\(cycle_length=4\)"):
+        refuse_order_keywords({"cycle_length": 4}, "PileLoader")
+    with pytest.raises(TypeError, match="got an unexpected keyword argument 'shuffle_size'"):
+        refuse_order_keywords({"shuffle_size": 4}, "PileLoader")
+    refuse_order_keywords({}, "PileLoader")
 
 
 @given(st.lists(st.integers(0, 5000), min_size=1, max_size=200), st.integers(0, 300))

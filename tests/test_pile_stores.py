@@ -30,6 +30,7 @@ from conftest import consume
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.formats import open_pile_reader
+from daskshuffle.orders import Piles
 from daskshuffle.plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, rank_range, stream_rows
 
 N_ROWS = 1_000
@@ -119,7 +120,7 @@ class Store:
     ) -> np.ndarray:
         """The ids a loader with the default settings should yield, in order, from the pure plan and the stored order.
 
-        By default a loader mixes groups of piles (``piles_in_memory="auto"``): the stream is then that of the
+        By default a loader mixes groups of piles (``Piles(piles_in_memory="auto")``): the stream is then that of the
         groups, each its piles' rows one after the other, shuffled as one pile.
         """
         positions = rank_range(N_ROWS, world_size, rank, BATCH, drop_last)
@@ -227,7 +228,7 @@ def test_ranks_are_disjoint_balanced_and_follow_the_plan(store: Store, world_siz
 def test_a_rank_reads_only_its_own_piles(store: Store, tmp_path: Path) -> None:
     copy = copy_of(store, tmp_path)
     # One pile at a time: a group would read piles of other ranks' groups too.
-    with PileLoader(copy.path, BATCH, rank=1, world_size=3, piles_in_memory=1) as loader:
+    with PileLoader(copy.path, BATCH, rank=1, world_size=3, order=Piles(piles_in_memory=1)) as loader:
         piles = loader.piles(0)
         assert 1 <= len(piles) < N_PILES
         # Damage every file outside this rank's piles: it still reads all its rows.
@@ -239,7 +240,7 @@ def test_a_rank_reads_only_its_own_piles(store: Store, tmp_path: Path) -> None:
     np.testing.assert_array_equal(ids, store.expected(0, rank=1, world_size=3, piles_in_memory=1))
     # The damage is real: rank 0 now fails.
     with (
-        PileLoader(copy.path, BATCH, rank=0, world_size=3, piles_in_memory=1) as other,
+        PileLoader(copy.path, BATCH, rank=0, world_size=3, order=Piles(piles_in_memory=1)) as other,
         pytest.raises((OSError, RuntimeError)),
     ):
         list(other)
@@ -314,7 +315,7 @@ def test_a_damaged_file_raises_in_the_consumer_at_its_pile_and_the_loader_stops_
     DAMAGE[damage](path)
     before = int(np.diff(store.offsets)[order[:2]].sum())  # stream rows ahead of the broken pile
     received = []
-    with PileLoader(store.path, BATCH, prefetch=2, piles_in_memory=1) as loader:
+    with PileLoader(store.path, BATCH, prefetch=2, order=Piles(piles_in_memory=1)) as loader:
         with pytest.raises(CorruptPileStoreError, match=rf"pile {broken}\b") as caught:
             for batch in loader:
                 received.append(batch["id"])

@@ -1,4 +1,4 @@
-"""PileLoader(piles_in_memory=k): groups of piles drawn afresh each epoch, shuffled as one."""
+"""PileLoader(order=Piles(piles_in_memory=k)): groups of piles drawn afresh each epoch, shuffled as one."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from conftest import make_zarr_source
 
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, PileLoader
+from daskshuffle.orders import Piles
 from daskshuffle.plan._epoch_plan import (
     epoch_pile_order,
     grouped_offsets,
@@ -55,7 +56,7 @@ def test_one_pile_in_memory_is_the_stream_of_the_plan(store: Path) -> None:
     stored, offsets = group["id"][:], np.asarray(group.attrs["daskshuffle"]["pile_offsets"])
     for epoch in range(2):
         want = stored[stream_rows(offsets, 2, epoch, 0, N_ROWS)]
-        np.testing.assert_array_equal(epoch_ids(store, epoch, piles_in_memory=1), want)
+        np.testing.assert_array_equal(epoch_ids(store, epoch, order=Piles(piles_in_memory=1)), want)
 
 
 def test_by_default_as_many_piles_as_the_budget_holds_are_mixed(store: Path) -> None:
@@ -67,28 +68,33 @@ def test_by_default_as_many_piles_as_the_budget_holds_are_mixed(store: Path) -> 
         np.testing.assert_array_equal(epoch_ids(store, epoch), expected(store, epoch, 9))
     row_nbytes = 8 + 4 * 4 + 2  # id, x (4 float32) and y (int16) of conftest's source
     largest = int(np.diff(zarr.open_group(store, mode="r").attrs["daskshuffle"]["pile_offsets"]).max())
-    with PileLoader(store, 20, piles_in_memory=f"{3 * largest * row_nbytes}B") as loader:
+    with PileLoader(store, 20, order=Piles(piles_in_memory=f"{3 * largest * row_nbytes}B")) as loader:
         assert loader.settings.piles_in_memory == 3  # three of the largest pile
     with PileLoader(store, 20, order="py1s") as loader:
         assert loader.settings.piles_in_memory == 1, "the other orders hold what their own options say"
     with pytest.raises(DaskShuffleValueError, match="Expected piles_in_memory to be a size"):
-        PileLoader(store, 20, piles_in_memory="lots")
+        PileLoader(store, 20, order=Piles(piles_in_memory="lots"))
 
 
 @pytest.mark.parametrize("k", [2, 3, 40, 100])
 def test_groups_are_shuffled_as_one_pile_and_every_row_comes_once(store: Path, k: int) -> None:
     for epoch in range(2):
-        ids = epoch_ids(store, epoch, piles_in_memory=k)
+        ids = epoch_ids(store, epoch, order=Piles(piles_in_memory=k))
         np.testing.assert_array_equal(ids, expected(store, epoch, min(k, N_PILES)))
         np.testing.assert_array_equal(np.sort(ids), np.arange(N_ROWS))
-    assert not np.array_equal(epoch_ids(store, 0, piles_in_memory=k), epoch_ids(store, 1, piles_in_memory=k))
+    assert not np.array_equal(
+        epoch_ids(store, 0, order=Piles(piles_in_memory=k)), epoch_ids(store, 1, order=Piles(piles_in_memory=k))
+    )
 
 
 def test_the_excess_of_rows_meeting_again_falls_about_k_fold(store: Path) -> None:
     """Rows that share a batch of 20 in epoch 0 share one in epoch 1: about 19/100 with piles of 100 rows."""
     overlap = {}
     for k in (1, 4):
-        first, second = epoch_ids(store, 0, piles_in_memory=k), epoch_ids(store, 1, piles_in_memory=k)
+        first, second = (
+            epoch_ids(store, 0, order=Piles(piles_in_memory=k)),
+            epoch_ids(store, 1, order=Piles(piles_in_memory=k)),
+        )
         measure = cobatch_overlap(first, second, 20)
         overlap[k] = measure.value - measure.uniform  # the excess over independent shuffles (19/3,999)
     # With k = 1 two batch-mates share a pile of ~100, and meet again with probability ~19/99: excess ~0.187.
@@ -99,7 +105,7 @@ def test_the_excess_of_rows_meeting_again_falls_about_k_fold(store: Path) -> Non
 
 
 def test_ranks_resume_and_prefetch_hold(store: Path) -> None:
-    options = {"piles_in_memory": 3, "seed": 9}
+    options = {"order": Piles(piles_in_memory=3), "seed": 9}
     ranks = [epoch_ids(store, 1, rank=rank, world_size=3, **options) for rank in range(3)]
     assert len({len(ids) for ids in ranks}) == 1
     together = np.concatenate(ranks)
@@ -115,40 +121,40 @@ def test_ranks_resume_and_prefetch_hold(store: Path) -> None:
     for got, want in zip(taken + rest, whole, strict=True):
         np.testing.assert_array_equal(got, want)
     with (
-        PileLoader(store, 20, piles_in_memory=2) as other,
+        PileLoader(store, 20, order=Piles(piles_in_memory=2)) as other,
         pytest.raises(DaskShuffleValueError, match="piles_in_memory"),
     ):
         other.load_state_dict(state)
 
 
 def test_a_state_saved_before_groups_existed_still_loads_with_one_pile(store: Path) -> None:
-    with PileLoader(store, 20, piles_in_memory=1) as loader:
+    with PileLoader(store, 20, order=Piles(piles_in_memory=1)) as loader:
         next(iter(loader))
         state = loader.state_dict()
     assert "piles_in_memory" not in state["settings"]
-    with PileLoader(store, 20, piles_in_memory=1) as loader:
+    with PileLoader(store, 20, order=Piles(piles_in_memory=1)) as loader:
         loader.load_state_dict(state)
     with PileLoader(store, 20) as loader, pytest.raises(DaskShuffleValueError, match="piles_in_memory: saved 1"):
         loader.load_state_dict(state)  # the default mixes piles now: it would continue differently
 
 
 def test_piles_names_the_store_piles_of_the_groups(store: Path) -> None:
-    with PileLoader(store, 20, piles_in_memory=4) as loader:
+    with PileLoader(store, 20, order=Piles(piles_in_memory=4)) as loader:
         assert sorted(loader.piles(0)) == list(range(N_PILES))
     with pytest.raises(DaskShuffleValueError, match="piles_in_memory"):
-        PileLoader(store, 20, piles_in_memory=0)
+        PileLoader(store, 20, order=Piles(piles_in_memory=0))
 
 
 def test_torch_workers_yield_each_row_once_with_groups(store: Path) -> None:
     torch = pytest.importorskip("torch")
     from daskshuffle.torch import PileDataset
 
-    dataset = PileDataset(store, 50, piles_in_memory=4, variables=["id"])
+    dataset = PileDataset(store, 50, order=Piles(piles_in_memory=4), variables=["id"])
     batches = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=2)
     ids = np.concatenate([batch["id"].numpy() for batch in batches])
     np.testing.assert_array_equal(np.sort(ids), np.arange(N_ROWS))
     # The workers' batches arrive interleaved; each is a batch of the loader's epoch.
-    stream = epoch_ids(store, 0, piles_in_memory=4)
+    stream = epoch_ids(store, 0, order=Piles(piles_in_memory=4))
     loader_batches = {tuple(stream[i : i + 50]) for i in range(0, N_ROWS, 50)}
     assert {tuple(ids[i : i + 50]) for i in range(0, N_ROWS, 50)} == loader_batches
 

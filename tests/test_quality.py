@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, quality
 from daskshuffle._cli import cli
+from daskshuffle.orders import Piles
 from daskshuffle.quality import orders
 
 N = 200_000
@@ -192,7 +193,7 @@ def test_the_piles_order_with_groups_is_what_a_real_loader_yields(tmp_path: Path
     source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 8, seed=5, block_memory=2_600)
     for k in (2, 3):
-        with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, piles_in_memory=k) as loader:
+        with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, order=Piles(piles_in_memory=k)) as loader:
             loader.set_epoch(2)
             yielded = np.concatenate([batch["id"] for batch in loader])
         reference = orders.piles(3_000, 8, seed=5, epoch=2, block_rows=100, piles_in_memory=k)
@@ -203,7 +204,9 @@ def test_the_report_of_a_loader_says_when_its_budget_holds_too_few_piles(tmp_pat
     source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 30, seed=5)
     for piles_in_memory, advised in (("auto", False), ("2KiB", True), (1, True)):
-        with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, piles_in_memory=piles_in_memory) as loader:
+        with daskshuffle.PileLoader(
+            tmp_path / "piles.zarr", 100, order=Piles(piles_in_memory=piles_in_memory)
+        ) as loader:
             yielded = np.concatenate([batch["id"] for batch in loader])
             table = quality.report(yielded, batch_size=100, loader=loader)
         epochs = table[table["metric"] == "epoch independence"].iloc[0]

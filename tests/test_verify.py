@@ -110,7 +110,8 @@ def test_a_missing_row_is_found(zarr_store: tuple[str, str]) -> None:
     for name in ("id", "x", "y"):  # the source has one row the store lacks
         array = group[name]
         array.resize((N_ROWS + 1, *array.shape[1:]))
-    with pytest.raises(ds.VerificationError, match=f"the {N_ROWS + 1:,} rows of its source. Got {N_ROWS:,}"):
+    # The sources no longer hold what the store was made from: they changed, the store is not damaged.
+    with pytest.raises(ds.SourceMismatchError, match=f"rows: the store {N_ROWS:,}, the sources {N_ROWS + 1:,}"):
         ds.verify(dst, src)
 
 
@@ -211,3 +212,51 @@ def test_verify_true_proves_the_store_as_part_of_the_shuffle(tmp_path: Path, mon
     )
     assert done.exit_code == 0, done.output
     assert calls == [str(tmp_path / "piles.zarr"), str(tmp_path / "cli.zarr")]
+
+
+def test_too_few_sources_are_told_from_damage(tmp_path: Path) -> None:
+    """Sources that do not add up to the store: name the counts and the sources it records, never "shuffle again"."""
+    first = make_zarr_source(tmp_path / "raw-0.zarr", 300, chunk_rows=50)
+    second = make_zarr_source(tmp_path / "raw-1.zarr", 200, chunk_rows=50)
+    dst = str(tmp_path / "piles.zarr")
+    ds.shuffle_zarr([first, second], dst, 4, seed=0)
+    with pytest.raises(ds.SourceMismatchError) as caught:
+        ds.verify(dst, first)
+    message = str(caught.value)
+    assert "rows: the store 500, the sources 300" in message, message
+    assert "pass the sources the store was made from" in message and "raw-1.zarr" in message, message
+    assert "again" not in message, "wrong sources are not damage: nothing to shuffle again"
+
+
+def test_sources_of_the_same_rows_but_other_blocks_are_named(tmp_path: Path) -> None:
+    first = make_zarr_source(tmp_path / "raw-0.zarr", 300, chunk_rows=50)
+    second = make_zarr_source(tmp_path / "raw-1.zarr", 200, chunk_rows=50)
+    other = make_zarr_source(tmp_path / "other.zarr", 500, chunk_rows=100)
+    dst = str(tmp_path / "piles.zarr")
+    ds.shuffle_zarr([first, second], dst, 4, seed=0)
+    with pytest.raises(ds.SourceMismatchError, match=r"blocks: the store 2, the sources 1; fingerprint of the blocks"):
+        ds.verify(dst, other)
+
+
+def test_damage_is_not_a_source_mismatch(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    y = zarr.open_group(dst, mode="r+")["y"]
+    y[5] = y[5] + 1
+    with pytest.raises(ds.VerificationError, match="shuffle the source again") as caught:
+        ds.verify(dst, src)
+    assert not isinstance(caught.value, ds.SourceMismatchError)
+
+
+def test_the_command_says_to_pass_the_sources_the_store_was_made_from(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    first = make_zarr_source(tmp_path / "raw-0.zarr", 300, chunk_rows=50)
+    make_zarr_source(tmp_path / "raw-1.zarr", 200, chunk_rows=50)
+    dst = str(tmp_path / "piles.zarr")
+    ds.shuffle_zarr([first, str(tmp_path / "raw-1.zarr")], dst, 4, seed=0)
+    result = CliRunner().invoke(cli, ["verify", dst, first, "--scheduler", "sync"])
+    assert result.exit_code == 1, result.output
+    assert result.output.count("\n") == 1 and "rows: the store 500, the sources 300" in result.output, result.output
+    assert "overwrite" not in result.output and "raw-1.zarr" in result.output, result.output

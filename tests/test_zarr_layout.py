@@ -21,6 +21,8 @@ from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.formats import FORMAT_VERSION, open_pile_reader
 from daskshuffle.formats._layout import Layout, choose_chunk_rows, choose_codec
 from daskshuffle.formats._zarr_reader import ZarrPileReader
+from daskshuffle.loader._prefetch import ReadingNote
+from daskshuffle.orders import Piles
 
 N_ROWS = 20_000
 N_PILES = 4
@@ -361,12 +363,13 @@ def test_damage_is_an_error_naming_pile_variable_and_file(damaged: str, damage, 
 
 def test_damage_through_the_loader_is_raised_in_the_consumer(damaged: str) -> None:
     flip(chunk_file(damaged, "x", 0))
-    loader = PileLoader(damaged, batch_size=64, seed=0, piles_in_memory=1)
+    loader = PileLoader(damaged, batch_size=64, seed=0, order=Piles(piles_in_memory=1))
     with pytest.raises(CorruptPileStoreError, match=r"variable 'x' \(pile 0, rows 0:") as caught:
         for _ in loader:
             pass
     assert threading.current_thread() is threading.main_thread()
-    assert any("daskshuffle was reading pile 0" in note for note in getattr(caught.value, "__notes__", []))
+    notes = [note for note in caught.value.__notes__ if isinstance(note, ReadingNote)]
+    assert len(notes) == 1 and "daskshuffle was reading pile 0" in notes[0], "one note, however often it was raised"
     loader.close()
     assert not [t.name for t in threading.enumerate() if t.name.startswith("daskshuffle")]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import re
 import signal
 import sys
 import threading
@@ -14,11 +13,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from .._errors import DaskShuffleError, DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import NAMED, Argument, DaskShuffleError, DaskShuffleTypeError, DaskShuffleValueError
+from .._random import MAX_SEED
 
 __all__ = [
+    "SEED",
     "STDIO",
     "NPiles",
+    "Option",
+    "Size",
     "cli",
     "cluster_options",
     "main",
@@ -27,6 +30,7 @@ __all__ = [
     "reported",
     "session",
     "show_progress",
+    "spell",
     "split_names",
     "summary",
 ]
@@ -34,6 +38,8 @@ __all__ = [
 #: Values of ``--scheduler`` that run on one of dask's local schedulers, without a cluster.
 LOCAL_SCHEDULERS = ("threads", "sync")
 STDIO = "-"
+#: ``--seed``: an integer the library takes, checked where the option is read.
+SEED = click.IntRange(0, MAX_SEED)
 
 
 if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
@@ -83,6 +89,7 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--memory-limit",
+            type=Size(fraction=True),
             metavar="SIZE",
             help="Memory limit of each worker of the LocalCluster, such as 2GiB.  [default: the machine's share]",
         ),
@@ -99,46 +106,54 @@ def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _option_of(parameter: str | None) -> click.Parameter | None:
+class Option(click.Option):
+    """An option that sets a library argument of another name: ``-o/--output`` sets ``dst``.
+
+    A library error about ``argument`` (its ``parameter``, or an :class:`Argument` its
+    message names) is reported as this option.
+    """
+
+    def __init__(self, *args: Any, argument: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.argument = argument
+
+
+def _option_of(parameter: str | None) -> click.Option | None:
     """The option of the running command that sets the library's argument ``parameter``."""
     context = click.get_current_context(silent=True)
     if parameter is None or context is None:
         return None
-    return next((option for option in context.command.params if option.name == parameter), None)
+    for option in context.command.params:
+        if isinstance(option, click.Option):
+            argument = option.argument if isinstance(option, Option) else option.name
+            if argument == parameter:
+                return option
+    return None
 
 
-def _spell_options(text: str) -> str:
-    """The library's Python spellings of the running command's options, as options.
+def spell(argument: Argument) -> str:
+    """``argument`` as the running command's option (``--overwrite``, ``--n-piles 64``, ``leave out --header``).
 
-    Every option of the command whose name is a library argument is spelled as
-    the user types it: ``overwrite=True`` -> ``--overwrite``, ``pass header=False``
-    -> ``leave out --header``, ``n_piles=512`` -> ``--n-piles 512``,
-    ``variables=[...]`` -> ``--variables NAMES``, ``pile_memory`` -> ``--pile-memory``.
-    The spellings come from the command's own options, so they cannot drift.
+    An argument the command has no option for keeps Python's spelling.
     """
-    context = click.get_current_context(silent=True)
-    for option in context.command.params if context is not None else []:
-        if not isinstance(option, click.Option) or option.name is None or option.name not in text:
-            continue
-        flag = max(option.opts, key=len)
-        metavar = option.metavar or "NAMES"
-        for python, spelled in (
-            (f"pass {option.name}=False", f"leave out {flag}"),
-            (f"{option.name}=True", flag),
-            (f"{option.name}=False", f"no {flag}"),
-            (f"{option.name}=[...]", f"{flag} {metavar}"),
-            (f"{option.name}=", f"{flag} "),
-        ):
-            text = text.replace(python, spelled)
-        if "_" in option.name:  # a bare argument name, never an English word such as "header"
-            text = re.sub(rf"\b{option.name}\b", flag, text)
-    return text
+    option = _option_of(argument.name)
+    if option is None:
+        return str(argument)
+    flag = max(option.opts, key=len)
+    if argument.value is NAMED:
+        return flag
+    if option.is_flag:
+        if argument.value:
+            return f"pass {flag}" if argument.passed else flag
+        return f"leave out {flag}" if argument.passed else f"no {flag}"
+    value = (option.metavar or "NAMES") if argument.value is Ellipsis else str(argument.value)
+    return f"pass {flag} {value}" if argument.passed else f"{flag} {value}"
 
 
 def one_line(error: BaseException) -> str:
-    """One line for ``error``; the library's own errors already say what to do."""
+    """One line for ``error``; the library's own errors already say what to do, and name arguments as options."""
     if isinstance(error, DaskShuffleError):
-        text = _spell_options(str(error))
+        text = error.spelled(spell)
     elif isinstance(error, OSError | EOFError):
         text = f"{error}  (run with --debug for the traceback)"
     else:
@@ -147,11 +162,55 @@ def one_line(error: BaseException) -> str:
 
 
 def _bad_argument(error: BaseException) -> click.BadParameter | None:
-    """A usage error (exit status 2) for a library error about one of the command's own options."""
-    if type(error) not in (DaskShuffleValueError, DaskShuffleTypeError):
+    """A usage error (exit status 2) for a library input error about one of the command's own options."""
+    if not isinstance(error, DaskShuffleValueError | DaskShuffleTypeError):
         return None
-    option = _option_of(getattr(error, "parameter", None))
+    option = _option_of(error.parameter)
     return click.BadParameter(one_line(error), param=option) if option is not None else None
+
+
+if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
+    _SizeBase = click.ParamType[str, Any]
+else:
+    _SizeBase = click.ParamType
+
+
+class Size(_SizeBase):
+    """A size in bytes such as ``256MiB`` or ``1000000``, checked as the library checks it and passed on as given.
+
+    ``fraction=True`` also takes ``auto`` and a fraction of the machine's memory in (0, 1], as
+    ``distributed.LocalCluster(memory_limit=...)`` does.
+    """
+
+    name = "SIZE"
+
+    def __init__(self, *, fraction: bool = False) -> None:
+        self.fraction = fraction
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from .._parse import parse_nbytes
+
+        text = str(value).strip()
+        if self.fraction and (text == "auto" or _is_fraction(text)):
+            return text
+        try:
+            parse_nbytes(int(text) if text.isdigit() else text, param.name if param and param.name else "size")
+        except DaskShuffleError as error:
+            if self.fraction:
+                self.fail(
+                    f"Expected a size such as '2GiB', a fraction of memory such as 0.5, or 'auto'. Got {value!r} instead.",
+                    param,
+                    ctx,
+                )
+            self.fail(one_line(error), param, ctx)
+        return text
+
+
+def _is_fraction(text: str) -> bool:
+    try:
+        return 0 < float(text) <= 1
+    except ValueError:
+        return False
 
 
 @contextlib.contextmanager

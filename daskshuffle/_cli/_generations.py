@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ._common import cli, cluster_options, progress_on_stderr, session, show_progress
+from ._common import SEED, Size, cli, cluster_options, progress_on_stderr, session, show_progress
 
 EXAMPLES = """\b
 Examples:
@@ -25,9 +25,14 @@ def _describe(store: str, live: list[Any]) -> str:
 @cli.command(epilog=EXAMPLES, short_help="Shuffle new rows into the piles of a Zarr pile store.")
 @click.argument("store")
 @click.argument("sources", nargs=-1, required=True, metavar="SRC...")
-@click.option("--seed", type=int, help="The new generation's seed.  [default: drawn]")
+@click.option("--seed", type=SEED, help="The new generation's seed.  [default: drawn]")
 @click.option(
-    "--block-memory", default="64MiB", show_default=True, metavar="SIZE", help="About how much one task reads."
+    "--block-memory",
+    default="64MiB",
+    show_default=True,
+    type=Size(),
+    metavar="SIZE",
+    help="About how much one task reads.",
 )
 @click.option("--verify", is_flag=True, help="Prove the new generation holds exactly the rows of SRC.")
 @cluster_options

@@ -18,8 +18,11 @@ from ..plan._options import (
     DEFAULT_LINES_PILE_MEMORY,
 )
 from ._common import (
+    SEED,
     STDIO,
     NPiles,
+    Option,
+    Size,
     cli,
     cluster_options,
     progress_on_stderr,
@@ -68,14 +71,21 @@ def _input_range(value: str) -> tuple[int, int]:
 
 @cli.command(epilog=EXAMPLES_LINES, short_help="Shuffle the lines of text files, exactly, out of core (shuf).")
 @click.argument("inputs", nargs=-1, metavar="[IN]...")
-@click.option("-o", "--output", metavar="OUT", help="The output file, or - for standard output.  [default: -]")
+@click.option(
+    "-o",
+    "--output",
+    cls=Option,
+    argument="dst",
+    metavar="OUT",
+    help="The output file, or - for standard output.  [default: -]",
+)
 @click.option("-n", "--head-count", metavar="K", help="Output at most K lines, chosen uniformly at random.")
 @click.option("-r", "--repeat", is_flag=True, help="With -n K: K lines drawn with replacement.")
 @click.option("-z", "--zero-terminated", is_flag=True, help="Lines end in NUL, not newline.")
 @click.option("-e", "--echo", is_flag=True, help="Shuffle the arguments IN... as lines (in memory).")
 @click.option("-i", "--input-range", metavar="LO-HI", help="Shuffle the numbers LO to HI (in memory).")
 @click.option("--random-source", metavar="FILE", hidden=True)
-@click.option("--seed", type=int, help="Same input and seed give the same output.  [default: drawn and reported]")
+@click.option("--seed", type=SEED, help="Same input and seed give the same output.  [default: drawn and reported]")
 @click.option(
     "--n-output-files",
     type=click.IntRange(min=1),
@@ -90,11 +100,13 @@ def _input_range(value: str) -> tuple[int, int]:
     "--pile-memory",
     default=DEFAULT_LINES_PILE_MEMORY,
     show_default=True,
+    type=Size(),
     metavar="SIZE",
     help="The largest pile allowed.",
 )
 @click.option(
     "--block-memory",
+    type=Size(),
     metavar="SIZE",
     help=f"Bytes of input one task reads.  [default: {DEFAULT_LINES_BLOCK_MEMORY}, or half of --pile-memory if less]",
 )

@@ -10,7 +10,7 @@ import click
 
 from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
 from ..plan._scale import DEFAULT_MIN_READ
-from ._common import NPiles, cli, reported
+from ._common import NPiles, Size, cli, reported
 
 EXAMPLES_PLAN = """\b
 Examples:
@@ -48,18 +48,32 @@ class _Count(_CountBase):
     "plan", epilog=EXAMPLES_PLAN, short_help="Show what a shuffle of a given size would do, without reading data."
 )
 @click.option("--rows", required=True, type=_Count(), help="Rows of the source (1e9 and 1_000_000 work).")
-@click.option("--row-bytes", required=True, metavar="SIZE", help="Bytes of one row, all variables together (1KiB).")
+@click.option(
+    "--row-bytes", required=True, type=Size(), metavar="SIZE", help="Bytes of one row, all variables together (1KiB)."
+)
 @click.option(
     "--n-piles",
     type=NPiles(),
     help=f"Number of piles, or 'auto', as a shuffle takes it.  [default: {DEFAULT_N_PILES}]",
 )
 @click.option(
-    "--block-memory", default=DEFAULT_BLOCK_MEMORY, show_default=True, metavar="SIZE", help="Source read by a task."
+    "--block-memory",
+    default=DEFAULT_BLOCK_MEMORY,
+    show_default=True,
+    type=Size(),
+    metavar="SIZE",
+    help="Source read by a task.",
 )
-@click.option("--pile-memory", default=DEFAULT_PILE_MEMORY, show_default=True, metavar="SIZE", help="Largest pile.")
 @click.option(
-    "--min-read", default=DEFAULT_MIN_READ, show_default=True, metavar="SIZE", help="The smallest read worth a request."
+    "--pile-memory", default=DEFAULT_PILE_MEMORY, show_default=True, type=Size(), metavar="SIZE", help="Largest pile."
+)
+@click.option(
+    "--min-read",
+    default=DEFAULT_MIN_READ,
+    show_default=True,
+    type=Size(),
+    metavar="SIZE",
+    help="The smallest read worth a request.",
 )
 @click.option(
     "--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Tasks running at once (threads)."

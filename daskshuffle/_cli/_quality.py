@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from ._common import cli, one_line
+from ._common import cli, reported
 
 EXAMPLES_QUALITY = """\b
 Examples:
@@ -37,6 +37,17 @@ def _epochs_of(store: str, variable: str, n_epochs: int, batch_size: int) -> tup
         return epochs, loader.n_piles
 
 
+def _in_a_directory(path: str | None, param: click.Parameter, ctx: click.Context) -> str | None:
+    """``--png``: its directory must exist before anything is measured."""
+    if path is not None and not Path(path).resolve().parent.is_dir():
+        raise click.BadParameter(
+            f"Expected a file in an existing directory. Got {path!r}, whose directory does not exist, instead.",
+            ctx=ctx,
+            param=param,
+        )
+    return path
+
+
 @cli.command(epilog=EXAMPLES_QUALITY, short_help="Measure how well a loader's order is shuffled.")
 @click.argument("source", metavar="STORE_OR_IDS")
 @click.option(
@@ -54,7 +65,10 @@ def _epochs_of(store: str, variable: str, n_epochs: int, batch_size: int) -> tup
     "--block-size", type=click.IntRange(min=1), help="Rows of a source file or chunk: counts distinct blocks per batch."
 )
 @click.option(
-    "--png", type=click.Path(dir_okay=False), help="Also draw the order (Hilbert curve and heat map) into this PNG."
+    "--png",
+    type=click.Path(dir_okay=False),
+    callback=lambda ctx, param, value: _in_a_directory(value, param, ctx),
+    help="Also draw the order (Hilbert curve and heat map) into this PNG.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the measures as JSON records.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
@@ -75,7 +89,7 @@ def quality(
     """
     from .. import quality as measures
 
-    try:
+    with reported(debug):
         n_piles = None
         if source.endswith(".npy"):
             orders = [_positions(np.load(source))]
@@ -92,10 +106,6 @@ def quality(
                 else {Path(source).name: orders[0]}
             )
             measures.plot_orders(names, png)
-    except Exception as error:
-        if debug:
-            raise
-        raise click.ClickException(one_line(error)) from None
     if as_json:
         click.echo(json.dumps(table.to_dict(orient="records"), indent=2))
     else:

@@ -15,7 +15,9 @@ from ..plan._options import (
     PARQUET_COMPRESSIONS,
 )
 from ._common import (
+    SEED,
     NPiles,
+    Size,
     cli,
     cluster_options,
     progress_on_stderr,
@@ -50,7 +52,7 @@ def _shuffle_options(command: Callable[..., Any], *, verify: bool, metavar: str)
             help="Piles; auto fits --pile-memory.",
         ),
         click.option(
-            "--seed", type=int, help="Same source and seed give the same output.  [default: drawn and reported]"
+            "--seed", type=SEED, help="Same source and seed give the same output.  [default: drawn and reported]"
         ),
         click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store."),
         click.option("--overwrite", is_flag=True, help="Replace DST if it exists."),
@@ -59,6 +61,7 @@ def _shuffle_options(command: Callable[..., Any], *, verify: bool, metavar: str)
             "--pile-memory",
             default=DEFAULT_PILE_MEMORY,
             show_default=True,
+            type=Size(),
             metavar="SIZE",
             help="The largest pile allowed.",
         ),
@@ -66,6 +69,7 @@ def _shuffle_options(command: Callable[..., Any], *, verify: bool, metavar: str)
             "--block-memory",
             default=DEFAULT_BLOCK_MEMORY,
             show_default=True,
+            type=Size(),
             metavar="SIZE",
             help="Source one task reads.",
         ),

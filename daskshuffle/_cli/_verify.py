@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ._common import cli, cluster_options, progress_on_stderr, session, show_progress
+from ._common import Size, cli, cluster_options, progress_on_stderr, session, show_progress
 
 EXAMPLES_VERIFY = """\b
 Examples:
@@ -20,7 +20,12 @@ Examples:
 @click.argument("store")
 @click.argument("sources", nargs=-1, metavar="[SRC]...")
 @click.option(
-    "--block-memory", default="64MiB", show_default=True, metavar="SIZE", help="About how much one task reads."
+    "--block-memory",
+    default="64MiB",
+    show_default=True,
+    type=Size(),
+    metavar="SIZE",
+    help="About how much one task reads.",
 )
 @cluster_options
 def verify(store: str, sources: tuple[str, ...], block_memory: str, **options: Any) -> None:

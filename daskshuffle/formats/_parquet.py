@@ -22,7 +22,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..plan._options import PARQUET_COMPRESSIONS
 from ..storage._location import Location
 from ..storage._paths import normalize
@@ -150,9 +150,13 @@ def unify_schemas(schemas: Sequence[pa.Schema], names: Sequence[str]) -> pa.Sche
             )
             problems.append(f"column {column!r}: {described}")
     raise DaskShuffleValueError(
-        "Expected the source files to have schemas Arrow can unify. Got "
-        + ", ".join(problems)
-        + " instead; cast the columns to one type, or pass columns=[...] to leave them out."
+        (
+            "Expected the source files to have schemas Arrow can unify. Got "
+            + ", ".join(problems)
+            + " instead; cast the columns to one type, or ",
+            Argument("columns", ..., passed=True),
+            " to leave them out.",
+        )
     )
 
 

@@ -31,7 +31,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError
 from ..plan._plan import split_piles
 from ..storage._location import Location
 from ._base import Destination, Pieces
@@ -168,8 +168,17 @@ class ParquetDestination(Destination[pa.Table]):
             return super().group_piles(pile_sizes, row_nbytes, target_nbytes)
         if n_files > n_piles:
             raise DaskShuffleValueError(
-                f"Expected n_output_files to be at most n_piles, since a file holds whole piles. Got "
-                f"n_output_files={n_files} with {n_piles} piles instead; pass n_piles={n_files} or more.",
+                (
+                    "Expected ",
+                    Argument("n_output_files"),
+                    " to be at most ",
+                    Argument("n_piles"),
+                    ", since a file holds whole piles. Got ",
+                    Argument("n_output_files", n_files),
+                    f" with {n_piles} piles instead; ",
+                    Argument("n_piles", n_files, passed=True),
+                    " or more.",
+                ),
                 parameter="n_output_files",
             )
         runs = split_piles(pile_sizes, n_files)
@@ -179,9 +188,17 @@ class ParquetDestination(Destination[pa.Table]):
         if largest > limit:
             needed = -(-int(pile_sizes.sum()) * row_nbytes // limit)
             raise DaskShuffleValueError(
-                f"Expected every one of n_output_files={n_files} files to fit in one merge task ({limit:,} bytes, "
-                f"the larger of block_memory and the largest pile). Got files of up to {largest:,} bytes instead; "
-                f"pass n_output_files={min(max(needed + 1, n_files + 1), n_piles)} or more, or a larger block_memory.",
+                (
+                    "Expected every one of ",
+                    Argument("n_output_files", n_files),
+                    f" files to fit in one merge task ({limit:,} bytes, the larger of ",
+                    Argument("block_memory"),
+                    f" and the largest pile). Got files of up to {largest:,} bytes instead; ",
+                    Argument("n_output_files", min(max(needed + 1, n_files + 1), n_piles), passed=True),
+                    " or more, or a larger ",
+                    Argument("block_memory"),
+                    ".",
+                ),
                 parameter="n_output_files",
             )
         return runs

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from fsspec import AbstractFileSystem
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
 from ..storage._location import Location
 from ._text import OutputLayout, TextFormat
 from ._text_source import _READ_NBYTES, BlockCount, Lines, TextSource, _line_bytes
@@ -70,26 +70,39 @@ def parse_output_files(dst: str, n_output_files: object) -> list[str]:
         return [dst]
     if isinstance(n_output_files, bool) or not isinstance(n_output_files, int | np.integer):
         raise DaskShuffleTypeError(
-            f"Expected n_output_files to be a positive integer or None. Got {n_output_files!r} instead.",
+            (
+                "Expected ",
+                Argument("n_output_files"),
+                f" to be a positive integer or None. Got {n_output_files!r} instead.",
+            ),
             parameter="n_output_files",
         )
     count = int(n_output_files)
     if count < 1:
         raise DaskShuffleValueError(
-            f"Expected n_output_files to be a positive integer. Got {count} instead.", parameter="n_output_files"
+            ("Expected ", Argument("n_output_files"), f" to be a positive integer. Got {count} instead."),
+            parameter="n_output_files",
         )
     try:
         paths = [dst.format(index) for index in range(count)]
     except (IndexError, KeyError, ValueError) as error:
         raise DaskShuffleValueError(
-            f"Expected dst to be a pattern with one field for the file number, such as 'train-{{:05d}}.jsonl'. "
-            f"Got {dst!r} instead ({error}).",
+            (
+                "Expected ",
+                Argument("dst"),
+                " to be a pattern with one field for the file number, such as 'train-{:05d}.jsonl'. "
+                f"Got {dst!r} instead ({error}).",
+            ),
             parameter="dst",
         ) from None
     if len(set(paths)) != count:
         raise DaskShuffleValueError(
-            f"Expected dst to name {count} different files, one per number. Got {dst!r}, which does not, instead; "
-            "put a field such as {:05d} in it.",
+            (
+                "Expected ",
+                Argument("dst"),
+                f" to name {count} different files, one per number. Got {dst!r}, which does not, instead; "
+                "put a field such as {:05d} in it.",
+            ),
             parameter="dst",
         )
     return paths

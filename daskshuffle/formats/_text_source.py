@@ -34,7 +34,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, SourceNotFoundError
+from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
 from ..storage._location import Location
 
 __all__ = [
@@ -388,8 +388,13 @@ def open_text_sources(
         first_header = _read_header(files[0], delimiter)
         if not first_header:
             raise DaskShuffleValueError(
-                f"Expected the first file to start with a header line, as header=True says. Got {files[0].path!r}, "
-                "which is empty, instead; pass header=False or put the file with the header first."
+                (
+                    "Expected the first file to start with a header line, as ",
+                    Argument("header", True),
+                    f" says. Got {files[0].path!r}, which is empty, instead; ",
+                    Argument("header", False, passed=True),
+                    " or put the file with the header first.",
+                )
             )
     return TextSource(
         files,

@@ -17,7 +17,7 @@ import numpy as np
 import zarr
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..plan._plan import block_rows
 from ..storage._location import Location
 from ._arrays import Variable
@@ -89,8 +89,12 @@ def _select(
     scalar = [name for name, array in arrays.items() if array.ndim == 0]
     if scalar:
         raise DaskShuffleValueError(
-            f"Expected every shuffled array to have a first (row) dimension. Got 0-d arrays {scalar} in {where} instead; "
-            "pass variables=[...] to leave them out."
+            (
+                f"Expected every shuffled array to have a first (row) dimension. Got 0-d arrays {scalar} in {where} "
+                "instead; ",
+                Argument("variables", ..., passed=True),
+                " to leave them out.",
+            )
         )
     lengths = {name: array.shape[0] for name, array in arrays.items()}
     if len(set(lengths.values())) > 1:
@@ -99,15 +103,21 @@ def _select(
         if len(firsts) == len(named):  # written by xarray: a dataset, with coordinates, to shuffle along a dimension
             dim = max(dict.fromkeys(firsts), key=firsts.count)  # the first dimension of most arrays
             raise DaskShuffleValueError(
-                f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; its "
-                f"arrays name their dimensions (an xarray dataset, with coordinates): shuffle it along one with "
-                f"shuffle_xarray(src, dst, dim={dim!r}) (daskshuffle xarray SRC DST --dim {dim}); its arrays' "
-                f"first dimensions are {sorted(set(firsts))}. Or pass variables=[...] to shuffle only the arrays "
-                "that share their first dimension."
+                (
+                    f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; its "
+                    f"arrays name their dimensions (an xarray dataset, with coordinates): shuffle it along one with "
+                    f"shuffle_xarray(src, dst, dim={dim!r}) (daskshuffle xarray SRC DST --dim {dim}); its arrays' "
+                    f"first dimensions are {sorted(set(firsts))}. Or ",
+                    Argument("variables", ..., passed=True),
+                    " to shuffle only the arrays that share their first dimension.",
+                )
             )
         raise DaskShuffleValueError(
-            f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; "
-            "pass variables=[...] to shuffle only the arrays that share their first dimension."
+            (
+                f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; ",
+                Argument("variables", ..., passed=True),
+                " to shuffle only the arrays that share their first dimension.",
+            )
         )
     for name, array in arrays.items():
         dtype = array.dtype
@@ -168,8 +178,12 @@ def _name_dimensions(variables: list[Variable]) -> list[Variable]:
 def _check_same_variables(first: dict[str, Variable], other: dict[str, Variable], where: str) -> None:
     if set(first) != set(other):
         raise DaskShuffleValueError(
-            f"Expected every source to hold the same arrays. Got {sorted(other)} in {where} instead of {sorted(first)}; "
-            "pass variables=[...] to shuffle the arrays they share."
+            (
+                f"Expected every source to hold the same arrays. Got {sorted(other)} in {where} instead of "
+                f"{sorted(first)}; ",
+                Argument("variables", ..., passed=True),
+                " to shuffle the arrays they share.",
+            )
         )
     for name, variable in other.items():
         expected = first[name]

@@ -11,6 +11,9 @@ end to end, are the same for every ``W`` that divides ``L`` with ``G`` held
 fixed, and a state saved with 8 ranks loads into a loader of 4 or 2. MosaicML
 Streaming calls lanes canonical nodes.
 
+Which lanes fit the ranks and the batch is checked with the loader's other
+combinations, in :func:`~daskshuffle.plan._combinations.check_combination`.
+
 The price: a rank reads ``L / W`` lanes at once, each one pile at a time, so
 it holds ``L / W`` piles (and reads ahead in each lane) instead of one.
 """
@@ -22,39 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import DaskShuffleValueError
-from .._parse import parse_positive_int
 from ..plan._epoch_plan import BatchPlan
 from ._batches import Allocate
 from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
 
-__all__ = ["check_lanes", "lane_batches"]
-
-
-def check_lanes(n_lanes: object, world_size: int, batch_size: int, batch_format: str) -> int:
-    """``n_lanes``, checked against the ranks and the batch: every rank gets whole lanes and whole micro-batches."""
-    lanes = parse_positive_int(n_lanes, "n_lanes")
-    if lanes % world_size:
-        raise DaskShuffleValueError(
-            f"Expected n_lanes to be a multiple of world_size={world_size}. Got n_lanes={lanes} instead; each rank "
-            "reads whole lanes: choose n_lanes as a multiple of every world size the run may use (8 serves 1, 2, 4 "
-            "and 8 ranks).",
-            parameter="n_lanes",
-        )
-    per_rank = lanes // world_size
-    if batch_size % per_rank:
-        raise DaskShuffleValueError(
-            f"Expected batch_size to be a multiple of n_lanes / world_size = {per_rank}. Got batch_size={batch_size} "
-            "instead; a rank's batch is a micro-batch of each of its lanes.",
-            parameter="batch_size",
-        )
-    if batch_format != "numpy":
-        raise DaskShuffleValueError(
-            f"Expected batch_format='numpy' with n_lanes. Got {batch_format!r} instead; lanes' micro-batches are "
-            "joined as numpy arrays.",
-            parameter="batch_format",
-        )
-    return lanes
+__all__ = ["lane_batches"]
 
 
 def _join(parts: tuple[dict[str, Any], ...], allocate: Allocate | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import os
 import weakref
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Never
 
 import numpy as np
 
@@ -31,15 +31,15 @@ from .._errors import CorruptPileStoreError, DaskShuffleValueError, StoreChanged
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._progress import Progress
 from ..formats import PileReader
+from ..plan._combinations import check_combination
 from ..plan._epoch_plan import BatchPlan, piles_for_budget
-from ..plan._orders import OrderName, parse_order
-from ..plan._streams import Stream
+from ..plan._orders import Order, OrderName, parse_order, refuse_order_keywords
+from ..plan._streams import Stream, parse_streams
 from ..storage._cache import Cache, parse_cache
 from ._batches import Allocate
-from ._lanes import check_lanes, lane_batches
-from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_piles_in_memory, parse_rank
+from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
 from ._mix import check_streams, loader_units, open_loader_store
-from ._prefetch import Prefetcher, Read, ShuffledPiles, parse_prefetch, prefetched_batches
+from ._prefetch import Prefetcher, ShuffledPiles, parse_prefetch
 from ._rank_share import RankShare
 
 __all__ = ["LoaderSettings", "PileLoader"]
@@ -120,64 +120,21 @@ class PileLoader:
         ``world_size`` that divides ``n_lanes``, and a state saved with one
         world size loads with another. A rank then holds ``n_lanes /
         world_size`` piles at once. numpy batches only.
-    piles_in_memory : int or str, default "auto"
-        Piles shuffled together: each epoch deals the piles into groups of
-        this many, afresh, and reads and shuffles each group as one pile.
-        With 1, a pile's rows stay together from epoch to epoch: rows that
-        shared a batch meet again about ``n_piles`` times as often as with
-        independent shuffles (``daskshuffle.quality`` measures it); with
-        ``k``, about ``n_piles / k**2 + 1`` times, for ``k`` times the memory
-        (and ``prefetch + 1`` groups held at once). ``"auto"`` holds as many
-        of the largest pile (of the variables read) as 64 MiB holds, but no
-        more than ``ceil(sqrt(2 * n_piles))``, which is already within 2x of
-        independent epochs; a size such as ``"1GiB"`` sets that budget. The
-        number chosen is ``settings.piles_in_memory``, and goes into the
-        state. Piles larger than the budget are read one at a time, as with
-        1: ``quality.report(..., loader=loader)`` then says so. Only with
-        ``order="piles"`` and one store; ``"auto"`` is 1 with the other
-        orders and with several stores.
-    order : str, default "piles"
-        The order of each epoch, one of the names below; piles
-        play the part of MosaicML Streaming's shards and of tf.data's files,
-        and the ranks (or lanes) that of MosaicML's canonical nodes. Memory
-        is given in rows held by a read, ``prefetch + 1`` reads at once:
-
-        - ``"piles"``: the above; a pile.
-        - ``"naive"``: one uniform permutation of all rows; each rank holds
-          every pile it has a row of (with one rank, the whole store): for
-          small data only.
-        - ``"py1s"``: piles in a random order, the stream cut between ranks,
-          each pile or part of a pile shuffled alone (a boundary pile is cut
-          in stored order); a pile.
-        - ``"py2s"``: like ``"py1s"``, but a boundary pile is shuffled before
-          it is cut, so each rank gets random rows of it, then shuffled again;
-          a pile.
-        - ``"py1b"``: piles in a random order, each rank's stream cut into
-          blocks of ``shuffle_block_size`` rows, each block shuffled; a block
-          (its piles' rows, read once).
-        - ``"py1br"``: ``"py1b"`` with block sizes drawn in ``[0.75, 1.25) *
-          shuffle_block_size`` and each rank's first block cut short at
-          random; up to 1.25 blocks.
-        - ``"py1e"``: each pile's rows spread at random over its place in the
-          stream extended to ``shuffle_block_size`` rows; about 2 blocks,
-          rows read about twice.
-        - ``"buffer"``: piles in a random order, each in stored order, through
-          tf.data's shuffle buffer of ``buffer_size`` rows; about 9 buffers,
-          rows read about twice (reads that do not depend on each other, for
-          exact resume, re-read what stays in the buffer).
-        - ``"interleave"``: ``cycle_length`` piles read a row each in turn
-          into the buffer; as ``"buffer"``.
-
-        Besides, every order but ``"piles"`` plans each epoch whole: 8 bytes
-        a row, and for ``"buffer"`` and ``"interleave"`` about a second per
-        million rows.
-    shuffle_block_size : int, optional
-        Rows of a block, for ``"py1b"``, ``"py1br"`` and ``"py1e"`` (needed
-        there, refused elsewhere).
-    buffer_size : int, optional
-        Rows of the shuffle buffer, for ``"buffer"`` and ``"interleave"``.
-    cycle_length : int, optional
-        Piles read at once, for ``"interleave"``.
+    order : str or daskshuffle.orders.Order, default "piles"
+        The order of each epoch, with its options: an order of
+        :mod:`daskshuffle.orders` (``ds.orders.Py1b(shuffle_block_size=4096)``,
+        ``ds.orders.Buffer(buffer_size=10_000)``, ...), or the name of one that
+        needs no options: ``"piles"`` (the above), ``"naive"``, ``"py1s"`` or
+        ``"py2s"``. ``"piles"`` is ``ds.orders.Piles(piles_in_memory="auto")``:
+        each epoch deals the piles into groups, afresh, and reads and shuffles
+        each group as one pile, as many of the largest pile as 64 MiB holds
+        (at most ``ceil(sqrt(2 * n_piles))``, already within 2x of independent
+        epochs); ``Piles(piles_in_memory=1)`` reads one pile at a time, and
+        :class:`~daskshuffle.orders.Piles` says more. The number chosen is
+        ``settings.piles_in_memory``, in the state. With several stores, one
+        pile at a time. Piles play the part of MosaicML Streaming's shards and of
+        tf.data's files, and the ranks (or lanes) that of MosaicML's canonical
+        nodes; :mod:`daskshuffle.orders` says what each order reads and holds.
     prefetch : int or str, default 1
         Piles read ahead, each in its own background thread (for a consumer
         that stays away with its batches, or a store whose reads decode):
@@ -214,6 +171,14 @@ class PileLoader:
 
     Raises
     ------
+    DaskShuffleTypeError
+        For an order's option given as a keyword (``piles_in_memory=``,
+        ``shuffle_block_size=``, ``buffer_size=``, ``cycle_length=``): it goes
+        inside the order, ``order=ds.orders.Py1b(shuffle_block_size=4096)``.
+    DaskShuffleValueError
+        For settings that do not go together (lanes that do not fit the ranks
+        or the batch, several streams with an order other than ``"piles"`` or
+        groups of piles), before any store is opened.
     CorruptPileStoreError
         While iterating, at the first batch that needs a pile whose files are
         missing, truncated or corrupted; the loader then stops its reads.
@@ -233,7 +198,7 @@ class PileLoader:
 
     MosaicML Streaming's ``py1b``, blocks of 400 rows shuffled:
 
-    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0, order="py1b", shuffle_block_size=400) as loader:
+    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0, order=ds.orders.Py1b(shuffle_block_size=400)) as loader:
     ...     ids = [int(i) for batch in loader for i in batch["id"]]
     >>> sorted(ids) == list(range(1000)), loader.state_dict()["settings"]["order"]
     (True, 'py1b')
@@ -258,44 +223,47 @@ class PileLoader:
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
-        piles_in_memory: int | str = "auto",
         n_lanes: int | None = None,
-        order: OrderName = "piles",
-        shuffle_block_size: int | None = None,
-        buffer_size: int | None = None,
-        cycle_length: int | None = None,
+        order: Order | OrderName = "piles",
         prefetch: int | str = 1,
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
         progress: bool = False,
         cache: str | os.PathLike[str] | Cache | None = None,
         storage_options: dict[str, Any] | None = None,
+        **removed: Never,
     ) -> None:
+        refuse_order_keywords(removed, "PileLoader")
         batch_size = parse_positive_int(batch_size, "batch_size")
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
-        given, budget = parse_piles_in_memory(piles_in_memory)
-        lanes = None if n_lanes is None else check_lanes(n_lanes, world_size, batch_size, batch_format)
-        order_name, options = parse_order(
-            order,
-            {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length},
-            given or 1,
+        lanes = None if n_lanes is None else parse_positive_int(n_lanes, "n_lanes")
+        chosen_order = parse_order(order)
+        given, budget = chosen_order.piles_held()
+        streams = parse_streams(store)
+        check_combination(
+            chosen_order,
+            n_streams=None if streams is None else len(streams),
+            n_lanes=lanes,
+            world_size=world_size,
+            batch_size=batch_size,
+            batch_format=batch_format,
         )
         self._prefetch, read_ahead = parse_prefetch(prefetch)
         self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
-        path, reader, mixture = open_loader_store(store, chosen, storage_options, batch_format, order_name, given or 1)
+        path, reader, mixture = open_loader_store(store, streams, chosen, storage_options, batch_format)
         chosen_cache = parse_cache(cache)
         if chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
         if given is not None:
             piles_in_memory = given
-        elif order_name == "piles" and mixture is None:
+        elif mixture is None:
             piles_in_memory = piles_for_budget(np.diff(reader.pile_offsets), _row_nbytes(reader), budget)
         else:
-            piles_in_memory = 1  # the other orders hold what their options say; a mixture holds a pile at a time
+            piles_in_memory = 1  # a mixture holds a pile at a time
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
@@ -304,8 +272,8 @@ class PileLoader:
             drop_last=drop_last,
             piles_in_memory=piles_in_memory,
             n_lanes=lanes,
-            order=order_name,
-            **options.to_dict(),
+            order=chosen_order.name,
+            **chosen_order.options.to_dict(),
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])
@@ -314,7 +282,7 @@ class PileLoader:
         self._storage_options = storage_options
         units, n_rows = loader_units(self.settings, reader, mixture)
         self._streams = None if mixture is None else mixture.records
-        self._piles = ShuffledPiles(reader, path, self.settings.seed, piles_in_memory, units, read_ahead)
+        self._piles = ShuffledPiles(reader, path, units, read_ahead)
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         self._epoch = 0
@@ -390,7 +358,7 @@ class PileLoader:
         >>> len(plan), sum(segment.stop - segment.start for segment in plan.segments)
         (2, 150)
         """
-        if self._share.lanes is not None:
+        if self.settings.n_lanes is not None:
             raise DaskShuffleValueError(
                 "Expected a loader without n_lanes. Got one with lanes, whose batches join several plans "
                 "instead; see piles() for what it reads.",
@@ -403,14 +371,15 @@ class PileLoader:
 
         Examples
         --------
-        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4, piles_in_memory=1).piles(0)
+        >>> from daskshuffle.orders import Piles
+        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4, order=Piles(1)).piles(0)
         >>> 1 <= len(piles) <= 4
         True
 
         With the piles of a group read together (by default as many as 64 MiB
         hold), a rank reads every pile of the groups it has rows of:
 
-        >>> sorted(PileLoader("piles.zarr", batch_size=100, piles_in_memory=4).piles(0))
+        >>> sorted(PileLoader("piles.zarr", batch_size=100, order=Piles(piles_in_memory=4)).piles(0))
         [0, 1, 2, 3, 4, 5, 6, 7]
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
@@ -433,15 +402,7 @@ class PileLoader:
         self._close_live()
         epoch, first = self._position()
         self._epoch, self._batches = epoch, first
-        plans = self._share.plans(epoch, first)
-        if self._share.lanes is not None:
-            batches = lane_batches(self._piles, plans, epoch, self._prefetch)
-        else:
-            # The next epoch's first reads follow this epoch's last ones, so that
-            # starting the next epoch does not wait for a pile either.
-            ahead = [Read(epoch + 1, *segment) for segment in self.plan(epoch + 1).segments[: self._prefetch]]
-            reads = [Read(epoch, *segment) for segment in plans[0].segments] + ahead
-            batches = prefetched_batches(self._piles, plans[0], reads, self._prefetcher, self._prefetch, keep_open=True)
+        batches = self._share.batches(epoch, first, None, self._prefetch, self._prefetcher)
         generator = self._generate(batches, epoch, first, track=True)
         self._live = weakref.ref(generator)
         return generator
@@ -466,13 +427,7 @@ class PileLoader:
         >>> loader.epoch
         0
         """
-        plans = self._share.plans(epoch, start, stop)
-        if self._share.lanes is not None:
-            batches = lane_batches(self._piles, plans, epoch, self._prefetch, allocate)
-        else:
-            reads = [Read(epoch, *segment) for segment in plans[0].segments]
-            prefetcher = Prefetcher(self._piles, self._prefetch)
-            batches = prefetched_batches(self._piles, plans[0], reads, prefetcher, self._prefetch, allocate)
+        batches = self._share.batches(epoch, start, stop, self._prefetch, allocate=allocate)
         generator = self._generate(batches, epoch, start, track=False)
         self._ranges.add(generator)
         return generator

@@ -7,16 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import DaskShuffleValueError
-from .._parse import Settings, parse_count, parse_nbytes, parse_positive_int
+from .._parse import Settings, parse_count
 from ..plan._plan import fingerprint
 
 __all__ = [
-    "PILES_BUDGET_NBYTES",
     "STATE_KEYS",
     "STATE_VERSION",
     "LoaderSettings",
     "check_state",
-    "parse_piles_in_memory",
     "parse_rank",
 ]
 
@@ -93,19 +91,6 @@ _DEFAULTS: dict[str, Any] = {
     "buffer_size": None,
     "cycle_length": None,
 }
-
-
-#: Bytes of the piles a loader mixes at once with ``piles_in_memory="auto"``.
-PILES_BUDGET_NBYTES = 64 * 2**20
-
-
-def parse_piles_in_memory(value: object) -> tuple[int | None, int]:
-    """``piles_in_memory`` as a number of piles, or ``None`` and the bytes of piles to fit (``"auto"``, ``"256MiB"``)."""
-    if value == "auto":
-        return None, PILES_BUDGET_NBYTES
-    if isinstance(value, str):
-        return None, parse_nbytes(value, "piles_in_memory")
-    return parse_positive_int(value, "piles_in_memory"), 0
 
 
 def parse_rank(rank: object, world_size: int) -> int:

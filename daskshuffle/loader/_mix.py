@@ -25,11 +25,12 @@ from ..formats import PileReader, open_pile_reader
 from ..plan._mix_plan import mixed_order, stream_offsets
 from ..plan._orders import READ_GAP, EpochOrder, OrderOptions
 from ..plan._plan import fingerprint
-from ..plan._streams import Stream, epoch_counts, parse_streams
+from ..plan._streams import Stream, epoch_counts
 from ..storage._cache import Cache
 from ..storage._location import Location
 from ._loader_state import LoaderSettings
 from ._order_units import OrderedUnits, loader_divisions, make_units
+from ._read_units import ReadUnits
 
 __all__ = ["MixedReader", "MixedUnits", "Mixture", "check_streams", "loader_units", "open_loader_store"]
 
@@ -166,29 +167,20 @@ def _check_alike(paths: Sequence[str], readers: Sequence[PileReader[Any]]) -> No
 
 def open_loader_store(
     store: object,
+    streams: list[Stream] | None,
     variables: list[str] | None,
     storage_options: dict[str, Any] | None,
     batch_format: str,
-    order: str,
-    piles_in_memory: int,
 ) -> tuple[str, PileReader[Any], Mixture | None]:
-    """What a loader reads: the store's name, its reader, and for several streams their :class:`Mixture`.
+    """What a loader reads: the store's name, its reader, and for several ``streams`` their :class:`Mixture`.
 
+    ``streams`` is :func:`~daskshuffle.plan._streams.parse_streams` of ``store``.
     Every stream's store is opened and checked (same kind, same variables and
     dtypes) before any row is read.
     """
-    streams = parse_streams(store)
     if streams is None:
         path = parse_path(store, "store")
         return path, open_pile_reader(Location.of(path, storage_options), variables, batch_format=batch_format), None
-    if order != "piles" or piles_in_memory != 1 or batch_format == "xarray":
-        given = f"order={order!r}" if order != "piles" else f"piles_in_memory={piles_in_memory}"
-        raise DaskShuffleValueError(
-            "Expected order='piles', piles_in_memory=1 and a batch_format other than 'xarray' with several "
-            f"streams. Got {given if batch_format != 'xarray' else 'batch_format=' + repr(batch_format)} instead; "
-            "a mixture reads each copy of a pile as a pile of its own.",
-            parameter="store",
-        )
     paths = [os.fspath(stream.store) for stream in streams]
     readers: list[PileReader[Any]] = []
     try:
@@ -218,10 +210,8 @@ def _mixture(streams: list[Stream], paths: list[str], readers: list[PileReader[A
     return Mixture(MixedReader(readers), counts, records)
 
 
-def loader_units(
-    settings: LoaderSettings, reader: PileReader[Any], mixture: Mixture | None
-) -> tuple[OrderedUnits | None, int]:
-    """The units a loader reads (``None``: piles) and the rows of each of its epochs."""
+def loader_units(settings: LoaderSettings, reader: PileReader[Any], mixture: Mixture | None) -> tuple[ReadUnits, int]:
+    """The units a loader reads and the rows of each of its epochs."""
     if mixture is None:
         return make_units(settings, reader.pile_offsets), reader.n_rows
     mixed = mixture.reader

@@ -20,8 +20,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..plan._epoch_plan import rank_share
-from ..plan._orders import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts
+from ..plan._orders import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts, unit_reads
 from ._loader_state import LoaderSettings
+from ._read_units import Read, ReadUnits, UnitRead, pile_units
 
 __all__ = ["OrderedUnits", "loader_divisions", "make_units"]
 
@@ -29,8 +30,12 @@ __all__ = ["OrderedUnits", "loader_divisions", "make_units"]
 KEPT_EPOCHS = 3
 
 
-class OrderedUnits:
-    """The epochs' orders of one loader: ``order`` with ``options``, its stream cut between ranks at ``divisions``."""
+class OrderedUnits(ReadUnits):
+    """The epochs' orders of one loader: ``order`` with ``options``, its stream cut between ranks at ``divisions``.
+
+    A unit is a stretch ``bounds[u]:bounds[u + 1]`` of the epoch's stream, read
+    in runs of store rows (:func:`~daskshuffle.plan._orders.unit_reads`).
+    """
 
     def __init__(
         self, order: str, options: OrderOptions, offsets: NDArray[np.int64], seed: int, divisions: NDArray[np.int64]
@@ -73,9 +78,19 @@ class OrderedUnits:
         """Where each unit of ``epoch``'s stream starts, and the stream's end: the offsets the plan cuts."""
         return self.epoch_order(epoch).bounds
 
+    def layout(self, epoch: int) -> NDArray[np.int64]:
+        return self.bounds(epoch)
+
     def visit_order(self, epoch: int) -> NDArray[np.intp]:
         """Units are read in the order of the stream."""
         return np.arange(len(self.bounds(epoch)) - 1)
+
+    def unit_read(self, read: Read) -> UnitRead:
+        runs, order = unit_reads(self.rows(read.epoch, read.pile, read.start, read.stop), self.gap)
+        return UnitRead(runs, [], order)
+
+    def describe(self, read: Read) -> str:
+        return f"unit {read.pile} of the order {self.order!r} (positions {read.start}:{read.stop})"
 
     def rows(self, epoch: int, unit: int, start: int, stop: int) -> NDArray[np.int64]:
         """The store rows at positions ``start:stop`` of ``unit`` of ``epoch``, in the order they are yielded."""
@@ -97,8 +112,8 @@ class OrderedUnits:
         self._lock = threading.Lock()
 
 
-def make_units(settings: LoaderSettings, offsets: NDArray[np.int64]) -> OrderedUnits | None:
-    """The units of a loader of ``settings`` over piles at ``offsets``: ``None`` for ``order="piles"``.
+def make_units(settings: LoaderSettings, offsets: NDArray[np.int64]) -> ReadUnits:
+    """The units of a loader of ``settings`` over piles at ``offsets``: piles (or groups of them), or an order's.
 
     The stream is cut between ranks (or, with ``n_lanes``, between lanes) as
     the loader cuts it: those are the order's divisions, MosaicML's canonical
@@ -106,7 +121,7 @@ def make_units(settings: LoaderSettings, offsets: NDArray[np.int64]) -> OrderedU
     """
     s = settings
     if s.order == "piles":
-        return None
+        return pile_units(offsets, s.seed, s.piles_in_memory)
     options = OrderOptions(s.shuffle_block_size, s.buffer_size, s.cycle_length)
     return OrderedUnits(s.order, options, offsets, s.seed, loader_divisions(s, int(offsets[-1])))
 

@@ -38,12 +38,20 @@ from numpy.typing import NDArray
 
 from .._parse import parse_count, parse_nbytes
 from ..formats import PileReader
-from ..plan._epoch_plan import BatchPlan, grouped_offsets, pile_groups, pile_permutation
-from ..plan._orders import unit_reads
+from ..plan._epoch_plan import BatchPlan
 from ._batches import Allocate, gather_batches
-from ._order_units import OrderedUnits
+from ._read_units import Read, ReadUnits, UnitRead
 
-__all__ = ["PileJob", "Prefetcher", "Read", "ReadAhead", "ShuffledPile", "ShuffledPiles", "prefetched_batches"]
+__all__ = [
+    "PileJob",
+    "Prefetcher",
+    "Read",
+    "ReadAhead",
+    "ReadingNote",
+    "ShuffledPile",
+    "ShuffledPiles",
+    "prefetched_batches",
+]
 
 _prefetcher_ids = count()
 #: A consumer away with each batch for longer than this on average has the next piles read in the background.
@@ -64,15 +72,6 @@ def parse_prefetch(value: object) -> tuple[int, int]:
     return depth, READ_AHEAD_NBYTES if depth else 0
 
 
-class Read(NamedTuple):
-    """Positions ``start:stop`` of ``pile`` once shuffled for ``epoch``: one read."""
-
-    epoch: int
-    pile: int
-    start: int
-    stop: int
-
-
 class ShuffledPile(NamedTuple):
     """A pile's rows as stored, the same rows as arrays (or ``None``), and the order to hand out positions in."""
 
@@ -84,8 +83,10 @@ class ShuffledPile(NamedTuple):
 class PileJob:
     """One read, in steps that the consumer and a background thread share.
 
-    :meth:`start` shuffles the positions and plans the read of the pile's
-    chunk files (a reader with ``start_pile``, see
+    :meth:`start` asks the read's unit what to read and in which order
+    (:meth:`~daskshuffle.loader._read_units.ReadUnits.unit_read`) and, for a
+    unit that is one whole pile, plans the read of the pile's chunk files (a
+    reader with ``start_pile``, see
     :meth:`~daskshuffle.formats._zarr_reader.ZarrPileReader.start_pile`);
     calling the job reads them (in a background thread, only while the
     consumer is away) and gives the pile.
@@ -97,125 +98,80 @@ class PileJob:
     def __init__(self, piles: ShuffledPiles, job: Read) -> None:
         self._piles = piles
         self.job = job
-        offsets, groups = piles.layout(job.epoch)
-        first, last = int(offsets[job.pile]), int(offsets[job.pile + 1])
-        self._rows = (first, last)
-        # With piles_in_memory > 1, job.pile is a group of the epoch: these store piles, read and shuffled as one.
-        self._members: list[int] | None = None if groups is None else groups[job.pile].tolist()
-        # With another order than "piles", job.pile is a unit of the epoch's stream: runs of store rows.
-        self._runs: list[tuple[int, int]] | None = None
-        self._order: NDArray[np.intp] | None = None
+        self._unit: UnitRead | None = None
         self._read: Any = None  # the reader's read under way (a RowsRead), once started
 
     def start(self) -> None:
-        piles, job = self._piles, self.job
+        piles = self._piles
         try:
-            if self._order is None and piles.units is not None:
-                rows = piles.units.rows(job.epoch, job.pile, job.start, job.stop)
-                self._runs, self._order = unit_reads(rows, piles.units.gap)
-            if self._order is None:
-                first, last = self._rows
-                self._order = pile_permutation(piles.seed, job.epoch, job.pile, last - first)[job.start : job.stop]
+            if self._unit is None:
+                self._unit = piles.units.unit_read(self.job)
             start_pile = getattr(piles.reader, "start_pile", None)
-            if self._read is None and start_pile is not None and self._members is None and self._runs is None:
-                self._read = start_pile(job.pile)
+            if self._read is None and start_pile is not None and piles.units.whole_piles and len(self._unit.piles) == 1:
+                self._read = start_pile(self._unit.piles[0])
         except Exception as error:
             raise self._noted(error) from None
 
     def __call__(self, away: threading.Event | None = None) -> ShuffledPile:
         """Read the pile; with ``away``, take each chunk task only while ``away`` is set."""
         self.start()
-        read = self._read
+        read, unit = self._read, self._unit
+        assert unit is not None  # start() made it
         try:
-            if self._runs is not None:
-                rows = self._piles.read_runs(self._runs)
-            elif self._members is not None:
-                rows = self._piles.read_group(self._members)
-            elif read is None:
-                rows = self._piles.reader.read_pile(self.job.pile)
-            else:
+            if read is not None:
                 if away is not None:
                     while away.wait() and read.help(1):
                         pass
                 rows = read.result()
-            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), self._order)  # type: ignore[arg-type]
+            elif self._piles.units.whole_piles:
+                rows = self._piles.read_group(unit.piles)
+            else:
+                rows = self._piles.read_runs(unit.spans)
+            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
         except Exception as error:
             raise self._noted(error) from None
 
     def finish(self) -> ShuffledPile | None:
         """The pile, read here with a background thread's help, or ``None`` if it has not started a shared read."""
-        read, order = self._read, self._order
-        if read is None or order is None:
+        read, unit = self._read, self._unit
+        if read is None or unit is None:
             return None
         try:
             rows = read.result()
-            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), order)
+            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
         except Exception as error:
             raise self._noted(error) from None
 
     def _noted(self, error: Exception) -> Exception:
-        if not any(note.startswith("daskshuffle was reading ") for note in getattr(error, "__notes__", [])):
-            if self._piles.units is not None:
-                what = f"unit {self.job.pile} of the order {self._piles.units.order!r} ({len(self._runs or [])} runs)"
-            elif self._members is None:
-                what = f"pile {self.job.pile} (rows {self._rows[0]}:{self._rows[1]})"
-            else:
-                what = f"piles {self._members} (a group of {self._rows[1] - self._rows[0]} rows)"
-            error.add_note(f"daskshuffle was reading {what} of {self._piles.store!r} for epoch {self.job.epoch}.")
+        if not any(isinstance(note, ReadingNote) for note in getattr(error, "__notes__", ())):
+            what = self._piles.units.describe(self.job)
+            error.add_note(
+                ReadingNote(f"daskshuffle was reading {what} of {self._piles.store!r} for epoch {self.job.epoch}.")
+            )
         return error
 
 
-class ShuffledPiles:
-    """Reads piles and shuffles them for an epoch, through a thread-safe :class:`PileReader`."""
+class ReadingNote(str):
+    """The note an error of a pile's read gets: what was read, for which epoch; one per error, however often raised."""
 
-    def __init__(
-        self,
-        reader: PileReader[Any],
-        store: str,
-        seed: int,
-        piles_in_memory: int = 1,
-        units: OrderedUnits | None = None,
-        read_ahead: int = 0,
-    ) -> None:
+
+class ShuffledPiles:
+    """Reads the units of an epoch (:class:`~daskshuffle.loader._read_units.ReadUnits`) through a thread-safe :class:`PileReader`."""
+
+    def __init__(self, reader: PileReader[Any], store: str, units: ReadUnits, read_ahead: int = 0) -> None:
         self.reader = reader
         #: Bytes of reads whose requests may be in flight ahead of the consumer, where the reader fetches.
         self.read_ahead = read_ahead if reader.fetches else 0
         self.store = store
-        self.seed = seed
         self.offsets = reader.pile_offsets
-        self.piles_in_memory = piles_in_memory
-        #: The epochs' units, for an order other than "piles"; ``None`` for piles (or groups of them).
+        #: The epochs' read units: piles, groups of piles, an order's units or a mixture's.
         self.units = units
         #: Whether the reader's reads are mostly decoding: read in the background (see the module's docstring).
         self.decodes = bool(reader.decodes)
-        self._layouts: dict[int, tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]] = {}
-        self._lock = threading.Lock()
-
-    def layout(self, epoch: int) -> tuple[NDArray[np.int64], list[NDArray[np.int64]] | None]:
-        """The offsets of what ``epoch`` reads as piles, and its groups of store piles (``None``: piles alone)."""
-        if self.units is not None:
-            return self.units.bounds(epoch), None
-        with self._lock:
-            found = self._layouts.get(epoch)
-            if found is None:
-                groups = pile_groups(len(self.offsets) - 1, self.piles_in_memory, self.seed, epoch)
-                found = (self.offsets if groups is None else grouped_offsets(self.offsets, groups), groups)
-                if len(self._layouts) >= 4:  # the epochs a loader and its ranges are in at once
-                    self._layouts.pop(next(iter(self._layouts)))
-                self._layouts[epoch] = found
-            return found
-
-    def visit_order(self, epoch: int) -> NDArray[np.intp] | None:
-        """The order ``epoch`` reads what :meth:`layout` gives in; ``None``: the epoch's random pile order."""
-        return None if self.units is None else self.units.visit_order(epoch)
 
     def spans(self, job: Read) -> list[tuple[int, int]]:
         """The runs of store rows that ``job`` reads, each with one call to the reader."""
-        if self.units is not None:
-            return unit_reads(self.units.rows(job.epoch, job.pile, job.start, job.stop), self.units.gap)[0]
-        groups = self.layout(job.epoch)[1]
-        members = [job.pile] if groups is None else groups[job.pile].tolist()
-        return [(int(self.offsets[pile]), int(self.offsets[pile + 1])) for pile in members]
+        return self.units.spans(job)
 
     def read_runs(self, runs: list[tuple[int, int]]) -> Any:
         """Store rows ``start:stop`` of each of ``runs``, one after the other."""
@@ -235,13 +191,6 @@ class ShuffledPiles:
                 if arrays is not None:
                     recycle(arrays)
         return rows
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_layouts": {}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def job(self, job: Read) -> PileJob:
         return PileJob(self, job)

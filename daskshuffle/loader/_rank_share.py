@@ -1,31 +1,34 @@
-"""A rank's share of every epoch: which positions of the stream it yields, and the plans that read them."""
+"""A rank's share of every epoch: which positions of the stream it yields, the plans that read them, its batches."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_count
 from ..plan._epoch_plan import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
+from ._batches import Allocate
+from ._lanes import lane_batches
 from ._loader_state import LoaderSettings
-from ._prefetch import ShuffledPiles
+from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
 
 __all__ = ["RankShare"]
 
 
 @dataclass(frozen=True)
 class RankShare:
-    """The positions ``range`` of each epoch's stream a rank yields, cut into ``n_batches`` batches.
+    """The positions of each epoch's stream a rank yields: ``lanes``, each cut into ``n_batches`` parts of ``micro`` rows.
 
-    Without lanes, one contiguous range cut every ``batch_size`` positions.
-    With lanes (``settings.n_lanes``), ``lanes`` are the rank's lanes, each cut
-    into micro-batches of ``micro`` rows, a batch being one of each.
+    Without lanes (``settings.n_lanes``), one lane: the rank's contiguous
+    range, cut every ``batch_size`` positions. With lanes, the rank's lanes,
+    a batch being a micro-batch of each.
     """
 
     piles: ShuffledPiles
     settings: LoaderSettings
-    range: tuple[int, int]
-    lanes: list[tuple[int, int]] | None
+    lanes: list[tuple[int, int]]
     micro: int
     n_batches: int
 
@@ -33,13 +36,12 @@ class RankShare:
     def make(cls, piles: ShuffledPiles, settings: LoaderSettings, n_rows: int) -> RankShare:
         s = settings
         if s.n_lanes is None:
-            span = rank_range(n_rows, s.world_size, s.rank, s.batch_size, s.drop_last)
-            share = cls(piles, s, span, None, s.batch_size, n_batches(span[1] - span[0], s.batch_size, s.drop_last))
+            lanes = [rank_range(n_rows, s.world_size, s.rank, s.batch_size, s.drop_last)]
+            micro = s.batch_size
         else:
             lanes = lane_ranges(n_rows, s.n_lanes, s.world_size, s.rank, s.batch_size, s.drop_last)
             micro = s.batch_size * s.world_size // s.n_lanes
-            count = n_batches(lanes[0][1] - lanes[0][0], micro, s.drop_last)
-            share = cls(piles, s, (lanes[0][0], lanes[-1][1]), lanes, micro, count)
+        share = cls(piles, s, lanes, micro, n_batches(lanes[0][1] - lanes[0][0], micro, s.drop_last))
         if share.n_batches == 0:
             raise DaskShuffleValueError(
                 f"Expected every rank to get at least one batch per epoch. Got none: {n_rows:,} rows over "
@@ -48,22 +50,53 @@ class RankShare:
             )
         return share
 
+    @property
+    def range(self) -> tuple[int, int]:
+        """The positions of the stream this rank yields, from its first lane's start to its last lane's end."""
+        return self.lanes[0][0], self.lanes[-1][1]
+
     def plans(self, epoch: int, start: int = 0, stop: int | None = None) -> list[BatchPlan]:
-        """The plan of batches ``start:stop`` of ``epoch``: one, or one per lane."""
+        """The plan of batches ``start:stop`` of ``epoch``: one per lane."""
         epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
         stop = self.n_batches if stop is None else min(parse_count(stop, "stop"), self.n_batches)
-        offsets, seed = self.piles.layout(epoch)[0], self.settings.seed
-        visit = self.piles.visit_order(epoch)
-        spans, size = ([self.range], self.settings.batch_size) if self.lanes is None else (self.lanes, self.micro)
-        return [plan_batches(offsets, seed, epoch, span, size, start, max(start, stop), visit) for span in spans]
+        units, seed = self.piles.units, self.settings.seed
+        offsets, visit = units.layout(epoch), units.visit_order(epoch)
+        return [
+            plan_batches(offsets, seed, epoch, lane, self.micro, start, max(start, stop), visit) for lane in self.lanes
+        ]
 
     def piles_read(self, epoch: int) -> list[int]:
         """The store piles read in ``epoch``, in reading order (lane after lane)."""
-        groups = self.piles.layout(epoch)[1]
-        segments = [segment for plan in self.plans(epoch) for segment in plan.segments]
         units = self.piles.units
-        if units is not None:
-            return [pile for segment in segments for pile in units.piles_of(epoch, segment.pile)]
-        if groups is None:
-            return [segment.pile for segment in segments]
-        return [int(pile) for segment in segments for pile in groups[segment.pile]]
+        return [
+            pile
+            for plan in self.plans(epoch)
+            for segment in plan.segments
+            for pile in units.piles_of(epoch, segment.pile)
+        ]
+
+    def batches(
+        self,
+        epoch: int,
+        start: int,
+        stop: int | None,
+        prefetch: int,
+        prefetcher: Prefetcher | None = None,
+        allocate: Allocate | None = None,
+    ) -> Iterator[Any]:
+        """Batches ``start:stop`` of ``epoch``, read ``prefetch`` reads ahead.
+
+        With the loader's own ``prefetcher`` (one lane only), the first reads of
+        the next epoch follow this epoch's last ones, so that starting the next
+        epoch does not wait for a read either, and the prefetcher stays open.
+        Otherwise each lane reads through a prefetcher of its own, closed when
+        the batches end.
+        """
+        plans = self.plans(epoch, start, stop)
+        if len(plans) > 1:
+            return lane_batches(self.piles, plans, epoch, prefetch, allocate)
+        reads = [Read(epoch, *segment) for segment in plans[0].segments]
+        if prefetcher is None:
+            return prefetched_batches(self.piles, plans[0], reads, Prefetcher(self.piles, prefetch), prefetch, allocate)
+        ahead = [Read(epoch + 1, *segment) for segment in self.plans(epoch + 1)[0].segments[:prefetch]]
+        return prefetched_batches(self.piles, plans[0], reads + ahead, prefetcher, prefetch, allocate, keep_open=True)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_path, parse_positive_int
 
 __all__ = ["Stream", "epoch_counts", "parse_streams"]
@@ -95,9 +95,13 @@ class Stream:
 
 def _parse_positive_float(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise DaskShuffleTypeError(f"Expected {name} to be a positive number. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleTypeError(
+            ("Expected ", Argument(name), f" to be a positive number. Got {value!r} instead."), parameter=name
+        )
     if not math.isfinite(float(value)) or value <= 0:
-        raise DaskShuffleValueError(f"Expected {name} to be a positive number. Got {value!r} instead.", parameter=name)
+        raise DaskShuffleValueError(
+            ("Expected ", Argument(name), f" to be a positive number. Got {value!r} instead."), parameter=name
+        )
     return float(value)
 
 

@@ -64,7 +64,7 @@ def _epochs(loader: Any) -> tuple[Measure, str | None]:
     advice = (
         f"PileLoader mixes {k} of {n_piles} piles at a time (its budget holds no more): rows that share a batch "
         f"share one again next epoch about {predicted:,.0f}x as often as under independent shuffles. Give it a "
-        f"larger budget (piles_in_memory='1GiB', or ceil(sqrt(2 * {n_piles})) = "
+        f"larger budget (order=ds.orders.Piles(piles_in_memory='1GiB'), or ceil(sqrt(2 * {n_piles})) = "
         f"{math.ceil(math.sqrt(2 * n_piles))} piles), shuffle into fewer piles, or draw a fresh shuffle each epoch "
         "with daskshuffle.EpochShuffler."
     )

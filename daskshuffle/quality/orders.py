@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from .._parse import parse_positive_int
 from .._random import make_rng
 from ..plan._epoch_plan import grouped_offsets, pile_groups, stream_rows
-from ..plan._orders import ORDERS, OrderOptions, buffer_stream, division_cuts, interleave_stream, parse_order
+from ..plan._orders import ORDERS, OrderOptions, buffer_stream, division_cuts, interleave_stream, order_from_options
 from ..plan._plan import block_order, group_order, make_plan
 
 __all__ = ["identity", "interleave", "piles", "shard_local", "shuffle_buffer", "uniform"]
@@ -97,8 +97,15 @@ def piles(
     True
     """
     n, n_piles = parse_positive_int(n, "n"), parse_positive_int(n_piles, "n_piles")
-    options = {"shuffle_block_size": shuffle_block_size, "buffer_size": buffer_size, "cycle_length": cycle_length}
-    name, parsed = parse_order(order, options, parse_positive_int(piles_in_memory, "piles_in_memory"))
+    options: dict[str, object] = {
+        "shuffle_block_size": shuffle_block_size,
+        "buffer_size": buffer_size,
+        "cycle_length": cycle_length,
+    }
+    if parse_positive_int(piles_in_memory, "piles_in_memory") != 1:
+        options["piles_in_memory"] = piles_in_memory  # an option of order="piles" alone
+    chosen = order_from_options(order, options)
+    name, parsed = chosen.name, chosen.options
     block_rows = block_rows or max(1, n // 64)
     lengths = [min(block_rows, n - start) for start in range(0, n, block_rows)]
     plan = make_plan(lengths, n_piles, seed)

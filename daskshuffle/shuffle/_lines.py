@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_bool, parse_count
 from ..formats._text import BlockCount, TextFormat, TextSource, open_text_sources, parse_delimiter, parse_sources
 from ..formats._text_sample import (
@@ -231,8 +231,15 @@ def shuffle_lines(
     repeat = parse_bool(repeat, "repeat")
     if repeat and head is None:
         raise DaskShuffleValueError(
-            "Expected head_count with repeat=True. Got no head_count instead; shuf -r without -n repeats forever, "
-            "which no output file can hold: pass head_count=K for K draws with replacement.",
+            (
+                "Expected ",
+                Argument("head_count"),
+                " with ",
+                Argument("repeat", True),
+                ". Got none instead; shuf -r without -n repeats forever, which no output file can hold: ",
+                Argument("head_count", "K", passed=True),
+                " for K draws with replacement.",
+            ),
             parameter="head_count",
         )
     line_end = parse_delimiter(delimiter)

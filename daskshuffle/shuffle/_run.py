@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import (
+    Argument,
     DaskShuffleValueError,
     PileStoreExistsError,
     ShuffleInterrupted,
@@ -219,7 +220,11 @@ def check_destination(
     dst.check("dst")
     if dst.exists() and not overwrite:
         raise PileStoreExistsError(
-            f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; pass overwrite=True to replace it.",
+            (
+                f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; ",
+                Argument("overwrite", True, passed=True),
+                " to replace it.",
+            ),
             parameter="overwrite",
         )
     scratch = dst.scratch(_TMP_SUFFIX, tmp)
@@ -390,14 +395,22 @@ def _run_locked(
         earlier = None
     if earlier is not None and not same:
         raise DaskShuffleValueError(
-            f"Expected the same shuffle as the interrupted one at {earlier.path.url!r}. Got other "
-            f"{', '.join(_differences(earlier.metadata, metadata)) or 'arguments'} instead; run the same call to "
-            "continue it, or pass overwrite=True to start over.",
+            (
+                f"Expected the same shuffle as the interrupted one at {earlier.path.url!r}. Got other "
+                f"{', '.join(_differences(earlier.metadata, metadata)) or 'arguments'} instead; run the same call to "
+                "continue it, or ",
+                Argument("overwrite", True, passed=True),
+                " to start over.",
+            ),
             parameter="overwrite",
         )
     if dst.exists() and not options.overwrite and not (earlier and earlier.path == dst):
         raise PileStoreExistsError(
-            f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; pass overwrite=True to replace it.",
+            (
+                f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; ",
+                Argument("overwrite", True, passed=True),
+                " to replace it.",
+            ),
             parameter="overwrite",
         )
 
@@ -465,9 +478,12 @@ def _write(
         _discard(fmt, target, tmp)
         if error.errno == errno.ENOSPC:
             raise StorageFullError(
-                f"Expected room for the shuffle's pieces and store. Got a full disk ({error}) instead; the pieces "
-                f"and the partial store are removed. Free space, or pass tmp= on a larger disk (the pieces take "
-                "about the size of the data, as does the store)."
+                (
+                    f"Expected room for the shuffle's pieces and store. Got a full disk ({error}) instead; the pieces "
+                    "and the partial store are removed. Free space, or pass ",
+                    Argument("tmp"),
+                    " on a larger disk (the pieces take about the size of the data, as does the store).",
+                )
             ) from error
         raise
     except BaseException:

@@ -25,14 +25,16 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, VerificationError
+from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationError
 from .._parse import parse_nbytes, parse_path
 from ..formats import open_pile_reader
 from ..formats._base import FileFormat
-from ..formats._generations import sources_of
+from ..formats._generations import GENERATIONS_KEY, sources_of
 from ..plan._options import DEFAULT_BLOCK_MEMORY
+from ..plan._plan import fingerprint
 from ..storage._location import Location
 from ._compute import map_tasks
+from ._run import _run_lengths
 
 __all__ = ["VerifyResult", "verify"]
 
@@ -279,6 +281,9 @@ def verify(
 
     Raises
     ------
+    SourceMismatchError
+        The sources are not those the store was made from: their rows (or, when
+        the checksums differ, their blocks) differ from what the store records.
     VerificationError
         The rows differ; the error names the variable (``error.variable``).
     CorruptPileStoreError
@@ -319,13 +324,18 @@ def verify_location(
     finally:
         reader.close()
     variables = list(metadata["variables"])
+    given = bool(named)
     named = named or list(sources_of(metadata) or [])
     if not named:
         raise DaskShuffleValueError(
             f"Expected the sources of {path!r}. Got none instead: its shuffle read a dataframe or dataset in "
             "memory; pass the sources as files."
         )
-    fmt = _open_sources(str(metadata.get("kind")), named, variables, block_nbytes, storage_options)
+    kind = str(metadata.get("kind"))
+    fmt = _open_sources(kind, named, variables, block_nbytes, storage_options)
+    source_rows = sum(fmt.block_lengths)
+    if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
+        raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None)
     rows_per_task = max(1, block_nbytes // max(fmt.row_nbytes, 1))
     tasks: list[tuple[Any, ...]] = [
         ("source", variables, fmt, block, None, range(0)) for block in range(len(fmt.block_lengths))
@@ -337,23 +347,30 @@ def verify_location(
     parts = map_tasks(_part, tasks, token=f"verify-{path}-{named}-{metadata.get('fingerprint')}", progress=progress)
     expected = _add([part for side, part in parts if side == "source"], variables)
     found = _add([part for side, part in parts if side == "store"], variables)
+    differ = [name for name in variables if found["sums"][name] != expected["sums"][name]]
+    if found["n_rows"] != expected["n_rows"] or differ or found["rows"] != expected["rows"]:
+        blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
+        if blocks is not None and _run_lengths(blocks) != metadata["blocks"]["lengths"]:
+            raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks)
     if found["n_rows"] != expected["n_rows"]:
         raise VerificationError(
             f"Expected {path!r} to hold the {expected['n_rows']:,} rows of its source. Got {found['n_rows']:,} "
-            "rows instead; shuffle the source again (overwrite=True)."
+            "rows instead; the store was damaged after the shuffle: shuffle the source again, replacing the store."
         )
-    for name in variables:
-        if found["sums"][name] != expected["sums"][name]:
-            raise VerificationError(
+    if differ:
+        name = differ[0]
+        raise VerificationError(
+            (
                 f"Expected variable {name!r} of {path!r} to hold the same rows as its source. Got different values "
-                "(the checksums differ) instead; a row was changed, lost or added: shuffle the source again "
-                "(overwrite=True).",
-                variable=name,
-            )
+                "(the checksums differ) instead, from sources of the same rows and blocks as the store records; a "
+                "row of the store (or of the sources, in place) was changed, lost or added: shuffle the source again, replacing the store."
+            ),
+            variable=name,
+        )
     if found["rows"] != expected["rows"]:
         raise VerificationError(
             f"Expected the rows of {path!r} to pair their variables as the source does. Got rows whose "
-            f"variables {variables} were paired differently instead; shuffle the source again (overwrite=True)."
+            f"variables {variables} were paired differently instead; shuffle the source again, replacing the store."
         )
     return VerifyResult(
         store=path,
@@ -361,4 +378,47 @@ def verify_location(
         n_rows=found["n_rows"],
         checksums={name: f"{found['sums'][name]:016x}" for name in variables},
         seconds=time.perf_counter() - began,
+    )
+
+
+def _block_lengths(
+    fmt: FileFormat[Any],
+    kind: str,
+    sources: list[str],
+    variables: list[str],
+    block_nbytes: int,
+    metadata: Mapping[str, Any],
+    storage_options: Any,
+) -> list[int] | None:
+    """The sources' block lengths as the shuffle cut them (its ``block_memory``), if the store records its own."""
+    recorded = metadata.get("blocks")
+    if GENERATIONS_KEY in metadata or not isinstance(recorded, Mapping) or "lengths" not in recorded:
+        return None  # generations each record their own blocks; an older store none
+    shuffled_nbytes = int(recorded.get("block_memory", block_nbytes))
+    if shuffled_nbytes != block_nbytes:
+        fmt = _open_sources(kind, sources, variables, shuffled_nbytes, storage_options)
+    return [int(length) for length in fmt.block_lengths]
+
+
+def _mismatch(
+    path: str, metadata: Mapping[str, Any], sources: list[str], *, given: bool, rows: int, blocks: list[int] | None
+) -> SourceMismatchError:
+    """The sources are not those ``path`` was made from: the counts compared, and what to pass instead."""
+    compared = [f"rows: the store {int(metadata['n_rows']):,}, the sources {rows:,}"]
+    recorded = metadata.get("blocks")
+    if isinstance(recorded, Mapping) and GENERATIONS_KEY not in metadata and blocks is not None:
+        runs = recorded.get("lengths") or []
+        theirs = _run_lengths(blocks)
+        compared.append(f"blocks: the store {sum(int(count) for _, count in runs):,}, the sources {len(blocks):,}")
+        compared.append(f"fingerprint of the blocks: the store {fingerprint(runs)}, the sources {fingerprint(theirs)}")
+    listed = sources_of(metadata)
+    if given:
+        advice = "pass the sources the store was made from" + (
+            f", which it records: {', '.join(listed)} (or give none, and those are read)" if listed else ""
+        )
+    else:  # the sources it records: they changed since the shuffle
+        advice = "they changed since the shuffle: restore them, or shuffle them again into a new store"
+    return SourceMismatchError(
+        f"Expected the sources {sources} to hold the rows {path!r} was made from. Got sources that differ from what "
+        f"it records instead ({'; '.join(compared)}); {advice}."
     )

@@ -1,0 +1,85 @@
+"""Which settings of a loader go together: every combination it refuses, in one function.
+
+Each argument is parsed on its own at the boundary (``parse_order``,
+``parse_positive_int``, ...); :func:`check_combination` then refuses the
+combinations no loader can read, before any store is opened. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from .._errors import DaskShuffleValueError
+from ._orders import Order
+
+__all__ = ["check_combination"]
+
+
+def check_combination(
+    order: Order,
+    *,
+    n_streams: int | None = None,
+    n_lanes: int | None = None,
+    world_size: int = 1,
+    batch_size: int = 1,
+    batch_format: str = "numpy",
+) -> None:
+    """Refuse a combination of a loader's settings that cannot be read.
+
+    ``order`` is the order of the epochs (with its options: for
+    :class:`~daskshuffle.plan._orders.Piles`, the piles shuffled together), ``n_streams`` the stores of
+    a mixture (``None`` for a plain store), ``n_lanes`` the lanes (``None``: none).
+
+    Examples
+    --------
+    >>> from daskshuffle.plan._orders import Piles
+    >>> check_combination(Piles(piles_in_memory=4), n_lanes=8, world_size=2, batch_size=64)
+    >>> check_combination(Piles(piles_in_memory=4), n_streams=2)
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.DaskShuffleValueError: Expected order='piles' a pile at a time ... Got piles_in_memory=4 instead; ...
+    """
+    if n_lanes is not None:
+        _check_lanes(n_lanes, world_size, batch_size, batch_format)
+    if n_streams is not None:
+        _check_mixture(order, batch_format)
+
+
+def _check_lanes(n_lanes: int, world_size: int, batch_size: int, batch_format: str) -> None:
+    """Every rank gets whole lanes and whole micro-batches, joined as numpy arrays."""
+    if n_lanes % world_size:
+        raise DaskShuffleValueError(
+            f"Expected n_lanes to be a multiple of world_size={world_size}. Got n_lanes={n_lanes} instead; each rank "
+            "reads whole lanes: choose n_lanes as a multiple of every world size the run may use (8 serves 1, 2, 4 "
+            "and 8 ranks).",
+            parameter="n_lanes",
+        )
+    per_rank = n_lanes // world_size
+    if batch_size % per_rank:
+        raise DaskShuffleValueError(
+            f"Expected batch_size to be a multiple of n_lanes / world_size = {per_rank}. Got batch_size={batch_size} "
+            "instead; a rank's batch is a micro-batch of each of its lanes.",
+            parameter="batch_size",
+        )
+    if batch_format != "numpy":
+        raise DaskShuffleValueError(
+            f"Expected batch_format='numpy' with n_lanes. Got {batch_format!r} instead; lanes' micro-batches are "
+            "joined as numpy arrays.",
+            parameter="batch_format",
+        )
+
+
+def _check_mixture(order: Order, batch_format: str) -> None:
+    """A mixture reads each copy of a pile as a pile of its own, into numpy, Arrow or pandas batches."""
+    piles_in_memory = order.piles_held()[0]
+    if order.name != "piles" or piles_in_memory not in (None, 1) or batch_format == "xarray":
+        if order.name != "piles":
+            given = f"order={order.name!r}"
+        elif piles_in_memory not in (None, 1):
+            given = f"piles_in_memory={piles_in_memory}"
+        else:
+            given = f"batch_format={batch_format!r}"
+        raise DaskShuffleValueError(
+            "Expected order='piles' a pile at a time (ds.orders.Piles() or Piles(piles_in_memory=1)) and a "
+            f"batch_format other than 'xarray' with several streams. Got {given} instead; a mixture reads each copy "
+            "of a pile as a pile of its own.",
+            parameter="store",
+        )
