@@ -203,7 +203,9 @@ def test_ranks_share_each_epoch_and_wait_for_each_other(source: str, tmp_path: P
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
-    assert not errors, errors
+    import traceback
+
+    assert not errors, [traceback.format_exception(error) for error in errors]
     for epoch in range(3):
         both = np.concatenate([got[0][epoch], got[1][epoch]])
         np.testing.assert_array_equal(np.sort(both), np.arange(N_ROWS))
