@@ -30,7 +30,7 @@ import numpy as np
 
 import daskshuffle
 from daskshuffle.formats import PileReader
-from daskshuffle.loader import _loader
+from daskshuffle.loader import _mix
 
 WIDTH = 64
 ROW_NBYTES = WIDTH * 4 + 8
@@ -71,7 +71,7 @@ class MemoryPileReader(PileReader[dict[str, np.ndarray]]):
 
 def use_memory_reader(reader: MemoryPileReader) -> None:
     """Make every loader (in this process and forked workers) read ``reader``."""
-    _loader.open_pile_reader = lambda *args, **kwargs: reader  # type: ignore[assignment]
+    _mix.open_pile_reader = lambda *args, **kwargs: reader  # type: ignore[assignment]
 
 
 def rows_per_second(loader: daskshuffle.PileLoader) -> float:
@@ -125,7 +125,7 @@ def main() -> None:
 
     print(f"load average {os.getloadavg()}")
     reader = MemoryPileReader(args.rows, args.n_piles)
-    real_open = _loader.open_pile_reader
+    real_open = _mix.open_pile_reader
     use_memory_reader(reader)
     settings: dict[str, Any] = {"batch_size": args.batch_size, "prefetch": args.prefetch}
     rates = []
@@ -154,7 +154,7 @@ def main() -> None:
             f"{torch_rate / rate:.2f}x the loader in one process, rounds {[round(r / 1e6, 2) for r in torch_rates]}"
         )
     if args.store:
-        _loader.open_pile_reader = real_open  # type: ignore[assignment]
+        _mix.open_pile_reader = real_open  # type: ignore[assignment]
         store = str(Path(args.store))
         store_rates = []
         with daskshuffle.PileLoader(store, **settings) as loader:
