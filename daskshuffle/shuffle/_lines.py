@@ -26,7 +26,7 @@ from ..formats._text_sample import (
 )
 from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
 from ..formats._text_source import Lines
-from ..plan._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory
+from ..plan._options import DEFAULT_LINES_PILE_MEMORY, TEXT_DEFAULTS, TEXT_FIXED, common_options, lines_block_memory
 from ..storage._location import Location
 from ._compute import map_tasks
 from ._run import (
@@ -102,6 +102,19 @@ def _sample(
     return counts, order_sample(parts, seed), len(counts) + len(plan)
 
 
+@common_options(
+    defaults=TEXT_DEFAULTS,
+    fixed=TEXT_FIXED,
+    notes={
+        "n_piles": "The result is exactly shuffled either way; piles only bound memory. The default is text's own.",
+        "pile_memory": "A task holds about twice this much: the default, text's own, keeps a worker thread near "
+        "100 MB.",
+        "block_memory": "Of an uncompressed file; by default 16 MiB, or half of ``pile_memory`` if that is less.",
+        "tmp": "The plain copies of compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.",
+        "verify": "Not for text: ``True`` is an error, raised before anything is read, since the output "
+        "is a text file, not a pile store that :func:`daskshuffle.verify` reads.",
+    },
+)
 def shuffle_lines(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -119,6 +132,8 @@ def shuffle_lines(
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
 ) -> ShuffleResult:
     """Shuffle the lines of text files into a text file, out of core, on dask: ``shuf`` for large inputs.
 
@@ -154,18 +169,11 @@ def shuffle_lines(
         ``*.gz`` is written gzip-compressed, ``*.zst`` zstd-compressed (which
         needs ``zstandard``). Written under a temporary name and renamed into
         place when complete, so an interrupted shuffle never leaves a file there.
-    n_piles : int or "auto", default "auto"
-        Number of piles. ``"auto"`` picks the fewest piles that fit
-        ``pile_memory``. The result is exactly shuffled either way; piles only
-        bound memory.
-    seed : int, optional
-        Same input, seed and parameters give the same output bytes, whatever
-        the cluster. ``None`` draws a seed (see ``ShuffleResult.seed``).
+    {options: n_piles, seed}
     header : bool, default False
         Keep the first line of the first file (a CSV header) at the top of
         every output file, unshuffled.
-    overwrite : bool, default False
-        Replace ``dst`` if it exists (only once every check has passed).
+    {options: overwrite}
     head_count : int, optional
         Output only this many lines, chosen uniformly at random (``shuf -n``).
     repeat : bool, default False
@@ -180,21 +188,7 @@ def shuffle_lines(
         near-equal numbers of lines (they differ by one line at most), each
         line in exactly one: file ``i`` holds lines ``[i * n // n_output_files,
         (i + 1) * n // n_output_files)`` of the shuffled order.
-    pile_memory : int or str, default "32MiB"
-        The largest pile allowed, checked before anything is written. A task
-        holds about twice this much.
-    block_memory : int or str, optional
-        About how much of an uncompressed file one pass-1 task reads; by
-        default 16 MiB, or half of ``pile_memory`` if that is less.
-    tmp : path or URL, optional
-        A directory for the pieces between the passes and the plain copies of
-        compressed inputs: they go in its subdirectories
-        ``<name of dst>.daskshuffle-tmp`` and ``<name of dst>.daskshuffle-spool``,
-        removed at the end, also after an error. By default next to ``dst``.
-    progress : bool, default False
-        Show a progress bar.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
+    {options: pile_memory, block_memory, tmp, progress, storage_options, verify, levels}
 
     Returns
     -------
@@ -214,18 +208,17 @@ def shuffle_lines(
     """
     began = time.perf_counter()
     sources = parse_sources(src)
-    options = shuffle_options(
-        dst=dst,
-        n_piles=n_piles,
-        seed=seed,
-        overwrite=overwrite,
-        materialize=True,
-        pile_memory=pile_memory,
-        block_memory=lines_block_memory(block_memory, pile_memory),
-        tmp=tmp,
-        progress=progress,
-        storage_options=storage_options,
-    )
+    options = shuffle_options(locals(), **TEXT_FIXED, block_memory=lines_block_memory(block_memory, pile_memory))
+    if options.verify:
+        raise DaskShuffleValueError(
+            (
+                "Expected ",
+                Argument("verify", False),
+                " for text. Got verify=True instead; the output is a text file, not a pile store that "
+                "daskshuffle.verify can read: compare sorted copies of the input and output instead.",
+            ),
+            parameter="verify",
+        )
     header = parse_bool(header, "header")
     head = parse_count(head_count, "head_count") if head_count is not None else None
     repeat = parse_bool(repeat, "repeat")

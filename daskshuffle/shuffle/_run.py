@@ -323,15 +323,18 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
             fmt, options, variables, dst=dst, tmp=tmp, given_tmp=given_tmp, resumable=resumable, began=began
         )
     if options.verify and n_tasks:
-        from ._verify import verify_location
+        from ._verify import verify_location, verify_source
 
-        verify_location(
-            dst,
-            [],
-            storage_options=options.storage_options,
-            block_nbytes=options.block_nbytes,
-            progress=options.progress,
-        )
+        if fmt.describe_source():  # sources on storage, which the store names
+            verify_location(
+                dst,
+                [],
+                storage_options=options.storage_options,
+                block_nbytes=options.block_nbytes,
+                progress=options.progress,
+            )
+        else:  # in memory, or computed by dask: read as the shuffle read them
+            verify_source(dst, fmt, block_nbytes=options.block_nbytes, progress=options.progress)
     return result
 
 
