@@ -69,7 +69,7 @@ def test_an_unknown_option_is_a_type_error(name: str, tmp_path: Path) -> None:
 
 
 def test_a_renamed_or_missing_option_fails_at_import() -> None:
-    with pytest.raises(TypeError, match="the common option seed=None. Got no such parameter"):
+    with pytest.raises(TypeError, match=r"the common option seed=None\. Got no such parameter"):
 
         @common_options()
         def shuffle_renamed(dst: str, n_piles: int = 512, *, random_seed: int | None = None) -> None:
@@ -82,7 +82,7 @@ def test_a_renamed_or_missing_option_fails_at_import() -> None:
         pass
 
     other_default.__signature__ = inspect.Signature(list(parameters.values()))  # type: ignore[attr-defined]
-    with pytest.raises(TypeError, match="pile_memory='256MiB'. Got pile_memory='128MiB'"):
+    with pytest.raises(TypeError, match=r"pile_memory='256MiB'\. Got pile_memory='128MiB'"):
         common_options()(other_default)
 
 
