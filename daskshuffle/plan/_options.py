@@ -14,12 +14,12 @@ from __future__ import annotations
 import inspect
 import re
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
-from .._errors import DaskShuffleTypeError
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "ShuffleOptions",
     "common_options",
     "lines_block_memory",
+    "parse_forwarded_options",
     "parse_shuffle_options",
 ]
 
@@ -324,3 +325,43 @@ def lines_block_memory(block_memory: object, pile_memory: object) -> object:
         return block_memory
     half_pile = max(parse_nbytes(pile_memory, "pile_memory") // 2, 1)
     return min(parse_nbytes(DEFAULT_LINES_BLOCK_MEMORY, "block_memory"), half_pile)
+
+
+def parse_forwarded_options(
+    shuffle: Callable[..., Any], options: object, *, decided: Sequence[str], parameter: str, why: str
+) -> dict[str, Any]:
+    """``options`` for ``shuffle``, checked now rather than when it runs: its parameters, but not those ``decided``.
+
+    ``append`` and ``EpochShuffler`` take ``shuffle_options={...}`` and pass
+    them on to a shuffle that runs later (in the background, for the epochs).
+
+    Examples
+    --------
+    >>> def shuffle(src, dst, n_piles=512, *, seed=None, overwrite=False): ...
+    >>> parse_forwarded_options(shuffle, {"n_pile": 8}, decided=["seed"], parameter="shuffle_options", why="")
+    Traceback (most recent call last):
+    ...
+    TypeError: Expected shuffle_options to hold arguments of shuffle. Got ['n_pile'] instead; ...
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(name, str) for name in options):
+        raise DaskShuffleTypeError(
+            f"Expected {parameter} to be a dict of arguments. Got {options!r} instead.", parameter=parameter
+        )
+    for name in decided:
+        if name in options:
+            raise DaskShuffleValueError(
+                f"Expected {parameter} without {name!r}. Got it instead; {why}.",
+                parameter=parameter,
+            )
+    taken = inspect.signature(shuffle).parameters
+    if not any(taken_parameter.kind is inspect.Parameter.VAR_KEYWORD for taken_parameter in taken.values()):
+        unknown = sorted(set(options) - set(taken))
+        if unknown:
+            raise DaskShuffleTypeError(
+                f"Expected {parameter} to hold arguments of {getattr(shuffle, '__name__', 'the shuffle')}. Got "
+                f"{unknown} instead; it takes {[name for name in taken if name not in ('src', 'dst')]}.",
+                parameter=parameter,
+            )
+    return dict(options)
