@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -26,7 +27,14 @@ from ..formats._text_sample import (
 )
 from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
 from ..formats._text_source import Lines
-from ..plan._options import DEFAULT_LINES_PILE_MEMORY, TEXT_DEFAULTS, TEXT_FIXED, common_options, lines_block_memory
+from ..plan._options import (
+    DEFAULT_LINES_PILE_MEMORY,
+    TEXT_DEFAULTS,
+    TEXT_FIXED,
+    ShuffleOptions,
+    common_options,
+    lines_block_memory,
+)
 from ..storage._location import Location
 from ._compute import map_tasks
 from ._run import (
@@ -209,6 +217,45 @@ def shuffle_lines(
     began = time.perf_counter()
     sources = parse_sources(src)
     options = shuffle_options(locals(), **TEXT_FIXED, block_memory=lines_block_memory(block_memory, pile_memory))
+    job = _check(
+        sources,
+        options,
+        header=header,
+        head_count=head_count,
+        repeat=repeat,
+        delimiter=delimiter,
+        n_output_files=n_output_files,
+    )
+    return _run(job, began)
+
+
+@dataclass(frozen=True)
+class _TextShuffle:
+    """A checked call of :func:`shuffle_lines`: what it reads and writes, and how; nothing read or written yet."""
+
+    source: TextSource
+    options: ShuffleOptions
+    #: The output files (one, or ``n_output_files``), their compression, and whether they are written as shards.
+    paths: list[Location]
+    compression: str | None
+    sharded: bool
+    #: Where compressed inputs are decompressed to.
+    spool: Location
+    head: int | None
+    repeat: bool
+
+
+def _check(
+    sources: list[str],
+    options: ShuffleOptions,
+    *,
+    header: object,
+    head_count: object,
+    repeat: object,
+    delimiter: object,
+    n_output_files: int | None,
+) -> _TextShuffle:
+    """Every check of the arguments and destinations, before the first byte of input is read (counting reads it all)."""
     if options.verify:
         raise DaskShuffleValueError(
             (
@@ -219,10 +266,10 @@ def shuffle_lines(
             ),
             parameter="verify",
         )
-    header = parse_bool(header, "header")
+    with_header = parse_bool(header, "header")
     head = parse_count(head_count, "head_count") if head_count is not None else None
-    repeat = parse_bool(repeat, "repeat")
-    if repeat and head is None:
+    with_repeat = parse_bool(repeat, "repeat")
+    if with_repeat and head is None:
         raise DaskShuffleValueError(
             (
                 "Expected ",
@@ -237,36 +284,48 @@ def shuffle_lines(
         )
     line_end = parse_delimiter(delimiter)
     dst_location, tmp_location = shuffle_locations(options)
-    progress = options.progress
+    storage_options = options.storage_options
     paths = [Location.of(path, storage_options) for path in parse_output_files(dst_location.url, n_output_files)]
     compression = output_compression(dst_location.url)
-    spool = dst_location.scratch(".daskshuffle-spool", tmp_location)
     for path in paths:
         if path.isdir():
             raise DaskShuffleValueError(
                 f"Expected dst to be a file. Got {path.url!r}, which is a directory, instead; name a file inside it."
             )
-
     source: TextSource = open_text_sources(
         sources,
-        header=header,
+        header=with_header,
         block_nbytes=options.block_nbytes,
         storage_options=storage_options,
         delimiter=line_end,
     )
-    # Counting reads the whole input: check the destination first.
     for path in paths:
         check_destination(source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False)
     check_workers_reach({"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)})
-    spool.remove()
+    return _TextShuffle(
+        source=source,
+        options=options,
+        paths=paths,
+        compression=compression,
+        sharded=n_output_files is not None or compression is not None,
+        spool=dst_location.scratch(".daskshuffle-spool", tmp_location),
+        head=head,
+        repeat=with_repeat,
+    )
+
+
+def _run(job: _TextShuffle, began: float) -> ShuffleResult:
+    """Decompress, count the blocks (or sample them), and shuffle or write the sample."""
+    options, progress = job.options, job.options.progress
+    job.spool.remove()
     try:
-        source = _decompress(source, spool, progress)
-        if head is not None:
-            counts, sample, n_tasks = _sample(source, head, options.seed, repeat=repeat, progress=progress)
+        source = _decompress(job.source, job.spool, progress)
+        if job.head is not None:
+            counts, sample, n_tasks = _sample(source, job.head, options.seed, repeat=job.repeat, progress=progress)
             if sample is not None:
-                write_shards(sample, paths, source.header)
+                write_shards(sample, job.paths, source.header)
                 return ShuffleResult(
-                    path=dst_location.url,
+                    path=shuffle_locations(options)[0].url,
                     n_rows=len(sample),
                     n_piles=1,
                     seed=options.seed,
@@ -279,9 +338,9 @@ def shuffle_lines(
         else:
             counts = _count(source, progress)
         fmt = TextFormat(source, counts)
-        if n_output_files is not None or compression is not None:
-            fmt = ShardedTextFormat(source, counts, paths, compression)
+        if job.sharded:
+            fmt = ShardedTextFormat(source, counts, job.paths, job.compression)
         fmt.check_blocks_fit(options.pile_nbytes)
         return run_shuffle(fmt, options, variables=[])
     finally:
-        spool.remove()
+        job.spool.remove()
