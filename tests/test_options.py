@@ -182,3 +182,11 @@ def test_shuffle_lines_levels_and_verify(tmp_path: Path) -> None:
         ds.shuffle_lines(tmp_path / "in.txt", tmp_path / "checked.txt", seed=0, verify=True)
     assert caught.value.parameter == "verify"
     assert not (tmp_path / "checked.txt").exists()
+
+
+def test_shuffle_zarr_of_dask_arrays_verifies_against_them(tmp_path: Path) -> None:
+    import dask.array as da
+
+    arrays = {"x": da.arange(3000.0, chunks=500).reshape(1000, 3), "id": da.arange(1000, chunks=250)}
+    result = ds.shuffle_zarr(arrays, tmp_path / "piles.zarr", n_piles=4, seed=0, verify=True)
+    assert result.n_rows == 1000
