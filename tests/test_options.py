@@ -190,3 +190,13 @@ def test_shuffle_zarr_of_dask_arrays_verifies_against_them(tmp_path: Path) -> No
     arrays = {"x": da.arange(3000.0, chunks=500).reshape(1000, 3), "id": da.arange(1000, chunks=250)}
     result = ds.shuffle_zarr(arrays, tmp_path / "piles.zarr", n_piles=4, seed=0, verify=True)
     assert result.n_rows == 1000
+
+
+def test_shuffle_xarray_verifies_encoded_variables_and_files(tmp_path: Path) -> None:
+    from test_xarray import make_dataset
+
+    data = make_dataset(240)
+    ds.shuffle_xarray(data.chunk({"sample": 50}), tmp_path / "memory.zarr", "sample", n_piles=4, seed=0, verify=True)
+    path = tmp_path / "data.nc"
+    data.drop_vars("time").to_netcdf(path, engine="scipy")
+    ds.shuffle_xarray(path, tmp_path / "file.zarr", "sample", n_piles=4, seed=0, verify=True)

@@ -28,7 +28,7 @@ from .._errors import (
     StorageNotFoundError,
 )
 from ..formats import read_metadata
-from ..formats._base import FORMAT_VERSION, Format
+from ..formats._base import FORMAT_VERSION, CollectionSource, Format
 from ..plan._level_plan import LevelPlan, make_level_plan
 from ..plan._options import ShuffleOptions, parse_shuffle_options
 from ..plan._plan import Plan, ShuffleSettings, fingerprint, make_plan
@@ -325,7 +325,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     if options.verify and n_tasks:
         from ._verify import verify_location, verify_source
 
-        if fmt.describe_source():  # sources on storage, which the store names
+        if fmt.describe_source() and not isinstance(fmt, CollectionSource):  # files, which the store names
             verify_location(
                 dst,
                 [],
@@ -333,7 +333,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
                 block_nbytes=options.block_nbytes,
                 progress=options.progress,
             )
-        else:  # in memory, or computed by dask: read as the shuffle read them
+        else:  # in memory, or a dask collection (an xarray dataset of files too): read as the shuffle read them
             verify_source(dst, fmt, block_nbytes=options.block_nbytes, progress=options.progress)
     return result
 

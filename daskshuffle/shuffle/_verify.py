@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationError
 from .._parse import parse_nbytes, parse_path
 from ..formats import open_pile_reader
-from ..formats._base import CollectionSource, FileFormat, FileSource, Source
+from ..formats._base import CollectionFormat, CollectionSource, FileFormat, Format
 from ..formats._generations import GENERATIONS_KEY, sources_of
 from ..plan._options import DEFAULT_BLOCK_MEMORY
 from ..plan._plan import fingerprint
@@ -361,7 +361,7 @@ def verify_location(
     )
 
 
-def verify_source(location: Location, fmt: Source, *, block_nbytes: int, progress: bool) -> VerifyResult:
+def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, progress: bool) -> VerifyResult:
     """:func:`verify` of the pile store at ``location`` against ``fmt``, the source it was just shuffled from.
 
     For sources that no path names (a DataFrame, a dataset, dask arrays): their
@@ -376,7 +376,7 @@ def verify_source(location: Location, fmt: Source, *, block_nbytes: int, progres
         reader.close()
     variables = list(metadata["variables"])
     token = f"verify-{path}-{metadata.get('fingerprint')}"
-    blocks = [(variables, fmt, block) for block in range(len(fmt.block_lengths))]
+    blocks = [(variables, fmt, location, block) for block in range(len(fmt.block_lengths))]
     if isinstance(fmt, CollectionSource):
         source_parts = map_tasks(_collection_part, blocks, token=token, progress=progress, inputs=fmt.block_inputs())
     else:
@@ -399,12 +399,14 @@ def verify_source(location: Location, fmt: Source, *, block_nbytes: int, progres
     )
 
 
-def _file_part(variables: list[str], fmt: FileSource[Any], block: int) -> dict[str, Any]:
-    return checksum(fmt.read_block(block), variables)
+def _file_part(variables: list[str], fmt: FileFormat[Any], store: Location, block: int) -> dict[str, Any]:
+    return checksum(fmt.stored_rows(store, fmt.read_block(block)), variables)
 
 
-def _collection_part(variables: list[str], fmt: CollectionSource[Any], block: int, value: Any) -> dict[str, Any]:
-    return checksum(fmt.rows_of_block(block, value), variables)
+def _collection_part(
+    variables: list[str], fmt: CollectionFormat[Any], store: Location, block: int, value: Any
+) -> dict[str, Any]:
+    return checksum(fmt.stored_rows(store, fmt.rows_of_block(block, value)), variables)
 
 
 def _same(expected: dict[str, Any], found: dict[str, Any], variables: Sequence[str]) -> bool:
