@@ -200,3 +200,18 @@ def test_shuffle_xarray_verifies_encoded_variables_and_files(tmp_path: Path) -> 
     path = tmp_path / "data.nc"
     data.drop_vars("time").to_netcdf(path, engine="scipy")
     ds.shuffle_xarray(path, tmp_path / "file.zarr", "sample", n_piles=4, seed=0, verify=True)
+
+
+@pytest.mark.parametrize("index", [None, True])
+def test_shuffle_dataframe_verifies_categoricals_nulls_and_the_index(tmp_path: Path, index: bool | None) -> None:
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(300),
+            "cat": pd.Categorical(["a", "b", "c"] * 100),
+            "maybe": pd.array([1, None, 3] * 100, dtype="Int64"),
+        },
+        index=pd.Index(np.arange(300) * 2, name="row"),
+    )
+    for df, name in ((frame, "pandas"), (dd.from_pandas(frame, npartitions=3), "dask")):
+        result = ds.shuffle_dataframe(df, tmp_path / name, n_piles=4, seed=0, index=index, verify=True)
+        assert result.n_rows == 300
