@@ -1,6 +1,9 @@
 """The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph.
 
-With ``head_count`` the lines are sampled instead (``formats/_text_sample.py``);
+``shuffle_lines`` is cut where reading begins: ``_check`` makes every check of
+the arguments and destinations (nothing read or written yet) into a
+``_TextShuffle``, and ``_run`` decompresses, counts, and shuffles. With
+``head_count`` the lines are sampled instead (``formats/_text_sample.py``);
 several or compressed output files are written by ``formats/_text_shards.py``.
 """
 
