@@ -168,7 +168,8 @@ def test_xarray_shuffles_a_dataset_that_zarr_refuses(tmp_path: Path) -> None:
     assert "shuffle_xarray(src, dst, dim='sample')" in refused.output, refused.output
     assert "daskshuffle xarray SRC DST --dim sample" in refused.output, refused.output
     done = CliRunner().invoke(cli, ["xarray", str(tmp_path / "raw.zarr"), str(tmp_path / "p.zarr"), "--dim", "sample",
-                                    "--n-piles", "4", "--seed", "3", "--scheduler", "threads", "--quiet"])  # fmt: skip
+                                    "--n-piles", "4", "--seed", "3", "--scheduler", "threads", "--quiet",
+                                    "--verify"])  # fmt: skip
     assert done.exit_code == 0, done.output
     shuffle_xarray(tmp_path / "raw.zarr", tmp_path / "expected.zarr", "sample", n_piles=4, seed=3)
     shuffled = xr.open_zarr(tmp_path / "p.zarr")

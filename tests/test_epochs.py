@@ -280,3 +280,11 @@ def test_a_dropped_half_used_shuffler_leaves_nothing(source: str, tmp_path: Path
     del epochs, iterator
     gc.collect()
     assert not workdir.exists()
+
+
+def test_unknown_shuffle_options_are_a_type_error_before_anything_is_written(source: str, tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"\['n_pile'\]"):
+        EpochShuffler(source, tmp_path / "e", n_epochs=2, batch_size=10, shuffle_options={"n_pile": 4})
+    with pytest.raises(TypeError, match="dict of arguments"):
+        EpochShuffler(source, tmp_path / "e", n_epochs=2, batch_size=10, shuffle_options=[("n_piles", 4)])
+    assert not (tmp_path / "e").exists()

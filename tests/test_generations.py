@@ -16,7 +16,7 @@ from conftest import make_zarr_source, tree_digest
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader
 from daskshuffle._cli import cli
-from daskshuffle.formats import open_pile_reader
+from daskshuffle.formats import open_pile_reader, read_metadata
 from daskshuffle.formats._zarr_reader import ZarrPileReader
 
 N_PILES = 4
@@ -337,3 +337,43 @@ def test_a_root_whose_offsets_disagree_with_its_generations_is_refused(grown: Pa
         match=r"pile_offsets that add up its generations' piles. Got pile_offsets\[2\] = [\d,]+ and [\d,]+ from",
     ):
         PileLoader(grown, 100)
+
+
+def test_compact_takes_copy_memory_as_a_size(grown: Path, tmp_path: Path) -> None:
+    import shutil
+
+    other = tmp_path / "other.zarr"
+    shutil.copytree(grown, other)
+    daskshuffle.compact(grown, copy_memory="64MiB")
+    daskshuffle.compact(other, copy_memory=64 * 2**20)
+    assert [(g.generation, g.n_rows) for g in daskshuffle.generations(grown)] == [(3, 1_800)]
+    for a, b in zip(epoch_batches(grown), epoch_batches(other), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(DaskShuffleValueError, match="copy_memory"):
+        daskshuffle.compact(grown, copy_memory="lots")
+
+
+def test_append_takes_shuffle_options_as_a_dict_or_as_keywords(tmp_path: Path) -> None:
+    make_zarr_source(tmp_path / "a.zarr", 300, chunk_rows=50)
+    make_zarr_source(tmp_path / "b.zarr", 300, chunk_rows=50, first_id=300)
+    for name, spelling in (("dict", "dict"), ("keywords", "keywords")):
+        store = tmp_path / f"{name}.zarr"
+        daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+        if spelling == "dict":
+            daskshuffle.append(store, tmp_path / "b.zarr", seed=1, shuffle_options={"block_memory": "16KiB"})
+        else:
+            daskshuffle.append(store, tmp_path / "b.zarr", seed=1, block_memory="16KiB")
+    for a, b in zip(epoch_batches(tmp_path / "dict.zarr"), epoch_batches(tmp_path / "keywords.zarr"), strict=True):
+        np.testing.assert_array_equal(a, b)
+    for name in ("dict", "keywords"):
+        metadata = read_metadata(tmp_path / f"{name}.zarr" / "generations" / "00001")
+        assert metadata is not None and metadata["blocks"]["block_memory"] == 16 * 2**10, "the option reached it"
+    store = tmp_path / "dict.zarr"
+    digest = tree_digest(store)
+    with pytest.raises(TypeError, match=r"\['block_memry'\]"):
+        daskshuffle.append(store, tmp_path / "b.zarr", shuffle_options={"block_memry": "16KiB"})
+    with pytest.raises(TypeError, match="once"):
+        daskshuffle.append(store, tmp_path / "b.zarr", shuffle_options={"verify": True}, verify=True)
+    with pytest.raises(DaskShuffleValueError, match="'n_piles'"):
+        daskshuffle.append(store, tmp_path / "b.zarr", shuffle_options={"n_piles": 8})
+    assert tree_digest(store) == digest

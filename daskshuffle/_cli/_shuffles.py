@@ -100,9 +100,9 @@ def _shuffle_into_store(shuffle: Callable[..., Any], paths: tuple[str, ...], **o
         click.echo(summary(result, dst), err=True)
 
 
-def _shuffle_options_without_verify(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of ``daskshuffle xarray``: its shuffle has no ``verify``."""
-    return _shuffle_options(command, verify=False, metavar="SRC DST")
+def _dataset_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``daskshuffle xarray``: one dataset, then DST."""
+    return _shuffle_options(command, verify=True, metavar="SRC DST")
 
 
 @cli.command(epilog=EXAMPLES_ZARR, short_help="Shuffle the rows of Zarr arrays into a pile store.")
@@ -175,7 +175,7 @@ Examples:
     metavar="ROWS",
     help="Rows per output chunk along --dim.  [default: from the piles]",
 )
-@_shuffle_options_without_verify
+@_dataset_shuffle_options
 def xarray(paths: tuple[str, ...], dim: str, chunk_rows: int | None, **options: Any) -> None:
     """Shuffle the dataset SRC (a Zarr store or a file xarray opens) along --dim into a Zarr pile store DST.
 

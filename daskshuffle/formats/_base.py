@@ -232,6 +232,14 @@ class Destination(Protocol[Rows_contra]):
         """Record ``metadata`` and mark the destination complete. Runs last."""
         ...
 
+    def stored_rows(self, dst: Location, rows: Rows_contra) -> Any:
+        """``rows`` as the destination stores them, and its pile reader reads them back (for ``verify``).
+
+        By default unchanged; a destination that encodes values (xarray's CF
+        encodings) encodes them here as it does when it writes them.
+        """
+        return rows
+
     def resume_destination(self, dst: Location) -> None:
         """Before an interrupted run continues: remove what a task killed mid-write left that is not output.
 

@@ -185,21 +185,32 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
         group = zarr.open_group(self._open(dst), mode="r+")
         group.attrs[METADATA_KEY] = {**metadata, "dim": self.dim}
 
+    def stored_rows(self, dst: Location, rows: ArrayRows) -> ArrayRows:
+        return _encode(zarr.open_group(self._open(dst), mode="r"), rows, self._open(dst))
+
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
-        # Encode with the destination's own encodings (time units, fill values,
-        # scales), exactly as xarray would, then write whole chunks.
-        stored = xr.open_zarr(self._open(dst), consolidated=False, chunks=None)
+        # Encode as the destination stores values, then write whole chunks.
         group = zarr.open_group(self._open(dst), mode="r+")
-        for name, values in rows.items():
-            variable = stored.variables[name]
-            encoded = xr.conventions.encode_cf_variable(
-                xr.Variable(variable.dims, values, attrs=variable.attrs, encoding=variable.encoding), name=name
-            )
+        for name, values in _encode(group, rows, self._open(dst)).items():
             array: Any = _layout.for_writing(group[name])
-            array[start : start + len(values)] = np.asarray(encoded.values, dtype=array.dtype)
+            array[start : start + len(values)] = values
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         super().finalize_destination(dst, {**metadata, "dim": self.dim})
+
+
+def _encode(group: zarr.Group, rows: ArrayRows, opened: Any) -> ArrayRows:
+    """``rows`` with the destination's own encodings (time units, fill values, scales), as xarray applies them."""
+    stored = xr.open_zarr(opened, consolidated=False, chunks=None)
+    encoded: ArrayRows = {}
+    for name, values in rows.items():
+        variable = stored.variables[name]
+        cf = xr.conventions.encode_cf_variable(
+            xr.Variable(variable.dims, values, attrs=variable.attrs, encoding=variable.encoding), name=name
+        )
+        array: Any = group[name]
+        encoded[name] = np.asarray(cf.values, dtype=array.dtype)
+    return encoded
 
 
 def open_xarray_source(

@@ -25,6 +25,7 @@ from typing import Any
 from .._errors import DaskShuffleValueError, UnfinishedShuffleError
 from .._parse import parse_count, parse_path, parse_positive_int, parse_seed
 from .._random import make_rng
+from ..plan._options import parse_forwarded_options
 from ..shuffle._run import ShuffleResult
 from ..storage import _paths
 from ..storage._location import Location
@@ -154,7 +155,9 @@ class EpochShuffler:
     batch_size : int
         As for :class:`~daskshuffle.PileLoader`.
     seed : int, optional
-        The run's seed (drawn if ``None``; see :meth:`state_dict`).
+        The run's seed, from which each epoch's shuffle seed is drawn. ``None``
+        draws one, as the shuffles do (see :meth:`state_dict`), unlike
+        :class:`~daskshuffle.PileLoader`, whose ``None`` means the store's seed.
     max_concurrent_epochs : int, default 2
         Stores that may exist at once: the one being read and those shuffled
         ahead. 2 is double buffering.
@@ -167,8 +170,10 @@ class EpochShuffler:
     shuffle : callable, default :func:`daskshuffle.shuffle_zarr`
         ``shuffle(src, dst, seed=..., **shuffle_options)``.
     shuffle_options, loader_options : dict, optional
-        More arguments of ``shuffle`` (``n_piles``, ``pile_memory``, ...) and
-        of :class:`~daskshuffle.PileLoader` (``prefetch``, ``variables``, ...).
+        More arguments of ``shuffle`` (``n_piles``, ``pile_memory``, ...), as
+        :func:`daskshuffle.append` takes them too, and of
+        :class:`~daskshuffle.PileLoader` (``prefetch``, ``variables``, ...).
+        Names that ``shuffle`` does not take are a ``TypeError`` here.
 
     Examples
     --------
@@ -199,7 +204,15 @@ class EpochShuffler:
 
         # Resolved now, on the client: the shuffles run later, on workers that may run in another directory.
         self.src = _resolve_sources(src)
-        workdir_location = Location.of(parse_path(workdir, "workdir"), (shuffle_options or {}).get("storage_options"))
+        self._shuffle = shuffle or shuffle_zarr
+        self._shuffle_options = parse_forwarded_options(
+            self._shuffle,
+            shuffle_options,
+            decided=("seed", "overwrite"),
+            parameter="shuffle_options",
+            why="the shuffler chooses each epoch's seed and store",
+        )
+        workdir_location = Location.of(parse_path(workdir, "workdir"), self._shuffle_options.get("storage_options"))
         self.workdir = workdir_location.url
         self.n_epochs = parse_positive_int(n_epochs, "n_epochs")
         self.batch_size = parse_positive_int(batch_size, "batch_size")
@@ -211,15 +224,6 @@ class EpochShuffler:
             raise DaskShuffleValueError(
                 f"Expected rank to be below world_size={self.world_size}. Got {self.rank} instead.", parameter="rank"
             )
-        for name in ("seed", "overwrite"):
-            if name in (shuffle_options or {}):
-                raise DaskShuffleValueError(
-                    f"Expected shuffle_options without {name!r}. Got it instead; the shuffler chooses each "
-                    "epoch's seed and store.",
-                    parameter="shuffle_options",
-                )
-        self._shuffle = shuffle or shuffle_zarr
-        self._shuffle_options = dict(shuffle_options or {})
         self._loader_options = dict(loader_options or {})
         self._storage_options = self._shuffle_options.get("storage_options")
         self._epoch = 0

@@ -102,8 +102,9 @@ class PileLoader:
         Rows per batch.
     seed : int, optional
         Seeds the order of the piles and the shuffle inside each pile. By
-        default the seed recorded in the store, so that two runs on one store
-        agree unless told otherwise.
+        default (``None``) the seed recorded in the store, so that two runs on
+        one store agree unless told otherwise; a shuffle's ``seed=None``
+        instead draws a new seed (which the store records).
     rank, world_size : int, default 0 and 1
         For data-parallel training: this process's rank and the number of
         ranks. Within an epoch ranks get disjoint rows and the same number of

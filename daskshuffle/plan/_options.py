@@ -1,22 +1,29 @@
 """The arguments every shuffle shares, checked once at the boundary.
 
 Each public shuffle (``shuffle_zarr``, ``shuffle_parquet``, ``shuffle_dataframe``,
-``shuffle_xarray``, ``shuffle_lines``) hands its common keyword arguments to
-:func:`parse_shuffle_options` and passes the frozen :class:`ShuffleOptions` on;
-the command line takes its defaults from the constants here. A new common
-option is added in this module, once.
+``shuffle_xarray``, ``shuffle_lines``) is declared with :func:`common_options`,
+which checks at import that it takes every option of :data:`COMMON_OPTIONS`
+with its default and writes their docs into its docstring; it hands its
+arguments to :func:`parse_shuffle_options` and passes the frozen
+:class:`ShuffleOptions` on. The command line takes its defaults from the
+constants here. A new common option is added in this module, once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+import re
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar
 
-from .._errors import DaskShuffleTypeError
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
 
 __all__ = [
+    "COMMON_OPTIONS",
     "DEFAULT_BLOCK_MEMORY",
     "DEFAULT_LINES_BLOCK_MEMORY",
     "DEFAULT_LINES_PILE_MEMORY",
@@ -24,8 +31,13 @@ __all__ = [
     "DEFAULT_PARQUET_COMPRESSION",
     "DEFAULT_PILE_MEMORY",
     "PARQUET_COMPRESSIONS",
+    "TEXT_DEFAULTS",
+    "TEXT_FIXED",
+    "CommonOption",
     "ShuffleOptions",
+    "common_options",
     "lines_block_memory",
+    "parse_forwarded_options",
     "parse_shuffle_options",
 ]
 
@@ -84,21 +96,189 @@ def _parse_storage_options(value: object) -> dict[str, Any] | None:
     return dict(value) if value is not None else None
 
 
-#: The arguments every public shuffle takes, with their defaults.
-_COMMON_ARGUMENTS: dict[str, object] = {
-    "dst": None,
-    "n_piles": DEFAULT_N_PILES,
-    "seed": None,
-    "overwrite": False,
-    "materialize": False,
-    "pile_memory": DEFAULT_PILE_MEMORY,
-    "block_memory": DEFAULT_BLOCK_MEMORY,
-    "tmp": None,
-    "progress": False,
-    "storage_options": None,
-    "verify": False,
-    "levels": "auto",
-}
+@dataclass(frozen=True)
+class CommonOption:
+    """One argument that every public shuffle takes: its default, its type as the docs show it, and its doc."""
+
+    name: str
+    default: object
+    kind: str
+    doc: str
+
+    def describe(self, default: object, note: str = "") -> str:
+        """The numpydoc entry of this option with ``default`` (a shuffle's own, or the common one)."""
+        if default is None:
+            header = f"{self.name} : {self.kind}, optional"
+        elif isinstance(default, str):
+            header = f'{self.name} : {self.kind}, default "{default}"'
+        else:
+            header = f"{self.name} : {self.kind}, default {default!r}"
+        body = textwrap.fill(f"{self.doc} {note}".strip(), width=80, break_on_hyphens=False)
+        return header + "\n" + textwrap.indent(body, "    ")
+
+
+#: The arguments every public shuffle takes after ``dst``, with their defaults and docs, in the order a user reads
+#: them. A public shuffle declares them with :func:`common_options`, which checks its signature at import.
+COMMON_OPTIONS: tuple[CommonOption, ...] = (
+    CommonOption(
+        "n_piles",
+        DEFAULT_N_PILES,
+        'int or "auto"',
+        'Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.',
+    ),
+    CommonOption(
+        "seed",
+        None,
+        "int",
+        "Same seed, same source and same parameters give the same output, whatever the cluster. ``None`` draws a "
+        "seed and records it (``ShuffleResult.seed``); a resumable shuffle interrupted and called again with "
+        "``None`` continues with the seed it drew. (A loader's ``seed=None`` means the store's recorded seed "
+        "instead: the loader reads the order a shuffle drew.)",
+    ),
+    CommonOption("overwrite", False, "bool", "Replace ``dst`` if it exists (only once every check has passed)."),
+    CommonOption("materialize", False, "bool", "Write a fully shuffled copy instead of a pile store."),
+    CommonOption(
+        "pile_memory",
+        DEFAULT_PILE_MEMORY,
+        "int or str",
+        'The largest pile allowed, in bytes or as a size such as "256MiB", checked at planning time, before '
+        "anything is written.",
+    ),
+    CommonOption(
+        "block_memory",
+        DEFAULT_BLOCK_MEMORY,
+        "int or str",
+        'About how much of the source one pass-1 task reads, in bytes or as a size such as "64MiB".',
+    ),
+    CommonOption(
+        "tmp",
+        None,
+        "path or URL",
+        "A directory for the pieces between the passes; they go to a subdirectory named after ``dst`` (by default "
+        "``<dst>.daskshuffle-tmp``, next to ``dst``), removed at the end, also after an error. ``tmp`` itself is "
+        "never removed.",
+    ),
+    CommonOption("progress", False, "bool", "Show a progress bar."),
+    CommonOption("storage_options", None, "dict", "Passed to fsspec for URLs."),
+    CommonOption(
+        "verify",
+        False,
+        "bool",
+        "Once the output is written, prove it holds exactly the source's rows (:func:`daskshuffle.verify`: an "
+        "order-independent checksum of every variable on both sides, about a third of the shuffle's time); "
+        "``VerificationError`` if not.",
+    ),
+    CommonOption(
+        "levels",
+        "auto",
+        '{"auto", 1, 2, 3, 4}',
+        "Levels of scatter before the merge. With one, the merge reads about ``block_memory**2 / data`` bytes from "
+        "every block, which falls with the data's size; with ``L``, rows go first to about ``(data / "
+        "block_memory)^(1/L)`` super-piles, each split as many ways again by every level but the last, then to "
+        'piles, keeping reads large for one more write and read of the data a level. ``"auto"`` adds levels '
+        "where fewer would make ten thousand reads or more of under 1 MiB on object storage (two from about 6 GiB "
+        "with the defaults, three from about 256 GiB, four from about 16 TiB), or of under 64 KiB on local disk "
+        "(two from about 64 GiB); :func:`daskshuffle.explain` shows the choice.",
+    ),
+)
+_BY_NAME = {option.name: option for option in COMMON_OPTIONS}
+
+#: ``shuffle_lines``' own defaults, for text: a task holds about two copies of a block or a pile (plus
+#: offsets), and these keep a worker thread near 100 MB however large the input is; with ``n_piles="auto"``
+#: the piles follow from ``pile_memory``. Its ``block_memory=None`` is :func:`lines_block_memory`.
+TEXT_DEFAULTS: Mapping[str, object] = MappingProxyType(
+    {"n_piles": "auto", "pile_memory": DEFAULT_LINES_PILE_MEMORY, "block_memory": None}
+)
+#: Common options that ``shuffle_lines`` does not take, and the value it runs with: its output is a text file,
+#: always fully shuffled.
+TEXT_FIXED: Mapping[str, object] = MappingProxyType({"materialize": True})
+
+_Shuffle = TypeVar("_Shuffle", bound=Callable[..., Any])
+#: A docstring line that stands for the docs of common options: ``{options: n_piles, seed}``.
+_PLACEHOLDER = re.compile(r"^(?P<indent>[ ]*)\{options: (?P<names>[\w, ]+)\}$", re.MULTILINE)
+
+
+def common_options(
+    *,
+    defaults: Mapping[str, object] | None = None,
+    fixed: Mapping[str, object] | None = None,
+    notes: Mapping[str, str] | None = None,
+) -> Callable[[_Shuffle], _Shuffle]:
+    """Declare a public shuffle: check at import that it takes every common option, and write their docs.
+
+    The shuffle must take every option of :data:`COMMON_OPTIONS` (but ``fixed``
+    ones) with its common default (or the one ``defaults`` gives), so that a
+    renamed or missing parameter is an error when the module is imported, not a
+    silent default. Lines of its docstring such as ``{options: n_piles, seed}``
+    become those options' numpydoc entries (with ``notes`` added to them), and
+    every option must be documented so.
+
+    Examples
+    --------
+    >>> @common_options()
+    ... def shuffle_nothing(dst, n_piles=512):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    TypeError: Expected shuffle_nothing to take the common option seed=None. Got no such parameter instead; ...
+    """
+    chosen_defaults = dict(defaults or {})
+    chosen_fixed = dict(fixed or {})
+    chosen_notes = dict(notes or {})
+
+    def declare(shuffle: _Shuffle) -> _Shuffle:
+        name = shuffle.__qualname__
+        unknown = sorted((set(chosen_defaults) | set(chosen_fixed) | set(chosen_notes)) - set(_BY_NAME))
+        if unknown:
+            raise TypeError(f"Expected common options of {name}. Got {unknown} instead; see COMMON_OPTIONS.")
+        parameters = inspect.signature(shuffle).parameters
+        if "dst" not in parameters:
+            raise TypeError(f"Expected {name} to take dst. Got {list(parameters)} instead.")
+        for option in COMMON_OPTIONS:
+            if option.name in chosen_fixed:
+                if option.name in parameters:
+                    raise TypeError(f"Expected {name} not to take {option.name}, which it fixes. Got it instead.")
+                continue
+            default = chosen_defaults.get(option.name, option.default)
+            parameter = parameters.get(option.name)
+            if parameter is None or type(parameter.default) is not type(default) or parameter.default != default:
+                got = "no such parameter" if parameter is None else f"{option.name}={parameter.default!r}"
+                raise TypeError(
+                    f"Expected {name} to take the common option {option.name}={default!r}. Got {got} instead; "
+                    "declare its name and default once, in daskshuffle.plan._options.COMMON_OPTIONS."
+                )
+        shuffle.__doc__ = _document(name, shuffle.__doc__ or "", chosen_defaults, chosen_fixed, chosen_notes)
+        return shuffle
+
+    return declare
+
+
+def _document(
+    name: str, doc: str, defaults: Mapping[str, object], fixed: Mapping[str, object], notes: Mapping[str, str]
+) -> str:
+    """``doc`` with its ``{options: ...}`` lines replaced by the options' entries; every option documented once."""
+    documented: list[str] = []
+
+    def entries(match: re.Match[str]) -> str:
+        names = [part.strip() for part in match["names"].split(",") if part.strip()]
+        unknown = [option for option in names if option not in _BY_NAME or option in fixed or option in documented]
+        if unknown:
+            raise TypeError(f"Expected common options in the docstring of {name}, each once. Got {unknown} instead.")
+        documented.extend(names)
+        text = "\n".join(
+            _BY_NAME[option].describe(defaults.get(option, _BY_NAME[option].default), notes.get(option, ""))
+            for option in names
+        )
+        return textwrap.indent(text, match["indent"])
+
+    doc = _PLACEHOLDER.sub(entries, doc)
+    missing = [option.name for option in COMMON_OPTIONS if option.name not in documented and option.name not in fixed]
+    if missing:
+        raise TypeError(
+            f"Expected the docstring of {name} to document every common option. Got none for {missing} instead; "
+            "add a line {options: ...} naming them."
+        )
+    return doc
 
 
 def parse_shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:
@@ -106,14 +286,21 @@ def parse_shuffle_options(arguments: Mapping[str, object] | None = None, /, **gi
 
     The arguments are read from ``arguments`` (a public shuffle passes its own
     ``locals()``, so that each reads them the same way) and from ``given``,
-    which wins; other names in ``arguments`` are left to the caller, and
-    arguments given nowhere take their defaults.
+    which wins; other names in ``arguments`` are left to the caller. With
+    ``arguments``, every common option must be in one of them (a shuffle whose
+    parameter was renamed fails here rather than run with a default); without,
+    the options not given take their defaults.
     """
-    unknown = sorted(set(given) - set(_COMMON_ARGUMENTS))
+    names = {"dst", *_BY_NAME}
+    unknown = sorted(set(given) - names)
     if unknown:
         raise TypeError(f"parse_shuffle_options() got unexpected arguments {unknown}")
-    chosen = {name: value for name, value in (arguments or {}).items() if name in _COMMON_ARGUMENTS}
-    values = {**_COMMON_ARGUMENTS, **chosen, **given}
+    chosen = {name: value for name, value in (arguments or {}).items() if name in names}
+    if arguments is not None:
+        missing = sorted(names - set(chosen) - set(given))
+        if missing:
+            raise TypeError(f"Expected every common option from the shuffle. Got none for {missing} instead.")
+    values = {"dst": None, **{option.name: option.default for option in COMMON_OPTIONS}, **chosen, **given}
     tmp = values["tmp"]
     return ShuffleOptions(
         dst=parse_path(values["dst"], "dst"),
@@ -138,3 +325,43 @@ def lines_block_memory(block_memory: object, pile_memory: object) -> object:
         return block_memory
     half_pile = max(parse_nbytes(pile_memory, "pile_memory") // 2, 1)
     return min(parse_nbytes(DEFAULT_LINES_BLOCK_MEMORY, "block_memory"), half_pile)
+
+
+def parse_forwarded_options(
+    shuffle: Callable[..., Any], options: object, *, decided: Sequence[str], parameter: str, why: str
+) -> dict[str, Any]:
+    """``options`` for ``shuffle``, checked now rather than when it runs: its parameters, but not those ``decided``.
+
+    ``append`` and ``EpochShuffler`` take ``shuffle_options={...}`` and pass
+    them on to a shuffle that runs later (in the background, for the epochs).
+
+    Examples
+    --------
+    >>> def shuffle(src, dst, n_piles=512, *, seed=None, overwrite=False): ...
+    >>> parse_forwarded_options(shuffle, {"n_pile": 8}, decided=["seed"], parameter="shuffle_options", why="")
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.DaskShuffleTypeError: Expected shuffle_options to hold arguments of shuffle. Got ['n_pile'] instead; ...
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(name, str) for name in options):
+        raise DaskShuffleTypeError(
+            f"Expected {parameter} to be a dict of arguments. Got {options!r} instead.", parameter=parameter
+        )
+    for name in decided:
+        if name in options:
+            raise DaskShuffleValueError(
+                f"Expected {parameter} without {name!r}. Got it instead; {why}.",
+                parameter=parameter,
+            )
+    taken = inspect.signature(shuffle).parameters
+    if not any(taken_parameter.kind is inspect.Parameter.VAR_KEYWORD for taken_parameter in taken.values()):
+        unknown = sorted(set(options) - set(taken))
+        if unknown:
+            raise DaskShuffleTypeError(
+                f"Expected {parameter} to hold arguments of {getattr(shuffle, '__name__', 'the shuffle')}. Got "
+                f"{unknown} instead; it takes {[name for name in taken if name not in ('src', 'dst')]}.",
+                parameter=parameter,
+            )
+    return dict(options)

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,15 +43,27 @@ def _collect(*results: Any) -> list[Any]:
 
 
 def map_tasks(
-    func: Callable[..., Any], args: Sequence[tuple[Any, ...]], *, token: str, progress: bool = False
+    func: Callable[..., Any],
+    args: Sequence[tuple[Any, ...]],
+    *,
+    token: str,
+    progress: bool = False,
+    inputs: tuple[Mapping[Any, Any], Sequence[Any]] | None = None,
 ) -> list[Any]:
     """``[func(*a) for a in args]``, one task each, run in parallel on the active scheduler.
 
     For the small steps a format needs before it can be planned (counting the
-    rows of text blocks). ``token`` names the work deterministically.
+    rows of text blocks). ``token`` names the work deterministically. With
+    ``inputs`` (a dask collection's graph and one key per task), each task
+    also receives the computed value of its key, last.
     """
     name = "daskshuffle-map-" + tokenize(token, args)
     graph: dict[Any, Any] = {(name, index): (func, *item) for index, item in enumerate(args)}
+    if inputs is not None:
+        input_graph, keys = inputs
+        name += "-" + tokenize(list(keys))
+        graph = {(name, index): (func, *item, key) for index, (item, key) in enumerate(zip(args, keys, strict=True))}
+        graph.update(input_graph)
     graph[name] = (_collect, *[(name, index) for index in range(len(args))])
     return list(compute(graph, name, progress=progress))
 

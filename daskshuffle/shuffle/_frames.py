@@ -18,6 +18,7 @@ from ..plan._options import (
     DEFAULT_N_PILES,
     DEFAULT_PARQUET_COMPRESSION,
     DEFAULT_PILE_MEMORY,
+    common_options,
 )
 from . import _compute
 from ._run import ShuffleResult, check_destination, run_shuffle, shuffle_locations, shuffle_options
@@ -43,6 +44,9 @@ def parse_writing(compression: object, row_group_size: object, n_output_files: o
     )
 
 
+@common_options(
+    notes={"block_memory": "Runs of whole row groups are read (a row group larger than this is one block)."}
+)
 def shuffle_parquet(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -87,22 +91,10 @@ def shuffle_parquet(
         files and columns, raised before anything is written.
     dst : path or URL
         The destination directory. Must lie outside ``src``.
-    n_piles : int or "auto", default 512
-        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
-    seed : int, optional
-        Same seed, same source and same parameters give the same output,
-        whatever the cluster. ``None`` draws a seed and records it.
+    {options: n_piles, seed}
     columns : list of str, optional
         The columns to shuffle (the others are not copied). By default all.
-    overwrite : bool, default False
-        Replace ``dst`` if it exists (only once every check has passed).
-    materialize : bool, default False
-        Write a fully shuffled copy instead of a pile store.
-    pile_memory : int or str, default "256MiB"
-        The largest pile allowed (in memory), checked before anything is written.
-    block_memory : int or str, default "64MiB"
-        About how much one pass-1 task reads: runs of whole row groups
-        (a row group larger than this is one block).
+    {options: overwrite, materialize, pile_memory, block_memory}
     compression : str, default "auto"
         The destination's Parquet codec: "auto" (snappy for the columns a
         sample shows it shrinks, none for the others, such as random floats),
@@ -117,20 +109,7 @@ def shuffle_parquet(
         (whole piles each, so at most ``n_piles``; each must fit one merge
         task: the larger of ``block_memory`` and the largest pile). By default
         one file per group of piles of about ``block_memory``.
-    tmp : path or URL, optional
-        A directory for the pieces between the passes (a subdirectory named after
-        ``dst`` is used and removed at the end, also after an error; ``tmp`` itself never
-        is). By default next to ``dst``.
-    progress : bool, default False
-        Show a progress bar.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
-    verify : bool, default False
-        Once the store is written, prove it holds exactly the source's rows
-        (:func:`daskshuffle.verify`); ``VerificationError`` if not.
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge, as for :func:`daskshuffle.shuffle_zarr`;
-        :func:`daskshuffle.explain` shows what ``"auto"`` chooses.
+    {options: tmp, progress, storage_options, verify, levels}
 
     Returns
     -------
@@ -155,6 +134,13 @@ def shuffle_parquet(
     return run_shuffle(fmt, options, variables=fmt.variables)
 
 
+@common_options(
+    notes={
+        "block_memory": "A pandas DataFrame is cut into blocks of this size; each partition of a dask DataFrame is "
+        "a block.",
+        "verify": "The DataFrame is read again for the check (a dask DataFrame from its spool).",
+    }
+)
 def shuffle_dataframe(
     df: Any,
     dst: PathLike,
@@ -172,6 +158,8 @@ def shuffle_dataframe(
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
 ) -> ShuffleResult:
     """Shuffle the rows of a dask or pandas DataFrame into a Parquet pile store.
 
@@ -191,9 +179,10 @@ def shuffle_dataframe(
         The rows to shuffle; not modified.
     dst : path or URL
         The destination Parquet dataset directory.
-    n_piles, seed, overwrite, materialize, pile_memory, block_memory, compression, row_group_size, n_output_files, tmp,
-    progress, storage_options
+    {options: n_piles, seed, overwrite, materialize, pile_memory, block_memory}
+    compression, row_group_size, n_output_files
         As for :func:`shuffle_parquet`.
+    {options: tmp, progress, storage_options, verify, levels}
     index : bool, optional
         ``True`` keeps the index as a column (pandas restores it as the index
         when it reads the output), ``False`` drops it. By default a named or

@@ -9,13 +9,15 @@ moment see the store before or after a change, never part of one.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import DaskShuffleValueError
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..formats import _generations as store_io
 from ..formats._zarr import open_zarr_sources
+from ..plan._options import parse_forwarded_options
 from ..storage import _lock
 from ..storage._location import Location
 from ._compute import map_tasks
@@ -23,6 +25,7 @@ from ._compute import map_tasks
 __all__ = ["Generation", "append", "compact", "evict", "generations"]
 
 #: Rows ``compact`` copies per task: about this many bytes.
+DEFAULT_COPY_MEMORY = "64MiB"
 COPY_NBYTES = 64 * 2**20
 #: Arguments of ``shuffle_zarr`` that ``append`` decides itself.
 _DECIDED = ("n_piles", "overwrite", "materialize")
@@ -93,7 +96,8 @@ def append(
     *,
     seed: int | None = None,
     storage_options: dict[str, Any] | None = None,
-    **shuffle_options: Any,
+    shuffle_options: Mapping[str, Any] | None = None,
+    **more_options: Any,
 ) -> list[Generation]:
     """Shuffle the rows of ``src`` into the piles of ``store``, as a new generation.
 
@@ -116,9 +120,13 @@ def append(
         The new generation's seed (drawn if ``None``).
     storage_options : dict, optional
         Passed to fsspec for URLs.
-    **shuffle_options
+    shuffle_options : dict, optional
         More arguments of :func:`~daskshuffle.shuffle_zarr` (``block_memory``,
-        ``pile_memory``, ``progress``, ``tmp``, ``verify``, ...).
+        ``pile_memory``, ``progress``, ``tmp``, ``verify``, ...), as
+        :class:`~daskshuffle.EpochShuffler` takes them too.
+    **more_options
+        The same arguments as keywords (the older spelling), merged with
+        ``shuffle_options``.
 
     Returns
     -------
@@ -140,11 +148,25 @@ def append(
 
     location = Location.of(parse_path(store, "store"), storage_options)
     for name in _DECIDED:
-        if name in shuffle_options:
+        if name in more_options:
             raise DaskShuffleValueError(
                 f"Expected no {name!r}. Got it instead; a new generation takes the store's piles, unmaterialized.",
                 parameter=name,
             )
+    both = sorted(set(shuffle_options or {}) & set(more_options))
+    if both:
+        raise DaskShuffleTypeError(
+            f"Expected each argument once. Got {both} both in shuffle_options and as keywords instead; pass them once.",
+            parameter="shuffle_options",
+        )
+    forwarded = parse_forwarded_options(
+        shuffle_zarr,
+        {**(shuffle_options or {}), **more_options},
+        decided=(*_DECIDED, "seed", "variables", "storage_options"),
+        parameter="shuffle_options",
+        why="a new generation takes the store's piles, variables and location, unmaterialized; seed and "
+        "storage_options are append's own arguments",
+    )
     root = store_io.read_root(location)
     if root.get("materialized"):
         raise DaskShuffleValueError(
@@ -165,7 +187,7 @@ def append(
             seed=seed,
             variables=list(root["variables"]),
             storage_options=storage_options,
-            **shuffle_options,
+            **forwarded,
         )
         entries = [*root[store_io.GENERATIONS_KEY], store_io.entry_of(number, location)]
         grown = store_io.union(root, entries)
@@ -218,7 +240,7 @@ def compact(
     *,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
-    copy_memory: int | str = COPY_NBYTES,
+    copy_memory: int | str = DEFAULT_COPY_MEMORY,
 ) -> list[Generation]:
     """Rewrite the live generations of ``store`` as one, in the same order: piles contiguous again.
 
@@ -226,6 +248,23 @@ def compact(
     compacting copies every row once (tasks of about ``copy_memory`` bytes on
     the active dask scheduler), lists the new generation in one write, then
     removes the old ones. A loader gives the same batches before and after.
+
+    Parameters
+    ----------
+    store : path or URL
+        A Zarr pile store with generations (of :func:`append`).
+    progress : bool, default False
+        Show a progress bar.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    copy_memory : int or str, default "64MiB"
+        About how much one copying task reads and writes, in bytes or as a
+        size such as "64MiB".
+
+    Returns
+    -------
+    list of Generation
+        The one live generation.
 
     Examples
     --------

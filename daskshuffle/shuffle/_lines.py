@@ -1,6 +1,9 @@
 """The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph.
 
-With ``head_count`` the lines are sampled instead (``formats/_text_sample.py``);
+``shuffle_lines`` is cut where reading begins: ``_check`` makes every check of
+the arguments and destinations (nothing read or written yet) into a
+``_TextShuffle``, and ``_run`` decompresses, counts, and shuffles. With
+``head_count`` the lines are sampled instead (``formats/_text_sample.py``);
 several or compressed output files are written by ``formats/_text_shards.py``.
 """
 
@@ -9,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -26,7 +30,14 @@ from ..formats._text_sample import (
 )
 from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
 from ..formats._text_source import Lines
-from ..plan._options import DEFAULT_LINES_PILE_MEMORY, lines_block_memory
+from ..plan._options import (
+    DEFAULT_LINES_PILE_MEMORY,
+    TEXT_DEFAULTS,
+    TEXT_FIXED,
+    ShuffleOptions,
+    common_options,
+    lines_block_memory,
+)
 from ..storage._location import Location
 from ._compute import map_tasks
 from ._run import (
@@ -102,6 +113,19 @@ def _sample(
     return counts, order_sample(parts, seed), len(counts) + len(plan)
 
 
+@common_options(
+    defaults=TEXT_DEFAULTS,
+    fixed=TEXT_FIXED,
+    notes={
+        "n_piles": "The result is exactly shuffled either way; piles only bound memory. The default is text's own.",
+        "pile_memory": "A task holds about twice this much: the default, text's own, keeps a worker thread near "
+        "100 MB.",
+        "block_memory": "Of an uncompressed file; by default 16 MiB, or half of ``pile_memory`` if that is less.",
+        "tmp": "The plain copies of compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.",
+        "verify": "Not for text: ``True`` is an error, raised before anything is read, since the output "
+        "is a text file, not a pile store that :func:`daskshuffle.verify` reads.",
+    },
+)
 def shuffle_lines(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -119,6 +143,8 @@ def shuffle_lines(
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
 ) -> ShuffleResult:
     """Shuffle the lines of text files into a text file, out of core, on dask: ``shuf`` for large inputs.
 
@@ -154,18 +180,11 @@ def shuffle_lines(
         ``*.gz`` is written gzip-compressed, ``*.zst`` zstd-compressed (which
         needs ``zstandard``). Written under a temporary name and renamed into
         place when complete, so an interrupted shuffle never leaves a file there.
-    n_piles : int or "auto", default "auto"
-        Number of piles. ``"auto"`` picks the fewest piles that fit
-        ``pile_memory``. The result is exactly shuffled either way; piles only
-        bound memory.
-    seed : int, optional
-        Same input, seed and parameters give the same output bytes, whatever
-        the cluster. ``None`` draws a seed (see ``ShuffleResult.seed``).
+    {options: n_piles, seed}
     header : bool, default False
         Keep the first line of the first file (a CSV header) at the top of
         every output file, unshuffled.
-    overwrite : bool, default False
-        Replace ``dst`` if it exists (only once every check has passed).
+    {options: overwrite}
     head_count : int, optional
         Output only this many lines, chosen uniformly at random (``shuf -n``).
     repeat : bool, default False
@@ -180,21 +199,7 @@ def shuffle_lines(
         near-equal numbers of lines (they differ by one line at most), each
         line in exactly one: file ``i`` holds lines ``[i * n // n_output_files,
         (i + 1) * n // n_output_files)`` of the shuffled order.
-    pile_memory : int or str, default "32MiB"
-        The largest pile allowed, checked before anything is written. A task
-        holds about twice this much.
-    block_memory : int or str, optional
-        About how much of an uncompressed file one pass-1 task reads; by
-        default 16 MiB, or half of ``pile_memory`` if that is less.
-    tmp : path or URL, optional
-        A directory for the pieces between the passes and the plain copies of
-        compressed inputs: they go in its subdirectories
-        ``<name of dst>.daskshuffle-tmp`` and ``<name of dst>.daskshuffle-spool``,
-        removed at the end, also after an error. By default next to ``dst``.
-    progress : bool, default False
-        Show a progress bar.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
+    {options: pile_memory, block_memory, tmp, progress, storage_options, verify, levels}
 
     Returns
     -------
@@ -214,22 +219,60 @@ def shuffle_lines(
     """
     began = time.perf_counter()
     sources = parse_sources(src)
-    options = shuffle_options(
-        dst=dst,
-        n_piles=n_piles,
-        seed=seed,
-        overwrite=overwrite,
-        materialize=True,
-        pile_memory=pile_memory,
-        block_memory=lines_block_memory(block_memory, pile_memory),
-        tmp=tmp,
-        progress=progress,
-        storage_options=storage_options,
+    options = shuffle_options(locals(), **TEXT_FIXED, block_memory=lines_block_memory(block_memory, pile_memory))
+    job = _check(
+        sources,
+        options,
+        header=header,
+        head_count=head_count,
+        repeat=repeat,
+        delimiter=delimiter,
+        n_output_files=n_output_files,
     )
-    header = parse_bool(header, "header")
+    return _run(job, began)
+
+
+@dataclass(frozen=True)
+class _TextShuffle:
+    """A checked call of :func:`shuffle_lines`: what it reads and writes, and how; nothing read or written yet."""
+
+    source: TextSource
+    options: ShuffleOptions
+    #: The output files (one, or ``n_output_files``), their compression, and whether they are written as shards.
+    paths: list[Location]
+    compression: str | None
+    sharded: bool
+    #: Where compressed inputs are decompressed to.
+    spool: Location
+    head: int | None
+    repeat: bool
+
+
+def _check(
+    sources: list[str],
+    options: ShuffleOptions,
+    *,
+    header: object,
+    head_count: object,
+    repeat: object,
+    delimiter: object,
+    n_output_files: int | None,
+) -> _TextShuffle:
+    """Every check of the arguments and destinations, before the first byte of input is read (counting reads it all)."""
+    if options.verify:
+        raise DaskShuffleValueError(
+            (
+                "Expected ",
+                Argument("verify", False),
+                " for text. Got verify=True instead; the output is a text file, not a pile store that "
+                "daskshuffle.verify can read: compare sorted copies of the input and output instead.",
+            ),
+            parameter="verify",
+        )
+    with_header = parse_bool(header, "header")
     head = parse_count(head_count, "head_count") if head_count is not None else None
-    repeat = parse_bool(repeat, "repeat")
-    if repeat and head is None:
+    with_repeat = parse_bool(repeat, "repeat")
+    if with_repeat and head is None:
         raise DaskShuffleValueError(
             (
                 "Expected ",
@@ -244,36 +287,48 @@ def shuffle_lines(
         )
     line_end = parse_delimiter(delimiter)
     dst_location, tmp_location = shuffle_locations(options)
-    progress = options.progress
+    storage_options = options.storage_options
     paths = [Location.of(path, storage_options) for path in parse_output_files(dst_location.url, n_output_files)]
     compression = output_compression(dst_location.url)
-    spool = dst_location.scratch(".daskshuffle-spool", tmp_location)
     for path in paths:
         if path.isdir():
             raise DaskShuffleValueError(
                 f"Expected dst to be a file. Got {path.url!r}, which is a directory, instead; name a file inside it."
             )
-
     source: TextSource = open_text_sources(
         sources,
-        header=header,
+        header=with_header,
         block_nbytes=options.block_nbytes,
         storage_options=storage_options,
         delimiter=line_end,
     )
-    # Counting reads the whole input: check the destination first.
     for path in paths:
         check_destination(source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False)
     check_workers_reach({"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)})
-    spool.remove()
+    return _TextShuffle(
+        source=source,
+        options=options,
+        paths=paths,
+        compression=compression,
+        sharded=n_output_files is not None or compression is not None,
+        spool=dst_location.scratch(".daskshuffle-spool", tmp_location),
+        head=head,
+        repeat=with_repeat,
+    )
+
+
+def _run(job: _TextShuffle, began: float) -> ShuffleResult:
+    """Decompress, count the blocks (or sample them), and shuffle or write the sample."""
+    options, progress = job.options, job.options.progress
+    job.spool.remove()
     try:
-        source = _decompress(source, spool, progress)
-        if head is not None:
-            counts, sample, n_tasks = _sample(source, head, options.seed, repeat=repeat, progress=progress)
+        source = _decompress(job.source, job.spool, progress)
+        if job.head is not None:
+            counts, sample, n_tasks = _sample(source, job.head, options.seed, repeat=job.repeat, progress=progress)
             if sample is not None:
-                write_shards(sample, paths, source.header)
+                write_shards(sample, job.paths, source.header)
                 return ShuffleResult(
-                    path=dst_location.url,
+                    path=shuffle_locations(options)[0].url,
                     n_rows=len(sample),
                     n_piles=1,
                     seed=options.seed,
@@ -286,9 +341,9 @@ def shuffle_lines(
         else:
             counts = _count(source, progress)
         fmt = TextFormat(source, counts)
-        if n_output_files is not None or compression is not None:
-            fmt = ShardedTextFormat(source, counts, paths, compression)
+        if job.sharded:
+            fmt = ShardedTextFormat(source, counts, job.paths, job.compression)
         fmt.check_blocks_fit(options.pile_nbytes)
         return run_shuffle(fmt, options, variables=[])
     finally:
-        spool.remove()
+        job.spool.remove()

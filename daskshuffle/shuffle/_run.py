@@ -28,7 +28,7 @@ from .._errors import (
     StorageNotFoundError,
 )
 from ..formats import read_metadata
-from ..formats._base import FORMAT_VERSION, Format
+from ..formats._base import FORMAT_VERSION, CollectionSource, Format
 from ..plan._level_plan import LevelPlan, make_level_plan
 from ..plan._options import ShuffleOptions, parse_shuffle_options
 from ..plan._plan import Plan, ShuffleSettings, fingerprint, make_plan
@@ -323,15 +323,18 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
             fmt, options, variables, dst=dst, tmp=tmp, given_tmp=given_tmp, resumable=resumable, began=began
         )
     if options.verify and n_tasks:
-        from ._verify import verify_location
+        from ._verify import verify_location, verify_source
 
-        verify_location(
-            dst,
-            [],
-            storage_options=options.storage_options,
-            block_nbytes=options.block_nbytes,
-            progress=options.progress,
-        )
+        if fmt.describe_source() and not isinstance(fmt, CollectionSource):  # files, which the store names
+            verify_location(
+                dst,
+                [],
+                storage_options=options.storage_options,
+                block_nbytes=options.block_nbytes,
+                progress=options.progress,
+            )
+        else:  # in memory, or a dask collection (an xarray dataset of files too): read as the shuffle read them
+            verify_source(dst, fmt, block_nbytes=options.block_nbytes, progress=options.progress)
     return result
 
 

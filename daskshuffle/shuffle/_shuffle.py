@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_variables
-from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
+from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, common_options
 from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 
@@ -36,6 +36,7 @@ def _dask_arrays(src: object) -> dict[str, Any] | None:
     return dict(src)
 
 
+@common_options(notes={"block_memory": "Whole chunks are read."})
 def shuffle_zarr(
     src: SourceLike | Sequence[SourceLike] | Mapping[str, Any] | Any,
     dst: str | os.PathLike[str],
@@ -82,52 +83,18 @@ def shuffle_zarr(
         the rows along the dimension ``"row"``.
     dst : path or URL
         Where to write the Zarr v3 pile store. Must lie outside ``src``.
-    n_piles : int or "auto", default 512
-        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
-    seed : int, optional
-        Same seed, same source and same parameters give the same output,
-        whatever the cluster. ``None`` draws a seed and records it.
+    {options: n_piles, seed}
     variables : list of str, optional
         The arrays to shuffle (the others are not copied). By default every
         array, which must then share the first dimension.
-    overwrite : bool, default False
-        Replace ``dst`` if it exists (only once every check has passed).
-    materialize : bool, default False
-        Write a fully shuffled copy instead of a pile store.
-    pile_memory : int or str, default "256MiB"
-        The largest pile allowed, checked at planning time, before anything is written.
-    block_memory : int or str, default "64MiB"
-        About how much of the source one pass-1 task reads (whole chunks).
+    {options: overwrite, materialize, pile_memory, block_memory}
     chunk_rows : int, optional
         Rows per output chunk. By default a sixteenth of the average pile, between
         256 KiB and 4 MiB of the widest array, so that the loader reads little
         beyond each pile; 4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
-    tmp : path or URL, optional
-        A directory for the pieces between the passes; they go to a subdirectory
-        named after ``dst`` (by default ``<dst>.daskshuffle-tmp``, next to ``dst``),
-        removed at the end, also after an error. ``tmp`` itself is never removed.
-    progress : bool, default False
-        Show a progress bar.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
-    verify : bool, default False
-        Once the store is written, prove it holds exactly the source's rows
-        (:func:`daskshuffle.verify`: an order-independent checksum of every
-        variable on both sides, about a third of the shuffle's time);
-        ``VerificationError`` if not.
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. With one, the merge reads about
-        ``block_memory**2 / data`` bytes from every block, which falls with
-        the data's size; with ``L``, rows go first to about ``(data /
-        block_memory)^(1/L)`` super-piles, each split as many ways again by
-        every level but the last, then to piles, keeping reads large for one
-        more write and read of the data a level. ``"auto"`` adds levels where
-        fewer would make ten thousand reads or more of under 1 MiB on object
-        storage (two from about 6 GiB with the defaults, three from about
-        256 GiB, four from about 16 TiB), or of under 64 KiB on local disk
-        (two from about 64 GiB); :func:`daskshuffle.explain` shows the choice.
+    {options: tmp, progress, storage_options, verify, levels}
 
     Returns
     -------

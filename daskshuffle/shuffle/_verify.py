@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationError
 from .._parse import parse_nbytes, parse_path
 from ..formats import open_pile_reader
-from ..formats._base import FileFormat
+from ..formats._base import CollectionFormat, CollectionSource, FileFormat, Format
 from ..formats._generations import GENERATIONS_KEY, sources_of
 from ..plan._options import DEFAULT_BLOCK_MEMORY
 from ..plan._plan import fingerprint
@@ -347,16 +347,84 @@ def verify_location(
     parts = map_tasks(_part, tasks, token=f"verify-{path}-{named}-{metadata.get('fingerprint')}", progress=progress)
     expected = _add([part for side, part in parts if side == "source"], variables)
     found = _add([part for side, part in parts if side == "store"], variables)
-    differ = [name for name in variables if found["sums"][name] != expected["sums"][name]]
-    if found["n_rows"] != expected["n_rows"] or differ or found["rows"] != expected["rows"]:
+    if not _same(expected, found, variables):
         blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
         if blocks is not None and _run_lengths(blocks) != metadata["blocks"]["lengths"]:
             raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks)
+    _check_same(path, expected, found, variables)
+    return VerifyResult(
+        store=path,
+        sources=named,
+        n_rows=found["n_rows"],
+        checksums={name: f"{found['sums'][name]:016x}" for name in variables},
+        seconds=time.perf_counter() - began,
+    )
+
+
+def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, progress: bool) -> VerifyResult:
+    """:func:`verify` of the pile store at ``location`` against ``fmt``, the source it was just shuffled from.
+
+    For sources that no path names (a DataFrame, a dataset, dask arrays): their
+    blocks are read (or computed) again, as the shuffle read them.
+    """
+    began = time.perf_counter()
+    path = location.url
+    reader = open_pile_reader(location)
+    try:
+        metadata, pile_offsets = dict(reader.metadata), reader.pile_offsets
+    finally:
+        reader.close()
+    variables = list(metadata["variables"])
+    token = f"verify-{path}-{metadata.get('fingerprint')}"
+    blocks = [(variables, fmt, location, block) for block in range(len(fmt.block_lengths))]
+    if isinstance(fmt, CollectionSource):
+        source_parts = map_tasks(_collection_part, blocks, token=token, progress=progress, inputs=fmt.block_inputs())
+    else:
+        source_parts = map_tasks(_file_part, blocks, token=token, progress=progress)
+    rows_per_task = max(1, block_nbytes // max(fmt.row_nbytes, 1))
+    store_parts = map_tasks(
+        _store_piles,
+        [(location, variables, range(first, last)) for first, last in _group_piles(pile_offsets, rows_per_task)],
+        token=token,
+        progress=progress,
+    )
+    expected, found = _add(source_parts, variables), _add(store_parts, variables)
+    _check_same(path, expected, found, variables)
+    return VerifyResult(
+        store=path,
+        sources=[],
+        n_rows=found["n_rows"],
+        checksums={name: f"{found['sums'][name]:016x}" for name in variables},
+        seconds=time.perf_counter() - began,
+    )
+
+
+def _file_part(variables: list[str], fmt: FileFormat[Any], store: Location, block: int) -> dict[str, Any]:
+    return checksum(fmt.stored_rows(store, fmt.read_block(block)), variables)
+
+
+def _collection_part(
+    variables: list[str], fmt: CollectionFormat[Any], store: Location, block: int, value: Any
+) -> dict[str, Any]:
+    return checksum(fmt.stored_rows(store, fmt.rows_of_block(block, value)), variables)
+
+
+def _same(expected: dict[str, Any], found: dict[str, Any], variables: Sequence[str]) -> bool:
+    return (
+        found["n_rows"] == expected["n_rows"]
+        and found["rows"] == expected["rows"]
+        and all(found["sums"][name] == expected["sums"][name] for name in variables)
+    )
+
+
+def _check_same(path: str, expected: dict[str, Any], found: dict[str, Any], variables: Sequence[str]) -> None:
+    """Raise ``VerificationError`` naming what differs, if the store's checksums are not the source's."""
     if found["n_rows"] != expected["n_rows"]:
         raise VerificationError(
             f"Expected {path!r} to hold the {expected['n_rows']:,} rows of its source. Got {found['n_rows']:,} "
             "rows instead; the store was damaged after the shuffle: shuffle the source again, replacing the store."
         )
+    differ = [name for name in variables if found["sums"][name] != expected["sums"][name]]
     if differ:
         name = differ[0]
         raise VerificationError(
@@ -370,15 +438,8 @@ def verify_location(
     if found["rows"] != expected["rows"]:
         raise VerificationError(
             f"Expected the rows of {path!r} to pair their variables as the source does. Got rows whose "
-            f"variables {variables} were paired differently instead; shuffle the source again, replacing the store."
+            f"variables {list(variables)} were paired differently instead; shuffle the source again, replacing the store."
         )
-    return VerifyResult(
-        store=path,
-        sources=named,
-        n_rows=found["n_rows"],
-        checksums={name: f"{found['sums'][name]:016x}" for name in variables},
-        seconds=time.perf_counter() - began,
-    )
 
 
 def _block_lengths(

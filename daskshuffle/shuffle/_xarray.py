@@ -10,7 +10,7 @@ import xarray as xr
 from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
 from ..formats._xarray import open_xarray_source
-from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
+from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, common_options
 from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 
@@ -19,6 +19,7 @@ __all__ = ["shuffle_xarray"]
 PathLike = str | os.PathLike[str]
 
 
+@common_options(notes={"verify": "The dataset is read again for the check."})
 def shuffle_xarray(
     ds: xr.Dataset | PathLike,
     dst: PathLike,
@@ -34,6 +35,8 @@ def shuffle_xarray(
     tmp: PathLike | None = None,
     progress: bool = False,
     storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
 ) -> ShuffleResult:
     """Shuffle an xarray dataset along ``dim`` out of core, with the 2-pass shuffle, on dask.
 
@@ -57,13 +60,13 @@ def shuffle_xarray(
         Where to write the Zarr v3 pile store.
     dim : str
         The dimension whose positions are the rows to shuffle.
-    n_piles, seed, overwrite, materialize, pile_memory, block_memory, tmp, progress, storage_options
-        As for :func:`daskshuffle.shuffle_zarr`.
+    {options: n_piles, seed, overwrite, materialize, pile_memory, block_memory}
     chunk_rows : int, optional
         Rows per output chunk along ``dim`` for every variable. By default chosen
         from the piles as for :func:`daskshuffle.shuffle_zarr`: a sixteenth of a
         pile of the widest variable (between 256 KiB and 4 MiB), narrow variables
         in a few times as many rows.
+    {options: tmp, progress, storage_options, verify, levels}
 
     Returns
     -------

@@ -1,0 +1,217 @@
+"""One option set for every public shuffle: the same names and defaults, docs written once, checked at import."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+import daskshuffle as ds
+from daskshuffle.formats import read_metadata
+from daskshuffle.formats._dataframe import open_dataframe_source
+from daskshuffle.formats._parquet_store import ParquetWriting
+from daskshuffle.plan._options import (
+    COMMON_OPTIONS,
+    TEXT_DEFAULTS,
+    TEXT_FIXED,
+    common_options,
+    parse_shuffle_options,
+)
+from daskshuffle.shuffle._verify import verify_source
+from daskshuffle.storage._location import Location
+
+SHUFFLES: dict[str, Callable[..., Any]] = {
+    "shuffle_zarr": ds.shuffle_zarr,
+    "shuffle_parquet": ds.shuffle_parquet,
+    "shuffle_dataframe": ds.shuffle_dataframe,
+    "shuffle_xarray": ds.shuffle_xarray,
+    "shuffle_lines": ds.shuffle_lines,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHUFFLES))
+def test_every_shuffle_takes_the_common_options_with_the_same_defaults(name: str) -> None:
+    shuffle = SHUFFLES[name]
+    parameters = inspect.signature(shuffle).parameters
+    text = name == "shuffle_lines"
+    assert "dst" in parameters
+    for option in COMMON_OPTIONS:
+        if text and option.name in TEXT_FIXED:
+            assert option.name not in parameters, "text output is always fully shuffled"
+            continue
+        expected = TEXT_DEFAULTS.get(option.name, option.default) if text else option.default
+        assert option.name in parameters, option.name
+        assert parameters[option.name].default == expected, option.name
+        assert type(parameters[option.name].default) is type(expected), option.name
+        assert f"\n    {option.name} : " in (shuffle.__doc__ or ""), f"{name} documents {option.name}"
+    assert "{options:" not in (shuffle.__doc__ or "")
+
+
+def test_text_defaults_are_only_the_documented_ones() -> None:
+    assert set(TEXT_DEFAULTS) == {"n_piles", "pile_memory", "block_memory"}
+    assert dict(TEXT_FIXED) == {"materialize": True}
+    doc = ds.shuffle_lines.__doc__ or ""
+    assert 'n_piles : int or "auto", default "auto"' in doc and "text's own" in doc
+
+
+@pytest.mark.parametrize("name", sorted(SHUFFLES))
+def test_an_unknown_option_is_a_type_error(name: str, tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="n_pile"):
+        SHUFFLES[name]("src", tmp_path / "out", n_pile=8)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_renamed_or_missing_option_fails_at_import() -> None:
+    with pytest.raises(TypeError, match=r"the common option seed=None\. Got no such parameter"):
+
+        @common_options()
+        def shuffle_renamed(dst: str, n_piles: int = 512, *, random_seed: int | None = None) -> None:
+            pass
+
+    parameters = dict(inspect.signature(ds.shuffle_parquet).parameters)
+    parameters["pile_memory"] = parameters["pile_memory"].replace(default="128MiB")
+
+    def other_default(*args: Any, **kwargs: Any) -> None:
+        pass
+
+    other_default.__signature__ = inspect.Signature(list(parameters.values()))  # type: ignore[attr-defined]
+    with pytest.raises(TypeError, match=r"pile_memory='256MiB'\. Got pile_memory='128MiB'"):
+        common_options()(other_default)
+
+
+def test_every_option_is_documented_once() -> None:
+    def shuffle(
+        dst: str,
+        n_piles: int | str = 512,
+        *,
+        seed: int | None = None,
+        overwrite: bool = False,
+        materialize: bool = False,
+        pile_memory: int | str = "256MiB",
+        block_memory: int | str = "64MiB",
+        tmp: str | None = None,
+        progress: bool = False,
+        storage_options: dict[str, Any] | None = None,
+        verify: bool = False,
+        levels: int | str = "auto",
+    ) -> None:
+        """Shuffle.
+
+        Parameters
+        ----------
+        {options: n_piles, seed, overwrite, materialize, pile_memory, block_memory}
+        """
+
+    with pytest.raises(TypeError, match=r"document every common option. Got none for \['tmp'"):
+        common_options()(shuffle)
+    shuffle.__doc__ = (shuffle.__doc__ or "") + "        {options: tmp, progress, storage_options, verify, levels}\n"
+    documented = common_options(notes={"tmp": "A note."})(shuffle).__doc__ or ""
+    assert '        n_piles : int or "auto", default 512\n            Number of piles.' in documented
+    assert "        seed : int, optional\n" in documented and "A note." in documented
+
+
+def test_a_shuffle_that_drops_an_option_fails_when_called() -> None:
+    arguments = {option.name: option.default for option in COMMON_OPTIONS if option.name != "levels"}
+    with pytest.raises(TypeError, match=r"Got none for \['levels'\]"):
+        parse_shuffle_options({**arguments, "dst": "out.zarr"})
+    assert parse_shuffle_options({**arguments, "dst": "out.zarr"}, levels=2).levels == 2
+
+
+def test_sizes_take_strings_and_integers_alike() -> None:
+    for name in ("pile_memory", "block_memory"):
+        given = parse_shuffle_options(dst="o", seed=0, **{name: "64MiB"})
+        assert given == parse_shuffle_options(dst="o", seed=0, **{name: 64 * 2**20})
+
+
+def _frame(n: int = 600) -> pd.DataFrame:
+    return pd.DataFrame({"id": np.arange(n), "label": [f"row {i}" for i in range(n)]})
+
+
+@pytest.mark.parametrize("dask_frame", [False, True])
+def test_shuffle_dataframe_levels_and_verify(tmp_path: Path, dask_frame: bool) -> None:
+    frame = _frame()
+    df = dd.from_pandas(frame, npartitions=6) if dask_frame else frame
+    result = ds.shuffle_dataframe(df, tmp_path / "two", n_piles=8, seed=0, block_memory=4_000, levels=2, verify=True)
+    metadata = read_metadata(tmp_path / "two")
+    assert metadata is not None and metadata["levels"]["n_levels"] == 2
+    assert result.n_rows == len(frame)
+    out = pd.read_parquet(tmp_path / "two").sort_values("id")
+    assert out["id"].tolist() == frame["id"].tolist() and out["label"].tolist() == frame["label"].tolist()
+    ds.shuffle_dataframe(df, tmp_path / "one", n_piles=8, seed=0, block_memory=4_000, levels=1)
+    assert "levels" not in (read_metadata(tmp_path / "one") or {})
+
+
+def test_verify_source_refuses_a_store_of_other_rows(tmp_path: Path) -> None:
+    ds.shuffle_dataframe(_frame(), tmp_path / "piles", n_piles=4, seed=0)
+    other = _frame()
+    other.loc[5, "label"] = "changed"
+    fmt = open_dataframe_source(other, index=None, block_nbytes=4_000, writing=ParquetWriting())
+    with pytest.raises(ds.VerificationError, match="'label'"):
+        verify_source(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=False)
+    fmt = open_dataframe_source(_frame(), index=None, block_nbytes=4_000, writing=ParquetWriting())
+    assert verify_source(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=False).n_rows == 600
+
+
+def test_shuffle_xarray_levels_and_verify(tmp_path: Path) -> None:
+    data = xr.Dataset({"x": (("sample", "feature"), np.arange(4000.0).reshape(1000, 4))}).chunk({"sample": 100})
+    result = ds.shuffle_xarray(
+        data, tmp_path / "two.zarr", "sample", n_piles=8, seed=0, block_memory=3_200, levels=2, verify=True
+    )
+    metadata = read_metadata(tmp_path / "two.zarr")
+    assert metadata is not None and metadata["levels"]["n_levels"] == 2 and result.n_rows == 1000
+    out = xr.open_zarr(tmp_path / "two.zarr")["x"].values
+    assert sorted(out[:, 0].tolist()) == np.arange(0.0, 4000.0, 4).tolist()
+
+
+def test_shuffle_lines_levels_and_verify(tmp_path: Path) -> None:
+    lines = [f"line {i}\n".encode() for i in range(2000)]
+    (tmp_path / "in.txt").write_bytes(b"".join(lines))
+    one = ds.shuffle_lines(tmp_path / "in.txt", tmp_path / "one.txt", 8, seed=0, block_memory=2_000, levels=1)
+    two = ds.shuffle_lines(tmp_path / "in.txt", tmp_path / "two.txt", 8, seed=0, block_memory=2_000, levels=2)
+    assert two.n_tasks > one.n_tasks, "a second level of scatter runs"
+    for name in ("one.txt", "two.txt"):
+        assert sorted((tmp_path / name).read_bytes().splitlines(keepends=True)) == sorted(lines)
+    with pytest.raises(ds.DaskShuffleValueError, match="verify=False for text") as caught:
+        ds.shuffle_lines(tmp_path / "in.txt", tmp_path / "checked.txt", seed=0, verify=True)
+    assert caught.value.parameter == "verify"
+    assert not (tmp_path / "checked.txt").exists()
+
+
+def test_shuffle_zarr_of_dask_arrays_verifies_against_them(tmp_path: Path) -> None:
+    import dask.array as da
+
+    arrays = {"x": da.arange(3000.0, chunks=500).reshape(1000, 3), "id": da.arange(1000, chunks=250)}
+    result = ds.shuffle_zarr(arrays, tmp_path / "piles.zarr", n_piles=4, seed=0, verify=True)
+    assert result.n_rows == 1000
+
+
+def test_shuffle_xarray_verifies_encoded_variables_and_files(tmp_path: Path) -> None:
+    from test_xarray import make_dataset
+
+    data = make_dataset(240)
+    ds.shuffle_xarray(data.chunk({"sample": 50}), tmp_path / "memory.zarr", "sample", n_piles=4, seed=0, verify=True)
+    path = tmp_path / "data.nc"
+    data.drop_vars("time").to_netcdf(path, engine="scipy")
+    ds.shuffle_xarray(path, tmp_path / "file.zarr", "sample", n_piles=4, seed=0, verify=True)
+
+
+@pytest.mark.parametrize("index", [None, True])
+def test_shuffle_dataframe_verifies_categoricals_nulls_and_the_index(tmp_path: Path, index: bool | None) -> None:
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(300),
+            "cat": pd.Categorical(["a", "b", "c"] * 100),
+            "maybe": pd.array([1, None, 3] * 100, dtype="Int64"),
+        },
+        index=pd.Index(np.arange(300) * 2, name="row"),
+    )
+    for df, name in ((frame, "pandas"), (dd.from_pandas(frame, npartitions=3), "dask")):
+        result = ds.shuffle_dataframe(df, tmp_path / name, n_piles=4, seed=0, index=index, verify=True)
+        assert result.n_rows == 300
