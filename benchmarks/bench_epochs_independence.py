@@ -7,7 +7,8 @@ piles as 64 MiB holds, up to ``ceil(sqrt(2 n_piles))``) and at 1, the rows/s of
 whole epochs (``x`` and ``id``, nothing done with the batches; contenders
 interleaved for ``--repeat`` rounds, median and best) and the co-batch overlap
 of epoch 1 after epoch 0 over what independent shuffles give, with what
-:func:`~daskshuffle.plan._epoch_plan.cobatch_excess` predicts.
+:func:`~daskshuffle.plan._epoch_plan.cobatch_excess` predicts; and, as the
+ceiling, a plain read of every file of the store in the same rounds.
 
 Run ``python benchmarks/bench_epochs_independence.py --help``.
 """
@@ -38,6 +39,15 @@ def epoch_rows_per_second(store: str, batch_size: int, piles_in_memory: int | st
         return n_rows / (time.perf_counter() - start)
 
 
+def plain_read_rows_per_second(store: str, n_rows: int) -> float:
+    """The ceiling for the same work: every file of the store read once, in one thread, in stored order."""
+    files = sorted(path for path in Path(store).rglob("*") if path.is_file())
+    start = time.perf_counter()
+    for path in files:
+        path.read_bytes()
+    return n_rows / (time.perf_counter() - start)
+
+
 def epoch_ids(store: str, batch_size: int, piles_in_memory: int | str, epoch: int) -> np.ndarray:
     with daskshuffle.PileLoader(
         store, batch_size, seed=0, order=Piles(piles_in_memory=piles_in_memory), variables=["id"]
@@ -58,13 +68,16 @@ def main() -> None:
     _, store = open_or_make(args.data, parse_bytes(args.size), args.n_piles, "x")
     with daskshuffle.PileLoader(store, args.batch_size, seed=0) as loader:
         k = loader.settings.piles_in_memory
+        n_rows = loader.n_rows
         pile_nbytes = int(np.diff(loader._piles.offsets).max()) * (64 * 4 + 8)
     print(f"load average {os.getloadavg()[0]:.2f}; {args.n_piles} piles of up to {pile_nbytes / 2**20:.2f} MiB")
     contenders: dict[str, int | str] = {f"default (auto: {k} piles)": "auto", "piles_in_memory=1": 1}
     speeds: dict[str, list[float]] = {name: [] for name in contenders}
+    plain: list[float] = []
     for round_ in range(args.repeat):
         for name, value in contenders.items():
             speeds[name].append(epoch_rows_per_second(store, args.batch_size, value, epoch=round_ + 1))
+        plain.append(plain_read_rows_per_second(store, n_rows))
     print("\n| piles_in_memory | held (MiB) | rows/s median (best) | co-batch overlap | x independent | predicted |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for (name, value), held in zip(contenders.items(), (k, 1), strict=True):
@@ -75,6 +88,10 @@ def main() -> None:
             f"| {name} | {held * pile_nbytes / 2**20:.0f} | {median:,.0f} ({best:,.0f}) | {measure.value:.5f} | "
             f"{measure.value / measure.uniform:.2f}x | {cobatch_excess(args.n_piles, held):.2f}x |"
         )
+    print(
+        f"| plain read of the store's files (the ceiling) | - | {statistics.median(plain):,.0f} "
+        f"({max(plain):,.0f}) | - | - | - |"
+    )
     print(f"\nload average {os.getloadavg()[0]:.2f}")
 
 

@@ -304,6 +304,38 @@ class PileReader(ABC, Generic[Rows]):
         offsets = self.pile_offsets
         return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
 
+    def read_piles(self, piles: Sequence[int]) -> Rows:
+        """Every row of store piles ``piles``, one pile after the other (a group the loader shuffles as one).
+
+        By default each pile is read, then the piles are concatenated and
+        their arrays go back to the reader (:meth:`recycle`); a reader that can
+        read each pile straight into its slice of one set of arrays overrides it.
+        """
+        parts = [self.read_pile(pile) for pile in piles]
+        if len(parts) == 1:
+            return parts[0]
+        rows = self.concat(parts)
+        for part in parts:
+            arrays = self.as_arrays(part)
+            if arrays is not None:
+                self.recycle(arrays)
+        return rows
+
+    def start_pile(self, pile: int) -> Any:
+        """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
+
+        The loader's consumer and its background thread then share the read
+        (:class:`~daskshuffle.loader._prefetch.PileJob`). By default ``None``:
+        the pile is read whole by :meth:`read_pile` in one thread.
+        """
+        return None
+
+    def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
+        """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
+
+        By default nothing is kept.
+        """
+
     @abstractmethod
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
         """The rows at ``index``, in that order."""

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 from .._errors import CorruptPileStoreError
+from ..storage._cache import StoreCache
 from ..storage._fetch import Fetches
 from ._base import NUMERIC_KINDS
 
@@ -126,6 +127,8 @@ class ChunkFiles:
         self._buffers = threading.local()
         #: Files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self.fetches = None if self.local else Fetches(fs)
+        #: Where the files of a remote store are kept for later reads (:meth:`ZarrPileReader.use_cache`).
+        self.cache: StoreCache | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_buffers": None}
@@ -164,7 +167,7 @@ class ChunkFiles:
         self, chunks: Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int, pile: int | None
     ) -> bool:
         """Read chunk ``index`` from the local cache like a local file; ``False`` if it is not there, or damaged."""
-        cache = None if self.fetches is None else self.fetches.cache
+        cache = self.cache
         if cache is None:
             return False
         path = chunks.path(index)
@@ -186,7 +189,7 @@ class ChunkFiles:
         try:
             return self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile, target)
         except CorruptPileStoreError:
-            cache = None if self.fetches is None else self.fetches.cache
+            cache = self.cache
             if cache is None or not cache.holds(path):
                 raise
             cache.evict(path)
@@ -199,7 +202,7 @@ class ChunkFiles:
         """The bytes of each file of ``paths`` (or the error reading it), from the fetches of rows ``start:stop``."""
         assert self.fetches is not None
         futures = [self.fetches.take((start, stop), path) for path in paths]
-        cache = self.fetches.cache
+        cache = self.cache
         missing = [path for path, future in zip(paths, futures, strict=True) if future is None]
         # One call for the files not fetched ahead: an async filesystem (S3, GCS, HTTP) fetches them concurrently.
         none = [None] * len(missing)

@@ -303,8 +303,9 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             for chunks in self._chunks.values()
             for index in range(start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1)
         ]
-        if fetches.cache is not None:  # cached files are read from the local disk when their read comes
-            paths = [path for path in paths if not fetches.cache.holds(path)]
+        cache = self._files.cache
+        if cache is not None:  # cached files are read from the local disk when their read comes
+            paths = [path for path in paths if not cache.holds(path)]
             if not paths:
                 return
         nbytes = (stop - start) * sum(chunks.row_nbytes for chunks in self._chunks.values())
@@ -317,7 +318,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def use_cache(self, cache: Cache) -> None:
         if self._files.fetches is not None:
-            self._files.fetches.cache = cache.for_store(str(self.metadata["fingerprint"]))
+            self._files.cache = cache.for_store(str(self.metadata["fingerprint"]))
 
     def forget(self, start: int, stop: int) -> None:
         if self._files.fetches is not None:
@@ -333,6 +334,21 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
+
+    def read_piles(self, piles: Sequence[int]) -> ArrayRows:
+        """Every row of ``piles``, each pile read straight into its slice of one set of arrays (no concatenation)."""
+        if len(piles) == 1 or len(self._chunks) != len(self.arrays):  # zarr reads some variable: the default
+            return super().read_piles(piles)
+        offsets = self._offsets
+        sizes = [int(offsets[pile + 1] - offsets[pile]) for pile in piles]
+        rows = {name: self._empty(chunks, sum(sizes)) for name, chunks in self._chunks.items()}
+        reads, first = [], 0
+        for pile, size in zip(piles, sizes, strict=True):
+            reads.append(self.start_pile(pile, {name: values[first : first + size] for name, values in rows.items()}))
+            first += size
+        for read in reads:
+            read.result()
+        return rows
 
     def start_pile(self, pile: int, out: ArrayRows | None = None) -> RowsRead:
         """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it.

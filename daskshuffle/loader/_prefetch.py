@@ -106,9 +106,8 @@ class PileJob:
         try:
             if self._unit is None:
                 self._unit = piles.units.unit_read(self.job)
-            start_pile = getattr(piles.reader, "start_pile", None)
-            if self._read is None and start_pile is not None and piles.units.whole_piles and len(self._unit.piles) == 1:
-                self._read = start_pile(self._unit.piles[0])
+            if self._read is None and piles.units.whole_piles and len(self._unit.piles) == 1:
+                self._read = piles.reader.start_pile(self._unit.piles[0])
         except Exception as error:
             raise self._noted(error) from None
 
@@ -180,17 +179,8 @@ class ShuffledPiles:
         return parts[0] if len(parts) == 1 else reader.concat(parts)
 
     def read_group(self, members: list[int]) -> Any:
-        """The rows of store piles ``members``, one after the other; each pile's arrays go back to the reader."""
-        reader = self.reader
-        parts = [reader.read_pile(pile) for pile in members]
-        rows = parts[0] if len(parts) == 1 else reader.concat(parts)
-        recycle = getattr(reader, "recycle", None)
-        if recycle is not None and len(parts) > 1:
-            for part in parts:
-                arrays = reader.as_arrays(part)
-                if arrays is not None:
-                    recycle(arrays)
-        return rows
+        """The rows of store piles ``members``, one after the other."""
+        return self.reader.read_piles(members)
 
     def job(self, job: Read) -> PileJob:
         return PileJob(self, job)
@@ -200,9 +190,8 @@ class ShuffledPiles:
 
     def release(self, pile: ShuffledPile) -> None:
         """``pile`` is used up: its arrays may be read into again, if the reader recycles them."""
-        recycle = getattr(self.reader, "recycle", None)
-        if recycle is not None and pile.arrays is not None:
-            recycle(pile.arrays)
+        if pile.arrays is not None:
+            self.reader.recycle(pile.arrays)
 
 
 class ReadAhead:

@@ -127,18 +127,8 @@ class StoreCache:
             os.utime(self._path(path))
 
     def holds(self, path: str) -> bool:
-        """Whether ``path`` is cached now (it may be evicted before it is read: :meth:`read` says)."""
+        """Whether ``path`` is cached now (another loader may evict it before it is read)."""
         return self._path(path).exists()
-
-    def read(self, path: str) -> bytes | None:
-        """The cached bytes of ``path``, or ``None`` if they are not cached (or another loader just evicted them)."""
-        local = self._path(path)
-        try:
-            data = local.read_bytes()
-            os.utime(local)  # read now: evicted last
-        except FileNotFoundError:
-            return None
-        return data
 
     def write(self, path: str, data: bytes) -> None:
         """Keep ``data`` as the bytes of ``path``, whole or not at all; then hold to the limit."""
@@ -180,14 +170,3 @@ class StoreCache:
                 break
             entry.unlink(missing_ok=True)
             total -= size
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the whole cache directory holds now."""
-        total = 0
-        for entry in Path(self.cache.directory).glob("*/*"):
-            try:
-                total += entry.stat().st_size
-            except FileNotFoundError:
-                continue
-        return total

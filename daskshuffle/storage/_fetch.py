@@ -27,8 +27,6 @@ from typing import Any, TypeAlias
 
 from fsspec import AbstractFileSystem
 
-from ._cache import StoreCache
-
 __all__ = ["Fetches", "Request"]
 
 #: What is fetched: a whole file (its path), or bytes ``start:end`` of one, ``(path, start, end)``.
@@ -76,10 +74,8 @@ class Fetches:
     b'lph'
     """
 
-    def __init__(self, fs: AbstractFileSystem, in_flight: int = IN_FLIGHT, cache: StoreCache | None = None) -> None:
+    def __init__(self, fs: AbstractFileSystem, in_flight: int = IN_FLIGHT) -> None:
         self._fs = fs
-        #: Where fetched files are kept for later reads, and read from before they are requested.
-        self.cache = cache
         self._in_flight_limit = in_flight
         self._reads: dict[Hashable, _Read] = {}
         self._files: dict[Request, tuple[Future[bytes], int]] = {}  # request: (its bytes, reads that will take them)
@@ -92,7 +88,7 @@ class Fetches:
         self.nbytes = 0
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"fs": self._fs, "in_flight": self._in_flight_limit, "cache": self.cache}
+        return {"fs": self._fs, "in_flight": self._in_flight_limit}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -201,10 +197,8 @@ class Fetches:
         self._send()
 
     def _submit(self, request: Request) -> Future[bytes]:
-        fs, cache = self._fs, self.cache
+        fs = self._fs
         path, start, end = (request, None, None) if isinstance(request, str) else request
-        if cache is not None and start is None and cache.holds(path):
-            return self._threads().submit(self._cached, path)
         if getattr(fs, "async_impl", False):
             return asyncio.run_coroutine_threadsafe(fs._cat_file(path, start=start, end=end), fs.loop)
         return self._threads().submit(fs.cat_file, path, start, end)
@@ -214,8 +208,3 @@ class Fetches:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="daskshuffle-fetch")
             return self._pool
-
-    def _cached(self, path: str) -> bytes:
-        assert self.cache is not None
-        data = self.cache.read(path)
-        return bytes(self._fs.cat_file(path)) if data is None else data  # evicted meanwhile: fetch it
