@@ -123,7 +123,8 @@ def test_what_a_run_killed_after_completing_left_is_named_and_removed(tmp_path: 
     shown = CliRunner().invoke(cli, ["info", str(dst)])
     assert shown.exit_code == 0, shown.output
     assert "complete: yes" in shown.output
-    assert "left beside it: 50.1 kB (pieces: " in shown.output and "piles.zarr.daskshuffle-tmp" in shown.output
+    assert "left beside it: 50.1 kB (pieces: " in shown.output, shown.output
+    assert "piles.zarr.daskshuffle-tmp" in shown.output
     assert (
         "the lock of process" in shown.output and "--clean" in shown.output and "run the same shuffle" in shown.output
     )
