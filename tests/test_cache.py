@@ -83,6 +83,33 @@ def test_a_damaged_cached_file_is_fetched_again(remote: Any, tmp_path: Path) -> 
     assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)  # and put right in the cache
 
 
+def test_cached_files_removed_behind_a_loaders_back_are_fetched_again(remote: Any, tmp_path: Path) -> None:
+    """The loader knows what its cache holds without looking; a file gone since is fetched when it is read."""
+    url, options, local = remote
+    with ds.PileLoader(local, batch_size=2_000, seed=2) as loader:
+        expected = [[batch["id"] for batch in loader] for _ in range(2)]
+    fs = S3ModelFileSystem(**options)
+    with ds.PileLoader(url, batch_size=2_000, seed=2, storage_options=options, cache=tmp_path / "c") as loader:
+        assert same([batch["id"] for batch in loader], expected[0])
+        cached = [path for path in (tmp_path / "c").rglob("*") if path.is_file()]
+        for path in cached:
+            path.unlink()
+        fs.reset_stats()
+        assert same([batch["id"] for batch in loader], expected[1])
+    assert chunk_gets(options) >= len(cached) > 0
+    assert len([path for path in (tmp_path / "c").rglob("*") if path.is_file()]) == len(cached)  # cached again
+
+
+def test_opening_a_remote_store_costs_four_requests(remote: Any) -> None:
+    """One look for the kind of store, then the group and its arrays' metadata, the arrays' at once."""
+    url, options, _ = remote
+    fs = S3ModelFileSystem(**options)
+    fs.reset_stats()
+    with ds.PileLoader(url, batch_size=2_000, seed=2, storage_options=options):
+        pass
+    assert {kind: n for kind, n in fs.stats()["requests"].items() if n} == {"head": 1, "get": 3}
+
+
 def test_the_cache_holds_to_its_limit(remote: Any, tmp_path: Path) -> None:
     url, options, local = remote
     store_nbytes = sum(path.stat().st_size for path in chunk_files(local))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, ClassVar
 
 import fsspec
 import numpy as np
 import pytest
+from fsspec.asyn import AsyncFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 import daskshuffle as ds
@@ -44,17 +46,56 @@ class CountingFS(MemoryFileSystem):
                 self.in_flight -= 1
 
 
-@pytest.fixture
-def fs() -> CountingFS:
-    fs = CountingFS(skip_instance_cache=True)
-    fs.store.clear()
-    fs.pseudo_dirs.clear()
+class AsyncCountingFS(AsyncFileSystem):
+    """:class:`CountingFS` as an asynchronous filesystem (as s3fs, gcsfs, adlfs): requests are coroutines on its loop."""
+
+    protocol = "asynccountingmem"
+    files: ClassVar[dict[str, bytes]] = {}  # shared by every instance, as MemoryFileSystem's: a pickled copy reads them
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: dict[str, int] = {}
+        self.gate = threading.Event()
+        self.gate.set()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def _pipe_file(self, path: str, value: bytes, **kwargs: Any) -> None:
+        self.files[path] = bytes(value)
+
+    async def _cat_file(self, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> bytes:
+        self.reads[path] = self.reads.get(path, 0) + 1  # on the loop's one thread: no lock
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            for _ in range(10_000):
+                if self.gate.is_set():
+                    break
+                await asyncio.sleep(0.001)
+            if path not in self.files:
+                raise FileNotFoundError(path)
+            return self.files[path][start:end]
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.fixture(params=["threads", "event loop"])
+def fs(request: pytest.FixtureRequest) -> CountingFS | AsyncCountingFS:
+    """Six small files, on a filesystem read by a pool of threads, and on one with an event loop of its own."""
+    fs: CountingFS | AsyncCountingFS
+    if request.param == "threads":
+        fs = CountingFS(skip_instance_cache=True)
+        fs.store.clear()
+        fs.pseudo_dirs.clear()
+    else:
+        fs = AsyncCountingFS(skip_instance_cache=True)
+        fs.files.clear()
     for name in "abcdef":
         fs.pipe_file(f"/files/{name}", name.encode() * 3)
     return fs
 
 
-def test_a_file_two_reads_need_is_fetched_once_and_kept_until_both_took_it(fs: CountingFS) -> None:
+def test_a_file_two_reads_need_is_fetched_once_and_kept_until_both_took_it(fs: CountingFS | AsyncCountingFS) -> None:
     fetches = Fetches(fs)
     assert fetches.start("one", ["/files/a", "/files/b"], nbytes=6)
     assert fetches.start("two", ["/files/b", "/files/c"], nbytes=6)
@@ -71,7 +112,7 @@ def test_a_file_two_reads_need_is_fetched_once_and_kept_until_both_took_it(fs: C
     fetches.clear()
 
 
-def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS) -> None:
+def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS | AsyncCountingFS) -> None:
     fetches = Fetches(fs)
     fs.pipe_file("/files/long", b"0123456789")
     assert fetches.start("one", [("/files/long", 2, 5), "/files/long"], nbytes=13)
@@ -86,7 +127,7 @@ def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS) -> N
     fetches.clear()
 
 
-def test_requests_in_flight_are_capped_and_sent_in_order(fs: CountingFS) -> None:
+def test_requests_in_flight_are_capped_and_sent_in_order(fs: CountingFS | AsyncCountingFS) -> None:
     fs.gate.clear()
     fetches = Fetches(fs, in_flight=2)
     fetches.start("first", ["/files/a", "/files/b"], nbytes=6)
@@ -101,7 +142,7 @@ def test_requests_in_flight_are_capped_and_sent_in_order(fs: CountingFS) -> None
     fetches.clear()
 
 
-def test_an_error_reaches_the_read_and_a_dropped_read_is_forgotten(fs: CountingFS) -> None:
+def test_an_error_reaches_the_read_and_a_dropped_read_is_forgotten(fs: CountingFS | AsyncCountingFS) -> None:
     fetches = Fetches(fs)
     fetches.start("read", ["/files/missing", "/files/a"], nbytes=6)
     missing = fetches.take("read", "/files/missing")
@@ -114,7 +155,7 @@ def test_an_error_reaches_the_read_and_a_dropped_read_is_forgotten(fs: CountingF
     fetches.clear()
 
 
-def test_fetches_pickle_empty(fs: CountingFS) -> None:
+def test_fetches_pickle_empty(fs: CountingFS | AsyncCountingFS) -> None:
     import pickle
 
     fetches = Fetches(fs)
@@ -177,7 +218,7 @@ def test_prefetch_refuses_a_size_it_cannot_read(memory_store: str) -> None:
         ds.PileLoader(memory_store, batch_size=100, prefetch="lots")
 
 
-def test_futures_are_plain_concurrent_futures(fs: CountingFS) -> None:
+def test_futures_are_plain_concurrent_futures(fs: CountingFS | AsyncCountingFS) -> None:
     fetches = Fetches(fs)
     fetches.start("read", ["/files/a"], nbytes=3)
     assert isinstance(fetches.take("read", "/files/a"), Future)

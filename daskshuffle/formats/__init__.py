@@ -60,10 +60,7 @@ def open_pile_reader(
     ['id', 'label']
     """
     location = Location.of(store, storage_options)
-    if not location.exists():
-        raise SourceNotFoundError(
-            f"Expected an existing pile store. Got {str(store)!r}, which does not exist, instead."
-        )
+    # Each look costs a request on object storage: whether the store exists is asked only when no kind is found.
     for kind in PILE_READERS:
         reader = _reader_class(kind)
         if reader.recognizes(location):
@@ -75,6 +72,10 @@ def open_pile_reader(
                 from ._generations import GenerationsReader
 
                 return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
+    if not location.exists():
+        raise SourceNotFoundError(
+            f"Expected an existing pile store. Got {str(store)!r}, which does not exist, instead."
+        )
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {str(store)!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."

@@ -171,11 +171,10 @@ class ChunkFiles:
         if cache is None:
             return False
         path = chunks.path(index)
-        local = cache.local_path(path)
-        if not os.path.exists(local):
+        if not cache.holds(path):
             return False
         try:
-            self._read_local(chunks, flat, index, start, stop, pile, local)
+            self._read_local(chunks, flat, index, start, stop, pile, cache.local_path(path))
         except CorruptPileStoreError:  # damaged, or evicted by another loader meanwhile: fetched again
             cache.evict(path)
             return False

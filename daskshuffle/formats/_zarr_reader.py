@@ -187,14 +187,17 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             )
         location = Location.of(store, storage_options)
         given = str(store)
-        if not location.exists():
-            raise SourceNotFoundError(f"Expected an existing pile store. Got {given!r}, which does not exist, instead.")
         try:
             # Not the consolidated metadata: each array's shape as its own zarr.json records it, to check the rows.
+            # Pile stores are Zarr v3: no look for v2's metadata files (each look is a request on object storage).
             group = zarr.open_group(
-                location.url, mode="r", use_consolidated=False, storage_options=location.zarr_options
+                location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
             )
         except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
+            if not location.exists():  # asked only now: on object storage each look is a request
+                raise SourceNotFoundError(
+                    f"Expected an existing pile store. Got {given!r}, which does not exist, instead."
+                ) from None
             raise IncompletePileStoreError(
                 f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({error}), instead."
             ) from error
@@ -217,8 +220,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.metadata = metadata
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
-        for name in names:
-            array = group.get(name)
+        for name, array in zip(names, _open_arrays(group, names, location.is_local), strict=True):
             if not isinstance(array, zarr.Array):
                 raise IncompletePileStoreError(
                     f"Expected pile store {self.store!r} to hold an array {name!r}. Got {type(array).__name__} instead; "
@@ -430,3 +432,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     @classmethod
     def recognizes(cls, store: Location) -> bool:
         return store.join("zarr.json").exists()
+
+
+def _open_arrays(group: zarr.Group, names: Sequence[str], local: bool) -> list[Any]:
+    """``group.get(name)`` for each of ``names``; on remote storage all at once, each being a request."""
+    if local or len(names) < 2:
+        return [group.get(name) for name in names]
+    with ThreadPoolExecutor(min(len(names), 16), thread_name_prefix="daskshuffle-open") as pool:
+        return list(pool.map(group.get, names))

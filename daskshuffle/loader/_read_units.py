@@ -118,8 +118,11 @@ class PileUnits(ReadUnits):
         offsets = self.layout(read.epoch)
         size = int(offsets[read.pile + 1] - offsets[read.pile])
         order = pile_permutation(self.seed, read.epoch, read.pile, size)[read.start : read.stop]
-        piles = self.members(read.epoch, read.pile)
-        return UnitRead([(int(self.offsets[p]), int(self.offsets[p + 1])) for p in piles], piles, order)
+        return UnitRead(self.spans(read), self.members(read.epoch, read.pile), order)
+
+    def spans(self, read: Read) -> list[tuple[int, int]]:
+        # Without the unit's shuffle: the reads ahead ask for the spans of every read they start.
+        return [(int(self.offsets[p]), int(self.offsets[p + 1])) for p in self.members(read.epoch, read.pile)]
 
     def piles_of(self, epoch: int, unit: int) -> list[int]:
         return self.members(epoch, unit)

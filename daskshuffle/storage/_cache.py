@@ -95,17 +95,27 @@ def parse_cache(value: object) -> Cache | None:
 
 @dataclass
 class StoreCache:
-    """The cached files of one store: read, written and evicted by the store's paths. Safe across threads."""
+    """The cached files of one store: read, written and evicted by the store's paths. Safe across threads.
+
+    What the cache holds is listed once, when it is opened, and kept up to
+    date with what this object writes and evicts: :meth:`holds` costs no look
+    at the disk. A file that another loader evicted since is found missing
+    when it is read, and fetched then.
+    """
 
     cache: Cache
     fingerprint: str
-    _root: Path = field(init=False)
+    _root: str = field(init=False)
+    _names: dict[str, str] = field(default_factory=dict, init=False)
+    _held: set[str] = field(default_factory=set, init=False)
     _written: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def __post_init__(self) -> None:
         digest = hashlib.sha256(self.fingerprint.encode()).hexdigest()[:32]
-        self._root = Path(self.cache.directory) / digest
+        self._root = os.path.join(self.cache.directory, digest)
+        with contextlib.suppress(FileNotFoundError):
+            self._held = {name for name in os.listdir(self._root) if not name.startswith(_PARTIAL)}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"cache": self.cache, "fingerprint": self.fingerprint}
@@ -113,37 +123,44 @@ class StoreCache:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
 
-    def _path(self, path: str) -> Path:
+    def _name(self, path: str) -> str:
         # The store's own path is not a safe local name (a URL, a key with any characters): a digest is.
-        return self._root / hashlib.sha256(path.encode()).hexdigest()
+        name = self._names.get(path)
+        if name is None:
+            name = self._names[path] = hashlib.sha256(path.encode()).hexdigest()
+        return name
 
     def local_path(self, path: str) -> str:
         """Where the cached bytes of ``path`` are (or would be) on the local disk."""
-        return str(self._path(path))
+        return os.path.join(self._root, self._name(path))
 
     def touch(self, path: str) -> None:
         """``path`` was read now: it is evicted last."""
         with contextlib.suppress(FileNotFoundError):
-            os.utime(self._path(path))
+            os.utime(self.local_path(path))
 
     def holds(self, path: str) -> bool:
-        """Whether ``path`` is cached now (another loader may evict it before it is read)."""
-        return self._path(path).exists()
+        """Whether ``path`` is cached, as far as this object knows (another loader may have evicted it)."""
+        return self._name(path) in self._held
 
     def write(self, path: str, data: bytes) -> None:
         """Keep ``data`` as the bytes of ``path``, whole or not at all; then hold to the limit."""
         if len(data) > self.cache.max_size:
             return
-        local = self._path(path)
-        local.parent.mkdir(parents=True, exist_ok=True)
-        partial = local.with_name(f"{_PARTIAL}{uuid.uuid4().hex}")
+        name = self._name(path)
+        local = os.path.join(self._root, name)
+        partial = os.path.join(self._root, f"{_PARTIAL}{uuid.uuid4().hex}")
         try:
-            partial.write_bytes(data)
+            os.makedirs(self._root, exist_ok=True)
+            with open(partial, "wb") as file:
+                file.write(data)
             os.replace(partial, local)
         except OSError:  # a full disk: a cache that cannot grow is only slower
-            partial.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
             return
         with self._lock:
+            self._held.add(name)
             self._written += len(data)
             scan = self._written >= SCAN_FRACTION * self.cache.max_size
             if scan:
@@ -152,8 +169,12 @@ class StoreCache:
             self.trim()
 
     def evict(self, path: str) -> None:
-        """Remove the cached bytes of ``path`` (found damaged)."""
-        self._path(path).unlink(missing_ok=True)
+        """Remove the cached bytes of ``path`` (found damaged, or missing)."""
+        name = self._name(path)
+        with self._lock:
+            self._held.discard(name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self._root, name))
 
     def trim(self) -> None:
         """Remove the files read longest ago, of every store in the cache, until it holds at most its limit."""
@@ -170,3 +191,6 @@ class StoreCache:
                 break
             entry.unlink(missing_ok=True)
             total -= size
+            if str(entry.parent) == self._root:
+                with self._lock:
+                    self._held.discard(entry.name)

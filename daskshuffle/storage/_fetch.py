@@ -84,6 +84,7 @@ class Fetches:
         self._lock = threading.Lock()
         self._sending = threading.local()
         self._pool: ThreadPoolExecutor | None = None
+        self._pumping = False  # a pump is scheduled on (or running in) the filesystem's event loop
         #: Bytes of the reads started and not yet wholly taken or dropped.
         self.nbytes = 0
 
@@ -165,6 +166,54 @@ class Fetches:
     def _send(self) -> None:
         """Send the queued requests that fit in flight.
 
+        On an asynchronous filesystem the requests are sent from its event
+        loop: one wake-up of the loop for all the requests queued at once,
+        and each that lands sends the next from there, with no thread in
+        between. Elsewhere they go to the thread pool from the calling
+        thread.
+        """
+        if getattr(self._fs, "async_impl", False):
+            with self._lock:
+                if self._pumping or not self._queue:
+                    return
+                self._pumping = True
+            self._fs.loop.call_soon_threadsafe(self._pump)
+            return
+        self._send_to_threads()
+
+    def _next(self) -> tuple[Request, Future[bytes]] | None:
+        """The next queued request that fits in flight, counted in flight; ``None`` if none does (the pump stops)."""
+        with self._lock:
+            while self._queue and self._in_flight < self._in_flight_limit:
+                request, future = self._queue.popleft()
+                if future.set_running_or_notify_cancel():  # else cancelled while queued
+                    self._in_flight += 1
+                    return request, future
+            self._pumping = False
+            return None
+
+    def _pump(self) -> None:
+        """On the filesystem's event loop: start a task for each queued request that fits in flight."""
+        loop = self._fs.loop
+        while (sent := self._next()) is not None:
+            request, future = sent
+            path, start, end = (request, None, None) if isinstance(request, str) else request
+            task = loop.create_task(self._fs._cat_file(path, start=start, end=end))
+            task.add_done_callback(functools.partial(self._landed, future))
+
+    def _landed(self, future: Future[bytes], task: asyncio.Task[bytes]) -> None:
+        """On the event loop: hand a request's bytes (or its error) over, and send the next."""
+        _settle(future, task)
+        with self._lock:
+            self._in_flight -= 1
+            if self._pumping:
+                return  # a pump is scheduled, or running below on this loop
+            self._pumping = True
+        self._pump()
+
+    def _send_to_threads(self) -> None:
+        """Submit queued requests to the thread pool.
+
         Called without the lock: a request may complete at once and call
         :meth:`_arrived` in this thread. Then this loop goes on sending rather
         than a new one starting inside it.
@@ -173,38 +222,32 @@ class Fetches:
             return
         self._sending.active = True
         try:
-            while True:
-                with self._lock:
-                    if not self._queue or self._in_flight >= self._in_flight_limit:
-                        return
-                    request, future = self._queue.popleft()
-                    if not future.set_running_or_notify_cancel():
-                        continue  # cancelled while queued
-                    self._in_flight += 1
-                self._submit(request).add_done_callback(functools.partial(self._arrived, future))
+            while (sent := self._next()) is not None:
+                request, future = sent
+                path, start, end = (request, None, None) if isinstance(request, str) else request
+                submitted = self._threads().submit(self._fs.cat_file, path, start, end)
+                submitted.add_done_callback(functools.partial(self._arrived, future))
         finally:
             self._sending.active = False
 
     def _arrived(self, future: Future[bytes], request: Future[bytes]) -> None:
-        try:
-            data = request.result()
-        except BaseException as error:  # a cancelled request too: whoever waits learns of it
-            future.set_exception(error)
-        else:
-            future.set_result(data)
+        _settle(future, request)
         with self._lock:
             self._in_flight -= 1
-        self._send()
-
-    def _submit(self, request: Request) -> Future[bytes]:
-        fs = self._fs
-        path, start, end = (request, None, None) if isinstance(request, str) else request
-        if getattr(fs, "async_impl", False):
-            return asyncio.run_coroutine_threadsafe(fs._cat_file(path, start=start, end=end), fs.loop)
-        return self._threads().submit(fs.cat_file, path, start, end)
+        self._send_to_threads()
 
     def _threads(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="daskshuffle-fetch")
             return self._pool
+
+
+def _settle(future: Future[bytes], done: Future[bytes] | asyncio.Task[bytes]) -> None:
+    """Give ``future`` the result or the error of the request ``done``."""
+    try:
+        data = done.result()
+    except BaseException as error:  # a cancelled request too: whoever waits learns of it
+        future.set_exception(error)
+    else:
+        future.set_result(data)
