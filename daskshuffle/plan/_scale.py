@@ -172,6 +172,7 @@ def _model(
     levels: int | Literal["auto"] = 1,
     storage: Literal["local", "object"] = "object",
 ) -> ScaleModel:
+    """The model of a shuffle of these sizes (arguments already parsed); with ``advise``, what to change past the knee."""
     step = block_rows(row_nbytes, block_nbytes)
     n_blocks = -(-n_rows // step)
     layout = choose_layout(
@@ -200,16 +201,10 @@ def _model(
     capacity = pile_nbytes // row_nbytes
     n_super, first_reads, first_read, plan_bytes = 1, 0, 0.0, plan_nbytes(n_blocks, chosen)
     if depth > 1:
-        # Each later pass reads each block's piece of a super-pile; the merge reads only its super-pile's blocks.
+        # Each later pass reads each block's piece of a super-pile.
         n_super = layout.fanouts[0]
         first_reads, first_read = n_blocks * n_super, block_nbytes / n_super
-        units, super_piles, pieces = n_blocks, 1, 0.0
-        for _ in range(depth - 1):  # a level's blocks are groups of n_super blocks of a super-pile, split n_super ways
-            pieces += units * n_super
-            units = super_piles * n_super * -(-units // (super_piles * n_super))
-            super_piles *= n_super
-        n_reads = max(round(n_groups * units / super_piles), n_groups)
-        pieces += units * chosen / super_piles
+        pieces, n_reads = _level_pieces_and_reads(n_blocks, n_super, depth, n_groups, chosen)
         plan_bytes = level_plan_nbytes(n_blocks, list(layout.fanouts), chosen)
     model = ScaleModel(
         n_rows=n_rows,
@@ -238,6 +233,21 @@ def _model(
     if advise and model.below_knee:
         model = dataclasses.replace(model, advice=_advice(model, n_piles, levels, storage))
     return model
+
+
+def _level_pieces_and_reads(n_blocks: int, n_super: int, depth: int, n_groups: int, n_piles: int) -> tuple[float, int]:
+    """With ``depth >= 2`` levels that split ``n_super`` ways: the pieces written in all, and the merge's reads.
+
+    A level's blocks are groups of ``n_super`` blocks of a super-pile, split
+    ``n_super`` ways; the merge reads only its super-pile's blocks.
+    """
+    units, super_piles, pieces = n_blocks, 1, 0.0
+    for _ in range(depth - 1):
+        pieces += units * n_super
+        units = super_piles * n_super * -(-units // (super_piles * n_super))
+        super_piles *= n_super
+    n_reads = max(round(n_groups * units / super_piles), n_groups)
+    return pieces + units * n_piles / super_piles, n_reads
 
 
 def _advice(
