@@ -31,7 +31,7 @@ import zarr
 import daskshuffle
 from daskshuffle.formats._zarr import open_zarr_sources
 from daskshuffle.plan._plan import make_plan
-from daskshuffle.plan._scale import _duration, _size
+from daskshuffle.plan._scale_report import format_duration, format_size
 from daskshuffle.shuffle._graph import shuffle_graph
 from daskshuffle.shuffle._run import _plan_within_budget
 from daskshuffle.storage._location import Location
@@ -79,8 +79,8 @@ def _graph_size(n_blocks: int, n_piles: int) -> None:
             nbytes = len(pickle.dumps(graph, protocol=5))
             pickling = time.perf_counter() - start
             print(
-                f"| {n_blocks:,} | {n_piles:,} | {levels} | {len(graph):,} | {seconds:.2f} s | {_size(peak)} "
-                f"| {_size(nbytes)} | {pickling:.2f} s |"
+                f"| {n_blocks:,} | {n_piles:,} | {levels} | {len(graph):,} | {seconds:.2f} s | {format_size(peak)} "
+                f"| {format_size(nbytes)} | {pickling:.2f} s |"
             )
 
 
@@ -105,11 +105,11 @@ def main() -> None:
     ):
         n_piles = None if size // 512 <= 256 * 2**20 else "auto"  # 512 piles, where they fit 256 MiB
         m = daskshuffle.explain(size // 1024, 1024, n_piles=n_piles, workers=args.workers)
-        second = f"{m.n_first_reads:,} of {_size(m.first_read_nbytes)}" if m.levels > 1 else "-"
+        second = f"{m.n_first_reads:,} of {format_size(m.first_read_nbytes)}" if m.levels > 1 else "-"
         fast, slow = (m.latency_seconds(latency) for latency in (0.010, 0.050))
         print(
             f"| {label} | {m.levels} | {m.n_piles:,} | {m.n_blocks:,} | {m.n_groups:,} | {second} | "
-            f"{m.n_reads:,} of {_size(m.read_nbytes)} | {_size(m.plan_nbytes)} | {_duration(fast)} to {_duration(slow)} |"
+            f"{m.n_reads:,} of {format_size(m.read_nbytes)} | {format_size(m.plan_nbytes)} | {format_duration(fast)} to {format_duration(slow)} |"
         )
     print("\n| rows | blocks | levels | fanouts | planned in | peak memory (traced) |")
     print("|---:|---:|---:|---|---:|---:|")
@@ -130,7 +130,7 @@ def main() -> None:
         fanouts = " x ".join(map(str, getattr(drawn, "fanouts", []))) or "-"
         print(
             f"| {rows:.0e} | {n_blocks:,} | {getattr(drawn, 'n_levels', 1)} | {fanouts} | {seconds:.2f} s "
-            f"| {_size(peak)} |"
+            f"| {format_size(peak)} |"
         )
     print("\n| blocks x piles | make_plan s | peak memory |")
     print("|---|---:|---:|")
@@ -143,7 +143,7 @@ def main() -> None:
             seconds = time.perf_counter() - start
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
-            print(f"| {n_blocks:,} x {n_piles:,} | {seconds:.2f} | {_size(peak)} |")
+            print(f"| {n_blocks:,} x {n_piles:,} | {seconds:.2f} | {format_size(peak)} |")
     if args.graph_blocks:
         _graph_size(args.graph_blocks, 16_384)
 

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from . import orders
     from .loader._epochs import EpochShuffler
     from .loader._loader import LoaderSettings, PileLoader
-    from .plan._scale import ScaleModel, explain
+    from .plan._scale import explain
+    from .plan._scale_model import ScaleModel
     from .plan._streams import Stream
     from .shuffle._frames import shuffle_dataframe, shuffle_parquet
     from .shuffle._generations import Generation, append, compact, evict, generations
@@ -61,7 +62,7 @@ _LAZY = {
     "PileLoader": ".loader._loader",
     "ShuffleResult": ".shuffle._run",
     "Stream": ".plan._streams",
-    "ScaleModel": ".plan._scale",
+    "ScaleModel": ".plan._scale_model",
     "explain": ".plan._scale",
     "shuffle_zarr": ".shuffle._shuffle",
     "shuffle_lines": ".shuffle._lines",

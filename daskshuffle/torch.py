@@ -35,7 +35,7 @@ from ._parse import parse_count, parse_variables
 from .formats._base import NUMERIC_KINDS
 from .loader._loader import LoaderSettings, PileLoader
 from .plan._epoch_plan import split_batches
-from .plan._orders import Order, OrderName, refuse_order_keywords
+from .plan._order_classes import Order, OrderName, refuse_order_keywords
 from .plan._streams import Stream
 
 __all__ = ["PileDataset"]

@@ -13,7 +13,7 @@ import pytest
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, PileLoader
 from daskshuffle.plan._combinations import check_combination
-from daskshuffle.plan._orders import Naive, Piles, Py1b
+from daskshuffle.plan._order_classes import Naive, Piles, Py1b
 
 #: (keywords of PileLoader, the parameter the error names, what the message says). ``MIXTURE`` stands for two stores.
 REFUSED = [

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from daskshuffle.plan._epoch_order import division_cuts
 from daskshuffle.plan._mix_plan import mixed_order, stream_offsets
-from daskshuffle.plan._orders import division_cuts
 from daskshuffle.plan._streams import Stream, epoch_counts
 
 piles = st.lists(st.integers(2, 12), min_size=1, max_size=5)

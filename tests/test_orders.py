@@ -15,27 +15,22 @@ from hypothesis import strategies as st
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
 from daskshuffle._random import make_rng
+from daskshuffle.plan._buffer_orders import buffer_stream, interleave_stream
+from daskshuffle.plan._epoch_order import OrderOptions, division_cuts, unit_reads
 from daskshuffle.plan._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
-from daskshuffle.plan._orders import (
+from daskshuffle.plan._mosaic_orders import py1br_bounds, py1e_ranges
+from daskshuffle.plan._order_classes import (
     ORDER_CLASSES,
-    ORDER_OPTIONS,
-    ORDERS,
     Buffer,
     Interleave,
-    OrderOptions,
     Piles,
     Py1b,
     Py2s,
-    buffer_stream,
-    division_cuts,
-    interleave_stream,
     order_from_options,
     parse_order,
-    py1br_bounds,
-    py1e_ranges,
     refuse_order_keywords,
-    unit_reads,
 )
+from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS
 from daskshuffle.quality import orders, report
 
 seeds = st.integers(0, 2**63 - 1)

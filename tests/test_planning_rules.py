@@ -17,7 +17,7 @@ from daskshuffle.plan._level_plan import LevelPlan
 from daskshuffle.plan._options import DEFAULT_N_PILES
 from daskshuffle.plan._plan import auto_n_piles, block_rows
 from daskshuffle.plan._rules import choose_layout
-from daskshuffle.plan._scale import ScaleModel
+from daskshuffle.plan._scale_model import ScaleModel
 from daskshuffle.shuffle._run import _draw, _plan_within_budget
 
 

@@ -22,8 +22,9 @@ from daskshuffle._cli import cli
 from daskshuffle._parse import parse_nbytes
 from daskshuffle._random import make_rng
 from daskshuffle.formats._zarr import open_zarr_sources
+from daskshuffle.plan._pile_sizes import binomial_sf, typical_largest
 from daskshuffle.plan._plan import Plan, make_plan, plan_nbytes
-from daskshuffle.plan._scale import MAX_TASK_MEMORY, _binomial_sf, _typical_largest, explain
+from daskshuffle.plan._scale import MAX_TASK_MEMORY, explain
 from daskshuffle.shuffle._graph import _merge, _scatter, shuffle_graph
 from daskshuffle.shuffle._run import _plan_within_budget
 from daskshuffle.storage._location import Location
@@ -119,7 +120,7 @@ def test_the_binomial_tail_is_the_sum_of_its_terms(n: int, p: float) -> None:
     mean, sd = n * p, math.sqrt(n * p * (1 - p))
     for threshold in sorted({0, int(mean), int(mean + sd), int(mean + 4 * sd), n - 1, n}):
         terms = [math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(threshold + 1, n + 1)] if n < 5000 else None
-        found = _binomial_sf(threshold, n, p)
+        found = binomial_sf(threshold, n, p)
         if terms is not None:
             assert found == pytest.approx(math.fsum(terms), rel=1e-6, abs=1e-300)
         else:  # the normal tail, against a seeded draw of a million binomials
@@ -128,7 +129,7 @@ def test_the_binomial_tail_is_the_sum_of_its_terms(n: int, p: float) -> None:
 
 
 def test_the_largest_pile_of_a_single_pile_is_every_row() -> None:
-    assert _typical_largest(1234, 1) == 1234
+    assert typical_largest(1234, 1) == 1234
     assert explain(1234, 8, n_piles=1).overflow_probability == 0.0
 
 

@@ -33,7 +33,7 @@ from .._progress import Progress
 from ..formats import PileReader
 from ..plan._combinations import check_combination
 from ..plan._epoch_plan import BatchPlan, piles_for_budget
-from ..plan._orders import Order, OrderName, parse_order, refuse_order_keywords
+from ..plan._order_classes import Order, OrderName, parse_order, refuse_order_keywords
 from ..plan._streams import Stream, parse_streams
 from ..storage._cache import Cache, parse_cache
 from ._batches import Allocate

@@ -22,8 +22,8 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError
 from .._parse import parse_path
 from ..formats import PileReader, open_pile_reader
+from ..plan._epoch_order import READ_GAP, EpochOrder, OrderOptions
 from ..plan._mix_plan import mixed_order, stream_offsets
-from ..plan._orders import READ_GAP, EpochOrder, OrderOptions
 from ..plan._plan import fingerprint
 from ..plan._streams import Stream, epoch_counts
 from ..storage._cache import Cache

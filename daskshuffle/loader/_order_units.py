@@ -1,4 +1,4 @@
-"""The units a loader reads for an order other than ``"piles"``: an epoch's :class:`~daskshuffle.plan._orders.EpochOrder`, kept.
+"""The units a loader reads for an order other than ``"piles"``: an epoch's :class:`~daskshuffle.plan._epoch_order.EpochOrder`, kept.
 
 For ``order="piles"`` a read is a pile (or a group of piles) and the epoch's
 plan is a permutation of the piles, made lazily. Every other order of
@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..plan._epoch_order import READ_GAP, EpochOrder, OrderOptions, division_cuts, unit_reads
 from ..plan._epoch_plan import rank_share
-from ..plan._orders import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts, unit_reads
+from ..plan._orders import ORDERS, READ_GAPS
 from ._loader_state import LoaderSettings
 from ._read_units import Read, ReadUnits, UnitRead, pile_units
 
@@ -34,7 +35,7 @@ class OrderedUnits(ReadUnits):
     """The epochs' orders of one loader: ``order`` with ``options``, its stream cut between ranks at ``divisions``.
 
     A unit is a stretch ``bounds[u]:bounds[u + 1]`` of the epoch's stream, read
-    in runs of store rows (:func:`~daskshuffle.plan._orders.unit_reads`).
+    in runs of store rows (:func:`~daskshuffle.plan._epoch_order.unit_reads`).
     """
 
     def __init__(
@@ -45,7 +46,7 @@ class OrderedUnits(ReadUnits):
         self.offsets = offsets
         self.seed = seed
         self.divisions = divisions
-        #: Rows a read may take between two rows its unit needs (see :func:`~daskshuffle.plan._orders.unit_reads`).
+        #: Rows a read may take between two rows its unit needs (see :func:`~daskshuffle.plan._epoch_order.unit_reads`).
         self.gap = READ_GAPS.get(order, READ_GAP)
         self._epochs: dict[int, Future[EpochOrder]] = {}
         self._lock = threading.Lock()

@@ -8,7 +8,7 @@ combinations no loader can read, before any store is opened. Pure: no I/O.
 from __future__ import annotations
 
 from .._errors import DaskShuffleValueError
-from ._orders import Order
+from ._order_classes import Order
 
 __all__ = ["check_combination"]
 
@@ -25,12 +25,12 @@ def check_combination(
     """Refuse a combination of a loader's settings that cannot be read.
 
     ``order`` is the order of the epochs (with its options: for
-    :class:`~daskshuffle.plan._orders.Piles`, the piles shuffled together), ``n_streams`` the stores of
+    :class:`~daskshuffle.plan._order_classes.Piles`, the piles shuffled together), ``n_streams`` the stores of
     a mixture (``None`` for a plain store), ``n_lanes`` the lanes (``None``: none).
 
     Examples
     --------
-    >>> from daskshuffle.plan._orders import Piles
+    >>> from daskshuffle.plan._order_classes import Piles
     >>> check_combination(Piles(piles_in_memory=4), n_lanes=8, world_size=2, batch_size=64)
     >>> check_combination(Piles(piles_in_memory=4), n_streams=2)
     Traceback (most recent call last):

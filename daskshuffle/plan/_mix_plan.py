@@ -3,7 +3,7 @@
 Pure numpy, like :mod:`daskshuffle.plan._orders`: the union of the streams' piles is
 one sample space (each store's rows after the rows of the stores before it,
 :func:`stream_offsets`), and :func:`mixed_order` gives an epoch of it as an
-:class:`~daskshuffle.plan._orders.EpochOrder`, which the loader cuts between ranks,
+:class:`~daskshuffle.plan._epoch_order.EpochOrder`, which the loader cuts between ranks,
 lanes and batches as it cuts any order.
 
 A stream that puts ``count`` rows of its ``n`` into an epoch contributes
@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
-from ._orders import EpochOrder
+from ._epoch_order import EpochOrder
 
 __all__ = ["mixed_order", "stream_offsets"]
 

@@ -20,13 +20,15 @@ chosen as a shuffle chooses them), rows go first to ``S`` super-piles, which
 each later level but the last splits ``S`` ways again; each later pass reads
 each super-pile's pieces (one per block, ``block / S`` bytes) and the merge
 reads ``S^(L - 1)`` times larger ranges, for one more pass over the data a level.
+
+What the model expects of the drawn piles is in :mod:`~daskshuffle.plan._pile_sizes`;
+its result is a :class:`~daskshuffle.plan._scale_model.ScaleModel`, printed by
+:mod:`~daskshuffle.plan._scale_report`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -35,190 +37,18 @@ from .._errors import DaskShuffleValueError
 from .._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int
 from ._levels import MAX_LEVELS, level_plan_nbytes
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
-from ._plan import auto_n_piles, block_rows, group_piles, make_plan, plan_nbytes
+from ._pile_sizes import any_row_in, binomial_sf, merge_groups, typical_largest
+from ._plan import auto_n_piles, block_rows, plan_nbytes
 from ._rules import choose_layout
+from ._scale_model import ScaleModel
+from ._scale_report import format_size
 
-__all__ = ["DEFAULT_MIN_READ", "MAX_TASK_MEMORY", "ScaleModel", "explain"]
+__all__ = ["DEFAULT_MIN_READ", "MAX_TASK_MEMORY", "explain"]
 
 #: Reads smaller than this cost more in request latency than in moving bytes (on object storage).
 DEFAULT_MIN_READ = "1MiB"
 #: The largest ``block_memory`` the model's advice suggests: a task holds about that much.
 MAX_TASK_MEMORY = 4 * 2**30
-#: Latencies of one request to object storage, in seconds, for the model's estimates.
-GET_LATENCIES = (0.010, 0.050)
-
-
-@dataclass(frozen=True)
-class ScaleModel:
-    """What a shuffle of ``n_rows`` rows of ``row_nbytes`` bytes does, from :func:`explain`.
-
-    Reads are counted per variable (a Zarr source's variables are read
-    separately; a Parquet merge reads all columns at once), and read sizes are
-    those of whole rows (a variable's reads are its share of them).
-
-    Attributes
-    ----------
-    n_rows, row_nbytes : int
-        The data: rows and bytes per row.
-    n_piles : int
-        Piles, chosen as ``n_piles_from`` says: ``"given"``, ``"default"`` (the
-        shuffles' default number, 512) or ``"auto"`` (the fewest that fit ``pile_memory``).
-    block_nbytes, pile_nbytes, min_read_nbytes : int
-        ``block_memory``, ``pile_memory`` and ``min_read``.
-    n_workers : int
-        Tasks that run at once, for the latency estimates.
-    levels : int
-        Times a row is scattered before the merge: 1 to 4 (``levels="auto"``
-        picks as a shuffle does, for ``storage``).
-    n_super : int
-        Super-piles each level but the last splits every super-pile into (1
-        with one level): the last level has ``n_super ** (levels - 1)``.
-    n_first_reads, first_read_nbytes : int, float
-        With several levels, each later pass's reads of the pieces of the
-        pass before (per variable) and their size; 0 with one level.
-    n_blocks, rows_per_block : int
-        Pass-1 tasks, and the rows each reads (the last block may hold fewer).
-    n_groups : int
-        Merge tasks: runs of whole piles of about ``block_memory``, one pile at least.
-    n_pieces : int
-        Pieces that hold rows (expected), of ``n_blocks * n_piles``.
-    n_reads : int
-        Reads of pieces the merge makes per variable (expected): one per block
-        that holds rows of a group, for every group.
-    read_nbytes : float
-        The mean read, ``data_nbytes / n_reads``.
-    plan_nbytes : int
-        Memory of the plan on the client.
-    largest_pile_rows : int
-        The typical largest pile (the median of the largest of ``n_piles``).
-    overflow_probability : float
-        An upper bound (a union bound over the piles) on the probability that
-        some pile exceeds ``pile_memory``. With ``n_piles="auto"`` the plan is
-        then drawn again with more piles; otherwise the shuffle refuses to start.
-    advice : str
-        What to change when reads fall below ``min_read``, or ``""``.
-    """
-
-    n_rows: int
-    row_nbytes: int
-    n_piles: int
-    n_piles_from: Literal["given", "default", "auto"]
-    block_nbytes: int
-    pile_nbytes: int
-    min_read_nbytes: int
-    n_workers: int
-    levels: int
-    n_super: int
-    n_first_reads: int
-    first_read_nbytes: float
-    n_blocks: int
-    rows_per_block: int
-    n_groups: int
-    n_pieces: int
-    n_reads: int
-    read_nbytes: float
-    plan_nbytes: int
-    largest_pile_rows: int
-    overflow_probability: float
-    advice: str
-
-    @property
-    def data_nbytes(self) -> int:
-        return self.n_rows * self.row_nbytes
-
-    @property
-    def below_knee(self) -> bool:
-        """Whether reads fall below ``min_read`` where larger ones are possible (more than one block)."""
-        smallest = min(self.read_nbytes, self.first_read_nbytes) if self.levels > 1 else self.read_nbytes
-        return self.n_blocks > 1 and smallest < self.min_read_nbytes
-
-    @property
-    def passes(self) -> list[dict[str, int]]:
-        """Per pass: its tasks and the bytes it reads and writes (each pass moves every byte once)."""
-        data = self.data_nbytes
-        later = {"tasks": self.n_blocks + self.n_super ** (self.levels - 1), "read_nbytes": data, "write_nbytes": data}
-        return [
-            {"tasks": self.n_blocks, "read_nbytes": data, "write_nbytes": data},
-            *([later] * (self.levels - 1)),
-            {"tasks": self.n_groups, "read_nbytes": data, "write_nbytes": data},
-        ]
-
-    def latency_seconds(self, latency: float) -> float:
-        """Wall time the merge's reads of one variable spend waiting, at ``latency`` seconds a request."""
-        return (self.n_reads + self.n_first_reads) * latency / self.n_workers
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields and what follows from them, for JSON."""
-        return {
-            **dataclasses.asdict(self),
-            "data_nbytes": self.data_nbytes,
-            "below_knee": self.below_knee,
-            "passes": self.passes,
-            "latency_seconds": {f"{latency * 1000:g}ms": self.latency_seconds(latency) for latency in GET_LATENCIES},
-        }
-
-    def __str__(self) -> str:
-        mean_pile = self.n_rows / self.n_piles
-        fast, slow = (self.latency_seconds(latency) for latency in GET_LATENCIES)
-
-        def verdict(read_nbytes: float) -> str:
-            if self.n_blocks > 1 and read_nbytes < self.min_read_nbytes:
-                return f"below min_read={_size(self.min_read_nbytes)}: past the knee"
-            return f"at least min_read={_size(self.min_read_nbytes)}, or whole blocks"
-
-        rows = [
-            ("data", f"{self.n_rows:,} rows of {_size(self.row_nbytes)} = {_size(self.data_nbytes)}"),
-            (
-                "layout",
-                "1 level: pass 1, then a merge of whole piles"
-                if self.levels == 1
-                else f"2 levels: pass 1 to {self.n_super:,} super-piles, pass 2 to piles within each, then a merge"
-                if self.levels == 2
-                else f"{self.levels} levels: pass 1 to {self.n_super:,} super-piles, "
-                + ("pass 2 splits" if self.levels == 3 else f"passes 2 to {self.levels - 1} split")
-                + f" each {self.n_super:,} ways, pass {self.levels} to piles within each, then a merge",
-            ),
-            ("piles", f"{self.n_piles:,} ({self.n_piles_from}) of {_size(mean_pile * self.row_nbytes)} on average"),
-            (
-                "largest pile",
-                f"about {_size(self.largest_pile_rows * self.row_nbytes)}; P(any pile > pile_memory="
-                f"{_size(self.pile_nbytes)}) <= {_probability(self.overflow_probability)}",
-            ),
-            ("blocks", f"{self.n_blocks:,} of {self.rows_per_block:,} rows (block_memory={_size(self.block_nbytes)})"),
-            (
-                "pass 1",
-                f"{self.n_blocks:,} tasks: read {_size(self.data_nbytes)}, write {_size(self.data_nbytes)} "
-                f"as {self.n_pieces:,} pieces",
-            ),
-            (
-                "merge",
-                f"{self.n_groups:,} tasks of {_number(self.n_piles / self.n_groups)} pile"
-                f"{'' if self.n_groups == self.n_piles else 's'} each: read {_size(self.data_nbytes)}, "
-                f"write {_size(self.data_nbytes)}",
-            ),
-            *(
-                [
-                    (
-                        "pass 2 reads" if self.levels == 2 else f"pass 2-{self.levels} reads",
-                        f"{self.n_first_reads:,} per variable of {_size(self.first_read_nbytes)}: "
-                        + verdict(self.first_read_nbytes),
-                    )
-                ]
-                if self.levels > 1
-                else []
-            ),
-            ("reads", f"{self.n_reads:,} per variable of {_size(self.read_nbytes)}: {verdict(self.read_nbytes)}"),
-            ("plan", f"{_size(self.plan_nbytes)} on the client"),
-            (
-                "object storage",
-                f"{_duration(fast)} to {_duration(slow)} of request latency per variable "
-                f"at {GET_LATENCIES[0] * 1000:g}-{GET_LATENCIES[1] * 1000:g} ms a read, {self.n_workers} at a time",
-            ),
-        ]
-        if self.advice:
-            rows.append(("advice", self.advice))
-        width = max(len(name) for name, _ in rows)
-        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
 def explain(
@@ -342,6 +172,7 @@ def _model(
     levels: int | Literal["auto"] = 1,
     storage: Literal["local", "object"] = "object",
 ) -> ScaleModel:
+    """The model of a shuffle of these sizes (arguments already parsed); with ``advise``, what to change past the knee."""
     step = block_rows(row_nbytes, block_nbytes)
     n_blocks = -(-n_rows // step)
     layout = choose_layout(
@@ -360,26 +191,20 @@ def _model(
     )
     lengths = np.array([step, n_rows - (n_blocks - 1) * step], dtype=np.float64)
     weights = np.array([n_blocks - 1, 1], dtype=np.float64)
-    piles_per_group, group_weights = _groups(n_rows, row_nbytes, chosen, block_nbytes)
+    piles_per_group, group_weights = merge_groups(n_rows, row_nbytes, chosen, block_nbytes)
     n_groups = int(group_weights.sum())
     # A read of a group from a block happens if any of the block's rows chose one of the group's piles.
-    hit = _any_row_in(piles_per_group[:, None] / chosen, lengths)
+    hit = any_row_in(piles_per_group[:, None] / chosen, lengths)
     reads = float((group_weights[:, None] * weights * hit).sum())
-    pieces = float((weights * chosen * _any_row_in(np.float64(1.0 / chosen), lengths)).sum())
+    pieces = float((weights * chosen * any_row_in(np.float64(1.0 / chosen), lengths)).sum())
     n_reads = max(round(reads), n_groups)
     capacity = pile_nbytes // row_nbytes
     n_super, first_reads, first_read, plan_bytes = 1, 0, 0.0, plan_nbytes(n_blocks, chosen)
     if depth > 1:
-        # Each later pass reads each block's piece of a super-pile; the merge reads only its super-pile's blocks.
+        # Each later pass reads each block's piece of a super-pile.
         n_super = layout.fanouts[0]
         first_reads, first_read = n_blocks * n_super, block_nbytes / n_super
-        units, super_piles, pieces = n_blocks, 1, 0.0
-        for _ in range(depth - 1):  # a level's blocks are groups of n_super blocks of a super-pile, split n_super ways
-            pieces += units * n_super
-            units = super_piles * n_super * -(-units // (super_piles * n_super))
-            super_piles *= n_super
-        n_reads = max(round(n_groups * units / super_piles), n_groups)
-        pieces += units * chosen / super_piles
+        pieces, n_reads = _level_pieces_and_reads(n_blocks, n_super, depth, n_groups, chosen)
         plan_bytes = level_plan_nbytes(n_blocks, list(layout.fanouts), chosen)
     model = ScaleModel(
         n_rows=n_rows,
@@ -401,8 +226,8 @@ def _model(
         n_reads=n_reads,
         read_nbytes=n_rows * row_nbytes / n_reads,
         plan_nbytes=plan_bytes,
-        largest_pile_rows=_typical_largest(n_rows, chosen),
-        overflow_probability=min(1.0, chosen * _binomial_sf(capacity, n_rows, 1.0 / chosen)),
+        largest_pile_rows=typical_largest(n_rows, chosen),
+        overflow_probability=min(1.0, chosen * binomial_sf(capacity, n_rows, 1.0 / chosen)),
         advice="",
     )
     if advise and model.below_knee:
@@ -410,33 +235,19 @@ def _model(
     return model
 
 
-#: Up to this many piles the model draws pile sizes as a plan does and groups them as a merge does;
-#: beyond, piles are taken at their mean size (their spread is then a small share of a group).
-DRAWN_PILES = 100_000
+def _level_pieces_and_reads(n_blocks: int, n_super: int, depth: int, n_groups: int, n_piles: int) -> tuple[float, int]:
+    """With ``depth >= 2`` levels that split ``n_super`` ways: the pieces written in all, and the merge's reads.
 
-
-def _groups(n_rows: int, row_nbytes: int, n_piles: int, block_nbytes: int) -> tuple[Any, Any]:
-    """The merge's groups as (piles in a group, how many groups have that many), as arrays."""
-    if n_piles <= DRAWN_PILES:
-        # Pile sizes as a plan draws them: one block's counts have the distribution of the sum over blocks.
-        sizes = make_plan([n_rows], n_piles, seed=0).pile_sizes
-        found = np.bincount([stop - start for start, stop in group_piles(sizes, row_nbytes, max(block_nbytes, 1))])
-        present = np.nonzero(found)[0]
-        return present.astype(np.float64), found[present].astype(np.float64)
-    pile_nbytes = n_rows / n_piles * row_nbytes
-    per_group = max(1, int(block_nbytes // max(pile_nbytes, 1.0)))
-    full, rest = divmod(n_piles, per_group)
-    kinds, counts = [float(per_group)], [float(full)]
-    if rest:
-        kinds.append(float(rest))
-        counts.append(1.0)
-    return np.array(kinds), np.array(counts)
-
-
-def _any_row_in(fraction: Any, lengths: Any) -> Any:
-    """The chance that at least one of ``lengths`` rows falls in a ``fraction`` of the piles."""
-    with np.errstate(divide="ignore"):
-        return -np.expm1(lengths * np.log1p(-np.minimum(fraction, 1.0)))
+    A level's blocks are groups of ``n_super`` blocks of a super-pile, split
+    ``n_super`` ways; the merge reads only its super-pile's blocks.
+    """
+    units, super_piles, pieces = n_blocks, 1, 0.0
+    for _ in range(depth - 1):
+        pieces += units * n_super
+        units = super_piles * n_super * -(-units // (super_piles * n_super))
+        super_piles *= n_super
+    n_reads = max(round(n_groups * units / super_piles), n_groups)
+    return pieces + units * n_piles / super_piles, n_reads
 
 
 def _advice(
@@ -466,8 +277,8 @@ def _advice(
             passes = "pass 2" if depth == 2 else f"passes 2-{depth}"
             more = depth - model.levels
             return (
-                f"levels={depth} makes reads of {_size(deeper.first_read_nbytes)} ({passes}) and "
-                f"{_size(deeper.read_nbytes)} (merge), {(depth - 1) * deeper.n_first_reads + deeper.n_reads:,} in "
+                f"levels={depth} makes reads of {format_size(deeper.first_read_nbytes)} ({passes}) and "
+                f"{format_size(deeper.read_nbytes)} (merge), {(depth - 1) * deeper.n_first_reads + deeper.n_reads:,} in "
                 f"all, for {'one more pass' if more == 1 else f'{more} more passes'} over the data"
             )
     choices: list[tuple[int | Literal["auto"] | None, str]] = [(n_piles, "")]
@@ -484,77 +295,12 @@ def _advice(
             if not candidate.below_knee:
                 levels_words = f"levels={model.levels}, " if model.levels > 1 else ""
                 return (
-                    f"{levels_words}{words}block_memory='{_size(block)}' make reads of "
-                    f"{_size(candidate.read_nbytes)} ({candidate.n_reads:,} of them); each task then holds about "
-                    f"{_size(block)}"
+                    f"{levels_words}{words}block_memory='{format_size(block)}' make reads of "
+                    f"{format_size(candidate.read_nbytes)} ({candidate.n_reads:,} of them); each task then holds about "
+                    f"{format_size(block)}"
                 )
     return (
-        f"no layout whose tasks hold at most {_size(MAX_TASK_MEMORY)} reads {_size(model.min_read_nbytes)} "
-        f"at a time from {_size(model.data_nbytes)}: at best {_size(best.read_nbytes)} "
-        f"(block_memory='{_size(best.block_nbytes)}', {best.n_piles:,} piles)."
+        f"no layout whose tasks hold at most {format_size(MAX_TASK_MEMORY)} reads {format_size(model.min_read_nbytes)} "
+        f"at a time from {format_size(model.data_nbytes)}: at best {format_size(best.read_nbytes)} "
+        f"(block_memory='{format_size(best.block_nbytes)}', {best.n_piles:,} piles)."
     )
-
-
-def _binomial_sf(threshold: int, n: int, p: float) -> float:
-    """``P(X > threshold)`` for ``X ~ Binomial(n, p)``: summed exactly for a narrow spread, else a normal tail."""
-    if threshold >= n:
-        return 0.0
-    if threshold < 0 or p >= 1.0:
-        return 1.0
-    mean, sd = n * p, math.sqrt(n * p * (1.0 - p))
-    if sd > 50.0:
-        return 0.5 * math.erfc((threshold + 0.5 - mean) / (sd * math.sqrt(2.0)))
-    reach = 40.0 * sd + 50.0
-    if threshold + 1 < mean - reach:
-        return 1.0
-    first, last = threshold + 1, min(n, math.ceil(max(threshold + 1, mean) + reach))
-    log_term = math.lgamma(n + 1) - math.lgamma(first + 1) - math.lgamma(n - first + 1)
-    log_term += first * math.log(p) + (n - first) * math.log1p(-p)
-    log_odds = math.log(p) - math.log1p(-p)
-    logs = []
-    for k in range(first, last + 1):
-        logs.append(log_term)
-        log_term += math.log((n - k) / (k + 1)) + log_odds if k < n else 0.0
-    peak = max(logs)
-    return min(1.0, math.exp(peak) * math.fsum(math.exp(value - peak) for value in logs))
-
-
-def _typical_largest(n_rows: int, n_piles: int) -> int:
-    """The median of the largest of ``n_piles`` pile sizes, by a normal tail and a union bound."""
-    if n_piles == 1:
-        return n_rows
-    p = 1.0 / n_piles
-    mean, sd = n_rows * p, math.sqrt(n_rows * p * (1.0 - p))
-    tail = -math.expm1(math.log(0.5) / n_piles)  # P(one pile > x) that makes P(all piles <= x) = 1/2
-    low, high = 0.0, 40.0
-    for _ in range(100):
-        middle = (low + high) / 2
-        low, high = (middle, high) if 0.5 * math.erfc(middle / math.sqrt(2.0)) > tail else (low, middle)
-    return min(n_rows, math.ceil(mean + sd * low))
-
-
-def _probability(value: float) -> str:
-    return f"{value:.2g}" if value >= 1e-15 else "1e-15"
-
-
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-
-
-def _size(nbytes: float) -> str:
-    """``1536`` -> ``1.5 KiB``: three significant digits, binary units."""
-    value, unit = float(nbytes), 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value, unit = value / 1024, unit + 1
-    return f"{_number(value)} {_UNITS[unit]}"
-
-
-def _number(value: float) -> str:
-    """Three significant digits, without an exponent: ``0.0123``, ``1.5``, ``123``, ``12,345``."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def _duration(seconds: float) -> str:
-    for limit, unit, scale in ((120, "s", 1), (7200, "min", 60), (172800, "h", 3600)):
-        if seconds < limit:
-            return f"{_number(seconds / scale)} {unit}"
-    return f"{_number(seconds / 86400)} days"

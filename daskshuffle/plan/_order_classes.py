@@ -1,0 +1,371 @@
+"""The orders as objects, each carrying its own options: what ``PileLoader(order=...)`` takes.
+
+Each class is one order of :data:`~daskshuffle.plan._orders.ORDERS`, re-exported
+by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options`
+make one from what a user passes, and :func:`refuse_order_keywords` names the
+spelling of an order's options given as loose keywords.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from typing import ClassVar, Literal
+
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._parse import parse_nbytes, parse_positive_int
+from ._epoch_order import OrderOptions
+from ._orders import ORDER_OPTIONS, ORDERS
+
+__all__ = [
+    "ORDER_CLASSES",
+    "PILES_BUDGET_NBYTES",
+    "Buffer",
+    "Interleave",
+    "Naive",
+    "Order",
+    "OrderName",
+    "Piles",
+    "Py1b",
+    "Py1br",
+    "Py1e",
+    "Py1s",
+    "Py2s",
+    "order_from_options",
+    "parse_order",
+    "parse_piles_in_memory",
+    "refuse_order_keywords",
+]
+
+#: The orders that need no options, which may be given by name.
+OrderName = Literal["piles", "naive", "py1s", "py2s"]
+
+
+@dataclass(frozen=True)
+class Order:
+    """An order of a loader's epochs, with its options: what ``PileLoader(order=...)`` takes.
+
+    Each subclass is one order of :data:`ORDERS`, named by :attr:`name`; its
+    fields are the options that order needs, checked when it is made.
+    """
+
+    #: The order's name in :data:`ORDERS` and in a loader's settings.
+    name: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            object.__setattr__(self, field.name, parse_positive_int(getattr(self, field.name), field.name))
+
+    @property
+    def options(self) -> OrderOptions:
+        """The order's options that go into its stream; those it does not use are ``None``."""
+        return OrderOptions(**{name: getattr(self, name) for name in ORDER_OPTIONS[self.name]})
+
+    def piles_held(self) -> tuple[int | None, int]:
+        """The store piles a read shuffles together: a number, or ``None`` and the bytes of piles to fit.
+
+        One, for every order but :class:`Piles`: what a read holds is the
+        order's own options.
+        """
+        return 1, 0
+
+
+#: Bytes of the piles a loader mixes at once with ``Piles(piles_in_memory="auto")``.
+PILES_BUDGET_NBYTES = 64 * 2**20
+
+
+def parse_piles_in_memory(value: object) -> tuple[int | None, int]:
+    """``piles_in_memory`` as a number of piles, or ``None`` and the bytes of piles to fit (``"auto"``, ``"256MiB"``)."""
+    if value == "auto":
+        return None, PILES_BUDGET_NBYTES
+    if isinstance(value, str):
+        return None, parse_nbytes(value, "piles_in_memory")
+    return parse_positive_int(value, "piles_in_memory"), 0
+
+
+@dataclass(frozen=True)
+class Piles(Order):
+    """The loader's own order (the default): piles in a random order, each shuffled whole, or groups of them.
+
+    Parameters
+    ----------
+    piles_in_memory : int or str, default "auto"
+        Piles shuffled together: each epoch deals the piles into groups of
+        this many, afresh, and reads and shuffles each group as one pile.
+        With 1, a pile's rows stay together from epoch to epoch: rows that
+        shared a batch meet again about ``n_piles`` times as often as with
+        independent shuffles (``daskshuffle.quality`` measures it); with
+        ``k``, about ``n_piles / k**2 + 1`` times, for ``k`` times the memory
+        (and ``prefetch + 1`` groups held at once). ``"auto"`` holds as many
+        of the largest pile (of the variables read) as 64 MiB holds, but no
+        more than ``ceil(sqrt(2 * n_piles))``, which is already within 2x of
+        independent epochs; a size such as ``"1GiB"`` sets that budget. The
+        number a loader chooses is its ``settings.piles_in_memory``, and goes
+        into its state. Piles larger than the budget are read one at a time,
+        as with 1: ``quality.report(..., loader=loader)`` then says so. With
+        several stores, one pile at a time.
+
+    Examples
+    --------
+    >>> Piles().name, Piles(piles_in_memory=4).piles_held(), Piles("1KiB").piles_held()
+    ('piles', (4, 0), (None, 1024))
+    """
+
+    name: ClassVar[str] = "piles"
+    piles_in_memory: int | str = "auto"
+
+    def __post_init__(self) -> None:
+        given, _ = parse_piles_in_memory(self.piles_in_memory)
+        if given is not None:
+            object.__setattr__(self, "piles_in_memory", given)
+
+    def piles_held(self) -> tuple[int | None, int]:
+        return parse_piles_in_memory(self.piles_in_memory)
+
+
+@dataclass(frozen=True)
+class Naive(Order):
+    """One uniform permutation of all rows: a rank holds every pile it has a row of (small data only).
+
+    Examples
+    --------
+    >>> Naive().name
+    'naive'
+    """
+
+    name: ClassVar[str] = "naive"
+
+
+@dataclass(frozen=True)
+class Py1s(Order):
+    """MosaicML's ``py1s``: piles in a random order, the stream cut between ranks, each part shuffled alone.
+
+    Examples
+    --------
+    >>> Py1s().name
+    'py1s'
+    """
+
+    name: ClassVar[str] = "py1s"
+
+
+@dataclass(frozen=True)
+class Py2s(Order):
+    """MosaicML's ``py2s``: as :class:`Py1s`, but a boundary pile is shuffled before it is cut, then again.
+
+    Examples
+    --------
+    >>> Py2s().name
+    'py2s'
+    """
+
+    name: ClassVar[str] = "py2s"
+
+
+@dataclass(frozen=True)
+class Py1b(Order):
+    """MosaicML's ``py1b``: piles in a random order, each rank's stream cut into blocks, each block shuffled.
+
+    Parameters
+    ----------
+    shuffle_block_size : int
+        Rows of a block: what a read holds.
+
+    Examples
+    --------
+    >>> Py1b(shuffle_block_size=4096)
+    Py1b(shuffle_block_size=4096)
+    """
+
+    name: ClassVar[str] = "py1b"
+    shuffle_block_size: int
+
+
+@dataclass(frozen=True)
+class Py1br(Order):
+    """MosaicML's ``py1br``: :class:`Py1b` with block sizes drawn in ``[0.75, 1.25) * shuffle_block_size``.
+
+    Each rank's first block is cut short at random; a read holds up to 1.25 blocks.
+
+    Parameters
+    ----------
+    shuffle_block_size : int
+        Rows of a block, on average.
+
+    Examples
+    --------
+    >>> Py1br(shuffle_block_size=4096).options.shuffle_block_size
+    4096
+    """
+
+    name: ClassVar[str] = "py1br"
+    shuffle_block_size: int
+
+
+@dataclass(frozen=True)
+class Py1e(Order):
+    """MosaicML's ``py1e``: each pile's rows spread at random over its place extended to a block.
+
+    A read holds about 2 blocks, and rows are read about twice.
+
+    Parameters
+    ----------
+    shuffle_block_size : int
+        Rows a pile's rows are spread over, at least.
+
+    Examples
+    --------
+    >>> Py1e(shuffle_block_size=4096).name
+    'py1e'
+    """
+
+    name: ClassVar[str] = "py1e"
+    shuffle_block_size: int
+
+
+@dataclass(frozen=True)
+class Buffer(Order):
+    """tf.data's ``shuffle(buffer_size)``: piles in a random order, each in stored order, through a shuffle buffer.
+
+    A read holds about 9 buffers, and rows are read about twice.
+
+    Parameters
+    ----------
+    buffer_size : int
+        Rows of the shuffle buffer.
+
+    Examples
+    --------
+    >>> Buffer(buffer_size=10_000)
+    Buffer(buffer_size=10000)
+    """
+
+    name: ClassVar[str] = "buffer"
+    buffer_size: int
+
+
+@dataclass(frozen=True)
+class Interleave(Order):
+    """tf.data's ``interleave(cycle_length)`` then ``shuffle(buffer_size)``: piles read a row each in turn.
+
+    Parameters
+    ----------
+    cycle_length : int
+        Piles read at once, a row of each in turn.
+    buffer_size : int
+        Rows of the shuffle buffer they go through.
+
+    Examples
+    --------
+    >>> Interleave(cycle_length=4, buffer_size=10_000).options
+    OrderOptions(shuffle_block_size=None, buffer_size=10000, cycle_length=4)
+    """
+
+    name: ClassVar[str] = "interleave"
+    cycle_length: int
+    buffer_size: int
+
+
+#: Every order's class, by name.
+ORDER_CLASSES: dict[str, type[Order]] = {
+    cls.name: cls for cls in (Piles, Naive, Py1s, Py2s, Py1b, Py1br, Py1e, Buffer, Interleave)
+}
+
+
+def _spelled(order: type[Order]) -> str:
+    """How to make ``order`` in code: ``ds.orders.Py1b(shuffle_block_size=...)``."""
+    return f"ds.orders.{order.__name__}({', '.join(f'{field.name}=...' for field in fields(order))})"
+
+
+def parse_order(order: object) -> Order:
+    """``order`` as an :class:`Order`: one already made, or the name of an order that needs no options.
+
+    Examples
+    --------
+    >>> parse_order("py1s"), parse_order(Py1b(shuffle_block_size=4096))
+    (Py1s(), Py1b(shuffle_block_size=4096))
+    """
+    if isinstance(order, Order):
+        return order
+    if not isinstance(order, str):
+        raise DaskShuffleTypeError(
+            f"Expected order to be an order of daskshuffle.orders or the name of one. Got {order!r} instead.",
+            parameter="order",
+        )
+    if order not in ORDER_CLASSES:
+        raise DaskShuffleValueError(
+            f"Expected order to be one of {sorted(ORDERS)}. Got {order!r} instead.", parameter="order"
+        )
+    chosen = ORDER_CLASSES[order]
+    if ORDER_OPTIONS[order]:
+        raise DaskShuffleValueError(
+            f"Expected order={_spelled(chosen)}, with its options. Got order={order!r} instead; the order "
+            f"{order!r} needs {', '.join(ORDER_OPTIONS[order])}.",
+            parameter="order",
+        )
+    return chosen()
+
+
+def order_from_options(name: object, options: Mapping[str, object]) -> Order:
+    """The order named ``name`` with ``options`` (given by keyword): the options it needs, no others.
+
+    For the functions that take an order's name and its options side by side,
+    as :func:`daskshuffle.quality.orders.piles` does.
+
+    Examples
+    --------
+    >>> order_from_options("py1b", {"shuffle_block_size": 4096, "buffer_size": None})
+    Py1b(shuffle_block_size=4096)
+    """
+    if not isinstance(name, str) or name not in ORDER_CLASSES:
+        raise DaskShuffleValueError(
+            f"Expected order to be one of {sorted(ORDERS)}. Got {name!r} instead.", parameter="order"
+        )
+    chosen = ORDER_CLASSES[name]
+    required = [f.name for f in fields(chosen) if f.default is MISSING]
+    taken = {f.name for f in fields(chosen)}
+    for option, value in options.items():
+        if option in required and value is None:
+            raise DaskShuffleValueError(
+                f"Expected {option} with order={name!r}. Got None instead; order={name!r} needs {', '.join(required)}.",
+                parameter=option,
+            )
+        if option not in taken and value is not None:
+            users = sorted(o for o, cls in ORDER_CLASSES.items() if option in {f.name for f in fields(cls)})
+            raise DaskShuffleValueError(
+                f"Expected no {option} with order={name!r}. Got {option}={value!r} instead; it applies to "
+                f"order={' or '.join(map(repr, users))}.",
+                parameter=option,
+            )
+    return chosen(**{option: value for option, value in options.items() if option in taken and value is not None})
+
+
+#: The keywords that were an order's options, before the order carried them.
+_ORDER_KEYWORDS = {
+    "shuffle_block_size": "Py1b",
+    "buffer_size": "Buffer",
+    "cycle_length": "Interleave",
+    "piles_in_memory": "Piles",
+}
+
+
+def refuse_order_keywords(keywords: Mapping[str, object], function: str) -> None:
+    """Refuse ``keywords`` left over by ``function``'s signature, naming the new spelling of an order's options.
+
+    Examples
+    --------
+    >>> refuse_order_keywords({"shuffle_block_size": 4096}, "PileLoader")
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.DaskShuffleTypeError: Expected an order's options inside the order, ...
+    """
+    for name, value in keywords.items():
+        if name not in _ORDER_KEYWORDS:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+        example = ORDER_CLASSES[_ORDER_KEYWORDS[name].lower()]
+        raise DaskShuffleTypeError(
+            f"Expected an order's options inside the order, as order={_spelled(example)}. Got {name}={value!r} as a "
+            f"keyword of {function} instead; pass order=ds.orders.{example.__name__}({name}={value!r}) (ds.orders: "
+            "daskshuffle.orders).",
+            parameter=name,
+        )
