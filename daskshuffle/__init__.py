@@ -6,7 +6,8 @@
 
 Names are imported on first use, so ``import daskshuffle`` is cheap and the
 pure layers (the plan) can be used without loading dask or zarr. To export a
-new public name, add it to ``_LAZY`` (name -> private module) and ``__all__``.
+new public name, add it to ``_LAZY`` (name -> private module) and ``__all__``; a new
+error, to ``_errors.__all__``.
 """
 
 from __future__ import annotations
@@ -14,23 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._errors import (
-    CorruptPileStoreError,
-    DaskShuffleError,
-    DaskShuffleTypeError,
-    DaskShuffleValueError,
-    IncompletePileStoreError,
-    PileStoreExistsError,
-    ShuffleInterrupted,
-    SourceMismatchError,
-    SourceNotFoundError,
-    StorageAccessError,
-    StorageFullError,
-    StorageNotFoundError,
-    StoreChangedError,
-    UnfinishedShuffleError,
-    VerificationError,
-)
+from . import _errors
+from ._errors import *  # noqa: F403  (the errors, listed once, in _errors.__all__)
 
 if TYPE_CHECKING:
     from . import orders
@@ -75,28 +61,13 @@ _LAZY = {
 
 __all__ = [
     "Cache",
-    "CorruptPileStoreError",
-    "DaskShuffleError",
-    "DaskShuffleTypeError",
-    "DaskShuffleValueError",
     "EpochShuffler",
     "Generation",
-    "IncompletePileStoreError",
     "LoaderSettings",
     "PileLoader",
-    "PileStoreExistsError",
     "ScaleModel",
-    "ShuffleInterrupted",
     "ShuffleResult",
-    "SourceMismatchError",
-    "SourceNotFoundError",
-    "StorageAccessError",
-    "StorageFullError",
-    "StorageNotFoundError",
-    "StoreChangedError",
     "Stream",
-    "UnfinishedShuffleError",
-    "VerificationError",
     "VerifyResult",
     "append",
     "compact",
@@ -111,6 +82,7 @@ __all__ = [
     "shuffle_zarr",
     "verify",
 ]
+__all__ += _errors.__all__
 
 
 def __getattr__(name: str) -> Any:

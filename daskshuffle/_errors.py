@@ -13,8 +13,9 @@ import enum
 from collections.abc import Callable, Sequence
 from typing import Final
 
+#: The errors, each exported by ``daskshuffle`` as well. (``Argument`` and ``NAMED``, which messages are
+#: made of, stay inside the library.)
 __all__ = [
-    "Argument",
     "CorruptPileStoreError",
     "DaskShuffleError",
     "DaskShuffleTypeError",

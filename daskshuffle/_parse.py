@@ -41,16 +41,18 @@ class Settings:
         return cls(**{name: data[name] for name in names})
 
 
-def parse_positive_int(value: object, name: str) -> int:
+def _parse_int(value: object, name: str, *, low: int, expected: str) -> int:
+    """An integer >= ``low``: another type is a ``TypeError``, a smaller integer a ``ValueError``."""
+    message = ("Expected ", Argument(name), f" to be {expected}. Got {value!r} instead.")
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DaskShuffleTypeError(
-            ("Expected ", Argument(name), f" to be a positive integer. Got {value!r} instead."), parameter=name
-        )
-    if value < 1:
-        raise DaskShuffleValueError(
-            ("Expected ", Argument(name), f" to be a positive integer. Got {value!r} instead."), parameter=name
-        )
+        raise DaskShuffleTypeError(message, parameter=name)
+    if value < low:
+        raise DaskShuffleValueError(message, parameter=name)
     return int(value)
+
+
+def parse_positive_int(value: object, name: str) -> int:
+    return _parse_int(value, name, low=1, expected="a positive integer")
 
 
 def parse_n_piles(value: object) -> int | Literal["auto"]:
@@ -135,12 +137,4 @@ def parse_variables(value: object, name: str = "variables") -> list[str] | None:
 
 def parse_count(value: object, name: str) -> int:
     """A nonnegative integer, such as a rank, an epoch or a prefetch depth."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DaskShuffleTypeError(
-            ("Expected ", Argument(name), f" to be an integer >= 0. Got {value!r} instead."), parameter=name
-        )
-    if value < 0:
-        raise DaskShuffleValueError(
-            ("Expected ", Argument(name), f" to be an integer >= 0. Got {value!r} instead."), parameter=name
-        )
-    return int(value)
+    return _parse_int(value, name, low=0, expected="an integer >= 0")

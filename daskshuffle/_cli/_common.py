@@ -1,4 +1,4 @@
-"""What every command shares: the group, the cluster options, one-line errors and the summary."""
+"""What every command shares: the group, the cluster session, one-line errors and the summary."""
 
 from __future__ import annotations
 
@@ -8,22 +8,18 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import click
 
 from .._errors import NAMED, Argument, DaskShuffleError, DaskShuffleTypeError, DaskShuffleValueError
-from .._random import MAX_SEED
 
 __all__ = [
-    "SEED",
     "STDIO",
-    "NPiles",
     "Option",
-    "Size",
     "cli",
-    "cluster_options",
+    "cluster_session",
     "main",
     "one_line",
     "progress_on_stderr",
@@ -38,72 +34,6 @@ __all__ = [
 #: Values of ``--scheduler`` that run on one of dask's local schedulers, without a cluster.
 LOCAL_SCHEDULERS = ("threads", "sync")
 STDIO = "-"
-#: ``--seed``: an integer the library takes, checked where the option is read.
-SEED = click.IntRange(0, MAX_SEED)
-
-
-if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
-    _NPilesBase = click.ParamType[int | Literal["auto"], Any]
-else:
-    _NPilesBase = click.ParamType
-
-
-class NPiles(_NPilesBase):
-    """``auto`` or a positive integer."""
-
-    name = "N|auto"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | Literal["auto"]:
-        if value == "auto":
-            return "auto"
-        if isinstance(value, int):
-            return value
-        try:
-            number = int(value)
-        except ValueError:
-            self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
-        if number < 1:
-            self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
-        return number
-
-
-def cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every shuffling command shares: where to run, progress, debugging."""
-    options = [
-        click.option(
-            "--scheduler",
-            metavar="ADDRESS",
-            help="Run on an existing dask cluster (tcp://host:8786), or on dask's local 'threads' or 'sync' "
-            "scheduler without a cluster. By default a LocalCluster sized to this machine is started.",
-        ),
-        click.option(
-            "--workers",
-            type=click.IntRange(min=1),
-            help="Start a LocalCluster of this many worker processes.  [default: one worker in this process, "
-            "with a thread per core]",
-        ),
-        click.option(
-            "--threads-per-worker",
-            type=click.IntRange(min=1),
-            help="Threads in each worker.  [default: one per core without --workers, else 1]",
-        ),
-        click.option(
-            "--memory-limit",
-            type=Size(fraction=True),
-            metavar="SIZE",
-            help="Memory limit of each worker of the LocalCluster, such as 2GiB.  [default: the machine's share]",
-        ),
-        click.option(
-            "--progress/--no-progress",
-            default=None,
-            help="Show a progress bar on stderr.  [default: when stderr is a terminal]",
-        ),
-        click.option("-q", "--quiet", is_flag=True, help="Do not print the summary line on stderr."),
-        click.option("--debug", is_flag=True, help="Show tracebacks and the cluster's logs."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
 
 
 class Option(click.Option):
@@ -167,50 +97,6 @@ def _bad_argument(error: BaseException) -> click.BadParameter | None:
         return None
     option = _option_of(error.parameter)
     return click.BadParameter(one_line(error), param=option) if option is not None else None
-
-
-if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
-    _SizeBase = click.ParamType[str, Any]
-else:
-    _SizeBase = click.ParamType
-
-
-class Size(_SizeBase):
-    """A size in bytes such as ``256MiB`` or ``1000000``, checked as the library checks it and passed on as given.
-
-    ``fraction=True`` also takes ``auto`` and a fraction of the machine's memory in (0, 1], as
-    ``distributed.LocalCluster(memory_limit=...)`` does.
-    """
-
-    name = "SIZE"
-
-    def __init__(self, *, fraction: bool = False) -> None:
-        self.fraction = fraction
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from .._parse import parse_nbytes
-
-        text = str(value).strip()
-        if self.fraction and (text == "auto" or _is_fraction(text)):
-            return text
-        try:
-            parse_nbytes(int(text) if text.isdigit() else text, param.name if param and param.name else "size")
-        except DaskShuffleError as error:
-            if self.fraction:
-                self.fail(
-                    f"Expected a size such as '2GiB', a fraction of memory such as 0.5, or 'auto'. Got {value!r} instead.",
-                    param,
-                    ctx,
-                )
-            self.fail(one_line(error), param, ctx)
-        return text
-
-
-def _is_fraction(text: str) -> bool:
-    try:
-        return 0 < float(text) <= 1
-    except ValueError:
-        return False
 
 
 @contextlib.contextmanager
@@ -353,6 +239,16 @@ def _scheduler(
 
 def show_progress(progress: bool | None) -> bool:
     return sys.stderr.isatty() if progress is None else progress
+
+
+@contextlib.contextmanager
+def cluster_session(*, progress: bool | None, debug: bool, **cluster: Any) -> Iterator[bool]:
+    """A :func:`session` on the cluster that ``cluster_options`` choose, progress bars on stderr.
+
+    Yields whether to show progress (``--progress``, or stderr is a terminal).
+    """
+    with session(debug=debug, **cluster), progress_on_stderr():
+        yield show_progress(progress)
 
 
 @contextlib.contextmanager

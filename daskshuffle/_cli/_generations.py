@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from ._common import SEED, Size, cli, cluster_options, progress_on_stderr, session, show_progress
+from ._common import cli, cluster_session, session
+from ._options import DEBUG, QUIET, cluster_options, positive_option, shuffle_option
 
 EXAMPLES = """\b
 Examples:
@@ -25,19 +26,18 @@ def _describe(store: str, live: list[Any]) -> str:
 @cli.command(epilog=EXAMPLES, short_help="Shuffle new rows into the piles of a Zarr pile store.")
 @click.argument("store")
 @click.argument("sources", nargs=-1, required=True, metavar="SRC...")
-@click.option("--seed", type=SEED, help="The new generation's seed.  [default: drawn]")
-@click.option(
-    "--block-memory",
-    default="64MiB",
-    show_default=True,
-    type=Size(),
-    metavar="SIZE",
-    help="About how much one task reads.",
-)
-@click.option("--verify", is_flag=True, help="Prove the new generation holds exactly the rows of SRC.")
+@shuffle_option("seed", "The new generation's seed.  [default: drawn]")
+@shuffle_option("block_memory", "About how much one task reads.")
+@shuffle_option("verify", "Prove the new generation holds exactly the rows of SRC.")
 @cluster_options
 def append(
-    store: str, sources: tuple[str, ...], seed: int | None, block_memory: str, verify: bool, **options: Any
+    store: str,
+    sources: tuple[str, ...],
+    seed: int | None,
+    block_memory: str,
+    verify: bool,
+    quiet: bool,
+    **cluster: Any,
 ) -> None:
     """Shuffle the rows of SRC into STORE's piles as a new generation.
 
@@ -46,9 +46,7 @@ def append(
     """
     from .. import append as append_rows
 
-    quiet = options.pop("quiet")
-    progress = show_progress(options.pop("progress"))
-    with session(debug=options.pop("debug"), **options), progress_on_stderr():
+    with cluster_session(**cluster) as progress:
         live = append_rows(store, list(sources), seed=seed, block_memory=block_memory, verify=verify, progress=progress)
     if not quiet:
         click.echo(_describe(store, live), err=True)
@@ -56,9 +54,9 @@ def append(
 
 @cli.command(epilog=EXAMPLES, short_help="Remove the oldest generations of a Zarr pile store.")
 @click.argument("store")
-@click.option("--keep-last", type=click.IntRange(min=1), required=True, help="Generations to keep, the newest.")
-@click.option("-q", "--quiet", is_flag=True, help="Do not print the summary line on stderr.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@positive_option("--keep-last", "Generations to keep, the newest.", required=True)
+@QUIET
+@DEBUG
 def evict(store: str, keep_last: int, quiet: bool, debug: bool) -> None:
     """Keep the newest KEEP_LAST generations of STORE: a shuffled moving window of the data."""
     from .. import evict as evict_generations
@@ -72,13 +70,11 @@ def evict(store: str, keep_last: int, quiet: bool, debug: bool) -> None:
 @cli.command(epilog=EXAMPLES, short_help="Rewrite the generations of a Zarr pile store as one.")
 @click.argument("store")
 @cluster_options
-def compact(store: str, **options: Any) -> None:
+def compact(store: str, quiet: bool, **cluster: Any) -> None:
     """Copy STORE's generations into one, in the same order: each pile contiguous again, the batches unchanged."""
     from .. import compact as compact_generations
 
-    quiet = options.pop("quiet")
-    progress = show_progress(options.pop("progress"))
-    with session(debug=options.pop("debug"), **options), progress_on_stderr():
+    with cluster_session(**cluster) as progress:
         live = compact_generations(store, progress=progress)
     if not quiet:
         click.echo(_describe(store, live), err=True)

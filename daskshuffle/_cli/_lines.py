@@ -13,23 +13,9 @@ from typing import Any, Literal
 
 import click
 
-from ..plan._options import (
-    DEFAULT_LINES_BLOCK_MEMORY,
-    DEFAULT_LINES_PILE_MEMORY,
-)
-from ._common import (
-    SEED,
-    STDIO,
-    NPiles,
-    Option,
-    Size,
-    cli,
-    cluster_options,
-    progress_on_stderr,
-    session,
-    show_progress,
-    summary,
-)
+from ..plan._options import DEFAULT_LINES_BLOCK_MEMORY, TEXT_DEFAULTS
+from ._common import STDIO, Option, cli, progress_on_stderr, session, show_progress, summary
+from ._options import cluster_options, positive_option, shuffle_option
 
 EXAMPLES_LINES = """\b
 Examples:
@@ -85,30 +71,21 @@ def _input_range(value: str) -> tuple[int, int]:
 @click.option("-e", "--echo", is_flag=True, help="Shuffle the arguments IN... as lines (in memory).")
 @click.option("-i", "--input-range", metavar="LO-HI", help="Shuffle the numbers LO to HI (in memory).")
 @click.option("--random-source", metavar="FILE", hidden=True)
-@click.option("--seed", type=SEED, help="Same input and seed give the same output.  [default: drawn and reported]")
-@click.option(
+@shuffle_option("seed", "Same input and seed give the same output.  [default: drawn and reported]")
+@positive_option(
     "--n-output-files",
-    type=click.IntRange(min=1),
+    "Write N files of near-equal line counts, named by OUT with a field such as 'train-{:05d}.jsonl'.",
     metavar="N",
-    help="Write N files of near-equal line counts, named by OUT with a field such as 'train-{:05d}.jsonl'.",
 )
-@click.option("--n-piles", type=NPiles(), default="auto", show_default=True, help="Piles; auto fits --pile-memory.")
+@shuffle_option("n_piles", "Piles; auto fits --pile-memory.", TEXT_DEFAULTS)
 @click.option("--header", is_flag=True, help="Keep the first line of the first file at the top.")
-@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
-@click.option("--tmp", metavar="DIR", help="Where pieces (and a spooled stdin) go.  [default: next to OUT]")
-@click.option(
-    "--pile-memory",
-    default=DEFAULT_LINES_PILE_MEMORY,
-    show_default=True,
-    type=Size(),
-    metavar="SIZE",
-    help="The largest pile allowed.",
-)
-@click.option(
-    "--block-memory",
-    type=Size(),
-    metavar="SIZE",
-    help=f"Bytes of input one task reads.  [default: {DEFAULT_LINES_BLOCK_MEMORY}, or half of --pile-memory if less]",
+@shuffle_option("overwrite", "Replace OUT if it exists.")
+@shuffle_option("tmp", "Where pieces (and a spooled stdin) go.  [default: next to OUT]")
+@shuffle_option("pile_memory", "The largest pile allowed.", TEXT_DEFAULTS)
+@shuffle_option(
+    "block_memory",
+    f"Bytes of input one task reads.  [default: {DEFAULT_LINES_BLOCK_MEMORY}, or half of --pile-memory if less]",
+    TEXT_DEFAULTS,
 )
 @cluster_options
 def lines(

@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
+from ..plan._options import DEFAULT_N_PILES
 from ..plan._scale import DEFAULT_MIN_READ
-from ._common import NPiles, Size, cli, reported
+from ._common import cli, reported
+from ._options import NPiles, json_options, nbytes, positive_option, shuffle_option, size_option
 
 EXAMPLES_PLAN = """\b
 Examples:
@@ -48,36 +49,16 @@ class _Count(_CountBase):
     "plan", epilog=EXAMPLES_PLAN, short_help="Show what a shuffle of a given size would do, without reading data."
 )
 @click.option("--rows", required=True, type=_Count(), help="Rows of the source (1e9 and 1_000_000 work).")
-@click.option(
-    "--row-bytes", required=True, type=Size(), metavar="SIZE", help="Bytes of one row, all variables together (1KiB)."
-)
+@size_option("--row-bytes", "Bytes of one row, all variables together (1KiB).", required=True)
 @click.option(
     "--n-piles",
     type=NPiles(),
     help=f"Number of piles, or 'auto', as a shuffle takes it.  [default: {DEFAULT_N_PILES}]",
 )
-@click.option(
-    "--block-memory",
-    default=DEFAULT_BLOCK_MEMORY,
-    show_default=True,
-    type=Size(),
-    metavar="SIZE",
-    help="Source read by a task.",
-)
-@click.option(
-    "--pile-memory", default=DEFAULT_PILE_MEMORY, show_default=True, type=Size(), metavar="SIZE", help="Largest pile."
-)
-@click.option(
-    "--min-read",
-    default=DEFAULT_MIN_READ,
-    show_default=True,
-    type=Size(),
-    metavar="SIZE",
-    help="The smallest read worth a request.",
-)
-@click.option(
-    "--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Tasks running at once (threads)."
-)
+@shuffle_option("block_memory", "Source read by a task.")
+@shuffle_option("pile_memory", "Largest pile.")
+@size_option("--min-read", "The smallest read worth a request.", DEFAULT_MIN_READ)
+@positive_option("--workers", "Tasks running at once (threads).", default=1, show_default=True)
 @click.option(
     "--levels",
     type=click.Choice(["auto", "1", "2", "3", "4"]),
@@ -92,8 +73,7 @@ class _Count(_CountBase):
     show_default=True,
     help="Where the pieces go: it sets where 'auto' adds levels.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@json_options("Print the figures as JSON.")
 def plan(
     rows: int,
     row_bytes: str,
@@ -108,13 +88,12 @@ def plan(
     largest pile and its chance of overflowing, and whether reads fall below --min-read (the knee),
     with what to change if they do. Nothing is read and no cluster is started.
     """
-    from .._parse import parse_nbytes
     from ..plan._scale import explain
 
     with reported(debug):
         model = explain(
             rows,
-            parse_nbytes(int(row_bytes) if row_bytes.isdigit() else row_bytes, "row_bytes"),
+            nbytes(row_bytes, "row_bytes"),
             n_piles=n_piles,
             levels="auto" if levels == "auto" else int(levels),
             storage=storage,

@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from ._common import cli, reported
+from ._options import json_options, positive_option
 
 EXAMPLES_QUALITY = """\b
 Examples:
@@ -53,25 +54,18 @@ def _in_a_directory(path: str | None, param: click.Parameter, ctx: click.Context
 @click.option(
     "--ids", "variable", default="id", show_default=True, help="The variable holding each row's source position."
 )
-@click.option(
-    "--epochs",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Epochs to read; the last is measured, against the one before.",
+@positive_option(
+    "--epochs", "Epochs to read; the last is measured, against the one before.", default=2, show_default=True
 )
 @click.option("--batch-size", type=click.IntRange(min=1), default=1024, show_default=True)
-@click.option(
-    "--block-size", type=click.IntRange(min=1), help="Rows of a source file or chunk: counts distinct blocks per batch."
-)
+@positive_option("--block-size", "Rows of a source file or chunk: counts distinct blocks per batch.")
 @click.option(
     "--png",
     type=click.Path(dir_okay=False),
     callback=lambda ctx, param, value: _in_a_directory(value, param, ctx),
     help="Also draw the order (Hilbert curve and heat map) into this PNG.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the measures as JSON records.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@json_options("Print the measures as JSON records.")
 def quality(
     source: str,
     variable: str,

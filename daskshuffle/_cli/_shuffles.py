@@ -7,25 +7,9 @@ from typing import Any
 
 import click
 
-from ..plan._options import (
-    DEFAULT_BLOCK_MEMORY,
-    DEFAULT_N_PILES,
-    DEFAULT_PARQUET_COMPRESSION,
-    DEFAULT_PILE_MEMORY,
-    PARQUET_COMPRESSIONS,
-)
-from ._common import (
-    SEED,
-    NPiles,
-    Size,
-    cli,
-    cluster_options,
-    progress_on_stderr,
-    session,
-    show_progress,
-    split_names,
-    summary,
-)
+from ..plan._options import DEFAULT_PARQUET_COMPRESSION, PARQUET_COMPRESSIONS
+from ._common import cli, cluster_session, split_names, summary
+from ._options import Options, cluster_options, option_group, positive_option, shuffle_option
 
 EXAMPLES_ZARR = """\b
 Examples:
@@ -35,79 +19,45 @@ Examples:
 """
 
 
-def _store_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of the commands that shuffle into a pile store (zarr, parquet)."""
-    return _shuffle_options(command, verify=True, metavar="SRC... DST")
+#: The help of the options of the commands that shuffle into a pile store, in the order they show.
+_SHUFFLE_HELP = {
+    "n_piles": "Piles; auto fits --pile-memory.",
+    "seed": "Same source and seed give the same output.  [default: drawn and reported]",
+    "materialize": "Write a fully shuffled copy instead of a pile store.",
+    "overwrite": "Replace DST if it exists.",
+    "verify": "Then prove DST holds exactly the rows of SRC (daskshuffle verify).",
+    "tmp": "Where pieces go.  [default: next to DST]",
+    "pile_memory": "The largest pile allowed.",
+    "block_memory": "Source one task reads.",
+}
 
 
-def _shuffle_options(command: Callable[..., Any], *, verify: bool, metavar: str) -> Callable[..., Any]:
-    """The options of a command that shuffles into a pile store; ``--verify`` where its shuffle has it."""
-    options = [
+def _shuffle_options(metavar: str) -> Options:
+    """The arguments and options of a command that shuffles the paths ``metavar`` names into a pile store."""
+    return option_group(
         click.argument("paths", nargs=-1, required=True, metavar=metavar),
-        click.option(
-            "--n-piles",
-            type=NPiles(),
-            default=str(DEFAULT_N_PILES),
-            show_default=True,
-            help="Piles; auto fits --pile-memory.",
-        ),
-        click.option(
-            "--seed", type=SEED, help="Same source and seed give the same output.  [default: drawn and reported]"
-        ),
-        click.option("--materialize", is_flag=True, help="Write a fully shuffled copy instead of a pile store."),
-        click.option("--overwrite", is_flag=True, help="Replace DST if it exists."),
-        click.option("--tmp", metavar="DIR", help="Where pieces go.  [default: next to DST]"),
-        click.option(
-            "--pile-memory",
-            default=DEFAULT_PILE_MEMORY,
-            show_default=True,
-            type=Size(),
-            metavar="SIZE",
-            help="The largest pile allowed.",
-        ),
-        click.option(
-            "--block-memory",
-            default=DEFAULT_BLOCK_MEMORY,
-            show_default=True,
-            type=Size(),
-            metavar="SIZE",
-            help="Source one task reads.",
-        ),
-    ]
-    if verify:
-        options.insert(
-            5,
-            click.option(
-                "--verify", is_flag=True, help="Then prove DST holds exactly the rows of SRC (daskshuffle verify)."
-            ),
-        )
-    command = cluster_options(command)
-    for option in reversed(options):
-        command = option(command)
-    return command
+        *(shuffle_option(name, text) for name, text in _SHUFFLE_HELP.items()),
+        cluster_options,
+    )
 
 
-def _shuffle_into_store(shuffle: Callable[..., Any], paths: tuple[str, ...], **options: Any) -> None:
+def _shuffle_into_store(
+    shuffle: Callable[..., Any], paths: tuple[str, ...], *, quiet: bool, progress: bool | None, **options: Any
+) -> None:
     """Run ``shuffle(SRC..., DST, **options)`` on the cluster the options choose, and report it."""
     if len(paths) < 2:
         raise click.UsageError("Expected at least one SRC and a DST. Got only one path instead.")
     *sources, dst = paths
     cluster = {key: options.pop(key) for key in ("scheduler", "workers", "threads_per_worker", "memory_limit")}
-    quiet, progress = options.pop("quiet"), options.pop("progress")
-    with session(debug=options.pop("debug"), **cluster), progress_on_stderr():
-        result = shuffle(sources, dst, progress=show_progress(progress), **options)
+    with cluster_session(progress=progress, debug=options.pop("debug"), **cluster) as show:
+        result = shuffle(sources, dst, progress=show, **options)
     if not quiet:
         click.echo(summary(result, dst), err=True)
 
 
-def _dataset_shuffle_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of ``daskshuffle xarray``: one dataset, then DST."""
-    return _shuffle_options(command, verify=True, metavar="SRC DST")
-
-
 @cli.command(epilog=EXAMPLES_ZARR, short_help="Shuffle the rows of Zarr arrays into a pile store.")
 @click.option("--variables", multiple=True, metavar="NAMES", help="Arrays to shuffle, comma-separated.  [default: all]")
-@_store_shuffle_options
+@_shuffle_options("SRC... DST")
 def zarr(paths: tuple[str, ...], variables: tuple[str, ...], **options: Any) -> None:
     """Shuffle the rows of Zarr groups or arrays (SRC...) into a Zarr pile store DST.
 
@@ -136,19 +86,15 @@ Examples:
     show_default=True,
     help="The Parquet codec of DST: auto chooses snappy or none per column, from a sample.",
 )
-@click.option(
-    "--row-group-size",
-    type=click.IntRange(min=1),
-    metavar="ROWS",
-    help="The most rows in a row group of DST.  [default: a row group per pile]",
+@positive_option(
+    "--row-group-size", "The most rows in a row group of DST.  [default: a row group per pile]", metavar="ROWS"
 )
-@click.option(
+@positive_option(
     "--n-output-files",
-    type=click.IntRange(min=1),
+    "Write DST as exactly N files of near-equal rows.  [default: a file per group of piles]",
     metavar="N",
-    help="Write DST as exactly N files of near-equal rows.  [default: a file per group of piles]",
 )
-@_store_shuffle_options
+@_shuffle_options("SRC... DST")
 def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) -> None:
     """Shuffle the rows of Parquet files, directories or globs (SRC...) into a Parquet pile store DST.
 
@@ -169,13 +115,8 @@ Examples:
 
 @cli.command(epilog=EXAMPLES_XARRAY, short_help="Shuffle an xarray dataset along a dimension into a pile store.")
 @click.option("--dim", required=True, metavar="NAME", help="The dimension whose positions are the rows to shuffle.")
-@click.option(
-    "--chunk-rows",
-    type=click.IntRange(min=1),
-    metavar="ROWS",
-    help="Rows per output chunk along --dim.  [default: from the piles]",
-)
-@_dataset_shuffle_options
+@positive_option("--chunk-rows", "Rows per output chunk along --dim.  [default: from the piles]", metavar="ROWS")
+@_shuffle_options("SRC DST")
 def xarray(paths: tuple[str, ...], dim: str, chunk_rows: int | None, **options: Any) -> None:
     """Shuffle the dataset SRC (a Zarr store or a file xarray opens) along --dim into a Zarr pile store DST.
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import click
 
-from ._common import Size, cli, cluster_options, progress_on_stderr, session, show_progress
+from ._common import cli, cluster_session
+from ._options import cluster_options, shuffle_option
 
 EXAMPLES_VERIFY = """\b
 Examples:
@@ -19,16 +20,9 @@ Examples:
 @cli.command(epilog=EXAMPLES_VERIFY, short_help="Prove that a pile store holds exactly the rows of its source.")
 @click.argument("store")
 @click.argument("sources", nargs=-1, metavar="[SRC]...")
-@click.option(
-    "--block-memory",
-    default="64MiB",
-    show_default=True,
-    type=Size(),
-    metavar="SIZE",
-    help="About how much one task reads.",
-)
+@shuffle_option("block_memory", "About how much one task reads.")
 @cluster_options
-def verify(store: str, sources: tuple[str, ...], block_memory: str, **options: Any) -> None:
+def verify(store: str, sources: tuple[str, ...], block_memory: str, quiet: bool, **cluster: Any) -> None:
     """Compare an order-independent checksum of every variable of STORE with its sources'.
 
     The sources are those the store recorded unless SRC are given. Exits with
@@ -37,9 +31,7 @@ def verify(store: str, sources: tuple[str, ...], block_memory: str, **options: A
     """
     from ..shuffle._verify import verify as verify_store
 
-    quiet = options.pop("quiet")
-    progress = show_progress(options.pop("progress"))
-    with session(debug=options.pop("debug"), **options), progress_on_stderr():
+    with cluster_session(**cluster) as progress:
         result = verify_store(store, *sources, block_memory=block_memory, progress=progress)
     click.echo(f"{result.store}: the same {result.n_rows:,} rows as {', '.join(result.sources)}")
     if not quiet:

@@ -5,8 +5,10 @@ Each public shuffle (``shuffle_zarr``, ``shuffle_parquet``, ``shuffle_dataframe`
 which checks at import that it takes every option of :data:`COMMON_OPTIONS`
 with its default and writes their docs into its docstring; it hands its
 arguments to :func:`parse_shuffle_options` and passes the frozen
-:class:`ShuffleOptions` on. The command line takes its defaults from the
-constants here. A new common option is added in this module, once.
+:class:`ShuffleOptions` on. The command line declares its options of a
+shuffle from :data:`COMMON_OPTIONS` too (their names and defaults), and takes
+its other defaults from the constants here. A new common option is added in
+this module, once.
 """
 
 from __future__ import annotations

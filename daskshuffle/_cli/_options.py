@@ -1,0 +1,205 @@
+"""The options that several commands share, each declared once.
+
+The options of a shuffle that stand in ``plan._options.COMMON_OPTIONS`` take
+their names and defaults from there (:func:`shuffle_option`); the sizing of the
+cluster, progress and debugging are :data:`cluster_options`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import click
+
+from .._errors import DaskShuffleError
+from .._random import MAX_SEED
+from ..plan._options import COMMON_OPTIONS
+from ._common import one_line
+
+__all__ = [
+    "DEBUG",
+    "QUIET",
+    "SEED",
+    "NPiles",
+    "Size",
+    "cluster_options",
+    "json_options",
+    "nbytes",
+    "option_group",
+    "positive_option",
+    "shuffle_option",
+    "size_option",
+]
+
+#: A decorator that adds options to a command.
+Options = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+#: ``--seed``: an integer the library takes, checked where the option is read.
+SEED = click.IntRange(0, MAX_SEED)
+
+
+if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
+    _NPilesBase = click.ParamType[int | Literal["auto"], Any]
+else:
+    _NPilesBase = click.ParamType
+
+
+class NPiles(_NPilesBase):
+    """``auto`` or a positive integer."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | Literal["auto"]:
+        if value == "auto":
+            return "auto"
+        if isinstance(value, int):
+            return value
+        try:
+            number = int(value)
+        except ValueError:
+            self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
+        if number < 1:
+            self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
+        return number
+
+
+if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
+    _SizeBase = click.ParamType[str, Any]
+else:
+    _SizeBase = click.ParamType
+
+
+class Size(_SizeBase):
+    """A size in bytes such as ``256MiB`` or ``1000000``, checked as the library checks it and passed on as given.
+
+    ``fraction=True`` also takes ``auto`` and a fraction of the machine's memory in (0, 1], as
+    ``distributed.LocalCluster(memory_limit=...)`` does.
+    """
+
+    name = "SIZE"
+
+    def __init__(self, *, fraction: bool = False) -> None:
+        self.fraction = fraction
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        if self.fraction and (text == "auto" or _is_fraction(text)):
+            return text
+        try:
+            nbytes(text, param.name if param and param.name else "size")
+        except DaskShuffleError as error:
+            if self.fraction:
+                self.fail(
+                    f"Expected a size such as '2GiB', a fraction of memory such as 0.5, or 'auto'. Got {value!r} instead.",
+                    param,
+                    ctx,
+                )
+            self.fail(one_line(error), param, ctx)
+        return text
+
+
+def _is_fraction(text: str) -> bool:
+    try:
+        return 0 < float(text) <= 1
+    except ValueError:
+        return False
+
+
+def nbytes(text: str, name: str) -> int:
+    """The bytes of a size given on the command line: digits, or a size such as ``256MiB``."""
+    from .._parse import parse_nbytes
+
+    return parse_nbytes(int(text) if text.isdigit() else text, name)
+
+
+def option_group(*declared: Options) -> Options:
+    """One decorator that adds the options ``declared`` to a command, in this order in its help."""
+
+    def add(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(declared):
+            command = option(command)
+        return command
+
+    return add
+
+
+def size_option(flag: str, help: str, default: str | None = None, **attrs: Any) -> Options:
+    """``flag SIZE``: a size in bytes such as ``256MiB``; a default is shown in the help."""
+    if default is not None:
+        attrs.update(default=default, show_default=True)
+    return click.option(flag, type=Size(), metavar="SIZE", help=help, **attrs)
+
+
+def positive_option(flag: str, help: str, **attrs: Any) -> Options:
+    """``flag``: a positive integer."""
+    return click.option(flag, type=click.IntRange(min=1), help=help, **attrs)
+
+
+#: ``-q/--quiet``: no summary line.
+QUIET = click.option("-q", "--quiet", is_flag=True, help="Do not print the summary line on stderr.")
+
+#: The options every shuffling command shares: where to run, progress, debugging.
+cluster_options = option_group(
+    click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Run on an existing dask cluster (tcp://host:8786), or on dask's local 'threads' or 'sync' "
+        "scheduler without a cluster. By default a LocalCluster sized to this machine is started.",
+    ),
+    positive_option(
+        "--workers",
+        "Start a LocalCluster of this many worker processes.  [default: one worker in this process, "
+        "with a thread per core]",
+    ),
+    positive_option(
+        "--threads-per-worker", "Threads in each worker.  [default: one per core without --workers, else 1]"
+    ),
+    click.option(
+        "--memory-limit",
+        type=Size(fraction=True),
+        metavar="SIZE",
+        help="Memory limit of each worker of the LocalCluster, such as 2GiB.  [default: the machine's share]",
+    ),
+    click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="Show a progress bar on stderr.  [default: when stderr is a terminal]",
+    ),
+    QUIET,
+    click.option("--debug", is_flag=True, help="Show tracebacks and the cluster's logs."),
+)
+
+#: ``--debug`` of a command that starts no cluster.
+DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks.")
+
+
+def json_options(help: str) -> Options:
+    """``--json`` (the command's ``as_json``) and ``--debug``, of a command that prints what it found."""
+    return option_group(click.option("--json", "as_json", is_flag=True, help=help), DEBUG)
+
+
+#: How each common option of the shuffles reads on the command line: its type or a flag.
+_SHUFFLE_FLAGS: Mapping[str, Mapping[str, Any]] = {
+    "n_piles": {"type": NPiles()},
+    "seed": {"type": SEED},
+    "overwrite": {"is_flag": True},
+    "materialize": {"is_flag": True},
+    "pile_memory": {"type": Size(), "metavar": "SIZE"},
+    "block_memory": {"type": Size(), "metavar": "SIZE"},
+    "tmp": {"metavar": "DIR"},
+    "verify": {"is_flag": True},
+}
+_COMMON_DEFAULTS = {option.name: option.default for option in COMMON_OPTIONS if option.name in _SHUFFLE_FLAGS}
+
+
+def shuffle_option(name: str, help: str, defaults: Mapping[str, object] | None = None) -> Options:
+    """``--name`` for the common option ``name`` of the shuffles, with its default (or the one ``defaults`` gives).
+
+    A default is shown in the help; a flag's is off, and ``None`` is the shuffle's to choose.
+    """
+    default = (defaults or {}).get(name, _COMMON_DEFAULTS[name])
+    flags = dict(_SHUFFLE_FLAGS[name])
+    if default is not None and not flags.get("is_flag"):
+        flags.update(default=str(default), show_default=True)
+    return click.option("--" + name.replace("_", "-"), help=help, **flags)
