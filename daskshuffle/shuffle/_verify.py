@@ -235,7 +235,9 @@ def _open_sources(
     raise DaskShuffleValueError(f"Expected a Zarr or Parquet pile store. Got a {kind!r} store instead.")
 
 
-def _group_piles(pile_offsets: NDArray[np.int64], rows_per_task: int) -> list[tuple[int, int]]:
+def _group_piles(pile_offsets: NDArray[np.int64], block_nbytes: int, row_nbytes: int) -> list[tuple[int, int]]:
+    """Runs of piles ``(first, last)`` of about ``block_nbytes`` each (at least one pile): one task each."""
+    rows_per_task = max(1, block_nbytes // max(row_nbytes, 1))
     groups, first = [], 0
     n_piles = len(pile_offsets) - 1
     while first < n_piles:
@@ -318,11 +320,7 @@ def verify_location(
     """
     began = time.perf_counter()
     path = os.fspath(path) if path is not None else location.url
-    reader = open_pile_reader(location)
-    try:
-        metadata, pile_offsets = dict(reader.metadata), reader.pile_offsets
-    finally:
-        reader.close()
+    metadata, pile_offsets = _read_store(location)
     variables = list(metadata["variables"])
     given = bool(named)
     named = named or list(sources_of(metadata) or [])
@@ -336,13 +334,12 @@ def verify_location(
     source_rows = sum(fmt.block_lengths)
     if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
         raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None)
-    rows_per_task = max(1, block_nbytes // max(fmt.row_nbytes, 1))
     tasks: list[tuple[Any, ...]] = [
         ("source", variables, fmt, block, None, range(0)) for block in range(len(fmt.block_lengths))
     ]
     tasks += [
         ("store", variables, None, -1, location, range(first, last))
-        for first, last in _group_piles(pile_offsets, rows_per_task)
+        for first, last in _group_piles(pile_offsets, block_nbytes, fmt.row_nbytes)
     ]
     parts = map_tasks(_part, tasks, token=f"verify-{path}-{named}-{metadata.get('fingerprint')}", progress=progress)
     expected = _add([part for side, part in parts if side == "source"], variables)
@@ -351,14 +348,7 @@ def verify_location(
         blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
         if blocks is not None and _run_lengths(blocks) != metadata["blocks"]["lengths"]:
             raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks)
-    _check_same(path, expected, found, variables)
-    return VerifyResult(
-        store=path,
-        sources=named,
-        n_rows=found["n_rows"],
-        checksums={name: f"{found['sums'][name]:016x}" for name in variables},
-        seconds=time.perf_counter() - began,
-    )
+    return _proven(path, named, expected, found, variables, began)
 
 
 def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, progress: bool) -> VerifyResult:
@@ -369,11 +359,7 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
     """
     began = time.perf_counter()
     path = location.url
-    reader = open_pile_reader(location)
-    try:
-        metadata, pile_offsets = dict(reader.metadata), reader.pile_offsets
-    finally:
-        reader.close()
+    metadata, pile_offsets = _read_store(location)
     variables = list(metadata["variables"])
     token = f"verify-{path}-{metadata.get('fingerprint')}"
     blocks = [(variables, fmt, location, block) for block in range(len(fmt.block_lengths))]
@@ -381,18 +367,41 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
         source_parts = map_tasks(_collection_part, blocks, token=token, progress=progress, inputs=fmt.block_inputs())
     else:
         source_parts = map_tasks(_file_part, blocks, token=token, progress=progress)
-    rows_per_task = max(1, block_nbytes // max(fmt.row_nbytes, 1))
     store_parts = map_tasks(
         _store_piles,
-        [(location, variables, range(first, last)) for first, last in _group_piles(pile_offsets, rows_per_task)],
+        [
+            (location, variables, range(first, last))
+            for first, last in _group_piles(pile_offsets, block_nbytes, fmt.row_nbytes)
+        ],
         token=token,
         progress=progress,
     )
     expected, found = _add(source_parts, variables), _add(store_parts, variables)
+    return _proven(path, [], expected, found, variables, began)
+
+
+def _read_store(location: Location) -> tuple[dict[str, Any], NDArray[np.int64]]:
+    """The metadata and pile offsets of the pile store at ``location``, which its reader checks."""
+    reader = open_pile_reader(location)
+    try:
+        return dict(reader.metadata), reader.pile_offsets
+    finally:
+        reader.close()
+
+
+def _proven(
+    path: str,
+    sources: list[str],
+    expected: dict[str, Any],
+    found: dict[str, Any],
+    variables: Sequence[str],
+    began: float,
+) -> VerifyResult:
+    """The result of a verification whose checksums must agree: ``VerificationError`` where they do not."""
     _check_same(path, expected, found, variables)
     return VerifyResult(
         store=path,
-        sources=[],
+        sources=sources,
         n_rows=found["n_rows"],
         checksums={name: f"{found['sums'][name]:016x}" for name in variables},
         seconds=time.perf_counter() - began,
