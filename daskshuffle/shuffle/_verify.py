@@ -34,7 +34,7 @@ from ..plan._options import DEFAULT_BLOCK_MEMORY
 from ..plan._plan import fingerprint
 from ..storage._location import Location
 from ._compute import map_tasks
-from ._run import _run_lengths
+from ._store_plan import run_lengths
 
 __all__ = ["VerifyResult", "verify"]
 
@@ -346,7 +346,7 @@ def verify_location(
     found = _add([part for side, part in parts if side == "store"], variables)
     if not _same(expected, found, variables):
         blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
-        if blocks is not None and _run_lengths(blocks) != metadata["blocks"]["lengths"]:
+        if blocks is not None and run_lengths(blocks) != metadata["blocks"]["lengths"]:
             raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks)
     return _proven(path, named, expected, found, variables, began)
 
@@ -478,7 +478,7 @@ def _mismatch(
     recorded = metadata.get("blocks")
     if isinstance(recorded, Mapping) and GENERATIONS_KEY not in metadata and blocks is not None:
         runs = recorded.get("lengths") or []
-        theirs = _run_lengths(blocks)
+        theirs = run_lengths(blocks)
         compared.append(f"blocks: the store {sum(int(count) for _, count in runs):,}, the sources {len(blocks):,}")
         compared.append(f"fingerprint of the blocks: the store {fingerprint(runs)}, the sources {fingerprint(theirs)}")
     listed = sources_of(metadata)
