@@ -16,9 +16,8 @@ chunk or object.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from operator import getitem
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import numpy as np
 from dask.base import tokenize
@@ -29,18 +28,9 @@ from ..plan._level_plan import GroupedLevel, LevelPlan, block_table, piece_offse
 from ..plan._plan import Plan, block_counts, block_order, group_order
 from ..storage._location import Location
 from ..storage._manifest import Manifest, run_marked, run_once
+from ._merge_groups import MergeGroup, MergeLayout, aligned, compact, merge_columns_of, merge_groups
 
-__all__ = ["MergeGroup", "level_tmp", "merge_groups", "shuffle_graph"]
-
-
-@dataclass(frozen=True)
-class MergeGroup:
-    """Piles ``[pile_start, pile_stop)``, which are output rows ``[row_start, row_stop)``."""
-
-    pile_start: int
-    pile_stop: int
-    row_start: int
-    row_stop: int
+__all__ = ["level_tmp", "shuffle_graph"]
 
 
 def _scatter(
@@ -68,29 +58,6 @@ def _combine(fmt: Format[Any], infos: Sequence[Any]) -> Any:
     return fmt.combine_piece_info(infos)
 
 
-def _aligned(start: int, stop: int, n_rows: int, alignment: int) -> tuple[int, int]:
-    """The widest ``[a, b)`` inside ``[start, stop)`` made of whole output chunks."""
-    a = min(-(-start // alignment) * alignment, stop)
-    b = max(stop if stop == n_rows else stop // alignment * alignment, a)
-    return a, b
-
-
-class _Layout(Protocol):
-    """What the merge stage needs of a plan: a :class:`~daskshuffle.plan._plan.Plan` or one of several levels."""
-
-    @property
-    def n_rows(self) -> int: ...
-    @property
-    def n_piles(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def pile_sizes(self) -> NDArray[np.int64]: ...
-    @property
-    def pile_offsets(self) -> NDArray[np.int64]: ...
-    def merge_columns(self, start: int, stop: int) -> tuple[int, NDArray[np.int64], NDArray[np.int64]]: ...
-
-
 def _merge(
     fmt: Format[Any],
     tmp: Location,
@@ -115,7 +82,7 @@ def _merge(
     rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, materialize=materialize))
     alignment = fmt.write_alignment()
     start, stop = group.row_start, group.row_stop
-    a, b = _aligned(start, stop, n_rows, alignment)
+    a, b = aligned(start, stop, n_rows, alignment)
     if b > a:
         fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
     # The fragments wait in memory for their seam task: copies, because a view
@@ -136,15 +103,6 @@ def _seam(fmt: Format[Any], dst: Location, chunk: int, piece_info: Any, *merged:
 
 def _done(*_: Any) -> None:
     return None
-
-
-def merge_groups(fmt: Format[Any], plan: _Layout, merge_nbytes: int) -> list[MergeGroup]:
-    """The merge tasks' groups of whole piles, as the destination cuts them."""
-    offsets = plan.pile_offsets
-    return [
-        MergeGroup(start, stop, int(offsets[start]), int(offsets[stop]))
-        for start, stop in fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)
-    ]
 
 
 def _scatter_after(_barrier: Any, *work: Any) -> Any:
@@ -233,30 +191,13 @@ def shuffle_graph(
         graph.update(inputs[0])
         input_keys = inputs[1]
         name += "-" + tokenize(list(input_keys))
-    marker = "scatter" if levels is None else "scatter-1"
-    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
     tables = (
         []
         if levels is None
         else [_group_tables(graph, name, index, level) for index, level in enumerate(levels.levels, 1)]
     )
-    scatter_keys = []
-    for block in range(plan.n_blocks):
-        key = (f"{name}-{marker}", block)
-        scatter_keys.append(key)
-        if f"{marker}-{block}" in done:
-            graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
-            continue
-        # One level: the scatter draws its own counts. More: its row of its group's table.
-        work: tuple[Any, ...]
-        if levels is None:
-            work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
-        else:
-            work = (_scatter, fmt_key, first_tmp, block, tables[0].rows[block], levels.levels[0].seed)
-        # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
-        graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
-    pieces_key = f"{name}-pieces"
-    graph[pieces_key] = (_combine, fmt_key, scatter_keys)
+    first = (graph, name, fmt_key, plan, tmp, tables, input_keys if inputs is not None else None)
+    pieces_key = _scatter_stage(*first, task, done)
     merge_tmp = tmp
     if levels is not None:
         for index in range(2, levels.n_levels + 1):
@@ -280,6 +221,43 @@ def _group_tables(graph: dict[Any, Any], name: str, index: int, level: GroupedLe
     graph.update({key: (block_table, *level.group_draw(g)) for g, key in enumerate(keys)})
     groups, rows = level.block_groups
     return _Tables(keys, [(getitem, keys[group], row) for group, row in zip(groups, rows, strict=True)])
+
+
+def _scatter_stage(
+    graph: dict[Any, Any],
+    name: str,
+    fmt_key: str,
+    plan: Plan | LevelPlan,
+    tmp: Location,
+    tables: list[_Tables],
+    input_keys: Sequence[Any] | None,
+    task: Callable[..., Any],
+    done: frozenset[str],
+) -> str:
+    """Pass 1: a scatter task per block of the source (``input_keys``: its value's, for a collection); its barrier."""
+    levels = plan if isinstance(plan, LevelPlan) else None
+    marker = "scatter" if levels is None else "scatter-1"
+    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
+    scatter_keys = []
+    for block in range(plan.n_blocks):
+        key = (f"{name}-{marker}", block)
+        scatter_keys.append(key)
+        if f"{marker}-{block}" in done:
+            graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
+            continue
+        # One level: the scatter draws its own counts. More: its row of its group's table.
+        work: tuple[Any, ...]
+        if levels is None:
+            work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
+        else:
+            work = (_scatter, fmt_key, first_tmp, block, tables[0].rows[block], levels.levels[0].seed)
+        # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
+        graph[key] = task(
+            f"{marker}-{block}", *work, *((input_keys[block],) if input_keys is not None else ()), once=True
+        )
+    pieces_key = f"{name}-pieces"
+    graph[pieces_key] = (_combine, fmt_key, scatter_keys)
+    return pieces_key
 
 
 def _level_stage(
@@ -321,23 +299,11 @@ def _level_stage(
             scatter = (tables[index - 1].rows[span], 0, level.fanout, level.seed)
         else:  # the last level: its counts per pile of its super-pile, from the plan
             counts, lo = plan.last_counts(span)
-            scatter = (_compact(counts), lo, plan.n_piles, plan.last_seed)
+            scatter = (compact(counts), lo, plan.n_piles, plan.last_seed)
         graph[key] = task(f"scatter-{index}-{span}", _scatter_after, pieces_key, *reads, *scatter, once=True)
     barrier = f"{name}-pieces-{index}"
     graph[barrier] = (_combine, fmt_key, keys)
     return barrier
-
-
-def _compact(values: NDArray[np.int64]) -> NDArray[Any]:
-    """``values`` (counts or offsets, never negative) in the smallest unsigned type that holds them."""
-    largest = int(values.max(initial=0))
-    dtype = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if largest <= np.iinfo(t).max)
-    return values.astype(dtype)
-
-
-def _merge_columns(plan: _Layout, group: MergeGroup) -> tuple[int, NDArray[Any], NDArray[Any]]:
-    first_block, counts, read_starts = plan.merge_columns(group.pile_start, group.pile_stop)
-    return first_block, _compact(counts), _compact(read_starts)
 
 
 def _merge_stage(
@@ -345,7 +311,7 @@ def _merge_stage(
     name: str,
     fmt: Format[Any],
     fmt_key: str,
-    plan: _Layout,
+    plan: MergeLayout,
     tmp: Location,
     dst: Location,
     materialize: bool,
@@ -369,14 +335,14 @@ def _merge_stage(
             tmp,
             dst,
             group,
-            *_merge_columns(plan, group),
+            *merge_columns_of(plan, group),
             plan.seed,
             materialize,
             plan.n_rows,
             pieces_key,
         )
         merge_keys.append(key)
-        a, b = _aligned(group.row_start, group.row_stop, plan.n_rows, alignment)
+        a, b = aligned(group.row_start, group.row_stop, plan.n_rows, alignment)
         if a > group.row_start:
             seams.setdefault(group.row_start // alignment, []).append(key)
         if group.row_stop > b:
