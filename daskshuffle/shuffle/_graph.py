@@ -15,7 +15,8 @@ chunk or object.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import getitem
 from typing import Any, NamedTuple
 
@@ -135,6 +136,27 @@ def _scatter_spans(
     return fmt.scatter_block(tmp, span, rows, block_order(counts, seed, span), piece_offsets(counts, lo, n_piles))
 
 
+@dataclass(frozen=True)
+class _Stages:
+    """What every stage of one shuffle's graph shares: the graph it adds to, the tasks' name, the format's key.
+
+    With a ``manifest``, tasks mark themselves done there, and those in ``done``
+    are not run again.
+    """
+
+    graph: dict[Any, Any]
+    name: str
+    fmt_key: str
+    manifest: Manifest | None
+    done: frozenset[str]
+
+    def task(self, marker: str, *work: Any, once: bool = False) -> Any:
+        """The task ``work``, marked ``marker`` in the manifest if there is one (``once``: not run again if marked)."""
+        if self.manifest is None:
+            return work
+        return (run_once if once else run_marked, self.manifest, marker, *work)
+
+
 def level_tmp(tmp: Location, level: int) -> Location:
     """Where the pieces of level ``level`` of a shuffle of several levels go, below ``tmp``."""
     return tmp.join(f"level-{level}")
@@ -165,9 +187,6 @@ def shuffle_graph(
     since its fragments for them were held in memory.
     """
 
-    def task(marker: str, *work: Any, once: bool = False) -> Any:
-        return work if manifest is None else (run_once if once else run_marked, manifest, marker, *work)
-
     name = "daskshuffle-" + tokenize(
         fmt.kind,
         fmt.describe_source(),
@@ -196,16 +215,14 @@ def shuffle_graph(
         if levels is None
         else [_group_tables(graph, name, index, level) for index, level in enumerate(levels.levels, 1)]
     )
-    first = (graph, name, fmt_key, plan, tmp, tables, input_keys if inputs is not None else None)
-    pieces_key = _scatter_stage(*first, task, done)
+    stages = _Stages(graph, name, fmt_key, manifest, done)
+    pieces_key = _scatter_stage(stages, plan, tmp, tables, input_keys if inputs is not None else None)
     merge_tmp = tmp
     if levels is not None:
         for index in range(2, levels.n_levels + 1):
-            level = (graph, name, fmt_key, levels, index, tmp, tables, pieces_key)
-            pieces_key = _level_stage(*level, task, done)
+            pieces_key = _level_stage(stages, levels, index, tmp, tables, pieces_key)
         merge_tmp = level_tmp(tmp, levels.n_levels)
-    stage = (graph, name, fmt, fmt_key, plan, merge_tmp, dst)
-    return _merge_stage(*stage, materialize, merge_nbytes, pieces_key, task, done)
+    return _merge_stage(stages, fmt, plan, merge_tmp, dst, materialize, merge_nbytes, pieces_key)
 
 
 class _Tables(NamedTuple):
@@ -224,17 +241,10 @@ def _group_tables(graph: dict[Any, Any], name: str, index: int, level: GroupedLe
 
 
 def _scatter_stage(
-    graph: dict[Any, Any],
-    name: str,
-    fmt_key: str,
-    plan: Plan | LevelPlan,
-    tmp: Location,
-    tables: list[_Tables],
-    input_keys: Sequence[Any] | None,
-    task: Callable[..., Any],
-    done: frozenset[str],
+    stages: _Stages, plan: Plan | LevelPlan, tmp: Location, tables: list[_Tables], input_keys: Sequence[Any] | None
 ) -> str:
     """Pass 1: a scatter task per block of the source (``input_keys``: its value's, for a collection); its barrier."""
+    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
     levels = plan if isinstance(plan, LevelPlan) else None
     marker = "scatter" if levels is None else "scatter-1"
     first_tmp = tmp if levels is None else level_tmp(tmp, 1)
@@ -252,7 +262,7 @@ def _scatter_stage(
         else:
             work = (_scatter, fmt_key, first_tmp, block, tables[0].rows[block], levels.levels[0].seed)
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
-        graph[key] = task(
+        graph[key] = stages.task(
             f"{marker}-{block}", *work, *((input_keys[block],) if input_keys is not None else ()), once=True
         )
     pieces_key = f"{name}-pieces"
@@ -261,18 +271,10 @@ def _scatter_stage(
 
 
 def _level_stage(
-    graph: dict[Any, Any],
-    name: str,
-    fmt_key: str,
-    plan: LevelPlan,
-    index: int,
-    tmp: Location,
-    tables: list[_Tables],
-    pieces_key: str,
-    task: Callable[..., Any],
-    done: frozenset[str],
+    stages: _Stages, plan: LevelPlan, index: int, tmp: Location, tables: list[_Tables], pieces_key: str
 ) -> str:
     """Level ``index`` (2 or more): each of its blocks, a span of the level before, read and scattered; its barrier."""
+    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
     before = plan.levels[index - 2]
     span_groups, span_children = (part.tolist() for part in before.spans)
     tmp_in, tmp_out = level_tmp(tmp, index - 1), level_tmp(tmp, index)
@@ -300,27 +302,24 @@ def _level_stage(
         else:  # the last level: its counts per pile of its super-pile, from the plan
             counts, lo = plan.last_counts(span)
             scatter = (compact(counts), lo, plan.n_piles, plan.last_seed)
-        graph[key] = task(f"scatter-{index}-{span}", _scatter_after, pieces_key, *reads, *scatter, once=True)
+        graph[key] = stages.task(f"scatter-{index}-{span}", _scatter_after, pieces_key, *reads, *scatter, once=True)
     barrier = f"{name}-pieces-{index}"
     graph[barrier] = (_combine, fmt_key, keys)
     return barrier
 
 
 def _merge_stage(
-    graph: dict[Any, Any],
-    name: str,
+    stages: _Stages,
     fmt: Format[Any],
-    fmt_key: str,
     plan: MergeLayout,
     tmp: Location,
     dst: Location,
     materialize: bool,
     merge_nbytes: int,
     pieces_key: str,
-    task: Callable[..., Any],
-    done: frozenset[str],
 ) -> tuple[dict[Any, Any], str]:
     """The merge tasks (one per group of whole piles), their seams, and the key that completes them."""
+    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
     alignment = fmt.write_alignment()
     merge_keys = []
     seams: dict[int, list[Any]] = {}
@@ -328,7 +327,7 @@ def _merge_stage(
         if group.row_stop == group.row_start:
             continue
         key = (f"{name}-merge", index)
-        graph[key] = task(
+        graph[key] = stages.task(
             f"merge-{index}",
             _merge,
             fmt_key,
@@ -351,7 +350,9 @@ def _merge_stage(
     for chunk, sources in sorted(seams.items()):
         key = (f"{name}-seam", chunk)
         graph[key] = (
-            None if f"seam-{chunk}" in done else task(f"seam-{chunk}", _seam, fmt_key, dst, chunk, pieces_key, *sources)
+            None
+            if f"seam-{chunk}" in done
+            else stages.task(f"seam-{chunk}", _seam, fmt_key, dst, chunk, pieces_key, *sources)
         )
         seam_keys.append(key)
     own_seams: dict[Any, list[int]] = {}
