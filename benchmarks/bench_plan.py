@@ -33,7 +33,7 @@ from daskshuffle.formats._zarr import open_zarr_sources
 from daskshuffle.plan._plan import make_plan
 from daskshuffle.plan._scale_report import format_duration, format_size
 from daskshuffle.shuffle._graph import shuffle_graph
-from daskshuffle.shuffle._run import _plan_within_budget
+from daskshuffle.shuffle._store_plan import plan_within_budget
 from daskshuffle.storage._location import Location
 
 #: A 64 MiB block of 256-byte rows.
@@ -59,7 +59,7 @@ def _graph_size(n_blocks: int, n_piles: int) -> None:
         group.create_array("x", shape=(n_blocks,), chunks=(1,), dtype="f8")  # its metadata is all a plan reads
         fmt = open_zarr_sources(str(Path(tmp) / "raw.zarr"), block_nbytes=8)
         for levels in (2, 3):
-            plan = _plan_within_budget(fmt.block_lengths, n_piles, 0, 8, 2**30, levels=levels, block_nbytes=8)
+            plan = plan_within_budget(fmt.block_lengths, n_piles, 0, 8, 2**30, levels=levels, block_nbytes=8)
 
             def build(plan: Any = plan) -> Any:
                 return shuffle_graph(
@@ -119,7 +119,7 @@ def main() -> None:
         lengths[-1] = int(rows) - (n_blocks - 1) * BLOCK_ROWS
 
         def plan(lengths: Any = lengths) -> Any:
-            return _plan_within_budget(
+            return plan_within_budget(
                 lengths, 16_384, 0, 256, 2**32, levels="auto", block_nbytes=2**26, storage="object"
             )
 

@@ -18,7 +18,7 @@ from daskshuffle.plan._options import DEFAULT_N_PILES
 from daskshuffle.plan._plan import auto_n_piles, block_rows
 from daskshuffle.plan._rules import choose_layout
 from daskshuffle.plan._scale_model import ScaleModel
-from daskshuffle.shuffle._run import _draw, _plan_within_budget
+from daskshuffle.shuffle._store_plan import _draw, plan_within_budget
 
 
 def _outcome(call: Any) -> tuple[Any, DaskShuffleError | None]:
@@ -78,7 +78,7 @@ def test_explain_predicts_the_shuffles_piles_levels_and_errors(case: dict[str, A
     lengths = [min(step, n_rows - start) for start in range(0, n_rows, step)]  # the blocks explain assumes
     model, predicted = _outcome(lambda: explain(**{k: v for k, v in case.items() if k != "seed"}))
     plan, error = _outcome(
-        lambda: _plan_within_budget(
+        lambda: plan_within_budget(
             lengths,
             DEFAULT_N_PILES if n_piles is None else n_piles,
             case["seed"],
@@ -121,10 +121,10 @@ def test_explain_predicts_the_shuffles_piles_levels_and_errors(case: dict[str, A
 def test_a_given_number_of_piles_that_cannot_fit_is_refused_before_drawing() -> None:
     """Refused whatever the seed; one that fits when equal is drawn, and refused only if its draw overflows."""
     for seed in range(20):
-        _, error = _outcome(lambda seed=seed: _plan_within_budget([300_000], 512, seed, 72, 32 * 1024))
+        _, error = _outcome(lambda seed=seed: plan_within_budget([300_000], 512, seed, 72, 32 * 1024))
         assert error is not None and "Got n_piles=512 instead, whose piles hold 42,188 bytes on average" in str(error)
     # 600 rows a pile and room for 640: a drawn pile of more than 640 rows happens, often.
-    outcomes = [_outcome(lambda seed=seed: _plan_within_budget([6_000], 10, seed, 1, 640)) for seed in range(20)]
+    outcomes = [_outcome(lambda seed=seed: plan_within_budget([6_000], 10, seed, 1, 640)) for seed in range(20)]
     assert any(plan is not None for plan, _ in outcomes)
     assert any(error is not None and "Got a planned pile of" in str(error) for _, error in outcomes)
 

@@ -26,7 +26,7 @@ from daskshuffle.plan._pile_sizes import binomial_sf, typical_largest
 from daskshuffle.plan._plan import Plan, make_plan, plan_nbytes
 from daskshuffle.plan._scale import MAX_TASK_MEMORY, explain
 from daskshuffle.shuffle._graph import _merge, _scatter, shuffle_graph
-from daskshuffle.shuffle._run import _plan_within_budget
+from daskshuffle.shuffle._store_plan import plan_within_budget
 from daskshuffle.storage._location import Location
 
 #: make_zarr_source's rows: x (4 float32), y (int16), id (int64).
@@ -37,7 +37,7 @@ def _real_shuffle(path: Path, n_rows: int, chunk_rows: int, n_piles: Any, block_
     """What a real Zarr shuffle of this size plans: its format's blocks, its plan and its graph's tasks."""
     make_zarr_source(path, n_rows, chunk_rows=chunk_rows)
     fmt = open_zarr_sources(str(path), block_nbytes=block_rows * ROW_NBYTES)
-    plan = _plan_within_budget(fmt.block_lengths, n_piles, 3, fmt.row_nbytes, pile_rows * ROW_NBYTES)
+    plan = plan_within_budget(fmt.block_lengths, n_piles, 3, fmt.row_nbytes, pile_rows * ROW_NBYTES)
     assert isinstance(plan, Plan)
     graph, _ = shuffle_graph(
         fmt,

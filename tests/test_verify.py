@@ -15,7 +15,7 @@ import zarr
 from conftest import make_zarr_source
 
 import daskshuffle as ds
-from daskshuffle.shuffle import _verify
+from daskshuffle.shuffle import _checksum, _verify
 from daskshuffle.storage._location import Location
 
 N_ROWS = 2_000
@@ -64,7 +64,7 @@ def test_a_shuffled_zarr_store_verifies(zarr_store: tuple[str, str]) -> None:
     # The checksum is the source's own, whatever the order of its rows.
     rows = {name: np.asarray(array[...]) for name, array in zarr.open_group(src, mode="r").arrays()}
     order = np.random.default_rng(5).permutation(N_ROWS)
-    permuted = _verify.checksum({name: values[order] for name, values in rows.items()}, ["id", "x", "y"])
+    permuted = _checksum.checksum({name: values[order] for name, values in rows.items()}, ["id", "x", "y"])
     assert {name: f"{value:016x}" for name, value in permuted["sums"].items()} == result.checksums
 
 
@@ -145,22 +145,22 @@ def test_a_changed_parquet_value_is_named(parquet_store: tuple[str, str]) -> Non
 def test_variable_size_hashes_do_not_depend_on_how_rows_are_cut(monkeypatch: pytest.MonkeyPatch) -> None:
     values = [b"", b"a", b"ab", b"ba", b"", b"abc" * 50, b"\x00", b"\x00\x00", b"a"]
     column = pa.array(values, type=pa.binary())
-    whole = _verify._arrow_hashes(column)
-    monkeypatch.setattr(_verify, "_BYTES_AT_ONCE", 2)
-    assert np.array_equal(_verify._arrow_hashes(column), whole)
-    assert np.array_equal(_verify._arrow_hashes(column.slice(2, 5)), whole[2:7])
+    whole = _checksum._arrow_hashes(column)
+    monkeypatch.setattr(_checksum, "_BYTES_AT_ONCE", 2)
+    assert np.array_equal(_checksum._arrow_hashes(column), whole)
+    assert np.array_equal(_checksum._arrow_hashes(column.slice(2, 5)), whole[2:7])
     assert whole[0] == whole[4] and whole[1] == whole[8]  # equal values hash equal, others not
     assert len(set(whole.tolist())) == 7
     strings = pa.array([value.decode("latin-1") for value in values], type=pa.large_string())
-    assert np.array_equal(_verify._arrow_hashes(strings), whole)
+    assert np.array_equal(_checksum._arrow_hashes(strings), whole)
 
 
 def test_fixed_size_hashes_follow_values_not_byte_order() -> None:
     little = np.arange(10, dtype="<i4").reshape(5, 2)
-    assert np.array_equal(_verify._fixed_hashes(little), _verify._fixed_hashes(little.astype(">i4")))
-    hashes = _verify._fixed_hashes(np.array([0, 1, 2, 2**40], dtype=np.int64))
+    assert np.array_equal(_checksum._fixed_hashes(little), _checksum._fixed_hashes(little.astype(">i4")))
+    hashes = _checksum._fixed_hashes(np.array([0, 1, 2, 2**40], dtype=np.int64))
     assert len(set(hashes.tolist())) == 4
-    assert _verify._fixed_hashes(np.zeros((0, 3), np.float32)).shape == (0,)
+    assert _checksum._fixed_hashes(np.zeros((0, 3), np.float32)).shape == (0,)
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """The planning rules: how many piles and levels a shuffle uses, decided from sizes alone.
 
-One set of rules, used by every shuffle (``shuffle/_run.py`` plans with it)
+One set of rules, used by every shuffle (``shuffle/_store_plan.py`` plans with it)
 and by :func:`~daskshuffle.explain` and ``daskshuffle plan``, so that the model
 predicts the shuffle's piles and levels, or raises the same error, from the
 same arguments. Pure arithmetic: nothing here draws.

@@ -21,7 +21,8 @@ from ..plan._options import (
     common_options,
 )
 from . import _compute
-from ._run import ShuffleResult, check_destination, run_shuffle, shuffle_locations, shuffle_options
+from ._destination import check_destination, shuffle_locations
+from ._run import ShuffleResult, run_shuffle, shuffle_options
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 

@@ -15,10 +15,10 @@ chunk or object.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import getitem
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import numpy as np
 from dask.base import tokenize
@@ -29,18 +29,9 @@ from ..plan._level_plan import GroupedLevel, LevelPlan, block_table, piece_offse
 from ..plan._plan import Plan, block_counts, block_order, group_order
 from ..storage._location import Location
 from ..storage._manifest import Manifest, run_marked, run_once
+from ._merge_groups import MergeGroup, MergeLayout, aligned, compact, merge_columns_of, merge_groups
 
-__all__ = ["MergeGroup", "level_tmp", "merge_groups", "shuffle_graph"]
-
-
-@dataclass(frozen=True)
-class MergeGroup:
-    """Piles ``[pile_start, pile_stop)``, which are output rows ``[row_start, row_stop)``."""
-
-    pile_start: int
-    pile_stop: int
-    row_start: int
-    row_stop: int
+__all__ = ["level_tmp", "shuffle_graph"]
 
 
 def _scatter(
@@ -68,29 +59,6 @@ def _combine(fmt: Format[Any], infos: Sequence[Any]) -> Any:
     return fmt.combine_piece_info(infos)
 
 
-def _aligned(start: int, stop: int, n_rows: int, alignment: int) -> tuple[int, int]:
-    """The widest ``[a, b)`` inside ``[start, stop)`` made of whole output chunks."""
-    a = min(-(-start // alignment) * alignment, stop)
-    b = max(stop if stop == n_rows else stop // alignment * alignment, a)
-    return a, b
-
-
-class _Layout(Protocol):
-    """What the merge stage needs of a plan: a :class:`~daskshuffle.plan._plan.Plan` or one of several levels."""
-
-    @property
-    def n_rows(self) -> int: ...
-    @property
-    def n_piles(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def pile_sizes(self) -> NDArray[np.int64]: ...
-    @property
-    def pile_offsets(self) -> NDArray[np.int64]: ...
-    def merge_columns(self, start: int, stop: int) -> tuple[int, NDArray[np.int64], NDArray[np.int64]]: ...
-
-
 def _merge(
     fmt: Format[Any],
     tmp: Location,
@@ -115,7 +83,7 @@ def _merge(
     rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, materialize=materialize))
     alignment = fmt.write_alignment()
     start, stop = group.row_start, group.row_stop
-    a, b = _aligned(start, stop, n_rows, alignment)
+    a, b = aligned(start, stop, n_rows, alignment)
     if b > a:
         fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
     # The fragments wait in memory for their seam task: copies, because a view
@@ -136,15 +104,6 @@ def _seam(fmt: Format[Any], dst: Location, chunk: int, piece_info: Any, *merged:
 
 def _done(*_: Any) -> None:
     return None
-
-
-def merge_groups(fmt: Format[Any], plan: _Layout, merge_nbytes: int) -> list[MergeGroup]:
-    """The merge tasks' groups of whole piles, as the destination cuts them."""
-    offsets = plan.pile_offsets
-    return [
-        MergeGroup(start, stop, int(offsets[start]), int(offsets[stop]))
-        for start, stop in fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)
-    ]
 
 
 def _scatter_after(_barrier: Any, *work: Any) -> Any:
@@ -177,6 +136,27 @@ def _scatter_spans(
     return fmt.scatter_block(tmp, span, rows, block_order(counts, seed, span), piece_offsets(counts, lo, n_piles))
 
 
+@dataclass(frozen=True)
+class _Stages:
+    """What every stage of one shuffle's graph shares: the graph it adds to, the tasks' name, the format's key.
+
+    With a ``manifest``, tasks mark themselves done there, and those in ``done``
+    are not run again.
+    """
+
+    graph: dict[Any, Any]
+    name: str
+    fmt_key: str
+    manifest: Manifest | None
+    done: frozenset[str]
+
+    def task(self, marker: str, *work: Any, once: bool = False) -> Any:
+        """The task ``work``, marked ``marker`` in the manifest if there is one (``once``: not run again if marked)."""
+        if self.manifest is None:
+            return work
+        return (run_once if once else run_marked, self.manifest, marker, *work)
+
+
 def level_tmp(tmp: Location, level: int) -> Location:
     """Where the pieces of level ``level`` of a shuffle of several levels go, below ``tmp``."""
     return tmp.join(f"level-{level}")
@@ -207,9 +187,6 @@ def shuffle_graph(
     since its fragments for them were held in memory.
     """
 
-    def task(marker: str, *work: Any, once: bool = False) -> Any:
-        return work if manifest is None else (run_once if once else run_marked, manifest, marker, *work)
-
     name = "daskshuffle-" + tokenize(
         fmt.kind,
         fmt.describe_source(),
@@ -233,38 +210,19 @@ def shuffle_graph(
         graph.update(inputs[0])
         input_keys = inputs[1]
         name += "-" + tokenize(list(input_keys))
-    marker = "scatter" if levels is None else "scatter-1"
-    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
     tables = (
         []
         if levels is None
         else [_group_tables(graph, name, index, level) for index, level in enumerate(levels.levels, 1)]
     )
-    scatter_keys = []
-    for block in range(plan.n_blocks):
-        key = (f"{name}-{marker}", block)
-        scatter_keys.append(key)
-        if f"{marker}-{block}" in done:
-            graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
-            continue
-        # One level: the scatter draws its own counts. More: its row of its group's table.
-        work: tuple[Any, ...]
-        if levels is None:
-            work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
-        else:
-            work = (_scatter, fmt_key, first_tmp, block, tables[0].rows[block], levels.levels[0].seed)
-        # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
-        graph[key] = task(f"{marker}-{block}", *work, *((input_keys[block],) if inputs is not None else ()), once=True)
-    pieces_key = f"{name}-pieces"
-    graph[pieces_key] = (_combine, fmt_key, scatter_keys)
+    stages = _Stages(graph, name, fmt_key, manifest, done)
+    pieces_key = _scatter_stage(stages, plan, tmp, tables, input_keys if inputs is not None else None)
     merge_tmp = tmp
     if levels is not None:
         for index in range(2, levels.n_levels + 1):
-            level = (graph, name, fmt_key, levels, index, tmp, tables, pieces_key)
-            pieces_key = _level_stage(*level, task, done)
+            pieces_key = _level_stage(stages, levels, index, tmp, tables, pieces_key)
         merge_tmp = level_tmp(tmp, levels.n_levels)
-    stage = (graph, name, fmt, fmt_key, plan, merge_tmp, dst)
-    return _merge_stage(*stage, materialize, merge_nbytes, pieces_key, task, done)
+    return _merge_stage(stages, fmt, plan, merge_tmp, dst, materialize, merge_nbytes, pieces_key)
 
 
 class _Tables(NamedTuple):
@@ -282,19 +240,41 @@ def _group_tables(graph: dict[Any, Any], name: str, index: int, level: GroupedLe
     return _Tables(keys, [(getitem, keys[group], row) for group, row in zip(groups, rows, strict=True)])
 
 
+def _scatter_stage(
+    stages: _Stages, plan: Plan | LevelPlan, tmp: Location, tables: list[_Tables], input_keys: Sequence[Any] | None
+) -> str:
+    """Pass 1: a scatter task per block of the source (``input_keys``: its value's, for a collection); its barrier."""
+    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
+    levels = plan if isinstance(plan, LevelPlan) else None
+    marker = "scatter" if levels is None else "scatter-1"
+    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
+    scatter_keys = []
+    for block in range(plan.n_blocks):
+        key = (f"{name}-{marker}", block)
+        scatter_keys.append(key)
+        if f"{marker}-{block}" in done:
+            graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
+            continue
+        # One level: the scatter draws its own counts. More: its row of its group's table.
+        work: tuple[Any, ...]
+        if levels is None:
+            work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
+        else:
+            work = (_scatter, fmt_key, first_tmp, block, tables[0].rows[block], levels.levels[0].seed)
+        # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
+        graph[key] = stages.task(
+            f"{marker}-{block}", *work, *((input_keys[block],) if input_keys is not None else ()), once=True
+        )
+    pieces_key = f"{name}-pieces"
+    graph[pieces_key] = (_combine, fmt_key, scatter_keys)
+    return pieces_key
+
+
 def _level_stage(
-    graph: dict[Any, Any],
-    name: str,
-    fmt_key: str,
-    plan: LevelPlan,
-    index: int,
-    tmp: Location,
-    tables: list[_Tables],
-    pieces_key: str,
-    task: Callable[..., Any],
-    done: frozenset[str],
+    stages: _Stages, plan: LevelPlan, index: int, tmp: Location, tables: list[_Tables], pieces_key: str
 ) -> str:
     """Level ``index`` (2 or more): each of its blocks, a span of the level before, read and scattered; its barrier."""
+    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
     before = plan.levels[index - 2]
     span_groups, span_children = (part.tolist() for part in before.spans)
     tmp_in, tmp_out = level_tmp(tmp, index - 1), level_tmp(tmp, index)
@@ -321,40 +301,25 @@ def _level_stage(
             scatter = (tables[index - 1].rows[span], 0, level.fanout, level.seed)
         else:  # the last level: its counts per pile of its super-pile, from the plan
             counts, lo = plan.last_counts(span)
-            scatter = (_compact(counts), lo, plan.n_piles, plan.last_seed)
-        graph[key] = task(f"scatter-{index}-{span}", _scatter_after, pieces_key, *reads, *scatter, once=True)
+            scatter = (compact(counts), lo, plan.n_piles, plan.last_seed)
+        graph[key] = stages.task(f"scatter-{index}-{span}", _scatter_after, pieces_key, *reads, *scatter, once=True)
     barrier = f"{name}-pieces-{index}"
     graph[barrier] = (_combine, fmt_key, keys)
     return barrier
 
 
-def _compact(values: NDArray[np.int64]) -> NDArray[Any]:
-    """``values`` (counts or offsets, never negative) in the smallest unsigned type that holds them."""
-    largest = int(values.max(initial=0))
-    dtype = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if largest <= np.iinfo(t).max)
-    return values.astype(dtype)
-
-
-def _merge_columns(plan: _Layout, group: MergeGroup) -> tuple[int, NDArray[Any], NDArray[Any]]:
-    first_block, counts, read_starts = plan.merge_columns(group.pile_start, group.pile_stop)
-    return first_block, _compact(counts), _compact(read_starts)
-
-
 def _merge_stage(
-    graph: dict[Any, Any],
-    name: str,
+    stages: _Stages,
     fmt: Format[Any],
-    fmt_key: str,
-    plan: _Layout,
+    plan: MergeLayout,
     tmp: Location,
     dst: Location,
     materialize: bool,
     merge_nbytes: int,
     pieces_key: str,
-    task: Callable[..., Any],
-    done: frozenset[str],
 ) -> tuple[dict[Any, Any], str]:
     """The merge tasks (one per group of whole piles), their seams, and the key that completes them."""
+    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
     alignment = fmt.write_alignment()
     merge_keys = []
     seams: dict[int, list[Any]] = {}
@@ -362,21 +327,21 @@ def _merge_stage(
         if group.row_stop == group.row_start:
             continue
         key = (f"{name}-merge", index)
-        graph[key] = task(
+        graph[key] = stages.task(
             f"merge-{index}",
             _merge,
             fmt_key,
             tmp,
             dst,
             group,
-            *_merge_columns(plan, group),
+            *merge_columns_of(plan, group),
             plan.seed,
             materialize,
             plan.n_rows,
             pieces_key,
         )
         merge_keys.append(key)
-        a, b = _aligned(group.row_start, group.row_stop, plan.n_rows, alignment)
+        a, b = aligned(group.row_start, group.row_stop, plan.n_rows, alignment)
         if a > group.row_start:
             seams.setdefault(group.row_start // alignment, []).append(key)
         if group.row_stop > b:
@@ -385,7 +350,9 @@ def _merge_stage(
     for chunk, sources in sorted(seams.items()):
         key = (f"{name}-seam", chunk)
         graph[key] = (
-            None if f"seam-{chunk}" in done else task(f"seam-{chunk}", _seam, fmt_key, dst, chunk, pieces_key, *sources)
+            None
+            if f"seam-{chunk}" in done
+            else stages.task(f"seam-{chunk}", _seam, fmt_key, dst, chunk, pieces_key, *sources)
         )
         seam_keys.append(key)
     own_seams: dict[Any, list[int]] = {}

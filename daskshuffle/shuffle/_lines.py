@@ -40,14 +40,8 @@ from ..plan._options import (
 )
 from ..storage._location import Location
 from ._compute import map_tasks
-from ._run import (
-    ShuffleResult,
-    check_destination,
-    check_workers_reach,
-    run_shuffle,
-    shuffle_locations,
-    shuffle_options,
-)
+from ._destination import check_destination, check_workers_reach, shuffle_locations
+from ._run import ShuffleResult, run_shuffle, shuffle_options
 
 __all__ = ["shuffle_lines"]
 

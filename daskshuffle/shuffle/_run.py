@@ -3,18 +3,18 @@
 The public shuffles (``shuffle_zarr``, ``shuffle_parquet``, ...) open their
 source as a format, parse their common arguments into
 :class:`~daskshuffle.plan._options.ShuffleOptions`, and hand both to
-:func:`run_shuffle`.
+:func:`run_shuffle`. Where it writes is checked in ``_destination.py``, and
+what it plans and records in ``_store_plan.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno
-import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,29 +22,25 @@ from numpy.typing import NDArray
 from .._errors import (
     Argument,
     DaskShuffleValueError,
-    PileStoreExistsError,
     ShuffleInterrupted,
     StorageFullError,
-    StorageNotFoundError,
 )
 from ..formats import read_metadata
-from ..formats._base import FORMAT_VERSION, CollectionSource, Format
-from ..plan._level_plan import LevelPlan, make_level_plan
+from ..formats._base import CollectionSource, Format
+from ..plan._level_plan import LevelPlan
 from ..plan._options import ShuffleOptions, parse_shuffle_options
-from ..plan._plan import Plan, ShuffleSettings, fingerprint, make_plan
-from ..plan._rules import Layout, choose_layout
+from ..plan._plan import Plan
 from ..storage import _leftovers, _paths
 from ..storage._location import Location
 from ..storage._lock import exclusive
 from ..storage._manifest import Manifest as _Manifest
-from ._compute import compute, workers_not_seeing
+from ._compute import compute
+from ._destination import build_path, check_destination, exists_error, shuffle_locations
 from ._graph import level_tmp, shuffle_graph
+from ._store_plan import differences, plan_within_budget, store_metadata
 
-__all__ = ["ShuffleResult", "check_destination", "check_workers_reach", "run_shuffle", "shuffle_options"]
+__all__ = ["ShuffleResult", "run_shuffle", "shuffle_options"]
 
-_TMP_SUFFIX = _leftovers.TMP_SUFFIX
-#: Where a store is built before it takes the destination's place.
-_NEW_SUFFIX = _leftovers.NEW_SUFFIX
 #: The manifest of finished tasks, inside the scratch directory.
 _MANIFEST = "_done"
 #: The manifest's mark that the store and the pieces' directories were created.
@@ -110,178 +106,6 @@ def shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: o
     )
 
 
-def _plan_within_budget(
-    lengths: Sequence[int],
-    n_piles: int | Literal["auto"],
-    seed: int,
-    row_nbytes: int,
-    pile_nbytes: int,
-    *,
-    levels: int | Literal["auto"] = 1,
-    block_nbytes: int = 1,
-    storage: Literal["local", "object"] = "local",
-) -> Plan | LevelPlan:
-    """Plan, in one level or more, making sure the largest pile fits ``pile_nbytes``.
-
-    The piles and levels follow the planning rules that :func:`daskshuffle.explain`
-    follows too (:func:`~daskshuffle.plan._rules.choose_layout`); only a drawn pile
-    too large for ``pile_nbytes`` (rare) makes this plan differ from its prediction.
-    """
-    layout = choose_layout(
-        int(np.sum(lengths)),
-        row_nbytes,
-        len(lengths),
-        n_piles=n_piles,
-        pile_nbytes=pile_nbytes,
-        block_nbytes=block_nbytes,
-        levels=levels,
-        storage=storage,
-    )
-    while True:
-        plan = _draw(lengths, layout, seed)
-        largest = int(plan.pile_sizes.max(initial=0)) * row_nbytes
-        if largest <= pile_nbytes:
-            return plan
-        layout = layout.after_overflow(largest)
-
-
-def _draw(lengths: Sequence[int], layout: Layout, seed: int) -> Plan | LevelPlan:
-    if layout.fanouts:
-        return make_level_plan(lengths, layout.n_piles, layout.fanouts, seed, layout.block_rows)
-    return make_plan(lengths, layout.n_piles, seed)
-
-
-def _run_lengths(lengths: Sequence[int]) -> list[list[int]]:
-    """``[[length, repeats], ...]``: block lengths are mostly equal, and a store may have many blocks."""
-    runs: list[list[int]] = []
-    for length in lengths:
-        if runs and runs[-1][0] == int(length):
-            runs[-1][1] += 1
-        else:
-            runs.append([int(length), 1])
-    return runs
-
-
-def _existing_directory(path: str) -> str:
-    """The directory of the local ``path``, or its nearest ancestor that exists (the shuffle makes the rest)."""
-    directory = os.path.dirname(path)
-    while directory and not os.path.isdir(directory) and os.path.dirname(directory) != directory:
-        directory = os.path.dirname(directory)
-    return directory
-
-
-def check_workers_reach(paths: dict[str, Location]) -> None:
-    """Refuse local paths (``{parameter: location}``) that the cluster's workers do not see, before anything runs there.
-
-    The workers write the pieces and the store: on a cluster of several
-    machines, a local path is only good on a filesystem they all share.
-    """
-    checked: set[str] = set()
-    for name, location in paths.items():
-        if not location.is_local:
-            continue
-        directory = _existing_directory(location.path)
-        if directory in checked:
-            continue
-        checked.add(directory)
-        missing = workers_not_seeing(directory)
-        if missing:
-            raise StorageNotFoundError(
-                f"Expected every worker of the cluster to see the directory of {name}, {directory!r}. Got "
-                f"{len(missing)} worker{'s' if len(missing) != 1 else ''} ({', '.join(missing[:3])}"
-                f"{', ...' if len(missing) > 3 else ''}) that cannot instead; the cluster needs a shared filesystem "
-                "(mounted at the same path on the client and every worker) or object storage (s3://, gs://, ...) "
-                f"for {name}.",
-                parameter=name,
-            )
-
-
-def check_destination(
-    sources: Sequence[str],
-    dst: Location,
-    tmp: Location | None,
-    *,
-    overwrite: bool,
-    workers: bool = True,
-) -> Location:
-    """Check that ``dst`` and the scratch space may be written; return the scratch directory.
-
-    The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
-    named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
-    With ``workers``, the workers of the active cluster must see both
-    (:func:`check_workers_reach`).
-    """
-    for source in sources:
-        if _paths.overlaps(dst.url, source):
-            raise DaskShuffleValueError(
-                f"Expected dst to lie outside the source. Got dst={dst.url!r} and source {source!r} instead; "
-                "choose another destination (the source is never modified)."
-            )
-    dst.check("dst")
-    if dst.exists() and not overwrite:
-        raise PileStoreExistsError(
-            (
-                f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; ",
-                Argument("overwrite", True, passed=True),
-                " to replace it.",
-            ),
-            parameter="overwrite",
-        )
-    scratch = dst.scratch(_TMP_SUFFIX, tmp)
-    for source in sources:
-        if _paths.overlaps(scratch.url, source):
-            raise DaskShuffleValueError(
-                f"Expected tmp to lie outside the source. Got tmp={scratch.url!r} and source {source!r} instead."
-            )
-    scratch.check("tmp")
-    if workers:
-        check_workers_reach({"dst": dst, "tmp": scratch})
-    return scratch
-
-
-def build_path(dst: Location) -> Location:
-    """Where a shuffle into ``dst`` builds its store: ``dst`` itself, or ``<dst>.daskshuffle-new``.
-
-    A new destination is written in place, marked incomplete until the end
-    (and removed if the run fails). A destination that exists (``overwrite=True``)
-    is replaced only once the new store is complete, built beside it: until
-    then the old one stays whole and readable.
-    """
-    return dst.with_suffix(_NEW_SUFFIX) if dst.exists() else dst
-
-
-def _metadata(
-    fmt: Format[Any], options: ShuffleOptions, plan: Plan | LevelPlan, variables: list[str]
-) -> dict[str, Any]:
-    """What the store records, its fingerprint included: everything its order depends on."""
-    settings = ShuffleSettings(n_piles=plan.n_piles, seed=plan.seed, materialize=options.materialize)
-    metadata: dict[str, Any] = {
-        "format_version": FORMAT_VERSION,
-        "kind": fmt.kind,
-        "complete": False,
-        "n_rows": plan.n_rows,
-        "n_piles": plan.n_piles,
-        "seed": plan.seed,
-        "materialized": options.materialize,
-        "pile_offsets": plan.pile_offsets.tolist(),
-        "variables": variables,
-        "source": fmt.describe_source(),
-        "settings": settings.to_dict(),
-        # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
-        # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
-        "blocks": {"block_memory": options.block_nbytes, "lengths": _run_lengths(plan.block_lengths.tolist())},
-    }
-    if isinstance(plan, LevelPlan):  # the super-piles the rows went through before their piles
-        metadata["levels"] = {"n_levels": plan.n_levels, "fanouts": plan.fanouts, "n_super_piles": plan.n_super}
-    metadata["fingerprint"] = fingerprint(metadata)
-    return metadata
-
-
-def _differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:
-    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version")
-    return [key for key in keys if recorded.get(key) != ours.get(key)]
-
-
 @dataclass(frozen=True)
 class _Earlier:
     """A store of an earlier run of this shuffle: at ``dst`` (complete or not) or where it is built."""
@@ -338,13 +162,6 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     return result
 
 
-def shuffle_locations(options: ShuffleOptions) -> tuple[Location, Location | None]:
-    """The locations of ``dst`` and of ``tmp`` (if given), reached with the shuffle's ``storage_options``."""
-    dst = Location.of(options.dst, options.storage_options)
-    tmp = Location.of(options.tmp, options.storage_options) if options.tmp is not None else None
-    return dst, tmp
-
-
 def _run_locked(
     fmt: Format[Any],
     options: ShuffleOptions,
@@ -364,7 +181,7 @@ def _run_locked(
     if earlier is not None and not options.seed_given:
         seed = int(earlier.metadata["seed"])
 
-    plan = _plan_within_budget(
+    plan = plan_within_budget(
         fmt.block_lengths,
         options.n_piles,
         seed,
@@ -375,7 +192,7 @@ def _run_locked(
         storage="local" if tmp.is_local else "object",
     )
     fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
-    metadata = _metadata(fmt, options, plan, variables)
+    metadata = store_metadata(fmt, options, plan, variables)
     same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
 
     def result(n_tasks: int) -> ShuffleResult:
@@ -400,7 +217,7 @@ def _run_locked(
         raise DaskShuffleValueError(
             (
                 f"Expected the same shuffle as the interrupted one at {earlier.path.url!r}. Got other "
-                f"{', '.join(_differences(earlier.metadata, metadata)) or 'arguments'} instead; run the same call to "
+                f"{', '.join(differences(earlier.metadata, metadata)) or 'arguments'} instead; run the same call to "
                 "continue it, or ",
                 Argument("overwrite", True, passed=True),
                 " to start over.",
@@ -408,14 +225,7 @@ def _run_locked(
             parameter="overwrite",
         )
     if dst.exists() and not options.overwrite and not (earlier and earlier.path == dst):
-        raise PileStoreExistsError(
-            (
-                f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; ",
-                Argument("overwrite", True, passed=True),
-                " to replace it.",
-            ),
-            parameter="overwrite",
-        )
+        raise exists_error(dst)
 
     merge_nbytes = max(options.block_nbytes, 1)
     fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises

@@ -13,7 +13,8 @@ from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 
 if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
-    from ..formats._zarr import SourceLike
+    from ..formats._xarray import XarrayFormat
+    from ..formats._zarr import SourceLike, ZarrFormat
 
 __all__ = ["shuffle_zarr"]
 
@@ -119,22 +120,22 @@ def shuffle_zarr(
             )
         from ..formats._xarray import open_arrays_source
 
-        dataset = open_arrays_source(
+        fmt: XarrayFormat | ZarrFormat = open_arrays_source(
             arrays,
             variables=chosen,
             block_nbytes=options.block_nbytes,
             chunk_rows=chunk_rows,
             block_inputs=_compute.array_inputs,
         )
-        return run_shuffle(dataset, options, variables=[variable.name for variable in dataset.variables])
-    from ..formats._zarr import open_zarr_sources
+    else:
+        from ..formats._zarr import open_zarr_sources
 
-    fmt = open_zarr_sources(
-        cast("SourceLike | Sequence[SourceLike]", src),
-        variables=chosen,
-        block_nbytes=options.block_nbytes,
-        chunk_rows=chunk_rows,
-        compressors=compressors,
-        storage_options=options.storage_options,
-    )
+        fmt = open_zarr_sources(
+            cast("SourceLike | Sequence[SourceLike]", src),
+            variables=chosen,
+            block_nbytes=options.block_nbytes,
+            chunk_rows=chunk_rows,
+            compressors=compressors,
+            storage_options=options.storage_options,
+        )
     return run_shuffle(fmt, options, variables=[variable.name for variable in fmt.variables])

@@ -1,0 +1,123 @@
+"""Where a shuffle writes: its destination and scratch space, checked before anything is written.
+
+The scratch directory is ``<dst>.daskshuffle-tmp`` (or one named after ``dst``
+inside ``tmp``); a store that replaces an existing destination is built at
+``<dst>.daskshuffle-new``. On a cluster, the workers must see every local path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
+from ..plan._options import ShuffleOptions
+from ..storage import _leftovers, _paths
+from ..storage._location import Location
+from ._compute import workers_not_seeing
+
+__all__ = ["build_path", "check_destination", "check_workers_reach", "exists_error", "shuffle_locations"]
+
+_TMP_SUFFIX = _leftovers.TMP_SUFFIX
+#: Where a store is built before it takes the destination's place.
+_NEW_SUFFIX = _leftovers.NEW_SUFFIX
+
+
+def _existing_directory(path: str) -> str:
+    """The directory of the local ``path``, or its nearest ancestor that exists (the shuffle makes the rest)."""
+    directory = os.path.dirname(path)
+    while directory and not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def check_workers_reach(paths: dict[str, Location]) -> None:
+    """Refuse local paths (``{parameter: location}``) that the cluster's workers do not see, before anything runs there.
+
+    The workers write the pieces and the store: on a cluster of several
+    machines, a local path is only good on a filesystem they all share.
+    """
+    checked: set[str] = set()
+    for name, location in paths.items():
+        if not location.is_local:
+            continue
+        directory = _existing_directory(location.path)
+        if directory in checked:
+            continue
+        checked.add(directory)
+        missing = workers_not_seeing(directory)
+        if missing:
+            raise StorageNotFoundError(
+                f"Expected every worker of the cluster to see the directory of {name}, {directory!r}. Got "
+                f"{len(missing)} worker{'s' if len(missing) != 1 else ''} ({', '.join(missing[:3])}"
+                f"{', ...' if len(missing) > 3 else ''}) that cannot instead; the cluster needs a shared filesystem "
+                "(mounted at the same path on the client and every worker) or object storage (s3://, gs://, ...) "
+                f"for {name}.",
+                parameter=name,
+            )
+
+
+def check_destination(
+    sources: Sequence[str],
+    dst: Location,
+    tmp: Location | None,
+    *,
+    overwrite: bool,
+    workers: bool = True,
+) -> Location:
+    """Check that ``dst`` and the scratch space may be written; return the scratch directory.
+
+    The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
+    named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
+    With ``workers``, the workers of the active cluster must see both
+    (:func:`check_workers_reach`).
+    """
+    for source in sources:
+        if _paths.overlaps(dst.url, source):
+            raise DaskShuffleValueError(
+                f"Expected dst to lie outside the source. Got dst={dst.url!r} and source {source!r} instead; "
+                "choose another destination (the source is never modified)."
+            )
+    dst.check("dst")
+    if dst.exists() and not overwrite:
+        raise exists_error(dst)
+    scratch = dst.scratch(_TMP_SUFFIX, tmp)
+    for source in sources:
+        if _paths.overlaps(scratch.url, source):
+            raise DaskShuffleValueError(
+                f"Expected tmp to lie outside the source. Got tmp={scratch.url!r} and source {source!r} instead."
+            )
+    scratch.check("tmp")
+    if workers:
+        check_workers_reach({"dst": dst, "tmp": scratch})
+    return scratch
+
+
+def exists_error(dst: Location) -> PileStoreExistsError:
+    """The error for a destination that exists when ``overwrite`` was not passed."""
+    return PileStoreExistsError(
+        (
+            f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; ",
+            Argument("overwrite", True, passed=True),
+            " to replace it.",
+        ),
+        parameter="overwrite",
+    )
+
+
+def build_path(dst: Location) -> Location:
+    """Where a shuffle into ``dst`` builds its store: ``dst`` itself, or ``<dst>.daskshuffle-new``.
+
+    A new destination is written in place, marked incomplete until the end
+    (and removed if the run fails). A destination that exists (``overwrite=True``)
+    is replaced only once the new store is complete, built beside it: until
+    then the old one stays whole and readable.
+    """
+    return dst.with_suffix(_NEW_SUFFIX) if dst.exists() else dst
+
+
+def shuffle_locations(options: ShuffleOptions) -> tuple[Location, Location | None]:
+    """The locations of ``dst`` and of ``tmp`` (if given), reached with the shuffle's ``storage_options``."""
+    dst = Location.of(options.dst, options.storage_options)
+    tmp = Location.of(options.tmp, options.storage_options) if options.tmp is not None else None
+    return dst, tmp

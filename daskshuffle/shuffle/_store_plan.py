@@ -1,0 +1,106 @@
+"""What a shuffle plans and what its store records: the plan within the pile budget, and the metadata.
+
+Planning is pure: the piles and levels follow :func:`~daskshuffle.plan._rules.choose_layout`,
+and the metadata names everything the store's order depends on, so that two
+stores differ in fingerprint wherever they differ in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from ..formats._base import FORMAT_VERSION, Format
+from ..plan._level_plan import LevelPlan, make_level_plan
+from ..plan._options import ShuffleOptions
+from ..plan._plan import Plan, ShuffleSettings, fingerprint, make_plan
+from ..plan._rules import Layout, choose_layout
+
+__all__ = ["differences", "plan_within_budget", "run_lengths", "store_metadata"]
+
+
+def plan_within_budget(
+    lengths: Sequence[int],
+    n_piles: int | Literal["auto"],
+    seed: int,
+    row_nbytes: int,
+    pile_nbytes: int,
+    *,
+    levels: int | Literal["auto"] = 1,
+    block_nbytes: int = 1,
+    storage: Literal["local", "object"] = "local",
+) -> Plan | LevelPlan:
+    """Plan, in one level or more, making sure the largest pile fits ``pile_nbytes``.
+
+    The piles and levels follow the planning rules that :func:`daskshuffle.explain`
+    follows too (:func:`~daskshuffle.plan._rules.choose_layout`); only a drawn pile
+    too large for ``pile_nbytes`` (rare) makes this plan differ from its prediction.
+    """
+    layout = choose_layout(
+        int(np.sum(lengths)),
+        row_nbytes,
+        len(lengths),
+        n_piles=n_piles,
+        pile_nbytes=pile_nbytes,
+        block_nbytes=block_nbytes,
+        levels=levels,
+        storage=storage,
+    )
+    while True:
+        plan = _draw(lengths, layout, seed)
+        largest = int(plan.pile_sizes.max(initial=0)) * row_nbytes
+        if largest <= pile_nbytes:
+            return plan
+        layout = layout.after_overflow(largest)
+
+
+def _draw(lengths: Sequence[int], layout: Layout, seed: int) -> Plan | LevelPlan:
+    if layout.fanouts:
+        return make_level_plan(lengths, layout.n_piles, layout.fanouts, seed, layout.block_rows)
+    return make_plan(lengths, layout.n_piles, seed)
+
+
+def run_lengths(lengths: Sequence[int]) -> list[list[int]]:
+    """``[[length, repeats], ...]``: block lengths are mostly equal, and a store may have many blocks."""
+    runs: list[list[int]] = []
+    for length in lengths:
+        if runs and runs[-1][0] == int(length):
+            runs[-1][1] += 1
+        else:
+            runs.append([int(length), 1])
+    return runs
+
+
+def store_metadata(
+    fmt: Format[Any], options: ShuffleOptions, plan: Plan | LevelPlan, variables: list[str]
+) -> dict[str, Any]:
+    """What the store records, its fingerprint included: everything its order depends on."""
+    settings = ShuffleSettings(n_piles=plan.n_piles, seed=plan.seed, materialize=options.materialize)
+    metadata: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "kind": fmt.kind,
+        "complete": False,
+        "n_rows": plan.n_rows,
+        "n_piles": plan.n_piles,
+        "seed": plan.seed,
+        "materialized": options.materialize,
+        "pile_offsets": plan.pile_offsets.tolist(),
+        "variables": variables,
+        "source": fmt.describe_source(),
+        "settings": settings.to_dict(),
+        # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
+        # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
+        "blocks": {"block_memory": options.block_nbytes, "lengths": run_lengths(plan.block_lengths.tolist())},
+    }
+    if isinstance(plan, LevelPlan):  # the super-piles the rows went through before their piles
+        metadata["levels"] = {"n_levels": plan.n_levels, "fanouts": plan.fanouts, "n_super_piles": plan.n_super}
+    metadata["fingerprint"] = fingerprint(metadata)
+    return metadata
+
+
+def differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:
+    """The keys its order depends on whose values differ between the ``recorded`` metadata and ``ours``."""
+    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version")
+    return [key for key in keys if recorded.get(key) != ours.get(key)]
