@@ -193,8 +193,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             group = zarr.open_group(
                 location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
             )
-        except (FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
-            if not location.exists():  # asked only now: on object storage each look is a request
+        except (PermissionError, FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
+            if not location.exists():  # asked only now (a request on object storage); names refused credentials
                 raise SourceNotFoundError(
                     f"Expected an existing pile store. Got {given!r}, which does not exist, instead."
                 ) from None

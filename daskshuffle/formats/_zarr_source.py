@@ -51,13 +51,14 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
             f"dict of dask arrays. Got {type(source).__name__} instead."
         )
     location = Location.of(source, storage_options)
-    if not location.exists():
-        raise SourceNotFoundError(
-            f"Expected src to be an existing Zarr group or array. Got {os.fspath(source)!r}, which does not exist, instead."
-        )
     try:
         return zarr.open(location.url, mode="r", storage_options=location.zarr_options)
-    except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
+    except (PermissionError, FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
+        if not location.exists():  # asked only now (a request on object storage); names refused credentials
+            raise SourceNotFoundError(
+                f"Expected src to be an existing Zarr group or array. Got {os.fspath(source)!r}, which does not "
+                "exist, instead."
+            ) from None
         # zarr's message names its own store object (StorePath(LocalStore, 'file://...')): say it in the user's terms.
         reason = "no Zarr group or array metadata (zarr.json, .zgroup or .zarray) is there"
         if not isinstance(error, zarr.errors.GroupNotFoundError | zarr.errors.NodeNotFoundError | FileNotFoundError):

@@ -78,8 +78,7 @@ def check_destination(
                 f"Expected dst to lie outside the source. Got dst={dst.url!r} and source {source!r} instead; "
                 "choose another destination (the source is never modified)."
             )
-    dst.check("dst")
-    if dst.exists() and not overwrite:
+    if dst.check("dst") and not overwrite:
         raise exists_error(dst)
     scratch = dst.scratch(_TMP_SUFFIX, tmp)
     for source in sources:
@@ -87,7 +86,7 @@ def check_destination(
             raise DaskShuffleValueError(
                 f"Expected tmp to lie outside the source. Got tmp={scratch.url!r} and source {source!r} instead."
             )
-    scratch.check("tmp")
+    scratch.check("tmp", bucket_known=scratch.fs is dst.fs and scratch.bucket == dst.bucket)
     if workers:
         check_workers_reach({"dst": dst, "tmp": scratch})
     return scratch
@@ -105,15 +104,15 @@ def exists_error(dst: Location) -> PileStoreExistsError:
     )
 
 
-def build_path(dst: Location) -> Location:
-    """Where a shuffle into ``dst`` builds its store: ``dst`` itself, or ``<dst>.daskshuffle-new``.
+def build_path(dst: Location, exists: bool) -> Location:
+    """Where a shuffle into ``dst`` (which ``exists`` or not) builds its store: ``dst``, or ``<dst>.daskshuffle-new``.
 
     A new destination is written in place, marked incomplete until the end
     (and removed if the run fails). A destination that exists (``overwrite=True``)
     is replaced only once the new store is complete, built beside it: until
     then the old one stays whole and readable.
     """
-    return dst.with_suffix(_NEW_SUFFIX) if dst.exists() else dst
+    return dst.with_suffix(_NEW_SUFFIX) if exists else dst
 
 
 def shuffle_locations(options: ShuffleOptions) -> tuple[Location, Location | None]:

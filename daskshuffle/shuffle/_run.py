@@ -175,7 +175,8 @@ def _run_locked(
 ) -> tuple[ShuffleResult, int]:
     """Plan and write, the lock of dst held; the result and the tasks run (0: the store was there already)."""
     materialize = options.materialize
-    target = dst if fmt.places_itself else build_path(dst)
+    dst_exists = dst.exists()  # once the lock is held: what was checked before may have changed
+    target = dst if fmt.places_itself else build_path(dst, dst_exists)
     earlier = _earlier_run(dst, target) if resumable and not options.overwrite else None
     seed = options.seed
     if earlier is not None and not options.seed_given:
@@ -224,7 +225,7 @@ def _run_locked(
             ),
             parameter="overwrite",
         )
-    if dst.exists() and not options.overwrite and not (earlier and earlier.path == dst):
+    if dst_exists and not options.overwrite and not (earlier and earlier.path == dst):
         raise exists_error(dst)
 
     merge_nbytes = max(options.block_nbytes, 1)

@@ -195,16 +195,18 @@ class Location:
         """Bytes of the file here, or of every file below the directory here."""
         return int(self.fs.du(self.path, total=True)) if self.isdir() else int(self.fs.size(self.path) or 0)
 
-    def check(self, name: str) -> None:
+    def check(self, name: str, *, bucket_known: bool = False) -> bool:
         """Before anything is written: the credentials are accepted and, on an object store, the bucket exists.
 
-        ``name`` is the parameter the location came from, for the error.
+        Returns whether something is here already. ``name`` is the parameter
+        the location came from, for the error. The bucket is asked for only if
+        nothing is here and ``bucket_known`` is false (each look is a request).
         daskshuffle never creates a bucket.
         """
-        self.exists()  # refused credentials are named here
-        if not self.is_object_store:
-            return
-        bucket = self.path.strip("/").split("/", 1)[0]
+        found_here = self.exists()  # refused credentials are named here
+        if found_here or bucket_known or not self.is_object_store:
+            return found_here
+        bucket = self.bucket
         try:
             found = bool(self.fs.exists(bucket))
         except PermissionError as error:
@@ -216,6 +218,12 @@ class Location:
                 "storage_options.",
                 parameter=name,
             )
+        return False
+
+    @property
+    def bucket(self) -> str:
+        """The first component of the path: on an object store, the bucket."""
+        return self.path.strip("/").split("/", 1)[0]
 
     def _access_error(self, error: BaseException) -> StorageAccessError:
         return StorageAccessError(
