@@ -13,7 +13,9 @@ from typing import Any
 
 from .._errors import IncompletePileStoreError, SourceNotFoundError
 from ..storage._location import Location
-from ._base import FORMAT_VERSION, AppendedStoreError, Format, PileReader
+from ._base import FORMAT_VERSION, Format
+from ._pile_metadata import AppendedStoreError
+from ._pile_reader import PileReader
 
 __all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader", "read_metadata"]
 

@@ -30,7 +30,8 @@ from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
-from ._base import PileReader, check_recorded_rows, metadata_disagrees
+from ._pile_metadata import check_recorded_rows, metadata_disagrees
+from ._pile_reader import PileReader
 from ._zarr_reader import RowsRead, ZarrPileReader
 from ._zarr_source import METADATA_KEY
 

@@ -32,8 +32,9 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
 from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._location import Location
-from ._base import PileReader, check_pile_metadata, check_recorded_rows, metadata_disagrees, select_variables
 from ._parquet_store import METADATA_FILE, PART, arrow_filesystem, concat, part_name, take
+from ._pile_metadata import check_pile_metadata, check_recorded_rows, metadata_disagrees, select_variables
+from ._pile_reader import PileReader
 
 __all__ = ["FOOTERS_KEPT", "RANGE_NBYTES", "ParquetPileReader", "read_metadata"]
 

@@ -41,8 +41,9 @@ from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNot
 from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
-from ._base import AppendedStoreError, PileReader, check_pile_metadata, check_recorded_rows, select_variables
 from ._layout import LAYOUT_KEY
+from ._pile_metadata import AppendedStoreError, check_pile_metadata, check_recorded_rows, select_variables
+from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_source import METADATA_KEY as _METADATA_KEY
 from ._zarr_source import read_in_runs as _read_in_runs
