@@ -11,10 +11,10 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import IncompletePileStoreError, SourceNotFoundError
+from .._errors import IncompletePileStoreError
 from ..storage._location import Location
 from ._base import FORMAT_VERSION, Format
-from ._pile_metadata import AppendedStoreError
+from ._pile_metadata import AppendedStoreError, check_store_exists
 from ._pile_reader import PileReader
 
 __all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader", "read_metadata"]
@@ -62,10 +62,7 @@ def open_pile_reader(
     ['id', 'label']
     """
     location = Location.of(store, storage_options)
-    if not location.exists():
-        raise SourceNotFoundError(
-            f"Expected an existing pile store. Got {str(store)!r}, which does not exist, instead."
-        )
+    check_store_exists(location, str(store))
     for kind in PILE_READERS:
         reader = _reader_class(kind)
         if reader.recognizes(location):

@@ -24,13 +24,13 @@ import numpy as np
 import zarr
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from .._errors import DaskShuffleValueError, IncompletePileStoreError
 from ..plan._plan import fingerprint
 from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
-from ._pile_metadata import check_recorded_rows, metadata_disagrees
+from ._pile_metadata import check_recorded_rows, check_store_exists, metadata_disagrees
 from ._pile_reader import PileReader
 from ._zarr_reader import RowsRead, ZarrPileReader
 from ._zarr_source import METADATA_KEY
@@ -62,10 +62,7 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
     if metadata is None:
         from . import read_metadata
 
-        if not store.exists():
-            raise SourceNotFoundError(
-                f"Expected an existing pile store. Got {store.url!r}, which does not exist, instead."
-            )
+        check_store_exists(store, store.url)
         metadata = read_metadata(store)
     if not isinstance(metadata, dict) or not metadata.get("complete"):
         raise IncompletePileStoreError(

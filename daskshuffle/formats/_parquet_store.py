@@ -31,12 +31,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
 from ..plan._plan import split_piles
 from ..storage._location import Location
 from ._base import Destination, Pieces
 from ._parquet_layout import AUTO, column_options
-from ._pile_metadata import check_pile_metadata
+from ._pile_metadata import check_pile_metadata, check_store_exists
 
 __all__ = [
     "METADATA_FILE",
@@ -86,8 +86,8 @@ def read_metadata(store: Location) -> dict[str, Any]:
         sidecar = fs.cat_file(f"{root}/{METADATA_FILE}")
     except OSError:  # the checks below name what is wrong: no store, refused credentials, no sidecar
         sidecar = None
-    if sidecar is None and not store.exists():
-        raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
+    if sidecar is None:
+        check_store_exists(store, where)
     try:
         if sidecar is None:
             with fs.open(f"{root}/{METADATA_FILE}", "r") as file:

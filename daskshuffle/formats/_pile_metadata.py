@@ -13,13 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
+from .._errors import (
+    CorruptPileStoreError,
+    DaskShuffleValueError,
+    IncompletePileStoreError,
+    SourceNotFoundError,
+    UnfinishedShuffleError,
+)
 from ..plan._plan import fingerprint
+from ..storage._location import Location
 
 __all__ = [
     "AppendedStoreError",
     "check_pile_metadata",
     "check_recorded_rows",
+    "check_store_exists",
     "metadata_disagrees",
     "select_variables",
 ]
@@ -42,6 +50,12 @@ class AppendedStoreError(IncompletePileStoreError):
     def __init__(self, message: str, metadata: Mapping[str, Any]) -> None:
         super().__init__(message)
         self.metadata = dict(metadata)
+
+
+def check_store_exists(store: Location, where: str) -> None:
+    """Refuse a pile store that does not exist (:class:`~daskshuffle.SourceNotFoundError`); ``where`` names it."""
+    if not store.exists():
+        raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
 
 
 def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:

@@ -37,12 +37,18 @@ import numpy as np
 import zarr
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from .._errors import DaskShuffleValueError, IncompletePileStoreError
 from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._layout import LAYOUT_KEY
-from ._pile_metadata import AppendedStoreError, check_pile_metadata, check_recorded_rows, select_variables
+from ._pile_metadata import (
+    AppendedStoreError,
+    check_pile_metadata,
+    check_recorded_rows,
+    check_store_exists,
+    select_variables,
+)
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_source import METADATA_KEY as _METADATA_KEY
@@ -188,8 +194,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             )
         location = Location.of(store, storage_options)
         given = str(store)
-        if not location.exists():
-            raise SourceNotFoundError(f"Expected an existing pile store. Got {given!r}, which does not exist, instead.")
+        check_store_exists(location, given)
         try:
             # Not the consolidated metadata: each array's shape as its own zarr.json records it, to check the rows.
             group = zarr.open_group(
