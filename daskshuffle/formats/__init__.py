@@ -15,9 +15,17 @@ from .._errors import IncompletePileStoreError
 from ..storage._location import Location
 from ._base import FORMAT_VERSION, Format
 from ._pile_metadata import AppendedStoreError, check_store_exists
-from ._pile_reader import PileReader
+from ._pile_reader import ComposedReader, PileReader
 
-__all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader", "read_metadata"]
+__all__ = [
+    "FORMAT_VERSION",
+    "PILE_READERS",
+    "ComposedReader",
+    "Format",
+    "PileReader",
+    "open_pile_reader",
+    "read_metadata",
+]
 
 #: The reader of each kind of pile store, as ``kind: "module:class"``, imported
 #: only when needed so that reading Zarr does not load pyarrow, and so on.

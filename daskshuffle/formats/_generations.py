@@ -22,16 +22,14 @@ from typing import Any
 
 import numpy as np
 import zarr
-from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError
 from ..plan._plan import fingerprint
-from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
 from ._pile_metadata import check_recorded_rows, check_store_exists, metadata_disagrees
-from ._pile_reader import PileReader
+from ._pile_reader import ComposedReader
 from ._zarr_reader import RowsRead, ZarrPileReader
 from ._zarr_source import METADATA_KEY
 
@@ -170,7 +168,7 @@ def ensure_group(store: Location) -> None:
 
 
 # -- reading -----------------------------------------------------------------------
-class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
+class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
     """A Zarr pile store with several generations, read as one: pile ``p`` is pile ``p`` of each, oldest first.
 
     Examples
@@ -246,8 +244,8 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
             )
 
     @property
-    def decodes(self) -> bool:  # type: ignore[override]
-        return all(reader.decodes for reader in self.generations)
+    def members(self) -> list[ZarrPileReader]:
+        return self.generations
 
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
@@ -305,12 +303,6 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 a, b = a - size, b - size
         return self._concat_parts(parts) if parts else self.generations[0].read_rows(0, 0)
 
-    def to_batch(self, rows: ArrayRows) -> Any:
-        return self.generations[0].to_batch(rows)
-
-    def as_arrays(self, rows: ArrayRows) -> dict[str, NDArray[Any]] | None:
-        return self.generations[0].as_arrays(rows)
-
     def __getstate__(self) -> dict[str, Any]:  # pickled into torch DataLoader workers
         return {**self.__dict__, "_lock": None, "_spare": []}
 
@@ -318,18 +310,9 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    @property
-    def caches(self) -> bool:  # type: ignore[override]
-        return any(reader.caches for reader in self.generations)
-
-    def use_cache(self, cache: Cache) -> None:
-        for reader in self.generations:
-            reader.use_cache(cache)
-
     def close(self) -> None:
         self._spare = []
-        for reader in self.generations:
-            reader.close()
+        super().close()
 
 
 def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:

@@ -20,7 +20,7 @@ from ..storage._cache import Cache
 from ..storage._location import Location
 from ._base import Rows
 
-__all__ = ["PileReader"]
+__all__ = ["ComposedReader", "PileReader"]
 
 
 class PileReader(ABC, Generic[Rows]):
@@ -159,3 +159,50 @@ class PileReader(ABC, Generic[Rows]):
 
     def close(self) -> None:
         """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
+
+
+class ComposedReader(PileReader[Rows]):
+    """A pile reader that reads through other pile readers, :attr:`members`, of one kind of rows.
+
+    It declares what its members declare: it :attr:`decodes` where all of them
+    do and :attr:`caches` where any does; a cache, and :meth:`close`, reach
+    every member. Rows in memory and batches are the first member's.
+    """
+
+    @property
+    @abstractmethod
+    def members(self) -> Sequence[PileReader[Any]]:
+        """The readers read through, in order."""
+
+    @property
+    def decodes(self) -> bool:  # type: ignore[override]
+        return all(reader.decodes for reader in self.members)
+
+    @property
+    def caches(self) -> bool:  # type: ignore[override]
+        return any(reader.caches for reader in self.members)
+
+    def use_cache(self, cache: Cache) -> None:
+        for reader in self.members:
+            reader.use_cache(cache)
+
+    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
+        taken: Rows = self.members[0].take(rows, index)
+        return taken
+
+    def concat(self, parts: Sequence[Rows]) -> Rows:
+        rows: Rows = self.members[0].concat(parts)
+        return rows
+
+    def n_rows_of(self, rows: Rows) -> int:
+        return self.members[0].n_rows_of(rows)
+
+    def to_batch(self, rows: Rows) -> Any:
+        return self.members[0].to_batch(rows)
+
+    def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
+        return self.members[0].as_arrays(rows)
+
+    def close(self) -> None:
+        for reader in self.members:
+            reader.close()
