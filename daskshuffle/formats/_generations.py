@@ -30,7 +30,8 @@ from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
 from ._pile_metadata import check_recorded_rows, check_store_exists, metadata_disagrees
 from ._pile_reader import ComposedReader
-from ._zarr_reader import RowsRead, ZarrPileReader
+from ._zarr_reader import ZarrPileReader
+from ._zarr_reads import UnionRead
 from ._zarr_source import METADATA_KEY
 
 __all__ = ["GENERATIONS_KEY", "GenerationsReader", "generation_path", "read_root", "write_root"]
@@ -250,7 +251,7 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
 
-    def start_pile(self, pile: int) -> _UnionRead:
+    def start_pile(self, pile: int) -> UnionRead:
         """The read of ``pile``: each generation that holds rows of it reads them into its slice of one set of arrays."""
         sizes = self._offsets[:, pile + 1] - self._offsets[:, pile]
         rows = self._empty(int(sizes.sum()))
@@ -261,7 +262,7 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
                     reader.start_pile(pile, {name: values[first : first + size] for name, values in rows.items()})
                 )
                 first += size
-        return _UnionRead(rows, reads)
+        return UnionRead(rows, reads)
 
     def _empty(self, n_rows: int) -> ArrayRows:
         """Arrays for ``n_rows`` rows: recycled ones (:meth:`recycle`) if large enough, else of the largest pile."""
@@ -325,23 +326,6 @@ def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str
         assert isinstance(array, zarr.Array)
         types[name] = (str(array.dtype), tuple(int(size) for size in array.shape[1:]))
     return types
-
-
-class _UnionRead:
-    """The reads of one pile in several generations, into one set of arrays: threads help with any of them."""
-
-    def __init__(self, rows: ArrayRows, reads: list[RowsRead]) -> None:
-        self.rows = rows
-        self._reads = reads
-
-    def help(self, limit: int | None = None) -> bool:
-        """Run tasks no thread has taken yet (at most ``limit``); whether some may be left."""
-        return any(read.help(limit) and limit is not None for read in self._reads)
-
-    def result(self) -> ArrayRows:
-        for read in self._reads:
-            read.result()
-        return self.rows
 
 
 # -- compacting ----------------------------------------------------------------------
