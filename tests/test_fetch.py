@@ -279,7 +279,7 @@ def test_footers_not_kept_are_fetched_with_the_column_chunks(
     """In a store of more part files than footers kept, a read fetches its footer and reads nothing else."""
     from daskshuffle.formats._parquet_reader import ParquetPileReader
 
-    monkeypatch.setattr("daskshuffle.formats._parquet_reader.FOOTERS_KEPT", 1)
+    monkeypatch.setattr("daskshuffle.formats._parquet_parts.FOOTERS_KEPT", 1)
     local, remote = parquet_store
     expected = _ids(local, prefetch)
     read_footer = ParquetPileReader._read_footer
@@ -332,7 +332,8 @@ def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parque
     """A footer larger than the bytes first requested is requested again, whole; a truncated part is named."""
     import pyarrow.parquet as pq
 
-    from daskshuffle.formats._parquet_reader import FOOTER_NBYTES, ParquetPileReader
+    from daskshuffle.formats._parquet_parts import FOOTER_NBYTES
+    from daskshuffle.formats._parquet_reader import ParquetPileReader
 
     local, remote = parquet_store
     # 1,000 piles in a part file: a row group each, a footer larger than the bytes first requested.

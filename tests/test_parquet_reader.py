@@ -37,7 +37,7 @@ def open_descriptors() -> int:
 def test_part_files_are_opened_only_while_read_and_few_footers_are_kept(
     store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("daskshuffle.formats._parquet_reader.FOOTERS_KEPT", 2)
+    monkeypatch.setattr("daskshuffle.formats._parquet_parts.FOOTERS_KEPT", 2)
     before = open_descriptors()
     reader = ParquetPileReader(store)
     assert len(reader.part_paths) == 6

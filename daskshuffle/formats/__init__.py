@@ -11,11 +11,21 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._errors import IncompletePileStoreError, SourceNotFoundError
+from .._errors import IncompletePileStoreError
 from ..storage._location import Location
-from ._base import FORMAT_VERSION, AppendedStoreError, Format, PileReader
+from ._base import FORMAT_VERSION, Format
+from ._pile_metadata import AppendedStoreError, check_store_exists
+from ._pile_reader import ComposedReader, PileReader
 
-__all__ = ["FORMAT_VERSION", "PILE_READERS", "Format", "PileReader", "open_pile_reader", "read_metadata"]
+__all__ = [
+    "FORMAT_VERSION",
+    "PILE_READERS",
+    "ComposedReader",
+    "Format",
+    "PileReader",
+    "open_pile_reader",
+    "read_metadata",
+]
 
 #: The reader of each kind of pile store, as ``kind: "module:class"``, imported
 #: only when needed so that reading Zarr does not load pyarrow, and so on.
@@ -72,10 +82,7 @@ def open_pile_reader(
                 from ._generations import GenerationsReader
 
                 return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
-    if not location.exists():
-        raise SourceNotFoundError(
-            f"Expected an existing pile store. Got {str(store)!r}, which does not exist, instead."
-        )
+    check_store_exists(location, str(store))
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {str(store)!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."

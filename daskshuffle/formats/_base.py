@@ -6,9 +6,9 @@ four small protocols, each implemented whole by every kind: a source of blocks
 computed by a dask collection's tasks), rows in memory (:class:`RowsInMemory`),
 the pieces between the passes (:class:`Pieces`) and the destination
 (:class:`Destination`). A finished pile store is read through a
-:class:`PileReader`. A format instance is pickled into every task, so it holds
-only plain, picklable state: paths, URLs, open read-only handles that pickle,
-and small metadata.
+:class:`~daskshuffle.formats._pile_reader.PileReader`. A format instance is
+pickled into every task, so it holds only plain, picklable state: paths, URLs,
+open read-only handles that pickle, and small metadata.
 
 ``Rows`` is the format's in-memory container of rows: a dict of numpy arrays
 for Zarr, a ``pyarrow.Table`` for Parquet, a buffer of lines for text.
@@ -16,17 +16,14 @@ for Zarr, a ``pyarrow.Table`` for Parquet, a buffer of lines for text.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError, UnfinishedShuffleError
-from ..plan._plan import fingerprint, group_piles
-from ..storage._cache import Cache
+from ..plan._plan import group_piles
 from ..storage._location import Location
 
 __all__ = [
@@ -40,14 +37,9 @@ __all__ = [
     "FileSource",
     "Format",
     "Pieces",
-    "PileReader",
     "Rows",
     "RowsInMemory",
     "Source",
-    "check_pile_metadata",
-    "check_recorded_rows",
-    "metadata_disagrees",
-    "select_variables",
 ]
 
 #: The dtype kinds of fixed-size numbers: booleans, integers, floats, complex, durations and datetimes.
@@ -59,18 +51,8 @@ ARRAY_KINDS = NUMERIC_KINDS + "SU"
 #: Version of the pile store layout written into every store's metadata. Version 2
 #: (Zarr) records its layout, a crc32c per chunk and every chunk written.
 FORMAT_VERSION = 2
-#: Versions this release reads: a version 1 store is read as it was, without checks.
-READABLE_VERSIONS = (1, 2)
 #: Piece reads a merge keeps in flight on object storage (a format without a concurrent read of its own).
 PIECE_READERS = 16
-#: Keys a destination adds to the metadata after the shuffle fingerprinted it (the shuffle fingerprints it
-#: marked incomplete): a Zarr store's layout (``_layout.LAYOUT_KEY``) and an xarray store's dimension.
-ADDED_AFTER_FINGERPRINT = ("layout", "dim")
-#: What to do about a pile store whose metadata disagrees with itself or with its data.
-_REMEDY = (
-    "shuffle the source again with overwrite=True, or restore the metadata from a copy and check the store against "
-    "its source with `daskshuffle verify`"
-)
 
 Rows = TypeVar("Rows")
 Rows_co = TypeVar("Rows_co", covariant=True)
@@ -266,244 +248,3 @@ class CollectionFormat(CollectionSource[Rows], Pieces[Rows], Destination[Rows], 
 
 #: What the plan and the graph work with: a source of either kind, its pieces and its destination.
 Format: TypeAlias = FileFormat[Rows] | CollectionFormat[Rows]
-
-
-class PileReader(ABC, Generic[Rows]):
-    """A complete pile store opened for reading."""
-
-    #: The ``daskshuffle`` metadata recorded by the shuffle.
-    metadata: Mapping[str, Any]
-    #: Whether a read is mostly decoding in calls that release the GIL (a codec, a Parquet
-    #: reader), rather than copying bytes: the loader then reads in a background thread
-    #: beside any consumer (see :mod:`daskshuffle.loader._prefetch`).
-    decodes: bool = False
-    #: Whether reads are requests to a store that serves many at once (object storage): the
-    #: loader then starts the requests of the reads ahead of it (:meth:`fetch`), within its
-    #: read-ahead budget, so that many are in flight while the consumer works.
-    fetches: bool = False
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.metadata["n_rows"])
-
-    @property
-    def pile_offsets(self) -> NDArray[np.int64]:
-        return np.asarray(self.metadata["pile_offsets"], dtype=np.int64)
-
-    @abstractmethod
-    def read_rows(self, start: int, stop: int) -> Rows:
-        """Rows ``start:stop`` of the store."""
-
-    def read_pile(self, pile: int) -> Rows:
-        """Every row of pile ``pile``, as stored.
-
-        What the loader calls. A reader that checks what it reads raises
-        :class:`~daskshuffle.CorruptPileStoreError` naming the pile, the
-        variable and the file.
-        """
-        offsets = self.pile_offsets
-        return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
-
-    def read_piles(self, piles: Sequence[int]) -> Rows:
-        """Every row of store piles ``piles``, one pile after the other (a group the loader shuffles as one).
-
-        By default each pile is read, then the piles are concatenated and
-        their arrays go back to the reader (:meth:`recycle`); a reader that can
-        read each pile straight into its slice of one set of arrays overrides it.
-        """
-        parts = [self.read_pile(pile) for pile in piles]
-        if len(parts) == 1:
-            return parts[0]
-        rows = self.concat(parts)
-        for part in parts:
-            arrays = self.as_arrays(part)
-            if arrays is not None:
-                self.recycle(arrays)
-        return rows
-
-    def start_pile(self, pile: int) -> Any:
-        """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
-
-        The loader's consumer and its background thread then share the read
-        (:class:`~daskshuffle.loader._prefetch.PileJob`). By default ``None``:
-        the pile is read whole by :meth:`read_pile` in one thread.
-        """
-        return None
-
-    def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
-        """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
-
-        By default nothing is kept.
-        """
-
-    @abstractmethod
-    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
-        """The rows at ``index``, in that order."""
-
-    @abstractmethod
-    def concat(self, parts: Sequence[Rows]) -> Rows:
-        """The rows of ``parts`` one after the other."""
-
-    @abstractmethod
-    def n_rows_of(self, rows: Rows) -> int:
-        """How many rows ``rows`` holds."""
-
-    # -- for the loader --------------------------------------------------------
-    @classmethod
-    def recognizes(cls, store: Location) -> bool:
-        """Whether ``store`` looks like a pile store of this kind.
-
-        A cheap look at the layout, without reading data; opening the store
-        does the real checks (complete, format version, variables).
-        """
-        return False
-
-    def to_batch(self, rows: Rows) -> Any:
-        """What the loader yields for ``rows``: by default ``rows`` itself.
-
-        A format can hand out something more convenient than its working
-        container here (a ``pandas.DataFrame`` for a ``pyarrow.Table``).
-        """
-        return rows
-
-    def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
-        """``rows`` as numpy arrays that batches are gathered from directly, or ``None``.
-
-        The loader gathers each batch with ``numpy.take`` into new arrays, one
-        copy, when the piles of the batch give arrays (of equal dtypes); it
-        calls :meth:`take`, :meth:`concat` and :meth:`to_batch` otherwise. A
-        reader returns arrays only where the two give the same batches. By
-        default, rows that are already a dict of numpy arrays.
-        """
-        if isinstance(rows, dict) and all(isinstance(values, np.ndarray) for values in rows.values()):
-            return rows
-        return None
-
-    def fetch(self, start: int, stop: int) -> None:
-        """Start fetching the files of rows ``start:stop``, to be read by ``read_rows(start, stop)`` (or the pile).
-
-        Only where :attr:`fetches`; by default nothing.
-        """
-
-    def forget(self, start: int, stop: int) -> None:
-        """Drop what :meth:`fetch` started for rows ``start:stop`` and was not read; by default nothing."""
-
-    #: Whether :meth:`use_cache` keeps the store's files on a local disk (a remote store of a kind that can).
-    caches: bool = False
-
-    def use_cache(self, cache: Cache) -> None:
-        """Keep the files read from now on in ``cache``, and read them from there when they are in it.
-
-        Only where :attr:`caches`; by default nothing.
-        """
-
-    @property
-    def fetched_nbytes(self) -> int:
-        """Bytes of rows fetched (or being fetched) ahead and not read yet."""
-        return 0
-
-    def close(self) -> None:
-        """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
-
-
-class AppendedStoreError(IncompletePileStoreError):
-    """A Zarr pile store with several generations, opened as one: ``open_pile_reader`` reads it with the metadata found."""
-
-    def __init__(self, message: str, metadata: Mapping[str, Any]) -> None:
-        super().__init__(message)
-        self.metadata = dict(metadata)
-
-
-def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
-    """Refuse a pile store of a format version this release cannot read or whose shuffle did not finish."""
-    if metadata.get("format_version") not in READABLE_VERSIONS:
-        raise IncompletePileStoreError(
-            f"Expected a pile store of format version {' or '.join(map(str, READABLE_VERSIONS))}. Got version "
-            f"{metadata.get('format_version')!r} in {where!r} instead; shuffle the source again with this version "
-            "of daskshuffle."
-        )
-    if not metadata.get("complete"):
-        raise UnfinishedShuffleError(
-            f"Expected a complete pile store. Got {where!r}, whose shuffle did not finish, instead; run the shuffle again."
-        )
-
-
-def _fingerprints(metadata: Mapping[str, Any]) -> tuple[str, ...]:
-    """What the fingerprint of ``metadata`` may be, one for each way a writer records it.
-
-    A shuffle fingerprints its metadata before the destination adds its keys
-    and marks it complete; appending, removing and compacting generations
-    fingerprint the whole of what they write.
-    """
-    whole = {key: value for key, value in metadata.items() if key != "fingerprint"}
-    shuffled = {key: value for key, value in whole.items() if key not in ADDED_AFTER_FINGERPRINT}
-    return fingerprint(whole), fingerprint({**shuffled, "complete": False})
-
-
-def metadata_disagrees(where: str, expected: str, got: str) -> CorruptPileStoreError:
-    """The error for a pile store at ``where`` whose metadata disagrees with itself or its data."""
-    return CorruptPileStoreError(
-        f"Expected the metadata of the pile store {where!r} to agree with itself and with its data: {expected}. "
-        f"Got {got} instead; the metadata was edited or damaged: {_REMEDY}."
-    )
-
-
-def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mapping[str, int]) -> None:
-    """Refuse metadata that disagrees with itself or with the data, before any row is read.
-
-    ``lengths`` are the rows the data holds, by what holds them (each array of
-    a Zarr store, as its own metadata records it; the part files of a Parquet
-    store). Checks that the pile offsets start at 0 and never fall, that the
-    last one is ``n_rows`` and every length, that there are ``n_piles`` piles,
-    and (from format version 2) the fingerprint: the shuffle recorded it, so a
-    change to any of these or to anything else it recorded is caught, an edit
-    that keeps them consistent included. Reads nothing.
-    """
-    try:
-        offsets = np.asarray(metadata["pile_offsets"], dtype=np.int64)
-        n_rows, n_piles = int(metadata["n_rows"]), int(metadata["n_piles"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise metadata_disagrees(where, "integers n_rows, n_piles and pile_offsets", f"{error!r}") from error
-    if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0:
-        first = int(offsets.flat[0]) if offsets.size else "none"
-        raise metadata_disagrees(where, "pile_offsets to start at 0", f"pile_offsets[0] = {first}")
-    falls = np.flatnonzero(np.diff(offsets) < 0)
-    if falls.size:
-        pile = int(falls[0])
-        raise metadata_disagrees(
-            where,
-            "pile_offsets that never fall",
-            f"pile_offsets[{pile + 1}] = {int(offsets[pile + 1]):,} after pile_offsets[{pile}] = {int(offsets[pile]):,}",
-        )
-    last = int(offsets[-1])
-    if n_rows != last:
-        raise metadata_disagrees(
-            where, "n_rows to equal the last pile offset", f"n_rows = {n_rows:,} and pile_offsets[-1] = {last:,}"
-        )
-    if n_piles != len(offsets) - 1:
-        raise metadata_disagrees(
-            where, "an offset for each pile and the end", f"n_piles = {n_piles:,} and {len(offsets):,} pile_offsets"
-        )
-    for name, length in lengths.items():
-        if length != last:
-            raise metadata_disagrees(
-                where, f"{name} to hold the n_rows the metadata records", f"n_rows = {last:,} and {length:,} in {name}"
-            )
-    recorded = metadata.get("fingerprint")
-    if metadata.get("format_version", 1) >= 2 and recorded not in _fingerprints(metadata):
-        raise metadata_disagrees(
-            where,
-            f"the fingerprint it records, {recorded!r}",
-            f"metadata whose fingerprint is {_fingerprints(metadata)[0 if 'generations' in metadata else 1]!r}",
-        )
-
-
-def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | None) -> list[str]:
-    """The recorded variables to read: all of them, or ``variables`` if they are all recorded."""
-    names = list(metadata["variables"])
-    if variables is None:
-        return names
-    unknown = [name for name in variables if name not in names]
-    if unknown:
-        raise DaskShuffleValueError(f"Expected variables among {names}. Got unknown {unknown} instead.")
-    return list(variables)

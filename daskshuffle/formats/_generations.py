@@ -22,16 +22,16 @@ from typing import Any
 
 import numpy as np
 import zarr
-from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from .._errors import DaskShuffleValueError, IncompletePileStoreError
 from ..plan._plan import fingerprint
-from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
 from ._arrays import concat_rows as _concat
-from ._base import PileReader, check_recorded_rows, metadata_disagrees
-from ._zarr_reader import RowsRead, ZarrPileReader
+from ._pile_metadata import check_recorded_rows, check_store_exists, metadata_disagrees
+from ._pile_reader import ComposedReader
+from ._zarr_reader import ZarrPileReader
+from ._zarr_reads import UnionRead
 from ._zarr_source import METADATA_KEY
 
 __all__ = ["GENERATIONS_KEY", "GenerationsReader", "generation_path", "read_root", "write_root"]
@@ -61,10 +61,7 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
     if metadata is None:
         from . import read_metadata
 
-        if not store.exists():
-            raise SourceNotFoundError(
-                f"Expected an existing pile store. Got {store.url!r}, which does not exist, instead."
-            )
+        check_store_exists(store, store.url)
         metadata = read_metadata(store)
     if not isinstance(metadata, dict) or not metadata.get("complete"):
         raise IncompletePileStoreError(
@@ -172,7 +169,7 @@ def ensure_group(store: Location) -> None:
 
 
 # -- reading -----------------------------------------------------------------------
-class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
+class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
     """A Zarr pile store with several generations, read as one: pile ``p`` is pile ``p`` of each, oldest first.
 
     Examples
@@ -248,13 +245,13 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
             )
 
     @property
-    def decodes(self) -> bool:  # type: ignore[override]
-        return all(reader.decodes for reader in self.generations)
+    def members(self) -> list[ZarrPileReader]:
+        return self.generations
 
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
 
-    def start_pile(self, pile: int) -> _UnionRead:
+    def start_pile(self, pile: int) -> UnionRead:
         """The read of ``pile``: each generation that holds rows of it reads them into its slice of one set of arrays."""
         sizes = self._offsets[:, pile + 1] - self._offsets[:, pile]
         rows = self._empty(int(sizes.sum()))
@@ -265,7 +262,7 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
                     reader.start_pile(pile, {name: values[first : first + size] for name, values in rows.items()})
                 )
                 first += size
-        return _UnionRead(rows, reads)
+        return UnionRead(rows, reads)
 
     def _empty(self, n_rows: int) -> ArrayRows:
         """Arrays for ``n_rows`` rows: recycled ones (:meth:`recycle`) if large enough, else of the largest pile."""
@@ -307,12 +304,6 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 a, b = a - size, b - size
         return self._concat_parts(parts) if parts else self.generations[0].read_rows(0, 0)
 
-    def to_batch(self, rows: ArrayRows) -> Any:
-        return self.generations[0].to_batch(rows)
-
-    def as_arrays(self, rows: ArrayRows) -> dict[str, NDArray[Any]] | None:
-        return self.generations[0].as_arrays(rows)
-
     def __getstate__(self) -> dict[str, Any]:  # pickled into torch DataLoader workers
         return {**self.__dict__, "_lock": None, "_spare": []}
 
@@ -320,18 +311,9 @@ class GenerationsReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    @property
-    def caches(self) -> bool:  # type: ignore[override]
-        return any(reader.caches for reader in self.generations)
-
-    def use_cache(self, cache: Cache) -> None:
-        for reader in self.generations:
-            reader.use_cache(cache)
-
     def close(self) -> None:
         self._spare = []
-        for reader in self.generations:
-            reader.close()
+        super().close()
 
 
 def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -344,23 +326,6 @@ def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str
         assert isinstance(array, zarr.Array)
         types[name] = (str(array.dtype), tuple(int(size) for size in array.shape[1:]))
     return types
-
-
-class _UnionRead:
-    """The reads of one pile in several generations, into one set of arrays: threads help with any of them."""
-
-    def __init__(self, rows: ArrayRows, reads: list[RowsRead]) -> None:
-        self.rows = rows
-        self._reads = reads
-
-    def help(self, limit: int | None = None) -> bool:
-        """Run tasks no thread has taken yet (at most ``limit``); whether some may be left."""
-        return any(read.help(limit) and limit is not None for read in self._reads)
-
-    def result(self) -> ArrayRows:
-        for read in self._reads:
-            read.result()
-        return self.rows
 
 
 # -- compacting ----------------------------------------------------------------------

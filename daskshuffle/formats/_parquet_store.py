@@ -31,11 +31,12 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from .._errors import Argument, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
 from ..plan._plan import split_piles
 from ..storage._location import Location
 from ._base import Destination, Pieces
 from ._parquet_layout import AUTO, column_options
+from ._pile_metadata import check_pile_metadata, check_store_exists
 
 __all__ = [
     "METADATA_FILE",
@@ -46,6 +47,7 @@ __all__ = [
     "arrow_filesystem",
     "concat",
     "part_name",
+    "read_metadata",
     "take",
 ]
 
@@ -73,6 +75,32 @@ def _part_name(start: int) -> str:
 def part_name(start: int) -> str:
     # Zero-padded so that every reader's lexicographic file order is row order.
     return f"part-{start:015d}.parquet"
+
+
+def read_metadata(store: Location) -> dict[str, Any]:
+    """The sidecar of a Parquet pile store, checked to be complete and of this format version."""
+    where = store.url
+    fs, root = store.fs, store.path
+    try:
+        # One request for a store that is there (on object storage, each costs tens of milliseconds).
+        sidecar = fs.cat_file(f"{root}/{METADATA_FILE}")
+    except OSError:  # the checks below name what is wrong: no store, refused credentials, no sidecar
+        sidecar = None
+    if sidecar is None:
+        check_store_exists(store, where)
+    try:
+        if sidecar is None:
+            with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
+                metadata = json.load(file)
+        else:
+            metadata = json.loads(sidecar)
+    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise IncompletePileStoreError(
+            f"Expected a Parquet pile store written by daskshuffle. Got {where!r}, which has no readable "
+            f"{METADATA_FILE}, instead."
+        ) from error
+    check_pile_metadata(metadata, where)
+    return dict(metadata)
 
 
 def take(rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:

@@ -25,17 +25,8 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..storage._location import Location
 from ._base import Destination, FileSource, Pieces
-from ._text_source import (
-    _READ_NBYTES,
-    BlockCount,
-    Lines,
-    TextSource,
-    _line_bytes,
-    _memory_pool,
-    _offsets,
-    _read_range,
-    open_text_sources,
-)
+from ._text_lines import Lines, line_bytes, line_offsets, memory_pool
+from ._text_source import _READ_NBYTES, BlockCount, TextSource, _read_range, open_text_sources
 
 __all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"]
 
@@ -132,10 +123,10 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
-        return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=_memory_pool())
+        return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
     def concat(self, parts: Sequence[Lines]) -> Lines:
-        return parts[0] if len(parts) == 1 else pa.concat_arrays(list(parts), memory_pool=_memory_pool())
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(list(parts), memory_pool=memory_pool())
 
     def slice(self, rows: Lines, start: int, stop: int) -> Lines:
         return rows.slice(start, stop - start)
@@ -151,10 +142,10 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         The offsets (8 bytes a line) spare the merge a second search for newlines.
         """
         fs, root = tmp.fs, tmp.path
-        offsets = _offsets(rows)
+        offsets = line_offsets(rows)
         offsets = offsets - offsets[0]
         with fs.open(f"{root}/{block}.lines", "wb") as file:
-            file.write(_line_bytes(rows))
+            file.write(line_bytes(rows))
         with fs.open(f"{root}/{block}.offsets", "wb") as file:
             file.write(memoryview(offsets.astype("<i8", copy=False)).cast("B"))
         return PieceSizes.of(np.diff(piece_offsets), np.diff(offsets[piece_offsets]))
@@ -200,7 +191,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
                 fs.pipe_file(f"{partial}/{0:020d}.part", self.source.header)
 
     def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
-        data = _line_bytes(rows)
+        data = line_bytes(rows)
         offset = int(piece_info.byte_offsets[np.searchsorted(piece_info.row_offsets, start)])
         if offset + len(data) > self.n_bytes:
             raise DaskShuffleValueError(

@@ -31,7 +31,8 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
-from ._text_source import BlockCount, Lines, TextSource, _memory_pool, _offsets
+from ._text_lines import Lines, line_offsets, memory_pool
+from ._text_source import BlockCount, TextSource
 
 __all__ = [
     "ONE_PASS_LINES",
@@ -51,7 +52,7 @@ _HYPERGEOMETRIC_LIMIT = 10**9
 
 def _take(rows: Lines, index: NDArray[np.int64]) -> Lines:
     # take copies the few lines kept: a task's result does not hold on to its whole block.
-    return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=_memory_pool())
+    return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
 
 def _starts(n_lines: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -126,7 +127,7 @@ def keep_block_sample(rows: Lines, block: int, n_keep: int, seed: int, *, replac
 def count_and_sample(source: TextSource, block: int, n_keep: int, seed: int, replace: bool) -> tuple[BlockCount, Lines]:
     """The lines of block ``block`` counted, and up to ``n_keep`` of them kept (a task of the one-pass sample)."""
     rows = source.read_lines(block)
-    offsets = _offsets(rows)
+    offsets = line_offsets(rows)
     count = BlockCount(len(rows), int(offsets[-1] - offsets[0]))
     return count, keep_block_sample(rows, block, n_keep, seed, replace=replace)
 
@@ -141,5 +142,5 @@ def finish_sample(
 
 def order_sample(parts: Sequence[Lines], seed: int) -> Lines:
     """The sampled lines of every block (in block order), in a uniformly random order."""
-    rows = pa.concat_arrays(list(parts), memory_pool=_memory_pool()) if parts else pa.array([], pa.large_binary())
+    rows = pa.concat_arrays(list(parts), memory_pool=memory_pool()) if parts else pa.array([], pa.large_binary())
     return _take(rows, make_rng(seed, "sample-order").permutation(len(rows)))

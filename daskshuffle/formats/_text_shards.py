@@ -32,7 +32,8 @@ from fsspec import AbstractFileSystem
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
 from ..storage._location import Location
 from ._text import OutputLayout, TextFormat
-from ._text_source import _READ_NBYTES, BlockCount, Lines, TextSource, _line_bytes
+from ._text_lines import Lines, line_bytes
+from ._text_source import _READ_NBYTES, BlockCount, TextSource
 
 __all__ = ["ShardedTextFormat", "compress", "output_compression", "parse_output_files", "write_shards"]
 
@@ -130,7 +131,7 @@ def write_shards(rows: Lines, paths: Sequence[Location], header: bytes) -> None:
             part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
             fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
             with fs.open(partial, "wb") as file:
-                file.write(compress(header + bytes(_line_bytes(part)), output_compression(path.url)))
+                file.write(compress(header + bytes(line_bytes(part)), output_compression(path.url)))
     except BaseException:
         for fs, partial, _ in written:
             if fs.exists(partial):
@@ -173,7 +174,7 @@ class ShardedTextFormat(TextFormat):
             if a >= stop:
                 break
             if b > a:
-                data = _line_bytes(rows.slice(a - start, b - a))
+                data = line_bytes(rows.slice(a - start, b - a))
                 fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.part_compression)))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:

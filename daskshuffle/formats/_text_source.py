@@ -7,9 +7,9 @@ Latin-1, ...) round-trips byte for byte. A source may end its lines with another
 single byte instead (``delimiter``, NUL for ``shuf -z``): counting, cutting
 blocks and splitting lines all look for that byte.
 
-Rows in memory are a :class:`pyarrow.LargeBinaryArray` (one buffer of bytes
-and one of offsets): gathering lines of any length into a new order is one
-call to Arrow's ``take``, with no Python object per line.
+Rows in memory are a :class:`pyarrow.LargeBinaryArray`, one buffer of bytes
+and one of offsets (:mod:`._text_lines`): gathering lines of any length into a
+new order is one call to Arrow's ``take``, with no Python object per line.
 
 Blocks are byte ranges of uncompressed files, cut at about ``block_nbytes``; a
 block owns every line that *starts* inside its range, so a line is never split
@@ -25,33 +25,28 @@ from __future__ import annotations
 import mmap
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, TypeAlias
+from typing import IO, Any
 
 import fsspec
 import numpy as np
-import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
 from ..storage._location import Location
+from ._text_lines import NEWLINE, Lines, split_lines, with_final_newline
 
 __all__ = [
     "BlockCount",
-    "Lines",
     "TextBlock",
     "TextFile",
     "TextSource",
     "open_text_sources",
 ]
 
-Lines: TypeAlias = pa.LargeBinaryArray
-
-NEWLINE = b"\n"
-#: Newlines are counted and located in windows of this size: small enough for
-#: the temporary mask to stay in cache.
-_COUNT_NBYTES = _SCAN_NBYTES = 2**20
+#: Newlines are counted in windows of this size: small enough for the temporary mask to stay in cache.
+_COUNT_NBYTES = 2**20
 #: How much is copied at a time (decompressing a file, concatenating parts).
 _READ_NBYTES = 8 * 2**20
 
@@ -93,49 +88,6 @@ class BlockCount:
 
     n_lines: int
     n_bytes: int
-
-
-def _memory_pool() -> pa.MemoryPool:
-    """Arrow's mimalloc pool, where Arrow was built with it.
-
-    Gathering lines into fresh memory runs two to three times faster there than
-    in jemalloc, Arrow's default on Linux.
-    """
-    try:
-        return pa.mimalloc_memory_pool()
-    except NotImplementedError:
-        return pa.default_memory_pool()
-
-
-def _split_lines(data: bytes | bytearray, delimiter: bytes = NEWLINE) -> Lines:
-    """The lines of ``data``, which ends with ``delimiter`` (or is empty)."""
-    view = np.frombuffer(data, dtype=np.uint8)
-    ends = [
-        np.flatnonzero(view[start : start + _SCAN_NBYTES] == ord(delimiter)) + (start + 1)
-        for start in range(0, len(view), _SCAN_NBYTES)
-    ]
-    offsets = np.concatenate([np.zeros(1, dtype=np.int64), *ends]).astype(np.int64, copy=False)
-    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _offsets(lines: Lines) -> NDArray[np.int64]:
-    """Byte offsets of ``lines`` in its data buffer, ``len(lines) + 1`` of them."""
-    buffer = lines.buffers()[1]
-    if buffer is None:
-        return np.zeros(1, dtype=np.int64)
-    return np.frombuffer(buffer, dtype=np.int64, count=len(lines) + 1, offset=lines.offset * 8)
-
-
-def _line_bytes(lines: Lines) -> memoryview:
-    """The bytes of ``lines``, one after the other, without a copy."""
-    if len(lines) == 0:
-        return memoryview(b"")
-    offsets = _offsets(lines)
-    return memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
-
-
-def _with_final_newline(data: bytes, delimiter: bytes = NEWLINE) -> bytes:
-    return data + delimiter if data and not data.endswith(delimiter) else data
 
 
 def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
@@ -314,7 +266,7 @@ class TextSource:
                 data = handle.read(stop - start)
                 if len(data) != stop - start:
                     raise self._changed(block)
-        return _split_lines(_with_final_newline(data, self.delimiter), self.delimiter)
+        return split_lines(with_final_newline(data, self.delimiter), self.delimiter)
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:
@@ -399,7 +351,7 @@ def open_text_sources(
     return TextSource(
         files,
         block_nbytes=block_nbytes,
-        header=_with_final_newline(first_header, delimiter),
+        header=with_final_newline(first_header, delimiter),
         header_nbytes=len(first_header),
         delimiter=delimiter,
     )

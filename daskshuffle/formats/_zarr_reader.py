@@ -25,7 +25,6 @@ variable and the file.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import weakref
@@ -37,17 +36,25 @@ import numpy as np
 import zarr
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, IncompletePileStoreError, SourceNotFoundError
+from .._errors import DaskShuffleValueError, IncompletePileStoreError
 from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
-from ._base import AppendedStoreError, PileReader, check_pile_metadata, check_recorded_rows, select_variables
 from ._layout import LAYOUT_KEY
+from ._pile_metadata import (
+    AppendedStoreError,
+    check_pile_metadata,
+    check_recorded_rows,
+    check_store_exists,
+    select_variables,
+)
+from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
+from ._zarr_reads import ReaderPool, RowsRead
 from ._zarr_source import METADATA_KEY as _METADATA_KEY
 from ._zarr_source import read_in_runs as _read_in_runs
 
-__all__ = ["RowsRead", "ZarrPileReader"]
+__all__ = ["ZarrPileReader"]
 
 #: The chunks of one variable are read in tasks of about this many bytes, spread over the threads that help.
 TASK_NBYTES = 2 * 2**20
@@ -60,97 +67,41 @@ SPARE = 2
 READ_NBYTES = 32 * 2**20
 
 
-class RowsRead:
-    """Rows being read by tasks (chunk files of a variable) that any thread may run.
+def _open_store(
+    location: Location, given: str, metadata: Mapping[str, Any] | None
+) -> tuple[zarr.Group, dict[str, Any]]:
+    """The group of the Zarr pile store at ``location`` and its metadata (``metadata`` where given), checked.
 
-    The thread that started the read runs them in :meth:`result`; so may a
-    reader's pool, or a loader's consumer that needs the rows before the
-    background thread reading them is done (:meth:`help`). Each task is taken
-    once, under a lock (``next`` of an ``itertools.count`` is atomic only
-    under the GIL, not on free-threaded Python); an error is kept and raised
-    by :meth:`result` once no task runs, since every task writes into the
-    rows.
+    ``metadata`` is given for the first generation of a store with several,
+    whose root records the union of them. Refuses a store that does not exist,
+    is not a Zarr group, has no daskshuffle metadata or several generations
+    (:class:`~daskshuffle.formats._pile_metadata.AppendedStoreError`), or
+    fails :func:`~daskshuffle.formats._pile_metadata.check_pile_metadata`.
     """
-
-    def __init__(
-        self,
-        files: ChunkFiles,
-        rows: ArrayRows,
-        tasks: list[tuple[Chunks, NDArray[Any], int, int]],
-        start: int,
-        stop: int,
-        pile: int | None,
-    ) -> None:
-        self.rows = rows
-        self._files = files
-        self._tasks = tasks
-        self._span = (start, stop, pile)
-        self._taken = 0  # the next task to take
-        self._taking = threading.Lock()
-        self._left = len(tasks)
-        self._finished = threading.Condition()
-        self._errors: list[BaseException] = []
-
-    def help(self, limit: int | None = None) -> bool:
-        """Run the tasks no thread has taken yet (at most ``limit`` of them); whether some may be left."""
-        for _ in itertools.repeat(None) if limit is None else range(limit):
-            with self._taking:
-                index = self._taken
-                self._taken += 1
-            if index >= len(self._tasks):
-                return False
-            try:
-                if not self._errors:  # after an error the rows are lost: skip the rest
-                    self._files.read(*self._tasks[index], *self._span)
-            except BaseException as error:
-                self._errors.append(error)
-            finally:
-                with self._finished:
-                    self._left -= 1
-                    if self._left == 0:
-                        self._finished.notify_all()
-        return True
-
-    def result(self) -> ArrayRows:
-        """The rows, once every task is done (helping until then); the first error if one failed."""
-        self.help()
-        with self._finished:
-            self._finished.wait_for(lambda: self._left == 0)
-        if self._errors:
-            raise self._errors[0]
-        return self.rows
-
-
-_pool_ids = itertools.count()
-
-
-class _Pool:
-    """A reader's pool of ``threads`` threads, made when first needed, made again after :meth:`shutdown`."""
-
-    def __init__(self, threads: int) -> None:
-        self.threads = threads
-        # A name of its own: a thread of this pool is known by it, and must not join the pool.
-        self.prefix = f"daskshuffle-zarr-reader-{next(_pool_ids)}"
-        self._executor: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=self.prefix)
-            return self._executor
-
-    def shutdown(self, wait: bool = True) -> None:
-        """Cancel what has not started; with ``wait``, join the threads, unless called from one of them.
-
-        A thread cannot join its own pool: when the reader is closed (or
-        collected) from one of the pool's threads, its threads finish on their own.
-        """
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            inside = threading.current_thread().name.startswith(self.prefix + "_")
-            executor.shutdown(wait=wait and not inside, cancel_futures=True)
+    try:
+        # Not the consolidated metadata: each array's shape as its own zarr.json records it, to check the rows.
+        # Pile stores are Zarr v3: no look for v2's metadata files (each look is a request on object storage).
+        group = zarr.open_group(
+            location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
+        )
+    except (PermissionError, FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
+        check_store_exists(location, given)  # asked only now (a request on object storage); names refused credentials
+        raise IncompletePileStoreError(
+            f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({error}), instead."
+        ) from error
+    found: Any = group.attrs.get(_METADATA_KEY) if metadata is None else dict(metadata)
+    if not isinstance(found, dict):
+        raise IncompletePileStoreError(
+            f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."
+        )
+    if "generations" in found:
+        raise AppendedStoreError(
+            f"Expected a pile store of one generation. Got {given!r}, which rows were appended to, instead; "
+            "open it with daskshuffle.formats.open_pile_reader (or PileLoader), which reads every generation.",
+            found,
+        )
+    check_pile_metadata(found, given)
+    return group, found
 
 
 class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
@@ -186,37 +137,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 parameter="batch_format",
             )
         location = Location.of(store, storage_options)
-        given = str(store)
-        try:
-            # Not the consolidated metadata: each array's shape as its own zarr.json records it, to check the rows.
-            # Pile stores are Zarr v3: no look for v2's metadata files (each look is a request on object storage).
-            group = zarr.open_group(
-                location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
-            )
-        except (PermissionError, FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
-            if not location.exists():  # asked only now (a request on object storage); names refused credentials
-                raise SourceNotFoundError(
-                    f"Expected an existing pile store. Got {given!r}, which does not exist, instead."
-                ) from None
-            raise IncompletePileStoreError(
-                f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({error}), instead."
-            ) from error
-        # ``metadata``: the first generation of a store with several, whose root records the union of them.
-        found: Any = group.attrs.get(_METADATA_KEY) if metadata is None else dict(metadata)
-        self.store = given
-        if not isinstance(found, dict):
-            raise IncompletePileStoreError(
-                f"Expected a pile store written by daskshuffle. Got {self.store!r}, which has no daskshuffle metadata, "
-                "instead."
-            )
-        metadata = found
-        if "generations" in metadata:
-            raise AppendedStoreError(
-                f"Expected a pile store of one generation. Got {self.store!r}, which rows were appended to, instead; "
-                "open it with daskshuffle.formats.open_pile_reader (or PileLoader), which reads every generation.",
-                metadata,
-            )
-        check_pile_metadata(metadata, self.store)
+        self.store = str(store)
+        group, metadata = _open_store(location, self.store, metadata)
         self.metadata = metadata
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
@@ -255,7 +177,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     # -- pickling and closing ------------------------------------------------------
     def _start_pool(self) -> None:
-        self._pool = _Pool(self.threads)
+        self._pool = ReaderPool(self.threads)
         # One finalizer for the reader's life, whatever pools it makes: it holds the pool, not the reader.
         self._finalizer = weakref.finalize(self, self._pool.shutdown, False)
 

@@ -21,12 +21,11 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_path
-from ..formats import PileReader, open_pile_reader
+from ..formats import ComposedReader, PileReader, open_pile_reader
 from ..plan._epoch_order import READ_GAP, EpochOrder, OrderOptions
 from ..plan._mix_plan import mixed_order, stream_offsets
 from ..plan._plan import fingerprint
 from ..plan._streams import Stream, epoch_counts
-from ..storage._cache import Cache
 from ..storage._location import Location
 from ._loader_state import LoaderSettings
 from ._order_units import OrderedUnits, loader_divisions, make_units
@@ -35,7 +34,7 @@ from ._read_units import ReadUnits
 __all__ = ["MixedReader", "MixedUnits", "Mixture", "check_streams", "loader_units", "open_loader_store"]
 
 
-class MixedReader(PileReader[Any]):
+class MixedReader(ComposedReader[Any]):
     """The pile stores ``readers`` read as one: rows (and piles) of each after those of the ones before it."""
 
     def __init__(self, readers: Sequence[PileReader[Any]]) -> None:
@@ -54,16 +53,8 @@ class MixedReader(PileReader[Any]):
         return self._offsets
 
     @property
-    def decodes(self) -> bool:  # type: ignore[override]
-        return all(reader.decodes for reader in self.readers)
-
-    @property
-    def caches(self) -> bool:  # type: ignore[override]
-        return any(reader.caches for reader in self.readers)
-
-    def use_cache(self, cache: Cache) -> None:
-        for reader in self.readers:
-            reader.use_cache(cache)
+    def members(self) -> list[PileReader[Any]]:
+        return self.readers
 
     def read_rows(self, start: int, stop: int) -> Any:
         parts = []
@@ -73,25 +64,6 @@ class MixedReader(PileReader[Any]):
         if not parts:
             return self.readers[0].read_rows(0, 0)
         return parts[0] if len(parts) == 1 else self.readers[0].concat(parts)
-
-    def take(self, rows: Any, index: NDArray[np.intp]) -> Any:
-        return self.readers[0].take(rows, index)
-
-    def concat(self, parts: Sequence[Any]) -> Any:
-        return self.readers[0].concat(parts)
-
-    def n_rows_of(self, rows: Any) -> int:
-        return self.readers[0].n_rows_of(rows)
-
-    def to_batch(self, rows: Any) -> Any:
-        return self.readers[0].to_batch(rows)
-
-    def as_arrays(self, rows: Any) -> dict[str, NDArray[Any]] | None:
-        return self.readers[0].as_arrays(rows)
-
-    def close(self) -> None:
-        for reader in self.readers:
-            reader.close()
 
 
 class MixedUnits(OrderedUnits):

@@ -20,6 +20,7 @@ import numpy as np
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_bool, parse_count
 from ..formats._text import BlockCount, TextFormat, TextSource, open_text_sources, parse_delimiter, parse_sources
+from ..formats._text_lines import Lines
 from ..formats._text_sample import (
     ONE_PASS_LINES,
     count_and_sample,
@@ -29,7 +30,6 @@ from ..formats._text_sample import (
     read_sample,
 )
 from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
-from ..formats._text_source import Lines
 from ..plan._options import (
     DEFAULT_LINES_PILE_MEMORY,
     TEXT_DEFAULTS,

@@ -1,0 +1,55 @@
+"""Arrow columns as numpy arrays: what a Parquet pile reader hands out as a batch of numpy arrays.
+
+Numbers without nulls keep their dtype, numbers with nulls become floats with
+NaN, fixed-size lists of numbers without nulls (embeddings) become arrays of
+one more dimension, and strings and other nested values become object arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from numpy.typing import NDArray
+
+__all__ = ["is_nested", "row_shape", "to_numpy"]
+
+
+def is_nested(kind: pa.DataType) -> bool:
+    """Whether values of ``kind`` are nested (lists, structs, maps), dictionary-encoded or not."""
+    if pa.types.is_dictionary(kind):
+        return is_nested(kind.value_type)
+    return bool(pa.types.is_nested(kind))
+
+
+def row_shape(column: pa.ChunkedArray) -> tuple[int, ...] | None:
+    """The shape of a row of ``column`` as a dense array: ``()`` for numbers, ``(n, ...)`` for fixed-size lists.
+
+    ``None`` for anything else, and for fixed-size lists with a null at any level.
+    """
+    kind, shape = column.type, []
+    while pa.types.is_fixed_size_list(kind):
+        if column.null_count:
+            return None
+        shape.append(kind.list_size)
+        column = pa.chunked_array([chunk.flatten() for chunk in column.chunks], type=kind.value_type)
+        kind = kind.value_type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        return None
+    return tuple(shape) if not shape or not column.null_count else None
+
+
+def to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
+    """``column`` as one numpy array, writeable unless ``writeable`` is false (then a view where Arrow allows)."""
+    kind = column.type
+    if pa.types.is_fixed_size_list(kind) and (shape := row_shape(column)) is not None:
+        # An embedding: one array of one more dimension, rather than an object array of arrays.
+        n_rows = len(column)
+        while pa.types.is_fixed_size_list(column.type):
+            column = pa.chunked_array([chunk.flatten() for chunk in column.chunks], type=column.type.value_type)
+        return to_numpy(column, writeable).reshape(n_rows, *shape)
+    if pa.types.is_dictionary(kind):
+        column = column.cast(kind.value_type)
+    values: NDArray[Any] = column.to_numpy(zero_copy_only=False)
+    # Arrow hands out read-only views; a batch is the user's to modify (torch.from_numpy needs that).
+    return values.copy() if writeable and not values.flags.writeable else values

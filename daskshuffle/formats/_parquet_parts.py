@@ -1,0 +1,272 @@
+"""The part files of a Parquet pile store: where each one's rows are, its footer, and its rows read directly.
+
+A Parquet pile store is part files ``part-<first row>.parquet`` of whole piles,
+a row group per pile (:mod:`daskshuffle.formats._parquet_store`). The files are
+listed once; a file's footer is read when its rows are first needed (or all of
+them when the store is opened, to check it), the last :data:`FOOTERS_KEPT`
+footers are kept, and a few integers per column chunk (its :class:`Layout`)
+are kept for every file whose footer was read. On object storage a footer is
+read from the file's last bytes, in one request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+from numpy.typing import NDArray
+
+from .._errors import CorruptPileStoreError
+from ..storage._location import Location
+from ._parquet_fetched import FetchedFile, Range
+from ._parquet_store import PART, arrow_filesystem, part_name
+
+__all__ = ["FOOTERS_KEPT", "FOOTER_NBYTES", "Layout", "Part", "PartFiles", "Piece"]
+
+#: Part file footers a :class:`PartFiles` keeps; files themselves are open only during a read.
+FOOTERS_KEPT = 64
+#: Bytes at the end of a remote part file requested for its footer: what pyarrow reads first (its default footer
+#: read size). A larger footer costs a second request.
+FOOTER_NBYTES = 64 * 2**10
+
+
+class Part(NamedTuple):
+    """A part file's footer and the first row of each of its row groups (and the end)."""
+
+    footer: pq.FileMetaData
+    group_starts: NDArray[np.int64]
+
+
+class Layout(NamedTuple):
+    """What planning a read of a part file needs, kept for every part file once its footer was read.
+
+    A few integers per column chunk, where a footer takes hundreds of bytes:
+    a store of many part files keeps every layout and :data:`FOOTERS_KEPT` footers.
+    """
+
+    group_starts: NDArray[np.int64]
+    #: Of each row group (axis 0) and column read (axis 1): first byte, end byte and decoded bytes of its column chunk
+    #: (no columns for a local store).
+    chunks: NDArray[np.int64]
+    #: Bytes at the end of the file that hold the footer, its length and the magic.
+    footer_nbytes: int
+
+
+class Piece(NamedTuple):
+    """The rows ``a:b`` (from its first row) of part file number ``file`` that a read needs, in row groups ``groups``."""
+
+    file: int
+    layout: Layout
+    a: int
+    b: int
+    groups: list[int]
+
+
+class PartFiles:
+    """The part files of the Parquet pile store at ``location``, whose columns ``columns`` are read.
+
+    Safe to share between threads: a part file is opened for each read, and
+    the footers and layouts kept are guarded by a lock. ``store`` names the
+    store in errors; a part file that is missing, or whose footer or row groups
+    cannot be read, raises :class:`~daskshuffle.CorruptPileStoreError` naming
+    the file, and the pile and columns where known.
+    """
+
+    def __init__(self, location: Location, store: str, columns: list[str]) -> None:
+        self.store = store
+        self.columns = columns
+        self._filesystem, root = arrow_filesystem(location)
+        fs = location.fs
+        parts = sorted(
+            (int(match.group(1)), entry["name"], entry.get("size"))
+            for entry in fs.ls(root, detail=True)
+            if (match := PART.fullmatch(entry["name"].rsplit("/", 1)[-1]))
+        )
+        self.part_starts = np.asarray([start for start, _, _ in parts], dtype=np.int64)
+        self.part_paths = [path for _, path, _ in parts]
+        self._part_sizes = [size for _, _, size in parts]  # as listed: a remote footer is read with one request
+        self._fs = fs
+        self._root = root
+        self._parts: OrderedDict[int, Part] = OrderedDict()
+        self._lock = threading.Lock()
+        #: Whether the part files are on a local disk: elsewhere reads fetch byte ranges, and footers are read from a
+        #: file's last bytes.
+        self.local = isinstance(fs, LocalFileSystem)
+        self._leaves: list[int] | None = None  # the Parquet columns of the columns read
+        self._layouts: list[Layout | None] = [None] * len(self.part_paths)
+
+    def _corrupt(self, what: str, path: str, pile: int | None, columns: Sequence[str] | None = None) -> Exception:
+        about = [f"pile {pile}"] if pile is not None else []
+        about += [f"columns {list(columns)}"] if columns else []
+        return CorruptPileStoreError(
+            f"Expected intact part files in the pile store {self.store!r}. Got {what} in file {path!r}"
+            f"{' (' + ', '.join(about) + ')' if about else ''} instead; shuffle the source again, or restore the file."
+        )
+
+    def _part(self, index: int, pile: int | None, tail: tuple[int, bytes] | None = None) -> Part:
+        """Part file ``index``'s footer, kept or read (from ``tail``, its last bytes, where given)."""
+        with self._lock:
+            part = self._parts.get(index)
+            if part is not None:
+                self._parts.move_to_end(index)
+                return part
+        path = self.part_paths[index]
+        try:
+            footer = self._read_footer(index, tail)
+        except (OSError, pa.ArrowException) as error:
+            raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
+        return self._keep(index, footer)
+
+    def _keep(self, index: int, footer: pq.FileMetaData) -> Part:
+        """Keep ``footer`` of part file ``index`` among the last :data:`FOOTERS_KEPT`, and its layout for good."""
+        sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
+        part = Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
+        layout = self._layouts[index] or self._layout_of(part)
+        with self._lock:
+            self._layouts[index] = layout
+            self._parts[index] = part
+            self._parts.move_to_end(index)
+            while len(self._parts) > FOOTERS_KEPT:
+                self._parts.popitem(last=False)
+        return part
+
+    def _layout_of(self, part: Part) -> Layout:
+        footer = part.footer
+        # Byte ranges only where reads fetch them: a local store's open does not pay for them.
+        leaves = self._columns_read(footer) if not self.local else []
+        chunks = np.zeros((footer.num_row_groups, len(leaves), 3), dtype=np.int64)
+        for group in range(footer.num_row_groups):
+            row_group = footer.row_group(group)
+            for position, leaf in enumerate(leaves):
+                column = row_group.column(leaf)
+                # Where pyarrow starts reading a column chunk: its dictionary page, if it has one, else its first data page.
+                first = column.data_page_offset
+                if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < first:
+                    first = column.dictionary_page_offset
+                chunks[group, position] = (first, first + column.total_compressed_size, column.total_uncompressed_size)
+        return Layout(part.group_starts, chunks, footer.serialized_size + 8)
+
+    def _layout(self, index: int, pile: int | None) -> Layout:
+        """The layout of part file ``index``, from its footer (read if it never was)."""
+        layout = self._layouts[index]
+        if layout is None:
+            self._part(index, pile)
+            layout = self._layouts[index]
+            assert layout is not None
+        return layout
+
+    def _footer_tails(self, indices: Sequence[int]) -> list[tuple[int, bytes] | None]:
+        """The last :data:`FOOTER_NBYTES` of each part file of ``indices``, requested at once (``None``: not read)."""
+        wanted = [index for index in indices if isinstance(self._part_sizes[index], int)]
+        sizes = [int(self._part_sizes[index] or 0) for index in wanted]
+        starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
+        paths = [self.part_paths[index] for index in wanted]
+        found = dict(zip(wanted, self._fs.cat_ranges(paths, starts, sizes, on_error="return"), strict=True))
+        tails: list[tuple[int, bytes] | None] = []
+        for index, start in zip(wanted, starts, strict=True):
+            data = found[index]
+            tails.append((start, data) if isinstance(data, bytes) else None)  # an error: read again, and reported
+        return tails if len(wanted) == len(indices) else [None] * len(indices)
+
+    def _read_footer(self, index: int, tail: tuple[int, bytes] | None = None) -> pq.FileMetaData:
+        """The footer of part file ``index``: on object storage from its last bytes, one request (two if large)."""
+        path, size = self.part_paths[index], self._part_sizes[index]
+        if self.local or not isinstance(size, int):
+            with self._filesystem.open_input_file(path) as handle:
+                return pq.ParquetFile(handle).metadata
+        if tail is None:
+            first = max(0, size - FOOTER_NBYTES)
+            data = self._fs.cat_file(path, start=first, end=size)
+        else:
+            first, data = tail
+        if len(data) >= 8 and data[-4:] == b"PAR1":
+            needed = int.from_bytes(data[-8:-4], "little") + 8  # the footer, its length and the magic
+            if len(data) < needed <= size:
+                first = size - needed
+                data = self._fs.cat_file(path, start=first, end=size)
+        with pa.PythonFile(FetchedFile([(first, data)]), mode="r") as handle:
+            return pq.ParquetFile(handle).metadata
+
+    def _read_groups(self, index: int, part: Part, groups: list[int], pile: int | None) -> pa.Table:
+        path = self.part_paths[index]
+
+        def read(columns: list[str]) -> pa.Table:
+            with self._filesystem.open_input_file(path) as handle:
+                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True)
+                return file.read_row_groups(groups, columns=columns)
+
+        try:
+            return read(self.columns)
+        except (OSError, pa.ArrowException) as error:
+            failing = []
+            for column in self.columns:  # which columns: worth a second read on the way to an error
+                try:
+                    read([column])
+                except (OSError, pa.ArrowException):
+                    failing.append(column)
+            raise self._corrupt(f"a part file that fails to read ({error})", path, pile, failing) from error
+
+    def _pieces(self, start: int, stop: int, pile: int | None) -> list[Piece]:
+        """What rows ``start:stop`` are in: the part files and row groups, in row order; a missing one raises."""
+        pieces = []
+        position = start
+        while position < stop:
+            index = int(np.searchsorted(self.part_starts, position, side="right")) - 1
+            if index < 0:
+                path = f"{self._root}/{part_name(0)}"
+                raise self._corrupt(
+                    f"no part file holding rows {position}:{stop} (the first)", path, pile, self.columns
+                )
+            layout = self._layout(index, pile)
+            first = int(self.part_starts[index])
+            end = first + int(layout.group_starts[-1])
+            if position >= end:
+                following = f"{self._root}/{part_name(end)}"
+                raise self._corrupt(
+                    f"no part file holding rows {end}:{stop} (the next after {self.part_paths[index]!r})",
+                    following,
+                    pile,
+                    self.columns,
+                )
+            a, b = position - first, min(stop, end) - first
+            g0 = int(np.searchsorted(layout.group_starts, a, side="right")) - 1
+            g1 = int(np.searchsorted(layout.group_starts, b, side="left"))
+            pieces.append(Piece(index, layout, a, b, list(range(g0, g1))))
+            position = first + b
+        return pieces
+
+    def _empty(self) -> pa.Table:
+        for index in range(len(self.part_paths)):
+            try:
+                schema = self._part(index, None).footer.schema.to_arrow_schema()
+            except CorruptPileStoreError:
+                continue
+            return schema.empty_table().select(self.columns)
+        raise CorruptPileStoreError(
+            f"Expected at least one readable part file in the pile store {self.store!r}. Got none instead; "
+            "shuffle the source again."
+        )
+
+    def _columns_read(self, footer: pq.FileMetaData) -> list[int]:
+        """The Parquet (leaf) columns of the columns read: every column below each one's name."""
+        if self._leaves is None:
+            paths = [footer.schema.column(index).path for index in range(footer.num_columns)]
+            self._leaves = [
+                index
+                for index, path in enumerate(paths)
+                if any(path == name or path.startswith(name + ".") for name in self.columns)
+            ]
+        return self._leaves
+
+    def _tail(self, index: int) -> Range | None:
+        """The footer's bytes at the end of part file ``index``, where reads fetch it (else ``None``)."""
+        size, layout = self._part_sizes[index], self._layouts[index]
+        if len(self.part_paths) <= FOOTERS_KEPT or not isinstance(size, int) or layout is None:
+            return None  # every footer is kept: read when the store was opened
+        return self.part_paths[index], max(0, size - layout.footer_nbytes), size

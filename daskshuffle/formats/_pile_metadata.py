@@ -1,0 +1,153 @@
+"""A pile store's metadata, checked when the store is opened and before any row is read.
+
+Every reader refuses a store of a format version this release cannot read,
+one whose shuffle did not finish, and one whose metadata disagrees with itself
+or with the lengths of its data (the fingerprint the shuffle recorded catches
+any other edit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._errors import (
+    CorruptPileStoreError,
+    DaskShuffleValueError,
+    IncompletePileStoreError,
+    SourceNotFoundError,
+    UnfinishedShuffleError,
+)
+from ..plan._plan import fingerprint
+from ..storage._location import Location
+
+__all__ = [
+    "AppendedStoreError",
+    "check_pile_metadata",
+    "check_recorded_rows",
+    "check_store_exists",
+    "metadata_disagrees",
+    "select_variables",
+]
+
+#: Versions this release reads: a version 1 store is read as it was, without checks.
+READABLE_VERSIONS = (1, 2)
+#: Keys a destination adds to the metadata after the shuffle fingerprinted it (the shuffle fingerprints it
+#: marked incomplete): a Zarr store's layout (``_layout.LAYOUT_KEY``) and an xarray store's dimension.
+ADDED_AFTER_FINGERPRINT = ("layout", "dim")
+#: What to do about a pile store whose metadata disagrees with itself or with its data.
+_REMEDY = (
+    "shuffle the source again with overwrite=True, or restore the metadata from a copy and check the store against "
+    "its source with `daskshuffle verify`"
+)
+
+
+class AppendedStoreError(IncompletePileStoreError):
+    """A Zarr pile store with several generations, opened as one: ``open_pile_reader`` reads it with the metadata found."""
+
+    def __init__(self, message: str, metadata: Mapping[str, Any]) -> None:
+        super().__init__(message)
+        self.metadata = dict(metadata)
+
+
+def check_store_exists(store: Location, where: str) -> None:
+    """Refuse a pile store that does not exist (:class:`~daskshuffle.SourceNotFoundError`); ``where`` names it."""
+    if not store.exists():
+        raise SourceNotFoundError(f"Expected an existing pile store. Got {where!r}, which does not exist, instead.")
+
+
+def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
+    """Refuse a pile store of a format version this release cannot read or whose shuffle did not finish."""
+    if metadata.get("format_version") not in READABLE_VERSIONS:
+        raise IncompletePileStoreError(
+            f"Expected a pile store of format version {' or '.join(map(str, READABLE_VERSIONS))}. Got version "
+            f"{metadata.get('format_version')!r} in {where!r} instead; shuffle the source again with this version "
+            "of daskshuffle."
+        )
+    if not metadata.get("complete"):
+        raise UnfinishedShuffleError(
+            f"Expected a complete pile store. Got {where!r}, whose shuffle did not finish, instead; run the shuffle again."
+        )
+
+
+def _fingerprints(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    """What the fingerprint of ``metadata`` may be, one for each way a writer records it.
+
+    A shuffle fingerprints its metadata before the destination adds its keys
+    and marks it complete; appending, removing and compacting generations
+    fingerprint the whole of what they write.
+    """
+    whole = {key: value for key, value in metadata.items() if key != "fingerprint"}
+    shuffled = {key: value for key, value in whole.items() if key not in ADDED_AFTER_FINGERPRINT}
+    return fingerprint(whole), fingerprint({**shuffled, "complete": False})
+
+
+def metadata_disagrees(where: str, expected: str, got: str) -> CorruptPileStoreError:
+    """The error for a pile store at ``where`` whose metadata disagrees with itself or its data."""
+    return CorruptPileStoreError(
+        f"Expected the metadata of the pile store {where!r} to agree with itself and with its data: {expected}. "
+        f"Got {got} instead; the metadata was edited or damaged: {_REMEDY}."
+    )
+
+
+def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mapping[str, int]) -> None:
+    """Refuse metadata that disagrees with itself or with the data, before any row is read.
+
+    ``lengths`` are the rows the data holds, by what holds them (each array of
+    a Zarr store, as its own metadata records it; the part files of a Parquet
+    store). Checks that the pile offsets start at 0 and never fall, that the
+    last one is ``n_rows`` and every length, that there are ``n_piles`` piles,
+    and (from format version 2) the fingerprint: the shuffle recorded it, so a
+    change to any of these or to anything else it recorded is caught, an edit
+    that keeps them consistent included. Reads nothing.
+    """
+    try:
+        offsets = np.asarray(metadata["pile_offsets"], dtype=np.int64)
+        n_rows, n_piles = int(metadata["n_rows"]), int(metadata["n_piles"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise metadata_disagrees(where, "integers n_rows, n_piles and pile_offsets", f"{error!r}") from error
+    if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0:
+        first = int(offsets.flat[0]) if offsets.size else "none"
+        raise metadata_disagrees(where, "pile_offsets to start at 0", f"pile_offsets[0] = {first}")
+    falls = np.flatnonzero(np.diff(offsets) < 0)
+    if falls.size:
+        pile = int(falls[0])
+        raise metadata_disagrees(
+            where,
+            "pile_offsets that never fall",
+            f"pile_offsets[{pile + 1}] = {int(offsets[pile + 1]):,} after pile_offsets[{pile}] = {int(offsets[pile]):,}",
+        )
+    last = int(offsets[-1])
+    if n_rows != last:
+        raise metadata_disagrees(
+            where, "n_rows to equal the last pile offset", f"n_rows = {n_rows:,} and pile_offsets[-1] = {last:,}"
+        )
+    if n_piles != len(offsets) - 1:
+        raise metadata_disagrees(
+            where, "an offset for each pile and the end", f"n_piles = {n_piles:,} and {len(offsets):,} pile_offsets"
+        )
+    for name, length in lengths.items():
+        if length != last:
+            raise metadata_disagrees(
+                where, f"{name} to hold the n_rows the metadata records", f"n_rows = {last:,} and {length:,} in {name}"
+            )
+    recorded = metadata.get("fingerprint")
+    if metadata.get("format_version", 1) >= 2 and recorded not in _fingerprints(metadata):
+        raise metadata_disagrees(
+            where,
+            f"the fingerprint it records, {recorded!r}",
+            f"metadata whose fingerprint is {_fingerprints(metadata)[0 if 'generations' in metadata else 1]!r}",
+        )
+
+
+def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | None) -> list[str]:
+    """The recorded variables to read: all of them, or ``variables`` if they are all recorded."""
+    names = list(metadata["variables"])
+    if variables is None:
+        return names
+    unknown = [name for name in variables if name not in names]
+    if unknown:
+        raise DaskShuffleValueError(f"Expected variables among {names}. Got unknown {unknown} instead.")
+    return list(variables)

@@ -1,0 +1,208 @@
+"""The interface of a finished pile store opened for reading, the one thing the loader reads through.
+
+Every kind of pile store has a reader (:mod:`._zarr_reader`,
+:mod:`._parquet_reader`, :mod:`._generations`); the defaults here read a pile
+as its rows and gather batches from plain numpy arrays, and a reader overrides
+what it can do better (read piles straight into one set of arrays, fetch ahead
+on object storage, keep files in a local cache).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..storage._cache import Cache
+from ..storage._location import Location
+from ._base import Rows
+
+__all__ = ["ComposedReader", "PileReader"]
+
+
+class PileReader(ABC, Generic[Rows]):
+    """A complete pile store opened for reading."""
+
+    #: The ``daskshuffle`` metadata recorded by the shuffle.
+    metadata: Mapping[str, Any]
+    #: Whether a read is mostly decoding in calls that release the GIL (a codec, a Parquet
+    #: reader), rather than copying bytes: the loader then reads in a background thread
+    #: beside any consumer (see :mod:`daskshuffle.loader._prefetch`).
+    decodes: bool = False
+    #: Whether reads are requests to a store that serves many at once (object storage): the
+    #: loader then starts the requests of the reads ahead of it (:meth:`fetch`), within its
+    #: read-ahead budget, so that many are in flight while the consumer works.
+    fetches: bool = False
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.metadata["n_rows"])
+
+    @property
+    def pile_offsets(self) -> NDArray[np.int64]:
+        return np.asarray(self.metadata["pile_offsets"], dtype=np.int64)
+
+    @abstractmethod
+    def read_rows(self, start: int, stop: int) -> Rows:
+        """Rows ``start:stop`` of the store."""
+
+    def read_pile(self, pile: int) -> Rows:
+        """Every row of pile ``pile``, as stored.
+
+        What the loader calls. A reader that checks what it reads raises
+        :class:`~daskshuffle.CorruptPileStoreError` naming the pile, the
+        variable and the file.
+        """
+        offsets = self.pile_offsets
+        return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
+
+    def read_piles(self, piles: Sequence[int]) -> Rows:
+        """Every row of store piles ``piles``, one pile after the other (a group the loader shuffles as one).
+
+        By default each pile is read, then the piles are concatenated and
+        their arrays go back to the reader (:meth:`recycle`); a reader that can
+        read each pile straight into its slice of one set of arrays overrides it.
+        """
+        parts = [self.read_pile(pile) for pile in piles]
+        if len(parts) == 1:
+            return parts[0]
+        rows = self.concat(parts)
+        for part in parts:
+            arrays = self.as_arrays(part)
+            if arrays is not None:
+                self.recycle(arrays)
+        return rows
+
+    def start_pile(self, pile: int) -> Any:
+        """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
+
+        The loader's consumer and its background thread then share the read
+        (:class:`~daskshuffle.loader._prefetch.PileJob`). By default ``None``:
+        the pile is read whole by :meth:`read_pile` in one thread.
+        """
+        return None
+
+    def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
+        """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
+
+        By default nothing is kept.
+        """
+
+    @abstractmethod
+    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
+        """The rows at ``index``, in that order."""
+
+    @abstractmethod
+    def concat(self, parts: Sequence[Rows]) -> Rows:
+        """The rows of ``parts`` one after the other."""
+
+    @abstractmethod
+    def n_rows_of(self, rows: Rows) -> int:
+        """How many rows ``rows`` holds."""
+
+    # -- for the loader --------------------------------------------------------
+    @classmethod
+    def recognizes(cls, store: Location) -> bool:
+        """Whether ``store`` looks like a pile store of this kind.
+
+        A cheap look at the layout, without reading data; opening the store
+        does the real checks (complete, format version, variables).
+        """
+        return False
+
+    def to_batch(self, rows: Rows) -> Any:
+        """What the loader yields for ``rows``: by default ``rows`` itself.
+
+        A format can hand out something more convenient than its working
+        container here (a ``pandas.DataFrame`` for a ``pyarrow.Table``).
+        """
+        return rows
+
+    def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
+        """``rows`` as numpy arrays that batches are gathered from directly, or ``None``.
+
+        The loader gathers each batch with ``numpy.take`` into new arrays, one
+        copy, when the piles of the batch give arrays (of equal dtypes); it
+        calls :meth:`take`, :meth:`concat` and :meth:`to_batch` otherwise. A
+        reader returns arrays only where the two give the same batches. By
+        default, rows that are already a dict of numpy arrays.
+        """
+        if isinstance(rows, dict) and all(isinstance(values, np.ndarray) for values in rows.values()):
+            return rows
+        return None
+
+    def fetch(self, start: int, stop: int) -> None:
+        """Start fetching the files of rows ``start:stop``, to be read by ``read_rows(start, stop)`` (or the pile).
+
+        Only where :attr:`fetches`; by default nothing.
+        """
+
+    def forget(self, start: int, stop: int) -> None:
+        """Drop what :meth:`fetch` started for rows ``start:stop`` and was not read; by default nothing."""
+
+    #: Whether :meth:`use_cache` keeps the store's files on a local disk (a remote store of a kind that can).
+    caches: bool = False
+
+    def use_cache(self, cache: Cache) -> None:
+        """Keep the files read from now on in ``cache``, and read them from there when they are in it.
+
+        Only where :attr:`caches`; by default nothing.
+        """
+
+    @property
+    def fetched_nbytes(self) -> int:
+        """Bytes of rows fetched (or being fetched) ahead and not read yet."""
+        return 0
+
+    def close(self) -> None:
+        """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
+
+
+class ComposedReader(PileReader[Rows]):
+    """A pile reader that reads through other pile readers, :attr:`members`, of one kind of rows.
+
+    It declares what its members declare: it :attr:`decodes` where all of them
+    do and :attr:`caches` where any does; a cache, and :meth:`close`, reach
+    every member. Rows in memory and batches are the first member's.
+    """
+
+    @property
+    @abstractmethod
+    def members(self) -> Sequence[PileReader[Any]]:
+        """The readers read through, in order."""
+
+    @property
+    def decodes(self) -> bool:  # type: ignore[override]
+        return all(reader.decodes for reader in self.members)
+
+    @property
+    def caches(self) -> bool:  # type: ignore[override]
+        return any(reader.caches for reader in self.members)
+
+    def use_cache(self, cache: Cache) -> None:
+        for reader in self.members:
+            reader.use_cache(cache)
+
+    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
+        taken: Rows = self.members[0].take(rows, index)
+        return taken
+
+    def concat(self, parts: Sequence[Rows]) -> Rows:
+        rows: Rows = self.members[0].concat(parts)
+        return rows
+
+    def n_rows_of(self, rows: Rows) -> int:
+        return self.members[0].n_rows_of(rows)
+
+    def to_batch(self, rows: Rows) -> Any:
+        return self.members[0].to_batch(rows)
+
+    def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
+        return self.members[0].as_arrays(rows)
+
+    def close(self) -> None:
+        for reader in self.members:
+            reader.close()

@@ -1,0 +1,132 @@
+"""Reads of a Zarr pile store's rows that several threads share, and a reader's own pool of threads.
+
+A read is a list of tasks, each the chunk files of one variable that hold some
+of its rows (:class:`~daskshuffle.formats._zarr_chunks.ChunkFiles` reads them).
+Any thread may take a task: the one that started the read, a reader's pool, or
+a loader's consumer that needs the rows now. A pile of a store with several
+generations is one read in each generation, into one set of arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from numpy.typing import NDArray
+
+from ._arrays import ArrayRows
+from ._zarr_chunks import ChunkFiles, Chunks
+
+__all__ = ["ReaderPool", "RowsRead", "UnionRead"]
+
+
+class RowsRead:
+    """Rows being read by tasks (chunk files of a variable) that any thread may run.
+
+    The thread that started the read runs them in :meth:`result`; so may a
+    reader's pool, or a loader's consumer that needs the rows before the
+    background thread reading them is done (:meth:`help`). Each task is taken
+    once, under a lock (``next`` of an ``itertools.count`` is atomic only
+    under the GIL, not on free-threaded Python); an error is kept and raised
+    by :meth:`result` once no task runs, since every task writes into the
+    rows.
+    """
+
+    def __init__(
+        self,
+        files: ChunkFiles,
+        rows: ArrayRows,
+        tasks: list[tuple[Chunks, NDArray[Any], int, int]],
+        start: int,
+        stop: int,
+        pile: int | None,
+    ) -> None:
+        self.rows = rows
+        self._files = files
+        self._tasks = tasks
+        self._span = (start, stop, pile)
+        self._taken = 0  # the next task to take
+        self._taking = threading.Lock()
+        self._left = len(tasks)
+        self._finished = threading.Condition()
+        self._errors: list[BaseException] = []
+
+    def help(self, limit: int | None = None) -> bool:
+        """Run the tasks no thread has taken yet (at most ``limit`` of them); whether some may be left."""
+        for _ in itertools.repeat(None) if limit is None else range(limit):
+            with self._taking:
+                index = self._taken
+                self._taken += 1
+            if index >= len(self._tasks):
+                return False
+            try:
+                if not self._errors:  # after an error the rows are lost: skip the rest
+                    self._files.read(*self._tasks[index], *self._span)
+            except BaseException as error:
+                self._errors.append(error)
+            finally:
+                with self._finished:
+                    self._left -= 1
+                    if self._left == 0:
+                        self._finished.notify_all()
+        return True
+
+    def result(self) -> ArrayRows:
+        """The rows, once every task is done (helping until then); the first error if one failed."""
+        self.help()
+        with self._finished:
+            self._finished.wait_for(lambda: self._left == 0)
+        if self._errors:
+            raise self._errors[0]
+        return self.rows
+
+
+_pool_ids = itertools.count()
+
+
+class ReaderPool:
+    """A reader's pool of ``threads`` threads, made when first needed, made again after :meth:`shutdown`."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = threads
+        # A name of its own: a thread of this pool is known by it, and must not join the pool.
+        self.prefix = f"daskshuffle-zarr-reader-{next(_pool_ids)}"
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=self.prefix)
+            return self._executor
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Cancel what has not started; with ``wait``, join the threads, unless called from one of them.
+
+        A thread cannot join its own pool: when the reader is closed (or
+        collected) from one of the pool's threads, its threads finish on their own.
+        """
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            inside = threading.current_thread().name.startswith(self.prefix + "_")
+            executor.shutdown(wait=wait and not inside, cancel_futures=True)
+
+
+class UnionRead:
+    """The reads of one pile in several generations, into one set of arrays: threads help with any of them."""
+
+    def __init__(self, rows: ArrayRows, reads: list[RowsRead]) -> None:
+        self.rows = rows
+        self._reads = reads
+
+    def help(self, limit: int | None = None) -> bool:
+        """Run tasks no thread has taken yet (at most ``limit``); whether some may be left."""
+        return any(read.help(limit) and limit is not None for read in self._reads)
+
+    def result(self) -> ArrayRows:
+        for read in self._reads:
+            read.result()
+        return self.rows
