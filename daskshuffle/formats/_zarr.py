@@ -98,9 +98,12 @@ class ZarrDestination(Destination[ArrayRows]):
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
         group = _open_group(dst, mode="r+")
         runs = []
+        most_chunks = None if dst.is_local else REMOTE_RUN_CHUNKS
         for name, values in rows.items():
             array = _layout.for_writing(group[name])
-            runs += [(array, start + first, values[first:last]) for first, last in _runs(array, len(values))]
+            runs += [
+                (array, start + first, values[first:last]) for first, last in _runs(array, len(values), most_chunks)
+            ]
         if not dst.is_local and len(runs) > 1:
             # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
             # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
@@ -134,14 +137,17 @@ def _open_group(dst: Location, **kwargs: Any) -> zarr.Group:
     return zarr.open_group(dst.url, storage_options=dst.zarr_options, **kwargs)
 
 
-def _runs(array: zarr.Array[Any], n_rows: int) -> list[tuple[int, int]]:
-    """Runs of about ``RUN_NBYTES`` to write ``n_rows`` rows from a chunk boundary in.
+def _runs(array: zarr.Array[Any], n_rows: int, most_chunks: int | None = None) -> list[tuple[int, int]]:
+    """Runs of about ``RUN_NBYTES``, and of at most ``most_chunks`` chunks, to write ``n_rows`` rows from a chunk
+    boundary in.
 
     zarr encodes the chunks of one write concurrently and holds every encoded
     chunk until it is stored: writing a whole group at once takes about twice
     its size. Runs bound the encoded chunks to one run.
     """
     rows = run_rows(array, RUN_NBYTES)
+    if most_chunks is not None:
+        rows = min(rows, most_chunks * int(array.chunks[0]))
     return [(first, min(first + rows, n_rows)) for first in range(0, n_rows, rows)]
 
 
@@ -150,7 +156,10 @@ def _write(array: zarr.Array[Any], start: int, values: NDArray[Any]) -> None:
 
 
 #: Runs written at once to a destination on object storage.
-REMOTE_RUNS = 8
+REMOTE_RUNS = 16
+#: The most chunks in a run written to object storage: zarr sends ten requests at a time per write
+#: (``async.concurrency``), so that runs of ten chunks, written ``REMOTE_RUNS`` at once, keep 160 in flight.
+REMOTE_RUN_CHUNKS = 10
 
 
 class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
