@@ -43,7 +43,9 @@ def running_handlers(dask_scheduler: Any, op: str) -> int:
 
     Examples
     --------
-    >>> client.run_on_scheduler(running_handlers, op="register-client")  # doctest: +SKIP
+    >>> from distributed import Client, LocalCluster
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, Client(cluster) as client:
+    ...     client.run_on_scheduler(running_handlers, op="register-client")
     1
     """
     return sum(name == op for name in getattr(dask_scheduler, "_comms", {}).values())
@@ -60,7 +62,9 @@ def running_task_keys(dask_worker: Any) -> list[Hashable]:
 
     Examples
     --------
-    >>> client.run(running_task_keys)  # doctest: +SKIP
-    {'tcp://127.0.0.1:40301': [('daskshuffle-merge-3f2a', 0)]}
+    >>> from distributed import Client, LocalCluster
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, Client(cluster) as client:
+    ...     list(client.run(running_task_keys).values())  # nothing submitted: nothing runs
+    [[]]
     """
     return [task.key for task in dask_worker.state.tasks.values() if task.state in RUNNING_STATES]
