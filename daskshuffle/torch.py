@@ -145,20 +145,16 @@ class _ByValue:
 def _collating_fetcher() -> bool:
     """Whether ``iter(dataset)`` was called by a ``DataLoader`` fetcher that puts items together into batches.
 
-    An adapter to torch's internals (``torch.utils.data._utils.fetch``), checked
-    with torch 2.13 and torchdata 0.11: both create the fetcher, which calls
-    ``iter(dataset)`` in its ``__init__`` once ``auto_collation`` is set. No
-    public API tells a dataset how its ``DataLoader`` collates; a fetcher not
-    found (another torch) is taken as one that does not.
+    The fetcher calls ``iter(dataset)`` in its ``__init__``; which objects are
+    fetchers is torch's internals, known to :mod:`daskshuffle._compat._torch`.
     """
-    from torch.utils.data._utils.fetch import _BaseDatasetFetcher
+    from ._compat._torch import is_collating_fetcher
 
     try:
         frame = sys._getframe(2)  # this function, PileDataset.__iter__, then its caller
     except ValueError:  # iter(dataset) at the top of a script
         return False
-    caller = frame.f_locals.get("self")
-    return isinstance(caller, _BaseDatasetFetcher) and bool(caller.auto_collation)
+    return is_collating_fetcher(frame.f_locals.get("self"))
 
 
 #: Fields of the epoch counter shared with worker processes (see :class:`_Passes`).

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).parents[1] / "daskshuffle"
 # Bottom to top; a module may import its own layer and the layers below it. Formats and quality
 # share a rank but do not import each other. docs/architecture.md's layers table is this list.
 LAYERS: list[set[str]] = [
-    {"_errors", "_random"},
+    {"_compat", "_errors", "_random"},
     {"_parse", "_progress"},
     {"storage"},
     {"plan"},
@@ -98,7 +98,10 @@ def test_the_layering_check_catches_an_upward_import(tmp_path: Path) -> None:
     assert upward_imports(package) == ["daskshuffle/plan/_plan.py:1 imports daskshuffle.loader"]
 
 
-@pytest.mark.parametrize("layer", ["plan", "_errors", "_random", "_parse"])
+PURE_LAYERS = ["plan", "_errors", "_random", "_parse"]
+
+
+@pytest.mark.parametrize("layer", [*PURE_LAYERS, "_compat"])
 def test_pure_layers_import_neither_dask_nor_storage(layer: str) -> None:
     """Import every module of a pure layer in a fresh interpreter; none may bring in dask or storage."""
     modules = sorted(_module(path)[0] for path in PACKAGE.rglob("*.py") if _unit(_module(path)[0]) == layer)
@@ -110,6 +113,18 @@ def test_pure_layers_import_neither_dask_nor_storage(layer: str) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert not set(json.loads(out)) & STORAGE_AND_DASK
+
+
+def test_the_pure_layers_reach_no_other_library_internals() -> None:
+    """The adapters of :mod:`daskshuffle._compat` stand at the ground, but the pure layers never use them."""
+    offenders = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if _unit(_module(path)[0]) in PURE_LAYERS
+        for target, line in _imports(path, PACKAGE)
+        if _unit(target) == "_compat"
+    ]
+    assert offenders == []
 
 
 def test_only_the_graph_layer_imports_dask() -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from .._compat._dask import dataframe_meta
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..storage._location import Location
 from ._base import CollectionSource, FileSource
@@ -178,7 +179,7 @@ def open_dataframe_source(
     A dask DataFrame is computed here, once, into ``spool``, which the caller
     creates beforehand and removes after the shuffle.
     """
-    meta = df._meta if describe_partitions is not None else df
+    meta = dataframe_meta(df) if describe_partitions is not None else df
     _check_names(meta)
     preserve_index = _keeps_index(meta.index, index)
     if describe_partitions is not None:

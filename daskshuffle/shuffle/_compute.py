@@ -24,6 +24,8 @@ from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
 from dask.utils import format_time
 
+from .._compat._distributed import running_handlers, running_task_keys
+
 __all__ = [
     "array_inputs",
     "compute",
@@ -164,7 +166,7 @@ def _show_progress(future: Any) -> None:
 
 def _feeds(dask_scheduler: Any) -> int:
     """The scheduler's ``feed`` handlers still running (a progress bar's is one)."""
-    return sum(op == "feed" for op in getattr(dask_scheduler, "_comms", {}).values())
+    return running_handlers(dask_scheduler, "feed")
 
 
 def _feeds_running(client: Any) -> int:
@@ -228,9 +230,9 @@ STOP_TIMEOUT = 300.0
 def _running_tasks(prefix: str, dask_worker: Any) -> int:
     """The tasks of the graph named ``prefix`` that a worker is still running (cancelled ones included)."""
     running = 0
-    for task in dask_worker.state.tasks.values():
-        name = task.key[0] if isinstance(task.key, tuple) else task.key
-        if str(name).startswith(prefix) and task.state in ("executing", "long-running", "cancelled", "resumed"):
+    for key in running_task_keys(dask_worker):
+        name = key[0] if isinstance(key, tuple) else key
+        if str(name).startswith(prefix):
             running += 1
     return running
 

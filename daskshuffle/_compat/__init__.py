@@ -1,0 +1,16 @@
+"""Other libraries' private internals, one adapter module per library.
+
+Where no public API does what daskshuffle needs, the private attribute or
+class is reached here and nowhere else: :mod:`._distributed` (a scheduler's
+comm handlers, a worker's tasks), :mod:`._dask` (a DataFrame's empty meta) and
+:mod:`._torch` (a ``DataLoader``'s fetcher). Each module's ``CHECKED`` names the
+versions it was checked against; ``tests/test_compat.py`` fails when an
+installed version is not one of them, so that an upgrade is checked again.
+
+The modules import nothing at import time: they are handed the other
+library's objects, and the torch adapter imports torch when called.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

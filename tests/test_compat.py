@@ -1,0 +1,136 @@
+"""The adapters to other libraries' internals: pinned to the versions they were checked against, and working on real objects."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from daskshuffle._compat import _dask, _distributed, _torch
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def test_major_minor() -> None:
+    assert _major_minor("2026.8.0") == "2026.8"
+    assert _major_minor("2.13.0+cpu") == "2.13"
+    assert _major_minor("2.1.3") != _major_minor("2.13.0")
+
+
+@pytest.mark.parametrize(
+    ("adapter", "library"),
+    [(_distributed, "distributed"), (_dask, "dask"), (_torch, "torch"), (_torch, "torchdata")],
+)
+def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: ModuleType, library: str) -> None:
+    try:
+        installed = importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip(f"{library} is not installed")
+    checked = adapter.CHECKED[library]
+    assert _major_minor(installed) in checked, (
+        f"{adapter.__name__} was checked against {library} {', '.join(checked)}; {installed} is installed. "
+        f"Check the private API its docstring names still behaves as it says, then add {_major_minor(installed)} "
+        "to its CHECKED."
+    )
+
+
+def test_the_adapters_import_nothing_at_import_time() -> None:
+    for adapter in (_distributed, _dask, _torch):
+        assert not {name for name in vars(adapter) if name in {"dask", "distributed", "torch", "pandas"}}
+
+
+# -- distributed -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_client() -> Iterator[Any]:
+    """A real LocalCluster of one worker thread in this process, so that the test reaches its scheduler and worker."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
+@pytest.mark.cluster
+def test_running_handlers_counts_a_schedulers_handlers_by_name(local_client: Any) -> None:
+    assert local_client.run_on_scheduler(_distributed.running_handlers, op="register-client") >= 1
+    assert local_client.run_on_scheduler(_distributed.running_handlers, op="no-such-handler") == 0
+
+
+@pytest.mark.cluster
+def test_running_handlers_sees_a_progress_feed_until_it_ends(local_client: Any) -> None:
+    from distributed.diagnostics.progressbar import TextProgressBar
+
+    future = local_client.submit(time.sleep, 1.0, key="compat-feed")
+    before = local_client.run_on_scheduler(_distributed.running_handlers, op="feed")
+    bar = TextProgressBar([future], scheduler=local_client.scheduler.address, complete=False, start=False)
+    try:
+        local_client.loop.add_callback(bar.listen)
+        deadline = time.monotonic() + 10
+        while local_client.run_on_scheduler(_distributed.running_handlers, op="feed") <= before:
+            assert time.monotonic() < deadline, "the bar's feed handler never showed"
+            time.sleep(0.02)
+    finally:
+        future.result()
+    while local_client.run_on_scheduler(_distributed.running_handlers, op="feed") > before:
+        assert time.monotonic() < deadline + 10, "the bar's feed handler never ended"
+        time.sleep(0.02)
+
+
+@pytest.mark.cluster
+def test_running_task_keys_lists_what_a_worker_executes(local_client: Any) -> None:
+    future = local_client.submit(time.sleep, 1.0, key="compat-sleep")
+    try:
+        deadline = time.monotonic() + 10
+        while not any("compat-sleep" in keys for keys in local_client.run(_distributed.running_task_keys).values()):
+            assert time.monotonic() < deadline, "the worker never reported its running task"
+            time.sleep(0.02)
+    finally:
+        future.result()
+    assert not any("compat-sleep" in keys for keys in local_client.run(_distributed.running_task_keys).values())
+
+
+# -- dask --------------------------------------------------------------------------
+
+
+def test_dataframe_meta_is_the_empty_frame_of_a_real_dask_dataframe() -> None:
+    dd = pytest.importorskip("dask.dataframe")
+    frame = pd.DataFrame({"x": [1, 2, 3], "y": ["a", "b", "c"]}, index=pd.Index([10, 11, 12], name="row"))
+    meta = _dask.dataframe_meta(dd.from_pandas(frame, npartitions=2))
+    assert isinstance(meta, pd.DataFrame)
+    assert len(meta) == 0
+    assert list(meta.columns) == ["x", "y"]
+    assert meta.dtypes["x"] == frame.dtypes["x"]
+    assert meta.index.name == "row"
+
+
+# -- torch -------------------------------------------------------------------------
+
+
+def test_is_collating_fetcher_tells_how_a_real_dataloader_collates() -> None:
+    torch_data = pytest.importorskip("torch.utils.data")
+    import sys
+
+    class Dataset(torch_data.IterableDataset):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.seen: list[bool] = []
+
+        def __iter__(self) -> Iterator[int]:
+            self.seen.append(_torch.is_collating_fetcher(sys._getframe(1).f_locals.get("self")))
+            return iter(range(4))
+
+    dataset = Dataset()
+    assert len(list(torch_data.DataLoader(dataset, batch_size=2))) == 2
+    assert len(list(torch_data.DataLoader(dataset, batch_size=None))) == 4
+    assert dataset.seen == [True, False]
+    assert not _torch.is_collating_fetcher(object())
