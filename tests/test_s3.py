@@ -56,9 +56,24 @@ def zarr_pair(tmp_path: Path, s3: Any) -> tuple[str, str]:
     return local, s3.put(local, "raw.zarr")
 
 
-def test_zarr_s3_to_s3_equals_local(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("part_nbytes", "levels"),
+    [(None, 1), (1_000, 1), (1_000, 2)],
+    ids=["pieces whole", "pieces in parts", "pieces in parts, two levels"],
+)
+def test_zarr_s3_to_s3_equals_local(
+    tmp_path: Path,
+    s3: Any,
+    zarr_pair: tuple[str, str],
+    part_nbytes: int | None,
+    levels: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On object storage a piece file is written in parts; a read across two parts is two requests, joined."""
+    if part_nbytes is not None:
+        monkeypatch.setattr("daskshuffle.formats._arrays.PART_NBYTES", part_nbytes)
     local, remote = zarr_pair
-    options = {"n_piles": 5, "seed": 3, "block_memory": "20KiB"}
+    options = {"n_piles": 5 if levels == 1 else 9, "seed": 3, "block_memory": "20KiB", "levels": levels}
     ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)
     result = ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
     assert result.n_rows == N_ROWS

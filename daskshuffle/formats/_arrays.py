@@ -6,14 +6,19 @@ length. Every variable is shuffled with one permutation, so the rows of ``x``,
 
 Pieces are raw little-endian bytes, one file per (variable, block): pass 1
 writes a block's rows in piece order with one sequential write, and the merge
-reads exactly the byte range of the piles it assembles. No codec runs on data
+reads exactly the byte range of the piles it assembles. On object storage the
+file is cut into parts of :data:`PART_NBYTES`, written at once (a request
+streams at the speed of one connection), and a read across two parts is two
+requests. No codec runs on data
 that is written once and read once, and no chunk boundary forces a read of
 rows that are not needed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,9 +91,10 @@ class ArrayPieces(Pieces[ArrayRows]):
     def slice(self, rows: ArrayRows, start: int, stop: int) -> ArrayRows:
         return {name: values[start:stop] for name, values in rows.items()}
 
-    def _piece_path(self, root: str, variable: Variable, block: int) -> str:
+    def _piece_path(self, root: str, variable: Variable, block: int, part: int | None = None) -> str:
         # Named by numbers only: a variable's name comes from the source, and is no path.
-        return f"{root}/{self.variables.index(variable)}/{block}.bin"
+        name = block if part is None else f"{block}.{part}"
+        return f"{root}/{self.variables.index(variable)}/{name}.bin"
 
     def prepare_pieces(self, tmp: Location) -> None:
         fs, root = tmp.fs, tmp.path
@@ -96,53 +102,100 @@ class ArrayPieces(Pieces[ArrayRows]):
             fs.makedirs(f"{root}/{self.variables.index(variable)}", exist_ok=True)
 
     def write_pieces(self, tmp: Location, block: int, rows: ArrayRows, piece_offsets: NDArray[np.int64]) -> None:
-        fs, root = tmp.fs, tmp.path
         for variable in self.variables:
-            with fs.open(self._piece_path(root, variable, block), "wb") as file:
-                file.write(np.ascontiguousarray(rows[variable.name]).reshape(-1).view(np.uint8))
+            values = rows[variable.name]
+            self._write_piece_file(tmp, variable, block, len(values), functools.partial(_rows_between, values))
 
     def scatter_block(
         self, tmp: Location, block: int, rows: ArrayRows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
     ) -> None:
         # Reorder and write a run at a time: the block is never held twice.
-        fs, root = tmp.fs, tmp.path
         for variable in self.variables:
             values = rows[variable.name]
+            self._write_piece_file(
+                tmp,
+                variable,
+                block,
+                len(order),
+                functools.partial(_taken_between, values, order),
+            )
+
+    def _write_piece_file(
+        self,
+        tmp: Location,
+        variable: Variable,
+        block: int,
+        n_rows: int,
+        rows_of: Callable[[int, int], NDArray[Any]],
+    ) -> None:
+        """Write rows ``0:n_rows`` of ``variable`` in block ``block``, ``rows_of(first, last)`` a run at a time.
+
+        On a local disk, one file written in runs. On object storage, where one
+        request streams at the speed of one connection, the file is cut into
+        parts of :data:`PART_NBYTES` that are written at once.
+        """
+        fs, root = tmp.fs, tmp.path
+        if tmp.is_local:
             run = max(1, RUN_NBYTES // max(variable.row_nbytes, 1))
             with fs.open(self._piece_path(root, variable, block), "wb") as file:
-                for first in range(0, len(order), run):
-                    file.write(np.take(values, order[first : first + run], axis=0).reshape(-1).view(np.uint8))
+                for first in range(0, n_rows, run):
+                    data = np.ascontiguousarray(rows_of(first, min(first + run, n_rows)))
+                    file.write(data.reshape(-1).view(np.uint8))
+            return
+        part_rows = _part_rows(variable)
 
-    def _read_piece_rows(
-        self, fs: Any, root: str, variable: Variable, block: int, start: int, stop: int
-    ) -> NDArray[Any]:
-        size = variable.row_nbytes
+        def put(part: int) -> None:
+            first = part * part_rows
+            data = np.ascontiguousarray(rows_of(first, min(first + part_rows, n_rows)))
+            fs.pipe_file(self._piece_path(root, variable, block, part), data.reshape(-1).view(np.uint8).tobytes())
+
+        parts = range(-(-n_rows // part_rows))
+        with ThreadPoolExecutor(min(max(len(parts), 1), PARTS_AT_ONCE), thread_name_prefix="daskshuffle-put") as pool:
+            list(pool.map(put, parts))
+
+    def _piece_ranges(
+        self, tmp: Location, variable: Variable, block: int, start: int, stop: int
+    ) -> list[tuple[str, int, int]]:
+        """The byte ranges of the files that hold rows ``start:stop`` of ``variable`` in block ``block``."""
+        size, root = variable.row_nbytes, tmp.path
+        if tmp.is_local:
+            return [(self._piece_path(root, variable, block), start * size, stop * size)]
+        part_rows = _part_rows(variable)
+        ranges = []
+        for part in range(start // part_rows, -(-stop // part_rows)):
+            first = part * part_rows
+            lo, hi = max(start, first) - first, min(stop, first + part_rows) - first
+            ranges.append((self._piece_path(root, variable, block, part), lo * size, hi * size))
+        return ranges
+
+    def _read_piece_rows(self, tmp: Location, variable: Variable, block: int, start: int, stop: int) -> NDArray[Any]:
         if stop <= start:
             return _from_bytes(b"", variable)
-        # By keyword: s3fs's cat_file takes a version id as its second positional argument.
-        data = fs.cat_file(self._piece_path(root, variable, block), start=start * size, end=stop * size)
-        return _from_bytes(data, variable)
+        ranges = self._piece_ranges(tmp, variable, block, start, stop)
+        if len(ranges) == 1:
+            path, lo, hi = ranges[0]
+            # By keyword: s3fs's cat_file takes a version id as its second positional argument.
+            return _from_bytes(tmp.fs.cat_file(path, start=lo, end=hi), variable)
+        paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
+        found = tmp.fs.cat_ranges(paths, starts, ends, on_error="return")
+        return _from_bytes(b"".join(_checked(paths, found)), variable)
 
     def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> ArrayRows:
-        fs, root = tmp.fs, tmp.path
-        return {
-            variable.name: self._read_piece_rows(fs, root, variable, block, start, stop) for variable in self.variables
-        }
+        return {variable.name: self._read_piece_rows(tmp, variable, block, start, stop) for variable in self.variables}
 
     def gather_pieces(self, tmp: Location, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> ArrayRows:
         # Each read lands straight in its final rows: one copy of the group in
         # memory, not a concatenation to reorder.
         destination = np.empty(len(order), dtype=np.intp)
         destination[order] = np.arange(len(order), dtype=np.intp)
-        fs, root = tmp.fs, tmp.path
-        fetched = None if tmp.is_local else self._fetch_pieces(fs, root, reads)
+        fetched = None if tmp.is_local else self._fetch_pieces(tmp, reads)
         rows = {}
         for variable in self.variables:
             values = np.empty((len(order), *variable.row_shape), dtype=variable.dtype)
             filled = 0
             for block, start, stop in reads:
                 if fetched is None:
-                    part = self._read_piece_rows(fs, root, variable, block, start, stop)
+                    part = self._read_piece_rows(tmp, variable, block, start, stop)
                 else:
                     part = _from_bytes(fetched.get((variable.name, block, start), b""), variable)
                 values[destination[filled : filled + len(part)]] = part
@@ -150,21 +203,46 @@ class ArrayPieces(Pieces[ArrayRows]):
             rows[variable.name] = values
         return rows
 
-    def _fetch_pieces(
-        self, fs: Any, root: str, reads: Sequence[tuple[int, int, int]]
-    ) -> dict[tuple[str, int, int], bytes]:
+    def _fetch_pieces(self, tmp: Location, reads: Sequence[tuple[int, int, int]]) -> dict[tuple[str, int, int], bytes]:
         """Every piece read of every variable in one call: an object store serves them all at once."""
-        keys, paths, starts, ends = [], [], [], []
+        keys: list[tuple[str, int, int]] = []
+        ranges: list[tuple[str, int, int]] = []
+        counts: list[int] = []
         for variable in self.variables:
-            size = variable.row_nbytes
             for block, start, stop in reads:
                 if stop > start:
                     keys.append((variable.name, block, start))
-                    paths.append(self._piece_path(root, variable, block))
-                    starts.append(start * size)
-                    ends.append(stop * size)
-        found = fs.cat_ranges(paths, starts, ends, on_error="return")
-        for path, data in zip(paths, found, strict=True):
-            if isinstance(data, BaseException):
-                raise data if isinstance(data, OSError) else OSError(f"Could not read piece {path!r}: {data}")
-        return dict(zip(keys, found, strict=True))
+                    found = self._piece_ranges(tmp, variable, block, start, stop)
+                    ranges += found
+                    counts.append(len(found))
+        if not ranges:
+            return {}
+        paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
+        data = iter(_checked(paths, tmp.fs.cat_ranges(paths, starts, ends, on_error="return")))
+        return {key: b"".join(next(data) for _ in range(count)) for key, count in zip(keys, counts, strict=True)}
+
+
+#: Bytes of a part of a piece file on object storage, and the parts written at once by one task.
+PART_NBYTES = 4 * 2**20
+PARTS_AT_ONCE = 8
+
+
+def _part_rows(variable: Variable) -> int:
+    """Rows of ``variable`` in a part of a piece file on object storage."""
+    return max(1, PART_NBYTES // max(variable.row_nbytes, 1))
+
+
+def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:
+    """The bytes of each read of ``paths``; the first error among them raised as an ``OSError``."""
+    for path, data in zip(paths, found, strict=True):
+        if isinstance(data, BaseException):
+            raise data if isinstance(data, OSError) else OSError(f"Could not read piece {path!r}: {data}")
+    return list(found)
+
+
+def _rows_between(values: NDArray[Any], first: int, last: int) -> NDArray[Any]:
+    return values[first:last]
+
+
+def _taken_between(values: NDArray[Any], order: NDArray[np.intp], first: int, last: int) -> NDArray[Any]:
+    return np.take(values, order[first:last], axis=0)
