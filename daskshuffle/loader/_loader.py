@@ -32,32 +32,17 @@ from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from ..formats import PileReader
 from ..plan._combinations import check_combination
-from ..plan._epoch_plan import BatchPlan, piles_for_budget
+from ..plan._epoch_plan import BatchPlan
 from ..plan._order_classes import Order, OrderName, parse_order, refuse_order_keywords
 from ..plan._streams import Stream, parse_streams
 from ..storage._cache import Cache, parse_cache
 from ._loader_position import LoaderPosition
-from ._loader_state import LoaderSettings, parse_rank
+from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank
 from ._mix import loader_units, open_loader_store
 from ._prefetch import Prefetcher, ShuffledPiles, parse_prefetch
 from ._rank_share import RankShare
 
 __all__ = ["LoaderSettings", "PileLoader"]
-
-
-def _row_nbytes(reader: PileReader[Any]) -> float:
-    """Bytes a row of ``reader`` takes in memory: from the dtypes, or from a sample of rows where sizes vary."""
-    arrays = reader.as_arrays(reader.read_rows(0, 0))
-    if arrays is not None and all(values.dtype.kind != "O" for values in arrays.values()):
-        return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in arrays.values()))
-    n_rows = min(reader.n_rows, 256)
-    rows = reader.read_rows(0, n_rows)
-    arrays = reader.as_arrays(rows)
-    if arrays is not None:
-        nbytes = sum(int(values.nbytes) for values in arrays.values())
-    else:
-        nbytes = int(getattr(rows, "nbytes", 0))  # a pyarrow Table
-    return nbytes / max(n_rows, 1)
 
 
 def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
@@ -259,12 +244,7 @@ class PileLoader(LoaderPosition):
         if chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
-        if given is not None:
-            piles_in_memory = given
-        elif mixture is None:
-            piles_in_memory = piles_for_budget(np.diff(reader.pile_offsets), _row_nbytes(reader), budget)
-        else:
-            piles_in_memory = 1  # a mixture holds a pile at a time
+        piles_in_memory = choose_piles_in_memory(given, budget, reader, several_streams=mixture is not None)
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
