@@ -28,8 +28,9 @@ from _pytest.doctest import DoctestItem
 
 N_ROWS = 1_000
 
-# daskshuffle.torch imports torch at the top; without it there is nothing of it to run.
-collect_ignore = [] if importlib.util.find_spec("torch") else ["daskshuffle/torch.py"]
+# daskshuffle.torch and _torch_dataloader import torch at the top; without it there is nothing of them to run.
+TORCH_MODULES = ["daskshuffle/torch.py", "daskshuffle/_torch_dataloader.py"]
+collect_ignore = [] if importlib.util.find_spec("torch") else TORCH_MODULES
 
 
 def _write_sources(root: Path) -> None:

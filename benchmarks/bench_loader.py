@@ -216,7 +216,7 @@ def ready_batches(n_rows: int, batch_size: int, num_workers: int) -> int:
     import torch
     from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-    from daskshuffle.torch import _ByValue
+    from daskshuffle._torch_dataloader import ByValue
 
     class Ready(IterableDataset):
         def __iter__(self) -> Iterator[object]:
@@ -225,7 +225,7 @@ def ready_batches(n_rows: int, batch_size: int, num_workers: int) -> int:
             x = torch.from_numpy(np.ones((batch_size, WIDTH), dtype=np.float32))
             ids = torch.from_numpy(np.arange(batch_size, dtype=np.int64))
             for _ in range(share):
-                yield _ByValue({"x": x, "id": ids})
+                yield ByValue({"x": x, "id": ids})
 
     return sum(_nbytes(batch) for batch in DataLoader(Ready(), batch_size=None, num_workers=num_workers))
 

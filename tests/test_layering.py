@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"formats", "quality"},
     {"shuffle"},
     {"loader"},
+    {"_torch_dataloader"},
     {"__init__", "torch"},
     {"_cli"},
     {"demo", "__main__"},

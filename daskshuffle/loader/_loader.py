@@ -14,50 +14,35 @@ and never imports dask: it runs on a training machine with no scheduler at all.
 Which rows each rank and each batch gets is planned by pure functions of
 :mod:`daskshuffle.plan._plan` (:func:`~daskshuffle.plan._plan.plan_batches`); reading
 ahead lives in :mod:`daskshuffle.loader._prefetch`, gathering a batch in
-:mod:`daskshuffle.loader._batches`; this module schedules them and keeps the position.
+:mod:`daskshuffle.loader._batches`, the position and the iterations that move it in
+:mod:`daskshuffle.loader._loader_position`; this module opens the store and the settings.
 """
 
 from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Literal, Never
 
 import numpy as np
 
-from .._errors import CorruptPileStoreError, DaskShuffleValueError, StoreChangedError
+from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
-from .._progress import Progress
 from ..formats import PileReader
 from ..plan._combinations import check_combination
-from ..plan._epoch_plan import BatchPlan, piles_for_budget
+from ..plan._epoch_plan import BatchPlan
 from ..plan._order_classes import Order, OrderName, parse_order, refuse_order_keywords
 from ..plan._streams import Stream, parse_streams
 from ..storage._cache import Cache, parse_cache
-from ._batches import Allocate
-from ._loader_state import STATE_VERSION, LoaderSettings, check_state, parse_rank
-from ._mix import check_streams, loader_units, open_loader_store
+from ._loader_position import LoaderPosition
+from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank
+from ._mix import loader_units, open_loader_store
 from ._prefetch import Prefetcher, ShuffledPiles, parse_prefetch
 from ._rank_share import RankShare
 
 __all__ = ["LoaderSettings", "PileLoader"]
-
-
-def _row_nbytes(reader: PileReader[Any]) -> float:
-    """Bytes a row of ``reader`` takes in memory: from the dtypes, or from a sample of rows where sizes vary."""
-    arrays = reader.as_arrays(reader.read_rows(0, 0))
-    if arrays is not None and all(values.dtype.kind != "O" for values in arrays.values()):
-        return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in arrays.values()))
-    n_rows = min(reader.n_rows, 256)
-    rows = reader.read_rows(0, n_rows)
-    arrays = reader.as_arrays(rows)
-    if arrays is not None:
-        nbytes = sum(int(values.nbytes) for values in arrays.values())
-    else:
-        nbytes = int(getattr(rows, "nbytes", 0))  # a pyarrow Table
-    return nbytes / max(n_rows, 1)
 
 
 def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
@@ -65,7 +50,7 @@ def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
     reader.close()
 
 
-class PileLoader:
+class PileLoader(LoaderPosition):
     """Shuffled minibatches from a pile store: the lazy second pass of the 2-pass shuffle.
 
     Iterating yields one epoch of batches, each a dict of numpy arrays keyed
@@ -259,12 +244,7 @@ class PileLoader:
         if chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
-        if given is not None:
-            piles_in_memory = given
-        elif mixture is None:
-            piles_in_memory = piles_for_budget(np.diff(reader.pile_offsets), _row_nbytes(reader), budget)
-        else:
-            piles_in_memory = 1  # a mixture holds a pile at a time
+        piles_in_memory = choose_piles_in_memory(given, budget, reader, several_streams=mixture is not None)
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
@@ -286,10 +266,7 @@ class PileLoader:
         self._piles = ShuffledPiles(reader, path, units, read_ahead)
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
-        self._epoch = 0
-        self._batches = 0
-        self._live: weakref.ref[Generator[Any, None, None]] | None = None
-        self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
+        super().__init__()  # the position: epoch 0, its first batch
         self._prefetcher = Prefetcher(self._piles, self._prefetch)
         # Also stop the background threads if the loader is dropped without close().
         self._finalizer = weakref.finalize(self, _release, self._prefetcher, reader)
@@ -315,11 +292,6 @@ class PileLoader:
     def n_rows(self) -> int:
         """Rows this rank yields per epoch."""
         return self._share.range[1] - self._share.range[0]
-
-    @property
-    def epoch(self) -> int:
-        """The epoch the next batch belongs to."""
-        return self._position()[0]
 
     def __len__(self) -> int:
         """Batches this rank yields per epoch."""
@@ -386,192 +358,10 @@ class PileLoader:
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
         return self._share.piles_read(epoch)
 
-    # -- iteration -----------------------------------------------------------
-    def _position(self) -> tuple[int, int]:
-        """The epoch and the batch within it that come next."""
-        if self._batches >= self._n_batches:
-            return self._epoch + 1, 0
-        return self._epoch, self._batches
-
-    def _close_live(self) -> None:
-        generator = self._live() if self._live is not None else None
-        self._live = None
-        if generator is not None:
-            generator.close()
-
-    def __iter__(self) -> Iterator[Any]:
-        self._close_live()
-        epoch, first = self._position()
-        self._epoch, self._batches = epoch, first
-        batches = self._share.batches(epoch, first, None, self._prefetch, self._prefetcher)
-        generator = self._generate(batches, epoch, first, track=True)
-        self._live = weakref.ref(generator)
-        return generator
-
-    def iter_batches(
-        self, epoch: int, start: int = 0, stop: int | None = None, *, allocate: Allocate | None = None
-    ) -> Iterator[Any]:
-        """Batches ``start:stop`` of ``epoch`` for this rank, without moving the loader's position.
-
-        The same batches as iterating the loader over that epoch. The range
-        has its own background reads, stopped when it ends, when it is closed
-        or garbage collected, and by :meth:`close`. ``allocate(n_rows, layout)``,
-        if given, makes the arrays each numpy batch is gathered into (``layout``
-        maps each variable to its dtype and the shape of a row), for example
-        in shared memory.
-
-        Examples
-        --------
-        >>> loader = PileLoader("piles.zarr", batch_size=100)
-        >>> [len(batch["id"]) for batch in loader.iter_batches(epoch=3, start=8)]
-        [100, 100]
-        >>> loader.epoch
-        0
-        """
-        batches = self._share.batches(epoch, start, stop, self._prefetch, allocate=allocate)
-        generator = self._generate(batches, epoch, start, track=False)
-        self._ranges.add(generator)
-        return generator
-
-    def _generate(self, batches: Iterator[Any], epoch: int, first: int, *, track: bool) -> Generator[Any, None, None]:
-        """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them."""
-        progress = Progress(self._progress and track, epoch, self._n_batches, first)
-        try:
-            for produced, batch in enumerate(batches, start=first + 1):
-                if track:
-                    self._batches = produced
-                progress.advance()
-                yield batch
-            if track:
-                self._epoch, self._batches = epoch + 1, 0
-        except CorruptPileStoreError as error:
-            changed = self._changed_since_opened(error)
-            if changed is None:
-                raise
-            raise changed from error
-        finally:
-            progress.close()
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()  # stops its reads, unless they read ahead for the next epoch
-
-    def _changed_since_opened(self, error: CorruptPileStoreError) -> StoreChangedError | None:
-        """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""
-        if isinstance(error, StoreChangedError) or self._streams is not None:
-            return None
-        from ..formats import read_metadata
-
-        try:
-            now = read_metadata(self.store, self._storage_options)
-        except OSError:
-            return None
-        if now is not None and now.get("fingerprint") == self._store_fingerprint:
-            return None
-        listed = [entry.get("generation") for entry in (now or {}).get("generations", [])]
-        return StoreChangedError(
-            f"Expected the pile store {self.store!r} as this loader opened it (fingerprint "
-            f"{self._store_fingerprint}). Got a store whose generations changed since instead (now "
-            f"{'generations ' + str(listed) if listed else 'another store'}: evict or compact removed files this "
-            "loader was reading); open a new PileLoader to read the store as it is now.",
-        )
-
-    def peek(self) -> Any:
-        """The batch that comes next, without moving the loader's position.
-
-        Iterating continues where the last iteration stopped, so a batch taken
-        with ``next(iter(loader))`` is one the next ``for`` does not yield;
-        ``peek`` reads the same batch through a range of its own (its pile is
-        read for it) and leaves the position as it was.
-
-        Examples
-        --------
-        >>> loader = PileLoader("piles.zarr", batch_size=100, seed=0)
-        >>> first = loader.peek()
-        >>> batches = list(loader)
-        >>> len(batches), bool((first["id"] == batches[0]["id"]).all())
-        (10, True)
-        """
-        epoch, batch = self._position()
-        batches = self.iter_batches(epoch, batch, batch + 1)
-        try:
-            return next(iter(batches))
-        finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of ``epoch``.
-
-        An iteration in progress stops.
-
-        Examples
-        --------
-        >>> loader = PileLoader("piles.zarr", batch_size=100)
-        >>> loader.set_epoch(3)
-        >>> loader.epoch
-        3
-        """
-        epoch = parse_count(epoch, "epoch")
-        self._close_live()
-        self._epoch, self._batches = epoch, 0
-
-    # -- resumption ----------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Where the loader is: a small JSON-serialisable dict for :meth:`load_state_dict`.
-
-        It records the epoch and the batches of it already handed out, and
-        fingerprints of the store and of the :class:`LoaderSettings`.
-
-        Examples
-        --------
-        >>> loader = PileLoader("piles.zarr", batch_size=100)
-        >>> batches = iter(loader)
-        >>> first, second = next(batches), next(batches)
-        >>> state = loader.state_dict()
-        >>> state["epoch"], state["batches"]
-        (0, 2)
-        """
-        epoch, batches = self._position()
-        return {
-            "version": STATE_VERSION,
-            "epoch": epoch,
-            "batches": batches,
-            "store": self._store_fingerprint,
-            "settings": self.settings.to_dict(),
-            "settings_fingerprint": self.settings.fingerprint,
-            **({} if self._streams is None else {"streams": self._streams}),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue exactly where the loader that saved ``state`` stopped.
-
-        The next iteration yields the batches an uninterrupted run would have
-        yielded next, and reads no pile before the one it continues in. A state
-        of another store or of other settings is refused. An iteration in
-        progress stops.
-
-        Examples
-        --------
-        >>> first = PileLoader("piles.zarr", batch_size=100)
-        >>> batches = iter(first)
-        >>> skipped = [next(batches) for _ in range(3)]
-        >>> resumed = PileLoader("piles.zarr", batch_size=100)
-        >>> resumed.load_state_dict(first.state_dict())
-        >>> bool((next(iter(resumed))["id"] == next(batches)["id"]).all())
-        True
-        """
-        check_streams(state, self._streams)
-        epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._n_batches)
-        self._close_live()
-        self._epoch, self._batches = epoch, batches
-
     # -- resources -----------------------------------------------------------
     def close(self) -> None:
         """Stop the iterations in progress and the background reads, join their threads, close the store."""
-        self._close_live()
-        for generator in list(self._ranges):
-            generator.close()
+        self._close_iterations()
         _release(self._prefetcher, self._piles.reader)
 
     def __enter__(self) -> PileLoader:

@@ -1,4 +1,4 @@
-"""A loader's settings and the checks of a saved state before a loader continues from it."""
+"""A loader's settings, the piles it holds as its store decides, and the checks of a saved state."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .._errors import DaskShuffleValueError
 from .._parse import Settings, parse_count
+from ..formats import PileReader
+from ..plan._epoch_plan import piles_for_budget
 from ..plan._plan import fingerprint
 
 __all__ = [
@@ -15,7 +19,9 @@ __all__ = [
     "STATE_VERSION",
     "LoaderSettings",
     "check_state",
+    "choose_piles_in_memory",
     "parse_rank",
+    "row_nbytes",
 ]
 
 #: Version of the dict that :meth:`PileLoader.state_dict` returns.
@@ -101,6 +107,35 @@ def parse_rank(rank: object, world_size: int) -> int:
             "ranks are numbered from 0, as in torch.distributed."
         )
     return rank
+
+
+def row_nbytes(reader: PileReader[Any]) -> float:
+    """Bytes a row of ``reader`` takes in memory: from the dtypes, or from a sample of rows where sizes vary."""
+    arrays = reader.as_arrays(reader.read_rows(0, 0))
+    if arrays is not None and all(values.dtype.kind != "O" for values in arrays.values()):
+        return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in arrays.values()))
+    n_rows = min(reader.n_rows, 256)
+    rows = reader.read_rows(0, n_rows)
+    arrays = reader.as_arrays(rows)
+    if arrays is not None:
+        nbytes = sum(int(values.nbytes) for values in arrays.values())
+    else:
+        nbytes = int(getattr(rows, "nbytes", 0))  # a pyarrow Table
+    return nbytes / max(n_rows, 1)
+
+
+def choose_piles_in_memory(given: int | None, budget: int, reader: PileReader[Any], *, several_streams: bool) -> int:
+    """The piles a loader of ``reader`` shuffles together: ``given`` by its order, else as many as ``budget`` bytes hold.
+
+    The number for a budget is :func:`~daskshuffle.plan._epoch_plan.piles_for_budget`
+    of the store's pile sizes and a row's bytes in memory; a loader of
+    ``several_streams`` holds a pile at a time.
+    """
+    if given is not None:
+        return given
+    if several_streams:
+        return 1
+    return piles_for_budget(np.diff(reader.pile_offsets), row_nbytes(reader), budget)
 
 
 def check_state(

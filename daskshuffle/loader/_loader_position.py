@@ -1,0 +1,248 @@
+"""A loader's position in its epochs, and everything that reads or moves it.
+
+:class:`LoaderPosition` is the part of :class:`~daskshuffle.PileLoader` that
+keeps the epoch and the batches of it handed out: iterating (which moves the
+position), ranges of batches and :meth:`~LoaderPosition.peek` (which do not),
+:meth:`~LoaderPosition.set_epoch`, and the position saved and restored by
+:meth:`~LoaderPosition.state_dict` and :meth:`~LoaderPosition.load_state_dict`.
+The batches themselves come from the rank's share (:mod:`daskshuffle.loader._rank_share`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Generator, Iterator, Mapping
+from typing import Any
+
+from .._errors import CorruptPileStoreError, StoreChangedError
+from .._parse import parse_count
+from .._progress import Progress
+from ._batches import Allocate
+from ._loader_state import STATE_VERSION, LoaderSettings, check_state
+from ._mix import check_streams
+from ._prefetch import Prefetcher
+from ._rank_share import RankShare
+
+__all__ = ["LoaderPosition"]
+
+
+class LoaderPosition:
+    """The epoch and batch a loader yields next, the iterations that move them, and their saved state.
+
+    :class:`~daskshuffle.PileLoader` sets the store's and the settings'
+    attributes below, then calls ``LoaderPosition.__init__``, which starts at
+    the first batch of epoch 0.
+    """
+
+    settings: LoaderSettings
+    store: str
+    _share: RankShare
+    _n_batches: int
+    _prefetch: int
+    _prefetcher: Prefetcher
+    _progress: bool
+    _store_fingerprint: str
+    _storage_options: dict[str, Any] | None
+    _streams: list[dict[str, Any]] | None
+
+    def __init__(self) -> None:
+        self._epoch = 0
+        self._batches = 0
+        self._live: weakref.ref[Generator[Any, None, None]] | None = None
+        self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next batch belongs to."""
+        return self._position()[0]
+
+    def _position(self) -> tuple[int, int]:
+        """The epoch and the batch within it that come next."""
+        if self._batches >= self._n_batches:
+            return self._epoch + 1, 0
+        return self._epoch, self._batches
+
+    def _close_live(self) -> None:
+        generator = self._live() if self._live is not None else None
+        self._live = None
+        if generator is not None:
+            generator.close()
+
+    def _close_iterations(self) -> None:
+        """Stop the iteration in progress and every range of batches."""
+        self._close_live()
+        for generator in list(self._ranges):
+            generator.close()
+
+    # -- iteration -----------------------------------------------------------
+    def __iter__(self) -> Iterator[Any]:
+        self._close_live()
+        epoch, first = self._position()
+        self._epoch, self._batches = epoch, first
+        batches = self._share.batches(epoch, first, None, self._prefetch, self._prefetcher)
+        generator = self._generate(batches, epoch, first, track=True)
+        self._live = weakref.ref(generator)
+        return generator
+
+    def iter_batches(
+        self, epoch: int, start: int = 0, stop: int | None = None, *, allocate: Allocate | None = None
+    ) -> Iterator[Any]:
+        """Batches ``start:stop`` of ``epoch`` for this rank, without moving the loader's position.
+
+        The same batches as iterating the loader over that epoch. The range
+        has its own background reads, stopped when it ends, when it is closed
+        or garbage collected, and by :meth:`close`. ``allocate(n_rows, layout)``,
+        if given, makes the arrays each numpy batch is gathered into (``layout``
+        maps each variable to its dtype and the shape of a row), for example
+        in shared memory.
+
+        Examples
+        --------
+        >>> from daskshuffle import PileLoader
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> [len(batch["id"]) for batch in loader.iter_batches(epoch=3, start=8)]
+        [100, 100]
+        >>> loader.epoch
+        0
+        """
+        batches = self._share.batches(epoch, start, stop, self._prefetch, allocate=allocate)
+        generator = self._generate(batches, epoch, start, track=False)
+        self._ranges.add(generator)
+        return generator
+
+    def _generate(self, batches: Iterator[Any], epoch: int, first: int, *, track: bool) -> Generator[Any, None, None]:
+        """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them."""
+        progress = Progress(self._progress and track, epoch, self._n_batches, first)
+        try:
+            for produced, batch in enumerate(batches, start=first + 1):
+                if track:
+                    self._batches = produced
+                progress.advance()
+                yield batch
+            if track:
+                self._epoch, self._batches = epoch + 1, 0
+        except CorruptPileStoreError as error:
+            changed = self._changed_since_opened(error)
+            if changed is None:
+                raise
+            raise changed from error
+        finally:
+            progress.close()
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # stops its reads, unless they read ahead for the next epoch
+
+    def _changed_since_opened(self, error: CorruptPileStoreError) -> StoreChangedError | None:
+        """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""
+        if isinstance(error, StoreChangedError) or self._streams is not None:
+            return None
+        from ..formats import read_metadata
+
+        try:
+            now = read_metadata(self.store, self._storage_options)
+        except OSError:
+            return None
+        if now is not None and now.get("fingerprint") == self._store_fingerprint:
+            return None
+        listed = [entry.get("generation") for entry in (now or {}).get("generations", [])]
+        return StoreChangedError(
+            f"Expected the pile store {self.store!r} as this loader opened it (fingerprint "
+            f"{self._store_fingerprint}). Got a store whose generations changed since instead (now "
+            f"{'generations ' + str(listed) if listed else 'another store'}: evict or compact removed files this "
+            "loader was reading); open a new PileLoader to read the store as it is now.",
+        )
+
+    def peek(self) -> Any:
+        """The batch that comes next, without moving the loader's position.
+
+        Iterating continues where the last iteration stopped, so a batch taken
+        with ``next(iter(loader))`` is one the next ``for`` does not yield;
+        ``peek`` reads the same batch through a range of its own (its pile is
+        read for it) and leaves the position as it was.
+
+        Examples
+        --------
+        >>> from daskshuffle import PileLoader
+        >>> loader = PileLoader("piles.zarr", batch_size=100, seed=0)
+        >>> first = loader.peek()
+        >>> batches = list(loader)
+        >>> len(batches), bool((first["id"] == batches[0]["id"]).all())
+        (10, True)
+        """
+        epoch, batch = self._position()
+        batches = self.iter_batches(epoch, batch, batch + 1)
+        try:
+            return next(iter(batches))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start the next iteration at the beginning of ``epoch``.
+
+        An iteration in progress stops.
+
+        Examples
+        --------
+        >>> from daskshuffle import PileLoader
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> loader.set_epoch(3)
+        >>> loader.epoch
+        3
+        """
+        epoch = parse_count(epoch, "epoch")
+        self._close_live()
+        self._epoch, self._batches = epoch, 0
+
+    # -- resumption ----------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader is: a small JSON-serialisable dict for :meth:`load_state_dict`.
+
+        It records the epoch and the batches of it already handed out, and
+        fingerprints of the store and of the :class:`~daskshuffle.LoaderSettings`.
+
+        Examples
+        --------
+        >>> from daskshuffle import PileLoader
+        >>> loader = PileLoader("piles.zarr", batch_size=100)
+        >>> batches = iter(loader)
+        >>> first, second = next(batches), next(batches)
+        >>> state = loader.state_dict()
+        >>> state["epoch"], state["batches"]
+        (0, 2)
+        """
+        epoch, batches = self._position()
+        return {
+            "version": STATE_VERSION,
+            "epoch": epoch,
+            "batches": batches,
+            "store": self._store_fingerprint,
+            "settings": self.settings.to_dict(),
+            "settings_fingerprint": self.settings.fingerprint,
+            **({} if self._streams is None else {"streams": self._streams}),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue exactly where the loader that saved ``state`` stopped.
+
+        The next iteration yields the batches an uninterrupted run would have
+        yielded next, and reads no pile before the one it continues in. A state
+        of another store or of other settings is refused. An iteration in
+        progress stops.
+
+        Examples
+        --------
+        >>> from daskshuffle import PileLoader
+        >>> first = PileLoader("piles.zarr", batch_size=100)
+        >>> batches = iter(first)
+        >>> skipped = [next(batches) for _ in range(3)]
+        >>> resumed = PileLoader("piles.zarr", batch_size=100)
+        >>> resumed.load_state_dict(first.state_dict())
+        >>> bool((next(iter(resumed))["id"] == next(batches)["id"]).all())
+        True
+        """
+        check_streams(state, self._streams)
+        epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._n_batches)
+        self._close_live()
+        self._epoch, self._batches = epoch, batches
