@@ -46,6 +46,12 @@ class FullDisk(MemoryFileSystem):
             opened.write = budgeted
         return opened
 
+    def pipe_file(self, path: str, value: bytes, *args: Any, **kwargs: Any) -> None:
+        FullDisk.used += len(value)
+        if FullDisk.used > FullDisk.budget:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        super().pipe_file(path, value, *args, **kwargs)
+
 
 def test_a_full_disk_is_a_clear_error_that_leaves_nothing(tmp_path: Path) -> None:
     fsspec.register_implementation("fulldisk", FullDisk, clobber=True)
