@@ -125,7 +125,12 @@ def main() -> None:
     parser.add_argument("--bandwidth", default="100MB", help="Per request, per second (default 100MB).")
     parser.add_argument("--total-bandwidth", default=None, help="Shared by all requests, per second (default none).")
     parser.add_argument("--max-in-flight", type=int, default=None, help="Requests at once (default no limit).")
-    parser.add_argument("--dir", default=None, help="Working directory (default a temporary one, removed).")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help="Working directory (default a temporary one, removed); one built before for the same --format, --size "
+        "and --n-piles is reused, so that the rounds run in a process that built nothing.",
+    )
     parser.add_argument("--no-shuffle", action="store_true", help="Leave out the shuffles S3 -> S3.")
     parser.add_argument(
         "--format", choices=("zarr", "parquet"), default="zarr", help="The pile store's format (default zarr)."
@@ -146,11 +151,16 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         began = time.perf_counter()
-        (make_parquet_source if kind == "parquet" else make_source)(work / raw, n_rows)
-        with dask.config.set(scheduler="threads"):
-            shuffle(str(work / raw), str(work / piles), None, None, args.n_piles, kind, seed=0)
-        shutil.copytree(work / piles, work / "objects" / BUCKET / piles)
-        shutil.copytree(work / raw, work / "objects" / BUCKET / raw)
+        built_marker = work / f"built-{kind}-{args.size}-{args.n_piles}"
+        if not built_marker.exists():  # a --dir built before is reused: the rounds then run in a fresh process
+            for path in (work / raw, work / piles, work / "objects" / BUCKET):
+                shutil.rmtree(path, ignore_errors=True)
+            (make_parquet_source if kind == "parquet" else make_source)(work / raw, n_rows)
+            with dask.config.set(scheduler="threads"):
+                shuffle(str(work / raw), str(work / piles), None, None, args.n_piles, kind, seed=0)
+            shutil.copytree(work / piles, work / "objects" / BUCKET / piles)
+            shutil.copytree(work / raw, work / "objects" / BUCKET / raw)
+            built_marker.touch()
         built = time.perf_counter() - began
         options["root"] = str(work / "objects")
         fs = S3ModelFileSystem(**options)
@@ -182,10 +192,12 @@ def main() -> None:
                 kind,
             )
         extra: dict[str, dict[str, float]] = {}
+        shutil.rmtree(work / "cache", ignore_errors=True)
         if kind == "zarr":  # the cache keeps a Zarr store's chunk files; its first epoch fills it
             epoch(url, options, args.batch_size, prefetch, 0.0, cache=work / "cache")
         else:
             del table["loader model, cached"]
+        os.sync()  # the gigabytes just written are flushed now, not by the kernel during the rounds
         times: dict[str, list[float]] = {name: [] for name in table}
         requests: dict[str, dict[str, int]] = {}
         load_before = os.getloadavg()[0]
