@@ -66,8 +66,7 @@ class _Batch:
         self.taken: list[Any] = []
 
     def add(self, pile: Any, index: NDArray[np.intp], layout: Layout | None) -> None:
-        """Add the rows of ``pile`` at ``index``; ``layout`` is that of its arrays, if it has arrays."""
-        check_positions(index, self.reader.n_rows_of(pile.rows))
+        """Add the rows of ``pile`` at ``index`` (positions checked against the pile); ``layout``: its arrays'."""
         if pile.arrays is None or layout is None:
             self.taken.append(self.reader.take(pile.rows, index))
             return
@@ -126,6 +125,7 @@ def gather_batches(
                     release(pile)
                 pile = None  # let the last pile go before the next is read (with prefetch=0, here)
                 current, pile = part.segment, segment(part.segment)
+                check_positions(pile.order, reader.n_rows_of(pile.rows))  # once a pile: every part's index is in it
                 layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch
             index = pile.order[part.start : part.stop]
             if len(index) != part.stop - part.start:  # a slice past the end is short, not an error
