@@ -17,7 +17,11 @@ model (a local directory: the copy costs no requests), then, interleaved for
 - ``loader model, cached``: the same epoch with ``cache=`` a local directory that an
   epoch before the rounds filled (an epoch after the first; Zarr stores);
 - ``loader local``: the same epoch from local disk;
-- ``cat local``: every file of the local pile store read once by 8 threads.
+- ``cat local``: every file of the local pile store read once by 8 threads;
+- unless ``--no-shuffle``, ``shuffle local``, ``shuffle model`` and ``shuffle
+  model, tmp local``: the shuffle of the source into a new destination (the
+  round before's output removed first, untimed), local -> local, S3 -> S3
+  through the model, and S3 -> S3 with ``tmp=`` on local disk.
 
 Each row shows seconds, rows/s, GB/s of the pile store's bytes, requests (model
 rows), and a ratio: the loader to the ``cat`` of its storage, and the model's
@@ -208,6 +212,13 @@ def main() -> None:
                 args.n_piles,
                 kind,
             )
+        # Each shuffle writes a new destination: the round before's output goes first, untimed. (Replacing a
+        # store on object storage adds a copy of every file into place, which a rename makes free on a disk.)
+        before: dict[str, Callable[[], Any]] = {
+            "shuffle local": lambda: shutil.rmtree(work / again, ignore_errors=True),
+            "shuffle model": lambda: shutil.rmtree(work / "objects" / BUCKET / again, ignore_errors=True),
+            "shuffle model, tmp local": lambda: shutil.rmtree(work / "objects" / BUCKET / again, ignore_errors=True),
+        }
         extra: dict[str, dict[str, float]] = {}
         shutil.rmtree(work / "cache", ignore_errors=True)
         if kind == "zarr":  # the cache keeps a Zarr store's chunk files; its first epoch fills it
@@ -220,6 +231,7 @@ def main() -> None:
         load_before = os.getloadavg()[0]
         for _ in range(args.repeat):
             for name, run in table.items():
+                before.get(name, lambda: None)()
                 fs.reset_stats()
                 began = time.perf_counter()
                 run()

@@ -7,9 +7,12 @@ rows and in their order.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import dask
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +22,9 @@ from conftest import make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.formats import open_pile_reader
+from daskshuffle.shuffle import _graph
+from daskshuffle.storage import _leftovers
+from daskshuffle.storage._location import Location
 
 pytestmark = pytest.mark.s3
 
@@ -57,29 +63,90 @@ def zarr_pair(tmp_path: Path, s3: Any) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("part_nbytes", "levels"),
-    [(None, 1), (1_000, 1), (1_000, 2)],
-    ids=["pieces whole", "pieces in parts", "pieces in parts, two levels"],
+    ("on_s3", "part_nbytes", "levels"),
+    [(False, None, 1), (True, None, 1), (True, 1_000, 1), (True, 1_000, 2)],
+    ids=["pieces on this machine", "pieces on s3", "pieces on s3 in parts", "pieces on s3 in parts, two levels"],
 )
 def test_zarr_s3_to_s3_equals_local(
     tmp_path: Path,
     s3: Any,
     zarr_pair: tuple[str, str],
+    on_s3: bool,
     part_nbytes: int | None,
     levels: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """On object storage a piece file is written in parts; a read across two parts is two requests, joined."""
+    """By default the pieces go to this machine's disk; on object storage a piece file is written in parts,
+    and a read across two parts is two requests, joined."""
     if part_nbytes is not None:
         monkeypatch.setattr("daskshuffle.formats._arrays.PART_NBYTES", part_nbytes)
     local, remote = zarr_pair
     options = {"n_piles": 5 if levels == 1 else 9, "seed": 3, "block_memory": "20KiB", "levels": levels}
     ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)
-    result = ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
+    tmp = s3.url("scratch") if on_s3 else None
+    result = ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, tmp=tmp, **options)
     assert result.n_rows == N_ROWS
     _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
     # The pieces are gone: only the source and the store are left in the bucket.
     assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.bucket)) == ["piles.zarr", "raw.zarr"]
+
+
+def test_pieces_go_to_this_machine_and_an_interrupted_run_continues_from_there(
+    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For a destination on object storage the pieces go to the machine's temporary directory, not the bucket."""
+    local, remote = zarr_pair
+    machine = tmp_path / "machine-tmp"
+    machine.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(machine))
+    options: dict[str, Any] = {"n_piles": 5, "seed": 3, "block_memory": "20KiB"}
+    merge, scatter, scatters = _graph._merge, _graph._scatter, []
+
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_graph, "_merge", interrupted)
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
+    assert list(machine.rglob("*.bin")), "the pieces of pass 1 are on this machine"
+    assert not [path for path in s3.fs.find(s3.bucket) if "daskshuffle-tmp" in path], "none in the bucket"
+    left = _leftovers.find(Location.of(s3.url("piles.zarr"), s3.storage_options))
+    assert [leftover.what for leftover in left if leftover.path.startswith(str(machine))] == ["pieces"]
+
+    def counted(*args: object) -> object:
+        scatters.append(args)
+        return scatter(*args)
+
+    monkeypatch.setattr(_graph, "_merge", merge)
+    monkeypatch.setattr(_graph, "_scatter", counted)
+    ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
+    assert not scatters, "the pieces written before are read, not written again"
+    ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)
+    _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
+    assert not list(machine.rglob("*")), "nothing is left on this machine"
+
+
+def test_pieces_stay_beside_the_destination_when_this_machine_has_no_room(
+    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, remote = zarr_pair
+    machine = tmp_path / "machine-tmp"
+    machine.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(machine))
+    no_room = shutil.disk_usage(machine)._replace(free=1_000)
+    monkeypatch.setattr("daskshuffle.shuffle._destination.shutil.disk_usage", lambda path: no_room)
+
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_graph, "_merge", interrupted)
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        ds.shuffle_zarr(
+            remote, s3.url("piles.zarr"), 5, seed=3, block_memory="20KiB", storage_options=s3.storage_options
+        )
+    pieces = [path for path in s3.fs.find(s3.bucket) if "piles.zarr.daskshuffle-tmp" in path and path.endswith(".bin")]
+    assert pieces, "the pieces are beside the destination, in the bucket"
+    assert not list(machine.rglob("*"))
 
 
 def test_zarr_local_tmp_and_s3_destination(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:

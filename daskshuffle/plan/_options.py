@@ -156,9 +156,10 @@ COMMON_OPTIONS: tuple[CommonOption, ...] = (
         "tmp",
         None,
         "path or URL",
-        "A directory for the pieces between the passes; they go to a subdirectory named after ``dst`` (by default "
-        "``<dst>.daskshuffle-tmp``, next to ``dst``), removed at the end, also after an error. ``tmp`` itself is "
-        "never removed.",
+        "A directory for the pieces between the passes; they go to a subdirectory named after ``dst``, removed at "
+        "the end, also after an error. ``tmp`` itself is never removed. By default ``<dst>.daskshuffle-tmp``, next "
+        "to ``dst``; for a ``dst`` on object storage, this machine's temporary directory instead when every worker "
+        "sees it and it has room for 2.5 times the data (a local disk writes and reads them faster than requests).",
     ),
     CommonOption("progress", False, "bool", "Show a progress bar."),
     CommonOption("storage_options", None, "dict", "Passed to fsspec for URLs."),

@@ -1,13 +1,17 @@
 """Where a shuffle writes: its destination and scratch space, checked before anything is written.
 
 The scratch directory is ``<dst>.daskshuffle-tmp`` (or one named after ``dst``
-inside ``tmp``); a store that replaces an existing destination is built at
-``<dst>.daskshuffle-new``. On a cluster, the workers must see every local path.
+inside ``tmp``); for a destination on object storage it is on this machine's
+disk instead when that serves (:func:`local_pieces`). A store that replaces an
+existing destination is built at ``<dst>.daskshuffle-new``. On a cluster, the
+workers must see every local path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 from collections.abc import Sequence
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
@@ -16,7 +20,15 @@ from ..storage import _leftovers, _paths
 from ..storage._location import Location
 from ._compute import workers_not_seeing
 
-__all__ = ["build_path", "check_destination", "check_workers_reach", "exists_error", "shuffle_locations"]
+__all__ = [
+    "build_path",
+    "check_destination",
+    "check_workers_reach",
+    "exists_error",
+    "local_pieces",
+    "remove_if_empty",
+    "shuffle_locations",
+]
 
 _TMP_SUFFIX = _leftovers.TMP_SUFFIX
 #: Where a store is built before it takes the destination's place.
@@ -29,6 +41,46 @@ def _existing_directory(path: str) -> str:
     while directory and not os.path.isdir(directory) and os.path.dirname(directory) != directory:
         directory = os.path.dirname(directory)
     return directory
+
+
+#: The room a local disk must have, as a multiple of the data, to take the pieces (levels keep two sets at once).
+LOCAL_ROOM = 2.5
+
+
+def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
+    """Where the pieces of a shuffle into ``dst`` go when no ``tmp`` is given: this machine's disk, or ``None``.
+
+    The pieces are written once and read once. On object storage each of those
+    is a request of tens of milliseconds, streamed at the speed of one
+    connection; on a local disk, a file operation. So for a destination on
+    object storage the pieces go to a directory of this machine's temporary
+    directory, named after ``dst``, when every worker sees it (the threaded
+    scheduler, or a cluster whose workers run on this machine) and it has
+    room for :data:`LOCAL_ROOM` times the data. A run whose pieces are there
+    already (one interrupted) continues there. Otherwise ``None``: beside
+    ``dst``.
+    """
+    if not dst.is_object_store:
+        return None
+    location = _leftovers.local_pieces_directory(dst)
+    directory = location.path
+    if dst.scratch(_TMP_SUFFIX, location).exists():
+        return location
+    try:
+        os.makedirs(directory, exist_ok=True)
+        room = shutil.disk_usage(directory).free
+    except OSError:
+        return None
+    if room < LOCAL_ROOM * data_nbytes or workers_not_seeing(directory):
+        remove_if_empty(location)
+        return None
+    return location
+
+
+def remove_if_empty(directory: Location) -> None:
+    """Remove the local ``directory`` if nothing is in it (another run may be using it)."""
+    with contextlib.suppress(OSError):
+        os.rmdir(directory.path)
 
 
 def check_workers_reach(paths: dict[str, Location]) -> None:

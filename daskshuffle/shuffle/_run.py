@@ -35,7 +35,14 @@ from ..storage._location import Location
 from ..storage._lock import exclusive
 from ..storage._manifest import Manifest as _Manifest
 from ._compute import compute
-from ._destination import build_path, check_destination, exists_error, shuffle_locations
+from ._destination import (
+    build_path,
+    check_destination,
+    exists_error,
+    local_pieces,
+    remove_if_empty,
+    shuffle_locations,
+)
 from ._graph import level_tmp, shuffle_graph
 from ._store_plan import differences, plan_within_budget, store_metadata
 
@@ -135,17 +142,22 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     began = time.perf_counter()
     dst, given_tmp = shuffle_locations(options)
     resumable = not fmt.places_itself and bool(fmt.describe_source())
+    chosen_tmp = given_tmp or local_pieces(dst, sum(fmt.block_lengths) * fmt.row_nbytes)
     tmp = check_destination(
         fmt.describe_source(),
         dst,
-        given_tmp,
+        chosen_tmp,
         overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
     )
     # What is at dst decides what this run does: it is looked at once no other run can change it.
-    with exclusive(dst):
-        result, n_tasks = _run_locked(
-            fmt, options, variables, dst=dst, tmp=tmp, given_tmp=given_tmp, resumable=resumable, began=began
-        )
+    try:
+        with exclusive(dst):
+            result, n_tasks = _run_locked(
+                fmt, options, variables, dst=dst, tmp=tmp, given_tmp=chosen_tmp, resumable=resumable, began=began
+            )
+    finally:
+        if chosen_tmp is not None and given_tmp is None:
+            remove_if_empty(chosen_tmp)  # the directory of this destination's pieces on this machine
     if options.verify and n_tasks:
         from ._verify import verify_location, verify_source
 

@@ -1,6 +1,7 @@
 """What a run leaves beside its destination when it is killed: found, measured and removed.
 
-A shuffle keeps its pieces in ``<dst>.daskshuffle-tmp``, builds a replacing
+A shuffle keeps its pieces in ``<dst>.daskshuffle-tmp`` (for a destination on
+object storage, possibly in this machine's temporary directory), builds a replacing
 store in ``<dst>.daskshuffle-new`` (``<dst>.daskshuffle-old`` for a moment
 where a swap takes two renames) and holds ``<dst>.daskshuffle-lock``. A run
 killed after its store was marked complete, before it removed these, leaves
@@ -10,6 +11,9 @@ them for good: running the same shuffle again removes them, as does
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from dataclasses import dataclass
 
 from . import _lock
@@ -23,10 +27,14 @@ __all__ = [
     "clean",
     "find",
     "human_bytes",
+    "local_pieces_directory",
     "remove",
 ]
 
 TMP_SUFFIX = ".daskshuffle-tmp"
+#: The name of the directory, in this machine's temporary directory and with a digest of the destination, of the
+#: pieces of a shuffle to object storage.
+LOCAL_PIECES = "daskshuffle-pieces"
 NEW_SUFFIX = ".daskshuffle-new"
 #: Every directory a run keeps beside ``dst`` while it writes (the spool of compressed text inputs too).
 SCRATCH_SUFFIXES = (TMP_SUFFIX, ".daskshuffle-spool", NEW_SUFFIX, ".daskshuffle-old")
@@ -52,11 +60,19 @@ def find(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     return [leftover for _, leftover in _scratch(dst, tmp)] + _left_lock(dst)
 
 
+def local_pieces_directory(dst: Location) -> Location:
+    """The directory on this machine where the pieces of a shuffle into ``dst`` (on object storage) may go."""
+    digest = hashlib.sha256(dst.url.encode()).hexdigest()[:16]
+    return Location.of(os.path.join(tempfile.gettempdir(), f"{LOCAL_PIECES}-{digest}"))
+
+
 def _scratch(dst: Location, tmp: Location | None) -> list[tuple[Location, Leftover]]:
     found = []
     paths = {dst.with_suffix(suffix): suffix for suffix in SCRATCH_SUFFIXES}
     if tmp is not None:
         paths[dst.scratch(TMP_SUFFIX, tmp)] = TMP_SUFFIX
+    elif dst.is_object_store:  # the pieces may be on this machine (shuffle/_destination.py: local_pieces)
+        paths[dst.scratch(TMP_SUFFIX, local_pieces_directory(dst))] = TMP_SUFFIX
     for path, suffix in paths.items():
         if path.exists():
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
