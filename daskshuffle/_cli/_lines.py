@@ -126,25 +126,11 @@ def lines(
     delimiter = b"\0" if zero_terminated else b"\n"
     output = output or STDIO
     if echo or input_range is not None:
-        if echo and input_range is not None:
-            raise click.ClickException("Expected -e or -i. Got both instead; choose one, as in shuf.")
-        if input_range is not None and inputs:
-            raise click.ClickException(f"Expected no IN with -i. Got {inputs[0]!r} instead.")
-        if n_output_files is not None or header:
-            raise click.ClickException("Expected no --n-output-files or --header with -e or -i. Got one instead.")
+        _check_echo(inputs, echo, input_range, n_output_files, header)
         items = _echo_items(inputs, input_range)
         _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
         return
-    if repeat and count is None:
-        raise click.ClickException(
-            "Expected -n K with -r for files. Got -r alone instead; shuf -r repeats forever, which daskshuffle does "
-            "only with -e or -i: pass -n K for K lines drawn with replacement."
-        )
-    if n_output_files is not None and output == STDIO:
-        raise click.ClickException("Expected -o OUT with --n-output-files. Got standard output instead.")
-    inputs = inputs or (STDIO,)
-    if list(inputs).count(STDIO) > 1:
-        raise click.UsageError("Expected stdin (-) once among IN. Got it more than once instead.")
+    inputs = _check_files(inputs, output, count, repeat, n_output_files)
     from ..shuffle._lines import shuffle_lines
 
     with session(debug=debug, **cluster), contextlib.ExitStack() as stack:
@@ -178,6 +164,35 @@ def lines(
                 sys.stdout.buffer.flush()
         if not quiet:
             click.echo(summary(result, output), err=True)
+
+
+def _check_echo(
+    inputs: tuple[str, ...], echo: bool, input_range: str | None, n_output_files: int | None, header: bool
+) -> None:
+    """Refuse what -e (the arguments as lines) and -i (a range of numbers) do not go with."""
+    if echo and input_range is not None:
+        raise click.ClickException("Expected -e or -i. Got both instead; choose one, as in shuf.")
+    if input_range is not None and inputs:
+        raise click.ClickException(f"Expected no IN with -i. Got {inputs[0]!r} instead.")
+    if n_output_files is not None or header:
+        raise click.ClickException("Expected no --n-output-files or --header with -e or -i. Got one instead.")
+
+
+def _check_files(
+    inputs: tuple[str, ...], output: str, count: int | None, repeat: bool, n_output_files: int | None
+) -> tuple[str, ...]:
+    """The inputs of a shuffle of files (stdin if none), refusing what files do not go with."""
+    if repeat and count is None:
+        raise click.ClickException(
+            "Expected -n K with -r for files. Got -r alone instead; shuf -r repeats forever, which daskshuffle does "
+            "only with -e or -i: pass -n K for K lines drawn with replacement."
+        )
+    if n_output_files is not None and output == STDIO:
+        raise click.ClickException("Expected -o OUT with --n-output-files. Got standard output instead.")
+    inputs = inputs or (STDIO,)
+    if list(inputs).count(STDIO) > 1:
+        raise click.UsageError("Expected stdin (-) once among IN. Got it more than once instead.")
+    return inputs
 
 
 def _spool_stdin(directory: Path) -> Path:
