@@ -126,6 +126,21 @@ def test_pieces_go_to_this_machine_and_an_interrupted_run_continues_from_there(
     assert not list(machine.rglob("*")), "nothing is left on this machine"
 
 
+def test_a_refused_shuffle_leaves_nothing_on_this_machine(
+    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dask.array as da
+
+    machine = tmp_path / "machine-tmp"
+    machine.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(machine))
+    arrays = {"x": da.arange(1_000, chunks=100)}
+    ds.shuffle_zarr(arrays, s3.url("piles.zarr"), 4, seed=0, storage_options=s3.storage_options)
+    with pytest.raises(ds.PileStoreExistsError):
+        ds.shuffle_zarr(arrays, s3.url("piles.zarr"), 4, seed=0, storage_options=s3.storage_options)
+    assert not list(machine.rglob("*"))
+
+
 def test_pieces_stay_beside_the_destination_when_this_machine_has_no_room(
     tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -143,14 +143,14 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     dst, given_tmp = shuffle_locations(options)
     resumable = not fmt.places_itself and bool(fmt.describe_source())
     chosen_tmp = given_tmp or local_pieces(dst, sum(fmt.block_lengths) * fmt.row_nbytes)
-    tmp = check_destination(
-        fmt.describe_source(),
-        dst,
-        chosen_tmp,
-        overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
-    )
-    # What is at dst decides what this run does: it is looked at once no other run can change it.
     try:
+        tmp = check_destination(
+            fmt.describe_source(),
+            dst,
+            chosen_tmp,
+            overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
+        )
+        # What is at dst decides what this run does: it is looked at once no other run can change it.
         with exclusive(dst):
             result, n_tasks = _run_locked(
                 fmt, options, variables, dst=dst, tmp=tmp, given_tmp=chosen_tmp, resumable=resumable, began=began
