@@ -15,7 +15,7 @@ model (a local directory: the copy costs no requests), then, interleaved for
   ``--work-ms`` of sleep per batch as a training step) from
   ``s3model://bench/piles.zarr`` (or ``piles.parquet``), with the requests it made;
 - ``loader model, cached``: the same epoch with ``cache=`` a local directory that an
-  epoch before the rounds filled (an epoch after the first; Zarr stores);
+  epoch before the rounds filled (an epoch after the first);
 - ``loader local``: the same epoch from local disk;
 - ``cat local``: every file of the local pile store read once by 8 threads;
 - unless ``--no-shuffle``, ``shuffle local``, ``shuffle model`` and ``shuffle
@@ -221,10 +221,7 @@ def main() -> None:
         }
         extra: dict[str, dict[str, float]] = {}
         shutil.rmtree(work / "cache", ignore_errors=True)
-        if kind == "zarr":  # the cache keeps a Zarr store's chunk files; its first epoch fills it
-            epoch(url, options, args.batch_size, prefetch, 0.0, cache=work / "cache")
-        else:
-            del table["loader model, cached"]
+        epoch(url, options, args.batch_size, prefetch, 0.0, cache=work / "cache")  # the first epoch fills the cache
         os.sync()  # the gigabytes just written are flushed now, not by the kernel during the rounds
         times: dict[str, list[float]] = {name: [] for name in table}
         requests: dict[str, dict[str, int]] = {}

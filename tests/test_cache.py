@@ -180,3 +180,58 @@ def test_a_cache_that_cannot_be_is_refused(remote: Any, value: Any, error: type,
 def test_a_cache_size_that_is_not_a_size_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ds.DaskShuffleValueError, match="max_size"):
         ds.Cache(tmp_path, max_size="lots")
+
+
+# -- a Parquet pile store: its byte ranges are cached ----------------------------------------------
+@pytest.fixture(scope="module")
+def remote_parquet(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any], str]:
+    """A Parquet pile store of 20,000 rows in 12 piles, on local disk and in a bucket of the model (no latency)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    work = tmp_path_factory.mktemp("cache-parquet")
+    ids = np.arange(20_000)
+    x = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(20_000 * 4, dtype="f4")), 4)
+    (work / "raw.parquet").mkdir()
+    pq.write_table(pa.table({"id": ids, "x": x}), work / "raw.parquet" / "part-0.parquet", row_group_size=2_000)
+    ds.shuffle_parquet(str(work / "raw.parquet"), str(work / "piles.parquet"), n_piles=12, seed=5)
+    shutil.copytree(work / "piles.parquet", work / "objects" / BUCKET / "piles.parquet")
+    options = {"root": str(work / "objects"), "latency": 0.0, "bandwidth": 1e12}
+    return f"s3model://{BUCKET}/piles.parquet", options, str(work / "piles.parquet")
+
+
+def test_later_epochs_of_a_parquet_store_read_the_cache(remote_parquet: Any, tmp_path: Path) -> None:
+    url, options, local = remote_parquet
+    expected = epoch_ids(local, None)
+    fs = S3ModelFileSystem(**options)
+    fs.reset_stats()
+    assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
+    first = chunk_gets(options)
+    assert first > 0 and [path for path in (tmp_path / "c").rglob("*") if path.is_file()]
+    fs.reset_stats()
+    assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
+    assert chunk_gets(options) < 3 < first  # the sidecar and the footers only
+
+
+def test_a_damaged_cached_parquet_range_is_read_again(remote_parquet: Any, tmp_path: Path) -> None:
+    """A cached range that fails its page checksums is evicted and its rows read from the store; it is fetched and
+    cached again when it is next read."""
+    url, options, local = remote_parquet
+    expected = epoch_ids(local, None)
+    epoch_ids(url, options, cache=tmp_path / "c")
+    damaged = {}
+    for path in sorted(path for path in (tmp_path / "c").rglob("*") if path.is_file()):
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+        damaged[path] = bytes(data)
+    assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
+    left = [path for path in damaged if path.exists() and path.read_bytes() == damaged[path]]
+    assert not left, "every damaged range evicted (or cached again, whole, by a later read of it)"
+    fs = S3ModelFileSystem(**options)
+    fs.reset_stats()
+    assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
+    assert chunk_gets(options) > 3  # fetched again
+    fs.reset_stats()
+    assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
+    assert chunk_gets(options) < 3  # and cached again

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import CancelledError, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError
+from ..storage._cache import Cache, StoreCache
 from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._location import Location
 from ._arrow_arrays import is_nested, row_shape, to_numpy
@@ -96,6 +97,8 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         super().__init__(location, self.store, names)
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
+        #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
+        self._cache: StoreCache | None = None
         self._check_parts(1 if self.local else FOOTER_THREADS)
 
     def _check_parts(self, threads: int) -> None:
@@ -189,6 +192,32 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
     def fetched_nbytes(self) -> int:
         return 0 if self._fetches is None else self._fetches.nbytes
 
+    @property
+    def caches(self) -> bool:  # type: ignore[override]
+        """Whether the store is remote, so that :meth:`use_cache` keeps the byte ranges it reads on a local disk."""
+        return self._fetches is not None
+
+    def use_cache(self, cache: Cache) -> None:
+        if self._fetches is not None:
+            self._cache = cache.for_store(str(self.metadata["fingerprint"]))
+
+    def _cached(self, request: Range) -> bytes | None:
+        """The bytes of ``request`` from the cache, or ``None`` (not there, or gone since: then forgotten)."""
+        cache = self._cache
+        if cache is None or not cache.holds(_cache_key(request)):
+            return None
+        try:
+            with open(cache.local_path(_cache_key(request)), "rb") as file:
+                data = file.read()
+        except OSError:
+            cache.evict(_cache_key(request))
+            return None
+        if len(data) != request[2] - request[1]:
+            cache.evict(_cache_key(request))
+            return None
+        cache.touch(_cache_key(request))
+        return data
+
     def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[Piece]) -> list[list[Range]]:
         """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.
 
@@ -196,9 +225,16 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         come and go, each part file's footer is fetched with them.
         """
         planned = [self._ranges(piece) for piece in pieces]
-        requests = [request for ranges, _ in planned for request in ranges]
+        cache = self._cache
+        requests = [
+            request
+            for ranges, _ in planned
+            for request in ranges
+            if cache is None or not cache.holds(_cache_key(request))  # cached ranges are read when their read comes
+        ]
         tails = [tail for piece in pieces if (tail := self._tail(piece.file)) is not None]
-        fetches.start((start, stop), requests + tails, sum(nbytes for _, nbytes in planned))
+        if requests or tails:  # else all cached: nothing in flight, nothing held against the budget
+            fetches.start((start, stop), requests + tails, sum(nbytes for _, nbytes in planned))
         return [ranges for ranges, _ in planned]
 
     def _ranges(self, piece: Piece) -> tuple[list[Range], int]:
@@ -229,7 +265,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         planned = self._start(fetches, start, stop, pieces)
         found: list[tuple[list[Fetched], Fetched | None] | None] = []
         for piece, ranges in zip(pieces, planned, strict=True):
-            taken = [(request, fetches.take(key, request)) for request in ranges]
+            taken = [(request, self._from_cache(request) or fetches.take(key, request)) for request in ranges]
             complete = [(request, future) for request, future in taken if future is not None]
             tail = self._tail(piece.file)
             footer = None if tail is None else fetches.take(key, tail)
@@ -261,9 +297,25 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
                 # Without pre_buffer, which coalesces the column chunks read across the gaps between them
                 # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
                 file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True, pre_buffer=False)
-                return file.read_row_groups(piece.groups, columns=self.columns)
+                table = file.read_row_groups(piece.groups, columns=self.columns)
         except (Exception, CancelledError):
+            if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
+                for request, _ in ranges:
+                    self._cache.evict(_cache_key(request))
             return self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
+        if self._cache is not None:
+            for request, future in ranges:
+                if not self._cache.holds(_cache_key(request)):
+                    self._cache.write(_cache_key(request), future.result())
+        return table
+
+    def _from_cache(self, request: Range) -> Future[bytes] | None:
+        data = self._cached(request)
+        if data is None:
+            return None
+        done: Future[bytes] = Future()
+        done.set_result(data)
+        return done
 
     def read_rows(self, start: int, stop: int) -> pa.Table:
         return self._read(start, stop, None)
@@ -307,3 +359,9 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         if self.batch_format == "pandas":
             return rows.to_pandas()
         return {name: to_numpy(rows.column(name)) for name in rows.column_names}
+
+
+def _cache_key(request: Range) -> str:
+    """The name of a byte range in the cache: its file and its bytes."""
+    path, start, end = request
+    return f"{path}#{start}-{end}"

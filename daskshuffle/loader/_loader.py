@@ -147,11 +147,12 @@ class PileLoader(LoaderPosition):
         Show a progress bar over each epoch.
     cache : path or Cache, optional
         A directory on a local disk (or a :class:`~daskshuffle.Cache`, which
-        also sets its size limit, 10 GiB by default) where the files read from
-        a remote Zarr pile store are kept: later epochs read them from there.
-        Each file is checked as it is read (a damaged one is fetched again);
-        a rank keeps only the files of its own piles; loaders on one machine
-        may share the directory. A local store is read as it is.
+        also sets its size limit, 10 GiB by default) where what is read from a
+        remote pile store is kept (a Zarr store's chunk files, a Parquet
+        store's byte ranges of column chunks): later epochs read it from
+        there. Each is checked as it is read (a damaged one is read from the
+        store again); a rank keeps only what its own piles need; loaders on one
+        machine may share the directory. A local store is read as it is.
     storage_options : dict, optional
         Passed to fsspec for URLs.
 
