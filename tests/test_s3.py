@@ -91,21 +91,33 @@ def test_zarr_s3_to_s3_equals_local(
     assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.bucket)) == ["piles.zarr", "raw.zarr"]
 
 
-def test_pieces_go_to_this_machine_and_an_interrupted_run_continues_from_there(
-    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """For a destination on object storage the pieces go to the machine's temporary directory, not the bucket."""
-    local, remote = zarr_pair
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This machine's temporary directory, for the test: where the pieces of a shuffle to object storage go."""
     machine = tmp_path / "machine-tmp"
     machine.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(machine))
-    options: dict[str, Any] = {"n_piles": 5, "seed": 3, "block_memory": "20KiB"}
-    merge, scatter, scatters = _graph._merge, _graph._scatter, []
+    return machine
+
+
+def _interrupt_merges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every merge task raises KeyboardInterrupt, as Ctrl-C after pass 1."""
 
     def interrupted(*args: object) -> object:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_graph, "_merge", interrupted)
+
+
+def test_pieces_go_to_this_machine_and_an_interrupted_run_continues_from_there(
+    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], machine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For a destination on object storage the pieces go to the machine's temporary directory, not the bucket."""
+    local, remote = zarr_pair
+    options: dict[str, Any] = {"n_piles": 5, "seed": 3, "block_memory": "20KiB"}
+    merge, scatter, scatters = _graph._merge, _graph._scatter, []
+
+    _interrupt_merges(monkeypatch)
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
     assert list(machine.rglob("*.bin")), "the pieces of pass 1 are on this machine"
@@ -126,14 +138,9 @@ def test_pieces_go_to_this_machine_and_an_interrupted_run_continues_from_there(
     assert not list(machine.rglob("*")), "nothing is left on this machine"
 
 
-def test_a_refused_shuffle_leaves_nothing_on_this_machine(
-    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_refused_shuffle_leaves_nothing_on_this_machine(s3: Any, machine: Path) -> None:
     import dask.array as da
 
-    machine = tmp_path / "machine-tmp"
-    machine.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(machine))
     arrays = {"x": da.arange(1_000, chunks=100)}
     ds.shuffle_zarr(arrays, s3.url("piles.zarr"), 4, seed=0, storage_options=s3.storage_options)
     with pytest.raises(ds.PileStoreExistsError):
@@ -142,19 +149,13 @@ def test_a_refused_shuffle_leaves_nothing_on_this_machine(
 
 
 def test_pieces_stay_beside_the_destination_when_this_machine_has_no_room(
-    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+    s3: Any, zarr_pair: tuple[str, str], machine: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, remote = zarr_pair
-    machine = tmp_path / "machine-tmp"
-    machine.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(machine))
     no_room = shutil.disk_usage(machine)._replace(free=1_000)
     monkeypatch.setattr("daskshuffle.shuffle._destination.shutil.disk_usage", lambda path: no_room)
 
-    def interrupted(*args: object) -> object:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(_graph, "_merge", interrupted)
+    _interrupt_merges(monkeypatch)
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         ds.shuffle_zarr(
             remote, s3.url("piles.zarr"), 5, seed=3, block_memory="20KiB", storage_options=s3.storage_options

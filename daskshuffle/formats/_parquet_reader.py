@@ -201,23 +201,6 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         if self._fetches is not None:
             self._cache = cache.for_store(str(self.metadata["fingerprint"]))
 
-    def _cached(self, request: Range) -> bytes | None:
-        """The bytes of ``request`` from the cache, or ``None`` (not there, or gone since: then forgotten)."""
-        cache = self._cache
-        if cache is None or not cache.holds(_cache_key(request)):
-            return None
-        try:
-            with open(cache.local_path(_cache_key(request)), "rb") as file:
-                data = file.read()
-        except OSError:
-            cache.evict(_cache_key(request))
-            return None
-        if len(data) != request[2] - request[1]:
-            cache.evict(_cache_key(request))
-            return None
-        cache.touch(_cache_key(request))
-        return data
-
     def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[Piece]) -> list[list[Range]]:
         """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.
 
@@ -310,7 +293,8 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         return table
 
     def _from_cache(self, request: Range) -> Future[bytes] | None:
-        data = self._cached(request)
+        """The bytes of ``request`` from the cache, as a fetch that is done; ``None`` if they are not there."""
+        data = None if self._cache is None else self._cache.read(_cache_key(request), request[2] - request[1])
         if data is None:
             return None
         done: Future[bytes] = Future()

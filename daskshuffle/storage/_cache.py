@@ -139,6 +139,26 @@ class StoreCache:
         with contextlib.suppress(FileNotFoundError):
             os.utime(self.local_path(path))
 
+    def read(self, path: str, nbytes: int) -> bytes | None:
+        """The cached ``nbytes`` bytes of ``path``, or ``None``: not cached, or gone or short since (then evicted).
+
+        A read is a use: the file is evicted last.
+        """
+        if not self.holds(path):
+            return None
+        local = self.local_path(path)
+        try:
+            with open(local, "rb") as file:
+                data = file.read(nbytes + 1)
+        except OSError:
+            data = b""
+        if len(data) != nbytes:
+            self.evict(path)
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(local)
+        return data
+
     def holds(self, path: str) -> bool:
         """Whether ``path`` is cached, as far as this object knows (another loader may have evicted it)."""
         return self._name(path) in self._held
