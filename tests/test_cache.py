@@ -51,7 +51,14 @@ def same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-@pytest.mark.parametrize(("store", "metadata_gets"), [("remote", 9), ("remote_parquet", 2)], ids=["zarr", "parquet"])
+#: Gets of an epoch of a Parquet store that are not data: the look for a Zarr group's zarr.json (not there), the
+#: store's sidecar and a footer.
+PARQUET_METADATA_GETS = 3
+
+
+@pytest.mark.parametrize(
+    ("store", "metadata_gets"), [("remote", 9), ("remote_parquet", PARQUET_METADATA_GETS)], ids=["zarr", "parquet"]
+)
 def test_later_epochs_read_the_cache_not_the_store(
     store: str, metadata_gets: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -105,14 +112,14 @@ def test_cached_files_removed_behind_a_loaders_back_are_fetched_again(remote: An
     assert len([path for path in (tmp_path / "c").rglob("*") if path.is_file()]) == len(cached)  # cached again
 
 
-def test_opening_a_remote_store_costs_four_requests(remote: Any) -> None:
-    """One look for the kind of store, then the group and its arrays' metadata, the arrays' at once."""
+def test_opening_a_remote_store_costs_three_requests(remote: Any) -> None:
+    """The group's metadata, which is also the look for the kind of store, then its arrays' metadata, at once."""
     url, options, _ = remote
     fs = S3ModelFileSystem(**options)
     fs.reset_stats()
     with ds.PileLoader(url, batch_size=2_000, seed=2, storage_options=options):
         pass
-    assert {kind: n for kind, n in fs.stats()["requests"].items() if n} == {"head": 1, "get": 3}
+    assert {kind: n for kind, n in fs.stats()["requests"].items() if n} == {"get": 3}
 
 
 def test_the_cache_holds_to_its_limit(remote: Any, tmp_path: Path) -> None:
@@ -222,7 +229,7 @@ def test_a_damaged_cached_parquet_range_is_read_again(remote_parquet: Any, tmp_p
     fs = S3ModelFileSystem(**options)
     fs.reset_stats()
     assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
-    assert chunk_gets(options) > 3  # fetched again
+    assert chunk_gets(options) > PARQUET_METADATA_GETS + 1  # fetched again
     fs.reset_stats()
     assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
-    assert chunk_gets(options) < 3  # and cached again
+    assert chunk_gets(options) <= PARQUET_METADATA_GETS  # and cached again

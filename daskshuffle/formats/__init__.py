@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError
@@ -72,16 +72,14 @@ def open_pile_reader(
     location = Location.of(store, storage_options)
     # Each look costs a request on object storage: whether the store exists is asked only when no kind is found.
     for kind in PILE_READERS:
-        reader = _reader_class(kind)
-        if reader.recognizes(location):
-            # Every reader opens as Reader(location, variables=..., batch_format=...).
-            open_reader: Callable[..., PileReader[Any]] = reader
-            try:
-                return open_reader(location, variables=variables, batch_format=batch_format)
-            except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
-                from ._generations import GenerationsReader
+        try:
+            opened = _reader_class(kind).open_as_kind(location, variables, batch_format)
+        except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
+            from ._generations import GenerationsReader
 
-                return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
+            return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
+        if opened is not None:
+            return opened
     check_store_exists(location, str(store))
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {str(store)!r}, which is none of "

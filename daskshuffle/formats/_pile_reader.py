@@ -10,7 +10,7 @@ on object storage, keep files in a local cache).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic
 
 import numpy as np
@@ -112,6 +112,22 @@ class PileReader(ABC, Generic[Rows]):
         does the real checks (complete, format version, variables).
         """
         return False
+
+    @classmethod
+    def open_as_kind(
+        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
+    ) -> PileReader[Any] | None:
+        """``store`` opened by this reader if it is a pile store of this kind, else ``None``.
+
+        By default :meth:`recognizes` looks, then the reader opens the store. A
+        reader whose open is itself the look overrides this, so that opening a
+        store on object storage costs one request fewer.
+        """
+        if not cls.recognizes(store):
+            return None
+        # Every reader opens as Reader(location, variables=..., batch_format=...).
+        open_reader: Callable[..., PileReader[Any]] = cls
+        return open_reader(store, variables=variables, batch_format=batch_format)
 
     def to_batch(self, rows: Rows) -> Any:
         """What the loader yields for ``rows``: by default ``rows`` itself.

@@ -67,10 +67,25 @@ SPARE = 2
 READ_NBYTES = 32 * 2**20
 
 
+def _find_group(location: Location) -> zarr.Group | None:
+    """The Zarr v3 group at ``location``, or ``None`` if it has none (no ``zarr.json``): one request on object storage.
+
+    Not the consolidated metadata: each array's shape as its own zarr.json
+    records it, to check the rows. Pile stores are Zarr v3: no look for v2's
+    metadata files (each look is a request on object storage).
+    """
+    try:
+        return zarr.open_group(
+            location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
+        )
+    except FileNotFoundError:  # zarr's GroupNotFoundError is one; so is a local directory that does not exist
+        return None
+
+
 def _open_store(
-    location: Location, given: str, metadata: Mapping[str, Any] | None
+    location: Location, given: str, metadata: Mapping[str, Any] | None, group: zarr.Group | None = None
 ) -> tuple[zarr.Group, dict[str, Any]]:
-    """The group of the Zarr pile store at ``location`` and its metadata (``metadata`` where given), checked.
+    """The group of the Zarr pile store at ``location`` (``group`` if given) and its metadata (``metadata`` if given), checked.
 
     ``metadata`` is given for the first generation of a store with several,
     whose root records the union of them. Refuses a store that does not exist,
@@ -78,17 +93,17 @@ def _open_store(
     (:class:`~daskshuffle.formats._pile_metadata.AppendedStoreError`), or
     fails :func:`~daskshuffle.formats._pile_metadata.check_pile_metadata`.
     """
-    try:
-        # Not the consolidated metadata: each array's shape as its own zarr.json records it, to check the rows.
-        # Pile stores are Zarr v3: no look for v2's metadata files (each look is a request on object storage).
-        group = zarr.open_group(
-            location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
-        )
-    except (PermissionError, FileNotFoundError, ValueError, zarr.errors.BaseZarrError) as error:
+    problem = "no zarr.json"
+    if group is None:
+        try:
+            group = _find_group(location)
+        except (PermissionError, ValueError, zarr.errors.BaseZarrError) as error:
+            problem = str(error)
+    if group is None:
         check_store_exists(location, given)  # asked only now (a request on object storage); names refused credentials
         raise IncompletePileStoreError(
-            f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({error}), instead."
-        ) from error
+            f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({problem}), instead."
+        )
     found: Any = group.attrs.get(_METADATA_KEY) if metadata is None else dict(metadata)
     if not isinstance(found, dict):
         raise IncompletePileStoreError(
@@ -128,6 +143,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         batch_format: str = "numpy",
         threads: int = 0,
         metadata: Mapping[str, Any] | None = None,
+        group: zarr.Group | None = None,
     ) -> None:
         if batch_format not in ("numpy", "xarray"):
             raise DaskShuffleValueError(
@@ -138,7 +154,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             )
         location = Location.of(store, storage_options)
         self.store = str(store)
-        group, metadata = _open_store(location, self.store, metadata)
+        group, metadata = _open_store(location, self.store, metadata, group)
         self.metadata = metadata
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
@@ -352,8 +368,18 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return rows if self._datasets is None else None
 
     @classmethod
-    def recognizes(cls, store: Location) -> bool:
-        return store.join("zarr.json").exists()
+    def open_as_kind(
+        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
+    ) -> ZarrPileReader | None:
+        # Opening the group is the look: one request on object storage rather than a look and then the open.
+        try:
+            group = _find_group(store)
+        except (PermissionError, ValueError, zarr.errors.BaseZarrError):
+            group = None  # a zarr.json that is there but cannot be read: the open below names the problem
+        else:
+            if group is None:
+                return None
+        return cls(store, variables, batch_format=batch_format, group=group)
 
 
 def _open_arrays(group: zarr.Group, names: Sequence[str], local: bool) -> list[Any]:
