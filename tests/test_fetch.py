@@ -112,6 +112,27 @@ def test_a_file_two_reads_need_is_fetched_once_and_kept_until_both_took_it(fs: C
     fetches.clear()
 
 
+def test_a_kept_file_serves_a_later_read_without_a_request(fs: CountingFS | AsyncCountingFS) -> None:
+    fetches = Fetches(fs, kept=7)
+    assert fetches.start("one", ["/files/a", "/files/b"], nbytes=6)
+    for path in ("/files/a", "/files/b"):
+        fetches.keep(path, fetches.take("one", path).result(timeout=10))  # type: ignore[union-attr]
+    assert fetches.kept_nbytes == 6
+    fetches.keep("/files/c", b"ccc")  # past the limit of 7 bytes: the oldest, a, goes
+    assert fetches.kept_nbytes == 6
+    assert fetches.start("two", ["/files/a", "/files/b"], nbytes=6)
+    assert fetches.take("two", "/files/b").result(timeout=10) == b"bbb"  # type: ignore[union-attr]
+    assert fetches.take("two", "/files/a").result(timeout=10) == b"aaa"  # type: ignore[union-attr]
+    assert fetches.take("three", "/files/c").result(timeout=10) == b"ccc"  # type: ignore[union-attr]
+    assert fetches.take("four", "/files/c") is None  # a kept file serves one read
+    assert fetches.kept_nbytes == 0
+    assert fs.reads == {"/files/a": 2, "/files/b": 1}
+    fetches.keep("/files/d", b"ddd")
+    fetches.keep("/files/e", b"e" * 8)  # larger than the limit: not kept
+    fetches.clear()
+    assert fetches.kept_nbytes == 0 and fetches.take("five", "/files/d") is None
+
+
 def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS | AsyncCountingFS) -> None:
     fetches = Fetches(fs)
     fs.pipe_file("/files/long", b"0123456789")
@@ -206,6 +227,29 @@ def test_read_ahead_stays_within_its_budget(memory_store: str) -> None:
         for _ in loader:
             peak = max(peak, reader.fetched_nbytes)
     assert 0 < peak <= 24 * 2**10 + 2 * pile_nbytes
+
+
+def test_an_epoch_fetches_each_chunk_file_once(
+    memory_store: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk across the boundary of two piles read apart is kept for the second read rather than fetched again."""
+    reads: dict[str, int] = {}
+    cat_file = MemoryFileSystem.cat_file
+
+    def counted(self: MemoryFileSystem, path: str, *args: Any, **kwargs: Any) -> bytes:
+        reads[path] = reads.get(path, 0) + 1
+        return bytes(cat_file(self, path, *args, **kwargs))
+
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
+    one_pile = Piles(piles_in_memory=1)  # the piles beside each other are read apart
+    with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=100, seed=4, order=one_pile) as local:
+        expected = [batch["id"] for batch in local]
+    with ds.PileLoader(memory_store, batch_size=100, seed=4, order=one_pile) as loader:
+        assert all(np.array_equal(a, b["id"]) for a, b in zip(expected, loader, strict=True))
+    chunks = {path: n for path, n in reads.items() if "/c/" in path}
+    stored = [path for path in (tmp_path / "piles.zarr").rglob("*") if path.is_file() and "/c/" in path.as_posix()]
+    assert len(chunks) == len(stored) > 2
+    assert set(chunks.values()) == {1}
 
 
 def test_a_local_store_does_not_fetch(tmp_path: Any, memory_store: str) -> None:

@@ -56,12 +56,19 @@ class Chunks:
     every_chunk_written: bool
     fill_value: Any
     row_nbytes: int
+    #: Rows of the variable (its first dimension).
+    n_rows: int = 0
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
 
     @property
     def chunk_nbytes(self) -> int:
         return self.chunk_rows * self.row_nbytes
+
+    def shared(self, index: int, start: int, stop: int) -> bool:
+        """Whether chunk ``index`` holds rows outside ``start:stop`` too: rows another read will need."""
+        first = index * self.chunk_rows
+        return first < start or min(first + self.chunk_rows, self.n_rows) > stop
 
     def path(self, index: int) -> str:
         return f"{self.directory}/{self.key((index,) + (0,) * len(self.row_shape))}"
@@ -113,6 +120,7 @@ def chunks_of(array: zarr.Array[Any], directory: str, every_chunk_written: bool)
         every_chunk_written=every_chunk_written,
         fill_value=array.fill_value,
         row_nbytes=int(dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))),
+        n_rows=int(array.shape[0]) if array.ndim else 0,
         direct=isinstance(compressor, numcodecs.Blosc),
     )
 
@@ -146,6 +154,8 @@ class ChunkFiles:
             for index in range(first, last):
                 self._read_local(chunks, flat, index, start, stop, pile)
             return
+        fetches = self.fetches
+        assert fetches is not None  # a remote store
         indices = [
             index for index in range(first, last) if not self._read_cached(chunks, flat, index, start, stop, pile)
         ]
@@ -158,6 +168,8 @@ class ChunkFiles:
             else:
                 target = self._target(chunks, flat, index, start, stop)
                 decoded = self._decode_fetched(chunks, data, index, path, pile, target)
+                if chunks.shared(index, start, stop):  # checked: kept for the read of the rows beside these
+                    fetches.keep(path, data)
                 if target is None:
                     self._place(chunks, flat, index, decoded, start, stop)
                 elif decoded is not target:

@@ -130,7 +130,9 @@ class PileLoader(LoaderPosition):
         On object storage the requests for the files of the reads after the
         consumer's also go out at once, all in flight together, for up to
         256 MiB of rows ahead (with ``prefetch=0``, none); a size such as
-        ``"1GiB"`` sets that budget instead (with one pile read ahead).
+        ``"1GiB"`` sets that budget instead (with one pile read ahead). A
+        chunk file that holds rows of two piles read apart is kept (up to
+        64 MiB of them) for the second, so that an epoch fetches each once.
     variables : list of str, optional
         The variables (or columns) to read; by default all.
     batch_format : {"numpy", "xarray", "arrow", "pandas"}, default "numpy"

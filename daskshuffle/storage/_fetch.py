@@ -13,6 +13,9 @@ other filesystem, one task of a small thread pool.
 A read is named by a key of the caller's (the loader uses a span of store
 rows); its requests are taken one by one (:meth:`Fetches.take`), and the read is
 forgotten when all are taken or when the caller drops it (:meth:`Fetches.drop`).
+A file that a read still to come will need (a chunk across the boundary of two
+piles read apart) can be kept after it was taken (:meth:`Fetches.keep`), within
+a limit, so that the later read does not fetch it again.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeAlias
@@ -37,6 +40,8 @@ THREADS = 16
 #: Requests in flight at once: enough to hide a first-byte latency of tens of milliseconds at GB/s, few enough
 #: that the next read's requests do not queue behind those of reads far ahead.
 IN_FLIGHT = 256
+#: Bytes of files kept for reads still to come (:meth:`Fetches.keep`), by default; past it the oldest go.
+KEPT_NBYTES = 64 * 2**20
 
 
 class _Read:
@@ -54,7 +59,8 @@ class Fetches:
 
     Requests go out in the order the reads were started, at most
     :data:`IN_FLIGHT` at once. A request that two reads make (a chunk across
-    the boundary of two piles) is fetched once, and kept until both took it.
+    the boundary of two piles) is fetched once, and kept until both took it;
+    a file kept with :meth:`keep` serves a read that asks for it later.
 
     Examples
     --------
@@ -72,11 +78,20 @@ class Fetches:
     True
     >>> fetches.take("read-2", ("/fetch-demo/a", 1, 4)).result()
     b'lph'
+    >>> fetches.keep("/fetch-demo/b", b"beta")
+    >>> fetches.start("read-3", ["/fetch-demo/b"], nbytes=4)  # served by the kept bytes: no request
+    True
+    >>> fetches.take("read-3", "/fetch-demo/b").result(), fetches.kept_nbytes
+    (b'beta', 0)
     """
 
-    def __init__(self, fs: AbstractFileSystem, in_flight: int = IN_FLIGHT) -> None:
+    def __init__(self, fs: AbstractFileSystem, in_flight: int = IN_FLIGHT, kept: int = KEPT_NBYTES) -> None:
         self._fs = fs
         self._in_flight_limit = in_flight
+        self._kept_limit = kept
+        self._kept: OrderedDict[Request, bytes] = OrderedDict()
+        #: Bytes of the files kept for reads still to come.
+        self.kept_nbytes = 0
         self._reads: dict[Hashable, _Read] = {}
         self._files: dict[Request, tuple[Future[bytes], int]] = {}  # request: (its bytes, reads that will take them)
         self._queue: deque[tuple[Request, Future[bytes]]] = deque()
@@ -89,7 +104,7 @@ class Fetches:
         self.nbytes = 0
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"fs": self._fs, "in_flight": self._in_flight_limit}
+        return {"fs": self._fs, "in_flight": self._in_flight_limit, "kept": self._kept_limit}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -110,8 +125,10 @@ class Fetches:
             for request in dict.fromkeys(requests):
                 found = self._files.get(request)
                 if found is None:
-                    future: Future[bytes] = Future()
-                    self._queue.append((request, future))
+                    future = self._unkept(request)
+                    if future is None:
+                        future = Future()
+                        self._queue.append((request, future))
                     self._files[request] = (future, 1)
                 else:
                     self._files[request] = (found[0], found[1] + 1)
@@ -121,16 +138,41 @@ class Fetches:
         return True
 
     def take(self, key: Hashable, request: Request) -> Future[bytes] | None:
-        """The fetch of ``request`` for the read ``key``, handed over once; ``None`` if it was never started."""
+        """The fetch of ``request`` for the read ``key``, handed over once.
+
+        A read that was never started gets the bytes kept for ``request``
+        (:meth:`keep`) if there are any, else ``None``.
+        """
         with self._lock:
             read = self._reads.get(key)
             if read is None or request not in read.requests:
-                return None
+                return self._unkept(request)
             read.requests.discard(request)
             future = self._release(request)
             if not read.requests:
                 self.nbytes -= self._reads.pop(key).nbytes
             return future
+
+    def keep(self, request: Request, data: bytes) -> None:
+        """Keep ``data``, the bytes of ``request``, for the next read that asks for it; the oldest go past the limit."""
+        with self._lock:
+            if len(data) > self._kept_limit or request in self._kept:
+                return
+            self._kept[request] = data
+            self.kept_nbytes += len(data)
+            while self.kept_nbytes > self._kept_limit:
+                self.kept_nbytes -= len(self._kept.popitem(last=False)[1])
+
+    def _unkept(self, request: Request) -> Future[bytes] | None:
+        """The bytes kept for ``request`` as a fetch done, no longer kept; ``None`` if none are. Under the lock."""
+        data = self._kept.pop(request, None)
+        if data is None:
+            return None
+        self.kept_nbytes -= len(data)
+        future: Future[bytes] = Future()
+        future.set_running_or_notify_cancel()
+        future.set_result(data)
+        return future
 
     def drop(self, key: Hashable) -> None:
         """Forget the read ``key``; requests that no other read needs are cancelled (a read that will not come)."""
@@ -145,9 +187,11 @@ class Fetches:
                 future.cancel()
 
     def clear(self) -> None:
-        """Drop every read, and stop the threads that fetch (if any)."""
+        """Drop every read and every file kept, and stop the threads that fetch (if any)."""
         with self._lock:
             keys = list(self._reads)
+            self._kept.clear()
+            self.kept_nbytes = 0
         for key in keys:
             self.drop(key)
         with self._lock:
