@@ -19,13 +19,13 @@ import daskshuffle as ds
 from daskshuffle.formats import read_metadata
 from daskshuffle.formats._dataframe import open_dataframe_source
 from daskshuffle.formats._parquet_store import ParquetWriting
+from daskshuffle.plan._declare import common_options
 from daskshuffle.plan._options import (
     COMMON_OPTIONS,
     TEXT_DEFAULTS,
     TEXT_FIXED,
     ShuffleKeywords,
     TextKeywords,
-    common_options,
     parse_forwarded_options,
     parse_shuffle_options,
 )

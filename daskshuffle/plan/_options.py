@@ -1,47 +1,33 @@
 """The arguments every shuffle shares: declared once, checked once at the boundary.
 
+:data:`COMMON_OPTIONS` holds each common option's name, default and doc, and
+:class:`ShuffleKeywords` (:class:`TextKeywords` for ``shuffle_lines``) its type.
 Each public shuffle (``shuffle_zarr``, ``shuffle_parquet``, ``shuffle_dataframe``,
 ``shuffle_xarray``, ``shuffle_lines``) declares only its own parameters,
-``n_piles`` and ``**options: Unpack[ShuffleKeywords]``, and is declared with
-:func:`common_options`, which checks at import that those name every option of
-:data:`COMMON_OPTIONS`, gives it the public signature that lists them all with
-their defaults, binds each call to it, and writes their docs into its
-docstring; it hands its options to :func:`parse_shuffle_options` and passes the
-frozen :class:`ShuffleOptions` on. The command line declares its options of a
-shuffle from :data:`COMMON_OPTIONS` too (their names and defaults), and takes
-its other defaults from the constants of ``_option_set``. A new common option
-is added there, once (and to ``ShuffleKeywords``, which is checked against it).
+``n_piles`` and ``**options: Unpack[ShuffleKeywords]``, so that a type checker
+checks its callers' keywords, and is declared with
+:func:`~daskshuffle.plan._declare.common_options`, which checks at import that
+the two agree, gives it the public signature and docs of every option, and
+fills in the defaults of each call. It hands its options to
+:func:`parse_shuffle_options` and passes the frozen :class:`ShuffleOptions` on.
+The command line declares its options of a shuffle from :data:`COMMON_OPTIONS`
+too (their names and defaults), and takes its other defaults from the
+constants here. A new common option is added in this module, once (its type in
+``ShuffleKeywords``, checked against it).
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-import re
+import os
 import textwrap
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, Unpack, cast
+from types import MappingProxyType
+from typing import Any, Literal, TypedDict
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
-from ._option_set import (
-    COMMON_OPTIONS,
-    DEFAULT_BLOCK_MEMORY,
-    DEFAULT_LINES_BLOCK_MEMORY,
-    DEFAULT_LINES_PILE_MEMORY,
-    DEFAULT_N_PILES,
-    DEFAULT_PARQUET_COMPRESSION,
-    DEFAULT_PILE_MEMORY,
-    PARQUET_COMPRESSIONS,
-    TEXT_DEFAULTS,
-    TEXT_FIXED,
-    CommonOption,
-    ShuffleKeywords,
-    TextKeywords,
-)
 
 __all__ = [
     "COMMON_OPTIONS",
@@ -58,11 +44,154 @@ __all__ = [
     "ShuffleKeywords",
     "ShuffleOptions",
     "TextKeywords",
-    "common_options",
     "lines_block_memory",
     "parse_forwarded_options",
     "parse_shuffle_options",
 ]
+
+#: Piles of a pile store (``shuffle_zarr``, ``shuffle_parquet``, ...).
+DEFAULT_N_PILES = 512
+#: The largest pile a pile store's shuffle allows.
+DEFAULT_PILE_MEMORY = "256MiB"
+#: About how much of the source one pass-1 task reads.
+DEFAULT_BLOCK_MEMORY = "64MiB"
+#: ``shuffle_lines`` holds about two copies of a block or a pile (plus offsets):
+#: these keep a worker thread near 100 MB however large the input is.
+DEFAULT_LINES_PILE_MEMORY = "32MiB"
+DEFAULT_LINES_BLOCK_MEMORY = "16MiB"
+#: The codecs a Parquet pile store can be written with, and the default.
+PARQUET_COMPRESSIONS = ("auto", "snappy", "zstd", "lz4", "gzip", "brotli", "none")
+DEFAULT_PARQUET_COMPRESSION = "auto"
+
+
+@dataclass(frozen=True)
+class CommonOption:
+    """One argument that every public shuffle takes: its default, its type as the docs show it, and its doc."""
+
+    name: str
+    default: object
+    kind: str
+    doc: str
+
+    def describe(self, default: object, note: str = "") -> str:
+        """The numpydoc entry of this option with ``default`` (a shuffle's own, or the common one)."""
+        if default is None:
+            header = f"{self.name} : {self.kind}, optional"
+        elif isinstance(default, str):
+            header = f'{self.name} : {self.kind}, default "{default}"'
+        else:
+            header = f"{self.name} : {self.kind}, default {default!r}"
+        body = textwrap.fill(f"{self.doc} {note}".strip(), width=80, break_on_hyphens=False)
+        return header + "\n" + textwrap.indent(body, "    ")
+
+
+#: The arguments every public shuffle takes after ``dst``, with their defaults and docs, in the order a user reads
+#: them. A public shuffle takes ``n_piles`` itself and the others as ``**options: Unpack[ShuffleKeywords]``, declared
+#: with ``plan._declare.common_options``, which checks both at import.
+COMMON_OPTIONS: tuple[CommonOption, ...] = (
+    CommonOption(
+        "n_piles",
+        DEFAULT_N_PILES,
+        'int or "auto"',
+        'Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.',
+    ),
+    CommonOption(
+        "seed",
+        None,
+        "int",
+        "Same seed, same source and same parameters give the same output, whatever the cluster. ``None`` draws a "
+        "seed and records it (``ShuffleResult.seed``); a resumable shuffle interrupted and called again with "
+        "``None`` continues with the seed it drew. (A loader's ``seed=None`` means the store's recorded seed "
+        "instead: the loader reads the order a shuffle drew.)",
+    ),
+    CommonOption("overwrite", False, "bool", "Replace ``dst`` if it exists (only once every check has passed)."),
+    CommonOption("materialize", False, "bool", "Write a fully shuffled copy instead of a pile store."),
+    CommonOption(
+        "pile_memory",
+        DEFAULT_PILE_MEMORY,
+        "int or str",
+        'The largest pile allowed, in bytes or as a size such as "256MiB", checked at planning time, before '
+        "anything is written.",
+    ),
+    CommonOption(
+        "block_memory",
+        DEFAULT_BLOCK_MEMORY,
+        "int or str",
+        'About how much of the source one pass-1 task reads, in bytes or as a size such as "64MiB".',
+    ),
+    CommonOption(
+        "tmp",
+        None,
+        "path or URL",
+        "A directory for the pieces between the passes; they go to a subdirectory named after ``dst``, removed at "
+        "the end, also after an error. ``tmp`` itself is never removed. By default ``<dst>.daskshuffle-tmp``, next "
+        "to ``dst``; for a ``dst`` on object storage, this machine's temporary directory instead when every worker "
+        "sees it and it has room for 2.5 times the data (a local disk writes and reads them faster than requests).",
+    ),
+    CommonOption("progress", False, "bool", "Show a progress bar."),
+    CommonOption("storage_options", None, "dict", "Passed to fsspec for URLs."),
+    CommonOption(
+        "verify",
+        False,
+        "bool",
+        "Once the output is written, prove it holds exactly the source's rows (:func:`daskshuffle.verify`: an "
+        "order-independent checksum of every variable on both sides, about a third of the shuffle's time); "
+        "``VerificationError`` if not.",
+    ),
+    CommonOption(
+        "levels",
+        "auto",
+        '{"auto", 1, 2, 3, 4}',
+        "Levels of scatter before the merge. With one, the merge reads about ``block_memory**2 / data`` bytes from "
+        "every block, which falls with the data's size; with ``L``, rows go first to about ``(data / "
+        "block_memory)^(1/L)`` super-piles, each split as many ways again by every level but the last, then to "
+        'piles, keeping reads large for one more write and read of the data a level. ``"auto"`` adds levels '
+        "where fewer would make ten thousand reads or more of under 1 MiB on object storage (two from about 6 GiB "
+        "with the defaults, three from about 256 GiB, four from about 16 TiB), or of under 64 KiB on local disk "
+        "(two from about 64 GiB); :func:`daskshuffle.explain` shows the choice.",
+    ),
+)
+_BY_NAME = {option.name: option for option in COMMON_OPTIONS}
+
+#: ``shuffle_lines``' own defaults, for text: a task holds about two copies of a block or a pile (plus
+#: offsets), and these keep a worker thread near 100 MB however large the input is; with ``n_piles="auto"``
+#: the piles follow from ``pile_memory``. Its ``block_memory=None`` is :func:`lines_block_memory`.
+TEXT_DEFAULTS: Mapping[str, object] = MappingProxyType(
+    {"n_piles": "auto", "pile_memory": DEFAULT_LINES_PILE_MEMORY, "block_memory": None}
+)
+#: Common options that ``shuffle_lines`` does not take, and the value it runs with: its output is a text file,
+#: always fully shuffled.
+TEXT_FIXED: Mapping[str, object] = MappingProxyType({"materialize": True})
+
+
+class _Keywords(TypedDict, total=False):
+    """The keyword options of every public shuffle (:data:`COMMON_OPTIONS` but ``n_piles``), and their types.
+
+    The keys are checked against :data:`COMMON_OPTIONS` when a shuffle is
+    declared (``common_options``), and the defaults against the types by the tests.
+    """
+
+    seed: int | None
+    overwrite: bool
+    pile_memory: int | str
+    tmp: str | os.PathLike[str] | None
+    progress: bool
+    storage_options: dict[str, Any] | None
+    verify: bool
+    levels: int | Literal["auto"]
+
+
+class ShuffleKeywords(_Keywords, total=False):
+    """The keyword options of a shuffle into a pile store: ``shuffle(src, dst, n_piles, **options)``."""
+
+    materialize: bool
+    block_memory: int | str
+
+
+class TextKeywords(_Keywords, total=False):
+    """The keyword options of ``shuffle_lines``: no ``materialize`` (:data:`TEXT_FIXED`); ``block_memory`` may be ``None``."""
+
+    block_memory: int | str | None
 
 
 @dataclass(frozen=True)
@@ -103,187 +232,6 @@ def _parse_storage_options(value: object) -> dict[str, Any] | None:
             f"Expected storage_options to be None or a dict. Got {value!r} instead.", parameter="storage_options"
         )
     return dict(value) if value is not None else None
-
-
-_BY_NAME = {option.name: option for option in COMMON_OPTIONS}
-
-_Shuffle = TypeVar("_Shuffle", bound=Callable[..., Any])
-#: The docstring line that stands for the entries of every common option a shuffle takes.
-_PLACEHOLDER = re.compile(r"^(?P<indent>[ ]*)\{options\}$", re.MULTILINE)
-#: A numpydoc section's header: its title, underlined.
-_SECTION = re.compile(r"^(?P<indent>[ ]*)(?P<title>[A-Z][a-z]+(?: [A-Z][a-z]+)?)\n(?P=indent)-+$", re.MULTILINE)
-#: What every public shuffle returns, written into its docstring after its parameters.
-_RETURNS = """Returns
--------
-ShuffleResult
-    What was written: its path, rows, piles and their sizes, and the seed
-    (the one drawn, with ``seed=None``).
-"""
-
-
-def common_options(
-    *,
-    defaults: Mapping[str, object] | None = None,
-    fixed: Mapping[str, object] | None = None,
-    notes: Mapping[str, str] | None = None,
-) -> Callable[[_Shuffle], _Shuffle]:
-    """Declare a public shuffle: its signature and docs, from its own parameters and the common options.
-
-    The shuffle declares its own parameters, ``n_piles`` with its common
-    default (or the one ``defaults`` gives), and ``**options:
-    Unpack[ShuffleKeywords]`` (``TextKeywords`` for text), whose keys must be
-    the other options of :data:`COMMON_OPTIONS` but the ``fixed`` ones: else
-    importing the module fails. The declared shuffle's signature lists them
-    all, the options keyword-only with their defaults; a call is bound to it
-    first (an unknown keyword is a ``TypeError``, as for any function), and the
-    shuffle receives every option, defaults filled in. The ``{options}`` line
-    of its docstring becomes every option's numpydoc entry (with ``notes``
-    added to them), and the ``Returns`` section is written after its
-    parameters, each of which must be documented.
-
-    Examples
-    --------
-    >>> @common_options()
-    ... def shuffle_nothing(dst, n_piles=512, **options):
-    ...     pass
-    Traceback (most recent call last):
-    ...
-    TypeError: Expected shuffle_nothing to take **options: Unpack[ShuffleKeywords] (or TextKeywords). Got ...
-    """
-    chosen_defaults = dict(defaults or {})
-    chosen_fixed = dict(fixed or {})
-    chosen_notes = dict(notes or {})
-
-    def declare(shuffle: _Shuffle) -> _Shuffle:
-        name = shuffle.__qualname__
-        unknown = sorted((set(chosen_defaults) | set(chosen_fixed) | set(chosen_notes)) - set(_BY_NAME))
-        if unknown:
-            raise TypeError(f"Expected common options of {name}. Got {unknown} instead; see COMMON_OPTIONS.")
-        signature = _public_signature(shuffle, chosen_defaults, chosen_fixed)
-        shuffle.__doc__ = _document(
-            name, shuffle.__doc__ or "", list(signature.parameters), chosen_defaults, chosen_fixed, chosen_notes
-        )
-
-        @functools.wraps(shuffle)
-        def public(*args: Any, **kwargs: Any) -> Any:
-            # As Python checks a function's arguments: an unknown keyword first, then the others.
-            unknown = [keyword for keyword in kwargs if keyword not in signature.parameters]
-            if unknown:
-                raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}")
-            try:
-                bound = signature.bind(*args, **kwargs)
-            except TypeError as error:
-                raise TypeError(f"{name}() {error}") from None
-            bound.apply_defaults()
-            return shuffle(**bound.arguments)
-
-        public.__signature__ = signature  # type: ignore[attr-defined]
-        return cast("_Shuffle", public)
-
-    return declare
-
-
-def _public_signature(
-    shuffle: Callable[..., Any], defaults: Mapping[str, object], fixed: Mapping[str, object]
-) -> inspect.Signature:
-    """``shuffle``'s own parameters, then the options of its ``**options``, keyword-only, with their defaults."""
-    name = shuffle.__qualname__
-    declared = inspect.signature(shuffle)
-    own = [parameter for parameter in declared.parameters.values() if parameter.kind is not parameter.VAR_KEYWORD]
-    if "dst" not in declared.parameters or any(
-        parameter.kind in (parameter.POSITIONAL_ONLY, parameter.VAR_POSITIONAL) for parameter in own
-    ):
-        raise TypeError(f"Expected {name} to take dst, and no positional-only or *args. Got {declared} instead.")
-    keywords = _keywords(shuffle, declared)
-    for option in COMMON_OPTIONS:
-        default = defaults.get(option.name, option.default)
-        parameter = declared.parameters.get(option.name)
-        if option.name in fixed and option.name in keywords:
-            raise TypeError(f"Expected the options of {name} without {option.name}, which it fixes. Got it instead.")
-        if option.name in fixed or option.name in keywords:
-            if parameter is not None:
-                raise TypeError(
-                    f"Expected {name} to take {option.name} only from **options. Got a parameter {option.name} "
-                    "instead; declare its type once, in ShuffleKeywords, and its default in COMMON_OPTIONS."
-                )
-        elif parameter is None or type(parameter.default) is not type(default) or parameter.default != default:
-            got = "no such parameter" if parameter is None else f"{option.name}={parameter.default!r}"
-            raise TypeError(
-                f"Expected {name} to take the common option {option.name}={default!r}. Got {got} instead; "
-                "declare its name and default once, in daskshuffle.plan._option_set.COMMON_OPTIONS."
-            )
-    unknown = sorted(set(keywords) - set(_BY_NAME))
-    if unknown:
-        raise TypeError(f"Expected the options of {name} to be common options. Got {unknown} instead.")
-    common = [
-        inspect.Parameter(
-            option.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=defaults.get(option.name, option.default),
-            annotation=keywords[option.name],
-        )
-        for option in COMMON_OPTIONS
-        if option.name in keywords
-    ]
-    return declared.replace(parameters=[*own, *common])
-
-
-def _keywords(shuffle: Callable[..., Any], declared: inspect.Signature) -> dict[str, object]:
-    """The options of ``shuffle``'s ``**options: Unpack[...]``, each with its type as its ``TypedDict`` spells it."""
-    annotation: object = None
-    for parameter in declared.parameters.values():
-        if parameter.kind is parameter.VAR_KEYWORD:
-            annotation = parameter.annotation
-            if isinstance(annotation, str):  # postponed: resolved where the shuffle was written
-                stand_in = types.SimpleNamespace(__annotations__={"options": annotation})
-                annotation = typing.get_type_hints(stand_in, getattr(shuffle, "__globals__", {}))["options"]
-    keywords = typing.get_args(annotation)[0] if typing.get_origin(annotation) is Unpack else None
-    if keywords is None or not typing.is_typeddict(keywords):
-        raise TypeError(
-            f"Expected {shuffle.__qualname__} to take **options: Unpack[ShuffleKeywords] (or TextKeywords). Got "
-            f"{annotation!r} instead."
-        )
-    return {
-        key: value.__forward_arg__ if isinstance(value, typing.ForwardRef) else value
-        for key, value in keywords.__annotations__.items()
-    }
-
-
-def _document(
-    name: str,
-    doc: str,
-    parameters: Sequence[str],
-    defaults: Mapping[str, object],
-    fixed: Mapping[str, object],
-    notes: Mapping[str, str],
-) -> str:
-    """``doc`` with its ``{options}`` line replaced by every option's entry and ``Returns`` after its parameters."""
-    if len(_PLACEHOLDER.findall(doc)) != 1:
-        raise TypeError(f"Expected the docstring of {name} to hold one line {{options}}. Got none or several instead.")
-    entries = "\n".join(
-        option.describe(defaults.get(option.name, option.default), notes.get(option.name, ""))
-        for option in COMMON_OPTIONS
-        if option.name not in fixed
-    )
-    doc = _PLACEHOLDER.sub(lambda match: textwrap.indent(entries, match["indent"]), doc)
-    sections = list(_SECTION.finditer(doc))
-    titles = [section["title"] for section in sections]
-    if "Parameters" not in titles or "Returns" in titles:
-        raise TypeError(f"Expected the docstring of {name} to have Parameters and no Returns. Got {titles} instead.")
-    at = titles.index("Parameters")
-    indent = sections[at]["indent"]
-    end = sections[at + 1].start() if at + 1 < len(sections) else len(doc.rstrip())
-    documented = {
-        part.strip()
-        for line in doc[sections[at].end() : end].splitlines()
-        if line.startswith(indent) and line[len(indent) : len(indent) + 1].strip()
-        for part in line.split(" :")[0].split(",")
-    }
-    missing = [parameter for parameter in parameters if parameter not in documented]
-    if missing:
-        raise TypeError(f"Expected the docstring of {name} to document every parameter. Got none for {missing}.")
-    returns = textwrap.indent(_RETURNS, indent) + "\n"
-    return doc[:end] + returns + doc[end:] if at + 1 < len(sections) else doc[:end] + "\n\n" + returns + indent
 
 
 def parse_shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:

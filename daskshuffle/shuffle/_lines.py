@@ -30,14 +30,8 @@ from ..formats._text_sample import (
     read_sample,
 )
 from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
-from ..plan._options import (
-    TEXT_DEFAULTS,
-    TEXT_FIXED,
-    ShuffleOptions,
-    TextKeywords,
-    common_options,
-    lines_block_memory,
-)
+from ..plan._declare import common_options
+from ..plan._options import TEXT_DEFAULTS, TEXT_FIXED, ShuffleOptions, TextKeywords, lines_block_memory
 from ..storage._location import Location
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations

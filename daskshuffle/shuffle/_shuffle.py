@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_variables
-from ..plan._options import DEFAULT_N_PILES, ShuffleKeywords, common_options
+from ..plan._declare import common_options
+from ..plan._options import DEFAULT_N_PILES, ShuffleKeywords
 from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 
