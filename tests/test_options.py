@@ -95,6 +95,7 @@ def test_the_signature_types_the_options_as_their_keywords_do(name: str) -> None
         assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
         assert parameter.annotation == keywords.__annotations__[parameter.name].__forward_arg__
     assert parameters["n_piles"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert inspect.signature(inspect.unwrap(shuffle)) == inspect.signature(shuffle), "as griffe reads it"
     assert not any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
     assert shuffle.__name__ == name and shuffle.__wrapped__.__doc__ == shuffle.__doc__  # type: ignore[attr-defined]
     assert shuffle.__doc__ is not None and shuffle.__doc__.count("\n    Returns\n    -------\n    ShuffleResult\n") == 1

@@ -94,7 +94,8 @@ def common_options(
             bound.apply_defaults()
             return shuffle(**bound.arguments)
 
-        public.__signature__ = signature  # type: ignore[attr-defined]
+        # The function wrapped shows the same signature: griffe (the API reference) reads the unwrapped function.
+        shuffle.__signature__ = public.__signature__ = signature  # type: ignore[attr-defined]
         return cast("_Shuffle", public)
 
     return declare
