@@ -238,6 +238,8 @@ def test_a_shuffle_that_drops_an_option_fails_when_called() -> None:
     with pytest.raises(TypeError, match=r"Got none for \['levels'\]"):
         parse_shuffle_options({**arguments, "dst": "out.zarr"})
     assert parse_shuffle_options({**arguments, "dst": "out.zarr"}, levels=2).levels == 2
+    with pytest.raises(TypeError, match=r"unexpected arguments \['variables'\]"):
+        parse_shuffle_options({**arguments, "dst": "out.zarr", "levels": 2, "variables": None})
 
 
 def test_sizes_take_strings_and_integers_alike() -> None:
