@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Unpack
 
 import dask.dataframe as dd
 import numpy as np
@@ -17,11 +19,14 @@ import daskshuffle as ds
 from daskshuffle.formats import read_metadata
 from daskshuffle.formats._dataframe import open_dataframe_source
 from daskshuffle.formats._parquet_store import ParquetWriting
+from daskshuffle.plan._declare import common_options
 from daskshuffle.plan._options import (
     COMMON_OPTIONS,
     TEXT_DEFAULTS,
     TEXT_FIXED,
-    common_options,
+    ShuffleKeywords,
+    TextKeywords,
+    parse_forwarded_options,
     parse_shuffle_options,
 )
 from daskshuffle.shuffle._verify import verify_source
@@ -62,59 +67,170 @@ def test_text_defaults_are_only_the_documented_ones() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SHUFFLES))
-def test_an_unknown_option_is_a_type_error(name: str, tmp_path: Path) -> None:
-    with pytest.raises(TypeError, match="n_pile"):
-        SHUFFLES[name]("src", tmp_path / "out", n_pile=8)
+@pytest.mark.parametrize("keyword", ["sed", "n_pile", "materialise"])
+def test_a_misspelled_option_is_a_type_error_as_python_words_it(name: str, keyword: str, tmp_path: Path) -> None:
+    def plain(src: str, dst: str, *, seed: int | None = None) -> None:
+        pass
+
+    with pytest.raises(TypeError) as python:
+        plain("src", "out", **{keyword: 8})
+    with pytest.raises(TypeError) as caught:
+        SHUFFLES[name]("src", tmp_path / "out", **{keyword: 8})
+    assert str(caught.value) == name + str(python.value).removeprefix(plain.__qualname__)
+    assert str(caught.value) == f"{name}() got an unexpected keyword argument {keyword!r}"
     assert not (tmp_path / "out").exists()
 
 
-def test_a_renamed_or_missing_option_fails_at_import() -> None:
-    with pytest.raises(TypeError, match=r"the common option seed=None\. Got no such parameter"):
+@pytest.mark.parametrize("name", sorted(SHUFFLES))
+def test_the_signature_types_the_options_as_their_keywords_do(name: str) -> None:
+    shuffle = SHUFFLES[name]
+    keywords = TextKeywords if name == "shuffle_lines" else ShuffleKeywords
+    parameters = inspect.signature(shuffle).parameters
+    common = [parameter for parameter in parameters.values() if parameter.name in keywords.__annotations__]
+    assert [parameter.name for parameter in common] == [
+        option.name for option in COMMON_OPTIONS if option.name in keywords.__annotations__
+    ]
+    assert list(parameters)[-len(common) :] == [parameter.name for parameter in common], "the options come last"
+    for parameter in common:
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        assert parameter.annotation == keywords.__annotations__[parameter.name].__forward_arg__
+    assert parameters["n_piles"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert inspect.signature(inspect.unwrap(shuffle)) == inspect.signature(shuffle), "as griffe reads it"
+    assert not any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
+    assert shuffle.__name__ == name and shuffle.__wrapped__.__doc__ == shuffle.__doc__  # type: ignore[attr-defined]
+    assert shuffle.__doc__ is not None and shuffle.__doc__.count("\n    Returns\n    -------\n    ShuffleResult\n") == 1
 
-        @common_options()
-        def shuffle_renamed(dst: str, n_piles: int = 512, *, random_seed: int | None = None) -> None:
-            pass
 
-    parameters = dict(inspect.signature(ds.shuffle_parquet).parameters)
-    parameters["pile_memory"] = parameters["pile_memory"].replace(default="128MiB")
-
-    def other_default(*args: Any, **kwargs: Any) -> None:
-        pass
-
-    other_default.__signature__ = inspect.Signature(list(parameters.values()))  # type: ignore[attr-defined]
-    with pytest.raises(TypeError, match=r"pile_memory='256MiB'\. Got pile_memory='128MiB'"):
-        common_options()(other_default)
+def _admits(hint: object, value: object) -> bool:
+    """Whether ``value`` is of the type ``hint`` (the few kinds a keyword option's type is made of)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_admits(arm, value) for arm in typing.get_args(hint))
+    if origin is Literal:
+        return value in typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    return isinstance(value, typing.cast("type", origin or hint))
 
 
-def test_every_option_is_documented_once() -> None:
-    def shuffle(
-        dst: str,
-        n_piles: int | str = 512,
-        *,
-        seed: int | None = None,
-        overwrite: bool = False,
-        materialize: bool = False,
-        pile_memory: int | str = "256MiB",
-        block_memory: int | str = "64MiB",
-        tmp: str | None = None,
-        progress: bool = False,
-        storage_options: dict[str, Any] | None = None,
-        verify: bool = False,
-        levels: int | str = "auto",
-    ) -> None:
+@pytest.mark.parametrize(("keywords", "defaults"), [(ShuffleKeywords, {}), (TextKeywords, TEXT_DEFAULTS)])
+def test_the_keywords_and_common_options_agree(keywords: type, defaults: Mapping[str, object]) -> None:
+    fixed = TEXT_FIXED if keywords is TextKeywords else {}
+    assert set(keywords.__annotations__) == {option.name for option in COMMON_OPTIONS} - {"n_piles", *fixed}
+    assert keywords.__required_keys__ == frozenset()  # type: ignore[attr-defined]
+    hints = typing.get_type_hints(keywords)
+    for option in COMMON_OPTIONS:
+        if option.name in hints:
+            default = defaults.get(option.name, option.default)
+            assert _admits(hints[option.name], default), (option.name, default)
+    assert not _admits(hints["pile_memory"], 2.5) and not _admits(hints["levels"], "two")
+
+
+def test_a_declared_shuffle_gets_every_option_filled_in() -> None:
+    @common_options()
+    def shuffle(src: str, dst: str, n_piles: int | str = 512, **options: Unpack[ShuffleKeywords]) -> dict[str, Any]:
         """Shuffle.
 
         Parameters
         ----------
-        {options: n_piles, seed, overwrite, materialize, pile_memory, block_memory}
-        """
+        src, dst : str
+            From and to.
+        {options}
 
-    with pytest.raises(TypeError, match=r"document every common option. Got none for \['tmp'"):
-        common_options()(shuffle)
-    shuffle.__doc__ = (shuffle.__doc__ or "") + "        {options: tmp, progress, storage_options, verify, levels}\n"
-    documented = common_options(notes={"tmp": "A note."})(shuffle).__doc__ or ""
-    assert '        n_piles : int or "auto", default 512\n            Number of piles.' in documented
-    assert "        seed : int, optional\n" in documented and "A note." in documented
+        Examples
+        --------
+        >>> shuffle("a", "b")
+        """
+        return {"src": src, "dst": dst, "n_piles": n_piles, **options}
+
+    received = shuffle("a", "b", 8, seed=3)
+    expected = {option.name: option.default for option in COMMON_OPTIONS}
+    assert received == {"src": "a", "dst": "b", **expected, "n_piles": 8, "seed": 3}
+    with pytest.raises(TypeError, match=r"^test_a_declared.*shuffle\(\) missing a required argument: 'dst'$"):
+        shuffle("a")
+    with pytest.raises(TypeError, match=r"multiple values for argument 'n_piles'"):
+        shuffle("a", "b", 8, n_piles=4)
+    doc = shuffle.__doc__ or ""
+    assert doc.index("    levels : ") < doc.index("    Returns\n") < doc.index("    Examples\n")
+    assert parse_shuffle_options({k: v for k, v in received.items() if k != "src"}).n_piles == 8
+
+
+def test_a_renamed_or_missing_option_fails_at_import() -> None:
+    with pytest.raises(TypeError, match=r"to take \*\*options: Unpack\[ShuffleKeywords\]"):
+
+        @common_options()
+        def shuffle_without(dst: str, n_piles: int = 512, *, random_seed: int | None = None) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"to take seed only from \*\*options\. Got a parameter seed"):
+
+        @common_options()
+        def shuffle_twice(dst: str, n_piles: int = 512, *, seed: int = 0, **options: Unpack[ShuffleKeywords]) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"n_piles=512\. Got n_piles=8"):
+
+        @common_options()
+        def shuffle_other(dst: str, n_piles: int = 8, **options: Unpack[ShuffleKeywords]) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"the common option materialize=False\. Got no such parameter"):
+
+        @common_options(defaults=TEXT_DEFAULTS)
+        def shuffle_text(dst: str, n_piles: int | str = "auto", **options: Unpack[TextKeywords]) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"without materialize, which it fixes"):
+
+        @common_options(fixed=TEXT_FIXED)
+        def shuffle_fixed(dst: str, n_piles: int = 512, **options: Unpack[ShuffleKeywords]) -> None:
+            pass
+
+
+def _declare(doc: str, notes: Mapping[str, str] | None = None) -> str:
+    def shuffle(
+        dst: str, n_piles: int | str = 512, *, header: bool = False, **options: Unpack[ShuffleKeywords]
+    ) -> None:
+        pass
+
+    shuffle.__doc__ = doc
+    return common_options(notes=notes)(shuffle).__doc__ or ""
+
+
+def test_every_parameter_is_documented_once() -> None:
+    parameters = "Shuffle.\n\n    Parameters\n    ----------\n    dst : str\n        To.\n"
+    with pytest.raises(TypeError, match=r"one line \{options\}"):
+        _declare(parameters)
+    with pytest.raises(TypeError, match=r"one line \{options\}"):
+        _declare(parameters + "    {options}\n    {options}\n")
+    with pytest.raises(TypeError, match=r"every parameter\. Got none for \['header'\]"):
+        _declare(parameters + "    {options}\n")
+    with pytest.raises(TypeError, match=r"no Returns"):
+        _declare(parameters + "    header : bool\n        Kept.\n    {options}\n\n    Returns\n    -------\n    None\n")
+    documented = _declare(parameters + "    header : bool\n        Kept.\n    {options}\n    ", {"tmp": "A note."})
+    assert '    n_piles : int or "auto", default 512\n        Number of piles.' in documented
+    assert "    seed : int, optional\n" in documented and "A note." in documented
+    assert documented.endswith(
+        "\n\n    Returns\n    -------\n    ShuffleResult\n        What was written: its path, rows, piles and their sizes, and the seed\n        (the one drawn, with ``seed=None``).\n\n    "
+    )
+
+
+@pytest.mark.parametrize("name", sorted(SHUFFLES))
+def test_forwarded_options_are_checked_against_the_public_signature(name: str) -> None:
+    shuffle = SHUFFLES[name]
+    with pytest.raises(ds.DaskShuffleTypeError, match=r"Got \['sed'\] instead; it takes \[.*'levels'\]"):
+        parse_forwarded_options(shuffle, {"sed": 1}, decided=[], parameter="shuffle_options", why="")
+    assert parse_forwarded_options(shuffle, {"seed": 1, "levels": 2}, decided=[], parameter="x", why="") == {
+        "seed": 1,
+        "levels": 2,
+    }
+
+
+def test_n_piles_may_be_given_by_position(tmp_path: Path) -> None:
+    import dask.array as da
+
+    result = ds.shuffle_zarr(da.arange(100, chunks=50), tmp_path / "piles.zarr", 4, seed=0)
+    assert (result.n_piles, result.n_rows) == (4, 100)
 
 
 def test_a_shuffle_that_drops_an_option_fails_when_called() -> None:
@@ -122,6 +238,8 @@ def test_a_shuffle_that_drops_an_option_fails_when_called() -> None:
     with pytest.raises(TypeError, match=r"Got none for \['levels'\]"):
         parse_shuffle_options({**arguments, "dst": "out.zarr"})
     assert parse_shuffle_options({**arguments, "dst": "out.zarr"}, levels=2).levels == 2
+    with pytest.raises(TypeError, match=r"unexpected arguments \['variables'\]"):
+        parse_shuffle_options({**arguments, "dst": "out.zarr", "levels": 2, "variables": None})
 
 
 def test_sizes_take_strings_and_integers_alike() -> None:

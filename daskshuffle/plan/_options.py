@@ -1,25 +1,30 @@
-"""The arguments every shuffle shares, checked once at the boundary.
+"""The arguments every shuffle shares: declared once, checked once at the boundary.
 
+:data:`COMMON_OPTIONS` holds each common option's name, default and doc, and
+:class:`ShuffleKeywords` (:class:`TextKeywords` for ``shuffle_lines``) its type.
 Each public shuffle (``shuffle_zarr``, ``shuffle_parquet``, ``shuffle_dataframe``,
-``shuffle_xarray``, ``shuffle_lines``) is declared with :func:`common_options`,
-which checks at import that it takes every option of :data:`COMMON_OPTIONS`
-with its default and writes their docs into its docstring; it hands its
-arguments to :func:`parse_shuffle_options` and passes the frozen
-:class:`ShuffleOptions` on. The command line declares its options of a
-shuffle from :data:`COMMON_OPTIONS` too (their names and defaults), and takes
-its other defaults from the constants here. A new common option is added in
-this module, once.
+``shuffle_xarray``, ``shuffle_lines``) declares only its own parameters,
+``n_piles`` and ``**options: Unpack[ShuffleKeywords]``, so that a type checker
+checks its callers' keywords, and is declared with
+:func:`~daskshuffle.plan._declare.common_options`, which checks at import that
+the two agree, gives it the public signature and docs of every option, and
+fills in the defaults of each call. It hands its options to
+:func:`parse_shuffle_options` and passes the frozen :class:`ShuffleOptions` on.
+The command line declares its options of a shuffle from :data:`COMMON_OPTIONS`
+too (their names and defaults), and takes its other defaults from the
+constants here. A new common option is added in this module, once (its type in
+``ShuffleKeywords``, checked against it).
 """
 
 from __future__ import annotations
 
 import inspect
-import re
+import os
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
@@ -36,8 +41,9 @@ __all__ = [
     "TEXT_DEFAULTS",
     "TEXT_FIXED",
     "CommonOption",
+    "ShuffleKeywords",
     "ShuffleOptions",
-    "common_options",
+    "TextKeywords",
     "lines_block_memory",
     "parse_forwarded_options",
     "parse_shuffle_options",
@@ -56,46 +62,6 @@ DEFAULT_LINES_BLOCK_MEMORY = "16MiB"
 #: The codecs a Parquet pile store can be written with, and the default.
 PARQUET_COMPRESSIONS = ("auto", "snappy", "zstd", "lz4", "gzip", "brotli", "none")
 DEFAULT_PARQUET_COMPRESSION = "auto"
-
-
-@dataclass(frozen=True)
-class ShuffleOptions(Settings):
-    """The checked common arguments of one shuffle.
-
-    Examples
-    --------
-    >>> options = parse_shuffle_options(dst="shuffled.zarr", n_piles=8, seed=0)
-    >>> options.pile_nbytes
-    268435456
-    >>> ShuffleOptions.from_dict(options.to_dict()) == options
-    True
-    """
-
-    dst: str
-    n_piles: int | Literal["auto"]
-    seed: int
-    overwrite: bool
-    materialize: bool
-    pile_nbytes: int
-    block_nbytes: int
-    tmp: str | None
-    progress: bool
-    storage_options: dict[str, Any] | None
-    #: Whether the seed was given (else it was drawn): a drawn seed gives way to the one an
-    #: interrupted run of the same shuffle recorded, so that the same call continues it.
-    seed_given: bool = True
-    #: Prove the store holds the source's rows once it is written (``daskshuffle.verify``).
-    verify: bool = False
-    #: Levels of scatter before the merge: 1, 2, or "auto" (two where one would make the merge's reads small).
-    levels: int | Literal["auto"] = "auto"
-
-
-def _parse_storage_options(value: object) -> dict[str, Any] | None:
-    if value is not None and not isinstance(value, Mapping):
-        raise DaskShuffleTypeError(
-            f"Expected storage_options to be None or a dict. Got {value!r} instead.", parameter="storage_options"
-        )
-    return dict(value) if value is not None else None
 
 
 @dataclass(frozen=True)
@@ -120,7 +86,8 @@ class CommonOption:
 
 
 #: The arguments every public shuffle takes after ``dst``, with their defaults and docs, in the order a user reads
-#: them. A public shuffle declares them with :func:`common_options`, which checks its signature at import.
+#: them. A public shuffle takes ``n_piles`` itself and the others as ``**options: Unpack[ShuffleKeywords]``, declared
+#: with ``plan._declare.common_options``, which checks both at import.
 COMMON_OPTIONS: tuple[CommonOption, ...] = (
     CommonOption(
         "n_piles",
@@ -196,109 +163,93 @@ TEXT_DEFAULTS: Mapping[str, object] = MappingProxyType(
 #: always fully shuffled.
 TEXT_FIXED: Mapping[str, object] = MappingProxyType({"materialize": True})
 
-_Shuffle = TypeVar("_Shuffle", bound=Callable[..., Any])
-#: A docstring line that stands for the docs of common options: ``{options: n_piles, seed}``.
-_PLACEHOLDER = re.compile(r"^(?P<indent>[ ]*)\{options: (?P<names>[\w, ]+)\}$", re.MULTILINE)
+
+class _Keywords(TypedDict, total=False):
+    """The keyword options of every public shuffle (:data:`COMMON_OPTIONS` but ``n_piles``), and their types.
+
+    The keys are checked against :data:`COMMON_OPTIONS` when a shuffle is
+    declared (``common_options``), and the defaults against the types by the tests.
+    """
+
+    seed: int | None
+    overwrite: bool
+    pile_memory: int | str
+    tmp: str | os.PathLike[str] | None
+    progress: bool
+    storage_options: dict[str, Any] | None
+    verify: bool
+    levels: int | Literal["auto"]
 
 
-def common_options(
-    *,
-    defaults: Mapping[str, object] | None = None,
-    fixed: Mapping[str, object] | None = None,
-    notes: Mapping[str, str] | None = None,
-) -> Callable[[_Shuffle], _Shuffle]:
-    """Declare a public shuffle: check at import that it takes every common option, and write their docs.
+class ShuffleKeywords(_Keywords, total=False):
+    """The keyword options of a shuffle into a pile store: ``shuffle(src, dst, n_piles, **options)``."""
 
-    The shuffle must take every option of :data:`COMMON_OPTIONS` (but ``fixed``
-    ones) with its common default (or the one ``defaults`` gives), so that a
-    renamed or missing parameter is an error when the module is imported, not a
-    silent default. Lines of its docstring such as ``{options: n_piles, seed}``
-    become those options' numpydoc entries (with ``notes`` added to them), and
-    every option must be documented so.
+    materialize: bool
+    block_memory: int | str
+
+
+class TextKeywords(_Keywords, total=False):
+    """The keyword options of ``shuffle_lines``: no ``materialize`` (:data:`TEXT_FIXED`); ``block_memory`` may be ``None``."""
+
+    block_memory: int | str | None
+
+
+@dataclass(frozen=True)
+class ShuffleOptions(Settings):
+    """The checked common arguments of one shuffle.
 
     Examples
     --------
-    >>> @common_options()
-    ... def shuffle_nothing(dst, n_piles=512):
-    ...     pass
-    Traceback (most recent call last):
-    ...
-    TypeError: Expected shuffle_nothing to take the common option seed=None. Got no such parameter instead; ...
+    >>> options = parse_shuffle_options(dst="shuffled.zarr", n_piles=8, seed=0)
+    >>> options.pile_nbytes
+    268435456
+    >>> ShuffleOptions.from_dict(options.to_dict()) == options
+    True
     """
-    chosen_defaults = dict(defaults or {})
-    chosen_fixed = dict(fixed or {})
-    chosen_notes = dict(notes or {})
 
-    def declare(shuffle: _Shuffle) -> _Shuffle:
-        name = shuffle.__qualname__
-        unknown = sorted((set(chosen_defaults) | set(chosen_fixed) | set(chosen_notes)) - set(_BY_NAME))
-        if unknown:
-            raise TypeError(f"Expected common options of {name}. Got {unknown} instead; see COMMON_OPTIONS.")
-        parameters = inspect.signature(shuffle).parameters
-        if "dst" not in parameters:
-            raise TypeError(f"Expected {name} to take dst. Got {list(parameters)} instead.")
-        for option in COMMON_OPTIONS:
-            if option.name in chosen_fixed:
-                if option.name in parameters:
-                    raise TypeError(f"Expected {name} not to take {option.name}, which it fixes. Got it instead.")
-                continue
-            default = chosen_defaults.get(option.name, option.default)
-            parameter = parameters.get(option.name)
-            if parameter is None or type(parameter.default) is not type(default) or parameter.default != default:
-                got = "no such parameter" if parameter is None else f"{option.name}={parameter.default!r}"
-                raise TypeError(
-                    f"Expected {name} to take the common option {option.name}={default!r}. Got {got} instead; "
-                    "declare its name and default once, in daskshuffle.plan._options.COMMON_OPTIONS."
-                )
-        shuffle.__doc__ = _document(name, shuffle.__doc__ or "", chosen_defaults, chosen_fixed, chosen_notes)
-        return shuffle
-
-    return declare
+    dst: str
+    n_piles: int | Literal["auto"]
+    seed: int
+    overwrite: bool
+    materialize: bool
+    pile_nbytes: int
+    block_nbytes: int
+    tmp: str | None
+    progress: bool
+    storage_options: dict[str, Any] | None
+    #: Whether the seed was given (else it was drawn): a drawn seed gives way to the one an
+    #: interrupted run of the same shuffle recorded, so that the same call continues it.
+    seed_given: bool = True
+    #: Prove the store holds the source's rows once it is written (``daskshuffle.verify``).
+    verify: bool = False
+    #: Levels of scatter before the merge: 1, 2, or "auto" (two where one would make the merge's reads small).
+    levels: int | Literal["auto"] = "auto"
 
 
-def _document(
-    name: str, doc: str, defaults: Mapping[str, object], fixed: Mapping[str, object], notes: Mapping[str, str]
-) -> str:
-    """``doc`` with its ``{options: ...}`` lines replaced by the options' entries; every option documented once."""
-    documented: list[str] = []
-
-    def entries(match: re.Match[str]) -> str:
-        names = [part.strip() for part in match["names"].split(",") if part.strip()]
-        unknown = [option for option in names if option not in _BY_NAME or option in fixed or option in documented]
-        if unknown:
-            raise TypeError(f"Expected common options in the docstring of {name}, each once. Got {unknown} instead.")
-        documented.extend(names)
-        text = "\n".join(
-            _BY_NAME[option].describe(defaults.get(option, _BY_NAME[option].default), notes.get(option, ""))
-            for option in names
+def _parse_storage_options(value: object) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, Mapping):
+        raise DaskShuffleTypeError(
+            f"Expected storage_options to be None or a dict. Got {value!r} instead.", parameter="storage_options"
         )
-        return textwrap.indent(text, match["indent"])
-
-    doc = _PLACEHOLDER.sub(entries, doc)
-    missing = [option.name for option in COMMON_OPTIONS if option.name not in documented and option.name not in fixed]
-    if missing:
-        raise TypeError(
-            f"Expected the docstring of {name} to document every common option. Got none for {missing} instead; "
-            "add a line {options: ...} naming them."
-        )
-    return doc
+    return dict(value) if value is not None else None
 
 
 def parse_shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:
     """Check a shuffle's common arguments, in the order a user reads them; draw the seed if ``None``.
 
-    The arguments are read from ``arguments`` (a public shuffle passes its own
-    ``locals()``, so that each reads them the same way) and from ``given``,
-    which wins; other names in ``arguments`` are left to the caller. With
-    ``arguments``, every common option must be in one of them (a shuffle whose
-    parameter was renamed fails here rather than run with a default); without,
-    the options not given take their defaults.
+    The arguments are read from ``arguments`` (a public shuffle passes its
+    ``options``, which :func:`common_options` filled in, so that each reads
+    them the same way) and from ``given`` (``dst``, ``n_piles``, and what a
+    shuffle decides itself), which wins. With ``arguments``, every common option
+    must be in one of them (a shuffle that lost an option fails here rather
+    than run with a default); without, the options not given take their
+    defaults.
     """
     names = {"dst", *_BY_NAME}
-    unknown = sorted(set(given) - names)
+    unknown = sorted((set(given) | set(arguments or {})) - names)
     if unknown:
         raise TypeError(f"parse_shuffle_options() got unexpected arguments {unknown}")
-    chosen = {name: value for name, value in (arguments or {}).items() if name in names}
+    chosen = dict(arguments or {})
     if arguments is not None:
         missing = sorted(names - set(chosen) - set(given))
         if missing:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 import pandas as pd
 
@@ -13,13 +13,8 @@ from .._parse import parse_positive_int, parse_variables
 from ..formats._dataframe import open_dataframe_source
 from ..formats._parquet import COMPRESSIONS, open_parquet_sources
 from ..formats._parquet_store import ParquetWriting
-from ..plan._options import (
-    DEFAULT_BLOCK_MEMORY,
-    DEFAULT_N_PILES,
-    DEFAULT_PARQUET_COMPRESSION,
-    DEFAULT_PILE_MEMORY,
-    common_options,
-)
+from ..plan._declare import common_options
+from ..plan._options import DEFAULT_N_PILES, DEFAULT_PARQUET_COMPRESSION, ShuffleKeywords
 from . import _compute
 from ._destination import check_destination, shuffle_locations
 from ._run import ShuffleResult, run_shuffle, shuffle_options
@@ -53,20 +48,11 @@ def shuffle_parquet(
     dst: PathLike,
     n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
-    seed: int | None = None,
     columns: Sequence[str] | None = None,
-    overwrite: bool = False,
-    materialize: bool = False,
-    pile_memory: int | str = DEFAULT_PILE_MEMORY,
-    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
     compression: str = DEFAULT_PARQUET_COMPRESSION,
     row_group_size: int | None = None,
     n_output_files: int | None = None,
-    tmp: PathLike | None = None,
-    progress: bool = False,
-    storage_options: dict[str, Any] | None = None,
-    verify: bool = False,
-    levels: int | Literal["auto"] = "auto",
+    **options: Unpack[ShuffleKeywords],
 ) -> ShuffleResult:
     """Shuffle the rows of a Parquet dataset out of core, with the 2-pass shuffle, on dask.
 
@@ -92,10 +78,8 @@ def shuffle_parquet(
         files and columns, raised before anything is written.
     dst : path or URL
         The destination directory. Must lie outside ``src``.
-    {options: n_piles, seed}
     columns : list of str, optional
         The columns to shuffle (the others are not copied). By default all.
-    {options: overwrite, materialize, pile_memory, block_memory}
     compression : str, default "auto"
         The destination's Parquet codec: "auto" (snappy for the columns a
         sample shows it shrinks, none for the others, such as random floats),
@@ -110,11 +94,7 @@ def shuffle_parquet(
         (whole piles each, so at most ``n_piles``; each must fit one merge
         task: the larger of ``block_memory`` and the largest pile). By default
         one file per group of piles of about ``block_memory``.
-    {options: tmp, progress, storage_options, verify, levels}
-
-    Returns
-    -------
-    ShuffleResult
+    {options}
 
     Examples
     --------
@@ -122,17 +102,17 @@ def shuffle_parquet(
     >>> daskshuffle.shuffle_parquet("raw.parquet", "shuffled.parquet", n_piles=8, seed=0)
     <ShuffleResult pile store '...shuffled.parquet': 1,000 rows in 8 piles ...>
     """
-    options = shuffle_options(locals())
+    checked = shuffle_options(options, dst=dst, n_piles=n_piles)
     chosen = parse_variables(columns, "columns")
     writing = parse_writing(compression, row_group_size, n_output_files)
     fmt = open_parquet_sources(
         src,
         columns=chosen,
-        block_nbytes=options.block_nbytes,
+        block_nbytes=checked.block_nbytes,
         writing=writing,
-        storage_options=storage_options,
+        storage_options=checked.storage_options,
     )
-    return run_shuffle(fmt, options, variables=fmt.variables)
+    return run_shuffle(fmt, checked, variables=fmt.variables)
 
 
 @common_options(
@@ -147,20 +127,11 @@ def shuffle_dataframe(
     dst: PathLike,
     n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
-    seed: int | None = None,
     index: bool | None = None,
-    overwrite: bool = False,
-    materialize: bool = False,
-    pile_memory: int | str = DEFAULT_PILE_MEMORY,
-    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
     compression: str = DEFAULT_PARQUET_COMPRESSION,
     row_group_size: int | None = None,
     n_output_files: int | None = None,
-    tmp: PathLike | None = None,
-    progress: bool = False,
-    storage_options: dict[str, Any] | None = None,
-    verify: bool = False,
-    levels: int | Literal["auto"] = "auto",
+    **options: Unpack[ShuffleKeywords],
 ) -> ShuffleResult:
     """Shuffle the rows of a dask or pandas DataFrame into a Parquet pile store.
 
@@ -180,19 +151,14 @@ def shuffle_dataframe(
         The rows to shuffle; not modified.
     dst : path or URL
         The destination Parquet dataset directory.
-    {options: n_piles, seed, overwrite, materialize, pile_memory, block_memory}
-    compression, row_group_size, n_output_files
-        As for :func:`shuffle_parquet`.
-    {options: tmp, progress, storage_options, verify, levels}
     index : bool, optional
         ``True`` keeps the index as a column (pandas restores it as the index
         when it reads the output), ``False`` drops it. By default a named or
         non-range index is kept and a default ``RangeIndex``, which only
         numbers the rows, is dropped.
-
-    Returns
-    -------
-    ShuffleResult
+    compression, row_group_size, n_output_files
+        As for :func:`shuffle_parquet`.
+    {options}
 
     Examples
     --------
@@ -208,14 +174,14 @@ def shuffle_dataframe(
         )
     if index is not None and not isinstance(index, bool):
         raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
-    options = shuffle_options(locals())
+    checked = shuffle_options(options, dst=dst, n_piles=n_piles)
     writing = parse_writing(compression, row_group_size, n_output_files)
     # Describing a dask DataFrame computes it: check the destination first.
-    dst_location, tmp_location = shuffle_locations(options)
-    check_destination([], dst_location, tmp_location, overwrite=options.overwrite)
+    dst_location, tmp_location = shuffle_locations(checked)
+    check_destination([], dst_location, tmp_location, overwrite=checked.overwrite)
     if not _compute.is_dask_dataframe(df):
-        fmt = open_dataframe_source(df, index=index, block_nbytes=options.block_nbytes, writing=writing)
-        return run_shuffle(fmt, options, variables=fmt.variables)
+        fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing)
+        return run_shuffle(fmt, checked, variables=fmt.variables)
     spool = dst_location.scratch(_SPOOL_SUFFIX, tmp_location)
     spool.remove()
     try:
@@ -223,11 +189,11 @@ def shuffle_dataframe(
         fmt = open_dataframe_source(
             df,
             index=index,
-            block_nbytes=options.block_nbytes,
+            block_nbytes=checked.block_nbytes,
             writing=writing,
             spool=spool,
             describe_partitions=_compute.describe_partitions,
         )
-        return run_shuffle(fmt, options, variables=fmt.variables)
+        return run_shuffle(fmt, checked, variables=fmt.variables)
     finally:
         spool.remove()

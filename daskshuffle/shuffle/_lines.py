@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, Unpack
 
 import numpy as np
 
@@ -30,14 +30,8 @@ from ..formats._text_sample import (
     read_sample,
 )
 from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
-from ..plan._options import (
-    DEFAULT_LINES_PILE_MEMORY,
-    TEXT_DEFAULTS,
-    TEXT_FIXED,
-    ShuffleOptions,
-    common_options,
-    lines_block_memory,
-)
+from ..plan._declare import common_options
+from ..plan._options import TEXT_DEFAULTS, TEXT_FIXED, ShuffleOptions, TextKeywords, lines_block_memory
 from ..storage._location import Location
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
@@ -125,20 +119,12 @@ def shuffle_lines(
     dst: PathLike,
     n_piles: int | Literal["auto"] = "auto",
     *,
-    seed: int | None = None,
     header: bool = False,
-    overwrite: bool = False,
     head_count: int | None = None,
     repeat: bool = False,
     delimiter: bytes | str = b"\n",
     n_output_files: int | None = None,
-    pile_memory: int | str = DEFAULT_LINES_PILE_MEMORY,
-    block_memory: int | str | None = None,
-    tmp: PathLike | None = None,
-    progress: bool = False,
-    storage_options: dict[str, Any] | None = None,
-    verify: bool = False,
-    levels: int | Literal["auto"] = "auto",
+    **options: Unpack[TextKeywords],
 ) -> ShuffleResult:
     """Shuffle the lines of text files into a text file, out of core, on dask: ``shuf`` for large inputs.
 
@@ -174,11 +160,9 @@ def shuffle_lines(
         ``*.gz`` is written gzip-compressed, ``*.zst`` zstd-compressed (which
         needs ``zstandard``). Written under a temporary name and renamed into
         place when complete, so an interrupted shuffle never leaves a file there.
-    {options: n_piles, seed}
     header : bool, default False
         Keep the first line of the first file (a CSV header) at the top of
         every output file, unshuffled.
-    {options: overwrite}
     head_count : int, optional
         Output only this many lines, chosen uniformly at random (``shuf -n``).
     repeat : bool, default False
@@ -193,11 +177,7 @@ def shuffle_lines(
         near-equal numbers of lines (they differ by one line at most), each
         line in exactly one: file ``i`` holds lines ``[i * n // n_output_files,
         (i + 1) * n // n_output_files)`` of the shuffled order.
-    {options: pile_memory, block_memory, tmp, progress, storage_options, verify, levels}
-
-    Returns
-    -------
-    ShuffleResult
+    {options}
 
     Examples
     --------
@@ -213,10 +193,11 @@ def shuffle_lines(
     """
     began = time.perf_counter()
     sources = parse_sources(src)
-    options = shuffle_options(locals(), **TEXT_FIXED, block_memory=lines_block_memory(block_memory, pile_memory))
+    block_memory = lines_block_memory(options["block_memory"], options["pile_memory"])
+    checked = shuffle_options(options, dst=dst, n_piles=n_piles, **TEXT_FIXED, block_memory=block_memory)
     job = _check(
         sources,
-        options,
+        checked,
         header=header,
         head_count=head_count,
         repeat=repeat,

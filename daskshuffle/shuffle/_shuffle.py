@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_variables
-from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, common_options
+from ..plan._declare import common_options
+from ..plan._options import DEFAULT_N_PILES, ShuffleKeywords
 from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 
@@ -43,19 +44,10 @@ def shuffle_zarr(
     dst: str | os.PathLike[str],
     n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
-    seed: int | None = None,
     variables: Sequence[str] | None = None,
-    overwrite: bool = False,
-    materialize: bool = False,
-    pile_memory: int | str = DEFAULT_PILE_MEMORY,
-    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
     chunk_rows: int | None = None,
     compressors: Any = "auto",
-    tmp: str | os.PathLike[str] | None = None,
-    progress: bool = False,
-    storage_options: dict[str, Any] | None = None,
-    verify: bool = False,
-    levels: int | Literal["auto"] = "auto",
+    **options: Unpack[ShuffleKeywords],
 ) -> ShuffleResult:
     """Shuffle the rows of Zarr arrays out of core, with the 2-pass shuffle, on dask.
 
@@ -84,22 +76,16 @@ def shuffle_zarr(
         the rows along the dimension ``"row"``.
     dst : path or URL
         Where to write the Zarr v3 pile store. Must lie outside ``src``.
-    {options: n_piles, seed}
     variables : list of str, optional
         The arrays to shuffle (the others are not copied). By default every
         array, which must then share the first dimension.
-    {options: overwrite, materialize, pile_memory, block_memory}
     chunk_rows : int, optional
         Rows per output chunk. By default a sixteenth of the average pile, between
         256 KiB and 4 MiB of the widest array, so that the loader reads little
         beyond each pile; 4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
-    {options: tmp, progress, storage_options, verify, levels}
-
-    Returns
-    -------
-    ShuffleResult
+    {options}
 
     Examples
     --------
@@ -108,7 +94,7 @@ def shuffle_zarr(
     >>> result.n_rows, result.n_piles, result.variables
     (1000, 8, ['id', 'x', 'y'])
     """
-    options = shuffle_options(locals())
+    checked = shuffle_options(options, dst=dst, n_piles=n_piles)
     chosen = parse_variables(variables)
     arrays = _dask_arrays(src)
     if arrays is not None:
@@ -123,7 +109,7 @@ def shuffle_zarr(
         fmt: XarrayFormat | ZarrFormat = open_arrays_source(
             arrays,
             variables=chosen,
-            block_nbytes=options.block_nbytes,
+            block_nbytes=checked.block_nbytes,
             chunk_rows=chunk_rows,
             block_inputs=_compute.array_inputs,
         )
@@ -133,9 +119,9 @@ def shuffle_zarr(
         fmt = open_zarr_sources(
             cast("SourceLike | Sequence[SourceLike]", src),
             variables=chosen,
-            block_nbytes=options.block_nbytes,
+            block_nbytes=checked.block_nbytes,
             chunk_rows=chunk_rows,
             compressors=compressors,
-            storage_options=options.storage_options,
+            storage_options=checked.storage_options,
         )
-    return run_shuffle(fmt, options, variables=[variable.name for variable in fmt.variables])
+    return run_shuffle(fmt, checked, variables=[variable.name for variable in fmt.variables])

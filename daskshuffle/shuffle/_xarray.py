@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Literal, Unpack
 
 import xarray as xr
 
 from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
 from ..formats._xarray import open_xarray_source
-from ..plan._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY, common_options
+from ..plan._declare import common_options
+from ..plan._options import DEFAULT_N_PILES, ShuffleKeywords
 from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 
@@ -26,17 +27,8 @@ def shuffle_xarray(
     dim: str,
     n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
     *,
-    seed: int | None = None,
-    overwrite: bool = False,
-    materialize: bool = False,
-    pile_memory: int | str = DEFAULT_PILE_MEMORY,
-    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
     chunk_rows: int | None = None,
-    tmp: PathLike | None = None,
-    progress: bool = False,
-    storage_options: dict[str, Any] | None = None,
-    verify: bool = False,
-    levels: int | Literal["auto"] = "auto",
+    **options: Unpack[ShuffleKeywords],
 ) -> ShuffleResult:
     """Shuffle an xarray dataset along ``dim`` out of core, with the 2-pass shuffle, on dask.
 
@@ -60,17 +52,12 @@ def shuffle_xarray(
         Where to write the Zarr v3 pile store.
     dim : str
         The dimension whose positions are the rows to shuffle.
-    {options: n_piles, seed, overwrite, materialize, pile_memory, block_memory}
     chunk_rows : int, optional
         Rows per output chunk along ``dim`` for every variable. By default chosen
         from the piles as for :func:`daskshuffle.shuffle_zarr`: a sixteenth of a
         pile of the widest variable (between 256 KiB and 4 MiB), narrow variables
         in a few times as many rows.
-    {options: tmp, progress, storage_options, verify, levels}
-
-    Returns
-    -------
-    ShuffleResult
+    {options}
 
     Examples
     --------
@@ -79,16 +66,16 @@ def shuffle_xarray(
     >>> daskshuffle.shuffle_xarray(data, "shuffled.zarr", "sample", n_piles=8, seed=0)
     <ShuffleResult pile store '...shuffled.zarr': 1,000 rows in 8 piles ...>
     """
-    options = shuffle_options(locals())
+    checked = shuffle_options(options, dst=dst, n_piles=n_piles)
     if not isinstance(dim, str):
         raise DaskShuffleTypeError(f"Expected dim to be a dimension name. Got {dim!r} instead.", parameter="dim")
     chosen_rows = parse_positive_int(chunk_rows, "chunk_rows") if chunk_rows is not None else None
     fmt = open_xarray_source(
         ds,
         dim,
-        block_nbytes=options.block_nbytes,
+        block_nbytes=checked.block_nbytes,
         chunk_rows=chosen_rows,
-        storage_options=options.storage_options,
+        storage_options=checked.storage_options,
         block_inputs=_compute.array_inputs,
     )
-    return run_shuffle(fmt, options, variables=[variable.name for variable in fmt.variables])
+    return run_shuffle(fmt, checked, variables=[variable.name for variable in fmt.variables])
