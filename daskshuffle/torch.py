@@ -29,7 +29,8 @@ from ._torch_dataloader import Batch, ByValue, Pass, Passes, WorkerBatches, coll
 from .formats._base import NUMERIC_KINDS
 from .loader._loader import LoaderSettings, PileLoader
 from .plan._epoch_plan import split_batches
-from .plan._order_classes import Order, OrderName, refuse_order_keywords
+from .plan._order_classes import Order, OrderName
+from .plan._removed_keywords import refuse_removed_keywords
 from .plan._streams import Stream
 
 __all__ = ["PileDataset"]
@@ -86,9 +87,10 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         A complete pile store, or several mixed (as for :class:`daskshuffle.PileLoader`).
     batch_size : int
         Rows per batch.
-    seed, drop_last, n_lanes, order, prefetch, variables, storage_options
-        As for :class:`daskshuffle.PileLoader`. With ``n_lanes`` a state
-        saved with one ``world_size`` loads with another.
+    seed, drop_last, order, prefetch, variables, storage_options
+        As for :class:`daskshuffle.PileLoader`. With lanes, an order's
+        ``n_lanes`` (``order=ds.orders.Piles(n_lanes=8)``), a state saved with
+        one ``world_size`` loads with another.
     rank, world_size : int, optional
         By default those of ``torch.distributed`` when it is initialised, else 0 and 1.
     features : str or list of str, optional
@@ -97,6 +99,16 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         yield ``(features, label)``.
     label : str, optional
         The variable to yield as the label, next to ``features``.
+
+    Raises
+    ------
+    DaskShuffleTypeError
+        For a variable that does not convert to a tensor; for an order's option
+        given as a keyword (``shuffle_block_size=``, ``n_lanes=``, ...): it goes
+        inside the order, ``order=ds.orders.Piles(n_lanes=8)``.
+    DaskShuffleValueError
+        As for :class:`daskshuffle.PileLoader`: settings that do not go
+        together; ``label`` without ``features``; ``variables`` with them.
 
     Examples
     --------
@@ -115,7 +127,6 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         rank: int | None = None,
         world_size: int | None = None,
         drop_last: bool = False,
-        n_lanes: int | None = None,
         order: Order | OrderName = "piles",
         prefetch: int = 1,
         variables: Sequence[str] | None = None,
@@ -125,7 +136,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         **removed: Never,
     ) -> None:
         super().__init__()
-        refuse_order_keywords(removed, "PileDataset")
+        refuse_removed_keywords(removed, "PileDataset")
         self.features = _parse_features(features)
         if label is not None and not isinstance(label, str):
             raise DaskShuffleTypeError(f"Expected label to be the name of a variable. Got {label!r} instead.")
@@ -151,7 +162,6 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             "rank": rank,
             "world_size": world_size,
             "drop_last": drop_last,
-            "n_lanes": n_lanes,
             "order": order,
             "prefetch": prefetch,
             "variables": chosen,

@@ -17,13 +17,26 @@ from daskshuffle.plan._order_classes import Naive, Piles, Py1b
 
 #: (keywords of PileLoader, the parameter the error names, what the message says). ``MIXTURE`` stands for two stores.
 REFUSED = [
-    ({"n_lanes": 6, "world_size": 4}, "n_lanes", r"Expected n_lanes to be a multiple of world_size=4\. Got n_lanes=6"),
     (
-        {"n_lanes": 8, "world_size": 2, "batch_size": 30},
+        {"order": ds.orders.Piles(n_lanes=6), "world_size": 4},
+        "n_lanes",
+        r"Expected n_lanes to be a multiple of world_size=4\. Got n_lanes=6",
+    ),
+    (
+        {"order": ds.orders.Py1b(shuffle_block_size=100, n_lanes=6), "world_size": 4},
+        "n_lanes",
+        r"Expected n_lanes to be a multiple of world_size=4\. Got n_lanes=6",
+    ),
+    (
+        {"order": ds.orders.Piles(n_lanes=8), "world_size": 2, "batch_size": 30},
         "batch_size",
         r"Expected batch_size to be a multiple of n_lanes / world_size = 4\. Got batch_size=30",
     ),
-    ({"n_lanes": 8, "batch_format": "xarray"}, "batch_format", r"Expected batch_format='numpy' with n_lanes"),
+    (
+        {"order": ds.orders.Piles(n_lanes=8), "batch_format": "xarray"},
+        "batch_format",
+        r"Expected batch_format='numpy' with n_lanes",
+    ),
     (
         {"store": "MIXTURE", "order": ds.orders.Py1b(shuffle_block_size=100)},
         "store",
@@ -58,8 +71,9 @@ def test_a_single_stream_is_a_mixture() -> None:
 
 
 def test_the_combinations_that_go_together_pass() -> None:
-    check_combination(Piles(piles_in_memory=4), n_lanes=8, world_size=2, batch_size=64)
-    check_combination(Py1b(shuffle_block_size=10), n_lanes=4, world_size=4, batch_size=3)
+    check_combination(Piles(piles_in_memory=4, n_lanes=8), world_size=2, batch_size=64)
+    check_combination(Py1b(shuffle_block_size=10, n_lanes=4), world_size=4, batch_size=3)
+    check_combination(Naive(n_lanes=4), world_size=2, batch_size=2)
     check_combination(Piles(), n_streams=3, batch_format="arrow")
     check_combination(Piles(piles_in_memory=1), n_streams=2)
     check_combination(Piles(piles_in_memory="1GiB"), n_streams=2)  # a budget: a mixture holds a pile at a time

@@ -1,7 +1,8 @@
-"""PileLoader(n_lanes=L): the same global steps for every world size that divides L, and resume across them."""
+"""An order's lanes (order=Piles(n_lanes=L)): the same global steps for every world size that divides L, and resume across them."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -9,9 +10,29 @@ import pytest
 from conftest import make_zarr_source
 
 import daskshuffle
-from daskshuffle import DaskShuffleValueError, PileLoader
+from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader
+from daskshuffle.orders import Order, Piles, Py1b
 
 N_ROWS, LANES, GLOBAL_BATCH = 3_000, 8, 64
+LANED = Piles(n_lanes=LANES)
+
+#: Epoch 0 on 2 ranks with 8 lanes, as the loader yielded it when the lanes were its own keyword
+#: (``PileLoader(..., n_lanes=8)``): the sha256 of the global steps' ids end to end, and their first ids.
+BEFORE_THE_ORDER_TOOK_THE_LANES = {
+    "piles": ("0c8ee537af3b7c87", [866, 1493, 1162, 2414, 1975, 2481, 107, 2998]),
+    "py1b": ("12a758f8ae8de80c", [575, 1, 907, 1138, 554, 556, 891, 904]),
+}
+#: Rank 1 of 2's settings and their fingerprint in a state saved then, with the lanes a separate entry.
+SAVED_SETTINGS = {
+    "batch_size": 32,
+    "seed": 4,
+    "rank": 1,
+    "world_size": 2,
+    "drop_last": False,
+    "piles_in_memory": 5,
+    "n_lanes": 8,
+}
+SAVED_FINGERPRINT = "c03e85af2b66b535"
 
 
 @pytest.fixture
@@ -21,13 +42,11 @@ def store(tmp_path: Path) -> Path:
     return tmp_path / "piles.zarr"
 
 
-def global_steps(store: Path, world_size: int, epoch: int = 0, **options: object) -> list[np.ndarray]:
+def global_steps(store: Path, world_size: int, epoch: int = 0, order: Order = LANED) -> list[np.ndarray]:
     """Each global step: the ranks' batches laid end to end, rank by rank."""
     per_rank = []
     for rank in range(world_size):
-        with PileLoader(
-            store, GLOBAL_BATCH // world_size, rank=rank, world_size=world_size, n_lanes=LANES, **options
-        ) as loader:  # type: ignore[arg-type]
+        with PileLoader(store, GLOBAL_BATCH // world_size, rank=rank, world_size=world_size, order=order) as loader:
             loader.set_epoch(epoch)
             per_rank.append([batch["id"] for batch in loader])
     assert len({len(batches) for batches in per_rank}) == 1, "every rank the same number of batches"
@@ -53,7 +72,7 @@ def test_a_run_saved_with_four_ranks_continues_with_two(store: Path) -> None:
     steps = global_steps(store, 1)
     states = []
     for rank in range(4):
-        with PileLoader(store, GLOBAL_BATCH // 4, rank=rank, world_size=4, n_lanes=LANES) as loader:
+        with PileLoader(store, GLOBAL_BATCH // 4, rank=rank, world_size=4, order=LANED) as loader:
             batches = iter(loader)
             for _ in range(5):
                 next(batches)
@@ -61,22 +80,22 @@ def test_a_run_saved_with_four_ranks_continues_with_two(store: Path) -> None:
     assert len({(state["epoch"], state["batches"], state["settings_fingerprint"]) for state in states}) == 1
     resumed = []
     for rank in range(2):
-        with PileLoader(store, GLOBAL_BATCH // 2, rank=rank, world_size=2, n_lanes=LANES) as loader:
+        with PileLoader(store, GLOBAL_BATCH // 2, rank=rank, world_size=2, order=LANED) as loader:
             loader.load_state_dict(states[rank])  # any rank's state: the position is global
             resumed.append([batch["id"] for batch in loader])
     for got, want in zip([np.concatenate(step) for step in zip(*resumed, strict=True)], steps[5:], strict=True):
         np.testing.assert_array_equal(got, want)
     with (
-        PileLoader(store, GLOBAL_BATCH, n_lanes=LANES // 2) as other,
+        PileLoader(store, GLOBAL_BATCH, order=Piles(n_lanes=LANES // 2)) as other,
         pytest.raises(DaskShuffleValueError, match="n_lanes"),
     ):
         other.load_state_dict(states[0])
-    with PileLoader(store, 16, world_size=2, n_lanes=LANES) as other, pytest.raises(DaskShuffleValueError):
+    with PileLoader(store, 16, world_size=2, order=LANED) as other, pytest.raises(DaskShuffleValueError):
         other.load_state_dict(states[0])  # another global batch
 
 
 def test_ranges_of_batches_and_piles_with_lanes(store: Path) -> None:
-    with PileLoader(store, 16, rank=1, world_size=4, n_lanes=LANES) as loader:
+    with PileLoader(store, 16, rank=1, world_size=4, order=LANED) as loader:
         whole = [batch["id"] for batch in loader]
         part = [batch["id"] for batch in loader.iter_batches(0, 3, 7)]
         for got, want in zip(part, whole[3:7], strict=True):
@@ -89,7 +108,49 @@ def test_ranges_of_batches_and_piles_with_lanes(store: Path) -> None:
 def test_lanes_that_do_not_fit_are_refused(store: Path) -> None:
     """The combinations of lanes, ranks, batch and batch format: tests/test_combinations.py."""
     with pytest.raises(DaskShuffleValueError, match="Expected n_lanes to be a positive integer") as error:
-        PileLoader(store, 64, n_lanes=0)
+        PileLoader(store, 64, order=Piles(n_lanes=0))
     assert error.value.parameter == "n_lanes"
     with pytest.raises(DaskShuffleValueError, match="Expected n_lanes to be a multiple of world_size"):
-        PileLoader(store, 64, n_lanes=6, world_size=4)
+        PileLoader(store, 64, order=Piles(n_lanes=6), world_size=4)
+    with pytest.raises(DaskShuffleValueError, match="Expected n_lanes to be a multiple of world_size"):
+        PileLoader(store, 64, order=Py1b(shuffle_block_size=100, n_lanes=6), world_size=4)
+
+
+def test_lanes_given_to_the_loader_are_refused_with_where_they_go(store: Path) -> None:
+    with pytest.raises(DaskShuffleTypeError, match=r"Expected the lanes inside the order") as error:
+        PileLoader(store, 64, n_lanes=LANES)  # type: ignore[call-arg]
+    assert error.value.parameter == "n_lanes"
+    assert "order=ds.orders.Piles(n_lanes=8)" in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["piles", "py1b"])
+def test_lanes_in_the_order_give_the_batches_the_loaders_lanes_gave(store: Path, name: str) -> None:
+    order = LANED if name == "piles" else Py1b(shuffle_block_size=100, n_lanes=LANES)
+    ids = np.concatenate(global_steps(store, 2, order=order))
+    digest, first = BEFORE_THE_ORDER_TOOK_THE_LANES[name]
+    assert len(ids) == N_ROWS and ids[:8].tolist() == first
+    assert hashlib.sha256(ids.astype("<i8").tobytes()).hexdigest()[:16] == digest
+    # A rank's batches are micro-batches of its lanes: one rank alone yields the same global steps.
+    np.testing.assert_array_equal(np.concatenate(global_steps(store, 1, order=order)), ids)
+
+
+def test_a_state_saved_when_the_lanes_were_the_loaders_own_keyword_loads(store: Path) -> None:
+    """The lanes stay under the settings' ``n_lanes`` entry: the state and its fingerprint are as they were."""
+    steps = global_steps(store, 1)
+    with PileLoader(store, GLOBAL_BATCH // 2, rank=1, world_size=2, order=LANED) as loader:
+        state = loader.state_dict()
+    assert state["settings"] == SAVED_SETTINGS and state["settings_fingerprint"] == SAVED_FINGERPRINT
+    saved = {**state, "epoch": 0, "batches": 5, "settings": dict(SAVED_SETTINGS)}
+    halves = []
+    for rank in range(4):
+        with PileLoader(store, GLOBAL_BATCH // 4, rank=rank, world_size=4, order=LANED) as loader:
+            loader.load_state_dict(saved)
+            halves.append([batch["id"] for batch in loader])
+    for got, want in zip([np.concatenate(step) for step in zip(*halves, strict=True)], steps[5:], strict=True):
+        np.testing.assert_array_equal(got, want)
+    for other in (Piles(n_lanes=LANES // 2), Piles()):
+        with (
+            PileLoader(store, GLOBAL_BATCH // 2, rank=1, world_size=2, order=other) as loader,
+            pytest.raises(DaskShuffleValueError, match="n_lanes: saved 8"),
+        ):
+            loader.load_state_dict(saved)

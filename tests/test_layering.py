@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).parents[1] / "daskshuffle"
 # share a rank but do not import each other. docs/architecture.md's layers table is this list.
 LAYERS: list[set[str]] = [
     {"_compat", "_errors", "_random"},
-    {"_parse", "_progress"},
+    {"_parse"},
     {"storage"},
     {"plan"},
     {"orders"},

@@ -332,12 +332,18 @@ def test_the_loader_needs_no_dask(store: str) -> None:
     assert run.stdout.strip() == "['dask', 'distributed']"  # only the two blocked entries
 
 
-def test_progress_bar(store: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with PileLoader(store, BATCH, progress=True) as loader:
-        list(loader)
-    out = capsys.readouterr().out
-    assert "epoch 0" in out
-    assert "16/16" in out
+def test_a_progress_bar_is_the_loader_wrapped(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``progress=`` is refused with what to write instead: ``tqdm(loader)``, which takes the epoch's length."""
+    from tqdm import tqdm
+
+    with pytest.raises(ds.DaskShuffleTypeError, match=r"tqdm\(loader\)") as error:
+        PileLoader(store, BATCH, progress=True)  # type: ignore[call-arg]
+    assert error.value.parameter == "progress"
+    with PileLoader(store, BATCH) as loader:
+        assert sum(len(batch["id"]) for batch in tqdm(loader, desc="epoch 0", mininterval=0)) == N_ROWS
+    err = capsys.readouterr().err
+    assert "epoch 0" in err
+    assert "16/16" in err
 
 
 @pytest.fixture(scope="module")

@@ -196,7 +196,8 @@ def test_lanes_give_the_same_global_steps_for_every_world_size(stores: dict[str,
     for world_size in (1, 2):
         per_rank = []
         for rank in range(world_size):
-            with PileLoader(mixture, 80 // world_size, seed=SEED, n_lanes=4, rank=rank, world_size=world_size) as it:
+            lanes = ds.orders.Piles(n_lanes=4)
+            with PileLoader(mixture, 80 // world_size, seed=SEED, order=lanes, rank=rank, world_size=world_size) as it:
                 per_rank.append([batch["id"] for batch in it])
         steps[world_size] = [np.concatenate(step) for step in zip(*per_rank, strict=True)]
     assert len(steps[1]) == len(steps[2]) > 1

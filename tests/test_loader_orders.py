@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import sys
 import threading
@@ -110,9 +111,8 @@ def test_lanes_give_the_same_global_steps_for_every_world_size(store: tuple[str,
     for world_size in (1, 2):
         per_rank = []
         for rank in range(world_size):
-            with PileLoader(
-                store[0], 100 // world_size, order=order(name), n_lanes=4, rank=rank, world_size=world_size
-            ) as opened:
+            lanes = dataclasses.replace(order(name), n_lanes=4)
+            with PileLoader(store[0], 100 // world_size, order=lanes, rank=rank, world_size=world_size) as opened:
                 per_rank.append([batch["id"] for batch in opened])
         steps[world_size] = [np.concatenate(step) for step in zip(*per_rank, strict=True)]
     for one, two in zip(steps[1], steps[2], strict=True):

@@ -28,9 +28,9 @@ from daskshuffle.plan._order_classes import (
     Py2s,
     order_from_options,
     parse_order,
-    refuse_order_keywords,
 )
 from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS
+from daskshuffle.plan._removed_keywords import refuse_removed_keywords
 from daskshuffle.quality import orders, report
 
 seeds = st.integers(0, 2**63 - 1)
@@ -253,7 +253,8 @@ def test_orders_check_their_options_and_carry_them() -> None:
     assert Interleave(cycle_length=2, buffer_size=10).options == OrderOptions(None, 10, 2)
     assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in ORDERS}
     fields = {name: {field.name for field in dataclasses.fields(cls)} for name, cls in ORDER_CLASSES.items()}
-    assert fields == {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"piles_in_memory"}}
+    own = {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"piles_in_memory"}}
+    assert fields == {name: options | {"n_lanes"} for name, options in own.items()}  # every order takes the lanes
     assert (
         Piles().piles_held() == (None, 64 * 2**20) and Piles(3).piles_held() == (3, 0) and Py2s().piles_held()[0] == 1
     )
@@ -278,13 +279,47 @@ def test_an_order_named_with_options_side_by_side_takes_those_it_needs_and_no_ot
 
 def test_an_orders_option_given_as_a_keyword_names_the_new_spelling() -> None:
     with pytest.raises(DaskShuffleTypeError, match=r"order=ds\.orders\.Py1b\(shuffle_block_size=4096\)") as error:
-        refuse_order_keywords({"shuffle_block_size": 4096}, "PileLoader")
+        refuse_removed_keywords({"shuffle_block_size": 4096}, "PileLoader")
     assert error.value.parameter == "shuffle_block_size"
     with pytest.raises(DaskShuffleTypeError, match=r"order=ds\.orders\.Interleave\(cycle_length=4\)"):
-        refuse_order_keywords({"cycle_length": 4}, "PileLoader")
+        refuse_removed_keywords({"cycle_length": 4}, "PileLoader")
     with pytest.raises(TypeError, match="got an unexpected keyword argument 'shuffle_size'"):
-        refuse_order_keywords({"shuffle_size": 4}, "PileLoader")
-    refuse_order_keywords({}, "PileLoader")
+        refuse_removed_keywords({"shuffle_size": 4}, "PileLoader")
+    refuse_removed_keywords({}, "PileLoader")
+
+
+def test_the_lanes_and_the_progress_bar_given_as_keywords_name_what_to_write_instead() -> None:
+    with pytest.raises(DaskShuffleTypeError, match=r"Expected the lanes inside the order") as error:
+        refuse_removed_keywords({"n_lanes": 8}, "PileDataset")
+    assert error.value.parameter == "n_lanes"
+    assert "order=ds.orders.Piles(n_lanes=8)" in str(error.value)
+    assert "ds.orders.Py1b(shuffle_block_size=..., n_lanes=8)" in str(error.value)
+    assert "keyword of PileDataset" in str(error.value)
+    with pytest.raises(DaskShuffleTypeError, match=r"tqdm\(loader\)") as error:
+        refuse_removed_keywords({"progress": True}, "PileLoader")
+    assert error.value.parameter == "progress"
+    assert "progress=True as a keyword of PileLoader" in str(error.value)
+
+
+def test_every_order_takes_lanes_by_keyword() -> None:
+    """Lanes cut any order into streams: an option of every order, checked when the order is made."""
+    for name, cls in ORDER_CLASSES.items():
+        made = cls(**{option: 4 for option in ORDER_OPTIONS[name]}, n_lanes=8)
+        assert made.n_lanes == 8 and made.options == cls(**{option: 4 for option in ORDER_OPTIONS[name]}).options
+        assert repr(made).endswith("n_lanes=8)") and "n_lanes" not in repr(dataclasses.replace(made, n_lanes=None))
+        assert made != dataclasses.replace(made, n_lanes=4)
+    assert Piles(2, n_lanes=8) == Piles(piles_in_memory=2, n_lanes=8)
+    assert Piles().n_lanes is None
+    with pytest.raises(DaskShuffleValueError, match="Expected n_lanes to be a positive integer") as error:
+        Py1b(shuffle_block_size=10, n_lanes=0)
+    assert error.value.parameter == "n_lanes"
+    with pytest.raises(DaskShuffleTypeError, match="Expected n_lanes to be a positive integer"):
+        Piles(n_lanes=2.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Py1b(10, 8)  # type: ignore[misc]  # the lanes by keyword only
+    # The spelling an error suggests names the order's own options, not the lanes every order takes.
+    with pytest.raises(DaskShuffleValueError, match=r"order=ds\.orders\.Py1b\(shuffle_block_size=\.\.\.\), with"):
+        parse_order("py1b")
 
 
 @given(st.lists(st.integers(0, 5000), min_size=1, max_size=200), st.integers(0, 300))

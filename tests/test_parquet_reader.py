@@ -14,7 +14,10 @@ import pytest
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
+from daskshuffle.formats._generations import GenerationsReader
 from daskshuffle.formats._parquet_reader import ParquetPileReader
+from daskshuffle.formats._pile_reader import PileReader
+from daskshuffle.formats._zarr_reader import ZarrPileReader
 
 N_ROWS = 600
 
@@ -151,3 +154,23 @@ def test_embeddings_are_arrays_of_one_more_dimension_and_nulls_fall_back_to_obje
     assert batch["emb"].dtype == object
     row = int(np.flatnonzero(batch["id"] == 2)[0])
     assert np.isnan(batch["emb"][row][1]) and batch["emb"][row][0] == 4.0
+
+
+@pytest.mark.parametrize(
+    ("reader", "batch_format", "match"),
+    [
+        (ParquetPileReader, "xarray", r"'numpy' \(.*\), 'arrow' \(.*\) or 'pandas' \(.*\) for a Parquet pile store\. "),
+        (ParquetPileReader, "torch", r"for a Parquet pile store\. Got 'torch' instead\.$"),
+        (ZarrPileReader, "arrow", r"for a Zarr pile store\. Got 'arrow' instead; 'arrow' batches come from Parquet"),
+        (GenerationsReader, "pandas", r"'numpy' .* or 'xarray' .* for a Zarr pile store\. Got 'pandas' instead; 'pan"),
+    ],
+)
+def test_every_reader_checks_the_batch_format_it_declares_before_it_looks_for_the_store(
+    tmp_path: Path, reader: type[PileReader[object]], batch_format: str, match: str
+) -> None:
+    """One check for every kind of store (PileReader._locate), against the batch formats the kind hands out."""
+    with pytest.raises(ds.DaskShuffleValueError, match=match) as error:
+        reader(tmp_path / "missing", batch_format=batch_format)
+    assert error.value.parameter == "batch_format"
+    if batch_format == "xarray":
+        assert str(error.value).endswith("'xarray' batches come from Zarr pile stores.")

@@ -6,7 +6,7 @@ the same 1,000 rows: ``id``, ``x`` (4 floats, ``x[:, 0] == id``) and ``y``
 (``id % 7``), into 7 piles stored in several files. A kind knows only how to
 list its data files with the store rows each holds, and the ids in stored
 order; the tests never look at the kind otherwise. Loader mechanics that do not
-depend on the kind (threads, state checks, progress, arguments) are tested in
+depend on the kind (threads, state checks, arguments) are tested in
 ``test_loader.py``.
 """
 

@@ -90,6 +90,20 @@ def test_bad_arguments(store: str) -> None:
         PileDataset(store, BATCH, features="z")
     with pytest.raises(DaskShuffleValueError, match="Expected batch_size to be a positive integer"):
         PileDataset(store, 0)
+    with pytest.raises(ds.DaskShuffleTypeError, match=r"Expected the lanes inside the order") as error:
+        PileDataset(store, BATCH, n_lanes=4)  # type: ignore[call-arg]
+    assert error.value.parameter == "n_lanes"
+
+
+@needs_torch
+def test_lanes_go_inside_the_order_as_for_the_loader(store: str) -> None:
+    """Rank 1 of 2 with an order of 4 lanes: the second half of each global step that one rank alone yields."""
+    order = ds.orders.Piles(n_lanes=4)
+    dataset = PileDataset(store, BATCH // 2, rank=1, world_size=2, order=order)
+    assert dataset.settings.n_lanes == 4
+    halves = [batch["id"].numpy() for batch in dataset]
+    for half, step in zip(halves, batches_of_loader(store, 0, order=order), strict=True):
+        np.testing.assert_array_equal(half, step[len(step) // 2 :])
 
 
 @pytest.mark.slow

@@ -14,7 +14,6 @@ of a change.
 
 from __future__ import annotations
 
-import os
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -182,16 +181,11 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
     (2000, 2)
     """
 
-    def __init__(
-        self,
-        store: str | os.PathLike[str] | Location,
-        variables: Sequence[str] | None = None,
-        storage_options: dict[str, Any] | None = None,
-        batch_format: str = "numpy",
-        metadata: Mapping[str, Any] | None = None,
+    kind, batch_formats = ZarrPileReader.kind, ZarrPileReader.batch_formats  # as its generations' readers
+
+    def _open(
+        self, location: Location, variables: Sequence[str] | None, *, metadata: Mapping[str, Any] | None = None
     ) -> None:
-        location = Location.of(store, storage_options)
-        self.store = str(store)
         self.metadata = read_root(location, metadata)
         self.generations: list[ZarrPileReader] = []
         for entry in self.metadata[GENERATIONS_KEY]:
@@ -199,7 +193,7 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
                 ZarrPileReader(
                     _join(location, entry["path"]),
                     variables,
-                    batch_format=batch_format,
+                    batch_format=self.batch_format,
                     metadata=entry.get("metadata"),
                 )
             )

@@ -78,7 +78,8 @@ class PartFiles:
     the file, and the pile and columns where known.
     """
 
-    def __init__(self, location: Location, store: str, columns: list[str]) -> None:
+    def _open_parts(self, location: Location, store: str, columns: list[str]) -> None:
+        """List the part files of ``location``; the reader's constructor calls it once it has the columns."""
         self.store = store
         self.columns = columns
         self._filesystem, root = arrow_filesystem(location)

@@ -17,17 +17,16 @@ the row groups from the bytes fetched
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
-from .._errors import CorruptPileStoreError, DaskShuffleValueError
+from .._errors import CorruptPileStoreError
 from ..storage._cache import Cache, StoreCache
 from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._location import Location
@@ -77,24 +76,16 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
 
     #: pyarrow decodes a pile's row groups in one call that releases the GIL.
     decodes = True
+    kind = "Parquet"
+    batch_formats: ClassVar[Mapping[str, str]] = {
+        "numpy": "dicts of numpy arrays",
+        "arrow": "pyarrow.RecordBatch batches",
+        "pandas": "pandas.DataFrame batches",
+    }
 
-    def __init__(
-        self,
-        store: str | os.PathLike[str] | Location,
-        variables: Sequence[str] | None = None,
-        storage_options: dict[str, Any] | None = None,
-        batch_format: str = "numpy",
-    ) -> None:
-        location = Location.of(store, storage_options)
-        self.store = str(store)
+    def _open(self, location: Location, variables: Sequence[str] | None) -> None:
         self.metadata = read_metadata(location)
-        names = select_variables(self.metadata, variables)
-        if batch_format not in ("numpy", "arrow", "pandas"):
-            raise DaskShuffleValueError(
-                f"Expected batch_format to be 'numpy', 'arrow' or 'pandas'. Got {batch_format!r} instead."
-            )
-        self.batch_format = batch_format
-        super().__init__(location, self.store, names)
+        self._open_parts(location, self.store, select_variables(self.metadata, variables))
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
         #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).

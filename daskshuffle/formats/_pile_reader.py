@@ -4,18 +4,23 @@ Every kind of pile store has a reader (:mod:`._zarr_reader`,
 :mod:`._parquet_reader`, :mod:`._generations`); the defaults here read a pile
 as its rows and gather batches from plain numpy arrays, and a reader overrides
 what it can do better (read piles straight into one set of arrays, fetch ahead
-on object storage, keep files in a local cache).
+on object storage, keep files in a local cache). Each declares the batch
+formats it hands out (:attr:`PileReader.batch_formats`); the constructor, one
+for every kind, checks the batch format against them and finds the store
+(:meth:`PileReader._locate`), then the kind opens the rest (:meth:`PileReader._open`).
 """
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Generic
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .._errors import DaskShuffleValueError
 from ..storage._cache import Cache
 from ..storage._location import Location
 from ._base import Rows
@@ -26,8 +31,16 @@ __all__ = ["ComposedReader", "PileReader"]
 class PileReader(ABC, Generic[Rows]):
     """A complete pile store opened for reading."""
 
+    #: The kind of pile store, as messages name it (``"Zarr"``, ``"Parquet"``).
+    kind: ClassVar[str] = ""
+    #: The batch formats :meth:`to_batch` hands out, each with what a batch is.
+    batch_formats: ClassVar[Mapping[str, str]] = {"numpy": "dicts of numpy arrays"}
     #: The ``daskshuffle`` metadata recorded by the shuffle.
     metadata: Mapping[str, Any]
+    #: The store as it was given, as messages name it.
+    store: str
+    #: What :meth:`to_batch` hands out: one of :attr:`batch_formats`.
+    batch_format: str
     #: Whether a read is mostly decoding in calls that release the GIL (a codec, a Parquet
     #: reader), rather than copying bytes: the loader then reads in a background thread
     #: beside any consumer (see :mod:`daskshuffle.loader._prefetch`).
@@ -36,6 +49,63 @@ class PileReader(ABC, Generic[Rows]):
     #: loader then starts the requests of the reads ahead of it (:meth:`fetch`), within its
     #: read-ahead budget, so that many are in flight while the consumer works.
     fetches: bool = False
+
+    def __init__(
+        self,
+        store: str | os.PathLike[str] | Location,
+        variables: Sequence[str] | None = None,
+        storage_options: dict[str, Any] | None = None,
+        batch_format: str = "numpy",
+        **options: Any,
+    ) -> None:
+        """Open ``store`` (a path, URL or :class:`~daskshuffle.storage._location.Location`) to read ``variables``.
+
+        ``variables`` are all by default; ``storage_options`` go to fsspec for
+        a URL; ``batch_format`` is one of :attr:`batch_formats`, checked before
+        anything is read. ``options`` are the kind's own (:meth:`_open`).
+        """
+        self._open(self._locate(store, storage_options, batch_format), variables, **options)
+
+    def _open(self, location: Location, variables: Sequence[str] | None) -> None:
+        """Read the store's metadata at ``location`` and open what reads of ``variables`` need.
+
+        Called by the constructor once :attr:`store` and :attr:`batch_format`
+        are set; a kind may take options of its own, by keyword. A reader made
+        of other readers (a mixture of stores) has a constructor of its own.
+        """
+        raise TypeError(f"{type(self).__name__} opens no pile store of its own")
+
+    def _locate(
+        self,
+        store: str | os.PathLike[str] | Location,
+        storage_options: dict[str, Any] | None,
+        batch_format: str,
+    ) -> Location:
+        """Where ``store`` lies, once ``batch_format`` is one of this reader's :attr:`batch_formats`.
+
+        Sets :attr:`store` and :attr:`batch_format`.
+
+        Examples
+        --------
+        >>> from daskshuffle.formats._zarr_reader import ZarrPileReader
+        >>> ZarrPileReader("piles.zarr", batch_format="pandas")
+        Traceback (most recent call last):
+        ...
+        daskshuffle._errors.DaskShuffleValueError: Expected batch_format='numpy' (dicts of numpy arrays) or 'xarray' ...; 'pandas' batches come from Parquet pile stores.
+        """
+        formats = self.batch_formats
+        if batch_format not in formats:
+            named = [f"{name!r} ({what})" for name, what in formats.items()]
+            others = sorted({reader.kind for reader in _readers() if batch_format in reader.batch_formats})
+            raise DaskShuffleValueError(
+                f"Expected batch_format={', '.join(named[:-1])}{' or ' if len(named) > 1 else ''}{named[-1]} for a "
+                f"{self.kind} pile store. Got {batch_format!r} instead"
+                + (f"; {batch_format!r} batches come from {' and '.join(others)} pile stores." if others else "."),
+                parameter="batch_format",
+            )
+        self.store = str(store)
+        self.batch_format = batch_format
+        return Location.of(store, storage_options)
 
     @property
     def n_rows(self) -> int:
@@ -175,6 +245,15 @@ class PileReader(ABC, Generic[Rows]):
 
     def close(self) -> None:
         """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
+
+
+def _readers() -> Iterator[type[PileReader[Any]]]:
+    """Every kind of pile reader there is (defined so far), at any depth below :class:`PileReader`."""
+    waiting = PileReader.__subclasses__()
+    while waiting:
+        reader = waiting.pop()
+        yield reader
+        waiting.extend(reader.__subclasses__())
 
 
 class ComposedReader(PileReader[Rows]):

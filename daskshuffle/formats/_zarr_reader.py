@@ -25,18 +25,17 @@ variable and the file.
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import zarr
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, IncompletePileStoreError
+from .._errors import IncompletePileStoreError
 from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
@@ -135,25 +134,18 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     >>> reader.close()
     """
 
-    def __init__(
+    kind = "Zarr"
+    batch_formats: ClassVar[Mapping[str, str]] = {"numpy": "dicts of numpy arrays", "xarray": "xarray.Dataset batches"}
+
+    def _open(
         self,
-        store: str | os.PathLike[str] | Location,
-        variables: Sequence[str] | None = None,
-        storage_options: dict[str, Any] | None = None,
-        batch_format: str = "numpy",
+        location: Location,
+        variables: Sequence[str] | None,
+        *,
         threads: int = 0,
         metadata: Mapping[str, Any] | None = None,
         group: zarr.Group | None = None,
     ) -> None:
-        if batch_format not in ("numpy", "xarray"):
-            raise DaskShuffleValueError(
-                "Expected batch_format='numpy' (dicts of numpy arrays) or 'xarray' (xarray.Dataset batches) for a "
-                f"Zarr pile store. Got {batch_format!r} instead; 'arrow' and 'pandas' batches come from Parquet pile "
-                "stores.",
-                parameter="batch_format",
-            )
-        location = Location.of(store, storage_options)
-        self.store = str(store)
         group, metadata = _open_store(location, self.store, metadata, group)
         self.metadata = metadata
         names = select_variables(metadata, variables)
@@ -186,7 +178,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
         self._start_pool()
         self._datasets: Callable[[ArrayRows], Any] | None = None
-        if batch_format == "xarray":
+        if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
 
             self._datasets = DatasetBatches(location, names, metadata_key=_METADATA_KEY)

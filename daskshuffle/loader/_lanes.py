@@ -1,8 +1,9 @@
 """Elastic determinism: lanes, so that a run saved with some number of ranks continues with another.
 
-With ``PileLoader(..., n_lanes=L)`` the epoch's stream is cut into ``L`` lanes
-as if among ``L`` ranks (:func:`~daskshuffle.plan._epoch_plan.lane_ranges`), each
-yielding micro-batches of ``G / L`` rows, ``G`` being the global batch
+With an order's ``n_lanes=L`` (``PileLoader(..., order=ds.orders.Piles(n_lanes=L))``,
+or any other order) the epoch's stream is cut into ``L`` lanes as if among
+``L`` ranks (:func:`~daskshuffle.plan._epoch_plan.lane_ranges`), each yielding
+micro-batches of ``G / L`` rows, ``G`` being the global batch
 (``world_size * batch_size``). Global step ``t`` is micro-batch ``t`` of every
 lane, lane by lane; rank ``r`` of ``W`` (``W`` dividing ``L``) yields the
 micro-batches of lanes ``r L / W`` to ``(r + 1) L / W - 1``, one after the other.

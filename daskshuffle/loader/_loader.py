@@ -33,7 +33,8 @@ from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, pa
 from ..formats import PileReader
 from ..plan._combinations import check_combination
 from ..plan._epoch_plan import BatchPlan
-from ..plan._order_classes import Order, OrderName, parse_order, refuse_order_keywords
+from ..plan._order_classes import Order, OrderName, parse_order
+from ..plan._removed_keywords import refuse_removed_keywords
 from ..plan._streams import Stream, parse_streams
 from ..storage._cache import Cache, parse_cache
 from ._loader_position import LoaderPosition
@@ -99,13 +100,6 @@ class PileLoader(LoaderPosition):
         the piles, plus at most one pile it shares with each neighbour.
     drop_last : bool, default False
         Leave out each rank's last, partial batch.
-    n_lanes : int, optional
-        Elastic determinism: cut each epoch into this many lanes, as if among
-        that many ranks, so that the rows of each global step (all ranks
-        together, with ``world_size * batch_size`` fixed) are the same for any
-        ``world_size`` that divides ``n_lanes``, and a state saved with one
-        world size loads with another. A rank then holds ``n_lanes /
-        world_size`` piles at once. numpy batches only.
     order : str or daskshuffle.orders.Order, default "piles"
         The order of each epoch, with its options: an order of
         :mod:`daskshuffle.orders` (``ds.orders.Py1b(shuffle_block_size=4096)``,
@@ -121,6 +115,13 @@ class PileLoader(LoaderPosition):
         pile at a time. Piles play the part of MosaicML Streaming's shards and of
         tf.data's files, and the ranks (or lanes) that of MosaicML's canonical
         nodes; :mod:`daskshuffle.orders` says what each order reads and holds.
+        Every order takes ``n_lanes`` for elastic determinism
+        (``ds.orders.Piles(n_lanes=8)``): each epoch's order is cut into that
+        many lanes, as if among that many ranks, so that the rows of each
+        global step (all ranks together, with ``world_size * batch_size``
+        fixed) are the same for any ``world_size`` that divides ``n_lanes``,
+        and a state saved with one world size loads with another. A rank then
+        holds ``n_lanes / world_size`` piles at once; numpy batches only.
     prefetch : int or str, default 1
         Piles read ahead, each in its own background thread (for a consumer
         that stays away with its batches, or a store whose reads decode):
@@ -145,8 +146,6 @@ class PileLoader(LoaderPosition):
         categorical its values, and a column with nulls a float (NaN) or
         object array. ``"pandas"`` and ``"arrow"`` keep time zones, categories
         and nulls as they are.
-    progress : bool, default False
-        Show a progress bar over each epoch.
     cache : path or Cache, optional
         A directory on a local disk (or a :class:`~daskshuffle.Cache`, which
         also sets its size limit, 10 GiB by default) where what is read from a
@@ -162,8 +161,11 @@ class PileLoader(LoaderPosition):
     ------
     DaskShuffleTypeError
         For an order's option given as a keyword (``piles_in_memory=``,
-        ``shuffle_block_size=``, ``buffer_size=``, ``cycle_length=``): it goes
-        inside the order, ``order=ds.orders.Py1b(shuffle_block_size=4096)``.
+        ``shuffle_block_size=``, ``buffer_size=``, ``cycle_length=``, and the
+        lanes' ``n_lanes=``): it goes inside the order,
+        ``order=ds.orders.Py1b(shuffle_block_size=4096)``,
+        ``order=ds.orders.Piles(n_lanes=8)``. For ``progress=``: wrap the
+        loader instead, ``tqdm(loader)`` (the loader has ``len()``).
     DaskShuffleValueError
         For settings that do not go together (lanes that do not fit the ranks
         or the batch, several streams with an order other than ``"piles"`` or
@@ -201,6 +203,19 @@ class PileLoader(LoaderPosition):
     ...     n_rows = sum(len(batch["id"]) for batch in loader)
     >>> n_rows, [stream["rows_per_epoch"] for stream in loader.state_dict()["streams"]]
     (3500, [1000, 2500])
+
+    Lanes, for a run whose number of ranks may change: rank 1 of 2 yields the
+    second half of each global step, whatever the number of ranks; a progress
+    bar is the loader wrapped, ``tqdm(loader)``:
+
+    >>> from tqdm import tqdm
+    >>> order = ds.orders.Piles(n_lanes=4)
+    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0, order=order) as alone:
+    ...     steps = [batch["id"].tolist() for batch in tqdm(alone)]
+    >>> with ds.PileLoader("piles.zarr", batch_size=50, seed=0, rank=1, world_size=2, order=order) as rank_1:
+    ...     halves = [batch["id"].tolist() for batch in rank_1]
+    >>> all(half == step[50:] for half, step in zip(halves, steps, strict=True))
+    True
     """
 
     def __init__(
@@ -212,35 +227,30 @@ class PileLoader(LoaderPosition):
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
-        n_lanes: int | None = None,
         order: Order | OrderName = "piles",
         prefetch: int | str = 1,
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
-        progress: bool = False,
         cache: str | os.PathLike[str] | Cache | None = None,
         storage_options: dict[str, Any] | None = None,
         **removed: Never,
     ) -> None:
-        refuse_order_keywords(removed, "PileLoader")
+        refuse_removed_keywords(removed, "PileLoader")
         batch_size = parse_positive_int(batch_size, "batch_size")
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
-        lanes = None if n_lanes is None else parse_positive_int(n_lanes, "n_lanes")
         chosen_order = parse_order(order)
         given, budget = chosen_order.piles_held()
         streams = parse_streams(store)
         check_combination(
             chosen_order,
             n_streams=None if streams is None else len(streams),
-            n_lanes=lanes,
             world_size=world_size,
             batch_size=batch_size,
             batch_format=batch_format,
         )
         self._prefetch, read_ahead = parse_prefetch(prefetch)
-        self._progress = parse_bool(progress, "progress")
         chosen = parse_variables(variables)
         path, reader, mixture = open_loader_store(store, streams, chosen, storage_options, batch_format)
         chosen_cache = parse_cache(cache)
@@ -255,7 +265,7 @@ class PileLoader(LoaderPosition):
             world_size=world_size,
             drop_last=drop_last,
             piles_in_memory=piles_in_memory,
-            n_lanes=lanes,
+            n_lanes=chosen_order.n_lanes,
             order=chosen_order.name,
             **chosen_order.options.to_dict(),
         )
@@ -336,8 +346,8 @@ class PileLoader(LoaderPosition):
         """
         if self.settings.n_lanes is not None:
             raise DaskShuffleValueError(
-                "Expected a loader without n_lanes. Got one with lanes, whose batches join several plans "
-                "instead; see piles() for what it reads.",
+                "Expected a loader without lanes (an order's n_lanes). Got one with lanes, whose batches join several "
+                "plans instead; see piles() for what it reads.",
                 parameter="n_lanes",
             )
         return self._share.plans(epoch, start, stop)[0]

@@ -16,7 +16,6 @@ from typing import Any
 
 from .._errors import CorruptPileStoreError, StoreChangedError
 from .._parse import parse_count
-from .._progress import Progress
 from ._batches import Allocate
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state
 from ._mix import check_streams
@@ -40,7 +39,6 @@ class LoaderPosition:
     _n_batches: int
     _prefetch: int
     _prefetcher: Prefetcher
-    _progress: bool
     _store_fingerprint: str
     _storage_options: dict[str, Any] | None
     _streams: list[dict[str, Any]] | None
@@ -112,12 +110,10 @@ class LoaderPosition:
 
     def _generate(self, batches: Iterator[Any], epoch: int, first: int, *, track: bool) -> Generator[Any, None, None]:
         """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them."""
-        progress = Progress(self._progress and track, epoch, self._n_batches, first)
         try:
             for produced, batch in enumerate(batches, start=first + 1):
                 if track:
                     self._batches = produced
-                progress.advance()
                 yield batch
             if track:
                 self._epoch, self._batches = epoch + 1, 0
@@ -127,7 +123,6 @@ class LoaderPosition:
                 raise
             raise changed from error
         finally:
-            progress.close()
             close = getattr(batches, "close", None)
             if close is not None:
                 close()  # stops its reads, unless they read ahead for the next epoch

@@ -36,8 +36,10 @@ class LoaderSettings(Settings):
     Two loaders of one store with equal settings yield the same batches in
     every epoch; their fingerprint goes into :meth:`PileLoader.state_dict`, so
     that a state is never loaded into a loader that would continue differently.
-    ``prefetch``, ``variables`` and ``progress`` change how rows are read, not
-    which, and are left out; the ``order`` and its options are in.
+    ``prefetch``, ``variables`` and ``cache`` change how rows are read, not
+    which, and are left out; the ``order`` and its options are in, the lanes
+    (the order's ``n_lanes``) among them, under the key they have always had,
+    so that a state saved when the lanes were a keyword of the loader loads.
 
     Examples
     --------

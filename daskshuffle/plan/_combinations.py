@@ -17,28 +17,28 @@ def check_combination(
     order: Order,
     *,
     n_streams: int | None = None,
-    n_lanes: int | None = None,
     world_size: int = 1,
     batch_size: int = 1,
     batch_format: str = "numpy",
 ) -> None:
     """Refuse a combination of a loader's settings that cannot be read.
 
-    ``order`` is the order of the epochs (with its options: for
-    :class:`~daskshuffle.plan._order_classes.Piles`, the piles shuffled together), ``n_streams`` the stores of
-    a mixture (``None`` for a plain store), ``n_lanes`` the lanes (``None``: none).
+    ``order`` is the order of the epochs with its options (for
+    :class:`~daskshuffle.plan._order_classes.Piles`, the piles shuffled together; for
+    every order, its lanes ``order.n_lanes``, ``None`` for none), ``n_streams`` the stores of
+    a mixture (``None`` for a plain store).
 
     Examples
     --------
     >>> from daskshuffle.plan._order_classes import Piles
-    >>> check_combination(Piles(piles_in_memory=4), n_lanes=8, world_size=2, batch_size=64)
+    >>> check_combination(Piles(piles_in_memory=4, n_lanes=8), world_size=2, batch_size=64)
     >>> check_combination(Piles(piles_in_memory=4), n_streams=2)
     Traceback (most recent call last):
     ...
     daskshuffle._errors.DaskShuffleValueError: Expected order='piles' a pile at a time ... Got piles_in_memory=4 instead; ...
     """
-    if n_lanes is not None:
-        _check_lanes(n_lanes, world_size, batch_size, batch_format)
+    if order.n_lanes is not None:
+        _check_lanes(order.n_lanes, world_size, batch_size, batch_format)
     if n_streams is not None:
         _check_mixture(order, batch_format)
 

@@ -2,15 +2,17 @@
 
 Each class is one order of :data:`~daskshuffle.plan._orders.ORDERS`, re-exported
 by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options`
-make one from what a user passes, and :func:`refuse_order_keywords` names the
-spelling of an order's options given as loose keywords.
+make one from what a user passes (:mod:`daskshuffle.plan._removed_keywords`
+refuses an order's options given as loose keywords). Every order also takes
+``n_lanes``: the lanes cut whatever order it is into streams (elastic
+determinism, :mod:`daskshuffle.loader._lanes`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields
-from typing import ClassVar, Literal
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, ClassVar, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes, parse_positive_int
@@ -34,27 +36,58 @@ __all__ = [
     "order_from_options",
     "parse_order",
     "parse_piles_in_memory",
-    "refuse_order_keywords",
+    "spelled_order",
 ]
 
 #: The orders that need no options, which may be given by name.
 OrderName = Literal["piles", "naive", "py1s", "py2s"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Order:
     """An order of a loader's epochs, with its options: what ``PileLoader(order=...)`` takes.
 
     Each subclass is one order of :data:`ORDERS`, named by :attr:`name`; its
-    fields are the options that order needs, checked when it is made.
+    fields are the options that order needs, checked when it is made. Every
+    order also takes ``n_lanes`` (by keyword).
+
+    Parameters
+    ----------
+    n_lanes : int, optional
+        Elastic determinism: cut each epoch's order into this many lanes, as
+        if among that many ranks, so that the rows of each global step (all
+        ranks together, with ``world_size * batch_size`` fixed) are the same
+        for any ``world_size`` that divides ``n_lanes``, and a loader's state
+        saved with one world size loads with another. A rank then holds
+        ``n_lanes / world_size`` reads at once; numpy batches only. By default
+        (``None``) no lanes: the order is cut between the ranks themselves.
+
+    Examples
+    --------
+    >>> Py1b(shuffle_block_size=4096, n_lanes=8)
+    Py1b(shuffle_block_size=4096, n_lanes=8)
+    >>> Piles(n_lanes=8).n_lanes, Piles().n_lanes
+    (8, None)
     """
 
     #: The order's name in :data:`ORDERS` and in a loader's settings.
     name: ClassVar[str] = ""
+    n_lanes: int | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        for field in fields(self):
-            object.__setattr__(self, field.name, parse_positive_int(getattr(self, field.name), field.name))
+        for option in _option_fields(type(self)):
+            object.__setattr__(self, option.name, self._parse_option(option.name, getattr(self, option.name)))
+        if self.n_lanes is not None:
+            object.__setattr__(self, "n_lanes", parse_positive_int(self.n_lanes, "n_lanes"))
+
+    def _parse_option(self, name: str, value: object) -> object:
+        """The order's option ``name`` as the order keeps it: a positive integer, unless the order says otherwise."""
+        return parse_positive_int(value, name)
+
+    def __repr__(self) -> str:
+        shown = [f"{option.name}={getattr(self, option.name)!r}" for option in _option_fields(type(self))]
+        lanes = [] if self.n_lanes is None else [f"n_lanes={self.n_lanes!r}"]
+        return f"{type(self).__name__}({', '.join(shown + lanes)})"
 
     @property
     def options(self) -> OrderOptions:
@@ -70,6 +103,11 @@ class Order:
         return 1, 0
 
 
+def _option_fields(order: type[Order]) -> list[Field[object]]:
+    """The options of ``order`` itself, without the lanes every order takes."""
+    return [option for option in fields(order) if option.name != "n_lanes"]
+
+
 #: Bytes of the piles a loader mixes at once with ``Piles(piles_in_memory="auto")``.
 PILES_BUDGET_NBYTES = 64 * 2**20
 
@@ -83,7 +121,7 @@ def parse_piles_in_memory(value: object) -> tuple[int | None, int]:
     return parse_positive_int(value, "piles_in_memory"), 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Piles(Order):
     """The loader's own order (the default): piles in a random order, each shuffled whole, or groups of them.
 
@@ -104,6 +142,8 @@ class Piles(Order):
         into its state. Piles larger than the budget are read one at a time,
         as with 1: ``quality.report(..., loader=loader)`` then says so. With
         several stores, one pile at a time.
+    n_lanes : int, optional
+        Lanes the order is cut into, as for :class:`Order` (by keyword).
 
     Examples
     --------
@@ -114,18 +154,19 @@ class Piles(Order):
     name: ClassVar[str] = "piles"
     piles_in_memory: int | str = "auto"
 
-    def __post_init__(self) -> None:
-        given, _ = parse_piles_in_memory(self.piles_in_memory)
-        if given is not None:
-            object.__setattr__(self, "piles_in_memory", given)
+    def _parse_option(self, name: str, value: object) -> object:
+        given, _ = parse_piles_in_memory(value)
+        return value if given is None else given
 
     def piles_held(self) -> tuple[int | None, int]:
         return parse_piles_in_memory(self.piles_in_memory)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Naive(Order):
     """One uniform permutation of all rows: a rank holds every pile it has a row of (small data only).
+
+    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
 
     Examples
     --------
@@ -136,9 +177,11 @@ class Naive(Order):
     name: ClassVar[str] = "naive"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Py1s(Order):
     """MosaicML's ``py1s``: piles in a random order, the stream cut between ranks, each part shuffled alone.
+
+    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
 
     Examples
     --------
@@ -149,9 +192,11 @@ class Py1s(Order):
     name: ClassVar[str] = "py1s"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Py2s(Order):
     """MosaicML's ``py2s``: as :class:`Py1s`, but a boundary pile is shuffled before it is cut, then again.
+
+    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
 
     Examples
     --------
@@ -162,7 +207,7 @@ class Py2s(Order):
     name: ClassVar[str] = "py2s"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Py1b(Order):
     """MosaicML's ``py1b``: piles in a random order, each rank's stream cut into blocks, each block shuffled.
 
@@ -170,6 +215,8 @@ class Py1b(Order):
     ----------
     shuffle_block_size : int
         Rows of a block: what a read holds.
+    n_lanes : int, optional
+        Lanes the order is cut into, as for :class:`Order` (by keyword).
 
     Examples
     --------
@@ -181,7 +228,7 @@ class Py1b(Order):
     shuffle_block_size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Py1br(Order):
     """MosaicML's ``py1br``: :class:`Py1b` with block sizes drawn in ``[0.75, 1.25) * shuffle_block_size``.
 
@@ -191,6 +238,8 @@ class Py1br(Order):
     ----------
     shuffle_block_size : int
         Rows of a block, on average.
+    n_lanes : int, optional
+        Lanes the order is cut into, as for :class:`Order` (by keyword).
 
     Examples
     --------
@@ -202,7 +251,7 @@ class Py1br(Order):
     shuffle_block_size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Py1e(Order):
     """MosaicML's ``py1e``: each pile's rows spread at random over its place extended to a block.
 
@@ -212,6 +261,8 @@ class Py1e(Order):
     ----------
     shuffle_block_size : int
         Rows a pile's rows are spread over, at least.
+    n_lanes : int, optional
+        Lanes the order is cut into, as for :class:`Order` (by keyword).
 
     Examples
     --------
@@ -223,7 +274,7 @@ class Py1e(Order):
     shuffle_block_size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Buffer(Order):
     """tf.data's ``shuffle(buffer_size)``: piles in a random order, each in stored order, through a shuffle buffer.
 
@@ -233,6 +284,8 @@ class Buffer(Order):
     ----------
     buffer_size : int
         Rows of the shuffle buffer.
+    n_lanes : int, optional
+        Lanes the order is cut into, as for :class:`Order` (by keyword).
 
     Examples
     --------
@@ -244,7 +297,7 @@ class Buffer(Order):
     buffer_size: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Interleave(Order):
     """tf.data's ``interleave(cycle_length)`` then ``shuffle(buffer_size)``: piles read a row each in turn.
 
@@ -254,6 +307,8 @@ class Interleave(Order):
         Piles read at once, a row of each in turn.
     buffer_size : int
         Rows of the shuffle buffer they go through.
+    n_lanes : int, optional
+        Lanes the order is cut into, as for :class:`Order` (by keyword).
 
     Examples
     --------
@@ -272,9 +327,9 @@ ORDER_CLASSES: dict[str, type[Order]] = {
 }
 
 
-def _spelled(order: type[Order]) -> str:
+def spelled_order(order: type[Order]) -> str:
     """How to make ``order`` in code: ``ds.orders.Py1b(shuffle_block_size=...)``."""
-    return f"ds.orders.{order.__name__}({', '.join(f'{field.name}=...' for field in fields(order))})"
+    return f"ds.orders.{order.__name__}({', '.join(f'{option.name}=...' for option in _option_fields(order))})"
 
 
 def parse_order(order: object) -> Order:
@@ -299,7 +354,7 @@ def parse_order(order: object) -> Order:
     chosen = ORDER_CLASSES[order]
     if ORDER_OPTIONS[order]:
         raise DaskShuffleValueError(
-            f"Expected order={_spelled(chosen)}, with its options. Got order={order!r} instead; the order "
+            f"Expected order={spelled_order(chosen)}, with its options. Got order={order!r} instead; the order "
             f"{order!r} needs {', '.join(ORDER_OPTIONS[order])}.",
             parameter="order",
         )
@@ -337,35 +392,5 @@ def order_from_options(name: object, options: Mapping[str, object]) -> Order:
                 f"order={' or '.join(map(repr, users))}.",
                 parameter=option,
             )
-    return chosen(**{option: value for option, value in options.items() if option in taken and value is not None})
-
-
-#: The keywords that were an order's options, before the order carried them.
-_ORDER_KEYWORDS = {
-    "shuffle_block_size": "Py1b",
-    "buffer_size": "Buffer",
-    "cycle_length": "Interleave",
-    "piles_in_memory": "Piles",
-}
-
-
-def refuse_order_keywords(keywords: Mapping[str, object], function: str) -> None:
-    """Refuse ``keywords`` left over by ``function``'s signature, naming the new spelling of an order's options.
-
-    Examples
-    --------
-    >>> refuse_order_keywords({"shuffle_block_size": 4096}, "PileLoader")
-    Traceback (most recent call last):
-    ...
-    daskshuffle._errors.DaskShuffleTypeError: Expected an order's options inside the order, ...
-    """
-    for name, value in keywords.items():
-        if name not in _ORDER_KEYWORDS:
-            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
-        example = ORDER_CLASSES[_ORDER_KEYWORDS[name].lower()]
-        raise DaskShuffleTypeError(
-            f"Expected an order's options inside the order, as order={_spelled(example)}. Got {name}={value!r} as a "
-            f"keyword of {function} instead; pass order=ds.orders.{example.__name__}({name}={value!r}) (ds.orders: "
-            "daskshuffle.orders).",
-            parameter=name,
-        )
+    given: dict[str, Any] = {o: v for o, v in options.items() if o in taken and v is not None}
+    return chosen(**given)  # each checked by the order as it is made
