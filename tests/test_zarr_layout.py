@@ -89,6 +89,30 @@ def test_chunk_rows_per_variable_are_power_of_two_multiples_of_the_widest() -> N
     assert choose_chunk_rows({"x": 256, "id": 8}, pile_rows=100, chunk_rows=7) == {"x": 7, "id": 7}
 
 
+def test_chunks_on_object_storage_are_half_a_pile_and_at_least_a_mib() -> None:
+    rows = choose_chunk_rows({"x": 256, "id": 8}, pile_rows=16_384, storage="object")
+    assert rows == {"x": 8_192, "id": 32_768}  # 2 MiB of x; id up to two piles
+    assert choose_chunk_rows({"x": 256, "id": 8}, pile_rows=1_000, storage="object")["x"] == 4_096  # 1 MiB at least
+    assert choose_chunk_rows({"x": 256, "id": 8}, pile_rows=10**9, storage="object")["x"] == 16_384  # 4 MiB at most
+    assert choose_chunk_rows({"x": 256, "id": 8}, pile_rows=None, storage="object")["x"] == 16_384
+
+
+def test_a_shuffle_into_object_storage_writes_the_layout_for_it(tmp_path: Path) -> None:
+    """The same rows in the same piles, in chunks of half a pile rather than a sixteenth; the same batches."""
+    src = make_mixed_source(tmp_path / "raw.zarr", n_rows=40_000)
+    local = ds.shuffle_zarr(src, tmp_path / "piles.zarr", n_piles=2, seed=3)
+    remote = ds.shuffle_zarr(src, f"memory://object-layout-{tmp_path.name}/piles.zarr", n_piles=2, seed=3)
+    pile_rows = 40_000 // 2
+    layouts = [Layout.from_dict(open_pile_reader(store.path).metadata["layout"]) for store in (local, remote)]
+    assert layouts[0].variables["x"].chunk_rows == 1_250  # a sixteenth of a pile
+    assert layouts[1].variables["x"].chunk_rows == pile_rows // 2 >= 2**20 // 256
+    assert len(fsspec.filesystem("memory").find(f"object-layout-{tmp_path.name}/piles.zarr/x/c")) == 4
+    batches = [[batch["id"] for batch in PileLoader(store.path, batch_size=1_000, seed=5)] for store in (local, remote)]
+    assert len(batches[0]) == len(batches[1]) == 40
+    assert all(np.array_equal(a, b) for a, b in zip(*batches, strict=True))
+    assert_same(zarr_rows(remote.path, 0, 40_000), zarr_rows(local.path, 0, 40_000))
+
+
 def test_codec_follows_the_data() -> None:
     rng = np.random.default_rng(0)
     assert choose_codec(rng.standard_normal(100_000).astype(np.float32))[0] == "none"

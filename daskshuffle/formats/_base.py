@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -182,11 +182,12 @@ class Destination(Protocol[Rows_contra]):
     #: rather than building beside it and swapping, and leaves ``dst`` alone after a failure.
     places_itself: ClassVar[bool] = False
 
-    def for_plan(self, pile_rows: float, *, materialize: bool) -> Self:
+    def for_plan(self, pile_rows: float, *, materialize: bool, storage: Literal["local", "object"] = "local") -> Self:
         """This format with its destination's layout chosen for piles of ``pile_rows`` rows on average.
 
-        Runs once, after planning and before anything is written. By default
-        the layout does not depend on the plan.
+        ``storage`` is where the destination is: a local disk, or object
+        storage. Runs once, after planning and before anything is written. By
+        default the layout depends on neither.
         """
         return self
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import zarr
@@ -49,8 +49,8 @@ class ZarrDestination(Destination[ArrayRows]):
         """A sample of each variable's values to choose its codec from; ``None`` where there is none."""
         return dict.fromkeys((variable.name for variable in self.variables), None)
 
-    def for_plan(self, pile_rows: float, *, materialize: bool) -> Any:
-        """The destination's layout for piles of ``pile_rows`` rows (see :mod:`._layout`).
+    def for_plan(self, pile_rows: float, *, materialize: bool, storage: Literal["local", "object"] = "local") -> Any:
+        """The destination's layout for piles of ``pile_rows`` rows, on ``storage`` (see :mod:`._layout`).
 
         Chunk rows per variable (a materialized copy is read sequentially and
         gets ``CHUNK_NBYTES`` chunks), a codec chosen from a sample of the
@@ -62,6 +62,7 @@ class ZarrDestination(Destination[ArrayRows]):
             None if materialize else pile_rows,
             chunk_rows=self.chunk_rows if self.chunk_rows_given else None,
             compressors=self.compressors,
+            storage=storage,
         )
         # A shallow copy that keeps what pickling drops (an xarray template stays with the planner).
         adapted = object.__new__(type(self))

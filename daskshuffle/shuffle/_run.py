@@ -204,7 +204,9 @@ def _run_locked(
         block_nbytes=options.block_nbytes,
         storage="local" if tmp.is_local else "object",
     )
-    fmt = fmt.for_plan(plan.n_rows / plan.n_piles, materialize=materialize)
+    fmt = fmt.for_plan(
+        plan.n_rows / plan.n_piles, materialize=materialize, storage="local" if dst.is_local else "object"
+    )
     metadata = store_metadata(fmt, options, plan, variables)
     same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
 

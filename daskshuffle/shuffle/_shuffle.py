@@ -82,7 +82,8 @@ def shuffle_zarr(
     chunk_rows : int, optional
         Rows per output chunk. By default a sixteenth of the average pile, between
         256 KiB and 4 MiB of the widest array, so that the loader reads little
-        beyond each pile; 4 MiB for a materialized copy.
+        beyond each pile; on object storage, where each chunk file is a request,
+        half a pile, between 1 MiB and 4 MiB; 4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
     {options}

@@ -55,8 +55,8 @@ def shuffle_xarray(
     chunk_rows : int, optional
         Rows per output chunk along ``dim`` for every variable. By default chosen
         from the piles as for :func:`daskshuffle.shuffle_zarr`: a sixteenth of a
-        pile of the widest variable (between 256 KiB and 4 MiB), narrow variables
-        in a few times as many rows.
+        pile of the widest variable (between 256 KiB and 4 MiB; on object storage
+        half a pile, at least 1 MiB), narrow variables in a few times as many rows.
     {options}
 
     Examples
