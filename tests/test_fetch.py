@@ -133,6 +133,21 @@ def test_a_kept_file_serves_a_later_read_without_a_request(fs: CountingFS | Asyn
     assert fetches.kept_nbytes == 0 and fetches.take("five", "/files/d") is None
 
 
+def test_a_fetch_kept_as_it_is_taken_serves_the_reads_after_it(fs: CountingFS | AsyncCountingFS) -> None:
+    """Kept from the moment its read takes it, landed or not: no read after that fetches the file again."""
+    fetches = Fetches(fs)
+    fs.gate.clear()  # requests wait until released
+    assert fetches.start("one", ["/files/a"], nbytes=3)
+    first = fetches.take("one", "/files/a", keep=True)
+    assert fetches.start("two", ["/files/a"], nbytes=3)  # the kept fetch, still in flight
+    assert fetches.take("three", "/files/a", keep=True) is not None  # never started: shares read two's
+    fs.gate.set()
+    assert first.result(timeout=10) == fetches.take("two", "/files/a", keep=True).result(timeout=10) == b"aaa"  # type: ignore[union-attr]
+    assert fetches.take("four", "/files/a", keep=True).result(timeout=10) == b"aaa"  # type: ignore[union-attr]
+    assert fetches.kept_nbytes == 3 and fs.reads == {"/files/a": 1}
+    fetches.clear()
+
+
 def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS | AsyncCountingFS) -> None:
     fetches = Fetches(fs)
     fs.pipe_file("/files/long", b"0123456789")
@@ -140,7 +155,8 @@ def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS | Asy
     assert fetches.start("two", [("/files/long", 2, 5), ("/files/long", 8, 10)], nbytes=5)
     assert fetches.take("one", ("/files/long", 2, 5)).result(timeout=10) == b"234"  # type: ignore[union-attr]
     assert fetches.take("one", "/files/long").result(timeout=10) == b"0123456789"  # type: ignore[union-attr]
-    assert fetches.take("one", ("/files/long", 8, 10)) is None  # not one of this read's
+    # Read one is over: a read of that key now is a new one, never started, and shares read two's fetch.
+    assert fetches.take("one", ("/files/long", 8, 10)).result(timeout=10) == b"89"  # type: ignore[union-attr]
     assert fetches.take("two", ("/files/long", 2, 5)).result(timeout=10) == b"234"  # type: ignore[union-attr]
     assert fetches.take("two", ("/files/long", 8, 10)).result(timeout=10) == b"89"  # type: ignore[union-attr]
     assert fetches.nbytes == 0
@@ -244,7 +260,8 @@ def test_an_epoch_fetches_each_chunk_file_once(
     one_pile = Piles(piles_in_memory=1)  # the piles beside each other are read apart
     with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=100, seed=4, order=one_pile) as local:
         expected = [batch["id"] for batch in local]
-    with ds.PileLoader(memory_store, batch_size=100, seed=4, order=one_pile) as loader:
+    # prefetch=0: the reads one after another in this thread, so that what each fetches is certain.
+    with ds.PileLoader(memory_store, batch_size=100, seed=4, order=one_pile, prefetch=0) as loader:
         assert all(np.array_equal(a, b["id"]) for a, b in zip(expected, loader, strict=True))
     chunks = {path: n for path, n in reads.items() if "/c/" in path}
     stored = [path for path in (tmp_path / "piles.zarr").rglob("*") if path.is_file() and "/c/" in path.as_posix()]

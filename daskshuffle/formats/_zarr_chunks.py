@@ -154,13 +154,13 @@ class ChunkFiles:
             for index in range(first, last):
                 self._read_local(chunks, flat, index, start, stop, pile)
             return
-        fetches = self.fetches
-        assert fetches is not None  # a remote store
         indices = [
             index for index in range(first, last) if not self._read_cached(chunks, flat, index, start, stop, pile)
         ]
         paths = [chunks.path(index) for index in indices]
-        for index, path, data in zip(indices, paths, self._fetched(paths, start, stop), strict=True):
+        # A chunk with rows of another read too (across the boundary of two piles read apart) is kept for it.
+        shared = {path for index, path in zip(indices, paths, strict=True) if chunks.shared(index, start, stop)}
+        for index, path, data in zip(indices, paths, self._fetched(paths, start, stop, shared), strict=True):
             if isinstance(data, FileNotFoundError):
                 self._missing(chunks, flat, index, path, start, stop, pile)
             elif isinstance(data, BaseException):
@@ -168,8 +168,6 @@ class ChunkFiles:
             else:
                 target = self._target(chunks, flat, index, start, stop)
                 decoded = self._decode_fetched(chunks, data, index, path, pile, target)
-                if chunks.shared(index, start, stop):  # checked: kept for the read of the rows beside these
-                    fetches.keep(path, data)
                 if target is None:
                     self._place(chunks, flat, index, decoded, start, stop)
                 elif decoded is not target:
@@ -209,19 +207,27 @@ class ChunkFiles:
             cache.write(path, data)
             return decoded
 
-    def _fetched(self, paths: list[str], start: int, stop: int) -> list[Any]:
-        """The bytes of each file of ``paths`` (or the error reading it), from the fetches of rows ``start:stop``."""
-        assert self.fetches is not None
-        futures = [self.fetches.take((start, stop), path) for path in paths]
+    def _fetched(self, paths: list[str], start: int, stop: int, shared: set[str]) -> list[Any]:
+        """The bytes of each file of ``paths`` (or the error reading it), from the fetches of rows ``start:stop``.
+
+        The files of ``shared`` are kept for the next read that asks for them.
+        """
+        fetches = self.fetches
+        assert fetches is not None
+        # A read not fetched ahead starts now: its requests go out at once, and share those under way for others.
+        fetches.start((start, stop), paths, nbytes=0)
+        futures = [fetches.take((start, stop), path, keep=path in shared) for path in paths]
         cache = self.cache
         missing = [path for path, future in zip(paths, futures, strict=True) if future is None]
         # One call for the files not fetched ahead: an async filesystem (S3, GCS, HTTP) fetches them concurrently.
         none = [None] * len(missing)
         fetched = self._fs.cat_ranges(missing, none, none, on_error="return") if missing else []
-        if cache is not None:
-            for path, data in zip(missing, fetched, strict=True):
-                if isinstance(data, bytes):
+        for path, data in zip(missing, fetched, strict=True):
+            if isinstance(data, bytes):
+                if cache is not None:
                     cache.write(path, data)
+                if path in shared:
+                    fetches.keep(path, data)
         direct = iter(fetched)
         found: list[Any] = []
         for path, future in zip(paths, futures, strict=True):

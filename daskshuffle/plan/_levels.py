@@ -36,10 +36,11 @@ __all__ = [
 
 #: With ``levels="auto"``, a merge whose reads of pieces would be smaller than this, and at least
 #: :data:`MIN_READS` of them, uses two levels instead: a few thousand small reads cost less than a
-#: pass. On object storage a read (a GET) costs 10-50 ms, so reads of 1 MiB are already small there;
-#: a local file read costs microseconds, and a second pass pays off only for reads of a few KiB
-#: (``benchmarks/RESULTS.md``: 1 KiB reads, 1.8x faster with two levels).
-MIN_READ_NBYTES = {"local": 64 * 2**10, "object": 2**20}
+#: pass (``benchmarks/RESULTS.md``: on a local disk, 1 KiB reads 1.8x faster with two levels). On
+#: object storage a read costs about as much as its share of a pass at 70 KB
+#: (:data:`READ_SECONDS` times :data:`PASS_NBYTES_PER_SECOND`), since a merge keeps hundreds of
+#: requests in flight: the same 64 KiB.
+MIN_READ_NBYTES = {"local": 64 * 2**10, "object": 64 * 2**10}
 MIN_READS = 10_000
 
 
@@ -48,9 +49,11 @@ MAX_LEVELS = 4
 #: What ``levels="auto"`` weighs a level against, by where the pieces go: the seconds a read
 #: costs beyond its bytes, and the bytes a second a pass moves, per task at a time. On a local disk
 #: (this machine, ``benchmarks/RESULTS.md``) a read of a piece file costs about 95 us and a pass
-#: about 90 MB/s; on object storage a GET costs 10-50 ms.
-READ_SECONDS = {"local": 95e-6, "object": 0.02}
-PASS_NBYTES_PER_SECOND = {"local": 90e6, "object": 100e6}
+#: about 90 MB/s. On object storage (the S3 model: 20 ms to the first byte, 100 MB/s a request,
+#: ``benchmarks/bench_s3_levels.py`` at 256 MiB, 1 GiB and 2 GiB) a read costs about 250 us and a
+#: pass about 280 MB/s: each GET waits 20 ms, but with many in flight.
+READ_SECONDS = {"local": 95e-6, "object": 250e-6}
+PASS_NBYTES_PER_SECOND = {"local": 90e6, "object": 280e6}
 
 
 def merge_read_nbytes(data_nbytes: float, block_nbytes: float, group_nbytes: float, n_super: int = 1) -> float:
@@ -72,7 +75,7 @@ def wants_two_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, sto
     Examples
     --------
     >>> gib = 2**30
-    >>> [wants_two_levels(size * gib, 64 * 2**20, size * 16, "object") for size in (4, 8)]
+    >>> [wants_two_levels(size * gib, 64 * 2**20, size * 16, "object") for size in (64, 128)]
     [False, True]
     """
     n_reads = n_blocks * math.ceil(data_nbytes / max(block_nbytes, 1.0))  # a read per block and group of piles
@@ -129,8 +132,8 @@ def auto_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_piles:
     Examples
     --------
     >>> gib, mib = 2**30, 2**20
-    >>> [auto_levels(size * gib, 64 * mib, size * 16, 10**6, "object") for size in (4, 64, 1024, 100 * 1024)]
-    [1, 2, 3, 4]
+    >>> [auto_levels(size * gib, 64 * mib, size * 16, 10**6, "object") for size in (4, 128, 16 * 1024, 100 * 1024)]
+    [1, 2, 2, 3]
     >>> auto_levels(gib, mib, 1024, 512, "local")  # a third level saves 3 s of reads for a 12 s pass
     2
     """

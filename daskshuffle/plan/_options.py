@@ -145,10 +145,10 @@ COMMON_OPTIONS: tuple[CommonOption, ...] = (
         "Levels of scatter before the merge. With one, the merge reads about ``block_memory**2 / data`` bytes from "
         "every block, which falls with the data's size; with ``L``, rows go first to about ``(data / "
         "block_memory)^(1/L)`` super-piles, each split as many ways again by every level but the last, then to "
-        'piles, keeping reads large for one more write and read of the data a level. ``"auto"`` adds levels '
-        "where fewer would make ten thousand reads or more of under 1 MiB on object storage (two from about 6 GiB "
-        "with the defaults, three from about 256 GiB, four from about 16 TiB), or of under 64 KiB on local disk "
-        "(two from about 64 GiB); :func:`daskshuffle.explain` shows the choice.",
+        'piles, keeping reads large for one more write and read of the data a level. ``"auto"`` adds a level '
+        "where fewer would make ten thousand reads or more of under 64 KiB, and more while a level costs less "
+        "than the reads it saves (two from about 100 GiB with the defaults, three from about 76 TiB); "
+        ":func:`daskshuffle.explain` shows the choice.",
     ),
 )
 _BY_NAME = {option.name: option for option in COMMON_OPTIONS}

@@ -14,8 +14,8 @@ With one level, pass 1 writes each block's rows in pile order (``n_blocks x
 n_piles`` pieces), and each merge task reads, from every block, the one
 contiguous range of its group of piles. A read is therefore about ``block x
 group / data`` bytes, which shrinks with the square of the data: past the knee,
-where reads fall below ``min_read``, object storage spends its time on request
-latency instead of moving bytes. With ``L`` levels (:mod:`daskshuffle.plan._levels`,
+where reads fall below ``min_read``, storage spends its time on requests
+instead of moving bytes. With ``L`` levels (:mod:`daskshuffle.plan._levels`,
 chosen as a shuffle chooses them), rows go first to ``S`` super-piles, which
 each later level but the last splits ``S`` ways again; each later pass reads
 each super-pile's pieces (one per block, ``block / S`` bytes) and the merge
@@ -46,7 +46,7 @@ from ._scale_report import format_size
 __all__ = ["DEFAULT_MIN_READ", "MAX_TASK_MEMORY", "explain"]
 
 #: Reads smaller than this cost more in request latency than in moving bytes (on object storage).
-DEFAULT_MIN_READ = "1MiB"
+DEFAULT_MIN_READ = "64KiB"
 #: The largest ``block_memory`` the model's advice suggests: a task holds about that much.
 MAX_TASK_MEMORY = 4 * 2**30
 
@@ -85,8 +85,11 @@ def explain(
         As a shuffle takes them (defaults ``"64MiB"`` and ``"256MiB"``).
     workers : int, default 1
         Tasks that run at once (worker threads), for the latency estimates.
-    min_read : int or str, default "1MiB"
-        The smallest read worth its request.
+    min_read : int or str, default "64KiB"
+        The smallest read worth its request: where a read costs as much as its
+        share of a pass, on object storage (a merge keeps hundreds of requests
+        in flight) as on a local disk; the size ``levels="auto"`` keeps reads
+        above.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
         As a shuffle takes it: ``"auto"`` decides as a shuffle does, for ``storage``.
     storage : {"object", "local"}, default "object"
@@ -128,13 +131,13 @@ def explain(
     >>> import daskshuffle as ds
     >>> model = ds.explain(2**30, row_bytes=1024, n_piles="auto")  # 1 TiB
     >>> model.n_piles, model.n_blocks, model.levels, model.below_knee
-    (4145, 16384, 3, False)
+    (4145, 16384, 2, False)
     >>> print(model)  # doctest: +ELLIPSIS
     data            1,073,741,824 rows of 1 KiB = 1 TiB
-    layout          3 levels: pass 1 to 25 super-piles, pass 2 splits each 25 ways, pass 3 to piles within each, ...
+    layout          2 levels: pass 1 to 128 super-piles, pass 2 to piles within each, then a merge
     ...
-    pass 2-3 reads  409,600 per variable of 2.56 MiB: at least min_read=1 MiB, or whole blocks
-    reads           111,915 per variable of 9.37 MiB: at least min_read=1 MiB, or whole blocks
+    pass 2 reads    2,097,152 per variable of 512 KiB: at least min_read=64 KiB, or whole blocks
+    reads           530,560 per variable of 1.98 MiB: at least min_read=64 KiB, or whole blocks
     ...
     """
     return _model(

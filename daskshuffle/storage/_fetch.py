@@ -89,8 +89,9 @@ class Fetches:
         self._fs = fs
         self._in_flight_limit = in_flight
         self._kept_limit = kept
-        self._kept: OrderedDict[Request, bytes] = OrderedDict()
-        #: Bytes of the files kept for reads still to come.
+        #: Fetches kept for reads still to come, oldest first, with their sizes once they landed.
+        self._kept: OrderedDict[Request, tuple[Future[bytes], int]] = OrderedDict()
+        #: Bytes of the files kept for reads still to come (those landed).
         self.kept_nbytes = 0
         self._reads: dict[Hashable, _Read] = {}
         self._files: dict[Request, tuple[Future[bytes], int]] = {}  # request: (its bytes, reads that will take them)
@@ -137,42 +138,77 @@ class Fetches:
         self._send()
         return True
 
-    def take(self, key: Hashable, request: Request) -> Future[bytes] | None:
+    def take(self, key: Hashable, request: Request, keep: bool = False) -> Future[bytes] | None:
         """The fetch of ``request`` for the read ``key``, handed over once.
 
-        A read that was never started gets the bytes kept for ``request``
-        (:meth:`keep`) if there are any, else ``None``.
+        With ``keep``, the fetch is also kept for the next read that asks for
+        ``request`` (:meth:`keep`), from now on, landed or not. A read that was
+        never started gets a fetch of ``request`` that another read started or
+        that was kept, if there is one; otherwise, and for a request that the
+        read did not make or took already, ``None``.
         """
         with self._lock:
             read = self._reads.get(key)
-            if read is None or request not in read.requests:
-                return self._unkept(request)
+            if read is None:
+                return self._shared(request, keep)
+            if request not in read.requests:
+                return None  # handed over already, or not one of this read's
             read.requests.discard(request)
             future = self._release(request)
+            kept = keep and request not in self._files and request not in self._kept  # no read under way takes it
+            if kept:
+                self._kept[request] = (future, 0)
             if not read.requests:
                 self.nbytes -= self._reads.pop(key).nbytes
-            return future
+        if kept:  # outside the lock: a fetch landed already calls back at once, in this thread
+            future.add_done_callback(functools.partial(self._kept_landed, request))
+        return future
 
     def keep(self, request: Request, data: bytes) -> None:
         """Keep ``data``, the bytes of ``request``, for the next read that asks for it; the oldest go past the limit."""
-        with self._lock:
-            if len(data) > self._kept_limit or request in self._kept:
-                return
-            self._kept[request] = data
-            self.kept_nbytes += len(data)
-            while self.kept_nbytes > self._kept_limit:
-                self.kept_nbytes -= len(self._kept.popitem(last=False)[1])
-
-    def _unkept(self, request: Request) -> Future[bytes] | None:
-        """The bytes kept for ``request`` as a fetch done, no longer kept; ``None`` if none are. Under the lock."""
-        data = self._kept.pop(request, None)
-        if data is None:
-            return None
-        self.kept_nbytes -= len(data)
         future: Future[bytes] = Future()
         future.set_running_or_notify_cancel()
         future.set_result(data)
-        return future
+        with self._lock:
+            if request in self._kept:
+                return
+            self._kept[request] = (future, 0)
+        self._kept_landed(request, future)
+
+    def _kept_landed(self, request: Request, future: Future[bytes]) -> None:
+        """Count a kept fetch's bytes once it landed (drop it if it failed), and hold to the limit."""
+        with self._lock:
+            if self._kept.get(request, (None, 0))[0] is not future:
+                return  # taken (or dropped) before it landed
+            if future.cancelled() or future.exception() is not None:
+                del self._kept[request]
+                return
+            size = len(future.result())
+            self._kept[request] = (future, size)
+            self.kept_nbytes += size
+            while self.kept_nbytes > self._kept_limit and self._kept:
+                self.kept_nbytes -= self._kept.popitem(last=False)[1][1]
+
+    def _shared(self, request: Request, keep: bool) -> Future[bytes] | None:
+        """For a read never started: a fetch of ``request`` under way for another read, or kept. Under the lock."""
+        under_way = self._files.get(request)
+        if under_way is not None:
+            return under_way[0]
+        if not keep:
+            return self._unkept(request)
+        kept = self._kept.get(request)
+        if kept is None:
+            return None
+        self._kept.move_to_end(request)  # still kept, as the newest
+        return kept[0]
+
+    def _unkept(self, request: Request) -> Future[bytes] | None:
+        """The fetch kept for ``request``, no longer kept; ``None`` if there is none. Under the lock."""
+        kept = self._kept.pop(request, None)
+        if kept is None:
+            return None
+        self.kept_nbytes -= kept[1]
+        return kept[0]
 
     def drop(self, key: Hashable) -> None:
         """Forget the read ``key``; requests that no other read needs are cancelled (a read that will not come)."""
