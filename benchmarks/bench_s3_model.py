@@ -106,10 +106,21 @@ def make_parquet_source(path: Path, n_rows: int) -> None:
 
 
 def shuffle(
-    src: str, dst: str, options: dict[str, Any] | None, tmp: str | None, n_piles: int, kind: str = "zarr", seed: int = 1
+    src: str,
+    dst: str,
+    options: dict[str, Any] | None,
+    tmp: str | None,
+    n_piles: int,
+    kind: str = "zarr",
+    seed: int = 1,
+    chunk_rows: int | None = None,
 ) -> None:
-    run = daskshuffle.shuffle_parquet if kind == "parquet" else daskshuffle.shuffle_zarr
-    run(src, dst, n_piles, seed=seed, tmp=tmp, overwrite=True, storage_options=options)
+    if kind == "parquet":
+        daskshuffle.shuffle_parquet(src, dst, n_piles, seed=seed, tmp=tmp, overwrite=True, storage_options=options)
+    else:
+        daskshuffle.shuffle_zarr(
+            src, dst, n_piles, seed=seed, tmp=tmp, overwrite=True, storage_options=options, chunk_rows=chunk_rows
+        )
 
 
 def cat_local(files: list[Path]) -> int:
@@ -155,6 +166,12 @@ def main() -> None:
     )
     parser.add_argument("--no-shuffle", action="store_true", help="Leave out the shuffles S3 -> S3.")
     parser.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=None,
+        help="chunk_rows of the Zarr pile store read (default: shuffle_zarr's for object storage, half a pile).",
+    )
+    parser.add_argument(
         "--format", choices=("zarr", "parquet"), default="zarr", help="The pile store's format (default zarr)."
     )
     args = parser.parse_args()
@@ -173,17 +190,28 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         began = time.perf_counter()
-        built_marker = work / f"built-{kind}-{args.size}-{args.n_piles}-on-object-storage"
+        built_marker = work / f"built-{kind}-{args.size}-{args.n_piles}-{args.chunk_rows or 'auto'}-on-object-storage"
         if not built_marker.exists():  # a --dir built before is reused: the rounds then run in a fresh process
             for path in (work / raw, work / piles, work / "objects" / BUCKET, work / "cache"):
                 shutil.rmtree(path, ignore_errors=True)
+            for other in work.glob("built-*"):  # what they marked is gone
+                other.unlink()
             (make_parquet_source if kind == "parquet" else make_source)(work / raw, n_rows)
             shutil.copytree(work / raw, work / "objects" / BUCKET / raw)
             # The pile store is written as a shuffle writes it into object storage (its layout is chosen for
             # that), through the model without its delays; the local rows read a copy of the same files.
             instant = {"root": str(work / "objects"), "latency": 0.0, "bandwidth": 1e12}
             with dask.config.set(scheduler="threads"):
-                shuffle(str(work / raw), f"s3model://{BUCKET}/{piles}", instant, None, args.n_piles, kind, seed=0)
+                shuffle(
+                    str(work / raw),
+                    f"s3model://{BUCKET}/{piles}",
+                    instant,
+                    None,
+                    args.n_piles,
+                    kind,
+                    0,
+                    args.chunk_rows,
+                )
             shutil.copytree(work / "objects" / BUCKET / piles, work / piles)
             built_marker.touch()
         built = time.perf_counter() - began
