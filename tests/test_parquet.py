@@ -140,6 +140,40 @@ def test_output_is_a_dataset_every_reader_opens_with_a_row_group_per_pile(tmp_pa
     assert boundaries == set(offsets), "row groups are exactly the piles"
 
 
+def test_on_object_storage_a_merge_group_goes_to_several_part_files_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same piles as a local shuffle, in part files of whole piles of about REMOTE_PART_NBYTES each."""
+    import fsspec
+
+    from daskshuffle.formats import _parquet_store
+
+    monkeypatch.setattr(_parquet_store, "REMOTE_PART_NBYTES", 4_000)
+    paths = write_files(tmp_path / "raw", [300, 500])
+    shuffle_parquet(paths, tmp_path / "piles", n_piles=8, seed=2, block_memory="1MiB")
+    url = f"memory://parquet-parts-{tmp_path.name}/piles"
+    shuffle_parquet(paths, url, n_piles=8, seed=2, block_memory="1MiB")
+    memory = fsspec.filesystem("memory")
+    remote = sorted(path for path in memory.ls(url.removeprefix("memory://"), detail=False) if "part-" in path)
+    assert len(list((tmp_path / "piles").glob("part-*.parquet"))) == 1 < len(remote) <= 8  # one merge group
+    offsets = read_sidecar(tmp_path / "piles")["pile_offsets"]
+    starts = []
+    for path in remote:
+        with memory.open(path, "rb") as file:
+            metadata = pq.ParquetFile(file).metadata
+        start = int(path.rsplit("-", 1)[1].split(".")[0])
+        starts.append(start)
+        ends = np.cumsum([metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]) + start
+        assert start in offsets and set(ends.tolist()) <= set(offsets)  # whole piles, a row group each
+    assert starts[0] == 0
+    expected = [batch["id"] for batch in daskshuffle.PileLoader(str(tmp_path / "piles"), batch_size=64, seed=1)]
+    got = [batch["id"] for batch in daskshuffle.PileLoader(url, batch_size=64, seed=1)]
+    assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+    exact = f"memory://parquet-parts-{tmp_path.name}/exact"
+    shuffle_parquet(paths, exact, n_piles=8, seed=2, block_memory="1MiB", n_output_files=2)
+    assert len([path for path in memory.ls(exact.removeprefix("memory://"), detail=False) if "part-" in path]) == 2
+
+
 def test_materialize_seeds_and_compression(tmp_path: Path) -> None:
     paths = write_files(tmp_path / "raw", [500])
     kwargs = {"n_piles": 5, "block_memory": SMALL_BLOCKS}

@@ -93,7 +93,9 @@ def shuffle_parquet(
         Write the destination as exactly this many files of near-equal rows
         (whole piles each, so at most ``n_piles``; each must fit one merge
         task: the larger of ``block_memory`` and the largest pile). By default
-        one file per group of piles of about ``block_memory``.
+        one file per group of piles of about ``block_memory``; on object
+        storage, files of whole piles of about 16 MiB, each group's written at
+        once (a request streams at one connection's speed).
     {options}
 
     Examples
