@@ -253,6 +253,28 @@ def test_schemas_are_unified_across_files_hive_partitions_and_globs(tmp_path: Pa
     assert sorted(pd.read_parquet(tmp_path / "glob")["id"]) == list(range(200))
 
 
+@pytest.mark.parametrize("columns", [None, ["text", "year", "id"]], ids=["every column", "some columns"])
+def test_a_remote_source_is_read_as_the_same_files_on_a_local_disk(tmp_path: Path, columns: list[str] | None) -> None:
+    """Hive partitions, a column missing from a file, every Arrow type: a block's byte ranges fetched at once."""
+    import fsspec
+
+    root = tmp_path / "raw"
+    for year, first in ((2020, 0), (2021, 300)):
+        table = typed_table(first, 300)
+        if year == 2021:
+            table = table.drop_columns(["f64"])  # unified: nulls
+        (root / f"year={year}").mkdir(parents=True)
+        pq.write_table(table, root / f"year={year}" / "data.parquet", row_group_size=40)
+    url = f"memory://remote-parquet-source-{tmp_path.name}-{len(columns or [])}/raw"
+    fsspec.filesystem("memory").put(str(root), url.removeprefix("memory://"), recursive=True)
+    options = {"n_piles": 4, "seed": 3, "block_memory": SMALL_BLOCKS, "columns": columns}
+    shuffle_parquet(root, tmp_path / "local", **options)
+    shuffle_parquet(url, tmp_path / "remote", **options)
+    local, remote = pq.read_table(tmp_path / "local"), pq.read_table(tmp_path / "remote")
+    assert remote.column_names == local.column_names and remote.num_rows == 600
+    assert remote.equals(local)
+
+
 def test_columns_selects_and_keeps_order(tmp_path: Path) -> None:
     paths = write_files(tmp_path / "raw", [200])
     shuffle_parquet(paths, tmp_path / "piles", n_piles=3, seed=0, columns=["text", "id"])

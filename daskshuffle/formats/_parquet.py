@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import fsspec.parquet
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
@@ -32,6 +33,9 @@ from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
 
 _GLOB_CHARS = frozenset("*?[")
+#: A remote block's byte ranges are fetched all at once, in requests of at most this many bytes (a column chunk
+#: larger than it is one request): one request streams at one connection's speed.
+REMOTE_RANGE_NBYTES = 8 * 2**20
 COMPRESSIONS = PARQUET_COMPRESSIONS
 
 
@@ -63,13 +67,17 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
                 f"Expected src to match Parquet files. Got {text!r}, which matches none, instead."
             )
         return [(path, None) for path in paths]
-    if not fs.exists(inner):
+    # One look for the path and one listing for a directory: each is a request on object storage.
+    try:
+        kind = fs.info(inner)["type"]
+    except FileNotFoundError:
         raise SourceNotFoundError(
             f"Expected src to be an existing Parquet file or directory. Got {text!r}, which does not exist, instead."
-        )
-    if fs.isfile(inner):
+        ) from None
+    if kind == "file":
         return [(inner, None)]
-    if fs.exists(f"{inner}/zarr.json") or fs.exists(f"{inner}/.zgroup") or fs.exists(f"{inner}/.zarray"):
+    names = {path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False)}
+    if names & {"zarr.json", ".zgroup", ".zarray"}:
         raise DaskShuffleValueError(
             f"Expected src to be Parquet files. Got {text!r}, which is a Zarr store, instead; shuffle it with "
             "shuffle_zarr (daskshuffle zarr), or shuffle_xarray for an xarray dataset."
@@ -251,8 +259,26 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
     def read_block(self, block: int) -> pa.Table:
         index, row_groups = self.blocks[block]
         path, partition = self.files[index]
+        if not isinstance(self.filesystem, pafs.PyFileSystem):  # a local file: pyarrow reads it itself
+            return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
+        # Remote: the footer, then every byte range of the block's row groups at once (fsspec's cat_ranges),
+        # rather than one ranged request after another through a buffered file.
+        fs = self.filesystem.handler.fs
+        with fsspec.parquet.open_parquet_file(
+            path,
+            fs=fs,
+            columns=list(self.schema.names),  # those the file holds; partition columns are not in it
+            row_groups=list(row_groups),
+            engine="pyarrow",
+            max_block=REMOTE_RANGE_NBYTES,
+        ) as file:
+            return self._read_fragment(file, partition, row_groups)
+
+    def _read_fragment(
+        self, source: Any, partition: Any, row_groups: Sequence[int], filesystem: Any = None
+    ) -> pa.Table:
         fragment = pads.ParquetFileFormat().make_fragment(
-            path, filesystem=self.filesystem, partition_expression=partition, row_groups=list(row_groups)
+            source, filesystem=filesystem, partition_expression=partition, row_groups=list(row_groups)
         )
         # The scanner fills missing columns with nulls, adds partition columns and casts to the unified schema.
         table = fragment.to_table(schema=self.schema, columns=self.schema.names)
