@@ -70,7 +70,7 @@ def epoch(
     work_s: float,
     cache: Path | None = None,
 ) -> int:
-    rows, peak = 0, 0
+    rows, peak, kept = 0, 0, 0
     began = time.perf_counter()
     with daskshuffle.PileLoader(
         store, batch_size=batch_size, seed=0, prefetch=prefetch, cache=cache, storage_options=storage_options
@@ -81,9 +81,12 @@ def epoch(
                 LAST_EPOCH["first batch s"] = time.perf_counter() - began
             rows += len(batch["id"])
             peak = max(peak, reader.fetched_nbytes)
+            fetches = getattr(getattr(reader, "_files", None), "fetches", None)  # a Zarr store's shared chunks kept
+            kept = max(kept, fetches.kept_nbytes if fetches is not None else 0)
             if work_s:
                 time.sleep(work_s)  # a training step, outside the GIL
     LAST_EPOCH["read ahead peak"] = peak
+    LAST_EPOCH["kept peak"] = kept
     return rows
 
 
@@ -302,7 +305,8 @@ def main() -> None:
         for name, values in extra.items():
             print(
                 f"{name}: first batch {values['first batch s'] * 1e3:.0f} ms, "
-                f"most bytes fetched ahead {format_bytes(int(values['read ahead peak']))}"
+                f"most bytes fetched ahead {format_bytes(int(values['read ahead peak']))}, "
+                f"most kept for a read to come {format_bytes(int(values['kept peak']))}"
             )
     finally:
         if args.dir is None:
