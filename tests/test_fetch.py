@@ -148,23 +148,6 @@ def test_a_fetch_kept_as_it_is_taken_serves_the_reads_after_it(fs: CountingFS | 
     fetches.clear()
 
 
-def test_a_fetch_wanted_while_another_read_holds_it_is_kept_when_that_read_lets_go(
-    fs: CountingFS | AsyncCountingFS,
-) -> None:
-    """A read ahead that also holds a shared chunk is dropped (it will not come): the chunk stays kept."""
-    fetches = Fetches(fs)
-    assert fetches.start("one", ["/files/a"], nbytes=3)
-    assert fetches.start("ahead", ["/files/a", "/files/b"], nbytes=6)
-    assert fetches.take("one", "/files/a", keep=True).result(timeout=10) == b"aaa"  # type: ignore[union-attr]
-    assert fetches.kept_nbytes == 0  # read "ahead" still holds it
-    fetches.drop("ahead")
-    assert fetches.kept_nbytes == 3
-    assert fetches.start("two", ["/files/a"], nbytes=3)
-    assert fetches.take("two", "/files/a").result(timeout=10) == b"aaa"  # type: ignore[union-attr]
-    assert fs.reads["/files/a"] == 1
-    fetches.clear()
-
-
 def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS | AsyncCountingFS) -> None:
     fetches = Fetches(fs)
     fs.pipe_file("/files/long", b"0123456789")

@@ -93,8 +93,6 @@ class Fetches:
         self._kept: OrderedDict[Request, tuple[Future[bytes], int]] = OrderedDict()
         #: Bytes of the files kept for reads still to come (those landed).
         self.kept_nbytes = 0
-        #: Requests to keep once the reads that hold them now let go of them (taken, or dropped).
-        self._wanted: set[Request] = set()
         self._reads: dict[Hashable, _Read] = {}
         self._files: dict[Request, tuple[Future[bytes], int]] = {}  # request: (its bytes, reads that will take them)
         self._queue: deque[tuple[Request, Future[bytes]]] = deque()
@@ -156,9 +154,10 @@ class Fetches:
             if request not in read.requests:
                 return None  # handed over already, or not one of this read's
             read.requests.discard(request)
-            if keep:
-                self._wanted.add(request)  # kept when the last read that holds it lets go
-            future, kept = self._release(request)
+            future = self._release(request)
+            kept = keep and request not in self._files and request not in self._kept  # no read under way takes it
+            if kept:
+                self._kept[request] = (future, 0)
             if not read.requests:
                 self.nbytes -= self._reads.pop(key).nbytes
         if kept:  # outside the lock: a fetch landed already calls back at once, in this thread
@@ -218,11 +217,9 @@ class Fetches:
             if read is None:
                 return
             self.nbytes -= read.nbytes
-            released = [(request, *self._release(request)) for request in read.requests]
-        for request, future, kept in released:
-            if kept:
-                future.add_done_callback(functools.partial(self._kept_landed, request))
-            elif request not in self._files:
+            released = [self._release(request) for request in read.requests]
+        for request, future in zip(read.requests, released, strict=True):
+            if request not in self._files:
                 future.cancel()
 
     def clear(self) -> None:
@@ -230,7 +227,6 @@ class Fetches:
         with self._lock:
             keys = list(self._reads)
             self._kept.clear()
-            self._wanted.clear()
             self.kept_nbytes = 0
         for key in keys:
             self.drop(key)
@@ -239,23 +235,13 @@ class Fetches:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _release(self, request: Request) -> tuple[Future[bytes], bool]:
-        """A read lets go of ``request``: its fetch, and whether it is now kept (wanted, and no read holds it).
-
-        Under the lock; the caller watches a kept fetch land (:meth:`_kept_landed`) once it let go of the lock.
-        """
+    def _release(self, request: Request) -> Future[bytes]:
         future, readers = self._files[request]
         if readers > 1:
             self._files[request] = (future, readers - 1)
-            return future, False
-        del self._files[request]
-        if request not in self._wanted:
-            return future, False
-        self._wanted.discard(request)
-        if request in self._kept:
-            return future, False
-        self._kept[request] = (future, 0)
-        return future, True
+        else:
+            del self._files[request]
+        return future
 
     def _send(self) -> None:
         """Send the queued requests that fit in flight.
