@@ -222,7 +222,7 @@ class ArrayPieces(Pieces[ArrayRows]):
         return {key: b"".join(next(data) for _ in range(count)) for key, count in zip(keys, counts, strict=True)}
 
 
-#: Bytes of a part of a piece file on object storage, and the parts written at once by one task.
+#: Bytes of a part of a piece file on object storage, and the parts (or Parquet part files) written at once by one task.
 PART_NBYTES = 4 * 2**20
 PARTS_AT_ONCE = 8
 

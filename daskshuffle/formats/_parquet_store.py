@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
 from ..plan._plan import split_piles
 from ..storage._location import Location
+from ._arrays import PARTS_AT_ONCE
 from ._base import Destination, Pieces
 from ._parquet_layout import AUTO, column_options
 from ._pile_metadata import check_pile_metadata, check_store_exists
@@ -57,11 +58,10 @@ __all__ = [
 METADATA_FILE = "_daskshuffle.json"
 PART = re.compile(r"part-(\d+)\.parquet")
 _PIECE_OFFSETS = b"daskshuffle.piece_offsets"
-#: On object storage a merge group's rows go to part files of whole piles of about this size, up to
-#: :data:`REMOTE_PARTS_AT_ONCE` written at once: one request streams at one connection's speed
-#: (100 MB/s on the S3 model of the benchmarks), where several go side by side.
+#: On object storage a merge group's rows go to part files of whole piles of about this size, written
+#: :data:`~daskshuffle.formats._arrays.PARTS_AT_ONCE` at once, as pieces are: one request streams at one
+#: connection's speed (100 MB/s on the S3 model of the benchmarks), where several go side by side.
 REMOTE_PART_NBYTES = 16 * 2**20
-REMOTE_PARTS_AT_ONCE = 8
 
 
 def arrow_filesystem(location: Location) -> tuple[pafs.FileSystem, str]:
@@ -268,7 +268,7 @@ class ParquetDestination(Destination[pa.Table]):
         if len(files) == 1:
             self._write_part(dst, start, rows, bounds)
             return
-        with ThreadPoolExecutor(min(len(files), REMOTE_PARTS_AT_ONCE), thread_name_prefix="daskshuffle-put") as pool:
+        with ThreadPoolExecutor(min(len(files), PARTS_AT_ONCE), thread_name_prefix="daskshuffle-put") as pool:
             written = [
                 pool.submit(
                     self._write_part,

@@ -57,7 +57,7 @@ class Chunks:
     fill_value: Any
     row_nbytes: int
     #: Rows of the variable (its first dimension).
-    n_rows: int = 0
+    n_rows: int
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
 
@@ -219,7 +219,7 @@ class ChunkFiles:
         futures = [fetches.take((start, stop), path, keep=path in shared) for path in paths]
         cache = self.cache
         missing = [path for path, future in zip(paths, futures, strict=True) if future is None]
-        # One call for the files not fetched ahead: an async filesystem (S3, GCS, HTTP) fetches them concurrently.
+        # Files the read started ahead did not ask for (cached then, evicted since): one call, all at once.
         none = [None] * len(missing)
         fetched = self._fs.cat_ranges(missing, none, none, on_error="return") if missing else []
         for path, data in zip(missing, fetched, strict=True):
