@@ -21,6 +21,11 @@ What it models, request by request:
   bytes a get returns or a put sends: a request of N bytes ends no sooner than
   ``latency + N / bandwidth`` after it starts (the local disk work overlaps
   that time, it is not added to it);
+- a server apart from the client: the disk work of each request runs in a
+  thread of the model's own (``SERVER_THREADS`` of them), never on the
+  client's event loop, so requests in flight do their disk work side by side
+  as a store's servers do, and a large put does not hold up the client's other
+  requests;
 - unlimited requests in flight, or at most ``max_in_flight`` per filesystem
   instance and event loop (an ``asyncio.Semaphore``; a request waiting for a
   slot has not started);
@@ -52,6 +57,7 @@ no limit on the aggregate bandwidth unless ``total_bandwidth`` is given.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import shutil
 import threading
@@ -73,6 +79,9 @@ KINDS: tuple[Kind, ...] = ("get", "put", "list", "head", "delete", "copy")
 PAGE = 1000
 #: Names of files being written; never listed.
 _PARTIAL = ".s3model-partial-"
+#: Threads of the modelled server: each runs one request's disk work at a time.
+SERVER_THREADS = 64
+_server = concurrent.futures.ThreadPoolExecutor(SERVER_THREADS, thread_name_prefix="s3model-server")
 
 
 class _Stats:
@@ -239,7 +248,7 @@ class S3ModelFileSystem(AsyncFileSystem):
         try:
             began = time.monotonic()
             try:
-                result = work()
+                result = await asyncio.get_running_loop().run_in_executor(_server, work)
             except BaseException:
                 self._stats.add(kind, 1)
                 await _sleep_until(began + self.latency)
