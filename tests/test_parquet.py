@@ -209,6 +209,11 @@ def test_each_column_is_encoded_for_its_data(tmp_path: Path, compression: str) -
             "label": pa.array(rng.integers(0, 4, n)),  # four values
             "word": pa.array(rng.choice(["cat", "dog", "owl"], n)),
             "tokens": pa.array([[int(v)] * 3 for v in rng.integers(0, 9, n)], pa.list_(pa.int32())),
+            # Nested columns are chosen for leaf by leaf: an embedding's floats as x, a struct's label as label.
+            "emb": pa.FixedSizeListArray.from_arrays(rng.standard_normal(4 * n, dtype=np.float32), 4),
+            "meta": pa.StructArray.from_arrays(
+                [pa.array(rng.integers(0, 4, n)), rng.standard_normal(n)], names=["label", "score"]
+            ),
         }
     )
     (tmp_path / "raw").mkdir()
@@ -216,7 +221,15 @@ def test_each_column_is_encoded_for_its_data(tmp_path: Path, compression: str) -
     shuffle_parquet(tmp_path / "raw", tmp_path / "piles", n_piles=4, seed=0, compression=compression)
     chunks = _column_chunks(tmp_path / "piles")
     dictionary = {path: {column.has_dictionary_page for column in found} for path, found in chunks.items()}
-    assert dictionary == {"x": {False}, "label": {True}, "word": {True}, "tokens.list.element": {True}}
+    assert dictionary == {
+        "x": {False},
+        "label": {True},
+        "word": {True},
+        "tokens.list.element": {True},
+        "emb.list.element": {False},
+        "meta.label": {True},
+        "meta.score": {False},
+    }
     codecs = {path: {column.compression for column in found} for path, found in chunks.items()}
     if compression == "auto":
         assert codecs == {
@@ -224,6 +237,9 @@ def test_each_column_is_encoded_for_its_data(tmp_path: Path, compression: str) -
             "label": {"SNAPPY"},
             "word": {"SNAPPY"},
             "tokens.list.element": {"SNAPPY"},
+            "emb.list.element": {"UNCOMPRESSED"},
+            "meta.label": {"SNAPPY"},
+            "meta.score": {"UNCOMPRESSED"},
         }
     else:
         assert set().union(*codecs.values()) == {"ZSTD"}

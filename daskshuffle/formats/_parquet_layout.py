@@ -12,13 +12,19 @@ So each part file's columns are chosen from a sample of the rows it holds
 (:func:`column_options`):
 
 - **Dictionary** for a column with few distinct values (at most
-  :data:`DICTIONARY_FRACTION` of the sampled rows: categories, labels, repeated
-  strings), for a column that is already dictionary-typed, and for nested
-  columns (lists, structs: pyarrow's default, kept); plain encoding otherwise.
+  :data:`DICTIONARY_FRACTION` of the sampled values: categories, labels,
+  repeated strings) and for a column that is already dictionary-typed; plain
+  encoding otherwise.
 - **Codec**, with ``compression="auto"`` (the default): snappy for a column whose
   sampled bytes snappy shrinks by at least
-  :data:`~daskshuffle.formats._layout.COMPRESSIBLE_RATIO`, and for nested
-  columns; none for the rest. A codec named by the user is used for every column.
+  :data:`~daskshuffle.formats._layout.COMPRESSIBLE_RATIO`; none for the rest. A
+  codec named by the user is used for every column.
+
+A nested column (lists, structs, maps) is stored as leaf columns, and each leaf
+is chosen for by its own values: the float32 values of an embedding column
+(``fixed_size_list<float>[64]``) are plain and uncompressed, as ``x`` (float32)
+is. Dictionary-encoded and snappy (pyarrow's default), such a column took 55%
+more bytes, ten times as long to write and three times as long to read.
 
 Each column chunk's codec and encodings are recorded in the file's own footer,
 where every Parquet reader finds them.
@@ -80,22 +86,33 @@ def leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:
     return paths
 
 
-def _few_distinct(column: pa.ChunkedArray) -> bool:
+def _leaves(array: pa.Array) -> list[pa.Array]:
+    """The values of each Parquet leaf column of ``array``, in the order of :func:`leaf_paths`."""
+    kind = array.type
+    if pa.types.is_struct(kind):
+        return [leaf for field in array.flatten() for leaf in _leaves(field)]
+    if pa.types.is_map(kind):
+        return _leaves(array.keys) + _leaves(array.items)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _leaves(array.flatten())
+    return [array]
+
+
+def _few_distinct(leaf: pa.Array) -> bool:
     try:
-        distinct = int(pc.count_distinct(column).as_py())
+        distinct = int(pc.count_distinct(leaf).as_py())
     except pa.ArrowNotImplementedError:  # a type Arrow cannot count (all nulls, an extension type): plain
         return False
-    return distinct <= DICTIONARY_FRACTION * max(len(column), 1)
+    return distinct <= DICTIONARY_FRACTION * max(len(leaf), 1)
 
 
-def _compresses(column: pa.ChunkedArray) -> bool:
-    """Whether snappy shrinks the column's values (its buffers but the validity bitmaps) enough to be worth it."""
+def _compresses(leaf: pa.Array) -> bool:
+    """Whether snappy shrinks the leaf's values (its buffers but the validity bitmap) enough to be worth it."""
     parts, size = [], 0
-    for chunk in column.chunks:
-        for buffer in chunk.buffers()[1:]:
-            if buffer is not None and size < SAMPLE_NBYTES:
-                parts.append(buffer.slice(0, min(buffer.size, SAMPLE_NBYTES - size)).to_pybytes())
-                size += len(parts[-1])
+    for buffer in leaf.buffers()[1:]:
+        if buffer is not None and size < SAMPLE_NBYTES:
+            parts.append(buffer.slice(0, min(buffer.size, SAMPLE_NBYTES - size)).to_pybytes())
+            size += len(parts[-1])
     raw = b"".join(parts)
     if not raw:
         return False
@@ -121,11 +138,11 @@ def column_options(table: pa.Table, compression: str) -> tuple[list[str], str | 
     dictionary: list[str] = []
     codecs: dict[str, str] = {}
     for name, paths in leaf_paths(table.schema).items():
-        column = sample.column(name)
-        nested = pa.types.is_nested(column.type)
-        if nested or pa.types.is_dictionary(column.type) or _few_distinct(column):
-            dictionary += paths
-        if compression == AUTO:
-            codec = AUTO_CODEC if nested or _compresses(column) else "none"
-            codecs.update(dict.fromkeys(paths, codec))
+        column = sample.column(name).combine_chunks()
+        for path, leaf in zip(paths, _leaves(column), strict=True):
+            leaf = leaf.slice(0, SAMPLE_ROWS)  # a list column has many values a row
+            if pa.types.is_dictionary(leaf.type) or _few_distinct(leaf):
+                dictionary.append(path)
+            if compression == AUTO:
+                codecs[path] = AUTO_CODEC if _compresses(leaf) else "none"
     return dictionary, codecs if compression == AUTO else compression
