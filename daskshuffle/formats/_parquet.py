@@ -17,24 +17,25 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec.parquet
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from ..plan._levels import MIN_READ_NBYTES
 from ..plan._options import PARQUET_COMPRESSIONS
 from ..storage._location import Location
 from ..storage._paths import normalize
 from ._base import FileSource
+from ._parquet_fetched import FetchedFile, NotFetchedError, coalesce, column_chunk_bytes, fetch_spans, footer_tail
 from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
 
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
 
 _GLOB_CHARS = frozenset("*?[")
-#: A remote block's byte ranges are fetched all at once, in requests of at most this many bytes (a column chunk
-#: larger than it is one request): one request streams at one connection's speed.
+#: A remote block's byte ranges are fetched all at once, in requests of at most this many bytes (a larger range is
+#: cut into several): one request streams at one connection's speed.
 REMOTE_RANGE_NBYTES = 8 * 2**20
 COMPRESSIONS = PARQUET_COMPRESSIONS
 
@@ -48,6 +49,10 @@ class SourceFile:
     schema: pa.Schema
     row_group_rows: tuple[int, ...]
     row_group_nbytes: tuple[dict[str, int], ...]  # uncompressed bytes of each column
+    # On object storage only: where each row group's column chunks lie, as (column, first byte, end), and the
+    # bytes pyarrow reads for the footer. A read fetches them all at once.
+    row_group_bytes: tuple[tuple[tuple[str, int, int], ...], ...] = ()
+    footer_bytes: tuple[int, int] = (0, 0)
 
 
 def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None) -> list[tuple[str, Any]]:
@@ -103,6 +108,7 @@ def _inspect(path: str, partition: Any, afs: pafs.FileSystem) -> SourceFile:
     try:
         with afs.open_input_file(path) as file:
             metadata = pq.ParquetFile(file).metadata
+            size = file.size()
         schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowInvalid, OSError) as error:
         raise DaskShuffleValueError(
@@ -115,13 +121,29 @@ def _inspect(path: str, partition: Any, afs: pafs.FileSystem) -> SourceFile:
             if field.name not in schema.names:
                 schema = schema.append(field)
     groups = [metadata.row_group(index) for index in range(metadata.num_row_groups)]
+    remote = isinstance(afs, pafs.PyFileSystem)
     return SourceFile(
         path=path,
         partition=expression,
         schema=schema,
         row_group_rows=tuple(group.num_rows for group in groups),
         row_group_nbytes=tuple(_column_nbytes(group) for group in groups),
+        row_group_bytes=tuple(_column_bytes(group) for group in groups) if remote else (),
+        footer_bytes=footer_tail(size, metadata) if remote else (0, 0),
     )
+
+
+def _column_bytes(group: Any) -> tuple[tuple[str, int, int], ...]:
+    columns = (group.column(index) for index in range(group.num_columns))
+    return tuple((column.path_in_schema.split(".")[0], *column_chunk_bytes(column)) for column in columns)
+
+
+def _block_spans(file: SourceFile, row_groups: Sequence[int], names: set[str]) -> tuple[tuple[int, int], ...]:
+    """The byte ranges a read of ``row_groups`` of a remote ``file`` fetches: its columns of ``names``, the footer."""
+    if not file.row_group_bytes:
+        return ()
+    chunks = [(first, end) for group in row_groups for name, first, end in file.row_group_bytes[group] if name in names]
+    return coalesce([*chunks, file.footer_bytes], MIN_READ_NBYTES["object"])
 
 
 def _column_nbytes(group: Any) -> dict[str, int]:
@@ -223,12 +245,14 @@ def open_parquet_sources(
         if run:
             blocks.append((index, tuple(run)))
             lengths.append(run_rows)
+    spans = [_block_spans(files[index], row_groups, names) for index, row_groups in blocks]
     n_rows = sum(lengths)
     return ParquetFormat(
         filesystem=afs,
         files=[(file.path, file.partition) for file in files],
         sources=[normalize(item) if isinstance(item, str | os.PathLike) else str(item) for item in items],
         blocks=blocks,
+        spans=spans,
         lengths=lengths,
         schema=schema,
         row_nbytes=max(1, -(-total_nbytes // max(n_rows, 1))),
@@ -248,6 +272,7 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
         files: list[tuple[str, Any]],
         sources: list[str],
         blocks: list[tuple[int, tuple[int, ...]]],
+        spans: list[tuple[tuple[int, int], ...]],
         **table: Any,
     ) -> None:
         super().__init__(**table)
@@ -255,24 +280,21 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
         self.files = files
         self.sources = sources
         self.blocks = blocks
+        self.spans = spans  # a remote block's byte ranges: see _block_spans
 
     def read_block(self, block: int) -> pa.Table:
         index, row_groups = self.blocks[block]
         path, partition = self.files[index]
-        if not isinstance(self.filesystem, pafs.PyFileSystem):  # a local file: pyarrow reads it itself
+        if not self.spans[block]:  # a local file: pyarrow reads it itself
             return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
-        # Remote: the footer, then every byte range of the block's row groups at once (fsspec's cat_ranges),
-        # rather than one ranged request after another through a buffered file.
-        fs = self.filesystem.handler.fs
-        with fsspec.parquet.open_parquet_file(
-            path,
-            fs=fs,
-            columns=list(self.schema.names),  # those the file holds; partition columns are not in it
-            row_groups=list(row_groups),
-            engine="pyarrow",
-            max_block=REMOTE_RANGE_NBYTES,
-        ) as file:
-            return self._read_fragment(file, partition, row_groups)
+        # Remote: every byte range of the block and the footer at once, large ones in several requests, rather than
+        # one ranged request after another through a buffered file.
+        fetched = fetch_spans(self.filesystem.handler.fs, path, self.spans[block], REMOTE_RANGE_NBYTES)
+        try:
+            with pa.PythonFile(FetchedFile(fetched), mode="r") as file:
+                return self._read_fragment(file, partition, row_groups)
+        except NotFetchedError:  # a writer that put a column chunk outside the bytes its footer gives
+            return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
 
     def _read_fragment(
         self, source: Any, partition: Any, row_groups: Sequence[int], filesystem: Any = None

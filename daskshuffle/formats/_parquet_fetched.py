@@ -1,30 +1,104 @@
-"""Byte ranges of a Parquet part file, fetched from object storage and read by pyarrow as the file.
+"""Byte ranges of a Parquet file, fetched from object storage and read by pyarrow as the file.
 
-A read of a remote Parquet pile store requests the byte ranges of the column
-chunks it needs (:class:`~daskshuffle.storage._fetch.Fetches`) and hands them
-to pyarrow as one file (:class:`FetchedFile`), which decodes the row groups
-from them without another request.
+A read of a remote Parquet file requests the byte ranges of the column chunks
+it needs, all at once, and hands them to pyarrow as one file
+(:class:`FetchedFile`), which decodes the row groups from them without another
+request. The pile store's reads fetch their ranges through
+:class:`~daskshuffle.storage._fetch.Fetches`; a shuffle's reads of a remote
+source with :func:`fetch_spans`. A Parquet writer's column chunk lies where
+:func:`column_chunk_bytes` says; pyarrow reads a footer from the file's last
+:func:`footer_tail` bytes.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
+from typing import Any
 
-__all__ = ["Fetched", "FetchedFile", "Range", "bytes_of"]
+import pyarrow.parquet as pq
+
+__all__ = [
+    "Fetched",
+    "FetchedFile",
+    "NotFetchedError",
+    "Range",
+    "bytes_of",
+    "coalesce",
+    "column_chunk_bytes",
+    "fetch_spans",
+    "footer_tail",
+]
 
 #: A part file's path and the first and end byte of a range of it.
 Range = tuple[str, int, int]
 #: A byte range and its fetch.
 Fetched = tuple[Range, Future[bytes]]
+#: The bytes pyarrow reads first at the end of a Parquet file, for its footer (parquet-cpp's footer read size).
+FOOTER_READ_NBYTES = 64 * 2**10
+
+
+class NotFetchedError(OSError):
+    """A read of bytes of a :class:`FetchedFile` that were not fetched."""
+
+
+def column_chunk_bytes(column: pq.ColumnChunkMetaData) -> tuple[int, int]:
+    """Where pyarrow reads a column chunk: from its dictionary page, if it has one, else its first data page."""
+    first = column.data_page_offset
+    if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < first:
+        first = column.dictionary_page_offset
+    return first, first + column.total_compressed_size
+
+
+def footer_tail(size: int, metadata: pq.FileMetaData) -> tuple[int, int]:
+    """The bytes at the end of a file of ``size`` bytes that pyarrow reads for its footer ``metadata``."""
+    return max(0, size - max(FOOTER_READ_NBYTES, metadata.serialized_size + 8)), size
+
+
+def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> tuple[tuple[int, int], ...]:
+    """``ranges`` in order, those that overlap or lie less than ``gap`` bytes apart made one."""
+    spans: list[list[int]] = []
+    for start, end in sorted(ranges):
+        if spans and start <= spans[-1][1] + gap:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    return tuple((start, end) for start, end in spans)
+
+
+def fetch_spans(fs: Any, path: str, spans: Sequence[tuple[int, int]], most: int) -> list[tuple[int, bytes]]:
+    """The bytes of each span of ``path``, fetched at once in requests of at most ``most`` bytes.
+
+    A span is cut into equal requests: each request streams at one
+    connection's speed, so a large column chunk comes in as fast as a small one.
+    """
+    cuts = []
+    for start, end in spans:
+        n = max(1, -(-(end - start) // most))
+        cuts.append([start + (end - start) * k // n for k in range(n + 1)])
+    starts = [a for bounds in cuts for a in bounds[:-1]]
+    ends = [b for bounds in cuts for b in bounds[1:]]
+    found = iter(fs.cat_ranges([path] * len(starts), starts, ends))
+    fetched = []
+    for bounds in cuts:
+        parts = [next(found) for _ in bounds[:-1]]
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        if len(data) != bounds[-1] - bounds[0]:
+            raise OSError(
+                f"{len(data):,} bytes of {path!r} at {bounds[0]:,} instead of {bounds[-1] - bounds[0]:,}: "
+                "the file changed while it was read"
+            )
+        fetched.append((bounds[0], data))
+    return fetched
 
 
 class FetchedFile:
-    """Byte ranges of a part file, fetched, read as the file by ``pyarrow.PythonFile`` (no copy within a range).
+    """Byte ranges of a Parquet file, fetched, read as the file by ``pyarrow.PythonFile`` (no copy within a range).
 
     Its size is the end of the last range: pyarrow reads a row group's column
-    chunks, from the footer it is given, and nothing else. A read of bytes not
-    fetched raises ``OSError``.
+    chunks, from the footer it is given or at the file's end, and nothing else.
+    A read of bytes not fetched raises :class:`NotFetchedError`.
     """
 
     closed = False
@@ -50,10 +124,10 @@ class FetchedFile:
         position = start
         while position < stop:
             if index < 0 or index >= len(self._ranges):
-                raise OSError(f"bytes {position}:{stop} of the part file were not fetched")
+                raise NotFetchedError(f"bytes {position}:{stop} of the file were not fetched")
             first, data = self._ranges[index]
             if not first <= position < first + len(data):
-                raise OSError(f"bytes {position}:{stop} of the part file were not fetched")
+                raise NotFetchedError(f"bytes {position}:{stop} of the file were not fetched")
             end = min(stop, first + len(data))
             parts.append(memoryview(data)[position - first : end - first])
             position, index = end, index + 1

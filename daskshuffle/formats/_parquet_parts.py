@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
 from ..storage._location import Location
-from ._parquet_fetched import FetchedFile, Range
+from ._parquet_fetched import FetchedFile, Range, column_chunk_bytes
 from ._parquet_store import PART, arrow_filesystem, part_name
 
 __all__ = ["FOOTERS_KEPT", "FOOTER_NBYTES", "Layout", "Part", "PartFiles", "Piece"]
@@ -146,11 +146,7 @@ class PartFiles:
             row_group = footer.row_group(group)
             for position, leaf in enumerate(leaves):
                 column = row_group.column(leaf)
-                # Where pyarrow starts reading a column chunk: its dictionary page, if it has one, else its first data page.
-                first = column.data_page_offset
-                if column.has_dictionary_page and 0 < (column.dictionary_page_offset or 0) < first:
-                    first = column.dictionary_page_offset
-                chunks[group, position] = (first, first + column.total_compressed_size, column.total_uncompressed_size)
+                chunks[group, position] = (*column_chunk_bytes(column), column.total_uncompressed_size)
         return Layout(part.group_starts, chunks, footer.serialized_size + 8)
 
     def _layout(self, index: int, pile: int | None) -> Layout:

@@ -74,11 +74,6 @@ def arrow_filesystem(location: Location) -> tuple[pafs.FileSystem, str]:
     return pafs.PyFileSystem(pafs.FSSpecHandler(location.fs)), location.path
 
 
-def _part_name(start: int) -> str:
-    # Zero-padded so that every reader's lexicographic file order is row order.
-    return f"part-{start:015d}.parquet"
-
-
 def part_name(start: int) -> str:
     # Zero-padded so that every reader's lexicographic file order is row order.
     return f"part-{start:015d}.parquet"
