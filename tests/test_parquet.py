@@ -291,6 +291,53 @@ def test_a_remote_source_is_read_as_the_same_files_on_a_local_disk(tmp_path: Pat
     assert remote.equals(local)
 
 
+def test_a_remote_block_is_fetched_at_once_in_requests_of_at_most_the_range_size(tmp_path: Path) -> None:
+    """The block's column chunks of the columns read, and the footer, in one batch; a large range cut into several."""
+    import fsspec
+
+    rng = np.random.default_rng(0)
+    table = pa.table({"id": np.arange(60_000), "x": rng.standard_normal(60_000)})
+    pq.write_table(table, tmp_path / "data.parquet", row_group_size=20_000, compression="none")
+    url = f"memory://remote-parquet-ranges-{tmp_path.name}/data.parquet"
+    fsspec.filesystem("memory").put(str(tmp_path / "data.parquet"), url.removeprefix("memory://"))
+    fmt = open_parquet_sources(url, columns=["x"], block_nbytes=2**30, writing=ParquetWriting())
+    spans = fmt.spans[0]  # x of each row group (160 KB), apart: the id chunks between them are not fetched
+    assert len(spans) == 3 and spans[-1][1] == fsspec.filesystem("memory").size(url.removeprefix("memory://"))
+    batches: list[list[int]] = []
+    memory = fmt.filesystem.handler.fs
+    original = memory.cat_ranges
+
+    def counted(paths: list[str], starts: list[int], ends: list[int], **kwargs: object) -> list[bytes]:
+        batches.append([end - start for start, end in zip(starts, ends, strict=True)])
+        return original(paths, starts, ends, **kwargs)
+
+    memory.cat_ranges = counted
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("daskshuffle.formats._parquet.REMOTE_RANGE_NBYTES", 100_000)
+            rows = fmt.read_block(0)
+    finally:
+        del memory.cat_ranges
+    assert rows.column_names == ["x"] and rows.column("x").equals(table.column("x"))
+    assert len(batches) == 1 and max(batches[0]) <= 100_000
+    assert len(batches[0]) == sum(-(-(end - start) // 100_000) for start, end in spans)
+    assert sum(batches[0]) == sum(end - start for start, end in spans)
+
+
+def test_a_remote_block_whose_bytes_lie_outside_its_ranges_is_read_whole(tmp_path: Path) -> None:
+    """A writer that puts a column chunk outside the bytes its footer gives: pyarrow reads the file itself."""
+    import fsspec
+
+    pq.write_table(typed_table(0, 500), tmp_path / "data.parquet", row_group_size=100)
+    url = f"memory://remote-parquet-outside-{tmp_path.name}/data.parquet"
+    fsspec.filesystem("memory").put(str(tmp_path / "data.parquet"), url.removeprefix("memory://"))
+    fmt = open_parquet_sources(url, columns=None, block_nbytes=2**30, writing=ParquetWriting())
+    fmt.spans[0] = fmt.spans[0][-1:]  # the footer alone, as if the column chunks lay elsewhere
+    rows = fmt.read_block(0)
+    assert rows.num_rows == 500
+    assert rows.equals(pq.read_table(tmp_path / "data.parquet").replace_schema_metadata(rows.schema.metadata))
+
+
 def test_columns_selects_and_keeps_order(tmp_path: Path) -> None:
     paths = write_files(tmp_path / "raw", [200])
     shuffle_parquet(paths, tmp_path / "piles", n_piles=3, seed=0, columns=["text", "id"])
