@@ -393,7 +393,7 @@ def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parque
     """A footer larger than the bytes first requested is requested again, whole; a truncated part is named."""
     import pyarrow.parquet as pq
 
-    from daskshuffle.formats._parquet_parts import FOOTER_NBYTES
+    from daskshuffle.formats._parquet_fetched import FOOTER_NBYTES
     from daskshuffle.formats._parquet_reader import ParquetPileReader
 
     local, remote = parquet_store

@@ -28,7 +28,15 @@ from ..plan._options import PARQUET_COMPRESSIONS
 from ..storage._location import Location
 from ..storage._paths import normalize
 from ._base import FileSource
-from ._parquet_fetched import FetchedFile, NotFetchedError, coalesce, column_chunk_bytes, fetch_spans, footer_tail
+from ._parquet_fetched import (
+    FetchedFile,
+    NotFetchedError,
+    coalesce,
+    column_chunk_bytes,
+    fetch_spans,
+    footer_tail,
+    read_footer,
+)
 from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
 
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
@@ -55,8 +63,13 @@ class SourceFile:
     footer_bytes: tuple[int, int] = (0, 0)
 
 
-def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None) -> list[tuple[str, Any]]:
-    """The Parquet files of one ``src`` item, each with its hive partition expression."""
+def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None) -> list[tuple[str, Any, int]]:
+    """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
+
+    A file costs one look; a directory or a glob one more, a listing however
+    deep (on object storage each is a request). Files and directories whose
+    names start with ``.`` or ``_`` are left out, as every Parquet reader does.
+    """
     if not isinstance(item, str | os.PathLike):
         raise DaskShuffleTypeError(
             f"Expected src to be a path, URL or glob, or a list of them. Got {type(item).__name__} instead."
@@ -64,55 +77,66 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
     text = os.fspath(item)
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
-    afs, _ = arrow_filesystem(where)
     if _GLOB_CHARS & set(os.path.basename(text)):
-        paths = sorted(path for path in fs.glob(inner) if fs.isfile(path))
+        matched = fs.glob(inner, detail=True)
+        paths = sorted((path, int(info["size"])) for path, info in matched.items() if info["type"] == "file")
         if not paths:
             raise SourceNotFoundError(
                 f"Expected src to match Parquet files. Got {text!r}, which matches none, instead."
             )
-        return [(path, None) for path in paths]
-    # One look for the path and one listing for a directory: each is a request on object storage.
+        return [(path, None, size) for path, size in paths]
     try:
-        kind = fs.info(inner)["type"]
+        info = fs.info(inner)
     except FileNotFoundError:
         raise SourceNotFoundError(
             f"Expected src to be an existing Parquet file or directory. Got {text!r}, which does not exist, instead."
         ) from None
-    if kind == "file":
-        return [(inner, None)]
-    names = {path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False)}
-    if names & {"zarr.json", ".zgroup", ".zarray"}:
+    if info["type"] == "file":
+        return [(inner, None, int(info["size"]))]
+    root = inner.rstrip("/")
+    below = {path[len(root) + 1 :]: info for path, info in fs.find(root, detail=True).items() if path != root}
+    if {relative.split("/", 1)[0] for relative in below} & {"zarr.json", ".zgroup", ".zarray"}:
         raise DaskShuffleValueError(
             f"Expected src to be Parquet files. Got {text!r}, which is a Zarr store, instead; shuffle it with "
             "shuffle_zarr (daskshuffle zarr), or shuffle_xarray for an xarray dataset."
         )
-    try:
-        dataset = pads.dataset(inner, filesystem=afs, format="parquet", partitioning="hive")
-    except (pa.ArrowInvalid, OSError) as error:
-        raise DaskShuffleValueError(
-            f"Expected src to be a directory of Parquet files. Got {text!r}, which holds files pyarrow cannot read "
-            f"as Parquet ({error}), instead; name the Parquet files (a glob such as 'dir/*.parquet') or remove the "
-            "others."
-        ) from error
-    files = [(fragment.path, fragment.partition_expression) for fragment in dataset.get_fragments()]
+    files = sorted(
+        (f"{root}/{relative}", int(info["size"]))
+        for relative, info in below.items()
+        if info["type"] == "file" and not any(part.startswith((".", "_")) for part in relative.split("/"))
+    )
     if not files:
         raise DaskShuffleValueError(
             f"Expected src to contain Parquet files. Got {text!r}, a directory without any, instead."
         )
-    partition_schema = dataset.partitioning.schema if dataset.partitioning is not None else pa.schema([])
-    return [(path, (expression, partition_schema)) for path, expression in files]
+    return [(path, partition, size) for (path, size), partition in zip(files, _hive(where, root, files), strict=True)]
 
 
-def _inspect(path: str, partition: Any, afs: pafs.FileSystem) -> SourceFile:
+def _hive(where: Location, root: str, files: list[tuple[str, int]]) -> list[tuple[pads.Expression, pa.Schema]]:
+    """Each file's hive partition expression (``year=2024/``) and the partitions' schema, from the paths alone.
+
+    pyarrow's discovery infers the partitions' types from the paths; asked to
+    inspect no file (``fragments=0``), it reads none.
+    """
+    afs, _ = arrow_filesystem(where)
+    options = pads.FileSystemFactoryOptions(partition_base_dir=root)
+    options.partitioning_factory = pads.HivePartitioning.discover()
+    factory = pads.FileSystemDatasetFactory(afs, [path for path, _ in files], pads.ParquetFileFormat(), options)
+    schema = factory.inspect(fragments=0)
+    dataset = factory.finish(schema=schema)
+    return [(fragment.partition_expression, schema) for fragment in dataset.get_fragments()]
+
+
+def _inspect(path: str, partition: Any, size: int, where: Location) -> SourceFile:
+    remote = not where.is_local
     try:
-        with afs.open_input_file(path) as file:
-            metadata = pq.ParquetFile(file).metadata
-            size = file.size()
+        # On object storage one request, the size known from the listing.
+        metadata = read_footer(where.fs, path, size) if remote else pq.read_metadata(path)
         schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowInvalid, OSError) as error:
         raise DaskShuffleValueError(
-            f"Expected every source file to be Parquet. Got {path!r}, which pyarrow cannot read ({error}), instead."
+            f"Expected every source file to be Parquet. Got {path!r}, which pyarrow cannot read as Parquet "
+            f"({error}), instead; name the Parquet files (a glob such as 'dir/*.parquet') or remove the others."
         ) from error
     expression = None
     if partition is not None:
@@ -121,7 +145,6 @@ def _inspect(path: str, partition: Any, afs: pafs.FileSystem) -> SourceFile:
             if field.name not in schema.names:
                 schema = schema.append(field)
     groups = [metadata.row_group(index) for index in range(metadata.num_row_groups)]
-    remote = isinstance(afs, pafs.PyFileSystem)
     return SourceFile(
         path=path,
         partition=expression,
@@ -202,16 +225,17 @@ def open_parquet_sources(
     items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
     if not items:
         raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
-    found = [(item, path, partition) for item in items for path, partition in _expand(item, storage_options)]
+    found = [entry for item in items for entry in _expand(item, storage_options)]
     protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
     if len(protocols) > 1:
         raise DaskShuffleValueError(
             f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
         )
-    afs, _ = arrow_filesystem(Location.of(items[0], storage_options))
+    where = Location.of(items[0], storage_options)
+    afs, _ = arrow_filesystem(where)
     # Footers are small reads with a round trip each: read them side by side.
     with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
-        files = list(pool.map(lambda entry: _inspect(entry[1], entry[2], afs), found))
+        files = list(pool.map(lambda entry: _inspect(entry[0], entry[1], entry[2], where), found))
     schemas = [file.schema for file in files]
     if columns is not None:
         available = list(dict.fromkeys(name for schema in schemas for name in schema.names))

@@ -17,9 +17,11 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = [
+    "FOOTER_NBYTES",
     "Fetched",
     "FetchedFile",
     "NotFetchedError",
@@ -29,14 +31,16 @@ __all__ = [
     "column_chunk_bytes",
     "fetch_spans",
     "footer_tail",
+    "read_footer",
 ]
 
 #: A part file's path and the first and end byte of a range of it.
 Range = tuple[str, int, int]
 #: A byte range and its fetch.
 Fetched = tuple[Range, Future[bytes]]
-#: The bytes pyarrow reads first at the end of a Parquet file, for its footer (parquet-cpp's footer read size).
-FOOTER_READ_NBYTES = 64 * 2**10
+#: Bytes at the end of a Parquet file requested for its footer: what pyarrow reads first (its default footer read
+#: size). A larger footer costs a second request.
+FOOTER_NBYTES = 64 * 2**10
 
 
 class NotFetchedError(OSError):
@@ -53,7 +57,25 @@ def column_chunk_bytes(column: pq.ColumnChunkMetaData) -> tuple[int, int]:
 
 def footer_tail(size: int, metadata: pq.FileMetaData) -> tuple[int, int]:
     """The bytes at the end of a file of ``size`` bytes that pyarrow reads for its footer ``metadata``."""
-    return max(0, size - max(FOOTER_READ_NBYTES, metadata.serialized_size + 8)), size
+    return max(0, size - max(FOOTER_NBYTES, metadata.serialized_size + 8)), size
+
+
+def read_footer(fs: Any, path: str, size: int, tail: tuple[int, bytes] | None = None) -> pq.FileMetaData:
+    """The footer of the Parquet file ``path`` of ``size`` bytes: from its last bytes, one request (two if large).
+
+    ``tail`` is the file's last bytes and where they start, if already
+    fetched. A file that is not Parquet raises pyarrow's error.
+    """
+    first, data = tail if tail is not None else (max(0, size - FOOTER_NBYTES), b"")
+    if tail is None:
+        data = fs.cat_file(path, start=first, end=size)
+    if len(data) >= 8 and data[-4:] == b"PAR1":
+        needed = int.from_bytes(data[-8:-4], "little") + 8  # the footer, its length and the magic
+        if len(data) < needed <= size:
+            first = size - needed
+            data = fs.cat_file(path, start=first, end=size)
+    with pa.PythonFile(FetchedFile([(first, data)]), mode="r") as handle:
+        return pq.ParquetFile(handle).metadata
 
 
 def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> tuple[tuple[int, int], ...]:

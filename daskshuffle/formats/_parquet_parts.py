@@ -24,16 +24,13 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
 from ..storage._location import Location
-from ._parquet_fetched import FetchedFile, Range, column_chunk_bytes
+from ._parquet_fetched import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
 from ._parquet_store import PART, arrow_filesystem, part_name
 
-__all__ = ["FOOTERS_KEPT", "FOOTER_NBYTES", "Layout", "Part", "PartFiles", "Piece"]
+__all__ = ["FOOTERS_KEPT", "Layout", "Part", "PartFiles", "Piece"]
 
 #: Part file footers a :class:`PartFiles` keeps; files themselves are open only during a read.
 FOOTERS_KEPT = 64
-#: Bytes at the end of a remote part file requested for its footer: what pyarrow reads first (its default footer
-#: read size). A larger footer costs a second request.
-FOOTER_NBYTES = 64 * 2**10
 
 
 class Part(NamedTuple):
@@ -177,18 +174,7 @@ class PartFiles:
         if self.local or not isinstance(size, int):
             with self._filesystem.open_input_file(path) as handle:
                 return pq.ParquetFile(handle).metadata
-        if tail is None:
-            first = max(0, size - FOOTER_NBYTES)
-            data = self._fs.cat_file(path, start=first, end=size)
-        else:
-            first, data = tail
-        if len(data) >= 8 and data[-4:] == b"PAR1":
-            needed = int.from_bytes(data[-8:-4], "little") + 8  # the footer, its length and the magic
-            if len(data) < needed <= size:
-                first = size - needed
-                data = self._fs.cat_file(path, start=first, end=size)
-        with pa.PythonFile(FetchedFile([(first, data)]), mode="r") as handle:
-            return pq.ParquetFile(handle).metadata
+        return read_footer(self._fs, path, size, tail)
 
     def _read_groups(self, index: int, part: Part, groups: list[int], pile: int | None) -> pa.Table:
         path = self.part_paths[index]

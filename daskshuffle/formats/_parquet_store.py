@@ -237,11 +237,7 @@ class ParquetDestination(Destination[pa.Table]):
         return 1  # one file per merge group: no two tasks ever share a file
 
     def _write_sidecar(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        fs, root = dst.fs, dst.path
-        staged = f"{root}/{METADATA_FILE}.partial"
-        with fs.open(staged, "w") as file:
-            json.dump(dict(metadata), file)
-        fs.mv(staged, f"{root}/{METADATA_FILE}")  # a reader sees the old sidecar or the new one, never half
+        dst.join(METADATA_FILE).write_whole(json.dumps(dict(metadata)).encode())
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         fs, root = dst.fs, dst.path
@@ -251,9 +247,8 @@ class ParquetDestination(Destination[pa.Table]):
             self.write_rows(dst, 0, self.schema.empty_table(), None)
 
     def write_rows(self, dst: Location, start: int, rows: pa.Table, piece_info: Any) -> None:
-        fs, root = dst.fs, dst.path
-        with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
-            pile_offsets = np.asarray(json.load(file)["pile_offsets"], dtype=np.int64)
+        sidecar = json.loads(dst.fs.cat_file(f"{dst.path}/{METADATA_FILE}"))  # one request
+        pile_offsets = np.asarray(sidecar["pile_offsets"], dtype=np.int64)
         stop = start + rows.num_rows
         # A row group per pile: the loader reads a pile as whole row groups and nothing more.
         cuts = pile_offsets[(pile_offsets > start) & (pile_offsets < stop)] - start

@@ -235,6 +235,19 @@ class Location:
 
     # Writing.
 
+    def write_whole(self, data: bytes) -> None:
+        """Write the file here at once: a reader sees the old file or the new one, never half of it.
+
+        On an object store a put is that already, one request; elsewhere the
+        bytes go to a staged file beside it, renamed over it.
+        """
+        if not self.can_rename:
+            self.fs.pipe_file(self.path, data)
+            return
+        staged = f"{self.path}.partial"
+        self.fs.pipe_file(staged, data)
+        self.fs.mv(staged, self.path)
+
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
         self.fs.makedirs(self.path, exist_ok=True)
