@@ -148,6 +148,23 @@ def test_a_fetch_kept_as_it_is_taken_serves_the_reads_after_it(fs: CountingFS | 
     fetches.clear()
 
 
+def test_clear_cancels_what_is_queued_kept_fetches_too(fs: CountingFS | AsyncCountingFS) -> None:
+    """After clear, no fetch is left to be sent: not a read's, taken or not, nor one kept while still queued."""
+    fs.gate.clear()  # the first request holds the only place in flight
+    fetches = Fetches(fs, in_flight=1)
+    assert fetches.start("one", ["/files/a", "/files/b", "/files/c"], nbytes=9)
+    kept = fetches.take("one", "/files/b", keep=True)
+    queued = fetches.take("one", "/files/c")
+    assert kept is not None and queued is not None and not kept.running() and not queued.running()
+    fetches.clear()
+    assert kept.cancelled() and queued.cancelled()
+    fs.gate.set()
+    assert fetches.start("two", ["/files/d"], nbytes=3)  # the next request sent is this read's
+    assert fetches.take("two", "/files/d").result(timeout=10) == b"ddd"  # type: ignore[union-attr]
+    assert fs.reads.get("/files/b", 0) == 0 and fs.reads.get("/files/c", 0) == 0
+    fetches.clear()
+
+
 def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS | AsyncCountingFS) -> None:
     fetches = Fetches(fs)
     fs.pipe_file("/files/long", b"0123456789")

@@ -223,13 +223,20 @@ class Fetches:
                 future.cancel()
 
     def clear(self) -> None:
-        """Drop every read and every file kept, and stop the threads that fetch (if any)."""
+        """Drop every read and every file kept, and stop the threads that fetch (if any).
+
+        Nothing is sent after it: every fetch still queued is cancelled (taken,
+        kept or not); one in flight lands and is let go.
+        """
         with self._lock:
             keys = list(self._reads)
+            queued, self._queue = self._queue, deque()
             self._kept.clear()
             self.kept_nbytes = 0
         for key in keys:
             self.drop(key)
+        for _, future in queued:
+            future.cancel()
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
