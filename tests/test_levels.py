@@ -204,7 +204,8 @@ def test_a_store_of_several_levels_is_its_simulation(
 
 def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=5)  # 26 KB of 26-byte rows
-    # One read of the whole data; 10 blocks x 10 groups of 260-byte reads; 200 blocks x 104 groups of 2-byte reads.
+    # 64 piles of 406 bytes. One read of the whole data; 10 blocks x 10 groups of 260-byte reads; 200 blocks
+    # x 64 groups of one pile (a pile outgrows a block) of 2-byte reads, 12,800 of them.
     options: dict[str, dict[str, Any]] = {
         "large.zarr": {},
         "few.zarr": {"block_memory": 2_600},
@@ -213,13 +214,18 @@ def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(tmp_path:
     }
     levels, ids = {}, {}
     for name, chosen in options.items():
-        shuffle_zarr(source, tmp_path / name, 8, seed=1, **chosen)
+        shuffle_zarr(source, tmp_path / name, 64, seed=1, **chosen)
         group = zarr.open_group(tmp_path / name)
         levels[name], ids[name] = group.attrs["daskshuffle"].get("levels"), group["id"][:]
     assert [name for name, found in levels.items() if found] == ["many.zarr"]
-    single = simulate(list(open_zarr_sources(source, block_nbytes=250).block_lengths), 8, 1, materialize=False)[1]
+    single = simulate(list(open_zarr_sources(source, block_nbytes=250).block_lengths), 64, 1, materialize=False)[1]
     np.testing.assert_array_equal(ids["forced.zarr"], single)
-    np.testing.assert_array_equal(ids["many.zarr"], expected(source, 8, 1, 250))
+    n_levels = levels["many.zarr"]["n_levels"]
+    assert n_levels > 1
+    np.testing.assert_array_equal(ids["many.zarr"], expected(source, 64, 1, 250, n_levels=n_levels))
+    # With 8 piles, each a group of its own, the merges make 200 x 8 reads: too few for a second level.
+    shuffle_zarr(source, tmp_path / "eight.zarr", 8, seed=1, block_memory=250)
+    assert "levels" not in zarr.open_group(tmp_path / "eight.zarr").attrs["daskshuffle"]
 
 
 def test_bad_levels_are_refused(source: str, tmp_path: Path) -> None:
@@ -302,8 +308,9 @@ def test_parquet_and_text_shuffle_in_two_levels(tmp_path: Path, monkeypatch: pyt
     spans = _graph._scatter_spans
     calls: list[int] = []
     monkeypatch.setattr(_graph, "_scatter_spans", lambda *a: (calls.append(1), spans(*a))[1])
-    # Lines take levels="auto": 1 KiB blocks of 20,000 short lines would make ~46,000 reads of a few bytes.
-    result = shuffle_lines(tmp_path / "c.jsonl", tmp_path / "o.jsonl", 24, seed=0, block_memory="1KiB")
+    # Lines take levels="auto": 1 KiB blocks of 20,000 short lines (249 KB) into 64 piles of 3.9 KB would make
+    # about 15,000 merge reads of a few bytes.
+    result = shuffle_lines(tmp_path / "c.jsonl", tmp_path / "o.jsonl", 64, seed=0, block_memory="1KiB")
     out = [json.loads(line)["i"] for line in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert sorted(out) == lines.tolist() and out != lines.tolist() and result.n_rows == 20_000
     assert calls, "the second level ran"

@@ -157,8 +157,8 @@ def _make_source(path: Path, n_rows: int, row_floats: int, chunk_rows: int) -> s
         (300_000, 9, 50_000, {"pile_memory": "32KiB"}),
         # Explain once quietly dropped to 2 levels here, and the shuffle raised.
         (2_000, 9, 500, {"n_piles": 4, "levels": 3}),
-        # Both agree on piles and levels: "auto" piles in two levels ("auto") on a local disk.
-        (3_000, 2, 25, {"n_piles": "auto", "pile_memory": 3_000, "block_memory": 400, "storage": "local"}),
+        # Both agree on piles and levels: "auto" piles in several levels ("auto") on a local disk.
+        (6_000, 2, 25, {"n_piles": "auto", "pile_memory": 3_000, "block_memory": 400, "storage": "local"}),
         (3_000, 2, 25, {"n_piles": 16, "levels": 3, "block_memory": 800, "storage": "local"}),
     ],
 )

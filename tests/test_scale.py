@@ -303,8 +303,12 @@ def test_auto_levels_follow_the_shuffles_rule() -> None:
     gib = 2**30
     # Reads of a block by a group of 64 MiB each: 64 KiB at 64 GiB, 32 KiB (4 million of them) at 128 GiB.
     for storage in ("object", "local"):
-        assert explain(64 * gib // 1024, 1024, storage=storage).levels == 1
-        assert explain(128 * gib // 1024, 1024, storage=storage).levels == 2
+        assert explain(64 * gib // 1024, 1024, n_piles=8192, storage=storage).levels == 1
+        assert explain(128 * gib // 1024, 1024, n_piles=8192, storage=storage).levels == 2
+        # With the default 512 piles, a pile outgrows a block past 32 GiB: a group is one pile, and a merge
+        # reads a block's rows of it, block / 512 = 128 KiB at any size.
+        model = explain(128 * gib // 1024, 1024, storage=storage)
+        assert model.levels == 1 and model.read_nbytes == 128 * 2**10
     assert explain(100 * 1024 * gib // 1024, 1024, n_piles="auto").levels == 3  # a third level pays at 100 TiB
     assert explain(100 * 1024 * gib // 1024, 1024, n_piles="auto", storage="local").levels == 2
     assert "levels=2 makes reads" in explain(gib, 1024, n_piles="auto", levels=1).advice

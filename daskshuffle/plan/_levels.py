@@ -28,6 +28,7 @@ __all__ = [
     "READ_SECONDS",
     "auto_levels",
     "fanout_for",
+    "group_nbytes",
     "level_plan_nbytes",
     "level_read_nbytes",
     "merge_read_nbytes",
@@ -67,19 +68,36 @@ def merge_read_nbytes(data_nbytes: float, block_nbytes: float, group_nbytes: flo
     return block_nbytes * min(group_nbytes, data_nbytes) * n_super / max(data_nbytes, 1.0)
 
 
-def wants_two_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, storage: str) -> bool:
-    """Whether ``levels="auto"`` uses two levels: at least ``MIN_READS`` merge reads of under ``MIN_READ_NBYTES``.
-
-    ``storage`` is where the pieces go: ``"local"`` or ``"object"`` (a URL).
+def group_nbytes(data_nbytes: float, block_nbytes: float, n_piles: int) -> float:
+    """About the bytes of a merge group: whole piles, about a block of them, or one pile if piles are larger.
 
     Examples
     --------
-    >>> gib = 2**30
-    >>> [wants_two_levels(size * gib, 64 * 2**20, size * 16, "object") for size in (64, 128)]
-    [False, True]
+    >>> gib, mib = 2**30, 2**20
+    >>> group_nbytes(16 * gib, 64 * mib, 512) / mib, group_nbytes(128 * gib, 64 * mib, 512) / mib
+    (64.0, 256.0)
     """
-    n_reads = n_blocks * math.ceil(data_nbytes / max(block_nbytes, 1.0))  # a read per block and group of piles
-    small = merge_read_nbytes(data_nbytes, block_nbytes, block_nbytes) < MIN_READ_NBYTES[storage]
+    return max(float(block_nbytes), data_nbytes / max(n_piles, 1))
+
+
+def wants_two_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_piles: int, storage: str) -> bool:
+    """Whether ``levels="auto"`` uses two levels: at least ``MIN_READS`` merge reads of under ``MIN_READ_NBYTES``.
+
+    A merge reads, from each block, its rows of the merge's group of piles:
+    ``block x group / data`` bytes, ``block / n_piles`` once a pile outgrows a
+    block. ``storage`` is where the pieces go: ``"local"`` or ``"object"`` (a URL).
+
+    Examples
+    --------
+    >>> gib, mib = 2**30, 2**20
+    >>> [wants_two_levels(size * gib, 64 * mib, size * 16, 10**6, "object") for size in (64, 128)]
+    [False, True]
+    >>> wants_two_levels(128 * gib, 64 * mib, 128 * 16, 512, "object")  # piles of 256 MiB: reads of 128 KiB
+    False
+    """
+    group = group_nbytes(data_nbytes, block_nbytes, n_piles)
+    n_reads = n_blocks * math.ceil(data_nbytes / group)  # a read per block and group of piles
+    small = merge_read_nbytes(data_nbytes, block_nbytes, group) < MIN_READ_NBYTES[storage]
     return small and n_reads >= MIN_READS
 
 
@@ -137,7 +155,7 @@ def auto_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_piles:
     >>> auto_levels(gib, mib, 1024, 512, "local")  # a third level saves 3 s of reads for a 12 s pass
     2
     """
-    if n_piles < 4 or not wants_two_levels(data_nbytes, block_nbytes, n_blocks, storage):
+    if n_piles < 4 or not wants_two_levels(data_nbytes, block_nbytes, n_blocks, n_piles, storage):
         return 1
 
     def seconds(n_levels: int) -> float:

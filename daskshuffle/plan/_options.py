@@ -143,11 +143,12 @@ COMMON_OPTIONS: tuple[CommonOption, ...] = (
         "auto",
         '{"auto", 1, 2, 3, 4}',
         "Levels of scatter before the merge. With one, the merge reads about ``block_memory**2 / data`` bytes from "
-        "every block, which falls with the data's size; with ``L``, rows go first to about ``(data / "
+        "every block (``block_memory / n_piles`` once a pile outgrows a block), which falls with the data's size; with ``L``, rows go first to about ``(data / "
         "block_memory)^(1/L)`` super-piles, each split as many ways again by every level but the last, then to "
         'piles, keeping reads large for one more write and read of the data a level. ``"auto"`` adds a level '
         "where fewer would make ten thousand reads or more of under 64 KiB, and more while a level costs less "
-        "than the reads it saves (two from about 100 GiB with the defaults, three from about 76 TiB); "
+        "than the reads it saves (two from about 256 GiB with the defaults and ``n_piles='auto'``, three from about "
+        "66 TiB); "
         ":func:`daskshuffle.explain` shows the choice.",
     ),
 )
