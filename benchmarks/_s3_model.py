@@ -21,11 +21,12 @@ What it models, request by request:
   bytes a get returns or a put sends: a request of N bytes ends no sooner than
   ``latency + N / bandwidth`` after it starts (the local disk work overlaps
   that time, it is not added to it);
-- a server apart from the client: the disk work of each request runs in a
-  thread of the model's own (``SERVER_THREADS`` of them), never on the
-  client's event loop, so requests in flight do their disk work side by side
-  as a store's servers do, and a large put does not hold up the client's other
-  requests;
+- what a request costs the client's event loop: a get, head or listing does
+  its disk work on the loop, as a client copies the bytes it receives there; a
+  put, copy or delete does its disk work in a thread of the model's own
+  (``SERVER_THREADS`` of them), since a local disk may hold a writer for the
+  kernel's writeback, which a network does not, and a put sent on the loop
+  would hold up every other request in flight;
 - unlimited requests in flight, or at most ``max_in_flight`` per filesystem
   instance and event loop (an ``asyncio.Semaphore``; a request waiting for a
   slot has not started);
@@ -79,8 +80,10 @@ KINDS: tuple[Kind, ...] = ("get", "put", "list", "head", "delete", "copy")
 PAGE = 1000
 #: Names of files being written; never listed.
 _PARTIAL = ".s3model-partial-"
-#: Threads of the modelled server: each runs one request's disk work at a time.
+#: Threads that do the disk work of writes (puts, copies, deletes): each one request's at a time.
 SERVER_THREADS = 64
+#: The kinds of request whose disk work runs in those threads rather than on the event loop.
+_OFF_LOOP: frozenset[str] = frozenset({"put", "copy", "delete"})
 _server = concurrent.futures.ThreadPoolExecutor(SERVER_THREADS, thread_name_prefix="s3model-server")
 
 
@@ -248,7 +251,10 @@ class S3ModelFileSystem(AsyncFileSystem):
         try:
             began = time.monotonic()
             try:
-                result = await asyncio.get_running_loop().run_in_executor(_server, work)
+                if kind in _OFF_LOOP:
+                    result = await asyncio.get_running_loop().run_in_executor(_server, work)
+                else:
+                    result = work()
             except BaseException:
                 self._stats.add(kind, 1)
                 await _sleep_until(began + self.latency)
