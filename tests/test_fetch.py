@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
+import traceback
 from concurrent.futures import Future
 from typing import Any, ClassVar
 
@@ -247,6 +249,61 @@ def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_
         got = [batch["id"] for _ in range(2) for batch in remote]
     assert len(got) == len(expected)
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize("parquet", [False, True], ids=["zarr", "parquet"])
+def test_a_group_of_piles_sends_the_requests_of_all_its_piles_at_once(
+    memory_store: str, parquet_store: tuple[str, str], parquet: bool
+) -> None:
+    """Without reading ahead (prefetch=0), a group's piles are fetched together, not one after another."""
+    store = parquet_store[1] if parquet else memory_store
+    with ds.PileLoader(store, batch_size=100, seed=1, prefetch=0, order=Piles(piles_in_memory=4)) as loader:
+        reader = loader._piles.reader
+        read_piles, seen = reader.read_piles, []
+
+        def watched(piles: Any) -> Any:
+            seen.append((len(piles), reader.fetched_nbytes))  # before the first pile is read
+            return read_piles(piles)
+
+        reader.read_piles = watched
+        n_rows = sum(len(batch["id"]) for batch in loader)
+        assert reader.fetched_nbytes == 0  # every read took what it fetched
+    assert n_rows == reader.n_rows and len(seen) >= 5
+    pile_nbytes = int(np.diff(reader.pile_offsets).max()) * 8  # the id column alone of one pile
+    assert all(count == 4 and nbytes > 3 * pile_nbytes for count, nbytes in seen[:-1])
+
+
+def test_closing_a_loader_lets_reads_under_way_take_their_requests(
+    parquet_store: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read in a background thread when the loader closes finishes from the requests started for it.
+
+    Had they been cancelled, it would send them again, a pile after another.
+    """
+    _, remote = parquet_store
+    loader = ds.PileLoader(remote, batch_size=100, seed=1, prefetch=2, order=Piles(piles_in_memory=4))
+    reader = loader._piles.reader
+    fetches, closing, started_while_closing = reader._fetches, threading.Event(), []
+    start = fetches.start
+
+    def watched(key: Any, requests: Any, nbytes: int) -> bool:
+        started = start(key, requests, nbytes)
+        # A read's own start, as it takes its requests (not a group's read starting all of its piles' at once).
+        if started and closing.is_set() and any(frame.name == "_take" for frame in traceback.extract_stack()):
+            started_while_closing.append(key)
+        return started
+
+    def slow(path: str, begin: Any = None, end: Any = None, **kwargs: Any) -> bytes:
+        time.sleep(0.02)  # a request of object storage: some still queued when the loader closes
+        return bytes(MemoryFileSystem.cat_file(reader._fs, path, begin, end, **kwargs))
+
+    monkeypatch.setattr(fetches, "start", watched)
+    monkeypatch.setattr(reader._fs, "cat_file", slow)
+    for _ in loader:  # an epoch: then the next epoch's first groups are read in background threads
+        pass
+    closing.set()
+    loader.close()
+    assert started_while_closing == []
 
 
 def test_read_ahead_stays_within_its_budget(memory_store: str) -> None:

@@ -116,19 +116,26 @@ class PileJob:
         self.start()
         read, unit = self._read, self._unit
         assert unit is not None  # start() made it
+        fetched: list[tuple[int, int]] = []
         try:
             if read is not None:
                 if away is not None:
                     while away.wait() and read.help(1):
                         pass
                 rows = read.result()
-            elif self._piles.units.whole_piles:
-                rows = self._piles.read_group(unit.piles)
             else:
-                rows = self._piles.read_runs(unit.spans)
+                # Several reads (piles of a group, runs of an order): on a remote store, every request of them
+                # goes out now, not a read's after the one before (a no-op for the reads started ahead).
+                fetched = self._piles.fetch(self.job)
+                if self._piles.units.whole_piles:
+                    rows = self._piles.read_group(unit.piles)
+                else:
+                    rows = self._piles.read_runs(unit.spans)
             return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
         except Exception as error:
             raise self._noted(error) from None
+        finally:
+            self._piles.forget(fetched)  # what a failed read left; nothing after one that read it all
 
     def finish(self) -> ShuffledPile | None:
         """The pile, read here with a background thread's help, or ``None`` if it has not started a shared read."""
@@ -171,6 +178,20 @@ class ShuffledPiles:
     def spans(self, job: Read) -> list[tuple[int, int]]:
         """The runs of store rows that ``job`` reads, each with one call to the reader."""
         return self.units.spans(job)
+
+    def fetch(self, job: Read) -> list[tuple[int, int]]:
+        """Start the requests of every read of ``job`` at once, where the reader fetches; the spans started."""
+        if not self.reader.fetches:
+            return []
+        spans = self.spans(job)
+        for start, stop in spans:
+            self.reader.fetch(start, stop)
+        return spans
+
+    def forget(self, spans: list[tuple[int, int]]) -> None:
+        """Drop what was fetched for ``spans`` and not read."""
+        for start, stop in spans:
+            self.reader.forget(start, stop)
 
     def read_runs(self, runs: list[tuple[int, int]]) -> Any:
         """Store rows ``start:stop`` of each of ``runs``, one after the other."""
@@ -332,8 +353,6 @@ class Prefetcher:
                     future.cancel()
 
     def close(self) -> None:
-        if self._fetch is not None:
-            self._fetch.close()
         self._away.set()  # no thread waits for a consumer that has gone
         with self._lock:
             pending, self._pending = self._pending, {}
@@ -346,6 +365,10 @@ class Prefetcher:
             # one of our own threads, let the threads finish on their own.
             wait = not threading.current_thread().name.startswith(self._prefix)
             executor.shutdown(wait=wait, cancel_futures=True)
+        # Only then what was fetched ahead goes: a read still running takes its requests in flight, rather than
+        # finding them cancelled and reading its files again one request after another.
+        if self._fetch is not None:
+            self._fetch.close()
 
 
 def prefetched_batches(
