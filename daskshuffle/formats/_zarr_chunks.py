@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec.implementations.local
-import google_crc32c
 import numcodecs
 import numcodecs.blosc
 import numpy as np
 import zarr
+from crc32c import crc32c
 from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
@@ -277,9 +277,7 @@ class ChunkFiles:
                 if size != expected:
                     got = "fewer bytes than its size" if size < expected else "more bytes than its rows and crc32c"
                     raise self._damage(chunks, index, path, pile, f"{got} (at least {size:,} instead of {expected:,})")
-                if chunks.checksum and google_crc32c.value(data) != int.from_bytes(
-                    tail[:_CRC_NBYTES].tobytes(), "little"
-                ):
+                if chunks.checksum and crc32c(data.data) != int.from_bytes(tail[:_CRC_NBYTES].tobytes(), "little"):
                     raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
             else:
                 # Room for any compressed chunk of these rows but a pathological one; that one costs an fstat.
@@ -339,7 +337,7 @@ class ChunkFiles:
             if len(data) < _CRC_NBYTES:
                 raise self._damage(chunks, index, path, pile, f"a file of {len(data)} bytes, too short for a crc32c")
             body = data[:-_CRC_NBYTES]
-            if google_crc32c.value(body) != int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little"):
+            if crc32c(body.data) != int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little"):
                 raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
             data = body
         if chunks.compressor is not None:
