@@ -64,6 +64,30 @@ def test_reads_from_many_threads_at_once_give_the_same_rows(store: str) -> None:
                 assert got.equals(want)
 
 
+def test_a_group_of_piles_is_decoded_by_several_threads_in_pile_order(store: str) -> None:
+    import threading
+
+    reader = ParquetPileReader(store)
+    decoded_in: list[str] = []
+    read_pile = reader.read_pile
+
+    def watched(pile: int) -> pa.Table:
+        decoded_in.append(threading.current_thread().name)
+        return read_pile(pile)
+
+    reader.read_pile = watched  # type: ignore[method-assign]
+    order = [4, 0, 5, 2, 1, 3]
+    group = reader.read_piles(order)
+    assert group.equals(reader.concat([read_pile(pile) for pile in order]))
+    assert len(decoded_in) == 6 and all(name.startswith("daskshuffle-parquet-decode") for name in decoded_in)
+    assert reader.read_piles([3]).equals(read_pile(3))  # a single pile in the caller's thread
+    assert decoded_in[-1] == threading.current_thread().name
+    reader.close()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("daskshuffle-parquet-decode")]
+    assert reader.read_piles([1, 2]).equals(reader.concat([read_pile(1), read_pile(2)]))  # new threads after close
+    reader.close()
+
+
 def test_a_corrupted_column_is_named_with_its_pile_and_file(store: str, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     reader = ParquetPileReader(store)

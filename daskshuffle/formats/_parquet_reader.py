@@ -37,12 +37,15 @@ from ._parquet_store import METADATA_FILE, concat, read_metadata, take
 from ._pile_metadata import check_recorded_rows, metadata_disagrees, select_variables
 from ._pile_reader import PileReader
 
-__all__ = ["RANGE_NBYTES", "ParquetPileReader"]
+__all__ = ["GROUP_THREADS", "RANGE_NBYTES", "ParquetPileReader"]
 
 #: Footers read at once when a reader opens a store on object storage (local files are read one after another).
 FOOTER_THREADS = 16
 #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in ranges of this size.
 RANGE_NBYTES = 8 * 2**20
+#: Piles of a group decoded at once (pyarrow lets go of the GIL while it decodes): an epoch of a 256 MiB store
+#: of an embedding column in groups of piles took 0.59 s with two, against 0.80 s one pile after another.
+GROUP_THREADS = 2
 
 
 class ParquetPileReader(PartFiles, PileReader[pa.Table]):
@@ -90,6 +93,8 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         self._fetches = None if self.local else Fetches(self._fs)
         #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
         self._cache: StoreCache | None = None
+        #: The threads that decode the piles of a group together (:meth:`read_piles`), made at the first group.
+        self._decoders: ThreadPoolExecutor | None = None
         self._check_parts(1 if self.local else FOOTER_THREADS)
 
     def _check_parts(self, threads: int) -> None:
@@ -299,11 +304,24 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         offsets = self.pile_offsets
         return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile)
 
+    def read_piles(self, piles: Sequence[int]) -> pa.Table:
+        """Every row of ``piles``, one pile after the other; the piles decoded :data:`GROUP_THREADS` at a time."""
+        if len(piles) < 2:
+            return super().read_piles(piles)
+        with self._lock:
+            if self._decoders is None:
+                self._decoders = ThreadPoolExecutor(GROUP_THREADS, thread_name_prefix="daskshuffle-parquet-decode")
+            decoders = self._decoders
+        return concat(list(decoders.map(self.read_pile, piles)))
+
     def close(self) -> None:
         if self._fetches is not None:
             self._fetches.clear()
         with self._lock:
             self._parts.clear()
+            decoders, self._decoders = self._decoders, None
+        if decoders is not None:
+            decoders.shutdown(wait=True)  # reading again starts new threads
 
     # -- rows in memory --------------------------------------------------------
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:

@@ -127,7 +127,9 @@ class PileLoader(LoaderPosition):
         that stays away with its batches, or a store whose reads decode):
         1 is double buffering, 0 always reads in the consumer's thread. A
         store whose reads decode in one thread each (a Parquet store of one
-        wide list column) reads faster with 2, at the memory of one pile more.
+        wide list column, read a pile at a time) reads faster with 2, at the
+        memory of one pile more; a Parquet store's groups of piles decode two
+        piles at a time already.
         On object storage the requests for the files of the reads after the
         consumer's also go out at once, all in flight together, for up to
         256 MiB of rows ahead (with ``prefetch=0``, none); a size such as
