@@ -7,6 +7,7 @@ import decimal
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import dask
 import dask.dataframe as dd
@@ -322,6 +323,47 @@ def test_a_remote_block_is_fetched_at_once_in_requests_of_at_most_the_range_size
     assert len(batches) == 1 and max(batches[0]) <= 100_000
     assert len(batches[0]) == sum(-(-(end - start) // 100_000) for start, end in spans)
     assert sum(batches[0]) == sum(end - start for start, end in spans)
+
+
+def test_a_remote_sources_footers_are_requested_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last bytes of many files in one batch of requests; a footer larger than them costs a second request."""
+    import fsspec
+
+    root = tmp_path / "raw"
+    root.mkdir()
+    for index in range(6):
+        pq.write_table(pa.table({"id": np.arange(index * 10, index * 10 + 10)}), root / f"part-{index}.parquet")
+    # 3,000 row groups of one row: a footer of several hundred KiB, more than the 64 KiB asked for first.
+    pq.write_table(pa.table({"id": np.arange(60, 3_060)}), root / "part-6.parquet", row_group_size=1)
+    url = f"memory://remote-parquet-footers-{tmp_path.name}/raw"
+    memory = fsspec.filesystem("memory")
+    memory.put(str(root), url.removeprefix("memory://"), recursive=True)
+    batches: list[int] = []
+    single: list[str] = []
+    in_batch = [False]
+    cat_ranges, cat_file = memory.cat_ranges, memory.cat_file
+
+    def counted_ranges(paths: list[str], *args: Any, **kwargs: Any) -> Any:
+        batches.append(len(paths))
+        in_batch[0] = True  # this filesystem's batch reads each range with cat_file
+        try:
+            return cat_ranges(paths, *args, **kwargs)
+        finally:
+            in_batch[0] = False
+
+    def counted_file(path: str, *args: Any, **kwargs: Any) -> Any:
+        if not in_batch[0]:
+            single.append(path.rsplit("/", 1)[-1])
+        return cat_file(path, *args, **kwargs)
+
+    monkeypatch.setattr("daskshuffle.formats._parquet.FOOTERS_AT_ONCE", 3)
+    monkeypatch.setattr(memory, "cat_ranges", counted_ranges)
+    monkeypatch.setattr(memory, "cat_file", counted_file)
+    fmt = open_parquet_sources(url, columns=None, block_nbytes=2**30, writing=ParquetWriting())
+    assert batches == [3, 3, 1] and single == ["part-6.parquet"]
+    assert sum(fmt.block_lengths) == 3_060
 
 
 def test_a_remote_block_whose_bytes_lie_outside_its_ranges_is_read_whole(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from ..storage._location import Location
 from ..storage._paths import normalize
 from ._base import FileSource
 from ._parquet_fetched import (
+    FOOTER_NBYTES,
     FetchedFile,
     NotFetchedError,
     coalesce,
@@ -45,6 +46,8 @@ _GLOB_CHARS = frozenset("*?[")
 #: A remote block's byte ranges are fetched all at once, in requests of at most this many bytes (a larger range is
 #: cut into several): one request streams at one connection's speed.
 REMOTE_RANGE_NBYTES = 8 * 2**20
+#: Remote files whose footers are requested at once (the last 64 KiB of each, so 64 MiB in memory at most).
+FOOTERS_AT_ONCE = 1024
 COMPRESSIONS = PARQUET_COMPRESSIONS
 
 
@@ -127,11 +130,34 @@ def _hive(where: Location, root: str, files: list[tuple[str, int]]) -> list[tupl
     return [(fragment.partition_expression, schema) for fragment in dataset.get_fragments()]
 
 
-def _inspect(path: str, partition: Any, size: int, where: Location) -> SourceFile:
+def _inspect_all(found: list[tuple[str, Any, int]], where: Location) -> list[SourceFile]:
+    """Every file's footer, and what planning needs from it.
+
+    On object storage, the last bytes of :data:`FOOTERS_AT_ONCE` files are
+    requested at once, a batch after another (a footer larger than them costs
+    its file a second request); local footers are read by a few threads.
+    """
+    if where.is_local:
+        with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
+            return list(pool.map(lambda entry: _inspect(entry[0], entry[1], entry[2], where), found))
+    inspected = []
+    for first in range(0, len(found), FOOTERS_AT_ONCE):
+        batch = found[first : first + FOOTERS_AT_ONCE]
+        paths, sizes = [path for path, _, _ in batch], [size for _, _, size in batch]
+        starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
+        tails = where.fs.cat_ranges(paths, starts, sizes, on_error="return")
+        for (path, partition, size), start, tail in zip(batch, starts, tails, strict=True):
+            # A request that failed is made again by the footer's read, which raises its error.
+            inspected.append(_inspect(path, partition, size, where, (start, tail) if isinstance(tail, bytes) else None))
+    return inspected
+
+
+def _inspect(
+    path: str, partition: Any, size: int, where: Location, tail: tuple[int, bytes] | None = None
+) -> SourceFile:
     remote = not where.is_local
     try:
-        # On object storage one request, the size known from the listing.
-        metadata = read_footer(where.fs, path, size) if remote else pq.read_metadata(path)
+        metadata = read_footer(where.fs, path, size, tail) if remote else pq.read_metadata(path)
         schema = metadata.schema.to_arrow_schema()
     except (pa.ArrowInvalid, OSError) as error:
         raise DaskShuffleValueError(
@@ -233,9 +259,7 @@ def open_parquet_sources(
         )
     where = Location.of(items[0], storage_options)
     afs, _ = arrow_filesystem(where)
-    # Footers are small reads with a round trip each: read them side by side.
-    with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
-        files = list(pool.map(lambda entry: _inspect(entry[0], entry[1], entry[2], where), found))
+    files = _inspect_all(found, where)
     schemas = [file.schema for file in files]
     if columns is not None:
         available = list(dict.fromkeys(name for schema in schemas for name in schema.names))
