@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).parents[1] / "daskshuffle"
 # Bottom to top; a module may import its own layer and the layers below it. Formats and quality
 # share a rank but do not import each other. docs/architecture.md's layers table is this list.
 LAYERS: list[set[str]] = [
-    {"_compat", "_errors", "_random"},
+    {"_compat", "_errors", "_random", "_threads"},
     {"_parse"},
     {"storage"},
     {"plan"},

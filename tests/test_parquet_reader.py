@@ -83,7 +83,7 @@ def test_a_group_of_piles_is_decoded_by_several_threads_in_pile_order(store: str
     assert reader.read_piles([3]).equals(read_pile(3))  # a single pile in the caller's thread
     assert decoded_in[-1] == threading.current_thread().name
     reader.close()
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("daskshuffle-parquet-decode")]
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(reader._decoders.prefix)]
     assert reader.read_piles([1, 2]).equals(reader.concat([read_pile(1), read_pile(2)]))  # new threads after close
     reader.close()
 

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
+from .._threads import LazyPool
 from ..storage._cache import Cache, StoreCache
 from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._location import Location
@@ -94,7 +95,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
         self._cache: StoreCache | None = None
         #: The threads that decode the piles of a group together (:meth:`read_piles`), made at the first group.
-        self._decoders: ThreadPoolExecutor | None = None
+        self._decoders = LazyPool(GROUP_THREADS, "parquet-decode")
         self._check_parts(1 if self.local else FOOTER_THREADS)
 
     def _check_parts(self, threads: int) -> None:
@@ -187,6 +188,9 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
     @property
     def fetched_nbytes(self) -> int:
         return 0 if self._fetches is None else self._fetches.nbytes
+
+    def owns_thread(self) -> bool:
+        return self._decoders.owns() or (self._fetches is not None and self._fetches.owns_thread())
 
     @property
     def caches(self) -> bool:  # type: ignore[override]
@@ -308,20 +312,14 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         """Every row of ``piles``, one pile after the other; the piles decoded :data:`GROUP_THREADS` at a time."""
         if len(piles) < 2:
             return super().read_piles(piles)
-        with self._lock:
-            if self._decoders is None:
-                self._decoders = ThreadPoolExecutor(GROUP_THREADS, thread_name_prefix="daskshuffle-parquet-decode")
-            decoders = self._decoders
-        return concat(list(decoders.map(self.read_pile, piles)))
+        return concat(list(self._decoders.get().map(self.read_pile, piles)))
 
     def close(self) -> None:
         if self._fetches is not None:
             self._fetches.clear()
         with self._lock:
             self._parts.clear()
-            decoders, self._decoders = self._decoders, None
-        if decoders is not None:
-            decoders.shutdown(wait=True)  # reading again starts new threads
+        self._decoders.shutdown()  # reading again starts new threads
 
     # -- rows in memory --------------------------------------------------------
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:

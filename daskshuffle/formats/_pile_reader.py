@@ -243,6 +243,14 @@ class PileReader(ABC, Generic[Rows]):
         """Bytes of rows fetched (or being fetched) ahead and not read yet."""
         return 0
 
+    def owns_thread(self) -> bool:
+        """Whether the calling thread is one of the reader's own (a decoder, a fetch); by default it has none.
+
+        Reads wait for those threads: garbage collection that closes a loader
+        from one of them must not wait for the loader's reads to end.
+        """
+        return False
+
     def close(self) -> None:
         """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
 
@@ -297,6 +305,9 @@ class ComposedReader(PileReader[Rows]):
 
     def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
         return self.members[0].as_arrays(rows)
+
+    def owns_thread(self) -> bool:
+        return any(reader.owns_thread() for reader in self.members)
 
     def close(self) -> None:
         for reader in self.members:

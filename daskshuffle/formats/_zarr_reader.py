@@ -36,6 +36,7 @@ import zarr
 from numpy.typing import NDArray
 
 from .._errors import IncompletePileStoreError
+from .._threads import LazyPool
 from ..storage._cache import Cache
 from ..storage._location import Location
 from ._arrays import ArrayRows, ArrayRowsMethods
@@ -49,7 +50,7 @@ from ._pile_metadata import (
 )
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
-from ._zarr_reads import ReaderPool, RowsRead
+from ._zarr_reads import RowsRead
 from ._zarr_source import METADATA_KEY as _METADATA_KEY
 from ._zarr_source import read_in_runs as _read_in_runs
 
@@ -185,7 +186,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     # -- pickling and closing ------------------------------------------------------
     def _start_pool(self) -> None:
-        self._pool = ReaderPool(self.threads)
+        self._pool = LazyPool(self.threads, "zarr-reader")
         # One finalizer for the reader's life, whatever pools it makes: it holds the pool, not the reader.
         self._finalizer = weakref.finalize(self, self._pool.shutdown, False)
 
@@ -259,6 +260,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     @property
     def fetched_nbytes(self) -> int:
         return 0 if self._files.fetches is None else self._files.fetches.nbytes
+
+    def owns_thread(self) -> bool:
+        fetches = self._files.fetches
+        return self._pool.owns() or (fetches is not None and fetches.owns_thread())
 
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:

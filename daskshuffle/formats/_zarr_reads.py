@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from numpy.typing import NDArray
@@ -19,7 +18,7 @@ from numpy.typing import NDArray
 from ._arrays import ArrayRows
 from ._zarr_chunks import ChunkFiles, Chunks
 
-__all__ = ["ReaderPool", "RowsRead", "UnionRead"]
+__all__ = ["RowsRead", "UnionRead"]
 
 
 class RowsRead:
@@ -81,38 +80,6 @@ class RowsRead:
         if self._errors:
             raise self._errors[0]
         return self.rows
-
-
-_pool_ids = itertools.count()
-
-
-class ReaderPool:
-    """A reader's pool of ``threads`` threads, made when first needed, made again after :meth:`shutdown`."""
-
-    def __init__(self, threads: int) -> None:
-        self.threads = threads
-        # A name of its own: a thread of this pool is known by it, and must not join the pool.
-        self.prefix = f"daskshuffle-zarr-reader-{next(_pool_ids)}"
-        self._executor: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix=self.prefix)
-            return self._executor
-
-    def shutdown(self, wait: bool = True) -> None:
-        """Cancel what has not started; with ``wait``, join the threads, unless called from one of them.
-
-        A thread cannot join its own pool: when the reader is closed (or
-        collected) from one of the pool's threads, its threads finish on their own.
-        """
-        with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            inside = threading.current_thread().name.startswith(self.prefix + "_")
-            executor.shutdown(wait=wait and not inside, cancel_futures=True)
 
 
 class UnionRead:

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._parse import parse_count, parse_nbytes
+from .._threads import PREFIX
 from ..formats import PileReader
 from ..plan._epoch_plan import BatchPlan
 from ._batches import Allocate, gather_batches
@@ -61,7 +62,7 @@ AWAY_WEIGHT = 0.2
 #: Bytes of rows whose requests may be in flight ahead of the consumer on a remote store, by default.
 READ_AHEAD_NBYTES = 256 * 2**20
 #: Every loader thread's name starts with this.
-THREAD_PREFIX = "daskshuffle-loader"
+THREAD_PREFIX = f"{PREFIX}-loader"
 
 
 def parse_prefetch(value: object) -> tuple[int, int]:
@@ -271,6 +272,7 @@ class Prefetcher:
 
     def __init__(self, piles: ShuffledPiles, depth: int) -> None:
         self._make = piles.job
+        self._reader = piles.reader
         self._depth = depth
         background = piles.decodes
         # On a remote store the requests of the reads ahead go out at once, whatever the depth.
@@ -361,10 +363,10 @@ class Prefetcher:
             if future is not None:
                 future.cancel()
         if executor is not None:
-            # A thread cannot join itself: if garbage collection closes us from
-            # one of our own threads, let the threads finish on their own.
-            wait = not threading.current_thread().name.startswith(self._prefix)
-            executor.shutdown(wait=wait, cancel_futures=True)
+            # Garbage collection may close us from one of our own threads, or from one of the reader's (a decoder,
+            # a fetch) that ours may be waiting for: then they finish on their own.
+            inside = threading.current_thread().name.startswith(self._prefix) or self._reader.owns_thread()
+            executor.shutdown(wait=not inside, cancel_futures=True)
         # Only then what was fetched ahead goes: a read still running takes its requests in flight, rather than
         # finding them cancelled and reading its files again one request after another.
         if self._fetch is not None:

@@ -30,6 +30,8 @@ from typing import Any, TypeAlias
 
 from fsspec import AbstractFileSystem
 
+from .._threads import LazyPool
+
 __all__ = ["Fetches", "Request"]
 
 #: What is fetched: a whole file (its path), or bytes ``start:end`` of one, ``(path, start, end)``.
@@ -99,7 +101,7 @@ class Fetches:
         self._in_flight = 0
         self._lock = threading.Lock()
         self._sending = threading.local()
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool = LazyPool(THREADS, "fetch")  # for a filesystem without an event loop of its own
         self._pumping = False  # a pump is scheduled on (or running in) the filesystem's event loop
         #: Bytes of the reads started and not yet wholly taken or dropped.
         self.nbytes = 0
@@ -237,10 +239,7 @@ class Fetches:
             self.drop(key)
         for _, future in queued:
             future.cancel()
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=False)
 
     def _release(self, request: Request) -> Future[bytes]:
         future, readers = self._files[request]
@@ -324,10 +323,11 @@ class Fetches:
         self._send_to_threads()
 
     def _threads(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="daskshuffle-fetch")
-            return self._pool
+        return self._pool.get()
+
+    def owns_thread(self) -> bool:
+        """Whether the calling thread is one of those that fetch (for a filesystem without an event loop)."""
+        return self._pool.owns()
 
 
 def _settle(future: Future[bytes], done: Future[bytes] | asyncio.Task[bytes]) -> None:
