@@ -11,14 +11,31 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-__all__ = ["PREFIX", "LazyPool"]
+__all__ = ["PREFIX", "LazyPool", "collected"]
 
 #: The first word of the name of every thread daskshuffle starts.
 PREFIX = "daskshuffle"
 
 _pool_ids = itertools.count()
+
+
+def collected(release: Callable[..., Any], *args: Any) -> None:
+    """Run ``release(*args)``, which garbage collection called (a ``weakref.finalize``), where it is safe to.
+
+    Collection runs a finalizer in whatever thread allocates, one of
+    daskshuffle's own included: a decoder in the middle of a read, holding a
+    lock that the release takes, or a thread that what the release joins is
+    waiting for. There the release runs in a thread of its own; anywhere else,
+    at once.
+    """
+    if threading.current_thread().name.startswith(PREFIX):
+        threading.Thread(target=release, args=args, name=f"{PREFIX}-release", daemon=True).start()
+    else:
+        release(*args)
 
 
 class LazyPool:

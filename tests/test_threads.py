@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from daskshuffle._threads import LazyPool
+from daskshuffle._threads import LazyPool, collected
 
 
 def test_a_pool_is_joined_from_any_thread_but_its_own() -> None:
@@ -35,3 +35,28 @@ def test_a_pool_is_made_again_after_shutdown() -> None:
     assert not [thread for thread in threading.enumerate() if thread.name.startswith(pool.prefix)]
     assert list(pool.get().map(abs, [-3])) == [3]
     pool.shutdown()
+
+
+def test_a_release_collected_in_a_thread_of_daskshuffles_runs_in_a_thread_of_its_own() -> None:
+    """Garbage collection in a decoder holding the reader's lock: closing the reader takes that lock."""
+    lock, ran_in = threading.Lock(), []
+
+    def release(where: list[str]) -> None:
+        with lock:
+            where.append(threading.current_thread().name)
+
+    def decoder() -> None:
+        with lock:  # in the middle of a read
+            collected(release, ran_in)  # at once, this would wait for the lock forever
+
+    thread = threading.Thread(target=decoder, name="daskshuffle-parquet-decode-0_0")
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    for _ in range(3000):
+        if ran_in:
+            break
+        threading.Event().wait(0.01)
+    assert ran_in == ["daskshuffle-release"]
+    collected(release, ran_in)  # anywhere else, at once
+    assert ran_in[-1] == threading.current_thread().name

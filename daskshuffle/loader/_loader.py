@@ -30,6 +30,7 @@ import numpy as np
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
+from .._threads import collected
 from ..formats import PileReader
 from ..plan._combinations import check_combination
 from ..plan._epoch_plan import BatchPlan
@@ -284,7 +285,7 @@ class PileLoader(LoaderPosition):
         super().__init__()  # the position: epoch 0, its first batch
         self._prefetcher = Prefetcher(self._piles, self._prefetch)
         # Also stop the background threads if the loader is dropped without close().
-        self._finalizer = weakref.finalize(self, _release, self._prefetcher, reader)
+        self._finalizer = weakref.finalize(self, collected, _release, self._prefetcher, reader)
 
     # -- what it yields ------------------------------------------------------
     @property
