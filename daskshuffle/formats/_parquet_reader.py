@@ -32,7 +32,7 @@ from ..storage._cache import Cache, StoreCache
 from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._location import Location
 from ._arrow_arrays import is_nested, row_shape, to_numpy
-from ._parquet_fetched import Fetched, FetchedFile, Range, bytes_of
+from ._parquet_fetched import Fetched, FetchedFile, Range, bytes_of, coalesce
 from ._parquet_parts import PartFiles, Piece
 from ._parquet_store import METADATA_FILE, concat, read_metadata, take
 from ._pile_metadata import check_recorded_rows, metadata_disagrees, select_variables
@@ -223,12 +223,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
     def _ranges(self, piece: Piece) -> tuple[list[Range], int]:
         """The byte ranges of ``piece``'s column chunks (runs of them, cut at :data:`RANGE_NBYTES`), and their decoded bytes."""
         chunks = piece.layout.chunks[piece.groups[0] : piece.groups[-1] + 1].reshape(-1, 3)
-        runs: list[list[int]] = []
-        for first, end in sorted(chunks[:, :2].tolist()):
-            if runs and first <= runs[-1][1]:
-                runs[-1][1] = max(runs[-1][1], end)
-            else:
-                runs.append([first, end])
+        runs = coalesce(((int(first), int(end)) for first, end in chunks[:, :2]), gap=0)
         path = self.part_paths[piece.file]
         ranges = [
             (path, cut, min(cut + RANGE_NBYTES, end)) for first, end in runs for cut in range(first, end, RANGE_NBYTES)
