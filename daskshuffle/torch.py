@@ -26,12 +26,9 @@ from typing import Any, Never
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_count, parse_variables
 from ._torch_dataloader import Batch, ByValue, Pass, Passes, WorkerBatches, collating_fetcher, to_tensor
-from .formats._base import NUMERIC_KINDS
-from .loader._loader import LoaderSettings, PileLoader
-from .plan._epoch_plan import split_batches
-from .plan._order_classes import Order, OrderName
-from .plan._removed_keywords import refuse_removed_keywords
-from .plan._streams import Stream
+from .formats import NUMERIC_KINDS
+from .loader import LoaderSettings, PileLoader
+from .plan import Order, OrderName, Stream, refuse_removed_keywords, split_batches
 
 __all__ = ["PileDataset"]
 

@@ -16,14 +16,16 @@ PACKAGE = Path(__file__).parents[1] / "daskshuffle"
 # Bottom to top; a module may import its own layer and the layers below it. Formats and quality
 # share a rank but do not import each other. docs/architecture.md's layers table is this list.
 LAYERS: list[set[str]] = [
-    {"_compat", "_errors", "_random", "_threads"},
+    {"_compat", "_errors", "_random", "_threads", "_faces"},
     {"_parse"},
     {"storage"},
     {"plan"},
     {"orders"},
     {"formats", "quality"},
-    {"shuffle"},
+    {"pilestore"},
+    {"sources", "readers"},
     {"loader"},
+    {"shuffle"},
     {"_torch_dataloader"},
     {"__init__", "torch"},
     {"_cli"},

@@ -362,7 +362,7 @@ def test_memory_stays_within_a_few_piles(
 ) -> None:
     pile_nbytes = int(many_piles.pile_sizes.max()) * (16 * 4 + 8)
     # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of READ_NBYTES.
-    monkeypatch.setattr("daskshuffle.formats._zarr_source.READ_NBYTES", 2**16)
+    monkeypatch.setattr("daskshuffle.formats._zarr_runs.READ_NBYTES", 2**16)
     with PileLoader(many_piles.path, 500, order=Piles(piles_in_memory=1), prefetch=prefetch) as loader:
         list(loader)  # once, so that first imports and caches are not counted
         tracemalloc.start()
@@ -481,10 +481,10 @@ def test_batches_are_gathered_into_the_arrays_allocate_makes(store: str) -> None
 @pytest.mark.parametrize("arrays", [True, False], ids=["numpy take", "reader take"])
 @pytest.mark.parametrize("position", [-1, 10, 11])
 def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: str, arrays: bool, position: int) -> None:
-    from daskshuffle.formats import open_pile_reader
     from daskshuffle.loader._batches import gather_batches
     from daskshuffle.loader._prefetch import ShuffledPile
     from daskshuffle.plan._epoch_plan import BatchPlan, Segment
+    from daskshuffle.readers import open_pile_reader
 
     reader = open_pile_reader(store)
     rows = reader.read_rows(0, 10)

@@ -15,8 +15,8 @@ import pytest
 from conftest import make_zarr_source, tree_digest
 
 import daskshuffle as ds
-from daskshuffle.formats import open_pile_reader
-from daskshuffle.formats._zarr import ZarrFormat
+from daskshuffle.readers import open_pile_reader
+from daskshuffle.sources import ZarrFormat
 from daskshuffle.storage import _paths
 from daskshuffle.storage._location import Location
 

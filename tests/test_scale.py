@@ -21,12 +21,12 @@ import daskshuffle
 from daskshuffle._cli import cli
 from daskshuffle._parse import parse_nbytes
 from daskshuffle._random import make_rng
-from daskshuffle.formats._zarr import open_zarr_sources
 from daskshuffle.plan._pile_sizes import binomial_sf, typical_largest
 from daskshuffle.plan._plan import Plan, make_plan, plan_nbytes
 from daskshuffle.plan._scale import MAX_TASK_MEMORY, explain
 from daskshuffle.shuffle._graph import _merge, _scatter, shuffle_graph
 from daskshuffle.shuffle._store_plan import plan_within_budget
+from daskshuffle.sources import open_zarr_sources
 from daskshuffle.storage._location import Location
 
 #: make_zarr_source's rows: x (4 float32), y (int16), id (int64).

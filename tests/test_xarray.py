@@ -14,7 +14,7 @@ from simulate import simulate
 
 import daskshuffle
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, shuffle_xarray
-from daskshuffle.formats._xarray import _block_lengths
+from daskshuffle.sources._xarray import _block_lengths
 
 
 def make_dataset(n: int = 240, first: int = 0) -> xr.Dataset:

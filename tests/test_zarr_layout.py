@@ -18,11 +18,11 @@ from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
-from daskshuffle.formats import FORMAT_VERSION, open_pile_reader
-from daskshuffle.formats._layout import Layout, choose_chunk_rows, choose_codec
-from daskshuffle.formats._zarr_reader import ZarrPileReader
 from daskshuffle.loader._prefetch import ReadingNote
 from daskshuffle.orders import Piles
+from daskshuffle.pilestore import FORMAT_VERSION, Layout, choose_chunk_rows, choose_codec
+from daskshuffle.readers import open_pile_reader
+from daskshuffle.readers._zarr_reader import ZarrPileReader
 
 N_ROWS = 20_000
 N_PILES = 4

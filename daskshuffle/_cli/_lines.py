@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import click
 
-from ..plan._options import DEFAULT_LINES_BLOCK_MEMORY, TEXT_DEFAULTS
+from ..plan import DEFAULT_LINES_BLOCK_MEMORY, TEXT_DEFAULTS
 from ._common import STDIO, Option, cli, progress_on_stderr, session, show_progress, summary
 from ._options import cluster_options, positive_option, shuffle_option
 
@@ -131,7 +131,7 @@ def lines(
         _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
         return
     inputs = _check_files(inputs, output, count, repeat, n_output_files)
-    from ..shuffle._lines import shuffle_lines
+    from ..shuffle import shuffle_lines
 
     with session(debug=debug, **cluster), contextlib.ExitStack() as stack:
         spool: Path | None = None

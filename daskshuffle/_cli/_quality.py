@@ -28,7 +28,7 @@ def _positions(ids: np.ndarray) -> np.ndarray:
 
 
 def _epochs_of(store: str, variable: str, n_epochs: int, batch_size: int) -> tuple[list[np.ndarray], int]:
-    from ..loader._loader import PileLoader
+    from ..loader import PileLoader
 
     with PileLoader(store, batch_size, variables=[variable]) as loader:
         epochs = []

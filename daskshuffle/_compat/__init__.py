@@ -13,4 +13,8 @@ library's objects, and the torch adapter imports torch when called.
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._dask import dataframe_meta
+from ._distributed import running_handlers, running_task_keys
+from ._torch import is_collating_fetcher
+
+__all__ = ["dataframe_meta", "is_collating_fetcher", "running_handlers", "running_task_keys"]

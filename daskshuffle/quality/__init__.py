@@ -53,7 +53,7 @@ EPOCHS_WITHIN = 2.0
 
 def _epochs(loader: Any) -> tuple[Measure, str | None]:
     """What ``loader``'s pile mixing predicts for the next epoch's co-batch overlap, and advice when it is high."""
-    from ..plan._epoch_plan import cobatch_excess
+    from ..plan import cobatch_excess
 
     k, n_piles = int(loader.settings.piles_in_memory), int(loader.n_piles)
     predicted = cobatch_excess(n_piles, k) if loader.settings.order == "piles" else float("nan")

@@ -24,7 +24,7 @@ from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
 from dask.utils import format_time
 
-from .._compat._distributed import running_handlers, running_task_keys
+from .._compat import running_handlers, running_task_keys
 
 __all__ = [
     "array_inputs",

@@ -15,9 +15,8 @@ import shutil
 from collections.abc import Sequence
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
-from ..plan._options import ShuffleOptions
-from ..storage import _leftovers, _paths
-from ..storage._location import Location
+from ..plan import ShuffleOptions
+from ..storage import Location, _leftovers, _paths
 from ._compute import workers_not_seeing
 
 __all__ = [

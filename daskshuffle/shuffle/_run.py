@@ -25,15 +25,11 @@ from .._errors import (
     ShuffleInterrupted,
     StorageFullError,
 )
-from ..formats import read_metadata
-from ..formats._base import CollectionSource, Format
-from ..plan._level_plan import LevelPlan
-from ..plan._options import ShuffleOptions, parse_shuffle_options
-from ..plan._plan import Plan
-from ..storage import _leftovers, _paths
-from ..storage._location import Location
-from ..storage._lock import exclusive
-from ..storage._manifest import Manifest as _Manifest
+from ..formats import CollectionSource, Format
+from ..pilestore import read_metadata
+from ..plan import LevelPlan, Plan, ShuffleOptions, parse_shuffle_options
+from ..storage import Location, _leftovers, _paths, exclusive
+from ..storage import Manifest as _Manifest
 from ._compute import compute
 from ._destination import (
     build_path,

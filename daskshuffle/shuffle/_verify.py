@@ -23,12 +23,11 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationError
 from .._parse import parse_nbytes, parse_path
-from ..formats import open_pile_reader
-from ..formats._base import CollectionFormat, CollectionSource, FileFormat, Format
-from ..formats._generations import GENERATIONS_KEY, sources_of
-from ..plan._options import DEFAULT_BLOCK_MEMORY
-from ..plan._plan import fingerprint
-from ..storage._location import Location
+from ..formats import CollectionFormat, CollectionSource, FileFormat, Format
+from ..pilestore import GENERATIONS_KEY, sources_of
+from ..plan import DEFAULT_BLOCK_MEMORY, fingerprint
+from ..readers import open_pile_reader
+from ..storage import Location
 from ._checksum import add_checksums, checksum, same_checksums
 from ._compute import map_tasks
 from ._store_plan import run_lengths
@@ -88,14 +87,14 @@ def _open_sources(
     kind: str, sources: list[str], variables: list[str], block_nbytes: int, storage_options: Any
 ) -> FileFormat[Any]:
     if kind == "zarr":
-        from ..formats._zarr import open_zarr_sources
+        from ..sources import open_zarr_sources
 
         return open_zarr_sources(
             sources, variables=variables, block_nbytes=block_nbytes, storage_options=storage_options
         )
     if kind == "parquet":
-        from ..formats._parquet import open_parquet_sources
-        from ..formats._parquet_store import ParquetWriting
+        from ..pilestore import ParquetWriting
+        from ..sources import open_parquet_sources
 
         return open_parquet_sources(
             sources,

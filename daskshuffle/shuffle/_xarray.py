@@ -9,9 +9,8 @@ import xarray as xr
 
 from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
-from ..formats._xarray import open_xarray_source
-from ..plan._declare import common_options
-from ..plan._options import DEFAULT_N_PILES, ShuffleKeywords
+from ..plan import DEFAULT_N_PILES, ShuffleKeywords, common_options
+from ..sources import open_xarray_source
 from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 

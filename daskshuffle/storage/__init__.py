@@ -1,1 +1,22 @@
 """Where bytes live: paths and URLs resolved through fsspec, locks, manifests."""
+
+from ._cache import Cache, StoreCache, parse_cache
+from ._fetch import IN_FLIGHT, Fetches
+from ._location import Location
+from ._lock import exclusive
+from ._manifest import Manifest, run_marked, run_once
+from ._paths import normalize
+
+__all__ = [
+    "IN_FLIGHT",
+    "Cache",
+    "Fetches",
+    "Location",
+    "Manifest",
+    "StoreCache",
+    "exclusive",
+    "normalize",
+    "parse_cache",
+    "run_marked",
+    "run_once",
+]

@@ -29,9 +29,8 @@ from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 from .._errors import CorruptPileStoreError
-from ..storage._cache import StoreCache
-from ..storage._fetch import Fetches
-from ._base import NUMERIC_KINDS
+from ..formats import NUMERIC_KINDS
+from ..storage import Fetches, StoreCache
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 

@@ -30,7 +30,7 @@ import numpy as np
 from fsspec import AbstractFileSystem
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
-from ..storage._location import Location
+from ..storage import Location
 from ._text import OutputLayout, TextFormat
 from ._text_lines import Lines, line_bytes
 from ._text_source import _READ_NBYTES, BlockCount, TextSource

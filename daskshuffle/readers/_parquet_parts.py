@@ -1,7 +1,7 @@
 """The part files of a Parquet pile store: where each one's rows are, its footer, and its rows read directly.
 
 A Parquet pile store is part files ``part-<first row>.parquet`` of whole piles,
-a row group per pile (:mod:`daskshuffle.formats._parquet_store`). The files are
+a row group per pile (:mod:`daskshuffle.pilestore._parquet_store`). The files are
 listed once; a file's footer is read when its rows are first needed (or all of
 them when the store is opened, to check it), the last :data:`FOOTERS_KEPT`
 footers are kept, and a few integers per column chunk (its :class:`Layout`)
@@ -23,9 +23,9 @@ from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
-from ..storage._location import Location
-from ._parquet_fetched import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
-from ._parquet_store import PART, arrow_filesystem, part_name
+from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
+from ..pilestore import PART, arrow_filesystem, part_name
+from ..storage import Location
 
 __all__ = ["FOOTERS_KEPT", "Layout", "Part", "PartFiles", "Piece"]
 

@@ -14,7 +14,6 @@ of a change.
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,17 +22,27 @@ import numpy as np
 import zarr
 
 from .._errors import DaskShuffleValueError, IncompletePileStoreError
-from ..plan._plan import fingerprint
-from ..storage._location import Location
-from ._arrays import ArrayRows, ArrayRowsMethods
-from ._arrays import concat_rows as _concat
-from ._pile_metadata import check_recorded_rows, check_store_exists, metadata_disagrees
-from ._pile_reader import ComposedReader
-from ._zarr_reader import ZarrPileReader
-from ._zarr_reads import UnionRead
-from ._zarr_source import METADATA_KEY
+from ..plan import fingerprint
+from ..storage import Location
+from ._metadata import METADATA_KEY, check_recorded_rows, check_store_exists, read_metadata
 
-__all__ = ["GENERATIONS_KEY", "GenerationsReader", "generation_path", "read_root", "write_root"]
+__all__ = [
+    "GENERATIONS_KEY",
+    "array_types",
+    "create_compacted",
+    "ensure_group",
+    "entry_of",
+    "finish_compacted",
+    "generation_location",
+    "generation_path",
+    "orphans",
+    "read_root",
+    "remove_generation",
+    "sources_of",
+    "union",
+    "write_root",
+    "write_rows",
+]
 
 #: The key of the root metadata that lists the live generations.
 GENERATIONS_KEY = "generations"
@@ -46,7 +55,7 @@ def generation_path(number: int) -> str:
     return "" if number == 0 else f"{GROUP}/{number:05d}"
 
 
-def _join(store: Location, relative: str) -> Location:
+def generation_location(store: Location, relative: str) -> Location:
     return store if not relative else store.join(relative)
 
 
@@ -58,8 +67,6 @@ def _open_group(location: Location, **kwargs: Any) -> zarr.Group:
 def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The root metadata of a complete Zarr pile store (read, or as given), its generations listed (one if never appended to)."""
     if metadata is None:
-        from . import read_metadata
-
         check_store_exists(store, store.url)
         metadata = read_metadata(store)
     if not isinstance(metadata, dict) or not metadata.get("complete"):
@@ -96,13 +103,9 @@ def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | N
     return entry
 
 
-def entry_of(number: int, store: Location) -> dict[str, Any]:
-    """The entry of generation ``number``, read from its own complete pile store."""
-    reader = ZarrPileReader(_join(store, generation_path(number)))
-    try:
-        return _entry(number, reader.metadata)
-    finally:
-        reader.close()
+def entry_of(number: int, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The entry of generation ``number``, from the metadata of its own complete pile store (as its reader checked it)."""
+    return _entry(number, metadata)
 
 
 def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -143,15 +146,15 @@ def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
 def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequence[str]) -> None:
     """Delete a generation's files: its group, or for the first shuffle its arrays at the root."""
     if entry["path"]:
-        _join(store, entry["path"]).remove()
+        generation_location(store, entry["path"]).remove()
         return
     for name in variables:
-        _join(store, name).remove()
+        generation_location(store, name).remove()
 
 
 def orphans(store: Location, live: Sequence[Mapping[str, Any]]) -> list[str]:
     """Generation groups below the root that the root does not list (an interrupted append or removal)."""
-    group = _join(store, GROUP)
+    group = generation_location(store, GROUP)
     fs, inner = group.fs, group.path
     if not fs.exists(inner):
         return []
@@ -162,158 +165,15 @@ def orphans(store: Location, live: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def ensure_group(store: Location) -> None:
     """Create the ``generations`` group, so that zarr sees the generations as groups of the store."""
-    path = _join(store, GROUP)
+    path = generation_location(store, GROUP)
     if not path.join("zarr.json").exists():
         _open_group(path, mode="a", zarr_format=3)
-
-
-# -- reading -----------------------------------------------------------------------
-class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
-    """A Zarr pile store with several generations, read as one: pile ``p`` is pile ``p`` of each, oldest first.
-
-    Examples
-    --------
-    >>> import daskshuffle
-    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "grown.zarr", n_piles=4, seed=0)
-    >>> _ = daskshuffle.append("grown.zarr", "raw.zarr", seed=1)
-    >>> reader = GenerationsReader("grown.zarr")
-    >>> reader.n_rows, len(reader.generations)
-    (2000, 2)
-    """
-
-    kind, batch_formats = ZarrPileReader.kind, ZarrPileReader.batch_formats  # as its generations' readers
-
-    def _open(
-        self, location: Location, variables: Sequence[str] | None, *, metadata: Mapping[str, Any] | None = None
-    ) -> None:
-        self.metadata = read_root(location, metadata)
-        self.generations: list[ZarrPileReader] = []
-        for entry in self.metadata[GENERATIONS_KEY]:
-            self.generations.append(
-                ZarrPileReader(
-                    _join(location, entry["path"]),
-                    variables,
-                    batch_format=self.batch_format,
-                    metadata=entry.get("metadata"),
-                )
-            )
-        self._check_generations()
-        self._offsets = np.asarray([reader.pile_offsets for reader in self.generations], dtype=np.int64)
-        self._union = self.pile_offsets
-        self._largest_pile = int(np.diff(self._union).max()) if len(self._union) > 1 else 0
-        first = self.generations[0].arrays
-        self._types = {name: (array.dtype, tuple(array.shape[1:])) for name, array in first.items()}
-        self._lock = threading.Lock()
-        self._spare: list[ArrayRows] = []
-
-    def _check_generations(self) -> None:
-        """Refuse a root whose list of generations disagrees with the generations' own metadata or its offsets."""
-        for entry, reader in zip(self.metadata[GENERATIONS_KEY], self.generations, strict=True):
-            for key in ("n_rows", "fingerprint"):
-                if entry.get(key) != reader.metadata.get(key):
-                    raise metadata_disagrees(
-                        self.store,
-                        f"the {key} it lists for generation {entry.get('generation')} to be the generation's own",
-                        f"{key} = {entry.get(key)!r} listed and {reader.metadata.get(key)!r} in {reader.store!r}",
-                    )
-        sizes = [np.diff(reader.pile_offsets) for reader in self.generations]
-        if any(len(size) != len(sizes[0]) for size in sizes):
-            raise metadata_disagrees(
-                self.store,
-                "generations of one number of piles",
-                f"n_piles = {', '.join(str(len(size)) for size in sizes)} in its generations",
-            )
-        summed = np.concatenate([[0], np.cumsum(sum(sizes))]).astype(np.int64)
-        offsets = self.pile_offsets
-        differ = (
-            np.flatnonzero(offsets != summed)
-            if len(offsets) == len(summed)
-            else np.array([min(len(offsets), len(summed)) - 1])
-        )
-        if differ.size:
-            at = int(differ[0])
-            raise metadata_disagrees(
-                self.store,
-                "pile_offsets that add up its generations' piles",
-                f"pile_offsets[{at}] = {int(offsets[at]):,} and {int(summed[at]):,} from its generations",
-            )
-
-    @property
-    def members(self) -> list[ZarrPileReader]:
-        return self.generations
-
-    def read_pile(self, pile: int) -> ArrayRows:
-        return self.start_pile(pile).result()
-
-    def start_pile(self, pile: int) -> UnionRead:
-        """The read of ``pile``: each generation that holds rows of it reads them into its slice of one set of arrays."""
-        sizes = self._offsets[:, pile + 1] - self._offsets[:, pile]
-        rows = self._empty(int(sizes.sum()))
-        reads, first = [], 0
-        for reader, size in zip(self.generations, sizes.tolist(), strict=True):
-            if size > 0:
-                reads.append(
-                    reader.start_pile(pile, {name: values[first : first + size] for name, values in rows.items()})
-                )
-                first += size
-        return UnionRead(rows, reads)
-
-    def _empty(self, n_rows: int) -> ArrayRows:
-        """Arrays for ``n_rows`` rows: recycled ones (:meth:`recycle`) if large enough, else of the largest pile."""
-        with self._lock:
-            if self._spare and len(next(iter(self._spare[0].values()))) >= n_rows:
-                return {name: values[:n_rows] for name, values in self._spare.pop(0).items()}
-        capacity = max(n_rows, self._largest_pile)
-        return {
-            name: np.empty((capacity, *shape), dtype=dtype)[:n_rows] for name, (dtype, shape) in self._types.items()
-        }
-
-    def recycle(self, rows: ArrayRows) -> None:
-        """Take back a pile's arrays that nothing uses any more (at most two piles' worth), to read other piles into."""
-        whole = {name: values.base for name, values in rows.items()}
-        if all(isinstance(base, np.ndarray) for base in whole.values()) and set(whole) == set(self._types):
-            with self._lock:
-                if len(self._spare) < 2:
-                    self._spare.append(whole)  # type: ignore[arg-type]
-
-    @staticmethod
-    def _concat_parts(parts: list[ArrayRows]) -> ArrayRows:
-        return parts[0] if len(parts) == 1 else _concat(parts)
-
-    def read_rows(self, start: int, stop: int) -> ArrayRows:
-        stop = max(start, min(stop, self.n_rows))
-        parts: list[ArrayRows] = []
-        first = int(np.searchsorted(self._union, start, side="right")) - 1
-        for pile in range(max(first, 0), len(self._union) - 1):
-            begin = int(self._union[pile])
-            if begin >= stop:
-                break
-            # Rows a:b of the union pile, taken from each generation's pile in turn.
-            a, b = max(start, begin) - begin, min(stop, int(self._union[pile + 1])) - begin
-            for reader, offsets in zip(self.generations, self._offsets, strict=True):
-                size = int(offsets[pile + 1] - offsets[pile])
-                if a < size and b > 0:
-                    base = int(offsets[pile])
-                    parts.append(reader.read_rows(base + max(a, 0), base + min(b, size)))
-                a, b = a - size, b - size
-        return self._concat_parts(parts) if parts else self.generations[0].read_rows(0, 0)
-
-    def __getstate__(self) -> dict[str, Any]:  # pickled into torch DataLoader workers
-        return {**self.__dict__, "_lock": None, "_spare": []}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        self._spare = []
-        super().close()
 
 
 def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The dtype and row shape of each variable, as the newest live generation stores them."""
     newest = root[GENERATIONS_KEY][-1]
-    group = _open_group(_join(store, newest["path"]), mode="r")
+    group = _open_group(generation_location(store, newest["path"]), mode="r")
     types = {}
     for name in root["variables"]:
         array = group[name]
@@ -330,9 +190,9 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     no two tasks write one chunk) and the bytes of a row.
     """
     newest = metadata[GENERATIONS_KEY][-1]
-    like = _open_group(_join(store, newest["path"]), mode="r")
+    like = _open_group(generation_location(store, newest["path"]), mode="r")
     like_metadata: Any = newest.get("metadata") or like.attrs[METADATA_KEY]
-    path = _join(store, generation_path(number))
+    path = generation_location(store, generation_path(number))
     own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY}
     own.update(
         complete=False,
@@ -363,24 +223,21 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     return alignment, row_nbytes
 
 
-def copy_rows(store: Location, number: int, start: int, stop: int) -> int:
-    """Rows ``start:stop`` of the store as its root lists them now, written into generation ``number``."""
-    reader = GenerationsReader(store)
-    try:
-        rows = reader.read_rows(start, stop)
-    finally:
-        reader.close()
-    group = _open_group(_join(store, generation_path(number)), mode="r+")
+def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]) -> int:
+    """Write ``rows`` (a dict of arrays) into generation ``number`` from row ``start`` on; returns their number."""
+    group = _open_group(generation_location(store, generation_path(number)), mode="r+")
+    n_rows = 0
     for name, values in rows.items():
         array = group[name]
         assert isinstance(array, zarr.Array)
-        array[start:stop] = values
-    return stop - start
+        array[start : start + len(values)] = values
+        n_rows = len(values)
+    return n_rows
 
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
-    group = _open_group(_join(store, generation_path(number)), mode="r+")
+    group = _open_group(generation_location(store, generation_path(number)), mode="r+")
     recorded: Any = group.attrs[METADATA_KEY]
     own = {key: value for key, value in recorded.items() if key != "fingerprint"}
     own.update(complete=True)

@@ -23,8 +23,8 @@ from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ..storage._location import Location
-from ._base import Destination, FileSource, Pieces
+from ..formats import Destination, FileSource, Pieces
+from ..storage import Location
 from ._text_lines import Lines, line_bytes, line_offsets, memory_pool
 from ._text_source import _READ_NBYTES, BlockCount, TextSource, _read_range, open_text_sources
 

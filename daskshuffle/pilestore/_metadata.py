@@ -8,6 +8,8 @@ any other edit).
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,18 +22,26 @@ from .._errors import (
     SourceNotFoundError,
     UnfinishedShuffleError,
 )
-from ..plan._plan import fingerprint
-from ..storage._location import Location
+from ..plan import fingerprint
+from ..storage import Location
 
 __all__ = [
+    "FORMAT_VERSION",
+    "METADATA_KEY",
     "AppendedStoreError",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
     "metadata_disagrees",
+    "read_metadata",
     "select_variables",
 ]
 
+#: The group attribute (Zarr) that holds a pile store's metadata.
+METADATA_KEY = "daskshuffle"
+#: Version of the pile store layout written into every store's metadata. Version 2
+#: (Zarr) records its layout, a crc32c per chunk and every chunk written.
+FORMAT_VERSION = 2
 #: Versions this release reads: a version 1 store is read as it was, without checks.
 READABLE_VERSIONS = (1, 2)
 #: Keys a destination adds to the metadata after the shuffle fingerprinted it (the shuffle fingerprints it
@@ -151,3 +161,31 @@ def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | Non
     if unknown:
         raise DaskShuffleValueError(f"Expected variables among {names}. Got unknown {unknown} instead.")
     return list(variables)
+
+
+#: Where each kind of pile store keeps the shuffle's metadata: a JSON file, and the key in it.
+_METADATA_FILES = (("zarr.json", ("attributes", METADATA_KEY)), ("_daskshuffle.json", ()))
+
+
+def read_metadata(
+    store: str | os.PathLike[str] | Location, storage_options: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The shuffle's metadata of ``store``, complete or not, or ``None`` if it has none (plain JSON, read as such).
+
+    Examples
+    --------
+    >>> read_metadata("piles.zarr")["complete"], read_metadata("raw.zarr")
+    (True, None)
+    """
+    location = Location.of(store, storage_options)
+    fs, root = location.fs, location.path
+    for name, keys in _METADATA_FILES:
+        try:
+            with fs.open(f"{root}/{name}", "r") as file:
+                found: Any = json.load(file)
+        except (FileNotFoundError, ValueError):
+            continue
+        for key in keys:
+            found = found.get(key) if isinstance(found, dict) else None
+        return found if isinstance(found, dict) else None
+    return None

@@ -29,13 +29,12 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from ..storage._location import Location
-from . import _layout
-from ._arrays import ArrayPieces, ArrayRows, Variable
-from ._base import NUMERIC_KINDS, CollectionSource
-from ._zarr import CHUNK_NBYTES, ZarrDestination
-from ._zarr_source import METADATA_KEY
+from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
+from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination
+from ..storage import Location
+from ._arrays import ArrayPieces
 
 __all__ = ["ROW_DIMENSION", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
 
