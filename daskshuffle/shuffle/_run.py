@@ -30,7 +30,7 @@ from ..formats._base import CollectionSource, Format
 from ..plan._level_plan import LevelPlan
 from ..plan._options import ShuffleOptions, parse_shuffle_options
 from ..plan._plan import Plan
-from ..storage import _leftovers, _paths
+from ..storage import _leftovers, _own, _paths
 from ..storage._location import Location
 from ..storage._lock import exclusive
 from ..storage._manifest import Manifest as _Manifest
@@ -265,6 +265,10 @@ def _write(
     resumable: bool,
 ) -> int:
     """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
+    if earlier is not None:  # continued in: nothing placed there since may redirect a write, or the manifest
+        for location, what in ((tmp, "a shuffle's scratch directory"), (earlier.path, "a store being written")):
+            if location.is_local and location.exists():
+                _own.refuse_below(location.path, what)
     manifest = _Manifest(tmp.join(_MANIFEST)) if resumable else None
     done = manifest.done() if manifest is not None and earlier is not None else frozenset()
     if earlier is not None and _CREATED in done:

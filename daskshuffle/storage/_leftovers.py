@@ -7,6 +7,11 @@ where a swap takes two renames) and holds ``<dst>.daskshuffle-lock``. A run
 killed after its store was marked complete, before it removed these, leaves
 them for good: running the same shuffle again removes them, as does
 ``daskshuffle info --clean``.
+
+Each of these is a name of the library's own; something else found there (a
+symbolic link someone placed, pointing anywhere) is not a leftover: it is
+refused before a run writes anything (:func:`check_own_paths`), never removed,
+and named in an ``UnsafePathError``.
 """
 
 from __future__ import annotations
@@ -16,14 +21,16 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from . import _lock
+from . import _lock, _own
 from ._location import Location
 
 __all__ = [
     "NEW_SUFFIX",
+    "PARTIAL_SUFFIX",
     "SCRATCH_SUFFIXES",
     "TMP_SUFFIX",
     "Leftover",
+    "check_own_paths",
     "clean",
     "find",
     "human_bytes",
@@ -38,6 +45,8 @@ LOCAL_PIECES = "daskshuffle-pieces"
 NEW_SUFFIX = ".daskshuffle-new"
 #: Every directory a run keeps beside ``dst`` while it writes (the spool of compressed text inputs too).
 SCRATCH_SUFFIXES = (TMP_SUFFIX, ".daskshuffle-spool", NEW_SUFFIX, ".daskshuffle-old")
+#: Where a text output is written until it is complete (a file, or a directory of parts on object storage).
+PARTIAL_SUFFIX = ".daskshuffle-partial"
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,30 @@ def find(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     if _lock.held(dst):
         return []
     return [leftover for _, leftover in _scratch(dst, tmp)] + _left_lock(dst)
+
+
+def own_paths(dst: Location, tmp: Location | None = None) -> dict[Location, str]:
+    """Every path a run into ``dst`` may write or remove beside it (or under ``tmp``), and what each is."""
+    paths = {dst.with_suffix(_lock.LOCK_SUFFIX): "a lock file", dst.with_suffix(PARTIAL_SUFFIX): "an output"}
+    for suffix in SCRATCH_SUFFIXES:
+        paths[dst.with_suffix(suffix)] = "a scratch directory"
+        if tmp is not None and suffix in (TMP_SUFFIX, ".daskshuffle-spool"):
+            paths[dst.scratch(suffix, tmp)] = "a scratch directory"
+    if tmp is None and dst.is_object_store:
+        paths[local_pieces_directory(dst)] = "a directory of pieces"
+        paths[dst.scratch(TMP_SUFFIX, local_pieces_directory(dst))] = "a scratch directory"
+    return paths
+
+
+def check_own_paths(dst: Location, tmp: Location | None = None) -> None:
+    """Before a run writes anything: refuse a link (or a FIFO, ...) someone placed where it writes beside ``dst``.
+
+    Raises :class:`~daskshuffle.UnsafePathError` naming it; nothing is written
+    through it or removed.
+    """
+    for location, what in own_paths(dst, tmp).items():
+        if location.is_local:
+            _own.refuse(location.path, what)
 
 
 def local_pieces_directory(dst: Location) -> Location:
