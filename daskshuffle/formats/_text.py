@@ -23,6 +23,7 @@ from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ..storage import _own
 from ..storage._location import Location
 from ._base import Destination, FileSource, Pieces
 from ._text_lines import Lines, line_bytes, line_offsets, memory_pool
@@ -182,7 +183,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         fs, partial = _partial_path(dst)
         if dst.is_local:
             os.makedirs(os.path.dirname(partial), exist_ok=True)
-            with open(partial, "wb") as file:
+            with _own.open_writer(partial, "an output being written") as file:  # never through a link placed there
                 file.write(self.source.header)
                 file.truncate(self.n_bytes)
         else:
@@ -200,7 +201,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             )
         fs, partial = _partial_path(dst)
         if dst.is_local:
-            descriptor = os.open(partial, os.O_WRONLY)
+            descriptor = _own.open_file(partial, os.O_WRONLY, "an output being written")
             try:
                 written = 0
                 while written < len(data):
