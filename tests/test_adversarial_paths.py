@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -26,9 +27,15 @@ import pytest
 from conftest import make_zarr_source
 
 import daskshuffle as ds
+from daskshuffle.formats import read_metadata
 from daskshuffle.shuffle import _graph
 from daskshuffle.storage import _leftovers
+from daskshuffle.storage._cache import MARKER
 from daskshuffle.storage._location import Location
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import _s3_model  # noqa: F401  (registers the s3model:// filesystem)
 
 
 def tree(path: Path) -> dict[str, str]:
@@ -245,3 +252,79 @@ def test_the_command_lines_output_is_not_written_through_a_link(tmp_path: Path) 
     assert run.returncode == 1, run.stderr
     assert "symbolic link" in run.stderr and "out.txt.daskshuffle-partial" in run.stderr
     assert tree(target) == before and not (tmp_path / "out.txt").exists()
+
+
+# -- the cache: links placed in a cache's directory ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, object], str]:
+    """A pile store on local disk and the same in a bucket of the S3 model (no latency)."""
+    work = tmp_path_factory.mktemp("remote")
+    src = make_zarr_source(work / "raw.zarr", 20_000, chunk_rows=1_000)
+    ds.shuffle_zarr(src, str(work / "piles.zarr"), n_piles=8, seed=5)
+    shutil.copytree(work / "piles.zarr", work / "objects" / "cache" / "piles.zarr")
+    return (
+        "s3model://cache/piles.zarr",
+        {"root": str(work / "objects"), "latency": 0.0, "bandwidth": 1e12},
+        str(work / "piles.zarr"),
+    )
+
+
+def ids_of_an_epoch(store: str, options: dict[str, object] | None, **kwargs: object) -> list[list[int]]:
+    with ds.PileLoader(store, batch_size=500, seed=2, storage_options=options, **kwargs) as loader:
+        return [batch["id"].tolist() for batch in loader]
+
+
+def store_directory(local: str) -> str:
+    """The name of the directory of ``local``'s files in a cache."""
+    return hashlib.sha256(str(read_metadata(local)["fingerprint"]).encode()).hexdigest()[:32]
+
+
+#: Where a link is placed in a cache that holds an epoch (``{store}``: the store's directory, ``{file}``: one of its
+#: files), what it points to, and whether opening the cache is refused (else the link is passed over).
+CACHE_CASES = {
+    "the cache's mark": (MARKER, "file", True),
+    "the store's directory": ("{store}", "directory", True),
+    "another store's directory": ("0" * 32, "directory", False),
+    "a cached file": ("{store}/{file}", "file", False),
+    "a name the cache would trim": ("{store}/" + "f" * 64, "file", False),
+    "a file being written": ("{store}/.partial-" + "e" * 32, "file", False),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CACHE_CASES.values(), ids=CACHE_CASES.keys())
+def test_a_link_placed_in_a_cache_is_never_followed(
+    case: tuple[str, str, bool], remote: tuple[str, dict[str, object], str], tmp_path: Path
+) -> None:
+    """The cache neither reads, sizes, writes through nor removes a link in its directory, trimming hard."""
+    planted, points_to, refused = case
+    url, options, local = remote
+    expected = ids_of_an_epoch(local, None)
+    cache = tmp_path / "cache"
+    ids_of_an_epoch(url, options, cache=cache)
+    store = store_directory(local)
+    held = sorted((cache / store).iterdir())
+    for path in held[1::2]:  # fetched and written again by the next epoch, which trims as it writes
+        path.unlink()
+    first = held[0].name
+    link = cache / planted.format(store=store, file=first)
+    if link.exists():
+        shutil.rmtree(link) if link.is_dir() else link.unlink()
+    target = outside(tmp_path, points_to)
+    if points_to == "directory":  # files of the cache's names, read long ago: the first a trim would remove
+        for index in range(3):
+            (target / f"{index:064x}").write_bytes(b"\0" * 5_000)
+    for path in [target, *target.rglob("*")]:
+        os.utime(path, (0, 0))
+    before = tree(target)
+    link.symlink_to(target, target_is_directory=points_to == "directory")
+    os.utime(link, (0, 0), follow_symlinks=False)
+    limit = sum(path.stat().st_size for path in Path(local).rglob("*") if path.is_file()) // 4
+    if refused:
+        with pytest.raises(ds.UnsafePathError, match="symbolic link") as raised:
+            ids_of_an_epoch(url, options, cache=ds.Cache(cache, max_size=limit))
+        assert str(link) in str(raised.value)
+    else:
+        assert ids_of_an_epoch(url, options, cache=ds.Cache(cache, max_size=limit)) == expected
+    assert link.is_symlink() and os.readlink(link) == str(target), "the link is left as it was"
+    assert tree(target) == before, "what it points to is unchanged"
