@@ -328,3 +328,13 @@ def test_a_link_placed_in_a_cache_is_never_followed(
         assert ids_of_an_epoch(url, options, cache=ds.Cache(cache, max_size=limit)) == expected
     assert link.is_symlink() and os.readlink(link) == str(target), "the link is left as it was"
     assert tree(target) == before, "what it points to is unchanged"
+
+
+def test_links_placed_beside_a_destination_are_not_counted_as_what_runs_left(tmp_path: Path) -> None:
+    """``daskshuffle info`` lists what runs left: a link is not that, and what it points to is not read."""
+    target = outside(tmp_path, "directory")
+    lock_target = outside(tmp_path, "file")
+    lock_target.write_text('{"run": "x", "host": "elsewhere", "pid": 1, "since": 0}')
+    (tmp_path / "piles.zarr.daskshuffle-tmp").symlink_to(target, target_is_directory=True)
+    (tmp_path / "piles.zarr.daskshuffle-lock").symlink_to(lock_target)
+    assert _leftovers.find(Location.of(str(tmp_path / "piles.zarr"))) == []

@@ -107,22 +107,31 @@ def _scratch(dst: Location, tmp: Location | None) -> list[tuple[Location, Leftov
     elif dst.is_object_store:  # the pieces may be on this machine (shuffle/_destination.py: local_pieces)
         paths[dst.scratch(TMP_SUFFIX, local_pieces_directory(dst))] = TMP_SUFFIX
     for path, suffix in paths.items():
-        if path.exists():
+        if path.exists() and not _placed(path):
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
             found.append((path, Leftover(path.url, path.nbytes(), what)))
     return found
 
 
+def _placed(location: Location) -> bool:
+    """Whether a link (or FIFO, ...) someone placed is at one of a run's paths: not a leftover, never removed."""
+    return location.is_local and _own.found_at(location.path) is not None
+
+
 def _left_lock(dst: Location) -> list[Leftover]:
     lock = dst.with_suffix(_lock.LOCK_SUFFIX)
-    if not lock.exists():
+    if not lock.exists() or _placed(lock):
         return []
     holder = _lock.read_holder(dst) or {}
     return [Leftover(lock.url, lock.nbytes(), f"the lock of {_lock.describe(holder)}, which is gone")]
 
 
 def clean(dst: Location, tmp: Location | None = None) -> list[Leftover]:
-    """Remove what runs left beside ``dst``, but its lock; the caller holds that lock (and removes it as it lets go)."""
+    """Remove what runs left beside ``dst``, but its lock; the caller holds that lock (and removes it as it lets go).
+
+    A link placed at one of those paths is refused (:func:`check_own_paths`), not removed.
+    """
+    check_own_paths(dst, tmp)
     found = _scratch(dst, tmp)
     for location, _ in found:
         location.remove()
