@@ -30,6 +30,7 @@ __all__ = [
     "StorageNotFoundError",
     "StoreChangedError",
     "UnfinishedShuffleError",
+    "UnsafePathError",
     "VerificationError",
 ]
 
@@ -178,6 +179,18 @@ class StorageNotFoundError(DaskShuffleError, FileNotFoundError):
 
 class StorageFullError(DaskShuffleError, OSError):
     """The disk (or quota) filled up while a shuffle wrote; what it wrote is removed."""
+
+
+class UnsafePathError(DaskShuffleError, FileExistsError):
+    """A path where daskshuffle writes or removes its own files holds something it did not make.
+
+    daskshuffle writes beside a destination (``<dst>.daskshuffle-lock``,
+    ``<dst>.daskshuffle-tmp``, ...) and in its cache only files it makes
+    itself. A symbolic link (or another kind of file) found at one of those
+    paths was placed there by someone else: nothing is written, truncated or
+    removed through it, and the message names it, to be removed by hand or
+    avoided with another destination.
+    """
 
 
 class VerificationError(DaskShuffleError, ValueError):

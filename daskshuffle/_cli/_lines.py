@@ -13,8 +13,10 @@ from typing import Any, Literal
 
 import click
 
+from .._errors import UnsafePathError
 from ..plan import DEFAULT_LINES_BLOCK_MEMORY, TEXT_DEFAULTS
-from ._common import STDIO, Option, cli, progress_on_stderr, session, show_progress, summary
+from ..storage import _own
+from ._common import STDIO, Option, cli, one_line, progress_on_stderr, session, show_progress, summary
 from ._options import cluster_options, positive_option, shuffle_option
 
 EXAMPLES_LINES = """\b
@@ -276,7 +278,10 @@ def _shuffle_in_memory(
                     f"Expected OUT not to exist. Got {output!r}, which exists, instead; pass --overwrite to replace it."
                 )
             partial = output + ".daskshuffle-partial"
-            out = stack.enter_context(open(partial, "wb"))
+            try:  # never through a link placed at the partial name
+                out = stack.enter_context(_own.open_writer(partial, "an output being written"))
+            except UnsafePathError as error:
+                raise click.ClickException(one_line(error)) from None
         for batch in batches():
             out.write(b"".join(lookup[int(index)] + delimiter for index in batch))
             n_written += len(batch)

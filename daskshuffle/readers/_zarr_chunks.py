@@ -180,10 +180,11 @@ class ChunkFiles:
         if cache is None:
             return False
         path = chunks.path(index)
-        if not cache.holds(path):
+        opened = cache.open(path)  # never through a link placed in the cache
+        if opened is None:
             return False
         try:
-            self._read_local(chunks, flat, index, start, stop, pile, cache.local_path(path))
+            self._read_local(chunks, flat, index, start, stop, pile, f"{path} (cached)", opened)
         except CorruptPileStoreError:  # damaged, or evicted by another loader meanwhile: fetched again
             cache.evict(path)
             return False
@@ -252,14 +253,16 @@ class ChunkFiles:
         stop: int,
         pile: int | None,
         path: str | None = None,
+        opened: int | None = None,
     ) -> None:
         # Every os call releases the GIL and must get it back, which a consumer busy in Python holds for up to
         # sys.getswitchinterval(): a file costs three calls (open, preadv, close), no fstat. A size is checked by
-        # reading one byte more than the file should hold. ``path``: where the chunk is, if not in the store (a cache).
+        # reading one byte more than the file should hold. ``path``: where the chunk is, if not in the store (a cache),
+        # ``opened`` its descriptor, which this closes.
         elsewhere = path is not None
         path = chunks.path(index) if path is None else path
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY) if opened is None else opened
         except FileNotFoundError:
             if elsewhere:  # a copy that went away is no chunk of fill values
                 raise self._damage(chunks, index, path, pile, "no such file") from None

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
 from ..plan import ShuffleOptions
-from ..storage import Location, _leftovers, _paths
+from ..storage import Location, _leftovers, _own, _paths
 from ._compute import workers_not_seeing
 
 __all__ = [
@@ -63,6 +63,7 @@ def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
         return None
     location = _leftovers.local_pieces_directory(dst)
     directory = location.path
+    _refuse_foreign_directory(directory)
     if dst.scratch(_TMP_SUFFIX, location).exists():
         return location
     try:
@@ -74,6 +75,15 @@ def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
         remove_if_empty(location)
         return None
     return location
+
+
+def _refuse_foreign_directory(directory: str) -> None:
+    """The shared temporary directory is anyone's: a link placed there, or another user's directory, is refused."""
+    _own.refuse(directory, "a directory of pieces", directory=True)
+    with contextlib.suppress(FileNotFoundError):
+        owner = os.lstat(directory).st_uid
+        if hasattr(os, "geteuid") and owner != os.geteuid():
+            raise _own.unsafe(directory, "a directory of pieces", f"a directory of another user (uid {owner})")
 
 
 def remove_if_empty(directory: Location) -> None:
@@ -131,6 +141,7 @@ def check_destination(
             )
     if dst.check("dst") and not overwrite:
         raise exists_error(dst)
+    _leftovers.check_own_paths(dst, tmp)
     scratch = dst.scratch(_TMP_SUFFIX, tmp)
     for source in sources:
         if _paths.overlaps(scratch.url, source):

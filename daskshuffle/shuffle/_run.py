@@ -28,7 +28,7 @@ from .._errors import (
 from ..formats import CollectionSource, Format
 from ..pilestore import read_metadata
 from ..plan import LevelPlan, Plan, ShuffleOptions, parse_shuffle_options
-from ..storage import Location, _leftovers, _paths, exclusive
+from ..storage import Location, _leftovers, _own, _paths, exclusive
 from ..storage import Manifest as _Manifest
 from ._compute import compute
 from ._destination import (
@@ -261,6 +261,10 @@ def _write(
     resumable: bool,
 ) -> int:
     """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
+    if earlier is not None:  # continued in: nothing placed there since may redirect a write, or the manifest
+        for location, what in ((tmp, "a shuffle's scratch directory"), (earlier.path, "a store being written")):
+            if location.is_local and location.exists():
+                _own.refuse_below(location.path, what)
     manifest = _Manifest(tmp.join(_MANIFEST)) if resumable else None
     done = manifest.done() if manifest is not None and earlier is not None else frozenset()
     if earlier is not None and _CREATED in done:

@@ -20,6 +20,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from .._errors import StorageAccessError, StorageNotFoundError
+from . import _own
 from ._paths import inside, is_url, normalize
 
 __all__ = ["CONDITIONAL_WRITES", "Location"]
@@ -245,6 +246,10 @@ class Location:
             self.fs.pipe_file(self.path, data)
             return
         staged = f"{self.path}.partial"
+        if self.is_local:  # never written through a link placed at the staged name
+            _own.write_file(staged, data, "a file being written")
+            os.replace(staged, self.path)
+            return
         self.fs.pipe_file(staged, data)
         self.fs.mv(staged, self.path)
 
@@ -253,8 +258,16 @@ class Location:
         self.fs.makedirs(self.path, exist_ok=True)
 
     def remove(self) -> None:
-        """Remove what is here and everything below it, if it exists."""
+        """Remove what is here and everything below it, if it exists.
+
+        A local symbolic link here was placed by someone else (the library
+        makes none): it is refused with :class:`~daskshuffle.UnsafePathError`
+        and left, as is what it points to. Links below a directory removed here
+        are removed themselves, never followed.
+        """
         fs, inner = self._resolved()
+        if self.is_local:
+            _own.refuse(inner, "a file or directory")
         for attempt in range(_REMOVE_ATTEMPTS):
             if not fs.exists(inner):
                 return

@@ -29,6 +29,10 @@ runs that race for one lock, exactly one holds it; how depends on the storage:
   and read back, which names a run that started earlier but does not exclude
   two that start at once. A ``UserWarning`` says so, once per filesystem.
 
+A local lock is opened with ``O_NOFOLLOW``: a symbolic link (or a FIFO)
+placed at ``<dst>.daskshuffle-lock`` is refused with ``UnsafePathError``,
+and what it points to is left untouched (``storage/_own.py``).
+
 Released on exit, by the run that holds it only.
 """
 
@@ -50,6 +54,7 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .._errors import DaskShuffleValueError
+from . import _own
 from ._location import CONDITIONAL_WRITES, Location
 
 try:
@@ -108,6 +113,8 @@ def _named(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
 def read_holder(dst: Location) -> dict[str, Any] | None:
     """What the lock of ``dst`` records (``None`` if there is no lock), held or left behind."""
     lock = dst.with_suffix(LOCK_SUFFIX)
+    if lock.is_local and _own.found_at(lock.path) is not None:  # a link or FIFO placed there: no lock, never read
+        return None
     return _read(lock.fs, lock.path) if lock.exists() else None
 
 
@@ -119,8 +126,10 @@ def held(dst: Location) -> bool:
         return holder is not None and not _stale(holder)
     inner = lock.path
     try:
-        fd = os.open(inner, os.O_RDONLY)
+        fd = os.open(inner, os.O_RDONLY | _own.NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
+        return False
+    except OSError:  # a link or a FIFO placed there: no run of daskshuffle holds it
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -182,7 +191,8 @@ def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[
     assert fcntl is not None  # for the type checker: the caller checked
     os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
     while True:
-        fd = os.open(inner, os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a link placed at the lock's path: truncated and written, it would damage what it names.
+        fd = _own.open_file(inner, os.O_RDWR | os.O_CREAT, "a lock file")
         try:
             _checkpoint("opened")
             try:
@@ -204,13 +214,16 @@ def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.remove(inner)  # still locked: a run that opened it meanwhile finds it gone, and starts again
+            there = os.lstat(inner)
+            if (there.st_dev, there.st_ino) == (locked.st_dev, locked.st_ino):  # ours, not what replaced it
+                os.remove(inner)  # still locked: a run that opened it meanwhile finds it gone, and starts again
         os.close(fd)
 
 
 def _create_local(dst: str, path: str, inner: str, ours: dict[str, Any]) -> None:
     """Without ``flock``: an exclusive create, and a lock left behind is named, to be removed by hand."""
     os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
+    _own.refuse(inner, "a lock file")
     try:
         with open(inner, "x") as file:
             file.write(json.dumps(ours))
