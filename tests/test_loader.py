@@ -332,6 +332,22 @@ def test_the_loader_needs_no_dask(store: str) -> None:
     assert run.stdout.strip() == "['dask', 'distributed']"  # only the two blocked entries
 
 
+def test_a_loader_given_sizes_as_strings_loads_no_dask(store: str) -> None:
+    """Sizes in words (``prefetch="8MiB"``, ``Piles("16MiB")``) are read without dask, through a whole epoch."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import daskshuffle as ds
+        with ds.PileLoader({store!r}, 100, prefetch="8MiB", order=ds.orders.Piles("16MiB")) as loader:
+            assert sum(len(batch["id"]) for batch in loader) == {N_ROWS}
+        print(sorted({{name.split(".")[0] for name in sys.modules}} & {{"dask", "distributed"}}))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
 def test_a_progress_bar_is_the_loader_wrapped(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     """``progress=`` is refused with what to write instead: ``tqdm(loader)``, which takes the epoch's length."""
     from tqdm import tqdm

@@ -1,7 +1,7 @@
 """The scale model: what a shuffle of a given size does, computed without reading any data.
 
-Pure: numpy and math (a size given as a string is parsed by dask's
-``parse_bytes``, as every other size is). The model runs the planning code
+Pure: numpy and math (a size given as a string is parsed by daskshuffle's
+``size_in_bytes``, with dask's units, as every other size is). The model runs the planning code
 itself where it can: the number of piles is chosen as a shuffle chooses it
 (:func:`~daskshuffle.plan._plan.auto_n_piles`), blocks are cut as a Zarr source cuts
 them (:func:`~daskshuffle.plan._plan.block_rows`), and piles are grouped for the
