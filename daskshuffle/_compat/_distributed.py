@@ -114,5 +114,6 @@ def progress_widget(future: Any) -> tuple[Any, Future[None]]:
     """
     from distributed import progress
 
-    bar = progress(future, notebook=True, multi=True, complete=True)
-    return bar.widget, asyncio.run_coroutine_threadsafe(bar.listen(), future.client.loop.asyncio_loop)
+    client = future.client  # not necessarily the current one, whose scheduler progress would ask
+    bar = progress(future, notebook=True, multi=True, complete=True, scheduler=client.scheduler.address)
+    return bar.widget, asyncio.run_coroutine_threadsafe(bar.listen(), client.loop.asyncio_loop)
