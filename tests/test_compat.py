@@ -130,10 +130,13 @@ def _bars(widget: Any) -> list[Any]:
 
 
 @pytest.mark.cluster
-def test_progress_widget_draws_while_the_calling_thread_is_busy(local_client: Any) -> None:
+def test_a_progress_widget_drawn_from_the_client_loop_moves_while_the_calling_thread_is_busy(local_client: Any) -> None:
     pytest.importorskip("ipywidgets")
+    from distributed import progress
+
     future = local_client.submit(time.sleep, 1.0, key="compat-progress")
-    widget, drawn = _distributed.progress_widget(future)
+    bar = progress(future, notebook=True, scheduler=local_client.scheduler.address)
+    widget, drawn = _distributed.draw_from_client_loop(bar, local_client)
     drawn_while_running = False
     while not future.done():  # busy here, as a cell that waits: no event loop runs in this thread
         drawn_while_running = drawn_while_running or bool(_bars(widget))

@@ -19,8 +19,7 @@
 
 Checked against distributed 2026.8 (:data:`CHECKED`). ``running_handlers`` and
 ``running_task_keys`` run where the scheduler or the worker runs
-(``Client.run_on_scheduler``, ``Client.run``); nothing here imports anything
-before it is called.
+(``Client.run_on_scheduler``, ``Client.run``); the functions import nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from collections.abc import Hashable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["CHECKED", "RUNNING_STATES", "progress_widget", "running_handlers", "running_task_keys"]
+__all__ = ["CHECKED", "RUNNING_STATES", "draw_from_client_loop", "running_handlers", "running_task_keys"]
 
 #: The versions (major.minor) each function here was checked against.
 CHECKED: dict[str, tuple[str, ...]] = {"distributed": ("2026.8",)}
@@ -80,16 +79,18 @@ def running_task_keys(dask_worker: Any) -> list[Hashable]:
     return [task.key for task in dask_worker.state.tasks.values() if task.state in RUNNING_STATES]
 
 
-def progress_widget(future: Any) -> tuple[Any, Future[None]]:
-    """distributed's progress widget for ``future``, drawn from the event loop of ``future``'s client.
+def draw_from_client_loop(bar: Any, client: Any) -> tuple[Any, Future[None]]:
+    """Start ``bar``, distributed's progress widget, on the event loop of ``client``; the widget to show.
 
     The client's loop runs in a thread of its own, so the widget moves while the
-    calling thread waits for ``future``, as a cell does.
+    calling thread waits for the computation, as a cell does.
 
     Parameters
     ----------
-    future
-        A ``distributed.Future`` of a synchronous client (``future.client``).
+    bar
+        What ``distributed.progress(..., notebook=True)`` returns, not yet shown.
+    client
+        A synchronous ``distributed.Client``, of the scheduler ``bar`` watches.
 
     Returns
     -------
@@ -98,22 +99,14 @@ def progress_widget(future: Any) -> tuple[Any, Future[None]]:
     drawn
         Done when the bar has drawn its last state (or failed to reach the scheduler).
 
-    Raises
-    ------
-    ImportError
-        Without ``ipywidgets``.
-
     Examples
     --------
-    >>> from distributed import Client, LocalCluster
+    >>> from distributed import Client, LocalCluster, progress
     >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, Client(cluster) as client:
     ...     future = client.submit(sum, [1, 2])
-    ...     widget, drawn = progress_widget(future)
+    ...     bar = progress(future, notebook=True, scheduler=client.scheduler.address)
+    ...     widget, drawn = draw_from_client_loop(bar, client)
     ...     future.result(), drawn.result(timeout=10)
     (3, None)
     """
-    from distributed import progress
-
-    client = future.client  # not necessarily the current one, whose scheduler progress would ask
-    bar = progress(future, notebook=True, multi=True, complete=True, scheduler=client.scheduler.address)
     return bar.widget, asyncio.run_coroutine_threadsafe(bar.listen(), client.loop.asyncio_loop)

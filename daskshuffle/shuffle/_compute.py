@@ -4,8 +4,9 @@ With :mod:`daskshuffle.shuffle._graph`, the only modules that import dask. A gra
 on the current ``distributed.Client`` if there is one (``as_current`` or the
 default client), on dask's configured scheduler otherwise, and on threads of its
 own by default, joined before returning. A progress bar is live where a person
-watches (a terminal, a notebook) and one final line elsewhere. A failed run
-stops what is queued and waits for what runs before its caller cleans up.
+watches (a terminal, a notebook) and its last state is printed as a line after
+it, which is all a log shows. A failed run stops what is queued and waits for
+what runs before its caller cleans up.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
 from dask.utils import format_time
 
-from .._compat._distributed import progress_widget, running_handlers, running_task_keys
+from .._compat._distributed import draw_from_client_loop, running_handlers, running_task_keys
 
 __all__ = [
     "array_inputs",
@@ -171,13 +172,15 @@ def _wait_behind_a_bar(future: Any) -> None:
     from distributed import progress, wait
 
     if _in_kernel():
+        client = future.client  # its scheduler, whether or not it is the default client
         try:
-            widget, drawn = progress_widget(future)
+            bar = progress(future, notebook=True, scheduler=client.scheduler.address)
         except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
             pass
         else:
             from IPython.display import display
 
+            widget, drawn = draw_from_client_loop(bar, client)
             display(widget)  # type: ignore[no-untyped-call]
             wait(future)
             if future.done():
