@@ -171,10 +171,11 @@ def _wait_behind_a_bar(future: Any) -> None:
     """Wait for ``future`` behind distributed's progress bar: a widget in a kernel, text elsewhere."""
     from distributed import progress, wait
 
+    client = future.client
+    scheduler = client.scheduler.address  # the future's, whether or not its client is the default one
     if _in_kernel():
-        client = future.client  # its scheduler, whether or not it is the default client
         try:
-            bar = progress(future, notebook=True, scheduler=client.scheduler.address)
+            bar = progress(future, notebook=True, scheduler=scheduler)
         except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
             pass
         else:
@@ -183,12 +184,11 @@ def _wait_behind_a_bar(future: Any) -> None:
             widget, drawn = draw_from_client_loop(bar, client)
             display(widget)  # type: ignore[no-untyped-call]
             wait(future)
-            if future.done():
-                # The bar is decoration: one that cannot reach the scheduler, or is late, leaves the result as it is.
-                with suppress(Exception):
-                    drawn.result(timeout=_LAST_DRAW_TIMEOUT)
+            # The bar is decoration: one that cannot reach the scheduler, or is late, leaves the result as it is.
+            with suppress(Exception):
+                drawn.result(timeout=_LAST_DRAW_TIMEOUT)
             return
-    progress(future, notebook=False)  # waits, drawing in a thread of its own
+    progress(future, notebook=False, scheduler=scheduler)  # waits, drawing in a thread of its own
 
 
 def _feeds(dask_scheduler: Any) -> int:
