@@ -24,7 +24,7 @@ ON_PROCESSES = """
 from distributed import Client, LocalCluster
 
 with (
-    LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None) as cluster,
+    LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0") as cluster,
     Client(cluster),
 ):
     result = ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=64, seed=0, block_memory="64KiB", progress=True)
@@ -58,7 +58,7 @@ print("no client")
 IN_PROCESS = """
 from distributed import Client, LocalCluster
 
-with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, Client(cluster):
+with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster, Client(cluster):
     result = ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=4, seed=0, progress=True)
 print("shuffled", result.n_rows)
 """
@@ -67,7 +67,7 @@ BY_ADDRESS = """
 from distributed import Client, LocalCluster
 
 # A client of a scheduler it did not start, as of a remote cluster: its own event loop, in a thread of its own.
-with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster:
     with Client(cluster.scheduler_address):
         result = ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=4, seed=0, progress=True)
 print("shuffled", result.n_rows)
