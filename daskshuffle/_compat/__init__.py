@@ -14,7 +14,7 @@ library's objects, and the torch adapter imports torch when called.
 from __future__ import annotations
 
 from ._dask import dataframe_meta
-from ._distributed import running_handlers, running_task_keys
+from ._distributed import draw_from_client_loop, running_handlers, running_task_keys
 from ._torch import is_collating_fetcher
 
-__all__ = ["dataframe_meta", "is_collating_fetcher", "running_handlers", "running_task_keys"]
+__all__ = ["dataframe_meta", "draw_from_client_loop", "is_collating_fetcher", "running_handlers", "running_task_keys"]
