@@ -8,6 +8,7 @@ test sets its own environment: no credentials from this machine (no
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,3 +163,66 @@ def test_a_server_that_ignores_conditions_gets_the_unexcluded_lock(tmp_path: Pat
         ds.shuffle_zarr(source, s3.url("more.zarr"), 2, seed=0, storage_options=options)
     names = sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.bucket, refresh=True))
     assert names == ["more.zarr", "piles.zarr"], "no lock or probe object left"
+
+
+@pytest.fixture
+def bare_cluster(s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A cluster whose one worker process has no credentials, and this process with them (as a notebook's).
+
+    Both find the server through ``AWS_ENDPOINT_URL``; the worker started while
+    the credentials were out of the environment, which it keeps.
+    """
+    from distributed import LocalCluster
+    from s3 import KEY, SECRET
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
+    _no_credentials(monkeypatch, tmp_path)
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
+    ) as cluster:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+        yield cluster.scheduler_address
+
+
+WORKERS_LACK = r"on every worker of the cluster\. Got 1 worker \(tcp://127\.0\.0\.1:\d+\) with no usable credentials"
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_workers_without_the_credentials_of_this_process_are_named(bare_cluster: str, s3: Any, tmp_path: Path) -> None:
+    from distributed import Client
+
+    source = s3.put(make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=100), "raw.zarr")
+    dst = s3.url("piles.zarr")
+    with Client(bare_cluster) as client, client.as_current():
+        with pytest.raises(ds.StorageAccessError, match=WORKERS_LACK) as caught:
+            ds.shuffle_zarr(source, dst, 2, seed=0)
+        assert caught.value.reason == "credentials" and "where the workers run" in str(caught.value)
+        assert "storage_options travel with the tasks" in str(caught.value)
+        assert not s3.fs.exists(dst.removeprefix("s3://")), "refused before anything was written"
+        # What the error advises: credentials in storage_options reach the workers with the tasks.
+        ds.shuffle_zarr(source, dst, 2, seed=0, storage_options=s3.storage_options)
+        with pytest.raises(ds.StorageAccessError, match=WORKERS_LACK):
+            ds.verify(dst)
+        assert ds.verify(dst, storage_options=s3.storage_options).n_rows == 1_000
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_the_command_line_says_in_one_line_that_the_workers_lack_credentials(
+    bare_cluster: str, s3: Any, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    source = s3.put(make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=100), "raw.zarr")
+    dst = s3.url("piles.zarr")
+    ds.shuffle_zarr(source, dst, 2, seed=0, storage_options=s3.storage_options)
+    assert CliRunner().invoke(cli, ["info", dst]).exit_code == 0, "this process reaches the store"
+    verified = CliRunner().invoke(cli, ["verify", dst, "--scheduler", bare_cluster])
+    assert verified.exit_code == 1, verified.output
+    lines = [line for line in verified.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in verified.output, verified.output
+    assert re.search(WORKERS_LACK, lines[0]) and "AWS_ACCESS_KEY_ID" in lines[0], lines[0]

@@ -33,6 +33,7 @@ __all__ = [
     "is_dask_array",
     "is_dask_dataframe",
     "map_tasks",
+    "on_every_worker",
     "workers_not_seeing",
 ]
 
@@ -117,6 +118,24 @@ def workers_not_seeing(directory: str) -> list[str]:
     finally:
         os.remove(probe)
     return sorted(str(worker) for worker, found in seen.items() if not found)
+
+
+def on_every_worker(func: Callable[..., Any], *args: Any) -> dict[str, Any]:
+    """``func(*args)`` as a task on each worker of the active cluster, by worker address; ``{}`` without one.
+
+    Tasks, not ``Client.run``: ``func`` may wait for storage (seconds, with
+    retries), which must not block a worker's event loop.
+    """
+    client = _distributed_client()
+    if client is None:
+        return {}
+    workers = sorted(client.nthreads())
+    key = f"daskshuffle-on-worker-{uuid.uuid4().hex}"
+    futures = [
+        client.submit(func, *args, key=f"{key}-{index}", workers=[worker], allow_other_workers=False, pure=False)
+        for index, worker in enumerate(workers)
+    ]
+    return dict(zip(workers, client.gather(futures), strict=True))
 
 
 def _interactive() -> bool:

@@ -22,7 +22,7 @@ import errno
 import inspect
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Final, Literal
 
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError
@@ -154,21 +154,23 @@ def _is_s3(url: str) -> bool:
     return url.split("://", 1)[0] in ("s3", "s3a")
 
 
-def _advice(url: str, reason: Reason, where: str) -> str:
+def _advice(url: str, reason: Reason, workers: bool) -> str:
     s3 = _is_s3(url)
+    where = "where the workers run (this process's environment does not reach them)" if workers else "of this process"
     if reason == "credentials":
         how = (
             'pass them in storage_options ({"key": ..., "secret": ...}, or {"profile": ...}; {"anon": True} for a '
-            "public bucket) or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)"
+            "public bucket) or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment"
             if s3
-            else "pass them in storage_options (as the filesystem of this URL takes them) or set them"
+            else "pass them in storage_options (as the filesystem of this URL takes them) or set them in the environment"
         )
-        return f"{how} in the environment of {where}."
+        travel = ": storage_options travel with the tasks, the environment does not" if workers else ""
+        return f"{how} {where}{travel}."
     if reason == "refused":
         return (
             "check the credentials in storage_options"
             + (" (for S3: key and secret, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE)" if s3 else "")
-            + f" and in the environment of {where}, and the permissions on this path."
+            + f" and in the environment {where}, and the permissions on this path."
         )
     retries = (
         ' Allow more retries with storage_options={"config_kwargs": {"retries": {"max_attempts": 10, '
@@ -184,7 +186,8 @@ def _advice(url: str, reason: Reason, where: str) -> str:
     if reason == "server":
         return f"nothing is damaged: try again later.{retries}"
     endpoint = ' (for S3: storage_options={"client_kwargs": {"endpoint_url": ...}})' if s3 else ""
-    return f"nothing is damaged: check the endpoint{endpoint} and the network from {where}, then try again.{retries}"
+    network = "the workers" if workers else "this machine"
+    return f"nothing is damaged: check the endpoint{endpoint} and the network from {network}, then try again.{retries}"
 
 
 _GOT: Final[dict[Reason, str]] = {
@@ -197,27 +200,43 @@ _GOT: Final[dict[Reason, str]] = {
 
 
 def access_error(
-    url: str, error: BaseException, reason: Reason, *, where: str = "this process", what: str | None = None
+    url: str,
+    error: BaseException | str,
+    reason: Reason,
+    *,
+    what: str | None = None,
+    workers: Sequence[str] = (),
+    n_workers: int = 0,
 ) -> StorageAccessError:
-    """The :class:`StorageAccessError` for ``error``, raised reaching ``url`` from ``where`` (``"the workers"``).
+    """The :class:`StorageAccessError` for ``error``, met reaching ``url`` from this process, or from ``workers``.
 
-    ``what`` names the file of ``url`` that was read, if it is not ``url`` itself.
+    ``what`` names the file of ``url`` that was read, if it is not ``url``
+    itself. ``workers`` are the addresses of the cluster's workers that met
+    ``error`` (of ``n_workers``) where this process reaches ``url``.
 
     Examples
     --------
     >>> error = access_error("s3://bucket/piles.zarr", TimeoutError("read timed out"), "unreachable")
     >>> error.reason, error.url
     ('unreachable', 's3://bucket/piles.zarr')
+    >>> error = access_error("s3://bucket/raw", "Unable to locate credentials", "credentials", workers=["tcp://w:1"])
+    >>> "Got 1 worker (tcp://w:1) with no usable credentials (Unable to locate credentials)" in str(error)
+    True
     """
     expected = "credentials that may read and write" if reason in ("credentials", "refused") else "an answer from"
     about = f" (reading {what!r})" if what else ""
-    there = "" if where == "this process" else f" on {where}"
-    return StorageAccessError(
-        f"Expected {expected} {url!r}{there}. Got {_GOT[reason]} ({error}){about} instead; "
-        + _advice(url, reason, where),
-        reason=reason,
-        url=url,
-    )
+    if workers:
+        shown = ", ".join(workers[:3]) + (", ..." if len(workers) > 3 else "")
+        count = f"{len(workers)} of the cluster's {n_workers} workers" if n_workers > len(workers) else None
+        count = count or f"{len(workers)} worker{'s' if len(workers) != 1 else ''}"
+        has = "has them" if reason in ("credentials", "refused") else "reaches it"
+        text = (
+            f"Expected {expected} {url!r} on every worker of the cluster. Got {count} ({shown}) with "
+            f"{_GOT[reason]} ({error}), though this process {has}, instead; "
+        )
+    else:
+        text = f"Expected {expected} {url!r}. Got {_GOT[reason]} ({error}){about} instead; "
+    return StorageAccessError(text + _advice(url, reason, bool(workers)), reason=reason, url=url)
 
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '([^']+)'")

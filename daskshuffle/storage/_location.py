@@ -14,19 +14,19 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
 from fsspec import AbstractFileSystem
 
-from .._errors import DaskShuffleError, StorageNotFoundError
+from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from ._access import storage_failure
 from ._paths import inside, is_url, normalize
 from ._probe import probe_conditional_writes
 
-__all__ = ["Location"]
+__all__ = ["Location", "unreached"]
 
 #: Protocols that serve files but cannot list a directory.
 _UNLISTABLE = frozenset({"http", "https"})
@@ -295,3 +295,24 @@ class Location:
                 if attempt == _REMOVE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.2 * (attempt + 1))
+
+
+def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
+    """The locations of ``locations`` that this process cannot reach: ``(url, reason, what went wrong)`` for each.
+
+    ``reason`` is a :class:`~daskshuffle.StorageAccessError`'s, or
+    ``"options"`` for a storage option the filesystem does not take. Run on
+    each worker of a cluster before it reads or writes them: a worker takes
+    credentials from the call's ``storage_options`` or from its own
+    environment, which is not this process's.
+    """
+    failed = []
+    for location in locations:
+        try:
+            location.exists()
+        except StorageAccessError as error:
+            cause = error.__cause__
+            failed.append((location.url, error.reason, str(cause) if cause is not None else str(error)))
+        except DaskShuffleValueError as error:
+            failed.append((location.url, "options", str(error)))
+    return failed
