@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
 from .._threads import LazyPool
+from ..storage._access import storage_failure
 from ..storage._cache import Cache, StoreCache
 from ..storage._fetch import IN_FLIGHT, Fetches
 from ..storage._location import Location
@@ -257,8 +258,9 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         """The row groups of ``piece`` from their fetched bytes, with the page checksums checked.
 
         The footer is the one kept, or else the one fetched (``tail``), or else
-        read again. If anything fails (a request, a short range, a page), the
-        part file is read again without fetching: that gives the rows if the
+        read again. If a request was not served (throttled, no credentials),
+        :class:`~daskshuffle.StorageAccessError`. If anything else fails (a
+        request, a short range, a page), the part file is read again without fetching: that gives the rows if the
         fetch alone failed, and otherwise the error such a read gives, with the
         columns that fail.
         """
@@ -276,7 +278,10 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
                 # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
                 file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
-        except (Exception, CancelledError):
+        except (Exception, CancelledError) as error:
+            failure = storage_failure(error, self.store, what=self.part_paths[piece.file])
+            if failure is not None:  # not served (throttled, no credentials): a read again would meet the same
+                raise failure from error
             if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
                 for request, _ in ranges:
                     self._cache.evict(_cache_key(request))
