@@ -17,6 +17,7 @@ import numpy as np
 
 from .._errors import (
     CorruptPileStoreError,
+    DaskShuffleError,
     DaskShuffleValueError,
     IncompletePileStoreError,
     SourceNotFoundError,
@@ -181,8 +182,10 @@ def read_metadata(
     fs, root = location.fs, location.path
     for name, keys in _METADATA_FILES:
         try:
-            with fs.open(f"{root}/{name}", "r") as file:
+            with location.reaching(), fs.open(f"{root}/{name}", "r") as file:
                 found: Any = json.load(file)
+        except DaskShuffleError:  # the storage did not serve it: not a file that is missing or not JSON
+            raise
         except (FileNotFoundError, ValueError):
             continue
         for key in keys:

@@ -79,6 +79,11 @@ def open_pile_reader(
     ['id', 'label']
     """
     location = Location.of(store, storage_options)
+    with location.reaching():  # no credentials, a misspelt option, throttling: named with the store's URL
+        return _open_reader(location, str(store), variables, batch_format)
+
+
+def _open_reader(location: Location, store: str, variables: Sequence[str] | None, batch_format: str) -> PileReader[Any]:
     # Each look costs a request on object storage: whether the store exists is asked only when no kind is found.
     for kind in PILE_READERS:
         try:
@@ -89,9 +94,9 @@ def open_pile_reader(
             return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
         if opened is not None:
             return opened
-    check_store_exists(location, str(store))
+    check_store_exists(location, store)
     raise IncompletePileStoreError(
-        f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {str(store)!r}, which is none of "
+        f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {store!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."
     )
 

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError
 from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
 from ..pilestore import PART, arrow_filesystem, part_name
-from ..storage import Location
+from ..storage import Location, storage_failure
 
 __all__ = ["FOOTERS_KEPT", "Layout", "Part", "PartFiles", "Piece"]
 
@@ -72,7 +72,8 @@ class PartFiles:
     the footers and layouts kept are guarded by a lock. ``store`` names the
     store in errors; a part file that is missing, or whose footer or row groups
     cannot be read, raises :class:`~daskshuffle.CorruptPileStoreError` naming
-    the file, and the pile and columns where known.
+    the file, and the pile and columns where known; one the storage did not
+    serve, :class:`~daskshuffle.StorageAccessError`.
     """
 
     def _open_parts(self, location: Location, store: str, columns: list[str]) -> None:
@@ -118,7 +119,8 @@ class PartFiles:
         try:
             footer = self._read_footer(index, tail)
         except (OSError, pa.ArrowException) as error:
-            raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
+            failure = storage_failure(error, self.store, what=path)  # not served: nothing is damaged
+            raise failure or self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
         return self._keep(index, footer)
 
     def _keep(self, index: int, footer: pq.FileMetaData) -> Part:
@@ -187,6 +189,9 @@ class PartFiles:
         try:
             return read(self.columns)
         except (OSError, pa.ArrowException) as error:
+            failure = storage_failure(error, self.store, what=path)  # not served: nothing is damaged
+            if failure is not None:
+                raise failure from error
             failing = []
             for column in self.columns:  # which columns: worth a second read on the way to an error
                 try:

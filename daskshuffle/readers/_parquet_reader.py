@@ -36,7 +36,7 @@ from ..pilestore import (
     read_sidecar,
     select_variables,
 )
-from ..storage import IN_FLIGHT, Cache, Fetches, Location, StoreCache
+from ..storage import IN_FLIGHT, Cache, Fetches, Location, StoreCache, storage_failure
 from ._parquet_parts import PartFiles, Piece
 from ._pile_reader import PileReader
 
@@ -259,8 +259,9 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         """The row groups of ``piece`` from their fetched bytes, with the page checksums checked.
 
         The footer is the one kept, or else the one fetched (``tail``), or else
-        read again. If anything fails (a request, a short range, a page), the
-        part file is read again without fetching: that gives the rows if the
+        read again. If a request was not served (throttled, no credentials),
+        :class:`~daskshuffle.StorageAccessError`. If anything else fails (a
+        request, a short range, a page), the part file is read again without fetching: that gives the rows if the
         fetch alone failed, and otherwise the error such a read gives, with the
         columns that fail.
         """
@@ -278,7 +279,10 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
                 # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
                 file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
-        except (Exception, CancelledError):
+        except (Exception, CancelledError) as error:
+            failure = storage_failure(error, self.store, what=self.part_paths[piece.file])
+            if failure is not None:  # not served (throttled, no credentials): a read again would meet the same
+                raise failure from error
             if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
                 for request, _ in ranges:
                     self._cache.evict(_cache_key(request))

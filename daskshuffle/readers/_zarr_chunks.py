@@ -7,7 +7,9 @@ into the output for a local file without compressor, ``fsspec``
 ``cat_ranges`` for many files at once on any other filesystem), its size and
 crc32c checked, decoded with numcodecs. Damage raises
 :class:`~daskshuffle.CorruptPileStoreError` naming the store, the pile, the
-variable, the chunk's rows and the file.
+variable, the chunk's rows and the file; a file the storage did not serve
+(credentials, throttling, timeouts) raises
+:class:`~daskshuffle.StorageAccessError` instead.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCode
 
 from .._errors import CorruptPileStoreError
 from ..formats import NUMERIC_KINDS
-from ..storage import Fetches, StoreCache
+from ..storage import Fetches, StoreCache, storage_failure
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
@@ -162,8 +164,9 @@ class ChunkFiles:
         for index, path, data in zip(indices, paths, self._fetched(paths, start, stop, shared), strict=True):
             if isinstance(data, FileNotFoundError):
                 self._missing(chunks, flat, index, path, start, stop, pile)
-            elif isinstance(data, BaseException):
-                raise self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
+            elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
+                failure = storage_failure(data, self.store, what=path)
+                raise failure or self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
             else:
                 target = self._target(chunks, flat, index, start, stop)
                 decoded = self._decode_fetched(chunks, data, index, path, pile, target)

@@ -35,6 +35,7 @@ __all__ = [
     "is_dask_array",
     "is_dask_dataframe",
     "map_tasks",
+    "on_every_worker",
     "workers_not_seeing",
 ]
 
@@ -125,6 +126,24 @@ def _in_kernel() -> bool:
     """Whether this is a Jupyter kernel (where a widget can be shown), not a plain or IPython process."""
     ipython = sys.modules.get("IPython")  # imported already if this is a kernel
     return ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
+
+
+def on_every_worker(func: Callable[..., Any], *args: Any) -> dict[str, Any]:
+    """``func(*args)`` as a task on each worker of the active cluster, by worker address; ``{}`` without one.
+
+    Tasks, not ``Client.run``: ``func`` may wait for storage (seconds, with
+    retries), which must not block a worker's event loop.
+    """
+    client = _distributed_client()
+    if client is None:
+        return {}
+    workers = sorted(client.nthreads())
+    key = f"daskshuffle-on-worker-{uuid.uuid4().hex}"
+    futures = [
+        client.submit(func, *args, key=f"{key}-{index}", workers=[worker], allow_other_workers=False, pure=False)
+        for index, worker in enumerate(workers)
+    ]
+    return dict(zip(workers, client.gather(futures), strict=True))
 
 
 def _interactive() -> bool:

@@ -10,18 +10,21 @@ workers must see every local path.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Sequence
+from typing import Any
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
 from ..plan import ShuffleOptions
-from ..storage import Location, _leftovers, _own, _paths
-from ._compute import workers_not_seeing
+from ..storage import Location, _leftovers, _own, _paths, access_error, unreached
+from ._compute import on_every_worker, workers_not_seeing
 
 __all__ = [
     "build_path",
     "check_destination",
+    "check_workers_access",
     "check_workers_reach",
     "exists_error",
     "local_pieces",
@@ -92,12 +95,15 @@ def remove_if_empty(directory: Location) -> None:
         os.rmdir(directory.path)
 
 
-def check_workers_reach(paths: dict[str, Location]) -> None:
-    """Refuse local paths (``{parameter: location}``) that the cluster's workers do not see, before anything runs there.
+def check_workers_reach(paths: dict[str, Location], sources: Sequence[Location] = ()) -> None:
+    """Refuse paths (``{parameter: location}``) and sources that the cluster's workers cannot reach, before anything runs there.
 
     The workers write the pieces and the store: on a cluster of several
-    machines, a local path is only good on a filesystem they all share.
+    machines, a local path is only good on a filesystem they all share; a
+    location on object storage, only with credentials the workers have
+    (:func:`check_workers_access`).
     """
+    check_workers_access([*paths.values(), *sources])
     checked: set[str] = set()
     for name, location in paths.items():
         if not location.is_local:
@@ -118,6 +124,39 @@ def check_workers_reach(paths: dict[str, Location]) -> None:
             )
 
 
+def check_workers_access(locations: Sequence[Location]) -> None:
+    """Refuse storage that this process reaches and some of the cluster's workers do not (credentials, network).
+
+    A worker reaches object storage with the call's ``storage_options``,
+    which travel with the tasks, or else with the credentials of its own
+    environment, which may lack what this process has (``AWS_*`` variables
+    set in a notebook, a profile on this machine). One location per bucket
+    and options is looked at on each worker, as a task, before any task
+    reads or writes there; without a cluster there is nothing to check.
+    """
+    distinct: dict[tuple[str, str, str], Location] = {}
+    for location in locations:
+        if not location.is_local and location.protocol != "memory":
+            key = (location.protocol, location.bucket, json.dumps(location.options, sort_keys=True, default=repr))
+            distinct.setdefault(key, location)
+    if not distinct:
+        return
+    found: dict[str, Any] = on_every_worker(unreached, list(distinct.values()))
+    for location in distinct.values():
+        failing = {
+            worker: (reason, text)
+            for worker, failed in found.items()
+            for url, reason, text in failed
+            if url == location.url
+        }
+        if not failing:
+            continue
+        reason, text = next(iter(failing.values()))
+        if reason == "options":
+            raise DaskShuffleValueError(f"On the cluster's workers: {text}", parameter="storage_options")
+        raise access_error(location.url, text, reason, workers=sorted(failing), n_workers=len(found))
+
+
 def check_destination(
     sources: Sequence[str],
     dst: Location,
@@ -125,13 +164,14 @@ def check_destination(
     *,
     overwrite: bool,
     workers: bool = True,
+    storage_options: dict[str, Any] | None = None,
 ) -> Location:
     """Check that ``dst`` and the scratch space may be written; return the scratch directory.
 
     The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
     named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
-    With ``workers``, the workers of the active cluster must see both
-    (:func:`check_workers_reach`).
+    With ``workers``, the workers of the active cluster must see both, and
+    reach the sources (with ``storage_options``) (:func:`check_workers_reach`).
     """
     for source in sources:
         if _paths.overlaps(dst.url, source):
@@ -150,7 +190,7 @@ def check_destination(
             )
     scratch.check("tmp", bucket_known=scratch.fs is dst.fs and scratch.bucket == dst.bucket)
     if workers:
-        check_workers_reach({"dst": dst, "tmp": scratch})
+        check_workers_reach({"dst": dst, "tmp": scratch}, [Location.of(source, storage_options) for source in sources])
     return scratch
 
 

@@ -286,7 +286,10 @@ def _check(
     )
     for path in paths:
         check_destination(source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False)
-    check_workers_reach({"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)})
+    check_workers_reach(
+        {"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)},
+        [Location.of(path, storage_options) for path in source.describe()],
+    )
     return _TextShuffle(
         source=source,
         options=options,

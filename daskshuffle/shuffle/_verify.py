@@ -30,6 +30,7 @@ from ..readers import open_pile_reader
 from ..storage import Location
 from ._checksum import add_checksums, checksum, same_checksums
 from ._compute import map_tasks
+from ._destination import check_workers_access
 from ._store_plan import run_lengths
 
 __all__ = ["VerifyResult", "verify"]
@@ -161,6 +162,9 @@ def verify(
         The rows differ; the error names the variable (``error.variable``).
     CorruptPileStoreError
         A chunk of the store is missing, truncated or fails its checksum.
+    StorageAccessError
+        The storage did not serve a request (credentials, throttling, timeouts), from
+        this process or from some of the cluster's workers; nothing is damaged.
 
     Examples
     --------
@@ -205,6 +209,8 @@ def verify_location(
     source_rows = sum(fmt.block_lengths)
     if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
         raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None)
+    # The workers read the store and the sources: with credentials of their own, which may lack this process's.
+    check_workers_access([location, *(Location.of(source, storage_options) for source in named)])
     tasks: list[tuple[Any, ...]] = [
         ("source", variables, fmt, block, None, range(0)) for block in range(len(fmt.block_lengths))
     ]
@@ -233,6 +239,7 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
     metadata, pile_offsets = _read_store(location)
     variables = list(metadata["variables"])
     token = f"verify-{path}-{metadata.get('fingerprint')}"
+    check_workers_access([location])
     blocks = [(variables, fmt, location, block) for block in range(len(fmt.block_lengths))]
     if isinstance(fmt, CollectionSource):
         source_parts = map_tasks(_collection_part, blocks, token=token, progress=progress, inputs=fmt.block_inputs())

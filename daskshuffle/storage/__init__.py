@@ -1,8 +1,9 @@
 """Where bytes live: paths and URLs resolved through fsspec, locks, manifests."""
 
+from ._access import access_error, storage_failure
 from ._cache import Cache, StoreCache, parse_cache
 from ._fetch import IN_FLIGHT, Fetches
-from ._location import Location
+from ._location import Location, unreached
 from ._lock import exclusive
 from ._manifest import Manifest, run_marked, run_once
 from ._paths import normalize
@@ -14,9 +15,12 @@ __all__ = [
     "Location",
     "Manifest",
     "StoreCache",
+    "access_error",
     "exclusive",
     "normalize",
     "parse_cache",
     "run_marked",
     "run_once",
+    "storage_failure",
+    "unreached",
 ]
