@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from daskshuffle._compat import _dask, _distributed, _torch
+from daskshuffle._compat import _dask, _distributed, _fsspec, _torch
 
 
 def _major_minor(version: str) -> str:
@@ -26,7 +26,13 @@ def test_major_minor() -> None:
 
 @pytest.mark.parametrize(
     ("adapter", "library"),
-    [(_distributed, "distributed"), (_dask, "dask"), (_torch, "torch"), (_torch, "torchdata")],
+    [
+        (_distributed, "distributed"),
+        (_dask, "dask"),
+        (_fsspec, "fsspec"),
+        (_torch, "torch"),
+        (_torch, "torchdata"),
+    ],
 )
 def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: ModuleType, library: str) -> None:
     try:
@@ -42,8 +48,10 @@ def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: M
 
 
 def test_the_adapters_import_nothing_at_import_time() -> None:
-    for adapter in (_distributed, _dask, _torch):
-        assert not {name for name in vars(adapter) if name in {"dask", "distributed", "torch", "pandas"}}
+    for adapter in (_distributed, _dask, _fsspec, _torch):
+        assert not {
+            name for name in vars(adapter) if name in {"dask", "distributed", "fsspec", "torch", "pandas"}
+        }
 
 
 # -- distributed -------------------------------------------------------------------
@@ -112,6 +120,48 @@ def test_dataframe_meta_is_the_empty_frame_of_a_real_dask_dataframe() -> None:
     assert list(meta.columns) == ["x", "y"]
     assert meta.dtypes["x"] == frame.dtypes["x"]
     assert meta.index.name == "row"
+
+
+# -- fsspec ------------------------------------------------------------------------
+
+
+def test_cached_filesystems_are_those_fsspec_keeps_and_no_others() -> None:
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    memory, local = fsspec.filesystem("memory"), fsspec.filesystem("file")
+    apart = MemoryFileSystem(skip_instance_cache=True)
+    everything = _fsspec.cached_filesystems(fsspec.AbstractFileSystem)
+    assert any(found is memory for found in everything) and any(found is local for found in everything)
+    assert not any(found is apart for found in everything)
+    assert all(isinstance(found, MemoryFileSystem) for found in _fsspec.cached_filesystems(MemoryFileSystem))
+    assert not any(found is memory for found in _fsspec.cached_filesystems(LocalFileSystem))
+
+
+def test_a_forked_process_keeps_the_filesystems_it_inherited() -> None:
+    """fsspec empties its caches in the child; the child still holds what the parent had, unused."""
+    import multiprocessing
+
+    import fsspec
+
+    from daskshuffle.storage import _inherited
+
+    memory = fsspec.filesystem("memory")
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        kept, cached = pool.apply(_held_in_child, (id(memory),))
+    assert kept and not cached
+    assert not _inherited._forking  # the parent lets go of them
+
+
+def _held_in_child(parent_id: int) -> tuple[bool, bool]:
+    import fsspec
+
+    from daskshuffle.storage import _inherited
+
+    kept = any(id(found) == parent_id for found in _inherited._inherited)
+    return kept, any(id(found) == parent_id for found in _fsspec.cached_filesystems(fsspec.AbstractFileSystem))
 
 
 # -- torch -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from .._errors import StorageAccessError, StorageNotFoundError
+from . import _inherited  # noqa: F401  # keeps a forked process's inherited filesystems (see there)
 from ._paths import inside, is_url, normalize
 
 __all__ = ["CONDITIONAL_WRITES", "Location"]
