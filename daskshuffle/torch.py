@@ -32,6 +32,7 @@ from .plan._epoch_plan import split_batches
 from .plan._order_classes import Order, OrderName
 from .plan._removed_keywords import refuse_removed_keywords
 from .plan._streams import Stream
+from .storage._cache import Cache, parse_cache
 
 __all__ = ["PileDataset"]
 
@@ -87,8 +88,9 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         A complete pile store, or several mixed (as for :class:`daskshuffle.PileLoader`).
     batch_size : int
         Rows per batch.
-    seed, drop_last, order, prefetch, variables, storage_options
-        As for :class:`daskshuffle.PileLoader`. With lanes, an order's
+    seed, drop_last, order, prefetch, variables, storage_options, cache
+        As for :class:`daskshuffle.PileLoader`. Worker processes share
+        ``cache``: each keeps there the files of its own piles. With lanes, an order's
         ``n_lanes`` (``order=ds.orders.Piles(n_lanes=8)``), a state saved with
         one ``world_size`` loads with another.
     rank, world_size : int, optional
@@ -133,6 +135,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         features: str | Sequence[str] | None = None,
         label: str | None = None,
         storage_options: dict[str, Any] | None = None,
+        cache: str | os.PathLike[str] | Cache | None = None,
         **removed: Never,
     ) -> None:
         super().__init__()
@@ -166,6 +169,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             "prefetch": prefetch,
             "variables": chosen,
             "storage_options": storage_options,
+            "cache": parse_cache(cache),
         }
         # Check everything here, in the main process, before any worker starts.
         with PileLoader(**self._options) as loader:
