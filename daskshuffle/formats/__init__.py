@@ -14,7 +14,7 @@ from typing import Any
 from .._errors import IncompletePileStoreError
 from ..storage._location import Location
 from ._base import FORMAT_VERSION, Format
-from ._pile_metadata import AppendedStoreError, check_store_exists
+from ._pile_metadata import AppendedStoreError, check_store_exists, parse_metadata_attribute
 from ._pile_reader import ComposedReader, PileReader
 
 __all__ = [
@@ -111,5 +111,5 @@ def read_metadata(
             continue
         for key in keys:
             found = found.get(key) if isinstance(found, dict) else None
-        return found if isinstance(found, dict) else None
+        return parse_metadata_attribute(found)
     return None

@@ -34,6 +34,7 @@ from ..storage._location import Location
 from . import _layout
 from ._arrays import ArrayPieces, ArrayRows, Variable
 from ._base import NUMERIC_KINDS, CollectionSource
+from ._pile_metadata import metadata_attribute
 from ._zarr import CHUNK_NBYTES, ZarrDestination
 from ._zarr_source import METADATA_KEY
 
@@ -183,7 +184,7 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
                 self._template[variable.name] = rechunked
         self._template.to_zarr(self._open(dst), mode="w", compute=False, zarr_format=3, consolidated=False)
         group = zarr.open_group(self._open(dst), mode="r+")
-        group.attrs[METADATA_KEY] = {**metadata, "dim": self.dim}
+        group.attrs[METADATA_KEY] = metadata_attribute({**metadata, "dim": self.dim})
 
     def stored_rows(self, dst: Location, rows: ArrayRows) -> ArrayRows:
         return _encode(zarr.open_group(self._open(dst), mode="r"), rows, self._open(dst))

@@ -20,7 +20,14 @@ from ..storage._location import Location
 from . import _layout
 from ._arrays import RUN_NBYTES, ArrayPieces, ArrayRows, Variable
 from ._base import Destination, FileSource
-from ._zarr_source import METADATA_KEY, SourceLike, inspect_sources, read_in_runs, run_rows
+from ._pile_metadata import metadata_attribute
+from ._zarr_source import (
+    METADATA_KEY,
+    SourceLike,
+    inspect_sources,
+    read_in_runs,
+    run_rows,
+)
 
 __all__ = ["CHUNK_NBYTES", "SourceLike", "ZarrDestination", "ZarrFormat", "open_zarr_sources"]
 
@@ -116,7 +123,9 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         group = _open_group(dst, mode="r+")
-        group.attrs[METADATA_KEY] = {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
+        group.attrs[METADATA_KEY] = metadata_attribute(
+            {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
+        )
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.
             warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)

@@ -46,6 +46,7 @@ from ._pile_metadata import (
     check_pile_metadata,
     check_recorded_rows,
     check_store_exists,
+    parse_metadata_attribute,
     select_variables,
 )
 from ._pile_reader import PileReader
@@ -104,7 +105,7 @@ def _open_store(
         raise IncompletePileStoreError(
             f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({problem}), instead."
         )
-    found: Any = group.attrs.get(_METADATA_KEY) if metadata is None else dict(metadata)
+    found = parse_metadata_attribute(group.attrs.get(_METADATA_KEY)) if metadata is None else dict(metadata)
     if not isinstance(found, dict):
         raise IncompletePileStoreError(
             f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."
