@@ -255,17 +255,17 @@ import s3fs
 from torch.utils.data import DataLoader
 from daskshuffle.torch import PileDataset
 
-url, endpoint, cache, out = sys.argv[1:]
+url, endpoint, cache, out, batch_size = sys.argv[1:]
 options = {"client_kwargs": {"endpoint_url": endpoint}}
 if __name__ == "__main__":
-    loader = DataLoader(PileDataset(url, %d, storage_options=options, cache=cache), batch_size=None, num_workers=2)
+    loader = DataLoader(PileDataset(url, int(batch_size), storage_options=options, cache=cache), batch_size=None, num_workers=2)
     first = [batch["id"].numpy() for batch in loader]
     fs = s3fs.S3FileSystem(**options)
     chunks = [path for path in fs.find(url) if "/c/" in path]
     fs.rm(chunks)  # the store's rows are now only in the cache
     second = [batch["id"].numpy() for batch in loader]
     np.savez(out, chunks=len(chunks), first=np.concatenate(first), second=np.concatenate(second))
-""" % BATCH
+"""
 
 
 @pytest.mark.slow
@@ -280,7 +280,7 @@ def test_dataloader_workers_over_s3_fill_the_cache_and_print_nothing(store: str,
     """
     url = s3.put(store, "piles.zarr")
     (tmp_path / "epochs.py").write_text(S3_EPOCHS_SCRIPT)
-    args = [url, s3.endpoint, str(tmp_path / "cache"), str(tmp_path / "ids.npz")]
+    args = [url, s3.endpoint, str(tmp_path / "cache"), str(tmp_path / "ids.npz"), str(BATCH)]
     run = subprocess.run(
         [sys.executable, str(tmp_path / "epochs.py"), *args], capture_output=True, text=True, timeout=300
     )
