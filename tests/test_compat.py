@@ -49,9 +49,7 @@ def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: M
 
 def test_the_adapters_import_nothing_at_import_time() -> None:
     for adapter in (_distributed, _dask, _fsspec, _torch):
-        assert not {
-            name for name in vars(adapter) if name in {"dask", "distributed", "fsspec", "torch", "pandas"}
-        }
+        assert not {name for name in vars(adapter) if name in {"dask", "distributed", "fsspec", "torch", "pandas"}}
 
 
 # -- distributed -------------------------------------------------------------------
