@@ -216,9 +216,9 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     def __iter__(self) -> Iterator[Batch]:
         if collating_fetcher():
             raise DaskShuffleValueError(
-                "Expected a DataLoader with batch_size=None. Got one that puts items together into batches "
-                "(batch_size=1 by default) instead; PileDataset yields whole batches of the dataset's batch_size: "
-                "DataLoader(dataset, batch_size=None, num_workers=...)."
+                "Expected a DataLoader with batch_size=None. Got a DataLoader with a batch_size instead, which puts "
+                "items together into batches (a DataLoader's batch_size is 1 unless given); PileDataset yields whole "
+                "batches of the dataset's batch_size: DataLoader(dataset, batch_size=None, num_workers=...)."
             )
         info = get_worker_info()
         if info is None:  # the epoch is taken when the first batch is asked for: an iterator never used takes none
