@@ -200,6 +200,26 @@ def test_chunks_follow_the_piles_as_in_a_zarr_pile_store(tmp_path: Path) -> None
     assert chunk_rows[4] > chunk_rows[64] == 256 * 2**10 // (16 * 4)
 
 
+@pytest.mark.slow
+def test_a_glob_of_files_is_one_dataset_along_dim(tmp_path: Path) -> None:
+    """``daskshuffle xarray 'part-*.nc'``, as ``open_mfdataset`` users write it: the files, in order, along ``dim``."""
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    for index, (first, n) in enumerate([(0, 100), (100, 37), (137, 63)]):
+        make_dataset(n, first).drop_vars("time").to_netcdf(tmp_path / f"part-{index}.nc", engine="scipy")
+    shuffle_xarray(str(tmp_path / "part-*.nc"), tmp_path / "piles.zarr", "sample", n_piles=4, seed=0)
+    assert sorted(xr.open_zarr(tmp_path / "piles.zarr")["id"].values.tolist()) == list(range(200))
+    result = CliRunner().invoke(
+        cli, ["xarray", str(tmp_path / "part-*.nc"), str(tmp_path / "cli.zarr"), "--dim", "sample", "--scheduler", "threads", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(xr.open_zarr(tmp_path / "cli.zarr")["id"].values.tolist()) == list(range(200))
+    with pytest.raises(SourceNotFoundError, match=r"Expected a dataset: .* Got '.*era-\*\.nc', which matches no file"):
+        shuffle_xarray(str(tmp_path / "era-*.nc"), tmp_path / "none.zarr", "sample", n_piles=2)
+
+
 def test_bad_input(tmp_path: Path) -> None:
     ds = make_dataset(20)
     dst = tmp_path / "out.zarr"
