@@ -165,6 +165,21 @@ def _held_in_child(parent_id: int) -> tuple[bool, bool]:
 # -- torch -------------------------------------------------------------------------
 
 
+def test_the_torch_adapters_examples_run_without_torch() -> None:
+    """``make test TORCH=`` leaves torch out: the adapter's doctest still runs (no object is a fetcher then)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import doctest, sys; sys.modules['torch'] = None\n"
+        "from daskshuffle._compat import _torch\n"
+        "result = doctest.testmod(_torch)\n"
+        "sys.exit(1 if result.failed or not result.attempted else 0)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def test_is_collating_fetcher_tells_how_a_real_dataloader_collates() -> None:
     torch_data = pytest.importorskip("torch.utils.data")
     import sys
