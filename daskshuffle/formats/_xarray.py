@@ -89,7 +89,8 @@ def _open_one(root: Location, ds: object) -> xr.Dataset:
         raise DaskShuffleValueError(
             f"Expected ds to be a dataset xarray opens. Got {str(ds)!r}, which it cannot open ({error}), instead."
         ) from error
-    return opened
+    dataset: xr.Dataset = opened
+    return dataset
 
 
 def _has_consolidated_v3(root: Location) -> bool:
