@@ -140,12 +140,13 @@ def parse_variables(value: object, name: str = "variables") -> list[str] | None:
 def parse_whole_number(value: object, name: str) -> int:
     """A positive whole number, also written as a float (``1e10``), as a count of rows is on the command line."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool | numbers.Integral):
-        if not math.isfinite(value) or value != int(value) or value < 1:
+        number = float(value)
+        if not math.isfinite(number) or number != int(number) or number < 1:
             raise DaskShuffleValueError(
                 ("Expected ", Argument(name), f" to be a positive whole number such as 1e10. Got {value!r} instead."),
                 parameter=name,
             )
-        return int(value)
+        return int(number)
     return _parse_int(value, name, low=1, expected="a positive whole number such as 1e10")
 
 
