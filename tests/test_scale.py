@@ -280,7 +280,10 @@ def test_the_command_prints_the_model_and_its_json() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--rows", "0", "--row-bytes", "8"], "Invalid value for '--rows': Expected --rows to be a positive whole number"),
+        (
+            ["--rows", "0", "--row-bytes", "8"],
+            "Invalid value for '--rows': Expected --rows to be a positive whole number",
+        ),
         (["--rows", "1.5", "--row-bytes", "8"], "Invalid value for '--rows': Expected a whole number"),
         (["--rows", "10", "--row-bytes", "lots"], "Invalid value for '--row-bytes': Expected --row-bytes to be a size"),
         (["--rows", "10", "--row-bytes", "8", "--min-read", "x"], "Invalid value for '--min-read'"),

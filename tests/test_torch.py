@@ -171,7 +171,9 @@ def test_a_dataloader_that_adds_a_batch_dimension_is_refused(store: str, num_wor
     from torch.utils.data import DataLoader
 
     dataset = PileDataset(store, BATCH)
-    with pytest.raises(DaskShuffleValueError, match=r"Expected a DataLoader with batch_size=None\..*batch_size is 1 unless given"):
+    with pytest.raises(
+        DaskShuffleValueError, match=r"Expected a DataLoader with batch_size=None\..*batch_size is 1 unless given"
+    ):
         next(iter(DataLoader(dataset, num_workers=num_workers)))
     assert dataset.epoch == 0  # nothing was yielded
     # Given a batch_size, the message says nothing of the default.

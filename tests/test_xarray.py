@@ -212,7 +212,17 @@ def test_a_glob_of_files_is_one_dataset_along_dim(tmp_path: Path) -> None:
     shuffle_xarray(str(tmp_path / "part-*.nc"), tmp_path / "piles.zarr", "sample", n_piles=4, seed=0)
     assert sorted(xr.open_zarr(tmp_path / "piles.zarr")["id"].values.tolist()) == list(range(200))
     result = CliRunner().invoke(
-        cli, ["xarray", str(tmp_path / "part-*.nc"), str(tmp_path / "cli.zarr"), "--dim", "sample", "--scheduler", "threads", "--quiet"]
+        cli,
+        [
+            "xarray",
+            str(tmp_path / "part-*.nc"),
+            str(tmp_path / "cli.zarr"),
+            "--dim",
+            "sample",
+            "--scheduler",
+            "threads",
+            "--quiet",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert sorted(xr.open_zarr(tmp_path / "cli.zarr")["id"].values.tolist()) == list(range(200))
