@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import os
 import re
@@ -21,6 +22,7 @@ __all__ = [
     "parse_positive_int",
     "parse_seed",
     "parse_variables",
+    "parse_whole_number",
 ]
 
 
@@ -163,6 +165,19 @@ def parse_variables(value: object, name: str = "variables") -> list[str] | None:
             ("Expected ", Argument(name), f" to name each once. Got {list(value)} instead."), parameter=name
         )
     return list(value)
+
+
+def parse_whole_number(value: object, name: str) -> int:
+    """A positive whole number, also written as a float (``1e10``), as a count of rows is on the command line."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool | numbers.Integral):
+        number = float(value)
+        if not math.isfinite(number) or number != int(number) or number < 1:
+            raise DaskShuffleValueError(
+                ("Expected ", Argument(name), f" to be a positive whole number such as 1e10. Got {value!r} instead."),
+                parameter=name,
+            )
+        return int(number)
+    return _parse_int(value, name, low=1, expected="a positive whole number such as 1e10")
 
 
 def parse_count(value: object, name: str) -> int:

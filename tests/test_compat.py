@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from daskshuffle._compat import _dask, _distributed, _torch
+from daskshuffle._compat import _dask, _distributed, _fsspec, _torch
 
 
 def _major_minor(version: str) -> str:
@@ -45,7 +45,13 @@ def test_an_unchecked_release_is_named_with_what_to_do() -> None:
 
 @pytest.mark.parametrize(
     ("adapter", "library"),
-    [(_distributed, "distributed"), (_dask, "dask"), (_torch, "torch"), (_torch, "torchdata")],
+    [
+        (_distributed, "distributed"),
+        (_dask, "dask"),
+        (_fsspec, "fsspec"),
+        (_torch, "torch"),
+        (_torch, "torchdata"),
+    ],
 )
 @pytest.mark.filterwarnings("always::UserWarning")
 def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: ModuleType, library: str) -> None:
@@ -60,8 +66,8 @@ def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: M
 
 
 def test_the_adapters_import_nothing_at_import_time() -> None:
-    for adapter in (_distributed, _dask, _torch):
-        assert not {name for name in vars(adapter) if name in {"dask", "distributed", "torch", "pandas"}}
+    for adapter in (_distributed, _dask, _fsspec, _torch):
+        assert not {name for name in vars(adapter) if name in {"dask", "distributed", "fsspec", "torch", "pandas"}}
 
 
 # -- distributed -------------------------------------------------------------------
@@ -161,7 +167,64 @@ def test_dataframe_meta_is_the_empty_frame_of_a_real_dask_dataframe() -> None:
     assert meta.index.name == "row"
 
 
+# -- fsspec ------------------------------------------------------------------------
+
+
+def test_cached_filesystems_are_those_fsspec_keeps_and_no_others() -> None:
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    memory, local = fsspec.filesystem("memory"), fsspec.filesystem("file")
+    apart = MemoryFileSystem(skip_instance_cache=True)
+    everything = _fsspec.cached_filesystems(fsspec.AbstractFileSystem)
+    assert any(found is memory for found in everything) and any(found is local for found in everything)
+    assert not any(found is apart for found in everything)
+    assert all(isinstance(found, MemoryFileSystem) for found in _fsspec.cached_filesystems(MemoryFileSystem))
+    assert not any(found is memory for found in _fsspec.cached_filesystems(LocalFileSystem))
+
+
+def test_a_forked_process_keeps_the_filesystems_it_inherited() -> None:
+    """fsspec empties its caches in the child; the child still holds what the parent had, unused."""
+    import multiprocessing
+
+    import fsspec
+
+    from daskshuffle.storage import _inherited
+
+    memory = fsspec.filesystem("memory")
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        kept, cached = pool.apply(_held_in_child, (id(memory),))
+    assert kept and not cached
+    assert not _inherited._forking  # the parent lets go of them
+
+
+def _held_in_child(parent_id: int) -> tuple[bool, bool]:
+    import fsspec
+
+    from daskshuffle.storage import _inherited
+
+    kept = any(id(found) == parent_id for found in _inherited._inherited)
+    return kept, any(id(found) == parent_id for found in _fsspec.cached_filesystems(fsspec.AbstractFileSystem))
+
+
 # -- torch -------------------------------------------------------------------------
+
+
+def test_the_torch_adapters_examples_run_without_torch() -> None:
+    """``make test TORCH=`` leaves torch out: the adapter's doctest still runs (no object is a fetcher then)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import doctest, sys; sys.modules['torch'] = None\n"
+        "from daskshuffle._compat import _torch\n"
+        "result = doctest.testmod(_torch)\n"
+        "sys.exit(1 if result.failed or not result.attempted else 0)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_is_collating_fetcher_tells_how_a_real_dataloader_collates() -> None:

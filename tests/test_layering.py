@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md, as the package tree shows them: imports point down only."""
+"""The layers of docs/architecture.md, as the package tree shows them: imports point down only."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.loader._prefetch import ReadingNote
 from daskshuffle.orders import Piles
-from daskshuffle.pilestore import FORMAT_VERSION, Layout, choose_chunk_rows, choose_codec
+from daskshuffle.pilestore import FORMAT_VERSION, Layout, choose_chunk_rows, choose_codec, parse_metadata_attribute
 from daskshuffle.readers import open_pile_reader
 from daskshuffle.readers._zarr_reader import ZarrPileReader
 
@@ -61,7 +61,9 @@ def damaged(mixed: str, tmp_path: Path) -> str:
 
 def zarr_rows(store: str, start: int, stop: int, storage_options: dict | None = None) -> dict[str, np.ndarray]:
     group = zarr.open_group(store, mode="r", storage_options=storage_options)
-    return {name: group[name][start:stop] for name in group.attrs["daskshuffle"]["variables"]}
+    metadata = parse_metadata_attribute(group.attrs["daskshuffle"])
+    assert metadata is not None
+    return {name: group[name][start:stop] for name in metadata["variables"]}
 
 
 def assert_same(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:

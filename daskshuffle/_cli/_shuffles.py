@@ -109,6 +109,7 @@ def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) ->
 EXAMPLES_XARRAY = """\b
 Examples:
   daskshuffle xarray era5.zarr piles.zarr --dim time --n-piles 512 --seed 0
+  daskshuffle xarray 'era-*.nc' piles.zarr --dim time    # the files end to end along time, by name
   daskshuffle xarray s3://bucket/era5.zarr s3://bucket/piles.zarr --dim time --scheduler tcp://10.0.0.1:8786
 """
 
@@ -118,7 +119,7 @@ Examples:
 @positive_option("--chunk-rows", "Rows per output chunk along --dim.  [default: from the piles]", metavar="ROWS")
 @_shuffle_options("SRC DST")
 def xarray(paths: tuple[str, ...], dim: str, chunk_rows: int | None, **options: Any) -> None:
-    """Shuffle the dataset SRC (a Zarr store or a file xarray opens) along --dim into a Zarr pile store DST.
+    """Shuffle the dataset SRC (a Zarr store, a file xarray opens, or a glob of them) along --dim into a pile store DST.
 
     Every variable and coordinate along --dim is shuffled with one
     permutation; the others are copied. xarray.open_zarr(DST) opens the same

@@ -179,6 +179,8 @@ class Destination(Protocol[Rows_contra]):
     #: written under temporary names and renamed at the end): the shuffle then writes at ``dst``
     #: rather than building beside it and swapping, and leaves ``dst`` alone after a failure.
     places_itself: ClassVar[bool] = False
+    #: Whether the destination is a directory (a pile store) rather than a file (text).
+    dst_is_directory: ClassVar[bool] = True
 
     def for_plan(self, pile_rows: float, *, materialize: bool, storage: Literal["local", "object"] = "local") -> Self:
         """This format with its destination's layout chosen for piles of ``pile_rows`` rows on average.

@@ -24,7 +24,14 @@ import zarr
 from .._errors import DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
 from ..storage import Location
-from ._metadata import METADATA_KEY, check_recorded_rows, check_store_exists, read_metadata
+from ._metadata import (
+    METADATA_KEY,
+    check_recorded_rows,
+    check_store_exists,
+    metadata_attribute,
+    parse_metadata_attribute,
+    read_metadata,
+)
 
 __all__ = [
     "GENERATIONS_KEY",
@@ -125,7 +132,7 @@ def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict
 def write_root(store: Location, metadata: Mapping[str, Any]) -> None:
     """Replace the root metadata in one write, then consolidate the store's metadata for plain zarr and xarray."""
     group = _open_group(store, mode="r+")
-    group.attrs[METADATA_KEY] = dict(metadata)
+    group.attrs[METADATA_KEY] = metadata_attribute(metadata)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
         zarr.consolidate_metadata(group.store)
@@ -191,7 +198,7 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     """
     newest = metadata[GENERATIONS_KEY][-1]
     like = _open_group(generation_location(store, newest["path"]), mode="r")
-    like_metadata: Any = newest.get("metadata") or like.attrs[METADATA_KEY]
+    like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY])
     path = generation_location(store, generation_path(number))
     own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY}
     own.update(
@@ -200,7 +207,7 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         pile_offsets=metadata["pile_offsets"],
         source=sources_of(metadata),
     )
-    group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: own})
+    group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: metadata_attribute(own)})
     alignment, row_nbytes = 1, 0
     for name in metadata["variables"]:
         array = like[name]
@@ -238,11 +245,11 @@ def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
     group = _open_group(generation_location(store, generation_path(number)), mode="r+")
-    recorded: Any = group.attrs[METADATA_KEY]
+    recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY])
     own = {key: value for key, value in recorded.items() if key != "fingerprint"}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)
-    group.attrs[METADATA_KEY] = own
+    group.attrs[METADATA_KEY] = metadata_attribute(own)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
         zarr.consolidate_metadata(group.store)

@@ -33,7 +33,9 @@ __all__ = [
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
+    "metadata_attribute",
     "metadata_disagrees",
+    "parse_metadata_attribute",
     "read_metadata",
     "select_variables",
 ]
@@ -53,6 +55,27 @@ _REMEDY = (
     "shuffle the source again with overwrite=True, or restore the metadata from a copy and check the store against "
     "its source with `daskshuffle verify`"
 )
+
+
+def metadata_attribute(metadata: Mapping[str, Any]) -> dict[str, Any] | str:
+    """What the group attribute ``daskshuffle`` holds: the metadata, as JSON text in an xarray pile store.
+
+    ``xr.open_zarr`` makes every group attribute an attribute of the dataset,
+    and netCDF takes no mapping as an attribute's value: text keeps
+    ``xr.open_zarr(store).to_netcdf(...)`` working. An xarray store's metadata
+    records its ``dim``.
+    """
+    return json.dumps(dict(metadata)) if "dim" in metadata else dict(metadata)
+
+
+def parse_metadata_attribute(value: object) -> dict[str, Any] | None:
+    """The metadata the attribute ``daskshuffle`` holds (a mapping, or its JSON text), or ``None``."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return dict(value) if isinstance(value, Mapping) else None
 
 
 class AppendedStoreError(IncompletePileStoreError):
@@ -190,5 +213,5 @@ def read_metadata(
             continue
         for key in keys:
             found = found.get(key) if isinstance(found, dict) else None
-        return found if isinstance(found, dict) else None
+        return parse_metadata_attribute(found)
     return None

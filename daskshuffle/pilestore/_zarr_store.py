@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from ..formats import RUN_NBYTES, ArrayRows, Destination, Variable, run_rows
 from ..storage import Location
 from . import _layout
-from ._metadata import METADATA_KEY
+from ._metadata import METADATA_KEY, metadata_attribute
 
 __all__ = ["CHUNK_NBYTES", "ZarrDestination"]
 
@@ -114,7 +114,9 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         group = _open_group(dst, mode="r+")
-        group.attrs[METADATA_KEY] = {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
+        group.attrs[METADATA_KEY] = metadata_attribute(
+            {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
+        )
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.
             warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)

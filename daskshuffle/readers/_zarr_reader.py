@@ -45,6 +45,7 @@ from ..pilestore import (
     check_pile_metadata,
     check_recorded_rows,
     check_store_exists,
+    parse_metadata_attribute,
     select_variables,
 )
 from ..storage import Cache, Location
@@ -102,7 +103,7 @@ def _open_store(
         raise IncompletePileStoreError(
             f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({problem}), instead."
         )
-    found: Any = group.attrs.get(METADATA_KEY) if metadata is None else dict(metadata)
+    found = parse_metadata_attribute(group.attrs.get(METADATA_KEY)) if metadata is None else dict(metadata)
     if not isinstance(found, dict):
         raise IncompletePileStoreError(
             f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."

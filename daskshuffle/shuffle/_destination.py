@@ -157,6 +157,32 @@ def check_workers_access(locations: Sequence[Location]) -> None:
         raise access_error(location.url, text, reason, workers=sorted(failing), n_workers=len(found))
 
 
+def _check_no_file_in_the_way(dst: Location, directory: bool) -> None:
+    """A local ``dst`` lies in a directory, not under a file; a store of files (``directory``) is not a file either.
+
+    daskshuffle replaces only what it wrote: ``overwrite=True`` does not make
+    a pile store of a file.
+    """
+    if not dst.is_local:
+        return
+    path = dst.path
+    if directory and os.path.lexists(path) and not os.path.isdir(path):
+        raise DaskShuffleValueError(
+            f"Expected dst to be a directory or not to exist. Got {dst.url!r}, which is a file, instead; a pile "
+            "store is a directory: choose another destination.",
+            parameter="dst",
+        )
+    above = os.path.dirname(path)
+    while not os.path.lexists(above) and os.path.dirname(above) != above:
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise DaskShuffleValueError(
+            f"Expected dst to lie in a directory. Got {dst.url!r}, under {above!r}, which is a file, instead; "
+            "choose another destination.",
+            parameter="dst",
+        )
+
+
 def check_destination(
     sources: Sequence[str],
     dst: Location,
@@ -165,6 +191,7 @@ def check_destination(
     overwrite: bool,
     workers: bool = True,
     storage_options: dict[str, Any] | None = None,
+    directory: bool = True,
 ) -> Location:
     """Check that ``dst`` and the scratch space may be written; return the scratch directory.
 
@@ -172,7 +199,9 @@ def check_destination(
     named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
     With ``workers``, the workers of the active cluster must see both, and
     reach the sources (with ``storage_options``) (:func:`check_workers_reach`).
+    ``directory``: ``dst`` is a directory (a pile store), not a file.
     """
+    _check_no_file_in_the_way(dst, directory)
     for source in sources:
         if _paths.overlaps(dst.url, source):
             raise DaskShuffleValueError(

@@ -285,7 +285,9 @@ def _check(
         delimiter=line_end,
     )
     for path in paths:
-        check_destination(source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False)
+        check_destination(
+            source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False, directory=False
+        )
     check_workers_reach(
         {"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)},
         [Location.of(path, storage_options) for path in source.describe()],

@@ -146,6 +146,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
             chosen_tmp,
             overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
             storage_options=options.storage_options,
+            directory=fmt.dst_is_directory,
         )
         # What is at dst decides what this run does: it is looked at once no other run can change it.
         with exclusive(dst):

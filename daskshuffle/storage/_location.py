@@ -22,7 +22,10 @@ import fsspec
 from fsspec import AbstractFileSystem
 
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
-from . import _own
+from . import (
+    _inherited,  # noqa: F401  # keeps a forked process's inherited filesystems (see there)
+    _own,
+)
 from ._access import storage_failure
 from ._paths import inside, is_url, normalize
 from ._probe import probe_conditional_writes
