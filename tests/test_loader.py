@@ -295,6 +295,69 @@ def test_a_new_iteration_replaces_one_in_progress(store: str) -> None:
         np.testing.assert_array_equal(np.concatenate([*head, rest]), store_ids(store)[expected_rows(store, 0)])
 
 
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_a_second_thread_iterating_the_loader_is_refused(store: str, prefetch: int) -> None:
+    """One loader, one consumer: a thread that iterates while another thread's iteration is open gets an error."""
+    started, both_tried = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
+    got: dict[str, np.ndarray] = {}
+    refused: dict[str, BaseException] = {}
+
+    def consume_epoch(name: str, loader: PileLoader) -> None:
+        started.wait()  # both threads ask for an iteration before either takes a batch
+        try:
+            batches = iter(loader)
+        except Exception as error:
+            refused[name] = error
+            both_tried.wait()
+            return
+        both_tried.wait()
+        got[name] = ids_of(batches)
+
+    with PileLoader(store, 10, prefetch=prefetch, order=Piles(piles_in_memory=1)) as loader:
+        threads = [threading.Thread(target=consume_epoch, args=(name, loader), name=name) for name in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(refused) == 1 and len(got) == 1, (refused, list(got))
+        (error,) = refused.values()
+        assert isinstance(error, DaskShuffleValueError), repr(error)
+        assert "Expected one consumer per PileLoader" in str(error) and "thread" in str(error)
+        # The one consumer gets the epoch, each row once; the position follows it alone.
+        (ids,) = got.values()
+        np.testing.assert_array_equal(ids, store_ids(store)[expected_rows(store, 0)])
+        assert loader.state_dict()["epoch"] == 1
+        # Once that iteration is over, another thread may iterate: the next epoch.
+        after: list[np.ndarray] = []
+        thread = threading.Thread(target=lambda: after.append(ids_of(loader)))
+        thread.start()
+        thread.join(timeout=60)
+        assert len(after) == 1 and len(after[0]) == N_ROWS
+
+
+def test_moving_the_position_under_another_threads_iteration_is_refused(store: str) -> None:
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1)) as loader:
+        batches = iter(loader)
+        first = next(batches)
+        errors: list[BaseException] = []
+
+        def move() -> None:
+            for call in (lambda: loader.set_epoch(3), lambda: loader.load_state_dict(loader.state_dict())):
+                try:
+                    call()
+                except Exception as error:
+                    errors.append(error)
+
+        thread = threading.Thread(target=move)
+        thread.start()
+        thread.join(timeout=60)
+        assert len(errors) == 2 and all(isinstance(error, DaskShuffleValueError) for error in errors), errors
+        rest = ids_of(batches)  # the iteration goes on, untouched
+        np.testing.assert_array_equal(
+            np.concatenate([first["id"], rest]), store_ids(store)[expected_rows(store, 0)]
+        )
+
+
 def test_keyboard_interrupt_stops_the_background_reads(store: str) -> None:
     code = textwrap.dedent(
         f"""
