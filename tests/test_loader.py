@@ -353,9 +353,7 @@ def test_moving_the_position_under_another_threads_iteration_is_refused(store: s
         thread.join(timeout=60)
         assert len(errors) == 2 and all(isinstance(error, DaskShuffleValueError) for error in errors), errors
         rest = ids_of(batches)  # the iteration goes on, untouched
-        np.testing.assert_array_equal(
-            np.concatenate([first["id"], rest]), store_ids(store)[expected_rows(store, 0)]
-        )
+        np.testing.assert_array_equal(np.concatenate([first["id"], rest]), store_ids(store)[expected_rows(store, 0)])
 
 
 def test_keyboard_interrupt_stops_the_background_reads(store: str) -> None:
@@ -566,7 +564,9 @@ def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: st
 
 @pytest.mark.parametrize("arrays", [True, False], ids=["numpy take", "reader take"])
 @pytest.mark.parametrize("variable", ["id", "x", "y"])
-def test_a_variable_shorter_than_its_pile_is_corrupt_never_repeated_rows(store: str, arrays: bool, variable: str) -> None:
+def test_a_variable_shorter_than_its_pile_is_corrupt_never_repeated_rows(
+    store: str, arrays: bool, variable: str
+) -> None:
     """Every variable is checked against the rows its read records, not only the first: none is clipped."""
     from daskshuffle import CorruptPileStoreError
     from daskshuffle.formats import open_pile_reader

@@ -10,6 +10,7 @@ The batches themselves come from the rank's share (:mod:`daskshuffle.loader._ran
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from collections.abc import Generator, Iterator, Mapping
@@ -79,7 +80,8 @@ class LoaderPosition:
         """Raise unless the live iteration, if any is open, is this thread's (called with ``_moving`` held)."""
         generator = self._live() if self._live is not None else None
         owner, here = self._live_thread, threading.current_thread()
-        if generator is None or generator.gi_frame is None or (owner is here and not generator.gi_running):
+        state = inspect.GEN_CLOSED if generator is None else inspect.getgeneratorstate(generator)
+        if state == inspect.GEN_CLOSED or (owner is here and state != inspect.GEN_RUNNING):
             return  # none open (finished, closed or collected), or this thread's own, between two batches
         by = f"thread {owner.name!r}" if owner is not None else "another thread"
         raise DaskShuffleValueError(
