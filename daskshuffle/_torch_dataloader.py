@@ -20,8 +20,9 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from ._config import int_setting
+
 __all__ = [
-    "SHARED_NBYTES",
     "Batch",
     "ByValue",
     "Pass",
@@ -46,10 +47,6 @@ def to_tensor(values: NDArray[Any]) -> torch.Tensor:
     return torch.from_numpy(values)
 
 
-#: Batches of at least this many bytes cross from a worker process in shared memory, smaller ones by value.
-SHARED_NBYTES = 4 * 2**20
-
-
 class WorkerBatches:
     """Makes the arrays each batch is gathered into in a ``DataLoader`` worker process.
 
@@ -60,13 +57,14 @@ class WorkerBatches:
     each handle is a file descriptor passed over a fresh connection
     (``multiprocessing.resource_sharer``), about 2 ms here whatever the size,
     while a pipe moves a 256 KiB batch by value in a tenth of that. So a batch
-    of at least :data:`SHARED_NBYTES` is gathered into one new shared storage
+    of at least ``torch.shared-nbytes`` (``daskshuffle.config``) is gathered into one new shared storage
     (one handle for all its variables), and a smaller one into plain arrays
     sent by value (see :class:`ByValue`).
     """
 
     def __init__(self) -> None:
         self.tensors: dict[str, torch.Tensor] | None = None
+        self.shared_nbytes = int_setting("torch.shared-nbytes")
 
     def __call__(
         self, n_rows: int, layout: Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]
@@ -76,7 +74,7 @@ class WorkerBatches:
             total = -(-total // 64) * 64  # each variable on a 64-byte boundary
             offsets[name] = total
             total += n_rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if total < SHARED_NBYTES:
+        if total < self.shared_nbytes:
             self.tensors = None
             return {name: np.empty((n_rows, *shape), dtype=dtype) for name, (dtype, shape) in layout.items()}
         storage = torch.empty(total, dtype=torch.uint8).share_memory_()  # type: ignore[no-untyped-call]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,9 @@ settings.register_profile("daskshuffle", deadline=None, print_blob=True)
 # Fewer examples for the quick loop (`make test-fast` passes --hypothesis-profile=fast); CI runs all.
 settings.register_profile("fast", settings.get_profile("daskshuffle"), max_examples=20)
 settings.load_profile("daskshuffle")
+
+#: The ``configure`` fixture: sets ``daskshuffle.config`` values until the test ends.
+Configure = Callable[[Mapping[str, Any]], None]
 
 
 def make_zarr_source(
@@ -89,6 +92,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "cluster_client" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture
+def configure() -> Iterator[Configure]:
+    """Sets ``daskshuffle.config`` values for the rest of the test (as ``monkeypatch`` sets attributes), undone after it."""
+    import daskshuffle
+
+    made = []
+    yield lambda values: made.append(daskshuffle.config.set(dict(values)))
+    for done in reversed(made):
+        done.__exit__(None, None, None)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zarr
-from conftest import make_zarr_source
+from conftest import Configure, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.readers import open_pile_reader
@@ -74,12 +74,12 @@ def test_zarr_s3_to_s3_equals_local(
     on_s3: bool,
     part_nbytes: int | None,
     levels: int,
-    monkeypatch: pytest.MonkeyPatch,
+    configure: Configure,
 ) -> None:
     """By default the pieces go to this machine's disk; on object storage a piece file is written in parts,
     and a read across two parts is two requests, joined."""
     if part_nbytes is not None:
-        monkeypatch.setattr("daskshuffle.sources._arrays.PART_NBYTES", part_nbytes)
+        configure({"shuffle.part-nbytes": part_nbytes})
     local, remote = zarr_pair
     options = {"n_piles": 5 if levels == 1 else 9, "seed": 3, "block_memory": "20KiB", "levels": levels}
     ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)

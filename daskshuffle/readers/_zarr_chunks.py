@@ -30,6 +30,7 @@ from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
+from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import NUMERIC_KINDS
 from ..storage import Fetches, StoreCache, storage_failure
@@ -38,8 +39,6 @@ __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
 _FAST_KINDS = NUMERIC_KINDS
 _CRC_NBYTES = 4
-#: Blosc chunks of at least this many bytes are decoded straight into the output, smaller ones copied there.
-DIRECT_NBYTES = 128 * 2**10
 
 
 @dataclass(frozen=True)
@@ -138,6 +137,8 @@ class ChunkFiles:
         self.fetches = None if self.local else Fetches(fs)
         #: Where the files of a remote store are kept for later reads (:meth:`ZarrPileReader.use_cache`).
         self.cache: StoreCache | None = None
+        #: Blosc chunks of at least this many bytes are decoded straight into the output, smaller ones copied there.
+        self._direct_nbytes = int_setting("zarr-reader.direct-nbytes")
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_buffers": None}
@@ -352,7 +353,7 @@ class ChunkFiles:
                 # Blosc through numcodecs.blosc itself, which the codec wraps in checks of its arguments (about
                 # 10 us a chunk). Into the output only for a large chunk: checking an output costs as much again,
                 # more than copying a small chunk.
-                if chunks.direct and target is not None and fits and chunks.chunk_nbytes >= DIRECT_NBYTES:
+                if chunks.direct and target is not None and fits and chunks.chunk_nbytes >= self._direct_nbytes:
                     numcodecs.blosc.decompress(data, target)
                     return target
                 decoded = numcodecs.blosc.decompress(data) if chunks.direct else chunks.compressor.decode(data)
