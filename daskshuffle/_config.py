@@ -30,7 +30,7 @@ import donfig
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_nbytes, parse_positive_int
 
-__all__ = ["DEFAULTS", "config", "float_setting", "int_setting"]
+__all__ = ["DEFAULTS", "Config", "config", "float_setting", "int_setting"]
 
 _MiB = 2**20
 
@@ -84,8 +84,28 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 
+
+class Config(donfig.Config):  # type: ignore[misc]
+    """daskshuffle's tuning knobs (``docs/configuration.md``): ``get``, ``set`` (also as a context manager), ``refresh``.
+
+    A key is ``"section.name"``: ``fetch.in-flight``, ``loader.read-ahead-nbytes``, ...
+    Environment variables ``DASKSHUFFLE_SECTION__NAME`` and YAML files in
+    ``~/.config/daskshuffle`` are read when it is made (at first use).
+
+    Examples
+    --------
+    >>> import daskshuffle as ds
+    >>> with ds.config.set({"loader.read-ahead-nbytes": "1GiB"}):
+    ...     ds.config.get("loader.read-ahead-nbytes")
+    '1GiB'
+    """
+
+    def __repr__(self) -> str:
+        return "daskshuffle.config"
+
+
 #: The configuration: ``daskshuffle.config``.
-config = donfig.Config("daskshuffle", defaults=[DEFAULTS])
+config = Config("daskshuffle", defaults=[DEFAULTS])
 
 
 def _name(key: str) -> str:
