@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-import pandas as pd
 import pytest
 
-from daskshuffle._compat import _dask, _distributed, _fsspec, _torch
+from daskshuffle._compat import _distributed, _fsspec, _torch
 
 
 def _major_minor(version: str) -> str:
@@ -47,7 +46,6 @@ def test_an_unchecked_release_is_named_with_what_to_do() -> None:
     ("adapter", "library"),
     [
         (_distributed, "distributed"),
-        (_dask, "dask"),
         (_fsspec, "fsspec"),
         (_torch, "torch"),
         (_torch, "torchdata"),
@@ -66,7 +64,7 @@ def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: M
 
 
 def test_the_adapters_import_nothing_at_import_time() -> None:
-    for adapter in (_distributed, _dask, _fsspec, _torch):
+    for adapter in (_distributed, _fsspec, _torch):
         assert not {name for name in vars(adapter) if name in {"dask", "distributed", "fsspec", "torch", "pandas"}}
 
 
@@ -151,20 +149,6 @@ def test_a_progress_widget_drawn_from_the_client_loop_moves_while_the_calling_th
     assert drawn.result(timeout=10) is None
     assert [bar.value for bar in _bars(widget)] == [1.0]
     assert "Finished" in widget.children[0].value
-
-
-# -- dask --------------------------------------------------------------------------
-
-
-def test_dataframe_meta_is_the_empty_frame_of_a_real_dask_dataframe() -> None:
-    dd = pytest.importorskip("dask.dataframe")
-    frame = pd.DataFrame({"x": [1, 2, 3], "y": ["a", "b", "c"]}, index=pd.Index([10, 11, 12], name="row"))
-    meta = _dask.dataframe_meta(dd.from_pandas(frame, npartitions=2))
-    assert isinstance(meta, pd.DataFrame)
-    assert len(meta) == 0
-    assert list(meta.columns) == ["x", "y"]
-    assert meta.dtypes["x"] == frame.dtypes["x"]
-    assert meta.index.name == "row"
 
 
 # -- fsspec ------------------------------------------------------------------------

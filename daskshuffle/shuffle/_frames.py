@@ -182,6 +182,8 @@ def shuffle_dataframe(
     if not _compute.is_dask_dataframe(df):
         fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing)
         return run_shuffle(fmt, checked, variables=fmt.variables)
+    from dask.dataframe.utils import make_meta  # loaded for a dask DataFrame only, as is_dask_dataframe does
+
     spool = dst_location.scratch(_SPOOL_SUFFIX, tmp_location)
     spool.remove()
     try:
@@ -193,6 +195,7 @@ def shuffle_dataframe(
             writing=writing,
             spool=spool,
             describe_partitions=_compute.describe_partitions,
+            meta=make_meta(df),  # the empty frame the partitions are like, known without computing any
         )
         return run_shuffle(fmt, checked, variables=fmt.variables)
     finally:
