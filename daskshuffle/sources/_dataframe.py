@@ -182,20 +182,18 @@ def open_dataframe_source(
     pandas DataFrame its partitions are like (``dask.dataframe.utils.make_meta``),
     so that sources never import dask.
     """
-    if describe_partitions is not None:
-        if spool is None or meta is None:
-            raise TypeError("a dask DataFrame needs a spool directory and its meta")
-    else:
-        meta = df
-    _check_names(meta)
-    preserve_index = _keeps_index(meta.index, index)
-    if describe_partitions is not None:
+    if describe_partitions is not None and (spool is None or meta is None):
+        raise TypeError("a dask DataFrame needs a spool directory and its meta")
+    frame: pd.DataFrame = df if describe_partitions is None or meta is None else meta
+    _check_names(frame)
+    preserve_index = _keeps_index(frame.index, index)
+    if describe_partitions is not None and spool is not None:
         spool_one = functools.partial(spool_partition, spool=spool, preserve_index=preserve_index)
         described = describe_partitions(df, spool_one)
     else:
         described = [describe_partition(df, preserve_index)]
     table = {
-        "schema": _schema_of(meta, described, preserve_index),
+        "schema": _schema_of(frame, described, preserve_index),
         "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(r for r, _, _ in described), 1))),
         "writing": writing,
     }
