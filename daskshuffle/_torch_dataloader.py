@@ -3,15 +3,15 @@
 :class:`Passes` counts the epochs of a dataset's passes in memory shared with
 its worker processes; :class:`WorkerBatches` gathers a worker's batches into
 shared memory, or into plain arrays sent by value (:class:`ByValue`);
-:func:`collating_fetcher` is the one adapter to torch's internals. Imports
-torch at the top: :mod:`daskshuffle.torch` names the package to install first.
+:func:`make_dataloader` builds the ``DataLoader`` of
+:meth:`~daskshuffle.torch.PileDataset.dataloader`. Imports torch at the top:
+:mod:`daskshuffle.torch` names the package to install first.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.context
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +21,7 @@ import torch
 from numpy.typing import NDArray
 
 from ._config import int_setting
+from ._errors import DaskShuffleValueError
 
 __all__ = [
     "Batch",
@@ -28,7 +29,7 @@ __all__ = [
     "Pass",
     "Passes",
     "WorkerBatches",
-    "collating_fetcher",
+    "make_dataloader",
     "to_tensor",
 ]
 
@@ -115,19 +116,45 @@ class ByValue:
         return _from_numpy, (batch.numpy(),)
 
 
-def collating_fetcher() -> bool:
-    """Whether ``iter(dataset)`` was called by a ``DataLoader`` fetcher that puts items together into batches.
+def make_dataloader(dataset: Any, stateful: bool, options: dict[str, Any]) -> Any:
+    """A ``DataLoader`` (torchdata's ``StatefulDataLoader`` if ``stateful``) that hands out ``dataset``'s batches whole.
 
-    The fetcher calls ``iter(dataset)`` in its ``__init__``; which objects are
-    fetchers is torch's internals, known to :mod:`daskshuffle._compat._torch`.
+    ``batch_size=None``: the dataset's items are batches already, and a
+    ``DataLoader`` that collates would put several of them together again (its
+    ``batch_size`` is 1 unless given: a batch dimension of 1). No public API of
+    torch tells a dataset how its ``DataLoader`` collates, so the options that
+    would are refused here, before any worker starts.
     """
-    from ._compat import is_collating_fetcher
-
-    try:
-        frame = sys._getframe(2)  # this function, PileDataset.__iter__, then its caller
-    except ValueError:  # iter(dataset) at the top of a script
-        return False
-    return is_collating_fetcher(frame.f_locals.get("self"))
+    remedy = "PileDataset(store, batch_size=...) makes the batches; pass the DataLoader's other options only."
+    if options.get("batch_size") is not None:
+        raise DaskShuffleValueError(
+            f"Expected no batch_size for the DataLoader. Got batch_size={options['batch_size']!r} instead, which would "
+            f"put that many of the dataset's batches together; {remedy}",
+            parameter="batch_size",
+        )
+    if options.get("collate_fn") is torch.utils.data.default_collate:
+        raise DaskShuffleValueError(
+            "Expected a collate_fn that takes one whole batch (it is called on each). Got default_collate instead, "
+            f"which puts a list of items together; leave collate_fn out. {remedy}",
+            parameter="collate_fn",
+        )
+    if options.get("drop_last"):
+        raise DaskShuffleValueError(
+            "Expected drop_last on the dataset, which cuts the batches. Got DataLoader(drop_last=True) instead; "
+            "pass PileDataset(..., drop_last=True).",
+            parameter="drop_last",
+        )
+    loader_class: Any = torch.utils.data.DataLoader
+    if stateful:
+        try:
+            from torchdata.stateful_dataloader import StatefulDataLoader
+        except ImportError as error:
+            raise ImportError(
+                "PileDataset.dataloader(stateful=True) needs torchdata, which is not installed. Install it with: "
+                "pip install torchdata"
+            ) from error
+        loader_class = StatefulDataLoader
+    return loader_class(dataset, **{**options, "batch_size": None})
 
 
 #: Fields of the epoch counter shared with worker processes (see :class:`Passes`).
