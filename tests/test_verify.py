@@ -184,6 +184,7 @@ def test_the_verify_command(zarr_store: tuple[str, str]) -> None:
     assert failed.returncode == 1 and "variable 'y'" in failed.stderr and "Traceback" not in failed.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_verify_on_s3(tmp_path: Path, s3: Any) -> None:
     src = s3.put(make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=50), "raw.zarr")
