@@ -20,6 +20,7 @@ from ._errors import *  # noqa: F403  (the errors, listed once, in _errors.__all
 
 if TYPE_CHECKING:
     from . import orders
+    from ._config import config
     from .loader import LoaderSettings, PileLoader
     from .plan import ScaleModel, Stream, explain
     from .shuffle import (
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _LAZY = {
+    "config": "._config",
     "Cache": ".storage._cache",
     "EpochShuffler": ".shuffle._epochs",
     "Generation": ".shuffle._generations",
@@ -77,6 +79,7 @@ __all__ = [
     "VerifyResult",
     "append",
     "compact",
+    "config",
     "evict",
     "explain",
     "generations",

@@ -3,15 +3,15 @@
 :class:`Passes` counts the epochs of a dataset's passes in memory shared with
 its worker processes; :class:`WorkerBatches` gathers a worker's batches into
 shared memory, or into plain arrays sent by value (:class:`ByValue`);
-:func:`collating_fetcher` is the one adapter to torch's internals. Imports
-torch at the top: :mod:`daskshuffle.torch` names the package to install first.
+:func:`make_dataloader` builds the ``DataLoader`` of
+:meth:`~daskshuffle.torch.PileDataset.dataloader`. Imports torch at the top:
+:mod:`daskshuffle.torch` names the package to install first.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.context
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,14 +20,16 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from ._config import int_setting
+from ._errors import DaskShuffleValueError
+
 __all__ = [
-    "SHARED_NBYTES",
     "Batch",
     "ByValue",
     "Pass",
     "Passes",
     "WorkerBatches",
-    "collating_fetcher",
+    "make_dataloader",
     "to_tensor",
 ]
 
@@ -46,10 +48,6 @@ def to_tensor(values: NDArray[Any]) -> torch.Tensor:
     return torch.from_numpy(values)
 
 
-#: Batches of at least this many bytes cross from a worker process in shared memory, smaller ones by value.
-SHARED_NBYTES = 4 * 2**20
-
-
 class WorkerBatches:
     """Makes the arrays each batch is gathered into in a ``DataLoader`` worker process.
 
@@ -60,13 +58,14 @@ class WorkerBatches:
     each handle is a file descriptor passed over a fresh connection
     (``multiprocessing.resource_sharer``), about 2 ms here whatever the size,
     while a pipe moves a 256 KiB batch by value in a tenth of that. So a batch
-    of at least :data:`SHARED_NBYTES` is gathered into one new shared storage
+    of at least ``torch.shared-nbytes`` (``daskshuffle.config``) is gathered into one new shared storage
     (one handle for all its variables), and a smaller one into plain arrays
     sent by value (see :class:`ByValue`).
     """
 
     def __init__(self) -> None:
         self.tensors: dict[str, torch.Tensor] | None = None
+        self.shared_nbytes = int_setting("torch.shared-nbytes")
 
     def __call__(
         self, n_rows: int, layout: Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]
@@ -76,7 +75,7 @@ class WorkerBatches:
             total = -(-total // 64) * 64  # each variable on a 64-byte boundary
             offsets[name] = total
             total += n_rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if total < SHARED_NBYTES:
+        if total < self.shared_nbytes:
             self.tensors = None
             return {name: np.empty((n_rows, *shape), dtype=dtype) for name, (dtype, shape) in layout.items()}
         storage = torch.empty(total, dtype=torch.uint8).share_memory_()  # type: ignore[no-untyped-call]
@@ -117,19 +116,45 @@ class ByValue:
         return _from_numpy, (batch.numpy(),)
 
 
-def collating_fetcher() -> bool:
-    """Whether ``iter(dataset)`` was called by a ``DataLoader`` fetcher that puts items together into batches.
+def make_dataloader(dataset: Any, stateful: bool, options: dict[str, Any]) -> Any:
+    """A ``DataLoader`` (torchdata's ``StatefulDataLoader`` if ``stateful``) that hands out ``dataset``'s batches whole.
 
-    The fetcher calls ``iter(dataset)`` in its ``__init__``; which objects are
-    fetchers is torch's internals, known to :mod:`daskshuffle._compat._torch`.
+    ``batch_size=None``: the dataset's items are batches already, and a
+    ``DataLoader`` that collates would put several of them together again (its
+    ``batch_size`` is 1 unless given: a batch dimension of 1). No public API of
+    torch tells a dataset how its ``DataLoader`` collates, so the options that
+    would are refused here, before any worker starts.
     """
-    from ._compat import is_collating_fetcher
-
-    try:
-        frame = sys._getframe(2)  # this function, PileDataset.__iter__, then its caller
-    except ValueError:  # iter(dataset) at the top of a script
-        return False
-    return is_collating_fetcher(frame.f_locals.get("self"))
+    remedy = "PileDataset(store, batch_size=...) makes the batches; pass the DataLoader's other options only."
+    if options.get("batch_size") is not None:
+        raise DaskShuffleValueError(
+            f"Expected no batch_size for the DataLoader. Got batch_size={options['batch_size']!r} instead, which would "
+            f"put that many of the dataset's batches together; {remedy}",
+            parameter="batch_size",
+        )
+    if options.get("collate_fn") is torch.utils.data.default_collate:
+        raise DaskShuffleValueError(
+            "Expected a collate_fn that takes one whole batch (it is called on each). Got default_collate instead, "
+            f"which puts a list of items together; leave collate_fn out. {remedy}",
+            parameter="collate_fn",
+        )
+    if options.get("drop_last"):
+        raise DaskShuffleValueError(
+            "Expected drop_last on the dataset, which cuts the batches. Got DataLoader(drop_last=True) instead; "
+            "pass PileDataset(..., drop_last=True).",
+            parameter="drop_last",
+        )
+    loader_class: Any = torch.utils.data.DataLoader
+    if stateful:
+        try:
+            from torchdata.stateful_dataloader import StatefulDataLoader
+        except ImportError as error:
+            raise ImportError(
+                "PileDataset.dataloader(stateful=True) needs torchdata, which is not installed. Install it with: "
+                "pip install torchdata"
+            ) from error
+        loader_class = StatefulDataLoader
+    return loader_class(dataset, **{**options, "batch_size": None})
 
 
 #: Fields of the epoch counter shared with worker processes (see :class:`Passes`).

@@ -2,10 +2,9 @@
 
 Needs PyTorch: ``pip install 'daskshuffle[torch]'``.
 
->>> from torch.utils.data import DataLoader
 >>> from daskshuffle.torch import PileDataset
 >>> dataset = PileDataset("piles.zarr", batch_size=100, features="x", label="y")
->>> for x, y in DataLoader(dataset, batch_size=None, num_workers=2):
+>>> for x, y in dataset.dataloader(num_workers=2):
 ...     assert x.shape == (100, 8) and y.shape == (100,)  # train_step(x, y)
 """
 
@@ -25,7 +24,7 @@ from typing import Any, Never
 
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_count, parse_variables
-from ._torch_dataloader import Batch, ByValue, Pass, Passes, WorkerBatches, collating_fetcher, to_tensor
+from ._torch_dataloader import Batch, ByValue, Pass, Passes, WorkerBatches, make_dataloader, to_tensor
 from .formats import NUMERIC_KINDS
 from .loader import LoaderSettings, PileLoader
 from .plan import Order, OrderName, Stream, refuse_removed_keywords, split_batches
@@ -60,8 +59,10 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     The same batches as :class:`daskshuffle.PileLoader`, as tensors. Under a
     ``DataLoader`` with ``num_workers=k`` each worker process takes its own
     contiguous run of this rank's batches, so no row is yielded twice and
-    each worker reads only its own piles. Pass ``batch_size=None`` to the
-    ``DataLoader``: the dataset yields whole batches.
+    each worker reads only its own piles. :meth:`dataloader` makes the
+    ``DataLoader``: the dataset yields whole batches, which a ``DataLoader``
+    must hand out as they are (``batch_size=None``; its default, 1, would add a
+    batch dimension, and torch has no public way for a dataset to notice).
 
     Each pass of a ``DataLoader`` (each iteration) runs one epoch and moves
     to the next, with or without worker processes, persistent or not: the
@@ -200,23 +201,43 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
 
         Examples
         --------
-        >>> from torch.utils.data import DataLoader
         >>> dataset = PileDataset("piles.zarr", batch_size=100)
         >>> for epoch in range(2):
         ...     dataset.set_epoch(epoch)
-        ...     n_rows = sum(len(batch["id"]) for batch in DataLoader(dataset, batch_size=None, num_workers=2))
+        ...     n_rows = sum(len(batch["id"]) for batch in dataset.dataloader(num_workers=2))
         >>> n_rows
         1000
         """
         self._passes.set_next(parse_count(epoch, "epoch"), 0)
 
+    def dataloader(self, *, stateful: bool = False, **options: Any) -> Any:
+        """The ``DataLoader`` of this dataset's batches, handed out whole (``batch_size=None``).
+
+        Parameters
+        ----------
+        stateful : bool
+            Make torchdata's ``StatefulDataLoader`` (its ``state_dict`` resumes
+            exactly, in every worker), else ``torch.utils.data.DataLoader``.
+        **options
+            The ``DataLoader``'s options: ``num_workers``, ``pin_memory``,
+            ``persistent_workers``, ``collate_fn`` (called on each whole batch), ...
+
+        Raises
+        ------
+        DaskShuffleValueError
+            For a ``batch_size``, ``collate_fn=default_collate`` or
+            ``drop_last=True``, which would put batches together again or
+            belong to the dataset.
+
+        Examples
+        --------
+        >>> dataset = PileDataset("piles.zarr", batch_size=100)
+        >>> sum(len(batch["id"]) for batch in dataset.dataloader(num_workers=2))
+        1000
+        """
+        return make_dataloader(self, stateful, options)
+
     def __iter__(self) -> Iterator[Batch]:
-        if collating_fetcher():
-            raise DaskShuffleValueError(
-                "Expected a DataLoader with batch_size=None. Got a DataLoader with a batch_size instead, which puts "
-                "items together into batches (a DataLoader's batch_size is 1 unless given); PileDataset yields whole "
-                "batches of the dataset's batch_size: DataLoader(dataset, batch_size=None, num_workers=...)."
-            )
         info = get_worker_info()
         if info is None:  # the epoch is taken when the first batch is asked for: an iterator never used takes none
             return self._batches(None, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,9 @@ settings.register_profile("daskshuffle", deadline=None, print_blob=True)
 # Fewer examples for the quick loop (`make test-fast` passes --hypothesis-profile=fast); CI runs all.
 settings.register_profile("fast", settings.get_profile("daskshuffle"), max_examples=20)
 settings.load_profile("daskshuffle")
+
+#: The ``configure`` fixture: sets ``daskshuffle.config`` values until the test ends.
+Configure = Callable[[Mapping[str, Any]], None]
 
 
 def make_zarr_source(
@@ -89,6 +92,48 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "cluster_client" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+
+
+# -- slow markers that tell the truth ---------------------------------------------
+
+#: Tests whose call took longer than ``unmarked_slow_seconds`` without a ``slow`` marker: (node id, seconds).
+_UNMARKED_SLOW: list[tuple[str, float]] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "unmarked_slow_seconds",
+        "a test whose call takes longer than this without a slow marker is named after the run",
+        default="3",
+    )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" and "slow" not in report.keywords and report.nodeid.startswith("tests/"):
+        _UNMARKED_SLOW.append((report.nodeid, report.duration))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Name the unmarked tests that took long: a warning, not a failure (a shared machine slows quick tests too)."""
+    limit = float(config.getini("unmarked_slow_seconds"))
+    slow = sorted((seconds, nodeid) for nodeid, seconds in _UNMARKED_SLOW if seconds > limit)
+    if not slow:
+        return
+    terminalreporter.section(f"tests over {limit:g} s without @pytest.mark.slow", sep="=", yellow=True)
+    for seconds, nodeid in reversed(slow):
+        terminalreporter.line(f"{seconds:7.2f}s {nodeid}")
+    terminalreporter.line("Mark them slow (or make them quick); `make test-fast` leaves slow tests out.")
+
+
+@pytest.fixture
+def configure() -> Iterator[Configure]:
+    """Sets ``daskshuffle.config`` values for the rest of the test (as ``monkeypatch`` sets attributes), undone after it."""
+    import daskshuffle
+
+    made = []
+    yield lambda values: made.append(daskshuffle.config.set(dict(values)))
+    for done in reversed(made):
+        done.__exit__(None, None, None)
 
 
 @pytest.fixture

@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-import pandas as pd
 import pytest
 
-from daskshuffle._compat import _dask, _distributed, _fsspec, _torch
+from daskshuffle._compat import _distributed, _fsspec
 
 
 def _major_minor(version: str) -> str:
@@ -47,10 +46,7 @@ def test_an_unchecked_release_is_named_with_what_to_do() -> None:
     ("adapter", "library"),
     [
         (_distributed, "distributed"),
-        (_dask, "dask"),
         (_fsspec, "fsspec"),
-        (_torch, "torch"),
-        (_torch, "torchdata"),
     ],
 )
 @pytest.mark.filterwarnings("always::UserWarning")
@@ -66,7 +62,7 @@ def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: M
 
 
 def test_the_adapters_import_nothing_at_import_time() -> None:
-    for adapter in (_distributed, _dask, _fsspec, _torch):
+    for adapter in (_distributed, _fsspec):
         assert not {name for name in vars(adapter) if name in {"dask", "distributed", "fsspec", "torch", "pandas"}}
 
 
@@ -153,20 +149,6 @@ def test_a_progress_widget_drawn_from_the_client_loop_moves_while_the_calling_th
     assert "Finished" in widget.children[0].value
 
 
-# -- dask --------------------------------------------------------------------------
-
-
-def test_dataframe_meta_is_the_empty_frame_of_a_real_dask_dataframe() -> None:
-    dd = pytest.importorskip("dask.dataframe")
-    frame = pd.DataFrame({"x": [1, 2, 3], "y": ["a", "b", "c"]}, index=pd.Index([10, 11, 12], name="row"))
-    meta = _dask.dataframe_meta(dd.from_pandas(frame, npartitions=2))
-    assert isinstance(meta, pd.DataFrame)
-    assert len(meta) == 0
-    assert list(meta.columns) == ["x", "y"]
-    assert meta.dtypes["x"] == frame.dtypes["x"]
-    assert meta.index.name == "row"
-
-
 # -- fsspec ------------------------------------------------------------------------
 
 
@@ -207,40 +189,3 @@ def _held_in_child(parent_id: int) -> tuple[bool, bool]:
 
     kept = any(id(found) == parent_id for found in _inherited._inherited)
     return kept, any(id(found) == parent_id for found in _fsspec.cached_filesystems(fsspec.AbstractFileSystem))
-
-
-# -- torch -------------------------------------------------------------------------
-
-
-def test_the_torch_adapters_examples_run_without_torch() -> None:
-    """``make test TORCH=`` leaves torch out: the adapter's doctest still runs (no object is a fetcher then)."""
-    import subprocess
-    import sys
-
-    code = (
-        "import doctest, sys; sys.modules['torch'] = None\n"
-        "from daskshuffle._compat import _torch\n"
-        "result = doctest.testmod(_torch)\n"
-        "sys.exit(1 if result.failed or not result.attempted else 0)\n"
-    )
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stdout + run.stderr
-
-
-def test_is_collating_fetcher_tells_how_a_real_dataloader_collates() -> None:
-    torch_data = pytest.importorskip("torch.utils.data")
-    import sys
-
-    class Dataset(torch_data.IterableDataset):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self.seen: list[bool] = []
-
-        def __iter__(self) -> Iterator[int]:
-            self.seen.append(_torch.is_collating_fetcher(sys._getframe(1).f_locals.get("self")))
-            return iter(range(4))
-
-    dataset = Dataset()
-    assert len(list(torch_data.DataLoader(dataset, batch_size=2))) == 2
-    assert len(list(torch_data.DataLoader(dataset, batch_size=None))) == 4
-    assert dataset.seen == [True, False]
-    assert not _torch.is_collating_fetcher(object())

@@ -113,6 +113,7 @@ def make_case(kind: str, root: Path) -> Case:
         )
     if kind == "dataframe":
         import dask.dataframe as dd
+        from dask.dataframe.utils import make_meta
 
         frame = dd.from_pandas(_frame(), npartitions=7, sort=False)
         spool = root / "spool"
@@ -125,6 +126,7 @@ def make_case(kind: str, root: Path) -> Case:
                 writing=ParquetWriting(),
                 spool=Location.of(spool),
                 describe_partitions=describe_partitions,
+                meta=make_meta(frame),
             ),
             lambda dst, seed: shuffle_dataframe(frame, dst, n_piles=6, seed=seed),
             _table_ids,

@@ -176,6 +176,7 @@ def test_resume_refuses_another_seed(source: str, tmp_path: Path) -> None:
         epochs.load_state_dict(state)
 
 
+@pytest.mark.slow
 def test_ranks_share_each_epoch_and_wait_for_each_other(source: str, tmp_path: Path) -> None:
     workdir = tmp_path / "epochs"
     got: dict[int, list[np.ndarray]] = {0: [], 1: []}

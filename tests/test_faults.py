@@ -68,6 +68,7 @@ def test_a_full_disk_is_a_clear_error_that_leaves_nothing(tmp_path: Path) -> Non
     assert sorted(os.listdir(tmp_path)) == ["raw.zarr"]
 
 
+@pytest.mark.slow
 def test_a_second_shuffle_into_the_same_destination_is_refused(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 1500, chunk_rows=50)
     dst = tmp_path / "piles.zarr"

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import fsspec
 import numpy as np
 import pytest
+from conftest import Configure
 from fsspec.asyn import AsyncFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
@@ -409,12 +410,12 @@ def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
 
 @pytest.mark.parametrize("prefetch", [0, 1])
 def test_footers_not_kept_are_fetched_with_the_column_chunks(
-    parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch
+    parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch, configure: Configure
 ) -> None:
     """In a store of more part files than footers kept, a read fetches its footer and reads nothing else."""
     from daskshuffle.readers._parquet_reader import ParquetPileReader
 
-    monkeypatch.setattr("daskshuffle.readers._parquet_parts.FOOTERS_KEPT", 1)
+    configure({"parquet-reader.footers-kept": 1})
     local, remote = parquet_store
     expected = _ids(local, prefetch)
     read_footer = ParquetPileReader._read_footer
@@ -438,12 +439,12 @@ def test_footers_not_kept_are_fetched_with_the_column_chunks(
 
 @pytest.mark.parametrize("range_nbytes", [1_000, 8 * 2**20])
 def test_a_parquet_read_fetches_its_column_chunks_all_at_once(
-    parquet_store: tuple[str, str], monkeypatch: pytest.MonkeyPatch, range_nbytes: int
+    parquet_store: tuple[str, str], monkeypatch: pytest.MonkeyPatch, range_nbytes: int, configure: Configure
 ) -> None:
     """A subset of the columns, from the bytes fetched only: long runs of column chunks in several ranges too."""
     from daskshuffle.readers._parquet_reader import ParquetPileReader
 
-    monkeypatch.setattr("daskshuffle.readers._parquet_reader.RANGE_NBYTES", range_nbytes)
+    configure({"parquet-reader.range-nbytes": range_nbytes})
     local, remote = parquet_store
     reader, expected = ParquetPileReader(remote, variables=["x", "id"]), ParquetPileReader(local, variables=["x", "id"])
     monkeypatch.setattr(reader, "_read_groups", None)  # every read from the bytes fetched

@@ -172,6 +172,7 @@ def expected(
     )[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("n_rows", "chunk_rows", "block_memory", "n_piles", "n_levels"),
     [
@@ -202,6 +203,7 @@ def test_a_store_of_several_levels_is_its_simulation(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["piles.zarr", "raw.zarr"], "no scratch left"
 
 
+@pytest.mark.slow
 def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=5)  # 26 KB of 26-byte rows
     # 64 piles of 406 bytes. One read of the whole data; 10 blocks x 10 groups of 260-byte reads; 200 blocks

@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import zstandard
+from conftest import Configure
 from scipy import stats
 
-import daskshuffle.shuffle._lines
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileStoreExistsError, shuffle_lines
 from daskshuffle.sources._text_sample import finish_sample, keep_block_sample, order_sample, plan_sample
 
@@ -125,11 +125,11 @@ def test_every_ordered_sample_is_equally_likely(
     assert stats.chisquare(observed).pvalue > P_VALUE, observed
 
 
-def test_both_ways_give_a_sample_of_the_input(src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_both_ways_give_a_sample_of_the_input(src: Path, tmp_path: Path, configure: Configure) -> None:
     """A large K reads the sampled lines after counting, instead of keeping K lines of every block."""
     lines = set(split(src.read_bytes()))
     for one_pass_lines in (10**6, 0):
-        monkeypatch.setattr(daskshuffle.shuffle._lines, "ONE_PASS_LINES", one_pass_lines)
+        configure({"lines.one-pass-lines": max(one_pass_lines, 1)})
         for repeat in (False, True):
             out = tmp_path / f"out-{one_pass_lines}-{repeat}.txt"
             result = shuffle_lines(src, out, seed=0, head_count=120, repeat=repeat, block_memory=500)

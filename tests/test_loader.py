@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from conftest import consume, interruptible, make_zarr_source
+from conftest import Configure, consume, interruptible, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader, SourceNotFoundError
@@ -221,18 +221,18 @@ def used(batches: Iterable[Any], seconds: float = 0.002) -> Iterator[Any]:
         time.sleep(seconds)
 
 
-def test_a_consumer_that_comes_back_at_once_reads_in_its_thread_one_away_in_the_background(
-    store: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1), prefetch=2) as loader:
+def test_a_consumer_that_comes_back_at_once_reads_in_its_thread_one_away_in_the_background(store: str) -> None:
+    # Back at once, however busy the machine: a pause of the test's process (another process's turn on
+    # a shared core) must not count as a training step away.
+    with (
+        ds.config.set({"loader.away-seconds": 1.0}),
+        PileLoader(store, BATCH, order=Piles(piles_in_memory=1), prefetch=2) as loader,
+    ):
         first = []
-        # Back at once, however busy the machine: a pause of the test's process (another process's turn on
-        # a shared core) must not count as a training step away.
-        monkeypatch.setattr("daskshuffle.loader._prefetch.AWAY_SECONDS", 1.0)
         for batch in loader:
             first.append(batch["id"])
             assert loader_threads() == []
-        monkeypatch.undo()
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1), prefetch=2) as loader:
         again, threads = [], set()
         for batch in used(loader.iter_batches(0)):
             again.append(batch["id"])
@@ -434,12 +434,10 @@ def many_piles(tmp_path_factory: pytest.TempPathFactory) -> ds.ShuffleResult:
 
 
 @pytest.mark.parametrize("prefetch", [0, 1])
-def test_memory_stays_within_a_few_piles(
-    many_piles: ds.ShuffleResult, monkeypatch: pytest.MonkeyPatch, prefetch: int
-) -> None:
+def test_memory_stays_within_a_few_piles(many_piles: ds.ShuffleResult, configure: Configure, prefetch: int) -> None:
     pile_nbytes = int(many_piles.pile_sizes.max()) * (16 * 4 + 8)
-    # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of READ_NBYTES.
-    monkeypatch.setattr("daskshuffle.formats._zarr_runs.READ_NBYTES", 2**16)
+    # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of zarr-reader.read-nbytes.
+    configure({"zarr-reader.read-nbytes": 2**16})
     with PileLoader(many_piles.path, 500, order=Piles(piles_in_memory=1), prefetch=prefetch) as loader:
         list(loader)  # once, so that first imports and caches are not counted
         tracemalloc.start()

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
-from conftest import tree_digest
+from conftest import Configure, tree_digest
 from simulate import simulate
 
 import daskshuffle
@@ -142,14 +142,12 @@ def test_output_is_a_dataset_every_reader_opens_with_a_row_group_per_pile(tmp_pa
 
 
 def test_on_object_storage_a_merge_group_goes_to_several_part_files_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, configure: Configure
 ) -> None:
-    """The same piles as a local shuffle, in part files of whole piles of about REMOTE_PART_NBYTES each."""
+    """The same piles as a local shuffle, in part files of whole piles of about shuffle.remote-part-nbytes each."""
     import fsspec
 
-    from daskshuffle.pilestore import _parquet_store
-
-    monkeypatch.setattr(_parquet_store, "REMOTE_PART_NBYTES", 4_000)
+    configure({"shuffle.remote-part-nbytes": 4_000})
     paths = write_files(tmp_path / "raw", [300, 500])
     shuffle_parquet(paths, tmp_path / "piles", n_piles=8, seed=2, block_memory="1MiB")
     url = f"memory://parquet-parts-{tmp_path.name}/piles"
@@ -314,8 +312,7 @@ def test_a_remote_block_is_fetched_at_once_in_requests_of_at_most_the_range_size
 
     memory.cat_ranges = counted
     try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("daskshuffle.sources._parquet.REMOTE_RANGE_NBYTES", 100_000)
+        with daskshuffle.config.set({"shuffle.parquet-range-nbytes": 100_000}):
             rows = fmt.read_block(0)
     finally:
         del memory.cat_ranges
@@ -326,7 +323,7 @@ def test_a_remote_block_is_fetched_at_once_in_requests_of_at_most_the_range_size
 
 
 def test_a_remote_sources_footers_are_requested_a_batch_at_a_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configure: Configure
 ) -> None:
     """The last bytes of many files in one batch of requests; a footer larger than them costs a second request."""
     import fsspec
@@ -358,7 +355,7 @@ def test_a_remote_sources_footers_are_requested_a_batch_at_a_time(
             single.append(path.rsplit("/", 1)[-1])
         return cat_file(path, *args, **kwargs)
 
-    monkeypatch.setattr("daskshuffle.sources._parquet.FOOTERS_AT_ONCE", 3)
+    configure({"shuffle.parquet-footers-at-once": 3})
     monkeypatch.setattr(memory, "cat_ranges", counted_ranges)
     monkeypatch.setattr(memory, "cat_file", counted_file)
     fmt = open_parquet_sources(url, columns=None, block_nbytes=2**30, writing=ParquetWriting())

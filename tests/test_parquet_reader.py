@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import Configure
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
@@ -36,10 +37,8 @@ def open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_part_files_are_opened_only_while_read_and_few_footers_are_kept(
-    store: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("daskshuffle.readers._parquet_parts.FOOTERS_KEPT", 2)
+def test_part_files_are_opened_only_while_read_and_few_footers_are_kept(store: str, configure: Configure) -> None:
+    configure({"parquet-reader.footers-kept": 2})
     before = open_descriptors()
     reader = ParquetPileReader(store)
     assert len(reader.part_paths) == 6

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import make_zarr_source
+from conftest import Configure, make_zarr_source
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -165,13 +165,11 @@ def test_the_command_line_on_a_store_and_on_ids(tmp_path: Path) -> None:
 
 
 def test_an_order_in_a_zarr_array_is_measured_in_chunks_with_the_same_result(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, configure: Configure
 ) -> None:
     import zarr
 
-    from daskshuffle.quality import _metrics
-
-    monkeypatch.setattr(_metrics, "CHUNK", 7_000)  # many chunks, none aligned with the windows or batches
+    configure({"quality.chunk-rows": 7_000})  # many chunks, none aligned with the windows or batches
     order = orders.shard_local(50_000, 300, seed=2)
     stored = zarr.create_array(tmp_path / "ids.zarr", shape=order.shape, chunks=(4_096,), dtype="i8")
     stored[:] = order

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zarr
-from conftest import make_zarr_source
+from conftest import Configure, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.readers import open_pile_reader
@@ -62,6 +62,7 @@ def zarr_pair(tmp_path: Path, s3: Any) -> tuple[str, str]:
     return local, s3.put(local, "raw.zarr")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("on_s3", "part_nbytes", "levels"),
     [(False, None, 1), (True, None, 1), (True, 1_000, 1), (True, 1_000, 2)],
@@ -74,12 +75,12 @@ def test_zarr_s3_to_s3_equals_local(
     on_s3: bool,
     part_nbytes: int | None,
     levels: int,
-    monkeypatch: pytest.MonkeyPatch,
+    configure: Configure,
 ) -> None:
     """By default the pieces go to this machine's disk; on object storage a piece file is written in parts,
     and a read across two parts is two requests, joined."""
     if part_nbytes is not None:
-        monkeypatch.setattr("daskshuffle.sources._arrays.PART_NBYTES", part_nbytes)
+        configure({"shuffle.part-nbytes": part_nbytes})
     local, remote = zarr_pair
     options = {"n_piles": 5 if levels == 1 else 9, "seed": 3, "block_memory": "20KiB", "levels": levels}
     ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)
@@ -109,6 +110,7 @@ def _interrupt_merges(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_graph, "_merge", interrupted)
 
 
+@pytest.mark.slow
 def test_pieces_go_to_this_machine_and_an_interrupted_run_continues_from_there(
     tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], machine: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,6 +269,7 @@ def test_lines_s3_to_s3_equal_local(tmp_path: Path, s3: Any) -> None:
     assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.bucket)) == ["corpus.jsonl", "out.jsonl"]
 
 
+@pytest.mark.slow
 def test_xarray_s3_to_s3_equals_local(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
     local, remote = zarr_pair
     ds.shuffle_xarray(local, str(tmp_path / "piles.zarr"), dim="row", n_piles=4, seed=6)
@@ -286,6 +289,7 @@ def test_zarr_s3_to_s3_on_a_cluster(tmp_path: Path, s3: Any, zarr_pair: tuple[st
     _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
 
 
+@pytest.mark.slow
 def test_loader_with_wrong_credentials_names_the_store(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
     from s3 import storage_options
 
@@ -300,6 +304,7 @@ def test_loader_with_wrong_credentials_names_the_store(tmp_path: Path, s3: Any, 
     assert s3.url("piles.zarr") in str(caught.value) and isinstance(caught.value, PermissionError)
 
 
+@pytest.mark.slow
 def test_one_storage_options_for_local_and_s3_paths(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
     # A user passes the same storage_options to every call; local paths ignore them.
     local, remote = zarr_pair
@@ -312,6 +317,7 @@ def test_one_storage_options_for_local_and_s3_paths(tmp_path: Path, s3: Any, zar
     assert ds.verify(str(tmp_path / "from-s3.zarr"), remote, storage_options=options).n_rows == N_ROWS
 
 
+@pytest.mark.slow
 def test_generations_on_s3(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
     # The generation list is one object, replaced whole; removed generations leave no objects behind.
     _, remote = zarr_pair

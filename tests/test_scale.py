@@ -65,6 +65,7 @@ def _real_shuffle(path: Path, n_rows: int, chunk_rows: int, n_piles: Any, block_
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("n_rows", "chunk_rows", "n_piles", "block_rows", "pile_rows"),
     [

@@ -150,6 +150,7 @@ def test_conditional_writes_are_probed_once_per_bucket_and_the_probe_removed(s3:
     assert s3.fs.ls(s3.bucket, refresh=True) == [], "the probe object is removed"
 
 
+@pytest.mark.slow
 def test_a_server_that_ignores_conditions_gets_the_unexcluded_lock(tmp_path: Path, s3: Any, proxy: Any) -> None:
     _lock._warned.clear()
     proxy.fault = "unconditional"  # as a server that ignores If-None-Match

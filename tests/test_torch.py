@@ -167,19 +167,34 @@ def test_epochs_move_on_without_set_epoch_with_and_without_workers(
 
 @needs_torch
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_a_dataloader_that_adds_a_batch_dimension_is_refused(store: str, num_workers: int) -> None:
-    from torch.utils.data import DataLoader
+def test_the_datasets_dataloader_hands_out_its_batches_whole(store: str, num_workers: int) -> None:
+    dataset = PileDataset(store, BATCH)
+    loader = dataset.dataloader(num_workers=num_workers, pin_memory=False)
+    assert loader.batch_size is None and loader.num_workers == num_workers
+    got = ids_of(loader)
+    assert all(len(ids) == BATCH for ids in got[:-1])
+    assert as_set(got) == as_set(batches_of_loader(store, 0))
+    # A collate_fn gets one whole batch at a time.
+    sizes = list(dataset.dataloader(collate_fn=lambda batch: len(batch["id"])))
+    assert sizes == [len(ids) for ids in batches_of_loader(store, 1)]
+
+
+@needs_torch
+def test_the_dataloader_refuses_what_would_put_batches_together_again(store: str) -> None:
+    from torch.utils.data import default_collate
 
     dataset = PileDataset(store, BATCH)
     with pytest.raises(
-        DaskShuffleValueError, match=r"Expected a DataLoader with batch_size=None\..*batch_size is 1 unless given"
-    ):
-        next(iter(DataLoader(dataset, num_workers=num_workers)))
-    assert dataset.epoch == 0  # nothing was yielded
-    # Given a batch_size, the message says nothing of the default.
-    with pytest.raises(DaskShuffleValueError, match=r"Got a DataLoader with a batch_size instead") as error:
-        next(iter(DataLoader(dataset, batch_size=32, num_workers=num_workers)))
-    assert "by default" not in str(error.value)
+        DaskShuffleValueError, match=r"Expected no batch_size for the DataLoader\. Got batch_size=32"
+    ) as caught:
+        dataset.dataloader(batch_size=32, num_workers=2)
+    assert caught.value.parameter == "batch_size"
+    with pytest.raises(DaskShuffleValueError, match="Got default_collate instead"):
+        dataset.dataloader(collate_fn=default_collate)
+    with pytest.raises(DaskShuffleValueError, match=r"pass PileDataset\(\.\.\., drop_last=True\)"):
+        dataset.dataloader(drop_last=True)
+    assert dataset.epoch == 0  # nothing was read
+    assert dataset.dataloader(batch_size=None).batch_size is None  # what it sets anyway
 
 
 @needs_torch
@@ -236,7 +251,9 @@ def test_stateful_dataloader_resumes_exactly(store: str, num_workers: int) -> No
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
     def loader(dataset: PileDataset) -> object:
-        return stateful.StatefulDataLoader(dataset, batch_size=None, num_workers=num_workers)
+        made = dataset.dataloader(stateful=True, num_workers=num_workers)
+        assert isinstance(made, stateful.StatefulDataLoader)
+        return made
 
     whole_loader = loader(PileDataset(store, BATCH))
     whole = [ids_of(whole_loader) for _ in range(2)]

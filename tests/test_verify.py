@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zarr
-from conftest import make_zarr_source
+from conftest import Configure, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.shuffle import _checksum, _verify
@@ -142,11 +142,11 @@ def test_a_changed_parquet_value_is_named(parquet_store: tuple[str, str]) -> Non
     assert caught.value.variable == "label"
 
 
-def test_variable_size_hashes_do_not_depend_on_how_rows_are_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_variable_size_hashes_do_not_depend_on_how_rows_are_cut(configure: Configure) -> None:
     values = [b"", b"a", b"ab", b"ba", b"", b"abc" * 50, b"\x00", b"\x00\x00", b"a"]
     column = pa.array(values, type=pa.binary())
     whole = _checksum._arrow_hashes(column)
-    monkeypatch.setattr(_checksum, "_BYTES_AT_ONCE", 2)
+    configure({"verify.hash-nbytes": 2})
     assert np.array_equal(_checksum._arrow_hashes(column), whole)
     assert np.array_equal(_checksum._arrow_hashes(column.slice(2, 5)), whole[2:7])
     assert whole[0] == whole[4] and whole[1] == whole[8]  # equal values hash equal, others not
@@ -184,6 +184,7 @@ def test_the_verify_command(zarr_store: tuple[str, str]) -> None:
     assert failed.returncode == 1 and "variable 'y'" in failed.stderr and "Traceback" not in failed.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_verify_on_s3(tmp_path: Path, s3: Any) -> None:
     src = s3.put(make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=50), "raw.zarr")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -444,3 +447,34 @@ def test_reader_reads_every_dtype_as_zarr_does(tmp_path: Path) -> None:
         assert set(reader._chunks) == {"flag", "time", "pixel", "wave", "half"}, "strings are read through zarr"
         for start, stop in [(0, n), (5, 1_499), (128, 1_000)]:
             assert_same(reader.read_rows(start, stop), zarr_rows(store, start, stop))
+
+
+@pytest.mark.slow
+def test_without_the_crc32c_package_chunks_are_checked_with_google_crc32c(damaged: str, tmp_path: Path) -> None:
+    """The ``fast-checksum`` extra left out: the same rows, and a flipped byte still an error naming the file."""
+    path = chunk_file(damaged, "x", 1)
+    code = (
+        "import sys, numpy as np, zarr\n"
+        "sys.modules['crc32c'] = None  # as if the fast-checksum extra were not installed\n"
+        "from daskshuffle import CorruptPileStoreError\n"
+        "from daskshuffle.readers import _zarr_chunks\n"
+        "from daskshuffle.readers._zarr_reader import ZarrPileReader\n"
+        "assert _zarr_chunks._released_crc32c is None\n"
+        f"store = {damaged!r}\n"
+        "group = zarr.open_group(store, mode='r')\n"
+        "with ZarrPileReader(store) as reader:\n"
+        "    rows = reader.read_rows(0, reader.n_rows)\n"
+        "    assert all(np.array_equal(rows[name], group[name][...]) for name in rows)\n"
+        f"    data = bytearray(open({str(path)!r}, 'rb').read()); data[len(data) // 2] ^= 0x40\n"
+        f"    open({str(path)!r}, 'wb').write(bytes(data))\n"
+        "    try:\n"
+        "        reader.read_rows(0, reader.n_rows)\n"
+        "    except CorruptPileStoreError as error:\n"
+        "        print(error)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert str(path) in run.stdout and "crc32c does not match" in run.stdout

@@ -11,7 +11,6 @@ from .._faces import lazy_names
 from ._base import (
     ARRAY_KINDS,
     NUMERIC_KINDS,
-    PARTS_AT_ONCE,
     CollectionFormat,
     CollectionSource,
     Destination,
@@ -23,7 +22,7 @@ from ._base import (
     RowsInMemory,
     Source,
 )
-from ._rows import RUN_NBYTES, ArrayRows, ArrayRowsMethods, Variable, concat_rows, take_rows
+from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows, take_rows
 
 _LAZY = {
     "._arrow_arrays": ["concat", "is_nested", "row_shape", "take", "to_numpy"],
@@ -40,7 +39,7 @@ _LAZY = {
         "footer_tail",
         "read_footer",
     ],
-    "._zarr_runs": ["READ_NBYTES", "read_in_runs", "run_rows"],
+    "._zarr_runs": ["read_in_runs", "run_rows"],
 }
 if TYPE_CHECKING:
     from ._arrow_arrays import concat, is_nested, row_shape, take, to_numpy
@@ -57,15 +56,12 @@ if TYPE_CHECKING:
         footer_tail,
         read_footer,
     )
-    from ._zarr_runs import READ_NBYTES, read_in_runs, run_rows
+    from ._zarr_runs import read_in_runs, run_rows
 
 __all__ = [
     "ARRAY_KINDS",
     "FOOTER_NBYTES",
     "NUMERIC_KINDS",
-    "PARTS_AT_ONCE",
-    "READ_NBYTES",
-    "RUN_NBYTES",
     "ArrayRows",
     "ArrayRowsMethods",
     "CollectionFormat",

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Literal, Protocol, Self, TypeAlias, TypeVar, r
 import numpy as np
 from numpy.typing import NDArray
 
+from .._config import int_setting
 from ..plan import group_piles
 from ..storage import Location
 
@@ -46,11 +47,6 @@ __all__ = [
 NUMERIC_KINDS = "biufcmM"
 #: What a Zarr array may hold to be shuffled: numbers and fixed-length byte or unicode strings.
 ARRAY_KINDS = NUMERIC_KINDS + "SU"
-
-#: Piece reads a merge keeps in flight on object storage (a format without a concurrent read of its own).
-PIECE_READERS = 16
-#: Parts of piece files (or Parquet part files) written at once by one task on object storage.
-PARTS_AT_ONCE = 8
 
 Rows = TypeVar("Rows")
 Rows_co = TypeVar("Rows_co", covariant=True)
@@ -161,7 +157,8 @@ class Pieces(RowsInMemory[Rows], Protocol[Rows]):
         """
         if not tmp.is_local and len(reads) > 1:
             # An object store answers each request after tens of milliseconds: keep many in flight.
-            with ThreadPoolExecutor(min(len(reads), PIECE_READERS), thread_name_prefix="daskshuffle-pieces") as pool:
+            readers = min(len(reads), int_setting("shuffle.piece-readers"))
+            with ThreadPoolExecutor(readers, thread_name_prefix="daskshuffle-pieces") as pool:
                 parts = list(pool.map(lambda read: self.read_pieces(tmp, *read), reads))
         else:
             parts = [self.read_pieces(tmp, *read) for read in reads]

@@ -14,12 +14,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["RUN_NBYTES", "ArrayRows", "ArrayRowsMethods", "Variable", "concat_rows", "take_rows"]
+__all__ = ["ArrayRows", "ArrayRowsMethods", "Variable", "concat_rows", "take_rows"]
 
 ArrayRows = dict[str, NDArray[Any]]
-#: Pass 1 and the merge read, reorder and write in runs of about this size, so
-#: that the buffers of a run stay small next to the block or group they hold.
-RUN_NBYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)

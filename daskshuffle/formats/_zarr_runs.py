@@ -8,10 +8,7 @@ import numpy as np
 import zarr
 from numpy.typing import NDArray
 
-__all__ = ["READ_NBYTES", "read_in_runs", "run_rows"]
-
-#: Rows are read in runs of whole chunks of about this size (see ``read_in_runs``).
-READ_NBYTES = 32 * 2**20
+__all__ = ["read_in_runs", "run_rows"]
 
 
 def run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
@@ -21,7 +18,7 @@ def run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
     return max(1, run_nbytes // max(row_nbytes * chunk_rows, 1)) * chunk_rows
 
 
-def read_in_runs(array: zarr.Array[Any], start: int, stop: int, run_nbytes: int = READ_NBYTES) -> NDArray[Any]:
+def read_in_runs(array: zarr.Array[Any], start: int, stop: int, run_nbytes: int) -> NDArray[Any]:
     """Rows ``start:stop`` of ``array``, read in runs of whole chunks of about ``run_nbytes``.
 
     While it reads, zarr holds the compressed and the decoded chunks of a

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from .._config import float_setting, int_setting
 from .._parse import parse_count, parse_nbytes
 from .._threads import PREFIX
 from ..plan import BatchPlan
@@ -55,22 +56,21 @@ __all__ = [
 ]
 
 _prefetcher_ids = count()
-#: A consumer away with each batch for longer than this on average has the next piles read in the background.
-AWAY_SECONDS = 200e-6
-#: The weight of the last batch in that average.
+#: The weight of the last batch in the average time a consumer stays away with a batch.
 AWAY_WEIGHT = 0.2
-#: Bytes of rows whose requests may be in flight ahead of the consumer on a remote store, by default.
-READ_AHEAD_NBYTES = 256 * 2**20
 #: Every loader thread's name starts with this.
 THREAD_PREFIX = f"{PREFIX}-loader"
 
 
 def parse_prefetch(value: object) -> tuple[int, int]:
-    """``prefetch`` as the piles read ahead and the bytes of rows whose requests may be in flight."""
+    """``prefetch`` as the piles read ahead and the bytes of rows whose requests may be in flight.
+
+    A number of piles keeps ``loader.read-ahead-nbytes`` (``daskshuffle.config``) of rows in flight on a remote store.
+    """
     if isinstance(value, str):
         return 1, parse_nbytes(value, "prefetch")
     depth = parse_count(value, "prefetch")
-    return depth, READ_AHEAD_NBYTES if depth else 0
+    return depth, int_setting("loader.read-ahead-nbytes") if depth else 0
 
 
 class ShuffledPile(NamedTuple):
@@ -300,6 +300,8 @@ class Prefetcher:
         self._overlap = background  # whether new reads go to background threads
         self._left_at = time.perf_counter()
         self._away_seconds = 0.0  # how long the consumer stays away with a batch, on average
+        # A consumer away with each batch for longer than this on average has the next piles read in the background.
+        self._away_limit = float_setting("loader.away-seconds")
 
     def get(self, jobs: Sequence[Read], index: int) -> Any:
         """What ``jobs[index]`` reads, once the ``depth`` jobs after it are under way."""
@@ -348,13 +350,13 @@ class Prefetcher:
         """The consumer is back for the next batch: choose where the next reads run.
 
         Background threads read only for a consumer away for longer than
-        :data:`AWAY_SECONDS` per batch on average, and only while it is away
+        ``loader.away-seconds`` (``daskshuffle.config``) per batch on average, and only while it is away
         (see the module's docstring for why), unless the prefetcher reads in
         the background for every consumer (``background``).
         """
         away = time.perf_counter() - self._left_at
         self._away_seconds += AWAY_WEIGHT * (away - self._away_seconds)
-        self._overlap = self._background or self._away_seconds > AWAY_SECONDS
+        self._overlap = self._background or self._away_seconds > self._away_limit
         if not self._overlap:
             self._away.clear()
 

@@ -10,7 +10,7 @@ dictionaries, lists, structs and nulls anywhere.
   a local disk) and no codec runs on data written once and read once.
 - Destination: a Parquet dataset directory, one file ``part-<first row>.parquet``
   per merge group (on object storage, files of whole piles of about
-  :data:`REMOTE_PART_NBYTES` each, written at once), whose row groups never
+  ``shuffle.remote-part-nbytes`` each, written at once), whose row groups never
   straddle a pile (a pile is one row group), each column's encoding and codec chosen from the data
   (:mod:`~daskshuffle.pilestore._parquet_layout`), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
   readers skip. The sidecar says ``"complete": false`` until every file is
@@ -33,8 +33,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
+from .._config import int_setting
 from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
-from ..formats import PARTS_AT_ONCE, Destination
+from ..formats import Destination
 from ..plan import split_piles
 from ..storage import Location
 from ._metadata import check_pile_metadata, check_store_exists
@@ -56,10 +57,6 @@ METADATA_FILE = "_daskshuffle.json"
 PART = re.compile(r"part-(\d+)\.parquet")
 #: The key of an Arrow IPC piece file's schema metadata that records its pieces' offsets.
 PIECE_OFFSETS = b"daskshuffle.piece_offsets"
-#: On object storage a merge group's rows go to part files of whole piles of about this size, written
-#: :data:`~daskshuffle.sources._arrays.PARTS_AT_ONCE` at once, as pieces are: one request streams at one
-#: connection's speed (100 MB/s on the S3 model of the benchmarks), where several go side by side.
-REMOTE_PART_NBYTES = 16 * 2**20
 
 
 def arrow_filesystem(location: Location) -> tuple[pafs.FileSystem, str]:
@@ -189,7 +186,8 @@ class ParquetDestination(Destination[pa.Table]):
         if len(files) == 1:
             self._write_part(dst, start, rows, bounds)
             return
-        with ThreadPoolExecutor(min(len(files), PARTS_AT_ONCE), thread_name_prefix="daskshuffle-put") as pool:
+        at_once = min(len(files), int_setting("shuffle.parts-at-once"))
+        with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-put") as pool:
             written = [
                 pool.submit(
                     self._write_part,
@@ -209,9 +207,12 @@ class ParquetDestination(Destination[pa.Table]):
         if dst.is_local or self.writing.n_output_files is not None or n_piles < 2 or rows.num_rows == 0:
             return [(0, n_piles)]
         row_nbytes = max(rows.nbytes / rows.num_rows, 1.0)
+        # Part files of whole piles of about this size, written at once, as pieces are: one request streams at one
+        # connection's speed (100 MB/s on the S3 model of the benchmarks), where several go side by side.
+        part_nbytes = int_setting("shuffle.remote-part-nbytes")
         files, first = [], 0
         for pile in range(1, n_piles + 1):
-            if (bounds[pile] - bounds[first]) * row_nbytes >= REMOTE_PART_NBYTES or pile == n_piles:
+            if (bounds[pile] - bounds[first]) * row_nbytes >= part_nbytes or pile == n_piles:
                 files.append((first, pile))
                 first = pile
         return files

@@ -15,7 +15,8 @@ from typing import Any, Literal
 import zarr
 from numpy.typing import NDArray
 
-from ..formats import RUN_NBYTES, ArrayRows, Destination, Variable, run_rows
+from .._config import int_setting
+from ..formats import ArrayRows, Destination, Variable, run_rows
 from ..storage import Location
 from . import _layout
 from ._metadata import METADATA_KEY, metadata_attribute
@@ -97,7 +98,7 @@ class ZarrDestination(Destination[ArrayRows]):
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
         group = _open_group(dst, mode="r+")
         runs = []
-        most_chunks = None if dst.is_local else REMOTE_RUN_CHUNKS
+        most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
         for name, values in rows.items():
             array = _layout.for_writing(group[name])
             runs += [
@@ -106,7 +107,8 @@ class ZarrDestination(Destination[ArrayRows]):
         if not dst.is_local and len(runs) > 1:
             # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
             # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
-            with ThreadPoolExecutor(min(len(runs), REMOTE_RUNS), thread_name_prefix="daskshuffle-write") as pool:
+            at_once = min(len(runs), int_setting("shuffle.remote-runs"))
+            with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-write") as pool:
                 list(pool.map(lambda run: _write(*run), runs))
         else:
             for run in runs:
@@ -139,14 +141,14 @@ def _open_group(dst: Location, **kwargs: Any) -> zarr.Group:
 
 
 def _runs(array: zarr.Array[Any], n_rows: int, most_chunks: int | None = None) -> list[tuple[int, int]]:
-    """Runs of about ``RUN_NBYTES``, and of at most ``most_chunks`` chunks, to write ``n_rows`` rows from a chunk
+    """Runs of about ``shuffle.run-nbytes`` (``daskshuffle.config``), and of at most ``most_chunks`` chunks, to write ``n_rows`` rows from a chunk
     boundary in.
 
     zarr encodes the chunks of one write concurrently and holds every encoded
     chunk until it is stored: writing a whole group at once takes about twice
     its size. Runs bound the encoded chunks to one run.
     """
-    rows = run_rows(array, RUN_NBYTES)
+    rows = run_rows(array, int_setting("shuffle.run-nbytes"))
     if most_chunks is not None:
         rows = min(rows, most_chunks * int(array.chunks[0]))
     return [(first, min(first + rows, n_rows)) for first in range(0, n_rows, rows)]
@@ -154,10 +156,3 @@ def _runs(array: zarr.Array[Any], n_rows: int, most_chunks: int | None = None) -
 
 def _write(array: zarr.Array[Any], start: int, values: NDArray[Any]) -> None:
     array[start : start + len(values)] = values
-
-
-#: Runs written at once to a destination on object storage.
-REMOTE_RUNS = 16
-#: The most chunks in a run written to object storage: zarr sends ten requests at a time per write
-#: (``async.concurrency``), so that runs of ten chunks, written ``REMOTE_RUNS`` at once, keep 160 in flight.
-REMOTE_RUN_CHUNKS = 10

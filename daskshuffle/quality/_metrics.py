@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._config import int_setting
 from .._errors import DaskShuffleValueError
 
 __all__ = [
     "Measure",
+    "chunk_rows",
     "cobatch_overlap",
     "contingency",
     "displacement",
@@ -36,8 +38,11 @@ __all__ = [
 #: Standard deviations from the uniform expectation at which a measure is called "not uniform":
 #: a uniform shuffle is called so once in about 1.7 million measures (normal tails).
 Z_BAND = 5.0
-#: Rows per chunk of the chunked computations.
-CHUNK = 1 << 22
+
+
+def chunk_rows() -> int:
+    """Rows per chunk of the chunked computations (``quality.chunk-rows`` of ``daskshuffle.config``)."""
+    return int_setting("quality.chunk-rows")
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def parse_order(order: object) -> Any:
 
     A ``zarr.Array`` (anything one-dimensional with ``shape``, ``dtype`` and
     slicing that gives numpy arrays) is not loaded: the measures read it
-    :data:`CHUNK` rows at a time, and the check holds one byte per row.
+    :func:`chunk_rows` rows at a time, and the check holds one byte per row.
     """
     lazy = (
         not isinstance(order, (np.ndarray, list, tuple, range)) and hasattr(order, "shape") and hasattr(order, "dtype")
@@ -85,9 +90,9 @@ def parse_order(order: object) -> Any:
     if n < 2:
         raise DaskShuffleValueError(f"Expected an order of 2 rows or more. Got {n} instead.", parameter="order")
     seen = np.zeros(n, dtype=bool)
-    outside = 0
-    for start in range(0, n, CHUNK):
-        part = rows_of(values, start, start + CHUNK)
+    outside, chunk = 0, chunk_rows()
+    for start in range(0, n, chunk):
+        part = rows_of(values, start, start + chunk)
         inside = (part >= 0) & (part < n)
         outside += int((~inside).sum())
         seen[part[inside]] = True
@@ -108,10 +113,10 @@ def rows_of(order: Any, start: int, stop: int) -> NDArray[np.int64]:
 
 def rank_correlation(order: Any) -> Measure:
     """Spearman's rho between output and source position: 0 for uniform (sd ``1/sqrt(n-1)``), 1 for no shuffle."""
-    n = int(order.shape[0])
+    n, chunk = int(order.shape[0]), chunk_rows()
     squares = 0.0
-    for start in range(0, n, CHUNK):
-        d = rows_of(order, start, start + CHUNK) - np.arange(start, min(start + CHUNK, n), dtype=np.int64)
+    for start in range(0, n, chunk):
+        d = rows_of(order, start, start + chunk) - np.arange(start, min(start + chunk, n), dtype=np.int64)
         squares += float(np.dot(d.astype(np.float64), d.astype(np.float64)))
     rho = 1.0 - 6.0 * squares / (n * (n * n - 1.0))
     return Measure("rank correlation", "all", rho, 0.0, 1.0 / math.sqrt(n - 1))
@@ -119,10 +124,10 @@ def rank_correlation(order: Any) -> Measure:
 
 def displacement(order: Any) -> Measure:
     """Mean ``|order[i] - i|`` over ``n``: about 1/3 for uniform (Spearman's footrule), 0 for no shuffle."""
-    n = int(order.shape[0])
+    n, chunk = int(order.shape[0]), chunk_rows()
     total = sum(
-        float(np.abs(rows_of(order, start, start + CHUNK) - np.arange(start, min(start + CHUNK, n))).sum())
-        for start in range(0, n, CHUNK)
+        float(np.abs(rows_of(order, start, start + chunk) - np.arange(start, min(start + chunk, n))).sum())
+        for start in range(0, n, chunk)
     )
     # The footrule of a uniform permutation: mean (n^2 - 1) / 3, variance (n + 1)(2n^2 + 7) / 45.
     mean, sd = (n * n - 1.0) / 3.0, math.sqrt((n + 1.0) * (2.0 * n * n + 7.0) / 45.0)
@@ -138,10 +143,10 @@ def spread(order: Any, window: int, scale: str) -> Measure:
     shard that keeps its rows together). The uniform band uses the variance
     of a sample variance of the uniform distribution (excess kurtosis -1.2).
     """
-    n = int(order.shape[0])
+    n, chunk = int(order.shape[0]), chunk_rows()
     window = max(2, min(int(window), n))
     n_windows = n // window
-    per = max(1, CHUNK // window)
+    per = max(1, chunk // window)
     variance = 0.0
     for a in range(0, n_windows, per):
         windows = rows_of(order, a * window, min(a + per, n_windows) * window).reshape(-1, window)
@@ -160,12 +165,12 @@ def contingency(order: Any, bins: int | None = None) -> Measure:
     under a uniform permutation the statistic has about ``(bins - 1)**2``
     degrees of freedom.
     """
-    n = int(order.shape[0])
+    n, chunk = int(order.shape[0]), chunk_rows()
     bins = bins or max(2, min(100, int(math.sqrt(n / 20))))
     table = np.zeros(bins * bins, dtype=np.int64)
-    for start in range(0, n, CHUNK):
-        out = np.arange(start, min(start + CHUNK, n), dtype=np.int64) * bins // n
-        source = rows_of(order, start, start + CHUNK) * bins // n
+    for start in range(0, n, chunk):
+        out = np.arange(start, min(start + chunk, n), dtype=np.int64) * bins // n
+        source = rows_of(order, start, start + chunk) * bins // n
         table += np.bincount(out * bins + source, minlength=bins * bins)
     rows = np.bincount(np.arange(bins * bins) // bins, weights=table, minlength=bins)
     cols = np.bincount(np.arange(bins * bins) % bins, weights=table, minlength=bins)
@@ -177,12 +182,12 @@ def contingency(order: Any, bins: int | None = None) -> Measure:
 
 def lag_correlation(order: Any, lag: int = 1) -> Measure:
     """Correlation of the source positions of outputs ``lag`` apart: about 0 for uniform (sd ``1/sqrt(n)``)."""
-    n = int(order.shape[0])
+    n, chunk = int(order.shape[0]), chunk_rows()
     mean = (n - 1) / 2.0  # the mean of a permutation of 0..n-1
     products, squares = 0.0, 0.0
-    for start in range(0, n, CHUNK):
-        values = rows_of(order, start, min(start + CHUNK + lag, n)).astype(np.float64) - mean
-        body = values[: min(CHUNK, n - start)]
+    for start in range(0, n, chunk):
+        values = rows_of(order, start, min(start + chunk + lag, n)).astype(np.float64) - mean
+        body = values[: min(chunk, n - start)]
         squares += float(np.dot(body, body))
         products += float(np.dot(values[:-lag], values[lag:])) if len(values) > lag else 0.0
     r = products / squares
@@ -196,10 +201,10 @@ def diversity(order: Any, batch_size: int, block_size: int) -> Measure:
     probability ``p = 1 - C(n - size_b, s) / C(n, s)``; the band treats blocks
     as independent, which overstates the variance (a safe side for a false alarm).
     """
-    n = int(order.shape[0])
+    n, chunk = int(order.shape[0]), chunk_rows()
     batch_size, block_size = max(1, min(batch_size, n)), max(1, min(block_size, n))
     n_batches = n // batch_size
-    per, found = max(1, CHUNK // batch_size), 0
+    per, found = max(1, chunk // batch_size), 0
     for a in range(0, n_batches, per):
         batches = rows_of(order, a * batch_size, min(a + per, n_batches) * batch_size).reshape(-1, batch_size)
         blocks = np.sort(batches // block_size, axis=1)
@@ -225,7 +230,7 @@ def label_mix(order: Any, labels: Any, batch_size: int, draws: int = 8, seed: in
     same labels into batches of the same size (no closed form covers every
     label distribution); the band is widened by half to allow for so few draws.
     """
-    n = int(order.shape[0])
+    n, chunk = int(order.shape[0]), chunk_rows()
     codes = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1).astype(np.int64)
     if len(codes) != n:
         raise DaskShuffleValueError(
@@ -237,7 +242,7 @@ def label_mix(order: Any, labels: Any, batch_size: int, draws: int = 8, seed: in
 
     def distance(positions: Any) -> float:
         n_batches, total = n // batch_size, 0.0
-        per = max(1, CHUNK // batch_size)
+        per = max(1, chunk // batch_size)
         for a in range(0, n_batches, per):
             rows = rows_of(positions, a * batch_size, min(a + per, n_batches) * batch_size)
             batch = np.arange(len(rows)) // batch_size

@@ -3,8 +3,8 @@
 A Parquet pile store is part files ``part-<first row>.parquet`` of whole piles,
 a row group per pile (:mod:`daskshuffle.pilestore._parquet_store`). The files are
 listed once; a file's footer is read when its rows are first needed (or all of
-them when the store is opened, to check it), the last :data:`FOOTERS_KEPT`
-footers are kept, and a few integers per column chunk (its :class:`Layout`)
+them when the store is opened, to check it), the last ``parquet-reader.footers-kept``
+(``daskshuffle.config``) footers are kept, and a few integers per column chunk (its :class:`Layout`)
 are kept for every file whose footer was read. On object storage a footer is
 read from the file's last bytes, in one request.
 """
@@ -22,15 +22,13 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
+from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
 from ..pilestore import PART, arrow_filesystem, part_name
 from ..storage import Location, storage_failure
 
-__all__ = ["FOOTERS_KEPT", "Layout", "Part", "PartFiles", "Piece"]
-
-#: Part file footers a :class:`PartFiles` keeps; files themselves are open only during a read.
-FOOTERS_KEPT = 64
+__all__ = ["Layout", "Part", "PartFiles", "Piece"]
 
 
 class Part(NamedTuple):
@@ -44,7 +42,7 @@ class Layout(NamedTuple):
     """What planning a read of a part file needs, kept for every part file once its footer was read.
 
     A few integers per column chunk, where a footer takes hundreds of bytes:
-    a store of many part files keeps every layout and :data:`FOOTERS_KEPT` footers.
+    a store of many part files keeps every layout and ``parquet-reader.footers-kept`` footers.
     """
 
     group_starts: NDArray[np.int64]
@@ -93,6 +91,8 @@ class PartFiles:
         self._fs = fs
         self._root = root
         self._parts: OrderedDict[int, Part] = OrderedDict()
+        #: Part file footers kept; files themselves are open only during a read.
+        self._footers_kept = int_setting("parquet-reader.footers-kept")
         self._lock = threading.Lock()
         #: Whether the part files are on a local disk: elsewhere reads fetch byte ranges, and footers are read from a
         #: file's last bytes.
@@ -124,7 +124,7 @@ class PartFiles:
         return self._keep(index, footer)
 
     def _keep(self, index: int, footer: pq.FileMetaData) -> Part:
-        """Keep ``footer`` of part file ``index`` among the last :data:`FOOTERS_KEPT`, and its layout for good."""
+        """Keep ``footer`` of part file ``index`` among the last ``self._footers_kept``, and its layout for good."""
         sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
         part = Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
         layout = self._layouts[index] or self._layout_of(part)
@@ -132,7 +132,7 @@ class PartFiles:
             self._layouts[index] = layout
             self._parts[index] = part
             self._parts.move_to_end(index)
-            while len(self._parts) > FOOTERS_KEPT:
+            while len(self._parts) > self._footers_kept:
                 self._parts.popitem(last=False)
         return part
 
@@ -255,6 +255,6 @@ class PartFiles:
     def _tail(self, index: int) -> Range | None:
         """The footer's bytes at the end of part file ``index``, where reads fetch it (else ``None``)."""
         size, layout = self._part_sizes[index], self._layouts[index]
-        if len(self.part_paths) <= FOOTERS_KEPT or not isinstance(size, int) or layout is None:
+        if len(self.part_paths) <= self._footers_kept or not isinstance(size, int) or layout is None:
             return None  # every footer is kept: read when the store was opened
         return self.part_paths[index], max(0, size - layout.footer_nbytes), size

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
+from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from .._threads import LazyPool
 from ..formats import Fetched, FetchedFile, Range, bytes_of, coalesce, concat, is_nested, row_shape, take, to_numpy
@@ -36,19 +37,11 @@ from ..pilestore import (
     read_sidecar,
     select_variables,
 )
-from ..storage import IN_FLIGHT, Cache, Fetches, Location, StoreCache, storage_failure
+from ..storage import Cache, Fetches, Location, StoreCache, storage_failure
 from ._parquet_parts import PartFiles, Piece
 from ._pile_reader import PileReader
 
-__all__ = ["GROUP_THREADS", "RANGE_NBYTES", "ParquetPileReader"]
-
-#: Footers read at once when a reader opens a store on object storage (local files are read one after another).
-FOOTER_THREADS = 16
-#: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in ranges of this size.
-RANGE_NBYTES = 8 * 2**20
-#: Piles of a group decoded at once (pyarrow lets go of the GIL while it decodes): an epoch of a 256 MiB store
-#: of an embedding column in groups of piles took 0.59 s with two, against 0.80 s one pile after another.
-GROUP_THREADS = 2
+__all__ = ["ParquetPileReader"]
 
 
 class ParquetPileReader(PartFiles, PileReader[pa.Table]):
@@ -62,8 +55,8 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
 
     Part files are opened only when their rows are read, one file handle per
     read in progress, so the reader is safe to share between threads and holds
-    no descriptor between reads; the footers of the last :data:`~daskshuffle.readers._parquet_parts.FOOTERS_KEPT`
-    part files used are kept. On object storage (any filesystem but a local
+    no descriptor between reads; the footers of the last ``parquet-reader.footers-kept``
+    (``daskshuffle.config``) part files used are kept. On object storage (any filesystem but a local
     one) the reader :attr:`fetches`: the byte ranges of the column chunks a
     read needs are requested all at once, ahead of it if the loader asks
     (:meth:`fetch`). Every read checks what it reads: page checksums
@@ -97,8 +90,10 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
         self._cache: StoreCache | None = None
         #: The threads that decode the piles of a group together (:meth:`read_piles`), made at the first group.
-        self._decoders = LazyPool(GROUP_THREADS, "parquet-decode")
-        self._check_parts(1 if self.local else FOOTER_THREADS)
+        #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
+        self._range_nbytes = int_setting("parquet-reader.range-nbytes")
+        self._decoders = LazyPool(int_setting("parquet-reader.group-threads"), "parquet-decode")
+        self._check_parts(1 if self.local else int_setting("parquet-reader.footer-threads"))
 
     def _check_parts(self, threads: int) -> None:
         """Check the sidecar against itself and against the part files' rows, from their footers (no data is read).
@@ -121,8 +116,9 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         if self._fetches is not None and len(indices) > 1:
             # The last bytes of many part files requested at once, their footers parsed by threads.
             with ThreadPoolExecutor(min(threads, len(indices)), thread_name_prefix="daskshuffle-footers") as pool:
-                for batch in range(0, len(indices), IN_FLIGHT):
-                    chosen = indices[batch : batch + IN_FLIGHT]
+                in_flight = int_setting("fetch.in-flight")
+                for batch in range(0, len(indices), in_flight):
+                    chosen = indices[batch : batch + in_flight]
                     counts += pool.map(n_rows, chosen, self._footer_tails(chosen))
         else:
             counts = [n_rows(index) for index in indices]
@@ -206,7 +202,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
     def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[Piece]) -> list[list[Range]]:
         """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.
 
-        In a store of more part files than :data:`FOOTERS_KEPT`, whose footers
+        In a store of more part files than ``parquet-reader.footers-kept``, whose footers
         come and go, each part file's footer is fetched with them.
         """
         planned = [self._ranges(piece) for piece in pieces]
@@ -223,13 +219,12 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         return [ranges for ranges, _ in planned]
 
     def _ranges(self, piece: Piece) -> tuple[list[Range], int]:
-        """The byte ranges of ``piece``'s column chunks (runs of them, cut at :data:`RANGE_NBYTES`), and their decoded bytes."""
+        """The byte ranges of ``piece``'s column chunks (runs of them, cut at ``parquet-reader.range-nbytes``), and their decoded bytes."""
         chunks = piece.layout.chunks[piece.groups[0] : piece.groups[-1] + 1].reshape(-1, 3)
         runs = coalesce(((int(first), int(end)) for first, end in chunks[:, :2]), gap=0)
         path = self.part_paths[piece.file]
-        ranges = [
-            (path, cut, min(cut + RANGE_NBYTES, end)) for first, end in runs for cut in range(first, end, RANGE_NBYTES)
-        ]
+        size = self._range_nbytes
+        ranges = [(path, cut, min(cut + size, end)) for first, end in runs for cut in range(first, end, size)]
         return ranges, int(chunks[:, 2].sum())
 
     def _take(self, start: int, stop: int, pieces: list[Piece]) -> list[tuple[list[Fetched], Fetched | None] | None]:
@@ -310,7 +305,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile)
 
     def read_piles(self, piles: Sequence[int]) -> pa.Table:
-        """Every row of ``piles``, one pile after the other; the piles decoded :data:`GROUP_THREADS` at a time."""
+        """Every row of ``piles``, one pile after the other; the piles decoded ``parquet-reader.group-threads`` at a time."""
         if len(piles) < 2:
             return super().read_piles(piles)
         return concat(list(self._decoders.get().map(self.read_pile, piles)))

@@ -35,6 +35,7 @@ import numpy as np
 import zarr
 from numpy.typing import NDArray
 
+from .._config import int_setting
 from .._errors import IncompletePileStoreError
 from .._threads import LazyPool
 from ..formats import ArrayRows, ArrayRowsMethods, read_in_runs
@@ -54,16 +55,6 @@ from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_reads import RowsRead
 
 __all__ = ["ZarrPileReader"]
-
-#: The chunks of one variable are read in tasks of about this many bytes, spread over the threads that help.
-TASK_NBYTES = 2 * 2**20
-#: The same for local files, whose tasks are shared with a consumer that needs the rows now: small enough that
-#: two threads finish a pile together, large enough that taking a task costs little next to it.
-LOCAL_TASK_NBYTES = 512 * 2**10
-#: Arrays of each variable kept for reuse (:meth:`ZarrPileReader.recycle`): the piles a loader holds at once.
-SPARE = 2
-#: Fallback reads through zarr go in runs of whole chunks of about this size.
-READ_NBYTES = 32 * 2**20
 
 
 def _find_group(location: Location) -> zarr.Group | None:
@@ -172,6 +163,13 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 if chunks is not None:
                     self._chunks[name] = chunks
         self.threads = threads
+        # The chunks of one variable are read in tasks of about this many bytes, spread over the threads that help
+        # (``daskshuffle.config``: local files' tasks are shared with a consumer that needs the rows now).
+        self._task_nbytes = int_setting(
+            "zarr-reader.local-task-nbytes" if self._files.local else "zarr-reader.task-nbytes"
+        )
+        self._read_nbytes = int_setting("zarr-reader.read-nbytes")  # runs of whole chunks read through zarr
+        self._spare_arrays = int_setting("zarr-reader.spare-arrays")
         self._lock = threading.Lock()
         self._spare: dict[str, list[NDArray[Any]]] = {}
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
@@ -301,11 +299,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.fetch(start, stop)
         rows: ArrayRows = {}
         tasks: list[tuple[Chunks, NDArray[Any], int, int]] = []
-        task_nbytes = LOCAL_TASK_NBYTES if self._files.local else TASK_NBYTES
+        task_nbytes = self._task_nbytes
         for name, array in self.arrays.items():
             chunks = self._chunks.get(name)
             if chunks is None:
-                rows[name] = read_in_runs(array, start, stop, READ_NBYTES)
+                rows[name] = read_in_runs(array, start, stop, self._read_nbytes)
                 if out is not None:
                     out[name][...] = rows[name]
                     rows[name] = out[name]
@@ -340,13 +338,18 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         Arrays as large as a pile come from ``mmap`` and go back to the system
         when freed, so each read into a new one faulted in every page: a
         loader reading piles in a background thread spent half its time on
-        page faults. At most :data:`SPARE` arrays of each variable are kept.
+        page faults. At most ``zarr-reader.spare-arrays`` arrays of each variable are kept.
         """
         with self._lock:
             for name, values in rows.items():
                 whole = values.base if isinstance(values.base, np.ndarray) else None
                 spare = self._spare.setdefault(name, [])
-                if name in self._chunks and whole is not None and len(spare) < SPARE and whole.dtype == values.dtype:
+                if (
+                    name in self._chunks
+                    and whole is not None
+                    and len(spare) < self._spare_arrays
+                    and whole.dtype == values.dtype
+                ):
                     spare.append(whole)
 
     # -- rows in memory --------------------------------------------------------

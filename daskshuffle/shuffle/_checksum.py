@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .._config import int_setting
+
 __all__ = ["add_checksums", "checksum", "same_checksums"]
 
 U64 = NDArray[np.uint64]
 _MASK = 2**64 - 1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _NULL = np.uint64(0x6A09E667F3BCC909)
-#: Bytes of variable-size values hashed at once (each byte takes 8 while it is hashed).
-_BYTES_AT_ONCE = 4 * 2**20
 
 
 def _const(k: int) -> np.uint64:
@@ -63,9 +63,10 @@ def _bytes_hashes(offsets: NDArray[np.int64], data: NDArray[np.uint8]) -> U64:
     n_rows = len(offsets) - 1
     hashes = np.empty(n_rows, dtype=np.uint64)
     first = 0
+    at_once = int_setting("verify.hash-nbytes")  # each byte takes 8 while it is hashed
     while first < n_rows:
-        # Rows whose bytes fit _BYTES_AT_ONCE (at least one row).
-        last = int(np.searchsorted(offsets, offsets[first] + _BYTES_AT_ONCE, side="right")) - 1
+        # Rows whose bytes fit at_once (at least one row).
+        last = int(np.searchsorted(offsets, offsets[first] + at_once, side="right")) - 1
         last = min(max(last, first + 1), n_rows)
         lo, hi = int(offsets[first]), int(offsets[last])
         row_of = np.repeat(np.arange(last - first), np.diff(offsets[first : last + 1]))

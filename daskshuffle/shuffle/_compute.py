@@ -27,6 +27,7 @@ from dask.system import CPU_COUNT
 from dask.utils import format_time
 
 from .._compat import draw_from_client_loop, running_handlers, running_task_keys
+from .._config import int_setting
 
 __all__ = [
     "array_inputs",
@@ -239,7 +240,7 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
     """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar.
 
     Without a distributed client, the tasks run on threads of this process: one
-    a core, or :data:`REMOTE_THREADS` (``remote``) when they mostly wait for an
+    a core, or ``shuffle.remote-threads`` (``daskshuffle.config``; ``remote``) when they mostly wait for an
     object store, whose requests take tens of milliseconds each.
     """
     result = Delayed(key, graph)
@@ -259,7 +260,7 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
         return _compute_locally(result, progress)  # the scheduler the caller configured
     # Threads of our own, joined before returning: after a failure, no task may
     # still be writing while the caller removes the pieces.
-    threads = max(CPU_COUNT, REMOTE_THREADS) if remote else CPU_COUNT
+    threads = max(CPU_COUNT, int_setting("shuffle.remote-threads")) if remote else CPU_COUNT
     with ThreadPoolExecutor(threads, thread_name_prefix="daskshuffle") as pool:
         try:
             return _compute_locally(result, progress, scheduler="threads", pool=pool)
@@ -267,8 +268,6 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-#: Threads of the local scheduler for a shuffle that reads or writes object storage.
-REMOTE_THREADS = 16
 #: How long a failed run waits for its cancelled tasks that are still running to stop.
 STOP_TIMEOUT = 300.0
 

@@ -182,6 +182,10 @@ def shuffle_dataframe(
     if not _compute.is_dask_dataframe(df):
         fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing)
         return run_shuffle(fmt, checked, variables=fmt.variables)
+    # Loaded for a dask DataFrame only, as is_dask_dataframe does. Public API (docs.dask.org documents it here),
+    # which dask imports into the module without listing it in an __all__.
+    from dask.dataframe.utils import make_meta  # type: ignore[attr-defined]
+
     spool = dst_location.scratch(_SPOOL_SUFFIX, tmp_location)
     spool.remove()
     try:
@@ -193,6 +197,7 @@ def shuffle_dataframe(
             writing=writing,
             spool=spool,
             describe_partitions=_compute.describe_partitions,
+            meta=make_meta(df),  # the empty frame the partitions are like, known without computing any
         )
         return run_shuffle(fmt, checked, variables=fmt.variables)
     finally:

@@ -17,11 +17,11 @@ from typing import Literal, Unpack
 
 import numpy as np
 
+from .._config import int_setting
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_bool, parse_count
 from ..plan import TEXT_DEFAULTS, TEXT_FIXED, ShuffleOptions, TextKeywords, common_options, lines_block_memory
 from ..sources import (
-    ONE_PASS_LINES,
     BlockCount,
     Lines,
     ShardedTextFormat,
@@ -86,7 +86,7 @@ def _sample(
     ``repeat``): then the lines are shuffled out of core instead.
     """
     token = repr((source.files, source.block_nbytes, source.header, source.delimiter, seed, head_count, repeat))
-    if head_count * source.n_blocks <= ONE_PASS_LINES:
+    if head_count * source.n_blocks <= int_setting("lines.one-pass-lines"):
         results = map_tasks(
             count_and_sample,
             [(source, block, head_count, seed, repeat) for block in range(source.n_blocks)],

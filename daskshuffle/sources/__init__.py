@@ -15,7 +15,6 @@ _LAZY = {
     "._text": ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"],
     "._text_lines": ["Lines"],
     "._text_sample": [
-        "ONE_PASS_LINES",
         "count_and_sample",
         "finish_sample",
         "order_sample",
@@ -30,7 +29,6 @@ if TYPE_CHECKING:
     from ._text import BlockCount, TextFormat, TextSource, open_text_sources, parse_delimiter, parse_sources
     from ._text_lines import Lines
     from ._text_sample import (
-        ONE_PASS_LINES,
         count_and_sample,
         finish_sample,
         order_sample,
@@ -44,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ARRAY_NAME",
     "COMPRESSIONS",
-    "ONE_PASS_LINES",
     "BlockCount",
     "Lines",
     "ShardedTextFormat",

@@ -3,9 +3,11 @@
 Pieces are raw little-endian bytes, one file per (variable, block): pass 1
 writes a block's rows in piece order with one sequential write, and the merge
 reads exactly the byte range of the piles it assembles. On object storage the
-file is cut into parts of :data:`PART_NBYTES`, written at once (a request
-streams at the speed of one connection), and a read across two parts is two
-requests. No codec runs on data
+file is cut into parts of ``shuffle.part-nbytes`` (``daskshuffle.config``, read
+once when the format is made, on the client), written at once (a request streams
+at the speed of one connection), and a read across two parts is two requests. A
+part's name holds its size, so that a shuffle resumed with another size finds
+no part of the earlier one rather than misreading it. No codec runs on data
 that is written once and read once, and no chunk boundary forces a read of
 rows that are not needed.
 """
@@ -20,10 +22,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..formats import PARTS_AT_ONCE, RUN_NBYTES, ArrayRows, Pieces, Variable, concat_rows, take_rows
+from .._config import int_setting
+from ..formats import ArrayRows, Pieces, Variable, concat_rows, take_rows
 from ..storage import Location
 
-__all__ = ["PART_NBYTES", "ArrayPieces"]
+__all__ = ["ArrayPieces"]
 
 
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
@@ -34,6 +37,11 @@ class ArrayPieces(Pieces[ArrayRows]):
     """Rows in memory and piece files for formats whose rows are arrays of ``variables``."""
 
     variables: list[Variable]
+    #: Bytes of a part of a piece file on object storage: the same for the task that writes it and those that read it.
+    part_nbytes: int
+
+    def _init_pieces(self) -> None:
+        self.part_nbytes = int_setting("shuffle.part-nbytes")
 
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
         return take_rows(rows, index)
@@ -44,9 +52,13 @@ class ArrayPieces(Pieces[ArrayRows]):
     def slice(self, rows: ArrayRows, start: int, stop: int) -> ArrayRows:
         return {name: values[start:stop] for name, values in rows.items()}
 
+    def _part_rows(self, variable: Variable) -> int:
+        """Rows of ``variable`` in a part of a piece file on object storage."""
+        return max(1, self.part_nbytes // max(variable.row_nbytes, 1))
+
     def _piece_path(self, root: str, variable: Variable, block: int, part: int | None = None) -> str:
         # Named by numbers only: a variable's name comes from the source, and is no path.
-        name = block if part is None else f"{block}.{part}"
+        name = block if part is None else f"{block}.{self.part_nbytes}.{part}"
         return f"{root}/{self.variables.index(variable)}/{name}.bin"
 
     def prepare_pieces(self, tmp: Location) -> None:
@@ -85,17 +97,17 @@ class ArrayPieces(Pieces[ArrayRows]):
 
         On a local disk, one file written in runs. On object storage, where one
         request streams at the speed of one connection, the file is cut into
-        parts of :data:`PART_NBYTES` that are written at once.
+        parts of :attr:`part_nbytes` that are written ``shuffle.parts-at-once`` at once.
         """
         fs, root = tmp.fs, tmp.path
         if tmp.is_local:
-            run = max(1, RUN_NBYTES // max(variable.row_nbytes, 1))
+            run = max(1, int_setting("shuffle.run-nbytes") // max(variable.row_nbytes, 1))
             with fs.open(self._piece_path(root, variable, block), "wb") as file:
                 for first in range(0, n_rows, run):
                     data = np.ascontiguousarray(rows_of(first, min(first + run, n_rows)))
                     file.write(data.reshape(-1).view(np.uint8))
             return
-        part_rows = _part_rows(variable)
+        part_rows = self._part_rows(variable)
 
         def put(part: int) -> None:
             first = part * part_rows
@@ -103,7 +115,8 @@ class ArrayPieces(Pieces[ArrayRows]):
             fs.pipe_file(self._piece_path(root, variable, block, part), data.reshape(-1).view(np.uint8).tobytes())
 
         parts = range(-(-n_rows // part_rows))
-        with ThreadPoolExecutor(min(max(len(parts), 1), PARTS_AT_ONCE), thread_name_prefix="daskshuffle-put") as pool:
+        at_once = min(max(len(parts), 1), int_setting("shuffle.parts-at-once"))
+        with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-put") as pool:
             list(pool.map(put, parts))
 
     def _piece_ranges(
@@ -113,7 +126,7 @@ class ArrayPieces(Pieces[ArrayRows]):
         size, root = variable.row_nbytes, tmp.path
         if tmp.is_local:
             return [(self._piece_path(root, variable, block), start * size, stop * size)]
-        part_rows = _part_rows(variable)
+        part_rows = self._part_rows(variable)
         ranges = []
         for part in range(start // part_rows, -(-stop // part_rows)):
             first = part * part_rows
@@ -173,15 +186,6 @@ class ArrayPieces(Pieces[ArrayRows]):
         paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
         data = iter(_checked(paths, tmp.fs.cat_ranges(paths, starts, ends, on_error="return")))
         return {key: b"".join(next(data) for _ in range(count)) for key, count in zip(keys, counts, strict=True)}
-
-
-#: Bytes of a part of a piece file on object storage, and the parts (or Parquet part files) written at once by one task.
-PART_NBYTES = 4 * 2**20
-
-
-def _part_rows(variable: Variable) -> int:
-    """Rows of ``variable`` in a part of a piece file on object storage."""
-    return max(1, PART_NBYTES // max(variable.row_nbytes, 1))
 
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:

@@ -21,7 +21,6 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from .._compat import dataframe_meta
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import CollectionSource, FileSource
 from ..pilestore import ParquetWriting, arrow_filesystem
@@ -174,24 +173,27 @@ def open_dataframe_source(
     writing: ParquetWriting,
     spool: Location | None = None,
     describe_partitions: DescribePartitions | None = None,
+    meta: pd.DataFrame | None = None,
 ) -> DataFrameFormat | SpooledFrameFormat:
-    """The format of a pandas DataFrame, or of a dask one (``describe_partitions`` and ``spool`` given).
+    """The format of a pandas DataFrame, or of a dask one (``describe_partitions``, ``spool`` and ``meta`` given).
 
     A dask DataFrame is computed here, once, into ``spool``, which the caller
-    creates beforehand and removes after the shuffle.
+    creates beforehand and removes after the shuffle; ``meta`` is the empty
+    pandas DataFrame its partitions are like (``dask.dataframe.utils.make_meta``),
+    so that sources never import dask.
     """
-    meta = dataframe_meta(df) if describe_partitions is not None else df
-    _check_names(meta)
-    preserve_index = _keeps_index(meta.index, index)
-    if describe_partitions is not None:
-        if spool is None:
-            raise TypeError("a dask DataFrame needs a spool directory")
+    if describe_partitions is not None and (spool is None or meta is None):
+        raise TypeError("a dask DataFrame needs a spool directory and its meta")
+    frame: pd.DataFrame = df if describe_partitions is None or meta is None else meta
+    _check_names(frame)
+    preserve_index = _keeps_index(frame.index, index)
+    if describe_partitions is not None and spool is not None:
         spool_one = functools.partial(spool_partition, spool=spool, preserve_index=preserve_index)
         described = describe_partitions(df, spool_one)
     else:
         described = [describe_partition(df, preserve_index)]
     table = {
-        "schema": _schema_of(meta, described, preserve_index),
+        "schema": _schema_of(frame, described, preserve_index),
         "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(r for r, _, _ in described), 1))),
         "writing": writing,
     }

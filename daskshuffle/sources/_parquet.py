@@ -22,6 +22,7 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from .._config import int_setting
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import (
     FOOTER_NBYTES,
@@ -42,11 +43,6 @@ from ._arrow_pieces import ArrowTables
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
 
 _GLOB_CHARS = frozenset("*?[")
-#: A remote block's byte ranges are fetched all at once, in requests of at most this many bytes (a larger range is
-#: cut into several): one request streams at one connection's speed.
-REMOTE_RANGE_NBYTES = 8 * 2**20
-#: Remote files whose footers are requested at once (the last 64 KiB of each, so 64 MiB in memory at most).
-FOOTERS_AT_ONCE = 1024
 COMPRESSIONS = PARQUET_COMPRESSIONS
 
 
@@ -132,7 +128,7 @@ def _hive(where: Location, root: str, files: list[tuple[str, int]]) -> list[tupl
 def _inspect_all(found: list[tuple[str, Any, int]], where: Location) -> list[SourceFile]:
     """Every file's footer, and what planning needs from it.
 
-    On object storage, the last bytes of :data:`FOOTERS_AT_ONCE` files are
+    On object storage, the last bytes of ``shuffle.parquet-footers-at-once`` files are
     requested at once, a batch after another (a footer larger than them costs
     its file a second request); local footers are read by a few threads.
     """
@@ -140,8 +136,9 @@ def _inspect_all(found: list[tuple[str, Any, int]], where: Location) -> list[Sou
         with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
             return list(pool.map(lambda entry: _inspect(entry[0], entry[1], entry[2], where), found))
     inspected = []
-    for first in range(0, len(found), FOOTERS_AT_ONCE):
-        batch = found[first : first + FOOTERS_AT_ONCE]
+    at_once = int_setting("shuffle.parquet-footers-at-once")  # the last 64 KiB of each in memory
+    for first in range(0, len(found), at_once):
+        batch = found[first : first + at_once]
         paths, sizes = [path for path, _, _ in batch], [size for _, _, size in batch]
         starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
         tails = where.fs.cat_ranges(paths, starts, sizes, on_error="return")
@@ -334,9 +331,10 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
         path, partition = self.files[index]
         if not self.spans[block]:  # a local file: pyarrow reads it itself
             return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
-        # Remote: every byte range of the block and the footer at once, large ones in several requests, rather than
-        # one ranged request after another through a buffered file.
-        fetched = fetch_spans(self.filesystem.handler.fs, path, self.spans[block], REMOTE_RANGE_NBYTES)
+        # Remote: every byte range of the block and the footer at once, large ones in several requests (one request
+        # streams at one connection's speed), rather than one ranged request after another through a buffered file.
+        range_nbytes = int_setting("shuffle.parquet-range-nbytes")
+        fetched = fetch_spans(self.filesystem.handler.fs, path, self.spans[block], range_nbytes)
         try:
             with pa.PythonFile(FetchedFile(fetched), mode="r") as file:
                 return self._read_fragment(file, partition, row_groups)

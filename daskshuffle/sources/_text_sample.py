@@ -3,7 +3,7 @@
 Two exact ways, chosen by the size of what they hold:
 
 - **One pass** (when K times the number of blocks is at most
-  :data:`ONE_PASS_LINES`): each task counts the lines of its block and keeps
+  ``lines.one-pass-lines``, ``daskshuffle.config``): each task counts the lines of its block and keeps
   a uniform sample of K of them, in a random order (all of them, if fewer; K
   independent draws with replacement). The driver then draws how many lines
   each block gives, and takes that many from the front of each block's sample.
@@ -35,7 +35,6 @@ from ._text_lines import Lines, line_offsets, memory_pool
 from ._text_source import BlockCount, TextSource
 
 __all__ = [
-    "ONE_PASS_LINES",
     "count_and_sample",
     "finish_sample",
     "keep_block_sample",
@@ -44,8 +43,6 @@ __all__ = [
     "read_sample",
 ]
 
-#: The one-pass sample holds up to K lines of every block: used while K x blocks is at most this.
-ONE_PASS_LINES = 2**18
 #: The most lines NumPy's multivariate hypergeometric sampler takes.
 _HYPERGEOMETRIC_LIMIT = 10**9
 

@@ -144,6 +144,7 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
         self.source_names = source_names
         self.group_attrs: dict[str, Any] = {}
         self._init_destination(chunk_rows, "auto")
+        self._init_pieces()
         self._template: xr.Dataset | None = template
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
 

@@ -10,7 +10,8 @@ import numpy as np
 import zarr
 from numpy.typing import NDArray
 
-from ..formats import RUN_NBYTES, ArrayRows, FileSource, Variable, read_in_runs
+from .._config import int_setting
+from ..formats import ArrayRows, FileSource, Variable, read_in_runs
 from ..pilestore import ZarrDestination, sample_rows
 from ._arrays import ArrayPieces
 from ._zarr_source import SourceLike, inspect_sources
@@ -40,6 +41,7 @@ class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
         self.source_names = source_names
         self.group_attrs = group_attrs
         self._init_destination(chunk_rows, compressors)
+        self._init_pieces()
 
     @property
     def block_lengths(self) -> tuple[int, ...]:
@@ -51,7 +53,8 @@ class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
 
     def read_block(self, block: int) -> ArrayRows:
         source, start, stop = self.blocks[block]
-        return {name: read_in_runs(array, start, stop, RUN_NBYTES) for name, array in self.sources[source].items()}
+        run_nbytes = int_setting("shuffle.run-nbytes")
+        return {name: read_in_runs(array, start, stop, run_nbytes) for name, array in self.sources[source].items()}
 
     def describe_source(self) -> list[Any]:
         return list(self.source_names)

@@ -30,20 +30,13 @@ from typing import Any, TypeAlias
 
 from fsspec import AbstractFileSystem
 
+from .._config import int_setting
 from .._threads import LazyPool
 
 __all__ = ["Fetches", "Request"]
 
 #: What is fetched: a whole file (its path), or bytes ``start:end`` of one, ``(path, start, end)``.
 Request: TypeAlias = str | tuple[str, int, int]
-
-#: Threads that fetch for a filesystem without an event loop of its own.
-THREADS = 16
-#: Requests in flight at once: enough to hide a first-byte latency of tens of milliseconds at GB/s, few enough
-#: that the next read's requests do not queue behind those of reads far ahead.
-IN_FLIGHT = 256
-#: Bytes of files kept for reads still to come (:meth:`Fetches.keep`), by default; past it the oldest go.
-KEPT_NBYTES = 64 * 2**20
 
 
 class _Read:
@@ -60,7 +53,7 @@ class Fetches:
     """Files and byte ranges fetched ahead for reads named by keys; safe across threads, picklable (as empty).
 
     Requests go out in the order the reads were started, at most
-    :data:`IN_FLIGHT` at once. A request that two reads make (a chunk across
+    ``in_flight`` at once (``daskshuffle.config``'s ``fetch.in-flight``). A request that two reads make (a chunk across
     the boundary of two piles) is fetched once, and kept until both took it;
     a file kept with :meth:`keep` serves a read that asks for it later.
 
@@ -87,10 +80,11 @@ class Fetches:
     (b'beta', 0)
     """
 
-    def __init__(self, fs: AbstractFileSystem, in_flight: int = IN_FLIGHT, kept: int = KEPT_NBYTES) -> None:
+    def __init__(self, fs: AbstractFileSystem, in_flight: int | None = None, kept: int | None = None) -> None:
         self._fs = fs
-        self._in_flight_limit = in_flight
-        self._kept_limit = kept
+        self._in_flight_limit = int_setting("fetch.in-flight") if in_flight is None else in_flight
+        #: Bytes of files kept for reads still to come (:meth:`keep`); past it the oldest go.
+        self._kept_limit = int_setting("fetch.kept-nbytes") if kept is None else kept
         #: Fetches kept for reads still to come, oldest first, with their sizes once they landed.
         self._kept: OrderedDict[Request, tuple[Future[bytes], int]] = OrderedDict()
         #: Bytes of the files kept for reads still to come (those landed).
@@ -101,7 +95,9 @@ class Fetches:
         self._in_flight = 0
         self._lock = threading.Lock()
         self._sending = threading.local()
-        self._pool = LazyPool(THREADS, "fetch")  # for a filesystem without an event loop of its own
+        self._pool = LazyPool(
+            int_setting("fetch.threads"), "fetch"
+        )  # for a filesystem without an event loop of its own
         self._pumping = False  # a pump is scheduled on (or running in) the filesystem's event loop
         #: Bytes of the reads started and not yet wholly taken or dropped.
         self.nbytes = 0

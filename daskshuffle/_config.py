@@ -1,0 +1,143 @@
+"""daskshuffle's tuning knobs: one donfig configuration, as ``zarr.config`` and ``dask.config`` are.
+
+Threads, requests in flight, read-ahead and keep budgets, part and range
+sizes: each has a default measured on a 2-core machine, a local disk and an S3
+model (the table in ``docs/configuration.md`` says why each is what it is),
+and a machine of 64 cores or real object storage may want others.
+
+>>> import daskshuffle as ds
+>>> ds.config.get("fetch.in-flight")
+256
+>>> with ds.config.set({"fetch.in-flight": 1024}):
+...     ds.config.get("fetch.in-flight")
+1024
+
+Values also come from environment variables (``DASKSHUFFLE_FETCH__IN_FLIGHT=1024``,
+``__`` for the dot) and YAML files in ``~/.config/daskshuffle``, read at import,
+as dask's. The library reads a value where it uses it, through
+:func:`int_setting` and :func:`float_setting`, which check it: once when a
+reader, loader or task is made, never per row or chunk. A setting that two
+processes must agree on (the part size of piece files, written by one task and
+read by another) is read once on the client and travels with the shuffle.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import donfig
+
+from ._errors import DaskShuffleTypeError, DaskShuffleValueError
+from ._parse import parse_nbytes, parse_positive_int
+
+__all__ = ["DEFAULTS", "Config", "config", "float_setting", "int_setting"]
+
+_MiB = 2**20
+
+#: Every knob and its default; ``docs/configuration.md`` has one row for each, with its reason.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "fetch": {
+        "threads": 16,
+        "in-flight": 256,
+        "kept-nbytes": 64 * _MiB,
+    },
+    "loader": {
+        "read-ahead-nbytes": 256 * _MiB,
+        "away-seconds": 200e-6,
+    },
+    "zarr-reader": {
+        "task-nbytes": 2 * _MiB,
+        "local-task-nbytes": 512 * 2**10,
+        "spare-arrays": 2,
+        "direct-nbytes": 128 * 2**10,
+        "read-nbytes": 32 * _MiB,
+    },
+    "parquet-reader": {
+        "footer-threads": 16,
+        "footers-kept": 64,
+        "range-nbytes": 8 * _MiB,
+        "group-threads": 2,
+    },
+    "shuffle": {
+        "run-nbytes": 16 * _MiB,
+        "remote-threads": 16,
+        "piece-readers": 16,
+        "parts-at-once": 8,
+        "part-nbytes": 4 * _MiB,
+        "remote-runs": 16,
+        "remote-run-chunks": 10,
+        "remote-part-nbytes": 16 * _MiB,
+        "parquet-range-nbytes": 8 * _MiB,
+        "parquet-footers-at-once": 1024,
+    },
+    "lines": {
+        "one-pass-lines": 2**18,
+    },
+    "verify": {
+        "hash-nbytes": 4 * _MiB,
+    },
+    "quality": {
+        "chunk-rows": 2**22,
+    },
+    "torch": {
+        "shared-nbytes": 4 * _MiB,
+    },
+}
+
+
+class Config(donfig.Config):  # type: ignore[misc]
+    """daskshuffle's tuning knobs (``docs/configuration.md``): ``get``, ``set`` (also as a context manager), ``refresh``.
+
+    A key is ``"section.name"``: ``fetch.in-flight``, ``loader.read-ahead-nbytes``, ...
+    Environment variables ``DASKSHUFFLE_SECTION__NAME`` and YAML files in
+    ``~/.config/daskshuffle`` are read when it is made (at first use).
+
+    Examples
+    --------
+    >>> import daskshuffle as ds
+    >>> with ds.config.set({"loader.read-ahead-nbytes": "1GiB"}):
+    ...     ds.config.get("loader.read-ahead-nbytes")
+    '1GiB'
+    """
+
+    def __repr__(self) -> str:
+        return "daskshuffle.config"
+
+
+#: The configuration: ``daskshuffle.config``.
+config = Config("daskshuffle", defaults=[DEFAULTS])
+
+
+def _name(key: str) -> str:
+    return f"daskshuffle.config[{key!r}]"
+
+
+def int_setting(key: str) -> int:
+    """The positive integer ``key`` is set to; a key ending in ``-nbytes`` also takes a size such as ``"64MiB"``.
+
+    Examples
+    --------
+    >>> with config.set({"fetch.kept-nbytes": "1MiB"}):
+    ...     int_setting("fetch.kept-nbytes")
+    1048576
+    """
+    value = config.get(key)
+    if key.endswith("-nbytes"):
+        return parse_nbytes(value, _name(key))
+    return parse_positive_int(value, _name(key))
+
+
+def float_setting(key: str) -> float:
+    """The number of at least 0 that ``key`` is set to.
+
+    Examples
+    --------
+    >>> float_setting("loader.away-seconds")
+    0.0002
+    """
+    value = config.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DaskShuffleTypeError(f"Expected {_name(key)} to be a number. Got {value!r} instead.")
+    if not value >= 0:
+        raise DaskShuffleValueError(f"Expected {_name(key)} to be a number of at least 0. Got {value!r} instead.")
+    return float(value)
