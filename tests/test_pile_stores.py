@@ -330,9 +330,10 @@ def test_a_damaged_file_raises_in_the_consumer_at_its_pile_and_the_loader_stops_
 def test_a_store_that_decodes_is_read_ahead_in_a_thread_even_for_a_fast_consumer(store: Store) -> None:
     decodes = open_pile_reader(store.path).decodes
     assert decodes == (store.kind is KINDS["parquet"]), "Parquet decodes; the Zarr stores here hold raw floats"
-    with PileLoader(store.path, BATCH, prefetch=1) as loader:
+    # A consumer back within a second counts as one that comes straight back, however loaded the machine.
+    with ds.config.set({"loader.away-seconds": 1.0}), PileLoader(store.path, BATCH, prefetch=1) as loader:
         batches = iter(loader)
-        first = [next(batches), next(batches)]  # a consumer that comes straight back
+        first = [next(batches), next(batches)]
         assert bool(loader_threads()) == decodes
         ids = ids_of(first + list(batches))
     assert loader_threads() == []
