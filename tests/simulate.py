@@ -13,7 +13,7 @@ from daskshuffle.plan._plan import Plan, block_order, group_order, group_piles, 
 
 
 def simulate(
-    block_lengths: list[int], n_piles: int, seed: int, *, materialize: bool, group_nbytes: int = 1 << 62
+    block_lengths: list[int], n_piles: int, seed: int, *, shuffled: bool = True, group_nbytes: int = 1 << 62
 ) -> tuple[Plan, NDArray[np.int64]]:
     """The plan and the output order (source row numbers) of a shuffle."""
     plan = make_plan(block_lengths, n_piles, seed)
@@ -23,7 +23,7 @@ def simulate(
     for start, stop in group_piles(plan.pile_sizes, 1, group_nbytes):
         reads = [pieces[b][plan.piece_offsets[b, start] : plan.piece_offsets[b, stop]] for b in range(plan.n_blocks)]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
-        out.append(rows[group_order(plan.counts[:, start:stop], seed, start, materialize=materialize)])
+        out.append(rows[group_order(plan.counts[:, start:stop], seed, start, shuffled=shuffled)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
     return plan, order.astype(np.int64)
 
@@ -35,7 +35,7 @@ def simulate_levels(
     seed: int,
     *,
     block_rows: int,
-    materialize: bool = False,
+    shuffled: bool = True,
     group_nbytes: int = 1 << 62,
 ) -> tuple[LevelPlan, NDArray[np.int64]]:
     """The plan and the output order of a shuffle of ``len(fanouts) + 1`` levels, from the plan's own functions."""
@@ -63,6 +63,6 @@ def simulate_levels(
         first, counts, _ = plan.merge_columns(start, stop)
         reads = [rows[offsets[start] : offsets[stop]] for rows, offsets in last[first : first + len(counts)]]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
-        out.append(rows[group_order(counts, plan.seed, start, materialize=materialize)])
+        out.append(rows[group_order(counts, plan.seed, start, shuffled=shuffled)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
     return plan, order.astype(np.int64)

@@ -139,7 +139,7 @@ def test_materialized_two_level_positions_are_uniform_and_pairs_unordered() -> N
     landing = {0: np.zeros(bins), 29: np.zeros(bins), 59: np.zeros(bins)}
     before = 0
     for seed in range(n_seeds):
-        _, order = simulate_levels([25, 5, 30], 6, [3], seed, block_rows=10, materialize=True, group_nbytes=20)
+        _, order = simulate_levels([25, 5, 30], 6, [3], seed, block_rows=10, shuffled=True, group_nbytes=20)
         positions = np.argsort(order)
         for row, counts in landing.items():
             counts[positions[row] * bins // n_rows] += 1
@@ -218,7 +218,7 @@ def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(tmp_path:
         group = zarr.open_group(tmp_path / name)
         levels[name], ids[name] = group.attrs["daskshuffle"].get("levels"), group["id"][:]
     assert [name for name, found in levels.items() if found] == ["many.zarr"]
-    single = simulate(list(open_zarr_sources(source, block_nbytes=250).block_lengths), 64, 1, materialize=False)[1]
+    single = simulate(list(open_zarr_sources(source, block_nbytes=250).block_lengths), 64, 1)[1]
     np.testing.assert_array_equal(ids["forced.zarr"], single)
     n_levels = levels["many.zarr"]["n_levels"]
     assert n_levels > 1

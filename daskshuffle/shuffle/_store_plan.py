@@ -15,7 +15,7 @@ import numpy as np
 from ..formats._base import FORMAT_VERSION, Format
 from ..plan._level_plan import LevelPlan, make_level_plan
 from ..plan._options import ShuffleOptions
-from ..plan._plan import Plan, ShuffleSettings, fingerprint, make_plan
+from ..plan._plan import PILES_SHUFFLED, Plan, ShuffleSettings, fingerprint, make_plan
 from ..plan._rules import Layout, choose_layout
 
 __all__ = ["differences", "plan_within_budget", "run_lengths", "store_metadata"]
@@ -86,6 +86,9 @@ def store_metadata(
         "n_piles": plan.n_piles,
         "seed": plan.seed,
         "materialized": options.materialize,
+        # Each pile's rows in an order drawn from the seed: any run of a pile is a uniform sample of it, and the
+        # loader reads runs smaller than piles (stores written before this lack the key and are read by piles).
+        PILES_SHUFFLED: True,
         "pile_offsets": plan.pile_offsets.tolist(),
         "variables": variables,
         "source": fmt.describe_source(),
@@ -102,5 +105,5 @@ def store_metadata(
 
 def differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     """The keys its order depends on whose values differ between the ``recorded`` metadata and ``ours``."""
-    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version")
+    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version", PILES_SHUFFLED)
     return [key for key in keys if recorded.get(key) != ours.get(key)]
