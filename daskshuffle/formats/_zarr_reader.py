@@ -287,6 +287,28 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             read.result()
         return rows
 
+    def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
+        """Rows of each of ``runs``, each read straight into its slice of one set of arrays of exactly their rows."""
+        if len(runs) <= 1 or len(self._chunks) != len(self.arrays):  # zarr reads some variable: the default
+            return super().read_runs(runs)
+        n_rows = sum(stop - start for start, stop in runs)
+        rows = {name: self._empty(chunks, n_rows, capacity=n_rows) for name, chunks in self._chunks.items()}
+        reads, first = [], 0
+        for start, stop in runs:
+            out = {name: values[first : first + stop - start] for name, values in rows.items()}
+            reads.append(self._start(start, stop, None, out))
+            first += stop - start
+        for read in reads:
+            read.result()
+        return rows
+
+    def chunk_rows(self) -> dict[str, tuple[int, int]]:
+        found = {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
+        for name, array in self.arrays.items():
+            if name not in found:
+                found[name] = (int(array.chunks[0]), int(array.dtype.itemsize * int(np.prod(array.shape[1:]))))
+        return found
+
     def start_pile(self, pile: int, out: ArrayRows | None = None) -> RowsRead:
         """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it.
 
@@ -330,16 +352,18 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 pool.submit(read.help)
         return read
 
-    def _empty(self, chunks: Chunks, n_rows: int) -> NDArray[Any]:
-        """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough."""
+    def _empty(self, chunks: Chunks, n_rows: int, capacity: int | None = None) -> NDArray[Any]:
+        """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.
+
+        A new one holds ``capacity`` rows, by default the largest pile's, so that any pile fits in it once recycled.
+        """
         with self._lock:
             spare = self._spare.get(chunks.name, [])
             for position, values in enumerate(spare):
                 if len(values) >= n_rows:
                     return spare.pop(position)[:n_rows]
-        # The largest pile's rows: then any pile fits in it when it comes back.
-        capacity = max(n_rows, self._largest_pile)
-        return np.empty((capacity, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
+        rows = max(n_rows, self._largest_pile if capacity is None else capacity)
+        return np.empty((rows, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
 
     def recycle(self, rows: ArrayRows) -> None:
         """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
