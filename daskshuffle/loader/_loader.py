@@ -34,15 +34,16 @@ from .._threads import collected
 from ..formats import PileReader
 from ..plan._combinations import check_combination
 from ..plan._epoch_plan import BatchPlan
-from ..plan._order_classes import Order, OrderName, parse_order
+from ..plan._order_classes import Order, OrderName, Piles, parse_order
 from ..plan._removed_keywords import refuse_removed_keywords
 from ..plan._streams import Stream, parse_streams
 from ..storage._cache import Cache, parse_cache
 from ._loader_position import LoaderPosition
-from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank
+from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank, row_nbytes
 from ._mix import loader_units, open_loader_store
 from ._prefetch import Prefetcher, ShuffledPiles, parse_prefetch
 from ._rank_share import RankShare
+from ._run_units import choose_units
 
 __all__ = ["LoaderSettings", "PileLoader"]
 
@@ -260,7 +261,14 @@ class PileLoader(LoaderPosition):
         if chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
-        piles_in_memory = choose_piles_in_memory(given, budget, reader, several_streams=mixture is not None)
+        several = mixture is not None
+        units = None
+        if isinstance(chosen_order, Piles):
+            held = chosen_order.piles_in_memory
+            units = choose_units(held, budget, reader, row_nbytes(reader), several_streams=several)
+        piles_in_memory = (
+            1 if units is not None else choose_piles_in_memory(given, budget, reader, several_streams=several)
+        )
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
@@ -271,6 +279,7 @@ class PileLoader(LoaderPosition):
             n_lanes=chosen_order.n_lanes,
             order=chosen_order.name,
             **chosen_order.options.to_dict(),
+            **({} if units is None else units._asdict()),
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])

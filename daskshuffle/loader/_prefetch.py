@@ -42,6 +42,7 @@ from ..formats import PileReader
 from ..plan._epoch_plan import BatchPlan
 from ._batches import Allocate, gather_batches
 from ._read_units import Read, ReadUnits, UnitRead
+from ._run_units import arrange_in_place
 
 __all__ = [
     "PileJob",
@@ -132,7 +133,7 @@ class PileJob:
                     rows = self._piles.read_group(unit.piles)
                 else:
                     rows = self._piles.read_runs(unit.spans)
-            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
+            return self._piles.shuffled(rows, unit)
         except Exception as error:
             raise self._noted(error) from None
         finally:
@@ -145,7 +146,7 @@ class PileJob:
             return None
         try:
             rows = read.result()
-            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
+            return self._piles.shuffled(rows, unit)
         except Exception as error:
             raise self._noted(error) from None
 
@@ -196,9 +197,18 @@ class ShuffledPiles:
 
     def read_runs(self, runs: list[tuple[int, int]]) -> Any:
         """Store rows ``start:stop`` of each of ``runs``, one after the other."""
-        reader = self.reader
-        parts = [reader.read_rows(start, stop) for start, stop in runs] or [reader.read_rows(0, 0)]
-        return parts[0] if len(parts) == 1 else reader.concat(parts)
+        return self.reader.read_runs(runs)
+
+    def shuffled(self, rows: Any, unit: UnitRead) -> ShuffledPile:
+        """``rows``, read for ``unit``, with each span's rows moved as ``unit.arrange`` says (in place, if arrays)."""
+        arrays = self.reader.as_arrays(rows)
+        order = unit.order
+        if unit.arrange is not None:
+            if arrays is not None:
+                arrange_in_place(arrays, unit.arrange, unit.spans)
+            else:
+                order = unit.arrange[order]
+        return ShuffledPile(rows, arrays, order)
 
     def read_group(self, members: list[int]) -> Any:
         """The rows of store piles ``members``, one after the other."""
