@@ -289,7 +289,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
         """Rows of each of ``runs``, each read straight into its slice of one set of arrays of exactly their rows."""
-        if len(runs) <= 1 or len(self._chunks) != len(self.arrays):  # zarr reads some variable: the default
+        if not runs or len(self._chunks) != len(self.arrays):  # zarr reads some variable: the default
             return super().read_runs(runs)
         n_rows = sum(stop - start for start, stop in runs)
         rows = {name: self._empty(chunks, n_rows, capacity=n_rows) for name, chunks in self._chunks.items()}
