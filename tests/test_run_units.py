@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def test_a_group_is_mixed_as_shuffled_units_read_front_to_back(sizes: list[int],
     arrange, order = group_mix(np.array(sizes), seed, epoch, 3)
     n, starts = sum(sizes), np.cumsum([0, *sizes])
     assert sorted(order.tolist()) == list(range(n)) and sorted(arrange.tolist()) == list(range(n))
-    for a, b in zip(starts[:-1], starts[1:], strict=True):
+    for a, b in itertools.pairwise(starts.tolist()):
         assert sorted(arrange[a:b].tolist()) == list(range(a, b)), "each unit shuffled within its own rows"
         taken = [p for p in order.tolist() if a <= p < b]
         assert taken == list(range(a, b)), "each unit read front to back"
@@ -177,3 +178,15 @@ def test_epochs_are_close_to_independent_at_large_piles_with_a_small_budget(tmp_
     ratio = np.mean([m.value for m in measures]) / measures[0].uniform
     assert 1.0 < ratio < 1.75
     assert unit_excess(20_000, 100, 2_000) == pytest.approx(1.4, abs=0.2)
+
+
+def test_info_says_which_kind_a_store_is(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from daskshuffle._cli import main
+
+    with pytest.raises(SystemExit, match="0"):
+        main(["info", str(store)])
+    assert "shuffled: the loader reads units smaller than piles" in capsys.readouterr().out
+    as_written_before_shuffled_piles(store)
+    with pytest.raises(SystemExit, match="0"):
+        main(["info", str(store)])
+    assert "in source order" in capsys.readouterr().out

@@ -262,12 +262,12 @@ class PileLoader(LoaderPosition):
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
         several = mixture is not None
-        units = None
+        chosen_units = None
         if isinstance(chosen_order, Piles):
             held = chosen_order.piles_in_memory
-            units = choose_units(held, budget, reader, row_nbytes(reader), several_streams=several)
+            chosen_units = choose_units(held, budget, reader, row_nbytes(reader), several_streams=several)
         piles_in_memory = (
-            1 if units is not None else choose_piles_in_memory(given, budget, reader, several_streams=several)
+            1 if chosen_units is not None else choose_piles_in_memory(given, budget, reader, several_streams=several)
         )
         self.settings = LoaderSettings(
             batch_size=batch_size,
@@ -279,7 +279,7 @@ class PileLoader(LoaderPosition):
             n_lanes=chosen_order.n_lanes,
             order=chosen_order.name,
             **chosen_order.options.to_dict(),
-            **({} if units is None else units._asdict()),
+            **({} if chosen_units is None else chosen_units._asdict()),
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])
