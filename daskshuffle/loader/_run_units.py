@@ -149,9 +149,8 @@ class RunUnits(ReadUnits):
         runs = np.asarray(self.runs(epoch, unit), dtype=np.int64).reshape(-1, 2)
         first = np.searchsorted(self.offsets, runs[:, 0], side="right") - 1
         last = np.searchsorted(self.offsets, runs[:, 1] - 1, side="right") - 1
-        piles = np.concatenate(
-            [np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist(), strict=True)] or [[]]
-        )
+        spans = [np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist(), strict=True)]
+        piles = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
         return np.unique(piles).astype(int).tolist()  # type: ignore[no-any-return]
 
     def describe(self, read: Read) -> str:
