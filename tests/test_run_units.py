@@ -190,3 +190,12 @@ def test_info_says_which_kind_a_store_is(store: Path, capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit, match="0"):
         main(["info", str(store)])
     assert "in source order" in capsys.readouterr().out
+
+
+def test_the_quality_report_states_the_expected_excess_of_units(store: Path) -> None:
+    from daskshuffle.quality import _epochs
+
+    with PileLoader(store, 64, seed=1, order=SMALL) as loader:
+        measure, advice = _epochs(loader)
+    assert measure.value == pytest.approx(unit_excess(N_ROWS, 50, 300)) and "units of 50 rows" in measure.scale
+    assert advice is not None and "groups of 6 units of 50 rows" in advice  # 60 units / 6**2 + 1: over 2x
