@@ -61,11 +61,12 @@ test: $(TORCH_STAMP) lint
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not cluster" --hypothesis-profile=fast
 
-## ruff (lint and format) and mypy, pinned in pyproject.toml's dev extra.
+## ruff (lint and format), mypy and import-linter (the layers), pinned in pyproject.toml's dev extra.
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy daskshuffle
+	$(BIN)/lint-imports --no-cache
 
 ## A quick round of every benchmark on small data (a few minutes): they still run. The figures worth
 ## recording come from full-size runs (benchmarks/README.md).

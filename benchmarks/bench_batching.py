@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 import daskshuffle
-from daskshuffle.formats import PileReader
 from daskshuffle.loader import _mix
+from daskshuffle.readers import PileReader
 
 WIDTH = 64
 ROW_NBYTES = WIDTH * 4 + 8

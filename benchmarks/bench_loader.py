@@ -52,7 +52,7 @@ import zarr
 from dask.utils import format_bytes, parse_bytes
 
 import daskshuffle
-from daskshuffle.formats._zarr_reader import ZarrPileReader
+from daskshuffle.readers._zarr_reader import ZarrPileReader
 
 WIDTH = 64
 ROW_NBYTES = WIDTH * 4 + 8

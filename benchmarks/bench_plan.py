@@ -29,11 +29,11 @@ import numpy as np
 import zarr
 
 import daskshuffle
-from daskshuffle.formats._zarr import open_zarr_sources
 from daskshuffle.plan._plan import make_plan
 from daskshuffle.plan._scale_report import format_duration, format_size
 from daskshuffle.shuffle._graph import shuffle_graph
 from daskshuffle.shuffle._store_plan import plan_within_budget
+from daskshuffle.sources import open_zarr_sources
 from daskshuffle.storage._location import Location
 
 #: A 64 MiB block of 256-byte rows.

@@ -21,8 +21,8 @@ from pathlib import Path
 from bench_loader import ROW_NBYTES, WIDTH, loader, open_or_make, open_or_make_parquet
 from dask.utils import parse_bytes
 
-from daskshuffle.formats._parquet_reader import ParquetPileReader
-from daskshuffle.formats._zarr_reader import ZarrPileReader
+from daskshuffle.readers._parquet_reader import ParquetPileReader
+from daskshuffle.readers._zarr_reader import ZarrPileReader
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from bench_s3 import ROW_NBYTES, make_source
 from dask.utils import parse_bytes
 
 import daskshuffle
-from daskshuffle.formats import read_metadata
+from daskshuffle.pilestore import read_metadata
 
 BUCKET = "bench"
 

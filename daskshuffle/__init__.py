@@ -20,25 +20,31 @@ from ._errors import *  # noqa: F403  (the errors, listed once, in _errors.__all
 
 if TYPE_CHECKING:
     from . import orders
-    from .loader._epochs import EpochShuffler
-    from .loader._loader import LoaderSettings, PileLoader
-    from .plan._scale import explain
-    from .plan._scale_model import ScaleModel
-    from .plan._streams import Stream
-    from .shuffle._frames import shuffle_dataframe, shuffle_parquet
-    from .shuffle._generations import Generation, append, compact, evict, generations
-    from .shuffle._lines import shuffle_lines
-    from .shuffle._run import ShuffleResult
-    from .shuffle._shuffle import shuffle_zarr
-    from .shuffle._verify import VerifyResult, verify
-    from .shuffle._xarray import shuffle_xarray
-    from .storage._cache import Cache
+    from .loader import LoaderSettings, PileLoader
+    from .plan import ScaleModel, Stream, explain
+    from .shuffle import (
+        EpochShuffler,
+        Generation,
+        ShuffleResult,
+        VerifyResult,
+        append,
+        compact,
+        evict,
+        generations,
+        shuffle_dataframe,
+        shuffle_lines,
+        shuffle_parquet,
+        shuffle_xarray,
+        shuffle_zarr,
+        verify,
+    )
+    from .storage import Cache
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "Cache": ".storage._cache",
-    "EpochShuffler": ".loader._epochs",
+    "EpochShuffler": ".shuffle._epochs",
     "Generation": ".shuffle._generations",
     "append": ".shuffle._generations",
     "compact": ".shuffle._generations",

@@ -30,6 +30,7 @@ __all__ = [
     "StorageNotFoundError",
     "StoreChangedError",
     "UnfinishedShuffleError",
+    "UnsafePathError",
     "VerificationError",
 ]
 
@@ -162,11 +163,29 @@ class StoreChangedError(CorruptPileStoreError):
 
 
 class StorageAccessError(DaskShuffleError, PermissionError):
-    """Storage refused a request: wrong or missing credentials, or no permission for the path.
+    """Storage did not serve a request: nothing was read wrong, the storage could not be reached.
 
-    The message names the URL and says where credentials come from
-    (``storage_options`` or the environment).
+    ``reason`` says why: ``"credentials"`` (none found, or refused as invalid),
+    ``"refused"`` (access denied), ``"throttled"`` (too many requests, after
+    every retry), ``"unreachable"`` (timeouts, connections refused or broken)
+    or ``"server"`` (server errors). ``url`` is the location. The message names
+    the URL, where it was reached from (this process or the cluster's workers)
+    and what to do: where credentials come from (``storage_options`` or the
+    environment), or that nothing is damaged and the request can be tried
+    again. A damaged store raises :class:`CorruptPileStoreError` instead.
     """
+
+    def __init__(
+        self,
+        message: Message,
+        *,
+        parameter: str | None = "storage_options",
+        reason: str = "refused",
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message, parameter=parameter)
+        self.reason = reason
+        self.url = url
 
 
 class StorageNotFoundError(DaskShuffleError, FileNotFoundError):
@@ -178,6 +197,18 @@ class StorageNotFoundError(DaskShuffleError, FileNotFoundError):
 
 class StorageFullError(DaskShuffleError, OSError):
     """The disk (or quota) filled up while a shuffle wrote; what it wrote is removed."""
+
+
+class UnsafePathError(DaskShuffleError, FileExistsError):
+    """A path where daskshuffle writes or removes its own files holds something it did not make.
+
+    daskshuffle writes beside a destination (``<dst>.daskshuffle-lock``,
+    ``<dst>.daskshuffle-tmp``, ...) and in its cache only files it makes
+    itself. A symbolic link (or another kind of file) found at one of those
+    paths was placed there by someone else: nothing is written, truncated or
+    removed through it, and the message names it, to be removed by hand or
+    avoided with another destination.
+    """
 
 
 class VerificationError(DaskShuffleError, ValueError):

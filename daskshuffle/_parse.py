@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Self, cast
 
@@ -20,6 +22,7 @@ __all__ = [
     "parse_positive_int",
     "parse_seed",
     "parse_variables",
+    "parse_whole_number",
 ]
 
 
@@ -86,13 +89,42 @@ def parse_seed(value: object) -> int:
     return seed
 
 
+#: Bytes of each unit a size may name, case-insensitive, as dask's ``parse_bytes`` reads them: decimal
+#: (``kB``, ``MB``, ... or ``k``, ``M``, ...) and binary (``KiB``, ``MiB``, ... or ``Ki``, ``Mi``, ...).
+_UNITS = {
+    "": 1,
+    "b": 1,
+    **{f"{prefix}b": 1000**power for power, prefix in enumerate("kmgtp", start=1)},
+    **{prefix: 1000**power for power, prefix in enumerate("kmgtp", start=1)},
+    **{f"{prefix}ib": 1024**power for power, prefix in enumerate("kmgtp", start=1)},
+    **{f"{prefix}i": 1024**power for power, prefix in enumerate("kmgtp", start=1)},
+}
+_SIZE = re.compile(r"(?P<number>[0-9]*\.?[0-9]*(?:e[+-]?[0-9]+)?)(?P<unit>[a-z]*)")
+
+
+def size_in_bytes(text: str) -> int:
+    """The bytes a size such as ``"256MiB"``, ``"64 MB"`` or ``"1e6"`` names; ``ValueError`` if it names none.
+
+    The units and spellings are dask's (``dask.utils.parse_bytes``), so a size means the same
+    wherever it is given, without loading dask.
+
+    Examples
+    --------
+    >>> size_in_bytes("256MiB"), size_in_bytes("64 kB"), size_in_bytes("1.5GiB"), size_in_bytes("MB")
+    (268435456, 64000, 1610612736, 1000000)
+    """
+    found = _SIZE.fullmatch(text.replace(" ", "").lower())
+    if found is None or found["unit"] not in _UNITS or (found["number"] in (".", "") and not found["unit"]):
+        raise ValueError(f"Could not interpret {text!r} as a number of bytes.")
+    number = float(found["number"]) if found["number"] not in ("", ".") else 1.0
+    return int(number * _UNITS[found["unit"]])
+
+
 def parse_nbytes(value: object, name: str) -> int:
     """A size in bytes: an integer or a string such as ``"256MiB"``."""
     if isinstance(value, str):
-        from dask.utils import parse_bytes
-
         try:
-            value = parse_bytes(value)
+            value = size_in_bytes(value)
         except ValueError as error:
             raise DaskShuffleValueError(
                 ("Expected ", Argument(name), f" to be a size such as '256MiB'. Got {value!r} instead."), parameter=name
@@ -133,6 +165,19 @@ def parse_variables(value: object, name: str = "variables") -> list[str] | None:
             ("Expected ", Argument(name), f" to name each once. Got {list(value)} instead."), parameter=name
         )
     return list(value)
+
+
+def parse_whole_number(value: object, name: str) -> int:
+    """A positive whole number, also written as a float (``1e10``), as a count of rows is on the command line."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool | numbers.Integral):
+        number = float(value)
+        if not math.isfinite(number) or number != int(number) or number < 1:
+            raise DaskShuffleValueError(
+                ("Expected ", Argument(name), f" to be a positive whole number such as 1e10. Got {value!r} instead."),
+                parameter=name,
+            )
+        return int(number)
+    return _parse_int(value, name, low=1, expected="a positive whole number such as 1e10")
 
 
 def parse_count(value: object, name: str) -> int:

@@ -123,7 +123,7 @@ def collating_fetcher() -> bool:
     The fetcher calls ``iter(dataset)`` in its ``__init__``; which objects are
     fetchers is torch's internals, known to :mod:`daskshuffle._compat._torch`.
     """
-    from ._compat._torch import is_collating_fetcher
+    from ._compat import is_collating_fetcher
 
     try:
         frame = sys._getframe(2)  # this function, PileDataset.__iter__, then its caller

@@ -26,12 +26,10 @@ from typing import Any, Never
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_count, parse_variables
 from ._torch_dataloader import Batch, ByValue, Pass, Passes, WorkerBatches, collating_fetcher, to_tensor
-from .formats._base import NUMERIC_KINDS
-from .loader._loader import LoaderSettings, PileLoader
-from .plan._epoch_plan import split_batches
-from .plan._order_classes import Order, OrderName
-from .plan._removed_keywords import refuse_removed_keywords
-from .plan._streams import Stream
+from .formats import NUMERIC_KINDS
+from .loader import LoaderSettings, PileLoader
+from .plan import Order, OrderName, Stream, refuse_removed_keywords, split_batches
+from .storage import Cache, parse_cache
 
 __all__ = ["PileDataset"]
 
@@ -87,8 +85,9 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         A complete pile store, or several mixed (as for :class:`daskshuffle.PileLoader`).
     batch_size : int
         Rows per batch.
-    seed, drop_last, order, prefetch, variables, storage_options
-        As for :class:`daskshuffle.PileLoader`. With lanes, an order's
+    seed, drop_last, order, prefetch, variables, storage_options, cache
+        As for :class:`daskshuffle.PileLoader`. Worker processes share
+        ``cache``: each keeps there the files of its own piles. With lanes, an order's
         ``n_lanes`` (``order=ds.orders.Piles(n_lanes=8)``), a state saved with
         one ``world_size`` loads with another.
     rank, world_size : int, optional
@@ -133,6 +132,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         features: str | Sequence[str] | None = None,
         label: str | None = None,
         storage_options: dict[str, Any] | None = None,
+        cache: str | os.PathLike[str] | Cache | None = None,
         **removed: Never,
     ) -> None:
         super().__init__()
@@ -166,6 +166,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             "prefetch": prefetch,
             "variables": chosen,
             "storage_options": storage_options,
+            "cache": parse_cache(cache),
         }
         # Check everything here, in the main process, before any worker starts.
         with PileLoader(**self._options) as loader:
@@ -212,9 +213,9 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     def __iter__(self) -> Iterator[Batch]:
         if collating_fetcher():
             raise DaskShuffleValueError(
-                "Expected a DataLoader with batch_size=None. Got one that puts items together into batches "
-                "(batch_size=1 by default) instead; PileDataset yields whole batches of the dataset's batch_size: "
-                "DataLoader(dataset, batch_size=None, num_workers=...)."
+                "Expected a DataLoader with batch_size=None. Got a DataLoader with a batch_size instead, which puts "
+                "items together into batches (a DataLoader's batch_size is 1 unless given); PileDataset yields whole "
+                "batches of the dataset's batch_size: DataLoader(dataset, batch_size=None, num_workers=...)."
             )
         info = get_worker_info()
         if info is None:  # the epoch is taken when the first batch is asked for: an iterator never used takes none

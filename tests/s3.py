@@ -79,3 +79,118 @@ def new_bucket(endpoint: str) -> S3:
     s3 = S3(endpoint, bucket, storage_options(endpoint))
     s3.fs.mkdir(bucket)
     return s3
+
+
+class FaultyProxy:
+    """An HTTP proxy on 127.0.0.1 in front of the loopback server that can fail requests as real S3 does.
+
+    ``fault`` (set at any time) decides what the requests matching ``only``
+    (a substring of the path; every request if empty) get:
+
+    - ``None``: forwarded, and the server's answer returned;
+    - ``"throttle"``: ``503 SlowDown``, as S3 answers a client over its request rate;
+    - ``"hang"``: no answer for ``hang_seconds``, then the connection closed (a client times out first);
+    - ``"unconditional"``: forwarded without ``If-None-Match`` and ``If-Match``, as by a server that ignores them.
+
+    ``seen`` counts the requests that reached the proxy, by method.
+    """
+
+    def __init__(self, upstream: str, hang_seconds: float = 3.0) -> None:
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        self.upstream = upstream.removeprefix("http://")
+        self.fault: str | None = None
+        self.only = ""
+        self.hang_seconds = hang_seconds
+        self.seen: dict[str, int] = {}
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="faulty-proxy", daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def storage_options(self, **more: Any) -> dict[str, Any]:
+        """What reaches the server through this proxy; ``more`` is added to botocore's ``config_kwargs``."""
+        options = storage_options(self.endpoint)
+        if more:
+            options["config_kwargs"] = more
+        return options
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+_THROTTLED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+    b"<Message>Please reduce your request rate.</Message></Error>"
+)
+
+
+def _handler(proxy: FaultyProxy) -> Any:
+    import http.client
+    import time
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                parts = []
+                while (size := int(self.rfile.readline().split(b";")[0], 16)) > 0:
+                    parts.append(self.rfile.read(size))
+                    self.rfile.readline()
+                while self.rfile.readline() not in (b"\r\n", b""):
+                    pass
+                return b"".join(parts)
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+        def _answer(self) -> None:
+            body = self._body()
+            proxy.seen[self.command] = proxy.seen.get(self.command, 0) + 1
+            fault = proxy.fault if proxy.only in self.path else None
+            if fault == "hang":
+                time.sleep(proxy.hang_seconds)
+                self.close_connection = True
+                return
+            if fault == "throttle":
+                self.send_response(503)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(_THROTTLED)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(_THROTTLED)
+                return
+            dropped = {"transfer-encoding", "content-length"}
+            if fault == "unconditional":
+                dropped |= {"if-none-match", "if-match"}
+            headers = {name: value for name, value in self.headers.items() if name.lower() not in dropped}
+            headers["Content-Length"] = str(len(body))
+            connection = http.client.HTTPConnection(proxy.upstream, timeout=30)
+            try:
+                connection.request(self.command, self.path, body=body, headers=headers)
+                answer = connection.getresponse()
+                data = answer.read()
+            finally:
+                connection.close()
+            self.send_response(answer.status)
+            for name, value in answer.getheaders():
+                if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(name, value)
+            length = answer.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _answer
+
+    return Handler

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import sys
 import threading
@@ -13,6 +15,8 @@ import pytest
 import zarr
 
 import daskshuffle as ds
+from daskshuffle.pilestore import read_metadata
+from daskshuffle.storage._cache import MARKER
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -36,6 +40,11 @@ def remote(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any
 
 def chunk_files(store: str) -> list[Path]:
     return [path for path in Path(store).rglob("*") if path.is_file() and "/c/" in path.as_posix()]
+
+
+def cached_files(directory: Path) -> list[Path]:
+    """The files a cache holds in ``directory``: not its mark, nor (unless asked) files being written."""
+    return sorted(path for path in directory.rglob("*") if path.is_file() and path.name != MARKER)
 
 
 def chunk_gets(options: dict[str, Any]) -> int:
@@ -80,7 +89,7 @@ def test_a_damaged_cached_file_is_fetched_again(remote: Any, tmp_path: Path) -> 
     url, options, local = remote
     expected = epoch_ids(local, None)
     epoch_ids(url, options, cache=tmp_path / "c")
-    cached = sorted(path for path in (tmp_path / "c").rglob("*") if path.is_file())
+    cached = cached_files(tmp_path / "c")
     for path in cached[::3]:
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0xFF
@@ -103,14 +112,14 @@ def test_cached_files_removed_behind_a_loaders_back_are_fetched_again(remote: An
     with ds.PileLoader(url, batch_size=2_000, seed=2, storage_options=options, cache=tmp_path / "c") as loader:
         assert same([batch["id"] for batch in loader], expected[0])
         # Reads ahead of epoch 1 may be writing files meanwhile (under a partial name, renamed when whole).
-        cached = [path for path in (tmp_path / "c").rglob("*") if path.is_file() and ".partial-" not in path.name]
+        cached = [path for path in cached_files(tmp_path / "c") if ".partial-" not in path.name]
         for path in cached:
             path.unlink(missing_ok=True)
         fs.reset_stats()
         assert same([batch["id"] for batch in loader], expected[1])
     # Fetched again: all of them but those the reads ahead of epoch 0 had fetched for epoch 1 already.
     assert chunk_gets(options) > 0 and len(cached) > 0
-    held = [path for path in (tmp_path / "c").rglob("*") if path.is_file()]
+    held = cached_files(tmp_path / "c")
     assert len(held) == len(chunk_files(local))  # every chunk file cached again, whole
 
 
@@ -130,7 +139,7 @@ def test_the_cache_holds_to_its_limit(remote: Any, tmp_path: Path) -> None:
     limit = store_nbytes // 3
     cache = ds.Cache(tmp_path / "c", max_size=limit)
     assert same(epoch_ids(url, options, cache=cache), epoch_ids(local, None))
-    held = sum(path.stat().st_size for path in (tmp_path / "c").rglob("*") if path.is_file())
+    held = sum(path.stat().st_size for path in cached_files(tmp_path / "c"))
     assert 0 < held <= limit
 
 
@@ -156,7 +165,7 @@ def test_a_rank_caches_only_its_own_piles(remote: Any, tmp_path: Path) -> None:
     """The files cached are exactly the chunk files of the piles the rank reads."""
     url, options, local = remote
     epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch=0)  # no read of epoch 1 ahead
-    cached = sum(1 for path in (tmp_path / "c").rglob("*") if path.is_file())
+    cached = len(cached_files(tmp_path / "c"))
     with ds.PileLoader(local, batch_size=2_000, seed=2, rank=0, world_size=4) as loader:
         piles = loader.piles(0)
         offsets = loader._piles.offsets
@@ -220,7 +229,7 @@ def test_a_damaged_cached_parquet_range_is_read_again(remote_parquet: Any, tmp_p
     expected = epoch_ids(local, None)
     epoch_ids(url, options, cache=tmp_path / "c")
     damaged = {}
-    for path in sorted(path for path in (tmp_path / "c").rglob("*") if path.is_file()):
+    for path in cached_files(tmp_path / "c"):
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
@@ -235,3 +244,55 @@ def test_a_damaged_cached_parquet_range_is_read_again(remote_parquet: Any, tmp_p
     fs.reset_stats()
     assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
     assert chunk_gets(options) <= PARQUET_METADATA_GETS  # and cached again
+
+
+# -- the cache owns its directory, and only that ---------------------------------------------------
+def test_a_directory_holding_a_users_files_is_refused_and_its_files_kept(remote: Any, tmp_path: Path) -> None:
+    """Trimming removes only what the cache wrote: a directory of the user's is never the cache's."""
+    url, options, local = remote
+    home = tmp_path / "home"
+    (home / "project").mkdir(parents=True)
+    notes = home / "project" / "notes.txt"
+    notes.write_bytes(b"a user's notes\n" * 1_000)
+    os.utime(notes, (0, 0))  # read longest ago of all: the first a cache that counted it would remove
+    limit = sum(path.stat().st_size for path in chunk_files(local)) // 3
+    with contextlib.suppress(ds.DaskShuffleValueError):
+        epoch_ids(url, options, cache=ds.Cache(home, max_size=limit))
+    assert notes.read_bytes() == b"a user's notes\n" * 1_000
+    assert sorted(path.name for path in home.rglob("*")) == ["notes.txt", "project"], "nothing written there"
+    with pytest.raises(ds.DaskShuffleValueError, match=r"holds 1 entry a cache did not make \('project'\).*or empty"):
+        ds.Cache(home)
+
+
+@pytest.mark.parametrize("where", ["a file", "below a file"])
+def test_a_cache_directory_that_cannot_be_one_is_refused_when_made(tmp_path: Path, where: str) -> None:
+    file = tmp_path / "notes.txt"
+    file.write_bytes(b"notes")
+    directory = file if where == "a file" else file / "cache"
+    with pytest.raises(ds.DaskShuffleValueError, match=f"Expected cache to be a directory.*{where}") as raised:
+        ds.Cache(directory)
+    assert raised.value.parameter == "cache"
+    assert file.read_bytes() == b"notes"
+
+
+def test_a_cache_is_marked_its_own_and_opened_again(remote: Any, tmp_path: Path) -> None:
+    url, options, local = remote
+    expected = epoch_ids(local, None)
+    assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)
+    assert (tmp_path / "c" / MARKER).is_file()
+    entries = {path.name for path in (tmp_path / "c").iterdir()}
+    assert len(entries) == 2 and MARKER in entries, "the mark and one directory of the store's"
+    assert same(epoch_ids(url, options, cache=ds.Cache(tmp_path / "c")), expected)
+
+
+def test_a_file_left_being_written_long_ago_is_removed_and_a_recent_one_kept(remote: Any, tmp_path: Path) -> None:
+    """A loader killed while it wrote leaves a ``.partial-`` file: the cache's own name, removed once it is old."""
+    url, options, local = remote
+    epoch_ids(url, options, cache=tmp_path / "c")
+    (store,) = [path for path in (tmp_path / "c").iterdir() if path.is_dir()]
+    old, recent = store / (".partial-" + "a" * 32), store / (".partial-" + "b" * 32)
+    old.write_bytes(b"x" * 100)
+    recent.write_bytes(b"x" * 100)
+    os.utime(old, (0, 0))
+    ds.Cache(tmp_path / "c", max_size=10**9).for_store(str(read_metadata(local)["fingerprint"])).trim()
+    assert not old.exists() and recent.exists()

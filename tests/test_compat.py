@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import time
+import warnings
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from daskshuffle._compat import _dask, _distributed, _torch
+from daskshuffle._compat import _dask, _distributed, _fsspec, _torch
 
 
 def _major_minor(version: str) -> str:
@@ -24,26 +25,49 @@ def test_major_minor() -> None:
     assert _major_minor("2.1.3") != _major_minor("2.13.0")
 
 
+def _unchecked(adapter: ModuleType, library: str, installed: str) -> str | None:
+    """What to say of ``installed`` if ``adapter`` was not checked against its release, else ``None``."""
+    checked = adapter.CHECKED[library]
+    if _major_minor(installed) in checked:
+        return None
+    return (
+        f"{adapter.__name__} was checked against {library} {', '.join(checked)}; {installed} is installed. "
+        f"Check the private API its docstring names still behaves as it says (the tests below try it), then add "
+        f"{_major_minor(installed)} to its CHECKED."
+    )
+
+
+def test_an_unchecked_release_is_named_with_what_to_do() -> None:
+    assert _unchecked(_distributed, "distributed", "2026.8.1") is None
+    said = _unchecked(_distributed, "distributed", "2099.1.0")
+    assert said is not None and "2099.1.0 is installed" in said and "add 2099.1 to its CHECKED" in said
+
+
 @pytest.mark.parametrize(
     ("adapter", "library"),
-    [(_distributed, "distributed"), (_dask, "dask"), (_torch, "torch"), (_torch, "torchdata")],
+    [
+        (_distributed, "distributed"),
+        (_dask, "dask"),
+        (_fsspec, "fsspec"),
+        (_torch, "torch"),
+        (_torch, "torchdata"),
+    ],
 )
+@pytest.mark.filterwarnings("always::UserWarning")
 def test_the_installed_version_is_one_the_adapter_was_checked_against(adapter: ModuleType, library: str) -> None:
+    """A warning, not a failure: a release pyproject allows must not fail CI; the adapter's own tests say if it broke."""
     try:
         installed = importlib.metadata.version(library)
     except importlib.metadata.PackageNotFoundError:
         pytest.skip(f"{library} is not installed")
-    checked = adapter.CHECKED[library]
-    assert _major_minor(installed) in checked, (
-        f"{adapter.__name__} was checked against {library} {', '.join(checked)}; {installed} is installed. "
-        f"Check the private API its docstring names still behaves as it says, then add {_major_minor(installed)} "
-        "to its CHECKED."
-    )
+    said = _unchecked(adapter, library, installed)
+    if said is not None:
+        warnings.warn(said, UserWarning, stacklevel=1)
 
 
 def test_the_adapters_import_nothing_at_import_time() -> None:
-    for adapter in (_distributed, _dask, _torch):
-        assert not {name for name in vars(adapter) if name in {"dask", "distributed", "torch", "pandas"}}
+    for adapter in (_distributed, _dask, _fsspec, _torch):
+        assert not {name for name in vars(adapter) if name in {"dask", "distributed", "fsspec", "torch", "pandas"}}
 
 
 # -- distributed -------------------------------------------------------------------
@@ -100,6 +124,35 @@ def test_running_task_keys_lists_what_a_worker_executes(local_client: Any) -> No
     assert not any("compat-sleep" in keys for keys in local_client.run(_distributed.running_task_keys).values())
 
 
+def _bars(widget: Any) -> list[Any]:
+    """The ``FloatProgress`` widgets inside a box of boxes."""
+    from ipywidgets import Box, FloatProgress
+
+    if isinstance(widget, FloatProgress):
+        return [widget]
+    if isinstance(widget, Box):
+        return [bar for child in widget.children for bar in _bars(child)]
+    return []
+
+
+@pytest.mark.cluster
+def test_a_progress_widget_drawn_from_the_client_loop_moves_while_the_calling_thread_is_busy(local_client: Any) -> None:
+    pytest.importorskip("ipywidgets")
+    from distributed import progress
+
+    future = local_client.submit(time.sleep, 1.0, key="compat-progress")
+    bar = progress(future, notebook=True, scheduler=local_client.scheduler.address)
+    widget, drawn = _distributed.draw_from_client_loop(bar, local_client)
+    drawn_while_running = False
+    while not future.done():  # busy here, as a cell that waits: no event loop runs in this thread
+        drawn_while_running = drawn_while_running or bool(_bars(widget))
+        time.sleep(0.01)
+    assert drawn_while_running, "the bar was drawn before its task finished"
+    assert drawn.result(timeout=10) is None
+    assert [bar.value for bar in _bars(widget)] == [1.0]
+    assert "Finished" in widget.children[0].value
+
+
 # -- dask --------------------------------------------------------------------------
 
 
@@ -114,7 +167,64 @@ def test_dataframe_meta_is_the_empty_frame_of_a_real_dask_dataframe() -> None:
     assert meta.index.name == "row"
 
 
+# -- fsspec ------------------------------------------------------------------------
+
+
+def test_cached_filesystems_are_those_fsspec_keeps_and_no_others() -> None:
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    memory, local = fsspec.filesystem("memory"), fsspec.filesystem("file")
+    apart = MemoryFileSystem(skip_instance_cache=True)
+    everything = _fsspec.cached_filesystems(fsspec.AbstractFileSystem)
+    assert any(found is memory for found in everything) and any(found is local for found in everything)
+    assert not any(found is apart for found in everything)
+    assert all(isinstance(found, MemoryFileSystem) for found in _fsspec.cached_filesystems(MemoryFileSystem))
+    assert not any(found is memory for found in _fsspec.cached_filesystems(LocalFileSystem))
+
+
+def test_a_forked_process_keeps_the_filesystems_it_inherited() -> None:
+    """fsspec empties its caches in the child; the child still holds what the parent had, unused."""
+    import multiprocessing
+
+    import fsspec
+
+    from daskshuffle.storage import _inherited
+
+    memory = fsspec.filesystem("memory")
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        kept, cached = pool.apply(_held_in_child, (id(memory),))
+    assert kept and not cached
+    assert not _inherited._forking  # the parent lets go of them
+
+
+def _held_in_child(parent_id: int) -> tuple[bool, bool]:
+    import fsspec
+
+    from daskshuffle.storage import _inherited
+
+    kept = any(id(found) == parent_id for found in _inherited._inherited)
+    return kept, any(id(found) == parent_id for found in _fsspec.cached_filesystems(fsspec.AbstractFileSystem))
+
+
 # -- torch -------------------------------------------------------------------------
+
+
+def test_the_torch_adapters_examples_run_without_torch() -> None:
+    """``make test TORCH=`` leaves torch out: the adapter's doctest still runs (no object is a fetcher then)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import doctest, sys; sys.modules['torch'] = None\n"
+        "from daskshuffle._compat import _torch\n"
+        "result = doctest.testmod(_torch)\n"
+        "sys.exit(1 if result.failed or not result.attempted else 0)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_is_collating_fetcher_tells_how_a_real_dataloader_collates() -> None:

@@ -24,16 +24,15 @@ import zarr
 from conftest import make_zarr_source
 
 from daskshuffle import shuffle_dataframe, shuffle_lines, shuffle_parquet, shuffle_xarray, shuffle_zarr
-from daskshuffle.formats import Format
-from daskshuffle.formats._base import CollectionSource
-from daskshuffle.formats._dataframe import open_dataframe_source
-from daskshuffle.formats._parquet import open_parquet_sources
-from daskshuffle.formats._parquet_store import ParquetWriting
-from daskshuffle.formats._text import TextFormat, open_text_sources
-from daskshuffle.formats._xarray import open_xarray_source
-from daskshuffle.formats._zarr import open_zarr_sources
+from daskshuffle.formats import CollectionSource, Format
+from daskshuffle.pilestore import ParquetWriting
 from daskshuffle.plan._plan import make_plan
 from daskshuffle.shuffle._compute import array_inputs, describe_partitions
+from daskshuffle.sources import open_zarr_sources
+from daskshuffle.sources._dataframe import open_dataframe_source
+from daskshuffle.sources._parquet import open_parquet_sources
+from daskshuffle.sources._text import TextFormat, open_text_sources
+from daskshuffle.sources._xarray import open_xarray_source
 from daskshuffle.storage._location import Location
 
 N_ROWS = 500

@@ -96,6 +96,29 @@ def _python_blocks(markdown: str) -> list[str]:
     return blocks
 
 
+def _demo_sources(root: Path) -> None:
+    """Two small stores where ``make demo`` writes its own."""
+    from daskshuffle.demo import make_example
+
+    make_example(root / "demo-data" / "raw", n_stores=2, rows_per_store=2_000, width=4)
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_the_readme_usage_runs_as_a_script(tmp_path: Path) -> None:
+    """The Usage block, saved as a file and run with python: ``Client()``'s worker processes import it again."""
+    readme = (ROOT / "README.md").read_text()
+    usage = _python_blocks(readme[readme.index("## Usage") :])[0]
+    _demo_sources(tmp_path)
+    (tmp_path / "usage.py").write_text(usage)
+    run = subprocess.run([sys.executable, "usage.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    import daskshuffle
+
+    with daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=1_000) as loader:
+        assert sorted(int(i) for batch in loader for i in batch["id"]) == list(range(4_000))
+
+
 #: What the README's snippets take as given: a training job's names, and the inputs they name.
 README_PRELUDE = """
 import numpy as np, pandas as pd, xarray as xr, dask.dataframe as dd
@@ -112,10 +135,8 @@ def test_the_readme_snippets_run_in_order(tmp_path: Path, monkeypatch: pytest.Mo
     import numpy as np
     import pandas as pd
     import xarray as xr
-    from conftest import make_zarr_source
 
-    for index in range(2):
-        make_zarr_source(tmp_path / f"raw-{index}.zarr", 2_000, chunk_rows=500, first_id=2_000 * index)
+    _demo_sources(tmp_path)
     (tmp_path / "events").mkdir()
     for index in range(2):
         pd.DataFrame({"id": np.arange(300) + 300 * index, "kind": ["a", "b", "c"] * 100}).to_parquet(
@@ -124,7 +145,7 @@ def test_the_readme_snippets_run_in_order(tmp_path: Path, monkeypatch: pytest.Mo
     times = pd.date_range("2020-01-01", periods=400, freq="h")
     era5 = xr.Dataset({"t2m": (("time", "cell"), np.random.default_rng(0).random((400, 3)))}, coords={"time": times})
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {}
+    namespace: dict[str, object] = {"__name__": "__main__"}
     try:
         with warnings.catch_warnings():  # zarr's and xarray's notes on consolidated metadata are not failures here
             warnings.simplefilter("ignore")

@@ -19,7 +19,7 @@ from conftest import make_zarr_source, tree_digest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from daskshuffle import DaskShuffleValueError, StorageFullError, shuffle_zarr
-from daskshuffle.formats import read_metadata
+from daskshuffle.pilestore import read_metadata
 from daskshuffle.storage._lock import LOCK_SUFFIX
 
 

@@ -401,7 +401,7 @@ def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
     def refused(*args: Any) -> None:
         raise AssertionError("a part file read directly: the fetched bytes were not enough")
 
-    monkeypatch.setattr("daskshuffle.formats._parquet_reader.ParquetPileReader._read_groups", refused)
+    monkeypatch.setattr("daskshuffle.readers._parquet_reader.ParquetPileReader._read_groups", refused)
     got = _ids(remote, prefetch)
     assert len(got) == len(expected) > 2
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
@@ -412,9 +412,9 @@ def test_footers_not_kept_are_fetched_with_the_column_chunks(
     parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In a store of more part files than footers kept, a read fetches its footer and reads nothing else."""
-    from daskshuffle.formats._parquet_reader import ParquetPileReader
+    from daskshuffle.readers._parquet_reader import ParquetPileReader
 
-    monkeypatch.setattr("daskshuffle.formats._parquet_parts.FOOTERS_KEPT", 1)
+    monkeypatch.setattr("daskshuffle.readers._parquet_parts.FOOTERS_KEPT", 1)
     local, remote = parquet_store
     expected = _ids(local, prefetch)
     read_footer = ParquetPileReader._read_footer
@@ -441,9 +441,9 @@ def test_a_parquet_read_fetches_its_column_chunks_all_at_once(
     parquet_store: tuple[str, str], monkeypatch: pytest.MonkeyPatch, range_nbytes: int
 ) -> None:
     """A subset of the columns, from the bytes fetched only: long runs of column chunks in several ranges too."""
-    from daskshuffle.formats._parquet_reader import ParquetPileReader
+    from daskshuffle.readers._parquet_reader import ParquetPileReader
 
-    monkeypatch.setattr("daskshuffle.formats._parquet_reader.RANGE_NBYTES", range_nbytes)
+    monkeypatch.setattr("daskshuffle.readers._parquet_reader.RANGE_NBYTES", range_nbytes)
     local, remote = parquet_store
     reader, expected = ParquetPileReader(remote, variables=["x", "id"]), ParquetPileReader(local, variables=["x", "id"])
     monkeypatch.setattr(reader, "_read_groups", None)  # every read from the bytes fetched
@@ -468,7 +468,7 @@ def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parque
     import pyarrow.parquet as pq
 
     from daskshuffle.formats._parquet_fetched import FOOTER_NBYTES
-    from daskshuffle.formats._parquet_reader import ParquetPileReader
+    from daskshuffle.readers._parquet_reader import ParquetPileReader
 
     local, remote = parquet_store
     # 1,000 piles in a part file: a row group each, a footer larger than the bytes first requested.
@@ -504,7 +504,7 @@ def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, st
 def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str]) -> None:
     import pyarrow.parquet as pq
 
-    from daskshuffle.formats._parquet_reader import ParquetPileReader
+    from daskshuffle.readers._parquet_reader import ParquetPileReader
 
     _, remote = parquet_store
     memory = fsspec.filesystem("memory")

@@ -16,8 +16,9 @@ from conftest import make_zarr_source, tree_digest
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader
 from daskshuffle._cli import cli
-from daskshuffle.formats import open_pile_reader, read_metadata
-from daskshuffle.formats._zarr_reader import ZarrPileReader
+from daskshuffle.pilestore import read_metadata
+from daskshuffle.readers import open_pile_reader
+from daskshuffle.readers._zarr_reader import ZarrPileReader
 
 N_PILES = 4
 

@@ -56,6 +56,20 @@ def test_a_captured_run_on_a_local_cluster_prints_one_final_line(
     assert out.count("\n") == 1 and out.startswith(FINAL_LINE), repr(out)
 
 
+@pytest.mark.cluster
+def test_a_terminal_on_a_local_cluster_gets_the_live_bar_then_its_last_state(
+    source: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, cluster_client
+) -> None:
+    """distributed's text bar erases itself when it ends: the line after it is what stays on the screen."""
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    with cluster_client.as_current():
+        daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", n_piles=4, seed=0, progress=True)
+    out = capsys.readouterr().out
+    assert out.startswith("\r[") and "\33[2K\r" in out, repr(out)  # drawn live, then erased
+    last = out[out.rindex("\r") + 1 :]
+    assert last.startswith(FINAL_LINE) and last.count("\n") == 1 and last.endswith("\n"), repr(out)
+
+
 @pytest.mark.slow
 def test_a_run_piped_into_a_log_writes_a_line_or_two(source: str, tmp_path: Path) -> None:
     """What ``make demo | tee`` and CI see: the output is a pipe."""

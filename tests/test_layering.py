@@ -1,37 +1,45 @@
-"""The layers of DESIGN.md, as the package tree shows them: imports point down only."""
+"""The layers of docs/architecture.md, as the package tree shows them: imports point down only."""
 
 from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 PACKAGE = Path(__file__).parents[1] / "daskshuffle"
 
-# Bottom to top; a module may import its own layer and the layers below it. Formats and quality
-# share a rank but do not import each other. docs/architecture.md's layers table is this list.
-LAYERS: list[set[str]] = [
-    {"_compat", "_errors", "_random", "_threads"},
-    {"_parse"},
-    {"storage"},
-    {"plan"},
-    {"orders"},
-    {"formats", "quality"},
-    {"shuffle"},
-    {"loader"},
-    {"_torch_dataloader"},
-    {"__init__", "torch"},
-    {"_cli"},
-    {"demo", "__main__"},
-]
+PYPROJECT = PACKAGE.parent / "pyproject.toml"
+
+
+def _contracts() -> list[dict[str, Any]]:
+    contracts: list[dict[str, Any]] = tomllib.loads(PYPROJECT.read_text())["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def _layers() -> list[set[str]]:
+    """The layers of pyproject.toml's import-linter contract, bottom to top; the package's own
+    ``__init__`` (the public names) stands with ``torch``, as docs/architecture.md's table has it."""
+    (contract,) = [contract for contract in _contracts() if contract["type"] == "layers"]
+    layers = [set(re.split(r"\s*[|:]\s*", layer)) for layer in reversed(contract["layers"])]
+    for layer in layers:
+        if "torch" in layer:
+            layer.add("__init__")
+    return layers
+
+
+# Bottom to top; a module may import its own layer and the layers below it (`lint-imports`, run by
+# `make lint`, checks it, also through other modules). docs/architecture.md's layers table is this list.
+LAYERS = _layers()
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
-STORAGE_AND_DASK = {"dask", "distributed", "zarr", "fsspec", "pyarrow", "xarray", "pandas"}
-DASK_ALLOWED = {"shuffle", "_cli", "demo", "_parse"}
 
 
 def _module(path: Path, package: Path = PACKAGE) -> tuple[str, bool]:
@@ -51,6 +59,8 @@ def _imports(path: Path, package: Path) -> list[tuple[str, int]]:
     module, is_package = _module(path, package)
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names if alias.name.split(".")[0] == "daskshuffle"]
         if not isinstance(node, ast.ImportFrom):
             continue
         if node.level:
@@ -64,41 +74,31 @@ def _imports(path: Path, package: Path) -> list[tuple[str, int]]:
     return found
 
 
-def upward_imports(package: Path = PACKAGE) -> list[str]:
-    offenders = []
-    for path in sorted(package.rglob("*.py")):
-        source = _unit(_module(path, package)[0])
-        for target, line in _imports(path, package):
-            unit = _unit(target)
-            if unit not in RANK:  # a name imported from the package itself (`from .. import append`)
-                unit = "__init__"
-            if RANK[unit] > RANK[source] or (RANK[unit] == RANK[source] and unit != source):
-                offenders.append(f"{path.relative_to(package.parent)}:{line} imports {target}")
-    return offenders
-
-
 def test_every_module_belongs_to_a_layer() -> None:
     units = {_unit(_module(path)[0]) for path in PACKAGE.rglob("*.py")}
     assert units <= set(RANK), sorted(units - set(RANK))
     assert len(list(PACKAGE.glob("*.py"))) <= 14  # the root holds the ground and the public faces
 
 
-def test_imports_point_down_only() -> None:
-    assert upward_imports() == []
+def test_the_contracts_catch_an_upward_import_through_any_spelling(tmp_path: Path) -> None:
+    """An ``import daskshuffle.loader._loader`` inside a function of ``plan/`` breaks two contracts."""
+    copy = tmp_path / "daskshuffle"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PYPROJECT, tmp_path / "pyproject.toml")
+    with (copy / "plan" / "_rules.py").open("a") as rules:
+        rules.write("\n\ndef _reaches_up() -> None:\n    import daskshuffle.loader._loader  # noqa: F401\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    lint = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()"]
+    run = subprocess.run(lint, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stdout
+    assert "Layers: imports point down only BROKEN" in run.stdout
+    assert "The plan is pure: no storage, no data libraries BROKEN" in run.stdout
+    assert "daskshuffle.plan._rules -> daskshuffle.loader._loader" in run.stdout
+    clean = subprocess.run(lint, cwd=PACKAGE.parent, capture_output=True, text=True, timeout=120)
+    assert clean.returncode == 0, clean.stdout
 
 
-def test_the_layering_check_catches_an_upward_import(tmp_path: Path) -> None:
-    package = tmp_path / "daskshuffle"
-    (package / "plan").mkdir(parents=True)
-    (package / "loader").mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "plan" / "__init__.py").write_text("")
-    (package / "loader" / "__init__.py").write_text("")
-    (package / "loader" / "_loader.py").write_text("from ..plan._plan import x\n")
-    (package / "plan" / "_plan.py").write_text("from ..loader import _loader\n")
-    assert upward_imports(package) == ["daskshuffle/plan/_plan.py:1 imports daskshuffle.loader"]
-
-
+STORAGE_AND_DASK = {"dask", "distributed", "zarr", "fsspec", "pyarrow", "xarray", "pandas"}
 PURE_LAYERS = ["plan", "_errors", "_random", "_parse"]
 
 
@@ -126,21 +126,6 @@ def test_the_pure_layers_reach_no_other_library_internals() -> None:
         if _unit(target) == "_compat"
     ]
     assert offenders == []
-
-
-def test_only_the_graph_layer_imports_dask() -> None:
-    offenders = []
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            if any(name.split(".")[0] in {"dask", "distributed"} for name in names):
-                offenders.append(path)
-    units = {_unit(_module(path)[0]) for path in offenders}
-    assert units <= DASK_ALLOWED, sorted(units - DASK_ALLOWED)
 
 
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"

@@ -16,9 +16,9 @@ from scipy import stats
 from simulate import simulate, simulate_levels
 
 from daskshuffle import DaskShuffleValueError, PileLoader, shuffle_zarr
-from daskshuffle.formats._zarr import open_zarr_sources
 from daskshuffle.plan._level_plan import block_table, make_level_plan, split_bounds
 from daskshuffle.plan._levels import auto_levels, fanout_for, level_plan_nbytes, level_read_nbytes, merge_read_nbytes
+from daskshuffle.sources import open_zarr_sources
 
 
 @given(

@@ -25,7 +25,7 @@ from daskshuffle import (
     SourceNotFoundError,
     shuffle_lines,
 )
-from daskshuffle.formats._text import TextFormat, open_text_sources
+from daskshuffle.sources._text import TextFormat, open_text_sources
 
 COMPRESS = {
     ".gz": gzip.compress,

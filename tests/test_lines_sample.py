@@ -15,7 +15,7 @@ from scipy import stats
 
 import daskshuffle.shuffle._lines
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileStoreExistsError, shuffle_lines
-from daskshuffle.formats._text_sample import finish_sample, keep_block_sample, order_sample, plan_sample
+from daskshuffle.sources._text_sample import finish_sample, keep_block_sample, order_sample, plan_sample
 
 #: A correct implementation fails a chi-square test below with probability 1e-7.
 P_VALUE = 1e-7

@@ -332,6 +332,22 @@ def test_the_loader_needs_no_dask(store: str) -> None:
     assert run.stdout.strip() == "['dask', 'distributed']"  # only the two blocked entries
 
 
+def test_a_loader_given_sizes_as_strings_loads_no_dask(store: str) -> None:
+    """Sizes in words (``prefetch="8MiB"``, ``Piles("16MiB")``) are read without dask, through a whole epoch."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import daskshuffle as ds
+        with ds.PileLoader({store!r}, 100, prefetch="8MiB", order=ds.orders.Piles("16MiB")) as loader:
+            assert sum(len(batch["id"]) for batch in loader) == {N_ROWS}
+        print(sorted({{name.split(".")[0] for name in sys.modules}} & {{"dask", "distributed"}}))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
+
+
 def test_a_progress_bar_is_the_loader_wrapped(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     """``progress=`` is refused with what to write instead: ``tqdm(loader)``, which takes the epoch's length."""
     from tqdm import tqdm
@@ -362,7 +378,7 @@ def test_memory_stays_within_a_few_piles(
 ) -> None:
     pile_nbytes = int(many_piles.pile_sizes.max()) * (16 * 4 + 8)
     # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of READ_NBYTES.
-    monkeypatch.setattr("daskshuffle.formats._zarr_source.READ_NBYTES", 2**16)
+    monkeypatch.setattr("daskshuffle.formats._zarr_runs.READ_NBYTES", 2**16)
     with PileLoader(many_piles.path, 500, order=Piles(piles_in_memory=1), prefetch=prefetch) as loader:
         list(loader)  # once, so that first imports and caches are not counted
         tracemalloc.start()
@@ -481,10 +497,10 @@ def test_batches_are_gathered_into_the_arrays_allocate_makes(store: str) -> None
 @pytest.mark.parametrize("arrays", [True, False], ids=["numpy take", "reader take"])
 @pytest.mark.parametrize("position", [-1, 10, 11])
 def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: str, arrays: bool, position: int) -> None:
-    from daskshuffle.formats import open_pile_reader
     from daskshuffle.loader._batches import gather_batches
     from daskshuffle.loader._prefetch import ShuffledPile
     from daskshuffle.plan._epoch_plan import BatchPlan, Segment
+    from daskshuffle.readers import open_pile_reader
 
     reader = open_pile_reader(store)
     rows = reader.read_rows(0, 10)

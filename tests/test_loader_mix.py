@@ -14,10 +14,10 @@ from conftest import consume
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader, Stream
-from daskshuffle.formats import open_pile_reader
 from daskshuffle.plan._epoch_order import division_cuts
 from daskshuffle.plan._mix_plan import mixed_order, stream_offsets
 from daskshuffle.plan._streams import epoch_counts
+from daskshuffle.readers import open_pile_reader
 
 SEED = 5
 BATCH = 40

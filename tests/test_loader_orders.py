@@ -16,11 +16,11 @@ from conftest import consume
 from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader, orders
-from daskshuffle.formats import PileReader, open_pile_reader
 from daskshuffle.loader._order_units import OrderedUnits
 from daskshuffle.plan._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
 from daskshuffle.plan._order_classes import ORDER_CLASSES
 from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, READ_GAPS
+from daskshuffle.readers import PileReader, open_pile_reader
 
 BATCH = 50
 VALUES = {"shuffle_block_size": 300, "buffer_size": 60, "cycle_length": 3}

@@ -20,7 +20,7 @@ import pytest
 from conftest import make_zarr_source
 
 import daskshuffle as ds
-from daskshuffle.formats import read_metadata
+from daskshuffle.pilestore import read_metadata
 from daskshuffle.shuffle import _run
 from daskshuffle.storage import _lock
 from daskshuffle.storage._location import Location

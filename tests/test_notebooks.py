@@ -7,7 +7,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from notebook_kernel import WatchingClient
 
 NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 
@@ -19,9 +19,8 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("QUALITY_ROWS", "40000")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     notebook = nbformat.read(path, as_version=4)
-    NotebookClient(
-        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
+    client = WatchingClient(notebook, tmp_path)
+    client.execute()
     errors = [
         output for cell in notebook.cells for output in cell.get("outputs", []) if output.get("output_type") == "error"
     ]
@@ -40,6 +39,12 @@ def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     )
     if path.stem == "quickstart":
         assert str(tmp_path) in printed, "the notebook wrote its data where it was told"
+    # A shuffle's progress bar is drawn while its cell runs, to its end, and its last state stays as text.
+    for index, cell in enumerate(notebook.cells):
+        if cell.cell_type == "code" and "progress=True" in cell.source:
+            values = client.bar_values(index)
+            assert values and values[-1] == 1.0, cell.source[:80]
+            assert "| 100% Completed |" in "".join(output.get("text", "") for output in cell.outputs), cell.source[:80]
     assert not [name for name in os.listdir(tmp_path) if name.startswith("daskshuffle-")], "and removed it"
     if path.stem == "quality":  # the comparison it exists to show
         assert "'piles (PileLoader)': '9 of 9 as uniform'" in printed and "'shuffle buffer': '0 of 9" in printed

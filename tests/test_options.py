@@ -16,9 +16,7 @@ import pytest
 import xarray as xr
 
 import daskshuffle as ds
-from daskshuffle.formats import read_metadata
-from daskshuffle.formats._dataframe import open_dataframe_source
-from daskshuffle.formats._parquet_store import ParquetWriting
+from daskshuffle.pilestore import ParquetWriting, read_metadata
 from daskshuffle.plan._declare import common_options
 from daskshuffle.plan._options import (
     COMMON_OPTIONS,
@@ -30,6 +28,7 @@ from daskshuffle.plan._options import (
     parse_shuffle_options,
 )
 from daskshuffle.shuffle._verify import verify_source
+from daskshuffle.sources._dataframe import open_dataframe_source
 from daskshuffle.storage._location import Location
 
 SHUFFLES: dict[str, Callable[..., Any]] = {

@@ -15,8 +15,8 @@ import pytest
 from conftest import make_zarr_source, tree_digest
 
 import daskshuffle as ds
-from daskshuffle.formats import open_pile_reader
-from daskshuffle.formats._zarr import ZarrFormat
+from daskshuffle.readers import open_pile_reader
+from daskshuffle.sources import ZarrFormat
 from daskshuffle.storage import _paths
 from daskshuffle.storage._location import Location
 
@@ -173,3 +173,26 @@ def test_a_killed_overwrite_leaves_the_old_store_whole(tmp_path: Path) -> None:
     ds.shuffle_zarr(src, str(dst), 50, seed=1, overwrite=True)
     assert open_pile_reader(str(dst)).metadata["seed"] == 1
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith("piles")) == ["piles.zarr"]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_destination_that_is_a_file_is_refused(tmp_path: Path, overwrite: bool) -> None:
+    """A pile store is a directory: a file at dst, or above it, is named in an error and left as it was."""
+    source = make_zarr_source(tmp_path / "raw.zarr", 500)
+    (tmp_path / "taken").write_text("a file of the user's")
+    frame = __import__("pandas").DataFrame({"id": np.arange(50)})
+    for dst, shuffle in [
+        ("taken", lambda dst: ds.shuffle_zarr(source, dst, n_piles=2, seed=0, overwrite=overwrite)),
+        ("taken", lambda dst: ds.shuffle_dataframe(frame, dst, n_piles=2, seed=0, overwrite=overwrite)),
+        ("taken/piles.zarr", lambda dst: ds.shuffle_zarr(source, dst, n_piles=2, seed=0, overwrite=overwrite)),
+        ("taken/lines.txt", lambda dst: ds.shuffle_lines(tmp_path / "lines", dst, seed=0, overwrite=overwrite)),
+    ]:
+        (tmp_path / "lines").write_text("a\nb\nc\n")
+        with pytest.raises(ds.DaskShuffleValueError, match=r"Got .*taken.*, which is a file, instead") as error:
+            shuffle(str(tmp_path / dst))
+        assert error.value.parameter == "dst"
+        assert (tmp_path / "taken").read_text() == "a file of the user's"
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["lines", "raw.zarr", "taken"]
+    # A text shuffle writes a file: one that is there is replaced, as overwrite=True says.
+    ds.shuffle_lines(tmp_path / "lines", tmp_path / "taken", seed=0, overwrite=True)
+    assert sorted((tmp_path / "taken").read_text().split()) == ["a", "b", "c"]

@@ -30,10 +30,10 @@ from daskshuffle import (
     shuffle_dataframe,
     shuffle_parquet,
 )
-from daskshuffle.formats import FORMAT_VERSION, open_pile_reader
-from daskshuffle.formats._parquet import open_parquet_sources
-from daskshuffle.formats._parquet_reader import ParquetPileReader
-from daskshuffle.formats._parquet_store import ParquetWriting
+from daskshuffle.pilestore import FORMAT_VERSION, ParquetWriting
+from daskshuffle.readers import open_pile_reader
+from daskshuffle.readers._parquet_reader import ParquetPileReader
+from daskshuffle.sources._parquet import open_parquet_sources
 
 # dask's Parquet reader calls reset_index(inplace=True), which pandas 3.1 deprecates; not ours to fix.
 DASK_READER_WARNING = "ignore:The inplace keyword in DataFrame.reset_index:pandas.errors.Pandas4Warning"
@@ -147,7 +147,7 @@ def test_on_object_storage_a_merge_group_goes_to_several_part_files_at_once(
     """The same piles as a local shuffle, in part files of whole piles of about REMOTE_PART_NBYTES each."""
     import fsspec
 
-    from daskshuffle.formats import _parquet_store
+    from daskshuffle.pilestore import _parquet_store
 
     monkeypatch.setattr(_parquet_store, "REMOTE_PART_NBYTES", 4_000)
     paths = write_files(tmp_path / "raw", [300, 500])
@@ -315,7 +315,7 @@ def test_a_remote_block_is_fetched_at_once_in_requests_of_at_most_the_range_size
     memory.cat_ranges = counted
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("daskshuffle.formats._parquet.REMOTE_RANGE_NBYTES", 100_000)
+            patch.setattr("daskshuffle.sources._parquet.REMOTE_RANGE_NBYTES", 100_000)
             rows = fmt.read_block(0)
     finally:
         del memory.cat_ranges
@@ -358,7 +358,7 @@ def test_a_remote_sources_footers_are_requested_a_batch_at_a_time(
             single.append(path.rsplit("/", 1)[-1])
         return cat_file(path, *args, **kwargs)
 
-    monkeypatch.setattr("daskshuffle.formats._parquet.FOOTERS_AT_ONCE", 3)
+    monkeypatch.setattr("daskshuffle.sources._parquet.FOOTERS_AT_ONCE", 3)
     monkeypatch.setattr(memory, "cat_ranges", counted_ranges)
     monkeypatch.setattr(memory, "cat_file", counted_file)
     fmt = open_parquet_sources(url, columns=None, block_nbytes=2**30, writing=ParquetWriting())

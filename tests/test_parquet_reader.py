@@ -14,10 +14,9 @@ import pytest
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
-from daskshuffle.formats._generations import GenerationsReader
-from daskshuffle.formats._parquet_reader import ParquetPileReader
-from daskshuffle.formats._pile_reader import PileReader
-from daskshuffle.formats._zarr_reader import ZarrPileReader
+from daskshuffle.readers import GenerationsReader, PileReader
+from daskshuffle.readers._parquet_reader import ParquetPileReader
+from daskshuffle.readers._zarr_reader import ZarrPileReader
 
 N_ROWS = 600
 
@@ -40,7 +39,7 @@ def open_descriptors() -> int:
 def test_part_files_are_opened_only_while_read_and_few_footers_are_kept(
     store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("daskshuffle.formats._parquet_parts.FOOTERS_KEPT", 2)
+    monkeypatch.setattr("daskshuffle.readers._parquet_parts.FOOTERS_KEPT", 2)
     before = open_descriptors()
     reader = ParquetPileReader(store)
     assert len(reader.part_paths) == 6

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from dask.utils import parse_bytes
+from hypothesis import given
+from hypothesis import strategies as st
 
 import daskshuffle as ds
 from daskshuffle import _parse
@@ -38,3 +41,49 @@ def test_settings_round_trip_and_refuse_other_keys() -> None:
         assert type(settings).from_dict(settings.to_dict()) == settings
         with pytest.raises(ds.DaskShuffleValueError, match=f"Expected {type(settings).__name__} with the keys"):
             type(settings).from_dict({**settings.to_dict(), "extra": 1})
+
+
+_UNITS = [
+    "",
+    "b",
+    "B",
+    "k",
+    "kB",
+    "KB",
+    "KiB",
+    "ki",
+    "M",
+    "MB",
+    "MiB",
+    "mib",
+    "G",
+    "GB",
+    "GiB",
+    "T",
+    "TB",
+    "TiB",
+    "P",
+    "PiB",
+]
+
+
+@given(
+    number=st.one_of(
+        st.integers(min_value=0, max_value=10**6).map(str),
+        st.floats(min_value=0, max_value=1e6, allow_nan=False).map(lambda value: f"{value:.3f}"),
+        st.integers(min_value=0, max_value=6).map(lambda power: f"1e{power}"),
+    ),
+    unit=st.sampled_from(_UNITS),
+    space=st.sampled_from(["", " "]),
+)
+def test_sizes_in_words_are_read_as_dask_reads_them(number: str, unit: str, space: str) -> None:
+    text = f"{number}{space}{unit}"
+    assert _parse.size_in_bytes(text) == parse_bytes(text)
+
+
+@pytest.mark.parametrize("text", ["", "MiB-", "5 XB", "1.2.3MB", "-5MB", "five MB", "5 MiBs"])
+def test_a_size_that_names_no_bytes_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="number of bytes"):
+        _parse.size_in_bytes(text)
+    with pytest.raises(ds.DaskShuffleValueError, match="to be a size such as '256MiB'"):
+        _parse.parse_nbytes(text, "prefetch")

@@ -29,9 +29,9 @@ from conftest import consume
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
-from daskshuffle.formats import open_pile_reader
 from daskshuffle.orders import Piles
 from daskshuffle.plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, rank_range, stream_rows
+from daskshuffle.readers import open_pile_reader
 
 N_ROWS = 1_000
 N_PILES = 7

@@ -12,7 +12,7 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from daskshuffle import DaskShuffleError, explain, shuffle_zarr
-from daskshuffle.formats import read_metadata
+from daskshuffle.pilestore import read_metadata
 from daskshuffle.plan._level_plan import LevelPlan
 from daskshuffle.plan._options import DEFAULT_N_PILES
 from daskshuffle.plan._plan import auto_n_piles, block_rows

@@ -1,41 +1,91 @@
-"""progress=True in a Jupyter kernel: the shuffle's progress bar shows in the cell's output."""
+"""progress=True in a Jupyter kernel: a bar that moves while the shuffle runs, and a line that stays in the saved notebook."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from notebook_kernel import WIDGET_VIEW, errors, printed, run_cells
 
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+FINAL_LINE = "[########################################] | 100% Completed | "
 
-CELL = """
+SOURCE = """
+import numpy as np
+import zarr
+
 import daskshuffle as ds
-from daskshuffle.demo import make_example
+
+group = zarr.open_group("raw.zarr", mode="w")
+group.create_array("x", data=np.random.default_rng(0).standard_normal(({n_rows}, 16), dtype=np.float32), chunks=(2_000, 16))
+group.create_array("id", data=np.arange({n_rows}), chunks=(2_000,))
+"""
+
+ON_PROCESSES = """
 from distributed import Client, LocalCluster
 
-paths = make_example("raw", n_stores=1, rows_per_store=2000, width=4)
-with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster, Client(cluster):
-    result = ds.shuffle_zarr(paths[0], "piles.zarr", n_piles=4, seed=0, progress=True)
+with (
+    LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0") as cluster,
+    Client(cluster),
+):
+    result = ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=64, seed=0, block_memory="64KiB", progress=True)
 print("shuffled", result.n_rows)
 """
 
 
 @pytest.mark.slow
-def test_shuffle_progress_shows_in_a_kernel(tmp_path: Path) -> None:
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(CELL)])
-    client = NotebookClient(
-        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()
-    outputs = notebook.cells[0].outputs
-    assert not [output for output in outputs if output.get("output_type") == "error"], outputs
-    text = "".join(output.get("text", "") for output in outputs)
-    assert "shuffled 2000" in text
-    shown = [output for output in outputs if WIDGET_VIEW in output.get("data", {})]
-    if importlib.util.find_spec("ipywidgets") is not None:
-        assert shown, outputs  # distributed's progress widget
-    else:
-        assert "100% Completed" in text, outputs  # its text bar
+@pytest.mark.cluster
+def test_the_bar_moves_while_a_local_cluster_of_processes_shuffles(tmp_path: Path) -> None:
+    # 400,000 rows in 64 KiB blocks: about three seconds of tasks on two workers, thirty draws of a bar.
+    notebook, client = run_cells(tmp_path, SOURCE.format(n_rows=400_000) + ON_PROCESSES)
+    assert not errors(notebook), errors(notebook)
+    cell = notebook.cells[0]
+    assert "shuffled 400000" in printed(cell)
+    values = client.bar_values(0)
+    # Drawn while the tasks ran, not opened empty and left: many updates, some part of the way.
+    assert len(values) >= 5, client.comm_messages[0]
+    assert any(0 < value < 1 for value in values), values
+    assert values[-1] == 1.0, values
+    assert any(WIDGET_VIEW in output.get("data", {}) for output in cell.outputs), cell.outputs
+    # The saved notebook holds no live widget: the bar's last state is there as text.
+    assert FINAL_LINE in printed(cell), cell.outputs
+
+
+WITHOUT_CLIENT = """
+ds.shuffle_zarr("raw.zarr", "local.zarr", n_piles=4, seed=0, progress=True)
+print("no client")
+"""
+
+IN_PROCESS = """
+from distributed import Client, LocalCluster
+
+with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster, Client(cluster):
+    result = ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=4, seed=0, progress=True)
+print("shuffled", result.n_rows)
+"""
+
+BY_ADDRESS = """
+from distributed import Client, LocalCluster
+
+# A client of a scheduler it did not start, as of a remote cluster: its own event loop, in a thread of its own.
+with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster:
+    with Client(cluster.scheduler_address):
+        result = ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=4, seed=0, progress=True)
+print("shuffled", result.n_rows)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.parametrize("cell", [IN_PROCESS, BY_ADDRESS], ids=["in-process-cluster", "client-by-address"])
+def test_the_bar_reaches_its_end_in_the_kernel_with_any_client(tmp_path: Path, cell: str) -> None:
+    notebook, client = run_cells(tmp_path, SOURCE.format(n_rows=20_000), WITHOUT_CLIENT, cell)
+    assert not errors(notebook), errors(notebook)
+    local, distributed = notebook.cells[1], notebook.cells[2]
+    # Without a client: dask's text bar, which a saved notebook keeps.
+    assert "no client" in printed(local) and FINAL_LINE in printed(local), local.outputs
+    assert not client.bar_values(1)
+    # With one: a widget drawn to its end while the cell ran, and its last state as text.
+    assert "shuffled 20000" in printed(distributed)
+    values = client.bar_values(2)
+    assert values and values[-1] == 1.0, client.comm_messages[2]
+    assert FINAL_LINE in printed(distributed), distributed.outputs

@@ -134,6 +134,17 @@ def test_pictures_are_written(tmp_path: Path) -> None:
     assert (tmp_path / "o.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_png_alone_draws_into_quality_png(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``daskshuffle quality piles.zarr --png``, as the README writes it, needs no file name."""
+    source = make_zarr_source(tmp_path / "raw.zarr", 2_000, chunk_rows=100)
+    daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 4, seed=1)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["quality", "piles.zarr", "--batch-size", "64", "--png"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "quality.png" in result.output
+
+
 def test_the_command_line_on_a_store_and_on_ids(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 4_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 8, seed=1)

@@ -26,9 +26,9 @@ from daskshuffle import (
     shuffle_parquet,
     shuffle_zarr,
 )
-from daskshuffle.formats import read_metadata
-from daskshuffle.formats._zarr import ZarrFormat
+from daskshuffle.pilestore import read_metadata
 from daskshuffle.shuffle import _graph
+from daskshuffle.sources import ZarrFormat
 
 #: Small blocks and piles: many scatter and merge tasks, and seams between merges.
 SMALL = {"n_piles": 12, "block_memory": "4KiB", "chunk_rows": 16}

@@ -21,7 +21,7 @@ import zarr
 from conftest import make_zarr_source
 
 import daskshuffle as ds
-from daskshuffle.formats import open_pile_reader
+from daskshuffle.readers import open_pile_reader
 from daskshuffle.shuffle import _graph
 from daskshuffle.storage import _leftovers
 from daskshuffle.storage._location import Location
@@ -79,7 +79,7 @@ def test_zarr_s3_to_s3_equals_local(
     """By default the pieces go to this machine's disk; on object storage a piece file is written in parts,
     and a read across two parts is two requests, joined."""
     if part_nbytes is not None:
-        monkeypatch.setattr("daskshuffle.formats._arrays.PART_NBYTES", part_nbytes)
+        monkeypatch.setattr("daskshuffle.sources._arrays.PART_NBYTES", part_nbytes)
     local, remote = zarr_pair
     options = {"n_piles": 5 if levels == 1 else 9, "seed": 3, "block_memory": "20KiB", "levels": levels}
     ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)
@@ -239,7 +239,7 @@ def test_wrong_credentials_are_named_and_leave_no_store(tmp_path: Path, s3: Any)
 
 
 def test_failed_s3_run_leaves_no_destination(tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from daskshuffle.formats._zarr import ZarrFormat
+    from daskshuffle.sources import ZarrFormat
 
     local = make_zarr_source(tmp_path / "raw.zarr", 2_000, chunk_rows=100)
     original = ZarrFormat.read_block

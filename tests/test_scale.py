@@ -21,12 +21,12 @@ import daskshuffle
 from daskshuffle._cli import cli
 from daskshuffle._parse import parse_nbytes
 from daskshuffle._random import make_rng
-from daskshuffle.formats._zarr import open_zarr_sources
 from daskshuffle.plan._pile_sizes import binomial_sf, typical_largest
 from daskshuffle.plan._plan import Plan, make_plan, plan_nbytes
 from daskshuffle.plan._scale import MAX_TASK_MEMORY, explain
 from daskshuffle.shuffle._graph import _merge, _scatter, shuffle_graph
 from daskshuffle.shuffle._store_plan import plan_within_budget
+from daskshuffle.sources import open_zarr_sources
 from daskshuffle.storage._location import Location
 
 #: make_zarr_source's rows: x (4 float32), y (int16), id (int64).
@@ -220,7 +220,7 @@ def test_the_defaults_pass_the_knee_between_100_gib_and_1_tib() -> None:
 
 
 def test_explain_checks_its_arguments() -> None:
-    with pytest.raises(daskshuffle.DaskShuffleValueError, match="Expected rows to be a positive integer") as error:
+    with pytest.raises(daskshuffle.DaskShuffleValueError, match="Expected rows to be a positive whole number") as error:
         explain(0, 8)
     assert error.value.parameter == "rows"
     with pytest.raises(daskshuffle.DaskShuffleTypeError, match="Expected row_bytes"):
@@ -229,6 +229,18 @@ def test_explain_checks_its_arguments() -> None:
         explain(10, 2**20, pile_memory="512KiB")
     with pytest.raises(daskshuffle.DaskShuffleValueError, match="Expected min_read to be a size"):
         explain(10, 8, min_read="big")
+
+
+def test_explain_takes_rows_as_the_command_line_does() -> None:
+    """``daskshuffle plan --rows 1e10`` takes a whole number written as a float, and so does ``explain``."""
+    assert str(explain(1e10, 256, n_piles="auto")) == str(explain(10**10, 256, n_piles="auto"))
+    assert explain(np.float64(2e6), 8).n_blocks == explain(2 * 10**6, 8).n_blocks
+    with pytest.raises(daskshuffle.DaskShuffleValueError, match=r"Expected rows to be a positive whole number"):
+        explain(1e6 + 0.5, 8)
+    with pytest.raises(daskshuffle.DaskShuffleValueError, match=r"Expected rows to be a positive whole number"):
+        explain(float("inf"), 8)
+    with pytest.raises(daskshuffle.DaskShuffleTypeError, match=r"Expected rows to be a positive whole number"):
+        explain("1e6", 8)  # type: ignore[arg-type]
 
 
 def test_explain_with_byte_counts_loads_no_dask() -> None:
@@ -268,7 +280,10 @@ def test_the_command_prints_the_model_and_its_json() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--rows", "0", "--row-bytes", "8"], "Invalid value for '--rows': Expected --rows to be a positive integer"),
+        (
+            ["--rows", "0", "--row-bytes", "8"],
+            "Invalid value for '--rows': Expected --rows to be a positive whole number",
+        ),
         (["--rows", "1.5", "--row-bytes", "8"], "Invalid value for '--rows': Expected a whole number"),
         (["--rows", "10", "--row-bytes", "lots"], "Invalid value for '--row-bytes': Expected --row-bytes to be a size"),
         (["--rows", "10", "--row-bytes", "8", "--min-read", "x"], "Invalid value for '--min-read'"),

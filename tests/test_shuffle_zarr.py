@@ -24,8 +24,8 @@ from daskshuffle import (
     SourceNotFoundError,
     shuffle_zarr,
 )
-from daskshuffle.formats._zarr import open_zarr_sources
-from daskshuffle.formats._zarr_reader import ZarrPileReader
+from daskshuffle.readers._zarr_reader import ZarrPileReader
+from daskshuffle.sources import open_zarr_sources
 
 SMALL_BLOCKS = 4_000  # bytes: blocks of two 64-row chunks of the 26-byte rows below
 

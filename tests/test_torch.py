@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -170,9 +171,15 @@ def test_a_dataloader_that_adds_a_batch_dimension_is_refused(store: str, num_wor
     from torch.utils.data import DataLoader
 
     dataset = PileDataset(store, BATCH)
-    with pytest.raises(DaskShuffleValueError, match=r"Expected a DataLoader with batch_size=None\..*batch_size=1"):
+    with pytest.raises(
+        DaskShuffleValueError, match=r"Expected a DataLoader with batch_size=None\..*batch_size is 1 unless given"
+    ):
         next(iter(DataLoader(dataset, num_workers=num_workers)))
     assert dataset.epoch == 0  # nothing was yielded
+    # Given a batch_size, the message says nothing of the default.
+    with pytest.raises(DaskShuffleValueError, match=r"Got a DataLoader with a batch_size instead") as error:
+        next(iter(DataLoader(dataset, batch_size=32, num_workers=num_workers)))
+    assert "by default" not in str(error.value)
 
 
 @needs_torch
@@ -243,3 +250,51 @@ def test_stateful_dataloader_resumes_exactly(store: str, num_workers: int) -> No
     rest = ids_of(second)
     assert same_batches(taken + rest, whole[0])
     assert same_batches(ids_of(second), whole[1])  # and the epoch after it
+
+
+#: Two epochs of a DataLoader with two worker processes over a pile store on S3, as a script: its stderr is what a
+#: user sees (under pytest a worker's log records go to pytest's handlers, copied into the worker, and are lost).
+S3_EPOCHS_SCRIPT = """
+import sys
+import numpy as np
+import s3fs
+from torch.utils.data import DataLoader
+from daskshuffle.torch import PileDataset
+
+url, endpoint, cache, out, batch_size = sys.argv[1:]
+options = {"client_kwargs": {"endpoint_url": endpoint}}
+if __name__ == "__main__":
+    loader = DataLoader(PileDataset(url, int(batch_size), storage_options=options, cache=cache), batch_size=None, num_workers=2)
+    first = [batch["id"].numpy() for batch in loader]
+    fs = s3fs.S3FileSystem(**options)
+    chunks = [path for path in fs.find(url) if "/c/" in path]
+    fs.rm(chunks)  # the store's rows are now only in the cache
+    second = [batch["id"].numpy() for batch in loader]
+    np.savez(out, chunks=len(chunks), first=np.concatenate(first), second=np.concatenate(second))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+@needs_torch
+def test_dataloader_workers_over_s3_fill_the_cache_and_print_nothing(store: str, s3: Any, tmp_path: Path) -> None:
+    """Two epochs with two worker processes: the second reads the cache alone, and stderr stays empty.
+
+    The workers are forked after the main process has opened the store, so each
+    inherits its open S3 sessions: collected in the worker, they used to print
+    ``Unclosed client session``.
+    """
+    url = s3.put(store, "piles.zarr")
+    (tmp_path / "epochs.py").write_text(S3_EPOCHS_SCRIPT)
+    args = [url, s3.endpoint, str(tmp_path / "cache"), str(tmp_path / "ids.npz"), str(BATCH)]
+    run = subprocess.run(
+        [sys.executable, str(tmp_path / "epochs.py"), *args], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    ids = np.load(tmp_path / "ids.npz")
+    cached = [path for path in (tmp_path / "cache").rglob("*") if path.is_file()]
+    assert ids["chunks"] > 0 and len(cached) == ids["chunks"]
+    np.testing.assert_array_equal(np.sort(ids["first"]), np.arange(N_ROWS))
+    np.testing.assert_array_equal(np.sort(ids["second"]), np.arange(N_ROWS))
+    assert not np.array_equal(ids["first"], ids["second"])  # the next epoch, in another order

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ from simulate import simulate
 
 import daskshuffle
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, shuffle_xarray
-from daskshuffle.formats._xarray import _block_lengths
+from daskshuffle.sources._xarray import _block_lengths
 
 
 def make_dataset(n: int = 240, first: int = 0) -> xr.Dataset:
@@ -76,7 +77,7 @@ def test_round_trip_with_coordinates_encodings_and_other_variables(tmp_path: Pat
     lengths = _block_lengths((50, 7, 100, 83), row_nbytes, 2_000)
     assert len(lengths) > 1 and sum(lengths) == result.n_rows == 240
     assert np.array_equal(ids, simulate(lengths, 5, 2)[1]), "the planned order"
-    meta = out.attrs["daskshuffle"]
+    meta = json.loads(out.attrs["daskshuffle"])
     assert meta["complete"] is True and meta["dim"] == "sample" and meta["n_rows"] == 240
     assert sorted(meta["variables"]) == ["count", "id", "pressure", "temperature", "time"]
     assert tree_digest(tmp_path / "raw.zarr") == before, "the source is never modified"
@@ -122,6 +123,32 @@ def test_seeds_and_an_in_memory_dataset(tmp_path: Path) -> None:
     assert ds["count"].encoding == copy["count"].encoding, "the input is not modified"
 
 
+@pytest.mark.slow
+def test_the_store_is_a_dataset_that_writes_to_netcdf(tmp_path: Path) -> None:
+    """``xr.open_zarr(dst)`` writes to netCDF as the source does: the shuffle's metadata is a text attribute."""
+    source = make_dataset(120).drop_vars("time")  # netCDF 3 (scipy) has no int64 for its nanoseconds
+    shuffle_xarray(source, tmp_path / "piles.zarr", "sample", n_piles=3, seed=0)
+    opened = xr.open_zarr(tmp_path / "piles.zarr")
+    opened.to_netcdf(tmp_path / "piles.nc", engine="scipy")
+    with xr.open_dataset(tmp_path / "piles.nc", engine="scipy") as back:
+        assert_same_dataset(back.load(), source)
+        assert json.loads(back.attrs["daskshuffle"]) == daskshuffle.pilestore.read_metadata(tmp_path / "piles.zarr")
+    assert opened["temperature"].dims == ("sample", "level")  # as the README says: ``dim`` first
+
+
+def test_a_store_whose_metadata_is_a_mapping_still_opens(tmp_path: Path) -> None:
+    """Stores written before the metadata became text keep it as a mapping: they open and read as before."""
+    shuffle_xarray(make_dataset(150), tmp_path / "piles.zarr", "sample", n_piles=3, seed=0)
+    group = zarr.open_group(tmp_path / "piles.zarr", mode="r+")
+    recorded = group.attrs["daskshuffle"]
+    assert isinstance(recorded, str)
+    group.attrs["daskshuffle"] = json.loads(recorded)
+    metadata = daskshuffle.pilestore.read_metadata(tmp_path / "piles.zarr")
+    assert metadata is not None and metadata["complete"] is True and metadata["dim"] == "sample"
+    with daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=32, seed=0) as loader:
+        assert sorted(np.concatenate([batch["id"] for batch in loader]).tolist()) == list(range(150))
+
+
 def test_loader_reads_the_store(tmp_path: Path) -> None:
     shuffle_xarray(make_dataset(150), tmp_path / "piles.zarr", "sample", n_piles=3, seed=0)
     batches = list(daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=32, seed=0))
@@ -164,13 +191,43 @@ def test_chunks_follow_the_piles_as_in_a_zarr_pile_store(tmp_path: Path) -> None
         dst = tmp_path / f"piles-{n_piles}.zarr"
         shuffle_xarray(data, dst, "sample", n_piles=n_piles, seed=0)
         group = zarr.open_group(str(dst), mode="r")
-        layout = group.attrs["daskshuffle"]["layout"]["variables"]
+        layout = json.loads(group.attrs["daskshuffle"])["layout"]["variables"]
         for name in ("x", "id"):
             assert group[name].chunks[0] == layout[name]["chunk_rows"]
         chunk_rows[n_piles] = group["x"].chunks[0]
         assert sorted(xr.open_zarr(dst)["id"].values.tolist()) == list(range(n))
     # Piles of 100,000 rows get chunks of about a sixteenth of a pile; piles of 6,250 rows the 256 KiB floor.
     assert chunk_rows[4] > chunk_rows[64] == 256 * 2**10 // (16 * 4)
+
+
+@pytest.mark.slow
+def test_a_glob_of_files_is_one_dataset_along_dim(tmp_path: Path) -> None:
+    """``daskshuffle xarray 'part-*.nc'``, as ``open_mfdataset`` users write it: the files, in order, along ``dim``."""
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    for index, (first, n) in enumerate([(0, 100), (100, 37), (137, 63)]):
+        make_dataset(n, first).drop_vars("time").to_netcdf(tmp_path / f"part-{index}.nc", engine="scipy")
+    shuffle_xarray(str(tmp_path / "part-*.nc"), tmp_path / "piles.zarr", "sample", n_piles=4, seed=0)
+    assert sorted(xr.open_zarr(tmp_path / "piles.zarr")["id"].values.tolist()) == list(range(200))
+    result = CliRunner().invoke(
+        cli,
+        [
+            "xarray",
+            str(tmp_path / "part-*.nc"),
+            str(tmp_path / "cli.zarr"),
+            "--dim",
+            "sample",
+            "--scheduler",
+            "threads",
+            "--quiet",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(xr.open_zarr(tmp_path / "cli.zarr")["id"].values.tolist()) == list(range(200))
+    with pytest.raises(SourceNotFoundError, match=r"Expected a dataset: .* Got '.*era-\*\.nc', which matches no file"):
+        shuffle_xarray(str(tmp_path / "era-*.nc"), tmp_path / "none.zarr", "sample", n_piles=2)
 
 
 def test_bad_input(tmp_path: Path) -> None:

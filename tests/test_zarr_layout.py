@@ -18,11 +18,11 @@ from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
-from daskshuffle.formats import FORMAT_VERSION, open_pile_reader
-from daskshuffle.formats._layout import Layout, choose_chunk_rows, choose_codec
-from daskshuffle.formats._zarr_reader import ZarrPileReader
 from daskshuffle.loader._prefetch import ReadingNote
 from daskshuffle.orders import Piles
+from daskshuffle.pilestore import FORMAT_VERSION, Layout, choose_chunk_rows, choose_codec, parse_metadata_attribute
+from daskshuffle.readers import open_pile_reader
+from daskshuffle.readers._zarr_reader import ZarrPileReader
 
 N_ROWS = 20_000
 N_PILES = 4
@@ -61,7 +61,9 @@ def damaged(mixed: str, tmp_path: Path) -> str:
 
 def zarr_rows(store: str, start: int, stop: int, storage_options: dict | None = None) -> dict[str, np.ndarray]:
     group = zarr.open_group(store, mode="r", storage_options=storage_options)
-    return {name: group[name][start:stop] for name in group.attrs["daskshuffle"]["variables"]}
+    metadata = parse_metadata_attribute(group.attrs["daskshuffle"])
+    assert metadata is not None
+    return {name: group[name][start:stop] for name in metadata["variables"]}
 
 
 def assert_same(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:

@@ -9,9 +9,8 @@ import click
 import numpy as np
 
 from .._errors import UnfinishedShuffleError
-from ..plan._plan import PILES_SHUFFLED
-from ..storage import _leftovers
-from ..storage._location import Location
+from ..plan import PILES_SHUFFLED
+from ..storage import Location, _leftovers
 from ._common import cli, one_line
 
 EXAMPLES_INFO = """\b
@@ -40,7 +39,7 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> 
     Also what runs left beside it (pieces, a lock), with their size. Exits with
     status 1 if the store is incomplete (its shuffle did not finish).
     """
-    from ..formats import open_pile_reader
+    from ..readers import open_pile_reader
 
     try:
         reader = open_pile_reader(store)

@@ -13,8 +13,10 @@ from typing import Any, Literal
 
 import click
 
-from ..plan._options import DEFAULT_LINES_BLOCK_MEMORY, TEXT_DEFAULTS
-from ._common import STDIO, Option, cli, progress_on_stderr, session, show_progress, summary
+from .._errors import UnsafePathError
+from ..plan import DEFAULT_LINES_BLOCK_MEMORY, TEXT_DEFAULTS
+from ..storage import _own
+from ._common import STDIO, Option, cli, one_line, progress_on_stderr, session, show_progress, summary
 from ._options import cluster_options, positive_option, shuffle_option
 
 EXAMPLES_LINES = """\b
@@ -131,7 +133,7 @@ def lines(
         _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
         return
     inputs = _check_files(inputs, output, count, repeat, n_output_files)
-    from ..shuffle._lines import shuffle_lines
+    from ..shuffle import shuffle_lines
 
     with session(debug=debug, **cluster), contextlib.ExitStack() as stack:
         spool: Path | None = None
@@ -276,7 +278,10 @@ def _shuffle_in_memory(
                     f"Expected OUT not to exist. Got {output!r}, which exists, instead; pass --overwrite to replace it."
                 )
             partial = output + ".daskshuffle-partial"
-            out = stack.enter_context(open(partial, "wb"))
+            try:  # never through a link placed at the partial name
+                out = stack.enter_context(_own.open_writer(partial, "an output being written"))
+            except UnsafePathError as error:
+                raise click.ClickException(one_line(error)) from None
         for batch in batches():
             out.write(b"".join(lookup[int(index)] + delimiter for index in batch))
             n_written += len(batch)

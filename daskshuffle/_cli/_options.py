@@ -14,7 +14,7 @@ import click
 
 from .._errors import DaskShuffleError
 from .._random import MAX_SEED
-from ..plan._options import COMMON_OPTIONS
+from ..plan import COMMON_OPTIONS
 from ._common import one_line
 
 __all__ = [

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from ..plan._options import DEFAULT_N_PILES
-from ..plan._scale import DEFAULT_MIN_READ
+from ..plan import DEFAULT_MIN_READ, DEFAULT_N_PILES
 from ._common import cli, reported
 from ._options import NPiles, json_options, nbytes, positive_option, shuffle_option, size_option
 
@@ -88,7 +87,7 @@ def plan(
     largest pile and its chance of overflowing, and whether reads fall below --min-read (the knee),
     with what to change if they do. Nothing is read and no cluster is started.
     """
-    from ..plan._scale import explain
+    from ..plan import explain
 
     with reported(debug):
         model = explain(

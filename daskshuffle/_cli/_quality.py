@@ -14,7 +14,8 @@ from ._options import json_options, positive_option
 EXAMPLES_QUALITY = """\b
 Examples:
   daskshuffle quality piles.zarr
-  daskshuffle quality piles.zarr --batch-size 256 --png quality.png
+  daskshuffle quality piles.zarr --png                  # draws into quality.png
+  daskshuffle quality piles.zarr --batch-size 256 --png epochs.png
   daskshuffle quality my-loader-ids.npy --json
 """
 
@@ -28,7 +29,7 @@ def _positions(ids: np.ndarray) -> np.ndarray:
 
 
 def _epochs_of(store: str, variable: str, n_epochs: int, batch_size: int) -> tuple[list[np.ndarray], int]:
-    from ..loader._loader import PileLoader
+    from ..loader import PileLoader
 
     with PileLoader(store, batch_size, variables=[variable]) as loader:
         epochs = []
@@ -62,8 +63,10 @@ def _in_a_directory(path: str | None, param: click.Parameter, ctx: click.Context
 @click.option(
     "--png",
     type=click.Path(dir_okay=False),
+    is_flag=False,
+    flag_value="quality.png",
     callback=lambda ctx, param, value: _in_a_directory(value, param, ctx),
-    help="Also draw the order (Hilbert curve and heat map) into this PNG.",
+    help="Also draw the order (Hilbert curve and heat map) into this PNG file (alone: quality.png).",
 )
 @json_options("Print the measures as JSON records.")
 def quality(
@@ -104,3 +107,5 @@ def quality(
         click.echo(json.dumps(table.to_dict(orient="records"), indent=2))
     else:
         click.echo(measures.summary(table, f"{source} ({len(orders[-1]):,} rows)"))
+    if png:
+        click.echo(f"drew the order into {png}", err=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..plan._options import DEFAULT_PARQUET_COMPRESSION, PARQUET_COMPRESSIONS
+from ..plan import DEFAULT_PARQUET_COMPRESSION, PARQUET_COMPRESSIONS
 from ._common import cli, cluster_session, split_names, summary
 from ._options import Options, cluster_options, option_group, positive_option, shuffle_option
 
@@ -64,7 +64,7 @@ def zarr(paths: tuple[str, ...], variables: tuple[str, ...], **options: Any) -> 
     Arrays that share their first dimension are shuffled with one permutation.
     Read the result with daskshuffle.PileLoader, zarr or xarray.
     """
-    from ..shuffle._shuffle import shuffle_zarr
+    from ..shuffle import shuffle_zarr
 
     _shuffle_into_store(shuffle_zarr, paths, variables=split_names(variables), **options)
 
@@ -101,7 +101,7 @@ def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) ->
     DST is a Parquet dataset directory (a row group per pile) that pandas,
     pyarrow and dask read. Read it for training with daskshuffle.PileLoader.
     """
-    from ..shuffle._frames import shuffle_parquet
+    from ..shuffle import shuffle_parquet
 
     _shuffle_into_store(shuffle_parquet, paths, columns=split_names(columns), **options)
 
@@ -109,6 +109,7 @@ def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) ->
 EXAMPLES_XARRAY = """\b
 Examples:
   daskshuffle xarray era5.zarr piles.zarr --dim time --n-piles 512 --seed 0
+  daskshuffle xarray 'era-*.nc' piles.zarr --dim time    # the files end to end along time, by name
   daskshuffle xarray s3://bucket/era5.zarr s3://bucket/piles.zarr --dim time --scheduler tcp://10.0.0.1:8786
 """
 
@@ -118,13 +119,13 @@ Examples:
 @positive_option("--chunk-rows", "Rows per output chunk along --dim.  [default: from the piles]", metavar="ROWS")
 @_shuffle_options("SRC DST")
 def xarray(paths: tuple[str, ...], dim: str, chunk_rows: int | None, **options: Any) -> None:
-    """Shuffle the dataset SRC (a Zarr store or a file xarray opens) along --dim into a Zarr pile store DST.
+    """Shuffle the dataset SRC (a Zarr store, a file xarray opens, or a glob of them) along --dim into a pile store DST.
 
     Every variable and coordinate along --dim is shuffled with one
     permutation; the others are copied. xarray.open_zarr(DST) opens the same
     dataset up to the order along --dim; read it with daskshuffle.PileLoader.
     """
-    from ..shuffle._xarray import shuffle_xarray
+    from ..shuffle import shuffle_xarray
 
     if len(paths) != 2:
         raise click.UsageError(f"Expected one SRC and a DST. Got {len(paths)} paths instead.")

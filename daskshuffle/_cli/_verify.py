@@ -29,7 +29,7 @@ def verify(store: str, sources: tuple[str, ...], block_memory: str, quiet: bool,
     status 1, naming the variable, if a row was changed, lost or added, and
     naming the file if a chunk of the store is damaged.
     """
-    from ..shuffle._verify import verify as verify_store
+    from ..shuffle import verify as verify_store
 
     with cluster_session(**cluster) as progress:
         result = verify_store(store, *sources, block_memory=block_memory, progress=progress)

@@ -1,4 +1,4 @@
-"""distributed's scheduler and worker internals: the comm handlers a scheduler runs, the tasks a worker runs.
+"""distributed's internals: the comm handlers a scheduler runs, the tasks a worker runs, its progress widget's listener.
 
 - ``Server._comms`` (``distributed.core``), a dict of each open comm to the
   name of the handler serving it (``None`` between messages). A progress bar's
@@ -9,18 +9,27 @@
   dict of each key to its ``TaskState``, whose ``key`` and ``state`` are the
   worker state machine's. A cancelled task that is running runs to its end; no
   public API says which tasks a worker still executes.
+- ``MultiProgressWidget`` (``distributed.diagnostics.progressbar``), the object
+  ``distributed.progress`` returns in a kernel: its coroutine ``listen`` reads
+  the scheduler's feed and draws, its ``widget`` is what a cell shows. Shown,
+  it schedules ``listen`` on the event loop of the calling thread
+  (``IOLoop.current()``), in a kernel the kernel's own, which a cell waiting
+  for the computation holds until the cell ends: the box is shown and never
+  drawn. No public API starts it elsewhere.
 
-Checked against distributed 2026.8 (:data:`CHECKED`). The functions run where
-the scheduler or the worker runs (``Client.run_on_scheduler``, ``Client.run``);
-they import nothing.
+Checked against distributed 2026.8 (:data:`CHECKED`). ``running_handlers`` and
+``running_task_keys`` run where the scheduler or the worker runs
+(``Client.run_on_scheduler``, ``Client.run``); the functions import nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable
+from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["CHECKED", "RUNNING_STATES", "running_handlers", "running_task_keys"]
+__all__ = ["CHECKED", "RUNNING_STATES", "draw_from_client_loop", "running_handlers", "running_task_keys"]
 
 #: The versions (major.minor) each function here was checked against.
 CHECKED: dict[str, tuple[str, ...]] = {"distributed": ("2026.8",)}
@@ -68,3 +77,36 @@ def running_task_keys(dask_worker: Any) -> list[Hashable]:
     [[]]
     """
     return [task.key for task in dask_worker.state.tasks.values() if task.state in RUNNING_STATES]
+
+
+def draw_from_client_loop(bar: Any, client: Any) -> tuple[Any, Future[None]]:
+    """Start ``bar``, distributed's progress widget, on the event loop of ``client``; the widget to show.
+
+    The client's loop runs in a thread of its own, so the widget moves while the
+    calling thread waits for the computation, as a cell does.
+
+    Parameters
+    ----------
+    bar
+        What ``distributed.progress(..., notebook=True)`` returns, not yet shown.
+    client
+        A synchronous ``distributed.Client``, of the scheduler ``bar`` watches.
+
+    Returns
+    -------
+    widget
+        The ``ipywidgets`` box to display: a bar per kind of task, and the time.
+    drawn
+        Done when the bar has drawn its last state (or failed to reach the scheduler).
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster, progress
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, Client(cluster) as client:
+    ...     future = client.submit(sum, [1, 2])
+    ...     bar = progress(future, notebook=True, scheduler=client.scheduler.address)
+    ...     widget, drawn = draw_from_client_loop(bar, client)
+    ...     future.result(), drawn.result(timeout=10)
+    (3, None)
+    """
+    return bar.widget, asyncio.run_coroutine_threadsafe(bar.listen(), client.loop.asyncio_loop)

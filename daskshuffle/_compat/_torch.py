@@ -10,6 +10,8 @@ against torch 2.13 and torchdata 0.11 (:data:`CHECKED`). torch is imported when
 
 from __future__ import annotations
 
+import sys
+
 __all__ = ["CHECKED", "is_collating_fetcher"]
 
 #: The versions (major.minor) each function here was checked against.
@@ -19,7 +21,8 @@ CHECKED: dict[str, tuple[str, ...]] = {"torch": ("2.13",), "torchdata": ("0.11",
 def is_collating_fetcher(caller: object) -> bool:
     """Whether ``caller`` is a ``DataLoader`` fetcher that puts items together into batches.
 
-    A fetcher not recognised (another torch) is taken as one that does not.
+    A fetcher not recognised (another torch) is taken as one that does not;
+    without torch imported nothing is a fetcher.
 
     Parameters
     ----------
@@ -31,6 +34,8 @@ def is_collating_fetcher(caller: object) -> bool:
     >>> is_collating_fetcher(object())
     False
     """
+    if sys.modules.get("torch") is None:  # no DataLoader without torch: nothing to import
+        return False
     from torch.utils.data._utils.fetch import _BaseDatasetFetcher
 
     return isinstance(caller, _BaseDatasetFetcher) and bool(caller.auto_collation)

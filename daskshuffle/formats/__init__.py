@@ -1,115 +1,104 @@
-"""The kinds of data daskshuffle shuffles, behind one small interface.
+"""The kinds of data daskshuffle shuffles, behind one small interface, and what every kind shares.
 
-Formats are internal; users call the public shuffles and the loader.
+This is the bottom of the three packages of data: :mod:`daskshuffle.sources` (what users bring) and
+:mod:`daskshuffle.readers` (reading pile stores) stand on :mod:`daskshuffle.pilestore` (the on-disk
+format), which stands on this. Formats are internal; users call the public shuffles and the loader.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-import importlib
-import json
-import os
-from collections.abc import Sequence
-from typing import Any
+from .._faces import lazy_names
+from ._base import (
+    ARRAY_KINDS,
+    NUMERIC_KINDS,
+    PARTS_AT_ONCE,
+    CollectionFormat,
+    CollectionSource,
+    Destination,
+    FileFormat,
+    FileSource,
+    Format,
+    Pieces,
+    Rows,
+    RowsInMemory,
+    Source,
+)
+from ._rows import RUN_NBYTES, ArrayRows, ArrayRowsMethods, Variable, concat_rows, take_rows
 
-from .._errors import IncompletePileStoreError
-from ..storage._location import Location
-from ._base import FORMAT_VERSION, Format
-from ._pile_metadata import AppendedStoreError, check_store_exists
-from ._pile_reader import ComposedReader, PileReader
+_LAZY = {
+    "._arrow_arrays": ["concat", "is_nested", "row_shape", "take", "to_numpy"],
+    "._parquet_fetched": [
+        "FOOTER_NBYTES",
+        "Fetched",
+        "FetchedFile",
+        "NotFetchedError",
+        "Range",
+        "bytes_of",
+        "coalesce",
+        "column_chunk_bytes",
+        "fetch_spans",
+        "footer_tail",
+        "read_footer",
+    ],
+    "._zarr_runs": ["READ_NBYTES", "read_in_runs", "run_rows"],
+}
+if TYPE_CHECKING:
+    from ._arrow_arrays import concat, is_nested, row_shape, take, to_numpy
+    from ._parquet_fetched import (
+        FOOTER_NBYTES,
+        Fetched,
+        FetchedFile,
+        NotFetchedError,
+        Range,
+        bytes_of,
+        coalesce,
+        column_chunk_bytes,
+        fetch_spans,
+        footer_tail,
+        read_footer,
+    )
+    from ._zarr_runs import READ_NBYTES, read_in_runs, run_rows
 
 __all__ = [
-    "FORMAT_VERSION",
-    "PILE_READERS",
-    "ComposedReader",
+    "ARRAY_KINDS",
+    "FOOTER_NBYTES",
+    "NUMERIC_KINDS",
+    "PARTS_AT_ONCE",
+    "READ_NBYTES",
+    "RUN_NBYTES",
+    "ArrayRows",
+    "ArrayRowsMethods",
+    "CollectionFormat",
+    "CollectionSource",
+    "Destination",
+    "Fetched",
+    "FetchedFile",
+    "FileFormat",
+    "FileSource",
     "Format",
-    "PileReader",
-    "open_pile_reader",
-    "read_metadata",
+    "NotFetchedError",
+    "Pieces",
+    "Range",
+    "Rows",
+    "RowsInMemory",
+    "Source",
+    "Variable",
+    "bytes_of",
+    "coalesce",
+    "column_chunk_bytes",
+    "concat",
+    "concat_rows",
+    "fetch_spans",
+    "footer_tail",
+    "is_nested",
+    "read_footer",
+    "read_in_runs",
+    "row_shape",
+    "run_rows",
+    "take",
+    "take_rows",
+    "to_numpy",
 ]
 
-#: The reader of each kind of pile store, as ``kind: "module:class"``, imported
-#: only when needed so that reading Zarr does not load pyarrow, and so on.
-#: Stores are recognised in this order.
-PILE_READERS: dict[str, str] = {
-    "zarr": "._zarr_reader:ZarrPileReader",
-    "parquet": "._parquet_reader:ParquetPileReader",
-}
-
-
-def _reader_class(kind: str) -> type[PileReader[Any]]:
-    module, name = PILE_READERS[kind].split(":")
-    reader: type[PileReader[Any]] = getattr(importlib.import_module(module, __name__), name)
-    return reader
-
-
-def open_pile_reader(
-    store: str | os.PathLike[str] | Location,
-    variables: Sequence[str] | None = None,
-    storage_options: dict[str, Any] | None = None,
-    batch_format: str = "numpy",
-) -> PileReader[Any]:
-    """Open a complete pile store of any kind for reading.
-
-    ``batch_format`` is what :meth:`PileReader.to_batch` hands out: ``"numpy"``
-    (a dict of arrays, every kind), or ``"arrow"`` / ``"pandas"`` (Parquet stores).
-
-    Raises ``SourceNotFoundError`` if ``store`` does not exist and
-    ``IncompletePileStoreError`` if it is not a complete pile store of a
-    known kind (each reader checks completeness, format version and variables).
-
-    Examples
-    --------
-    >>> reader = open_pile_reader("piles.zarr")
-    >>> reader.metadata["kind"], reader.n_rows
-    ('zarr', 1000)
-    >>> batch = reader.to_batch(reader.read_rows(0, 10))
-    >>> sorted(batch), batch["x"].shape
-    (['id', 'x', 'y'], (10, 8))
-    >>> reader = open_pile_reader("piles.parquet", variables=["id", "label"], batch_format="pandas")
-    >>> reader.to_batch(reader.read_rows(0, 3)).columns.tolist()
-    ['id', 'label']
-    """
-    location = Location.of(store, storage_options)
-    # Each look costs a request on object storage: whether the store exists is asked only when no kind is found.
-    for kind in PILE_READERS:
-        try:
-            opened = _reader_class(kind).open_as_kind(location, variables, batch_format)
-        except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
-            from ._generations import GenerationsReader
-
-            return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
-        if opened is not None:
-            return opened
-    check_store_exists(location, str(store))
-    raise IncompletePileStoreError(
-        f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {str(store)!r}, which is none of "
-        "these, instead; pass the destination of a finished shuffle."
-    )
-
-
-#: Where each kind of pile store keeps the shuffle's metadata: a JSON file, and the key in it.
-_METADATA_FILES = (("zarr.json", ("attributes", "daskshuffle")), ("_daskshuffle.json", ()))
-
-
-def read_metadata(
-    store: str | os.PathLike[str] | Location, storage_options: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
-    """The shuffle's metadata of ``store``, complete or not, or ``None`` if it has none (plain JSON, read as such).
-
-    Examples
-    --------
-    >>> read_metadata("piles.zarr")["complete"], read_metadata("raw.zarr")
-    (True, None)
-    """
-    location = Location.of(store, storage_options)
-    fs, root = location.fs, location.path
-    for name, keys in _METADATA_FILES:
-        try:
-            with fs.open(f"{root}/{name}", "r") as file:
-                found: Any = json.load(file)
-        except (FileNotFoundError, ValueError):
-            continue
-        for key in keys:
-            found = found.get(key) if isinstance(found, dict) else None
-        return found if isinstance(found, dict) else None
-    return None
+if not TYPE_CHECKING:  # type checkers see the names imported above, and no catch-all
+    __getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -7,12 +7,14 @@ one more dimension, and strings and other nested values become object arrays.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from numpy.typing import NDArray
 
-__all__ = ["is_nested", "row_shape", "to_numpy"]
+__all__ = ["concat", "is_nested", "row_shape", "take", "to_numpy"]
 
 
 def is_nested(kind: pa.DataType) -> bool:
@@ -53,3 +55,11 @@ def to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
     values: NDArray[Any] = column.to_numpy(zero_copy_only=False)
     # Arrow hands out read-only views; a batch is the user's to modify (torch.from_numpy needs that).
     return values.copy() if writeable and not values.flags.writeable else values
+
+
+def take(rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
+    return rows.take(pa.array(np.asarray(index, dtype=np.int64)))
+
+
+def concat(parts: Sequence[pa.Table]) -> pa.Table:
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)

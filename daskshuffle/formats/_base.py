@@ -6,7 +6,7 @@ four small protocols, each implemented whole by every kind: a source of blocks
 computed by a dask collection's tasks), rows in memory (:class:`RowsInMemory`),
 the pieces between the passes (:class:`Pieces`) and the destination
 (:class:`Destination`). A finished pile store is read through a
-:class:`~daskshuffle.formats._pile_reader.PileReader`. A format instance is
+:class:`~daskshuffle.readers._pile_reader.PileReader`. A format instance is
 pickled into every task, so it holds only plain, picklable state: paths, URLs,
 open read-only handles that pickle, and small metadata.
 
@@ -23,12 +23,11 @@ from typing import Any, ClassVar, Literal, Protocol, Self, TypeAlias, TypeVar, r
 import numpy as np
 from numpy.typing import NDArray
 
-from ..plan._plan import group_piles
-from ..storage._location import Location
+from ..plan import group_piles
+from ..storage import Location
 
 __all__ = [
     "ARRAY_KINDS",
-    "FORMAT_VERSION",
     "NUMERIC_KINDS",
     "CollectionFormat",
     "CollectionSource",
@@ -48,11 +47,10 @@ NUMERIC_KINDS = "biufcmM"
 #: What a Zarr array may hold to be shuffled: numbers and fixed-length byte or unicode strings.
 ARRAY_KINDS = NUMERIC_KINDS + "SU"
 
-#: Version of the pile store layout written into every store's metadata. Version 2
-#: (Zarr) records its layout, a crc32c per chunk and every chunk written.
-FORMAT_VERSION = 2
 #: Piece reads a merge keeps in flight on object storage (a format without a concurrent read of its own).
 PIECE_READERS = 16
+#: Parts of piece files (or Parquet part files) written at once by one task on object storage.
+PARTS_AT_ONCE = 8
 
 Rows = TypeVar("Rows")
 Rows_co = TypeVar("Rows_co", covariant=True)
@@ -181,6 +179,8 @@ class Destination(Protocol[Rows_contra]):
     #: written under temporary names and renamed at the end): the shuffle then writes at ``dst``
     #: rather than building beside it and swapping, and leaves ``dst`` alone after a failure.
     places_itself: ClassVar[bool] = False
+    #: Whether the destination is a directory (a pile store) rather than a file (text).
+    dst_is_directory: ClassVar[bool] = True
 
     def for_plan(self, pile_rows: float, *, materialize: bool, storage: Literal["local", "object"] = "local") -> Self:
         """This format with its destination's layout chosen for piles of ``pile_rows`` rows on average.

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..formats import PileReader
-from ..plan._epoch_plan import BatchPlan
+from ..plan import BatchPlan
+from ..readers import PileReader
 
 __all__ = ["Allocate", "Layout", "check_positions", "gather_batches"]
 

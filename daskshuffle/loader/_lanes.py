@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..plan._epoch_plan import BatchPlan
+from ..plan import BatchPlan
 from ._batches import Allocate
 from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
 

@@ -31,13 +31,19 @@ import numpy as np
 from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._threads import collected
-from ..formats import PileReader
-from ..plan._combinations import check_combination
-from ..plan._epoch_plan import BatchPlan
-from ..plan._order_classes import Order, OrderName, Piles, parse_order
-from ..plan._removed_keywords import refuse_removed_keywords
-from ..plan._streams import Stream, parse_streams
-from ..storage._cache import Cache, parse_cache
+from ..plan import (
+    BatchPlan,
+    Order,
+    OrderName,
+    Piles,
+    Stream,
+    check_combination,
+    parse_order,
+    parse_streams,
+    refuse_removed_keywords,
+)
+from ..readers import PileReader
+from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition
 from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank, row_nbytes
 from ._mix import loader_units, open_loader_store

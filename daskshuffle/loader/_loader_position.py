@@ -131,7 +131,7 @@ class LoaderPosition:
         """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""
         if isinstance(error, StoreChangedError) or self._streams is not None:
             return None
-        from ..formats import read_metadata
+        from ..pilestore import read_metadata
 
         try:
             now = read_metadata(self.store, self._storage_options)

@@ -10,9 +10,8 @@ import numpy as np
 
 from .._errors import DaskShuffleValueError
 from .._parse import Settings, parse_count
-from ..formats import PileReader
-from ..plan._epoch_plan import piles_for_budget
-from ..plan._plan import fingerprint
+from ..plan import fingerprint, piles_for_budget
+from ..readers import PileReader
 
 __all__ = [
     "STATE_KEYS",

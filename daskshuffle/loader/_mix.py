@@ -21,12 +21,9 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_path
-from ..formats import ComposedReader, PileReader, open_pile_reader
-from ..plan._epoch_order import READ_GAP, EpochOrder, OrderOptions
-from ..plan._mix_plan import mixed_order, stream_offsets
-from ..plan._plan import fingerprint
-from ..plan._streams import Stream, epoch_counts
-from ..storage._location import Location
+from ..plan import READ_GAP, EpochOrder, OrderOptions, Stream, epoch_counts, fingerprint, mixed_order, stream_offsets
+from ..readers import ComposedReader, PileReader, open_pile_reader
+from ..storage import Location
 from ._loader_state import LoaderSettings
 from ._order_units import OrderedUnits, loader_divisions, make_units
 from ._read_units import ReadUnits

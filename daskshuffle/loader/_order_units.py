@@ -19,9 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..plan._epoch_order import READ_GAP, EpochOrder, OrderOptions, division_cuts, unit_reads
-from ..plan._epoch_plan import rank_share
-from ..plan._orders import ORDERS, READ_GAPS
+from ..plan import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
 from ._loader_state import LoaderSettings
 from ._read_units import Read, ReadUnits, UnitRead, pile_units
 from ._run_units import RunUnits

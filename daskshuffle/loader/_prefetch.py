@@ -38,8 +38,8 @@ from numpy.typing import NDArray
 
 from .._parse import parse_count, parse_nbytes
 from .._threads import PREFIX
-from ..formats import PileReader
-from ..plan._epoch_plan import BatchPlan
+from ..plan import BatchPlan
+from ..readers import PileReader
 from ._batches import Allocate, gather_batches
 from ._read_units import Read, ReadUnits, UnitRead
 from ._run_units import arrange_in_place
@@ -89,7 +89,7 @@ class PileJob:
     (:meth:`~daskshuffle.loader._read_units.ReadUnits.unit_read`) and, for a
     unit that is one whole pile, plans the read of the pile's chunk files (a
     reader with ``start_pile``, see
-    :meth:`~daskshuffle.formats._zarr_reader.ZarrPileReader.start_pile`);
+    :meth:`~daskshuffle.readers._zarr_reader.ZarrPileReader.start_pile`);
     calling the job reads them (in a background thread, only while the
     consumer is away) and gives the pile.
     :meth:`finish` is the consumer's way to the pile: it reads what no thread

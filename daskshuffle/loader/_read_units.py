@@ -21,7 +21,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ..plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, pile_permutation
+from ..plan import epoch_pile_order, grouped_offsets, pile_groups, pile_permutation
 
 __all__ = ["GroupUnits", "PileUnits", "Read", "ReadUnits", "UnitRead", "pile_units"]
 

@@ -27,9 +27,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ..formats import PileReader
-from ..plan._plan import PILES_SHUFFLED
-from ..plan._unit_plan import group_mix, unit_bounds, unit_groups, unit_rows_for
+from ..plan import PILES_SHUFFLED, group_mix, unit_bounds, unit_groups, unit_rows_for
+from ..readers import PileReader
 from ._read_units import Read, ReadUnits, UnitRead
 
 __all__ = ["UNITS_BUDGET_NBYTES", "RunUnits", "Units", "arrange_in_place", "choose_units", "stores_shuffled_piles"]

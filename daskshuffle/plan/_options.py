@@ -128,7 +128,14 @@ COMMON_OPTIONS: tuple[CommonOption, ...] = (
         "to ``dst``; for a ``dst`` on object storage, this machine's temporary directory instead when every worker "
         "sees it and it has room for 2.5 times the data (a local disk writes and reads them faster than requests).",
     ),
-    CommonOption("progress", False, "bool", "Show a progress bar."),
+    CommonOption(
+        "progress",
+        False,
+        "bool",
+        "Show a progress bar while the tasks run: in a Jupyter kernel with a distributed client, distributed's "
+        "widget (with ``ipywidgets``); in a terminal or a kernel without one, text. Then the bar's last state as one "
+        "line, which a log or a saved notebook keeps (a log gets only that line).",
+    ),
     CommonOption("storage_options", None, "dict", "Passed to fsspec for URLs."),
     CommonOption(
         "verify",

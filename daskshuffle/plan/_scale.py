@@ -1,7 +1,7 @@
 """The scale model: what a shuffle of a given size does, computed without reading any data.
 
-Pure: numpy and math (a size given as a string is parsed by dask's
-``parse_bytes``, as every other size is). The model runs the planning code
+Pure: numpy and math (a size given as a string is parsed by daskshuffle's
+``size_in_bytes``, with dask's units, as every other size is). The model runs the planning code
 itself where it can: the number of piles is chosen as a shuffle chooses it
 (:func:`~daskshuffle.plan._plan.auto_n_piles`), blocks are cut as a Zarr source cuts
 them (:func:`~daskshuffle.plan._plan.block_rows`), and piles are grouped for the
@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._errors import DaskShuffleValueError
-from .._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int
+from .._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int, parse_whole_number
 from ._levels import MAX_LEVELS, level_plan_nbytes
 from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
 from ._pile_sizes import any_row_in, binomial_sf, merge_groups, typical_largest
@@ -52,7 +52,7 @@ MAX_TASK_MEMORY = 4 * 2**30
 
 
 def explain(
-    rows: int,
+    rows: int | float,
     row_bytes: int,
     *,
     n_piles: int | Literal["auto"] | None = None,
@@ -74,7 +74,7 @@ def explain(
     Parameters
     ----------
     rows : int
-        Rows of the source.
+        Rows of the source: a whole number, also written as a float (``1e10``).
     row_bytes : int
         Bytes of one row, every variable (or column) together.
     n_piles : int, "auto" or None
@@ -141,7 +141,7 @@ def explain(
     ...
     """
     return _model(
-        parse_positive_int(rows, "rows"),
+        parse_whole_number(rows, "rows"),
         parse_positive_int(row_bytes, "row_bytes"),
         parse_n_piles(n_piles) if n_piles is not None else None,
         parse_nbytes(block_memory, "block_memory"),

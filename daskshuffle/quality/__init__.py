@@ -53,8 +53,7 @@ EPOCHS_WITHIN = 2.0
 
 def _epochs(loader: Any) -> tuple[Measure, str | None]:
     """What ``loader``'s pile mixing predicts for the next epoch's co-batch overlap, and advice when it is high."""
-    from ..plan._epoch_plan import cobatch_excess
-    from ..plan._unit_plan import unit_excess
+    from ..plan import cobatch_excess, unit_excess
 
     settings = loader.settings
     if settings.order == "piles" and settings.unit_rows is not None and settings.group_rows is not None:

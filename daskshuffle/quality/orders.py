@@ -21,12 +21,20 @@ from numpy.typing import NDArray
 
 from .._parse import parse_positive_int
 from .._random import make_rng
-from ..plan._buffer_orders import buffer_stream, interleave_stream
-from ..plan._epoch_order import OrderOptions, division_cuts
-from ..plan._epoch_plan import grouped_offsets, pile_groups, stream_rows
-from ..plan._order_classes import order_from_options
-from ..plan._orders import ORDERS
-from ..plan._plan import block_order, group_order, make_plan
+from ..plan import (
+    ORDERS,
+    OrderOptions,
+    block_order,
+    buffer_stream,
+    division_cuts,
+    group_order,
+    grouped_offsets,
+    interleave_stream,
+    make_plan,
+    order_from_options,
+    pile_groups,
+    stream_rows,
+)
 
 __all__ = ["identity", "interleave", "piles", "shard_local", "shuffle_buffer", "uniform"]
 

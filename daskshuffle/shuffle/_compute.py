@@ -4,8 +4,9 @@ With :mod:`daskshuffle.shuffle._graph`, the only modules that import dask. A gra
 on the current ``distributed.Client`` if there is one (``as_current`` or the
 default client), on dask's configured scheduler otherwise, and on threads of its
 own by default, joined before returning. A progress bar is live where a person
-watches (a terminal, a notebook) and one final line elsewhere. A failed run
-stops what is queued and waits for what runs before its caller cleans up.
+watches (a terminal, a notebook) and its last state is printed as a line after
+it, which is all a log shows. A failed run stops what is queued and waits for
+what runs before its caller cleans up.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from typing import Any
 
 import dask
@@ -24,7 +26,7 @@ from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
 from dask.utils import format_time
 
-from .._compat._distributed import running_handlers, running_task_keys
+from .._compat import draw_from_client_loop, running_handlers, running_task_keys
 
 __all__ = [
     "array_inputs",
@@ -33,6 +35,7 @@ __all__ = [
     "is_dask_array",
     "is_dask_dataframe",
     "map_tasks",
+    "on_every_worker",
     "workers_not_seeing",
 ]
 
@@ -119,6 +122,30 @@ def workers_not_seeing(directory: str) -> list[str]:
     return sorted(str(worker) for worker, found in seen.items() if not found)
 
 
+def _in_kernel() -> bool:
+    """Whether this is a Jupyter kernel (where a widget can be shown), not a plain or IPython process."""
+    ipython = sys.modules.get("IPython")  # imported already if this is a kernel
+    return ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
+
+
+def on_every_worker(func: Callable[..., Any], *args: Any) -> dict[str, Any]:
+    """``func(*args)`` as a task on each worker of the active cluster, by worker address; ``{}`` without one.
+
+    Tasks, not ``Client.run``: ``func`` may wait for storage (seconds, with
+    retries), which must not block a worker's event loop.
+    """
+    client = _distributed_client()
+    if client is None:
+        return {}
+    workers = sorted(client.nthreads())
+    key = f"daskshuffle-on-worker-{uuid.uuid4().hex}"
+    futures = [
+        client.submit(func, *args, key=f"{key}-{index}", workers=[worker], allow_other_workers=False, pure=False)
+        for index, worker in enumerate(workers)
+    ]
+    return dict(zip(workers, client.gather(futures), strict=True))
+
+
 def _interactive() -> bool:
     """Whether a bar redrawn in place reaches a person: a terminal or a Jupyter kernel.
 
@@ -126,42 +153,61 @@ def _interactive() -> bool:
     bar, ten a second, would be one more line of log.
     """
     isatty = getattr(sys.stdout, "isatty", None)
-    if isatty is not None and isatty():
-        return True
-    ipython = sys.modules.get("IPython")  # imported already if this is a kernel
-    return ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None
+    return bool(isatty is not None and isatty()) or _in_kernel()
 
 
 def _report_finished(began: float) -> None:
-    """The last state of the bar, printed once: what a log shows instead of a live bar."""
+    """The last state of the bar, printed once: what a log, or a saved notebook, keeps of it."""
     print(f"[{'#' * _BAR_WIDTH}] | 100% Completed | {format_time(time.perf_counter() - began)}", flush=True)
 
 
+#: How long a finished computation's bar may take to draw its last state (it draws every 0.1 s).
+_LAST_DRAW_TIMEOUT = 2.0
+
+
 def _show_progress(future: Any) -> None:
-    """Wait for ``future``, behind a live bar where a person watches, with one final line elsewhere."""
+    """Wait for ``future``, behind a live bar where a person watches, then print the bar's last state as a line.
+
+    A notebook saved after the run keeps no widget's state and a terminal's text
+    bar erases itself when it ends: the line is what stays.
+    """
+    from distributed import wait
+
+    began = time.perf_counter()
+    if _interactive():
+        client = future.client
+        before = _feeds_running(client)
+        _wait_behind_a_bar(future)
+        if future.done():  # a bar, finished: let the scheduler end the feed that drew it
+            _wait_for_feeds(client, before)
+    else:
+        wait(future)
+    if future.status == "finished":  # an error is the caller's to raise, without a line of success
+        _report_finished(began)
+
+
+def _wait_behind_a_bar(future: Any) -> None:
+    """Wait for ``future`` behind distributed's progress bar: a widget in a kernel, text elsewhere."""
     from distributed import progress, wait
 
-    if not _interactive():
-        began = time.perf_counter()
-        wait(future)
-        if future.status == "finished":  # an error is the caller's to raise, without a line of success
-            _report_finished(began)
-        return
     client = future.client
-    before = _feeds_running(client)
-    try:
-        widget = progress(future)
-    except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
-        widget = progress(future, notebook=False)
-    if widget is not None:
-        # In a kernel, distributed returns the widget for the cell to show, and
-        # does not wait; the cell's value here is not the widget, so show it.
-        from IPython.display import display
+    scheduler = client.scheduler.address  # the future's, whether or not its client is the default one
+    if _in_kernel():
+        try:
+            bar = progress(future, notebook=True, scheduler=scheduler)
+        except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
+            pass
+        else:
+            from IPython.display import display
 
-        display(widget)  # type: ignore[no-untyped-call]
-        wait(future)
-    if future.done():  # a bar, finished: let the scheduler end the feed that drew it
-        _wait_for_feeds(client, before)
+            widget, drawn = draw_from_client_loop(bar, client)
+            display(widget)  # type: ignore[no-untyped-call]
+            wait(future)
+            # The bar is decoration: one that cannot reach the scheduler, or is late, leaves the result as it is.
+            with suppress(Exception):
+                drawn.result(timeout=_LAST_DRAW_TIMEOUT)
+            return
+    progress(future, notebook=False, scheduler=scheduler)  # waits, drawing in a thread of its own
 
 
 def _feeds(dask_scheduler: Any) -> int:

@@ -10,19 +10,21 @@ workers must see every local path.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Sequence
+from typing import Any
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
-from ..plan._options import ShuffleOptions
-from ..storage import _leftovers, _paths
-from ..storage._location import Location
-from ._compute import workers_not_seeing
+from ..plan import ShuffleOptions
+from ..storage import Location, _leftovers, _own, _paths, access_error, unreached
+from ._compute import on_every_worker, workers_not_seeing
 
 __all__ = [
     "build_path",
     "check_destination",
+    "check_workers_access",
     "check_workers_reach",
     "exists_error",
     "local_pieces",
@@ -64,6 +66,7 @@ def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
         return None
     location = _leftovers.local_pieces_directory(dst)
     directory = location.path
+    _refuse_foreign_directory(directory)
     if dst.scratch(_TMP_SUFFIX, location).exists():
         return location
     try:
@@ -77,18 +80,30 @@ def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
     return location
 
 
+def _refuse_foreign_directory(directory: str) -> None:
+    """The shared temporary directory is anyone's: a link placed there, or another user's directory, is refused."""
+    _own.refuse(directory, "a directory of pieces", directory=True)
+    with contextlib.suppress(FileNotFoundError):
+        owner = os.lstat(directory).st_uid
+        if hasattr(os, "geteuid") and owner != os.geteuid():
+            raise _own.unsafe(directory, "a directory of pieces", f"a directory of another user (uid {owner})")
+
+
 def remove_if_empty(directory: Location) -> None:
     """Remove the local ``directory`` if nothing is in it (another run may be using it)."""
     with contextlib.suppress(OSError):
         os.rmdir(directory.path)
 
 
-def check_workers_reach(paths: dict[str, Location]) -> None:
-    """Refuse local paths (``{parameter: location}``) that the cluster's workers do not see, before anything runs there.
+def check_workers_reach(paths: dict[str, Location], sources: Sequence[Location] = ()) -> None:
+    """Refuse paths (``{parameter: location}``) and sources that the cluster's workers cannot reach, before anything runs there.
 
     The workers write the pieces and the store: on a cluster of several
-    machines, a local path is only good on a filesystem they all share.
+    machines, a local path is only good on a filesystem they all share; a
+    location on object storage, only with credentials the workers have
+    (:func:`check_workers_access`).
     """
+    check_workers_access([*paths.values(), *sources])
     checked: set[str] = set()
     for name, location in paths.items():
         if not location.is_local:
@@ -109,6 +124,65 @@ def check_workers_reach(paths: dict[str, Location]) -> None:
             )
 
 
+def check_workers_access(locations: Sequence[Location]) -> None:
+    """Refuse storage that this process reaches and some of the cluster's workers do not (credentials, network).
+
+    A worker reaches object storage with the call's ``storage_options``,
+    which travel with the tasks, or else with the credentials of its own
+    environment, which may lack what this process has (``AWS_*`` variables
+    set in a notebook, a profile on this machine). One location per bucket
+    and options is looked at on each worker, as a task, before any task
+    reads or writes there; without a cluster there is nothing to check.
+    """
+    distinct: dict[tuple[str, str, str], Location] = {}
+    for location in locations:
+        if not location.is_local and location.protocol != "memory":
+            key = (location.protocol, location.bucket, json.dumps(location.options, sort_keys=True, default=repr))
+            distinct.setdefault(key, location)
+    if not distinct:
+        return
+    found: dict[str, Any] = on_every_worker(unreached, list(distinct.values()))
+    for location in distinct.values():
+        failing = {
+            worker: (reason, text)
+            for worker, failed in found.items()
+            for url, reason, text in failed
+            if url == location.url
+        }
+        if not failing:
+            continue
+        reason, text = next(iter(failing.values()))
+        if reason == "options":
+            raise DaskShuffleValueError(f"On the cluster's workers: {text}", parameter="storage_options")
+        raise access_error(location.url, text, reason, workers=sorted(failing), n_workers=len(found))
+
+
+def _check_no_file_in_the_way(dst: Location, directory: bool) -> None:
+    """A local ``dst`` lies in a directory, not under a file; a store of files (``directory``) is not a file either.
+
+    daskshuffle replaces only what it wrote: ``overwrite=True`` does not make
+    a pile store of a file.
+    """
+    if not dst.is_local:
+        return
+    path = dst.path
+    if directory and os.path.lexists(path) and not os.path.isdir(path):
+        raise DaskShuffleValueError(
+            f"Expected dst to be a directory or not to exist. Got {dst.url!r}, which is a file, instead; a pile "
+            "store is a directory: choose another destination.",
+            parameter="dst",
+        )
+    above = os.path.dirname(path)
+    while not os.path.lexists(above) and os.path.dirname(above) != above:
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise DaskShuffleValueError(
+            f"Expected dst to lie in a directory. Got {dst.url!r}, under {above!r}, which is a file, instead; "
+            "choose another destination.",
+            parameter="dst",
+        )
+
+
 def check_destination(
     sources: Sequence[str],
     dst: Location,
@@ -116,14 +190,18 @@ def check_destination(
     *,
     overwrite: bool,
     workers: bool = True,
+    storage_options: dict[str, Any] | None = None,
+    directory: bool = True,
 ) -> Location:
     """Check that ``dst`` and the scratch space may be written; return the scratch directory.
 
     The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
     named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
-    With ``workers``, the workers of the active cluster must see both
-    (:func:`check_workers_reach`).
+    With ``workers``, the workers of the active cluster must see both, and
+    reach the sources (with ``storage_options``) (:func:`check_workers_reach`).
+    ``directory``: ``dst`` is a directory (a pile store), not a file.
     """
+    _check_no_file_in_the_way(dst, directory)
     for source in sources:
         if _paths.overlaps(dst.url, source):
             raise DaskShuffleValueError(
@@ -132,6 +210,7 @@ def check_destination(
             )
     if dst.check("dst") and not overwrite:
         raise exists_error(dst)
+    _leftovers.check_own_paths(dst, tmp)
     scratch = dst.scratch(_TMP_SUFFIX, tmp)
     for source in sources:
         if _paths.overlaps(scratch.url, source):
@@ -140,7 +219,7 @@ def check_destination(
             )
     scratch.check("tmp", bucket_known=scratch.fs is dst.fs and scratch.bucket == dst.bucket)
     if workers:
-        check_workers_reach({"dst": dst, "tmp": scratch})
+        check_workers_reach({"dst": dst, "tmp": scratch}, [Location.of(source, storage_options) for source in sources])
     return scratch
 
 

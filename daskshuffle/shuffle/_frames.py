@@ -10,11 +10,9 @@ import pandas as pd
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
-from ..formats._dataframe import open_dataframe_source
-from ..formats._parquet import COMPRESSIONS, open_parquet_sources
-from ..formats._parquet_store import ParquetWriting
-from ..plan._declare import common_options
-from ..plan._options import DEFAULT_N_PILES, DEFAULT_PARQUET_COMPRESSION, ShuffleKeywords
+from ..pilestore import ParquetWriting
+from ..plan import DEFAULT_N_PILES, DEFAULT_PARQUET_COMPRESSION, ShuffleKeywords, common_options
+from ..sources import COMPRESSIONS, open_dataframe_source, open_parquet_sources
 from . import _compute
 from ._destination import check_destination, shuffle_locations
 from ._run import ShuffleResult, run_shuffle, shuffle_options

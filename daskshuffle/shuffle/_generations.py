@@ -13,16 +13,36 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import pilestore as store_io
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
-from ..formats import _generations as store_io
-from ..formats._zarr import open_zarr_sources
-from ..plan._options import parse_forwarded_options
-from ..storage import _lock
-from ..storage._location import Location
+from ..plan import parse_forwarded_options
+from ..readers import GenerationsReader, ZarrPileReader
+from ..sources import open_zarr_sources
+from ..storage import Location, exclusive
 from ._compute import map_tasks
 
 __all__ = ["Generation", "append", "compact", "evict", "generations"]
+
+
+def _entry_of(store: Location, number: int) -> dict[str, Any]:
+    """The entry of generation ``number``, read and checked from its own complete pile store."""
+    reader = ZarrPileReader(store_io.generation_location(store, store_io.generation_path(number)))
+    try:
+        return store_io.entry_of(number, reader.metadata)
+    finally:
+        reader.close()
+
+
+def _copy_rows(store: Location, number: int, start: int, stop: int) -> int:
+    """Rows ``start:stop`` of the store as its root lists them now, written into generation ``number``."""
+    reader = GenerationsReader(store)
+    try:
+        rows = reader.read_rows(start, stop)
+    finally:
+        reader.close()
+    return store_io.write_rows(store, number, start, rows)
+
 
 #: Rows ``compact`` copies per task: about this many bytes.
 DEFAULT_COPY_MEMORY = "64MiB"
@@ -175,7 +195,7 @@ def append(
             parameter="store",
         )
     _check_variables(location, root, src, storage_options)
-    with _lock.exclusive(location):
+    with exclusive(location):
         root = store_io.read_root(location)
         number = max(int(entry["generation"]) for entry in root[store_io.GENERATIONS_KEY]) + 1
         store_io.ensure_group(location)
@@ -189,7 +209,7 @@ def append(
             storage_options=storage_options,
             **forwarded,
         )
-        entries = [*root[store_io.GENERATIONS_KEY], store_io.entry_of(number, location)]
+        entries = [*root[store_io.GENERATIONS_KEY], _entry_of(location, number)]
         grown = store_io.union(root, entries)
         store_io.write_root(location, grown)
     return _records(grown)
@@ -215,7 +235,7 @@ def evict(
     """
     location = Location.of(parse_path(store, "store"), storage_options)
     keep_last = parse_positive_int(keep_last, "keep_last")
-    with _lock.exclusive(location):
+    with exclusive(location):
         root = store_io.read_root(location)
         entries = root[store_io.GENERATIONS_KEY]
         gone, kept = entries[:-keep_last], entries[-keep_last:]
@@ -277,7 +297,7 @@ def compact(
     location = Location.of(parse_path(store, "store"), storage_options)
     progress = parse_bool(progress, "progress")
     copy_nbytes = parse_nbytes(copy_memory, "copy_memory")
-    with _lock.exclusive(location):
+    with exclusive(location):
         root = store_io.read_root(location)
         entries = root[store_io.GENERATIONS_KEY]
         if len(entries) > 1:
@@ -289,7 +309,7 @@ def compact(
             n_rows = int(root["n_rows"])
             spans = [(location, number, start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
             token = f"compact-{location.url}-{number}-{root['fingerprint']}"
-            map_tasks(store_io.copy_rows, spans, token=token, progress=progress)
+            map_tasks(_copy_rows, spans, token=token, progress=progress)
             compacted = store_io.union(root, [store_io.finish_compacted(location, number)])
             store_io.write_root(location, compacted)
             for entry in entries:

@@ -24,11 +24,19 @@ import numpy as np
 from dask.base import tokenize
 from numpy.typing import NDArray
 
-from ..formats._base import CollectionSource, Format
-from ..plan._level_plan import GroupedLevel, LevelPlan, block_table, piece_offsets, span_reads
-from ..plan._plan import Plan, block_counts, block_order, group_order
-from ..storage._location import Location
-from ..storage._manifest import Manifest, run_marked, run_once
+from ..formats import CollectionSource, Format
+from ..plan import (
+    GroupedLevel,
+    LevelPlan,
+    Plan,
+    block_counts,
+    block_order,
+    block_table,
+    group_order,
+    piece_offsets,
+    span_reads,
+)
+from ..storage import Location, Manifest, run_marked, run_once
 from ._merge_groups import MergeGroup, MergeLayout, aligned, compact, merge_columns_of, merge_groups
 
 __all__ = ["level_tmp", "shuffle_graph"]

@@ -19,20 +19,27 @@ import numpy as np
 
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_bool, parse_count
-from ..formats._text import BlockCount, TextFormat, TextSource, open_text_sources, parse_delimiter, parse_sources
-from ..formats._text_lines import Lines
-from ..formats._text_sample import (
+from ..plan import TEXT_DEFAULTS, TEXT_FIXED, ShuffleOptions, TextKeywords, common_options, lines_block_memory
+from ..sources import (
     ONE_PASS_LINES,
+    BlockCount,
+    Lines,
+    ShardedTextFormat,
+    TextFormat,
+    TextSource,
     count_and_sample,
     finish_sample,
+    open_text_sources,
     order_sample,
+    output_compression,
+    parse_delimiter,
+    parse_output_files,
+    parse_sources,
     plan_sample,
     read_sample,
+    write_shards,
 )
-from ..formats._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
-from ..plan._declare import common_options
-from ..plan._options import TEXT_DEFAULTS, TEXT_FIXED, ShuffleOptions, TextKeywords, lines_block_memory
-from ..storage._location import Location
+from ..storage import Location
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
 from ._run import ShuffleResult, run_shuffle, shuffle_options
@@ -278,8 +285,13 @@ def _check(
         delimiter=line_end,
     )
     for path in paths:
-        check_destination(source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False)
-    check_workers_reach({"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)})
+        check_destination(
+            source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False, directory=False
+        )
+    check_workers_reach(
+        {"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)},
+        [Location.of(path, storage_options) for path in source.describe()],
+    )
     return _TextShuffle(
         source=source,
         options=options,

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from ..formats._base import Format
+from ..formats import Format
 
 __all__ = ["MergeGroup", "MergeLayout", "aligned", "compact", "merge_columns_of", "merge_groups"]
 

@@ -25,15 +25,11 @@ from .._errors import (
     ShuffleInterrupted,
     StorageFullError,
 )
-from ..formats import read_metadata
-from ..formats._base import CollectionSource, Format
-from ..plan._level_plan import LevelPlan
-from ..plan._options import ShuffleOptions, parse_shuffle_options
-from ..plan._plan import Plan
-from ..storage import _leftovers, _paths
-from ..storage._location import Location
-from ..storage._lock import exclusive
-from ..storage._manifest import Manifest as _Manifest
+from ..formats import CollectionSource, Format
+from ..pilestore import read_metadata
+from ..plan import LevelPlan, Plan, ShuffleOptions, parse_shuffle_options
+from ..storage import Location, _leftovers, _own, _paths, exclusive
+from ..storage import Manifest as _Manifest
 from ._compute import compute
 from ._destination import (
     build_path,
@@ -149,6 +145,8 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
             dst,
             chosen_tmp,
             overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
+            storage_options=options.storage_options,
+            directory=fmt.dst_is_directory,
         )
         # What is at dst decides what this run does: it is looked at once no other run can change it.
         with exclusive(dst):
@@ -265,6 +263,10 @@ def _write(
     resumable: bool,
 ) -> int:
     """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
+    if earlier is not None:  # continued in: nothing placed there since may redirect a write, or the manifest
+        for location, what in ((tmp, "a shuffle's scratch directory"), (earlier.path, "a store being written")):
+            if location.is_local and location.exists():
+                _own.refuse_below(location.path, what)
     manifest = _Manifest(tmp.join(_MANIFEST)) if resumable else None
     done = manifest.done() if manifest is not None and earlier is not None else frozenset()
     if earlier is not None and _CREATED in done:

@@ -8,14 +8,12 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_variables
-from ..plan._declare import common_options
-from ..plan._options import DEFAULT_N_PILES, ShuffleKeywords
+from ..plan import DEFAULT_N_PILES, ShuffleKeywords, common_options
 from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 
 if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
-    from ..formats._xarray import XarrayFormat
-    from ..formats._zarr import SourceLike, ZarrFormat
+    from ..sources import SourceLike, XarrayFormat, ZarrFormat
 
 __all__ = ["shuffle_zarr"]
 
@@ -23,7 +21,7 @@ __all__ = ["shuffle_zarr"]
 def _dask_arrays(src: object) -> dict[str, Any] | None:
     """``{name: dask array}`` if ``src`` is a dask array or a dict of them, else ``None`` (paths and zarr objects)."""
     if _compute.is_dask_array(src):
-        from ..formats._xarray import ARRAY_NAME
+        from ..sources import ARRAY_NAME
 
         return {ARRAY_NAME: src}
     if not isinstance(src, Mapping):
@@ -105,7 +103,7 @@ def shuffle_zarr(
                 "written as xarray writes a dataset, with the codecs daskshuffle chooses.",
                 parameter="compressors",
             )
-        from ..formats._xarray import open_arrays_source
+        from ..sources import open_arrays_source
 
         fmt: XarrayFormat | ZarrFormat = open_arrays_source(
             arrays,
@@ -115,7 +113,7 @@ def shuffle_zarr(
             block_inputs=_compute.array_inputs,
         )
     else:
-        from ..formats._zarr import open_zarr_sources
+        from ..sources import open_zarr_sources
 
         fmt = open_zarr_sources(
             cast("SourceLike | Sequence[SourceLike]", src),

@@ -12,11 +12,20 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..formats._base import FORMAT_VERSION, Format
-from ..plan._level_plan import LevelPlan, make_level_plan
-from ..plan._options import ShuffleOptions
-from ..plan._plan import PILES_SHUFFLED, Plan, ShuffleSettings, fingerprint, make_plan
-from ..plan._rules import Layout, choose_layout
+from ..formats import Format
+from ..pilestore import FORMAT_VERSION
+from ..plan import (
+    PILES_SHUFFLED,
+    Layout,
+    LevelPlan,
+    Plan,
+    ShuffleOptions,
+    ShuffleSettings,
+    choose_layout,
+    fingerprint,
+    make_level_plan,
+    make_plan,
+)
 
 __all__ = ["differences", "plan_within_budget", "run_lengths", "store_metadata"]
 

@@ -23,14 +23,14 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationError
 from .._parse import parse_nbytes, parse_path
-from ..formats import open_pile_reader
-from ..formats._base import CollectionFormat, CollectionSource, FileFormat, Format
-from ..formats._generations import GENERATIONS_KEY, sources_of
-from ..plan._options import DEFAULT_BLOCK_MEMORY
-from ..plan._plan import fingerprint
-from ..storage._location import Location
+from ..formats import CollectionFormat, CollectionSource, FileFormat, Format
+from ..pilestore import GENERATIONS_KEY, sources_of
+from ..plan import DEFAULT_BLOCK_MEMORY, fingerprint
+from ..readers import open_pile_reader
+from ..storage import Location
 from ._checksum import add_checksums, checksum, same_checksums
 from ._compute import map_tasks
+from ._destination import check_workers_access
 from ._store_plan import run_lengths
 
 __all__ = ["VerifyResult", "verify"]
@@ -88,14 +88,14 @@ def _open_sources(
     kind: str, sources: list[str], variables: list[str], block_nbytes: int, storage_options: Any
 ) -> FileFormat[Any]:
     if kind == "zarr":
-        from ..formats._zarr import open_zarr_sources
+        from ..sources import open_zarr_sources
 
         return open_zarr_sources(
             sources, variables=variables, block_nbytes=block_nbytes, storage_options=storage_options
         )
     if kind == "parquet":
-        from ..formats._parquet import open_parquet_sources
-        from ..formats._parquet_store import ParquetWriting
+        from ..pilestore import ParquetWriting
+        from ..sources import open_parquet_sources
 
         return open_parquet_sources(
             sources,
@@ -162,6 +162,9 @@ def verify(
         The rows differ; the error names the variable (``error.variable``).
     CorruptPileStoreError
         A chunk of the store is missing, truncated or fails its checksum.
+    StorageAccessError
+        The storage did not serve a request (credentials, throttling, timeouts), from
+        this process or from some of the cluster's workers; nothing is damaged.
 
     Examples
     --------
@@ -206,6 +209,8 @@ def verify_location(
     source_rows = sum(fmt.block_lengths)
     if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
         raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None)
+    # The workers read the store and the sources: with credentials of their own, which may lack this process's.
+    check_workers_access([location, *(Location.of(source, storage_options) for source in named)])
     tasks: list[tuple[Any, ...]] = [
         ("source", variables, fmt, block, None, range(0)) for block in range(len(fmt.block_lengths))
     ]
@@ -234,6 +239,7 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
     metadata, pile_offsets = _read_store(location)
     variables = list(metadata["variables"])
     token = f"verify-{path}-{metadata.get('fingerprint')}"
+    check_workers_access([location])
     blocks = [(variables, fmt, location, block) for block in range(len(fmt.block_lengths))]
     if isinstance(fmt, CollectionSource):
         source_parts = map_tasks(_collection_part, blocks, token=token, progress=progress, inputs=fmt.block_inputs())

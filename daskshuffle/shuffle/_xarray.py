@@ -9,9 +9,8 @@ import xarray as xr
 
 from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
-from ..formats._xarray import open_xarray_source
-from ..plan._declare import common_options
-from ..plan._options import DEFAULT_N_PILES, ShuffleKeywords
+from ..plan import DEFAULT_N_PILES, ShuffleKeywords, common_options
+from ..sources import open_xarray_source
 from . import _compute
 from ._run import ShuffleResult, run_shuffle, shuffle_options
 
@@ -44,10 +43,12 @@ def shuffle_xarray(
 
     Parameters
     ----------
-    ds : xarray.Dataset or path
+    ds : xarray.Dataset, path or glob
         A dataset, usually lazy and dask-backed (``xr.open_zarr``,
-        ``xr.open_mfdataset``), or a path xarray opens. Its chunks along
-        ``dim`` may be irregular. Not modified.
+        ``xr.open_mfdataset``), a path xarray opens, or a glob of such
+        paths (``"era-*.nc"``), put end to end along ``dim`` in the order
+        of their names. Its chunks along ``dim`` may be irregular. Not
+        modified.
     dst : path or URL
         Where to write the Zarr v3 pile store.
     dim : str

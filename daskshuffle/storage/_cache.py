@@ -9,9 +9,28 @@ limit. Several loaders on one machine may share a cache directory: a file
 appears whole (written aside, then renamed into place) or not at all, and a
 file that another loader evicted is simply fetched again.
 
+The cache owns its files, and only those:
+
+- **Its directory is its own.** The directory given must be missing, empty, or
+  one a cache made: the cache marks it with a file, ``.daskshuffle-cache``,
+  when it first writes there. A directory holding anything else (a user's
+  files) is refused when the :class:`Cache` is made, as is a file, or a path
+  below one; the cache never lists, sizes or removes a user's files.
+- **It removes only what it wrote, by its own names**: inside its directory,
+  a directory of 32 hexadecimal digits per store, holding files named by 64
+  hexadecimal digits (a digest of the store's path of the file) and
+  ``.partial-<32 hex digits>`` files being written. Nothing else there is read,
+  counted or removed.
+- **It follows no link**: every file and directory below the cache's
+  directory is reached from an open directory, by name, with ``O_NOFOLLOW``
+  (and ``lstat``); a link (or FIFO, ...) placed there is neither read, sized,
+  written through nor removed, and what it points to is left alone.
+
 The cache trusts nothing it holds: the reader checks each file as it checks
 one fetched (a chunk's crc32c), and a damaged cached file is evicted and
-fetched again from the store.
+fetched again from the store. A cache that cannot be used once a loader runs
+(its directory removed, a disk full) only makes reads slower: files that cannot
+be written are fetched again when next read.
 """
 
 from __future__ import annotations
@@ -19,27 +38,46 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat
 import threading
 import uuid
+import warnings
+import weakref
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import DaskShuffleError, DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes
+from . import _own
+from ._cache_directory import (
+    FILE_NAME,
+    MARKER,
+    PARTIAL,
+    check_directory,
+    claim,
+    close,
+    exists,
+    listed,
+    open_store_directory,
+    refused,
+)
 
-__all__ = ["Cache", "StoreCache", "parse_cache"]
+__all__ = ["MARKER", "Cache", "StoreCache", "parse_cache"]
 
 #: The cache's limit unless one is given.
 DEFAULT_MAX_SIZE = 10 * 2**30
 #: Files written between two looks at the whole cache's size, as a fraction of the limit.
 SCAN_FRACTION = 0.05
-_PARTIAL = ".partial-"
 
 
 @dataclass(frozen=True)
 class Cache:
     """A directory on a local disk where a loader keeps the files of a remote pile store.
+
+    The cache owns the directory: it must be missing, empty, or a cache's
+    already (marked by a ``.daskshuffle-cache`` file the cache writes). Inside
+    it removes only files it wrote, by the names it gives them, and never
+    follows a symbolic link.
 
     Parameters
     ----------
@@ -47,6 +85,12 @@ class Cache:
         Where the files go (made if missing). Loaders on one machine may share it.
     max_size : int or str, default "10GiB"
         The most bytes the cache holds: past it, the files read longest ago are removed.
+
+    Raises
+    ------
+    DaskShuffleValueError
+        If ``directory`` is a file, lies below one, may not be written, or holds
+        files a cache did not make.
 
     Examples
     --------
@@ -73,11 +117,18 @@ class Cache:
                 "read from remote storage, so that later epochs read it locally.",
                 parameter="cache",
             )
-        object.__setattr__(self, "directory", os.path.realpath(os.path.expanduser(path)))
         object.__setattr__(self, "max_size", parse_nbytes(max_size, "max_size"))
+        # A link given as the directory is the user's choice, followed once here; nothing below it is followed.
+        path = os.path.realpath(os.path.expanduser(path))
+        check_directory(path)
+        object.__setattr__(self, "directory", path)
 
     def for_store(self, fingerprint: str) -> StoreCache:
-        """The part of the cache that holds the files of the store of ``fingerprint``."""
+        """The part of the cache that holds the files of the store of ``fingerprint``.
+
+        Raises :class:`~daskshuffle.DaskShuffleError` if the directory cannot
+        be used (any more) as the cache's own.
+        """
         return StoreCache(self, fingerprint)
 
 
@@ -100,12 +151,15 @@ class StoreCache:
     What the cache holds is listed once, when it is opened, and kept up to
     date with what this object writes and evicts: :meth:`holds` costs no look
     at the disk. A file that another loader evicted since is found missing
-    when it is read, and fetched then.
+    when it is read, and fetched then. Every file is reached by name from the
+    open directory of the store, never through a link.
     """
 
     cache: Cache
     fingerprint: str
-    _root: str = field(init=False)
+    _root: int = field(init=False)
+    _store: int = field(init=False)
+    _digest: str = field(default="", init=False)
     _names: dict[str, str] = field(default_factory=dict, init=False)
     _held: set[str] = field(default_factory=set, init=False)
     _written: int = field(default=0, init=False)
@@ -113,15 +167,42 @@ class StoreCache:
 
     def __post_init__(self) -> None:
         digest = hashlib.sha256(self.fingerprint.encode()).hexdigest()[:32]
-        self._root = os.path.join(self.cache.directory, digest)
-        with contextlib.suppress(FileNotFoundError):
-            self._held = {name for name in os.listdir(self._root) if not name.startswith(_PARTIAL)}
+        if os.open not in os.supports_dir_fd:
+            raise DaskShuffleValueError(
+                "Expected a system that opens files relative to a directory, which the cache needs to follow no "
+                "link. Got one that cannot instead; pass cache=None.",
+                parameter="cache",
+            )
+        try:
+            self._root = claim(self.cache.directory)
+        except DaskShuffleError:
+            raise
+        except OSError as error:
+            raise refused(self.cache.directory, f"which cannot be used ({error})", "pass another.") from None
+        try:
+            self._store = open_store_directory(self._root, self.cache.directory, digest)
+        except BaseException:
+            close(self._root)
+            raise
+        self._digest = digest
+        weakref.finalize(self, close, self._root, self._store)
+        self._held = {name for name in os.listdir(self._store) if FILE_NAME.fullmatch(name) and self._regular(name)}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"cache": self.cache, "fingerprint": self.fingerprint}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state)  # type: ignore[misc]
+        try:
+            self.__init__(**state)  # type: ignore[misc]
+        except (DaskShuffleError, OSError) as error:  # in a process of its own (a DataLoader worker): read without
+            warnings.warn(f"The cache is not used: {error}", UserWarning, stacklevel=2)
+            self._disable()
+
+    def _disable(self) -> None:
+        """A cache that holds nothing and keeps nothing (its directory could not be opened)."""
+        self.__dict__.update(
+            _names={}, _held=set(), _written=0, _lock=threading.Lock(), _root=-1, _store=-1, _digest=""
+        )
 
     def _name(self, path: str) -> str:
         # The store's own path is not a safe local name (a URL, a key with any characters): a digest is.
@@ -130,33 +211,53 @@ class StoreCache:
             name = self._names[path] = hashlib.sha256(path.encode()).hexdigest()
         return name
 
-    def local_path(self, path: str) -> str:
-        """Where the cached bytes of ``path`` are (or would be) on the local disk."""
-        return os.path.join(self._root, self._name(path))
+    def _regular(self, name: str, directory: int | None = None) -> bool:
+        """Whether ``name`` in the store's directory is a regular file (not a link, not anything else)."""
+        try:
+            mode = os.stat(name, dir_fd=self._store if directory is None else directory, follow_symlinks=False).st_mode
+        except OSError:
+            return False
+        return stat.S_ISREG(mode)
+
+    def open(self, path: str) -> int | None:
+        """A descriptor of the cached bytes of ``path``, open for reading (the caller closes it); ``None`` if absent.
+
+        A link or anything but a regular file at its name is not opened.
+        """
+        if self._store < 0 or not self.holds(path):
+            return None
+        try:
+            return _own.open_file(self._name(path), os.O_RDONLY, "a cached file", dir_fd=self._store)
+        except (OSError, DaskShuffleError):
+            with self._lock:
+                self._held.discard(self._name(path))
+            return None
 
     def touch(self, path: str) -> None:
         """``path`` was read now: it is evicted last."""
-        with contextlib.suppress(FileNotFoundError):
-            os.utime(self.local_path(path))
+        if self._store < 0:
+            return
+        with contextlib.suppress(OSError):
+            os.utime(self._name(path), dir_fd=self._store, follow_symlinks=False)
 
     def read(self, path: str, nbytes: int) -> bytes | None:
         """The cached ``nbytes`` bytes of ``path``, or ``None``: not cached, or gone or short since (then evicted).
 
         A read is a use: the file is evicted last.
         """
-        if not self.holds(path):
+        fd = self.open(path)
+        if fd is None:
             return None
-        local = self.local_path(path)
         try:
-            with open(local, "rb") as file:
-                data = file.read(nbytes + 1)
+            data = os.pread(fd, nbytes + 1, 0)
         except OSError:
             data = b""
+        finally:
+            os.close(fd)
         if len(data) != nbytes:
             self.evict(path)
             return None
-        with contextlib.suppress(OSError):
-            os.utime(local)
+        self.touch(path)
         return data
 
     def holds(self, path: str) -> bool:
@@ -165,19 +266,23 @@ class StoreCache:
 
     def write(self, path: str, data: bytes) -> None:
         """Keep ``data`` as the bytes of ``path``, whole or not at all; then hold to the limit."""
-        if len(data) > self.cache.max_size:
+        if len(data) > self.cache.max_size or self._store < 0:
             return
         name = self._name(path)
-        local = os.path.join(self._root, name)
-        partial = os.path.join(self._root, f"{_PARTIAL}{uuid.uuid4().hex}")
+        partial = f"{PARTIAL}{uuid.uuid4().hex}"
         try:
-            os.makedirs(self._root, exist_ok=True)
-            with open(partial, "wb") as file:
+            with os.fdopen(
+                _own.open_file(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "a cached file", dir_fd=self._store),
+                "wb",
+            ) as file:
                 file.write(data)
-            os.replace(partial, local)
-        except OSError:  # a full disk: a cache that cannot grow is only slower
-            with contextlib.suppress(OSError):
-                os.unlink(partial)
+            if self._regular(name) or not exists(name, self._store):  # never over what someone else put there
+                os.replace(partial, name, src_dir_fd=self._store, dst_dir_fd=self._store)
+        except (OSError, DaskShuffleError):  # a full disk, a removed directory: a cache that cannot grow is slower
+            pass
+        with contextlib.suppress(OSError):
+            os.unlink(partial, dir_fd=self._store)  # left only if it was not renamed
+        if not self._regular(name):
             return
         with self._lock:
             self._held.add(name)
@@ -189,28 +294,34 @@ class StoreCache:
             self.trim()
 
     def evict(self, path: str) -> None:
-        """Remove the cached bytes of ``path`` (found damaged, or missing)."""
+        """Remove the cached bytes of ``path`` (found damaged, or missing); only a file the cache wrote."""
         name = self._name(path)
         with self._lock:
             self._held.discard(name)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(self._root, name))
+        if self._store >= 0 and self._regular(name):
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=self._store)
 
     def trim(self) -> None:
-        """Remove the files read longest ago, of every store in the cache, until it holds at most its limit."""
-        files = []
-        for entry in Path(self.cache.directory).glob("*/*"):
-            try:
-                stat = entry.stat()
-            except FileNotFoundError:  # evicted by another loader meanwhile
-                continue
-            files.append((stat.st_mtime, stat.st_size, entry))
-        total = sum(size for _, size, _ in files)
-        for _, size, entry in sorted(files, key=lambda item: item[0]):
-            if total <= self.cache.max_size:
-                break
-            entry.unlink(missing_ok=True)
-            total -= size
-            if str(entry.parent) == self._root:
-                with self._lock:
-                    self._held.discard(entry.name)
+        """Remove the files read longest ago, of every store in the cache, until it holds at most its limit.
+
+        Only the cache's own names are looked at (its stores' directories, their
+        files), each without following a link; a file being written that a
+        killed loader left goes too.
+        """
+        if self._root < 0:
+            return
+        files, opened = listed(self._root, self._digest, self._store)
+        try:
+            total = sum(size for _, size, _, _ in files)
+            for _, size, directory, name in sorted(files, key=lambda item: item[0]):
+                if total <= self.cache.max_size:
+                    break
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=directory)
+                total -= size
+                if directory == self._store:
+                    with self._lock:
+                        self._held.discard(name)
+        finally:
+            close(*opened)

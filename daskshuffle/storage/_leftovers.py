@@ -7,6 +7,11 @@ where a swap takes two renames) and holds ``<dst>.daskshuffle-lock``. A run
 killed after its store was marked complete, before it removed these, leaves
 them for good: running the same shuffle again removes them, as does
 ``daskshuffle info --clean``.
+
+Each of these is a name of the library's own; something else found there (a
+symbolic link someone placed, pointing anywhere) is not a leftover: it is
+refused before a run writes anything (:func:`check_own_paths`), never removed,
+and named in an ``UnsafePathError``.
 """
 
 from __future__ import annotations
@@ -16,14 +21,16 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from . import _lock
+from . import _lock, _own
 from ._location import Location
 
 __all__ = [
     "NEW_SUFFIX",
+    "PARTIAL_SUFFIX",
     "SCRATCH_SUFFIXES",
     "TMP_SUFFIX",
     "Leftover",
+    "check_own_paths",
     "clean",
     "find",
     "human_bytes",
@@ -38,6 +45,8 @@ LOCAL_PIECES = "daskshuffle-pieces"
 NEW_SUFFIX = ".daskshuffle-new"
 #: Every directory a run keeps beside ``dst`` while it writes (the spool of compressed text inputs too).
 SCRATCH_SUFFIXES = (TMP_SUFFIX, ".daskshuffle-spool", NEW_SUFFIX, ".daskshuffle-old")
+#: Where a text output is written until it is complete (a file, or a directory of parts on object storage).
+PARTIAL_SUFFIX = ".daskshuffle-partial"
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,30 @@ def find(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     return [leftover for _, leftover in _scratch(dst, tmp)] + _left_lock(dst)
 
 
+def own_paths(dst: Location, tmp: Location | None = None) -> dict[Location, str]:
+    """Every path a run into ``dst`` may write or remove beside it (or under ``tmp``), and what each is."""
+    paths = {dst.with_suffix(_lock.LOCK_SUFFIX): "a lock file", dst.with_suffix(PARTIAL_SUFFIX): "an output"}
+    for suffix in SCRATCH_SUFFIXES:
+        paths[dst.with_suffix(suffix)] = "a scratch directory"
+        if tmp is not None and suffix in (TMP_SUFFIX, ".daskshuffle-spool"):
+            paths[dst.scratch(suffix, tmp)] = "a scratch directory"
+    if tmp is None and dst.is_object_store:
+        paths[local_pieces_directory(dst)] = "a directory of pieces"
+        paths[dst.scratch(TMP_SUFFIX, local_pieces_directory(dst))] = "a scratch directory"
+    return paths
+
+
+def check_own_paths(dst: Location, tmp: Location | None = None) -> None:
+    """Before a run writes anything: refuse a link (or a FIFO, ...) someone placed where it writes beside ``dst``.
+
+    Raises :class:`~daskshuffle.UnsafePathError` naming it; nothing is written
+    through it or removed.
+    """
+    for location, what in own_paths(dst, tmp).items():
+        if location.is_local:
+            _own.refuse(location.path, what)
+
+
 def local_pieces_directory(dst: Location) -> Location:
     """The directory on this machine where the pieces of a shuffle into ``dst`` (on object storage) may go."""
     digest = hashlib.sha256(dst.url.encode()).hexdigest()[:16]
@@ -74,22 +107,31 @@ def _scratch(dst: Location, tmp: Location | None) -> list[tuple[Location, Leftov
     elif dst.is_object_store:  # the pieces may be on this machine (shuffle/_destination.py: local_pieces)
         paths[dst.scratch(TMP_SUFFIX, local_pieces_directory(dst))] = TMP_SUFFIX
     for path, suffix in paths.items():
-        if path.exists():
+        if path.exists() and not _placed(path):
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
             found.append((path, Leftover(path.url, path.nbytes(), what)))
     return found
 
 
+def _placed(location: Location) -> bool:
+    """Whether a link (or FIFO, ...) someone placed is at one of a run's paths: not a leftover, never removed."""
+    return location.is_local and _own.found_at(location.path) is not None
+
+
 def _left_lock(dst: Location) -> list[Leftover]:
     lock = dst.with_suffix(_lock.LOCK_SUFFIX)
-    if not lock.exists():
+    if not lock.exists() or _placed(lock):
         return []
     holder = _lock.read_holder(dst) or {}
     return [Leftover(lock.url, lock.nbytes(), f"the lock of {_lock.describe(holder)}, which is gone")]
 
 
 def clean(dst: Location, tmp: Location | None = None) -> list[Leftover]:
-    """Remove what runs left beside ``dst``, but its lock; the caller holds that lock (and removes it as it lets go)."""
+    """Remove what runs left beside ``dst``, but its lock; the caller holds that lock (and removes it as it lets go).
+
+    A link placed at one of those paths is refused (:func:`check_own_paths`), not removed.
+    """
+    check_own_paths(dst, tmp)
     found = _scratch(dst, tmp)
     for location, _ in found:
         location.remove()

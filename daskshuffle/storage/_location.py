@@ -10,22 +10,28 @@ and options: a worker rebuilds the fsspec filesystem on first use.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
 from fsspec import AbstractFileSystem
 
-from .._errors import StorageAccessError, StorageNotFoundError
+from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
+from . import (
+    _inherited,  # noqa: F401  # keeps a forked process's inherited filesystems (see there)
+    _own,
+)
+from ._access import storage_failure
 from ._paths import inside, is_url, normalize
+from ._probe import probe_conditional_writes
 
-__all__ = ["CONDITIONAL_WRITES", "Location"]
+__all__ = ["Location", "unreached"]
 
-#: The protocols whose filesystems honour ``If-None-Match`` / ``If-Match`` on a write (through ``put_object``).
-CONDITIONAL_WRITES = frozenset({"s3", "s3a"})
 #: Protocols that serve files but cannot list a directory.
 _UNLISTABLE = frozenset({"http", "https"})
 _REMOVE_ATTEMPTS = 5
@@ -111,8 +117,21 @@ class Location:
 
     @property
     def conditional_writes(self) -> bool:
-        """Whether a write can be made conditional (``If-None-Match: *``, ``If-Match: <ETag>``)."""
-        return self.protocol in CONDITIONAL_WRITES
+        """Whether the storage refuses to create a file that exists (``pipe_file(mode="create")``, ``If-None-Match: *``).
+
+        Not declared from the URL: an ``s3://`` endpoint may be MinIO, Ceph or
+        R2, which may ignore the condition, and another object store may honour
+        it. It is probed once per bucket and filesystem in this process
+        (:func:`~daskshuffle.storage._probe.probe_conditional_writes`: two
+        creates of one object of daskshuffle's own, the second must be
+        refused), and kept on this location. A local disk and ``memory://``
+        are not probed (``False``): the lock excludes writers there by other means.
+        """
+        found: bool | None = self.__dict__.get("_conditional")
+        if found is None:
+            found = False if self.is_local or self.protocol == "memory" else probe_conditional_writes(self)
+            object.__setattr__(self, "_conditional", found)
+        return found
 
     @property
     def zarr_options(self) -> dict[str, Any] | None:
@@ -134,7 +153,8 @@ class Location:
     def _resolved(self) -> tuple[AbstractFileSystem, str]:
         found: tuple[AbstractFileSystem, str] | None = self.__dict__.get("_fs")
         if found is None:
-            fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
+            with self.reaching():  # a storage option the filesystem does not take is named
+                fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
             found = (fs, inner)
             object.__setattr__(self, "_fs", found)
         return found
@@ -178,14 +198,36 @@ class Location:
 
     # What is there.
 
-    def exists(self) -> bool:
-        """Whether something is here; refused credentials raise :class:`StorageAccessError` naming it."""
+    @contextlib.contextmanager
+    def reaching(self, what: str | None = None) -> Iterator[None]:
+        """Raise any failure to reach the storage in the body as an error that names this location and what to do.
+
+        :class:`~daskshuffle.StorageAccessError` for missing or refused
+        credentials, throttling, timeouts, connections and server errors;
+        :class:`~daskshuffle.DaskShuffleValueError` for a storage option the
+        filesystem does not take (:func:`~daskshuffle.storage._access.storage_failure`).
+        Any other error passes as it is. ``what`` names the file read, if not this one.
+        """
         try:
-            return bool(self.fs.exists(self.path))
-        except PermissionError as error:
-            if isinstance(error, StorageAccessError):
+            yield
+        except DaskShuffleError:
+            raise
+        except Exception as error:
+            failure = storage_failure(error, self.url, self.options, self._fs_class(), what=what)
+            if failure is None:
                 raise
-            raise self._access_error(error) from error
+            raise failure from error
+
+    def _fs_class(self) -> Any:
+        try:
+            return fsspec.get_filesystem_class(self.protocol) if not self.is_local else None
+        except (ImportError, ValueError):
+            return None
+
+    def exists(self) -> bool:
+        """Whether something is here; a failure to reach the storage raises :class:`StorageAccessError` naming it."""
+        with self.reaching():
+            return bool(self.fs.exists(self.path))
 
     def isdir(self) -> bool:
         """Whether this is a directory (a prefix with objects below it, on an object store)."""
@@ -207,10 +249,8 @@ class Location:
         if found_here or bucket_known or not self.is_object_store:
             return found_here
         bucket = self.bucket
-        try:
+        with self.reaching():
             found = bool(self.fs.exists(bucket))
-        except PermissionError as error:
-            raise self._access_error(error) from error
         if not found:
             raise StorageNotFoundError(
                 f"Expected the bucket of {name} to exist. Got {self.url!r}, whose bucket {bucket!r} does not exist "
@@ -225,14 +265,6 @@ class Location:
         """The first component of the path: on an object store, the bucket."""
         return self.path.strip("/").split("/", 1)[0]
 
-    def _access_error(self, error: BaseException) -> StorageAccessError:
-        return StorageAccessError(
-            f"Expected credentials that may read and write {self.url!r}. Got access denied ({error}) instead; "
-            "check the credentials in storage_options (for S3: key and secret, or AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY or AWS_PROFILE in the environment) and the permissions on this path.",
-            parameter="storage_options",
-        )
-
     # Writing.
 
     def write_whole(self, data: bytes) -> None:
@@ -245,6 +277,10 @@ class Location:
             self.fs.pipe_file(self.path, data)
             return
         staged = f"{self.path}.partial"
+        if self.is_local:  # never written through a link placed at the staged name
+            _own.write_file(staged, data, "a file being written")
+            os.replace(staged, self.path)
+            return
         self.fs.pipe_file(staged, data)
         self.fs.mv(staged, self.path)
 
@@ -253,8 +289,16 @@ class Location:
         self.fs.makedirs(self.path, exist_ok=True)
 
     def remove(self) -> None:
-        """Remove what is here and everything below it, if it exists."""
+        """Remove what is here and everything below it, if it exists.
+
+        A local symbolic link here was placed by someone else (the library
+        makes none): it is refused with :class:`~daskshuffle.UnsafePathError`
+        and left, as is what it points to. Links below a directory removed here
+        are removed themselves, never followed.
+        """
         fs, inner = self._resolved()
+        if self.is_local:
+            _own.refuse(inner, "a file or directory")
         for attempt in range(_REMOVE_ATTEMPTS):
             if not fs.exists(inner):
                 return
@@ -267,3 +311,24 @@ class Location:
                 if attempt == _REMOVE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.2 * (attempt + 1))
+
+
+def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
+    """The locations of ``locations`` that this process cannot reach: ``(url, reason, what went wrong)`` for each.
+
+    ``reason`` is a :class:`~daskshuffle.StorageAccessError`'s, or
+    ``"options"`` for a storage option the filesystem does not take. Run on
+    each worker of a cluster before it reads or writes them: a worker takes
+    credentials from the call's ``storage_options`` or from its own
+    environment, which is not this process's.
+    """
+    failed = []
+    for location in locations:
+        try:
+            location.exists()
+        except StorageAccessError as error:
+            cause = error.__cause__
+            failed.append((location.url, error.reason, str(cause) if cause is not None else str(error)))
+        except DaskShuffleValueError as error:
+            failed.append((location.url, "options", str(error)))
+    return failed

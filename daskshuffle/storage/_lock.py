@@ -18,16 +18,26 @@ runs that race for one lock, exactly one holds it; how depends on the storage:
   an open file, so two threads of one process exclude each other as well.
   Where there is no ``fcntl`` (Windows) the file is created exclusively, and a
   lock left by a killed process is named in the error, to be removed by hand.
-- **S3** (s3fs): conditional writes. The lock is created with
-  ``If-None-Match: *``, which the store refuses if the object exists. A lock
-  left by a process of this host that no longer runs is replaced with
-  ``If-Match: <its ETag>``: of two runs replacing it, the second's write is
-  refused, since the first changed the ETag.
+- **Storage that refuses to create an object that exists** (AWS S3 through
+  s3fs, and any filesystem whose ``pipe_file(mode="create")`` is refused for an
+  existing file): conditional writes. Whether the storage does is probed once
+  per bucket (``_probe.py``), never assumed from the URL: an ``s3://`` endpoint
+  may be a server that ignores ``If-None-Match``. The lock is created with
+  ``mode="create"`` (``If-None-Match: *``), which the store refuses if the
+  object exists. On S3, a lock left by a process of this host that no longer
+  runs is replaced with ``If-Match: <its ETag>``: of two runs replacing it,
+  the second's write is refused, since the first changed the ETag. Elsewhere
+  such a lock is named, to be removed by hand.
 - **memory://**: visible to this process only; checked and created under a
   process-wide lock.
-- **Other fsspec filesystems** offer no conditional write: the lock is written
-  and read back, which names a run that started earlier but does not exclude
-  two that start at once. A ``UserWarning`` says so, once per filesystem.
+- **Other storage** offers no conditional write (or the probe found that it
+  ignores one): the lock is written and read back, which names a run that
+  started earlier but does not exclude two that start at once. A
+  ``UserWarning`` says so, once per bucket, with what the probe found.
+
+A local lock is opened with ``O_NOFOLLOW``: a symbolic link (or a FIFO)
+placed at ``<dst>.daskshuffle-lock`` is refused with ``UnsafePathError``,
+and what it points to is left untouched (``storage/_own.py``).
 
 Released on exit, by the run that holds it only.
 """
@@ -50,20 +60,24 @@ from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
 from .._errors import DaskShuffleValueError
-from ._location import CONDITIONAL_WRITES, Location
+from . import _own
+from ._location import Location
+from ._probe import why_unconditional
 
 try:
     import fcntl
 except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["CONDITIONAL_WRITES", "LOCK_SUFFIX", "describe", "exclusive", "held", "read_holder"]
+__all__ = ["LOCK_SUFFIX", "describe", "exclusive", "held", "read_holder"]
 
 LOCK_SUFFIX = ".daskshuffle-lock"
 #: How long a refused run waits for the holder to finish writing its name into a lock it just created.
 _NAME_WAIT = 1.0
 _in_memory = threading.Lock()
 _warned: set[str] = set()
+#: Protocols whose filesystems pass ``IfMatch=<ETag>`` to the store (s3fs, to ``put_object``).
+_IF_MATCH = frozenset({"s3", "s3a"})
 
 
 def _checkpoint(name: str) -> None:
@@ -108,6 +122,8 @@ def _named(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
 def read_holder(dst: Location) -> dict[str, Any] | None:
     """What the lock of ``dst`` records (``None`` if there is no lock), held or left behind."""
     lock = dst.with_suffix(LOCK_SUFFIX)
+    if lock.is_local and _own.found_at(lock.path) is not None:  # a link or FIFO placed there: no lock, never read
+        return None
     return _read(lock.fs, lock.path) if lock.exists() else None
 
 
@@ -119,8 +135,10 @@ def held(dst: Location) -> bool:
         return holder is not None and not _stale(holder)
     inner = lock.path
     try:
-        fd = os.open(inner, os.O_RDONLY)
+        fd = os.open(inner, os.O_RDONLY | _own.NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
+        return False
+    except OSError:  # a link or a FIFO placed there: no run of daskshuffle holds it
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -163,10 +181,10 @@ def exclusive(where: Location) -> Iterator[None]:
     elif in_memory:
         with _in_memory:
             _create_by_reading_back(dst, path, fs, inner, ours)
-    elif lock.conditional_writes:
-        _create_conditionally(dst, path, fs, inner, ours)
+    elif where.conditional_writes:
+        _create_conditionally(dst, path, fs, inner, ours, replace_stale=lock.protocol in _IF_MATCH)
     else:
-        _warn_unexcluded(fs)
+        _warn_unexcluded(where)
         _create_by_reading_back(dst, path, fs, inner, ours)
     try:
         yield
@@ -182,7 +200,8 @@ def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[
     assert fcntl is not None  # for the type checker: the caller checked
     os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
     while True:
-        fd = os.open(inner, os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a link placed at the lock's path: truncated and written, it would damage what it names.
+        fd = _own.open_file(inner, os.O_RDWR | os.O_CREAT, "a lock file")
         try:
             _checkpoint("opened")
             try:
@@ -204,13 +223,16 @@ def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):
-            os.remove(inner)  # still locked: a run that opened it meanwhile finds it gone, and starts again
+            there = os.lstat(inner)
+            if (there.st_dev, there.st_ino) == (locked.st_dev, locked.st_ino):  # ours, not what replaced it
+                os.remove(inner)  # still locked: a run that opened it meanwhile finds it gone, and starts again
         os.close(fd)
 
 
 def _create_local(dst: str, path: str, inner: str, ours: dict[str, Any]) -> None:
     """Without ``flock``: an exclusive create, and a lock left behind is named, to be removed by hand."""
     os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
+    _own.refuse(inner, "a lock file")
     try:
         with open(inner, "x") as file:
             file.write(json.dumps(ours))
@@ -218,8 +240,10 @@ def _create_local(dst: str, path: str, inner: str, ours: dict[str, Any]) -> None
         raise _refuse(dst, path, _named(LocalFileSystem(), inner), by_hand=True) from None
 
 
-def _create_conditionally(dst: str, path: str, fs: AbstractFileSystem, inner: str, ours: dict[str, Any]) -> None:
-    """Create with ``If-None-Match: *``; replace a lock its killed process left with ``If-Match: <ETag>``."""
+def _create_conditionally(
+    dst: str, path: str, fs: AbstractFileSystem, inner: str, ours: dict[str, Any], *, replace_stale: bool
+) -> None:
+    """Create with ``If-None-Match: *``; replace a lock its killed process left with ``If-Match: <ETag>`` (S3)."""
     text = json.dumps(ours).encode()
     for _ in range(3):  # a lock removed while we look at it: try again
         try:
@@ -233,7 +257,7 @@ def _create_conditionally(dst: str, path: str, fs: AbstractFileSystem, inner: st
         except FileNotFoundError:
             continue
         holder = _named(fs, inner)
-        if not _stale(holder):
+        if not (replace_stale and _stale(holder)):
             raise _refuse(dst, path, holder, by_hand=True)
         _checkpoint("stale")
         try:
@@ -257,14 +281,17 @@ def _create_by_reading_back(dst: str, path: str, fs: AbstractFileSystem, inner: 
         raise _refuse(dst, path, _read(fs, inner) or {}, by_hand=True)
 
 
-def _warn_unexcluded(fs: AbstractFileSystem) -> None:
-    name = type(fs).__name__
-    if name in _warned:
+def _warn_unexcluded(where: Location) -> None:
+    key = f"{type(where.fs).__name__} {where.protocol}://{where.bucket}"
+    if key in _warned:
         return
-    _warned.add(name)
+    _warned.add(key)
+    found = why_unconditional(where)
     warnings.warn(
-        f"{name} offers no conditional write: daskshuffle's lock names a run that started earlier but does not "
-        "keep two runs that start at the same moment from writing one destination; start one at a time.",
+        f"{type(where.fs).__name__} offers no conditional write at {where.protocol}://{where.bucket}"
+        + (f" ({found})" if found else "")
+        + ": daskshuffle's lock names a run that started earlier but does not keep two runs that start at the "
+        "same moment from writing one destination; start one at a time.",
         UserWarning,
         stacklevel=4,
     )

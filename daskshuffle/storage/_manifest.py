@@ -4,14 +4,18 @@ Each pass-1 scatter, merge and seam task marks its name in the manifest (an
 empty file under the scratch directory) once everything it writes is written.
 Tasks are deterministic, so a task that ran without marking (killed mid-way)
 simply runs again and writes the same bytes; a marked one is not run again.
+A mark on a local disk is never made through a symbolic link placed in the
+scratch directory (``storage/_own.py``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import _own
 from ._location import Location
 
 __all__ = ["Manifest", "run_marked", "run_once"]
@@ -33,8 +37,14 @@ class Manifest:
 
     def mark(self, name: str) -> None:
         fs, inner = self.location.fs, self.location.path
-        fs.makedirs(inner, exist_ok=True)
-        fs.pipe_file(f"{inner}/{name}", b"")
+        if not self.location.is_local:
+            fs.makedirs(inner, exist_ok=True)
+            fs.pipe_file(f"{inner}/{name}", b"")
+            return
+        # Locally, never through a link placed at the manifest or a mark: it would make or empty a file elsewhere.
+        _own.refuse(inner, "a manifest directory", directory=True)
+        os.makedirs(inner, exist_ok=True)
+        os.close(_own.open_file(f"{inner}/{name}", os.O_WRONLY | os.O_CREAT, "a manifest mark"))
 
     def is_done(self, name: str) -> bool:
         return self.location.join(name).exists()

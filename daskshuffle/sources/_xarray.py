@@ -19,6 +19,7 @@ The Zarr pile store with an xarray source and an xarray-shaped destination:
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -29,13 +30,12 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from ..storage._location import Location
-from . import _layout
-from ._arrays import ArrayPieces, ArrayRows, Variable
-from ._base import NUMERIC_KINDS, CollectionSource
-from ._zarr import CHUNK_NBYTES, ZarrDestination
-from ._zarr_source import METADATA_KEY
+from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
+from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_attribute
+from ..storage import Location
+from ._arrays import ArrayPieces
 
 __all__ = ["ROW_DIMENSION", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
 
@@ -51,17 +51,31 @@ BlockInputs = Callable[[dict[str, Any], list[int]], tuple[dict[Any, Any], list[A
 _VALUE_ENCODINGS = ("dtype", "_FillValue", "missing_value", "scale_factor", "add_offset", "units", "calendar")
 
 
-def open_dataset(ds: object, storage_options: dict[str, Any] | None) -> tuple[xr.Dataset, list[str]]:
+def open_dataset(ds: object, storage_options: dict[str, Any] | None, dim: str) -> tuple[xr.Dataset, list[str]]:
+    """``ds`` opened: a dataset as it is, a path (a Zarr store or a file), or a glob of them put end to end along ``dim``."""
     if isinstance(ds, xr.Dataset):
         source = ds.encoding.get("source")
         return ds, [source] if isinstance(source, str) else []
     if not isinstance(ds, str | os.PathLike | Location):
         raise DaskShuffleTypeError(f"Expected ds to be an xarray.Dataset or a path. Got {type(ds).__name__} instead.")
     root = Location.of(ds, storage_options)
-    if not root.exists():
+    if root.exists():
+        return _open_one(root, ds), [root.url]
+    matches = sorted(root.fs.glob(root.path)) if glob.has_magic(root.path) else []
+    if not matches:
+        found = "matches no file" if glob.has_magic(root.path) else "does not exist"
         raise SourceNotFoundError(
-            f"Expected ds to be an existing dataset. Got {str(ds)!r}, which does not exist, instead."
+            f"Expected a dataset: a Zarr store, a file xarray opens, or a glob of them. Got {str(ds)!r}, which "
+            f"{found}, instead."
         )
+    # As open_mfdataset(paths, combine="nested", concat_dim=dim): the files in the order of their names.
+    urls = [root.fs.unstrip_protocol(match) if not root.is_local else match for match in matches]
+    parts = [_open_one(Location.of(url, storage_options), url) for url in urls]
+    combined = xr.combine_nested(parts, concat_dim=dim, data_vars="minimal", coords="minimal", compat="override")
+    return combined, urls
+
+
+def _open_one(root: Location, ds: object) -> xr.Dataset:
     try:
         if root.join("zarr.json").exists() or root.join(".zgroup").exists():
             # Consolidated metadata if the store has it, without xarray's warning when it does not.
@@ -73,7 +87,8 @@ def open_dataset(ds: object, storage_options: dict[str, Any] | None) -> tuple[xr
         raise DaskShuffleValueError(
             f"Expected ds to be a dataset xarray opens. Got {str(ds)!r}, which it cannot open ({error}), instead."
         ) from error
-    return opened, [root.url]
+    dataset: xr.Dataset = opened
+    return dataset
 
 
 def _has_consolidated_v3(root: Location) -> bool:
@@ -183,7 +198,7 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
                 self._template[variable.name] = rechunked
         self._template.to_zarr(self._open(dst), mode="w", compute=False, zarr_format=3, consolidated=False)
         group = zarr.open_group(self._open(dst), mode="r+")
-        group.attrs[METADATA_KEY] = {**metadata, "dim": self.dim}
+        group.attrs[METADATA_KEY] = metadata_attribute({**metadata, "dim": self.dim})
 
     def stored_rows(self, dst: Location, rows: ArrayRows) -> ArrayRows:
         return _encode(zarr.open_group(self._open(dst), mode="r"), rows, self._open(dst))
@@ -227,7 +242,7 @@ def open_xarray_source(
     ``block_inputs`` builds the graph of the blocks from the dataset's dask
     arrays (the graph layer's ``array_inputs``).
     """
-    dataset, sources = open_dataset(ds, storage_options)
+    dataset, sources = open_dataset(ds, storage_options, dim)
     if dim not in dataset.dims:
         raise DaskShuffleValueError(
             f"Expected dim to be a dimension of the dataset. Got {dim!r} instead; it has {sorted(map(str, dataset.dims))}.",

@@ -8,6 +8,8 @@ any other edit).
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,23 +17,34 @@ import numpy as np
 
 from .._errors import (
     CorruptPileStoreError,
+    DaskShuffleError,
     DaskShuffleValueError,
     IncompletePileStoreError,
     SourceNotFoundError,
     UnfinishedShuffleError,
 )
-from ..plan._plan import fingerprint
-from ..storage._location import Location
+from ..plan import fingerprint
+from ..storage import Location
 
 __all__ = [
+    "FORMAT_VERSION",
+    "METADATA_KEY",
     "AppendedStoreError",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
+    "metadata_attribute",
     "metadata_disagrees",
+    "parse_metadata_attribute",
+    "read_metadata",
     "select_variables",
 ]
 
+#: The group attribute (Zarr) that holds a pile store's metadata.
+METADATA_KEY = "daskshuffle"
+#: Version of the pile store layout written into every store's metadata. Version 2
+#: (Zarr) records its layout, a crc32c per chunk and every chunk written.
+FORMAT_VERSION = 2
 #: Versions this release reads: a version 1 store is read as it was, without checks.
 READABLE_VERSIONS = (1, 2)
 #: Keys a destination adds to the metadata after the shuffle fingerprinted it (the shuffle fingerprints it
@@ -42,6 +55,27 @@ _REMEDY = (
     "shuffle the source again with overwrite=True, or restore the metadata from a copy and check the store against "
     "its source with `daskshuffle verify`"
 )
+
+
+def metadata_attribute(metadata: Mapping[str, Any]) -> dict[str, Any] | str:
+    """What the group attribute ``daskshuffle`` holds: the metadata, as JSON text in an xarray pile store.
+
+    ``xr.open_zarr`` makes every group attribute an attribute of the dataset,
+    and netCDF takes no mapping as an attribute's value: text keeps
+    ``xr.open_zarr(store).to_netcdf(...)`` working. An xarray store's metadata
+    records its ``dim``.
+    """
+    return json.dumps(dict(metadata)) if "dim" in metadata else dict(metadata)
+
+
+def parse_metadata_attribute(value: object) -> dict[str, Any] | None:
+    """The metadata the attribute ``daskshuffle`` holds (a mapping, or its JSON text), or ``None``."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return dict(value) if isinstance(value, Mapping) else None
 
 
 class AppendedStoreError(IncompletePileStoreError):
@@ -151,3 +185,33 @@ def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | Non
     if unknown:
         raise DaskShuffleValueError(f"Expected variables among {names}. Got unknown {unknown} instead.")
     return list(variables)
+
+
+#: Where each kind of pile store keeps the shuffle's metadata: a JSON file, and the key in it.
+_METADATA_FILES = (("zarr.json", ("attributes", METADATA_KEY)), ("_daskshuffle.json", ()))
+
+
+def read_metadata(
+    store: str | os.PathLike[str] | Location, storage_options: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The shuffle's metadata of ``store``, complete or not, or ``None`` if it has none (plain JSON, read as such).
+
+    Examples
+    --------
+    >>> read_metadata("piles.zarr")["complete"], read_metadata("raw.zarr")
+    (True, None)
+    """
+    location = Location.of(store, storage_options)
+    fs, root = location.fs, location.path
+    for name, keys in _METADATA_FILES:
+        try:
+            with location.reaching(), fs.open(f"{root}/{name}", "r") as file:
+                found: Any = json.load(file)
+        except DaskShuffleError:  # the storage did not serve it: not a file that is missing or not JSON
+            raise
+        except (FileNotFoundError, ValueError):
+            continue
+        for key in keys:
+            found = found.get(key) if isinstance(found, dict) else None
+        return parse_metadata_attribute(found)
+    return None

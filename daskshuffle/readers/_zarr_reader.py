@@ -37,22 +37,21 @@ from numpy.typing import NDArray
 
 from .._errors import IncompletePileStoreError
 from .._threads import LazyPool
-from ..storage._cache import Cache
-from ..storage._location import Location
-from ._arrays import ArrayRows, ArrayRowsMethods
-from ._layout import LAYOUT_KEY
-from ._pile_metadata import (
+from ..formats import ArrayRows, ArrayRowsMethods, read_in_runs
+from ..pilestore import (
+    LAYOUT_KEY,
+    METADATA_KEY,
     AppendedStoreError,
     check_pile_metadata,
     check_recorded_rows,
     check_store_exists,
+    parse_metadata_attribute,
     select_variables,
 )
+from ..storage import Cache, Location
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_reads import RowsRead
-from ._zarr_source import METADATA_KEY as _METADATA_KEY
-from ._zarr_source import read_in_runs as _read_in_runs
 
 __all__ = ["ZarrPileReader"]
 
@@ -90,8 +89,8 @@ def _open_store(
     ``metadata`` is given for the first generation of a store with several,
     whose root records the union of them. Refuses a store that does not exist,
     is not a Zarr group, has no daskshuffle metadata or several generations
-    (:class:`~daskshuffle.formats._pile_metadata.AppendedStoreError`), or
-    fails :func:`~daskshuffle.formats._pile_metadata.check_pile_metadata`.
+    (:class:`~daskshuffle.pilestore._metadata.AppendedStoreError`), or
+    fails :func:`~daskshuffle.pilestore._metadata.check_pile_metadata`.
     """
     problem = "no zarr.json"
     if group is None:
@@ -104,7 +103,7 @@ def _open_store(
         raise IncompletePileStoreError(
             f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({problem}), instead."
         )
-    found: Any = group.attrs.get(_METADATA_KEY) if metadata is None else dict(metadata)
+    found = parse_metadata_attribute(group.attrs.get(METADATA_KEY)) if metadata is None else dict(metadata)
     if not isinstance(found, dict):
         raise IncompletePileStoreError(
             f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."
@@ -182,7 +181,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
 
-            self._datasets = DatasetBatches(location, names, metadata_key=_METADATA_KEY)
+            self._datasets = DatasetBatches(location, names, metadata_key=METADATA_KEY)
 
     # -- pickling and closing ------------------------------------------------------
     def _start_pool(self) -> None:
@@ -334,7 +333,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         for name, array in self.arrays.items():
             chunks = self._chunks.get(name)
             if chunks is None:
-                rows[name] = _read_in_runs(array, start, stop, READ_NBYTES)
+                rows[name] = read_in_runs(array, start, stop, READ_NBYTES)
                 if out is not None:
                     out[name][...] = rows[name]
                     rows[name] = out[name]

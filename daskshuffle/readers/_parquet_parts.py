@@ -1,7 +1,7 @@
 """The part files of a Parquet pile store: where each one's rows are, its footer, and its rows read directly.
 
 A Parquet pile store is part files ``part-<first row>.parquet`` of whole piles,
-a row group per pile (:mod:`daskshuffle.formats._parquet_store`). The files are
+a row group per pile (:mod:`daskshuffle.pilestore._parquet_store`). The files are
 listed once; a file's footer is read when its rows are first needed (or all of
 them when the store is opened, to check it), the last :data:`FOOTERS_KEPT`
 footers are kept, and a few integers per column chunk (its :class:`Layout`)
@@ -23,9 +23,9 @@ from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
-from ..storage._location import Location
-from ._parquet_fetched import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
-from ._parquet_store import PART, arrow_filesystem, part_name
+from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
+from ..pilestore import PART, arrow_filesystem, part_name
+from ..storage import Location, storage_failure
 
 __all__ = ["FOOTERS_KEPT", "Layout", "Part", "PartFiles", "Piece"]
 
@@ -72,7 +72,8 @@ class PartFiles:
     the footers and layouts kept are guarded by a lock. ``store`` names the
     store in errors; a part file that is missing, or whose footer or row groups
     cannot be read, raises :class:`~daskshuffle.CorruptPileStoreError` naming
-    the file, and the pile and columns where known.
+    the file, and the pile and columns where known; one the storage did not
+    serve, :class:`~daskshuffle.StorageAccessError`.
     """
 
     def _open_parts(self, location: Location, store: str, columns: list[str]) -> None:
@@ -118,7 +119,8 @@ class PartFiles:
         try:
             footer = self._read_footer(index, tail)
         except (OSError, pa.ArrowException) as error:
-            raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
+            failure = storage_failure(error, self.store, what=path)  # not served: nothing is damaged
+            raise failure or self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
         return self._keep(index, footer)
 
     def _keep(self, index: int, footer: pq.FileMetaData) -> Part:
@@ -187,6 +189,9 @@ class PartFiles:
         try:
             return read(self.columns)
         except (OSError, pa.ArrowException) as error:
+            failure = storage_failure(error, self.store, what=path)  # not served: nothing is damaged
+            if failure is not None:
+                raise failure from error
             failing = []
             for column in self.columns:  # which columns: worth a second read on the way to an error
                 try:

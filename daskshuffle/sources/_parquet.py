@@ -23,14 +23,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from ..plan._levels import MIN_READ_NBYTES
-from ..plan._options import PARQUET_COMPRESSIONS
-from ..storage._location import Location
-from ..storage._paths import normalize
-from ._base import FileSource
-from ._parquet_fetched import (
+from ..formats import (
     FOOTER_NBYTES,
     FetchedFile,
+    FileSource,
     NotFetchedError,
     coalesce,
     column_chunk_bytes,
@@ -38,7 +34,10 @@ from ._parquet_fetched import (
     footer_tail,
     read_footer,
 )
-from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
+from ..pilestore import ParquetWriting, arrow_filesystem
+from ..plan import MIN_READ_NBYTES, PARQUET_COMPRESSIONS
+from ..storage import Location, normalize
+from ._arrow_pieces import ArrowTables
 
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
 

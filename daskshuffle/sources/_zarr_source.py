@@ -15,21 +15,16 @@ from typing import Any, cast
 
 import numpy as np
 import zarr
-from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
-from ..plan._plan import block_rows
-from ..storage._location import Location
-from ._arrays import Variable
-from ._base import ARRAY_KINDS
+from ..formats import ARRAY_KINDS, Variable
+from ..pilestore import METADATA_KEY
+from ..plan import block_rows
+from ..storage import Location
 
-__all__ = ["METADATA_KEY", "SourceLike", "ZarrSources", "inspect_sources", "read_in_runs", "run_rows"]
+__all__ = ["SourceLike", "ZarrSources", "inspect_sources"]
 
 SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array[Any]
-#: Source blocks are read in runs of whole chunks of about this size (see ``read_in_runs``).
-READ_NBYTES = 32 * 2**20
-#: The group attribute that holds a pile store's metadata.
-METADATA_KEY = "daskshuffle"
 
 
 def _describe(source: zarr.Group | zarr.Array[Any]) -> str:
@@ -256,30 +251,3 @@ def inspect_sources(
         names=[_describe(source) for source in opened],
         group_attrs=group_attrs,
     )
-
-
-def run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
-    """Rows in a run of whole chunks of about ``run_nbytes``."""
-    chunk_rows = int(array.chunks[0])
-    row_nbytes = array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
-    return max(1, run_nbytes // max(row_nbytes * chunk_rows, 1)) * chunk_rows
-
-
-def read_in_runs(array: zarr.Array[Any], start: int, stop: int, run_nbytes: int = READ_NBYTES) -> NDArray[Any]:
-    """Rows ``start:stop`` of ``array``, read in runs of whole chunks of about ``run_nbytes``.
-
-    While it reads, zarr holds the compressed and the decoded chunks of a
-    selection besides the result: reading a pile at once takes about three
-    times its size. Runs bound that to the result plus two runs.
-    """
-    chunk_rows = int(array.chunks[0])
-    run = run_rows(array, run_nbytes)
-    if stop - start <= run:
-        return np.asarray(array[start:stop])
-    out = np.empty((stop - start, *array.shape[1:]), dtype=array.dtype)
-    first = start
-    while first < stop:
-        last = min((first // chunk_rows) * chunk_rows + run, stop)
-        out[first - start : last - start] = array[first:last]
-        first = last
-    return out

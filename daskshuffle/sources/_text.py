@@ -23,8 +23,8 @@ from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ..storage._location import Location
-from ._base import Destination, FileSource, Pieces
+from ..formats import Destination, FileSource, Pieces
+from ..storage import Location, _own
 from ._text_lines import Lines, line_bytes, line_offsets, memory_pool
 from ._text_source import _READ_NBYTES, BlockCount, TextSource, _read_range, open_text_sources
 
@@ -71,6 +71,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
 
     kind = "text"
     places_itself = True  # written under a temporary name, renamed into place when complete
+    dst_is_directory = False
 
     def __init__(self, source: TextSource, counts: Sequence[BlockCount]) -> None:
         self.source = source
@@ -182,7 +183,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         fs, partial = _partial_path(dst)
         if dst.is_local:
             os.makedirs(os.path.dirname(partial), exist_ok=True)
-            with open(partial, "wb") as file:
+            with _own.open_writer(partial, "an output being written") as file:  # never through a link placed there
                 file.write(self.source.header)
                 file.truncate(self.n_bytes)
         else:
@@ -200,7 +201,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             )
         fs, partial = _partial_path(dst)
         if dst.is_local:
-            descriptor = os.open(partial, os.O_WRONLY)
+            descriptor = _own.open_file(partial, os.O_WRONLY, "an output being written")
             try:
                 written = 0
                 while written < len(data):

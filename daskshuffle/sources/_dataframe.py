@@ -21,12 +21,13 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from .._compat._dask import dataframe_meta
+from .._compat import dataframe_meta
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from ..storage._location import Location
-from ._base import CollectionSource, FileSource
+from ..formats import CollectionSource, FileSource
+from ..pilestore import ParquetWriting, arrow_filesystem
+from ..storage import Location
+from ._arrow_pieces import ArrowTables
 from ._parquet import unify_schemas
-from ._parquet_store import ArrowTables, ParquetWriting, arrow_filesystem
 
 __all__ = ["DataFrameFormat", "SpooledFrameFormat", "open_dataframe_source"]
 

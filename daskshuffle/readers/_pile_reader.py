@@ -21,9 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
-from ..storage._cache import Cache
-from ..storage._location import Location
-from ._base import Rows
+from ..formats import Rows
+from ..storage import Cache, Location
 
 __all__ = ["ComposedReader", "PileReader"]
 
@@ -87,7 +86,7 @@ class PileReader(ABC, Generic[Rows]):
 
         Examples
         --------
-        >>> from daskshuffle.formats._zarr_reader import ZarrPileReader
+        >>> from daskshuffle.readers._zarr_reader import ZarrPileReader
         >>> ZarrPileReader("piles.zarr", batch_format="pandas")
         Traceback (most recent call last):
         ...

@@ -17,7 +17,7 @@ So each part file's columns are chosen from a sample of the rows it holds
   encoding otherwise.
 - **Codec**, with ``compression="auto"`` (the default): snappy for a column whose
   sampled bytes snappy shrinks by at least
-  :data:`~daskshuffle.formats._layout.COMPRESSIBLE_RATIO`; none for the rest. A
+  :data:`~daskshuffle.pilestore._layout.COMPRESSIBLE_RATIO`; none for the rest. A
   codec named by the user is used for every column.
 
 A nested column (lists, structs, maps) is stored as leaf columns, and each leaf

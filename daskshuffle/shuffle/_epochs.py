@@ -26,11 +26,10 @@ from .._errors import DaskShuffleValueError, UnfinishedShuffleError
 from .._parse import parse_count, parse_path, parse_positive_int, parse_seed
 from .._random import make_rng
 from .._threads import collected
-from ..plan._options import parse_forwarded_options
-from ..shuffle._run import ShuffleResult
-from ..storage import _paths
-from ..storage._location import Location
-from ._loader import PileLoader
+from ..loader import PileLoader
+from ..plan import parse_forwarded_options
+from ..storage import Location, _paths
+from ._run import ShuffleResult
 
 __all__ = ["EpochShuffler", "epoch_seed"]
 
@@ -201,7 +200,7 @@ class EpochShuffler:
         shuffle_options: Mapping[str, Any] | None = None,
         loader_options: Mapping[str, Any] | None = None,
     ) -> None:
-        from ..shuffle._shuffle import shuffle_zarr
+        from ._shuffle import shuffle_zarr
 
         # Resolved now, on the client: the shuffles run later, on workers that may run in another directory.
         self.src = _resolve_sources(src)
@@ -272,7 +271,7 @@ class EpochShuffler:
         deadline = time.monotonic() + WAIT_SECONDS
         while True:  # another process (rank 0) makes it: nothing to wait on but the store itself
             with contextlib.suppress(FileNotFoundError, UnfinishedShuffleError):
-                from ..formats import open_pile_reader
+                from ..readers import open_pile_reader
 
                 open_pile_reader(self._work.store(epoch)).close()
                 return self.store(epoch)

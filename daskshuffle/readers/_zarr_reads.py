@@ -1,7 +1,7 @@
 """Reads of a Zarr pile store's rows that several threads share, and a reader's own pool of threads.
 
 A read is a list of tasks, each the chunk files of one variable that hold some
-of its rows (:class:`~daskshuffle.formats._zarr_chunks.ChunkFiles` reads them).
+of its rows (:class:`~daskshuffle.readers._zarr_chunks.ChunkFiles` reads them).
 Any thread may take a task: the one that started the read, a reader's pool, or
 a loader's consumer that needs the rows now. A pile of a store with several
 generations is one read in each generation, into one set of arrays.
@@ -15,7 +15,7 @@ from typing import Any
 
 from numpy.typing import NDArray
 
-from ._arrays import ArrayRows
+from ..formats import ArrayRows
 from ._zarr_chunks import ChunkFiles, Chunks
 
 __all__ = ["RowsRead", "UnionRead"]

@@ -34,7 +34,7 @@ from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
-from ..storage._location import Location
+from ..storage import Location
 from ._text_lines import NEWLINE, Lines, split_lines, with_final_newline
 
 __all__ = [

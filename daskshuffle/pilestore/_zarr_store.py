@@ -8,21 +8,19 @@ group with the source's arrays, laid out for reading piles (:mod:`._layout`).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
-import numpy as np
 import zarr
 from numpy.typing import NDArray
 
-from ..storage._location import Location
+from ..formats import RUN_NBYTES, ArrayRows, Destination, Variable, run_rows
+from ..storage import Location
 from . import _layout
-from ._arrays import RUN_NBYTES, ArrayPieces, ArrayRows, Variable
-from ._base import Destination, FileSource
-from ._zarr_source import METADATA_KEY, SourceLike, inspect_sources, read_in_runs, run_rows
+from ._metadata import METADATA_KEY, metadata_attribute
 
-__all__ = ["CHUNK_NBYTES", "SourceLike", "ZarrDestination", "ZarrFormat", "open_zarr_sources"]
+__all__ = ["CHUNK_NBYTES", "ZarrDestination"]
 
 #: The target size of one output chunk (of the widest variable; see ``_layout``).
 CHUNK_NBYTES = _layout.CHUNK_NBYTES
@@ -116,7 +114,9 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         group = _open_group(dst, mode="r+")
-        group.attrs[METADATA_KEY] = {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
+        group.attrs[METADATA_KEY] = metadata_attribute(
+            {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
+        )
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.
             warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
@@ -161,74 +161,3 @@ REMOTE_RUNS = 16
 #: The most chunks in a run written to object storage: zarr sends ten requests at a time per write
 #: (``async.concurrency``), so that runs of ten chunks, written ``REMOTE_RUNS`` at once, keep 160 in flight.
 REMOTE_RUN_CHUNKS = 10
-
-
-class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
-    """Zarr arrays that share their first dimension, shuffled together."""
-
-    kind = "zarr"
-
-    def __init__(
-        self,
-        *,
-        sources: list[dict[str, zarr.Array[Any]]],
-        variables: list[Variable],
-        blocks: list[tuple[int, int, int]],
-        source_names: list[str],
-        group_attrs: dict[str, Any],
-        chunk_rows: int | None,
-        compressors: Any,
-    ) -> None:
-        self.sources = sources
-        self.variables = variables
-        self.blocks = blocks
-        self.source_names = source_names
-        self.group_attrs = group_attrs
-        self._init_destination(chunk_rows, compressors)
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return tuple(stop - start for _, start, stop in self.blocks)
-
-    @property
-    def row_nbytes(self) -> int:
-        return sum(variable.row_nbytes for variable in self.variables)
-
-    def read_block(self, block: int) -> ArrayRows:
-        source, start, stop = self.blocks[block]
-        return {name: read_in_runs(array, start, stop, RUN_NBYTES) for name, array in self.sources[source].items()}
-
-    def describe_source(self) -> list[Any]:
-        return list(self.source_names)
-
-    def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
-        n_rows = sum(self.block_lengths)
-        samples: dict[str, NDArray[Any] | None] = {}
-        for variable in self.variables:
-            # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
-            source = self.sources[0][variable.name]
-            rows = min(_layout.sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
-            samples[variable.name] = np.asarray(source[:rows])
-        return samples
-
-
-def open_zarr_sources(
-    src: SourceLike | Sequence[SourceLike],
-    *,
-    variables: Sequence[str] | None = None,
-    block_nbytes: int,
-    chunk_rows: int | None = None,
-    compressors: Any = "auto",
-    storage_options: dict[str, Any] | None = None,
-) -> ZarrFormat:
-    """Open and check every source; raise before anything is written."""
-    found = inspect_sources(src, variables=variables, block_nbytes=block_nbytes, storage_options=storage_options)
-    return ZarrFormat(
-        sources=found.arrays,
-        variables=found.variables,
-        blocks=found.blocks,
-        source_names=found.names,
-        group_attrs=found.group_attrs,
-        chunk_rows=chunk_rows,
-        compressors=compressors,
-    )

@@ -7,7 +7,9 @@ into the output for a local file without compressor, ``fsspec``
 ``cat_ranges`` for many files at once on any other filesystem), its size and
 crc32c checked, decoded with numcodecs. Damage raises
 :class:`~daskshuffle.CorruptPileStoreError` naming the store, the pile, the
-variable, the chunk's rows and the file.
+variable, the chunk's rows and the file; a file the storage did not serve
+(credentials, throttling, timeouts) raises
+:class:`~daskshuffle.StorageAccessError` instead.
 """
 
 from __future__ import annotations
@@ -29,9 +31,8 @@ from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 from .._errors import CorruptPileStoreError
-from ..storage._cache import StoreCache
-from ..storage._fetch import Fetches
-from ._base import NUMERIC_KINDS
+from ..formats import NUMERIC_KINDS
+from ..storage import Fetches, StoreCache, storage_failure
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
@@ -163,8 +164,9 @@ class ChunkFiles:
         for index, path, data in zip(indices, paths, self._fetched(paths, start, stop, shared), strict=True):
             if isinstance(data, FileNotFoundError):
                 self._missing(chunks, flat, index, path, start, stop, pile)
-            elif isinstance(data, BaseException):
-                raise self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
+            elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
+                failure = storage_failure(data, self.store, what=path)
+                raise failure or self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
             else:
                 target = self._target(chunks, flat, index, start, stop)
                 decoded = self._decode_fetched(chunks, data, index, path, pile, target)
@@ -181,10 +183,11 @@ class ChunkFiles:
         if cache is None:
             return False
         path = chunks.path(index)
-        if not cache.holds(path):
+        opened = cache.open(path)  # never through a link placed in the cache
+        if opened is None:
             return False
         try:
-            self._read_local(chunks, flat, index, start, stop, pile, cache.local_path(path))
+            self._read_local(chunks, flat, index, start, stop, pile, f"{path} (cached)", opened)
         except CorruptPileStoreError:  # damaged, or evicted by another loader meanwhile: fetched again
             cache.evict(path)
             return False
@@ -253,14 +256,16 @@ class ChunkFiles:
         stop: int,
         pile: int | None,
         path: str | None = None,
+        opened: int | None = None,
     ) -> None:
         # Every os call releases the GIL and must get it back, which a consumer busy in Python holds for up to
         # sys.getswitchinterval(): a file costs three calls (open, preadv, close), no fstat. A size is checked by
-        # reading one byte more than the file should hold. ``path``: where the chunk is, if not in the store (a cache).
+        # reading one byte more than the file should hold. ``path``: where the chunk is, if not in the store (a cache),
+        # ``opened`` its descriptor, which this closes.
         elsewhere = path is not None
         path = chunks.path(index) if path is None else path
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY) if opened is None else opened
         except FileNotFoundError:
             if elsewhere:  # a copy that went away is no chunk of fill values
                 raise self._damage(chunks, index, path, pile, "no such file") from None

@@ -1,8 +1,4 @@
-"""Rows as numpy arrays, shared by the Zarr and xarray formats: the rows in memory and the piece files.
-
-Rows are a ``dict`` of numpy arrays keyed by variable name, all of the same
-length. Every variable is shuffled with one permutation, so the rows of ``x``,
-``y`` and ``id`` stay aligned.
+"""The piece files of rows that are numpy arrays (:mod:`daskshuffle.formats._rows`), shared by the Zarr and xarray sources.
 
 Pieces are raw little-endian bytes, one file per (variable, block): pass 1
 writes a block's rows in piece order with one sequential write, and the merge
@@ -19,58 +15,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..storage._location import Location
-from ._base import Pieces
+from ..formats import PARTS_AT_ONCE, RUN_NBYTES, ArrayRows, Pieces, Variable, concat_rows, take_rows
+from ..storage import Location
 
-__all__ = ["RUN_NBYTES", "ArrayPieces", "ArrayRows", "Variable", "concat_rows", "take_rows"]
-
-ArrayRows = dict[str, NDArray[Any]]
-#: Pass 1 and the merge read, reorder and write in runs of about this size, so
-#: that the buffers of a run stay small next to the block or group they hold.
-RUN_NBYTES = 16 * 2**20
-
-
-@dataclass(frozen=True)
-class Variable:
-    """What the destination needs to know about one shuffled array."""
-
-    name: str
-    dtype: np.dtype[Any]
-    row_shape: tuple[int, ...]
-    fill_value: Any
-    attributes: dict[str, Any]
-    dimension_names: tuple[str | None, ...] | None
-
-    @property
-    def row_nbytes(self) -> int:
-        return int(self.dtype.itemsize * int(np.prod(self.row_shape, dtype=np.int64)))
-
-
-def take_rows(rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-    return {name: np.take(values, index, axis=0) for name, values in rows.items()}
-
-
-def concat_rows(parts: Sequence[ArrayRows]) -> ArrayRows:
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-
-
-class ArrayRowsMethods:
-    """``take``, ``concat`` and ``n_rows_of`` of a pile reader whose rows are a dict of numpy arrays."""
-
-    def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return take_rows(rows, index)
-
-    def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return concat_rows(parts)
-
-    def n_rows_of(self, rows: ArrayRows) -> int:
-        return len(next(iter(rows.values()))) if rows else 0
+__all__ = ["PART_NBYTES", "ArrayPieces"]
 
 
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
@@ -224,7 +177,6 @@ class ArrayPieces(Pieces[ArrayRows]):
 
 #: Bytes of a part of a piece file on object storage, and the parts (or Parquet part files) written at once by one task.
 PART_NBYTES = 4 * 2**20
-PARTS_AT_ONCE = 8
 
 
 def _part_rows(variable: Variable) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 from numpy.typing import NDArray
 
-from ..storage._location import Location
+from ..storage import Location
 
 __all__ = ["DatasetBatches"]
 

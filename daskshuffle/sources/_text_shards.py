@@ -30,7 +30,7 @@ import numpy as np
 from fsspec import AbstractFileSystem
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
-from ..storage._location import Location
+from ..storage import Location, _own
 from ._text import OutputLayout, TextFormat
 from ._text_lines import Lines, line_bytes
 from ._text_source import _READ_NBYTES, BlockCount, TextSource
@@ -130,7 +130,12 @@ def write_shards(rows: Lines, paths: Sequence[Location], header: bytes) -> None:
             written.append((fs, partial, path))
             part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
             fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
-            with fs.open(partial, "wb") as file:
+            # Locally never through a link placed at the partial name.
+            with (
+                _own.open_writer(partial, "an output being written")
+                if path.is_local
+                else fs.open(partial, "wb") as file
+            ):
                 file.write(compress(header + bytes(line_bytes(part)), output_compression(path.url)))
     except BaseException:
         for fs, partial, _ in written:

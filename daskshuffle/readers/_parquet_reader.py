@@ -1,10 +1,10 @@
 """Reading a Parquet pile store: lazily, from several threads at once, checked.
 
-The store is what ``ArrowFormat`` writes (:mod:`daskshuffle.formats._parquet`):
+The store is what ``ArrowFormat`` writes (:mod:`daskshuffle.sources._parquet`):
 part files ``part-<first row>.parquet`` of whole piles, a row group per pile,
 with page checksums, and the shuffle's metadata in ``_daskshuffle.json``.
 Where each part file's rows are, its footer and a plain read of its row groups
-are :class:`~daskshuffle.formats._parquet_parts.PartFiles`.
+are :class:`~daskshuffle.readers._parquet_parts.PartFiles`.
 
 On object storage a read needs the column chunks of its row groups and nothing
 else (the footers are read when the store is opened, and kept): their byte
@@ -28,14 +28,16 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
 from .._threads import LazyPool
-from ..storage._cache import Cache, StoreCache
-from ..storage._fetch import IN_FLIGHT, Fetches
-from ..storage._location import Location
-from ._arrow_arrays import is_nested, row_shape, to_numpy
-from ._parquet_fetched import Fetched, FetchedFile, Range, bytes_of, coalesce
+from ..formats import Fetched, FetchedFile, Range, bytes_of, coalesce, concat, is_nested, row_shape, take, to_numpy
+from ..pilestore import (
+    METADATA_FILE,
+    check_recorded_rows,
+    metadata_disagrees,
+    read_sidecar,
+    select_variables,
+)
+from ..storage import IN_FLIGHT, Cache, Fetches, Location, StoreCache, storage_failure
 from ._parquet_parts import PartFiles, Piece
-from ._parquet_store import METADATA_FILE, concat, read_metadata, take
-from ._pile_metadata import check_recorded_rows, metadata_disagrees, select_variables
 from ._pile_reader import PileReader
 
 __all__ = ["GROUP_THREADS", "RANGE_NBYTES", "ParquetPileReader"]
@@ -60,7 +62,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
 
     Part files are opened only when their rows are read, one file handle per
     read in progress, so the reader is safe to share between threads and holds
-    no descriptor between reads; the footers of the last :data:`~daskshuffle.formats._parquet_parts.FOOTERS_KEPT`
+    no descriptor between reads; the footers of the last :data:`~daskshuffle.readers._parquet_parts.FOOTERS_KEPT`
     part files used are kept. On object storage (any filesystem but a local
     one) the reader :attr:`fetches`: the byte ranges of the column chunks a
     read needs are requested all at once, ahead of it if the loader asks
@@ -88,7 +90,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
     }
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
-        self.metadata = read_metadata(location)
+        self.metadata = read_sidecar(location)
         self._open_parts(location, self.store, select_variables(self.metadata, variables))
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
@@ -257,8 +259,9 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         """The row groups of ``piece`` from their fetched bytes, with the page checksums checked.
 
         The footer is the one kept, or else the one fetched (``tail``), or else
-        read again. If anything fails (a request, a short range, a page), the
-        part file is read again without fetching: that gives the rows if the
+        read again. If a request was not served (throttled, no credentials),
+        :class:`~daskshuffle.StorageAccessError`. If anything else fails (a
+        request, a short range, a page), the part file is read again without fetching: that gives the rows if the
         fetch alone failed, and otherwise the error such a read gives, with the
         columns that fail.
         """
@@ -276,7 +279,10 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
                 # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
                 file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
-        except (Exception, CancelledError):
+        except (Exception, CancelledError) as error:
+            failure = storage_failure(error, self.store, what=self.part_paths[piece.file])
+            if failure is not None:  # not served (throttled, no credentials): a read again would meet the same
+                raise failure from error
             if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
                 for request, _ in ranges:
                     self._cache.evict(_cache_key(request))

@@ -12,7 +12,7 @@ dictionaries, lists, structs and nulls anywhere.
   per merge group (on object storage, files of whole piles of about
   :data:`REMOTE_PART_NBYTES` each, written at once), whose row groups never
   straddle a pile (a pile is one row group), each column's encoding and codec chosen from the data
-  (:mod:`~daskshuffle.formats._parquet_layout`), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
+  (:mod:`~daskshuffle.pilestore._parquet_layout`), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
   readers skip. The sidecar says ``"complete": false`` until every file is
   written; a failed run removes the part files.
 """
@@ -34,32 +34,30 @@ import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
-from ..plan._plan import split_piles
-from ..storage._location import Location
-from ._arrays import PARTS_AT_ONCE
-from ._base import Destination, Pieces
+from ..formats import PARTS_AT_ONCE, Destination
+from ..plan import split_piles
+from ..storage import Location
+from ._metadata import check_pile_metadata, check_store_exists
 from ._parquet_layout import AUTO, column_options
-from ._pile_metadata import check_pile_metadata, check_store_exists
 
 __all__ = [
     "METADATA_FILE",
-    "ArrowPieces",
-    "ArrowTables",
+    "PART",
+    "PIECE_OFFSETS",
     "ParquetDestination",
     "ParquetWriting",
     "arrow_filesystem",
-    "concat",
     "part_name",
-    "read_metadata",
-    "take",
+    "read_sidecar",
 ]
 
 #: The sidecar with the shuffle's metadata; Parquet readers skip names starting with "_".
 METADATA_FILE = "_daskshuffle.json"
 PART = re.compile(r"part-(\d+)\.parquet")
-_PIECE_OFFSETS = b"daskshuffle.piece_offsets"
+#: The key of an Arrow IPC piece file's schema metadata that records its pieces' offsets.
+PIECE_OFFSETS = b"daskshuffle.piece_offsets"
 #: On object storage a merge group's rows go to part files of whole piles of about this size, written
-#: :data:`~daskshuffle.formats._arrays.PARTS_AT_ONCE` at once, as pieces are: one request streams at one
+#: :data:`~daskshuffle.sources._arrays.PARTS_AT_ONCE` at once, as pieces are: one request streams at one
 #: connection's speed (100 MB/s on the S3 model of the benchmarks), where several go side by side.
 REMOTE_PART_NBYTES = 16 * 2**20
 
@@ -79,7 +77,7 @@ def part_name(start: int) -> str:
     return f"part-{start:015d}.parquet"
 
 
-def read_metadata(store: Location) -> dict[str, Any]:
+def read_sidecar(store: Location) -> dict[str, Any]:
     """The sidecar of a Parquet pile store, checked to be complete and of this format version."""
     where = store.url
     fs, root = store.fs, store.path
@@ -103,73 +101,6 @@ def read_metadata(store: Location) -> dict[str, Any]:
         ) from error
     check_pile_metadata(metadata, where)
     return dict(metadata)
-
-
-def take(rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
-    return rows.take(pa.array(np.asarray(index, dtype=np.int64)))
-
-
-def concat(parts: Sequence[pa.Table]) -> pa.Table:
-    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-
-
-class ArrowPieces(Pieces[pa.Table]):
-    """Rows in memory and Arrow IPC piece files for formats whose rows are tables of ``schema``."""
-
-    schema: pa.Schema
-
-    def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
-        return take(rows, index)
-
-    def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
-        return concat(parts)
-
-    def slice(self, rows: pa.Table, start: int, stop: int) -> pa.Table:
-        return rows.slice(start, stop - start)
-
-    def _piece_path(self, tmp: Location, block: int) -> tuple[pafs.FileSystem, str]:
-        afs, root = arrow_filesystem(tmp)
-        return afs, f"{root}/{block}.arrow"
-
-    def prepare_pieces(self, tmp: Location) -> None:
-        afs, root = arrow_filesystem(tmp)
-        afs.create_dir(root, recursive=True)
-
-    def write_pieces(self, tmp: Location, block: int, rows: pa.Table, piece_offsets: NDArray[np.int64]) -> None:
-        # The IPC file format holds one dictionary per column: give every batch the same one.
-        rows = rows.unify_dictionaries().combine_chunks()
-        # Where each written batch starts, and the end, as raw little-endian int64s: a merge reads them for
-        # every range it reads. JSON of thousands of offsets took longer to parse than the read itself, and a
-        # block of a later level holds pieces of its super-pile's piles only, not of all of them.
-        offsets = np.asarray(piece_offsets, dtype=np.int64)
-        starts = np.append(offsets[:-1][np.diff(offsets) > 0], offsets[-1])
-        schema = rows.schema.with_metadata({_PIECE_OFFSETS: starts.astype("<i8").tobytes()})
-        afs, path = self._piece_path(tmp, block)
-        with afs.open_output_stream(path) as sink, pa.ipc.new_file(sink, schema) as writer:
-            for start, stop in zip(piece_offsets[:-1].tolist(), piece_offsets[1:].tolist(), strict=True):
-                if stop > start:
-                    for batch in rows.slice(start, stop - start).to_batches():
-                        writer.write_batch(batch)
-
-    def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> pa.Table:
-        if stop <= start:
-            return self.schema.empty_table()
-        afs, path = self._piece_path(tmp, block)
-        reader = pa.ipc.open_file(afs.open_input_file(path))
-        offsets = _offsets(reader.schema.metadata[_PIECE_OFFSETS])  # batch starts and the end (or every offset)
-        starts = np.unique(offsets[:-1][np.diff(offsets) > 0])  # where each written batch starts
-        first = int(np.searchsorted(starts, start, side="right")) - 1
-        last = int(np.searchsorted(starts, stop, side="left"))
-        batches = [reader.get_batch(index) for index in range(first, last)]
-        table = pa.Table.from_batches(batches, schema=reader.schema).replace_schema_metadata(self.schema.metadata)
-        return table.slice(start - int(starts[first]), stop - start)
-
-
-def _offsets(recorded: bytes) -> NDArray[np.int64]:
-    """A pieces file's piece offsets: raw int64s, or JSON as pieces written by earlier versions hold them."""
-    if recorded[:1] == b"[":
-        return np.asarray(json.loads(recorded), dtype=np.int64)
-    return np.frombuffer(recorded, dtype="<i8").astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -312,32 +243,3 @@ class ParquetDestination(Destination[pa.Table]):
         for path in fs.ls(root, detail=False) if fs.exists(root) else []:
             if PART.fullmatch(path.rsplit("/", 1)[-1]):
                 fs.rm(path)
-
-
-class ArrowTables(ArrowPieces, ParquetDestination):
-    """What the Parquet and DataFrame formats share: the schema, the blocks' lengths, pieces and the pile store."""
-
-    def __init__(
-        self,
-        *,
-        schema: pa.Schema,
-        lengths: Sequence[int],
-        row_nbytes: int,
-        writing: ParquetWriting,
-    ) -> None:
-        self.schema = schema
-        self.writing = writing
-        self.lengths = tuple(int(length) for length in lengths)
-        self._row_nbytes = int(row_nbytes)
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return self.lengths
-
-    @property
-    def row_nbytes(self) -> int:
-        return self._row_nbytes
-
-    @property
-    def variables(self) -> list[str]:
-        return list(self.schema.names)

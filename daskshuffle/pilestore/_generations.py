@@ -1,0 +1,256 @@
+"""A Zarr pile store that grows: generations of piles, read as one store.
+
+A store that rows were appended to keeps each append as a *generation*: a
+complete pile store of its own with the same number of piles, in the group
+``generations/<n>`` of the store (generation 0, the first shuffle, stays at
+the root). The root's metadata lists the live generations, and its
+``pile_offsets`` and ``n_rows`` describe the store as the loader sees it:
+pile ``p`` is pile ``p`` of every live generation, one after the other,
+oldest first. The list is one JSON document written at once (zarr writes
+``zarr.json`` to a temporary file and renames it; an object store replaces
+an object whole), so a reader opens the old list or the new one, never half
+of a change.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import zarr
+
+from .._errors import DaskShuffleValueError, IncompletePileStoreError
+from ..plan import fingerprint
+from ..storage import Location
+from ._metadata import (
+    METADATA_KEY,
+    check_recorded_rows,
+    check_store_exists,
+    metadata_attribute,
+    parse_metadata_attribute,
+    read_metadata,
+)
+
+__all__ = [
+    "GENERATIONS_KEY",
+    "array_types",
+    "create_compacted",
+    "ensure_group",
+    "entry_of",
+    "finish_compacted",
+    "generation_location",
+    "generation_path",
+    "orphans",
+    "read_root",
+    "remove_generation",
+    "sources_of",
+    "union",
+    "write_root",
+    "write_rows",
+]
+
+#: The key of the root metadata that lists the live generations.
+GENERATIONS_KEY = "generations"
+#: The group below the root that holds the generations after the first.
+GROUP = "generations"
+
+
+def generation_path(number: int) -> str:
+    """Where generation ``number`` lives, relative to the store's root ("" for the first shuffle)."""
+    return "" if number == 0 else f"{GROUP}/{number:05d}"
+
+
+def generation_location(store: Location, relative: str) -> Location:
+    return store if not relative else store.join(relative)
+
+
+def _open_group(location: Location, **kwargs: Any) -> zarr.Group:
+    """The Zarr group at ``location``: where generations hand a location to zarr."""
+    return zarr.open_group(location.url, storage_options=location.zarr_options, **kwargs)
+
+
+def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The root metadata of a complete Zarr pile store (read, or as given), its generations listed (one if never appended to)."""
+    if metadata is None:
+        check_store_exists(store, store.url)
+        metadata = read_metadata(store)
+    if not isinstance(metadata, dict) or not metadata.get("complete"):
+        raise IncompletePileStoreError(
+            f"Expected a complete Zarr pile store. Got {store.url!r}, which is not one, instead; pass the destination "
+            "of a finished shuffle_zarr."
+        )
+    if metadata.get("kind") not in ("zarr", "xarray"):
+        raise DaskShuffleValueError(
+            f"Expected a Zarr pile store. Got a {metadata.get('kind')} pile store at {store.url!r} instead; generations "
+            "are kept by Zarr pile stores only.",
+            parameter="store",
+        )
+    if GENERATIONS_KEY not in metadata:
+        metadata = {**metadata, GENERATIONS_KEY: [_entry(0, metadata, base=metadata)]}
+    else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
+        check_recorded_rows(metadata, store.url, {})
+    return dict(metadata)
+
+
+def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What the root records of a generation; the first shuffle's own metadata too, since the root's becomes the union."""
+    entry = {
+        "generation": number,
+        "path": generation_path(number),
+        "n_rows": int(metadata["n_rows"]),
+        "pile_offsets": list(metadata["pile_offsets"]),
+        "seed": int(metadata["seed"]),
+        "fingerprint": metadata["fingerprint"],
+        "source": metadata.get("source"),
+    }
+    if base is not None:
+        entry["metadata"] = {key: value for key, value in base.items() if key != GENERATIONS_KEY}
+    return entry
+
+
+def entry_of(number: int, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The entry of generation ``number``, from the metadata of its own complete pile store (as its reader checked it)."""
+    return _entry(number, metadata)
+
+
+def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The root metadata for the live generations ``entries``: pile ``p`` is pile ``p`` of each, oldest first."""
+    sizes = sum(np.diff(np.asarray(entry["pile_offsets"], dtype=np.int64)) for entry in entries)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    metadata = {key: value for key, value in root.items() if key != "fingerprint"}
+    metadata.update(
+        n_rows=int(offsets[-1]),
+        pile_offsets=offsets.tolist(),
+        generations=[dict(entry) for entry in entries],
+    )
+    metadata["fingerprint"] = fingerprint(metadata)
+    return metadata
+
+
+def write_root(store: Location, metadata: Mapping[str, Any]) -> None:
+    """Replace the root metadata in one write, then consolidate the store's metadata for plain zarr and xarray."""
+    group = _open_group(store, mode="r+")
+    group.attrs[METADATA_KEY] = metadata_attribute(metadata)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
+        zarr.consolidate_metadata(group.store)
+
+
+def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
+    """The sources of every row of the store, oldest generation first; ``None`` if one was not files."""
+    if GENERATIONS_KEY not in metadata:
+        return metadata.get("source")
+    found: list[str] = []
+    for entry in metadata[GENERATIONS_KEY]:
+        if not isinstance(entry.get("source"), list):
+            return None
+        found += entry["source"]
+    return found
+
+
+def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequence[str]) -> None:
+    """Delete a generation's files: its group, or for the first shuffle its arrays at the root."""
+    if entry["path"]:
+        generation_location(store, entry["path"]).remove()
+        return
+    for name in variables:
+        generation_location(store, name).remove()
+
+
+def orphans(store: Location, live: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Generation groups below the root that the root does not list (an interrupted append or removal)."""
+    group = generation_location(store, GROUP)
+    fs, inner = group.fs, group.path
+    if not fs.exists(inner):
+        return []
+    listed = {entry["path"].rsplit("/", 1)[-1] for entry in live}
+    found = (path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))
+    return sorted(f"{GROUP}/{name}" for name in found if name.isdigit() and name not in listed)
+
+
+def ensure_group(store: Location) -> None:
+    """Create the ``generations`` group, so that zarr sees the generations as groups of the store."""
+    path = generation_location(store, GROUP)
+    if not path.join("zarr.json").exists():
+        _open_group(path, mode="a", zarr_format=3)
+
+
+def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The dtype and row shape of each variable, as the newest live generation stores them."""
+    newest = root[GENERATIONS_KEY][-1]
+    group = _open_group(generation_location(store, newest["path"]), mode="r")
+    types = {}
+    for name in root["variables"]:
+        array = group[name]
+        assert isinstance(array, zarr.Array)
+        types[name] = (str(array.dtype), tuple(int(size) for size in array.shape[1:]))
+    return types
+
+
+# -- compacting ----------------------------------------------------------------------
+def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) -> tuple[int, int]:
+    """Create generation ``number`` empty, shaped like the newest live one, to hold every row of ``metadata``.
+
+    Returns the row alignment its writes keep (the largest chunk rows, so that
+    no two tasks write one chunk) and the bytes of a row.
+    """
+    newest = metadata[GENERATIONS_KEY][-1]
+    like = _open_group(generation_location(store, newest["path"]), mode="r")
+    like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY])
+    path = generation_location(store, generation_path(number))
+    own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY}
+    own.update(
+        complete=False,
+        n_rows=metadata["n_rows"],
+        pile_offsets=metadata["pile_offsets"],
+        source=sources_of(metadata),
+    )
+    group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: metadata_attribute(own)})
+    alignment, row_nbytes = 1, 0
+    for name in metadata["variables"]:
+        array = like[name]
+        assert isinstance(array, zarr.Array)
+        group.create_array(
+            name,
+            shape=(int(metadata["n_rows"]), *array.shape[1:]),
+            chunks=array.chunks,
+            dtype=array.dtype,
+            fill_value=array.fill_value,
+            attributes=dict(array.attrs),
+            dimension_names=array.metadata.dimension_names if hasattr(array.metadata, "dimension_names") else None,
+            serializer=array.serializer or "auto",
+            filters=array.filters,
+            compressors=array.compressors,
+            config={"write_empty_chunks": True},
+        )
+        alignment = max(alignment, int(array.chunks[0]))
+        row_nbytes += array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+    return alignment, row_nbytes
+
+
+def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]) -> int:
+    """Write ``rows`` (a dict of arrays) into generation ``number`` from row ``start`` on; returns their number."""
+    group = _open_group(generation_location(store, generation_path(number)), mode="r+")
+    n_rows = 0
+    for name, values in rows.items():
+        array = group[name]
+        assert isinstance(array, zarr.Array)
+        array[start : start + len(values)] = values
+        n_rows = len(values)
+    return n_rows
+
+
+def finish_compacted(store: Location, number: int) -> dict[str, Any]:
+    """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
+    group = _open_group(generation_location(store, generation_path(number)), mode="r+")
+    recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY])
+    own = {key: value for key, value in recorded.items() if key != "fingerprint"}
+    own.update(complete=True)
+    own["fingerprint"] = fingerprint(own)
+    group.attrs[METADATA_KEY] = metadata_attribute(own)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
+        zarr.consolidate_metadata(group.store)
+    return _entry(number, own)

@@ -1,0 +1,161 @@
+"""A Zarr pile store with several generations (:mod:`daskshuffle.pilestore`), read as one store."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..formats import ArrayRows, ArrayRowsMethods
+from ..formats import concat_rows as _concat
+from ..pilestore import GENERATIONS_KEY, generation_location, metadata_disagrees, read_root
+from ..storage import Location
+from ._pile_reader import ComposedReader
+from ._zarr_reader import ZarrPileReader
+from ._zarr_reads import UnionRead
+
+__all__ = ["GenerationsReader"]
+
+
+class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
+    """A Zarr pile store with several generations, read as one: pile ``p`` is pile ``p`` of each, oldest first.
+
+    Examples
+    --------
+    >>> import daskshuffle
+    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "grown.zarr", n_piles=4, seed=0)
+    >>> _ = daskshuffle.append("grown.zarr", "raw.zarr", seed=1)
+    >>> reader = GenerationsReader("grown.zarr")
+    >>> reader.n_rows, len(reader.generations)
+    (2000, 2)
+    """
+
+    kind, batch_formats = ZarrPileReader.kind, ZarrPileReader.batch_formats  # as its generations' readers
+
+    def _open(
+        self, location: Location, variables: Sequence[str] | None, *, metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        self.metadata = read_root(location, metadata)
+        self.generations: list[ZarrPileReader] = []
+        for entry in self.metadata[GENERATIONS_KEY]:
+            self.generations.append(
+                ZarrPileReader(
+                    generation_location(location, entry["path"]),
+                    variables,
+                    batch_format=self.batch_format,
+                    metadata=entry.get("metadata"),
+                )
+            )
+        self._check_generations()
+        self._offsets = np.asarray([reader.pile_offsets for reader in self.generations], dtype=np.int64)
+        self._union = self.pile_offsets
+        self._largest_pile = int(np.diff(self._union).max()) if len(self._union) > 1 else 0
+        first = self.generations[0].arrays
+        self._types = {name: (array.dtype, tuple(array.shape[1:])) for name, array in first.items()}
+        self._lock = threading.Lock()
+        self._spare: list[ArrayRows] = []
+
+    def _check_generations(self) -> None:
+        """Refuse a root whose list of generations disagrees with the generations' own metadata or its offsets."""
+        for entry, reader in zip(self.metadata[GENERATIONS_KEY], self.generations, strict=True):
+            for key in ("n_rows", "fingerprint"):
+                if entry.get(key) != reader.metadata.get(key):
+                    raise metadata_disagrees(
+                        self.store,
+                        f"the {key} it lists for generation {entry.get('generation')} to be the generation's own",
+                        f"{key} = {entry.get(key)!r} listed and {reader.metadata.get(key)!r} in {reader.store!r}",
+                    )
+        sizes = [np.diff(reader.pile_offsets) for reader in self.generations]
+        if any(len(size) != len(sizes[0]) for size in sizes):
+            raise metadata_disagrees(
+                self.store,
+                "generations of one number of piles",
+                f"n_piles = {', '.join(str(len(size)) for size in sizes)} in its generations",
+            )
+        summed = np.concatenate([[0], np.cumsum(sum(sizes))]).astype(np.int64)
+        offsets = self.pile_offsets
+        differ = (
+            np.flatnonzero(offsets != summed)
+            if len(offsets) == len(summed)
+            else np.array([min(len(offsets), len(summed)) - 1])
+        )
+        if differ.size:
+            at = int(differ[0])
+            raise metadata_disagrees(
+                self.store,
+                "pile_offsets that add up its generations' piles",
+                f"pile_offsets[{at}] = {int(offsets[at]):,} and {int(summed[at]):,} from its generations",
+            )
+
+    @property
+    def members(self) -> list[ZarrPileReader]:
+        return self.generations
+
+    def read_pile(self, pile: int) -> ArrayRows:
+        return self.start_pile(pile).result()
+
+    def start_pile(self, pile: int) -> UnionRead:
+        """The read of ``pile``: each generation that holds rows of it reads them into its slice of one set of arrays."""
+        sizes = self._offsets[:, pile + 1] - self._offsets[:, pile]
+        rows = self._empty(int(sizes.sum()))
+        reads, first = [], 0
+        for reader, size in zip(self.generations, sizes.tolist(), strict=True):
+            if size > 0:
+                reads.append(
+                    reader.start_pile(pile, {name: values[first : first + size] for name, values in rows.items()})
+                )
+                first += size
+        return UnionRead(rows, reads)
+
+    def _empty(self, n_rows: int) -> ArrayRows:
+        """Arrays for ``n_rows`` rows: recycled ones (:meth:`recycle`) if large enough, else of the largest pile."""
+        with self._lock:
+            if self._spare and len(next(iter(self._spare[0].values()))) >= n_rows:
+                return {name: values[:n_rows] for name, values in self._spare.pop(0).items()}
+        capacity = max(n_rows, self._largest_pile)
+        return {
+            name: np.empty((capacity, *shape), dtype=dtype)[:n_rows] for name, (dtype, shape) in self._types.items()
+        }
+
+    def recycle(self, rows: ArrayRows) -> None:
+        """Take back a pile's arrays that nothing uses any more (at most two piles' worth), to read other piles into."""
+        whole = {name: values.base for name, values in rows.items()}
+        if all(isinstance(base, np.ndarray) for base in whole.values()) and set(whole) == set(self._types):
+            with self._lock:
+                if len(self._spare) < 2:
+                    self._spare.append(whole)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _concat_parts(parts: list[ArrayRows]) -> ArrayRows:
+        return parts[0] if len(parts) == 1 else _concat(parts)
+
+    def read_rows(self, start: int, stop: int) -> ArrayRows:
+        stop = max(start, min(stop, self.n_rows))
+        parts: list[ArrayRows] = []
+        first = int(np.searchsorted(self._union, start, side="right")) - 1
+        for pile in range(max(first, 0), len(self._union) - 1):
+            begin = int(self._union[pile])
+            if begin >= stop:
+                break
+            # Rows a:b of the union pile, taken from each generation's pile in turn.
+            a, b = max(start, begin) - begin, min(stop, int(self._union[pile + 1])) - begin
+            for reader, offsets in zip(self.generations, self._offsets, strict=True):
+                size = int(offsets[pile + 1] - offsets[pile])
+                if a < size and b > 0:
+                    base = int(offsets[pile])
+                    parts.append(reader.read_rows(base + max(a, 0), base + min(b, size)))
+                a, b = a - size, b - size
+        return self._concat_parts(parts) if parts else self.generations[0].read_rows(0, 0)
+
+    def __getstate__(self) -> dict[str, Any]:  # pickled into torch DataLoader workers
+        return {**self.__dict__, "_lock": None, "_spare": []}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._spare = []
+        super().close()

@@ -1,0 +1,111 @@
+"""Arrow IPC pieces, shared by the Parquet and DataFrame sources, and what they share with the Parquet pile store.
+
+Pieces: one Arrow IPC file per block, one record batch per non-empty piece,
+uncompressed. The piece offsets sit in the file's schema metadata, so the
+merge reads exactly the batches of the piles it assembles (memory-mapped on
+a local disk) and no codec runs on data written once and read once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+from numpy.typing import NDArray
+
+from ..formats import Pieces, concat, take
+from ..pilestore import PIECE_OFFSETS, ParquetDestination, ParquetWriting, arrow_filesystem
+from ..storage import Location
+
+__all__ = ["ArrowPieces", "ArrowTables"]
+
+
+class ArrowPieces(Pieces[pa.Table]):
+    """Rows in memory and Arrow IPC piece files for formats whose rows are tables of ``schema``."""
+
+    schema: pa.Schema
+
+    def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
+        return take(rows, index)
+
+    def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
+        return concat(parts)
+
+    def slice(self, rows: pa.Table, start: int, stop: int) -> pa.Table:
+        return rows.slice(start, stop - start)
+
+    def _piece_path(self, tmp: Location, block: int) -> tuple[pafs.FileSystem, str]:
+        afs, root = arrow_filesystem(tmp)
+        return afs, f"{root}/{block}.arrow"
+
+    def prepare_pieces(self, tmp: Location) -> None:
+        afs, root = arrow_filesystem(tmp)
+        afs.create_dir(root, recursive=True)
+
+    def write_pieces(self, tmp: Location, block: int, rows: pa.Table, piece_offsets: NDArray[np.int64]) -> None:
+        # The IPC file format holds one dictionary per column: give every batch the same one.
+        rows = rows.unify_dictionaries().combine_chunks()
+        # Where each written batch starts, and the end, as raw little-endian int64s: a merge reads them for
+        # every range it reads. JSON of thousands of offsets took longer to parse than the read itself, and a
+        # block of a later level holds pieces of its super-pile's piles only, not of all of them.
+        offsets = np.asarray(piece_offsets, dtype=np.int64)
+        starts = np.append(offsets[:-1][np.diff(offsets) > 0], offsets[-1])
+        schema = rows.schema.with_metadata({PIECE_OFFSETS: starts.astype("<i8").tobytes()})
+        afs, path = self._piece_path(tmp, block)
+        with afs.open_output_stream(path) as sink, pa.ipc.new_file(sink, schema) as writer:
+            for start, stop in zip(piece_offsets[:-1].tolist(), piece_offsets[1:].tolist(), strict=True):
+                if stop > start:
+                    for batch in rows.slice(start, stop - start).to_batches():
+                        writer.write_batch(batch)
+
+    def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> pa.Table:
+        if stop <= start:
+            return self.schema.empty_table()
+        afs, path = self._piece_path(tmp, block)
+        reader = pa.ipc.open_file(afs.open_input_file(path))
+        offsets = _offsets(reader.schema.metadata[PIECE_OFFSETS])  # batch starts and the end (or every offset)
+        starts = np.unique(offsets[:-1][np.diff(offsets) > 0])  # where each written batch starts
+        first = int(np.searchsorted(starts, start, side="right")) - 1
+        last = int(np.searchsorted(starts, stop, side="left"))
+        batches = [reader.get_batch(index) for index in range(first, last)]
+        table = pa.Table.from_batches(batches, schema=reader.schema).replace_schema_metadata(self.schema.metadata)
+        return table.slice(start - int(starts[first]), stop - start)
+
+
+def _offsets(recorded: bytes) -> NDArray[np.int64]:
+    """A pieces file's piece offsets: raw int64s, or JSON as pieces written by earlier versions hold them."""
+    if recorded[:1] == b"[":
+        return np.asarray(json.loads(recorded), dtype=np.int64)
+    return np.frombuffer(recorded, dtype="<i8").astype(np.int64)
+
+
+class ArrowTables(ArrowPieces, ParquetDestination):
+    """What the Parquet and DataFrame formats share: the schema, the blocks' lengths, pieces and the pile store."""
+
+    def __init__(
+        self,
+        *,
+        schema: pa.Schema,
+        lengths: Sequence[int],
+        row_nbytes: int,
+        writing: ParquetWriting,
+    ) -> None:
+        self.schema = schema
+        self.writing = writing
+        self.lengths = tuple(int(length) for length in lengths)
+        self._row_nbytes = int(row_nbytes)
+
+    @property
+    def block_lengths(self) -> tuple[int, ...]:
+        return self.lengths
+
+    @property
+    def row_nbytes(self) -> int:
+        return self._row_nbytes
+
+    @property
+    def variables(self) -> list[str]:
+        return list(self.schema.names)

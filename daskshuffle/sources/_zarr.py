@@ -1,0 +1,89 @@
+"""Zarr arrays and groups as a source: opened and checked by :mod:`._zarr_source`, pieces of
+:class:`._arrays.ArrayPieces`, written to the Zarr pile store of :mod:`daskshuffle.pilestore`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import zarr
+from numpy.typing import NDArray
+
+from ..formats import RUN_NBYTES, ArrayRows, FileSource, Variable, read_in_runs
+from ..pilestore import ZarrDestination, sample_rows
+from ._arrays import ArrayPieces
+from ._zarr_source import SourceLike, inspect_sources
+
+__all__ = ["SourceLike", "ZarrFormat", "open_zarr_sources"]
+
+
+class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
+    """Zarr arrays that share their first dimension, shuffled together."""
+
+    kind = "zarr"
+
+    def __init__(
+        self,
+        *,
+        sources: list[dict[str, zarr.Array[Any]]],
+        variables: list[Variable],
+        blocks: list[tuple[int, int, int]],
+        source_names: list[str],
+        group_attrs: dict[str, Any],
+        chunk_rows: int | None,
+        compressors: Any,
+    ) -> None:
+        self.sources = sources
+        self.variables = variables
+        self.blocks = blocks
+        self.source_names = source_names
+        self.group_attrs = group_attrs
+        self._init_destination(chunk_rows, compressors)
+
+    @property
+    def block_lengths(self) -> tuple[int, ...]:
+        return tuple(stop - start for _, start, stop in self.blocks)
+
+    @property
+    def row_nbytes(self) -> int:
+        return sum(variable.row_nbytes for variable in self.variables)
+
+    def read_block(self, block: int) -> ArrayRows:
+        source, start, stop = self.blocks[block]
+        return {name: read_in_runs(array, start, stop, RUN_NBYTES) for name, array in self.sources[source].items()}
+
+    def describe_source(self) -> list[Any]:
+        return list(self.source_names)
+
+    def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
+        n_rows = sum(self.block_lengths)
+        samples: dict[str, NDArray[Any] | None] = {}
+        for variable in self.variables:
+            # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
+            source = self.sources[0][variable.name]
+            rows = min(sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
+            samples[variable.name] = np.asarray(source[:rows])
+        return samples
+
+
+def open_zarr_sources(
+    src: SourceLike | Sequence[SourceLike],
+    *,
+    variables: Sequence[str] | None = None,
+    block_nbytes: int,
+    chunk_rows: int | None = None,
+    compressors: Any = "auto",
+    storage_options: dict[str, Any] | None = None,
+) -> ZarrFormat:
+    """Open and check every source; raise before anything is written."""
+    found = inspect_sources(src, variables=variables, block_nbytes=block_nbytes, storage_options=storage_options)
+    return ZarrFormat(
+        sources=found.arrays,
+        variables=found.variables,
+        blocks=found.blocks,
+        source_names=found.names,
+        group_attrs=found.group_attrs,
+        chunk_rows=chunk_rows,
+        compressors=compressors,
+    )

@@ -1,0 +1,43 @@
+"""The filesystems a forked process inherits stay alive there, never used and never collected.
+
+A process forked from one that read object storage (a ``DataLoader`` worker,
+a dask process pool) inherits the parent's fsspec filesystems, and with them
+HTTP sessions whose event loop runs in a thread of the parent only. fsspec
+forgets them in the child, and collected there each asynchronous one prints
+``Unclosed client session`` while s3fs's finalizer waits for a loop that never
+answers. Only the parent can close them; the child keeps them instead, as it
+inherited them: memory it shares with the parent until written. A forked
+``multiprocessing`` process ends with ``os._exit``, which collects nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from fsspec import AbstractFileSystem
+
+from .._compat import cached_filesystems
+
+__all__: list[str] = []
+
+#: The filesystems this process inherited from the processes it was forked from.
+_inherited: list[object] = []
+#: The parent's filesystems while it forks: the child keeps them, the parent lets go.
+_forking: list[object] = []
+
+
+def _before_fork() -> None:
+    _forking[:] = cached_filesystems(AbstractFileSystem)
+
+
+def _after_fork_in_parent() -> None:
+    _forking.clear()
+
+
+def _after_fork_in_child() -> None:
+    _inherited.extend(_forking)
+    _forking.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)

@@ -1,0 +1,122 @@
+"""The library's own files and directories: never written, truncated or removed through what someone else placed.
+
+A shuffle writes at paths made from its destination (``<dst>.daskshuffle-lock``,
+``-tmp``, ``-new``, ``-old``, ``-spool``, ``-partial``) and below directories
+it made (a manifest's marks, a cache's files). Those are the library's names,
+but anyone who may write beside the destination may place a symbolic link at
+one: opened for writing, it would truncate the file it points to; used as a
+directory, it would put the library's files (and their later removal) in
+another. So a local path of the library's own is looked at without following
+links (``lstat``) before anything is written there, and files are opened with
+``O_NOFOLLOW``: a link, or a kind of file the library never makes there (a
+FIFO, a socket, a device), is refused with :class:`UnsafePathError` naming it,
+and left as it is. Object stores have no links: nothing to look at there.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import IO
+
+from .._errors import UnsafePathError
+
+__all__ = ["NOFOLLOW", "found_at", "open_file", "open_writer", "refuse", "refuse_below", "unsafe", "write_file"]
+
+#: ``O_NOFOLLOW`` where the system has it (a link as the last part of the path is not followed).
+NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK: int = getattr(os, "O_NONBLOCK", 0)
+#: What ``os.open`` says when the path is a link (``O_NOFOLLOW``), a directory, or a FIFO nobody reads.
+_REFUSED = {errno.ELOOP, errno.EISDIR, errno.ENXIO, errno.ENOTDIR}
+
+
+def found_at(path: str, *, directory: bool = False) -> str | None:
+    """What is at the local ``path`` that the library would not have made there, in words; ``None`` if nothing is.
+
+    A link is never the library's; nor is a FIFO, socket or device. With
+    ``directory``, the library's path is a directory (a file there is not its
+    own); otherwise either kind may be.
+    """
+    try:
+        status = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    mode = status.st_mode
+    if stat.S_ISLNK(mode):
+        try:
+            return f"a symbolic link to {os.readlink(path)!r}"
+        except OSError:
+            return "a symbolic link"
+    if stat.S_ISDIR(mode) or (stat.S_ISREG(mode) and not directory):
+        return None
+    if stat.S_ISREG(mode):
+        return "a file"
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
+    return kind
+
+
+def unsafe(path: str, what: str, found: str) -> UnsafePathError:
+    """The error for ``found`` (:func:`found_at`'s words) at ``path``, where the library keeps ``what``."""
+    return UnsafePathError(
+        f"Expected {path!r} to be absent or {what} that daskshuffle made. Got {found} instead, which daskshuffle did "
+        "not make: it writes, truncates and removes nothing through it. Remove it by hand if it is not needed, or "
+        "choose another destination."
+    )
+
+
+def refuse(path: str, what: str, *, directory: bool = False) -> None:
+    """Raise :class:`UnsafePathError` if something the library did not make is at the local ``path``."""
+    found = found_at(path, directory=directory)
+    if found is not None:
+        raise unsafe(path, what, found)
+
+
+def refuse_below(path: str, what: str) -> None:
+    """:func:`refuse` for the local directory ``path`` and everything below it (a run's scratch space it continues in).
+
+    Whatever is below was made by the library, or placed there by someone
+    else: a link or special file anywhere in the tree is refused, before
+    anything is written into it again.
+    """
+    refuse(path, what)
+    for directory, names, files in os.walk(path, followlinks=False):
+        for name in names + files:  # a link to a directory is listed with the directories, and not entered
+            refuse(os.path.join(directory, name), f"a file of {what}")
+
+
+def open_file(path: str, flags: int, what: str, mode: int = 0o644, *, dir_fd: int | None = None) -> int:
+    """``os.open`` of a regular file at the local ``path``, never through a link (nor of a FIFO, socket, device).
+
+    ``flags`` are ``os.open``'s (``os.O_RDWR | os.O_CREAT``, ...); what is at
+    ``path`` otherwise is refused with :class:`UnsafePathError` and left as
+    it is. With ``dir_fd``, ``path`` is a name in that open directory.
+    """
+    try:
+        # Non-blocking, so that a FIFO placed there is refused instead of waiting for a reader or writer.
+        fd = os.open(path, flags | NOFOLLOW | _NONBLOCK, mode, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno not in _REFUSED:
+            raise
+        found = (found_at(path) if dir_fd is None else None) or "a symbolic link, a directory or a FIFO"
+        raise unsafe(path, what, found) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise unsafe(path, what, "a FIFO, socket or device")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_file(path: str, data: bytes, what: str) -> None:
+    """Write ``data`` as the whole of the local file ``path`` (created or truncated), never through a link."""
+    with open_writer(path, what) as file:
+        file.write(data)
+
+
+def open_writer(path: str, what: str) -> IO[bytes]:
+    """The local file ``path``, created or truncated, open for writing bytes; never through a link."""
+    fd = open_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, what)
+    return os.fdopen(fd, "wb")
