@@ -8,16 +8,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+import zarr
 from conftest import make_zarr_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from old_stores import as_written_before_shuffled_piles
+from simulate import unit_stream
 
 import daskshuffle
 from daskshuffle import PileLoader
 from daskshuffle.loader._prefetch import ShuffledPiles
 from daskshuffle.orders import Piles
-from daskshuffle.plan._unit_plan import group_mix, unit_bounds, unit_excess, unit_groups
+from daskshuffle.plan import group_mix, rank_range, unit_bounds, unit_excess, unit_groups
 from daskshuffle.quality._metrics import cobatch_overlap
 
 N_ROWS = 3_000
@@ -90,11 +92,23 @@ def test_a_store_of_shuffled_piles_is_read_in_units_and_each_epoch_is_a_permutat
         assert np.array_equal(np.concatenate([batch["id"] for batch in again]), epochs[0]), "same seed, same order"
 
 
+def test_each_epoch_is_the_planned_order_of_shuffled_units_interleaved(store: Path) -> None:
+    """Store rows dealt in units into groups, each unit shuffled, the units interleaved: from the plan alone."""
+    stored = zarr.open_group(store, mode="r")["id"][:]
+    with PileLoader(store, 64, seed=1, order=SMALL) as loader:
+        for epoch in range(3):
+            got = np.concatenate([batch["id"] for batch in loader])
+            np.testing.assert_array_equal(got, stored[unit_stream(N_ROWS, 50, 300, 1, epoch)])
+
+
 def test_ranks_are_disjoint_and_cover_and_a_state_resumes_exactly(store: Path) -> None:
+    stored = zarr.open_group(store, mode="r")["id"][:]
     whole = []
     for rank in range(3):
         with PileLoader(store, 40, seed=2, rank=rank, world_size=3, order=SMALL) as loader:
             whole.append(np.concatenate([batch["id"] for batch in loader]))
+        start, stop = rank_range(N_ROWS, 3, rank, 40, False)
+        np.testing.assert_array_equal(whole[-1], stored[unit_stream(N_ROWS, 50, 300, 2, 0)[start:stop]])
     ids = np.concatenate(whole)
     assert len(np.unique(ids)) == len(ids) and len(ids) >= N_ROWS - 3
     with PileLoader(store, 40, seed=2, order=SMALL) as loader:
