@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from daskshuffle.plan._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
 from daskshuffle.plan._plan import Plan, block_order, group_order, group_piles, make_plan
-from daskshuffle.plan._unit_plan import group_mix, unit_bounds, unit_groups
+from daskshuffle.plan._unit_plan import group_permutation, unit_bounds, unit_groups
 
 
 def simulate(
@@ -72,14 +72,13 @@ def simulate_levels(
 def unit_stream(n_rows: int, unit_rows: int, group_rows: int, seed: int, epoch: int) -> NDArray[np.int64]:
     """The store rows of an epoch of a loader of units (a store whose piles are stored shuffled), in order.
 
-    The units dealt into groups, each group read in turn: each unit shuffled
-    on its own, then the units interleaved, from the plan's own functions.
+    The units dealt into groups, each group read in turn and handed out in
+    a permutation of its own, from the plan's own functions.
     """
     bounds = unit_bounds(n_rows, unit_rows)
     _, groups = unit_groups(bounds, group_rows, seed, epoch)
     out = [np.zeros(0, dtype=np.int64)]
     for index, units in enumerate(groups):
         rows = np.concatenate([np.arange(bounds[u], bounds[u + 1]) for u in units.tolist()])
-        arrange, order = group_mix(np.diff(bounds)[units], seed, epoch, index)
-        out.append(rows[arrange[order]])
+        out.append(rows[group_permutation(len(rows), seed, epoch, index)])
     return np.concatenate(out).astype(np.int64)

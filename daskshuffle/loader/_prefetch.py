@@ -42,7 +42,6 @@ from ..plan import BatchPlan
 from ..readers import PileReader
 from ._batches import Allocate, gather_batches
 from ._read_units import Read, ReadUnits, UnitRead
-from ._run_units import arrange_in_place
 
 __all__ = [
     "PileJob",
@@ -133,7 +132,7 @@ class PileJob:
                     rows = self._piles.read_group(unit.piles)
                 else:
                     rows = self._piles.read_runs(unit.spans)
-            return self._piles.shuffled(rows, unit)
+            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
         except Exception as error:
             raise self._noted(error) from None
         finally:
@@ -146,7 +145,7 @@ class PileJob:
             return None
         try:
             rows = read.result()
-            return self._piles.shuffled(rows, unit)
+            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
         except Exception as error:
             raise self._noted(error) from None
 
@@ -198,17 +197,6 @@ class ShuffledPiles:
     def read_runs(self, runs: list[tuple[int, int]]) -> Any:
         """Store rows ``start:stop`` of each of ``runs``, one after the other."""
         return self.reader.read_runs(runs)
-
-    def shuffled(self, rows: Any, unit: UnitRead) -> ShuffledPile:
-        """``rows``, read for ``unit``, with each span's rows moved as ``unit.arrange`` says (in place, if arrays)."""
-        arrays = self.reader.as_arrays(rows)
-        order = unit.order
-        if unit.arrange is not None:
-            if arrays is not None:
-                arrange_in_place(arrays, unit.arrange, unit.spans)
-            else:
-                order = unit.arrange[order]
-        return ShuffledPile(rows, arrays, order)
 
     def read_group(self, members: list[int]) -> Any:
         """The rows of store piles ``members``, one after the other."""

@@ -43,15 +43,12 @@ class UnitRead(NamedTuple):
     ``spans`` are the runs of store rows read, one after the other, each with
     one call to the reader; ``piles`` the store piles they are, when the units
     read whole piles (:attr:`ReadUnits.whole_piles`); ``order`` indexes the
-    rows read, end to end, once ``arrange`` (if given) has moved each row
-    within its span: ``rows[arrange]``, where each span's rows stay in it
-    (:class:`~daskshuffle.loader._run_units.RunUnits` shuffles its units so).
+    rows read, end to end.
     """
 
     spans: list[tuple[int, int]]
     piles: list[int]
     order: NDArray[np.intp]
-    arrange: NDArray[np.intp] | None = None
 
 
 class ReadUnits(ABC):

@@ -3,13 +3,12 @@
 A store that records ``piles_shuffled`` is, end to end, a uniform permutation
 of its source (:mod:`daskshuffle.plan._unit_plan`). :class:`RunUnits` reads it
 in *units* of a few whole chunks, deals them into groups afresh every epoch,
-and hands each group's rows out as a uniform interleaving of its units, each
-shuffled on its own. The group is one read (a read unit of
-:class:`~daskshuffle.loader._read_units.ReadUnits`): the plan of batches cuts
-groups between ranks and batches as it cuts piles. The read's thread shuffles
-each unit in place (:func:`arrange_in_place`), a unit at a time in a scratch
-buffer that stays in cache, so that the consumer gathers each batch from a
-few contiguous runs of each unit.
+and hands each group's rows out in one uniform permutation of the group. The
+group is one read (a read unit of
+:class:`~daskshuffle.loader._read_units.ReadUnits`), its units read straight
+into one set of arrays (:meth:`~daskshuffle.readers.PileReader.read_runs`):
+the plan of batches cuts groups between ranks and batches as it cuts piles,
+and each batch is gathered from the group as from a pile.
 
 :func:`choose_units` decides, when the loader opens, whether a store is read so
 (its piles stored shuffled, a reader that says where its chunks lie, one store,
@@ -21,17 +20,17 @@ piles, as it always was.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..plan import PILES_SHUFFLED, group_mix, unit_bounds, unit_groups, unit_rows_for
+from ..plan import PILES_SHUFFLED, group_permutation, unit_bounds, unit_groups, unit_rows_for
 from ..readers import PileReader
 from ._read_units import Read, ReadUnits, UnitRead
 
-__all__ = ["UNITS_BUDGET_NBYTES", "RunUnits", "Units", "arrange_in_place", "choose_units", "stores_shuffled_piles"]
+__all__ = ["UNITS_BUDGET_NBYTES", "RunUnits", "Units", "choose_units", "stores_shuffled_piles"]
 
 IntArray = NDArray[np.int64]
 
@@ -139,9 +138,8 @@ class RunUnits(ReadUnits):
 
     def unit_read(self, read: Read) -> UnitRead:
         runs = self.runs(read.epoch, read.pile)
-        sizes = np.asarray([stop - start for start, stop in runs], dtype=np.int64)
-        arrange, order = group_mix(sizes, self.seed, read.epoch, read.pile)
-        return UnitRead(runs, [], order[read.start : read.stop], arrange)
+        n_rows = sum(stop - start for start, stop in runs)
+        return UnitRead(runs, [], group_permutation(n_rows, self.seed, read.epoch, read.pile)[read.start : read.stop])
 
     def piles_of(self, epoch: int, unit: int) -> list[int]:
         """The store piles that the runs of group ``unit`` of ``epoch`` hold rows of, in the order of the store."""
@@ -163,43 +161,3 @@ class RunUnits(ReadUnits):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
-
-
-class _Scratch(threading.local):
-    """Each reading thread's buffer for shuffling a unit: reused, so that its pages are touched once."""
-
-    buffers: dict[tuple[str, np.dtype[Any], tuple[int, ...]], NDArray[Any]]
-
-    def __init__(self) -> None:
-        self.buffers = {}
-
-    def get(self, name: str, like: NDArray[Any], n_rows: int) -> NDArray[Any]:
-        key = (name, like.dtype, like.shape[1:])
-        found = self.buffers.get(key)
-        if found is None or len(found) < n_rows:
-            found = self.buffers[key] = np.empty((n_rows, *like.shape[1:]), dtype=like.dtype)
-        return found[:n_rows]
-
-
-_scratch = _Scratch()
-
-
-def arrange_in_place(
-    arrays: Mapping[str, NDArray[Any]], arrange: NDArray[np.intp], runs: Sequence[tuple[int, int]]
-) -> None:
-    """Shuffle each run of ``arrays`` (laid end to end) in place: ``values[:] = values[arrange]``, a run at a time.
-
-    ``arrange`` maps each run's positions to positions of the same run
-    (:func:`~daskshuffle.plan._unit_plan.group_mix`), so each run is gathered
-    into a scratch buffer of its size and copied back: both stay in cache.
-    """
-    first = 0
-    for start, stop in runs:
-        size = stop - start
-        index = arrange[first : first + size] - first
-        for name, values in arrays.items():
-            part = values[first : first + size]
-            scratch = _scratch.get(name, values, size)
-            np.take(part, index, axis=0, out=scratch, mode="clip")
-            part[...] = scratch
-        first += size

@@ -73,7 +73,7 @@ from ._rules import Layout, choose_layout
 from ._scale import DEFAULT_MIN_READ, explain
 from ._scale_model import ScaleModel
 from ._streams import Stream, epoch_counts, parse_streams
-from ._unit_plan import group_mix, unit_bounds, unit_excess, unit_groups, unit_rows_for
+from ._unit_plan import group_permutation, unit_bounds, unit_excess, unit_groups, unit_rows_for
 
 __all__ = [
     "COMMON_OPTIONS",
@@ -128,8 +128,8 @@ __all__ = [
     "epoch_pile_order",
     "explain",
     "fingerprint",
-    "group_mix",
     "group_order",
+    "group_permutation",
     "group_piles",
     "grouped_offsets",
     "interleave_stream",
