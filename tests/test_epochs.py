@@ -288,3 +288,38 @@ def test_unknown_shuffle_options_are_a_type_error_before_anything_is_written(sou
     with pytest.raises(TypeError, match="dict of arguments"):
         EpochShuffler(source, tmp_path / "e", n_epochs=2, batch_size=10, shuffle_options=[("n_piles", 4)])
     assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.slow
+def test_every_crash_window_resumes_with_exactly_the_remaining_batches(source: str, tmp_path: Path) -> None:
+    """A state saved anywhere (before, at and after every batch, between epochs, at the end) resumes exactly."""
+    import json
+
+    def run(workdir: str) -> EpochShuffler:
+        return EpochShuffler(source, tmp_path / workdir, n_epochs=2, batch_size=500, seed=3, shuffle_options=OPTIONS)
+
+    # Each window: the batches handed out so far, and the state a crash there would have left behind.
+    windows: list[tuple[str, int, dict[str, Any]]] = []
+    whole: list[np.ndarray] = []
+
+    def save(where: str) -> None:
+        windows.append((where, len(whole), json.loads(json.dumps(epochs.state_dict()))))
+
+    with run("whole") as epochs:
+        save("before the first epoch")
+        for epoch, loader in enumerate(epochs):
+            save(f"epoch {epoch}, before its first batch")
+            for i, batch in enumerate(loader):
+                whole.append(batch["id"])
+                save(f"epoch {epoch}, after batch {i}")
+            save(f"epoch {epoch}, after its loop")
+        save("after the last epoch")
+    assert len(whole) == 4
+
+    for where, taken, state in windows:
+        with run(f"resumed-{len(list(tmp_path.iterdir()))}") as epochs:
+            epochs.load_state_dict(state)
+            rest = [batch["id"] for loader in epochs for batch in loader]
+        assert len(rest) == len(whole) - taken, f"{where}: {len(rest)} batches where {len(whole) - taken} remain"
+        for got, want in zip(rest, whole[taken:], strict=True):
+            np.testing.assert_array_equal(got, want, err_msg=where)

@@ -295,6 +295,67 @@ def test_a_new_iteration_replaces_one_in_progress(store: str) -> None:
         np.testing.assert_array_equal(np.concatenate([*head, rest]), store_ids(store)[expected_rows(store, 0)])
 
 
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_a_second_thread_iterating_the_loader_is_refused(store: str, prefetch: int) -> None:
+    """One loader, one consumer: a thread that iterates while another thread's iteration is open gets an error."""
+    started, both_tried = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
+    got: dict[str, np.ndarray] = {}
+    refused: dict[str, BaseException] = {}
+
+    def consume_epoch(name: str, loader: PileLoader) -> None:
+        started.wait()  # both threads ask for an iteration before either takes a batch
+        try:
+            batches = iter(loader)
+        except Exception as error:
+            refused[name] = error
+            both_tried.wait()
+            return
+        both_tried.wait()
+        got[name] = ids_of(batches)
+
+    with PileLoader(store, 10, prefetch=prefetch, order=Piles(piles_in_memory=1)) as loader:
+        threads = [threading.Thread(target=consume_epoch, args=(name, loader), name=name) for name in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(refused) == 1 and len(got) == 1, (refused, list(got))
+        (error,) = refused.values()
+        assert isinstance(error, DaskShuffleValueError), repr(error)
+        assert "Expected one consumer per PileLoader" in str(error) and "thread" in str(error)
+        # The one consumer gets the epoch, each row once; the position follows it alone.
+        (ids,) = got.values()
+        np.testing.assert_array_equal(ids, store_ids(store)[expected_rows(store, 0)])
+        assert loader.state_dict()["epoch"] == 1
+        # Once that iteration is over, another thread may iterate: the next epoch.
+        after: list[np.ndarray] = []
+        thread = threading.Thread(target=lambda: after.append(ids_of(loader)))
+        thread.start()
+        thread.join(timeout=60)
+        assert len(after) == 1 and len(after[0]) == N_ROWS
+
+
+def test_moving_the_position_under_another_threads_iteration_is_refused(store: str) -> None:
+    with PileLoader(store, BATCH, order=Piles(piles_in_memory=1)) as loader:
+        batches = iter(loader)
+        first = next(batches)
+        errors: list[BaseException] = []
+
+        def move() -> None:
+            for call in (lambda: loader.set_epoch(3), lambda: loader.load_state_dict(loader.state_dict())):
+                try:
+                    call()
+                except Exception as error:
+                    errors.append(error)
+
+        thread = threading.Thread(target=move)
+        thread.start()
+        thread.join(timeout=60)
+        assert len(errors) == 2 and all(isinstance(error, DaskShuffleValueError) for error in errors), errors
+        rest = ids_of(batches)  # the iteration goes on, untouched
+        np.testing.assert_array_equal(np.concatenate([first["id"], rest]), store_ids(store)[expected_rows(store, 0)])
+
+
 def test_keyboard_interrupt_stops_the_background_reads(store: str) -> None:
     code = textwrap.dedent(
         f"""
@@ -505,15 +566,39 @@ def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: st
     reader = open_pile_reader(store)
     rows = reader.read_rows(0, 10)
     order = np.array([0, 1, 2, position], dtype=np.intp)
-    pile = ShuffledPile(rows, reader.as_arrays(rows) if arrays else None, order)
+    pile = ShuffledPile(rows, reader.as_arrays(rows) if arrays else None, order, 10, "rows 0:10")
     with pytest.raises(
         IndexError, match=rf"Expected positions in 0:10, .* Got 1 out of range \(the first {position}\)"
     ):
         list(gather_batches(reader, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
     # A plan that asks for more positions than the pile's order holds.
-    pile = ShuffledPile(rows, reader.as_arrays(rows), order[:3])
+    pile = ShuffledPile(rows, reader.as_arrays(rows), order[:3], 10, "rows 0:10")
     with pytest.raises(IndexError, match=r"Expected positions 0:4 of segment 0's order. Got an order of 3"):
         list(gather_batches(reader, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
+    reader.close()
+
+
+@pytest.mark.parametrize("arrays", [True, False], ids=["numpy take", "reader take"])
+@pytest.mark.parametrize("variable", ["id", "x", "y"])
+def test_a_variable_shorter_than_its_pile_is_corrupt_never_repeated_rows(
+    store: str, arrays: bool, variable: str
+) -> None:
+    """Every variable is checked against the rows its read records, not only the first: none is clipped."""
+    from daskshuffle import CorruptPileStoreError
+    from daskshuffle.loader._batches import gather_batches
+    from daskshuffle.loader._prefetch import ShuffledPile
+    from daskshuffle.plan._epoch_plan import BatchPlan, Segment
+    from daskshuffle.readers import open_pile_reader
+
+    reader = open_pile_reader(store)
+    rows = reader.read_rows(0, 10)
+    short = {**rows, variable: rows[variable][:9]}  # one variable lost its last row, the others did not
+    order = np.arange(10, dtype=np.intp)[::-1].copy()  # the last row first: a clipped gather repeats row 8
+    pile = ShuffledPile(short, reader.as_arrays(short) if arrays else None, order, 10, "pile 0 (rows 0:10)")
+    with pytest.raises(
+        CorruptPileStoreError, match=rf"Expected 10 rows of variable '{variable}' in pile 0 \(rows 0:10\).* Got 9"
+    ):
+        list(gather_batches(reader, BatchPlan([Segment(0, 0, 10)], 10), lambda segment: pile))
     reader.close()
 
 

@@ -192,3 +192,82 @@ def test_piles_of_a_row_or_two_are_refused_by_both_not_redrawn_without_end(tmp_p
         shuffle_zarr(str(tmp_path / "raw.zarr"), str(tmp_path / "piles.zarr"), n_piles="auto", pile_memory=16)
     assert str(predicted.value) == str(shuffled.value)
     assert not (tmp_path / "piles.zarr").exists()
+
+
+_REFUSE_IN_A_SUBPROCESS = """
+import json, resource, sys, time
+import daskshuffle
+source, dst, warm, n_piles = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+daskshuffle.shuffle_zarr(source, warm, n_piles=2, seed=0, progress=False)  # what a shuffle imports, imported
+# At most 1 GiB more address space than the imports took: a plan that allocates first fails here, not the machine.
+size = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmSize:"))) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + 2**30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+began = time.perf_counter()
+try:
+    daskshuffle.shuffle_zarr(source, dst, n_piles=n_piles, seed=0, progress=False)
+    outcome = {"error": None}
+except BaseException as error:
+    outcome = {"error": type(error).__name__, "message": str(error), "parameter": getattr(error, "parameter", None)}
+print(json.dumps({**outcome, "seconds": time.perf_counter() - began}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_piles", [10**7, 10**9, 10**18])
+def test_an_impossible_number_of_piles_is_refused_at_once_by_explain_the_command_and_the_shuffle(
+    tmp_path: Path, n_piles: int
+) -> None:
+    """Piles for 10 rows by the million: refused in under a second, before anything is allocated or written."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from click.testing import CliRunner
+    from conftest import make_zarr_source
+
+    from daskshuffle._cli import cli
+    from daskshuffle._errors import DaskShuffleValueError
+
+    source = make_zarr_source(tmp_path / "raw.zarr", 10)  # rows of 26 bytes: x 4 float32, y int16, id int64
+    explain(10, 26)  # what explain imports (dask's parse_bytes), imported
+    began = time.perf_counter()
+    with pytest.raises(DaskShuffleValueError, match="Expected a plan that takes at most 2 GiB") as predicted:
+        explain(10, 26, n_piles=n_piles)
+    assert time.perf_counter() - began < 1.0
+    message = str(predicted.value)
+    assert predicted.value.parameter == "n_piles"
+    assert f"n_piles={n_piles:,} for 10 rows" in message and "use n_piles='auto' (1 here)" in message
+
+    began = time.perf_counter()
+    command = CliRunner().invoke(cli, ["plan", "--rows", "10", "--row-bytes", "26", "--n-piles", str(n_piles)])
+    assert time.perf_counter() - began < 1.0
+    assert command.exit_code == 2 and "Expected a plan that takes at most 2 GiB" in command.output, command.output
+
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    dst, warm = tmp_path / "piles.zarr", tmp_path / "warm" / "piles.zarr"
+    child = subprocess.run(
+        [sys.executable, "-c", _REFUSE_IN_A_SUBPROCESS, source, str(dst), str(warm), str(n_piles)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+    )
+    assert child.returncode == 0, child.stderr
+    outcome = json.loads(child.stdout.splitlines()[-1])
+    assert (outcome["error"], outcome["message"], outcome["parameter"]) == ("DaskShuffleValueError", message, "n_piles")
+    assert outcome["seconds"] < 1.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.zarr", "warm"], "refused before anything was written"
+
+
+def test_the_plan_memory_bound_lets_every_documented_scale_through() -> None:
+    """1 GiB to 100 TiB of 1 KiB rows as a shuffle plans them by default, and 1 TiB in one level, all fit."""
+    for n_rows in (2**20, 100 * 2**20, 2**30, 10 * 2**30, 100 * 2**30):
+        explain(n_rows, 1024, n_piles="auto")
+        if n_rows <= 100 * 2**20:  # beyond, 512 piles would not fit 256 MiB each
+            explain(n_rows, 1024)
+    assert explain(2**30, 1024, n_piles="auto", levels=1).levels == 1  # a plan of 1 GiB, drawn in seconds
+    # 10 TiB in one level would hold 101 GiB of counts: refused, pointing at levels.
+    with pytest.raises(DaskShuffleError, match=r"levels='auto'"):
+        explain(10 * 2**30, 1024, n_piles="auto", levels=1)

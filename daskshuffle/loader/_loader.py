@@ -68,7 +68,9 @@ class PileLoader(LoaderPosition):
     pile in memory with a fresh permutation, both derived from
     ``(seed, epoch, pile)`` only; batches run across pile boundaries.
     Iterating again continues where the last iteration stopped: after a
-    whole epoch, that is the next epoch.
+    whole epoch, that is the next epoch. A loader has one consumer: while
+    one thread's iteration is open, another thread that iterates the loader
+    (or moves its position) gets an error; give each thread its own loader.
 
     While one pile is being consumed, the next ``prefetch`` piles are read
     at once in background threads, while the consumer is away with its
@@ -179,7 +181,9 @@ class PileLoader(LoaderPosition):
     DaskShuffleValueError
         For settings that do not go together (lanes that do not fit the ranks
         or the batch, several streams with an order other than ``"piles"`` or
-        groups of piles), before any store is opened.
+        groups of piles), before any store is opened. When iterated (or its
+        position moved) in one thread while another thread's iteration of it
+        is open.
     CorruptPileStoreError
         While iterating, at the first batch that needs a pile whose files are
         missing, truncated or corrupted; the loader then stops its reads.

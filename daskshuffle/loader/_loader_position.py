@@ -10,11 +10,13 @@ The batches themselves come from the rank's share (:mod:`daskshuffle.loader._ran
 
 from __future__ import annotations
 
+import inspect
+import threading
 import weakref
 from collections.abc import Generator, Iterator, Mapping
 from typing import Any
 
-from .._errors import CorruptPileStoreError, StoreChangedError
+from .._errors import CorruptPileStoreError, DaskShuffleValueError, StoreChangedError
 from .._parse import parse_count
 from ._batches import Allocate
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state
@@ -31,6 +33,11 @@ class LoaderPosition:
     :class:`~daskshuffle.PileLoader` sets the store's and the settings'
     attributes below, then calls ``LoaderPosition.__init__``, which starts at
     the first batch of epoch 0.
+
+    One position has one consumer: the iteration that moves it belongs to the
+    thread that started it, and another thread may neither start an iteration
+    nor move the position until it is over (ranges of batches, which move
+    nothing, run in any thread).
     """
 
     settings: LoaderSettings
@@ -47,6 +54,9 @@ class LoaderPosition:
         self._epoch = 0
         self._batches = 0
         self._live: weakref.ref[Generator[Any, None, None]] | None = None
+        #: The thread that started the live iteration; taken with ``_moving`` held.
+        self._live_thread: threading.Thread | None = None
+        self._moving = threading.Lock()
         self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
 
     @property
@@ -66,6 +76,21 @@ class LoaderPosition:
         if generator is not None:
             generator.close()
 
+    def _check_one_consumer(self, doing: str) -> None:
+        """Raise unless the live iteration, if any is open, is this thread's (called with ``_moving`` held)."""
+        generator = self._live() if self._live is not None else None
+        owner, here = self._live_thread, threading.current_thread()
+        state = inspect.GEN_CLOSED if generator is None else inspect.getgeneratorstate(generator)
+        if state == inspect.GEN_CLOSED or (owner is here and state != inspect.GEN_RUNNING):
+            return  # none open (finished, closed or collected), or this thread's own, between two batches
+        by = f"thread {owner.name!r}" if owner is not None else "another thread"
+        raise DaskShuffleValueError(
+            f"Expected one consumer per PileLoader. Got {doing} in thread {here.name!r} while the iteration started "
+            f"by {by} is open instead: two consumers of one position would each be handed the same rows, or "
+            "stop each other. Give each thread its own PileLoader (with rank= and world_size= to split the rows), "
+            "read ranges with iter_batches(epoch, start, stop), or finish or close the first iteration first."
+        )
+
     def _close_iterations(self) -> None:
         """Stop the iteration in progress and every range of batches."""
         self._close_live()
@@ -74,12 +99,14 @@ class LoaderPosition:
 
     # -- iteration -----------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
-        self._close_live()
-        epoch, first = self._position()
-        self._epoch, self._batches = epoch, first
-        batches = self._share.batches(epoch, first, None, self._prefetch, self._prefetcher)
-        generator = self._generate(batches, epoch, first, track=True)
-        self._live = weakref.ref(generator)
+        with self._moving:
+            self._check_one_consumer("a second iteration")
+            self._close_live()
+            epoch, first = self._position()
+            self._epoch, self._batches = epoch, first
+            batches = self._share.batches(epoch, first, None, self._prefetch, self._prefetcher)
+            generator = self._generate(batches, epoch, first, track=True)
+            self._live, self._live_thread = weakref.ref(generator), threading.current_thread()
         return generator
 
     def iter_batches(
@@ -187,8 +214,10 @@ class LoaderPosition:
         3
         """
         epoch = parse_count(epoch, "epoch")
-        self._close_live()
-        self._epoch, self._batches = epoch, 0
+        with self._moving:
+            self._check_one_consumer("set_epoch")
+            self._close_live()
+            self._epoch, self._batches = epoch, 0
 
     # -- resumption ----------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -239,5 +268,7 @@ class LoaderPosition:
         """
         check_streams(state, self._streams)
         epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._n_batches)
-        self._close_live()
-        self._epoch, self._batches = epoch, batches
+        with self._moving:
+            self._check_one_consumer("load_state_dict")
+            self._close_live()
+            self._epoch, self._batches = epoch, batches

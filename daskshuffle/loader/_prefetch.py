@@ -74,11 +74,17 @@ def parse_prefetch(value: object) -> tuple[int, int]:
 
 
 class ShuffledPile(NamedTuple):
-    """A pile's rows as stored, the same rows as arrays (or ``None``), and the order to hand out positions in."""
+    """A pile's rows as stored, the same rows as arrays (or ``None``), and the order to hand out positions in.
+
+    ``n_rows`` is how many rows the read's spans hold, what every variable
+    must hold; ``what`` names the read in errors.
+    """
 
     rows: Any
     arrays: dict[str, NDArray[Any]] | None
     order: NDArray[np.intp]
+    n_rows: int
+    what: str
 
 
 class PileJob:
@@ -132,7 +138,7 @@ class PileJob:
                     rows = self._piles.read_group(unit.piles)
                 else:
                     rows = self._piles.read_runs(unit.spans)
-            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
+            return self._shuffled(rows, unit)
         except Exception as error:
             raise self._noted(error) from None
         finally:
@@ -145,9 +151,15 @@ class PileJob:
             return None
         try:
             rows = read.result()
-            return ShuffledPile(rows, self._piles.reader.as_arrays(rows), unit.order)
+            return self._shuffled(rows, unit)
         except Exception as error:
             raise self._noted(error) from None
+
+    def _shuffled(self, rows: Any, unit: UnitRead) -> ShuffledPile:
+        piles = self._piles
+        n_rows = sum(stop - start for start, stop in unit.spans)
+        what = f"{piles.units.describe(self.job)} of {piles.store!r} for epoch {self.job.epoch}"
+        return ShuffledPile(rows, piles.reader.as_arrays(rows), unit.order, n_rows, what)
 
     def _noted(self, error: Exception) -> Exception:
         if not any(isinstance(note, ReadingNote) for note in getattr(error, "__notes__", ())):

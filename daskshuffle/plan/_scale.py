@@ -105,8 +105,9 @@ def explain(
     DaskShuffleValueError
         As a shuffle of the same arguments does before it draws its plan, with
         the same message: a row larger than ``pile_memory``, ``n_piles`` piles
-        that could not fit ``pile_memory`` however they are drawn, or fewer
-        than ``2**levels`` piles.
+        that could not fit ``pile_memory`` however they are drawn, fewer
+        than ``2**levels`` piles, or a plan that would hold more than 2 GiB (or
+        a thousandth of the data) on the client.
 
     Notes
     -----

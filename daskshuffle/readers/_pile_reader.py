@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Generic
+from typing import Any, ClassVar, Generic, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -278,6 +278,12 @@ class PileReader(ABC, Generic[Rows]):
 
     def close(self) -> None:
         """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _readers() -> Iterator[type[PileReader[Any]]]:

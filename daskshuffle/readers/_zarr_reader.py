@@ -207,12 +207,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             self._spare = {}
         self._pool.shutdown()
 
-    def __enter__(self) -> ZarrPileReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     @property
     def decodes(self) -> bool:  # type: ignore[override]
         """Whether most of a row's bytes are decoded (a compressor) rather than copied from its chunk files."""

@@ -57,6 +57,19 @@ def _shuffle_epoch(
     return shuffle(src, dst, seed=seed, overwrite=False, **options)
 
 
+def _next_batch(epoch: int, loader: dict[str, Any] | None) -> tuple[int, dict[str, Any] | None]:
+    """The shuffler's epoch and its loader's state that come next, from where the shuffler and its loader are.
+
+    Each epoch's loader reads one epoch (its epoch 0) of its own store: a
+    loader past it has handed out the shuffler's epoch whole, and what comes
+    next is the first batch of the shuffler's next epoch, not another epoch of
+    the same store.
+    """
+    if loader is not None and parse_count(loader.get("epoch"), "the loader state's epoch") > 0:
+        return epoch + 1, None
+    return epoch, loader
+
+
 class _Work:
     """What an :class:`EpochShuffler` made and runs: its stores, its thread and the loader being read.
 
@@ -326,12 +339,14 @@ class EpochShuffler:
 
     # -- resuming --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The epoch in progress and its loader's position, and the run's seed: JSON-serialisable."""
-        return {
-            "epoch": self._epoch,
-            "seed": self.seed,
-            "loader": self._work.loader.state_dict() if self._work.loader is not None else None,
-        }
+        """The epoch in progress and its loader's position, and the run's seed: JSON-serialisable.
+
+        Once the loader has handed out its epoch's last batch, the state is the
+        start of the next epoch, whether or not the iteration has moved on to it.
+        """
+        loader = self._work.loader.state_dict() if self._work.loader is not None else None
+        epoch, loader = _next_batch(self._epoch, loader)
+        return {"epoch": epoch, "seed": self.seed, "loader": loader}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue where the shuffler that saved ``state`` was: the same epoch, the same next batch.
@@ -345,8 +360,8 @@ class EpochShuffler:
                 "create the shuffler with the seed the state records.",
                 parameter="state",
             )
-        self._epoch = parse_count(state["epoch"], "epoch")
-        self._loader_state = dict(state["loader"]) if state.get("loader") is not None else None
+        loader = dict(state["loader"]) if state.get("loader") is not None else None
+        self._epoch, self._loader_state = _next_batch(parse_count(state["epoch"], "epoch"), loader)
 
     # -- resources -------------------------------------------------------------------
     def close(self) -> None:
