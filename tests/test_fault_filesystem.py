@@ -114,7 +114,11 @@ def test_a_store_without_faults_reads_every_row_once(faulty_store: str) -> None:
     ("fault", "expected", "words"),
     [
         (_raise(OSError(errno.ETIMEDOUT, "Read timed out")), ds.StorageAccessError, "no answer.*nothing is damaged"),
-        (_raise(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")), ds.StorageAccessError, "no answer.*nothing is damaged"),
+        (
+            _raise(ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")),
+            ds.StorageAccessError,
+            "no answer.*nothing is damaged",
+        ),
         (_raise(SlowDown()), ds.StorageAccessError, "throttl"),
         (_raise(FileNotFoundError(errno.ENOENT, "No such key")), ds.CorruptPileStoreError, "missing|not found|no such"),
         (_truncate, ds.CorruptPileStoreError, "truncated|size|bytes"),
