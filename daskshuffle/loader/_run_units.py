@@ -80,11 +80,15 @@ def choose_units(
         return None
     if piles_in_memory == "auto":
         budget = UNITS_BUDGET_NBYTES
+    group_rows = int(budget // 2 // max(row_nbytes, 1.0))
     unit_rows = unit_rows_for(
-        {name: rows for name, (rows, _) in chunks.items()}, {n: b for n, (_, b) in chunks.items()}
+        {name: rows for name, (rows, _) in chunks.items()},
+        {n: b for n, (_, b) in chunks.items()},
+        n_rows=reader.n_rows,
+        group_rows=group_rows,
     )
     unit_rows = max(1, min(unit_rows, reader.n_rows))
-    group_rows = max(unit_rows, int(budget // 2 // max(row_nbytes, 1.0)))
+    group_rows = max(unit_rows, group_rows)
     return Units(unit_rows, group_rows)
 
 

@@ -42,15 +42,30 @@ IntArray = NDArray[np.int64]
 
 #: Bytes a read of a unit may take per byte of rows, at most, where a variable's chunks hold more rows than a unit.
 READ_OVERHEAD = 1.25
+#: How much more often than under independent shuffles batch-mates may meet again next epoch for a larger unit.
+EXCESS_WITHIN = 1.25
 
 
-def unit_rows_for(chunk_rows: dict[str, int], row_nbytes: dict[str, int], overhead: float = READ_OVERHEAD) -> int:
+def unit_rows_for(
+    chunk_rows: dict[str, int],
+    row_nbytes: dict[str, int],
+    overhead: float = READ_OVERHEAD,
+    *,
+    n_rows: int | None = None,
+    group_rows: int | None = None,
+) -> int:
     """The rows of a unit: the fewest chunk rows whose reads cost at most ``overhead`` times the rows' bytes.
 
     A unit of ``u`` rows reads whole chunks: ``max(c, u) / u`` times a
     variable's bytes for chunks of ``c`` rows. Chunk rows divide each other
     (the layout's rule), so every candidate is a whole number of every
-    smaller variable's chunks.
+    smaller variable's chunks. Given the store's ``n_rows`` and the loader's
+    ``group_rows``, the unit then doubles, up to the largest chunk rows, while
+    epochs stay within :data:`EXCESS_WITHIN` of independent
+    (:func:`unit_excess`): a chunk of a narrow variable that several units
+    share is read, and decoded, whole by each of them, which cost more than its
+    bytes say (a compressed ``id`` in chunks of 8 units took a third of the
+    read, ``benchmarks/RESULTS.md``).
 
     Examples
     --------
@@ -58,13 +73,22 @@ def unit_rows_for(chunk_rows: dict[str, int], row_nbytes: dict[str, int], overhe
     4096
     >>> unit_rows_for({"x": 4096, "y": 32768}, {"x": 16, "y": 8})
     32768
+    >>> unit_rows_for({"x": 1024, "y": 8192}, {"x": 256, "y": 8}, n_rows=4_000_000, group_rows=250_000)
+    4096
     """
     total = float(sum(row_nbytes.values())) or 1.0
+    largest = int(max(chunk_rows.values()))
+    chosen = largest
     for rows in sorted(set(chunk_rows.values())):
         read = sum(row_nbytes[name] * max(chunks, rows) / rows for name, chunks in chunk_rows.items())
         if read <= overhead * total:
-            return int(rows)
-    return int(max(chunk_rows.values()))
+            chosen = int(rows)
+            break
+    if n_rows is None or group_rows is None:
+        return chosen
+    while chosen * 2 <= largest and unit_excess(n_rows, chosen * 2, group_rows) <= EXCESS_WITHIN:
+        chosen *= 2
+    return chosen
 
 
 def unit_bounds(n_rows: int, unit_rows: int) -> IntArray:
