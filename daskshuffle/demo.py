@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     ascending = float(np.mean(np.diff(ids) > 0))
     print(f"first ids of the pile store:    {ids[:8].tolist()}")
     print(
-        f"  read directly, a pile store looks sorted ({ascending:.1%} of consecutive ids ascend): each pile keeps "
-        "its rows in source order, and PileLoader shuffles a pile as it reads it"
+        f"  read directly, a pile store is shuffled ({ascending:.1%} of consecutive ids ascend): each pile is "
+        "stored in an order drawn from the seed, and PileLoader mixes runs of piles afresh every epoch"
     )
     print(f"first ids of the shuffled copy: {shuffled[:8].tolist()}")
     print(

@@ -10,10 +10,11 @@ from numpy.typing import NDArray
 
 from daskshuffle.plan._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
 from daskshuffle.plan._plan import Plan, block_order, group_order, group_piles, make_plan
+from daskshuffle.plan._unit_plan import group_permutation, unit_bounds, unit_groups
 
 
 def simulate(
-    block_lengths: list[int], n_piles: int, seed: int, *, materialize: bool, group_nbytes: int = 1 << 62
+    block_lengths: list[int], n_piles: int, seed: int, *, shuffled: bool = True, group_nbytes: int = 1 << 62
 ) -> tuple[Plan, NDArray[np.int64]]:
     """The plan and the output order (source row numbers) of a shuffle."""
     plan = make_plan(block_lengths, n_piles, seed)
@@ -23,7 +24,7 @@ def simulate(
     for start, stop in group_piles(plan.pile_sizes, 1, group_nbytes):
         reads = [pieces[b][plan.piece_offsets[b, start] : plan.piece_offsets[b, stop]] for b in range(plan.n_blocks)]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
-        out.append(rows[group_order(plan.counts[:, start:stop], seed, start, materialize=materialize)])
+        out.append(rows[group_order(plan.counts[:, start:stop], seed, start, shuffled=shuffled)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
     return plan, order.astype(np.int64)
 
@@ -35,7 +36,7 @@ def simulate_levels(
     seed: int,
     *,
     block_rows: int,
-    materialize: bool = False,
+    shuffled: bool = True,
     group_nbytes: int = 1 << 62,
 ) -> tuple[LevelPlan, NDArray[np.int64]]:
     """The plan and the output order of a shuffle of ``len(fanouts) + 1`` levels, from the plan's own functions."""
@@ -63,6 +64,21 @@ def simulate_levels(
         first, counts, _ = plan.merge_columns(start, stop)
         reads = [rows[offsets[start] : offsets[stop]] for rows, offsets in last[first : first + len(counts)]]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
-        out.append(rows[group_order(counts, plan.seed, start, materialize=materialize)])
+        out.append(rows[group_order(counts, plan.seed, start, shuffled=shuffled)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
     return plan, order.astype(np.int64)
+
+
+def unit_stream(n_rows: int, unit_rows: int, group_rows: int, seed: int, epoch: int) -> NDArray[np.int64]:
+    """The store rows of an epoch of a loader of units (a store whose piles are stored shuffled), in order.
+
+    The units dealt into groups, each group read in turn and handed out in
+    a permutation of its own, from the plan's own functions.
+    """
+    bounds = unit_bounds(n_rows, unit_rows)
+    _, groups = unit_groups(bounds, group_rows, seed, epoch)
+    out = [np.zeros(0, dtype=np.int64)]
+    for index, units in enumerate(groups):
+        rows = np.concatenate([np.arange(bounds[u], bounds[u + 1]) for u in units.tolist()])
+        out.append(rows[group_permutation(len(rows), seed, epoch, index)])
+    return np.concatenate(out).astype(np.int64)

@@ -15,7 +15,9 @@ import pytest
 import zarr
 
 import daskshuffle as ds
+from daskshuffle.orders import Piles
 from daskshuffle.pilestore import read_metadata
+from daskshuffle.plan import rank_range, unit_bounds, unit_groups
 from daskshuffle.storage._cache import MARKER
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -161,23 +163,49 @@ def test_two_loaders_share_one_cache(remote: Any, tmp_path: Path) -> None:
     assert len(results) == 2 and all(same(result, expected) for result in results)
 
 
-def test_a_rank_caches_only_its_own_piles(remote: Any, tmp_path: Path) -> None:
-    """The files cached are exactly the chunk files of the piles the rank reads."""
-    url, options, local = remote
-    epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch=0)  # no read of epoch 1 ahead
-    cached = len(cached_files(tmp_path / "c"))
-    with ds.PileLoader(local, batch_size=2_000, seed=2, rank=0, world_size=4) as loader:
-        piles = loader.piles(0)
-        offsets = loader._piles.offsets
-    group = zarr.open_group(local, mode="r")
-    expected = set()
+def _chunks_of(store: str, runs: list[tuple[int, int]]) -> set[tuple[str, int]]:
+    """The chunk files (variable, chunk index) that hold rows of ``runs`` of ``store``."""
+    group = zarr.open_group(store, mode="r")
+    found = set()
     for name in ("x", "id"):
         chunk_rows = group[name].chunks[0]
-        for pile in piles:
-            first, last = int(offsets[pile]), int(offsets[pile + 1])
-            expected |= {(name, index) for index in range(first // chunk_rows, (last - 1) // chunk_rows + 1)}
-    n_files = len(chunk_files(local))
-    assert cached == len(expected) < n_files
+        for first, last in runs:
+            found |= {(name, index) for index in range(first // chunk_rows, (last - 1) // chunk_rows + 1)}
+    return found
+
+
+def test_a_rank_caches_only_its_own_piles(remote: Any, tmp_path: Path) -> None:
+    """The files cached are exactly the chunk files of the piles the rank reads, one pile at a time."""
+    url, options, local = remote
+    order = Piles(piles_in_memory=1)
+    # No read of epoch 1 ahead.
+    epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch=0, order=order)
+    cached = len(cached_files(tmp_path / "c"))
+    with ds.PileLoader(local, batch_size=2_000, seed=2, rank=0, world_size=4, order=order) as loader:
+        piles = loader.piles(0)
+    offsets = read_metadata(local)["pile_offsets"]
+    expected = _chunks_of(local, [(int(offsets[pile]), int(offsets[pile + 1])) for pile in piles])
+    assert cached == len(expected) < len(chunk_files(local))
+
+
+def test_a_rank_reading_units_caches_only_the_chunks_of_its_groups(remote: Any, tmp_path: Path) -> None:
+    """Of a store whose piles are stored shuffled: exactly the chunk files of the units of the groups it has rows of."""
+    url, options, local = remote
+    order = Piles(piles_in_memory="2MiB")
+    epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch=0, order=order)
+    cached = len(cached_files(tmp_path / "c"))
+    with ds.PileLoader(local, batch_size=2_000, seed=2, rank=0, world_size=4, order=order) as loader:
+        unit_rows, group_rows = loader.settings.unit_rows, loader.settings.group_rows
+    assert unit_rows is not None and group_rows is not None
+    # From the plan alone: the groups of epoch 0 that rank 0's positions of the stream fall in, and their units.
+    bounds = unit_bounds(200_000, unit_rows)
+    offsets, groups = unit_groups(bounds, group_rows, 2, 0)
+    start, stop = rank_range(200_000, 4, 0, 2_000, False)
+    read = [g for g in range(len(groups)) if offsets[g] < stop and start < offsets[g + 1]]
+    assert 1 < len(read) < len(groups) - 1, "a rank reads several groups, not all"
+    runs = [(int(bounds[u]), int(bounds[u + 1])) for g in read for u in groups[g].tolist()]
+    expected = _chunks_of(local, runs)
+    assert cached == len(expected) < len(chunk_files(local))
 
 
 def test_a_local_store_is_not_cached(remote: Any, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import make_zarr_source
+from old_stores import as_written_before_shuffled_piles
 
 import daskshuffle
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader
@@ -39,6 +40,7 @@ SAVED_FINGERPRINT = "c03e85af2b66b535"
 def store(tmp_path: Path) -> Path:
     source = make_zarr_source(tmp_path / "raw.zarr", N_ROWS, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 12, seed=4)
+    as_written_before_shuffled_piles(tmp_path / "piles.zarr")  # read by piles, as such stores always were
     return tmp_path / "piles.zarr"
 
 

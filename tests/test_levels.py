@@ -139,7 +139,7 @@ def test_materialized_two_level_positions_are_uniform_and_pairs_unordered() -> N
     landing = {0: np.zeros(bins), 29: np.zeros(bins), 59: np.zeros(bins)}
     before = 0
     for seed in range(n_seeds):
-        _, order = simulate_levels([25, 5, 30], 6, [3], seed, block_rows=10, materialize=True, group_nbytes=20)
+        _, order = simulate_levels([25, 5, 30], 6, [3], seed, block_rows=10, shuffled=True, group_nbytes=20)
         positions = np.argsort(order)
         for row, counts in landing.items():
             counts[positions[row] * bins // n_rows] += 1
@@ -154,9 +154,8 @@ def test_materialized_two_level_positions_are_uniform_and_pairs_unordered() -> N
 # -- real shuffles -----------------------------------------------------------------------
 
 
-def expected(
-    source: str, n_piles: int, seed: int, block_nbytes: int, materialize: bool = False, n_levels: int = 2
-) -> np.ndarray:
+def expected(source: str, n_piles: int, seed: int, block_nbytes: int, n_levels: int = 2) -> np.ndarray:
+    """The store's order: its piles each stored in an order drawn from the seed, materialized or not."""
     fmt = open_zarr_sources(source, block_nbytes=block_nbytes)
     data = sum(fmt.block_lengths) * fmt.row_nbytes
     fanout = fanout_for(data, block_nbytes, n_piles, n_levels)
@@ -167,7 +166,6 @@ def expected(
         [fanout] * (n_levels - 1),
         seed,
         block_rows=block_rows,
-        materialize=materialize,
         group_nbytes=block_nbytes // fmt.row_nbytes,
     )[1]
 
@@ -193,7 +191,7 @@ def test_a_store_of_several_levels_is_its_simulation(
     result = shuffle_zarr(source, tmp_path / "piles.zarr", n_piles, **options)
     group = zarr.open_group(tmp_path / "piles.zarr", mode="r")
     ids = group["id"][:]
-    np.testing.assert_array_equal(ids, expected(source, n_piles, 5, block_memory, materialize, n_levels))
+    np.testing.assert_array_equal(ids, expected(source, n_piles, 5, block_memory, n_levels))
     np.testing.assert_array_equal(group["x"][:, 0], ids)
     meta = group.attrs["daskshuffle"]
     assert meta["levels"]["n_levels"] == n_levels and result.n_piles == n_piles
@@ -220,7 +218,7 @@ def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(tmp_path:
         group = zarr.open_group(tmp_path / name)
         levels[name], ids[name] = group.attrs["daskshuffle"].get("levels"), group["id"][:]
     assert [name for name, found in levels.items() if found] == ["many.zarr"]
-    single = simulate(list(open_zarr_sources(source, block_nbytes=250).block_lengths), 64, 1, materialize=False)[1]
+    single = simulate(list(open_zarr_sources(source, block_nbytes=250).block_lengths), 64, 1)[1]
     np.testing.assert_array_equal(ids["forced.zarr"], single)
     n_levels = levels["many.zarr"]["n_levels"]
     assert n_levels > 1

@@ -91,7 +91,7 @@ def expected_ids(src, n_piles: int, seed: int, *, materialize: bool = False, blo
     lengths = list(
         open_parquet_sources(src, columns=None, block_nbytes=block_nbytes, writing=ParquetWriting()).block_lengths
     )
-    return simulate(lengths, n_piles, seed, materialize=materialize)[1]
+    return simulate(lengths, n_piles, seed)[1]
 
 
 def test_every_column_type_survives_in_the_planned_order(tmp_path: Path) -> None:
@@ -114,8 +114,8 @@ def test_every_column_type_survives_in_the_planned_order(tmp_path: Path) -> None
     assert meta["variables"] == source.column_names and isinstance(meta["fingerprint"], str)
     assert np.array_equal(np.diff(meta["pile_offsets"]), result.pile_sizes)
     offsets = meta["pile_offsets"]
-    for pile in range(7):  # a pile keeps its rows in source order
-        assert (np.diff(ids[offsets[pile] : offsets[pile + 1]]) > 0).all()
+    ascending = [float(np.mean(np.diff(ids[offsets[p] : offsets[p + 1]]) > 0)) for p in range(7)]
+    assert 0.3 < float(np.mean(ascending)) < 0.7 and meta["piles_shuffled"] is True, "piles stored shuffled"
     assert tree_digest(src) == before, "the source is never modified"
     assert not (tmp_path / "piles.daskshuffle-tmp").exists(), "pieces are removed at the end"
 
@@ -472,7 +472,7 @@ def test_dask_dataframe_with_unknown_divisions(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(out.sort_values("id"), kept, check_dtype=False)
     assert out.index.name == "key", "a named index is kept and restored"
     parts = ddf.map_partitions(len).compute().tolist()  # the order is the plan's over the partitions
-    order = simulate(parts, 6, 2, materialize=False)[1]
+    order = simulate(parts, 6, 2)[1]
     assert np.array_equal(out["id"].to_numpy(), kept["id"].to_numpy()[order])
 
 

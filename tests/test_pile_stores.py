@@ -26,6 +26,7 @@ import pytest
 import xarray as xr
 import zarr
 from conftest import consume
+from simulate import unit_stream
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
@@ -116,25 +117,39 @@ class Store:
         return open_pile_reader(self.path).pile_offsets
 
     def expected(
-        self, epoch: int, *, rank: int = 0, world_size: int = 1, drop_last: bool = False, piles_in_memory: int = 0
+        self,
+        epoch: int,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = False,
+        piles_in_memory: int = 0,
+        variables: list[str] | None = None,
     ) -> np.ndarray:
         """The ids a loader with the default settings should yield, in order, from the pure plan and the stored order.
 
-        By default a loader mixes groups of piles (``Piles(piles_in_memory="auto")``): the stream is then that of the
-        groups, each its piles' rows one after the other, shuffled as one pile.
+        By default a loader of a store whose piles are stored shuffled (and whose reader says where its chunks lie)
+        reads units of whole chunks, dealt into groups and mixed (``simulate.unit_stream``); of any other store, it
+        mixes groups of piles (``Piles(piles_in_memory="auto")``): the stream is then that of the groups, each its
+        piles' rows one after the other, shuffled as one pile.
         """
         positions = rank_range(N_ROWS, world_size, rank, BATCH, drop_last)
         offsets = self.offsets
+        ids = self.kind.ids(self.path)
         k = piles_in_memory
         if not k:  # the default's
-            with PileLoader(self.path, BATCH) as loader:
-                k = loader.settings.piles_in_memory
+            with PileLoader(self.path, BATCH, variables=variables) as loader:
+                settings = loader.settings
+            if settings.unit_rows is not None and settings.group_rows is not None:
+                stream = unit_stream(N_ROWS, settings.unit_rows, settings.group_rows, SEED, epoch)
+                return ids[stream[positions[0] : positions[1]]]
+            k = settings.piles_in_memory
         groups = pile_groups(len(offsets) - 1, k, SEED, epoch)
         if groups is None:
-            return self.kind.ids(self.path)[stream_rows(offsets, SEED, epoch, *positions)]
+            return ids[stream_rows(offsets, SEED, epoch, *positions)]
         store_rows = np.concatenate([np.arange(offsets[pile], offsets[pile + 1]) for group in groups for pile in group])
         stream = stream_rows(grouped_offsets(offsets, groups), SEED, epoch, *positions)
-        return self.kind.ids(self.path)[store_rows[stream]]
+        return ids[store_rows[stream]]
 
     def pile_rows(self, piles: Iterable[int]) -> list[tuple[int, int]]:
         offsets = self.offsets
@@ -455,7 +470,7 @@ def test_torch_workers_yield_each_row_once(store: Store) -> None:
     batches = list(DataLoader(dataset, batch_size=None, num_workers=2))
     assert all(isinstance(batch["id"], torch.Tensor) for batch in batches)
     got = [batch["id"].numpy() for batch in batches]
-    want = store.expected(4, rank=1, world_size=2)
+    want = store.expected(4, rank=1, world_size=2, variables=["id", "y"])
     assert len(got) == len(dataset) == -(-len(want) // BATCH)
     # Whole batches of this rank, each exactly once, split between the workers.
     assert sorted(map(tuple, got)) == sorted(tuple(want[i : i + BATCH]) for i in range(0, len(want), BATCH))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import zarr
 from conftest import make_zarr_source
+from old_stores import as_written_before_shuffled_piles
 
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, PileLoader
@@ -28,6 +29,7 @@ N_ROWS, N_PILES = 4_000, 40
 def store(tmp_path: Path) -> Path:
     source = make_zarr_source(tmp_path / "raw.zarr", N_ROWS, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", N_PILES, seed=2)
+    as_written_before_shuffled_piles(tmp_path / "piles.zarr")  # read by piles, as such stores always were
     return tmp_path / "piles.zarr"
 
 
@@ -173,6 +175,7 @@ def test_by_default_epochs_are_within_2x_of_independent_shuffles(tmp_path: Path)
     """
     source = make_zarr_source(tmp_path / "raw.zarr", 20_000, chunk_rows=500)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 200, seed=11)
+    as_written_before_shuffled_piles(tmp_path / "piles.zarr")
     with PileLoader(tmp_path / "piles.zarr", 20, seed=11, variables=["id"]) as loader:
         assert loader.settings.piles_in_memory == 20
         epochs = [np.concatenate([batch["id"] for batch in loader]) for _ in range(4)]

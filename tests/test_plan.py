@@ -68,7 +68,7 @@ def test_block_order_is_pieces_in_source_order(length: int, n_piles: int, seed: 
 def test_simulated_shuffle_is_a_permutation_with_piles_in_place(
     lengths: list[int], n_piles: int, seed: int, materialize: bool, group_rows: int
 ) -> None:
-    plan, order = simulate(lengths, n_piles, seed, materialize=materialize, group_nbytes=group_rows)
+    plan, order = simulate(lengths, n_piles, seed, shuffled=materialize, group_nbytes=group_rows)
     assert sorted(order.tolist()) == list(range(sum(lengths)))
     # Every row sits in the pile its block's assignment sent it to.
     starts = np.concatenate([[0], np.cumsum(lengths)])
@@ -87,14 +87,14 @@ def test_simulated_shuffle_is_a_permutation_with_piles_in_place(
 def test_grouping_does_not_change_the_output(
     lengths: list[int], n_piles: int, seed: int, materialize: bool, rows: int
 ) -> None:
-    _, whole = simulate(lengths, n_piles, seed, materialize=materialize)
-    _, grouped = simulate(lengths, n_piles, seed, materialize=materialize, group_nbytes=rows)
+    _, whole = simulate(lengths, n_piles, seed, shuffled=materialize)
+    _, grouped = simulate(lengths, n_piles, seed, shuffled=materialize, group_nbytes=rows)
     assert np.array_equal(whole, grouped)
 
 
 def test_group_order_example() -> None:
     counts = np.array([[1, 2], [1, 0]])
-    assert group_order(counts, 0, 0, materialize=False).tolist() == [0, 3, 1, 2]
+    assert group_order(counts, 0, 0, shuffled=False).tolist() == [0, 3, 1, 2]
 
 
 @given(st.lists(st.integers(0, 50), max_size=40), st.integers(1, 8), st.integers(1, 200))
@@ -150,7 +150,7 @@ def test_settings_round_trip_and_fingerprint() -> None:
 
 def test_seeded_order_matches_golden_file() -> None:
     """A change that silently alters the output of a given seed must fail here."""
-    plan, order = simulate([7, 0, 12, 5], 3, seed=7, materialize=True)
+    plan, order = simulate([7, 0, 12, 5], 3, seed=7, shuffled=True)
     found = {"counts": plan.counts.tolist(), "order": order.tolist()}
     if os.environ.get("DASKSHUFFLE_UPDATE_GOLDEN"):  # a deliberate change of outputs rewrites it
         GOLDEN.write_text(json.dumps(found) + "\n")
@@ -167,7 +167,7 @@ def test_materialized_position_of_fixed_rows_is_uniform() -> None:
     lengths = [25, 5, 30]
     landing = {0: np.zeros(bins), 29: np.zeros(bins), 59: np.zeros(bins)}
     for seed in range(n_seeds):
-        _, order = simulate(lengths, 4, seed, materialize=True, group_nbytes=20)
+        _, order = simulate(lengths, 4, seed, shuffled=True, group_nbytes=20)
         positions = np.argsort(order)
         for row, counts in landing.items():
             counts[positions[row] * bins // n_rows] += 1
@@ -183,7 +183,7 @@ def test_materialized_pairs_are_unordered() -> None:
     n_seeds = 4_000
     before = 0
     for seed in range(n_seeds):
-        _, order = simulate([20, 20], 2, seed, materialize=True)
+        _, order = simulate([20, 20], 2, seed, shuffled=True)
         positions = np.argsort(order)
         before += positions[0] < positions[1]
     p = stats.binomtest(before, n_seeds, 0.5).pvalue

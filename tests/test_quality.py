@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from conftest import Configure, make_zarr_source
 from hypothesis import given
 from hypothesis import strategies as st
+from old_stores import as_written_before_shuffled_piles
 
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, quality
@@ -88,11 +89,11 @@ def test_piles_are_uniform_within_an_epoch_but_keep_their_rows_together_across_e
 def test_the_piles_order_is_what_a_real_loader_yields(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 8, seed=5, block_memory=2_600)
-    with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100) as loader:
+    with daskshuffle.PileLoader(tmp_path / "piles.zarr", 100, order=Piles(piles_in_memory=4)) as loader:
         loader.set_epoch(1)
         yielded = np.concatenate([batch["id"] for batch in loader])
         k = loader.settings.piles_in_memory
-    assert k == 4  # by default ceil(sqrt(2 * 8)) piles mixed: all that 64 MiB holds, enough for independent epochs
+    assert k == 4
     block_rows = 100  # 2,600-byte blocks of 26-byte rows
     reference = orders.piles(3_000, 8, seed=5, epoch=1, block_rows=block_rows, piles_in_memory=k)
     np.testing.assert_array_equal(yielded, reference)
@@ -147,6 +148,7 @@ def test_png_alone_draws_into_quality_png(tmp_path: Path, monkeypatch: pytest.Mo
 def test_the_command_line_on_a_store_and_on_ids(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 4_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 8, seed=1)
+    as_written_before_shuffled_piles(tmp_path / "piles.zarr")  # read by piles: epochs that are not independent
     runner = CliRunner()
     result = runner.invoke(
         cli, ["quality", str(tmp_path / "piles.zarr"), "--batch-size", "64", "--png", str(tmp_path / "q.png")]
@@ -212,6 +214,7 @@ def test_the_piles_order_with_groups_is_what_a_real_loader_yields(tmp_path: Path
 def test_the_report_of_a_loader_says_when_its_budget_holds_too_few_piles(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 30, seed=5)
+    as_written_before_shuffled_piles(tmp_path / "piles.zarr")  # groups of piles, as such stores are read
     for piles_in_memory, advised in (("auto", False), ("2KiB", True), (1, True)):
         with daskshuffle.PileLoader(
             tmp_path / "piles.zarr", 100, order=Piles(piles_in_memory=piles_in_memory)

@@ -50,7 +50,7 @@ def expected_order(
     src: str | list[str], n_piles: int, seed: int, *, materialize: bool, block_nbytes: int
 ) -> np.ndarray:
     lengths = list(open_zarr_sources(src, block_nbytes=block_nbytes).block_lengths)
-    return simulate(lengths, n_piles, seed, materialize=materialize)[1]
+    return simulate(lengths, n_piles, seed)[1]
 
 
 def test_pile_store_is_the_planned_permutation(source: str, tmp_path: Path) -> None:
@@ -61,8 +61,9 @@ def test_pile_store_is_the_planned_permutation(source: str, tmp_path: Path) -> N
     assert np.array_equal(data["id"], expected_order(source, 16, 3, materialize=False, block_nbytes=SMALL_BLOCKS))
     meta = metadata(tmp_path / "piles.zarr")
     offsets = meta["pile_offsets"]
-    for pile in range(16):  # a pile keeps its rows in source order: chronological piles
-        assert (np.diff(data["id"][offsets[pile] : offsets[pile + 1]]) > 0).all()
+    ascending = [float(np.mean(np.diff(data["id"][offsets[p] : offsets[p + 1]]) > 0)) for p in range(16)]
+    assert 0.3 < float(np.mean(ascending)) < 0.7, "each pile is stored in an order drawn from the seed"
+    assert meta["piles_shuffled"] is True
     assert meta["complete"] is True and meta["kind"] == "zarr" and meta["materialized"] is False
     assert (meta["n_rows"], meta["n_piles"], meta["seed"]) == (1_000, 16, 3)
     assert sorted(meta["variables"]) == ["id", "x", "y"]

@@ -76,7 +76,7 @@ def test_round_trip_with_coordinates_encodings_and_other_variables(tmp_path: Pat
     row_nbytes = sum(v.dtype.itemsize * v.size // 240 for v in source.variables.values() if "sample" in v.dims)
     lengths = _block_lengths((50, 7, 100, 83), row_nbytes, 2_000)
     assert len(lengths) > 1 and sum(lengths) == result.n_rows == 240
-    assert np.array_equal(ids, simulate(lengths, 5, 2, materialize=False)[1]), "the planned order"
+    assert np.array_equal(ids, simulate(lengths, 5, 2)[1]), "the planned order"
     meta = json.loads(out.attrs["daskshuffle"])
     assert meta["complete"] is True and meta["dim"] == "sample" and meta["n_rows"] == 240
     assert sorted(meta["variables"]) == ["count", "id", "pressure", "temperature", "time"]

@@ -17,6 +17,7 @@ import xarray as xr
 import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simulate import unit_stream
 from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 import daskshuffle as ds
@@ -103,7 +104,10 @@ def test_chunks_on_object_storage_are_half_a_pile_and_at_least_a_mib() -> None:
 
 
 def test_a_shuffle_into_object_storage_writes_the_layout_for_it(tmp_path: Path) -> None:
-    """The same rows in the same piles, in chunks of half a pile rather than a sixteenth; the same batches."""
+    """The same rows in the same piles, in chunks of half a pile rather than a sixteenth.
+
+    Read by piles, the same batches; read in units of whole chunks (the default), each its planned batches.
+    """
     src = make_mixed_source(tmp_path / "raw.zarr", n_rows=40_000)
     local = ds.shuffle_zarr(src, tmp_path / "piles.zarr", n_piles=2, seed=3)
     remote = ds.shuffle_zarr(src, f"memory://object-layout-{tmp_path.name}/piles.zarr", n_piles=2, seed=3)
@@ -112,10 +116,23 @@ def test_a_shuffle_into_object_storage_writes_the_layout_for_it(tmp_path: Path) 
     assert layouts[0].variables["x"].chunk_rows == 1_250  # a sixteenth of a pile
     assert layouts[1].variables["x"].chunk_rows == pile_rows // 2 >= 2**20 // 256
     assert len(fsspec.filesystem("memory").find(f"object-layout-{tmp_path.name}/piles.zarr/x/c")) == 4
-    batches = [[batch["id"] for batch in PileLoader(store.path, batch_size=1_000, seed=5)] for store in (local, remote)]
+    assert_same(zarr_rows(remote.path, 0, 40_000), zarr_rows(local.path, 0, 40_000))
+    ids = zarr_rows(local.path, 0, 40_000)["id"]
+    # Read pile by pile, the same batches.
+    one = Piles(piles_in_memory=1)
+    batches = [
+        [b["id"] for b in PileLoader(store.path, batch_size=1_000, seed=5, order=one)] for store in (local, remote)
+    ]
     assert len(batches[0]) == len(batches[1]) == 40
     assert all(np.array_equal(a, b) for a, b in zip(*batches, strict=True))
-    assert_same(zarr_rows(remote.path, 0, 40_000), zarr_rows(local.path, 0, 40_000))
+    # By default, units of whole chunks: each store's batches are the planned ones for its own chunks.
+    for store, layout in zip((local, remote), layouts, strict=True):
+        with PileLoader(store.path, batch_size=1_000, seed=5) as loader:
+            unit_rows, group_rows = loader.settings.unit_rows, loader.settings.group_rows
+            got = np.concatenate([batch["id"] for batch in loader])
+        assert unit_rows is not None and group_rows is not None
+        assert unit_rows % layout.variables["x"].chunk_rows == 0, "whole chunks"
+        np.testing.assert_array_equal(got, ids[unit_stream(40_000, unit_rows, group_rows, 5, 0)])
 
 
 def test_codec_follows_the_data() -> None:

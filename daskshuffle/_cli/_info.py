@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from .._errors import UnfinishedShuffleError
+from ..plan import PILES_SHUFFLED
 from ..storage import Location, _leftovers
 from ._common import cli, one_line
 
@@ -103,6 +104,15 @@ def _left_line(left: list[_leftovers.Leftover], advice: str) -> str:
     return f"\n  left beside it: {nbytes} ({described}); {advice}"
 
 
+def _piles_stored(metadata: dict[str, Any]) -> str:
+    """Which kind of store: piles stored shuffled (read in units smaller than piles) or in source order."""
+    if metadata.get(PILES_SHUFFLED) is not True:
+        return "in source order (written before piles were stored shuffled): the loader reads whole piles"
+    if "generations" in metadata:
+        return "shuffled, in several generations: the loader reads whole piles"
+    return "shuffled: the loader reads units smaller than piles"
+
+
 def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
     sizes = np.diff(pile_offsets)
     spread = (
@@ -115,7 +125,8 @@ def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
         ("rows", f"{int(metadata['n_rows']):,}"),
         ("piles", f"{int(metadata['n_piles']):,} (rows per pile: {spread})"),
         ("seed", metadata.get("seed")),
-        ("materialized", "yes" if metadata.get("materialized") else "no (piles are shuffled on read)"),
+        ("materialized", "yes" if metadata.get("materialized") else "no"),
+        ("piles stored", _piles_stored(metadata)),
         ("variables", ", ".join(metadata.get("variables") or []) or "-"),
         ("source", sources[0] + (f" and {len(sources) - 1} more" if len(sources) > 1 else "") if sources else "-"),
         ("format version", metadata.get("format_version")),

@@ -35,6 +35,7 @@ from ..plan import (
     BatchPlan,
     Order,
     OrderName,
+    Piles,
     Stream,
     check_combination,
     parse_order,
@@ -44,10 +45,11 @@ from ..plan import (
 from ..readers import PileReader
 from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition
-from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank
+from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank, row_nbytes
 from ._mix import loader_units, open_loader_store
 from ._prefetch import Prefetcher, ShuffledPiles, parse_prefetch
 from ._rank_share import RankShare
+from ._run_units import choose_units
 
 __all__ = ["LoaderSettings", "PileLoader"]
 
@@ -269,7 +271,14 @@ class PileLoader(LoaderPosition):
         if chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
-        piles_in_memory = choose_piles_in_memory(given, budget, reader, several_streams=mixture is not None)
+        several = mixture is not None
+        chosen_units = None
+        if isinstance(chosen_order, Piles):
+            held = chosen_order.piles_in_memory
+            chosen_units = choose_units(held, budget, reader, row_nbytes(reader), several_streams=several)
+        piles_in_memory = (
+            1 if chosen_units is not None else choose_piles_in_memory(given, budget, reader, several_streams=several)
+        )
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
@@ -280,6 +289,7 @@ class PileLoader(LoaderPosition):
             n_lanes=chosen_order.n_lanes,
             order=chosen_order.name,
             **chosen_order.options.to_dict(),
+            **({} if chosen_units is None else chosen_units._asdict()),
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])

@@ -58,6 +58,9 @@ class LoaderSettings(Settings):
     shuffle_block_size: int | None = None
     buffer_size: int | None = None
     cycle_length: int | None = None
+    #: Rows of a unit and (at most) of a group of them, where the loader reads units smaller than piles.
+    unit_rows: int | None = None
+    group_rows: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
@@ -97,6 +100,8 @@ _DEFAULTS: dict[str, Any] = {
     "shuffle_block_size": None,
     "buffer_size": None,
     "cycle_length": None,
+    "unit_rows": None,
+    "group_rows": None,
 }
 
 

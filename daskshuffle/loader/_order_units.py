@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from ..plan import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
 from ._loader_state import LoaderSettings
 from ._read_units import Read, ReadUnits, UnitRead, pile_units
+from ._run_units import RunUnits
 
 __all__ = ["OrderedUnits", "loader_divisions", "make_units"]
 
@@ -119,6 +120,8 @@ def make_units(settings: LoaderSettings, offsets: NDArray[np.int64]) -> ReadUnit
     nodes.
     """
     s = settings
+    if s.order == "piles" and s.unit_rows is not None and s.group_rows is not None:
+        return RunUnits(offsets, s.seed, s.unit_rows, s.group_rows)
     if s.order == "piles":
         return pile_units(offsets, s.seed, s.piles_in_memory)
     options = OrderOptions(s.shuffle_block_size, s.buffer_size, s.cycle_length)

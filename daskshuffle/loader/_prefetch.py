@@ -208,9 +208,7 @@ class ShuffledPiles:
 
     def read_runs(self, runs: list[tuple[int, int]]) -> Any:
         """Store rows ``start:stop`` of each of ``runs``, one after the other."""
-        reader = self.reader
-        parts = [reader.read_rows(start, stop) for start, stop in runs] or [reader.read_rows(0, 0)]
-        return parts[0] if len(parts) == 1 else reader.concat(parts)
+        return self.reader.read_runs(runs)
 
     def read_group(self, members: list[int]) -> Any:
         """The rows of store piles ``members``, one after the other."""

@@ -56,6 +56,7 @@ from ._order_classes import (
 )
 from ._orders import ORDERS, READ_GAPS
 from ._plan import (
+    PILES_SHUFFLED,
     Plan,
     ShuffleSettings,
     block_counts,
@@ -72,6 +73,7 @@ from ._rules import Layout, choose_layout
 from ._scale import DEFAULT_MIN_READ, explain
 from ._scale_model import ScaleModel
 from ._streams import Stream, epoch_counts, parse_streams
+from ._unit_plan import group_permutation, unit_bounds, unit_excess, unit_groups, unit_rows_for
 
 __all__ = [
     "COMMON_OPTIONS",
@@ -83,6 +85,7 @@ __all__ = [
     "MIN_READ_NBYTES",
     "ORDERS",
     "PARQUET_COMPRESSIONS",
+    "PILES_SHUFFLED",
     "READ_GAP",
     "READ_GAPS",
     "TEXT_DEFAULTS",
@@ -126,6 +129,7 @@ __all__ = [
     "explain",
     "fingerprint",
     "group_order",
+    "group_permutation",
     "group_piles",
     "grouped_offsets",
     "interleave_stream",
@@ -153,5 +157,9 @@ __all__ = [
     "split_piles",
     "stream_offsets",
     "stream_rows",
+    "unit_bounds",
+    "unit_excess",
+    "unit_groups",
     "unit_reads",
+    "unit_rows_for",
 ]

@@ -34,6 +34,7 @@ from .._parse import Settings
 from .._random import make_rng
 
 __all__ = [
+    "PILES_SHUFFLED",
     "Plan",
     "auto_n_piles",
     "block_counts",
@@ -234,19 +235,22 @@ def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
-def group_order(counts: IntArray, seed: int, start: int, *, materialize: bool) -> NDArray[np.intp]:
+def group_order(counts: IntArray, seed: int, start: int, *, shuffled: bool) -> NDArray[np.intp]:
     """Order the pieces of piles ``start, start + 1, ...`` read from every block into piles.
 
     ``counts`` is ``plan.counts[:, start:stop]``. The input rows are the
     concatenation, over blocks in order, of each block's pieces for those
     piles. ``parts[group_order(...)]`` is the piles laid end to end, each pile
-    its pieces in block order; with ``materialize=True`` the rows of each pile
-    are also shuffled with the generator keyed ``(seed, "materialize", pile)``.
+    its pieces in block order; with ``shuffled=True`` (every store since
+    piles are stored shuffled) the rows of each pile are also shuffled with the
+    generator keyed ``(seed, "materialize", pile)``, so that any run of a pile
+    is a uniform sample of it and the store's rows, end to end, are a uniform
+    permutation of the source's.
 
     Examples
     --------
     >>> counts = np.array([[1, 2], [1, 0]])  # block 0 gave 1 row to pile 0 and 2 to pile 1
-    >>> group_order(counts, seed=0, start=0, materialize=False).tolist()
+    >>> group_order(counts, seed=0, start=0, shuffled=False).tolist()
     [0, 3, 1, 2]
     """
     n = int(counts.sum())
@@ -261,7 +265,7 @@ def group_order(counts: IntArray, seed: int, start: int, *, materialize: bool) -
     destination = np.repeat(piece_starts - read_starts, flat_counts) + np.arange(n, dtype=np.int64)
     order = np.empty(n, dtype=np.intp)
     order[destination] = np.arange(n, dtype=np.intp)
-    if materialize:
+    if shuffled:
         sizes = counts.sum(axis=0)
         for pile, (offset, size) in enumerate(zip(pile_starts.tolist(), sizes.tolist(), strict=True), start=start):
             if size > 1:
@@ -318,6 +322,11 @@ def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:
     root = -3.0 + math.sqrt(9.0 + capacity)
     expected = max(root * root, 1.0)
     return max(1, math.ceil(n_rows / expected))
+
+
+#: The metadata key saying a store's piles are each stored in an order drawn from the seed
+#: (:func:`group_order` with ``shuffled=True``): a loader may then read runs smaller than a pile.
+PILES_SHUFFLED = "piles_shuffled"
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,23 @@ EPOCHS_WITHIN = 2.0
 
 def _epochs(loader: Any) -> tuple[Measure, str | None]:
     """What ``loader``'s pile mixing predicts for the next epoch's co-batch overlap, and advice when it is high."""
-    from ..plan import cobatch_excess
+    from ..plan import cobatch_excess, unit_excess
 
+    settings = loader.settings
+    if settings.order == "piles" and settings.unit_rows is not None and settings.group_rows is not None:
+        # The epoch's rows: this rank's, times the ranks (ranks share the units of one deal).
+        predicted = unit_excess(int(loader.n_rows) * settings.world_size, settings.unit_rows, settings.group_rows)
+        k = max(1, settings.group_rows // settings.unit_rows)
+        what = f"{k} units of {settings.unit_rows:,} rows mixed"
+        measure = Measure("epoch independence", what, predicted, 1.0, 0.2)
+        if not predicted > EPOCHS_WITHIN:
+            return measure, None
+        return measure, (
+            f"PileLoader mixes groups of {k} units of {settings.unit_rows:,} rows: rows that share a batch share one "
+            f"again next epoch about {predicted:,.1f}x as often as under independent shuffles. Give it a larger "
+            "budget (order=ds.orders.Piles(piles_in_memory='8GiB')), or draw a fresh shuffle each epoch with "
+            "daskshuffle.EpochShuffler."
+        )
     k, n_piles = int(loader.settings.piles_in_memory), int(loader.n_piles)
     predicted = cobatch_excess(n_piles, k) if loader.settings.order == "piles" else float("nan")
     # The band's top is EPOCHS_WITHIN: an sd of (EPOCHS_WITHIN - 1) / Z_BAND around 1.

@@ -122,7 +122,7 @@ def piles(
     plan = make_plan(lengths, n_piles, seed)
     starts = np.concatenate([[0], np.cumsum(lengths)])
     pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
-    stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0, materialize=False)]
+    stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0, shuffled=True)]
     groups = pile_groups(n_piles, parse_positive_int(piles_in_memory, "piles_in_memory"), seed, epoch)
     if name != "piles":
         return stored[ORDERS[name](plan.pile_offsets, seed, epoch, division_cuts(n, 1, n), parsed).rows]

@@ -145,6 +145,32 @@ class PileReader(ABC, Generic[Rows]):
                 self.recycle(arrays)
         return rows
 
+    def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
+        """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes).
+
+        By default each run is read, then the runs are concatenated and their
+        arrays go back to the reader (:meth:`recycle`); a reader that can read
+        each run straight into its slice of one set of arrays overrides it.
+        """
+        parts = [self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)]
+        if len(parts) == 1:
+            return parts[0]
+        rows = self.concat(parts)
+        for part in parts:
+            arrays = self.as_arrays(part)
+            if arrays is not None:
+                self.recycle(arrays)
+        return rows
+
+    def chunk_rows(self) -> dict[str, tuple[int, int]]:
+        """Each variable's rows per chunk and bytes per row: the runs a read takes whole; empty for whole piles.
+
+        The loader reads runs smaller than a pile (of a store whose piles are
+        stored shuffled) only from a reader that says where its chunks lie.
+        By default none does.
+        """
+        return {}
+
     def start_pile(self, pile: int) -> Any:
         """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
 

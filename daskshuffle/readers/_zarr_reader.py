@@ -52,7 +52,7 @@ from ..pilestore import (
 from ..storage import Cache, Location
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
-from ._zarr_reads import RowsRead
+from ._zarr_reads import RowsRead, Task
 
 __all__ = ["ZarrPileReader"]
 
@@ -278,6 +278,35 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             read.result()
         return rows
 
+    def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
+        """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all.
+
+        The arrays hold as many rows as the longest run times the runs, so that
+        they take any later group of as many units once recycled.
+        """
+        if not runs or len(self._chunks) != len(self.arrays):  # zarr reads some variable: the default
+            return super().read_runs(runs)
+        runs = [(start, max(start, min(stop, self.n_rows))) for start, stop in runs]
+        n_rows = sum(stop - start for start, stop in runs)
+        capacity = max(stop - start for start, stop in runs) * len(runs)
+        rows = {name: self._empty(chunks, n_rows, capacity=capacity) for name, chunks in self._chunks.items()}
+        for start, stop in runs:
+            self.fetch(start, stop)
+        tasks: list[Task] = []
+        first = 0
+        for start, stop in runs:
+            out = {name: values[first : first + stop - start] for name, values in rows.items()}
+            tasks += self._tasks(start, stop, out)
+            first += stop - start
+        return self._started(RowsRead(self._files, rows, tasks, None)).result()
+
+    def chunk_rows(self) -> dict[str, tuple[int, int]]:
+        found = {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
+        for name, array in self.arrays.items():
+            if name not in found:
+                found[name] = (int(array.chunks[0]), int(array.dtype.itemsize * int(np.prod(array.shape[1:]))))
+        return found
+
     def start_pile(self, pile: int, out: ArrayRows | None = None) -> RowsRead:
         """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it.
 
@@ -298,8 +327,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         # On a remote store every file of the read is requested at once, not variable by variable.
         self.fetch(start, stop)
         rows: ArrayRows = {}
-        tasks: list[tuple[Chunks, NDArray[Any], int, int]] = []
-        task_nbytes = self._task_nbytes
         for name, array in self.arrays.items():
             chunks = self._chunks.get(name)
             if chunks is None:
@@ -307,30 +334,46 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 if out is not None:
                     out[name][...] = rows[name]
                     rows[name] = out[name]
-                continue
-            rows[name] = self._empty(chunks, stop - start) if out is None else out[name]
-            if stop == start:
-                continue
+            else:
+                rows[name] = self._empty(chunks, stop - start) if out is None else out[name]
+        return self._started(RowsRead(self._files, rows, self._tasks(start, stop, rows), pile))
+
+    def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
+        """The tasks that read rows ``start:stop`` of every variable read without zarr into ``rows``."""
+        tasks: list[Task] = []
+        if stop == start:
+            return tasks
+        task_nbytes = self._task_nbytes
+        for name, chunks in self._chunks.items():
             first, last = start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1
             step = max(1, task_nbytes // max(chunks.chunk_nbytes, 1))
-            tasks += [(chunks, rows[name], index, min(index + step, last)) for index in range(first, last, step)]
-        read = RowsRead(self._files, rows, tasks, start, stop, pile)
-        if self.threads > 0 and len(tasks) > 1:
+            tasks += [
+                (chunks, rows[name], index, min(index + step, last), start, stop) for index in range(first, last, step)
+            ]
+        return tasks
+
+    def _started(self, read: RowsRead) -> RowsRead:
+        """``read``, with the reader's own threads (``threads=k``) helping with it."""
+        if self.threads > 0 and read.n_tasks > 1:
             pool = self._pool.get()
-            for _ in range(min(self.threads, len(tasks) - 1)):
+            for _ in range(min(self.threads, read.n_tasks - 1)):
                 pool.submit(read.help)
         return read
 
-    def _empty(self, chunks: Chunks, n_rows: int) -> NDArray[Any]:
-        """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough."""
+    def _empty(self, chunks: Chunks, n_rows: int, capacity: int | None = None) -> NDArray[Any]:
+        """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.
+
+        A new one holds ``capacity`` rows, by default the largest pile's, so that any pile fits in it once recycled;
+        the spare ones too small for ``n_rows`` are let go then, rather than held beside it.
+        """
         with self._lock:
             spare = self._spare.get(chunks.name, [])
             for position, values in enumerate(spare):
                 if len(values) >= n_rows:
                     return spare.pop(position)[:n_rows]
-        # The largest pile's rows: then any pile fits in it when it comes back.
-        capacity = max(n_rows, self._largest_pile)
-        return np.empty((capacity, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
+            spare.clear()
+        rows = max(n_rows, self._largest_pile if capacity is None else capacity)
+        return np.empty((rows, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
 
     def recycle(self, rows: ArrayRows) -> None:
         """Take back the arrays of rows read here that nothing uses any more, to read other rows into.

@@ -18,11 +18,15 @@ from numpy.typing import NDArray
 from ..formats import ArrayRows
 from ._zarr_chunks import ChunkFiles, Chunks
 
-__all__ = ["RowsRead", "UnionRead"]
+__all__ = ["RowsRead", "Task", "UnionRead"]
+
+#: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
+#: rows' array): ``(chunks, out, first, last, start, stop)``.
+Task = tuple[Chunks, NDArray[Any], int, int, int, int]
 
 
 class RowsRead:
-    """Rows being read by tasks (chunk files of a variable) that any thread may run.
+    """Rows being read by tasks (chunk files of a variable, for a run of rows) that any thread may run.
 
     The thread that started the read runs them in :meth:`result`; so may a
     reader's pool, or a loader's consumer that needs the rows before the
@@ -33,24 +37,20 @@ class RowsRead:
     rows.
     """
 
-    def __init__(
-        self,
-        files: ChunkFiles,
-        rows: ArrayRows,
-        tasks: list[tuple[Chunks, NDArray[Any], int, int]],
-        start: int,
-        stop: int,
-        pile: int | None,
-    ) -> None:
+    def __init__(self, files: ChunkFiles, rows: ArrayRows, tasks: list[Task], pile: int | None) -> None:
         self.rows = rows
         self._files = files
         self._tasks = tasks
-        self._span = (start, stop, pile)
+        self._pile = pile
         self._taken = 0  # the next task to take
         self._taking = threading.Lock()
         self._left = len(tasks)
         self._finished = threading.Condition()
         self._errors: list[BaseException] = []
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self._tasks)
 
     def help(self, limit: int | None = None) -> bool:
         """Run the tasks no thread has taken yet (at most ``limit`` of them); whether some may be left."""
@@ -62,7 +62,7 @@ class RowsRead:
                 return False
             try:
                 if not self._errors:  # after an error the rows are lost: skip the rest
-                    self._files.read(*self._tasks[index], *self._span)
+                    self._files.read(*self._tasks[index], self._pile)
             except BaseException as error:
                 self._errors.append(error)
             finally:

@@ -282,7 +282,7 @@ def _write(
         plan,
         tmp=tmp,
         dst=target,
-        materialize=options.materialize,
+        shuffle_piles=True,  # every store since piles are stored shuffled: see plan._plan.group_order
         merge_nbytes=max(options.block_nbytes, 1),
         manifest=manifest,
         done=done,

@@ -15,6 +15,7 @@ import numpy as np
 from ..formats import Format
 from ..pilestore import FORMAT_VERSION
 from ..plan import (
+    PILES_SHUFFLED,
     Layout,
     LevelPlan,
     Plan,
@@ -94,6 +95,9 @@ def store_metadata(
         "n_piles": plan.n_piles,
         "seed": plan.seed,
         "materialized": options.materialize,
+        # Each pile's rows in an order drawn from the seed: any run of a pile is a uniform sample of it, and the
+        # loader reads runs smaller than piles (stores written before this lack the key and are read by piles).
+        PILES_SHUFFLED: True,
         "pile_offsets": plan.pile_offsets.tolist(),
         "variables": variables,
         "source": fmt.describe_source(),
@@ -110,5 +114,5 @@ def store_metadata(
 
 def differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     """The keys its order depends on whose values differ between the ``recorded`` metadata and ``ours``."""
-    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version")
+    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version", PILES_SHUFFLED)
     return [key for key in keys if recorded.get(key) != ours.get(key)]

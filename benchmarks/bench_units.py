@@ -1,0 +1,153 @@
+"""Benchmark the default loader of a store whose piles are stored shuffled, against one pile at a time.
+
+On Zarr pile stores of ``x`` (N, 64) float32 standard normal (stored raw) and
+``id`` (N,) int64 (``--size``, one store per ``--pile-mib``), page cache warm:
+the plain read of each store's chunk files (``cat``, the ceiling), then
+``PileLoader`` with its defaults (units mixed in groups) and with
+``Piles(piles_in_memory=1)``, each in a process of its own: rows/s of its best
+of two epochs after a first one, the co-batch excess of two epochs (batch-mates
+that meet again, over independent shuffles) and the peak memory growth of the
+process while the loader runs (``VmHWM``; the ids of the epochs measured are
+kept in arrays made before). ``--repeat`` rounds of all of it, one after the
+other, so that the contenders of a round share the machine's load; the table
+gives each figure's median over the rounds, the load average before and after.
+
+Run ``python benchmarks/bench_units.py --size 1GiB --pile-mib 4 64 256 --repeat 3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+import daskshuffle as ds
+from daskshuffle._parse import parse_nbytes
+from daskshuffle.quality._metrics import cobatch_overlap
+
+ROW_NBYTES = 64 * 4 + 8
+LOADERS = ("default", "one pile")
+
+
+def _hwm_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM"):
+            return int(line.split()[1])
+    return 0
+
+
+def make_store(data: Path, n_rows: int, pile_mib: int) -> Path:
+    store = data / f"units-{n_rows}-{pile_mib}.zarr"
+    if store.exists():
+        return store
+    raw = data / f"units-raw-{n_rows}.zarr"
+    if not raw.exists():
+        group = zarr.open_group(str(raw), mode="w")
+        step = 262_144
+        x = group.create_array("x", shape=(n_rows, 64), dtype="f4", chunks=(step, 64))
+        ids = group.create_array("id", shape=(n_rows,), dtype="i8", chunks=(step,))
+        for start in range(0, n_rows, step):
+            stop = min(start + step, n_rows)
+            x[start:stop] = np.random.default_rng(start).standard_normal((stop - start, 64), dtype=np.float32)
+            ids[start:stop] = np.arange(start, stop)
+    n_piles = max(1, round(n_rows * ROW_NBYTES / (pile_mib * 2**20)))
+    ds.shuffle_zarr(str(raw), str(store), n_piles=n_piles, seed=0, pile_memory=f"{2 * pile_mib}MiB")
+    return store
+
+
+def cat(store: Path) -> float:
+    """Seconds to read every chunk file of the store once."""
+    start = time.perf_counter()
+    for root, _, files in os.walk(store):
+        for name in files:
+            if name != "zarr.json":
+                with open(os.path.join(root, name), "rb") as file:
+                    file.read()
+    return time.perf_counter() - start
+
+
+def run_loader(store: str, order: str, batch_size: int, n_rows: int, queue: Any) -> None:
+    chosen = ds.orders.Piles(piles_in_memory=1) if order == "one pile" else "piles"
+    epochs = [np.empty(n_rows, dtype=np.int64) for _ in range(2)]
+    for ids in epochs:
+        ids[:] = 0  # touched before the baseline
+    before = _hwm_kib()
+    seconds = []
+    with ds.PileLoader(store, batch_size, seed=1, order=chosen) as loader:
+        for epoch in range(3):
+            start, filled = time.perf_counter(), 0
+            for batch in loader:
+                rows = batch["id"]
+                if epoch:
+                    epochs[epoch - 1][filled : filled + len(rows)] = rows
+                filled += len(rows)
+            seconds.append(time.perf_counter() - start)
+        settings = loader.settings
+    growth = (_hwm_kib() - before) / 1024
+    measure = cobatch_overlap(epochs[0], epochs[1], batch_size)
+    queue.put((n_rows / min(seconds[1:]), measure.value / measure.uniform, growth, settings))
+
+
+def _held(settings: Any) -> str:
+    if settings.unit_rows:
+        return f"units of {settings.unit_rows:,} rows, groups of {settings.group_rows:,}"
+    return f"{settings.piles_in_memory} pile(s)"
+
+
+def measure(store: Path, n_rows: int, batch_size: int, repeat: int) -> dict[str, list[Any]]:
+    """Every round's figures of ``cat`` and of each loader."""
+    context = multiprocessing.get_context("spawn")
+    found: dict[str, list[Any]] = {"cat": [], **{name: [] for name in LOADERS}}
+    cat(store)
+    for _ in range(repeat):
+        found["cat"].append(n_rows / cat(store))
+        for order in LOADERS:
+            queue = context.Queue()
+            process = context.Process(target=run_loader, args=(str(store), order, batch_size, n_rows, queue))
+            process.start()
+            found[order].append(queue.get())
+            process.join()
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", default="256MiB")
+    parser.add_argument("--pile-mib", type=int, nargs="+", default=[4])
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--data", type=Path, default=Path(__file__).parent / "data")
+    args = parser.parse_args()
+    n_rows = parse_nbytes(args.size, "size") // ROW_NBYTES
+    args.data.mkdir(parents=True, exist_ok=True)
+    stores = {pile_mib: make_store(args.data, n_rows, pile_mib) for pile_mib in args.pile_mib}
+    print(f"{n_rows:,} rows of {ROW_NBYTES} bytes; medians of {args.repeat} rounds; load {os.getloadavg()[0]:.1f}")
+    print("| piles | loader | rows/s | of cat | of one pile | excess (x independent) | peak growth | held |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for pile_mib, store in stores.items():
+        found = measure(store, n_rows, args.batch_size, args.repeat)
+        ceiling = statistics.median(found["cat"])
+        one = statistics.median(rate for rate, *_ in found["one pile"])
+        print(f"| {pile_mib} MiB | `cat` | {ceiling / 1e6:.2f}M | 1.00 | | | | |")
+        for order in LOADERS:
+            rows = found[order]
+            rate = statistics.median(r for r, *_ in rows)
+            excess = statistics.median(e for _, e, _, _ in rows)
+            growth = statistics.median(g for _, _, g, _ in rows)
+            each = ", ".join(f"{r / 1e6:.2f}" for r, *_ in rows)
+            print(
+                f"| {pile_mib} MiB | {order} | {rate / 1e6:.2f}M ({each}) | {rate / ceiling:.2f} | {rate / one:.2f} "
+                f"| {excess:.2f} | {growth:.0f} MiB | {_held(rows[0][3])} |"
+            )
+    print(f"load after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The loader's plan for a store whose piles are stored shuffled: units smaller than piles, mixed in groups.
+
+Pure numpy, like :mod:`daskshuffle.plan._epoch_plan`. A store that records
+``piles_shuffled`` (:data:`~daskshuffle.plan._plan.PILES_SHUFFLED`) holds its
+rows, end to end, in a uniform random permutation of the source's: the pile
+assignment is uniform given the pile sizes, and each pile is stored in a
+uniform order drawn from the seed. The loader then reads *units*, runs of
+``unit_rows`` store rows that a read takes cheaply (whole chunks), and:
+
+- deals the units into groups of about ``group_rows`` rows, afresh every epoch
+  (:func:`unit_groups`, from ``(seed, "unit-groups", epoch)``): a group is
+  what the loader holds and mixes at once, its place in the epoch's order;
+- hands each group's rows out in one uniform permutation of the group
+  (:func:`group_permutation`, from ``(seed, "unit-mix", epoch, group)``).
+  That is what shuffling each unit and interleaving the units uniformly
+  gives (a uniform interleaving of uniformly shuffled parts is a uniform
+  permutation of their union), for a fifth of the work: a gather over the
+  whole group cost about 10% more than one that reads each unit front to
+  back, while shuffling the units and drawing the interleaving cost as much
+  as the gather itself (``benchmarks/RESULTS.md``).
+
+Within an epoch the order is exactly uniform: it is a permutation of store
+positions drawn independently of the store's own permutation, and a uniform
+permutation composed with an independent one is uniform. Across epochs, two
+rows that share a batch share a unit with probability about ``1/k`` (``k``
+units a group), and rows of one unit stay in one group: they meet again in a
+batch about ``n_units / k**2 + 1`` times as often as under independent
+shuffles (:func:`unit_excess`), ``data * unit / group**2`` in bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._random import make_rng
+from ._epoch_plan import cobatch_excess
+
+__all__ = ["group_permutation", "unit_bounds", "unit_excess", "unit_groups", "unit_rows_for"]
+
+IntArray = NDArray[np.int64]
+
+#: Bytes a read of a unit may take per byte of rows, at most, where a variable's chunks hold more rows than a unit.
+READ_OVERHEAD = 1.25
+#: How much more often than under independent shuffles batch-mates may meet again next epoch for a larger unit.
+EXCESS_WITHIN = 1.25
+
+
+def unit_rows_for(
+    chunk_rows: dict[str, int],
+    row_nbytes: dict[str, int],
+    overhead: float = READ_OVERHEAD,
+    *,
+    n_rows: int | None = None,
+    group_rows: int | None = None,
+) -> int:
+    """The rows of a unit: the fewest chunk rows whose reads cost at most ``overhead`` times the rows' bytes.
+
+    A unit of ``u`` rows reads whole chunks: ``max(c, u) / u`` times a
+    variable's bytes for chunks of ``c`` rows. Chunk rows divide each other
+    (the layout's rule), so every candidate is a whole number of every
+    smaller variable's chunks. Given the store's ``n_rows`` and the loader's
+    ``group_rows``, the unit then doubles, up to the largest chunk rows, while
+    epochs stay within :data:`EXCESS_WITHIN` of independent
+    (:func:`unit_excess`): a chunk of a narrow variable that several units
+    share is read, and decoded, whole by each of them, which cost more than its
+    bytes say (a compressed ``id`` in chunks of 8 units took a third of the
+    read, ``benchmarks/RESULTS.md``).
+
+    Examples
+    --------
+    >>> unit_rows_for({"x": 4096, "y": 32768}, {"x": 256, "y": 8})  # y read whole for units of x's chunks: +22%
+    4096
+    >>> unit_rows_for({"x": 4096, "y": 32768}, {"x": 16, "y": 8})
+    32768
+    >>> unit_rows_for({"x": 1024, "y": 8192}, {"x": 256, "y": 8}, n_rows=4_000_000, group_rows=250_000)
+    4096
+    """
+    total = float(sum(row_nbytes.values())) or 1.0
+    largest = int(max(chunk_rows.values()))
+    chosen = largest
+    for rows in sorted(set(chunk_rows.values())):
+        read = sum(row_nbytes[name] * max(chunks, rows) / rows for name, chunks in chunk_rows.items())
+        if read <= overhead * total:
+            chosen = int(rows)
+            break
+    if n_rows is None or group_rows is None:
+        return chosen
+    while chosen * 2 <= largest and unit_excess(n_rows, chosen * 2, group_rows) <= EXCESS_WITHIN:
+        chosen *= 2
+    return chosen
+
+
+def unit_bounds(n_rows: int, unit_rows: int) -> IntArray:
+    """Where each unit of a store of ``n_rows`` rows starts, and the end: every ``unit_rows`` rows.
+
+    Examples
+    --------
+    >>> unit_bounds(10, 4).tolist()
+    [0, 4, 8, 10]
+    """
+    return np.unique(np.append(np.arange(0, n_rows, max(1, unit_rows), dtype=np.int64), n_rows)).astype(np.int64)
+
+
+def unit_groups(bounds: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:
+    """The groups of units that ``epoch`` reads and mixes: the groups' offsets end to end, and each group's units.
+
+    The units are dealt in an order drawn from ``(seed, "unit-groups",
+    epoch)``, each group taking units while it holds at most ``group_rows``
+    rows (one at least), so that groups differ from epoch to epoch. A
+    group's units are in that drawn order; the groups are read in order.
+
+    Examples
+    --------
+    >>> offsets, groups = unit_groups(np.array([0, 4, 8, 12, 14]), 8, seed=0, epoch=0)
+    >>> offsets.tolist(), sorted(int(u) for group in groups for u in group)
+    ([0, 8, 14], [0, 1, 2, 3])
+    """
+    sizes = np.diff(bounds)
+    n_units = len(sizes)
+    if n_units == 0:
+        return np.zeros(1, dtype=np.int64), []
+    order = make_rng(seed, "unit-groups", epoch).permutation(n_units).astype(np.int64)
+    dealt = sizes[order]
+    groups: list[IntArray] = []
+    filled, first = 0, 0
+    for index, size in enumerate(dealt.tolist()):
+        if index > first and filled + size > group_rows:
+            groups.append(order[first:index])
+            first, filled = index, 0
+        filled += size
+    groups.append(order[first:])
+    ends = np.cumsum([int(sizes[group].sum()) for group in groups])
+    return np.concatenate([[0], ends]).astype(np.int64), groups
+
+
+def group_permutation(n_rows: int, seed: int, epoch: int, group: int) -> NDArray[np.intp]:
+    """The order a loader hands out the ``n_rows`` rows of ``group`` of ``epoch`` in (its units laid end to end).
+
+    One uniform permutation, drawn from ``(seed, "unit-mix", epoch, group)``:
+    ``rows[group_permutation(...)]`` is the group's part of the epoch.
+
+    Examples
+    --------
+    >>> sorted(group_permutation(5, seed=0, epoch=0, group=0).tolist())
+    [0, 1, 2, 3, 4]
+    >>> bool((group_permutation(5, 0, 0, 0) == group_permutation(5, 0, 0, 0)).all())  # same seed, same order
+    True
+    """
+    return make_rng(seed, "unit-mix", epoch, group).permutation(n_rows).astype(np.intp, copy=False)
+
+
+def unit_excess(n_rows: int, unit_rows: int, group_rows: int) -> float:
+    """About how much more often than under independent shuffles batch-mates meet again next epoch.
+
+    ``cobatch_excess`` of the units: ``n_units / k**2 + 1`` for ``k`` units a
+    group, that is ``n_rows * unit_rows / group_rows**2 + 1``.
+
+    Examples
+    --------
+    >>> round(unit_excess(4_194_304, 8_192, 262_144), 2)  # 1 GiB of 256 B rows, 2 MiB units, 64 MiB groups
+    1.44
+    """
+    n_units = max(1, -(-n_rows // max(1, unit_rows)))
+    per_group = max(1, group_rows // max(1, unit_rows))
+    return cobatch_excess(n_units, per_group)
