@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["PREFIX", "LazyPool", "collected"]
+__all__ = ["PREFIX", "LazyPool", "release_on_collection"]
 
 #: The first word of the name of every thread daskshuffle starts.
 PREFIX = "daskshuffle"
@@ -23,7 +23,7 @@ PREFIX = "daskshuffle"
 _pool_ids = itertools.count()
 
 
-def collected(release: Callable[..., Any], *args: Any) -> None:
+def release_on_collection(release: Callable[..., Any], *args: Any) -> None:
     """Run ``release(*args)``, which garbage collection called (a ``weakref.finalize``), where it is safe to.
 
     Collection runs a finalizer in whatever thread allocates, one of

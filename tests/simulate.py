@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from daskshuffle.plan._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
-from daskshuffle.plan._plan import Plan, block_order, group_order, group_piles, make_plan
+from daskshuffle.plan._plan import Plan, block_order, group_order, make_plan, merge_runs
 from daskshuffle.plan._unit_plan import group_permutation, unit_bounds, unit_groups
 
 
@@ -21,7 +21,7 @@ def simulate(
     starts = np.concatenate([[0], np.cumsum(block_lengths)])
     pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
     out = []
-    for start, stop in group_piles(plan.pile_sizes, 1, group_nbytes):
+    for start, stop in merge_runs(plan.pile_sizes, 1, group_nbytes):
         reads = [pieces[b][plan.piece_offsets[b, start] : plan.piece_offsets[b, stop]] for b in range(plan.n_blocks)]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
         out.append(rows[group_order(plan.counts[:, start:stop], seed, start, shuffled=shuffled)])
@@ -60,7 +60,7 @@ def simulate_levels(
         counts, lo = plan.last_counts(block)
         last.append((rows[block_order(counts, plan.last_seed, block)], piece_offsets(counts, lo, n_piles)))
     out = []
-    for start, stop in group_piles(plan.pile_sizes, 1, group_nbytes):
+    for start, stop in merge_runs(plan.pile_sizes, 1, group_nbytes):
         first, counts, _ = plan.merge_columns(start, stop)
         reads = [rows[offsets[start] : offsets[stop]] for rows, offsets in last[first : first + len(counts)]]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)

@@ -23,8 +23,8 @@ from daskshuffle.plan._plan import (
     block_order,
     fingerprint,
     group_order,
-    group_piles,
     make_plan,
+    merge_runs,
     split_piles,
 )
 
@@ -99,7 +99,7 @@ def test_group_order_example() -> None:
 
 @given(st.lists(st.integers(0, 50), max_size=40), st.integers(1, 8), st.integers(1, 200))
 def test_group_piles_cover_in_order_within_budget(sizes: list[int], row_nbytes: int, target: int) -> None:
-    groups = group_piles(np.array(sizes, dtype=np.int64), row_nbytes, target)
+    groups = merge_runs(np.array(sizes, dtype=np.int64), row_nbytes, target)
     flat = [pile for start, stop in groups for pile in range(start, stop)]
     assert flat == list(range(len(sizes)))
     for start, stop in groups:

@@ -18,7 +18,7 @@ from simulate import unit_stream
 
 import daskshuffle
 from daskshuffle import PileLoader
-from daskshuffle.loader._prefetch import ShuffledPiles
+from daskshuffle.loader._prefetch import LoaderReads
 from daskshuffle.orders import Piles
 from daskshuffle.plan import group_permutation, rank_range, unit_bounds, unit_excess, unit_groups
 from daskshuffle.quality._metrics import cobatch_overlap
@@ -147,20 +147,20 @@ def test_the_rows_held_stay_within_the_budget(store: Path, prefetch: int, monkey
     """Every group handed to the batches, from its read until its release, counted at once."""
     live: dict[int, int] = {}
     most = [0]
-    read_runs, release = ShuffledPiles.read_runs, ShuffledPiles.release
+    read_runs, release = LoaderReads.read_runs, LoaderReads.release
 
-    def counting_read_runs(self: ShuffledPiles, runs: list[tuple[int, int]]) -> Any:
+    def counting_read_runs(self: LoaderReads, runs: list[tuple[int, int]]) -> Any:
         rows = read_runs(self, runs)
         live[id(rows)] = sum(values.nbytes for values in rows.values())
         most[0] = max(most[0], sum(live.values()))
         return rows
 
-    def counting_release(self: ShuffledPiles, pile: Any) -> None:
+    def counting_release(self: LoaderReads, pile: Any) -> None:
         live.pop(id(pile.rows), None)
         release(self, pile)
 
-    monkeypatch.setattr(ShuffledPiles, "read_runs", counting_read_runs)
-    monkeypatch.setattr(ShuffledPiles, "release", counting_release)
+    monkeypatch.setattr(LoaderReads, "read_runs", counting_read_runs)
+    monkeypatch.setattr(LoaderReads, "release", counting_release)
     budget = 600 * ROW_NBYTES
     with PileLoader(store, 64, seed=1, order=SMALL, prefetch=prefetch) as loader:
         for _ in range(2):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from daskshuffle._threads import LazyPool, collected
+from daskshuffle._threads import LazyPool, release_on_collection
 
 
 def test_a_pool_is_joined_from_any_thread_but_its_own() -> None:
@@ -47,7 +47,7 @@ def test_a_release_collected_in_a_thread_of_daskshuffles_runs_in_a_thread_of_its
 
     def decoder() -> None:
         with lock:  # in the middle of a read
-            collected(release, ran_in)  # at once, this would wait for the lock forever
+            release_on_collection(release, ran_in)  # at once, this would wait for the lock forever
 
     thread = threading.Thread(target=decoder, name="daskshuffle-parquet-decode-0_0")
     thread.start()
@@ -58,5 +58,5 @@ def test_a_release_collected_in_a_thread_of_daskshuffles_runs_in_a_thread_of_its
             break
         threading.Event().wait(0.01)
     assert ran_in == ["daskshuffle-release"]
-    collected(release, ran_in)  # anywhere else, at once
+    release_on_collection(release, ran_in)  # anywhere else, at once
     assert ran_in[-1] == threading.current_thread().name

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from ..plan import group_piles
+from ..plan import merge_runs
 from ..storage import Location
 
 __all__ = [
@@ -188,13 +188,13 @@ class Destination(Protocol[Rows_contra]):
         """
         return self
 
-    def group_piles(self, pile_sizes: NDArray[np.int64], row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
+    def merge_runs(self, pile_sizes: NDArray[np.int64], row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
         """The merge groups, runs ``[start, stop)`` of whole piles that one task assembles and writes.
 
         By default about ``target_nbytes`` each. Runs before anything is
         written, so a destination that cannot be cut as asked raises here.
         """
-        return group_piles(pile_sizes, row_nbytes, target_nbytes)
+        return merge_runs(pile_sizes, row_nbytes, target_nbytes)
 
     def write_alignment(self) -> int:
         """Writes must start and stop at multiples of this many rows (or at the end)."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..plan import BatchPlan
 from ._batches import Allocate
-from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
+from ._prefetch import LoaderReads, Read, ReadThreads, prefetched_batches
 
 __all__ = ["lane_batches"]
 
@@ -46,11 +46,11 @@ def _join(parts: tuple[dict[str, Any], ...], allocate: Allocate | None) -> dict[
 
 
 def lane_batches(
-    piles: ShuffledPiles, plans: list[BatchPlan], epoch: int, prefetch: int, allocate: Allocate | None = None
+    piles: LoaderReads, plans: list[BatchPlan], epoch: int, prefetch: int, allocate: Allocate | None = None
 ) -> Generator[dict[str, Any], None, None]:
     """A rank's batches: micro-batch ``t`` of each of its lanes' ``plans``, joined lane by lane.
 
-    Each lane reads through a :class:`Prefetcher` of its own, one pile at a
+    Each lane reads through a :class:`ReadThreads` of its own, one pile at a
     time; all are closed when the iteration ends or stops.
     """
     lanes = [
@@ -58,7 +58,7 @@ def lane_batches(
             piles,
             plan,
             [Read(epoch, *s) for s in plan.segments],
-            Prefetcher(piles, prefetch),
+            ReadThreads(piles, prefetch),
             prefetch,
         )
         for plan in plans

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
-from .._threads import collected
+from .._threads import release_on_collection
 from ..plan import (
     BatchPlan,
     Order,
@@ -47,15 +47,15 @@ from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition
 from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank, row_nbytes
 from ._mix import loader_units, open_loader_store
-from ._prefetch import Prefetcher, ShuffledPiles, parse_prefetch
+from ._prefetch import LoaderReads, ReadThreads, parse_prefetch
 from ._rank_share import RankShare
 from ._run_units import choose_units
 
 __all__ = ["LoaderSettings", "PileLoader"]
 
 
-def _release(prefetcher: Prefetcher, reader: PileReader[Any]) -> None:
-    prefetcher.close()
+def _release(read_threads: ReadThreads, reader: PileReader[Any]) -> None:
+    read_threads.close()
     reader.close()
 
 
@@ -298,13 +298,13 @@ class PileLoader(LoaderPosition):
         self._storage_options = storage_options
         units, n_rows = loader_units(self.settings, reader, mixture)
         self._streams = None if mixture is None else mixture.records
-        self._piles = ShuffledPiles(reader, path, units, read_ahead)
+        self._piles = LoaderReads(reader, path, units, read_ahead)
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         super().__init__()  # the position: epoch 0, its first batch
-        self._prefetcher = Prefetcher(self._piles, self._prefetch)
+        self._read_threads = ReadThreads(self._piles, self._prefetch)
         # Also stop the background threads if the loader is dropped without close().
-        self._finalizer = weakref.finalize(self, collected, _release, self._prefetcher, reader)
+        self._finalizer = weakref.finalize(self, release_on_collection, _release, self._read_threads, reader)
 
     # -- what it yields ------------------------------------------------------
     @property
@@ -397,7 +397,7 @@ class PileLoader(LoaderPosition):
     def close(self) -> None:
         """Stop the iterations in progress and the background reads, join their threads, close the store."""
         self._close_iterations()
-        _release(self._prefetcher, self._piles.reader)
+        _release(self._read_threads, self._piles.reader)
 
     def __enter__(self) -> PileLoader:
         return self

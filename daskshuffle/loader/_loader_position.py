@@ -21,7 +21,7 @@ from .._parse import parse_count
 from ._batches import Allocate
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state
 from ._mix import check_streams
-from ._prefetch import Prefetcher
+from ._prefetch import ReadThreads
 from ._rank_share import RankShare
 
 __all__ = ["LoaderPosition"]
@@ -45,7 +45,7 @@ class LoaderPosition:
     _share: RankShare
     _n_batches: int
     _prefetch: int
-    _prefetcher: Prefetcher
+    _read_threads: ReadThreads
     _store_fingerprint: str
     _storage_options: dict[str, Any] | None
     _streams: list[dict[str, Any]] | None
@@ -104,7 +104,7 @@ class LoaderPosition:
             self._close_live()
             epoch, first = self._position()
             self._epoch, self._batches = epoch, first
-            batches = self._share.batches(epoch, first, None, self._prefetch, self._prefetcher)
+            batches = self._share.batches(epoch, first, None, self._prefetch, self._read_threads)
             generator = self._generate(batches, epoch, first, track=True)
             self._live, self._live_thread = weakref.ref(generator), threading.current_thread()
         return generator

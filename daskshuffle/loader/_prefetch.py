@@ -1,12 +1,12 @@
 """Reading shuffled piles ahead of the consumer: between its batches, or in background threads.
 
 A read is ``(epoch, pile, start, stop)``: positions ``start:stop`` of ``pile``
-once shuffled for ``epoch``. A :class:`PileJob` does one read (the pile's rows
-as stored, and the order to hand them out in); :class:`Prefetcher` keeps
+once shuffled for ``epoch``. A :class:`PileRead` does one read (the pile's rows
+as stored, and the order to hand them out in); :class:`ReadThreads` keeps
 ``depth`` of them under way ahead of the consumer. Neither refers to the
 loader, so that garbage collection of the loader can stop them.
 
-Where a read runs depends on the consumer (:meth:`Prefetcher.back`). A
+Where a read runs depends on the consumer (:meth:`ReadThreads.back`). A
 consumer that comes back for its next batch at once (a loop in Python, or a
 GPU fed faster than it computes) reads the next pile itself when it needs it, like ``prefetch=0``: a background thread next to it waited for the GIL at
 each of the ~40 file calls of a pile (up to ``sys.getswitchinterval()``
@@ -45,17 +45,17 @@ from ._batches import Allocate, gather_batches
 from ._read_units import Read, ReadUnits, UnitRead
 
 __all__ = [
-    "PileJob",
-    "Prefetcher",
+    "FetchAhead",
+    "LoaderReads",
+    "PileRead",
     "Read",
-    "ReadAhead",
+    "ReadThreads",
     "ReadingNote",
     "ShuffledPile",
-    "ShuffledPiles",
     "prefetched_batches",
 ]
 
-_prefetcher_ids = count()
+_read_threads_ids = count()
 #: The weight of the last batch in the average time a consumer stays away with a batch.
 AWAY_WEIGHT = 0.2
 #: Every loader thread's name starts with this.
@@ -87,7 +87,7 @@ class ShuffledPile(NamedTuple):
     what: str
 
 
-class PileJob:
+class PileRead:
     """One read, in steps that the consumer and a background thread share.
 
     :meth:`start` asks the read's unit what to read and in which order
@@ -102,7 +102,7 @@ class PileJob:
     background thread to wake up.
     """
 
-    def __init__(self, piles: ShuffledPiles, job: Read) -> None:
+    def __init__(self, piles: LoaderReads, job: Read) -> None:
         self._piles = piles
         self.job = job
         self._unit: UnitRead | None = None
@@ -174,7 +174,7 @@ class ReadingNote(str):
     """The note an error of a pile's read gets: what was read, for which epoch; one per error, however often raised."""
 
 
-class ShuffledPiles:
+class LoaderReads:
     """Reads the units of an epoch (:class:`~daskshuffle.loader._read_units.ReadUnits`) through a thread-safe :class:`PileReader`."""
 
     def __init__(self, reader: PileReader[Any], store: str, units: ReadUnits, read_ahead: int = 0) -> None:
@@ -214,11 +214,11 @@ class ShuffledPiles:
         """The rows of store piles ``members``, one after the other."""
         return self.reader.read_piles(members)
 
-    def job(self, job: Read) -> PileJob:
-        return PileJob(self, job)
+    def job(self, job: Read) -> PileRead:
+        return PileRead(self, job)
 
     def read(self, job: Read) -> ShuffledPile:
-        return PileJob(self, job)()
+        return PileRead(self, job)()
 
     def release(self, pile: ShuffledPile) -> None:
         """``pile`` is used up: its arrays may be read into again, if the reader recycles them."""
@@ -226,7 +226,7 @@ class ShuffledPiles:
             self.reader.recycle(pile.arrays)
 
 
-class ReadAhead:
+class FetchAhead:
     """Starts the requests of the reads after the consumer's, within ``piles.read_ahead`` bytes (remote stores).
 
     Independent of where reads run: the requests go out as soon as the
@@ -236,7 +236,7 @@ class ReadAhead:
     read is always started.
     """
 
-    def __init__(self, piles: ShuffledPiles) -> None:
+    def __init__(self, piles: LoaderReads) -> None:
         self._piles = piles
         self._started: dict[Read, list[tuple[int, int]]] = {}
         self._lock = threading.Lock()
@@ -269,7 +269,7 @@ class ReadAhead:
                 self._piles.reader.forget(start, stop)
 
 
-class Prefetcher:
+class ReadThreads:
     """Keeps ``depth`` reads under way ahead of the consumer: read between its batches, or in background threads.
 
     The consumer tells it when it leaves with a batch (:meth:`leave`) and
@@ -280,17 +280,17 @@ class Prefetcher:
     threads.
     """
 
-    def __init__(self, piles: ShuffledPiles, depth: int) -> None:
+    def __init__(self, piles: LoaderReads, depth: int) -> None:
         self._make = piles.job
         self._reader = piles.reader
         self._depth = depth
         background = piles.decodes
         # On a remote store the requests of the reads ahead go out at once, whatever the depth.
-        self._fetch = ReadAhead(piles) if piles.read_ahead > 0 else None
+        self._fetch = FetchAhead(piles) if piles.read_ahead > 0 else None
         self._background = background  # background threads read for every consumer
-        self._prefix = f"{THREAD_PREFIX}-{next(_prefetcher_ids)}"
+        self._prefix = f"{THREAD_PREFIX}-{next(_read_threads_ids)}"
         self._executor: ThreadPoolExecutor | None = None
-        self._pending: dict[Read, tuple[PileJob, Future[Any] | None]] = {}
+        self._pending: dict[Read, tuple[PileRead, Future[Any] | None]] = {}
         self._lock = threading.Lock()
         # Set while background threads may read: the consumer is away, waits for them, or has gone.
         self._away = threading.Event()
@@ -324,7 +324,7 @@ class Prefetcher:
                 return finished
         return future.result()
 
-    def _submit(self, started: PileJob) -> tuple[PileJob, Future[Any] | None]:
+    def _submit(self, started: PileRead) -> tuple[PileRead, Future[Any] | None]:
         if not self._overlap:
             # Read in get, just before its batches: a pile read earlier, between batches, was gathered from slower
             # (out of cache), and cost as much as it saved.
@@ -349,7 +349,7 @@ class Prefetcher:
 
         Background threads read only for a consumer away for longer than
         ``loader.away-seconds`` (``daskshuffle.config``) per batch on average, and only while it is away
-        (see the module's docstring for why), unless the prefetcher reads in
+        (see the module's docstring for why), unless the read_threads reads in
         the background for every consumer (``background``).
         """
         away = time.perf_counter() - self._left_at
@@ -386,35 +386,35 @@ class Prefetcher:
 
 
 def prefetched_batches(
-    piles: ShuffledPiles,
+    piles: LoaderReads,
     plan: BatchPlan,
     reads: list[Read],
-    prefetcher: Prefetcher,
+    read_threads: ReadThreads,
     depth: int,
     allocate: Allocate | None = None,
     *,
     keep_open: bool = False,
 ) -> Generator[Any, None, None]:
-    """The batches of ``plan``, its piles read through ``prefetcher`` (``reads``: the plan's, then any to read ahead).
+    """The batches of ``plan``, its piles read through ``read_threads`` (``reads``: the plan's, then any to read ahead).
 
-    The prefetcher learns when the consumer leaves with a batch and comes
+    The read_threads learns when the consumer leaves with a batch and comes
     back. It is closed when the batches end early (broken out of, closed, an
     error) and, unless ``keep_open`` (a loader's own iteration, whose reads
     ahead serve the next epoch), when they end.
     """
-    prefetcher.keep_only(reads[: depth + 1])
+    read_threads.keep_only(reads[: depth + 1])
     finished = False
-    prefetcher.enter()
+    read_threads.enter()
     try:
         batches = gather_batches(
-            piles.reader, plan, lambda index: prefetcher.get(reads, index), allocate, piles.release
+            piles.reader, plan, lambda index: read_threads.get(reads, index), allocate, piles.release
         )
         for batch in batches:
-            prefetcher.leave()
+            read_threads.leave()
             yield batch
-            prefetcher.back()
+            read_threads.back()
         finished = True
     finally:
-        prefetcher.leave()
+        read_threads.leave()
         if not (finished and keep_open):
-            prefetcher.close()
+            read_threads.close()

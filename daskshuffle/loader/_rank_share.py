@@ -12,7 +12,7 @@ from ..plan import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
 from ._batches import Allocate
 from ._lanes import lane_batches
 from ._loader_state import LoaderSettings
-from ._prefetch import Prefetcher, Read, ShuffledPiles, prefetched_batches
+from ._prefetch import LoaderReads, Read, ReadThreads, prefetched_batches
 
 __all__ = ["RankShare"]
 
@@ -26,14 +26,14 @@ class RankShare:
     a batch being a micro-batch of each.
     """
 
-    piles: ShuffledPiles
+    piles: LoaderReads
     settings: LoaderSettings
     lanes: list[tuple[int, int]]
     micro: int
     n_batches: int
 
     @classmethod
-    def make(cls, piles: ShuffledPiles, settings: LoaderSettings, n_rows: int) -> RankShare:
+    def make(cls, piles: LoaderReads, settings: LoaderSettings, n_rows: int) -> RankShare:
         s = settings
         if s.n_lanes is None:
             lanes = [rank_range(n_rows, s.world_size, s.rank, s.batch_size, s.drop_last)]
@@ -81,22 +81,24 @@ class RankShare:
         start: int,
         stop: int | None,
         prefetch: int,
-        prefetcher: Prefetcher | None = None,
+        read_threads: ReadThreads | None = None,
         allocate: Allocate | None = None,
     ) -> Iterator[Any]:
         """Batches ``start:stop`` of ``epoch``, read ``prefetch`` reads ahead.
 
-        With the loader's own ``prefetcher`` (one lane only), the first reads of
+        With the loader's own ``read_threads`` (one lane only), the first reads of
         the next epoch follow this epoch's last ones, so that starting the next
-        epoch does not wait for a read either, and the prefetcher stays open.
-        Otherwise each lane reads through a prefetcher of its own, closed when
+        epoch does not wait for a read either, and the read_threads stays open.
+        Otherwise each lane reads through a read_threads of its own, closed when
         the batches end.
         """
         plans = self.plans(epoch, start, stop)
         if len(plans) > 1:
             return lane_batches(self.piles, plans, epoch, prefetch, allocate)
         reads = [Read(epoch, *segment) for segment in plans[0].segments]
-        if prefetcher is None:
-            return prefetched_batches(self.piles, plans[0], reads, Prefetcher(self.piles, prefetch), prefetch, allocate)
+        if read_threads is None:
+            return prefetched_batches(
+                self.piles, plans[0], reads, ReadThreads(self.piles, prefetch), prefetch, allocate
+            )
         ahead = [Read(epoch + 1, *segment) for segment in self.plans(epoch + 1)[0].segments[:prefetch]]
-        return prefetched_batches(self.piles, plans[0], reads + ahead, prefetcher, prefetch, allocate, keep_open=True)
+        return prefetched_batches(self.piles, plans[0], reads + ahead, read_threads, prefetch, allocate, keep_open=True)

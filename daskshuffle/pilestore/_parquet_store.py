@@ -120,10 +120,10 @@ class ParquetDestination(Destination[pa.Table]):
     schema: pa.Schema
     writing: ParquetWriting
 
-    def group_piles(self, pile_sizes: NDArray[np.int64], row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
+    def merge_runs(self, pile_sizes: NDArray[np.int64], row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
         n_files, n_piles = self.writing.n_output_files, len(pile_sizes)
         if n_files is None:
-            return super().group_piles(pile_sizes, row_nbytes, target_nbytes)
+            return super().merge_runs(pile_sizes, row_nbytes, target_nbytes)
         if n_files > n_piles:
             raise DaskShuffleValueError(
                 (

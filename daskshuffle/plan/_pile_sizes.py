@@ -2,7 +2,7 @@
 
 Pure: numpy and math. Pile sizes are drawn as a plan draws them
 (:func:`~daskshuffle.plan._plan.make_plan`) and grouped as a merge groups them
-(:func:`~daskshuffle.plan._plan.group_piles`) where that is cheap; otherwise,
+(:func:`~daskshuffle.plan._plan.merge_runs`) where that is cheap; otherwise,
 and for the tails, from the binomial distribution of a pile's rows.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._plan import group_piles, make_plan
+from ._plan import make_plan, merge_runs
 
 __all__ = ["DRAWN_PILES", "any_row_in", "binomial_sf", "merge_groups", "typical_largest"]
 
@@ -27,7 +27,7 @@ def merge_groups(n_rows: int, row_nbytes: int, n_piles: int, block_nbytes: int) 
     if n_piles <= DRAWN_PILES:
         # Pile sizes as a plan draws them: one block's counts have the distribution of the sum over blocks.
         sizes = make_plan([n_rows], n_piles, seed=0).pile_sizes
-        found = np.bincount([stop - start for start, stop in group_piles(sizes, row_nbytes, max(block_nbytes, 1))])
+        found = np.bincount([stop - start for start, stop in merge_runs(sizes, row_nbytes, max(block_nbytes, 1))])
         present = np.nonzero(found)[0]
         return present.astype(np.float64), found[present].astype(np.float64)
     pile_nbytes = n_rows / n_piles * row_nbytes

@@ -41,8 +41,8 @@ __all__ = [
     "block_order",
     "block_rows",
     "group_order",
-    "group_piles",
     "make_plan",
+    "merge_runs",
     "plan_nbytes",
 ]
 
@@ -182,7 +182,7 @@ def block_order(counts: IntArray, seed: int, block: int) -> NDArray[np.intp]:
     return np.argsort(assignment, kind="stable")
 
 
-def group_piles(pile_sizes: IntArray, row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
+def merge_runs(pile_sizes: IntArray, row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
     """Cut piles into runs ``[start, stop)`` of about ``target_nbytes`` each.
 
     Each run holds whole piles and at least one; a pile larger than the target
@@ -190,7 +190,7 @@ def group_piles(pile_sizes: IntArray, row_nbytes: int, target_nbytes: int) -> li
 
     Examples
     --------
-    >>> group_piles(np.array([2, 2, 2, 5, 1]), row_nbytes=1, target_nbytes=4)
+    >>> merge_runs(np.array([2, 2, 2, 5, 1]), row_nbytes=1, target_nbytes=4)
     [(0, 2), (2, 3), (3, 4), (4, 5)]
     """
     ends = np.cumsum(np.asarray(pile_sizes, dtype=np.int64) * row_nbytes)

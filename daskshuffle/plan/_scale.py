@@ -5,7 +5,7 @@ Pure: numpy and math (a size given as a string is parsed by daskshuffle's
 itself where it can: the number of piles is chosen as a shuffle chooses it
 (:func:`~daskshuffle.plan._plan.auto_n_piles`), blocks are cut as a Zarr source cuts
 them (:func:`~daskshuffle.plan._plan.block_rows`), and piles are grouped for the
-merge by :func:`~daskshuffle.plan._plan.group_piles` from pile sizes drawn as a plan
+merge by :func:`~daskshuffle.plan._plan.merge_runs` from pile sizes drawn as a plan
 draws them (:func:`~daskshuffle.plan._plan.make_plan` of one block, which has the
 same distribution as the sum over blocks). What depends on every block's draw
 (how many pieces and reads are not empty) is an expectation.

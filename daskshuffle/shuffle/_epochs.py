@@ -25,7 +25,7 @@ from typing import Any
 from .._errors import DaskShuffleValueError, UnfinishedShuffleError
 from .._parse import parse_count, parse_path, parse_positive_int, parse_seed
 from .._random import make_rng
-from .._threads import collected
+from .._threads import release_on_collection
 from ..loader import PileLoader
 from ..plan import parse_forwarded_options
 from ..storage import Location, _paths
@@ -243,7 +243,7 @@ class EpochShuffler:
         self._loader_state: dict[str, Any] | None = None
         self._work = _Work(workdir_location, self.n_epochs, self.rank, self.world_size)
         # Used without ``with`` or close(), and dropped: what it made goes too.
-        self._finalizer = weakref.finalize(self, collected, self._work.close)
+        self._finalizer = weakref.finalize(self, release_on_collection, self._work.close)
 
     # -- where things are -------------------------------------------------------
     def store(self, epoch: int) -> str:

@@ -49,7 +49,7 @@ def merge_groups(fmt: Format[Any], plan: MergeLayout, merge_nbytes: int) -> list
     offsets = plan.pile_offsets
     return [
         MergeGroup(start, stop, int(offsets[start]), int(offsets[stop]))
-        for start, stop in fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)
+        for start, stop in fmt.merge_runs(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)
     ]
 
 

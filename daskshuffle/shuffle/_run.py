@@ -241,7 +241,7 @@ def _run_locked(
         raise exists_error(dst)
 
     merge_nbytes = max(options.block_nbytes, 1)
-    fmt.group_piles(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
+    fmt.merge_runs(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
     n_tasks = _write(
