@@ -15,10 +15,8 @@ from hypothesis import strategies as st
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
 from daskshuffle._random import make_rng
-from daskshuffle.plan._buffer_orders import buffer_stream, interleave_stream
 from daskshuffle.plan._epoch_order import OrderOptions, division_cuts, unit_reads
 from daskshuffle.plan._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
-from daskshuffle.plan._mosaic_orders import py1br_bounds, py1e_ranges
 from daskshuffle.plan._order_classes import (
     ORDER_CLASSES,
     Buffer,
@@ -29,7 +27,7 @@ from daskshuffle.plan._order_classes import (
     order_from_options,
     parse_order,
 )
-from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS
+from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, buffer_stream, interleave_stream, py1br_bounds, py1e_ranges
 from daskshuffle.plan._removed_keywords import refuse_removed_keywords
 from daskshuffle.quality import orders, report
 

@@ -1,6 +1,5 @@
 """The plan: pure numpy decisions made before any byte is read (piles, levels, epochs, orders, scale)."""
 
-from ._buffer_orders import buffer_stream, interleave_stream
 from ._combinations import check_combination
 from ._declare import common_options
 from ._epoch_order import READ_GAP, EpochOrder, OrderOptions, division_cuts, unit_reads
@@ -54,7 +53,7 @@ from ._order_classes import (
     order_from_options,
     parse_order,
 )
-from ._orders import ORDERS, READ_GAPS
+from ._orders import ORDERS, READ_GAPS, buffer_stream, interleave_stream
 from ._plan import (
     PILES_SHUFFLED,
     Plan,

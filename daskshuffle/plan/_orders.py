@@ -17,21 +17,225 @@ only from :func:`~daskshuffle._random.make_rng` keyed by ``(seed, purpose, epoch
 The *sample space* of an epoch is the piles laid end to end in the epoch's
 visiting order (:func:`~daskshuffle.plan._epoch_plan.epoch_pile_order`), each in
 stored order. A pile plays the part of a MosaicML shard, or of a tf.data file.
-The orders that shuffle stretches of it are in
-:mod:`~daskshuffle.plan._mosaic_orders`, tf.data's buffer orders in
-:mod:`~daskshuffle.plan._buffer_orders`, and the order objects users pass in
-:mod:`~daskshuffle.plan._order_classes`.
+Here are the orders that shuffle stretches of it (``"piles"``, ``"naive"`` and
+MosaicML Streaming's ``py1s``, ``py2s``, ``py1b``, ``py1br`` and ``py1e``, with a
+pile in the part of a shard and the divisions, ranks or lanes, in that of
+canonical nodes), tf.data's buffer orders (``"buffer"``, ``shuffle(buffer_size)``,
+and ``"interleave"``, ``interleave`` then ``shuffle``: a pile plays the part of a
+file, each division runs its own buffer), and their registry :data:`ORDERS`.
+The order objects users pass are in :mod:`~daskshuffle.plan._order_classes`.
 """
 
 from __future__ import annotations
 
-from ._buffer_orders import buffer, interleave
-from ._epoch_order import OrderFunction
-from ._mosaic_orders import naive, piles, py1b, py1br, py1e, py1s, py2s
+import numpy as np
 
-__all__ = ["ORDERS", "ORDER_OPTIONS", "READ_GAPS"]
+from .._random import make_rng
+from ._epoch_order import (
+    EpochOrder,
+    IntArray,
+    OrderFunction,
+    OrderOptions,
+    block_cuts,
+    per_division,
+    sample_space,
+    shuffle_units,
+    unit_bounds,
+)
+from ._epoch_plan import epoch_pile_order, stream_rows
+
+__all__ = [
+    "BUFFERS_PER_UNIT",
+    "ORDERS",
+    "ORDER_OPTIONS",
+    "READ_GAPS",
+    "buffer",
+    "buffer_stream",
+    "interleave",
+    "interleave_stream",
+    "naive",
+    "piles",
+    "py1b",
+    "py1br",
+    "py1br_bounds",
+    "py1e",
+    "py1e_ranges",
+    "py1s",
+    "py2s",
+]
 
 
+# -- the loader's own, a uniform permutation, and MosaicML's -----------------------------------
+def piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """The loader's own: piles in a random order, each shuffled whole (a read per pile)."""
+    rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
+    ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
+    return EpochOrder(rows, unit_bounds([0], ends))
+
+
+def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """A uniform permutation of all rows: each division reads, at once, every pile it has a row of."""
+    return EpochOrder(make_rng(seed, "order-naive", epoch).permutation(int(offsets[-1])).astype(np.int64), divisions)
+
+
+def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, cut between divisions, each part shuffled alone (a boundary pile's parts in stored order)."""
+    space, ends = sample_space(offsets, seed, epoch)
+    bounds = unit_bounds([0], ends, divisions)
+    return EpochOrder(shuffle_units(space, bounds, seed, "order-py1s", epoch), bounds)
+
+
+def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
+    first = piles(offsets, seed, epoch, divisions, options)
+    bounds = unit_bounds(first.bounds, divisions)
+    return EpochOrder(shuffle_units(first.rows, bounds, seed, "order-py2s", epoch), bounds)
+
+
+def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, each division cut into blocks of ``shuffle_block_size`` rows, each block shuffled."""
+    space, _ = sample_space(offsets, seed, epoch)
+    bounds = block_cuts(divisions, int(options.shuffle_block_size or 1))
+    return EpochOrder(shuffle_units(space, bounds, seed, "order-py1b", epoch), bounds)
+
+
+def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntArray:
+    """py1br's blocks: sizes uniform in ``[0.75, 1.25) * block``; each division's first block cut short at random."""
+    low, high = max(1, int(0.75 * block)), max(2, int(1.25 * block))
+    cuts = [divisions]
+    for d, (a, b) in enumerate(zip(divisions[:-1].tolist(), divisions[1:].tolist(), strict=True)):
+        rng = make_rng(seed, "order-py1br-blocks", epoch, d)
+        sizes = rng.integers(low, high, size=(b - a) // low + 2)
+        sizes[0] = rng.integers(1, sizes[0] + 1)  # the stagger: divisions do not start new blocks in step
+        starts = a + np.cumsum(sizes)
+        cuts.append(starts[starts < b])
+    return unit_bounds([0], *cuts)
+
+
+def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """py1b with blocks of random sizes in ``[0.75, 1.25) * shuffle_block_size``, staggered between divisions."""
+    space, _ = sample_space(offsets, seed, epoch)
+    bounds = py1br_bounds(divisions, int(options.shuffle_block_size or 1), seed, epoch)
+    return EpochOrder(shuffle_units(space, bounds, seed, "order-py1br", epoch), bounds)
+
+
+def py1e_ranges(
+    offsets: IntArray, seed: int, epoch: int, divisions: IntArray, block: int
+) -> tuple[IntArray, IntArray, IntArray]:
+    """py1e's extended ranges: the sample space, and the ``[low, high)`` of positions each of its rows is spread over.
+
+    A pile's part of ``m`` rows at ``[s, e)`` of a division ``[a, b)`` spreads
+    over ``[s - (block - m) / 2, e + (block - m) / 2)``, clipped to the division.
+    """
+    space, ends = sample_space(offsets, seed, epoch)
+    cuts = unit_bounds([0], ends, divisions)
+    sizes = np.diff(cuts)
+    pad = np.maximum(0.0, (block - sizes) / 2)
+    division = np.searchsorted(divisions, cuts[:-1], side="right") - 1
+    low = np.maximum(cuts[:-1] - pad, divisions[division])
+    high = np.minimum(cuts[1:] + pad, divisions[division + 1])
+    return space, np.repeat(low, sizes), np.repeat(high, sizes)
+
+
+def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Each pile's rows spread at random over its range extended to ``shuffle_block_size`` rows, in each division."""
+    block = int(options.shuffle_block_size or 1)
+    space, low, high = py1e_ranges(offsets, seed, epoch, divisions, block)
+    keys = low + (high - low) * make_rng(seed, "order-py1e", epoch).random(len(space))
+    rows = np.empty_like(space)
+    for a, b in zip(divisions[:-1].tolist(), divisions[1:].tolist(), strict=True):
+        rows[a:b] = space[a:b][np.argsort(keys[a:b], kind="stable")]
+    return EpochOrder(rows, block_cuts(divisions, block))
+
+
+# -- tf.data's buffer orders ---------------------------------------------------------------------
+#: The units of "buffer" and "interleave", in buffers: a row stays in the buffer for about a buffer's
+#: outputs, so a unit of ``k`` buffers reads about ``k + 5`` buffers of rows (about twice each row per epoch
+#: for 4, five times for 1).
+BUFFERS_PER_UNIT = 4
+
+
+def buffer_stream(stream: IntArray, buffer_size: int, rng: np.random.Generator) -> IntArray:
+    """tf.data's ``shuffle(buffer_size)`` over ``stream``: fill a buffer, hand out a random slot, refill it.
+
+    Row ``stream[p]`` comes out at a position ``>= p - buffer_size + 1``.
+    Pure Python per row: about a second per million rows.
+
+    Examples
+    --------
+    >>> out = buffer_stream(np.arange(6), 2, np.random.default_rng(0))
+    >>> sorted(out.tolist())
+    [0, 1, 2, 3, 4, 5]
+    """
+    n, size = len(stream), min(buffer_size, len(stream))
+    buffer = np.asarray(stream[:size], dtype=np.int64).copy()
+    out = np.empty(n, dtype=np.int64)
+    # Slots are drawn in bulk: draw i is uniform over the buffer as it is at output i.
+    fill = size
+    for i, u in enumerate(rng.random(n).tolist()):
+        live = size if fill < n else size - (i - (n - size))
+        slot = int(u * live)
+        out[i] = buffer[slot]
+        if fill < n:
+            buffer[slot] = stream[fill]
+            fill += 1
+        else:  # the input is spent: close the gap with the last live element
+            buffer[slot] = buffer[live - 1]
+    return out
+
+
+def interleave_stream(files: list[IntArray], cycle_length: int) -> IntArray:
+    """tf.data's ``interleave(cycle_length, block_length=1)``: ``cycle_length`` files read a row at a time in turn.
+
+    A file that ends is replaced, in its place in the cycle, by the next.
+
+    Examples
+    --------
+    >>> interleave_stream([np.arange(0, 3), np.arange(3, 5), np.arange(5, 7)], 2).tolist()
+    [0, 3, 1, 4, 2, 5, 6]
+    """
+    lists = [f.tolist() for f in files if len(f)]
+    # Each open file: its rows and the next one to read.
+    open_files, waiting = [[rows, 0] for rows in lists[:cycle_length]], lists[cycle_length:][::-1]
+    out: list[int] = []
+    while open_files:
+        kept = []
+        for span in open_files:
+            rows, at = span
+            out.append(rows[at])
+            if at + 1 < len(rows):
+                kept.append([rows, at + 1])
+            elif waiting:
+                kept.append([waiting.pop(), 0])
+        open_files = kept
+    return np.asarray(out, dtype=np.int64)
+
+
+def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, in stored order, through a shuffle buffer of ``buffer_size`` rows per division."""
+    size = int(options.buffer_size or 1)
+    space, ends = sample_space(offsets, seed, epoch)
+    rows = per_division(
+        space,
+        ends,
+        divisions,
+        lambda d, stream, _: buffer_stream(stream, size, make_rng(seed, "order-buffer", epoch, d)),
+    )
+    return EpochOrder(rows, block_cuts(divisions, BUFFERS_PER_UNIT * size))
+
+
+def interleave(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, ``cycle_length`` at a time read a row each in turn, into a buffer of ``buffer_size``."""
+    size, cycle = int(options.buffer_size or 1), int(options.cycle_length or 1)
+    space, ends = sample_space(offsets, seed, epoch)
+
+    def make(d: int, stream: IntArray, parts: list[IntArray]) -> IntArray:
+        return buffer_stream(interleave_stream(parts, cycle), size, make_rng(seed, "order-interleave", epoch, d))
+
+    return EpochOrder(per_division(space, ends, divisions, make), block_cuts(divisions, BUFFERS_PER_UNIT * size))
+
+
+# -- the registry ----------------------------------------------------------------------------------
 #: Every order, by name: one pure function each, with one signature.
 ORDERS: dict[str, OrderFunction] = {
     "piles": piles,
