@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +30,12 @@ from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
-from .._errors import CorruptPileStoreError
+from .._errors import CorruptPileStoreError, StoreChangedError
 from ..formats import NUMERIC_KINDS
-from ..storage import Fetches, StoreCache, storage_failure
+from ..pilestore import RUN_KEY, read_metadata
+from ..storage import Fetches, Location, StoreCache, storage_failure
 
-__all__ = ["ChunkFiles", "Chunks", "chunks_of"]
+__all__ = ["ChunkFiles", "Chunks", "Opened", "chunks_of"]
 
 _FAST_KINDS = NUMERIC_KINDS
 _CRC_NBYTES = 4
@@ -61,6 +62,8 @@ class Chunks:
     n_rows: int
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
+    #: The crc32c the run recorded for each chunk, by index (``None``: a store that records none).
+    expected: NDArray[np.uint32] | None = None
 
     @property
     def chunk_nbytes(self) -> int:
@@ -138,6 +141,8 @@ class ChunkFiles:
         self.fetches = None if self.local else Fetches(fs)
         #: Where the files of a remote store are kept for later reads (:meth:`ZarrPileReader.use_cache`).
         self.cache: StoreCache | None = None
+        #: The store's root as opened: a failed read looks whether it changed since (:class:`Opened`).
+        self.opened: Opened | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_buffers": None}
@@ -282,8 +287,11 @@ class ChunkFiles:
                 if size != expected:
                     got = "fewer bytes than its size" if size < expected else "more bytes than its rows and crc32c"
                     raise self._damage(chunks, index, path, pile, f"{got} (at least {size:,} instead of {expected:,})")
-                if chunks.checksum and crc32c(data.data) != int.from_bytes(tail[:_CRC_NBYTES].tobytes(), "little"):
-                    raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
+                if chunks.checksum:
+                    carried = int.from_bytes(tail[:_CRC_NBYTES].tobytes(), "little")
+                    if crc32c(data.data) != carried:
+                        raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
+                    self._check_place(chunks, index, carried, path, pile)
             else:
                 # Room for any compressed chunk of these rows but a pathological one; that one costs an fstat.
                 room = chunks.chunk_nbytes + chunks.chunk_nbytes // 64 + 1024
@@ -342,8 +350,10 @@ class ChunkFiles:
             if len(data) < _CRC_NBYTES:
                 raise self._damage(chunks, index, path, pile, f"a file of {len(data)} bytes, too short for a crc32c")
             body = data[:-_CRC_NBYTES]
-            if crc32c(body.data) != int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little"):
+            carried = int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little")
+            if crc32c(body.data) != carried:
                 raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
+            self._check_place(chunks, index, carried, path, pile)
             data = body
         if chunks.compressor is not None:
             try:
@@ -382,11 +392,65 @@ class ChunkFiles:
         fill = np.full((hi - lo, *chunks.row_shape), chunks.fill_value, dtype=chunks.dtype)
         flat[(lo - start) * chunks.row_nbytes : (hi - start) * chunks.row_nbytes] = fill.reshape(-1).view(np.uint8)
 
+    def _check_place(self, chunks: Chunks, index: int, carried: int, path: str, pile: int | None) -> None:
+        """Refuse an intact chunk that is not the one its run wrote at ``index`` of this variable."""
+        expected = chunks.expected
+        if expected is not None and (index >= len(expected) or carried != expected[index]):
+            recorded = f"{int(expected[index]):#010x}" if index < len(expected) else "no chunk"
+            raise self._damage(
+                chunks,
+                index,
+                path,
+                pile,
+                f"an intact chunk of crc32c {carried:#010x} where the run recorded {recorded} for this variable at "
+                "this place (a chunk of another place, variable, run or store)",
+            )
+
     def _damage(self, chunks: Chunks, index: int, path: str, pile: int | None, got: str) -> CorruptPileStoreError:
         rows = f"rows {index * chunks.chunk_rows}:{(index + 1) * chunks.chunk_rows}"
         where = f"pile {pile}, " if pile is not None else ""
+        changed = self.opened.changed() if self.opened is not None else None
+        if changed is not None:  # not damage: the store was replaced or changed under the reader
+            return StoreChangedError(
+                f"Expected pile store {self.store!r} as this reader opened it. Got {changed} instead (chunk file "
+                f"{path!r} of variable {chunks.name!r}, {where}{rows}: {got}); open the store again to read it as it "
+                "is now."
+            )
         return CorruptPileStoreError(
             f"Expected chunk file {path!r} of variable {chunks.name!r} ({where}{rows}) of pile store {self.store!r} "
-            f"to be whole and to match its checksum. Got {got} instead; the store is damaged: restore the file from a "
-            "copy, or shuffle the source again into a new pile store."
+            f"to be whole, to match its checksum and to be the chunk its run wrote there. Got {got} instead; the "
+            "store is damaged: restore the file from a copy, or shuffle the source again into a new pile store."
+        )
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A pile store's root as a reader opened it: its run and fingerprint, looked at again when a read fails.
+
+    A read that fails because the store was shuffled again (``overwrite=True``),
+    or its generations changed (``compact``, ``evict``), is told from damage.
+    """
+
+    root: Location
+    run: str | None
+    fingerprint: str | None
+
+    @classmethod
+    def of(cls, root: Location, metadata: Mapping[str, Any]) -> Opened:
+        run, found = metadata.get(RUN_KEY), metadata.get("fingerprint")
+        return cls(root, None if run is None else str(run), None if found is None else str(found))
+
+    def changed(self) -> str | None:
+        """What the root holds now if it is not the store opened, else ``None`` (also if it cannot be read now)."""
+        try:
+            now = read_metadata(self.root)
+        except OSError:
+            return None
+        if now is None:
+            return "no pile store there now"
+        if now.get(RUN_KEY) == self.run and now.get("fingerprint") == self.fingerprint:
+            return None
+        return (
+            f"a store of another run there now (run {now.get(RUN_KEY)!r}, fingerprint {now.get('fingerprint')!r}; "
+            f"opened: run {self.run!r}, fingerprint {self.fingerprint!r})"
         )
