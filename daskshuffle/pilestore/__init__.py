@@ -47,6 +47,7 @@ _LAZY = {
     "._parquet_store": [
         "METADATA_FILE",
         "PART",
+        "PART_BINDING",
         "PIECE_OFFSETS",
         "ParquetDestination",
         "ParquetWriting",
@@ -110,6 +111,7 @@ if TYPE_CHECKING:
     from ._parquet_store import (
         METADATA_FILE,
         PART,
+        PART_BINDING,
         PIECE_OFFSETS,
         ParquetDestination,
         ParquetWriting,
@@ -130,6 +132,7 @@ __all__ = [
     "METADATA_FILE",
     "METADATA_KEY",
     "PART",
+    "PART_BINDING",
     "PIECE_OFFSETS",
     "READABLE_VERSIONS",
     "RUN_KEY",

@@ -154,7 +154,29 @@ class ChunkFiles:
     def read(
         self, chunks: Chunks, out: NDArray[Any], first: int, last: int, start: int, stop: int, pile: int | None
     ) -> None:
-        """Copy the rows ``start:stop`` that chunks ``first:last`` of ``chunks`` hold into ``out``."""
+        """Copy the rows ``start:stop`` that chunks ``first:last`` of ``chunks`` hold into ``out``.
+
+        A chunk that fails its checks raises :class:`~daskshuffle.CorruptPileStoreError`,
+        or :class:`~daskshuffle.StoreChangedError` if the store's root says it
+        was shuffled again or its generations changed since it was opened
+        (looked at only then).
+        """
+        try:
+            self._read(chunks, out, first, last, start, stop, pile)
+        except StoreChangedError:
+            raise
+        except CorruptPileStoreError as error:
+            changed = self.opened.changed() if self.opened is not None else None
+            if changed is None:
+                raise
+            raise StoreChangedError(
+                f"Expected pile store {self.store!r} as it was opened. Got {changed} instead ({error}); open a new "
+                "PileLoader (or reader) to read the store as it is now."
+            ) from error
+
+    def _read(
+        self, chunks: Chunks, out: NDArray[Any], first: int, last: int, start: int, stop: int, pile: int | None
+    ) -> None:
         flat = out.reshape(-1).view(np.uint8)
         if self.local:
             for index in range(first, last):
@@ -409,13 +431,6 @@ class ChunkFiles:
     def _damage(self, chunks: Chunks, index: int, path: str, pile: int | None, got: str) -> CorruptPileStoreError:
         rows = f"rows {index * chunks.chunk_rows}:{(index + 1) * chunks.chunk_rows}"
         where = f"pile {pile}, " if pile is not None else ""
-        changed = self.opened.changed() if self.opened is not None else None
-        if changed is not None:  # not damage: the store was replaced or changed under the reader
-            return StoreChangedError(
-                f"Expected pile store {self.store!r} as this reader opened it. Got {changed} instead (chunk file "
-                f"{path!r} of variable {chunks.name!r}, {where}{rows}: {got}); open the store again to read it as it "
-                "is now."
-            )
         return CorruptPileStoreError(
             f"Expected chunk file {path!r} of variable {chunks.name!r} ({where}{rows}) of pile store {self.store!r} "
             f"to be whole, to match its checksum and to be the chunk its run wrote there. Got {got} instead; the "
@@ -450,7 +465,7 @@ class Opened:
             return "no pile store there now"
         if now.get(RUN_KEY) == self.run and now.get("fingerprint") == self.fingerprint:
             return None
-        return (
-            f"a store of another run there now (run {now.get(RUN_KEY)!r}, fingerprint {now.get('fingerprint')!r}; "
-            f"opened: run {self.run!r}, fingerprint {self.fingerprint!r})"
-        )
+        listed = [entry.get("generation") for entry in now.get("generations", [])]
+        if listed or now.get(RUN_KEY) == self.run:
+            return f"a store whose generations changed since (now generations {listed or [0]}: evict or compact)"
+        return f"a store shuffled again since (run {now.get(RUN_KEY)!r}, where the reader opened run {self.run!r})"
