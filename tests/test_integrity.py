@@ -208,7 +208,7 @@ def test_a_lowered_format_version_with_a_deleted_chunk_raises_not_fill_values(tm
     store = shuffled(tmp_path)
     chunk(store, "id", 0).unlink()
     edit_json(Path(store) / "zarr.json", lowered(keep_seal))
-    with pytest.raises(CorruptPileStoreError, match="format version|seal"):
+    with pytest.raises(CorruptPileStoreError, match=r"format version|seal"):
         all_ids(store)
 
 
@@ -269,7 +269,7 @@ def test_parquet_part_files_swapped_or_from_another_store_raise(tmp_path: Path) 
     other = parquet_store(tmp_path, "other", 1.0)
     parts = sorted(store.glob("part-*.parquet"))
     shutil.copyfile(sorted(other.glob("part-*.parquet"))[1], parts[1])
-    with pytest.raises(CorruptPileStoreError, match="a part file of .* where the store's run wrote"):
+    with pytest.raises(CorruptPileStoreError, match=r"a part file of .* where the store's run wrote"):
         all_ids(str(store))
     shutil.copyfile(parts[2], parts[1])
     with pytest.raises(CorruptPileStoreError, match="where the store's run wrote"):

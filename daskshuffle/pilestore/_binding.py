@@ -107,7 +107,10 @@ def save_records(
             continue
         encode = array.metadata.chunk_key_encoding.encode_chunk_key  # type: ignore[union-attr]
         rows, inner = int(array.chunks[0]), (0,) * (array.ndim - 1)
-        keys = {f"{array.path}/{encode((index, *inner))}": index for index in range(start // rows, -(-(start + n_rows) // rows))}
+        keys = {
+            f"{array.path}/{encode((index, *inner))}": index
+            for index in range(start // rows, -(-(start + n_rows) // rows))
+        }
         found = {index: recording.recorded[key] for key, index in keys.items() if key in recording.recorded}
         if found:
             writes = location.join(f"{array.path}/{WRITES}")

@@ -30,8 +30,8 @@ from ..storage import Location
 __all__ = [
     "FORMAT_VERSION",
     "METADATA_KEY",
-    "AppendedStoreError",
     "RUN_KEY",
+    "AppendedStoreError",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
@@ -205,11 +205,11 @@ def _check_sealed(metadata: Mapping[str, Any], where: str) -> None:
     whole; each generation is sealed.
     """
     version = metadata.get("format_version", 1)
-    if "seal" in metadata or (version >= 3 and "generations" not in metadata):
-        if metadata.get("seal") != seal_of(metadata):
-            raise metadata_disagrees(
-                where, f"the seal it records, {metadata.get('seal')!r}", f"metadata whose seal is {seal_of(metadata)!r}"
-            )
+    sealed = "seal" in metadata or (version >= 3 and "generations" not in metadata)
+    if sealed and metadata.get("seal") != seal_of(metadata):
+        raise metadata_disagrees(
+            where, f"the seal it records, {metadata.get('seal')!r}", f"metadata whose seal is {seal_of(metadata)!r}"
+        )
     recorded = metadata.get("fingerprint")
     if recorded is None or not isinstance(version, int):
         return
