@@ -274,3 +274,20 @@ def test_parquet_part_files_swapped_or_from_another_store_raise(tmp_path: Path) 
     shutil.copyfile(parts[2], parts[1])
     with pytest.raises(CorruptPileStoreError, match="where the store's run wrote"):
         all_ids(str(store))
+
+
+def test_info_says_a_store_is_bound_to_its_run_and_refuses_one_lowered(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    store = shuffled(tmp_path)
+    run = read_metadata(store)["run"]  # type: ignore[index]
+    shown = CliRunner().invoke(cli, ["info", store])
+    assert shown.exit_code == 0, shown.output
+    assert f"bound to its run: yes (run {run})" in shown.output
+    old = tmp_path / "old.zarr"
+    shutil.copytree(store, old)
+    edit_json(old / "zarr.json", lowered(keep_seal=False))
+    shown = CliRunner().invoke(cli, ["info", str(old)])  # not shown as an old store: refused
+    assert shown.exit_code == 1 and "format version its fingerprint was made with, 3" in shown.output
