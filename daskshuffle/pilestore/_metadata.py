@@ -116,7 +116,8 @@ def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
     """Refuse a pile store of a format version this release cannot read or whose shuffle did not finish."""
     if metadata.get("format_version") not in READABLE_VERSIONS:
         raise IncompletePileStoreError(
-            f"Expected a pile store of format version {' or '.join(map(str, READABLE_VERSIONS))}. Got version "
+            f"Expected a pile store of format version {', '.join(map(str, READABLE_VERSIONS[:-1]))} or "
+            f"{READABLE_VERSIONS[-1]}. Got version "
             f"{metadata.get('format_version')!r} in {where!r} instead; shuffle the source again with this version "
             "of daskshuffle."
         )
