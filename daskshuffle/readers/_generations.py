@@ -13,8 +13,8 @@ from ..formats import ArrayRows, ArrayRowsMethods
 from ..formats import concat_rows as _concat
 from ..pilestore import GENERATIONS_KEY, generation_location, metadata_disagrees, read_root
 from ..storage import Location
+from ._opened import Opened
 from ._pile_reader import ComposedReader
-from ._zarr_chunks import Opened
 from ._zarr_reader import ZarrPileReader
 from ._zarr_reads import UnionRead
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +32,10 @@ from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCode
 
 from .._errors import CorruptPileStoreError, StoreChangedError
 from ..formats import NUMERIC_KINDS
-from ..pilestore import RUN_KEY, read_metadata
-from ..storage import Fetches, Location, StoreCache, storage_failure
+from ..storage import Fetches, StoreCache, storage_failure
+from ._opened import Opened
 
-__all__ = ["ChunkFiles", "Chunks", "Opened", "chunks_of"]
+__all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
 _FAST_KINDS = NUMERIC_KINDS
 _CRC_NBYTES = 4
@@ -436,36 +436,3 @@ class ChunkFiles:
             f"to be whole, to match its checksum and to be the chunk its run wrote there. Got {got} instead; the "
             "store is damaged: restore the file from a copy, or shuffle the source again into a new pile store."
         )
-
-
-@dataclass(frozen=True)
-class Opened:
-    """A pile store's root as a reader opened it: its run and fingerprint, looked at again when a read fails.
-
-    A read that fails because the store was shuffled again (``overwrite=True``),
-    or its generations changed (``compact``, ``evict``), is told from damage.
-    """
-
-    root: Location
-    run: str | None
-    fingerprint: str | None
-
-    @classmethod
-    def of(cls, root: Location, metadata: Mapping[str, Any]) -> Opened:
-        run, found = metadata.get(RUN_KEY), metadata.get("fingerprint")
-        return cls(root, None if run is None else str(run), None if found is None else str(found))
-
-    def changed(self) -> str | None:
-        """What the root holds now if it is not the store opened, else ``None`` (also if it cannot be read now)."""
-        try:
-            now = read_metadata(self.root)
-        except OSError:
-            return None
-        if now is None:
-            return "no pile store there now"
-        if now.get(RUN_KEY) == self.run and now.get("fingerprint") == self.fingerprint:
-            return None
-        listed = [entry.get("generation") for entry in now.get("generations", [])]
-        if listed or now.get(RUN_KEY) == self.run:
-            return f"a store whose generations changed since (now generations {listed or [0]}: evict or compact)"
-        return f"a store shuffled again since (run {now.get(RUN_KEY)!r}, where the reader opened run {self.run!r})"

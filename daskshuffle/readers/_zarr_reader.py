@@ -53,8 +53,9 @@ from ..pilestore import (
     select_variables,
 )
 from ..storage import Cache, Location
+from ._opened import Opened
 from ._pile_reader import PileReader
-from ._zarr_chunks import ChunkFiles, Chunks, Opened, chunks_of
+from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_reads import RowsRead
 
 __all__ = ["ZarrPileReader"]
