@@ -1,4 +1,5 @@
-"""Pile stores as daskshuffle wrote them before piles were stored shuffled: each pile in source order, no flag.
+"""Pile stores as daskshuffle wrote them before piles were stored shuffled: each pile in source order, no flag,
+format version 2 (no run, no binding of chunks to their places).
 
 Made from a store of today by undoing each pile's drawn order (the merge's
 ``(seed, "materialize", pile)`` permutation): the same bytes an earlier release
@@ -14,7 +15,8 @@ import numpy as np
 import zarr
 
 from daskshuffle._random import make_rng
-from daskshuffle.plan._plan import PILES_SHUFFLED, fingerprint
+from daskshuffle.pilestore._metadata import BOUND_KEYS
+from daskshuffle.plan import PILES_SHUFFLED, fingerprint
 
 METADATA_KEY = "daskshuffle"
 ADDED_AFTER_FINGERPRINT = ("layout", "dim")
@@ -25,6 +27,9 @@ def as_written_before_shuffled_piles(store: str | Path) -> None:
     group = zarr.open_group(str(store), mode="r+")
     metadata = dict(group.attrs[METADATA_KEY])
     assert metadata.pop(PILES_SHUFFLED) is True, "a store of this release"
+    for key in BOUND_KEYS:  # version 2 bound no chunk to its run and place
+        metadata.pop(key, None)
+    metadata["format_version"] = 2
     offsets, seed = metadata["pile_offsets"], int(metadata["seed"])
     for name in metadata["variables"]:
         array = group[name]

@@ -125,14 +125,15 @@ def test_cached_files_removed_behind_a_loaders_back_are_fetched_again(remote: An
     assert len(held) == len(chunk_files(local))  # every chunk file cached again, whole
 
 
-def test_opening_a_remote_store_costs_three_requests(remote: Any) -> None:
-    """The group's metadata, which is also the look for the kind of store, then its arrays' metadata, at once."""
+def test_opening_a_remote_store_costs_three_requests_and_one_a_variable(remote: Any) -> None:
+    """The group's metadata, which is also the look for the kind of store, then its arrays' metadata, at once,
+    then the crc32c table of each variable's chunks, at once."""
     url, options, _ = remote
     fs = S3ModelFileSystem(**options)
     fs.reset_stats()
     with ds.PileLoader(url, batch_size=2_000, seed=2, storage_options=options):
         pass
-    assert {kind: n for kind, n in fs.stats()["requests"].items() if n} == {"get": 3}
+    assert {kind: n for kind, n in fs.stats()["requests"].items() if n} == {"get": 3 + 2}
 
 
 def test_the_cache_holds_to_its_limit(remote: Any, tmp_path: Path) -> None:

@@ -138,7 +138,6 @@ def test_a_chunk_that_storage_does_not_serve_whole_is_an_error_that_names_it(
     assert "faulty://" in str(raised.value) or chunk.rsplit("/", 1)[-1] in str(raised.value)
 
 
-@pytest.mark.xfail(reason="a chunk's checksum proves it intact, not that it is this place's", strict=True)
 def test_a_chunk_of_another_place_served_for_this_one_is_never_read_as_rows(faulty_store: str) -> None:
     """Storage serving the bytes of another chunk of the same variable (same size, intact checksum)."""
     fs = fsspec.filesystem("faulty")

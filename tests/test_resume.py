@@ -26,7 +26,7 @@ from daskshuffle import (
     shuffle_parquet,
     shuffle_zarr,
 )
-from daskshuffle.pilestore import read_metadata
+from daskshuffle.pilestore import PART_BINDING, read_metadata
 from daskshuffle.shuffle import _graph
 from daskshuffle.sources import ZarrFormat
 
@@ -35,13 +35,35 @@ SMALL = {"n_piles": 12, "block_memory": "4KiB", "chunk_rows": 16}
 
 
 def content_digest(path: Path) -> str:
-    """Every file's name and bytes below ``path`` (not their times)."""
+    """Every file's name and bytes below ``path`` (not their times), but the run's identity and the seal it enters.
+
+    Every run draws its own identity (a rerun is another run); a run continued
+    keeps its own, and writes everything else as an uninterrupted run does.
+    """
+    metadata = read_metadata(path) or {}
+    bound = [str(metadata[key]).encode() for key in ("run", "seal") if key in metadata]
     digest = hashlib.sha256()
     for file in sorted(path.rglob("*")):
         if file.is_file():
             digest.update(str(file.relative_to(path)).encode())
-            digest.update(file.read_bytes())
+            data = file.read_bytes() if file.suffix != ".parquet" else parquet_content(file)
+            for value in bound:
+                data = data.replace(value, b"<bound>")
+            digest.update(data)
     return digest.hexdigest()
+
+
+def parquet_content(path: Path) -> bytes:
+    """A part file's rows, row groups and schema with its metadata, but the binding to its run (also in the footer's
+    serialized Arrow schema)."""
+    parquet = pq.ParquetFile(path)
+    table = parquet.read()
+    metadata = {key: value for key, value in (table.schema.metadata or {}).items() if key != PART_BINDING}
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema.with_metadata(metadata)) as writer:
+        writer.write_table(table.replace_schema_metadata(metadata))
+    groups = [parquet.metadata.row_group(group).num_rows for group in range(parquet.metadata.num_row_groups)]
+    return sink.getvalue().to_pybytes() + repr(groups).encode()
 
 
 def count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:

@@ -25,6 +25,7 @@ from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.loader._prefetch import ReadingNote
 from daskshuffle.orders import Piles
 from daskshuffle.pilestore import FORMAT_VERSION, Layout, choose_chunk_rows, choose_codec, parse_metadata_attribute
+from daskshuffle.plan import fingerprint
 from daskshuffle.readers import open_pile_reader
 from daskshuffle.readers._zarr_reader import ZarrPileReader
 
@@ -145,7 +146,7 @@ def test_codec_follows_the_data() -> None:
 def test_store_records_and_uses_the_layout(mixed: str) -> None:
     group = zarr.open_group(mixed, mode="r")
     metadata = group.attrs["daskshuffle"]
-    assert metadata["format_version"] == FORMAT_VERSION == 2
+    assert metadata["format_version"] == FORMAT_VERSION == 3
     layout = Layout.from_dict(metadata["layout"])
     assert metadata["layout"]["every_chunk_written"] is True
     assert {name: v.codec for name, v in layout.variables.items()} == {
@@ -427,7 +428,13 @@ def make_version_1_store(src: str, dst: Path) -> str:
     ds.shuffle_zarr(src, current, n_piles=4, seed=2, chunk_rows=64)
     new = zarr.open_group(current, mode="r")
     metadata = dict(new.attrs["daskshuffle"])
-    del metadata["layout"]
+    for later in ("layout", "run", "arrays", "seal"):  # what later versions record
+        del metadata[later]
+    # Release 1 fingerprinted its own metadata, of version 1, marked incomplete.
+    metadata["format_version"] = 1
+    metadata["fingerprint"] = fingerprint(
+        {key: value for key, value in metadata.items() if key != "fingerprint"} | {"complete": False}
+    )
     old = zarr.open_group(dst, mode="w", zarr_format=3, attributes={"daskshuffle": {**metadata, "complete": False}})
     for name in metadata["variables"]:
         values = new[name][...]

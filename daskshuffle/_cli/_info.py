@@ -113,6 +113,15 @@ def _piles_stored(metadata: dict[str, Any]) -> str:
     return "shuffled: the loader reads units smaller than piles"
 
 
+def _bound(metadata: dict[str, Any]) -> str:
+    """Whether every chunk (Zarr) or part file (Parquet) read is checked to be its run's, at its place."""
+    if "generations" in metadata:
+        return "each generation to its own run, where written from format version 3"
+    if metadata.get("run") and metadata.get("seal"):
+        return f"yes (run {metadata['run']})"
+    return "no (written before format version 3: chunks checked intact, not bound to their places)"
+
+
 def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
     sizes = np.diff(pile_offsets)
     spread = (
@@ -130,6 +139,7 @@ def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
         ("variables", ", ".join(metadata.get("variables") or []) or "-"),
         ("source", sources[0] + (f" and {len(sources) - 1} more" if len(sources) > 1 else "") if sources else "-"),
         ("format version", metadata.get("format_version")),
+        ("bound to its run", _bound(metadata)),
     ]
     if "generations" in metadata:
         live = metadata["generations"]

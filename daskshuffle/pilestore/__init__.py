@@ -9,21 +9,26 @@ from typing import TYPE_CHECKING
 
 from .._faces import lazy_names
 from ._metadata import (
+    BOUND_KEYS,
     FORMAT_VERSION,
     METADATA_KEY,
     READABLE_VERSIONS,
+    RUN_KEY,
     AppendedStoreError,
     check_pile_metadata,
     check_recorded_rows,
     check_store_exists,
     metadata_attribute,
     metadata_disagrees,
+    new_run,
     parse_metadata_attribute,
     read_metadata,
+    seal_of,
     select_variables,
 )
 
 _LAZY = {
+    "._binding": ["TABLE", "RecordingStore", "bind", "check_arrays", "open_recording", "read_tables", "save_records"],
     "._layout": [
         "CHUNK_NBYTES",
         "COMPRESSIBLE_RATIO",
@@ -42,6 +47,7 @@ _LAZY = {
     "._parquet_store": [
         "METADATA_FILE",
         "PART",
+        "PART_BINDING",
         "PIECE_OFFSETS",
         "ParquetDestination",
         "ParquetWriting",
@@ -69,6 +75,7 @@ _LAZY = {
     ],
 }
 if TYPE_CHECKING:
+    from ._binding import TABLE, RecordingStore, bind, check_arrays, open_recording, read_tables, save_records
     from ._generations import (
         GENERATIONS_KEY,
         array_types,
@@ -104,6 +111,7 @@ if TYPE_CHECKING:
     from ._parquet_store import (
         METADATA_FILE,
         PART,
+        PART_BINDING,
         PIECE_OFFSETS,
         ParquetDestination,
         ParquetWriting,
@@ -115,6 +123,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTO",
+    "BOUND_KEYS",
     "CHUNK_NBYTES",
     "COMPRESSIBLE_RATIO",
     "FORMAT_VERSION",
@@ -123,16 +132,22 @@ __all__ = [
     "METADATA_FILE",
     "METADATA_KEY",
     "PART",
+    "PART_BINDING",
     "PIECE_OFFSETS",
     "READABLE_VERSIONS",
+    "RUN_KEY",
+    "TABLE",
     "AppendedStoreError",
     "Layout",
     "ParquetDestination",
     "ParquetWriting",
+    "RecordingStore",
     "VariableLayout",
     "ZarrDestination",
     "array_types",
     "arrow_filesystem",
+    "bind",
+    "check_arrays",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
@@ -151,14 +166,19 @@ __all__ = [
     "leaf_paths",
     "metadata_attribute",
     "metadata_disagrees",
+    "new_run",
+    "open_recording",
     "orphans",
     "parse_metadata_attribute",
     "part_name",
     "read_metadata",
     "read_root",
     "read_sidecar",
+    "read_tables",
     "remove_generation",
     "sample_rows",
+    "save_records",
+    "seal_of",
     "select_variables",
     "sources_of",
     "union",

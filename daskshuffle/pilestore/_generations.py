@@ -24,11 +24,15 @@ import zarr
 from .._errors import DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
 from ..storage import Location
+from ._binding import bind, open_recording, save_records
 from ._metadata import (
+    BOUND_KEYS,
     METADATA_KEY,
+    RUN_KEY,
     check_recorded_rows,
     check_store_exists,
     metadata_attribute,
+    new_run,
     parse_metadata_attribute,
     read_metadata,
 )
@@ -119,7 +123,8 @@ def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict
     """The root metadata for the live generations ``entries``: pile ``p`` is pile ``p`` of each, oldest first."""
     sizes = sum(np.diff(np.asarray(entry["pile_offsets"], dtype=np.int64)) for entry in entries)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    metadata = {key: value for key, value in root.items() if key != "fingerprint"}
+    # The root lists its generations, each bound to its own run (the first's in its entry): the union is not.
+    metadata = {key: value for key, value in root.items() if key != "fingerprint" and key not in BOUND_KEYS}
     metadata.update(
         n_rows=int(offsets[-1]),
         pile_offsets=offsets.tolist(),
@@ -200,8 +205,9 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     like = _open_group(generation_location(store, newest["path"]), mode="r")
     like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY])
     path = generation_location(store, generation_path(number))
-    own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY}
+    own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY and key not in BOUND_KEYS}
     own.update(
+        run=new_run(),
         complete=False,
         n_rows=metadata["n_rows"],
         pile_offsets=metadata["pile_offsets"],
@@ -232,23 +238,27 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
 
 def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]) -> int:
     """Write ``rows`` (a dict of arrays) into generation ``number`` from row ``start`` on; returns their number."""
-    group = _open_group(generation_location(store, generation_path(number)), mode="r+")
+    location = generation_location(store, generation_path(number))
+    group, recording = open_recording(location)  # every chunk recorded with its crc32c, as a shuffle's tasks do
     n_rows = 0
     for name, values in rows.items():
         array = group[name]
         assert isinstance(array, zarr.Array)
         array[start : start + len(values)] = values
         n_rows = len(values)
+    save_records(location, group, recording, list(rows), start, n_rows)
     return n_rows
 
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
-    group = _open_group(generation_location(store, generation_path(number)), mode="r+")
+    location = generation_location(store, generation_path(number))
+    group = _open_group(location, mode="r+")
     recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY])
-    own = {key: value for key, value in recorded.items() if key != "fingerprint"}
+    own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)
+    own = bind(location, {**own, RUN_KEY: recorded.get(RUN_KEY) or new_run()})
     group.attrs[METADATA_KEY] = metadata_attribute(own)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)

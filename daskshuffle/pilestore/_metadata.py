@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,12 +30,14 @@ from ..storage import Location
 __all__ = [
     "FORMAT_VERSION",
     "METADATA_KEY",
+    "RUN_KEY",
     "AppendedStoreError",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
     "metadata_attribute",
     "metadata_disagrees",
+    "new_run",
     "parse_metadata_attribute",
     "read_metadata",
     "select_variables",
@@ -43,18 +46,35 @@ __all__ = [
 #: The group attribute (Zarr) that holds a pile store's metadata.
 METADATA_KEY = "daskshuffle"
 #: Version of the pile store layout written into every store's metadata. Version 2
-#: (Zarr) records its layout, a crc32c per chunk and every chunk written.
-FORMAT_VERSION = 2
-#: Versions this release reads: a version 1 store is read as it was, without checks.
-READABLE_VERSIONS = (1, 2)
+#: (Zarr) records its layout, a crc32c per chunk and every chunk written; version 3 its run, each
+#: array's metadata and each chunk's crc32c by place (Parquet: each part's run and first row), sealed.
+FORMAT_VERSION = 3
+#: Versions this release reads: a version 1 store is read as it was, without checks; a version 2 one
+#: without binding its chunks to their places.
+READABLE_VERSIONS = (1, 2, 3)
+#: The metadata key of the run's identity: a shuffle's, drawn afresh by each run that starts a store.
+RUN_KEY = "run"
+#: Keys bound to the run rather than to the order: outside the fingerprint (which names the order, and which
+#: loader states record, so a store shuffled again the same way keeps it), inside the seal.
+BOUND_KEYS = (RUN_KEY, "arrays", "seal")
 #: Keys a destination adds to the metadata after the shuffle fingerprinted it (the shuffle fingerprints it
 #: marked incomplete): a Zarr store's layout (``_layout.LAYOUT_KEY``) and an xarray store's dimension.
-ADDED_AFTER_FINGERPRINT = ("layout", "dim")
+ADDED_AFTER_FINGERPRINT = ("layout", "dim", *BOUND_KEYS)
 #: What to do about a pile store whose metadata disagrees with itself or with its data.
 _REMEDY = (
     "shuffle the source again with overwrite=True, or restore the metadata from a copy and check the store against "
     "its source with `daskshuffle verify`"
 )
+
+
+def new_run() -> str:
+    """A new run's identity: random, never drawn from the shuffle's seed (a rerun with the same seed is another run)."""
+    return uuid.uuid4().hex
+
+
+def seal_of(metadata: Mapping[str, Any]) -> str:
+    """The hash of everything ``metadata`` records but the seal itself: layout, run, arrays and version included."""
+    return fingerprint({key: value for key, value in metadata.items() if key != "seal"})
 
 
 def metadata_attribute(metadata: Mapping[str, Any]) -> dict[str, Any] | str:
@@ -96,7 +116,8 @@ def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
     """Refuse a pile store of a format version this release cannot read or whose shuffle did not finish."""
     if metadata.get("format_version") not in READABLE_VERSIONS:
         raise IncompletePileStoreError(
-            f"Expected a pile store of format version {' or '.join(map(str, READABLE_VERSIONS))}. Got version "
+            f"Expected a pile store of format version {', '.join(map(str, READABLE_VERSIONS[:-1]))} or "
+            f"{READABLE_VERSIONS[-1]}. Got version "
             f"{metadata.get('format_version')!r} in {where!r} instead; shuffle the source again with this version "
             "of daskshuffle."
         )
@@ -113,7 +134,7 @@ def _fingerprints(metadata: Mapping[str, Any]) -> tuple[str, ...]:
     and marks it complete; appending, removing and compacting generations
     fingerprint the whole of what they write.
     """
-    whole = {key: value for key, value in metadata.items() if key != "fingerprint"}
+    whole = {key: value for key, value in metadata.items() if key != "fingerprint" and key not in BOUND_KEYS}
     shuffled = {key: value for key, value in whole.items() if key not in ADDED_AFTER_FINGERPRINT}
     return fingerprint(whole), fingerprint({**shuffled, "complete": False})
 
@@ -168,12 +189,39 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
                 where, f"{name} to hold the n_rows the metadata records", f"n_rows = {last:,} and {length:,} in {name}"
             )
     recorded = metadata.get("fingerprint")
-    if metadata.get("format_version", 1) >= 2 and recorded not in _fingerprints(metadata):
+    version = metadata.get("format_version", 1)
+    if version >= 2 and recorded not in _fingerprints(metadata):
         raise metadata_disagrees(
             where,
             f"the fingerprint it records, {recorded!r}",
             f"metadata whose fingerprint is {_fingerprints(metadata)[0 if 'generations' in metadata else 1]!r}",
         )
+    _check_sealed(metadata, where)
+
+
+def _check_sealed(metadata: Mapping[str, Any], where: str) -> None:
+    """Refuse metadata whose seal is not its own, a store of this version without one, and a version lowered.
+
+    The root of a store with generations lists them and is fingerprinted
+    whole; each generation is sealed.
+    """
+    version = metadata.get("format_version", 1)
+    sealed = "seal" in metadata or (version >= 3 and "generations" not in metadata)
+    if sealed and metadata.get("seal") != seal_of(metadata):
+        raise metadata_disagrees(
+            where, f"the seal it records, {metadata.get('seal')!r}", f"metadata whose seal is {seal_of(metadata)!r}"
+        )
+    recorded = metadata.get("fingerprint")
+    if recorded is None or not isinstance(version, int):
+        return
+    # A version lowered by hand would read a later store without its checks (a deleted chunk as fill values).
+    for later in range(version + 1, FORMAT_VERSION + 1):
+        if recorded in _fingerprints({**metadata, "format_version": later}):
+            raise metadata_disagrees(
+                where,
+                f"the format version its fingerprint was made with, {later}",
+                f"format_version = {version}",
+            )
 
 
 def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | None) -> list[str]:

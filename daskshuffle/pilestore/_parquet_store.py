@@ -38,12 +38,13 @@ from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
 from ..formats import Destination
 from ..plan import split_piles
 from ..storage import Location
-from ._metadata import check_pile_metadata, check_store_exists
+from ._metadata import RUN_KEY, check_pile_metadata, check_store_exists, seal_of
 from ._parquet_layout import AUTO, column_options
 
 __all__ = [
     "METADATA_FILE",
     "PART",
+    "PART_BINDING",
     "PIECE_OFFSETS",
     "ParquetDestination",
     "ParquetWriting",
@@ -57,6 +58,8 @@ METADATA_FILE = "_daskshuffle.json"
 PART = re.compile(r"part-(\d+)\.parquet")
 #: The key of an Arrow IPC piece file's schema metadata that records its pieces' offsets.
 PIECE_OFFSETS = b"daskshuffle.piece_offsets"
+#: The key of a part file's key-value metadata that binds it to its run and place: ``{"run", "first_row"}``.
+PART_BINDING = b"daskshuffle.part"
 
 
 def arrow_filesystem(location: Location) -> tuple[pafs.FileSystem, str]:
@@ -183,8 +186,9 @@ class ParquetDestination(Destination[pa.Table]):
         bounds = [0, *cuts.tolist(), rows.num_rows]
         rows = rows.replace_schema_metadata(self.schema.metadata)
         files = self._part_files(dst, rows, bounds)
+        run = sidecar.get(RUN_KEY)
         if len(files) == 1:
-            self._write_part(dst, start, rows, bounds)
+            self._write_part(dst, start, rows, bounds, run)
             return
         at_once = min(len(files), int_setting("shuffle.parts-at-once"))
         with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-put") as pool:
@@ -195,6 +199,7 @@ class ParquetDestination(Destination[pa.Table]):
                     start + bounds[a],
                     rows.slice(bounds[a], bounds[b] - bounds[a]),
                     [bound - bounds[a] for bound in bounds[a : b + 1]],
+                    run,
                 )
                 for a, b in files
             ]
@@ -217,13 +222,19 @@ class ParquetDestination(Destination[pa.Table]):
                 first = pile
         return files
 
-    def _write_part(self, dst: Location, start: int, rows: pa.Table, bounds: Sequence[int]) -> None:
-        """Write ``rows`` (rows ``start:`` of the store, piles cut at ``bounds``) as one part file."""
+    def _write_part(
+        self, dst: Location, start: int, rows: pa.Table, bounds: Sequence[int], run: str | None = None
+    ) -> None:
+        """Write ``rows`` (rows ``start:`` of the store, piles cut at ``bounds``) as one part file of ``run``."""
         afs, _ = arrow_filesystem(dst)
         dictionary, codecs = column_options(rows, self.writing.compression)  # see _parquet_layout
+        schema = self.schema
+        if run is not None:  # the file says which run wrote it, and where: a file moved or left over is refused
+            binding = json.dumps({"run": run, "first_row": start}).encode()
+            schema = schema.with_metadata({**(schema.metadata or {}), PART_BINDING: binding})
         with pq.ParquetWriter(
             afs.open_output_stream(f"{dst.path}/{part_name(start)}"),
-            self.schema,
+            schema,
             compression=codecs,
             use_dictionary=dictionary,
             write_page_checksum=True,
@@ -232,11 +243,13 @@ class ParquetDestination(Destination[pa.Table]):
                 if b > a or rows.num_rows == 0:
                     size = max(b - a, 1)
                     writer.write_table(
-                        rows.slice(a, b - a), row_group_size=min(size, self.writing.row_group_size or size)
+                        rows.slice(a, b - a).replace_schema_metadata(schema.metadata),
+                        row_group_size=min(size, self.writing.row_group_size or size),
                     )
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        self._write_sidecar(dst, metadata)
+        bound = {key: value for key, value in metadata.items() if key != "seal"}
+        self._write_sidecar(dst, {**bound, "seal": seal_of(bound)})
 
     def discard_destination(self, dst: Location) -> None:
         # Part files are a valid Parquet dataset to other readers: leave none of them.

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from ..formats import ArrayRows, Destination, Variable, run_rows
 from ..storage import Location
-from . import _layout
+from . import _binding, _layout
 from ._metadata import METADATA_KEY, metadata_attribute
 
 __all__ = ["CHUNK_NBYTES", "ZarrDestination"]
@@ -96,7 +96,8 @@ class ZarrDestination(Destination[ArrayRows]):
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
-        group = _open_group(dst, mode="r+")
+        # Every chunk written is recorded with its crc32c, by place: the run's binding of its chunks (_binding).
+        group, recording = _binding.open_recording(dst)
         runs = []
         most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
         for name, values in rows.items():
@@ -113,12 +114,12 @@ class ZarrDestination(Destination[ArrayRows]):
         else:
             for run in runs:
                 _write(*run)
+        _binding.save_records(dst, group, recording, list(rows), start, len(next(iter(rows.values()), ())))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        bound = _binding.bind(dst, {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()})
         group = _open_group(dst, mode="r+")
-        group.attrs[METADATA_KEY] = metadata_attribute(
-            {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
-        )
+        group.attrs[METADATA_KEY] = metadata_attribute(bound)
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.
             warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)

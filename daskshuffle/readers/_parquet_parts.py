@@ -11,6 +11,7 @@ read from the file's last bytes, in one request.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
-from ..pilestore import PART, arrow_filesystem, part_name
+from ..pilestore import PART, PART_BINDING, arrow_filesystem, part_name
 from ..storage import Location, storage_failure
 
 __all__ = ["Layout", "Part", "PartFiles", "Piece"]
@@ -99,6 +100,8 @@ class PartFiles:
         self.local = isinstance(fs, LocalFileSystem)
         self._leaves: list[int] | None = None  # the Parquet columns of the columns read
         self._layouts: list[Layout | None] = [None] * len(self.part_paths)
+        #: The run that wrote the store, which every part file's footer names with its first row (``None``: unbound).
+        self.run: str | None = None
 
     def _corrupt(self, what: str, path: str, pile: int | None, columns: Sequence[str] | None = None) -> Exception:
         about = [f"pile {pile}"] if pile is not None else []
@@ -124,7 +127,13 @@ class PartFiles:
         return self._keep(index, footer)
 
     def _keep(self, index: int, footer: pq.FileMetaData) -> Part:
-        """Keep ``footer`` of part file ``index`` among the last ``self._footers_kept``, and its layout for good."""
+        """Keep ``footer`` of part file ``index`` among the last ``self._footers_kept``, and its layout for good.
+
+        In a store bound to its run, the footer must say it is this run's file of
+        this first row: a file moved, left over or of another store is refused.
+        """
+        if self.run is not None:
+            self._check_binding(index, footer)
         sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
         part = Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
         layout = self._layouts[index] or self._layout_of(part)
@@ -135,6 +144,21 @@ class PartFiles:
             while len(self._parts) > self._footers_kept:
                 self._parts.popitem(last=False)
         return part
+
+    def _check_binding(self, index: int, footer: pq.FileMetaData) -> None:
+        found = (footer.metadata or {}).get(PART_BINDING)
+        try:
+            binding = json.loads(found) if found is not None else None
+        except ValueError:
+            binding = None
+        expected = {"run": self.run, "first_row": int(self.part_starts[index])}
+        if binding != expected:
+            raise self._corrupt(
+                f"a part file of {'no run' if binding is None else binding} where the store's run wrote {expected}"
+                " (a file of another place, run or store)",
+                self.part_paths[index],
+                None,
+            )
 
     def _layout_of(self, part: Part) -> Layout:
         footer = part.footer

@@ -32,6 +32,7 @@ from .._threads import LazyPool
 from ..formats import Fetched, FetchedFile, Range, bytes_of, coalesce, concat, is_nested, row_shape, take, to_numpy
 from ..pilestore import (
     METADATA_FILE,
+    RUN_KEY,
     check_recorded_rows,
     metadata_disagrees,
     read_sidecar,
@@ -85,6 +86,8 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
         self.metadata = read_sidecar(location)
         self._open_parts(location, self.store, select_variables(self.metadata, variables))
+        run = self.metadata.get(RUN_KEY)
+        self.run = None if run is None else str(run)
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
         #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
@@ -197,7 +200,9 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
 
     def use_cache(self, cache: Cache) -> None:
         if self._fetches is not None:
-            self._cache = cache.for_store(str(self.metadata["fingerprint"]))
+            # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
+            key = str(self.metadata["fingerprint"])
+            self._cache = cache.for_store(key if self.run is None else f"{key}-{self.run}")
 
     def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[Piece]) -> list[list[Range]]:
         """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.

@@ -31,9 +31,10 @@ from numpy.typing import NDArray
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 from .._config import int_setting
-from .._errors import CorruptPileStoreError
+from .._errors import CorruptPileStoreError, StoreChangedError
 from ..formats import NUMERIC_KINDS
 from ..storage import Fetches, StoreCache, storage_failure
+from ._opened import Opened
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
@@ -85,6 +86,8 @@ class Chunks:
     n_rows: int
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
+    #: The crc32c the run recorded for each chunk, by index (``None``: a store that records none).
+    expected: NDArray[np.uint32] | None = None
 
     @property
     def chunk_nbytes(self) -> int:
@@ -164,6 +167,8 @@ class ChunkFiles:
         self.cache: StoreCache | None = None
         #: Blosc chunks of at least this many bytes are decoded straight into the output, smaller ones copied there.
         self._direct_nbytes = int_setting("zarr-reader.direct-nbytes")
+        #: The store's root as opened: a failed read looks whether it changed since (:class:`Opened`).
+        self.opened: Opened | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_buffers": None}
@@ -175,7 +180,29 @@ class ChunkFiles:
     def read(
         self, chunks: Chunks, out: NDArray[Any], first: int, last: int, start: int, stop: int, pile: int | None
     ) -> None:
-        """Copy the rows ``start:stop`` that chunks ``first:last`` of ``chunks`` hold into ``out``."""
+        """Copy the rows ``start:stop`` that chunks ``first:last`` of ``chunks`` hold into ``out``.
+
+        A chunk that fails its checks raises :class:`~daskshuffle.CorruptPileStoreError`,
+        or :class:`~daskshuffle.StoreChangedError` if the store's root says it
+        was shuffled again or its generations changed since it was opened
+        (looked at only then).
+        """
+        try:
+            self._read(chunks, out, first, last, start, stop, pile)
+        except StoreChangedError:
+            raise
+        except CorruptPileStoreError as error:
+            changed = self.opened.changed() if self.opened is not None else None
+            if changed is None:
+                raise
+            raise StoreChangedError(
+                f"Expected pile store {self.store!r} as it was opened. Got {changed} instead ({error}); open a new "
+                "PileLoader (or reader) to read the store as it is now."
+            ) from error
+
+    def _read(
+        self, chunks: Chunks, out: NDArray[Any], first: int, last: int, start: int, stop: int, pile: int | None
+    ) -> None:
         flat = out.reshape(-1).view(np.uint8)
         if self.local:
             for index in range(first, last):
@@ -308,8 +335,11 @@ class ChunkFiles:
                 if size != expected:
                     got = "fewer bytes than its size" if size < expected else "more bytes than its rows and crc32c"
                     raise self._damage(chunks, index, path, pile, f"{got} (at least {size:,} instead of {expected:,})")
-                if chunks.checksum and crc32c(data) != int.from_bytes(tail[:_CRC_NBYTES].tobytes(), "little"):
-                    raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
+                if chunks.checksum:
+                    carried = int.from_bytes(tail[:_CRC_NBYTES].tobytes(), "little")
+                    if crc32c(data) != carried:
+                        raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
+                    self._check_place(chunks, index, carried, path, pile)
             else:
                 # Room for any compressed chunk of these rows but a pathological one; that one costs an fstat.
                 room = chunks.chunk_nbytes + chunks.chunk_nbytes // 64 + 1024
@@ -368,8 +398,10 @@ class ChunkFiles:
             if len(data) < _CRC_NBYTES:
                 raise self._damage(chunks, index, path, pile, f"a file of {len(data)} bytes, too short for a crc32c")
             body = data[:-_CRC_NBYTES]
-            if crc32c(body) != int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little"):
+            carried = int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little")
+            if crc32c(body) != carried:
                 raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
+            self._check_place(chunks, index, carried, path, pile)
             data = body
         if chunks.compressor is not None:
             try:
@@ -408,11 +440,25 @@ class ChunkFiles:
         fill = np.full((hi - lo, *chunks.row_shape), chunks.fill_value, dtype=chunks.dtype)
         flat[(lo - start) * chunks.row_nbytes : (hi - start) * chunks.row_nbytes] = fill.reshape(-1).view(np.uint8)
 
+    def _check_place(self, chunks: Chunks, index: int, carried: int, path: str, pile: int | None) -> None:
+        """Refuse an intact chunk that is not the one its run wrote at ``index`` of this variable."""
+        expected = chunks.expected
+        if expected is not None and (index >= len(expected) or carried != expected[index]):
+            recorded = f"{int(expected[index]):#010x}" if index < len(expected) else "no chunk"
+            raise self._damage(
+                chunks,
+                index,
+                path,
+                pile,
+                f"an intact chunk of crc32c {carried:#010x} where the run recorded {recorded} for this variable at "
+                "this place (a chunk of another place, variable, run or store)",
+            )
+
     def _damage(self, chunks: Chunks, index: int, path: str, pile: int | None, got: str) -> CorruptPileStoreError:
         rows = f"rows {index * chunks.chunk_rows}:{(index + 1) * chunks.chunk_rows}"
         where = f"pile {pile}, " if pile is not None else ""
         return CorruptPileStoreError(
             f"Expected chunk file {path!r} of variable {chunks.name!r} ({where}{rows}) of pile store {self.store!r} "
-            f"to be whole and to match its checksum. Got {got} instead; the store is damaged: restore the file from a "
-            "copy, or shuffle the source again into a new pile store."
+            f"to be whole, to match its checksum and to be the chunk its run wrote there. Got {got} instead; the "
+            "store is damaged: restore the file from a copy, or shuffle the source again into a new pile store."
         )

@@ -25,6 +25,7 @@ variable and the file.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -36,20 +37,24 @@ import zarr
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from .._errors import IncompletePileStoreError
+from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
 from .._threads import LazyPool
 from ..formats import ArrayRows, ArrayRowsMethods, read_in_runs
 from ..pilestore import (
     LAYOUT_KEY,
     METADATA_KEY,
+    RUN_KEY,
     AppendedStoreError,
+    check_arrays,
     check_pile_metadata,
     check_recorded_rows,
     check_store_exists,
     parse_metadata_attribute,
+    read_tables,
     select_variables,
 )
 from ..storage import Cache, Location
+from ._opened import Opened
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_reads import RowsRead, Task
@@ -137,8 +142,31 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         metadata: Mapping[str, Any] | None = None,
         group: zarr.Group | None = None,
     ) -> None:
+        given = metadata is not None
         group, metadata = _open_store(location, self.store, metadata, group)
         self.metadata = metadata
+        try:
+            self._open_variables(location, group, variables, threads)
+        except (IncompletePileStoreError, CorruptPileStoreError) as error:
+            # Arrays gone or metadata that disagrees with them, after the metadata was read: a compaction or a
+            # new shuffle may have replaced the store meanwhile, which is no damage (a generation's root looks).
+            changed = None if given else Opened.of(location, metadata).changed()
+            if changed is None:
+                raise
+            raise StoreChangedError(
+                f"Expected pile store {self.store!r} to stay as it was while it was opened. Got {changed} instead "
+                f"({error}); open it again."
+            ) from error
+
+    def watch(self, root: Location, metadata: Mapping[str, Any]) -> None:
+        """Tell a failed read of a store changed since it was opened (root ``metadata`` at ``root``) from damage."""
+        self._files.opened = Opened.of(root, metadata)
+
+    def _open_variables(
+        self, location: Location, group: zarr.Group, variables: Sequence[str] | None, threads: int
+    ) -> None:
+        """Open the arrays of ``variables`` and check them against the metadata, with their chunks' records."""
+        metadata = self.metadata
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
         for name, array in zip(names, _open_arrays(group, names, location.is_local), strict=True):
@@ -155,6 +183,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         )
         fs, root = location.fs, location.path
         self._files = ChunkFiles(fs, self.store)
+        check_arrays(metadata, self.store, self.arrays)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
         self._chunks: dict[str, Chunks] = {}
         if metadata.get("format_version", 1) >= 2:
@@ -162,6 +191,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 chunks = chunks_of(array, f"{root}/{array.path}", name in written)
                 if chunks is not None:
                     self._chunks[name] = chunks
+        # The crc32c the run recorded for every chunk, by place: each chunk read is checked against it.
+        tables = read_tables(location, metadata, {name: self.arrays[name].path for name in self._chunks})
+        for name, table in tables.items():
+            self._chunks[name] = dataclasses.replace(self._chunks[name], expected=table)
+        self._files.opened = Opened.of(location, metadata)
         self.threads = threads
         # The chunks of one variable are read in tasks of about this many bytes, spread over the threads that help
         # (``daskshuffle.config``: local files' tasks are shared with a consumer that needs the rows now).
@@ -242,7 +276,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def use_cache(self, cache: Cache) -> None:
         if self._files.fetches is not None:
-            self._files.cache = cache.for_store(str(self.metadata["fingerprint"]))
+            # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
+            key = str(self.metadata["fingerprint"])
+            run = self.metadata.get(RUN_KEY)
+            self._files.cache = cache.for_store(key if run is None else f"{key}-{run}")
 
     def forget(self, start: int, stop: int) -> None:
         if self._files.fetches is not None:

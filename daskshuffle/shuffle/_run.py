@@ -26,7 +26,7 @@ from .._errors import (
     StorageFullError,
 )
 from ..formats import CollectionSource, Format
-from ..pilestore import read_metadata
+from ..pilestore import RUN_KEY, new_run, read_metadata
 from ..plan import LevelPlan, Plan, ShuffleOptions, parse_shuffle_options
 from ..storage import Location, _leftovers, _own, _paths, exclusive
 from ..storage import Manifest as _Manifest
@@ -207,6 +207,8 @@ def _run_locked(
     )
     metadata = store_metadata(fmt, options, plan, variables)
     same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
+    # The run's identity: a store continued keeps its run's, any other run draws its own (outside the fingerprint).
+    metadata[RUN_KEY] = str(earlier.metadata.get(RUN_KEY) or new_run()) if same and earlier is not None else new_run()
 
     def result(n_tasks: int) -> ShuffleResult:
         return ShuffleResult(

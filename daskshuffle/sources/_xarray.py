@@ -33,7 +33,7 @@ import zarr
 from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
-from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_attribute
+from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_attribute, open_recording, save_records
 from ..storage import Location
 from ._arrays import ArrayPieces
 
@@ -206,10 +206,13 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
         # Encode as the destination stores values, then write whole chunks.
-        group = zarr.open_group(self._open(dst), mode="r+")
+        group, recording = open_recording(dst)
+        n_rows = 0
         for name, values in _encode(group, rows, self._open(dst)).items():
             array: Any = _layout.for_writing(group[name])
             array[start : start + len(values)] = values
+            n_rows = len(values)
+        save_records(dst, group, recording, list(rows), start, n_rows)
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         super().finalize_destination(dst, {**metadata, "dim": self.dim})

@@ -1,0 +1,257 @@
+"""Binding every chunk of a Zarr pile store to its run, its variable and its place.
+
+A chunk's crc32c (zarr's own codec, last in the pipeline) proves its bytes
+intact, not that they are the chunk of this variable at this place, written
+by this run: a file moved, copied from another store, left in a cache by an
+earlier run or served by storage for another key passes it. So the store
+records what it wrote:
+
+- **The run.** Every shuffle draws a ``run`` identity (kept when it resumes);
+  the cache keys on it, and a reader that finds another run at the root while
+  reading raises :class:`~daskshuffle.StoreChangedError`.
+- **Each chunk's crc32c, by place.** The tasks that write chunks record the
+  crc32c each one carries (:class:`RecordingStore`, a small file per write in
+  ``<array>/daskshuffle-writes/``); finalizing gathers them into one table per
+  variable, ``<array>/daskshuffle-crc32c`` (little-endian ``uint32``, one per
+  chunk along the rows), whose own crc32c the metadata records. A reader
+  compares every chunk's crc32c with the table's entry for its index.
+- **Each array's metadata** (dtype and byte order, shape, chunks, codecs, fill
+  value, as each array's ``zarr.json`` records them) under ``"arrays"``, and a
+  ``seal``: a hash of all the metadata, layout, format version and the tables'
+  checksums included. A reader compares both before any row is read.
+
+The files live inside each array's directory, where zarr and xarray never
+look, so the store stays a plain Zarr group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import zarr
+import zarr.storage
+from crc32c import crc32c
+from numpy.typing import NDArray
+from zarr.abc.store import Store
+from zarr.codecs import Crc32cCodec
+from zarr.core.buffer import Buffer
+
+from .._errors import CorruptPileStoreError
+from ..storage import Location
+from ._metadata import RUN_KEY, metadata_disagrees, new_run, seal_of
+
+__all__ = [
+    "TABLE",
+    "RecordingStore",
+    "array_record",
+    "bind",
+    "check_arrays",
+    "open_recording",
+    "read_tables",
+    "save_records",
+]
+
+#: The table of each variable's chunk crc32c, in its array's directory.
+TABLE = "daskshuffle-crc32c"
+#: The records of each write of a shuffle's tasks, in each array's directory until the run finishes.
+WRITES = "daskshuffle-writes"
+
+
+class RecordingStore(zarr.storage.WrapperStore[Store]):
+    """A zarr store that records the crc32c each chunk file it writes ends with, by key."""
+
+    def __init__(self, store: Store, recorded: dict[str, int] | None = None) -> None:
+        super().__init__(store)
+        self.recorded: dict[str, int] = {} if recorded is None else recorded
+
+    def _with_store(self, store: Store) -> RecordingStore:
+        return type(self)(store, self.recorded)
+
+    async def set(self, key: str, value: Buffer) -> None:
+        tail = value.as_numpy_array()[-4:]
+        if not key.endswith("zarr.json") and len(tail) == 4:
+            self.recorded[key] = int.from_bytes(tail.tobytes(), "little")
+        await self._store.set(key, value)
+
+
+def open_recording(location: Location) -> tuple[zarr.Group, RecordingStore]:
+    """The Zarr group at ``location`` opened to write rows, through a store that records every chunk written."""
+    inner: Store
+    if location.is_local:
+        inner = zarr.storage.LocalStore(location.path)
+    else:
+        inner = zarr.storage.FsspecStore.from_url(location.url, storage_options=location.zarr_options)
+    recording = RecordingStore(inner)
+    return zarr.open_group(store=recording, mode="r+"), recording
+
+
+def _carries_crc(array: zarr.Array[Any]) -> bool:
+    codecs = list(array.compressors)
+    return bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
+
+
+def save_records(
+    location: Location, group: zarr.Group, recording: RecordingStore, names: Sequence[str], start: int, n_rows: int
+) -> None:
+    """Write what ``recording`` saw of the arrays ``names`` written at rows ``start:start + n_rows``.
+
+    A file ``<array>/daskshuffle-writes/<first chunk>`` holds the crc32c of the
+    chunks written from that one on. A task run again writes the same bytes.
+    """
+    for name in names:
+        array = group[name]
+        assert isinstance(array, zarr.Array)
+        if not _carries_crc(array) or not array.ndim or n_rows <= 0:
+            continue
+        encode = array.metadata.chunk_key_encoding.encode_chunk_key  # type: ignore[union-attr]
+        rows, inner = int(array.chunks[0]), (0,) * (array.ndim - 1)
+        keys = {
+            f"{array.path}/{encode((index, *inner))}": index
+            for index in range(start // rows, -(-(start + n_rows) // rows))
+        }
+        found = {index: recording.recorded[key] for key, index in keys.items() if key in recording.recorded}
+        if found:
+            writes = location.join(f"{array.path}/{WRITES}")
+            writes.makedirs()
+            for first, crcs in _runs(found):
+                writes.join(str(first)).write_whole(np.asarray(crcs, dtype="<u4").tobytes())
+
+
+def _runs(found: Mapping[int, int]) -> list[tuple[int, list[int]]]:
+    """Consecutive chunk indices of ``found`` as ``(first, [crc, ...])``."""
+    runs: list[tuple[int, list[int]]] = []
+    for index in sorted(found):
+        if runs and runs[-1][0] + len(runs[-1][1]) == index:
+            runs[-1][1].append(found[index])
+        else:
+            runs.append((index, [found[index]]))
+    return runs
+
+
+def array_record(array: zarr.Array[Any]) -> dict[str, Any]:
+    """What a reader relies on of ``array``, as its ``zarr.json`` records it: compared on every open."""
+    described = array.metadata.to_dict()
+    kept = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs", "storage_transformers", "zarr_format")
+    record = {key: described.get(key) for key in kept}
+    record["fill_value"] = str(described.get("fill_value"))
+    normalized: dict[str, Any] = _as_json(record)
+    return normalized
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as JSON gives it back (tuples as lists), so that a record compares equal to itself read again."""
+    if isinstance(value, Mapping):
+        return {str(key): _as_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_json(item) for item in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def check_arrays(metadata: Mapping[str, Any], where: str, arrays: Mapping[str, zarr.Array[Any]]) -> None:
+    """Refuse arrays whose ``zarr.json`` is not what the run recorded (a store sealed with its arrays' records).
+
+    Dtype, byte order, shape, chunks, codecs: an edited byte order would
+    read every value byte-swapped, an edited shape or chunking misplaced rows.
+    """
+    recorded = metadata.get("arrays")
+    if not isinstance(recorded, Mapping):
+        return
+    for name, array in arrays.items():
+        expected = {key: value for key, value in (recorded.get(name) or {}).items() if key != "chunk_crc32c"}
+        got = array_record(array)
+        if expected != got:
+            differ = sorted(key for key in {*expected, *got} if expected.get(key) != got.get(key))
+            raise metadata_disagrees(
+                where,
+                f"array {name!r} as the shuffle recorded it ({', '.join(f'{key} = {expected.get(key)!r}' for key in differ)})",
+                f"{', '.join(f'{key} = {got.get(key)!r}' for key in differ)} in its zarr.json",
+            )
+
+
+def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` bound to what the run wrote at ``location``: each array's record and crc32c table, sealed.
+
+    Gathers the records of every write into one table per variable (every
+    chunk must have been written: a chunk missing from the records is an
+    error), and removes the records. Runs once every task has written.
+    """
+    group = zarr.open_group(location.url, mode="r", zarr_format=3, storage_options=location.zarr_options)
+    arrays: dict[str, Any] = {}
+    for name in metadata["variables"]:
+        array = group[name]
+        assert isinstance(array, zarr.Array)
+        record = array_record(array)
+        if _carries_crc(array) and array.ndim:
+            table = _gather(location.join(array.path), array, name)
+            location.join(f"{array.path}/{TABLE}").write_whole(table.tobytes())
+            location.join(f"{array.path}/{WRITES}").remove()
+            record["chunk_crc32c"] = {"n_chunks": len(table), "crc32c": crc32c(table.tobytes())}
+        arrays[name] = record
+    bound = {**metadata, "arrays": arrays}
+    bound.setdefault(RUN_KEY, new_run())
+    bound.pop("seal", None)
+    return {**bound, "seal": seal_of(bound)}
+
+
+def _gather(array_location: Location, array: zarr.Array[Any], name: str) -> NDArray[np.uint32]:
+    n_chunks = -(-int(array.shape[0]) // int(array.chunks[0]))
+    table = np.zeros(n_chunks, dtype="<u4")
+    seen = np.zeros(n_chunks, dtype=bool)
+    writes = array_location.join(WRITES)
+    fs = writes.fs
+    paths = fs.ls(writes.path, detail=False) if fs.exists(writes.path) else []
+    contents = fs.cat_file(paths[0]) if len(paths) == 1 else fs.cat(list(paths)) if paths else {}
+    if isinstance(contents, bytes):
+        contents = {paths[0]: contents}
+    for path, data in contents.items():
+        first = int(str(path).rstrip("/").rsplit("/", 1)[-1])
+        crcs = np.frombuffer(data, dtype="<u4")
+        table[first : first + len(crcs)] = crcs
+        seen[first : first + len(crcs)] = True
+    if not seen.all():
+        missing = int(np.flatnonzero(~seen)[0])
+        raise CorruptPileStoreError(
+            f"Expected a record of every chunk written to variable {name!r} of {array_location.url!r}. Got none of "
+            f"chunk {missing} (of {n_chunks}) instead; the shuffle's tasks did not all write: run it again."
+        )
+    return table
+
+
+def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[str, str]) -> dict[str, NDArray[Any]]:
+    """The crc32c table of each variable of ``paths`` (name: its array's path) that the metadata records, checked.
+
+    One request for all of them on object storage. A table that is missing,
+    of another size or whose crc32c is not the recorded one is a
+    :class:`~daskshuffle.CorruptPileStoreError`.
+    """
+    records = {
+        name: (metadata.get("arrays") or {}).get(name, {}).get("chunk_crc32c")
+        for name in paths
+        if (metadata.get("arrays") or {}).get(name, {}).get("chunk_crc32c")
+    }
+    if not records:
+        return {}
+    files = {name: f"{location.path}/{paths[name]}/{TABLE}" for name in records}
+    with location.reaching():
+        found = location.fs.cat(list(files.values()), on_error="return")
+    if not isinstance(found, dict):
+        found = {next(iter(files.values())): found}
+    tables = {}
+    for name, record in records.items():
+        data = found.get(files[name])
+        expected = (4 * int(record["n_chunks"]), int(record["crc32c"]))
+        got = (len(data), crc32c(data)) if isinstance(data, bytes) else None
+        if got != expected:
+            raise CorruptPileStoreError(
+                f"Expected {files[name]!r}, the crc32c of every chunk of variable {name!r} of pile store "
+                f"{location.url!r}, to hold {expected[0]:,} bytes of crc32c {expected[1]}. Got "
+                f"{'no such file' if got is None else f'{got[0]:,} bytes of crc32c {got[1]}'} instead; the store is "
+                "damaged: restore it from a copy, or shuffle the source again."
+            )
+        assert isinstance(data, bytes)
+        tables[name] = np.frombuffer(data, dtype="<u4")
+    return tables
