@@ -14,6 +14,7 @@ of a change.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -21,14 +22,16 @@ from typing import Any
 import numpy as np
 import zarr
 
-from .._errors import DaskShuffleValueError, IncompletePileStoreError
+from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
 from ..storage import Location
 from ._metadata import (
     METADATA_KEY,
     check_recorded_rows,
     check_store_exists,
+    check_variable_names,
     metadata_attribute,
+    metadata_disagrees,
     parse_metadata_attribute,
     read_metadata,
 )
@@ -55,6 +58,8 @@ __all__ = [
 GENERATIONS_KEY = "generations"
 #: The group below the root that holds the generations after the first.
 GROUP = "generations"
+#: The only paths a generation may have: the root, or a numbered group of ``generations``.
+_PATH = re.compile(rf"{GROUP}/\d{{5,}}")
 
 
 def generation_path(number: int) -> str:
@@ -63,6 +68,16 @@ def generation_path(number: int) -> str:
 
 
 def generation_location(store: Location, relative: str) -> Location:
+    """Where the generation at ``relative`` (as :func:`generation_path` spells it) is; any other path is refused.
+
+    The path comes from the store's metadata: nothing it names may lie
+    outside the store (``..``, an absolute path, a URL).
+    """
+    if relative and not (isinstance(relative, str) and _PATH.fullmatch(relative)):
+        raise CorruptPileStoreError(
+            f"Expected the generations of the pile store {store.url!r} at '' or '{GROUP}/<number>'. Got {relative!r} "
+            "instead; the metadata was edited or damaged, and nothing outside the store is read or removed."
+        )
     return store if not relative else store.join(relative)
 
 
@@ -87,11 +102,30 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
             "are kept by Zarr pile stores only.",
             parameter="store",
         )
+    check_variable_names(metadata, store.url)
     if GENERATIONS_KEY not in metadata:
         metadata = {**metadata, GENERATIONS_KEY: [_entry(0, metadata, base=metadata)]}
     else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
         check_recorded_rows(metadata, store.url, {})
+        _check_entries(metadata[GENERATIONS_KEY], store.url)
     return dict(metadata)
+
+
+def _check_entries(entries: object, where: str) -> None:
+    """Refuse a list of generations that is not one: numbers that do not rise, a path not its number's."""
+    if not isinstance(entries, list) or not entries or not all(isinstance(entry, dict) for entry in entries):
+        raise metadata_disagrees(where, "a list of the live generations", f"generations = {entries!r}"[:200])
+    numbers = [entry.get("generation") for entry in entries]
+    if not all(isinstance(number, int) and number >= 0 for number in numbers) or numbers != sorted(set(numbers)):
+        raise metadata_disagrees(where, "generation numbers that rise", f"generation numbers {numbers}")
+    for entry in entries:
+        expected = generation_path(entry["generation"])
+        if entry.get("path") != expected:
+            raise metadata_disagrees(
+                where,
+                f"generation {entry['generation']} at {expected!r}, the only place it may be",
+                f"path {entry.get('path')!r}",
+            )
 
 
 def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -155,13 +189,13 @@ def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequ
     if entry["path"]:
         generation_location(store, entry["path"]).remove()
         return
-    for name in variables:
-        generation_location(store, name).remove()
+    for name in variables:  # plain names (read_root checked them): arrays of the root
+        store.join(name).remove()
 
 
 def orphans(store: Location, live: Sequence[Mapping[str, Any]]) -> list[str]:
     """Generation groups below the root that the root does not list (an interrupted append or removal)."""
-    group = generation_location(store, GROUP)
+    group = store.join(GROUP)
     fs, inner = group.fs, group.path
     if not fs.exists(inner):
         return []
@@ -172,7 +206,7 @@ def orphans(store: Location, live: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def ensure_group(store: Location) -> None:
     """Create the ``generations`` group, so that zarr sees the generations as groups of the store."""
-    path = generation_location(store, GROUP)
+    path = store.join(GROUP)
     if not path.join("zarr.json").exists():
         _open_group(path, mode="a", zarr_format=3)
 

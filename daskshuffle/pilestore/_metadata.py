@@ -33,6 +33,7 @@ __all__ = [
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
+    "check_variable_names",
     "metadata_attribute",
     "metadata_disagrees",
     "parse_metadata_attribute",
@@ -174,6 +175,30 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
             f"the fingerprint it records, {recorded!r}",
             f"metadata whose fingerprint is {_fingerprints(metadata)[0 if 'generations' in metadata else 1]!r}",
         )
+
+
+def check_variable_names(metadata: Mapping[str, Any], where: str) -> list[str]:
+    """The variables of a Zarr pile store's ``metadata``, each a plain name of an array in its group; else refused.
+
+    A name is joined to the store's path to read (and, for generations, to
+    remove) an array: a name with a separator, or ``..``, would reach outside
+    the store, so it is refused before anything is read
+    (:class:`~daskshuffle.CorruptPileStoreError`).
+    """
+    names = metadata.get("variables")
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise metadata_disagrees(where, "variables to be a list of names", f"variables = {names!r}")
+    for name in names:
+        if not is_plain_name(name):
+            raise metadata_disagrees(
+                where, "each variable to name an array of the store's group (no '/', '\\' or '..')", repr(name)
+            )
+    return list(names)
+
+
+def is_plain_name(name: str) -> bool:
+    """Whether ``name`` is one path segment of a store: not empty, ``.`` or ``..``, no separator or NUL."""
+    return bool(name) and name not in (".", "..") and not any(char in name for char in "/\\\0")
 
 
 def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | None) -> list[str]:

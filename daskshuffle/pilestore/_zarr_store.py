@@ -84,13 +84,20 @@ class ZarrDestination(Destination[ArrayRows]):
             compressors=self.compressors,
         )
 
+    def _layout_record(self) -> dict[str, Any]:
+        """The layout as the metadata records it, with each variable's row shape: the reader checks its arrays against it."""
+        record = self._chosen_layout().to_dict()
+        for variable in self.variables:
+            record["variables"][variable.name]["row_shape"] = [int(size) for size in variable.row_shape]
+        return record
+
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         layout = self._chosen_layout()
         group = _open_group(
             dst,
             mode="w",
             zarr_format=3,
-            attributes={**self.group_attrs, METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: layout.to_dict()}},
+            attributes={**self.group_attrs, METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: self._layout_record()}},
         )
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
@@ -114,9 +121,7 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         group = _open_group(dst, mode="r+")
-        group.attrs[METADATA_KEY] = metadata_attribute(
-            {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()}
-        )
+        group.attrs[METADATA_KEY] = metadata_attribute({**metadata, _layout.LAYOUT_KEY: self._layout_record()})
         with warnings.catch_warnings():
             # Consolidated metadata lets xarray open the store without probing every array.
             warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)

@@ -99,6 +99,8 @@ class PartFiles:
         self.local = isinstance(fs, LocalFileSystem)
         self._leaves: list[int] | None = None  # the Parquet columns of the columns read
         self._layouts: list[Layout | None] = [None] * len(self.part_paths)
+        #: The columns read, as the first footer read types them: every other part file must agree.
+        self._schema: tuple[int, pa.Schema] | None = None
 
     def _corrupt(self, what: str, path: str, pile: int | None, columns: Sequence[str] | None = None) -> Exception:
         about = [f"pile {pile}"] if pile is not None else []
@@ -124,7 +126,12 @@ class PartFiles:
         return self._keep(index, footer)
 
     def _keep(self, index: int, footer: pq.FileMetaData) -> Part:
-        """Keep ``footer`` of part file ``index`` among the last :data:`FOOTERS_KEPT`, and its layout for good."""
+        """Keep ``footer`` of part file ``index`` among the last :data:`FOOTERS_KEPT`, and its layout for good.
+
+        A part file whose columns differ from the first footer's (another
+        schema) is refused here, before any of its rows is read.
+        """
+        self._check_schema(index, footer)
         sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
         part = Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
         layout = self._layouts[index] or self._layout_of(part)
@@ -135,6 +142,29 @@ class PartFiles:
             while len(self._parts) > FOOTERS_KEPT:
                 self._parts.popitem(last=False)
         return part
+
+    def _check_schema(self, index: int, footer: pq.FileMetaData) -> None:
+        try:
+            whole = footer.schema.to_arrow_schema()
+        except (pa.ArrowException, ValueError) as error:
+            raise self._corrupt(
+                f"a footer whose schema cannot be read ({error})", self.part_paths[index], None
+            ) from error
+        names = set(whole.names)
+        schema = pa.schema([whole.field(name) for name in self.columns if name in names])
+        with self._lock:
+            if self._schema is None:
+                self._schema = (index, schema)
+            first, expected = self._schema
+        if len(schema) != len(self.columns) or not schema.equals(expected):
+            missing = [name for name in self.columns if name not in names]
+            got = f"columns {missing} missing" if missing else f"columns of other types ({_types(schema)})"
+            raise self._corrupt(
+                f"{got} where part file {self.part_paths[first]!r} has {_types(expected)}",
+                self.part_paths[index],
+                None,
+                self.columns,
+            )
 
     def _layout_of(self, part: Part) -> Layout:
         footer = part.footer
@@ -258,3 +288,7 @@ class PartFiles:
         if len(self.part_paths) <= FOOTERS_KEPT or not isinstance(size, int) or layout is None:
             return None  # every footer is kept: read when the store was opened
         return self.part_paths[index], max(0, size - layout.footer_nbytes), size
+
+
+def _types(schema: pa.Schema) -> str:
+    return ", ".join(f"{field.name}: {field.type}" for field in schema)
