@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ import zarr
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
-from ..storage import Location
+from ..storage import Location, _leftovers, _lock, _own, crash_point
 from ._metadata import (
     METADATA_KEY,
     check_recorded_rows,
@@ -38,6 +39,8 @@ from ._metadata import (
 
 __all__ = [
     "GENERATIONS_KEY",
+    "Leftover",
+    "consolidated",
     "array_types",
     "create_compacted",
     "ensure_group",
@@ -45,7 +48,7 @@ __all__ = [
     "finish_compacted",
     "generation_location",
     "generation_path",
-    "orphans",
+    "leftovers",
     "read_root",
     "remove_generation",
     "sources_of",
@@ -58,6 +61,8 @@ __all__ = [
 GENERATIONS_KEY = "generations"
 #: The group below the root that holds the generations after the first.
 GROUP = "generations"
+#: The suffixes of what a generation's shuffle writes beside it, in ``generations``.
+_SCRATCH = (*_leftovers.SCRATCH_SUFFIXES, _lock.LOCK_SUFFIX)
 #: The only paths a generation may have: the root, or a numbered group of ``generations``.
 _PATH = re.compile(rf"{GROUP}/\d{{5,}}")
 
@@ -138,6 +143,7 @@ def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | N
         "seed": int(metadata["seed"]),
         "fingerprint": metadata["fingerprint"],
         "source": metadata.get("source"),
+        "source_identity": metadata.get("source_identity"),
     }
     if base is not None:
         entry["metadata"] = {key: value for key, value in base.items() if key != GENERATIONS_KEY}
@@ -163,13 +169,20 @@ def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict
     return metadata
 
 
+def consolidate(store: Location) -> None:
+    """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
+    group = _open_group(store, mode="r+")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
+        zarr.consolidate_metadata(group.store)
+
+
 def write_root(store: Location, metadata: Mapping[str, Any]) -> None:
     """Replace the root metadata in one write, then consolidate the store's metadata for plain zarr and xarray."""
     group = _open_group(store, mode="r+")
     group.attrs[METADATA_KEY] = metadata_attribute(metadata)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
-        zarr.consolidate_metadata(group.store)
+    crash_point("root listed")  # before it is consolidated: plain zarr sees the old generations
+    consolidate(store)
 
 
 def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
@@ -193,15 +206,72 @@ def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequ
         store.join(name).remove()
 
 
-def orphans(store: Location, live: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Generation groups below the root that the root does not list (an interrupted append or removal)."""
+@dataclass(frozen=True)
+class Leftover:
+    """What a killed ``append``, ``evict`` or ``compact`` left in a store that its root does not list."""
+
+    location: Location
+    what: str
+
+
+def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = None) -> list[Leftover]:
+    """Everything in ``store`` (and its generations' pieces under ``tmp``) that the ``root`` metadata does not list.
+
+    Generations no longer (or not yet) listed, the first shuffle's arrays once
+    it is evicted, and the scratch paths of a generation's shuffle (its
+    pieces, lock, store being built). Only names this library writes are
+    looked at: a numbered group of ``generations`` and a variable's array.
+    The caller holds the store's lock, or knows that nobody does.
+    """
+    live = {entry["path"] for entry in root[GENERATIONS_KEY]}
+    found: list[Leftover] = []
+    if "" not in live:
+        for name in root["variables"]:  # plain names (read_root checked them)
+            array = store.join(name)
+            if array.join("zarr.json").exists():
+                found.append(Leftover(array, "the arrays of an evicted generation"))
     group = store.join(GROUP)
-    fs, inner = group.fs, group.path
-    if not fs.exists(inner):
-        return []
-    listed = {entry["path"].rsplit("/", 1)[-1] for entry in live}
-    found = (path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))
-    return sorted(f"{GROUP}/{name}" for name in found if name.isdigit() and name not in listed)
+    names = (
+        [path.rstrip("/").rsplit("/", 1)[-1] for path in group.fs.ls(group.path, detail=False)]
+        if group.exists()
+        else []
+    )
+    numbers = {int(entry["generation"]) for entry in root[GENERATIONS_KEY]}
+    for name in sorted(names):
+        number, _, suffix = name.partition(".")
+        if not number.isdigit() or (suffix and f".{suffix}" not in _SCRATCH):
+            continue
+        numbers.add(int(number))
+        path = f"{GROUP}/{name}"
+        if not suffix and path not in live:
+            found.append(Leftover(group.join(name), "a generation the store does not list"))
+        elif suffix and not _placed(group.join(name)):
+            found.append(Leftover(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
+    if tmp is not None:  # the pieces of a generation's shuffle given tmp=: named after the generation
+        for number in sorted(numbers | {max(numbers) + 1}):
+            pieces = store.join(generation_path(number) or GROUP).scratch(_leftovers.TMP_SUFFIX, tmp)
+            if number and pieces.exists() and not _placed(pieces):
+                found.append(Leftover(pieces, f"pieces of generation {number}'s shuffle"))
+    return found
+
+
+def _placed(location: Location) -> bool:
+    """A link (or FIFO, ...) someone placed at one of a run's paths: never a leftover, never removed."""
+    return location.is_local and _own.found_at(location.path) is not None
+
+
+def consolidated(store: Location, root: Mapping[str, Any]) -> bool:
+    """Whether the root's consolidated metadata (what plain zarr and xarray open) lists the live generations, and
+    only those: a kill between the root's two writes leaves it as it was."""
+    group = _open_group(store, mode="r")
+    inner = group.metadata.consolidated_metadata
+    if inner is None:  # plain zarr reads the hierarchy as it is
+        return True
+    keys = set(inner.flattened_metadata)
+    live = {entry["path"] for entry in root[GENERATIONS_KEY]}
+    listed = {key for key in keys if _PATH.fullmatch(key)}
+    first = all(name in keys for name in root["variables"])
+    return listed == live - {""} and first == ("" in live)
 
 
 def ensure_group(store: Location) -> None:

@@ -180,7 +180,9 @@ def shuffle_dataframe(
     dst_location, tmp_location = shuffle_locations(checked)
     check_destination([], dst_location, tmp_location, overwrite=checked.overwrite)
     if not _compute.is_dask_dataframe(df):
-        fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing)
+        fmt = open_dataframe_source(
+            df, index=index, block_nbytes=checked.block_nbytes, writing=writing, token=_compute.token_of(df)
+        )
         return run_shuffle(fmt, checked, variables=fmt.variables)
     spool = dst_location.scratch(_SPOOL_SUFFIX, tmp_location)
     spool.remove()
@@ -193,6 +195,7 @@ def shuffle_dataframe(
             writing=writing,
             spool=spool,
             describe_partitions=_compute.describe_partitions,
+            token=_compute.token_of(df),
         )
         return run_shuffle(fmt, checked, variables=fmt.variables)
     finally:

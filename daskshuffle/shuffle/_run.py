@@ -40,7 +40,13 @@ from ._destination import (
     shuffle_locations,
 )
 from ._graph import level_tmp, shuffle_graph
-from ._store_plan import differences, plan_within_budget, store_metadata
+from ._store_plan import (
+    changed_sources,
+    differences,
+    plan_within_budget,
+    source_changed_error,
+    store_metadata,
+)
 
 __all__ = ["ShuffleResult", "run_shuffle", "shuffle_options"]
 
@@ -207,6 +213,13 @@ def _run_locked(
     )
     metadata = store_metadata(fmt, options, plan, variables)
     same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
+    if earlier is not None and not same and not differences(earlier.metadata, metadata):
+        changed = changed_sources(earlier.metadata, metadata)  # the same shuffle, of sources that changed
+        if changed:
+            complete = earlier.path == dst and earlier.metadata.get("complete")
+            raise source_changed_error(
+                earlier.path.url, changed, "return it as it is" if complete else "continue its interrupted shuffle"
+            )
 
     def result(n_tasks: int) -> ShuffleResult:
         return ShuffleResult(

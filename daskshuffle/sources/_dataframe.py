@@ -25,7 +25,7 @@ from .._compat import dataframe_meta
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import CollectionSource, FileSource
 from ..pilestore import ParquetWriting, arrow_filesystem
-from ..storage import Location
+from ..storage import Location, identify_token
 from ._arrow_pieces import ArrowTables
 from ._parquet import unify_schemas
 
@@ -125,17 +125,22 @@ class DataFrameFormat(ArrowTables, CollectionSource[pa.Table]):
         *,
         inputs: tuple[dict[Any, Any], list[Any]],
         preserve_index: bool,
+        identity: list[dict[str, Any]],
         **table: Any,
     ) -> None:
         super().__init__(**table)
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
         self.preserve_index = preserve_index
+        self.identity = identity
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_inputs": None}
 
     def describe_source(self) -> list[Any]:
         return []  # data in memory or computed by dask: no path to record or to protect
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
 
     def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
         if self._inputs is None:
@@ -152,12 +157,16 @@ class SpooledFrameFormat(ArrowTables, FileSource[pa.Table]):
 
     kind = "parquet"
 
-    def __init__(self, *, spool: Location, **table: Any) -> None:
+    def __init__(self, *, spool: Location, identity: list[dict[str, Any]], **table: Any) -> None:
         super().__init__(**table)
         self.spool = spool
+        self.identity = identity
 
     def describe_source(self) -> list[Any]:
         return []  # computed by dask: no path to record or to protect
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
 
     def read_block(self, block: int) -> pa.Table:
         afs, root = arrow_filesystem(self.spool)
@@ -174,12 +183,15 @@ def open_dataframe_source(
     writing: ParquetWriting,
     spool: Location | None = None,
     describe_partitions: DescribePartitions | None = None,
+    token: str | None = None,
 ) -> DataFrameFormat | SpooledFrameFormat:
     """The format of a pandas DataFrame, or of a dask one (``describe_partitions`` and ``spool`` given).
 
     A dask DataFrame is computed here, once, into ``spool``, which the caller
-    creates beforehand and removes after the shuffle.
+    creates beforehand and removes after the shuffle. ``token`` is the
+    DataFrame's dask token (its identity), taken by the caller before.
     """
+    identity = [identify_token("DataFrame", token)] if token is not None else []
     meta = dataframe_meta(df) if describe_partitions is not None else df
     _check_names(meta)
     preserve_index = _keeps_index(meta.index, index)
@@ -196,6 +208,8 @@ def open_dataframe_source(
         "writing": writing,
     }
     if describe_partitions is not None and spool is not None:
-        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], **table)
+        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], identity=identity, **table)
     lengths, graph, keys = _pandas_inputs(df, block_nbytes)
-    return DataFrameFormat(inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, **table)
+    return DataFrameFormat(
+        inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, identity=identity, **table
+    )

@@ -3,6 +3,8 @@
 from ._access import access_error, storage_failure
 from ._cache import Cache, StoreCache, parse_cache
 from ._fetch import IN_FLIGHT, Fetches
+from ._crash import crash_point
+from ._identity import changed_entries, identify_files, identify_token, identify_tree
 from ._location import Location, unreached
 from ._lock import exclusive
 from ._manifest import Manifest, run_marked, run_once
@@ -16,7 +18,12 @@ __all__ = [
     "Manifest",
     "StoreCache",
     "access_error",
+    "changed_entries",
+    "crash_point",
     "exclusive",
+    "identify_files",
+    "identify_token",
+    "identify_tree",
     "normalize",
     "parse_cache",
     "run_marked",
