@@ -40,14 +40,15 @@ from ._metadata import (
 __all__ = [
     "GENERATIONS_KEY",
     "Leftover",
-    "consolidated",
     "array_types",
+    "consolidated",
     "create_compacted",
     "ensure_group",
     "entry_of",
     "finish_compacted",
     "generation_location",
     "generation_path",
+    "identities_of",
     "leftovers",
     "read_root",
     "remove_generation",
@@ -197,6 +198,18 @@ def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
     return found
 
 
+def identities_of(metadata: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The identity of the sources of every row of the store, oldest generation first; ``None`` if one has none."""
+    if GENERATIONS_KEY not in metadata:
+        return metadata.get("source_identity")
+    found: list[dict[str, Any]] = []
+    for entry in metadata[GENERATIONS_KEY]:
+        if not isinstance(entry.get("source_identity"), list):
+            return None
+        found += entry["source_identity"]
+    return found
+
+
 def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequence[str]) -> None:
     """Delete a generation's files: its group, or for the first shuffle its arrays at the root."""
     if entry["path"]:
@@ -310,6 +323,7 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         n_rows=metadata["n_rows"],
         pile_offsets=metadata["pile_offsets"],
         source=sources_of(metadata),
+        source_identity=identities_of(metadata),
     )
     group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: metadata_attribute(own)})
     alignment, row_nbytes = 1, 0

@@ -147,6 +147,12 @@ def clean_generations(store: Location, tmp: Location | None = None) -> list[stor
     return found
 
 
+def _holds(recorded: object, identity: list[dict[str, Any]]) -> bool:
+    """Whether a generation whose sources' identity is ``recorded`` holds the rows of a source of ``identity``
+    (a compacted generation records the identities of every generation it holds)."""
+    return isinstance(recorded, list) and all(entry in recorded for entry in identity)
+
+
 def _continues(target: Location, identity: list[dict[str, Any]], seed: int | None) -> bool:
     """Whether the generation at ``target``, left unlisted by a killed append, is this append's to continue."""
     if not target.exists():
@@ -252,7 +258,7 @@ def append(
     with exclusive(location):
         root = store_io.read_root(location)
         live = root[store_io.GENERATIONS_KEY]
-        if identity and any(entry.get("source_identity") == identity for entry in live):
+        if identity and any(_holds(entry.get("source_identity"), identity) for entry in live):
             _repair(location, root, tmp)  # appended already (a run killed after listing it included): rows once
             return _records(root)
         number = max(int(entry["generation"]) for entry in live) + 1

@@ -28,7 +28,7 @@ from .._errors import (
 from ..formats import CollectionSource, Format
 from ..pilestore import read_metadata
 from ..plan import LevelPlan, Plan, ShuffleOptions, parse_shuffle_options
-from ..storage import Location, _leftovers, _own, _paths, exclusive
+from ..storage import Location, _leftovers, _own, _paths, crash_point, exclusive
 from ..storage import Manifest as _Manifest
 from ._compute import compute
 from ._destination import (
@@ -311,6 +311,7 @@ def _write(
             if manifest is not None:
                 manifest.mark(_CREATED)
         compute(graph, key, progress=options.progress, remote=not (target.is_local and tmp.is_local))
+        crash_point("shuffle written")
         fmt.finalize_destination(target, {**metadata, "complete": True})
     except KeyboardInterrupt:
         if not resumable:
@@ -332,6 +333,7 @@ def _write(
     except BaseException:
         _discard(fmt, target, tmp)
         raise
+    crash_point("shuffle complete")
     tmp.remove()
     if target != dst:
         _paths.replace(target, dst)

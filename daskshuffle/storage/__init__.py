@@ -2,8 +2,8 @@
 
 from ._access import access_error, storage_failure
 from ._cache import Cache, StoreCache, parse_cache
-from ._fetch import IN_FLIGHT, Fetches
 from ._crash import crash_point
+from ._fetch import IN_FLIGHT, Fetches
 from ._identity import changed_entries, identify_files, identify_token, identify_tree
 from ._location import Location, unreached
 from ._lock import exclusive
