@@ -35,9 +35,9 @@ from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
 from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_attribute
-from ..storage import Location, identify_files, identify_token
+from ..storage import Location, identify_token
 from ._arrays import ArrayPieces
-from ._zarr_source import identify_zarr
+from ._zarr_source import identify_paths
 
 __all__ = ["ROW_DIMENSION", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
 
@@ -263,21 +263,8 @@ def open_xarray_source(
         chunk_rows=chunk_rows,
         block_inputs=block_inputs,
     )
-    fmt.identity = _identify_files(sources, storage_options) + fmt.identity
+    fmt.identity = identify_paths(sources, storage_options) + fmt.identity
     return fmt
-
-
-def _identify_files(sources: list[str], storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The identity of the stores and files a dataset was opened from: a Zarr store's as a Zarr source's."""
-    entries = []
-    for source in sources:
-        location = Location.of(source, storage_options)
-        if location.join("zarr.json").exists() or location.join(".zgroup").exists():
-            group = zarr.open_group(location.url, mode="r", storage_options=location.zarr_options)
-            entries += identify_zarr(group, dict(group.arrays()), storage_options)
-        elif location.exists() and not location.isdir():
-            entries += identify_files(location.fs, [location.path], [location.url])
-    return entries
 
 
 def _token(arrays: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from ..pilestore import METADATA_KEY
 from ..plan import block_rows
 from ..storage import Location, identify_files, identify_tree
 
-__all__ = ["LISTED_CHUNKS", "SourceLike", "ZarrSources", "identify_zarr", "inspect_sources"]
+__all__ = ["LISTED_CHUNKS", "SourceLike", "ZarrSources", "identify_paths", "identify_zarr", "inspect_sources"]
 
 SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array[Any]
 
@@ -254,6 +254,19 @@ def identify_zarr(
     if isinstance(source, zarr.Array):
         return [entry(source, path)]
     return [entry(source, path)] + [entry(array, f"{path}/{name}") for name, array in arrays.items()]
+
+
+def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The identity of the stores and files a dataset was opened from: a Zarr store's as a Zarr source's."""
+    entries = []
+    for source in sources:
+        location = Location.of(source, storage_options)
+        if location.join("zarr.json").exists() or location.join(".zgroup").exists():
+            group = zarr.open_group(location.url, mode="r", storage_options=location.zarr_options)
+            entries += identify_zarr(group, dict(sorted(group.arrays())), storage_options)
+        elif location.exists() and not location.isdir():
+            entries += identify_files(location.fs, [location.path], [location.url])
+    return entries
 
 
 @dataclass(frozen=True)
