@@ -23,6 +23,7 @@ __all__ = [
     "IncompletePileStoreError",
     "PileStoreExistsError",
     "ShuffleInterrupted",
+    "SourceChangedError",
     "SourceMismatchError",
     "SourceNotFoundError",
     "StorageAccessError",
@@ -128,6 +129,17 @@ class PileStoreExistsError(DaskShuffleError, FileExistsError):
 
 class IncompletePileStoreError(DaskShuffleValueError):
     """A store is not a complete pile store (for example, its shuffle was interrupted)."""
+
+
+class SourceChangedError(DaskShuffleValueError):
+    """The sources of a pile store changed since it was written: a rerun of its shuffle does not return it.
+
+    A pile store records its sources' identity (sizes and versions of their
+    files, the dask token of a collection). The same shuffle run again against
+    sources that changed (new values, same shape) raises this error, naming
+    what changed, rather than returning the old rows; pass ``overwrite=True``
+    to shuffle them again. An ``append`` of them raises it too.
+    """
 
 
 class UnfinishedShuffleError(IncompletePileStoreError):

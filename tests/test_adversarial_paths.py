@@ -65,7 +65,9 @@ def outside(tmp_path: Path, kind: str) -> Path:
 
 # -- what writes: each call runs in tmp_path ------------------------------------------------------------------
 def zarr_into(tmp_path: Path, **options: object) -> object:
-    src = make_zarr_source(tmp_path / "raw.zarr", 600, chunk_rows=50)
+    src = str(tmp_path / "raw.zarr")
+    if not (tmp_path / "raw.zarr").exists():  # written again, it would be another source to a rerun
+        make_zarr_source(src, 600, chunk_rows=50)
     return ds.shuffle_zarr(src, str(tmp_path / "piles.zarr"), n_piles=4, **{"seed": 0, **options})
 
 

@@ -160,14 +160,21 @@ def test_stalled_reads_end_with_the_right_rows(faulty_store: str) -> None:
     assert time.perf_counter() - started < 60
 
 
-def test_a_loader_closed_during_stalled_reads_returns_promptly(faulty_store: str) -> None:
-    FaultyFileSystem.faults = [("/x/c/", _stall(0.2))]
-    loader = ds.PileLoader(faulty_store, batch_size=500, seed=1)
+def _loader_threads() -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("daskshuffle-loader")]
+
+
+def test_a_loader_closed_during_stalled_reads_returns_promptly_and_leaves_no_thread(faulty_store: str) -> None:
+    FaultyFileSystem.faults = [("/x/c/", _stall(0.05))]
+    loader = ds.PileLoader(faulty_store, batch_size=500, seed=1, order=ds.orders.Piles(piles_in_memory=1))
     batches = iter(loader)
     next(batches)
     started = time.perf_counter()
     loader.close()
-    assert time.perf_counter() - started < 5
+    closed = time.perf_counter() - started
+    while _loader_threads() and time.perf_counter() - started < 30:
+        time.sleep(0.05)
+    assert closed < 5 and _loader_threads() == []
 
 
 def test_a_fault_that_passes_is_not_remembered(faulty_store: str) -> None:

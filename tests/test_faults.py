@@ -137,7 +137,9 @@ def test_what_a_run_killed_after_completing_left_is_named_and_removed(tmp_path: 
     assert human_bytes(left) in ("50.1 kB", "50.0 kB")
     assert "piles.zarr.daskshuffle-tmp" in shown.output
     assert (
-        "the lock of process" in shown.output and "--clean" in shown.output and "run the same shuffle" in shown.output
+        "the lock of process" in shown.output
+        and "--clean" in shown.output
+        and "run the same step again" in shown.output
     )
     as_json = json.loads(CliRunner().invoke(cli, ["info", str(dst), "--json"]).output)
     assert [Path(left["path"]).name for left in as_json["leftovers"]] == [

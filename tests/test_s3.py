@@ -333,7 +333,8 @@ def test_generations_on_s3(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) 
     np.testing.assert_array_equal(ids(), np.arange(N_ROWS + 500))
     assert [g.n_rows for g in ds.compact(store, storage_options=options)] == [N_ROWS + 500]
     np.testing.assert_array_equal(ids(), np.arange(N_ROWS + 500))
-    ds.append(store, more, seed=2, storage_options=options)
+    again = s3.put(make_zarr_source(tmp_path / "again.zarr", 500, chunk_rows=100, first_id=N_ROWS), "again.zarr")
+    ds.append(store, again, seed=2, storage_options=options)
     assert [g.generation for g in ds.evict(store, keep_last=1, storage_options=options)] == [3]
     np.testing.assert_array_equal(ids(), np.arange(N_ROWS, N_ROWS + 500))
     import s3fs

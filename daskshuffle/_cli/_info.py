@@ -9,7 +9,9 @@ import click
 import numpy as np
 
 from .._errors import UnfinishedShuffleError
+from ..pilestore import Leftover
 from ..plan import PILES_SHUFFLED
+from ..shuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
 from ._common import cli, one_line
 
@@ -32,12 +34,20 @@ Examples:
     is_flag=True,
     help="Remove what a run killed after completing the store left beside it (its pieces, its lock).",
 )
+@click.option(
+    "--tmp",
+    "tmp",
+    default=None,
+    metavar="DIR",
+    help="The tmp= the runs were given: their pieces are looked for there too.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> None:
+def info(store: str, as_json: bool, offsets: bool, clean: bool, tmp: str | None, debug: bool) -> None:
     """What a pile store holds: rows, piles and their sizes, seed, variables, complete or not.
 
-    Also what runs left beside it (pieces, a lock), with their size. Exits with
-    status 1 if the store is incomplete (its shuffle did not finish).
+    Also what runs left beside it (pieces, a lock), and in it (generations that
+    a killed append, evict or compact left unlisted), with their size. Exits
+    with status 1 if the store is incomplete (its shuffle did not finish).
     """
     from ..readers import open_pile_reader
 
@@ -46,7 +56,7 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> 
     except UnfinishedShuffleError as error:
         if debug:
             raise
-        left = _leftovers.find(Location.of(store))
+        left = _leftovers.find(Location.of(store), _tmp(tmp))
         if as_json:
             click.echo(json.dumps({"path": store, "complete": False, "leftovers": _as_json(left)}))
         else:
@@ -57,9 +67,12 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> 
             raise
         raise click.ClickException(one_line(error)) from None
     metadata = dict(reader.metadata)
+    grows = metadata.get("kind") in ("zarr", "xarray")  # a Zarr pile store may hold generations
     if clean:
         try:
-            removed = _leftovers.remove(Location.of(store))
+            removed = _leftovers.remove(Location.of(store), _tmp(tmp))
+            if grows:
+                removed += _as_leftovers(clean_generations(Location.of(store), _tmp(tmp)))
         except Exception as error:
             if debug:
                 raise
@@ -69,7 +82,9 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> 
             f"daskshuffle: removed {len(removed)} leftover(s) beside {store}, {_leftovers.human_bytes(nbytes)}",
             err=True,
         )
-    left = _leftovers.find(Location.of(store))
+    left = _leftovers.find(Location.of(store), _tmp(tmp))
+    if grows:
+        left += _as_leftovers(generation_leftovers(Location.of(store), _tmp(tmp)))
     if not offsets:  # one line per pile is 500 lines for 512 piles: the sizes' spread says what matters
         sizes = np.diff(reader.pile_offsets)
         metadata.pop("pile_offsets", None)
@@ -87,8 +102,20 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, debug: bool) -> 
         return
     click.echo(
         _describe(store, metadata, reader.pile_offsets)
-        + _left_line(left, f"run the same shuffle again, or `daskshuffle info --clean {store}`, to remove them")
+        + _left_line(left, f"run the same step again, or `daskshuffle info --clean {store}`, to remove them")
     )
+
+
+def _tmp(tmp: str | None) -> Location | None:
+    return Location.of(tmp) if tmp is not None else None
+
+
+def _as_leftovers(found: list[Leftover]) -> list[_leftovers.Leftover]:
+    """What killed generation steps left, as the leftovers beside a store are described."""
+    return [
+        _leftovers.Leftover(left.location.url, left.location.nbytes() if left.location.exists() else 0, left.what)
+        for left in found
+    ]
 
 
 def _as_json(left: list[_leftovers.Leftover]) -> list[dict[str, Any]]:

@@ -73,6 +73,15 @@ class Source(Protocol):
         """A JSON-serialisable description of the source, for the metadata."""
         ...
 
+    def identify_source(self) -> list[dict[str, Any]]:
+        """What the source is now: entries of :mod:`daskshuffle.storage._identity` (its files' sizes and versions,
+        or the dask token of a collection), taken when the source was opened.
+
+        The store records them (``source_identity``): a rerun whose sources
+        changed is refused rather than given the old store. Empty: no identity.
+        """
+        ...
+
 
 class FileSource(Source, Protocol[Rows_co]):
     """A source whose pass-1 tasks read their blocks themselves (files, stores, URLs)."""

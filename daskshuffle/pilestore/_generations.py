@@ -14,16 +14,18 @@ of a change.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import zarr
 
-from .._errors import DaskShuffleValueError, IncompletePileStoreError
+from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
-from ..storage import Location
+from ..storage import Location, _leftovers, _lock, _own, crash_point
 from ._binding import bind, open_recording, save_records
 from ._metadata import (
     BOUND_KEYS,
@@ -31,7 +33,9 @@ from ._metadata import (
     RUN_KEY,
     check_recorded_rows,
     check_store_exists,
+    check_variable_names,
     metadata_attribute,
+    metadata_disagrees,
     new_run,
     parse_metadata_attribute,
     read_metadata,
@@ -39,14 +43,17 @@ from ._metadata import (
 
 __all__ = [
     "GENERATIONS_KEY",
+    "Leftover",
     "array_types",
+    "consolidated",
     "create_compacted",
     "ensure_group",
     "entry_of",
     "finish_compacted",
     "generation_location",
     "generation_path",
-    "orphans",
+    "identities_of",
+    "leftovers",
     "read_root",
     "remove_generation",
     "sources_of",
@@ -59,6 +66,10 @@ __all__ = [
 GENERATIONS_KEY = "generations"
 #: The group below the root that holds the generations after the first.
 GROUP = "generations"
+#: The suffixes of what a generation's shuffle writes beside it, in ``generations``.
+_SCRATCH = (*_leftovers.SCRATCH_SUFFIXES, _lock.LOCK_SUFFIX)
+#: The only paths a generation may have: the root, or a numbered group of ``generations``.
+_PATH = re.compile(rf"{GROUP}/\d{{5,}}")
 
 
 def generation_path(number: int) -> str:
@@ -67,6 +78,16 @@ def generation_path(number: int) -> str:
 
 
 def generation_location(store: Location, relative: str) -> Location:
+    """Where the generation at ``relative`` (as :func:`generation_path` spells it) is; any other path is refused.
+
+    The path comes from the store's metadata: nothing it names may lie
+    outside the store (``..``, an absolute path, a URL).
+    """
+    if relative and not (isinstance(relative, str) and _PATH.fullmatch(relative)):
+        raise CorruptPileStoreError(
+            f"Expected the generations of the pile store {store.url!r} at '' or '{GROUP}/<number>'. Got {relative!r} "
+            "instead; the metadata was edited or damaged, and nothing outside the store is read or removed."
+        )
     return store if not relative else store.join(relative)
 
 
@@ -91,11 +112,30 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
             "are kept by Zarr pile stores only.",
             parameter="store",
         )
+    check_variable_names(metadata, store.url)
     if GENERATIONS_KEY not in metadata:
         metadata = {**metadata, GENERATIONS_KEY: [_entry(0, metadata, base=metadata)]}
     else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
         check_recorded_rows(metadata, store.url, {})
+        _check_entries(metadata[GENERATIONS_KEY], store.url)
     return dict(metadata)
+
+
+def _check_entries(entries: object, where: str) -> None:
+    """Refuse a list of generations that is not one: numbers that do not rise, a path not its number's."""
+    if not isinstance(entries, list) or not entries or not all(isinstance(entry, dict) for entry in entries):
+        raise metadata_disagrees(where, "a list of the live generations", f"generations = {entries!r}"[:200])
+    numbers = [entry.get("generation") for entry in entries]
+    if not all(isinstance(number, int) and number >= 0 for number in numbers) or numbers != sorted(set(numbers)):
+        raise metadata_disagrees(where, "generation numbers that rise", f"generation numbers {numbers}")
+    for entry in entries:
+        expected = generation_path(entry["generation"])
+        if entry.get("path") != expected:
+            raise metadata_disagrees(
+                where,
+                f"generation {entry['generation']} at {expected!r}, the only place it may be",
+                f"path {entry.get('path')!r}",
+            )
 
 
 def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -108,6 +148,7 @@ def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | N
         "seed": int(metadata["seed"]),
         "fingerprint": metadata["fingerprint"],
         "source": metadata.get("source"),
+        "source_identity": metadata.get("source_identity"),
     }
     if base is not None:
         entry["metadata"] = {key: value for key, value in base.items() if key != GENERATIONS_KEY}
@@ -134,13 +175,20 @@ def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict
     return metadata
 
 
+def consolidate(store: Location) -> None:
+    """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
+    group = _open_group(store, mode="r+")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
+        zarr.consolidate_metadata(group.store)
+
+
 def write_root(store: Location, metadata: Mapping[str, Any]) -> None:
     """Replace the root metadata in one write, then consolidate the store's metadata for plain zarr and xarray."""
     group = _open_group(store, mode="r+")
     group.attrs[METADATA_KEY] = metadata_attribute(metadata)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
-        zarr.consolidate_metadata(group.store)
+    crash_point("root listed")  # before it is consolidated: plain zarr sees the old generations
+    consolidate(store)
 
 
 def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
@@ -155,29 +203,98 @@ def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
     return found
 
 
+def identities_of(metadata: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The identity of the sources of every row of the store, oldest generation first; ``None`` if one has none."""
+    if GENERATIONS_KEY not in metadata:
+        return metadata.get("source_identity")
+    found: list[dict[str, Any]] = []
+    for entry in metadata[GENERATIONS_KEY]:
+        if not isinstance(entry.get("source_identity"), list):
+            return None
+        found += entry["source_identity"]
+    return found
+
+
 def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequence[str]) -> None:
     """Delete a generation's files: its group, or for the first shuffle its arrays at the root."""
     if entry["path"]:
         generation_location(store, entry["path"]).remove()
         return
-    for name in variables:
-        generation_location(store, name).remove()
+    for name in variables:  # plain names (read_root checked them): arrays of the root
+        store.join(name).remove()
 
 
-def orphans(store: Location, live: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Generation groups below the root that the root does not list (an interrupted append or removal)."""
-    group = generation_location(store, GROUP)
-    fs, inner = group.fs, group.path
-    if not fs.exists(inner):
-        return []
-    listed = {entry["path"].rsplit("/", 1)[-1] for entry in live}
-    found = (path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))
-    return sorted(f"{GROUP}/{name}" for name in found if name.isdigit() and name not in listed)
+@dataclass(frozen=True)
+class Leftover:
+    """What a killed ``append``, ``evict`` or ``compact`` left in a store that its root does not list."""
+
+    location: Location
+    what: str
+
+
+def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = None) -> list[Leftover]:
+    """Everything in ``store`` (and its generations' pieces under ``tmp``) that the ``root`` metadata does not list.
+
+    Generations no longer (or not yet) listed, the first shuffle's arrays once
+    it is evicted, and the scratch paths of a generation's shuffle (its
+    pieces, lock, store being built). Only names this library writes are
+    looked at: a numbered group of ``generations`` and a variable's array.
+    The caller holds the store's lock, or knows that nobody does.
+    """
+    live = {entry["path"] for entry in root[GENERATIONS_KEY]}
+    found: list[Leftover] = []
+    if "" not in live:
+        for name in root["variables"]:  # plain names (read_root checked them)
+            array = store.join(name)
+            if array.join("zarr.json").exists():
+                found.append(Leftover(array, "the arrays of an evicted generation"))
+    group = store.join(GROUP)
+    names = (
+        [path.rstrip("/").rsplit("/", 1)[-1] for path in group.fs.ls(group.path, detail=False)]
+        if group.exists()
+        else []
+    )
+    numbers = {int(entry["generation"]) for entry in root[GENERATIONS_KEY]}
+    for name in sorted(names):
+        number, _, suffix = name.partition(".")
+        if not number.isdigit() or (suffix and f".{suffix}" not in _SCRATCH):
+            continue
+        numbers.add(int(number))
+        path = f"{GROUP}/{name}"
+        if not suffix and path not in live:
+            found.append(Leftover(group.join(name), "a generation the store does not list"))
+        elif suffix and not _placed(group.join(name)):
+            found.append(Leftover(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
+    if tmp is not None:  # the pieces of a generation's shuffle given tmp=: named after the generation
+        for number in sorted(numbers | {max(numbers) + 1}):
+            pieces = store.join(generation_path(number) or GROUP).scratch(_leftovers.TMP_SUFFIX, tmp)
+            if number and pieces.exists() and not _placed(pieces):
+                found.append(Leftover(pieces, f"pieces of generation {number}'s shuffle"))
+    return found
+
+
+def _placed(location: Location) -> bool:
+    """A link (or FIFO, ...) someone placed at one of a run's paths: never a leftover, never removed."""
+    return location.is_local and _own.found_at(location.path) is not None
+
+
+def consolidated(store: Location, root: Mapping[str, Any]) -> bool:
+    """Whether the root's consolidated metadata (what plain zarr and xarray open) lists the live generations, and
+    only those: a kill between the root's two writes leaves it as it was."""
+    group = _open_group(store, mode="r")
+    inner = group.metadata.consolidated_metadata
+    if inner is None:  # plain zarr reads the hierarchy as it is
+        return True
+    keys = set(inner.flattened_metadata)
+    live = {entry["path"] for entry in root[GENERATIONS_KEY]}
+    listed = {key for key in keys if _PATH.fullmatch(key)}
+    first = all(name in keys for name in root["variables"])
+    return listed == live - {""} and first == ("" in live)
 
 
 def ensure_group(store: Location) -> None:
     """Create the ``generations`` group, so that zarr sees the generations as groups of the store."""
-    path = generation_location(store, GROUP)
+    path = store.join(GROUP)
     if not path.join("zarr.json").exists():
         _open_group(path, mode="a", zarr_format=3)
 
@@ -212,6 +329,7 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         n_rows=metadata["n_rows"],
         pile_offsets=metadata["pile_offsets"],
         source=sources_of(metadata),
+        source_identity=identities_of(metadata),
     )
     group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: metadata_attribute(own)})
     alignment, row_nbytes = 1, 0

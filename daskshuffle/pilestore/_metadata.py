@@ -35,6 +35,7 @@ __all__ = [
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
+    "check_variable_names",
     "metadata_attribute",
     "metadata_disagrees",
     "new_run",
@@ -222,6 +223,30 @@ def _check_sealed(metadata: Mapping[str, Any], where: str) -> None:
                 f"the format version its fingerprint was made with, {later}",
                 f"format_version = {version}",
             )
+
+
+def check_variable_names(metadata: Mapping[str, Any], where: str) -> list[str]:
+    """The variables of a Zarr pile store's ``metadata``, each a plain name of an array in its group; else refused.
+
+    A name is joined to the store's path to read (and, for generations, to
+    remove) an array: a name with a separator, or ``..``, would reach outside
+    the store, so it is refused before anything is read
+    (:class:`~daskshuffle.CorruptPileStoreError`).
+    """
+    names = metadata.get("variables")
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise metadata_disagrees(where, "variables to be a list of names", f"variables = {names!r}")
+    for name in names:
+        if not is_plain_name(name):
+            raise metadata_disagrees(
+                where, "each variable to name an array of the store's group (no '/', '\\' or '..')", repr(name)
+            )
+    return list(names)
+
+
+def is_plain_name(name: str) -> bool:
+    """Whether ``name`` is one path segment of a store: not empty, ``.`` or ``..``, no separator or NUL."""
+    return bool(name) and name not in (".", "..") and not any(char in name for char in "/\\\0")
 
 
 def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | None) -> list[str]:

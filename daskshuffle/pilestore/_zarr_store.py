@@ -85,13 +85,20 @@ class ZarrDestination(Destination[ArrayRows]):
             compressors=self.compressors,
         )
 
+    def _layout_record(self) -> dict[str, Any]:
+        """The layout as the metadata records it, with each variable's row shape: the reader checks its arrays against it."""
+        record = self._chosen_layout().to_dict()
+        for variable in self.variables:
+            record["variables"][variable.name]["row_shape"] = [int(size) for size in variable.row_shape]
+        return record
+
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         layout = self._chosen_layout()
         group = _open_group(
             dst,
             mode="w",
             zarr_format=3,
-            attributes={**self.group_attrs, METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: layout.to_dict()}},
+            attributes={**self.group_attrs, METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: self._layout_record()}},
         )
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
@@ -117,7 +124,7 @@ class ZarrDestination(Destination[ArrayRows]):
         _binding.save_records(dst, group, recording, list(rows), start, len(next(iter(rows.values()), ())))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        bound = _binding.bind(dst, {**metadata, _layout.LAYOUT_KEY: self._chosen_layout().to_dict()})
+        bound = _binding.bind(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
         group = _open_group(dst, mode="r+")
         group.attrs[METADATA_KEY] = metadata_attribute(bound)
         with warnings.catch_warnings():

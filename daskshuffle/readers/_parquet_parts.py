@@ -102,6 +102,8 @@ class PartFiles:
         self._layouts: list[Layout | None] = [None] * len(self.part_paths)
         #: The run that wrote the store, which every part file's footer names with its first row (``None``: unbound).
         self.run: str | None = None
+        #: The columns read, as the first footer read types them: every other part file must agree.
+        self._schema: tuple[int, pa.Schema] | None = None
 
     def _corrupt(self, what: str, path: str, pile: int | None, columns: Sequence[str] | None = None) -> Exception:
         about = [f"pile {pile}"] if pile is not None else []
@@ -130,10 +132,13 @@ class PartFiles:
         """Keep ``footer`` of part file ``index`` among the last ``self._footers_kept``, and its layout for good.
 
         In a store bound to its run, the footer must say it is this run's file of
-        this first row: a file moved, left over or of another store is refused.
+        this first row: a file moved, left over or of another store is refused. A
+        part file whose columns differ from the first footer's (another schema) is
+        refused too, before any of its rows is read.
         """
         if self.run is not None:
             self._check_binding(index, footer)
+        self._check_schema(index, footer)
         sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
         part = Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
         layout = self._layouts[index] or self._layout_of(part)
@@ -158,6 +163,29 @@ class PartFiles:
                 " (a file of another place, run or store)",
                 self.part_paths[index],
                 None,
+            )
+
+    def _check_schema(self, index: int, footer: pq.FileMetaData) -> None:
+        try:
+            whole = footer.schema.to_arrow_schema()
+        except (pa.ArrowException, ValueError) as error:
+            raise self._corrupt(
+                f"a footer whose schema cannot be read ({error})", self.part_paths[index], None
+            ) from error
+        names = set(whole.names)
+        schema = pa.schema([whole.field(name) for name in self.columns if name in names])
+        with self._lock:
+            if self._schema is None:
+                self._schema = (index, schema)
+            first, expected = self._schema
+        if len(schema) != len(self.columns) or not schema.equals(expected):
+            missing = [name for name in self.columns if name not in names]
+            got = f"columns {missing} missing" if missing else f"columns of other types ({_types(schema)})"
+            raise self._corrupt(
+                f"{got} where part file {self.part_paths[first]!r} has {_types(expected)}",
+                self.part_paths[index],
+                None,
+                self.columns,
             )
 
     def _layout_of(self, part: Part) -> Layout:
@@ -282,3 +310,7 @@ class PartFiles:
         if len(self.part_paths) <= self._footers_kept or not isinstance(size, int) or layout is None:
             return None  # every footer is kept: read when the store was opened
         return self.part_paths[index], max(0, size - layout.footer_nbytes), size
+
+
+def _types(schema: pa.Schema) -> str:
+    return ", ".join(f"{field.name}: {field.type}" for field in schema)

@@ -49,6 +49,8 @@ from ..pilestore import (
     check_pile_metadata,
     check_recorded_rows,
     check_store_exists,
+    check_variable_names,
+    metadata_disagrees,
     parse_metadata_attribute,
     read_tables,
     select_variables,
@@ -111,6 +113,7 @@ def _open_store(
             found,
         )
     check_pile_metadata(found, given)
+    check_variable_names(found, given)
     return group, found
 
 
@@ -169,7 +172,14 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         metadata = self.metadata
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
-        for name, array in zip(names, _open_arrays(group, names, location.is_local), strict=True):
+        try:
+            opened = _open_arrays(group, names, location.is_local)
+        except (ValueError, TypeError, KeyError, zarr.errors.BaseZarrError) as error:  # an array's zarr.json
+            raise CorruptPileStoreError(
+                f"Expected the arrays {names} of the pile store {self.store!r} to open. Got {type(error).__name__}: "
+                f"{error} instead; the store is damaged: shuffle the source again, or restore it from a copy."
+            ) from error
+        for name, array in zip(names, opened, strict=True):
             if not isinstance(array, zarr.Array):
                 raise IncompletePileStoreError(
                     f"Expected pile store {self.store!r} to hold an array {name!r}. Got {type(array).__name__} instead; "
@@ -185,6 +195,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._files = ChunkFiles(fs, self.store)
         check_arrays(metadata, self.store, self.arrays)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
+        _check_shapes(self.store, self.arrays, written)
         self._chunks: dict[str, Chunks] = {}
         if metadata.get("format_version", 1) >= 2:
             for name, array in self.arrays.items():
@@ -453,6 +464,26 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             if group is None:
                 return None
         return cls(store, variables, batch_format=batch_format, group=group)
+
+
+def _check_shapes(store: str, arrays: Mapping[str, zarr.Array[Any]], written: Mapping[str, Any]) -> None:
+    """Refuse arrays that are not as the shuffle wrote them: chunks of whole rows, the rows per chunk and row shape recorded.
+
+    A reshaped array would make every chunk file's name wrong; it is refused on open, before anything is read.
+    """
+    for name, array in arrays.items():
+        recorded = written.get(name) if isinstance(written, Mapping) else None
+        if not isinstance(recorded, Mapping):  # a version-1 store records no layout: read as it was
+            continue
+        expected_rows = recorded.get("row_shape", list(array.shape[1:]))
+        expected_chunks = [recorded.get("chunk_rows", array.chunks[0] if array.ndim else 0), *expected_rows]
+        if [*array.shape[1:]] != list(expected_rows) or [*array.chunks] != expected_chunks:
+            raise metadata_disagrees(
+                store,
+                f"array {name!r} in chunks of whole rows, as the shuffle wrote it (rows of shape "
+                f"{tuple(expected_rows)}, chunks of {tuple(expected_chunks)})",
+                f"shape {array.shape} in chunks of {array.chunks}",
+            )
 
 
 def _open_arrays(group: zarr.Group, names: Sequence[str], local: bool) -> list[Any]:

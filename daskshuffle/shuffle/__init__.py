@@ -2,7 +2,7 @@
 
 from ._epochs import EpochShuffler
 from ._frames import shuffle_dataframe, shuffle_parquet
-from ._generations import Generation, append, compact, evict, generations
+from ._generations import Generation, append, clean_generations, compact, evict, generation_leftovers, generations
 from ._lines import shuffle_lines
 from ._run import ShuffleResult
 from ._shuffle import shuffle_zarr
@@ -15,8 +15,10 @@ __all__ = [
     "ShuffleResult",
     "VerifyResult",
     "append",
+    "clean_generations",
     "compact",
     "evict",
+    "generation_leftovers",
     "generations",
     "shuffle_dataframe",
     "shuffle_lines",

@@ -37,11 +37,18 @@ __all__ = [
     "is_dask_dataframe",
     "map_tasks",
     "on_every_worker",
+    "token_of",
     "workers_not_seeing",
 ]
 
 #: The width of dask's and distributed's text bars, which the final line matches.
 _BAR_WIDTH = 40
+
+
+def token_of(value: Any) -> str:
+    """Dask's token of ``value``: of its values for an object in memory (a pandas DataFrame), of its graph for a
+    dask collection. A source's identity where it has no files to look at."""
+    return str(tokenize(value))
 
 
 def _collect(*results: Any) -> list[Any]:

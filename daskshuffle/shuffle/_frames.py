@@ -180,7 +180,9 @@ def shuffle_dataframe(
     dst_location, tmp_location = shuffle_locations(checked)
     check_destination([], dst_location, tmp_location, overwrite=checked.overwrite)
     if not _compute.is_dask_dataframe(df):
-        fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing)
+        fmt = open_dataframe_source(
+            df, index=index, block_nbytes=checked.block_nbytes, writing=writing, token=_compute.token_of(df)
+        )
         return run_shuffle(fmt, checked, variables=fmt.variables)
     # Loaded for a dask DataFrame only, as is_dask_dataframe does. Public API (docs.dask.org documents it here),
     # which dask imports into the module without listing it in an __all__.
@@ -198,6 +200,7 @@ def shuffle_dataframe(
             spool=spool,
             describe_partitions=_compute.describe_partitions,
             meta=make_meta(df),  # the empty frame the partitions are like, known without computing any
+            token=_compute.token_of(df),
         )
         return run_shuffle(fmt, checked, variables=fmt.variables)
     finally:

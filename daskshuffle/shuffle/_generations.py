@@ -19,10 +19,11 @@ from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..plan import parse_forwarded_options
 from ..readers import GenerationsReader, ZarrPileReader
 from ..sources import open_zarr_sources
-from ..storage import Location, exclusive
+from ..storage import Location, crash_point, exclusive
+from ..storage import _lock as _store_lock
 from ._compute import map_tasks
 
-__all__ = ["Generation", "append", "compact", "evict", "generations"]
+__all__ = ["Generation", "append", "clean_generations", "compact", "evict", "generation_leftovers", "generations"]
 
 
 def _entry_of(store: Location, number: int) -> dict[str, Any]:
@@ -92,10 +93,12 @@ def generations(store: str | os.PathLike[str], *, storage_options: dict[str, Any
     return _records(store_io.read_root(Location.of(parse_path(store, "store"), storage_options)))
 
 
-def _check_variables(store: Location, root: dict[str, Any], src: Any, storage_options: dict[str, Any] | None) -> None:
+def _check_variables(
+    store: Location, root: dict[str, Any], src: Any, storage_options: dict[str, Any] | None
+) -> list[dict[str, Any]]:
     """Refuse a source whose arrays differ from the store's (names, dtypes, row shapes), before anything is written.
 
-    ``storage_options`` reach the source.
+    ``storage_options`` reach the source. Returns the source's identity.
     """
     ours = store_io.array_types(store, root)
     fmt = open_zarr_sources(src, variables=list(ours), block_nbytes=COPY_NBYTES, storage_options=storage_options)
@@ -108,6 +111,58 @@ def _check_variables(store: Location, root: dict[str, Any], src: Any, storage_op
             f"instead ({described}); convert the new data to the store's types first.",
             parameter="src",
         )
+    return fmt.identify_source()
+
+
+def _found(store: Location, root: dict[str, Any], tmp: Location | None) -> list[store_io.Leftover]:
+    found = store_io.leftovers(store, root, tmp)
+    if not store_io.consolidated(store, root):
+        found.append(store_io.Leftover(store.join("zarr.json"), "consolidated metadata listing other generations"))
+    return found
+
+
+def generation_leftovers(store: Location, tmp: Location | None = None) -> list[store_io.Leftover]:
+    """What killed appends, evictions and compactions left in ``store`` (nothing while one of them runs)."""
+    if _store_lock.held(store):
+        return []
+    return _found(store, store_io.read_root(store), tmp)
+
+
+def _repair(store: Location, root: dict[str, Any], tmp: Location | None = None, keep: str = "") -> None:
+    """Remove what a killed step left, but generation ``keep``'s (an append continues it), and consolidate the
+    root again where a kill left it listing other generations. The store's lock is held."""
+    for left in store_io.leftovers(store, root, tmp):
+        if not keep or left.location.name.split(".", 1)[0] != keep.rsplit("/", 1)[-1]:
+            left.location.remove()
+    if not store_io.consolidated(store, root):
+        store_io.consolidate(store)
+
+
+def clean_generations(store: Location, tmp: Location | None = None) -> list[store_io.Leftover]:
+    """Remove what :func:`generation_leftovers` finds, holding the store's lock; returns what it found."""
+    with exclusive(store):
+        root = store_io.read_root(store)
+        found = _found(store, root, tmp)
+        _repair(store, root, tmp)
+    return found
+
+
+def _holds(recorded: object, identity: list[dict[str, Any]]) -> bool:
+    """Whether a generation whose sources' identity is ``recorded`` holds the rows of a source of ``identity``
+    (a compacted generation records the identities of every generation it holds)."""
+    return isinstance(recorded, list) and all(entry in recorded for entry in identity)
+
+
+def _continues(target: Location, identity: list[dict[str, Any]], seed: int | None) -> bool:
+    """Whether the generation at ``target``, left unlisted by a killed append, is this append's to continue."""
+    if not target.exists():
+        return False
+    metadata = store_io.read_metadata(target)
+    return (
+        metadata is not None
+        and metadata.get("source_identity") == identity
+        and (seed is None or metadata.get("seed") == seed)
+    )
 
 
 def append(
@@ -153,15 +208,21 @@ def append(
     list of Generation
         The live generations, the new one last.
 
-    An interrupted append leaves the new generation unlisted; calling
-    ``append`` again the same way finishes it (the shuffle's own resume).
-    Generations of one store grow its piles: :func:`evict` keeps the newest.
+    The store records each generation's source identity (sizes and versions
+    of its files): an append of a source the store already lists does
+    nothing, so a finished append run again adds no row. An interrupted
+    append, killed at any step, is finished by calling ``append`` again the
+    same way (the shuffle's own resume), its rows added once; another call
+    first removes what it left. Generations of one store grow its piles:
+    :func:`evict` keeps the newest.
 
     Examples
     --------
     >>> import daskshuffle
+    >>> import shutil
     >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
-    >>> [g.n_rows for g in daskshuffle.append("window.zarr", "raw.zarr", seed=1)]
+    >>> _ = shutil.copytree("raw.zarr", "day-2.zarr")  # the next day's rows
+    >>> [g.n_rows for g in daskshuffle.append("window.zarr", "day-2.zarr", seed=1)]
     [1000, 1000]
     """
     from ._shuffle import shuffle_zarr
@@ -194,22 +255,30 @@ def append(
             "cannot join; shuffle the old and new sources together.",
             parameter="store",
         )
-    _check_variables(location, root, src, storage_options)
+    identity = _check_variables(location, root, src, storage_options)
+    tmp = Location.of(parse_path(forwarded["tmp"], "tmp"), storage_options) if forwarded.get("tmp") else None
     with exclusive(location):
         root = store_io.read_root(location)
-        number = max(int(entry["generation"]) for entry in root[store_io.GENERATIONS_KEY]) + 1
+        live = root[store_io.GENERATIONS_KEY]
+        if identity and any(_holds(entry.get("source_identity"), identity) for entry in live):
+            _repair(location, root, tmp)  # appended already (a run killed after listing it included): rows once
+            return _records(root)
+        number = max(int(entry["generation"]) for entry in live) + 1
+        path = store_io.generation_path(number)
+        target = location.join(path)
+        _repair(location, root, tmp, keep=path if _continues(target, identity, seed) else "")
         store_io.ensure_group(location)
-        target = location.join(store_io.generation_path(number)).url
         shuffle_zarr(
             src,
-            target,
+            target.url,
             int(root["n_piles"]),
             seed=seed,
             variables=list(root["variables"]),
             storage_options=storage_options,
             **forwarded,
         )
-        entries = [*root[store_io.GENERATIONS_KEY], _entry_of(location, number)]
+        crash_point("append shuffled")
+        entries = [*live, _entry_of(location, number)]
         grown = store_io.union(root, entries)
         store_io.write_root(location, grown)
     return _records(grown)
@@ -223,13 +292,15 @@ def evict(
     The root metadata is rewritten first (in one write), then the old
     generations' files are removed. A loader opened before should be opened
     again: the rows it would read are gone. Also removes what an interrupted
-    ``append`` or ``evict`` left unlisted.
+    ``append``, ``evict`` or ``compact`` left unlisted.
 
     Examples
     --------
     >>> import daskshuffle
+    >>> import shutil
     >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
-    >>> _ = daskshuffle.append("window.zarr", "raw.zarr", seed=1)
+    >>> _ = shutil.copytree("raw.zarr", "day-2.zarr")  # the next day's rows
+    >>> _ = daskshuffle.append("window.zarr", "day-2.zarr", seed=1)
     >>> [g.generation for g in daskshuffle.evict("window.zarr", keep_last=1)]
     [1]
     """
@@ -237,22 +308,19 @@ def evict(
     keep_last = parse_positive_int(keep_last, "keep_last")
     with exclusive(location):
         root = store_io.read_root(location)
+        _repair(location, root)
         entries = root[store_io.GENERATIONS_KEY]
         gone, kept = entries[:-keep_last], entries[-keep_last:]
         if gone:
             kept_root = store_io.union(root, kept)
             store_io.write_root(location, kept_root)
+            crash_point("evict listed")
             for entry in gone:
                 store_io.remove_generation(location, entry, root["variables"])
-            store_io.write_root(location, kept_root)  # consolidated without the removed arrays
+            crash_point("evict removed")
+            store_io.consolidate(location)  # without the removed arrays
             root = kept_root
-        _remove_orphans(location, root)
     return _records(root)
-
-
-def _remove_orphans(store: Location, root: dict[str, Any]) -> None:
-    for relative in store_io.orphans(store, root[store_io.GENERATIONS_KEY]):
-        store.join(relative).remove()
 
 
 def compact(
@@ -289,8 +357,10 @@ def compact(
     Examples
     --------
     >>> import daskshuffle
+    >>> import shutil
     >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
-    >>> _ = daskshuffle.append("window.zarr", "raw.zarr", seed=1)
+    >>> _ = shutil.copytree("raw.zarr", "day-2.zarr")  # the next day's rows
+    >>> _ = daskshuffle.append("window.zarr", "day-2.zarr", seed=1)
     >>> [(g.generation, g.n_rows) for g in daskshuffle.compact("window.zarr")]
     [(2, 2000)]
     """
@@ -299,9 +369,9 @@ def compact(
     copy_nbytes = parse_nbytes(copy_memory, "copy_memory")
     with exclusive(location):
         root = store_io.read_root(location)
+        _repair(location, root)  # a compaction killed before it was listed is done again
         entries = root[store_io.GENERATIONS_KEY]
         if len(entries) > 1:
-            _remove_orphans(location, root)
             number = max(int(entry["generation"]) for entry in entries) + 1
             store_io.ensure_group(location)
             alignment, row_nbytes = store_io.create_compacted(location, number, root)
@@ -310,10 +380,13 @@ def compact(
             spans = [(location, number, start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
             token = f"compact-{location.url}-{number}-{root['fingerprint']}"
             map_tasks(_copy_rows, spans, token=token, progress=progress)
+            crash_point("compact copied")
             compacted = store_io.union(root, [store_io.finish_compacted(location, number)])
             store_io.write_root(location, compacted)
+            crash_point("compact listed")
             for entry in entries:
                 store_io.remove_generation(location, entry, root["variables"])
-            store_io.write_root(location, compacted)
+            crash_point("compact removed")
+            store_io.consolidate(location)
             root = compacted
     return _records(root)

@@ -28,7 +28,7 @@ from .._errors import (
 from ..formats import CollectionSource, Format
 from ..pilestore import RUN_KEY, new_run, read_metadata
 from ..plan import LevelPlan, Plan, ShuffleOptions, parse_shuffle_options
-from ..storage import Location, _leftovers, _own, _paths, exclusive
+from ..storage import Location, _leftovers, _own, _paths, crash_point, exclusive
 from ..storage import Manifest as _Manifest
 from ._compute import compute
 from ._destination import (
@@ -40,7 +40,13 @@ from ._destination import (
     shuffle_locations,
 )
 from ._graph import level_tmp, shuffle_graph
-from ._store_plan import differences, plan_within_budget, store_metadata
+from ._store_plan import (
+    changed_sources,
+    differences,
+    plan_within_budget,
+    source_changed_error,
+    store_metadata,
+)
 
 __all__ = ["ShuffleResult", "run_shuffle", "shuffle_options"]
 
@@ -207,6 +213,13 @@ def _run_locked(
     )
     metadata = store_metadata(fmt, options, plan, variables)
     same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
+    if earlier is not None and not same and not differences(earlier.metadata, metadata):
+        changed = changed_sources(earlier.metadata, metadata)  # the same shuffle, of sources that changed
+        if changed:
+            complete = earlier.path == dst and earlier.metadata.get("complete")
+            raise source_changed_error(
+                earlier.path.url, changed, "return it as it is" if complete else "continue its interrupted shuffle"
+            )
     # The run's identity: a store continued keeps its run's, any other run draws its own (outside the fingerprint).
     metadata[RUN_KEY] = str(earlier.metadata.get(RUN_KEY) or new_run()) if same and earlier is not None else new_run()
 
@@ -300,6 +313,7 @@ def _write(
             if manifest is not None:
                 manifest.mark(_CREATED)
         compute(graph, key, progress=options.progress, remote=not (target.is_local and tmp.is_local))
+        crash_point("shuffle written")
         fmt.finalize_destination(target, {**metadata, "complete": True})
     except KeyboardInterrupt:
         if not resumable:
@@ -321,6 +335,7 @@ def _write(
     except BaseException:
         _discard(fmt, target, tmp)
         raise
+    crash_point("shuffle complete")
     tmp.remove()
     if target != dst:
         _paths.replace(target, dst)

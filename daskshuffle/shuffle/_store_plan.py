@@ -7,11 +7,12 @@ stores differ in fingerprint wherever they differ in order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
+from .._errors import Argument, SourceChangedError
 from ..formats import Format
 from ..pilestore import FORMAT_VERSION
 from ..plan import (
@@ -26,8 +27,16 @@ from ..plan import (
     make_level_plan,
     make_plan,
 )
+from ..storage import changed_entries
 
-__all__ = ["differences", "plan_within_budget", "run_lengths", "store_metadata"]
+__all__ = [
+    "changed_sources",
+    "differences",
+    "plan_within_budget",
+    "run_lengths",
+    "source_changed_error",
+    "store_metadata",
+]
 
 
 def plan_within_budget(
@@ -101,6 +110,8 @@ def store_metadata(
         "pile_offsets": plan.pile_offsets.tolist(),
         "variables": variables,
         "source": fmt.describe_source(),
+        # What the sources were (sizes and versions of their files, dask tokens): a rerun compares them.
+        "source_identity": fmt.identify_source(),
         "settings": settings.to_dict(),
         # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
         # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
@@ -110,6 +121,28 @@ def store_metadata(
         metadata["levels"] = {"n_levels": plan.n_levels, "fanouts": plan.fanouts, "n_super_piles": plan.n_super}
     metadata["fingerprint"] = fingerprint(metadata)
     return metadata
+
+
+def changed_sources(recorded: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
+    """What changed in the sources since the ``recorded`` metadata was written (empty if nothing did, or if the
+    recorded store, of an older release, records no identity)."""
+    if "source_identity" not in recorded:
+        return []
+    return changed_entries(recorded.get("source_identity") or [], ours.get("source_identity") or [])
+
+
+def source_changed_error(where: str, changes: Sequence[str], what: str) -> SourceChangedError:
+    """The error of a rerun (``what``: "return it as it is", ...) against sources that changed since ``where``."""
+    shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
+    return SourceChangedError(
+        (
+            f"Expected the sources the pile store {where!r} was written from, unchanged, to {what}. Got sources "
+            f"changed since instead: {shown}. Pass ",
+            Argument("overwrite", True),
+            " to shuffle them again.",
+        ),
+        parameter="overwrite",
+    )
 
 
 def differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import CollectionSource, FileSource
 from ..pilestore import ParquetWriting, arrow_filesystem
-from ..storage import Location
+from ..storage import Location, identify_token
 from ._arrow_pieces import ArrowTables
 from ._parquet import unify_schemas
 
@@ -124,17 +124,22 @@ class DataFrameFormat(ArrowTables, CollectionSource[pa.Table]):
         *,
         inputs: tuple[dict[Any, Any], list[Any]],
         preserve_index: bool,
+        identity: list[dict[str, Any]],
         **table: Any,
     ) -> None:
         super().__init__(**table)
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
         self.preserve_index = preserve_index
+        self.identity = identity
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_inputs": None}
 
     def describe_source(self) -> list[Any]:
         return []  # data in memory or computed by dask: no path to record or to protect
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
 
     def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
         if self._inputs is None:
@@ -151,12 +156,16 @@ class SpooledFrameFormat(ArrowTables, FileSource[pa.Table]):
 
     kind = "parquet"
 
-    def __init__(self, *, spool: Location, **table: Any) -> None:
+    def __init__(self, *, spool: Location, identity: list[dict[str, Any]], **table: Any) -> None:
         super().__init__(**table)
         self.spool = spool
+        self.identity = identity
 
     def describe_source(self) -> list[Any]:
         return []  # computed by dask: no path to record or to protect
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
 
     def read_block(self, block: int) -> pa.Table:
         afs, root = arrow_filesystem(self.spool)
@@ -174,14 +183,17 @@ def open_dataframe_source(
     spool: Location | None = None,
     describe_partitions: DescribePartitions | None = None,
     meta: pd.DataFrame | None = None,
+    token: str | None = None,
 ) -> DataFrameFormat | SpooledFrameFormat:
     """The format of a pandas DataFrame, or of a dask one (``describe_partitions``, ``spool`` and ``meta`` given).
 
     A dask DataFrame is computed here, once, into ``spool``, which the caller
     creates beforehand and removes after the shuffle; ``meta`` is the empty
     pandas DataFrame its partitions are like (``dask.dataframe.utils.make_meta``),
-    so that sources never import dask.
+    so that sources never import dask. ``token`` is the DataFrame's dask token
+    (its identity), taken by the caller before.
     """
+    identity = [identify_token("DataFrame", token)] if token is not None else []
     if describe_partitions is not None and (spool is None or meta is None):
         raise TypeError("a dask DataFrame needs a spool directory and its meta")
     frame: pd.DataFrame = df if describe_partitions is None or meta is None else meta
@@ -198,6 +210,8 @@ def open_dataframe_source(
         "writing": writing,
     }
     if describe_partitions is not None and spool is not None:
-        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], **table)
+        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], identity=identity, **table)
     lengths, graph, keys = _pandas_inputs(df, block_nbytes)
-    return DataFrameFormat(inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, **table)
+    return DataFrameFormat(
+        inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, identity=identity, **table
+    )

@@ -37,7 +37,7 @@ from ..formats import (
 )
 from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES, PARQUET_COMPRESSIONS
-from ..storage import Location, normalize
+from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
 
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
@@ -291,10 +291,15 @@ def open_parquet_sources(
             lengths.append(run_rows)
     spans = [_block_spans(files[index], row_groups, names) for index, row_groups in blocks]
     n_rows = sum(lengths)
+    fs = where.fs
+    # One look a file (on object storage, answered from the listing _expand made).
+    urls = [file.path if where.is_local else fs.unstrip_protocol(file.path) for file in files]
+    identity = identify_files(fs, [file.path for file in files], urls)
     return ParquetFormat(
         filesystem=afs,
         files=[(file.path, file.partition) for file in files],
         sources=[normalize(item) if isinstance(item, str | os.PathLike) else str(item) for item in items],
+        identity=identity,
         blocks=blocks,
         spans=spans,
         lengths=lengths,
@@ -317,12 +322,14 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
         sources: list[str],
         blocks: list[tuple[int, tuple[int, ...]]],
         spans: list[tuple[tuple[int, int], ...]],
+        identity: list[dict[str, Any]],
         **table: Any,
     ) -> None:
         super().__init__(**table)
         self.filesystem = filesystem
         self.files = files
         self.sources = sources
+        self.identity = identity
         self.blocks = blocks
         self.spans = spans  # a remote block's byte ranges: see _block_spans
 
@@ -353,3 +360,6 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
 
     def describe_source(self) -> list[Any]:
         return list(self.sources)
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)

@@ -122,6 +122,9 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
     def describe_source(self) -> list[Any]:
         return self.source.describe()
 
+    def identify_source(self) -> list[dict[str, Any]]:
+        return []  # a text output records no metadata: no rerun is compared with its sources
+
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
         return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())

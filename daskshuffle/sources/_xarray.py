@@ -20,6 +20,7 @@ The Zarr pile store with an xarray source and an xarray-shaped destination:
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import math
 import os
@@ -34,8 +35,9 @@ from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
 from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_attribute, open_recording, save_records
-from ..storage import Location
+from ..storage import Location, identify_token
 from ._arrays import ArrayPieces
+from ._zarr_source import identify_paths
 
 __all__ = ["ROW_DIMENSION", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
 
@@ -137,8 +139,10 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
         lengths: list[int],
         source_names: list[str],
         chunk_rows: int | None,
+        identity: list[dict[str, Any]] | None = None,
     ) -> None:
         self.dim = dim
+        self.identity = identity or []
         self.variables = variables
         self.lengths = tuple(lengths)
         self.source_names = source_names
@@ -162,6 +166,9 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
 
     def describe_source(self) -> list[Any]:
         return list(self.source_names)
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
 
     def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
         if self._inputs is None:
@@ -252,7 +259,7 @@ def open_xarray_source(
             f"Expected dim to be a dimension of the dataset. Got {dim!r} instead; it has {sorted(map(str, dataset.dims))}.",
             parameter="dim",
         )
-    return _xarray_format(
+    fmt = _xarray_format(
         dataset,
         dim,
         sources=sources,
@@ -260,6 +267,15 @@ def open_xarray_source(
         chunk_rows=chunk_rows,
         block_inputs=block_inputs,
     )
+    fmt.identity = identify_paths(sources, storage_options) + fmt.identity
+    return fmt
+
+
+def _token(arrays: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity of dask arrays: their names, which dask derives from what they compute (a token of the values
+    for arrays made from memory, of the files and chunks for arrays read from storage)."""
+    names = sorted((name, str(array.name)) for name, array in arrays.items())
+    return identify_token("dask arrays", hashlib.sha256(repr(names).encode()).hexdigest()[:32])
 
 
 def _xarray_format(
@@ -300,11 +316,8 @@ def _xarray_format(
     source_chunks = tuple(chunked[0].chunksizes[dim]) if chunked else (n_rows,)
     lengths = _block_lengths(source_chunks, row_nbytes, block_nbytes) if n_rows else []
     # The source's own tasks compute each block, every variable cut at the same rows.
-    inputs = (
-        block_inputs({name: variable.to_base_variable().chunk().data for name, variable in along.items()}, lengths)
-        if lengths
-        else ({}, [])
-    )
+    arrays = {name: variable.to_base_variable().chunk().data for name, variable in along.items()}
+    inputs = block_inputs(arrays, lengths) if lengths else ({}, [])
 
     template = xr.Dataset(attrs=dict(dataset.attrs))
     for key, variable in dataset.variables.items():
@@ -327,6 +340,7 @@ def _xarray_format(
         lengths=lengths,
         source_names=sources,
         chunk_rows=chunk_rows,
+        identity=[_token(arrays)],
     )
 
 

@@ -34,8 +34,10 @@ class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
         group_attrs: dict[str, Any],
         chunk_rows: int | None,
         compressors: Any,
+        identity: list[dict[str, Any]] | None = None,
     ) -> None:
         self.sources = sources
+        self.identity = identity or []
         self.variables = variables
         self.blocks = blocks
         self.source_names = source_names
@@ -58,6 +60,9 @@ class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
 
     def describe_source(self) -> list[Any]:
         return list(self.source_names)
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
 
     def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
         n_rows = sum(self.block_lengths)
@@ -87,6 +92,7 @@ def open_zarr_sources(
         blocks=found.blocks,
         source_names=found.names,
         group_attrs=found.group_attrs,
+        identity=found.identity,
         chunk_rows=chunk_rows,
         compressors=compressors,
     )

@@ -15,14 +15,15 @@ from typing import Any, cast
 
 import numpy as np
 import zarr
+from fsspec import AbstractFileSystem
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import ARRAY_KINDS, Variable
 from ..pilestore import METADATA_KEY
 from ..plan import block_rows
-from ..storage import Location
+from ..storage import Location, identify_files, identify_tree
 
-__all__ = ["SourceLike", "ZarrSources", "inspect_sources"]
+__all__ = ["LISTED_CHUNKS", "SourceLike", "ZarrSources", "identify_paths", "identify_zarr", "inspect_sources"]
 
 SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array[Any]
 
@@ -202,6 +203,72 @@ def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list
     return [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
 
 
+#: Chunk files of a source listed, at most, to record its identity (one request per thousand files on object
+#: storage). Past this, each array's metadata file alone is recorded: a value rewritten inside a chunk, which
+#: leaves the metadata as it was, is then not seen by a rerun (pass ``overwrite=True`` after such a change).
+LISTED_CHUNKS = 100_000
+
+
+def _files_of(
+    node: zarr.Group | zarr.Array[Any], storage_options: dict[str, Any] | None
+) -> tuple[AbstractFileSystem, str] | None:
+    """The filesystem and path of a group or array's files; ``None`` for a store of no files (in memory).
+
+    The filesystem is made from the node's URL, not taken from zarr's store: zarr's is asynchronous.
+    """
+    if not isinstance(node.store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
+        return None
+    location = Location.of(_describe(node), storage_options)
+    return location.fs, location.path
+
+
+def _metadata_file(node: zarr.Group | zarr.Array[Any]) -> str:
+    if node.metadata.zarr_format == 3:
+        return "zarr.json"
+    return ".zarray" if isinstance(node, zarr.Array) else ".zgroup"
+
+
+def identify_zarr(
+    source: zarr.Group | zarr.Array[Any],
+    arrays: dict[str, zarr.Array[Any]],
+    storage_options: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The identity of a source and of the ``arrays`` of it read: its metadata file, and every array's files.
+
+    Every chunk file is listed where the arrays hold at most :data:`LISTED_CHUNKS`
+    chunks; past that, each array's metadata file alone (``"listed": False``).
+    A store of no files (zarr's ``MemoryStore``) records none.
+    """
+    found = _files_of(source, storage_options)
+    if found is None:
+        return []
+    fs, path = found
+    listed = sum(int(array.nchunks) for array in arrays.values()) <= LISTED_CHUNKS
+
+    def entry(node: zarr.Group | zarr.Array[Any], where: str) -> dict[str, Any]:
+        if listed and isinstance(node, zarr.Array):
+            return identify_tree(fs, where, _describe(node))
+        metadata = identify_files(fs, [f"{where}/{_metadata_file(node)}"], [_describe(node)])[0]
+        return metadata if isinstance(node, zarr.Group) else {**metadata, "listed": False}
+
+    if isinstance(source, zarr.Array):
+        return [entry(source, path)]
+    return [entry(source, path)] + [entry(array, f"{path}/{name}") for name, array in arrays.items()]
+
+
+def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The identity of the stores and files a dataset was opened from: a Zarr store's as a Zarr source's."""
+    entries = []
+    for source in sources:
+        location = Location.of(source, storage_options)
+        if location.join("zarr.json").exists() or location.join(".zgroup").exists():
+            group = zarr.open_group(location.url, mode="r", storage_options=location.zarr_options)
+            entries += identify_zarr(group, dict(sorted(group.arrays())), storage_options)
+        elif location.exists() and not location.isdir():
+            entries += identify_files(location.fs, [location.path], [location.url])
+    return entries
+
+
 @dataclass(frozen=True)
 class ZarrSources:
     """Checked sources: their arrays, the shuffled variables, the blocks ``(source, start, stop)``."""
@@ -211,6 +278,7 @@ class ZarrSources:
     blocks: list[tuple[int, int, int]]
     names: list[str]
     group_attrs: dict[str, Any]
+    identity: list[dict[str, Any]]
 
 
 def inspect_sources(
@@ -250,4 +318,9 @@ def inspect_sources(
         blocks=blocks,
         names=[_describe(source) for source in opened],
         group_attrs=group_attrs,
+        identity=[
+            entry
+            for source, arrays in zip(opened, sources, strict=True)
+            for entry in identify_zarr(source, arrays, storage_options)
+        ],
     )

@@ -2,7 +2,9 @@
 
 from ._access import access_error, storage_failure
 from ._cache import Cache, StoreCache, parse_cache
+from ._crash import crash_point
 from ._fetch import Fetches
+from ._identity import changed_entries, identify_files, identify_token, identify_tree
 from ._location import Location, unreached
 from ._lock import exclusive
 from ._manifest import Manifest, run_marked, run_once
@@ -15,7 +17,12 @@ __all__ = [
     "Manifest",
     "StoreCache",
     "access_error",
+    "changed_entries",
+    "crash_point",
     "exclusive",
+    "identify_files",
+    "identify_token",
+    "identify_tree",
     "normalize",
     "parse_cache",
     "run_marked",

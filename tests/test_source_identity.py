@@ -1,0 +1,100 @@
+"""A pile store records what its sources were; a rerun against changed sources is refused, not given old rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import xarray as xr
+import zarr
+from conftest import make_zarr_source, tree_digest
+
+import daskshuffle
+from daskshuffle import SourceChangedError
+from daskshuffle.pilestore import read_metadata
+from daskshuffle.shuffle import _graph
+
+OPTIONS = {"n_piles": 4, "block_memory": "4KiB", "chunk_rows": 16}
+
+
+@pytest.mark.parametrize("seed", [3, None])
+def test_a_rerun_after_the_source_changed_is_refused_naming_the_change(tmp_path: Path, seed: int | None) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=50)
+    store = tmp_path / "piles.zarr"
+    first = daskshuffle.shuffle_zarr(source, store, seed=seed, **OPTIONS)
+    again = daskshuffle.shuffle_zarr(source, store, seed=seed, **OPTIONS)
+    assert again.n_tasks == 0 and again.seed == first.seed, "unchanged sources: the store as it is"
+    group = zarr.open_group(source, mode="r+")
+    group["y"][:] = group["y"][:] + 1  # same shape, new values
+    digest = tree_digest(store)
+    with pytest.raises(SourceChangedError, match=r"raw.zarr/y \(.*changed since\). Pass overwrite=True") as raised:
+        daskshuffle.shuffle_zarr(source, store, seed=seed, **OPTIONS)
+    assert isinstance(raised.value, ValueError) and raised.value.parameter == "overwrite"
+    assert "raw.zarr/x" not in str(raised.value), "only what changed is named"
+    assert tree_digest(store) == digest
+    redone = daskshuffle.shuffle_zarr(source, store, seed=first.seed, overwrite=True, **OPTIONS)
+    assert redone.n_tasks > 0
+    ids = np.concatenate([batch["id"] for batch in daskshuffle.PileLoader(store, 100)])
+    ys = np.concatenate([batch["y"] for batch in daskshuffle.PileLoader(store, 100, seed=0)])
+    assert len(ids) == 500 and ys.sum() == ((np.arange(500) % 7) + 1).sum(), "the new values"
+    assert daskshuffle.shuffle_zarr(source, store, seed=first.seed, **OPTIONS).n_tasks == 0
+
+
+def test_an_interrupted_shuffle_of_changed_sources_is_not_continued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=50)
+    store = tmp_path / "piles.zarr"
+
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt
+
+    merge = _graph._merge
+    monkeypatch.setattr(_graph, "_merge", interrupted)
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        daskshuffle.shuffle_zarr(source, store, seed=3, **OPTIONS)
+    monkeypatch.setattr(_graph, "_merge", merge)
+    group = zarr.open_group(source, mode="r+")
+    group["x"][:10] = -1.0
+    with pytest.raises(SourceChangedError, match=r"continue its interrupted shuffle.*raw.zarr/x"):
+        daskshuffle.shuffle_zarr(source, store, seed=3, **OPTIONS)
+    assert daskshuffle.shuffle_zarr(source, store, seed=3, overwrite=True, **OPTIONS).n_rows == 500
+
+
+def test_a_parquet_file_rewritten_is_a_change(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"id": np.arange(400)}), tmp_path / "raw.parquet")
+    store = tmp_path / "piles"
+    daskshuffle.shuffle_parquet(tmp_path / "raw.parquet", store, n_piles=4, seed=1)
+    assert daskshuffle.shuffle_parquet(tmp_path / "raw.parquet", store, n_piles=4, seed=1).n_tasks == 0
+    pq.write_table(pa.table({"id": np.arange(400) + 1}), tmp_path / "raw.parquet")
+    with pytest.raises(SourceChangedError, match=r"raw.parquet \(1 file\(s\) of [\d,]+ bytes.*overwrite=True"):
+        daskshuffle.shuffle_parquet(tmp_path / "raw.parquet", store, n_piles=4, seed=1)
+
+
+def test_an_xarray_store_changed_in_a_chunk_is_a_change(tmp_path: Path) -> None:
+    data = xr.Dataset({"v": (("time", "k"), np.arange(600.0).reshape(300, 2))})
+    data.to_zarr(tmp_path / "raw.zarr", encoding={"v": {"chunks": (50, 2)}}, consolidated=False)
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_xarray(tmp_path / "raw.zarr", store, "time", n_piles=4, seed=1)
+    assert daskshuffle.shuffle_xarray(tmp_path / "raw.zarr", store, "time", n_piles=4, seed=1).n_tasks == 0
+    zarr.open_group(tmp_path / "raw.zarr", mode="r+")["v"][:50] = 0.0  # one chunk rewritten
+    with pytest.raises(SourceChangedError, match=r"raw.zarr/v"):
+        daskshuffle.shuffle_xarray(tmp_path / "raw.zarr", store, "time", n_piles=4, seed=1)
+
+
+def test_collections_record_a_dask_token(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"id": np.arange(200)})
+    daskshuffle.shuffle_dataframe(frame, tmp_path / "frame", n_piles=2, seed=0)
+    daskshuffle.shuffle_dataframe(frame.assign(id=frame["id"] + 1), tmp_path / "other", n_piles=2, seed=0)
+    tokens = [read_metadata(tmp_path / name)["source_identity"] for name in ("frame", "other")]
+    assert [entry["name"] for entry in tokens[0]] == ["DataFrame"] and tokens[0] != tokens[1]
+    arrays = [xr.Dataset({"v": ("row", np.arange(100.0) + shift)}) for shift in (0, 1, 0)]
+    for index, dataset in enumerate(arrays):
+        daskshuffle.shuffle_xarray(dataset, tmp_path / f"x{index}.zarr", "row", n_piles=2, seed=0)
+    recorded = [read_metadata(tmp_path / f"x{index}.zarr")["source_identity"] for index in range(3)]
+    assert recorded[0] == recorded[2] != recorded[1], "equal values, equal tokens"
