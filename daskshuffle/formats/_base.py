@@ -184,7 +184,7 @@ class Destination(Protocol[Rows_contra]):
     #: Whether the destination puts its output in place itself, whole or not at all (text files
     #: written under temporary names and renamed at the end): the shuffle then writes at ``dst``
     #: rather than building beside it and swapping, and leaves ``dst`` alone after a failure.
-    places_itself: ClassVar[bool] = False
+    moves_into_place: ClassVar[bool] = False
     #: Whether the destination is a directory (a pile store) rather than a file (text).
     dst_is_directory: ClassVar[bool] = True
 

@@ -143,7 +143,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     """
     began = time.perf_counter()
     dst, given_tmp = shuffle_locations(options)
-    resumable = not fmt.places_itself and bool(fmt.describe_source())
+    resumable = not fmt.moves_into_place and bool(fmt.describe_source())
     chosen_tmp = given_tmp or local_pieces(dst, sum(fmt.block_lengths) * fmt.row_nbytes)
     try:
         tmp = check_destination(
@@ -192,7 +192,7 @@ def _run_locked(
     """Plan and write, the lock of dst held; the result and the tasks run (0: the store was there already)."""
     materialize = options.materialize
     dst_exists = dst.exists()  # once the lock is held: what was checked before may have changed
-    target = dst if fmt.places_itself else build_path(dst, dst_exists)
+    target = dst if fmt.moves_into_place else build_path(dst, dst_exists)
     earlier = _earlier_run(dst, target) if resumable and not options.overwrite else None
     seed = options.seed
     if earlier is not None and not options.seed_given:
@@ -360,5 +360,5 @@ def _discard(fmt: Format[Any], target: Location, tmp: Location) -> None:
     """Nothing half-written stays behind: not this run's store, nor its pieces."""
     tmp.remove()
     fmt.discard_destination(target)
-    if not fmt.places_itself:
+    if not fmt.moves_into_place:
         target.remove()

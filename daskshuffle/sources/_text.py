@@ -70,7 +70,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
     """Lines of text files, shuffled into one text file."""
 
     kind = "text"
-    places_itself = True  # written under a temporary name, renamed into place when complete
+    moves_into_place = True  # written under a temporary name, renamed into place when complete
     dst_is_directory = False
 
     def __init__(self, source: TextSource, counts: Sequence[BlockCount]) -> None:
