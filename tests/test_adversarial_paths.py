@@ -278,7 +278,10 @@ def ids_of_an_epoch(store: str, options: dict[str, object] | None, **kwargs: obj
 
 def store_directory(local: str) -> str:
     """The name of the directory of ``local``'s files in a cache."""
-    return hashlib.sha256(str(read_metadata(local)["fingerprint"]).encode()).hexdigest()[:32]
+    metadata = read_metadata(local)
+    assert metadata is not None
+    key = f"{metadata['fingerprint']}-{metadata['run']}" if metadata.get("run") else str(metadata["fingerprint"])
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 #: Where a link is placed in a cache that holds an epoch (``{store}``: the store's directory, ``{file}``: one of its

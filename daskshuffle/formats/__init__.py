@@ -22,6 +22,7 @@ from ._base import (
     RowsInMemory,
     Source,
 )
+from ._crc32c import crc32c
 from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows, take_rows
 
 _LAZY = {
@@ -84,6 +85,7 @@ __all__ = [
     "column_chunk_bytes",
     "concat",
     "concat_rows",
+    "crc32c",
     "fetch_spans",
     "footer_tail",
     "is_nested",

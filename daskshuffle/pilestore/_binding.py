@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 import zarr
 import zarr.storage
-from crc32c import crc32c
 from numpy.typing import NDArray
 from zarr.abc.store import Store
 from zarr.codecs import Crc32cCodec
 from zarr.core.buffer import Buffer
 
 from .._errors import CorruptPileStoreError
+from ..formats import crc32c
 from ..storage import Location
 from ._metadata import RUN_KEY, metadata_disagrees, new_run, seal_of
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec.implementations.local
-import google_crc32c
 import numcodecs
 import numcodecs.blosc
 import numpy as np
@@ -32,7 +31,7 @@ from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCode
 
 from .._config import int_setting
 from .._errors import CorruptPileStoreError, StoreChangedError
-from ..formats import NUMERIC_KINDS
+from ..formats import NUMERIC_KINDS, crc32c
 from ..storage import Fetches, StoreCache, storage_failure
 from ._opened import Opened
 
@@ -40,31 +39,6 @@ __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
 _FAST_KINDS = NUMERIC_KINDS
 _CRC_NBYTES = 4
-
-try:
-    # The `crc32c` package (the `fast-checksum` extra; LGPL) lets go of the GIL for buffers of 32 KiB or more, so the
-    # event loop and the threads that read ahead run while a chunk is checked: an epoch of 1 GiB through the S3 model
-    # took 0.985 s against 1.138 s with google-crc32c, which holds the GIL (and which zarr's own codec uses).
-    from crc32c import crc32c as _crc32c_package
-
-    _released_crc32c: Callable[[Any], int] | None = _crc32c_package
-except ImportError:  # the extra is installed where the tests run; a test imports without it
-    _released_crc32c = None
-
-
-def crc32c(data: NDArray[np.uint8]) -> int:
-    """The crc32c of ``data``, a contiguous byte array: with the GIL let go where the ``crc32c`` package is installed.
-
-    Examples
-    --------
-    >>> crc32c(np.frombuffer(b"123456789", dtype=np.uint8)) == 0xE3069283
-    True
-    """
-    if _released_crc32c is not None:
-        return int(_released_crc32c(data.data))
-    view = data.view()
-    view.flags.writeable = False  # google-crc32c takes read-only buffers only
-    return int(google_crc32c.value(view))
 
 
 @dataclass(frozen=True)
