@@ -77,6 +77,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_lines.py --size 20MB
 	$(BIN)/python benchmarks/bench_loader.py --size 64MiB --n-piles 8 --repeat 1 --random-seconds 1 --data $(BENCH_DATA)
 	$(BIN)/python benchmarks/bench_batching.py --rows 262144 --repeat 1
+	$(BIN)/python benchmarks/bench_units.py --size 64MiB --pile-mib 4 16 --repeat 1 --data $(BENCH_DATA)
 	$(BIN)/python benchmarks/bench_faults.py --size 32MiB
 	$(BIN)/python benchmarks/bench_s3.py --size 16MiB --repeat 1
 	$(BIN)/python benchmarks/bench_s3_model.py --size 16MiB --repeat 1
