@@ -135,15 +135,7 @@ class PileReader(ABC, Generic[Rows]):
         their arrays go back to the reader (:meth:`recycle`); a reader that can
         read each pile straight into its slice of one set of arrays overrides it.
         """
-        parts = [self.read_pile(pile) for pile in piles]
-        if len(parts) == 1:
-            return parts[0]
-        rows = self.concat(parts)
-        for part in parts:
-            arrays = self.as_arrays(part)
-            if arrays is not None:
-                self.recycle(arrays)
-        return rows
+        return self._joined([self.read_pile(pile) for pile in piles])
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
         """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes).
@@ -152,7 +144,10 @@ class PileReader(ABC, Generic[Rows]):
         arrays go back to the reader (:meth:`recycle`); a reader that can read
         each run straight into its slice of one set of arrays overrides it.
         """
-        parts = [self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)]
+        return self._joined([self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)])
+
+    def _joined(self, parts: list[Rows]) -> Rows:
+        """``parts`` concatenated, their arrays given back to the reader (:meth:`recycle`); one part as it is."""
         if len(parts) == 1:
             return parts[0]
         rows = self.concat(parts)
