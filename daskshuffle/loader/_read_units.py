@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -49,6 +50,35 @@ class UnitRead(NamedTuple):
     spans: list[tuple[int, int]]
     piles: list[int]
     order: NDArray[np.intp]
+
+
+#: Epochs whose groups are kept: the one being read, the next one read ahead, and a range's.
+KEPT_EPOCHS = 4
+Groups = tuple[IntArray, list[IntArray]]
+
+
+class EpochGroups:
+    """The groups of each epoch, made once and shared by threads; the last :data:`KEPT_EPOCHS` kept, pickled empty."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, Groups] = {}
+        self._lock = threading.Lock()
+
+    def get(self, epoch: int, make: Callable[[int], Groups]) -> Groups:
+        with self._lock:
+            found = self._made.get(epoch)
+            if found is None:
+                found = make(epoch)
+                if len(self._made) >= KEPT_EPOCHS:
+                    self._made.pop(next(iter(self._made)))
+                self._made[epoch] = found
+            return found
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
 
 
 class ReadUnits(ABC):
@@ -144,21 +174,16 @@ class GroupUnits(PileUnits):
     def __init__(self, offsets: IntArray, seed: int, piles_in_memory: int) -> None:
         super().__init__(offsets, seed)
         self.piles_in_memory = piles_in_memory
-        self._layouts: dict[int, tuple[IntArray, list[IntArray]]] = {}
-        self._lock = threading.Lock()
+        self._groups_made = EpochGroups()
 
-    def _groups(self, epoch: int) -> tuple[IntArray, list[IntArray]]:
+    def _groups(self, epoch: int) -> Groups:
         """The offsets of ``epoch``'s groups laid end to end, and the store piles of each, made once."""
-        with self._lock:
-            found = self._layouts.get(epoch)
-            if found is None:
-                groups = pile_groups(len(self.offsets) - 1, self.piles_in_memory, self.seed, epoch)
-                assert groups is not None  # pile_units makes groups of more than one of several piles only
-                found = (grouped_offsets(self.offsets, groups), groups)
-                if len(self._layouts) >= 4:  # the epochs a loader and its ranges are in at once
-                    self._layouts.pop(next(iter(self._layouts)))
-                self._layouts[epoch] = found
-            return found
+        return self._groups_made.get(epoch, self._make_groups)
+
+    def _make_groups(self, epoch: int) -> Groups:
+        groups = pile_groups(len(self.offsets) - 1, self.piles_in_memory, self.seed, epoch)
+        assert groups is not None  # pile_units makes groups of more than one of several piles only
+        return grouped_offsets(self.offsets, groups), groups
 
     def layout(self, epoch: int) -> IntArray:
         return self._groups(epoch)[0]
@@ -170,13 +195,6 @@ class GroupUnits(PileUnits):
         offsets = self.layout(read.epoch)
         size = int(offsets[read.pile + 1] - offsets[read.pile])
         return f"piles {self.members(read.epoch, read.pile)} (a group of {size} rows)"
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_layouts": {}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
 
 def pile_units(offsets: IntArray, seed: int, piles_in_memory: int) -> PileUnits:

@@ -19,7 +19,6 @@ piles, as it always was.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -28,7 +27,7 @@ from numpy.typing import NDArray
 
 from ..plan import PILES_SHUFFLED, group_permutation, unit_bounds, unit_groups, unit_rows_for
 from ..readers import PileReader
-from ._read_units import Read, ReadUnits, UnitRead
+from ._read_units import EpochGroups, Groups, Read, ReadUnits, UnitRead
 
 __all__ = ["UNITS_BUDGET_NBYTES", "RunUnits", "Units", "choose_units", "stores_shuffled_piles"]
 
@@ -37,8 +36,6 @@ IntArray = NDArray[np.int64]
 #: Bytes of rows the default loader of a store whose piles are stored shuffled holds: two groups (the one being
 #: consumed, the next one read ahead) of half of it each. See benchmarks/RESULTS.md for what it costs and gives.
 UNITS_BUDGET_NBYTES = 128 * 2**20
-#: Epochs whose groups are kept: the one being read, the next one read ahead, and a range's.
-KEPT_EPOCHS = 4
 
 
 class Units(NamedTuple):
@@ -111,19 +108,14 @@ class RunUnits(ReadUnits):
         self.unit_rows = unit_rows
         self.group_rows = group_rows
         self.bounds = unit_bounds(int(offsets[-1]), unit_rows)
-        self._layouts: dict[int, tuple[IntArray, list[IntArray]]] = {}
-        self._lock = threading.Lock()
+        self._groups_made = EpochGroups()
 
-    def _groups(self, epoch: int) -> tuple[IntArray, list[IntArray]]:
+    def _groups(self, epoch: int) -> Groups:
         """The offsets of ``epoch``'s groups laid end to end, and the units of each, made once."""
-        with self._lock:
-            found = self._layouts.get(epoch)
-            if found is None:
-                found = unit_groups(self.bounds, self.group_rows, self.seed, epoch)
-                if len(self._layouts) >= KEPT_EPOCHS:
-                    self._layouts.pop(next(iter(self._layouts)))
-                self._layouts[epoch] = found
-            return found
+        return self._groups_made.get(epoch, self._make_groups)
+
+    def _make_groups(self, epoch: int) -> Groups:
+        return unit_groups(self.bounds, self.group_rows, self.seed, epoch)
 
     def layout(self, epoch: int) -> IntArray:
         return self._groups(epoch)[0]
@@ -158,10 +150,3 @@ class RunUnits(ReadUnits):
         runs = self.runs(read.epoch, read.pile)
         shown = ", ".join(f"{a}:{b}" for a, b in runs[:3]) + (", ..." if len(runs) > 3 else "")
         return f"group {read.pile} of {len(runs)} runs of store rows ({shown})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_layouts": {}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
