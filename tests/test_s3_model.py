@@ -283,3 +283,18 @@ def test_total_bandwidth_is_shared(slow: dict[str, Any]) -> None:
     fs = S3ModelFileSystem(**slow, latency=0.0, total_bandwidth=4e6)
     paths = [f"bucket/{i:02d}" for i in range(20)]
     assert _timed(lambda: fs.cat(paths)) >= 20 * 100_000 / 4e6
+
+
+@pytest.mark.slow
+def test_a_zarr_pile_store_opens_in_two_round_trips(tmp_path: Path, root: Path, options: dict[str, Any]) -> None:
+    """The group's metadata, then its arrays' zarr.json and crc32c tables at once: 2 latencies, not 3."""
+    source = make_zarr_source(tmp_path / "raw.zarr", 400, chunk_rows=100)
+    with dask.config.set(scheduler="threads"):
+        ds.shuffle_zarr(source, "s3model://bucket/piles.zarr", 2, seed=1, storage_options=options)
+    latency = 0.5
+    slow = {**options, "latency": latency}
+    began = time.perf_counter()
+    with ds.PileLoader("s3model://bucket/piles.zarr", batch_size=100, storage_options=slow) as loader:
+        opened = time.perf_counter() - began
+        assert sum(len(batch["id"]) for batch in loader) == 400
+    assert 2 * latency <= opened < 2.8 * latency, f"opened in {opened:.2f} s at {latency} s a round trip"

@@ -29,8 +29,8 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import zarr
@@ -62,6 +62,8 @@ from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_reads import RowsRead, Task
 
 __all__ = ["ZarrPileReader"]
+
+T = TypeVar("T")
 
 
 def _find_group(location: Location) -> zarr.Group | None:
@@ -172,6 +174,9 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         metadata = self.metadata
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
+        # On object storage the crc32c tables are fetched while the arrays open: one round trip less to open.
+        predicted = {name: f"{group.path}/{name}".lstrip("/") for name in names}
+        early = None if location.is_local else _in_thread(read_tables, location, metadata, predicted)
         try:
             opened = _open_arrays(group, names, location.is_local)
         except (ValueError, TypeError, KeyError, zarr.errors.BaseZarrError) as error:  # an array's zarr.json
@@ -203,7 +208,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 if chunks is not None:
                     self._chunks[name] = chunks
         # The crc32c the run recorded for every chunk, by place: each chunk read is checked against it.
-        tables = read_tables(location, metadata, {name: self.arrays[name].path for name in self._chunks})
+        paths = {name: self.arrays[name].path for name in self._chunks}
+        if early is not None and all(predicted[name] == path for name, path in paths.items()):
+            tables = {name: table for name, table in early.result().items() if name in paths}
+        else:
+            tables = read_tables(location, metadata, paths)
         for name, table in tables.items():
             self._chunks[name] = dataclasses.replace(self._chunks[name], expected=table)
         self._files.opened = Opened.of(location, metadata)
@@ -484,6 +493,20 @@ def _check_shapes(store: str, arrays: Mapping[str, zarr.Array[Any]], written: Ma
                 f"{tuple(expected_rows)}, chunks of {tuple(expected_chunks)})",
                 f"shape {array.shape} in chunks of {array.chunks}",
             )
+
+
+def _in_thread(function: Callable[..., T], *args: Any) -> Future[T]:
+    """``function(*args)`` running in a thread of its own; its result, or its error, from the future."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(function(*args))
+        except BaseException as error:  # raised where the result is asked for
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="daskshuffle-open-tables", daemon=True).start()
+    return future
 
 
 def _open_arrays(group: zarr.Group, names: Sequence[str], local: bool) -> list[Any]:
