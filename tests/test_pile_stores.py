@@ -342,17 +342,23 @@ def test_a_damaged_file_raises_in_the_consumer_at_its_pile_and_the_loader_stops_
     assert loader_threads() == []
 
 
-def test_a_store_that_decodes_is_read_ahead_in_a_thread_even_for_a_fast_consumer(store: Store) -> None:
+@pytest.mark.parametrize("order", ["piles", Piles(piles_in_memory=1)], ids=["units", "one pile"])
+def test_a_store_that_decodes_or_is_read_in_units_is_read_ahead_in_a_thread_even_for_a_fast_consumer(
+    store: Store, order: object
+) -> None:
     decodes = open_pile_reader(store.path).decodes
     assert decodes == (store.kind is KINDS["parquet"]), "Parquet decodes; the Zarr stores here hold raw floats"
     # A consumer back within a second counts as one that comes straight back, however loaded the machine.
-    with ds.config.set({"loader.away-seconds": 1.0}), PileLoader(store.path, BATCH, prefetch=1) as loader:
+    with ds.config.set({"loader.away-seconds": 1.0}), PileLoader(store.path, BATCH, prefetch=1, order=order) as loader:
+        units = loader.settings.unit_rows is not None
+        assert units == (order == "piles" and store.kind is not KINDS["parquet"]), "Zarr stores of shuffled piles"
         batches = iter(loader)
         first = [next(batches), next(batches)]
-        assert bool(loader_threads()) == decodes
+        assert bool(loader_threads()) == (decodes or units)
         ids = ids_of(first + list(batches))
     assert loader_threads() == []
-    np.testing.assert_array_equal(ids, store.expected(0))
+    expected = store.expected(0) if order == "piles" else np.sort(store.expected(0))
+    np.testing.assert_array_equal(ids if order == "piles" else np.sort(ids), expected)
 
 
 # -- metadata that disagrees with itself or the data ----------------------------------------

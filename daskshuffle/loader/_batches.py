@@ -170,3 +170,5 @@ def gather_batches(
                 )
             batch.add(pile, index, layout)
         yield batch.result()
+    if pile is not None and release is not None:
+        release(pile)  # the last pile too: its arrays may take the next epoch's first read

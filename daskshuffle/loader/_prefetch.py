@@ -21,7 +21,12 @@ holds no GIL for milliseconds a pile (pyarrow) or tens of microseconds a chunk
 (blosc), long enough that a thread beside even a fast consumer puts the second
 core to work (``benchmarks/bench_reading_ahead.py``: Zarr token ids under
 blosc-lz4 at 1.09 GB/s of rows rather than 0.88, a Parquet store of 65 columns
-at 0.76M rows/s rather than 0.72M, medians of seven 1 GiB epochs).
+at 0.76M rows/s rather than 0.72M, medians of seven 1 GiB epochs). So does
+every consumer of groups of units (:attr:`~daskshuffle.loader._read_units.ReadUnits.background`):
+a group is a hundred chunk files or more whose reads and checks hold no GIL,
+and its gather is long, so the two overlap. A loop in Python over a 1 GiB store
+of 4 MiB piles read 13-16M rows/s rather than 10.7M; two such loops at once on
+two cores, 19.7-20.0M in all rather than 20.1-20.5M (``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -185,8 +190,9 @@ class LoaderReads:
         self.offsets = reader.pile_offsets
         #: The epochs' read units: piles, groups of piles, an order's units or a mixture's.
         self.units = units
-        #: Whether the reader's reads are mostly decoding: read in the background (see the module's docstring).
-        self.decodes = bool(reader.decodes)
+        #: Whether every consumer's reads run in background threads (see the module's docstring): the reader's are
+        #: mostly decoding, or the units are groups of many chunk files.
+        self.background = bool(reader.decodes) or units.background
 
     def spans(self, job: Read) -> list[tuple[int, int]]:
         """The runs of store rows that ``job`` reads, each with one call to the reader."""
@@ -284,7 +290,7 @@ class ReadThreads:
         self._make = piles.job
         self._reader = piles.reader
         self._depth = depth
-        background = piles.decodes
+        background = piles.background
         # On a remote store the requests of the reads ahead go out at once, whatever the depth.
         self._fetch = FetchAhead(piles) if piles.read_ahead > 0 else None
         self._background = background  # background threads read for every consumer

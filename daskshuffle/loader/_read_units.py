@@ -92,6 +92,9 @@ class ReadUnits(ABC):
     #: Whether a unit is whole store piles, read with the reader's ``read_pile`` (and, for one pile, its
     #: shared read), rather than runs of store rows.
     whole_piles: ClassVar[bool] = False
+    #: Whether the loader reads these units in background threads for every consumer, a fast one too, rather
+    #: than only for one away with each batch (see :mod:`daskshuffle.loader._prefetch`).
+    background: ClassVar[bool] = False
 
     @abstractmethod
     def layout(self, epoch: int) -> IntArray:
