@@ -347,7 +347,7 @@ class ReadThreads:
     def leave(self) -> None:
         """The consumer leaves with a batch."""
         self._left_at = time.perf_counter()
-        if self._overlap:
+        if self._overlap and not self._away.is_set():  # set already for a consumer whose reads all run behind it
             self._away.set()
 
     def back(self) -> None:
