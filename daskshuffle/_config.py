@@ -44,6 +44,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "loader": {
         "read-ahead-nbytes": 256 * _MiB,
         "away-seconds": 200e-6,
+        "units-budget-least-nbytes": 128 * _MiB,
+        "units-budget-most-nbytes": 4096 * _MiB,
     },
     "zarr-reader": {
         "task-nbytes": 2 * _MiB,

@@ -20,7 +20,7 @@ import daskshuffle
 from daskshuffle import PileLoader
 from daskshuffle.loader._prefetch import LoaderReads
 from daskshuffle.orders import Piles
-from daskshuffle.plan import group_permutation, rank_range, unit_bounds, unit_excess, unit_groups
+from daskshuffle.plan import auto_budget, group_permutation, rank_range, unit_bounds, unit_excess, unit_groups
 from daskshuffle.quality._metrics import cobatch_overlap
 
 N_ROWS = 3_000
@@ -212,3 +212,42 @@ def test_the_quality_report_states_the_expected_excess_of_units(store: Path) -> 
         measure, advice = _epochs(loader)
     assert measure.value == pytest.approx(unit_excess(N_ROWS, 50, 300)) and "units of 50 rows" in measure.scale
     assert advice is not None and "groups of 6 units of 50 rows" in advice  # 60 units / 6**2 + 1: over 2x
+
+
+@given(
+    data=st.floats(0, 2.0**57),
+    unit=st.floats(0, 2.0**32),
+    least=st.integers(1, 2**30),
+    most=st.integers(1, 2**36),
+    memory=st.none() | st.integers(1, 2**41),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_automatic_budget_keeps_epochs_within_2x_of_independent_unless_it_is_capped(
+    data: float, unit: float, least: int, most: int, memory: int | None
+) -> None:
+    budget = auto_budget(data, unit, least=least, most=most, memory=memory)
+    ceiling = most if memory is None else min(most, memory / 16)
+    assert budget >= least, "never below the least"
+    assert budget <= max(least, ceiling), "never above the most, nor a sixteenth of the memory, beyond the least"
+    if least < budget < ceiling - 1 and budget > 2**20:  # neither bound (and no rounding): groups of sqrt(data * unit)
+        assert data * unit / (budget / 2) ** 2 + 1 == pytest.approx(2.0, rel=1e-6)
+
+
+def test_the_default_budget_grows_with_the_store_to_keep_epochs_within_2x_of_independent(tmp_path: Path) -> None:
+    """With a least of one unit, the default groups hold ``sqrt(data * unit)`` bytes: 4x the data, 2x the group."""
+    groups = []
+    for n_rows in (2_000, 8_000):
+        source = make_zarr_source(tmp_path / f"raw-{n_rows}.zarr", n_rows, chunk_rows=100)
+        daskshuffle.shuffle_zarr(source, tmp_path / f"piles-{n_rows}.zarr", 2, seed=5, chunk_rows=50)
+        least = {"loader.units-budget-least-nbytes": 1}
+        with daskshuffle.config.set(least), PileLoader(tmp_path / f"piles-{n_rows}.zarr", 10, seed=1) as loader:
+            unit_rows, group_rows = loader.settings.unit_rows, loader.settings.group_rows
+            assert unit_rows is not None and group_rows is not None
+            assert unit_rows == 50, "units of one chunk"
+            assert group_rows == pytest.approx(np.sqrt(n_rows * unit_rows), abs=1), "groups for about 2x"
+            groups.append(group_rows)
+            assert len(np.concatenate([batch["id"] for batch in loader])) == n_rows
+    assert groups[1] == pytest.approx(2 * groups[0], rel=0.02)
+    both = {"loader.units-budget-least-nbytes": 1, "loader.units-budget-most-nbytes": 4_000}
+    with daskshuffle.config.set(both), PileLoader(tmp_path / "piles-8000.zarr", 10, seed=1) as loader:
+        assert loader.settings.group_rows == 2_000 // ROW_NBYTES, "two groups within the most"

@@ -25,17 +25,15 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from ..plan import PILES_SHUFFLED, group_permutation, unit_bounds, unit_groups, unit_rows_for
+from .._config import int_setting
+from .._machine import memory_nbytes
+from ..plan import PILES_SHUFFLED, auto_budget, group_permutation, unit_bounds, unit_groups, unit_rows_for
 from ..readers import PileReader
 from ._read_units import EpochGroups, Groups, Read, ReadUnits, UnitRead
 
-__all__ = ["UNITS_BUDGET_NBYTES", "RunUnits", "Units", "choose_units", "stores_shuffled_piles"]
+__all__ = ["RunUnits", "Units", "choose_units", "stores_shuffled_piles"]
 
 IntArray = NDArray[np.int64]
-
-#: Bytes of rows the default loader of a store whose piles are stored shuffled holds: two groups (the one being
-#: consumed, the next one read ahead) of half of it each. See benchmarks/RESULTS.md for what it costs and gives.
-UNITS_BUDGET_NBYTES = 128 * 2**20
 
 
 class Units(NamedTuple):
@@ -66,24 +64,33 @@ def choose_units(
 
     Units are read when the store's piles are stored shuffled, the reader
     says where its chunks lie, there is one store, and the order's
-    ``piles_in_memory`` is a budget (``"auto"``: :data:`UNITS_BUDGET_NBYTES`,
-    or a size) rather than a number of piles. A group holds half the budget
-    (the next one is read while one is used), at least one unit.
+    ``piles_in_memory`` is a budget (``"auto"`` or a size) rather than a
+    number of piles. A group holds half the budget (the next one is read
+    while one is used), at least one unit. ``"auto"`` grows with the store so
+    that batch-mates meet again about twice as often as under independent
+    shuffles at most (:func:`~daskshuffle.plan._unit_plan.auto_budget`), from
+    ``loader.units-budget-least-nbytes`` (128 MiB) to
+    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the
+    process's memory (``daskshuffle.config``).
     """
     if several_streams or not isinstance(piles_in_memory, str) or not stores_shuffled_piles(reader.metadata):
         return None
     chunks = reader.chunk_rows()
     if not chunks:
         return None
+    chunk_rows = {name: rows for name, (rows, _) in chunks.items()}
+    nbytes = {name: row for name, (_, row) in chunks.items()}
     if piles_in_memory == "auto":
-        budget = UNITS_BUDGET_NBYTES
+        unit_nbytes = unit_rows_for(chunk_rows, nbytes) * row_nbytes  # the cheapest unit to read
+        budget = auto_budget(
+            reader.n_rows * row_nbytes,
+            unit_nbytes,
+            least=int_setting("loader.units-budget-least-nbytes"),
+            most=int_setting("loader.units-budget-most-nbytes"),
+            memory=memory_nbytes(),
+        )
     group_rows = int(budget // 2 // max(row_nbytes, 1.0))
-    unit_rows = unit_rows_for(
-        {name: rows for name, (rows, _) in chunks.items()},
-        {n: b for n, (_, b) in chunks.items()},
-        n_rows=reader.n_rows,
-        group_rows=group_rows,
-    )
+    unit_rows = unit_rows_for(chunk_rows, nbytes, n_rows=reader.n_rows, group_rows=group_rows)
     unit_rows = max(1, min(unit_rows, reader.n_rows))
     group_rows = max(unit_rows, group_rows)
     return Units(unit_rows, group_rows)

@@ -72,7 +72,7 @@ from ._rules import Layout, choose_layout
 from ._scale import DEFAULT_MIN_READ, explain
 from ._scale_model import ScaleModel
 from ._streams import Stream, epoch_counts, parse_streams
-from ._unit_plan import group_permutation, unit_bounds, unit_excess, unit_groups, unit_rows_for
+from ._unit_plan import auto_budget, group_permutation, unit_bounds, unit_excess, unit_groups, unit_rows_for
 
 __all__ = [
     "COMMON_OPTIONS",
@@ -113,6 +113,7 @@ __all__ = [
     "ShuffleSettings",
     "Stream",
     "TextKeywords",
+    "auto_budget",
     "block_counts",
     "block_order",
     "block_rows",

@@ -30,13 +30,15 @@ shuffles (:func:`unit_excess`), ``data * unit / group**2`` in bytes.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
 from ._epoch_plan import cobatch_excess
 
-__all__ = ["group_permutation", "unit_bounds", "unit_excess", "unit_groups", "unit_rows_for"]
+__all__ = ["auto_budget", "group_permutation", "unit_bounds", "unit_excess", "unit_groups", "unit_rows_for"]
 
 IntArray = NDArray[np.int64]
 
@@ -44,6 +46,35 @@ IntArray = NDArray[np.int64]
 READ_OVERHEAD = 1.25
 #: How much more often than under independent shuffles batch-mates may meet again next epoch for a larger unit.
 EXCESS_WITHIN = 1.25
+#: The excess the automatic budget aims for: groups of ``sqrt(data * unit / (AUTO_EXCESS - 1))`` bytes.
+AUTO_EXCESS = 2.0
+#: The share of the process's memory the automatic budget takes at most (beyond its least).
+MEMORY_SHARE = 1 / 16
+
+
+def auto_budget(data_nbytes: float, unit_nbytes: float, least: int, most: int, memory: int | None = None) -> int:
+    """The bytes of rows the default loader holds (two groups), for an excess of about :data:`AUTO_EXCESS`.
+
+    Batch-mates meet again ``data * unit / group**2 + 1`` times as often as
+    under independent shuffles (:func:`unit_excess`), so a group of
+    ``sqrt(data * unit)`` bytes keeps that near 2 at any size: the budget is
+    two such groups (the one being used and the next), at least ``least``,
+    at most ``most`` and :data:`MEMORY_SHARE` of ``memory`` (the process's,
+    if known) unless that is below ``least``.
+
+    Examples
+    --------
+    >>> MiB, GiB, TiB = 2**20, 2**30, 2**40
+    >>> auto_budget(1 * GiB, 1 * MiB, least=128 * MiB, most=4 * GiB) // MiB  # small data: the least
+    128
+    >>> auto_budget(1 * TiB, 1 * MiB, least=128 * MiB, most=4 * GiB) // MiB  # two groups of 1 GiB: 2x
+    2048
+    >>> auto_budget(1 * TiB, 1 * MiB, least=128 * MiB, most=4 * GiB, memory=16 * GiB) // MiB  # a 16th of memory
+    1024
+    """
+    wanted = 2 * math.sqrt(max(data_nbytes, 0.0) * max(unit_nbytes, 0.0) / (AUTO_EXCESS - 1))
+    ceiling = float(most) if memory is None else min(float(most), memory * MEMORY_SHARE)
+    return int(max(least, min(wanted, ceiling)))
 
 
 def unit_rows_for(
