@@ -6,7 +6,8 @@ the plain read of each store's chunk files (``cat``, the ceiling), then
 ``PileLoader`` with its defaults (units mixed in groups) and with
 ``Piles(piles_in_memory=1)``, each in a process of its own: rows/s of its best
 of two epochs after a first one, the co-batch excess of two epochs (batch-mates
-that meet again, over independent shuffles) and the peak memory growth of the
+that meet again, over independent shuffles), how many of ``daskshuffle.quality``'s
+measures find the first of them as uniform, and the peak memory growth of the
 process while the loader runs (``VmHWM``; the ids of the epochs measured are
 kept in arrays made before). ``--repeat`` rounds of all of it, one after the
 other, so that the contenders of a round share the machine's load; the table
@@ -29,10 +30,13 @@ import numpy as np
 import zarr
 
 import daskshuffle as ds
+from daskshuffle import quality
 from daskshuffle._parse import parse_nbytes
 from daskshuffle.quality._metrics import cobatch_overlap
 
 ROW_NBYTES = 64 * 4 + 8
+#: Rows of a chunk of the source: a block of ``quality.report``'s measure of source chunks per batch.
+SOURCE_CHUNK_ROWS = 262_144
 LOADERS = ("default", "one pile")
 
 
@@ -50,7 +54,7 @@ def make_store(data: Path, n_rows: int, pile_mib: int) -> Path:
     raw = data / f"units-raw-{n_rows}.zarr"
     if not raw.exists():
         group = zarr.open_group(str(raw), mode="w")
-        step = 262_144
+        step = SOURCE_CHUNK_ROWS
         x = group.create_array("x", shape=(n_rows, 64), dtype="f4", chunks=(step, 64))
         ids = group.create_array("id", shape=(n_rows,), dtype="i8", chunks=(step,))
         for start in range(0, n_rows, step):
@@ -89,10 +93,12 @@ def run_loader(store: str, order: str, batch_size: int, n_rows: int, queue: Any)
                     epochs[epoch - 1][filled : filled + len(rows)] = rows
                 filled += len(rows)
             seconds.append(time.perf_counter() - start)
-        settings = loader.settings
+        settings, n_piles = loader.settings, loader.n_piles
     growth = (_hwm_kib() - before) / 1024
     measure = cobatch_overlap(epochs[0], epochs[1], batch_size)
-    queue.put((n_rows / min(seconds[1:]), measure.value / measure.uniform, growth, settings))
+    within = quality.report(epochs[0], batch_size=batch_size, n_piles=n_piles, block_size=SOURCE_CHUNK_ROWS)
+    uniform = f"{int((within['verdict'] == 'as uniform').sum())} of {len(within)}"
+    queue.put((n_rows / min(seconds[1:]), measure.value / measure.uniform, growth, settings, uniform))
 
 
 def _held(settings: Any) -> str:
@@ -129,22 +135,25 @@ def main() -> None:
     args.data.mkdir(parents=True, exist_ok=True)
     stores = {pile_mib: make_store(args.data, n_rows, pile_mib) for pile_mib in args.pile_mib}
     print(f"{n_rows:,} rows of {ROW_NBYTES} bytes; medians of {args.repeat} rounds; load {os.getloadavg()[0]:.1f}")
-    print("| piles | loader | rows/s | of cat | of one pile | excess (x independent) | peak growth | held |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    print(
+        "| piles | loader | rows/s | of cat | of one pile | excess (x independent) | epoch uniform | peak growth | held |"
+    )
+    print("|---|---|---:|---:|---:|---:|---|---:|---|")
     for pile_mib, store in stores.items():
         found = measure(store, n_rows, args.batch_size, args.repeat)
         ceiling = statistics.median(found["cat"])
         one = statistics.median(rate for rate, *_ in found["one pile"])
-        print(f"| {pile_mib} MiB | `cat` | {ceiling / 1e6:.2f}M | 1.00 | | | | |")
+        print(f"| {pile_mib} MiB | `cat` | {ceiling / 1e6:.2f}M | 1.00 | | | | | |")
         for order in LOADERS:
             rows = found[order]
             rate = statistics.median(r for r, *_ in rows)
-            excess = statistics.median(e for _, e, _, _ in rows)
-            growth = statistics.median(g for _, _, g, _ in rows)
+            excess = statistics.median(e for _, e, _, _, _ in rows)
+            growth = statistics.median(g for _, _, g, _, _ in rows)
+            uniform = ", ".join(sorted({u for *_, u in rows}))
             each = ", ".join(f"{r / 1e6:.2f}" for r, *_ in rows)
             print(
                 f"| {pile_mib} MiB | {order} | {rate / 1e6:.2f}M ({each}) | {rate / ceiling:.2f} | {rate / one:.2f} "
-                f"| {excess:.2f} | {growth:.0f} MiB | {_held(rows[0][3])} |"
+                f"| {excess:.2f} | {uniform} | {growth:.0f} MiB | {_held(rows[0][3])} |"
             )
     print(f"load after: {os.getloadavg()[0]:.1f}")
 
