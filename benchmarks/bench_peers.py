@@ -15,8 +15,10 @@ fresh process (so that memory and shared state start clean):
 - an epoch with a ``DataLoader`` of 2 worker processes (``PileDataset`` with
   ``batch_size=None`` for daskshuffle);
 - the peak memory of each epoch loop: the PSS of the process and its children
-  (``psutil``'s ``memory_full_info``, polled every 50 ms from the parent) above
-  the process's own PSS just before the loop;
+  (``psutil``'s ``memory_full_info``, polled every 10 ms from the parent) above
+  the process's own PSS just before the loop, or, if larger, the growth of the
+  process's own peak RSS over the loop (``VmHWM``, reset before it: an epoch in
+  process can be shorter than a poll);
 - the order of epochs 0 and 1 in process (the ``id`` of every row yielded), and
   ``daskshuffle.quality.report`` on it: epoch 0's 9 measures (batch, a pile of
   the pile store, 1% and 10% of the rows, and source chunks per batch), and the
@@ -240,6 +242,7 @@ def run_epoch(task: dict[str, Any]) -> dict[str, Any]:
     ids: list[np.ndarray] = []
     import_loaders(contender)  # imports are not the loader's start-up
     before = pss(os.getpid())  # the parent polls the peak from outside: a thread here would slow the loop
+    rss_before = _reset_peak_rss()
     began = time.perf_counter()
     batches = make_batches(contender, store, b, task["num_workers"])
     first = None
@@ -251,6 +254,7 @@ def run_epoch(task: dict[str, Any]) -> dict[str, Any]:
         if seconds and time.perf_counter() - began_rows > seconds:
             break
     ended = time.perf_counter()
+    rss_growth = _status_kib("VmHWM") * 1024 - rss_before
     del batches
     rows = sum(len(part) for part in ids[1:])
     order = np.concatenate(ids)
@@ -262,7 +266,23 @@ def run_epoch(task: dict[str, Any]) -> dict[str, Any]:
         "first": first,
         "whole": ended - began,
         "before": before,
+        "rss_growth": rss_growth,
     }
+
+
+def _status_kib(field: str) -> int:
+    """A field of ``/proc/self/status`` in KiB (``VmHWM``, ``VmRSS``); 0 where there is none."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _reset_peak_rss() -> int:
+    """Reset the process's peak RSS to its RSS now (Linux: ``5`` into ``clear_refs``); the RSS, in bytes."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    return _status_kib("VmRSS") * 1024
 
 
 def run_orders(task: dict[str, Any]) -> dict[str, Any]:
@@ -291,7 +311,7 @@ def run_prepare(task: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - began}
 
 
-def in_fresh_process(task: dict[str, Any], poll: float = 0.05) -> dict[str, Any]:
+def in_fresh_process(task: dict[str, Any], poll: float = 0.01) -> dict[str, Any]:
     """Run ``task`` in a new python: its last line of output is the result, as JSON, with ``peak``.
 
     ``peak`` is the largest PSS of that process and its children, polled every ``poll`` seconds from
@@ -311,7 +331,7 @@ def in_fresh_process(task: dict[str, Any], poll: float = 0.05) -> dict[str, Any]
         sys.stderr.write(stdout[-4000:] + stderr[-4000:])
         raise RuntimeError(f"{task['kind']} of {task['contender']} failed (exit status {child.returncode})")
     result: dict[str, Any] = json.loads(lines[-1])
-    result["peak"] = peak - result.get("before", 0)
+    result["peak"] = max(peak - result.get("before", 0), result.get("rss_growth", 0))
     return result
 
 
