@@ -13,6 +13,7 @@ from types import FrameType
 import numpy as np
 import pytest
 from conftest import consume
+from simulate import unit_stream
 from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader, orders
@@ -30,15 +31,25 @@ def options(name: str) -> dict[str, int]:
     return {option: VALUES[option] for option in ORDER_OPTIONS[name]}
 
 
+#: ``order="piles"`` over a store whose piles are stored shuffled, with a budget of 400 rows (of 26 bytes): units
+#: of a chunk or two, in groups of 200 rows, several groups a pile's worth, several piles a group.
+UNITS = "units"
+UNITS_BUDGET = f"{400 * 26}B"
+#: Every order of the registry, and the units that ``"piles"`` reads with a budget.
+NAMES = [*sorted(ORDERS), UNITS]
+
+
 def order(name: str) -> orders.Order:
     """The order ``name`` with the options of :data:`VALUES` it needs; "piles" one pile at a time.
 
     One pile at a time, as ORDERS["piles"] plans it; test_piles_in_memory.py checks its groups.
     """
+    if name == UNITS:
+        return orders.Piles(piles_in_memory=UNITS_BUDGET)
     return orders.Piles(piles_in_memory=1) if name == "piles" else ORDER_CLASSES[name](**options(name))
 
 
-@pytest.fixture(scope="module", params=["zarr", "parquet"])
+@pytest.fixture(scope="module", params=["zarr", "xarray", "parquet"])
 def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, np.ndarray]:
     """A pile store of 1,000 rows in 7 piles, and its ids in stored order."""
     kind = KINDS[request.param]
@@ -47,7 +58,11 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def loader(store: tuple[str, np.ndarray], name: str, **more: object) -> PileLoader:
-    return PileLoader(store[0], BATCH, order=order(name), **more)  # type: ignore[arg-type]
+    opened = PileLoader(store[0], BATCH, order=order(name), **more)  # type: ignore[arg-type]
+    if name == UNITS and opened.settings.unit_rows is None:
+        opened.close()
+        pytest.skip(f"{type(opened._piles.reader).__name__} stores are read by piles, not in units")
+    return opened
 
 
 def epoch_ids(store: tuple[str, np.ndarray], name: str, epoch: int, **more: object) -> list[np.ndarray]:
@@ -58,12 +73,17 @@ def epoch_ids(store: tuple[str, np.ndarray], name: str, epoch: int, **more: obje
 
 def planned(store: tuple[str, np.ndarray], name: str, epoch: int, n_divisions: int = 1, share: int = N_ROWS):
     """The ids the pure order gives for ``epoch``, in stored ids."""
+    if name == UNITS:  # the stream of the groups of units, which ranks cut as they cut piles
+        with loader(store, name) as opened:
+            unit_rows, group_rows = opened.settings.unit_rows, opened.settings.group_rows
+        assert unit_rows is not None and group_rows is not None and group_rows < N_ROWS // 2
+        return store[1][unit_stream(N_ROWS, unit_rows, group_rows, SEED, epoch)]
     offsets = open_pile_reader(store[0]).pile_offsets
     divisions = division_cuts(N_ROWS, n_divisions, share)
     return store[1][ORDERS[name](offsets, SEED, epoch, divisions, OrderOptions(**options(name))).rows]
 
 
-@pytest.mark.parametrize("name", sorted(ORDERS))
+@pytest.mark.parametrize("name", NAMES)
 def test_an_epoch_is_the_orders_permutation_and_epochs_differ(store: tuple[str, np.ndarray], name: str) -> None:
     first, second = (np.concatenate(epoch_ids(store, name, epoch)) for epoch in (0, 1))
     np.testing.assert_array_equal(first, planned(store, name, 0))
@@ -72,7 +92,7 @@ def test_an_epoch_is_the_orders_permutation_and_epochs_differ(store: tuple[str, 
     assert not np.array_equal(first, second)
 
 
-@pytest.mark.parametrize("name", sorted(ORDERS))
+@pytest.mark.parametrize("name", NAMES)
 def test_same_seed_same_batches_and_resume_mid_epoch_gives_the_rest(store: tuple[str, np.ndarray], name: str) -> None:
     with loader(store, name, prefetch=2) as whole:
         expected = consume(whole, 30)  # into the second epoch
@@ -87,7 +107,7 @@ def test_same_seed_same_batches_and_resume_mid_epoch_gives_the_rest(store: tuple
             np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("name", sorted(ORDERS))
+@pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_ranks_are_disjoint_balanced_and_cover_the_epoch(
     store: tuple[str, np.ndarray], name: str, drop_last: bool
@@ -105,7 +125,7 @@ def test_ranks_are_disjoint_balanced_and_cover_the_epoch(
     np.testing.assert_array_equal(together, planned(store, name, 2, world_size, share)[: len(together)])
 
 
-@pytest.mark.parametrize("name", ["py1b", "buffer"])
+@pytest.mark.parametrize("name", ["py1b", "buffer", UNITS])
 def test_lanes_give_the_same_global_steps_for_every_world_size(store: tuple[str, np.ndarray], name: str) -> None:
     steps = {}
     for world_size in (1, 2):
@@ -181,7 +201,7 @@ def test_torch_workers_yield_the_loaders_batches_of_an_order(store: tuple[str, n
     assert got == {tuple(ids.tolist()) for ids in epoch_ids(store, "py1b", 0)}
 
 
-@pytest.mark.parametrize("name", sorted(ORDERS))
+@pytest.mark.parametrize("name", NAMES)
 def test_the_loader_reads_each_row_a_bounded_number_of_times(
     store: tuple[str, np.ndarray], name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
