@@ -381,6 +381,8 @@ class ReadThreads:
             if future is not None:
                 future.cancel()
         if executor is not None:
+            # A read running for nobody (a group of units is a hundred files or more) stops after its file.
+            self._reader.cancel_reads()
             # Garbage collection may close us from one of our own threads, or from one of the reader's (a decoder,
             # a fetch) that ours may be waiting for: then they finish on their own.
             inside = threading.current_thread().name.startswith(self._prefix) or self._reader.owns_thread()

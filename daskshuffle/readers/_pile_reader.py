@@ -175,6 +175,9 @@ class PileReader(ABC, Generic[Rows]):
         """
         return None
 
+    def cancel_reads(self) -> None:
+        """Stop the reads under way in other threads, for a loader that has gone; by default nothing to stop."""
+
     def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
         """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
 
@@ -314,6 +317,10 @@ class ComposedReader(PileReader[Rows]):
     def use_cache(self, cache: Cache) -> None:
         for reader in self.members:
             reader.use_cache(cache)
+
+    def cancel_reads(self) -> None:
+        for reader in self.members:
+            reader.cancel_reads()
 
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
         taken: Rows = self.members[0].take(rows, index)

@@ -237,13 +237,15 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     # -- pickling and closing ------------------------------------------------------
     def _start_pool(self) -> None:
+        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
+        self._under_way: weakref.WeakSet[RowsRead] = weakref.WeakSet()
         self._pool = LazyPool(self.threads, "zarr-reader")
         # One finalizer for the reader's life, whatever pools it makes: it holds the pool, not the reader.
         self._finalizer = weakref.finalize(self, self._pool.shutdown, False)
 
     def __getstate__(self) -> dict[str, Any]:
         state = {**self.__dict__, "_lock": None, "_spare": {}}
-        del state["_pool"], state["_finalizer"]
+        del state["_pool"], state["_finalizer"], state["_under_way"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -409,8 +411,22 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             ]
         return tasks
 
+    def cancel_reads(self) -> None:
+        """Stop every read under way: the chunk files no thread has begun are not read, and each read raises.
+
+        For a loader that goes while its background threads read ahead (a
+        group of units is a hundred files or more): they stop after the file
+        each is reading, rather than read the rest for nobody.
+        """
+        with self._lock:
+            reads = list(self._under_way)
+        for read in reads:
+            read.cancel()
+
     def _started(self, read: RowsRead) -> RowsRead:
-        """``read``, with the reader's own threads (``threads=k``) helping with it."""
+        """``read``, with the reader's own threads (``threads=k``) helping with it, counted as under way."""
+        with self._lock:
+            self._under_way.add(read)
         if self.threads > 0 and read.n_tasks > 1:
             pool = self._pool.get()
             for _ in range(min(self.threads, read.n_tasks - 1)):

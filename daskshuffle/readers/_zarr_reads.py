@@ -18,7 +18,12 @@ from numpy.typing import NDArray
 from ..formats import ArrayRows
 from ._zarr_chunks import ChunkFiles, Chunks
 
-__all__ = ["RowsRead", "Task", "UnionRead"]
+__all__ = ["ReadCancelledError", "RowsRead", "Task", "UnionRead"]
+
+
+class ReadCancelledError(RuntimeError):
+    """A read cancelled by :meth:`RowsRead.cancel`: its rows are incomplete, and nobody waits for them."""
+
 
 #: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
 #: rows' array): ``(chunks, out, first, last, start, stop)``.
@@ -71,6 +76,10 @@ class RowsRead:
                     if self._left == 0:
                         self._finished.notify_all()
         return True
+
+    def cancel(self) -> None:
+        """Run no task not yet begun: :meth:`result` raises :class:`ReadCancelledError` once those under way end."""
+        self._errors.append(ReadCancelledError("The read was cancelled: whoever asked for these rows has gone."))
 
     def result(self) -> ArrayRows:
         """The rows, once every task is done (helping until then); the first error if one failed."""
