@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,8 +17,10 @@ from conftest import consume
 from simulate import unit_stream
 from test_pile_stores import KINDS, N_ROWS, SEED
 
+import daskshuffle as ds
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader, orders
 from daskshuffle.loader._order_units import OrderedUnits
+from daskshuffle.loader._prefetch import LoaderReads, PileRead
 from daskshuffle.plan._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
 from daskshuffle.plan._order_classes import ORDER_CLASSES
 from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, READ_GAPS
@@ -316,3 +319,52 @@ def test_an_order_that_fails_is_made_again_when_asked_again() -> None:
     with pytest.raises(MemoryError, match="no room"):
         units.epoch_order(0)
     assert len(units.epoch_order(0).rows) == 100 and calls == [0, 0]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("ahead", [0, 400], ids=["less than a read", "400 rows"])
+def test_reads_ahead_hold_no_more_than_a_prefetch_given_as_a_size(
+    store: tuple[str, np.ndarray], name: str, ahead: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read's rows, from the read until the batches let them go: at most the read in use and the budget.
+
+    Counted by read: a background thread that shared a read with the consumer makes its own copy of the
+    result, which nobody takes, once the consumer may have let the rows go.
+    """
+    live: dict[object, int] = {}
+    read_of: dict[int, object] = {}
+    released: set[object] = set()
+    most, largest = [0], [0]
+    lock = threading.Lock()
+    shuffled, release = PileRead._shuffled, LoaderReads.release
+
+    def counting_shuffled(self: PileRead, rows: Any, unit: Any) -> Any:
+        pile = shuffled(self, rows, unit)
+        with lock:
+            read_of[id(pile.rows)] = self.job
+            if self.job not in released:
+                live[self.job] = pile.n_rows
+                largest[0] = max(largest[0], pile.n_rows)
+                most[0] = max(most[0], sum(live.values()))
+        return pile
+
+    def counting_release(self: LoaderReads, pile: Any) -> None:
+        with lock:
+            job = read_of.get(id(pile.rows))
+            released.add(job)
+            live.pop(job, None)
+        release(self, pile)
+
+    monkeypatch.setattr(PileRead, "_shuffled", counting_shuffled)
+    monkeypatch.setattr(LoaderReads, "release", counting_release)
+    row_nbytes = 8 + 4 * 4 + 2  # id, x and y of every store here
+    # Every consumer counts as one away with its batches: reads ahead run in background threads.
+    with (
+        ds.config.set({"loader.away-seconds": 0.0}),
+        loader(store, name, prefetch=f"{ahead * row_nbytes + 1}B") as opened,
+    ):
+        for _ in range(2):
+            for _ in opened:
+                pass
+    assert largest[0] > ahead or ahead == 400, "the smaller budget holds less than any read"
+    assert 0 < most[0] <= largest[0] + ahead, (most[0], largest[0], ahead)

@@ -152,23 +152,28 @@ def gather_batches(
     current: int = -1
     pile: Any = None
     layout: Layout | None = None
-    for parts in plan:
-        batch = _Batch(reader, sum(part.stop - part.start for part in parts), allocate)
-        for part in parts:
-            if part.segment != current:
-                if pile is not None and release is not None:
-                    release(pile)
-                pile = None  # let the last pile go before the next is read (with prefetch=0, here)
-                current, pile = part.segment, segment(part.segment)
-                check_pile(pile, reader)  # once a pile: every variable holds its rows, every part's index is in them
-                layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch
-            index = pile.order[part.start : part.stop]
-            if len(index) != part.stop - part.start:  # a slice past the end is short, not an error
-                raise IndexError(
-                    f"Expected positions {part.start}:{part.stop} of segment {part.segment}'s order. Got an order of "
-                    f"{len(pile.order)} positions instead; this is a bug in daskshuffle's plan: please report it."
-                )
-            batch.add(pile, index, layout)
-        yield batch.result()
-    if pile is not None and release is not None:
-        release(pile)  # the last pile too: its arrays may take the next epoch's first read
+    try:
+        for parts in plan:
+            batch = _Batch(reader, sum(part.stop - part.start for part in parts), allocate)
+            for part in parts:
+                if part.segment != current:
+                    if pile is not None and release is not None:
+                        release(pile)
+                    pile = None  # let the last pile go before the next is read (with prefetch=0, here)
+                    read = segment(part.segment)
+                    check_pile(
+                        read, reader
+                    )  # once a pile: every variable holds its rows, every part's index is in them
+                    current, pile = part.segment, read  # only a pile that passed is let go to the reader again
+                    layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch
+                index = pile.order[part.start : part.stop]
+                if len(index) != part.stop - part.start:  # a slice past the end is short, not an error
+                    raise IndexError(
+                        f"Expected positions {part.start}:{part.stop} of segment {part.segment}'s order. Got an order of "
+                        f"{len(pile.order)} positions instead; this is a bug in daskshuffle's plan: please report it."
+                    )
+                batch.add(pile, index, layout)
+            yield batch.result()
+    finally:
+        if pile is not None and release is not None:
+            release(pile)  # the last pile too, however the batches end: its arrays may take the next read

@@ -143,7 +143,9 @@ class PileLoader(LoaderPosition):
         On object storage the requests for the files of the reads after the
         consumer's also go out at once, all in flight together, for up to
         256 MiB of rows ahead (with ``prefetch=0``, none); a size such as
-        ``"1GiB"`` sets that budget instead (with one pile read ahead). A
+        ``"1GiB"`` sets that budget instead, and reads one pile (or group) ahead
+        only if it holds no more: with ``"8MiB"``, groups of 64 MiB are read
+        when the consumer gets to them, and hold one group at a time. A
         chunk file that holds rows of two piles read apart is kept (up to
         64 MiB of them) for the second, so that an epoch fetches each once.
     variables : list of str, optional
@@ -264,7 +266,8 @@ class PileLoader(LoaderPosition):
             batch_size=batch_size,
             batch_format=batch_format,
         )
-        self._prefetch, read_ahead = parse_prefetch(prefetch)
+        prefetching = parse_prefetch(prefetch)
+        self._prefetch = prefetching.depth
         chosen = parse_variables(variables)
         path, reader, mixture = open_loader_store(store, streams, chosen, storage_options, batch_format)
         chosen_cache = parse_cache(cache)
@@ -298,7 +301,7 @@ class PileLoader(LoaderPosition):
         self._storage_options = storage_options
         units, n_rows = loader_units(self.settings, reader, mixture)
         self._streams = None if mixture is None else mixture.records
-        self._piles = LoaderReads(reader, path, units, read_ahead)
+        self._piles = LoaderReads(reader, path, units, prefetching.in_flight, prefetching.held, row_nbytes(reader))
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         super().__init__()  # the position: epoch 0, its first batch

@@ -53,6 +53,7 @@ __all__ = [
     "FetchAhead",
     "LoaderReads",
     "PileRead",
+    "Prefetch",
     "Read",
     "ReadThreads",
     "ReadingNote",
@@ -67,15 +68,32 @@ AWAY_WEIGHT = 0.2
 THREAD_PREFIX = f"{PREFIX}-loader"
 
 
-def parse_prefetch(value: object) -> tuple[int, int]:
-    """``prefetch`` as the piles read ahead and the bytes of rows whose requests may be in flight.
+class Prefetch(NamedTuple):
+    """``PileLoader(prefetch=...)``: reads ahead, bytes of rows whose requests may be in flight, bytes a read ahead may hold."""
 
-    A number of piles keeps ``loader.read-ahead-nbytes`` (``daskshuffle.config``) of rows in flight on a remote store.
+    depth: int
+    in_flight: int
+    held: int | None
+
+
+def parse_prefetch(value: object) -> Prefetch:
+    """``prefetch`` as the reads ahead, the bytes of rows in flight, and the bytes of a read started ahead.
+
+    A number of reads keeps ``loader.read-ahead-nbytes`` (``daskshuffle.config``) of rows in flight on a remote
+    store, whatever a read holds. A size is both budgets: requests in flight for that many bytes of rows, and one
+    read ahead in memory if it holds no more (a pile, a group of units or an order's unit larger than the budget
+    is read when the consumer gets to it).
+
+    Examples
+    --------
+    >>> parse_prefetch(2), parse_prefetch("8MiB")
+    (Prefetch(depth=2, in_flight=268435456, held=None), Prefetch(depth=1, in_flight=8388608, held=8388608))
     """
     if isinstance(value, str):
-        return 1, parse_nbytes(value, "prefetch")
+        nbytes = parse_nbytes(value, "prefetch")
+        return Prefetch(1, nbytes, nbytes)
     depth = parse_count(value, "prefetch")
-    return depth, int_setting("loader.read-ahead-nbytes") if depth else 0
+    return Prefetch(depth, int_setting("loader.read-ahead-nbytes") if depth else 0, None)
 
 
 class ShuffledPile(NamedTuple):
@@ -182,10 +200,20 @@ class ReadingNote(str):
 class LoaderReads:
     """Reads the units of an epoch (:class:`~daskshuffle.loader._read_units.ReadUnits`) through a thread-safe :class:`PileReader`."""
 
-    def __init__(self, reader: PileReader[Any], store: str, units: ReadUnits, read_ahead: int = 0) -> None:
+    def __init__(
+        self,
+        reader: PileReader[Any],
+        store: str,
+        units: ReadUnits,
+        read_ahead: int = 0,
+        held_ahead: int | None = None,
+        row_nbytes: float = 1.0,
+    ) -> None:
         self.reader = reader
         #: Bytes of reads whose requests may be in flight ahead of the consumer, where the reader fetches.
         self.read_ahead = read_ahead if reader.fetches else 0
+        #: Rows a read started ahead of the consumer may hold (``None``: any); a larger one waits for the consumer.
+        self.held_ahead = None if held_ahead is None else int(held_ahead // max(row_nbytes, 1.0))
         self.store = store
         self.offsets = reader.pile_offsets
         #: The epochs' read units: piles, groups of piles, an order's units or a mixture's.
@@ -239,7 +267,7 @@ class FetchAhead:
     consumer reaches a read (:meth:`advance`), for as many of the reads after
     it as the budget holds, and what arrives waits in the reader until its
     read takes it. The read under way counts against the budget too; the next
-    read is always started.
+    read is always started, unless the budget is a size (``prefetch="8MiB"``).
     """
 
     def __init__(self, piles: LoaderReads) -> None:
@@ -257,7 +285,8 @@ class FetchAhead:
             for position, job in enumerate(jobs[index:]):
                 if job in self._started:
                     continue
-                if position > 1 and reader.fetched_nbytes >= budget:
+                # The read after the consumer's goes out whatever it holds, unless a size set the budget.
+                if position > (0 if self._piles.held_ahead is not None else 1) and reader.fetched_nbytes >= budget:
                     break
                 spans = self._piles.spans(job)
                 for start, stop in spans:
@@ -290,6 +319,8 @@ class ReadThreads:
         self._make = piles.job
         self._reader = piles.reader
         self._depth = depth
+        self._held_ahead = piles.held_ahead  # rows a read started ahead may hold, at most
+        self._spans = piles.spans
         background = piles.background
         # On a remote store the requests of the reads ahead go out at once, whatever the depth.
         self._fetch = FetchAhead(piles) if piles.read_ahead > 0 else None
@@ -314,8 +345,8 @@ class ReadThreads:
         if self._depth == 0:
             return self._make(jobs[index])()
         with self._lock:
-            for job in jobs[index : index + self._depth + 1]:
-                if job not in self._pending:
+            for ahead, job in enumerate(jobs[index : index + self._depth + 1]):
+                if job not in self._pending and (ahead == 0 or self._fits(job)):
                     self._pending[job] = self._submit(self._make(job))
             started, future = self._pending.pop(jobs[index])
         if future is None:
@@ -329,6 +360,12 @@ class ReadThreads:
             if finished is not None:
                 return finished
         return future.result()
+
+    def _fits(self, job: Read) -> bool:
+        """Whether ``job`` may be read ahead: it holds no more rows than a read ahead may (its runs, gaps and all)."""
+        if self._held_ahead is None:
+            return True
+        return sum(stop - start for start, stop in self._spans(job)) <= self._held_ahead
 
     def _submit(self, started: PileRead) -> tuple[PileRead, Future[Any] | None]:
         if not self._overlap:
