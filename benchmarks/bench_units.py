@@ -13,7 +13,9 @@ kept in arrays made before). ``--repeat`` rounds of all of it, one after the
 other, so that the contenders of a round share the machine's load; the table
 gives each figure's median over the rounds, the load average before and after.
 
-Run ``python benchmarks/bench_units.py --size 1GiB --pile-mib 4 64 256 --repeat 3``.
+With ``--format parquet``, Parquet pile stores of the same rows (``x`` a
+fixed-size list of 64 float32). Run ``python benchmarks/bench_units.py --size
+1GiB --pile-mib 4 64 256 --repeat 3``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import zarr
 
 import daskshuffle as ds
@@ -47,7 +51,27 @@ def _hwm_kib() -> int:
     return 0
 
 
-def make_store(data: Path, n_rows: int, pile_mib: int) -> Path:
+def make_parquet_store(data: Path, n_rows: int, pile_mib: int) -> Path:
+    """The rows of :func:`make_store` as Parquet (``x`` a fixed-size list of 64 float32), shuffled into piles."""
+    store = data / f"units-{n_rows}-{pile_mib}.parquet"
+    if store.exists():
+        return store
+    raw = data / f"units-raw-{n_rows}.parquet"
+    if not raw.exists():
+        raw.mkdir(parents=True)
+        for start in range(0, n_rows, SOURCE_CHUNK_ROWS):
+            stop = min(start + SOURCE_CHUNK_ROWS, n_rows)
+            x = np.random.default_rng(start).standard_normal((stop - start) * 64, dtype=np.float32)
+            table = pa.table({"x": pa.FixedSizeListArray.from_arrays(pa.array(x), 64), "id": np.arange(start, stop)})
+            pq.write_table(table, raw / f"part-{start:012d}.parquet", row_group_size=SOURCE_CHUNK_ROWS)
+    n_piles = max(1, round(n_rows * ROW_NBYTES / (pile_mib * 2**20)))
+    ds.shuffle_parquet(str(raw), str(store), n_piles=n_piles, seed=0, pile_memory=f"{2 * pile_mib}MiB")
+    return store
+
+
+def make_store(data: Path, n_rows: int, pile_mib: int, kind: str = "zarr") -> Path:
+    if kind == "parquet":
+        return make_parquet_store(data, n_rows, pile_mib)
     store = data / f"units-{n_rows}-{pile_mib}.zarr"
     if store.exists():
         return store
@@ -71,7 +95,7 @@ def cat(store: Path) -> float:
     start = time.perf_counter()
     for root, _, files in os.walk(store):
         for name in files:
-            if name != "zarr.json":
+            if name != "zarr.json" and not name.startswith("_"):
                 with open(os.path.join(root, name), "rb") as file:
                     file.read()
     return time.perf_counter() - start
@@ -130,10 +154,11 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--data", type=Path, default=Path(__file__).parent / "data")
+    parser.add_argument("--format", choices=("zarr", "parquet"), default="zarr", help="The pile store's format.")
     args = parser.parse_args()
     n_rows = parse_nbytes(args.size, "size") // ROW_NBYTES
     args.data.mkdir(parents=True, exist_ok=True)
-    stores = {pile_mib: make_store(args.data, n_rows, pile_mib) for pile_mib in args.pile_mib}
+    stores = {pile_mib: make_store(args.data, n_rows, pile_mib, args.format) for pile_mib in args.pile_mib}
     print(f"{n_rows:,} rows of {ROW_NBYTES} bytes; medians of {args.repeat} rounds; load {os.getloadavg()[0]:.1f}")
     print(
         "| piles | loader | rows/s | of cat | of one pile | excess (x independent) | epoch uniform | peak growth | held |"

@@ -30,6 +30,7 @@ from daskshuffle import (
     shuffle_dataframe,
     shuffle_parquet,
 )
+from daskshuffle.orders import Piles
 from daskshuffle.pilestore import FORMAT_VERSION, ParquetWriting
 from daskshuffle.readers import open_pile_reader
 from daskshuffle.readers._parquet_reader import ParquetPileReader
@@ -491,11 +492,16 @@ def test_row_group_size_cuts_piles_into_smaller_row_groups(tmp_path: Path) -> No
     for rows_start, size in zip(starts, sizes, strict=True):
         pile = np.searchsorted(offsets, rows_start, side="right") - 1
         assert rows_start + size <= offsets[pile + 1], "no row group straddles two piles"
+        assert rows_start // 64 == (rows_start + size - 1) // 64, "nor a multiple of 64 store rows"
     whole = pd.read_parquet(tmp_path / "whole")
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "cut"), whole)
-    loaded = [batch["id"] for batch in PileLoader(tmp_path / "cut", batch_size=50, seed=0)]
-    expected = [batch["id"] for batch in PileLoader(tmp_path / "whole", batch_size=50, seed=0)]
+    one_pile = Piles(piles_in_memory=1)  # the same order whatever the row groups
+    loaded = [batch["id"] for batch in PileLoader(tmp_path / "cut", batch_size=50, seed=0, order=one_pile)]
+    expected = [batch["id"] for batch in PileLoader(tmp_path / "whole", batch_size=50, seed=0, order=one_pile)]
     assert all(np.array_equal(a, b) for a, b in zip(loaded, expected, strict=True))
+    with PileLoader(tmp_path / "cut", batch_size=50, seed=0) as units:
+        assert units.settings.unit_rows == 64, "the default reads units of the row groups' rows"
+        assert sorted(np.concatenate([batch["id"] for batch in units]).tolist()) == sorted(whole["id"].tolist())
     with pytest.raises(DaskShuffleValueError, match="row_group_size"):
         shuffle_parquet(paths, tmp_path / "bad", n_piles=4, row_group_size=0)
 

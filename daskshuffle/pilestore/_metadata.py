@@ -30,6 +30,7 @@ from ..storage import Location
 __all__ = [
     "FORMAT_VERSION",
     "METADATA_KEY",
+    "ROW_GROUP_ROWS_KEY",
     "RUN_KEY",
     "AppendedStoreError",
     "check_pile_metadata",
@@ -58,9 +59,13 @@ RUN_KEY = "run"
 #: Keys bound to the run rather than to the order: outside the fingerprint (which names the order, and which
 #: loader states record, so a store shuffled again the same way keeps it), inside the seal.
 BOUND_KEYS = (RUN_KEY, "arrays", "seal")
+#: A Parquet store's record of the rows a row group holds at most: its row groups end at every multiple of it
+#: (store rows) and at every pile's end, so that the loader reads runs of that many rows as whole row groups.
+ROW_GROUP_ROWS_KEY = "row_group_rows"
 #: Keys a destination adds to the metadata after the shuffle fingerprinted it (the shuffle fingerprints it
-#: marked incomplete): a Zarr store's layout (``_layout.LAYOUT_KEY``) and an xarray store's dimension.
-ADDED_AFTER_FINGERPRINT = ("layout", "dim", *BOUND_KEYS)
+#: marked incomplete): a Zarr store's layout (``_layout.LAYOUT_KEY``), an xarray store's dimension and a Parquet
+#: store's row groups.
+ADDED_AFTER_FINGERPRINT = ("layout", "dim", ROW_GROUP_ROWS_KEY, *BOUND_KEYS)
 #: What to do about a pile store whose metadata disagrees with itself or with its data.
 _REMEDY = (
     "shuffle the source again with overwrite=True, or restore the metadata from a copy and check the store against "

@@ -38,7 +38,7 @@ from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
 from ..formats import Destination
 from ..plan import split_piles
 from ..storage import Location
-from ._metadata import RUN_KEY, check_pile_metadata, check_store_exists, seal_of
+from ._metadata import ROW_GROUP_ROWS_KEY, RUN_KEY, check_pile_metadata, check_store_exists, seal_of
 from ._parquet_layout import AUTO, column_options
 
 __all__ = [
@@ -112,16 +112,42 @@ class ParquetWriting:
     n_output_files: int | None = None
 
 
-class ParquetDestination(Destination[pa.Table]):
-    """A Parquet pile store of ``schema``: a file per merge group, a row group per pile.
+#: Bytes of rows a row group holds by default: a unit the loader reads (and decodes) whole.
+ROW_GROUP_NBYTES = 2 * 2**20
 
-    With ``row_group_size``, a pile is cut into row groups of at most that many
-    rows; with ``n_output_files``, the piles are cut into that many files of
-    near-equal rows (each a merge group).
+
+def row_group_cuts(start: int, stop: int, every: int) -> list[int]:
+    """Where row groups of store rows ``start:stop`` (one pile's) end: every multiple of ``every``, and ``stop``.
+
+    Examples
+    --------
+    >>> row_group_cuts(5, 23, 8)
+    [8, 16, 23]
+    """
+    return [*range((start // every + 1) * every, stop, every), stop]
+
+
+class ParquetDestination(Destination[pa.Table]):
+    """A Parquet pile store of ``schema``: a file per merge group, row groups within piles.
+
+    Row groups end at every pile's end and at every multiple of
+    ``row_group_size`` store rows (by default, rows of about
+    :data:`ROW_GROUP_NBYTES`), recorded as :data:`ROW_GROUP_ROWS_KEY`; with
+    ``n_output_files``, the piles are cut into that many files of near-equal
+    rows (each a merge group).
     """
 
     schema: pa.Schema
     writing: ParquetWriting
+
+    @property
+    def row_nbytes(self) -> int:
+        """Bytes of a row, about (the sources' size over their rows): what a row group's bytes are counted in."""
+        raise NotImplementedError
+
+    def row_group_rows(self) -> int:
+        """The most rows of a row group: ``row_group_size``, or about :data:`ROW_GROUP_NBYTES` of rows."""
+        return self.writing.row_group_size or max(1, ROW_GROUP_NBYTES // max(1, int(self.row_nbytes)))
 
     def merge_runs(self, pile_sizes: NDArray[np.int64], row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
         n_files, n_piles = self.writing.n_output_files, len(pile_sizes)
@@ -173,7 +199,7 @@ class ParquetDestination(Destination[pa.Table]):
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         fs, root = dst.fs, dst.path
         fs.makedirs(root, exist_ok=True)
-        self._write_sidecar(dst, metadata)
+        self._write_sidecar(dst, {**metadata, ROW_GROUP_ROWS_KEY: self.row_group_rows()})
         if n_rows == 0:  # readers need at least one file to know the schema
             self.write_rows(dst, 0, self.schema.empty_table(), None)
 
@@ -187,8 +213,9 @@ class ParquetDestination(Destination[pa.Table]):
         rows = rows.replace_schema_metadata(self.schema.metadata)
         files = self._part_files(dst, rows, bounds)
         run = sidecar.get(RUN_KEY)
+        every = int(sidecar.get(ROW_GROUP_ROWS_KEY) or self.row_group_rows())
         if len(files) == 1:
-            self._write_part(dst, start, rows, bounds, run)
+            self._write_part(dst, start, rows, bounds, run, every)
             return
         at_once = min(len(files), int_setting("shuffle.parts-at-once"))
         with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-put") as pool:
@@ -200,6 +227,7 @@ class ParquetDestination(Destination[pa.Table]):
                     rows.slice(bounds[a], bounds[b] - bounds[a]),
                     [bound - bounds[a] for bound in bounds[a : b + 1]],
                     run,
+                    every,
                 )
                 for a, b in files
             ]
@@ -223,9 +251,19 @@ class ParquetDestination(Destination[pa.Table]):
         return files
 
     def _write_part(
-        self, dst: Location, start: int, rows: pa.Table, bounds: Sequence[int], run: str | None = None
+        self,
+        dst: Location,
+        start: int,
+        rows: pa.Table,
+        bounds: Sequence[int],
+        run: str | None = None,
+        every: int | None = None,
     ) -> None:
-        """Write ``rows`` (rows ``start:`` of the store, piles cut at ``bounds``) as one part file of ``run``."""
+        """Write ``rows`` (rows ``start:`` of the store, piles cut at ``bounds``) as one part file of ``run``.
+
+        Row groups end at each pile's end and at every multiple of ``every`` store rows.
+        """
+        every = every or self.row_group_rows()
         afs, _ = arrow_filesystem(dst)
         dictionary, codecs = column_options(rows, self.writing.compression)  # see _parquet_layout
         schema = self.schema
@@ -240,14 +278,19 @@ class ParquetDestination(Destination[pa.Table]):
             write_page_checksum=True,
         ) as writer:
             for a, b in itertools.pairwise(bounds):
-                if b > a or rows.num_rows == 0:
-                    size = max(b - a, 1)
+                if rows.num_rows == 0:
+                    writer.write_table(rows.replace_schema_metadata(schema.metadata))
+                    continue
+                first = a
+                for cut in row_group_cuts(start + a, start + b, every) if b > a else []:
+                    size = cut - start - first  # cut is a store row; first a row of this part
                     writer.write_table(
-                        rows.slice(a, b - a).replace_schema_metadata(schema.metadata),
-                        row_group_size=min(size, self.writing.row_group_size or size),
+                        rows.slice(first, size).replace_schema_metadata(schema.metadata), row_group_size=size
                     )
+                    first += size
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        metadata = {**metadata, ROW_GROUP_ROWS_KEY: self.row_group_rows()}
         bound = {key: value for key, value in metadata.items() if key != "seal"}
         self._write_sidecar(dst, {**bound, "seal": seal_of(bound)})
 

@@ -32,6 +32,7 @@ from .._threads import LazyPool
 from ..formats import Fetched, FetchedFile, Range, bytes_of, coalesce, concat, is_nested, row_shape, take, to_numpy
 from ..pilestore import (
     METADATA_FILE,
+    ROW_GROUP_ROWS_KEY,
     RUN_KEY,
     check_recorded_rows,
     metadata_disagrees,
@@ -158,6 +159,19 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
                 table = self._decode(piece, *found, pile)
             tables.append(table.slice(piece.a - int(piece.layout.group_starts[piece.groups[0]]), piece.b - piece.a))
         return concat(tables)
+
+    def chunk_rows(self) -> dict[str, tuple[int, int]]:
+        """Each column's rows per row group: a store whose row groups end at every multiple of its record's rows.
+
+        Such a store (:data:`~daskshuffle.pilestore.ROW_GROUP_ROWS_KEY`) reads
+        any run of that many rows, from a multiple of it, as whole row groups
+        (one, or two where a pile ends inside): units smaller than piles.
+        Stores written before it hold a row group per pile: ``{}``, read by piles.
+        """
+        every = self.metadata.get(ROW_GROUP_ROWS_KEY)
+        if not isinstance(every, int) or every < 1:
+            return {}
+        return dict.fromkeys(self.columns, (every, 1))  # one run of rows for every column: their widths do not matter
 
     # -- fetching ahead (object storage) --------------------------------------
     @property
@@ -308,6 +322,12 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
     def read_pile(self, pile: int) -> pa.Table:
         offsets = self.pile_offsets
         return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile)
+
+    def read_runs(self, runs: Sequence[tuple[int, int]]) -> pa.Table:
+        """Rows of each of ``runs``, one after the other (a group of units); decoded ``parquet-reader.group-threads`` at a time."""
+        if len(runs) < 2:
+            return super().read_runs(runs)
+        return concat(list(self._decoders.get().map(lambda run: self.read_rows(*run), runs)))
 
     def read_piles(self, piles: Sequence[int]) -> pa.Table:
         """Every row of ``piles``, one pile after the other; the piles decoded ``parquet-reader.group-threads`` at a time."""
