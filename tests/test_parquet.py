@@ -31,7 +31,7 @@ from daskshuffle import (
     shuffle_parquet,
 )
 from daskshuffle.orders import Piles
-from daskshuffle.pilestore import FORMAT_VERSION, ParquetWriting
+from daskshuffle.pilestore import FORMAT_VERSION, ParquetWriting, seal_of
 from daskshuffle.readers import open_pile_reader
 from daskshuffle.readers._parquet_reader import ParquetPileReader
 from daskshuffle.sources._parquet import open_parquet_sources
@@ -706,3 +706,26 @@ def test_what_numpy_batches_hold_and_what_pandas_batches_keep(tmp_path: Path) ->
         pandas_batch["kind"].dtype, pd.CategoricalDtype
     )
     assert pandas_batch["id"].tolist() == order.tolist()
+
+
+def test_a_parquet_store_of_a_row_group_a_pile_is_read_by_piles_and_info_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A store written before row groups ended at every multiple of its row_group_rows: no units, and info says why."""
+    paths = write_files(tmp_path / "src", [500, 300])
+    shuffle_parquet(paths, tmp_path / "piles", n_piles=4, seed=1, row_group_size=64)
+    with PileLoader(tmp_path / "piles", batch_size=50, seed=0) as loader:
+        assert loader.settings.unit_rows == 64
+    sidecar = tmp_path / "piles" / "_daskshuffle.json"
+    metadata = json.loads(sidecar.read_text())
+    del metadata["row_group_rows"]
+    bound = {key: value for key, value in metadata.items() if key != "seal"}
+    sidecar.write_text(json.dumps({**bound, "seal": seal_of(bound)}))  # as an earlier run wrote it
+    with PileLoader(tmp_path / "piles", batch_size=50, seed=0) as loader:
+        assert loader.settings.unit_rows is None, "read by piles"
+        assert sorted(np.concatenate([batch["id"] for batch in loader]).tolist()) == list(range(800))
+    from daskshuffle._cli import main
+
+    with pytest.raises(SystemExit, match="0"):
+        main(["info", str(tmp_path / "piles")])
+    assert "in a row group a pile: the loader reads whole piles" in capsys.readouterr().out

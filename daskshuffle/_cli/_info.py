@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from .._errors import UnfinishedShuffleError
-from ..pilestore import Leftover
+from ..pilestore import LAYOUT_KEY, ROW_GROUP_ROWS_KEY, Leftover
 from ..plan import PILES_SHUFFLED
 from ..shuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
@@ -137,6 +137,9 @@ def _piles_stored(metadata: dict[str, Any]) -> str:
         return "in source order (written before piles were stored shuffled): the loader reads whole piles"
     if "generations" in metadata:
         return "shuffled, in several generations: the loader reads whole piles"
+    if LAYOUT_KEY not in metadata and ROW_GROUP_ROWS_KEY not in metadata:
+        # A Parquet store written before its row groups ended at every multiple of a number of rows.
+        return "shuffled, in a row group a pile: the loader reads whole piles (shuffle again to read units)"
     return "shuffled: the loader reads units smaller than piles"
 
 

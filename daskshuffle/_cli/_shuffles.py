@@ -87,7 +87,7 @@ Examples:
     help="The Parquet codec of DST: auto chooses snappy or none per column, from a sample.",
 )
 @positive_option(
-    "--row-group-size", "The most rows in a row group of DST.  [default: a row group per pile]", metavar="ROWS"
+    "--row-group-size", "The most rows in a row group of DST.  [default: about 2 MiB of rows]", metavar="ROWS"
 )
 @positive_option(
     "--n-output-files",
@@ -98,7 +98,7 @@ Examples:
 def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) -> None:
     """Shuffle the rows of Parquet files, directories or globs (SRC...) into a Parquet pile store DST.
 
-    DST is a Parquet dataset directory (a row group per pile) that pandas,
+    DST is a Parquet dataset directory (row groups within piles) that pandas,
     pyarrow and dask read. Read it for training with daskshuffle.PileLoader.
     """
     from ..shuffle import shuffle_parquet

@@ -11,7 +11,8 @@ dictionaries, lists, structs and nulls anywhere.
 - Destination: a Parquet dataset directory, one file ``part-<first row>.parquet``
   per merge group (on object storage, files of whole piles of about
   ``shuffle.remote-part-nbytes`` each, written at once), whose row groups never
-  straddle a pile (a pile is one row group), each column's encoding and codec chosen from the data
+  straddle a pile nor a multiple of ``row_group_rows`` store rows (about 2 MiB of rows, the
+  loader's unit), each column's encoding and codec chosen from the data
   (:mod:`~daskshuffle.pilestore._parquet_layout`), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
   readers skip. The sidecar says ``"complete": false`` until every file is
   written; a failed run removes the part files.
@@ -207,7 +208,7 @@ class ParquetDestination(Destination[pa.Table]):
         sidecar = json.loads(dst.fs.cat_file(f"{dst.path}/{METADATA_FILE}"))  # one request
         pile_offsets = np.asarray(sidecar["pile_offsets"], dtype=np.int64)
         stop = start + rows.num_rows
-        # A row group per pile: the loader reads a pile as whole row groups and nothing more.
+        # Row groups never straddle a pile: the loader reads a pile, or a unit, as whole row groups and nothing more.
         cuts = pile_offsets[(pile_offsets > start) & (pile_offsets < stop)] - start
         bounds = [0, *cuts.tolist(), rows.num_rows]
         rows = rows.replace_schema_metadata(self.schema.metadata)

@@ -1,7 +1,7 @@
 """Reading a Parquet pile store: lazily, from several threads at once, checked.
 
 The store is what ``ArrowFormat`` writes (:mod:`daskshuffle.sources._parquet`):
-part files ``part-<first row>.parquet`` of whole piles, a row group per pile,
+part files ``part-<first row>.parquet`` of whole piles, in row groups within piles,
 with page checksums, and the shuffle's metadata in ``_daskshuffle.json``.
 Where each part file's rows are, its footer and a plain read of its row groups
 are :class:`~daskshuffle.readers._parquet_parts.PartFiles`.

@@ -84,9 +84,10 @@ def shuffle_parquet(
         or "snappy", "zstd", "lz4", "gzip", "brotli" or "none" for every column.
         Either way a column is dictionary-encoded only if it has few distinct values.
     row_group_size : int, optional
-        The most rows in one row group of the destination. By default a pile is
-        one row group (the loader reads a pile as whole row groups); a row group
-        never straddles two piles either way.
+        The most rows in one row group of the destination: row groups end at
+        every multiple of it (store rows) and at every pile's end, and the loader
+        reads runs of that many rows as whole row groups. By default about 2 MiB
+        of rows.
     n_output_files : int, optional
         Write the destination as exactly this many files of near-equal rows
         (whole piles each, so at most ``n_piles``; each must fit one merge
