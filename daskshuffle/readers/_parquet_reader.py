@@ -325,9 +325,11 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> pa.Table:
         """Rows of each of ``runs``, one after the other (a group of units); decoded ``parquet-reader.group-threads`` at a time."""
-        if len(runs) < 2:
+        if not runs:
             return super().read_runs(runs)
-        return concat(list(self._decoders.get().map(lambda run: self.read_rows(*run), runs)))
+        if len(runs) == 1:
+            return self._read(runs[0][0], runs[0][1], None)
+        return concat(list(self._decoders.get().map(lambda run: self._read(run[0], run[1], None), runs)))
 
     def read_piles(self, piles: Sequence[int]) -> pa.Table:
         """Every row of ``piles``, one pile after the other; the piles decoded ``parquet-reader.group-threads`` at a time."""
