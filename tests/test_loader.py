@@ -557,7 +557,7 @@ def test_batches_are_gathered_into_the_arrays_allocate_makes(store: str) -> None
 @pytest.mark.parametrize("position", [-1, 10, 11])
 def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: str, arrays: bool, position: int) -> None:
     from daskshuffle.loader._batches import gather_batches
-    from daskshuffle.loader._prefetch import ShuffledPile
+    from daskshuffle.loader._reads import ShuffledPile
     from daskshuffle.plan._epoch_plan import BatchPlan, Segment
     from daskshuffle.readers import open_pile_reader
 
@@ -584,7 +584,7 @@ def test_a_variable_shorter_than_its_pile_is_corrupt_never_repeated_rows(
     """Every variable is checked against the rows its read records, not only the first: none is clipped."""
     from daskshuffle import CorruptPileStoreError
     from daskshuffle.loader._batches import gather_batches
-    from daskshuffle.loader._prefetch import ShuffledPile
+    from daskshuffle.loader._reads import ShuffledPile
     from daskshuffle.plan._epoch_plan import BatchPlan, Segment
     from daskshuffle.readers import open_pile_reader
 

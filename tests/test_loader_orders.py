@@ -20,7 +20,7 @@ from test_pile_stores import KINDS, N_ROWS, SEED
 import daskshuffle as ds
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader, orders
 from daskshuffle.loader._order_units import OrderedUnits
-from daskshuffle.loader._prefetch import LoaderReads, PileRead
+from daskshuffle.loader._reads import LoaderReads, PileRead
 from daskshuffle.plan._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
 from daskshuffle.plan._order_classes import ORDER_CLASSES
 from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, READ_GAPS

@@ -19,7 +19,7 @@ from simulate import unit_stream
 
 import daskshuffle
 from daskshuffle import PileLoader
-from daskshuffle.loader._prefetch import LoaderReads
+from daskshuffle.loader._reads import LoaderReads
 from daskshuffle.orders import Piles
 from daskshuffle.plan import auto_budget, group_permutation, rank_range, unit_bounds, unit_excess, unit_groups
 from daskshuffle.quality._metrics import cobatch_overlap

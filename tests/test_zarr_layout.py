@@ -22,7 +22,7 @@ from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
-from daskshuffle.loader._prefetch import ReadingNote
+from daskshuffle.loader._reads import ReadingNote
 from daskshuffle.orders import Piles
 from daskshuffle.pilestore import FORMAT_VERSION, Layout, choose_chunk_rows, choose_codec, parse_metadata_attribute
 from daskshuffle.plan import fingerprint

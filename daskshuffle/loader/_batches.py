@@ -66,7 +66,7 @@ def check_positions(index: NDArray[np.intp], n_rows: int) -> None:
 def check_pile(pile: Any, reader: PileReader[Any]) -> None:
     """Raise unless every variable of ``pile`` holds the rows its read records, and its order stays within them.
 
-    ``pile`` is a :class:`~daskshuffle.loader._prefetch.ShuffledPile`. Each
+    ``pile`` is a :class:`~daskshuffle.loader._reads.ShuffledPile`. Each
     variable is checked, not only the first: a shorter one is a
     :class:`~daskshuffle.CorruptPileStoreError` naming it. Once a pile, a
     length a variable.
@@ -142,7 +142,7 @@ def gather_batches(
     allocate: Allocate | None = None,
     release: Callable[[Any], None] | None = None,
 ) -> Iterator[Any]:
-    """The batches of ``plan``; ``segment(i)`` gives the :class:`~daskshuffle.loader._prefetch.ShuffledPile` of segment ``i``.
+    """The batches of ``plan``; ``segment(i)`` gives the :class:`~daskshuffle.loader._reads.ShuffledPile` of segment ``i``.
 
     Each segment is asked for once, in order, when the first batch that needs
     it is gathered; the one before is let go first. A reader gives arrays for

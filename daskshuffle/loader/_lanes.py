@@ -28,7 +28,8 @@ import numpy as np
 
 from ..plan import BatchPlan
 from ._batches import Allocate
-from ._prefetch import LoaderReads, Read, ReadThreads, prefetched_batches
+from ._prefetch import Read, ReadThreads, prefetched_batches
+from ._reads import LoaderReads
 
 __all__ = ["lane_batches"]
 

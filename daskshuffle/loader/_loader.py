@@ -47,8 +47,9 @@ from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition
 from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank, row_nbytes
 from ._mix import loader_units, open_loader_store
-from ._prefetch import LoaderReads, ReadThreads, parse_prefetch
+from ._prefetch import ReadThreads, parse_prefetch
 from ._rank_share import RankShare
+from ._reads import LoaderReads
 from ._run_units import choose_units
 
 __all__ = ["LoaderSettings", "PileLoader"]

@@ -12,7 +12,8 @@ from ..plan import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
 from ._batches import Allocate
 from ._lanes import lane_batches
 from ._loader_state import LoaderSettings
-from ._prefetch import LoaderReads, Read, ReadThreads, prefetched_batches
+from ._prefetch import Read, ReadThreads, prefetched_batches
+from ._reads import LoaderReads
 
 __all__ = ["RankShare"]
 
