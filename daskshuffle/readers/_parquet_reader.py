@@ -329,7 +329,11 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
             return super().read_runs(runs)
         if len(runs) == 1:
             return self._read(runs[0][0], runs[0][1], None)
-        return concat(list(self._decoders.get().map(lambda run: self._read(run[0], run[1], None), runs)))
+        # One chunk a column, the runs' own let go: the batches' numpy views are of it, rather than of a copy made
+        # beside the runs (two groups held 253 MiB of Arrow memory for 128 MiB of rows, now about half).
+        return concat(
+            list(self._decoders.get().map(lambda run: self._read(run[0], run[1], None), runs))
+        ).combine_chunks()
 
     def read_piles(self, piles: Sequence[int]) -> pa.Table:
         """Every row of ``piles``, one pile after the other; the piles decoded ``parquet-reader.group-threads`` at a time."""
