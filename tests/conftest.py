@@ -177,3 +177,20 @@ def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
     return new_bucket(s3_endpoint)
+
+
+@pytest.fixture
+def memory_store(tmp_path: Path) -> str:
+    """A pile store of 20,000 rows in 40 piles (also at ``tmp_path / "piles.zarr"``), copied into fsspec's memory filesystem."""
+    import fsspec
+
+    import daskshuffle as ds
+
+    source = tmp_path / "raw.zarr"
+    group = zarr.open_group(source, mode="w")
+    group.create_array("x", data=np.arange(20_000 * 4, dtype="f4").reshape(20_000, 4), chunks=(1_000, 4))
+    group.create_array("id", data=np.arange(20_000), chunks=(1_000,))
+    ds.shuffle_zarr(str(source), str(tmp_path / "piles.zarr"), n_piles=40, seed=3)
+    url = f"memory://store-{tmp_path.name}/piles.zarr"
+    fsspec.filesystem("memory").put(str(tmp_path / "piles.zarr"), url, recursive=True)
+    return url

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
-import numpy as np
 import pytest
 from conftest import Configure
 
@@ -88,21 +87,6 @@ def test_a_wrong_number_of_seconds_is_refused(configure: Configure) -> None:
     configure({"loader.away-seconds": "soon"})
     with pytest.raises(ds.DaskShuffleTypeError, match="Got 'soon' instead"):
         float_setting("loader.away-seconds")
-
-
-@pytest.fixture
-def memory_store(tmp_path: Path) -> str:
-    """A pile store of 20,000 rows in 40 piles, copied into fsspec's memory filesystem."""
-    import zarr
-
-    source = tmp_path / "raw.zarr"
-    group = zarr.open_group(source, mode="w")
-    group.create_array("x", data=np.arange(20_000 * 4, dtype="f4").reshape(20_000, 4), chunks=(1_000, 4))
-    group.create_array("id", data=np.arange(20_000), chunks=(1_000,))
-    ds.shuffle_zarr(str(source), str(tmp_path / "piles.zarr"), n_piles=40, seed=3)
-    url = f"memory://config-{tmp_path.name}/piles.zarr"
-    fsspec.filesystem("memory").put(str(tmp_path / "piles.zarr"), url, recursive=True)
-    return url
 
 
 def _most_fetched_ahead(store: str) -> int:

@@ -225,22 +225,6 @@ def test_fetches_pickle_empty(fs: CountingFS | AsyncCountingFS) -> None:
     copy.clear()
 
 
-@pytest.fixture
-def memory_store(tmp_path: Any) -> str:
-    """A pile store of 20,000 rows in 40 piles, copied into fsspec's memory filesystem."""
-    import zarr
-
-    source = tmp_path / "raw.zarr"
-    group = zarr.open_group(source, mode="w")
-    group.create_array("x", data=np.arange(20_000 * 4, dtype="f4").reshape(20_000, 4), chunks=(1_000, 4))
-    group.create_array("id", data=np.arange(20_000), chunks=(1_000,))
-    ds.shuffle_zarr(str(source), str(tmp_path / "piles.zarr"), n_piles=40, seed=3)
-    memory = fsspec.filesystem("memory")
-    url = f"memory://read-ahead-{tmp_path.name}/piles.zarr"
-    memory.put(str(tmp_path / "piles.zarr"), url, recursive=True)
-    return url
-
-
 @pytest.mark.parametrize("prefetch", [0, 1, "64KiB", "64MiB"])
 def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_path: Any, prefetch: Any) -> None:
     with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=512, seed=1) as local:

@@ -161,10 +161,10 @@ def gather_batches(
                         release(pile)
                     pile = None  # let the last pile go before the next is read (with prefetch=0, here)
                     read = segment(part.segment)
-                    check_pile(
-                        read, reader
-                    )  # once a pile: every variable holds its rows, every part's index is in them
-                    current, pile = part.segment, read  # only a pile that passed is let go to the reader again
+                    # Once a pile: every variable holds its rows, every part's index is in them. Only a pile that
+                    # passed is given back to the reader.
+                    check_pile(read, reader)
+                    current, pile = part.segment, read
                     layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch
                 index = pile.order[part.start : part.stop]
                 if len(index) != part.stop - part.start:  # a slice past the end is short, not an error

@@ -259,14 +259,13 @@ class ParquetDestination(Destination[pa.Table]):
         start: int,
         rows: pa.Table,
         bounds: Sequence[int],
-        run: str | None = None,
-        every: int | None = None,
+        run: str | None,
+        every: int,
     ) -> None:
         """Write ``rows`` (rows ``start:`` of the store, piles cut at ``bounds``) as one part file of ``run``.
 
         Row groups end at each pile's end and at every multiple of ``every`` store rows.
         """
-        every = every or self.row_group_rows()
         afs, _ = arrow_filesystem(dst)
         dictionary, codecs = column_options(rows, self.writing.compression)  # see _parquet_layout
         schema = self.schema
