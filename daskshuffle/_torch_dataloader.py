@@ -154,11 +154,29 @@ def make_dataloader(dataset: Any, stateful: bool, options: dict[str, Any]) -> An
                 "pip install torchdata"
             ) from error
         loader_class = StatefulDataLoader
+    elif options.get("num_workers"):
+        loader_class = _PassesDataLoader
     return loader_class(dataset, **{**options, "batch_size": None})
 
 
+class _PassesDataLoader(torch.utils.data.DataLoader):  # type: ignore[type-arg]
+    """A ``DataLoader`` with worker processes that tells its dataset when a pass has been handed out to the end.
+
+    Its workers read ahead of the training loop, so only the main process knows
+    when the last batch of a pass was taken; until then the dataset's
+    :meth:`~daskshuffle.torch.PileDataset.state_dict` would skip the batches in
+    flight, and refuses.
+    """
+
+    def __iter__(self) -> Any:
+        passes: Passes = self.dataset._passes  # type: ignore[attr-defined]
+        passes.handing_out(True)
+        yield from super().__iter__()
+        passes.handing_out(False)  # not on a pass broken off: what it did not hand out is not in any state
+
+
 #: Fields of the epoch counter shared with worker processes (see :class:`Passes`).
-_NEXT_EPOCH, _NEXT_START, _PASS_EPOCH, _PASS_START, _JOINED, _SIZE = range(6)
+_NEXT_EPOCH, _NEXT_START, _PASS_EPOCH, _PASS_START, _JOINED, _SIZE, _DONE, _HANDING_OUT = range(8)
 
 
 class Passes:
@@ -174,7 +192,7 @@ class Passes:
     """
 
     def __init__(self) -> None:
-        self.values = torch.zeros(6, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
+        self.values = torch.zeros(8, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
         self.lock = multiprocessing.get_context("spawn").Lock()
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -191,6 +209,8 @@ class Passes:
         with self.lock:
             self.values[_NEXT_EPOCH], self.values[_NEXT_START] = epoch, start
             self.values[_JOINED] = self.values[_SIZE]  # the pass in progress, if any, takes no more workers
+            self.values[_DONE] = self.values[_SIZE]  # and is over: the next one starts where this says
+            self.values[_HANDING_OUT] = 0
 
     def begin(self, n_workers: int | None) -> tuple[int, int]:
         """The epoch of a pass and the batch it starts at: a new pass, or (a worker) the pass its siblings began."""
@@ -200,7 +220,7 @@ class Passes:
                 values[_PASS_EPOCH], values[_PASS_START] = values[_NEXT_EPOCH], values[_NEXT_START]
                 values[_NEXT_EPOCH] += 1
                 values[_NEXT_START] = 0
-                values[_JOINED], values[_SIZE] = 0, n_workers or 0
+                values[_JOINED], values[_SIZE], values[_DONE] = 0, n_workers or 0, 0
             values[_JOINED] += 1
             return int(values[_PASS_EPOCH]), int(values[_PASS_START])
 
@@ -211,8 +231,24 @@ class Passes:
             if values[_JOINED] >= values[_SIZE] or values[_SIZE] != n_workers or values[_PASS_EPOCH] != epoch:
                 values[_PASS_EPOCH], values[_PASS_START] = epoch, 0
                 values[_NEXT_EPOCH], values[_NEXT_START] = epoch + 1, 0
-                values[_JOINED], values[_SIZE] = 0, n_workers
+                values[_JOINED], values[_SIZE], values[_DONE] = 0, n_workers, 0
             values[_JOINED] += 1
+
+    def finish(self) -> None:
+        """A worker yielded the last batch of its part of the pass."""
+        with self.lock:
+            self.values[_DONE] += 1
+
+    def handing_out(self, busy: bool) -> None:
+        """The main process's ``DataLoader`` begins a pass (``True``) or handed out its last batch (``False``)."""
+        with self.lock:
+            self.values[_HANDING_OUT] = int(busy)
+
+    def workers_busy(self) -> bool:
+        """Whether worker processes are in a pass, or broke one off, that the main process cannot see the end of."""
+        with self.lock:
+            values = self.values
+            return bool(values[_HANDING_OUT]) or bool(values[_DONE] < values[_SIZE])
 
 
 def _shared_passes(values: torch.Tensor, lock: Any) -> Passes:

@@ -77,8 +77,10 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     process) loads into any number of them: the batches left of the epoch
     are then shared out between the workers. With a plain ``DataLoader``
     and worker processes the dataset in the main process does not see the
-    batches go by: its state says what the next pass yields (the next epoch
-    after a pass that was broken off), so save it between epochs.
+    batches go by (the workers read ahead of the training loop): its
+    :meth:`state_dict` is then refused during a pass and after a pass broken
+    off, and taken between passes says where the next pass starts. To save
+    mid-epoch with workers, use ``dataloader(stateful=True)``.
 
     Parameters
     ----------
@@ -269,6 +271,8 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
                         yield self._convert(gather.tensors, shared=True)
                     else:
                         yield ByValue(self._convert(arrays, shared=False))  # type: ignore[misc]
+            if worker is not None:
+                self._passes.finish()
         finally:
             if worker is None and self._pass is part:
                 self._pass = None  # the main process's pass is over: what comes next is the next pass
@@ -291,6 +295,14 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         (0, 2)
         """
         part = self._pass
+        if part is None and get_worker_info() is None and self._passes.workers_busy():
+            raise DaskShuffleValueError(
+                "Expected a state taken between the passes of a DataLoader with worker processes. Got a pass in "
+                "progress (or broken off) instead: its workers read ahead of the training loop, so no state taken "
+                "here says which batches the loop has had. Make the DataLoader with dataset.dataloader(stateful=True) "
+                "(torchdata's StatefulDataLoader asks each worker) and save its state_dict(), or save the dataset's "
+                "state after a pass ends; after a pass broken off, dataset.set_epoch(epoch) says where to go on."
+            )
         if part is None:
             epoch, start = self._passes.next()
             part = Pass(epoch, start, self._n_batches, None)

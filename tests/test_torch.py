@@ -235,6 +235,36 @@ def test_a_state_of_the_main_process_loads_into_worker_processes(store: str) -> 
 
 
 @needs_torch
+@pytest.mark.parametrize("made_by", ["dataloader", "DataLoader"])
+def test_a_state_taken_mid_pass_of_worker_processes_is_refused_not_skipped(store: str, made_by: str) -> None:
+    # The workers read ahead of the loop: a state taken in the main process cannot say which batches it has had.
+    from torch.utils.data import DataLoader
+
+    dataset = PileDataset(store, BATCH)
+    made = (
+        dataset.dataloader(num_workers=2)
+        if made_by == "dataloader"
+        else DataLoader(dataset, batch_size=None, num_workers=2)
+    )
+    batches = iter(made)
+    taken = [next(batches)["id"].numpy() for _ in range(3)]
+    with pytest.raises(DaskShuffleValueError, match=r"dataloader\(stateful=True\)"):
+        dataset.state_dict()
+    rest = [batch["id"].numpy() for batch in batches]
+    assert as_set(taken + rest) == as_set(batches_of_loader(store, 0))
+    # A pass handed out to its end: the state says the next epoch, from its first batch.
+    assert dataset.state_dict()["loader"] | {"epoch": 1, "batches": 0} == dataset.state_dict()["loader"]
+    # A pass broken off is refused too, until set_epoch says where to go on.
+    broken = iter(made)
+    next(broken)
+    del broken
+    with pytest.raises(DaskShuffleValueError, match="broken off"):
+        dataset.state_dict()
+    dataset.set_epoch(1)
+    assert (dataset.state_dict()["loader"]["epoch"], dataset.state_dict()["loader"]["batches"]) == (1, 0)
+
+
+@needs_torch
 def test_a_state_of_other_settings_is_refused(store: str) -> None:
     state = PileDataset(store, BATCH).state_dict()
     with pytest.raises(DaskShuffleValueError, match="Got a state whose settings differ"):
