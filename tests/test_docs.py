@@ -106,17 +106,20 @@ def _demo_sources(root: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_the_readme_usage_runs_as_a_script(tmp_path: Path) -> None:
-    """The Usage block, saved as a file and run with python: ``Client()``'s worker processes import it again."""
+    """The quickstart, saved as a file under the guard the README names: ``Client()``'s workers import it again."""
+    import textwrap
+
     readme = (ROOT / "README.md").read_text()
-    usage = _python_blocks(readme[readme.index("## Usage") :])[0]
-    _demo_sources(tmp_path)
-    (tmp_path / "usage.py").write_text(usage)
-    run = subprocess.run([sys.executable, "usage.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    quickstart = _python_blocks(readme[readme.index("## Quickstart") :])[0]
+    assert 'if __name__ == "__main__":' in readme[readme.index("## Quickstart") :]
+    script = 'if __name__ == "__main__":\n' + textwrap.indent(quickstart + "\nclient.close()\n", "    ")
+    (tmp_path / "quickstart.py").write_text(script)
+    run = subprocess.run([sys.executable, "quickstart.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     import daskshuffle
 
-    with daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=1_000) as loader:
-        assert sorted(int(i) for batch in loader for i in batch["id"]) == list(range(4_000))
+    with daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=100_000) as loader:
+        assert sorted(int(i) for batch in loader for i in batch["y"]) == list(range(1_000_000))
 
 
 #: What the README's snippets take as given: a training job's names, and the inputs they name.
@@ -130,8 +133,8 @@ ddf = dd.from_pandas(pd.DataFrame({"id": np.arange(500), "value": np.arange(500)
 
 
 @pytest.mark.slow
-def test_the_readme_snippets_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every Python snippet of the README, pasted one after the other into one session, as a reader would."""
+def test_the_how_to_snippets_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Python snippet of the Parquet and xarray guides, pasted into one session, as a reader would."""
     import numpy as np
     import pandas as pd
     import xarray as xr
@@ -151,10 +154,100 @@ def test_the_readme_snippets_run_in_order(tmp_path: Path, monkeypatch: pytest.Mo
             warnings.simplefilter("ignore")
             era5.to_zarr(tmp_path / "era5.zarr")
             exec(README_PRELUDE, namespace)
-            for block in _python_blocks((ROOT / "README.md").read_text()):
-                exec(compile(block, "README.md", "exec"), namespace)
+            for page in ["parquet.md", "xarray.md"]:
+                for block in _python_blocks((ROOT / "docs" / "how-to" / page).read_text()):
+                    exec(compile(block.replace("...", "pass"), page, "exec"), namespace)
     finally:
         client = namespace.get("client")
         if client is not None:
             client.close()  # type: ignore[attr-defined]
-    assert (tmp_path / "piles.zarr").exists() and (tmp_path / "era5-piles.zarr").exists()
+    assert (tmp_path / "events-piles.parquet").exists() and (tmp_path / "era5-piles-2.zarr").exists()
+
+
+@pytest.mark.slow
+def test_the_parameter_reference_is_current() -> None:
+    pytest.importorskip("torch")
+    import reference_tables
+
+    assert (ROOT / "docs" / "reference" / "parameters.md").read_text() == reference_tables.page(), (
+        "run: python tests/reference_tables.py"
+    )
+
+
+def test_every_error_is_in_the_errors_page() -> None:
+    from daskshuffle import _errors
+
+    page = (ROOT / "docs" / "reference" / "errors.md").read_text()
+    missing = [name for name in _errors.__all__ if f"| `{name}` |" not in page]
+    assert not missing, f"add {missing} to docs/reference/errors.md, with its cause and what to do"
+
+
+def _results_sections() -> dict[str, str]:
+    """Each anchored entry of benchmarks/RESULTS.md: its text up to the next anchor."""
+    import re
+
+    text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
+    parts = re.split(r'<a id="([^"]+)"></a>', text)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def test_every_figure_of_the_readme_links_to_a_results_entry_that_holds_it() -> None:
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    sections = _results_sections()
+    links = re.findall(r"\[([^\]]*)\]\(benchmarks/RESULTS\.md#([^)]+)\)", readme)
+    assert links, "the README's table of results links to its entries"
+    for text, anchor in links:
+        assert anchor in sections, f"no entry <a id={anchor!r}> in benchmarks/RESULTS.md"
+        for figure in re.findall(r"\d[\d.,]*\d|\d", text):
+            assert figure in sections[anchor], f"{figure} (README: {text!r}) is not in RESULTS.md#{anchor}"
+    # A figure in the results table stands inside a link to its entry.
+    table = [line for line in readme.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    for row in table:
+        bare = re.sub(r"\[[^\]]*\]\([^)]*\)", "", row)
+        assert not re.search(r"\d\.\d|\d+x\b|\dM\b", bare), f"a figure outside a link: {row}"
+
+
+def _documented_defaults(doc: str) -> dict[str, str]:
+    import re
+
+    found = {}
+    for line in doc.splitlines():
+        match = re.match(r"\s*([\w, *]+) : .*, default (.+)$", line)
+        if match is None:
+            continue
+        names = [name.strip() for name in match.group(1).split(",")]
+        values = [value.strip() for value in match.group(2).split(" and ")]
+        if len(values) == len(names):
+            found.update(zip(names, values, strict=True))
+        elif len(values) == 1:
+            found.update(dict.fromkeys(names, values[0]))
+    return found
+
+
+def test_every_default_a_docstring_names_is_the_signatures() -> None:
+    import ast
+    import inspect
+
+    pytest.importorskip("torch")
+    import reference_tables
+
+    checked = 0
+    for name, point in reference_tables.entry_points():
+        signature = inspect.signature(point)
+        for parameter, text in _documented_defaults(point.__doc__ or "").items():
+            if parameter not in signature.parameters:
+                continue
+            try:
+                documented = ast.literal_eval(text.strip("`"))
+            except (ValueError, SyntaxError):
+                continue  # a default described in words ("the store's seed")
+            actual = signature.parameters[parameter].default
+            if isinstance(documented, str) and isinstance(actual, int) and documented[:1].isdigit():
+                from dask.utils import parse_bytes
+
+                documented = parse_bytes(documented)
+            assert documented == actual, f"{name}({parameter}=...): the docstring says {text}, the signature {actual!r}"
+            checked += 1
+    assert checked > 30
