@@ -1,18 +1,17 @@
 """Running a shuffle, the same for every kind of data: check the destination, plan, write, mark complete.
 
 The public shuffles (``shuffle_zarr``, ``shuffle_parquet``, ...) open their
-source as a format, parse their common arguments into
-:class:`~daskshuffle.plan._options.ShuffleOptions`, and hand both to
+source as a format, parse their common arguments
+(:func:`~daskshuffle.shuffle._options.parse_shuffle_options`) into
+:class:`~daskshuffle.shuffle._options.ShuffleOptions`, and hand both to
 :func:`run_shuffle`. Where it writes is checked in ``_destination.py``, and
 what it plans and records in ``_store_plan.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +26,7 @@ from .._errors import (
 )
 from ..formats import CollectionSource, Format
 from ..pilestore import RUN_KEY, new_run, read_metadata
-from ..plan import LevelPlan, Plan, ShuffleOptions, parse_shuffle_options
+from ..plan import LevelPlan, Plan
 from ..storage import Location, _leftovers, _own, _paths, crash_point, exclusive
 from ..storage import Manifest as _Manifest
 from ._compute import compute
@@ -40,6 +39,7 @@ from ._destination import (
     shuffle_locations,
 )
 from ._graph import level_tmp, shuffle_graph
+from ._options import ShuffleOptions
 from ._store_plan import (
     changed_sources,
     differences,
@@ -48,7 +48,7 @@ from ._store_plan import (
     store_metadata,
 )
 
-__all__ = ["ShuffleResult", "run_shuffle", "shuffle_options"]
+__all__ = ["ShuffleResult", "run_shuffle"]
 
 #: The manifest of finished tasks, inside the scratch directory.
 _MANIFEST = "_done"
@@ -98,21 +98,6 @@ class ShuffleResult:
             + (f", variables={self.variables}" if self.variables else "")
             + f", {self.n_tasks} tasks, {self.seconds:.1f} s>"
         )
-
-
-def shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:
-    """A public shuffle's common arguments, checked, with ``dst`` and ``tmp`` absolute.
-
-    Paths are resolved here, on the client, before any task is built: the
-    workers of a cluster may run in any directory, where a relative path names
-    something else (or nothing).
-    """
-    options = parse_shuffle_options(arguments, **given)
-    return dataclasses.replace(
-        options,
-        dst=_paths.normalize(options.dst),
-        tmp=_paths.normalize(options.tmp) if options.tmp is not None else None,
-    )
 
 
 @dataclass(frozen=True)
