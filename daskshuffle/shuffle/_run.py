@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from numpy.typing import NDArray
 
 from .._errors import (
     Argument,
+    IneffectiveSettingWarning,
     ShuffleInterrupted,
     StorageFullError,
 )
@@ -194,6 +196,14 @@ def _run_locked(
     fmt = fmt.for_plan(
         plan.n_rows / plan.n_piles, materialize=materialize, storage="local" if dst.is_local else "object"
     )
+    if isinstance(options.n_piles, int) and options.n_piles > plan.n_rows:
+        warnings.warn(
+            f"n_piles={options.n_piles} is more piles than the {plan.n_rows:,} rows: most piles hold no row, and each "
+            "costs a merge's reads and its entry in the store's metadata without shuffling anything more; pass "
+            f"n_piles='auto' (or at most {max(plan.n_rows, 1):,}).",
+            IneffectiveSettingWarning,
+            stacklevel=4,
+        )
     metadata = store_metadata(fmt, options, plan, variables)
     decision = decide(store, metadata, choices, dst.url)
 
