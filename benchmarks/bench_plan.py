@@ -67,7 +67,6 @@ def _graph_size(n_blocks: int, n_piles: int) -> None:
                     plan,
                     tmp=Location.of(f"{tmp}/t"),
                     dst=Location.of(f"{tmp}/d"),
-                    shuffle_piles=True,
                     merge_nbytes=8,
                 )
 

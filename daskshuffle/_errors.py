@@ -21,6 +21,7 @@ __all__ = [
     "DaskShuffleTypeError",
     "DaskShuffleValueError",
     "IncompletePileStoreError",
+    "IneffectiveSettingWarning",
     "PileStoreExistsError",
     "ShuffleInterrupted",
     "SourceChangedError",
@@ -242,3 +243,7 @@ class SourceMismatchError(VerificationError):
     the shuffle, not a damaged store. The message names the counts compared and
     the sources the store records, where it records them.
     """
+
+
+class IneffectiveSettingWarning(UserWarning):
+    """A setting that does nothing for this call (``n_piles`` above the rows, say): what it costs, what to pass."""

@@ -1,217 +1,117 @@
-"""One option set for every public shuffle: the same names and defaults, docs written once, checked at import."""
+"""One option set for every public shuffle: written out in each ``def``, with the same defaults and docs."""
 
 from __future__ import annotations
 
 import inspect
-import types
-import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, Unpack
+from typing import Any
 
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
+from griffe import Docstring, DocstringSectionParameters
 
 import daskshuffle as ds
+from daskshuffle._cli._options import SHUFFLE_DEFAULTS
 from daskshuffle.pilestore import ParquetWriting, read_metadata
-from daskshuffle.plan._declare import common_options
-from daskshuffle.plan._options import (
-    COMMON_OPTIONS,
-    TEXT_DEFAULTS,
-    TEXT_FIXED,
-    ShuffleKeywords,
-    TextKeywords,
-    parse_forwarded_options,
-    parse_shuffle_options,
-)
+from daskshuffle.shuffle._options import parse_forwarded_options, parse_shuffle_options
 from daskshuffle.shuffle._verify import verify_source
 from daskshuffle.sources._dataframe import open_dataframe_source
 from daskshuffle.storage._location import Location
 
+#: The options every shuffle shares, in the order its signature and its docs list them.
+SHARED = (
+    "n_piles",
+    "seed",
+    "overwrite",
+    "materialize",
+    "pile_memory",
+    "block_memory",
+    "tmp",
+    "progress",
+    "storage_options",
+    "verify",
+    "levels",
+)
+#: Every function that takes the shared options; ``shuffle_zarr`` is the reference the others agree with.
 SHUFFLES: dict[str, Callable[..., Any]] = {
     "shuffle_zarr": ds.shuffle_zarr,
+    "shuffle_xarray": ds.shuffle_xarray,
     "shuffle_parquet": ds.shuffle_parquet,
     "shuffle_dataframe": ds.shuffle_dataframe,
-    "shuffle_xarray": ds.shuffle_xarray,
     "shuffle_lines": ds.shuffle_lines,
+    "append": ds.append,
+}
+#: The options a function does not take: text is always fully shuffled; an append takes the store's piles.
+NOT_TAKEN = {
+    "shuffle_lines": {"materialize"},
+    "append": {"n_piles", "overwrite", "materialize"},
+}
+#: The only defaults (and docs of them) that differ from ``shuffle_zarr``'s: text's own sizes, and an
+#: append's seed, which is the new generation's.
+OWN = {
+    ("shuffle_lines", "n_piles"): ("auto", "int | Literal['auto']"),
+    ("shuffle_lines", "pile_memory"): ("32MiB", "int | str"),
+    ("shuffle_lines", "block_memory"): (None, "int | str | None"),
+    ("append", "seed"): (None, "int | None"),
 }
 
 
-@pytest.mark.parametrize("name", sorted(SHUFFLES))
-def test_every_shuffle_takes_the_common_options_with_the_same_defaults(name: str) -> None:
-    shuffle = SHUFFLES[name]
-    parameters = inspect.signature(shuffle).parameters
-    text = name == "shuffle_lines"
-    assert "dst" in parameters
-    for option in COMMON_OPTIONS:
-        if text and option.name in TEXT_FIXED:
-            assert option.name not in parameters, "text output is always fully shuffled"
-            continue
-        expected = TEXT_DEFAULTS.get(option.name, option.default) if text else option.default
-        assert option.name in parameters, option.name
-        assert parameters[option.name].default == expected, option.name
-        assert type(parameters[option.name].default) is type(expected), option.name
-        assert f"\n    {option.name} : " in (shuffle.__doc__ or ""), f"{name} documents {option.name}"
-    assert "{options:" not in (shuffle.__doc__ or "")
+def _documented(function: Callable[..., Any]) -> dict[str, tuple[str, str]]:
+    """``{parameter: (type as documented, description)}`` from the numpydoc ``Parameters`` section."""
+    parsed = Docstring(inspect.getdoc(function) or "", lineno=1).parse("numpy")
+    sections = [section for section in parsed if isinstance(section, DocstringSectionParameters)]
+    assert len(sections) == 1, f"{function.__name__} has one Parameters section"
+    return {item.name: (str(item.annotation), " ".join(item.description.split())) for item in sections[0].value}
 
 
-def test_text_defaults_are_only_the_documented_ones() -> None:
-    assert set(TEXT_DEFAULTS) == {"n_piles", "pile_memory", "block_memory"}
-    assert dict(TEXT_FIXED) == {"materialize": True}
-    doc = ds.shuffle_lines.__doc__ or ""
-    assert 'n_piles : int or "auto", default "auto"' in doc and "text's own" in doc
+def test_every_shuffle_takes_the_shared_options_with_the_same_defaults_and_docs() -> None:
+    reference = inspect.signature(ds.shuffle_zarr).parameters
+    reference_docs = _documented(ds.shuffle_zarr)
+    for name, function in SHUFFLES.items():
+        assert function.__code__.co_name == name, "written out in its own def: nothing wraps it"
+        parameters = inspect.signature(function).parameters
+        documented = _documented(function)
+        assert not any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in parameters.values()), name
+        assert [p for p in parameters if p not in documented] == [], f"{name} documents every parameter"
+        taken = [option for option in SHARED if option not in NOT_TAKEN.get(name, set())]
+        assert [p for p in parameters if p in SHARED] == taken, f"{name} takes the shared options, in order"
+        for option in taken:
+            parameter, expected = parameters[option], reference[option]
+            assert parameter.kind == expected.kind or option == "n_piles", (name, option)
+            doc_type, doc_text = documented[option]
+            if (name, option) in OWN:
+                default, annotation = OWN[name, option]
+                assert (parameter.default, parameter.annotation) == (default, annotation), (name, option)
+                assert doc_text, (name, option)
+                continue
+            assert type(parameter.default) is type(expected.default), (name, option)
+            assert parameter.default == expected.default, (name, option)
+            assert parameter.annotation == expected.annotation, (name, option)
+            assert doc_type == reference_docs[option][0], (name, option)
+            # The same text, to which a shuffle may add what is its own (a sentence after it).
+            assert doc_text.startswith(reference_docs[option][1]), (name, option)
+        if name != "append":
+            assert parameters["n_piles"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+            returns = inspect.getdoc(function) or ""
+            assert returns.count("\nReturns\n-------\nShuffleResult\n") == 1, name
+    # The command line's defaults are the shuffles', and explain's those of the shuffle it explains.
+    assert {key: reference[key].default for key in SHUFFLE_DEFAULTS} == dict(SHUFFLE_DEFAULTS)
+    explained = inspect.signature(ds.explain).parameters
+    assert [explained[key].default for key in ("pile_memory", "block_memory", "levels")] == [
+        reference[key].default for key in ("pile_memory", "block_memory", "levels")
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(SHUFFLES))
 @pytest.mark.parametrize("keyword", ["sed", "n_pile", "materialise"])
 def test_a_misspelled_option_is_a_type_error_as_python_words_it(name: str, keyword: str, tmp_path: Path) -> None:
-    def plain(src: str, dst: str, *, seed: int | None = None) -> None:
-        pass
-
-    with pytest.raises(TypeError) as python:
-        plain("src", "out", **{keyword: 8})
-    with pytest.raises(TypeError) as caught:
+    with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument {keyword!r}$"):
         SHUFFLES[name]("src", tmp_path / "out", **{keyword: 8})
-    assert str(caught.value) == name + str(python.value).removeprefix(plain.__qualname__)
-    assert str(caught.value) == f"{name}() got an unexpected keyword argument {keyword!r}"
     assert not (tmp_path / "out").exists()
-
-
-@pytest.mark.parametrize("name", sorted(SHUFFLES))
-def test_the_signature_types_the_options_as_their_keywords_do(name: str) -> None:
-    shuffle = SHUFFLES[name]
-    keywords = TextKeywords if name == "shuffle_lines" else ShuffleKeywords
-    parameters = inspect.signature(shuffle).parameters
-    common = [parameter for parameter in parameters.values() if parameter.name in keywords.__annotations__]
-    assert [parameter.name for parameter in common] == [
-        option.name for option in COMMON_OPTIONS if option.name in keywords.__annotations__
-    ]
-    assert list(parameters)[-len(common) :] == [parameter.name for parameter in common], "the options come last"
-    for parameter in common:
-        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
-        assert parameter.annotation == keywords.__annotations__[parameter.name].__forward_arg__
-    assert parameters["n_piles"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
-    assert inspect.signature(inspect.unwrap(shuffle)) == inspect.signature(shuffle), "as griffe reads it"
-    assert not any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values())
-    assert shuffle.__name__ == name and shuffle.__wrapped__.__doc__ == shuffle.__doc__  # type: ignore[attr-defined]
-    assert shuffle.__doc__ is not None and shuffle.__doc__.count("\n    Returns\n    -------\n    ShuffleResult\n") == 1
-
-
-def _admits(hint: object, value: object) -> bool:
-    """Whether ``value`` is of the type ``hint`` (the few kinds a keyword option's type is made of)."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_admits(arm, value) for arm in typing.get_args(hint))
-    if origin is Literal:
-        return value in typing.get_args(hint)
-    if hint is type(None):
-        return value is None
-    return isinstance(value, typing.cast("type", origin or hint))
-
-
-@pytest.mark.parametrize(("keywords", "defaults"), [(ShuffleKeywords, {}), (TextKeywords, TEXT_DEFAULTS)])
-def test_the_keywords_and_common_options_agree(keywords: type, defaults: Mapping[str, object]) -> None:
-    fixed = TEXT_FIXED if keywords is TextKeywords else {}
-    assert set(keywords.__annotations__) == {option.name for option in COMMON_OPTIONS} - {"n_piles", *fixed}
-    assert keywords.__required_keys__ == frozenset()  # type: ignore[attr-defined]
-    hints = typing.get_type_hints(keywords)
-    for option in COMMON_OPTIONS:
-        if option.name in hints:
-            default = defaults.get(option.name, option.default)
-            assert _admits(hints[option.name], default), (option.name, default)
-    assert not _admits(hints["pile_memory"], 2.5) and not _admits(hints["levels"], "two")
-
-
-def test_a_declared_shuffle_gets_every_option_filled_in() -> None:
-    @common_options()
-    def shuffle(src: str, dst: str, n_piles: int | str = 512, **options: Unpack[ShuffleKeywords]) -> dict[str, Any]:
-        """Shuffle.
-
-        Parameters
-        ----------
-        src, dst : str
-            From and to.
-        {options}
-
-        Examples
-        --------
-        >>> shuffle("a", "b")
-        """
-        return {"src": src, "dst": dst, "n_piles": n_piles, **options}
-
-    received = shuffle("a", "b", 8, seed=3)
-    expected = {option.name: option.default for option in COMMON_OPTIONS}
-    assert received == {"src": "a", "dst": "b", **expected, "n_piles": 8, "seed": 3}
-    with pytest.raises(TypeError, match=r"^test_a_declared.*shuffle\(\) missing a required argument: 'dst'$"):
-        shuffle("a")
-    with pytest.raises(TypeError, match=r"multiple values for argument 'n_piles'"):
-        shuffle("a", "b", 8, n_piles=4)
-    doc = shuffle.__doc__ or ""
-    assert doc.index("    levels : ") < doc.index("    Returns\n") < doc.index("    Examples\n")
-    assert parse_shuffle_options({k: v for k, v in received.items() if k != "src"}).n_piles == 8
-
-
-def test_a_renamed_or_missing_option_fails_at_import() -> None:
-    with pytest.raises(TypeError, match=r"to take \*\*options: Unpack\[ShuffleKeywords\]"):
-
-        @common_options()
-        def shuffle_without(dst: str, n_piles: int = 512, *, random_seed: int | None = None) -> None:
-            pass
-
-    with pytest.raises(TypeError, match=r"to take seed only from \*\*options\. Got a parameter seed"):
-
-        @common_options()
-        def shuffle_twice(dst: str, n_piles: int = 512, *, seed: int = 0, **options: Unpack[ShuffleKeywords]) -> None:
-            pass
-
-    with pytest.raises(TypeError, match=r"n_piles=512\. Got n_piles=8"):
-
-        @common_options()
-        def shuffle_other(dst: str, n_piles: int = 8, **options: Unpack[ShuffleKeywords]) -> None:
-            pass
-
-    with pytest.raises(TypeError, match=r"the common option materialize=False\. Got no such parameter"):
-
-        @common_options(defaults=TEXT_DEFAULTS)
-        def shuffle_text(dst: str, n_piles: int | str = "auto", **options: Unpack[TextKeywords]) -> None:
-            pass
-
-    with pytest.raises(TypeError, match=r"without materialize, which it fixes"):
-
-        @common_options(fixed=TEXT_FIXED)
-        def shuffle_fixed(dst: str, n_piles: int = 512, **options: Unpack[ShuffleKeywords]) -> None:
-            pass
-
-
-def _declare(doc: str, notes: Mapping[str, str] | None = None) -> str:
-    def shuffle(
-        dst: str, n_piles: int | str = 512, *, header: bool = False, **options: Unpack[ShuffleKeywords]
-    ) -> None:
-        pass
-
-    shuffle.__doc__ = doc
-    return common_options(notes=notes)(shuffle).__doc__ or ""
-
-
-def test_every_parameter_is_documented_once() -> None:
-    parameters = "Shuffle.\n\n    Parameters\n    ----------\n    dst : str\n        To.\n"
-    with pytest.raises(TypeError, match=r"one line \{options\}"):
-        _declare(parameters)
-    with pytest.raises(TypeError, match=r"one line \{options\}"):
-        _declare(parameters + "    {options}\n    {options}\n")
-    with pytest.raises(TypeError, match=r"every parameter\. Got none for \['header'\]"):
-        _declare(parameters + "    {options}\n")
-    with pytest.raises(TypeError, match=r"no Returns"):
-        _declare(parameters + "    header : bool\n        Kept.\n    {options}\n\n    Returns\n    -------\n    None\n")
-    documented = _declare(parameters + "    header : bool\n        Kept.\n    {options}\n    ", {"tmp": "A note."})
-    assert '    n_piles : int or "auto", default 512\n        Number of piles.' in documented
-    assert "    seed : int, optional\n" in documented and "A note." in documented
-    assert documented.endswith(
-        "\n\n    Returns\n    -------\n    ShuffleResult\n        What was written: its path, rows, piles and their sizes, and the seed\n        (the one drawn, with ``seed=None``).\n\n    "
-    )
 
 
 @pytest.mark.parametrize("name", sorted(SHUFFLES))
@@ -232,19 +132,24 @@ def test_n_piles_may_be_given_by_position(tmp_path: Path) -> None:
     assert (result.n_piles, result.n_rows) == (4, 100)
 
 
-def test_a_shuffle_that_drops_an_option_fails_when_called() -> None:
-    arguments = {option.name: option.default for option in COMMON_OPTIONS if option.name != "levels"}
-    with pytest.raises(TypeError, match=r"Got none for \['levels'\]"):
-        parse_shuffle_options({**arguments, "dst": "out.zarr"})
-    assert parse_shuffle_options({**arguments, "dst": "out.zarr"}, levels=2).levels == 2
-    with pytest.raises(TypeError, match=r"unexpected arguments \['variables'\]"):
-        parse_shuffle_options({**arguments, "dst": "out.zarr", "levels": 2, "variables": None})
-
-
 def test_sizes_take_strings_and_integers_alike() -> None:
+    shared = {
+        "dst": "o",
+        "n_piles": 512,
+        "seed": 0,
+        "overwrite": False,
+        "materialize": False,
+        "pile_memory": "256MiB",
+        "block_memory": "64MiB",
+        "tmp": None,
+        "progress": False,
+        "storage_options": None,
+        "verify": False,
+        "levels": "auto",
+    }
     for name in ("pile_memory", "block_memory"):
-        given = parse_shuffle_options(dst="o", seed=0, **{name: "64MiB"})
-        assert given == parse_shuffle_options(dst="o", seed=0, **{name: 64 * 2**20})
+        given = parse_shuffle_options(**{**shared, name: "64MiB"})
+        assert given == parse_shuffle_options(**{**shared, name: 64 * 2**20})
 
 
 def _frame(n: int = 600) -> pd.DataFrame:

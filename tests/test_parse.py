@@ -31,12 +31,25 @@ def test_parse_errors_name_their_parameter(parse: Any, value: object, parameter:
 
 
 def test_settings_round_trip_and_refuse_other_keys() -> None:
-    from daskshuffle.plan._options import parse_shuffle_options
     from daskshuffle.plan._plan import ShuffleSettings
+    from daskshuffle.shuffle._options import parse_shuffle_options
 
     for settings in (
         ShuffleSettings(n_piles=8, seed=1, materialize=False),
-        parse_shuffle_options(dst="out.zarr", seed=0),
+        parse_shuffle_options(
+            dst="out.zarr",
+            n_piles=512,
+            seed=0,
+            overwrite=False,
+            materialize=False,
+            pile_memory="256MiB",
+            block_memory="64MiB",
+            tmp=None,
+            progress=False,
+            storage_options=None,
+            verify=False,
+            levels="auto",
+        ),
     ):
         assert type(settings).from_dict(settings.to_dict()) == settings
         with pytest.raises(ds.DaskShuffleValueError, match=f"Expected {type(settings).__name__} with the keys"):

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from daskshuffle import DaskShuffleError, explain, shuffle_zarr
 from daskshuffle.pilestore import read_metadata
+from daskshuffle.plan import DEFAULT_N_PILES
 from daskshuffle.plan._level_plan import LevelPlan
-from daskshuffle.plan._options import DEFAULT_N_PILES
 from daskshuffle.plan._plan import auto_n_piles, block_rows
 from daskshuffle.plan._rules import choose_layout
 from daskshuffle.plan._scale_model import ScaleModel

@@ -45,7 +45,6 @@ def _real_shuffle(path: Path, n_rows: int, chunk_rows: int, n_piles: Any, block_
         plan,
         tmp=Location.of("memory://unused/tmp"),
         dst=Location.of("memory://unused/dst"),
-        shuffle_piles=True,
         merge_nbytes=block_rows * ROW_NBYTES,
     )
     scatters = [task for task in graph.values() if isinstance(task, tuple) and task[0] is _scatter]

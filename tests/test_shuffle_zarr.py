@@ -186,7 +186,8 @@ def test_tiny_inputs_and_more_piles_than_rows(tmp_path: Path, n_rows: int) -> No
     src = make_zarr_source(tmp_path / "raw.zarr", n_rows, chunk_rows=3)
     for materialize in (False, True):
         dst = tmp_path / f"out-{materialize}.zarr"
-        result = shuffle_zarr(src, dst, n_piles=16, seed=0, materialize=materialize)
+        with pytest.warns(daskshuffle.IneffectiveSettingWarning, match="n_piles=16"):
+            result = shuffle_zarr(src, dst, n_piles=16, seed=0, materialize=materialize)
         data = read(dst)
         assert_aligned_permutation(data, n_rows)
         assert data["x"].shape == (n_rows, 4)
@@ -439,3 +440,15 @@ def test_a_directory_that_is_not_zarr_is_named_in_the_users_terms(tmp_path: Path
     with pytest.raises(DaskShuffleValueError, match=r"Got '.*events', where no Zarr group or array metadata") as raised:
         shuffle_zarr(tmp_path / "events", tmp_path / "out.zarr", n_piles=2)
     assert "StorePath" not in str(raised.value)
+
+
+def test_more_piles_than_rows_warns_what_it_costs_and_what_to_pass(tmp_path: Path) -> None:
+    import warnings
+
+    make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=100)
+    with pytest.warns(daskshuffle.IneffectiveSettingWarning, match=r"n_piles=2000 .* 500 rows.*n_piles='auto'"):
+        result = daskshuffle.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / "many.zarr", 2000, seed=0)
+    assert result.n_rows == 500, "still shuffled as asked"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", daskshuffle.IneffectiveSettingWarning)
+        daskshuffle.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / "few.zarr", 8, seed=0)

@@ -14,10 +14,12 @@ from typing import Any, Literal
 import click
 
 from .._errors import UnsafePathError
-from ..plan import DEFAULT_LINES_BLOCK_MEMORY, TEXT_DEFAULTS
 from ..storage import _own
 from ._common import STDIO, Option, cli, one_line, progress_on_stderr, session, show_progress, summary
 from ._options import cluster_options, positive_option, shuffle_option
+
+#: ``shuffle_lines``' own defaults, where they differ from the other shuffles'.
+TEXT_DEFAULTS = {"n_piles": "auto", "pile_memory": "32MiB", "block_memory": None}
 
 EXAMPLES_LINES = """\b
 Examples:
@@ -86,7 +88,7 @@ def _input_range(value: str) -> tuple[int, int]:
 @shuffle_option("pile_memory", "The largest pile allowed.", TEXT_DEFAULTS)
 @shuffle_option(
     "block_memory",
-    f"Bytes of input one task reads.  [default: {DEFAULT_LINES_BLOCK_MEMORY}, or half of --pile-memory if less]",
+    "Bytes of input one task reads.  [default: 16MiB, or half of --pile-memory if less]",
     TEXT_DEFAULTS,
 )
 @cluster_options

@@ -1,8 +1,8 @@
 """The options that several commands share, each declared once.
 
-The options of a shuffle that stand in ``plan._options.COMMON_OPTIONS`` take
-their names and defaults from there (:func:`shuffle_option`); the sizing of the
-cluster, progress and debugging are :data:`cluster_options`.
+The options every shuffle takes are written here once with the shuffles'
+defaults (:func:`shuffle_option`; ``tests/test_options.py`` checks they agree);
+the sizing of the cluster, progress and debugging are :data:`cluster_options`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import click
 
 from .._errors import DaskShuffleError
 from .._random import MAX_SEED
-from ..plan import COMMON_OPTIONS
 from ._common import one_line
 
 __all__ = [
     "DEBUG",
     "QUIET",
     "SEED",
+    "SHUFFLE_DEFAULTS",
     "NPiles",
     "Size",
     "cluster_options",
@@ -190,7 +190,17 @@ _SHUFFLE_FLAGS: Mapping[str, Mapping[str, Any]] = {
     "tmp": {"metavar": "DIR"},
     "verify": {"is_flag": True},
 }
-_COMMON_DEFAULTS = {option.name: option.default for option in COMMON_OPTIONS if option.name in _SHUFFLE_FLAGS}
+#: The defaults of the shuffles into a pile store (``shuffle_zarr``'s), for the options above.
+SHUFFLE_DEFAULTS: Mapping[str, object] = {
+    "n_piles": 512,
+    "seed": None,
+    "overwrite": False,
+    "materialize": False,
+    "pile_memory": "256MiB",
+    "block_memory": "64MiB",
+    "tmp": None,
+    "verify": False,
+}
 
 
 def shuffle_option(name: str, help: str, defaults: Mapping[str, object] | None = None) -> Options:
@@ -198,7 +208,7 @@ def shuffle_option(name: str, help: str, defaults: Mapping[str, object] | None =
 
     A default is shown in the help; a flag's is off, and ``None`` is the shuffle's to choose.
     """
-    default = (defaults or {}).get(name, _COMMON_DEFAULTS[name])
+    default = (defaults or {}).get(name, SHUFFLE_DEFAULTS[name])
     flags = dict(_SHUFFLE_FLAGS[name])
     if default is not None and not flags.get("is_flag"):
         flags.update(default=str(default), show_default=True)

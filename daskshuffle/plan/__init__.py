@@ -1,7 +1,6 @@
 """The plan: pure numpy decisions made before any byte is read (piles, levels, epochs, orders, scale)."""
 
 from ._combinations import check_combination
-from ._declare import common_options
 from ._epoch_order import READ_GAP, EpochOrder, OrderOptions, division_cuts, unit_reads
 from ._epoch_plan import (
     BatchPlan,
@@ -22,22 +21,6 @@ from ._epoch_plan import (
 from ._level_plan import GroupedLevel, LevelPlan, block_table, make_level_plan, piece_offsets, span_reads
 from ._levels import MIN_READ_NBYTES
 from ._mix_plan import mixed_order, stream_offsets
-from ._options import (
-    COMMON_OPTIONS,
-    DEFAULT_BLOCK_MEMORY,
-    DEFAULT_LINES_BLOCK_MEMORY,
-    DEFAULT_N_PILES,
-    DEFAULT_PARQUET_COMPRESSION,
-    PARQUET_COMPRESSIONS,
-    TEXT_DEFAULTS,
-    TEXT_FIXED,
-    ShuffleKeywords,
-    ShuffleOptions,
-    TextKeywords,
-    lines_block_memory,
-    parse_forwarded_options,
-    parse_shuffle_options,
-)
 from ._order_classes import (
     Buffer,
     Interleave,
@@ -69,26 +52,19 @@ from ._plan import (
 )
 from ._removed_keywords import refuse_removed_keywords
 from ._rules import Layout, choose_layout
-from ._scale import DEFAULT_MIN_READ, explain
+from ._scale import DEFAULT_MIN_READ, DEFAULT_N_PILES, explain
 from ._scale_model import ScaleModel
 from ._streams import Stream, epoch_counts, parse_streams
 from ._unit_plan import auto_budget, group_permutation, unit_bounds, unit_excess, unit_groups, unit_rows_for
 
 __all__ = [
-    "COMMON_OPTIONS",
-    "DEFAULT_BLOCK_MEMORY",
-    "DEFAULT_LINES_BLOCK_MEMORY",
     "DEFAULT_MIN_READ",
     "DEFAULT_N_PILES",
-    "DEFAULT_PARQUET_COMPRESSION",
     "MIN_READ_NBYTES",
     "ORDERS",
-    "PARQUET_COMPRESSIONS",
     "PILES_SHUFFLED",
     "READ_GAP",
     "READ_GAPS",
-    "TEXT_DEFAULTS",
-    "TEXT_FIXED",
     "BatchPlan",
     "Buffer",
     "EpochOrder",
@@ -108,11 +84,8 @@ __all__ = [
     "Py1s",
     "Py2s",
     "ScaleModel",
-    "ShuffleKeywords",
-    "ShuffleOptions",
     "ShuffleSettings",
     "Stream",
-    "TextKeywords",
     "auto_budget",
     "block_counts",
     "block_order",
@@ -122,7 +95,6 @@ __all__ = [
     "check_combination",
     "choose_layout",
     "cobatch_excess",
-    "common_options",
     "division_cuts",
     "epoch_counts",
     "epoch_pile_order",
@@ -133,16 +105,13 @@ __all__ = [
     "grouped_offsets",
     "interleave_stream",
     "lane_ranges",
-    "lines_block_memory",
     "make_level_plan",
     "make_plan",
     "merge_runs",
     "mixed_order",
     "n_batches",
     "order_from_options",
-    "parse_forwarded_options",
     "parse_order",
-    "parse_shuffle_options",
     "parse_streams",
     "piece_offsets",
     "pile_groups",

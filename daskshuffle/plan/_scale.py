@@ -36,17 +36,18 @@ import numpy as np
 from .._errors import DaskShuffleValueError
 from .._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int, parse_whole_number
 from ._levels import MAX_LEVELS, level_plan_nbytes
-from ._options import DEFAULT_BLOCK_MEMORY, DEFAULT_N_PILES, DEFAULT_PILE_MEMORY
 from ._pile_sizes import any_row_in, binomial_sf, merge_groups, typical_largest
 from ._plan import auto_n_piles, block_rows, plan_nbytes
 from ._rules import choose_layout
 from ._scale_model import ScaleModel
 from ._scale_report import format_size
 
-__all__ = ["DEFAULT_MIN_READ", "MAX_TASK_MEMORY", "explain"]
+__all__ = ["DEFAULT_MIN_READ", "DEFAULT_N_PILES", "MAX_TASK_MEMORY", "explain"]
 
 #: Reads smaller than this cost more in request latency than in moving bytes (on object storage).
 DEFAULT_MIN_READ = "64KiB"
+#: The piles of a shuffle into a pile store (``shuffle_zarr``'s ``n_piles=512``), for ``n_piles=None``.
+DEFAULT_N_PILES = 512
 #: The largest ``block_memory`` the model's advice suggests: a task holds about that much.
 MAX_TASK_MEMORY = 4 * 2**30
 
@@ -56,8 +57,8 @@ def explain(
     row_bytes: int,
     *,
     n_piles: int | Literal["auto"] | None = None,
-    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
-    pile_memory: int | str = DEFAULT_PILE_MEMORY,
+    block_memory: int | str = "64MiB",
+    pile_memory: int | str = "256MiB",
     workers: int = 1,
     min_read: int | str = DEFAULT_MIN_READ,
     levels: int | Literal["auto"] = "auto",

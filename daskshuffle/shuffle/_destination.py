@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
-from ..plan import ShuffleOptions
 from ..storage import Location, _leftovers, _own, _paths, access_error, unreached
 from ._compute import on_every_worker, workers_not_seeing
+from ._options import ShuffleOptions
 
 __all__ = [
     "build_path",

@@ -27,8 +27,8 @@ from .._parse import parse_count, parse_path, parse_positive_int, parse_seed
 from .._random import make_rng
 from .._threads import release_on_collection
 from ..loader import PileLoader
-from ..plan import parse_forwarded_options
 from ..storage import Location, _paths
+from ._options import parse_forwarded_options
 from ._run import ShuffleResult
 
 __all__ = ["EpochShuffler", "epoch_seed"]

@@ -9,14 +9,12 @@ moment see the store before or after a change, never part of one.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .. import pilestore as store_io
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import DaskShuffleValueError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
-from ..plan import parse_forwarded_options
 from ..readers import GenerationsReader, ZarrPileReader
 from ..sources import open_zarr_sources
 from ..storage import Location, crash_point, exclusive
@@ -48,8 +46,6 @@ def _copy_rows(store: Location, number: int, start: int, stop: int) -> int:
 #: Rows ``compact`` copies per task: about this many bytes.
 DEFAULT_COPY_MEMORY = "64MiB"
 COPY_NBYTES = 64 * 2**20
-#: Arguments of ``shuffle_zarr`` that ``append`` decides itself.
-_DECIDED = ("n_piles", "overwrite", "materialize")
 
 
 @dataclass(frozen=True)
@@ -170,9 +166,15 @@ def append(
     src: Any,
     *,
     seed: int | None = None,
+    chunk_rows: int | None = None,
+    compressors: Any = "auto",
+    pile_memory: int | str = "256MiB",
+    block_memory: int | str = "64MiB",
+    tmp: str | os.PathLike[str] | None = None,
+    progress: bool = False,
     storage_options: dict[str, Any] | None = None,
-    shuffle_options: Mapping[str, Any] | None = None,
-    **more_options: Any,
+    verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
 ) -> list[Generation]:
     """Shuffle the rows of ``src`` into the piles of ``store``, as a new generation.
 
@@ -193,15 +195,43 @@ def append(
         The new rows, with the store's arrays (names, dtypes, row shapes).
     seed : int, optional
         The new generation's seed (drawn if ``None``).
+    chunk_rows, compressors
+        As for :func:`~daskshuffle.shuffle_zarr` (the new generation's chunks).
+    pile_memory : int or str, default "256MiB"
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
+        planning time, before anything is written.
+    block_memory : int or str, default "64MiB"
+        About how much of the source one pass-1 task reads, in bytes or as a size such
+        as "64MiB".
+    tmp : path or URL, optional
+        A directory for the pieces between the passes; they go to a subdirectory named
+        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
+        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
+        object storage, this machine's temporary directory instead when every worker
+        sees it and it has room for 2.5 times the data (a local disk writes and reads
+        them faster than requests).
+    progress : bool, default False
+        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
+        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
+        without one, text. Then the bar's last state as one line, which a log or a saved
+        notebook keeps (a log gets only that line).
     storage_options : dict, optional
         Passed to fsspec for URLs.
-    shuffle_options : dict, optional
-        More arguments of :func:`~daskshuffle.shuffle_zarr` (``block_memory``,
-        ``pile_memory``, ``progress``, ``tmp``, ``verify``, ...), as
-        :class:`~daskshuffle.EpochShuffler` takes them too.
-    **more_options
-        The same arguments as keywords (the older spelling), merged with
-        ``shuffle_options``.
+    verify : bool, default False
+        Once the output is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
+        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
+        once a pile outgrows a block), which falls with the data's size; with ``L``,
+        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
+        as many ways again by every level but the last, then to piles, keeping reads
+        large for one more write and read of the data a level. ``"auto"`` adds a level
+        where fewer would make ten thousand reads or more of under 64 KiB, and more
+        while a level costs less than the reads it saves (two from about 256 GiB with
+        the defaults and ``n_piles='auto'``, three from about 66 TiB);
+        :func:`daskshuffle.explain` shows the choice.
 
     Returns
     -------
@@ -228,26 +258,6 @@ def append(
     from ._shuffle import shuffle_zarr
 
     location = Location.of(parse_path(store, "store"), storage_options)
-    for name in _DECIDED:
-        if name in more_options:
-            raise DaskShuffleValueError(
-                f"Expected no {name!r}. Got it instead; a new generation takes the store's piles, unmaterialized.",
-                parameter=name,
-            )
-    both = sorted(set(shuffle_options or {}) & set(more_options))
-    if both:
-        raise DaskShuffleTypeError(
-            f"Expected each argument once. Got {both} both in shuffle_options and as keywords instead; pass them once.",
-            parameter="shuffle_options",
-        )
-    forwarded = parse_forwarded_options(
-        shuffle_zarr,
-        {**(shuffle_options or {}), **more_options},
-        decided=(*_DECIDED, "seed", "variables", "storage_options"),
-        parameter="shuffle_options",
-        why="a new generation takes the store's piles, variables and location, unmaterialized; seed and "
-        "storage_options are append's own arguments",
-    )
     root = store_io.read_root(location)
     if root.get("materialized"):
         raise DaskShuffleValueError(
@@ -256,17 +266,17 @@ def append(
             parameter="store",
         )
     identity = _check_variables(location, root, src, storage_options)
-    tmp = Location.of(parse_path(forwarded["tmp"], "tmp"), storage_options) if forwarded.get("tmp") else None
+    scratch = Location.of(parse_path(tmp, "tmp"), storage_options) if tmp else None
     with exclusive(location):
         root = store_io.read_root(location)
         live = root[store_io.GENERATIONS_KEY]
         if identity and any(_holds(entry.get("source_identity"), identity) for entry in live):
-            _repair(location, root, tmp)  # appended already (a run killed after listing it included): rows once
+            _repair(location, root, scratch)  # appended already (a run killed after listing it included): rows once
             return _records(root)
         number = max(int(entry["generation"]) for entry in live) + 1
         path = store_io.generation_path(number)
         target = location.join(path)
-        _repair(location, root, tmp, keep=path if _continues(target, identity, seed) else "")
+        _repair(location, root, scratch, keep=path if _continues(target, identity, seed) else "")
         store_io.ensure_group(location)
         shuffle_zarr(
             src,
@@ -274,8 +284,15 @@ def append(
             int(root["n_piles"]),
             seed=seed,
             variables=list(root["variables"]),
+            chunk_rows=chunk_rows,
+            compressors=compressors,
+            pile_memory=pile_memory,
+            block_memory=block_memory,
+            tmp=tmp,
+            progress=progress,
             storage_options=storage_options,
-            **forwarded,
+            verify=verify,
+            levels=levels,
         )
         crash_point("append shuffled")
         entries = [*live, _entry_of(location, number)]

@@ -76,7 +76,6 @@ def _merge(
     counts: NDArray[np.int64],
     read_starts: NDArray[np.int64],
     seed: int,
-    shuffle_piles: bool,
     n_rows: int,
     piece_info: Any,
 ) -> dict[int, tuple[int, Any]]:
@@ -88,7 +87,7 @@ def _merge(
         for block, (first, last) in enumerate(zip(read_starts, read_stops, strict=True), start=first_block)
         if last > first
     ]
-    rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, shuffled=shuffle_piles))
+    rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, shuffled=True))
     alignment = fmt.write_alignment()
     start, stop = group.row_start, group.row_stop
     a, b = aligned(start, stop, n_rows, alignment)
@@ -176,7 +175,6 @@ def shuffle_graph(
     *,
     tmp: Location,
     dst: Location,
-    shuffle_piles: bool,
     merge_nbytes: int,
     manifest: Manifest | None = None,
     done: frozenset[str] = frozenset(),
@@ -203,7 +201,6 @@ def shuffle_graph(
         plan.seed,
         tmp.url,
         dst.url,
-        shuffle_piles,
         merge_nbytes,
         plan.fanouts if isinstance(plan, LevelPlan) else None,
     )
@@ -230,7 +227,7 @@ def shuffle_graph(
         for index in range(2, levels.n_levels + 1):
             pieces_key = _level_stage(stages, levels, index, tmp, tables, pieces_key)
         merge_tmp = level_tmp(tmp, levels.n_levels)
-    return _merge_stage(stages, fmt, plan, merge_tmp, dst, shuffle_piles, merge_nbytes, pieces_key)
+    return _merge_stage(stages, fmt, plan, merge_tmp, dst, merge_nbytes, pieces_key)
 
 
 class _Tables(NamedTuple):
@@ -322,7 +319,6 @@ def _merge_stage(
     plan: MergeLayout,
     tmp: Location,
     dst: Location,
-    shuffle_piles: bool,
     merge_nbytes: int,
     pieces_key: str,
 ) -> tuple[dict[Any, Any], str]:
@@ -344,7 +340,6 @@ def _merge_stage(
             group,
             *merge_columns_of(plan, group),
             plan.seed,
-            shuffle_piles,
             plan.n_rows,
             pieces_key,
         )

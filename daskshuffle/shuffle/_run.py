@@ -1,18 +1,18 @@
 """Running a shuffle, the same for every kind of data: check the destination, plan, write, mark complete.
 
 The public shuffles (``shuffle_zarr``, ``shuffle_parquet``, ...) open their
-source as a format, parse their common arguments into
-:class:`~daskshuffle.plan._options.ShuffleOptions`, and hand both to
+source as a format, parse their common arguments
+(:func:`~daskshuffle.shuffle._options.parse_shuffle_options`) into
+:class:`~daskshuffle.shuffle._options.ShuffleOptions`, and hand both to
 :func:`run_shuffle`. Where it writes is checked in ``_destination.py``, and
 what it plans and records in ``_store_plan.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import time
-from collections.abc import Mapping
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,34 +21,32 @@ from numpy.typing import NDArray
 
 from .._errors import (
     Argument,
-    DaskShuffleValueError,
+    IneffectiveSettingWarning,
     ShuffleInterrupted,
     StorageFullError,
 )
 from ..formats import CollectionSource, Format
 from ..pilestore import RUN_KEY, new_run, read_metadata
-from ..plan import LevelPlan, Plan, ShuffleOptions, parse_shuffle_options
+from ..plan import LevelPlan, Plan
 from ..storage import Location, _leftovers, _own, _paths, crash_point, exclusive
 from ..storage import Manifest as _Manifest
 from ._compute import compute
 from ._destination import (
     build_path,
     check_destination,
-    exists_error,
     local_pieces,
     remove_if_empty,
     shuffle_locations,
 )
 from ._graph import level_tmp, shuffle_graph
+from ._options import ShuffleOptions
+from ._resume import Done, Earlier, Refuse, Resume, ResumeOptions, Seen, decide, earlier_seed
 from ._store_plan import (
-    changed_sources,
-    differences,
     plan_within_budget,
-    source_changed_error,
     store_metadata,
 )
 
-__all__ = ["ShuffleResult", "run_shuffle", "shuffle_options"]
+__all__ = ["ShuffleResult", "run_shuffle"]
 
 #: The manifest of finished tasks, inside the scratch directory.
 _MANIFEST = "_done"
@@ -100,36 +98,22 @@ class ShuffleResult:
         )
 
 
-def shuffle_options(arguments: Mapping[str, object] | None = None, /, **given: object) -> ShuffleOptions:
-    """A public shuffle's common arguments, checked, with ``dst`` and ``tmp`` absolute.
-
-    Paths are resolved here, on the client, before any task is built: the
-    workers of a cluster may run in any directory, where a relative path names
-    something else (or nothing).
-    """
-    options = parse_shuffle_options(arguments, **given)
-    return dataclasses.replace(
-        options,
-        dst=_paths.normalize(options.dst),
-        tmp=_paths.normalize(options.tmp) if options.tmp is not None else None,
-    )
-
-
-@dataclass(frozen=True)
-class _Earlier:
-    """A store of an earlier run of this shuffle: at ``dst`` (complete or not) or where it is built."""
-
-    path: Location
-    metadata: dict[str, Any]
-
-
-def _earlier_run(dst: Location, target: Location) -> _Earlier | None:
+def _read_store(dst: Location, target: Location, tmp: Location, resumable: bool) -> Seen:
+    """What is at ``dst`` (and where this run would build its store), read once the lock is held."""
+    dst_exists = dst.exists()
+    if not resumable:
+        return Seen(dst_exists)
     for path in dict.fromkeys((dst, target)):
         if path.exists():
             metadata = read_metadata(path)
             if metadata is not None and "fingerprint" in metadata:
-                return _Earlier(path, metadata)
-    return None
+                # Continued in: nothing placed there since may redirect a write, or the manifest read.
+                for location, what in ((tmp, "a shuffle's scratch directory"), (path, "a store being written")):
+                    if location.is_local and location.exists():
+                        _own.refuse_below(location.path, what)
+                created = _CREATED in _Manifest(tmp.join(_MANIFEST)).done()
+                return Seen(dst_exists, Earlier(path.url, metadata, at_dst=path == dst, created=created))
+    return Seen(dst_exists)
 
 
 def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
@@ -189,15 +173,16 @@ def _run_locked(
     resumable: bool,
     began: float,
 ) -> tuple[ShuffleResult, int]:
-    """Plan and write, the lock of dst held; the result and the tasks run (0: the store was there already)."""
-    materialize = options.materialize
-    dst_exists = dst.exists()  # once the lock is held: what was checked before may have changed
-    target = dst if fmt.moves_into_place else build_path(dst, dst_exists)
-    earlier = _earlier_run(dst, target) if resumable and not options.overwrite else None
-    seed = options.seed
-    if earlier is not None and not options.seed_given:
-        seed = int(earlier.metadata["seed"])
+    """Plan, decide (:func:`~daskshuffle.shuffle._resume.decide`) and carry it out, the lock of dst held.
 
+    Returns the result and the tasks run (0: the store was there already).
+    """
+    materialize = options.materialize
+    # Once the lock is held: what was checked before may have changed.
+    target = dst if fmt.moves_into_place else build_path(dst, dst.exists())
+    store = _read_store(dst, target, tmp, resumable and not options.overwrite)
+    choices = ResumeOptions(overwrite=options.overwrite, resumable=resumable, seed_given=options.seed_given)
+    seed = earlier_seed(store, choices, options.seed)
     plan = plan_within_budget(
         fmt.block_lengths,
         options.n_piles,
@@ -211,17 +196,16 @@ def _run_locked(
     fmt = fmt.for_plan(
         plan.n_rows / plan.n_piles, materialize=materialize, storage="local" if dst.is_local else "object"
     )
+    if isinstance(options.n_piles, int) and options.n_piles > plan.n_rows:
+        warnings.warn(
+            f"n_piles={options.n_piles} is more piles than the {plan.n_rows:,} rows: most piles hold no row, and each "
+            "costs a merge's reads and its entry in the store's metadata without shuffling anything more; pass "
+            f"n_piles='auto' (or at most {max(plan.n_rows, 1):,}).",
+            IneffectiveSettingWarning,
+            stacklevel=4,
+        )
     metadata = store_metadata(fmt, options, plan, variables)
-    same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
-    if earlier is not None and not same and not differences(earlier.metadata, metadata):
-        changed = changed_sources(earlier.metadata, metadata)  # the same shuffle, of sources that changed
-        if changed:
-            complete = earlier.path == dst and earlier.metadata.get("complete")
-            raise source_changed_error(
-                earlier.path.url, changed, "return it as it is" if complete else "continue its interrupted shuffle"
-            )
-    # The run's identity: a store continued keeps its run's, any other run draws its own (outside the fingerprint).
-    metadata[RUN_KEY] = str(earlier.metadata.get(RUN_KEY) or new_run()) if same and earlier is not None else new_run()
+    decision = decide(store, metadata, choices, dst.url)
 
     def result(n_tasks: int) -> ShuffleResult:
         return ShuffleResult(
@@ -236,32 +220,19 @@ def _run_locked(
             n_tasks=n_tasks,
         )
 
-    if earlier is not None and earlier.path == dst and earlier.metadata.get("complete"):
-        if same:  # this shuffle's output is there already; what a run killed after completing it left goes
-            _leftovers.clean(dst, given_tmp)
-            return result(0), 0
-        earlier = None
-    if earlier is not None and not same:
-        raise DaskShuffleValueError(
-            (
-                f"Expected the same shuffle as the interrupted one at {earlier.path.url!r}. Got other "
-                f"{', '.join(differences(earlier.metadata, metadata)) or 'arguments'} instead; run the same call to "
-                "continue it, or ",
-                Argument("overwrite", True, passed=True),
-                " to start over.",
-            ),
-            parameter="overwrite",
-        )
-    if dst_exists and not options.overwrite and not (earlier and earlier.path == dst):
-        raise exists_error(dst)
-
+    if isinstance(decision, Refuse):
+        raise decision.error
+    if isinstance(decision, Done):  # what a run killed after completing the store left goes
+        _leftovers.clean(dst, given_tmp)
+        return result(0), 0
+    # The run's identity: a store continued keeps its run's, any other run draws its own (outside the fingerprint).
+    metadata[RUN_KEY] = decision.run or new_run()
     merge_nbytes = max(options.block_nbytes, 1)
     fmt.merge_runs(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
     # Every check has passed: from here on the new store is written (an old one
     # at dst is left alone until the new one is complete).
-    n_tasks = _write(
-        fmt, plan, metadata, options, dst=dst, tmp=tmp, target=target, earlier=earlier, resumable=resumable
-    )
+    resume = Location.of(decision.url, options.storage_options) if isinstance(decision, Resume) else None
+    n_tasks = _write(fmt, plan, metadata, options, dst=dst, tmp=tmp, target=target, resume=resume, resumable=resumable)
     return result(n_tasks), n_tasks
 
 
@@ -274,21 +245,15 @@ def _write(
     dst: Location,
     tmp: Location,
     target: Location,
-    earlier: _Earlier | None,
+    resume: Location | None,
     resumable: bool,
 ) -> int:
-    """Write the store at ``target`` (continuing ``earlier``, if given) and put it at ``dst``; the tasks run."""
-    if earlier is not None:  # continued in: nothing placed there since may redirect a write, or the manifest
-        for location, what in ((tmp, "a shuffle's scratch directory"), (earlier.path, "a store being written")):
-            if location.is_local and location.exists():
-                _own.refuse_below(location.path, what)
+    """Write the store at ``target`` (continuing the one at ``resume``, if given) and put it at ``dst``; the tasks run."""
     manifest = _Manifest(tmp.join(_MANIFEST)) if resumable else None
-    done = manifest.done() if manifest is not None and earlier is not None else frozenset()
-    if earlier is not None and _CREATED in done:
-        target = earlier.path
+    done = manifest.done() if manifest is not None and resume is not None else frozenset()
+    if resume is not None:
+        target = resume
     else:  # nothing earlier, or a run killed before its store was whole: start over
-        earlier, done = None, frozenset()
-    if earlier is None:
         if target != dst:
             target.remove()  # what a crashed run of another shuffle left
         tmp.remove()
@@ -297,13 +262,12 @@ def _write(
         plan,
         tmp=tmp,
         dst=target,
-        shuffle_piles=True,  # every store since piles are stored shuffled: see plan._plan.group_order
         merge_nbytes=max(options.block_nbytes, 1),
         manifest=manifest,
         done=done,
     )
     try:
-        if earlier is not None:
+        if resume is not None:
             fmt.resume_destination(target)
         else:
             fmt.create_destination(target, plan.n_rows, metadata)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_variables
-from ..plan import DEFAULT_N_PILES, ShuffleKeywords, common_options
 from . import _compute
-from ._run import ShuffleResult, run_shuffle, shuffle_options
+from ._options import parse_shuffle_options
+from ._run import ShuffleResult, run_shuffle
 
 if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
     from ..sources import SourceLike, XarrayFormat, ZarrFormat
@@ -36,16 +36,24 @@ def _dask_arrays(src: object) -> dict[str, Any] | None:
     return dict(src)
 
 
-@common_options(notes={"block_memory": "Whole chunks are read."})
 def shuffle_zarr(
     src: SourceLike | Sequence[SourceLike] | Mapping[str, Any] | Any,
     dst: str | os.PathLike[str],
-    n_piles: int | Literal["auto"] = DEFAULT_N_PILES,
+    n_piles: int | Literal["auto"] = 512,
     *,
     variables: Sequence[str] | None = None,
     chunk_rows: int | None = None,
     compressors: Any = "auto",
-    **options: Unpack[ShuffleKeywords],
+    seed: int | None = None,
+    overwrite: bool = False,
+    materialize: bool = False,
+    pile_memory: int | str = "256MiB",
+    block_memory: int | str = "64MiB",
+    tmp: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    verify: bool = False,
+    levels: int | Literal["auto"] = "auto",
 ) -> ShuffleResult:
     """Shuffle the rows of Zarr arrays out of core, with the 2-pass shuffle, on dask.
 
@@ -65,7 +73,8 @@ def shuffle_zarr(
         The source. A group's arrays that share their first dimension are
         shuffled with one permutation, so they stay aligned. Several sources
         are concatenated along the first axis; they must hold the same arrays.
-        Zarr format 2 and 3 are read. The source is opened read-only.
+        Zarr format 2 and 3 are read, whole chunks at a time (about
+        ``block_memory`` of them a task). The source is opened read-only.
         A dask array (stored as ``"data"``) or a dict ``{name: dask array}``
         of arrays with the same number of rows is computed once, each block
         by its own tasks in pass 1; blocks follow the first array's chunks
@@ -84,7 +93,59 @@ def shuffle_zarr(
         half a pile, between 1 MiB and 4 MiB; 4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
-    {options}
+    n_piles : int or "auto", default 512
+        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
+    seed : int, optional
+        Same seed, same source and same parameters give the same output, whatever the
+        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
+        resumable shuffle interrupted and called again with ``None`` continues with the
+        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
+        the loader reads the order a shuffle drew.)
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    materialize : bool, default False
+        Write a fully shuffled copy instead of a pile store.
+    pile_memory : int or str, default "256MiB"
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
+        planning time, before anything is written.
+    block_memory : int or str, default "64MiB"
+        About how much of the source one pass-1 task reads, in bytes or as a size such
+        as "64MiB".
+    tmp : path or URL, optional
+        A directory for the pieces between the passes; they go to a subdirectory named
+        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
+        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
+        object storage, this machine's temporary directory instead when every worker
+        sees it and it has room for 2.5 times the data (a local disk writes and reads
+        them faster than requests).
+    progress : bool, default False
+        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
+        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
+        without one, text. Then the bar's last state as one line, which a log or a saved
+        notebook keeps (a log gets only that line).
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the output is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
+        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
+        once a pile outgrows a block), which falls with the data's size; with ``L``,
+        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
+        as many ways again by every level but the last, then to piles, keeping reads
+        large for one more write and read of the data a level. ``"auto"`` adds a level
+        where fewer would make ten thousand reads or more of under 64 KiB, and more
+        while a level costs less than the reads it saves (two from about 256 GiB with
+        the defaults and ``n_piles='auto'``, three from about 66 TiB);
+        :func:`daskshuffle.explain` shows the choice.
+
+    Returns
+    -------
+    ShuffleResult
+        What was written: its path, rows, piles and their sizes, and the seed
+        (the one drawn, with ``seed=None``).
 
     Examples
     --------
@@ -93,7 +154,20 @@ def shuffle_zarr(
     >>> result.n_rows, result.n_piles, result.variables
     (1000, 8, ['id', 'x', 'y'])
     """
-    checked = shuffle_options(options, dst=dst, n_piles=n_piles)
+    checked = parse_shuffle_options(
+        dst=dst,
+        n_piles=n_piles,
+        seed=seed,
+        overwrite=overwrite,
+        materialize=materialize,
+        pile_memory=pile_memory,
+        block_memory=block_memory,
+        tmp=tmp,
+        progress=progress,
+        storage_options=storage_options,
+        verify=verify,
+        levels=levels,
+    )
     chosen = parse_variables(variables)
     arrays = _dask_arrays(src)
     if arrays is not None:

@@ -20,7 +20,6 @@ from ..plan import (
     Layout,
     LevelPlan,
     Plan,
-    ShuffleOptions,
     ShuffleSettings,
     choose_layout,
     fingerprint,
@@ -28,6 +27,7 @@ from ..plan import (
     make_plan,
 )
 from ..storage import changed_entries
+from ._options import ShuffleOptions
 
 __all__ = [
     "changed_sources",

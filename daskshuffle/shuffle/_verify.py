@@ -25,7 +25,7 @@ from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationEr
 from .._parse import parse_nbytes, parse_path
 from ..formats import CollectionFormat, CollectionSource, FileFormat, Format
 from ..pilestore import GENERATIONS_KEY, sources_of
-from ..plan import DEFAULT_BLOCK_MEMORY, fingerprint
+from ..plan import fingerprint
 from ..readers import open_pile_reader
 from ..storage import Location
 from ._checksum import add_checksums, checksum, same_checksums
@@ -125,7 +125,7 @@ def verify(
     store: str | os.PathLike[str],
     *sources: str | os.PathLike[str],
     storage_options: dict[str, Any] | None = None,
-    block_memory: int | str = DEFAULT_BLOCK_MEMORY,
+    block_memory: int | str = "64MiB",
     progress: bool = False,
 ) -> VerifyResult:
     """Prove that a pile store holds exactly the rows of its sources: none lost, changed or added.

@@ -36,14 +36,14 @@ from ..formats import (
     read_footer,
 )
 from ..pilestore import ParquetWriting, arrow_filesystem
-from ..plan import MIN_READ_NBYTES, PARQUET_COMPRESSIONS
+from ..plan import MIN_READ_NBYTES
 from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
 
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
 
 _GLOB_CHARS = frozenset("*?[")
-COMPRESSIONS = PARQUET_COMPRESSIONS
+COMPRESSIONS = ("auto", "snappy", "zstd", "lz4", "gzip", "brotli", "none")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,156 @@
+"""The options every shuffle shares, checked once at the boundary into one frozen :class:`ShuffleOptions`.
+
+Each public shuffle (``shuffle_zarr``, ``shuffle_xarray``, ``shuffle_parquet``,
+``shuffle_dataframe``, ``shuffle_lines``, ``append``) writes these options out
+in its own ``def``, with their defaults and docs, as ``zarr.create_array``
+writes its parameters; ``tests/test_options.py`` checks that they agree. Each
+hands them to :func:`parse_shuffle_options` and passes the result on.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
+from ..storage import _paths
+
+__all__ = ["ShuffleOptions", "lines_block_memory", "parse_forwarded_options", "parse_shuffle_options"]
+
+#: ``shuffle_lines`` holds about two copies of a block (plus offsets): this keeps a worker thread near 100 MB.
+_LINES_BLOCK_NBYTES = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class ShuffleOptions(Settings):
+    """The checked common arguments of one shuffle, with ``dst`` and ``tmp`` absolute.
+
+    Examples
+    --------
+    >>> options = parse_shuffle_options(
+    ...     dst="shuffled.zarr", n_piles=8, seed=0, overwrite=False, materialize=False, pile_memory="256MiB",
+    ...     block_memory="64MiB", tmp=None, progress=False, storage_options=None, verify=False, levels="auto",
+    ... )
+    >>> options.pile_nbytes
+    268435456
+    >>> ShuffleOptions.from_dict(options.to_dict()) == options
+    True
+    """
+
+    dst: str
+    n_piles: int | Literal["auto"]
+    seed: int
+    overwrite: bool
+    materialize: bool
+    pile_nbytes: int
+    block_nbytes: int
+    tmp: str | None
+    progress: bool
+    storage_options: dict[str, Any] | None
+    #: Whether the seed was given (else it was drawn): a drawn seed gives way to the one an
+    #: interrupted run of the same shuffle recorded, so that the same call continues it.
+    seed_given: bool = True
+    #: Prove the store holds the source's rows once it is written (``daskshuffle.verify``).
+    verify: bool = False
+    #: Levels of scatter before the merge: 1 to 4, or "auto".
+    levels: int | Literal["auto"] = "auto"
+
+
+def _parse_storage_options(value: object) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, Mapping):
+        raise DaskShuffleTypeError(
+            f"Expected storage_options to be None or a dict. Got {value!r} instead.", parameter="storage_options"
+        )
+    return dict(value) if value is not None else None
+
+
+def parse_shuffle_options(
+    *,
+    dst: object,
+    n_piles: object,
+    seed: object,
+    overwrite: object,
+    materialize: object,
+    pile_memory: object,
+    block_memory: object,
+    tmp: object,
+    progress: object,
+    storage_options: object,
+    verify: object,
+    levels: object,
+) -> ShuffleOptions:
+    """Check a shuffle's common arguments, in the order a user reads them; draw the seed if ``None``.
+
+    A public shuffle passes every one, its own defaults included: the defaults
+    are written in each shuffle's ``def``, nowhere else. Paths are
+    made absolute here, on the client, before any task is built: the workers of
+    a cluster may run in any directory, where a relative path names something
+    else (or nothing).
+    """
+    chosen_tmp = parse_path(tmp, "tmp") if tmp is not None and tmp != "" else None
+    return ShuffleOptions(
+        dst=_paths.normalize(parse_path(dst, "dst")),
+        n_piles=parse_n_piles(n_piles),
+        seed=parse_seed(seed),
+        overwrite=parse_bool(overwrite, "overwrite"),
+        materialize=parse_bool(materialize, "materialize"),
+        pile_nbytes=parse_nbytes(pile_memory, "pile_memory"),
+        block_nbytes=parse_nbytes(block_memory, "block_memory"),
+        tmp=_paths.normalize(chosen_tmp) if chosen_tmp is not None else None,
+        progress=parse_bool(progress, "progress"),
+        storage_options=_parse_storage_options(storage_options),
+        seed_given=seed is not None,
+        verify=parse_bool(verify, "verify"),
+        levels=parse_levels(levels),
+    )
+
+
+def lines_block_memory(block_memory: object, pile_memory: object) -> object:
+    """``shuffle_lines``' default block: 16 MiB, or half the pile if that is less."""
+    if block_memory is not None:
+        return block_memory
+    half_pile = max(parse_nbytes(pile_memory, "pile_memory") // 2, 1)
+    return min(_LINES_BLOCK_NBYTES, half_pile)
+
+
+def parse_forwarded_options(
+    shuffle: Callable[..., Any], options: object, *, decided: Sequence[str], parameter: str, why: str
+) -> dict[str, Any]:
+    """``options`` for ``shuffle``, checked now rather than when it runs: its parameters, but not those ``decided``.
+
+    ``EpochShuffler`` takes ``shuffle_options={...}`` and passes them on to a
+    shuffle that runs later (in the background, for the epochs).
+
+    Examples
+    --------
+    >>> def shuffle(src, dst, n_piles=512, *, seed=None, overwrite=False): ...
+    >>> parse_forwarded_options(shuffle, {"n_pile": 8}, decided=["seed"], parameter="shuffle_options", why="")
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.DaskShuffleTypeError: Expected shuffle_options to hold arguments of shuffle. Got ['n_pile'] instead; ...
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(name, str) for name in options):
+        raise DaskShuffleTypeError(
+            f"Expected {parameter} to be a dict of arguments. Got {options!r} instead.", parameter=parameter
+        )
+    for name in decided:
+        if name in options:
+            raise DaskShuffleValueError(
+                f"Expected {parameter} without {name!r}. Got it instead; {why}.",
+                parameter=parameter,
+            )
+    taken = inspect.signature(shuffle).parameters
+    if not any(taken_parameter.kind is inspect.Parameter.VAR_KEYWORD for taken_parameter in taken.values()):
+        unknown = sorted(set(options) - set(taken))
+        if unknown:
+            raise DaskShuffleTypeError(
+                f"Expected {parameter} to hold arguments of {getattr(shuffle, '__name__', 'the shuffle')}. Got "
+                f"{unknown} instead; it takes {[name for name in taken if name not in ('src', 'dst')]}.",
+                parameter=parameter,
+            )
+    return dict(options)

@@ -1,0 +1,150 @@
+"""What a shuffle does with what it finds at its destination: one pure decision, carried out by ``_run.py``.
+
+:func:`decide` reads the store's record (as read once the destination's lock
+is held) and this call's planned metadata, and returns :class:`Fresh`,
+:class:`Resume`, :class:`Done` or :class:`Refuse`; it does no I/O, so every
+case is tested without a store (``tests/test_resume.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import Argument, DaskShuffleError, DaskShuffleValueError
+from ..pilestore import RUN_KEY
+from ..storage import Location
+from ._destination import exists_error
+from ._store_plan import changed_sources, differences, source_changed_error
+
+__all__ = ["Done", "Earlier", "Fresh", "Refuse", "Resume", "ResumeOptions", "Seen", "decide", "earlier_seed"]
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """The record of an earlier run of a shuffle, as read: at ``dst`` or where a store is built beside it."""
+
+    url: str
+    metadata: Mapping[str, Any]
+    at_dst: bool
+    #: Whether its manifest marks its store and pieces' directories created (else nothing of it can be continued).
+    created: bool = False
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What is at the destination, read once the lock is held."""
+
+    #: Something is at ``dst`` (a store of this library or anything else).
+    dst_exists: bool
+    #: The record of an earlier run, read only for a resumable shuffle without ``overwrite``.
+    earlier: Earlier | None = None
+
+
+@dataclass(frozen=True)
+class ResumeOptions:
+    """What of the call decides: ``overwrite``, and whether the shuffle can be resumed (a source on storage)."""
+
+    overwrite: bool
+    resumable: bool
+    #: Whether the seed was given (else drawn, and the earlier run's is taken).
+    seed_given: bool = True
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """Write a new store (built beside ``dst`` if something is there); ``run`` is kept, or drawn when ``None``."""
+
+    run: str | None = None
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Continue the earlier run's store at ``url``, with its run, skipping the tasks its manifest lists."""
+
+    url: str
+    run: str | None
+
+
+@dataclass(frozen=True)
+class Done:
+    """The same shuffle's complete store is at ``dst``: return it, after removing what a killed run left."""
+
+    run: str | None
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Write nothing: raise ``error``."""
+
+    error: DaskShuffleError
+
+
+Decision = Fresh | Resume | Done | Refuse
+
+
+def earlier_seed(store: Seen, options: ResumeOptions, seed: int) -> int:
+    """The seed to plan with: an earlier run's, if the seed was drawn and that run is considered, else ``seed``."""
+    if store.earlier is not None and options.resumable and not options.overwrite and not options.seed_given:
+        return int(store.earlier.metadata["seed"])
+    return seed
+
+
+def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst: str = "dst") -> Decision:
+    """What a shuffle whose planned store records ``planned`` does with what it ``store`` holds.
+
+    ``dst`` is only named in the errors. An earlier run counts only for a
+    resumable shuffle without ``overwrite``; one of other sources but the same
+    shuffle is refused (the sources changed), one of another shuffle too
+    (unless it is complete at ``dst``: then ``dst`` exists and ``overwrite``
+    decides).
+
+    Examples
+    --------
+    >>> decide(Seen(dst_exists=False), {"fingerprint": "a"}, ResumeOptions(overwrite=False, resumable=True))
+    Fresh(run=None)
+    >>> decide(Seen(dst_exists=True), {"fingerprint": "a"}, ResumeOptions(overwrite=False, resumable=True)).error
+    PileStoreExistsError(...)
+    """
+    earlier = store.earlier if options.resumable and not options.overwrite else None
+    if earlier is None:
+        if store.dst_exists and not options.overwrite:
+            return Refuse(_exists_error(dst))
+        return Fresh()
+    recorded = dict(earlier.metadata)
+    same = recorded.get("fingerprint") == planned.get("fingerprint")
+    complete = earlier.at_dst and bool(recorded.get("complete"))
+    run = str(recorded.get(RUN_KEY)) if recorded.get(RUN_KEY) else None
+    if not same and not differences(recorded, dict(planned)):
+        changed = changed_sources(recorded, planned)
+        if changed:
+            what = "return it as it is" if complete else "continue its interrupted shuffle"
+            return Refuse(source_changed_error(earlier.url, changed, what))
+    if complete:
+        if same:
+            return Done(run)
+        return Refuse(_exists_error(dst)) if store.dst_exists else Fresh()
+    if not same:
+        return Refuse(_other_shuffle_error(earlier.url, differences(recorded, dict(planned))))
+    if store.dst_exists and not earlier.at_dst:
+        return Refuse(_exists_error(dst))
+    if earlier.created:
+        return Resume(earlier.url, run)
+    return Fresh(run)
+
+
+def _exists_error(dst: str) -> DaskShuffleError:
+    return exists_error(Location.of(dst))
+
+
+def _other_shuffle_error(url: str, differing: list[str]) -> DaskShuffleError:
+    return DaskShuffleValueError(
+        (
+            f"Expected the same shuffle as the interrupted one at {url!r}. Got other "
+            f"{', '.join(differing) or 'arguments'} instead; run the same call to continue it, or ",
+            Argument("overwrite", True, passed=True),
+            " to start over.",
+        ),
+        parameter="overwrite",
+    )
