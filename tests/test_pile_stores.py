@@ -32,8 +32,8 @@ from simulate import unit_stream
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.orders import Piles
-from daskshuffle.plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, rank_range, stream_rows
 from daskshuffle.plan import fingerprint
+from daskshuffle.plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, rank_range, stream_rows
 from daskshuffle.readers import open_pile_reader
 
 N_ROWS = 1_000
