@@ -320,7 +320,7 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     """
     newest = metadata[GENERATIONS_KEY][-1]
     like = _open_group(generation_location(store, newest["path"]), mode="r")
-    like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY])
+    like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY], store.url)
     path = generation_location(store, generation_path(number))
     own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY and key not in BOUND_KEYS}
     own.update(
@@ -372,7 +372,7 @@ def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
     location = generation_location(store, generation_path(number))
     group = _open_group(location, mode="r+")
-    recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY])
+    recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY], location.url)
     own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)

@@ -86,20 +86,42 @@ def metadata_attribute(metadata: Mapping[str, Any]) -> dict[str, Any] | str:
 
     ``xr.open_zarr`` makes every group attribute an attribute of the dataset,
     and netCDF takes no mapping as an attribute's value: text keeps
-    ``xr.open_zarr(store).to_netcdf(...)`` working. An xarray store's metadata
-    records its ``dim``.
+    ``xr.open_zarr(store).to_netcdf(...)`` working, and round-trips through
+    zarr and xarray alike. An xarray store's metadata records its ``dim``; a
+    plain Zarr store's, which xarray does not open, is a mapping.
+
+    Examples
+    --------
+    >>> metadata_attribute({"dim": "sample"}), metadata_attribute({"kind": "zarr"})
+    ('{"dim": "sample"}', {'kind': 'zarr'})
     """
     return json.dumps(dict(metadata)) if "dim" in metadata else dict(metadata)
 
 
-def parse_metadata_attribute(value: object) -> dict[str, Any] | None:
-    """The metadata the attribute ``daskshuffle`` holds (a mapping, or its JSON text), or ``None``."""
-    if isinstance(value, str):
+def parse_metadata_attribute(value: object, where: str = "the pile store") -> dict[str, Any] | None:
+    """The metadata the attribute ``daskshuffle`` holds, or ``None`` if it holds none.
+
+    Read as :func:`metadata_attribute` writes it, alone: an xarray store's
+    metadata (one with a ``dim``) as JSON text, any other's as a mapping. The
+    other encoding is refused (:class:`~daskshuffle.IncompletePileStoreError`),
+    as a store of another format is.
+    """
+    text = isinstance(value, str)
+    if text:
         try:
-            value = json.loads(value)
+            value = json.loads(value)  # type: ignore[arg-type]
         except ValueError:
             return None
-    return dict(value) if isinstance(value, Mapping) else None
+    if not isinstance(value, Mapping):
+        return None
+    if text != ("dim" in value):
+        raise IncompletePileStoreError(
+            f"Expected the metadata of {where!r} as this version of daskshuffle writes it: JSON text in an xarray "
+            f"pile store, a mapping in any other. Got {'JSON text' if text else 'a mapping'} for "
+            f"{'a store without' if text else 'an xarray store, with'} a dim instead; shuffle the source again "
+            "(overwrite=True)."
+        )
+    return dict(value)
 
 
 class AppendedStoreError(IncompletePileStoreError):
@@ -292,5 +314,5 @@ def read_metadata(
             continue
         for key in keys:
             found = found.get(key) if isinstance(found, dict) else None
-        return parse_metadata_attribute(found)
+        return parse_metadata_attribute(found, location.url) if keys else (found if isinstance(found, dict) else None)
     return None
