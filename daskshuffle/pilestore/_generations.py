@@ -81,14 +81,26 @@ def generation_location(store: Location, relative: str) -> Location:
     """Where the generation at ``relative`` (as :func:`generation_path` spells it) is; any other path is refused.
 
     The path comes from the store's metadata: nothing it names may lie
-    outside the store (``..``, an absolute path, a URL).
+    outside the store (``..``, an absolute path, a URL). On a local store,
+    a symbolic link (or a file of another kind than a directory) at
+    ``generations`` or at the generation itself is refused
+    (:class:`~daskshuffle.UnsafePathError`): a generation is read, written
+    and removed only in the store's own tree, never through a link.
     """
     if relative and not (isinstance(relative, str) and _PATH.fullmatch(relative)):
         raise CorruptPileStoreError(
             f"Expected the generations of the pile store {store.url!r} at '' or '{GROUP}/<number>'. Got {relative!r} "
             "instead; the metadata was edited or damaged, and nothing outside the store is read or removed."
         )
-    return store if not relative else store.join(relative)
+    if not relative:
+        return store
+    if store.is_local:
+        for inner in (GROUP, relative):
+            path = store.join(inner).path
+            found = _own.found_at(path, directory=True)
+            if found is not None:
+                raise _own.unsafe(path, "a generation's directory", found)
+    return store.join(relative)
 
 
 def _open_group(location: Location, **kwargs: Any) -> zarr.Group:
