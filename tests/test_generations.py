@@ -378,3 +378,42 @@ def test_append_takes_shuffle_options_as_a_dict_or_as_keywords(tmp_path: Path) -
     with pytest.raises(DaskShuffleValueError, match="'n_piles'"):
         daskshuffle.append(store, tmp_path / "b.zarr", shuffle_options={"n_piles": 8})
     assert tree_digest(store) == digest
+
+
+def test_files_zarr_was_writing_when_a_step_was_killed_are_named_and_removed(grown: Path, tmp_path: Path) -> None:
+    """Issue 42 item 9: a step killed inside zarr's write of a key leaves ``<key>.<uuid4 hex>.partial``."""
+    import uuid
+
+    partials = [
+        grown / f"zarr.{uuid.uuid4().hex}.partial",  # the root's zarr.json (write_root, consolidate)
+        grown / "generations" / f"zarr.{uuid.uuid4().hex}.partial",
+        grown / "generations" / "00001" / "id" / "c" / f"0.{uuid.uuid4().hex}.partial",  # a chunk
+    ]
+    for path in partials:
+        path.write_bytes((grown / "zarr.json").read_bytes()[:100])
+    # Not zarr's, or not a file: never named, never removed.
+    others = [grown / f"notes.{uuid.uuid4().hex}.partial", grown / f"zarr.{uuid.uuid4().hex[:31]}.partial"]
+    for path in others:
+        path.write_text("mine")
+    (tmp_path / "outside.txt").write_text("outside")
+    link = grown / f"zarr.{uuid.uuid4().hex}.partial"
+    link.symlink_to(tmp_path / "outside.txt")
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["info", str(grown)])
+    assert shown.exit_code == 0, shown.output
+    assert "a file zarr was writing when a step was killed" in shown.output
+    assert all(str(path) in shown.output for path in partials)
+    assert not any(str(path) in shown.output for path in [*others, link])
+    cleaned = runner.invoke(cli, ["info", str(grown), "--clean"])
+    assert cleaned.exit_code == 0, cleaned.output
+    assert "removed 3 leftover(s)" in cleaned.output
+    assert not any(path.exists() for path in partials)
+    assert all(path.exists() for path in others) and link.is_symlink()
+    assert (tmp_path / "outside.txt").read_text() == "outside"
+    assert "left beside it" not in runner.invoke(cli, ["info", str(grown)]).output
+    # The next compact removes one too.
+    partial = grown / f"zarr.{uuid.uuid4().hex}.partial"
+    partial.write_text("{")
+    daskshuffle.compact(grown)
+    assert not partial.exists()
+    assert sorted(ids_of(grown).tolist()) == list(range(1_800))

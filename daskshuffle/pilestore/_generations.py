@@ -14,6 +14,7 @@ of a change.
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -70,6 +71,9 @@ GROUP = "generations"
 _SCRATCH = (*_leftovers.SCRATCH_SUFFIXES, _lock.LOCK_SUFFIX)
 #: The only paths a generation may have: the root, or a numbered group of ``generations``.
 _PATH = re.compile(rf"{GROUP}/\d{{5,}}")
+#: What zarr names a key of a local store while it writes it (``zarr/storage/_local.py``, ``_atomic_write``): of the
+#: keys daskshuffle writes, a ``zarr.json``, a chunk and a crc32c table.
+_PARTIAL = re.compile(r"(zarr|\d+|daskshuffle-crc32c)\.[0-9a-f]{32}\.partial")
 
 
 def generation_path(number: int) -> str:
@@ -249,8 +253,10 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
 
     Generations no longer (or not yet) listed, the first shuffle's arrays once
     it is evicted, and the scratch paths of a generation's shuffle (its
-    pieces, lock, store being built). Only names this library writes are
-    looked at: a numbered group of ``generations`` and a variable's array.
+    pieces, lock, store being built), and the files zarr was writing when a
+    step was killed (``zarr.<uuid>.partial``, ...). Only names this library
+    writes are looked at: a numbered group of ``generations``, a variable's
+    array and zarr's names of the keys it writes.
     The caller holds the store's lock, or knows that nobody does.
     """
     live = {entry["path"] for entry in root[GENERATIONS_KEY]}
@@ -277,12 +283,40 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
             found.append(Leftover(group.join(name), "a generation the store does not list"))
         elif suffix and not _placed(group.join(name)):
             found.append(Leftover(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
+    gone = tuple(f"{left.location.path}/" for left in found)  # removed whole: not named again
+    for path in _partials(store):
+        if not store.join(path).path.startswith(gone):
+            found.append(Leftover(store.join(path), "a file zarr was writing when a step was killed"))
     if tmp is not None:  # the pieces of a generation's shuffle given tmp=: named after the generation
         for number in sorted(numbers | {max(numbers) + 1}):
             pieces = store.join(generation_path(number) or GROUP).scratch(_leftovers.TMP_SUFFIX, tmp)
             if number and pieces.exists() and not _placed(pieces):
                 found.append(Leftover(pieces, f"pieces of generation {number}'s shuffle"))
     return found
+
+
+def _partials(store: Location) -> list[str]:
+    """The files zarr was writing into the local ``store`` when a step was killed, relative to it.
+
+    zarr writes each key of a local store to ``<name>.<uuid4 hex>.partial``
+    first (``zarr.<hex>.partial`` for a ``zarr.json``) and renames it: a kill
+    in between leaves it. Only such names of keys daskshuffle writes (a
+    ``zarr.json``, a chunk of a ``c`` directory, a crc32c table), regular files
+    in the store's own tree (no link is followed), are named.
+    """
+    if not store.is_local or not os.path.isdir(store.path):
+        return []
+    found = []
+    for directory, _, files in os.walk(store.path, followlinks=False):
+        inner = os.path.relpath(directory, store.path)
+        for name in files:
+            match = _PARTIAL.fullmatch(name)
+            path = name if inner == "." else f"{inner}/{name}"
+            chunk = match is not None and match.group(1).isdigit()
+            if match is None or (chunk and "c" not in inner.split(os.sep)) or _own.found_at(f"{directory}/{name}"):
+                continue
+            found.append(path.replace(os.sep, "/"))
+    return sorted(found)
 
 
 def _placed(location: Location) -> bool:
