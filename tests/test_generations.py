@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -417,3 +418,52 @@ def test_files_zarr_was_writing_when_a_step_was_killed_are_named_and_removed(gro
     daskshuffle.compact(grown)
     assert not partial.exists()
     assert sorted(ids_of(grown).tolist()) == list(range(1_800))
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 4 MiB tmpfs (as root); skipped where none can be mounted."""
+    import subprocess
+
+    directory = tmp_path / "disk"
+    directory.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(directory)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"no tmpfs can be mounted here (needs root): {mounted.stderr.decode().strip()}")
+    yield directory
+    subprocess.run(["umount", str(directory)], check=True)
+
+
+def _fill(directory: Path, leave: int) -> Path:
+    """Fill the disk of ``directory`` until about ``leave`` bytes are free."""
+    import shutil as _shutil
+
+    filler = directory / "filler"
+    with filler.open("wb") as file:
+        while (free := _shutil.disk_usage(directory).free) > leave:
+            file.write(b"\0" * min(free - leave, 1 << 20))
+            file.flush()
+            os.fsync(file.fileno())
+    return filler
+
+
+def test_compact_with_the_disk_full_is_named_and_leaves_the_store_as_it_was(small_disk: Path, tmp_path: Path) -> None:
+    """Issue 42 item 7: a real ENOSPC (tmpfs) while compacting, not a raw OSError and a partial ``generations/00003``."""
+    import errno
+
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)
+    store = small_disk / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0, chunk_rows=16)
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    before, batches = tree_digest(store), epoch_batches(store)
+    filler = _fill(small_disk, leave=64 * 1024)  # room for a few of the compacted generation's chunks
+    with pytest.raises(daskshuffle.StorageFullError, match=r"Expected room in .*piles.zarr.* compact again") as raised:
+        daskshuffle.compact(store)
+    assert isinstance(raised.value, OSError) and raised.value.__cause__.errno == errno.ENOSPC  # type: ignore[union-attr]
+    assert sorted(os.listdir(store / "generations")) == ["00001", "zarr.json"], "no partial generation"
+    assert tree_digest(store) == before and sorted(os.listdir(small_disk)) == ["filler", "piles.zarr"]
+    assert [b.tolist() for b in epoch_batches(store)] == [b.tolist() for b in batches]
+    filler.unlink()
+    assert [g.generation for g in daskshuffle.compact(store)] == [2]
+    assert [b.tolist() for b in epoch_batches(store)] == [b.tolist() for b in batches]
