@@ -467,3 +467,48 @@ def test_compact_with_the_disk_full_is_named_and_leaves_the_store_as_it_was(smal
     filler.unlink()
     assert [g.generation for g in daskshuffle.compact(store)] == [2]
     assert [b.tolist() for b in epoch_batches(store)] == [b.tolist() for b in batches]
+
+
+def test_generation_steps_in_a_directory_that_may_not_be_written_are_named(small_disk: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    make_zarr_source(tmp_path / "a.zarr", 300, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 200, chunk_rows=64, first_id=300)
+    store = small_disk / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    before = tree_digest(store)
+    steps = [
+        lambda: daskshuffle.compact(store),
+        lambda: daskshuffle.evict(store, keep_last=1),
+        lambda: daskshuffle.append(store, tmp_path / "a.zarr", seed=2),
+    ]
+    for step in steps:
+        with pytest.raises(daskshuffle.StorageAccessError, match=r"may write beside .*piles.zarr.* writable") as raised:
+            step()
+        assert isinstance(raised.value, PermissionError) and str(small_disk) in str(raised.value)
+    assert tree_digest(store) == before
+    assert sorted(ids_of(store).tolist()) == list(range(500))
+
+
+@pytest.mark.filterwarnings("ignore:.*no conditional write:UserWarning")  # a lock on a memory filesystem of its own
+def test_compact_on_storage_that_fills_up_is_named_and_leaves_nothing(tmp_path: Path) -> None:
+    """The same full disk through the fault-injecting filesystem of ``test_faults.py``, on any machine."""
+    import fsspec
+    from test_faults import FullDisk
+
+    fsspec.register_implementation("fulldisk", FullDisk, clobber=True)
+    FullDisk.store.clear()
+    FullDisk.budget, FullDisk.used = 2**40, 0
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)
+    store = "fulldisk://piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0, chunk_rows=16)
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    before, batches = dict(FullDisk.store), epoch_batches(store)
+    FullDisk.budget = FullDisk.used + 5_000  # a few of the compacted generation's files fit, not all
+    with pytest.raises(daskshuffle.StorageFullError, match=r"Expected room in 'fulldisk://piles.zarr'.* compact again"):
+        daskshuffle.compact(store)
+    assert sorted(FullDisk.store) == sorted(before), "nothing of generation 2 is left"
+    assert [b.tolist() for b in epoch_batches(store)] == [b.tolist() for b in batches]
