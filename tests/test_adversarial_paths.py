@@ -374,3 +374,23 @@ def test_a_generation_linked_to_another_store_and_named_in_the_root_is_refused(t
             read()
         assert str(generation) in str(raised.value)
     assert generation.is_symlink() and tree(other) == before, "the link and what it points to are left as they were"
+
+
+@pytest.mark.parametrize("inner", ["id", "id/c", "id/daskshuffle-crc32c"])
+def test_an_array_of_the_store_linked_to_another_stores_is_refused(tmp_path: Path, inner: str) -> None:
+    """An array's directory, its chunks' directory or its crc32c table, a link to another store's: never read."""
+    make_zarr_source(tmp_path / "raw.zarr", 400, chunk_rows=50)
+    for name in ("piles", "other"):
+        ds.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / f"{name}.zarr", n_piles=4, seed=0)
+    store, other = tmp_path / "piles.zarr", tmp_path / "other.zarr"
+    moved = store / inner
+    if moved.is_dir():
+        shutil.rmtree(moved)
+    else:
+        moved.unlink()
+    moved.symlink_to(other / inner, target_is_directory=(other / inner).is_dir())
+    before = tree(other)
+    with pytest.raises(ds.UnsafePathError, match="symbolic link") as raised:
+        ds.PileLoader(store, 50)
+    assert str(moved) in str(raised.value)
+    assert moved.is_symlink() and tree(other) == before
