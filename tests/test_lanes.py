@@ -123,7 +123,7 @@ def test_lanes_given_to_the_loader_are_refused_with_where_they_go(store: Path) -
     assert "order=ds.orders.Piles(n_lanes=8)" in str(error.value)
 
 
-@pytest.mark.skip(reason="read a store whose piles were in source order (format version 2): such stores are refused now")
+@pytest.mark.skip(reason="read a store of format version 2 (piles in source order), refused now")
 @pytest.mark.parametrize("name", ["piles", "py1b"])
 def test_lanes_in_the_order_give_the_batches_the_loaders_lanes_gave(store: Path, name: str) -> None:
     order = LANED if name == "piles" else Py1b(shuffle_block_size=100, n_lanes=LANES)
@@ -135,7 +135,7 @@ def test_lanes_in_the_order_give_the_batches_the_loaders_lanes_gave(store: Path,
     np.testing.assert_array_equal(np.concatenate(global_steps(store, 1, order=order)), ids)
 
 
-@pytest.mark.skip(reason="read a store whose piles were in source order (format version 2): such stores are refused now")
+@pytest.mark.skip(reason="read a store of format version 2 (piles in source order), refused now")
 def test_a_state_saved_when_the_lanes_were_the_loaders_own_keyword_loads(store: Path) -> None:
     """The lanes stay under the settings' ``n_lanes`` entry: the state and its fingerprint are as they were."""
     steps = global_steps(store, 1)

@@ -144,7 +144,7 @@ def test_png_alone_draws_into_quality_png(tmp_path: Path, monkeypatch: pytest.Mo
     assert "quality.png" in result.output
 
 
-@pytest.mark.skip(reason="read a store whose piles were in source order (format version 2): such stores are refused now")
+@pytest.mark.skip(reason="read a store of format version 2 (piles in source order), refused now")
 def test_the_command_line_on_a_store_and_on_ids(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 4_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 8, seed=1)
@@ -210,7 +210,7 @@ def test_the_piles_order_with_groups_is_what_a_real_loader_yields(tmp_path: Path
         np.testing.assert_array_equal(yielded, reference)
 
 
-@pytest.mark.skip(reason="read a store whose piles were in source order (format version 2): such stores are refused now")
+@pytest.mark.skip(reason="read a store of format version 2 (piles in source order), refused now")
 def test_the_report_of_a_loader_says_when_its_budget_holds_too_few_piles(tmp_path: Path) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 3_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 30, seed=5)
