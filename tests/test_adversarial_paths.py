@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -343,3 +344,53 @@ def test_links_placed_beside_a_destination_are_not_counted_as_what_runs_left(tmp
     (tmp_path / "piles.zarr.daskshuffle-tmp").symlink_to(target, target_is_directory=True)
     (tmp_path / "piles.zarr.daskshuffle-lock").symlink_to(lock_target)
     assert _leftovers.find(Location.of(str(tmp_path / "piles.zarr"))) == []
+
+
+def test_a_generation_linked_to_another_store_and_named_in_the_root_is_refused(tmp_path: Path) -> None:
+    """Issue 42 item 2: ``generations/00002`` made a link to another store's, the root edited to name it."""
+    from daskshuffle.plan import fingerprint
+
+    for name, first in (("piles", 0), ("other", 10_000)):
+        make_zarr_source(tmp_path / f"{name}-a.zarr", 400, chunk_rows=50, first_id=first)
+        make_zarr_source(tmp_path / f"{name}-b.zarr", 200, chunk_rows=50, first_id=first + 400)
+        make_zarr_source(tmp_path / f"{name}-c.zarr", 100, chunk_rows=50, first_id=first + 600)
+        ds.shuffle_zarr(tmp_path / f"{name}-a.zarr", tmp_path / f"{name}.zarr", n_piles=4, seed=0)
+        ds.append(tmp_path / f"{name}.zarr", tmp_path / f"{name}-b.zarr", seed=1)
+        ds.append(tmp_path / f"{name}.zarr", tmp_path / f"{name}-c.zarr", seed=2)
+    store, other = tmp_path / "piles.zarr", tmp_path / "other.zarr"
+    generation = store / "generations" / "00002"
+    shutil.rmtree(generation)
+    generation.symlink_to(other / "generations" / "00002", target_is_directory=True)
+    document = json.loads((store / "zarr.json").read_text())
+    root, others = document["attributes"]["daskshuffle"], read_metadata(other)
+    assert others is not None
+    root["generations"][-1] = others["generations"][-1]  # named in the root, as the other store's root names it
+    root.pop("seal", None)
+    root["fingerprint"] = fingerprint({k: v for k, v in root.items() if k not in ("fingerprint", "run", "arrays")})
+    (store / "zarr.json").write_text(json.dumps(document))
+    before = tree(other)
+    for read in (lambda: ds.PileLoader(store, 50), lambda: ds.verify(store)):
+        with pytest.raises(ds.UnsafePathError, match="symbolic link") as raised:
+            read()
+        assert str(generation) in str(raised.value)
+    assert generation.is_symlink() and tree(other) == before, "the link and what it points to are left as they were"
+
+
+@pytest.mark.parametrize("inner", ["id", "id/c", "id/daskshuffle-crc32c"])
+def test_an_array_of_the_store_linked_to_another_stores_is_refused(tmp_path: Path, inner: str) -> None:
+    """An array's directory, its chunks' directory or its crc32c table, a link to another store's: never read."""
+    make_zarr_source(tmp_path / "raw.zarr", 400, chunk_rows=50)
+    for name in ("piles", "other"):
+        ds.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / f"{name}.zarr", n_piles=4, seed=0)
+    store, other = tmp_path / "piles.zarr", tmp_path / "other.zarr"
+    moved = store / inner
+    if moved.is_dir():
+        shutil.rmtree(moved)
+    else:
+        moved.unlink()
+    moved.symlink_to(other / inner, target_is_directory=(other / inner).is_dir())
+    before = tree(other)
+    with pytest.raises(ds.UnsafePathError, match="symbolic link") as raised:
+        ds.PileLoader(store, 50)
+    assert str(moved) in str(raised.value)
+    assert moved.is_symlink() and tree(other) == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -368,3 +369,136 @@ def test_append_takes_the_shuffle_options_it_forwards_as_keywords(tmp_path: Path
     daskshuffle.append(store, tmp_path / "b.zarr", seed=1, block_memory="16KiB")
     metadata = read_metadata(store / "generations" / "00001")
     assert metadata is not None and metadata["blocks"]["block_memory"] == 16 * 2**10, "the option reached it"
+
+
+def test_files_zarr_was_writing_when_a_step_was_killed_are_named_and_removed(grown: Path, tmp_path: Path) -> None:
+    """Issue 42 item 9: a step killed inside zarr's write of a key leaves ``<key>.<uuid4 hex>.partial``."""
+    import uuid
+
+    partials = [
+        grown / f"zarr.{uuid.uuid4().hex}.partial",  # the root's zarr.json (write_root, consolidate)
+        grown / "generations" / f"zarr.{uuid.uuid4().hex}.partial",
+        grown / "generations" / "00001" / "id" / "c" / f"0.{uuid.uuid4().hex}.partial",  # a chunk
+    ]
+    for path in partials:
+        path.write_bytes((grown / "zarr.json").read_bytes()[:100])
+    # Not zarr's, or not a file: never named, never removed.
+    others = [grown / f"notes.{uuid.uuid4().hex}.partial", grown / f"zarr.{uuid.uuid4().hex[:31]}.partial"]
+    for path in others:
+        path.write_text("mine")
+    (tmp_path / "outside.txt").write_text("outside")
+    link = grown / f"zarr.{uuid.uuid4().hex}.partial"
+    link.symlink_to(tmp_path / "outside.txt")
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["info", str(grown)])
+    assert shown.exit_code == 0, shown.output
+    assert "a file zarr was writing when a step was killed" in shown.output
+    assert all(str(path) in shown.output for path in partials)
+    assert not any(str(path) in shown.output for path in [*others, link])
+    cleaned = runner.invoke(cli, ["info", str(grown), "--clean"])
+    assert cleaned.exit_code == 0, cleaned.output
+    assert "removed 3 leftover(s)" in cleaned.output
+    assert not any(path.exists() for path in partials)
+    assert all(path.exists() for path in others) and link.is_symlink()
+    assert (tmp_path / "outside.txt").read_text() == "outside"
+    assert "left beside it" not in runner.invoke(cli, ["info", str(grown)]).output
+    # The next compact removes one too.
+    partial = grown / f"zarr.{uuid.uuid4().hex}.partial"
+    partial.write_text("{")
+    daskshuffle.compact(grown)
+    assert not partial.exists()
+    assert sorted(ids_of(grown).tolist()) == list(range(1_800))
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 4 MiB tmpfs (as root); skipped where none can be mounted."""
+    import subprocess
+
+    directory = tmp_path / "disk"
+    directory.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4M", "tmpfs", str(directory)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"no tmpfs can be mounted here (needs root): {mounted.stderr.decode().strip()}")
+    yield directory
+    subprocess.run(["umount", str(directory)], check=True)
+
+
+def _fill(directory: Path, leave: int) -> Path:
+    """Fill the disk of ``directory`` until about ``leave`` bytes are free."""
+    import shutil as _shutil
+
+    filler = directory / "filler"
+    with filler.open("wb") as file:
+        while (free := _shutil.disk_usage(directory).free) > leave:
+            file.write(b"\0" * min(free - leave, 1 << 20))
+            file.flush()
+            os.fsync(file.fileno())
+    return filler
+
+
+def test_compact_with_the_disk_full_is_named_and_leaves_the_store_as_it_was(small_disk: Path, tmp_path: Path) -> None:
+    """Issue 42 item 7: a real ENOSPC (tmpfs) while compacting, not a raw OSError and a partial ``generations/00003``."""
+    import errno
+
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)
+    store = small_disk / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0, chunk_rows=16)
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    before, batches = tree_digest(store), epoch_batches(store)
+    filler = _fill(small_disk, leave=64 * 1024)  # room for a few of the compacted generation's chunks
+    with pytest.raises(daskshuffle.StorageFullError, match=r"Expected room in .*piles.zarr.* compact again") as raised:
+        daskshuffle.compact(store)
+    assert isinstance(raised.value, OSError) and raised.value.__cause__.errno == errno.ENOSPC  # type: ignore[union-attr]
+    assert sorted(os.listdir(store / "generations")) == ["00001", "zarr.json"], "no partial generation"
+    assert tree_digest(store) == before and sorted(os.listdir(small_disk)) == ["filler", "piles.zarr"]
+    assert [b.tolist() for b in epoch_batches(store)] == [b.tolist() for b in batches]
+    filler.unlink()
+    assert [g.generation for g in daskshuffle.compact(store)] == [2]
+    assert [b.tolist() for b in epoch_batches(store)] == [b.tolist() for b in batches]
+
+
+def test_generation_steps_in_a_directory_that_may_not_be_written_are_named(small_disk: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    make_zarr_source(tmp_path / "a.zarr", 300, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 200, chunk_rows=64, first_id=300)
+    store = small_disk / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    before = tree_digest(store)
+    steps = [
+        lambda: daskshuffle.compact(store),
+        lambda: daskshuffle.evict(store, keep_last=1),
+        lambda: daskshuffle.append(store, tmp_path / "a.zarr", seed=2),
+    ]
+    for step in steps:
+        with pytest.raises(daskshuffle.StorageAccessError, match=r"may write beside .*piles.zarr.* writable") as raised:
+            step()
+        assert isinstance(raised.value, PermissionError) and str(small_disk) in str(raised.value)
+    assert tree_digest(store) == before
+    assert sorted(ids_of(store).tolist()) == list(range(500))
+
+
+@pytest.mark.filterwarnings("ignore:.*no conditional write:UserWarning")  # a lock on a memory filesystem of its own
+def test_compact_on_storage_that_fills_up_is_named_and_leaves_nothing(tmp_path: Path) -> None:
+    """The same full disk through the fault-injecting filesystem of ``test_faults.py``, on any machine."""
+    import fsspec
+    from test_faults import FullDisk
+
+    fsspec.register_implementation("fulldisk", FullDisk, clobber=True)
+    FullDisk.store.clear()
+    FullDisk.budget, FullDisk.used = 2**40, 0
+    make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
+    make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)
+    store = "fulldisk://piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0, chunk_rows=16)
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
+    before, batches = dict(FullDisk.store), epoch_batches(store)
+    FullDisk.budget = FullDisk.used + 5_000  # a few of the compacted generation's files fit, not all
+    with pytest.raises(daskshuffle.StorageFullError, match=r"Expected room in 'fulldisk://piles.zarr'.* compact again"):
+        daskshuffle.compact(store)
+    assert sorted(FullDisk.store) == sorted(before), "nothing of generation 2 is left"
+    assert [b.tolist() for b in epoch_batches(store)] == [b.tolist() for b in batches]

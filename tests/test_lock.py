@@ -182,3 +182,52 @@ def test_on_s3_a_lock_is_created_once(s3: Any) -> None:
     ):
         pass
     assert not s3.fs.exists(dst + LOCK_SUFFIX)
+
+
+# -- local errors named ----------------------------------------------------------------
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Any:
+    """A directory that may not be written: a tmpfs mounted read-only as root, else one without write permission."""
+    directory = tmp_path / "read-only"
+    directory.mkdir()
+    if os.geteuid() != 0:
+        directory.chmod(0o555)
+        yield directory
+        directory.chmod(0o755)
+        return
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1M", "tmpfs", str(directory)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"no read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    yield directory
+    subprocess.run(["umount", str(directory)], check=True)
+
+
+def test_a_destination_in_a_directory_that_may_not_be_written_is_named(tmp_path: Path, read_only: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 200, chunk_rows=50)
+    dst = read_only / "piles.zarr"
+    with pytest.raises(
+        ds.StorageAccessError, match=r"Expected a directory that daskshuffle may write beside"
+    ) as raised:
+        ds.shuffle_zarr(source, dst, n_piles=2, seed=0)
+    assert isinstance(raised.value, PermissionError) and raised.value.reason == "refused"
+    assert str(dst) in str(raised.value) and f"make {str(read_only)!r} writable" in str(raised.value)
+    assert os.listdir(read_only) == []
+
+
+def test_a_destination_name_too_long_for_the_names_beside_it_is_named_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 200, chunk_rows=50)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"{i}\n" for i in range(100)))
+    for n_bytes in (250, 236):  # the lock's name too long; the name of a text output's partial file too long
+        dst = tmp_path / ("p" * (n_bytes - 5) + ".zarr")
+        with pytest.raises(
+            ds.DaskShuffleValueError, match=rf"Got a name of {n_bytes} bytes in .* choose a shorter name"
+        ):
+            ds.shuffle_zarr(source, dst, n_piles=2, seed=0)
+        with pytest.raises(ds.DaskShuffleValueError, match=rf"Got a name of {n_bytes} bytes"):
+            ds.shuffle_lines(lines, tmp_path / ("p" * (n_bytes - 4) + ".txt"), n_piles=2, seed=0)
+    assert sorted(os.listdir(tmp_path)) == ["lines.txt", "raw.zarr"], "nothing written"

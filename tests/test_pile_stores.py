@@ -13,6 +13,7 @@ depend on the kind (threads, state checks, arguments) are tested in
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from simulate import unit_stream
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.orders import Piles
+from daskshuffle.plan import fingerprint
 from daskshuffle.plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, rank_range, stream_rows
 from daskshuffle.readers import open_pile_reader
 
@@ -463,6 +465,71 @@ def test_a_parquet_part_file_that_runs_past_the_recorded_rows_is_refused_on_open
         CorruptPileStoreError, match=rf"Got n_rows = 1,000 and '.*{parts[-1].name}' ending at row 1,003"
     ):
         PileLoader(store, BATCH)
+
+
+# -- one format version ------------------------------------------------------------------
+
+
+def _metadata_file(store: str) -> Path:
+    parquet = Path(store) / "_daskshuffle.json"
+    return parquet if parquet.exists() else Path(store) / "zarr.json"
+
+
+def _rewrite_metadata(store: str, edit: Callable[[dict], None]) -> None:
+    """Edit a store's metadata where its kind keeps it (a sidecar, a mapping or the JSON text of an xarray store)."""
+    path = _metadata_file(store)
+    document = json.loads(path.read_text())
+    if path.name == "_daskshuffle.json":
+        edit(document)
+    else:
+        attributes = document["attributes"]
+        text = isinstance(attributes["daskshuffle"], str)
+        metadata = json.loads(attributes["daskshuffle"]) if text else attributes["daskshuffle"]
+        edit(metadata)
+        attributes["daskshuffle"] = json.dumps(metadata) if text else metadata
+    path.write_text(json.dumps(document))
+
+
+def _as_version(version: object) -> Callable[[dict], None]:
+    """Metadata made to look written by another release: its version set, its bindings removed, refingerprinted.
+
+    As an adversary with the public ``fingerprint`` would: the fingerprint
+    agrees, and no seal or run is left to check a chunk's place against.
+    """
+
+    def edit(metadata: dict) -> None:
+        for key in ("seal", "run", "arrays", "layout", "row_group_rows", "parts"):
+            metadata.pop(key, None)
+        metadata["format_version"] = version
+        recorded = {key: value for key, value in metadata.items() if key not in ("fingerprint", "dim", "complete")}
+        metadata["fingerprint"] = fingerprint({**recorded, "complete": False})
+
+    return edit
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 4, "3", None])
+def test_a_store_of_another_format_version_is_refused_naming_it(store: Store, tmp_path: Path, version: object) -> None:
+    damaged = copy_of(store, tmp_path)
+    _rewrite_metadata(damaged.path, _as_version(version))
+    expected = rf"format version 3. Got version {re.escape(repr(version))} in .*shuffle the source again"
+    with pytest.raises(ds.IncompletePileStoreError, match=expected):
+        PileLoader(damaged.path, BATCH)
+    with pytest.raises(ds.IncompletePileStoreError, match=expected):
+        open_pile_reader(damaged.path)
+    with pytest.raises(ds.IncompletePileStoreError, match=expected):
+        ds.verify(damaged.path)
+
+
+def test_a_lowered_version_does_not_read_a_swapped_chunk_without_its_binding(store: Store, tmp_path: Path) -> None:
+    """Issue 42 item 3: version lowered, seal, run and arrays removed, fingerprint recomputed, two data files swapped."""
+    damaged = copy_of(store, tmp_path)
+    (first, *_), (last, *_) = damaged.kind.files(damaged.path)[0], damaged.kind.files(damaged.path)[-1]
+    first_bytes, last_bytes = first.read_bytes(), last.read_bytes()
+    first.write_bytes(last_bytes)
+    last.write_bytes(first_bytes)
+    _rewrite_metadata(damaged.path, _as_version(2))
+    with pytest.raises(ds.IncompletePileStoreError, match=r"format version 3. Got version 2"):
+        ids_of(PileLoader(damaged.path, BATCH))
 
 
 # -- torch -------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import zarr
 from conftest import make_zarr_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from old_stores import as_written_before_shuffled_piles
 from scipy import stats
 from simulate import unit_stream
 
@@ -136,13 +135,6 @@ def test_lanes_give_the_same_global_steps_for_any_number_of_ranks(store: Path) -
         assert np.array_equal(step, np.concatenate([a, b]))
 
 
-def test_a_store_written_before_is_read_by_piles_as_it_was(store: Path) -> None:
-    as_written_before_shuffled_piles(store)
-    with PileLoader(store, 64, seed=1, order=SMALL) as loader:
-        assert loader.settings.unit_rows is None and "unit_rows" not in loader.settings.to_dict()
-        assert sorted(np.concatenate([batch["id"] for batch in loader]).tolist()) == list(range(N_ROWS))
-
-
 @pytest.mark.parametrize("prefetch", [0, 1, 2])
 def test_the_rows_held_stay_within_the_budget(store: Path, prefetch: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every group handed to the batches, from its read until its release, counted at once."""
@@ -200,10 +192,6 @@ def test_info_says_which_kind_a_store_is(store: Path, capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit, match="0"):
         main(["info", str(store)])
     assert "shuffled: the loader reads units smaller than piles" in capsys.readouterr().out
-    as_written_before_shuffled_piles(store)
-    with pytest.raises(SystemExit, match="0"):
-        main(["info", str(store)])
-    assert "in source order" in capsys.readouterr().out
 
 
 def test_the_quality_report_states_the_expected_excess_of_units(store: Path) -> None:

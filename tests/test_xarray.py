@@ -136,17 +136,26 @@ def test_the_store_is_a_dataset_that_writes_to_netcdf(tmp_path: Path) -> None:
     assert opened["temperature"].dims == ("sample", "level")  # as the README says: ``dim`` first
 
 
-def test_a_store_whose_metadata_is_a_mapping_still_opens(tmp_path: Path) -> None:
-    """Stores written before the metadata became text keep it as a mapping: they open and read as before."""
+def test_metadata_in_the_other_encoding_is_refused(tmp_path: Path) -> None:
+    """One encoding each: JSON text in an xarray store (which netCDF takes), a mapping in a plain Zarr store."""
     shuffle_xarray(make_dataset(150), tmp_path / "piles.zarr", "sample", n_piles=3, seed=0)
     group = zarr.open_group(tmp_path / "piles.zarr", mode="r+")
     recorded = group.attrs["daskshuffle"]
     assert isinstance(recorded, str)
     group.attrs["daskshuffle"] = json.loads(recorded)
-    metadata = daskshuffle.pilestore.read_metadata(tmp_path / "piles.zarr")
-    assert metadata is not None and metadata["complete"] is True and metadata["dim"] == "sample"
-    with daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=32, seed=0) as loader:
-        assert sorted(np.concatenate([batch["id"] for batch in loader]).tolist()) == list(range(150))
+    expected = r"JSON text in an xarray pile store, a mapping in any other. Got a mapping .* shuffle the source again"
+    with pytest.raises(daskshuffle.IncompletePileStoreError, match=expected):
+        daskshuffle.pilestore.read_metadata(tmp_path / "piles.zarr")
+    with pytest.raises(daskshuffle.IncompletePileStoreError, match=expected):
+        daskshuffle.PileLoader(tmp_path / "piles.zarr", batch_size=32, seed=0)
+    source = zarr.open_group(tmp_path / "raw.zarr", mode="w")
+    source.create_array("id", data=np.arange(100), chunks=(10,))
+    daskshuffle.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / "plain.zarr", n_piles=2, seed=0)
+    plain = zarr.open_group(tmp_path / "plain.zarr", mode="r+")
+    assert isinstance(plain.attrs["daskshuffle"], dict)
+    plain.attrs["daskshuffle"] = json.dumps(plain.attrs["daskshuffle"])
+    with pytest.raises(daskshuffle.IncompletePileStoreError, match=r"Got JSON text for a store without a dim"):
+        daskshuffle.PileLoader(tmp_path / "plain.zarr", batch_size=32, seed=0)
 
 
 def test_loader_reads_the_store(tmp_path: Path) -> None:

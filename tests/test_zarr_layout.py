@@ -444,14 +444,14 @@ def make_version_1_store(src: str, dst: Path) -> str:
     return str(dst)
 
 
-def test_a_version_1_store_is_still_read(source: str, tmp_path: Path) -> None:
+def test_a_version_1_store_is_refused(source: str, tmp_path: Path) -> None:
     store = make_version_1_store(source, tmp_path / "v1.zarr")
-    assert isinstance(zarr.open_group(store, mode="r")["x"].compressors[0], ZstdCodec)
-    with ZarrPileReader(store) as reader:
-        assert reader._chunks == {}, "read through zarr, as release 1 did"
-        assert_same(reader.read_rows(0, 1_000), zarr_rows(store, 0, 1_000))
-    ids = np.concatenate([batch["id"] for batch in PileLoader(store, batch_size=100, seed=0)])
-    np.testing.assert_array_equal(np.sort(ids), np.arange(1_000))
+    with pytest.raises(
+        ds.IncompletePileStoreError, match=r"format version 3. Got version 1 .* shuffle the source again"
+    ):
+        ZarrPileReader(store)
+    with pytest.raises(ds.IncompletePileStoreError, match=r"format version 3. Got version 1"):
+        PileLoader(store, batch_size=100, seed=0)
 
 
 @pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # fixed-length bytes in v3

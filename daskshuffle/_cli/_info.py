@@ -10,7 +10,6 @@ import numpy as np
 
 from .._errors import UnfinishedShuffleError
 from ..pilestore import LAYOUT_KEY, ROW_GROUP_ROWS_KEY, Leftover
-from ..plan import PILES_SHUFFLED
 from ..shuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
 from ._common import cli, one_line
@@ -132,9 +131,7 @@ def _left_line(left: list[_leftovers.Leftover], advice: str) -> str:
 
 
 def _piles_stored(metadata: dict[str, Any]) -> str:
-    """Which kind of store: piles stored shuffled (read in units smaller than piles) or in source order."""
-    if metadata.get(PILES_SHUFFLED) is not True:
-        return "in source order (written before piles were stored shuffled): the loader reads whole piles"
+    """How the loader reads the store's piles, each stored shuffled: in units smaller than piles, or whole."""
     if "generations" in metadata:
         return "shuffled, in several generations: the loader reads whole piles"
     if LAYOUT_KEY not in metadata and ROW_GROUP_ROWS_KEY not in metadata:
@@ -146,10 +143,8 @@ def _piles_stored(metadata: dict[str, Any]) -> str:
 def _bound(metadata: dict[str, Any]) -> str:
     """Whether every chunk (Zarr) or part file (Parquet) read is checked to be its run's, at its place."""
     if "generations" in metadata:
-        return "each generation to its own run, where written from format version 3"
-    if metadata.get("run") and metadata.get("seal"):
-        return f"yes (run {metadata['run']})"
-    return "no (written before format version 3: chunks checked intact, not bound to their places)"
+        return "each generation to its own run"
+    return f"yes (run {metadata.get('run')})"
 
 
 def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:

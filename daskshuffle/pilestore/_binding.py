@@ -26,7 +26,7 @@ look, so the store stays a plain Zarr group.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from zarr.core.buffer import Buffer
 
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
-from ..storage import Location
+from ..storage import Location, _own
 from ._metadata import RUN_KEY, metadata_disagrees, new_run, seal_of
 
 __all__ = [
@@ -228,6 +228,7 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
     of another size or whose crc32c is not the recorded one is a
     :class:`~daskshuffle.CorruptPileStoreError`.
     """
+    refuse_links(location, paths.values())
     records = {
         name: (metadata.get("arrays") or {}).get(name, {}).get("chunk_crc32c")
         for name in paths
@@ -255,3 +256,19 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
         assert isinstance(data, bytes)
         tables[name] = np.frombuffer(data, dtype="<u4")
     return tables
+
+
+def refuse_links(location: Location, paths: Iterable[str]) -> None:
+    """Refuse a symbolic link (or a FIFO, ...) at an array of the local store, its chunks' directory or its table.
+
+    Read through a link, an array would be another store's: refused with
+    :class:`~daskshuffle.UnsafePathError` before anything is read.
+    """
+    if not location.is_local:
+        return
+    for path in paths:
+        for inner, what, directory in ((path, "an array's directory", True), (f"{path}/c", "chunks' directory", True)):
+            found = _own.found_at(f"{location.path}/{inner}", directory=directory)
+            if found is not None:
+                raise _own.unsafe(f"{location.path}/{inner}", what, found)
+        _own.refuse(f"{location.path}/{path}/{TABLE}", "a crc32c table")

@@ -14,6 +14,7 @@ of a change.
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -70,6 +71,9 @@ GROUP = "generations"
 _SCRATCH = (*_leftovers.SCRATCH_SUFFIXES, _lock.LOCK_SUFFIX)
 #: The only paths a generation may have: the root, or a numbered group of ``generations``.
 _PATH = re.compile(rf"{GROUP}/\d{{5,}}")
+#: What zarr names a key of a local store while it writes it (``zarr/storage/_local.py``, ``_atomic_write``): of the
+#: keys daskshuffle writes, a ``zarr.json``, a chunk and a crc32c table.
+_PARTIAL = re.compile(r"(zarr|\d+|daskshuffle-crc32c)\.[0-9a-f]{32}\.partial")
 
 
 def generation_path(number: int) -> str:
@@ -81,14 +85,26 @@ def generation_location(store: Location, relative: str) -> Location:
     """Where the generation at ``relative`` (as :func:`generation_path` spells it) is; any other path is refused.
 
     The path comes from the store's metadata: nothing it names may lie
-    outside the store (``..``, an absolute path, a URL).
+    outside the store (``..``, an absolute path, a URL). On a local store,
+    a symbolic link (or a file of another kind than a directory) at
+    ``generations`` or at the generation itself is refused
+    (:class:`~daskshuffle.UnsafePathError`): a generation is read, written
+    and removed only in the store's own tree, never through a link.
     """
     if relative and not (isinstance(relative, str) and _PATH.fullmatch(relative)):
         raise CorruptPileStoreError(
             f"Expected the generations of the pile store {store.url!r} at '' or '{GROUP}/<number>'. Got {relative!r} "
             "instead; the metadata was edited or damaged, and nothing outside the store is read or removed."
         )
-    return store if not relative else store.join(relative)
+    if not relative:
+        return store
+    if store.is_local:
+        for inner in (GROUP, relative):
+            path = store.join(inner).path
+            found = _own.found_at(path, directory=True)
+            if found is not None:
+                raise _own.unsafe(path, "a generation's directory", found)
+    return store.join(relative)
 
 
 def _open_group(location: Location, **kwargs: Any) -> zarr.Group:
@@ -237,8 +253,10 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
 
     Generations no longer (or not yet) listed, the first shuffle's arrays once
     it is evicted, and the scratch paths of a generation's shuffle (its
-    pieces, lock, store being built). Only names this library writes are
-    looked at: a numbered group of ``generations`` and a variable's array.
+    pieces, lock, store being built), and the files zarr was writing when a
+    step was killed (``zarr.<uuid>.partial``, ...). Only names this library
+    writes are looked at: a numbered group of ``generations``, a variable's
+    array and zarr's names of the keys it writes.
     The caller holds the store's lock, or knows that nobody does.
     """
     live = {entry["path"] for entry in root[GENERATIONS_KEY]}
@@ -265,12 +283,40 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
             found.append(Leftover(group.join(name), "a generation the store does not list"))
         elif suffix and not _placed(group.join(name)):
             found.append(Leftover(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
+    gone = tuple(f"{left.location.path}/" for left in found)  # removed whole: not named again
+    for path in _partials(store):
+        if not store.join(path).path.startswith(gone):
+            found.append(Leftover(store.join(path), "a file zarr was writing when a step was killed"))
     if tmp is not None:  # the pieces of a generation's shuffle given tmp=: named after the generation
         for number in sorted(numbers | {max(numbers) + 1}):
             pieces = store.join(generation_path(number) or GROUP).scratch(_leftovers.TMP_SUFFIX, tmp)
             if number and pieces.exists() and not _placed(pieces):
                 found.append(Leftover(pieces, f"pieces of generation {number}'s shuffle"))
     return found
+
+
+def _partials(store: Location) -> list[str]:
+    """The files zarr was writing into the local ``store`` when a step was killed, relative to it.
+
+    zarr writes each key of a local store to ``<name>.<uuid4 hex>.partial``
+    first (``zarr.<hex>.partial`` for a ``zarr.json``) and renames it: a kill
+    in between leaves it. Only such names of keys daskshuffle writes (a
+    ``zarr.json``, a chunk of a ``c`` directory, a crc32c table), regular files
+    in the store's own tree (no link is followed), are named.
+    """
+    if not store.is_local or not os.path.isdir(store.path):
+        return []
+    found = []
+    for directory, _, files in os.walk(store.path, followlinks=False):
+        inner = os.path.relpath(directory, store.path)
+        for name in files:
+            match = _PARTIAL.fullmatch(name)
+            path = name if inner == "." else f"{inner}/{name}"
+            chunk = match is not None and match.group(1).isdigit()
+            if match is None or (chunk and "c" not in inner.split(os.sep)) or _own.found_at(f"{directory}/{name}"):
+                continue
+            found.append(path.replace(os.sep, "/"))
+    return sorted(found)
 
 
 def _placed(location: Location) -> bool:
@@ -320,7 +366,7 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     """
     newest = metadata[GENERATIONS_KEY][-1]
     like = _open_group(generation_location(store, newest["path"]), mode="r")
-    like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY])
+    like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY], store.url)
     path = generation_location(store, generation_path(number))
     own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY and key not in BOUND_KEYS}
     own.update(
@@ -372,7 +418,7 @@ def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
     location = generation_location(store, generation_path(number))
     group = _open_group(location, mode="r+")
-    recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY])
+    recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY], location.url)
     own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)

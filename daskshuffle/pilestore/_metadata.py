@@ -33,6 +33,7 @@ __all__ = [
     "ROW_GROUP_ROWS_KEY",
     "RUN_KEY",
     "AppendedStoreError",
+    "check_format_version",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
@@ -47,13 +48,10 @@ __all__ = [
 
 #: The group attribute (Zarr) that holds a pile store's metadata.
 METADATA_KEY = "daskshuffle"
-#: Version of the pile store layout written into every store's metadata. Version 2
-#: (Zarr) records its layout, a crc32c per chunk and every chunk written; version 3 its run, each
-#: array's metadata and each chunk's crc32c by place (Parquet: each part's run and first row), sealed.
+#: Version of the pile store format written into every store's metadata, and the only one read: a store records
+#: its layout, its run, each array's metadata and each chunk's crc32c by place (Parquet: each part's run and first
+#: row), sealed. A store of any other version is refused (shuffle it again); until 1.0 there is one version.
 FORMAT_VERSION = 3
-#: Versions this release reads: a version 1 store is read as it was, without checks; a version 2 one
-#: without binding its chunks to their places.
-READABLE_VERSIONS = (1, 2, 3)
 #: The metadata key of the run's identity: a shuffle's, drawn afresh by each run that starts a store.
 RUN_KEY = "run"
 #: Keys bound to the run rather than to the order: outside the fingerprint (which names the order, and which
@@ -88,20 +86,42 @@ def metadata_attribute(metadata: Mapping[str, Any]) -> dict[str, Any] | str:
 
     ``xr.open_zarr`` makes every group attribute an attribute of the dataset,
     and netCDF takes no mapping as an attribute's value: text keeps
-    ``xr.open_zarr(store).to_netcdf(...)`` working. An xarray store's metadata
-    records its ``dim``.
+    ``xr.open_zarr(store).to_netcdf(...)`` working, and round-trips through
+    zarr and xarray alike. An xarray store's metadata records its ``dim``; a
+    plain Zarr store's, which xarray does not open, is a mapping.
+
+    Examples
+    --------
+    >>> metadata_attribute({"dim": "sample"}), metadata_attribute({"kind": "zarr"})
+    ('{"dim": "sample"}', {'kind': 'zarr'})
     """
     return json.dumps(dict(metadata)) if "dim" in metadata else dict(metadata)
 
 
-def parse_metadata_attribute(value: object) -> dict[str, Any] | None:
-    """The metadata the attribute ``daskshuffle`` holds (a mapping, or its JSON text), or ``None``."""
-    if isinstance(value, str):
+def parse_metadata_attribute(value: object, where: str = "the pile store") -> dict[str, Any] | None:
+    """The metadata the attribute ``daskshuffle`` holds, or ``None`` if it holds none.
+
+    Read as :func:`metadata_attribute` writes it, alone: an xarray store's
+    metadata (one with a ``dim``) as JSON text, any other's as a mapping. The
+    other encoding is refused (:class:`~daskshuffle.IncompletePileStoreError`),
+    as a store of another format is.
+    """
+    text = isinstance(value, str)
+    if text:
         try:
-            value = json.loads(value)
+            value = json.loads(value)  # type: ignore[arg-type]
         except ValueError:
             return None
-    return dict(value) if isinstance(value, Mapping) else None
+    if not isinstance(value, Mapping):
+        return None
+    if text != ("dim" in value):
+        raise IncompletePileStoreError(
+            f"Expected the metadata of {where!r} as this version of daskshuffle writes it: JSON text in an xarray "
+            f"pile store, a mapping in any other. Got {'JSON text' if text else 'a mapping'} for "
+            f"{'a store without' if text else 'an xarray store, with'} a dim instead; shuffle the source again "
+            "(overwrite=True)."
+        )
+    return dict(value)
 
 
 class AppendedStoreError(IncompletePileStoreError):
@@ -119,17 +139,33 @@ def check_store_exists(store: Location, where: str) -> None:
 
 
 def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
-    """Refuse a pile store of a format version this release cannot read or whose shuffle did not finish."""
-    if metadata.get("format_version") not in READABLE_VERSIONS:
-        raise IncompletePileStoreError(
-            f"Expected a pile store of format version {', '.join(map(str, READABLE_VERSIONS[:-1]))} or "
-            f"{READABLE_VERSIONS[-1]}. Got version "
-            f"{metadata.get('format_version')!r} in {where!r} instead; shuffle the source again with this version "
-            "of daskshuffle."
-        )
+    """Refuse a pile store of another format version than this release writes, or whose shuffle did not finish."""
+    check_format_version(metadata, where)
     if not metadata.get("complete"):
         raise UnfinishedShuffleError(
             f"Expected a complete pile store. Got {where!r}, whose shuffle did not finish, instead; run the shuffle again."
+        )
+
+
+def check_format_version(metadata: Mapping[str, Any], where: str) -> None:
+    """Refuse metadata of another format version than :data:`FORMAT_VERSION` (:class:`~daskshuffle.IncompletePileStoreError`).
+
+    Until 1.0 there is one format version: a store written by another
+    release (or whose version was edited) is not read, whatever else it
+    records, and is to be shuffled again.
+
+    Examples
+    --------
+    >>> check_format_version({"format_version": 2}, "piles.zarr")
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.IncompletePileStoreError: Expected a pile store of format version 3. Got version 2 in 'piles.zarr' ...
+    """
+    version = metadata.get("format_version")
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        raise IncompletePileStoreError(
+            f"Expected a pile store of format version {FORMAT_VERSION}. Got version {version!r} in {where!r} "
+            "instead; this version of daskshuffle reads no other: shuffle the source again (overwrite=True)."
         )
 
 
@@ -164,6 +200,7 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
     change to any of these or to anything else it recorded is caught, an edit
     that keeps them consistent included. Reads nothing.
     """
+    check_format_version(metadata, where)
     try:
         offsets = np.asarray(metadata["pile_offsets"], dtype=np.int64)
         n_rows, n_piles = int(metadata["n_rows"]), int(metadata["n_piles"])
@@ -195,8 +232,7 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
                 where, f"{name} to hold the n_rows the metadata records", f"n_rows = {last:,} and {length:,} in {name}"
             )
     recorded = metadata.get("fingerprint")
-    version = metadata.get("format_version", 1)
-    if version >= 2 and recorded not in _fingerprints(metadata):
+    if recorded not in _fingerprints(metadata):
         raise metadata_disagrees(
             where,
             f"the fingerprint it records, {recorded!r}",
@@ -206,28 +242,15 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
 
 
 def _check_sealed(metadata: Mapping[str, Any], where: str) -> None:
-    """Refuse metadata whose seal is not its own, a store of this version without one, and a version lowered.
+    """Refuse metadata whose seal is not its own, or that has none.
 
     The root of a store with generations lists them and is fingerprinted
     whole; each generation is sealed.
     """
-    version = metadata.get("format_version", 1)
-    sealed = "seal" in metadata or (version >= 3 and "generations" not in metadata)
-    if sealed and metadata.get("seal") != seal_of(metadata):
+    if ("seal" in metadata or "generations" not in metadata) and metadata.get("seal") != seal_of(metadata):
         raise metadata_disagrees(
             where, f"the seal it records, {metadata.get('seal')!r}", f"metadata whose seal is {seal_of(metadata)!r}"
         )
-    recorded = metadata.get("fingerprint")
-    if recorded is None or not isinstance(version, int):
-        return
-    # A version lowered by hand would read a later store without its checks (a deleted chunk as fill values).
-    for later in range(version + 1, FORMAT_VERSION + 1):
-        if recorded in _fingerprints({**metadata, "format_version": later}):
-            raise metadata_disagrees(
-                where,
-                f"the format version its fingerprint was made with, {later}",
-                f"format_version = {version}",
-            )
 
 
 def check_variable_names(metadata: Mapping[str, Any], where: str) -> list[str]:
@@ -291,5 +314,5 @@ def read_metadata(
             continue
         for key in keys:
             found = found.get(key) if isinstance(found, dict) else None
-        return parse_metadata_attribute(found)
+        return parse_metadata_attribute(found, location.url) if keys else (found if isinstance(found, dict) else None)
     return None

@@ -8,12 +8,13 @@ moment see the store before or after a change, never part of one.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import pilestore as store_io
-from .._errors import DaskShuffleValueError
+from .._errors import DaskShuffleValueError, StorageFullError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..readers import GenerationsReader, ZarrPileReader
 from ..sources import open_zarr_sources
@@ -68,6 +69,23 @@ class Generation:
     path: str
     n_rows: int
     seed: int
+
+
+def _compacted(
+    location: Location, root: dict[str, Any], number: int, *, copy_nbytes: int, progress: bool
+) -> dict[str, Any]:
+    """Write generation ``number`` with every live row, in the same order, and list it alone in the root."""
+    store_io.ensure_group(location)
+    alignment, row_nbytes = store_io.create_compacted(location, number, root)
+    step = max(alignment, copy_nbytes // max(row_nbytes, 1) // alignment * alignment)
+    n_rows = int(root["n_rows"])
+    spans = [(location, number, start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
+    token = f"compact-{location.url}-{number}-{root['fingerprint']}"
+    map_tasks(_copy_rows, spans, token=token, progress=progress)
+    crash_point("compact copied")
+    compacted = store_io.union(root, [store_io.finish_compacted(location, number)])
+    store_io.write_root(location, compacted)
+    return compacted
 
 
 def _records(metadata: dict[str, Any]) -> list[Generation]:
@@ -390,16 +408,17 @@ def compact(
         entries = root[store_io.GENERATIONS_KEY]
         if len(entries) > 1:
             number = max(int(entry["generation"]) for entry in entries) + 1
-            store_io.ensure_group(location)
-            alignment, row_nbytes = store_io.create_compacted(location, number, root)
-            step = max(alignment, copy_nbytes // max(row_nbytes, 1) // alignment * alignment)
-            n_rows = int(root["n_rows"])
-            spans = [(location, number, start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
-            token = f"compact-{location.url}-{number}-{root['fingerprint']}"
-            map_tasks(_copy_rows, spans, token=token, progress=progress)
-            crash_point("compact copied")
-            compacted = store_io.union(root, [store_io.finish_compacted(location, number)])
-            store_io.write_root(location, compacted)
+            try:
+                compacted = _compacted(location, root, number, copy_nbytes=copy_nbytes, progress=progress)
+            except OSError as error:
+                if error.errno != errno.ENOSPC:
+                    raise
+                _repair(location, store_io.read_root(location))  # the generation being written, unlisted, goes
+                raise StorageFullError(
+                    f"Expected room in {location.url!r} for the compacted generation (as large as the live rows). "
+                    f"Got a full disk ({error}) instead; what compact wrote is removed and the store reads as "
+                    "before. Free space and compact again."
+                ) from error
             crash_point("compact listed")
             for entry in entries:
                 store_io.remove_generation(location, entry, root["variables"])

@@ -86,11 +86,29 @@ def check_own_paths(dst: Location, tmp: Location | None = None) -> None:
     """Before a run writes anything: refuse a link (or a FIFO, ...) someone placed where it writes beside ``dst``.
 
     Raises :class:`~daskshuffle.UnsafePathError` naming it; nothing is written
-    through it or removed.
+    through it or removed. A local ``dst`` whose name is too long for the
+    names written beside it (``<dst>.daskshuffle-partial``, ...) raises
+    :class:`~daskshuffle.DaskShuffleValueError`, naming it.
     """
-    for location, what in own_paths(dst, tmp).items():
+    paths = own_paths(dst, tmp)
+    if dst.is_local:
+        beside = [location.path for location in paths if os.path.dirname(location.path) == os.path.dirname(dst.path)]
+        if max(len(os.fsencode(os.path.basename(path))) for path in beside) > _name_max(dst.path):
+            raise _lock.name_too_long(dst)
+    for location, what in paths.items():
         if location.is_local:
             _own.refuse(location.path, what)
+
+
+def _name_max(path: str) -> int:
+    """The longest name, in bytes, the filesystem of the local ``path`` (or of its nearest existing directory) takes."""
+    directory = os.path.dirname(path) or "."
+    while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+        directory = os.path.dirname(directory)
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows), or the filesystem does not say
+        return 255
 
 
 def local_pieces_directory(dst: Location) -> Location:

@@ -59,7 +59,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 from fsspec.implementations.local import LocalFileSystem
 
-from .._errors import DaskShuffleValueError
+from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError
 from . import _own
 from ._location import Location
 from ._probe import why_unconditional
@@ -172,12 +172,13 @@ def exclusive(where: Location) -> Iterator[None]:
     dst, path, fs, inner = where.url, lock.url, lock.fs, lock.path
     ours = _holder()
     if lock.is_local and fcntl is not None:
-        with _flocked(dst, path, inner, ours):
+        with _named_local_errors(where), _flocked(dst, path, inner, ours):
             yield
         return
     in_memory = lock.protocol == "memory"
     if lock.is_local:
-        _create_local(dst, path, inner, ours)
+        with _named_local_errors(where):
+            _create_local(dst, path, inner, ours)
     elif in_memory:
         with _in_memory:
             _create_by_reading_back(dst, path, fs, inner, ours)
@@ -193,6 +194,51 @@ def exclusive(where: Location) -> Iterator[None]:
             if (_read(fs, inner) or {}).get("run") == ours["run"]:  # nobody takes over the lock of a live run
                 with contextlib.suppress(FileNotFoundError):
                     fs.rm_file(inner)
+
+
+#: What the local filesystem says when a directory may not be written: no permission, or mounted read-only.
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+@contextlib.contextmanager
+def _named_local_errors(where: Location) -> Iterator[None]:
+    """Name the user's path and what to do when the local lock of ``where`` may not be taken.
+
+    A directory that may not be written raises
+    :class:`~daskshuffle.StorageAccessError` (a ``PermissionError``); a name
+    too long for the lock's (or a scratch directory's) name beside it,
+    :class:`~daskshuffle.DaskShuffleValueError`. Errors of the body pass as
+    they are.
+    """
+    try:
+        yield
+    except OSError as error:
+        if isinstance(error, DaskShuffleError) or error.filename != where.with_suffix(LOCK_SUFFIX).path:
+            raise
+        parent = os.path.dirname(where.path) or "."
+        if error.errno in _NOT_WRITABLE:
+            raise StorageAccessError(
+                f"Expected a directory that daskshuffle may write beside {where.url!r}: its lock and scratch "
+                f"directories go there. Got {error.strerror} on {error.filename!r} instead; make {parent!r} "
+                "writable, or choose a destination in a directory you may write.",
+                parameter="dst",
+                reason="refused",
+                url=where.url,
+            ) from error
+        if error.errno == errno.ENAMETOOLONG:
+            raise name_too_long(where) from error
+        raise
+
+
+def name_too_long(where: Location) -> DaskShuffleValueError:
+    """The error for a local destination whose name leaves no room for the names daskshuffle writes beside it."""
+    name = os.path.basename(where.path)
+    return DaskShuffleValueError(
+        f"Expected a destination whose name leaves room for the names daskshuffle writes beside it (such as "
+        f"{name[:20]}...{LOCK_SUFFIX}). Got a name of {len(os.fsencode(name))} bytes in "
+        f"{os.path.dirname(where.path)!r} instead, too long for its filesystem; choose a shorter name.",
+        parameter="dst",
+    )
 
 
 @contextlib.contextmanager
