@@ -27,6 +27,7 @@ from daskshuffle import (
     DaskShuffleValueError,
     PileLoader,
     PileStoreExistsError,
+    SourceChangedError,
     SourceNotFoundError,
     shuffle_dataframe,
     shuffle_parquet,
@@ -151,9 +152,9 @@ def test_on_object_storage_a_merge_group_goes_to_several_part_files_at_once(
 
     configure({"shuffle.remote-part-nbytes": 4_000})
     paths = write_files(tmp_path / "raw", [300, 500])
-    shuffle_parquet(paths, tmp_path / "piles", n_piles=8, seed=2, block_memory="1MiB")
+    shuffle_parquet(paths, tmp_path / "piles", n_piles=8, seed=2, block_memory="4MiB")
     url = f"memory://parquet-parts-{tmp_path.name}/piles"
-    shuffle_parquet(paths, url, n_piles=8, seed=2, block_memory="1MiB")
+    shuffle_parquet(paths, url, n_piles=8, seed=2, block_memory="4MiB")
     memory = fsspec.filesystem("memory")
     remote = sorted(path for path in memory.ls(url.removeprefix("memory://"), detail=False) if "part-" in path)
     assert len(list((tmp_path / "piles").glob("part-*.parquet"))) == 1 < len(remote) <= 8  # one merge group
@@ -732,3 +733,29 @@ def test_a_parquet_store_of_a_row_group_a_pile_is_read_by_piles_and_info_says_so
     with pytest.raises(SystemExit, match="0"):
         main(["info", str(tmp_path / "piles")])
     assert "in a row group a pile: the loader reads whole piles" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@pytest.mark.filterwarnings(DASK_READER_WARNING)
+def test_a_dataframe_shuffle_run_again_returns_its_store_and_sends_no_large_graph(
+    tmp_path: Path, cluster_client
+) -> None:
+    """As every shuffle: the same call again returns the finished store (0 tasks); a pandas frame is scattered."""
+    frame = pd.DataFrame({"id": np.arange(1_000_000), "x": np.random.default_rng(0).random(1_000_000)})  # 15 MiB
+    paths = write_files(tmp_path / "raw", [400, 300], row_group_size=40)
+    with cluster_client.as_current(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # distributed's "Sending large graph of size ..." among them
+        first = shuffle_dataframe(frame, tmp_path / "pandas", n_piles=4, seed=0, block_memory="4MiB")
+        again = shuffle_dataframe(frame, tmp_path / "pandas", n_piles=4, seed=0, block_memory="4MiB")
+        shuffle_dataframe(dd.read_parquet(paths), tmp_path / "dask", n_piles=4, seed=0)
+        dask_again = shuffle_dataframe(dd.read_parquet(paths), tmp_path / "dask", n_piles=4, seed=0)
+    assert first.n_tasks > 0 and again.n_tasks == 0 and dask_again.n_tasks == 0
+    assert sorted(pd.read_parquet(tmp_path / "pandas")["id"]) == list(range(1_000_000))
+    # The frame changed (same shape, new values): named as such; another frame: the destination exists.
+    with pytest.raises(SourceChangedError):
+        shuffle_dataframe(frame.assign(x=frame["x"] + 1), tmp_path / "pandas", n_piles=4, seed=0, block_memory="4MiB")
+    with pytest.raises(PileStoreExistsError):
+        shuffle_dataframe(frame.iloc[:1000], tmp_path / "pandas", n_piles=4, seed=0, block_memory="4MiB")
+    with pytest.raises(PileStoreExistsError):
+        shuffle_dataframe(dd.read_parquet(paths[:1]), tmp_path / "dask", n_piles=4, seed=0)

@@ -48,7 +48,9 @@ def _earlier(relation: str, at_dst: bool, complete: bool, created: bool) -> Earl
 
 def _expected(store: Seen, options: ResumeOptions) -> type | tuple[type, type]:
     """The decision, as a table: what the module's docstring says, case by case."""
-    earlier = store.earlier if options.resumable and not options.overwrite else None
+    earlier = store.earlier if not options.overwrite else None
+    if earlier is not None and not options.resumable and not (earlier.at_dst and earlier.metadata["complete"]):
+        earlier = None  # a source that cannot be continued: only its complete store is recognised
     if earlier is None:
         return (Refuse, PileStoreExistsError) if store.dst_exists and not options.overwrite else Fresh
     relation = "same" if earlier.metadata["fingerprint"] == "this" else str(earlier.metadata["settings"])
@@ -115,7 +117,12 @@ def test_the_table_covers_every_outcome_and_error() -> None:
 
 @pytest.mark.parametrize(("store", "options"), CASES)
 def test_a_drawn_seed_is_the_earlier_runs_only_where_that_run_counts(store: Seen, options: ResumeOptions) -> None:
-    counts = store.earlier is not None and options.resumable and not options.overwrite
+    earlier = store.earlier
+    counts = (
+        earlier is not None
+        and not options.overwrite
+        and (options.resumable or (earlier.at_dst and bool(earlier.metadata["complete"])))
+    )
     expected = 3 if counts and not options.seed_given else 5
     assert earlier_seed(store, options, 5) == expected
 

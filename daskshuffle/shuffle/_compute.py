@@ -253,7 +253,7 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
     result = Delayed(key, graph)
     client = _active_client()
     if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
-        future = client.compute(result)
+        future = client.compute(Delayed(key, _scattered(client, graph)))
         try:
             if progress:
                 _show_progress(future)
@@ -273,6 +273,30 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
             return _compute_locally(result, progress, scheduler="threads", pool=pool)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: A value in a graph at least this large (a pandas DataFrame's block) is sent to the workers ahead of the graph.
+SCATTER_NBYTES = 1 << 20
+
+
+def _scattered(client: Any, graph: dict[Any, Any]) -> dict[Any, Any]:
+    """``graph`` with its large literal values (data, not tasks) replaced by futures of them scattered to the workers.
+
+    A graph that carries data is pickled whole to the scheduler, which warns
+    about large graphs and holds the data; scattered, each block goes straight
+    to a worker, as distributed recommends.
+    """
+    from dask.sizeof import sizeof
+
+    data = {
+        key: value
+        for key, value in graph.items()
+        if not (isinstance(value, tuple) and value and callable(value[0])) and sizeof(value) >= SCATTER_NBYTES
+    }
+    if not data:
+        return graph
+    futures = client.scatter(list(data.values()), hash=False)
+    return {**graph, **dict(zip(data, futures, strict=True))}
 
 
 #: How long a failed run waits for its cancelled tasks that are still running to stop.

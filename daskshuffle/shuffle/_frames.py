@@ -10,8 +10,9 @@ import pandas as pd
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
-from ..pilestore import ParquetWriting
+from ..pilestore import ParquetWriting, read_metadata
 from ..sources import COMPRESSIONS, open_dataframe_source, open_parquet_sources
+from ..storage import Location, identify_token
 from . import _compute
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options
@@ -318,14 +319,14 @@ def shuffle_dataframe(
         levels=levels,
     )
     writing = parse_writing(compression, row_group_size, n_output_files)
-    # Describing a dask DataFrame computes it: check the destination first.
-    dst_location, tmp_location = shuffle_locations(checked)
-    check_destination([], dst_location, tmp_location, overwrite=checked.overwrite)
-    if not _compute.is_dask_dataframe(df):
-        fmt = open_dataframe_source(
-            df, index=index, block_nbytes=checked.block_nbytes, writing=writing, token=_compute.token_of(df)
-        )
+    token = _compute.token_of(df)
+    if not _compute.is_dask_dataframe(df):  # run again, it returns the store it wrote, as every shuffle does
+        fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing, token=token)
         return run_shuffle(fmt, checked, variables=fmt.variables)
+    # Describing a dask DataFrame computes it: an existing destination is refused first, unless it holds this
+    # DataFrame's finished store (which the shuffle then returns).
+    dst_location, tmp_location = shuffle_locations(checked)
+    check_destination([], dst_location, tmp_location, overwrite=checked.overwrite or _holds(dst_location, token))
     # Loaded for a dask DataFrame only, as is_dask_dataframe does. Public API (docs.dask.org documents it here),
     # which dask imports into the module without listing it in an __all__.
     from dask.dataframe.utils import make_meta  # type: ignore[attr-defined]
@@ -347,3 +348,15 @@ def shuffle_dataframe(
         return run_shuffle(fmt, checked, variables=fmt.variables)
     finally:
         spool.remove()
+
+
+def _holds(dst: Location, token: str) -> bool:
+    """Whether ``dst`` is the complete pile store of the DataFrame whose dask token is ``token``."""
+    if not dst.exists():
+        return False
+    metadata = read_metadata(dst)
+    return bool(
+        metadata is not None
+        and metadata.get("complete")
+        and metadata.get("source_identity") == [identify_token("DataFrame", token)]
+    )

@@ -86,16 +86,28 @@ Decision = Fresh | Resume | Done | Refuse
 
 def earlier_seed(store: Seen, options: ResumeOptions, seed: int) -> int:
     """The seed to plan with: an earlier run's, if the seed was drawn and that run is considered, else ``seed``."""
-    if store.earlier is not None and options.resumable and not options.overwrite and not options.seed_given:
-        return int(store.earlier.metadata["seed"])
+    earlier = _counted(store, options)
+    if earlier is not None and not options.seed_given:
+        return int(earlier.metadata["seed"])
     return seed
+
+
+def _counted(store: Seen, options: ResumeOptions) -> Earlier | None:
+    """The earlier run that counts: none with ``overwrite``; of a source that cannot be continued, only a complete store."""
+    earlier = store.earlier
+    if earlier is None or options.overwrite:
+        return None
+    if not options.resumable and not (earlier.at_dst and earlier.metadata.get("complete")):
+        return None  # an in-memory source: its store is recognised when complete, never continued
+    return earlier
 
 
 def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst: str = "dst") -> Decision:
     """What a shuffle whose planned store records ``planned`` does with what it ``store`` holds.
 
-    ``dst`` is only named in the errors. An earlier run counts only for a
-    resumable shuffle without ``overwrite``; one of other sources but the same
+    ``dst`` is only named in the errors. An earlier run counts only without
+    ``overwrite``, and for a source that cannot be continued (a DataFrame in
+    memory) only as a complete store at ``dst``; one of other sources but the same
     shuffle is refused (the sources changed), one of another shuffle too
     (unless it is complete at ``dst``: then ``dst`` exists and ``overwrite``
     decides).
@@ -107,7 +119,7 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     >>> decide(Seen(dst_exists=True), {"fingerprint": "a"}, ResumeOptions(overwrite=False, resumable=True)).error
     PileStoreExistsError(...)
     """
-    earlier = store.earlier if options.resumable and not options.overwrite else None
+    earlier = _counted(store, options)
     if earlier is None:
         if store.dst_exists and not options.overwrite:
             return Refuse(_exists_error(dst))

@@ -98,12 +98,16 @@ class ShuffleResult:
         )
 
 
-def _read_store(dst: Location, target: Location, tmp: Location, resumable: bool) -> Seen:
-    """What is at ``dst`` (and where this run would build its store), read once the lock is held."""
+def _read_store(dst: Location, target: Location, tmp: Location, *, look: bool, resumable: bool) -> Seen:
+    """What is at ``dst`` (and, ``resumable``, where this run would build its store), read once the lock is held.
+
+    ``look``: read the record of an earlier run at all (not with ``overwrite``, nor for a source without an
+    identity to compare).
+    """
     dst_exists = dst.exists()
-    if not resumable:
+    if not look:
         return Seen(dst_exists)
-    for path in dict.fromkeys((dst, target)):
+    for path in dict.fromkeys((dst, target) if resumable else (dst,)):
         if path.exists():
             metadata = read_metadata(path)
             if metadata is not None and "fingerprint" in metadata:
@@ -134,7 +138,8 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
             fmt.describe_source(),
             dst,
             chosen_tmp,
-            overwrite=options.overwrite or resumable,  # an existing dst is decided on below, once it is planned
+            # An existing dst is decided on below, once it is planned.
+            overwrite=options.overwrite or resumable or bool(fmt.identify_source()),
             storage_options=options.storage_options,
             directory=fmt.dst_is_directory,
         )
@@ -180,7 +185,8 @@ def _run_locked(
     materialize = options.materialize
     # Once the lock is held: what was checked before may have changed.
     target = dst if fmt.moves_into_place else build_path(dst, dst.exists())
-    store = _read_store(dst, target, tmp, resumable and not options.overwrite)
+    recognised = resumable or bool(fmt.identify_source())
+    store = _read_store(dst, target, tmp, look=recognised and not options.overwrite, resumable=resumable)
     choices = ResumeOptions(overwrite=options.overwrite, resumable=resumable, seed_given=options.seed_given)
     seed = earlier_seed(store, choices, options.seed)
     plan = plan_within_budget(
