@@ -73,9 +73,7 @@ def _race(runs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("second_goes_on", ["after the first finished", "while the first writes"])
-def test_of_two_runs_taking_over_a_left_lock_one_writes(
-    tmp_path: Path, points: Points, second_goes_on: str
-) -> None:
+def test_of_two_runs_taking_over_a_left_lock_one_writes(tmp_path: Path, points: Points, second_goes_on: str) -> None:
     """The second opens the left lock first and is paused there; then the first runs, as far as the case says."""
     after = second_goes_on.startswith("after")
     src = make_zarr_source(tmp_path / "raw.zarr", 1_200, chunk_rows=50)

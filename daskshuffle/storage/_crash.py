@@ -95,7 +95,9 @@ def armed(name: str, action: Callable[[int], object] = lambda count: None) -> It
     []
     """
     if name in _armed:
-        raise DaskShuffleValueError(f"Expected the point {name!r} to be armed once at a time. Got it armed already instead.")
+        raise DaskShuffleValueError(
+            f"Expected the point {name!r} to be armed once at a time. Got it armed already instead."
+        )
     reached: list[int] = []
     _armed[name] = (reached, action)
     try:
