@@ -1,8 +1,8 @@
 """Named points in the library where a test kills, fails, pauses or counts a run: the one fault hook.
 
 A step that writes several times (``append``, ``evict``, ``compact``, a shuffle's
-pass 1 and merge, taking a lock) calls :func:`crash_point` between its writes.
-Unarmed, a point costs one lookup in ``os.environ`` and one in a dict. A test arms
+pass 1 and merge, taking a lock) calls :func:`crash_point` between its writes, and
+the loader's reads of a local Zarr store call it before each task. Unarmed, a point costs one lookup in ``os.environ`` and one in a dict. A test arms
 a point in one of two ways:
 
 - **In another process, by its environment**: a process whose environment sets
@@ -19,17 +19,19 @@ a point in one of two ways:
 
 The points, by where they are reached:
 
-====================  ===============================================================
-``"scatter"``         a pass-1 task, before it reads its block
-``"scatter spans"``   a task of a level after the first, before it reads its pieces
-``"merge"``           a merge task, before it reads its pieces
-``"shuffle written"`` every task of a shuffle done, before its metadata is written
-``"shuffle complete"`` a shuffle's store marked complete, before the pieces are removed
-``"lock opened"``     a local lock file opened, before it is locked
-``"lock stale"``      a left lock found stale, before it is replaced (``If-Match``)
-``"append shuffled"`` and the points of ``evict`` and ``compact`` (``"root listed"``,
-                      ``"evict listed"``, ``"compact copied"``...): between their writes
-====================  ===============================================================
+- ``"scatter"``: a pass-1 task, before it reads its block;
+- ``"scatter spans"``: a task of a level after the first, before it reads its pieces;
+- ``"merge"``: a merge task, before it reads its pieces;
+- ``"shuffle written"``: every task of a shuffle done, before its metadata is written;
+- ``"shuffle complete"``: a store marked complete, before its pieces are removed
+  (and before ``verify=True`` reads it back);
+- ``"chunk read"``: a loader's task reading chunk files of a local Zarr pile store;
+- ``"lock opened"``: a local lock file opened, before it is locked;
+- ``"lock stale"``: a lock left by a killed run found, before it is replaced
+  (``If-Match``);
+- ``"append shuffled"``, ``"root listed"``, ``"evict listed"``, ``"evict removed"``,
+  ``"compact copied"``, ``"compact listed"``, ``"compact removed"``: between the
+  writes of ``append``, ``evict`` and ``compact``.
 
 Examples
 --------
