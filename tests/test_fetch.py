@@ -402,23 +402,27 @@ def test_footers_not_kept_are_fetched_with_the_column_chunks(
     parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch, configure: Configure
 ) -> None:
     """In a store of more part files than footers kept, a read fetches its footer and reads nothing else."""
-    from daskshuffle.readers._parquet_reader import ParquetPileReader
 
     configure({"parquet-reader.footers-kept": 1})
     local, remote = parquet_store
     expected = _ids(local, prefetch)
-    read_footer = ParquetPileReader._read_footer
-    footers_read = []
+    fetchers: list[Any] = []  # the reader's fetches, once it is open
+    footers_read: list[str] = []  # the part files whose last bytes were read other than by the fetches
+    cat_file = MemoryFileSystem.cat_file
 
-    def counted(self: ParquetPileReader, index: int, *args: Any) -> Any:
-        footers_read.append(index)
-        return read_footer(self, index, *args)
+    def counted(self: MemoryFileSystem, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> bytes:
+        fetched = bool(fetchers) and fetchers[0].owns_thread()
+        if path.endswith(".parquet") and end == self.info(path)["size"] and not fetched:
+            footers_read.append(path.rsplit("/", 1)[-1])
+        return bytes(cat_file(self, path, start, end, **kwargs))
 
-    monkeypatch.setattr(ParquetPileReader, "_read_footer", counted)
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
     with ds.PileLoader(remote, batch_size=500, seed=1, prefetch=prefetch) as loader:
         reader = loader._piles.reader
+        fetchers.append(reader._fetches)
         # Every footer at open (the first again for the row size "auto" groups of piles are chosen by).
-        assert len(reader.part_paths) > 2 and sorted(set(footers_read)) == list(range(len(reader.part_paths)))
+        parts = sorted(path.rsplit("/", 1)[-1] for path in reader.part_paths)
+        assert len(parts) > 2 and sorted(set(footers_read)) == parts
         footers_read.clear()
         _fetched_only(monkeypatch)  # every read from the bytes fetched
         got = [batch["id"] for _ in range(2) for batch in loader]
