@@ -61,10 +61,30 @@ from collections.abc import Callable, Iterator
 
 from .._errors import DaskShuffleValueError
 
-__all__ = ["CRASH_AT", "armed", "crash_point"]
+__all__ = ["CRASH_AT", "POINTS", "armed", "crash_point"]
 
 #: The environment variable that names the point where the process kills itself.
 CRASH_AT = "DASKSHUFFLE_CRASH_AT"
+#: Every point the library reaches (a test checks that each is reached in the source, by that name).
+POINTS = frozenset(
+    {
+        "scatter",
+        "scatter spans",
+        "merge",
+        "shuffle written",
+        "shuffle complete",
+        "chunk read",
+        "lock opened",
+        "lock stale",
+        "append shuffled",
+        "root listed",
+        "evict listed",
+        "evict removed",
+        "compact copied",
+        "compact listed",
+        "compact removed",
+    }
+)
 
 #: The points armed in this process: for each, the times it was reached and the action.
 _armed: dict[str, tuple[list[int], Callable[[int], object]]] = {}
@@ -89,13 +109,16 @@ def armed(name: str, action: Callable[[int], object] = lambda count: None) -> It
     """Call ``action(count)`` each time this process reaches the point ``name`` in the block (``count``: 1, 2, ...).
 
     Yields the list of counts reached so far (its length is how many times the
-    point was reached). Points armed at once must have different names.
+    point was reached). ``name`` is one of :data:`POINTS`; points armed at once
+    must have different names.
 
     >>> with armed("scatter") as reached:
     ...     pass
     >>> reached
     []
     """
+    if name not in POINTS:  # a point renamed would never be reached, and a count of it stay 0
+        raise DaskShuffleValueError(f"Expected one of the points {sorted(POINTS)}. Got {name!r} instead.")
     if name in _armed:
         raise DaskShuffleValueError(
             f"Expected the point {name!r} to be armed once at a time. Got it armed already instead."
