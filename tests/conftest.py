@@ -194,3 +194,44 @@ def memory_store(tmp_path: Path) -> str:
     url = f"memory://store-{tmp_path.name}/piles.zarr"
     fsspec.filesystem("memory").put(str(tmp_path / "piles.zarr"), url, recursive=True)
     return url
+
+
+class Points:
+    """The library's fault points (:mod:`daskshuffle.storage._crash`) armed for one test, disarmed when it ends."""
+
+    def __init__(self) -> None:
+        self._armed: dict[str, Any] = {}
+
+    def arm(self, name: str, action: Callable[[int], object] = lambda count: None) -> list[int]:
+        """Call ``action(count)`` each time this process reaches ``name``, in place of any earlier arming of it."""
+        from daskshuffle.storage._crash import armed
+
+        self.disarm(name)
+        self._armed[name] = armed(name, action)
+        return self._armed[name].__enter__()
+
+    def disarm(self, name: str) -> None:
+        manager = self._armed.pop(name, None)
+        if manager is not None:
+            manager.__exit__(None, None, None)
+
+
+@pytest.fixture
+def points() -> Iterator[Points]:
+    """Arm the library's fault points for the test: ``points.arm("merge", raise_at(3))``."""
+    armed = Points()
+    try:
+        yield armed
+    finally:
+        for name in list(armed._armed):
+            armed.disarm(name)
+
+
+def raise_at(count: int | None = None, error: type[BaseException] = KeyboardInterrupt) -> Callable[[int], None]:
+    """A point's action that raises ``error`` when it is reached the ``count``-th time (every time if ``None``)."""
+
+    def action(reached: int) -> None:
+        if count is None or reached == count:
+            raise error(f"a fault at the point's {reached}th reach")
+
+    return action

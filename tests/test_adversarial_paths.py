@@ -25,13 +25,13 @@ import dask
 import dask.dataframe as dd
 import pandas as pd
 import pytest
-from conftest import make_zarr_source
+from conftest import make_zarr_source, raise_at
 
 import daskshuffle as ds
 from daskshuffle.pilestore import read_metadata
-from daskshuffle.shuffle import _graph
 from daskshuffle.storage import _leftovers
 from daskshuffle.storage._cache import MARKER
+from daskshuffle.storage._crash import armed
 from daskshuffle.storage._location import Location
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -121,17 +121,8 @@ def scratch_directory(tmp_path: Path) -> None:
 
 def interrupted_at_the_merges(tmp_path: Path) -> None:
     """A resumable run stopped once every scatter was marked, before any merge was."""
-    merge = _graph._merge
-
-    def interrupted(*args: object) -> object:
-        raise KeyboardInterrupt
-
-    _graph._merge = interrupted
-    try:
-        with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
-            zarr_into(tmp_path)
-    finally:
-        _graph._merge = merge
+    with armed("merge", raise_at()), dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        zarr_into(tmp_path)
     assert (tmp_path / "piles.zarr.daskshuffle-tmp" / "_done" / "created").is_file()
     assert not (tmp_path / "piles.zarr.daskshuffle-tmp" / "_done" / "merge-0").exists()
 

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -74,27 +73,27 @@ def test_a_second_shuffle_into_the_same_destination_is_refused(tmp_path: Path) -
     dst = tmp_path / "piles.zarr"
     code = textwrap.dedent(
         f"""
-        import time
+        import sys
         from daskshuffle import shuffle_zarr
-        from daskshuffle.shuffle import _graph
-        merge = _graph._merge
-        def slow(*args):
-            time.sleep(0.3)
-            return merge(*args)
-        _graph._merge = slow
-        shuffle_zarr({source!r}, {str(dst)!r}, seed=1, n_piles=6, block_memory="4KiB")
+        from daskshuffle.storage._crash import armed
+        def held(count):  # the first merge waits, the lock held, until the other run was refused
+            if count == 1:
+                print("merging", flush=True)
+                sys.stdin.readline()
+        with armed("merge", held):
+            shuffle_zarr({source!r}, {str(dst)!r}, seed=1, n_piles=6, block_memory="4KiB")
         """
     )
-    first = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert first.stdout is not None and first.stdout.readline() == "merging\n", "the first run ended before merging"
     lock = Path(str(dst) + LOCK_SUFFIX)
-    deadline = time.monotonic() + 60
-    while not (lock.exists() and lock.read_text()):  # the holder's name is written once it holds the lock
-        assert first.poll() is None and time.monotonic() < deadline, "the first run ended before the second began"
-        time.sleep(0.01)
+    assert lock.read_text(), "the holder's name is written once it holds the lock"
     with pytest.raises(DaskShuffleValueError, match=rf"no other shuffle writing.*process {first.pid}"):
         shuffle_zarr(source, dst, seed=1, n_piles=6, block_memory="4KiB")
-    _, stderr = first.communicate(timeout=120)
-    assert first.returncode == 0, stderr.decode()
+    _, stderr = first.communicate("go on\n", timeout=120)
+    assert first.returncode == 0, stderr
     assert read_metadata(str(dst))["complete"] is True and not lock.exists(), "the first finished, and let go"
 
 

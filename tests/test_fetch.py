@@ -370,6 +370,15 @@ def parquet_store(tmp_path: Any) -> tuple[str, str]:
     return str(local), url
 
 
+def _fetched_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refuse every file opened on fsspec's memory storage: a read of a part file not from the bytes fetched."""
+
+    def refused(self: MemoryFileSystem, path: str, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"{path} opened and read directly: the fetched bytes were not enough")
+
+    monkeypatch.setattr(MemoryFileSystem, "_open", refused)
+
+
 def _ids(store: str, prefetch: Any, storage_options: dict[str, Any] | None = None) -> list[np.ndarray]:
     with ds.PileLoader(store, batch_size=500, seed=1, prefetch=prefetch, storage_options=storage_options) as loader:
         assert loader._piles.reader.fetches == ("://" in store)
@@ -382,11 +391,7 @@ def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
 ) -> None:
     local, remote = parquet_store
     expected = _ids(local, prefetch)
-
-    def refused(*args: Any) -> None:
-        raise AssertionError("a part file read directly: the fetched bytes were not enough")
-
-    monkeypatch.setattr("daskshuffle.readers._parquet_reader.ParquetPileReader._read_groups", refused)
+    _fetched_only(monkeypatch)
     got = _ids(remote, prefetch)
     assert len(got) == len(expected) > 2
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
@@ -397,25 +402,29 @@ def test_footers_not_kept_are_fetched_with_the_column_chunks(
     parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch, configure: Configure
 ) -> None:
     """In a store of more part files than footers kept, a read fetches its footer and reads nothing else."""
-    from daskshuffle.readers._parquet_reader import ParquetPileReader
 
     configure({"parquet-reader.footers-kept": 1})
     local, remote = parquet_store
     expected = _ids(local, prefetch)
-    read_footer = ParquetPileReader._read_footer
-    footers_read = []
+    fetchers: list[Any] = []  # the reader's fetches, once it is open
+    footers_read: list[str] = []  # the part files whose last bytes were read other than by the fetches
+    cat_file = MemoryFileSystem.cat_file
 
-    def counted(self: ParquetPileReader, index: int, *args: Any) -> Any:
-        footers_read.append(index)
-        return read_footer(self, index, *args)
+    def counted(self: MemoryFileSystem, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> bytes:
+        fetched = bool(fetchers) and fetchers[0].owns_thread()
+        if path.endswith(".parquet") and end == self.info(path)["size"] and not fetched:
+            footers_read.append(path.rsplit("/", 1)[-1])
+        return bytes(cat_file(self, path, start, end, **kwargs))
 
-    monkeypatch.setattr(ParquetPileReader, "_read_footer", counted)
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
     with ds.PileLoader(remote, batch_size=500, seed=1, prefetch=prefetch) as loader:
         reader = loader._piles.reader
+        fetchers.append(reader._fetches)
         # Every footer at open (the first again for the row size "auto" groups of piles are chosen by).
-        assert len(reader.part_paths) > 2 and sorted(set(footers_read)) == list(range(len(reader.part_paths)))
+        parts = sorted(path.rsplit("/", 1)[-1] for path in reader.part_paths)
+        assert len(parts) > 2 and sorted(set(footers_read)) == parts
         footers_read.clear()
-        monkeypatch.setattr(ParquetPileReader, "_read_groups", None)  # every read from the bytes fetched
+        _fetched_only(monkeypatch)  # every read from the bytes fetched
         got = [batch["id"] for _ in range(2) for batch in loader]
         assert footers_read == [] and len(reader._parts) == 1
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
@@ -431,7 +440,7 @@ def test_a_parquet_read_fetches_its_column_chunks_all_at_once(
     configure({"parquet-reader.range-nbytes": range_nbytes})
     local, remote = parquet_store
     reader, expected = ParquetPileReader(remote, variables=["x", "id"]), ParquetPileReader(local, variables=["x", "id"])
-    monkeypatch.setattr(reader, "_read_groups", None)  # every read from the bytes fetched
+    _fetched_only(monkeypatch)  # every read from the bytes fetched
     reader.fetch(0, reader.n_rows)
     assert reader.fetched_nbytes > 0
     assert reader.read_rows(0, reader.n_rows).equals(expected.read_rows(0, expected.n_rows))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import zarr
 from click.testing import CliRunner
-from conftest import make_zarr_source, tree_digest
+from conftest import Points, make_zarr_source, raise_at, tree_digest
 
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader
@@ -228,22 +228,15 @@ def test_compact_on_a_cluster_writes_the_same_bytes(grown: Path, tmp_path: Path,
         )
 
 
-def test_an_interrupted_append_is_finished_by_the_same_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from daskshuffle.shuffle import _graph
-
+def test_an_interrupted_append_is_finished_by_the_same_call(tmp_path: Path, points: Points) -> None:
     make_zarr_source(tmp_path / "a.zarr", 1_000, chunk_rows=64)
     make_zarr_source(tmp_path / "b.zarr", 500, chunk_rows=64, first_id=1_000)
     store = tmp_path / "piles.zarr"
     daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
-    merge = _graph._merge
-
-    def broken(*args: Any, **kwargs: Any) -> Any:
-        raise OSError("the disk went away")
-
-    monkeypatch.setattr(_graph, "_merge", broken)
-    with pytest.raises(OSError, match="went away"):
+    points.arm("merge", raise_at(error=OSError))  # the disk went away
+    with pytest.raises(OSError, match="a fault at the point"):
         daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
-    monkeypatch.setattr(_graph, "_merge", merge)
+    points.disarm("merge")
     # The root still lists one generation; the loader reads it whole.
     assert [g.generation for g in daskshuffle.generations(store)] == [0]
     np.testing.assert_array_equal(np.sort(ids_of(store)), np.arange(1_000))

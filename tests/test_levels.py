@@ -9,7 +9,7 @@ import dask
 import numpy as np
 import pytest
 import zarr
-from conftest import make_zarr_source
+from conftest import Points, make_zarr_source, raise_at
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
@@ -253,29 +253,16 @@ def test_levels_on_a_cluster_are_the_same_bytes(tmp_path: Path, cluster_client: 
 
 @pytest.mark.parametrize(("n_levels", "interrupt_at"), [(2, 4), (3, 4), (3, 30)])
 def test_an_interrupted_run_of_several_levels_continues(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n_levels: int, interrupt_at: int
+    tmp_path: Path, points: Points, n_levels: int, interrupt_at: int
 ) -> None:
-    from daskshuffle.shuffle import _graph
-
     source = make_zarr_source(tmp_path / "raw.zarr", 1_500, chunk_rows=50)
     options: dict[str, Any] = {"seed": 4, "levels": n_levels, "block_memory": 2_600}
     shuffle_zarr(source, tmp_path / "whole.zarr", 8, **options)
-    second = _graph._scatter_spans
-    calls: list[int] = []
-
-    def interrupted(*args: Any) -> Any:
-        calls.append(1)
-        if len(calls) == interrupt_at:  # in the second level, or (30) the third
-            raise KeyboardInterrupt
-        return second(*args)
-
-    monkeypatch.setattr(_graph, "_scatter_spans", interrupted)
+    points.arm("scatter spans", raise_at(interrupt_at))  # in the second level, or (30) the third
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         shuffle_zarr(source, tmp_path / "piles.zarr", 8, **options)
-    monkeypatch.setattr(_graph, "_scatter_spans", second)
-    firsts: list[int] = []
-    scatter = _graph._scatter
-    monkeypatch.setattr(_graph, "_scatter", lambda *a: (firsts.append(1), scatter(*a))[1])
+    points.disarm("scatter spans")
+    firsts = points.arm("scatter")
     with dask.config.set(scheduler="sync"):
         shuffle_zarr(source, tmp_path / "piles.zarr", 8, **options)
     assert not firsts, "the first level, done before the interruption, is not run again"
@@ -286,7 +273,7 @@ def test_an_interrupted_run_of_several_levels_continues(
 
 
 @pytest.mark.slow
-def test_parquet_and_text_shuffle_in_two_levels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parquet_and_text_shuffle_in_two_levels(tmp_path: Path, points: Points) -> None:
     import json
 
     import pandas as pd
@@ -301,13 +288,10 @@ def test_parquet_and_text_shuffle_in_two_levels(tmp_path: Path, monkeypatch: pyt
     np.testing.assert_array_equal(np.sort(table["id"]), ids)
     assert (table["s"] == table["id"].astype(str)).all()
     assert json.loads((tmp_path / "p.parquet" / "_daskshuffle.json").read_text())["levels"]["n_levels"] == 2
-    from daskshuffle.shuffle import _graph
 
     lines = np.arange(20_000)
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"i": int(i)}) + "\n" for i in lines))
-    spans = _graph._scatter_spans
-    calls: list[int] = []
-    monkeypatch.setattr(_graph, "_scatter_spans", lambda *a: (calls.append(1), spans(*a))[1])
+    calls = points.arm("scatter spans")
     # Lines take levels="auto": 1 KiB blocks of 20,000 short lines (249 KB) into 64 piles of 3.9 KB would make
     # about 15,000 merge reads of a few bytes.
     result = shuffle_lines(tmp_path / "c.jsonl", tmp_path / "o.jsonl", 64, seed=0, block_memory="1KiB")

@@ -1,7 +1,8 @@
 """Of runs racing for one destination exactly one writes, also when they race to take over a lock left behind.
 
 The races are replayed by pausing one run at a named point of taking the lock
-(``_lock._checkpoint``) until the other has got as far as the test needs.
+(``"lock opened"``, ``"lock stale"``: :mod:`daskshuffle.storage._crash`) until the
+other has got as far as the test needs.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_zarr_source
+from conftest import Points, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.pilestore import read_metadata
-from daskshuffle.shuffle import _run
 from daskshuffle.storage import _lock
 from daskshuffle.storage._location import Location
 from daskshuffle.storage._lock import LOCK_SUFFIX
@@ -41,16 +41,16 @@ def _leave_lock(dst: str, write: Callable[[str, str], None] | None = None) -> No
         write(dst + LOCK_SUFFIX, text)
 
 
-def _pause(monkeypatch: pytest.MonkeyPatch, point: str, thread: str, until: threading.Event) -> threading.Event:
+def _pause(points: Points, point: str, thread: str, until: threading.Event) -> threading.Event:
     """Pause the thread named ``thread`` at ``point`` until ``until`` is set; returns an event set once it paused."""
     paused = threading.Event()
 
-    def checkpoint(name: str) -> None:
-        if name == point and threading.current_thread().name == thread and not paused.is_set():
+    def checkpoint(count: int) -> None:
+        if threading.current_thread().name == thread and not paused.is_set():
             paused.set()
             assert until.wait(60), "the other run never got there"
 
-    monkeypatch.setattr(_lock, "_checkpoint", checkpoint)
+    points.arm(point, checkpoint)
     return paused
 
 
@@ -73,25 +73,21 @@ def _race(runs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("second_goes_on", ["after the first finished", "while the first writes"])
-def test_of_two_runs_taking_over_a_left_lock_one_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, second_goes_on: str
-) -> None:
+def test_of_two_runs_taking_over_a_left_lock_one_writes(tmp_path: Path, points: Points, second_goes_on: str) -> None:
     """The second opens the left lock first and is paused there; then the first runs, as far as the case says."""
     after = second_goes_on.startswith("after")
     src = make_zarr_source(tmp_path / "raw.zarr", 1_200, chunk_rows=50)
     dst = str(tmp_path / "piles.zarr")
     _leave_lock(dst)
     first_done, first_writing, second_done = threading.Event(), threading.Event(), threading.Event()
-    paused = _pause(monkeypatch, "opened", "second", first_done if after else first_writing)
-    write = _run._write
+    paused = _pause(points, "lock opened", "second", first_done if after else first_writing)
 
-    def first_writes(*args: Any, **kwargs: Any) -> int:
+    def first_writes(count: int) -> None:  # only the first run scatters: the second is refused the lock
         first_writing.set()
         if not after:
             assert second_done.wait(60)
-        return write(*args, **kwargs)
 
-    monkeypatch.setattr(_run, "_write", first_writes)
+    points.arm("scatter", first_writes)
 
     def first() -> Any:
         assert paused.wait(60), "the second run did not open the lock file"
@@ -144,12 +140,12 @@ def test_a_lock_a_live_run_holds_is_not_taken_over_by_a_thread(tmp_path: Path) -
 
 
 @pytest.mark.s3
-def test_on_s3_two_runs_taking_over_a_left_lock_one_wins(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_s3_two_runs_taking_over_a_left_lock_one_wins(s3: Any, points: Points) -> None:
     """The second reads the left lock and is paused before replacing it; the first replaces it meanwhile."""
     dst = s3.url("piles.zarr")
     _leave_lock(dst, lambda path, text: s3.fs.pipe_file(path, text.encode()))
     first_holds, second_done = threading.Event(), threading.Event()
-    paused = _pause(monkeypatch, "stale", "second", first_holds)
+    paused = _pause(points, "lock stale", "second", first_holds)
 
     def first() -> str:
         assert paused.wait(60), "the second run did not find the left lock"

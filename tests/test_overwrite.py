@@ -12,11 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import make_zarr_source, tree_digest
+from conftest import Points, make_zarr_source, tree_digest
 
 import daskshuffle as ds
 from daskshuffle.readers import open_pile_reader
-from daskshuffle.sources import ZarrFormat
 from daskshuffle.storage import _paths
 from daskshuffle.storage._location import Location
 
@@ -29,27 +28,25 @@ def _ids(store: str, storage_options: dict[str, Any] | None = None) -> np.ndarra
         reader.close()
 
 
-def _fail_in_block(monkeypatch: pytest.MonkeyPatch, failing: int, check: Any = None) -> None:
-    """Make pass 1 fail on one block, after running ``check`` (while the shuffle is under way)."""
-    original = ZarrFormat.read_block
+def _fail_in_block(points: Points, failing: int, check: Any = None) -> None:
+    """Make pass 1 fail on its ``failing``-th block, after running ``check`` (while the shuffle is under way)."""
 
-    def read_block(self: ZarrFormat, block: int) -> Any:
-        if block == failing:
+    def read_block(count: int) -> None:
+        if count == failing:
             if check is not None:
                 check()
-            raise RuntimeError(f"block {block} cannot be read")
-        return original(self, block)
+            raise RuntimeError(f"block {count} cannot be read")
 
-    monkeypatch.setattr(ZarrFormat, "read_block", read_block)
+    points.arm("scatter", read_block)
 
 
-def test_a_failed_overwrite_leaves_the_old_store_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_overwrite_leaves_the_old_store_whole(tmp_path: Path, points: Points) -> None:
     src = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=50)
     dst = str(tmp_path / "piles.zarr")
     ds.shuffle_zarr(src, dst, 4, seed=0)
     before, old_ids = tree_digest(dst), _ids(dst)
     seen_during_the_run: list[np.ndarray] = []
-    _fail_in_block(monkeypatch, 5, lambda: seen_during_the_run.append(_ids(dst)))
+    _fail_in_block(points, 5, lambda: seen_during_the_run.append(_ids(dst)))
     with pytest.raises(RuntimeError, match="block 5 cannot be read"):
         ds.shuffle_zarr(src, dst, 4, seed=1, overwrite=True, block_memory=1_500)
     assert len(seen_during_the_run) == 1 and np.array_equal(seen_during_the_run[0], old_ids), "readable mid-run"
@@ -97,31 +94,27 @@ def test_replace_without_an_atomic_exchange(tmp_path: Path, monkeypatch: pytest.
     assert sorted(path.name for path in tmp_path.iterdir()) == ["dst"]
 
 
-def test_replace_exchanges_in_one_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_replace_exchanges_in_one_step(tmp_path: Path) -> None:
     old, new = tmp_path / "dst", tmp_path / "dst.new"
     old.mkdir()
     (old / "a").write_text("old")
     new.write_text("a file takes a directory's place")
-    swapped = []
-    exchange = _paths._exchange
-    monkeypatch.setattr(_paths, "_exchange", lambda a, b: swapped.append(exchange(a, b)) or swapped[-1])
     _paths.replace(Location.of(new), Location.of(old))
     assert old.read_text() == "a file takes a directory's place"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["dst"]
-    assert swapped in ([True], [False])  # False: a filesystem without RENAME_EXCHANGE, and the fallback ran
 
 
 @pytest.mark.s3
-def test_overwrite_on_s3(tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overwrite_on_s3(tmp_path: Path, s3: Any, points: Points) -> None:
     src = make_zarr_source(tmp_path / "raw.zarr", 800, chunk_rows=50)
     dst = s3.url("piles.zarr")
     ds.shuffle_zarr(src, dst, 3, seed=0, storage_options=s3.storage_options)
     old_ids = _ids(dst, s3.storage_options)
     old_files = {path: s3.fs.cat_file(path) for path in s3.fs.find(f"{s3.bucket}/piles.zarr")}
-    with monkeypatch.context() as patch:
-        _fail_in_block(patch, 2)
-        with pytest.raises(RuntimeError, match="block 2 cannot be read"):
-            ds.shuffle_zarr(src, dst, 4, seed=1, overwrite=True, block_memory=1_500, storage_options=s3.storage_options)
+    _fail_in_block(points, 2)
+    with pytest.raises(RuntimeError, match="block 2 cannot be read"):
+        ds.shuffle_zarr(src, dst, 4, seed=1, overwrite=True, block_memory=1_500, storage_options=s3.storage_options)
+    points.disarm("scatter")
     assert {path: s3.fs.cat_file(path) for path in s3.fs.find(f"{s3.bucket}/piles.zarr")} == old_files
     assert s3.fs.ls(s3.bucket, refresh=True) == [f"{s3.bucket}/piles.zarr"]
     ds.shuffle_zarr(src, dst, 4, seed=1, overwrite=True, storage_options=s3.storage_options)

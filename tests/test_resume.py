@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import dask
@@ -16,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import make_zarr_source
+from conftest import Points, make_zarr_source, raise_at
 
 import daskshuffle
 from daskshuffle import (
@@ -27,8 +26,6 @@ from daskshuffle import (
     shuffle_zarr,
 )
 from daskshuffle.pilestore import PART_BINDING, read_metadata
-from daskshuffle.shuffle import _graph
-from daskshuffle.sources import ZarrFormat
 
 #: Small blocks and piles: many scatter and merge tasks, and seams between merges.
 SMALL = {"n_piles": 12, "block_memory": "4KiB", "chunk_rows": 16}
@@ -66,46 +63,21 @@ def parquet_content(path: Path) -> bytes:
     return sink.getvalue().to_pybytes() + repr(groups).encode()
 
 
-def count_calls(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
-    """Count the runs of the graph's task function ``name`` (the graph takes it when it is built)."""
-    calls: list[int] = []
-    task = getattr(_graph, name)
-
-    def counted(*args: object) -> object:
-        calls.append(1)
-        return task(*args)
-
-    monkeypatch.setattr(_graph, name, counted)
-    return calls
-
-
 @pytest.fixture
 def source(tmp_path: Path) -> str:
     return make_zarr_source(tmp_path / "raw.zarr", 1500, chunk_rows=50)
 
 
-def test_a_run_interrupted_by_ctrl_c_continues_where_it_stopped(
-    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_run_interrupted_by_ctrl_c_continues_where_it_stopped(source: str, tmp_path: Path, points: Points) -> None:
     shuffle_zarr(source, tmp_path / "whole.zarr", seed=11, **SMALL)
-    read_block = ZarrFormat.read_block
-    reads: list[int] = []
-
-    def interrupted(self: ZarrFormat, block: int) -> object:
-        reads.append(block)
-        if len(reads) == 5:
-            raise KeyboardInterrupt
-        return read_block(self, block)
-
-    monkeypatch.setattr(ZarrFormat, "read_block", interrupted)
+    points.arm("scatter", raise_at(5))  # Ctrl-C as the fifth block is about to be read
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         shuffle_zarr(source, tmp_path / "piles.zarr", seed=11, **SMALL)
     assert read_metadata(str(tmp_path / "piles.zarr"))["complete"] is False, "marked incomplete until the end"
     with pytest.raises(UnfinishedShuffleError):
         daskshuffle.PileLoader(tmp_path / "piles.zarr", 100)
-    monkeypatch.setattr(ZarrFormat, "read_block", read_block)
 
-    scatters = count_calls(monkeypatch, "_scatter")
+    scatters = points.arm("scatter")
     with dask.config.set(scheduler="sync"):
         result = shuffle_zarr(source, tmp_path / "piles.zarr", seed=11, **SMALL)
     n_blocks = sum(repeats for _, repeats in read_metadata(str(tmp_path / "piles.zarr"))["blocks"]["lengths"])
@@ -116,49 +88,33 @@ def test_a_run_interrupted_by_ctrl_c_continues_where_it_stopped(
 
 
 def test_a_drawn_seed_is_the_interrupted_runs_and_a_finished_shuffle_returns_at_once(
-    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    source: str, tmp_path: Path, points: Points
 ) -> None:
-    merge = _graph._merge
-    merges: list[int] = []
-
-    def interrupted(*args: object) -> object:
-        merges.append(1)
-        if len(merges) == 3:
-            raise KeyboardInterrupt
-        return merge(*args)
-
-    monkeypatch.setattr(_graph, "_merge", interrupted)
+    points.arm("merge", raise_at(3))
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         shuffle_zarr(source, tmp_path / "piles.zarr", **SMALL)  # seed=None: drawn, and recorded first
     drawn = read_metadata(str(tmp_path / "piles.zarr"))["seed"]
-    monkeypatch.setattr(_graph, "_merge", merge)
+    points.disarm("merge")
 
-    scatters = count_calls(monkeypatch, "_scatter")
+    scatters = points.arm("scatter")
     with dask.config.set(scheduler="sync"):
         resumed = shuffle_zarr(source, tmp_path / "piles.zarr", **SMALL)
     assert resumed.seed == drawn and scatters == [], "pass 1 was done: only merges ran"
     shuffle_zarr(source, tmp_path / "fresh.zarr", seed=drawn, **SMALL)
     assert content_digest(tmp_path / "piles.zarr") == content_digest(tmp_path / "fresh.zarr")
 
-    scatters, merges = count_calls(monkeypatch, "_scatter"), count_calls(monkeypatch, "_merge")
+    scatters, merges = points.arm("scatter"), points.arm("merge")
     again = shuffle_zarr(source, tmp_path / "piles.zarr", **SMALL)
     assert again.seed == drawn and again.n_tasks == 0 and scatters == merges == [], "complete: it returns at once"
     with pytest.raises(PileStoreExistsError, match="overwrite=True"):
         shuffle_zarr(source, tmp_path / "piles.zarr", seed=drawn + 1, **SMALL)
 
 
-def test_other_arguments_are_refused_and_overwrite_starts_over(
-    source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    merge = _graph._merge
-
-    def interrupted(*args: object) -> object:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(_graph, "_merge", interrupted)
+def test_other_arguments_are_refused_and_overwrite_starts_over(source: str, tmp_path: Path, points: Points) -> None:
+    points.arm("merge", raise_at())
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         shuffle_zarr(source, tmp_path / "piles.zarr", seed=3, **SMALL)
-    monkeypatch.setattr(_graph, "_merge", merge)
+    points.disarm("merge")
     with pytest.raises(DaskShuffleValueError, match=r"same shuffle as the interrupted one.*Got other settings"):
         shuffle_zarr(source, tmp_path / "piles.zarr", seed=4, **SMALL)
     with pytest.raises(DaskShuffleValueError, match=r"Got other blocks"):
@@ -168,25 +124,15 @@ def test_other_arguments_are_refused_and_overwrite_starts_over(
     assert sorted(os.listdir(tmp_path)) == ["piles.zarr", "raw.zarr"]
 
 
-def test_a_parquet_shuffle_resumes_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_parquet_shuffle_resumes_too(tmp_path: Path, points: Points) -> None:
     table = pa.table({"id": np.arange(2000), "text": [f"row {i}" for i in range(2000)]})
     pq.write_table(table, tmp_path / "raw.parquet", row_group_size=100)
     options = {"n_piles": 10, "seed": 5, "block_memory": "4KiB"}
     shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "whole", **options)
-    merge = _graph._merge
-    merges: list[int] = []
-
-    def interrupted(*args: object) -> object:
-        merges.append(1)
-        if len(merges) == 4:
-            raise KeyboardInterrupt
-        return merge(*args)
-
-    monkeypatch.setattr(_graph, "_merge", interrupted)
+    points.arm("merge", raise_at(4))
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "piles", **options)
-    monkeypatch.setattr(_graph, "_merge", merge)
-    merges.clear()
+    points.disarm("merge")
     with dask.config.set(scheduler="sync"):
         shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "piles", **options)
     assert content_digest(tmp_path / "piles") == content_digest(tmp_path / "whole")
@@ -198,28 +144,20 @@ def test_a_killed_client_is_continued_by_the_same_call(source: str, tmp_path: Pa
     call = f"shuffle_zarr({source!r}, {str(tmp_path / 'piles.zarr')!r}, seed=21, n_piles=12, block_memory='4KiB', chunk_rows=16)"
     code = textwrap.dedent(
         f"""
-        import threading, dask
+        import os, signal, dask
         from daskshuffle import shuffle_zarr
-        from daskshuffle.shuffle import _graph
-        merge, merged = _graph._merge, []
-        def stopped(*args):  # three merges, then none: the run is still going when it is killed
-            merged.append(1)
-            if len(merged) > 3:
-                threading.Event().wait()
-            return merge(*args)
-        _graph._merge = stopped
-        with dask.config.set(scheduler="sync"):
+        from daskshuffle.storage._crash import armed
+        def killed(count):  # three merges done, then SIGKILL as the fourth begins
+            if count == 4:
+                os.kill(os.getpid(), signal.SIGKILL)
+        with armed("merge", killed), dask.config.set(scheduler="sync"):
             {call}
         """
     )
-    process = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
+    process = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert process.returncode == -signal.SIGKILL, process.stderr[-2000:]
     done = tmp_path / "piles.zarr.daskshuffle-tmp" / "_done"
-    deadline = time.monotonic() + 60
-    while not (done.exists() and len([name for name in os.listdir(done) if name.startswith("merge-")]) >= 3):
-        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
-        time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
+    assert len([name for name in os.listdir(done) if name.startswith("merge-")]) == 3, "killed mid-merge"
     assert read_metadata(str(tmp_path / "piles.zarr"))["complete"] is False
     result = eval(call, {"shuffle_zarr": shuffle_zarr})
     shuffle_zarr(source, tmp_path / "whole.zarr", seed=21, n_piles=12, block_memory="4KiB", chunk_rows=16)

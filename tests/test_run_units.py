@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from conftest import make_zarr_source
+from conftest import Points, make_zarr_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -243,32 +244,33 @@ def test_the_default_budget_grows_with_the_store_to_keep_epochs_within_2x_of_ind
 
 
 @pytest.mark.slow
-def test_a_loader_closed_while_a_group_is_read_behind_it_stops_reading(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_loader_closed_while_a_group_is_read_behind_it_stops_reading(tmp_path: Path, points: Points) -> None:
     """A group of 120 tasks of 10 ms each read in the background: closing stops it after the tasks under way."""
     source = make_zarr_source(tmp_path / "raw.zarr", 12_000, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 2, seed=5, chunk_rows=50)
-    from daskshuffle.readers._zarr_chunks import ChunkFiles
+    behind, closing, closed = threading.Event(), threading.Event(), threading.Event()
+    during_close: list[int] = []
+    after_close: list[int] = []
 
-    read, tasks = ChunkFiles.read, []
-
-    def slow_read(self: ChunkFiles, *task: Any) -> None:
-        tasks.append(time.perf_counter())
+    def slow_read(count: int) -> None:
+        if closing.is_set():
+            (after_close if closed.is_set() else during_close).append(count)
+        behind.set()
         time.sleep(0.01)  # a slow disk: each task of a group takes 10 ms
-        read(self, *task)
 
-    monkeypatch.setattr(ChunkFiles, "read", slow_read)
+    tasks = points.arm("chunk read", slow_read)
     budget = Piles(piles_in_memory=f"{4_000 * ROW_NBYTES}B")  # groups of 2,000 rows: 40 units of 50 rows
     with daskshuffle.config.set({"zarr-reader.local-task-nbytes": 1}):  # a task a chunk file
         loader = PileLoader(tmp_path / "piles.zarr", 100, seed=1, order=budget)
         batches = iter(loader)
         next(batches)  # the first group read; the second one now read behind the consumer
-        time.sleep(0.1)
-        began = time.perf_counter()
+        behind.clear()
+        assert behind.wait(60), "the second group is read behind the consumer"
+        threads = loader._piles.reader.threads  # 0: the tasks run in the loader's read thread
+        closing.set()
         loader.close()
-        closed = time.perf_counter()
-    time.sleep(0.5)
-    assert closed - began < 0.6, f"close waited {closed - began:.2f} s, for the rest of a group of 1.2 s"
-    assert not [at for at in tasks if at > closed], "no chunk file read after close"
+        closed.set()
+    under_way = threads + 2  # a task of each thread, and one begun as close began
+    assert len(during_close) <= under_way, f"close waited for {len(during_close)} reads, not only those under way"
+    assert after_close == [], "no chunk file read after close: its threads are joined"
     assert len(tasks) < 2 * 120, "the second group was not read whole"

@@ -18,11 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zarr
-from conftest import Configure, make_zarr_source
+from conftest import Configure, Points, make_zarr_source, raise_at
 
 import daskshuffle as ds
 from daskshuffle.readers import open_pile_reader
-from daskshuffle.shuffle import _graph
 from daskshuffle.storage import _leftovers
 from daskshuffle.storage._location import Location
 
@@ -101,38 +100,22 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return machine
 
 
-def _interrupt_merges(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every merge task raises KeyboardInterrupt, as Ctrl-C after pass 1."""
-
-    def interrupted(*args: object) -> object:
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(_graph, "_merge", interrupted)
-
-
 @pytest.mark.slow
 def test_pieces_go_to_this_machine_and_an_interrupted_run_continues_from_there(
-    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], machine: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], machine: Path, points: Points
 ) -> None:
     """For a destination on object storage the pieces go to the machine's temporary directory, not the bucket."""
     local, remote = zarr_pair
     options: dict[str, Any] = {"n_piles": 5, "seed": 3, "block_memory": "20KiB"}
-    merge, scatter, scatters = _graph._merge, _graph._scatter, []
-
-    _interrupt_merges(monkeypatch)
+    points.arm("merge", raise_at())  # every merge: Ctrl-C after pass 1
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
     assert list(machine.rglob("*.bin")), "the pieces of pass 1 are on this machine"
     assert not [path for path in s3.fs.find(s3.bucket) if "daskshuffle-tmp" in path], "none in the bucket"
     left = _leftovers.find(Location.of(s3.url("piles.zarr"), s3.storage_options))
     assert [leftover.what for leftover in left if leftover.path.startswith(str(machine))] == ["pieces"]
-
-    def counted(*args: object) -> object:
-        scatters.append(args)
-        return scatter(*args)
-
-    monkeypatch.setattr(_graph, "_merge", merge)
-    monkeypatch.setattr(_graph, "_scatter", counted)
+    points.disarm("merge")
+    scatters = points.arm("scatter")
     ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
     assert not scatters, "the pieces written before are read, not written again"
     ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)
@@ -151,13 +134,13 @@ def test_a_refused_shuffle_leaves_nothing_on_this_machine(s3: Any, machine: Path
 
 
 def test_pieces_stay_beside_the_destination_when_this_machine_has_no_room(
-    s3: Any, zarr_pair: tuple[str, str], machine: Path, monkeypatch: pytest.MonkeyPatch
+    s3: Any, zarr_pair: tuple[str, str], machine: Path, monkeypatch: pytest.MonkeyPatch, points: Points
 ) -> None:
     _, remote = zarr_pair
     no_room = shutil.disk_usage(machine)._replace(free=1_000)
-    monkeypatch.setattr("daskshuffle.shuffle._destination.shutil.disk_usage", lambda path: no_room)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: no_room)  # this machine has no room
 
-    _interrupt_merges(monkeypatch)
+    points.arm("merge", raise_at())  # every merge: Ctrl-C after pass 1
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         ds.shuffle_zarr(
             remote, s3.url("piles.zarr"), 5, seed=3, block_memory="20KiB", storage_options=s3.storage_options
@@ -240,19 +223,10 @@ def test_wrong_credentials_are_named_and_leave_no_store(tmp_path: Path, s3: Any)
     assert s3.fs.ls(s3.bucket) == []
 
 
-def test_failed_s3_run_leaves_no_destination(tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from daskshuffle.sources import ZarrFormat
-
+def test_failed_s3_run_leaves_no_destination(tmp_path: Path, s3: Any, points: Points) -> None:
     local = make_zarr_source(tmp_path / "raw.zarr", 2_000, chunk_rows=100)
-    original = ZarrFormat.read_block
-
-    def failing(self: ZarrFormat, block: int) -> Any:
-        if block == 3:
-            raise RuntimeError("a source block that cannot be read")
-        return original(self, block)
-
-    monkeypatch.setattr(ZarrFormat, "read_block", failing)
-    with pytest.raises(RuntimeError, match="cannot be read"):
+    points.arm("scatter", raise_at(4, RuntimeError))  # a source block that cannot be read
+    with pytest.raises(RuntimeError, match="a fault at the point"):
         ds.shuffle_zarr(local, s3.url("piles.zarr"), 3, seed=0, block_memory="4KiB", storage_options=s3.storage_options)
     assert s3.fs.ls(s3.bucket, refresh=True) == []
     with pytest.raises(ds.SourceNotFoundError):

@@ -12,12 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 import xarray as xr
 import zarr
-from conftest import make_zarr_source, tree_digest
+from conftest import Points, make_zarr_source, raise_at, tree_digest
 
 import daskshuffle
 from daskshuffle import SourceChangedError
 from daskshuffle.pilestore import read_metadata
-from daskshuffle.shuffle import _graph
 
 OPTIONS = {"n_piles": 4, "block_memory": "4KiB", "chunk_rows": 16}
 
@@ -45,20 +44,13 @@ def test_a_rerun_after_the_source_changed_is_refused_naming_the_change(tmp_path:
     assert daskshuffle.shuffle_zarr(source, store, seed=first.seed, **OPTIONS).n_tasks == 0
 
 
-def test_an_interrupted_shuffle_of_changed_sources_is_not_continued(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_interrupted_shuffle_of_changed_sources_is_not_continued(tmp_path: Path, points: Points) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=50)
     store = tmp_path / "piles.zarr"
-
-    def interrupted(*args: object) -> object:
-        raise KeyboardInterrupt
-
-    merge = _graph._merge
-    monkeypatch.setattr(_graph, "_merge", interrupted)
+    points.arm("merge", raise_at())
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         daskshuffle.shuffle_zarr(source, store, seed=3, **OPTIONS)
-    monkeypatch.setattr(_graph, "_merge", merge)
+    points.disarm("merge")
     group = zarr.open_group(source, mode="r+")
     group["x"][:10] = -1.0
     with pytest.raises(SourceChangedError, match=r"continue its interrupted shuffle.*raw.zarr/x"):

@@ -12,13 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zarr
-from conftest import Configure, make_zarr_source
+from conftest import Configure, Points, make_zarr_source
 from crc32c import crc32c
 
 import daskshuffle as ds
 from daskshuffle.pilestore import TABLE, read_metadata, seal_of
-from daskshuffle.shuffle import _checksum, _verify
-from daskshuffle.storage._location import Location
+from daskshuffle.shuffle import _checksum
 
 N_ROWS = 2_000
 
@@ -220,26 +219,27 @@ def test_verify_on_s3(tmp_path: Path, s3: Any) -> None:
     assert ds.verify(dst, storage_options=s3.storage_options).n_rows == 500
 
 
-def test_verify_true_proves_the_store_as_part_of_the_shuffle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_true_proves_the_store_as_part_of_the_shuffle(tmp_path: Path, points: Points) -> None:
+    """A chunk damaged once the store is written, before the shuffle returns: found with verify, and only with it."""
     from click.testing import CliRunner
 
     from daskshuffle._cli import cli
 
-    calls: list[str] = []
-    real = _verify.verify_location
+    def damage(count: int) -> None:
+        for store in tmp_path.glob("*.zarr*"):  # the store being written, where it is written
+            if store.name != "raw.zarr" and (store / "x").is_dir():
+                chunk = min(path for path in (store / "x").rglob("*") if path.is_file() and path.name != "zarr.json")
+                chunk.write_bytes(bytes(chunk.stat().st_size))
 
-    def recorded(store: Location, *args: Any, **kwargs: Any) -> Any:
-        calls.append(store.url)
-        return real(store, *args, **kwargs)
-
-    monkeypatch.setattr(_verify, "verify_location", recorded)
+    points.arm("shuffle complete", damage)
     source = make_zarr_source(tmp_path / "raw.zarr", 600, chunk_rows=50)
-    ds.shuffle_zarr(source, tmp_path / "piles.zarr", n_piles=4, seed=0, verify=True)
+    ds.shuffle_zarr(source, tmp_path / "unverified.zarr", n_piles=4, seed=0)
+    with pytest.raises(ds.CorruptPileStoreError, match=r"piles.zarr/x/c/0/0' of variable 'x'"):
+        ds.shuffle_zarr(source, tmp_path / "piles.zarr", n_piles=4, seed=0, verify=True)
     done = CliRunner().invoke(
         cli, ["zarr", source, str(tmp_path / "cli.zarr"), "--n-piles", "4", "--verify", "--scheduler", "threads"]
     )
-    assert done.exit_code == 0, done.output
-    assert calls == [str(tmp_path / "piles.zarr"), str(tmp_path / "cli.zarr")]
+    assert done.exit_code != 0 and "cli.zarr/x/c/0/0' of variable 'x'" in done.output, done.output
 
 
 def test_too_few_sources_are_told_from_damage(tmp_path: Path) -> None:

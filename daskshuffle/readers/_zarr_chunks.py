@@ -32,7 +32,7 @@ from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCode
 from .._config import int_setting
 from .._errors import CorruptPileStoreError, StoreChangedError
 from ..formats import NUMERIC_KINDS, crc32c
-from ..storage import Fetches, StoreCache, storage_failure
+from ..storage import Fetches, StoreCache, crash_point, storage_failure
 from ._opened import Opened
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
@@ -161,6 +161,7 @@ class ChunkFiles:
         was shuffled again or its generations changed since it was opened
         (looked at only then).
         """
+        crash_point("chunk read")
         try:
             self._read(chunks, out, first, last, start, stop, pile)
         except StoreChangedError:

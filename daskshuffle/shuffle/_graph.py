@@ -36,7 +36,7 @@ from ..plan import (
     piece_offsets,
     span_reads,
 )
-from ..storage import Location, Manifest, run_marked, run_once
+from ..storage import Location, Manifest, crash_point, run_marked, run_once
 from ._merge_groups import MergeGroup, MergeLayout, aligned, compact, merge_columns_of, merge_groups
 
 __all__ = ["level_tmp", "shuffle_graph"]
@@ -55,6 +55,7 @@ def _scatter(
     Drawing it here keeps the graph O(blocks + piles) in size: only the merges
     carry the plan, each its own columns.
     """
+    crash_point("scatter")
     # ``data`` is the block's value when the source is a dask collection.
     rows = fmt.rows_of_block(block, data[0]) if isinstance(fmt, CollectionSource) else fmt.read_block(block)
     if isinstance(counts, tuple):
@@ -80,6 +81,7 @@ def _merge(
     piece_info: Any,
 ) -> dict[int, tuple[int, Any]]:
     """Assemble one group of piles, write its whole chunks, return the rest by chunk."""
+    crash_point("merge")
     counts, read_starts = counts.astype(np.int64), read_starts.astype(np.int64)  # compact in the graph
     read_stops = read_starts + counts.sum(axis=1)
     reads = [
@@ -136,6 +138,7 @@ def _scatter_spans(
     ``counts`` are the span's rows for each of the ``n_piles`` piles (or the
     next level's super-piles) from ``lo`` on.
     """
+    crash_point("scatter spans")
     reads = span_reads(table, first_block, child)
     n_rows = sum(stop - start for _, start, stop in reads)
     rows = fmt.gather_pieces(tmp_in, reads, np.arange(n_rows, dtype=np.intp))

@@ -1,28 +1,131 @@
-"""Named points between the writes of a step that takes several, where a test kills the process for real.
+"""Named points in the library where a test kills, fails, pauses or counts a run: the one fault hook.
 
-``append``, ``evict`` and ``compact`` each change a store in several writes (a
-generation, the root's list, its consolidated metadata, the removal of old
-files); a process killed between two of them leaves the store readable but
-with leftovers, which the next run (or ``daskshuffle info --clean``) finds
-and removes. To test each window with a real kill, a process whose
-environment sets ``DASKSHUFFLE_CRASH_AT=<point>`` sends itself SIGKILL on
-reaching that point: nothing runs on the way out (no ``finally``, no
-``atexit``), as when a machine loses power. Unset, a point costs one lookup
-in ``os.environ``.
+A step that writes several times (``append``, ``evict``, ``compact``, a shuffle's
+pass 1 and merge, taking a lock) calls :func:`crash_point` between its writes, and
+the loader's reads of a local Zarr store call it before each task. Unarmed, a point costs one lookup in ``os.environ`` and one in a dict. A test arms
+a point in one of two ways:
+
+- **In another process, by its environment**: a process whose environment sets
+  ``DASKSHUFFLE_CRASH_AT=<point>`` sends itself SIGKILL on reaching that point:
+  nothing runs on the way out (no ``finally``, no ``atexit``), as when a machine
+  loses power. This reaches dask worker processes too, which inherit the
+  environment of the process that starts them.
+- **In this process, by** :func:`armed`: while its ``with`` block runs, each
+  time a thread of this process reaches the point, the point's count goes up and
+  the action is called with it. The action may raise (a task that fails, Ctrl-C),
+  wait on an event (a race replayed step by step) or do nothing (a count of the
+  tasks that ran). Dask's threaded and synchronous schedulers and a
+  ``LocalCluster(processes=False)`` run their tasks in this process.
+
+The points, by where they are reached:
+
+- ``"scatter"``: a pass-1 task, before it reads its block;
+- ``"scatter spans"``: a task of a level after the first, before it reads its pieces;
+- ``"merge"``: a merge task, before it reads its pieces;
+- ``"shuffle written"``: every task of a shuffle done, before its metadata is written;
+- ``"shuffle complete"``: a store marked complete, before its pieces are removed
+  (and before ``verify=True`` reads it back);
+- ``"chunk read"``: a loader's task reading chunk files of a local Zarr pile store;
+- ``"lock opened"``: a local lock file opened, before it is locked;
+- ``"lock stale"``: a lock left by a killed run found, before it is replaced
+  (``If-Match``);
+- ``"append shuffled"``, ``"root listed"``, ``"evict listed"``, ``"evict removed"``,
+  ``"compact copied"``, ``"compact listed"``, ``"compact removed"``: between the
+  writes of ``append``, ``evict`` and ``compact``.
+
+Examples
+--------
+>>> from daskshuffle.storage._crash import armed, crash_point
+>>> with armed("merge") as reached:
+...     crash_point("merge")
+...     crash_point("merge")
+>>> reached
+[1, 2]
+>>> def third(count: int) -> None:
+...     if count == 3:
+...         raise OSError("the third merge fails")
+>>> with armed("merge", third):
+...     for _ in range(5):
+...         crash_point("merge")
+Traceback (most recent call last):
+OSError: the third merge fails
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
+from collections.abc import Callable, Iterator
 
-__all__ = ["CRASH_AT", "crash_point"]
+from .._errors import DaskShuffleValueError
+
+__all__ = ["CRASH_AT", "POINTS", "armed", "crash_point"]
 
 #: The environment variable that names the point where the process kills itself.
 CRASH_AT = "DASKSHUFFLE_CRASH_AT"
+#: Every point the library reaches (a test checks that each is reached in the source, by that name).
+POINTS = frozenset(
+    {
+        "scatter",
+        "scatter spans",
+        "merge",
+        "shuffle written",
+        "shuffle complete",
+        "chunk read",
+        "lock opened",
+        "lock stale",
+        "append shuffled",
+        "root listed",
+        "evict listed",
+        "evict removed",
+        "compact copied",
+        "compact listed",
+        "compact removed",
+    }
+)
+
+#: The points armed in this process: for each, the times it was reached and the action.
+_armed: dict[str, tuple[list[int], Callable[[int], object]]] = {}
+_counting = threading.Lock()
 
 
 def crash_point(name: str) -> None:
-    """Kill this process with SIGKILL if ``DASKSHUFFLE_CRASH_AT`` names ``name``; otherwise do nothing."""
+    """Reach the point ``name``: killed here if ``DASKSHUFFLE_CRASH_AT`` names it, the armed action if armed."""
     if os.environ.get(CRASH_AT) == name:
         os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+    found = _armed.get(name)
+    if found is not None:
+        reached, action = found
+        with _counting:
+            reached.append(len(reached) + 1)
+            count = reached[-1]
+        action(count)
+
+
+@contextlib.contextmanager
+def armed(name: str, action: Callable[[int], object] = lambda count: None) -> Iterator[list[int]]:
+    """Call ``action(count)`` each time this process reaches the point ``name`` in the block (``count``: 1, 2, ...).
+
+    Yields the list of counts reached so far (its length is how many times the
+    point was reached). ``name`` is one of :data:`POINTS`; points armed at once
+    must have different names.
+
+    >>> with armed("scatter") as reached:
+    ...     pass
+    >>> reached
+    []
+    """
+    if name not in POINTS:  # a point renamed would never be reached, and a count of it stay 0
+        raise DaskShuffleValueError(f"Expected one of the points {sorted(POINTS)}. Got {name!r} instead.")
+    if name in _armed:
+        raise DaskShuffleValueError(
+            f"Expected the point {name!r} to be armed once at a time. Got it armed already instead."
+        )
+    reached: list[int] = []
+    _armed[name] = (reached, action)
+    try:
+        yield reached
+    finally:
+        del _armed[name]

@@ -61,6 +61,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError
 from . import _own
+from ._crash import crash_point
 from ._location import Location
 from ._probe import why_unconditional
 
@@ -78,10 +79,6 @@ _in_memory = threading.Lock()
 _warned: set[str] = set()
 #: Protocols whose filesystems pass ``IfMatch=<ETag>`` to the store (s3fs, to ``put_object``).
 _IF_MATCH = frozenset({"s3", "s3a"})
-
-
-def _checkpoint(name: str) -> None:
-    """A named point of taking a lock (``"opened"``, ``"stale"``); tests pause a run here to replay a race."""
 
 
 def _holder() -> dict[str, Any]:
@@ -249,7 +246,7 @@ def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[
         # Never through a link placed at the lock's path: truncated and written, it would damage what it names.
         fd = _own.open_file(inner, os.O_RDWR | os.O_CREAT, "a lock file")
         try:
-            _checkpoint("opened")
+            crash_point("lock opened")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -305,7 +302,7 @@ def _create_conditionally(
         holder = _named(fs, inner)
         if not (replace_stale and _stale(holder)):
             raise _refuse(dst, path, holder, by_hand=True)
-        _checkpoint("stale")
+        crash_point("lock stale")
         try:
             fs.pipe_file(inner, text, IfMatch=etag)
             return
