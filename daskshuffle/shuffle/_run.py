@@ -27,7 +27,7 @@ from .._errors import (
 )
 from ..formats import CollectionSource, Format
 from ..pilestore import RUN_KEY, new_run, read_metadata
-from ..plan import LevelPlan, Plan
+from ..plan import DEFAULT_N_PILES, LevelPlan, Plan
 from ..storage import Location, _leftovers, _own, _paths, crash_point, exclusive
 from ..storage import Manifest as _Manifest
 from ._compute import compute
@@ -202,7 +202,8 @@ def _run_locked(
     fmt = fmt.for_plan(
         plan.n_rows / plan.n_piles, materialize=materialize, storage="local" if dst.is_local else "object"
     )
-    if isinstance(options.n_piles, int) and options.n_piles > plan.n_rows:
+    # A number chosen for this data, not the default (which the docs say suits data of any size).
+    if isinstance(options.n_piles, int) and options.n_piles != DEFAULT_N_PILES and options.n_piles > plan.n_rows:
         warnings.warn(
             f"n_piles={options.n_piles} is more piles than the {plan.n_rows:,} rows: most piles hold no row, and each "
             "costs a merge's reads and its entry in the store's metadata without shuffling anything more; pass "
