@@ -34,6 +34,7 @@ from ._compute import compute
 from ._destination import (
     build_path,
     check_destination,
+    check_sources_unchanged,
     exists_error,
     local_pieces,
     remove_if_empty,
@@ -41,10 +42,8 @@ from ._destination import (
 )
 from ._graph import level_tmp, shuffle_graph
 from ._store_plan import (
-    changed_sources,
     differences,
     plan_within_budget,
-    source_changed_error,
     store_metadata,
 )
 
@@ -197,6 +196,9 @@ def _run_locked(
     seed = options.seed
     if earlier is not None and not options.seed_given:
         seed = int(earlier.metadata["seed"])
+    if earlier is not None:  # before planning: the layout's sample reads the sources
+        complete = earlier.path == dst and bool(earlier.metadata.get("complete"))
+        check_sources_unchanged(earlier.path, earlier.metadata, fmt, variables, complete=complete)
 
     plan = plan_within_budget(
         fmt.block_lengths,
@@ -213,13 +215,6 @@ def _run_locked(
     )
     metadata = store_metadata(fmt, options, plan, variables)
     same = earlier is not None and earlier.metadata["fingerprint"] == metadata["fingerprint"]
-    if earlier is not None and not same and not differences(earlier.metadata, metadata):
-        changed = changed_sources(earlier.metadata, metadata)  # the same shuffle, of sources that changed
-        if changed:
-            complete = earlier.path == dst and earlier.metadata.get("complete")
-            raise source_changed_error(
-                earlier.path.url, changed, "return it as it is" if complete else "continue its interrupted shuffle"
-            )
     # The run's identity: a store continued keeps its run's, any other run draws its own (outside the fingerprint).
     metadata[RUN_KEY] = str(earlier.metadata.get(RUN_KEY) or new_run()) if same and earlier is not None else new_run()
 
