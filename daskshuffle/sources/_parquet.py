@@ -39,6 +39,7 @@ from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES, PARQUET_COMPRESSIONS
 from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
+from ._undecodable import undecodable, undecodable_parquet
 
 __all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
 
@@ -336,6 +337,15 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
     def read_block(self, block: int) -> pa.Table:
         index, row_groups = self.blocks[block]
         path, partition = self.files[index]
+        try:
+            return self._read_block(block, path, partition, row_groups)
+        except (pa.ArrowInvalid, OSError) as error:
+            if not undecodable_parquet(error):
+                raise
+            groups = f"row group {row_groups[0]}" + (f" to {row_groups[-1]}" if len(row_groups) > 1 else "")
+            raise undecodable(f"{groups} of {path!r}", error) from error
+
+    def _read_block(self, block: int, path: str, partition: Any, row_groups: tuple[int, ...]) -> pa.Table:
         if not self.spans[block]:  # a local file: pyarrow reads it itself
             return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
         # Remote: every byte range of the block and the footer at once, large ones in several requests (one request
