@@ -731,3 +731,13 @@ def test_a_parquet_store_of_a_row_group_a_pile_is_read_by_piles_and_info_says_so
     with pytest.raises(SystemExit, match="0"):
         main(["info", str(tmp_path / "piles")])
     assert "in a row group a pile: the loader reads whole piles" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["data[1]", "data*", "what?"])
+def test_an_existing_path_with_glob_characters_is_read_as_that_path(tmp_path: Path, name: str) -> None:
+    write_files(tmp_path / name, [120, 80])
+    write_files(tmp_path / "data1", [500])  # what "data[1]" would match as a glob
+    result = shuffle_parquet(str(tmp_path / name), tmp_path / "piles", n_piles=4, seed=0)
+    assert result.n_rows == 200 and sorted(pd.read_parquet(tmp_path / "piles")["id"]) == list(range(200))
+    pq.write_table(typed_table(0, 30), tmp_path / f"{name}.parquet")
+    assert shuffle_parquet(str(tmp_path / f"{name}.parquet"), tmp_path / "one", n_piles=2, seed=0).n_rows == 30

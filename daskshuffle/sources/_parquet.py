@@ -66,7 +66,8 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
     """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
 
     A file costs one look; a directory or a glob one more, a listing however
-    deep (on object storage each is a request). Files and directories whose
+    deep (on object storage each is a request). A name with glob characters
+    that exists as it is is read as that path, not matched as a glob. Files and directories whose
     names start with ``.`` or ``_`` are left out, as every Parquet reader does.
     """
     if not isinstance(item, str | os.PathLike):
@@ -76,7 +77,8 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
     text = os.fspath(item)
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
-    if _GLOB_CHARS & set(os.path.basename(text)):
+    # A path that exists is that path, whatever characters its name holds ("data[1]"); else a glob.
+    if _GLOB_CHARS & set(os.path.basename(text)) and not fs.exists(inner):
         matched = fs.glob(inner, detail=True)
         paths = sorted((path, int(info["size"])) for path, info in matched.items() if info["type"] == "file")
         if not paths:
