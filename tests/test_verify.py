@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -289,3 +291,60 @@ def test_the_command_says_to_pass_the_sources_the_store_was_made_from(tmp_path: 
     assert result.exit_code == 1, result.output
     assert result.output.count("\n") == 1 and "rows: the store 500, the sources 300" in result.output, result.output
     assert "overwrite" not in result.output and "raw-1.zarr" in result.output, result.output
+
+
+def test_a_source_edited_since_the_shuffle_is_named_by_verify_and_info(zarr_store: tuple[str, str]) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    src, dst = zarr_store
+    done = CliRunner().invoke(cli, ["info", dst])
+    assert "sources since the shuffle: unchanged" in done.output, done.output
+    y = zarr.open_group(src, mode="r+")["y"]
+    y[10] = y[10] + 1  # the source, not the store
+    with pytest.raises(ds.SourceMismatchError, match=r"changed since the shuffle instead: \S*raw.zarr/y \(") as caught:
+        ds.verify(dst)
+    assert "raw.zarr/x" not in str(caught.value) and "overwrite=True" in str(caught.value)
+    done = CliRunner().invoke(cli, ["info", dst])
+    assert done.exit_code == 0 and "complete: yes" in done.output, done.output
+    assert "sources since the shuffle: CHANGED (" in done.output and "raw.zarr/y" in done.output, done.output
+    done = CliRunner().invoke(cli, ["info", dst, "--json"])
+    assert "raw.zarr/y" in " ".join(json.loads(done.output)["sources_changed"])
+
+
+def test_a_parquet_file_added_since_the_shuffle_is_named_by_info(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    (tmp_path / "raw").mkdir()
+    _parquet_source(tmp_path / "raw" / "a.parquet")
+    ds.shuffle_parquet(tmp_path / "raw", tmp_path / "piles", 4, seed=0)
+    assert ds.verify(tmp_path / "piles").n_rows == N_ROWS
+    _parquet_source(tmp_path / "raw" / "b.parquet")
+    done = CliRunner().invoke(cli, ["info", str(tmp_path / "piles")])
+    assert "CHANGED (" in done.output and "b.parquet (not read before)" in done.output, done.output
+    with pytest.raises(ds.SourceMismatchError, match=r"b.parquet \(not read before\)"):
+        ds.verify(tmp_path / "piles")
+
+
+def test_the_store_changed_with_its_sources_as_they_were_is_said(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    y = zarr.open_group(dst, mode="r+")["y"]
+    y[123] = y[123] + 1
+    recorded_as_is(dst)
+    with pytest.raises(ds.VerificationError, match=r"sizes and versions the store records; so a row of the store was"):
+        ds.verify(dst, src)
+
+
+def test_info_says_when_the_sources_cannot_be_compared(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    source = make_zarr_source(tmp_path / "raw.zarr", 300, chunk_rows=50)
+    ds.shuffle_zarr(source, tmp_path / "piles.zarr", 4, seed=0)
+    shutil.rmtree(source)
+    done = CliRunner().invoke(cli, ["info", str(tmp_path / "piles.zarr")])
+    assert done.exit_code == 0 and "sources since the shuffle: not compared: " in done.output, done.output

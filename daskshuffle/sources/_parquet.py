@@ -41,7 +41,7 @@ from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
 from ._undecodable import undecodable, undecodable_parquet
 
-__all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
+__all__ = ["COMPRESSIONS", "ParquetFormat", "identify_parquet_sources", "open_parquet_sources", "unify_schemas"]
 
 _GLOB_CHARS = frozenset("*?[")
 COMPRESSIONS = PARQUET_COMPRESSIONS
@@ -238,6 +238,41 @@ def unify_schemas(schemas: Sequence[pa.Schema], names: Sequence[str]) -> pa.Sche
     )
 
 
+def _expand_all(
+    items: list[Any], storage_options: dict[str, Any] | None
+) -> tuple[list[tuple[str, Any, int]], Location]:
+    """The files of every ``src`` item (see :func:`_expand`), and where the first is: all on one filesystem."""
+    if not items:
+        raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
+    found = [entry for item in items for entry in _expand(item, storage_options)]
+    protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
+    if len(protocols) > 1:
+        raise DaskShuffleValueError(
+            f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
+        )
+    return found, Location.of(items[0], storage_options)
+
+
+def _identify(where: Location, paths: list[str]) -> list[dict[str, Any]]:
+    """The identity of the Parquet files at ``paths``: one look a file (on object storage, from the listing)."""
+    fs = where.fs
+    return identify_files(fs, paths, [path if where.is_local else fs.unstrip_protocol(path) for path in paths])
+
+
+def identify_parquet_sources(
+    src: Sequence[str | os.PathLike[str]], storage_options: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The identity of the Parquet files ``src`` names now, as a shuffle of them records it: no file is read.
+
+    Examples
+    --------
+    >>> [(entry["files"], entry["bytes"] > 0) for entry in identify_parquet_sources(["raw.parquet"])]
+    [(1, True)]
+    """
+    found, where = _expand_all(list(src), storage_options)
+    return _identify(where, [path for path, _, _ in found])
+
+
 def open_parquet_sources(
     src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
@@ -248,15 +283,7 @@ def open_parquet_sources(
 ) -> ParquetFormat:
     """Find and inspect every source file; raise before anything is written."""
     items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
-    if not items:
-        raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
-    found = [entry for item in items for entry in _expand(item, storage_options)]
-    protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
-    if len(protocols) > 1:
-        raise DaskShuffleValueError(
-            f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
-        )
-    where = Location.of(items[0], storage_options)
+    found, where = _expand_all(items, storage_options)
     afs, _ = arrow_filesystem(where)
     files = _inspect_all(found, where)
     schemas = [file.schema for file in files]
@@ -294,10 +321,7 @@ def open_parquet_sources(
             lengths.append(run_rows)
     spans = [_block_spans(files[index], row_groups, names) for index, row_groups in blocks]
     n_rows = sum(lengths)
-    fs = where.fs
-    # One look a file (on object storage, answered from the listing _expand made).
-    urls = [file.path if where.is_local else fs.unstrip_protocol(file.path) for file in files]
-    identity = identify_files(fs, [file.path for file in files], urls)
+    identity = _identify(where, [file.path for file in files])
     return ParquetFormat(
         filesystem=afs,
         files=[(file.path, file.partition) for file in files],
