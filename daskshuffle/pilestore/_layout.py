@@ -16,11 +16,15 @@ its layout is chosen for that read:
   tens of microseconds whatever its size). The largest chunk rows are a multiple of every other, so
   the merge's write alignment is well defined.
 - **A codec for the data.** A sample of each variable is compressed with
-  blosc-lz4 and byte shuffle (decoded at several GB/s): where it saves less
-  than ``COMPRESSIBLE_RATIO`` (random floats) no compressor runs at all, and
-  the reader copies chunk files straight into its output; where it compresses
-  (token ids, smooth fields) blosc-lz4 is used. A user's ``compressors=`` is
-  used as given.
+  blosc-lz4 and byte shuffle (decoded at several GB/s): where it compresses
+  (token ids, smooth fields) blosc-lz4 is used. Where it saves less than
+  ``COMPRESSIBLE_RATIO``, the sample is compressed with blosc-zstd, whose
+  entropy coding shrinks data without repeats but with few distinct byte
+  values (uint8 images of low contrast): where that saves a quarter or more
+  (``ZSTD_RATIO``) blosc-zstd is used, decoded slower but read in fewer bytes.
+  Otherwise (random floats, noisy images) no compressor runs at all, and the
+  reader copies chunk files straight into its output. A user's
+  ``compressors=`` is used as given.
 - **A checksum per chunk**: zarr's own ``crc32c`` codec, last in the pipeline,
   so plain zarr verifies it too. Every chunk is written, even one that is all
   fill value (``write_empty_chunks``), so a missing chunk file means damage.
@@ -46,6 +50,7 @@ __all__ = [
     "CHUNK_NBYTES",
     "COMPRESSIBLE_RATIO",
     "MIN_CHUNK_NBYTES",
+    "ZSTD_RATIO",
     "Layout",
     "VariableLayout",
     "choose_chunk_rows",
@@ -67,6 +72,8 @@ PILE_FRACTION = {"local": 16, "object": 2}
 MAX_MULTIPLE = 8
 #: Below this compression ratio, a compressor costs more reading time than it saves.
 COMPRESSIBLE_RATIO = 1.1
+#: Data blosc-lz4 does not compress is stored with blosc-zstd where that saves a quarter or more of its bytes.
+ZSTD_RATIO = 4 / 3
 #: Bytes of each variable compressed to choose its codec.
 SAMPLE_NBYTES = 2**20
 #: The record of a layout in the store's metadata.
@@ -74,6 +81,7 @@ LAYOUT_KEY = "layout"
 
 NONE = "none"
 FAST = "blosc-lz4-shuffle"
+SMALL = "blosc-zstd-shuffle"
 USER = "user"
 
 
@@ -159,9 +167,18 @@ def choose_chunk_rows(
     return chosen
 
 
-def _fast_numcodec(itemsize: int) -> numcodecs.abc.Codec:
+#: The blosc compressor and level of each codec the layout chooses.
+_BLOSC = {FAST: ("lz4", 5), SMALL: ("zstd", 1)}
+
+
+def _numcodec(codec: str, itemsize: int) -> numcodecs.abc.Codec:
     shuffle = numcodecs.Blosc.SHUFFLE if itemsize > 1 else numcodecs.Blosc.NOSHUFFLE
-    return numcodecs.Blosc(cname="lz4", clevel=5, shuffle=shuffle, blocksize=0)
+    cname, clevel = _BLOSC[codec]
+    return numcodecs.Blosc(cname=cname, clevel=clevel, shuffle=shuffle, blocksize=0)
+
+
+def _ratio(codec: str, data: NDArray[Any]) -> float:
+    return data.nbytes / max(1, len(_numcodec(codec, data.dtype.itemsize).encode(data)))
 
 
 def choose_codec(sample: NDArray[Any] | None) -> tuple[str, float | None]:
@@ -173,12 +190,19 @@ def choose_codec(sample: NDArray[Any] | None) -> tuple[str, float | None]:
     'blosc-lz4-shuffle'
     >>> choose_codec(np.random.default_rng(0).standard_normal(100_000).astype("f4"))[0]
     'none'
+    >>> choose_codec(np.random.default_rng(0).binomial(40, 0.5, 100_000).astype("u1"))[0]  # few values, no repeats
+    'blosc-zstd-shuffle'
     """
     if sample is None or sample.nbytes == 0 or sample.dtype.kind in "SU":
         return NONE, None
     data = np.ascontiguousarray(sample)
-    ratio = data.nbytes / max(1, len(_fast_numcodec(data.dtype.itemsize).encode(data)))
-    return (FAST if ratio >= COMPRESSIBLE_RATIO else NONE), round(float(ratio), 3)
+    ratio = _ratio(FAST, data)
+    if ratio >= COMPRESSIBLE_RATIO:
+        return FAST, round(float(ratio), 3)
+    smaller = _ratio(SMALL, data)
+    if smaller >= ZSTD_RATIO:
+        return SMALL, round(float(smaller), 3)
+    return NONE, round(float(ratio), 3)
 
 
 def sample_rows(row_nbytes: int, n_rows: int) -> int:
@@ -224,9 +248,10 @@ def codecs_of(layout: VariableLayout, itemsize: int, compressors: Any = "auto") 
     """The bytes-to-bytes codecs (zarr v3 ``compressors``) of a variable: its compressor, then crc32c."""
     if layout.codec == USER:
         chosen = _user_codecs(compressors)
-    elif layout.codec == FAST:
+    elif layout.codec in _BLOSC:
         shuffle: Literal["shuffle", "noshuffle"] = "shuffle" if itemsize > 1 else "noshuffle"
-        chosen = (BloscCodec(cname="lz4", clevel=5, shuffle=shuffle, typesize=itemsize, blocksize=0),)
+        cname, clevel = _BLOSC[layout.codec]
+        chosen = (BloscCodec(cname=cname, clevel=clevel, shuffle=shuffle, typesize=itemsize, blocksize=0),)
     else:
         chosen = ()
     if any(isinstance(codec, Crc32cCodec) or codec == {"name": "crc32c"} for codec in chosen):
