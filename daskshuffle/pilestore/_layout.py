@@ -168,7 +168,7 @@ def choose_chunk_rows(
 
 
 #: The blosc compressor and level of each codec the layout chooses.
-_BLOSC = {FAST: ("lz4", 5), SMALL: ("zstd", 1)}
+_BLOSC: dict[str, tuple[Literal["lz4", "zstd"], int]] = {FAST: ("lz4", 5), SMALL: ("zstd", 1)}
 
 
 def _numcodec(codec: str, itemsize: int) -> numcodecs.abc.Codec:
