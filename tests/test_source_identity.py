@@ -145,3 +145,16 @@ def test_a_zarr_chunk_rewritten_unreadable_is_named_a_change_before_it_is_read(t
     chunk.write_bytes(b"\0" * chunk.stat().st_size)  # no longer zstd
     with pytest.raises(SourceChangedError, match=r"raw.zarr/x \(.*changed since"):
         daskshuffle.shuffle_zarr(source, store, n_piles=4, seed=1)
+
+
+def test_a_file_added_to_an_xarray_glob_is_a_change(tmp_path: Path) -> None:
+    for index in range(3):
+        data = xr.Dataset({"v": (("time", "k"), np.arange(200.0).reshape(100, 2) + 1_000 * index)})
+        data.to_zarr(tmp_path / f"part-{index}.zarr", consolidated=False)
+    pattern = str(tmp_path / "part-*.zarr")
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_xarray(pattern, store, "time", n_piles=4, seed=1)
+    assert daskshuffle.shuffle_xarray(pattern, store, "time", n_piles=4, seed=1).n_tasks == 0
+    xr.Dataset({"v": (("time", "k"), np.zeros((100, 2)))}).to_zarr(tmp_path / "part-3.zarr", consolidated=False)
+    with pytest.raises(SourceChangedError, match=r"part-3.zarr\S* \(not read before\)"):
+        daskshuffle.shuffle_xarray(pattern, store, "time", n_piles=4, seed=1)
