@@ -348,3 +348,14 @@ def test_info_says_when_the_sources_cannot_be_compared(tmp_path: Path) -> None:
     shutil.rmtree(source)
     done = CliRunner().invoke(cli, ["info", str(tmp_path / "piles.zarr")])
     assert done.exit_code == 0 and "sources since the shuffle: not compared: " in done.output, done.output
+
+
+def test_info_says_when_the_store_cannot_tell_whether_its_sources_changed(tmp_path: Path) -> None:
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    ds.shuffle_dataframe(pd.DataFrame({"id": np.arange(300)}), tmp_path / "frame", n_piles=2, seed=0)
+    done = CliRunner().invoke(cli, ["info", str(tmp_path / "frame")])
+    assert done.exit_code == 0 and "sources since the shuffle: not known (" in done.output, done.output

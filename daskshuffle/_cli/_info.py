@@ -121,7 +121,10 @@ def _sources_changed(metadata: Any) -> list[str] | str | None:
 
 def _sources_line(changed: list[str] | str | None) -> str:
     if changed is None:
-        return "\n  sources since the shuffle: not known (generations, or a source in memory or too large to list)"
+        return (
+            "\n  sources since the shuffle: not known (generations, a source in memory or opened by xarray, or a Zarr "
+            "source of more chunks than are listed)"
+        )
     if isinstance(changed, str):
         return f"\n  sources since the shuffle: {changed}"
     if not changed:
