@@ -58,3 +58,15 @@ def test_a_parquet_page_that_does_not_decode_is_named(tmp_path: Path) -> None:
     with pytest.raises(DaskShuffleError, match=r"Got row group 2 of '\S*raw.parquet', which does not decode"):
         daskshuffle.shuffle_parquet(path, tmp_path / "piles", n_piles=4, seed=1, block_memory="64KiB")
     assert not (tmp_path / "piles").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+def test_a_chunk_that_does_not_decode_on_s3_is_named(tmp_path: Path, s3: Any) -> None:
+    source = _zstd_source(tmp_path / "raw.zarr")
+    _damage(source / "x" / "c" / "2" / "0")
+    url = s3.put(str(source), "raw.zarr")
+    with pytest.raises(DaskShuffleError, match=r"Got the chunk s3://\S*raw.zarr/x/c/2/0, which does not decode"):
+        daskshuffle.shuffle_zarr(
+            url, s3.url("piles.zarr"), n_piles=4, seed=1, block_memory="1KiB", storage_options=s3.storage_options
+        )
