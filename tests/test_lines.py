@@ -383,3 +383,10 @@ def test_errors_share_a_base_and_a_builtin(tmp_path: Path) -> None:
 def test_public_and_documented() -> None:
     assert "shuffle_lines" in daskshuffle.__all__
     assert "Examples" in shuffle_lines.__doc__
+
+
+def test_an_existing_file_with_glob_characters_is_read_as_that_file(tmp_path: Path) -> None:
+    source = write(tmp_path / "lines[1].txt", numbered("a", 50))
+    write(tmp_path / "lines1.txt", numbered("b", 500))  # what "lines[1].txt" would match as a glob
+    daskshuffle.shuffle_lines(str(source), tmp_path / "out.txt", seed=0)
+    assert sorted(lines_of((tmp_path / "out.txt").read_bytes())) == sorted(lines_of(numbered("a", 50)))

@@ -442,7 +442,9 @@ def test_existing_destination_and_failed_runs(tmp_path: Path) -> None:
     damaged = bytearray(Path(paths[1]).read_bytes())
     damaged[4:400] = b"\xff" * 396
     Path(paths[1]).write_bytes(bytes(damaged))
-    with pytest.raises(OSError, match=r"(?i)thrift|deserializ|corrupt|page|invalid"):
+    with pytest.raises(
+        DaskShuffleValueError, match=r"row group 0 of .*part-1.parquet.*does not decode \(OSError: .*thrift"
+    ):
         shuffle_parquet(paths, dst, n_piles=4, seed=1, overwrite=True, block_memory=SMALL_BLOCKS)
     # The new store was built beside the old one: the old one is still there, whole and readable.
     assert tree_digest(dst) == before
@@ -759,3 +761,13 @@ def test_a_dataframe_shuffle_run_again_returns_its_store_and_sends_no_large_grap
         shuffle_dataframe(frame.iloc[:1000], tmp_path / "pandas", n_piles=4, seed=0, block_memory="4MiB")
     with pytest.raises(PileStoreExistsError):
         shuffle_dataframe(dd.read_parquet(paths[:1]), tmp_path / "dask", n_piles=4, seed=0)
+
+
+@pytest.mark.parametrize("name", ["data[1]", "data*", "what?"])
+def test_an_existing_path_with_glob_characters_is_read_as_that_path(tmp_path: Path, name: str) -> None:
+    write_files(tmp_path / name, [120, 80])
+    write_files(tmp_path / "data1", [500])  # what "data[1]" would match as a glob
+    result = shuffle_parquet(str(tmp_path / name), tmp_path / "piles", n_piles=4, seed=0)
+    assert result.n_rows == 200 and sorted(pd.read_parquet(tmp_path / "piles")["id"]) == list(range(200))
+    pq.write_table(typed_table(0, 30), tmp_path / f"{name}.parquet")
+    assert shuffle_parquet(str(tmp_path / f"{name}.parquet"), tmp_path / "one", n_piles=2, seed=0).n_rows == 30

@@ -90,3 +90,63 @@ def test_collections_record_a_dask_token(tmp_path: Path) -> None:
         daskshuffle.shuffle_xarray(dataset, tmp_path / f"x{index}.zarr", "row", n_piles=2, seed=0)
     recorded = [read_metadata(tmp_path / f"x{index}.zarr")["source_identity"] for index in range(3)]
     assert recorded[0] == recorded[2] != recorded[1], "equal values, equal tokens"
+
+
+def _parquet_directory(directory: Path, n_files: int) -> None:
+    directory.mkdir(exist_ok=True)
+    for index in range(n_files):
+        pq.write_table(pa.table({"id": np.arange(100) + 100 * index}), directory / f"part{index}.parquet")
+
+
+@pytest.mark.parametrize("given", ["directory", "glob"])
+@pytest.mark.parametrize("change", ["added", "removed", "renamed"])
+def test_a_file_added_removed_or_renamed_in_a_parquet_source_is_a_change(
+    tmp_path: Path, given: str, change: str
+) -> None:
+    _parquet_directory(tmp_path / "raw", 3)
+    src = str(tmp_path / "raw") if given == "directory" else str(tmp_path / "raw" / "*.parquet")
+    store = tmp_path / "piles"
+    daskshuffle.shuffle_parquet(src, store, n_piles=4, seed=1)
+    digest = tree_digest(store)
+    if change == "added":
+        pq.write_table(pa.table({"id": np.arange(50) + 300}), tmp_path / "raw" / "part3.parquet")
+        named = [r"part3.parquet \(not read before\)"]
+    elif change == "removed":
+        (tmp_path / "raw" / "part2.parquet").unlink()
+        named = [r"part2.parquet \(not read now\)"]
+    else:
+        (tmp_path / "raw" / "part2.parquet").rename(tmp_path / "raw" / "part9.parquet")
+        named = [r"part9.parquet \(not read before\)", r"part2.parquet \(not read now\)"]
+    for pattern in named:
+        with pytest.raises(SourceChangedError, match=pattern + r".*Pass overwrite=True"):
+            daskshuffle.shuffle_parquet(src, store, n_piles=4, seed=1)
+    assert tree_digest(store) == digest, "the store is left as it was"
+    assert daskshuffle.shuffle_parquet(src, store, n_piles=4, seed=1, overwrite=True).n_tasks > 0
+
+
+def test_a_zarr_chunk_rewritten_unreadable_is_named_a_change_before_it_is_read(tmp_path: Path) -> None:
+    source = tmp_path / "raw.zarr"
+    zarr.save_group(
+        source,
+        x=np.random.default_rng(0).integers(0, 9, (400, 8)).astype("u1"),
+        # zarr.save_group writes zstd chunks (zarr's default compressor) of 100 rows
+    )
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(source, store, n_piles=4, seed=1)
+    chunk = next(path for path in (source / "x" / "c").rglob("*") if path.is_file())
+    chunk.write_bytes(b"\0" * chunk.stat().st_size)  # no longer zstd
+    with pytest.raises(SourceChangedError, match=r"raw.zarr/x \(.*changed since"):
+        daskshuffle.shuffle_zarr(source, store, n_piles=4, seed=1)
+
+
+def test_a_file_added_to_an_xarray_glob_is_a_change(tmp_path: Path) -> None:
+    for index in range(3):
+        data = xr.Dataset({"v": (("time", "k"), np.arange(200.0).reshape(100, 2) + 1_000 * index)})
+        data.to_zarr(tmp_path / f"part-{index}.zarr", consolidated=False)
+    pattern = str(tmp_path / "part-*.zarr")
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_xarray(pattern, store, "time", n_piles=4, seed=1)
+    assert daskshuffle.shuffle_xarray(pattern, store, "time", n_piles=4, seed=1).n_tasks == 0
+    xr.Dataset({"v": (("time", "k"), np.zeros((100, 2)))}).to_zarr(tmp_path / "part-3.zarr", consolidated=False)
+    with pytest.raises(SourceChangedError, match=r"part-3.zarr\S* \(not read before\)"):
+        daskshuffle.shuffle_xarray(pattern, store, "time", n_piles=4, seed=1)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +20,7 @@ from crc32c import crc32c
 
 import daskshuffle as ds
 from daskshuffle.pilestore import TABLE, read_metadata, seal_of
-from daskshuffle.shuffle import _checksum
+from daskshuffle.shuffle import _checksum, sources_changed
 
 N_ROWS = 2_000
 
@@ -289,3 +292,80 @@ def test_the_command_says_to_pass_the_sources_the_store_was_made_from(tmp_path: 
     assert result.exit_code == 1, result.output
     assert result.output.count("\n") == 1 and "rows: the store 500, the sources 300" in result.output, result.output
     assert "overwrite" not in result.output and "raw-1.zarr" in result.output, result.output
+
+
+def test_a_source_edited_since_the_shuffle_is_named_by_verify_and_info(zarr_store: tuple[str, str]) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    src, dst = zarr_store
+    done = CliRunner().invoke(cli, ["info", dst])
+    assert "sources since the shuffle: unchanged" in done.output, done.output
+    y = zarr.open_group(src, mode="r+")["y"]
+    y[10] = y[10] + 1  # the source, not the store
+    with pytest.raises(ds.SourceMismatchError, match=r"changed since the shuffle instead: \S*raw.zarr/y \(") as caught:
+        ds.verify(dst)
+    assert "raw.zarr/x" not in str(caught.value) and "overwrite=True" in str(caught.value)
+    done = CliRunner().invoke(cli, ["info", dst])
+    assert done.exit_code == 0 and "complete: yes" in done.output, done.output
+    assert "sources since the shuffle: CHANGED (" in done.output and "raw.zarr/y" in done.output, done.output
+    done = CliRunner().invoke(cli, ["info", dst, "--json"])
+    assert "raw.zarr/y" in " ".join(json.loads(done.output)["sources_changed"])
+
+
+def test_a_parquet_file_added_since_the_shuffle_is_named_by_info(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    (tmp_path / "raw").mkdir()
+    _parquet_source(tmp_path / "raw" / "a.parquet")
+    ds.shuffle_parquet(tmp_path / "raw", tmp_path / "piles", 4, seed=0)
+    assert ds.verify(tmp_path / "piles").n_rows == N_ROWS
+    _parquet_source(tmp_path / "raw" / "b.parquet")
+    done = CliRunner().invoke(cli, ["info", str(tmp_path / "piles")])
+    assert "CHANGED (" in done.output and "b.parquet (not read before)" in done.output, done.output
+    with pytest.raises(ds.SourceMismatchError, match=r"b.parquet \(not read before\)"):
+        ds.verify(tmp_path / "piles")
+
+
+def test_the_store_changed_with_its_sources_as_they_were_is_said(zarr_store: tuple[str, str]) -> None:
+    src, dst = zarr_store
+    y = zarr.open_group(dst, mode="r+")["y"]
+    y[123] = y[123] + 1
+    recorded_as_is(dst)
+    with pytest.raises(ds.VerificationError, match=r"sizes and versions the store records; so a row of the store was"):
+        ds.verify(dst, src)
+
+
+def test_info_says_when_the_sources_cannot_be_compared(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    source = make_zarr_source(tmp_path / "raw.zarr", 300, chunk_rows=50)
+    ds.shuffle_zarr(source, tmp_path / "piles.zarr", 4, seed=0)
+    shutil.rmtree(source)
+    done = CliRunner().invoke(cli, ["info", str(tmp_path / "piles.zarr")])
+    assert done.exit_code == 0 and "sources since the shuffle: not compared: " in done.output, done.output
+
+
+def test_info_says_when_the_store_cannot_tell_whether_its_sources_changed(tmp_path: Path) -> None:
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    ds.shuffle_dataframe(pd.DataFrame({"id": np.arange(300)}), tmp_path / "frame", n_piles=2, seed=0)
+    done = CliRunner().invoke(cli, ["info", str(tmp_path / "frame")])
+    assert done.exit_code == 0 and "sources since the shuffle: not known (" in done.output, done.output
+
+
+def test_sources_touched_but_holding_the_same_rows_still_verify(zarr_store: tuple[str, str]) -> None:
+    """verify proves rows: a source whose identity changed (a new mtime) but whose rows did not is proven."""
+    src, dst = zarr_store
+    chunk = next(path for path in Path(src, "y").rglob("*") if path.is_file() and path.name != "zarr.json")
+    os.utime(chunk, ns=(chunk.stat().st_atime_ns, chunk.stat().st_mtime_ns + 10**9))
+    assert sources_changed(read_metadata(dst)), "the identity says it changed"
+    assert ds.verify(dst).n_rows == N_ROWS

@@ -502,3 +502,49 @@ def test_without_the_crc32c_package_chunks_are_checked_with_google_crc32c(damage
     )
     assert run.returncode == 0, run.stderr
     assert str(path) in run.stdout and "crc32c does not match" in run.stdout
+
+
+def _images(n: int, *, contrast: float, noise: float, spread: float, seed: int = 0) -> np.ndarray:
+    """uint8 (n, 32, 32, 3) images: smooth gradients and waves of ``contrast`` around a brightness, plus pixel noise."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:32, 0:32] / 32
+    a = rng.uniform(-1, 1, (n, 4, 1, 1))
+    field = a[:, 0] * xx + a[:, 1] * yy + a[:, 2] * np.sin(2 * np.pi * (xx + yy + a[:, 3]))
+    base = rng.normal(110, spread, (n, 1, 1, 1)) + contrast * field[..., None]
+    return np.clip(base + rng.normal(0, noise, (n, 32, 32, 3)), 0, 255).astype(np.uint8)
+
+
+def test_images_that_lz4_bitshuffle_shrinks_by_a_quarter_are_stored_compressed(tmp_path: Path) -> None:
+    """blosc-lz4 with byte shuffle leaves such images as they are (no repeats); with bit shuffle it saves a third."""
+    images = _images(2_000, contrast=12, noise=2, spread=8)
+    noisy = _images(2_000, contrast=60, noise=6, spread=30, seed=1)
+    group = zarr.open_group(tmp_path / "raw.zarr", mode="w")
+    for name, values in (("image", images), ("noisy", noisy)):
+        group.create_array(name, data=values, chunks=(500, 32, 32, 3))
+    group.create_array("id", data=np.arange(2_000), chunks=(500,))
+    store = tmp_path / "piles.zarr"
+    ds.shuffle_zarr(tmp_path / "raw.zarr", store, n_piles=2, seed=0)
+    stored = zarr.open_group(store, mode="r")
+    layout = Layout.from_dict(stored.attrs["daskshuffle"]["layout"]).variables
+    assert layout["image"].codec == "blosc-lz4-bitshuffle" and layout["image"].ratio >= 4 / 3
+    assert layout["noisy"].codec == "none", "what neither shrinks by a quarter stays raw"
+    codec = stored["image"].compressors[0]
+    assert isinstance(codec, BloscCodec) and (codec.cname.value, codec.shuffle.value) == ("lz4", "bitshuffle")
+    on_disk = sum(path.stat().st_size for path in (store / "image").rglob("*") if path.is_file())
+    assert on_disk < 0.75 * images.nbytes
+    got = np.concatenate([batch["image"] for batch in PileLoader(str(store), batch_size=500, seed=0)])
+    ids = np.concatenate([batch["id"] for batch in PileLoader(str(store), batch_size=500, seed=0)])
+    np.testing.assert_array_equal(got, images[ids])
+
+
+def test_bytes_of_few_values_that_only_zstd_shrinks_by_a_quarter_are_stored_with_zstd(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    half_zeros = np.where(rng.random((4_000, 256)) < 0.5, 0, rng.integers(0, 256, (4_000, 256))).astype(np.uint8)
+    codec, ratio = choose_codec(half_zeros[:1_000])
+    assert codec == "blosc-zstd-shuffle" and ratio is not None and ratio >= 4 / 3
+    zarr.open_group(tmp_path / "raw.zarr", mode="w").create_array("v", data=half_zeros, chunks=(1_000, 256))
+    ds.shuffle_zarr(tmp_path / "raw.zarr", tmp_path / "piles.zarr", n_piles=2, seed=0)
+    stored = zarr.open_group(tmp_path / "piles.zarr", mode="r")["v"]
+    assert stored.compressors[0].cname.value == "zstd"
+    rows = np.concatenate([batch["v"] for batch in PileLoader(str(tmp_path / "piles.zarr"), batch_size=1_000)])
+    assert sorted(map(bytes, rows)) == sorted(map(bytes, half_zeros))

@@ -8,7 +8,7 @@ from typing import Any
 import click
 import numpy as np
 
-from .._errors import UnfinishedShuffleError
+from .._errors import DaskShuffleError, UnfinishedShuffleError
 from ..pilestore import LAYOUT_KEY, ROW_GROUP_ROWS_KEY, Leftover
 from ..shuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
@@ -96,12 +96,42 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, tmp: str | None,
                 {key: entry[key] for key in ("generation", "path", "n_rows", "seed")}
                 for entry in metadata["generations"]
             ]
+    changed = _sources_changed(reader.metadata)
     if as_json:
-        click.echo(json.dumps({"path": store, **metadata, "leftovers": _as_json(left)}, indent=2, default=str))
+        found = {"path": store, **metadata, "sources_changed": changed, "leftovers": _as_json(left)}
+        click.echo(json.dumps(found, indent=2, default=str))
         return
     click.echo(
         _describe(store, metadata, reader.pile_offsets)
+        + _sources_line(changed)
         + _left_line(left, f"run the same step again, or `daskshuffle info --clean {store}`, to remove them")
+    )
+
+
+def _sources_changed(metadata: Any) -> list[str] | str | None:
+    """What changed in the store's sources since its shuffle (their files looked at, no row read); text: not known."""
+    from ..shuffle import sources_changed
+
+    try:
+        return sources_changed(metadata)
+    except (DaskShuffleError, OSError, ValueError) as error:  # sources gone, storage that did not answer: said
+        return f"not compared: {one_line(error)}"
+
+
+def _sources_line(changed: list[str] | str | None) -> str:
+    if changed is None:
+        return (
+            "\n  sources since the shuffle: not known (generations, a source in memory or opened by xarray, or a Zarr "
+            "source of more chunks than are listed)"
+        )
+    if isinstance(changed, str):
+        return f"\n  sources since the shuffle: {changed}"
+    if not changed:
+        return "\n  sources since the shuffle: unchanged (their files' names, sizes and versions)"
+    shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return (
+        f"\n  sources since the shuffle: CHANGED ({shown}); the store holds the rows they had: "
+        "shuffle them again, replacing it (overwrite=True)"
     )
 
 

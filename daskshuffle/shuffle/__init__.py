@@ -6,7 +6,7 @@ from ._generations import Generation, append, clean_generations, compact, evict,
 from ._lines import shuffle_lines
 from ._run import ShuffleResult
 from ._shuffle import shuffle_zarr
-from ._verify import VerifyResult, verify
+from ._verify import VerifyResult, sources_changed, verify
 from ._xarray import shuffle_xarray
 
 __all__ = [
@@ -25,5 +25,6 @@ __all__ = [
     "shuffle_parquet",
     "shuffle_xarray",
     "shuffle_zarr",
+    "sources_changed",
     "verify",
 ]

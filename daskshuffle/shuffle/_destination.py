@@ -13,17 +13,20 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
+from ..formats import Format
 from ..storage import Location, _leftovers, _own, _paths, access_error, unreached
 from ._compute import on_every_worker, workers_not_seeing
 from ._options import ShuffleOptions
+from ._store_plan import changed_sources, source_changed_error
 
 __all__ = [
     "build_path",
     "check_destination",
+    "check_sources_unchanged",
     "check_workers_access",
     "check_workers_reach",
     "exists_error",
@@ -251,3 +254,31 @@ def shuffle_locations(options: ShuffleOptions) -> tuple[Location, Location | Non
     dst = Location.of(options.dst, options.storage_options)
     tmp = Location.of(options.tmp, options.storage_options) if options.tmp is not None else None
     return dst, tmp
+
+
+def check_sources_unchanged(
+    where: str, recorded: Mapping[str, Any], fmt: Format[Any], variables: Sequence[str], *, complete: bool
+) -> None:
+    """Refuse a rerun whose sources changed since the store at URL ``where`` (its ``recorded`` metadata) was written.
+
+    The store records its sources' identity (sizes and versions of their files,
+    the files a directory or glob matched). A rerun of the same kind, naming
+    the same sources and variables, compares it with what they are now before
+    planning, so before any chunk of theirs is read (the layout's sample
+    reads some): a file added, removed, renamed or rewritten is named in a
+    :class:`~daskshuffle.SourceChangedError`, whatever else the call changed.
+    Sources named in part as before (a glob that matches one more file now,
+    as xarray records the files it matched) are compared too.
+    ``complete``: the store at ``where`` is the finished one at ``dst`` (else
+    an interrupted run's).
+    """
+    named = recorded.get("source")
+    if (recorded.get("kind"), recorded.get("variables")) != (fmt.kind, list(variables)) or not isinstance(named, list):
+        return
+    if not set(map(str, named)) & set(map(str, fmt.describe_source())):
+        return  # another shuffle: what is at dst is decided on as a store of other sources
+    changed = changed_sources(recorded, {"source_identity": fmt.identify_source()})
+    if changed:
+        raise source_changed_error(
+            where, changed, "return it as it is" if complete else "continue its interrupted shuffle"
+        )

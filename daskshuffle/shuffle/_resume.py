@@ -18,7 +18,18 @@ from ..storage import Location
 from ._destination import exists_error
 from ._store_plan import changed_sources, differences, source_changed_error
 
-__all__ = ["Done", "Earlier", "Fresh", "Refuse", "Resume", "ResumeOptions", "Seen", "decide", "earlier_seed"]
+__all__ = [
+    "Done",
+    "Earlier",
+    "Fresh",
+    "Refuse",
+    "Resume",
+    "ResumeOptions",
+    "Seen",
+    "counted_earlier",
+    "decide",
+    "earlier_seed",
+]
 
 
 @dataclass(frozen=True)
@@ -86,13 +97,13 @@ Decision = Fresh | Resume | Done | Refuse
 
 def earlier_seed(store: Seen, options: ResumeOptions, seed: int) -> int:
     """The seed to plan with: an earlier run's, if the seed was drawn and that run is considered, else ``seed``."""
-    earlier = _counted(store, options)
+    earlier = counted_earlier(store, options)
     if earlier is not None and not options.seed_given:
         return int(earlier.metadata["seed"])
     return seed
 
 
-def _counted(store: Seen, options: ResumeOptions) -> Earlier | None:
+def counted_earlier(store: Seen, options: ResumeOptions) -> Earlier | None:
     """The earlier run that counts: none with ``overwrite``; of a source that cannot be continued, only a complete store."""
     earlier = store.earlier
     if earlier is None or options.overwrite:
@@ -119,7 +130,7 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     >>> decide(Seen(dst_exists=True), {"fingerprint": "a"}, ResumeOptions(overwrite=False, resumable=True)).error
     PileStoreExistsError(...)
     """
-    earlier = _counted(store, options)
+    earlier = counted_earlier(store, options)
     if earlier is None:
         if store.dst_exists and not options.overwrite:
             return Refuse(_exists_error(dst))

@@ -34,13 +34,14 @@ from ._compute import compute
 from ._destination import (
     build_path,
     check_destination,
+    check_sources_unchanged,
     local_pieces,
     remove_if_empty,
     shuffle_locations,
 )
 from ._graph import level_tmp, shuffle_graph
 from ._options import ShuffleOptions
-from ._resume import Done, Earlier, Refuse, Resume, ResumeOptions, Seen, decide, earlier_seed
+from ._resume import Done, Earlier, Refuse, Resume, ResumeOptions, Seen, counted_earlier, decide, earlier_seed
 from ._store_plan import (
     plan_within_budget,
     store_metadata,
@@ -189,6 +190,10 @@ def _run_locked(
     store = _read_store(dst, target, tmp, look=recognised and not options.overwrite, resumable=resumable)
     choices = ResumeOptions(overwrite=options.overwrite, resumable=resumable, seed_given=options.seed_given)
     seed = earlier_seed(store, choices, options.seed)
+    earlier = counted_earlier(store, choices)
+    if earlier is not None:  # before planning: the layout's sample reads the sources
+        complete = earlier.at_dst and bool(earlier.metadata.get("complete"))
+        check_sources_unchanged(earlier.url, earlier.metadata, fmt, variables, complete=complete)
     plan = plan_within_budget(
         fmt.block_lengths,
         options.n_piles,

@@ -27,13 +27,13 @@ from ..formats import CollectionFormat, CollectionSource, FileFormat, Format
 from ..pilestore import GENERATIONS_KEY, sources_of
 from ..plan import fingerprint
 from ..readers import open_pile_reader
-from ..storage import Location
+from ..storage import Location, changed_entries
 from ._checksum import add_checksums, checksum, same_checksums
 from ._compute import map_tasks
 from ._destination import check_workers_access
 from ._store_plan import run_lengths
 
-__all__ = ["VerifyResult", "verify"]
+__all__ = ["VerifyResult", "sources_changed", "verify"]
 
 
 def _part(
@@ -157,9 +157,12 @@ def verify(
     ------
     SourceMismatchError
         The sources are not those the store was made from: their rows (or, when
-        the checksums differ, their blocks) differ from what the store records.
+        the checksums differ, their blocks) differ from what the store records,
+        or they changed since the shuffle (the files that changed are named,
+        from the sources' identity, which is compared first).
     VerificationError
-        The rows differ; the error names the variable (``error.variable``).
+        The rows differ; the error names the variable (``error.variable``), and
+        says the store's rows changed where the sources' files are as recorded.
     CorruptPileStoreError
         A chunk of the store is missing, truncated or fails its checksum.
     StorageAccessError
@@ -206,9 +209,11 @@ def verify_location(
         )
     kind = str(metadata.get("kind"))
     fmt = _open_sources(kind, named, variables, block_nbytes, storage_options)
+    # First what the sources' identity says (their files' names, sizes and versions): it names the side that changed.
+    changed = _changes(metadata, fmt.identify_source()) if fmt.describe_source() == metadata.get("source") else None
     source_rows = sum(fmt.block_lengths)
     if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
-        raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None)
+        raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None, changed=changed)
     # The workers read the store and the sources: with credentials of their own, which may lack this process's.
     check_workers_access([location, *(Location.of(source, storage_options) for source in named)])
     tasks: list[tuple[Any, ...]] = [
@@ -224,8 +229,10 @@ def verify_location(
     if not same_checksums(expected, found, variables):
         blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
         if blocks is not None and run_lengths(blocks) != metadata["blocks"]["lengths"]:
-            raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks)
-    return _proven(path, named, expected, found, variables, began)
+            raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks, changed=changed)
+        if changed:
+            raise _changed_error(path, changed)
+    return _proven(path, named, expected, found, variables, began, sources_unchanged=changed == [])
 
 
 def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, progress: bool) -> VerifyResult:
@@ -274,9 +281,14 @@ def _proven(
     found: dict[str, Any],
     variables: Sequence[str],
     began: float,
+    *,
+    sources_unchanged: bool = True,
 ) -> VerifyResult:
-    """The result of a verification whose checksums must agree: ``VerificationError`` where they do not."""
-    _check_same(path, expected, found, variables)
+    """The result of a verification whose checksums must agree: ``VerificationError`` where they do not.
+
+    ``sources_unchanged``: the sources' identity is what the store records (else unknown).
+    """
+    _check_same(path, expected, found, variables, sources_unchanged)
     return VerifyResult(
         store=path,
         sources=sources,
@@ -296,7 +308,9 @@ def _collection_part(
     return checksum(fmt.stored_rows(store, fmt.rows_of_block(block, value)), variables)
 
 
-def _check_same(path: str, expected: dict[str, Any], found: dict[str, Any], variables: Sequence[str]) -> None:
+def _check_same(
+    path: str, expected: dict[str, Any], found: dict[str, Any], variables: Sequence[str], sources_unchanged: bool
+) -> None:
     """Raise ``VerificationError`` naming what differs, if the store's checksums are not the source's."""
     if found["n_rows"] != expected["n_rows"]:
         raise VerificationError(
@@ -306,11 +320,21 @@ def _check_same(path: str, expected: dict[str, Any], found: dict[str, Any], vari
     differ = [name for name in variables if found["sums"][name] != expected["sums"][name]]
     if differ:
         name = differ[0]
+        if sources_unchanged:
+            blame = (
+                "from sources whose files have the names, sizes and versions the store records; so a row of the "
+                "store was changed, lost or added since the shuffle (or a source file was edited in place keeping its "
+                "size and modification time)"
+            )
+        else:
+            blame = (
+                "from sources of the same rows and blocks as the store records; a row of the store (or of the "
+                "sources, in place) was changed, lost or added"
+            )
         raise VerificationError(
             (
                 f"Expected variable {name!r} of {path!r} to hold the same rows as its source. Got different values "
-                "(the checksums differ) instead, from sources of the same rows and blocks as the store records; a "
-                "row of the store (or of the sources, in place) was changed, lost or added: shuffle the source again, replacing the store."
+                f"(the checksums differ) instead, {blame}: shuffle the source again, replacing the store."
             ),
             variable=name,
         )
@@ -340,8 +364,65 @@ def _block_lengths(
     return [int(length) for length in fmt.block_lengths]
 
 
+def _changes(metadata: Mapping[str, Any], now: list[dict[str, Any]]) -> list[str] | None:
+    """What changed in the sources since the store's shuffle, from their identity; ``None``: cannot tell.
+
+    A store of several generations, or whose sources are (or hold) a dask
+    collection, or a Zarr source too large to list every chunk, cannot tell
+    from its record alone.
+    """
+    recorded = metadata.get("source_identity")
+    if GENERATIONS_KEY in metadata or not isinstance(recorded, list) or not recorded:
+        return None
+    if any("token" in entry or entry.get("listed") is False for entry in [*recorded, *now]):
+        return None
+    return changed_entries(recorded, now)
+
+
+def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any] | None = None) -> list[str] | None:
+    """What changed since the shuffle in the sources a store's ``metadata`` records: ``[]`` nothing, ``None`` unknown.
+
+    Looks at the sources' files (metadata, listings and sizes; no row is
+    read) as a rerun of the shuffle does. ``None`` where the store's record
+    cannot tell (see :func:`_changes`).
+
+    Examples
+    --------
+    >>> from daskshuffle.pilestore import read_metadata
+    >>> sources_changed(read_metadata("piles.parquet"))
+    []
+    """
+    sources = metadata.get("source")
+    if _changes(metadata, []) is None or not isinstance(sources, list) or not sources:
+        return None
+    kind, variables = str(metadata.get("kind")), list(metadata.get("variables") or [])
+    if kind == "parquet":
+        from ..sources import identify_parquet_sources
+
+        return _changes(metadata, identify_parquet_sources(sources, storage_options))
+    block_nbytes = parse_nbytes("64MiB", "block_memory")  # the shuffles' default; only the identity is read
+    fmt = _open_sources(kind, sources, variables, block_nbytes, storage_options)
+    return _changes(metadata, fmt.identify_source())
+
+
+def _changed_error(path: str, changed: list[str]) -> SourceMismatchError:
+    shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return SourceMismatchError(
+        f"Expected the sources of {path!r} to hold the rows it was shuffled from. Got other rows, from sources "
+        f"changed since the shuffle instead: {shown}; restore them, or shuffle them again, replacing the store "
+        "(overwrite=True)."
+    )
+
+
 def _mismatch(
-    path: str, metadata: Mapping[str, Any], sources: list[str], *, given: bool, rows: int, blocks: list[int] | None
+    path: str,
+    metadata: Mapping[str, Any],
+    sources: list[str],
+    *,
+    given: bool,
+    rows: int,
+    blocks: list[int] | None,
+    changed: list[str] | None = None,
 ) -> SourceMismatchError:
     """The sources are not those ``path`` was made from: the counts compared, and what to pass instead."""
     compared = [f"rows: the store {int(metadata['n_rows']):,}, the sources {rows:,}"]
@@ -358,6 +439,9 @@ def _mismatch(
         )
     else:  # the sources it records: they changed since the shuffle
         advice = "they changed since the shuffle: restore them, or shuffle them again into a new store"
+    if changed:
+        shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+        advice = f"changed since the shuffle: {shown}; restore them, or shuffle them again, replacing the store"
     return SourceMismatchError(
         f"Expected the sources {sources} to hold the rows {path!r} was made from. Got sources that differ from what "
         f"it records instead ({'; '.join(compared)}); {advice}."

@@ -10,7 +10,7 @@ from .._faces import lazy_names
 _LAZY = {
     "._zarr": ["SourceLike", "ZarrFormat", "open_zarr_sources"],
     "._xarray": ["ARRAY_NAME", "XarrayFormat", "open_arrays_source", "open_xarray_source"],
-    "._parquet": ["COMPRESSIONS", "open_parquet_sources"],
+    "._parquet": ["COMPRESSIONS", "identify_parquet_sources", "open_parquet_sources"],
     "._dataframe": ["open_dataframe_source"],
     "._text": ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"],
     "._text_lines": ["Lines"],
@@ -25,7 +25,7 @@ _LAZY = {
 }
 if TYPE_CHECKING:
     from ._dataframe import open_dataframe_source
-    from ._parquet import COMPRESSIONS, open_parquet_sources
+    from ._parquet import COMPRESSIONS, identify_parquet_sources, open_parquet_sources
     from ._text import BlockCount, TextFormat, TextSource, open_text_sources, parse_delimiter, parse_sources
     from ._text_lines import Lines
     from ._text_sample import (
@@ -52,6 +52,7 @@ __all__ = [
     "ZarrFormat",
     "count_and_sample",
     "finish_sample",
+    "identify_parquet_sources",
     "open_arrays_source",
     "open_dataframe_source",
     "open_parquet_sources",

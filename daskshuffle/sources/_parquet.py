@@ -39,8 +39,9 @@ from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES
 from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
+from ._undecodable import undecodable, undecodable_parquet
 
-__all__ = ["COMPRESSIONS", "ParquetFormat", "open_parquet_sources", "unify_schemas"]
+__all__ = ["COMPRESSIONS", "ParquetFormat", "identify_parquet_sources", "open_parquet_sources", "unify_schemas"]
 
 _GLOB_CHARS = frozenset("*?[")
 COMPRESSIONS = ("auto", "snappy", "zstd", "lz4", "gzip", "brotli", "none")
@@ -65,7 +66,8 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
     """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
 
     A file costs one look; a directory or a glob one more, a listing however
-    deep (on object storage each is a request). Files and directories whose
+    deep (on object storage each is a request). A name with glob characters
+    that exists as it is is read as that path, not matched as a glob. Files and directories whose
     names start with ``.`` or ``_`` are left out, as every Parquet reader does.
     """
     if not isinstance(item, str | os.PathLike):
@@ -75,7 +77,8 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
     text = os.fspath(item)
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
-    if _GLOB_CHARS & set(os.path.basename(text)):
+    # A path that exists is that path, whatever characters its name holds ("data[1]"); else a glob.
+    if _GLOB_CHARS & set(os.path.basename(text)) and not fs.exists(inner):
         matched = fs.glob(inner, detail=True)
         paths = sorted((path, int(info["size"])) for path, info in matched.items() if info["type"] == "file")
         if not paths:
@@ -235,6 +238,41 @@ def unify_schemas(schemas: Sequence[pa.Schema], names: Sequence[str]) -> pa.Sche
     )
 
 
+def _expand_all(
+    items: list[Any], storage_options: dict[str, Any] | None
+) -> tuple[list[tuple[str, Any, int]], Location]:
+    """The files of every ``src`` item (see :func:`_expand`), and where the first is: all on one filesystem."""
+    if not items:
+        raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
+    found = [entry for item in items for entry in _expand(item, storage_options)]
+    protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
+    if len(protocols) > 1:
+        raise DaskShuffleValueError(
+            f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
+        )
+    return found, Location.of(items[0], storage_options)
+
+
+def _identify(where: Location, paths: list[str]) -> list[dict[str, Any]]:
+    """The identity of the Parquet files at ``paths``: one look a file (on object storage, from the listing)."""
+    fs = where.fs
+    return identify_files(fs, paths, [path if where.is_local else fs.unstrip_protocol(path) for path in paths])
+
+
+def identify_parquet_sources(
+    src: Sequence[str | os.PathLike[str]], storage_options: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The identity of the Parquet files ``src`` names now, as a shuffle of them records it: no file is read.
+
+    Examples
+    --------
+    >>> [(entry["files"], entry["bytes"] > 0) for entry in identify_parquet_sources(["raw.parquet"])]
+    [(1, True)]
+    """
+    found, where = _expand_all(list(src), storage_options)
+    return _identify(where, [path for path, _, _ in found])
+
+
 def open_parquet_sources(
     src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
@@ -245,15 +283,7 @@ def open_parquet_sources(
 ) -> ParquetFormat:
     """Find and inspect every source file; raise before anything is written."""
     items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
-    if not items:
-        raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
-    found = [entry for item in items for entry in _expand(item, storage_options)]
-    protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
-    if len(protocols) > 1:
-        raise DaskShuffleValueError(
-            f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
-        )
-    where = Location.of(items[0], storage_options)
+    found, where = _expand_all(items, storage_options)
     afs, _ = arrow_filesystem(where)
     files = _inspect_all(found, where)
     schemas = [file.schema for file in files]
@@ -291,10 +321,7 @@ def open_parquet_sources(
             lengths.append(run_rows)
     spans = [_block_spans(files[index], row_groups, names) for index, row_groups in blocks]
     n_rows = sum(lengths)
-    fs = where.fs
-    # One look a file (on object storage, answered from the listing _expand made).
-    urls = [file.path if where.is_local else fs.unstrip_protocol(file.path) for file in files]
-    identity = identify_files(fs, [file.path for file in files], urls)
+    identity = _identify(where, [file.path for file in files])
     return ParquetFormat(
         filesystem=afs,
         files=[(file.path, file.partition) for file in files],
@@ -336,6 +363,15 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
     def read_block(self, block: int) -> pa.Table:
         index, row_groups = self.blocks[block]
         path, partition = self.files[index]
+        try:
+            return self._read_block(block, path, partition, row_groups)
+        except (pa.ArrowInvalid, OSError) as error:
+            if not undecodable_parquet(error):
+                raise
+            groups = f"row group {row_groups[0]}" + (f" to {row_groups[-1]}" if len(row_groups) > 1 else "")
+            raise undecodable(f"{groups} of {path!r}", error) from error
+
+    def _read_block(self, block: int, path: str, partition: Any, row_groups: tuple[int, ...]) -> pa.Table:
         if not self.spans[block]:  # a local file: pyarrow reads it itself
             return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
         # Remote: every byte range of the block and the footer at once, large ones in several requests (one request

@@ -270,14 +270,14 @@ class TextSource:
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:
-    """The files ``item`` names: itself, or the matches of a glob, in sorted order."""
+    """The files ``item`` names: itself (if it exists), or the matches of a glob, in sorted order."""
     where = Location.of(item, storage_options)
     fs, inner = where.fs, where.path
 
     def unstrip(path: str) -> Location:
         return Location.of(path if where.is_local else fs.unstrip_protocol(path), storage_options)
 
-    if any(char in inner for char in "*?["):
+    if any(char in inner for char in "*?[") and not fs.exists(inner):  # an existing "lines[1].txt" is itself
         return [unstrip(path) for path in sorted(fs.glob(inner)) if fs.isfile(path)]
     if fs.isdir(inner):
         raise DaskShuffleValueError(

@@ -14,7 +14,8 @@ from .._config import int_setting
 from ..formats import ArrayRows, FileSource, Variable, read_in_runs
 from ..pilestore import ZarrDestination, sample_rows
 from ._arrays import ArrayPieces
-from ._zarr_source import SourceLike, inspect_sources
+from ._undecodable import decoded_chunks
+from ._zarr_source import SourceLike, describe, inspect_sources
 
 __all__ = ["SourceLike", "ZarrFormat", "open_zarr_sources"]
 
@@ -56,7 +57,11 @@ class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
     def read_block(self, block: int) -> ArrayRows:
         source, start, stop = self.blocks[block]
         run_nbytes = int_setting("shuffle.run-nbytes")
-        return {name: read_in_runs(array, start, stop, run_nbytes) for name, array in self.sources[source].items()}
+        rows = {}
+        for name, array in self.sources[source].items():
+            with decoded_chunks(array, describe(array), start, stop):
+                rows[name] = read_in_runs(array, start, stop, run_nbytes)
+        return rows
 
     def describe_source(self) -> list[Any]:
         return list(self.source_names)
@@ -71,7 +76,8 @@ class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
             # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
             source = self.sources[0][variable.name]
             rows = min(sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
-            samples[variable.name] = np.asarray(source[:rows])
+            with decoded_chunks(source, describe(source), 0, rows):
+                samples[variable.name] = np.asarray(source[:rows])
         return samples
 
 

@@ -23,12 +23,20 @@ from ..pilestore import METADATA_KEY
 from ..plan import block_rows
 from ..storage import Location, identify_files, identify_tree
 
-__all__ = ["LISTED_CHUNKS", "SourceLike", "ZarrSources", "identify_paths", "identify_zarr", "inspect_sources"]
+__all__ = [
+    "LISTED_CHUNKS",
+    "SourceLike",
+    "ZarrSources",
+    "describe",
+    "identify_paths",
+    "identify_zarr",
+    "inspect_sources",
+]
 
 SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array[Any]
 
 
-def _describe(source: zarr.Group | zarr.Array[Any]) -> str:
+def describe(source: zarr.Group | zarr.Array[Any]) -> str:
     """The URL of a group or array, for messages, metadata and overlap checks."""
     store, path = source.store, source.store_path.path
     fs = getattr(store, "fs", None)
@@ -218,7 +226,7 @@ def _files_of(
     """
     if not isinstance(node.store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
         return None
-    location = Location.of(_describe(node), storage_options)
+    location = Location.of(describe(node), storage_options)
     return location.fs, location.path
 
 
@@ -247,8 +255,8 @@ def identify_zarr(
 
     def entry(node: zarr.Group | zarr.Array[Any], where: str) -> dict[str, Any]:
         if listed and isinstance(node, zarr.Array):
-            return identify_tree(fs, where, _describe(node))
-        metadata = identify_files(fs, [f"{where}/{_metadata_file(node)}"], [_describe(node)])[0]
+            return identify_tree(fs, where, describe(node))
+        metadata = identify_files(fs, [f"{where}/{_metadata_file(node)}"], [describe(node)])[0]
         return metadata if isinstance(node, zarr.Group) else {**metadata, "listed": False}
 
     if isinstance(source, zarr.Array):
@@ -296,7 +304,7 @@ def inspect_sources(
     sources: list[dict[str, zarr.Array[Any]]] = []
     described: list[dict[str, Variable]] = []
     for index, source in enumerate(opened):
-        where = _describe(source) if len(opened) == 1 else f"source {index} ({_describe(source)})"
+        where = describe(source) if len(opened) == 1 else f"source {index} ({describe(source)})"
         arrays = _select(_arrays_of(source), variables, where)
         found = {name: _variable(name, array) for name, array in arrays.items()}
         if described:
@@ -316,7 +324,7 @@ def inspect_sources(
         arrays=sources,
         variables=_name_dimensions([described[0][name] for name in names]),
         blocks=blocks,
-        names=[_describe(source) for source in opened],
+        names=[describe(source) for source in opened],
         group_attrs=group_attrs,
         identity=[
             entry
