@@ -21,6 +21,7 @@ __all__ = [
     "DaskShuffleTypeError",
     "DaskShuffleValueError",
     "IncompletePileStoreError",
+    "NoWorkersError",
     "PileStoreExistsError",
     "ShuffleInterrupted",
     "SourceChangedError",
@@ -161,6 +162,20 @@ class ShuffleInterrupted(KeyboardInterrupt):
     A :class:`KeyboardInterrupt`, as the interrupt it replaces (``except
     Exception`` does not catch it); its message says what the shuffle left
     on disk, how large, and that running it again the same way continues it.
+    """
+
+
+class NoWorkersError(DaskShuffleError, RuntimeError):
+    """The active cluster has no workers left to run a shuffle's tasks.
+
+    Raised before anything is submitted, instead of a wait that would never end.
+    In a notebook the usual cause is an interrupt (the kernel's "Interrupt", or
+    Ctrl-C in a terminal), which reaches every process of the kernel's process
+    group, the workers of a ``LocalCluster`` started by ``Client()`` included.
+    Start new workers (``client.close(); client = Client()``, or restart the
+    cluster) and run the shuffle again: it continues what the interrupted run
+    left. A cluster that starts workers only once there is work (adaptive with
+    ``minimum=0``) must keep one running: ``cluster.adapt(minimum=1, ...)``.
     """
 
 
