@@ -176,6 +176,22 @@ class NoWorkersError(DaskShuffleError, RuntimeError):
     cluster) and run the shuffle again: it continues what the interrupted run
     left. A cluster that starts workers only once there is work (adaptive with
     ``minimum=0``) must keep one running: ``cluster.adapt(minimum=1, ...)``.
+
+    Workers started while the kernel ignores SIGINT inherit that and outlive its
+    interrupts (the interrupt still stops the shuffle, whose tasks the cluster
+    then cancels)::
+
+        import signal
+        from distributed import Client
+
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            client = Client()  # its LocalCluster's worker processes ignore SIGINT
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    A cluster started outside the kernel (``dask scheduler`` and ``dask
+    worker`` in a terminal, ``Client("tcp://...")``) is out of its reach too.
     """
 
 

@@ -28,6 +28,25 @@ def _positions(ids: np.ndarray) -> np.ndarray:
     return np.argsort(np.argsort(ids, kind="stable"), kind="stable").astype(np.int64)
 
 
+def _check_positions(store: str, variable: str) -> None:
+    """A store measured by ``variable`` must hold it: say what to do, before any pile is read, when it does not."""
+    from ..pilestore import read_metadata
+
+    metadata = read_metadata(store)
+    names = list(metadata.get("variables", [])) if metadata is not None else []
+    if metadata is None or variable in names:
+        return  # no pile store: the loader's own error says so
+    raise click.BadParameter(
+        f"Expected {store} to hold each row's source position (0, 1, 2, ... in the source's order) in the variable "
+        f"{variable!r}, which quality measures the order by. Got only {names} instead. If one of them holds "
+        "positions, pass --ids NAME. Otherwise give the source a position variable (a Zarr array or a Parquet "
+        "column np.arange(n_rows), in the source's row order) and shuffle it again; or measure "
+        "an order you have: save the positions a loader yields as a .npy file and run daskshuffle quality "
+        "ORDER.npy.",
+        param_hint="--ids",
+    )
+
+
 def _epochs_of(store: str, variable: str, n_epochs: int, batch_size: int) -> tuple[list[np.ndarray], int]:
     from ..loader import PileLoader
 
@@ -91,6 +110,7 @@ def quality(
         if source.endswith(".npy"):
             orders = [_positions(np.load(source))]
         else:
+            _check_positions(source, variable)
             orders, n_piles = _epochs_of(source, variable, epochs, batch_size)
         previous = orders[-2] if len(orders) > 1 else None
         table = measures.report(
