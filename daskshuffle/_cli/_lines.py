@@ -17,7 +17,7 @@ from .._errors import UnsafePathError
 from ..plan import DEFAULT_LINES_BLOCK_MEMORY, TEXT_DEFAULTS
 from ..storage import _own
 from ._common import STDIO, Option, cli, one_line, progress_on_stderr, session, show_progress, summary
-from ._options import cluster_options, positive_option, shuffle_option
+from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 EXAMPLES_LINES = """\b
 Examples:
@@ -89,6 +89,7 @@ def _input_range(value: str) -> tuple[int, int]:
     f"Bytes of input one task reads.  [default: {DEFAULT_LINES_BLOCK_MEMORY}, or half of --pile-memory if less]",
     TEXT_DEFAULTS,
 )
+@STORAGE_OPTIONS
 @cluster_options
 def lines(
     inputs: tuple[str, ...],
@@ -107,6 +108,7 @@ def lines(
     tmp: str | None,
     pile_memory: str,
     block_memory: str | None,
+    storage_options: dict[str, Any] | None,
     progress: bool | None,
     quiet: bool,
     debug: bool,
@@ -158,6 +160,7 @@ def lines(
                 pile_memory=pile_memory,
                 block_memory=block_memory,
                 tmp=tmp,
+                storage_options=storage_options,
                 progress=show,
             )
         if output == STDIO:
