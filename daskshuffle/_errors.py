@@ -161,7 +161,9 @@ class ShuffleInterrupted(KeyboardInterrupt):
 
     A :class:`KeyboardInterrupt`, as the interrupt it replaces (``except
     Exception`` does not catch it); its message says what the shuffle left
-    on disk, how large, and that running it again the same way continues it.
+    on disk, how large, and that running it again the same way continues it;
+    on a distributed cluster, also whether the interrupt stopped the cluster's
+    workers, and then how to start new ones (see :class:`NoWorkersError`).
     """
 
 
