@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         f"throughput: {nbytes / 2**20 / result.seconds:.0f} MiB/s (pile store), "
         f"{nbytes / 2**20 / copy.seconds:.0f} MiB/s (shuffled copy)\n"
         f"  both hold {same}; the copy is cut in larger chunks, for readers that go front to back, and the first "
-        "shuffle also pays for starting the workers (on data this small, the two figures say little). Piles are the "
+        "shuffle also pays for the workers' first imports (on data this small, the two figures say little). Piles are the "
         "default because PileLoader reads their small chunks as runs of piles and mixes them afresh every epoch: "
         "a new order each epoch, where a copy read front to back repeats one"
     )
