@@ -23,13 +23,13 @@ $(STAMP): pyproject.toml
 	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The peers of benchmarks/bench_peers.py (MosaicML Streaming, litdata) live in a venv of their own, never
+# The peers of benchmarks/bench_peers.py (MosaicML Streaming, litdata, Ray Data) live in a venv of their own, never
 # in the project's dependencies. torch==2.13.0 goes first: it is the CPU build on local disk (any other spec
 # downloads several GB), and torchvision==0.28.0 is the release made for it (its compiled ops need CUDA
 # torch and do not load; streaming imports it only for its vision datasets). mosaicml-streaming 0.13.0 pins
 # numpy<2.2, so it goes in with --no-deps, and its runtime dependencies that local files need go in by hand
 # on the project's numpy (its cloud clients: boto3 for litdata only; no google-cloud-storage, oci, azure,
-# paramiko).
+# paramiko). Ray Data goes in last, on what is there (its wheel brings the raylet and object store).
 PEERS_VENV ?= .venv-peers
 PEERS_BIN := $(PEERS_VENV)/bin
 PEERS_STAMP := $(PEERS_VENV)/.installed
@@ -43,6 +43,7 @@ $(PEERS_STAMP): pyproject.toml
 	$(PEERS_BIN)/python -m pip install --quiet --no-deps mosaicml-streaming==0.13.0
 	$(PEERS_BIN)/python -m pip install --quiet 'transformers<5' 'xxhash>=3,<4' 'zstd>=1.5.2.5,<2' \
 		'python-snappy>=0.6.1,<1' 'Brotli>=1.0.9' 'tqdm>=4.64,<5' 'catalogue>=2,<3' 'matplotlib>=3.5.2,<4'
+	$(PEERS_BIN)/python -m pip install --quiet 'ray[data]==2.60.0'
 	touch $(PEERS_STAMP)
 
 $(TORCH_STAMP): $(STAMP)
@@ -89,7 +90,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_plan.py --plans 1000
 	$(if $(wildcard $(PEERS_BIN)/python),$(PEERS_BIN),$(BIN))/python benchmarks/bench_peers.py --size 64MiB --peer-seconds 5 --data $(BENCH_DATA)
 
-## daskshuffle against MosaicML Streaming and litdata (benchmarks/bench_peers.py) in their own venv.
+## daskshuffle against MosaicML Streaming, litdata and Ray Data (benchmarks/bench_peers.py) in their own venv.
 bench-peers: $(PEERS_STAMP)
 	$(PEERS_BIN)/python benchmarks/bench_peers.py $(PEERS_ARGS)
 

@@ -137,6 +137,10 @@ def commands_for(group: str, src: Path, out: Path, root: Path, args: argparse.Na
     }
 
 
+#: The commands whose output was wrong, with what was wrong: the run exits with status 1 if any.
+FAILED: list[str] = []
+
+
 def check_output(name: str, out: Path, root: Path, src: Path, args: argparse.Namespace) -> str:
     """What is wrong with the output of ``name``, or an empty string."""
     size = src.stat().st_size
@@ -171,6 +175,7 @@ def compare(group: str, src: Path, root: Path, args: argparse.Namespace) -> dict
             problem = f"failed ({status}): {last}" if status != 0 else check_output(name, out, root, src, args)
             if problem:
                 print(f"{name:<32} {problem}")
+                FAILED.append(f"{name}: {problem}")
                 continue
             rounds[name].append((seconds, cpu, peak, load))
     base_name = next(iter(commands))
@@ -247,6 +252,8 @@ def main() -> None:
             out.unlink(missing_ok=True)
     if not args.dir:
         shutil.rmtree(root)
+    if FAILED:
+        sys.exit("bench_lines: wrong output of " + "; ".join(FAILED))
 
 
 if __name__ == "__main__":

@@ -1,19 +1,22 @@
-"""daskshuffle against MosaicML Streaming (MDS, py1e and py1s) and litdata, each with its defaults, on the same rows.
+"""daskshuffle against MosaicML Streaming (MDS, py1e and py1s), litdata and Ray Data, each with its defaults, on the same rows.
 
 The rows are ``bench_loader.py``'s: ``x`` (N, 64) float32 and ``id`` (N,)
 int64, generated once into ``benchmarks/data/peers-source-<size>.zarr``. Each
 contender prepares its files from that source, timed: ``shuffle_zarr`` (a pile
 store), ``MDSWriter`` (MDS shards, one ``write`` per row; py1e and py1s read the
 same shards) and litdata's ``optimize`` (chunks of ``chunk_bytes="64MB"``, the
-size its README uses; the argument has no default). Then, each measure in a
-fresh process (so that memory and shared state start clean):
+size its README uses; the argument has no default) and Ray Data's
+``random_shuffle(seed=0).write_parquet()`` (``_ray_peer.py``: its global
+shuffle, read every epoch again with ``random_shuffle(seed=epoch)``, or read in
+order through a local buffer). Then, each measure in a fresh process (so that
+memory and shared state start clean):
 
 - an epoch in process: ``PileLoader(store, batch_size)``; the peers through
   their loaders without worker processes (torch ``DataLoader(dataset,
   batch_size, num_workers=0)`` for Streaming, ``litdata.StreamingDataLoader``
   for litdata), rows/s, and the time from making the dataset to its first batch;
 - an epoch with a ``DataLoader`` of 2 worker processes (``PileDataset`` with
-  ``batch_size=None`` for daskshuffle);
+  ``batch_size=None`` for daskshuffle; none for Ray Data, whose own workers read);
 - the peak memory of each epoch loop: the PSS of the process and its children
   (``psutil``'s ``memory_full_info``, polled every 10 ms from the parent) above
   the process's own PSS just before the loop, or, if larger, the growth of the
@@ -31,14 +34,17 @@ A peer that takes longer than ``--peer-seconds`` over an epoch is stopped
 there and its rows/s comes from that part of the epoch. Streaming's orders come
 from its own planner (``get_partitions`` and ``get_shuffle``, as
 ``StreamingDataset`` calls them for one node, rank and worker), checked
-against the ids its in-process epoch yielded; litdata's come from iterating it.
+against the ids its in-process epoch yielded; litdata's and Ray Data's come
+from iterating them (Ray Data yields blocks as they are ready: its orders are
+another run of the same loader, not checked against the epoch's).
 
     python benchmarks/bench_peers.py --size 64MiB                  # a few minutes
     make bench-peers PEERS_ARGS="--size 1GiB --peer-seconds 60"
 
-MosaicML Streaming and litdata live in their own virtual environment
-(``make bench-peers`` makes ``.venv-peers``); run with another python, the
-script says so in one line and exits.
+MosaicML Streaming, litdata and Ray Data live in their own virtual environment
+(``make bench-peers`` makes ``.venv-peers``); run with a python that lacks
+those ``--only`` names, the script says so in one line and exits. It exits with
+status 1 when an order measured is not the one the loader yielded.
 
 Run ``python benchmarks/bench_peers.py --help``.
 """
@@ -58,6 +64,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import _ray_peer
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
@@ -65,8 +72,15 @@ WIDTH = 64
 ROW_NBYTES = WIDTH * 4 + 8
 SOURCE_CHUNK_ROWS = 16_384  # bench_loader.py's source: 4 MiB chunks of x
 SOURCE_BLOCK_ROWS = SOURCE_CHUNK_ROWS * 16  # rows read from the source at a time while preparing
-CONTENDERS = ["daskshuffle", "MDS py1e", "MDS py1s", "litdata"]
-PEERS = "mosaicml-streaming 0.13.0 and litdata 0.2.76"
+CONTENDERS = ["daskshuffle", "MDS py1e", "MDS py1s", "litdata", *_ray_peer.CONTENDERS]
+PEERS = f"mosaicml-streaming 0.13.0, litdata 0.2.76 and {_ray_peer.RAY}"
+
+
+def kind_of(contender: str) -> str:
+    """The files a contender reads: ``MDS`` for Streaming's orders, ``Ray`` for Ray Data's, else its own."""
+    if contender.startswith("MDS"):
+        return "MDS"
+    return _ray_peer.KIND if contender in _ray_peer.CONTENDERS else contender
 
 
 # -- the peers' imports ----------------------------------------------------------------
@@ -93,17 +107,21 @@ def import_streaming() -> Any:
 _TORCHVISION_SCHEMAS: Any = None
 
 
-def peers_missing() -> str | None:
-    """Why the peers cannot run with this python, or None."""
+def peers_missing(contenders: list[str]) -> str | None:
+    """Why ``contenders`` cannot run with this python, or None."""
+    kinds = {kind_of(contender) for contender in contenders}
     try:
-        import litdata  # noqa: F401
         import psutil  # noqa: F401
-        import torch  # noqa: F401
 
-        import_streaming()
+        if kinds - {_ray_peer.KIND}:  # the DataLoader of 2 workers
+            import torch  # noqa: F401
+        if "litdata" in kinds:
+            import litdata  # noqa: F401
+        if "MDS" in kinds:
+            import_streaming()
     except Exception as error:
         return f"{type(error).__name__}: {error}"
-    return None
+    return _ray_peer.ray_missing() if _ray_peer.KIND in kinds else None
 
 
 # -- preparation -----------------------------------------------------------------------
@@ -147,6 +165,8 @@ def prepare(contender: str, source: str, out: str) -> None:
         n_rows = zarr.open_group(source, mode="r")["id"].shape[0]
         blocks = [(source, a, min(a + SOURCE_BLOCK_ROWS, n_rows)) for a in range(0, n_rows, SOURCE_BLOCK_ROWS)]
         litdata.optimize(fn=litdata_rows, inputs=blocks, output_dir=out, chunk_bytes="64MB")
+    elif contender == _ray_peer.KIND:
+        _ray_peer.prepare(source, out, SOURCE_BLOCK_ROWS)
     else:
         raise ValueError(contender)
 
@@ -177,10 +197,15 @@ def make_batches(contender: str, store: str, batch_size: int, num_workers: int |
 
         dataset = litdata.StreamingDataset(store, shuffle=True)
         return litdata.StreamingDataLoader(dataset, batch_size=batch_size, num_workers=num_workers or 0)
+    if contender in _ray_peer.CONTENDERS:
+        return _ray_peer.batches(contender, store, batch_size)
     raise ValueError(contender)
 
 
 def import_loaders(contender: str) -> None:
+    if contender in _ray_peer.CONTENDERS:
+        _ray_peer.start()  # Ray's cluster starts before the loader is made, as a Ray user's does
+        return
     import torch.utils.data  # noqa: F401
 
     if contender == "daskshuffle":
@@ -291,6 +316,11 @@ def run_orders(task: dict[str, Any]) -> dict[str, Any]:
     if contender.startswith("MDS"):
         algo = contender.split()[1]
         epochs = [streaming_order(store, algo, b, epoch) for epoch in (0, 1)]
+    elif contender in _ray_peer.CONTENDERS:
+        epochs = [
+            np.concatenate([ids_of(batch) for batch in _ray_peer.batches(contender, store, b, epoch)])
+            for epoch in (0, 1)
+        ]
     else:
         if contender == "daskshuffle":
             import daskshuffle
@@ -304,8 +334,10 @@ def run_orders(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_prepare(task: dict[str, Any]) -> dict[str, Any]:
-    if task["contender"] != "daskshuffle":
+    if task["contender"] in ("MDS", "litdata"):
         import_streaming()  # the peers' venv has it; litdata's optimize needs nothing more
+    elif task["contender"] == _ray_peer.KIND:
+        _ray_peer.start()  # Ray's cluster is up before the shuffle, as a Ray user's is
     began = time.perf_counter()
     prepare(task["contender"], task["source"], task["store"])
     return {"seconds": time.perf_counter() - began}
@@ -385,7 +417,7 @@ def main() -> None:
         print(json.dumps(runner(task)), flush=True)
         return
 
-    missing = peers_missing()
+    missing = peers_missing(args.only)
     if missing:
         print(f"bench_peers: skipped, this python lacks {PEERS} ({missing}); `make bench-peers` installs them")
         return
@@ -406,8 +438,14 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     b = args.batch_size
 
-    stores = {"daskshuffle": work / "daskshuffle.zarr", "MDS": work / "mds", "litdata": work / "litdata"}
-    needed = {"MDS" if contender.startswith("MDS") else contender for contender in args.only}
+    stores = {
+        "daskshuffle": work / "daskshuffle.zarr",
+        "MDS": work / "mds",
+        "litdata": work / "litdata",
+        _ray_peer.KIND: work / "ray",
+    }
+    # daskshuffle's store always: its piles are the scale the quality report measures every order at.
+    needed = {"daskshuffle"} | {kind_of(contender) for contender in args.only}
     prepared: dict[str, float] = {}
     for kind in [kind for kind in stores if kind in needed]:
         shutil.rmtree(stores[kind], ignore_errors=True)
@@ -419,7 +457,7 @@ def main() -> None:
     n_piles = zarr.open_group(stores["daskshuffle"], mode="r").attrs["daskshuffle"]["n_piles"]
     results: dict[str, dict[str, Any]] = {}
     for contender in args.only:
-        kind = "MDS" if contender.startswith("MDS") else contender
+        kind = kind_of(contender)
         store = str(stores[kind])
         seconds = 0.0 if contender == "daskshuffle" else args.peer_seconds
         result: dict[str, Any] = {"prepare": prepared[kind], "kind": kind}
@@ -430,23 +468,26 @@ def main() -> None:
         ids_path = str(work / f"ids-{contender.replace(' ', '-')}.npy")
         base = {"contender": contender, "store": store, "batch_size": b, "seconds": seconds}
         result["w0"] = in_fresh_process({**base, "kind": "epoch", "num_workers": None, "ids_path": ids_path})
-        result["w2"] = in_fresh_process({**base, "kind": "epoch", "num_workers": 2})
+        result["w2"] = None if kind == _ray_peer.KIND else in_fresh_process({**base, "kind": "epoch", "num_workers": 2})
         yielded = np.load(ids_path)
         orders_path = str(work / f"orders-{contender.replace(' ', '-')}.npz")
         in_fresh_process({**base, "kind": "orders", "ids_path": orders_path})
         with np.load(orders_path) as saved:
             epoch0, epoch1 = saved["epoch0"], saved["epoch1"]
         # A fresh process yields epoch 0 again: the prefix it yielded must be the order measured.
-        result["checked"] = bool(np.array_equal(yielded, epoch0[: len(yielded)]))
+        # Ray Data yields blocks as they are ready: another run's order is not the same one.
+        checked = bool(np.array_equal(yielded, epoch0[: len(yielded)]))
+        result["checked"] = None if kind == _ray_peer.KIND else checked
         result["repeated"] = len(epoch0) - n_rows
         epoch0, epoch1 = first_sightings(epoch0), first_sightings(epoch1)
         result["within"] = quality.report(epoch0, batch_size=b, n_piles=n_piles, block_size=SOURCE_CHUNK_ROWS)
         result["across"] = quality.report(epoch1, batch_size=b, previous=epoch0).iloc[-1]
         results[contender] = result
         w0, w2 = result["w0"], result["w2"]
+        workers = f"w=2 {rate(w2['rate'])} rows/s over {w2['rows']:,} rows" if w2 else "w=2 -"
         print(
             f"{contender}: in process {rate(w0['rate'])} rows/s over {w0['rows']:,} rows, first batch "
-            f"{w0['first'] * 1000:.0f} ms; w=2 {rate(w2['rate'])} rows/s over {w2['rows']:,} rows; "
+            f"{w0['first'] * 1000:.0f} ms; {workers}; "
             f"order checked: {result['checked']}; rows yielded twice in epoch 0: {result['repeated']}",
             flush=True,
         )
@@ -469,7 +510,7 @@ def main() -> None:
         "plain read of its files (rows/s)": lambda r: rate(r["plain"]),
         "epoch, in process (rows/s)": lambda r: rate(r["w0"]["rate"]) + ("" if r["w0"]["rows"] >= n_rows else "*"),
         "epoch, `DataLoader` with 2 workers (rows/s)": lambda r: (
-            rate(r["w2"]["rate"]) + ("" if r["w2"]["rows"] >= n_rows else "*")
+            "-" if r["w2"] is None else rate(r["w2"]["rate"]) + ("" if r["w2"]["rows"] >= n_rows else "*")
         ),
         "in process / plain read": lambda r: f"{r['w0']['rate'] / r['plain']:.3f}",
         "first batch (from making the dataset)": lambda r: f"{r['w0']['first'] * 1000:.0f} ms",
@@ -480,16 +521,18 @@ def main() -> None:
             lambda r: f"{r['across']['value']:.6f}" if r["across"]["value"] < 0.01 else f"{r['across']['value']:.3f}"
         ),
         "peak memory of the epoch loop, in process (PSS)": lambda r: format_bytes(r["w0"]["peak"]),
-        "peak memory of the epoch loop, 2 workers (PSS, with the workers)": lambda r: format_bytes(r["w2"]["peak"]),
+        "peak memory of the epoch loop, 2 workers (PSS, with the workers)": lambda r: (
+            "-" if r["w2"] is None else format_bytes(r["w2"]["peak"])
+        ),
     }
     for title, cell in table.items():
         print(f"| {title} | " + " | ".join(cell(results[c]) for c in columns) + " |")
-    if any(r["w0"]["rows"] < n_rows or r["w2"]["rows"] < n_rows for r in results.values()):
+    if any(r["w0"]["rows"] < n_rows or (r["w2"] and r["w2"]["rows"] < n_rows) for r in results.values()):
         print(
             f"\n* from the first {args.peer_seconds:g} s of the epoch (--peer-seconds); the quality rows use the "
             "full orders of epochs 0 and 1 (Streaming's from its planner, checked against the ids it yielded)"
         )
-    unchecked = [c for c in columns if not results[c]["checked"]]
+    unchecked = [c for c in columns if results[c]["checked"] is False]
     if unchecked:
         print(f"\nWARNING: the order measured is not the one yielded in process for {', '.join(unchecked)}")
 
@@ -501,6 +544,8 @@ def main() -> None:
             f"  epochs 0 -> 1: {across.metric} {across.value:.4g}, uniform {across.uniform:.4g} "
             f"[{across.low:.4g}, {across.high:.4g}]: {across.verdict}"
         )
+    if unchecked:
+        sys.exit(f"bench_peers: the order measured is not the one yielded for {', '.join(unchecked)}")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ __all__ = [
     "DaskShuffleValueError",
     "IncompletePileStoreError",
     "IneffectiveSettingWarning",
+    "NoWorkersError",
     "PileStoreExistsError",
     "ShuffleInterrupted",
     "SourceChangedError",
@@ -161,7 +162,39 @@ class ShuffleInterrupted(KeyboardInterrupt):
 
     A :class:`KeyboardInterrupt`, as the interrupt it replaces (``except
     Exception`` does not catch it); its message says what the shuffle left
-    on disk, how large, and that running it again the same way continues it.
+    on disk, how large, and that running it again the same way continues it;
+    on a distributed cluster, also whether the interrupt stopped the cluster's
+    workers, and then how to start new ones (see :class:`NoWorkersError`).
+    """
+
+
+class NoWorkersError(DaskShuffleError, RuntimeError):
+    """The active cluster has no workers left to run a shuffle's tasks.
+
+    Raised before anything is submitted, instead of a wait that would never end.
+    In a notebook the usual cause is an interrupt (the kernel's "Interrupt", or
+    Ctrl-C in a terminal), which reaches every process of the kernel's process
+    group, the workers of a ``LocalCluster`` started by ``Client()`` included.
+    Start new workers (``client.close(); client = Client()``, or restart the
+    cluster) and run the shuffle again: it continues what the interrupted run
+    left. A cluster that starts workers only once there is work (adaptive with
+    ``minimum=0``) must keep one running: ``cluster.adapt(minimum=1, ...)``.
+
+    Workers started while the kernel ignores SIGINT inherit that and outlive its
+    interrupts (the interrupt still stops the shuffle, whose tasks the cluster
+    then cancels)::
+
+        import signal
+        from distributed import Client
+
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            client = Client()  # its LocalCluster's worker processes ignore SIGINT
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    A cluster started outside the kernel (``dask scheduler`` and ``dask
+    worker`` in a terminal, ``Client("tcp://...")``) is out of its reach too.
     """
 
 

@@ -96,9 +96,12 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     rank, world_size : int, optional
         By default those of ``torch.distributed`` when it is initialised, else 0 and 1.
     features : str or list of str, optional
-        Yield ``features`` (one tensor: the named variables flattened per row
-        and put side by side) instead of a dict of tensors; with ``label``,
-        yield ``(features, label)``.
+        Yield one tensor of features instead of a dict of tensors; with
+        ``label``, yield ``(features, label)``. One variable is yielded with its
+        own shape: images of ``(32, 32, 3)`` give ``(batch_size, 32, 32, 3)``.
+        Several are each flattened per row and put side by side, in their
+        order, in one ``(batch_size, n)`` tensor of their common dtype (``x``
+        of ``(16,)`` and ``z`` of ``(2, 2)`` give ``(batch_size, 20)``).
     label : str, optional
         The variable to yield as the label, next to ``features``.
 

@@ -225,3 +225,17 @@ def test_the_report_of_a_loader_says_when_its_budget_holds_too_few_piles(tmp_pat
         assert ("advice" in table.attrs) == advised
         if advised:
             assert "EpochShuffler" in quality.summary(table) and "30 piles" in table.attrs["advice"]
+
+
+def test_the_command_line_says_how_to_measure_a_store_without_positions(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 2_000, chunk_rows=100)
+    daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 4, seed=1, variables=["x", "y"])
+    result = CliRunner().invoke(cli, ["quality", str(tmp_path / "piles.zarr"), "--batch-size", "64"])
+    assert result.exit_code == 2, result.output  # a usage error, naming the option
+    message = " ".join(result.output.split())
+    assert "Invalid value for --ids" in message
+    assert "in the variable 'id', which quality measures the order by. Got only ['x', 'y'] instead." in message
+    assert "pass --ids NAME" in message and "shuffle it again" in message and "daskshuffle quality ORDER.npy" in message
+    # A variable that holds positions, named by --ids, is measured.
+    result = CliRunner().invoke(cli, ["quality", str(tmp_path / "piles.zarr"), "--batch-size", "64", "--ids", "y"])
+    assert result.exit_code == 0, result.output

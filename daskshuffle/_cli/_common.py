@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
+import shlex
 import signal
 import sys
 import threading
@@ -76,6 +78,10 @@ def spell(argument: Argument) -> str:
         if argument.value:
             return f"pass {flag}" if argument.passed else flag
         return f"leave out {flag}" if argument.passed else f"no {flag}"
+    if option.multiple and isinstance(argument.value, dict):  # --storage-option KEY=VALUE, once a key
+        pairs = (f"{key}={item if isinstance(item, str) else json.dumps(item)}" for key, item in argument.value.items())
+        given = " ".join(f"{flag} {shlex.quote(pair)}" for pair in pairs)
+        return f"pass {given}" if argument.passed else given
     value = (option.metavar or "NAMES") if argument.value is Ellipsis else str(argument.value)
     return f"pass {flag} {value}" if argument.passed else f"{flag} {value}"
 

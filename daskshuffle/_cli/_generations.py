@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ._common import cli, cluster_session, session
-from ._options import DEBUG, QUIET, cluster_options, positive_option, shuffle_option
+from ._options import DEBUG, QUIET, STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 EXAMPLES = """\b
 Examples:
@@ -29,6 +29,7 @@ def _describe(store: str, live: list[Any]) -> str:
 @shuffle_option("seed", "The new generation's seed.  [default: drawn]")
 @shuffle_option("block_memory", "About how much one task reads.")
 @shuffle_option("verify", "Prove the new generation holds exactly the rows of SRC.")
+@STORAGE_OPTIONS
 @cluster_options
 def append(
     store: str,
@@ -36,6 +37,7 @@ def append(
     seed: int | None,
     block_memory: str,
     verify: bool,
+    storage_options: dict[str, Any] | None,
     quiet: bool,
     **cluster: Any,
 ) -> None:
@@ -47,7 +49,15 @@ def append(
     from .. import append as append_rows
 
     with cluster_session(**cluster) as progress:
-        live = append_rows(store, list(sources), seed=seed, block_memory=block_memory, verify=verify, progress=progress)
+        live = append_rows(
+            store,
+            list(sources),
+            seed=seed,
+            block_memory=block_memory,
+            verify=verify,
+            storage_options=storage_options,
+            progress=progress,
+        )
     if not quiet:
         click.echo(_describe(store, live), err=True)
 
@@ -55,26 +65,28 @@ def append(
 @cli.command(epilog=EXAMPLES, short_help="Remove the oldest generations of a Zarr pile store.")
 @click.argument("store")
 @positive_option("--keep-last", "Generations to keep, the newest.", required=True)
+@STORAGE_OPTIONS
 @QUIET
 @DEBUG
-def evict(store: str, keep_last: int, quiet: bool, debug: bool) -> None:
+def evict(store: str, keep_last: int, storage_options: dict[str, Any] | None, quiet: bool, debug: bool) -> None:
     """Keep the newest KEEP_LAST generations of STORE: a shuffled moving window of the data."""
     from .. import evict as evict_generations
 
     with session(scheduler="sync", workers=None, threads_per_worker=None, memory_limit=None, debug=debug):
-        live = evict_generations(store, keep_last=keep_last)
+        live = evict_generations(store, keep_last=keep_last, storage_options=storage_options)
     if not quiet:
         click.echo(_describe(store, live), err=True)
 
 
 @cli.command(epilog=EXAMPLES, short_help="Rewrite the generations of a Zarr pile store as one.")
 @click.argument("store")
+@STORAGE_OPTIONS
 @cluster_options
-def compact(store: str, quiet: bool, **cluster: Any) -> None:
+def compact(store: str, storage_options: dict[str, Any] | None, quiet: bool, **cluster: Any) -> None:
     """Copy STORE's generations into one, in the same order: each pile contiguous again, the batches unchanged."""
     from .. import compact as compact_generations
 
     with cluster_session(**cluster) as progress:
-        live = compact_generations(store, progress=progress)
+        live = compact_generations(store, storage_options=storage_options, progress=progress)
     if not quiet:
         click.echo(_describe(store, live), err=True)

@@ -16,7 +16,7 @@ import click
 from .._errors import UnsafePathError
 from ..storage import _own
 from ._common import STDIO, Option, cli, one_line, progress_on_stderr, session, show_progress, summary
-from ._options import cluster_options, positive_option, shuffle_option
+from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 #: ``shuffle_lines``' own defaults, where they differ from the other shuffles'.
 TEXT_DEFAULTS = {"n_piles": "auto", "pile_memory": "32MiB", "block_memory": None}
@@ -91,6 +91,7 @@ def _input_range(value: str) -> tuple[int, int]:
     "Bytes of input one task reads.  [default: 16MiB, or half of --pile-memory if less]",
     TEXT_DEFAULTS,
 )
+@STORAGE_OPTIONS
 @cluster_options
 def lines(
     inputs: tuple[str, ...],
@@ -109,6 +110,7 @@ def lines(
     tmp: str | None,
     pile_memory: str,
     block_memory: str | None,
+    storage_options: dict[str, Any] | None,
     progress: bool | None,
     quiet: bool,
     debug: bool,
@@ -160,6 +162,7 @@ def lines(
                 pile_memory=pile_memory,
                 block_memory=block_memory,
                 tmp=tmp,
+                storage_options=storage_options,
                 progress=show,
             )
         if output == STDIO:

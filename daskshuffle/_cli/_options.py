@@ -7,6 +7,7 @@ the sizing of the cluster, progress and debugging are :data:`cluster_options`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,8 +22,10 @@ __all__ = [
     "QUIET",
     "SEED",
     "SHUFFLE_DEFAULTS",
+    "STORAGE_OPTIONS",
     "NPiles",
     "Size",
+    "StorageOption",
     "cluster_options",
     "json_options",
     "nbytes",
@@ -97,6 +100,61 @@ class Size(_SizeBase):
                 )
             self.fail(one_line(error), param, ctx)
         return text
+
+
+if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
+    _StorageOptionBase = click.ParamType[tuple[str, Any], Any]
+else:
+    _StorageOptionBase = click.ParamType
+
+
+class StorageOption(_StorageOptionBase):
+    """``KEY=VALUE``: one of the ``storage_options`` passed to fsspec, the value as JSON where it parses, else text.
+
+    ``anon=true`` is ``{"anon": True}``, ``profile=dev`` is ``{"profile": "dev"}``, and
+    ``client_kwargs={"endpoint_url": "http://localhost:9000"}`` a nested dict.
+    """
+
+    name = "KEY=VALUE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, Any]:
+        if isinstance(value, tuple):
+            return value
+        key, equals, text = str(value).partition("=")
+        if not equals or not key.strip():
+            self.fail(
+                f"Expected KEY=VALUE, such as anon=true or profile=dev. Got {value!r} instead.",
+                param,
+                ctx,
+            )
+        try:
+            parsed: Any = json.loads(text)
+        except ValueError:
+            parsed = text
+        return key.strip(), parsed
+
+
+def _storage_options(ctx: click.Context, param: click.Parameter, pairs: tuple[tuple[str, Any], ...]) -> Any:
+    """The ``--storage-option`` pairs as the ``storage_options`` dict, or ``None`` without any."""
+    options: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in options:
+            raise click.BadParameter(f"Expected each KEY once. Got {key!r} twice instead.", ctx=ctx, param=param)
+        options[key] = value
+    return options or None
+
+
+#: ``--storage-option KEY=VALUE`` (repeatable): the library's ``storage_options``, for every URL the command opens.
+STORAGE_OPTIONS = click.option(
+    "--storage-option",
+    "storage_options",
+    type=StorageOption(),
+    multiple=True,
+    callback=_storage_options,
+    help="A storage option for fsspec, for every URL (s3://, gs://, ...): credentials (key=..., secret=..., "
+    'profile=..., anon=true), endpoint (client_kwargs=\'{"endpoint_url": "http://..."}\'). Values are JSON '
+    "where they parse, else text. Repeat it for each option.",
+)
 
 
 def _is_fraction(text: str) -> bool:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
 
 from ._common import cli, reported
-from ._options import json_options, positive_option
+from ._options import STORAGE_OPTIONS, json_options, positive_option
 
 EXAMPLES_QUALITY = """\b
 Examples:
@@ -28,10 +29,31 @@ def _positions(ids: np.ndarray) -> np.ndarray:
     return np.argsort(np.argsort(ids, kind="stable"), kind="stable").astype(np.int64)
 
 
-def _epochs_of(store: str, variable: str, n_epochs: int, batch_size: int) -> tuple[list[np.ndarray], int]:
+def _check_positions(store: str, variable: str, storage_options: dict[str, Any] | None) -> None:
+    """A store measured by ``variable`` must hold it: say what to do, before any pile is read, when it does not."""
+    from ..pilestore import read_metadata
+
+    metadata = read_metadata(store, storage_options)
+    names = list(metadata.get("variables", [])) if metadata is not None else []
+    if metadata is None or variable in names:
+        return  # no pile store: the loader's own error says so
+    raise click.BadParameter(
+        f"Expected {store} to hold each row's source position (0, 1, 2, ... in the source's order) in the variable "
+        f"{variable!r}, which quality measures the order by. Got only {names} instead. If one of them holds "
+        "positions, pass --ids NAME. Otherwise give the source a position variable (a Zarr array or a Parquet "
+        "column np.arange(n_rows), in the source's row order) and shuffle it again; or measure "
+        "an order you have: save the positions a loader yields as a .npy file and run daskshuffle quality "
+        "ORDER.npy.",
+        param_hint="--ids",
+    )
+
+
+def _epochs_of(
+    store: str, variable: str, n_epochs: int, batch_size: int, storage_options: dict[str, Any] | None
+) -> tuple[list[np.ndarray], int]:
     from ..loader import PileLoader
 
-    with PileLoader(store, batch_size, variables=[variable]) as loader:
+    with PileLoader(store, batch_size, variables=[variable], storage_options=storage_options) as loader:
         epochs = []
         for epoch in range(n_epochs):
             loader.set_epoch(epoch)
@@ -68,6 +90,7 @@ def _in_a_directory(path: str | None, param: click.Parameter, ctx: click.Context
     callback=lambda ctx, param, value: _in_a_directory(value, param, ctx),
     help="Also draw the order (Hilbert curve and heat map) into this PNG file (alone: quality.png).",
 )
+@STORAGE_OPTIONS
 @json_options("Print the measures as JSON records.")
 def quality(
     source: str,
@@ -76,6 +99,7 @@ def quality(
     batch_size: int,
     block_size: int | None,
     png: str | None,
+    storage_options: dict[str, Any] | None,
     as_json: bool,
     debug: bool,
 ) -> None:
@@ -91,7 +115,8 @@ def quality(
         if source.endswith(".npy"):
             orders = [_positions(np.load(source))]
         else:
-            orders, n_piles = _epochs_of(source, variable, epochs, batch_size)
+            _check_positions(source, variable, storage_options)
+            orders, n_piles = _epochs_of(source, variable, epochs, batch_size, storage_options)
         previous = orders[-2] if len(orders) > 1 else None
         table = measures.report(
             orders[-1], batch_size=batch_size, block_size=block_size, n_piles=n_piles, previous=previous

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ._common import cli, cluster_session, split_names, summary
-from ._options import Options, cluster_options, option_group, positive_option, shuffle_option
+from ._options import STORAGE_OPTIONS, Options, cluster_options, option_group, positive_option, shuffle_option
 
 EXAMPLES_ZARR = """\b
 Examples:
@@ -36,6 +36,7 @@ def _shuffle_options(metavar: str) -> Options:
     return option_group(
         click.argument("paths", nargs=-1, required=True, metavar=metavar),
         *(shuffle_option(name, text) for name, text in _SHUFFLE_HELP.items()),
+        STORAGE_OPTIONS,
         cluster_options,
     )
 

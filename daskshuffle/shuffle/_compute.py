@@ -28,6 +28,7 @@ from dask.utils import format_time
 
 from .._compat import draw_from_client_loop, running_handlers, running_task_keys
 from .._config import int_setting
+from .._errors import NoWorkersError
 
 __all__ = [
     "array_inputs",
@@ -145,7 +146,7 @@ def on_every_worker(func: Callable[..., Any], *args: Any) -> dict[str, Any]:
     client = _distributed_client()
     if client is None:
         return {}
-    workers = sorted(client.nthreads())
+    workers = sorted(live_workers(client))
     key = f"daskshuffle-on-worker-{uuid.uuid4().hex}"
     futures = [
         client.submit(func, *args, key=f"{key}-{index}", workers=[worker], allow_other_workers=False, pure=False)
@@ -253,15 +254,18 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
     result = Delayed(key, graph)
     client = _active_client()
     if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+        workers = live_workers(client)
         future = client.compute(Delayed(key, _scattered(client, graph)))
         try:
             if progress:
                 _show_progress(future)
             return future.result()
-        except BaseException:
+        except BaseException as error:
             # Stop what is still queued, and wait for what is running, before the caller cleans up behind it.
             client.cancel(future)
             _wait_until_stopped(client, key.removesuffix("-done"))
+            if isinstance(error, KeyboardInterrupt) and not str(error):
+                raise KeyboardInterrupt(_workers_after_interrupt(client, workers)) from error
             raise
     if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
         return _compute_locally(result, progress)  # the scheduler the caller configured
@@ -299,6 +303,58 @@ def _scattered(client: Any, graph: dict[Any, Any]) -> dict[Any, Any]:
     return {**graph, **dict(zip(data, futures, strict=True))}
 
 
+#: What to do when the cluster's workers are gone, in a notebook or anywhere.
+_START_WORKERS = "start new ones (client.close(); client = Client(), or restart the cluster)"
+
+
+def live_workers(client: Any) -> set[str]:
+    """The workers of ``client``'s cluster; :class:`NoWorkersError` when there are none.
+
+    Tasks submitted to a cluster without workers wait for one forever, behind a
+    progress bar that never moves: an interrupt in a notebook stops the workers
+    of a ``LocalCluster`` that ``Client()`` started, and the scheduler stays.
+    """
+    workers = set(client.nthreads())
+    if not workers:
+        raise NoWorkersError(
+            f"Expected the cluster at {client.scheduler.address} to have workers to run the tasks. Got none instead: "
+            "they are gone (in a notebook, an interrupt stops the workers of the LocalCluster that Client() "
+            f"started). To run it, {_START_WORKERS}; a shuffle continues what an interrupted one left."
+        )
+    return workers
+
+
+#: How long an interrupted run waits to learn whether the interrupt stopped the cluster's workers too.
+_WORKERS_GONE_TIMEOUT = 2.0
+
+
+def _workers_after_interrupt(client: Any, before: set[str]) -> str:
+    """Whether an interrupt took the cluster's workers with it, and what to do then.
+
+    The interrupt of a notebook (or Ctrl-C in a terminal) reaches every process
+    of its process group: the workers of a ``LocalCluster`` started there die
+    with it, a moment later.
+    """
+    deadline = time.monotonic() + _WORKERS_GONE_TIMEOUT
+    left = before
+    while time.monotonic() < deadline:
+        try:
+            left = before & set(client.nthreads())
+        except OSError:  # the scheduler went too
+            left = set()
+        if not left:
+            break
+        time.sleep(0.05)
+    if left == before:
+        return "The cluster's workers are still running."
+    stopped = f"all {len(before)}" if not left else f"{len(before) - len(left)} of the {len(before)}"
+    return (
+        f"The interrupt also stopped {stopped} of the cluster's workers (it reaches every process of the kernel's or "
+        f"terminal's process group, the workers of a LocalCluster started there among them): {_START_WORKERS} before "
+        "running it again."
+    )
+
+
 #: How long a failed run waits for its cancelled tasks that are still running to stop.
 STOP_TIMEOUT = 300.0
 
@@ -323,7 +379,10 @@ def _wait_until_stopped(client: Any, prefix: str) -> None:
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            if not any(client.run(_running_tasks, prefix).values()):
+            # The workers the scheduler still knows: one that died a moment ago (an interrupt) would make
+            # ``run`` wait for a connection until distributed's connect timeout.
+            workers = list(client.nthreads())
+            if not workers or not any(client.run(_running_tasks, prefix, workers=workers, on_error="ignore").values()):
                 return
         except OSError:  # the cluster itself is gone: nothing runs there any more
             return
@@ -354,6 +413,7 @@ def _compute_locally(result: Delayed, progress: bool, **options: Any) -> Any:
 def _compute_collection(collection: Any) -> Any:
     client = _active_client()
     if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+        live_workers(client)
         return client.compute(collection).result()
     return collection.compute()
 

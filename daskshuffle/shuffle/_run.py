@@ -291,11 +291,11 @@ def _write(
         compute(graph, key, progress=options.progress, remote=not (target.is_local and tmp.is_local))
         crash_point("shuffle written")
         fmt.finalize_destination(target, {**metadata, "complete": True})
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         if not resumable:
             _discard(fmt, target, tmp)
-        # What is done stays beside dst: the same call continues it.
-        raise _interrupted(dst, [target, tmp] if resumable else []) from None
+        # What is done stays beside dst: the same call continues it. What the interrupt did to the cluster follows.
+        raise _interrupted(dst, [target, tmp] if resumable else [], str(interrupt)) from None
     except OSError as error:
         _discard(fmt, target, tmp)
         if error.errno == errno.ENOSPC:
@@ -318,17 +318,18 @@ def _write(
     return len(graph)
 
 
-def _interrupted(dst: Location, kept: list[Location]) -> ShuffleInterrupted:
-    """What an interrupted shuffle left, and how to go on."""
+def _interrupted(dst: Location, kept: list[Location], cluster: str = "") -> ShuffleInterrupted:
+    """What an interrupted shuffle left, and how to go on; ``cluster``, what the interrupt did to the workers."""
     left = [path for path in kept if path.exists()]
+    after = f" {cluster}" if cluster else ""
     if not left:
         return ShuffleInterrupted(
-            f"Interrupted the shuffle into {dst.url!r}; what it wrote is removed: run it again to start over."
+            f"Interrupted the shuffle into {dst.url!r}; what it wrote is removed: run it again to start over.{after}"
         )
     size = _leftovers.human_bytes(sum(path.nbytes() for path in left))
     return ShuffleInterrupted(
         f"Interrupted the shuffle into {dst.url!r}; it left {size} in {' and '.join(repr(path.url) for path in left)}: "
-        "run it again the same way to continue it, or remove them."
+        f"run it again the same way to continue it, or remove them.{after}"
     )
 
 

@@ -25,7 +25,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, Final, Literal
 
-from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError
+from .._errors import Argument, DaskShuffleError, DaskShuffleValueError, StorageAccessError
 
 __all__ = ["Reason", "access_error", "failure_reason", "option_error", "storage_failure"]
 
@@ -154,40 +154,69 @@ def _is_s3(url: str) -> bool:
     return url.split("://", 1)[0] in ("s3", "s3a")
 
 
-def _advice(url: str, reason: Reason, workers: bool) -> str:
+#: The storage options the advice names, spelled as the caller passes them (``Argument``: Python's or an option's).
+_OPTIONS = "storage_options"
+
+
+def _advice(url: str, reason: Reason, workers: bool) -> list[str | Argument]:
     s3 = _is_s3(url)
     where = "where the workers run (this process's environment does not reach them)" if workers else "of this process"
     if reason == "credentials":
-        how = (
-            'pass them in storage_options ({"key": ..., "secret": ...}, or {"profile": ...}; {"anon": True} for a '
-            "public bucket) or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment"
+        how: list[str | Argument] = (
+            [
+                "pass them (",
+                Argument(_OPTIONS, {"key": "...", "secret": "..."}),
+                ", or ",
+                Argument(_OPTIONS, {"profile": "..."}),
+                "; ",
+                Argument(_OPTIONS, {"anon": True}),
+                " for a public bucket) or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the "
+                "environment",
+            ]
             if s3
-            else "pass them in storage_options (as the filesystem of this URL takes them) or set them in the environment"
+            else [
+                "pass them with ",
+                Argument(_OPTIONS),
+                " (as the filesystem of this URL takes them) or set them in the environment",
+            ]
         )
-        travel = ": storage_options travel with the tasks, the environment does not" if workers else ""
-        return f"{how} {where}{travel}."
+        travel: list[str | Argument] = (
+            [": ", Argument(_OPTIONS), " travel with the tasks, the environment does not"] if workers else []
+        )
+        return [*how, f" {where}", *travel, "."]
     if reason == "refused":
-        return (
-            "check the credentials in storage_options"
-            + (" (for S3: key and secret, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE)" if s3 else "")
-            + f" and in the environment {where}, and the permissions on this path."
-        )
-    retries = (
-        ' Allow more retries with storage_options={"config_kwargs": {"retries": {"max_attempts": 10, '
-        '"mode": "adaptive"}}}.'
+        return [
+            "check the credentials in ",
+            Argument(_OPTIONS),
+            " (for S3: key and secret, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE)" if s3 else "",
+            f" and in the environment {where}, and the permissions on this path.",
+        ]
+    retries: list[str | Argument] = (
+        [
+            " Allow more retries with ",
+            Argument(_OPTIONS, {"config_kwargs": {"retries": {"max_attempts": 10, "mode": "adaptive"}}}),
+            ".",
+        ]
         if s3
-        else ""
+        else []
     )
     if reason == "throttled":
-        return (
-            "nothing is damaged: try again later, or send fewer requests at once (fewer workers, a smaller "
-            f"prefetch=).{retries}"
-        )
+        return [
+            "nothing is damaged: try again later, or send fewer requests at once (fewer workers, a smaller prefetch=).",
+            *retries,
+        ]
     if reason == "server":
-        return f"nothing is damaged: try again later.{retries}"
-    endpoint = ' (for S3: storage_options={"client_kwargs": {"endpoint_url": ...}})' if s3 else ""
+        return ["nothing is damaged: try again later.", *retries]
+    endpoint: list[str | Argument] = (
+        [" (for S3: ", Argument(_OPTIONS, {"client_kwargs": {"endpoint_url": "..."}}), ")"] if s3 else []
+    )
     network = "the workers" if workers else "this machine"
-    return f"nothing is damaged: check the endpoint{endpoint} and the network from {network}, then try again.{retries}"
+    return [
+        "nothing is damaged: check the endpoint",
+        *endpoint,
+        f" and the network from {network}, then try again.",
+        *retries,
+    ]
 
 
 _GOT: Final[dict[Reason, str]] = {
@@ -236,7 +265,7 @@ def access_error(
         )
     else:
         text = f"Expected {expected} {url!r}. Got {_GOT[reason]} ({error}){about} instead; "
-    return StorageAccessError(text + _advice(url, reason, bool(workers)), reason=reason, url=url)
+    return StorageAccessError([text, *_advice(url, reason, bool(workers))], reason=reason, url=url)
 
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '([^']+)'")
