@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import zarr
 from conftest import Points, make_zarr_source, raise_at
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from scipy import stats
 from simulate import simulate, simulate_levels
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from daskshuffle.plan._epoch_order import division_cuts
 from daskshuffle.plan._mix_plan import mixed_order, stream_offsets

@@ -10,8 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
 from daskshuffle._random import make_rng

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 from dask.utils import parse_bytes
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import daskshuffle as ds
 from daskshuffle import _parse

@@ -8,8 +8,7 @@ from typing import Any, Literal
 import numpy as np
 import pytest
 import zarr
-from hypothesis import assume, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, event, given, settings, strategies as st
 
 from daskshuffle import DaskShuffleError, explain, shuffle_zarr
 from daskshuffle.pilestore import read_metadata

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import Configure, make_zarr_source
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, quality

@@ -16,8 +16,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 import zarr
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
 import daskshuffle as ds

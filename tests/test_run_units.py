@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 import zarr
 from conftest import Points, make_zarr_source
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from scipy import stats
 from simulate import unit_stream
 

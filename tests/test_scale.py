@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from conftest import make_zarr_source
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 import daskshuffle
 from daskshuffle._cli import cli

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from simulate import unit_stream
 from zarr.codecs import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 

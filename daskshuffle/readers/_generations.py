@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
-from ..formats import ArrayRows, ArrayRowsMethods
-from ..formats import concat_rows as _concat
+from ..formats import ArrayRows, ArrayRowsMethods, concat_rows as _concat
 from ..pilestore import GENERATIONS_KEY, generation_location, metadata_disagrees, read_root
 from ..storage import Location
 from ._opened import Opened

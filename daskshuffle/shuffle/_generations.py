@@ -18,8 +18,7 @@ from .._errors import DaskShuffleValueError, StorageFullError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..readers import GenerationsReader, ZarrPileReader
 from ..sources import open_zarr_sources
-from ..storage import Location, crash_point, exclusive
-from ..storage import _lock as _store_lock
+from ..storage import Location, _lock as _store_lock, crash_point, exclusive
 from ._compute import map_tasks
 
 __all__ = ["Generation", "append", "clean_generations", "compact", "evict", "generation_leftovers", "generations"]

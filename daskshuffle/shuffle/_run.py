@@ -28,8 +28,7 @@ from .._errors import (
 from ..formats import CollectionSource, Format
 from ..pilestore import RUN_KEY, new_run, read_metadata
 from ..plan import DEFAULT_N_PILES, LevelPlan, Plan
-from ..storage import Location, _leftovers, _own, _paths, crash_point, exclusive
-from ..storage import Manifest as _Manifest
+from ..storage import Location, Manifest as _Manifest, _leftovers, _own, _paths, crash_point, exclusive
 from ._compute import compute
 from ._destination import (
     build_path,
