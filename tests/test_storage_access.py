@@ -242,6 +242,7 @@ READER_REQUESTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fault", "only", "reason"), READER_REQUESTS.values(), ids=READER_REQUESTS.keys())
 def test_every_request_of_a_reader_that_storage_does_not_serve_is_named_by_its_kind(
     store: str, proxy: Any, fault: str, only: str, reason: str
@@ -262,6 +263,24 @@ def test_every_request_of_a_reader_that_storage_does_not_serve_is_named_by_its_k
         assert error.reason == reason and error.url == store, str(error)
         assert not isinstance(error, ds.CorruptPileStoreError | ds.IncompletePileStoreError)
         assert ("nothing is damaged" in str(error)) == (reason == "throttled")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["throttle", "deny"])
+def test_a_loader_that_caches_names_the_requests_storage_does_not_serve(
+    store: str, proxy: Any, tmp_path: Path, fault: str
+) -> None:
+    options = proxy.storage_options(**FAST)
+    proxy.fault, proxy.only = fault, "/c/"
+    with (
+        ds.PileLoader(store, batch_size=100, seed=0, storage_options=options, cache=tmp_path / "cache") as loader,
+        pytest.raises(ds.StorageAccessError) as caught,
+    ):
+        next(iter(loader))
+    assert caught.value.reason == {"throttle": "throttled", "deny": "refused"}[fault] and caught.value.url == store
+    proxy.fault = None
+    with ds.PileLoader(store, batch_size=2_000, seed=0, storage_options=options, cache=tmp_path / "cache") as loader:
+        assert len(next(iter(loader))["id"]) == 2_000, "nothing of the failed read was kept"
 
 
 #: Requests of a shuffle that storage refuses or throttles: ``(fault, path, methods, reason)``.

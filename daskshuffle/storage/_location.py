@@ -21,12 +21,12 @@ from typing import Any
 import fsspec
 from fsspec import AbstractFileSystem
 
-from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
+from .._errors import DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import (
     _inherited,  # noqa: F401  # keeps a forked process's inherited filesystems (see there)
     _own,
 )
-from ._access import storage_failure
+from ._access import reaching, storage_failure
 from ._paths import inside, is_url, normalize
 from ._probe import probe_conditional_writes
 
@@ -208,15 +208,8 @@ class Location:
         filesystem does not take (:func:`~daskshuffle.storage._access.storage_failure`).
         Any other error passes as it is. ``what`` names the file read, if not this one.
         """
-        try:
+        with reaching(self.url, self.options, self._fs_class(), what=what):
             yield
-        except DaskShuffleError:
-            raise
-        except Exception as error:
-            failure = storage_failure(error, self.url, self.options, self._fs_class(), what=what)
-            if failure is None:
-                raise
-            raise failure from error
 
     def _fs_class(self) -> Any:
         try:
