@@ -58,8 +58,10 @@ def main() -> None:
         "hmac-sha256": lambda data: hmac.digest(key, data, "sha256"),
     }
     per_chunk_budget = size / (args.loader_gbps * 1e9)
-    print(f"loader at {args.loader_gbps} GB/s: {per_chunk_budget * 1e3:.2f} ms a 4 MiB chunk; 5% is "
-          f"{per_chunk_budget * 0.05 * 1e3:.3f} ms")
+    print(
+        f"loader at {args.loader_gbps} GB/s: {per_chunk_budget * 1e3:.2f} ms a 4 MiB chunk; 5% is "
+        f"{per_chunk_budget * 0.05 * 1e3:.3f} ms"
+    )
     print(f"{'check':26} {'GB/s':>6} {'ms/chunk':>9} {'of the loader':>14}")
     for name, check in checks.items():
         seconds = _best(check, chunks, args.repeat) / len(chunks)
