@@ -283,6 +283,16 @@ def test_a_loader_that_caches_names_the_requests_storage_does_not_serve(
         assert len(next(iter(loader))["id"]) == 2_000, "nothing of the failed read was kept"
 
 
+@pytest.mark.slow
+def test_a_source_whose_metadata_storage_refuses_is_named_so(tmp_path: Path, s3: Any, proxy: Any) -> None:
+    source = s3.put(make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=100), "raw.zarr")
+    proxy.fault, proxy.only = "deny", "raw.zarr/zarr.json"
+    with pytest.raises(ds.StorageAccessError) as caught:
+        ds.shuffle_zarr(source, s3.url("piles.zarr"), 2, seed=0, storage_options=proxy.storage_options(**FAST))
+    assert caught.value.reason == "refused" and caught.value.url == source, str(caught.value)
+    assert proxy.faulted > 0
+
+
 #: Requests of a shuffle that storage refuses or throttles: ``(fault, path, methods, reason)``.
 SHUFFLE_REQUESTS = {
     "chunk-writes-throttled": ("throttle", "piles.zarr/x/c/", {"PUT"}, "throttled"),
