@@ -19,12 +19,16 @@ a limit, so that the later read does not fetch it again.
 
 A request that storage does not answer fails within a deadline
 (:func:`request_deadline`), with :class:`TimeoutError`: the retries of s3fs
-and botocore, nested, would otherwise try a stalled read for minutes.
+and botocore, nested, would otherwise try a stalled read for minutes. A
+request that storage did answer in that time, with errors only (503
+``SlowDown``, 5xx), fails as those answers say (throttled, server errors),
+not as silence.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import errno
 import functools
 import threading
@@ -35,6 +39,7 @@ from typing import Any, TypeAlias
 
 from fsspec import AbstractFileSystem
 
+from .._compat import on_answers
 from .._config import float_setting, int_setting
 from .._threads import LazyPool
 
@@ -327,7 +332,8 @@ class Fetches:
         while (sent := self._next()) is not None:
             request, future = sent
             path, start, end = (request, None, None) if isinstance(request, str) else request
-            task = loop.create_task(_within(self._fs._cat_file(path, start=start, end=end), self.deadline, path))
+            request = self._fs._cat_file(path, start=start, end=end)
+            task = loop.create_task(_within(self._fs, request, self.deadline, path))
             self._tasks.add(task)
             task.add_done_callback(functools.partial(self._landed, future))
 
@@ -375,11 +381,36 @@ class Fetches:
         return self._pool.owns()
 
 
-async def _within(request: Awaitable[bytes], deadline: float, path: str) -> bytes:
-    """The bytes of ``request``, or :class:`TimeoutError` if they have not come in ``deadline`` seconds."""
+#: The HTTP statuses of the answers to the request of the task running (noted by :func:`_answered`).
+_answers: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("daskshuffle_answers", default=None)
+
+
+def _answered(http_response: Any = None, **_: Any) -> None:
+    answers = _answers.get()
+    if answers is not None and http_response is not None:
+        answers.append(int(http_response.status_code))
+
+
+async def _within(fs: AbstractFileSystem, request: Awaitable[bytes], deadline: float, path: str) -> bytes:
+    """The bytes of ``request``, or an error if they have not come in ``deadline`` seconds.
+
+    :class:`TimeoutError` if storage never answered; if it answered with
+    errors only, an :class:`OSError` that says so (``EBUSY`` for throttling,
+    ``EREMOTEIO`` for server errors, as s3fs's own).
+    """
+    answers: list[int] = []
+    _answers.set(answers)  # this task's context, which the request's task copies
+    on_answers(fs, _answered)
     try:
         return await asyncio.wait_for(request, deadline)
     except TimeoutError as error:
+        if answers and answers[-1] >= 400:  # answered, with an error (a 200 whose bytes stall is silence)
+            code = errno.EBUSY if answers[-1] in (429, 503) else getattr(errno, "EREMOTEIO", errno.EIO)
+            raise OSError(
+                code,
+                f"{len(answers)} answers with HTTP status {answers[-1]} to the request of {path!r} "
+                f"(throttled or failing) within {deadline:g} s, retries included",
+            ) from error
         raise TimeoutError(
             errno.ETIMEDOUT, f"no answer to the request of {path!r} within {deadline:g} s, retries included"
         ) from error
