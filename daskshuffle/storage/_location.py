@@ -266,8 +266,8 @@ class Location:
     def write_whole(self, data: bytes) -> None:
         """Write the file here at once: a reader sees the old file or the new one, never half of it.
 
-        On an object store a put is that already, one request; elsewhere the
-        bytes go to a staged file beside it, renamed over it.
+        On a local disk the bytes go to a staged file beside it, renamed over
+        it; elsewhere one put is that already (one request on an object store).
         """
         staged = f"{self.path}.partial"
         if self.is_local:  # never written through a link placed at the staged name
