@@ -40,6 +40,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "threads": 16,
         "in-flight": 256,
         "kept-nbytes": 64 * _MiB,
+        "timeout": 30.0,
     },
     "loader": {
         "read-ahead-nbytes": 256 * _MiB,

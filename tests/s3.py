@@ -85,14 +85,16 @@ class FaultyProxy:
     """An HTTP proxy on 127.0.0.1 in front of the loopback server that can fail requests as real S3 does.
 
     ``fault`` (set at any time) decides what the requests matching ``only``
-    (a substring of the path; every request if empty) get:
+    (a substring of the path and query; every request if empty) and ``methods``
+    (every method if empty) get:
 
     - ``None``: forwarded, and the server's answer returned;
     - ``"throttle"``: ``503 SlowDown``, as S3 answers a client over its request rate;
+    - ``"deny"``: ``403 AccessDenied``, as S3 answers credentials without the permission;
     - ``"hang"``: no answer for ``hang_seconds``, then the connection closed (a client times out first);
     - ``"unconditional"``: forwarded without ``If-None-Match`` and ``If-Match``, as by a server that ignores them.
 
-    ``seen`` counts the requests that reached the proxy, by method.
+    ``seen`` counts the requests that reached the proxy, by method; ``faulted`` those that met the fault.
     """
 
     def __init__(self, upstream: str, hang_seconds: float = 3.0) -> None:
@@ -102,6 +104,8 @@ class FaultyProxy:
         self.upstream = upstream.removeprefix("http://")
         self.fault: str | None = None
         self.only = ""
+        self.methods: frozenset[str] = frozenset()
+        self.faulted = 0
         self.hang_seconds = hang_seconds
         self.seen: dict[str, int] = {}
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -129,6 +133,10 @@ _THROTTLED = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message></Error>"
 )
+_DENIED = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>'
+)
+_ERRORS = {"throttle": (503, _THROTTLED), "deny": (403, _DENIED)}
 
 
 def _handler(proxy: FaultyProxy) -> Any:
@@ -156,18 +164,22 @@ def _handler(proxy: FaultyProxy) -> Any:
         def _answer(self) -> None:
             body = self._body()
             proxy.seen[self.command] = proxy.seen.get(self.command, 0) + 1
-            fault = proxy.fault if proxy.only in self.path else None
+            matches = proxy.only in self.path and (not proxy.methods or self.command in proxy.methods)
+            fault = proxy.fault if matches else None
+            if fault is not None and fault != "unconditional":
+                proxy.faulted += 1
             if fault == "hang":
                 time.sleep(proxy.hang_seconds)
                 self.close_connection = True
                 return
-            if fault == "throttle":
-                self.send_response(503)
+            if fault in _ERRORS:
+                status, error = _ERRORS[fault]
+                self.send_response(status)
                 self.send_header("Content-Type", "application/xml")
-                self.send_header("Content-Length", str(len(_THROTTLED)))
+                self.send_header("Content-Length", str(len(error)))
                 self.end_headers()
                 if self.command != "HEAD":
-                    self.wfile.write(_THROTTLED)
+                    self.wfile.write(error)
                 return
             dropped = {"transfer-encoding", "content-length"}
             if fault == "unconditional":

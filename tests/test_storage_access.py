@@ -9,6 +9,7 @@ test sets its own environment: no credentials from this machine (no
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from conftest import make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.storage import _lock
+from daskshuffle.storage._fetch import request_deadline
 from daskshuffle.storage._location import Location
 
 pytestmark = pytest.mark.s3
@@ -227,3 +229,153 @@ def test_the_command_line_says_in_one_line_that_the_workers_lack_credentials(
     lines = [line for line in verified.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in verified.output, verified.output
     assert re.search(WORKERS_LACK, lines[0]) and "AWS_ACCESS_KEY_ID" in lines[0], lines[0]
+
+
+#: Requests of a reader (the loader and ``verify``) that storage refuses or throttles: ``(fault, path, reason)``.
+READER_REQUESTS = {
+    "root-metadata-refused": ("deny", "piles.zarr/zarr.json", "refused"),
+    "root-metadata-throttled": ("throttle", "piles.zarr/zarr.json", "throttled"),
+    "array-metadata-refused": ("deny", "/x/zarr.json", "refused"),
+    "array-metadata-throttled": ("throttle", "/x/zarr.json", "throttled"),
+    "crc32c-table-refused": ("deny", "/x/daskshuffle-crc32c", "refused"),
+    "crc32c-table-throttled": ("throttle", "/x/daskshuffle-crc32c", "throttled"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fault", "only", "reason"), READER_REQUESTS.values(), ids=READER_REQUESTS.keys())
+def test_every_request_of_a_reader_that_storage_does_not_serve_is_named_by_its_kind(
+    store: str, proxy: Any, fault: str, only: str, reason: str
+) -> None:
+    proxy.fault, proxy.only = fault, only
+    options = proxy.storage_options(**FAST)
+
+    def load() -> None:
+        with ds.PileLoader(store, batch_size=100, seed=0, storage_options=options) as loader:
+            next(iter(loader))
+
+    for read in (load, lambda: ds.verify(store, storage_options=options)):
+        proxy.faulted = 0
+        with pytest.raises(ds.StorageAccessError) as caught:
+            read()
+        error = caught.value
+        assert proxy.faulted > 0, "the request was made, and failed"
+        assert error.reason == reason and error.url == store, str(error)
+        assert not isinstance(error, ds.CorruptPileStoreError | ds.IncompletePileStoreError)
+        assert ("nothing is damaged" in str(error)) == (reason == "throttled")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["throttle", "deny"])
+def test_a_loader_that_caches_names_the_requests_storage_does_not_serve(
+    store: str, proxy: Any, tmp_path: Path, fault: str
+) -> None:
+    options = proxy.storage_options(**FAST)
+    proxy.fault, proxy.only = fault, "/c/"
+    with (
+        ds.PileLoader(store, batch_size=100, seed=0, storage_options=options, cache=tmp_path / "cache") as loader,
+        pytest.raises(ds.StorageAccessError) as caught,
+    ):
+        next(iter(loader))
+    assert caught.value.reason == {"throttle": "throttled", "deny": "refused"}[fault] and caught.value.url == store
+    proxy.fault = None
+    with ds.PileLoader(store, batch_size=2_000, seed=0, storage_options=options, cache=tmp_path / "cache") as loader:
+        assert len(next(iter(loader))["id"]) == 2_000, "nothing of the failed read was kept"
+
+
+@pytest.mark.slow
+def test_a_source_whose_metadata_storage_refuses_is_named_so(tmp_path: Path, s3: Any, proxy: Any) -> None:
+    source = s3.put(make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=100), "raw.zarr")
+    proxy.fault, proxy.only = "deny", "raw.zarr/zarr.json"
+    with pytest.raises(ds.StorageAccessError) as caught:
+        ds.shuffle_zarr(source, s3.url("piles.zarr"), 2, seed=0, storage_options=proxy.storage_options(**FAST))
+    assert caught.value.reason == "refused" and caught.value.url == source, str(caught.value)
+    assert proxy.faulted > 0
+
+
+#: Requests of a shuffle that storage refuses or throttles: ``(fault, path, methods, reason)``.
+SHUFFLE_REQUESTS = {
+    "chunk-writes-throttled": ("throttle", "piles.zarr/x/c/", {"PUT"}, "throttled"),
+    "chunk-writes-refused": ("deny", "piles.zarr/x/c/", {"PUT"}, "refused"),
+    "records-of-writes-throttled": ("throttle", "daskshuffle-writes", {"PUT"}, "throttled"),
+    "piece-writes-throttled": ("throttle", "scratch/", {"PUT"}, "throttled"),
+    "piece-reads-throttled": ("throttle", "scratch/", {"GET"}, "throttled"),
+    "listings-throttled": ("throttle", "list-type", {"GET"}, "throttled"),
+    "deletes-throttled": ("throttle", "?delete", {"POST"}, "throttled"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fault", "only", "methods", "reason"), SHUFFLE_REQUESTS.values(), ids=SHUFFLE_REQUESTS.keys())
+def test_every_request_of_a_shuffle_that_storage_does_not_serve_is_named_by_its_kind(
+    tmp_path: Path, s3: Any, proxy: Any, fault: str, only: str, methods: set[str], reason: str
+) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=250)
+    options = proxy.storage_options(**FAST)
+    Location.of(s3.url("piles.zarr"), options).conditional_writes  # noqa: B018  # probed before the faults
+    proxy.fault, proxy.only, proxy.methods = fault, only, frozenset(methods)
+    with pytest.raises(ds.StorageAccessError) as caught:
+        ds.shuffle_zarr(source, s3.url("piles.zarr"), 4, seed=0, tmp=s3.url("scratch"), storage_options=options)
+    error = caught.value
+    assert proxy.faulted > 0, "the request was made, and failed"
+    assert error.reason == reason and str(error.url).startswith(f"s3://{s3.bucket}/"), str(error)
+    assert ("nothing is damaged" in str(error)) == (reason == "throttled")
+
+
+@pytest.fixture
+def stalling(s3: Any) -> Iterator[Any]:
+    """A proxy whose stalled requests stay unanswered longer than any test waits."""
+    from s3 import FaultyProxy
+
+    proxy = FaultyProxy(s3.endpoint, hang_seconds=120)
+    yield proxy
+    proxy.fault = None
+    proxy.close()
+
+
+@pytest.mark.slow
+def test_a_stalled_read_fails_within_a_deadline_that_follows_from_the_options(
+    store: str, s3: Any, stalling: Any
+) -> None:
+    options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 1})
+    deadline = request_deadline(options)
+    assert deadline == 1.5, "two attempts of 0.5 s, and one more"
+    n_chunks = len([path for path in s3.fs.find(store) if "/c/" in path])
+    with ds.PileLoader(store, batch_size=100, seed=0, storage_options=options) as loader:
+        stalling.fault, stalling.only = "hang", "/c/"
+        started = time.perf_counter()
+        with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 1\.5 s") as caught:
+            next(iter(loader))
+        took = time.perf_counter() - started
+    assert caught.value.reason == "unreachable" and caught.value.url == store
+    # Without the deadline, s3fs's nested retries try each request 50 times: over 30 s and 150 requests here.
+    assert took < 10 * deadline, took
+    attempts = deadline / 0.5 + 1  # of one request (a HEAD and a GET of a chunk may both be made)
+    assert stalling.faulted <= 2 * attempts * n_chunks, (stalling.faulted, n_chunks)
+
+
+@pytest.mark.slow
+def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, stalling: Any, configure: Any) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 8_000, chunk_rows=250)
+    store = s3.url("piles.zarr")
+    ds.shuffle_zarr(source, store, 8, seed=0, chunk_rows=250, storage_options=s3.storage_options)
+    configure({"loader.read-ahead-nbytes": "64KiB"})  # about a pile ahead: the next piles wait for the consumer
+    options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 4})
+    loader = ds.PileLoader(
+        store, batch_size=100, seed=0, order=ds.orders.Piles(piles_in_memory=1), storage_options=options
+    )
+    batches = iter(loader)
+    next(batches)
+    stalling.fault, stalling.only = "hang", "/c/"
+    for _ in range(5):
+        next(batches)
+    waited = time.perf_counter()
+    while not stalling.faulted and time.perf_counter() - waited < 30:
+        time.sleep(0.05)
+    assert stalling.faulted, "requests of the piles ahead are stalled"
+    started = time.perf_counter()
+    loader.close()
+    assert time.perf_counter() - started < 5
+    sent = stalling.seen.get("GET", 0)
+    time.sleep(2)  # four read timeouts: a request still in flight would have been tried again
+    assert stalling.seen.get("GET", 0) == sent, "no request goes out after close"

@@ -1,18 +1,23 @@
-"""fsspec's internals: the filesystems its instance caches hold.
+"""fsspec's internals: the filesystems its instance caches hold, and the answers s3fs's client gets.
 
 Every fsspec filesystem class keeps the instances it made in ``_cache`` (a
 dict per class, set by the ``_Cached`` metaclass of ``fsspec.spec``), and
 empties it in a child process right after a fork. No public API lists the
-instances. Checked against fsspec 2026.9 (:data:`CHECKED`). Nothing is
-imported: the function is handed the base class.
+instances. s3fs keeps its botocore client in ``_s3`` once it made its first
+request; botocore's own (public) event system says when a request was
+answered. Checked against fsspec and s3fs 2026.9 (:data:`CHECKED`). Nothing
+is imported: the functions are handed the objects.
 """
 
 from __future__ import annotations
 
-__all__ = ["CHECKED", "cached_filesystems"]
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["CHECKED", "cached_filesystems", "on_answers"]
 
 #: The versions (major.minor) each function here was checked against.
-CHECKED: dict[str, tuple[str, ...]] = {"fsspec": ("2026.9",)}
+CHECKED: dict[str, tuple[str, ...]] = {"fsspec": ("2026.9",), "s3fs": ("2026.9",)}
 
 
 def cached_filesystems(base: type) -> list[object]:
@@ -44,3 +49,27 @@ def cached_filesystems(base: type) -> list[object]:
         if cache is not None:
             found.extend(list(cache.values()))
     return found
+
+
+def on_answers(fs: object, handler: Callable[..., Any]) -> bool:
+    """Have ``handler(http_response=..., **more)`` called for each answer storage gives ``fs``; whether it can be.
+
+    On s3fs, an answer is botocore's ``after-call.s3`` event of its client,
+    emitted in the task that made the request, for an error's answer too
+    (a 503 ``SlowDown``), never for a request that timed out. The client is
+    the one s3fs made at its first request: before it, and on any other
+    filesystem, nothing is registered (``False``). Registering again is
+    harmless (one ``unique_id``).
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> on_answers(fsspec.filesystem("memory"), print)
+    False
+    """
+    client = vars(fs).get("_s3")
+    events = getattr(getattr(client, "meta", None), "events", None)
+    if events is None:
+        return False
+    events.register("after-call.s3", handler, unique_id=f"daskshuffle-answers-{id(handler)}")
+    return True

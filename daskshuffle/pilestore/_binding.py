@@ -39,7 +39,7 @@ from zarr.core.buffer import Buffer
 
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
-from ..storage import Location, _own
+from ..storage import Location, _own, storage_failure
 from ._metadata import RUN_KEY, metadata_disagrees, new_run, seal_of
 
 __all__ = [
@@ -244,6 +244,10 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
     tables = {}
     for name, record in records.items():
         data = found.get(files[name])
+        if isinstance(data, BaseException):  # not served (throttled, refused, no answer): nothing is damaged
+            failure = storage_failure(data, location.url, what=files[name])
+            if failure is not None:
+                raise failure from data
         expected = (4 * int(record["n_chunks"]), int(record["crc32c"]))
         got = (len(data), crc32c(data)) if isinstance(data, bytes) else None
         if got != expected:

@@ -37,7 +37,7 @@ import zarr
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
+from .._errors import CorruptPileStoreError, IncompletePileStoreError, StorageAccessError, StoreChangedError
 from .._threads import LazyPool
 from ..formats import ArrayRows, ArrayRowsMethods, read_in_runs
 from ..pilestore import (
@@ -95,7 +95,10 @@ def _open_store(
     problem = "no zarr.json"
     if group is None:
         try:
-            group = _find_group(location)
+            with location.reaching("zarr.json"):  # a refused or throttled request is not a missing group
+                group = _find_group(location)
+        except StorageAccessError:
+            raise
         except (PermissionError, ValueError, zarr.errors.BaseZarrError) as error:
             problem = str(error)
     if group is None:

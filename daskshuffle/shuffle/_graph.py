@@ -61,7 +61,8 @@ def _scatter(
     if isinstance(counts, tuple):
         counts = block_counts(*counts, seed, block)
     piece_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return fmt.scatter_block(tmp, block, rows, block_order(counts, seed, block), piece_offsets)
+    with tmp.reaching():  # throttled, refused, no answer: named as such, with the URL
+        return fmt.scatter_block(tmp, block, rows, block_order(counts, seed, block), piece_offsets)
 
 
 def _combine(fmt: Format[Any], infos: Sequence[Any]) -> Any:
@@ -89,12 +90,14 @@ def _merge(
         for block, (first, last) in enumerate(zip(read_starts, read_stops, strict=True), start=first_block)
         if last > first
     ]
-    rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, shuffled=True))
+    with tmp.reaching():
+        rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, shuffled=True))
     alignment = fmt.write_alignment()
     start, stop = group.row_start, group.row_stop
     a, b = aligned(start, stop, n_rows, alignment)
     if b > a:
-        fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
+        with dst.reaching():
+            fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
     # The fragments wait in memory for their seam task: copies, because a view
     # would keep the whole group alive (and dask would count only the view).
     fragments: dict[int, tuple[int, Any]] = {}
@@ -108,7 +111,8 @@ def _merge(
 def _seam(fmt: Format[Any], dst: Location, chunk: int, piece_info: Any, *merged: dict[int, tuple[int, Any]]) -> None:
     """Write an output chunk whose rows come from several merge groups."""
     fragments = sorted((result[chunk] for result in merged if chunk in result), key=lambda item: item[0])
-    fmt.write_rows(dst, fragments[0][0], fmt.concat([rows for _, rows in fragments]), piece_info)
+    with dst.reaching():
+        fmt.write_rows(dst, fragments[0][0], fmt.concat([rows for _, rows in fragments]), piece_info)
 
 
 def _done(*_: Any) -> None:
@@ -141,9 +145,11 @@ def _scatter_spans(
     crash_point("scatter spans")
     reads = span_reads(table, first_block, child)
     n_rows = sum(stop - start for _, start, stop in reads)
-    rows = fmt.gather_pieces(tmp_in, reads, np.arange(n_rows, dtype=np.intp))
+    with tmp_in.reaching():
+        rows = fmt.gather_pieces(tmp_in, reads, np.arange(n_rows, dtype=np.intp))
     counts = counts.astype(np.int64)
-    return fmt.scatter_block(tmp, span, rows, block_order(counts, seed, span), piece_offsets(counts, lo, n_piles))
+    with tmp.reaching():
+        return fmt.scatter_block(tmp, span, rows, block_order(counts, seed, span), piece_offsets(counts, lo, n_piles))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy as np
 import zarr
 from fsspec import AbstractFileSystem
 
-from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, StorageAccessError
 from ..formats import ARRAY_KINDS, Variable
 from ..pilestore import METADATA_KEY
 from ..plan import block_rows
@@ -56,7 +56,10 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
         )
     location = Location.of(source, storage_options)
     try:
-        return zarr.open(location.url, mode="r", storage_options=location.zarr_options)
+        with location.reaching():  # a refused or throttled request is not a missing group
+            return zarr.open(location.url, mode="r", storage_options=location.zarr_options)
+    except StorageAccessError:
+        raise
     except (PermissionError, FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
         if not location.exists():  # asked only now (a request on object storage); names refused credentials
             raise SourceNotFoundError(

@@ -17,6 +17,7 @@ error is loaded already.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import errno
 import inspect
@@ -27,7 +28,7 @@ from typing import Any, Final, Literal
 
 from .._errors import Argument, DaskShuffleError, DaskShuffleValueError, StorageAccessError
 
-__all__ = ["Reason", "access_error", "failure_reason", "option_error", "storage_failure"]
+__all__ = ["Reason", "access_error", "failure_reason", "option_error", "reaching", "storage_failure"]
 
 #: Why storage did not serve a request.
 Reason = Literal["credentials", "refused", "throttled", "unreachable", "server"]
@@ -328,3 +329,32 @@ def storage_failure(
             return error
         return access_error(url, error, reason, what=what)
     return option_error(url, options, error, fs_class)
+
+
+@contextlib.contextmanager
+def reaching(
+    url: str, options: dict[str, Any] | None = None, fs_class: Any = None, *, what: str | None = None
+) -> Iterator[None]:
+    """Raise a failure of the storage of ``url`` in the body as :func:`storage_failure` names it; any other as it is.
+
+    The one place a request's error is told apart, for every request: a
+    :class:`~daskshuffle.storage.Location`'s (:meth:`Location.reaching
+    <daskshuffle.storage.Location.reaching>`) and a bare filesystem's.
+
+    Examples
+    --------
+    >>> with reaching("s3://bucket/piles.zarr"):
+    ...     raise OSError(errno.EBUSY, "Please reduce your request rate.")
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.StorageAccessError: Expected an answer from 's3://bucket/piles.zarr'. Got requests throttled ...
+    """
+    try:
+        yield
+    except DaskShuffleError:
+        raise
+    except Exception as error:
+        failure = storage_failure(error, url, options, fs_class, what=what)
+        if failure is None:
+            raise
+        raise failure from error

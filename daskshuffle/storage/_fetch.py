@@ -16,27 +16,66 @@ forgotten when all are taken or when the caller drops it (:meth:`Fetches.drop`).
 A file that a read still to come will need (a chunk across the boundary of two
 piles read apart) can be kept after it was taken (:meth:`Fetches.keep`), within
 a limit, so that the later read does not fetch it again.
+
+A request that storage does not answer fails within a deadline
+(:func:`request_deadline`), with :class:`TimeoutError`: the retries of s3fs
+and botocore, nested, would otherwise try a stalled read for minutes. A
+request that storage did answer in that time, with errors only (503
+``SlowDown``, 5xx), fails as those answers say (throttled, server errors),
+not as silence.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import errno
 import functools
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Awaitable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeAlias
 
 from fsspec import AbstractFileSystem
 
-from .._config import int_setting
+from .._compat import on_answers
+from .._config import float_setting, int_setting
 from .._threads import LazyPool
 
-__all__ = ["Fetches", "Request"]
+__all__ = ["Fetches", "Request", "request_deadline"]
 
 #: What is fetched: a whole file (its path), or bytes ``start:end`` of one, ``(path, start, end)``.
 Request: TypeAlias = str | tuple[str, int, int]
+
+
+def request_deadline(options: Mapping[str, Any] | None) -> float:
+    """Seconds a request may go unanswered, retries included, before it fails as storage that does not answer.
+
+    With a read (or connect) timeout in the options of S3 (botocore's
+    ``config_kwargs``), one more than the attempts botocore makes times the
+    longer timeout: every attempt may wait that long, and one more for the
+    backoff between them. botocore makes ``retries.total_max_attempts``
+    attempts, or one more than ``retries.max_attempts`` (the retries after the
+    first), 5 unless set. Otherwise ``daskshuffle.config``'s ``fetch.timeout``
+    (30 s).
+
+    Examples
+    --------
+    >>> request_deadline({"config_kwargs": {"read_timeout": 3, "retries": {"max_attempts": 2}}})
+    12.0
+    >>> request_deadline(None)
+    30.0
+    """
+    config = (options or {}).get("config_kwargs") or {}
+    timeouts = [float(config[name]) for name in ("read_timeout", "connect_timeout") if config.get(name) is not None]
+    if not timeouts:
+        return float_setting("fetch.timeout")
+    retries = config.get("retries") or {}
+    # botocore turns max_attempts into total_max_attempts in the dict it is given, at the first request.
+    total = retries.get("total_max_attempts")
+    attempts = int(total) if total is not None else int(retries["max_attempts"]) + 1 if "max_attempts" in retries else 5
+    return float((attempts + 1) * max(timeouts))
 
 
 class _Read:
@@ -101,6 +140,10 @@ class Fetches:
         self._pumping = False  # a pump is scheduled on (or running in) the filesystem's event loop
         #: Bytes of the reads started and not yet wholly taken or dropped.
         self.nbytes = 0
+        #: Seconds a request may go unanswered (on an asynchronous filesystem): from the filesystem's options.
+        self.deadline = request_deadline(getattr(fs, "storage_options", None))
+        #: The requests in flight on the filesystem's event loop, cancelled by :meth:`clear`.
+        self._tasks: set[asyncio.Task[bytes]] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"fs": self._fs, "in_flight": self._in_flight_limit, "kept": self._kept_limit}
@@ -224,7 +267,9 @@ class Fetches:
         """Drop every read and every file kept, and stop the threads that fetch (if any).
 
         Nothing is sent after it: every fetch still queued is cancelled (taken,
-        kept or not); one in flight lands and is let go.
+        kept or not), and so is every request in flight on the filesystem's
+        event loop (a stalled one is not waited for); one in a thread lands
+        and is let go.
         """
         with self._lock:
             keys = list(self._reads)
@@ -235,7 +280,14 @@ class Fetches:
             self.drop(key)
         for _, future in queued:
             future.cancel()
+        if self._tasks:
+            self._fs.loop.call_soon_threadsafe(self._cancel_tasks)
         self._pool.shutdown(wait=False)
+
+    def _cancel_tasks(self) -> None:
+        """On the event loop: cancel every request in flight."""
+        for task in list(self._tasks):
+            task.cancel()
 
     def _release(self, request: Request) -> Future[bytes]:
         future, readers = self._files[request]
@@ -280,11 +332,14 @@ class Fetches:
         while (sent := self._next()) is not None:
             request, future = sent
             path, start, end = (request, None, None) if isinstance(request, str) else request
-            task = loop.create_task(self._fs._cat_file(path, start=start, end=end))
+            request = self._fs._cat_file(path, start=start, end=end)
+            task = loop.create_task(_within(self._fs, request, self.deadline, path))
+            self._tasks.add(task)
             task.add_done_callback(functools.partial(self._landed, future))
 
     def _landed(self, future: Future[bytes], task: asyncio.Task[bytes]) -> None:
         """On the event loop: hand a request's bytes (or its error) over, and send the next."""
+        self._tasks.discard(task)
         _settle(future, task)
         with self._lock:
             self._in_flight -= 1
@@ -324,6 +379,41 @@ class Fetches:
     def owns_thread(self) -> bool:
         """Whether the calling thread is one of those that fetch (for a filesystem without an event loop)."""
         return self._pool.owns()
+
+
+#: The HTTP statuses of the answers to the request of the task running (noted by :func:`_answered`).
+_answers: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("daskshuffle_answers", default=None)
+
+
+def _answered(http_response: Any = None, **_: Any) -> None:
+    answers = _answers.get()
+    if answers is not None and http_response is not None:
+        answers.append(int(http_response.status_code))
+
+
+async def _within(fs: AbstractFileSystem, request: Awaitable[bytes], deadline: float, path: str) -> bytes:
+    """The bytes of ``request``, or an error if they have not come in ``deadline`` seconds.
+
+    :class:`TimeoutError` if storage never answered; if it answered with
+    errors only, an :class:`OSError` that says so (``EBUSY`` for throttling,
+    ``EREMOTEIO`` for server errors, as s3fs's own).
+    """
+    answers: list[int] = []
+    _answers.set(answers)  # this task's context, which the request's task copies
+    on_answers(fs, _answered)
+    try:
+        return await asyncio.wait_for(request, deadline)
+    except TimeoutError as error:
+        if answers and answers[-1] >= 400:  # answered, with an error (a 200 whose bytes stall is silence)
+            code = errno.EBUSY if answers[-1] in (429, 503) else getattr(errno, "EREMOTEIO", errno.EIO)
+            raise OSError(
+                code,
+                f"{len(answers)} answers with HTTP status {answers[-1]} to the request of {path!r} "
+                f"(throttled or failing) within {deadline:g} s, retries included",
+            ) from error
+        raise TimeoutError(
+            errno.ETIMEDOUT, f"no answer to the request of {path!r} within {deadline:g} s, retries included"
+        ) from error
 
 
 def _settle(future: Future[bytes], done: Future[bytes] | asyncio.Task[bytes]) -> None:

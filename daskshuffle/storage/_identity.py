@@ -20,6 +20,8 @@ from typing import Any
 
 from fsspec import AbstractFileSystem
 
+from ._access import reaching
+
 __all__ = ["changed_entries", "identify_files", "identify_token", "identify_tree", "version_of"]
 
 #: The keys of fsspec's ``info`` that change when a file's bytes are replaced, in groups: the first group of
@@ -58,9 +60,10 @@ def identify_tree(fs: AbstractFileSystem, path: str, name: str) -> dict[str, Any
     >>> sorted(identify_tree(LocalFileSystem(), "raw.zarr/x", "raw.zarr/x"))
     ['bytes', 'digest', 'files', 'name']
     """
-    found: dict[str, Any] = fs.find(path, detail=True)
-    # fsspec's find gives a file (not a directory) without its details: ask for them.
-    infos = {key: (value or fs.info(key)) for key, value in found.items()}
+    with reaching(fs.unstrip_protocol(path)):
+        found: dict[str, Any] = fs.find(path, detail=True)
+        # fsspec's find gives a file (not a directory) without its details: ask for them.
+        infos = {key: (value or fs.info(key)) for key, value in found.items()}
     root = fs._strip_protocol(path).rstrip("/")
     rows = sorted(
         (key[len(root) :].lstrip("/"), int(info.get("size") or 0), version_of(info))
@@ -74,7 +77,8 @@ def identify_files(fs: AbstractFileSystem, paths: Sequence[str], names: Sequence
     """One entry for each file of ``paths`` (named by ``names``): its size and version, one ``info`` each."""
     entries = []
     for path, name in zip(paths, names, strict=True):
-        info = fs.info(path)
+        with reaching(fs.unstrip_protocol(path)):
+            info = fs.info(path)
         size = int(info.get("size") or 0)
         entries.append({"name": name, "files": 1, "bytes": size, "digest": _digest([("", size, version_of(info))])})
     return entries

@@ -21,12 +21,12 @@ from typing import Any
 import fsspec
 from fsspec import AbstractFileSystem
 
-from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
+from .._errors import DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import (
     _inherited,  # noqa: F401  # keeps a forked process's inherited filesystems (see there)
     _own,
 )
-from ._access import storage_failure
+from ._access import reaching, storage_failure
 from ._paths import inside, is_url, normalize
 from ._probe import probe_conditional_writes
 
@@ -208,15 +208,8 @@ class Location:
         filesystem does not take (:func:`~daskshuffle.storage._access.storage_failure`).
         Any other error passes as it is. ``what`` names the file read, if not this one.
         """
-        try:
+        with reaching(self.url, self.options, self._fs_class(), what=what):
             yield
-        except DaskShuffleError:
-            raise
-        except Exception as error:
-            failure = storage_failure(error, self.url, self.options, self._fs_class(), what=what)
-            if failure is None:
-                raise
-            raise failure from error
 
     def _fs_class(self) -> Any:
         try:
@@ -231,11 +224,14 @@ class Location:
 
     def isdir(self) -> bool:
         """Whether this is a directory (a prefix with objects below it, on an object store)."""
-        return bool(self.fs.isdir(self.path))
+        with self.reaching():
+            return bool(self.fs.isdir(self.path))
 
     def nbytes(self) -> int:
         """Bytes of the file here, or of every file below the directory here."""
-        return int(self.fs.du(self.path, total=True)) if self.isdir() else int(self.fs.size(self.path) or 0)
+        directory = self.isdir()
+        with self.reaching():
+            return int(self.fs.du(self.path, total=True)) if directory else int(self.fs.size(self.path) or 0)
 
     def check(self, name: str, *, bucket_known: bool = False) -> bool:
         """Before anything is written: the credentials are accepted and, on an object store, the bucket exists.
@@ -270,23 +266,21 @@ class Location:
     def write_whole(self, data: bytes) -> None:
         """Write the file here at once: a reader sees the old file or the new one, never half of it.
 
-        On an object store a put is that already, one request; elsewhere the
-        bytes go to a staged file beside it, renamed over it.
+        On a local disk the bytes go to a staged file beside it, renamed over
+        it; elsewhere one put is that already (one request on an object store).
         """
-        if not self.can_rename:
-            self.fs.pipe_file(self.path, data)
-            return
         staged = f"{self.path}.partial"
         if self.is_local:  # never written through a link placed at the staged name
             _own.write_file(staged, data, "a file being written")
             os.replace(staged, self.path)
             return
-        self.fs.pipe_file(staged, data)
-        self.fs.mv(staged, self.path)
+        with self.reaching():
+            self.fs.pipe_file(self.path, data)
 
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
-        self.fs.makedirs(self.path, exist_ok=True)
+        with self.reaching():
+            self.fs.makedirs(self.path, exist_ok=True)
 
     def remove(self) -> None:
         """Remove what is here and everything below it, if it exists.
@@ -300,12 +294,15 @@ class Location:
         if self.is_local:
             _own.refuse(inner, "a file or directory")
         for attempt in range(_REMOVE_ATTEMPTS):
-            if not fs.exists(inner):
+            if not self.exists():
                 return
             try:
                 fs.rm(inner, recursive=True)
                 return
-            except OSError:
+            except OSError as error:
+                failure = storage_failure(error, self.url, self.options, self._fs_class())
+                if failure is not None:  # the storage's own retries are spent: named, not tried again
+                    raise failure from error
                 # A cancelled task on a cluster may still be finishing a write below
                 # here; give it a moment, then try again.
                 if attempt == _REMOVE_ATTEMPTS - 1:

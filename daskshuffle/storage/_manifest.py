@@ -38,8 +38,9 @@ class Manifest:
     def mark(self, name: str) -> None:
         fs, inner = self.location.fs, self.location.path
         if not self.location.is_local:
-            fs.makedirs(inner, exist_ok=True)
-            fs.pipe_file(f"{inner}/{name}", b"")
+            with self.location.reaching():
+                fs.makedirs(inner, exist_ok=True)
+                fs.pipe_file(f"{inner}/{name}", b"")
             return
         # Locally, never through a link placed at the manifest or a mark: it would make or empty a file elsewhere.
         _own.refuse(inner, "a manifest directory", directory=True)
@@ -51,9 +52,10 @@ class Manifest:
 
     def done(self) -> frozenset[str]:
         fs, inner = self.location.fs, self.location.path
-        if not fs.exists(inner):
-            return frozenset()
-        return frozenset(path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))
+        with self.location.reaching():
+            if not fs.exists(inner):
+                return frozenset()
+            return frozenset(path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))
 
 
 def run_marked(manifest: Manifest, name: str, task: Callable[..., Any], *args: Any) -> Any:
