@@ -293,6 +293,18 @@ def test_a_source_whose_metadata_storage_refuses_is_named_so(tmp_path: Path, s3:
     assert proxy.faulted > 0
 
 
+@pytest.mark.slow
+def test_a_source_whose_chunks_storage_throttles_is_named_so(tmp_path: Path, s3: Any, proxy: Any) -> None:
+    source = s3.put(make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=100), "raw.zarr")
+    options = proxy.storage_options(**FAST)
+    Location.of(s3.url("piles.zarr"), options).conditional_writes  # noqa: B018  # probed before the faults
+    proxy.fault, proxy.only, proxy.methods = "throttle", "raw.zarr/x/c/", frozenset({"GET"})
+    with pytest.raises(ds.StorageAccessError) as caught:
+        ds.shuffle_zarr(source, s3.url("piles.zarr"), 2, seed=0, storage_options=options)
+    assert caught.value.reason == "throttled" and "raw.zarr" in str(caught.value), str(caught.value)
+    assert proxy.faulted > 0
+
+
 #: Requests of a shuffle that storage refuses or throttles: ``(fault, path, methods, reason)``.
 SHUFFLE_REQUESTS = {
     "chunk-writes-throttled": ("throttle", "piles.zarr/x/c/", {"PUT"}, "throttled"),

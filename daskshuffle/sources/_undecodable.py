@@ -20,6 +20,7 @@ import numpy as np
 import zarr
 
 from .._errors import DaskShuffleValueError
+from ..storage import reaching
 
 __all__ = ["DECODE_ERRORS", "decoded_chunks", "undecodable", "undecodable_parquet"]
 
@@ -65,6 +66,8 @@ def _first_failing_chunk(array: zarr.Array[Any], start: int, stop: int) -> str |
 def decoded_chunks(array: zarr.Array[Any], url: str, start: int, stop: int) -> Iterator[None]:
     """Read rows ``start:stop`` of ``array`` (at ``url``) inside: a chunk that does not decode is named in the error.
 
+    So is a request storage did not serve (:class:`~daskshuffle.StorageAccessError`, as every request's).
+
     Examples
     --------
     >>> array = zarr.open_array("raw.zarr/x", mode="r")
@@ -74,7 +77,8 @@ def decoded_chunks(array: zarr.Array[Any], url: str, start: int, stop: int) -> I
     (100, 8)
     """
     try:
-        yield
+        with reaching(url):  # storage that does not serve a chunk is named as such, not as a chunk that does not decode
+            yield
     except DECODE_ERRORS as error:
         if isinstance(error, DaskShuffleValueError):
             raise

@@ -1,6 +1,6 @@
 """Where bytes live: paths and URLs resolved through fsspec, locks, manifests."""
 
-from ._access import access_error, storage_failure
+from ._access import access_error, reaching, storage_failure
 from ._cache import Cache, StoreCache, parse_cache
 from ._crash import crash_point
 from ._fetch import Fetches
@@ -25,6 +25,7 @@ __all__ = [
     "identify_tree",
     "normalize",
     "parse_cache",
+    "reaching",
     "run_marked",
     "run_once",
     "storage_failure",

@@ -187,7 +187,7 @@ def exclusive(where: Location) -> Iterator[None]:
     try:
         yield
     finally:
-        with _in_memory if in_memory else contextlib.nullcontext():
+        with _in_memory if in_memory else contextlib.nullcontext(), lock.reaching():
             if (_read(fs, inner) or {}).get("run") == ours["run"]:  # nobody takes over the lock of a live run
                 with contextlib.suppress(FileNotFoundError):
                     fs.rm_file(inner)
