@@ -613,3 +613,13 @@ def test_a_peek_costs_no_rows(store: str, world_size: int) -> None:
         taken = next(iter(loader))  # epoch 1's first batch, taken: the next iteration starts after it
         rest = list(loader)
         assert len(rest) == len(loader) - 1 and not np.isin(taken["id"], ids_of(rest)).any()
+
+
+def test_a_cache_for_a_local_store_warns_that_it_does_nothing(store: str, tmp_path: Path) -> None:
+    from daskshuffle.loader import CacheNotUsedWarning
+
+    with pytest.warns(CacheNotUsedWarning, match="read where it lies, so the cache does nothing"):
+        loader = PileLoader(store, batch_size=BATCH, seed=SEED, cache=tmp_path / "cache")
+    with loader:
+        assert sorted(ids_of(loader).tolist()) == sorted(store_ids(store).tolist())
+    assert not any((tmp_path / "cache").rglob("*"))

@@ -21,6 +21,7 @@ ahead lives in :mod:`daskshuffle.loader._prefetch`, gathering a batch in
 from __future__ import annotations
 
 import os
+import warnings
 import weakref
 from collections.abc import Sequence
 from types import TracebackType
@@ -52,7 +53,21 @@ from ._rank_share import RankShare
 from ._reads import LoaderReads
 from ._run_units import choose_units
 
-__all__ = ["LoaderSettings", "PileLoader"]
+__all__ = ["CacheNotUsedWarning", "LoaderSettings", "PileLoader"]
+
+
+class CacheNotUsedWarning(UserWarning):
+    """``cache=`` given for a store the cache does nothing for: a local store, read where it is.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     PileLoader("piles.zarr", batch_size=100, cache="cache").close()
+    >>> [type(warning.message).__name__ for warning in caught]
+    ['CacheNotUsedWarning']
+    """
 
 
 def _release(read_threads: ReadThreads, reader: PileReader[Any]) -> None:
@@ -272,7 +287,14 @@ class PileLoader(LoaderPosition):
         chosen = parse_variables(variables)
         path, reader, mixture = open_loader_store(store, streams, chosen, storage_options, batch_format)
         chosen_cache = parse_cache(cache)
-        if chosen_cache is not None:
+        if chosen_cache is not None and not reader.caches:
+            warnings.warn(
+                f"Expected cache= only for a remote pile store. Got cache={os.fspath(chosen_cache.directory)!r} for "
+                f"{path!r}, which is read where it lies, so the cache does nothing; leave cache= out.",
+                CacheNotUsedWarning,
+                stacklevel=2,
+            )
+        elif chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
         several = mixture is not None
