@@ -25,7 +25,7 @@ import warnings
 import weakref
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Literal, Never
+from typing import Any, Literal
 
 import numpy as np
 
@@ -41,17 +41,16 @@ from ..plan import (
     check_combination,
     parse_order,
     parse_streams,
-    refuse_removed_keywords,
 )
 from ..readers import PileReader
 from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition
-from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank, row_nbytes
-from ._mix import loader_units, open_loader_store
+from ._loader_state import LoaderSettings, parse_rank, row_nbytes
+from ._mix import loader_reads, open_loader_store
 from ._prefetch import ReadThreads, parse_prefetch
 from ._rank_share import RankShare
 from ._reads import LoaderReads
-from ._run_units import choose_units
+from ._unit_groups import choose_units
 
 __all__ = ["CacheNotUsedWarning", "LoaderSettings", "PileLoader"]
 
@@ -265,15 +264,12 @@ class PileLoader(LoaderPosition):
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
         cache: str | os.PathLike[str] | Cache | None = None,
         storage_options: dict[str, Any] | None = None,
-        **removed: Never,
     ) -> None:
-        refuse_removed_keywords(removed, "PileLoader")
         batch_size = parse_positive_int(batch_size, "batch_size")
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
         chosen_order = parse_order(order)
-        given, budget = chosen_order.piles_held()
         streams = parse_streams(store)
         check_combination(
             chosen_order,
@@ -297,13 +293,11 @@ class PileLoader(LoaderPosition):
         elif chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
-        several = mixture is not None
-        chosen_units = None
-        if isinstance(chosen_order, Piles):
-            held = chosen_order.piles_in_memory
-            chosen_units = choose_units(held, budget, reader, row_nbytes(reader), several_streams=several)
-        piles_in_memory = (
-            1 if chosen_units is not None else choose_piles_in_memory(given, budget, reader, several_streams=several)
+        n_rows = reader.n_rows if mixture is None else mixture.n_rows
+        units = (
+            choose_units(chosen_order.budget, reader, row_nbytes(reader), n_rows)
+            if isinstance(chosen_order, Piles)
+            else None
         )
         self.settings = LoaderSettings(
             batch_size=batch_size,
@@ -311,20 +305,20 @@ class PileLoader(LoaderPosition):
             rank=rank,
             world_size=world_size,
             drop_last=drop_last,
-            piles_in_memory=piles_in_memory,
             n_lanes=chosen_order.n_lanes,
             order=chosen_order.name,
             **chosen_order.options.to_dict(),
-            **({} if chosen_units is None else chosen_units._asdict()),
+            unit_rows=None if units is None else units.unit_rows,
+            group_rows=None if units is None else units.group_rows,
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
         self._storage_options = storage_options
-        units, n_rows = loader_units(self.settings, reader, mixture)
+        reads, n_rows = loader_reads(self.settings, reader, mixture, None if units is None else units.member_unit_rows)
         self._streams = None if mixture is None else mixture.records
-        self._piles = LoaderReads(reader, path, units, prefetching.in_flight, prefetching.held, row_nbytes(reader))
+        self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row_nbytes(reader))
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         super().__init__()  # the position: epoch 0, its first batch

@@ -43,7 +43,7 @@ from .._parse import parse_count, parse_nbytes
 from .._threads import PREFIX
 from ..plan import BatchPlan
 from ._batches import Allocate, gather_batches
-from ._read_units import Read
+from ._epoch_reads import Read
 from ._reads import LoaderReads, PileRead
 
 __all__ = [

@@ -18,7 +18,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..readers import PileReader
-from ._read_units import Read, ReadUnits, UnitRead
+from ._epoch_reads import EpochReads, Read, ReadPlan
+from ._unit_groups import UnitGroups
 
 __all__ = ["LoaderReads", "PileRead", "ReadingNote", "ShuffledPile"]
 
@@ -55,16 +56,14 @@ class PileRead:
     def __init__(self, piles: LoaderReads, job: Read) -> None:
         self._piles = piles
         self.job = job
-        self._unit: UnitRead | None = None
+        self._unit: ReadPlan | None = None
         self._read: Any = None  # the reader's read under way (a RowsRead), once started
 
     def start(self) -> None:
         piles = self._piles
         try:
             if self._unit is None:
-                self._unit = piles.units.unit_read(self.job)
-            if self._read is None and piles.units.whole_piles and len(self._unit.piles) == 1:
-                self._read = piles.reader.start_pile(self._unit.piles[0])
+                self._unit = piles.units.plan_read(self.job)
         except Exception as error:
             raise self._noted(error) from None
 
@@ -84,10 +83,7 @@ class PileRead:
                 # Several reads (piles of a group, runs of an order): on a remote store, every request of them
                 # goes out now, not a read's after the one before (a no-op for the reads started ahead).
                 fetched = self._piles.fetch(self.job)
-                if self._piles.units.whole_piles:
-                    rows = self._piles.read_group(unit.piles)
-                else:
-                    rows = self._piles.read_runs(unit.spans)
+                rows = self._piles.read_runs(unit.spans)
             return self._shuffled(rows, unit)
         except Exception as error:
             raise self._noted(error) from None
@@ -105,7 +101,7 @@ class PileRead:
         except Exception as error:
             raise self._noted(error) from None
 
-    def _shuffled(self, rows: Any, unit: UnitRead) -> ShuffledPile:
+    def _shuffled(self, rows: Any, unit: ReadPlan) -> ShuffledPile:
         piles = self._piles
         n_rows = sum(stop - start for start, stop in unit.spans)
         what = f"{piles.units.describe(self.job)} of {piles.store!r} for epoch {self.job.epoch}"
@@ -131,7 +127,7 @@ class LoaderReads:
         self,
         reader: PileReader[Any],
         store: str,
-        units: ReadUnits,
+        units: EpochReads,
         read_ahead: int = 0,
         held_ahead: int | None = None,
         row_nbytes: float = 1.0,
@@ -147,7 +143,7 @@ class LoaderReads:
         self.units = units
         #: Whether every consumer's reads run in background threads (see the module's docstring): the reader's are
         #: mostly decoding, or the units are groups of many chunk files.
-        self.background = bool(reader.decodes) or units.background
+        self.background = bool(reader.decodes) or isinstance(units, UnitGroups)
 
     def spans(self, job: Read) -> list[tuple[int, int]]:
         """The runs of store rows that ``job`` reads, each with one call to the reader."""
@@ -170,10 +166,6 @@ class LoaderReads:
     def read_runs(self, runs: list[tuple[int, int]]) -> Any:
         """Store rows ``start:stop`` of each of ``runs``, one after the other."""
         return self.reader.read_runs(runs)
-
-    def read_group(self, members: list[int]) -> Any:
-        """The rows of store piles ``members``, one after the other."""
-        return self.reader.read_piles(members)
 
     def job(self, job: Read) -> PileRead:
         return PileRead(self, job)

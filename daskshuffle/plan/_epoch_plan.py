@@ -7,7 +7,6 @@ seed, the epoch, the rank and the batch size alone.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -28,7 +27,6 @@ __all__ = [
     "n_batches",
     "pile_groups",
     "pile_permutation",
-    "piles_for_budget",
     "plan_batches",
     "rank_range",
     "rank_share",
@@ -65,33 +63,6 @@ def pile_groups(n_piles: int, piles_in_memory: int, seed: int, epoch: int) -> li
         return None
     order = make_rng(seed, "epoch-groups", epoch).permutation(n_piles).astype(np.int64)
     return [np.sort(order[start : start + piles_in_memory]) for start in range(0, n_piles, piles_in_memory)]
-
-
-def piles_for_budget(pile_sizes: IntArray, row_nbytes: float, budget: int) -> int:
-    """How many piles a loader mixes at once within ``budget`` bytes: what ``piles_in_memory="auto"`` holds.
-
-    As many of the largest pile as ``budget`` holds, but no more than
-    ``ceil(sqrt(2 * n_piles))``: with ``k`` piles mixed the excess of rows
-    meeting again from epoch to epoch is about ``n_piles / k**2``
-    (:func:`cobatch_excess`), so that many bring it under half of what
-    independent shuffles give, and more would only cost memory and
-    throughput (a batch gathered from more memory). At least 1, at most
-    ``n_piles``.
-
-    Examples
-    --------
-    >>> sizes = np.full(512, 8_000)  # 512 piles of 2 MB rows of 256 bytes
-    >>> piles_for_budget(sizes, 256, 64 * 2**20), piles_for_budget(sizes, 256, 2**30)
-    (32, 32)
-    >>> piles_for_budget(np.full(16_384, 262_144), 256, 64 * 2**20)  # 1 TB in piles of 64 MiB
-    1
-    """
-    n_piles = len(pile_sizes)
-    if n_piles == 0:
-        return 1
-    largest = max(1.0, float(np.max(pile_sizes)) * float(row_nbytes))
-    enough = math.ceil(math.sqrt(2 * n_piles))
-    return max(1, min(int(budget // largest), enough, n_piles))
 
 
 def cobatch_excess(n_piles: int, piles_in_memory: int) -> float:

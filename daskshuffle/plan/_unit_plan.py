@@ -31,6 +31,7 @@ shuffles (:func:`unit_excess`), ``data * unit / group**2`` in bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,7 +39,16 @@ from numpy.typing import NDArray
 from .._random import make_rng
 from ._epoch_plan import cobatch_excess
 
-__all__ = ["auto_budget", "group_permutation", "unit_bounds", "unit_excess", "unit_groups", "unit_rows_for"]
+__all__ = [
+    "auto_budget",
+    "deal_groups",
+    "epoch_runs",
+    "group_permutation",
+    "unit_bounds",
+    "unit_excess",
+    "unit_groups",
+    "unit_rows_for",
+]
 
 IntArray = NDArray[np.int64]
 
@@ -122,24 +132,83 @@ def unit_rows_for(
     return chosen
 
 
-def unit_bounds(n_rows: int, unit_rows: int) -> IntArray:
-    """Where each unit of a store of ``n_rows`` rows starts, and the end: every ``unit_rows`` rows.
+def unit_bounds(n_rows: int, unit_rows: int | Sequence[int], segments: IntArray | None = None) -> IntArray:
+    """Where each unit of ``n_rows`` rows starts, and the end: every ``unit_rows`` rows of each segment's store.
+
+    ``segments`` (``(n, 4)``: start, start in its member store, rows, member)
+    says where the rows of a store read as one through several member stores
+    (a store's generations, the stores of a mixture) lie in those stores: a
+    unit never crosses a segment, and is cut where its member's chunks are,
+    every ``unit_rows[member]`` rows of that member. By default one segment,
+    the store itself.
 
     Examples
     --------
     >>> unit_bounds(10, 4).tolist()
     [0, 4, 8, 10]
+    >>> unit_bounds(10, [4, 2], np.array([[0, 0, 6, 0], [6, 3, 4, 1]])).tolist()  # 4 rows from row 3 of a second store
+    [0, 4, 6, 7, 9, 10]
     """
-    return np.unique(np.append(np.arange(0, n_rows, max(1, unit_rows), dtype=np.int64), n_rows)).astype(np.int64)
+    steps = [max(1, int(rows)) for rows in np.atleast_1d(np.asarray(unit_rows)).tolist()]
+    if segments is None:
+        segments = np.array([[0, 0, n_rows, 0]], dtype=np.int64)
+    cuts = [np.array([n_rows], dtype=np.int64)]
+    for start, first, length, member in np.asarray(segments, dtype=np.int64).reshape(-1, 4).tolist():
+        step = steps[member]
+        inside = np.arange(-(-first // step) * step, first + length, step, dtype=np.int64)
+        cuts.append(np.append(start, inside[inside > first] - first + start).astype(np.int64))
+    return np.unique(np.concatenate(cuts)).astype(np.int64)
+
+
+def epoch_runs(
+    bounds: IntArray,
+    seed: int,
+    epoch: int,
+    members: IntArray | None = None,
+    counts: Sequence[int] | None = None,
+) -> IntArray:
+    """``(n, 2)``: the runs of rows (start, stop) that ``epoch`` reads, a unit (or part of one) each.
+
+    Without ``members``, every unit once. With ``members`` (where each member
+    store's rows start, and the end) and ``counts`` (the rows each member puts
+    into an epoch, :func:`~daskshuffle.plan._streams.epoch_counts`), a member of
+    ``n`` rows gives ``count // n`` copies of each of its units, and units
+    drawn from ``(seed, "unit-choose", epoch, member)`` for the ``count % n``
+    rows left, the last cut short. A unit of a store whose rows are stored in
+    a uniform order is a uniform sample of its rows, and so is any part of it.
+
+    Examples
+    --------
+    >>> bounds = np.array([0, 4, 8, 10, 14])
+    >>> epoch_runs(bounds, 0, 0).tolist()
+    [[0, 4], [4, 8], [8, 10], [10, 14]]
+    >>> runs = epoch_runs(bounds, 0, 0, members=np.array([0, 10, 14]), counts=[5, 8])
+    >>> int((runs[:, 1] - runs[:, 0]).sum()), sorted(runs[:, 0].tolist()).count(10)
+    (13, 2)
+    """
+    units = np.stack([bounds[:-1], bounds[1:]], axis=1).astype(np.int64)
+    if members is None or counts is None:
+        return units
+    runs = [np.zeros((0, 2), dtype=np.int64)]
+    for member, count in enumerate(counts):
+        a, b = int(members[member]), int(members[member + 1])
+        own = units[(units[:, 0] >= a) & (units[:, 1] <= b)]
+        if b <= a or count <= 0:
+            continue
+        copies, left = divmod(int(count), b - a)
+        runs.extend([own] * copies)
+        if left:
+            drawn = own[make_rng(seed, "unit-choose", epoch, member).permutation(len(own))]
+            ends = np.cumsum(drawn[:, 1] - drawn[:, 0])
+            taken = int(np.searchsorted(ends, left))  # the unit that reaches the rows left, cut short
+            chosen = drawn[: taken + 1].copy()
+            chosen[-1, 1] -= int(ends[taken]) - left
+            runs.append(chosen)
+    return np.concatenate(runs).astype(np.int64)
 
 
 def unit_groups(bounds: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:
-    """The groups of units that ``epoch`` reads and mixes: the groups' offsets end to end, and each group's units.
-
-    The units are dealt in an order drawn from ``(seed, "unit-groups",
-    epoch)``, each group taking units while it holds at most ``group_rows``
-    rows (one at least), so that groups differ from epoch to epoch. A
-    group's units are in that drawn order; the groups are read in order.
+    """The groups of the units at ``bounds`` of one store, each once: :func:`deal_groups` of their sizes.
 
     Examples
     --------
@@ -147,7 +216,26 @@ def unit_groups(bounds: IntArray, group_rows: int, seed: int, epoch: int) -> tup
     >>> offsets.tolist(), sorted(int(u) for group in groups for u in group)
     ([0, 8, 14], [0, 1, 2, 3])
     """
-    sizes = np.diff(bounds)
+    given = np.asarray(bounds, dtype=np.int64)
+    sizes = (given[1:] - given[:-1]).astype(np.int64)
+    return deal_groups(sizes, group_rows, seed, epoch)
+
+
+def deal_groups(sizes: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:
+    """The groups of runs that ``epoch`` reads and mixes: the groups' offsets end to end, and each group's runs.
+
+    The runs (of ``sizes`` rows) are dealt in an order drawn from ``(seed,
+    "unit-groups", epoch)``, each group taking runs while it holds at most
+    ``group_rows`` rows (one at least), so that groups differ from epoch to
+    epoch. A group's runs are in that drawn order; the groups are read in order.
+
+    Examples
+    --------
+    >>> offsets, groups = deal_groups(np.array([4, 4, 4, 2]), 8, seed=0, epoch=0)
+    >>> offsets.tolist(), sorted(int(u) for group in groups for u in group)
+    ([0, 8, 14], [0, 1, 2, 3])
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
     n_units = len(sizes)
     if n_units == 0:
         return np.zeros(1, dtype=np.int64), []

@@ -158,13 +158,26 @@ class PileReader(ABC, Generic[Rows]):
         return rows
 
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        """Each variable's rows per chunk and bytes per row: the runs a read takes whole; empty for whole piles.
+        """Each variable's rows per chunk and bytes per row: the runs a read takes whole.
 
-        The loader reads runs smaller than a pile (of a store whose piles are
-        stored shuffled) only from a reader that says where its chunks lie.
-        By default none does.
+        The loader reads the store in units of whole chunks. A reader that
+        does not say where its chunks lie (by default, ``{}``) is read in
+        units of a few MiB of rows.
         """
         return {}
+
+    def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
+        """:meth:`chunk_rows` of each store this reader reads through: its own, by default."""
+        return [self.chunk_rows()]
+
+    def segments(self) -> NDArray[np.int64] | None:
+        """``(n, 4)``: where this reader's rows lie in the stores it reads through (start, start there, rows, store).
+
+        The loader cuts its units so that none crosses a segment and each is
+        whole chunks of its store (:meth:`member_chunk_rows`). ``None`` (the
+        default): one store, the reader's own rows.
+        """
+        return None
 
     def start_pile(self, pile: int) -> Any:
         """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
@@ -317,6 +330,18 @@ class ComposedReader(PileReader[Rows]):
     def use_cache(self, cache: Cache) -> None:
         for reader in self.members:
             reader.use_cache(cache)
+
+    def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
+        return [reader.chunk_rows() for reader in self.members]
+
+    def segments(self) -> NDArray[np.int64] | None:
+        """Pile ``p`` is pile ``p`` of each member in turn: a segment for each member's part of each pile."""
+        offsets = np.stack([np.asarray(reader.pile_offsets, dtype=np.int64) for reader in self.members])
+        sizes = np.diff(offsets, axis=1)  # (members, piles)
+        starts = np.cumsum(np.concatenate([[0], sizes.T.reshape(-1)]))[:-1].reshape(sizes.shape[1], -1).T
+        member = np.repeat(np.arange(len(sizes)), sizes.shape[1])
+        rows = np.stack([starts.reshape(-1), offsets[:, :-1].reshape(-1), sizes.reshape(-1), member], axis=1)
+        return rows[np.argsort(rows[:, 0], kind="stable")].astype(np.int64)
 
     def cancel_reads(self) -> None:
         for reader in self.members:
