@@ -20,6 +20,7 @@ the unit and the group when the loader opens.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._machine import memory_nbytes
-from ..plan import auto_budget, deal_groups, epoch_runs, group_permutation, unit_bounds, unit_rows_for
+from ..plan import apart, auto_budget, deal_groups, epoch_runs, group_permutation, unit_bounds, unit_rows_for
 from ..readers import PileReader
 from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 
@@ -94,6 +95,12 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
 Groups = tuple[IntArray, list[IntArray]]
 
 
+def _copies(runs: list[tuple[int, int]]) -> bool:
+    """Whether two of ``runs`` share a row."""
+    ordered = sorted(runs)
+    return any(b > c for (_, b), (c, _) in itertools.pairwise(ordered))
+
+
 class UnitGroups(EpochReads):
     """A read is a group of units of ``unit_rows`` store rows, dealt afresh each epoch, mixed in memory.
 
@@ -158,8 +165,11 @@ class UnitGroups(EpochReads):
     def plan_read(self, read: Read) -> ReadPlan:
         runs = self.runs(read.epoch, read.number)
         n_rows = sum(stop - start for start, stop in runs)
-        order = group_permutation(n_rows, self.seed, read.epoch, read.number)[read.start : read.stop]
-        return ReadPlan(runs, order)
+        order = group_permutation(n_rows, self.seed, read.epoch, read.number)
+        if self.counts is not None and _copies(runs):  # a mixture's copies of a unit: never side by side
+            rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
+            order = apart(rows, order, self.seed, read.epoch, read.number)
+        return ReadPlan(runs, order[read.start : read.stop])
 
     def piles_of(self, epoch: int, index: int) -> list[int]:
         """The store piles that the runs of group ``index`` of ``epoch`` hold rows of, in the order of the store."""

@@ -71,6 +71,7 @@ from ._scale import DEFAULT_MIN_READ, explain
 from ._scale_model import ScaleModel
 from ._streams import Stream, epoch_counts, parse_streams
 from ._unit_plan import (
+    apart,
     auto_budget,
     deal_groups,
     epoch_runs,
@@ -120,6 +121,7 @@ __all__ = [
     "ShuffleSettings",
     "Stream",
     "TextKeywords",
+    "apart",
     "auto_budget",
     "block_counts",
     "block_order",

@@ -40,6 +40,7 @@ from .._random import make_rng
 from ._epoch_plan import cobatch_excess
 
 __all__ = [
+    "apart",
     "auto_budget",
     "deal_groups",
     "epoch_runs",
@@ -174,8 +175,10 @@ def epoch_runs(
     into an epoch, :func:`~daskshuffle.plan._streams.epoch_counts`), a member of
     ``n`` rows gives ``count // n`` copies of each of its units, and units
     drawn from ``(seed, "unit-choose", epoch, member)`` for the ``count % n``
-    rows left, the last cut short. A unit of a store whose rows are stored in
-    a uniform order is a uniform sample of its rows, and so is any part of it.
+    rows left, of the last one a part from a random place on (wrapping
+    round): with units of equal size every row is as likely to be taken. A
+    unit of a store whose rows are stored in a uniform order is a uniform
+    sample of its rows, and so is any part of it.
 
     Examples
     --------
@@ -198,13 +201,60 @@ def epoch_runs(
         copies, left = divmod(int(count), b - a)
         runs.extend([own] * copies)
         if left:
-            drawn = own[make_rng(seed, "unit-choose", epoch, member).permutation(len(own))]
+            rng = make_rng(seed, "unit-choose", epoch, member)
+            drawn = own[rng.permutation(len(own))]
             ends = np.cumsum(drawn[:, 1] - drawn[:, 0])
-            taken = int(np.searchsorted(ends, left))  # the unit that reaches the rows left, cut short
-            chosen = drawn[: taken + 1].copy()
-            chosen[-1, 1] -= int(ends[taken]) - left
-            runs.append(chosen)
+            taken = int(np.searchsorted(ends, left))  # the unit that reaches the rows left: a part of it
+            runs.append(drawn[:taken])
+            runs.append(_part(drawn[taken], left - int(ends[taken - 1] if taken else 0), rng))
     return np.concatenate(runs).astype(np.int64)
+
+
+def _part(unit: IntArray, n_rows: int, rng: np.random.Generator) -> IntArray:
+    """``n_rows`` rows of the run ``unit`` from a random place on, wrapping round: one run or two."""
+    start, stop = int(unit[0]), int(unit[1])
+    first = start + int(rng.integers(stop - start))
+    end = first + n_rows
+    if end <= stop:
+        return np.array([[first, end]], dtype=np.int64)
+    return np.array([[first, stop], [start, start + end - stop]], dtype=np.int64)
+
+
+def apart(rows: IntArray, order: NDArray[np.intp], seed: int, epoch: int, group: int) -> NDArray[np.intp]:
+    """``order`` with no two copies of a row (``rows[order]``) side by side, moving as few as it can.
+
+    A group of a mixture may hold two copies of a unit; each copy that lands
+    next to another is swapped with a place drawn from ``(seed, "unit-apart",
+    epoch, group)`` where it meets none. Orders with no copies side by side
+    are left as they are.
+
+    Examples
+    --------
+    >>> apart(np.array([5, 5, 6, 7]), np.array([0, 1, 2, 3]), 0, 0, 0).tolist() in ([0, 2, 1, 3], [0, 3, 2, 1], [2, 0, 3, 1])
+    True
+    """
+    order = np.array(order, dtype=np.intp)
+    yielded = rows[order]
+    side = np.flatnonzero(yielded[1:] == yielded[:-1]) + 1
+    if not len(side):
+        return order
+    rng = make_rng(seed, "unit-apart", epoch, group)
+    n = len(order)
+
+    def fits(at: int, row: int) -> bool:
+        return (at == 0 or yielded[at - 1] != row) and (at == n - 1 or yielded[at + 1] != row)
+
+    for at in side.tolist():
+        if not (at and yielded[at] == yielded[at - 1]):
+            continue  # put apart by an earlier swap
+        for other in rng.permutation(n).tolist():
+            a, b = yielded[at], yielded[other]
+            yielded[at], yielded[other] = b, a
+            if fits(at, b) and fits(other, a):
+                order[at], order[other] = order[other], order[at]
+                break
+            yielded[at], yielded[other] = a, b
+    return order
 
 
 def unit_groups(bounds: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:
