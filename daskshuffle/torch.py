@@ -128,7 +128,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         world_size: int | None = None,
         drop_last: bool = False,
         order: Order | OrderName = "piles",
-        prefetch: int = 1,
+        prefetch: str = "auto",
         variables: Sequence[str] | None = None,
         features: str | Sequence[str] | None = None,
         label: str | None = None,

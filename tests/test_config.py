@@ -90,7 +90,7 @@ def test_a_wrong_number_of_seconds_is_refused(configure: Configure) -> None:
 
 
 def _most_fetched_ahead(store: str) -> int:
-    with ds.PileLoader(store, batch_size=100, seed=1, prefetch=1, order=Piles(piles_in_memory=1)) as loader:
+    with ds.PileLoader(store, batch_size=100, seed=1, prefetch="auto", order=Piles(budget="64KiB")) as loader:
         reader, peak = loader._piles.reader, 0
         for _ in loader:
             peak = max(peak, reader.fetched_nbytes)

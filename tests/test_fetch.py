@@ -225,7 +225,7 @@ def test_fetches_pickle_empty(fs: CountingFS | AsyncCountingFS) -> None:
     copy.clear()
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, "64KiB", "64MiB"])
+@pytest.mark.parametrize("prefetch", ["0B", "auto", "64KiB", "64MiB"])
 def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_path: Any, prefetch: Any) -> None:
     with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=512, seed=1) as local:
         expected = [batch["id"] for _ in range(2) for batch in local]
@@ -240,9 +240,9 @@ def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_
 def test_a_group_of_piles_sends_the_requests_of_all_its_piles_at_once(
     memory_store: str, parquet_store: tuple[str, str], parquet: bool
 ) -> None:
-    """Without reading ahead (prefetch=0), a group's piles are fetched together, not one after another."""
+    """Without reading ahead (prefetch="0B"), a group's piles are fetched together, not one after another."""
     store = parquet_store[1] if parquet else memory_store
-    with ds.PileLoader(store, batch_size=100, seed=1, prefetch=0, order=Piles(piles_in_memory=4)) as loader:
+    with ds.PileLoader(store, batch_size=100, seed=1, prefetch="0B", order=Piles(budget="256KiB")) as loader:
         reader = loader._piles.reader
         read_piles, seen = reader.read_piles, []
 
@@ -266,7 +266,7 @@ def test_closing_a_loader_lets_reads_under_way_take_their_requests(
     Had they been cancelled, it would send them again, a pile after another.
     """
     _, remote = parquet_store
-    loader = ds.PileLoader(remote, batch_size=100, seed=1, prefetch=2, order=Piles(piles_in_memory=4))
+    loader = ds.PileLoader(remote, batch_size=100, seed=1, prefetch="64MiB", order=Piles(budget="256KiB"))
     reader = loader._piles.reader
     fetches, closing, started_while_closing = reader._fetches, threading.Event(), []
     start = fetches.start
@@ -294,7 +294,7 @@ def test_closing_a_loader_lets_reads_under_way_take_their_requests(
 def test_read_ahead_stays_within_its_budget(memory_store: str) -> None:
     """With a budget of about two piles, at most the budget and one read are fetched ahead at any batch."""
     with ds.PileLoader(
-        memory_store, batch_size=100, seed=1, prefetch="24KiB", order=Piles(piles_in_memory=1)
+        memory_store, batch_size=100, seed=1, prefetch="24KiB", order=Piles(budget="64KiB")
     ) as loader:
         reader = loader._piles.reader
         pile_nbytes = int(np.diff(reader.pile_offsets).max()) * (4 * 4 + 8)
@@ -316,11 +316,11 @@ def test_an_epoch_fetches_each_chunk_file_once(
         return bytes(cat_file(self, path, *args, **kwargs))
 
     monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
-    one_pile = Piles(piles_in_memory=1)  # the piles beside each other are read apart
+    one_pile = Piles(budget="64KiB")  # the piles beside each other are read apart
     with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=100, seed=4, order=one_pile) as local:
         expected = [batch["id"] for batch in local]
     # prefetch=0: the reads one after another in this thread, so that what each fetches is certain.
-    with ds.PileLoader(memory_store, batch_size=100, seed=4, order=one_pile, prefetch=0) as loader:
+    with ds.PileLoader(memory_store, batch_size=100, seed=4, order=one_pile, prefetch="0B") as loader:
         assert all(np.array_equal(a, b["id"]) for a, b in zip(expected, loader, strict=True))
     chunks = {path: n for path, n in reads.items() if "/c/" in path}
     stored = [path for path in (tmp_path / "piles.zarr").rglob("*") if path.is_file() and "/c/" in path.as_posix()]
@@ -376,7 +376,7 @@ def _ids(store: str, prefetch: Any, storage_options: dict[str, Any] | None = Non
         return [batch["id"] for _ in range(2) for batch in loader]
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, "64KiB", "64MiB"])
+@pytest.mark.parametrize("prefetch", ["0B", "auto", "64KiB", "64MiB"])
 def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
     parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -392,7 +392,7 @@ def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
 
 
-@pytest.mark.parametrize("prefetch", [0, 1])
+@pytest.mark.parametrize("prefetch", ["0B", "auto"])
 def test_footers_not_kept_are_fetched_with_the_column_chunks(
     parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch, configure: Configure
 ) -> None:
@@ -476,7 +476,7 @@ def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parque
 
 def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, str]) -> None:
     _, remote = parquet_store
-    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", order=Piles(piles_in_memory=1)) as loader:
+    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", order=Piles(budget="64KiB")) as loader:
         reader = loader._piles.reader
         footer = reader._part(0, None).footer
         largest = max(footer.row_group(group).total_byte_size for group in range(footer.num_row_groups))
@@ -520,7 +520,7 @@ def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str])
 
 
 @pytest.mark.s3
-@pytest.mark.parametrize("prefetch", [0, 1, "64KiB"])
+@pytest.mark.parametrize("prefetch", ["0B", "auto", "64KiB"])
 def test_a_parquet_store_on_s3_reads_the_batches_of_a_local_one(
     parquet_store: tuple[str, str], s3: Any, prefetch: Any
 ) -> None:

@@ -91,7 +91,7 @@ def test_a_pile_is_its_generations_piles_oldest_first(grown: Path) -> None:
 
 def test_piles_read_into_recycled_arrays_stay_right(grown: Path) -> None:
     # Several epochs with prefetch: arrays of used-up piles take later piles, across generations.
-    with PileLoader(grown, 64, prefetch=2) as loader:
+    with PileLoader(grown, 64, prefetch="64MiB") as loader:
         for _ in range(3):
             batches = list(loader)
             ids = np.concatenate([batch["id"] for batch in batches])
@@ -173,7 +173,7 @@ def test_a_moving_window(tmp_path: Path) -> None:
 @pytest.mark.parametrize("change", ["evict", "compact"])
 def test_a_loader_opened_before_evict_or_compact_names_the_change(grown: Path, change: str) -> None:
     small = daskshuffle.orders.Piles(budget="16KiB")  # groups of about 300 rows: reads after the first batch
-    with PileLoader(grown, 100, seed=0, prefetch=0, order=small) as loader:
+    with PileLoader(grown, 100, seed=0, prefetch="0B", order=small) as loader:
         batches = iter(loader)
         next(batches)
         if change == "evict":
@@ -187,7 +187,7 @@ def test_a_loader_opened_before_evict_or_compact_names_the_change(grown: Path, c
 
 
 def test_a_file_removed_by_hand_is_still_damage(grown: Path) -> None:
-    with PileLoader(grown, 100, seed=0, prefetch=0) as loader:
+    with PileLoader(grown, 100, seed=0, prefetch="0B") as loader:
         for path in (grown / "generations").rglob("c"):
             for chunk in path.rglob("*"):
                 if chunk.is_file():

@@ -118,7 +118,7 @@ def test_epochs_differ_and_iterating_again_moves_to_the_next_epoch(store: str) -
 
 
 def test_same_seed_and_epoch_give_the_same_batches(store: str) -> None:
-    with PileLoader(store, batch_size=BATCH) as a, PileLoader(store, batch_size=BATCH, seed=SEED, prefetch=2) as b:
+    with PileLoader(store, batch_size=BATCH) as a, PileLoader(store, batch_size=BATCH, seed=SEED, prefetch="64MiB") as b:
         for epoch in (0, 5):
             a.set_epoch(epoch)
             b.set_epoch(epoch)
@@ -231,29 +231,33 @@ def used(batches: Iterable[Any], seconds: float = 0.002) -> Iterator[Any]:
         time.sleep(seconds)
 
 
-def test_a_consumer_that_comes_back_at_once_reads_in_its_thread_one_away_in_the_background(store: str) -> None:
-    # Back at once, however busy the machine: a pause of the test's process (another process's turn on
-    # a shared core) must not count as a training step away.
-    with (
-        ds.config.set({"loader.away-seconds": 1.0}),
-        PileLoader(store, BATCH, order=ORDER, prefetch=2) as loader,
-    ):
-        first = []
-        for batch in loader:
-            first.append(batch["id"])
-            assert loader_threads() == []
-    with PileLoader(store, BATCH, order=ORDER, prefetch=2) as loader:
-        again, threads = [], set()
-        for batch in used(loader.iter_batches(0)):
-            again.append(batch["id"])
-            threads.update(loader_threads())
-        assert threads, "a consumer away with each batch has the next piles read in background threads"
-    for want, got in zip(first, again, strict=True):
-        np.testing.assert_array_equal(want, got)
+def test_reads_run_in_one_pool_for_every_consumer_and_give_the_same_batches(store: str) -> None:
+    """A consumer that comes straight back and one away with each batch: the same pool, the same batches."""
+    batches = {}
+    for prefetch in ("0B", "auto", "2KiB", "64MiB"):
+        with PileLoader(store, BATCH, order=ORDER, prefetch=prefetch) as loader:
+            got, threads = [], set()
+            for batch in loader:
+                got.append(batch["id"])
+                threads.update(loader_threads())
+            assert len(threads) == 1, "one pool of reader threads"
+            again = [batch["id"] for batch in used(loader.iter_batches(0))]
+        batches[prefetch] = got
+        assert all(np.array_equal(a, b) for a, b in zip(got, again, strict=True))
+    for got in batches.values():
+        assert all(np.array_equal(a, b) for a, b in zip(got, batches["auto"], strict=True))
+
+
+def test_prefetch_is_a_size_and_a_number_is_refused(store: str) -> None:
+    with pytest.raises(ds.DaskShuffleTypeError, match=r"Expected prefetch to be a size such as '512MiB'.*Got 2") as e:
+        PileLoader(store, BATCH, prefetch=2)  # type: ignore[arg-type]
+    assert e.value.parameter == "prefetch"
+    with pytest.raises(DaskShuffleValueError, match="Expected prefetch to be a size"):
+        PileLoader(store, BATCH, prefetch="-1B")
 
 
 def test_breaking_out_of_the_loop_stops_the_background_reads(store: str) -> None:
-    loader = PileLoader(store, BATCH, order=ORDER, prefetch=2)
+    loader = PileLoader(store, BATCH, order=ORDER, prefetch="64MiB")
     for index, _ in enumerate(used(loader)):
         if index == 3:
             assert loader_threads()
@@ -305,8 +309,8 @@ def test_a_new_iteration_replaces_one_in_progress(store: str) -> None:
         np.testing.assert_array_equal(np.concatenate([*head, rest]), store_ids(store)[expected_rows(store, 0)])
 
 
-@pytest.mark.parametrize("prefetch", [0, 1])
-def test_a_second_thread_iterating_the_loader_is_refused(store: str, prefetch: int) -> None:
+@pytest.mark.parametrize("prefetch", ["0B", "auto"])
+def test_a_second_thread_iterating_the_loader_is_refused(store: str, prefetch: str) -> None:
     """One loader, one consumer: a thread that iterates while another thread's iteration is open gets an error."""
     started, both_tried = threading.Barrier(2, timeout=30), threading.Barrier(2, timeout=30)
     got: dict[str, np.ndarray] = {}
@@ -371,7 +375,7 @@ def test_keyboard_interrupt_stops_the_background_reads(store: str) -> None:
         f"""
         import os, signal, threading
         from daskshuffle import PileLoader
-        loader = PileLoader({store!r}, 8, prefetch=2)
+        loader = PileLoader({store!r}, 8, prefetch="64MiB")
         try:
             for index, batch in enumerate(loader):
                 if index == 5:
@@ -393,7 +397,7 @@ def test_the_loader_needs_no_dask(store: str) -> None:
         import sys
         sys.modules["dask"] = sys.modules["distributed"] = None  # any import of them now fails
         from daskshuffle import PileLoader
-        with PileLoader({store!r}, 100, prefetch=2) as loader:
+        with PileLoader({store!r}, 100, prefetch="64MiB") as loader:
             assert sum(len(batch["id"]) for batch in loader) == {N_ROWS}
         print(sorted(name for name in sys.modules if name.split(".")[0] in ("dask", "distributed")))
         """
@@ -442,12 +446,15 @@ def many_piles(tmp_path_factory: pytest.TempPathFactory) -> ds.ShuffleResult:
     return ds.shuffle_zarr(root / "raw.zarr", root / "piles.zarr", n_piles=10, seed=0, chunk_rows=1024)
 
 
-@pytest.mark.parametrize("prefetch", [0, 1])
-def test_memory_stays_within_a_few_piles(many_piles: ds.ShuffleResult, configure: Configure, prefetch: int) -> None:
+@pytest.mark.parametrize(("prefetch", "ahead"), [("0B", 0), ("auto", 1)])
+def test_memory_stays_within_a_few_groups(
+    many_piles: ds.ShuffleResult, configure: Configure, prefetch: str, ahead: int
+) -> None:
     pile_nbytes = int(many_piles.pile_sizes.max()) * (16 * 4 + 8)
     # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of zarr-reader.read-nbytes.
     configure({"zarr-reader.read-nbytes": 2**16})
-    with PileLoader(many_piles.path, 500, order=ORDER, prefetch=prefetch) as loader:
+    group = Piles(budget=f"{2 * pile_nbytes}B")  # groups of about a pile's bytes
+    with PileLoader(many_piles.path, 500, order=group, prefetch=prefetch) as loader:
         list(loader)  # once, so that first imports and caches are not counted
         tracemalloc.start()
         try:
@@ -457,10 +464,9 @@ def test_memory_stays_within_a_few_piles(many_piles: ds.ShuffleResult, configure
             peak = tracemalloc.get_traced_memory()[1] - base
         finally:
             tracemalloc.stop()
-    # The pile being consumed and `prefetch` piles read ahead, plus (measured: about half a
-    # pile) the runs and permutation of the read in progress and the batch being gathered.
-    # Not the 10 piles of the store.
-    assert peak < (prefetch + 2) * pile_nbytes
+    # The group being consumed and the one read ahead, plus (measured: about half a group) the
+    # permutation of the read in progress and the batch being gathered. Not the 10 piles of the store.
+    assert peak < (ahead + 2) * pile_nbytes
 
 
 # -- bad input -------------------------------------------------------------------
@@ -474,7 +480,7 @@ def test_memory_stays_within_a_few_piles(many_piles: ds.ShuffleResult, configure
         ({"batch_size": 8, "rank": 2, "world_size": 2}, ValueError, r"rank to lie in \[0, world_size\) = \[0, 2\)"),
         ({"batch_size": 8, "rank": -1}, ValueError, "Expected rank to be an integer >= 0. Got -1"),
         ({"batch_size": 8, "world_size": 0}, ValueError, "Expected world_size to be a positive integer"),
-        ({"batch_size": 8, "prefetch": -1}, ValueError, "Expected prefetch to be an integer >= 0"),
+        ({"batch_size": 8, "prefetch": -1}, TypeError, "Expected prefetch to be a size"),
         ({"batch_size": 8, "drop_last": 1}, TypeError, "Expected drop_last to be True or False"),
         ({"batch_size": 8, "variables": ["id", "nope"]}, ValueError, r"Got unknown \['nope'\]"),
         ({"batch_size": 8, "variables": "id"}, TypeError, "Expected variables to be a list of names"),
@@ -524,7 +530,7 @@ def test_zarr_stores_yield_numpy_or_xarray_batches(tmp_path: Path) -> None:
 
 
 def test_a_range_of_batches_leaves_the_position_alone_and_stops_with_close(store: str) -> None:
-    with PileLoader(store, BATCH, order=ORDER, prefetch=2) as loader:
+    with PileLoader(store, BATCH, order=ORDER, prefetch="64MiB") as loader:
         iterator = iter(loader)
         first = next(iterator)["id"]
         state = loader.state_dict()

@@ -141,10 +141,10 @@ def test_resume_mid_epoch_gives_the_rest_and_the_state_records_the_streams(store
     def opened(**more: object) -> PileLoader:
         return PileLoader(mixture, BATCH, seed=SEED, **more)  # type: ignore[arg-type]
 
-    with opened(prefetch=2) as whole:
+    with opened(prefetch="64MiB") as whole:
         expected = consume(whole, 45)  # 1,025 rows: 26 batches an epoch, into the second
     for at in (9, 30):
-        with opened(prefetch=0) as first:
+        with opened(prefetch="0B") as first:
             taken = consume(first, at)
             state = first.state_dict()
         assert [stream["store"] for stream in state["streams"]] == [stores["a"], stores["b"]]

@@ -92,10 +92,10 @@ def test_an_epoch_is_the_orders_permutation_and_epochs_differ(store: tuple[str, 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_same_seed_same_batches_and_resume_mid_epoch_gives_the_rest(store: tuple[str, np.ndarray], name: str) -> None:
-    with loader(store, name, prefetch=2) as whole:
+    with loader(store, name, prefetch="64MiB") as whole:
         expected = consume(whole, 30)  # into the second epoch
     for at in (7, 23):
-        with loader(store, name, prefetch=0) as first:
+        with loader(store, name, prefetch="0B") as first:
             taken = consume(first, at)
             state = first.state_dict()
         with loader(store, name) as resumed:
@@ -238,7 +238,7 @@ def test_the_loader_reads_each_row_a_bounded_number_of_times(
         monkeypatch.setattr(reader_class, "start_pile", counting_start)
     else:
         monkeypatch.setattr(reader_class, "read_pile", counting_pile)
-    with loader(store, name, prefetch=0) as opened:
+    with loader(store, name, prefetch="0B") as opened:
         opened.set_epoch(1)
         for _ in opened.iter_batches(1):
             pass

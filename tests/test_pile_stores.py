@@ -184,8 +184,8 @@ def loader_threads() -> list[str]:
 # -- one epoch -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, 3])
-def test_an_epoch_yields_every_row_once_in_the_planned_batches(store: Store, prefetch: int) -> None:
+@pytest.mark.parametrize("prefetch", ["0B", "auto", "64MiB"])
+def test_an_epoch_yields_every_row_once_in_the_planned_batches(store: Store, prefetch: str) -> None:
     with PileLoader(store.path, batch_size=BATCH, prefetch=prefetch) as loader:
         for epoch in range(2):
             batches = list(loader)
@@ -282,7 +282,7 @@ def test_resume_continues_exactly_as_an_uninterrupted_run(store: Store, world_si
     }
     ends = {0, 1, per_epoch - 1, per_epoch, per_epoch + 1, 2 * per_epoch}
     for k in sorted(ends | {k for k in boundaries if k <= per_epoch}):
-        with PileLoader(store.path, **settings, prefetch=k % 3) as first:
+        with PileLoader(store.path, **settings, prefetch=("0B", "auto", "64MiB")[k % 3]) as first:
             np.testing.assert_array_equal(
                 np.concatenate(consume(first, k) or [[]]), np.concatenate(reference[:k] or [[]])
             )
@@ -337,7 +337,7 @@ def test_a_damaged_file_raises_in_the_consumer_at_its_group_and_the_loader_stops
     DAMAGE[damage](path)
     before = int(offsets[broken])  # stream rows ahead of the broken group
     received = []
-    with PileLoader(store.path, BATCH, prefetch=2, order=small) as loader:
+    with PileLoader(store.path, BATCH, prefetch="64MiB", order=small) as loader:
         with pytest.raises(CorruptPileStoreError, match=rf"group {broken} of") as caught:
             for batch in loader:
                 received.append(batch["id"])
@@ -356,7 +356,7 @@ def test_a_store_that_decodes_or_is_read_in_units_is_read_ahead_in_a_thread_even
     decodes = open_pile_reader(store.path).decodes
     assert decodes == (store.kind is KINDS["parquet"]), "Parquet decodes; the Zarr stores here hold raw floats"
     # A consumer back within a second counts as one that comes straight back, however loaded the machine.
-    with ds.config.set({"loader.away-seconds": 1.0}), PileLoader(store.path, BATCH, prefetch=1, order=order) as loader:
+    with ds.config.set({"loader.away-seconds": 1.0}), PileLoader(store.path, BATCH, prefetch="auto", order=order) as loader:
         assert loader.settings.unit_rows is not None, "every store is read in units"
         batches = iter(loader)
         first = [next(batches), next(batches)]

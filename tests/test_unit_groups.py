@@ -143,8 +143,10 @@ def test_lanes_give_the_same_global_steps_for_any_number_of_ranks(store: Path) -
         assert np.array_equal(step, np.concatenate([a, b]))
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, 2])
-def test_the_rows_held_stay_within_the_budget(store: Path, prefetch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("prefetch", "ahead"), [("0B", 0), ("auto", 1), (f"{600 * ROW_NBYTES}B", 2)])
+def test_the_rows_held_stay_within_the_budget(
+    store: Path, prefetch: str, ahead: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every group handed to the batches, from its read until its release, counted at once."""
     live: dict[int, int] = {}
     most = [0]
@@ -167,7 +169,7 @@ def test_the_rows_held_stay_within_the_budget(store: Path, prefetch: int, monkey
         for _ in range(2):
             for _ in loader:
                 pass
-    held = max(prefetch, 1) + 1  # groups: the one in use and those read ahead
+    held = ahead + 1  # groups: the one in use and those read ahead (as many as the prefetch size holds)
     assert 0 < most[0] <= held * budget // 2
 
 

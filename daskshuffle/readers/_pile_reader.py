@@ -24,7 +24,15 @@ from .._errors import DaskShuffleValueError
 from ..formats import Rows
 from ..storage import Cache, Location
 
-__all__ = ["ComposedReader", "PileReader"]
+__all__ = ["ComposedReader", "PileReader", "ReadCancelledError"]
+
+
+class ReadCancelledError(RuntimeError):
+    """A read cancelled by :meth:`PileReader.cancel_reads`: its rows are incomplete, and nobody waits for them.
+
+    The loader never lets it reach a consumer: a read of its own that it
+    cancelled raises a public error in its place.
+    """
 
 
 class PileReader(ABC, Generic[Rows]):
@@ -188,8 +196,12 @@ class PileReader(ABC, Generic[Rows]):
         """
         return None
 
-    def cancel_reads(self) -> None:
-        """Stop the reads under way in other threads, for a loader that has gone; by default nothing to stop."""
+    def cancel_reads(self, threads: str | None = None) -> None:
+        """Stop the reads under way started by threads named ``threads...`` (every read by default).
+
+        For a loader's reads that nobody waits for any more; by default nothing
+        to stop.
+        """
 
     def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
         """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
@@ -343,9 +355,9 @@ class ComposedReader(PileReader[Rows]):
         rows = np.stack([starts.reshape(-1), offsets[:, :-1].reshape(-1), sizes.reshape(-1), member], axis=1)
         return rows[np.argsort(rows[:, 0], kind="stable")].astype(np.int64)
 
-    def cancel_reads(self) -> None:
+    def cancel_reads(self, threads: str | None = None) -> None:
         for reader in self.members:
-            reader.cancel_reads()
+            reader.cancel_reads(threads)
 
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
         taken: Rows = self.members[0].take(rows, index)

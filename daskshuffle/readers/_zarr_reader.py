@@ -411,15 +411,17 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             ]
         return tasks
 
-    def cancel_reads(self) -> None:
-        """Stop every read under way: the chunk files no thread has begun are not read, and each read raises.
+    def cancel_reads(self, threads: str | None = None) -> None:
+        """Stop the reads under way started by threads named ``threads...`` (by default every read).
 
-        For a loader that goes while its background threads read ahead (a
+        The chunk files no thread has begun are not read, and each read
+        raises. For a loader's reads ahead that nobody waits for any more (a
         group of units is a hundred files or more): they stop after the file
-        each is reading, rather than read the rest for nobody.
+        each is reading, rather than read the rest for nobody, and the reads
+        of the loader's other iterations go on.
         """
         with self._lock:
-            reads = list(self._under_way)
+            reads = [read for read in self._under_way if threads is None or read.owner.startswith(threads)]
         for read in reads:
             read.cancel()
 

@@ -16,13 +16,10 @@ from typing import Any
 from numpy.typing import NDArray
 
 from ..formats import ArrayRows
+from ._pile_reader import ReadCancelledError
 from ._zarr_chunks import ChunkFiles, Chunks
 
-__all__ = ["ReadCancelledError", "RowsRead", "Task", "UnionRead"]
-
-
-class ReadCancelledError(RuntimeError):
-    """A read cancelled by :meth:`RowsRead.cancel`: its rows are incomplete, and nobody waits for them."""
+__all__ = ["RowsRead", "Task", "UnionRead"]
 
 
 #: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
@@ -44,6 +41,8 @@ class RowsRead:
 
     def __init__(self, files: ChunkFiles, rows: ArrayRows, tasks: list[Task], pile: int | None) -> None:
         self.rows = rows
+        #: The name of the thread that started the read: :meth:`ZarrPileReader.cancel_reads` cancels by it.
+        self.owner = threading.current_thread().name
         self._files = files
         self._tasks = tasks
         self._pile = pile
