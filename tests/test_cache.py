@@ -179,20 +179,6 @@ def _chunks_of(store: str, runs: list[tuple[int, int]]) -> set[tuple[str, int]]:
     return found
 
 
-def test_a_rank_caches_only_its_own_piles(remote: Any, tmp_path: Path) -> None:
-    """The files cached are exactly the chunk files of the piles the rank reads, one pile at a time."""
-    url, options, local = remote
-    order = Piles(budget="64KiB")
-    # No read of epoch 1 ahead.
-    epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch="0B", order=order)
-    cached = len(cached_files(tmp_path / "c"))
-    with ds.PileLoader(local, batch_size=2_000, seed=2, rank=0, world_size=4, order=order) as loader:
-        piles = loader.piles(0)
-    offsets = read_metadata(local)["pile_offsets"]
-    expected = _chunks_of(local, [(int(offsets[pile]), int(offsets[pile + 1])) for pile in piles])
-    assert cached == len(expected) < len(chunk_files(local))
-
-
 def test_a_rank_reading_units_caches_only_the_chunks_of_its_groups(remote: Any, tmp_path: Path) -> None:
     """Of a store whose piles are stored shuffled: exactly the chunk files of the units of the groups it has rows of."""
     url, options, local = remote

@@ -118,7 +118,10 @@ def test_epochs_differ_and_iterating_again_moves_to_the_next_epoch(store: str) -
 
 
 def test_same_seed_and_epoch_give_the_same_batches(store: str) -> None:
-    with PileLoader(store, batch_size=BATCH) as a, PileLoader(store, batch_size=BATCH, seed=SEED, prefetch="64MiB") as b:
+    with (
+        PileLoader(store, batch_size=BATCH) as a,
+        PileLoader(store, batch_size=BATCH, seed=SEED, prefetch="64MiB") as b,
+    ):
         for epoch in (0, 5):
             a.set_epoch(epoch)
             b.set_epoch(epoch)

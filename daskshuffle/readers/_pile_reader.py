@@ -136,15 +136,6 @@ class PileReader(ABC, Generic[Rows]):
         offsets = self.pile_offsets
         return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
 
-    def read_piles(self, piles: Sequence[int]) -> Rows:
-        """Every row of store piles ``piles``, one pile after the other (a group the loader shuffles as one).
-
-        By default each pile is read, then the piles are concatenated and
-        their arrays go back to the reader (:meth:`recycle`); a reader that can
-        read each pile straight into its slice of one set of arrays overrides it.
-        """
-        return self._joined([self.read_pile(pile) for pile in piles])
-
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
         """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes).
 
