@@ -17,7 +17,6 @@ from conftest import consume
 from simulate import unit_stream
 from test_pile_stores import KINDS, N_ROWS, SEED
 
-import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, PileLoader, orders
 from daskshuffle.loader._order_reads import OrderReads
 from daskshuffle.loader._reads import LoaderReads, PileRead
@@ -350,11 +349,7 @@ def test_reads_ahead_hold_no_more_than_a_prefetch_given_as_a_size(
     monkeypatch.setattr(PileRead, "_shuffled", counting_shuffled)
     monkeypatch.setattr(LoaderReads, "release", counting_release)
     row_nbytes = 8 + 4 * 4 + 2  # id, x and y of every store here
-    # Every consumer counts as one away with its batches: reads ahead run in background threads.
-    with (
-        ds.config.set({"loader.away-seconds": 0.0}),
-        loader(store, name, prefetch=f"{ahead * row_nbytes + 1}B") as opened,
-    ):
+    with loader(store, name, prefetch=f"{ahead * row_nbytes + 1}B") as opened:
         for _ in range(2):
             for _ in opened:
                 pass
