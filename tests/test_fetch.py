@@ -318,7 +318,7 @@ def test_an_epoch_fetches_each_chunk_file_once(
     one_pile = Piles(budget="24KiB")  # the piles beside each other are read apart
     with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=100, seed=4, order=one_pile) as local:
         expected = [batch["id"] for batch in local]
-    # prefetch=0: the reads one after another in this thread, so that what each fetches is certain.
+    # prefetch="0B": the reads one after another, so that what each fetches is certain.
     with ds.PileLoader(memory_store, batch_size=100, seed=4, order=one_pile, prefetch="0B") as loader:
         assert all(np.array_equal(a, b["id"]) for a, b in zip(expected, loader, strict=True))
     chunks = {path: n for path, n in reads.items() if "/c/" in path}

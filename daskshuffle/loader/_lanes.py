@@ -15,8 +15,8 @@ Streaming calls lanes canonical nodes.
 Which lanes fit the ranks and the batch is checked with the loader's other
 combinations, in :func:`~daskshuffle.plan._combinations.check_combination`.
 
-The price: a rank reads ``L / W`` lanes at once, each one pile at a time, so
-it holds ``L / W`` piles (and reads ahead in each lane) instead of one.
+The price: a rank reads ``L / W`` lanes at once, each one read at a time, so
+it holds ``L / W`` reads (and reads ahead in each lane) instead of one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The loader's plan for a store whose piles are stored shuffled: units smaller than piles, mixed in groups.
+"""The loader's one read mode: units smaller than piles, dealt into groups under a budget, mixed in memory.
 
-Pure numpy, like :mod:`daskshuffle.plan._epoch_plan`. A store that records
-``piles_shuffled`` (:data:`~daskshuffle.plan._plan.PILES_SHUFFLED`) holds its
-rows, end to end, in a uniform random permutation of the source's: the pile
+Pure numpy, like :mod:`daskshuffle.plan._epoch_plan`. Every store this version
+writes holds its rows, end to end, in a uniform random permutation of the source's: the pile
 assignment is uniform given the pile sizes, and each pile is stored in a
 uniform order drawn from the seed. The loader then reads *units*, runs of
 ``unit_rows`` store rows that a read takes cheaply (whole chunks), and:

@@ -165,8 +165,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
 
         Such a store (:data:`~daskshuffle.pilestore.ROW_GROUP_ROWS_KEY`) reads
         any run of that many rows, from a multiple of it, as whole row groups
-        (one, or two where a pile ends inside): units smaller than piles.
-        Stores written before it hold a row group per pile: ``{}``, read by piles.
+        (one, or two where a pile ends inside): the loader's units.
         """
         every = self.metadata.get(ROW_GROUP_ROWS_KEY)
         if not isinstance(every, int) or every < 1:
