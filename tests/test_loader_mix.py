@@ -74,7 +74,7 @@ def planned(mixture: list[Stream], epoch: int) -> np.ndarray:
     """The ids the pure plan gives for ``epoch``, from the stores' ids in stored order, with the loader's units."""
     paths = [str(stream.store) for stream in mixture]
     with PileLoader(mixture, BATCH, seed=SEED) as loader:
-        reads = loader._piles.units
+        reads = loader._piles.epoch_reads
         n_groups = len(reads.layout(epoch)) - 1
         runs = [run for group in range(n_groups) for run in reads.runs(epoch, group)]
         orders = [reads.plan_read(Read(epoch, group, 0, 10**9)).order for group in range(n_groups)]
@@ -215,7 +215,7 @@ def test_reads_are_units_of_one_store_in_groups_under_the_budget(stores: dict[st
     """Each unit holds rows of one store; a group holds at most the budget's half."""
     order = ds.orders.Piles(budget=f"{400 * 26}B")
     with PileLoader(streams(stores, {"repeat": 2.5}, {"repeat": 0.3}), BATCH, seed=SEED, order=order) as loader:
-        reads = loader._piles.units
+        reads = loader._piles.epoch_reads
         assert loader.settings.group_rows == max(200, loader.settings.unit_rows or 0)
         first_b = SIZES["a"][0]
         for group in range(len(reads.layout(0)) - 1):

@@ -60,20 +60,20 @@ class RankShare:
         """The plan of batches ``start:stop`` of ``epoch``: one per lane."""
         epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
         stop = self.n_batches if stop is None else min(parse_count(stop, "stop"), self.n_batches)
-        units, seed = self.piles.units, self.settings.seed
-        offsets, visit = units.layout(epoch), units.visit_order(epoch)
+        reads, seed = self.piles.epoch_reads, self.settings.seed
+        offsets, visit = reads.layout(epoch), reads.visit_order(epoch)
         return [
             plan_batches(offsets, seed, epoch, lane, self.micro, start, max(start, stop), visit) for lane in self.lanes
         ]
 
     def piles_read(self, epoch: int) -> list[int]:
         """The store piles read in ``epoch``, in reading order (lane after lane)."""
-        units = self.piles.units
+        reads = self.piles.epoch_reads
         return [
             pile
             for plan in self.plans(epoch)
             for segment in plan.segments
-            for pile in units.piles_of(epoch, segment.pile)
+            for pile in reads.piles_of(epoch, segment.pile)
         ]
 
     def batches(

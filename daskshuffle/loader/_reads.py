@@ -52,7 +52,7 @@ class PileRead:
         piles = self._piles
         fetched: list[tuple[int, int]] = []
         try:
-            unit = piles.units.plan_read(self.job)
+            unit = piles.epoch_reads.plan_read(self.job)
             # On a remote store every request of the read goes out now (a no-op for the reads started ahead).
             fetched = piles.fetch(self.job)
             return self._shuffled(piles.read_runs(unit.spans), unit)
@@ -64,12 +64,12 @@ class PileRead:
     def _shuffled(self, rows: Any, unit: ReadPlan) -> ShuffledPile:
         piles = self._piles
         n_rows = sum(stop - start for start, stop in unit.spans)
-        what = f"{piles.units.describe(self.job)} of {piles.store!r} for epoch {self.job.epoch}"
+        what = f"{piles.epoch_reads.describe(self.job)} of {piles.store!r} for epoch {self.job.epoch}"
         return ShuffledPile(rows, piles.reader.as_arrays(rows), unit.order, n_rows, what)
 
     def _noted(self, error: Exception) -> Exception:
         if not any(isinstance(note, ReadingNote) for note in getattr(error, "__notes__", ())):
-            what = self._piles.units.describe(self.job)
+            what = self._piles.epoch_reads.describe(self.job)
             error.add_note(
                 ReadingNote(f"daskshuffle was reading {what} of {self._piles.store!r} for epoch {self.job.epoch}.")
             )
@@ -87,7 +87,7 @@ class LoaderReads:
         self,
         reader: PileReader[Any],
         store: str,
-        units: EpochReads,
+        epoch_reads: EpochReads,
         read_ahead: int = 0,
         held_ahead: int | None = None,
         row_nbytes: float = 1.0,
@@ -100,11 +100,11 @@ class LoaderReads:
         self.store = store
         self.offsets = reader.pile_offsets
         #: The epochs' reads: groups of units, or an order's stretches.
-        self.units = units
+        self.epoch_reads = epoch_reads
 
     def spans(self, job: Read) -> list[tuple[int, int]]:
         """The runs of store rows that ``job`` reads, each with one call to the reader."""
-        return self.units.spans(job)
+        return self.epoch_reads.spans(job)
 
     def fetch(self, job: Read) -> list[tuple[int, int]]:
         """Start the requests of every read of ``job`` at once, where the reader fetches; the spans started."""

@@ -31,8 +31,7 @@ class RowsRead:
     """Rows being read by tasks (chunk files of a variable, for a run of rows) that any thread may run.
 
     The thread that started the read runs them in :meth:`result`; so may a
-    reader's pool, or a loader's consumer that needs the rows before the
-    background thread reading them is done (:meth:`help`). Each task is taken
+    reader's pool (:meth:`help`). Each task is taken
     once, under a lock (``next`` of an ``itertools.count`` is atomic only
     under the GIL, not on free-threaded Python); an error is kept and raised
     by :meth:`result` once no task runs, since every task writes into the
