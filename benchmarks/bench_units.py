@@ -1,10 +1,9 @@
-"""Benchmark the default loader of a store whose piles are stored shuffled, against one pile at a time.
+"""Benchmark the default loader: units of whole chunks mixed in groups under its budget.
 
 On Zarr pile stores of ``x`` (N, 64) float32 standard normal (stored raw) and
 ``id`` (N,) int64 (``--size``, one store per ``--pile-mib``), page cache warm:
 the plain read of each store's chunk files (``cat``, the ceiling), then
-``PileLoader`` with its defaults (units mixed in groups) and with
-``Piles(piles_in_memory=1)``, each in a process of its own: rows/s of its best
+``PileLoader`` with its defaults (units mixed in groups), in a process of its own: rows/s of its best
 of two epochs after a first one, the co-batch excess of two epochs (batch-mates
 that meet again, over independent shuffles), how many of ``daskshuffle.quality``'s
 measures find the first of them as uniform, and the peak memory growth of the
@@ -41,7 +40,7 @@ from daskshuffle.quality._metrics import cobatch_overlap
 ROW_NBYTES = 64 * 4 + 8
 #: Rows of a chunk of the source: a block of ``quality.report``'s measure of source chunks per batch.
 SOURCE_CHUNK_ROWS = 262_144
-LOADERS = ("default", "one pile")
+LOADERS = ("default",)
 
 
 def _hwm_kib() -> int:
@@ -102,7 +101,7 @@ def cat(store: Path) -> float:
 
 
 def run_loader(store: str, order: str, batch_size: int, n_rows: int, queue: Any) -> None:
-    chosen = ds.orders.Piles(piles_in_memory=1) if order == "one pile" else "piles"
+    chosen = "piles"
     epochs = [np.empty(n_rows, dtype=np.int64) for _ in range(2)]
     for ids in epochs:
         ids[:] = 0  # touched before the baseline
@@ -126,9 +125,7 @@ def run_loader(store: str, order: str, batch_size: int, n_rows: int, queue: Any)
 
 
 def _held(settings: Any) -> str:
-    if settings.unit_rows:
-        return f"units of {settings.unit_rows:,} rows, groups of {settings.group_rows:,}"
-    return f"{settings.piles_in_memory} pile(s)"
+    return f"units of {settings.unit_rows:,} rows, groups of {settings.group_rows:,}"
 
 
 def measure(store: Path, n_rows: int, batch_size: int, repeat: int) -> dict[str, list[Any]]:
@@ -160,15 +157,12 @@ def main() -> None:
     args.data.mkdir(parents=True, exist_ok=True)
     stores = {pile_mib: make_store(args.data, n_rows, pile_mib, args.format) for pile_mib in args.pile_mib}
     print(f"{n_rows:,} rows of {ROW_NBYTES} bytes; medians of {args.repeat} rounds; load {os.getloadavg()[0]:.1f}")
-    print(
-        "| piles | loader | rows/s | of cat | of one pile | excess (x independent) | epoch uniform | peak growth | held |"
-    )
-    print("|---|---|---:|---:|---:|---:|---|---:|---|")
+    print("| piles | loader | rows/s | of cat | excess (x independent) | epoch uniform | peak growth | held |")
+    print("|---|---|---:|---:|---:|---|---:|---|")
     for pile_mib, store in stores.items():
         found = measure(store, n_rows, args.batch_size, args.repeat)
         ceiling = statistics.median(found["cat"])
-        one = statistics.median(rate for rate, *_ in found["one pile"])
-        print(f"| {pile_mib} MiB | `cat` | {ceiling / 1e6:.2f}M | 1.00 | | | | | |")
+        print(f"| {pile_mib} MiB | `cat` | {ceiling / 1e6:.2f}M | 1.00 | | | | |")
         for order in LOADERS:
             rows = found[order]
             rate = statistics.median(r for r, *_ in rows)
@@ -177,7 +171,7 @@ def main() -> None:
             uniform = ", ".join(sorted({u for *_, u in rows}))
             each = ", ".join(f"{r / 1e6:.2f}" for r, *_ in rows)
             print(
-                f"| {pile_mib} MiB | {order} | {rate / 1e6:.2f}M ({each}) | {rate / ceiling:.2f} | {rate / one:.2f} "
+                f"| {pile_mib} MiB | {order} | {rate / 1e6:.2f}M ({each}) | {rate / ceiling:.2f} "
                 f"| {excess:.2f} | {uniform} | {growth:.0f} MiB | {_held(rows[0][3])} |"
             )
     print(f"load after: {os.getloadavg()[0]:.1f}")

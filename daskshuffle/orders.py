@@ -3,11 +3,13 @@
 Pass one as ``order=``; the orders that need no options may be named by a
 string instead (``order="py1s"``). Piles play the part of MosaicML
 Streaming's shards and of tf.data's files, and the ranks (or lanes) that of
-MosaicML's canonical nodes. Memory is given in rows held by a read, the
-loader holding ``prefetch + 1`` reads at once:
+MosaicML's canonical nodes. Memory is given as what a read holds, the loader
+holding the read in use and those read ahead (``PileLoader(prefetch=)``: by
+default one):
 
-- :class:`Piles` (``"piles"``, the default): piles in a random order, each
-  shuffled whole (or groups of ``piles_in_memory`` piles); a pile (a group).
+- :class:`Piles` (``"piles"``, the default): units of whole chunks dealt
+  afresh each epoch into groups under one byte budget (``budget="auto"``),
+  each group mixed in memory; a group, half the budget.
 - :class:`Naive` (``"naive"``): one uniform permutation of all rows; each rank
   holds every pile it has a row of: for small data only.
 - :class:`Py1s` (``"py1s"``): piles in a random order, the stream cut between

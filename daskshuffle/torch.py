@@ -20,14 +20,14 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess wit
 
 import os
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from typing import Any, Never
+from typing import Any
 
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_count, parse_variables
 from ._torch_dataloader import Batch, ByValue, Pass, Passes, WorkerBatches, make_dataloader, to_tensor
 from .formats import NUMERIC_KINDS
 from .loader import LoaderSettings, PileLoader
-from .plan import Order, OrderName, Stream, refuse_removed_keywords, split_batches
+from .plan import Order, OrderName, Stream, split_batches
 from .storage import Cache, parse_cache
 
 __all__ = ["PileDataset"]
@@ -133,16 +133,14 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         world_size: int | None = None,
         drop_last: bool = False,
         order: Order | OrderName = "piles",
-        prefetch: int = 1,
+        prefetch: str = "auto",
         variables: Sequence[str] | None = None,
         features: str | Sequence[str] | None = None,
         label: str | None = None,
         storage_options: dict[str, Any] | None = None,
         cache: str | os.PathLike[str] | Cache | None = None,
-        **removed: Never,
     ) -> None:
         super().__init__()
-        refuse_removed_keywords(removed, "PileDataset")
         self.features = _parse_features(features)
         if label is not None and not isinstance(label, str):
             raise DaskShuffleTypeError(f"Expected label to be the name of a variable. Got {label!r} instead.")

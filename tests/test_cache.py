@@ -99,7 +99,7 @@ def test_a_damaged_cached_file_is_fetched_again(remote: Any, tmp_path: Path) -> 
     cached[1].write_bytes(b"")  # truncated
     fs = S3ModelFileSystem(**options)
     fs.reset_stats()
-    assert same(epoch_ids(url, options, cache=tmp_path / "c", prefetch=0), expected)
+    assert same(epoch_ids(url, options, cache=tmp_path / "c", prefetch="0B"), expected)
     refetched = chunk_gets(options)
     assert len(cached[::3]) <= refetched < len(cached[::3]) + 10
     assert same(epoch_ids(url, options, cache=tmp_path / "c"), expected)  # and put right in the cache
@@ -179,25 +179,11 @@ def _chunks_of(store: str, runs: list[tuple[int, int]]) -> set[tuple[str, int]]:
     return found
 
 
-def test_a_rank_caches_only_its_own_piles(remote: Any, tmp_path: Path) -> None:
-    """The files cached are exactly the chunk files of the piles the rank reads, one pile at a time."""
-    url, options, local = remote
-    order = Piles(piles_in_memory=1)
-    # No read of epoch 1 ahead.
-    epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch=0, order=order)
-    cached = len(cached_files(tmp_path / "c"))
-    with ds.PileLoader(local, batch_size=2_000, seed=2, rank=0, world_size=4, order=order) as loader:
-        piles = loader.piles(0)
-    offsets = read_metadata(local)["pile_offsets"]
-    expected = _chunks_of(local, [(int(offsets[pile]), int(offsets[pile + 1])) for pile in piles])
-    assert cached == len(expected) < len(chunk_files(local))
-
-
 def test_a_rank_reading_units_caches_only_the_chunks_of_its_groups(remote: Any, tmp_path: Path) -> None:
     """Of a store whose piles are stored shuffled: exactly the chunk files of the units of the groups it has rows of."""
     url, options, local = remote
-    order = Piles(piles_in_memory="2MiB")
-    epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch=0, order=order)
+    order = Piles(budget="2MiB")
+    epoch_ids(url, options, cache=tmp_path / "c", rank=0, world_size=4, prefetch="0B", order=order)
     cached = len(cached_files(tmp_path / "c"))
     with ds.PileLoader(local, batch_size=2_000, seed=2, rank=0, world_size=4, order=order) as loader:
         unit_rows, group_rows = loader.settings.unit_rows, loader.settings.group_rows
@@ -215,7 +201,8 @@ def test_a_rank_reading_units_caches_only_the_chunks_of_its_groups(remote: Any, 
 
 def test_a_local_store_is_not_cached(remote: Any, tmp_path: Path) -> None:
     _, _, local = remote
-    epoch_ids(local, None, cache=tmp_path / "c")
+    with pytest.warns(UserWarning, match="the cache does nothing"):
+        epoch_ids(local, None, cache=tmp_path / "c")
     assert not (tmp_path / "c").exists() or not any((tmp_path / "c").rglob("*"))
 
 

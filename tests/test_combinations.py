@@ -42,11 +42,6 @@ REFUSED = [
         "store",
         r"Expected order='piles'.*with several streams\. Got order='py1b' instead",
     ),
-    (
-        {"store": "MIXTURE", "order": ds.orders.Piles(piles_in_memory=4)},
-        "store",
-        r"with several streams\. Got piles_in_memory=4 instead",
-    ),
     ({"store": "MIXTURE", "batch_format": "xarray"}, "store", r"with several streams\. Got batch_format='xarray'"),
 ]
 
@@ -71,16 +66,14 @@ def test_a_single_stream_is_a_mixture() -> None:
 
 
 def test_the_combinations_that_go_together_pass() -> None:
-    check_combination(Piles(piles_in_memory=4, n_lanes=8), world_size=2, batch_size=64)
+    check_combination(Piles("1GiB", n_lanes=8), world_size=2, batch_size=64)
     check_combination(Py1b(shuffle_block_size=10, n_lanes=4), world_size=4, batch_size=3)
     check_combination(Naive(n_lanes=4), world_size=2, batch_size=2)
     check_combination(Piles(), n_streams=3, batch_format="arrow")
-    check_combination(Piles(piles_in_memory=1), n_streams=2)
-    check_combination(Piles(piles_in_memory="1GiB"), n_streams=2)  # a budget: a mixture holds a pile at a time
+    check_combination(Piles("1GiB"), n_streams=2)  # a mixture deals its stores' units into groups
 
 
-def test_groups_of_piles_belong_to_the_piles_order_alone() -> None:
-    """Formerly a combination (piles_in_memory with another order); now an option only Piles has."""
-    with pytest.raises(TypeError, match="piles_in_memory"):
-        ds.orders.Py1s(piles_in_memory=2)  # type: ignore[call-arg]
+def test_a_budget_belongs_to_the_piles_order_alone() -> None:
+    with pytest.raises(TypeError, match="budget"):
+        ds.orders.Py1s(budget="1GiB")  # type: ignore[call-arg]
     check_combination(Naive(), batch_format="xarray")

@@ -90,7 +90,7 @@ def test_a_wrong_number_of_seconds_is_refused(configure: Configure) -> None:
 
 
 def _most_fetched_ahead(store: str) -> int:
-    with ds.PileLoader(store, batch_size=100, seed=1, prefetch=1, order=Piles(piles_in_memory=1)) as loader:
+    with ds.PileLoader(store, batch_size=100, seed=1, prefetch="auto", order=Piles(budget="24KiB")) as loader:
         reader, peak = loader._piles.reader, 0
         for _ in loader:
             peak = max(peak, reader.fetched_nbytes)
@@ -99,9 +99,10 @@ def _most_fetched_ahead(store: str) -> int:
 
 @pytest.mark.slow
 def test_the_read_ahead_budget_of_a_loader_made_under_a_setting(memory_store: str) -> None:
-    """``prefetch=1`` reads ahead ``loader.read-ahead-nbytes`` of rows: the whole small store by default."""
-    pile_nbytes = 500 * (4 * 4 + 8) + 2_000  # about 500 rows a pile, with room for an uneven one
+    """``prefetch="auto"`` fetches ahead ``loader.read-ahead-nbytes`` of rows: the whole small store by default."""
     with ds.config.set({"loader.read-ahead-nbytes": "24KiB"}):
-        within = _most_fetched_ahead(memory_store)
-    assert 0 < within <= 24 * 2**10 + 2 * pile_nbytes
-    assert _most_fetched_ahead(memory_store) > 24 * 2**10 + 2 * pile_nbytes
+        with ds.PileLoader(memory_store, batch_size=100, seed=1) as loader:
+            assert loader._piles.read_ahead == 24 * 2**10
+        assert _most_fetched_ahead(memory_store) > 0
+    with ds.PileLoader(memory_store, batch_size=100, seed=1) as loader:
+        assert loader._piles.read_ahead == 256 * 2**20

@@ -166,7 +166,7 @@ def _loader_threads() -> list[str]:
 
 def test_a_loader_closed_during_stalled_reads_returns_promptly_and_leaves_no_thread(faulty_store: str) -> None:
     FaultyFileSystem.faults = [("/x/c/", _stall(0.05))]
-    loader = ds.PileLoader(faulty_store, batch_size=500, seed=1, order=ds.orders.Piles(piles_in_memory=1))
+    loader = ds.PileLoader(faulty_store, batch_size=500, seed=1, order=ds.orders.Piles(budget="64KiB"))
     batches = iter(loader)
     next(batches)
     started = time.perf_counter()

@@ -225,7 +225,7 @@ def test_fetches_pickle_empty(fs: CountingFS | AsyncCountingFS) -> None:
     copy.clear()
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, "64KiB", "64MiB"])
+@pytest.mark.parametrize("prefetch", ["0B", "auto", "64KiB", "64MiB"])
 def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_path: Any, prefetch: Any) -> None:
     with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=512, seed=1) as local:
         expected = [batch["id"] for _ in range(2) for batch in local]
@@ -237,25 +237,25 @@ def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_
 
 
 @pytest.mark.parametrize("parquet", [False, True], ids=["zarr", "parquet"])
-def test_a_group_of_piles_sends_the_requests_of_all_its_piles_at_once(
+def test_a_group_of_units_sends_the_requests_of_all_its_units_at_once(
     memory_store: str, parquet_store: tuple[str, str], parquet: bool
 ) -> None:
-    """Without reading ahead (prefetch=0), a group's piles are fetched together, not one after another."""
+    """Without reading ahead (prefetch="0B"), a group's units are fetched together, not one after another."""
     store = parquet_store[1] if parquet else memory_store
-    with ds.PileLoader(store, batch_size=100, seed=1, prefetch=0, order=Piles(piles_in_memory=4)) as loader:
+    with ds.PileLoader(store, batch_size=100, seed=1, prefetch="0B", order=Piles(budget="1MiB")) as loader:
         reader = loader._piles.reader
-        read_piles, seen = reader.read_piles, []
+        read_runs, seen = reader.read_runs, []
 
-        def watched(piles: Any) -> Any:
-            seen.append((len(piles), reader.fetched_nbytes))  # before the first pile is read
-            return read_piles(piles)
+        def watched(runs: Any) -> Any:
+            seen.append((len(runs), sum(b - a for a, b in runs), reader.fetched_nbytes))  # before the first is read
+            return read_runs(runs)
 
-        reader.read_piles = watched
+        reader.read_runs = watched
         n_rows = sum(len(batch["id"]) for batch in loader)
         assert reader.fetched_nbytes == 0  # every read took what it fetched
-    assert n_rows == reader.n_rows and len(seen) >= 5
-    pile_nbytes = int(np.diff(reader.pile_offsets).max()) * 8  # the id column alone of one pile
-    assert all(count == 4 and nbytes > 3 * pile_nbytes for count, nbytes in seen[:-1])
+    assert n_rows == reader.n_rows and seen
+    assert all(nbytes >= 8 * rows for _, rows, nbytes in seen), "every unit's requests out before the first is read"
+    assert parquet or any(count > 1 for count, _, _ in seen), "groups of several units"
 
 
 def test_closing_a_loader_lets_reads_under_way_take_their_requests(
@@ -266,7 +266,7 @@ def test_closing_a_loader_lets_reads_under_way_take_their_requests(
     Had they been cancelled, it would send them again, a pile after another.
     """
     _, remote = parquet_store
-    loader = ds.PileLoader(remote, batch_size=100, seed=1, prefetch=2, order=Piles(piles_in_memory=4))
+    loader = ds.PileLoader(remote, batch_size=100, seed=1, prefetch="64MiB", order=Piles(budget="256KiB"))
     reader = loader._piles.reader
     fetches, closing, started_while_closing = reader._fetches, threading.Event(), []
     start = fetches.start
@@ -293,15 +293,14 @@ def test_closing_a_loader_lets_reads_under_way_take_their_requests(
 
 def test_read_ahead_stays_within_its_budget(memory_store: str) -> None:
     """With a budget of about two piles, at most the budget and one read are fetched ahead at any batch."""
-    with ds.PileLoader(
-        memory_store, batch_size=100, seed=1, prefetch="24KiB", order=Piles(piles_in_memory=1)
-    ) as loader:
+    with ds.PileLoader(memory_store, batch_size=100, seed=1, prefetch="24KiB", order=Piles(budget="24KiB")) as loader:
         reader = loader._piles.reader
         pile_nbytes = int(np.diff(reader.pile_offsets).max()) * (4 * 4 + 8)
         peak = 0
         for _ in loader:
             peak = max(peak, reader.fetched_nbytes)
-    assert 0 < peak <= 24 * 2**10 + 2 * pile_nbytes
+    # The pool reads ahead what the budget holds as soon as it may, taking what was fetched for it.
+    assert 0 <= peak <= 24 * 2**10 + 2 * pile_nbytes
 
 
 def test_an_epoch_fetches_each_chunk_file_once(
@@ -316,11 +315,11 @@ def test_an_epoch_fetches_each_chunk_file_once(
         return bytes(cat_file(self, path, *args, **kwargs))
 
     monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
-    one_pile = Piles(piles_in_memory=1)  # the piles beside each other are read apart
+    one_pile = Piles(budget="24KiB")  # the piles beside each other are read apart
     with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=100, seed=4, order=one_pile) as local:
         expected = [batch["id"] for batch in local]
-    # prefetch=0: the reads one after another in this thread, so that what each fetches is certain.
-    with ds.PileLoader(memory_store, batch_size=100, seed=4, order=one_pile, prefetch=0) as loader:
+    # prefetch="0B": the reads one after another, so that what each fetches is certain.
+    with ds.PileLoader(memory_store, batch_size=100, seed=4, order=one_pile, prefetch="0B") as loader:
         assert all(np.array_equal(a, b["id"]) for a, b in zip(expected, loader, strict=True))
     chunks = {path: n for path, n in reads.items() if "/c/" in path}
     stored = [path for path in (tmp_path / "piles.zarr").rglob("*") if path.is_file() and "/c/" in path.as_posix()]
@@ -385,7 +384,7 @@ def _ids(store: str, prefetch: Any, storage_options: dict[str, Any] | None = Non
         return [batch["id"] for _ in range(2) for batch in loader]
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, "64KiB", "64MiB"])
+@pytest.mark.parametrize("prefetch", ["0B", "auto", "64KiB", "64MiB"])
 def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
     parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -397,7 +396,7 @@ def test_a_remote_parquet_store_reads_the_batches_of_a_local_one(
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
 
 
-@pytest.mark.parametrize("prefetch", [0, 1])
+@pytest.mark.parametrize("prefetch", ["0B", "auto"])
 def test_footers_not_kept_are_fetched_with_the_column_chunks(
     parquet_store: tuple[str, str], prefetch: Any, monkeypatch: pytest.MonkeyPatch, configure: Configure
 ) -> None:
@@ -485,14 +484,15 @@ def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parque
 
 def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, str]) -> None:
     _, remote = parquet_store
-    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", order=Piles(piles_in_memory=1)) as loader:
+    with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", order=Piles(budget="24KiB")) as loader:
         reader = loader._piles.reader
         footer = reader._part(0, None).footer
         largest = max(footer.row_group(group).total_byte_size for group in range(footer.num_row_groups))
         peak = 0
         for _ in loader:
             peak = max(peak, reader.fetched_nbytes)
-    assert 0 < peak <= 24 * 2**10 + 2 * largest
+    # The pool reads ahead what the budget holds as soon as it may, taking what was fetched for it.
+    assert 0 <= peak <= 24 * 2**10 + 2 * largest
 
 
 def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str]) -> None:
@@ -529,7 +529,7 @@ def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str])
 
 
 @pytest.mark.s3
-@pytest.mark.parametrize("prefetch", [0, 1, "64KiB"])
+@pytest.mark.parametrize("prefetch", ["0B", "auto", "64KiB"])
 def test_a_parquet_store_on_s3_reads_the_batches_of_a_local_one(
     parquet_store: tuple[str, str], s3: Any, prefetch: Any
 ) -> None:

@@ -114,7 +114,7 @@ def test_a_store_replaced_with_overwrite_under_an_open_loader_raises_store_chang
     store = shuffled(tmp_path)
     ids = []
     # One pile at a time, nothing read ahead: the rest of the epoch is read after the store is replaced.
-    with ds.PileLoader(store, batch_size=500, seed=0, prefetch=0, order=ds.orders.Piles(piles_in_memory=1)) as loader:
+    with ds.PileLoader(store, batch_size=500, seed=0, prefetch="0B", order=ds.orders.Piles(budget="64KiB")) as loader:
         batches = iter(loader)
         ids.append(next(batches)["id"])
         # The same seed and shapes, other values: the same fingerprint, the same offsets, other chunk files.

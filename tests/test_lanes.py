@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -10,29 +9,11 @@ import pytest
 from conftest import make_zarr_source
 
 import daskshuffle
-from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader
+from daskshuffle import DaskShuffleValueError, PileLoader
 from daskshuffle.orders import Order, Piles, Py1b
 
 N_ROWS, LANES, GLOBAL_BATCH = 3_000, 8, 64
 LANED = Piles(n_lanes=LANES)
-
-#: Epoch 0 on 2 ranks with 8 lanes, as the loader yielded it when the lanes were its own keyword
-#: (``PileLoader(..., n_lanes=8)``): the sha256 of the global steps' ids end to end, and their first ids.
-BEFORE_THE_ORDER_TOOK_THE_LANES = {
-    "piles": ("0c8ee537af3b7c87", [866, 1493, 1162, 2414, 1975, 2481, 107, 2998]),
-    "py1b": ("12a758f8ae8de80c", [575, 1, 907, 1138, 554, 556, 891, 904]),
-}
-#: Rank 1 of 2's settings and their fingerprint in a state saved then, with the lanes a separate entry.
-SAVED_SETTINGS = {
-    "batch_size": 32,
-    "seed": 4,
-    "rank": 1,
-    "world_size": 2,
-    "drop_last": False,
-    "piles_in_memory": 5,
-    "n_lanes": 8,
-}
-SAVED_FINGERPRINT = "c03e85af2b66b535"
 
 
 @pytest.fixture
@@ -116,43 +97,6 @@ def test_lanes_that_do_not_fit_are_refused(store: Path) -> None:
         PileLoader(store, 64, order=Py1b(shuffle_block_size=100, n_lanes=6), world_size=4)
 
 
-def test_lanes_given_to_the_loader_are_refused_with_where_they_go(store: Path) -> None:
-    with pytest.raises(DaskShuffleTypeError, match=r"Expected the lanes inside the order") as error:
+def test_lanes_given_to_the_loader_are_an_unexpected_keyword(store: Path) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_lanes'"):
         PileLoader(store, 64, n_lanes=LANES)  # type: ignore[call-arg]
-    assert error.value.parameter == "n_lanes"
-    assert "order=ds.orders.Piles(n_lanes=8)" in str(error.value)
-
-
-@pytest.mark.skip(reason="read a store of format version 2 (piles in source order), refused now")
-@pytest.mark.parametrize("name", ["piles", "py1b"])
-def test_lanes_in_the_order_give_the_batches_the_loaders_lanes_gave(store: Path, name: str) -> None:
-    order = LANED if name == "piles" else Py1b(shuffle_block_size=100, n_lanes=LANES)
-    ids = np.concatenate(global_steps(store, 2, order=order))
-    digest, first = BEFORE_THE_ORDER_TOOK_THE_LANES[name]
-    assert len(ids) == N_ROWS and ids[:8].tolist() == first
-    assert hashlib.sha256(ids.astype("<i8").tobytes()).hexdigest()[:16] == digest
-    # A rank's batches are micro-batches of its lanes: one rank alone yields the same global steps.
-    np.testing.assert_array_equal(np.concatenate(global_steps(store, 1, order=order)), ids)
-
-
-@pytest.mark.skip(reason="read a store of format version 2 (piles in source order), refused now")
-def test_a_state_saved_when_the_lanes_were_the_loaders_own_keyword_loads(store: Path) -> None:
-    """The lanes stay under the settings' ``n_lanes`` entry: the state and its fingerprint are as they were."""
-    steps = global_steps(store, 1)
-    with PileLoader(store, GLOBAL_BATCH // 2, rank=1, world_size=2, order=LANED) as loader:
-        state = loader.state_dict()
-    assert state["settings"] == SAVED_SETTINGS and state["settings_fingerprint"] == SAVED_FINGERPRINT
-    saved = {**state, "epoch": 0, "batches": 5, "settings": dict(SAVED_SETTINGS)}
-    halves = []
-    for rank in range(4):
-        with PileLoader(store, GLOBAL_BATCH // 4, rank=rank, world_size=4, order=LANED) as loader:
-            loader.load_state_dict(saved)
-            halves.append([batch["id"] for batch in loader])
-    for got, want in zip([np.concatenate(step) for step in zip(*halves, strict=True)], steps[5:], strict=True):
-        np.testing.assert_array_equal(got, want)
-    for other in (Piles(n_lanes=LANES // 2), Piles()):
-        with (
-            PileLoader(store, GLOBAL_BATCH // 2, rank=1, world_size=2, order=other) as loader,
-            pytest.raises(DaskShuffleValueError, match="n_lanes: saved 8"),
-        ):
-            loader.load_state_dict(saved)

@@ -14,10 +14,9 @@ from conftest import consume
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader, Stream
-from daskshuffle.plan._epoch_order import division_cuts
-from daskshuffle.plan._mix_plan import mixed_order, stream_offsets
+from daskshuffle.loader._epoch_reads import Read
 from daskshuffle.plan._streams import epoch_counts
-from daskshuffle.readers import open_pile_reader
+from daskshuffle.plan._unit_plan import epoch_runs, unit_bounds
 
 SEED = 5
 BATCH = 40
@@ -71,15 +70,23 @@ def epoch_ids(mixture: list[Stream], epoch: int, **more: object) -> np.ndarray:
         return np.concatenate([batch["id"] for batch in loader])
 
 
-def planned(mixture: list[Stream], epoch: int, n_divisions: int = 1, share: int | None = None) -> np.ndarray:
-    """The ids the pure plan gives for ``epoch``, from the stores' ids in stored order."""
+def planned(mixture: list[Stream], epoch: int) -> np.ndarray:
+    """The ids the pure plan gives for ``epoch``, from the stores' ids in stored order, with the loader's units."""
     paths = [str(stream.store) for stream in mixture]
-    offsets, first_piles = stream_offsets([open_pile_reader(path).pile_offsets for path in paths])
-    counts = epoch_counts(mixture, [SIZES[name][0] for name in ("a", "b")])
-    n_rows = sum(counts)
-    divisions = division_cuts(n_rows, n_divisions, n_rows // n_divisions if share is None else share)
+    with PileLoader(mixture, BATCH, seed=SEED) as loader:
+        reads = loader._piles.epoch_reads
+        n_groups = len(reads.layout(epoch)) - 1
+        runs = [run for group in range(n_groups) for run in reads.runs(epoch, group)]
+        orders = [reads.plan_read(Read(epoch, group, 0, 10**9)).order for group in range(n_groups)]
     ids = np.concatenate([stored_ids(path) for path in paths])
-    return ids[mixed_order(offsets, first_piles, counts, SEED, epoch, divisions).rows]
+    out, first = [], 0
+    for group in range(n_groups):
+        group_runs = reads.runs(epoch, group)
+        rows = np.concatenate([np.arange(a, b) for a, b in group_runs])
+        out.append(ids[rows[orders[group]]])
+        first += len(rows)
+    assert first == sum(b - a for a, b in runs)
+    return np.concatenate(out)
 
 
 WEIGHTS = [
@@ -134,10 +141,10 @@ def test_resume_mid_epoch_gives_the_rest_and_the_state_records_the_streams(store
     def opened(**more: object) -> PileLoader:
         return PileLoader(mixture, BATCH, seed=SEED, **more)  # type: ignore[arg-type]
 
-    with opened(prefetch=2) as whole:
+    with opened(prefetch="64MiB") as whole:
         expected = consume(whole, 45)  # 1,025 rows: 26 batches an epoch, into the second
     for at in (9, 30):
-        with opened(prefetch=0) as first:
+        with opened(prefetch="0B") as first:
             taken = consume(first, at)
             state = first.state_dict()
         assert [stream["store"] for stream in state["streams"]] == [stores["a"], stores["b"]]
@@ -183,9 +190,8 @@ def test_ranks_are_disjoint_balanced_and_cover_the_epoch(stores: dict[str, str],
             ranks.append([batch["id"] for batch in loader.iter_batches(epoch=1)])
     assert len({len(batches) for batches in ranks}) == 1, "every rank the same number of batches"
     together = np.concatenate([np.concatenate(batches) for batches in ranks])
-    share = len(together) // world_size
     # Disjoint positions of one epoch: the ranks' rows end to end are the planned epoch, cut in three.
-    np.testing.assert_array_equal(together, planned(mixture, 1, world_size, share)[: len(together)])
+    np.testing.assert_array_equal(together, planned(mixture, 1)[: len(together)])
     left_out = world_size * BATCH if drop_last else world_size
     assert 1575 - left_out < len(together) <= 1575
 
@@ -205,15 +211,17 @@ def test_lanes_give_the_same_global_steps_for_every_world_size(stores: dict[str,
         np.testing.assert_array_equal(one, two)
 
 
-def test_reads_are_bounded_by_a_pile(stores: dict[str, str]) -> None:
-    """Each unit holds rows of one pile; the loader reads each unit once."""
-    with PileLoader(streams(stores, {"repeat": 2.5}, {"repeat": 0.3}), BATCH, seed=SEED) as loader:
-        reader = loader._piles.reader
-        biggest = int(np.diff(reader.pile_offsets).max())
-        units = loader._piles.units
-        assert units is not None
-        assert int(np.diff(units.bounds(0)).max()) <= biggest
-        assert all(len(units.piles_of(0, unit)) == 1 for unit in range(len(units.bounds(0)) - 1))
+def test_reads_are_units_of_one_store_in_groups_under_the_budget(stores: dict[str, str]) -> None:
+    """Each unit holds rows of one store; a group holds at most the budget's half."""
+    order = ds.orders.Piles(budget=f"{400 * 26}B")
+    with PileLoader(streams(stores, {"repeat": 2.5}, {"repeat": 0.3}), BATCH, seed=SEED, order=order) as loader:
+        reads = loader._piles.epoch_reads
+        assert loader.settings.group_rows == max(200, loader.settings.unit_rows or 0)
+        first_b = SIZES["a"][0]
+        for group in range(len(reads.layout(0)) - 1):
+            runs = reads.runs(0, group)
+            assert sum(b - a for a, b in runs) <= loader.settings.group_rows or len(runs) == 1
+            assert all((a < first_b) == (b <= first_b) for a, b in runs), "a unit of one store"
 
 
 def test_stores_with_other_variables_or_kinds_are_refused_before_reading(stores: dict[str, str]) -> None:
@@ -266,17 +274,18 @@ def test_a_single_stream_downsamples_one_store(stores: dict[str, str]) -> None:
 
 
 def test_the_fractional_part_is_uniform_over_rows() -> None:
-    """Over 4,000 epochs of repeat=1.37 on 120 rows in piles of unequal sizes, every row gets its second copy
+    """Over 4,000 epochs of repeat=1.37 on 120 rows in units of 8 rows, every row gets its second copy
     equally often: a chi-square test at p = 1e-7, so that a correct plan fails it less than once in a million seeds.
     """
     from scipy import stats
 
-    sizes = [1, 7, 30, 2, 50, 30]
-    offsets, first_piles = stream_offsets([np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)])
     n_rows, n_epochs, count = 120, 4_000, round(1.37 * 120)
+    bounds = unit_bounds(n_rows, 8)  # 15 units of 8 rows
     extra = np.zeros(n_rows)
+    members = np.array([0, n_rows])
     for epoch in range(n_epochs):
-        rows = mixed_order(offsets, first_piles, [count], 11, epoch, np.array([0, count])).rows
+        runs = epoch_runs(bounds, 11, epoch, members, [count])
+        rows = np.concatenate([np.arange(a, b) for a, b in runs.tolist()])
         extra += np.bincount(rows, minlength=n_rows) - 1
     assert extra.sum() == (count - n_rows) * n_epochs
     expected = (count - n_rows) * n_epochs / n_rows

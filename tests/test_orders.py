@@ -27,7 +27,6 @@ from daskshuffle.plan._order_classes import (
     parse_order,
 )
 from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, buffer_stream, interleave_stream, py1br_bounds, py1e_ranges
-from daskshuffle.plan._removed_keywords import refuse_removed_keywords
 from daskshuffle.quality import orders, report
 
 seeds = st.integers(0, 2**63 - 1)
@@ -263,13 +262,14 @@ def test_orders_check_their_options_and_carry_them() -> None:
     assert Interleave(cycle_length=2, buffer_size=10).options == OrderOptions(None, 10, 2)
     assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in ORDERS}
     fields = {name: {field.name for field in dataclasses.fields(cls)} for name, cls in ORDER_CLASSES.items()}
-    own = {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"piles_in_memory"}}
+    own = {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"budget"}}
     assert fields == {name: options | {"n_lanes"} for name, options in own.items()}  # every order takes the lanes
-    assert (
-        Piles().piles_held() == (None, 64 * 2**20) and Piles(3).piles_held() == (3, 0) and Py2s().piles_held()[0] == 1
-    )
-    with pytest.raises(DaskShuffleValueError, match="Expected piles_in_memory to be a size"):
+    assert Piles().budget == "auto" and Piles("1KiB").budget == 1024 and Piles(budget=4096).budget == 4096
+    with pytest.raises(DaskShuffleValueError, match="Expected budget to be a size"):
         Piles("lots")
+    with pytest.raises(DaskShuffleTypeError, match="Expected budget to be 'auto' or a size") as error:
+        Piles(1.5)  # type: ignore[arg-type]
+    assert error.value.parameter == "budget"
     with pytest.raises(DaskShuffleTypeError, match="Expected cycle_length to be a positive integer"):
         Interleave(cycle_length=1.5, buffer_size=10)  # type: ignore[arg-type]
     with pytest.raises(DaskShuffleValueError, match=r"Expected buffer_size to be a positive integer\. Got 0"):
@@ -282,33 +282,9 @@ def test_an_order_named_with_options_side_by_side_takes_those_it_needs_and_no_ot
         order_from_options("py1b", {"shuffle_block_size": None})
     with pytest.raises(DaskShuffleValueError, match=r"Expected no buffer_size with order='py1s'.*'buffer' or 'interl"):
         order_from_options("py1s", {"buffer_size": 10})
-    with pytest.raises(DaskShuffleValueError, match=r"Expected no piles_in_memory with order='naive'.*'piles'"):
-        order_from_options("naive", {"piles_in_memory": 2})
-    assert order_from_options("piles", {"buffer_size": None, "piles_in_memory": 4}) == Piles(piles_in_memory=4)
-
-
-def test_an_orders_option_given_as_a_keyword_names_the_new_spelling() -> None:
-    with pytest.raises(DaskShuffleTypeError, match=r"order=ds\.orders\.Py1b\(shuffle_block_size=4096\)") as error:
-        refuse_removed_keywords({"shuffle_block_size": 4096}, "PileLoader")
-    assert error.value.parameter == "shuffle_block_size"
-    with pytest.raises(DaskShuffleTypeError, match=r"order=ds\.orders\.Interleave\(cycle_length=4\)"):
-        refuse_removed_keywords({"cycle_length": 4}, "PileLoader")
-    with pytest.raises(TypeError, match="got an unexpected keyword argument 'shuffle_size'"):
-        refuse_removed_keywords({"shuffle_size": 4}, "PileLoader")
-    refuse_removed_keywords({}, "PileLoader")
-
-
-def test_the_lanes_and_the_progress_bar_given_as_keywords_name_what_to_write_instead() -> None:
-    with pytest.raises(DaskShuffleTypeError, match=r"Expected the lanes inside the order") as error:
-        refuse_removed_keywords({"n_lanes": 8}, "PileDataset")
-    assert error.value.parameter == "n_lanes"
-    assert "order=ds.orders.Piles(n_lanes=8)" in str(error.value)
-    assert "ds.orders.Py1b(shuffle_block_size=..., n_lanes=8)" in str(error.value)
-    assert "keyword of PileDataset" in str(error.value)
-    with pytest.raises(DaskShuffleTypeError, match=r"tqdm\(loader\)") as error:
-        refuse_removed_keywords({"progress": True}, "PileLoader")
-    assert error.value.parameter == "progress"
-    assert "progress=True as a keyword of PileLoader" in str(error.value)
+    with pytest.raises(DaskShuffleValueError, match=r"Expected no budget with order='naive'.*'piles'"):
+        order_from_options("naive", {"budget": "1GiB"})
+    assert order_from_options("piles", {"buffer_size": None, "budget": "1KiB"}) == Piles(budget=1024)
 
 
 def test_every_order_takes_lanes_by_keyword() -> None:
@@ -318,7 +294,7 @@ def test_every_order_takes_lanes_by_keyword() -> None:
         assert made.n_lanes == 8 and made.options == cls(**{option: 4 for option in ORDER_OPTIONS[name]}).options
         assert repr(made).endswith("n_lanes=8)") and "n_lanes" not in repr(dataclasses.replace(made, n_lanes=None))
         assert made != dataclasses.replace(made, n_lanes=4)
-    assert Piles(2, n_lanes=8) == Piles(piles_in_memory=2, n_lanes=8)
+    assert Piles("2MiB", n_lanes=8) == Piles(budget=2**21, n_lanes=8)
     assert Piles().n_lanes is None
     with pytest.raises(DaskShuffleValueError, match="Expected n_lanes to be a positive integer") as error:
         Py1b(shuffle_block_size=10, n_lanes=0)

@@ -62,27 +62,28 @@ def test_reads_from_many_threads_at_once_give_the_same_rows(store: str) -> None:
                 assert got.equals(want)
 
 
-def test_a_group_of_piles_is_decoded_by_several_threads_in_pile_order(store: str) -> None:
+def test_a_group_of_runs_is_decoded_by_several_threads_in_run_order(store: str) -> None:
     import threading
 
     reader = ParquetPileReader(store)
     decoded_in: list[str] = []
-    read_pile = reader.read_pile
+    read = reader._read
 
-    def watched(pile: int) -> pa.Table:
+    def watched(start: int, stop: int, pile: int | None) -> pa.Table:
         decoded_in.append(threading.current_thread().name)
-        return read_pile(pile)
+        return read(start, stop, pile)
 
-    reader.read_pile = watched  # type: ignore[method-assign]
-    order = [4, 0, 5, 2, 1, 3]
-    group = reader.read_piles(order)
-    assert group.equals(reader.concat([read_pile(pile) for pile in order]))
+    reader._read = watched  # type: ignore[method-assign]
+    offsets = reader.pile_offsets
+    runs = [(int(offsets[pile]), int(offsets[pile + 1])) for pile in [4, 0, 5, 2, 1, 3]]
+    group = reader.read_runs(runs)
+    assert group.equals(reader.concat([read(a, b, None) for a, b in runs]).combine_chunks())
     assert len(decoded_in) == 6 and all(name.startswith("daskshuffle-parquet-decode") for name in decoded_in)
-    assert reader.read_piles([3]).equals(read_pile(3))  # a single pile in the caller's thread
+    assert reader.read_runs(runs[:1]).equals(read(*runs[0], None))  # a single run in the caller's thread
     assert decoded_in[-1] == threading.current_thread().name
     reader.close()
     assert not [t.name for t in threading.enumerate() if t.name.startswith(reader._decoders.prefix)]
-    assert reader.read_piles([1, 2]).equals(reader.concat([read_pile(1), read_pile(2)]))  # new threads after close
+    assert reader.read_runs(runs[:2]).equals(reader.concat([read(*runs[0], None), read(*runs[1], None)]))
     reader.close()
 
 

@@ -32,8 +32,8 @@ from simulate import unit_stream
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.orders import Piles
-from daskshuffle.plan import fingerprint
-from daskshuffle.plan._epoch_plan import epoch_pile_order, grouped_offsets, pile_groups, rank_range, stream_rows
+from daskshuffle.plan import fingerprint, unit_bounds, unit_groups
+from daskshuffle.plan._epoch_plan import epoch_pile_order, rank_range
 from daskshuffle.readers import open_pile_reader
 
 N_ROWS = 1_000
@@ -128,37 +128,33 @@ class Store:
         rank: int = 0,
         world_size: int = 1,
         drop_last: bool = False,
-        piles_in_memory: int = 0,
+        order: Piles | None = None,
         variables: list[str] | None = None,
     ) -> np.ndarray:
-        """The ids a loader with the default settings should yield, in order, from the pure plan and the stored order.
+        """The ids a loader of ``order`` (by default the default) should yield, in order, from the pure plan.
 
-        By default a loader of a store whose piles are stored shuffled (and whose reader says where its chunks lie)
-        reads units of whole chunks, dealt into groups and mixed (``simulate.unit_stream``); of any other store, it
-        mixes groups of piles (``Piles(piles_in_memory="auto")``): the stream is then that of the groups, each its
-        piles' rows one after the other, shuffled as one pile.
+        A loader reads units of whole chunks, dealt into groups and mixed (``simulate.unit_stream``).
         """
         positions = rank_range(N_ROWS, world_size, rank, BATCH, drop_last)
-        offsets = self.offsets
         ids = self.kind.ids(self.path)
-        k = piles_in_memory
-        if not k:  # the default's
-            with PileLoader(self.path, BATCH, variables=variables) as loader:
-                settings = loader.settings
-            if settings.unit_rows is not None and settings.group_rows is not None:
-                stream = unit_stream(N_ROWS, settings.unit_rows, settings.group_rows, SEED, epoch)
-                return ids[stream[positions[0] : positions[1]]]
-            k = settings.piles_in_memory
-        groups = pile_groups(len(offsets) - 1, k, SEED, epoch)
-        if groups is None:
-            return ids[stream_rows(offsets, SEED, epoch, *positions)]
-        store_rows = np.concatenate([np.arange(offsets[pile], offsets[pile + 1]) for group in groups for pile in group])
-        stream = stream_rows(grouped_offsets(offsets, groups), SEED, epoch, *positions)
-        return ids[store_rows[stream]]
+        with PileLoader(self.path, BATCH, variables=variables, order=order or Piles()) as loader:
+            settings = loader.settings
+        assert settings.unit_rows is not None and settings.group_rows is not None
+        stream = unit_stream(N_ROWS, settings.unit_rows, settings.group_rows, SEED, epoch)
+        return ids[stream[positions[0] : positions[1]]]
 
     def pile_rows(self, piles: Iterable[int]) -> list[tuple[int, int]]:
         offsets = self.offsets
         return [(int(offsets[pile]), int(offsets[pile + 1])) for pile in piles]
+
+    def groups(self, epoch: int, order: Piles) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
+        """The offsets of ``epoch``'s groups of a loader of ``order``, and the runs of store rows of each: the plan."""
+        with PileLoader(self.path, BATCH, order=order) as loader:
+            unit_rows, group_rows = loader.settings.unit_rows, loader.settings.group_rows
+        assert unit_rows is not None and group_rows is not None
+        bounds = unit_bounds(N_ROWS, unit_rows)
+        offsets, dealt = unit_groups(bounds, group_rows, SEED, epoch)
+        return offsets, [[(int(bounds[u]), int(bounds[u + 1])) for u in group.tolist()] for group in dealt]
 
     def files_within(self, rows: list[tuple[int, int]]) -> list[Path]:
         return [path for path, a, b in self.kind.files(self.path) if any(s <= a and b <= t for s, t in rows)]
@@ -189,8 +185,8 @@ def loader_threads() -> list[str]:
 # -- one epoch -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, 3])
-def test_an_epoch_yields_every_row_once_in_the_planned_batches(store: Store, prefetch: int) -> None:
+@pytest.mark.parametrize("prefetch", ["0B", "auto", "64MiB"])
+def test_an_epoch_yields_every_row_once_in_the_planned_batches(store: Store, prefetch: str) -> None:
     with PileLoader(store.path, batch_size=BATCH, prefetch=prefetch) as loader:
         for epoch in range(2):
             batches = list(loader)
@@ -245,22 +241,25 @@ def test_ranks_are_disjoint_balanced_and_follow_the_plan(store: Store, world_siz
         assert N_ROWS - len(taken) < (world_size * BATCH if drop_last else world_size)
 
 
-def test_a_rank_reads_only_its_own_piles(store: Store, tmp_path: Path) -> None:
+def test_a_rank_reads_only_its_own_groups(store: Store, tmp_path: Path) -> None:
     copy = copy_of(store, tmp_path)
-    # One pile at a time: a group would read piles of other ranks' groups too.
-    with PileLoader(copy.path, BATCH, rank=1, world_size=3, order=Piles(piles_in_memory=1)) as loader:
-        piles = loader.piles(0)
-        assert 1 <= len(piles) < N_PILES
-        # Damage every file outside this rank's piles: it still reads all its rows.
-        damaged = copy.files_outside(copy.pile_rows(piles))
-        assert damaged
+    small = Piles(budget="16KiB")
+    _, dealt = store.groups(0, small)
+    with PileLoader(copy.path, BATCH, rank=1, world_size=3, order=small) as loader:
+        groups = sorted({segment.pile for segment in loader.plan(0).segments})
+        assert 1 <= len(groups) < len(dealt)
+        # Damage every file outside this rank's groups: it still reads all its rows.
+        damaged = copy.files_outside([run for group in groups for run in dealt[group]])
+        assert damaged or store.kind is KINDS["parquet"], "a Parquet part file holds rows of many groups"
         for path in damaged:
             path.write_bytes(b"not a chunk")
         ids = ids_of(loader)
-    np.testing.assert_array_equal(ids, store.expected(0, rank=1, world_size=3, piles_in_memory=1))
+    np.testing.assert_array_equal(ids, store.expected(0, rank=1, world_size=3, order=small))
+    if not damaged:
+        return
     # The damage is real: rank 0 now fails.
     with (
-        PileLoader(copy.path, BATCH, rank=0, world_size=3, order=Piles(piles_in_memory=1)) as other,
+        PileLoader(copy.path, BATCH, rank=0, world_size=3, order=Piles(budget="16KiB")) as other,
         pytest.raises((OSError, RuntimeError)),
     ):
         list(other)
@@ -284,7 +283,7 @@ def test_resume_continues_exactly_as_an_uninterrupted_run(store: Store, world_si
     }
     ends = {0, 1, per_epoch - 1, per_epoch, per_epoch + 1, 2 * per_epoch}
     for k in sorted(ends | {k for k in boundaries if k <= per_epoch}):
-        with PileLoader(store.path, **settings, prefetch=k % 3) as first:
+        with PileLoader(store.path, **settings, prefetch=("0B", "auto", "64MiB")[k % 3]) as first:
             np.testing.assert_array_equal(
                 np.concatenate(consume(first, k) or [[]]), np.concatenate(reference[:k] or [[]])
             )
@@ -324,19 +323,23 @@ DAMAGE = {"missing": _delete, "truncated": _truncate, "corrupted": _corrupt}
     "kind",
     ["zarr", "xarray", "parquet"],
 )
-def test_a_damaged_file_raises_in_the_consumer_at_its_pile_and_the_loader_stops_cleanly(
+def test_a_damaged_file_raises_in_the_consumer_at_its_group_and_the_loader_stops_cleanly(
     kind: str, damage: str, tmp_path: Path
 ) -> None:
     store = Store(KINDS[kind], KINDS[kind].make(tmp_path))
-    order = epoch_pile_order(SEED, 0, N_PILES)
-    broken = int(order[2])
-    # A file of "x" holding only rows of the third pile visited.
-    path = next(path for path in store.files_within(store.pile_rows([broken])) if "id" not in path.parts)
+    small = Piles(budget="16KiB")
+    offsets, dealt = store.groups(0, small)
+    # The file of "x" that the latest group is the first to need (a Parquet part file holds rows of many groups).
+    files = [(path, a, b) for path, a, b in store.kind.files(store.path) if "id" not in path.parts]
+    first_group = [min(g for g, runs in enumerate(dealt) if any(a < t and s < b for s, t in runs)) for _, a, b in files]
+    chosen = int(np.argmax(first_group))
+    path, broken = files[chosen][0], first_group[chosen]
+    assert broken >= 2 or kind == "parquet"
     DAMAGE[damage](path)
-    before = int(np.diff(store.offsets)[order[:2]].sum())  # stream rows ahead of the broken pile
+    before = int(offsets[broken])  # stream rows ahead of the broken group
     received = []
-    with PileLoader(store.path, BATCH, prefetch=2, order=Piles(piles_in_memory=1)) as loader:
-        with pytest.raises(CorruptPileStoreError, match=rf"pile {broken}\b") as caught:
+    with PileLoader(store.path, BATCH, prefetch="64MiB", order=small) as loader:
+        with pytest.raises(CorruptPileStoreError, match=rf"group {broken} of") as caught:
             for batch in loader:
                 received.append(batch["id"])
         assert path.name in str(caught.value)
@@ -347,19 +350,15 @@ def test_a_damaged_file_raises_in_the_consumer_at_its_pile_and_the_loader_stops_
     assert loader_threads() == []
 
 
-@pytest.mark.parametrize("order", ["piles", Piles(piles_in_memory=1)], ids=["units", "one pile"])
-def test_a_store_that_decodes_or_is_read_in_units_is_read_ahead_in_a_thread_even_for_a_fast_consumer(
-    store: Store, order: object
-) -> None:
+@pytest.mark.parametrize("order", ["piles", Piles(budget="16KiB")], ids=["units", "small groups"])
+def test_every_store_is_read_ahead_in_a_thread_even_for_a_fast_consumer(store: Store, order: object) -> None:
     decodes = open_pile_reader(store.path).decodes
     assert decodes == (store.kind is KINDS["parquet"]), "Parquet decodes; the Zarr stores here hold raw floats"
-    # A consumer back within a second counts as one that comes straight back, however loaded the machine.
-    with ds.config.set({"loader.away-seconds": 1.0}), PileLoader(store.path, BATCH, prefetch=1, order=order) as loader:
-        units = loader.settings.unit_rows is not None
-        assert units == (order == "piles"), "stores of shuffled piles, Zarr and Parquet"
+    with PileLoader(store.path, BATCH, prefetch="auto", order=order) as loader:
+        assert loader.settings.unit_rows is not None, "every store is read in units"
         batches = iter(loader)
         first = [next(batches), next(batches)]
-        assert bool(loader_threads()) == (decodes or units)
+        assert loader_threads()
         ids = ids_of(first + list(batches))
     assert loader_threads() == []
     expected = store.expected(0) if order == "piles" else np.sort(store.expected(0))

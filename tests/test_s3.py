@@ -167,7 +167,9 @@ def test_loader_reads_piles_from_s3(tmp_path: Path, s3: Any, zarr_pair: tuple[st
     ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), 6, seed=2)
     ds.shuffle_zarr(remote, s3.url("piles.zarr"), 6, seed=2, storage_options=s3.storage_options)
     on_disk = ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=128, seed=9)
-    on_s3 = ds.PileLoader(s3.url("piles.zarr"), batch_size=128, seed=9, prefetch=2, storage_options=s3.storage_options)
+    on_s3 = ds.PileLoader(
+        s3.url("piles.zarr"), batch_size=128, seed=9, prefetch="64MiB", storage_options=s3.storage_options
+    )
     with on_disk, on_s3:
         remote_batches = list(on_s3)
         local_batches = list(on_disk)

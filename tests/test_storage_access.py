@@ -106,7 +106,7 @@ def test_a_misspelt_storage_option_is_named(store: str, s3: Any, tmp_path: Path)
 def test_a_zarr_store_that_is_throttled_or_silent_is_not_called_damaged(
     store: str, proxy: Any, fault: str, reason: str, said: str
 ) -> None:
-    loader = ds.PileLoader(store, batch_size=100, seed=0, prefetch=0, storage_options=proxy.storage_options(**FAST))
+    loader = ds.PileLoader(store, batch_size=100, seed=0, prefetch="0B", storage_options=proxy.storage_options(**FAST))
     proxy.fault, proxy.only = fault, "/c/"  # the chunk files only: the store was opened
     with pytest.raises(ds.StorageAccessError, match=said) as caught:
         next(iter(loader))
@@ -125,7 +125,7 @@ def test_a_parquet_store_that_is_throttled_is_not_called_damaged(tmp_path: Path,
     frame.to_parquet(tmp_path / "raw.parquet")
     store = s3.url("piles.parquet")
     ds.shuffle_parquet(str(tmp_path / "raw.parquet"), store, n_piles=3, seed=0, storage_options=s3.storage_options)
-    loader = ds.PileLoader(store, batch_size=100, seed=0, prefetch=0, storage_options=proxy.storage_options(**FAST))
+    loader = ds.PileLoader(store, batch_size=100, seed=0, prefetch="0B", storage_options=proxy.storage_options(**FAST))
     proxy.fault, proxy.only = "throttle", "/part-"
     with pytest.raises(ds.StorageAccessError, match="throttled") as caught:
         next(iter(loader))

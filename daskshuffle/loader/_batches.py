@@ -159,7 +159,7 @@ def gather_batches(
                 if part.segment != current:
                     if pile is not None and release is not None:
                         release(pile)
-                    pile = None  # let the last pile go before the next is read (with prefetch=0, here)
+                    pile = None  # let the last pile go before the next is read (with nothing read ahead, here)
                     read = segment(part.segment)
                     # Once a pile: every variable holds its rows, every part's index is in them. Only a pile that
                     # passed is given back to the reader.

@@ -15,8 +15,8 @@ Streaming calls lanes canonical nodes.
 Which lanes fit the ranks and the batch is checked with the loader's other
 combinations, in :func:`~daskshuffle.plan._combinations.check_combination`.
 
-The price: a rank reads ``L / W`` lanes at once, each one pile at a time, so
-it holds ``L / W`` piles (and reads ahead in each lane) instead of one.
+The price: a rank reads ``L / W`` lanes at once, each one read at a time, so
+it holds ``L / W`` reads (and reads ahead in each lane) instead of one.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 
 from ..plan import BatchPlan
 from ._batches import Allocate
-from ._prefetch import Read, ReadThreads, prefetched_batches
+from ._prefetch import Read, ReadAhead, prefetched_batches
 from ._reads import LoaderReads
 
 __all__ = ["lane_batches"]
@@ -47,22 +47,15 @@ def _join(parts: tuple[dict[str, Any], ...], allocate: Allocate | None) -> dict[
 
 
 def lane_batches(
-    piles: LoaderReads, plans: list[BatchPlan], epoch: int, prefetch: int, allocate: Allocate | None = None
+    piles: LoaderReads, plans: list[BatchPlan], epoch: int, allocate: Allocate | None = None
 ) -> Generator[dict[str, Any], None, None]:
     """A rank's batches: micro-batch ``t`` of each of its lanes' ``plans``, joined lane by lane.
 
-    Each lane reads through a :class:`ReadThreads` of its own, one pile at a
-    time; all are closed when the iteration ends or stops.
+    Each lane reads through a :class:`ReadAhead` of its own; all are closed
+    when the iteration ends or stops.
     """
     lanes = [
-        prefetched_batches(
-            piles,
-            plan,
-            [Read(epoch, *s) for s in plan.segments],
-            ReadThreads(piles, prefetch),
-            prefetch,
-        )
-        for plan in plans
+        prefetched_batches(piles, plan, [Read(epoch, *s) for s in plan.segments], ReadAhead(piles)) for plan in plans
     ]
     try:
         for parts in zip(*lanes, strict=True):

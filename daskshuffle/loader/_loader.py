@@ -1,30 +1,31 @@
 """``PileLoader``: shuffled minibatches from a pile store, during training.
 
-This is the second pass of the 2-pass shuffle, done lazily: each epoch visits
-the piles in a fresh random order, shuffles each pile in memory with a fresh
-permutation (both keyed by ``(seed, epoch, pile)`` only), and gathers batches
-in that order, running across pile boundaries (or, with ``order=``, in one of
-the orders of :mod:`daskshuffle.plan._orders`, read unit by unit through
-:mod:`daskshuffle.loader._order_units`). While the consumer trains on one
-pile, background threads read the next ones (or the consumer itself, when it
-comes back for each batch at once: see :mod:`daskshuffle.loader._prefetch`).
+This is the second pass of the 2-pass shuffle, done lazily. By default
+(``order="piles"``) each epoch deals the store's units of whole chunks into
+groups afresh, reads each group at once and hands its rows out in a fresh
+permutation (:mod:`daskshuffle.loader._unit_groups`); batches run across
+groups. With another ``order=``, the epoch is that order's stream, read
+stretch by stretch (:mod:`daskshuffle.loader._order_reads`). One pool of reader
+threads reads the next groups under one byte budget while the consumer trains
+(:mod:`daskshuffle.loader._prefetch`).
 
 The loader reads through the formats (:func:`daskshuffle.formats.open_pile_reader`)
 and never imports dask: it runs on a training machine with no scheduler at all.
 Which rows each rank and each batch gets is planned by pure functions of
-:mod:`daskshuffle.plan._plan` (:func:`~daskshuffle.plan._plan.plan_batches`); reading
-ahead lives in :mod:`daskshuffle.loader._prefetch`, gathering a batch in
-:mod:`daskshuffle.loader._batches`, the position and the iterations that move it in
-:mod:`daskshuffle.loader._loader_position`; this module opens the store and the settings.
+:mod:`daskshuffle.plan` (:func:`~daskshuffle.plan._epoch_plan.plan_batches`); gathering
+a batch lives in :mod:`daskshuffle.loader._batches`, the position and the
+iterations that move it in :mod:`daskshuffle.loader._loader_position`; this module
+opens the store and the settings.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 import weakref
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Literal, Never
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,23 +41,36 @@ from ..plan import (
     check_combination,
     parse_order,
     parse_streams,
-    refuse_removed_keywords,
 )
 from ..readers import PileReader
 from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition
-from ._loader_state import LoaderSettings, choose_piles_in_memory, parse_rank, row_nbytes
-from ._mix import loader_units, open_loader_store
-from ._prefetch import ReadThreads, parse_prefetch
+from ._loader_state import LoaderSettings, parse_rank, row_nbytes
+from ._mix import loader_reads, open_loader_store
+from ._prefetch import ReadAhead, parse_prefetch
 from ._rank_share import RankShare
 from ._reads import LoaderReads
-from ._run_units import choose_units
+from ._unit_groups import choose_units
 
-__all__ = ["LoaderSettings", "PileLoader"]
+__all__ = ["CacheNotUsedWarning", "LoaderSettings", "PileLoader"]
 
 
-def _release(read_threads: ReadThreads, reader: PileReader[Any]) -> None:
-    read_threads.close()
+class CacheNotUsedWarning(UserWarning):
+    """``cache=`` given for a store the cache does nothing for: a local store, read where it is.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     PileLoader("piles.zarr", batch_size=100, cache="cache").close()
+    >>> [type(warning.message).__name__ for warning in caught]
+    ['CacheNotUsedWarning']
+    """
+
+
+def _release(read_ahead: ReadAhead, reader: PileReader[Any]) -> None:
+    read_ahead.close()
     reader.close()
 
 
@@ -65,24 +79,30 @@ class PileLoader(LoaderPosition):
 
     Iterating yields one epoch of batches, each a dict of numpy arrays keyed
     by variable name with ``batch_size`` rows, except possibly the last.
-    By default (``order="piles"``) every epoch visits the piles in a fresh random order and shuffles each
-    pile in memory with a fresh permutation, both derived from
-    ``(seed, epoch, pile)`` only; batches run across pile boundaries.
     Iterating again continues where the last iteration stopped: after a
     whole epoch, that is the next epoch. A loader has one consumer: while
     one thread's iteration is open, another thread that iterates the loader
     (or moves its position) gets an error; give each thread its own loader.
 
-    While one pile is being consumed, the next ``prefetch`` piles are read
-    at once in background threads, while the consumer is away with its
-    batches, so that a consumer slower than the reader never waits after the
-    first pile. A consumer that comes back for each batch at once (in under
-    0.2 ms on average) reads each pile itself when it needs it instead: a
-    thread reading next to it slowed both down. Memory stays within about
-    ``prefetch + 1`` piles and a batch (and half a pile more while a pile is
-    being read). Batches are new arrays, gathered from the piles. Once an
-    epoch ends, the first piles of the next one are already being read;
-    :meth:`close` (or ``with``) releases them and the threads.
+    What is read: by default (``order="piles"``, :class:`~daskshuffle.orders.Piles`)
+    the store in units of whole chunks (a Parquet store's row groups), dealt
+    afresh every epoch into groups of up to half the order's budget; each
+    group is read at once and its rows handed out in a fresh permutation of
+    the group, both drawn from ``(seed, epoch)`` only. Every store is stored
+    in a uniform random order of its rows, so each epoch is a uniform
+    permutation. Across epochs rows of one unit always share a group: two
+    rows that shared a batch meet in one again about
+    ``data * unit / group**2 + 1`` times as often as under independent
+    shuffles (bytes), near 2 with the automatic budget.
+
+    Memory: the order's budget (the group being used and the one read
+    ahead), a batch, and on a remote store the requests in flight
+    (``prefetch``). One pool of reader threads reads the next group while
+    the consumer is busy with the batches of this one, so that a consumer
+    slower than the reader never waits after the first group. Batches are
+    new arrays, gathered from the groups. Once an epoch ends, the first group
+    of the next one is already being read; :meth:`close` (or ``with``)
+    releases it and the threads.
 
     Parameters
     ----------
@@ -90,11 +110,11 @@ class PileLoader(LoaderPosition):
         A complete pile store, written by a daskshuffle shuffle; or several,
         trained on together as one: a list of paths (each row once per
         epoch) or of :class:`~daskshuffle.Stream`, which up- or downsample
-        their store (``repeat``, ``choose``, ``proportion``). Every copy of a
-        pile (and the sampled part of a pile) is read and shuffled as a pile
-        of its own, in its own place of the epoch. The stores must be of one
+        their store (``repeat``, ``choose``, ``proportion``). Their units (and
+        each copy of one, and the sampled units) are dealt together into the
+        groups of the epoch, as one store's are. The stores must be of one
         kind with the same variables and dtypes (checked before any row is
-        read), with ``order="piles"``, one pile at a time.
+        read), with ``order="piles"``.
     batch_size : int
         Rows per batch.
     seed : int, optional
@@ -113,42 +133,32 @@ class PileLoader(LoaderPosition):
         Leave out each rank's last, partial batch.
     order : str or daskshuffle.orders.Order, default "piles"
         The order of each epoch, with its options: an order of
-        :mod:`daskshuffle.orders` (``ds.orders.Py1b(shuffle_block_size=4096)``,
-        ``ds.orders.Buffer(buffer_size=10_000)``, ...), or the name of one that
-        needs no options: ``"piles"`` (the above), ``"naive"``, ``"py1s"`` or
-        ``"py2s"``. ``"piles"`` is ``ds.orders.Piles(piles_in_memory="auto")``:
-        each epoch deals the piles into groups, afresh, and reads and shuffles
-        each group as one pile, as many of the largest pile as 64 MiB holds
-        (at most ``ceil(sqrt(2 * n_piles))``, already within 2x of independent
-        epochs); ``Piles(piles_in_memory=1)`` reads one pile at a time, and
-        :class:`~daskshuffle.orders.Piles` says more. The number chosen is
-        ``settings.piles_in_memory``, in the state. With several stores, one
-        pile at a time. Piles play the part of MosaicML Streaming's shards and of
-        tf.data's files, and the ranks (or lanes) that of MosaicML's canonical
-        nodes; :mod:`daskshuffle.orders` says what each order reads and holds.
-        Every order takes ``n_lanes`` for elastic determinism
-        (``ds.orders.Piles(n_lanes=8)``): each epoch's order is cut into that
-        many lanes, as if among that many ranks, so that the rows of each
-        global step (all ranks together, with ``world_size * batch_size``
-        fixed) are the same for any ``world_size`` that divides ``n_lanes``,
-        and a state saved with one world size loads with another. A rank then
-        holds ``n_lanes / world_size`` piles at once; numpy batches only.
-    prefetch : int or str, default 1
-        Piles read ahead, each in its own background thread (for a consumer
-        that stays away with its batches, or a store whose reads decode):
-        1 is double buffering, 0 always reads in the consumer's thread. A
-        store whose reads decode in one thread each (a Parquet store of one
-        wide list column, read a pile at a time) reads faster with 2, at the
-        memory of one pile more; a Parquet store's groups of piles decode two
-        piles at a time already.
-        On object storage the requests for the files of the reads after the
-        consumer's also go out at once, all in flight together, for up to
-        256 MiB of rows ahead (with ``prefetch=0``, none); a size such as
-        ``"1GiB"`` sets that budget instead, and reads one pile (or group) ahead
-        only if it holds no more: with ``"8MiB"``, groups of 64 MiB are read
-        when the consumer gets to them, and hold one group at a time. A
-        chunk file that holds rows of two piles read apart is kept (up to
-        64 MiB of them) for the second, so that an epoch fetches each once.
+        :mod:`daskshuffle.orders` (``ds.orders.Piles(budget="1GiB")``,
+        ``ds.orders.Py1b(shuffle_block_size=4096)``, ...), or the name of one
+        that needs no options: ``"piles"`` (the above, ``ds.orders.Piles()``
+        with its automatic budget), ``"naive"``, ``"py1s"`` or ``"py2s"``. The
+        unit and group rows a budget gives are ``settings.unit_rows`` and
+        ``settings.group_rows``, in the state. Piles play the part of MosaicML
+        Streaming's shards and of tf.data's files, and the ranks (or lanes)
+        that of MosaicML's canonical nodes; :mod:`daskshuffle.orders` says
+        what each order reads and holds. Every order takes ``n_lanes`` for
+        elastic determinism (``ds.orders.Piles(n_lanes=8)``): each epoch's
+        order is cut into that many lanes, as if among that many ranks, so
+        that the rows of each global step (all ranks together, with
+        ``world_size * batch_size`` fixed) are the same for any ``world_size``
+        that divides ``n_lanes``, and a state saved with one world size loads
+        with another; numpy batches only.
+    prefetch : str, default "auto"
+        Bytes of rows read ahead of the consumer, in one pool of reader
+        threads: ``"auto"`` reads the next group (or an order's next stretch)
+        whatever it holds, which ``Piles``' budget counts; a size such as
+        ``"1GiB"`` reads ahead the reads whose rows it holds, none if the next
+        one holds more (``"0B"``: nothing ahead). On object storage the
+        requests of the reads ahead also go out at once, all in flight
+        together, within ``loader.read-ahead-nbytes`` (256 MiB) of rows with
+        ``"auto"``, within the size given otherwise. A chunk file that holds
+        rows of two reads apart is kept (up to 64 MiB of them) for the second,
+        so that an epoch fetches each once.
     variables : list of str, optional
         The variables (or columns) to read; by default all.
     batch_format : {"numpy", "xarray", "arrow", "pandas"}, default "numpy"
@@ -167,28 +177,25 @@ class PileLoader(LoaderPosition):
         remote pile store is kept (a Zarr store's chunk files, a Parquet
         store's byte ranges of column chunks): later epochs read it from
         there. Each is checked as it is read (a damaged one is read from the
-        store again); a rank keeps only what its own piles need; loaders on one
-        machine may share the directory. A local store is read as it is.
+        store again); a rank keeps only what its own reads need; loaders on
+        one machine may share the directory. A local store is read where it
+        lies: a cache given for one does nothing, and warns
+        (:class:`~daskshuffle.loader.CacheNotUsedWarning`).
     storage_options : dict, optional
         Passed to fsspec for URLs.
 
     Raises
     ------
     DaskShuffleTypeError
-        For an order's option given as a keyword (``piles_in_memory=``,
-        ``shuffle_block_size=``, ``buffer_size=``, ``cycle_length=``, and the
-        lanes' ``n_lanes=``): it goes inside the order,
-        ``order=ds.orders.Py1b(shuffle_block_size=4096)``,
-        ``order=ds.orders.Piles(n_lanes=8)``. For ``progress=``: wrap the
-        loader instead, ``tqdm(loader)`` (the loader has ``len()``).
+        For ``prefetch`` given as a number rather than a size.
     DaskShuffleValueError
         For settings that do not go together (lanes that do not fit the ranks
-        or the batch, several streams with an order other than ``"piles"`` or
-        groups of piles), before any store is opened. When iterated (or its
+        or the batch, several streams with an order other than ``"piles"``),
+        before any store is opened. When iterated (or its
         position moved) in one thread while another thread's iteration of it
         is open.
     CorruptPileStoreError
-        While iterating, at the first batch that needs a pile whose files are
+        While iterating, at the first batch that needs a group whose files are
         missing, truncated or corrupted; the loader then stops its reads.
     StoreChangedError
         While iterating, at the first batch that needs files that ``evict`` or
@@ -245,20 +252,17 @@ class PileLoader(LoaderPosition):
         world_size: int = 1,
         drop_last: bool = False,
         order: Order | OrderName = "piles",
-        prefetch: int | str = 1,
+        prefetch: str = "auto",
         variables: Sequence[str] | None = None,
         batch_format: Literal["numpy", "xarray", "arrow", "pandas"] = "numpy",
         cache: str | os.PathLike[str] | Cache | None = None,
         storage_options: dict[str, Any] | None = None,
-        **removed: Never,
     ) -> None:
-        refuse_removed_keywords(removed, "PileLoader")
         batch_size = parse_positive_int(batch_size, "batch_size")
         world_size = parse_positive_int(world_size, "world_size")
         rank = parse_rank(rank, world_size)
         drop_last = parse_bool(drop_last, "drop_last")
         chosen_order = parse_order(order)
-        given, budget = chosen_order.piles_held()
         streams = parse_streams(store)
         check_combination(
             chosen_order,
@@ -268,20 +272,24 @@ class PileLoader(LoaderPosition):
             batch_format=batch_format,
         )
         prefetching = parse_prefetch(prefetch)
-        self._prefetch = prefetching.depth
         chosen = parse_variables(variables)
         path, reader, mixture = open_loader_store(store, streams, chosen, storage_options, batch_format)
         chosen_cache = parse_cache(cache)
-        if chosen_cache is not None:
+        if chosen_cache is not None and not reader.caches:
+            warnings.warn(
+                f"Expected cache= only for a remote pile store. Got cache={os.fspath(chosen_cache.directory)!r} for "
+                f"{path!r}, which is read where it lies, so the cache does nothing; leave cache= out.",
+                CacheNotUsedWarning,
+                stacklevel=2,
+            )
+        elif chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
-        several = mixture is not None
-        chosen_units = None
-        if isinstance(chosen_order, Piles):
-            held = chosen_order.piles_in_memory
-            chosen_units = choose_units(held, budget, reader, row_nbytes(reader), several_streams=several)
-        piles_in_memory = (
-            1 if chosen_units is not None else choose_piles_in_memory(given, budget, reader, several_streams=several)
+        n_rows = reader.n_rows if mixture is None else mixture.n_rows
+        units = (
+            choose_units(chosen_order.budget, reader, row_nbytes(reader), n_rows)
+            if isinstance(chosen_order, Piles)
+            else None
         )
         self.settings = LoaderSettings(
             batch_size=batch_size,
@@ -289,26 +297,26 @@ class PileLoader(LoaderPosition):
             rank=rank,
             world_size=world_size,
             drop_last=drop_last,
-            piles_in_memory=piles_in_memory,
             n_lanes=chosen_order.n_lanes,
             order=chosen_order.name,
             **chosen_order.options.to_dict(),
-            **({} if chosen_units is None else chosen_units._asdict()),
+            unit_rows=None if units is None else units.unit_rows,
+            group_rows=None if units is None else units.group_rows,
         )
         self.store = path
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
         self._storage_options = storage_options
-        units, n_rows = loader_units(self.settings, reader, mixture)
+        reads, n_rows = loader_reads(self.settings, reader, mixture, None if units is None else units.member_unit_rows)
         self._streams = None if mixture is None else mixture.records
-        self._piles = LoaderReads(reader, path, units, prefetching.in_flight, prefetching.held, row_nbytes(reader))
+        self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row_nbytes(reader))
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         super().__init__()  # the position: epoch 0, its first batch
-        self._read_threads = ReadThreads(self._piles, self._prefetch)
-        # Also stop the background threads if the loader is dropped without close().
-        self._finalizer = weakref.finalize(self, release_on_collection, _release, self._read_threads, reader)
+        self._read_ahead = ReadAhead(self._piles)
+        # Also stop the reader threads if the loader is dropped without close().
+        self._finalizer = weakref.finalize(self, release_on_collection, _release, self._read_ahead, reader)
 
     # -- what it yields ------------------------------------------------------
     @property
@@ -359,9 +367,9 @@ class PileLoader(LoaderPosition):
     def plan(self, epoch: int, start: int = 0, stop: int | None = None) -> BatchPlan:
         """Which rows of which piles make batches ``start:stop`` of ``epoch`` for this rank.
 
-        With an ``order`` other than ``"piles"``, a segment's ``pile`` is a unit
-        of the epoch's stream, read at once (:meth:`piles` names the store
-        piles it reads).
+        A segment's ``pile`` is a read of the epoch: a group of units (with an
+        ``order`` other than ``"piles"``, a stretch of its stream), read at
+        once; :meth:`piles` names the store piles the reads take rows of.
 
         Examples
         --------
@@ -379,29 +387,25 @@ class PileLoader(LoaderPosition):
         return self._share.plans(epoch, start, stop)[0]
 
     def piles(self, epoch: int | None = None) -> list[int]:
-        """The piles this rank reads in ``epoch`` (by default the current one), in reading order.
+        """The store piles this rank's reads take rows of in ``epoch`` (by default the current one).
+
+        Read after read, each read's piles in the order of the store: a group
+        of units takes rows of many piles.
 
         Examples
         --------
-        >>> from daskshuffle.orders import Piles
-        >>> piles = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4, order=Piles(1)).piles(0)
-        >>> 1 <= len(piles) <= 4
+        >>> loader = PileLoader("piles.zarr", batch_size=100, rank=1, world_size=4)
+        >>> sorted(set(loader.piles(0))) == list(range(loader.n_piles))
         True
-
-        With the piles of a group read together (by default as many as 64 MiB
-        hold), a rank reads every pile of the groups it has rows of:
-
-        >>> sorted(PileLoader("piles.zarr", batch_size=100, order=Piles(piles_in_memory=4)).piles(0))
-        [0, 1, 2, 3, 4, 5, 6, 7]
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
         return self._share.piles_read(epoch)
 
     # -- resources -----------------------------------------------------------
     def close(self) -> None:
-        """Stop the iterations in progress and the background reads, join their threads, close the store."""
+        """Stop the iterations in progress and the reads ahead, join the reader threads, close the store."""
         self._close_iterations()
-        _release(self._read_threads, self._piles.reader)
+        _release(self._read_ahead, self._piles.reader)
 
     def __enter__(self) -> PileLoader:
         return self

@@ -21,7 +21,7 @@ from .._parse import parse_count
 from ._batches import Allocate
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state
 from ._mix import check_streams
-from ._prefetch import ReadThreads
+from ._prefetch import ReadAhead
 from ._rank_share import RankShare
 
 __all__ = ["LoaderPosition"]
@@ -44,8 +44,7 @@ class LoaderPosition:
     store: str
     _share: RankShare
     _n_batches: int
-    _prefetch: int
-    _read_threads: ReadThreads
+    _read_ahead: ReadAhead
     _store_fingerprint: str
     _storage_options: dict[str, Any] | None
     _streams: list[dict[str, Any]] | None
@@ -104,7 +103,7 @@ class LoaderPosition:
             self._close_live()
             epoch, first = self._position()
             self._epoch, self._batches = epoch, first
-            batches = self._share.batches(epoch, first, None, self._prefetch, self._read_threads)
+            batches = self._share.batches(epoch, first, None, self._read_ahead)
             generator = self._generate(batches, epoch, first, track=True)
             self._live, self._live_thread = weakref.ref(generator), threading.current_thread()
         return generator
@@ -130,7 +129,7 @@ class LoaderPosition:
         >>> loader.epoch
         0
         """
-        batches = self._share.batches(epoch, start, stop, self._prefetch, allocate=allocate)
+        batches = self._share.batches(epoch, start, stop, allocate=allocate)
         generator = self._generate(batches, epoch, start, track=False)
         self._ranges.add(generator)
         return generator

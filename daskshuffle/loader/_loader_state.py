@@ -1,16 +1,16 @@
-"""A loader's settings, the piles it holds as its store decides, and the checks of a saved state."""
+"""A loader's settings and the checks of a saved state."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from .._errors import DaskShuffleValueError
 from .._parse import Settings, parse_count
-from ..plan import fingerprint, piles_for_budget
+from ..plan import fingerprint
 from ..readers import PileReader
 
 __all__ = [
@@ -18,7 +18,6 @@ __all__ = [
     "STATE_VERSION",
     "LoaderSettings",
     "check_state",
-    "choose_piles_in_memory",
     "parse_rank",
     "row_nbytes",
 ]
@@ -28,7 +27,7 @@ STATE_VERSION = 1
 STATE_KEYS = ("version", "epoch", "batches", "store", "settings", "settings_fingerprint")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class LoaderSettings(Settings):
     """What decides which rows a loader yields and how they are cut into batches.
 
@@ -37,12 +36,17 @@ class LoaderSettings(Settings):
     that a state is never loaded into a loader that would continue differently.
     ``prefetch``, ``variables`` and ``cache`` change how rows are read, not
     which, and are left out; the ``order`` and its options are in, the lanes
-    (the order's ``n_lanes``) among them, under the key they have always had,
-    so that a state saved when the lanes were a keyword of the loader loads.
+    (the order's ``n_lanes``) among them. Only what is in force is shown
+    (``repr``, :meth:`to_dict`): for ``order="piles"`` the rows of a unit and of
+    a group (``unit_rows``, ``group_rows``, from the order's budget), for the
+    other orders their own options.
 
     Examples
     --------
-    >>> settings = LoaderSettings(batch_size=32, seed=0, rank=0, world_size=1, drop_last=False)
+    >>> settings = LoaderSettings(batch_size=32, seed=0, rank=0, world_size=1, drop_last=False, unit_rows=8192,
+    ...                           group_rows=262144)
+    >>> settings
+    LoaderSettings(batch_size=32, seed=0, rank=0, world_size=1, drop_last=False, order='piles', unit_rows=8192, group_rows=262144)
     >>> LoaderSettings.from_dict(settings.to_dict()) == settings
     True
     """
@@ -52,27 +56,25 @@ class LoaderSettings(Settings):
     rank: int
     world_size: int
     drop_last: bool
-    piles_in_memory: int = 1
     n_lanes: int | None = None
     order: str = "piles"
     shuffle_block_size: int | None = None
     buffer_size: int | None = None
     cycle_length: int | None = None
-    #: Rows of a unit and (at most) of a group of them, where the loader reads units smaller than piles.
+    #: Rows of a unit and (at most) of a group of them: what ``order="piles"`` reads.
     unit_rows: int | None = None
     group_rows: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        # Left out at their defaults, as before they existed: states saved then still load.
-        for name, default in _DEFAULTS.items():
-            if data[name] == default:
-                del data[name]
-        return data
+        return {name: value for name, value in super().to_dict().items() if value is not None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LoaderSettings:
-        return super().from_dict({**_DEFAULTS, **data})
+        unset = {field.name: None for field in fields(cls) if field.default is None}
+        return super().from_dict({**unset, **data} if isinstance(data, Mapping) else data)
+
+    def __repr__(self) -> str:
+        return f"LoaderSettings({', '.join(f'{name}={value!r}' for name, value in self.to_dict().items())})"
 
     def deciding(self) -> dict[str, Any]:
         """What decides the batches a state's position points at.
@@ -90,19 +92,6 @@ class LoaderSettings(Settings):
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.deciding())
-
-
-#: The settings added after the first states were saved, at their defaults.
-_DEFAULTS: dict[str, Any] = {
-    "piles_in_memory": 1,
-    "n_lanes": None,
-    "order": "piles",
-    "shuffle_block_size": None,
-    "buffer_size": None,
-    "cycle_length": None,
-    "unit_rows": None,
-    "group_rows": None,
-}
 
 
 def parse_rank(rank: object, world_size: int) -> int:
@@ -130,20 +119,6 @@ def row_nbytes(reader: PileReader[Any]) -> float:
     return nbytes / max(n_rows, 1)
 
 
-def choose_piles_in_memory(given: int | None, budget: int, reader: PileReader[Any], *, several_streams: bool) -> int:
-    """The piles a loader of ``reader`` shuffles together: ``given`` by its order, else as many as ``budget`` bytes hold.
-
-    The number for a budget is :func:`~daskshuffle.plan._epoch_plan.piles_for_budget`
-    of the store's pile sizes and a row's bytes in memory; a loader of
-    ``several_streams`` holds a pile at a time.
-    """
-    if given is not None:
-        return given
-    if several_streams:
-        return 1
-    return piles_for_budget(np.diff(reader.pile_offsets), row_nbytes(reader), budget)
-
-
 def check_state(
     state: object, store: str, store_fingerprint: str, settings: LoaderSettings, n_batches: int
 ) -> tuple[int, int]:
@@ -166,8 +141,7 @@ def check_state(
         )
     saved = LoaderSettings.from_dict(state["settings"])
     if saved.deciding() != settings.deciding() or state["settings_fingerprint"] != settings.fingerprint:
-        # At their defaults as well, which to_dict leaves out: "saved 1, here 9" rather than "saved None".
-        here, there = {**_DEFAULTS, **settings.deciding()}, {**_DEFAULTS, **saved.deciding()}
+        here, there = settings.deciding(), saved.deciding()
         differ = {
             name: (there.get(name), here.get(name)) for name in {*here, *there} if there.get(name) != here.get(name)
         }

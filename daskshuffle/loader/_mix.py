@@ -1,11 +1,11 @@
-"""A loader over several pile stores at once: their readers as one, the epoch's units, the streams in its state.
+"""A loader over several pile stores at once: their readers as one, the epoch's reads, the streams in its state.
 
 :class:`MixedReader` reads the union of the stores' rows (each store's rows
-after those of the stores before it) through their own readers;
-:class:`MixedUnits` gives each epoch's units from the pure plan of
-:mod:`daskshuffle.plan._mix_plan`. The loader then cuts, reads ahead and gathers
-them exactly as it does the units of any order: memory stays within the units
-held, a copy of a pile (or the sampled part of one) each.
+after those of the stores before it) through their own readers. The loader
+reads it as it reads one store: units of whole chunks of each store (none
+crossing from one store to the next), each stream's copies of its units and a
+sample of them for the rows left over, dealt together into groups under the
+budget (:class:`~daskshuffle.loader._unit_groups.UnitGroups`).
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_path
-from ..plan import READ_GAP, EpochOrder, OrderOptions, Stream, epoch_counts, fingerprint, mixed_order, stream_offsets
+from ..plan import Stream, epoch_counts, fingerprint, stream_offsets
 from ..readers import ComposedReader, PileReader, open_pile_reader
 from ..storage import Location
+from ._epoch_reads import EpochReads
 from ._loader_state import LoaderSettings
-from ._order_units import OrderedUnits, loader_divisions, make_units
-from ._read_units import ReadUnits
+from ._order_reads import make_reads
 
-__all__ = ["MixedReader", "MixedUnits", "Mixture", "check_streams", "loader_units", "open_loader_store"]
+__all__ = ["MixedReader", "Mixture", "check_streams", "loader_reads", "open_loader_store"]
 
 
 class MixedReader(ComposedReader[Any]):
@@ -53,6 +53,12 @@ class MixedReader(ComposedReader[Any]):
     def members(self) -> list[PileReader[Any]]:
         return self.readers
 
+    def segments(self) -> NDArray[np.int64]:
+        """Each store's rows, after those of the stores before it."""
+        sizes = np.diff(self.starts)
+        members = np.arange(len(sizes))
+        return np.stack([self.starts[:-1], np.zeros_like(sizes), sizes, members], axis=1).astype(np.int64)
+
     def read_rows(self, start: int, stop: int) -> Any:
         parts = []
         for reader, first, last in zip(self.readers, self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):
@@ -61,27 +67,6 @@ class MixedReader(ComposedReader[Any]):
         if not parts:
             return self.readers[0].read_rows(0, 0)
         return parts[0] if len(parts) == 1 else self.readers[0].concat(parts)
-
-
-class MixedUnits(OrderedUnits):
-    """The epochs' units of a mixture: :func:`~daskshuffle.plan._mix_plan.mixed_order`, cut at the loader's divisions."""
-
-    def __init__(
-        self,
-        offsets: NDArray[np.int64],
-        first_piles: NDArray[np.int64],
-        counts: Sequence[int],
-        seed: int,
-        divisions: NDArray[np.int64],
-    ) -> None:
-        super().__init__("mix", OrderOptions(), offsets, seed, divisions)
-        self.first_piles = first_piles
-        self.counts = list(counts)
-        # A unit is rows of one pile: runs read across its gaps stay within the pile.
-        self.gap = READ_GAP
-
-    def draw(self, epoch: int) -> EpochOrder:
-        return mixed_order(self.offsets, self.first_piles, self.counts, self.seed, epoch, self.divisions)
 
 
 @dataclass(frozen=True)
@@ -179,13 +164,15 @@ def _mixture(streams: list[Stream], paths: list[str], readers: list[PileReader[A
     return Mixture(MixedReader(readers), counts, records)
 
 
-def loader_units(settings: LoaderSettings, reader: PileReader[Any], mixture: Mixture | None) -> tuple[ReadUnits, int]:
-    """The units a loader reads and the rows of each of its epochs."""
+def loader_reads(
+    settings: LoaderSettings, reader: PileReader[Any], mixture: Mixture | None, unit_rows: list[int] | None = None
+) -> tuple[EpochReads, int]:
+    """The reads of a loader's epochs and the rows of each epoch; ``unit_rows``, of each store read through."""
     if mixture is None:
-        return make_units(settings, reader.pile_offsets), reader.n_rows
+        return make_reads(settings, reader.pile_offsets, reader.segments(), unit_rows), reader.n_rows
     mixed = mixture.reader
-    divisions = loader_divisions(settings, mixture.n_rows)
-    return MixedUnits(mixed.pile_offsets, mixed.first_piles, mixture.counts, settings.seed, divisions), mixture.n_rows
+    reads = make_reads(settings, mixed.pile_offsets, mixed.segments(), unit_rows, mixed.starts, mixture.counts)
+    return reads, mixture.n_rows
 
 
 def check_streams(state: object, records: list[dict[str, Any]] | None) -> None:

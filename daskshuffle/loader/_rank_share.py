@@ -12,7 +12,7 @@ from ..plan import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
 from ._batches import Allocate
 from ._lanes import lane_batches
 from ._loader_state import LoaderSettings
-from ._prefetch import Read, ReadThreads, prefetched_batches
+from ._prefetch import Read, ReadAhead, prefetched_batches
 from ._reads import LoaderReads
 
 __all__ = ["RankShare"]
@@ -60,20 +60,20 @@ class RankShare:
         """The plan of batches ``start:stop`` of ``epoch``: one per lane."""
         epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
         stop = self.n_batches if stop is None else min(parse_count(stop, "stop"), self.n_batches)
-        units, seed = self.piles.units, self.settings.seed
-        offsets, visit = units.layout(epoch), units.visit_order(epoch)
+        reads, seed = self.piles.epoch_reads, self.settings.seed
+        offsets, visit = reads.layout(epoch), reads.visit_order(epoch)
         return [
             plan_batches(offsets, seed, epoch, lane, self.micro, start, max(start, stop), visit) for lane in self.lanes
         ]
 
     def piles_read(self, epoch: int) -> list[int]:
         """The store piles read in ``epoch``, in reading order (lane after lane)."""
-        units = self.piles.units
+        reads = self.piles.epoch_reads
         return [
             pile
             for plan in self.plans(epoch)
             for segment in plan.segments
-            for pile in units.piles_of(epoch, segment.pile)
+            for pile in reads.piles_of(epoch, segment.pile)
         ]
 
     def batches(
@@ -81,25 +81,22 @@ class RankShare:
         epoch: int,
         start: int,
         stop: int | None,
-        prefetch: int,
-        read_threads: ReadThreads | None = None,
+        read_ahead: ReadAhead | None = None,
         allocate: Allocate | None = None,
     ) -> Iterator[Any]:
-        """Batches ``start:stop`` of ``epoch``, read ``prefetch`` reads ahead.
+        """Batches ``start:stop`` of ``epoch``, read ahead as the loader's prefetch budget holds.
 
-        With the loader's own ``read_threads`` (one lane only), the first reads of
+        With the loader's own ``read_ahead`` (one lane only), the first reads of
         the next epoch follow this epoch's last ones, so that starting the next
-        epoch does not wait for a read either, and the read_threads stays open.
-        Otherwise each lane reads through a read_threads of its own, closed when
-        the batches end.
+        epoch does not wait for a read either, and ``read_ahead`` stays open.
+        Otherwise each lane reads through a pool of its own, closed when the
+        batches end.
         """
         plans = self.plans(epoch, start, stop)
         if len(plans) > 1:
-            return lane_batches(self.piles, plans, epoch, prefetch, allocate)
+            return lane_batches(self.piles, plans, epoch, allocate)
         reads = [Read(epoch, *segment) for segment in plans[0].segments]
-        if read_threads is None:
-            return prefetched_batches(
-                self.piles, plans[0], reads, ReadThreads(self.piles, prefetch), prefetch, allocate
-            )
-        ahead = [Read(epoch + 1, *segment) for segment in self.plans(epoch + 1)[0].segments[:prefetch]]
-        return prefetched_batches(self.piles, plans[0], reads + ahead, read_threads, prefetch, allocate, keep_open=True)
+        if read_ahead is None:
+            return prefetched_batches(self.piles, plans[0], reads, ReadAhead(self.piles), allocate)
+        ahead = [Read(epoch + 1, *segment) for segment in self.plans(epoch + 1)[0].segments]
+        return prefetched_batches(self.piles, plans[0], reads + ahead, read_ahead, allocate, keep_open=True)

@@ -11,7 +11,6 @@ from ._epoch_plan import (
     n_batches,
     pile_groups,
     pile_permutation,
-    piles_for_budget,
     plan_batches,
     rank_range,
     rank_share,
@@ -20,7 +19,7 @@ from ._epoch_plan import (
 )
 from ._level_plan import GroupedLevel, LevelPlan, block_table, make_level_plan, piece_offsets, span_reads
 from ._levels import MIN_READ_NBYTES
-from ._mix_plan import mixed_order, stream_offsets
+from ._mix_plan import stream_offsets
 from ._order_classes import (
     Buffer,
     Interleave,
@@ -50,12 +49,21 @@ from ._plan import (
     merge_runs,
     split_piles,
 )
-from ._removed_keywords import refuse_removed_keywords
 from ._rules import Layout, choose_layout
 from ._scale import DEFAULT_MIN_READ, DEFAULT_N_PILES, explain
 from ._scale_model import ScaleModel
 from ._streams import Stream, epoch_counts, parse_streams
-from ._unit_plan import auto_budget, group_permutation, unit_bounds, unit_excess, unit_groups, unit_rows_for
+from ._unit_plan import (
+    apart,
+    auto_budget,
+    deal_groups,
+    epoch_runs,
+    group_permutation,
+    unit_bounds,
+    unit_excess,
+    unit_groups,
+    unit_rows_for,
+)
 
 __all__ = [
     "DEFAULT_MIN_READ",
@@ -86,6 +94,7 @@ __all__ = [
     "ScaleModel",
     "ShuffleSettings",
     "Stream",
+    "apart",
     "auto_budget",
     "block_counts",
     "block_order",
@@ -95,9 +104,11 @@ __all__ = [
     "check_combination",
     "choose_layout",
     "cobatch_excess",
+    "deal_groups",
     "division_cuts",
     "epoch_counts",
     "epoch_pile_order",
+    "epoch_runs",
     "explain",
     "fingerprint",
     "group_order",
@@ -108,7 +119,6 @@ __all__ = [
     "make_level_plan",
     "make_plan",
     "merge_runs",
-    "mixed_order",
     "n_batches",
     "order_from_options",
     "parse_order",
@@ -116,11 +126,9 @@ __all__ = [
     "piece_offsets",
     "pile_groups",
     "pile_permutation",
-    "piles_for_budget",
     "plan_batches",
     "rank_range",
     "rank_share",
-    "refuse_removed_keywords",
     "span_reads",
     "split_batches",
     "split_piles",

@@ -23,19 +23,19 @@ def check_combination(
 ) -> None:
     """Refuse a combination of a loader's settings that cannot be read.
 
-    ``order`` is the order of the epochs with its options (for
-    :class:`~daskshuffle.plan._order_classes.Piles`, the piles shuffled together; for
-    every order, its lanes ``order.n_lanes``, ``None`` for none), ``n_streams`` the stores of
-    a mixture (``None`` for a plain store).
+    ``order`` is the order of the epochs with its options (for every order,
+    its lanes ``order.n_lanes``, ``None`` for none), ``n_streams`` the stores
+    of a mixture (``None`` for a plain store).
 
     Examples
     --------
     >>> from daskshuffle.plan._order_classes import Piles
-    >>> check_combination(Piles(piles_in_memory=4, n_lanes=8), world_size=2, batch_size=64)
-    >>> check_combination(Piles(piles_in_memory=4), n_streams=2)
+    >>> from daskshuffle.plan._order_classes import Py1s
+    >>> check_combination(Piles(n_lanes=8), world_size=2, batch_size=64)
+    >>> check_combination(Py1s(), n_streams=2)
     Traceback (most recent call last):
     ...
-    daskshuffle._errors.DaskShuffleValueError: Expected order='piles' a pile at a time ... Got piles_in_memory=4 instead; ...
+    daskshuffle._errors.DaskShuffleValueError: Expected order='piles' ... Got order='py1s' instead; ...
     """
     if order.n_lanes is not None:
         _check_lanes(order.n_lanes, world_size, batch_size, batch_format)
@@ -68,18 +68,12 @@ def _check_lanes(n_lanes: int, world_size: int, batch_size: int, batch_format: s
 
 
 def _check_mixture(order: Order, batch_format: str) -> None:
-    """A mixture reads each copy of a pile as a pile of its own, into numpy, Arrow or pandas batches."""
-    piles_in_memory = order.piles_held()[0]
-    if order.name != "piles" or piles_in_memory not in (None, 1) or batch_format == "xarray":
-        if order.name != "piles":
-            given = f"order={order.name!r}"
-        elif piles_in_memory not in (None, 1):
-            given = f"piles_in_memory={piles_in_memory}"
-        else:
-            given = f"batch_format={batch_format!r}"
+    """A mixture deals the units of its stores into groups: ``order="piles"``, into numpy, Arrow or pandas batches."""
+    if order.name != "piles" or batch_format == "xarray":
+        given = f"order={order.name!r}" if order.name != "piles" else f"batch_format={batch_format!r}"
         raise DaskShuffleValueError(
-            "Expected order='piles' a pile at a time (ds.orders.Piles() or Piles(piles_in_memory=1)) and a "
-            f"batch_format other than 'xarray' with several streams. Got {given} instead; a mixture reads each copy "
-            "of a pile as a pile of its own.",
+            "Expected order='piles' (ds.orders.Piles()) and a batch_format other than 'xarray' with several "
+            f"streams. Got {given} instead; a mixture deals the units of its stores into groups, as "
+            "order='piles' reads one store.",
             parameter="store",
         )

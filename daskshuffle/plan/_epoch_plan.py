@@ -7,7 +7,6 @@ seed, the epoch, the rank and the batch size alone.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -28,7 +27,6 @@ __all__ = [
     "n_batches",
     "pile_groups",
     "pile_permutation",
-    "piles_for_budget",
     "plan_batches",
     "rank_range",
     "rank_share",
@@ -45,10 +43,10 @@ def epoch_pile_order(seed: int, epoch: int, n_piles: int) -> NDArray[np.intp]:
     return make_rng(seed, "epoch-piles", epoch).permutation(n_piles)
 
 
-def pile_groups(n_piles: int, piles_in_memory: int, seed: int, epoch: int) -> list[IntArray] | None:
-    """The groups of piles that ``epoch`` reads and shuffles together: ``None`` for one pile at a time.
+def pile_groups(n_piles: int, k: int, seed: int, epoch: int) -> list[IntArray] | None:
+    """Groups of ``k`` piles dealt for ``epoch``: ``None`` for one pile at a time (the quality module's reference).
 
-    With ``piles_in_memory=k`` the piles are dealt into groups of ``k`` (the
+    The piles are dealt into groups of ``k`` (the
     last may be smaller) by a permutation drawn from ``(seed, "epoch-groups",
     epoch)``, afresh every epoch; a group then plays the part of a pile (its
     place in the epoch's order, its shuffle). Rows of one pile meet rows of
@@ -61,44 +59,17 @@ def pile_groups(n_piles: int, piles_in_memory: int, seed: int, epoch: int) -> li
     >>> pile_groups(5, 1, seed=0, epoch=0) is None
     True
     """
-    if piles_in_memory <= 1 or n_piles <= 1:
+    if k <= 1 or n_piles <= 1:
         return None
     order = make_rng(seed, "epoch-groups", epoch).permutation(n_piles).astype(np.int64)
-    return [np.sort(order[start : start + piles_in_memory]) for start in range(0, n_piles, piles_in_memory)]
+    return [np.sort(order[start : start + k]) for start in range(0, n_piles, k)]
 
 
-def piles_for_budget(pile_sizes: IntArray, row_nbytes: float, budget: int) -> int:
-    """How many piles a loader mixes at once within ``budget`` bytes: what ``piles_in_memory="auto"`` holds.
-
-    As many of the largest pile as ``budget`` holds, but no more than
-    ``ceil(sqrt(2 * n_piles))``: with ``k`` piles mixed the excess of rows
-    meeting again from epoch to epoch is about ``n_piles / k**2``
-    (:func:`cobatch_excess`), so that many bring it under half of what
-    independent shuffles give, and more would only cost memory and
-    throughput (a batch gathered from more memory). At least 1, at most
-    ``n_piles``.
-
-    Examples
-    --------
-    >>> sizes = np.full(512, 8_000)  # 512 piles of 2 MB rows of 256 bytes
-    >>> piles_for_budget(sizes, 256, 64 * 2**20), piles_for_budget(sizes, 256, 2**30)
-    (32, 32)
-    >>> piles_for_budget(np.full(16_384, 262_144), 256, 64 * 2**20)  # 1 TB in piles of 64 MiB
-    1
-    """
-    n_piles = len(pile_sizes)
-    if n_piles == 0:
-        return 1
-    largest = max(1.0, float(np.max(pile_sizes)) * float(row_nbytes))
-    enough = math.ceil(math.sqrt(2 * n_piles))
-    return max(1, min(int(budget // largest), enough, n_piles))
-
-
-def cobatch_excess(n_piles: int, piles_in_memory: int) -> float:
+def cobatch_excess(n_piles: int, k: int) -> float:
     """About how much more often than under independent shuffles rows that shared a batch share one next epoch.
 
-    With ``k = piles_in_memory``: two batch-mates are in one group of ``k``
-    piles, in the same pile a ``1/k`` of the time; next epoch the piles are
+    For ``n_piles`` parts (piles, or units) dealt afresh each epoch into groups of ``k``: two batch-mates
+    are in one group of ``k`` piles, in the same pile a ``1/k`` of the time; next epoch the piles are
     dealt again, so they share a group with probability ``1/k + (1 - 1/k)
     (k - 1) / (n_piles - 1)``, and then a batch with probability ``~1/(k *
     pile)``. Over the ``1/(n_piles * pile)`` of independent shuffles that is
@@ -111,7 +82,7 @@ def cobatch_excess(n_piles: int, piles_in_memory: int) -> float:
     >>> round(cobatch_excess(100, 1), 1), round(cobatch_excess(100, 16), 2), cobatch_excess(1, 1)
     (100.0, 1.28, 1.0)
     """
-    k = max(1, min(piles_in_memory, n_piles))
+    k = max(1, min(k, n_piles))
     if n_piles <= 1:
         return 1.0
     together = 1 / k + (1 - 1 / k) * (k - 1) / (n_piles - 1)

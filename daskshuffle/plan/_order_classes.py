@@ -2,8 +2,7 @@
 
 Each class is one order of :data:`~daskshuffle.plan._orders.ORDERS`, re-exported
 by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options`
-make one from what a user passes (:mod:`daskshuffle.plan._removed_keywords`
-refuses an order's options given as loose keywords). Every order also takes
+make one from what a user passes. Every order also takes
 ``n_lanes``: the lanes cut whatever order it is into streams (elastic
 determinism, :mod:`daskshuffle.loader._lanes`).
 """
@@ -21,7 +20,6 @@ from ._orders import ORDER_OPTIONS, ORDERS
 
 __all__ = [
     "ORDER_CLASSES",
-    "PILES_BUDGET_NBYTES",
     "Buffer",
     "Interleave",
     "Naive",
@@ -34,8 +32,8 @@ __all__ = [
     "Py1s",
     "Py2s",
     "order_from_options",
+    "parse_budget",
     "parse_order",
-    "parse_piles_in_memory",
     "spelled_order",
 ]
 
@@ -94,72 +92,76 @@ class Order:
         """The order's options that go into its stream; those it does not use are ``None``."""
         return OrderOptions(**{name: getattr(self, name) for name in ORDER_OPTIONS[self.name]})
 
-    def piles_held(self) -> tuple[int | None, int]:
-        """The store piles a read shuffles together: a number, or ``None`` and the bytes of piles to fit.
-
-        One, for every order but :class:`Piles`: what a read holds is the
-        order's own options.
-        """
-        return 1, 0
-
 
 def _option_fields(order: type[Order]) -> list[Field[object]]:
     """The options of ``order`` itself, without the lanes every order takes."""
     return [option for option in fields(order) if option.name != "n_lanes"]
 
 
-#: Bytes of the piles a loader mixes at once with ``Piles(piles_in_memory="auto")``.
-PILES_BUDGET_NBYTES = 64 * 2**20
+def parse_budget(value: object) -> int | Literal["auto"]:
+    """``budget`` as ``"auto"`` or a number of bytes (an int, or a size such as ``"1GiB"``).
 
-
-def parse_piles_in_memory(value: object) -> tuple[int | None, int]:
-    """``piles_in_memory`` as a number of piles, or ``None`` and the bytes of piles to fit (``"auto"``, ``"256MiB"``)."""
+    Examples
+    --------
+    >>> parse_budget("auto"), parse_budget("1KiB"), parse_budget(4096)
+    ('auto', 1024, 4096)
+    """
     if value == "auto":
-        return None, PILES_BUDGET_NBYTES
-    if isinstance(value, str):
-        return None, parse_nbytes(value, "piles_in_memory")
-    return parse_positive_int(value, "piles_in_memory"), 0
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise DaskShuffleTypeError(
+            f"Expected budget to be 'auto' or a size such as '1GiB'. Got {value!r} instead.", parameter="budget"
+        )
+    return parse_nbytes(value, "budget")
 
 
 @dataclass(frozen=True, repr=False)
 class Piles(Order):
-    """The loader's own order (the default): piles in a random order, each shuffled whole, or groups of them.
+    """The loader's own order (the default): units of whole chunks, dealt into groups under a budget, each group mixed.
+
+    What is read: the store in *units* of whole chunks (a Parquet store's
+    row groups), a few MiB each. Every epoch deals the units afresh into
+    groups of up to half the budget, reads each group at once and hands its
+    rows out in one uniform permutation of the group; batches run across
+    groups. A store is stored in a uniform random order of its rows (each
+    pile shuffled when written), so every unit is a uniform sample and each
+    epoch is exactly a uniform permutation. The stores of a mixture
+    (:class:`~daskshuffle.Stream`) and the generations of an appended store
+    are read the same way, their units dealt together.
+
+    Memory: about the budget, two groups (the one being used and the next),
+    plus a batch and the read-ahead's fetches (``PileLoader(prefetch=)``).
+
+    Across epochs: rows of one unit always share a group, so two rows that
+    shared a batch meet in one again about ``data * unit / group**2 + 1``
+    times as often as under independent shuffles (bytes; ``daskshuffle.quality``
+    measures it). ``"auto"`` sizes the budget so that this stays near 2:
+    two groups of ``sqrt(data * unit)`` bytes, from
+    ``loader.units-budget-least-nbytes`` (128 MiB) to
+    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the
+    process's memory (``daskshuffle.config``). A larger budget gives epochs
+    closer to independent, for its memory.
 
     Parameters
     ----------
-    piles_in_memory : int or str, default "auto"
-        Piles shuffled together: each epoch deals the piles into groups of
-        this many, afresh, and reads and shuffles each group as one pile.
-        With 1, a pile's rows stay together from epoch to epoch: rows that
-        shared a batch meet again about ``n_piles`` times as often as with
-        independent shuffles (``daskshuffle.quality`` measures it); with
-        ``k``, about ``n_piles / k**2 + 1`` times, for ``k`` times the memory
-        (and ``prefetch + 1`` groups held at once). ``"auto"`` holds as many
-        of the largest pile (of the variables read) as 64 MiB holds, but no
-        more than ``ceil(sqrt(2 * n_piles))``, which is already within 2x of
-        independent epochs; a size such as ``"1GiB"`` sets that budget. The
-        number a loader chooses is its ``settings.piles_in_memory``, and goes
-        into its state. Piles larger than the budget are read one at a time,
-        as with 1: ``quality.report(..., loader=loader)`` then says so. With
-        several stores, one pile at a time.
+    budget : str or int, default "auto"
+        Bytes of rows the loader holds: ``"auto"``, or a size such as
+        ``"1GiB"``. The rows of a unit and of a group it gives are the
+        loader's ``settings.unit_rows`` and ``settings.group_rows``, in its state.
     n_lanes : int, optional
         Lanes the order is cut into, as for :class:`Order` (by keyword).
 
     Examples
     --------
-    >>> Piles().name, Piles(piles_in_memory=4).piles_held(), Piles("1KiB").piles_held()
-    ('piles', (4, 0), (None, 1024))
+    >>> Piles().budget, Piles(budget="1KiB").budget, Piles("1GiB")
+    ('auto', 1024, Piles(budget=1073741824))
     """
 
     name: ClassVar[str] = "piles"
-    piles_in_memory: int | str = "auto"
+    budget: int | str = "auto"
 
     def _parse_option(self, name: str, value: object) -> object:
-        given, _ = parse_piles_in_memory(value)
-        return value if given is None else given
-
-    def piles_held(self) -> tuple[int | None, int]:
-        return parse_piles_in_memory(self.piles_in_memory)
+        return parse_budget(value)
 
 
 @dataclass(frozen=True, repr=False)

@@ -1,8 +1,7 @@
-"""The loader's plan for a store whose piles are stored shuffled: units smaller than piles, mixed in groups.
+"""The loader's one read mode: units smaller than piles, dealt into groups under a budget, mixed in memory.
 
-Pure numpy, like :mod:`daskshuffle.plan._epoch_plan`. A store that records
-``piles_shuffled`` (:data:`~daskshuffle.plan._plan.PILES_SHUFFLED`) holds its
-rows, end to end, in a uniform random permutation of the source's: the pile
+Pure numpy, like :mod:`daskshuffle.plan._epoch_plan`. Every store this version
+writes holds its rows, end to end, in a uniform random permutation of the source's: the pile
 assignment is uniform given the pile sizes, and each pile is stored in a
 uniform order drawn from the seed. The loader then reads *units*, runs of
 ``unit_rows`` store rows that a read takes cheaply (whole chunks), and:
@@ -31,6 +30,7 @@ shuffles (:func:`unit_excess`), ``data * unit / group**2`` in bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,7 +38,17 @@ from numpy.typing import NDArray
 from .._random import make_rng
 from ._epoch_plan import cobatch_excess
 
-__all__ = ["auto_budget", "group_permutation", "unit_bounds", "unit_excess", "unit_groups", "unit_rows_for"]
+__all__ = [
+    "apart",
+    "auto_budget",
+    "deal_groups",
+    "epoch_runs",
+    "group_permutation",
+    "unit_bounds",
+    "unit_excess",
+    "unit_groups",
+    "unit_rows_for",
+]
 
 IntArray = NDArray[np.int64]
 
@@ -122,24 +132,132 @@ def unit_rows_for(
     return chosen
 
 
-def unit_bounds(n_rows: int, unit_rows: int) -> IntArray:
-    """Where each unit of a store of ``n_rows`` rows starts, and the end: every ``unit_rows`` rows.
+def unit_bounds(n_rows: int, unit_rows: int | Sequence[int], segments: IntArray | None = None) -> IntArray:
+    """Where each unit of ``n_rows`` rows starts, and the end: every ``unit_rows`` rows of each segment's store.
+
+    ``segments`` (``(n, 4)``: start, start in its member store, rows, member)
+    says where the rows of a store read as one through several member stores
+    (a store's generations, the stores of a mixture) lie in those stores: a
+    unit never crosses a segment, and is cut where its member's chunks are,
+    every ``unit_rows[member]`` rows of that member. By default one segment,
+    the store itself.
 
     Examples
     --------
     >>> unit_bounds(10, 4).tolist()
     [0, 4, 8, 10]
+    >>> unit_bounds(10, [4, 2], np.array([[0, 0, 6, 0], [6, 3, 4, 1]])).tolist()  # 4 rows from row 3 of a second store
+    [0, 4, 6, 7, 9, 10]
     """
-    return np.unique(np.append(np.arange(0, n_rows, max(1, unit_rows), dtype=np.int64), n_rows)).astype(np.int64)
+    steps = [max(1, int(rows)) for rows in np.atleast_1d(np.asarray(unit_rows)).tolist()]
+    if segments is None:
+        segments = np.array([[0, 0, n_rows, 0]], dtype=np.int64)
+    cuts = [np.array([n_rows], dtype=np.int64)]
+    for start, first, length, member in np.asarray(segments, dtype=np.int64).reshape(-1, 4).tolist():
+        step = steps[member]
+        inside = np.arange(-(-first // step) * step, first + length, step, dtype=np.int64)
+        cuts.append(np.append(start, inside[inside > first] - first + start).astype(np.int64))
+    return np.unique(np.concatenate(cuts)).astype(np.int64)
+
+
+def epoch_runs(
+    bounds: IntArray,
+    seed: int,
+    epoch: int,
+    members: IntArray | None = None,
+    counts: Sequence[int] | None = None,
+) -> IntArray:
+    """``(n, 2)``: the runs of rows (start, stop) that ``epoch`` reads, a unit (or part of one) each.
+
+    Without ``members``, every unit once. With ``members`` (where each member
+    store's rows start, and the end) and ``counts`` (the rows each member puts
+    into an epoch, :func:`~daskshuffle.plan._streams.epoch_counts`), a member of
+    ``n`` rows gives ``count // n`` copies of each of its units, and units
+    drawn from ``(seed, "unit-choose", epoch, member)`` for the ``count % n``
+    rows left, of the last one a part from a random place on (wrapping
+    round): with units of equal size every row is as likely to be taken. A
+    unit of a store whose rows are stored in a uniform order is a uniform
+    sample of its rows, and so is any part of it.
+
+    Examples
+    --------
+    >>> bounds = np.array([0, 4, 8, 10, 14])
+    >>> epoch_runs(bounds, 0, 0).tolist()
+    [[0, 4], [4, 8], [8, 10], [10, 14]]
+    >>> runs = epoch_runs(bounds, 0, 0, members=np.array([0, 10, 14]), counts=[5, 8])
+    >>> int((runs[:, 1] - runs[:, 0]).sum()), sorted(runs[:, 0].tolist()).count(10)
+    (13, 2)
+    """
+    units = np.stack([bounds[:-1], bounds[1:]], axis=1).astype(np.int64)
+    if members is None or counts is None:
+        return units
+    runs = [np.zeros((0, 2), dtype=np.int64)]
+    for member, count in enumerate(counts):
+        a, b = int(members[member]), int(members[member + 1])
+        own = units[(units[:, 0] >= a) & (units[:, 1] <= b)]
+        if b <= a or count <= 0:
+            continue
+        copies, left = divmod(int(count), b - a)
+        runs.extend([own] * copies)
+        if left:
+            rng = make_rng(seed, "unit-choose", epoch, member)
+            drawn = own[rng.permutation(len(own))]
+            ends = np.cumsum(drawn[:, 1] - drawn[:, 0])
+            taken = int(np.searchsorted(ends, left))  # the unit that reaches the rows left: a part of it
+            runs.append(drawn[:taken])
+            runs.append(_part(drawn[taken], left - int(ends[taken - 1] if taken else 0), rng))
+    return np.concatenate(runs).astype(np.int64)
+
+
+def _part(unit: IntArray, n_rows: int, rng: np.random.Generator) -> IntArray:
+    """``n_rows`` rows of the run ``unit`` from a random place on, wrapping round: one run or two."""
+    start, stop = int(unit[0]), int(unit[1])
+    first = start + int(rng.integers(stop - start))
+    end = first + n_rows
+    if end <= stop:
+        return np.array([[first, end]], dtype=np.int64)
+    return np.array([[first, stop], [start, start + end - stop]], dtype=np.int64)
+
+
+def apart(rows: IntArray, order: NDArray[np.intp], seed: int, epoch: int, group: int) -> NDArray[np.intp]:
+    """``order`` with no two copies of a row (``rows[order]``) side by side, moving as few as it can.
+
+    A group of a mixture may hold two copies of a unit; each copy that lands
+    next to another is swapped with a place drawn from ``(seed, "unit-apart",
+    epoch, group)`` where it meets none. Orders with no copies side by side
+    are left as they are.
+
+    Examples
+    --------
+    >>> apart(np.array([5, 5, 6, 7]), np.array([0, 1, 2, 3]), 0, 0, 0).tolist() in ([0, 2, 1, 3], [0, 3, 2, 1], [2, 0, 3, 1])
+    True
+    """
+    order = np.array(order, dtype=np.intp)
+    yielded = rows[order]
+    side = np.flatnonzero(yielded[1:] == yielded[:-1]) + 1
+    if not len(side):
+        return order
+    rng = make_rng(seed, "unit-apart", epoch, group)
+    n = len(order)
+
+    def fits(at: int, row: int) -> bool:
+        return (at == 0 or yielded[at - 1] != row) and (at == n - 1 or yielded[at + 1] != row)
+
+    for at in side.tolist():
+        if not (at and yielded[at] == yielded[at - 1]):
+            continue  # put apart by an earlier swap
+        for other in rng.permutation(n).tolist():
+            a, b = yielded[at], yielded[other]
+            yielded[at], yielded[other] = b, a
+            if fits(at, b) and fits(other, a):
+                order[at], order[other] = order[other], order[at]
+                break
+            yielded[at], yielded[other] = a, b
+    return order
 
 
 def unit_groups(bounds: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:
-    """The groups of units that ``epoch`` reads and mixes: the groups' offsets end to end, and each group's units.
-
-    The units are dealt in an order drawn from ``(seed, "unit-groups",
-    epoch)``, each group taking units while it holds at most ``group_rows``
-    rows (one at least), so that groups differ from epoch to epoch. A
-    group's units are in that drawn order; the groups are read in order.
+    """The groups of the units at ``bounds`` of one store, each once: :func:`deal_groups` of their sizes.
 
     Examples
     --------
@@ -147,7 +265,26 @@ def unit_groups(bounds: IntArray, group_rows: int, seed: int, epoch: int) -> tup
     >>> offsets.tolist(), sorted(int(u) for group in groups for u in group)
     ([0, 8, 14], [0, 1, 2, 3])
     """
-    sizes = np.diff(bounds)
+    given = np.asarray(bounds, dtype=np.int64)
+    sizes = (given[1:] - given[:-1]).astype(np.int64)
+    return deal_groups(sizes, group_rows, seed, epoch)
+
+
+def deal_groups(sizes: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:
+    """The groups of runs that ``epoch`` reads and mixes: the groups' offsets end to end, and each group's runs.
+
+    The runs (of ``sizes`` rows) are dealt in an order drawn from ``(seed,
+    "unit-groups", epoch)``, each group taking runs while it holds at most
+    ``group_rows`` rows (one at least), so that groups differ from epoch to
+    epoch. A group's runs are in that drawn order; the groups are read in order.
+
+    Examples
+    --------
+    >>> offsets, groups = deal_groups(np.array([4, 4, 4, 2]), 8, seed=0, epoch=0)
+    >>> offsets.tolist(), sorted(int(u) for group in groups for u in group)
+    ([0, 8, 14], [0, 1, 2, 3])
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
     n_units = len(sizes)
     if n_units == 0:
         return np.zeros(1, dtype=np.int64), []

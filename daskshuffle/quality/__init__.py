@@ -24,7 +24,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from . import orders
@@ -52,38 +51,25 @@ EPOCHS_WITHIN = 2.0
 
 
 def _epochs(loader: Any) -> tuple[Measure, str | None]:
-    """What ``loader``'s pile mixing predicts for the next epoch's co-batch overlap, and advice when it is high."""
-    from ..plan import cobatch_excess, unit_excess
+    """What ``loader``'s mixing of units predicts for the next epoch's co-batch overlap, and advice when it is high."""
+    from ..plan import unit_excess
 
     settings = loader.settings
-    if settings.order == "piles" and settings.unit_rows is not None and settings.group_rows is not None:
-        # The epoch's rows: this rank's, times the ranks (ranks share the units of one deal).
-        predicted = unit_excess(int(loader.n_rows) * settings.world_size, settings.unit_rows, settings.group_rows)
-        k = max(1, settings.group_rows // settings.unit_rows)
-        what = f"{k} units of {settings.unit_rows:,} rows mixed"
-        measure = Measure("epoch independence", what, predicted, 1.0, 0.2)
-        if not predicted > EPOCHS_WITHIN:
-            return measure, None
-        return measure, (
-            f"PileLoader mixes groups of {k} units of {settings.unit_rows:,} rows: rows that share a batch share one "
-            f"again next epoch about {predicted:,.1f}x as often as under independent shuffles. Give it a larger "
-            "budget (order=ds.orders.Piles(piles_in_memory='8GiB')), or draw a fresh shuffle each epoch with "
-            "daskshuffle.EpochShuffler."
-        )
-    k, n_piles = int(loader.settings.piles_in_memory), int(loader.n_piles)
-    predicted = cobatch_excess(n_piles, k) if loader.settings.order == "piles" else float("nan")
-    # The band's top is EPOCHS_WITHIN: an sd of (EPOCHS_WITHIN - 1) / Z_BAND around 1.
-    measure = Measure("epoch independence", f"{k} of {n_piles} piles mixed", predicted, 1.0, 0.2)
+    if settings.unit_rows is None or settings.group_rows is None:  # an order of its own reads: no prediction
+        return Measure("epoch independence", f"order {settings.order!r}", float("nan"), 1.0, 0.2), None
+    # The epoch's rows: this rank's, times the ranks (ranks share the units of one deal).
+    predicted = unit_excess(int(loader.n_rows) * settings.world_size, settings.unit_rows, settings.group_rows)
+    k = max(1, settings.group_rows // settings.unit_rows)
+    what = f"{k} units of {settings.unit_rows:,} rows mixed"
+    measure = Measure("epoch independence", what, predicted, 1.0, 0.2)
     if not predicted > EPOCHS_WITHIN:
         return measure, None
-    advice = (
-        f"PileLoader mixes {k} of {n_piles} piles at a time (its budget holds no more): rows that share a batch "
-        f"share one again next epoch about {predicted:,.0f}x as often as under independent shuffles. Give it a "
-        f"larger budget (order=ds.orders.Piles(piles_in_memory='1GiB'), or ceil(sqrt(2 * {n_piles})) = "
-        f"{math.ceil(math.sqrt(2 * n_piles))} piles), shuffle into fewer piles, or draw a fresh shuffle each epoch "
-        "with daskshuffle.EpochShuffler."
+    return measure, (
+        f"PileLoader mixes groups of {k} units of {settings.unit_rows:,} rows: rows that share a batch share one "
+        f"again next epoch about {predicted:,.1f}x as often as under independent shuffles. Give it a larger "
+        "budget (order=ds.orders.Piles(budget='8GiB')), or draw a fresh shuffle each epoch with "
+        "daskshuffle.EpochShuffler."
     )
-    return measure, advice
 
 
 def _scales(n: int, batch_size: int, n_piles: int | None) -> list[tuple[str, int]]:

@@ -113,8 +113,6 @@ def piles(
         "buffer_size": buffer_size,
         "cycle_length": cycle_length,
     }
-    if parse_positive_int(piles_in_memory, "piles_in_memory") != 1:
-        options["piles_in_memory"] = piles_in_memory  # an option of order="piles" alone
     chosen = order_from_options(order, options)
     name, parsed = chosen.name, chosen.options
     block_rows = block_rows or max(1, n // 64)

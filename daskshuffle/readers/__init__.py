@@ -14,7 +14,7 @@ from .._errors import IncompletePileStoreError
 from .._faces import lazy_names
 from ..pilestore import AppendedStoreError, check_store_exists
 from ..storage import Location
-from ._pile_reader import ComposedReader, PileReader
+from ._pile_reader import ComposedReader, PileReader, ReadCancelledError
 
 _LAZY = {
     "._zarr_reader": ["ZarrPileReader"],
@@ -32,6 +32,7 @@ __all__ = [
     "GenerationsReader",
     "ParquetPileReader",
     "PileReader",
+    "ReadCancelledError",
     "ZarrPileReader",
     "open_pile_reader",
 ]

@@ -93,7 +93,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         self._fetches = None if self.local else Fetches(self._fs)
         #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
         self._cache: StoreCache | None = None
-        #: The threads that decode the piles of a group together (:meth:`read_piles`), made at the first group.
+        #: The threads that decode the runs of a group together (:meth:`read_runs`), made at the first group.
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
         self._range_nbytes = int_setting("parquet-reader.range-nbytes")
         self._decoders = LazyPool(int_setting("parquet-reader.group-threads"), "parquet-decode")
@@ -165,8 +165,7 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
 
         Such a store (:data:`~daskshuffle.pilestore.ROW_GROUP_ROWS_KEY`) reads
         any run of that many rows, from a multiple of it, as whole row groups
-        (one, or two where a pile ends inside): units smaller than piles.
-        Stores written before it hold a row group per pile: ``{}``, read by piles.
+        (one, or two where a pile ends inside): the loader's units.
         """
         every = self.metadata.get(ROW_GROUP_ROWS_KEY)
         if not isinstance(every, int) or every < 1:
@@ -334,12 +333,6 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         return concat(
             list(self._decoders.get().map(lambda run: self._read(run[0], run[1], None), runs))
         ).combine_chunks()
-
-    def read_piles(self, piles: Sequence[int]) -> pa.Table:
-        """Every row of ``piles``, one pile after the other; the piles decoded ``parquet-reader.group-threads`` at a time."""
-        if len(piles) < 2:
-            return super().read_piles(piles)
-        return concat(list(self._decoders.get().map(self.read_pile, piles)))
 
     def close(self) -> None:
         if self._fetches is not None:

@@ -24,7 +24,15 @@ from .._errors import DaskShuffleValueError
 from ..formats import Rows
 from ..storage import Cache, Location
 
-__all__ = ["ComposedReader", "PileReader"]
+__all__ = ["ComposedReader", "PileReader", "ReadCancelledError"]
+
+
+class ReadCancelledError(RuntimeError):
+    """A read cancelled by :meth:`PileReader.cancel_reads`: its rows are incomplete, and nobody waits for them.
+
+    The loader never lets it reach a consumer: a read of its own that it
+    cancelled raises a public error in its place.
+    """
 
 
 class PileReader(ABC, Generic[Rows]):
@@ -128,15 +136,6 @@ class PileReader(ABC, Generic[Rows]):
         offsets = self.pile_offsets
         return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
 
-    def read_piles(self, piles: Sequence[int]) -> Rows:
-        """Every row of store piles ``piles``, one pile after the other (a group the loader shuffles as one).
-
-        By default each pile is read, then the piles are concatenated and
-        their arrays go back to the reader (:meth:`recycle`); a reader that can
-        read each pile straight into its slice of one set of arrays overrides it.
-        """
-        return self._joined([self.read_pile(pile) for pile in piles])
-
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
         """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes).
 
@@ -158,13 +157,26 @@ class PileReader(ABC, Generic[Rows]):
         return rows
 
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        """Each variable's rows per chunk and bytes per row: the runs a read takes whole; empty for whole piles.
+        """Each variable's rows per chunk and bytes per row: the runs a read takes whole.
 
-        The loader reads runs smaller than a pile (of a store whose piles are
-        stored shuffled) only from a reader that says where its chunks lie.
-        By default none does.
+        The loader reads the store in units of whole chunks. A reader that
+        does not say where its chunks lie (by default, ``{}``) is read in
+        units of a few MiB of rows.
         """
         return {}
+
+    def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
+        """:meth:`chunk_rows` of each store this reader reads through: its own, by default."""
+        return [self.chunk_rows()]
+
+    def segments(self) -> NDArray[np.int64] | None:
+        """``(n, 4)``: where this reader's rows lie in the stores it reads through (start, start there, rows, store).
+
+        The loader cuts its units so that none crosses a segment and each is
+        whole chunks of its store (:meth:`member_chunk_rows`). ``None`` (the
+        default): one store, the reader's own rows.
+        """
+        return None
 
     def start_pile(self, pile: int) -> Any:
         """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
@@ -175,8 +187,12 @@ class PileReader(ABC, Generic[Rows]):
         """
         return None
 
-    def cancel_reads(self) -> None:
-        """Stop the reads under way in other threads, for a loader that has gone; by default nothing to stop."""
+    def cancel_reads(self, threads: str | None = None) -> None:
+        """Stop the reads under way started by threads named ``threads...`` (every read by default).
+
+        For a loader's reads that nobody waits for any more; by default nothing
+        to stop.
+        """
 
     def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
         """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
@@ -318,9 +334,21 @@ class ComposedReader(PileReader[Rows]):
         for reader in self.members:
             reader.use_cache(cache)
 
-    def cancel_reads(self) -> None:
+    def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
+        return [reader.chunk_rows() for reader in self.members]
+
+    def segments(self) -> NDArray[np.int64] | None:
+        """Pile ``p`` is pile ``p`` of each member in turn: a segment for each member's part of each pile."""
+        offsets = np.stack([np.asarray(reader.pile_offsets, dtype=np.int64) for reader in self.members])
+        sizes = np.diff(offsets, axis=1)  # (members, piles)
+        starts = np.cumsum(np.concatenate([[0], sizes.T.reshape(-1)]))[:-1].reshape(sizes.shape[1], -1).T
+        member = np.repeat(np.arange(len(sizes)), sizes.shape[1])
+        rows = np.stack([starts.reshape(-1), offsets[:, :-1].reshape(-1), sizes.reshape(-1), member], axis=1)
+        return rows[np.argsort(rows[:, 0], kind="stable")].astype(np.int64)
+
+    def cancel_reads(self, threads: str | None = None) -> None:
         for reader in self.members:
-            reader.cancel_reads()
+            reader.cancel_reads(threads)
 
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
         taken: Rows = self.members[0].take(rows, index)

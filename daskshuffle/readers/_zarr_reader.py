@@ -29,7 +29,6 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -37,21 +36,15 @@ import zarr
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from .._errors import CorruptPileStoreError, IncompletePileStoreError, StorageAccessError, StoreChangedError
+from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
 from .._threads import LazyPool
 from ..formats import ArrayRows, ArrayRowsMethods, read_in_runs
 from ..pilestore import (
     LAYOUT_KEY,
     METADATA_KEY,
     RUN_KEY,
-    AppendedStoreError,
     check_arrays,
-    check_pile_metadata,
     check_recorded_rows,
-    check_store_exists,
-    check_variable_names,
-    metadata_disagrees,
-    parse_metadata_attribute,
     read_tables,
     select_variables,
 )
@@ -59,67 +52,12 @@ from ..storage import Cache, Location
 from ._opened import Opened
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
+from ._zarr_open import check_shapes, find_group, in_thread, open_arrays, open_store
 from ._zarr_reads import RowsRead, Task
 
 __all__ = ["ZarrPileReader"]
 
 T = TypeVar("T")
-
-
-def _find_group(location: Location) -> zarr.Group | None:
-    """The Zarr v3 group at ``location``, or ``None`` if it has none (no ``zarr.json``): one request on object storage.
-
-    Not the consolidated metadata: each array's shape as its own zarr.json
-    records it, to check the rows. Pile stores are Zarr v3: no look for v2's
-    metadata files (each look is a request on object storage).
-    """
-    try:
-        return zarr.open_group(
-            location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
-        )
-    except FileNotFoundError:  # zarr's GroupNotFoundError is one; so is a local directory that does not exist
-        return None
-
-
-def _open_store(
-    location: Location, given: str, metadata: Mapping[str, Any] | None, group: zarr.Group | None = None
-) -> tuple[zarr.Group, dict[str, Any]]:
-    """The group of the Zarr pile store at ``location`` (``group`` if given) and its metadata (``metadata`` if given), checked.
-
-    ``metadata`` is given for the first generation of a store with several,
-    whose root records the union of them. Refuses a store that does not exist,
-    is not a Zarr group, has no daskshuffle metadata or several generations
-    (:class:`~daskshuffle.pilestore._metadata.AppendedStoreError`), or
-    fails :func:`~daskshuffle.pilestore._metadata.check_pile_metadata`.
-    """
-    problem = "no zarr.json"
-    if group is None:
-        try:
-            with location.reaching("zarr.json"):  # a refused or throttled request is not a missing group
-                group = _find_group(location)
-        except StorageAccessError:
-            raise
-        except (PermissionError, ValueError, zarr.errors.BaseZarrError) as error:
-            problem = str(error)
-    if group is None:
-        check_store_exists(location, given)  # asked only now (a request on object storage); names refused credentials
-        raise IncompletePileStoreError(
-            f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({problem}), instead."
-        )
-    found = parse_metadata_attribute(group.attrs.get(METADATA_KEY)) if metadata is None else dict(metadata)
-    if not isinstance(found, dict):
-        raise IncompletePileStoreError(
-            f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."
-        )
-    if "generations" in found:
-        raise AppendedStoreError(
-            f"Expected a pile store of one generation. Got {given!r}, which rows were appended to, instead; "
-            "open it with daskshuffle.formats.open_pile_reader (or PileLoader), which reads every generation.",
-            found,
-        )
-    check_pile_metadata(found, given)
-    check_variable_names(found, given)
-    return group, found
 
 
 class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
@@ -151,7 +89,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         group: zarr.Group | None = None,
     ) -> None:
         given = metadata is not None
-        group, metadata = _open_store(location, self.store, metadata, group)
+        group, metadata = open_store(location, self.store, metadata, group)
         self.metadata = metadata
         try:
             self._open_variables(location, group, variables, threads)
@@ -179,9 +117,9 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.arrays: dict[str, zarr.Array[Any]] = {}
         # On object storage the crc32c tables are fetched while the arrays open: one round trip less to open.
         predicted = {name: f"{group.path}/{name}".lstrip("/") for name in names}
-        early = None if location.is_local else _in_thread(read_tables, location, metadata, predicted)
+        early = None if location.is_local else in_thread(read_tables, location, metadata, predicted)
         try:
-            opened = _open_arrays(group, names, location.is_local)
+            opened = open_arrays(group, names, location.is_local)
         except (ValueError, TypeError, KeyError, zarr.errors.BaseZarrError) as error:  # an array's zarr.json
             raise CorruptPileStoreError(
                 f"Expected the arrays {names} of the pile store {self.store!r} to open. Got {type(error).__name__}: "
@@ -203,7 +141,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._files = ChunkFiles(fs, self.store)
         check_arrays(metadata, self.store, self.arrays)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
-        _check_shapes(self.store, self.arrays, written)
+        check_shapes(self.store, self.arrays, written)
         self._chunks: dict[str, Chunks] = {}
         if metadata.get("format_version", 1) >= 2:
             for name, array in self.arrays.items():
@@ -325,21 +263,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
 
-    def read_piles(self, piles: Sequence[int]) -> ArrayRows:
-        """Every row of ``piles``, each pile read straight into its slice of one set of arrays (no concatenation)."""
-        if len(piles) == 1 or len(self._chunks) != len(self.arrays):  # zarr reads some variable: the default
-            return super().read_piles(piles)
-        offsets = self._offsets
-        sizes = [int(offsets[pile + 1] - offsets[pile]) for pile in piles]
-        rows = {name: self._empty(chunks, sum(sizes)) for name, chunks in self._chunks.items()}
-        reads, first = [], 0
-        for pile, size in zip(piles, sizes, strict=True):
-            reads.append(self.start_pile(pile, {name: values[first : first + size] for name, values in rows.items()}))
-            first += size
-        for read in reads:
-            read.result()
-        return rows
-
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
         """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all.
 
@@ -414,15 +337,17 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             ]
         return tasks
 
-    def cancel_reads(self) -> None:
-        """Stop every read under way: the chunk files no thread has begun are not read, and each read raises.
+    def cancel_reads(self, threads: str | None = None) -> None:
+        """Stop the reads under way started by threads named ``threads...`` (by default every read).
 
-        For a loader that goes while its background threads read ahead (a
+        The chunk files no thread has begun are not read, and each read
+        raises. For a loader's reads ahead that nobody waits for any more (a
         group of units is a hundred files or more): they stop after the file
-        each is reading, rather than read the rest for nobody.
+        each is reading, rather than read the rest for nobody, and the reads
+        of the loader's other iterations go on.
         """
         with self._lock:
-            reads = list(self._under_way)
+            reads = [read for read in self._under_way if threads is None or read.owner.startswith(threads)]
         for read in reads:
             read.cancel()
 
@@ -485,52 +410,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     ) -> ZarrPileReader | None:
         # Opening the group is the look: one request on object storage rather than a look and then the open.
         try:
-            group = _find_group(store)
+            group = find_group(store)
         except (PermissionError, ValueError, zarr.errors.BaseZarrError):
             group = None  # a zarr.json that is there but cannot be read: the open below names the problem
         else:
             if group is None:
                 return None
         return cls(store, variables, batch_format=batch_format, group=group)
-
-
-def _check_shapes(store: str, arrays: Mapping[str, zarr.Array[Any]], written: Mapping[str, Any]) -> None:
-    """Refuse arrays that are not as the shuffle wrote them: chunks of whole rows, the rows per chunk and row shape recorded.
-
-    A reshaped array would make every chunk file's name wrong; it is refused on open, before anything is read.
-    """
-    for name, array in arrays.items():
-        recorded = written.get(name) if isinstance(written, Mapping) else None
-        if not isinstance(recorded, Mapping):  # a version-1 store records no layout: read as it was
-            continue
-        expected_rows = recorded.get("row_shape", list(array.shape[1:]))
-        expected_chunks = [recorded.get("chunk_rows", array.chunks[0] if array.ndim else 0), *expected_rows]
-        if [*array.shape[1:]] != list(expected_rows) or [*array.chunks] != expected_chunks:
-            raise metadata_disagrees(
-                store,
-                f"array {name!r} in chunks of whole rows, as the shuffle wrote it (rows of shape "
-                f"{tuple(expected_rows)}, chunks of {tuple(expected_chunks)})",
-                f"shape {array.shape} in chunks of {array.chunks}",
-            )
-
-
-def _in_thread(function: Callable[..., T], *args: Any) -> Future[T]:
-    """``function(*args)`` running in a thread of its own; its result, or its error, from the future."""
-    future: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(function(*args))
-        except BaseException as error:  # raised where the result is asked for
-            future.set_exception(error)
-
-    threading.Thread(target=run, name="daskshuffle-open-tables", daemon=True).start()
-    return future
-
-
-def _open_arrays(group: zarr.Group, names: Sequence[str], local: bool) -> list[Any]:
-    """``group.get(name)`` for each of ``names``; on remote storage all at once, each being a request."""
-    if local or len(names) < 2:
-        return [group.get(name) for name in names]
-    with ThreadPoolExecutor(min(len(names), 16), thread_name_prefix="daskshuffle-open") as pool:
-        return list(pool.map(group.get, names))

@@ -16,13 +16,10 @@ from typing import Any
 from numpy.typing import NDArray
 
 from ..formats import ArrayRows
+from ._pile_reader import ReadCancelledError
 from ._zarr_chunks import ChunkFiles, Chunks
 
-__all__ = ["ReadCancelledError", "RowsRead", "Task", "UnionRead"]
-
-
-class ReadCancelledError(RuntimeError):
-    """A read cancelled by :meth:`RowsRead.cancel`: its rows are incomplete, and nobody waits for them."""
+__all__ = ["RowsRead", "Task", "UnionRead"]
 
 
 #: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
@@ -34,8 +31,7 @@ class RowsRead:
     """Rows being read by tasks (chunk files of a variable, for a run of rows) that any thread may run.
 
     The thread that started the read runs them in :meth:`result`; so may a
-    reader's pool, or a loader's consumer that needs the rows before the
-    background thread reading them is done (:meth:`help`). Each task is taken
+    reader's pool (:meth:`help`). Each task is taken
     once, under a lock (``next`` of an ``itertools.count`` is atomic only
     under the GIL, not on free-threaded Python); an error is kept and raised
     by :meth:`result` once no task runs, since every task writes into the
@@ -44,6 +40,8 @@ class RowsRead:
 
     def __init__(self, files: ChunkFiles, rows: ArrayRows, tasks: list[Task], pile: int | None) -> None:
         self.rows = rows
+        #: The name of the thread that started the read: :meth:`ZarrPileReader.cancel_reads` cancels by it.
+        self.owner = threading.current_thread().name
         self._files = files
         self._tasks = tasks
         self._pile = pile

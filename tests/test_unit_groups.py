@@ -1,4 +1,4 @@
-"""Read units smaller than piles: a store whose piles are stored shuffled, read in groups of units mixed in memory."""
+"""The one read mode of order="piles": units of whole chunks dealt into groups under a budget, mixed in memory."""
 
 from __future__ import annotations
 
@@ -20,7 +20,15 @@ import daskshuffle
 from daskshuffle import PileLoader
 from daskshuffle.loader._reads import LoaderReads
 from daskshuffle.orders import Piles
-from daskshuffle.plan import auto_budget, group_permutation, rank_range, unit_bounds, unit_excess, unit_groups
+from daskshuffle.plan import (
+    auto_budget,
+    epoch_runs,
+    group_permutation,
+    rank_range,
+    unit_bounds,
+    unit_excess,
+    unit_groups,
+)
 from daskshuffle.quality._metrics import cobatch_overlap
 
 N_ROWS = 3_000
@@ -73,10 +81,10 @@ def store(tmp_path: Path) -> Path:
 
 
 #: A budget of 600 rows: groups of 300 rows, six units of 50 rows each.
-SMALL = Piles(piles_in_memory=f"{600 * ROW_NBYTES}B")
+SMALL = Piles(budget=f"{600 * ROW_NBYTES}B")
 
 
-def test_a_store_of_shuffled_piles_is_read_in_units_and_each_epoch_is_a_permutation(store: Path) -> None:
+def test_a_store_is_read_in_units_and_each_epoch_is_a_permutation(store: Path) -> None:
     with PileLoader(store, 64, seed=1, order=SMALL) as loader:
         assert (loader.settings.unit_rows, loader.settings.group_rows) == (50, 300)
         epochs = []
@@ -124,7 +132,7 @@ def test_ranks_are_disjoint_and_cover_and_a_state_resumes_exactly(store: Path) -
 
 
 def test_lanes_give_the_same_global_steps_for_any_number_of_ranks(store: Path) -> None:
-    order = Piles(piles_in_memory=f"{600 * ROW_NBYTES}B", n_lanes=4)
+    order = Piles(budget=f"{600 * ROW_NBYTES}B", n_lanes=4)
     with PileLoader(store, 40, seed=3, order=order) as alone:
         steps = [batch["id"] for batch in alone]
     halves = []
@@ -135,8 +143,10 @@ def test_lanes_give_the_same_global_steps_for_any_number_of_ranks(store: Path) -
         assert np.array_equal(step, np.concatenate([a, b]))
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, 2])
-def test_the_rows_held_stay_within_the_budget(store: Path, prefetch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("prefetch", "ahead"), [("0B", 0), ("auto", 1), (f"{600 * ROW_NBYTES}B", 2)])
+def test_the_rows_held_stay_within_the_budget(
+    store: Path, prefetch: str, ahead: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every group handed to the batches, from its read until its release, counted at once."""
     live: dict[int, int] = {}
     most = [0]
@@ -159,7 +169,7 @@ def test_the_rows_held_stay_within_the_budget(store: Path, prefetch: int, monkey
         for _ in range(2):
             for _ in loader:
                 pass
-    held = max(prefetch, 1) + 1  # groups: the one in use and those read ahead
+    held = ahead + 1  # groups: the one in use and those read ahead (as many as the prefetch size holds)
     assert 0 < most[0] <= held * budget // 2
 
 
@@ -176,7 +186,7 @@ def test_epochs_are_close_to_independent_at_large_piles_with_a_small_budget(tmp_
     """
     source = make_zarr_source(tmp_path / "raw.zarr", 20_000, chunk_rows=500)
     daskshuffle.shuffle_zarr(source, tmp_path / "piles.zarr", 2, seed=11, chunk_rows=100)
-    order = Piles(piles_in_memory=f"{4_000 * ROW_NBYTES}B")
+    order = Piles(budget=f"{4_000 * ROW_NBYTES}B")
     with PileLoader(tmp_path / "piles.zarr", 20, seed=11, order=order) as loader:
         assert (loader.settings.unit_rows, loader.settings.group_rows) == (100, 2_000)
         epochs = [np.concatenate([batch["id"] for batch in loader]) for _ in range(4)]
@@ -258,7 +268,7 @@ def test_a_loader_closed_while_a_group_is_read_behind_it_stops_reading(tmp_path:
         time.sleep(0.01)  # a slow disk: each task of a group takes 10 ms
 
     tasks = points.arm("chunk read", slow_read)
-    budget = Piles(piles_in_memory=f"{4_000 * ROW_NBYTES}B")  # groups of 2,000 rows: 40 units of 50 rows
+    budget = Piles(budget=f"{4_000 * ROW_NBYTES}B")  # groups of 2,000 rows: 40 units of 50 rows
     with daskshuffle.config.set({"zarr-reader.local-task-nbytes": 1}):  # a task a chunk file
         loader = PileLoader(tmp_path / "piles.zarr", 100, seed=1, order=budget)
         batches = iter(loader)
@@ -273,3 +283,83 @@ def test_a_loader_closed_while_a_group_is_read_behind_it_stops_reading(tmp_path:
     assert len(during_close) <= under_way, f"close waited for {len(during_close)} reads, not only those under way"
     assert after_close == [], "no chunk file read after close: its threads are joined"
     assert len(tasks) < 2 * 120, "the second group was not read whole"
+
+
+@given(
+    sizes=st.lists(st.integers(0, 200), min_size=1, max_size=4),
+    unit_rows=st.integers(1, 50),
+    counts=st.lists(st.integers(0, 500), min_size=4, max_size=4),
+    seed=st.integers(0, 2**31),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_mixture_takes_each_streams_rows_from_whole_copies_and_a_sample_of_its_units(
+    sizes: list[int], unit_rows: int, counts: list[int], seed: int
+) -> None:
+    members = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    segments = np.array([[members[m], 0, size, m] for m, size in enumerate(sizes)], dtype=np.int64)
+    bounds = unit_bounds(int(members[-1]), [unit_rows] * len(sizes), segments)
+    assert not set(members[1:-1].tolist()) - set(bounds.tolist()), "no unit crosses from one store to the next"
+    counts = [c if n else 0 for c, n in zip(counts, sizes, strict=False)]
+    runs = epoch_runs(bounds, seed, 0, members, counts)
+    assert (runs[:, 1] > runs[:, 0]).all()
+    for m, (n, count) in enumerate(zip(sizes, counts, strict=False)):
+        own = runs[(runs[:, 0] >= members[m]) & (runs[:, 1] <= members[m + 1])]
+        rows = np.concatenate([np.arange(a, b) for a, b in own.tolist()] or [np.zeros(0, np.int64)])
+        assert len(rows) == count, "each stream puts its count of rows into the epoch"
+        if n:
+            times = np.bincount(rows - members[m], minlength=n)
+            assert times.min() >= count // n and times.max() <= count // n + 1, "whole copies, then each row once more"
+    assert np.array_equal(runs, epoch_runs(bounds, seed, 0, members, counts)), "same seed, same runs"
+
+
+def test_units_of_a_store_read_through_others_are_whole_chunks_of_each() -> None:
+    """Generations of chunks of 4 and 8 rows, pile by pile: each unit lies in one generation, cut at its chunks."""
+    segments = np.array([[0, 0, 6, 0], [6, 0, 10, 1], [16, 6, 6, 0], [22, 10, 6, 1]])
+    bounds = unit_bounds(28, [4, 8], segments)
+    assert bounds.tolist() == [0, 4, 6, 14, 16, 18, 22, 28]
+
+
+@pytest.fixture
+def two_stores(tmp_path: Path) -> tuple[Path, Path]:
+    """Two stores of 2 piles each: 3,000 rows (ids 0-2,999) and 1,000 rows (ids 0-999), chunks of 50 rows."""
+    daskshuffle.shuffle_zarr(
+        make_zarr_source(tmp_path / "a.zarr", N_ROWS, chunk_rows=100), tmp_path / "pa.zarr", 2, seed=5, chunk_rows=50
+    )
+    daskshuffle.shuffle_zarr(
+        make_zarr_source(tmp_path / "b.zarr", 1_000, chunk_rows=100), tmp_path / "pb.zarr", 2, seed=6, chunk_rows=50
+    )
+    return tmp_path / "pa.zarr", tmp_path / "pb.zarr"
+
+
+def test_a_mixture_is_read_in_groups_of_units_of_every_stream(two_stores: tuple[Path, Path]) -> None:
+    """Each row of the first store once, of the second 1.5 times; its first batch mixes units of both stores."""
+    a, b = two_stores
+    streams = [daskshuffle.Stream(a), daskshuffle.Stream(b, repeat=1.5)]
+    with PileLoader(streams, 100, seed=1, order=SMALL) as loader:
+        assert loader.settings.unit_rows is not None and loader.settings.group_rows == 300
+        for _ in range(2):
+            batches = list(loader)
+            x = np.concatenate([batch["x"] for batch in batches])
+            assert len(x) == N_ROWS + 1_500
+            first = batches[0]["id"]
+            assert len(np.unique(first // 50)) > 2, "a batch holds rows of several units, not of one pile"
+    with PileLoader(streams, 100, seed=1, order=SMALL) as loader:
+        ids = np.concatenate([batch["id"] for batch in loader])
+        rows_of_b = ids[ids < 1_000]
+        times = np.bincount(rows_of_b, minlength=1_000)
+        # b's ids (0-999) are also ids of a: a gives each once, b once and a half more.
+        assert np.bincount(times).tolist()[2:] == [500, 500], "b's rows: half twice more, half once more"
+
+
+def test_an_appended_store_is_read_in_units_of_each_generation(tmp_path: Path) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", N_ROWS, chunk_rows=100)
+    daskshuffle.shuffle_zarr(source, tmp_path / "grown.zarr", 2, seed=5, chunk_rows=50)
+    later = make_zarr_source(tmp_path / "later.zarr", 1_000, chunk_rows=100)
+    daskshuffle.append(tmp_path / "grown.zarr", later, seed=6, shuffle_options={"chunk_rows": 50})
+    with PileLoader(tmp_path / "grown.zarr", 100, seed=1, order=SMALL) as loader:
+        assert (loader.settings.unit_rows, loader.settings.group_rows) == (50, 300)
+        ids = np.concatenate([batch["id"] for batch in loader])
+        assert sorted(set(loader.piles(0))) == [0, 1]
+    assert np.bincount(np.bincount(ids)).tolist() == [0, 2_000, 1_000], "every row of both generations once"
+    first = ids[:100]
+    assert len(np.unique(first // 50)) > 2, "a batch holds rows of several units, not of one pile"

@@ -1,13 +1,14 @@
-"""The units a loader reads for an order other than ``"piles"``: an epoch's :class:`~daskshuffle.plan._epoch_order.EpochOrder`, kept.
+"""The reads of an order other than ``"piles"``: stretches of an epoch's :class:`~daskshuffle.plan._epoch_order.EpochOrder`.
 
-For ``order="piles"`` a read is a pile (or a group of piles) and the epoch's
-plan is a permutation of the piles, made lazily. Every other order of
+For ``order="piles"`` a read is a group of units
+(:mod:`daskshuffle.loader._unit_groups`). Every other order of
 :data:`~daskshuffle.plan._orders.ORDERS` gives the epoch's stream of store rows
-whole; :class:`OrderedUnits` makes it once per epoch (8 bytes a row, and the
-time the order takes: about a second per million rows for ``"buffer"`` and
-``"interleave"``), keeps the few epochs a loader is in at once, and tells each
-read the store rows of its unit. The plan of batches cuts the units, in order,
-exactly as it cuts piles.
+whole, cut into the order's own stretches (a pile, a block of
+``shuffle_block_size`` rows, ...: ``EpochOrder.bounds``); :class:`OrderReads`
+makes it once per epoch (8 bytes a row, and the time the order takes), keeps
+the few epochs a loader is in at once, and tells each read the store rows of
+its stretch. The plan of batches cuts the stretches, in order, as it cuts
+groups.
 """
 
 from __future__ import annotations
@@ -20,20 +21,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..plan import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
+from ._epoch_reads import EpochReads, Read, ReadPlan
 from ._loader_state import LoaderSettings
-from ._read_units import Read, ReadUnits, UnitRead, pile_units
-from ._run_units import RunUnits
+from ._unit_groups import UnitGroups
 
-__all__ = ["OrderedUnits", "loader_divisions", "make_units"]
+__all__ = ["OrderReads", "loader_divisions", "make_reads"]
 
 #: Epochs whose order is kept: the one being read, the next one read ahead, and a range's.
 KEPT_EPOCHS = 3
 
 
-class OrderedUnits(ReadUnits):
+class OrderReads(EpochReads):
     """The epochs' orders of one loader: ``order`` with ``options``, its stream cut between ranks at ``divisions``.
 
-    A unit is a stretch ``bounds[u]:bounds[u + 1]`` of the epoch's stream, read
+    A read is a stretch ``bounds[r]:bounds[r + 1]`` of the epoch's stream, taken
     in runs of store rows (:func:`~daskshuffle.plan._epoch_order.unit_reads`).
     """
 
@@ -45,7 +46,7 @@ class OrderedUnits(ReadUnits):
         self.offsets = offsets
         self.seed = seed
         self.divisions = divisions
-        #: Rows a read may take between two rows its unit needs (see :func:`~daskshuffle.plan._epoch_order.unit_reads`).
+        #: Rows a read may take between two rows its stretch needs (see :func:`~daskshuffle.plan._epoch_order.unit_reads`).
         self.gap = READ_GAPS.get(order, READ_GAP)
         self._epochs: dict[int, Future[EpochOrder]] = {}
         self._lock = threading.Lock()
@@ -75,32 +76,32 @@ class OrderedUnits(ReadUnits):
         return ORDERS[self.order](self.offsets, self.seed, epoch, self.divisions, self.options)
 
     def bounds(self, epoch: int) -> NDArray[np.int64]:
-        """Where each unit of ``epoch``'s stream starts, and the stream's end: the offsets the plan cuts."""
+        """Where each stretch of ``epoch``'s stream starts, and the stream's end: the offsets the plan cuts."""
         return self.epoch_order(epoch).bounds
 
     def layout(self, epoch: int) -> NDArray[np.int64]:
         return self.bounds(epoch)
 
     def visit_order(self, epoch: int) -> NDArray[np.intp]:
-        """Units are read in the order of the stream."""
+        """Stretches are read in the order of the stream."""
         return np.arange(len(self.bounds(epoch)) - 1)
 
-    def unit_read(self, read: Read) -> UnitRead:
-        runs, order = unit_reads(self.rows(read.epoch, read.pile, read.start, read.stop), self.gap)
-        return UnitRead(runs, [], order)
+    def plan_read(self, read: Read) -> ReadPlan:
+        runs, order = unit_reads(self.rows(read.epoch, read.number, read.start, read.stop), self.gap)
+        return ReadPlan(runs, order)
 
     def describe(self, read: Read) -> str:
-        return f"unit {read.pile} of the order {self.order!r} (positions {read.start}:{read.stop})"
+        return f"stretch {read.number} of the order {self.order!r} (positions {read.start}:{read.stop})"
 
-    def rows(self, epoch: int, unit: int, start: int, stop: int) -> NDArray[np.int64]:
-        """The store rows at positions ``start:stop`` of ``unit`` of ``epoch``, in the order they are yielded."""
+    def rows(self, epoch: int, index: int, start: int, stop: int) -> NDArray[np.int64]:
+        """The store rows at positions ``start:stop`` of stretch ``index`` of ``epoch``, in the order they are yielded."""
         order = self.epoch_order(epoch)
-        first = int(order.bounds[unit])
+        first = int(order.bounds[index])
         return order.rows[first + start : first + stop]
 
-    def piles_of(self, epoch: int, unit: int) -> list[int]:
-        """The store piles ``unit`` of ``epoch`` reads rows of, in the order of the store."""
-        rows = self.rows(epoch, unit, 0, int(np.diff(self.bounds(epoch))[unit]))
+    def piles_of(self, epoch: int, index: int) -> list[int]:
+        """The store piles stretch ``index`` of ``epoch`` takes rows of, in the order of the store."""
+        rows = self.rows(epoch, index, 0, int(np.diff(self.bounds(epoch))[index]))
         piles = np.searchsorted(self.offsets, rows, side="right") - 1
         return np.unique(piles).tolist()  # type: ignore[no-any-return]
 
@@ -112,27 +113,37 @@ class OrderedUnits(ReadUnits):
         self._lock = threading.Lock()
 
 
-def make_units(settings: LoaderSettings, offsets: NDArray[np.int64]) -> ReadUnits:
-    """The units of a loader of ``settings`` over piles at ``offsets``: piles (or groups of them), or an order's.
+def make_reads(
+    settings: LoaderSettings,
+    offsets: NDArray[np.int64],
+    segments: NDArray[np.int64] | None = None,
+    unit_rows: list[int] | None = None,
+    members: NDArray[np.int64] | None = None,
+    counts: list[int] | None = None,
+) -> EpochReads:
+    """The reads of a loader of ``settings`` over piles at ``offsets``: groups of units, or an order's stretches.
 
-    The stream is cut between ranks (or, with ``n_lanes``, between lanes) as
-    the loader cuts it: those are the order's divisions, MosaicML's canonical
-    nodes.
+    ``segments``, ``unit_rows`` (of each store read through; by default the
+    settings'), ``members`` and ``counts``: for groups of units, as
+    :class:`~daskshuffle.loader._unit_groups.UnitGroups` takes them. An
+    order's stream is cut between ranks (or, with ``n_lanes``, between lanes)
+    as the loader cuts it: those are the order's divisions, MosaicML's
+    canonical nodes.
     """
     s = settings
-    if s.order == "piles" and s.unit_rows is not None and s.group_rows is not None:
-        return RunUnits(offsets, s.seed, s.unit_rows, s.group_rows)
     if s.order == "piles":
-        return pile_units(offsets, s.seed, s.piles_in_memory)
+        assert s.unit_rows is not None and s.group_rows is not None  # the loader chose them for order="piles"
+        units = s.unit_rows if unit_rows is None else unit_rows
+        return UnitGroups(offsets, s.seed, units, s.group_rows, segments, members, counts)
     options = OrderOptions(s.shuffle_block_size, s.buffer_size, s.cycle_length)
-    return OrderedUnits(s.order, options, offsets, s.seed, loader_divisions(s, int(offsets[-1])))
+    return OrderReads(s.order, options, offsets, s.seed, loader_divisions(s, int(offsets[-1])))
 
 
 def loader_divisions(settings: LoaderSettings, n_rows: int) -> NDArray[np.int64]:
     """Where a loader of ``settings`` cuts an epoch of ``n_rows`` rows between ranks (or lanes), and the tail."""
     s = settings
     if s.n_lanes is None:
-        n_divisions, unit = s.world_size, s.batch_size
+        n_divisions, step = s.world_size, s.batch_size
     else:
-        n_divisions, unit = s.n_lanes, s.batch_size * s.world_size // s.n_lanes
-    return division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, unit, s.drop_last))
+        n_divisions, step = s.n_lanes, s.batch_size * s.world_size // s.n_lanes
+    return division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, step, s.drop_last))

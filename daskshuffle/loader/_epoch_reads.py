@@ -1,0 +1,106 @@
+"""How a loader cuts each epoch into reads: one :class:`EpochReads` per way, behind one small interface.
+
+A *read* is what the loader holds at once: for ``order="piles"`` a group of
+units of whole chunks (:class:`~daskshuffle.loader._unit_groups.UnitGroups`),
+for every other order a stretch of its stream
+(:class:`~daskshuffle.loader._order_reads.OrderReads`). The loader's plan
+cuts the reads of an epoch (:meth:`EpochReads.layout`, visited in
+:meth:`EpochReads.visit_order`) between ranks and batches, and each read asks
+for what to take from the store and in which order to hand its positions out
+(:meth:`EpochReads.plan_read`): the rest of the loader never asks which kind
+of reads it has.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["EpochCache", "EpochReads", "Read", "ReadPlan"]
+
+IntArray = NDArray[np.int64]
+Made = TypeVar("Made")
+
+
+class Read(NamedTuple):
+    """Positions ``start:stop`` of read ``number`` of ``epoch``, once shuffled: what one read hands out."""
+
+    epoch: int
+    number: int
+    start: int
+    stop: int
+
+
+class ReadPlan(NamedTuple):
+    """What one read takes from the store, and the order to hand its positions out in.
+
+    ``spans`` are the runs of store rows read, one after the other, each with
+    one call to the reader; ``order`` indexes the rows read, end to end.
+    """
+
+    spans: list[tuple[int, int]]
+    order: NDArray[np.intp]
+
+
+#: Epochs whose reads are kept: the one being read, the next one read ahead, and a range's.
+KEPT_EPOCHS = 4
+
+
+class EpochCache(Generic[Made]):
+    """What is made once for each epoch and shared by threads; the last :data:`KEPT_EPOCHS` kept, pickled empty."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, Made] = {}
+        self._lock = threading.Lock()
+
+    def get(self, epoch: int, make: Callable[[int], Made]) -> Made:
+        with self._lock:
+            if epoch not in self._made:
+                if len(self._made) >= KEPT_EPOCHS:
+                    self._made.pop(next(iter(self._made)))
+                self._made[epoch] = make(epoch)
+            return self._made[epoch]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+class EpochReads(ABC):
+    """The reads of every epoch of a loader: where they are, in which order they are read, what each takes.
+
+    Implementations are pure functions of the store's layout, the seed and
+    the epoch (and of how the loader cuts the stream between ranks), so that
+    every rank and every worker process agrees on them.
+    """
+
+    @abstractmethod
+    def layout(self, epoch: int) -> IntArray:
+        """The offsets of ``epoch``'s reads: read ``r`` holds positions ``layout[r]:layout[r + 1]``."""
+
+    @abstractmethod
+    def visit_order(self, epoch: int) -> NDArray[np.intp]:
+        """The order ``epoch`` visits its reads in: the epoch's stream is these reads end to end."""
+
+    @abstractmethod
+    def plan_read(self, read: Read) -> ReadPlan:
+        """What ``read`` takes from the store, and the order of its positions."""
+
+    @abstractmethod
+    def piles_of(self, epoch: int, index: int) -> list[int]:
+        """The store piles read ``index`` of ``epoch`` takes rows of."""
+
+    @abstractmethod
+    def describe(self, read: Read) -> str:
+        """What ``read`` takes, for an error's note: ``"group 3 of 12 units of store rows (...)"``."""
+
+    def spans(self, read: Read) -> list[tuple[int, int]]:
+        """The runs of store rows that ``read`` takes, each with one call to the reader."""
+        return self.plan_read(read).spans

@@ -1,0 +1,186 @@
+"""The read mode of ``order="piles"``: units of whole chunks, dealt into groups under one byte budget, mixed.
+
+Every store this version writes holds its rows, end to end, in a uniform
+random order (:mod:`daskshuffle.plan._unit_plan`). :class:`UnitGroups` reads it
+in *units*, runs of whole chunks (a Parquet store's row groups), deals them
+into *groups* afresh every epoch, and hands each group's rows out in one
+uniform permutation of the group. A group is one read of the loader
+(:class:`~daskshuffle.loader._epoch_reads.EpochReads`), its units read
+straight into one set of arrays (:meth:`~daskshuffle.readers.PileReader.read_runs`):
+the plan of batches cuts groups between ranks and batches, and each batch is
+gathered from its group.
+
+The stores of a mixture and the generations of an appended store are read
+the same way: units never cross from one store to another
+(:meth:`~daskshuffle.readers.PileReader.segments`), and a mixture's epoch takes
+each stream's copies of its units and a sample of them
+(:func:`~daskshuffle.plan._unit_plan.epoch_runs`). :func:`choose_units` picks
+the unit and the group when the loader opens.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._config import int_setting
+from .._machine import memory_nbytes
+from ..plan import apart, auto_budget, deal_groups, epoch_runs, group_permutation, unit_bounds, unit_rows_for
+from ..readers import PileReader
+from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
+
+__all__ = ["UnitGroups", "UnitSizes", "choose_units"]
+
+IntArray = NDArray[np.int64]
+
+#: Bytes of rows a unit holds for a reader that does not say where its chunks lie.
+UNIT_NBYTES = 2 * 2**20
+
+
+class UnitSizes(NamedTuple):
+    """What a loader's budget gives for its store: rows of a group (at most), and of a unit of each member store."""
+
+    group_rows: int
+    member_unit_rows: list[int]
+
+    @property
+    def unit_rows(self) -> int:
+        """Rows of the largest unit: of the store's, where it is one store."""
+        return max(self.member_unit_rows)
+
+
+def _chunks(found: dict[str, tuple[int, int]], row: float) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows a chunk and bytes a row of each variable; for a reader that does not say, one of :data:`UNIT_NBYTES`."""
+    if not found:
+        return {"": max(1, int(UNIT_NBYTES // row))}, {"": 1}
+    return {name: rows for name, (rows, _) in found.items()}, {name: size for name, (_, size) in found.items()}
+
+
+def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, n_rows: int) -> UnitSizes:
+    """The units and groups a loader reads ``reader`` in, for ``budget`` bytes and epochs of ``n_rows`` rows.
+
+    A group holds half the budget (the next one is read while one is used),
+    at least one unit. A unit is the fewest whole chunks of its store that
+    read little more than their rows' bytes, grown while epochs stay close to
+    independent (:func:`~daskshuffle.plan._unit_plan.unit_rows_for`); each
+    store a reader reads through (a generation, a stream) has its own.
+    ``"auto"`` grows with the data so that batch-mates meet again about twice
+    as often as under independent shuffles at most
+    (:func:`~daskshuffle.plan._unit_plan.auto_budget`), from
+    ``loader.units-budget-least-nbytes`` (128 MiB) to
+    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the
+    process's memory (``daskshuffle.config``).
+    """
+    row = max(row_nbytes, 1.0)
+    members = [_chunks(found, row) for found in reader.member_chunk_rows()]
+    if budget == "auto":
+        unit_nbytes = max(unit_rows_for(*member) for member in members) * row  # the cheapest units to read
+        budget = auto_budget(
+            n_rows * row,
+            unit_nbytes,
+            least=int_setting("loader.units-budget-least-nbytes"),
+            most=int_setting("loader.units-budget-most-nbytes"),
+            memory=memory_nbytes(),
+        )
+    group_rows = int(int(budget) // 2 // row)
+    units = [unit_rows_for(*member, n_rows=n_rows, group_rows=group_rows) for member in members]
+    units = [max(1, min(unit, max(n_rows, 1))) for unit in units]
+    return UnitSizes(max(max(units), group_rows), units)
+
+
+#: An epoch's groups: their offsets end to end, and the runs of store rows (``(k, 2)``) of each.
+Groups = tuple[IntArray, list[IntArray]]
+
+
+def _copies(runs: list[tuple[int, int]]) -> bool:
+    """Whether two of ``runs`` share a row."""
+    ordered = sorted(runs)
+    return any(b > c for (_, b), (c, _) in itertools.pairwise(ordered))
+
+
+class UnitGroups(EpochReads):
+    """A read is a group of units of ``unit_rows`` store rows, dealt afresh each epoch, mixed in memory.
+
+    ``segments`` says where the store's rows lie in the stores it reads through
+    (:meth:`~daskshuffle.readers.PileReader.segments`), ``unit_rows`` the rows
+    of a unit of each (or of all); ``members`` and
+    ``counts``, for a mixture, where each stream's rows start and how many
+    rows it puts into an epoch.
+
+    Examples
+    --------
+    >>> groups = UnitGroups(np.array([0, 6, 10]), seed=0, unit_rows=2, group_rows=4)
+    >>> groups.layout(0).tolist()
+    [0, 4, 8, 10]
+    >>> read = groups.plan_read(Read(0, 0, 0, 4))
+    >>> sum(stop - start for start, stop in read.spans), sorted(read.order.tolist())
+    (4, [0, 1, 2, 3])
+    """
+
+    def __init__(
+        self,
+        offsets: IntArray,
+        seed: int,
+        unit_rows: int | list[int],
+        group_rows: int,
+        segments: IntArray | None = None,
+        members: IntArray | None = None,
+        counts: list[int] | None = None,
+    ) -> None:
+        self.offsets = offsets
+        self.seed = seed
+        self.unit_rows = unit_rows
+        self.group_rows = group_rows
+        self.bounds = unit_bounds(int(offsets[-1]), unit_rows, segments)
+        self.members = members
+        self.counts = counts
+        self._groups_made = EpochCache[Groups]()
+
+    def _groups(self, epoch: int) -> Groups:
+        """The offsets of ``epoch``'s groups laid end to end, and the runs of each, made once."""
+        return self._groups_made.get(epoch, self._make_groups)
+
+    def _make_groups(self, epoch: int) -> Groups:
+        runs = epoch_runs(self.bounds, self.seed, epoch, self.members, self.counts)
+        offsets, groups = deal_groups(runs[:, 1] - runs[:, 0], self.group_rows, self.seed, epoch)
+        return offsets, [runs[group] for group in groups]
+
+    def layout(self, epoch: int) -> IntArray:
+        return self._groups(epoch)[0]
+
+    def visit_order(self, epoch: int) -> NDArray[np.intp]:
+        """Groups are read in the order they were dealt: the deal is already random."""
+        return np.arange(len(self.layout(epoch)) - 1)
+
+    def runs(self, epoch: int, group: int) -> list[tuple[int, int]]:
+        """The runs of store rows of ``group`` of ``epoch``: its units, in the order they were dealt."""
+        return [(int(a), int(b)) for a, b in self._groups(epoch)[1][group].tolist()]
+
+    def spans(self, read: Read) -> list[tuple[int, int]]:
+        return self.runs(read.epoch, read.number)
+
+    def plan_read(self, read: Read) -> ReadPlan:
+        runs = self.runs(read.epoch, read.number)
+        n_rows = sum(stop - start for start, stop in runs)
+        order = group_permutation(n_rows, self.seed, read.epoch, read.number)
+        if self.counts is not None and _copies(runs):  # a mixture's copies of a unit: never side by side
+            rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
+            order = apart(rows, order, self.seed, read.epoch, read.number)
+        return ReadPlan(runs, order[read.start : read.stop])
+
+    def piles_of(self, epoch: int, index: int) -> list[int]:
+        """The store piles that the runs of group ``index`` of ``epoch`` hold rows of, in the order of the store."""
+        runs = self._groups(epoch)[1][index].reshape(-1, 2)
+        first = np.searchsorted(self.offsets, runs[:, 0], side="right") - 1
+        last = np.searchsorted(self.offsets, runs[:, 1] - 1, side="right") - 1
+        spans = [np.arange(a, b + 1) for a, b in zip(first.tolist(), last.tolist(), strict=True)]
+        piles = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+        return np.unique(piles).astype(int).tolist()  # type: ignore[no-any-return]
+
+    def describe(self, read: Read) -> str:
+        runs = self.runs(read.epoch, read.number)
+        shown = ", ".join(f"{a}:{b}" for a, b in runs[:3]) + (", ..." if len(runs) > 3 else "")
+        return f"group {read.number} of {len(runs)} units of store rows ({shown})"

@@ -1,0 +1,130 @@
+"""Opening a Zarr pile store: its group, its metadata and its arrays, checked before anything is read.
+
+:mod:`daskshuffle.readers._zarr_reader` reads the rows; this module finds the
+store's Zarr v3 group (one request on object storage), checks its daskshuffle
+metadata and the arrays' shapes against what the shuffle recorded, and opens
+the arrays (all at once on remote storage, each being a request).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import zarr
+
+from .._errors import IncompletePileStoreError, StorageAccessError
+from ..pilestore import (
+    METADATA_KEY,
+    AppendedStoreError,
+    check_pile_metadata,
+    check_store_exists,
+    check_variable_names,
+    metadata_disagrees,
+    parse_metadata_attribute,
+)
+from ..storage import Location
+
+__all__ = ["check_shapes", "find_group", "in_thread", "open_arrays", "open_store"]
+
+T = TypeVar("T")
+
+
+def find_group(location: Location) -> zarr.Group | None:
+    """The Zarr v3 group at ``location``, or ``None`` if it has none (no ``zarr.json``): one request on object storage.
+
+    Not the consolidated metadata: each array's shape as its own zarr.json
+    records it, to check the rows. Pile stores are Zarr v3: no look for v2's
+    metadata files (each look is a request on object storage).
+    """
+    try:
+        return zarr.open_group(
+            location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
+        )
+    except FileNotFoundError:  # zarr's GroupNotFoundError is one; so is a local directory that does not exist
+        return None
+
+
+def open_store(
+    location: Location, given: str, metadata: Mapping[str, Any] | None, group: zarr.Group | None = None
+) -> tuple[zarr.Group, dict[str, Any]]:
+    """The group of the Zarr pile store at ``location`` (``group`` if given) and its metadata (``metadata`` if given), checked.
+
+    ``metadata`` is given for the first generation of a store with several,
+    whose root records the union of them. Refuses a store that does not exist,
+    is not a Zarr group, has no daskshuffle metadata or several generations
+    (:class:`~daskshuffle.pilestore._metadata.AppendedStoreError`), or
+    fails :func:`~daskshuffle.pilestore._metadata.check_pile_metadata`.
+    """
+    problem = "no zarr.json"
+    if group is None:
+        try:
+            with location.reaching("zarr.json"):  # a refused or throttled request is not a missing group
+                group = find_group(location)
+        except StorageAccessError:
+            raise
+        except (PermissionError, ValueError, zarr.errors.BaseZarrError) as error:
+            problem = str(error)
+    if group is None:
+        check_store_exists(location, given)  # asked only now (a request on object storage); names refused credentials
+        raise IncompletePileStoreError(
+            f"Expected a Zarr pile store. Got {given!r}, which is not a Zarr group ({problem}), instead."
+        )
+    found = parse_metadata_attribute(group.attrs.get(METADATA_KEY)) if metadata is None else dict(metadata)
+    if not isinstance(found, dict):
+        raise IncompletePileStoreError(
+            f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."
+        )
+    if "generations" in found:
+        raise AppendedStoreError(
+            f"Expected a pile store of one generation. Got {given!r}, which rows were appended to, instead; "
+            "open it with daskshuffle.formats.open_pile_reader (or PileLoader), which reads every generation.",
+            found,
+        )
+    check_pile_metadata(found, given)
+    check_variable_names(found, given)
+    return group, found
+
+
+def check_shapes(store: str, arrays: Mapping[str, zarr.Array[Any]], written: Mapping[str, Any]) -> None:
+    """Refuse arrays that are not as the shuffle wrote them: chunks of whole rows, the rows per chunk and row shape recorded.
+
+    A reshaped array would make every chunk file's name wrong; it is refused on open, before anything is read.
+    """
+    for name, array in arrays.items():
+        recorded = written.get(name) if isinstance(written, Mapping) else None
+        if not isinstance(recorded, Mapping):  # a version-1 store records no layout: read as it was
+            continue
+        expected_rows = recorded.get("row_shape", list(array.shape[1:]))
+        expected_chunks = [recorded.get("chunk_rows", array.chunks[0] if array.ndim else 0), *expected_rows]
+        if [*array.shape[1:]] != list(expected_rows) or [*array.chunks] != expected_chunks:
+            raise metadata_disagrees(
+                store,
+                f"array {name!r} in chunks of whole rows, as the shuffle wrote it (rows of shape "
+                f"{tuple(expected_rows)}, chunks of {tuple(expected_chunks)})",
+                f"shape {array.shape} in chunks of {array.chunks}",
+            )
+
+
+def in_thread(function: Callable[..., T], *args: Any) -> Future[T]:
+    """``function(*args)`` running in a thread of its own; its result, or its error, from the future."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(function(*args))
+        except BaseException as error:  # raised where the result is asked for
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="daskshuffle-open-tables", daemon=True).start()
+    return future
+
+
+def open_arrays(group: zarr.Group, names: Sequence[str], local: bool) -> list[Any]:
+    """``group.get(name)`` for each of ``names``; on remote storage all at once, each being a request."""
+    if local or len(names) < 2:
+        return [group.get(name) for name in names]
+    with ThreadPoolExecutor(min(len(names), 16), thread_name_prefix="daskshuffle-open") as pool:
+        return list(pool.map(group.get, names))
