@@ -44,7 +44,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "loader": {
         "read-ahead-nbytes": 256 * _MiB,
-        "away-seconds": 200e-6,
         "units-budget-least-nbytes": 128 * _MiB,
         "units-budget-most-nbytes": 4096 * _MiB,
     },
@@ -135,8 +134,8 @@ def float_setting(key: str) -> float:
 
     Examples
     --------
-    >>> float_setting("loader.away-seconds")
-    0.0002
+    >>> float_setting("fetch.timeout")
+    30.0
     """
     value = config.get(key)
     if isinstance(value, bool) or not isinstance(value, int | float):

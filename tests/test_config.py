@@ -52,13 +52,13 @@ def test_environment_variables_set_values_as_dasks_do(tmp_path: Path) -> None:
     code = (
         "from daskshuffle._config import int_setting, float_setting\n"
         "print(int_setting('fetch.in-flight'), int_setting('loader.read-ahead-nbytes'), "
-        "float_setting('loader.away-seconds'))\n"
+        "float_setting('fetch.timeout'))\n"
     )
     env = {
         **os.environ,
         "DASKSHUFFLE_FETCH__IN_FLIGHT": "1024",
         "DASKSHUFFLE_LOADER__READ_AHEAD_NBYTES": "1GiB",
-        "DASKSHUFFLE_LOADER__AWAY_SECONDS": "0.01",
+        "DASKSHUFFLE_FETCH__TIMEOUT": "0.01",
         "PYTHONPATH": str(ROOT),
     }
     run = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
@@ -81,12 +81,12 @@ def test_a_wrong_value_is_refused_naming_its_key(values: dict[str, Any], error: 
 
 
 def test_a_wrong_number_of_seconds_is_refused(configure: Configure) -> None:
-    configure({"loader.away-seconds": -1.0})
-    with pytest.raises(ds.DaskShuffleValueError, match=r"'loader.away-seconds'\] to be a number of at least 0"):
-        float_setting("loader.away-seconds")
-    configure({"loader.away-seconds": "soon"})
+    configure({"fetch.timeout": -1.0})
+    with pytest.raises(ds.DaskShuffleValueError, match=r"'fetch.timeout'\] to be a number of at least 0"):
+        float_setting("fetch.timeout")
+    configure({"fetch.timeout": "soon"})
     with pytest.raises(ds.DaskShuffleTypeError, match="Got 'soon' instead"):
-        float_setting("loader.away-seconds")
+        float_setting("fetch.timeout")
 
 
 def _most_fetched_ahead(store: str) -> int:

@@ -634,9 +634,7 @@ def test_a_peek_costs_no_rows(store: str, world_size: int) -> None:
 
 
 def test_a_cache_for_a_local_store_warns_that_it_does_nothing(store: str, tmp_path: Path) -> None:
-    from daskshuffle.loader import CacheNotUsedWarning
-
-    with pytest.warns(CacheNotUsedWarning, match="read where it lies, so the cache does nothing"):
+    with pytest.warns(ds.IneffectiveSettingWarning, match="read where it lies, so the cache does nothing"):
         loader = PileLoader(store, batch_size=BATCH, seed=SEED, cache=tmp_path / "cache")
     with loader:
         assert sorted(ids_of(loader).tolist()) == sorted(store_ids(store).tolist())

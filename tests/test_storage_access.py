@@ -374,7 +374,7 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     configure({"loader.read-ahead-nbytes": "64KiB"})  # about a pile ahead: the next piles wait for the consumer
     options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 4})
     loader = ds.PileLoader(
-        store, batch_size=100, seed=0, order=ds.orders.Piles(piles_in_memory=1), storage_options=options
+        store, batch_size=100, seed=0, order=ds.orders.Piles(budget="1MiB"), storage_options=options
     )
     batches = iter(loader)
     next(batches)

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import DaskShuffleValueError
+from .._errors import DaskShuffleValueError, IneffectiveSettingWarning
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._threads import release_on_collection
 from ..plan import (
@@ -52,21 +52,8 @@ from ._rank_share import RankShare
 from ._reads import LoaderReads
 from ._unit_groups import choose_units
 
-__all__ = ["CacheNotUsedWarning", "LoaderSettings", "PileLoader"]
+__all__ = ["LoaderSettings", "PileLoader"]
 
-
-class CacheNotUsedWarning(UserWarning):
-    """``cache=`` given for a store the cache does nothing for: a local store, read where it is.
-
-    Examples
-    --------
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     PileLoader("piles.zarr", batch_size=100, cache="cache").close()
-    >>> [type(warning.message).__name__ for warning in caught]
-    ['CacheNotUsedWarning']
-    """
 
 
 def _release(read_ahead: ReadAhead, reader: PileReader[Any]) -> None:
@@ -180,7 +167,7 @@ class PileLoader(LoaderPosition):
         store again); a rank keeps only what its own reads need; loaders on
         one machine may share the directory. A local store is read where it
         lies: a cache given for one does nothing, and warns
-        (:class:`~daskshuffle.loader.CacheNotUsedWarning`).
+        (:class:`~daskshuffle.IneffectiveSettingWarning`).
     storage_options : dict, optional
         Passed to fsspec for URLs.
 
@@ -279,7 +266,7 @@ class PileLoader(LoaderPosition):
             warnings.warn(
                 f"Expected cache= only for a remote pile store. Got cache={os.fspath(chosen_cache.directory)!r} for "
                 f"{path!r}, which is read where it lies, so the cache does nothing; leave cache= out.",
-                CacheNotUsedWarning,
+                IneffectiveSettingWarning,
                 stacklevel=2,
             )
         elif chosen_cache is not None:
