@@ -60,6 +60,12 @@ def test_credentials_given_as_storage_options_reach_the_shuffle_and_the_loader(
     measured = CliRunner().invoke(cli, ["quality", s3.url("piles.zarr"), "--batch-size", "64", "--json", *given])
     assert measured.exit_code == 0, measured.output
     assert json.loads(measured.output)
+    shown = CliRunner().invoke(cli, ["info", s3.url("piles.zarr"), "--json", *given])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["n_rows"] == 2_000
+    verified = CliRunner().invoke(cli, ["verify", s3.url("piles.zarr"), "--scheduler", "sync", *given])
+    assert verified.exit_code == 0, verified.output
+    assert "the same 2,000 rows" in verified.output
 
 
 def test_the_credentials_error_says_the_command_line_spelling(

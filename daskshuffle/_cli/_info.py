@@ -13,6 +13,7 @@ from ..pilestore import LAYOUT_KEY, ROW_GROUP_ROWS_KEY, Leftover
 from ..shuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
 from ._common import cli, one_line
+from ._options import STORAGE_OPTIONS
 
 EXAMPLES_INFO = """\b
 Examples:
@@ -41,7 +42,16 @@ Examples:
     help="The tmp= the runs were given: their pieces are looked for there too.",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def info(store: str, as_json: bool, offsets: bool, clean: bool, tmp: str | None, debug: bool) -> None:
+@STORAGE_OPTIONS
+def info(
+    store: str,
+    as_json: bool,
+    offsets: bool,
+    clean: bool,
+    tmp: str | None,
+    debug: bool,
+    storage_options: dict[str, Any] | None,
+) -> None:
     """What a pile store holds: rows, piles and their sizes, seed, variables, complete or not.
 
     Also what runs left beside it (pieces, a lock), and in it (generations that
@@ -51,11 +61,11 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, tmp: str | None,
     from ..readers import open_pile_reader
 
     try:
-        reader = open_pile_reader(store)
+        reader = open_pile_reader(store, storage_options=storage_options)
     except UnfinishedShuffleError as error:
         if debug:
             raise
-        left = _leftovers.find(Location.of(store), _tmp(tmp))
+        left = _leftovers.find(Location.of(store, storage_options), _tmp(tmp, storage_options))
         if as_json:
             click.echo(json.dumps({"path": store, "complete": False, "leftovers": _as_json(left)}))
         else:
@@ -69,9 +79,11 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, tmp: str | None,
     grows = metadata.get("kind") in ("zarr", "xarray")  # a Zarr pile store may hold generations
     if clean:
         try:
-            removed = _leftovers.remove(Location.of(store), _tmp(tmp))
+            removed = _leftovers.remove(Location.of(store, storage_options), _tmp(tmp, storage_options))
             if grows:
-                removed += _as_leftovers(clean_generations(Location.of(store), _tmp(tmp)))
+                removed += _as_leftovers(
+                    clean_generations(Location.of(store, storage_options), _tmp(tmp, storage_options))
+                )
         except Exception as error:
             if debug:
                 raise
@@ -81,9 +93,9 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, tmp: str | None,
             f"daskshuffle: removed {len(removed)} leftover(s) beside {store}, {_leftovers.human_bytes(nbytes)}",
             err=True,
         )
-    left = _leftovers.find(Location.of(store), _tmp(tmp))
+    left = _leftovers.find(Location.of(store, storage_options), _tmp(tmp, storage_options))
     if grows:
-        left += _as_leftovers(generation_leftovers(Location.of(store), _tmp(tmp)))
+        left += _as_leftovers(generation_leftovers(Location.of(store, storage_options), _tmp(tmp, storage_options)))
     if not offsets:  # one line per pile is 500 lines for 512 piles: the sizes' spread says what matters
         sizes = np.diff(reader.pile_offsets)
         metadata.pop("pile_offsets", None)
@@ -96,7 +108,7 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, tmp: str | None,
                 {key: entry[key] for key in ("generation", "path", "n_rows", "seed")}
                 for entry in metadata["generations"]
             ]
-    changed = _sources_changed(reader.metadata)
+    changed = _sources_changed(reader.metadata, storage_options)
     if as_json:
         found = {"path": store, **metadata, "sources_changed": changed, "leftovers": _as_json(left)}
         click.echo(json.dumps(found, indent=2, default=str))
@@ -108,12 +120,12 @@ def info(store: str, as_json: bool, offsets: bool, clean: bool, tmp: str | None,
     )
 
 
-def _sources_changed(metadata: Any) -> list[str] | str | None:
+def _sources_changed(metadata: Any, storage_options: dict[str, Any] | None) -> list[str] | str | None:
     """What changed in the store's sources since its shuffle (their files looked at, no row read); text: not known."""
     from ..shuffle import sources_changed
 
     try:
-        return sources_changed(metadata)
+        return sources_changed(metadata, storage_options)
     except (DaskShuffleError, OSError, ValueError) as error:  # sources gone, storage that did not answer: said
         return f"not compared: {one_line(error)}"
 
@@ -135,8 +147,8 @@ def _sources_line(changed: list[str] | str | None) -> str:
     )
 
 
-def _tmp(tmp: str | None) -> Location | None:
-    return Location.of(tmp) if tmp is not None else None
+def _tmp(tmp: str | None, storage_options: dict[str, Any] | None) -> Location | None:
+    return Location.of(tmp, storage_options) if tmp is not None else None
 
 
 def _as_leftovers(found: list[Leftover]) -> list[_leftovers.Leftover]:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ._common import cli, cluster_session
-from ._options import cluster_options, shuffle_option
+from ._options import STORAGE_OPTIONS, cluster_options, shuffle_option
 
 EXAMPLES_VERIFY = """\b
 Examples:
@@ -21,8 +21,16 @@ Examples:
 @click.argument("store")
 @click.argument("sources", nargs=-1, metavar="[SRC]...")
 @shuffle_option("block_memory", "About how much one task reads.")
+@STORAGE_OPTIONS
 @cluster_options
-def verify(store: str, sources: tuple[str, ...], block_memory: str, quiet: bool, **cluster: Any) -> None:
+def verify(
+    store: str,
+    sources: tuple[str, ...],
+    block_memory: str,
+    storage_options: dict[str, Any] | None,
+    quiet: bool,
+    **cluster: Any,
+) -> None:
     """Compare an order-independent checksum of every variable of STORE with its sources'.
 
     The sources are those the store recorded unless SRC are given. Exits with
@@ -32,7 +40,9 @@ def verify(store: str, sources: tuple[str, ...], block_memory: str, quiet: bool,
     from ..shuffle import verify as verify_store
 
     with cluster_session(**cluster) as progress:
-        result = verify_store(store, *sources, block_memory=block_memory, progress=progress)
+        result = verify_store(
+            store, *sources, storage_options=storage_options, block_memory=block_memory, progress=progress
+        )
     click.echo(f"{result.store}: the same {result.n_rows:,} rows as {', '.join(result.sources)}")
     if not quiet:
         for name, value in result.checksums.items():
