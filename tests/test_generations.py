@@ -42,8 +42,8 @@ def grown(tmp_path: Path) -> Path:
     make_zarr_source(tmp_path / "c.zarr", 300, chunk_rows=50, first_id=1_500)
     store = tmp_path / "piles.zarr"
     daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0, chunk_rows=16)
-    daskshuffle.append(store, tmp_path / "b.zarr", seed=1, shuffle_options={"chunk_rows": 16})
-    daskshuffle.append(store, tmp_path / "c.zarr", seed=2, shuffle_options={"chunk_rows": 16})
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1, chunk_rows=16)
+    daskshuffle.append(store, tmp_path / "c.zarr", seed=2, chunk_rows=16)
     return store
 
 
