@@ -55,7 +55,6 @@ from ._unit_groups import choose_units
 __all__ = ["LoaderSettings", "PileLoader"]
 
 
-
 def _release(read_ahead: ReadAhead, reader: PileReader[Any]) -> None:
     read_ahead.close()
     reader.close()
