@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
@@ -17,6 +15,9 @@ from . import _compute
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -297,6 +298,8 @@ def shuffle_dataframe(
     >>> daskshuffle.shuffle_dataframe(df, "shuffled.parquet", n_piles=8, seed=0)
     <ShuffleResult pile store '...shuffled.parquet': 1,000 rows in 8 piles ...>
     """
+    import pandas as pd
+
     if not _compute.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
         raise DaskShuffleTypeError(
             f"Expected df to be a dask or pandas DataFrame. Got {type(df).__name__} instead; "

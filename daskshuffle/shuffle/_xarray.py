@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
-
-import xarray as xr
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
@@ -13,6 +11,9 @@ from ..sources import open_xarray_source
 from . import _compute
 from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["shuffle_xarray"]
 
