@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
 from ..sources import open_xarray_source
-from . import _compute
+from . import _collections
 from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
 
@@ -152,6 +152,6 @@ def shuffle_xarray(
         block_nbytes=checked.block_nbytes,
         chunk_rows=chosen_rows,
         storage_options=checked.storage_options,
-        block_inputs=_compute.array_inputs,
+        block_inputs=_collections.array_inputs,
     )
     return run_shuffle(fmt, checked, variables=[variable.name for variable in fmt.variables])
