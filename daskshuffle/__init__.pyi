@@ -27,15 +27,15 @@ from .loader._loader import LoaderSettings as LoaderSettings, PileLoader as Pile
 from .plan._scale import explain as explain
 from .plan._scale_model import ScaleModel as ScaleModel
 from .plan._streams import Stream as Stream
-from .shuffle._epochs import EpochShuffler as EpochShuffler
-from .shuffle._frames import shuffle_dataframe as shuffle_dataframe, shuffle_parquet as shuffle_parquet
-from .shuffle._generations import (
+from .reshuffle._epochs import EpochShuffler as EpochShuffler
+from .reshuffle._generations import (
     Generation as Generation,
     append as append,
     compact as compact,
     evict as evict,
     generations as generations,
 )
+from .shuffle._frames import shuffle_dataframe as shuffle_dataframe, shuffle_parquet as shuffle_parquet
 from .shuffle._lines import shuffle_lines as shuffle_lines
 from .shuffle._run import ShuffleResult as ShuffleResult
 from .shuffle._shuffle import shuffle_zarr as shuffle_zarr

@@ -28,7 +28,7 @@ from conftest import make_zarr_source
 import daskshuffle
 from daskshuffle import PileLoader
 from daskshuffle._cli import cli
-from daskshuffle.shuffle import generation_leftovers
+from daskshuffle.reshuffle import generation_leftovers
 from daskshuffle.storage import Location
 from daskshuffle.storage._crash import CRASH_AT, POINTS, armed
 

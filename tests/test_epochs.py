@@ -14,7 +14,7 @@ from conftest import make_zarr_source
 import daskshuffle
 from daskshuffle import EpochShuffler, PileLoader
 from daskshuffle._errors import DaskShuffleValueError
-from daskshuffle.shuffle._epochs import epoch_seed
+from daskshuffle.reshuffle._epochs import epoch_seed
 
 N_ROWS = 1_000
 OPTIONS = {"n_piles": 4, "progress": False}

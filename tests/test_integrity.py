@@ -239,7 +239,7 @@ def test_an_edited_layout_record_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_missing_or_edited_crc32c_table_is_refused_on_open(tmp_path: Path) -> None:
-    from daskshuffle.pilestore import TABLE
+    from daskshuffle.pilestore._binding import TABLE
 
     store = shuffled(tmp_path)
     table = Path(store) / "id" / TABLE

@@ -373,9 +373,7 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     ds.shuffle_zarr(source, store, 8, seed=0, chunk_rows=250, storage_options=s3.storage_options)
     configure({"loader.read-ahead-nbytes": "64KiB"})  # about a pile ahead: the next piles wait for the consumer
     options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 4})
-    loader = ds.PileLoader(
-        store, batch_size=100, seed=0, order=ds.orders.Piles(budget="1MiB"), storage_options=options
-    )
+    loader = ds.PileLoader(store, batch_size=100, seed=0, order=ds.orders.Piles(budget="1MiB"), storage_options=options)
     batches = iter(loader)
     next(batches)
     stalling.fault, stalling.only = "hang", "/c/"

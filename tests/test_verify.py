@@ -19,7 +19,9 @@ from conftest import Configure, Points, make_zarr_source
 from crc32c import crc32c
 
 import daskshuffle as ds
-from daskshuffle.pilestore import TABLE, read_metadata, seal_of
+from daskshuffle.pilestore import read_metadata
+from daskshuffle.pilestore._binding import TABLE
+from daskshuffle.pilestore._metadata import seal_of
 from daskshuffle.shuffle import _checksum, sources_changed
 
 N_ROWS = 2_000

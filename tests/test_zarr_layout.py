@@ -23,7 +23,8 @@ import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.loader._reads import ReadingNote
 from daskshuffle.orders import Piles
-from daskshuffle.pilestore import FORMAT_VERSION, Layout, choose_chunk_rows, choose_codec, parse_metadata_attribute
+from daskshuffle.pilestore import FORMAT_VERSION, parse_metadata_attribute
+from daskshuffle.pilestore._layout import Layout, choose_chunk_rows, choose_codec
 from daskshuffle.plan import fingerprint
 from daskshuffle.readers import open_pile_reader
 from daskshuffle.readers._zarr_reader import ZarrPileReader

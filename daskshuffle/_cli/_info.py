@@ -10,7 +10,7 @@ import numpy as np
 
 from .._errors import DaskShuffleError, UnfinishedShuffleError
 from ..pilestore import LAYOUT_KEY, ROW_GROUP_ROWS_KEY, Leftover
-from ..shuffle import clean_generations, generation_leftovers
+from ..reshuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
 from ._common import cli, one_line
 from ._options import STORAGE_OPTIONS

@@ -5,9 +5,7 @@ This is the bottom of the three packages of data: :mod:`daskshuffle.sources` (wh
 format), which stands on this. Formats are internal; users call the public shuffles and the loader.
 """
 
-from typing import TYPE_CHECKING
-
-from .._faces import lazy_names
+from ._arrow_arrays import concat, is_nested, row_shape, take, to_numpy
 from ._base import (
     ARRAY_KINDS,
     NUMERIC_KINDS,
@@ -19,45 +17,23 @@ from ._base import (
     Format,
     Pieces,
     Rows,
-    RowsInMemory,
-    Source,
 )
 from ._crc32c import crc32c
+from ._parquet_fetched import (
+    FOOTER_NBYTES,
+    Fetched,
+    FetchedFile,
+    NotFetchedError,
+    Range,
+    bytes_of,
+    coalesce,
+    column_chunk_bytes,
+    fetch_spans,
+    footer_tail,
+    read_footer,
+)
 from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows, take_rows
-
-_LAZY = {
-    "._arrow_arrays": ["concat", "is_nested", "row_shape", "take", "to_numpy"],
-    "._parquet_fetched": [
-        "FOOTER_NBYTES",
-        "Fetched",
-        "FetchedFile",
-        "NotFetchedError",
-        "Range",
-        "bytes_of",
-        "coalesce",
-        "column_chunk_bytes",
-        "fetch_spans",
-        "footer_tail",
-        "read_footer",
-    ],
-    "._zarr_runs": ["read_in_runs", "run_rows"],
-}
-if TYPE_CHECKING:
-    from ._arrow_arrays import concat, is_nested, row_shape, take, to_numpy
-    from ._parquet_fetched import (
-        FOOTER_NBYTES,
-        Fetched,
-        FetchedFile,
-        NotFetchedError,
-        Range,
-        bytes_of,
-        coalesce,
-        column_chunk_bytes,
-        fetch_spans,
-        footer_tail,
-        read_footer,
-    )
-    from ._zarr_runs import read_in_runs, run_rows
+from ._zarr_runs import read_in_runs, run_rows
 
 __all__ = [
     "ARRAY_KINDS",
@@ -77,8 +53,6 @@ __all__ = [
     "Pieces",
     "Range",
     "Rows",
-    "RowsInMemory",
-    "Source",
     "Variable",
     "bytes_of",
     "coalesce",
@@ -97,6 +71,3 @@ __all__ = [
     "take_rows",
     "to_numpy",
 ]
-
-if not TYPE_CHECKING:  # type checkers see the names imported above, and no catch-all
-    __getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -8,17 +8,21 @@ one more dimension, and strings and other nested values become object arrays.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["concat", "is_nested", "row_shape", "take", "to_numpy"]
 
 
 def is_nested(kind: pa.DataType) -> bool:
     """Whether values of ``kind`` are nested (lists, structs, maps), dictionary-encoded or not."""
+    import pyarrow as pa
+
     if pa.types.is_dictionary(kind):
         return is_nested(kind.value_type)
     return bool(pa.types.is_nested(kind))
@@ -29,6 +33,8 @@ def row_shape(column: pa.ChunkedArray) -> tuple[int, ...] | None:
 
     ``None`` for anything else, and for fixed-size lists with a null at any level.
     """
+    import pyarrow as pa
+
     kind, shape = column.type, []
     while pa.types.is_fixed_size_list(kind):
         if column.null_count:
@@ -43,6 +49,8 @@ def row_shape(column: pa.ChunkedArray) -> tuple[int, ...] | None:
 
 def to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
     """``column`` as one numpy array, writeable unless ``writeable`` is false (then a view where Arrow allows)."""
+    import pyarrow as pa
+
     kind = column.type
     if pa.types.is_fixed_size_list(kind) and (shape := row_shape(column)) is not None:
         # An embedding: one array of one more dimension, rather than an object array of arrays.
@@ -58,8 +66,12 @@ def to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
 
 
 def take(rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
+    import pyarrow as pa
+
     return rows.take(pa.array(np.asarray(index, dtype=np.int64)))
 
 
 def concat(parts: Sequence[pa.Table]) -> pa.Table:
+    import pyarrow as pa
+
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
 
 __all__ = [
     "FOOTER_NBYTES",
@@ -66,6 +67,9 @@ def read_footer(fs: Any, path: str, size: int, tail: tuple[int, bytes] | None = 
     ``tail`` is the file's last bytes and where they start, if already
     fetched. A file that is not Parquet raises pyarrow's error.
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     first, data = tail if tail is not None else (max(0, size - FOOTER_NBYTES), b"")
     if tail is None:
         data = fs.cat_file(path, start=first, end=size)

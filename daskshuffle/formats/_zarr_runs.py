@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = ["read_in_runs", "run_rows"]
 

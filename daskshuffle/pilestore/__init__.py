@@ -5,11 +5,29 @@ through it (:class:`ZarrDestination`, :class:`ParquetDestination`); the readers
 of :mod:`daskshuffle.readers` check what they open with it.
 """
 
-from typing import TYPE_CHECKING
-
-from .._faces import lazy_names
+from ._binding import check_arrays, open_recording, read_tables, save_records
+from ._generations import (
+    GENERATIONS_KEY,
+    Leftover,
+    array_types,
+    consolidate,
+    consolidated,
+    create_compacted,
+    ensure_group,
+    entry_of,
+    finish_compacted,
+    generation_location,
+    generation_path,
+    leftovers,
+    read_root,
+    remove_generation,
+    sources_of,
+    union,
+    write_root,
+    write_rows,
+)
+from ._layout import CHUNK_NBYTES, LAYOUT_KEY, for_writing, sample_rows, xarray_encoding
 from ._metadata import (
-    BOUND_KEYS,
     FORMAT_VERSION,
     METADATA_KEY,
     ROW_GROUP_ROWS_KEY,
@@ -24,117 +42,23 @@ from ._metadata import (
     new_run,
     parse_metadata_attribute,
     read_metadata,
-    seal_of,
     select_variables,
 )
-
-_LAZY = {
-    "._binding": ["TABLE", "RecordingStore", "bind", "check_arrays", "open_recording", "read_tables", "save_records"],
-    "._layout": [
-        "CHUNK_NBYTES",
-        "COMPRESSIBLE_RATIO",
-        "LAYOUT_KEY",
-        "Layout",
-        "VariableLayout",
-        "choose_chunk_rows",
-        "choose_codec",
-        "choose_layout",
-        "create_arrays",
-        "for_writing",
-        "sample_rows",
-        "xarray_encoding",
-    ],
-    "._zarr_store": ["ZarrDestination"],
-    "._parquet_store": [
-        "METADATA_FILE",
-        "PART",
-        "PART_BINDING",
-        "PIECE_OFFSETS",
-        "ParquetDestination",
-        "ParquetWriting",
-        "arrow_filesystem",
-        "part_name",
-        "read_sidecar",
-    ],
-    "._parquet_layout": ["AUTO", "column_options", "leaf_paths"],
-    "._generations": [
-        "GENERATIONS_KEY",
-        "Leftover",
-        "array_types",
-        "consolidate",
-        "consolidated",
-        "create_compacted",
-        "ensure_group",
-        "entry_of",
-        "finish_compacted",
-        "generation_location",
-        "generation_path",
-        "identities_of",
-        "leftovers",
-        "read_root",
-        "remove_generation",
-        "sources_of",
-        "union",
-        "write_root",
-        "write_rows",
-    ],
-}
-if TYPE_CHECKING:
-    from ._binding import TABLE, RecordingStore, bind, check_arrays, open_recording, read_tables, save_records
-    from ._generations import (
-        GENERATIONS_KEY,
-        Leftover,
-        array_types,
-        consolidate,
-        consolidated,
-        create_compacted,
-        ensure_group,
-        entry_of,
-        finish_compacted,
-        generation_location,
-        generation_path,
-        identities_of,
-        leftovers,
-        read_root,
-        remove_generation,
-        sources_of,
-        union,
-        write_root,
-        write_rows,
-    )
-    from ._layout import (
-        CHUNK_NBYTES,
-        COMPRESSIBLE_RATIO,
-        LAYOUT_KEY,
-        Layout,
-        VariableLayout,
-        choose_chunk_rows,
-        choose_codec,
-        choose_layout,
-        create_arrays,
-        for_writing,
-        sample_rows,
-        xarray_encoding,
-    )
-    from ._parquet_layout import AUTO, column_options, leaf_paths
-    from ._parquet_store import (
-        METADATA_FILE,
-        PART,
-        PART_BINDING,
-        PIECE_OFFSETS,
-        ParquetDestination,
-        ParquetWriting,
-        arrow_filesystem,
-        part_name,
-        read_sidecar,
-    )
-    from ._zarr_store import ZarrDestination
+from ._parquet_store import (
+    METADATA_FILE,
+    PART,
+    PART_BINDING,
+    PIECE_OFFSETS,
+    ParquetDestination,
+    ParquetWriting,
+    arrow_filesystem,
+    part_name,
+    read_sidecar,
+)
+from ._zarr_store import ZarrDestination
 
 __all__ = [
-    "AUTO",
-    "BOUND_KEYS",
     "CHUNK_NBYTES",
-    "COMPRESSIBLE_RATIO",
     "FORMAT_VERSION",
     "GENERATIONS_KEY",
     "LAYOUT_KEY",
@@ -145,30 +69,20 @@ __all__ = [
     "PIECE_OFFSETS",
     "ROW_GROUP_ROWS_KEY",
     "RUN_KEY",
-    "TABLE",
     "AppendedStoreError",
-    "Layout",
     "Leftover",
     "ParquetDestination",
     "ParquetWriting",
-    "RecordingStore",
-    "VariableLayout",
     "ZarrDestination",
     "array_types",
     "arrow_filesystem",
-    "bind",
     "check_arrays",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
     "check_variable_names",
-    "choose_chunk_rows",
-    "choose_codec",
-    "choose_layout",
-    "column_options",
     "consolidate",
     "consolidated",
-    "create_arrays",
     "create_compacted",
     "ensure_group",
     "entry_of",
@@ -176,8 +90,6 @@ __all__ = [
     "for_writing",
     "generation_location",
     "generation_path",
-    "identities_of",
-    "leaf_paths",
     "leftovers",
     "metadata_attribute",
     "metadata_disagrees",
@@ -192,7 +104,6 @@ __all__ = [
     "remove_generation",
     "sample_rows",
     "save_records",
-    "seal_of",
     "select_variables",
     "sources_of",
     "union",
@@ -200,6 +111,3 @@ __all__ = [
     "write_rows",
     "xarray_encoding",
 ]
-
-if not TYPE_CHECKING:  # type checkers see the names imported above, and no catch-all
-    __getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -27,24 +27,25 @@ look, so the store stays a plain Zarr group.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
-import zarr.storage
 from numpy.typing import NDArray
-from zarr.abc.store import Store
-from zarr.codecs import Crc32cCodec
-from zarr.core.buffer import Buffer
 
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
 from ..storage import Location, _own, storage_failure
 from ._metadata import RUN_KEY, metadata_disagrees, new_run, seal_of
 
+if TYPE_CHECKING:
+    import zarr
+    import zarr.storage
+    from zarr.abc.store import Store
+
+    from ._recording import RecordingStore
+
 __all__ = [
     "TABLE",
-    "RecordingStore",
     "array_record",
     "bind",
     "check_arrays",
@@ -59,25 +60,13 @@ TABLE = "daskshuffle-crc32c"
 WRITES = "daskshuffle-writes"
 
 
-class RecordingStore(zarr.storage.WrapperStore[Store]):
-    """A zarr store that records the crc32c each chunk file it writes ends with, by key."""
-
-    def __init__(self, store: Store, recorded: dict[str, int] | None = None) -> None:
-        super().__init__(store)
-        self.recorded: dict[str, int] = {} if recorded is None else recorded
-
-    def _with_store(self, store: Store) -> RecordingStore:
-        return type(self)(store, self.recorded)
-
-    async def set(self, key: str, value: Buffer) -> None:
-        tail = value.as_numpy_array()[-4:]
-        if not key.endswith("zarr.json") and len(tail) == 4:
-            self.recorded[key] = int.from_bytes(tail.tobytes(), "little")
-        await self._store.set(key, value)
-
-
 def open_recording(location: Location) -> tuple[zarr.Group, RecordingStore]:
     """The Zarr group at ``location`` opened to write rows, through a store that records every chunk written."""
+    import zarr
+    import zarr.storage
+
+    from ._recording import RecordingStore
+
     inner: Store
     if location.is_local:
         inner = zarr.storage.LocalStore(location.path)
@@ -88,6 +77,8 @@ def open_recording(location: Location) -> tuple[zarr.Group, RecordingStore]:
 
 
 def _carries_crc(array: zarr.Array[Any]) -> bool:
+    from zarr.codecs import Crc32cCodec
+
     codecs = list(array.compressors)
     return bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
 
@@ -100,6 +91,9 @@ def save_records(
     A file ``<array>/daskshuffle-writes/<first chunk>`` holds the crc32c of the
     chunks written from that one on. A task run again writes the same bytes.
     """
+    import zarr
+    import zarr.storage
+
     for name in names:
         array = group[name]
         assert isinstance(array, zarr.Array)
@@ -179,6 +173,9 @@ def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
     chunk must have been written: a chunk missing from the records is an
     error), and removes the records. Runs once every task has written.
     """
+    import zarr
+    import zarr.storage
+
     group = zarr.open_group(location.url, mode="r", zarr_format=3, storage_options=location.zarr_options)
     arrays: dict[str, Any] = {}
     for name in metadata["variables"]:

@@ -19,10 +19,9 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
@@ -41,6 +40,9 @@ from ._metadata import (
     parse_metadata_attribute,
     read_metadata,
 )
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = [
     "GENERATIONS_KEY",
@@ -109,6 +111,8 @@ def generation_location(store: Location, relative: str) -> Location:
 
 def _open_group(location: Location, **kwargs: Any) -> zarr.Group:
     """The Zarr group at ``location``: where generations hand a location to zarr."""
+    import zarr
+
     return zarr.open_group(location.url, storage_options=location.zarr_options, **kwargs)
 
 
@@ -193,6 +197,8 @@ def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict
 
 def consolidate(store: Location) -> None:
     """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
+    import zarr
+
     group = _open_group(store, mode="r+")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
@@ -347,6 +353,8 @@ def ensure_group(store: Location) -> None:
 
 def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The dtype and row shape of each variable, as the newest live generation stores them."""
+    import zarr
+
     newest = root[GENERATIONS_KEY][-1]
     group = _open_group(generation_location(store, newest["path"]), mode="r")
     types = {}
@@ -364,6 +372,8 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     Returns the row alignment its writes keep (the largest chunk rows, so that
     no two tasks write one chunk) and the bytes of a row.
     """
+    import zarr
+
     newest = metadata[GENERATIONS_KEY][-1]
     like = _open_group(generation_location(store, newest["path"]), mode="r")
     like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY], store.url)
@@ -402,6 +412,8 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
 
 def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]) -> int:
     """Write ``rows`` (a dict of arrays) into generation ``number`` from row ``start`` on; returns their number."""
+    import zarr
+
     location = generation_location(store, generation_path(number))
     group, recording = open_recording(location)  # every chunk recorded with its crc32c, as a shuffle's tasks do
     n_rows = 0
@@ -416,6 +428,8 @@ def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
+    import zarr
+
     location = generation_location(store, generation_path(number))
     group = _open_group(location, mode="r+")
     recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY], location.url)

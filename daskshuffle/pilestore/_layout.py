@@ -40,13 +40,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numcodecs
 import numpy as np
-import zarr
 from numpy.typing import NDArray
-from zarr.codecs import BloscCodec, Crc32cCodec
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = [
     "CHUNK_NBYTES",
@@ -264,6 +265,8 @@ def choose_layout(
 
 def codecs_of(layout: VariableLayout, itemsize: int, compressors: Any = "auto") -> tuple[Any, ...]:
     """The bytes-to-bytes codecs (zarr v3 ``compressors``) of a variable: its compressor, then crc32c."""
+    from zarr.codecs import BloscCodec, Crc32cCodec
+
     if layout.codec == USER:
         chosen = _user_codecs(compressors)
     elif layout.codec in _BLOSC:
@@ -294,6 +297,8 @@ def create_arrays(
     compressors: Any = "auto",
 ) -> None:
     """Create the empty arrays of ``variables`` (``Variable`` records of the Zarr format) in ``group``."""
+    import zarr
+
     for variable in variables:
         chosen = layout.variables[variable.name]
         with warnings.catch_warnings():

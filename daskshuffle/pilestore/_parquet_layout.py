@@ -33,12 +33,12 @@ where every Parquet reader finds them.
 from __future__ import annotations
 
 from functools import lru_cache
-
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from ._layout import COMPRESSIBLE_RATIO
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["AUTO", "DICTIONARY_FRACTION", "column_options", "leaf_paths"]
 
@@ -56,6 +56,8 @@ SAMPLE_NBYTES = 2**20
 
 def _n_leaves(kind: pa.DataType) -> int:
     """How many Parquet leaf columns an Arrow column of type ``kind`` is stored as."""
+    import pyarrow as pa
+
     if pa.types.is_struct(kind):
         return sum(_n_leaves(kind.field(index).type) for index in range(kind.num_fields))
     if pa.types.is_map(kind):
@@ -74,6 +76,9 @@ def leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:
     >>> leaf_paths(pa.schema({"id": pa.int64(), "tags": pa.list_(pa.string())}))
     {'id': ['id'], 'tags': ['tags.list.element']}
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     sink = pa.BufferOutputStream()
     pq.write_table(schema.empty_table(), sink)
     parquet_schema = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
@@ -88,6 +93,8 @@ def leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:
 
 def _leaves(array: pa.Array) -> list[pa.Array]:
     """The values of each Parquet leaf column of ``array``, in the order of :func:`leaf_paths`."""
+    import pyarrow as pa
+
     kind = array.type
     if pa.types.is_struct(kind):
         return [leaf for field in array.flatten() for leaf in _leaves(field)]
@@ -99,6 +106,9 @@ def _leaves(array: pa.Array) -> list[pa.Array]:
 
 
 def _few_distinct(leaf: pa.Array) -> bool:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     try:
         distinct = int(pc.count_distinct(leaf).as_py())
     except pa.ArrowNotImplementedError:  # a type Arrow cannot count (all nulls, an extension type): plain
@@ -108,6 +118,8 @@ def _few_distinct(leaf: pa.Array) -> bool:
 
 def _compresses(leaf: pa.Array) -> bool:
     """Whether snappy shrinks the leaf's values (its buffers but the validity bitmap) enough to be worth it."""
+    import pyarrow as pa
+
     parts, size = [], 0
     for buffer in leaf.buffers()[1:]:
         if buffer is not None and size < SAMPLE_NBYTES:
@@ -134,6 +146,8 @@ def column_options(table: pa.Table, compression: str) -> tuple[list[str], str | 
     >>> column_options(table, "zstd")
     (['label'], 'zstd')
     """
+    import pyarrow as pa
+
     sample = table.slice(0, SAMPLE_ROWS)
     dictionary: list[str] = []
     codecs: dict[str, str] = {}

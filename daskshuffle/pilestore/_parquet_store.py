@@ -26,12 +26,9 @@ import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from .._config import int_setting
@@ -41,6 +38,10 @@ from ..plan import split_piles
 from ..storage import Location
 from ._metadata import ROW_GROUP_ROWS_KEY, RUN_KEY, check_pile_metadata, check_store_exists, seal_of
 from ._parquet_layout import AUTO, column_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
 
 __all__ = [
     "METADATA_FILE",
@@ -68,6 +69,8 @@ def arrow_filesystem(location: Location) -> tuple[pafs.FileSystem, str]:
 
     Where this format hands a location to pyarrow.
     """
+    import pyarrow.fs as pafs
+
     if location.is_local:
         return pafs.LocalFileSystem(use_mmap=True), location.path
     return pafs.PyFileSystem(pafs.FSSpecHandler(location.fs)), location.path
@@ -130,7 +133,7 @@ def row_group_cuts(start: int, stop: int, every: int) -> list[int]:
     return [*range((start // every + 1) * every, stop, every), stop]
 
 
-class ParquetDestination(Destination[pa.Table]):
+class ParquetDestination(Destination["pa.Table"]):
     """A Parquet pile store of ``schema``: a file per merge group, row groups within piles.
 
     Row groups end at every pile's end and at every multiple of
@@ -266,6 +269,8 @@ class ParquetDestination(Destination[pa.Table]):
 
         Row groups end at each pile's end and at every multiple of ``every`` store rows.
         """
+        import pyarrow.parquet as pq
+
         afs, _ = arrow_filesystem(dst)
         dictionary, codecs = column_options(rows, self.writing.compression)  # see _parquet_layout
         schema = self.schema

@@ -10,9 +10,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import zarr
 from numpy.typing import NDArray
 
 from .._config import int_setting
@@ -20,6 +19,9 @@ from ..formats import ArrayRows, Destination, Variable, run_rows
 from ..storage import Location
 from . import _binding, _layout
 from ._metadata import METADATA_KEY, metadata_attribute
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = ["CHUNK_NBYTES", "ZarrDestination"]
 
@@ -124,6 +126,8 @@ class ZarrDestination(Destination[ArrayRows]):
         _binding.save_records(dst, group, recording, list(rows), start, len(next(iter(rows.values()), ())))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        import zarr
+
         bound = _binding.bind(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
         group = _open_group(dst, mode="r+")
         group.attrs[METADATA_KEY] = metadata_attribute(bound)
@@ -145,6 +149,8 @@ class ZarrDestination(Destination[ArrayRows]):
 
 def _open_group(dst: Location, **kwargs: Any) -> zarr.Group:
     """The Zarr group at ``dst``: where this format hands a location to zarr."""
+    import zarr
+
     return zarr.open_group(dst.url, storage_options=dst.zarr_options, **kwargs)
 
 

@@ -5,51 +5,36 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._errors import IncompletePileStoreError
-from .._faces import lazy_names
 from ..pilestore import AppendedStoreError, check_store_exists
 from ..storage import Location
+from ._generations import GenerationsReader
 from ._pile_reader import ComposedReader, PileReader, ReadCancelledError
-
-_LAZY = {
-    "._zarr_reader": ["ZarrPileReader"],
-    "._parquet_reader": ["ParquetPileReader"],
-    "._generations": ["GenerationsReader"],
-}
-if TYPE_CHECKING:
-    from ._generations import GenerationsReader
-    from ._parquet_reader import ParquetPileReader
-    from ._zarr_reader import ZarrPileReader
+from ._zarr_reader import ZarrPileReader
 
 __all__ = [
-    "PILE_READERS",
     "ComposedReader",
     "GenerationsReader",
-    "ParquetPileReader",
     "PileReader",
     "ReadCancelledError",
     "ZarrPileReader",
     "open_pile_reader",
 ]
 
-#: The reader of each kind of pile store, as ``kind: "module:class"``, imported
-#: only when needed so that reading Zarr does not load pyarrow, and so on.
-#: Stores are recognised in this order.
-PILE_READERS: dict[str, str] = {
-    "zarr": "._zarr_reader:ZarrPileReader",
-    "parquet": "._parquet_reader:ParquetPileReader",
-}
+#: The kinds of pile store, recognised in this order.
+KINDS = ("zarr", "parquet")
 
 
 def _reader_class(kind: str) -> type[PileReader[Any]]:
-    module, name = PILE_READERS[kind].split(":")
-    reader: type[PileReader[Any]] = getattr(importlib.import_module(module, __name__), name)
-    return reader
+    if kind == "zarr":
+        return ZarrPileReader
+    from ._parquet_reader import ParquetPileReader  # pyarrow: loaded only once a store is not Zarr
+
+    return ParquetPileReader
 
 
 def open_pile_reader(
@@ -86,21 +71,15 @@ def open_pile_reader(
 
 def _open_reader(location: Location, store: str, variables: Sequence[str] | None, batch_format: str) -> PileReader[Any]:
     # Each look costs a request on object storage: whether the store exists is asked only when no kind is found.
-    for kind in PILE_READERS:
+    for kind in KINDS:
         try:
             opened = _reader_class(kind).open_as_kind(location, variables, batch_format)
         except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
-            from ._generations import GenerationsReader
-
             return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
         if opened is not None:
             return opened
     check_store_exists(location, store)
     raise IncompletePileStoreError(
-        f"Expected a pile store written by daskshuffle ({', '.join(PILE_READERS)}). Got {store!r}, which is none of "
+        f"Expected a pile store written by daskshuffle ({', '.join(KINDS)}). Got {store!r}, which is none of "
         "these, instead; pass the destination of a finished shuffle."
     )
-
-
-if not TYPE_CHECKING:  # type checkers see the names imported above, and no catch-all
-    __getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -16,11 +16,9 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from numpy.typing import NDArray
 
@@ -29,6 +27,10 @@ from .._errors import CorruptPileStoreError
 from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
 from ..pilestore import PART, PART_BINDING, arrow_filesystem, part_name
 from ..storage import Location, storage_failure
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 __all__ = ["Layout", "Part", "PartFiles", "Piece"]
 
@@ -116,6 +118,8 @@ class PartFiles:
 
     def _part(self, index: int, pile: int | None, tail: tuple[int, bytes] | None = None) -> Part:
         """Part file ``index``'s footer, kept or read (from ``tail``, its last bytes, where given)."""
+        import pyarrow as pa
+
         with self._lock:
             part = self._parts.get(index)
             if part is not None:
@@ -167,6 +171,8 @@ class PartFiles:
             )
 
     def _check_schema(self, index: int, footer: pq.FileMetaData) -> None:
+        import pyarrow as pa
+
         try:
             whole = footer.schema.to_arrow_schema()
         except (pa.ArrowException, ValueError) as error:
@@ -225,6 +231,8 @@ class PartFiles:
 
     def _read_footer(self, index: int, tail: tuple[int, bytes] | None = None) -> pq.FileMetaData:
         """The footer of part file ``index``: on object storage from its last bytes, one request (two if large)."""
+        import pyarrow.parquet as pq
+
         path, size = self.part_paths[index], self._part_sizes[index]
         if self.local or not isinstance(size, int):
             with self._filesystem.open_input_file(path) as handle:
@@ -232,6 +240,9 @@ class PartFiles:
         return read_footer(self._fs, path, size, tail)
 
     def _read_groups(self, index: int, part: Part, groups: list[int], pile: int | None) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         path = self.part_paths[index]
 
         def read(columns: list[str]) -> pa.Table:

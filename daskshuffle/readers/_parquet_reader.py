@@ -19,11 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 from numpy.typing import NDArray
 
 from .._config import int_setting
@@ -43,10 +41,13 @@ from ..storage import Cache, Fetches, Location, StoreCache, storage_failure
 from ._parquet_parts import PartFiles, Piece
 from ._pile_reader import PileReader
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 __all__ = ["ParquetPileReader"]
 
 
-class ParquetPileReader(PartFiles, PileReader[pa.Table]):
+class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     """A complete Parquet pile store, opened read-only.
 
     ``to_batch`` hands out ``batch_format`` batches: ``"numpy"`` (a dict of
@@ -278,6 +279,9 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         fetch alone failed, and otherwise the error such a read gives, with the
         columns that fail.
         """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         try:
             with self._lock:
                 part = self._parts.get(piece.file)
@@ -361,6 +365,8 @@ class ParquetPileReader(PartFiles, PileReader[pa.Table]):
         return {name: to_numpy(rows.column(name), writeable=False) for name in rows.column_names}
 
     def to_batch(self, rows: pa.Table) -> Any:
+        import pyarrow as pa
+
         if self.batch_format == "arrow":
             return (
                 rows.combine_chunks().to_batches()[0]

@@ -11,13 +11,15 @@ dimension (read once, when the store is opened) alongside.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 from numpy.typing import NDArray
 
 from ..storage import Location
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["DatasetBatches"]
 
@@ -42,6 +44,8 @@ class DatasetBatches:
         *,
         metadata_key: str,
     ) -> None:
+        import xarray as xr
+
         raw = xr.open_zarr(
             store.url, chunks=None, decode_cf=False, consolidated=None, storage_options=store.zarr_options
         )
@@ -56,6 +60,8 @@ class DatasetBatches:
         self.global_attrs = {key: value for key, value in raw.attrs.items() if key != metadata_key}
 
     def __call__(self, rows: Mapping[str, NDArray[Any]]) -> xr.Dataset:
+        import xarray as xr
+
         variables = {
             name: xr.Variable(self.dims[name], np.asarray(rows[name]), self.attrs[name]) for name in self.names
         }

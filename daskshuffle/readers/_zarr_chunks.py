@@ -18,22 +18,23 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec.implementations.local
 import numcodecs
 import numcodecs.blosc
 import numpy as np
-import zarr
 from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
-from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 from .._config import int_setting
 from .._errors import CorruptPileStoreError, StoreChangedError
 from ..formats import NUMERIC_KINDS, crc32c
 from ..storage import Fetches, StoreCache, crash_point, storage_failure
 from ._opened import Opened
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
@@ -78,6 +79,8 @@ class Chunks:
 
 def _numcodec(codec: Any) -> Any:
     """The numcodecs codec that decodes what zarr's ``codec`` encoded, or ``None`` if there is none."""
+    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
+
     if isinstance(codec, BloscCodec):
         return numcodecs.Blosc()  # a blosc frame describes itself
     if isinstance(codec, ZstdCodec):
@@ -89,6 +92,8 @@ def _numcodec(codec: Any) -> Any:
 
 def chunks_of(array: zarr.Array[Any], directory: str, every_chunk_written: bool) -> Chunks | None:
     """How to read ``array`` without zarr, or ``None`` if zarr must read it."""
+    from zarr.codecs import BytesCodec, Crc32cCodec
+
     metadata = array.metadata
     dtype = np.dtype(array.dtype) if isinstance(array.dtype, np.dtype) else None
     if metadata.zarr_format != 3 or dtype is None or dtype.kind not in _FAST_KINDS or array.ndim == 0:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
-
-import zarr
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import IncompletePileStoreError, StorageAccessError
 from ..pilestore import (
@@ -27,6 +25,9 @@ from ..pilestore import (
 )
 from ..storage import Location
 
+if TYPE_CHECKING:
+    import zarr
+
 __all__ = ["check_shapes", "find_group", "in_thread", "open_arrays", "open_store"]
 
 T = TypeVar("T")
@@ -39,6 +40,8 @@ def find_group(location: Location) -> zarr.Group | None:
     records it, to check the rows. Pile stores are Zarr v3: no look for v2's
     metadata files (each look is a request on object storage).
     """
+    import zarr
+
     try:
         return zarr.open_group(
             location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
@@ -58,6 +61,8 @@ def open_store(
     (:class:`~daskshuffle.pilestore._metadata.AppendedStoreError`), or
     fails :func:`~daskshuffle.pilestore._metadata.check_pile_metadata`.
     """
+    import zarr
+
     problem = "no zarr.json"
     if group is None:
         try:

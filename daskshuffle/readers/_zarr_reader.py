@@ -29,10 +29,9 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
-import zarr
 from numpy.typing import NDArray
 
 from .._config import int_setting
@@ -54,6 +53,9 @@ from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_open import check_shapes, find_group, in_thread, open_arrays, open_store
 from ._zarr_reads import RowsRead, Task
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = ["ZarrPileReader"]
 
@@ -112,6 +114,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self, location: Location, group: zarr.Group, variables: Sequence[str] | None, threads: int
     ) -> None:
         """Open the arrays of ``variables`` and check them against the metadata, with their chunks' records."""
+        import zarr
+
         metadata = self.metadata
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
@@ -409,6 +413,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
     ) -> ZarrPileReader | None:
         # Opening the group is the look: one request on object storage rather than a look and then the open.
+        import zarr
+
         try:
             group = find_group(store)
         except (PermissionError, ValueError, zarr.errors.BaseZarrError):

@@ -1,26 +1,18 @@
-"""Writing pile stores with dask: the graph, running it, the public shuffles, verify, generations."""
+"""Writing pile stores with dask: the graph, running it, the public shuffles, verify."""
 
-from ._epochs import EpochShuffler
-from ._frames import shuffle_dataframe, shuffle_parquet
-from ._generations import Generation, append, clean_generations, compact, evict, generation_leftovers, generations
+from ._compute import map_tasks
+from ._frames import shuffle_parquet
 from ._lines import shuffle_lines
+from ._options import parse_forwarded_options
 from ._run import ShuffleResult
 from ._shuffle import shuffle_zarr
-from ._verify import VerifyResult, sources_changed, verify
+from ._verify import sources_changed, verify
 from ._xarray import shuffle_xarray
 
 __all__ = [
-    "EpochShuffler",
-    "Generation",
     "ShuffleResult",
-    "VerifyResult",
-    "append",
-    "clean_generations",
-    "compact",
-    "evict",
-    "generation_leftovers",
-    "generations",
-    "shuffle_dataframe",
+    "map_tasks",
+    "parse_forwarded_options",
     "shuffle_lines",
     "shuffle_parquet",
     "shuffle_xarray",

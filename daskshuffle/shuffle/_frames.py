@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
 from ..pilestore import ParquetWriting, read_metadata
 from ..sources import COMPRESSIONS, open_dataframe_source, open_parquet_sources
 from ..storage import Location, identify_token
-from . import _compute
+from . import _collections, _compute
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -297,7 +298,9 @@ def shuffle_dataframe(
     >>> daskshuffle.shuffle_dataframe(df, "shuffled.parquet", n_piles=8, seed=0)
     <ShuffleResult pile store '...shuffled.parquet': 1,000 rows in 8 piles ...>
     """
-    if not _compute.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
+    import pandas as pd
+
+    if not _collections.is_dask_dataframe(df) and not isinstance(df, pd.DataFrame):
         raise DaskShuffleTypeError(
             f"Expected df to be a dask or pandas DataFrame. Got {type(df).__name__} instead; "
             "for Parquet files use shuffle_parquet."
@@ -320,7 +323,7 @@ def shuffle_dataframe(
     )
     writing = parse_writing(compression, row_group_size, n_output_files)
     token = _compute.token_of(df)
-    if not _compute.is_dask_dataframe(df):  # run again, it returns the store it wrote, as every shuffle does
+    if not _collections.is_dask_dataframe(df):  # run again, it returns the store it wrote, as every shuffle does
         fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing, token=token)
         return run_shuffle(fmt, checked, variables=fmt.variables)
     # Describing a dask DataFrame computes it: an existing destination is refused first, unless it holds this
@@ -341,7 +344,7 @@ def shuffle_dataframe(
             block_nbytes=checked.block_nbytes,
             writing=writing,
             spool=spool,
-            describe_partitions=_compute.describe_partitions,
+            describe_partitions=_collections.describe_partitions,
             meta=make_meta(df),  # the empty frame the partitions are like, known without computing any
             token=_compute.token_of(df),
         )

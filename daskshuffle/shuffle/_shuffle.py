@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_variables
-from . import _compute
+from . import _collections
 from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
 
@@ -20,13 +20,13 @@ __all__ = ["shuffle_zarr"]
 
 def _dask_arrays(src: object) -> dict[str, Any] | None:
     """``{name: dask array}`` if ``src`` is a dask array or a dict of them, else ``None`` (paths and zarr objects)."""
-    if _compute.is_dask_array(src):
+    if _collections.is_dask_array(src):
         from ..sources import ARRAY_NAME
 
         return {ARRAY_NAME: src}
     if not isinstance(src, Mapping):
         return None
-    others = {str(name): type(value).__name__ for name, value in src.items() if not _compute.is_dask_array(value)}
+    others = {str(name): type(value).__name__ for name, value in src.items() if not _collections.is_dask_array(value)}
     if others or not all(isinstance(name, str) for name in src):
         raise DaskShuffleTypeError(
             "Expected src, a dict, to map names (str) to dask arrays. Got "
@@ -184,7 +184,7 @@ def shuffle_zarr(
             variables=chosen,
             block_nbytes=checked.block_nbytes,
             chunk_rows=chunk_rows,
-            block_inputs=_compute.array_inputs,
+            block_inputs=_collections.array_inputs,
         )
     else:
         from ..sources import open_zarr_sources

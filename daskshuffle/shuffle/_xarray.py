@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
-
-import xarray as xr
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
 from ..sources import open_xarray_source
-from . import _compute
+from . import _collections
 from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["shuffle_xarray"]
 
@@ -151,6 +152,6 @@ def shuffle_xarray(
         block_nbytes=checked.block_nbytes,
         chunk_rows=chosen_rows,
         storage_options=checked.storage_options,
-        block_inputs=_compute.array_inputs,
+        block_inputs=_collections.array_inputs,
     )
     return run_shuffle(fmt, checked, variables=[variable.name for variable in fmt.variables])

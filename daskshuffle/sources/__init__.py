@@ -3,41 +3,16 @@ read, and scattered into pieces. The shuffles alone use this package; the text f
 plain text file, never read back by the loader) lives here with its source.
 """
 
-from typing import TYPE_CHECKING
-
-from .._faces import lazy_names
-
-_LAZY = {
-    "._zarr": ["SourceLike", "ZarrFormat", "open_zarr_sources"],
-    "._xarray": ["ARRAY_NAME", "XarrayFormat", "open_arrays_source", "open_xarray_source"],
-    "._parquet": ["COMPRESSIONS", "identify_parquet_sources", "open_parquet_sources"],
-    "._dataframe": ["open_dataframe_source"],
-    "._text": ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"],
-    "._text_lines": ["Lines"],
-    "._text_sample": [
-        "count_and_sample",
-        "finish_sample",
-        "order_sample",
-        "plan_sample",
-        "read_sample",
-    ],
-    "._text_shards": ["ShardedTextFormat", "output_compression", "parse_output_files", "write_shards"],
-}
-if TYPE_CHECKING:
-    from ._dataframe import open_dataframe_source
-    from ._parquet import COMPRESSIONS, identify_parquet_sources, open_parquet_sources
-    from ._text import BlockCount, TextFormat, TextSource, open_text_sources, parse_delimiter, parse_sources
-    from ._text_lines import Lines
-    from ._text_sample import (
-        count_and_sample,
-        finish_sample,
-        order_sample,
-        plan_sample,
-        read_sample,
-    )
-    from ._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
-    from ._xarray import ARRAY_NAME, XarrayFormat, open_arrays_source, open_xarray_source
-    from ._zarr import SourceLike, ZarrFormat, open_zarr_sources
+from ._dataframe import open_dataframe_source
+from ._parquet import COMPRESSIONS, identify_parquet_sources, open_parquet_sources
+from ._text import TextFormat, parse_delimiter, parse_sources
+from ._text_lines import Lines
+from ._text_sample import count_and_sample, finish_sample, order_sample, plan_sample, read_sample
+from ._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
+from ._text_source import BlockCount, TextSource, open_text_sources
+from ._xarray import ARRAY_NAME, XarrayFormat, open_arrays_source, open_xarray_source
+from ._zarr import ZarrFormat, open_zarr_sources
+from ._zarr_source import SourceLike
 
 __all__ = [
     "ARRAY_NAME",
@@ -68,6 +43,3 @@ __all__ = [
     "read_sample",
     "write_shards",
 ]
-
-if not TYPE_CHECKING:  # type checkers see the names imported above, and no catch-all
-    __getattr__, __dir__ = lazy_names(__name__, _LAZY)

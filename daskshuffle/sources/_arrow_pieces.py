@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.fs as pafs
 from numpy.typing import NDArray
 
 from ..formats import Pieces, concat, take
 from ..pilestore import PIECE_OFFSETS, ParquetDestination, ParquetWriting, arrow_filesystem
 from ..storage import Location
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
 __all__ = ["ArrowPieces", "ArrowTables"]
 
 
-class ArrowPieces(Pieces[pa.Table]):
+class ArrowPieces(Pieces["pa.Table"]):
     """Rows in memory and Arrow IPC piece files for formats whose rows are tables of ``schema``."""
 
     schema: pa.Schema
@@ -47,6 +50,8 @@ class ArrowPieces(Pieces[pa.Table]):
 
     def write_pieces(self, tmp: Location, block: int, rows: pa.Table, piece_offsets: NDArray[np.int64]) -> None:
         # The IPC file format holds one dictionary per column: give every batch the same one.
+        import pyarrow as pa
+
         rows = rows.unify_dictionaries().combine_chunks()
         # Where each written batch starts, and the end, as raw little-endian int64s: a merge reads them for
         # every range it reads. JSON of thousands of offsets took longer to parse than the read itself, and a
@@ -62,6 +67,8 @@ class ArrowPieces(Pieces[pa.Table]):
                         writer.write_batch(batch)
 
     def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> pa.Table:
+        import pyarrow as pa
+
         if stop <= start:
             return self.schema.empty_table()
         afs, path = self._piece_path(tmp, block)

@@ -16,10 +16,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable
-from typing import Any
-
-import pandas as pd
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import CollectionSource, FileSource
@@ -27,6 +24,10 @@ from ..pilestore import ParquetWriting, arrow_filesystem
 from ..storage import Location, identify_token
 from ._arrow_pieces import ArrowTables
 from ._parquet import unify_schemas
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 __all__ = ["DataFrameFormat", "SpooledFrameFormat", "open_dataframe_source"]
 
@@ -36,6 +37,8 @@ DescribePartitions = Callable[[Any, Callable[[int, Any], Any]], list[Any]]
 
 
 def _keeps_index(index: pd.Index, choice: bool | None) -> bool:
+    import pandas as pd
+
     if choice is not None:
         return choice
     # A default RangeIndex is only row positions (per partition, for most dask DataFrames): drop it.
@@ -55,6 +58,8 @@ def _check_names(frame: pd.DataFrame) -> None:
 
 
 def _arrow_schema(frame: pd.DataFrame, preserve_index: bool) -> pa.Schema:
+    import pyarrow as pa
+
     try:
         return pa.Schema.from_pandas(frame, preserve_index=preserve_index)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
@@ -78,6 +83,8 @@ def spool_partition(
     block: int, partition: pd.DataFrame, *, spool: Location, preserve_index: bool
 ) -> tuple[int, int, pa.Schema]:
     """Describe partition ``block`` and write it to ``spool`` (runs in the partition's task)."""
+    import pyarrow as pa
+
     described = describe_partition(partition, preserve_index)
     table = pa.Table.from_pandas(partition, schema=described[2], preserve_index=preserve_index)
     afs, root = arrow_filesystem(spool)
@@ -88,6 +95,8 @@ def spool_partition(
 
 def _schema_of(meta: pd.DataFrame, described: list[tuple[int, int, pa.Schema]], preserve_index: bool) -> pa.Schema:
     """The meta's schema, with the types of object columns learnt from the partitions."""
+    import pyarrow as pa
+
     schemas = [_arrow_schema(meta, preserve_index)] + [schema for _, _, schema in described]
     unified = unify_schemas(schemas, ["meta"] + [f"partition {index}" for index in range(len(described))])
     fields = []
@@ -110,7 +119,7 @@ def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], d
     return [b - a for a, b in bounds], graph, list(graph)
 
 
-class DataFrameFormat(ArrowTables, CollectionSource[pa.Table]):
+class DataFrameFormat(ArrowTables, CollectionSource["pa.Table"]):
     """A pandas or dask DataFrame: each partition is a block, computed by its own task.
 
     ``inputs`` (the graph and one key per block) stays with the caller: it is
@@ -147,11 +156,13 @@ class DataFrameFormat(ArrowTables, CollectionSource[pa.Table]):
         return self._inputs
 
     def rows_of_block(self, block: int, value: Any) -> pa.Table:
+        import pyarrow as pa
+
         table = pa.Table.from_pandas(value, schema=self.schema, preserve_index=self.preserve_index, safe=True)
         return table.replace_schema_metadata(self.schema.metadata)
 
 
-class SpooledFrameFormat(ArrowTables, FileSource[pa.Table]):
+class SpooledFrameFormat(ArrowTables, FileSource["pa.Table"]):
     """A dask DataFrame, computed once into a spool of Arrow IPC files (one per partition) that pass 1 reads."""
 
     kind = "parquet"
@@ -168,6 +179,8 @@ class SpooledFrameFormat(ArrowTables, FileSource[pa.Table]):
         return list(self.identity)
 
     def read_block(self, block: int) -> pa.Table:
+        import pyarrow as pa
+
         afs, root = arrow_filesystem(self.spool)
         table = pa.ipc.open_file(afs.open_input_file(_spool_path(root, block))).read_all()
         # Each partition was written with its own types (categories, all-null columns): cast to the unified schema.

@@ -15,12 +15,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.dataset as pads
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from .._config import int_setting
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
@@ -40,6 +35,11 @@ from ..plan import MIN_READ_NBYTES
 from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
 from ._undecodable import undecodable, undecodable_parquet
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
 
 __all__ = ["COMPRESSIONS", "ParquetFormat", "identify_parquet_sources", "open_parquet_sources", "unify_schemas"]
 
@@ -119,6 +119,8 @@ def _hive(where: Location, root: str, files: list[tuple[str, int]]) -> list[tupl
     pyarrow's discovery infers the partitions' types from the paths; asked to
     inspect no file (``fragments=0``), it reads none.
     """
+    import pyarrow.dataset as pads
+
     afs, _ = arrow_filesystem(where)
     options = pads.FileSystemFactoryOptions(partition_base_dir=root)
     options.partitioning_factory = pads.HivePartitioning.discover()
@@ -154,6 +156,9 @@ def _inspect_all(found: list[tuple[str, Any, int]], where: Location) -> list[Sou
 def _inspect(
     path: str, partition: Any, size: int, where: Location, tail: tuple[int, bytes] | None = None
 ) -> SourceFile:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     remote = not where.is_local
     try:
         metadata = read_footer(where.fs, path, size, tail) if remote else pq.read_metadata(path)
@@ -205,6 +210,8 @@ def _column_nbytes(group: Any) -> dict[str, int]:
 
 def unify_schemas(schemas: Sequence[pa.Schema], names: Sequence[str]) -> pa.Schema:
     """One schema for every file, with Arrow's permissive promotion, or an error naming files and columns."""
+    import pyarrow as pa
+
     try:
         unified = pa.unify_schemas(list(schemas), promote_options="permissive")
     except (pa.ArrowTypeError, pa.ArrowInvalid):
@@ -282,6 +289,8 @@ def open_parquet_sources(
     storage_options: dict[str, Any] | None = None,
 ) -> ParquetFormat:
     """Find and inspect every source file; raise before anything is written."""
+    import pyarrow as pa
+
     items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
     found, where = _expand_all(items, storage_options)
     afs, _ = arrow_filesystem(where)
@@ -336,7 +345,7 @@ def open_parquet_sources(
     )
 
 
-class ParquetFormat(ArrowTables, FileSource[pa.Table]):
+class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
     """Parquet files, read a run of row groups at a time."""
 
     kind = "parquet"
@@ -361,6 +370,8 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
         self.spans = spans  # a remote block's byte ranges: see _block_spans
 
     def read_block(self, block: int) -> pa.Table:
+        import pyarrow as pa
+
         index, row_groups = self.blocks[block]
         path, partition = self.files[index]
         try:
@@ -372,6 +383,8 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
             raise undecodable(f"{groups} of {path!r}", error) from error
 
     def _read_block(self, block: int, path: str, partition: Any, row_groups: tuple[int, ...]) -> pa.Table:
+        import pyarrow as pa
+
         if not self.spans[block]:  # a local file: pyarrow reads it itself
             return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
         # Remote: every byte range of the block and the footer at once, large ones in several requests (one request
@@ -387,6 +400,8 @@ class ParquetFormat(ArrowTables, FileSource[pa.Table]):
     def _read_fragment(
         self, source: Any, partition: Any, row_groups: Sequence[int], filesystem: Any = None
     ) -> pa.Table:
+        import pyarrow.dataset as pads
+
         fragment = pads.ParquetFileFormat().make_fragment(
             source, filesystem=filesystem, partition_expression=partition, row_groups=list(row_groups)
         )

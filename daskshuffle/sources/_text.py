@@ -14,11 +14,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
@@ -27,6 +25,9 @@ from ..formats import Destination, FileSource, Pieces
 from ..storage import Location, _own
 from ._text_lines import Lines, line_bytes, line_offsets, memory_pool
 from ._text_source import _READ_NBYTES, BlockCount, TextSource, _read_range, open_text_sources
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"]
 
@@ -127,9 +128,14 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
     def concat(self, parts: Sequence[Lines]) -> Lines:
+        import pyarrow as pa
+
         return parts[0] if len(parts) == 1 else pa.concat_arrays(list(parts), memory_pool=memory_pool())
 
     def slice(self, rows: Lines, start: int, stop: int) -> Lines:
@@ -155,6 +161,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         return PieceSizes.of(np.diff(piece_offsets), np.diff(offsets[piece_offsets]))
 
     def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> Lines:
+        import pyarrow as pa
+
         fs, root = tmp.fs, tmp.path
         offsets = np.frombuffer(_read_range(fs, f"{root}/{block}.offsets", 8 * start, 8 * (stop + 1)), dtype="<i8")
         first, last = int(offsets[0]), int(offsets[-1])

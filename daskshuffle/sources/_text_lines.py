@@ -7,11 +7,13 @@ Arrow's ``take``, with no Python object per line.
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import pyarrow as pa
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "NEWLINE",
@@ -23,7 +25,7 @@ __all__ = [
     "with_final_newline",
 ]
 
-Lines: TypeAlias = pa.LargeBinaryArray
+Lines: TypeAlias = "pa.LargeBinaryArray"
 
 NEWLINE = b"\n"
 #: Newlines are located in windows of this size: small enough for the temporary mask to stay in cache.
@@ -36,6 +38,8 @@ def memory_pool() -> pa.MemoryPool:
     Gathering lines into fresh memory runs two to three times faster there than
     in jemalloc, Arrow's default on Linux.
     """
+    import pyarrow as pa
+
     try:
         return pa.mimalloc_memory_pool()
     except NotImplementedError:
@@ -44,6 +48,8 @@ def memory_pool() -> pa.MemoryPool:
 
 def split_lines(data: bytes | bytearray, delimiter: bytes = NEWLINE) -> Lines:
     """The lines of ``data``, which ends with ``delimiter`` (or is empty)."""
+    import pyarrow as pa
+
     view = np.frombuffer(data, dtype=np.uint8)
     ends = [
         np.flatnonzero(view[start : start + SCAN_NBYTES] == ord(delimiter)) + (start + 1)

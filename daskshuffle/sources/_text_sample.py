@@ -23,16 +23,18 @@ counts, never from the workers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
 from ._text_lines import Lines, line_offsets, memory_pool
 from ._text_source import BlockCount, TextSource
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = [
     "count_and_sample",
@@ -49,6 +51,9 @@ _HYPERGEOMETRIC_LIMIT = 10**9
 
 def _take(rows: Lines, index: NDArray[np.int64]) -> Lines:
     # take copies the few lines kept: a task's result does not hold on to its whole block.
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
 
@@ -139,5 +144,7 @@ def finish_sample(
 
 def order_sample(parts: Sequence[Lines], seed: int) -> Lines:
     """The sampled lines of every block (in block order), in a uniformly random order."""
+    import pyarrow as pa
+
     rows = pa.concat_arrays(list(parts), memory_pool=memory_pool()) if parts else pa.array([], pa.large_binary())
     return _take(rows, make_rng(seed, "sample-order").permutation(len(rows)))

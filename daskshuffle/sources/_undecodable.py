@@ -14,13 +14,15 @@ from __future__ import annotations
 import contextlib
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 
 from .._errors import DaskShuffleValueError
 from ..storage import reaching
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = ["DECODE_ERRORS", "decoded_chunks", "undecodable", "undecodable_parquet"]
 

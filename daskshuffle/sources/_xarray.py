@@ -25,11 +25,9 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
-import zarr
 
 from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
@@ -38,6 +36,10 @@ from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_at
 from ..storage import Location, identify_token
 from ._arrays import ArrayPieces
 from ._zarr_source import identify_paths
+
+if TYPE_CHECKING:
+    import xarray as xr
+    import zarr
 
 __all__ = ["ROW_DIMENSION", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
 
@@ -55,6 +57,8 @@ _VALUE_ENCODINGS = ("dtype", "_FillValue", "missing_value", "scale_factor", "add
 
 def open_dataset(ds: object, storage_options: dict[str, Any] | None, dim: str) -> tuple[xr.Dataset, list[str]]:
     """``ds`` opened: a dataset as it is, a path (a Zarr store or a file), or a glob of them put end to end along ``dim``."""
+    import xarray as xr
+
     if isinstance(ds, xr.Dataset):
         source = ds.encoding.get("source")
         return ds, [source] if isinstance(source, str) else []
@@ -78,6 +82,8 @@ def open_dataset(ds: object, storage_options: dict[str, Any] | None, dim: str) -
 
 
 def _open_one(root: Location, ds: object) -> xr.Dataset:
+    import xarray as xr
+
     try:
         if root.join("zarr.json").exists() or root.join(".zgroup").exists():
             # Consolidated metadata if the store has it, without xarray's warning when it does not.
@@ -181,11 +187,15 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
     # -- the destination -----------------------------------------------------
     def _open(self, dst: Location) -> str | Any:
         """What xarray and zarr open for ``dst``: where this format hands a location to them."""
+        import zarr
+
         if dst.zarr_options:
             return zarr.storage.FsspecStore.from_url(dst.url, storage_options=dst.zarr_options)
         return dst.url
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        import zarr
+
         if self._template is None:
             raise RuntimeError("create_destination runs where the shuffle was planned, with its template")
         # xarray writes the layout, the encodings and the variables without ``dim``;
@@ -209,6 +219,8 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
         group.attrs[METADATA_KEY] = metadata_attribute({**metadata, "dim": self.dim})
 
     def stored_rows(self, dst: Location, rows: ArrayRows) -> ArrayRows:
+        import zarr
+
         return _encode(zarr.open_group(self._open(dst), mode="r"), rows, self._open(dst))
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
@@ -227,6 +239,8 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
 
 def _encode(group: zarr.Group, rows: ArrayRows, opened: Any) -> ArrayRows:
     """``rows`` with the destination's own encodings (time units, fill values, scales), as xarray applies them."""
+    import xarray as xr
+
     stored = xr.open_zarr(opened, consolidated=False, chunks=None)
     encoded: ArrayRows = {}
     for name, values in rows.items():
@@ -288,6 +302,8 @@ def _xarray_format(
     block_inputs: BlockInputs,
 ) -> XarrayFormat:
     """The format of ``dataset`` along ``dim``: variables checked, blocks cut, destination laid out."""
+    import xarray as xr
+
     along = {
         str(name): variable.transpose(dim, ...) for name, variable in dataset.variables.items() if dim in variable.dims
     }
@@ -360,6 +376,8 @@ def open_arrays_source(
     rows; the others are cut at the same rows. Every check runs here, before
     anything is written or computed.
     """
+    import xarray as xr
+
     if not arrays:
         raise DaskShuffleValueError("Expected src to hold at least one array. Got an empty dict instead.")
     if variables is not None:

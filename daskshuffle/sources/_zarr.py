@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 from numpy.typing import NDArray
 
 from .._config import int_setting
@@ -16,6 +15,9 @@ from ..pilestore import ZarrDestination, sample_rows
 from ._arrays import ArrayPieces
 from ._undecodable import decoded_chunks
 from ._zarr_source import SourceLike, describe, inspect_sources
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = ["SourceLike", "ZarrFormat", "open_zarr_sources"]
 

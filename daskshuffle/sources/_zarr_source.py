@@ -11,10 +11,9 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
-import zarr
 from fsspec import AbstractFileSystem
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, StorageAccessError
@@ -22,6 +21,9 @@ from ..formats import ARRAY_KINDS, Variable
 from ..pilestore import METADATA_KEY
 from ..plan import block_rows
 from ..storage import Location, identify_files, identify_tree
+
+if TYPE_CHECKING:
+    import zarr
 
 __all__ = [
     "LISTED_CHUNKS",
@@ -33,7 +35,7 @@ __all__ = [
     "inspect_sources",
 ]
 
-SourceLike = str | os.PathLike[str] | zarr.Group | zarr.Array[Any]
+SourceLike: TypeAlias = "str | os.PathLike[str] | zarr.Group | zarr.Array[Any]"
 
 
 def describe(source: zarr.Group | zarr.Array[Any]) -> str:
@@ -47,6 +49,8 @@ def describe(source: zarr.Group | zarr.Array[Any]) -> str:
 
 
 def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array[Any]:
+    import zarr
+
     if isinstance(source, zarr.Group | zarr.Array):
         return source
     if not isinstance(source, str | os.PathLike):
@@ -77,6 +81,8 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
 
 
 def _arrays_of(source: zarr.Group | zarr.Array[Any]) -> dict[str, zarr.Array[Any]]:
+    import zarr
+
     if isinstance(source, zarr.Array):
         return {source.basename or "data": source}
     return dict(sorted(source.arrays()))
@@ -227,6 +233,8 @@ def _files_of(
 
     The filesystem is made from the node's URL, not taken from zarr's store: zarr's is asynchronous.
     """
+    import zarr
+
     if not isinstance(node.store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
         return None
     location = Location.of(describe(node), storage_options)
@@ -234,6 +242,8 @@ def _files_of(
 
 
 def _metadata_file(node: zarr.Group | zarr.Array[Any]) -> str:
+    import zarr
+
     if node.metadata.zarr_format == 3:
         return "zarr.json"
     return ".zarray" if isinstance(node, zarr.Array) else ".zgroup"
@@ -250,6 +260,8 @@ def identify_zarr(
     chunks; past that, each array's metadata file alone (``"listed": False``).
     A store of no files (zarr's ``MemoryStore``) records none.
     """
+    import zarr
+
     found = _files_of(source, storage_options)
     if found is None:
         return []
@@ -269,6 +281,8 @@ def identify_zarr(
 
 def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The identity of the stores and files a dataset was opened from: a Zarr store's as a Zarr source's."""
+    import zarr
+
     entries = []
     for source in sources:
         location = Location.of(source, storage_options)
@@ -300,6 +314,8 @@ def inspect_sources(
     storage_options: dict[str, Any] | None,
 ) -> ZarrSources:
     """Open and check every source; raise before anything is written."""
+    import zarr
+
     items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
     if not items:
         raise DaskShuffleValueError("Expected src to name at least one Zarr group or array. Got an empty list instead.")

@@ -17,9 +17,9 @@ from .. import pilestore as store_io
 from .._errors import DaskShuffleValueError, StorageFullError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..readers import GenerationsReader, ZarrPileReader
+from ..shuffle import map_tasks
 from ..sources import open_zarr_sources
 from ..storage import Location, _lock as _store_lock, crash_point, exclusive
-from ._compute import map_tasks
 
 __all__ = ["Generation", "append", "clean_generations", "compact", "evict", "generation_leftovers", "generations"]
 
@@ -272,7 +272,7 @@ def append(
     >>> [g.n_rows for g in daskshuffle.append("window.zarr", "day-2.zarr", seed=1)]
     [1000, 1000]
     """
-    from ._shuffle import shuffle_zarr
+    from ..shuffle import shuffle_zarr
 
     location = Location.of(parse_path(store, "store"), storage_options)
     root = store_io.read_root(location)

@@ -27,9 +27,8 @@ from .._parse import parse_count, parse_path, parse_positive_int, parse_seed
 from .._random import make_rng
 from .._threads import release_on_collection
 from ..loader import PileLoader
+from ..shuffle import ShuffleResult, parse_forwarded_options
 from ..storage import Location, _paths
-from ._options import parse_forwarded_options
-from ._run import ShuffleResult
 
 __all__ = ["EpochShuffler", "epoch_seed"]
 
@@ -213,7 +212,7 @@ class EpochShuffler:
         shuffle_options: Mapping[str, Any] | None = None,
         loader_options: Mapping[str, Any] | None = None,
     ) -> None:
-        from ._shuffle import shuffle_zarr
+        from ..shuffle import shuffle_zarr
 
         # Resolved now, on the client: the shuffles run later, on workers that may run in another directory.
         self.src = _resolve_sources(src)

@@ -1,0 +1,74 @@
+"""Dask collections as plain graphs of blocks: arrays and DataFrames handed to a shuffle."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import dask
+from dask.delayed import delayed
+
+from ._compute import _active_client, live_workers
+
+__all__ = ["array_inputs", "describe_partitions", "is_dask_array", "is_dask_dataframe"]
+
+
+def _compute_collection(collection: Any) -> Any:
+    client = _active_client()
+    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+        live_workers(client)
+        return client.compute(collection).result()
+    return collection.compute()
+
+
+def is_dask_array(value: object) -> bool:
+    import dask.array as da
+
+    return isinstance(value, da.Array)
+
+
+def is_dask_dataframe(value: object) -> bool:
+    import dask.dataframe as dd
+
+    return isinstance(value, dd.DataFrame)
+
+
+def _graph_of(parts: Sequence[Any]) -> dict[Any, Any]:
+    """One plain graph for ``parts`` (Delayed objects, usually sharing one graph)."""
+    graph: dict[Any, Any] = {}
+    seen: set[int] = set()
+    for part in parts:
+        layer = part.__dask_graph__()
+        if id(layer) not in seen:
+            seen.add(id(layer))
+            graph.update(layer)
+    return graph
+
+
+def describe_partitions(frame: Any, describe: Callable[[int, Any], Any]) -> list[Any]:
+    """``describe(index, partition)`` for every partition of a dask DataFrame, in one computation.
+
+    The DataFrame is computed here, once: ``describe`` keeps what pass 1 needs
+    of each partition (the DataFrame format spools it to scratch storage).
+    """
+    parts = frame.to_delayed()
+    return list(_compute_collection(delayed(list)([delayed(describe)(i, part) for i, part in enumerate(parts)])))
+
+
+def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:
+    return dict(zip(names, values, strict=True))
+
+
+def array_inputs(arrays: dict[str, Any], lengths: Sequence[int]) -> tuple[dict[Any, Any], list[Any]]:
+    """The graph and keys of blocks of dask arrays that share axis 0, cut at ``lengths``.
+
+    Each block's value is ``{name: numpy array}`` with every axis but the first whole;
+    each task of the arrays' graphs runs once, whatever the arrays share.
+    """
+    names = list(arrays)
+    cut = [array.rechunk((tuple(lengths), *((size,) for size in array.shape[1:]))) for array in arrays.values()]
+    # Not optimized: dask's blockwise fusion would copy what the arrays share (a source
+    # they are all computed from) into each of them, computing every block of it again.
+    per_array = [array.to_delayed(optimize_graph=False).reshape(len(lengths), -1)[:, 0] for array in cut]
+    blocks = [delayed(_gather_arrays)(names, *[parts[index] for parts in per_array]) for index in range(len(lengths))]
+    return _graph_of(blocks), [block.key for block in blocks]
