@@ -355,7 +355,7 @@ def test_an_appended_store_is_read_in_units_of_each_generation(tmp_path: Path) -
     source = make_zarr_source(tmp_path / "raw.zarr", N_ROWS, chunk_rows=100)
     daskshuffle.shuffle_zarr(source, tmp_path / "grown.zarr", 2, seed=5, chunk_rows=50)
     later = make_zarr_source(tmp_path / "later.zarr", 1_000, chunk_rows=100)
-    daskshuffle.append(tmp_path / "grown.zarr", later, seed=6, shuffle_options={"chunk_rows": 50})
+    daskshuffle.append(tmp_path / "grown.zarr", later, seed=6, chunk_rows=50)
     with PileLoader(tmp_path / "grown.zarr", 100, seed=1, order=SMALL) as loader:
         assert (loader.settings.unit_rows, loader.settings.group_rows) == (50, 300)
         ids = np.concatenate([batch["id"] for batch in loader])

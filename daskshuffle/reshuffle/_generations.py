@@ -369,7 +369,9 @@ def compact(
     A store that many appends made reads each pile from as many places;
     compacting copies every row once (tasks of about ``copy_memory`` bytes on
     the active dask scheduler), lists the new generation in one write, then
-    removes the old ones. A loader gives the same batches before and after.
+    removes the old ones. The store holds the same rows in the same order
+    before and after; a loader's units follow the chunks, which the new
+    generation cuts afresh, so its batches hold the same rows in another order.
 
     Parameters
     ----------
