@@ -32,8 +32,8 @@ import tracemalloc
 import numpy as np
 
 from daskshuffle import quality
-from daskshuffle.plan._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
-from daskshuffle.plan._orders import ORDERS, READ_GAPS
+from daskshuffle.epochs._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
+from daskshuffle.epochs._orders import ORDERS, READ_GAPS
 from daskshuffle.quality import orders
 
 

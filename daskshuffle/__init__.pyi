@@ -23,10 +23,10 @@ from ._errors import (
     UnsafePathError as UnsafePathError,
     VerificationError as VerificationError,
 )
+from .epochs._streams import Stream as Stream
 from .loader._loader import LoaderSettings as LoaderSettings, PileLoader as PileLoader
 from .plan._scale import explain as explain
 from .plan._scale_model import ScaleModel as ScaleModel
-from .plan._streams import Stream as Stream
 from .reshuffle._epochs import EpochShuffler as EpochShuffler
 from .reshuffle._generations import (
     Generation as Generation,

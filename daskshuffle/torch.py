@@ -25,9 +25,9 @@ from typing import Any
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_count, parse_variables
 from ._torch_dataloader import Batch, ByValue, Pass, Passes, WorkerBatches, make_dataloader, to_tensor
+from .epochs import Order, OrderName, Stream, split_batches
 from .formats import NUMERIC_KINDS
 from .loader import LoaderSettings, PileLoader
-from .plan import Order, OrderName, Stream, split_batches
 from .storage import Cache, parse_cache
 
 __all__ = ["PileDataset"]

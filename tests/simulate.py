@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from daskshuffle.epochs._unit_plan import group_permutation, unit_bounds, unit_groups
 from daskshuffle.plan._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
 from daskshuffle.plan._plan import Plan, block_order, group_order, make_plan, merge_runs
-from daskshuffle.plan._unit_plan import group_permutation, unit_bounds, unit_groups
 
 
 def simulate(

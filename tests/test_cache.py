@@ -15,9 +15,10 @@ import pytest
 import zarr
 
 import daskshuffle as ds
+from daskshuffle.epochs import rank_range, unit_bounds
+from daskshuffle.epochs._unit_plan import unit_groups
 from daskshuffle.orders import Piles
 from daskshuffle.pilestore import read_metadata
-from daskshuffle.plan import rank_range, unit_bounds, unit_groups
 from daskshuffle.storage._cache import MARKER, SCAN_FRACTION
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

@@ -1,7 +1,7 @@
 """Every combination of loader settings that cannot be read is refused in one place, before any store is opened.
 
 Each case goes through ``PileLoader`` with stores that do not exist: the combination is refused by
-:func:`~daskshuffle.plan._combinations.check_combination` before the loader looks for them.
+:func:`~daskshuffle.epochs._combinations.check_combination` before the loader looks for them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, PileLoader
-from daskshuffle.plan._combinations import check_combination
-from daskshuffle.plan._order_classes import Naive, Piles, Py1b
+from daskshuffle.epochs._combinations import check_combination
+from daskshuffle.epochs._order_classes import Naive, Piles, Py1b
 
 #: (keywords of PileLoader, the parameter the error names, what the message says). ``MIXTURE`` stands for two stores.
 REFUSED = [

@@ -27,8 +27,9 @@ from simulate import unit_stream
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader, SourceNotFoundError
+from daskshuffle.epochs import unit_bounds
+from daskshuffle.epochs._unit_plan import unit_groups
 from daskshuffle.orders import Piles
-from daskshuffle.plan import unit_bounds, unit_groups
 
 N_ROWS = 1_000
 SEED = 3
@@ -574,9 +575,9 @@ def test_batches_are_gathered_into_the_arrays_allocate_makes(store: str) -> None
 @pytest.mark.parametrize("arrays", [True, False], ids=["numpy take", "reader take"])
 @pytest.mark.parametrize("position", [-1, 10, 11])
 def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: str, arrays: bool, position: int) -> None:
+    from daskshuffle.epochs._epoch_plan import BatchPlan, Segment
     from daskshuffle.loader._batches import gather_batches
     from daskshuffle.loader._reads import ShuffledPile
-    from daskshuffle.plan._epoch_plan import BatchPlan, Segment
     from daskshuffle.readers import open_pile_reader
 
     reader = open_pile_reader(store)
@@ -601,9 +602,9 @@ def test_a_variable_shorter_than_its_pile_is_corrupt_never_repeated_rows(
 ) -> None:
     """Every variable is checked against the rows its read records, not only the first: none is clipped."""
     from daskshuffle import CorruptPileStoreError
+    from daskshuffle.epochs._epoch_plan import BatchPlan, Segment
     from daskshuffle.loader._batches import gather_batches
     from daskshuffle.loader._reads import ShuffledPile
-    from daskshuffle.plan._epoch_plan import BatchPlan, Segment
     from daskshuffle.readers import open_pile_reader
 
     reader = open_pile_reader(store)

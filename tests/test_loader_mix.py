@@ -14,9 +14,9 @@ from conftest import consume
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError, PileLoader, Stream
+from daskshuffle.epochs._streams import epoch_counts
+from daskshuffle.epochs._unit_plan import epoch_runs, unit_bounds
 from daskshuffle.loader._epoch_reads import Read
-from daskshuffle.plan._streams import epoch_counts
-from daskshuffle.plan._unit_plan import epoch_runs, unit_bounds
 
 SEED = 5
 BATCH = 40

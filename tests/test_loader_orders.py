@@ -18,11 +18,11 @@ from simulate import unit_stream
 from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleValueError, PileLoader, orders
+from daskshuffle.epochs._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
+from daskshuffle.epochs._order_classes import ORDER_CLASSES
+from daskshuffle.epochs._orders import ORDER_OPTIONS, ORDERS, READ_GAPS
 from daskshuffle.loader._order_reads import OrderReads
 from daskshuffle.loader._reads import LoaderReads, PileRead
-from daskshuffle.plan._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
-from daskshuffle.plan._order_classes import ORDER_CLASSES
-from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, READ_GAPS
 from daskshuffle.readers import PileReader, open_pile_reader
 
 BATCH = 50

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from daskshuffle.plan._epoch_plan import (
+from daskshuffle.epochs._epoch_plan import (
     epoch_pile_order,
     n_batches,
     pile_permutation,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, strategies as st
 
-from daskshuffle.plan._mix_plan import stream_offsets
-from daskshuffle.plan._streams import Stream, epoch_counts
-from daskshuffle.plan._unit_plan import epoch_runs, unit_bounds
+from daskshuffle.epochs._mix_plan import stream_offsets
+from daskshuffle.epochs._streams import Stream, epoch_counts
+from daskshuffle.epochs._unit_plan import epoch_runs, unit_bounds
 
 piles = st.lists(st.integers(2, 12), min_size=1, max_size=5)
 

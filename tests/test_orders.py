@@ -14,9 +14,9 @@ from hypothesis import given, settings, strategies as st
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
 from daskshuffle._random import make_rng
-from daskshuffle.plan._epoch_order import OrderOptions, division_cuts, unit_reads
-from daskshuffle.plan._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
-from daskshuffle.plan._order_classes import (
+from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_reads
+from daskshuffle.epochs._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
+from daskshuffle.epochs._order_classes import (
     ORDER_CLASSES,
     Buffer,
     Interleave,
@@ -26,7 +26,14 @@ from daskshuffle.plan._order_classes import (
     order_from_options,
     parse_order,
 )
-from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, buffer_stream, interleave_stream, py1br_bounds, py1e_ranges
+from daskshuffle.epochs._orders import (
+    ORDER_OPTIONS,
+    ORDERS,
+    buffer_stream,
+    interleave_stream,
+    py1br_bounds,
+    py1e_ranges,
+)
 from daskshuffle.quality import orders, report
 
 seeds = st.integers(0, 2**63 - 1)

@@ -18,17 +18,10 @@ from simulate import unit_stream
 
 import daskshuffle
 from daskshuffle import PileLoader
+from daskshuffle.epochs import auto_budget, epoch_runs, group_permutation, rank_range, unit_bounds, unit_excess
+from daskshuffle.epochs._unit_plan import unit_groups
 from daskshuffle.loader._reads import LoaderReads
 from daskshuffle.orders import Piles
-from daskshuffle.plan import (
-    auto_budget,
-    epoch_runs,
-    group_permutation,
-    rank_range,
-    unit_bounds,
-    unit_excess,
-    unit_groups,
-)
 from daskshuffle.quality._metrics import cobatch_overlap
 
 N_ROWS = 3_000

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
-from ..plan import BatchPlan
+from ..epochs import BatchPlan
 from ..readers import PileReader
 
 __all__ = ["Allocate", "Layout", "check_pile", "check_positions", "gather_batches"]

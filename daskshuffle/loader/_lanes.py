@@ -2,7 +2,7 @@
 
 With an order's ``n_lanes=L`` (``PileLoader(..., order=ds.orders.Piles(n_lanes=L))``,
 or any other order) the epoch's stream is cut into ``L`` lanes as if among
-``L`` ranks (:func:`~daskshuffle.plan._epoch_plan.lane_ranges`), each yielding
+``L`` ranks (:func:`~daskshuffle.epochs._epoch_plan.lane_ranges`), each yielding
 micro-batches of ``G / L`` rows, ``G`` being the global batch
 (``world_size * batch_size``). Global step ``t`` is micro-batch ``t`` of every
 lane, lane by lane; rank ``r`` of ``W`` (``W`` dividing ``L``) yields the
@@ -13,7 +13,7 @@ fixed, and a state saved with 8 ranks loads into a loader of 4 or 2. MosaicML
 Streaming calls lanes canonical nodes.
 
 Which lanes fit the ranks and the batch is checked with the loader's other
-combinations, in :func:`~daskshuffle.plan._combinations.check_combination`.
+combinations, in :func:`~daskshuffle.epochs._combinations.check_combination`.
 
 The price: a rank reads ``L / W`` lanes at once, each one read at a time, so
 it holds ``L / W`` reads (and reads ahead in each lane) instead of one.
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..plan import BatchPlan
+from ..epochs import BatchPlan
 from ._batches import Allocate
 from ._prefetch import Read, ReadAhead, prefetched_batches
 from ._reads import LoaderReads

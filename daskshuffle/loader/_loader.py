@@ -12,7 +12,7 @@ threads reads the next groups under one byte budget while the consumer trains
 The loader reads through the formats (:func:`daskshuffle.formats.open_pile_reader`)
 and never imports dask: it runs on a training machine with no scheduler at all.
 Which rows each rank and each batch gets is planned by pure functions of
-:mod:`daskshuffle.plan` (:func:`~daskshuffle.plan._epoch_plan.plan_batches`); gathering
+:mod:`daskshuffle.epochs` (:func:`~daskshuffle.epochs._epoch_plan.plan_batches`); gathering
 a batch lives in :mod:`daskshuffle.loader._batches`, the position and the
 iterations that move it in :mod:`daskshuffle.loader._loader_position`; this module
 opens the store and the settings.
@@ -32,16 +32,7 @@ import numpy as np
 from .._errors import DaskShuffleValueError, IneffectiveSettingWarning
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._threads import release_on_collection
-from ..plan import (
-    BatchPlan,
-    Order,
-    OrderName,
-    Piles,
-    Stream,
-    check_combination,
-    parse_order,
-    parse_streams,
-)
+from ..epochs import BatchPlan, Order, OrderName, Piles, Stream, check_combination, parse_order, parse_streams
 from ..readers import PileReader
 from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition

@@ -21,7 +21,8 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_path
-from ..plan import Stream, epoch_counts, fingerprint, stream_offsets
+from ..epochs import Stream, epoch_counts, stream_offsets
+from ..plan import fingerprint
 from ..readers import ComposedReader, PileReader, open_pile_reader
 from ..storage import Location
 from ._epoch_reads import EpochReads
@@ -128,7 +129,7 @@ def open_loader_store(
 ) -> tuple[str, PileReader[Any], Mixture | None]:
     """What a loader reads: the store's name, its reader, and for several ``streams`` their :class:`Mixture`.
 
-    ``streams`` is :func:`~daskshuffle.plan._streams.parse_streams` of ``store``.
+    ``streams`` is :func:`~daskshuffle.epochs._streams.parse_streams` of ``store``.
     Every stream's store is opened and checked (same kind, same variables and
     dtypes) before any row is read.
     """

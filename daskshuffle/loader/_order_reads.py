@@ -1,8 +1,8 @@
-"""The reads of an order other than ``"piles"``: stretches of an epoch's :class:`~daskshuffle.plan._epoch_order.EpochOrder`.
+"""The reads of an order other than ``"piles"``: stretches of an epoch's :class:`~daskshuffle.epochs._epoch_order.EpochOrder`.
 
 For ``order="piles"`` a read is a group of units
 (:mod:`daskshuffle.loader._unit_groups`). Every other order of
-:data:`~daskshuffle.plan._orders.ORDERS` gives the epoch's stream of store rows
+:data:`~daskshuffle.epochs._orders.ORDERS` gives the epoch's stream of store rows
 whole, cut into the order's own stretches (a pile, a block of
 ``shuffle_block_size`` rows, ...: ``EpochOrder.bounds``); :class:`OrderReads`
 makes it once per epoch (8 bytes a row, and the time the order takes), keeps
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..plan import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
+from ..epochs import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
 from ._epoch_reads import EpochReads, Read, ReadPlan
 from ._loader_state import LoaderSettings
 from ._unit_groups import UnitGroups
@@ -35,7 +35,7 @@ class OrderReads(EpochReads):
     """The epochs' orders of one loader: ``order`` with ``options``, its stream cut between ranks at ``divisions``.
 
     A read is a stretch ``bounds[r]:bounds[r + 1]`` of the epoch's stream, taken
-    in runs of store rows (:func:`~daskshuffle.plan._epoch_order.unit_reads`).
+    in runs of store rows (:func:`~daskshuffle.epochs._epoch_order.unit_reads`).
     """
 
     def __init__(
@@ -46,7 +46,7 @@ class OrderReads(EpochReads):
         self.offsets = offsets
         self.seed = seed
         self.divisions = divisions
-        #: Rows a read may take between two rows its stretch needs (see :func:`~daskshuffle.plan._epoch_order.unit_reads`).
+        #: Rows a read may take between two rows its stretch needs (see :func:`~daskshuffle.epochs._epoch_order.unit_reads`).
         self.gap = READ_GAPS.get(order, READ_GAP)
         self._epochs: dict[int, Future[EpochOrder]] = {}
         self._lock = threading.Lock()

@@ -29,7 +29,7 @@ from .._config import int_setting
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes
 from .._threads import PREFIX
-from ..plan import BatchPlan
+from ..epochs import BatchPlan
 from ..readers import ReadCancelledError
 from ._batches import Allocate, gather_batches
 from ._epoch_reads import Read

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_count
-from ..plan import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
+from ..epochs import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
 from ._batches import Allocate
 from ._lanes import lane_batches
 from ._loader_state import LoaderSettings

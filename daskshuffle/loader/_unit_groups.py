@@ -1,7 +1,7 @@
 """The read mode of ``order="piles"``: units of whole chunks, dealt into groups under one byte budget, mixed.
 
 Every store this version writes holds its rows, end to end, in a uniform
-random order (:mod:`daskshuffle.plan._unit_plan`). :class:`UnitGroups` reads it
+random order (:mod:`daskshuffle.epochs._unit_plan`). :class:`UnitGroups` reads it
 in *units*, runs of whole chunks (a Parquet store's row groups), deals them
 into *groups* afresh every epoch, and hands each group's rows out in one
 uniform permutation of the group. A group is one read of the loader
@@ -14,7 +14,7 @@ The stores of a mixture and the generations of an appended store are read
 the same way: units never cross from one store to another
 (:meth:`~daskshuffle.readers.PileReader.segments`), and a mixture's epoch takes
 each stream's copies of its units and a sample of them
-(:func:`~daskshuffle.plan._unit_plan.epoch_runs`). :func:`choose_units` picks
+(:func:`~daskshuffle.epochs._unit_plan.epoch_runs`). :func:`choose_units` picks
 the unit and the group when the loader opens.
 """
 
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._machine import memory_nbytes
-from ..plan import apart, auto_budget, deal_groups, epoch_runs, group_permutation, unit_bounds, unit_rows_for
+from ..epochs import apart, auto_budget, deal_groups, epoch_runs, group_permutation, unit_bounds, unit_rows_for
 from ..readers import PileReader
 from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 
@@ -65,11 +65,11 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
     A group holds half the budget (the next one is read while one is used),
     at least one unit. A unit is the fewest whole chunks of its store that
     read little more than their rows' bytes, grown while epochs stay close to
-    independent (:func:`~daskshuffle.plan._unit_plan.unit_rows_for`); each
+    independent (:func:`~daskshuffle.epochs._unit_plan.unit_rows_for`); each
     store a reader reads through (a generation, a stream) has its own.
     ``"auto"`` grows with the data so that batch-mates meet again about twice
     as often as under independent shuffles at most
-    (:func:`~daskshuffle.plan._unit_plan.auto_budget`), from
+    (:func:`~daskshuffle.epochs._unit_plan.auto_budget`), from
     ``loader.units-budget-least-nbytes`` (128 MiB) to
     ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the
     process's memory (``daskshuffle.config``).

@@ -1,41 +1,13 @@
-"""The plan: pure numpy decisions made before any byte is read (piles, levels, epochs, orders, scale)."""
+"""The shuffle's plan: where every row goes, decided in pure numpy before any byte is read.
 
-from ._combinations import check_combination
-from ._epoch_order import READ_GAP, EpochOrder, OrderOptions, division_cuts, unit_reads
-from ._epoch_plan import (
-    BatchPlan,
-    cobatch_excess,
-    epoch_pile_order,
-    grouped_offsets,
-    lane_ranges,
-    n_batches,
-    pile_groups,
-    pile_permutation,
-    plan_batches,
-    rank_range,
-    rank_share,
-    split_batches,
-    stream_rows,
-)
+Piles of one level (``_plan``), several levels (``_levels``, ``_level_plan``), the planning rules
+(``_rules``) and the scale model behind :func:`~daskshuffle.explain` (``_scale``, ``_scale_model``,
+``_scale_report``, ``_pile_sizes``). This face exports what the shuffles, the stores, the sources,
+the loader and the command line use.
+"""
+
 from ._level_plan import GroupedLevel, LevelPlan, block_table, make_level_plan, piece_offsets, span_reads
 from ._levels import MIN_READ_NBYTES
-from ._mix_plan import stream_offsets
-from ._order_classes import (
-    Buffer,
-    Interleave,
-    Naive,
-    Order,
-    OrderName,
-    Piles,
-    Py1b,
-    Py1br,
-    Py1e,
-    Py1s,
-    Py2s,
-    order_from_options,
-    parse_order,
-)
-from ._orders import ORDERS, READ_GAPS, buffer_stream, interleave_stream
 from ._plan import (
     PILES_SHUFFLED,
     Plan,
@@ -51,92 +23,29 @@ from ._plan import (
 )
 from ._rules import Layout, choose_layout
 from ._scale import DEFAULT_MIN_READ, DEFAULT_N_PILES, explain
-from ._scale_model import ScaleModel
-from ._streams import Stream, epoch_counts, parse_streams
-from ._unit_plan import (
-    apart,
-    auto_budget,
-    deal_groups,
-    epoch_runs,
-    group_permutation,
-    unit_bounds,
-    unit_excess,
-    unit_groups,
-    unit_rows_for,
-)
 
 __all__ = [
     "DEFAULT_MIN_READ",
     "DEFAULT_N_PILES",
     "MIN_READ_NBYTES",
-    "ORDERS",
     "PILES_SHUFFLED",
-    "READ_GAP",
-    "READ_GAPS",
-    "BatchPlan",
-    "Buffer",
-    "EpochOrder",
     "GroupedLevel",
-    "Interleave",
     "Layout",
     "LevelPlan",
-    "Naive",
-    "Order",
-    "OrderName",
-    "OrderOptions",
-    "Piles",
     "Plan",
-    "Py1b",
-    "Py1br",
-    "Py1e",
-    "Py1s",
-    "Py2s",
-    "ScaleModel",
     "ShuffleSettings",
-    "Stream",
-    "apart",
-    "auto_budget",
     "block_counts",
     "block_order",
     "block_rows",
     "block_table",
-    "buffer_stream",
-    "check_combination",
     "choose_layout",
-    "cobatch_excess",
-    "deal_groups",
-    "division_cuts",
-    "epoch_counts",
-    "epoch_pile_order",
-    "epoch_runs",
     "explain",
     "fingerprint",
     "group_order",
-    "group_permutation",
-    "grouped_offsets",
-    "interleave_stream",
-    "lane_ranges",
     "make_level_plan",
     "make_plan",
     "merge_runs",
-    "n_batches",
-    "order_from_options",
-    "parse_order",
-    "parse_streams",
     "piece_offsets",
-    "pile_groups",
-    "pile_permutation",
-    "plan_batches",
-    "rank_range",
-    "rank_share",
     "span_reads",
-    "split_batches",
     "split_piles",
-    "stream_offsets",
-    "stream_rows",
-    "unit_bounds",
-    "unit_excess",
-    "unit_groups",
-    "unit_reads",
-    "unit_rows_for",
 ]

@@ -52,7 +52,7 @@ EPOCHS_WITHIN = 2.0
 
 def _epochs(loader: Any) -> tuple[Measure, str | None]:
     """What ``loader``'s mixing of units predicts for the next epoch's co-batch overlap, and advice when it is high."""
-    from ..plan import unit_excess
+    from ..epochs import unit_excess
 
     settings = loader.settings
     if settings.unit_rows is None or settings.group_rows is None:  # an order of its own reads: no prediction
@@ -112,7 +112,7 @@ def report(
     loader : PileLoader, optional
         The loader that yielded ``order``: adds how often its rows that share
         a batch will share one again next epoch, over independent shuffles,
-        as its piles mixed at once predict (:func:`~daskshuffle.plan._epoch_plan.cobatch_excess`;
+        as its piles mixed at once predict (:func:`~daskshuffle.epochs._epoch_plan.cobatch_excess`;
         "not uniform" above 2x). When its budget holds too few piles for
         that, ``table.attrs["advice"]`` says what to do, and :func:`summary` prints it.
 

@@ -21,20 +21,18 @@ from numpy.typing import NDArray
 
 from .._parse import parse_positive_int
 from .._random import make_rng
-from ..plan import (
+from ..epochs import (
     ORDERS,
     OrderOptions,
-    block_order,
     buffer_stream,
     division_cuts,
-    group_order,
     grouped_offsets,
     interleave_stream,
-    make_plan,
     order_from_options,
     pile_groups,
     stream_rows,
 )
+from ..plan import block_order, group_order, make_plan
 
 __all__ = ["identity", "interleave", "piles", "shard_local", "shuffle_buffer", "uniform"]
 

@@ -1,6 +1,6 @@
 """The loader's one read mode: units smaller than piles, dealt into groups under a budget, mixed in memory.
 
-Pure numpy, like :mod:`daskshuffle.plan._epoch_plan`. Every store this version
+Pure numpy, like :mod:`daskshuffle.epochs._epoch_plan`. Every store this version
 writes holds its rows, end to end, in a uniform random permutation of the source's: the pile
 assignment is uniform given the pile sizes, and each pile is stored in a
 uniform order drawn from the seed. The loader then reads *units*, runs of
@@ -171,7 +171,7 @@ def epoch_runs(
 
     Without ``members``, every unit once. With ``members`` (where each member
     store's rows start, and the end) and ``counts`` (the rows each member puts
-    into an epoch, :func:`~daskshuffle.plan._streams.epoch_counts`), a member of
+    into an epoch, :func:`~daskshuffle.epochs._streams.epoch_counts`), a member of
     ``n`` rows gives ``count // n`` copies of each of its units, and units
     drawn from ``(seed, "unit-choose", epoch, member)`` for the ``count % n``
     rows left, of the last one a part from a random place on (wrapping

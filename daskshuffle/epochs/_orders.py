@@ -1,21 +1,21 @@
 """The orders a :class:`~daskshuffle.PileLoader` can yield an epoch in: one pure function each, in :data:`ORDERS`.
 
 Every order has the signature ``order(pile_offsets, seed, epoch, divisions,
-options) -> EpochOrder`` (:data:`~daskshuffle.plan._epoch_order.OrderFunction`):
+options) -> EpochOrder`` (:data:`~daskshuffle.epochs._epoch_order.OrderFunction`):
 from the store's pile offsets, the seed, the epoch, the cuts of the epoch's
 stream between ranks (or lanes: MosaicML's canonical nodes) and the order's
-:class:`~daskshuffle.plan._epoch_order.OrderOptions`, it gives the store row at
+:class:`~daskshuffle.epochs._epoch_order.OrderOptions`, it gives the store row at
 every position of the epoch's stream, and the positions where the loader's
-reads start (:attr:`~daskshuffle.plan._epoch_order.EpochOrder.bounds`). The
+reads start (:attr:`~daskshuffle.epochs._epoch_order.EpochOrder.bounds`). The
 loader cuts that stream between ranks and batches exactly as it cuts
 ``"piles"``; a read holds the rows of one unit ``bounds[u]:bounds[u + 1]`` at
 once, reading them from the store in runs
-(:func:`~daskshuffle.plan._epoch_order.unit_reads`). Pure numpy, like
-:mod:`daskshuffle.plan._epoch_plan`: no I/O, no dask, no zarr. Randomness comes
+(:func:`~daskshuffle.epochs._epoch_order.unit_reads`). Pure numpy, like
+:mod:`daskshuffle.epochs._epoch_plan`: no I/O, no dask, no zarr. Randomness comes
 only from :func:`~daskshuffle._random.make_rng` keyed by ``(seed, purpose, epoch, ...)``.
 
 The *sample space* of an epoch is the piles laid end to end in the epoch's
-visiting order (:func:`~daskshuffle.plan._epoch_plan.epoch_pile_order`), each in
+visiting order (:func:`~daskshuffle.epochs._epoch_plan.epoch_pile_order`), each in
 stored order. A pile plays the part of a MosaicML shard, or of a tf.data file.
 Here are the orders that shuffle stretches of it (``"piles"``, ``"naive"`` and
 MosaicML Streaming's ``py1s``, ``py2s``, ``py1b``, ``py1br`` and ``py1e``, with a
@@ -23,7 +23,7 @@ pile in the part of a shard and the divisions, ranks or lanes, in that of
 canonical nodes), tf.data's buffer orders (``"buffer"``, ``shuffle(buffer_size)``,
 and ``"interleave"``, ``interleave`` then ``shuffle``: a pile plays the part of a
 file, each division runs its own buffer), and their registry :data:`ORDERS`.
-The order objects users pass are in :mod:`~daskshuffle.plan._order_classes`.
+The order objects users pass are in :mod:`~daskshuffle.epochs._order_classes`.
 """
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ ORDERS: dict[str, OrderFunction] = {
     "buffer": buffer,
     "interleave": interleave,
 }
-#: Rows a read may take between two rows its unit needs, by order (others: :data:`~daskshuffle.plan._epoch_order.READ_GAP`). The units of these
+#: Rows a read may take between two rows its unit needs, by order (others: :data:`~daskshuffle.epochs._epoch_order.READ_GAP`). The units of these
 #: orders are stretches of the sample space, read exactly: rows between two of their runs belong to other units.
 READ_GAPS: dict[str, int] = {"py1s": 0, "py1b": 0, "py1br": 0}
 #: The options each order needs.

@@ -29,8 +29,8 @@ def check_combination(
 
     Examples
     --------
-    >>> from daskshuffle.plan._order_classes import Piles
-    >>> from daskshuffle.plan._order_classes import Py1s
+    >>> from daskshuffle.epochs._order_classes import Piles
+    >>> from daskshuffle.epochs._order_classes import Py1s
     >>> check_combination(Piles(n_lanes=8), world_size=2, batch_size=64)
     >>> check_combination(Py1s(), n_streams=2)
     Traceback (most recent call last):

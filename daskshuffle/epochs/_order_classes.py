@@ -1,6 +1,6 @@
 """The orders as objects, each carrying its own options: what ``PileLoader(order=...)`` takes.
 
-Each class is one order of :data:`~daskshuffle.plan._orders.ORDERS`, re-exported
+Each class is one order of :data:`~daskshuffle.epochs._orders.ORDERS`, re-exported
 by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options`
 make one from what a user passes. Every order also takes
 ``n_lanes``: the lanes cut whatever order it is into streams (elastic

@@ -2,7 +2,7 @@
 
 Pure numpy. The loader reads a mixture as it reads one store: in units of
 whole chunks of each store, dealt into groups afresh every epoch
-(:func:`~daskshuffle.plan._unit_plan.epoch_runs` gives each stream's copies of
+(:func:`~daskshuffle.epochs._unit_plan.epoch_runs` gives each stream's copies of
 its units and the sample of units for its rows left over).
 """
 

@@ -1,9 +1,9 @@
 """An epoch's order as a loader reads it: the stream of store rows, the units a read holds, and its runs.
 
-Every order of :data:`~daskshuffle.plan._orders.ORDERS` gives an
+Every order of :data:`~daskshuffle.epochs._orders.ORDERS` gives an
 :class:`EpochOrder`; this module holds what they share. The *sample space* of an
 epoch is the piles laid end to end in the epoch's visiting order
-(:func:`~daskshuffle.plan._epoch_plan.epoch_pile_order`), each in stored order
+(:func:`~daskshuffle.epochs._epoch_plan.epoch_pile_order`), each in stored order
 (:func:`sample_space`). The cuts between divisions (ranks or lanes) come from
 :func:`division_cuts`; a unit ``bounds[u]:bounds[u + 1]`` is read in runs of
 store rows (:func:`unit_reads`). Pure numpy: no I/O, no dask, no zarr.
@@ -45,7 +45,7 @@ READ_GAP = 256
 
 @dataclass(frozen=True)
 class OrderOptions(Settings):
-    """The parameters of an order; each order uses the ones :data:`~daskshuffle.plan._orders.ORDER_OPTIONS` names, the others are ``None``."""
+    """The parameters of an order; each order uses the ones :data:`~daskshuffle.epochs._orders.ORDER_OPTIONS` names, the others are ``None``."""
 
     shuffle_block_size: int | None = None
     buffer_size: int | None = None

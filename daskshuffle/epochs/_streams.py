@@ -3,7 +3,7 @@
 Pure: parsing and arithmetic only, no I/O. A :class:`~daskshuffle.PileLoader`
 given a list of streams (or of paths) trains on their union; the rows each
 stream puts into an epoch are :func:`epoch_counts`, and which rows they are
-is planned by :mod:`daskshuffle.plan._mix_plan`.
+is planned by :mod:`daskshuffle.epochs._mix_plan`.
 """
 
 from __future__ import annotations

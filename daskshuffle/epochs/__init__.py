@@ -1,0 +1,98 @@
+"""The loader's plan: which rows an epoch yields, in which order, to which rank (pure numpy, no I/O).
+
+Epochs, ranks, lanes and batches (``_epoch_plan``); the orders (``_orders``, ``_epoch_order``,
+``_order_classes``) and every combination a loader refuses (``_combinations``); units dealt into
+groups (``_unit_plan``); mixtures (``_streams``, ``_mix_plan``). This face exports what the loader,
+the quality measures, ``orders.py`` and ``torch.py`` use.
+"""
+
+from ._combinations import check_combination
+from ._epoch_order import READ_GAP, EpochOrder, OrderOptions, division_cuts, unit_reads
+from ._epoch_plan import (
+    BatchPlan,
+    grouped_offsets,
+    lane_ranges,
+    n_batches,
+    pile_groups,
+    plan_batches,
+    rank_range,
+    rank_share,
+    split_batches,
+    stream_rows,
+)
+from ._mix_plan import stream_offsets
+from ._order_classes import (
+    Buffer,
+    Interleave,
+    Naive,
+    Order,
+    OrderName,
+    Piles,
+    Py1b,
+    Py1br,
+    Py1e,
+    Py1s,
+    Py2s,
+    order_from_options,
+    parse_order,
+)
+from ._orders import ORDERS, READ_GAPS, buffer_stream, interleave_stream
+from ._streams import Stream, epoch_counts, parse_streams
+from ._unit_plan import (
+    apart,
+    auto_budget,
+    deal_groups,
+    epoch_runs,
+    group_permutation,
+    unit_bounds,
+    unit_excess,
+    unit_rows_for,
+)
+
+__all__ = [
+    "ORDERS",
+    "READ_GAP",
+    "READ_GAPS",
+    "BatchPlan",
+    "Buffer",
+    "EpochOrder",
+    "Interleave",
+    "Naive",
+    "Order",
+    "OrderName",
+    "OrderOptions",
+    "Piles",
+    "Py1b",
+    "Py1br",
+    "Py1e",
+    "Py1s",
+    "Py2s",
+    "Stream",
+    "apart",
+    "auto_budget",
+    "buffer_stream",
+    "check_combination",
+    "deal_groups",
+    "division_cuts",
+    "epoch_counts",
+    "epoch_runs",
+    "group_permutation",
+    "grouped_offsets",
+    "interleave_stream",
+    "lane_ranges",
+    "n_batches",
+    "order_from_options",
+    "parse_order",
+    "parse_streams",
+    "pile_groups",
+    "plan_batches",
+    "rank_range",
+    "rank_share",
+    "split_batches",
+    "stream_offsets",
+    "stream_rows",
+    "unit_bounds",
+    "unit_excess",
+    "unit_reads",
+    "unit_rows_for",
+]
