@@ -128,8 +128,11 @@ def test_a_refused_shuffle_leaves_nothing_on_this_machine(s3: Any, machine: Path
 
     arrays = {"x": da.arange(1_000, chunks=100)}
     ds.shuffle_zarr(arrays, s3.url("piles.zarr"), 4, seed=0, storage_options=s3.storage_options)
+    again = ds.shuffle_zarr(arrays, s3.url("piles.zarr"), 4, seed=0, storage_options=s3.storage_options)
+    assert again.n_tasks == 0, "the same arrays (the same dask token): the finished store, as every shuffle"
+    other = {"x": da.arange(2_000, chunks=100)}
     with pytest.raises(ds.PileStoreExistsError):
-        ds.shuffle_zarr(arrays, s3.url("piles.zarr"), 4, seed=0, storage_options=s3.storage_options)
+        ds.shuffle_zarr(other, s3.url("piles.zarr"), 4, seed=0, storage_options=s3.storage_options)
     assert not list(machine.rglob("*"))
 
 
