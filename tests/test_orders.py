@@ -26,7 +26,15 @@ from daskshuffle.plan._order_classes import (
     order_from_options,
     parse_order,
 )
-from daskshuffle.plan._orders import ORDER_OPTIONS, ORDERS, buffer_stream, interleave_stream, py1br_bounds, py1e_ranges
+from daskshuffle.plan._orders import (
+    ORDER_OPTIONS,
+    ORDERS,
+    buffer_stream,
+    interleave_stream,
+    py1br_bounds,
+    py1e_ranges,
+    whole_piles,
+)
 from daskshuffle.quality import orders, report
 
 seeds = st.integers(0, 2**63 - 1)
@@ -80,9 +88,9 @@ def test_every_order_changes_with_the_epoch_and_the_seed(name: str) -> None:
     assert not np.array_equal(first, second) and not np.array_equal(second, other)
 
 
-def test_the_piles_order_is_the_loaders_stream() -> None:
+def test_whole_piles_are_the_stream_of_shuffled_piles() -> None:
     offsets = offsets_of([5, 0, 9, 7])
-    order = ORDERS["piles"](offsets, 4, 2, division_cuts(21, 2, 10), OrderOptions())
+    order = whole_piles(offsets, 4, 2, division_cuts(21, 2, 10), OrderOptions())
     np.testing.assert_array_equal(order.rows, stream_rows(offsets, 4, 2, 0, 21))
 
 
@@ -262,7 +270,7 @@ def test_parse_order_takes_orders_and_the_names_of_those_that_need_no_options() 
 
 def test_orders_check_their_options_and_carry_them() -> None:
     assert Interleave(cycle_length=2, buffer_size=10).options == OrderOptions(None, 10, 2)
-    assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in ORDERS}
+    assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in [*ORDERS, "piles"]}
     fields = {name: {field.name for field in dataclasses.fields(cls)} for name, cls in ORDER_CLASSES.items()}
     own = {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"budget"}}
     assert fields == {name: options | {"n_lanes"} for name, options in own.items()}  # every order takes the lanes
