@@ -161,6 +161,8 @@ def test_png_alone_draws_into_quality_png(tmp_path: Path, monkeypatch: pytest.Mo
     assert result.exit_code == 0, result.output
     assert (tmp_path / "quality.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "quality.png" in result.output
+    # What the loader's units in groups predict for the next epoch, beside what was measured.
+    assert "epoch independence" in result.output and "units of" in result.output
 
 
 @pytest.mark.skip(reason="read a store of format version 2 (piles in source order), refused now")
