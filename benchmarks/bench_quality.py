@@ -3,14 +3,16 @@
 For ``--rows`` rows and a memory budget of ``--memory`` rows (what a loader may
 hold at once), this makes each reference order of :mod:`daskshuffle.quality.orders`
 (no shuffle; a shuffle buffer of the budget; 16 files interleaved 4 at a time
-into a buffer of the budget; shards of the budget shuffled one at a time; piles
-of the budget read by ``PileLoader``, epochs 0 and 1; a uniform shuffle, which
-needs all rows in memory), measures each with ``quality.report`` (batch
-``--batch-size``, blocks of ``--block-size`` rows), prints the table of values
-with each verdict, and draws ``--png`` (the Hilbert pictures and heat maps).
-Then, for ``PileLoader(order=Piles(piles_in_memory=k))`` with ``k`` = 1, 2, 4, 8, 16, the
-share of batch-mates that meet again in the next epoch. Then every order of ``PileLoader(order=...)`` over one pile store (piles of
-a quarter of the budget), each given the budget per read: epoch 1 after epoch 0,
+into a buffer of the budget; shards of the budget shuffled one at a time; a
+pile store in piles of the budget read by ``PileLoader(order=Piles(budget=...))``
+with the budget (two groups of units of ``--unit-rows`` rows), epochs 0 and 1; a
+uniform shuffle, which needs all rows in memory), measures each with
+``quality.report`` (batch ``--batch-size``, blocks of ``--block-size`` rows),
+prints the table of values with each verdict, and draws ``--png`` (the Hilbert
+pictures and heat maps). Then, for budgets of 1, 2, 4, 8 and 16 times that, the
+share of batch-mates that meet again in the next epoch, against the prediction
+(``plan.unit_excess``). Then every order of ``PileLoader(order=...)`` over one
+pile store (piles of a quarter of the budget), each given the budget per read: epoch 1 after epoch 0,
 with the rows each read holds and how often each row is read in an epoch
 (``--orders-only`` prints that table alone). Then it times ``report`` on uniform
 orders of ``--time`` sizes and gives its peak memory (``tracemalloc``) against
@@ -34,16 +36,16 @@ import numpy as np
 from daskshuffle import quality
 from daskshuffle.epochs._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
 from daskshuffle.epochs._orders import ORDERS, READ_GAPS
+from daskshuffle.epochs._unit_plan import unit_excess
 from daskshuffle.quality import orders
 
 
-def loader_orders(n: int, budget: int, batch_size: int) -> None:
+def loader_orders(n: int, budget: int, batch_size: int, unit_rows: int) -> None:
     """Every order of ``PileLoader(order=...)`` over piles of ``budget / 4`` rows, each holding about ``budget`` rows."""
     pile = max(1, budget // 4)
     n_piles = max(1, n // pile)
-    made = {
-        "piles": ({}, "one pile"),
-        "piles, piles_in_memory=4": ({"piles_in_memory": 4}, "4 piles"),
+    made: dict[str, tuple[dict[str, int], str]] = {
+        "piles": ({"budget": 2 * budget, "unit_rows": unit_rows}, "a group of units"),
         "naive": ({}, "all rows"),
         "py1s": ({}, "one pile"),
         "py2s": ({}, "one pile"),
@@ -55,7 +57,7 @@ def loader_orders(n: int, budget: int, batch_size: int) -> None:
     }
     print(
         f"\n{n:,} rows in {n_piles} piles of {pile:,}; each read holds about {budget:,} rows "
-        f"(but piles, py1s and py2s: a pile; naive: all); epoch 1 after epoch 0, batch {batch_size}\n"
+        f"(but py1s and py2s: a pile; naive: all); epoch 1 after epoch 0, batch {batch_size}\n"
     )
     print("| order | options | a read holds | largest read (rows) | reads per row | " + "measures | as uniform |")
     print("|---|---|---|---:|---:|---|---:|")
@@ -63,9 +65,8 @@ def loader_orders(n: int, budget: int, batch_size: int) -> None:
         name = title.split(",")[0]
         first, second = (orders.piles(n, n_piles, seed=0, epoch=e, order=name, **options) for e in (0, 1))
         table = quality.report(second, batch_size=batch_size, n_piles=n_piles, previous=first)
-        if name == "piles":
-            k = int(options.get("piles_in_memory", 1))
-            largest, per_row = k * int(np.ceil(n / n_piles)) + k, 1.0
+        if name == "piles":  # a read is a group: half the budget, whole units
+            largest, per_row = max(unit_rows, budget // unit_rows * unit_rows), 1.0
         else:
             offsets = np.linspace(0, n, n_piles + 1).astype(np.int64)  # the store's shape; pile sizes barely matter
             order = ORDERS[name](offsets, 0, 1, division_cuts(n, 1, n), OrderOptions(**options))
@@ -91,14 +92,15 @@ def main() -> None:
     parser.add_argument("--memory", type=int, default=10_000, help="rows a loader may hold (default 10,000: 1%%)")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--block-size", type=int, default=10_000, help="rows of a source file or chunk")
+    parser.add_argument("--unit-rows", type=int, default=100, help="rows of a unit (a chunk) of the pile store")
     parser.add_argument("--png", default=None, help="where to draw the orders")
     parser.add_argument("--time", type=float, nargs="*", default=[1e7, 1e8], help="sizes to time report at")
     parser.add_argument("--orders-only", action="store_true", help="print the table of PileLoader's orders alone")
     args = parser.parse_args()
 
-    n, budget = args.rows, args.memory
+    n, budget, unit = args.rows, args.memory, args.unit_rows
     if args.orders_only:
-        loader_orders(n, budget, args.batch_size)
+        loader_orders(n, budget, args.batch_size, unit)
         return
     n_piles = max(1, n // budget)
     made = {
@@ -106,11 +108,11 @@ def main() -> None:
         f"buffer {budget:,}": orders.shuffle_buffer(n, budget),
         f"interleave 4 of 16 files, buffer {budget:,}": orders.interleave(n, 16, 4, budget),
         f"shards of {budget:,}": orders.shard_local(n, budget),
-        f"piles of {budget:,}, epoch 0": orders.piles(n, n_piles, seed=0, epoch=0),
-        f"piles of {budget:,}, epoch 1": orders.piles(n, n_piles, seed=0, epoch=1),
+        f"PileLoader, budget {budget:,}, epoch 0": orders.piles(n, n_piles, 0, 0, budget=budget, unit_rows=unit),
+        f"PileLoader, budget {budget:,}, epoch 1": orders.piles(n, n_piles, 0, 1, budget=budget, unit_rows=unit),
         "uniform (all rows in memory)": orders.uniform(n),
     }
-    previous = made[f"piles of {budget:,}, epoch 0"]
+    previous = made[f"PileLoader, budget {budget:,}, epoch 0"]
     tables = {}
     for name, order in made.items():
         follows = previous if name.endswith("epoch 1") else orders.uniform(n, seed=7) if "uniform" in name else None
@@ -119,7 +121,10 @@ def main() -> None:
         )
     first = next(iter(tables.values()))
     columns = [f"{row.metric} ({row.scale})" for row in first.itertuples()] + ["co-batch overlap"]
-    print(f"{n:,} rows, memory of {budget:,} rows, batch {args.batch_size}, blocks of {args.block_size:,} rows\n")
+    print(
+        f"{n:,} rows, memory of {budget:,} rows, batch {args.batch_size}, blocks of {args.block_size:,} rows, "
+        f"units of {unit:,} rows\n"
+    )
     print("| order | " + " | ".join(columns) + " | as uniform |")
     print("|---|" + "---:|" * (len(columns) + 1))
     for name, table in tables.items():
@@ -139,21 +144,22 @@ def main() -> None:
         print(f"drew {args.png}")
 
     print(
-        "\n| piles_in_memory | memory (rows) | co-batch overlap | x independent epochs | as uniform within the epoch |"
+        "\n| budget (rows) | units a group | co-batch overlap | x independent epochs | predicted | "
+        "as uniform within the epoch |"
     )
-    print("|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|")
     for k in (1, 2, 4, 8, 16):
-        first = orders.piles(n, n_piles, seed=0, epoch=0, piles_in_memory=k)
-        second = orders.piles(n, n_piles, seed=0, epoch=1, piles_in_memory=k)
+        first, second = (orders.piles(n, n_piles, 0, e, budget=k * budget, unit_rows=unit) for e in (0, 1))
         table = quality.report(second, batch_size=args.batch_size, n_piles=n_piles, previous=first)
         row = table.set_index("metric").loc["co-batch overlap"]
         within = int((table[table["metric"] != "co-batch overlap"]["verdict"] == "as uniform").sum())
+        group = k * budget // 2
         print(
-            f"| {k} | {k * budget:,} | {row['value']:.4f} | {row['value'] / row['uniform']:.1f} | "
-            f"{within} of {len(table) - 1} |"
+            f"| {k * budget:,} | {group // unit:,} | {row['value']:.4f} | {row['value'] / row['uniform']:.1f} | "
+            f"{unit_excess(n, unit, group):.1f} | {within} of {len(table) - 1} |"
         )
 
-    loader_orders(n, budget, args.batch_size)
+    loader_orders(n, budget, args.batch_size, unit)
 
     print("\n| rows | report s | peak memory | x the order's bytes |")
     print("|---:|---:|---:|---:|")

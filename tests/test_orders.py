@@ -33,6 +33,7 @@ from daskshuffle.epochs._orders import (
     interleave_stream,
     py1br_bounds,
     py1e_ranges,
+    whole_piles,
 )
 from daskshuffle.quality import orders, report
 
@@ -87,9 +88,9 @@ def test_every_order_changes_with_the_epoch_and_the_seed(name: str) -> None:
     assert not np.array_equal(first, second) and not np.array_equal(second, other)
 
 
-def test_the_piles_order_is_the_loaders_stream() -> None:
+def test_whole_piles_are_the_stream_of_shuffled_piles() -> None:
     offsets = offsets_of([5, 0, 9, 7])
-    order = ORDERS["piles"](offsets, 4, 2, division_cuts(21, 2, 10), OrderOptions())
+    order = whole_piles(offsets, 4, 2, division_cuts(21, 2, 10), OrderOptions())
     np.testing.assert_array_equal(order.rows, stream_rows(offsets, 4, 2, 0, 21))
 
 
@@ -220,6 +221,8 @@ def test_the_quality_measures_rank_the_orders_as_expected() -> None:
     n, n_piles = 100_000, 100
 
     def measured(name: str, **options: int) -> dict[tuple[str, str], tuple[float, str]]:
+        if name == "piles":  # a group of one unit of a pile's rows (a budget of two groups)
+            options = {"budget": 2_000, "unit_rows": 1_000}
         first, second = (orders.piles(n, n_piles, seed=11, epoch=e, order=name, **options) for e in (0, 1))
         table = report(second, batch_size=256, n_piles=n_piles, previous=first).set_index(["metric", "scale"])
         return {key: (row.value, row.verdict) for key, row in table.iterrows()}
@@ -267,7 +270,7 @@ def test_parse_order_takes_orders_and_the_names_of_those_that_need_no_options() 
 
 def test_orders_check_their_options_and_carry_them() -> None:
     assert Interleave(cycle_length=2, buffer_size=10).options == OrderOptions(None, 10, 2)
-    assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in ORDERS}
+    assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in [*ORDERS, "piles"]}
     fields = {name: {field.name for field in dataclasses.fields(cls)} for name, cls in ORDER_CLASSES.items()}
     own = {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"budget"}}
     assert fields == {name: options | {"n_lanes"} for name, options in own.items()}  # every order takes the lanes

@@ -50,7 +50,8 @@ def _check_positions(store: str, variable: str, storage_options: dict[str, Any] 
 
 def _epochs_of(
     store: str, variable: str, n_epochs: int, batch_size: int, storage_options: dict[str, Any] | None
-) -> tuple[list[np.ndarray], int]:
+) -> tuple[list[np.ndarray], Any]:
+    """The positions ``store``'s default loader yields in each epoch, and the loader (its units and groups)."""
     from ..loader import PileLoader
 
     with PileLoader(store, batch_size, variables=[variable], storage_options=storage_options) as loader:
@@ -58,7 +59,7 @@ def _epochs_of(
         for epoch in range(n_epochs):
             loader.set_epoch(epoch)
             epochs.append(_positions(np.concatenate([batch[variable] for batch in loader])))
-        return epochs, loader.n_piles
+        return epochs, loader
 
 
 def _in_a_directory(path: str | None, param: click.Parameter, ctx: click.Context) -> str | None:
@@ -111,15 +112,16 @@ def quality(
     from .. import quality as measures
 
     with reported(debug):
-        n_piles = None
+        n_piles, loader = None, None
         if source.endswith(".npy"):
             orders = [_positions(np.load(source))]
         else:
             _check_positions(source, variable, storage_options)
-            orders, n_piles = _epochs_of(source, variable, epochs, batch_size, storage_options)
+            orders, loader = _epochs_of(source, variable, epochs, batch_size, storage_options)
+            n_piles = loader.n_piles
         previous = orders[-2] if len(orders) > 1 else None
         table = measures.report(
-            orders[-1], batch_size=batch_size, block_size=block_size, n_piles=n_piles, previous=previous
+            orders[-1], batch_size=batch_size, block_size=block_size, n_piles=n_piles, previous=previous, loader=loader
         )
         if png:
             names = (

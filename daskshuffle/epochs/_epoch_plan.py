@@ -22,10 +22,8 @@ __all__ = [
     "Segment",
     "cobatch_excess",
     "epoch_pile_order",
-    "grouped_offsets",
     "lane_ranges",
     "n_batches",
-    "pile_groups",
     "pile_permutation",
     "plan_batches",
     "rank_range",
@@ -41,28 +39,6 @@ IntArray = NDArray[np.int64]
 def epoch_pile_order(seed: int, epoch: int, n_piles: int) -> NDArray[np.intp]:
     """The order in which the piles are visited in ``epoch``."""
     return make_rng(seed, "epoch-piles", epoch).permutation(n_piles)
-
-
-def pile_groups(n_piles: int, k: int, seed: int, epoch: int) -> list[IntArray] | None:
-    """Groups of ``k`` piles dealt for ``epoch``: ``None`` for one pile at a time (the quality module's reference).
-
-    The piles are dealt into groups of ``k`` (the
-    last may be smaller) by a permutation drawn from ``(seed, "epoch-groups",
-    epoch)``, afresh every epoch; a group then plays the part of a pile (its
-    place in the epoch's order, its shuffle). Rows of one pile meet rows of
-    other piles in a batch, and not the same ones each epoch.
-
-    Examples
-    --------
-    >>> [group.tolist() for group in pile_groups(5, 2, seed=1, epoch=0)]
-    [[2, 3], [0, 4], [1]]
-    >>> pile_groups(5, 1, seed=0, epoch=0) is None
-    True
-    """
-    if k <= 1 or n_piles <= 1:
-        return None
-    order = make_rng(seed, "epoch-groups", epoch).permutation(n_piles).astype(np.int64)
-    return [np.sort(order[start : start + k]) for start in range(0, n_piles, k)]
 
 
 def cobatch_excess(n_piles: int, k: int) -> float:
@@ -87,18 +63,6 @@ def cobatch_excess(n_piles: int, k: int) -> float:
         return 1.0
     together = 1 / k + (1 - 1 / k) * (k - 1) / (n_piles - 1)
     return together * n_piles / k
-
-
-def grouped_offsets(pile_offsets: IntArray, groups: list[IntArray]) -> IntArray:
-    """The offsets of the groups laid end to end, as if each group were one pile.
-
-    Examples
-    --------
-    >>> grouped_offsets(np.array([0, 4, 6, 10]), [np.array([0, 2]), np.array([1])]).tolist()
-    [0, 8, 10]
-    """
-    sizes = np.diff(pile_offsets)
-    return np.concatenate([[0], np.cumsum([int(sizes[group].sum()) for group in groups])]).astype(np.int64)
 
 
 def pile_permutation(seed: int, epoch: int, pile: int, size: int) -> NDArray[np.intp]:

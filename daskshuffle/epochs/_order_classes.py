@@ -1,6 +1,6 @@
 """The orders as objects, each carrying its own options: what ``PileLoader(order=...)`` takes.
 
-Each class is one order of :data:`~daskshuffle.epochs._orders.ORDERS`, re-exported
+Each class is :class:`Piles` (the loader's own) or one order of :data:`~daskshuffle.epochs._orders.ORDERS`, re-exported
 by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options`
 make one from what a user passes. Every order also takes
 ``n_lanes``: the lanes cut whatever order it is into streams (elastic
@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes, parse_positive_int
 from ._epoch_order import OrderOptions
-from ._orders import ORDER_OPTIONS, ORDERS
+from ._orders import ORDER_OPTIONS
 
 __all__ = [
     "ORDER_CLASSES",
@@ -45,7 +45,7 @@ OrderName = Literal["piles", "naive", "py1s", "py2s"]
 class Order:
     """An order of a loader's epochs, with its options: what ``PileLoader(order=...)`` takes.
 
-    Each subclass is one order of :data:`ORDERS`, named by :attr:`name`; its
+    Each subclass is :class:`Piles` or one order of :data:`ORDERS`, named by :attr:`name`; its
     fields are the options that order needs, checked when it is made. Every
     order also takes ``n_lanes`` (by keyword).
 
@@ -68,7 +68,7 @@ class Order:
     (8, None)
     """
 
-    #: The order's name in :data:`ORDERS` and in a loader's settings.
+    #: The order's name in :data:`ORDER_OPTIONS` and in a loader's settings.
     name: ClassVar[str] = ""
     n_lanes: int | None = field(default=None, kw_only=True)
 
@@ -351,7 +351,7 @@ def parse_order(order: object) -> Order:
         )
     if order not in ORDER_CLASSES:
         raise DaskShuffleValueError(
-            f"Expected order to be one of {sorted(ORDERS)}. Got {order!r} instead.", parameter="order"
+            f"Expected order to be one of {sorted(ORDER_CLASSES)}. Got {order!r} instead.", parameter="order"
         )
     chosen = ORDER_CLASSES[order]
     if ORDER_OPTIONS[order]:
@@ -376,7 +376,7 @@ def order_from_options(name: object, options: Mapping[str, object]) -> Order:
     """
     if not isinstance(name, str) or name not in ORDER_CLASSES:
         raise DaskShuffleValueError(
-            f"Expected order to be one of {sorted(ORDERS)}. Got {name!r} instead.", parameter="order"
+            f"Expected order to be one of {sorted(ORDER_CLASSES)}. Got {name!r} instead.", parameter="order"
         )
     chosen = ORDER_CLASSES[name]
     required = [f.name for f in fields(chosen) if f.default is MISSING]

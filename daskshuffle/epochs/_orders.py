@@ -7,8 +7,8 @@ stream between ranks (or lanes: MosaicML's canonical nodes) and the order's
 :class:`~daskshuffle.epochs._epoch_order.OrderOptions`, it gives the store row at
 every position of the epoch's stream, and the positions where the loader's
 reads start (:attr:`~daskshuffle.epochs._epoch_order.EpochOrder.bounds`). The
-loader cuts that stream between ranks and batches exactly as it cuts
-``"piles"``; a read holds the rows of one unit ``bounds[u]:bounds[u + 1]`` at
+loader cuts that stream between ranks and batches exactly as it cuts its own
+order's; a read holds the rows of one unit ``bounds[u]:bounds[u + 1]`` at
 once, reading them from the store in runs
 (:func:`~daskshuffle.epochs._epoch_order.unit_reads`). Pure numpy, like
 :mod:`daskshuffle.epochs._epoch_plan`: no I/O, no dask, no zarr. Randomness comes
@@ -17,7 +17,10 @@ only from :func:`~daskshuffle._random.make_rng` keyed by ``(seed, purpose, epoch
 The *sample space* of an epoch is the piles laid end to end in the epoch's
 visiting order (:func:`~daskshuffle.epochs._epoch_plan.epoch_pile_order`), each in
 stored order. A pile plays the part of a MosaicML shard, or of a tf.data file.
-Here are the orders that shuffle stretches of it (``"piles"``, ``"naive"`` and
+The loader's own order, ``"piles"`` (:class:`~daskshuffle.orders.Piles`), is
+not here: it reads units of whole chunks dealt into groups under a byte budget
+(:mod:`daskshuffle.plan._unit_plan`), which no pile order describes. Here are
+the orders that shuffle stretches of the sample space (``"naive"`` and
 MosaicML Streaming's ``py1s``, ``py2s``, ``py1b``, ``py1br`` and ``py1e``, with a
 pile in the part of a shard and the divisions, ranks or lanes, in that of
 canonical nodes), tf.data's buffer orders (``"buffer"``, ``shuffle(buffer_size)``,
@@ -54,7 +57,6 @@ __all__ = [
     "interleave",
     "interleave_stream",
     "naive",
-    "piles",
     "py1b",
     "py1br",
     "py1br_bounds",
@@ -62,12 +64,13 @@ __all__ = [
     "py1e_ranges",
     "py1s",
     "py2s",
+    "whole_piles",
 ]
 
 
-# -- the loader's own, a uniform permutation, and MosaicML's -----------------------------------
-def piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
-    """The loader's own: piles in a random order, each shuffled whole (a read per pile)."""
+# -- a uniform permutation, and MosaicML's -----------------------------------------------------
+def whole_piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+    """Piles in a random order, each shuffled whole (a read per pile): the first shuffle of :func:`py2s`."""
     rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
     ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
     return EpochOrder(rows, unit_bounds([0], ends))
@@ -87,7 +90,7 @@ def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options:
 
 def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
-    first = piles(offsets, seed, epoch, divisions, options)
+    first = whole_piles(offsets, seed, epoch, divisions, options)
     bounds = unit_bounds(first.bounds, divisions)
     return EpochOrder(shuffle_units(first.rows, bounds, seed, "order-py2s", epoch), bounds)
 
@@ -236,9 +239,8 @@ def interleave(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, op
 
 
 # -- the registry ----------------------------------------------------------------------------------
-#: Every order, by name: one pure function each, with one signature.
+#: Every order but the loader's own (``"piles"``, units in groups), by name: one pure function each, with one signature.
 ORDERS: dict[str, OrderFunction] = {
-    "piles": piles,
     "naive": naive,
     "py1s": py1s,
     "py2s": py2s,
@@ -251,7 +253,7 @@ ORDERS: dict[str, OrderFunction] = {
 #: Rows a read may take between two rows its unit needs, by order (others: :data:`~daskshuffle.epochs._epoch_order.READ_GAP`). The units of these
 #: orders are stretches of the sample space, read exactly: rows between two of their runs belong to other units.
 READ_GAPS: dict[str, int] = {"py1s": 0, "py1b": 0, "py1br": 0}
-#: The options each order needs.
+#: The options each order needs (``"piles"``'s budget is its own, :class:`~daskshuffle.orders.Piles`).
 ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
     "piles": (),
     "naive": (),

@@ -8,7 +8,8 @@ five standard deviations), so it reads "as uniform" or "not uniform, at this
 scale". :func:`plot_hilbert` and :func:`plot_orders` draw it. The module
 :mod:`daskshuffle.quality.orders` makes reference orders without data: no
 shuffle, a uniform shuffle, a shuffle buffer, interleaved files, shard-local
-shuffles, and :class:`~daskshuffle.PileLoader`'s own.
+shuffles, and :class:`~daskshuffle.PileLoader`'s own (:func:`~daskshuffle.quality.orders.piles`:
+units of a pile store dealt into groups under a budget).
 
 Examples
 --------
@@ -112,9 +113,10 @@ def report(
     loader : PileLoader, optional
         The loader that yielded ``order``: adds how often its rows that share
         a batch will share one again next epoch, over independent shuffles,
-        as its piles mixed at once predict (:func:`~daskshuffle.epochs._epoch_plan.cobatch_excess`;
-        "not uniform" above 2x). When its budget holds too few piles for
-        that, ``table.attrs["advice"]`` says what to do, and :func:`summary` prints it.
+        as its units dealt into groups under its budget predict
+        (:func:`~daskshuffle.epochs._unit_plan.unit_excess`; "not uniform"
+        above 2x). When its budget holds too few units for that,
+        ``table.attrs["advice"]`` says what to do, and :func:`summary` prints it.
 
     Returns
     -------

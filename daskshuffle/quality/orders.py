@@ -3,7 +3,8 @@
 Each returns an order: ``order[i]`` is the source position of the ``i``-th row
 yielded. Memory budgets are in rows, so orders can be compared at equal
 memory: a shuffle buffer of ``b`` rows, ``cycle_length`` files interleaved into
-a buffer, shards of ``shard_size`` rows, or piles of ``n / n_piles`` rows.
+a buffer, shards of ``shard_size`` rows, or what :class:`~daskshuffle.PileLoader`
+holds under ``Piles(budget=)``: two groups of units of ``unit_rows`` rows.
 
 Examples
 --------
@@ -19,18 +20,21 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from .._parse import parse_positive_int
+from .._errors import DaskShuffleValueError
+from .._parse import parse_nbytes, parse_positive_int
 from .._random import make_rng
 from ..epochs import (
     ORDERS,
     OrderOptions,
     buffer_stream,
+    deal_groups,
     division_cuts,
-    grouped_offsets,
+    epoch_runs,
+    group_permutation,
     interleave_stream,
     order_from_options,
-    pile_groups,
-    stream_rows,
+    unit_bounds,
+    unit_rows_for,
 )
 from ..plan import block_order, group_order, make_plan
 
@@ -77,13 +81,48 @@ def shard_local(n: int, shard_size: int, seed: int = 0) -> NDArray[np.int64]:
     return ORDERS["py1s"](shards, seed, 0, division_cuts(n, 1, n), OrderOptions()).rows
 
 
+def _store(n: int, n_piles: int, seed: int, block_rows: int | None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The pile offsets of the store ``shuffle_zarr(..., n_piles, seed=seed)`` writes, and the source position of each row.
+
+    The plan's own functions, run in memory: pass 1 over blocks of
+    ``block_rows`` rows (default ``n // 64``), then the merge, each pile
+    stored in an order drawn from the seed.
+    """
+    block_rows = parse_positive_int(block_rows or max(1, n // 64), "block_rows")
+    lengths = [min(block_rows, n - start) for start in range(0, n, block_rows)]
+    plan = make_plan(lengths, n_piles, seed)
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
+    stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0, shuffled=True)]
+    return plan.pile_offsets, stored.astype(np.int64)
+
+
+def _unit_sizes(n: int, budget: object, unit_rows: object, row_nbytes: float) -> tuple[int, int]:
+    """Rows of a group and of a unit for a loader of ``budget`` bytes over rows of ``row_nbytes``, as it chooses them."""
+    if budget is None or unit_rows is None:
+        raise DaskShuffleValueError(
+            "Expected budget= (what Piles(budget=) holds, in bytes of rows of row_nbytes) and unit_rows= (rows of a "
+            f"chunk of the store) for order='piles'. Got budget={budget!r} and unit_rows={unit_rows!r} instead.",
+            parameter="budget" if budget is None else "unit_rows",
+        )
+    row = max(float(row_nbytes), 1.0)
+    group_rows = int(parse_nbytes(budget, "budget") // 2 // row)
+    chunk = parse_positive_int(unit_rows, "unit_rows")
+    unit = unit_rows_for({"": chunk}, {"": max(1, round(row))}, n_rows=n, group_rows=group_rows)
+    unit = max(1, min(unit, n))
+    return max(unit, group_rows), unit
+
+
 def piles(
     n: int,
     n_piles: int,
     seed: int = 0,
     epoch: int = 0,
+    *,
+    budget: int | str | None = None,
+    unit_rows: int | None = None,
+    row_nbytes: float = 1,
     block_rows: int | None = None,
-    piles_in_memory: int = 1,
     order: str = "piles",
     shuffle_block_size: int | None = None,
     buffer_size: int | None = None,
@@ -91,16 +130,25 @@ def piles(
 ) -> NDArray[np.int64]:
     """What :class:`~daskshuffle.PileLoader` yields in ``epoch`` from ``shuffle_zarr(..., n_piles, seed=seed)``.
 
-    The plan's own functions, run in memory: pass 1 over blocks of
-    ``block_rows`` rows (default ``n // 64``), the merge, then the loader's
-    epoch: piles (or, with ``piles_in_memory=k``, groups of ``k`` piles dealt
-    afresh each epoch) in a random order, each shuffled whole; or, with
-    ``order`` and its options, the order ``PileLoader(order=...)`` yields
-    on one rank.
+    The source position of each row yielded, on one rank, from the plan's own
+    functions run in memory: the store that the shuffle writes (pass 1 over
+    blocks of ``block_rows`` rows, default ``n // 64``, then the merge), read
+    as ``PileLoader(order=Piles(budget=budget))`` reads it, by the functions
+    the loader calls: the store's units of ``unit_rows`` rows (its chunks)
+    dealt afresh each epoch into groups of half the budget, each group handed
+    out in one uniform permutation of its rows. ``budget`` is in bytes of rows
+    of ``row_nbytes`` bytes (by default 1: rows), an integer or a size such as
+    ``"1GiB"``; a real loader's choice is in ``loader.settings.unit_rows`` and
+    ``group_rows``. With ``order`` other than ``"piles"`` and its options
+    (``shuffle_block_size``, ``buffer_size``, ``cycle_length``), the order
+    ``PileLoader(order=...)`` yields instead; those take no budget.
 
     Examples
     --------
     >>> from daskshuffle.quality import orders
+    >>> yielded = orders.piles(1000, 4, seed=0, budget=400, unit_rows=50)  # groups of 200 rows: 4 units
+    >>> sorted(yielded.tolist()) == list(range(1000))
+    True
     >>> yielded = orders.piles(1000, 4, seed=0, order="py1b", shuffle_block_size=300)
     >>> sorted(yielded.tolist()) == list(range(1000))
     True
@@ -112,18 +160,20 @@ def piles(
         "cycle_length": cycle_length,
     }
     chosen = order_from_options(order, options)
-    name, parsed = chosen.name, chosen.options
-    block_rows = block_rows or max(1, n // 64)
-    lengths = [min(block_rows, n - start) for start in range(0, n, block_rows)]
-    plan = make_plan(lengths, n_piles, seed)
-    starts = np.concatenate([[0], np.cumsum(lengths)])
-    pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
-    stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0, shuffled=True)]
-    groups = pile_groups(n_piles, parse_positive_int(piles_in_memory, "piles_in_memory"), seed, epoch)
-    if name != "piles":
-        return stored[ORDERS[name](plan.pile_offsets, seed, epoch, division_cuts(n, 1, n), parsed).rows]
-    if groups is None:
-        return stored[stream_rows(plan.pile_offsets, seed, epoch, 0, n)].astype(np.int64)
-    offsets = plan.pile_offsets  # groups laid end to end, then streamed as piles are
-    regrouped = np.concatenate([stored[offsets[p] : offsets[p + 1]] for group in groups for p in group.tolist()])
-    return regrouped[stream_rows(grouped_offsets(offsets, groups), seed, epoch, 0, n)].astype(np.int64)
+    offsets, stored = _store(n, n_piles, seed, block_rows)
+    if chosen.name != "piles":
+        if budget is not None or unit_rows is not None:
+            raise DaskShuffleValueError(
+                f"Expected budget= and unit_rows= with order='piles' only. Got them with order={chosen.name!r} "
+                "instead: its reads are its own (shuffle_block_size, buffer_size); leave them out.",
+                parameter="budget" if budget is not None else "unit_rows",
+            )
+        return stored[ORDERS[chosen.name](offsets, seed, epoch, division_cuts(n, 1, n), chosen.options).rows]
+    group_rows, unit = _unit_sizes(n, budget, unit_rows, row_nbytes)
+    runs = epoch_runs(unit_bounds(n, unit), seed, epoch)
+    _, groups = deal_groups(runs[:, 1] - runs[:, 0], group_rows, seed, epoch)
+    out = [np.zeros(0, dtype=np.int64)]
+    for index, group in enumerate(groups):
+        rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs[group].tolist()])
+        out.append(rows[group_permutation(len(rows), seed, epoch, index)])
+    return stored[np.concatenate(out)].astype(np.int64)
