@@ -27,7 +27,7 @@ from daskshuffle import shuffle_dataframe, shuffle_lines, shuffle_parquet, shuff
 from daskshuffle.formats import CollectionSource, Format
 from daskshuffle.pilestore import ParquetWriting
 from daskshuffle.plan._plan import make_plan
-from daskshuffle.shuffle._compute import array_inputs, describe_partitions
+from daskshuffle.shuffle._collections import array_inputs, describe_partitions
 from daskshuffle.sources import open_zarr_sources
 from daskshuffle.sources._dataframe import open_dataframe_source
 from daskshuffle.sources._parquet import open_parquet_sources
