@@ -13,8 +13,8 @@ from hypothesis import given, strategies as st
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, quality
 from daskshuffle._cli import cli
-from daskshuffle.orders import Piles
 from daskshuffle.epochs import unit_excess
+from daskshuffle.orders import Piles
 from daskshuffle.quality import orders
 
 N = 200_000
