@@ -182,9 +182,8 @@ class EpochShuffler:
     shuffle : callable, default :func:`daskshuffle.shuffle_zarr`
         ``shuffle(src, dst, seed=..., **shuffle_options)``.
     shuffle_options, loader_options : dict, optional
-        More arguments of ``shuffle`` (``n_piles``, ``pile_memory``, ...), as
-        :func:`daskshuffle.append` takes them too, and of
-        :class:`~daskshuffle.PileLoader` (``prefetch``, ``variables``, ...).
+        More arguments of ``shuffle`` (``n_piles``, ``pile_memory``, ...) and
+        of :class:`~daskshuffle.PileLoader` (``prefetch``, ``variables``, ...).
         Names that ``shuffle`` does not take are a ``TypeError`` here.
 
     Examples
