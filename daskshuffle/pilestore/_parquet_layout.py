@@ -73,6 +73,7 @@ def leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:
 
     Examples
     --------
+    >>> import pyarrow as pa
     >>> leaf_paths(pa.schema({"id": pa.int64(), "tags": pa.list_(pa.string())}))
     {'id': ['id'], 'tags': ['tags.list.element']}
     """
@@ -139,7 +140,7 @@ def column_options(table: pa.Table, compression: str) -> tuple[list[str], str | 
 
     Examples
     --------
-    >>> import numpy as np
+    >>> import numpy as np, pyarrow as pa
     >>> table = pa.table({"label": np.arange(1000) % 3, "x": np.random.default_rng(0).random(1000)})
     >>> column_options(table, "auto")
     (['label'], {'label': 'snappy', 'x': 'none'})

@@ -72,6 +72,7 @@ def decoded_chunks(array: zarr.Array[Any], url: str, start: int, stop: int) -> I
 
     Examples
     --------
+    >>> import zarr
     >>> array = zarr.open_array("raw.zarr/x", mode="r")
     >>> with decoded_chunks(array, "raw.zarr/x", 0, 100):
     ...     values = array[0:100]
