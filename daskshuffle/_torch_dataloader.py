@@ -56,8 +56,8 @@ class WorkerBatches:
     shared memory unless it is there already (``torch.multiprocessing.reductions``),
     so a batch gathered straight into shared memory crosses without a copy. But
     each handle is a file descriptor passed over a fresh connection
-    (``multiprocessing.resource_sharer``), about 2 ms here whatever the size,
-    while a pipe moves a 256 KiB batch by value in a tenth of that. So a batch
+    (``multiprocessing.resource_sharer``), a fixed cost whatever the size,
+    while a pipe moves a small batch by value in a fraction of it. So a batch
     of at least ``torch.shared-nbytes`` (``daskshuffle.config``) is gathered into one new shared storage
     (one handle for all its variables), and a smaller one into plain arrays
     sent by value (see :class:`ByValue`).

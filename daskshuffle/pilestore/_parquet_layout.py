@@ -1,14 +1,10 @@
 """How a Parquet pile store's columns are encoded: dictionary and codec chosen from the data, column by column.
 
-pyarrow dictionary-encodes every column unless told otherwise, and the default
-codec used to be snappy for every column. Neither suits the columns of a
-training set that are mostly distinct numbers: a row group of 7,947 random
-float32 values took 45 KB (a 32 KB dictionary page, then 13-bit indices)
-instead of 32 KB, and snappy saved nothing on it. Reading 64 such columns,
-dictionary and snappy, took 7.1 ms a pile of 2 MiB against 2.9 ms plain and
-uncompressed.
-
-So each part file's columns are chosen from a sample of the rows it holds
+pyarrow dictionary-encodes every column unless told otherwise. That suits
+neither the columns of a training set that are mostly distinct numbers (a
+dictionary page larger than the values, and a codec that saves nothing) nor
+the speed of reading them (``benchmarks/RESULTS.md``, Parquet pile stores). So
+each part file's columns are chosen from a sample of the rows it holds
 (:func:`column_options`):
 
 - **Dictionary** for a column with few distinct values (at most

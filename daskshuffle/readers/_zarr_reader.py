@@ -1,7 +1,8 @@
 """Reading a Zarr pile store at the machine's read speed, and checking what it reads.
 
-zarr-python spends about 0.3 to 0.5 ms on every chunk it reads, whatever its
-size. A pile is a contiguous run of rows, so the reader here skips zarr: it
+zarr-python spends a fixed time on every chunk it reads, whatever its size
+(``benchmarks/RESULTS.md``, the loader). A pile is a contiguous run of rows,
+so the reader here skips zarr: it
 works out which chunk files of every variable hold the rows, reads each whole
 file with one call (``os.preadv`` straight into the output array for a local
 file stored without compressor; ``fsspec`` ``cat_ranges`` of many files at
@@ -9,16 +10,14 @@ once on any other filesystem), verifies each chunk's crc32c, decodes with
 numcodecs, and checks every size (all of which is ``_zarr_chunks``). File reads, crc32c of large buffers and decoding
 release the GIL, so the loader's prefetch threads read piles in parallel; a
 reader opened with ``threads=k`` also spreads the chunks of one read over a
-pool of ``k`` threads of its own (measured no faster on a busy 2-core machine,
-hence not the default).
+pool of ``k`` threads of its own (not the default: no faster on 2 cores).
 
 It understands the codec pipelines a pile store may hold: ``bytes``
 (little-endian), optionally one compressor (blosc, zstd or gzip), optionally
 ``crc32c`` last. Any other variable (another pipeline, fixed-length strings,
-a pile store of format version 1) is read through zarr, without checks.
+is read through zarr, without checks.
 
-A missing chunk file is an error when the store records that every chunk was
-written (format version 2); a truncated or corrupted one always is. The error,
+A missing, truncated or corrupted chunk file is an error. The error,
 :class:`~daskshuffle.CorruptPileStoreError`, names the store, the pile, the
 variable and the file.
 """
