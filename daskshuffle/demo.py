@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"first ids of the pile store:    {ids[:8].tolist()}")
     print(
         f"  read directly, a pile store is shuffled ({ascending:.1%} of consecutive ids ascend): each pile is "
-        "stored in an order drawn from the seed, and PileLoader mixes runs of piles afresh every epoch"
+        "stored in an order drawn from the seed, and PileLoader deals its chunks into new groups every epoch"
     )
     print(f"first ids of the shuffled copy: {shuffled[:8].tolist()}")
     same = "the same rows in the same order" if np.array_equal(ids, shuffled) else "the same rows"
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{nbytes / 2**20 / copy.seconds:.0f} MiB/s (shuffled copy)\n"
         f"  both hold {same}; the copy is cut in larger chunks, for readers that go front to back, and the first "
         "shuffle also pays for the workers' first imports (on data this small, the two figures say little). Piles are the "
-        "default because PileLoader reads their small chunks as runs of piles and mixes them afresh every epoch: "
+        "default because PileLoader reads their small chunks as units and deals them into new groups every epoch: "
         "a new order each epoch, where a copy read front to back repeats one"
     )
     loading = time.perf_counter()
