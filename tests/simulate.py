@@ -5,10 +5,12 @@ It is what the dask graph must produce: the tests compare real stores with it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
-from daskshuffle.epochs._unit_plan import group_permutation, unit_bounds, unit_groups
+from daskshuffle.epochs._unit_plan import deal_groups, group_permutation, unit_bounds
 from daskshuffle.plan._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
 from daskshuffle.plan._plan import Plan, block_order, group_order, make_plan, merge_runs
 
@@ -67,6 +69,12 @@ def simulate_levels(
         out.append(rows[group_order(counts, plan.seed, start, shuffled=shuffled)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
     return plan, order.astype(np.int64)
+
+
+def unit_groups(bounds: NDArray[np.int64], group_rows: int, seed: int, epoch: int) -> tuple[Any, list[Any]]:
+    """The groups of one store's units at ``bounds`` in ``epoch``, as the loader deals them (each unit once)."""
+    sizes = np.diff(np.asarray(bounds, dtype=np.int64)).astype(np.int64)
+    return deal_groups(sizes, group_rows, seed, epoch)
 
 
 def unit_stream(n_rows: int, unit_rows: int, group_rows: int, seed: int, epoch: int) -> NDArray[np.int64]:

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
+from simulate import unit_groups
 
 import daskshuffle as ds
 from daskshuffle.epochs import rank_range, unit_bounds
-from daskshuffle.epochs._unit_plan import unit_groups
 from daskshuffle.orders import Piles
 from daskshuffle.pilestore import read_metadata
 from daskshuffle.storage._cache import MARKER, SCAN_FRACTION

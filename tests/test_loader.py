@@ -23,12 +23,11 @@ import numpy as np
 import pytest
 import zarr
 from conftest import Configure, consume, interruptible, make_zarr_source
-from simulate import unit_stream
+from simulate import unit_groups, unit_stream
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader, SourceNotFoundError
 from daskshuffle.epochs import unit_bounds
-from daskshuffle.epochs._unit_plan import unit_groups
 from daskshuffle.orders import Piles
 
 N_ROWS = 1_000

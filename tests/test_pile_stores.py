@@ -27,13 +27,12 @@ import pytest
 import xarray as xr
 import zarr
 from conftest import consume
-from simulate import unit_stream
+from simulate import unit_groups, unit_stream
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, PileLoader
 from daskshuffle.epochs import unit_bounds
 from daskshuffle.epochs._epoch_plan import epoch_pile_order, rank_range
-from daskshuffle.epochs._unit_plan import unit_groups
 from daskshuffle.orders import Piles
 from daskshuffle.plan import fingerprint
 from daskshuffle.readers import open_pile_reader

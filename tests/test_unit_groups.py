@@ -14,12 +14,11 @@ import zarr
 from conftest import Points, make_zarr_source
 from hypothesis import given, settings, strategies as st
 from scipy import stats
-from simulate import unit_stream
+from simulate import unit_groups, unit_stream
 
 import daskshuffle
 from daskshuffle import PileLoader
 from daskshuffle.epochs import auto_budget, epoch_runs, group_permutation, rank_range, unit_bounds, unit_excess
-from daskshuffle.epochs._unit_plan import unit_groups
 from daskshuffle.loader._reads import LoaderReads
 from daskshuffle.orders import Piles
 from daskshuffle.quality._metrics import cobatch_overlap

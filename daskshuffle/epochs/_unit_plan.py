@@ -7,7 +7,7 @@ uniform order drawn from the seed. The loader then reads *units*, runs of
 ``unit_rows`` store rows that a read takes cheaply (whole chunks), and:
 
 - deals the units into groups of about ``group_rows`` rows, afresh every epoch
-  (:func:`unit_groups`, from ``(seed, "unit-groups", epoch)``): a group is
+  (:func:`deal_groups` of the runs of :func:`epoch_runs`, from ``(seed, "unit-groups", epoch)``): a group is
   what the loader holds and mixes at once, its place in the epoch's order;
 - hands each group's rows out in one uniform permutation of the group
   (:func:`group_permutation`, from ``(seed, "unit-mix", epoch, group)``).
@@ -46,7 +46,6 @@ __all__ = [
     "group_permutation",
     "unit_bounds",
     "unit_excess",
-    "unit_groups",
     "unit_rows_for",
 ]
 
@@ -254,20 +253,6 @@ def apart(rows: IntArray, order: NDArray[np.intp], seed: int, epoch: int, group:
                 break
             yielded[at], yielded[other] = a, b
     return order
-
-
-def unit_groups(bounds: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:
-    """The groups of the units at ``bounds`` of one store, each once: :func:`deal_groups` of their sizes.
-
-    Examples
-    --------
-    >>> offsets, groups = unit_groups(np.array([0, 4, 8, 12, 14]), 8, seed=0, epoch=0)
-    >>> offsets.tolist(), sorted(int(u) for group in groups for u in group)
-    ([0, 8, 14], [0, 1, 2, 3])
-    """
-    given = np.asarray(bounds, dtype=np.int64)
-    sizes = (given[1:] - given[:-1]).astype(np.int64)
-    return deal_groups(sizes, group_rows, seed, epoch)
 
 
 def deal_groups(sizes: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:

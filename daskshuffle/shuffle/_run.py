@@ -132,6 +132,8 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
     began = time.perf_counter()
     dst, given_tmp = shuffle_locations(options)
     resumable = not fmt.moves_into_place and bool(fmt.describe_source())
+    # A source with an identity (files, or a dask token) is recognised in its complete store, resumable or not.
+    recognised = resumable or bool(fmt.identify_source())
     chosen_tmp = given_tmp or local_pieces(dst, sum(fmt.block_lengths) * fmt.row_nbytes)
     try:
         tmp = check_destination(
@@ -139,14 +141,22 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
             dst,
             chosen_tmp,
             # An existing dst is decided on below, once it is planned.
-            overwrite=options.overwrite or resumable or bool(fmt.identify_source()),
+            overwrite=options.overwrite or recognised,
             storage_options=options.storage_options,
             directory=fmt.dst_is_directory,
         )
         # What is at dst decides what this run does: it is looked at once no other run can change it.
         with exclusive(dst):
             result, n_tasks = _run_locked(
-                fmt, options, variables, dst=dst, tmp=tmp, given_tmp=chosen_tmp, resumable=resumable, began=began
+                fmt,
+                options,
+                variables,
+                dst=dst,
+                tmp=tmp,
+                given_tmp=chosen_tmp,
+                resumable=resumable,
+                recognised=recognised,
+                began=began,
             )
     finally:
         if chosen_tmp is not None and given_tmp is None:
@@ -176,6 +186,7 @@ def _run_locked(
     tmp: Location,
     given_tmp: Location | None,
     resumable: bool,
+    recognised: bool,
     began: float,
 ) -> tuple[ShuffleResult, int]:
     """Plan, decide (:func:`~daskshuffle.shuffle._resume.decide`) and carry it out, the lock of dst held.
@@ -185,7 +196,6 @@ def _run_locked(
     materialize = options.materialize
     # Once the lock is held: what was checked before may have changed.
     target = dst if fmt.moves_into_place else build_path(dst, dst.exists())
-    recognised = resumable or bool(fmt.identify_source())
     store = _read_store(dst, target, tmp, look=recognised and not options.overwrite, resumable=resumable)
     choices = ResumeOptions(overwrite=options.overwrite, resumable=resumable, seed_given=options.seed_given)
     seed = earlier_seed(store, choices, options.seed)
