@@ -247,7 +247,6 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
     a core, or ``shuffle.remote-threads`` (``daskshuffle.config``; ``remote``) when they mostly wait for an
     object store, whose requests take tens of milliseconds each.
     """
-    result = Delayed(key, graph)
     client = _active_client()
     if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
         workers = live_workers(client)
@@ -263,6 +262,7 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
             if isinstance(error, KeyboardInterrupt) and not str(error):
                 raise KeyboardInterrupt(_workers_after_interrupt(client, workers)) from error
             raise
+    result = Delayed(key, graph)
     if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
         return _compute_locally(result, progress)  # the scheduler the caller configured
     # Threads of our own, joined before returning: after a failure, no task may
