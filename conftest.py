@@ -9,7 +9,10 @@ temporary directory that holds exactly:
   (``"label-0"``, ``"label-1"``, ``"label-2"``, in turn);
 - ``corpus.jsonl``: 1000 lines ``{"id": i}``;
 - ``piles.zarr`` and ``piles.parquet``: their pile stores, ``shuffle_zarr`` / ``shuffle_parquet``
-  with ``n_piles=8, seed=0``.
+  with ``n_piles=8, seed=0``;
+- ``day-2.zarr``: a copy of ``raw.zarr``, the next day's rows, for ``append``;
+- ``window.zarr``: a pile store of two generations, ``raw.zarr`` (``n_piles=4, seed=0``) and
+  ``day-2.zarr`` appended (``seed=1``).
 
 so an example reads like a user's session: ``daskshuffle.PileLoader("piles.zarr", batch_size=100)``.
 The stores are made once per session and copied for each example. Examples run on dask's threaded
@@ -60,9 +63,12 @@ def doctest_stores(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("doctest-stores")
     _write_sources(root)
+    shutil.copytree(root / "raw.zarr", root / "day-2.zarr")
     with dask.config.set(scheduler="threads"):
         daskshuffle.shuffle_zarr(root / "raw.zarr", root / "piles.zarr", n_piles=8, seed=0)
         daskshuffle.shuffle_parquet(root / "raw.parquet", root / "piles.parquet", n_piles=8, seed=0)
+        daskshuffle.shuffle_zarr(root / "raw.zarr", root / "window.zarr", n_piles=4, seed=0)
+        daskshuffle.append(root / "window.zarr", root / "day-2.zarr", seed=1)
     return root
 
 

@@ -25,12 +25,7 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
 
     Examples
     --------
-    >>> import daskshuffle
-    >>> import shutil
-    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "grown.zarr", n_piles=4, seed=0)
-    >>> _ = shutil.copytree("raw.zarr", "day-2.zarr")  # the next day's rows
-    >>> _ = daskshuffle.append("grown.zarr", "day-2.zarr", seed=1)
-    >>> reader = GenerationsReader("grown.zarr")
+    >>> reader = GenerationsReader("window.zarr")  # raw.zarr, then day-2.zarr appended
     >>> reader.n_rows, len(reader.generations)
     (2000, 2)
     """

@@ -231,10 +231,7 @@ def append(
     Examples
     --------
     >>> import daskshuffle
-    >>> import shutil
-    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
-    >>> _ = shutil.copytree("raw.zarr", "day-2.zarr")  # the next day's rows
-    >>> [g.n_rows for g in daskshuffle.append("window.zarr", "day-2.zarr", seed=1)]
+    >>> [g.n_rows for g in daskshuffle.append("piles.zarr", "day-2.zarr", seed=1)]  # the next day's rows
     [1000, 1000]
     """
     from ..shuffle import shuffle_zarr
@@ -296,10 +293,8 @@ def evict(
     Examples
     --------
     >>> import daskshuffle
-    >>> import shutil
-    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
-    >>> _ = shutil.copytree("raw.zarr", "day-2.zarr")  # the next day's rows
-    >>> _ = daskshuffle.append("window.zarr", "day-2.zarr", seed=1)
+    >>> [g.generation for g in daskshuffle.generations("window.zarr")]  # raw.zarr, then day-2.zarr appended
+    [0, 1]
     >>> [g.generation for g in daskshuffle.evict("window.zarr", keep_last=1)]
     [1]
     """
@@ -358,10 +353,8 @@ def compact(
     Examples
     --------
     >>> import daskshuffle
-    >>> import shutil
-    >>> _ = daskshuffle.shuffle_zarr("raw.zarr", "window.zarr", n_piles=4, seed=0)
-    >>> _ = shutil.copytree("raw.zarr", "day-2.zarr")  # the next day's rows
-    >>> _ = daskshuffle.append("window.zarr", "day-2.zarr", seed=1)
+    >>> [g.generation for g in daskshuffle.generations("window.zarr")]  # raw.zarr, then day-2.zarr appended
+    [0, 1]
     >>> [(g.generation, g.n_rows) for g in daskshuffle.compact("window.zarr")]
     [(2, 2000)]
     """
