@@ -58,10 +58,12 @@ def test_the_examples_directory_holds_exactly_what_conftest_promises(doctest_sto
 
     assert sorted(path.name for path in doctest_stores.iterdir()) == [
         "corpus.jsonl",
+        "day-2.zarr",
         "piles.parquet",
         "piles.zarr",
         "raw.parquet",
         "raw.zarr",
+        "window.zarr",
     ]
     raw = zarr.open_group(doctest_stores / "raw.zarr", mode="r")
     assert raw.metadata.zarr_format == 3
@@ -81,6 +83,8 @@ def test_the_examples_directory_holds_exactly_what_conftest_promises(doctest_sto
         with daskshuffle.PileLoader(doctest_stores / name, batch_size=100, seed=0) as loader:
             ids = np.concatenate([np.asarray(batch["id"]) for batch in loader])
         assert sorted(ids.tolist()) == list(range(1000)) and ids.tolist() != list(range(1000)), kind
+    window = daskshuffle.generations(doctest_stores / "window.zarr")
+    assert [(g.generation, g.n_rows, g.seed) for g in window] == [(0, 1000, 0), (1, 1000, 1)]
 
 
 def _python_blocks(markdown: str) -> list[str]:
