@@ -148,8 +148,8 @@ def test_sizes_take_strings_and_integers_alike() -> None:
         "levels": "auto",
     }
     for name in ("pile_memory", "block_memory"):
-        given = parse_shuffle_options(**{**shared, name: "64MiB"})
-        assert given == parse_shuffle_options(**{**shared, name: 64 * 2**20})
+        given = parse_shuffle_options({**shared, name: "64MiB"})
+        assert given == parse_shuffle_options({**shared, name: 64 * 2**20})
 
 
 def _frame(n: int = 600) -> pd.DataFrame:

@@ -36,18 +36,20 @@ def test_settings_round_trip_and_refuse_other_keys() -> None:
     for settings in (
         ShuffleSettings(n_piles=8, seed=1, materialize=False),
         parse_shuffle_options(
-            dst="out.zarr",
-            n_piles=512,
-            seed=0,
-            overwrite=False,
-            materialize=False,
-            pile_memory="256MiB",
-            block_memory="64MiB",
-            tmp=None,
-            progress=False,
-            storage_options=None,
-            verify=False,
-            levels="auto",
+            dict(
+                dst="out.zarr",
+                n_piles=512,
+                seed=0,
+                overwrite=False,
+                materialize=False,
+                pile_memory="256MiB",
+                block_memory="64MiB",
+                tmp=None,
+                progress=False,
+                storage_options=None,
+                verify=False,
+                levels="auto",
+            )
         ),
     ):
         assert type(settings).from_dict(settings.to_dict()) == settings

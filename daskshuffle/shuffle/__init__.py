@@ -3,7 +3,7 @@
 from ._compute import map_tasks
 from ._frames import shuffle_parquet
 from ._lines import shuffle_lines
-from ._options import document_options, parse_forwarded_options
+from ._options import parse_forwarded_options
 from ._run import ShuffleResult
 from ._shuffle import shuffle_zarr
 from ._verify import sources_changed, verify
@@ -11,7 +11,6 @@ from ._xarray import shuffle_xarray
 
 __all__ = [
     "ShuffleResult",
-    "document_options",
     "map_tasks",
     "parse_forwarded_options",
     "shuffle_lines",

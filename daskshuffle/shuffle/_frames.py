@@ -13,7 +13,7 @@ from ..sources import COMPRESSIONS, open_dataframe_source, open_parquet_sources
 from ..storage import Location, identify_token
 from . import _collections, _compute
 from ._destination import check_destination, shuffle_locations
-from ._options import document_options, parse_arguments
+from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
 
 if TYPE_CHECKING:
@@ -40,7 +40,6 @@ def parse_writing(compression: object, row_group_size: object, n_output_files: o
     )
 
 
-@document_options(block_memory="Runs of whole row groups are read (a row group larger than this is one block).")
 def shuffle_parquet(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -104,7 +103,54 @@ def shuffle_parquet(
         one file per group of piles of about ``block_memory``; on object
         storage, files of whole piles of about 16 MiB, each group's written at
         once (a request streams at one connection's speed).
-    {shared options}
+    n_piles : int or "auto", default 512
+        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
+    seed : int, optional
+        Same seed, same source and same parameters give the same output, whatever the
+        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
+        resumable shuffle interrupted and called again with ``None`` continues with the
+        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
+        the loader reads the order a shuffle drew.)
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    materialize : bool, default False
+        Write a fully shuffled copy instead of a pile store.
+    pile_memory : int or str, default "256MiB"
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
+        planning time, before anything is written.
+    block_memory : int or str, default "64MiB"
+        About how much of the source one pass-1 task reads, in bytes or as a size such
+        as "64MiB". Runs of whole row groups are read (a row group larger than this is
+        one block).
+    tmp : path or URL, optional
+        A directory for the pieces between the passes; they go to a subdirectory named
+        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
+        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
+        object storage, this machine's temporary directory instead when every worker
+        sees it and it has room for 2.5 times the data (a local disk writes and reads
+        them faster than requests).
+    progress : bool, default False
+        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
+        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
+        without one, text. Then the bar's last state as one line, which a log or a saved
+        notebook keeps (a log gets only that line).
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the output is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
+        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
+        once a pile outgrows a block), which falls with the data's size; with ``L``,
+        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
+        as many ways again by every level but the last, then to piles, keeping reads
+        large for one more write and read of the data a level. ``"auto"`` adds a level
+        where fewer would make ten thousand reads or more of under 64 KiB, and more
+        while a level costs less than the reads it saves (two from about 256 GiB with
+        the defaults and ``n_piles='auto'``, three from about 66 TiB);
+        :func:`daskshuffle.explain` shows the choice.
 
     Returns
     -------
@@ -118,7 +164,7 @@ def shuffle_parquet(
     >>> daskshuffle.shuffle_parquet("raw.parquet", "shuffled.parquet", n_piles=8, seed=0)
     <ShuffleResult pile store '...shuffled.parquet': 1,000 rows in 8 piles ...>
     """
-    checked = parse_arguments(locals())
+    checked = parse_shuffle_options(locals())
     chosen = parse_variables(columns, "columns")
     writing = parse_writing(compression, row_group_size, n_output_files)
     fmt = open_parquet_sources(
@@ -131,10 +177,6 @@ def shuffle_parquet(
     return run_shuffle(fmt, checked, variables=fmt.variables)
 
 
-@document_options(
-    block_memory="A pandas DataFrame is cut into blocks of this size; each partition of a dask DataFrame is a block.",
-    verify="The DataFrame is read again for the check (a dask DataFrame from its spool).",
-)
 def shuffle_dataframe(
     df: Any,
     dst: PathLike,
@@ -180,7 +222,55 @@ def shuffle_dataframe(
         numbers the rows, is dropped.
     compression, row_group_size, n_output_files
         As for :func:`shuffle_parquet`.
-    {shared options}
+    n_piles : int or "auto", default 512
+        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
+    seed : int, optional
+        Same seed, same source and same parameters give the same output, whatever the
+        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
+        resumable shuffle interrupted and called again with ``None`` continues with the
+        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
+        the loader reads the order a shuffle drew.)
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    materialize : bool, default False
+        Write a fully shuffled copy instead of a pile store.
+    pile_memory : int or str, default "256MiB"
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
+        planning time, before anything is written.
+    block_memory : int or str, default "64MiB"
+        About how much of the source one pass-1 task reads, in bytes or as a size such
+        as "64MiB". A pandas DataFrame is cut into blocks of this size; each partition
+        of a dask DataFrame is a block.
+    tmp : path or URL, optional
+        A directory for the pieces between the passes; they go to a subdirectory named
+        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
+        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
+        object storage, this machine's temporary directory instead when every worker
+        sees it and it has room for 2.5 times the data (a local disk writes and reads
+        them faster than requests).
+    progress : bool, default False
+        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
+        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
+        without one, text. Then the bar's last state as one line, which a log or a saved
+        notebook keeps (a log gets only that line).
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the output is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
+        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+        The DataFrame is read again for the check (a dask DataFrame from its spool).
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
+        once a pile outgrows a block), which falls with the data's size; with ``L``,
+        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
+        as many ways again by every level but the last, then to piles, keeping reads
+        large for one more write and read of the data a level. ``"auto"`` adds a level
+        where fewer would make ten thousand reads or more of under 64 KiB, and more
+        while a level costs less than the reads it saves (two from about 256 GiB with
+        the defaults and ``n_piles='auto'``, three from about 66 TiB);
+        :func:`daskshuffle.explain` shows the choice.
 
     Returns
     -------
@@ -204,7 +294,7 @@ def shuffle_dataframe(
         )
     if index is not None and not isinstance(index, bool):
         raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
-    checked = parse_arguments(locals())
+    checked = parse_shuffle_options(locals())
     writing = parse_writing(compression, row_group_size, n_output_files)
     token = _compute.token_of(df)
     if not _collections.is_dask_dataframe(df):  # run again, it returns the store it wrote, as every shuffle does

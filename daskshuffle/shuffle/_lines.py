@@ -41,7 +41,7 @@ from ..sources import (
 from ..storage import Location
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
-from ._options import ShuffleOptions, document_options, lines_block_memory, parse_arguments
+from ._options import ShuffleOptions, lines_block_memory, parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
 
 __all__ = ["shuffle_lines"]
@@ -108,14 +108,6 @@ def _sample(
     return counts, order_sample(parts, seed), len(counts) + len(plan)
 
 
-@document_options(
-    n_piles="The result is exactly shuffled either way; piles only bound memory. The default is text's own.",
-    pile_memory="A task holds about twice this much: the default, text's own, keeps a worker thread near 100 MB.",
-    block_memory="Of an uncompressed file; by default 16 MiB, or half of ``pile_memory`` if that is less.",
-    tmp="The plain copies of compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.",
-    verify="Not for text: ``True`` is an error, raised before anything is read, since the output is a text file, "
-    "not a pile store that :func:`daskshuffle.verify` reads.",
-)
 def shuffle_lines(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -187,7 +179,58 @@ def shuffle_lines(
         near-equal numbers of lines (they differ by one line at most), each
         line in exactly one: file ``i`` holds lines ``[i * n // n_output_files,
         (i + 1) * n // n_output_files)`` of the shuffled order.
-    {shared options}
+    n_piles : int or "auto", default "auto"
+        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``. The
+        result is exactly shuffled either way; piles only bound memory. The default is
+        text's own.
+    seed : int, optional
+        Same seed, same source and same parameters give the same output, whatever the
+        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
+        resumable shuffle interrupted and called again with ``None`` continues with the
+        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
+        the loader reads the order a shuffle drew.)
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    pile_memory : int or str, default "32MiB"
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
+        planning time, before anything is written. A task holds about twice this much:
+        the default, text's own, keeps a worker thread near 100 MB.
+    block_memory : int or str, optional
+        About how much of the source one pass-1 task reads, in bytes or as a size such
+        as "64MiB". Of an uncompressed file; by default 16 MiB, or half of
+        ``pile_memory`` if that is less.
+    tmp : path or URL, optional
+        A directory for the pieces between the passes; they go to a subdirectory named
+        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
+        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
+        object storage, this machine's temporary directory instead when every worker
+        sees it and it has room for 2.5 times the data (a local disk writes and reads
+        them faster than requests). The plain copies of compressed inputs go to ``<name
+        of dst>.daskshuffle-spool`` there.
+    progress : bool, default False
+        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
+        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
+        without one, text. Then the bar's last state as one line, which a log or a saved
+        notebook keeps (a log gets only that line).
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the output is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
+        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+        Not for text: ``True`` is an error, raised before anything is read, since the
+        output is a text file, not a pile store that :func:`daskshuffle.verify` reads.
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
+        once a pile outgrows a block), which falls with the data's size; with ``L``,
+        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
+        as many ways again by every level but the last, then to piles, keeping reads
+        large for one more write and read of the data a level. ``"auto"`` adds a level
+        where fewer would make ten thousand reads or more of under 64 KiB, and more
+        while a level costs less than the reads it saves (two from about 256 GiB with
+        the defaults and ``n_piles='auto'``, three from about 66 TiB);
+        :func:`daskshuffle.explain` shows the choice.
 
     Returns
     -------
@@ -209,8 +252,8 @@ def shuffle_lines(
     """
     began = time.perf_counter()
     sources = parse_sources(src)
-    # A text file is always fully shuffled; its default block follows its piles.
-    checked = parse_arguments(
+    checked = parse_shuffle_options(
+        # A text file is always fully shuffled; its default block follows its piles.
         {**locals(), "materialize": True, "block_memory": lines_block_memory(block_memory, pile_memory)}
     )
     job = _check(

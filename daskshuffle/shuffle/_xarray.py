@@ -9,7 +9,7 @@ from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
 from ..sources import open_xarray_source
 from . import _collections
-from ._options import document_options, parse_arguments
+from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
 
 if TYPE_CHECKING:
@@ -20,7 +20,6 @@ __all__ = ["shuffle_xarray"]
 PathLike = str | os.PathLike[str]
 
 
-@document_options(verify="The dataset is read again for the check.")
 def shuffle_xarray(
     ds: xr.Dataset | PathLike,
     dst: PathLike,
@@ -68,7 +67,54 @@ def shuffle_xarray(
         from the piles as for :func:`daskshuffle.shuffle_zarr`: a sixteenth of a
         pile of the widest variable (between 256 KiB and 4 MiB; on object storage
         half a pile, at least 1 MiB), narrow variables in a few times as many rows.
-    {shared options}
+    n_piles : int or "auto", default 512
+        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
+    seed : int, optional
+        Same seed, same source and same parameters give the same output, whatever the
+        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
+        resumable shuffle interrupted and called again with ``None`` continues with the
+        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
+        the loader reads the order a shuffle drew.)
+    overwrite : bool, default False
+        Replace ``dst`` if it exists (only once every check has passed).
+    materialize : bool, default False
+        Write a fully shuffled copy instead of a pile store.
+    pile_memory : int or str, default "256MiB"
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
+        planning time, before anything is written.
+    block_memory : int or str, default "64MiB"
+        About how much of the source one pass-1 task reads, in bytes or as a size such
+        as "64MiB".
+    tmp : path or URL, optional
+        A directory for the pieces between the passes; they go to a subdirectory named
+        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
+        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
+        object storage, this machine's temporary directory instead when every worker
+        sees it and it has room for 2.5 times the data (a local disk writes and reads
+        them faster than requests).
+    progress : bool, default False
+        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
+        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
+        without one, text. Then the bar's last state as one line, which a log or a saved
+        notebook keeps (a log gets only that line).
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+    verify : bool, default False
+        Once the output is written, prove it holds exactly the source's rows
+        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
+        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+        The dataset is read again for the check.
+    levels : {"auto", 1, 2, 3, 4}, default "auto"
+        Levels of scatter before the merge. With one, the merge reads about
+        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
+        once a pile outgrows a block), which falls with the data's size; with ``L``,
+        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
+        as many ways again by every level but the last, then to piles, keeping reads
+        large for one more write and read of the data a level. ``"auto"`` adds a level
+        where fewer would make ten thousand reads or more of under 64 KiB, and more
+        while a level costs less than the reads it saves (two from about 256 GiB with
+        the defaults and ``n_piles='auto'``, three from about 66 TiB);
+        :func:`daskshuffle.explain` shows the choice.
 
     Returns
     -------
@@ -83,7 +129,7 @@ def shuffle_xarray(
     >>> daskshuffle.shuffle_xarray(data, "shuffled.zarr", "sample", n_piles=8, seed=0)
     <ShuffleResult pile store '...shuffled.zarr': 1,000 rows in 8 piles ...>
     """
-    checked = parse_arguments(locals())
+    checked = parse_shuffle_options(locals())
     if not isinstance(dim, str):
         raise DaskShuffleTypeError(f"Expected dim to be a dimension name. Got {dim!r} instead.", parameter="dim")
     chosen_rows = parse_positive_int(chunk_rows, "chunk_rows") if chunk_rows is not None else None
