@@ -16,7 +16,6 @@ from ._epoch_plan import (
     rank_range,
     rank_share,
     split_batches,
-    stream_rows,
 )
 from ._mix_plan import stream_offsets
 from ._order_classes import (
@@ -86,7 +85,6 @@ __all__ = [
     "rank_share",
     "split_batches",
     "stream_offsets",
-    "stream_rows",
     "unit_bounds",
     "unit_excess",
     "unit_reads",
