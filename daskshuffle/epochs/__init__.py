@@ -7,7 +7,7 @@ the quality measures, ``orders.py`` and ``torch.py`` use.
 """
 
 from ._combinations import check_combination
-from ._epoch_order import READ_GAP, EpochOrder, OrderOptions, division_cuts, unit_reads
+from ._epoch_order import EpochOrder, OrderOptions, division_cuts, unit_reads
 from ._epoch_plan import (
     BatchPlan,
     lane_ranges,
@@ -48,7 +48,6 @@ from ._unit_plan import (
 
 __all__ = [
     "ORDERS",
-    "READ_GAP",
     "READ_GAPS",
     "BatchPlan",
     "Buffer",
