@@ -43,6 +43,6 @@ Examples
 
 from __future__ import annotations
 
-from .epochs import Buffer, Interleave, Naive, Order, Piles, Py1b, Py1br, Py1e, Py1s, Py2s
+from .epochs._order_classes import Buffer, Interleave, Naive, Order, Piles, Py1b, Py1br, Py1e, Py1s, Py2s
 
 __all__ = ["Buffer", "Interleave", "Naive", "Order", "Piles", "Py1b", "Py1br", "Py1e", "Py1s", "Py2s"]

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from conftest import interruptible, make_zarr_source
 
 from daskshuffle import shuffle_lines
-from daskshuffle._cli import cli
+from daskshuffle._cli._common import cli
 
 
 def run(*args: str | Path, stdin: bytes = b"", cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:

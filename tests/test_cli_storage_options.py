@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import make_zarr_source
 
-from daskshuffle._cli import cli
+from daskshuffle._cli._common import cli
 
 pytestmark = pytest.mark.s3
 

@@ -27,7 +27,7 @@ from conftest import make_zarr_source
 
 import daskshuffle
 from daskshuffle import PileLoader
-from daskshuffle._cli import cli
+from daskshuffle._cli._common import cli
 from daskshuffle.reshuffle import generation_leftovers
 from daskshuffle.storage import Location
 from daskshuffle.storage._crash import CRASH_AT, POINTS, armed

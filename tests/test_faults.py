@@ -119,7 +119,7 @@ def _killed_after_completing(dst: Path) -> None:
 def test_what_a_run_killed_after_completing_left_is_named_and_removed(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
     from daskshuffle.storage._leftovers import human_bytes
 
     source = make_zarr_source(tmp_path / "raw.zarr", 600, chunk_rows=50)

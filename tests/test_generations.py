@@ -16,7 +16,7 @@ from conftest import Points, make_zarr_source, raise_at, tree_digest
 
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader
-from daskshuffle._cli import cli
+from daskshuffle._cli._common import cli
 from daskshuffle.pilestore import read_metadata
 from daskshuffle.readers import open_pile_reader
 from daskshuffle.readers._zarr_reader import ZarrPileReader

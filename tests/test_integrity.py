@@ -297,7 +297,7 @@ def test_parquet_part_files_swapped_or_from_another_store_raise(tmp_path: Path) 
 def test_info_says_a_store_is_bound_to_its_run_and_refuses_one_lowered(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     store = shuffled(tmp_path)
     run = read_metadata(store)["run"]  # type: ignore[index]

@@ -18,7 +18,7 @@ from simulate import unit_stream
 from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleValueError, PileLoader, orders
-from daskshuffle.epochs._epoch_order import READ_GAP, OrderOptions, division_cuts, unit_reads
+from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_reads
 from daskshuffle.epochs._order_classes import ORDER_CLASSES
 from daskshuffle.epochs._orders import ORDER_OPTIONS, ORDERS, READ_GAPS
 from daskshuffle.loader._order_reads import OrderReads
@@ -145,7 +145,7 @@ def test_each_order_reads_a_bounded_share_of_the_store(store: tuple[str, np.ndar
         read = sum(
             b - a
             for u, v in itertools.pairwise(order.bounds.tolist())
-            for a, b in unit_reads(order.rows[u:v], READ_GAPS.get(name, READ_GAP))[0]
+            for a, b in unit_reads(order.rows[u:v], READ_GAPS[name])[0]
         )
         assert N_ROWS <= read <= bounds.get(name, 3.0) * N_ROWS, name
 

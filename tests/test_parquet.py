@@ -653,7 +653,7 @@ def test_torch_dataset_takes_feature_and_label_columns(tmp_path: Path) -> None:
 def test_command_line(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     paths = write_files(tmp_path / "raw", [150, 90])
     done = CliRunner().invoke(

@@ -229,7 +229,7 @@ def test_an_impossible_number_of_piles_is_refused_at_once_by_explain_the_command
     from click.testing import CliRunner
     from conftest import make_zarr_source
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
     from daskshuffle._errors import DaskShuffleValueError
 
     source = make_zarr_source(tmp_path / "raw.zarr", 10)  # rows of 26 bytes: x 4 float32, y int16, id int64

@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, quality
-from daskshuffle._cli import cli
+from daskshuffle._cli._common import cli
 from daskshuffle.epochs import unit_excess
 from daskshuffle.orders import Piles
 from daskshuffle.quality import orders

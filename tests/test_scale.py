@@ -17,7 +17,7 @@ from conftest import make_zarr_source
 from hypothesis import assume, given, settings, strategies as st
 
 import daskshuffle
-from daskshuffle._cli import cli
+from daskshuffle._cli._common import cli
 from daskshuffle._errors import DaskShuffleValueError
 from daskshuffle._parse import parse_nbytes
 from daskshuffle._random import make_rng

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from daskshuffle._cli import cli
+from daskshuffle._cli._common import cli
 
 SHUF = shutil.which("shuf")
 

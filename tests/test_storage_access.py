@@ -218,7 +218,7 @@ def test_the_command_line_says_in_one_line_that_the_workers_lack_credentials(
 ) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     source = s3.put(make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=100), "raw.zarr")
     dst = s3.url("piles.zarr")

@@ -197,7 +197,7 @@ def test_info_says_which_kind_a_store_is(store: Path, capsys: pytest.CaptureFixt
 
 
 def test_the_quality_report_states_the_expected_excess_of_units(store: Path) -> None:
-    from daskshuffle.quality import _epochs
+    from daskshuffle.quality._report import _epochs
 
     with PileLoader(store, 64, seed=1, order=SMALL) as loader:
         measure, advice = _epochs(loader)

@@ -228,7 +228,7 @@ def test_verify_true_proves_the_store_as_part_of_the_shuffle(tmp_path: Path, poi
     """A chunk damaged once the store is written, before the shuffle returns: found with verify, and only with it."""
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     def damage(count: int) -> None:
         for store in tmp_path.glob("*.zarr*"):  # the store being written, where it is written
@@ -284,7 +284,7 @@ def test_damage_is_not_a_source_mismatch(zarr_store: tuple[str, str]) -> None:
 def test_the_command_says_to_pass_the_sources_the_store_was_made_from(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     first = make_zarr_source(tmp_path / "raw-0.zarr", 300, chunk_rows=50)
     make_zarr_source(tmp_path / "raw-1.zarr", 200, chunk_rows=50)
@@ -299,7 +299,7 @@ def test_the_command_says_to_pass_the_sources_the_store_was_made_from(tmp_path: 
 def test_a_source_edited_since_the_shuffle_is_named_by_verify_and_info(zarr_store: tuple[str, str]) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     src, dst = zarr_store
     done = CliRunner().invoke(cli, ["info", dst])
@@ -319,7 +319,7 @@ def test_a_source_edited_since_the_shuffle_is_named_by_verify_and_info(zarr_stor
 def test_a_parquet_file_added_since_the_shuffle_is_named_by_info(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     (tmp_path / "raw").mkdir()
     _parquet_source(tmp_path / "raw" / "a.parquet")
@@ -344,7 +344,7 @@ def test_the_store_changed_with_its_sources_as_they_were_is_said(zarr_store: tup
 def test_info_says_when_the_sources_cannot_be_compared(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     source = make_zarr_source(tmp_path / "raw.zarr", 300, chunk_rows=50)
     ds.shuffle_zarr(source, tmp_path / "piles.zarr", 4, seed=0)
@@ -357,7 +357,7 @@ def test_info_says_when_the_store_cannot_tell_whether_its_sources_changed(tmp_pa
     import pandas as pd
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     ds.shuffle_dataframe(pd.DataFrame({"id": np.arange(300)}), tmp_path / "frame", n_piles=2, seed=0)
     done = CliRunner().invoke(cli, ["info", str(tmp_path / "frame")])

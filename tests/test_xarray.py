@@ -214,7 +214,7 @@ def test_a_glob_of_files_is_one_dataset_along_dim(tmp_path: Path) -> None:
     """``daskshuffle xarray 'part-*.nc'``, as ``open_mfdataset`` users write it: the files, in order, along ``dim``."""
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     for index, (first, n) in enumerate([(0, 100), (100, 37), (137, 63)]):
         make_dataset(n, first).drop_vars("time").to_netcdf(tmp_path / f"part-{index}.nc", engine="scipy")

@@ -13,7 +13,7 @@ module here.
 """
 
 from . import _generations, _info, _lines, _plan, _quality, _shuffles, _verify
-from ._common import cli, main
+from ._common import main
 
-__all__ = ["cli", "main"]
+__all__ = ["main"]
 del _generations, _info, _lines, _plan, _quality, _shuffles, _verify

@@ -137,7 +137,7 @@ def lines(
         _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
         return
     inputs = _check_files(inputs, output, count, repeat, n_output_files)
-    from ..shuffle import shuffle_lines
+    from .. import shuffle_lines
 
     with session(debug=debug, **cluster), contextlib.ExitStack() as stack:
         spool: Path | None = None

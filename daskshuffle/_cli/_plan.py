@@ -87,7 +87,7 @@ def plan(
     largest pile and its chance of overflowing, and whether reads fall below --min-read (the knee),
     with what to change if they do. Nothing is read and no cluster is started.
     """
-    from ..plan import explain
+    from .. import explain
 
     with reported(debug):
         model = explain(

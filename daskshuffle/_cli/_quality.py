@@ -52,7 +52,7 @@ def _epochs_of(
     store: str, variable: str, n_epochs: int, batch_size: int, storage_options: dict[str, Any] | None
 ) -> tuple[list[np.ndarray], Any]:
     """The positions ``store``'s default loader yields in each epoch, and the loader (its units and groups)."""
-    from ..loader import PileLoader
+    from .. import PileLoader
 
     with PileLoader(store, batch_size, variables=[variable], storage_options=storage_options) as loader:
         epochs = []

@@ -64,7 +64,7 @@ def zarr(paths: tuple[str, ...], variables: tuple[str, ...], **options: Any) -> 
     Arrays that share their first dimension are shuffled with one permutation.
     Read the result with daskshuffle.PileLoader, zarr or xarray.
     """
-    from ..shuffle import shuffle_zarr
+    from .. import shuffle_zarr
 
     _shuffle_into_store(shuffle_zarr, paths, variables=split_names(variables), **options)
 
@@ -101,7 +101,7 @@ def parquet(paths: tuple[str, ...], columns: tuple[str, ...], **options: Any) ->
     DST is a Parquet dataset directory (row groups within piles) that pandas,
     pyarrow and dask read. Read it for training with daskshuffle.PileLoader.
     """
-    from ..shuffle import shuffle_parquet
+    from .. import shuffle_parquet
 
     _shuffle_into_store(shuffle_parquet, paths, columns=split_names(columns), **options)
 
@@ -125,7 +125,7 @@ def xarray(paths: tuple[str, ...], dim: str, chunk_rows: int | None, **options: 
     permutation; the others are copied. xarray.open_zarr(DST) opens the same
     dataset up to the order along --dim; read it with daskshuffle.PileLoader.
     """
-    from ..shuffle import shuffle_xarray
+    from .. import shuffle_xarray
 
     if len(paths) != 2:
         raise click.UsageError(f"Expected one SRC and a DST. Got {len(paths)} paths instead.")

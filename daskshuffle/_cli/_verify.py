@@ -37,7 +37,7 @@ def verify(
     status 1, naming the variable, if a row was changed, lost or added, and
     naming the file if a chunk of the store is damaged.
     """
-    from ..shuffle import verify as verify_store
+    from .. import verify as verify_store
 
     with cluster_session(**cluster) as progress:
         result = verify_store(

@@ -3,11 +3,11 @@
 Epochs, ranks, lanes and batches (``_epoch_plan``); the orders (``_orders``, ``_epoch_order``,
 ``_order_classes``) and every combination a loader refuses (``_combinations``); units dealt into
 groups (``_unit_plan``); mixtures (``_streams``, ``_mix_plan``). This face exports what the loader,
-the quality measures, ``orders.py`` and ``torch.py`` use.
+the quality measures and ``torch.py`` use; the public :mod:`daskshuffle.orders` names the order classes itself.
 """
 
 from ._combinations import check_combination
-from ._epoch_order import READ_GAP, EpochOrder, OrderOptions, division_cuts, unit_reads
+from ._epoch_order import EpochOrder, OrderOptions, division_cuts, unit_reads
 from ._epoch_plan import (
     BatchPlan,
     lane_ranges,
@@ -16,24 +16,9 @@ from ._epoch_plan import (
     rank_range,
     rank_share,
     split_batches,
-    stream_rows,
 )
 from ._mix_plan import stream_offsets
-from ._order_classes import (
-    Buffer,
-    Interleave,
-    Naive,
-    Order,
-    OrderName,
-    Piles,
-    Py1b,
-    Py1br,
-    Py1e,
-    Py1s,
-    Py2s,
-    order_from_options,
-    parse_order,
-)
+from ._order_classes import Order, OrderName, Piles, order_from_options, parse_order
 from ._orders import ORDERS, READ_GAPS, buffer_stream, interleave_stream
 from ._streams import Stream, epoch_counts, parse_streams
 from ._unit_plan import (
@@ -49,22 +34,13 @@ from ._unit_plan import (
 
 __all__ = [
     "ORDERS",
-    "READ_GAP",
     "READ_GAPS",
     "BatchPlan",
-    "Buffer",
     "EpochOrder",
-    "Interleave",
-    "Naive",
     "Order",
     "OrderName",
     "OrderOptions",
     "Piles",
-    "Py1b",
-    "Py1br",
-    "Py1e",
-    "Py1s",
-    "Py2s",
     "Stream",
     "apart",
     "auto_budget",
@@ -86,7 +62,6 @@ __all__ = [
     "rank_share",
     "split_batches",
     "stream_offsets",
-    "stream_rows",
     "unit_bounds",
     "unit_excess",
     "unit_reads",

@@ -35,6 +35,7 @@ import numpy as np
 
 from .._random import make_rng
 from ._epoch_order import (
+    READ_GAP,
     EpochOrder,
     IntArray,
     OrderFunction,
@@ -250,9 +251,10 @@ ORDERS: dict[str, OrderFunction] = {
     "buffer": buffer,
     "interleave": interleave,
 }
-#: Rows a read may take between two rows its unit needs, by order (others: :data:`~daskshuffle.epochs._epoch_order.READ_GAP`). The units of these
-#: orders are stretches of the sample space, read exactly: rows between two of their runs belong to other units.
-READ_GAPS: dict[str, int] = {"py1s": 0, "py1b": 0, "py1br": 0}
+#: Rows a read may take between two rows its unit needs, by order: none for the orders whose units are stretches
+#: of the sample space, read exactly (rows between two of their runs belong to other units), else
+#: :data:`~daskshuffle.epochs._epoch_order.READ_GAP`.
+READ_GAPS: dict[str, int] = {name: 0 if name in ("py1s", "py1b", "py1br") else READ_GAP for name in ORDERS}
 #: The options each order needs (``"piles"``'s budget is its own, :class:`~daskshuffle.orders.Piles`).
 ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
     "piles": (),

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..epochs import ORDERS, READ_GAP, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
+from ..epochs import ORDERS, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
 from ._epoch_reads import EpochReads, Read, ReadPlan
 from ._loader_state import LoaderSettings
 from ._unit_groups import UnitGroups
@@ -47,7 +47,7 @@ class OrderReads(EpochReads):
         self.seed = seed
         self.divisions = divisions
         #: Rows a read may take between two rows its stretch needs (see :func:`~daskshuffle.epochs._epoch_order.unit_reads`).
-        self.gap = READ_GAPS.get(order, READ_GAP)
+        self.gap = READ_GAPS[order]
         self._epochs: dict[int, Future[EpochOrder]] = {}
         self._lock = threading.Lock()
 

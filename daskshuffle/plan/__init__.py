@@ -22,7 +22,7 @@ from ._plan import (
     split_piles,
 )
 from ._rules import Layout, choose_layout
-from ._scale import DEFAULT_MIN_READ, DEFAULT_N_PILES, explain
+from ._scale import DEFAULT_MIN_READ, DEFAULT_N_PILES
 
 __all__ = [
     "DEFAULT_MIN_READ",
@@ -39,7 +39,6 @@ __all__ = [
     "block_rows",
     "block_table",
     "choose_layout",
-    "explain",
     "fingerprint",
     "group_order",
     "make_level_plan",

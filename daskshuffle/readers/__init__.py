@@ -3,16 +3,8 @@
 :func:`open_pile_reader` opens a complete store of any kind; the loader and ``verify`` read through it.
 """
 
-from __future__ import annotations
-
-import os
-from collections.abc import Sequence
-from typing import Any
-
-from .._errors import IncompletePileStoreError
-from ..pilestore import AppendedStoreError, check_store_exists
-from ..storage import Location
 from ._generations import GenerationsReader
+from ._open import open_pile_reader
 from ._pile_reader import ComposedReader, PileReader, ReadCancelledError
 from ._zarr_reader import ZarrPileReader
 
@@ -24,62 +16,3 @@ __all__ = [
     "ZarrPileReader",
     "open_pile_reader",
 ]
-
-#: The kinds of pile store, recognised in this order.
-KINDS = ("zarr", "parquet")
-
-
-def _reader_class(kind: str) -> type[PileReader[Any]]:
-    if kind == "zarr":
-        return ZarrPileReader
-    from ._parquet_reader import ParquetPileReader  # pyarrow: loaded only once a store is not Zarr
-
-    return ParquetPileReader
-
-
-def open_pile_reader(
-    store: str | os.PathLike[str] | Location,
-    variables: Sequence[str] | None = None,
-    storage_options: dict[str, Any] | None = None,
-    batch_format: str = "numpy",
-) -> PileReader[Any]:
-    """Open a complete pile store of any kind for reading.
-
-    ``batch_format`` is what :meth:`PileReader.to_batch` hands out: ``"numpy"``
-    (a dict of arrays, every kind), or ``"arrow"`` / ``"pandas"`` (Parquet stores).
-
-    Raises ``SourceNotFoundError`` if ``store`` does not exist and
-    ``IncompletePileStoreError`` if it is not a complete pile store of a
-    known kind (each reader checks completeness, format version and variables).
-
-    Examples
-    --------
-    >>> reader = open_pile_reader("piles.zarr")
-    >>> reader.metadata["kind"], reader.n_rows
-    ('zarr', 1000)
-    >>> batch = reader.to_batch(reader.read_rows(0, 10))
-    >>> sorted(batch), batch["x"].shape
-    (['id', 'x', 'y'], (10, 8))
-    >>> reader = open_pile_reader("piles.parquet", variables=["id", "label"], batch_format="pandas")
-    >>> reader.to_batch(reader.read_rows(0, 3)).columns.tolist()
-    ['id', 'label']
-    """
-    location = Location.of(store, storage_options)
-    with location.reaching():  # no credentials, a misspelt option, throttling: named with the store's URL
-        return _open_reader(location, str(store), variables, batch_format)
-
-
-def _open_reader(location: Location, store: str, variables: Sequence[str] | None, batch_format: str) -> PileReader[Any]:
-    # Each look costs a request on object storage: whether the store exists is asked only when no kind is found.
-    for kind in KINDS:
-        try:
-            opened = _reader_class(kind).open_as_kind(location, variables, batch_format)
-        except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
-            return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
-        if opened is not None:
-            return opened
-    check_store_exists(location, store)
-    raise IncompletePileStoreError(
-        f"Expected a pile store written by daskshuffle ({', '.join(KINDS)}). Got {store!r}, which is none of "
-        "these, instead; pass the destination of a finished shuffle."
-    )

@@ -1,22 +1,15 @@
 """Writing pile stores with dask: the graph, running it, the public shuffles, verify."""
 
 from ._compute import map_tasks
-from ._frames import shuffle_parquet
-from ._lines import shuffle_lines
 from ._options import parse_forwarded_options
 from ._run import ShuffleResult
 from ._shuffle import shuffle_zarr
-from ._verify import sources_changed, verify
-from ._xarray import shuffle_xarray
+from ._verify import sources_changed
 
 __all__ = [
     "ShuffleResult",
     "map_tasks",
     "parse_forwarded_options",
-    "shuffle_lines",
-    "shuffle_parquet",
-    "shuffle_xarray",
     "shuffle_zarr",
     "sources_changed",
-    "verify",
 ]
