@@ -118,6 +118,24 @@ def test_a_chunk_of_a_dask_array_from_zarr_that_does_not_decode_is_named(tmp_pat
     assert not (tmp_path / "piles.zarr").exists()
 
 
+@pytest.mark.slow
+def test_a_chunk_of_a_dask_array_from_zarr_that_does_not_decode_is_named_from_a_worker(
+    tmp_path: Path, cluster_client: Any
+) -> None:
+    import dask.array as da
+
+    source = _zstd_source(tmp_path / "raw.zarr")
+    _damage(source / "x" / "c" / "3" / "0")
+    with (
+        cluster_client.as_current(),
+        pytest.raises(DaskShuffleError, match=r"Got the chunk \S*raw.zarr/x/c/3/0, which does not decode"),
+    ):
+        daskshuffle.shuffle_zarr(
+            {"x": da.from_zarr(str(source / "x"))}, tmp_path / "piles.zarr", n_piles=4, seed=1, block_memory="1KiB"
+        )
+    assert not (tmp_path / "piles.zarr").exists()
+
+
 def _fails_at_block_2(block: Any, block_info: Any = None) -> Any:
     if block_info is not None and block_info[0]["chunk-location"][0] == 2:
         raise RuntimeError("Zstd decompression error: unknown frame descriptor")
