@@ -153,3 +153,15 @@ def test_a_block_of_a_dask_array_of_unknown_origin_that_does_not_compute_is_name
         daskshuffle.shuffle_zarr({"x": x}, tmp_path / "piles.zarr", n_piles=4, seed=1, block_memory="1KiB")
     assert isinstance(e.value.__cause__, RuntimeError), "the cause is chained"
     assert not (tmp_path / "piles.zarr").exists()
+
+
+def test_an_xarray_index_chunk_that_does_not_decode_is_named_when_opened(tmp_path: Path) -> None:
+    source = _xarray_source(tmp_path / "raw.zarr")
+    time_chunk = next((source / "time" / "c").iterdir())
+    _damage(time_chunk)  # xarray reads an index coordinate when it opens the dataset
+    with pytest.raises(
+        DaskShuffleError, match=r"Got the chunk \S*raw.zarr/time/c/0, which does not decode .*restore it"
+    ) as e:
+        daskshuffle.shuffle_xarray(source, tmp_path / "piles.zarr", dim="time", n_piles=4, seed=1)
+    assert isinstance(e.value, ValueError) and "Zstd" in str(e.value)
+    assert not (tmp_path / "piles.zarr").exists()

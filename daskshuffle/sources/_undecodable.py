@@ -38,6 +38,7 @@ __all__ = [
     "decoding",
     "uncomputable",
     "undecodable",
+    "undecodable_group",
     "undecodable_parquet",
 ]
 
@@ -103,6 +104,16 @@ def decoded_chunks(array: zarr.Array[Any], url: str, start: int, stop: int) -> I
         key = _first_failing_chunk(array, start, stop)
         where = f"the chunk {url}/{key}" if key is not None else f"rows {start:,} to {stop:,} of {url}"
         raise undecodable(where, error) from error
+
+
+def undecodable_group(group: zarr.Group, url: str, error: BaseException) -> DaskShuffleValueError:
+    """The error of the Zarr ``group`` at ``url`` that xarray could not open (the codec's ``error``): the chunk of
+    a 1-d array (an index xarray reads when it opens a dataset) that does not decode named, if one does not."""
+    for _, array in group.arrays():
+        key = _first_failing_chunk(array, 0, array.shape[0]) if array.ndim == 1 else None
+        if key is not None:
+            return undecodable(f"the chunk {describe(array)}/{key}", error)
+    return undecodable(f"a chunk of {url}", error)
 
 
 def uncomputable(what: str, error: BaseException) -> DaskShuffleError | None:
