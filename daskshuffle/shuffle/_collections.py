@@ -6,8 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import dask
+import numpy as np
+from dask._task_spec import DataNode, Task
+from dask.core import flatten
 from dask.delayed import delayed
 
+from ..sources._undecodable import decoding, uncomputable
 from ._compute import _active_client, live_workers
 
 __all__ = ["array_inputs", "describe_partitions", "is_dask_array", "is_dask_dataframe"]
@@ -71,4 +75,36 @@ def array_inputs(arrays: dict[str, Any], lengths: Sequence[int]) -> tuple[dict[A
     # they are all computed from) into each of them, computing every block of it again.
     per_array = [array.to_delayed(optimize_graph=False).reshape(len(lengths), -1)[:, 0] for array in cut]
     blocks = [delayed(_gather_arrays)(names, *[parts[index] for parts in per_array]) for index in range(len(lengths))]
-    return _graph_of(blocks), [block.key for block in blocks]
+    graph = _graph_of(blocks)
+    _name_failures(graph, arrays)
+    return graph, [block.key for block in blocks]
+
+
+def _computed(what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, a task of a dask array; an error it raises named by ``what`` (its array, rows)."""
+    try:
+        return func(*args, **kwargs)
+    except Exception as error:
+        named = uncomputable(what, error)
+        if named is None:
+            raise
+        raise named from error
+
+
+def _name_failures(graph: dict[Any, Any], arrays: dict[str, Any]) -> None:
+    """Make ``graph`` (of ``arrays``' blocks) name what fails: a Zarr chunk that does not decode by its file
+    (the data a dask array reads from, wrapped by :func:`decoding`), any other block of an array by its rows."""
+    for key, value in graph.items():
+        data = value.value if isinstance(value, DataNode) else value
+        if not isinstance(data, Task | DataNode):
+            wrapped = decoding(data)
+            if wrapped is not data:
+                graph[key] = DataNode(key, wrapped) if isinstance(value, DataNode) else wrapped
+    for name, array in arrays.items():
+        bounds = np.cumsum((0, *array.chunks[0])) if array.ndim else np.zeros(2, dtype=int)
+        for key in flatten(array.__dask_keys__()):
+            task = graph.get(key)
+            if isinstance(task, Task):
+                rows = int(bounds[key[1]]), int(bounds[key[1] + 1])
+                what = f"a block of the dask array {name!r} (rows {rows[0]:,} to {rows[1]:,})"
+                graph[key] = Task(key, _computed, what, task.func, *task.args, **task.kwargs)

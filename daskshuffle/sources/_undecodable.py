@@ -7,6 +7,12 @@ corrupt page). A read of the source, on the client (the layout's sample) or
 in a task on a worker, turns those into a :class:`DaskShuffleValueError` that
 names the file and the chunk. Errors of storage itself (``OSError``: a file
 missing, access refused) are left as they are.
+
+Dask arrays (and xarray's variables) read their chunks in their own tasks. A
+Zarr array they read from, directly (``da.from_zarr``) or under xarray's lazy
+arrays, is read through :class:`DecodedChunks`, which names the chunk as the
+Zarr source does; a block of a dask array whose origin is unknown is named by
+its array and rows (:func:`uncomputable`).
 """
 
 from __future__ import annotations
@@ -18,13 +24,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import DaskShuffleValueError
+from .._errors import DaskShuffleError, DaskShuffleValueError
 from ..storage import reaching
+from ._zarr_source import describe
 
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["DECODE_ERRORS", "decoded_chunks", "undecodable", "undecodable_parquet"]
+__all__ = [
+    "DECODE_ERRORS",
+    "DecodedChunks",
+    "decoded_chunks",
+    "decoding",
+    "uncomputable",
+    "undecodable",
+    "undecodable_group",
+    "undecodable_parquet",
+]
 
 #: What codecs raise for bytes they cannot decode.
 DECODE_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, ValueError, zlib.error)
@@ -88,3 +104,67 @@ def decoded_chunks(array: zarr.Array[Any], url: str, start: int, stop: int) -> I
         key = _first_failing_chunk(array, start, stop)
         where = f"the chunk {url}/{key}" if key is not None else f"rows {start:,} to {stop:,} of {url}"
         raise undecodable(where, error) from error
+
+
+def undecodable_group(group: zarr.Group, url: str, error: BaseException) -> DaskShuffleValueError:
+    """The error of the Zarr ``group`` at ``url`` that xarray could not open (the codec's ``error``): the chunk of
+    a 1-d array (an index xarray reads when it opens a dataset) that does not decode named, if one does not."""
+    for _, array in group.arrays():
+        key = _first_failing_chunk(array, 0, array.shape[0]) if array.ndim == 1 else None
+        if key is not None:
+            return undecodable(f"the chunk {describe(array)}/{key}", error)
+    return undecodable(f"a chunk of {url}", error)
+
+
+def uncomputable(what: str, error: BaseException) -> DaskShuffleError | None:
+    """The error of a block (``what``: of which array, which rows) of a dask array that did not compute; ``None``
+    for an error to leave as it is (a daskshuffle error, storage's ``OSError``). Its cause is to be chained."""
+    if isinstance(error, DaskShuffleError | OSError) or not isinstance(error, Exception):
+        return None
+    return DaskShuffleValueError(
+        f"Expected every block of the source's dask arrays to compute. Got an error instead: {what} did not compute "
+        f"({type(error).__name__}: {str(error).strip()}); fix what computes it (the cause is chained below), then "
+        "run the shuffle again."
+    )
+
+
+def _zarr_behind(value: object) -> zarr.Array[Any] | None:
+    """The Zarr array that ``value`` (a Zarr array, or xarray's lazy arrays over one) reads, if any."""
+    import zarr
+
+    for _ in range(16):  # xarray nests a few adapters: indexing, copy on write, CF decoding
+        if isinstance(value, zarr.Array):
+            return value
+        inner = getattr(value, "array", None)
+        value = getattr(value, "_array", None) if inner is None else inner
+    return None
+
+
+class DecodedChunks:
+    """What a dask array reads its chunks from (``array``), over the Zarr array ``stored`` at ``url``: a chunk
+    that does not decode is named, as :func:`decoded_chunks` names it.
+
+    Examples
+    --------
+    >>> import zarr
+    >>> source = decoding(zarr.open_array("raw.zarr/x", mode="r"))
+    >>> source.url.endswith("raw.zarr/x"), source[0:100].shape
+    (True, (100, 8))
+    """
+
+    def __init__(self, array: Any, stored: zarr.Array[Any]) -> None:
+        self.array = array
+        self.stored = stored
+        self.url = describe(stored)
+
+    def __getitem__(self, key: Any) -> Any:
+        rows = key[0] if isinstance(key, tuple) and key else key
+        start, stop, _ = rows.indices(self.stored.shape[0]) if isinstance(rows, slice) else (0, self.stored.shape[0], 1)
+        with decoded_chunks(self.stored, self.url, start, stop):
+            return np.asarray(self.array[key])  # xarray's lazy arrays read here, not when indexed
+
+
+def decoding(value: Any) -> Any:
+    """``value``, data in a dask array's graph, as :class:`DecodedChunks` if it reads a Zarr array; else as it is."""
+    stored = _zarr_behind(value)
+    return value if stored is None else DecodedChunks(value, stored)

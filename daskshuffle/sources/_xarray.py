@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import os
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
 from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_attribute, open_recording, save_records
 from ..storage import Location, identify_token
 from ._arrays import ArrayPieces
+from ._undecodable import undecodable_group
 from ._zarr_source import identify_paths
 
 if TYPE_CHECKING:
@@ -83,15 +85,22 @@ def open_dataset(ds: object, storage_options: dict[str, Any] | None, dim: str) -
 
 def _open_one(root: Location, ds: object) -> xr.Dataset:
     import xarray as xr
+    import zarr
 
     try:
         if root.join("zarr.json").exists() or root.join(".zgroup").exists():
             # Consolidated metadata if the store has it, without xarray's warning when it does not.
             consolidated = root.join(".zmetadata").exists() or _has_consolidated_v3(root)
-            opened = xr.open_zarr(root.url, consolidated=consolidated, storage_options=root.zarr_options)
+            try:
+                opened = xr.open_zarr(root.url, consolidated=consolidated, storage_options=root.zarr_options)
+            except (RuntimeError, zlib.error) as error:  # an index xarray reads on opening does not decode
+                group = zarr.open_group(root.url, mode="r", storage_options=root.zarr_options)
+                raise undecodable_group(group, root.url, error) from error
         else:
             opened = xr.open_dataset(root.url, chunks={})
     except (OSError, ValueError, TypeError) as error:
+        if isinstance(error, DaskShuffleValueError):
+            raise
         raise DaskShuffleValueError(
             f"Expected ds to be a dataset xarray opens. Got {str(ds)!r}, which it cannot open ({error}), instead."
         ) from error
