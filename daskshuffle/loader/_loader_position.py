@@ -134,7 +134,9 @@ class LoaderPosition:
         self._ranges.add(generator)
         return generator
 
-    def _generate(self, batches: Generator[Any, None, None], epoch: int, first: int, *, track: bool) -> Generator[Any, None, None]:
+    def _generate(
+        self, batches: Generator[Any, None, None], epoch: int, first: int, *, track: bool
+    ) -> Generator[Any, None, None]:
         """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them."""
         try:
             for produced, batch in enumerate(batches, start=first + 1):
