@@ -28,7 +28,7 @@ def test_local_path_is_made_absolute_and_drops_options(tmp_path: Path, monkeypat
     assert location.options is None and location.zarr_options is None
     assert isinstance(location.fs, LocalFileSystem)
     assert location.protocol == "file"
-    assert location.is_local and location.can_rename and location.can_list
+    assert location.is_local and location.can_rename
     assert not location.is_object_store and not location.conditional_writes
     assert Location.of(Path("link") / "store.zarr") == location
     assert Location.of(f"file://{tmp_path}/real/store.zarr") == location

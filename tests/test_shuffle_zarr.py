@@ -63,7 +63,6 @@ def test_pile_store_is_the_planned_permutation(source: str, tmp_path: Path) -> N
     offsets = meta["pile_offsets"]
     ascending = [float(np.mean(np.diff(data["id"][offsets[p] : offsets[p + 1]]) > 0)) for p in range(16)]
     assert 0.3 < float(np.mean(ascending)) < 0.7, "each pile is stored in an order drawn from the seed"
-    assert meta["piles_shuffled"] is True
     assert meta["complete"] is True and meta["kind"] == "zarr" and meta["materialized"] is False
     assert (meta["n_rows"], meta["n_piles"], meta["seed"]) == (1_000, 16, 3)
     assert sorted(meta["variables"]) == ["id", "x", "y"]

@@ -188,14 +188,6 @@ def test_epochs_are_close_to_independent_at_large_piles_with_a_small_budget(tmp_
     assert unit_excess(20_000, 100, 2_000) == pytest.approx(1.4, abs=0.2)
 
 
-def test_info_says_which_kind_a_store_is(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from daskshuffle._cli import main
-
-    with pytest.raises(SystemExit, match="0"):
-        main(["info", str(store)])
-    assert "shuffled: the loader reads units smaller than piles" in capsys.readouterr().out
-
-
 def test_the_quality_report_states_the_expected_excess_of_units(store: Path) -> None:
     from daskshuffle.quality._report import _epochs
 

@@ -9,7 +9,7 @@ import click
 import numpy as np
 
 from .._errors import DaskShuffleError, UnfinishedShuffleError
-from ..pilestore import LAYOUT_KEY, ROW_GROUP_ROWS_KEY, Leftover
+from ..pilestore import Leftover
 from ..reshuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
 from ._common import cli, one_line
@@ -172,16 +172,6 @@ def _left_line(left: list[_leftovers.Leftover], advice: str) -> str:
     return f"\n  left beside it: {nbytes} ({described}); {advice}"
 
 
-def _piles_stored(metadata: dict[str, Any]) -> str:
-    """How the loader reads the store's piles, each stored shuffled: in units smaller than piles, or whole."""
-    if "generations" in metadata:
-        return "shuffled, in several generations: the loader reads whole piles"
-    if LAYOUT_KEY not in metadata and ROW_GROUP_ROWS_KEY not in metadata:
-        # A Parquet store written before its row groups ended at every multiple of a number of rows.
-        return "shuffled, in a row group a pile: the loader reads whole piles (shuffle again to read units)"
-    return "shuffled: the loader reads units smaller than piles"
-
-
 def _bound(metadata: dict[str, Any]) -> str:
     """Whether every chunk (Zarr) or part file (Parquet) read is checked to be its run's, at its place."""
     if "generations" in metadata:
@@ -202,7 +192,6 @@ def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
         ("piles", f"{int(metadata['n_piles']):,} (rows per pile: {spread})"),
         ("seed", metadata.get("seed")),
         ("materialized", "yes" if metadata.get("materialized") else "no"),
-        ("piles stored", _piles_stored(metadata)),
         ("variables", ", ".join(metadata.get("variables") or []) or "-"),
         ("source", sources[0] + (f" and {len(sources) - 1} more" if len(sources) > 1 else "") if sources else "-"),
         ("format version", metadata.get("format_version")),

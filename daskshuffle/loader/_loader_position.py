@@ -110,7 +110,7 @@ class LoaderPosition:
 
     def iter_batches(
         self, epoch: int, start: int = 0, stop: int | None = None, *, allocate: Allocate | None = None
-    ) -> Iterator[Any]:
+    ) -> Generator[Any, None, None]:
         """Batches ``start:stop`` of ``epoch`` for this rank, without moving the loader's position.
 
         The same batches as iterating the loader over that epoch. The range
@@ -134,7 +134,9 @@ class LoaderPosition:
         self._ranges.add(generator)
         return generator
 
-    def _generate(self, batches: Iterator[Any], epoch: int, first: int, *, track: bool) -> Generator[Any, None, None]:
+    def _generate(
+        self, batches: Generator[Any, None, None], epoch: int, first: int, *, track: bool
+    ) -> Generator[Any, None, None]:
         """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them."""
         try:
             for produced, batch in enumerate(batches, start=first + 1):
@@ -149,9 +151,7 @@ class LoaderPosition:
                 raise
             raise changed from error
         finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()  # stops its reads, unless they read ahead for the next epoch
+            batches.close()  # stops its reads, unless they read ahead for the next epoch
 
     def _changed_since_opened(self, error: CorruptPileStoreError) -> StoreChangedError | None:
         """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""
@@ -193,11 +193,9 @@ class LoaderPosition:
         epoch, batch = self._position()
         batches = self.iter_batches(epoch, batch, batch + 1)
         try:
-            return next(iter(batches))
+            return next(batches)
         finally:
-            close = getattr(batches, "close", None)
-            if close is not None:
-                close()
+            batches.close()
 
     def set_epoch(self, epoch: int) -> None:
         """Start the next iteration at the beginning of ``epoch``.

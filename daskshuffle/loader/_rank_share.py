@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,7 @@ class RankShare:
         stop: int | None,
         read_ahead: ReadAhead | None = None,
         allocate: Allocate | None = None,
-    ) -> Iterator[Any]:
+    ) -> Generator[Any, None, None]:
         """Batches ``start:stop`` of ``epoch``, read ahead as the loader's prefetch budget holds.
 
         With the loader's own ``read_ahead`` (one lane only), the first reads of

@@ -9,7 +9,6 @@ the loader and the command line use.
 from ._level_plan import GroupedLevel, LevelPlan, block_table, make_level_plan, piece_offsets, span_reads
 from ._levels import MIN_READ_NBYTES
 from ._plan import (
-    PILES_SHUFFLED,
     Plan,
     ShuffleSettings,
     block_counts,
@@ -28,7 +27,6 @@ __all__ = [
     "DEFAULT_MIN_READ",
     "DEFAULT_N_PILES",
     "MIN_READ_NBYTES",
-    "PILES_SHUFFLED",
     "GroupedLevel",
     "Layout",
     "LevelPlan",

@@ -34,7 +34,6 @@ from .._parse import Settings
 from .._random import make_rng
 
 __all__ = [
-    "PILES_SHUFFLED",
     "Plan",
     "auto_n_piles",
     "block_counts",
@@ -322,11 +321,6 @@ def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:
     root = -3.0 + math.sqrt(9.0 + capacity)
     expected = max(root * root, 1.0)
     return max(1, math.ceil(n_rows / expected))
-
-
-#: The metadata key saying a store's piles are each stored in an order drawn from the seed
-#: (:func:`group_order` with ``shuffled=True``): a loader may then read runs smaller than a pile.
-PILES_SHUFFLED = "piles_shuffled"
 
 
 @dataclass(frozen=True)

@@ -146,11 +146,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
         check_shapes(self.store, self.arrays, written)
         self._chunks: dict[str, Chunks] = {}
-        if metadata.get("format_version", 1) >= 2:
-            for name, array in self.arrays.items():
-                chunks = chunks_of(array, f"{root}/{array.path}", name in written)
-                if chunks is not None:
-                    self._chunks[name] = chunks
+        for name, array in self.arrays.items():
+            chunks = chunks_of(array, f"{root}/{array.path}", name in written)
+            if chunks is not None:
+                self._chunks[name] = chunks
         # The crc32c the run recorded for every chunk, by place: each chunk read is checked against it.
         paths = {name: self.arrays[name].path for name in self._chunks}
         if early is not None and all(predicted[name] == path for name, path in paths.items()):

@@ -16,7 +16,6 @@ from .._errors import Argument, SourceChangedError
 from ..formats import Format
 from ..pilestore import FORMAT_VERSION
 from ..plan import (
-    PILES_SHUFFLED,
     Layout,
     LevelPlan,
     Plan,
@@ -104,9 +103,6 @@ def store_metadata(
         "n_piles": plan.n_piles,
         "seed": plan.seed,
         "materialized": options.materialize,
-        # Each pile's rows in an order drawn from the seed: any run of a pile is a uniform sample of it, and the
-        # loader reads runs smaller than piles (stores written before this lack the key and are read by piles).
-        PILES_SHUFFLED: True,
         "pile_offsets": plan.pile_offsets.tolist(),
         "variables": variables,
         "source": fmt.describe_source(),
@@ -147,5 +143,5 @@ def source_changed_error(where: str, changes: Sequence[str], what: str) -> Sourc
 
 def differences(recorded: dict[str, Any], ours: dict[str, Any]) -> list[str]:
     """The keys its order depends on whose values differ between the ``recorded`` metadata and ``ours``."""
-    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version", PILES_SHUFFLED)
+    keys = ("kind", "source", "variables", "n_rows", "settings", "blocks", "format_version")
     return [key for key in keys if recorded.get(key) != ours.get(key)]

@@ -211,10 +211,10 @@ class StoreCache:
             name = self._names[path] = hashlib.sha256(path.encode()).hexdigest()
         return name
 
-    def _regular(self, name: str, directory: int | None = None) -> bool:
+    def _regular(self, name: str) -> bool:
         """Whether ``name`` in the store's directory is a regular file (not a link, not anything else)."""
         try:
-            mode = os.stat(name, dir_fd=self._store if directory is None else directory, follow_symlinks=False).st_mode
+            mode = os.stat(name, dir_fd=self._store, follow_symlinks=False).st_mode
         except OSError:
             return False
         return stat.S_ISREG(mode)

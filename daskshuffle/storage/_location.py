@@ -32,8 +32,6 @@ from ._probe import probe_conditional_writes
 
 __all__ = ["Location", "unreached"]
 
-#: Protocols that serve files but cannot list a directory.
-_UNLISTABLE = frozenset({"http", "https"})
 _REMOVE_ATTEMPTS = 5
 
 
@@ -109,11 +107,6 @@ class Location:
     def can_rename(self) -> bool:
         """Whether a directory moves in one step (a local disk); an object store copies every object."""
         return self.is_local
-
-    @property
-    def can_list(self) -> bool:
-        """Whether the storage lists the files below a path (HTTP does not)."""
-        return self.protocol not in _UNLISTABLE
 
     @property
     def conditional_writes(self) -> bool:

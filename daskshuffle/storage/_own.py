@@ -85,7 +85,7 @@ def refuse_below(path: str, what: str) -> None:
             refuse(os.path.join(directory, name), f"a file of {what}")
 
 
-def open_file(path: str, flags: int, what: str, mode: int = 0o644, *, dir_fd: int | None = None) -> int:
+def open_file(path: str, flags: int, what: str, *, dir_fd: int | None = None) -> int:
     """``os.open`` of a regular file at the local ``path``, never through a link (nor of a FIFO, socket, device).
 
     ``flags`` are ``os.open``'s (``os.O_RDWR | os.O_CREAT``, ...); what is at
@@ -94,7 +94,7 @@ def open_file(path: str, flags: int, what: str, mode: int = 0o644, *, dir_fd: in
     """
     try:
         # Non-blocking, so that a FIFO placed there is refused instead of waiting for a reader or writer.
-        fd = os.open(path, flags | NOFOLLOW | _NONBLOCK, mode, dir_fd=dir_fd)
+        fd = os.open(path, flags | NOFOLLOW | _NONBLOCK, 0o644, dir_fd=dir_fd)
     except OSError as error:
         if error.errno not in _REFUSED:
             raise
