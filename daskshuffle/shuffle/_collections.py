@@ -11,7 +11,7 @@ from dask._task_spec import DataNode, Task
 from dask.core import flatten
 from dask.delayed import delayed
 
-from ..sources._undecodable import decoding, uncomputable
+from ..sources import decoding, uncomputable
 from ._compute import _active_client, live_workers
 
 __all__ = ["array_inputs", "describe_partitions", "is_dask_array", "is_dask_dataframe"]

@@ -10,6 +10,7 @@ from ._text_lines import Lines
 from ._text_sample import count_and_sample, finish_sample, order_sample, plan_sample, read_sample
 from ._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
 from ._text_source import BlockCount, TextSource, open_text_sources
+from ._undecodable import decoding, uncomputable
 from ._xarray import ARRAY_NAME, XarrayFormat, open_arrays_source, open_xarray_source
 from ._zarr import ZarrFormat, open_zarr_sources
 from ._zarr_source import SourceLike
@@ -26,6 +27,7 @@ __all__ = [
     "XarrayFormat",
     "ZarrFormat",
     "count_and_sample",
+    "decoding",
     "finish_sample",
     "identify_parquet_sources",
     "open_arrays_source",
@@ -41,5 +43,6 @@ __all__ = [
     "parse_sources",
     "plan_sample",
     "read_sample",
+    "uncomputable",
     "write_shards",
 ]
