@@ -2,7 +2,9 @@
 
 Each round runs every checkout in a process of its own (``PYTHONPATH`` set to
 the checkout), one after the other, so that the checkouts of a round share the
-machine's load: ``shuffle_zarr`` of one Zarr source of ``x`` (N, 64) float32 and
+machine's load; the order turns round by round (A B, then B A), and each run
+starts after ``sync``, so that no checkout pays for writing back what the one
+before it wrote: ``shuffle_zarr`` of one Zarr source of ``x`` (N, 64) float32 and
 ``id`` (N,) int64 into 512 piles on the threaded scheduler (its wall time), then
 ``PileLoader`` at its defaults over the store it wrote (rows/s of the best of
 two epochs after a first one), and ``cat`` of the store's chunk files (the
@@ -32,6 +34,7 @@ import json, os, shutil, subprocess, sys, time
 import daskshuffle as ds
 src, dst = sys.argv[1], sys.argv[2]
 shutil.rmtree(dst, ignore_errors=True)
+os.sync()
 began = time.perf_counter()
 result = ds.shuffle_zarr(src, dst, n_piles=512, seed=0)
 shuffle_s = time.perf_counter() - began
@@ -90,7 +93,8 @@ def main() -> None:
     found: dict[int, list[dict[str, float]]] = {i: [] for i in range(len(args.checkouts))}
     load = os.getloadavg()[0]
     for round_ in range(args.rounds):
-        for index, checkout in enumerate(args.checkouts):
+        order = list(enumerate(args.checkouts))
+        for index, checkout in order if round_ % 2 == 0 else order[::-1]:
             figures = run(checkout, src, args.data / f"piles-{index}.zarr")
             assert figures["rows"] == n_rows, figures
             found[index].append(figures)
