@@ -5,27 +5,9 @@ through it (:class:`ZarrDestination`, :class:`ParquetDestination`); the readers
 of :mod:`daskshuffle.readers` check what they open with it.
 """
 
+from . import _generations as generations
 from ._binding import check_arrays, open_recording, read_tables, save_records
-from ._generations import (
-    GENERATIONS_KEY,
-    Leftover,
-    array_types,
-    consolidate,
-    consolidated,
-    create_compacted,
-    ensure_group,
-    entry_of,
-    finish_compacted,
-    generation_location,
-    generation_path,
-    leftovers,
-    read_root,
-    remove_generation,
-    sources_of,
-    union,
-    write_root,
-    write_rows,
-)
+from ._generations import GENERATIONS_KEY, Leftover, generation_location, read_root, sources_of
 from ._layout import CHUNK_NBYTES, LAYOUT_KEY, for_writing, sample_rows, xarray_encoding
 from ._metadata import (
     FORMAT_VERSION,
@@ -74,23 +56,15 @@ __all__ = [
     "ParquetDestination",
     "ParquetWriting",
     "ZarrDestination",
-    "array_types",
     "arrow_filesystem",
     "check_arrays",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
     "check_variable_names",
-    "consolidate",
-    "consolidated",
-    "create_compacted",
-    "ensure_group",
-    "entry_of",
-    "finish_compacted",
     "for_writing",
     "generation_location",
-    "generation_path",
-    "leftovers",
+    "generations",
     "metadata_attribute",
     "metadata_disagrees",
     "new_run",
@@ -101,13 +75,9 @@ __all__ = [
     "read_root",
     "read_sidecar",
     "read_tables",
-    "remove_generation",
     "sample_rows",
     "save_records",
     "select_variables",
     "sources_of",
-    "union",
-    "write_root",
-    "write_rows",
     "xarray_encoding",
 ]

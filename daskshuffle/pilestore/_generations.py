@@ -48,6 +48,7 @@ __all__ = [
     "GENERATIONS_KEY",
     "Leftover",
     "array_types",
+    "consolidate",
     "consolidated",
     "create_compacted",
     "ensure_group",
@@ -55,12 +56,10 @@ __all__ = [
     "finish_compacted",
     "generation_location",
     "generation_path",
-    "identities_of",
     "leftovers",
     "read_root",
     "remove_generation",
     "sources_of",
-    "union",
     "write_root",
     "write_rows",
 ]
@@ -134,7 +133,7 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
         )
     check_variable_names(metadata, store.url)
     if GENERATIONS_KEY not in metadata:
-        metadata = {**metadata, GENERATIONS_KEY: [_entry(0, metadata, base=metadata)]}
+        metadata = {**metadata, GENERATIONS_KEY: [entry_of(0, metadata, base=metadata)]}
     else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
         check_recorded_rows(metadata, store.url, {})
         _check_entries(metadata[GENERATIONS_KEY], store.url)
@@ -158,8 +157,9 @@ def _check_entries(entries: object, where: str) -> None:
             )
 
 
-def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What the root records of a generation; the first shuffle's own metadata too, since the root's becomes the union."""
+def entry_of(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What the root records of generation ``number``, from the metadata of its own complete pile store (as its
+    reader checked it); the first shuffle's own metadata (``base``) too, since the root's becomes the union."""
     entry = {
         "generation": number,
         "path": generation_path(number),
@@ -175,12 +175,7 @@ def _entry(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | N
     return entry
 
 
-def entry_of(number: int, metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The entry of generation ``number``, from the metadata of its own complete pile store (as its reader checked it)."""
-    return _entry(number, metadata)
-
-
-def union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The root metadata for the live generations ``entries``: pile ``p`` is pile ``p`` of each, oldest first."""
     sizes = sum(np.diff(np.asarray(entry["pile_offsets"], dtype=np.int64)) for entry in entries)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -205,35 +200,27 @@ def consolidate(store: Location) -> None:
         zarr.consolidate_metadata(group.store)
 
 
-def write_root(store: Location, metadata: Mapping[str, Any]) -> None:
-    """Replace the root metadata in one write, then consolidate the store's metadata for plain zarr and xarray."""
+def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Make ``entries`` the live generations: the root metadata that lists them (:func:`_union`), which replaces
+    ``root`` in one write before the store's metadata is consolidated again for plain zarr and xarray."""
+    metadata = _union(root, entries)
     group = _open_group(store, mode="r+")
     group.attrs[METADATA_KEY] = metadata_attribute(metadata)
     crash_point("root listed")  # before it is consolidated: plain zarr sees the old generations
     consolidate(store)
+    return metadata
 
 
-def sources_of(metadata: Mapping[str, Any]) -> list[str] | None:
-    """The sources of every row of the store, oldest generation first; ``None`` if one was not files."""
+def sources_of(metadata: Mapping[str, Any], key: str = "source") -> list[Any] | None:
+    """The sources of every row of the store, oldest generation first (``key="source_identity"``: their
+    identities); ``None`` if one generation's were not files."""
     if GENERATIONS_KEY not in metadata:
-        return metadata.get("source")
-    found: list[str] = []
+        return metadata.get(key)
+    found: list[Any] = []
     for entry in metadata[GENERATIONS_KEY]:
-        if not isinstance(entry.get("source"), list):
+        if not isinstance(entry.get(key), list):
             return None
-        found += entry["source"]
-    return found
-
-
-def identities_of(metadata: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The identity of the sources of every row of the store, oldest generation first; ``None`` if one has none."""
-    if GENERATIONS_KEY not in metadata:
-        return metadata.get("source_identity")
-    found: list[dict[str, Any]] = []
-    for entry in metadata[GENERATIONS_KEY]:
-        if not isinstance(entry.get("source_identity"), list):
-            return None
-        found += entry["source_identity"]
+        found += entry[key]
     return found
 
 
@@ -385,7 +372,7 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         n_rows=metadata["n_rows"],
         pile_offsets=metadata["pile_offsets"],
         source=sources_of(metadata),
-        source_identity=identities_of(metadata),
+        source_identity=sources_of(metadata, "source_identity"),
     )
     group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: metadata_attribute(own)})
     alignment, row_nbytes = 1, 0
@@ -441,4 +428,4 @@ def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
         zarr.consolidate_metadata(group.store)
-    return _entry(number, own)
+    return entry_of(number, own)

@@ -13,9 +13,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .. import pilestore as store_io
 from .._errors import DaskShuffleValueError, StorageFullError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
+from ..pilestore import generations as store_io, read_metadata
 from ..readers import GenerationsReader, ZarrPileReader
 from ..shuffle import map_tasks
 from ..sources import open_zarr_sources
@@ -82,9 +82,7 @@ def _compacted(
     token = f"compact-{location.url}-{number}-{root['fingerprint']}"
     map_tasks(_copy_rows, spans, token=token, progress=progress)
     crash_point("compact copied")
-    compacted = store_io.union(root, [store_io.finish_compacted(location, number)])
-    store_io.write_root(location, compacted)
-    return compacted
+    return store_io.write_root(location, root, [store_io.finish_compacted(location, number)])
 
 
 def _records(metadata: dict[str, Any]) -> list[Generation]:
@@ -170,7 +168,7 @@ def _continues(target: Location, identity: list[dict[str, Any]], seed: int | Non
     """Whether the generation at ``target``, left unlisted by a killed append, is this append's to continue."""
     if not target.exists():
         return False
-    metadata = store_io.read_metadata(target)
+    metadata = read_metadata(target)
     return (
         metadata is not None
         and metadata.get("source_identity") == identity
@@ -309,9 +307,7 @@ def append(
             levels=levels,
         )
         crash_point("append shuffled")
-        entries = [*live, _entry_of(location, number)]
-        grown = store_io.union(root, entries)
-        store_io.write_root(location, grown)
+        grown = store_io.write_root(location, root, [*live, _entry_of(location, number)])
     return _records(grown)
 
 
@@ -341,8 +337,7 @@ def evict(
         entries = root[store_io.GENERATIONS_KEY]
         gone, kept = entries[:-keep_last], entries[-keep_last:]
         if gone:
-            kept_root = store_io.union(root, kept)
-            store_io.write_root(location, kept_root)
+            kept_root = store_io.write_root(location, root, kept)
             crash_point("evict listed")
             for entry in gone:
                 store_io.remove_generation(location, entry, root["variables"])

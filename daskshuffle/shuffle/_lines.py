@@ -3,40 +3,30 @@
 ``shuffle_lines`` is cut where reading begins: ``_check`` makes every check of
 the arguments and destinations (nothing read or written yet) into a
 ``_TextShuffle``, and ``_run`` decompresses, counts, and shuffles. With
-``head_count`` the lines are sampled instead (``formats/_text_sample.py``);
-several or compressed output files are written by ``formats/_text_shards.py``.
+``head_count`` the lines are sampled instead (``sources/_text_sample.py``);
+several or compressed output files are written by ``sources/_text_shards.py``.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
-from .._config import int_setting
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_bool, parse_count
 from ..sources import (
-    BlockCount,
-    Lines,
-    ShardedTextFormat,
-    TextFormat,
+    TextOutput,
     TextSource,
-    count_and_sample,
-    finish_sample,
+    count_lines,
+    open_text_output,
     open_text_sources,
-    order_sample,
-    output_compression,
     parse_delimiter,
-    parse_output_files,
     parse_sources,
-    plan_sample,
-    read_sample,
-    write_shards,
 )
 from ..storage import Location
 from ._compute import map_tasks
@@ -50,62 +40,9 @@ __all__ = ["shuffle_lines"]
 PathLike = str | os.PathLike[str]
 
 
-def _decompress(source: TextSource, spool: Location, progress: bool) -> TextSource:
-    """Decompress every compressed file into ``spool``, one task a file, and read those copies instead."""
-    compressed = [index for index, file in enumerate(source.files) if file.compression is not None]
-    if not compressed:
-        return source
-    spool.makedirs()
-    paths = [spool.join(f"{index}.txt") for index in compressed]
-    sizes = map_tasks(
-        source.decompress,
-        list(zip(compressed, paths, strict=True)),
-        token=repr((source.files, spool.url)),
-        progress=progress,
-    )
-    return source.decompressed(
-        {index: (path, size) for index, path, size in zip(compressed, paths, sizes, strict=True)}
-    )
-
-
-def _count(source: TextSource, progress: bool) -> list[BlockCount]:
-    return map_tasks(
-        source.count_block,
-        [(block,) for block in range(source.n_blocks)],
-        token=repr((source.files, source.block_nbytes, source.header, source.delimiter)),
-        progress=progress,
-    )
-
-
-def _sample(
-    source: TextSource, head_count: int, seed: int, *, repeat: bool, progress: bool
-) -> tuple[list[BlockCount], Lines | None, int]:
-    """The counts of every block, the sample in its output order, and the tasks run.
-
-    The sample is ``None`` when ``head_count`` takes every line (without
-    ``repeat``): then the lines are shuffled out of core instead.
-    """
-    token = repr((source.files, source.block_nbytes, source.header, source.delimiter, seed, head_count, repeat))
-    if head_count * source.n_blocks <= int_setting("lines.one-pass-lines"):
-        results = map_tasks(
-            count_and_sample,
-            [(source, block, head_count, seed, repeat) for block in range(source.n_blocks)],
-            token=token,
-            progress=progress,
-        )
-        counts = [count for count, _ in results]
-        n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
-        if not repeat and head_count >= n_lines.sum():
-            return counts, None, len(results)
-        kept = [rows for _, rows in results]
-        return counts, finish_sample(kept, n_lines, head_count, seed, replace=repeat), len(results)
-    counts = _count(source, progress)
-    n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
-    if not repeat and head_count >= n_lines.sum():
-        return counts, None, len(counts)
-    plan = plan_sample(n_lines, head_count, seed, replace=repeat)
-    parts = map_tasks(read_sample, [(source, block, lines) for block, lines in plan], token=token, progress=progress)
-    return counts, order_sample(parts, seed), len(counts) + len(plan)
+def _runner(progress: bool) -> Callable[..., list[Any]]:
+    """The text format's steps run as tasks on the active scheduler."""
+    return lambda function, arguments, token: map_tasks(function, arguments, token=token, progress=progress)
 
 
 def shuffle_lines(
@@ -274,10 +211,8 @@ class _TextShuffle:
 
     source: TextSource
     options: ShuffleOptions
-    #: The output files (one, or ``n_output_files``), their compression, and whether they are written as shards.
-    paths: list[Location]
-    compression: str | None
-    sharded: bool
+    #: The output files (one, or ``n_output_files``).
+    output: TextOutput
     #: Where compressed inputs are decompressed to.
     spool: Location
     head: int | None
@@ -324,13 +259,8 @@ def _check(
     line_end = parse_delimiter(delimiter)
     dst_location, tmp_location = shuffle_locations(options)
     storage_options = options.storage_options
-    paths = [Location.of(path, storage_options) for path in parse_output_files(dst_location.url, n_output_files)]
-    compression = output_compression(dst_location.url)
-    for path in paths:
-        if path.isdir():
-            raise DaskShuffleValueError(
-                f"Expected dst to be a file. Got {path.url!r}, which is a directory, instead; name a file inside it."
-            )
+    output = open_text_output(dst_location.url, n_output_files, storage_options)
+    paths = output.paths
     source: TextSource = open_text_sources(
         sources,
         header=with_header,
@@ -349,9 +279,7 @@ def _check(
     return _TextShuffle(
         source=source,
         options=options,
-        paths=paths,
-        compression=compression,
-        sharded=n_output_files is not None or compression is not None,
+        output=output,
         spool=dst_location.scratch(".daskshuffle-spool", tmp_location),
         head=head,
         repeat=with_repeat,
@@ -360,30 +288,25 @@ def _check(
 
 def _run(job: _TextShuffle, began: float) -> ShuffleResult:
     """Decompress, count the blocks (or sample them), and shuffle or write the sample."""
-    options, progress = job.options, job.options.progress
+    options, run = job.options, _runner(job.options.progress)
     job.spool.remove()
     try:
-        source = _decompress(job.source, job.spool, progress)
-        if job.head is not None:
-            counts, sample, n_tasks = _sample(source, job.head, options.seed, repeat=job.repeat, progress=progress)
-            if sample is not None:
-                write_shards(sample, job.paths, source.header)
-                return ShuffleResult(
-                    path=shuffle_locations(options)[0].url,
-                    n_rows=len(sample),
-                    n_piles=1,
-                    seed=options.seed,
-                    pile_sizes=np.array([len(sample)], dtype=np.int64),
-                    variables=[],
-                    materialized=True,
-                    seconds=time.perf_counter() - began,
-                    n_tasks=n_tasks,
-                )
-        else:
-            counts = _count(source, progress)
-        fmt = TextFormat(source, counts)
-        if job.sharded:
-            fmt = ShardedTextFormat(source, counts, job.paths, job.compression)
+        source = job.source.decompressed(job.spool, run)
+        counts, sample, n_tasks = count_lines(source, run, job.head, options.seed, replace=job.repeat)
+        if sample is not None:
+            job.output.write(sample, source.header)
+            return ShuffleResult(
+                path=shuffle_locations(options)[0].url,
+                n_rows=len(sample),
+                n_piles=1,
+                seed=options.seed,
+                pile_sizes=np.array([len(sample)], dtype=np.int64),
+                variables=[],
+                materialized=True,
+                seconds=time.perf_counter() - began,
+                n_tasks=n_tasks,
+            )
+        fmt = job.output.format(source, counts)
         fmt.check_blocks_fit(options.pile_nbytes)
         return run_shuffle(fmt, options, variables=[])
     finally:

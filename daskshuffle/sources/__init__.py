@@ -5,11 +5,10 @@ plain text file, never read back by the loader) lives here with its source.
 
 from ._dataframe import open_dataframe_source
 from ._parquet import COMPRESSIONS, identify_parquet_sources, open_parquet_sources
-from ._text import TextFormat, parse_delimiter, parse_sources
-from ._text_lines import Lines
-from ._text_sample import count_and_sample, finish_sample, order_sample, plan_sample, read_sample
-from ._text_shards import ShardedTextFormat, output_compression, parse_output_files, write_shards
-from ._text_source import BlockCount, TextSource, open_text_sources
+from ._text import parse_delimiter, parse_sources
+from ._text_sample import count_lines
+from ._text_shards import TextOutput, open_text_output
+from ._text_source import TextSource, open_text_sources
 from ._undecodable import decoding, uncomputable
 from ._xarray import ARRAY_NAME, XarrayFormat, open_arrays_source, open_xarray_source
 from ._zarr import ZarrFormat, open_zarr_sources
@@ -18,31 +17,22 @@ from ._zarr_source import SourceLike
 __all__ = [
     "ARRAY_NAME",
     "COMPRESSIONS",
-    "BlockCount",
-    "Lines",
-    "ShardedTextFormat",
     "SourceLike",
-    "TextFormat",
+    "TextOutput",
     "TextSource",
     "XarrayFormat",
     "ZarrFormat",
-    "count_and_sample",
+    "count_lines",
     "decoding",
-    "finish_sample",
     "identify_parquet_sources",
     "open_arrays_source",
     "open_dataframe_source",
     "open_parquet_sources",
+    "open_text_output",
     "open_text_sources",
     "open_xarray_source",
     "open_zarr_sources",
-    "order_sample",
-    "output_compression",
     "parse_delimiter",
-    "parse_output_files",
     "parse_sources",
-    "plan_sample",
-    "read_sample",
     "uncomputable",
-    "write_shards",
 ]

@@ -23,27 +23,17 @@ counts, never from the workers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .._config import int_setting
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
 from ._text_lines import Lines, line_offsets, memory_pool
-from ._text_source import BlockCount, TextSource
+from ._text_source import BlockCount, Run, TextSource
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = [
-    "count_and_sample",
-    "finish_sample",
-    "keep_block_sample",
-    "order_sample",
-    "plan_sample",
-    "read_sample",
-]
+__all__ = ["count_lines", "finish_sample", "keep_block_sample", "order_sample", "plan_sample"]
 
 #: The most lines NumPy's multivariate hypergeometric sampler takes.
 _HYPERGEOMETRIC_LIMIT = 10**9
@@ -148,3 +138,37 @@ def order_sample(parts: Sequence[Lines], seed: int) -> Lines:
 
     rows = pa.concat_arrays(list(parts), memory_pool=memory_pool()) if parts else pa.array([], pa.large_binary())
     return _take(rows, make_rng(seed, "sample-order").permutation(len(rows)))
+
+
+# -- the step -----------------------------------------------------------------
+def count_lines(
+    source: TextSource, run: Run, head_count: int | None = None, seed: int = 0, *, replace: bool = False
+) -> tuple[list[BlockCount], Lines | None, int]:
+    """The counts of every block, the sample of ``head_count`` lines in its output order, and the tasks run.
+
+    The sample is ``None`` without ``head_count``, or when it takes every
+    line (without ``replace``): then the lines are shuffled out of core
+    instead. One pass when ``head_count`` times the blocks is at most
+    ``lines.one-pass-lines``, else count, then read.
+    """
+    blocks = range(source.n_blocks)
+    key = (source.files, source.block_nbytes, source.header, source.delimiter)
+    if head_count is None:
+        counts = run(source.count_block, [(block,) for block in blocks], repr(key))
+        return counts, None, len(counts)
+    token = repr((*key, seed, head_count, replace))
+    if head_count * source.n_blocks <= int_setting("lines.one-pass-lines"):
+        results = run(count_and_sample, [(source, block, head_count, seed, replace) for block in blocks], token)
+        counts = [count for count, _ in results]
+        n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
+        if not replace and head_count >= n_lines.sum():
+            return counts, None, len(results)
+        kept = [rows for _, rows in results]
+        return counts, finish_sample(kept, n_lines, head_count, seed, replace=replace), len(results)
+    counts = count_lines(source, run)[0]
+    n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
+    if not replace and head_count >= n_lines.sum():
+        return counts, None, len(counts)
+    plan = plan_sample(n_lines, head_count, seed, replace=replace)
+    parts = run(read_sample, [(source, block, lines) for block, lines in plan], token)
+    return counts, order_sample(parts, seed), len(counts) + len(plan)

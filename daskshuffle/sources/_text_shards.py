@@ -24,6 +24,7 @@ import importlib.util
 import posixpath
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,14 @@ from ._text import OutputLayout, TextFormat
 from ._text_lines import Lines, line_bytes
 from ._text_source import _READ_NBYTES, BlockCount, TextSource
 
-__all__ = ["ShardedTextFormat", "compress", "output_compression", "parse_output_files", "write_shards"]
+__all__ = [
+    "ShardedTextFormat",
+    "TextOutput",
+    "compress",
+    "open_text_output",
+    "output_compression",
+    "parse_output_files",
+]
 
 _PARTIAL_SUFFIX = ".daskshuffle-partial"
 #: Output extensions that are compressed, and how.
@@ -221,3 +229,34 @@ class ShardedTextFormat(TextFormat):
         fs, partial = _partial(dst)
         if fs.exists(partial):
             fs.rm(partial, recursive=True)
+
+
+@dataclass(frozen=True)
+class TextOutput:
+    """The output files of ``shuffle_lines``: one, or several named by a pattern, compressed by their names."""
+
+    paths: list[Location]
+    compression: str | None
+    sharded: bool
+
+    def format(self, source: TextSource, counts: Sequence[BlockCount]) -> TextFormat:
+        """The format that shuffles the lines of ``source`` (its blocks counted) into these files."""
+        if self.sharded:
+            return ShardedTextFormat(source, counts, self.paths, self.compression)
+        return TextFormat(source, counts)
+
+    def write(self, rows: Lines, header: bytes) -> None:
+        """Write ``rows``, already in order, into these files (a sample, held in memory)."""
+        write_shards(rows, self.paths, header)
+
+
+def open_text_output(dst: str, n_output_files: object, storage_options: dict[str, Any] | None) -> TextOutput:
+    """The output files for ``dst`` (a pattern with ``n_output_files``), checked: none may be a directory."""
+    paths = [Location.of(path, storage_options) for path in parse_output_files(dst, n_output_files)]
+    compression = output_compression(dst)
+    for path in paths:
+        if path.isdir():
+            raise DaskShuffleValueError(
+                f"Expected dst to be a file. Got {path.url!r}, which is a directory, instead; name a file inside it."
+            )
+    return TextOutput(paths, compression, sharded=n_output_files is not None or compression is not None)

@@ -23,7 +23,7 @@ planning) by :meth:`TextSource.count_block`.
 from __future__ import annotations
 
 import mmap
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -44,6 +44,10 @@ __all__ = [
     "TextSource",
     "open_text_sources",
 ]
+
+#: What runs the tasks of a step, as ``run(function, arguments, token)``: ``function(*args)`` for every ``args`` of
+#: ``arguments``, in parallel on the shuffle's scheduler (the work named by ``token``), the results in order.
+Run = Callable[[Callable[..., Any], Sequence[tuple[Any, ...]], str], list[Any]]
 
 #: Newlines are counted in windows of this size: small enough for the temporary mask to stay in cache.
 _COUNT_NBYTES = 2**20
@@ -186,8 +190,15 @@ class TextSource:
                 size += len(chunk)
         return size
 
-    def decompressed(self, copies: Mapping[int, tuple[Location, int]]) -> TextSource:
-        """This source with files replaced by decompressed copies, ``{file: (location, size)}``."""
+    def decompressed(self, spool: Location, run: Run) -> TextSource:
+        """This source with every compressed file decompressed into ``spool`` (one task a file) and read there."""
+        compressed = [index for index, file in enumerate(self.files) if file.compression is not None]
+        if not compressed:
+            return self
+        spool.makedirs()
+        paths = [spool.join(f"{index}.txt") for index in compressed]
+        sizes = run(self.decompress, list(zip(compressed, paths, strict=True)), repr((self.files, spool.url)))
+        copies = dict(zip(compressed, zip(paths, sizes, strict=True), strict=True))
         files = [
             TextFile(copies[index][0], size=copies[index][1], compression=None) if index in copies else file
             for index, file in enumerate(self.files)
