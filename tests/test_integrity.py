@@ -66,6 +66,15 @@ def unseen(store: str, identity: Any) -> None:
     group.attrs["daskshuffle"] = {**metadata, "seal": seal_of(metadata)}
 
 
+def resealed(store: str, edit: Any) -> None:
+    """``edit`` the root metadata of ``store`` and seal it again: what the store records, not its seal, is checked."""
+    group = zarr.open_group(store, mode="r+")
+    metadata = dict(group.attrs["daskshuffle"])
+    edit(metadata)
+    metadata.pop("seal")
+    group.attrs["daskshuffle"] = {**metadata, "seal": seal_of(metadata)}
+
+
 def all_ids(store: str, **options: Any) -> np.ndarray:
     with ds.PileLoader(store, batch_size=1_000, seed=0, **options) as loader:
         return np.concatenate([batch["id"] for batch in loader])
@@ -235,6 +244,22 @@ def test_an_edited_layout_record_is_refused(tmp_path: Path) -> None:
     chunk(store, "id", 0).unlink()
     edit_json(Path(store) / "zarr.json", lambda document: document["attributes"]["daskshuffle"].pop("layout"))
     with pytest.raises(CorruptPileStoreError, match="seal"):
+        all_ids(store)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda metadata: metadata["layout"]["variables"]["x"].pop("row_shape"),
+        lambda metadata: metadata["layout"]["variables"]["x"].pop("chunk_rows"),
+        lambda metadata: metadata["layout"]["variables"].pop("x"),
+    ],
+    ids=["row_shape", "chunk_rows", "variable"],
+)
+def test_a_store_that_records_no_layout_of_an_array_is_refused(tmp_path: Path, edit: Any) -> None:
+    store = shuffled(tmp_path)
+    resealed(store, edit)
+    with pytest.raises(CorruptPileStoreError, match=r"the layout of array 'x' \(its rows per chunk and row shape\)"):
         all_ids(store)
 
 
