@@ -263,6 +263,30 @@ def test_a_store_that_records_no_layout_of_an_array_is_refused(tmp_path: Path, e
         all_ids(store)
 
 
+@pytest.mark.parametrize(
+    "edit",
+    [lambda metadata: metadata["arrays"]["id"].pop("chunk_crc32c"), lambda metadata: metadata.pop("arrays")],
+    ids=["table", "arrays"],
+)
+def test_a_store_that_records_no_crc32c_table_is_refused_by_the_loader_and_verify(tmp_path: Path, edit: Any) -> None:
+    store = shuffled(tmp_path)
+    resealed(store, edit)
+    refused = r"variable 'id' \(arrays → chunk_crc32c\)|array 'id' under 'arrays'"
+    with pytest.raises(CorruptPileStoreError, match=refused):
+        all_ids(store)
+    with pytest.raises(CorruptPileStoreError, match=refused):
+        ds.verify(store)
+
+
+def test_a_crc32c_codec_the_user_names_first_is_moved_last_and_the_table_recorded(tmp_path: Path) -> None:
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    store = shuffled(tmp_path, compressors=[Crc32cCodec(), ZstdCodec()])
+    metadata = read_metadata(store)
+    assert metadata is not None and metadata["arrays"]["x"]["chunk_crc32c"]["n_chunks"] == 40
+    assert sorted(all_ids(store)) == list(range(N_ROWS))
+
+
 def test_a_missing_or_edited_crc32c_table_is_refused_on_open(tmp_path: Path) -> None:
     from daskshuffle.pilestore._binding import TABLE
 

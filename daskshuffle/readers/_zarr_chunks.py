@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import fsspec.implementations.local
@@ -59,8 +59,8 @@ class Chunks:
     n_rows: int
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
-    #: The crc32c the run recorded for each chunk, by index (``None``: a store that records none).
-    expected: NDArray[np.uint32] | None = None
+    #: The crc32c the run recorded for each chunk, by index (none until the reader sets its store's table).
+    expected: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype="<u4"))
 
     @property
     def chunk_nbytes(self) -> int:
@@ -405,7 +405,7 @@ class ChunkFiles:
     def _check_place(self, chunks: Chunks, index: int, carried: int, path: str, pile: int | None) -> None:
         """Refuse an intact chunk that is not the one its run wrote at ``index`` of this variable."""
         expected = chunks.expected
-        if expected is not None and (index >= len(expected) or carried != expected[index]):
+        if index >= len(expected) or carried != expected[index]:
             recorded = f"{int(expected[index]):#010x}" if index < len(expected) else "no chunk"
             raise self._damage(
                 chunks,
