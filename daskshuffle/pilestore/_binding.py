@@ -227,7 +227,9 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
     :class:`~daskshuffle.CorruptPileStoreError`.
     """
     refuse_links(location, paths.values())
-    records = {name: ((metadata.get("arrays") or {}).get(name) or {}).get("chunk_crc32c") for name in paths}
+    records: dict[str, Any] = {
+        name: ((metadata.get("arrays") or {}).get(name) or {}).get("chunk_crc32c") for name in paths
+    }
     for name, record in records.items():
         if not isinstance(record, Mapping) or {"n_chunks", "crc32c"} - set(record):
             raise metadata_disagrees(
