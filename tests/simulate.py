@@ -16,7 +16,7 @@ from daskshuffle.plan._plan import Plan, block_order, group_order, make_plan, me
 
 
 def simulate(
-    block_lengths: list[int], n_piles: int, seed: int, *, shuffled: bool = True, group_nbytes: int = 1 << 62
+    block_lengths: list[int], n_piles: int, seed: int, *, group_nbytes: int = 1 << 62
 ) -> tuple[Plan, NDArray[np.int64]]:
     """The plan and the output order (source row numbers) of a shuffle."""
     plan = make_plan(block_lengths, n_piles, seed)
@@ -26,7 +26,7 @@ def simulate(
     for start, stop in merge_runs(plan.pile_sizes, 1, group_nbytes):
         reads = [pieces[b][plan.piece_offsets[b, start] : plan.piece_offsets[b, stop]] for b in range(plan.n_blocks)]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
-        out.append(rows[group_order(plan.counts[:, start:stop], seed, start, shuffled=shuffled)])
+        out.append(rows[group_order(plan.counts[:, start:stop], seed, start)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
     return plan, order.astype(np.int64)
 
@@ -38,7 +38,6 @@ def simulate_levels(
     seed: int,
     *,
     block_rows: int,
-    shuffled: bool = True,
     group_nbytes: int = 1 << 62,
 ) -> tuple[LevelPlan, NDArray[np.int64]]:
     """The plan and the output order of a shuffle of ``len(fanouts) + 1`` levels, from the plan's own functions."""
@@ -66,7 +65,7 @@ def simulate_levels(
         first, counts, _ = plan.merge_columns(start, stop)
         reads = [rows[offsets[start] : offsets[stop]] for rows, offsets in last[first : first + len(counts)]]
         rows = np.concatenate(reads) if reads else np.zeros(0, dtype=np.int64)
-        out.append(rows[group_order(counts, plan.seed, start, shuffled=shuffled)])
+        out.append(rows[group_order(counts, plan.seed, start)])
     order = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
     return plan, order.astype(np.int64)
 

@@ -66,6 +66,15 @@ def unseen(store: str, identity: Any) -> None:
     group.attrs["daskshuffle"] = {**metadata, "seal": seal_of(metadata)}
 
 
+def resealed(store: str, edit: Any) -> None:
+    """``edit`` the root metadata of ``store`` and seal it again: what the store records, not its seal, is checked."""
+    group = zarr.open_group(store, mode="r+")
+    metadata = dict(group.attrs["daskshuffle"])
+    edit(metadata)
+    metadata.pop("seal")
+    group.attrs["daskshuffle"] = {**metadata, "seal": seal_of(metadata)}
+
+
 def all_ids(store: str, **options: Any) -> np.ndarray:
     with ds.PileLoader(store, batch_size=1_000, seed=0, **options) as loader:
         return np.concatenate([batch["id"] for batch in loader])
@@ -236,6 +245,46 @@ def test_an_edited_layout_record_is_refused(tmp_path: Path) -> None:
     edit_json(Path(store) / "zarr.json", lambda document: document["attributes"]["daskshuffle"].pop("layout"))
     with pytest.raises(CorruptPileStoreError, match="seal"):
         all_ids(store)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda metadata: metadata["layout"]["variables"]["x"].pop("row_shape"),
+        lambda metadata: metadata["layout"]["variables"]["x"].pop("chunk_rows"),
+        lambda metadata: metadata["layout"]["variables"].pop("x"),
+    ],
+    ids=["row_shape", "chunk_rows", "variable"],
+)
+def test_a_store_that_records_no_layout_of_an_array_is_refused(tmp_path: Path, edit: Any) -> None:
+    store = shuffled(tmp_path)
+    resealed(store, edit)
+    with pytest.raises(CorruptPileStoreError, match=r"the layout of array 'x' \(its rows per chunk and row shape\)"):
+        all_ids(store)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [lambda metadata: metadata["arrays"]["id"].pop("chunk_crc32c"), lambda metadata: metadata.pop("arrays")],
+    ids=["table", "arrays"],
+)
+def test_a_store_that_records_no_crc32c_table_is_refused_by_the_loader_and_verify(tmp_path: Path, edit: Any) -> None:
+    store = shuffled(tmp_path)
+    resealed(store, edit)
+    refused = r"variable 'id' \(arrays → chunk_crc32c\)|array 'id' under 'arrays'"
+    with pytest.raises(CorruptPileStoreError, match=refused):
+        all_ids(store)
+    with pytest.raises(CorruptPileStoreError, match=refused):
+        ds.verify(store)
+
+
+def test_a_crc32c_codec_the_user_names_first_is_moved_last_and_the_table_recorded(tmp_path: Path) -> None:
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    store = shuffled(tmp_path, compressors=[Crc32cCodec(), ZstdCodec()])
+    metadata = read_metadata(store)
+    assert metadata is not None and metadata["arrays"]["x"]["chunk_crc32c"]["n_chunks"] == 40
+    assert sorted(all_ids(store)) == list(range(N_ROWS))
 
 
 def test_a_missing_or_edited_crc32c_table_is_refused_on_open(tmp_path: Path) -> None:

@@ -138,7 +138,7 @@ def test_materialized_two_level_positions_are_uniform_and_pairs_unordered() -> N
     landing = {0: np.zeros(bins), 29: np.zeros(bins), 59: np.zeros(bins)}
     before = 0
     for seed in range(n_seeds):
-        _, order = simulate_levels([25, 5, 30], 6, [3], seed, block_rows=10, shuffled=True, group_nbytes=20)
+        _, order = simulate_levels([25, 5, 30], 6, [3], seed, block_rows=10, group_nbytes=20)
         positions = np.argsort(order)
         for row, counts in landing.items():
             counts[positions[row] * bins // n_rows] += 1

@@ -197,3 +197,23 @@ def test_every_reader_checks_the_batch_format_it_declares_before_it_looks_for_th
     assert error.value.parameter == "batch_format"
     if batch_format == "xarray":
         assert str(error.value).endswith("'xarray' batches come from Zarr pile stores.")
+
+
+@pytest.mark.parametrize("recorded", [None, 0, "4096"])
+def test_a_store_that_records_no_row_group_rows_is_refused(store: str, tmp_path: Path, recorded: object) -> None:
+    import json
+
+    from daskshuffle.pilestore._metadata import seal_of
+
+    copy = tmp_path / "piles"
+    shutil.copytree(store, copy)
+    sidecar = copy / "_daskshuffle.json"
+    metadata = {key: value for key, value in json.loads(sidecar.read_text()).items() if key != "seal"}
+    metadata.pop("row_group_rows")
+    if recorded is not None:
+        metadata["row_group_rows"] = recorded
+    sidecar.write_text(json.dumps({**metadata, "seal": seal_of(metadata)}))
+    with pytest.raises(CorruptPileStoreError, match=f"the rows of its row groups, row_group_rows. Got {recorded!r}"):
+        ParquetPileReader(str(copy))
+    with pytest.raises(CorruptPileStoreError, match="row_group_rows"):
+        PileLoader(str(copy), batch_size=100, seed=0)

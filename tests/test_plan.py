@@ -62,12 +62,12 @@ def test_block_order_is_pieces_in_source_order(length: int, n_piles: int, seed: 
         assert (np.diff(piece) > 0).all(), "a piece keeps its rows in source order"
 
 
-@given(block_lists, piles, seeds, st.booleans(), st.integers(1, 80))
+@given(block_lists, piles, seeds, st.integers(1, 80))
 @settings(max_examples=200)
 def test_simulated_shuffle_is_a_permutation_with_piles_in_place(
-    lengths: list[int], n_piles: int, seed: int, materialize: bool, group_rows: int
+    lengths: list[int], n_piles: int, seed: int, group_rows: int
 ) -> None:
-    plan, order = simulate(lengths, n_piles, seed, shuffled=materialize, group_nbytes=group_rows)
+    plan, order = simulate(lengths, n_piles, seed, group_nbytes=group_rows)
     assert sorted(order.tolist()) == list(range(sum(lengths)))
     # Every row sits in the pile its block's assignment sent it to.
     starts = np.concatenate([[0], np.cumsum(lengths)])
@@ -78,22 +78,20 @@ def test_simulated_shuffle_is_a_permutation_with_piles_in_place(
     for pile in range(n_piles):
         members = order[plan.pile_offsets[pile] : plan.pile_offsets[pile + 1]]
         assert (expected_pile[members] == pile).all()
-        if not materialize:
-            assert (np.diff(members) > 0).all(), "an unshuffled pile is in source order"
 
 
-@given(block_lists, piles, seeds, st.booleans(), st.integers(1, 80))
-def test_grouping_does_not_change_the_output(
-    lengths: list[int], n_piles: int, seed: int, materialize: bool, rows: int
-) -> None:
-    _, whole = simulate(lengths, n_piles, seed, shuffled=materialize)
-    _, grouped = simulate(lengths, n_piles, seed, shuffled=materialize, group_nbytes=rows)
+@given(block_lists, piles, seeds, st.integers(1, 80))
+def test_grouping_does_not_change_the_output(lengths: list[int], n_piles: int, seed: int, rows: int) -> None:
+    _, whole = simulate(lengths, n_piles, seed)
+    _, grouped = simulate(lengths, n_piles, seed, group_nbytes=rows)
     assert np.array_equal(whole, grouped)
 
 
 def test_group_order_example() -> None:
     counts = np.array([[1, 2], [1, 0]])
-    assert group_order(counts, 0, 0, shuffled=False).tolist() == [0, 3, 1, 2]
+    order = group_order(counts, 0, 0)
+    assert sorted(order[:2].tolist()) == [0, 3] and sorted(order[2:].tolist()) == [1, 2]  # piles end to end
+    assert order.tolist() == [0, 3, 2, 1]  # each shuffled by its own generator
 
 
 @given(st.lists(st.integers(0, 50), max_size=40), st.integers(1, 8), st.integers(1, 200))
@@ -149,7 +147,7 @@ def test_settings_round_trip_and_fingerprint() -> None:
 
 def test_seeded_order_matches_golden_file() -> None:
     """A change that silently alters the output of a given seed must fail here."""
-    plan, order = simulate([7, 0, 12, 5], 3, seed=7, shuffled=True)
+    plan, order = simulate([7, 0, 12, 5], 3, seed=7)
     found = {"counts": plan.counts.tolist(), "order": order.tolist()}
     if os.environ.get("DASKSHUFFLE_UPDATE_GOLDEN"):  # a deliberate change of outputs rewrites it
         GOLDEN.write_text(json.dumps(found) + "\n")
@@ -166,7 +164,7 @@ def test_materialized_position_of_fixed_rows_is_uniform() -> None:
     lengths = [25, 5, 30]
     landing = {0: np.zeros(bins), 29: np.zeros(bins), 59: np.zeros(bins)}
     for seed in range(n_seeds):
-        _, order = simulate(lengths, 4, seed, shuffled=True, group_nbytes=20)
+        _, order = simulate(lengths, 4, seed, group_nbytes=20)
         positions = np.argsort(order)
         for row, counts in landing.items():
             counts[positions[row] * bins // n_rows] += 1
@@ -182,7 +180,7 @@ def test_materialized_pairs_are_unordered() -> None:
     n_seeds = 4_000
     before = 0
     for seed in range(n_seeds):
-        _, order = simulate([20, 20], 2, seed, shuffled=True)
+        _, order = simulate([20, 20], 2, seed)
         positions = np.argsort(order)
         before += positions[0] < positions[1]
     p = stats.binomtest(before, n_seeds, 0.5).pvalue

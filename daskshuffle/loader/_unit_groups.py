@@ -36,9 +36,6 @@ __all__ = ["UnitGroups", "UnitSizes", "choose_units"]
 
 IntArray = NDArray[np.int64]
 
-#: Bytes of rows a unit holds for a reader that does not say where its chunks lie.
-UNIT_NBYTES = 2 * 2**20
-
 
 class UnitSizes(NamedTuple):
     """What a loader's budget gives for its store: rows of a group (at most), and of a unit of each member store."""
@@ -52,10 +49,8 @@ class UnitSizes(NamedTuple):
         return max(self.member_unit_rows)
 
 
-def _chunks(found: dict[str, tuple[int, int]], row: float) -> tuple[dict[str, int], dict[str, int]]:
-    """Rows a chunk and bytes a row of each variable; for a reader that does not say, one of :data:`UNIT_NBYTES`."""
-    if not found:
-        return {"": max(1, int(UNIT_NBYTES // row))}, {"": 1}
+def _chunks(found: dict[str, tuple[int, int]]) -> tuple[dict[str, int], dict[str, int]]:
+    """Rows a chunk and bytes a row of each variable."""
     return {name: rows for name, (rows, _) in found.items()}, {name: size for name, (_, size) in found.items()}
 
 
@@ -75,7 +70,7 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
     process's memory (``daskshuffle.config``).
     """
     row = max(row_nbytes, 1.0)
-    members = [_chunks(found, row) for found in reader.member_chunk_rows()]
+    members = [_chunks(found) for found in reader.member_chunk_rows()]
     if budget == "auto":
         unit_nbytes = max(unit_rows_for(*member) for member in members) * row  # the cheapest units to read
         budget = auto_budget(

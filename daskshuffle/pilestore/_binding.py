@@ -152,10 +152,10 @@ def check_arrays(metadata: Mapping[str, Any], where: str, arrays: Mapping[str, z
     read every value byte-swapped, an edited shape or chunking misplaced rows.
     """
     recorded = metadata.get("arrays")
-    if not isinstance(recorded, Mapping):
-        return
     for name, array in arrays.items():
-        expected = {key: value for key, value in (recorded.get(name) or {}).items() if key != "chunk_crc32c"}
+        if not isinstance(recorded, Mapping) or not isinstance(recorded.get(name), Mapping):
+            raise metadata_disagrees(where, f"a record of array {name!r} under 'arrays'", "none")
+        expected = {key: value for key, value in recorded[name].items() if key != "chunk_crc32c"}
         got = array_record(array)
         if expected != got:
             differ = sorted(key for key in {*expected, *got} if expected.get(key) != got.get(key))
@@ -219,18 +219,22 @@ def _gather(array_location: Location, array: zarr.Array[Any], name: str) -> NDAr
 
 
 def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[str, str]) -> dict[str, NDArray[Any]]:
-    """The crc32c table of each variable of ``paths`` (name: its array's path) that the metadata records, checked.
+    """The crc32c table of each variable of ``paths`` (name: its array's path), checked against the metadata's record.
 
-    One request for all of them on object storage. A table that is missing,
-    of another size or whose crc32c is not the recorded one is a
+    One request for all of them on object storage. Every store records a table
+    for each variable: a record that is missing, or a table that is missing,
+    of another size or whose crc32c is not the recorded one, is a
     :class:`~daskshuffle.CorruptPileStoreError`.
     """
     refuse_links(location, paths.values())
-    records = {
-        name: (metadata.get("arrays") or {}).get(name, {}).get("chunk_crc32c")
-        for name in paths
-        if (metadata.get("arrays") or {}).get(name, {}).get("chunk_crc32c")
+    records: dict[str, Any] = {
+        name: ((metadata.get("arrays") or {}).get(name) or {}).get("chunk_crc32c") for name in paths
     }
+    for name, record in records.items():
+        if not isinstance(record, Mapping) or {"n_chunks", "crc32c"} - set(record):
+            raise metadata_disagrees(
+                location.url, f"the crc32c table of every chunk of variable {name!r} (arrays → chunk_crc32c)", "none"
+            )
     if not records:
         return {}
     files = {name: f"{location.path}/{paths[name]}/{TABLE}" for name in records}

@@ -275,9 +275,8 @@ def codecs_of(layout: VariableLayout, itemsize: int, compressors: Any = "auto") 
         chosen = (BloscCodec(cname=cname, clevel=clevel, shuffle=shuffle, typesize=itemsize, blocksize=0),)
     else:
         chosen = ()
-    if any(isinstance(codec, Crc32cCodec) or codec == {"name": "crc32c"} for codec in chosen):
-        return chosen
-    return (*chosen, Crc32cCodec())
+    chosen = tuple(codec for codec in chosen if not (isinstance(codec, Crc32cCodec) or codec == {"name": "crc32c"}))
+    return (*chosen, Crc32cCodec())  # last: the crc32c of every chunk as stored, which its table records
 
 
 def xarray_encoding(layout: VariableLayout, itemsize: int, row_shape: Sequence[int]) -> dict[str, Any]:

@@ -234,7 +234,7 @@ def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
-def group_order(counts: IntArray, seed: int, start: int, *, shuffled: bool) -> NDArray[np.intp]:
+def group_order(counts: IntArray, seed: int, start: int) -> NDArray[np.intp]:
     """Order the pieces of piles ``start, start + 1, ...`` read from every block into piles.
 
     ``counts`` is ``plan.counts[:, start:stop]``. The input rows are the
@@ -249,8 +249,8 @@ def group_order(counts: IntArray, seed: int, start: int, *, shuffled: bool) -> N
     Examples
     --------
     >>> counts = np.array([[1, 2], [1, 0]])  # block 0 gave 1 row to pile 0 and 2 to pile 1
-    >>> group_order(counts, seed=0, start=0, shuffled=False).tolist()
-    [0, 3, 1, 2]
+    >>> group_order(counts, seed=0, start=0).tolist()  # pile 0 is reads 0 and 3, pile 1 reads 1 and 2, shuffled
+    [0, 3, 2, 1]
     """
     n = int(counts.sum())
     # Where each piece starts in the output: the pile's start in the group plus
@@ -264,12 +264,11 @@ def group_order(counts: IntArray, seed: int, start: int, *, shuffled: bool) -> N
     destination = np.repeat(piece_starts - read_starts, flat_counts) + np.arange(n, dtype=np.int64)
     order = np.empty(n, dtype=np.intp)
     order[destination] = np.arange(n, dtype=np.intp)
-    if shuffled:
-        sizes = counts.sum(axis=0)
-        for pile, (offset, size) in enumerate(zip(pile_starts.tolist(), sizes.tolist(), strict=True), start=start):
-            if size > 1:
-                segment = order[offset : offset + size]
-                order[offset : offset + size] = segment[make_rng(seed, "materialize", pile).permutation(size)]
+    sizes = counts.sum(axis=0)
+    for pile, (offset, size) in enumerate(zip(pile_starts.tolist(), sizes.tolist(), strict=True), start=start):
+        if size > 1:
+            segment = order[offset : offset + size]
+            order[offset : offset + size] = segment[make_rng(seed, "materialize", pile).permutation(size)]
     return order
 
 

@@ -93,7 +93,7 @@ def _store(n: int, n_piles: int, seed: int, block_rows: int | None) -> tuple[NDA
     plan = make_plan(lengths, n_piles, seed)
     starts = np.concatenate([[0], np.cumsum(lengths)])
     pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
-    stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0, shuffled=True)]
+    stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0)]
     return plan.pile_offsets, stored.astype(np.int64)
 
 

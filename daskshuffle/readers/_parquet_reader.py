@@ -87,6 +87,10 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
         self.metadata = read_sidecar(location)
+        every = self.metadata.get(ROW_GROUP_ROWS_KEY)
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise metadata_disagrees(self.store, f"the rows of its row groups, {ROW_GROUP_ROWS_KEY}", f"{every!r}")
+        self._row_group_rows = every
         self._open_parts(location, self.store, select_variables(self.metadata, variables))
         run = self.metadata.get(RUN_KEY)
         self.run = None if run is None else str(run)
@@ -162,16 +166,15 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         return concat(tables)
 
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        """Each column's rows per row group: a store whose row groups end at every multiple of its record's rows.
+        """Each column's rows per row group: every store's row groups end at every multiple of its record's rows.
 
-        Such a store (:data:`~daskshuffle.pilestore.ROW_GROUP_ROWS_KEY`) reads
+        The store (:data:`~daskshuffle.pilestore.ROW_GROUP_ROWS_KEY`) reads
         any run of that many rows, from a multiple of it, as whole row groups
         (one, or two where a pile ends inside): the loader's units.
         """
-        every = self.metadata.get(ROW_GROUP_ROWS_KEY)
-        if not isinstance(every, int) or every < 1:
-            return {}
-        return dict.fromkeys(self.columns, (every, 1))  # one run of rows for every column: their widths do not matter
+        return dict.fromkeys(
+            self.columns, (self._row_group_rows, 1)
+        )  # one run of rows for every column: their widths do not matter
 
     # -- fetching ahead (object storage) --------------------------------------
     @property

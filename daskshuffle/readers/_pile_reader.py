@@ -156,14 +156,12 @@ class PileReader(ABC, Generic[Rows]):
                 self.recycle(arrays)
         return rows
 
+    @abstractmethod
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
         """Each variable's rows per chunk and bytes per row: the runs a read takes whole.
 
-        The loader reads the store in units of whole chunks. A reader that
-        does not say where its chunks lie (by default, ``{}``) is read in
-        units of a few MiB of rows.
+        The loader reads the store in units of whole chunks (a Parquet store's row groups).
         """
-        return {}
 
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
         """:meth:`chunk_rows` of each store this reader reads through: its own, by default."""
@@ -333,6 +331,10 @@ class ComposedReader(PileReader[Rows]):
     def use_cache(self, cache: Cache) -> None:
         for reader in self.members:
             reader.use_cache(cache)
+
+    def chunk_rows(self) -> dict[str, tuple[int, int]]:
+        """The first member's; the loader reads each member in its own chunks (:meth:`member_chunk_rows`)."""
+        return self.members[0].chunk_rows()
 
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
         return [reader.chunk_rows() for reader in self.members]

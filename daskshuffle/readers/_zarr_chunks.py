@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import fsspec.implementations.local
@@ -54,15 +54,13 @@ class Chunks:
     key: Callable[[tuple[int, ...]], str]
     compressor: Any  # a numcodecs codec, or None
     checksum: bool
-    every_chunk_written: bool
-    fill_value: Any
     row_nbytes: int
     #: Rows of the variable (its first dimension).
     n_rows: int
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
-    #: The crc32c the run recorded for each chunk, by index (``None``: a store that records none).
-    expected: NDArray[np.uint32] | None = None
+    #: The crc32c the run recorded for each chunk, by index (none until the reader sets its store's table).
+    expected: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype="<u4"))
 
     @property
     def chunk_nbytes(self) -> int:
@@ -90,7 +88,7 @@ def _numcodec(codec: Any) -> Any:
     return None
 
 
-def chunks_of(array: zarr.Array[Any], directory: str, every_chunk_written: bool) -> Chunks | None:
+def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
     """How to read ``array`` without zarr, or ``None`` if zarr must read it."""
     from zarr.codecs import BytesCodec, Crc32cCodec
 
@@ -124,8 +122,6 @@ def chunks_of(array: zarr.Array[Any], directory: str, every_chunk_written: bool)
         key=metadata.chunk_key_encoding.encode_chunk_key,
         compressor=compressor,
         checksum=checksum,
-        every_chunk_written=every_chunk_written,
-        fill_value=array.fill_value,
         row_nbytes=int(dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))),
         n_rows=int(array.shape[0]) if array.ndim else 0,
         direct=isinstance(compressor, numcodecs.Blosc),
@@ -196,7 +192,7 @@ class ChunkFiles:
         shared = {path for index, path in zip(indices, paths, strict=True) if chunks.shared(index, start, stop)}
         for index, path, data in zip(indices, paths, self._fetched(paths, start, stop, shared), strict=True):
             if isinstance(data, FileNotFoundError):
-                self._missing(chunks, flat, index, path, start, stop, pile)
+                raise self._damage(chunks, index, path, pile, "no such file")
             elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
                 failure = storage_failure(data, self.store, what=path)
                 raise failure or self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
@@ -295,15 +291,11 @@ class ChunkFiles:
         # sys.getswitchinterval(): a file costs three calls (open, preadv, close), no fstat. A size is checked by
         # reading one byte more than the file should hold. ``path``: where the chunk is, if not in the store (a cache),
         # ``opened`` its descriptor, which this closes.
-        elsewhere = path is not None
         path = chunks.path(index) if path is None else path
         try:
             fd = os.open(path, os.O_RDONLY) if opened is None else opened
-        except FileNotFoundError:
-            if elsewhere:  # a copy that went away is no chunk of fill values
-                raise self._damage(chunks, index, path, pile, "no such file") from None
-            self._missing(chunks, flat, index, path, start, stop, pile)
-            return
+        except FileNotFoundError:  # the shuffle writes every chunk; a copy (a cache's) that went away is none either
+            raise self._damage(chunks, index, path, pile, "no such file") from None
         try:
             target = self._target(chunks, flat, index, start, stop)
             if chunks.compressor is None:
@@ -410,20 +402,10 @@ class ChunkFiles:
         offset, nbytes = index * chunks.chunk_rows, chunks.row_nbytes
         flat[(lo - start) * nbytes : (hi - start) * nbytes] = data[(lo - offset) * nbytes : (hi - offset) * nbytes]
 
-    def _missing(
-        self, chunks: Chunks, flat: NDArray[np.uint8], index: int, path: str, start: int, stop: int, pile: int | None
-    ) -> None:
-        if chunks.every_chunk_written:
-            raise self._damage(chunks, index, path, pile, "no such file")
-        # zarr leaves out a chunk that is all fill value, unless told to write every chunk.
-        lo, hi = self._span(chunks, index, start, stop)
-        fill = np.full((hi - lo, *chunks.row_shape), chunks.fill_value, dtype=chunks.dtype)
-        flat[(lo - start) * chunks.row_nbytes : (hi - start) * chunks.row_nbytes] = fill.reshape(-1).view(np.uint8)
-
     def _check_place(self, chunks: Chunks, index: int, carried: int, path: str, pile: int | None) -> None:
         """Refuse an intact chunk that is not the one its run wrote at ``index`` of this variable."""
         expected = chunks.expected
-        if expected is not None and (index >= len(expected) or carried != expected[index]):
+        if index >= len(expected) or carried != expected[index]:
             recorded = f"{int(expected[index]):#010x}" if index < len(expected) else "no chunk"
             raise self._damage(
                 chunks,

@@ -96,14 +96,17 @@ def open_store(
 def check_shapes(store: str, arrays: Mapping[str, zarr.Array[Any]], written: Mapping[str, Any]) -> None:
     """Refuse arrays that are not as the shuffle wrote them: chunks of whole rows, the rows per chunk and row shape recorded.
 
-    A reshaped array would make every chunk file's name wrong; it is refused on open, before anything is read.
+    A reshaped array would make every chunk file's name wrong, and a store that records no layout for one of
+    its arrays is damaged: both are refused on open, before anything is read.
     """
     for name, array in arrays.items():
         recorded = written.get(name) if isinstance(written, Mapping) else None
-        if not isinstance(recorded, Mapping):  # a version-1 store records no layout: read as it was
-            continue
-        expected_rows = recorded.get("row_shape", list(array.shape[1:]))
-        expected_chunks = [recorded.get("chunk_rows", array.chunks[0] if array.ndim else 0), *expected_rows]
+        if not isinstance(recorded, Mapping) or "row_shape" not in recorded or "chunk_rows" not in recorded:
+            raise metadata_disagrees(
+                store, f"the layout of array {name!r} (its rows per chunk and row shape)", f"{recorded!r}"[:200]
+            )
+        expected_rows = recorded["row_shape"]
+        expected_chunks = [recorded["chunk_rows"], *expected_rows]
         if [*array.shape[1:]] != list(expected_rows) or [*array.chunks] != expected_chunks:
             raise metadata_disagrees(
                 store,

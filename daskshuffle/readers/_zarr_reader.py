@@ -147,7 +147,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         check_shapes(self.store, self.arrays, written)
         self._chunks: dict[str, Chunks] = {}
         for name, array in self.arrays.items():
-            chunks = chunks_of(array, f"{root}/{array.path}", name in written)
+            chunks = chunks_of(array, f"{root}/{array.path}")
             if chunks is not None:
                 self._chunks[name] = chunks
         # The crc32c the run recorded for every chunk, by place: each chunk read is checked against it.

@@ -91,7 +91,7 @@ def _merge(
         if last > first
     ]
     with tmp.reaching():
-        rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start, shuffled=True))
+        rows = fmt.gather_pieces(tmp, reads, group_order(counts, seed, group.pile_start))
     alignment = fmt.write_alignment()
     start, stop = group.row_start, group.row_stop
     a, b = aligned(start, stop, n_rows, alignment)
