@@ -4,7 +4,7 @@ plain text file, never read back by the loader) lives here with its source.
 """
 
 from ._dataframe import open_dataframe_source
-from ._parquet import COMPRESSIONS, identify_parquet_sources, open_parquet_sources
+from ._parquet import COMPRESSIONS, identify_parquet_sources, list_parquet_sources, open_parquet_sources
 from ._text import TextFormat, parse_delimiter, parse_sources
 from ._text_lines import Lines
 from ._text_sample import count_and_sample, finish_sample, order_sample, plan_sample, read_sample
@@ -30,6 +30,7 @@ __all__ = [
     "decoding",
     "finish_sample",
     "identify_parquet_sources",
+    "list_parquet_sources",
     "open_arrays_source",
     "open_dataframe_source",
     "open_parquet_sources",
