@@ -149,14 +149,16 @@ class Listed:
     open: Callable[[], tuple[Format[Any], list[str]]]
 
 
-def _compare_listed(source: Listed, dst: Location) -> None:
+def _compare_listed(source: Listed, dst: Location, tmp: Location | None, options: ShuffleOptions) -> None:
     """Refuse a rerun into ``dst`` whose sources changed since its store was written, before any is read.
 
-    The record is read under the lock, which is let go at once: the run takes
-    it again, once the source is open, and compares again.
+    The lock is taken behind the same checks of ``dst`` as the run's, and the
+    record read under it; it is let go at once: the run takes it again, once
+    the source is open, and compares again.
     """
     if not dst.exists():
-        return  # nothing earlier: a run builds at an existing dst only (build_path)
+        return  # nothing earlier: a run builds beside dst only when dst exists (build_path)
+    check_destination(source.sources, dst, tmp, overwrite=True, workers=False, storage_options=options.storage_options)
     with exclusive(dst):
         record = _record(dst, build_path(dst, dst.exists()), resumable=True)
         if record is not None:
@@ -183,7 +185,7 @@ def run_shuffle(
     dst, given_tmp = shuffle_locations(options)
     if isinstance(fmt, Listed):
         if not options.overwrite:
-            _compare_listed(fmt, dst)
+            _compare_listed(fmt, dst, given_tmp, options)
         fmt, variables = fmt.open()
     resumable = not fmt.moves_into_place and bool(fmt.describe_source())
     # A source with an identity (files, or a dask token) is recognised in its complete store, resumable or not.
