@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dask
@@ -150,3 +151,26 @@ def test_a_file_added_to_an_xarray_glob_is_a_change(tmp_path: Path) -> None:
     xr.Dataset({"v": (("time", "k"), np.zeros((100, 2)))}).to_zarr(tmp_path / "part-3.zarr", consolidated=False)
     with pytest.raises(SourceChangedError, match=r"part-3.zarr\S* \(not read before\)"):
         daskshuffle.shuffle_xarray(pattern, store, "time", n_piles=4, seed=1)
+
+
+@pytest.mark.parametrize("earlier", ["interrupted", "complete"])
+def test_a_parquet_source_is_compared_before_any_footer_is_read(tmp_path: Path, points: Points, earlier: str) -> None:
+    _parquet_directory(tmp_path / "raw", 3)
+    store = tmp_path / "piles"
+    if earlier == "interrupted":
+        points.arm("merge", raise_at())
+        with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+            daskshuffle.shuffle_parquet(tmp_path / "raw", store, n_piles=4, seed=1)
+        points.disarm("merge")
+    else:
+        daskshuffle.shuffle_parquet(tmp_path / "raw", store, n_piles=4, seed=1)
+    (tmp_path / "raw" / "part1.parquet").write_bytes(b"not parquet")  # a change, unreadable
+    # Unreadable too, but its size and mtime kept: its identity is unchanged, and only reading its footer would fail.
+    unchanged = tmp_path / "raw" / "part0.parquet"
+    before = unchanged.stat()
+    unchanged.write_bytes(b"\0" * before.st_size)
+    os.utime(unchanged, ns=(before.st_atime_ns, before.st_mtime_ns))
+    what = "continue its interrupted shuffle" if earlier == "interrupted" else "return it as it is"
+    with pytest.raises(SourceChangedError, match=rf"{what}.*part1.parquet \(1 file\(s\) of \d+ bytes then") as raised:
+        daskshuffle.shuffle_parquet(tmp_path / "raw", store, n_piles=4, seed=1)
+    assert "part0" not in str(raised.value), "no footer was read before the comparison"

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
-from ..formats import Format
 from ..storage import Location, _leftovers, _own, _paths, access_error, unreached
 from ._compute import on_every_worker, workers_not_seeing
 from ._options import ShuffleOptions
@@ -257,7 +256,14 @@ def shuffle_locations(options: ShuffleOptions) -> tuple[Location, Location | Non
 
 
 def check_sources_unchanged(
-    where: str, recorded: Mapping[str, Any], fmt: Format[Any], variables: Sequence[str], *, complete: bool
+    where: str,
+    recorded: Mapping[str, Any],
+    kind: str,
+    sources: Sequence[Any],
+    identity: list[dict[str, Any]],
+    variables: Sequence[str] | None,
+    *,
+    complete: bool,
 ) -> None:
     """Refuse a rerun whose sources changed since the store at URL ``where`` (its ``recorded`` metadata) was written.
 
@@ -270,14 +276,18 @@ def check_sources_unchanged(
     Sources named in part as before (a glob that matches one more file now,
     as xarray records the files it matched) are compared too.
     ``complete``: the store at ``where`` is the finished one at ``dst`` (else
-    an interrupted run's).
+    an interrupted run's). ``kind``, ``sources``, ``identity``: the source's, now
+    (:class:`~daskshuffle.formats.Source`); ``variables`` ``None``: not known
+    before the source is opened (every column of a Parquet dataset), so not compared.
     """
     named = recorded.get("source")
-    if (recorded.get("kind"), recorded.get("variables")) != (fmt.kind, list(variables)) or not isinstance(named, list):
+    if recorded.get("kind") != kind or not isinstance(named, list):
         return
-    if not set(map(str, named)) & set(map(str, fmt.describe_source())):
+    if variables is not None and recorded.get("variables") != list(variables):
+        return
+    if not set(map(str, named)) & set(map(str, sources)):
         return  # another shuffle: what is at dst is decided on as a store of other sources
-    changed = changed_sources(recorded, {"source_identity": fmt.identify_source()})
+    changed = changed_sources(recorded, {"source_identity": identity})
     if changed:
         raise source_changed_error(
             where, changed, "return it as it is" if complete else "continue its interrupted shuffle"

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
+from ..formats import Format
 from ..pilestore import ParquetWriting, read_metadata
-from ..sources import COMPRESSIONS, open_dataframe_source, open_parquet_sources
+from ..sources import COMPRESSIONS, list_parquet_sources, open_dataframe_source, open_parquet_sources
 from ..storage import Location, identify_token
 from . import _collections, _compute
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options
-from ._run import ShuffleResult, run_shuffle
+from ._run import Listed, ShuffleResult, run_shuffle
 
 if TYPE_CHECKING:
     pass
@@ -167,14 +168,13 @@ def shuffle_parquet(
     checked = parse_shuffle_options(locals())
     chosen = parse_variables(columns, "columns")
     writing = parse_writing(compression, row_group_size, n_output_files)
-    fmt = open_parquet_sources(
-        src,
-        columns=chosen,
-        block_nbytes=checked.block_nbytes,
-        writing=writing,
-        storage_options=checked.storage_options,
-    )
-    return run_shuffle(fmt, checked, variables=fmt.variables)
+    listing = list_parquet_sources(src, checked.storage_options)
+
+    def opened() -> tuple[Format[Any], list[str]]:  # its footers read once a rerun compared the listing
+        fmt = open_parquet_sources(listing, columns=chosen, block_nbytes=checked.block_nbytes, writing=writing)
+        return fmt, fmt.variables
+
+    return run_shuffle(Listed(listing.kind, listing.sources, listing.identity, chosen, opened), checked)
 
 
 def shuffle_dataframe(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,7 @@ from ._store_plan import (
     store_metadata,
 )
 
-__all__ = ["ShuffleResult", "run_shuffle"]
+__all__ = ["Listed", "ShuffleResult", "run_shuffle"]
 
 #: The manifest of finished tasks, inside the scratch directory.
 _MANIFEST = "_done"
@@ -105,32 +106,87 @@ def _read_store(dst: Location, target: Location, tmp: Location, *, look: bool, r
     identity to compare).
     """
     dst_exists = dst.exists()
-    if not look:
+    record = _record(dst, target, resumable=resumable) if look else None
+    if record is None:
         return Seen(dst_exists)
+    path, metadata = record
+    # Continued in: nothing placed there since may redirect a write, or the manifest read.
+    for location, what in ((tmp, "a shuffle's scratch directory"), (path, "a store being written")):
+        if location.is_local and location.exists():
+            _own.refuse_below(location.path, what)
+    created = _CREATED in _Manifest(tmp.join(_MANIFEST)).done()
+    return Seen(dst_exists, Earlier(path.url, metadata, at_dst=path == dst, created=created))
+
+
+def _record(dst: Location, target: Location, *, resumable: bool) -> tuple[Location, dict[str, Any]] | None:
+    """The record of an earlier run at ``dst`` (or, ``resumable``, at ``target``) and where it is; the lock held."""
     for path in dict.fromkeys((dst, target) if resumable else (dst,)):
         if path.exists():
             metadata = read_metadata(path)
             if metadata is not None and "fingerprint" in metadata:
-                # Continued in: nothing placed there since may redirect a write, or the manifest read.
-                for location, what in ((tmp, "a shuffle's scratch directory"), (path, "a store being written")):
-                    if location.is_local and location.exists():
-                        _own.refuse_below(location.path, what)
-                created = _CREATED in _Manifest(tmp.join(_MANIFEST)).done()
-                return Seen(dst_exists, Earlier(path.url, metadata, at_dst=path == dst, created=created))
-    return Seen(dst_exists)
+                return path, metadata
+    return None
 
 
-def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
+@dataclass(frozen=True)
+class Listed:
+    """A source as its listing gives it, before any byte of it is read, and how to open it.
+
+    A source whose opening reads its files (a Parquet dataset's footers) is
+    handed to :func:`run_shuffle` as this: a rerun compares its identity with
+    the store's record first, so a file changed, added, removed or replaced by
+    something unreadable is named in a :class:`~daskshuffle.SourceChangedError`
+    and no file is read.
+    """
+
+    kind: str
+    #: What :meth:`~daskshuffle.formats.Source.describe_source` and ``identify_source`` will give.
+    sources: list[Any]
+    identity: list[dict[str, Any]]
+    #: The variables the call names; ``None``: every one, known once opened (then not compared before).
+    variables: list[str] | None
+    #: Opens the source: its format and variables.
+    open: Callable[[], tuple[Format[Any], list[str]]]
+
+
+def _compare_listed(source: Listed, dst: Location, tmp: Location | None, options: ShuffleOptions) -> None:
+    """Refuse a rerun into ``dst`` whose sources changed since its store was written, before any is read.
+
+    The lock is taken behind the same checks of ``dst`` as the run's, and the
+    record read under it; it is let go at once: the run takes it again, once
+    the source is open, and compares again.
+    """
+    if not dst.exists():
+        return  # nothing earlier: a run builds beside dst only when dst exists (build_path)
+    check_destination(source.sources, dst, tmp, overwrite=True, workers=False, storage_options=options.storage_options)
+    with exclusive(dst):
+        record = _record(dst, build_path(dst, dst.exists()), resumable=True)
+        if record is not None:
+            path, metadata = record
+            complete = path == dst and bool(metadata.get("complete"))
+            check_sources_unchanged(
+                path.url, metadata, source.kind, source.sources, source.identity, source.variables, complete=complete
+            )
+
+
+def run_shuffle(
+    fmt: Format[Any] | Listed, options: ShuffleOptions, *, variables: list[str] | None = None
+) -> ShuffleResult:
     """Check the destination, plan, write, and mark complete: shared by every format.
 
     A pile store of a source on storage is resumable: each task records that it
     finished (:class:`~daskshuffle.storage._manifest.Manifest`), and after an interrupted
     run (Ctrl-C, a killed client) the same call continues it, with the seed the
     earlier run drew if it drew one; a completed shuffle returns at once. Any
-    other failure removes what the run built.
+    other failure removes what the run built. ``variables``: those of ``fmt``
+    (a :class:`Listed` source gives its own when opened).
     """
     began = time.perf_counter()
     dst, given_tmp = shuffle_locations(options)
+    if isinstance(fmt, Listed):
+        if not options.overwrite:
+            _compare_listed(fmt, dst, given_tmp, options)
+        fmt, variables = fmt.open()
     resumable = not fmt.moves_into_place and bool(fmt.describe_source())
     # A source with an identity (files, or a dask token) is recognised in its complete store, resumable or not.
     recognised = resumable or bool(fmt.identify_source())
@@ -150,7 +206,7 @@ def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[st
             result, n_tasks = _run_locked(
                 fmt,
                 options,
-                variables,
+                variables or [],
                 dst=dst,
                 tmp=tmp,
                 given_tmp=chosen_tmp,
@@ -202,7 +258,15 @@ def _run_locked(
     earlier = counted_earlier(store, choices)
     if earlier is not None:  # before planning: the layout's sample reads the sources
         complete = earlier.at_dst and bool(earlier.metadata.get("complete"))
-        check_sources_unchanged(earlier.url, earlier.metadata, fmt, variables, complete=complete)
+        check_sources_unchanged(
+            earlier.url,
+            earlier.metadata,
+            fmt.kind,
+            fmt.describe_source(),
+            fmt.identify_source(),
+            variables,
+            complete=complete,
+        )
     plan = plan_within_budget(
         fmt.block_lengths,
         options.n_piles,

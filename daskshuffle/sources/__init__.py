@@ -4,7 +4,7 @@ plain text file, never read back by the loader) lives here with its source.
 """
 
 from ._dataframe import open_dataframe_source
-from ._parquet import COMPRESSIONS, identify_parquet_sources, open_parquet_sources
+from ._parquet import COMPRESSIONS, identify_parquet_sources, list_parquet_sources, open_parquet_sources
 from ._text import parse_delimiter, parse_sources
 from ._text_sample import count_lines
 from ._text_shards import TextOutput, open_text_output
@@ -25,6 +25,7 @@ __all__ = [
     "count_lines",
     "decoding",
     "identify_parquet_sources",
+    "list_parquet_sources",
     "open_arrays_source",
     "open_dataframe_source",
     "open_parquet_sources",

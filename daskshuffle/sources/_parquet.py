@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._config import int_setting
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
@@ -41,7 +41,15 @@ if TYPE_CHECKING:
     import pyarrow.dataset as pads
     import pyarrow.fs as pafs
 
-__all__ = ["COMPRESSIONS", "ParquetFormat", "identify_parquet_sources", "open_parquet_sources", "unify_schemas"]
+__all__ = [
+    "COMPRESSIONS",
+    "ParquetFormat",
+    "ParquetListing",
+    "identify_parquet_sources",
+    "list_parquet_sources",
+    "open_parquet_sources",
+    "unify_schemas",
+]
 
 _GLOB_CHARS = frozenset("*?[")
 COMPRESSIONS = ("auto", "snappy", "zstd", "lz4", "gzip", "brotli", "none")
@@ -260,41 +268,63 @@ def _expand_all(
     return found, Location.of(items[0], storage_options)
 
 
-def _identify(where: Location, paths: list[str]) -> list[dict[str, Any]]:
-    """The identity of the Parquet files at ``paths``: one look a file (on object storage, from the listing)."""
-    fs = where.fs
-    return identify_files(fs, paths, [path if where.is_local else fs.unstrip_protocol(path) for path in paths])
+@dataclass(frozen=True)
+class ParquetListing:
+    """The Parquet files ``src`` names now, found by listing alone: no file is read."""
+
+    kind: ClassVar[str] = "parquet"
+    #: Each file's path, hive partition and size (see :func:`_expand`).
+    found: list[tuple[str, Any, int]]
+    where: Location
+    #: The ``src`` items, as the store records them.
+    sources: list[str]
+    #: The files' identity (names, sizes, versions), as a shuffle of them records it.
+    identity: list[dict[str, Any]]
+
+
+def list_parquet_sources(
+    src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], storage_options: dict[str, Any] | None = None
+) -> ParquetListing:
+    """The Parquet files ``src`` names now and their identity, from a listing: no file is read.
+
+    Examples
+    --------
+    >>> listing = list_parquet_sources("raw.parquet")
+    >>> [(entry["files"], entry["bytes"] > 0) for entry in listing.identity]
+    [(1, True)]
+    """
+    items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
+    found, where = _expand_all(items, storage_options)
+    paths, fs = [path for path, _, _ in found], where.fs  # one look a file (on object storage, from the listing)
+    return ParquetListing(
+        found=found,
+        where=where,
+        sources=[normalize(item) if isinstance(item, str | os.PathLike) else str(item) for item in items],
+        identity=identify_files(fs, paths, [path if where.is_local else fs.unstrip_protocol(path) for path in paths]),
+    )
 
 
 def identify_parquet_sources(
     src: Sequence[str | os.PathLike[str]], storage_options: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """The identity of the Parquet files ``src`` names now, as a shuffle of them records it: no file is read.
-
-    Examples
-    --------
-    >>> [(entry["files"], entry["bytes"] > 0) for entry in identify_parquet_sources(["raw.parquet"])]
-    [(1, True)]
-    """
-    found, where = _expand_all(list(src), storage_options)
-    return _identify(where, [path for path, _, _ in found])
+    """The identity of the Parquet files ``src`` names now, as a shuffle of them records it: no file is read."""
+    return list_parquet_sources(list(src), storage_options).identity
 
 
 def open_parquet_sources(
-    src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | ParquetListing,
     *,
     columns: Sequence[str] | None,
     block_nbytes: int,
     writing: ParquetWriting,
     storage_options: dict[str, Any] | None = None,
 ) -> ParquetFormat:
-    """Find and inspect every source file; raise before anything is written."""
+    """Inspect every source file (listed first unless ``src`` is a listing); raise before anything is written."""
     import pyarrow as pa
 
-    items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
-    found, where = _expand_all(items, storage_options)
-    afs, _ = arrow_filesystem(where)
-    files = _inspect_all(found, where)
+    listing = src if isinstance(src, ParquetListing) else list_parquet_sources(src, storage_options)
+    afs, _ = arrow_filesystem(listing.where)
+    files = _inspect_all(listing.found, listing.where)
     schemas = [file.schema for file in files]
     if columns is not None:
         available = list(dict.fromkeys(name for schema in schemas for name in schema.names))
@@ -330,12 +360,11 @@ def open_parquet_sources(
             lengths.append(run_rows)
     spans = [_block_spans(files[index], row_groups, names) for index, row_groups in blocks]
     n_rows = sum(lengths)
-    identity = _identify(where, [file.path for file in files])
     return ParquetFormat(
         filesystem=afs,
         files=[(file.path, file.partition) for file in files],
-        sources=[normalize(item) if isinstance(item, str | os.PathLike) else str(item) for item in items],
-        identity=identity,
+        sources=listing.sources,
+        identity=listing.identity,
         blocks=blocks,
         spans=spans,
         lengths=lengths,
@@ -348,7 +377,7 @@ def open_parquet_sources(
 class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
     """Parquet files, read a run of row groups at a time."""
 
-    kind = "parquet"
+    kind = ParquetListing.kind
 
     def __init__(
         self,
