@@ -8,7 +8,6 @@ a local disk) and no codec runs on data written once and read once.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -73,20 +72,13 @@ class ArrowPieces(Pieces["pa.Table"]):
             return self.schema.empty_table()
         afs, path = self._piece_path(tmp, block)
         reader = pa.ipc.open_file(afs.open_input_file(path))
-        offsets = _offsets(reader.schema.metadata[PIECE_OFFSETS])  # batch starts and the end (or every offset)
-        starts = np.unique(offsets[:-1][np.diff(offsets) > 0])  # where each written batch starts
+        # Where each written batch starts, and the end, as write_pieces records them.
+        starts = np.frombuffer(reader.schema.metadata[PIECE_OFFSETS], dtype="<i8")[:-1].astype(np.int64)
         first = int(np.searchsorted(starts, start, side="right")) - 1
         last = int(np.searchsorted(starts, stop, side="left"))
         batches = [reader.get_batch(index) for index in range(first, last)]
         table = pa.Table.from_batches(batches, schema=reader.schema).replace_schema_metadata(self.schema.metadata)
         return table.slice(start - int(starts[first]), stop - start)
-
-
-def _offsets(recorded: bytes) -> NDArray[np.int64]:
-    """A pieces file's piece offsets: raw int64s, or JSON as pieces written by earlier versions hold them."""
-    if recorded[:1] == b"[":
-        return np.asarray(json.loads(recorded), dtype=np.int64)
-    return np.frombuffer(recorded, dtype="<i8").astype(np.int64)
 
 
 class ArrowTables(ArrowPieces, ParquetDestination):
