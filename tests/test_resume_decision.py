@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from daskshuffle import PileStoreExistsError, SourceChangedError
+from daskshuffle import CorruptPileStoreError, PileStoreExistsError, SourceChangedError
 from daskshuffle._errors import DaskShuffleValueError
 from daskshuffle.pilestore import RUN_KEY
 from daskshuffle.shuffle._resume import (
@@ -29,8 +29,8 @@ PLANNED: dict[str, Any] = {
     "settings": {"n_piles": 4},
     "source_identity": [{"name": "a.zarr", "files": 1, "bytes": 10, "digest": "d1"}],
 }
-#: The earlier record's relation to this call's plan: the same shuffle, another shuffle, or this one of
-#: sources changed since.
+#: The earlier record's relation to this call's plan: the same shuffle, another shuffle, this one of
+#: sources changed since, or a record without the sources' identity (damaged).
 RELATIONS = {
     "same": {},
     "other": {"fingerprint": "that", "settings": {"n_piles": 8}},
@@ -38,6 +38,7 @@ RELATIONS = {
         "fingerprint": "that",
         "source_identity": [{"name": "a.zarr", "files": 1, "bytes": 11, "digest": "d2"}],
     },
+    "unidentified": {"fingerprint": "that", "source_identity": None},
 }
 
 
@@ -53,6 +54,8 @@ def _expected(store: Seen, options: ResumeOptions) -> type | tuple[type, type]:
         earlier = None  # a source that cannot be continued: only its complete store is recognised
     if earlier is None:
         return (Refuse, PileStoreExistsError) if store.dst_exists and not options.overwrite else Fresh
+    if earlier.metadata["source_identity"] is None:
+        return Refuse, CorruptPileStoreError
     relation = "same" if earlier.metadata["fingerprint"] == "this" else str(earlier.metadata["settings"])
     complete = earlier.at_dst and earlier.metadata["complete"]
     if relation != "same" and earlier.metadata["settings"] == PLANNED["settings"]:
@@ -111,8 +114,8 @@ def test_the_table_covers_every_outcome_and_error() -> None:
         if isinstance(decision, Refuse)
     }
     assert outcomes == {Fresh, Resume, Done, Refuse}
-    assert errors == {PileStoreExistsError, SourceChangedError, DaskShuffleValueError}
-    assert len(CASES) == 8 * (2 + 3 * 12)
+    assert errors == {PileStoreExistsError, SourceChangedError, DaskShuffleValueError, CorruptPileStoreError}
+    assert len(CASES) == 8 * (2 + 4 * 12)
 
 
 @pytest.mark.parametrize(("store", "options"), CASES)
@@ -134,5 +137,8 @@ def test_the_errors_say_what_to_do() -> None:
     assert isinstance(interrupted, Refuse) and "continue its interrupted shuffle" in str(interrupted.error)
     other = decide(Seen(True, _earlier("other", True, False, True)), PLANNED, ResumeOptions(False, True))
     assert isinstance(other, Refuse) and "settings" in str(other.error) and "overwrite=True" in str(other.error)
+    damaged = decide(Seen(True, _earlier("unidentified", True, True, True)), PLANNED, ResumeOptions(False, True))
+    assert isinstance(damaged, Refuse) and "source_identity, a list. Got None instead" in str(damaged.error)
+    assert "shuffle the source again with overwrite=True" in str(damaged.error)
     exists = decide(Seen(True), PLANNED, ResumeOptions(False, False), "/data/piles.zarr")
     assert isinstance(exists, Refuse) and "'/data/piles.zarr'" in str(exists.error)

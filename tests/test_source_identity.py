@@ -174,3 +174,29 @@ def test_a_parquet_source_is_compared_before_any_footer_is_read(tmp_path: Path, 
     with pytest.raises(SourceChangedError, match=rf"{what}.*part1.parquet \(1 file\(s\) of \d+ bytes then") as raised:
         daskshuffle.shuffle_parquet(tmp_path / "raw", store, n_piles=4, seed=1)
     assert "part0" not in str(raised.value), "no footer was read before the comparison"
+
+
+def test_a_store_that_records_no_source_identity_is_refused_by_a_rerun_and_verify(tmp_path: Path) -> None:
+    from daskshuffle import CorruptPileStoreError
+    from daskshuffle.pilestore._metadata import ADDED_AFTER_FINGERPRINT, seal_of
+    from daskshuffle.plan import fingerprint
+
+    source = make_zarr_source(tmp_path / "raw.zarr", 200, chunk_rows=50)
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(source, store, seed=3, **OPTIONS)
+    group = zarr.open_group(store, mode="r+")
+    metadata = dict(group.attrs["daskshuffle"])
+    metadata.pop("source_identity")
+    shuffled = {key: value for key, value in metadata.items() if key not in ("fingerprint", *ADDED_AFTER_FINGERPRINT)}
+    metadata["fingerprint"] = fingerprint({**shuffled, "complete": False})
+    metadata.pop("seal")
+    group.attrs["daskshuffle"] = {**metadata, "seal": seal_of(metadata)}
+    assert len(np.concatenate([batch["id"] for batch in daskshuffle.PileLoader(store, 100, seed=0)])) == 200
+    refused = "source_identity, a list. Got None instead; .* shuffle the source again with overwrite=True"
+    digest = tree_digest(store)
+    with pytest.raises(CorruptPileStoreError, match=refused):
+        daskshuffle.shuffle_zarr(source, store, seed=3, **OPTIONS)
+    with pytest.raises(CorruptPileStoreError, match=refused):
+        daskshuffle.verify(store, source)
+    assert tree_digest(store) == digest
+    assert daskshuffle.shuffle_zarr(source, store, seed=3, overwrite=True, **OPTIONS).n_tasks > 0

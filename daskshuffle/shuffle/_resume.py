@@ -16,7 +16,7 @@ from .._errors import Argument, DaskShuffleError, DaskShuffleValueError
 from ..pilestore import RUN_KEY
 from ..storage import Location
 from ._destination import exists_error
-from ._store_plan import changed_sources, differences, source_changed_error
+from ._store_plan import changed_sources, differences, missing_identity, source_changed_error
 
 __all__ = [
     "Done",
@@ -136,6 +136,9 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
             return Refuse(_exists_error(dst))
         return Fresh()
     recorded = dict(earlier.metadata)
+    damaged = missing_identity(recorded, earlier.url)
+    if damaged is not None:  # no rerun can tell whether its sources changed
+        return Refuse(damaged)
     same = recorded.get("fingerprint") == planned.get("fingerprint")
     complete = earlier.at_dst and bool(recorded.get("complete"))
     run = str(recorded.get(RUN_KEY)) if recorded.get(RUN_KEY) else None

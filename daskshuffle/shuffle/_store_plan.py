@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._errors import Argument, SourceChangedError
+from .._errors import Argument, CorruptPileStoreError, SourceChangedError
 from ..formats import Format
-from ..pilestore import FORMAT_VERSION
+from ..pilestore import FORMAT_VERSION, metadata_disagrees
 from ..plan import (
     Layout,
     LevelPlan,
@@ -31,6 +31,7 @@ from ._options import ShuffleOptions
 __all__ = [
     "changed_sources",
     "differences",
+    "missing_identity",
     "plan_within_budget",
     "run_lengths",
     "source_changed_error",
@@ -119,12 +120,33 @@ def store_metadata(
     return metadata
 
 
+def missing_identity(recorded: Mapping[str, Any], where: str) -> CorruptPileStoreError | None:
+    """The error for ``recorded`` metadata (of the store at ``where``) that records no sources' identity, else ``None``.
+
+    Every store this version writes records it (``source_identity``, a list):
+    one without it was edited or damaged, and no rerun can tell whether its
+    sources changed.
+
+    Examples
+    --------
+    >>> missing_identity({"source_identity": []}, "piles.zarr") is None
+    True
+    >>> missing_identity({}, "piles.zarr")
+    CorruptPileStoreError("Expected the metadata of the pile store 'piles.zarr' to agree with itself ...")
+    """
+    if isinstance(recorded.get("source_identity"), list):
+        return None
+    return metadata_disagrees(
+        where,
+        "the identity of its sources, source_identity, a list",
+        f"{recorded.get('source_identity')!r}",
+    )
+
+
 def changed_sources(recorded: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
-    """What changed in the sources since the ``recorded`` metadata was written (empty if nothing did, or if the
-    recorded store, of an older release, records no identity)."""
-    if "source_identity" not in recorded:
-        return []
-    return changed_entries(recorded.get("source_identity") or [], ours.get("source_identity") or [])
+    """What changed in the sources since the ``recorded`` metadata was written (empty if nothing did); both record
+    ``source_identity`` (:func:`missing_identity` checks the store's)."""
+    return changed_entries(recorded["source_identity"], ours["source_identity"])
 
 
 def source_changed_error(where: str, changes: Sequence[str], what: str) -> SourceChangedError:

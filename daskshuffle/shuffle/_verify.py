@@ -24,14 +24,14 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationError
 from .._parse import parse_nbytes, parse_path
 from ..formats import CollectionFormat, CollectionSource, FileFormat, Format
-from ..pilestore import GENERATIONS_KEY, sources_of
+from ..pilestore import GENERATIONS_KEY, metadata_disagrees, sources_of
 from ..plan import fingerprint
 from ..readers import open_pile_reader
 from ..storage import Location, changed_entries
 from ._checksum import add_checksums, checksum, same_checksums
 from ._compute import map_tasks
 from ._destination import check_workers_access
-from ._store_plan import run_lengths
+from ._store_plan import missing_identity, run_lengths
 
 __all__ = ["VerifyResult", "sources_changed", "verify"]
 
@@ -266,12 +266,27 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
 
 
 def _read_store(location: Location) -> tuple[dict[str, Any], NDArray[np.int64]]:
-    """The metadata and pile offsets of the pile store at ``location``, which its reader checks."""
+    """The metadata and pile offsets of the pile store at ``location``, which its reader checks.
+
+    A store of one generation records its sources' identity and the blocks
+    its shuffle read (each generation of several records its own): one
+    without them is refused as damaged, since its sources cannot be compared.
+    """
     reader = open_pile_reader(location)
     try:
-        return dict(reader.metadata), reader.pile_offsets
+        metadata, pile_offsets = dict(reader.metadata), reader.pile_offsets
     finally:
         reader.close()
+    if GENERATIONS_KEY not in metadata:
+        damaged = missing_identity(metadata, location.url)
+        if damaged is not None:
+            raise damaged
+        blocks = metadata.get("blocks")
+        if not isinstance(blocks, Mapping) or not {"block_memory", "lengths"} <= blocks.keys():
+            raise metadata_disagrees(
+                location.url, "the blocks its shuffle read, blocks: {block_memory, lengths}", f"{blocks!r}"
+            )
+    return metadata, pile_offsets
 
 
 def _proven(
@@ -355,10 +370,9 @@ def _block_lengths(
     storage_options: Any,
 ) -> list[int] | None:
     """The sources' block lengths as the shuffle cut them (its ``block_memory``), if the store records its own."""
-    recorded = metadata.get("blocks")
-    if GENERATIONS_KEY in metadata or not isinstance(recorded, Mapping) or "lengths" not in recorded:
-        return None  # generations each record their own blocks; an older store none
-    shuffled_nbytes = int(recorded.get("block_memory", block_nbytes))
+    if GENERATIONS_KEY in metadata:
+        return None  # generations each record their own blocks
+    shuffled_nbytes = int(metadata["blocks"]["block_memory"])
     if shuffled_nbytes != block_nbytes:
         fmt = _open_sources(kind, sources, variables, shuffled_nbytes, storage_options)
     return [int(length) for length in fmt.block_lengths]
@@ -371,7 +385,7 @@ def _changes(metadata: Mapping[str, Any], now: list[dict[str, Any]]) -> list[str
     collection, or a Zarr source too large to list every chunk, cannot tell
     from its record alone.
     """
-    recorded = metadata.get("source_identity")
+    recorded = metadata.get("source_identity")  # none: damaged (verify refuses such a store before it asks)
     if GENERATIONS_KEY in metadata or not isinstance(recorded, list) or not recorded:
         return None
     if any("token" in entry or entry.get("listed") is False for entry in [*recorded, *now]):
@@ -426,9 +440,8 @@ def _mismatch(
 ) -> SourceMismatchError:
     """The sources are not those ``path`` was made from: the counts compared, and what to pass instead."""
     compared = [f"rows: the store {int(metadata['n_rows']):,}, the sources {rows:,}"]
-    recorded = metadata.get("blocks")
-    if isinstance(recorded, Mapping) and GENERATIONS_KEY not in metadata and blocks is not None:
-        runs = recorded.get("lengths") or []
+    if GENERATIONS_KEY not in metadata and blocks is not None:
+        runs = metadata["blocks"]["lengths"]
         theirs = run_lengths(blocks)
         compared.append(f"blocks: the store {sum(int(count) for _, count in runs):,}, the sources {len(blocks):,}")
         compared.append(f"fingerprint of the blocks: the store {fingerprint(runs)}, the sources {fingerprint(theirs)}")
