@@ -217,3 +217,22 @@ def test_a_store_that_records_no_row_group_rows_is_refused(store: str, tmp_path:
         ParquetPileReader(str(copy))
     with pytest.raises(CorruptPileStoreError, match="row_group_rows"):
         PileLoader(str(copy), batch_size=100, seed=0)
+
+
+@pytest.mark.parametrize("recorded", [None, "", 7])
+def test_a_store_that_records_no_run_is_refused(store: str, tmp_path: Path, recorded: object) -> None:
+    import json
+
+    from daskshuffle.pilestore._metadata import seal_of
+
+    copy = tmp_path / "piles"
+    shutil.copytree(store, copy)
+    sidecar = copy / "_daskshuffle.json"
+    metadata = {key: value for key, value in json.loads(sidecar.read_text()).items() if key not in ("seal", "run")}
+    if recorded is not None:
+        metadata["run"] = recorded
+    sidecar.write_text(json.dumps({**metadata, "seal": seal_of(metadata)}))
+    with pytest.raises(CorruptPileStoreError, match=f"the run that wrote it, run. Got {recorded!r} instead"):
+        ParquetPileReader(str(copy))
+    with pytest.raises(CorruptPileStoreError, match="the run that wrote it"):
+        PileLoader(str(copy), batch_size=100, seed=0)

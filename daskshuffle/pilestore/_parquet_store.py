@@ -218,8 +218,7 @@ class ParquetDestination(Destination["pa.Table"]):
         bounds = [0, *cuts.tolist(), rows.num_rows]
         rows = rows.replace_schema_metadata(self.schema.metadata)
         files = self._part_files(dst, rows, bounds)
-        run = sidecar.get(RUN_KEY)
-        every = int(sidecar.get(ROW_GROUP_ROWS_KEY) or self.row_group_rows())
+        run, every = sidecar[RUN_KEY], int(sidecar[ROW_GROUP_ROWS_KEY])  # written by create_destination
         if len(files) == 1:
             self._write_part(dst, start, rows, bounds, run, every)
             return
@@ -262,7 +261,7 @@ class ParquetDestination(Destination["pa.Table"]):
         start: int,
         rows: pa.Table,
         bounds: Sequence[int],
-        run: str | None,
+        run: str,
         every: int,
     ) -> None:
         """Write ``rows`` (rows ``start:`` of the store, piles cut at ``bounds``) as one part file of ``run``.
@@ -273,10 +272,9 @@ class ParquetDestination(Destination["pa.Table"]):
 
         afs, _ = arrow_filesystem(dst)
         dictionary, codecs = column_options(rows, self.writing.compression)  # see _parquet_layout
-        schema = self.schema
-        if run is not None:  # the file says which run wrote it, and where: a file moved or left over is refused
-            binding = json.dumps({"run": run, "first_row": start}).encode()
-            schema = schema.with_metadata({**(schema.metadata or {}), PART_BINDING: binding})
+        # The file says which run wrote it, and where: a file moved or left over is refused.
+        binding = json.dumps({"run": run, "first_row": start}).encode()
+        schema = self.schema.with_metadata({**(self.schema.metadata or {}), PART_BINDING: binding})
         with pq.ParquetWriter(
             afs.open_output_stream(f"{dst.path}/{part_name(start)}"),
             schema,

@@ -103,8 +103,8 @@ class PartFiles:
         self.local = isinstance(fs, LocalFileSystem)
         self._leaves: list[int] | None = None  # the Parquet columns of the columns read
         self._layouts: list[Layout | None] = [None] * len(self.part_paths)
-        #: The run that wrote the store, which every part file's footer names with its first row (``None``: unbound).
-        self.run: str | None = None
+        #: The run that wrote the store, which every part file's footer names with its first row.
+        self.run = ""
         #: The columns read, as the first footer read types them: every other part file must agree.
         self._schema: tuple[int, pa.Schema] | None = None
 
@@ -136,13 +136,12 @@ class PartFiles:
     def _keep(self, index: int, footer: pq.FileMetaData) -> Part:
         """Keep ``footer`` of part file ``index`` among the last ``self._footers_kept``, and its layout for good.
 
-        In a store bound to its run, the footer must say it is this run's file of
+        The footer must say it is this store's run's file of
         this first row: a file moved, left over or of another store is refused. A
         part file whose columns differ from the first footer's (another schema) is
         refused too, before any of its rows is read.
         """
-        if self.run is not None:
-            self._check_binding(index, footer)
+        self._check_binding(index, footer)
         self._check_schema(index, footer)
         sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
         part = Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))

@@ -93,7 +93,9 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         self._row_group_rows = every
         self._open_parts(location, self.store, select_variables(self.metadata, variables))
         run = self.metadata.get(RUN_KEY)
-        self.run = None if run is None else str(run)
+        if not isinstance(run, str) or not run:  # every part file is bound to it: without it nothing can be checked
+            raise metadata_disagrees(self.store, f"the run that wrote it, {RUN_KEY}", f"{run!r}")
+        self.run = run
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
         #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
@@ -219,7 +221,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         if self._fetches is not None:
             # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
             key = str(self.metadata["fingerprint"])
-            self._cache = cache.for_store(key if self.run is None else f"{key}-{self.run}")
+            self._cache = cache.for_store(f"{key}-{self.run}")
 
     def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[Piece]) -> list[list[Range]]:
         """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.
