@@ -196,7 +196,7 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
     a Zarr store, as its own metadata records it; the part files of a Parquet
     store). Checks that the pile offsets start at 0 and never fall, that the
     last one is ``n_rows`` and every length, that there are ``n_piles`` piles,
-    and (from format version 2) the fingerprint: the shuffle recorded it, so a
+    and the fingerprint: the shuffle recorded it, so a
     change to any of these or to anything else it recorded is caught, an edit
     that keeps them consistent included. Reads nothing.
     """
