@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from conftest import Points, make_zarr_source, raise_at
 
 import daskshuffle
 from daskshuffle import (
+    CorruptPileStoreError,
     DaskShuffleValueError,
     PileStoreExistsError,
     UnfinishedShuffleError,
@@ -176,3 +178,21 @@ def test_a_scatter_run_again_after_its_worker_was_lost_does_not_redo_its_work(tm
     assert run_once(manifest, "scatter-3", calls.append, 1) is None and calls == [1]
     assert run_once(manifest, "scatter-3", calls.append, 2) is None and calls == [1], "marked: not run again"
     assert manifest.done() == {"scatter-3"}
+
+
+@pytest.mark.parametrize("key", ["run", "row_group_rows"])
+def test_a_parquet_store_resumed_without_its_binding_is_refused(tmp_path: Path, points: Points, key: str) -> None:
+    from daskshuffle.pilestore._metadata import seal_of
+
+    pq.write_table(pa.table({"id": np.arange(2000)}), tmp_path / "raw.parquet", row_group_size=100)
+    options = {"n_piles": 10, "seed": 5, "block_memory": "4KiB"}
+    points.arm("merge", raise_at(4))
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "piles", **options)
+    points.disarm("merge")
+    (sidecar,) = [path for path in tmp_path.rglob("_daskshuffle.json")]
+    recorded = json.loads(sidecar.read_text())
+    metadata = {name: value for name, value in recorded.items() if name not in ("seal", key)}
+    sidecar.write_text(json.dumps({**metadata, "seal": seal_of(metadata)} if "seal" in recorded else metadata))
+    with dask.config.set(scheduler="sync"), pytest.raises(CorruptPileStoreError, match=f"{key}. Got None instead"):
+        shuffle_parquet(tmp_path / "raw.parquet", tmp_path / "piles", **options)

@@ -34,6 +34,7 @@ from ._parquet_store import (
     ParquetDestination,
     ParquetWriting,
     arrow_filesystem,
+    part_binding,
     part_name,
     read_sidecar,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "new_run",
     "open_recording",
     "parse_metadata_attribute",
+    "part_binding",
     "part_name",
     "read_metadata",
     "read_root",

@@ -36,7 +36,7 @@ from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
 from ..formats import Destination
 from ..plan import split_piles
 from ..storage import Location
-from ._metadata import ROW_GROUP_ROWS_KEY, RUN_KEY, check_pile_metadata, check_store_exists, seal_of
+from ._metadata import ROW_GROUP_ROWS_KEY, RUN_KEY, check_pile_metadata, check_store_exists, metadata_disagrees, seal_of
 from ._parquet_layout import AUTO, column_options
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ __all__ = [
     "ParquetDestination",
     "ParquetWriting",
     "arrow_filesystem",
+    "part_binding",
     "part_name",
     "read_sidecar",
 ]
@@ -105,6 +106,17 @@ def read_sidecar(store: Location) -> dict[str, Any]:
         ) from error
     check_pile_metadata(metadata, where)
     return dict(metadata)
+
+
+def part_binding(sidecar: Mapping[str, Any], where: str) -> tuple[str, int]:
+    """The run every part file of the store at ``where`` is bound to, and the rows of its row groups, from its
+    ``sidecar``: both written when the store is created, so a store without them is refused as damaged."""
+    run, every = sidecar.get(RUN_KEY), sidecar.get(ROW_GROUP_ROWS_KEY)
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise metadata_disagrees(where, f"the rows of its row groups, {ROW_GROUP_ROWS_KEY}", f"{every!r}")
+    if not isinstance(run, str) or not run:  # every part file is bound to it: without it nothing can be checked
+        raise metadata_disagrees(where, f"the run that wrote it, {RUN_KEY}", f"{run!r}")
+    return run, every
 
 
 @dataclass(frozen=True)
@@ -218,7 +230,7 @@ class ParquetDestination(Destination["pa.Table"]):
         bounds = [0, *cuts.tolist(), rows.num_rows]
         rows = rows.replace_schema_metadata(self.schema.metadata)
         files = self._part_files(dst, rows, bounds)
-        run, every = sidecar[RUN_KEY], int(sidecar[ROW_GROUP_ROWS_KEY])  # written by create_destination
+        run, every = part_binding(sidecar, dst.url)
         if len(files) == 1:
             self._write_part(dst, start, rows, bounds, run, every)
             return

@@ -30,10 +30,9 @@ from .._threads import LazyPool
 from ..formats import Fetched, FetchedFile, Range, bytes_of, coalesce, concat, is_nested, row_shape, take, to_numpy
 from ..pilestore import (
     METADATA_FILE,
-    ROW_GROUP_ROWS_KEY,
-    RUN_KEY,
     check_recorded_rows,
     metadata_disagrees,
+    part_binding,
     read_sidecar,
     select_variables,
 )
@@ -87,14 +86,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
         self.metadata = read_sidecar(location)
-        every = self.metadata.get(ROW_GROUP_ROWS_KEY)
-        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
-            raise metadata_disagrees(self.store, f"the rows of its row groups, {ROW_GROUP_ROWS_KEY}", f"{every!r}")
-        self._row_group_rows = every
+        run, self._row_group_rows = part_binding(self.metadata, self.store)
         self._open_parts(location, self.store, select_variables(self.metadata, variables))
-        run = self.metadata.get(RUN_KEY)
-        if not isinstance(run, str) or not run:  # every part file is bound to it: without it nothing can be checked
-            raise metadata_disagrees(self.store, f"the run that wrote it, {RUN_KEY}", f"{run!r}")
         self.run = run
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
