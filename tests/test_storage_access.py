@@ -410,6 +410,32 @@ def test_opening_a_store_whose_metadata_stalls_fails_within_the_deadline(store: 
         assert took < max(2.0, 4 * deadline), (name, took)
 
 
+#: The requests of opening a Parquet pile store: its sidecar, the listing of its part files, their footers.
+PARQUET_OPEN_REQUESTS = {"sidecar": "piles.parquet/_daskshuffle.json", "listing": "list-type", "footers": "/part-"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("only", PARQUET_OPEN_REQUESTS.values(), ids=PARQUET_OPEN_REQUESTS.keys())
+def test_opening_a_parquet_store_whose_metadata_stalls_fails_within_the_deadline(
+    tmp_path: Path, s3: Any, stalling: Any, only: str
+) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": range(3_000), "x": [float(i) for i in range(3_000)]})
+    frame.to_parquet(tmp_path / "raw.parquet")
+    store = s3.url("piles.parquet")
+    ds.shuffle_parquet(str(tmp_path / "raw.parquet"), store, n_piles=3, seed=0, storage_options=s3.storage_options)
+    options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
+    stalling.fault, stalling.only, stalling.methods = "hang", only, frozenset({"GET"})
+    started = time.perf_counter()
+    with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
+        ds.PileLoader(store, batch_size=100, seed=0, storage_options=options)
+    took = time.perf_counter() - started
+    assert stalling.faulted > 0, "the request was made, and stalled"
+    assert caught.value.reason == "unreachable" and caught.value.url == store, str(caught.value)
+    assert took < 4 * request_deadline(options), took
+
+
 @pytest.mark.slow
 def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, stalling: Any, configure: Any) -> None:
     source = make_zarr_source(tmp_path / "raw.zarr", 8_000, chunk_rows=250)

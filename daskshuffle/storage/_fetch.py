@@ -424,7 +424,7 @@ async def within(fs: AbstractFileSystem | None, request: Awaitable[T], deadline:
     try:
         return await asyncio.wait_for(request, deadline)
     except TimeoutError as error:
-        if answers and answers[-1] >= 400:  # answered, with an error (a 200 whose bytes stall is silence)
+        if answers and (answers[-1] == 429 or answers[-1] >= 500):  # retried errors (a 404 is another request's)
             code = errno.EBUSY if answers[-1] in (429, 503) else getattr(errno, "EREMOTEIO", errno.EIO)
             raise OSError(
                 code,
