@@ -8,6 +8,7 @@ test sets its own environment: no credentials from this machine (no
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import warnings
@@ -364,6 +365,75 @@ def test_a_stalled_read_fails_within_a_deadline_that_follows_from_the_options(
     assert took < 10 * deadline, took
     attempts = deadline / 0.5 + 1  # of one request (a HEAD and a GET of a chunk may both be made)
     assert stalling.faulted <= 2 * attempts * n_chunks, (stalling.faulted, n_chunks)
+
+
+#: The metadata requests of opening a Zarr pile store: the root group, an array's, a crc32c table.
+OPEN_REQUESTS = {
+    "root-metadata": "piles.zarr/zarr.json",
+    "array-metadata": "/x/zarr.json",
+    "crc32c-table": "/x/daskshuffle-crc32c",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("only", OPEN_REQUESTS.values(), ids=OPEN_REQUESTS.keys())
+def test_opening_a_store_whose_metadata_stalls_fails_within_the_deadline(store: str, stalling: Any, only: str) -> None:
+    from click.testing import CliRunner
+
+    from daskshuffle._cli import cli
+
+    options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
+    deadline = request_deadline(options)
+    assert deadline == 3, "two attempts of 1 s, and one more"
+    flags = [f"--storage-option={key}={json.dumps(value)}" for key, value in options.items()]
+
+    def info() -> None:
+        result = CliRunner().invoke(cli, ["info", store, "--debug", *flags])
+        assert result.exception is not None, result.output
+        raise result.exception
+
+    opens = {
+        "loader": lambda: ds.PileLoader(store, batch_size=100, seed=0, storage_options=options),
+        "verify": lambda: ds.verify(store, storage_options=options),
+        "info": info,
+    }
+    stalling.fault, stalling.only = "hang", only
+    for name, open_store in opens.items():
+        stalling.faulted = 0
+        started = time.perf_counter()
+        with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
+            open_store()
+        took = time.perf_counter() - started
+        assert stalling.faulted > 0, f"{name}: the request was made, and stalled"
+        assert caught.value.reason == "unreachable" and caught.value.url == store, (name, str(caught.value))
+        # Without the deadline, s3fs's retries around botocore's try a stalled zarr.json for 20 s and 10 requests.
+        assert took < max(2.0, 4 * deadline), (name, took)
+
+
+#: The requests of opening a Parquet pile store: its sidecar, the listing of its part files, their footers.
+PARQUET_OPEN_REQUESTS = {"sidecar": "piles.parquet/_daskshuffle.json", "listing": "list-type", "footers": "/part-"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("only", PARQUET_OPEN_REQUESTS.values(), ids=PARQUET_OPEN_REQUESTS.keys())
+def test_opening_a_parquet_store_whose_metadata_stalls_fails_within_the_deadline(
+    tmp_path: Path, s3: Any, stalling: Any, only: str
+) -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame({"id": range(3_000), "x": [float(i) for i in range(3_000)]})
+    frame.to_parquet(tmp_path / "raw.parquet")
+    store = s3.url("piles.parquet")
+    ds.shuffle_parquet(str(tmp_path / "raw.parquet"), store, n_piles=3, seed=0, storage_options=s3.storage_options)
+    options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
+    stalling.fault, stalling.only, stalling.methods = "hang", only, frozenset({"GET"})
+    started = time.perf_counter()
+    with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
+        ds.PileLoader(store, batch_size=100, seed=0, storage_options=options)
+    took = time.perf_counter() - started
+    assert stalling.faulted > 0, "the request was made, and stalled"
+    assert caught.value.reason == "unreachable" and caught.value.url == store, str(caught.value)
+    assert took < 4 * request_deadline(options), took
 
 
 @pytest.mark.slow

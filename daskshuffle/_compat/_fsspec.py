@@ -51,22 +51,25 @@ def cached_filesystems(base: type) -> list[object]:
     return found
 
 
-def on_answers(fs: object, handler: Callable[..., Any]) -> bool:
+async def on_answers(fs: object, handler: Callable[..., Any]) -> bool:
     """Have ``handler(http_response=..., **more)`` called for each answer storage gives ``fs``; whether it can be.
 
     On s3fs, an answer is botocore's ``after-call.s3`` event of its client,
     emitted in the task that made the request, for an error's answer too
     (a 503 ``SlowDown``), never for a request that timed out. The client is
-    the one s3fs made at its first request: before it, and on any other
+    made first if s3fs has not made it yet (no request); on any other
     filesystem, nothing is registered (``False``). Registering again is
-    harmless (one ``unique_id``).
+    harmless (one ``unique_id``). Awaited on the filesystem's event loop.
 
     Examples
     --------
-    >>> import fsspec
-    >>> on_answers(fsspec.filesystem("memory"), print)
+    >>> import asyncio, fsspec
+    >>> asyncio.run(on_answers(fsspec.filesystem("memory"), print))
     False
     """
+    set_session = getattr(fs, "set_session", None)
+    if set_session is not None and getattr(fs, "async_impl", False) and vars(fs).get("_s3") is None:
+        await set_session()
     client = vars(fs).get("_s3")
     events = getattr(getattr(client, "meta", None), "events", None)
     if events is None:

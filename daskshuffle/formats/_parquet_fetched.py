@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from ..storage import bounded
+
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
@@ -72,12 +74,12 @@ def read_footer(fs: Any, path: str, size: int, tail: tuple[int, bytes] | None = 
 
     first, data = tail if tail is not None else (max(0, size - FOOTER_NBYTES), b"")
     if tail is None:
-        data = fs.cat_file(path, start=first, end=size)
+        data = bounded(fs, "cat_file", path, start=first, end=size, what=path)
     if len(data) >= 8 and data[-4:] == b"PAR1":
         needed = int.from_bytes(data[-8:-4], "little") + 8  # the footer, its length and the magic
         if len(data) < needed <= size:
             first = size - needed
-            data = fs.cat_file(path, start=first, end=size)
+            data = bounded(fs, "cat_file", path, start=first, end=size, what=path)
     with pa.PythonFile(FetchedFile([(first, data)]), mode="r") as handle:
         return pq.ParquetFile(handle).metadata
 

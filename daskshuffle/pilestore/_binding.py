@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
-from ..storage import Location, _own, storage_failure
+from ..storage import Location, _own, bounded, storage_failure
 from ._metadata import RUN_KEY, metadata_disagrees, new_run, seal_of
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
         return {}
     files = {name: f"{location.path}/{paths[name]}/{TABLE}" for name in records}
     with location.reaching():
-        found = location.fs.cat(list(files.values()), on_error="return")
+        found = bounded(location.fs, "cat", list(files.values()), on_error="return", what=TABLE)
     if not isinstance(found, dict):
         found = {next(iter(files.values())): found}
     tables = {}

@@ -35,7 +35,7 @@ from .._config import int_setting
 from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
 from ..formats import Destination
 from ..plan import split_piles
-from ..storage import Location
+from ..storage import Location, bounded
 from ._metadata import ROW_GROUP_ROWS_KEY, RUN_KEY, check_pile_metadata, check_store_exists, metadata_disagrees, seal_of
 from ._parquet_layout import AUTO, column_options
 
@@ -88,7 +88,9 @@ def read_sidecar(store: Location) -> dict[str, Any]:
     fs, root = store.fs, store.path
     try:
         # One request for a store that is there (on object storage, each costs tens of milliseconds).
-        sidecar = fs.cat_file(f"{root}/{METADATA_FILE}")
+        sidecar = bounded(fs, "cat_file", f"{root}/{METADATA_FILE}", what=METADATA_FILE)
+    except TimeoutError:  # no answer in the deadline: asking again would not help
+        raise
     except OSError:  # the checks below name what is wrong: no store, refused credentials, no sidecar
         sidecar = None
     if sidecar is None:

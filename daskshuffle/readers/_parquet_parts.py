@@ -26,7 +26,7 @@ from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
 from ..pilestore import PART, PART_BINDING, arrow_filesystem, part_name
-from ..storage import Location, storage_failure
+from ..storage import Location, bounded, storage_failure
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -86,7 +86,7 @@ class PartFiles:
         fs = location.fs
         parts = sorted(
             (int(match.group(1)), entry["name"], entry.get("size"))
-            for entry in fs.ls(root, detail=True)
+            for entry in bounded(fs, "ls", root, detail=True, what="the listing of the part files")
             if (match := PART.fullmatch(entry["name"].rsplit("/", 1)[-1]))
         )
         self.part_starts = np.asarray([start for start, _, _ in parts], dtype=np.int64)
@@ -221,7 +221,10 @@ class PartFiles:
         sizes = [int(self._part_sizes[index] or 0) for index in wanted]
         starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
         paths = [self.part_paths[index] for index in wanted]
-        found = dict(zip(wanted, self._fs.cat_ranges(paths, starts, sizes, on_error="return"), strict=True))
+        fetched = bounded(
+            self._fs, "cat_ranges", paths, starts, sizes, on_error="return", what="the part files' footers"
+        )
+        found = dict(zip(wanted, fetched, strict=True))
         tails: list[tuple[int, bytes] | None] = []
         for index, start in zip(wanted, starts, strict=True):
             data = found[index]

@@ -3,14 +3,18 @@
 :mod:`daskshuffle.readers._zarr_reader` reads the rows; this module finds the
 store's Zarr v3 group (one request on object storage), checks its daskshuffle
 metadata and the arrays' shapes against what the shuffle recorded, and opens
-the arrays (all at once on remote storage, each being a request).
+the arrays (all at once, each being a request on object storage). Every
+request of it is bounded by the deadline of the storage options
+(:func:`~daskshuffle.storage.request_deadline`): a store whose metadata stalls
+fails as unreachable within it, not after the retries of s3fs and botocore.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import IncompletePileStoreError, StorageAccessError
@@ -23,7 +27,7 @@ from ..pilestore import (
     metadata_disagrees,
     parse_metadata_attribute,
 )
-from ..storage import Location
+from ..storage import Location, request_deadline, within
 
 if TYPE_CHECKING:
     import zarr
@@ -41,13 +45,25 @@ def find_group(location: Location) -> zarr.Group | None:
     metadata files (each look is a request on object storage).
     """
     import zarr
+    from zarr.api.asynchronous import open_group
+    from zarr.storage import FsspecStore
 
+    if location.is_local:
+        store: Any = location.url
+    else:
+        store = FsspecStore.from_url(location.url, storage_options=location.options, read_only=True)
+    opening = open_group(store=store, mode="r", zarr_format=3, use_consolidated=False)
     try:
-        return zarr.open_group(
-            location.url, mode="r", zarr_format=3, use_consolidated=False, storage_options=location.zarr_options
-        )
+        return zarr.Group(_bounded(location, getattr(store, "fs", None), opening, "zarr.json"))
     except FileNotFoundError:  # zarr's GroupNotFoundError is one; so is a local directory that does not exist
         return None
+
+
+def _bounded(location: Location, fs: Any, request: Coroutine[Any, Any, T], what: str) -> T:
+    """``request`` run on zarr's event loop, failing within the deadline of ``location``'s options."""
+    from zarr.core.sync import sync
+
+    return sync(within(fs, request, request_deadline(location.options), what))
 
 
 def open_store(
@@ -130,9 +146,17 @@ def in_thread(function: Callable[..., T], *args: Any) -> Future[T]:
     return future
 
 
-def open_arrays(group: zarr.Group, names: Sequence[str], local: bool) -> list[Any]:
-    """``group.get(name)`` for each of ``names``; on remote storage all at once, each being a request."""
-    if local or len(names) < 2:
-        return [group.get(name) for name in names]
-    with ThreadPoolExecutor(min(len(names), 16), thread_name_prefix="daskshuffle-open") as pool:
-        return list(pool.map(group.get, names))
+def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> list[Any]:
+    """``group.get(name)`` for each of ``names``, all at once (each a request on object storage), within the deadline."""
+    import zarr
+
+    async_group = group._async_group  # zarr.Group wraps it (its one field): the members are opened on zarr's loop
+
+    async def members() -> list[Any]:
+        return await asyncio.gather(*(async_group.get(name) for name in names))
+
+    found = _bounded(location, getattr(group.store, "fs", None), members(), "zarr.json")
+    return [
+        zarr.Array(node) if isinstance(node, zarr.AsyncArray) else zarr.Group(node) if node is not None else None
+        for node in found
+    ]

@@ -122,7 +122,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         predicted = {name: f"{group.path}/{name}".lstrip("/") for name in names}
         early = None if location.is_local else in_thread(read_tables, location, metadata, predicted)
         try:
-            opened = open_arrays(group, names, location.is_local)
+            opened = open_arrays(location, group, names)
         except (ValueError, TypeError, KeyError, zarr.errors.BaseZarrError) as error:  # an array's zarr.json
             raise CorruptPileStoreError(
                 f"Expected the arrays {names} of the pile store {self.store!r} to open. Got {type(error).__name__}: "

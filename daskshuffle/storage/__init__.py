@@ -3,7 +3,7 @@
 from ._access import access_error, reaching, storage_failure
 from ._cache import Cache, StoreCache, parse_cache
 from ._crash import crash_point
-from ._fetch import Fetches
+from ._fetch import Fetches, bounded, request_deadline, within
 from ._identity import changed_entries, identify_files, identify_token, identify_tree
 from ._location import Location, unreached
 from ._lock import exclusive
@@ -17,6 +17,7 @@ __all__ = [
     "Manifest",
     "StoreCache",
     "access_error",
+    "bounded",
     "changed_entries",
     "crash_point",
     "exclusive",
@@ -26,8 +27,10 @@ __all__ = [
     "normalize",
     "parse_cache",
     "reaching",
+    "request_deadline",
     "run_marked",
     "run_once",
     "storage_failure",
     "unreached",
+    "within",
 ]

@@ -22,7 +22,9 @@ A request that storage does not answer fails within a deadline
 and botocore, nested, would otherwise try a stalled read for minutes. A
 request that storage did answer in that time, with errors only (503
 ``SlowDown``, 5xx), fails as those answers say (throttled, server errors),
-not as silence.
+not as silence. The same bound holds every request of opening a store
+(:func:`within`, on zarr's event loop or the filesystem's; :func:`bounded`,
+one call of a filesystem).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Hashable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from fsspec import AbstractFileSystem
 
@@ -43,7 +45,9 @@ from .._compat import on_answers
 from .._config import float_setting, int_setting
 from .._threads import LazyPool
 
-__all__ = ["Fetches", "Request", "request_deadline"]
+__all__ = ["Fetches", "Request", "bounded", "request_deadline", "within"]
+
+T = TypeVar("T")
 
 #: What is fetched: a whole file (its path), or bytes ``start:end`` of one, ``(path, start, end)``.
 Request: TypeAlias = str | tuple[str, int, int]
@@ -333,7 +337,7 @@ class Fetches:
             request, future = sent
             path, start, end = (request, None, None) if isinstance(request, str) else request
             request = self._fs._cat_file(path, start=start, end=end)
-            task = loop.create_task(_within(self._fs, request, self.deadline, path))
+            task = loop.create_task(within(self._fs, request, self.deadline, path))
             self._tasks.add(task)
             task.add_done_callback(functools.partial(self._landed, future))
 
@@ -391,20 +395,36 @@ def _answered(http_response: Any = None, **_: Any) -> None:
         answers.append(int(http_response.status_code))
 
 
-async def _within(fs: AbstractFileSystem, request: Awaitable[bytes], deadline: float, path: str) -> bytes:
-    """The bytes of ``request``, or an error if they have not come in ``deadline`` seconds.
+async def within(fs: AbstractFileSystem | None, request: Awaitable[T], deadline: float, path: str) -> T:
+    """What ``request`` (of ``path``, on ``fs``) returns, or an error if it has not returned in ``deadline`` seconds.
 
     :class:`TimeoutError` if storage never answered; if it answered with
     errors only, an :class:`OSError` that says so (``EBUSY`` for throttling,
-    ``EREMOTEIO`` for server errors, as s3fs's own).
+    ``EREMOTEIO`` for server errors, as s3fs's own). The request is cancelled
+    either way: a stalled one is not left retrying. Awaited on the event loop
+    that runs ``request``: the filesystem's, or zarr's for a zarr store
+    (``zarr.core.sync.sync``).
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> asyncio.run(within(None, asyncio.sleep(10), 0.01, "piles.zarr/zarr.json"))
+    Traceback (most recent call last):
+    ...
+    TimeoutError: [Errno 110] no answer to the request of 'piles.zarr/zarr.json' within 0.01 s, retries included
     """
     answers: list[int] = []
     _answers.set(answers)  # this task's context, which the request's task copies
-    on_answers(fs, _answered)
+    try:
+        if fs is not None:
+            await on_answers(fs, _answered)  # s3fs makes its client here: a misspelt option raises
+    except BaseException:
+        getattr(request, "close", lambda: None)()  # a coroutine never awaited
+        raise
     try:
         return await asyncio.wait_for(request, deadline)
     except TimeoutError as error:
-        if answers and answers[-1] >= 400:  # answered, with an error (a 200 whose bytes stall is silence)
+        if answers and (answers[-1] == 429 or answers[-1] >= 500):  # retried errors (a 404 is another request's)
             code = errno.EBUSY if answers[-1] in (429, 503) else getattr(errno, "EREMOTEIO", errno.EIO)
             raise OSError(
                 code,
@@ -414,6 +434,29 @@ async def _within(fs: AbstractFileSystem, request: Awaitable[bytes], deadline: f
         raise TimeoutError(
             errno.ETIMEDOUT, f"no answer to the request of {path!r} within {deadline:g} s, retries included"
         ) from error
+
+
+def bounded(fs: AbstractFileSystem, name: str, *args: Any, what: str, **kwargs: Any) -> Any:
+    """``fs.<name>(*args, **kwargs)``, one request (or one batch of them) of ``what``, within :func:`request_deadline`.
+
+    On an asynchronous filesystem the call is its coroutine (``fs._<name>``)
+    on the filesystem's event loop, awaited :func:`within` the deadline of the
+    filesystem's options; on any other, the call as it is.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.pipe_file("/bounded-demo/zarr.json", b"{}")
+    >>> bounded(fs, "cat_file", "/bounded-demo/zarr.json", what="zarr.json")
+    b'{}'
+    """
+    if not getattr(fs, "async_impl", False):
+        return getattr(fs, name)(*args, **kwargs)
+    request = getattr(fs, f"_{name}")(*args, **kwargs)
+    deadline = request_deadline(getattr(fs, "storage_options", None))
+    # Not fsspec's sync, which raises a bare FSTimeoutError for any TimeoutError, the message lost.
+    return asyncio.run_coroutine_threadsafe(within(fs, request, deadline, what), fs.loop).result()
 
 
 def _settle(future: Future[bytes], done: Future[bytes] | asyncio.Task[bytes]) -> None:
