@@ -21,7 +21,7 @@ from conftest import make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.storage import _lock
-from daskshuffle.storage._fetch import request_deadline
+from daskshuffle.storage._deadline import request_deadline
 from daskshuffle.storage._location import Location
 
 pytestmark = pytest.mark.s3

@@ -1,0 +1,132 @@
+"""A deadline on every request of storage, retries included.
+
+A request that storage does not answer fails within a deadline
+(:func:`request_deadline`), with :class:`TimeoutError`: the retries of s3fs
+and botocore, nested, would otherwise try a stalled read for minutes. A
+request that storage did answer in that time, with errors only (503
+``SlowDown``, 5xx), fails as those answers say (throttled, server errors),
+not as silence. The loader's reads (:class:`~daskshuffle.storage._fetch.Fetches`)
+and every request of opening a store are bound by it (:func:`within`, on
+zarr's event loop or the filesystem's; :func:`bounded`, one call of a
+filesystem).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import errno
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
+
+from fsspec import AbstractFileSystem
+
+from .._compat import on_answers
+from .._config import float_setting
+
+__all__ = ["bounded", "request_deadline", "within"]
+
+T = TypeVar("T")
+
+
+def request_deadline(options: Mapping[str, Any] | None) -> float:
+    """Seconds a request may go unanswered, retries included, before it fails as storage that does not answer.
+
+    With a read (or connect) timeout in the options of S3 (botocore's
+    ``config_kwargs``), one more than the attempts botocore makes times the
+    longer timeout: every attempt may wait that long, and one more for the
+    backoff between them. botocore makes ``retries.total_max_attempts``
+    attempts, or one more than ``retries.max_attempts`` (the retries after the
+    first), 5 unless set. Otherwise ``daskshuffle.config``'s ``fetch.timeout``
+    (30 s).
+
+    Examples
+    --------
+    >>> request_deadline({"config_kwargs": {"read_timeout": 3, "retries": {"max_attempts": 2}}})
+    12.0
+    >>> request_deadline(None)
+    30.0
+    """
+    config = (options or {}).get("config_kwargs") or {}
+    timeouts = [float(config[name]) for name in ("read_timeout", "connect_timeout") if config.get(name) is not None]
+    if not timeouts:
+        return float_setting("fetch.timeout")
+    retries = config.get("retries") or {}
+    # botocore turns max_attempts into total_max_attempts in the dict it is given, at the first request.
+    total = retries.get("total_max_attempts")
+    attempts = int(total) if total is not None else int(retries["max_attempts"]) + 1 if "max_attempts" in retries else 5
+    return float((attempts + 1) * max(timeouts))
+
+
+#: The HTTP statuses of the answers to the request of the task running (noted by :func:`_answered`).
+_answers: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("daskshuffle_answers", default=None)
+
+
+def _answered(http_response: Any = None, **_: Any) -> None:
+    answers = _answers.get()
+    if answers is not None and http_response is not None:
+        answers.append(int(http_response.status_code))
+
+
+async def within(fs: AbstractFileSystem | None, request: Awaitable[T], deadline: float, path: str) -> T:
+    """What ``request`` (of ``path``, on ``fs``) returns, or an error if it has not returned in ``deadline`` seconds.
+
+    :class:`TimeoutError` if storage never answered; if it answered with
+    errors only, an :class:`OSError` that says so (``EBUSY`` for throttling,
+    ``EREMOTEIO`` for server errors, as s3fs's own). The request is cancelled
+    either way: a stalled one is not left retrying. Awaited on the event loop
+    that runs ``request``: the filesystem's, or zarr's for a zarr store
+    (``zarr.core.sync.sync``).
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> asyncio.run(within(None, asyncio.sleep(10), 0.01, "piles.zarr/zarr.json"))
+    Traceback (most recent call last):
+    ...
+    TimeoutError: [Errno 110] no answer to the request of 'piles.zarr/zarr.json' within 0.01 s, retries included
+    """
+    answers: list[int] = []
+    _answers.set(answers)  # this task's context, which the request's task copies
+    try:
+        if fs is not None:
+            await on_answers(fs, _answered)  # s3fs makes its client here: a misspelt option raises
+    except BaseException:
+        getattr(request, "close", lambda: None)()  # a coroutine never awaited
+        raise
+    try:
+        return await asyncio.wait_for(request, deadline)
+    except TimeoutError as error:
+        if answers and (answers[-1] == 429 or answers[-1] >= 500):  # retried errors (a 404 is another request's)
+            code = errno.EBUSY if answers[-1] in (429, 503) else getattr(errno, "EREMOTEIO", errno.EIO)
+            raise OSError(
+                code,
+                f"{len(answers)} answers with HTTP status {answers[-1]} to the request of {path!r} "
+                f"(throttled or failing) within {deadline:g} s, retries included",
+            ) from error
+        raise TimeoutError(
+            errno.ETIMEDOUT, f"no answer to the request of {path!r} within {deadline:g} s, retries included"
+        ) from error
+
+
+def bounded(fs: AbstractFileSystem, name: str, *args: Any, what: str, **kwargs: Any) -> Any:
+    """``fs.<name>(*args, **kwargs)``, one request (or one batch of them) of ``what``, within :func:`request_deadline`.
+
+    On an asynchronous filesystem the call is its coroutine (``fs._<name>``)
+    on the filesystem's event loop, awaited :func:`within` the deadline of the
+    filesystem's options; on any other, the call as it is.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.pipe_file("/bounded-demo/zarr.json", b"{}")
+    >>> bounded(fs, "cat_file", "/bounded-demo/zarr.json", what="zarr.json")
+    b'{}'
+    """
+    if not getattr(fs, "async_impl", False):
+        return getattr(fs, name)(*args, **kwargs)
+    request = getattr(fs, f"_{name}")(*args, **kwargs)
+    deadline = request_deadline(getattr(fs, "storage_options", None))
+    # Not fsspec's sync, which raises a bare FSTimeoutError for any TimeoutError, the message lost.
+    return asyncio.run_coroutine_threadsafe(within(fs, request, deadline, what), fs.loop).result()
