@@ -380,7 +380,7 @@ OPEN_REQUESTS = {
 def test_opening_a_store_whose_metadata_stalls_fails_within_the_deadline(store: str, stalling: Any, only: str) -> None:
     from click.testing import CliRunner
 
-    from daskshuffle._cli import cli
+    from daskshuffle._cli._common import cli
 
     options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
     deadline = request_deadline(options)
