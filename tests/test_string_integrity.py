@@ -75,7 +75,9 @@ def test_two_chunk_files_of_a_string_variable_swapped_raise(tmp_path: Path, vari
     store = shuffled(tmp_path, compressors=compressors)
     files = chunk_files(store, variable)
     swap(files[1], files[-2])
-    with pytest.raises(CorruptPileStoreError, match=rf"{variable}/c/\d+.*of variable {variable!r}.*piles.zarr") as error:
+    with pytest.raises(
+        CorruptPileStoreError, match=rf"{variable}/c/\d+.*of variable {variable!r}.*piles.zarr"
+    ) as error:
         read_all(store)
     assert not isinstance(error.value, StoreChangedError)
     assert "another place, variable, run or store" in str(error.value)
