@@ -9,6 +9,7 @@ however it is encoded: no wrong row is ever yielded.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,10 @@ from zarr.codecs import GzipCodec, ZstdCodec
 
 import daskshuffle as ds
 from daskshuffle import CorruptPileStoreError, StoreChangedError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from _s3_model import S3ModelFileSystem
 
 pytestmark = pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")  # fixed-length strings
 
@@ -45,8 +50,8 @@ def shuffled(tmp_path: Path, name: str = "piles.zarr", seed: int = 0, **options:
     return str(tmp_path / name)
 
 
-def read_all(store: str) -> dict[str, np.ndarray]:
-    with ds.PileLoader(store, batch_size=500, seed=0) as loader:
+def read_all(store: str, **options: Any) -> dict[str, np.ndarray]:
+    with ds.PileLoader(store, batch_size=500, seed=0, **options) as loader:
         batches = list(loader)
     return {name: np.concatenate([batch[name] for batch in batches]) for name in ("id", "name", "tag")}
 
@@ -99,3 +104,18 @@ def test_a_string_chunk_of_an_earlier_run_raises(tmp_path: Path, compressors: An
     shutil.copyfile(chunk_files(earlier, "tag")[3], chunk_files(store, "tag")[3])
     with pytest.raises(CorruptPileStoreError, match=r"tag/c/3'.*of variable 'tag'.*another place"):
         read_all(store)
+
+
+@pytest.mark.parametrize("compressors", ["auto", TWO_COMPRESSORS], ids=["auto", "two-compressors"])
+def test_string_chunks_fetched_from_object_storage_are_checked_too(tmp_path: Path, compressors: Any) -> None:
+    objects = tmp_path / "objects"
+    url, options = "s3model://bucket/piles.zarr", {"root": str(objects), "latency": 0.0, "bandwidth": 1e12}
+    S3ModelFileSystem(**options)  # registers the protocol
+    served = objects / "bucket" / "piles.zarr"
+    shutil.copytree(shuffled(tmp_path, compressors=compressors), served)
+    rows = read_all(url, storage_options=options)
+    np.testing.assert_array_equal(rows["name"], np.array([f"n{i:06d}" for i in rows["id"]], dtype="U8"))
+    files = chunk_files(str(served), "name")
+    swap(files[0], files[-1])
+    with pytest.raises(CorruptPileStoreError, match=r"name/c/\d+'.*of variable 'name'.*another place"):
+        read_all(url, storage_options=options)
