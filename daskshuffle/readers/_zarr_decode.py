@@ -45,7 +45,7 @@ class ZarrDecode:
         """Decode chunks of ``array`` (Zarr v3), whose first chunk's key is ``key``."""
         document: dict[str, Any] = dict(array.metadata.to_dict())
         document["shape"] = [int(size) for size in array.chunks]
-        document["codecs"] = [codec for codec in document["codecs"] if _name(codec) != "crc32c"]
+        document["codecs"] = [codec for codec in document["codecs"] if codec["name"] != "crc32c"]
         document["attributes"] = {}
         self._document = json.dumps(document).encode()
         self._key = key
@@ -67,7 +67,3 @@ class ZarrDecode:
             warnings.simplefilter("ignore", zarr.errors.UnstableSpecificationWarning)  # fixed-length strings
             values = zarr.open_array(store, mode="r", zarr_format=3)[...]
         return np.ascontiguousarray(values).reshape(-1).view(np.uint8)
-
-
-def _name(codec: Any) -> Any:
-    return codec.get("name") if isinstance(codec, dict) else codec
