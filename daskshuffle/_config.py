@@ -52,7 +52,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "local-task-nbytes": 512 * 2**10,
         "spare-arrays": 2,
         "direct-nbytes": 128 * 2**10,
-        "read-nbytes": 32 * _MiB,
     },
     "parquet-reader": {
         "footer-threads": 16,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from conftest import Configure, consume, interruptible, make_zarr_source
+from conftest import consume, interruptible, make_zarr_source
 from simulate import unit_groups, unit_stream
 
 import daskshuffle as ds
@@ -450,12 +450,8 @@ def many_piles(tmp_path_factory: pytest.TempPathFactory) -> ds.ShuffleResult:
 
 
 @pytest.mark.parametrize(("prefetch", "ahead"), [("0B", 0), ("auto", 1)])
-def test_memory_stays_within_a_few_groups(
-    many_piles: ds.ShuffleResult, configure: Configure, prefetch: str, ahead: int
-) -> None:
+def test_memory_stays_within_a_few_groups(many_piles: ds.ShuffleResult, prefetch: str, ahead: int) -> None:
     pile_nbytes = int(many_piles.pile_sizes.max()) * (16 * 4 + 8)
-    # Read piles in runs of 64 kB, as a 256 MiB pile is read in runs of zarr-reader.read-nbytes.
-    configure({"zarr-reader.read-nbytes": 2**16})
     group = Piles(budget=f"{2 * pile_nbytes}B")  # groups of about a pile's bytes
     with PileLoader(many_piles.path, 500, order=group, prefetch=prefetch) as loader:
         list(loader)  # once, so that first imports and caches are not counted

@@ -29,16 +29,16 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._errors import CorruptPileStoreError, StoreChangedError
-from ..formats import NUMERIC_KINDS, crc32c
+from ..formats import ARRAY_KINDS, crc32c
 from ..storage import Fetches, StoreCache, crash_point, storage_failure
 from ._opened import Opened
+from ._zarr_decode import ZarrDecode
 
 if TYPE_CHECKING:
     import zarr
 
 __all__ = ["ChunkFiles", "Chunks", "chunks_of"]
 
-_FAST_KINDS = NUMERIC_KINDS
 _CRC_NBYTES = 4
 
 
@@ -52,7 +52,7 @@ class Chunks:
     row_shape: tuple[int, ...]
     chunk_rows: int
     key: Callable[[tuple[int, ...]], str]
-    compressor: Any  # a numcodecs codec, or None
+    compressor: Any  # a numcodecs codec, a ZarrDecode of any other pipeline, or None
     checksum: bool
     row_nbytes: int
     #: Rows of the variable (its first dimension).
@@ -89,17 +89,17 @@ def _numcodec(codec: Any) -> Any:
 
 
 def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
-    """How to read ``array`` without zarr, or ``None`` if zarr must read it."""
+    """How to read and check ``array``'s chunk files, or ``None`` if a pile store cannot hold it.
+
+    A pipeline of ``bytes`` (little-endian), at most one blosc, zstd or gzip
+    compressor and the crc32c is decoded with numcodecs; any other pipeline
+    by zarr, from the bytes read and checked (:class:`ZarrDecode`).
+    """
     from zarr.codecs import BytesCodec, Crc32cCodec
 
     metadata = array.metadata
     dtype = np.dtype(array.dtype) if isinstance(array.dtype, np.dtype) else None
-    if metadata.zarr_format != 3 or dtype is None or dtype.kind not in _FAST_KINDS or array.ndim == 0:
-        return None
-    serializer = array.serializer
-    if not isinstance(serializer, BytesCodec) or array.filters:
-        return None
-    if dtype.itemsize > 1 and (serializer.endian is None or serializer.endian.value != "little"):
+    if metadata.zarr_format != 3 or dtype is None or dtype.kind not in ARRAY_KINDS or array.ndim == 0:
         return None
     if tuple(array.chunks[1:]) != tuple(array.shape[1:]):
         return None  # a row split over several chunks
@@ -107,23 +107,28 @@ def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
     checksum = bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
     if checksum:
         codecs.pop()
-    if len(codecs) > 1:
-        return None
-    compressor = _numcodec(codecs[0]) if codecs else None
-    if codecs and compressor is None:
-        return None
+    serializer = array.serializer
+    # Fixed-length strings are stored as numpy holds them: byte strings as they are, unicode as UTF-32.
+    plain = (
+        isinstance(serializer, BytesCodec)
+        and not array.filters
+        and (dtype.byteorder == "|" or (serializer.endian is not None and serializer.endian.value == "little"))
+    )
+    compressor = _numcodec(codecs[0]) if len(codecs) == 1 else None
+    if not plain or (codecs and compressor is None):
+        compressor = ZarrDecode(array, metadata.chunk_key_encoding.encode_chunk_key((0,) * array.ndim))
     row_shape = tuple(array.shape[1:])
     return Chunks(
         name=array.basename,
         directory=directory,
-        dtype=dtype.newbyteorder("=") if dtype.itemsize > 1 else dtype,
+        dtype=dtype.newbyteorder("=") if dtype.byteorder != "|" else dtype,
         row_shape=row_shape,
         chunk_rows=int(array.chunks[0]),
         key=metadata.chunk_key_encoding.encode_chunk_key,
         compressor=compressor,
         checksum=checksum,
         row_nbytes=int(dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))),
-        n_rows=int(array.shape[0]) if array.ndim else 0,
+        n_rows=int(array.shape[0]),
         direct=isinstance(compressor, numcodecs.Blosc),
     )
 

@@ -12,10 +12,15 @@ release the GIL, so the loader's prefetch threads read piles in parallel; a
 reader opened with ``threads=k`` also spreads the chunks of one read over a
 pool of ``k`` threads of its own (not the default: no faster on 2 cores).
 
-It understands the codec pipelines a pile store may hold: ``bytes``
-(little-endian), optionally one compressor (blosc, zstd or gzip), optionally
-``crc32c`` last. Any other variable (another pipeline, fixed-length strings,
-is read through zarr, without checks.
+Every variable of a pile store is read so, whatever it holds (numbers or
+fixed-length strings) and however it is encoded: the pipeline a shuffle
+writes, ``bytes`` (little-endian), optionally one compressor (blosc, zstd or
+gzip) and ``crc32c`` last, is decoded with numcodecs; any other (compressors
+of the user's) by zarr itself, from the very bytes read and checked
+(``_zarr_decode``). Each chunk's crc32c is compared with the one its run
+recorded for that variable and place (``<array>/daskshuffle-crc32c``), so a
+chunk file swapped with another, from another run or another store is an
+error, never wrong rows.
 
 A missing, truncated or corrupted chunk file is an error. The error,
 :class:`~daskshuffle.CorruptPileStoreError`, names the store, the pile, the
@@ -36,7 +41,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
 from .._threads import LazyPool
-from ..formats import ArrayRows, ArrayRowsMethods, read_in_runs
+from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import (
     LAYOUT_KEY,
     METADATA_KEY,
@@ -148,8 +153,13 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._chunks: dict[str, Chunks] = {}
         for name, array in self.arrays.items():
             chunks = chunks_of(array, f"{root}/{array.path}")
-            if chunks is not None:
-                self._chunks[name] = chunks
+            if chunks is None:
+                raise CorruptPileStoreError(
+                    f"Expected array {name!r} of pile store {self.store!r} as a shuffle writes it: Zarr v3, of a "
+                    f"numeric or fixed-length string dtype, whole rows in each chunk. Got dtype {array.dtype}, chunks "
+                    f"{array.chunks} of shape {array.shape} instead; the store is damaged: shuffle the source again."
+                )
+            self._chunks[name] = chunks
         # The crc32c the run recorded for every chunk, by place: each chunk read is checked against it.
         paths = {name: self.arrays[name].path for name in self._chunks}
         if early is not None and all(predicted[name] == path for name, path in paths.items()):
@@ -165,7 +175,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._task_nbytes = int_setting(
             "zarr-reader.local-task-nbytes" if self._files.local else "zarr-reader.task-nbytes"
         )
-        self._read_nbytes = int_setting("zarr-reader.read-nbytes")  # runs of whole chunks read through zarr
         self._spare_arrays = int_setting("zarr-reader.spare-arrays")
         self._lock = threading.Lock()
         self._spare: dict[str, list[NDArray[Any]]] = {}
@@ -216,7 +225,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return self._files.fetches is not None
 
     def fetch(self, start: int, stop: int) -> None:
-        """Start fetching every chunk file of rows ``start:stop``, of every variable read without zarr."""
+        """Start fetching every chunk file of rows ``start:stop``, of every variable."""
         fetches = self._files.fetches
         stop = max(start, min(stop, self.n_rows))
         if fetches is None or stop == start or (start, stop) in fetches:
@@ -271,7 +280,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         The arrays hold as many rows as the longest run times the runs, so that
         they take any later group of as many units once recycled.
         """
-        if not runs or len(self._chunks) != len(self.arrays):  # zarr reads some variable: the default
+        if not runs:
             return super().read_runs(runs)
         runs = [(start, max(start, min(stop, self.n_rows))) for start, stop in runs]
         n_rows = sum(stop - start for start, stop in runs)
@@ -288,11 +297,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return self._started(RowsRead(self._files, rows, tasks, None)).result()
 
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        found = {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
-        for name, array in self.arrays.items():
-            if name not in found:
-                found[name] = (int(array.chunks[0]), int(array.dtype.itemsize * int(np.prod(array.shape[1:]))))
-        return found
+        return {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
 
     def start_pile(self, pile: int, out: ArrayRows | None = None) -> RowsRead:
         """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it.
@@ -306,27 +311,18 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return self._start(start, stop, pile).result()
 
     def _start(self, start: int, stop: int, pile: int | None, out: ArrayRows | None = None) -> RowsRead:
-        """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them.
-
-        Variables that zarr must read are read here.
-        """
+        """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them."""
         stop = max(start, min(stop, self.n_rows))
         # On a remote store every file of the read is requested at once, not variable by variable.
         self.fetch(start, stop)
-        rows: ArrayRows = {}
-        for name, array in self.arrays.items():
-            chunks = self._chunks.get(name)
-            if chunks is None:
-                rows[name] = read_in_runs(array, start, stop, self._read_nbytes)
-                if out is not None:
-                    out[name][...] = rows[name]
-                    rows[name] = out[name]
-            else:
-                rows[name] = self._empty(chunks, stop - start) if out is None else out[name]
+        rows: ArrayRows = {
+            name: self._empty(chunks, stop - start) if out is None else out[name]
+            for name, chunks in self._chunks.items()
+        }
         return self._started(RowsRead(self._files, rows, self._tasks(start, stop, rows), pile))
 
     def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
-        """The tasks that read rows ``start:stop`` of every variable read without zarr into ``rows``."""
+        """The tasks that read rows ``start:stop`` of every variable into ``rows``."""
         tasks: list[Task] = []
         if stop == start:
             return tasks
@@ -390,12 +386,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             for name, values in rows.items():
                 whole = values.base if isinstance(values.base, np.ndarray) else None
                 spare = self._spare.setdefault(name, [])
-                if (
-                    name in self._chunks
-                    and whole is not None
-                    and len(spare) < self._spare_arrays
-                    and whole.dtype == values.dtype
-                ):
+                if whole is not None and len(spare) < self._spare_arrays and whole.dtype == values.dtype:
                     spare.append(whole)
 
     # -- rows in memory --------------------------------------------------------
