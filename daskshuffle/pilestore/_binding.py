@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
 from ..storage import Location, _own, bounded, storage_failure
+from ._groups import open_arrays, open_group
 from ._metadata import RUN_KEY, metadata_disagrees, new_run, seal_of
 
 if TYPE_CHECKING:
@@ -174,12 +175,10 @@ def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
     error), and removes the records. Runs once every task has written.
     """
     import zarr
-    import zarr.storage
 
-    group = zarr.open_group(location.url, mode="r", zarr_format=3, storage_options=location.zarr_options)
+    names = metadata["variables"]
     arrays: dict[str, Any] = {}
-    for name in metadata["variables"]:
-        array = group[name]
+    for name, array in zip(names, open_arrays(location, open_group(location), names), strict=True):
         assert isinstance(array, zarr.Array)
         record = array_record(array)
         if _carries_crc(array) and array.ndim:

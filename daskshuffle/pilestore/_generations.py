@@ -27,6 +27,7 @@ from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePi
 from ..plan import fingerprint
 from ..storage import Location, _leftovers, _lock, _own, crash_point
 from ._binding import bind, open_recording, save_records
+from ._groups import find_group, open_arrays, open_group
 from ._metadata import (
     BOUND_KEYS,
     METADATA_KEY,
@@ -42,7 +43,7 @@ from ._metadata import (
 )
 
 if TYPE_CHECKING:
-    import zarr
+    pass
 
 __all__ = [
     "GENERATIONS_KEY",
@@ -108,18 +109,10 @@ def generation_location(store: Location, relative: str) -> Location:
     return store.join(relative)
 
 
-def _open_group(location: Location, **kwargs: Any) -> zarr.Group:
-    """The Zarr group at ``location``: where generations hand a location to zarr."""
-    import zarr
-
-    return zarr.open_group(location.url, storage_options=location.zarr_options, **kwargs)
-
-
 def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The root metadata of a complete Zarr pile store (read, or as given), its generations listed (one if never appended to)."""
     if metadata is None:
-        check_store_exists(store, store.url)
-        metadata = read_metadata(store)
+        metadata = _read_root_metadata(store)
     if not isinstance(metadata, dict) or not metadata.get("complete"):
         raise IncompletePileStoreError(
             f"Expected a complete Zarr pile store. Got {store.url!r}, which is not one, instead; pass the destination "
@@ -138,6 +131,21 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
         check_recorded_rows(metadata, store.url, {})
         _check_entries(metadata[GENERATIONS_KEY], store.url)
     return dict(metadata)
+
+
+def _read_root_metadata(store: Location) -> dict[str, Any] | None:
+    """The metadata of the Zarr group at ``store``; if it is none, what the store is (a Parquet store's sidecar)."""
+    import zarr
+
+    try:
+        with store.reaching("zarr.json"):  # a refused, throttled or stalled request is not a missing group
+            group = find_group(store)
+    except (ValueError, zarr.errors.BaseZarrError):
+        group = None
+    if group is not None:
+        return parse_metadata_attribute(group.attrs.get(METADATA_KEY), store.url)
+    check_store_exists(store, store.url)
+    return read_metadata(store)
 
 
 def _check_entries(entries: object, where: str) -> None:
@@ -194,7 +202,7 @@ def consolidate(store: Location) -> None:
     """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
     import zarr
 
-    group = _open_group(store, mode="r+")
+    group = open_group(store, mode="r+")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
         zarr.consolidate_metadata(group.store)
@@ -204,7 +212,7 @@ def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mappi
     """Make ``entries`` the live generations: the root metadata that lists them (:func:`_union`), which replaces
     ``root`` in one write before the store's metadata is consolidated again for plain zarr and xarray."""
     metadata = _union(root, entries)
-    group = _open_group(store, mode="r+")
+    group = open_group(store, mode="r+")
     group.attrs[METADATA_KEY] = metadata_attribute(metadata)
     crash_point("root listed")  # before it is consolidated: plain zarr sees the old generations
     consolidate(store)
@@ -320,7 +328,7 @@ def _placed(location: Location) -> bool:
 def consolidated(store: Location, root: Mapping[str, Any]) -> bool:
     """Whether the root's consolidated metadata (what plain zarr and xarray open) lists the live generations, and
     only those: a kill between the root's two writes leaves it as it was."""
-    group = _open_group(store, mode="r")
+    group = open_group(store)
     inner = group.metadata.consolidated_metadata
     if inner is None:  # plain zarr reads the hierarchy as it is
         return True
@@ -335,7 +343,7 @@ def ensure_group(store: Location) -> None:
     """Create the ``generations`` group, so that zarr sees the generations as groups of the store."""
     path = store.join(GROUP)
     if not path.join("zarr.json").exists():
-        _open_group(path, mode="a", zarr_format=3)
+        open_group(path, mode="a")
 
 
 def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -343,10 +351,11 @@ def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str
     import zarr
 
     newest = root[GENERATIONS_KEY][-1]
-    group = _open_group(generation_location(store, newest["path"]), mode="r")
+    location = generation_location(store, newest["path"])
     types = {}
-    for name in root["variables"]:
-        array = group[name]
+    for name, array in zip(
+        root["variables"], open_arrays(location, open_group(location), root["variables"]), strict=True
+    ):
         assert isinstance(array, zarr.Array)
         types[name] = (str(array.dtype), tuple(int(size) for size in array.shape[1:]))
     return types
@@ -362,7 +371,8 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     import zarr
 
     newest = metadata[GENERATIONS_KEY][-1]
-    like = _open_group(generation_location(store, newest["path"]), mode="r")
+    newest_location = generation_location(store, newest["path"])
+    like = open_group(newest_location)
     like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY], store.url)
     path = generation_location(store, generation_path(number))
     own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY and key not in BOUND_KEYS}
@@ -374,10 +384,11 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         source=sources_of(metadata),
         source_identity=sources_of(metadata, "source_identity"),
     )
-    group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: metadata_attribute(own)})
+    group = open_group(path, mode="w", attributes={METADATA_KEY: metadata_attribute(own)})
     alignment, row_nbytes = 1, 0
-    for name in metadata["variables"]:
-        array = like[name]
+    for name, array in zip(
+        metadata["variables"], open_arrays(newest_location, like, metadata["variables"]), strict=True
+    ):
         assert isinstance(array, zarr.Array)
         group.create_array(
             name,
@@ -418,7 +429,7 @@ def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     import zarr
 
     location = generation_location(store, generation_path(number))
-    group = _open_group(location, mode="r+")
+    group = open_group(location, mode="r+")
     recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY], location.url)
     own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
     own.update(complete=True)
