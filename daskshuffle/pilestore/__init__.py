@@ -8,7 +8,7 @@ of :mod:`daskshuffle.readers` check what they open with it.
 from . import _generations as generations
 from ._binding import check_arrays, open_recording, read_tables, save_records
 from ._generations import GENERATIONS_KEY, Leftover, generation_location, read_root, sources_of
-from ._groups import find_group, open_arrays, open_group
+from ._groups import find_group, group_metadata, open_arrays, open_group
 from ._layout import CHUNK_NBYTES, LAYOUT_KEY, for_writing, sample_rows, xarray_encoding
 from ._metadata import (
     FORMAT_VERSION,
@@ -68,6 +68,7 @@ __all__ = [
     "for_writing",
     "generation_location",
     "generations",
+    "group_metadata",
     "metadata_attribute",
     "metadata_disagrees",
     "new_run",

@@ -27,7 +27,7 @@ from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePi
 from ..plan import fingerprint
 from ..storage import Location, _leftovers, _lock, _own, crash_point
 from ._binding import bind, open_recording, save_records
-from ._groups import find_group, open_arrays, open_group
+from ._groups import group_metadata, open_arrays, open_group
 from ._metadata import (
     BOUND_KEYS,
     METADATA_KEY,
@@ -126,7 +126,7 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
         )
     check_variable_names(metadata, store.url)
     if GENERATIONS_KEY not in metadata:
-        metadata = {**metadata, GENERATIONS_KEY: [entry_of(0, metadata, base=metadata)]}
+        metadata = {**metadata, GENERATIONS_KEY: [entry_of(0, metadata, store.url, base=metadata)]}
     else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
         check_recorded_rows(metadata, store.url, {})
         _check_entries(metadata[GENERATIONS_KEY], store.url)
@@ -135,17 +135,10 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
 
 def _read_root_metadata(store: Location) -> dict[str, Any] | None:
     """The metadata of the Zarr group at ``store``; if it is none, what the store is (a Parquet store's sidecar)."""
-    import zarr
-
-    try:
-        with store.reaching("zarr.json"):  # a refused, throttled or stalled request is not a missing group
-            group = find_group(store)
-    except (ValueError, zarr.errors.BaseZarrError):
-        group = None
-    if group is not None:
-        return parse_metadata_attribute(group.attrs.get(METADATA_KEY), store.url)
-    check_store_exists(store, store.url)
-    return read_metadata(store)
+    found = group_metadata(store)
+    if found is None:
+        check_store_exists(store, store.url)
+    return found if found is not None else read_metadata(store)
 
 
 def _check_entries(entries: object, where: str) -> None:
@@ -165,9 +158,12 @@ def _check_entries(entries: object, where: str) -> None:
             )
 
 
-def entry_of(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What the root records of generation ``number``, from the metadata of its own complete pile store (as its
-    reader checked it); the first shuffle's own metadata (``base``) too, since the root's becomes the union."""
+def entry_of(
+    number: int, metadata: Mapping[str, Any], where: str, base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the root of the store at ``where`` records of generation ``number``, from the metadata of its own complete
+    pile store (as its reader checked it); the first shuffle's own metadata (``base``) too, since the root's becomes
+    the union."""
     entry = {
         "generation": number,
         "path": generation_path(number),
@@ -175,8 +171,8 @@ def entry_of(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] |
         "pile_offsets": list(metadata["pile_offsets"]),
         "seed": int(metadata["seed"]),
         "fingerprint": metadata["fingerprint"],
-        "source": metadata.get("source"),
-        "source_identity": metadata.get("source_identity"),
+        "source": sources_of(metadata, "source", where),
+        "source_identity": sources_of(metadata, "source_identity", where),
     }
     if base is not None:
         entry["metadata"] = {key: value for key, value in base.items() if key != GENERATIONS_KEY}
@@ -219,16 +215,27 @@ def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mappi
     return metadata
 
 
-def sources_of(metadata: Mapping[str, Any], key: str = "source") -> list[Any] | None:
-    """The sources of every row of the store, oldest generation first (``key="source_identity"``: their
-    identities); ``None`` if one generation's were not files."""
-    if GENERATIONS_KEY not in metadata:
-        return metadata.get(key)
+def sources_of(metadata: Mapping[str, Any], key: str = "source", where: str = "the pile store") -> list[Any]:
+    """The sources of every row of the store at ``where``, oldest generation first (``key="source_identity"``: their
+    identities).
+
+    Every store this version writes records both, as lists, in each
+    generation: one that does not was edited or damaged, and is refused
+    (:class:`~daskshuffle.CorruptPileStoreError`).
+
+    Examples
+    --------
+    >>> sources_of({"source": ["raw.zarr"]})
+    ['raw.zarr']
+    >>> sources_of({"generations": [{"source": ["raw.zarr"]}, {"source": ["day-2.zarr"]}]})
+    ['raw.zarr', 'day-2.zarr']
+    """
     found: list[Any] = []
-    for entry in metadata[GENERATIONS_KEY]:
-        if not isinstance(entry.get(key), list):
-            return None
-        found += entry[key]
+    for entry in metadata.get(GENERATIONS_KEY, [metadata]):
+        recorded = entry.get(key)
+        if not isinstance(recorded, list):
+            raise metadata_disagrees(where, f"its {key} (of each generation), a list", f"{key} = {recorded!r}"[:200])
+        found += recorded
     return found
 
 
@@ -381,8 +388,8 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         complete=False,
         n_rows=metadata["n_rows"],
         pile_offsets=metadata["pile_offsets"],
-        source=sources_of(metadata),
-        source_identity=sources_of(metadata, "source_identity"),
+        source=sources_of(metadata, "source", store.url),
+        source_identity=sources_of(metadata, "source_identity", store.url),
     )
     group = open_group(path, mode="w", attributes={METADATA_KEY: metadata_attribute(own)})
     alignment, row_nbytes = 1, 0
@@ -434,9 +441,9 @@ def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)
-    own = bind(location, {**own, RUN_KEY: recorded.get(RUN_KEY) or new_run()})
+    own = bind(location, {**own, RUN_KEY: recorded.get(RUN_KEY)})  # create_compacted drew it
     group.attrs[METADATA_KEY] = metadata_attribute(own)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
         zarr.consolidate_metadata(group.store)
-    return entry_of(number, own)
+    return entry_of(number, own, location.url)

@@ -15,11 +15,12 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..storage import Location, request_deadline, within
+from ._metadata import METADATA_KEY, parse_metadata_attribute
 
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["find_group", "open_arrays", "open_group"]
+__all__ = ["find_group", "group_metadata", "open_arrays", "open_group"]
 
 T = TypeVar("T")
 
@@ -55,6 +56,22 @@ def find_group(location: Location) -> zarr.Group | None:
         return open_group(location, "r", use_consolidated=False)
     except FileNotFoundError:  # zarr's GroupNotFoundError is one; so is a local directory that does not exist
         return None
+
+
+def group_metadata(location: Location) -> dict[str, Any] | None:
+    """The daskshuffle metadata of the Zarr group at ``location``, or ``None`` if it is no group or records none.
+
+    A refused, throttled or stalled request raises
+    :class:`~daskshuffle.StorageAccessError`: it is not a missing group.
+    """
+    import zarr
+
+    try:
+        with location.reaching("zarr.json"):
+            group = find_group(location)
+    except (ValueError, zarr.errors.BaseZarrError):  # a zarr.json that zarr cannot read: no group of a pile store
+        return None
+    return None if group is None else parse_metadata_attribute(group.attrs.get(METADATA_KEY), location.url)
 
 
 def _bounded(location: Location, fs: Any, request: Coroutine[Any, Any, T], what: str) -> T:
