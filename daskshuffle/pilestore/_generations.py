@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,7 +26,7 @@ from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePi
 from ..plan import fingerprint
 from ..storage import Location, _leftovers, _lock, _own, crash_point
 from ._binding import bind, open_recording, save_records
-from ._groups import group_metadata, open_arrays, open_group
+from ._groups import consolidate_group, group_metadata, open_arrays, open_group
 from ._metadata import (
     BOUND_KEYS,
     METADATA_KEY,
@@ -196,12 +195,8 @@ def _union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dic
 
 def consolidate(store: Location) -> None:
     """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
-    import zarr
 
-    group = open_group(store, mode="r+")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
-        zarr.consolidate_metadata(group.store)
+    consolidate_group(store, open_group(store, mode="r+"))
 
 
 def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -433,7 +428,6 @@ def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
-    import zarr
 
     location = generation_location(store, generation_path(number))
     group = open_group(location, mode="r+")
@@ -443,7 +437,5 @@ def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     own["fingerprint"] = fingerprint(own)
     own = bind(location, {**own, RUN_KEY: recorded.get(RUN_KEY)})  # create_compacted drew it
     group.attrs[METADATA_KEY] = metadata_attribute(own)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
-        zarr.consolidate_metadata(group.store)
+    consolidate_group(location, group)
     return entry_of(number, own, location.url)

@@ -11,6 +11,7 @@ fails as unreachable within it, not after the retries of s3fs and botocore.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,7 +21,7 @@ from ._metadata import METADATA_KEY, parse_metadata_attribute
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["find_group", "group_metadata", "open_arrays", "open_group"]
+__all__ = ["consolidate_group", "find_group", "group_metadata", "open_arrays", "open_group"]
 
 T = TypeVar("T")
 
@@ -67,18 +68,29 @@ def group_metadata(location: Location) -> dict[str, Any] | None:
     import zarr
 
     try:
-        with location.reaching("zarr.json"):
-            group = find_group(location)
+        group = find_group(location)
     except (ValueError, zarr.errors.BaseZarrError):  # a zarr.json that zarr cannot read: no group of a pile store
         return None
     return None if group is None else parse_metadata_attribute(group.attrs.get(METADATA_KEY), location.url)
 
 
+def consolidate_group(location: Location, group: zarr.Group) -> None:
+    """Consolidate the metadata of ``group`` (at ``location``) for plain zarr and xarray, every request within the deadline."""
+    import zarr
+    from zarr.api.asynchronous import consolidate_metadata
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
+        _bounded(location, getattr(group.store, "fs", None), consolidate_metadata(group.store), "zarr.json")
+
+
 def _bounded(location: Location, fs: Any, request: Coroutine[Any, Any, T], what: str) -> T:
-    """``request`` run on zarr's event loop, failing within the deadline of ``location``'s options."""
+    """``request`` run on zarr's event loop, failing within the deadline of ``location``'s options: a refused,
+    throttled or stalled request as :class:`~daskshuffle.StorageAccessError` naming ``location``."""
     from zarr.core.sync import sync
 
-    return sync(within(fs, request, request_deadline(location.options), what))
+    with location.reaching(what):
+        return sync(within(fs, request, request_deadline(location.options), what))
 
 
 def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> list[Any]:
