@@ -493,4 +493,6 @@ def test_a_store_with_generations_whose_metadata_stalls_fails_within_the_deadlin
         # Without the deadline, s3fs's retries around botocore's try a stalled zarr.json for 20 s and more.
         assert took < max(2.0, 4 * deadline), (name, took)
     stalling.fault = None
-    assert [g.n_rows for g in ds.generations(store, storage_options=s3.storage_options)] == [2_000, 1_000]
+    # evict may have listed its one generation before a stalled consolidation: the store reads before or after it.
+    live = [g.n_rows for g in ds.generations(store, storage_options=s3.storage_options)]
+    assert live in ([2_000, 1_000], [1_000]), live
