@@ -496,3 +496,24 @@ def test_compact_on_storage_that_fills_up_is_named_and_leaves_nothing(tmp_path: 
         daskshuffle.compact(store)
     assert sorted(FullDisk.store) == sorted(before), "nothing of generation 2 is left"
     assert [b.tolist() for b in epoch_batches(store)] == [b.tolist() for b in batches]
+
+
+def test_a_generation_that_records_no_source_identity_is_refused_by_append_and_compact(
+    grown: Path, tmp_path: Path
+) -> None:
+    from daskshuffle import CorruptPileStoreError
+    from daskshuffle.plan import fingerprint
+
+    group = zarr.open_group(grown, mode="r+")
+    root = dict(group.attrs["daskshuffle"])
+    root["generations"][1].pop("source_identity")  # the root is fingerprinted whole, and sealed by no run
+    root["fingerprint"] = fingerprint({key: value for key, value in root.items() if key != "fingerprint"})
+    group.attrs["daskshuffle"] = root
+    make_zarr_source(tmp_path / "d.zarr", 200, chunk_rows=50, first_id=1_800)
+    digest = tree_digest(grown)
+    refused = r"source_identity \(of each generation\), a list. Got source_identity = None instead; .* overwrite=True"
+    with pytest.raises(CorruptPileStoreError, match=refused):
+        daskshuffle.append(grown, tmp_path / "d.zarr", seed=3)
+    with pytest.raises(CorruptPileStoreError, match=refused):
+        daskshuffle.compact(grown)
+    assert tree_digest(grown) == digest

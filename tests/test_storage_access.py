@@ -459,3 +459,40 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     sent = stalling.seen.get("GET", 0)
     time.sleep(2)  # four read timeouts: a request still in flight would have been tried again
     assert stalling.seen.get("GET", 0) == sent, "no request goes out after close"
+
+
+#: The metadata requests of a store with generations: its root, and a generation's own group.
+GENERATION_REQUESTS = {"root": "piles.zarr/zarr.json", "generation": "generations/00001/zarr.json"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("only", GENERATION_REQUESTS.values(), ids=GENERATION_REQUESTS.keys())
+def test_a_store_with_generations_whose_metadata_stalls_fails_within_the_deadline(
+    tmp_path: Path, store: str, s3: Any, stalling: Any, only: str
+) -> None:
+    more = make_zarr_source(tmp_path / "more.zarr", 1_000, chunk_rows=250, first_id=2_000)
+    newest = make_zarr_source(tmp_path / "newest.zarr", 500, chunk_rows=250, first_id=3_000)
+    ds.append(store, more, seed=1, storage_options=s3.storage_options)
+    options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
+    deadline = request_deadline(options)
+    steps = {
+        "loader": lambda: ds.PileLoader(store, batch_size=100, seed=0, storage_options=options),
+        "append": lambda: ds.append(store, newest, seed=2, storage_options=options),
+        "compact": lambda: ds.compact(store, storage_options=options),
+        "evict": lambda: ds.evict(store, keep_last=1, storage_options=options),
+    }
+    stalling.fault, stalling.only, stalling.methods = "hang", only, frozenset({"GET"})
+    for name, step in steps.items():
+        stalling.faulted = 0
+        started = time.perf_counter()
+        with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
+            step()
+        took = time.perf_counter() - started
+        assert stalling.faulted > 0, f"{name}: the request was made, and stalled"
+        assert caught.value.reason == "unreachable" and store in str(caught.value), (name, str(caught.value))
+        # Without the deadline, s3fs's retries around botocore's try a stalled zarr.json for 20 s and more.
+        assert took < max(2.0, 4 * deadline), (name, took)
+    stalling.fault = None
+    # evict may have listed its one generation before a stalled consolidation: the store reads before or after it.
+    live = [g.n_rows for g in ds.generations(store, storage_options=s3.storage_options)]
+    assert live in ([2_000, 1_000], [1_000]), live

@@ -8,6 +8,7 @@ of :mod:`daskshuffle.readers` check what they open with it.
 from . import _generations as generations
 from ._binding import check_arrays, open_recording, read_tables, save_records
 from ._generations import GENERATIONS_KEY, Leftover, generation_location, read_root, sources_of
+from ._groups import find_group, group_metadata, open_arrays, open_group
 from ._layout import CHUNK_NBYTES, LAYOUT_KEY, for_writing, sample_rows, xarray_encoding
 from ._metadata import (
     FORMAT_VERSION,
@@ -63,12 +64,16 @@ __all__ = [
     "check_recorded_rows",
     "check_store_exists",
     "check_variable_names",
+    "find_group",
     "for_writing",
     "generation_location",
     "generations",
+    "group_metadata",
     "metadata_attribute",
     "metadata_disagrees",
     "new_run",
+    "open_arrays",
+    "open_group",
     "open_recording",
     "parse_metadata_attribute",
     "part_binding",

@@ -35,7 +35,8 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
 from ..storage import Location, _own, bounded, storage_failure
-from ._metadata import RUN_KEY, metadata_disagrees, new_run, seal_of
+from ._groups import open_arrays, open_group
+from ._metadata import RUN_KEY, metadata_disagrees, seal_of
 
 if TYPE_CHECKING:
     import zarr
@@ -174,12 +175,12 @@ def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
     error), and removes the records. Runs once every task has written.
     """
     import zarr
-    import zarr.storage
 
-    group = zarr.open_group(location.url, mode="r", zarr_format=3, storage_options=location.zarr_options)
+    if not isinstance(metadata.get(RUN_KEY), str):  # drawn before the run's first write (kept when it resumes)
+        raise metadata_disagrees(location.url, f"the run that wrote it, {RUN_KEY}", f"{metadata.get(RUN_KEY)!r}")
+    names = metadata["variables"]
     arrays: dict[str, Any] = {}
-    for name in metadata["variables"]:
-        array = group[name]
+    for name, array in zip(names, open_arrays(location, open_group(location), names), strict=True):
         assert isinstance(array, zarr.Array)
         record = array_record(array)
         if _carries_crc(array) and array.ndim:
@@ -189,7 +190,6 @@ def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
             record["chunk_crc32c"] = {"n_chunks": len(table), "crc32c": crc32c(table.tobytes())}
         arrays[name] = record
     bound = {**metadata, "arrays": arrays}
-    bound.setdefault(RUN_KEY, new_run())
     bound.pop("seal", None)
     return {**bound, "seal": seal_of(bound)}
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePi
 from ..plan import fingerprint
 from ..storage import Location, _leftovers, _lock, _own, crash_point
 from ._binding import bind, open_recording, save_records
+from ._groups import consolidate_group, group_metadata, open_arrays, open_group
 from ._metadata import (
     BOUND_KEYS,
     METADATA_KEY,
@@ -42,7 +42,7 @@ from ._metadata import (
 )
 
 if TYPE_CHECKING:
-    import zarr
+    pass
 
 __all__ = [
     "GENERATIONS_KEY",
@@ -108,18 +108,10 @@ def generation_location(store: Location, relative: str) -> Location:
     return store.join(relative)
 
 
-def _open_group(location: Location, **kwargs: Any) -> zarr.Group:
-    """The Zarr group at ``location``: where generations hand a location to zarr."""
-    import zarr
-
-    return zarr.open_group(location.url, storage_options=location.zarr_options, **kwargs)
-
-
 def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The root metadata of a complete Zarr pile store (read, or as given), its generations listed (one if never appended to)."""
     if metadata is None:
-        check_store_exists(store, store.url)
-        metadata = read_metadata(store)
+        metadata = _read_root_metadata(store)
     if not isinstance(metadata, dict) or not metadata.get("complete"):
         raise IncompletePileStoreError(
             f"Expected a complete Zarr pile store. Got {store.url!r}, which is not one, instead; pass the destination "
@@ -133,11 +125,19 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
         )
     check_variable_names(metadata, store.url)
     if GENERATIONS_KEY not in metadata:
-        metadata = {**metadata, GENERATIONS_KEY: [entry_of(0, metadata, base=metadata)]}
+        metadata = {**metadata, GENERATIONS_KEY: [entry_of(0, metadata, store.url, base=metadata)]}
     else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
         check_recorded_rows(metadata, store.url, {})
         _check_entries(metadata[GENERATIONS_KEY], store.url)
     return dict(metadata)
+
+
+def _read_root_metadata(store: Location) -> dict[str, Any] | None:
+    """The metadata of the Zarr group at ``store``; if it is none, what the store is (a Parquet store's sidecar)."""
+    found = group_metadata(store)
+    if found is None:
+        check_store_exists(store, store.url)
+    return found if found is not None else read_metadata(store)
 
 
 def _check_entries(entries: object, where: str) -> None:
@@ -157,9 +157,12 @@ def _check_entries(entries: object, where: str) -> None:
             )
 
 
-def entry_of(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What the root records of generation ``number``, from the metadata of its own complete pile store (as its
-    reader checked it); the first shuffle's own metadata (``base``) too, since the root's becomes the union."""
+def entry_of(
+    number: int, metadata: Mapping[str, Any], where: str, base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What the root of the store at ``where`` records of generation ``number``, from the metadata of its own complete
+    pile store (as its reader checked it); the first shuffle's own metadata (``base``) too, since the root's becomes
+    the union."""
     entry = {
         "generation": number,
         "path": generation_path(number),
@@ -167,8 +170,8 @@ def entry_of(number: int, metadata: Mapping[str, Any], base: Mapping[str, Any] |
         "pile_offsets": list(metadata["pile_offsets"]),
         "seed": int(metadata["seed"]),
         "fingerprint": metadata["fingerprint"],
-        "source": metadata.get("source"),
-        "source_identity": metadata.get("source_identity"),
+        "source": sources_of(metadata, "source", where),
+        "source_identity": sources_of(metadata, "source_identity", where),
     }
     if base is not None:
         entry["metadata"] = {key: value for key, value in base.items() if key != GENERATIONS_KEY}
@@ -192,35 +195,42 @@ def _union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dic
 
 def consolidate(store: Location) -> None:
     """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
-    import zarr
 
-    group = _open_group(store, mode="r+")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
-        zarr.consolidate_metadata(group.store)
+    consolidate_group(store, open_group(store, mode="r+"))
 
 
 def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Make ``entries`` the live generations: the root metadata that lists them (:func:`_union`), which replaces
     ``root`` in one write before the store's metadata is consolidated again for plain zarr and xarray."""
     metadata = _union(root, entries)
-    group = _open_group(store, mode="r+")
+    group = open_group(store, mode="r+")
     group.attrs[METADATA_KEY] = metadata_attribute(metadata)
     crash_point("root listed")  # before it is consolidated: plain zarr sees the old generations
     consolidate(store)
     return metadata
 
 
-def sources_of(metadata: Mapping[str, Any], key: str = "source") -> list[Any] | None:
-    """The sources of every row of the store, oldest generation first (``key="source_identity"``: their
-    identities); ``None`` if one generation's were not files."""
-    if GENERATIONS_KEY not in metadata:
-        return metadata.get(key)
+def sources_of(metadata: Mapping[str, Any], key: str = "source", where: str = "the pile store") -> list[Any]:
+    """The sources of every row of the store at ``where``, oldest generation first (``key="source_identity"``: their
+    identities).
+
+    Every store this version writes records both, as lists, in each
+    generation: one that does not was edited or damaged, and is refused
+    (:class:`~daskshuffle.CorruptPileStoreError`).
+
+    Examples
+    --------
+    >>> sources_of({"source": ["raw.zarr"]})
+    ['raw.zarr']
+    >>> sources_of({"generations": [{"source": ["raw.zarr"]}, {"source": ["day-2.zarr"]}]})
+    ['raw.zarr', 'day-2.zarr']
+    """
     found: list[Any] = []
-    for entry in metadata[GENERATIONS_KEY]:
-        if not isinstance(entry.get(key), list):
-            return None
-        found += entry[key]
+    for entry in metadata.get(GENERATIONS_KEY, [metadata]):
+        recorded = entry.get(key)
+        if not isinstance(recorded, list):
+            raise metadata_disagrees(where, f"its {key} (of each generation), a list", f"{key} = {recorded!r}"[:200])
+        found += recorded
     return found
 
 
@@ -320,7 +330,7 @@ def _placed(location: Location) -> bool:
 def consolidated(store: Location, root: Mapping[str, Any]) -> bool:
     """Whether the root's consolidated metadata (what plain zarr and xarray open) lists the live generations, and
     only those: a kill between the root's two writes leaves it as it was."""
-    group = _open_group(store, mode="r")
+    group = open_group(store)
     inner = group.metadata.consolidated_metadata
     if inner is None:  # plain zarr reads the hierarchy as it is
         return True
@@ -335,7 +345,7 @@ def ensure_group(store: Location) -> None:
     """Create the ``generations`` group, so that zarr sees the generations as groups of the store."""
     path = store.join(GROUP)
     if not path.join("zarr.json").exists():
-        _open_group(path, mode="a", zarr_format=3)
+        open_group(path, mode="a")
 
 
 def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -343,10 +353,11 @@ def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str
     import zarr
 
     newest = root[GENERATIONS_KEY][-1]
-    group = _open_group(generation_location(store, newest["path"]), mode="r")
+    location = generation_location(store, newest["path"])
     types = {}
-    for name in root["variables"]:
-        array = group[name]
+    for name, array in zip(
+        root["variables"], open_arrays(location, open_group(location), root["variables"]), strict=True
+    ):
         assert isinstance(array, zarr.Array)
         types[name] = (str(array.dtype), tuple(int(size) for size in array.shape[1:]))
     return types
@@ -362,7 +373,8 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     import zarr
 
     newest = metadata[GENERATIONS_KEY][-1]
-    like = _open_group(generation_location(store, newest["path"]), mode="r")
+    newest_location = generation_location(store, newest["path"])
+    like = open_group(newest_location)
     like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY], store.url)
     path = generation_location(store, generation_path(number))
     own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY and key not in BOUND_KEYS}
@@ -371,13 +383,14 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         complete=False,
         n_rows=metadata["n_rows"],
         pile_offsets=metadata["pile_offsets"],
-        source=sources_of(metadata),
-        source_identity=sources_of(metadata, "source_identity"),
+        source=sources_of(metadata, "source", store.url),
+        source_identity=sources_of(metadata, "source_identity", store.url),
     )
-    group = _open_group(path, mode="w", zarr_format=3, attributes={METADATA_KEY: metadata_attribute(own)})
+    group = open_group(path, mode="w", attributes={METADATA_KEY: metadata_attribute(own)})
     alignment, row_nbytes = 1, 0
-    for name in metadata["variables"]:
-        array = like[name]
+    for name, array in zip(
+        metadata["variables"], open_arrays(newest_location, like, metadata["variables"]), strict=True
+    ):
         assert isinstance(array, zarr.Array)
         group.create_array(
             name,
@@ -415,17 +428,14 @@ def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
-    import zarr
 
     location = generation_location(store, generation_path(number))
-    group = _open_group(location, mode="r+")
+    group = open_group(location, mode="r+")
     recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY], location.url)
     own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)
-    own = bind(location, {**own, RUN_KEY: recorded.get(RUN_KEY) or new_run()})
+    own = bind(location, {**own, RUN_KEY: recorded.get(RUN_KEY)})  # create_compacted drew it
     group.attrs[METADATA_KEY] = metadata_attribute(own)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
-        zarr.consolidate_metadata(group.store)
-    return entry_of(number, own)
+    consolidate_group(location, group)
+    return entry_of(number, own, location.url)

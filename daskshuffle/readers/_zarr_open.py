@@ -3,17 +3,17 @@
 :mod:`daskshuffle.readers._zarr_reader` reads the rows; this module finds the
 store's Zarr v3 group (one request on object storage), checks its daskshuffle
 metadata and the arrays' shapes against what the shuffle recorded, and opens
-the arrays (all at once, each being a request on object storage). Every
+the arrays (all at once, each being a request on object storage), through
+:mod:`daskshuffle.pilestore`'s opens (``find_group``, ``open_arrays``): every
 request of it is bounded by the deadline of the storage options
-(:func:`~daskshuffle.storage.request_deadline`): a store whose metadata stalls
-fails as unreachable within it, not after the retries of s3fs and botocore.
+(:func:`~daskshuffle.storage.request_deadline`), as every open of a store with
+generations is.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,10 +24,12 @@ from ..pilestore import (
     check_pile_metadata,
     check_store_exists,
     check_variable_names,
+    find_group,
     metadata_disagrees,
+    open_arrays,
     parse_metadata_attribute,
 )
-from ..storage import Location, request_deadline, within
+from ..storage import Location
 
 if TYPE_CHECKING:
     import zarr
@@ -35,35 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["check_shapes", "find_group", "in_thread", "open_arrays", "open_store"]
 
 T = TypeVar("T")
-
-
-def find_group(location: Location) -> zarr.Group | None:
-    """The Zarr v3 group at ``location``, or ``None`` if it has none (no ``zarr.json``): one request on object storage.
-
-    Not the consolidated metadata: each array's shape as its own zarr.json
-    records it, to check the rows. Pile stores are Zarr v3: no look for v2's
-    metadata files (each look is a request on object storage).
-    """
-    import zarr
-    from zarr.api.asynchronous import open_group
-    from zarr.storage import FsspecStore
-
-    if location.is_local:
-        store: Any = location.url
-    else:
-        store = FsspecStore.from_url(location.url, storage_options=location.options, read_only=True)
-    opening = open_group(store=store, mode="r", zarr_format=3, use_consolidated=False)
-    try:
-        return zarr.Group(_bounded(location, getattr(store, "fs", None), opening, "zarr.json"))
-    except FileNotFoundError:  # zarr's GroupNotFoundError is one; so is a local directory that does not exist
-        return None
-
-
-def _bounded(location: Location, fs: Any, request: Coroutine[Any, Any, T], what: str) -> T:
-    """``request`` run on zarr's event loop, failing within the deadline of ``location``'s options."""
-    from zarr.core.sync import sync
-
-    return sync(within(fs, request, request_deadline(location.options), what))
 
 
 def open_store(
@@ -144,19 +117,3 @@ def in_thread(function: Callable[..., T], *args: Any) -> Future[T]:
 
     threading.Thread(target=run, name="daskshuffle-open-tables", daemon=True).start()
     return future
-
-
-def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> list[Any]:
-    """``group.get(name)`` for each of ``names``, all at once (each a request on object storage), within the deadline."""
-    import zarr
-
-    async_group = group._async_group  # zarr.Group wraps it (its one field): the members are opened on zarr's loop
-
-    async def members() -> list[Any]:
-        return await asyncio.gather(*(async_group.get(name) for name in names))
-
-    found = _bounded(location, getattr(group.store, "fs", None), members(), "zarr.json")
-    return [
-        zarr.Array(node) if isinstance(node, zarr.AsyncArray) else zarr.Group(node) if node is not None else None
-        for node in found
-    ]

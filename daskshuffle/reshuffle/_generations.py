@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from .._errors import DaskShuffleValueError, StorageFullError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
-from ..pilestore import generations as store_io, read_metadata
+from ..pilestore import generations as store_io, group_metadata
 from ..readers import GenerationsReader, ZarrPileReader
 from ..shuffle import map_tasks
 from ..sources import open_zarr_sources
@@ -28,7 +28,7 @@ def _entry_of(store: Location, number: int) -> dict[str, Any]:
     """The entry of generation ``number``, read and checked from its own complete pile store."""
     reader = ZarrPileReader(store_io.generation_location(store, store_io.generation_path(number)))
     try:
-        return store_io.entry_of(number, reader.metadata)
+        return store_io.entry_of(number, reader.metadata, reader.store)
     finally:
         reader.close()
 
@@ -158,17 +158,17 @@ def clean_generations(store: Location, tmp: Location | None = None) -> list[stor
     return found
 
 
-def _holds(recorded: object, identity: list[dict[str, Any]]) -> bool:
-    """Whether a generation whose sources' identity is ``recorded`` holds the rows of a source of ``identity``
-    (a compacted generation records the identities of every generation it holds)."""
-    return isinstance(recorded, list) and all(entry in recorded for entry in identity)
+def _holds(store: Location, entry: dict[str, Any], identity: list[dict[str, Any]]) -> bool:
+    """Whether the generation of ``store`` that the root lists as ``entry`` holds the rows of a source of
+    ``identity`` (a compacted generation records the identities of every generation it holds); one that records
+    no identity is refused as damaged."""
+    recorded = store_io.sources_of(entry, "source_identity", store.url)
+    return all(found in recorded for found in identity)
 
 
 def _continues(target: Location, identity: list[dict[str, Any]], seed: int | None) -> bool:
     """Whether the generation at ``target``, left unlisted by a killed append, is this append's to continue."""
-    if not target.exists():
-        return False
-    metadata = read_metadata(target)
+    metadata = group_metadata(target)
     return (
         metadata is not None
         and metadata.get("source_identity") == identity
@@ -282,7 +282,7 @@ def append(
     with exclusive(location):
         root = store_io.read_root(location)
         live = root[store_io.GENERATIONS_KEY]
-        if identity and any(_holds(entry.get("source_identity"), identity) for entry in live):
+        if identity and any(_holds(location, entry, identity) for entry in live):
             _repair(location, root, scratch)  # appended already (a run killed after listing it included): rows once
             return _records(root)
         number = max(int(entry["generation"]) for entry in live) + 1
