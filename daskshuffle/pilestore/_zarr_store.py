@@ -7,7 +7,6 @@ group with the source's arrays, laid out for reading piles (:mod:`._layout`).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,6 +17,7 @@ from .._config import int_setting
 from ..formats import ArrayRows, Destination, Variable, run_rows
 from ..storage import Location
 from . import _binding, _layout
+from ._groups import consolidate_group, open_group
 from ._metadata import METADATA_KEY, metadata_attribute
 
 if TYPE_CHECKING:
@@ -96,10 +96,9 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         layout = self._chosen_layout()
-        group = _open_group(
+        group = open_group(
             dst,
             mode="w",
-            zarr_format=3,
             attributes={**self.group_attrs, METADATA_KEY: {**metadata, _layout.LAYOUT_KEY: self._layout_record()}},
         )
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
@@ -126,15 +125,10 @@ class ZarrDestination(Destination[ArrayRows]):
         _binding.save_records(dst, group, recording, list(rows), start, len(next(iter(rows.values()), ())))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        import zarr
-
         bound = _binding.bind(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
-        group = _open_group(dst, mode="r+")
+        group = open_group(dst, mode="r+")
         group.attrs[METADATA_KEY] = metadata_attribute(bound)
-        with warnings.catch_warnings():
-            # Consolidated metadata lets xarray open the store without probing every array.
-            warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
-            zarr.consolidate_metadata(group.store)
+        consolidate_group(dst, group)  # xarray then opens the store without probing every array
 
     def resume_destination(self, dst: Location) -> None:
         # zarr writes a local chunk to a temporary "<key>.<uuid>.partial" and renames it: a kill leaves that file.
@@ -145,13 +139,6 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def discard_destination(self, dst: Location) -> None:
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""
-
-
-def _open_group(dst: Location, **kwargs: Any) -> zarr.Group:
-    """The Zarr group at ``dst``: where this format hands a location to zarr."""
-    import zarr
-
-    return zarr.open_group(dst.url, storage_options=dst.zarr_options, **kwargs)
 
 
 def _runs(array: zarr.Array[Any], n_rows: int, most_chunks: int | None = None) -> list[tuple[int, int]]:

@@ -26,7 +26,6 @@ from ..pilestore import (
     check_variable_names,
     find_group,
     metadata_disagrees,
-    open_arrays,
     parse_metadata_attribute,
 )
 from ..storage import Location
@@ -34,7 +33,7 @@ from ..storage import Location
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["check_shapes", "find_group", "in_thread", "open_arrays", "open_store"]
+__all__ = ["check_shapes", "in_thread", "open_store"]
 
 T = TypeVar("T")
 

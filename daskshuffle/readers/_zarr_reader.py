@@ -48,6 +48,8 @@ from ..pilestore import (
     RUN_KEY,
     check_arrays,
     check_recorded_rows,
+    find_group,
+    open_arrays,
     read_tables,
     select_variables,
 )
@@ -55,7 +57,7 @@ from ..storage import Cache, Location
 from ._opened import Opened
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
-from ._zarr_open import check_shapes, find_group, in_thread, open_arrays, open_store
+from ._zarr_open import check_shapes, in_thread, open_store
 from ._zarr_reads import RowsRead, Task
 
 if TYPE_CHECKING:
