@@ -151,16 +151,12 @@ def failure_reason(error: BaseException) -> Reason | None:
     return next((reason for reason in _ORDER if reason in found), None)
 
 
-def _is_s3(url: str) -> bool:
-    return url.split("://", 1)[0] in ("s3", "s3a")
-
-
 #: The storage options the advice names, spelled as the caller passes them (``Argument``: Python's or an option's).
 _OPTIONS = "storage_options"
 
 
 def _advice(url: str, reason: Reason, workers: bool) -> list[str | Argument]:
-    s3 = _is_s3(url)
+    s3 = url.split("://", 1)[0] in ("s3", "s3a")
     where = "where the workers run (this process's environment does not reach them)" if workers else "of this process"
     if reason == "credentials":
         how: list[str | Argument] = (
@@ -286,7 +282,12 @@ def option_error(
     if match is None or match.group(1) not in options:
         return None
     name = match.group(1)
-    known = _known_options(fs_class)
+    try:
+        parameters = inspect.signature(fs_class.__init__).parameters.values() if fs_class is not None else []
+    except (TypeError, ValueError):
+        parameters = []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    known = [parameter.name for parameter in parameters if parameter.kind in kinds and parameter.name != "self"]
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     takes = f"{getattr(fs_class, '__name__', 'its filesystem')} takes {', '.join(known[:12])}, ...; " if known else ""
@@ -295,17 +296,6 @@ def option_error(
         f"({error}), instead; {hint}{takes}check the spelling in storage_options.",
         parameter="storage_options",
     )
-
-
-def _known_options(fs_class: Any) -> list[str]:
-    if fs_class is None:
-        return []
-    try:
-        parameters = inspect.signature(fs_class.__init__).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [parameter.name for parameter in parameters if parameter.kind in kinds and parameter.name != "self"]
 
 
 def storage_failure(

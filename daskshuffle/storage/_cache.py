@@ -132,16 +132,9 @@ class Cache:
         return StoreCache(self, fingerprint)
 
 
-def parse_cache(value: object) -> Cache | None:
+def parse_cache(value: Any) -> Cache | None:
     """``cache=`` as a :class:`Cache`: ``None``, a directory, or a ``Cache``."""
-    if value is None or isinstance(value, Cache):
-        return value
-    if isinstance(value, str | os.PathLike):
-        return Cache(value)
-    raise DaskShuffleTypeError(
-        f"Expected cache to be a local directory or a daskshuffle.Cache. Got {type(value).__name__} instead.",
-        parameter="cache",
-    )
+    return value if value is None or isinstance(value, Cache) else Cache(value)
 
 
 @dataclass

@@ -27,7 +27,8 @@ import functools
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 from fsspec import AbstractFileSystem
@@ -44,14 +45,12 @@ T = TypeVar("T")
 Request: TypeAlias = str | tuple[str, int, int]
 
 
+@dataclass(slots=True)
 class _Read:
     """The requests of one read not taken yet, and the bytes the read is expected to hold."""
 
-    __slots__ = ("nbytes", "requests")
-
-    def __init__(self, requests: set[Request], nbytes: int) -> None:
-        self.requests = requests
-        self.nbytes = nbytes
+    requests: set[Request]
+    nbytes: int
 
 
 class Fetches:
@@ -328,7 +327,7 @@ class Fetches:
             while (sent := self._next()) is not None:
                 request, future = sent
                 path, start, end = (request, None, None) if isinstance(request, str) else request
-                submitted = self._threads().submit(self._fs.cat_file, path, start, end)
+                submitted = self._pool.get().submit(self._fs.cat_file, path, start, end)
                 submitted.add_done_callback(functools.partial(self._arrived, future))
         finally:
             self._sending.active = False
@@ -338,9 +337,6 @@ class Fetches:
         with self._lock:
             self._in_flight -= 1
         self._send_to_threads()
-
-    def _threads(self) -> ThreadPoolExecutor:
-        return self._pool.get()
 
     def owns_thread(self) -> bool:
         """Whether the calling thread is one of those that fetch (for a filesystem without an event loop)."""

@@ -264,7 +264,8 @@ class Location:
         """
         staged = f"{self.path}.partial"
         if self.is_local:  # never written through a link placed at the staged name
-            _own.write_file(staged, data, "a file being written")
+            with _own.open_writer(staged, "a file being written") as file:
+                file.write(data)
             os.replace(staged, self.path)
             return
         with self.reaching():

@@ -81,23 +81,17 @@ _warned: set[str] = set()
 _IF_MATCH = frozenset({"s3", "s3a"})
 
 
-def _holder() -> dict[str, Any]:
-    return {"run": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
 def _stale(holder: dict[str, Any]) -> bool:
     """A lock whose process is gone: it ran on this host and that process no longer runs."""
-    return holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", 0)))
+    if holder.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(holder.get("pid", 0)), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's process: alive
+        return False
+    return False
 
 
 def _read(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
@@ -167,7 +161,7 @@ def exclusive(where: Location) -> Iterator[None]:
     """Hold the lock of ``where`` for the body; refuse if another live run holds it."""
     lock = where.with_suffix(LOCK_SUFFIX)
     dst, path, fs, inner = where.url, lock.url, lock.fs, lock.path
-    ours = _holder()
+    ours = {"run": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
     if lock.is_local and fcntl is not None:
         with _named_local_errors(where), _flocked(dst, path, inner, ours):
             yield
