@@ -109,10 +109,10 @@ def _bad_argument(error: BaseException) -> click.BadParameter | None:
 def session(
     *,
     scheduler: str | None,
-    workers: int | None,
-    threads_per_worker: int | None,
-    memory_limit: str | None,
     debug: bool,
+    workers: int | None = None,
+    threads_per_worker: int | None = None,
+    memory_limit: str | None = None,
 ) -> Iterator[None]:
     """Run the body on the chosen scheduler; turn any error into one line and exit status 1.
 
@@ -140,8 +140,14 @@ def reported(debug: bool) -> Iterator[None]:
     status 130 or 143.
     """
     received: list[int] = []
+
+    def terminate(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
     try:
-        with _terminate_as_interrupt(received):
+        # SIGTERM stops the body as Ctrl-C does: what a run leaves is named, the cluster closed.
+        with _handling(signal.SIGTERM, terminate):
             yield
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
@@ -159,38 +165,16 @@ def reported(debug: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt(received: list[int]) -> Iterator[None]:
-    """SIGTERM stops the body as Ctrl-C does (what a run leaves is named, the cluster closed); noted in ``received``."""
+def _handling(signum: int, handler: Any) -> Iterator[None]:
+    """``handler`` handles the signal ``signum`` in the body (only the main thread may set one)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def terminate(signum: int, frame: object) -> None:
-        received.append(signum)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, terminate)
+    previous = signal.signal(signum, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _ignoring_interrupts() -> Iterator[None]:
-    """Worker processes started in the body ignore Ctrl-C: they inherit an ignored SIGINT.
-
-    A terminal sends Ctrl-C to every process of its foreground group; this
-    process alone stops the run, and closes the cluster.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)
 
 
 @contextlib.contextmanager
@@ -237,7 +221,9 @@ def _scheduler(
     # (Without worker processes the scheduler talks in-process and opens no port; only the dashboard listens.)
     if sizing["processes"]:
         sizing["host"] = "127.0.0.1"
-    with _ignoring_interrupts():
+    # Worker processes inherit an ignored SIGINT: a terminal sends Ctrl-C to every process of its
+    # foreground group, and this process alone stops the run and closes the cluster.
+    with _handling(signal.SIGINT, signal.SIG_IGN):
         cluster = LocalCluster(dashboard_address="127.0.0.1:0", **{k: v for k, v in sizing.items() if v is not None})
     with cluster, Client(cluster) as client, client.as_current(), _quiet_when_interrupted(debug):
         yield

@@ -12,7 +12,7 @@ from .._errors import DaskShuffleError, UnfinishedShuffleError
 from ..pilestore import Leftover
 from ..reshuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
-from ._common import cli, one_line
+from ._common import cli, one_line, reported
 from ._options import STORAGE_OPTIONS
 
 EXAMPLES_INFO = """\b
@@ -60,42 +60,33 @@ def info(
     """
     from ..readers import open_pile_reader
 
-    try:
-        reader = open_pile_reader(store, storage_options=storage_options)
-    except UnfinishedShuffleError as error:
-        if debug:
-            raise
-        left = _leftovers.find(Location.of(store, storage_options), _tmp(tmp, storage_options))
-        if as_json:
-            click.echo(json.dumps({"path": store, "complete": False, "leftovers": _as_json(left)}))
-        else:
-            click.echo(f"{store}\n  complete: no" + _left_line(left, "run the same shuffle again to continue it"))
-        raise click.ClickException(one_line(error)) from None
-    except Exception as error:
-        if debug:
-            raise
-        raise click.ClickException(one_line(error)) from None
-    metadata = dict(reader.metadata)
-    grows = metadata.get("kind") in ("zarr", "xarray")  # a Zarr pile store may hold generations
-    if clean:
+    with reported(debug):
+        where = Location.of(store, storage_options)
+        scratch = Location.of(tmp, storage_options) if tmp is not None else None
         try:
-            removed = _leftovers.remove(Location.of(store, storage_options), _tmp(tmp, storage_options))
+            reader = open_pile_reader(store, storage_options=storage_options)
+        except UnfinishedShuffleError:
+            left = _leftovers.find(where, scratch)
+            if as_json:
+                click.echo(json.dumps({"path": store, "complete": False, "leftovers": _as_json(left)}))
+            else:
+                click.echo(f"{store}\n  complete: no" + _left_line(left, "run the same shuffle again to continue it"))
+            raise
+        metadata = dict(reader.metadata)
+        grows = metadata.get("kind") in ("zarr", "xarray")  # a Zarr pile store may hold generations
+        if clean:
+            removed = _leftovers.remove(where, scratch)
             if grows:
-                removed += _as_leftovers(
-                    clean_generations(Location.of(store, storage_options), _tmp(tmp, storage_options))
-                )
-        except Exception as error:
-            if debug:
-                raise
-            raise click.ClickException(one_line(error)) from None
+                removed += _as_leftovers(clean_generations(where, scratch))
+    if clean:
         nbytes = sum(leftover.nbytes for leftover in removed)
         click.echo(
             f"daskshuffle: removed {len(removed)} leftover(s) beside {store}, {_leftovers.human_bytes(nbytes)}",
             err=True,
         )
-    left = _leftovers.find(Location.of(store, storage_options), _tmp(tmp, storage_options))
+    left = _leftovers.find(where, scratch)
     if grows:
-        left += _as_leftovers(generation_leftovers(Location.of(store, storage_options), _tmp(tmp, storage_options)))
+        left += _as_leftovers(generation_leftovers(where, scratch))
     if not offsets:  # one line per pile is 500 lines for 512 piles: the sizes' spread says what matters
         sizes = np.diff(reader.pile_offsets)
         metadata.pop("pile_offsets", None)
@@ -147,10 +138,6 @@ def _sources_line(changed: list[str] | str | None) -> str:
     )
 
 
-def _tmp(tmp: str | None, storage_options: dict[str, Any] | None) -> Location | None:
-    return Location.of(tmp, storage_options) if tmp is not None else None
-
-
 def _as_leftovers(found: list[Leftover]) -> list[_leftovers.Leftover]:
     """What killed generation steps left, as the leftovers beside a store are described."""
     return [
@@ -172,13 +159,6 @@ def _left_line(left: list[_leftovers.Leftover], advice: str) -> str:
     return f"\n  left beside it: {nbytes} ({described}); {advice}"
 
 
-def _bound(metadata: dict[str, Any]) -> str:
-    """Whether every chunk (Zarr) or part file (Parquet) read is checked to be its run's, at its place."""
-    if "generations" in metadata:
-        return "each generation to its own run"
-    return f"yes (run {metadata.get('run')})"
-
-
 def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
     sizes = np.diff(pile_offsets)
     spread = (
@@ -195,7 +175,11 @@ def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
         ("variables", ", ".join(metadata.get("variables") or []) or "-"),
         ("source", sources[0] + (f" and {len(sources) - 1} more" if len(sources) > 1 else "") if sources else "-"),
         ("format version", metadata.get("format_version")),
-        ("bound to its run", _bound(metadata)),
+        # Whether every chunk (Zarr) or part file (Parquet) read is checked to be its run's, at its place.
+        (
+            "bound to its run",
+            "each generation to its own run" if "generations" in metadata else f"yes (run {metadata.get('run')})",
+        ),
     ]
     if "generations" in metadata:
         live = metadata["generations"]

@@ -61,7 +61,7 @@ class NPiles(_NPilesBase):
         try:
             number = int(value)
         except ValueError:
-            self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
+            number = 0
         if number < 1:
             self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
         return number
