@@ -33,8 +33,6 @@ __all__ = [
     "summary",
 ]
 
-#: Values of ``--scheduler`` that run on one of dask's local schedulers, without a cluster.
-LOCAL_SCHEDULERS = ("threads", "sync")
 STDIO = "-"
 
 
@@ -193,7 +191,7 @@ def _quiet_when_interrupted(debug: bool) -> Iterator[None]:
 def _scheduler(
     address: str | None, workers: int | None, threads_per_worker: int | None, memory_limit: str | None, debug: bool
 ) -> Iterator[None]:
-    if address in LOCAL_SCHEDULERS:
+    if address in ("threads", "sync"):  # one of dask's local schedulers, without a cluster
         import dask
 
         with dask.config.set(scheduler=address):

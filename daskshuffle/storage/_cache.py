@@ -56,7 +56,6 @@ from ._cache_directory import (
     check_directory,
     claim,
     close,
-    exists,
     listed,
     open_store_directory,
     refused,
@@ -204,10 +203,12 @@ class StoreCache:
             name = self._names[path] = hashlib.sha256(path.encode()).hexdigest()
         return name
 
-    def _regular(self, name: str) -> bool:
-        """Whether ``name`` in the store's directory is a regular file (not a link, not anything else)."""
+    def _regular(self, name: str, missing: bool = False) -> bool:
+        """Whether ``name`` in the store's directory is a regular file, not a link or anything else (absent: ``missing``)."""
         try:
             mode = os.stat(name, dir_fd=self._store, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return missing
         except OSError:
             return False
         return stat.S_ISREG(mode)
@@ -269,7 +270,7 @@ class StoreCache:
                 "wb",
             ) as file:
                 file.write(data)
-            if self._regular(name) or not exists(name, self._store):  # never over what someone else put there
+            if self._regular(name, missing=True):  # never over what someone else put there
                 os.replace(partial, name, src_dir_fd=self._store, dst_dir_fd=self._store)
         except (OSError, DaskShuffleError):  # a full disk, a removed directory: a cache that cannot grow is slower
             pass

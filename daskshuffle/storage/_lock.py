@@ -127,9 +127,7 @@ def held(dst: Location) -> bool:
     inner = lock.path
     try:
         fd = os.open(inner, os.O_RDONLY | _own.NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return False
-    except OSError:  # a link or a FIFO placed there: no run of daskshuffle holds it
+    except OSError:  # no lock, or a link or a FIFO placed there: no run of daskshuffle holds it
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -52,8 +52,7 @@ def found_at(path: str, *, directory: bool = False) -> str | None:
         return None
     if stat.S_ISREG(mode):
         return "a file"
-    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
-    return kind
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
 
 
 def unsafe(path: str, what: str, found: str) -> UnsafePathError:
