@@ -112,10 +112,7 @@ def session(
     threads_per_worker: int | None = None,
     memory_limit: str | None = None,
 ) -> Iterator[None]:
-    """Run the body on the chosen scheduler; turn any error into one line and exit status 1.
-
-    An error about one of the command's own options is a usage error, exit status 2, as click's own are.
-    """
+    """Run the body on the chosen scheduler, its errors :func:`reported`."""
     if scheduler and (workers or threads_per_worker or memory_limit):
         raise click.UsageError(
             "Expected either --scheduler or --workers/--threads-per-worker/--memory-limit. Got both instead; "

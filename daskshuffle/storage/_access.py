@@ -35,14 +35,18 @@ Reason = Literal["credentials", "refused", "throttled", "unreachable", "server"]
 
 #: The reasons, the most telling first (a refusal raised from an invalid key is about credentials).
 _ORDER: Final[tuple[Reason, ...]] = ("credentials", "throttled", "server", "unreachable", "refused")
-#: Error codes of S3 (and compatible servers) for a client over its request rate.
-_THROTTLE_CODES: Final = frozenset(
-    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "503", "429"}
-)
-_SERVER_CODES: Final = frozenset({"InternalError", "ServiceUnavailable", "500", "502", "504"})
-_CREDENTIAL_CODES: Final = frozenset(
-    {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired"}
-)
+#: Error codes of S3 (and compatible servers), and the reason each stands for.
+_CODES: Final[dict[str, Reason]] = {
+    **dict.fromkeys(
+        ["SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "503", "429"],
+        "throttled",
+    ),
+    **dict.fromkeys(["InternalError", "ServiceUnavailable", "500", "502", "504"], "server"),
+    **dict.fromkeys(
+        ["InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired"],
+        "credentials",
+    ),
+}
 _UNREACHABLE_ERRNOS: Final = frozenset(
     {
         errno.ETIMEDOUT,
@@ -96,26 +100,14 @@ def _foreign(error: BaseException, reason: Reason) -> bool:
     return False
 
 
-def _code(error: BaseException) -> str | None:
-    """The error code of a botocore ``ClientError`` (``"SlowDown"``, ``"403"``), if ``error`` is one."""
-    response = getattr(error, "response", None)
-    if not isinstance(response, dict):
-        return None
-    code = response.get("Error", {}).get("Code")
-    return str(code) if code is not None else None
-
-
 def _reason_of(error: BaseException) -> Reason | None:
     """The reason ``error`` itself (not what it was raised from) stands for, if any."""
     if isinstance(error, StorageAccessError):
         return next((reason for reason in _ORDER if reason == error.reason), "refused")
-    code = _code(error)
-    if code in _THROTTLE_CODES:
-        return "throttled"
-    if code in _SERVER_CODES:
-        return "server"
-    if code in _CREDENTIAL_CODES:
-        return "credentials"
+    response = getattr(error, "response", None)  # a botocore ClientError's, with its code ("SlowDown", "403")
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    if str(code) in _CODES:
+        return _CODES[str(code)]
     if _foreign(error, "credentials"):
         return "credentials"
     if isinstance(error, PermissionError):
