@@ -24,7 +24,6 @@ __all__ = [
     "cluster_session",
     "main",
     "one_line",
-    "progress_on_stderr",
     "reported",
     "session",
     "show_progress",
@@ -234,15 +233,8 @@ def cluster_session(*, progress: bool | None, debug: bool, **cluster: Any) -> It
 
     Yields whether to show progress (``--progress``, or stderr is a terminal).
     """
-    with session(debug=debug, **cluster), progress_on_stderr():
+    with session(debug=debug, **cluster), contextlib.redirect_stdout(sys.stderr):  # stdout may be the output
         yield show_progress(progress)
-
-
-@contextlib.contextmanager
-def progress_on_stderr() -> Iterator[None]:
-    """Progress bars print to stdout; stdout may be the output."""
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
 
 
 EXAMPLES_MAIN = """\b

@@ -59,6 +59,7 @@ def info(
     with status 1 if the store is incomplete (its shuffle did not finish).
     """
     from ..readers import open_pile_reader
+    from ..shuffle import sources_changed
 
     with reported(debug):
         where = Location.of(store, storage_options)
@@ -99,7 +100,10 @@ def info(
                 {key: entry[key] for key in ("generation", "path", "n_rows", "seed")}
                 for entry in metadata["generations"]
             ]
-    changed = _sources_changed(reader.metadata, storage_options)
+    try:  # the sources' files looked at, no row read; sources gone, storage that did not answer: said
+        changed: list[str] | str | None = sources_changed(reader.metadata, storage_options)
+    except (DaskShuffleError, OSError, ValueError) as error:
+        changed = f"not compared: {one_line(error)}"
     if as_json:
         found = {"path": store, **metadata, "sources_changed": changed, "leftovers": _as_json(left)}
         click.echo(json.dumps(found, indent=2, default=str))
@@ -109,16 +113,6 @@ def info(
         + _sources_line(changed)
         + _left_line(left, f"run the same step again, or `daskshuffle info --clean {store}`, to remove them")
     )
-
-
-def _sources_changed(metadata: Any, storage_options: dict[str, Any] | None) -> list[str] | str | None:
-    """What changed in the store's sources since its shuffle (their files looked at, no row read); text: not known."""
-    from ..shuffle import sources_changed
-
-    try:
-        return sources_changed(metadata, storage_options)
-    except (DaskShuffleError, OSError, ValueError) as error:  # sources gone, storage that did not answer: said
-        return f"not compared: {one_line(error)}"
 
 
 def _sources_line(changed: list[str] | str | None) -> str:

@@ -15,7 +15,7 @@ import click
 
 from .._errors import UnsafePathError
 from ..storage import _own
-from ._common import STDIO, Option, cli, one_line, progress_on_stderr, session, show_progress, summary
+from ._common import STDIO, Option, cli, one_line, session, show_progress, summary
 from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 #: ``shuffle_lines``' own defaults, where they differ from the other shuffles'.
@@ -147,7 +147,7 @@ def lines(
         sources = [str(_spool_stdin(spool)) if item == STDIO and spool else item for item in inputs]
         dst = str(spool / "shuffled") if output == STDIO and spool else output
         show = show_progress(progress)
-        with progress_on_stderr():
+        with contextlib.redirect_stdout(sys.stderr):  # progress bars print to stdout, which may be the output
             result = shuffle_lines(
                 sources,
                 dst,

@@ -212,28 +212,19 @@ def json_options(help: str) -> Options:
     return option_group(click.option("--json", "as_json", is_flag=True, help=help), DEBUG)
 
 
-#: How each common option of the shuffles reads on the command line: its type or a flag.
-_SHUFFLE_FLAGS: Mapping[str, Mapping[str, Any]] = {
-    "n_piles": {"type": NPiles()},
-    "seed": {"type": click.IntRange(0, MAX_SEED)},
-    "overwrite": {"is_flag": True},
-    "materialize": {"is_flag": True},
-    "pile_memory": {"type": Size(), "metavar": "SIZE"},
-    "block_memory": {"type": Size(), "metavar": "SIZE"},
-    "tmp": {"metavar": "DIR"},
-    "verify": {"is_flag": True},
+#: Each common option of the shuffles: its default in the shuffles into a pile store (``shuffle_zarr``'s), and how it
+#: reads on the command line (its type, or a flag).
+_SHUFFLE_OPTIONS: Mapping[str, tuple[object, Mapping[str, Any]]] = {
+    "n_piles": (512, {"type": NPiles()}),
+    "seed": (None, {"type": click.IntRange(0, MAX_SEED)}),
+    "overwrite": (False, {"is_flag": True}),
+    "materialize": (False, {"is_flag": True}),
+    "pile_memory": ("256MiB", {"type": Size(), "metavar": "SIZE"}),
+    "block_memory": ("64MiB", {"type": Size(), "metavar": "SIZE"}),
+    "tmp": (None, {"metavar": "DIR"}),
+    "verify": (False, {"is_flag": True}),
 }
-#: The defaults of the shuffles into a pile store (``shuffle_zarr``'s), for the options above.
-SHUFFLE_DEFAULTS: Mapping[str, object] = {
-    "n_piles": 512,
-    "seed": None,
-    "overwrite": False,
-    "materialize": False,
-    "pile_memory": "256MiB",
-    "block_memory": "64MiB",
-    "tmp": None,
-    "verify": False,
-}
+SHUFFLE_DEFAULTS: Mapping[str, object] = {name: default for name, (default, _) in _SHUFFLE_OPTIONS.items()}
 
 
 def shuffle_option(name: str, help: str, defaults: Mapping[str, object] | None = None) -> Options:
@@ -242,7 +233,7 @@ def shuffle_option(name: str, help: str, defaults: Mapping[str, object] | None =
     A default is shown in the help; a flag's is off, and ``None`` is the shuffle's to choose.
     """
     default = (defaults or {}).get(name, SHUFFLE_DEFAULTS[name])
-    flags = dict(_SHUFFLE_FLAGS[name])
+    flags = dict(_SHUFFLE_OPTIONS[name][1])
     if default is not None and not flags.get("is_flag"):
         flags.update(default=str(default), show_default=True)
     return click.option("--" + name.replace("_", "-"), help=help, **flags)
