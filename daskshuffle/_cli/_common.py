@@ -87,10 +87,9 @@ def one_line(error: BaseException) -> str:
     """One line for ``error``; the library's own errors already say what to do, and name arguments as options."""
     if isinstance(error, DaskShuffleError):
         text = error.spelled(spell)
-    elif isinstance(error, OSError | EOFError):
-        text = f"{error}  (run with --debug for the traceback)"
-    else:
-        text = f"{type(error).__name__}: {error}  (run with --debug for the traceback)"
+    else:  # an OSError says what it is; another error's kind is named
+        kind = "" if isinstance(error, OSError | EOFError) else f"{type(error).__name__}: "
+        text = f"{kind}{error}  (run with --debug for the traceback)"
     return " ".join(text.split())
 
 

@@ -188,13 +188,10 @@ class StoreCache:
             self.__init__(**state)  # type: ignore[misc]
         except (DaskShuffleError, OSError) as error:  # in a process of its own (a DataLoader worker): read without
             warnings.warn(f"The cache is not used: {error}", UserWarning, stacklevel=2)
-            self._disable()
-
-    def _disable(self) -> None:
-        """A cache that holds nothing and keeps nothing (its directory could not be opened)."""
-        self.__dict__.update(
-            _names={}, _held=set(), _written=0, _lock=threading.Lock(), _root=-1, _store=-1, _digest=""
-        )
+            # A cache that holds nothing and keeps nothing.
+            self.__dict__.update(
+                _names={}, _held=set(), _written=0, _lock=threading.Lock(), _root=-1, _store=-1, _digest=""
+            )
 
     def _name(self, path: str) -> str:
         # The store's own path is not a safe local name (a URL, a key with any characters): a digest is.

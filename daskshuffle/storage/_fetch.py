@@ -172,7 +172,6 @@ class Fetches:
     def keep(self, request: Request, data: bytes) -> None:
         """Keep ``data``, the bytes of ``request``, for the next read that asks for it; the oldest go past the limit."""
         future: Future[bytes] = Future()
-        future.set_running_or_notify_cancel()
         future.set_result(data)
         with self._lock:
             if request in self._kept:
