@@ -88,12 +88,10 @@ def info(
     left = _leftovers.find(where, scratch)
     if grows:
         left += _as_leftovers(generation_leftovers(where, scratch))
+    sizes = np.diff(reader.pile_offsets)
+    spread = {"min": int(sizes.min()), "median": int(np.median(sizes)), "max": int(sizes.max())} if len(sizes) else {}
     if not offsets:  # one line per pile is 500 lines for 512 piles: the sizes' spread says what matters
-        sizes = np.diff(reader.pile_offsets)
         metadata.pop("pile_offsets", None)
-        spread = (
-            {"min": int(sizes.min()), "median": int(np.median(sizes)), "max": int(sizes.max())} if len(sizes) else {}
-        )
         metadata["rows_per_pile"] = spread
         if "generations" in metadata:  # each records its own offsets (and the first its whole metadata)
             metadata["generations"] = [
@@ -109,7 +107,7 @@ def info(
         click.echo(json.dumps(found, indent=2, default=str))
         return
     click.echo(
-        _describe(store, metadata, reader.pile_offsets)
+        _describe(store, metadata, spread)
         + _sources_line(changed)
         + _left_line(left, f"run the same step again, or `daskshuffle info --clean {store}`, to remove them")
     )
@@ -153,11 +151,8 @@ def _left_line(left: list[_leftovers.Leftover], advice: str) -> str:
     return f"\n  left beside it: {nbytes} ({described}); {advice}"
 
 
-def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
-    sizes = np.diff(pile_offsets)
-    spread = (
-        f"min {int(sizes.min()):,}, median {int(np.median(sizes)):,}, max {int(sizes.max()):,}" if len(sizes) else "-"
-    )
+def _describe(store: str, metadata: dict[str, Any], sizes: dict[str, int]) -> str:
+    spread = ", ".join(f"{name} {size:,}" for name, size in sizes.items()) or "-"
     sources = metadata.get("source") or []
     rows = [
         ("kind", metadata.get("kind")),
