@@ -49,11 +49,9 @@ def probe_conditional_writes(location: Location) -> bool:
     """
     key = _key(location)
     with _lock:  # one probe at a time: two threads asking about one bucket probe it once
-        found = _found.get(key)
-        if found is None:
-            found = _probe(location)
-            _found[key] = found
-    return found[0]
+        if key not in _found:
+            _found[key] = _probe(location)
+        return _found[key][0]
 
 
 def why_unconditional(location: Location) -> str:
