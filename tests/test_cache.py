@@ -316,3 +316,22 @@ def test_a_file_left_being_written_long_ago_is_removed_and_a_recent_one_kept(rem
     os.utime(old, (0, 0))
     ds.Cache(tmp_path / "c", max_size=10**9).for_store(str(read_metadata(local)["fingerprint"])).trim()
     assert not old.exists() and recent.exists()
+
+
+def test_a_cache_unpickled_where_its_directory_cannot_be_used_warns_and_reads_without(tmp_path: Path) -> None:
+    """A DataLoader worker unpickles the loader's cache: if its directory is gone for a file, it reads without one."""
+    import pickle
+
+    cache = ds.Cache(tmp_path / "cache").for_store("fingerprint")
+    cache.write("s3://cache/piles.zarr/x/c/0", b"bytes")
+    shipped = pickle.dumps(cache)
+    shutil.rmtree(tmp_path / "cache")
+    (tmp_path / "cache").write_bytes(b"a file now")
+
+    with pytest.warns(UserWarning, match="The cache is not used: Expected cache to be a directory"):
+        unpickled = pickle.loads(shipped)
+    assert not unpickled.holds("s3://cache/piles.zarr/x/c/0")
+    assert unpickled.read("s3://cache/piles.zarr/x/c/0", 5) is None
+    unpickled.write("s3://cache/piles.zarr/x/c/0", b"bytes")  # keeps nothing, raises nothing
+    unpickled.trim()
+    assert (tmp_path / "cache").read_bytes() == b"a file now"

@@ -24,7 +24,6 @@ __all__ = [
     "cluster_session",
     "main",
     "one_line",
-    "progress_on_stderr",
     "reported",
     "session",
     "show_progress",
@@ -33,8 +32,6 @@ __all__ = [
     "summary",
 ]
 
-#: Values of ``--scheduler`` that run on one of dask's local schedulers, without a cluster.
-LOCAL_SCHEDULERS = ("threads", "sync")
 STDIO = "-"
 
 
@@ -90,10 +87,9 @@ def one_line(error: BaseException) -> str:
     """One line for ``error``; the library's own errors already say what to do, and name arguments as options."""
     if isinstance(error, DaskShuffleError):
         text = error.spelled(spell)
-    elif isinstance(error, OSError | EOFError):
-        text = f"{error}  (run with --debug for the traceback)"
-    else:
-        text = f"{type(error).__name__}: {error}  (run with --debug for the traceback)"
+    else:  # an OSError says what it is; another error's kind is named
+        kind = "" if isinstance(error, OSError | EOFError) else f"{type(error).__name__}: "
+        text = f"{kind}{error}  (run with --debug for the traceback)"
     return " ".join(text.split())
 
 
@@ -109,15 +105,12 @@ def _bad_argument(error: BaseException) -> click.BadParameter | None:
 def session(
     *,
     scheduler: str | None,
-    workers: int | None,
-    threads_per_worker: int | None,
-    memory_limit: str | None,
     debug: bool,
+    workers: int | None = None,
+    threads_per_worker: int | None = None,
+    memory_limit: str | None = None,
 ) -> Iterator[None]:
-    """Run the body on the chosen scheduler; turn any error into one line and exit status 1.
-
-    An error about one of the command's own options is a usage error, exit status 2, as click's own are.
-    """
+    """Run the body on the chosen scheduler, its errors :func:`reported`."""
     if scheduler and (workers or threads_per_worker or memory_limit):
         raise click.UsageError(
             "Expected either --scheduler or --workers/--threads-per-worker/--memory-limit. Got both instead; "
@@ -140,8 +133,14 @@ def reported(debug: bool) -> Iterator[None]:
     status 130 or 143.
     """
     received: list[int] = []
+
+    def terminate(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
     try:
-        with _terminate_as_interrupt(received):
+        # SIGTERM stops the body as Ctrl-C does: what a run leaves is named, the cluster closed.
+        with _handling(signal.SIGTERM, terminate):
             yield
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
@@ -159,38 +158,16 @@ def reported(debug: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt(received: list[int]) -> Iterator[None]:
-    """SIGTERM stops the body as Ctrl-C does (what a run leaves is named, the cluster closed); noted in ``received``."""
+def _handling(signum: int, handler: Any) -> Iterator[None]:
+    """``handler`` handles the signal ``signum`` in the body (only the main thread may set one)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def terminate(signum: int, frame: object) -> None:
-        received.append(signum)
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, terminate)
+    previous = signal.signal(signum, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _ignoring_interrupts() -> Iterator[None]:
-    """Worker processes started in the body ignore Ctrl-C: they inherit an ignored SIGINT.
-
-    A terminal sends Ctrl-C to every process of its foreground group; this
-    process alone stops the run, and closes the cluster.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signum, previous)
 
 
 @contextlib.contextmanager
@@ -209,7 +186,7 @@ def _quiet_when_interrupted(debug: bool) -> Iterator[None]:
 def _scheduler(
     address: str | None, workers: int | None, threads_per_worker: int | None, memory_limit: str | None, debug: bool
 ) -> Iterator[None]:
-    if address in LOCAL_SCHEDULERS:
+    if address in ("threads", "sync"):  # one of dask's local schedulers, without a cluster
         import dask
 
         with dask.config.set(scheduler=address):
@@ -237,7 +214,9 @@ def _scheduler(
     # (Without worker processes the scheduler talks in-process and opens no port; only the dashboard listens.)
     if sizing["processes"]:
         sizing["host"] = "127.0.0.1"
-    with _ignoring_interrupts():
+    # Worker processes inherit an ignored SIGINT: a terminal sends Ctrl-C to every process of its
+    # foreground group, and this process alone stops the run and closes the cluster.
+    with _handling(signal.SIGINT, signal.SIG_IGN):
         cluster = LocalCluster(dashboard_address="127.0.0.1:0", **{k: v for k, v in sizing.items() if v is not None})
     with cluster, Client(cluster) as client, client.as_current(), _quiet_when_interrupted(debug):
         yield
@@ -253,15 +232,8 @@ def cluster_session(*, progress: bool | None, debug: bool, **cluster: Any) -> It
 
     Yields whether to show progress (``--progress``, or stderr is a terminal).
     """
-    with session(debug=debug, **cluster), progress_on_stderr():
+    with session(debug=debug, **cluster), contextlib.redirect_stdout(sys.stderr):  # stdout may be the output
         yield show_progress(progress)
-
-
-@contextlib.contextmanager
-def progress_on_stderr() -> Iterator[None]:
-    """Progress bars print to stdout; stdout may be the output."""
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
 
 
 EXAMPLES_MAIN = """\b

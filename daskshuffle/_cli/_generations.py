@@ -72,7 +72,7 @@ def evict(store: str, keep_last: int, storage_options: dict[str, Any] | None, qu
     """Keep the newest KEEP_LAST generations of STORE: a shuffled moving window of the data."""
     from .. import evict as evict_generations
 
-    with session(scheduler="sync", workers=None, threads_per_worker=None, memory_limit=None, debug=debug):
+    with session(scheduler="sync", debug=debug):
         live = evict_generations(store, keep_last=keep_last, storage_options=storage_options)
     if not quiet:
         click.echo(_describe(store, live), err=True)

@@ -12,7 +12,7 @@ from .._errors import DaskShuffleError, UnfinishedShuffleError
 from ..pilestore import Leftover
 from ..reshuffle import clean_generations, generation_leftovers
 from ..storage import Location, _leftovers
-from ._common import cli, one_line
+from ._common import cli, one_line, reported
 from ._options import STORAGE_OPTIONS
 
 EXAMPLES_INFO = """\b
@@ -59,75 +59,58 @@ def info(
     with status 1 if the store is incomplete (its shuffle did not finish).
     """
     from ..readers import open_pile_reader
+    from ..shuffle import sources_changed
 
-    try:
-        reader = open_pile_reader(store, storage_options=storage_options)
-    except UnfinishedShuffleError as error:
-        if debug:
-            raise
-        left = _leftovers.find(Location.of(store, storage_options), _tmp(tmp, storage_options))
-        if as_json:
-            click.echo(json.dumps({"path": store, "complete": False, "leftovers": _as_json(left)}))
-        else:
-            click.echo(f"{store}\n  complete: no" + _left_line(left, "run the same shuffle again to continue it"))
-        raise click.ClickException(one_line(error)) from None
-    except Exception as error:
-        if debug:
-            raise
-        raise click.ClickException(one_line(error)) from None
-    metadata = dict(reader.metadata)
-    grows = metadata.get("kind") in ("zarr", "xarray")  # a Zarr pile store may hold generations
-    if clean:
+    with reported(debug):
+        where = Location.of(store, storage_options)
+        scratch = Location.of(tmp, storage_options) if tmp is not None else None
         try:
-            removed = _leftovers.remove(Location.of(store, storage_options), _tmp(tmp, storage_options))
+            reader = open_pile_reader(store, storage_options=storage_options)
+        except UnfinishedShuffleError:
+            left = _leftovers.find(where, scratch)
+            if as_json:
+                click.echo(json.dumps({"path": store, "complete": False, "leftovers": _as_json(left)}))
+            else:
+                click.echo(f"{store}\n  complete: no" + _left_line(left, "run the same shuffle again to continue it"))
+            raise
+        metadata = dict(reader.metadata)
+        grows = metadata.get("kind") in ("zarr", "xarray")  # a Zarr pile store may hold generations
+        if clean:
+            removed = _leftovers.remove(where, scratch)
             if grows:
-                removed += _as_leftovers(
-                    clean_generations(Location.of(store, storage_options), _tmp(tmp, storage_options))
-                )
-        except Exception as error:
-            if debug:
-                raise
-            raise click.ClickException(one_line(error)) from None
+                removed += _as_leftovers(clean_generations(where, scratch))
+    if clean:
         nbytes = sum(leftover.nbytes for leftover in removed)
         click.echo(
             f"daskshuffle: removed {len(removed)} leftover(s) beside {store}, {_leftovers.human_bytes(nbytes)}",
             err=True,
         )
-    left = _leftovers.find(Location.of(store, storage_options), _tmp(tmp, storage_options))
+    left = _leftovers.find(where, scratch)
     if grows:
-        left += _as_leftovers(generation_leftovers(Location.of(store, storage_options), _tmp(tmp, storage_options)))
+        left += _as_leftovers(generation_leftovers(where, scratch))
+    sizes = np.diff(reader.pile_offsets)
+    spread = {"min": int(sizes.min()), "median": int(np.median(sizes)), "max": int(sizes.max())} if len(sizes) else {}
     if not offsets:  # one line per pile is 500 lines for 512 piles: the sizes' spread says what matters
-        sizes = np.diff(reader.pile_offsets)
         metadata.pop("pile_offsets", None)
-        spread = (
-            {"min": int(sizes.min()), "median": int(np.median(sizes)), "max": int(sizes.max())} if len(sizes) else {}
-        )
         metadata["rows_per_pile"] = spread
         if "generations" in metadata:  # each records its own offsets (and the first its whole metadata)
             metadata["generations"] = [
                 {key: entry[key] for key in ("generation", "path", "n_rows", "seed")}
                 for entry in metadata["generations"]
             ]
-    changed = _sources_changed(reader.metadata, storage_options)
+    try:  # the sources' files looked at, no row read; sources gone, storage that did not answer: said
+        changed: list[str] | str | None = sources_changed(reader.metadata, storage_options)
+    except (DaskShuffleError, OSError, ValueError) as error:
+        changed = f"not compared: {one_line(error)}"
     if as_json:
         found = {"path": store, **metadata, "sources_changed": changed, "leftovers": _as_json(left)}
         click.echo(json.dumps(found, indent=2, default=str))
         return
     click.echo(
-        _describe(store, metadata, reader.pile_offsets)
+        _describe(store, metadata, spread)
         + _sources_line(changed)
         + _left_line(left, f"run the same step again, or `daskshuffle info --clean {store}`, to remove them")
     )
-
-
-def _sources_changed(metadata: Any, storage_options: dict[str, Any] | None) -> list[str] | str | None:
-    """What changed in the store's sources since its shuffle (their files looked at, no row read); text: not known."""
-    from ..shuffle import sources_changed
-
-    try:
-        return sources_changed(metadata, storage_options)
-    except (DaskShuffleError, OSError, ValueError) as error:  # sources gone, storage that did not answer: said
-        return f"not compared: {one_line(error)}"
 
 
 def _sources_line(changed: list[str] | str | None) -> str:
@@ -145,10 +128,6 @@ def _sources_line(changed: list[str] | str | None) -> str:
         f"\n  sources since the shuffle: CHANGED ({shown}); the store holds the rows they had: "
         "shuffle them again, replacing it (overwrite=True)"
     )
-
-
-def _tmp(tmp: str | None, storage_options: dict[str, Any] | None) -> Location | None:
-    return Location.of(tmp, storage_options) if tmp is not None else None
 
 
 def _as_leftovers(found: list[Leftover]) -> list[_leftovers.Leftover]:
@@ -172,18 +151,8 @@ def _left_line(left: list[_leftovers.Leftover], advice: str) -> str:
     return f"\n  left beside it: {nbytes} ({described}); {advice}"
 
 
-def _bound(metadata: dict[str, Any]) -> str:
-    """Whether every chunk (Zarr) or part file (Parquet) read is checked to be its run's, at its place."""
-    if "generations" in metadata:
-        return "each generation to its own run"
-    return f"yes (run {metadata.get('run')})"
-
-
-def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
-    sizes = np.diff(pile_offsets)
-    spread = (
-        f"min {int(sizes.min()):,}, median {int(np.median(sizes)):,}, max {int(sizes.max()):,}" if len(sizes) else "-"
-    )
+def _describe(store: str, metadata: dict[str, Any], sizes: dict[str, int]) -> str:
+    spread = ", ".join(f"{name} {size:,}" for name, size in sizes.items()) or "-"
     sources = metadata.get("source") or []
     rows = [
         ("kind", metadata.get("kind")),
@@ -195,7 +164,11 @@ def _describe(store: str, metadata: dict[str, Any], pile_offsets: Any) -> str:
         ("variables", ", ".join(metadata.get("variables") or []) or "-"),
         ("source", sources[0] + (f" and {len(sources) - 1} more" if len(sources) > 1 else "") if sources else "-"),
         ("format version", metadata.get("format_version")),
-        ("bound to its run", _bound(metadata)),
+        # Whether every chunk (Zarr) or part file (Parquet) read is checked to be its run's, at its place.
+        (
+            "bound to its run",
+            "each generation to its own run" if "generations" in metadata else f"yes (run {metadata.get('run')})",
+        ),
     ]
     if "generations" in metadata:
         live = metadata["generations"]

@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,7 +15,7 @@ import click
 
 from .._errors import UnsafePathError
 from ..storage import _own
-from ._common import STDIO, Option, cli, one_line, progress_on_stderr, session, show_progress, summary
+from ._common import STDIO, Option, cli, one_line, session, show_progress, summary
 from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 #: ``shuffle_lines``' own defaults, where they differ from the other shuffles'.
@@ -147,7 +147,7 @@ def lines(
         sources = [str(_spool_stdin(spool)) if item == STDIO and spool else item for item in inputs]
         dst = str(spool / "shuffled") if output == STDIO and spool else output
         show = show_progress(progress)
-        with progress_on_stderr():
+        with contextlib.redirect_stdout(sys.stderr):  # progress bars print to stdout, which may be the output
             result = shuffle_lines(
                 sources,
                 dst,
@@ -219,26 +219,17 @@ def _quiet_broken_pipe() -> Iterator[None]:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-class _Items:
-    """The lines of -e (the arguments) or -i (the numbers LO to HI), by index, without making the range."""
-
-    def __init__(self, arguments: tuple[str, ...], low: int | None) -> None:
-        self.arguments = [os.fsencode(argument) for argument in arguments]
-        self.low = low
-
-    def __getitem__(self, index: int) -> bytes:
-        return self.arguments[index] if self.low is None else b"%d" % (self.low + index)
-
-
-def _echo_items(inputs: tuple[str, ...], input_range: str | None) -> tuple[_Items, int]:
+def _echo_items(inputs: tuple[str, ...], input_range: str | None) -> tuple[Callable[[int], bytes], int]:
+    """The lines of -e (the arguments) or -i (the numbers LO to HI) by index, without making the range; how many."""
     if input_range is None:
-        return _Items(inputs, None), len(inputs)
+        arguments = [os.fsencode(argument) for argument in inputs]
+        return arguments.__getitem__, len(arguments)
     low, high = _input_range(input_range)
-    return _Items((), low), high - low + 1
+    return (lambda index: b"%d" % (low + index)), high - low + 1
 
 
 def _shuffle_in_memory(
-    items: tuple[_Items, int],
+    items: tuple[Callable[[int], bytes], int],
     count: int | None,
     repeat: bool,
     seed: int | None,
@@ -288,7 +279,7 @@ def _shuffle_in_memory(
             except UnsafePathError as error:
                 raise click.ClickException(one_line(error)) from None
         for batch in batches():
-            out.write(b"".join(lookup[int(index)] + delimiter for index in batch))
+            out.write(b"".join(lookup(int(index)) + delimiter for index in batch))
             n_written += len(batch)
         out.flush()
     if output != STDIO:

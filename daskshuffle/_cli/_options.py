@@ -20,12 +20,10 @@ from ._common import one_line
 __all__ = [
     "DEBUG",
     "QUIET",
-    "SEED",
     "SHUFFLE_DEFAULTS",
     "STORAGE_OPTIONS",
     "NPiles",
     "Size",
-    "StorageOption",
     "cluster_options",
     "json_options",
     "nbytes",
@@ -37,10 +35,6 @@ __all__ = [
 
 #: A decorator that adds options to a command.
 Options = Callable[[Callable[..., Any]], Callable[..., Any]]
-
-#: ``--seed``: an integer the library takes, checked where the option is read.
-SEED = click.IntRange(0, MAX_SEED)
-
 
 if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
     _NPilesBase = click.ParamType[int | Literal["auto"], Any]
@@ -61,7 +55,7 @@ class NPiles(_NPilesBase):
         try:
             number = int(value)
         except ValueError:
-            self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
+            number = 0
         if number < 1:
             self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
         return number
@@ -102,45 +96,26 @@ class Size(_SizeBase):
         return text
 
 
-if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
-    _StorageOptionBase = click.ParamType[tuple[str, Any], Any]
-else:
-    _StorageOptionBase = click.ParamType
+def _storage_options(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> Any:
+    """The ``--storage-option KEY=VALUE`` values as the ``storage_options`` dict, or ``None`` without any.
 
-
-class StorageOption(_StorageOptionBase):
-    """``KEY=VALUE``: one of the ``storage_options`` passed to fsspec, the value as JSON where it parses, else text.
-
-    ``anon=true`` is ``{"anon": True}``, ``profile=dev`` is ``{"profile": "dev"}``, and
-    ``client_kwargs={"endpoint_url": "http://localhost:9000"}`` a nested dict.
+    Each value is JSON where it parses, else text: ``anon=true`` is ``{"anon": True}``, ``profile=dev`` is
+    ``{"profile": "dev"}``, and ``client_kwargs={"endpoint_url": "http://localhost:9000"}`` a nested dict.
     """
-
-    name = "KEY=VALUE"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tuple[str, Any]:
-        if isinstance(value, tuple):
-            return value
-        key, equals, text = str(value).partition("=")
-        if not equals or not key.strip():
-            self.fail(
-                f"Expected KEY=VALUE, such as anon=true or profile=dev. Got {value!r} instead.",
-                param,
-                ctx,
-            )
-        try:
-            parsed: Any = json.loads(text)
-        except ValueError:
-            parsed = text
-        return key.strip(), parsed
-
-
-def _storage_options(ctx: click.Context, param: click.Parameter, pairs: tuple[tuple[str, Any], ...]) -> Any:
-    """The ``--storage-option`` pairs as the ``storage_options`` dict, or ``None`` without any."""
     options: dict[str, Any] = {}
-    for key, value in pairs:
+    for value in values:
+        key, equals, text = value.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise click.BadParameter(
+                f"Expected KEY=VALUE, such as anon=true or profile=dev. Got {value!r} instead.", ctx=ctx, param=param
+            )
         if key in options:
             raise click.BadParameter(f"Expected each KEY once. Got {key!r} twice instead.", ctx=ctx, param=param)
-        options[key] = value
+        try:
+            options[key] = json.loads(text)
+        except ValueError:
+            options[key] = text
     return options or None
 
 
@@ -148,7 +123,7 @@ def _storage_options(ctx: click.Context, param: click.Parameter, pairs: tuple[tu
 STORAGE_OPTIONS = click.option(
     "--storage-option",
     "storage_options",
-    type=StorageOption(),
+    metavar="KEY=VALUE",
     multiple=True,
     callback=_storage_options,
     help="A storage option for fsspec, for every URL (s3://, gs://, ...): credentials (key=..., secret=..., "
@@ -237,28 +212,19 @@ def json_options(help: str) -> Options:
     return option_group(click.option("--json", "as_json", is_flag=True, help=help), DEBUG)
 
 
-#: How each common option of the shuffles reads on the command line: its type or a flag.
-_SHUFFLE_FLAGS: Mapping[str, Mapping[str, Any]] = {
-    "n_piles": {"type": NPiles()},
-    "seed": {"type": SEED},
-    "overwrite": {"is_flag": True},
-    "materialize": {"is_flag": True},
-    "pile_memory": {"type": Size(), "metavar": "SIZE"},
-    "block_memory": {"type": Size(), "metavar": "SIZE"},
-    "tmp": {"metavar": "DIR"},
-    "verify": {"is_flag": True},
+#: Each common option of the shuffles: its default in the shuffles into a pile store (``shuffle_zarr``'s), and how it
+#: reads on the command line (its type, or a flag).
+_SHUFFLE_OPTIONS: Mapping[str, tuple[object, Mapping[str, Any]]] = {
+    "n_piles": (512, {"type": NPiles()}),
+    "seed": (None, {"type": click.IntRange(0, MAX_SEED)}),
+    "overwrite": (False, {"is_flag": True}),
+    "materialize": (False, {"is_flag": True}),
+    "pile_memory": ("256MiB", {"type": Size(), "metavar": "SIZE"}),
+    "block_memory": ("64MiB", {"type": Size(), "metavar": "SIZE"}),
+    "tmp": (None, {"metavar": "DIR"}),
+    "verify": (False, {"is_flag": True}),
 }
-#: The defaults of the shuffles into a pile store (``shuffle_zarr``'s), for the options above.
-SHUFFLE_DEFAULTS: Mapping[str, object] = {
-    "n_piles": 512,
-    "seed": None,
-    "overwrite": False,
-    "materialize": False,
-    "pile_memory": "256MiB",
-    "block_memory": "64MiB",
-    "tmp": None,
-    "verify": False,
-}
+SHUFFLE_DEFAULTS: Mapping[str, object] = {name: default for name, (default, _) in _SHUFFLE_OPTIONS.items()}
 
 
 def shuffle_option(name: str, help: str, defaults: Mapping[str, object] | None = None) -> Options:
@@ -267,7 +233,7 @@ def shuffle_option(name: str, help: str, defaults: Mapping[str, object] | None =
     A default is shown in the help; a flag's is off, and ``None`` is the shuffle's to choose.
     """
     default = (defaults or {}).get(name, SHUFFLE_DEFAULTS[name])
-    flags = dict(_SHUFFLE_FLAGS[name])
+    flags = dict(_SHUFFLE_OPTIONS[name][1])
     if default is not None and not flags.get("is_flag"):
         flags.update(default=str(default), show_default=True)
     return click.option("--" + name.replace("_", "-"), help=help, **flags)

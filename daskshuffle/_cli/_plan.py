@@ -38,7 +38,7 @@ class _Count(_CountBase):
         try:
             number = float(text) if any(letter in text for letter in ".eE") else int(text)
         except ValueError:
-            self.fail(f"Expected a whole number such as 1000000 or 1e6. Got {value!r} instead.", param, ctx)
+            number = math.nan
         if not math.isfinite(number) or number != int(number):
             self.fail(f"Expected a whole number such as 1000000 or 1e6. Got {value!r} instead.", param, ctx)
         return int(number)

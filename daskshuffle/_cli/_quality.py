@@ -62,7 +62,7 @@ def _epochs_of(
         return epochs, loader
 
 
-def _in_a_directory(path: str | None, param: click.Parameter, ctx: click.Context) -> str | None:
+def _in_a_directory(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
     """``--png``: its directory must exist before anything is measured."""
     if path is not None and not Path(path).resolve().parent.is_dir():
         raise click.BadParameter(
@@ -88,7 +88,7 @@ def _in_a_directory(path: str | None, param: click.Parameter, ctx: click.Context
     type=click.Path(dir_okay=False),
     is_flag=False,
     flag_value="quality.png",
-    callback=lambda ctx, param, value: _in_a_directory(value, param, ctx),
+    callback=_in_a_directory,
     help="Also draw the order (Hilbert curve and heat map) into this PNG file (alone: quality.png).",
 )
 @STORAGE_OPTIONS

@@ -17,9 +17,7 @@
   for the computation holds until the cell ends: the box is shown and never
   drawn. No public API starts it elsewhere.
 
-Checked against distributed 2026.8 (:data:`CHECKED`). ``running_handlers`` and
-``running_task_keys`` run where the scheduler or the worker runs
-(``Client.run_on_scheduler``, ``Client.run``); the functions import nothing.
+Checked against distributed 2026.8 (:data:`CHECKED`).
 """
 
 from __future__ import annotations

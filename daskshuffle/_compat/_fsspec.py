@@ -38,16 +38,11 @@ def cached_filesystems(base: type) -> list[object]:
     True
     """
     found: list[object] = []
-    classes, seen = [base], set()
-    while classes:
-        cls = classes.pop()
-        if cls in seen:
-            continue
-        seen.add(cls)
-        classes.extend(cls.__subclasses__())
-        cache = cls.__dict__.get("_cache")
-        if cache is not None:
-            found.extend(list(cache.values()))
+    classes: list[type] = [base]
+    for cls in classes:  # grows as it goes: every subclass once
+        subclasses: list[type] = cls.__subclasses__()
+        classes += [subclass for subclass in subclasses if subclass not in classes]
+        found.extend(cls.__dict__.get("_cache", {}).values())
     return found
 
 

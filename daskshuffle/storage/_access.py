@@ -35,14 +35,18 @@ Reason = Literal["credentials", "refused", "throttled", "unreachable", "server"]
 
 #: The reasons, the most telling first (a refusal raised from an invalid key is about credentials).
 _ORDER: Final[tuple[Reason, ...]] = ("credentials", "throttled", "server", "unreachable", "refused")
-#: Error codes of S3 (and compatible servers) for a client over its request rate.
-_THROTTLE_CODES: Final = frozenset(
-    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "503", "429"}
-)
-_SERVER_CODES: Final = frozenset({"InternalError", "ServiceUnavailable", "500", "502", "504"})
-_CREDENTIAL_CODES: Final = frozenset(
-    {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired"}
-)
+#: Error codes of S3 (and compatible servers), and the reason each stands for.
+_CODES: Final[dict[str, Reason]] = {
+    **dict.fromkeys(
+        ["SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "503", "429"],
+        "throttled",
+    ),
+    **dict.fromkeys(["InternalError", "ServiceUnavailable", "500", "502", "504"], "server"),
+    **dict.fromkeys(
+        ["InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "TokenRefreshRequired"],
+        "credentials",
+    ),
+}
 _UNREACHABLE_ERRNOS: Final = frozenset(
     {
         errno.ETIMEDOUT,
@@ -96,26 +100,14 @@ def _foreign(error: BaseException, reason: Reason) -> bool:
     return False
 
 
-def _code(error: BaseException) -> str | None:
-    """The error code of a botocore ``ClientError`` (``"SlowDown"``, ``"403"``), if ``error`` is one."""
-    response = getattr(error, "response", None)
-    if not isinstance(response, dict):
-        return None
-    code = response.get("Error", {}).get("Code")
-    return str(code) if code is not None else None
-
-
 def _reason_of(error: BaseException) -> Reason | None:
     """The reason ``error`` itself (not what it was raised from) stands for, if any."""
     if isinstance(error, StorageAccessError):
         return next((reason for reason in _ORDER if reason == error.reason), "refused")
-    code = _code(error)
-    if code in _THROTTLE_CODES:
-        return "throttled"
-    if code in _SERVER_CODES:
-        return "server"
-    if code in _CREDENTIAL_CODES:
-        return "credentials"
+    response = getattr(error, "response", None)  # a botocore ClientError's, with its code ("SlowDown", "403")
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    if str(code) in _CODES:
+        return _CODES[str(code)]
     if _foreign(error, "credentials"):
         return "credentials"
     if isinstance(error, PermissionError):
@@ -151,16 +143,12 @@ def failure_reason(error: BaseException) -> Reason | None:
     return next((reason for reason in _ORDER if reason in found), None)
 
 
-def _is_s3(url: str) -> bool:
-    return url.split("://", 1)[0] in ("s3", "s3a")
-
-
 #: The storage options the advice names, spelled as the caller passes them (``Argument``: Python's or an option's).
 _OPTIONS = "storage_options"
 
 
 def _advice(url: str, reason: Reason, workers: bool) -> list[str | Argument]:
-    s3 = _is_s3(url)
+    s3 = url.split("://", 1)[0] in ("s3", "s3a")
     where = "where the workers run (this process's environment does not reach them)" if workers else "of this process"
     if reason == "credentials":
         how: list[str | Argument] = (
@@ -286,7 +274,12 @@ def option_error(
     if match is None or match.group(1) not in options:
         return None
     name = match.group(1)
-    known = _known_options(fs_class)
+    try:
+        parameters = inspect.signature(fs_class.__init__).parameters.values() if fs_class is not None else []
+    except (TypeError, ValueError):
+        parameters = []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    known = [parameter.name for parameter in parameters if parameter.kind in kinds and parameter.name != "self"]
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     takes = f"{getattr(fs_class, '__name__', 'its filesystem')} takes {', '.join(known[:12])}, ...; " if known else ""
@@ -295,17 +288,6 @@ def option_error(
         f"({error}), instead; {hint}{takes}check the spelling in storage_options.",
         parameter="storage_options",
     )
-
-
-def _known_options(fs_class: Any) -> list[str]:
-    if fs_class is None:
-        return []
-    try:
-        parameters = inspect.signature(fs_class.__init__).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [parameter.name for parameter in parameters if parameter.kind in kinds and parameter.name != "self"]
 
 
 def storage_failure(

@@ -56,7 +56,6 @@ from ._cache_directory import (
     check_directory,
     claim,
     close,
-    exists,
     listed,
     open_store_directory,
     refused,
@@ -132,16 +131,9 @@ class Cache:
         return StoreCache(self, fingerprint)
 
 
-def parse_cache(value: object) -> Cache | None:
+def parse_cache(value: Any) -> Cache | None:
     """``cache=`` as a :class:`Cache`: ``None``, a directory, or a ``Cache``."""
-    if value is None or isinstance(value, Cache):
-        return value
-    if isinstance(value, str | os.PathLike):
-        return Cache(value)
-    raise DaskShuffleTypeError(
-        f"Expected cache to be a local directory or a daskshuffle.Cache. Got {type(value).__name__} instead.",
-        parameter="cache",
-    )
+    return value if value is None or isinstance(value, Cache) else Cache(value)
 
 
 @dataclass
@@ -196,13 +188,10 @@ class StoreCache:
             self.__init__(**state)  # type: ignore[misc]
         except (DaskShuffleError, OSError) as error:  # in a process of its own (a DataLoader worker): read without
             warnings.warn(f"The cache is not used: {error}", UserWarning, stacklevel=2)
-            self._disable()
-
-    def _disable(self) -> None:
-        """A cache that holds nothing and keeps nothing (its directory could not be opened)."""
-        self.__dict__.update(
-            _names={}, _held=set(), _written=0, _lock=threading.Lock(), _root=-1, _store=-1, _digest=""
-        )
+            # A cache that holds nothing and keeps nothing.
+            self.__dict__.update(
+                _names={}, _held=set(), _written=0, _lock=threading.Lock(), _root=-1, _store=-1, _digest=""
+            )
 
     def _name(self, path: str) -> str:
         # The store's own path is not a safe local name (a URL, a key with any characters): a digest is.
@@ -211,10 +200,12 @@ class StoreCache:
             name = self._names[path] = hashlib.sha256(path.encode()).hexdigest()
         return name
 
-    def _regular(self, name: str) -> bool:
-        """Whether ``name`` in the store's directory is a regular file (not a link, not anything else)."""
+    def _regular(self, name: str, missing: bool = False) -> bool:
+        """Whether ``name`` in the store's directory is a regular file, not a link or anything else (absent: ``missing``)."""
         try:
             mode = os.stat(name, dir_fd=self._store, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return missing
         except OSError:
             return False
         return stat.S_ISREG(mode)
@@ -276,7 +267,7 @@ class StoreCache:
                 "wb",
             ) as file:
                 file.write(data)
-            if self._regular(name) or not exists(name, self._store):  # never over what someone else put there
+            if self._regular(name, missing=True):  # never over what someone else put there
                 os.replace(partial, name, src_dir_fd=self._store, dst_dir_fd=self._store)
         except (OSError, DaskShuffleError):  # a full disk, a removed directory: a cache that cannot grow is slower
             pass

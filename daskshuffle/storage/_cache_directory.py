@@ -22,7 +22,6 @@ __all__ = [
     "check_directory",
     "claim",
     "close",
-    "exists",
     "listed",
     "open_store_directory",
     "refused",
@@ -115,14 +114,6 @@ def close(*fds: int) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-
-
-def exists(name: str, directory: int) -> bool:
-    try:
-        os.stat(name, dir_fd=directory, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def listed(root: int, own: str, own_fd: int) -> tuple[list[tuple[float, int, int, str]], list[int]]:

@@ -27,7 +27,8 @@ import functools
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 from fsspec import AbstractFileSystem
@@ -44,14 +45,12 @@ T = TypeVar("T")
 Request: TypeAlias = str | tuple[str, int, int]
 
 
+@dataclass(slots=True)
 class _Read:
     """The requests of one read not taken yet, and the bytes the read is expected to hold."""
 
-    __slots__ = ("nbytes", "requests")
-
-    def __init__(self, requests: set[Request], nbytes: int) -> None:
-        self.requests = requests
-        self.nbytes = nbytes
+    requests: set[Request]
+    nbytes: int
 
 
 class Fetches:
@@ -99,17 +98,16 @@ class Fetches:
         self._queue: deque[tuple[Request, Future[bytes]]] = deque()
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._sending = threading.local()
         self._pool = LazyPool(
             int_setting("fetch.threads"), "fetch"
         )  # for a filesystem without an event loop of its own
-        self._pumping = False  # a pump is scheduled on (or running in) the filesystem's event loop
+        self._pumping = False  # a pump is scheduled on the filesystem's event loop, or running
         #: Bytes of the reads started and not yet wholly taken or dropped.
         self.nbytes = 0
         #: Seconds a request may go unanswered (on an asynchronous filesystem): from the filesystem's options.
         self.deadline = request_deadline(getattr(fs, "storage_options", None))
         #: The requests in flight on the filesystem's event loop, cancelled by :meth:`clear`.
-        self._tasks: set[asyncio.Task[bytes]] = set()
+        self._tasks: set[asyncio.Task[bytes] | Future[bytes]] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"fs": self._fs, "in_flight": self._in_flight_limit, "kept": self._kept_limit}
@@ -174,7 +172,6 @@ class Fetches:
     def keep(self, request: Request, data: bytes) -> None:
         """Keep ``data``, the bytes of ``request``, for the next read that asks for it; the oldest go past the limit."""
         future: Future[bytes] = Future()
-        future.set_running_or_notify_cancel()
         future.set_result(data)
         with self._lock:
             if request in self._kept:
@@ -264,22 +261,22 @@ class Fetches:
         return future
 
     def _send(self) -> None:
-        """Send the queued requests that fit in flight.
+        """Send the queued requests that fit in flight, unless a pump is under way (it sends them).
 
         On an asynchronous filesystem the requests are sent from its event
         loop: one wake-up of the loop for all the requests queued at once,
         and each that lands sends the next from there, with no thread in
         between. Elsewhere they go to the thread pool from the calling
-        thread.
+        thread, and each that lands sends the next from its thread.
         """
+        with self._lock:
+            if self._pumping or not self._queue:
+                return
+            self._pumping = True
         if getattr(self._fs, "async_impl", False):
-            with self._lock:
-                if self._pumping or not self._queue:
-                    return
-                self._pumping = True
             self._fs.loop.call_soon_threadsafe(self._pump)
-            return
-        self._send_to_threads()
+        else:
+            self._pump()
 
     def _next(self) -> tuple[Request, Future[bytes]] | None:
         """The next queued request that fits in flight, counted in flight; ``None`` if none does (the pump stops)."""
@@ -293,54 +290,31 @@ class Fetches:
             return None
 
     def _pump(self) -> None:
-        """On the filesystem's event loop: start a task for each queued request that fits in flight."""
-        loop = self._fs.loop
+        """Start each queued request that fits in flight: a task on the filesystem's event loop (run there), or of the pool.
+
+        A request that lands at once, in this thread, leaves the sending to this loop.
+        """
         while (sent := self._next()) is not None:
             request, future = sent
             path, start, end = (request, None, None) if isinstance(request, str) else request
-            request = self._fs._cat_file(path, start=start, end=end)
-            task = loop.create_task(within(self._fs, request, self.deadline, path))
-            self._tasks.add(task)
+            if getattr(self._fs, "async_impl", False):
+                coroutine = within(self._fs, self._fs._cat_file(path, start=start, end=end), self.deadline, path)
+                task: asyncio.Task[bytes] | Future[bytes] = self._fs.loop.create_task(coroutine)
+                self._tasks.add(task)
+            else:
+                task = self._pool.get().submit(self._fs.cat_file, path, start, end)
             task.add_done_callback(functools.partial(self._landed, future))
 
-    def _landed(self, future: Future[bytes], task: asyncio.Task[bytes]) -> None:
-        """On the event loop: hand a request's bytes (or its error) over, and send the next."""
+    def _landed(self, future: Future[bytes], task: asyncio.Task[bytes] | Future[bytes]) -> None:
+        """On the event loop (or a thread of the pool): hand a request's bytes (or its error) over, and send the next."""
         self._tasks.discard(task)
         _settle(future, task)
         with self._lock:
             self._in_flight -= 1
             if self._pumping:
-                return  # a pump is scheduled, or running below on this loop
+                return  # a pump is scheduled, or running
             self._pumping = True
         self._pump()
-
-    def _send_to_threads(self) -> None:
-        """Submit queued requests to the thread pool.
-
-        Called without the lock: a request may complete at once and call
-        :meth:`_arrived` in this thread. Then this loop goes on sending rather
-        than a new one starting inside it.
-        """
-        if getattr(self._sending, "active", False):
-            return
-        self._sending.active = True
-        try:
-            while (sent := self._next()) is not None:
-                request, future = sent
-                path, start, end = (request, None, None) if isinstance(request, str) else request
-                submitted = self._threads().submit(self._fs.cat_file, path, start, end)
-                submitted.add_done_callback(functools.partial(self._arrived, future))
-        finally:
-            self._sending.active = False
-
-    def _arrived(self, future: Future[bytes], request: Future[bytes]) -> None:
-        _settle(future, request)
-        with self._lock:
-            self._in_flight -= 1
-        self._send_to_threads()
-
-    def _threads(self) -> ThreadPoolExecutor:
-        return self._pool.get()
 
     def owns_thread(self) -> bool:
         """Whether the calling thread is one of those that fetch (for a filesystem without an event loop)."""

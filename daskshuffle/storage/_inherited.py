@@ -30,14 +30,10 @@ def _before_fork() -> None:
     _forking[:] = cached_filesystems(AbstractFileSystem)
 
 
-def _after_fork_in_parent() -> None:
-    _forking.clear()
-
-
 def _after_fork_in_child() -> None:
     _inherited.extend(_forking)
     _forking.clear()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_parent=_forking.clear, after_in_child=_after_fork_in_child)

@@ -28,6 +28,7 @@ __all__ = [
     "NEW_SUFFIX",
     "PARTIAL_SUFFIX",
     "SCRATCH_SUFFIXES",
+    "SPOOL_SUFFIX",
     "TMP_SUFFIX",
     "Leftover",
     "check_own_paths",
@@ -39,12 +40,13 @@ __all__ = [
 ]
 
 TMP_SUFFIX = ".daskshuffle-tmp"
+SPOOL_SUFFIX = ".daskshuffle-spool"
 #: The name of the directory, in this machine's temporary directory and with a digest of the destination, of the
 #: pieces of a shuffle to object storage.
 LOCAL_PIECES = "daskshuffle-pieces"
 NEW_SUFFIX = ".daskshuffle-new"
 #: Every directory a run keeps beside ``dst`` while it writes (the spool of compressed text inputs too).
-SCRATCH_SUFFIXES = (TMP_SUFFIX, ".daskshuffle-spool", NEW_SUFFIX, ".daskshuffle-old")
+SCRATCH_SUFFIXES = (TMP_SUFFIX, SPOOL_SUFFIX, NEW_SUFFIX, ".daskshuffle-old")
 #: Where a text output is written until it is complete (a file, or a directory of parts on object storage).
 PARTIAL_SUFFIX = ".daskshuffle-partial"
 
@@ -72,13 +74,18 @@ def find(dst: Location, tmp: Location | None = None) -> list[Leftover]:
 def own_paths(dst: Location, tmp: Location | None = None) -> dict[Location, str]:
     """Every path a run into ``dst`` may write or remove beside it (or under ``tmp``), and what each is."""
     paths = {dst.with_suffix(_lock.LOCK_SUFFIX): "a lock file", dst.with_suffix(PARTIAL_SUFFIX): "an output"}
-    for suffix in SCRATCH_SUFFIXES:
-        paths[dst.with_suffix(suffix)] = "a scratch directory"
-        if tmp is not None and suffix in (TMP_SUFFIX, ".daskshuffle-spool"):
-            paths[dst.scratch(suffix, tmp)] = "a scratch directory"
     if tmp is None and dst.is_object_store:
         paths[local_pieces_directory(dst)] = "a directory of pieces"
-        paths[dst.scratch(TMP_SUFFIX, local_pieces_directory(dst))] = "a scratch directory"
+    return paths | dict.fromkeys(_scratch_paths(dst, tmp), "a scratch directory")
+
+
+def _scratch_paths(dst: Location, tmp: Location | None) -> dict[Location, str]:
+    """Every scratch directory of a run into ``dst``, and its suffix."""
+    paths = {dst.with_suffix(suffix): suffix for suffix in SCRATCH_SUFFIXES}
+    if tmp is not None:
+        paths |= {dst.scratch(suffix, tmp): suffix for suffix in (TMP_SUFFIX, SPOOL_SUFFIX)}
+    elif dst.is_object_store:  # the pieces may be on this machine (shuffle/_destination.py: local_pieces)
+        paths[dst.scratch(TMP_SUFFIX, local_pieces_directory(dst))] = TMP_SUFFIX
     return paths
 
 
@@ -119,12 +126,7 @@ def local_pieces_directory(dst: Location) -> Location:
 
 def _scratch(dst: Location, tmp: Location | None) -> list[tuple[Location, Leftover]]:
     found = []
-    paths = {dst.with_suffix(suffix): suffix for suffix in SCRATCH_SUFFIXES}
-    if tmp is not None:
-        paths[dst.scratch(TMP_SUFFIX, tmp)] = TMP_SUFFIX
-    elif dst.is_object_store:  # the pieces may be on this machine (shuffle/_destination.py: local_pieces)
-        paths[dst.scratch(TMP_SUFFIX, local_pieces_directory(dst))] = TMP_SUFFIX
-    for path, suffix in paths.items():
+    for path, suffix in _scratch_paths(dst, tmp).items():
         if path.exists() and not _placed(path):
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
             found.append((path, Leftover(path.url, path.nbytes(), what)))
@@ -165,9 +167,11 @@ def remove(dst: Location, tmp: Location | None = None) -> list[Leftover]:
 
 def human_bytes(nbytes: int) -> str:
     """``1.3 GB``: decimal units, as ``du -h --si`` and file managers print them."""
-    size = float(nbytes)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if size < 1000 or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    if nbytes < 1000:
+        return f"{nbytes} B"
+    size = nbytes / 1000
+    for unit in ("kB", "MB", "GB"):
+        if size < 1000:
+            return f"{size:.1f} {unit}"
         size /= 1000
-    raise AssertionError("unreachable")
+    return f"{size:.1f} TB"

@@ -95,13 +95,8 @@ class Location:
     @property
     def is_object_store(self) -> bool:
         """Whether this is an object store: its filesystem has no root marker, and its paths start with a bucket."""
-        if self.is_local:
-            return False
-        try:
-            kind = fsspec.get_filesystem_class(self.protocol)
-        except (ImportError, ValueError):  # not installed here: nothing to say about it
-            return False
-        return bool(kind.root_marker == "")
+        kind = self._fs_class()  # None if not installed here: nothing to say about it
+        return kind is not None and kind.root_marker == ""
 
     @property
     def can_rename(self) -> bool:
@@ -264,7 +259,8 @@ class Location:
         """
         staged = f"{self.path}.partial"
         if self.is_local:  # never written through a link placed at the staged name
-            _own.write_file(staged, data, "a file being written")
+            with _own.open_writer(staged, "a file being written") as file:
+                file.write(data)
             os.replace(staged, self.path)
             return
         with self.reaching():

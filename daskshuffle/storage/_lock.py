@@ -57,7 +57,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from fsspec import AbstractFileSystem
-from fsspec.implementations.local import LocalFileSystem
 
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError
 from . import _own
@@ -81,23 +80,17 @@ _warned: set[str] = set()
 _IF_MATCH = frozenset({"s3", "s3a"})
 
 
-def _holder() -> dict[str, Any]:
-    return {"run": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
-
-
 def _stale(holder: dict[str, Any]) -> bool:
     """A lock whose process is gone: it ran on this host and that process no longer runs."""
-    return holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", 0)))
+    if holder.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(holder.get("pid", 0)), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's process: alive
+        return False
+    return False
 
 
 def _read(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
@@ -133,9 +126,7 @@ def held(dst: Location) -> bool:
     inner = lock.path
     try:
         fd = os.open(inner, os.O_RDONLY | _own.NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return False
-    except OSError:  # a link or a FIFO placed there: no run of daskshuffle holds it
+    except OSError:  # no lock, or a link or a FIFO placed there: no run of daskshuffle holds it
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -154,10 +145,13 @@ def describe(holder: dict[str, Any]) -> str:
     return f"process {holder.get('pid')} on {holder.get('host')!r}, since {since}"
 
 
-def _refuse(dst: str, path: str, holder: dict[str, Any], *, by_hand: bool) -> DaskShuffleValueError:
-    advice = f"wait for it to end, or, if it is gone, remove {path!r}" if by_hand else "wait for it to end"
+def _refuse(lock: Location, holder: dict[str, Any] | None = None, *, by_hand: bool = True) -> DaskShuffleValueError:
+    """The error for a run refused by ``lock``, naming ``holder`` (by default, who ``lock`` names)."""
+    holder = _named(lock.fs, lock.path) if holder is None else holder
+    advice = f"wait for it to end, or, if it is gone, remove {lock.url!r}" if by_hand else "wait for it to end"
     return DaskShuffleValueError(
-        f"Expected no other shuffle writing {dst!r}. Got one instead: {describe(holder)}; {advice}.",
+        f"Expected no other shuffle writing {lock.url.removesuffix(LOCK_SUFFIX)!r}. Got one instead: "
+        f"{describe(holder)}; {advice}.",
         parameter="dst",
     )
 
@@ -166,31 +160,30 @@ def _refuse(dst: str, path: str, holder: dict[str, Any], *, by_hand: bool) -> Da
 def exclusive(where: Location) -> Iterator[None]:
     """Hold the lock of ``where`` for the body; refuse if another live run holds it."""
     lock = where.with_suffix(LOCK_SUFFIX)
-    dst, path, fs, inner = where.url, lock.url, lock.fs, lock.path
-    ours = _holder()
+    ours = {"run": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
     if lock.is_local and fcntl is not None:
-        with _named_local_errors(where), _flocked(dst, path, inner, ours):
+        with _named_local_errors(where), _flocked(lock, ours):
             yield
         return
     in_memory = lock.protocol == "memory"
     if lock.is_local:
         with _named_local_errors(where):
-            _create_local(dst, path, inner, ours)
+            _create_local(lock, ours)
     elif in_memory:
         with _in_memory:
-            _create_by_reading_back(dst, path, fs, inner, ours)
+            _create_by_reading_back(lock, ours)
     elif where.conditional_writes:
-        _create_conditionally(dst, path, fs, inner, ours, replace_stale=lock.protocol in _IF_MATCH)
+        _create_conditionally(lock, ours)
     else:
         _warn_unexcluded(where)
-        _create_by_reading_back(dst, path, fs, inner, ours)
+        _create_by_reading_back(lock, ours)
     try:
         yield
     finally:
         with _in_memory if in_memory else contextlib.nullcontext(), lock.reaching():
-            if (_read(fs, inner) or {}).get("run") == ours["run"]:  # nobody takes over the lock of a live run
+            if (_read(lock.fs, lock.path) or {}).get("run") == ours["run"]:  # nobody takes over a live run's lock
                 with contextlib.suppress(FileNotFoundError):
-                    fs.rm_file(inner)
+                    lock.fs.rm_file(lock.path)
 
 
 #: What the local filesystem says when a directory may not be written: no permission, or mounted read-only.
@@ -239,8 +232,9 @@ def name_too_long(where: Location) -> DaskShuffleValueError:
 
 
 @contextlib.contextmanager
-def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[None]:
+def _flocked(lock: Location, ours: dict[str, Any]) -> Iterator[None]:
     assert fcntl is not None  # for the type checker: the caller checked
+    inner = lock.path
     os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
     while True:
         # Never through a link placed at the lock's path: truncated and written, it would damage what it names.
@@ -250,7 +244,7 @@ def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise _refuse(dst, path, _named(LocalFileSystem(), inner), by_hand=False) from None
+                raise _refuse(lock, by_hand=False) from None
             locked = os.fstat(fd)
             with contextlib.suppress(FileNotFoundError):
                 there = os.stat(inner)
@@ -272,22 +266,21 @@ def _flocked(dst: str, path: str, inner: str, ours: dict[str, Any]) -> Iterator[
         os.close(fd)
 
 
-def _create_local(dst: str, path: str, inner: str, ours: dict[str, Any]) -> None:
+def _create_local(lock: Location, ours: dict[str, Any]) -> None:
     """Without ``flock``: an exclusive create, and a lock left behind is named, to be removed by hand."""
+    inner = lock.path
     os.makedirs(os.path.dirname(inner) or ".", exist_ok=True)
     _own.refuse(inner, "a lock file")
     try:
         with open(inner, "x") as file:
             file.write(json.dumps(ours))
     except FileExistsError:
-        raise _refuse(dst, path, _named(LocalFileSystem(), inner), by_hand=True) from None
+        raise _refuse(lock) from None
 
 
-def _create_conditionally(
-    dst: str, path: str, fs: AbstractFileSystem, inner: str, ours: dict[str, Any], *, replace_stale: bool
-) -> None:
+def _create_conditionally(lock: Location, ours: dict[str, Any]) -> None:
     """Create with ``If-None-Match: *``; replace a lock its killed process left with ``If-Match: <ETag>`` (S3)."""
-    text = json.dumps(ours).encode()
+    fs, inner, text = lock.fs, lock.path, json.dumps(ours).encode()
     for _ in range(3):  # a lock removed while we look at it: try again
         try:
             fs.pipe_file(inner, text, mode="create")
@@ -300,8 +293,8 @@ def _create_conditionally(
         except FileNotFoundError:
             continue
         holder = _named(fs, inner)
-        if not (replace_stale and _stale(holder)):
-            raise _refuse(dst, path, holder, by_hand=True)
+        if not (lock.protocol in _IF_MATCH and _stale(holder)):
+            raise _refuse(lock, holder)
         crash_point("lock stale")
         try:
             fs.pipe_file(inner, text, IfMatch=etag)
@@ -311,17 +304,18 @@ def _create_conditionally(
         except OSError as error:  # 412 Precondition Failed: another run replaced it first
             if error.errno != errno.EINVAL:
                 raise
-            raise _refuse(dst, path, _named(fs, inner), by_hand=True) from None
-    raise _refuse(dst, path, _named(fs, inner), by_hand=True)
+            raise _refuse(lock) from None
+    raise _refuse(lock)
 
 
-def _create_by_reading_back(dst: str, path: str, fs: AbstractFileSystem, inner: str, ours: dict[str, Any]) -> None:
+def _create_by_reading_back(lock: Location, ours: dict[str, Any]) -> None:
+    fs, inner = lock.fs, lock.path
     found = _read(fs, inner)
     if found is not None and not _stale(found):
-        raise _refuse(dst, path, found, by_hand=True)
+        raise _refuse(lock, found)
     fs.pipe_file(inner, json.dumps(ours).encode())
-    if (_read(fs, inner) or {}).get("run") != ours["run"]:
-        raise _refuse(dst, path, _read(fs, inner) or {}, by_hand=True)
+    if (found := _read(fs, inner) or {}).get("run") != ours["run"]:
+        raise _refuse(lock, found)
 
 
 def _warn_unexcluded(where: Location) -> None:

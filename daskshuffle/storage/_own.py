@@ -22,7 +22,7 @@ from typing import IO
 
 from .._errors import UnsafePathError
 
-__all__ = ["NOFOLLOW", "found_at", "open_file", "open_writer", "refuse", "refuse_below", "unsafe", "write_file"]
+__all__ = ["NOFOLLOW", "found_at", "open_file", "open_writer", "refuse", "refuse_below", "unsafe"]
 
 #: ``O_NOFOLLOW`` where the system has it (a link as the last part of the path is not followed).
 NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
@@ -52,8 +52,7 @@ def found_at(path: str, *, directory: bool = False) -> str | None:
         return None
     if stat.S_ISREG(mode):
         return "a file"
-    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
-    return kind
+    return "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
 
 
 def unsafe(path: str, what: str, found: str) -> UnsafePathError:
@@ -108,12 +107,6 @@ def open_file(path: str, flags: int, what: str, *, dir_fd: int | None = None) ->
         os.close(fd)
         raise
     return fd
-
-
-def write_file(path: str, data: bytes, what: str) -> None:
-    """Write ``data`` as the whole of the local file ``path`` (created or truncated), never through a link."""
-    with open_writer(path, what) as file:
-        file.write(data)
 
 
 def open_writer(path: str, what: str) -> IO[bytes]:

@@ -27,9 +27,7 @@ def is_url(path: PathLike) -> bool:
 
 def normalize(path: PathLike) -> str:
     """A canonical spelling: absolute real paths for local files, no trailing slash."""
-    text = os.fspath(path)
-    if text.startswith("file://"):
-        text = text[len("file://") :]
+    text = os.fspath(path).removeprefix("file://")
     if not is_url(text):
         return os.path.realpath(os.path.expanduser(text))
     try:  # fsspec's own spelling, e.g. memory://a -> memory:///a

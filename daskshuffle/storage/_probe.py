@@ -18,7 +18,7 @@ import contextlib
 import json
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from .._errors import DaskShuffleError
 
@@ -49,11 +49,9 @@ def probe_conditional_writes(location: Location) -> bool:
     """
     key = _key(location)
     with _lock:  # one probe at a time: two threads asking about one bucket probe it once
-        found = _found.get(key)
-        if found is None:
-            found = _probe(location)
-            _found[key] = found
-    return found[0]
+        if key not in _found:
+            _found[key] = _probe(location)
+        return _found[key][0]
 
 
 def why_unconditional(location: Location) -> str:
@@ -67,21 +65,17 @@ def _probe(location: Location) -> tuple[bool, str]:
     probe = location.join(name.lstrip(".")) if at_bucket else location.with_suffix(name)
     fs, path = probe.fs, probe.path
     try:
-        return _create_twice(probe, fs, path)
+        for attempt in ("a create", "a second create of one object"):
+            try:
+                with probe.reaching():
+                    fs.pipe_file(path, b"", mode="create")
+            except DaskShuffleError:
+                raise  # no access: nothing can be written here, lock or not
+            except FileExistsError:
+                return attempt != "a create", ""  # the second refused: conditional (the first: a name taken, never)
+            except Exception as error:
+                return False, f"{attempt} with mode='create' failed: {type(error).__name__}: {error}"
+        return False, "a second create of one object was not refused (the condition If-None-Match was ignored)"
     finally:  # whatever happened: daskshuffle's own object, removed
         with contextlib.suppress(FileNotFoundError), probe.reaching():
             fs.rm_file(path)
-
-
-def _create_twice(probe: Location, fs: Any, path: str) -> tuple[bool, str]:
-    for attempt in ("a create", "a second create of one object"):
-        try:
-            with probe.reaching():
-                fs.pipe_file(path, b"", mode="create")
-        except DaskShuffleError:
-            raise  # no access: nothing can be written here, lock or not
-        except FileExistsError:
-            return attempt != "a create", ""  # the second refused: conditional (the first: a name taken, never)
-        except Exception as error:
-            return False, f"{attempt} with mode='create' failed: {type(error).__name__}: {error}"
-    return False, "a second create of one object was not refused (the condition If-None-Match was ignored)"
