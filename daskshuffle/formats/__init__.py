@@ -32,7 +32,7 @@ from ._parquet_fetched import (
     footer_tail,
     read_footer,
 )
-from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows, take_rows
+from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows
 from ._zarr_runs import read_in_runs, run_rows
 
 __all__ = [
@@ -68,6 +68,5 @@ __all__ = [
     "row_shape",
     "run_rows",
     "take",
-    "take_rows",
     "to_numpy",
 ]

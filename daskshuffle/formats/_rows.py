@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ArrayRows", "ArrayRowsMethods", "Variable", "concat_rows", "take_rows"]
+__all__ = ["ArrayRows", "ArrayRowsMethods", "Variable", "concat_rows"]
 
 ArrayRows = dict[str, NDArray[Any]]
 
@@ -35,19 +35,15 @@ class Variable:
         return int(self.dtype.itemsize * int(np.prod(self.row_shape, dtype=np.int64)))
 
 
-def take_rows(rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-    return {name: np.take(values, index, axis=0) for name, values in rows.items()}
-
-
 def concat_rows(parts: Sequence[ArrayRows]) -> ArrayRows:
     return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 class ArrayRowsMethods:
-    """``take``, ``concat`` and ``n_rows_of`` of a pile reader whose rows are a dict of numpy arrays."""
+    """``take``, ``concat`` and ``n_rows_of`` of rows that are a dict of numpy arrays (pieces, pile readers)."""
 
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return take_rows(rows, index)
+        return {name: np.take(values, index, axis=0) for name, values in rows.items()}
 
     def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
         return concat_rows(parts)

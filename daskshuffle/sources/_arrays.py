@@ -23,31 +23,23 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from ..formats import ArrayRows, Pieces, Variable, concat_rows, take_rows
+from ..formats import ArrayRows, ArrayRowsMethods, Pieces, Variable
+from ..pilestore import ZarrDestination
 from ..storage import Location
 
-__all__ = ["ArrayPieces"]
+__all__ = ["ArrayFormat", "ArrayPieces"]
 
 
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
     return np.frombuffer(data, dtype=variable.dtype).reshape(-1, *variable.row_shape)
 
 
-class ArrayPieces(Pieces[ArrayRows]):
+class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
     """Rows in memory and piece files for formats whose rows are arrays of ``variables``."""
 
     variables: list[Variable]
     #: Bytes of a part of a piece file on object storage: the same for the task that writes it and those that read it.
     part_nbytes: int
-
-    def _init_pieces(self) -> None:
-        self.part_nbytes = int_setting("shuffle.part-nbytes")
-
-    def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return take_rows(rows, index)
-
-    def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return concat_rows(parts)
 
     def slice(self, rows: ArrayRows, start: int, stop: int) -> ArrayRows:
         return {name: values[start:stop] for name, values in rows.items()}
@@ -186,6 +178,37 @@ class ArrayPieces(Pieces[ArrayRows]):
         paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
         data = iter(_checked(paths, tmp.fs.cat_ranges(paths, starts, ends, on_error="return")))
         return {key: b"".join(next(data) for _ in range(count)) for key, count in zip(keys, counts, strict=True)}
+
+
+class ArrayFormat(ArrayPieces, ZarrDestination):
+    """What the Zarr and xarray formats share: arrays of ``variables``, their pieces and the Zarr pile store."""
+
+    def __init__(
+        self,
+        *,
+        variables: list[Variable],
+        source_names: list[str],
+        identity: list[dict[str, Any]],
+        group_attrs: dict[str, Any],
+        chunk_rows: int | None,
+        compressors: Any,
+    ) -> None:
+        self.variables = variables
+        self.source_names = source_names
+        self.identity = identity
+        self.group_attrs = group_attrs
+        self.part_nbytes = int_setting("shuffle.part-nbytes")
+        self._init_destination(chunk_rows, compressors)
+
+    @property
+    def row_nbytes(self) -> int:
+        return sum(variable.row_nbytes for variable in self.variables)
+
+    def describe_source(self) -> list[Any]:
+        return list(self.source_names)
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
 
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:

@@ -9,7 +9,7 @@ a local disk) and no codec runs on data written once and read once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -82,7 +82,11 @@ class ArrowPieces(Pieces["pa.Table"]):
 
 
 class ArrowTables(ArrowPieces, ParquetDestination):
-    """What the Parquet and DataFrame formats share: the schema, the blocks' lengths, pieces and the pile store."""
+    """What the Parquet and DataFrame formats share: the schema, the blocks' lengths, pieces and the pile store.
+
+    ``sources`` are the paths the store records (none for a DataFrame: data in memory or computed by dask has no
+    path to record or to protect), ``identity`` what :meth:`identify_source` gives.
+    """
 
     def __init__(
         self,
@@ -91,8 +95,12 @@ class ArrowTables(ArrowPieces, ParquetDestination):
         lengths: Sequence[int],
         row_nbytes: int,
         writing: ParquetWriting,
+        identity: list[dict[str, Any]],
+        sources: Sequence[str] = (),
     ) -> None:
         self.schema = schema
+        self.identity = identity
+        self.sources = list(sources)
         self.writing = writing
         self.lengths = tuple(int(length) for length in lengths)
         self._row_nbytes = int(row_nbytes)
@@ -108,3 +116,9 @@ class ArrowTables(ArrowPieces, ParquetDestination):
     @property
     def variables(self) -> list[str]:
         return list(self.schema.names)
+
+    def describe_source(self) -> list[Any]:
+        return list(self.sources)
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)

@@ -128,27 +128,13 @@ class DataFrameFormat(ArrowTables, CollectionSource["pa.Table"]):
 
     kind = "parquet"
 
-    def __init__(
-        self,
-        *,
-        inputs: tuple[dict[Any, Any], list[Any]],
-        preserve_index: bool,
-        identity: list[dict[str, Any]],
-        **table: Any,
-    ) -> None:
+    def __init__(self, *, inputs: tuple[dict[Any, Any], list[Any]], preserve_index: bool, **table: Any) -> None:
         super().__init__(**table)
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
         self.preserve_index = preserve_index
-        self.identity = identity
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_inputs": None}
-
-    def describe_source(self) -> list[Any]:
-        return []  # data in memory or computed by dask: no path to record or to protect
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
 
     def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
         if self._inputs is None:
@@ -167,16 +153,9 @@ class SpooledFrameFormat(ArrowTables, FileSource["pa.Table"]):
 
     kind = "parquet"
 
-    def __init__(self, *, spool: Location, identity: list[dict[str, Any]], **table: Any) -> None:
+    def __init__(self, *, spool: Location, **table: Any) -> None:
         super().__init__(**table)
         self.spool = spool
-        self.identity = identity
-
-    def describe_source(self) -> list[Any]:
-        return []  # computed by dask: no path to record or to protect
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
 
     def read_block(self, block: int) -> pa.Table:
         import pyarrow as pa

@@ -384,17 +384,13 @@ class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
         *,
         filesystem: pafs.FileSystem,
         files: list[tuple[str, Any]],
-        sources: list[str],
         blocks: list[tuple[int, tuple[int, ...]]],
         spans: list[tuple[tuple[int, int], ...]],
-        identity: list[dict[str, Any]],
         **table: Any,
     ) -> None:
         super().__init__(**table)
         self.filesystem = filesystem
         self.files = files
-        self.sources = sources
-        self.identity = identity
         self.blocks = blocks
         self.spans = spans  # a remote block's byte ranges: see _block_spans
 
@@ -437,9 +433,3 @@ class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
         # The scanner fills missing columns with nulls, adds partition columns and casts to the unified schema.
         table = fragment.to_table(schema=self.schema, columns=self.schema.names)
         return table.replace_schema_metadata(self.schema.metadata)
-
-    def describe_source(self) -> list[Any]:
-        return list(self.sources)
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)

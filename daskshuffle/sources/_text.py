@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from fsspec import AbstractFileSystem
@@ -23,11 +23,8 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
 from ..storage import Location, _own
-from ._text_lines import Lines, line_bytes, line_offsets, memory_pool
+from ._text_lines import Lines, line_bytes, line_offsets, memory_pool, take_lines
 from ._text_source import _READ_NBYTES, BlockCount, TextSource, _read_range, open_text_sources
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"]
 
@@ -62,7 +59,7 @@ class PieceSizes(NamedTuple):
 
 
 def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
-    """The filesystem and path where the text file ``dst`` is written until it is complete."""
+    """The filesystem and path where the text file ``dst`` is written until it is complete (each file's own)."""
     partial = dst.with_suffix(_PARTIAL_SUFFIX)
     return partial.fs, partial.path
 
@@ -128,10 +125,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
+        return take_lines(rows, index)
 
     def concat(self, parts: Sequence[Lines]) -> Lines:
         import pyarrow as pa
@@ -143,8 +137,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
 
     # -- pieces --------------------------------------------------------------
     def prepare_pieces(self, tmp: Location) -> None:
-        fs, root = tmp.fs, tmp.path
-        fs.makedirs(root, exist_ok=True)
+        tmp.fs.makedirs(tmp.path, exist_ok=True)
 
     def write_pieces(self, tmp: Location, block: int, rows: Lines, piece_offsets: NDArray[np.int64]) -> PieceSizes:
         """Write the lines and their offsets; return the lines and bytes of its pieces.

@@ -22,6 +22,7 @@ __all__ = [
     "line_offsets",
     "memory_pool",
     "split_lines",
+    "take_lines",
     "with_final_newline",
 ]
 
@@ -44,6 +45,14 @@ def memory_pool() -> pa.MemoryPool:
         return pa.mimalloc_memory_pool()
     except NotImplementedError:
         return pa.default_memory_pool()
+
+
+def take_lines(lines: Lines, index: NDArray[np.intp] | NDArray[np.int64]) -> Lines:
+    """The lines at ``index``, copied (a result does not hold on to the whole buffer it was taken from)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.take(lines, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
 
 def split_lines(data: bytes | bytearray, delimiter: bytes = NEWLINE) -> Lines:

@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from fsspec import AbstractFileSystem
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
 from ..storage import Location, _own
-from ._text import OutputLayout, TextFormat
+from ._text import OutputLayout, TextFormat, _partial_path
 from ._text_lines import Lines, line_bytes
 from ._text_source import _READ_NBYTES, BlockCount, TextSource
 
@@ -45,7 +44,6 @@ __all__ = [
     "parse_output_files",
 ]
 
-_PARTIAL_SUFFIX = ".daskshuffle-partial"
 #: Output extensions that are compressed, and how.
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}
 
@@ -122,19 +120,13 @@ def shard_starts(n_rows: int, n_files: int) -> np.ndarray[Any, np.dtype[np.int64
     return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
 
 
-def _partial(path: Location) -> tuple[AbstractFileSystem, str]:
-    """The filesystem and path where ``path`` is written until it is complete."""
-    partial = path.with_suffix(_PARTIAL_SUFFIX)
-    return partial.fs, partial.path
-
-
 def write_shards(rows: Lines, paths: Sequence[Location], header: bytes) -> None:
     """Write ``rows``, already in order, into ``paths`` in near-equal runs (each file under a temporary name first)."""
     starts = shard_starts(len(rows), len(paths))
     written = []
     try:
         for index, path in enumerate(paths):
-            fs, partial = _partial(path)
+            fs, partial = _partial_path(path)
             written.append((fs, partial, path))
             part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
             fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
@@ -175,11 +167,11 @@ class ShardedTextFormat(TextFormat):
         self.starts = shard_starts(int(self.n_lines.sum()), len(self.paths))
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial(dst)
+        fs, partial = _partial_path(dst)
         fs.makedirs(partial, exist_ok=True)
 
     def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
-        fs, partial = _partial(dst)
+        fs, partial = _partial_path(dst)
         stop = start + len(rows)
         first = int(np.searchsorted(self.starts, start, side="right")) - 1
         for index in range(max(first, 0), len(self.paths)):
@@ -191,7 +183,7 @@ class ShardedTextFormat(TextFormat):
                 fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.part_compression)))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial(dst)
+        fs, partial = _partial_path(dst)
         by_file: dict[int, list[str]] = {}
         for part in sorted(fs.ls(partial, detail=False)):
             by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
@@ -224,11 +216,6 @@ class ShardedTextFormat(TextFormat):
         import zstandard
 
         return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
-
-    def discard_destination(self, dst: Location) -> None:
-        fs, partial = _partial(dst)
-        if fs.exists(partial):
-            fs.rm(partial, recursive=True)
 
 
 @dataclass(frozen=True)

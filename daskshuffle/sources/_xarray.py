@@ -33,20 +33,18 @@ import numpy as np
 from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
-from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_attribute, open_recording, save_records
+from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, open_recording, save_records
 from ..storage import Location, identify_token
-from ._arrays import ArrayPieces
+from ._arrays import ArrayFormat
 from ._undecodable import undecodable_group
-from ._zarr_source import identify_paths
+from ._zarr_source import ROW_DIMENSION, identify_paths
 
 if TYPE_CHECKING:
     import xarray as xr
     import zarr
 
-__all__ = ["ROW_DIMENSION", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
+__all__ = ["ARRAY_NAME", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
 
-#: The dimension of the rows of arrays that do not name it (dask arrays): the name Zarr sources use.
-ROW_DIMENSION = "row"
 #: The variable a single array becomes, as an unnamed Zarr array does.
 ARRAY_NAME = "data"
 
@@ -134,7 +132,7 @@ def _block_lengths(chunks: tuple[int, ...], row_nbytes: int, block_nbytes: int) 
     return [length for length in lengths if length]
 
 
-class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
+class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
     """The variables of an xarray dataset along one dimension, shuffled together.
 
     ``template`` (the destination's layout, lazily backed by the source) and
@@ -150,40 +148,21 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
         dim: str,
         template: xr.Dataset,
         inputs: tuple[dict[Any, Any], list[Any]],
-        variables: list[Variable],
         lengths: list[int],
-        source_names: list[str],
-        chunk_rows: int | None,
-        identity: list[dict[str, Any]] | None = None,
+        **common: Any,
     ) -> None:
+        super().__init__(group_attrs={}, compressors="auto", **common)
         self.dim = dim
-        self.identity = identity or []
-        self.variables = variables
         self.lengths = tuple(lengths)
-        self.source_names = source_names
-        self.group_attrs: dict[str, Any] = {}
-        self._init_destination(chunk_rows, "auto")
-        self._init_pieces()
         self._template: xr.Dataset | None = template
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_template": None, "_inputs": None}
 
-    # -- the source ----------------------------------------------------------
     @property
     def block_lengths(self) -> tuple[int, ...]:
         return self.lengths
-
-    @property
-    def row_nbytes(self) -> int:
-        return sum(variable.row_nbytes for variable in self.variables)
-
-    def describe_source(self) -> list[Any]:
-        return list(self.source_names)
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
 
     def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
         if self._inputs is None:
@@ -193,7 +172,6 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
     def rows_of_block(self, block: int, value: Any) -> ArrayRows:
         return {variable.name: np.asarray(value[variable.name], dtype=variable.dtype) for variable in self.variables}
 
-    # -- the destination -----------------------------------------------------
     def _open(self, dst: Location) -> str | Any:
         """What xarray and zarr open for ``dst``: where this format hands a location to them."""
         import zarr

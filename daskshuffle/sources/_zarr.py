@@ -10,9 +10,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from ..formats import ArrayRows, FileSource, Variable, read_in_runs
-from ..pilestore import ZarrDestination, sample_rows
-from ._arrays import ArrayPieces
+from ..formats import ArrayRows, FileSource, read_in_runs
+from ..pilestore import sample_rows
+from ._arrays import ArrayFormat
 from ._undecodable import decoded_chunks
 from ._zarr_source import SourceLike, describe, inspect_sources
 
@@ -22,39 +22,21 @@ if TYPE_CHECKING:
 __all__ = ["SourceLike", "ZarrFormat", "open_zarr_sources"]
 
 
-class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
+class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
     """Zarr arrays that share their first dimension, shuffled together."""
 
     kind = "zarr"
 
     def __init__(
-        self,
-        *,
-        sources: list[dict[str, zarr.Array[Any]]],
-        variables: list[Variable],
-        blocks: list[tuple[int, int, int]],
-        source_names: list[str],
-        group_attrs: dict[str, Any],
-        chunk_rows: int | None,
-        compressors: Any,
-        identity: list[dict[str, Any]] | None = None,
+        self, *, sources: list[dict[str, zarr.Array[Any]]], blocks: list[tuple[int, int, int]], **common: Any
     ) -> None:
+        super().__init__(**common)
         self.sources = sources
-        self.identity = identity or []
-        self.variables = variables
         self.blocks = blocks
-        self.source_names = source_names
-        self.group_attrs = group_attrs
-        self._init_destination(chunk_rows, compressors)
-        self._init_pieces()
 
     @property
     def block_lengths(self) -> tuple[int, ...]:
         return tuple(stop - start for _, start, stop in self.blocks)
-
-    @property
-    def row_nbytes(self) -> int:
-        return sum(variable.row_nbytes for variable in self.variables)
 
     def read_block(self, block: int) -> ArrayRows:
         source, start, stop = self.blocks[block]
@@ -64,12 +46,6 @@ class ZarrFormat(FileSource[ArrayRows], ArrayPieces, ZarrDestination):
             with decoded_chunks(array, describe(array), start, stop):
                 rows[name] = read_in_runs(array, start, stop, run_nbytes)
         return rows
-
-    def describe_source(self) -> list[Any]:
-        return list(self.source_names)
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
 
     def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
         n_rows = sum(self.block_lengths)
@@ -94,13 +70,4 @@ def open_zarr_sources(
 ) -> ZarrFormat:
     """Open and check every source; raise before anything is written."""
     found = inspect_sources(src, variables=variables, block_nbytes=block_nbytes, storage_options=storage_options)
-    return ZarrFormat(
-        sources=found.arrays,
-        variables=found.variables,
-        blocks=found.blocks,
-        source_names=found.names,
-        group_attrs=found.group_attrs,
-        identity=found.identity,
-        chunk_rows=chunk_rows,
-        compressors=compressors,
-    )
+    return ZarrFormat(**vars(found), chunk_rows=chunk_rows, compressors=compressors)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LISTED_CHUNKS",
+    "ROW_DIMENSION",
     "SourceLike",
     "ZarrSources",
     "describe",
@@ -165,7 +166,7 @@ def _variable(name: str, array: zarr.Array[Any]) -> Variable:
     )
 
 
-#: The name of the row dimension of arrays whose source did not name it.
+#: The name of the row dimension of arrays whose source did not name it (dask arrays, unnamed Zarr arrays).
 ROW_DIMENSION = "row"
 
 
@@ -296,12 +297,13 @@ def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | Non
 
 @dataclass(frozen=True)
 class ZarrSources:
-    """Checked sources: their arrays, the shuffled variables, the blocks ``(source, start, stop)``."""
+    """Checked sources: their arrays, the shuffled variables, the blocks ``(source, start, stop)``: a
+    :class:`~._zarr.ZarrFormat`'s arguments but its destination's."""
 
-    arrays: list[dict[str, zarr.Array[Any]]]
+    sources: list[dict[str, zarr.Array[Any]]]
     variables: list[Variable]
     blocks: list[tuple[int, int, int]]
-    names: list[str]
+    source_names: list[str]
     group_attrs: dict[str, Any]
     identity: list[dict[str, Any]]
 
@@ -340,10 +342,10 @@ def inspect_sources(
     if isinstance(opened[0], zarr.Group):
         group_attrs = {key: value for key, value in opened[0].attrs.asdict().items() if key != METADATA_KEY}
     return ZarrSources(
-        arrays=sources,
+        sources=sources,
         variables=_name_dimensions([described[0][name] for name in names]),
         blocks=blocks,
-        names=[describe(source) for source in opened],
+        source_names=[describe(source) for source in opened],
         group_attrs=group_attrs,
         identity=[
             entry
