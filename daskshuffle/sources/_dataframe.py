@@ -186,24 +186,23 @@ def open_dataframe_source(
     (its identity), taken by the caller before.
     """
     identity = [identify_token("DataFrame", token)] if token is not None else []
-    if describe_partitions is not None and (spool is None or meta is None):
-        raise TypeError("a dask DataFrame needs a spool directory and its meta")
-    frame: pd.DataFrame = df if describe_partitions is None or meta is None else meta
+    frame: pd.DataFrame = df if meta is None else meta
     _check_names(frame)
     preserve_index = _keeps_index(frame.index, index)
-    if describe_partitions is not None and spool is not None:
-        spool_one = functools.partial(spool_partition, spool=spool, preserve_index=preserve_index)
-        described = describe_partitions(df, spool_one)
-    else:
+    if describe_partitions is None or spool is None:
         described = [describe_partition(df, preserve_index)]
+    else:
+        described = describe_partitions(
+            df, functools.partial(spool_partition, spool=spool, preserve_index=preserve_index)
+        )
+    n_rows = sum(rows for rows, _, _ in described)
     table = {
         "schema": _schema_of(frame, described, preserve_index),
-        "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(r for r, _, _ in described), 1))),
+        "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(n_rows, 1))),
         "writing": writing,
+        "identity": identity,
     }
-    if describe_partitions is not None and spool is not None:
-        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], identity=identity, **table)
+    if spool is not None:
+        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], **table)
     lengths, graph, keys = _pandas_inputs(df, block_nbytes)
-    return DataFrameFormat(
-        inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, identity=identity, **table
-    )
+    return DataFrameFormat(inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, **table)

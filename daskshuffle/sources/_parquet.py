@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._config import int_setting
-from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
 from ..formats import (
     FOOTER_NBYTES,
     FetchedFile,
@@ -34,6 +34,7 @@ from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES
 from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
+from ._text import parse_sources
 from ._undecodable import undecodable, undecodable_parquet
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class SourceFile:
     footer_bytes: tuple[int, int] = (0, 0)
 
 
-def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None) -> list[tuple[str, Any, int]]:
+def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str, Any, int]]:
     """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
 
     A file costs one look; a directory or a glob one more, a listing however
@@ -78,11 +79,6 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
     that exists as it is is read as that path, not matched as a glob. Files and directories whose
     names start with ``.`` or ``_`` are left out, as every Parquet reader does.
     """
-    if not isinstance(item, str | os.PathLike):
-        raise DaskShuffleTypeError(
-            f"Expected src to be a path, URL or glob, or a list of them. Got {type(item).__name__} instead."
-        )
-    text = os.fspath(item)
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
     # A path that exists is that path, whatever characters its name holds ("data[1]"); else a glob.
@@ -254,11 +250,9 @@ def unify_schemas(schemas: Sequence[pa.Schema], names: Sequence[str]) -> pa.Sche
 
 
 def _expand_all(
-    items: list[Any], storage_options: dict[str, Any] | None
+    items: list[str], storage_options: dict[str, Any] | None
 ) -> tuple[list[tuple[str, Any, int]], Location]:
     """The files of every ``src`` item (see :func:`_expand`), and where the first is: all on one filesystem."""
-    if not items:
-        raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
     found = [entry for item in items for entry in _expand(item, storage_options)]
     protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
     if len(protocols) > 1:
@@ -293,13 +287,13 @@ def list_parquet_sources(
     >>> [(entry["files"], entry["bytes"] > 0) for entry in listing.identity]
     [(1, True)]
     """
-    items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
+    items = parse_sources(src, "Parquet file")
     found, where = _expand_all(items, storage_options)
     paths, fs = [path for path, _, _ in found], where.fs  # one look a file (on object storage, from the listing)
     return ParquetListing(
         found=found,
         where=where,
-        sources=[normalize(item) if isinstance(item, str | os.PathLike) else str(item) for item in items],
+        sources=[normalize(item) for item in items],
         identity=identify_files(fs, paths, [path if where.is_local else fs.unstrip_protocol(path) for path in paths]),
     )
 

@@ -234,11 +234,11 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             fs.rm(partial, recursive=True)
 
 
-def parse_sources(value: object) -> list[str]:
-    """One path, URL or glob, or a non-empty list of them, as strings."""
+def parse_sources(value: object, what: str = "text file") -> list[str]:
+    """One path, URL or glob, or a non-empty list of them, as strings: ``src`` of a shuffle of ``what`` s."""
     items: list[object] = list(value) if isinstance(value, list | tuple) else [value]
     if not items:
-        raise DaskShuffleValueError("Expected src to name at least one text file. Got an empty list instead.")
+        raise DaskShuffleValueError(f"Expected src to name at least one {what}. Got an empty list instead.")
     sources = []
     for item in items:
         if not isinstance(item, str | os.PathLike) or not os.fspath(item):

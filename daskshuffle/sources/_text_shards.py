@@ -120,32 +120,6 @@ def shard_starts(n_rows: int, n_files: int) -> np.ndarray[Any, np.dtype[np.int64
     return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
 
 
-def write_shards(rows: Lines, paths: Sequence[Location], header: bytes) -> None:
-    """Write ``rows``, already in order, into ``paths`` in near-equal runs (each file under a temporary name first)."""
-    starts = shard_starts(len(rows), len(paths))
-    written = []
-    try:
-        for index, path in enumerate(paths):
-            fs, partial = _partial_path(path)
-            written.append((fs, partial, path))
-            part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
-            fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
-            # Locally never through a link placed at the partial name.
-            with (
-                _own.open_writer(partial, "an output being written")
-                if path.is_local
-                else fs.open(partial, "wb") as file
-            ):
-                file.write(compress(header + bytes(line_bytes(part)), output_compression(path.url)))
-    except BaseException:
-        for fs, partial, _ in written:
-            if fs.exists(partial):
-                fs.rm(partial)
-        raise
-    for fs, partial, path in written:
-        _move(fs, partial, path.path)
-
-
 def _move(fs: Any, source: str, target: str) -> None:
     parent = posixpath.dirname(target)
     if parent:
@@ -233,8 +207,30 @@ class TextOutput:
         return TextFormat(source, counts)
 
     def write(self, rows: Lines, header: bytes) -> None:
-        """Write ``rows``, already in order, into these files (a sample, held in memory)."""
-        write_shards(rows, self.paths, header)
+        """Write ``rows``, already in order, into these files (a sample, held in memory), each under a temporary name
+        first."""
+        starts = shard_starts(len(rows), len(self.paths))
+        written = []
+        try:
+            for index, path in enumerate(self.paths):
+                fs, partial = _partial_path(path)
+                written.append((fs, partial, path))
+                part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
+                fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
+                # Locally never through a link placed at the partial name.
+                with (
+                    _own.open_writer(partial, "an output being written")
+                    if path.is_local
+                    else fs.open(partial, "wb") as file
+                ):
+                    file.write(compress(header + bytes(line_bytes(part)), self.compression))
+        except BaseException:
+            for fs, partial, _ in written:
+                if fs.exists(partial):
+                    fs.rm(partial)
+            raise
+        for fs, partial, path in written:
+            _move(fs, partial, path.path)
 
 
 def open_text_output(dst: str, n_output_files: object, storage_options: dict[str, Any] | None) -> TextOutput:
