@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "NEWLINE",
     "Lines",
     "line_bytes",
     "line_offsets",
@@ -28,7 +27,6 @@ __all__ = [
 
 Lines: TypeAlias = "pa.LargeBinaryArray"
 
-NEWLINE = b"\n"
 #: Newlines are located in windows of this size: small enough for the temporary mask to stay in cache.
 SCAN_NBYTES = 2**20
 
@@ -55,7 +53,7 @@ def take_lines(lines: Lines, index: NDArray[np.intp] | NDArray[np.int64]) -> Lin
     return pc.take(lines, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
 
-def split_lines(data: bytes | bytearray, delimiter: bytes = NEWLINE) -> Lines:
+def split_lines(data: bytes | bytearray, delimiter: bytes) -> Lines:
     """The lines of ``data``, which ends with ``delimiter`` (or is empty)."""
     import pyarrow as pa
 
@@ -84,6 +82,6 @@ def line_bytes(lines: Lines) -> memoryview:
     return memoryview(lines.buffers()[2])[int(offsets[0]) : int(offsets[-1])]
 
 
-def with_final_newline(data: bytes, delimiter: bytes = NEWLINE) -> bytes:
+def with_final_newline(data: bytes, delimiter: bytes) -> bytes:
     """``data`` with ``delimiter`` after its last line, if it lacks one (empty ``data`` stays empty)."""
     return data + delimiter if data and not data.endswith(delimiter) else data

@@ -22,6 +22,8 @@ planning) by :meth:`TextSource.count_block`.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import mmap
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
 from ..storage import Location
-from ._text_lines import NEWLINE, Lines, split_lines, with_final_newline
+from ._text_lines import Lines, split_lines, with_final_newline
 
 __all__ = [
     "BlockCount",
@@ -110,7 +112,7 @@ def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
     return memoryview(mapped)[start - aligned :]
 
 
-def _line_start(file: IO[bytes], position: int, size: int, delimiter: bytes = NEWLINE) -> int:
+def _line_start(file: IO[bytes], position: int, size: int, delimiter: bytes) -> int:
     """The first line start at or after ``position``: 0, or just after a ``delimiter``."""
     if position <= 0:
         return 0
@@ -128,6 +130,7 @@ def _line_start(file: IO[bytes], position: int, size: int, delimiter: bytes = NE
         scanned += len(chunk)
 
 
+@dataclass(frozen=True)
 class TextSource:
     """Text files cut into blocks, before their lines are counted.
 
@@ -136,27 +139,22 @@ class TextSource:
     whole), from which a task works out its own block.
     """
 
-    def __init__(
-        self,
-        files: Sequence[TextFile],
-        *,
-        block_nbytes: int,
-        header: bytes,
-        header_nbytes: int,
-        delimiter: bytes = NEWLINE,
-    ) -> None:
-        self.files = tuple(files)
-        #: The byte that ends a line: a newline, or NUL for zero-terminated records.
-        self.delimiter = delimiter
-        self.block_nbytes = block_nbytes
-        #: The header line as written to the output (with a newline), and its bytes in the first file.
-        self.header = header
-        self.header_nbytes = header_nbytes
+    files: tuple[TextFile, ...]
+    block_nbytes: int
+    #: The header line as written to the output (with a newline), and its bytes in the first file.
+    header: bytes
+    header_nbytes: int
+    #: The byte that ends a line: a newline, or NUL for zero-terminated records.
+    delimiter: bytes
+
+    @functools.cached_property
+    def first_blocks(self) -> NDArray[np.int64]:
+        """The first block of every file, and the number of blocks."""
         per_file = [
-            1 if file.compression is not None else -(-max(file.size - self._skip(index), 0) // block_nbytes)
+            1 if file.compression is not None else -(-max(file.size - self._skip(index), 0) // self.block_nbytes)
             for index, file in enumerate(self.files)
         ]
-        self.first_blocks = np.concatenate([[0], np.cumsum(per_file, dtype=np.int64)]).astype(np.int64)
+        return np.concatenate([[0], np.cumsum(per_file, dtype=np.int64)]).astype(np.int64)
 
     def _skip(self, file: int) -> int:
         return self.header_nbytes if file == 0 else 0
@@ -203,13 +201,7 @@ class TextSource:
             TextFile(copies[index][0], size=copies[index][1], compression=None) if index in copies else file
             for index, file in enumerate(self.files)
         ]
-        return TextSource(
-            files,
-            block_nbytes=self.block_nbytes,
-            header=self.header,
-            header_nbytes=self.header_nbytes,
-            delimiter=self.delimiter,
-        )
+        return dataclasses.replace(self, files=tuple(files))
 
     def _range(self, handle: Any, spec: TextBlock, stop: int) -> tuple[int, int]:
         """The bytes ``[start, stop)`` of an uncompressed block: from its first line start to the next block's."""
@@ -321,7 +313,7 @@ def open_text_sources(
     header: bool,
     block_nbytes: int,
     storage_options: dict[str, Any] | None = None,
-    delimiter: bytes = NEWLINE,
+    delimiter: bytes = b"\n",
 ) -> TextSource:
     """List and check every input file and cut them into blocks; raise before anything is written.
 
@@ -360,7 +352,7 @@ def open_text_sources(
                 )
             )
     return TextSource(
-        files,
+        tuple(files),
         block_nbytes=block_nbytes,
         header=with_final_newline(first_header, delimiter),
         header_nbytes=len(first_header),
