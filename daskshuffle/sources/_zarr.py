@@ -14,7 +14,7 @@ from ..formats import ArrayRows, FileSource, read_in_runs
 from ..pilestore import sample_rows
 from ._arrays import ArrayFormat
 from ._undecodable import decoded_chunks
-from ._zarr_source import SourceLike, describe, inspect_sources
+from ._zarr_source import SourceLike, inspect_sources
 
 if TYPE_CHECKING:
     import zarr
@@ -43,7 +43,7 @@ class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
         run_nbytes = int_setting("shuffle.run-nbytes")
         rows = {}
         for name, array in self.sources[source].items():
-            with decoded_chunks(array, describe(array), start, stop):
+            with decoded_chunks(array, start, stop):
                 rows[name] = read_in_runs(array, start, stop, run_nbytes)
         return rows
 
@@ -54,7 +54,7 @@ class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
             # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
             source = self.sources[0][variable.name]
             rows = min(sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
-            with decoded_chunks(source, describe(source), 0, rows):
+            with decoded_chunks(source, 0, rows):
                 samples[variable.name] = np.asarray(source[:rows])
         return samples
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import numpy as np
-from fsspec import AbstractFileSystem
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, StorageAccessError
 from ..formats import ARRAY_KINDS, Variable
@@ -227,21 +226,6 @@ def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list
 LISTED_CHUNKS = 100_000
 
 
-def _files_of(
-    node: zarr.Group | zarr.Array[Any], storage_options: dict[str, Any] | None
-) -> tuple[AbstractFileSystem, str] | None:
-    """The filesystem and path of a group or array's files; ``None`` for a store of no files (in memory).
-
-    The filesystem is made from the node's URL, not taken from zarr's store: zarr's is asynchronous.
-    """
-    import zarr
-
-    if not isinstance(node.store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
-        return None
-    location = Location.of(describe(node), storage_options)
-    return location.fs, location.path
-
-
 def _metadata_file(node: zarr.Group | zarr.Array[Any]) -> str:
     import zarr
 
@@ -253,7 +237,7 @@ def _metadata_file(node: zarr.Group | zarr.Array[Any]) -> str:
 def identify_zarr(
     source: zarr.Group | zarr.Array[Any],
     arrays: dict[str, zarr.Array[Any]],
-    storage_options: dict[str, Any] | None = None,
+    storage_options: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
     """The identity of a source and of the ``arrays`` of it read: its metadata file, and every array's files.
 
@@ -263,10 +247,11 @@ def identify_zarr(
     """
     import zarr
 
-    found = _files_of(source, storage_options)
-    if found is None:
+    if not isinstance(source.store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
         return []
-    fs, path = found
+    # The filesystem is made from the node's URL, not taken from zarr's store: zarr's is asynchronous.
+    location = Location.of(describe(source), storage_options)
+    fs, path = location.fs, location.path
     listed = sum(int(array.nchunks) for array in arrays.values()) <= LISTED_CHUNKS
 
     def entry(node: zarr.Group | zarr.Array[Any], where: str) -> dict[str, Any]:
