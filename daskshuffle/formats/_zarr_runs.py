@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..plan import block_rows
+
 if TYPE_CHECKING:
     import zarr
 
@@ -15,9 +17,8 @@ __all__ = ["read_in_runs", "run_rows"]
 
 def run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
     """Rows in a run of whole chunks of about ``run_nbytes``."""
-    chunk_rows = int(array.chunks[0])
     row_nbytes = array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
-    return max(1, run_nbytes // max(row_nbytes * chunk_rows, 1)) * chunk_rows
+    return block_rows(row_nbytes, run_nbytes, int(array.chunks[0]))
 
 
 def read_in_runs(array: zarr.Array[Any], start: int, stop: int, run_nbytes: int) -> NDArray[Any]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -182,6 +182,8 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
 
 class ArrayFormat(ArrayPieces, ZarrDestination):
     """What the Zarr and xarray formats share: arrays of ``variables``, their pieces and the Zarr pile store."""
+
+    kind: ClassVar[str] = "zarr"
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ a local disk) and no codec runs on data written once and read once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -87,6 +87,8 @@ class ArrowTables(ArrowPieces, ParquetDestination):
     ``sources`` are the paths the store records (none for a DataFrame: data in memory or computed by dask has no
     path to record or to protect), ``identity`` what :meth:`identify_source` gives.
     """
+
+    kind: ClassVar[str] = "parquet"
 
     def __init__(
         self,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import CollectionSource, FileSource
 from ..pilestore import ParquetWriting, arrow_filesystem
+from ..plan import block_rows
 from ..storage import Location, identify_token
 from ._arrow_pieces import ArrowTables
 from ._parquet import unify_schemas
@@ -112,7 +113,7 @@ def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], d
     """Cut an in-memory DataFrame into blocks of about ``block_nbytes``: a graph of plain values."""
     n_rows = len(frame)
     nbytes = int(frame.memory_usage(deep=True, index=True).sum())
-    step = max(1, block_nbytes // max(1, -(-nbytes // max(n_rows, 1))))
+    step = block_rows(-(-nbytes // max(n_rows, 1)), block_nbytes)
     name = f"daskshuffle-dataframe-{uuid.uuid4().hex}"
     bounds = [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
     graph: dict[Any, Any] = {(name, i): frame.iloc[a:b] for i, (a, b) in enumerate(bounds)}
@@ -125,8 +126,6 @@ class DataFrameFormat(ArrowTables, CollectionSource["pa.Table"]):
     ``inputs`` (the graph and one key per block) stays with the caller: it is
     not pickled into the tasks.
     """
-
-    kind = "parquet"
 
     def __init__(self, *, inputs: tuple[dict[Any, Any], list[Any]], preserve_index: bool, **table: Any) -> None:
         super().__init__(**table)
@@ -150,8 +149,6 @@ class DataFrameFormat(ArrowTables, CollectionSource["pa.Table"]):
 
 class SpooledFrameFormat(ArrowTables, FileSource["pa.Table"]):
     """A dask DataFrame, computed once into a spool of Arrow IPC files (one per partition) that pass 1 reads."""
-
-    kind = "parquet"
 
     def __init__(self, *, spool: Location, **table: Any) -> None:
         super().__init__(**table)

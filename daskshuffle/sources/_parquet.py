@@ -371,8 +371,6 @@ def open_parquet_sources(
 class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
     """Parquet files, read a run of row groups at a time."""
 
-    kind = ParquetListing.kind
-
     def __init__(
         self,
         *,

@@ -140,8 +140,6 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
     pickled into the tasks.
     """
 
-    kind = "zarr"
-
     def __init__(
         self,
         *,

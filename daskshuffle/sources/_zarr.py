@@ -25,8 +25,6 @@ __all__ = ["SourceLike", "ZarrFormat", "open_zarr_sources"]
 class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
     """Zarr arrays that share their first dimension, shuffled together."""
 
-    kind = "zarr"
-
     def __init__(
         self, *, sources: list[dict[str, zarr.Array[Any]]], blocks: list[tuple[int, int, int]], **common: Any
     ) -> None:
