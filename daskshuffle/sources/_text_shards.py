@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError
+from .._parse import parse_positive_int
 from ..storage import Location, _own
 from ._text import OutputLayout, TextFormat, _partial_path
 from ._text_lines import Lines, line_bytes
@@ -75,21 +76,7 @@ def parse_output_files(dst: str, n_output_files: object) -> list[str]:
     """The output paths: ``[dst]``, or ``dst.format(i)`` for each of ``n_output_files`` files."""
     if n_output_files is None:
         return [dst]
-    if isinstance(n_output_files, bool) or not isinstance(n_output_files, int | np.integer):
-        raise DaskShuffleTypeError(
-            (
-                "Expected ",
-                Argument("n_output_files"),
-                f" to be a positive integer or None. Got {n_output_files!r} instead.",
-            ),
-            parameter="n_output_files",
-        )
-    count = int(n_output_files)
-    if count < 1:
-        raise DaskShuffleValueError(
-            ("Expected ", Argument("n_output_files"), f" to be a positive integer. Got {count} instead."),
-            parameter="n_output_files",
-        )
+    count = parse_positive_int(n_output_files, "n_output_files")
     try:
         paths = [dst.format(index) for index in range(count)]
     except (IndexError, KeyError, ValueError) as error:

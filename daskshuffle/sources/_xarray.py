@@ -37,7 +37,7 @@ from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, open_rec
 from ..storage import Location, identify_token
 from ._arrays import ArrayFormat
 from ._undecodable import undecodable_group
-from ._zarr_source import ROW_DIMENSION, identify_paths
+from ._zarr_source import ROW_DIMENSION, identify_paths, select_variables
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -365,14 +365,7 @@ def open_arrays_source(
 
     if not arrays:
         raise DaskShuffleValueError("Expected src to hold at least one array. Got an empty dict instead.")
-    if variables is not None:
-        unknown = [name for name in variables if name not in arrays]
-        if unknown:
-            raise DaskShuffleValueError(
-                f"Expected variables to name arrays of src. Got unknown {unknown} instead; it has {sorted(arrays)}.",
-                parameter="variables",
-            )
-        arrays = {name: arrays[name] for name in variables}
+    arrays = select_variables(dict(arrays), variables, "src")
     scalar = [name for name, array in arrays.items() if array.ndim == 0]
     if scalar:
         raise DaskShuffleValueError(

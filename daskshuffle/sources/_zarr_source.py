@@ -11,7 +11,7 @@ import dataclasses
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import numpy as np
 
@@ -33,7 +33,10 @@ __all__ = [
     "identify_paths",
     "identify_zarr",
     "inspect_sources",
+    "select_variables",
 ]
+
+T = TypeVar("T")
 
 SourceLike: TypeAlias = "str | os.PathLike[str] | zarr.Group | zarr.Array[Any]"
 
@@ -88,18 +91,25 @@ def _arrays_of(source: zarr.Group | zarr.Array[Any]) -> dict[str, zarr.Array[Any
     return dict(sorted(source.arrays()))
 
 
+def select_variables(arrays: dict[str, T], variables: Sequence[str] | None, where: str) -> dict[str, T]:
+    """The ``arrays`` that ``variables`` names, in its order (all of them for ``None``)."""
+    if variables is None:
+        return arrays
+    unknown = [name for name in variables if name not in arrays]
+    if unknown:
+        raise DaskShuffleValueError(
+            f"Expected variables to name arrays of {where}. Got unknown {unknown} instead; it has {sorted(arrays)}.",
+            parameter="variables",
+        )
+    return {name: arrays[name] for name in variables}
+
+
 def _select(
     arrays: dict[str, zarr.Array[Any]], variables: Sequence[str] | None, where: str
 ) -> dict[str, zarr.Array[Any]]:
     if not arrays:
         raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
-    if variables is not None:
-        unknown = [name for name in variables if name not in arrays]
-        if unknown:
-            raise DaskShuffleValueError(
-                f"Expected variables to name arrays of {where}. Got unknown {unknown} instead; it has {sorted(arrays)}."
-            )
-        arrays = {name: arrays[name] for name in variables}
+    arrays = select_variables(arrays, variables, where)
     scalar = [name for name, array in arrays.items() if array.ndim == 0]
     if scalar:
         raise DaskShuffleValueError(
