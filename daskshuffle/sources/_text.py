@@ -23,8 +23,18 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
 from ..storage import Location, _own
-from ._text_lines import Lines, line_bytes, line_offsets, memory_pool, take_lines
-from ._text_source import _READ_NBYTES, BlockCount, TextSource, _read_range, open_text_sources
+from ._text_source import (
+    _READ_NBYTES,
+    BlockCount,
+    Lines,
+    TextSource,
+    _read_range,
+    line_bytes,
+    line_offsets,
+    memory_pool,
+    open_text_sources,
+    take_lines,
+)
 
 __all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"]
 

@@ -30,8 +30,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
-from ._text_lines import Lines, line_offsets, memory_pool, take_lines
-from ._text_source import BlockCount, Run, TextSource
+from ._text_source import BlockCount, Lines, Run, TextSource, line_offsets, memory_pool, take_lines
 
 __all__ = ["count_lines", "finish_sample", "keep_block_sample", "order_sample", "plan_sample"]
 

@@ -33,8 +33,7 @@ from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_positive_int
 from ..storage import Location, _own
 from ._text import OutputLayout, TextFormat, _partial_path
-from ._text_lines import Lines, line_bytes
-from ._text_source import _READ_NBYTES, BlockCount, TextSource
+from ._text_source import _READ_NBYTES, BlockCount, Lines, TextSource, line_bytes
 
 __all__ = [
     "ShardedTextFormat",
