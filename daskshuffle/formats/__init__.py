@@ -32,8 +32,7 @@ from ._parquet_fetched import (
     footer_tail,
     read_footer,
 )
-from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows
-from ._zarr_runs import read_in_runs, run_rows
+from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows, read_in_runs, run_rows
 
 __all__ = [
     "ARRAY_KINDS",
