@@ -50,6 +50,7 @@ __all__ = [
     "list_parquet_sources",
     "open_parquet_sources",
     "unify_schemas",
+    "whole_runs",
 ]
 
 _GLOB_CHARS = frozenset("*?[")
@@ -188,6 +189,22 @@ def _inspect(
         row_group_bytes=tuple(_column_bytes(group) for group in groups) if remote else (),
         footer_bytes=footer_tail(size, metadata) if remote else (0, 0),
     )
+
+
+def whole_runs(nbytes: Sequence[int], block_nbytes: int) -> list[list[int]]:
+    """Units of ``nbytes`` each (row groups, chunks) in runs of consecutive units of about ``block_nbytes``.
+
+    A unit is never split: a run holds one unit at least, and a unit larger than ``block_nbytes`` alone.
+    """
+    runs: list[list[int]] = []
+    filled = 0
+    for unit, size in enumerate(nbytes):
+        if not runs or filled + size > block_nbytes:
+            runs.append([])
+            filled = 0
+        runs[-1].append(unit)
+        filled += size
+    return runs
 
 
 def _column_bytes(group: Any) -> tuple[tuple[str, int, int], ...]:
@@ -337,21 +354,11 @@ def open_parquet_sources(
     lengths: list[int] = []
     total_nbytes = 0
     for index, file in enumerate(files):
-        run: list[int] = []
-        run_rows = run_nbytes = 0
-        for group, (rows, sizes) in enumerate(zip(file.row_group_rows, file.row_group_nbytes, strict=True)):
-            nbytes = sum(size for name, size in sizes.items() if name in names)
-            total_nbytes += nbytes
-            if run and run_nbytes + nbytes > block_nbytes:
-                blocks.append((index, tuple(run)))
-                lengths.append(run_rows)
-                run, run_rows, run_nbytes = [], 0, 0
-            run.append(group)
-            run_rows += rows
-            run_nbytes += nbytes
-        if run:
+        nbytes = [sum(size for name, size in sizes.items() if name in names) for sizes in file.row_group_nbytes]
+        total_nbytes += sum(nbytes)
+        for run in whole_runs(nbytes, block_nbytes):
             blocks.append((index, tuple(run)))
-            lengths.append(run_rows)
+            lengths.append(sum(file.row_group_rows[group] for group in run))
     spans = [_block_spans(files[index], row_groups, names) for index, row_groups in blocks]
     n_rows = sum(lengths)
     return ParquetFormat(

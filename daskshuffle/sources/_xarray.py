@@ -36,6 +36,7 @@ from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
 from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, open_recording, save_records
 from ..storage import Location, identify_token
 from ._arrays import ArrayFormat
+from ._parquet import whole_runs
 from ._undecodable import undecodable_group
 from ._zarr_source import ROW_DIMENSION, identify_paths, select_variables
 
@@ -120,16 +121,8 @@ def _value_encoding(variable: xr.Variable) -> dict[str, Any]:
 
 def _block_lengths(chunks: tuple[int, ...], row_nbytes: int, block_nbytes: int) -> list[int]:
     """Runs of whole source chunks along ``dim`` of about ``block_nbytes`` (chunks may be irregular)."""
-    lengths: list[int] = []
-    filled = 0
-    for size in chunks:
-        if lengths and filled and (filled + size) * row_nbytes > block_nbytes:
-            filled = 0
-        if filled == 0:
-            lengths.append(0)
-        lengths[-1] += size
-        filled += size
-    return [length for length in lengths if length]
+    runs = whole_runs([size * row_nbytes for size in chunks], block_nbytes)
+    return [length for run in runs if (length := sum(chunks[chunk] for chunk in run))]
 
 
 class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
@@ -315,7 +308,7 @@ def _xarray_format(
     n_rows = dataset.sizes[dim]
     chunked = [variable for variable in along.values() if variable.chunks is not None]
     source_chunks = tuple(chunked[0].chunksizes[dim]) if chunked else (n_rows,)
-    lengths = _block_lengths(source_chunks, row_nbytes, block_nbytes) if n_rows else []
+    lengths = _block_lengths(source_chunks, row_nbytes, block_nbytes)
     # The source's own tasks compute each block, every variable cut at the same rows.
     arrays = {name: variable.to_base_variable().chunk().data for name, variable in along.items()}
     inputs = block_inputs(arrays, lengths) if lengths else ({}, [])
