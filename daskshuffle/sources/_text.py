@@ -12,6 +12,7 @@ a part and the parts are concatenated at the end.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -234,8 +235,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         with fs.open(target, "wb") as out:
             for part in sorted(fs.ls(partial, detail=False)):
                 with fs.open(part, "rb") as file:
-                    while chunk := file.read(_READ_NBYTES):
-                        out.write(chunk)
+                    shutil.copyfileobj(file, out, _READ_NBYTES)
         fs.rm(partial, recursive=True)
 
     def discard_destination(self, dst: Location) -> None:

@@ -22,6 +22,7 @@ import contextlib
 import gzip
 import importlib.util
 import posixpath
+import shutil
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -166,8 +167,7 @@ class ShardedTextFormat(TextFormat):
                 out.write(compress(self.source.header, self.part_compression))
             for part in parts:
                 with fs.open(part, "rb") as piece:
-                    while chunk := piece.read(_READ_NBYTES):
-                        out.write(chunk)
+                    shutil.copyfileobj(piece, out, _READ_NBYTES)
 
     def _writer(self, file: Any) -> Any:
         """Where a file's parts are written: ``file``, or a zstd stream into it."""
