@@ -38,7 +38,7 @@ from ..storage import Location, identify_token
 from ._arrays import ArrayFormat
 from ._parquet import whole_runs
 from ._undecodable import undecodable_group
-from ._zarr_source import ROW_DIMENSION, identify_paths, select_variables
+from ._zarr_source import ROW_DIMENSION, check_rows, identify_paths, select_variables
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -359,23 +359,13 @@ def open_arrays_source(
     if not arrays:
         raise DaskShuffleValueError("Expected src to hold at least one array. Got an empty dict instead.")
     arrays = select_variables(dict(arrays), variables, "src")
-    scalar = [name for name, array in arrays.items() if array.ndim == 0]
-    if scalar:
-        raise DaskShuffleValueError(
-            f"Expected every array to have a first (row) dimension. Got 0-d arrays {scalar} instead; leave them out."
-        )
     unknown_sizes = [name for name, array in arrays.items() if any(math.isnan(size) for size in array.shape)]
     if unknown_sizes:
         raise DaskShuffleValueError(
             f"Expected arrays of known chunk sizes. Got {unknown_sizes} with unknown (nan) sizes instead; call "
             "array.compute_chunk_sizes() first (the plan needs every block's rows before any row moves)."
         )
-    lengths = {name: int(array.shape[0]) for name, array in arrays.items()}
-    if len(set(lengths.values())) > 1:
-        raise DaskShuffleValueError(
-            f"Expected every array to have the same number of rows. Got {lengths} instead; pass only arrays "
-            "that share their first dimension."
-        )
+    check_rows(arrays, "src")
     for name, array in arrays.items():
         dtype = np.dtype(array.dtype)
         if dtype.kind not in NUMERIC_KINDS:

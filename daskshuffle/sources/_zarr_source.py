@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
@@ -29,6 +29,7 @@ __all__ = [
     "ROW_DIMENSION",
     "SourceLike",
     "ZarrSources",
+    "check_rows",
     "describe",
     "identify_paths",
     "identify_zarr",
@@ -104,12 +105,8 @@ def select_variables(arrays: dict[str, T], variables: Sequence[str] | None, wher
     return {name: arrays[name] for name in variables}
 
 
-def _select(
-    arrays: dict[str, zarr.Array[Any]], variables: Sequence[str] | None, where: str
-) -> dict[str, zarr.Array[Any]]:
-    if not arrays:
-        raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
-    arrays = select_variables(arrays, variables, where)
+def check_rows(arrays: Mapping[str, Any], where: str, hint: str = "") -> None:
+    """Every array of ``arrays`` (of ``where``) has a first (row) dimension, the same length in all of them."""
     scalar = [name for name, array in arrays.items() if array.ndim == 0]
     if scalar:
         raise DaskShuffleValueError(
@@ -120,29 +117,38 @@ def _select(
                 " to leave them out.",
             )
         )
-    lengths = {name: array.shape[0] for name, array in arrays.items()}
+    lengths = {name: int(array.shape[0]) for name, array in arrays.items()}
     if len(set(lengths.values())) > 1:
-        named = [_dimension_names(array) for array in arrays.values()]
-        firsts = [str(names[0]) for names in named if names]
-        if len(firsts) == len(named):  # written by xarray: a dataset, with coordinates, to shuffle along a dimension
-            dim = max(dict.fromkeys(firsts), key=firsts.count)  # the first dimension of most arrays
-            raise DaskShuffleValueError(
-                (
-                    f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; its "
-                    f"arrays name their dimensions (an xarray dataset, with coordinates): shuffle it along one with "
-                    f"shuffle_xarray(src, dst, dim={dim!r}) (daskshuffle xarray SRC DST --dim {dim}); its arrays' "
-                    f"first dimensions are {sorted(set(firsts))}. Or ",
-                    Argument("variables", ..., passed=True),
-                    " to shuffle only the arrays that share their first dimension.",
-                )
-            )
         raise DaskShuffleValueError(
             (
-                f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; ",
+                f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; {hint}",
                 Argument("variables", ..., passed=True),
                 " to shuffle only the arrays that share their first dimension.",
             )
         )
+
+
+def _dataset_hint(arrays: dict[str, zarr.Array[Any]]) -> str:
+    """Where every array names its dimensions (written by xarray: a dataset, with coordinates), to shuffle it along one."""
+    named = [_dimension_names(array) for array in arrays.values()]
+    firsts = [str(names[0]) for names in named if names]
+    if not firsts or len(firsts) != len(named):
+        return ""
+    dim = max(dict.fromkeys(firsts), key=firsts.count)  # the first dimension of most arrays
+    return (
+        "its arrays name their dimensions (an xarray dataset, with coordinates): shuffle it along one with "
+        f"shuffle_xarray(src, dst, dim={dim!r}) (daskshuffle xarray SRC DST --dim {dim}); its arrays' first "
+        f"dimensions are {sorted(set(firsts))}. Or "
+    )
+
+
+def _select(
+    arrays: dict[str, zarr.Array[Any]], variables: Sequence[str] | None, where: str
+) -> dict[str, zarr.Array[Any]]:
+    if not arrays:
+        raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
+    arrays = select_variables(arrays, variables, where)
+    check_rows(arrays, where, _dataset_hint(arrays))
     for name, array in arrays.items():
         dtype = array.dtype
         if not isinstance(dtype, np.dtype) or dtype.kind not in ARRAY_KINDS or dtype.hasobject:
