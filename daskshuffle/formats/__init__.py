@@ -32,8 +32,7 @@ from ._parquet_fetched import (
     footer_tail,
     read_footer,
 )
-from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows, take_rows
-from ._zarr_runs import read_in_runs, run_rows
+from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows, read_in_runs, run_rows
 
 __all__ = [
     "ARRAY_KINDS",
@@ -68,6 +67,5 @@ __all__ = [
     "row_shape",
     "run_rows",
     "take",
-    "take_rows",
     "to_numpy",
 ]

@@ -2,19 +2,25 @@
 
 Every variable is shuffled with one permutation, so the rows of ``x``, ``y`` and
 ``id`` stay aligned. Shared by the sources that hold arrays, the Zarr pile store's
-writer and its readers.
+writer and its readers, as is reading rows of a Zarr array in runs of whole chunks,
+so that zarr's buffers stay small next to the result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ArrayRows", "ArrayRowsMethods", "Variable", "concat_rows", "take_rows"]
+from ..plan import block_rows
+
+if TYPE_CHECKING:
+    import zarr
+
+__all__ = ["ArrayRows", "ArrayRowsMethods", "Variable", "concat_rows", "read_in_runs", "run_rows"]
 
 ArrayRows = dict[str, NDArray[Any]]
 
@@ -35,22 +41,44 @@ class Variable:
         return int(self.dtype.itemsize * int(np.prod(self.row_shape, dtype=np.int64)))
 
 
-def take_rows(rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-    return {name: np.take(values, index, axis=0) for name, values in rows.items()}
-
-
 def concat_rows(parts: Sequence[ArrayRows]) -> ArrayRows:
     return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 class ArrayRowsMethods:
-    """``take``, ``concat`` and ``n_rows_of`` of a pile reader whose rows are a dict of numpy arrays."""
+    """``take``, ``concat`` and ``n_rows_of`` of rows that are a dict of numpy arrays (pieces, pile readers)."""
 
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return take_rows(rows, index)
+        return {name: np.take(values, index, axis=0) for name, values in rows.items()}
 
     def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
         return concat_rows(parts)
 
     def n_rows_of(self, rows: ArrayRows) -> int:
         return len(next(iter(rows.values()))) if rows else 0
+
+
+def run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
+    """Rows in a run of whole chunks of about ``run_nbytes``."""
+    row_nbytes = array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
+    return block_rows(row_nbytes, run_nbytes, int(array.chunks[0]))
+
+
+def read_in_runs(array: zarr.Array[Any], start: int, stop: int, run_nbytes: int) -> NDArray[Any]:
+    """Rows ``start:stop`` of ``array``, read in runs of whole chunks of about ``run_nbytes``.
+
+    While it reads, zarr holds the compressed and the decoded chunks of a
+    selection besides the result: reading a pile at once takes about three
+    times its size. Runs bound that to the result plus two runs.
+    """
+    chunk_rows = int(array.chunks[0])
+    run = run_rows(array, run_nbytes)
+    if stop - start <= run:
+        return np.asarray(array[start:stop])
+    out = np.empty((stop - start, *array.shape[1:]), dtype=array.dtype)
+    first = start
+    while first < stop:
+        last = min((first // chunk_rows) * chunk_rows + run, stop)
+        out[first - start : last - start] = array[first:last]
+        first = last
+    return out

@@ -1,4 +1,5 @@
-"""The piece files of rows that are numpy arrays (:mod:`daskshuffle.formats._rows`), shared by the Zarr and xarray sources.
+"""Rows that are numpy arrays (:mod:`daskshuffle.formats._rows`): their piece files and what the Zarr and xarray
+formats share (:class:`ArrayFormat`), and the Zarr format (its sources opened and checked by :mod:`._zarr_source`).
 
 Pieces are raw little-endian bytes, one file per (variable, block): pass 1
 writes a block's rows in piece order with one sequential write, and the merge
@@ -17,37 +18,34 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from ..formats import ArrayRows, Pieces, Variable, concat_rows, take_rows
+from ..formats import ArrayRows, ArrayRowsMethods, FileSource, Pieces, Variable, read_in_runs
+from ..pilestore import ZarrDestination, sample_rows
 from ..storage import Location
+from ._undecodable import decoded_chunks
+from ._zarr_source import SourceLike, inspect_sources
 
-__all__ = ["ArrayPieces"]
+if TYPE_CHECKING:
+    import zarr
+
+__all__ = ["ArrayFormat", "ArrayPieces", "ZarrFormat", "open_zarr_sources"]
 
 
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
     return np.frombuffer(data, dtype=variable.dtype).reshape(-1, *variable.row_shape)
 
 
-class ArrayPieces(Pieces[ArrayRows]):
+class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
     """Rows in memory and piece files for formats whose rows are arrays of ``variables``."""
 
     variables: list[Variable]
     #: Bytes of a part of a piece file on object storage: the same for the task that writes it and those that read it.
     part_nbytes: int
-
-    def _init_pieces(self) -> None:
-        self.part_nbytes = int_setting("shuffle.part-nbytes")
-
-    def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
-        return take_rows(rows, index)
-
-    def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return concat_rows(parts)
 
     def slice(self, rows: ArrayRows, start: int, stop: int) -> ArrayRows:
         return {name: values[start:stop] for name, values in rows.items()}
@@ -186,6 +184,88 @@ class ArrayPieces(Pieces[ArrayRows]):
         paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
         data = iter(_checked(paths, tmp.fs.cat_ranges(paths, starts, ends, on_error="return")))
         return {key: b"".join(next(data) for _ in range(count)) for key, count in zip(keys, counts, strict=True)}
+
+
+class ArrayFormat(ArrayPieces, ZarrDestination):
+    """What the Zarr and xarray formats share: arrays of ``variables``, their pieces and the Zarr pile store."""
+
+    kind: ClassVar[str] = "zarr"
+
+    def __init__(
+        self,
+        *,
+        variables: list[Variable],
+        source_names: list[str],
+        identity: list[dict[str, Any]],
+        group_attrs: dict[str, Any],
+        chunk_rows: int | None,
+        compressors: Any,
+    ) -> None:
+        self.variables = variables
+        self.source_names = source_names
+        self.identity = identity
+        self.group_attrs = group_attrs
+        self.part_nbytes = int_setting("shuffle.part-nbytes")
+        self._init_destination(chunk_rows, compressors)
+
+    @property
+    def row_nbytes(self) -> int:
+        return sum(variable.row_nbytes for variable in self.variables)
+
+    def describe_source(self) -> list[Any]:
+        return list(self.source_names)
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
+
+
+class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
+    """Zarr arrays that share their first dimension, shuffled together."""
+
+    def __init__(
+        self, *, sources: list[dict[str, zarr.Array[Any]]], blocks: list[tuple[int, int, int]], **common: Any
+    ) -> None:
+        super().__init__(**common)
+        self.sources = sources
+        self.blocks = blocks
+
+    @property
+    def block_lengths(self) -> tuple[int, ...]:
+        return tuple(stop - start for _, start, stop in self.blocks)
+
+    def read_block(self, block: int) -> ArrayRows:
+        source, start, stop = self.blocks[block]
+        run_nbytes = int_setting("shuffle.run-nbytes")
+        rows = {}
+        for name, array in self.sources[source].items():
+            with decoded_chunks(array, start, stop):
+                rows[name] = read_in_runs(array, start, stop, run_nbytes)
+        return rows
+
+    def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
+        n_rows = sum(self.block_lengths)
+        samples: dict[str, NDArray[Any] | None] = {}
+        for variable in self.variables:
+            # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
+            source = self.sources[0][variable.name]
+            rows = min(sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
+            with decoded_chunks(source, 0, rows):
+                samples[variable.name] = np.asarray(source[:rows])
+        return samples
+
+
+def open_zarr_sources(
+    src: SourceLike | Sequence[SourceLike],
+    *,
+    variables: Sequence[str] | None = None,
+    block_nbytes: int,
+    chunk_rows: int | None = None,
+    compressors: Any = "auto",
+    storage_options: dict[str, Any] | None = None,
+) -> ZarrFormat:
+    """Open and check every source; raise before anything is written."""
+    found = inspect_sources(src, variables=variables, block_nbytes=block_nbytes, storage_options=storage_options)
+    return ZarrFormat(**vars(found), chunk_rows=chunk_rows, compressors=compressors)
 
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:

@@ -9,7 +9,7 @@ a local disk) and no codec runs on data written once and read once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,13 +22,53 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-__all__ = ["ArrowPieces", "ArrowTables"]
+__all__ = ["ArrowTables"]
 
 
-class ArrowPieces(Pieces["pa.Table"]):
-    """Rows in memory and Arrow IPC piece files for formats whose rows are tables of ``schema``."""
+class ArrowTables(Pieces["pa.Table"], ParquetDestination):
+    """What the Parquet and DataFrame formats share: the schema, the blocks' lengths, rows in memory, Arrow IPC piece
+    files and the pile store.
 
-    schema: pa.Schema
+    ``sources`` are the paths the store records (none for a DataFrame: data in memory or computed by dask has no
+    path to record or to protect), ``identity`` what :meth:`identify_source` gives.
+    """
+
+    kind: ClassVar[str] = "parquet"
+
+    def __init__(
+        self,
+        *,
+        schema: pa.Schema,
+        lengths: Sequence[int],
+        row_nbytes: int,
+        writing: ParquetWriting,
+        identity: list[dict[str, Any]],
+        sources: Sequence[str] = (),
+    ) -> None:
+        self.schema = schema
+        self.identity = identity
+        self.sources = list(sources)
+        self.writing = writing
+        self.lengths = tuple(int(length) for length in lengths)
+        self._row_nbytes = int(row_nbytes)
+
+    @property
+    def block_lengths(self) -> tuple[int, ...]:
+        return self.lengths
+
+    @property
+    def row_nbytes(self) -> int:
+        return self._row_nbytes
+
+    @property
+    def variables(self) -> list[str]:
+        return list(self.schema.names)
+
+    def describe_source(self) -> list[Any]:
+        return list(self.sources)
+
+    def identify_source(self) -> list[dict[str, Any]]:
+        return list(self.identity)
 
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return take(rows, index)
@@ -79,32 +119,3 @@ class ArrowPieces(Pieces["pa.Table"]):
         batches = [reader.get_batch(index) for index in range(first, last)]
         table = pa.Table.from_batches(batches, schema=reader.schema).replace_schema_metadata(self.schema.metadata)
         return table.slice(start - int(starts[first]), stop - start)
-
-
-class ArrowTables(ArrowPieces, ParquetDestination):
-    """What the Parquet and DataFrame formats share: the schema, the blocks' lengths, pieces and the pile store."""
-
-    def __init__(
-        self,
-        *,
-        schema: pa.Schema,
-        lengths: Sequence[int],
-        row_nbytes: int,
-        writing: ParquetWriting,
-    ) -> None:
-        self.schema = schema
-        self.writing = writing
-        self.lengths = tuple(int(length) for length in lengths)
-        self._row_nbytes = int(row_nbytes)
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return self.lengths
-
-    @property
-    def row_nbytes(self) -> int:
-        return self._row_nbytes
-
-    @property
-    def variables(self) -> list[str]:
-        return list(self.schema.names)

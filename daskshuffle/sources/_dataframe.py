@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import CollectionSource, FileSource
 from ..pilestore import ParquetWriting, arrow_filesystem
+from ..plan import block_rows
 from ..storage import Location, identify_token
 from ._arrow_pieces import ArrowTables
 from ._parquet import unify_schemas
@@ -112,7 +113,7 @@ def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], d
     """Cut an in-memory DataFrame into blocks of about ``block_nbytes``: a graph of plain values."""
     n_rows = len(frame)
     nbytes = int(frame.memory_usage(deep=True, index=True).sum())
-    step = max(1, block_nbytes // max(1, -(-nbytes // max(n_rows, 1))))
+    step = block_rows(-(-nbytes // max(n_rows, 1)), block_nbytes)
     name = f"daskshuffle-dataframe-{uuid.uuid4().hex}"
     bounds = [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
     graph: dict[Any, Any] = {(name, i): frame.iloc[a:b] for i, (a, b) in enumerate(bounds)}
@@ -126,29 +127,13 @@ class DataFrameFormat(ArrowTables, CollectionSource["pa.Table"]):
     not pickled into the tasks.
     """
 
-    kind = "parquet"
-
-    def __init__(
-        self,
-        *,
-        inputs: tuple[dict[Any, Any], list[Any]],
-        preserve_index: bool,
-        identity: list[dict[str, Any]],
-        **table: Any,
-    ) -> None:
+    def __init__(self, *, inputs: tuple[dict[Any, Any], list[Any]], preserve_index: bool, **table: Any) -> None:
         super().__init__(**table)
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
         self.preserve_index = preserve_index
-        self.identity = identity
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_inputs": None}
-
-    def describe_source(self) -> list[Any]:
-        return []  # data in memory or computed by dask: no path to record or to protect
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
 
     def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
         if self._inputs is None:
@@ -165,18 +150,9 @@ class DataFrameFormat(ArrowTables, CollectionSource["pa.Table"]):
 class SpooledFrameFormat(ArrowTables, FileSource["pa.Table"]):
     """A dask DataFrame, computed once into a spool of Arrow IPC files (one per partition) that pass 1 reads."""
 
-    kind = "parquet"
-
-    def __init__(self, *, spool: Location, identity: list[dict[str, Any]], **table: Any) -> None:
+    def __init__(self, *, spool: Location, **table: Any) -> None:
         super().__init__(**table)
         self.spool = spool
-        self.identity = identity
-
-    def describe_source(self) -> list[Any]:
-        return []  # computed by dask: no path to record or to protect
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
 
     def read_block(self, block: int) -> pa.Table:
         import pyarrow as pa
@@ -207,24 +183,23 @@ def open_dataframe_source(
     (its identity), taken by the caller before.
     """
     identity = [identify_token("DataFrame", token)] if token is not None else []
-    if describe_partitions is not None and (spool is None or meta is None):
-        raise TypeError("a dask DataFrame needs a spool directory and its meta")
-    frame: pd.DataFrame = df if describe_partitions is None or meta is None else meta
+    frame: pd.DataFrame = df if meta is None else meta
     _check_names(frame)
     preserve_index = _keeps_index(frame.index, index)
-    if describe_partitions is not None and spool is not None:
-        spool_one = functools.partial(spool_partition, spool=spool, preserve_index=preserve_index)
-        described = describe_partitions(df, spool_one)
-    else:
+    if describe_partitions is None or spool is None:
         described = [describe_partition(df, preserve_index)]
+    else:
+        described = describe_partitions(
+            df, functools.partial(spool_partition, spool=spool, preserve_index=preserve_index)
+        )
+    n_rows = sum(rows for rows, _, _ in described)
     table = {
         "schema": _schema_of(frame, described, preserve_index),
-        "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(sum(r for r, _, _ in described), 1))),
+        "row_nbytes": max(1, -(-sum(nbytes for _, nbytes, _ in described) // max(n_rows, 1))),
         "writing": writing,
+        "identity": identity,
     }
-    if describe_partitions is not None and spool is not None:
-        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], identity=identity, **table)
+    if spool is not None:
+        return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], **table)
     lengths, graph, keys = _pandas_inputs(df, block_nbytes)
-    return DataFrameFormat(
-        inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, identity=identity, **table
-    )
+    return DataFrameFormat(inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, **table)

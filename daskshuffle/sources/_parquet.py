@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._config import int_setting
-from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
 from ..formats import (
     FOOTER_NBYTES,
     FetchedFile,
@@ -34,6 +34,7 @@ from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES
 from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
+from ._text import parse_sources
 from ._undecodable import undecodable, undecodable_parquet
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ __all__ = [
     "list_parquet_sources",
     "open_parquet_sources",
     "unify_schemas",
+    "whole_runs",
 ]
 
 _GLOB_CHARS = frozenset("*?[")
@@ -70,7 +72,7 @@ class SourceFile:
     footer_bytes: tuple[int, int] = (0, 0)
 
 
-def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None) -> list[tuple[str, Any, int]]:
+def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str, Any, int]]:
     """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
 
     A file costs one look; a directory or a glob one more, a listing however
@@ -78,11 +80,6 @@ def _expand(item: str | os.PathLike[str], storage_options: dict[str, Any] | None
     that exists as it is is read as that path, not matched as a glob. Files and directories whose
     names start with ``.`` or ``_`` are left out, as every Parquet reader does.
     """
-    if not isinstance(item, str | os.PathLike):
-        raise DaskShuffleTypeError(
-            f"Expected src to be a path, URL or glob, or a list of them. Got {type(item).__name__} instead."
-        )
-    text = os.fspath(item)
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
     # A path that exists is that path, whatever characters its name holds ("data[1]"); else a glob.
@@ -194,6 +191,22 @@ def _inspect(
     )
 
 
+def whole_runs(nbytes: Sequence[int], block_nbytes: int) -> list[list[int]]:
+    """Units of ``nbytes`` each (row groups, chunks) in runs of consecutive units of about ``block_nbytes``.
+
+    A unit is never split: a run holds one unit at least, and a unit larger than ``block_nbytes`` alone.
+    """
+    runs: list[list[int]] = []
+    filled = 0
+    for unit, size in enumerate(nbytes):
+        if not runs or filled + size > block_nbytes:
+            runs.append([])
+            filled = 0
+        runs[-1].append(unit)
+        filled += size
+    return runs
+
+
 def _column_bytes(group: Any) -> tuple[tuple[str, int, int], ...]:
     columns = (group.column(index) for index in range(group.num_columns))
     return tuple((column.path_in_schema.split(".")[0], *column_chunk_bytes(column)) for column in columns)
@@ -254,11 +267,9 @@ def unify_schemas(schemas: Sequence[pa.Schema], names: Sequence[str]) -> pa.Sche
 
 
 def _expand_all(
-    items: list[Any], storage_options: dict[str, Any] | None
+    items: list[str], storage_options: dict[str, Any] | None
 ) -> tuple[list[tuple[str, Any, int]], Location]:
     """The files of every ``src`` item (see :func:`_expand`), and where the first is: all on one filesystem."""
-    if not items:
-        raise DaskShuffleValueError("Expected src to name at least one Parquet file. Got an empty list instead.")
     found = [entry for item in items for entry in _expand(item, storage_options)]
     protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
     if len(protocols) > 1:
@@ -293,13 +304,13 @@ def list_parquet_sources(
     >>> [(entry["files"], entry["bytes"] > 0) for entry in listing.identity]
     [(1, True)]
     """
-    items: list[Any] = list(src) if isinstance(src, list | tuple) else [src]
+    items = parse_sources(src, "Parquet file")
     found, where = _expand_all(items, storage_options)
     paths, fs = [path for path, _, _ in found], where.fs  # one look a file (on object storage, from the listing)
     return ParquetListing(
         found=found,
         where=where,
-        sources=[normalize(item) if isinstance(item, str | os.PathLike) else str(item) for item in items],
+        sources=[normalize(item) for item in items],
         identity=identify_files(fs, paths, [path if where.is_local else fs.unstrip_protocol(path) for path in paths]),
     )
 
@@ -343,21 +354,11 @@ def open_parquet_sources(
     lengths: list[int] = []
     total_nbytes = 0
     for index, file in enumerate(files):
-        run: list[int] = []
-        run_rows = run_nbytes = 0
-        for group, (rows, sizes) in enumerate(zip(file.row_group_rows, file.row_group_nbytes, strict=True)):
-            nbytes = sum(size for name, size in sizes.items() if name in names)
-            total_nbytes += nbytes
-            if run and run_nbytes + nbytes > block_nbytes:
-                blocks.append((index, tuple(run)))
-                lengths.append(run_rows)
-                run, run_rows, run_nbytes = [], 0, 0
-            run.append(group)
-            run_rows += rows
-            run_nbytes += nbytes
-        if run:
+        nbytes = [sum(size for name, size in sizes.items() if name in names) for sizes in file.row_group_nbytes]
+        total_nbytes += sum(nbytes)
+        for run in whole_runs(nbytes, block_nbytes):
             blocks.append((index, tuple(run)))
-            lengths.append(run_rows)
+            lengths.append(sum(file.row_group_rows[group] for group in run))
     spans = [_block_spans(files[index], row_groups, names) for index, row_groups in blocks]
     n_rows = sum(lengths)
     return ParquetFormat(
@@ -377,24 +378,18 @@ def open_parquet_sources(
 class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
     """Parquet files, read a run of row groups at a time."""
 
-    kind = ParquetListing.kind
-
     def __init__(
         self,
         *,
         filesystem: pafs.FileSystem,
         files: list[tuple[str, Any]],
-        sources: list[str],
         blocks: list[tuple[int, tuple[int, ...]]],
         spans: list[tuple[tuple[int, int], ...]],
-        identity: list[dict[str, Any]],
         **table: Any,
     ) -> None:
         super().__init__(**table)
         self.filesystem = filesystem
         self.files = files
-        self.sources = sources
-        self.identity = identity
         self.blocks = blocks
         self.spans = spans  # a remote block's byte ranges: see _block_spans
 
@@ -437,9 +432,3 @@ class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
         # The scanner fills missing columns with nulls, adds partition columns and casts to the unified schema.
         table = fragment.to_table(schema=self.schema, columns=self.schema.names)
         return table.replace_schema_metadata(self.schema.metadata)
-
-    def describe_source(self) -> list[Any]:
-        return list(self.sources)
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)

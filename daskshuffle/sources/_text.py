@@ -12,9 +12,10 @@ a part and the parts are concatenated at the end.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from fsspec import AbstractFileSystem
@@ -23,11 +24,18 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
 from ..storage import Location, _own
-from ._text_lines import Lines, line_bytes, line_offsets, memory_pool
-from ._text_source import _READ_NBYTES, BlockCount, TextSource, _read_range, open_text_sources
-
-if TYPE_CHECKING:
-    pass
+from ._text_source import (
+    _READ_NBYTES,
+    BlockCount,
+    Lines,
+    TextSource,
+    _read_range,
+    line_bytes,
+    line_offsets,
+    memory_pool,
+    open_text_sources,
+    take_lines,
+)
 
 __all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"]
 
@@ -62,7 +70,7 @@ class PieceSizes(NamedTuple):
 
 
 def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
-    """The filesystem and path where the text file ``dst`` is written until it is complete."""
+    """The filesystem and path where the text file ``dst`` is written until it is complete (each file's own)."""
     partial = dst.with_suffix(_PARTIAL_SUFFIX)
     return partial.fs, partial.path
 
@@ -128,10 +136,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
+        return take_lines(rows, index)
 
     def concat(self, parts: Sequence[Lines]) -> Lines:
         import pyarrow as pa
@@ -143,8 +148,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
 
     # -- pieces --------------------------------------------------------------
     def prepare_pieces(self, tmp: Location) -> None:
-        fs, root = tmp.fs, tmp.path
-        fs.makedirs(root, exist_ok=True)
+        tmp.fs.makedirs(tmp.path, exist_ok=True)
 
     def write_pieces(self, tmp: Location, block: int, rows: Lines, piece_offsets: NDArray[np.int64]) -> PieceSizes:
         """Write the lines and their offsets; return the lines and bytes of its pieces.
@@ -231,8 +235,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         with fs.open(target, "wb") as out:
             for part in sorted(fs.ls(partial, detail=False)):
                 with fs.open(part, "rb") as file:
-                    while chunk := file.read(_READ_NBYTES):
-                        out.write(chunk)
+                    shutil.copyfileobj(file, out, _READ_NBYTES)
         fs.rm(partial, recursive=True)
 
     def discard_destination(self, dst: Location) -> None:
@@ -241,11 +244,11 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             fs.rm(partial, recursive=True)
 
 
-def parse_sources(value: object) -> list[str]:
-    """One path, URL or glob, or a non-empty list of them, as strings."""
+def parse_sources(value: object, what: str = "text file") -> list[str]:
+    """One path, URL or glob, or a non-empty list of them, as strings: ``src`` of a shuffle of ``what`` s."""
     items: list[object] = list(value) if isinstance(value, list | tuple) else [value]
     if not items:
-        raise DaskShuffleValueError("Expected src to name at least one text file. Got an empty list instead.")
+        raise DaskShuffleValueError(f"Expected src to name at least one {what}. Got an empty list instead.")
     sources = []
     for item in items:
         if not isinstance(item, str | os.PathLike) or not os.fspath(item):

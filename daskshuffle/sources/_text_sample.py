@@ -30,25 +30,12 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
-from ._text_lines import Lines, line_offsets, memory_pool
-from ._text_source import BlockCount, Run, TextSource
+from ._text_source import BlockCount, Lines, Run, TextSource, line_offsets, memory_pool, take_lines
 
 __all__ = ["count_lines", "finish_sample", "keep_block_sample", "order_sample", "plan_sample"]
 
 #: The most lines NumPy's multivariate hypergeometric sampler takes.
 _HYPERGEOMETRIC_LIMIT = 10**9
-
-
-def _take(rows: Lines, index: NDArray[np.int64]) -> Lines:
-    # take copies the few lines kept: a task's result does not hold on to its whole block.
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
-
-
-def _starts(n_lines: NDArray[np.int64]) -> NDArray[np.int64]:
-    return np.concatenate([[0], np.cumsum(n_lines)]).astype(np.int64)
 
 
 def _per_block(n_lines: NDArray[np.int64], n_sample: int, rng: np.random.Generator, replace: bool) -> NDArray[np.int64]:
@@ -60,7 +47,7 @@ def _per_block(n_lines: NDArray[np.int64], n_sample: int, rng: np.random.Generat
         positions = rng.choice(total, n_sample, replace=False, shuffle=False).astype(np.int64)
     else:
         return rng.multivariate_hypergeometric(n_lines, n_sample).astype(np.int64)
-    blocks = np.searchsorted(_starts(n_lines), positions, side="right") - 1
+    blocks = np.searchsorted(np.cumsum(n_lines), positions, side="right")
     return np.bincount(blocks, minlength=len(n_lines)).astype(np.int64)
 
 
@@ -102,7 +89,7 @@ def read_sample(source: TextSource, block: int, lines: NDArray[np.int64]) -> Lin
             f"{source.files[source.block(block).file].path!r}, as counted. Got {len(rows):,} instead; "
             "do not change a source while it is being sampled."
         )
-    return _take(rows, lines)
+    return take_lines(rows, lines)
 
 
 # -- one pass -----------------------------------------------------------------
@@ -110,10 +97,10 @@ def keep_block_sample(rows: Lines, block: int, n_keep: int, seed: int, *, replac
     """Up to ``n_keep`` lines of ``rows``, uniformly chosen, in a uniformly random order (or drawn with replacement)."""
     rng = make_rng(seed, "sample-block-replace" if replace else "sample-block", block)
     if not len(rows):
-        return _take(rows, np.zeros(0, dtype=np.int64))
+        return take_lines(rows, np.zeros(0, dtype=np.int64))
     if replace:
-        return _take(rows, rng.integers(0, len(rows), n_keep))
-    return _take(rows, rng.choice(len(rows), min(n_keep, len(rows)), replace=False))
+        return take_lines(rows, rng.integers(0, len(rows), n_keep))
+    return take_lines(rows, rng.choice(len(rows), min(n_keep, len(rows)), replace=False))
 
 
 def count_and_sample(source: TextSource, block: int, n_keep: int, seed: int, replace: bool) -> tuple[BlockCount, Lines]:
@@ -137,7 +124,7 @@ def order_sample(parts: Sequence[Lines], seed: int) -> Lines:
     import pyarrow as pa
 
     rows = pa.concat_arrays(list(parts), memory_pool=memory_pool()) if parts else pa.array([], pa.large_binary())
-    return _take(rows, make_rng(seed, "sample-order").permutation(len(rows)))
+    return take_lines(rows, make_rng(seed, "sample-order").permutation(len(rows)))
 
 
 # -- the step -----------------------------------------------------------------

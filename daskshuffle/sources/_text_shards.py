@@ -22,19 +22,19 @@ import contextlib
 import gzip
 import importlib.util
 import posixpath
+import shutil
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from fsspec import AbstractFileSystem
 
-from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError
+from .._parse import parse_positive_int
 from ..storage import Location, _own
-from ._text import OutputLayout, TextFormat
-from ._text_lines import Lines, line_bytes
-from ._text_source import _READ_NBYTES, BlockCount, TextSource
+from ._text import OutputLayout, TextFormat, _partial_path
+from ._text_source import _READ_NBYTES, BlockCount, Lines, TextSource, line_bytes
 
 __all__ = [
     "ShardedTextFormat",
@@ -45,7 +45,6 @@ __all__ = [
     "parse_output_files",
 ]
 
-_PARTIAL_SUFFIX = ".daskshuffle-partial"
 #: Output extensions that are compressed, and how.
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}
 
@@ -77,21 +76,7 @@ def parse_output_files(dst: str, n_output_files: object) -> list[str]:
     """The output paths: ``[dst]``, or ``dst.format(i)`` for each of ``n_output_files`` files."""
     if n_output_files is None:
         return [dst]
-    if isinstance(n_output_files, bool) or not isinstance(n_output_files, int | np.integer):
-        raise DaskShuffleTypeError(
-            (
-                "Expected ",
-                Argument("n_output_files"),
-                f" to be a positive integer or None. Got {n_output_files!r} instead.",
-            ),
-            parameter="n_output_files",
-        )
-    count = int(n_output_files)
-    if count < 1:
-        raise DaskShuffleValueError(
-            ("Expected ", Argument("n_output_files"), f" to be a positive integer. Got {count} instead."),
-            parameter="n_output_files",
-        )
+    count = parse_positive_int(n_output_files, "n_output_files")
     try:
         paths = [dst.format(index) for index in range(count)]
     except (IndexError, KeyError, ValueError) as error:
@@ -122,38 +107,6 @@ def shard_starts(n_rows: int, n_files: int) -> np.ndarray[Any, np.dtype[np.int64
     return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
 
 
-def _partial(path: Location) -> tuple[AbstractFileSystem, str]:
-    """The filesystem and path where ``path`` is written until it is complete."""
-    partial = path.with_suffix(_PARTIAL_SUFFIX)
-    return partial.fs, partial.path
-
-
-def write_shards(rows: Lines, paths: Sequence[Location], header: bytes) -> None:
-    """Write ``rows``, already in order, into ``paths`` in near-equal runs (each file under a temporary name first)."""
-    starts = shard_starts(len(rows), len(paths))
-    written = []
-    try:
-        for index, path in enumerate(paths):
-            fs, partial = _partial(path)
-            written.append((fs, partial, path))
-            part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
-            fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
-            # Locally never through a link placed at the partial name.
-            with (
-                _own.open_writer(partial, "an output being written")
-                if path.is_local
-                else fs.open(partial, "wb") as file
-            ):
-                file.write(compress(header + bytes(line_bytes(part)), output_compression(path.url)))
-    except BaseException:
-        for fs, partial, _ in written:
-            if fs.exists(partial):
-                fs.rm(partial)
-        raise
-    for fs, partial, path in written:
-        _move(fs, partial, path.path)
-
-
 def _move(fs: Any, source: str, target: str) -> None:
     parent = posixpath.dirname(target)
     if parent:
@@ -175,11 +128,11 @@ class ShardedTextFormat(TextFormat):
         self.starts = shard_starts(int(self.n_lines.sum()), len(self.paths))
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial(dst)
+        fs, partial = _partial_path(dst)
         fs.makedirs(partial, exist_ok=True)
 
     def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
-        fs, partial = _partial(dst)
+        fs, partial = _partial_path(dst)
         stop = start + len(rows)
         first = int(np.searchsorted(self.starts, start, side="right")) - 1
         for index in range(max(first, 0), len(self.paths)):
@@ -191,7 +144,7 @@ class ShardedTextFormat(TextFormat):
                 fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.part_compression)))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial(dst)
+        fs, partial = _partial_path(dst)
         by_file: dict[int, list[str]] = {}
         for part in sorted(fs.ls(partial, detail=False)):
             by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
@@ -214,8 +167,7 @@ class ShardedTextFormat(TextFormat):
                 out.write(compress(self.source.header, self.part_compression))
             for part in parts:
                 with fs.open(part, "rb") as piece:
-                    while chunk := piece.read(_READ_NBYTES):
-                        out.write(chunk)
+                    shutil.copyfileobj(piece, out, _READ_NBYTES)
 
     def _writer(self, file: Any) -> Any:
         """Where a file's parts are written: ``file``, or a zstd stream into it."""
@@ -224,11 +176,6 @@ class ShardedTextFormat(TextFormat):
         import zstandard
 
         return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
-
-    def discard_destination(self, dst: Location) -> None:
-        fs, partial = _partial(dst)
-        if fs.exists(partial):
-            fs.rm(partial, recursive=True)
 
 
 @dataclass(frozen=True)
@@ -246,8 +193,30 @@ class TextOutput:
         return TextFormat(source, counts)
 
     def write(self, rows: Lines, header: bytes) -> None:
-        """Write ``rows``, already in order, into these files (a sample, held in memory)."""
-        write_shards(rows, self.paths, header)
+        """Write ``rows``, already in order, into these files (a sample, held in memory), each under a temporary name
+        first."""
+        starts = shard_starts(len(rows), len(self.paths))
+        written = []
+        try:
+            for index, path in enumerate(self.paths):
+                fs, partial = _partial_path(path)
+                written.append((fs, partial, path))
+                part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
+                fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
+                # Locally never through a link placed at the partial name.
+                with (
+                    _own.open_writer(partial, "an output being written")
+                    if path.is_local
+                    else fs.open(partial, "wb") as file
+                ):
+                    file.write(compress(header + bytes(line_bytes(part)), self.compression))
+        except BaseException:
+            for fs, partial, _ in written:
+                if fs.exists(partial):
+                    fs.rm(partial)
+            raise
+        for fs, partial, path in written:
+            _move(fs, partial, path.path)
 
 
 def open_text_output(dst: str, n_output_files: object, storage_options: dict[str, Any] | None) -> TextOutput:

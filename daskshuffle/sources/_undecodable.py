@@ -81,8 +81,8 @@ def _first_failing_chunk(array: zarr.Array[Any], start: int, stop: int) -> str |
 
 
 @contextlib.contextmanager
-def decoded_chunks(array: zarr.Array[Any], url: str, start: int, stop: int) -> Iterator[None]:
-    """Read rows ``start:stop`` of ``array`` (at ``url``) inside: a chunk that does not decode is named in the error.
+def decoded_chunks(array: zarr.Array[Any], start: int, stop: int) -> Iterator[None]:
+    """Read rows ``start:stop`` of ``array`` inside: a chunk that does not decode is named in the error.
 
     So is a request storage did not serve (:class:`~daskshuffle.StorageAccessError`, as every request's).
 
@@ -90,11 +90,12 @@ def decoded_chunks(array: zarr.Array[Any], url: str, start: int, stop: int) -> I
     --------
     >>> import zarr
     >>> array = zarr.open_array("raw.zarr/x", mode="r")
-    >>> with decoded_chunks(array, "raw.zarr/x", 0, 100):
+    >>> with decoded_chunks(array, 0, 100):
     ...     values = array[0:100]
     >>> values.shape
     (100, 8)
     """
+    url = describe(array)
     try:
         with reaching(url):  # storage that does not serve a chunk is named as such, not as a chunk that does not decode
             yield
@@ -141,26 +142,25 @@ def _zarr_behind(value: object) -> zarr.Array[Any] | None:
 
 
 class DecodedChunks:
-    """What a dask array reads its chunks from (``array``), over the Zarr array ``stored`` at ``url``: a chunk
-    that does not decode is named, as :func:`decoded_chunks` names it.
+    """What a dask array reads its chunks from (``array``), over the Zarr array ``stored``: a chunk that does not
+    decode is named, as :func:`decoded_chunks` names it.
 
     Examples
     --------
     >>> import zarr
     >>> source = decoding(zarr.open_array("raw.zarr/x", mode="r"))
-    >>> source.url.endswith("raw.zarr/x"), source[0:100].shape
-    (True, (100, 8))
+    >>> source[0:100].shape
+    (100, 8)
     """
 
     def __init__(self, array: Any, stored: zarr.Array[Any]) -> None:
         self.array = array
         self.stored = stored
-        self.url = describe(stored)
 
     def __getitem__(self, key: Any) -> Any:
         rows = key[0] if isinstance(key, tuple) and key else key
         start, stop, _ = rows.indices(self.stored.shape[0]) if isinstance(rows, slice) else (0, self.stored.shape[0], 1)
-        with decoded_chunks(self.stored, self.url, start, stop):
+        with decoded_chunks(self.stored, start, stop):
             return np.asarray(self.array[key])  # xarray's lazy arrays read here, not when indexed
 
 

@@ -33,20 +33,19 @@ import numpy as np
 from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
-from ..pilestore import CHUNK_NBYTES, METADATA_KEY, ZarrDestination, metadata_attribute, open_recording, save_records
+from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, open_recording, save_records
 from ..storage import Location, identify_token
-from ._arrays import ArrayPieces
+from ._arrays import ArrayFormat
+from ._parquet import whole_runs
 from ._undecodable import undecodable_group
-from ._zarr_source import identify_paths
+from ._zarr_source import ROW_DIMENSION, check_rows, identify_paths, select_variables
 
 if TYPE_CHECKING:
     import xarray as xr
     import zarr
 
-__all__ = ["ROW_DIMENSION", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
+__all__ = ["ARRAY_NAME", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
 
-#: The dimension of the rows of arrays that do not name it (dask arrays): the name Zarr sources use.
-ROW_DIMENSION = "row"
 #: The variable a single array becomes, as an unnamed Zarr array does.
 ARRAY_NAME = "data"
 
@@ -122,19 +121,11 @@ def _value_encoding(variable: xr.Variable) -> dict[str, Any]:
 
 def _block_lengths(chunks: tuple[int, ...], row_nbytes: int, block_nbytes: int) -> list[int]:
     """Runs of whole source chunks along ``dim`` of about ``block_nbytes`` (chunks may be irregular)."""
-    lengths: list[int] = []
-    filled = 0
-    for size in chunks:
-        if lengths and filled and (filled + size) * row_nbytes > block_nbytes:
-            filled = 0
-        if filled == 0:
-            lengths.append(0)
-        lengths[-1] += size
-        filled += size
-    return [length for length in lengths if length]
+    runs = whole_runs([size * row_nbytes for size in chunks], block_nbytes)
+    return [length for run in runs if (length := sum(chunks[chunk] for chunk in run))]
 
 
-class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
+class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
     """The variables of an xarray dataset along one dimension, shuffled together.
 
     ``template`` (the destination's layout, lazily backed by the source) and
@@ -142,48 +133,27 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
     pickled into the tasks.
     """
 
-    kind = "zarr"
-
     def __init__(
         self,
         *,
         dim: str,
         template: xr.Dataset,
         inputs: tuple[dict[Any, Any], list[Any]],
-        variables: list[Variable],
         lengths: list[int],
-        source_names: list[str],
-        chunk_rows: int | None,
-        identity: list[dict[str, Any]] | None = None,
+        **common: Any,
     ) -> None:
+        super().__init__(group_attrs={}, compressors="auto", **common)
         self.dim = dim
-        self.identity = identity or []
-        self.variables = variables
         self.lengths = tuple(lengths)
-        self.source_names = source_names
-        self.group_attrs: dict[str, Any] = {}
-        self._init_destination(chunk_rows, "auto")
-        self._init_pieces()
         self._template: xr.Dataset | None = template
         self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_template": None, "_inputs": None}
 
-    # -- the source ----------------------------------------------------------
     @property
     def block_lengths(self) -> tuple[int, ...]:
         return self.lengths
-
-    @property
-    def row_nbytes(self) -> int:
-        return sum(variable.row_nbytes for variable in self.variables)
-
-    def describe_source(self) -> list[Any]:
-        return list(self.source_names)
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
 
     def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
         if self._inputs is None:
@@ -193,7 +163,6 @@ class XarrayFormat(CollectionSource[ArrayRows], ArrayPieces, ZarrDestination):
     def rows_of_block(self, block: int, value: Any) -> ArrayRows:
         return {variable.name: np.asarray(value[variable.name], dtype=variable.dtype) for variable in self.variables}
 
-    # -- the destination -----------------------------------------------------
     def _open(self, dst: Location) -> str | Any:
         """What xarray and zarr open for ``dst``: where this format hands a location to them."""
         import zarr
@@ -339,7 +308,7 @@ def _xarray_format(
     n_rows = dataset.sizes[dim]
     chunked = [variable for variable in along.values() if variable.chunks is not None]
     source_chunks = tuple(chunked[0].chunksizes[dim]) if chunked else (n_rows,)
-    lengths = _block_lengths(source_chunks, row_nbytes, block_nbytes) if n_rows else []
+    lengths = _block_lengths(source_chunks, row_nbytes, block_nbytes)
     # The source's own tasks compute each block, every variable cut at the same rows.
     arrays = {name: variable.to_base_variable().chunk().data for name, variable in along.items()}
     inputs = block_inputs(arrays, lengths) if lengths else ({}, [])
@@ -389,31 +358,14 @@ def open_arrays_source(
 
     if not arrays:
         raise DaskShuffleValueError("Expected src to hold at least one array. Got an empty dict instead.")
-    if variables is not None:
-        unknown = [name for name in variables if name not in arrays]
-        if unknown:
-            raise DaskShuffleValueError(
-                f"Expected variables to name arrays of src. Got unknown {unknown} instead; it has {sorted(arrays)}.",
-                parameter="variables",
-            )
-        arrays = {name: arrays[name] for name in variables}
-    scalar = [name for name, array in arrays.items() if array.ndim == 0]
-    if scalar:
-        raise DaskShuffleValueError(
-            f"Expected every array to have a first (row) dimension. Got 0-d arrays {scalar} instead; leave them out."
-        )
+    arrays = select_variables(dict(arrays), variables, "src")
     unknown_sizes = [name for name, array in arrays.items() if any(math.isnan(size) for size in array.shape)]
     if unknown_sizes:
         raise DaskShuffleValueError(
             f"Expected arrays of known chunk sizes. Got {unknown_sizes} with unknown (nan) sizes instead; call "
             "array.compute_chunk_sizes() first (the plan needs every block's rows before any row moves)."
         )
-    lengths = {name: int(array.shape[0]) for name, array in arrays.items()}
-    if len(set(lengths.values())) > 1:
-        raise DaskShuffleValueError(
-            f"Expected every array to have the same number of rows. Got {lengths} instead; pass only arrays "
-            "that share their first dimension."
-        )
+    check_rows(arrays, "src")
     for name, array in arrays.items():
         dtype = np.dtype(array.dtype)
         if dtype.kind not in NUMERIC_KINDS:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import numpy as np
-from fsspec import AbstractFileSystem
 
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, StorageAccessError
 from ..formats import ARRAY_KINDS, Variable
@@ -27,13 +26,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LISTED_CHUNKS",
+    "ROW_DIMENSION",
     "SourceLike",
     "ZarrSources",
+    "check_rows",
     "describe",
     "identify_paths",
     "identify_zarr",
     "inspect_sources",
+    "select_variables",
 ]
+
+T = TypeVar("T")
 
 SourceLike: TypeAlias = "str | os.PathLike[str] | zarr.Group | zarr.Array[Any]"
 
@@ -88,18 +92,21 @@ def _arrays_of(source: zarr.Group | zarr.Array[Any]) -> dict[str, zarr.Array[Any
     return dict(sorted(source.arrays()))
 
 
-def _select(
-    arrays: dict[str, zarr.Array[Any]], variables: Sequence[str] | None, where: str
-) -> dict[str, zarr.Array[Any]]:
-    if not arrays:
-        raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
-    if variables is not None:
-        unknown = [name for name in variables if name not in arrays]
-        if unknown:
-            raise DaskShuffleValueError(
-                f"Expected variables to name arrays of {where}. Got unknown {unknown} instead; it has {sorted(arrays)}."
-            )
-        arrays = {name: arrays[name] for name in variables}
+def select_variables(arrays: dict[str, T], variables: Sequence[str] | None, where: str) -> dict[str, T]:
+    """The ``arrays`` that ``variables`` names, in its order (all of them for ``None``)."""
+    if variables is None:
+        return arrays
+    unknown = [name for name in variables if name not in arrays]
+    if unknown:
+        raise DaskShuffleValueError(
+            f"Expected variables to name arrays of {where}. Got unknown {unknown} instead; it has {sorted(arrays)}.",
+            parameter="variables",
+        )
+    return {name: arrays[name] for name in variables}
+
+
+def check_rows(arrays: Mapping[str, Any], where: str, hint: str = "") -> None:
+    """Every array of ``arrays`` (of ``where``) has a first (row) dimension, the same length in all of them."""
     scalar = [name for name, array in arrays.items() if array.ndim == 0]
     if scalar:
         raise DaskShuffleValueError(
@@ -110,29 +117,38 @@ def _select(
                 " to leave them out.",
             )
         )
-    lengths = {name: array.shape[0] for name, array in arrays.items()}
+    lengths = {name: int(array.shape[0]) for name, array in arrays.items()}
     if len(set(lengths.values())) > 1:
-        named = [_dimension_names(array) for array in arrays.values()]
-        firsts = [str(names[0]) for names in named if names]
-        if len(firsts) == len(named):  # written by xarray: a dataset, with coordinates, to shuffle along a dimension
-            dim = max(dict.fromkeys(firsts), key=firsts.count)  # the first dimension of most arrays
-            raise DaskShuffleValueError(
-                (
-                    f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; its "
-                    f"arrays name their dimensions (an xarray dataset, with coordinates): shuffle it along one with "
-                    f"shuffle_xarray(src, dst, dim={dim!r}) (daskshuffle xarray SRC DST --dim {dim}); its arrays' "
-                    f"first dimensions are {sorted(set(firsts))}. Or ",
-                    Argument("variables", ..., passed=True),
-                    " to shuffle only the arrays that share their first dimension.",
-                )
-            )
         raise DaskShuffleValueError(
             (
-                f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; ",
+                f"Expected every array of {where} to have the same number of rows. Got {lengths} instead; {hint}",
                 Argument("variables", ..., passed=True),
                 " to shuffle only the arrays that share their first dimension.",
             )
         )
+
+
+def _dataset_hint(arrays: dict[str, zarr.Array[Any]]) -> str:
+    """Where every array names its dimensions (written by xarray: a dataset, with coordinates), to shuffle it along one."""
+    named = [_dimension_names(array) for array in arrays.values()]
+    firsts = [str(names[0]) for names in named if names]
+    if not firsts or len(firsts) != len(named):
+        return ""
+    dim = max(dict.fromkeys(firsts), key=firsts.count)  # the first dimension of most arrays
+    return (
+        "its arrays name their dimensions (an xarray dataset, with coordinates): shuffle it along one with "
+        f"shuffle_xarray(src, dst, dim={dim!r}) (daskshuffle xarray SRC DST --dim {dim}); its arrays' first "
+        f"dimensions are {sorted(set(firsts))}. Or "
+    )
+
+
+def _select(
+    arrays: dict[str, zarr.Array[Any]], variables: Sequence[str] | None, where: str
+) -> dict[str, zarr.Array[Any]]:
+    if not arrays:
+        raise DaskShuffleValueError(f"Expected src to contain arrays. Got a group without arrays ({where}) instead.")
+    arrays = select_variables(arrays, variables, where)
+    check_rows(arrays, where, _dataset_hint(arrays))
     for name, array in arrays.items():
         dtype = array.dtype
         if not isinstance(dtype, np.dtype) or dtype.kind not in ARRAY_KINDS or dtype.hasobject:
@@ -165,7 +181,7 @@ def _variable(name: str, array: zarr.Array[Any]) -> Variable:
     )
 
 
-#: The name of the row dimension of arrays whose source did not name it.
+#: The name of the row dimension of arrays whose source did not name it (dask arrays, unnamed Zarr arrays).
 ROW_DIMENSION = "row"
 
 
@@ -226,21 +242,6 @@ def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list
 LISTED_CHUNKS = 100_000
 
 
-def _files_of(
-    node: zarr.Group | zarr.Array[Any], storage_options: dict[str, Any] | None
-) -> tuple[AbstractFileSystem, str] | None:
-    """The filesystem and path of a group or array's files; ``None`` for a store of no files (in memory).
-
-    The filesystem is made from the node's URL, not taken from zarr's store: zarr's is asynchronous.
-    """
-    import zarr
-
-    if not isinstance(node.store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
-        return None
-    location = Location.of(describe(node), storage_options)
-    return location.fs, location.path
-
-
 def _metadata_file(node: zarr.Group | zarr.Array[Any]) -> str:
     import zarr
 
@@ -252,7 +253,7 @@ def _metadata_file(node: zarr.Group | zarr.Array[Any]) -> str:
 def identify_zarr(
     source: zarr.Group | zarr.Array[Any],
     arrays: dict[str, zarr.Array[Any]],
-    storage_options: dict[str, Any] | None = None,
+    storage_options: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
     """The identity of a source and of the ``arrays`` of it read: its metadata file, and every array's files.
 
@@ -262,10 +263,11 @@ def identify_zarr(
     """
     import zarr
 
-    found = _files_of(source, storage_options)
-    if found is None:
+    if not isinstance(source.store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
         return []
-    fs, path = found
+    # The filesystem is made from the node's URL, not taken from zarr's store: zarr's is asynchronous.
+    location = Location.of(describe(source), storage_options)
+    fs, path = location.fs, location.path
     listed = sum(int(array.nchunks) for array in arrays.values()) <= LISTED_CHUNKS
 
     def entry(node: zarr.Group | zarr.Array[Any], where: str) -> dict[str, Any]:
@@ -296,12 +298,13 @@ def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | Non
 
 @dataclass(frozen=True)
 class ZarrSources:
-    """Checked sources: their arrays, the shuffled variables, the blocks ``(source, start, stop)``."""
+    """Checked sources: their arrays, the shuffled variables, the blocks ``(source, start, stop)``: a
+    :class:`~._zarr.ZarrFormat`'s arguments but its destination's."""
 
-    arrays: list[dict[str, zarr.Array[Any]]]
+    sources: list[dict[str, zarr.Array[Any]]]
     variables: list[Variable]
     blocks: list[tuple[int, int, int]]
-    names: list[str]
+    source_names: list[str]
     group_attrs: dict[str, Any]
     identity: list[dict[str, Any]]
 
@@ -340,10 +343,10 @@ def inspect_sources(
     if isinstance(opened[0], zarr.Group):
         group_attrs = {key: value for key, value in opened[0].attrs.asdict().items() if key != METADATA_KEY}
     return ZarrSources(
-        arrays=sources,
+        sources=sources,
         variables=_name_dimensions([described[0][name] for name in names]),
         blocks=blocks,
-        names=[describe(source) for source in opened],
+        source_names=[describe(source) for source in opened],
         group_attrs=group_attrs,
         identity=[
             entry
