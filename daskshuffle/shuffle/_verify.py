@@ -411,9 +411,9 @@ def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any]
         return None
     kind, variables = str(metadata.get("kind")), list(metadata.get("variables") or [])
     if kind == "parquet":
-        from ..sources import identify_parquet_sources
+        from ..sources import list_parquet_sources
 
-        return _changes(metadata, identify_parquet_sources(sources, storage_options))
+        return _changes(metadata, list_parquet_sources(sources, storage_options).identity)
     block_nbytes = parse_nbytes("64MiB", "block_memory")  # the shuffles' default; only the identity is read
     fmt = _open_sources(kind, sources, variables, block_nbytes, storage_options)
     return _changes(metadata, fmt.identify_source())

@@ -5,7 +5,7 @@ plain text file, never read back by the loader) lives here with its source.
 
 from ._arrays import ZarrFormat, open_zarr_sources
 from ._dataframe import open_dataframe_source
-from ._parquet import COMPRESSIONS, identify_parquet_sources, list_parquet_sources, open_parquet_sources
+from ._parquet import COMPRESSIONS, list_parquet_sources, open_parquet_sources
 from ._text import parse_delimiter, parse_sources
 from ._text_sample import count_lines
 from ._text_shards import TextOutput, open_text_output
@@ -24,7 +24,6 @@ __all__ = [
     "ZarrFormat",
     "count_lines",
     "decoding",
-    "identify_parquet_sources",
     "list_parquet_sources",
     "open_arrays_source",
     "open_dataframe_source",

@@ -46,7 +46,6 @@ __all__ = [
     "COMPRESSIONS",
     "ParquetFormat",
     "ParquetListing",
-    "identify_parquet_sources",
     "list_parquet_sources",
     "open_parquet_sources",
     "unify_schemas",
@@ -313,13 +312,6 @@ def list_parquet_sources(
         sources=[normalize(item) for item in items],
         identity=identify_files(fs, paths, [path if where.is_local else fs.unstrip_protocol(path) for path in paths]),
     )
-
-
-def identify_parquet_sources(
-    src: Sequence[str | os.PathLike[str]], storage_options: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """The identity of the Parquet files ``src`` names now, as a shuffle of them records it: no file is read."""
-    return list_parquet_sources(list(src), storage_options).identity
 
 
 def open_parquet_sources(
