@@ -2,7 +2,7 @@
 
 A read is ``(epoch, number, start, stop)``: positions ``start:stop`` of read
 ``number`` of ``epoch`` once shuffled (:mod:`daskshuffle.loader._epoch_reads`).
-A :class:`~daskshuffle.loader._reads.PileRead` does one read (the rows as
+:meth:`~daskshuffle.loader._reads.LoaderReads.read` does one read (the rows as
 stored, and the order to hand them out in); :class:`ReadAhead` runs them in a
 pool of :data:`READ_THREADS` threads: the consumer's read, and the reads after
 it while the rows they hold fit the budget (``PileLoader(prefetch=)``: one read
@@ -115,7 +115,7 @@ class FetchAhead:
                 # The read after the consumer's goes out whatever it holds, unless a size set the budget.
                 if position > (0 if self._piles.held_ahead is not None else 1) and reader.fetched_nbytes >= budget:
                     break
-                spans = self._piles.spans(job)
+                spans = self._piles.epoch_reads.spans(job)
                 for start, stop in spans:
                     reader.fetch(start, stop)
                 self._started[job] = spans
@@ -175,12 +175,12 @@ class ReadAhead:
 
     def _n_rows(self, job: Read) -> int:
         """Rows ``job`` holds: its runs, gaps and all."""
-        return sum(stop - start for start, stop in self._piles.spans(job))
+        return sum(stop - start for start, stop in self._piles.epoch_reads.spans(job))
 
     def _submit(self, job: Read) -> Future[ShuffledPile]:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix=self._prefix)
-        return self._executor.submit(self._piles.job(job))
+        return self._executor.submit(self._piles.read, job)
 
     def keep_only(self, jobs: Sequence[Read]) -> None:
         """Cancel the reads not started that are not among ``jobs``."""
