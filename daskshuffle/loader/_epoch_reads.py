@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
@@ -48,23 +49,38 @@ class ReadPlan(NamedTuple):
 
 
 #: Epochs whose reads are kept: the one being read, the next one read ahead, and a range's.
-KEPT_EPOCHS = 4
+KEPT_EPOCHS = 3
 
 
 class EpochCache(Generic[Made]):
-    """What is made once for each epoch and shared by threads; the last :data:`KEPT_EPOCHS` kept, pickled empty."""
+    """What is made once for each epoch and shared by threads; the last :data:`KEPT_EPOCHS` kept, pickled empty.
+
+    A thread that asks while another makes it waits for that one; an error
+    reaches the threads waiting, and the next to ask tries again.
+    """
 
     def __init__(self) -> None:
-        self._made: dict[int, Made] = {}
+        self._made: dict[int, Future[Made]] = {}
         self._lock = threading.Lock()
 
     def get(self, epoch: int, make: Callable[[int], Made]) -> Made:
         with self._lock:
-            if epoch not in self._made:
+            pending = self._made.get(epoch)
+            making = pending is None
+            if pending is None:
                 if len(self._made) >= KEPT_EPOCHS:
-                    self._made.pop(next(iter(self._made)))
-                self._made[epoch] = make(epoch)
-            return self._made[epoch]
+                    self._made.pop(next(iter(self._made)))  # a thread still making it keeps its own future
+                pending = self._made[epoch] = Future()
+        if making:
+            try:
+                pending.set_result(make(epoch))
+            except BaseException as error:
+                with self._lock:
+                    if self._made.get(epoch) is pending:
+                        del self._made[epoch]
+                pending.set_exception(error)
+                raise
+        return pending.result()
 
     def __getstate__(self) -> dict[str, Any]:
         return {}

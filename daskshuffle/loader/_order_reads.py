@@ -13,22 +13,15 @@ groups.
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future
-from typing import Any
-
 import numpy as np
 from numpy.typing import NDArray
 
 from ..epochs import ORDERS, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
-from ._epoch_reads import EpochReads, Read, ReadPlan
+from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 from ._loader_state import LoaderSettings
 from ._unit_groups import UnitGroups
 
 __all__ = ["OrderReads", "loader_divisions", "make_reads"]
-
-#: Epochs whose order is kept: the one being read, the next one read ahead, and a range's.
-KEPT_EPOCHS = 3
 
 
 class OrderReads(EpochReads):
@@ -48,43 +41,22 @@ class OrderReads(EpochReads):
         self.divisions = divisions
         #: Rows a read may take between two rows its stretch needs (see :func:`~daskshuffle.epochs._epoch_order.unit_reads`).
         self.gap = READ_GAPS[order]
-        self._epochs: dict[int, Future[EpochOrder]] = {}
-        self._lock = threading.Lock()
+        self._epochs = EpochCache[EpochOrder]()
 
     def epoch_order(self, epoch: int) -> EpochOrder:
-        """The order of ``epoch``, made once: a thread that asks while another makes it waits for that one."""
-        with self._lock:
-            pending = self._epochs.get(epoch)
-            making = pending is None
-            if pending is None:
-                if len(self._epochs) >= KEPT_EPOCHS:
-                    self._epochs.pop(next(iter(self._epochs)))  # a thread still making it keeps its own future
-                pending = self._epochs[epoch] = Future()
-        if making:
-            try:
-                pending.set_result(self.draw(epoch))
-            except BaseException as error:
-                with self._lock:  # the threads waiting get the error; the next to ask tries again
-                    if self._epochs.get(epoch) is pending:
-                        del self._epochs[epoch]
-                pending.set_exception(error)
-                raise
-        return pending.result()
+        """The order of ``epoch``, made once."""
+        return self._epochs.get(epoch, self.draw)
 
     def draw(self, epoch: int) -> EpochOrder:
         """The order of ``epoch``, made afresh."""
         return ORDERS[self.order](self.offsets, self.seed, epoch, self.divisions, self.options)
 
-    def bounds(self, epoch: int) -> NDArray[np.int64]:
-        """Where each stretch of ``epoch``'s stream starts, and the stream's end: the offsets the plan cuts."""
-        return self.epoch_order(epoch).bounds
-
     def layout(self, epoch: int) -> NDArray[np.int64]:
-        return self.bounds(epoch)
+        return self.epoch_order(epoch).bounds
 
     def visit_order(self, epoch: int) -> NDArray[np.intp]:
         """Stretches are read in the order of the stream."""
-        return np.arange(len(self.bounds(epoch)) - 1)
+        return np.arange(len(self.layout(epoch)) - 1)
 
     def plan_read(self, read: Read) -> ReadPlan:
         runs, order = unit_reads(self.rows(read.epoch, read.number, read.start, read.stop), self.gap)
@@ -101,16 +73,9 @@ class OrderReads(EpochReads):
 
     def piles_of(self, epoch: int, index: int) -> list[int]:
         """The store piles stretch ``index`` of ``epoch`` takes rows of, in the order of the store."""
-        rows = self.rows(epoch, index, 0, int(np.diff(self.bounds(epoch))[index]))
+        rows = self.rows(epoch, index, 0, int(np.diff(self.layout(epoch))[index]))
         piles = np.searchsorted(self.offsets, rows, side="right") - 1
         return np.unique(piles).tolist()  # type: ignore[no-any-return]
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_epochs": {}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
 
 def make_reads(
