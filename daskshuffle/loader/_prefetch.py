@@ -155,14 +155,13 @@ class ReadAhead:
         """What ``jobs[index]`` reads, once the jobs after it that fit the budget are under way."""
         if self._fetch is not None:
             self._fetch.advance(jobs, index)
+        limit = self._piles.held_ahead
         with self._lock:
             held = 0
-            for ahead, job in enumerate(jobs[index:]):
-                if ahead:
-                    held += self._n_rows(job)
-                    if self._piles.held_ahead is None and ahead > 1:
-                        break
-                    if self._piles.held_ahead is not None and held > self._piles.held_ahead:
+            for ahead, job in enumerate(jobs[index : index + 2 if limit is None else None]):
+                if ahead and limit is not None:  # the rows of the reads ahead, their runs' gaps and all
+                    held += sum(stop - start for start, stop in self._piles.epoch_reads.spans(job))
+                    if held > limit:
                         break
                 if job not in self._pending:
                     self._pending[job] = self._submit(job)
@@ -172,10 +171,6 @@ class ReadAhead:
         except (CancelledError, ReadCancelledError):
             # Only close() cancels our reads: another thread closed this one's while it waited. A public error.
             raise _stopped() from None
-
-    def _n_rows(self, job: Read) -> int:
-        """Rows ``job`` holds: its runs, gaps and all."""
-        return sum(stop - start for start, stop in self._piles.epoch_reads.spans(job))
 
     def _submit(self, job: Read) -> Future[ShuffledPile]:
         if self._executor is None:

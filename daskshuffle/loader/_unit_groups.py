@@ -49,11 +49,6 @@ class UnitSizes(NamedTuple):
         return max(self.member_unit_rows)
 
 
-def _chunks(found: dict[str, tuple[int, int]]) -> tuple[dict[str, int], dict[str, int]]:
-    """Rows a chunk and bytes a row of each variable."""
-    return {name: rows for name, (rows, _) in found.items()}, {name: size for name, (_, size) in found.items()}
-
-
 def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, n_rows: int) -> UnitSizes:
     """The units and groups a loader reads ``reader`` in, for ``budget`` bytes and epochs of ``n_rows`` rows.
 
@@ -70,7 +65,10 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
     process's memory (``daskshuffle.config``).
     """
     row = max(row_nbytes, 1.0)
-    members = [_chunks(found) for found in reader.member_chunk_rows()]
+    members = [  # rows a chunk and bytes a row of each variable
+        ({name: rows for name, (rows, _) in found.items()}, {name: size for name, (_, size) in found.items()})
+        for found in reader.member_chunk_rows()
+    ]
     if budget == "auto":
         unit_nbytes = max(unit_rows_for(*member) for member in members) * row  # the cheapest units to read
         budget = auto_budget(
