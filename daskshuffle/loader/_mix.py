@@ -37,7 +37,7 @@ class MixedReader(ComposedReader[Any]):
 
     def __init__(self, readers: Sequence[PileReader[Any]]) -> None:
         self.readers = list(readers)
-        self._offsets, self.first_piles = stream_offsets([reader.pile_offsets for reader in readers])
+        self._offsets = stream_offsets([reader.pile_offsets for reader in readers])
         self.starts = np.concatenate([[0], np.cumsum([reader.n_rows for reader in readers])]).astype(np.int64)
         self.metadata = {
             **readers[0].metadata,
