@@ -1,32 +1,14 @@
 """The orders a :class:`~daskshuffle.PileLoader` can yield an epoch in: one pure function each, in :data:`ORDERS`.
 
-Every order has the signature ``order(pile_offsets, seed, epoch, divisions,
-options) -> EpochOrder`` (:data:`~daskshuffle.epochs._epoch_order.OrderFunction`):
-from the store's pile offsets, the seed, the epoch, the cuts of the epoch's
-stream between ranks (or lanes: MosaicML's canonical nodes) and the order's
-:class:`~daskshuffle.epochs._epoch_order.OrderOptions`, it gives the store row at
-every position of the epoch's stream, and the positions where the loader's
-reads start (:attr:`~daskshuffle.epochs._epoch_order.EpochOrder.bounds`). The
-loader cuts that stream between ranks and batches exactly as it cuts its own
-order's; a read holds the rows of one unit ``bounds[u]:bounds[u + 1]`` at
-once, reading them from the store in runs
-(:func:`~daskshuffle.epochs._epoch_order.unit_reads`). Pure numpy, like
-:mod:`daskshuffle.epochs._epoch_plan`: no I/O, no dask, no zarr. Randomness comes
-only from :func:`~daskshuffle._random.make_rng` keyed by ``(seed, purpose, epoch, ...)``.
-
-The *sample space* of an epoch is the piles laid end to end in the epoch's
-visiting order (:func:`~daskshuffle.epochs._epoch_plan.epoch_pile_order`), each in
-stored order. A pile plays the part of a MosaicML shard, or of a tf.data file.
-The loader's own order, ``"piles"`` (:class:`~daskshuffle.orders.Piles`), is
-not here: it reads units of whole chunks dealt into groups under a byte budget
-(:mod:`daskshuffle.plan._unit_plan`), which no pile order describes. Here are
-the orders that shuffle stretches of the sample space (``"naive"`` and
-MosaicML Streaming's ``py1s``, ``py2s``, ``py1b``, ``py1br`` and ``py1e``, with a
-pile in the part of a shard and the divisions, ranks or lanes, in that of
-canonical nodes), tf.data's buffer orders (``"buffer"``, ``shuffle(buffer_size)``,
-and ``"interleave"``, ``interleave`` then ``shuffle``: a pile plays the part of a
-file, each division runs its own buffer), and their registry :data:`ORDERS`.
-The order objects users pass are in :mod:`~daskshuffle.epochs._order_classes`.
+Each is an :data:`~daskshuffle.epochs._epoch_order.OrderFunction`: from the
+store's pile offsets, the seed, the epoch, the cuts of the epoch's stream
+between ranks (or lanes) and its options, the store row at every position of
+the stream and where the loader's reads start. The loader cuts that stream
+between ranks and batches as it cuts its own order's. Here are ``"naive"``,
+MosaicML Streaming's orders (a pile in the part of a shard, the divisions in
+that of canonical nodes) and tf.data's buffer orders (a pile in the part of a
+file, each division running its own buffer). The loader's own order,
+``"piles"``, is not here: its units and groups are :mod:`daskshuffle.epochs._unit_plan`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""How a loader cuts each epoch into reads: one :class:`EpochReads` per way, behind one small interface.
+"""How a loader cuts each epoch into reads, behind one small interface: :class:`EpochReads`.
 
 A *read* is what the loader holds at once: for ``order="piles"`` a group of
 units of whole chunks (:class:`~daskshuffle.loader._unit_groups.UnitGroups`),
 for every other order a stretch of its stream
-(:class:`~daskshuffle.loader._order_reads.OrderReads`). The loader's plan
-cuts the reads of an epoch (:meth:`EpochReads.layout`, visited in
-:meth:`EpochReads.visit_order`) between ranks and batches, and each read asks
-for what to take from the store and in which order to hand its positions out
-(:meth:`EpochReads.plan_read`): the rest of the loader never asks which kind
-of reads it has.
+(:class:`~daskshuffle.loader._order_reads.OrderReads`). The rest of the loader
+never asks which kind of reads it has.
 """
 
 from __future__ import annotations

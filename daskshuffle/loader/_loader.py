@@ -1,21 +1,11 @@
-"""``PileLoader``: shuffled minibatches from a pile store, during training.
+"""``PileLoader``: shuffled minibatches from a pile store, during training; this module opens the store and the settings.
 
-This is the second pass of the 2-pass shuffle, done lazily. By default
-(``order="piles"``) each epoch deals the store's units of whole chunks into
-groups afresh, reads each group at once and hands its rows out in a fresh
-permutation (:mod:`daskshuffle.loader._unit_groups`); batches run across
-groups. With another ``order=``, the epoch is that order's stream, read
-stretch by stretch (:mod:`daskshuffle.loader._order_reads`). One pool of reader
-threads reads the next groups under one byte budget while the consumer trains
-(:mod:`daskshuffle.loader._prefetch`).
-
-The loader reads through the formats (:func:`daskshuffle.formats.open_pile_reader`)
-and never imports dask: it runs on a training machine with no scheduler at all.
-Which rows each rank and each batch gets is planned by pure functions of
-:mod:`daskshuffle.epochs` (:func:`~daskshuffle.epochs._epoch_plan.plan_batches`); gathering
-a batch lives in :mod:`daskshuffle.loader._batches`, the position and the
-iterations that move it in :mod:`daskshuffle.loader._loader_position`; this module
-opens the store and the settings.
+The loader never imports dask: it runs on a training machine with no scheduler
+at all. Which rows each rank and each batch gets is planned by pure functions of
+:mod:`daskshuffle.epochs`; the reads are :mod:`daskshuffle.loader._unit_groups`
+(``order="piles"``) or :mod:`daskshuffle.loader._order_reads`, read ahead by
+:mod:`daskshuffle.loader._prefetch`; the position and the iterations that move
+it are :mod:`daskshuffle.loader._loader_position`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""A loader's position in its epochs, and everything that reads or moves it.
+"""A loader's position in its epochs, and everything that reads or moves it: the part of ``PileLoader`` that iterates.
 
-:class:`LoaderPosition` is the part of :class:`~daskshuffle.PileLoader` that
-keeps the epoch and the batches of it handed out: iterating (which moves the
-position), ranges of batches and :meth:`~LoaderPosition.peek` (which do not),
-:meth:`~LoaderPosition.set_epoch`, and the position saved and restored by
-:meth:`~LoaderPosition.state_dict` and :meth:`~LoaderPosition.load_state_dict`.
 The batches themselves come from the rank's share (:mod:`daskshuffle.loader._rank_share`).
 """
 

@@ -1,14 +1,10 @@
 """The reads of an order other than ``"piles"``: stretches of an epoch's :class:`~daskshuffle.epochs._epoch_order.EpochOrder`.
 
-For ``order="piles"`` a read is a group of units
-(:mod:`daskshuffle.loader._unit_groups`). Every other order of
-:data:`~daskshuffle.epochs._orders.ORDERS` gives the epoch's stream of store rows
-whole, cut into the order's own stretches (a pile, a block of
-``shuffle_block_size`` rows, ...: ``EpochOrder.bounds``); :class:`OrderReads`
-makes it once per epoch (8 bytes a row, and the time the order takes), keeps
-the few epochs a loader is in at once, and tells each read the store rows of
-its stretch. The plan of batches cuts the stretches, in order, as it cuts
-groups.
+Every order of :data:`~daskshuffle.epochs._orders.ORDERS` but ``"piles"`` gives
+the epoch's stream of store rows whole, cut into the order's own stretches (a
+pile, a block of ``shuffle_block_size`` rows, ...: ``EpochOrder.bounds``);
+:class:`OrderReads` makes it once per epoch (8 bytes a row, and the time the
+order takes) and keeps the few epochs a loader is in at once.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""Reading ahead of the consumer: one pool of reader threads under one byte budget.
+"""Reading ahead of the consumer: one pool of reader threads under one byte budget (:class:`ReadAhead`).
 
-A read is ``(epoch, number, start, stop)``: positions ``start:stop`` of read
-``number`` of ``epoch`` once shuffled (:mod:`daskshuffle.loader._epoch_reads`).
-:meth:`~daskshuffle.loader._reads.LoaderReads.read` does one read (the rows as
-stored, and the order to hand them out in); :class:`ReadAhead` runs them in a
-pool of :data:`READ_THREADS` threads: the consumer's read, and the reads after
-it while the rows they hold fit the budget (``PileLoader(prefetch=)``: one read
-ahead whatever it holds, or a size). Whatever goes wrong in a read is raised
-in the consumer, through its future. Neither refers to the loader, so that
-garbage collection of the loader can stop them; :meth:`ReadAhead.close` cancels
-the reads not started, stops those under way and joins the threads.
-
-On a remote store the requests of the reads ahead also go out at once, all in
-flight together, within ``loader.read-ahead-nbytes`` (``daskshuffle.config``)
-or the size given (:class:`FetchAhead`).
+Whatever goes wrong in a read is raised in the consumer, through its future.
+Nothing here refers to the loader, so that garbage collection of the loader
+can stop the reads. On a remote store the requests of the reads ahead also go
+out at once (:class:`FetchAhead`).
 """
 
 from __future__ import annotations

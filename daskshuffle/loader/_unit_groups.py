@@ -1,21 +1,10 @@
-"""The read mode of ``order="piles"``: units of whole chunks, dealt into groups under one byte budget, mixed.
+"""The reads of ``order="piles"``: groups of units of whole chunks, as :mod:`daskshuffle.epochs._unit_plan` plans them.
 
-Every store this version writes holds its rows, end to end, in a uniform
-random order (:mod:`daskshuffle.epochs._unit_plan`). :class:`UnitGroups` reads it
-in *units*, runs of whole chunks (a Parquet store's row groups), deals them
-into *groups* afresh every epoch, and hands each group's rows out in one
-uniform permutation of the group. A group is one read of the loader
-(:class:`~daskshuffle.loader._epoch_reads.EpochReads`), its units read
-straight into one set of arrays (:meth:`~daskshuffle.readers.PileReader.read_runs`):
-the plan of batches cuts groups between ranks and batches, and each batch is
-gathered from its group.
-
-The stores of a mixture and the generations of an appended store are read
-the same way: units never cross from one store to another
-(:meth:`~daskshuffle.readers.PileReader.segments`), and a mixture's epoch takes
-each stream's copies of its units and a sample of them
-(:func:`~daskshuffle.epochs._unit_plan.epoch_runs`). :func:`choose_units` picks
-the unit and the group when the loader opens.
+A group is one read of the loader (:class:`~daskshuffle.loader._epoch_reads.EpochReads`),
+its units read straight into one set of arrays (:meth:`~daskshuffle.readers.PileReader.read_runs`).
+Units never cross from one store to another (:meth:`~daskshuffle.readers.PileReader.segments`:
+a mixture's stores, an appended store's generations). :func:`choose_units` picks the unit and the
+group when the loader opens.
 """
 
 from __future__ import annotations
@@ -53,16 +42,9 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
     """The units and groups a loader reads ``reader`` in, for ``budget`` bytes and epochs of ``n_rows`` rows.
 
     A group holds half the budget (the next one is read while one is used),
-    at least one unit. A unit is the fewest whole chunks of its store that
-    read little more than their rows' bytes, grown while epochs stay close to
-    independent (:func:`~daskshuffle.epochs._unit_plan.unit_rows_for`); each
-    store a reader reads through (a generation, a stream) has its own.
-    ``"auto"`` grows with the data so that batch-mates meet again about twice
-    as often as under independent shuffles at most
-    (:func:`~daskshuffle.epochs._unit_plan.auto_budget`), from
-    ``loader.units-budget-least-nbytes`` (128 MiB) to
-    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the
-    process's memory (``daskshuffle.config``).
+    at least one unit (:func:`~daskshuffle.epochs._unit_plan.unit_rows_for`);
+    each store a reader reads through (a generation, a stream) has its own
+    unit. ``"auto"`` is :func:`~daskshuffle.epochs._unit_plan.auto_budget`.
     """
     row = max(row_nbytes, 1.0)
     members = [  # rows a chunk and bytes a row of each variable
