@@ -27,7 +27,8 @@ from ..readers import PileReader
 from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition
 from ._loader_state import LoaderSettings, parse_rank, row_nbytes
-from ._mix import loader_reads, open_loader_store
+from ._mix import open_loader_store
+from ._order_reads import make_reads
 from ._prefetch import ReadAhead, parse_prefetch
 from ._rank_share import RankShare
 from ._reads import LoaderReads
@@ -275,7 +276,7 @@ class PileLoader(LoaderPosition):
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
         self._storage_options = storage_options
-        reads, n_rows = loader_reads(self.settings, reader, mixture, None if units is None else units.member_unit_rows)
+        reads = make_reads(self.settings, reader, units, mixture)
         self._streams = None if mixture is None else mixture.records
         self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row_nbytes(reader))
         self._share = RankShare.make(self._piles, self.settings, n_rows)

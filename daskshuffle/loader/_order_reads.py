@@ -9,15 +9,19 @@ order takes) and keeps the few epochs a loader is in at once.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
 from ..epochs import ORDERS, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
+from ..readers import PileReader
 from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 from ._loader_state import LoaderSettings
-from ._unit_groups import UnitGroups
+from ._mix import Mixture
+from ._unit_groups import UnitGroups, UnitSizes
 
-__all__ = ["OrderReads", "loader_divisions", "make_reads"]
+__all__ = ["OrderReads", "make_reads"]
 
 
 class OrderReads(EpochReads):
@@ -75,36 +79,20 @@ class OrderReads(EpochReads):
 
 
 def make_reads(
-    settings: LoaderSettings,
-    offsets: NDArray[np.int64],
-    segments: NDArray[np.int64] | None = None,
-    unit_rows: list[int] | None = None,
-    members: NDArray[np.int64] | None = None,
-    counts: list[int] | None = None,
+    settings: LoaderSettings, reader: PileReader[Any], units: UnitSizes | None, mixture: Mixture | None
 ) -> EpochReads:
-    """The reads of a loader of ``settings`` over piles at ``offsets``: groups of units, or an order's stretches.
+    """The reads of a loader of ``settings`` over ``reader``: groups of ``units`` (``order="piles"``), or an order's stretches.
 
-    ``segments``, ``unit_rows`` (of each store read through; by default the
-    settings'), ``members`` and ``counts``: for groups of units, as
-    :class:`~daskshuffle.loader._unit_groups.UnitGroups` takes them. An
-    order's stream is cut between ranks (or, with ``n_lanes``, between lanes)
-    as the loader cuts it: those are the order's divisions, MosaicML's
+    An order's stream is cut between ranks (or, with ``n_lanes``, between
+    lanes) as the loader cuts it: those are the order's divisions, MosaicML's
     canonical nodes.
     """
-    s = settings
-    if s.order == "piles":
-        assert s.unit_rows is not None and s.group_rows is not None  # the loader chose them for order="piles"
-        units = s.unit_rows if unit_rows is None else unit_rows
-        return UnitGroups(offsets, s.seed, units, s.group_rows, segments, members, counts)
+    s, offsets = settings, reader.pile_offsets
+    if units is not None:
+        members, counts = (None, None) if mixture is None else (mixture.reader.starts, mixture.counts)
+        return UnitGroups(offsets, s.seed, units.member_unit_rows, units.group_rows, reader.segments(), members, counts)
+    n_rows = int(offsets[-1])
+    n_divisions, step = s.divisions
+    divisions = division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, step, s.drop_last))
     options = OrderOptions(s.shuffle_block_size, s.buffer_size, s.cycle_length)
-    return OrderReads(s.order, options, offsets, s.seed, loader_divisions(s, int(offsets[-1])))
-
-
-def loader_divisions(settings: LoaderSettings, n_rows: int) -> NDArray[np.int64]:
-    """Where a loader of ``settings`` cuts an epoch of ``n_rows`` rows between ranks (or lanes), and the tail."""
-    s = settings
-    if s.n_lanes is None:
-        n_divisions, step = s.world_size, s.batch_size
-    else:
-        n_divisions, step = s.n_lanes, s.batch_size * s.world_size // s.n_lanes
-    return division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, step, s.drop_last))
+    return OrderReads(s.order, options, offsets, s.seed, divisions)
