@@ -23,10 +23,10 @@ from ._epoch_order import (
     OrderFunction,
     OrderOptions,
     block_cuts,
+    cut_bounds,
     per_division,
     sample_space,
     shuffle_units,
-    unit_bounds,
 )
 from ._epoch_plan import epoch_pile_order, stream_rows
 
@@ -56,7 +56,7 @@ def whole_piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, o
     """Piles in a random order, each shuffled whole (a read per pile): the first shuffle of :func:`py2s`."""
     rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
     ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
-    return EpochOrder(rows, unit_bounds([0], ends))
+    return EpochOrder(rows, cut_bounds([0], ends))
 
 
 def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
@@ -67,14 +67,14 @@ def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options
 def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, cut between divisions, each part shuffled alone (a boundary pile's parts in stored order)."""
     space, ends = sample_space(offsets, seed, epoch)
-    bounds = unit_bounds([0], ends, divisions)
+    bounds = cut_bounds([0], ends, divisions)
     return EpochOrder(shuffle_units(space, bounds, seed, "order-py1s", epoch), bounds)
 
 
 def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
     first = whole_piles(offsets, seed, epoch, divisions, options)
-    bounds = unit_bounds(first.bounds, divisions)
+    bounds = cut_bounds(first.bounds, divisions)
     return EpochOrder(shuffle_units(first.rows, bounds, seed, "order-py2s", epoch), bounds)
 
 
@@ -95,7 +95,7 @@ def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntA
         sizes[0] = rng.integers(1, sizes[0] + 1)  # the stagger: divisions do not start new blocks in step
         starts = a + np.cumsum(sizes)
         cuts.append(starts[starts < b])
-    return unit_bounds([0], *cuts)
+    return cut_bounds([0], *cuts)
 
 
 def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
@@ -114,7 +114,7 @@ def py1e_ranges(
     over ``[s - (block - m) / 2, e + (block - m) / 2)``, clipped to the division.
     """
     space, ends = sample_space(offsets, seed, epoch)
-    cuts = unit_bounds([0], ends, divisions)
+    cuts = cut_bounds([0], ends, divisions)
     sizes = np.diff(cuts)
     pad = np.maximum(0.0, (block - sizes) / 2)
     division = np.searchsorted(divisions, cuts[:-1], side="right") - 1
