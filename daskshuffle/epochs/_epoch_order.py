@@ -45,7 +45,7 @@ READ_GAP = 256
 
 @dataclass(frozen=True)
 class OrderOptions(Settings):
-    """The parameters of an order; each order uses the ones :data:`~daskshuffle.epochs._orders.ORDER_OPTIONS` names, the others are ``None``."""
+    """The parameters of an order; each order uses the ones :data:`~daskshuffle.epochs._order_classes.ORDER_OPTIONS` names, the others are ``None``."""
 
     shuffle_block_size: int | None = None
     buffer_size: int | None = None

@@ -16,10 +16,10 @@ from typing import Any, ClassVar, Literal
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes, parse_positive_int
 from ._epoch_order import OrderOptions
-from ._orders import ORDER_OPTIONS
 
 __all__ = [
     "ORDER_CLASSES",
+    "ORDER_OPTIONS",
     "Buffer",
     "Interleave",
     "Naive",
@@ -68,7 +68,7 @@ class Order:
     (8, None)
     """
 
-    #: The order's name in :data:`ORDER_OPTIONS` and in a loader's settings.
+    #: The order's name in :data:`ORDER_CLASSES` and in a loader's settings.
     name: ClassVar[str] = ""
     n_lanes: int | None = field(default=None, kw_only=True)
 
@@ -326,6 +326,12 @@ class Interleave(Order):
 #: Every order's class, by name.
 ORDER_CLASSES: dict[str, type[Order]] = {
     cls.name: cls for cls in (Piles, Naive, Py1s, Py2s, Py1b, Py1br, Py1e, Buffer, Interleave)
+}
+#: The options of each order that go into its stream (:class:`OrderOptions`): its fields but the lanes, and ``Piles``'
+#: budget, which is its own.
+ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
+    name: tuple(option.name for option in _option_fields(cls) if option.name != "budget")
+    for name, cls in ORDER_CLASSES.items()
 }
 
 

@@ -33,7 +33,6 @@ from ._epoch_plan import epoch_pile_order, stream_rows
 __all__ = [
     "BUFFERS_PER_UNIT",
     "ORDERS",
-    "ORDER_OPTIONS",
     "READ_GAPS",
     "buffer",
     "buffer_stream",
@@ -237,15 +236,3 @@ ORDERS: dict[str, OrderFunction] = {
 #: of the sample space, read exactly (rows between two of their runs belong to other units), else
 #: :data:`~daskshuffle.epochs._epoch_order.READ_GAP`.
 READ_GAPS: dict[str, int] = {name: 0 if name in ("py1s", "py1b", "py1br") else READ_GAP for name in ORDERS}
-#: The options each order needs (``"piles"``'s budget is its own, :class:`~daskshuffle.orders.Piles`).
-ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "piles": (),
-    "naive": (),
-    "py1s": (),
-    "py2s": (),
-    "py1b": ("shuffle_block_size",),
-    "py1br": ("shuffle_block_size",),
-    "py1e": ("shuffle_block_size",),
-    "buffer": ("buffer_size",),
-    "interleave": ("buffer_size", "cycle_length"),
-}
