@@ -372,7 +372,9 @@ class PileLoader(LoaderPosition):
     # -- resources -----------------------------------------------------------
     def close(self) -> None:
         """Stop the iterations in progress and the reads ahead, join the reader threads, close the store."""
-        self._close_iterations()
+        self._close_live()
+        for generator in list(self._ranges):
+            generator.close()
         _release(self._read_ahead, self._piles.reader)
 
     def __enter__(self) -> PileLoader:

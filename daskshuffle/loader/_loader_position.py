@@ -85,12 +85,6 @@ class LoaderPosition:
             "read ranges with iter_batches(epoch, start, stop), or finish or close the first iteration first."
         )
 
-    def _close_iterations(self) -> None:
-        """Stop the iteration in progress and every range of batches."""
-        self._close_live()
-        for generator in list(self._ranges):
-            generator.close()
-
     # -- iteration -----------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         with self._moving:

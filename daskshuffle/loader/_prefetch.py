@@ -50,13 +50,7 @@ class Prefetch(NamedTuple):
 
 
 def parse_prefetch(value: object) -> Prefetch:
-    """``prefetch`` as the bytes of rows in flight (remote stores) and the bytes of rows read ahead.
-
-    ``"auto"`` reads one read ahead, whatever it holds (``order="piles"``'s
-    budget counts it), with ``loader.read-ahead-nbytes`` (``daskshuffle.config``)
-    of rows in flight on a remote store. A size is both budgets: the reads
-    after the consumer's that its rows fit in, and their requests in flight
-    (``"0B"``: nothing ahead).
+    """``PileLoader(prefetch=)`` (documented there) as the bytes of rows in flight and of rows read ahead.
 
     Examples
     --------
