@@ -1,11 +1,6 @@
 """PyTorch's side of :class:`~daskshuffle.torch.PileDataset`: what crosses between it and ``DataLoader`` workers.
 
-:class:`Passes` counts the epochs of a dataset's passes in memory shared with
-its worker processes; :class:`WorkerBatches` gathers a worker's batches into
-shared memory, or into plain arrays sent by value (:class:`ByValue`);
-:func:`make_dataloader` builds the ``DataLoader`` of
-:meth:`~daskshuffle.torch.PileDataset.dataloader`. Imports torch at the top:
-:mod:`daskshuffle.torch` names the package to install first.
+Imports torch at the top: :mod:`daskshuffle.torch` names the package to install first.
 """
 
 from __future__ import annotations
