@@ -24,6 +24,7 @@ from .._errors import DaskShuffleValueError
 
 __all__ = [
     "Measure",
+    "bin_counts",
     "chunk_rows",
     "cobatch_overlap",
     "contingency",
@@ -169,19 +170,23 @@ def contingency(order: Any, bins: int | None = None) -> Measure:
     under a uniform permutation the statistic has about ``(bins - 1)**2``
     degrees of freedom.
     """
-    n, chunk = int(order.shape[0]), chunk_rows()
+    n = int(order.shape[0])
     bins = bins or max(2, min(100, int(math.sqrt(n / 20))))
-    table = np.zeros(bins * bins, dtype=np.int64)
-    for start in range(0, n, chunk):
-        out = np.arange(start, min(start + chunk, n), dtype=np.int64) * bins // n
-        source = rows_of(order, start, start + chunk) * bins // n
-        table += np.bincount(out * bins + source, minlength=bins * bins)
-    rows = np.bincount(np.arange(bins * bins) // bins, weights=table, minlength=bins)
-    cols = np.bincount(np.arange(bins * bins) % bins, weights=table, minlength=bins)
-    expected = np.outer(rows, cols).reshape(-1) / n
+    table = bin_counts(order, bins).astype(np.float64)
+    expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / n
     chi2 = float(((table - expected) ** 2 / np.maximum(expected, 1e-12)).sum())
     dof = (bins - 1) ** 2
     return Measure("contingency", f"{bins}x{bins}", chi2 / dof, 1.0, math.sqrt(2.0 / dof))
+
+
+def bin_counts(order: Any, bins: int) -> NDArray[np.int64]:
+    """``(bins, bins)``: how many rows of each output bin came from each source bin (equal bins of positions)."""
+    n, chunk = int(order.shape[0]), chunk_rows()
+    counts = np.zeros(bins * bins, dtype=np.int64)
+    for start in range(0, n, chunk):
+        out = np.arange(start, min(start + chunk, n), dtype=np.int64) * bins // n
+        counts += np.bincount(out * bins + rows_of(order, start, start + chunk) * bins // n, minlength=bins * bins)
+    return counts.reshape(bins, bins)
 
 
 def lag_correlation(order: Any, lag: int = 1) -> Measure:
