@@ -43,10 +43,9 @@ class Stream:
       the streams together; the proportions are relative (they need not sum
       to 1), and either every stream of a loader has one or none does.
 
-    Each copy of a pile (and the sampled part of a pile) is read and shuffled
-    as a pile of its own, in its own place of the epoch: a row's copies are
-    scattered over the epoch, never next to each other (but for a pile of a
-    single row, whose copies may follow each other).
+    Each copy of a unit (and each unit sampled) is dealt into the epoch's
+    groups with the other streams' units, as one store's units are: a row's
+    copies are scattered over the epoch, and kept apart within a group.
 
     Parameters
     ----------
@@ -99,14 +98,11 @@ class Stream:
 
 
 def _parse_positive_float(value: object, name: str) -> float:
+    message = ("Expected ", Argument(name), f" to be a positive number. Got {value!r} instead.")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise DaskShuffleTypeError(
-            ("Expected ", Argument(name), f" to be a positive number. Got {value!r} instead."), parameter=name
-        )
+        raise DaskShuffleTypeError(message, parameter=name)
     if not math.isfinite(float(value)) or value <= 0:
-        raise DaskShuffleValueError(
-            ("Expected ", Argument(name), f" to be a positive number. Got {value!r} instead."), parameter=name
-        )
+        raise DaskShuffleValueError(message, parameter=name)
     return float(value)
 
 
