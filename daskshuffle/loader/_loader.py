@@ -86,7 +86,8 @@ class PileLoader(LoaderPosition):
     batch_size : int
         Rows per batch.
     seed : int, optional
-        Seeds the order of the piles and the shuffle inside each pile. By
+        Seeds every epoch's order (the deal of units into groups, each group's
+        permutation; an order's own draws). By
         default (``None``) the seed recorded in the store, so that two runs on
         one store agree unless told otherwise; a shuffle's ``seed=None``
         instead draws a new seed (which the store records).
@@ -96,7 +97,7 @@ class PileLoader(LoaderPosition):
         batches; fewer than ``world_size`` rows are left out of each epoch
         (fewer than ``world_size * batch_size`` with ``drop_last``), and which
         rows changes from epoch to epoch. A rank reads only its own share of
-        the piles, plus at most one pile it shares with each neighbour.
+        the epoch's reads, plus at most one it shares with each neighbour.
     drop_last : bool, default False
         Leave out each rank's last, partial batch.
     order : str or daskshuffle.orders.Order, default "piles"
