@@ -32,9 +32,7 @@ __all__ = [
     "Py1s",
     "Py2s",
     "order_from_options",
-    "parse_budget",
     "parse_order",
-    "spelled_order",
 ]
 
 #: The orders that need no options, which may be given by name.
@@ -98,23 +96,6 @@ def _option_fields(order: type[Order]) -> list[Field[object]]:
     return [option for option in fields(order) if option.name != "n_lanes"]
 
 
-def parse_budget(value: object) -> int | Literal["auto"]:
-    """``budget`` as ``"auto"`` or a number of bytes (an int, or a size such as ``"1GiB"``).
-
-    Examples
-    --------
-    >>> parse_budget("auto"), parse_budget("1KiB"), parse_budget(4096)
-    ('auto', 1024, 4096)
-    """
-    if value == "auto":
-        return "auto"
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise DaskShuffleTypeError(
-            f"Expected budget to be 'auto' or a size such as '1GiB'. Got {value!r} instead.", parameter="budget"
-        )
-    return parse_nbytes(value, "budget")
-
-
 @dataclass(frozen=True, repr=False)
 class Piles(Order):
     """The loader's own order (the default): units of whole chunks, dealt into groups under a budget, each group mixed.
@@ -161,7 +142,14 @@ class Piles(Order):
     budget: int | str = "auto"
 
     def _parse_option(self, name: str, value: object) -> object:
-        return parse_budget(value)
+        """``budget`` as ``"auto"`` or a number of bytes (an int, or a size such as ``"1GiB"``)."""
+        if value == "auto":
+            return "auto"
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise DaskShuffleTypeError(
+                f"Expected budget to be 'auto' or a size such as '1GiB'. Got {value!r} instead.", parameter="budget"
+            )
+        return parse_nbytes(value, "budget")
 
 
 @dataclass(frozen=True, repr=False)
@@ -335,11 +323,6 @@ ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def spelled_order(order: type[Order]) -> str:
-    """How to make ``order`` in code: ``ds.orders.Py1b(shuffle_block_size=...)``."""
-    return f"ds.orders.{order.__name__}({', '.join(f'{option.name}=...' for option in _option_fields(order))})"
-
-
 def parse_order(order: object) -> Order:
     """``order`` as an :class:`Order`: one already made, or the name of an order that needs no options.
 
@@ -361,8 +344,9 @@ def parse_order(order: object) -> Order:
         )
     chosen = ORDER_CLASSES[order]
     if ORDER_OPTIONS[order]:
+        spelled = f"ds.orders.{chosen.__name__}({', '.join(f'{option}=...' for option in ORDER_OPTIONS[order])})"
         raise DaskShuffleValueError(
-            f"Expected order={spelled_order(chosen)}, with its options. Got order={order!r} instead; the order "
+            f"Expected order={spelled}, with its options. Got order={order!r} instead; the order "
             f"{order!r} needs {', '.join(ORDER_OPTIONS[order])}.",
             parameter="order",
         )
