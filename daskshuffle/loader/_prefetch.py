@@ -148,18 +148,20 @@ class ReadAhead:
                     if held > limit:
                         break
                 if job not in self._pending:
-                    self._pending[job] = self._submit(job)
+                    if self._executor is None:
+                        self._executor = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix=self._prefix)
+                    self._pending[job] = self._executor.submit(self._piles.read, job)
             future = self._pending.pop(jobs[index])
         try:
             return future.result()
         except (CancelledError, ReadCancelledError):
             # Only close() cancels our reads: another thread closed this one's while it waited. A public error.
-            raise _stopped() from None
-
-    def _submit(self, job: Read) -> Future[ShuffledPile]:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix=self._prefix)
-        return self._executor.submit(self._piles.read, job)
+            raise DaskShuffleValueError(
+                "Expected the reads of an open iteration to go on. Got them stopped while this thread waited "
+                "instead: the loader was closed, or another thread's iteration replaced this one (one consumer per "
+                "PileLoader); give each thread its own PileLoader, or read ranges with iter_batches(epoch, start, "
+                "stop)."
+            ) from None
 
     def keep_only(self, jobs: Sequence[Read]) -> None:
         """Cancel the reads not started that are not among ``jobs``."""
@@ -186,14 +188,6 @@ class ReadAhead:
         # finding them cancelled and reading its files again one request after another.
         if self._fetch is not None:
             self._fetch.close()
-
-
-def _stopped() -> DaskShuffleValueError:
-    return DaskShuffleValueError(
-        "Expected the reads of an open iteration to go on. Got them stopped while this thread waited instead: the "
-        "loader was closed, or another thread's iteration replaced this one (one consumer per PileLoader); give each "
-        "thread its own PileLoader, or read ranges with iter_batches(epoch, start, stop)."
-    )
 
 
 def prefetched_batches(

@@ -70,12 +70,6 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
 Groups = tuple[IntArray, list[IntArray]]
 
 
-def _copies(runs: list[tuple[int, int]]) -> bool:
-    """Whether two of ``runs`` share a row."""
-    ordered = sorted(runs)
-    return any(b > c for (_, b), (c, _) in itertools.pairwise(ordered))
-
-
 class UnitGroups(EpochReads):
     """A read is a group of units of ``unit_rows`` store rows, dealt afresh each epoch, mixed in memory.
 
@@ -141,7 +135,8 @@ class UnitGroups(EpochReads):
         runs = self.runs(read.epoch, read.number)
         n_rows = sum(stop - start for start, stop in runs)
         order = group_permutation(n_rows, self.seed, read.epoch, read.number)
-        if self.counts is not None and _copies(runs):  # a mixture's copies of a unit: never side by side
+        shared = any(b > c for (_, b), (c, _) in itertools.pairwise(sorted(runs)))  # two runs share a row
+        if self.counts is not None and shared:  # a mixture's copies of a unit: never side by side
             rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
             order = apart(rows, order, self.seed, read.epoch, read.number)
         return ReadPlan(runs, order[read.start : read.stop])
