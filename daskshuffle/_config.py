@@ -1,24 +1,12 @@
-"""daskshuffle's tuning knobs: one donfig configuration, as ``zarr.config`` and ``dask.config`` are.
+"""daskshuffle's tuning knobs: one donfig configuration (:class:`Config`), as ``zarr.config`` and ``dask.config`` are.
 
-Threads, requests in flight, read-ahead and keep budgets, part and range
-sizes: each has a default measured on a 2-core machine, a local disk and an S3
-model (the table in ``docs/configuration.md`` says why each is what it is),
-and a machine of 64 cores or real object storage may want others.
-
->>> import daskshuffle as ds
->>> ds.config.get("fetch.in-flight")
-256
->>> with ds.config.set({"fetch.in-flight": 1024}):
-...     ds.config.get("fetch.in-flight")
-1024
-
-Values also come from environment variables (``DASKSHUFFLE_FETCH__IN_FLIGHT=1024``,
-``__`` for the dot) and YAML files in ``~/.config/daskshuffle``, read at import,
-as dask's. The library reads a value where it uses it, through
-:func:`int_setting` and :func:`float_setting`, which check it: once when a
-reader, loader or task is made, never per row or chunk. A setting that two
-processes must agree on (the part size of piece files, written by one task and
-read by another) is read once on the client and travels with the shuffle.
+Each default was measured on a 2-core machine, a local disk and an S3 model
+(``docs/configuration.md`` says why each is what it is); a machine of 64 cores
+or real object storage may want others. The library reads a value where it
+uses it, through :func:`int_setting` and :func:`float_setting`, which check it:
+once when a reader, loader or task is made, never per row or chunk. A setting
+that two processes must agree on (the part size of piece files, written by one
+task and read by another) is read once on the client and travels with the shuffle.
 """
 
 from __future__ import annotations
@@ -96,6 +84,8 @@ class Config(donfig.Config):  # type: ignore[misc]
     Examples
     --------
     >>> import daskshuffle as ds
+    >>> ds.config.get("fetch.in-flight")
+    256
     >>> with ds.config.set({"loader.read-ahead-nbytes": "1GiB"}):
     ...     ds.config.get("loader.read-ahead-nbytes")
     '1GiB'

@@ -1,18 +1,13 @@
 """PyTorch's side of :class:`~daskshuffle.torch.PileDataset`: what crosses between it and ``DataLoader`` workers.
 
-:class:`Passes` counts the epochs of a dataset's passes in memory shared with
-its worker processes; :class:`WorkerBatches` gathers a worker's batches into
-shared memory, or into plain arrays sent by value (:class:`ByValue`);
-:func:`make_dataloader` builds the ``DataLoader`` of
-:meth:`~daskshuffle.torch.PileDataset.dataloader`. Imports torch at the top:
-:mod:`daskshuffle.torch` names the package to install first.
+Imports torch at the top: :mod:`daskshuffle.torch` names the package to install first.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.context
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,11 +65,11 @@ class WorkerBatches:
     def __call__(
         self, n_rows: int, layout: Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]
     ) -> dict[str, NDArray[Any]]:
-        offsets, total = {}, 0
+        spans, total = {}, 0
         for name, (dtype, shape) in layout.items():
-            total = -(-total // 64) * 64  # each variable on a 64-byte boundary
-            offsets[name] = total
-            total += n_rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            start = -(-total // 64) * 64  # each variable on a 64-byte boundary
+            total = start + n_rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            spans[name] = (start, total)
         if total < self.shared_nbytes:
             self.tensors = None
             return {name: np.empty((n_rows, *shape), dtype=dtype) for name, (dtype, shape) in layout.items()}
@@ -82,19 +77,24 @@ class WorkerBatches:
         arrays: dict[str, NDArray[Any]] = {}
         self.tensors = {}
         for name, (dtype, shape) in layout.items():
-            nbytes = n_rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            tensor = storage[offsets[name] : offsets[name] + nbytes].view(_torch_dtype(dtype)).view(n_rows, *shape)
+            start, stop = spans[name]
+            tensor = storage[start:stop].view(_torch_dtype(dtype)).view(n_rows, *shape)
             self.tensors[name] = tensor
             arrays[name] = tensor.numpy().view(dtype)
         return arrays
 
 
-def _from_numpy(batch: Any) -> Batch:
+def _each(batch: Any, convert: Callable[[Any], Any]) -> Any:
+    """``batch`` (a dict, a pair or one array or tensor) with ``convert`` applied to each of its arrays."""
     if isinstance(batch, dict):
-        return {name: torch.from_numpy(values) for name, values in batch.items()}
+        return {name: convert(values) for name, values in batch.items()}
     if isinstance(batch, tuple):
-        return torch.from_numpy(batch[0]), torch.from_numpy(batch[1])
-    return torch.from_numpy(batch)
+        return tuple(convert(values) for values in batch)
+    return convert(batch)
+
+
+def _from_numpy(batch: Any) -> Batch:
+    return _each(batch, torch.from_numpy)  # type: ignore[no-any-return]
 
 
 class ByValue:
@@ -108,12 +108,7 @@ class ByValue:
         self.batch = batch
 
     def __reduce__(self) -> tuple[Any, tuple[Any]]:
-        batch = self.batch
-        if isinstance(batch, dict):
-            return _from_numpy, ({name: tensor.numpy() for name, tensor in batch.items()},)
-        if isinstance(batch, tuple):
-            return _from_numpy, ((batch[0].numpy(), batch[1].numpy()),)
-        return _from_numpy, (batch.numpy(),)
+        return _from_numpy, (_each(self.batch, torch.Tensor.numpy),)
 
 
 def make_dataloader(dataset: Any, stateful: bool, options: dict[str, Any]) -> Any:

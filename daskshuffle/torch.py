@@ -43,12 +43,6 @@ def _rank_and_world_size(rank: int | None, world_size: int | None) -> tuple[int,
     return rank, world_size
 
 
-def _parse_features(features: object) -> list[str] | None:
-    if features is None:
-        return None
-    return parse_variables([features] if isinstance(features, str) else features)
-
-
 #: Version of the dict that :meth:`PileDataset.state_dict` returns.
 STATE_VERSION = 1
 
@@ -141,7 +135,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         cache: str | os.PathLike[str] | Cache | None = None,
     ) -> None:
         super().__init__()
-        self.features = _parse_features(features)
+        self.features = parse_variables([features] if isinstance(features, str) else features, "features")
         if label is not None and not isinstance(label, str):
             raise DaskShuffleTypeError(f"Expected label to be the name of a variable. Got {label!r} instead.")
         if label is not None and self.features is None:

@@ -19,10 +19,10 @@ from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleValueError, PileLoader, orders
 from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_reads
-from daskshuffle.epochs._order_classes import ORDER_CLASSES
-from daskshuffle.epochs._orders import ORDER_OPTIONS, ORDERS, READ_GAPS
+from daskshuffle.epochs._order_classes import ORDER_CLASSES, ORDER_OPTIONS
+from daskshuffle.epochs._orders import ORDERS, READ_GAPS
 from daskshuffle.loader._order_reads import OrderReads
-from daskshuffle.loader._reads import LoaderReads, PileRead
+from daskshuffle.loader._reads import LoaderReads
 from daskshuffle.readers import PileReader, open_pile_reader
 
 BATCH = 50
@@ -327,14 +327,14 @@ def test_reads_ahead_hold_no_more_than_a_prefetch_given_as_a_size(
     released: set[object] = set()
     most, largest = [0], [0]
     lock = threading.Lock()
-    shuffled, release = PileRead._shuffled, LoaderReads.release
+    read, release = LoaderReads.read, LoaderReads.release
 
-    def counting_shuffled(self: PileRead, rows: Any, unit: Any) -> Any:
-        pile = shuffled(self, rows, unit)
+    def counting_read(self: LoaderReads, job: Any) -> Any:
+        pile = read(self, job)
         with lock:
-            read_of[id(pile.rows)] = self.job
-            if self.job not in released:
-                live[self.job] = pile.n_rows
+            read_of[id(pile.rows)] = job
+            if job not in released:
+                live[job] = pile.n_rows
                 largest[0] = max(largest[0], pile.n_rows)
                 most[0] = max(most[0], sum(live.values()))
         return pile
@@ -346,7 +346,7 @@ def test_reads_ahead_hold_no_more_than_a_prefetch_given_as_a_size(
             live.pop(job, None)
         release(self, pile)
 
-    monkeypatch.setattr(PileRead, "_shuffled", counting_shuffled)
+    monkeypatch.setattr(LoaderReads, "read", counting_read)
     monkeypatch.setattr(LoaderReads, "release", counting_release)
     row_nbytes = 8 + 4 * 4 + 2  # id, x and y of every store here
     with loader(store, name, prefetch=f"{ahead * row_nbytes + 1}B") as opened:

@@ -18,6 +18,7 @@ from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_re
 from daskshuffle.epochs._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
 from daskshuffle.epochs._order_classes import (
     ORDER_CLASSES,
+    ORDER_OPTIONS,
     Buffer,
     Interleave,
     Piles,
@@ -27,7 +28,6 @@ from daskshuffle.epochs._order_classes import (
     parse_order,
 )
 from daskshuffle.epochs._orders import (
-    ORDER_OPTIONS,
     ORDERS,
     buffer_stream,
     interleave_stream,

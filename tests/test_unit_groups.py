@@ -142,19 +142,19 @@ def test_the_rows_held_stay_within_the_budget(
     """Every group handed to the batches, from its read until its release, counted at once."""
     live: dict[int, int] = {}
     most = [0]
-    read_runs, release = LoaderReads.read_runs, LoaderReads.release
+    read, release = LoaderReads.read, LoaderReads.release
 
-    def counting_read_runs(self: LoaderReads, runs: list[tuple[int, int]]) -> Any:
-        rows = read_runs(self, runs)
-        live[id(rows)] = sum(values.nbytes for values in rows.values())
+    def counting_read(self: LoaderReads, job: Any) -> Any:
+        pile = read(self, job)
+        live[id(pile.rows)] = sum(values.nbytes for values in pile.rows.values())
         most[0] = max(most[0], sum(live.values()))
-        return rows
+        return pile
 
     def counting_release(self: LoaderReads, pile: Any) -> None:
         live.pop(id(pile.rows), None)
         release(self, pile)
 
-    monkeypatch.setattr(LoaderReads, "read_runs", counting_read_runs)
+    monkeypatch.setattr(LoaderReads, "read", counting_read)
     monkeypatch.setattr(LoaderReads, "release", counting_release)
     budget = 600 * ROW_NBYTES
     with PileLoader(store, 64, seed=1, order=SMALL, prefetch=prefetch) as loader:

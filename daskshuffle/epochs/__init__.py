@@ -2,7 +2,7 @@
 
 Epochs, ranks, lanes and batches (``_epoch_plan``); the orders (``_orders``, ``_epoch_order``,
 ``_order_classes``) and every combination a loader refuses (``_combinations``); units dealt into
-groups (``_unit_plan``); mixtures (``_streams``, ``_mix_plan``). This face exports what the loader,
+groups (``_unit_plan``); mixtures (``_streams``). This face exports what the loader,
 the quality measures and ``torch.py`` use; the public :mod:`daskshuffle.orders` names the order classes itself.
 """
 
@@ -17,10 +17,9 @@ from ._epoch_plan import (
     rank_share,
     split_batches,
 )
-from ._mix_plan import stream_offsets
 from ._order_classes import Order, OrderName, Piles, order_from_options, parse_order
 from ._orders import ORDERS, READ_GAPS, buffer_stream, interleave_stream
-from ._streams import Stream, epoch_counts, parse_streams
+from ._streams import Stream, epoch_counts, parse_streams, stream_offsets
 from ._unit_plan import (
     apart,
     auto_budget,

@@ -30,11 +30,11 @@ __all__ = [
     "OrderFunction",
     "OrderOptions",
     "block_cuts",
+    "cut_bounds",
     "division_cuts",
     "per_division",
     "sample_space",
     "shuffle_units",
-    "unit_bounds",
     "unit_reads",
 ]
 
@@ -45,7 +45,7 @@ READ_GAP = 256
 
 @dataclass(frozen=True)
 class OrderOptions(Settings):
-    """The parameters of an order; each order uses the ones :data:`~daskshuffle.epochs._orders.ORDER_OPTIONS` names, the others are ``None``."""
+    """The parameters of an order; each order uses the ones :data:`~daskshuffle.epochs._order_classes.ORDER_OPTIONS` names, the others are ``None``."""
 
     shuffle_block_size: int | None = None
     buffer_size: int | None = None
@@ -88,7 +88,7 @@ def sample_space(pile_offsets: IntArray, seed: int, epoch: int) -> tuple[IntArra
     return (np.arange(int(pile_offsets[-1]), dtype=np.int64) + shift).astype(np.int64), ends
 
 
-def unit_bounds(*cuts: NDArray[np.integer] | Sequence[int]) -> IntArray:
+def cut_bounds(*cuts: NDArray[np.integer] | Sequence[int]) -> IntArray:
     """The distinct positions of all ``cuts``, sorted: the bounds of the units they cut a stream into."""
     return np.unique(np.concatenate([np.asarray(c, dtype=np.int64) for c in cuts])).astype(np.int64)
 
@@ -103,7 +103,7 @@ def shuffle_units(rows: IntArray, bounds: IntArray, seed: int, purpose: str, epo
 
 def block_cuts(divisions: IntArray, size: int) -> IntArray:
     """Cuts every ``size`` positions from the start of each division."""
-    return unit_bounds(*[np.arange(a, b, size) for a, b in itertools.pairwise(divisions.tolist())], divisions)
+    return cut_bounds(*[np.arange(a, b, size) for a, b in itertools.pairwise(divisions.tolist())], divisions)
 
 
 def per_division(

@@ -16,10 +16,10 @@ from typing import Any, ClassVar, Literal
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes, parse_positive_int
 from ._epoch_order import OrderOptions
-from ._orders import ORDER_OPTIONS
 
 __all__ = [
     "ORDER_CLASSES",
+    "ORDER_OPTIONS",
     "Buffer",
     "Interleave",
     "Naive",
@@ -32,9 +32,7 @@ __all__ = [
     "Py1s",
     "Py2s",
     "order_from_options",
-    "parse_budget",
     "parse_order",
-    "spelled_order",
 ]
 
 #: The orders that need no options, which may be given by name.
@@ -68,7 +66,7 @@ class Order:
     (8, None)
     """
 
-    #: The order's name in :data:`ORDER_OPTIONS` and in a loader's settings.
+    #: The order's name in :data:`ORDER_CLASSES` and in a loader's settings.
     name: ClassVar[str] = ""
     n_lanes: int | None = field(default=None, kw_only=True)
 
@@ -96,23 +94,6 @@ class Order:
 def _option_fields(order: type[Order]) -> list[Field[object]]:
     """The options of ``order`` itself, without the lanes every order takes."""
     return [option for option in fields(order) if option.name != "n_lanes"]
-
-
-def parse_budget(value: object) -> int | Literal["auto"]:
-    """``budget`` as ``"auto"`` or a number of bytes (an int, or a size such as ``"1GiB"``).
-
-    Examples
-    --------
-    >>> parse_budget("auto"), parse_budget("1KiB"), parse_budget(4096)
-    ('auto', 1024, 4096)
-    """
-    if value == "auto":
-        return "auto"
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise DaskShuffleTypeError(
-            f"Expected budget to be 'auto' or a size such as '1GiB'. Got {value!r} instead.", parameter="budget"
-        )
-    return parse_nbytes(value, "budget")
 
 
 @dataclass(frozen=True, repr=False)
@@ -161,7 +142,14 @@ class Piles(Order):
     budget: int | str = "auto"
 
     def _parse_option(self, name: str, value: object) -> object:
-        return parse_budget(value)
+        """``budget`` as ``"auto"`` or a number of bytes (an int, or a size such as ``"1GiB"``)."""
+        if value == "auto":
+            return "auto"
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise DaskShuffleTypeError(
+                f"Expected budget to be 'auto' or a size such as '1GiB'. Got {value!r} instead.", parameter="budget"
+            )
+        return parse_nbytes(value, "budget")
 
 
 @dataclass(frozen=True, repr=False)
@@ -327,11 +315,12 @@ class Interleave(Order):
 ORDER_CLASSES: dict[str, type[Order]] = {
     cls.name: cls for cls in (Piles, Naive, Py1s, Py2s, Py1b, Py1br, Py1e, Buffer, Interleave)
 }
-
-
-def spelled_order(order: type[Order]) -> str:
-    """How to make ``order`` in code: ``ds.orders.Py1b(shuffle_block_size=...)``."""
-    return f"ds.orders.{order.__name__}({', '.join(f'{option.name}=...' for option in _option_fields(order))})"
+#: The options of each order that go into its stream (:class:`OrderOptions`): its fields but the lanes, and ``Piles``'
+#: budget, which is its own.
+ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
+    name: tuple(option.name for option in _option_fields(cls) if option.name != "budget")
+    for name, cls in ORDER_CLASSES.items()
+}
 
 
 def parse_order(order: object) -> Order:
@@ -355,8 +344,9 @@ def parse_order(order: object) -> Order:
         )
     chosen = ORDER_CLASSES[order]
     if ORDER_OPTIONS[order]:
+        spelled = f"ds.orders.{chosen.__name__}({', '.join(f'{option}=...' for option in ORDER_OPTIONS[order])})"
         raise DaskShuffleValueError(
-            f"Expected order={spelled_order(chosen)}, with its options. Got order={order!r} instead; the order "
+            f"Expected order={spelled}, with its options. Got order={order!r} instead; the order "
             f"{order!r} needs {', '.join(ORDER_OPTIONS[order])}.",
             parameter="order",
         )

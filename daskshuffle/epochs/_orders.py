@@ -1,32 +1,14 @@
 """The orders a :class:`~daskshuffle.PileLoader` can yield an epoch in: one pure function each, in :data:`ORDERS`.
 
-Every order has the signature ``order(pile_offsets, seed, epoch, divisions,
-options) -> EpochOrder`` (:data:`~daskshuffle.epochs._epoch_order.OrderFunction`):
-from the store's pile offsets, the seed, the epoch, the cuts of the epoch's
-stream between ranks (or lanes: MosaicML's canonical nodes) and the order's
-:class:`~daskshuffle.epochs._epoch_order.OrderOptions`, it gives the store row at
-every position of the epoch's stream, and the positions where the loader's
-reads start (:attr:`~daskshuffle.epochs._epoch_order.EpochOrder.bounds`). The
-loader cuts that stream between ranks and batches exactly as it cuts its own
-order's; a read holds the rows of one unit ``bounds[u]:bounds[u + 1]`` at
-once, reading them from the store in runs
-(:func:`~daskshuffle.epochs._epoch_order.unit_reads`). Pure numpy, like
-:mod:`daskshuffle.epochs._epoch_plan`: no I/O, no dask, no zarr. Randomness comes
-only from :func:`~daskshuffle._random.make_rng` keyed by ``(seed, purpose, epoch, ...)``.
-
-The *sample space* of an epoch is the piles laid end to end in the epoch's
-visiting order (:func:`~daskshuffle.epochs._epoch_plan.epoch_pile_order`), each in
-stored order. A pile plays the part of a MosaicML shard, or of a tf.data file.
-The loader's own order, ``"piles"`` (:class:`~daskshuffle.orders.Piles`), is
-not here: it reads units of whole chunks dealt into groups under a byte budget
-(:mod:`daskshuffle.plan._unit_plan`), which no pile order describes. Here are
-the orders that shuffle stretches of the sample space (``"naive"`` and
-MosaicML Streaming's ``py1s``, ``py2s``, ``py1b``, ``py1br`` and ``py1e``, with a
-pile in the part of a shard and the divisions, ranks or lanes, in that of
-canonical nodes), tf.data's buffer orders (``"buffer"``, ``shuffle(buffer_size)``,
-and ``"interleave"``, ``interleave`` then ``shuffle``: a pile plays the part of a
-file, each division runs its own buffer), and their registry :data:`ORDERS`.
-The order objects users pass are in :mod:`~daskshuffle.epochs._order_classes`.
+Each is an :data:`~daskshuffle.epochs._epoch_order.OrderFunction`: from the
+store's pile offsets, the seed, the epoch, the cuts of the epoch's stream
+between ranks (or lanes) and its options, the store row at every position of
+the stream and where the loader's reads start. The loader cuts that stream
+between ranks and batches as it cuts its own order's. Here are ``"naive"``,
+MosaicML Streaming's orders (a pile in the part of a shard, the divisions in
+that of canonical nodes) and tf.data's buffer orders (a pile in the part of a
+file, each division running its own buffer). The loader's own order,
+``"piles"``, is not here: its units and groups are :mod:`daskshuffle.epochs._unit_plan`.
 """
 
 from __future__ import annotations
@@ -41,17 +23,16 @@ from ._epoch_order import (
     OrderFunction,
     OrderOptions,
     block_cuts,
+    cut_bounds,
     per_division,
     sample_space,
     shuffle_units,
-    unit_bounds,
 )
 from ._epoch_plan import epoch_pile_order, stream_rows
 
 __all__ = [
     "BUFFERS_PER_UNIT",
     "ORDERS",
-    "ORDER_OPTIONS",
     "READ_GAPS",
     "buffer",
     "buffer_stream",
@@ -74,7 +55,7 @@ def whole_piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, o
     """Piles in a random order, each shuffled whole (a read per pile): the first shuffle of :func:`py2s`."""
     rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
     ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
-    return EpochOrder(rows, unit_bounds([0], ends))
+    return EpochOrder(rows, cut_bounds([0], ends))
 
 
 def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
@@ -85,14 +66,14 @@ def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options
 def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, cut between divisions, each part shuffled alone (a boundary pile's parts in stored order)."""
     space, ends = sample_space(offsets, seed, epoch)
-    bounds = unit_bounds([0], ends, divisions)
+    bounds = cut_bounds([0], ends, divisions)
     return EpochOrder(shuffle_units(space, bounds, seed, "order-py1s", epoch), bounds)
 
 
 def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
     first = whole_piles(offsets, seed, epoch, divisions, options)
-    bounds = unit_bounds(first.bounds, divisions)
+    bounds = cut_bounds(first.bounds, divisions)
     return EpochOrder(shuffle_units(first.rows, bounds, seed, "order-py2s", epoch), bounds)
 
 
@@ -113,7 +94,7 @@ def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntA
         sizes[0] = rng.integers(1, sizes[0] + 1)  # the stagger: divisions do not start new blocks in step
         starts = a + np.cumsum(sizes)
         cuts.append(starts[starts < b])
-    return unit_bounds([0], *cuts)
+    return cut_bounds([0], *cuts)
 
 
 def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
@@ -132,7 +113,7 @@ def py1e_ranges(
     over ``[s - (block - m) / 2, e + (block - m) / 2)``, clipped to the division.
     """
     space, ends = sample_space(offsets, seed, epoch)
-    cuts = unit_bounds([0], ends, divisions)
+    cuts = cut_bounds([0], ends, divisions)
     sizes = np.diff(cuts)
     pad = np.maximum(0.0, (block - sizes) / 2)
     division = np.searchsorted(divisions, cuts[:-1], side="right") - 1
@@ -255,15 +236,3 @@ ORDERS: dict[str, OrderFunction] = {
 #: of the sample space, read exactly (rows between two of their runs belong to other units), else
 #: :data:`~daskshuffle.epochs._epoch_order.READ_GAP`.
 READ_GAPS: dict[str, int] = {name: 0 if name in ("py1s", "py1b", "py1br") else READ_GAP for name in ORDERS}
-#: The options each order needs (``"piles"``'s budget is its own, :class:`~daskshuffle.orders.Piles`).
-ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "piles": (),
-    "naive": (),
-    "py1s": (),
-    "py2s": (),
-    "py1b": ("shuffle_block_size",),
-    "py1br": ("shuffle_block_size",),
-    "py1e": ("shuffle_block_size",),
-    "buffer": ("buffer_size",),
-    "interleave": ("buffer_size", "cycle_length"),
-}

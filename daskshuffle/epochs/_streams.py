@@ -1,9 +1,11 @@
 """``Stream``: one pile store of a mixture, with how many of its rows each epoch takes.
 
 Pure: parsing and arithmetic only, no I/O. A :class:`~daskshuffle.PileLoader`
-given a list of streams (or of paths) trains on their union; the rows each
-stream puts into an epoch are :func:`epoch_counts`, and which rows they are
-is planned by :mod:`daskshuffle.epochs._mix_plan`.
+given a list of streams (or of paths) trains on their union, each store's rows
+after the rows of the stores before it (:func:`stream_offsets`); the rows each
+stream puts into an epoch are :func:`epoch_counts`, and which rows they are is
+:func:`~daskshuffle.epochs._unit_plan.epoch_runs`: each stream's copies of its
+units and a sample of them for its rows left over.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_path, parse_positive_int
 
-__all__ = ["Stream", "epoch_counts", "parse_streams"]
+__all__ = ["Stream", "epoch_counts", "parse_streams", "stream_offsets"]
 
 
 @dataclass(frozen=True)
@@ -38,10 +43,9 @@ class Stream:
       the streams together; the proportions are relative (they need not sum
       to 1), and either every stream of a loader has one or none does.
 
-    Each copy of a pile (and the sampled part of a pile) is read and shuffled
-    as a pile of its own, in its own place of the epoch: a row's copies are
-    scattered over the epoch, never next to each other (but for a pile of a
-    single row, whose copies may follow each other).
+    Each copy of a unit (and each unit sampled) is dealt into the epoch's
+    groups with the other streams' units, as one store's units are: a row's
+    copies are scattered over the epoch, and kept apart within a group.
 
     Parameters
     ----------
@@ -94,14 +98,11 @@ class Stream:
 
 
 def _parse_positive_float(value: object, name: str) -> float:
+    message = ("Expected ", Argument(name), f" to be a positive number. Got {value!r} instead.")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise DaskShuffleTypeError(
-            ("Expected ", Argument(name), f" to be a positive number. Got {value!r} instead."), parameter=name
-        )
+        raise DaskShuffleTypeError(message, parameter=name)
     if not math.isfinite(float(value)) or value <= 0:
-        raise DaskShuffleValueError(
-            ("Expected ", Argument(name), f" to be a positive number. Got {value!r} instead."), parameter=name
-        )
+        raise DaskShuffleValueError(message, parameter=name)
     return float(value)
 
 
@@ -167,3 +168,18 @@ def epoch_counts(streams: Sequence[Stream], n_rows: Sequence[int]) -> list[int]:
         else:
             counts.append(math.floor((1.0 if stream.repeat is None else stream.repeat) * n + 0.5))
     return counts
+
+
+def stream_offsets(pile_offsets: Sequence[NDArray[np.int64]]) -> NDArray[np.int64]:
+    """The stores' piles laid end to end: the pile offsets of their union.
+
+    Examples
+    --------
+    >>> stream_offsets([np.array([0, 4, 6]), np.array([0, 3])]).tolist()
+    [0, 4, 6, 9]
+    """
+    parts, shift = [np.zeros(1, dtype=np.int64)], 0
+    for offsets in pile_offsets:
+        parts.append(np.asarray(offsets[1:], dtype=np.int64) + shift)
+        shift += int(offsets[-1])
+    return np.concatenate(parts).astype(np.int64)

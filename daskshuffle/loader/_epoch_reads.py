@@ -1,14 +1,10 @@
-"""How a loader cuts each epoch into reads: one :class:`EpochReads` per way, behind one small interface.
+"""How a loader cuts each epoch into reads, behind one small interface: :class:`EpochReads`.
 
 A *read* is what the loader holds at once: for ``order="piles"`` a group of
 units of whole chunks (:class:`~daskshuffle.loader._unit_groups.UnitGroups`),
 for every other order a stretch of its stream
-(:class:`~daskshuffle.loader._order_reads.OrderReads`). The loader's plan
-cuts the reads of an epoch (:meth:`EpochReads.layout`, visited in
-:meth:`EpochReads.visit_order`) between ranks and batches, and each read asks
-for what to take from the store and in which order to hand its positions out
-(:meth:`EpochReads.plan_read`): the rest of the loader never asks which kind
-of reads it has.
+(:class:`~daskshuffle.loader._order_reads.OrderReads`). The rest of the loader
+never asks which kind of reads it has.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
@@ -48,23 +45,38 @@ class ReadPlan(NamedTuple):
 
 
 #: Epochs whose reads are kept: the one being read, the next one read ahead, and a range's.
-KEPT_EPOCHS = 4
+KEPT_EPOCHS = 3
 
 
 class EpochCache(Generic[Made]):
-    """What is made once for each epoch and shared by threads; the last :data:`KEPT_EPOCHS` kept, pickled empty."""
+    """What is made once for each epoch and shared by threads; the last :data:`KEPT_EPOCHS` kept, pickled empty.
+
+    A thread that asks while another makes it waits for that one; an error
+    reaches the threads waiting, and the next to ask tries again.
+    """
 
     def __init__(self) -> None:
-        self._made: dict[int, Made] = {}
+        self._made: dict[int, Future[Made]] = {}
         self._lock = threading.Lock()
 
     def get(self, epoch: int, make: Callable[[int], Made]) -> Made:
         with self._lock:
-            if epoch not in self._made:
+            pending = self._made.get(epoch)
+            making = pending is None
+            if pending is None:
                 if len(self._made) >= KEPT_EPOCHS:
-                    self._made.pop(next(iter(self._made)))
-                self._made[epoch] = make(epoch)
-            return self._made[epoch]
+                    self._made.pop(next(iter(self._made)))  # a thread still making it keeps its own future
+                pending = self._made[epoch] = Future()
+        if making:
+            try:
+                pending.set_result(make(epoch))
+            except BaseException as error:
+                with self._lock:
+                    if self._made.get(epoch) is pending:
+                        del self._made[epoch]
+                pending.set_exception(error)
+                raise
+        return pending.result()
 
     def __getstate__(self) -> dict[str, Any]:
         return {}

@@ -1,22 +1,9 @@
-"""Elastic determinism: lanes, so that a run saved with some number of ranks continues with another.
+"""Elastic determinism: a rank's batches joined from its lanes (:func:`~daskshuffle.epochs._epoch_plan.lane_ranges`).
 
-With an order's ``n_lanes=L`` (``PileLoader(..., order=ds.orders.Piles(n_lanes=L))``,
-or any other order) the epoch's stream is cut into ``L`` lanes as if among
-``L`` ranks (:func:`~daskshuffle.epochs._epoch_plan.lane_ranges`), each yielding
-micro-batches of ``G / L`` rows, ``G`` being the global batch
-(``world_size * batch_size``). Global step ``t`` is micro-batch ``t`` of every
-lane, lane by lane; rank ``r`` of ``W`` (``W`` dividing ``L``) yields the
-micro-batches of lanes ``r L / W`` to ``(r + 1) L / W - 1``, one after the other.
-So the rows of a global step, and their order when ranks' batches are laid
-end to end, are the same for every ``W`` that divides ``L`` with ``G`` held
-fixed, and a state saved with 8 ranks loads into a loader of 4 or 2. MosaicML
-Streaming calls lanes canonical nodes.
-
-Which lanes fit the ranks and the batch is checked with the loader's other
-combinations, in :func:`~daskshuffle.epochs._combinations.check_combination`.
-
-The price: a rank reads ``L / W`` lanes at once, each one read at a time, so
-it holds ``L / W`` reads (and reads ahead in each lane) instead of one.
+Rank ``r`` of ``W`` yields micro-batch ``t`` of each of lanes ``r L / W`` to
+``(r + 1) L / W - 1``, one after the other, so the rows of a global step, laid
+end to end, are the same for every ``W`` that divides ``L``. The price: a rank
+holds ``L / W`` reads at once (and reads ahead in each lane) instead of one.
 """
 
 from __future__ import annotations

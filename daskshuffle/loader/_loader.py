@@ -1,21 +1,11 @@
-"""``PileLoader``: shuffled minibatches from a pile store, during training.
+"""``PileLoader``: shuffled minibatches from a pile store, during training; this module opens the store and the settings.
 
-This is the second pass of the 2-pass shuffle, done lazily. By default
-(``order="piles"``) each epoch deals the store's units of whole chunks into
-groups afresh, reads each group at once and hands its rows out in a fresh
-permutation (:mod:`daskshuffle.loader._unit_groups`); batches run across
-groups. With another ``order=``, the epoch is that order's stream, read
-stretch by stretch (:mod:`daskshuffle.loader._order_reads`). One pool of reader
-threads reads the next groups under one byte budget while the consumer trains
-(:mod:`daskshuffle.loader._prefetch`).
-
-The loader reads through the formats (:func:`daskshuffle.formats.open_pile_reader`)
-and never imports dask: it runs on a training machine with no scheduler at all.
-Which rows each rank and each batch gets is planned by pure functions of
-:mod:`daskshuffle.epochs` (:func:`~daskshuffle.epochs._epoch_plan.plan_batches`); gathering
-a batch lives in :mod:`daskshuffle.loader._batches`, the position and the
-iterations that move it in :mod:`daskshuffle.loader._loader_position`; this module
-opens the store and the settings.
+The loader never imports dask: it runs on a training machine with no scheduler
+at all. Which rows each rank and each batch gets is planned by pure functions of
+:mod:`daskshuffle.epochs`; the reads are :mod:`daskshuffle.loader._unit_groups`
+(``order="piles"``) or :mod:`daskshuffle.loader._order_reads`, read ahead by
+:mod:`daskshuffle.loader._prefetch`; the position and the iterations that move
+it are :mod:`daskshuffle.loader._loader_position`.
 """
 
 from __future__ import annotations
@@ -37,7 +27,8 @@ from ..readers import PileReader
 from ..storage import Cache, parse_cache
 from ._loader_position import LoaderPosition
 from ._loader_state import LoaderSettings, parse_rank, row_nbytes
-from ._mix import loader_reads, open_loader_store
+from ._mix import open_loader_store
+from ._order_reads import make_reads
 from ._prefetch import ReadAhead, parse_prefetch
 from ._rank_share import RankShare
 from ._reads import LoaderReads
@@ -95,7 +86,8 @@ class PileLoader(LoaderPosition):
     batch_size : int
         Rows per batch.
     seed : int, optional
-        Seeds the order of the piles and the shuffle inside each pile. By
+        Seeds every epoch's order (the deal of units into groups, each group's
+        permutation; an order's own draws). By
         default (``None``) the seed recorded in the store, so that two runs on
         one store agree unless told otherwise; a shuffle's ``seed=None``
         instead draws a new seed (which the store records).
@@ -105,7 +97,7 @@ class PileLoader(LoaderPosition):
         batches; fewer than ``world_size`` rows are left out of each epoch
         (fewer than ``world_size * batch_size`` with ``drop_last``), and which
         rows changes from epoch to epoch. A rank reads only its own share of
-        the piles, plus at most one pile it shares with each neighbour.
+        the epoch's reads, plus at most one it shares with each neighbour.
     drop_last : bool, default False
         Leave out each rank's last, partial batch.
     order : str or daskshuffle.orders.Order, default "piles"
@@ -285,7 +277,7 @@ class PileLoader(LoaderPosition):
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
         self._storage_options = storage_options
-        reads, n_rows = loader_reads(self.settings, reader, mixture, None if units is None else units.member_unit_rows)
+        reads = make_reads(self.settings, reader, units, mixture)
         self._streams = None if mixture is None else mixture.records
         self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row_nbytes(reader))
         self._share = RankShare.make(self._piles, self.settings, n_rows)
@@ -381,7 +373,9 @@ class PileLoader(LoaderPosition):
     # -- resources -----------------------------------------------------------
     def close(self) -> None:
         """Stop the iterations in progress and the reads ahead, join the reader threads, close the store."""
-        self._close_iterations()
+        self._close_live()
+        for generator in list(self._ranges):
+            generator.close()
         _release(self._read_ahead, self._piles.reader)
 
     def __enter__(self) -> PileLoader:

@@ -1,10 +1,5 @@
-"""A loader's position in its epochs, and everything that reads or moves it.
+"""A loader's position in its epochs, and everything that reads or moves it: the part of ``PileLoader`` that iterates.
 
-:class:`LoaderPosition` is the part of :class:`~daskshuffle.PileLoader` that
-keeps the epoch and the batches of it handed out: iterating (which moves the
-position), ranges of batches and :meth:`~LoaderPosition.peek` (which do not),
-:meth:`~LoaderPosition.set_epoch`, and the position saved and restored by
-:meth:`~LoaderPosition.state_dict` and :meth:`~LoaderPosition.load_state_dict`.
 The batches themselves come from the rank's share (:mod:`daskshuffle.loader._rank_share`).
 """
 
@@ -89,12 +84,6 @@ class LoaderPosition:
             "stop each other. Give each thread its own PileLoader (with rank= and world_size= to split the rows), "
             "read ranges with iter_batches(epoch, start, stop), or finish or close the first iteration first."
         )
-
-    def _close_iterations(self) -> None:
-        """Stop the iteration in progress and every range of batches."""
-        self._close_live()
-        for generator in list(self._ranges):
-            generator.close()
 
     # -- iteration -----------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:

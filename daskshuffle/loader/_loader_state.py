@@ -90,6 +90,13 @@ class LoaderSettings(Settings):
         return {**data, "global_batch_size": self.batch_size * self.world_size}
 
     @property
+    def divisions(self) -> tuple[int, int]:
+        """How each epoch's stream is cut: into ranks of batches, or into lanes of micro-batches (how many, what batch)."""
+        if self.n_lanes is None:
+            return self.world_size, self.batch_size
+        return self.n_lanes, self.batch_size * self.world_size // self.n_lanes
+
+    @property
     def fingerprint(self) -> str:
         return fingerprint(self.deciding())
 

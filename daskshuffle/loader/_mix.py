@@ -25,11 +25,8 @@ from ..epochs import Stream, epoch_counts, stream_offsets
 from ..plan import fingerprint
 from ..readers import ComposedReader, PileReader, open_pile_reader
 from ..storage import Location
-from ._epoch_reads import EpochReads
-from ._loader_state import LoaderSettings
-from ._order_reads import make_reads
 
-__all__ = ["MixedReader", "Mixture", "check_streams", "loader_reads", "open_loader_store"]
+__all__ = ["MixedReader", "Mixture", "check_streams", "open_loader_store"]
 
 
 class MixedReader(ComposedReader[Any]):
@@ -37,7 +34,7 @@ class MixedReader(ComposedReader[Any]):
 
     def __init__(self, readers: Sequence[PileReader[Any]]) -> None:
         self.readers = list(readers)
-        self._offsets, self.first_piles = stream_offsets([reader.pile_offsets for reader in readers])
+        self._offsets = stream_offsets([reader.pile_offsets for reader in readers])
         self.starts = np.concatenate([[0], np.cumsum([reader.n_rows for reader in readers])]).astype(np.int64)
         self.metadata = {
             **readers[0].metadata,
@@ -163,17 +160,6 @@ def _mixture(streams: list[Stream], paths: list[str], readers: list[PileReader[A
         for stream, reader, count in zip(streams, readers, counts, strict=True)
     ]
     return Mixture(MixedReader(readers), counts, records)
-
-
-def loader_reads(
-    settings: LoaderSettings, reader: PileReader[Any], mixture: Mixture | None, unit_rows: list[int] | None = None
-) -> tuple[EpochReads, int]:
-    """The reads of a loader's epochs and the rows of each epoch; ``unit_rows``, of each store read through."""
-    if mixture is None:
-        return make_reads(settings, reader.pile_offsets, reader.segments(), unit_rows), reader.n_rows
-    mixed = mixture.reader
-    reads = make_reads(settings, mixed.pile_offsets, mixed.segments(), unit_rows, mixed.starts, mixture.counts)
-    return reads, mixture.n_rows
 
 
 def check_streams(state: object, records: list[dict[str, Any]] | None) -> None:

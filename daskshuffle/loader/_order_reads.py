@@ -1,34 +1,27 @@
 """The reads of an order other than ``"piles"``: stretches of an epoch's :class:`~daskshuffle.epochs._epoch_order.EpochOrder`.
 
-For ``order="piles"`` a read is a group of units
-(:mod:`daskshuffle.loader._unit_groups`). Every other order of
-:data:`~daskshuffle.epochs._orders.ORDERS` gives the epoch's stream of store rows
-whole, cut into the order's own stretches (a pile, a block of
-``shuffle_block_size`` rows, ...: ``EpochOrder.bounds``); :class:`OrderReads`
-makes it once per epoch (8 bytes a row, and the time the order takes), keeps
-the few epochs a loader is in at once, and tells each read the store rows of
-its stretch. The plan of batches cuts the stretches, in order, as it cuts
-groups.
+Every order of :data:`~daskshuffle.epochs._orders.ORDERS` but ``"piles"`` gives
+the epoch's stream of store rows whole, cut into the order's own stretches (a
+pile, a block of ``shuffle_block_size`` rows, ...: ``EpochOrder.bounds``);
+:class:`OrderReads` makes it once per epoch (8 bytes a row, and the time the
+order takes) and keeps the few epochs a loader is in at once.
 """
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..epochs import ORDERS, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
-from ._epoch_reads import EpochReads, Read, ReadPlan
+from ..readers import PileReader
+from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 from ._loader_state import LoaderSettings
-from ._unit_groups import UnitGroups
+from ._mix import Mixture
+from ._unit_groups import UnitGroups, UnitSizes
 
-__all__ = ["OrderReads", "loader_divisions", "make_reads"]
-
-#: Epochs whose order is kept: the one being read, the next one read ahead, and a range's.
-KEPT_EPOCHS = 3
+__all__ = ["OrderReads", "make_reads"]
 
 
 class OrderReads(EpochReads):
@@ -48,43 +41,22 @@ class OrderReads(EpochReads):
         self.divisions = divisions
         #: Rows a read may take between two rows its stretch needs (see :func:`~daskshuffle.epochs._epoch_order.unit_reads`).
         self.gap = READ_GAPS[order]
-        self._epochs: dict[int, Future[EpochOrder]] = {}
-        self._lock = threading.Lock()
+        self._epochs = EpochCache[EpochOrder]()
 
     def epoch_order(self, epoch: int) -> EpochOrder:
-        """The order of ``epoch``, made once: a thread that asks while another makes it waits for that one."""
-        with self._lock:
-            pending = self._epochs.get(epoch)
-            making = pending is None
-            if pending is None:
-                if len(self._epochs) >= KEPT_EPOCHS:
-                    self._epochs.pop(next(iter(self._epochs)))  # a thread still making it keeps its own future
-                pending = self._epochs[epoch] = Future()
-        if making:
-            try:
-                pending.set_result(self.draw(epoch))
-            except BaseException as error:
-                with self._lock:  # the threads waiting get the error; the next to ask tries again
-                    if self._epochs.get(epoch) is pending:
-                        del self._epochs[epoch]
-                pending.set_exception(error)
-                raise
-        return pending.result()
+        """The order of ``epoch``, made once."""
+        return self._epochs.get(epoch, self.draw)
 
     def draw(self, epoch: int) -> EpochOrder:
         """The order of ``epoch``, made afresh."""
         return ORDERS[self.order](self.offsets, self.seed, epoch, self.divisions, self.options)
 
-    def bounds(self, epoch: int) -> NDArray[np.int64]:
-        """Where each stretch of ``epoch``'s stream starts, and the stream's end: the offsets the plan cuts."""
-        return self.epoch_order(epoch).bounds
-
     def layout(self, epoch: int) -> NDArray[np.int64]:
-        return self.bounds(epoch)
+        return self.epoch_order(epoch).bounds
 
     def visit_order(self, epoch: int) -> NDArray[np.intp]:
         """Stretches are read in the order of the stream."""
-        return np.arange(len(self.bounds(epoch)) - 1)
+        return np.arange(len(self.layout(epoch)) - 1)
 
     def plan_read(self, read: Read) -> ReadPlan:
         runs, order = unit_reads(self.rows(read.epoch, read.number, read.start, read.stop), self.gap)
@@ -101,49 +73,26 @@ class OrderReads(EpochReads):
 
     def piles_of(self, epoch: int, index: int) -> list[int]:
         """The store piles stretch ``index`` of ``epoch`` takes rows of, in the order of the store."""
-        rows = self.rows(epoch, index, 0, int(np.diff(self.bounds(epoch))[index]))
+        rows = self.rows(epoch, index, 0, int(np.diff(self.layout(epoch))[index]))
         piles = np.searchsorted(self.offsets, rows, side="right") - 1
         return np.unique(piles).tolist()  # type: ignore[no-any-return]
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lock": None, "_epochs": {}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
 
 def make_reads(
-    settings: LoaderSettings,
-    offsets: NDArray[np.int64],
-    segments: NDArray[np.int64] | None = None,
-    unit_rows: list[int] | None = None,
-    members: NDArray[np.int64] | None = None,
-    counts: list[int] | None = None,
+    settings: LoaderSettings, reader: PileReader[Any], units: UnitSizes | None, mixture: Mixture | None
 ) -> EpochReads:
-    """The reads of a loader of ``settings`` over piles at ``offsets``: groups of units, or an order's stretches.
+    """The reads of a loader of ``settings`` over ``reader``: groups of ``units`` (``order="piles"``), or an order's stretches.
 
-    ``segments``, ``unit_rows`` (of each store read through; by default the
-    settings'), ``members`` and ``counts``: for groups of units, as
-    :class:`~daskshuffle.loader._unit_groups.UnitGroups` takes them. An
-    order's stream is cut between ranks (or, with ``n_lanes``, between lanes)
-    as the loader cuts it: those are the order's divisions, MosaicML's
+    An order's stream is cut between ranks (or, with ``n_lanes``, between
+    lanes) as the loader cuts it: those are the order's divisions, MosaicML's
     canonical nodes.
     """
-    s = settings
-    if s.order == "piles":
-        assert s.unit_rows is not None and s.group_rows is not None  # the loader chose them for order="piles"
-        units = s.unit_rows if unit_rows is None else unit_rows
-        return UnitGroups(offsets, s.seed, units, s.group_rows, segments, members, counts)
+    s, offsets = settings, reader.pile_offsets
+    if units is not None:
+        members, counts = (None, None) if mixture is None else (mixture.reader.starts, mixture.counts)
+        return UnitGroups(offsets, s.seed, units.member_unit_rows, units.group_rows, reader.segments(), members, counts)
+    n_rows = int(offsets[-1])
+    n_divisions, step = s.divisions
+    divisions = division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, step, s.drop_last))
     options = OrderOptions(s.shuffle_block_size, s.buffer_size, s.cycle_length)
-    return OrderReads(s.order, options, offsets, s.seed, loader_divisions(s, int(offsets[-1])))
-
-
-def loader_divisions(settings: LoaderSettings, n_rows: int) -> NDArray[np.int64]:
-    """Where a loader of ``settings`` cuts an epoch of ``n_rows`` rows between ranks (or lanes), and the tail."""
-    s = settings
-    if s.n_lanes is None:
-        n_divisions, step = s.world_size, s.batch_size
-    else:
-        n_divisions, step = s.n_lanes, s.batch_size * s.world_size // s.n_lanes
-    return division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, step, s.drop_last))
+    return OrderReads(s.order, options, offsets, s.seed, divisions)

@@ -1,19 +1,9 @@
-"""Reading ahead of the consumer: one pool of reader threads under one byte budget.
+"""Reading ahead of the consumer: one pool of reader threads under one byte budget (:class:`ReadAhead`).
 
-A read is ``(epoch, number, start, stop)``: positions ``start:stop`` of read
-``number`` of ``epoch`` once shuffled (:mod:`daskshuffle.loader._epoch_reads`).
-A :class:`~daskshuffle.loader._reads.PileRead` does one read (the rows as
-stored, and the order to hand them out in); :class:`ReadAhead` runs them in a
-pool of :data:`READ_THREADS` threads: the consumer's read, and the reads after
-it while the rows they hold fit the budget (``PileLoader(prefetch=)``: one read
-ahead whatever it holds, or a size). Whatever goes wrong in a read is raised
-in the consumer, through its future. Neither refers to the loader, so that
-garbage collection of the loader can stop them; :meth:`ReadAhead.close` cancels
-the reads not started, stops those under way and joins the threads.
-
-On a remote store the requests of the reads ahead also go out at once, all in
-flight together, within ``loader.read-ahead-nbytes`` (``daskshuffle.config``)
-or the size given (:class:`FetchAhead`).
+Whatever goes wrong in a read is raised in the consumer, through its future.
+Nothing here refers to the loader, so that garbage collection of the loader
+can stop the reads. On a remote store the requests of the reads ahead also go
+out at once (:class:`FetchAhead`).
 """
 
 from __future__ import annotations
@@ -60,13 +50,7 @@ class Prefetch(NamedTuple):
 
 
 def parse_prefetch(value: object) -> Prefetch:
-    """``prefetch`` as the bytes of rows in flight (remote stores) and the bytes of rows read ahead.
-
-    ``"auto"`` reads one read ahead, whatever it holds (``order="piles"``'s
-    budget counts it), with ``loader.read-ahead-nbytes`` (``daskshuffle.config``)
-    of rows in flight on a remote store. A size is both budgets: the reads
-    after the consumer's that its rows fit in, and their requests in flight
-    (``"0B"``: nothing ahead).
+    """``PileLoader(prefetch=)`` (documented there) as the bytes of rows in flight and of rows read ahead.
 
     Examples
     --------
@@ -115,7 +99,7 @@ class FetchAhead:
                 # The read after the consumer's goes out whatever it holds, unless a size set the budget.
                 if position > (0 if self._piles.held_ahead is not None else 1) and reader.fetched_nbytes >= budget:
                     break
-                spans = self._piles.spans(job)
+                spans = self._piles.epoch_reads.spans(job)
                 for start, stop in spans:
                     reader.fetch(start, stop)
                 self._started[job] = spans
@@ -155,32 +139,29 @@ class ReadAhead:
         """What ``jobs[index]`` reads, once the jobs after it that fit the budget are under way."""
         if self._fetch is not None:
             self._fetch.advance(jobs, index)
+        limit = self._piles.held_ahead
         with self._lock:
             held = 0
-            for ahead, job in enumerate(jobs[index:]):
-                if ahead:
-                    held += self._n_rows(job)
-                    if self._piles.held_ahead is None and ahead > 1:
-                        break
-                    if self._piles.held_ahead is not None and held > self._piles.held_ahead:
+            for ahead, job in enumerate(jobs[index : index + 2 if limit is None else None]):
+                if ahead and limit is not None:  # the rows of the reads ahead, their runs' gaps and all
+                    held += sum(stop - start for start, stop in self._piles.epoch_reads.spans(job))
+                    if held > limit:
                         break
                 if job not in self._pending:
-                    self._pending[job] = self._submit(job)
+                    if self._executor is None:
+                        self._executor = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix=self._prefix)
+                    self._pending[job] = self._executor.submit(self._piles.read, job)
             future = self._pending.pop(jobs[index])
         try:
             return future.result()
         except (CancelledError, ReadCancelledError):
             # Only close() cancels our reads: another thread closed this one's while it waited. A public error.
-            raise _stopped() from None
-
-    def _n_rows(self, job: Read) -> int:
-        """Rows ``job`` holds: its runs, gaps and all."""
-        return sum(stop - start for start, stop in self._piles.spans(job))
-
-    def _submit(self, job: Read) -> Future[ShuffledPile]:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix=self._prefix)
-        return self._executor.submit(self._piles.job(job))
+            raise DaskShuffleValueError(
+                "Expected the reads of an open iteration to go on. Got them stopped while this thread waited "
+                "instead: the loader was closed, or another thread's iteration replaced this one (one consumer per "
+                "PileLoader); give each thread its own PileLoader, or read ranges with iter_batches(epoch, start, "
+                "stop)."
+            ) from None
 
     def keep_only(self, jobs: Sequence[Read]) -> None:
         """Cancel the reads not started that are not among ``jobs``."""
@@ -207,14 +188,6 @@ class ReadAhead:
         # finding them cancelled and reading its files again one request after another.
         if self._fetch is not None:
             self._fetch.close()
-
-
-def _stopped() -> DaskShuffleValueError:
-    return DaskShuffleValueError(
-        "Expected the reads of an open iteration to go on. Got them stopped while this thread waited instead: the "
-        "loader was closed, or another thread's iteration replaced this one (one consumer per PileLoader); give each "
-        "thread its own PileLoader, or read ranges with iter_batches(epoch, start, stop)."
-    )
 
 
 def prefetched_batches(

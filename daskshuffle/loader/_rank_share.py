@@ -38,10 +38,9 @@ class RankShare:
         s = settings
         if s.n_lanes is None:
             lanes = [rank_range(n_rows, s.world_size, s.rank, s.batch_size, s.drop_last)]
-            micro = s.batch_size
         else:
             lanes = lane_ranges(n_rows, s.n_lanes, s.world_size, s.rank, s.batch_size, s.drop_last)
-            micro = s.batch_size * s.world_size // s.n_lanes
+        micro = s.divisions[1]
         share = cls(piles, s, lanes, micro, n_batches(lanes[0][1] - lanes[0][0], micro, s.drop_last))
         if share.n_batches == 0:
             raise DaskShuffleValueError(

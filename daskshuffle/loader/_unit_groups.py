@@ -1,21 +1,10 @@
-"""The read mode of ``order="piles"``: units of whole chunks, dealt into groups under one byte budget, mixed.
+"""The reads of ``order="piles"``: groups of units of whole chunks, as :mod:`daskshuffle.epochs._unit_plan` plans them.
 
-Every store this version writes holds its rows, end to end, in a uniform
-random order (:mod:`daskshuffle.epochs._unit_plan`). :class:`UnitGroups` reads it
-in *units*, runs of whole chunks (a Parquet store's row groups), deals them
-into *groups* afresh every epoch, and hands each group's rows out in one
-uniform permutation of the group. A group is one read of the loader
-(:class:`~daskshuffle.loader._epoch_reads.EpochReads`), its units read
-straight into one set of arrays (:meth:`~daskshuffle.readers.PileReader.read_runs`):
-the plan of batches cuts groups between ranks and batches, and each batch is
-gathered from its group.
-
-The stores of a mixture and the generations of an appended store are read
-the same way: units never cross from one store to another
-(:meth:`~daskshuffle.readers.PileReader.segments`), and a mixture's epoch takes
-each stream's copies of its units and a sample of them
-(:func:`~daskshuffle.epochs._unit_plan.epoch_runs`). :func:`choose_units` picks
-the unit and the group when the loader opens.
+A group is one read of the loader (:class:`~daskshuffle.loader._epoch_reads.EpochReads`),
+its units read straight into one set of arrays (:meth:`~daskshuffle.readers.PileReader.read_runs`).
+Units never cross from one store to another (:meth:`~daskshuffle.readers.PileReader.segments`:
+a mixture's stores, an appended store's generations). :func:`choose_units` picks the unit and the
+group when the loader opens.
 """
 
 from __future__ import annotations
@@ -49,28 +38,19 @@ class UnitSizes(NamedTuple):
         return max(self.member_unit_rows)
 
 
-def _chunks(found: dict[str, tuple[int, int]]) -> tuple[dict[str, int], dict[str, int]]:
-    """Rows a chunk and bytes a row of each variable."""
-    return {name: rows for name, (rows, _) in found.items()}, {name: size for name, (_, size) in found.items()}
-
-
 def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, n_rows: int) -> UnitSizes:
     """The units and groups a loader reads ``reader`` in, for ``budget`` bytes and epochs of ``n_rows`` rows.
 
     A group holds half the budget (the next one is read while one is used),
-    at least one unit. A unit is the fewest whole chunks of its store that
-    read little more than their rows' bytes, grown while epochs stay close to
-    independent (:func:`~daskshuffle.epochs._unit_plan.unit_rows_for`); each
-    store a reader reads through (a generation, a stream) has its own.
-    ``"auto"`` grows with the data so that batch-mates meet again about twice
-    as often as under independent shuffles at most
-    (:func:`~daskshuffle.epochs._unit_plan.auto_budget`), from
-    ``loader.units-budget-least-nbytes`` (128 MiB) to
-    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the
-    process's memory (``daskshuffle.config``).
+    at least one unit (:func:`~daskshuffle.epochs._unit_plan.unit_rows_for`);
+    each store a reader reads through (a generation, a stream) has its own
+    unit. ``"auto"`` is :func:`~daskshuffle.epochs._unit_plan.auto_budget`.
     """
     row = max(row_nbytes, 1.0)
-    members = [_chunks(found) for found in reader.member_chunk_rows()]
+    members = [  # rows a chunk and bytes a row of each variable
+        ({name: rows for name, (rows, _) in found.items()}, {name: size for name, (_, size) in found.items()})
+        for found in reader.member_chunk_rows()
+    ]
     if budget == "auto":
         unit_nbytes = max(unit_rows_for(*member) for member in members) * row  # the cheapest units to read
         budget = auto_budget(
@@ -88,12 +68,6 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
 
 #: An epoch's groups: their offsets end to end, and the runs of store rows (``(k, 2)``) of each.
 Groups = tuple[IntArray, list[IntArray]]
-
-
-def _copies(runs: list[tuple[int, int]]) -> bool:
-    """Whether two of ``runs`` share a row."""
-    ordered = sorted(runs)
-    return any(b > c for (_, b), (c, _) in itertools.pairwise(ordered))
 
 
 class UnitGroups(EpochReads):
@@ -161,7 +135,8 @@ class UnitGroups(EpochReads):
         runs = self.runs(read.epoch, read.number)
         n_rows = sum(stop - start for start, stop in runs)
         order = group_permutation(n_rows, self.seed, read.epoch, read.number)
-        if self.counts is not None and _copies(runs):  # a mixture's copies of a unit: never side by side
+        shared = any(b > c for (_, b), (c, _) in itertools.pairwise(sorted(runs)))  # two runs share a row
+        if self.counts is not None and shared:  # a mixture's copies of a unit: never side by side
             rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
             order = apart(rows, order, self.seed, read.epoch, read.number)
         return ReadPlan(runs, order[read.start : read.stop])

@@ -12,6 +12,7 @@ as large as the order.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from .._errors import DaskShuffleValueError
 
 __all__ = [
     "Measure",
+    "bin_counts",
     "chunk_rows",
     "cobatch_overlap",
     "contingency",
@@ -111,6 +113,13 @@ def rows_of(order: Any, start: int, stop: int) -> NDArray[np.int64]:
     return np.asarray(order[start:stop]).astype(np.int64, copy=False)
 
 
+def _windows(order: Any, size: int) -> Iterator[NDArray[np.int64]]:
+    """The order's whole windows of ``size`` positions, a chunk of them at a time: one window a row."""
+    n_windows, per = int(order.shape[0]) // size, max(1, chunk_rows() // size)
+    for a in range(0, n_windows, per):
+        yield rows_of(order, a * size, min(a + per, n_windows) * size).reshape(-1, size)
+
+
 def rank_correlation(order: Any) -> Measure:
     """Spearman's rho between output and source position: 0 for uniform (sd ``1/sqrt(n-1)``), 1 for no shuffle."""
     n, chunk = int(order.shape[0]), chunk_rows()
@@ -143,14 +152,10 @@ def spread(order: Any, window: int, scale: str) -> Measure:
     shard that keeps its rows together). The uniform band uses the variance
     of a sample variance of the uniform distribution (excess kurtosis -1.2).
     """
-    n, chunk = int(order.shape[0]), chunk_rows()
+    n = int(order.shape[0])
     window = max(2, min(int(window), n))
     n_windows = n // window
-    per = max(1, chunk // window)
-    variance = 0.0
-    for a in range(0, n_windows, per):
-        windows = rows_of(order, a * window, min(a + per, n_windows) * window).reshape(-1, window)
-        variance += float(windows.astype(np.float64).var(axis=1, ddof=1).sum())
+    variance = sum(float(rows.astype(np.float64).var(axis=1, ddof=1).sum()) for rows in _windows(order, window))
     population = (n * n - 1.0) / 12.0 * n / (n - 1.0)  # E of a ddof=1 variance of a sample without replacement
     value = variance / n_windows / population
     sd = math.sqrt(max(2.0 / (window - 1) - 1.2 / window, 0.0) / n_windows)
@@ -165,19 +170,23 @@ def contingency(order: Any, bins: int | None = None) -> Measure:
     under a uniform permutation the statistic has about ``(bins - 1)**2``
     degrees of freedom.
     """
-    n, chunk = int(order.shape[0]), chunk_rows()
+    n = int(order.shape[0])
     bins = bins or max(2, min(100, int(math.sqrt(n / 20))))
-    table = np.zeros(bins * bins, dtype=np.int64)
-    for start in range(0, n, chunk):
-        out = np.arange(start, min(start + chunk, n), dtype=np.int64) * bins // n
-        source = rows_of(order, start, start + chunk) * bins // n
-        table += np.bincount(out * bins + source, minlength=bins * bins)
-    rows = np.bincount(np.arange(bins * bins) // bins, weights=table, minlength=bins)
-    cols = np.bincount(np.arange(bins * bins) % bins, weights=table, minlength=bins)
-    expected = np.outer(rows, cols).reshape(-1) / n
+    table = bin_counts(order, bins).astype(np.float64)
+    expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / n
     chi2 = float(((table - expected) ** 2 / np.maximum(expected, 1e-12)).sum())
     dof = (bins - 1) ** 2
     return Measure("contingency", f"{bins}x{bins}", chi2 / dof, 1.0, math.sqrt(2.0 / dof))
+
+
+def bin_counts(order: Any, bins: int) -> NDArray[np.int64]:
+    """``(bins, bins)``: how many rows of each output bin came from each source bin (equal bins of positions)."""
+    n, chunk = int(order.shape[0]), chunk_rows()
+    counts = np.zeros(bins * bins, dtype=np.int64)
+    for start in range(0, n, chunk):
+        out = np.arange(start, min(start + chunk, n), dtype=np.int64) * bins // n
+        counts += np.bincount(out * bins + rows_of(order, start, start + chunk) * bins // n, minlength=bins * bins)
+    return counts.reshape(bins, bins)
 
 
 def lag_correlation(order: Any, lag: int = 1) -> Measure:
@@ -201,12 +210,10 @@ def diversity(order: Any, batch_size: int, block_size: int) -> Measure:
     probability ``p = 1 - C(n - size_b, s) / C(n, s)``; the band treats blocks
     as independent, which overstates the variance (a safe side for a false alarm).
     """
-    n, chunk = int(order.shape[0]), chunk_rows()
+    n = int(order.shape[0])
     batch_size, block_size = max(1, min(batch_size, n)), max(1, min(block_size, n))
-    n_batches = n // batch_size
-    per, found = max(1, chunk // batch_size), 0
-    for a in range(0, n_batches, per):
-        batches = rows_of(order, a * batch_size, min(a + per, n_batches) * batch_size).reshape(-1, batch_size)
+    n_batches, found = n // batch_size, 0
+    for batches in _windows(order, batch_size):
         blocks = np.sort(batches // block_size, axis=1)
         found += int((np.diff(blocks, axis=1) != 0).sum()) + len(blocks)
     distinct = found / n_batches
@@ -230,7 +237,7 @@ def label_mix(order: Any, labels: Any, batch_size: int, draws: int = 8, seed: in
     same labels into batches of the same size (no closed form covers every
     label distribution); the band is widened by half to allow for so few draws.
     """
-    n, chunk = int(order.shape[0]), chunk_rows()
+    n = int(order.shape[0])
     codes = np.unique(np.asarray(labels), return_inverse=True)[1].reshape(-1).astype(np.int64)
     if len(codes) != n:
         raise DaskShuffleValueError(
@@ -241,15 +248,12 @@ def label_mix(order: Any, labels: Any, batch_size: int, draws: int = 8, seed: in
     batch_size = max(1, min(batch_size, n))
 
     def distance(positions: Any) -> float:
-        n_batches, total = n // batch_size, 0.0
-        per = max(1, chunk // batch_size)
-        for a in range(0, n_batches, per):
-            rows = rows_of(positions, a * batch_size, min(a + per, n_batches) * batch_size)
-            batch = np.arange(len(rows)) // batch_size
-            counts = np.bincount(batch * n_labels + codes[rows], minlength=(batch[-1] + 1) * n_labels)
-            shares = counts.reshape(-1, n_labels) / batch_size
-            total += float(np.abs(shares - whole).sum()) / 2
-        return total / n_batches
+        total = 0.0
+        for batches in _windows(positions, batch_size):
+            batch = np.arange(batches.size) // batch_size
+            counts = np.bincount(batch * n_labels + codes[batches.reshape(-1)], minlength=len(batches) * n_labels)
+            total += float(np.abs(counts.reshape(-1, n_labels) / batch_size - whole).sum()) / 2
+        return total / (n // batch_size)
 
     value = distance(order)
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x1ABE1,)))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._metrics import chunk_rows, parse_order, rows_of
+from ._metrics import bin_counts, parse_order
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -89,13 +89,7 @@ def plot_hilbert(order: Any, ax: Axes | None = None, title: str = "", side: int 
 def plot_heatmap(order: Any, ax: Axes | None = None, title: str = "", bins: int = 64) -> Figure:
     """Draw the output-bin x source-bin counts of ``order`` (uniform: flat; no shuffle: a diagonal)."""
     values = parse_order(order)
-    n, chunk = int(values.shape[0]), chunk_rows()
-    bins = max(2, min(bins, n))
-    counts = np.zeros(bins * bins, dtype=np.int64)
-    for start in range(0, n, chunk):
-        out = np.arange(start, min(start + chunk, n), dtype=np.int64) * bins // n
-        counts += np.bincount(out * bins + rows_of(values, start, start + chunk) * bins // n, minlength=bins * bins)
-    table = counts.reshape(bins, bins)
+    table = bin_counts(values, max(2, min(bins, int(values.shape[0]))))
     if ax is None:
         figure = _figure(figsize=(4, 4))
         ax = figure.add_subplot()

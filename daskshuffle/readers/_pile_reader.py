@@ -180,7 +180,7 @@ class PileReader(ABC, Generic[Rows]):
         """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
 
         The loader's consumer and its background thread then share the read
-        (:class:`~daskshuffle.loader._reads.PileRead`). By default ``None``:
+        (:meth:`~daskshuffle.loader._reads.LoaderReads.read`). By default ``None``:
         the pile is read whole by :meth:`read_pile` in one thread.
         """
         return None
