@@ -5,21 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import dask
 import numpy as np
 from dask._task_spec import DataNode, Task
 from dask.core import flatten
 from dask.delayed import delayed
 
 from ..sources import decoding, uncomputable
-from ._compute import _active_client, live_workers
+from ._compute import _distributed_client, live_workers
 
 __all__ = ["array_inputs", "describe_partitions", "is_dask_array", "is_dask_dataframe"]
 
 
 def _compute_collection(collection: Any) -> Any:
-    client = _active_client()
-    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+    client = _distributed_client()
+    if client is not None:
         live_workers(client)
         return client.compute(collection).result()
     return collection.compute()

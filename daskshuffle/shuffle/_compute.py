@@ -78,28 +78,19 @@ def map_tasks(
     return list(compute(graph, name, progress=progress))
 
 
-def _active_client() -> Any:
-    """The current ``distributed.Client`` (``as_current`` context or the default one), if any."""
+def _distributed_client() -> Any:
+    """The client graphs run on: the current ``distributed.Client`` (``as_current`` or the default one), if any,
+    unless dask is configured to use another scheduler."""
     try:
         from distributed import Client
     except ImportError:  # the threaded scheduler needs no distributed
+        return None
+    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
         return None
     try:
         return Client.current(allow_global=True)
     except ValueError:
         return None
-
-
-def _distributed_client() -> Any:
-    """The client graphs run on: the active ``distributed.Client``, unless dask is configured otherwise."""
-    client = _active_client()
-    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
-        return client
-    return None
-
-
-def _sees(path: str) -> bool:
-    return os.path.exists(path)
 
 
 def workers_not_seeing(directory: str) -> list[str]:
@@ -121,7 +112,7 @@ def workers_not_seeing(directory: str) -> list[str]:
     except OSError:
         return []
     try:
-        seen = client.run(_sees, probe)
+        seen = client.run(os.path.exists, probe)
     finally:
         os.remove(probe)
     return sorted(str(worker) for worker, found in seen.items() if not found)
@@ -247,8 +238,8 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
     a core, or ``shuffle.remote-threads`` (``daskshuffle.config``; ``remote``) when they mostly wait for an
     object store, whose requests take tens of milliseconds each.
     """
-    client = _active_client()
-    if client is not None and dask.config.get("scheduler", None) in (None, "dask.distributed", "distributed"):
+    client = _distributed_client()
+    if client is not None:
         workers = live_workers(client)
         future = client.compute(Delayed(key, _scattered(client, graph)))
         try:
@@ -397,10 +388,3 @@ def _compute_locally(result: Delayed, progress: bool, **options: Any) -> Any:
     value = result.compute(**options)
     _report_finished(began)
     return value
-
-
-# -- sources that are dask collections ---------------------------------------------
-# A dask DataFrame or a dask-backed xarray dataset is its own pass-1 input: its
-# tasks compute each block, and the pass-1 task of a block receives the value.
-# Computing a partition inside a task instead would pickle the collection's
-# whole graph into every task and nest schedulers.
