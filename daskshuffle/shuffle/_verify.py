@@ -40,7 +40,7 @@ def _part(
     side: str, variables: list[str], fmt: FileFormat[Any], block: int, store: Location | None, piles: range
 ) -> tuple[str, dict[str, Any]]:
     """One task: the checksum of a block of the source, or of a run of piles of the store."""
-    if side == "source" or store is None:
+    if store is None:
         return side, checksum(fmt.read_block(block), variables)
     return side, _store_piles(store, variables, piles)
 
@@ -299,34 +299,9 @@ def _proven(
     *,
     sources_unchanged: bool = True,
 ) -> VerifyResult:
-    """The result of a verification whose checksums must agree: ``VerificationError`` where they do not.
-
-    ``sources_unchanged``: the sources' identity is what the store records (else unknown).
+    """The result of a verification whose checksums must agree: ``VerificationError`` naming what differs where
+    they do not. ``sources_unchanged``: the sources' identity is what the store records (else unknown).
     """
-    _check_same(path, expected, found, variables, sources_unchanged)
-    return VerifyResult(
-        store=path,
-        sources=sources,
-        n_rows=found["n_rows"],
-        checksums={name: f"{found['sums'][name]:016x}" for name in variables},
-        seconds=time.perf_counter() - began,
-    )
-
-
-def _file_part(variables: list[str], fmt: FileFormat[Any], store: Location, block: int) -> dict[str, Any]:
-    return checksum(fmt.stored_rows(store, fmt.read_block(block)), variables)
-
-
-def _collection_part(
-    variables: list[str], fmt: CollectionFormat[Any], store: Location, block: int, value: Any
-) -> dict[str, Any]:
-    return checksum(fmt.stored_rows(store, fmt.rows_of_block(block, value)), variables)
-
-
-def _check_same(
-    path: str, expected: dict[str, Any], found: dict[str, Any], variables: Sequence[str], sources_unchanged: bool
-) -> None:
-    """Raise ``VerificationError`` naming what differs, if the store's checksums are not the source's."""
     if found["n_rows"] != expected["n_rows"]:
         raise VerificationError(
             f"Expected {path!r} to hold the {expected['n_rows']:,} rows of its source. Got {found['n_rows']:,} "
@@ -358,6 +333,23 @@ def _check_same(
             f"Expected the rows of {path!r} to pair their variables as the source does. Got rows whose "
             f"variables {list(variables)} were paired differently instead; shuffle the source again, replacing the store."
         )
+    return VerifyResult(
+        store=path,
+        sources=sources,
+        n_rows=found["n_rows"],
+        checksums={name: f"{found['sums'][name]:016x}" for name in variables},
+        seconds=time.perf_counter() - began,
+    )
+
+
+def _file_part(variables: list[str], fmt: FileFormat[Any], store: Location, block: int) -> dict[str, Any]:
+    return checksum(fmt.stored_rows(store, fmt.read_block(block)), variables)
+
+
+def _collection_part(
+    variables: list[str], fmt: CollectionFormat[Any], store: Location, block: int, value: Any
+) -> dict[str, Any]:
+    return checksum(fmt.stored_rows(store, fmt.rows_of_block(block, value)), variables)
 
 
 def _block_lengths(
