@@ -16,14 +16,6 @@ from ._compute import _distributed_client, live_workers
 __all__ = ["array_inputs", "describe_partitions", "is_dask_array", "is_dask_dataframe"]
 
 
-def _compute_collection(collection: Any) -> Any:
-    client = _distributed_client()
-    if client is not None:
-        live_workers(client)
-        return client.compute(collection).result()
-    return collection.compute()
-
-
 def is_dask_array(value: object) -> bool:
     import dask.array as da
 
@@ -54,8 +46,12 @@ def describe_partitions(frame: Any, describe: Callable[[int, Any], Any]) -> list
     The DataFrame is computed here, once: ``describe`` keeps what pass 1 needs
     of each partition (the DataFrame format spools it to scratch storage).
     """
-    parts = frame.to_delayed()
-    return list(_compute_collection(delayed(list)([delayed(describe)(i, part) for i, part in enumerate(parts)])))
+    described = delayed(list)([delayed(describe)(i, part) for i, part in enumerate(frame.to_delayed())])
+    client = _distributed_client()
+    if client is not None:
+        live_workers(client)
+        return list(client.compute(described).result())
+    return list(described.compute())
 
 
 def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:

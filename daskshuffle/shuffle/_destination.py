@@ -34,19 +34,6 @@ __all__ = [
     "shuffle_locations",
 ]
 
-_TMP_SUFFIX = _leftovers.TMP_SUFFIX
-#: Where a store is built before it takes the destination's place.
-_NEW_SUFFIX = _leftovers.NEW_SUFFIX
-
-
-def _existing_directory(path: str) -> str:
-    """The directory of the local ``path``, or its nearest ancestor that exists (the shuffle makes the rest)."""
-    directory = os.path.dirname(path)
-    while directory and not os.path.isdir(directory) and os.path.dirname(directory) != directory:
-        directory = os.path.dirname(directory)
-    return directory
-
-
 #: The room a local disk must have, as a multiple of the data, to take the pieces (levels keep two sets at once).
 LOCAL_ROOM = 2.5
 
@@ -69,7 +56,7 @@ def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
     location = _leftovers.local_pieces_directory(dst)
     directory = location.path
     _refuse_foreign_directory(directory)
-    if dst.scratch(_TMP_SUFFIX, location).exists():
+    if dst.scratch(_leftovers.TMP_SUFFIX, location).exists():
         return location
     try:
         os.makedirs(directory, exist_ok=True)
@@ -110,7 +97,10 @@ def check_workers_reach(paths: dict[str, Location], sources: Sequence[Location] 
     for name, location in paths.items():
         if not location.is_local:
             continue
-        directory = _existing_directory(location.path)
+        # The directory of the path, or its nearest ancestor that exists (the shuffle makes the rest).
+        directory = os.path.dirname(location.path)
+        while directory and not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+            directory = os.path.dirname(directory)
         if directory in checked:
             continue
         checked.add(directory)
@@ -213,7 +203,7 @@ def check_destination(
     if dst.check("dst") and not overwrite:
         raise exists_error(dst)
     _leftovers.check_own_paths(dst, tmp)
-    scratch = dst.scratch(_TMP_SUFFIX, tmp)
+    scratch = dst.scratch(_leftovers.TMP_SUFFIX, tmp)
     for source in sources:
         if _paths.overlaps(scratch.url, source):
             raise DaskShuffleValueError(
@@ -245,7 +235,7 @@ def build_path(dst: Location, exists: bool) -> Location:
     is replaced only once the new store is complete, built beside it: until
     then the old one stays whole and readable.
     """
-    return dst.with_suffix(_NEW_SUFFIX) if exists else dst
+    return dst.with_suffix(_leftovers.NEW_SUFFIX) if exists else dst
 
 
 def shuffle_locations(options: ShuffleOptions) -> tuple[Location, Location | None]:

@@ -119,12 +119,8 @@ def _done(*_: Any) -> None:
     return None
 
 
-def _scatter_after(_barrier: Any, *work: Any) -> Any:
-    """A scatter that waits for the stage before it (``_barrier``: that stage's pieces)."""
-    return _scatter_spans(*work)
-
-
 def _scatter_spans(
+    _barrier: Any,
     fmt: Format[Any],
     tmp_in: Location,
     tmp: Location,
@@ -137,7 +133,8 @@ def _scatter_spans(
     n_piles: int,
     seed: int,
 ) -> Any:
-    """A level after the first: the pieces of a group of blocks (``table``: theirs) for its ``child``-th super-pile.
+    """A level after the first, once the level before is written (``_barrier``: its pieces): the pieces of a group
+    of blocks (``table``: theirs) for its ``child``-th super-pile.
 
     ``counts`` are the span's rows for each of the ``n_piles`` piles (or the
     next level's super-piles) from ``lo`` on.
@@ -316,7 +313,7 @@ def _level_stage(
         else:  # the last level: its counts per pile of its super-pile, from the plan
             counts, lo = plan.last_counts(span)
             scatter = (compact(counts), lo, plan.n_piles, plan.last_seed)
-        graph[key] = stages.task(f"scatter-{index}-{span}", _scatter_after, pieces_key, *reads, *scatter, once=True)
+        graph[key] = stages.task(f"scatter-{index}-{span}", _scatter_spans, pieces_key, *reads, *scatter, once=True)
     barrier = f"{name}-pieces-{index}"
     graph[barrier] = (_combine, fmt_key, keys)
     return barrier
