@@ -50,12 +50,6 @@ def _resolve_sources(src: Any) -> Any:
     return src
 
 
-def _shuffle_epoch(
-    shuffle: Callable[..., ShuffleResult], src: Any, dst: str, seed: int, options: Mapping[str, Any]
-) -> ShuffleResult:
-    return shuffle(src, dst, seed=seed, overwrite=False, **options)
-
-
 def _next_batch(epoch: int, loader: dict[str, Any] | None) -> tuple[int, dict[str, Any] | None]:
     """The shuffler's epoch and its loader's state that come next, from where the shuffler and its loader are.
 
@@ -252,12 +246,12 @@ class EpochShuffler:
     def _make(self, epoch: int) -> Callable[[], ShuffleResult]:
         """The shuffle of ``epoch``, as a call that holds no reference to the shuffler."""
         return functools.partial(
-            _shuffle_epoch,
             self._shuffle,
             self.src,
             self.store(epoch),
-            epoch_seed(self.seed, epoch),
-            self._shuffle_options,
+            seed=epoch_seed(self.seed, epoch),
+            overwrite=False,
+            **self._shuffle_options,
         )
 
     def _schedule(self, current: int) -> None:
