@@ -12,7 +12,6 @@ __all__ = [
     "ScaleModel",
     "format_duration",
     "format_number",
-    "format_probability",
     "format_size",
     "scale_table",
 ]
@@ -143,6 +142,8 @@ def scale_table(model: ScaleModel) -> str:
     data            1,000,000 rows of 100 B = 95.4 MiB
     """
     mean_pile = model.n_rows / model.n_piles
+    # A bound, not an estimate, that far out: two significant digits, and 1e-15 for anything smaller.
+    probability = f"{model.overflow_probability:.2g}" if model.overflow_probability >= 1e-15 else "1e-15"
     fast, slow = (model.latency_seconds(latency) for latency in GET_LATENCIES)
 
     def verdict(read_nbytes: float) -> str:
@@ -169,7 +170,7 @@ def scale_table(model: ScaleModel) -> str:
         (
             "largest pile",
             f"about {format_size(model.largest_pile_rows * model.row_nbytes)}; P(any pile > pile_memory="
-            f"{format_size(model.pile_nbytes)}) <= {format_probability(model.overflow_probability)}",
+            f"{format_size(model.pile_nbytes)}) <= {probability}",
         ),
         (
             "blocks",
@@ -209,11 +210,6 @@ def scale_table(model: ScaleModel) -> str:
         rows.append(("advice", model.advice))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
-
-
-def format_probability(value: float) -> str:
-    """Two significant digits, and ``1e-15`` for anything smaller (a bound, not an estimate, that far out)."""
-    return f"{value:.2g}" if value >= 1e-15 else "1e-15"
 
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
