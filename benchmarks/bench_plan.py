@@ -30,7 +30,7 @@ import zarr
 
 import daskshuffle
 from daskshuffle.plan._plan import make_plan
-from daskshuffle.plan._scale_report import format_duration, format_size
+from daskshuffle.plan._scale_model import format_duration, format_size
 from daskshuffle.shuffle._graph import shuffle_graph
 from daskshuffle.shuffle._store_plan import plan_within_budget
 from daskshuffle.sources import open_zarr_sources

@@ -21,9 +21,8 @@ from daskshuffle._cli._common import cli
 from daskshuffle._errors import DaskShuffleValueError
 from daskshuffle._parse import parse_nbytes
 from daskshuffle._random import make_rng
-from daskshuffle.plan._pile_sizes import binomial_sf, typical_largest
 from daskshuffle.plan._plan import Plan, make_plan, plan_nbytes
-from daskshuffle.plan._scale import MAX_TASK_MEMORY, explain
+from daskshuffle.plan._scale import MAX_TASK_MEMORY, binomial_sf, explain, typical_largest
 from daskshuffle.shuffle._graph import _merge, _scatter, shuffle_graph
 from daskshuffle.shuffle._store_plan import plan_within_budget
 from daskshuffle.sources import open_zarr_sources

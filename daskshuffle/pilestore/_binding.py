@@ -26,6 +26,7 @@ look, so the store stays a plain Zarr group.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -131,19 +132,9 @@ def array_record(array: zarr.Array[Any]) -> dict[str, Any]:
     kept = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "codecs", "storage_transformers", "zarr_format")
     record = {key: described.get(key) for key in kept}
     record["fill_value"] = str(described.get("fill_value"))
-    normalized: dict[str, Any] = _as_json(record)
+    # As JSON gives it back (tuples as lists), so that a record compares equal to itself read again.
+    normalized: dict[str, Any] = json.loads(json.dumps(record, default=str))
     return normalized
-
-
-def _as_json(value: Any) -> Any:
-    """``value`` as JSON gives it back (tuples as lists), so that a record compares equal to itself read again."""
-    if isinstance(value, Mapping):
-        return {str(key): _as_json(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_as_json(item) for item in value]
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
 
 
 def check_arrays(metadata: Mapping[str, Any], where: str, arrays: Mapping[str, zarr.Array[Any]]) -> None:
@@ -201,9 +192,7 @@ def _gather(array_location: Location, array: zarr.Array[Any], name: str) -> NDAr
     writes = array_location.join(WRITES)
     fs = writes.fs
     paths = fs.ls(writes.path, detail=False) if fs.exists(writes.path) else []
-    contents = fs.cat_file(paths[0]) if len(paths) == 1 else fs.cat(list(paths)) if paths else {}
-    if isinstance(contents, bytes):
-        contents = {paths[0]: contents}
+    contents = fs.cat(list(paths)) if paths else {}  # a list: a dict, one path or several
     for path, data in contents.items():
         first = int(str(path).rstrip("/").rsplit("/", 1)[-1])
         crcs = np.frombuffer(data, dtype="<u4")
@@ -240,8 +229,6 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
     files = {name: f"{location.path}/{paths[name]}/{TABLE}" for name in records}
     with location.reaching():
         found = bounded(location.fs, "cat", list(files.values()), on_error="return", what=TABLE)
-    if not isinstance(found, dict):
-        found = {next(iter(files.values())): found}
     tables = {}
     for name, record in records.items():
         data = found.get(files[name])

@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +40,6 @@ from ._metadata import (
     parse_metadata_attribute,
     read_metadata,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "GENERATIONS_KEY",
@@ -110,8 +107,11 @@ def generation_location(store: Location, relative: str) -> Location:
 
 def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The root metadata of a complete Zarr pile store (read, or as given), its generations listed (one if never appended to)."""
-    if metadata is None:
-        metadata = _read_root_metadata(store)
+    if metadata is None:  # no Zarr group: what the store is (a Parquet store's sidecar) says what to do
+        metadata = group_metadata(store)
+        if metadata is None:
+            check_store_exists(store, store.url)
+            metadata = read_metadata(store)
     if not isinstance(metadata, dict) or not metadata.get("complete"):
         raise IncompletePileStoreError(
             f"Expected a complete Zarr pile store. Got {store.url!r}, which is not one, instead; pass the destination "
@@ -130,14 +130,6 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
         check_recorded_rows(metadata, store.url, {})
         _check_entries(metadata[GENERATIONS_KEY], store.url)
     return dict(metadata)
-
-
-def _read_root_metadata(store: Location) -> dict[str, Any] | None:
-    """The metadata of the Zarr group at ``store``; if it is none, what the store is (a Parquet store's sidecar)."""
-    found = group_metadata(store)
-    if found is None:
-        check_store_exists(store, store.url)
-    return found if found is not None else read_metadata(store)
 
 
 def _check_entries(entries: object, where: str) -> None:

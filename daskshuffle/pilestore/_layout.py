@@ -110,7 +110,6 @@ class Layout:
     """The layout of every variable of a pile store, with a crc32c per chunk and every chunk written."""
 
     variables: Mapping[str, VariableLayout]
-    checksum: str = "crc32c"
 
     def alignment(self) -> int:
         """Rows every write starts at: the largest chunk rows, a multiple of every other."""
@@ -118,7 +117,7 @@ class Layout:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "checksum": self.checksum,
+            "checksum": "crc32c",
             "every_chunk_written": True,
             "variables": {name: variable.to_dict() for name, variable in self.variables.items()},
         }
@@ -126,7 +125,7 @@ class Layout:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Layout:
         variables = {name: VariableLayout.from_dict(value) for name, value in data["variables"].items()}
-        return cls(variables=variables, checksum=str(data.get("checksum", "crc32c")))
+        return cls(variables=variables)
 
 
 def choose_chunk_rows(

@@ -238,15 +238,7 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
             f"the fingerprint it records, {recorded!r}",
             f"metadata whose fingerprint is {_fingerprints(metadata)[0 if 'generations' in metadata else 1]!r}",
         )
-    _check_sealed(metadata, where)
-
-
-def _check_sealed(metadata: Mapping[str, Any], where: str) -> None:
-    """Refuse metadata whose seal is not its own, or that has none.
-
-    The root of a store with generations lists them and is fingerprinted
-    whole; each generation is sealed.
-    """
+    # The root of a store with generations lists them and is fingerprinted whole; each generation is sealed.
     if ("seal" in metadata or "generations" not in metadata) and metadata.get("seal") != seal_of(metadata):
         raise metadata_disagrees(
             where, f"the seal it records, {metadata.get('seal')!r}", f"metadata whose seal is {seal_of(metadata)!r}"
@@ -265,16 +257,11 @@ def check_variable_names(metadata: Mapping[str, Any], where: str) -> list[str]:
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
         raise metadata_disagrees(where, "variables to be a list of names", f"variables = {names!r}")
     for name in names:
-        if not is_plain_name(name):
+        if not name or name in (".", "..") or any(char in name for char in "/\\\0"):
             raise metadata_disagrees(
                 where, "each variable to name an array of the store's group (no '/', '\\' or '..')", repr(name)
             )
     return list(names)
-
-
-def is_plain_name(name: str) -> bool:
-    """Whether ``name`` is one path segment of a store: not empty, ``.`` or ``..``, no separator or NUL."""
-    return bool(name) and name not in (".", "..") and not any(char in name for char in "/\\\0")
 
 
 def select_variables(metadata: Mapping[str, Any], variables: Sequence[str] | None) -> list[str]:

@@ -50,19 +50,6 @@ SAMPLE_ROWS = 65_536
 SAMPLE_NBYTES = 2**20
 
 
-def _n_leaves(kind: pa.DataType) -> int:
-    """How many Parquet leaf columns an Arrow column of type ``kind`` is stored as."""
-    import pyarrow as pa
-
-    if pa.types.is_struct(kind):
-        return sum(_n_leaves(kind.field(index).type) for index in range(kind.num_fields))
-    if pa.types.is_map(kind):
-        return _n_leaves(kind.key_type) + _n_leaves(kind.item_type)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
-        return _n_leaves(kind.value_type)
-    return 1
-
-
 @lru_cache(maxsize=16)
 def leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:
     """Each top-level column's leaf column paths in the Parquet file pyarrow writes for ``schema``.
@@ -76,13 +63,14 @@ def leaf_paths(schema: pa.Schema) -> dict[str, list[str]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    empty = schema.empty_table()
     sink = pa.BufferOutputStream()
-    pq.write_table(schema.empty_table(), sink)
+    pq.write_table(empty, sink)
     parquet_schema = pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema
     paths: dict[str, list[str]] = {}
     leaf = 0
     for field in schema:
-        count = _n_leaves(field.type)
+        count = len(_leaves(empty.column(field.name).combine_chunks()))  # the leaves of no rows
         paths[field.name] = [parquet_schema.column(leaf + offset).path for offset in range(count)]
         leaf += count
     return paths

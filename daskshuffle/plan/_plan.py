@@ -152,13 +152,6 @@ def block_counts(length: int, n_piles: int, seed: int, block: int) -> IntArray:
     return counts.astype(np.int64, copy=False)
 
 
-def _smallest_uint(n: int) -> type[np.unsignedinteger[Any]]:
-    for dtype in (np.uint8, np.uint16, np.uint32):
-        if n <= np.iinfo(dtype).max:
-            return dtype
-    return np.uint64
-
-
 def block_order(counts: IntArray, seed: int, block: int) -> NDArray[np.intp]:
     """Rows of ``block`` in piece order: all of pile 0's rows, then pile 1's, ...
 
@@ -175,7 +168,7 @@ def block_order(counts: IntArray, seed: int, block: int) -> NDArray[np.intp]:
     [0, 1, 2, 3, 4, 5]
     """
     n_piles = len(counts)
-    piles = np.repeat(np.arange(n_piles, dtype=_smallest_uint(n_piles)), counts)
+    piles = np.repeat(np.arange(n_piles, dtype=np.min_scalar_type(n_piles)), counts)
     assignment = make_rng(seed, "rows", block).permutation(piles)
     # A stable sort of small unsigned integers is a radix sort: linear time.
     return np.argsort(assignment, kind="stable")

@@ -25,7 +25,7 @@ from typing import Literal
 from .._errors import DaskShuffleValueError
 from ._levels import auto_levels, fanout_for, level_plan_nbytes
 from ._plan import auto_n_piles, plan_nbytes
-from ._scale_report import format_size
+from ._scale_model import format_size
 
 __all__ = ["PILE_CLIENT_NBYTES", "PLAN_DATA_FRACTION", "PLAN_NBYTES", "Layout", "choose_fanouts", "choose_layout"]
 
