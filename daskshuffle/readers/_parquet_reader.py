@@ -111,9 +111,10 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
         def n_rows(index: int, tail: tuple[int, bytes] | None = None) -> int | None:
             try:
-                return int(self._part(index, None, tail).group_starts[-1])
+                self._part(index, None, tail)
             except CorruptPileStoreError:
                 return None
+            return int(self._layout(index, None).group_starts[-1])
 
         indices = range(len(self.part_paths))
         counts: list[int | None] = []
@@ -142,8 +143,10 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             )
 
     @classmethod
-    def recognizes(cls, store: Location) -> bool:
-        return store.join(METADATA_FILE).exists()
+    def open_as_kind(
+        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
+    ) -> ParquetPileReader | None:
+        return cls(store, variables, batch_format=batch_format) if store.join(METADATA_FILE).exists() else None
 
     # -- reading, checked ------------------------------------------------------
     def _read(self, start: int, stop: int, pile: int | None) -> pa.Table:
@@ -154,7 +157,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         tables = []
         for piece, found in zip(pieces, fetched, strict=True):
             if found is None:
-                table = self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
+                table = self._read_groups(piece.file, piece.groups, pile)
             else:
                 table = self._decode(piece, *found, pile)
             tables.append(table.slice(piece.a - int(piece.layout.group_starts[piece.groups[0]]), piece.b - piece.a))
@@ -282,17 +285,16 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
         try:
             with self._lock:
-                part = self._parts.get(piece.file)
-            if part is None and tail is not None:
+                footer = self._parts.get(piece.file)
+            if footer is None and tail is not None:
                 # The footer and its trailer after the leading magic: a file pyarrow reads the footer of.
-                footer = pq.ParquetFile(pa.BufferReader(b"PAR1" + bytes_of(tail)[1])).metadata
-                part = self._keep(piece.file, footer)
-            if part is None:
-                part = self._part(piece.file, pile)
+                footer = self._keep(piece.file, pq.ParquetFile(pa.BufferReader(b"PAR1" + bytes_of(tail)[1])).metadata)
+            if footer is None:
+                footer = self._part(piece.file, pile)
             with pa.PythonFile(FetchedFile([bytes_of(found) for found in ranges]), mode="r") as handle:
                 # Without pre_buffer, which coalesces the column chunks read across the gaps between them
                 # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
-                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True, pre_buffer=False)
+                file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
         except (Exception, CancelledError) as error:
             failure = storage_failure(error, self.store, what=self.part_paths[piece.file])
@@ -301,7 +303,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
                 for request, _ in ranges:
                     self._cache.evict(_cache_key(request))
-            return self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
+            return self._read_groups(piece.file, piece.groups, pile)
         if self._cache is not None:
             for request, future in ranges:
                 if not self._cache.holds(_cache_key(request)):

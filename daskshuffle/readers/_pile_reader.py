@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Generic, Self
 
 import numpy as np
@@ -212,29 +212,16 @@ class PileReader(ABC, Generic[Rows]):
 
     # -- for the loader --------------------------------------------------------
     @classmethod
-    def recognizes(cls, store: Location) -> bool:
-        """Whether ``store`` looks like a pile store of this kind.
-
-        A cheap look at the layout, without reading data; opening the store
-        does the real checks (complete, format version, variables).
-        """
-        return False
-
-    @classmethod
     def open_as_kind(
         cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
     ) -> PileReader[Any] | None:
-        """``store`` opened by this reader if it is a pile store of this kind, else ``None``.
+        """``store`` opened by this reader if it is a pile store of this kind, else ``None`` (by default).
 
-        By default :meth:`recognizes` looks, then the reader opens the store. A
-        reader whose open is itself the look overrides this, so that opening a
-        store on object storage costs one request fewer.
+        A kind looks cheaply at the layout, without reading data (on object
+        storage the open itself may be the look); opening the store does the
+        real checks (complete, format version, variables).
         """
-        if not cls.recognizes(store):
-            return None
-        # Every reader opens as Reader(location, variables=..., batch_format=...).
-        open_reader: Callable[..., PileReader[Any]] = cls
-        return open_reader(store, variables=variables, batch_format=batch_format)
+        return None
 
     def to_batch(self, rows: Rows) -> Any:
         """What the loader yields for ``rows``: by default ``rows`` itself.

@@ -33,7 +33,8 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,15 +58,13 @@ from ..storage import Cache, Location
 from ._opened import Opened
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
-from ._zarr_open import check_shapes, in_thread, open_store
+from ._zarr_open import check_shapes, open_store
 from ._zarr_reads import RowsRead, Task
 
 if TYPE_CHECKING:
     import zarr
 
 __all__ = ["ZarrPileReader"]
-
-T = TypeVar("T")
 
 
 class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
@@ -127,7 +126,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.arrays: dict[str, zarr.Array[Any]] = {}
         # On object storage the crc32c tables are fetched while the arrays open: one round trip less to open.
         predicted = {name: f"{group.path}/{name}".lstrip("/") for name in names}
-        early = None if location.is_local else in_thread(read_tables, location, metadata, predicted)
+        early = None
+        if not location.is_local:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="daskshuffle-open-tables")
+            early = pool.submit(read_tables, location, metadata, predicted)
+            pool.shutdown(wait=False)  # its thread ends with its one task
         try:
             opened = open_arrays(location, group, names)
         except (ValueError, TypeError, KeyError, zarr.errors.BaseZarrError) as error:  # an array's zarr.json
@@ -271,7 +274,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
-        return self._read(start, stop, None)
+        return self._start(start, stop, None).result()
 
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
@@ -308,9 +311,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         """
         offsets = self._offsets
         return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile, out)
-
-    def _read(self, start: int, stop: int, pile: int | None) -> ArrayRows:
-        return self._start(start, stop, pile).result()
 
     def _start(self, start: int, stop: int, pile: int | None, out: ArrayRows | None = None) -> RowsRead:
         """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them."""
