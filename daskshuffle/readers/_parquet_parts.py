@@ -72,9 +72,10 @@ class PartFiles:
     serve, :class:`~daskshuffle.StorageAccessError`.
     """
 
-    def _open_parts(self, location: Location, store: str, columns: list[str]) -> None:
+    store: str
+
+    def _open_parts(self, location: Location, columns: list[str]) -> None:
         """List the part files of ``location``; the reader's constructor calls it once it has the columns."""
-        self.store = store
         self.columns = columns
         self._filesystem, root = arrow_filesystem(location)
         fs = location.fs

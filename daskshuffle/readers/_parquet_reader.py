@@ -87,7 +87,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
         self.metadata = read_sidecar(location)
         run, self._row_group_rows = part_binding(self.metadata, self.store)
-        self._open_parts(location, self.store, select_variables(self.metadata, variables))
+        self._open_parts(location, select_variables(self.metadata, variables))
         self.run = run
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
@@ -97,9 +97,9 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
         self._range_nbytes = int_setting("parquet-reader.range-nbytes")
         self._decoders = LazyPool(int_setting("parquet-reader.group-threads"), "parquet-decode")
-        self._check_parts(1 if self.local else int_setting("parquet-reader.footer-threads"))
+        self._check_parts()
 
-    def _check_parts(self, threads: int) -> None:
+    def _check_parts(self) -> None:
         """Check the sidecar against itself and against the part files' rows, from their footers (no data is read).
 
         A part file whose footer cannot be read, or a gap between part files or
@@ -120,7 +120,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         counts: list[int | None] = []
         if self._fetches is not None and len(indices) > 1:
             # The last bytes of many part files requested at once, their footers parsed by threads.
-            with ThreadPoolExecutor(min(threads, len(indices)), thread_name_prefix="daskshuffle-footers") as pool:
+            threads = min(int_setting("parquet-reader.footer-threads"), len(indices))
+            with ThreadPoolExecutor(threads, thread_name_prefix="daskshuffle-footers") as pool:
                 in_flight = int_setting("fetch.in-flight")
                 for batch in range(0, len(indices), in_flight):
                     chosen = indices[batch : batch + in_flight]

@@ -363,7 +363,7 @@ class ChunkFiles:
         index: int,
         path: str,
         pile: int | None,
-        target: NDArray[np.uint8] | None = None,
+        target: NDArray[np.uint8] | None,
     ) -> NDArray[np.uint8]:
         """The chunk's rows as bytes from the file's bytes, checked (decoded into ``target`` where possible)."""
         if chunks.checksum:

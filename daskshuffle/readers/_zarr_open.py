@@ -35,7 +35,7 @@ __all__ = ["check_shapes", "open_store"]
 
 
 def open_store(
-    location: Location, given: str, metadata: Mapping[str, Any] | None, group: zarr.Group | None = None
+    location: Location, given: str, metadata: Mapping[str, Any] | None, group: zarr.Group | None
 ) -> tuple[zarr.Group, dict[str, Any]]:
     """The group of the Zarr pile store at ``location`` (``group`` if given) and its metadata (``metadata`` if given), checked.
 

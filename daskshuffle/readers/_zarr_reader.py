@@ -45,7 +45,6 @@ from .._threads import LazyPool
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import (
     LAYOUT_KEY,
-    METADATA_KEY,
     RUN_KEY,
     check_arrays,
     check_recorded_rows,
@@ -190,7 +189,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
 
-            self._datasets = DatasetBatches(location, names, metadata_key=METADATA_KEY)
+            self._datasets = DatasetBatches(location, names)
 
     # -- pickling and closing ------------------------------------------------------
     def _start_pool(self) -> None:
