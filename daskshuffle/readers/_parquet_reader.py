@@ -176,11 +176,6 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         )  # one run of rows for every column: their widths do not matter
 
     # -- fetching ahead (object storage) --------------------------------------
-    @property
-    def fetches(self) -> bool:  # type: ignore[override]
-        """Whether the store is remote: the byte ranges of a read can be fetched ahead, many at once (:meth:`fetch`)."""
-        return self._fetches is not None
-
     def fetch(self, start: int, stop: int) -> None:
         """Start fetching the column chunks of the row groups that hold rows ``start:stop``, all at once.
 
@@ -198,21 +193,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             return
         self._start(fetches, start, stop, pieces)
 
-    def forget(self, start: int, stop: int) -> None:
-        if self._fetches is not None:
-            self._fetches.drop((start, max(start, min(stop, self.n_rows))))
-
-    @property
-    def fetched_nbytes(self) -> int:
-        return 0 if self._fetches is None else self._fetches.nbytes
-
     def owns_thread(self) -> bool:
-        return self._decoders.owns() or (self._fetches is not None and self._fetches.owns_thread())
-
-    @property
-    def caches(self) -> bool:  # type: ignore[override]
-        """Whether the store is remote, so that :meth:`use_cache` keeps the byte ranges it reads on a local disk."""
-        return self._fetches is not None
+        return self._decoders.owns() or super().owns_thread()
 
     def use_cache(self, cache: Cache) -> None:
         if self._fetches is not None:

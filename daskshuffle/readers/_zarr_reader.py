@@ -151,6 +151,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         )
         fs, root = location.fs, location.path
         self._files = ChunkFiles(fs, self.store)
+        self._fetches = self._files.fetches
         check_arrays(metadata, self.store, self.arrays)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
         check_shapes(self.store, self.arrays, written)
@@ -211,8 +212,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def close(self) -> None:
         """Join the reader's threads and let go of the arrays kept for reuse. Reading again starts new ones."""
-        if self._files.fetches is not None:
-            self._files.fetches.clear()
+        if self._fetches is not None:
+            self._fetches.clear()
         with self._lock:
             self._spare = {}
         self._pool.shutdown()
@@ -223,14 +224,9 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         compressed = sum(chunks.row_nbytes for chunks in self._chunks.values() if chunks.compressor is not None)
         return 2 * compressed > sum(chunks.row_nbytes for chunks in self._chunks.values())
 
-    @property
-    def fetches(self) -> bool:  # type: ignore[override]
-        """Whether the store is remote: its chunk files can be fetched ahead, many at once (:meth:`fetch`)."""
-        return self._files.fetches is not None
-
     def fetch(self, start: int, stop: int) -> None:
         """Start fetching every chunk file of rows ``start:stop``, of every variable."""
-        fetches = self._files.fetches
+        fetches = self._fetches
         stop = max(start, min(stop, self.n_rows))
         if fetches is None or stop == start or (start, stop) in fetches:
             return
@@ -247,29 +243,15 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         nbytes = (stop - start) * sum(chunks.row_nbytes for chunks in self._chunks.values())
         fetches.start((start, stop), paths, nbytes)
 
-    @property
-    def caches(self) -> bool:  # type: ignore[override]
-        """Whether the store is remote, so that :meth:`use_cache` keeps its chunk files on a local disk."""
-        return self._files.fetches is not None
-
     def use_cache(self, cache: Cache) -> None:
-        if self._files.fetches is not None:
+        if self._fetches is not None:
             # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
             key = str(self.metadata["fingerprint"])
             run = self.metadata.get(RUN_KEY)
             self._files.cache = cache.for_store(key if run is None else f"{key}-{run}")
 
-    def forget(self, start: int, stop: int) -> None:
-        if self._files.fetches is not None:
-            self._files.fetches.drop((start, max(start, min(stop, self.n_rows))))
-
-    @property
-    def fetched_nbytes(self) -> int:
-        return 0 if self._files.fetches is None else self._files.fetches.nbytes
-
     def owns_thread(self) -> bool:
-        fetches = self._files.fetches
-        return self._pool.owns() or (fetches is not None and fetches.owns_thread())
+        return self._pool.owns() or super().owns_thread()
 
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
