@@ -472,7 +472,7 @@ def test_remote_footers_are_read_from_the_end_of_each_part(tmp_path: Any, parque
     for local_store, remote_store in [(local, remote), (large, f"{remote}-many")]:
         reader, expected = ParquetPileReader(remote_store), ParquetPileReader(local_store)
         for index in range(len(reader.part_paths)):
-            assert reader._part(index, None).footer.equals(expected._part(index, None).footer)
+            assert reader._part(index, None).equals(expected._part(index, None))
         assert reader.read_rows(0, reader.n_rows).equals(expected.read_rows(0, expected.n_rows))
     path = reader.part_paths[-1]
     memory.pipe_file(path, memory.cat_file(path)[:-100])
@@ -486,7 +486,7 @@ def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, st
     _, remote = parquet_store
     with ds.PileLoader(remote, batch_size=100, seed=1, prefetch="24KiB", order=Piles(budget="24KiB")) as loader:
         reader = loader._piles.reader
-        footer = reader._part(0, None).footer
+        footer = reader._part(0, None)
         largest = max(footer.row_group(group).total_byte_size for group in range(footer.num_row_groups))
         peak = 0
         for _ in loader:
@@ -507,7 +507,7 @@ def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str])
     first = int(reader.pile_offsets[pile])
     part = int(np.searchsorted(reader.part_starts, first, side="right")) - 1
     path = reader.part_paths[part]
-    group = int(np.searchsorted(reader._part(part, None).group_starts, first - reader.part_starts[part]))
+    group = int(np.searchsorted(reader._layout(part, None).group_starts, first - reader.part_starts[part]))
     data = bytearray(memory.cat_file(path))
     footer = pq.read_metadata(path, filesystem=memory)
     names = [footer.schema.column(i).name for i in range(footer.num_columns)]

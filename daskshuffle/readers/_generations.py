@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
-from ..formats import ArrayRows, ArrayRowsMethods, concat_rows as _concat
+from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import GENERATIONS_KEY, generation_location, metadata_disagrees, read_root
 from ..storage import Location
 from ._opened import Opened
@@ -135,10 +135,6 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
                 if len(self._spare) < 2:
                     self._spare.append(whole)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _concat_parts(parts: list[ArrayRows]) -> ArrayRows:
-        return parts[0] if len(parts) == 1 else _concat(parts)
-
     def read_rows(self, start: int, stop: int) -> ArrayRows:
         stop = max(start, min(stop, self.n_rows))
         parts: list[ArrayRows] = []
@@ -155,7 +151,9 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
                     base = int(offsets[pile])
                     parts.append(reader.read_rows(base + max(a, 0), base + min(b, size)))
                 a, b = a - size, b - size
-        return self._concat_parts(parts) if parts else self.generations[0].read_rows(0, 0)
+        if not parts:
+            return self.generations[0].read_rows(0, 0)
+        return parts[0] if len(parts) == 1 else self.concat(parts)
 
     def __getstate__(self) -> dict[str, Any]:  # pickled into torch DataLoader workers
         return {**self.__dict__, "_lock": None, "_spare": []}

@@ -32,14 +32,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-__all__ = ["Layout", "Part", "PartFiles", "Piece"]
-
-
-class Part(NamedTuple):
-    """A part file's footer and the first row of each of its row groups (and the end)."""
-
-    footer: pq.FileMetaData
-    group_starts: NDArray[np.int64]
+__all__ = ["Layout", "PartFiles", "Piece"]
 
 
 class Layout(NamedTuple):
@@ -49,6 +42,7 @@ class Layout(NamedTuple):
     a store of many part files keeps every layout and ``parquet-reader.footers-kept`` footers.
     """
 
+    #: The first row of each row group (and the end).
     group_starts: NDArray[np.int64]
     #: Of each row group (axis 0) and column read (axis 1): first byte, end byte and decoded bytes of its column chunk
     #: (no columns for a local store).
@@ -78,9 +72,10 @@ class PartFiles:
     serve, :class:`~daskshuffle.StorageAccessError`.
     """
 
-    def _open_parts(self, location: Location, store: str, columns: list[str]) -> None:
+    store: str
+
+    def _open_parts(self, location: Location, columns: list[str]) -> None:
         """List the part files of ``location``; the reader's constructor calls it once it has the columns."""
-        self.store = store
         self.columns = columns
         self._filesystem, root = arrow_filesystem(location)
         fs = location.fs
@@ -94,7 +89,7 @@ class PartFiles:
         self._part_sizes = [size for _, _, size in parts]  # as listed: a remote footer is read with one request
         self._fs = fs
         self._root = root
-        self._parts: OrderedDict[int, Part] = OrderedDict()
+        self._parts: OrderedDict[int, pq.FileMetaData] = OrderedDict()
         #: Part file footers kept; files themselves are open only during a read.
         self._footers_kept = int_setting("parquet-reader.footers-kept")
         self._lock = threading.Lock()
@@ -116,7 +111,7 @@ class PartFiles:
             f"{' (' + ', '.join(about) + ')' if about else ''} instead; shuffle the source again, or restore the file."
         )
 
-    def _part(self, index: int, pile: int | None, tail: tuple[int, bytes] | None = None) -> Part:
+    def _part(self, index: int, pile: int | None, tail: tuple[int, bytes] | None = None) -> pq.FileMetaData:
         """Part file ``index``'s footer, kept or read (from ``tail``, its last bytes, where given)."""
         import pyarrow as pa
 
@@ -133,7 +128,7 @@ class PartFiles:
             raise failure or self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
         return self._keep(index, footer)
 
-    def _keep(self, index: int, footer: pq.FileMetaData) -> Part:
+    def _keep(self, index: int, footer: pq.FileMetaData) -> pq.FileMetaData:
         """Keep ``footer`` of part file ``index`` among the last ``self._footers_kept``, and its layout for good.
 
         The footer must say it is this store's run's file of
@@ -143,16 +138,14 @@ class PartFiles:
         """
         self._check_binding(index, footer)
         self._check_schema(index, footer)
-        sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
-        part = Part(footer, np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64))
-        layout = self._layouts[index] or self._layout_of(part)
+        layout = self._layouts[index] or self._layout_of(footer)
         with self._lock:
             self._layouts[index] = layout
-            self._parts[index] = part
+            self._parts[index] = footer
             self._parts.move_to_end(index)
             while len(self._parts) > self._footers_kept:
                 self._parts.popitem(last=False)
-        return part
+        return footer
 
     def _check_binding(self, index: int, footer: pq.FileMetaData) -> None:
         found = (footer.metadata or {}).get(PART_BINDING)
@@ -194,8 +187,8 @@ class PartFiles:
                 self.columns,
             )
 
-    def _layout_of(self, part: Part) -> Layout:
-        footer = part.footer
+    def _layout_of(self, footer: pq.FileMetaData) -> Layout:
+        sizes = [footer.row_group(group).num_rows for group in range(footer.num_row_groups)]
         # Byte ranges only where reads fetch them: a local store's open does not pay for them.
         leaves = self._columns_read(footer) if not self.local else []
         chunks = np.zeros((footer.num_row_groups, len(leaves), 3), dtype=np.int64)
@@ -204,7 +197,8 @@ class PartFiles:
             for position, leaf in enumerate(leaves):
                 column = row_group.column(leaf)
                 chunks[group, position] = (*column_chunk_bytes(column), column.total_uncompressed_size)
-        return Layout(part.group_starts, chunks, footer.serialized_size + 8)
+        group_starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+        return Layout(group_starts, chunks, footer.serialized_size + 8)
 
     def _layout(self, index: int, pile: int | None) -> Layout:
         """The layout of part file ``index``, from its footer (read if it never was)."""
@@ -241,15 +235,15 @@ class PartFiles:
                 return pq.ParquetFile(handle).metadata
         return read_footer(self._fs, path, size, tail)
 
-    def _read_groups(self, index: int, part: Part, groups: list[int], pile: int | None) -> pa.Table:
+    def _read_groups(self, index: int, groups: list[int], pile: int | None) -> pa.Table:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        path = self.part_paths[index]
+        path, footer = self.part_paths[index], self._part(index, pile)
 
         def read(columns: list[str]) -> pa.Table:
             with self._filesystem.open_input_file(path) as handle:
-                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True)
+                file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True)
                 return file.read_row_groups(groups, columns=columns)
 
         try:
@@ -298,7 +292,7 @@ class PartFiles:
     def _empty(self) -> pa.Table:
         for index in range(len(self.part_paths)):
             try:
-                schema = self._part(index, None).footer.schema.to_arrow_schema()
+                schema = self._part(index, None).schema.to_arrow_schema()
             except CorruptPileStoreError:
                 continue
             return schema.empty_table().select(self.columns)

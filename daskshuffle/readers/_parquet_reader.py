@@ -87,7 +87,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
         self.metadata = read_sidecar(location)
         run, self._row_group_rows = part_binding(self.metadata, self.store)
-        self._open_parts(location, self.store, select_variables(self.metadata, variables))
+        self._open_parts(location, select_variables(self.metadata, variables))
         self.run = run
         #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
@@ -97,9 +97,9 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
         self._range_nbytes = int_setting("parquet-reader.range-nbytes")
         self._decoders = LazyPool(int_setting("parquet-reader.group-threads"), "parquet-decode")
-        self._check_parts(1 if self.local else int_setting("parquet-reader.footer-threads"))
+        self._check_parts()
 
-    def _check_parts(self, threads: int) -> None:
+    def _check_parts(self) -> None:
         """Check the sidecar against itself and against the part files' rows, from their footers (no data is read).
 
         A part file whose footer cannot be read, or a gap between part files or
@@ -111,15 +111,17 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
         def n_rows(index: int, tail: tuple[int, bytes] | None = None) -> int | None:
             try:
-                return int(self._part(index, None, tail).group_starts[-1])
+                self._part(index, None, tail)
             except CorruptPileStoreError:
                 return None
+            return int(self._layout(index, None).group_starts[-1])
 
         indices = range(len(self.part_paths))
         counts: list[int | None] = []
         if self._fetches is not None and len(indices) > 1:
             # The last bytes of many part files requested at once, their footers parsed by threads.
-            with ThreadPoolExecutor(min(threads, len(indices)), thread_name_prefix="daskshuffle-footers") as pool:
+            threads = min(int_setting("parquet-reader.footer-threads"), len(indices))
+            with ThreadPoolExecutor(threads, thread_name_prefix="daskshuffle-footers") as pool:
                 in_flight = int_setting("fetch.in-flight")
                 for batch in range(0, len(indices), in_flight):
                     chosen = indices[batch : batch + in_flight]
@@ -142,8 +144,10 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             )
 
     @classmethod
-    def recognizes(cls, store: Location) -> bool:
-        return store.join(METADATA_FILE).exists()
+    def open_as_kind(
+        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
+    ) -> ParquetPileReader | None:
+        return cls(store, variables, batch_format=batch_format) if store.join(METADATA_FILE).exists() else None
 
     # -- reading, checked ------------------------------------------------------
     def _read(self, start: int, stop: int, pile: int | None) -> pa.Table:
@@ -154,7 +158,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         tables = []
         for piece, found in zip(pieces, fetched, strict=True):
             if found is None:
-                table = self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
+                table = self._read_groups(piece.file, piece.groups, pile)
             else:
                 table = self._decode(piece, *found, pile)
             tables.append(table.slice(piece.a - int(piece.layout.group_starts[piece.groups[0]]), piece.b - piece.a))
@@ -172,11 +176,6 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         )  # one run of rows for every column: their widths do not matter
 
     # -- fetching ahead (object storage) --------------------------------------
-    @property
-    def fetches(self) -> bool:  # type: ignore[override]
-        """Whether the store is remote: the byte ranges of a read can be fetched ahead, many at once (:meth:`fetch`)."""
-        return self._fetches is not None
-
     def fetch(self, start: int, stop: int) -> None:
         """Start fetching the column chunks of the row groups that hold rows ``start:stop``, all at once.
 
@@ -194,21 +193,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             return
         self._start(fetches, start, stop, pieces)
 
-    def forget(self, start: int, stop: int) -> None:
-        if self._fetches is not None:
-            self._fetches.drop((start, max(start, min(stop, self.n_rows))))
-
-    @property
-    def fetched_nbytes(self) -> int:
-        return 0 if self._fetches is None else self._fetches.nbytes
-
     def owns_thread(self) -> bool:
-        return self._decoders.owns() or (self._fetches is not None and self._fetches.owns_thread())
-
-    @property
-    def caches(self) -> bool:  # type: ignore[override]
-        """Whether the store is remote, so that :meth:`use_cache` keeps the byte ranges it reads on a local disk."""
-        return self._fetches is not None
+        return self._decoders.owns() or super().owns_thread()
 
     def use_cache(self, cache: Cache) -> None:
         if self._fetches is not None:
@@ -282,17 +268,16 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
         try:
             with self._lock:
-                part = self._parts.get(piece.file)
-            if part is None and tail is not None:
+                footer = self._parts.get(piece.file)
+            if footer is None and tail is not None:
                 # The footer and its trailer after the leading magic: a file pyarrow reads the footer of.
-                footer = pq.ParquetFile(pa.BufferReader(b"PAR1" + bytes_of(tail)[1])).metadata
-                part = self._keep(piece.file, footer)
-            if part is None:
-                part = self._part(piece.file, pile)
+                footer = self._keep(piece.file, pq.ParquetFile(pa.BufferReader(b"PAR1" + bytes_of(tail)[1])).metadata)
+            if footer is None:
+                footer = self._part(piece.file, pile)
             with pa.PythonFile(FetchedFile([bytes_of(found) for found in ranges]), mode="r") as handle:
                 # Without pre_buffer, which coalesces the column chunks read across the gaps between them
                 # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
-                file = pq.ParquetFile(handle, metadata=part.footer, page_checksum_verification=True, pre_buffer=False)
+                file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
         except (Exception, CancelledError) as error:
             failure = storage_failure(error, self.store, what=self.part_paths[piece.file])
@@ -301,7 +286,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
                 for request, _ in ranges:
                     self._cache.evict(_cache_key(request))
-            return self._read_groups(piece.file, self._part(piece.file, pile), piece.groups, pile)
+            return self._read_groups(piece.file, piece.groups, pile)
         if self._cache is not None:
             for request, future in ranges:
                 if not self._cache.holds(_cache_key(request)):

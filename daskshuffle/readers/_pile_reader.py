@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Generic, Self
 
 import numpy as np
@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from ..formats import Rows
-from ..storage import Cache, Location
+from ..storage import Cache, Fetches, Location
 
 __all__ = ["ComposedReader", "PileReader", "ReadCancelledError"]
 
@@ -52,10 +52,8 @@ class PileReader(ABC, Generic[Rows]):
     #: reader), rather than copying bytes: the loader then reads in a background thread
     #: beside any consumer (see :mod:`daskshuffle.loader._prefetch`).
     decodes: bool = False
-    #: Whether reads are requests to a store that serves many at once (object storage): the
-    #: loader then starts the requests of the reads ahead of it (:meth:`fetch`), within its
-    #: read-ahead budget, so that many are in flight while the consumer works.
-    fetches: bool = False
+    #: The files (or byte ranges) of a remote store fetched ahead of their reads, keyed by the span of rows read.
+    _fetches: Fetches | None = None
 
     def __init__(
         self,
@@ -212,29 +210,16 @@ class PileReader(ABC, Generic[Rows]):
 
     # -- for the loader --------------------------------------------------------
     @classmethod
-    def recognizes(cls, store: Location) -> bool:
-        """Whether ``store`` looks like a pile store of this kind.
-
-        A cheap look at the layout, without reading data; opening the store
-        does the real checks (complete, format version, variables).
-        """
-        return False
-
-    @classmethod
     def open_as_kind(
         cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
     ) -> PileReader[Any] | None:
-        """``store`` opened by this reader if it is a pile store of this kind, else ``None``.
+        """``store`` opened by this reader if it is a pile store of this kind, else ``None`` (by default).
 
-        By default :meth:`recognizes` looks, then the reader opens the store. A
-        reader whose open is itself the look overrides this, so that opening a
-        store on object storage costs one request fewer.
+        A kind looks cheaply at the layout, without reading data (on object
+        storage the open itself may be the look); opening the store does the
+        real checks (complete, format version, variables).
         """
-        if not cls.recognizes(store):
-            return None
-        # Every reader opens as Reader(location, variables=..., batch_format=...).
-        open_reader: Callable[..., PileReader[Any]] = cls
-        return open_reader(store, variables=variables, batch_format=batch_format)
+        return None
 
     def to_batch(self, rows: Rows) -> Any:
         """What the loader yields for ``rows``: by default ``rows`` itself.
@@ -263,11 +248,25 @@ class PileReader(ABC, Generic[Rows]):
         Only where :attr:`fetches`; by default nothing.
         """
 
-    def forget(self, start: int, stop: int) -> None:
-        """Drop what :meth:`fetch` started for rows ``start:stop`` and was not read; by default nothing."""
+    @property
+    def fetches(self) -> bool:
+        """Whether reads are requests to a store that serves many at once (object storage).
 
-    #: Whether :meth:`use_cache` keeps the store's files on a local disk (a remote store of a kind that can).
-    caches: bool = False
+        The loader then starts the requests of the reads ahead of it
+        (:meth:`fetch`), within its read-ahead budget, so that many are in
+        flight while the consumer works.
+        """
+        return self._fetches is not None
+
+    def forget(self, start: int, stop: int) -> None:
+        """Drop what :meth:`fetch` started for rows ``start:stop`` and was not read."""
+        if self._fetches is not None:
+            self._fetches.drop((start, max(start, min(stop, self.n_rows))))
+
+    @property
+    def caches(self) -> bool:
+        """Whether :meth:`use_cache` keeps the store's files on a local disk: a remote store, by default."""
+        return self._fetches is not None
 
     def use_cache(self, cache: Cache) -> None:
         """Keep the files read from now on in ``cache``, and read them from there when they are in it.
@@ -278,15 +277,15 @@ class PileReader(ABC, Generic[Rows]):
     @property
     def fetched_nbytes(self) -> int:
         """Bytes of rows fetched (or being fetched) ahead and not read yet."""
-        return 0
+        return 0 if self._fetches is None else self._fetches.nbytes
 
     def owns_thread(self) -> bool:
-        """Whether the calling thread is one of the reader's own (a decoder, a fetch); by default it has none.
+        """Whether the calling thread is one of the reader's own (a decoder, a fetch).
 
         Reads wait for those threads: garbage collection that closes a loader
         from one of them must not wait for the loader's reads to end.
         """
-        return False
+        return self._fetches is not None and self._fetches.owns_thread()
 
     def close(self) -> None:
         """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
@@ -325,7 +324,7 @@ class ComposedReader(PileReader[Rows]):
         return all(reader.decodes for reader in self.members)
 
     @property
-    def caches(self) -> bool:  # type: ignore[override]
+    def caches(self) -> bool:
         return any(reader.caches for reader in self.members)
 
     def use_cache(self, cache: Cache) -> None:

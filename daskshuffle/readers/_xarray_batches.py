@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..pilestore import METADATA_KEY
 from ..storage import Location
 
 if TYPE_CHECKING:
@@ -31,19 +32,13 @@ class DatasetBatches:
     --------
     >>> import numpy as np
     >>> from daskshuffle.storage._location import Location
-    >>> batches = DatasetBatches(Location.of("piles.zarr"), ["x", "id"], metadata_key="daskshuffle")
+    >>> batches = DatasetBatches(Location.of("piles.zarr"), ["x", "id"])
     >>> batch = batches({"x": np.zeros((4, 8), "f4"), "id": np.arange(4)})
     >>> dict(batch.sizes)
     {'row': 4, 'feature': 8}
     """
 
-    def __init__(
-        self,
-        store: Location,
-        names: Sequence[str],
-        *,
-        metadata_key: str,
-    ) -> None:
+    def __init__(self, store: Location, names: Sequence[str]) -> None:
         import xarray as xr
 
         raw = xr.open_zarr(
@@ -57,7 +52,7 @@ class DatasetBatches:
         # Variables without the row dimension are the same in every batch: read them once.
         fixed = [name for name, variable in raw.variables.items() if not rows & set(variable.dims)]
         self.fixed = raw[fixed].load() if fixed else xr.Dataset()
-        self.global_attrs = {key: value for key, value in raw.attrs.items() if key != metadata_key}
+        self.global_attrs = {key: value for key, value in raw.attrs.items() if key != METADATA_KEY}
 
     def __call__(self, rows: Mapping[str, NDArray[Any]]) -> xr.Dataset:
         import xarray as xr

@@ -349,11 +349,6 @@ class ChunkFiles:
         return buffer[:nbytes]
 
     @staticmethod
-    def _span(chunks: Chunks, index: int, start: int, stop: int) -> tuple[int, int]:
-        """The rows of ``start:stop`` that chunk ``index`` holds."""
-        return max(start, index * chunks.chunk_rows), min(stop, (index + 1) * chunks.chunk_rows)
-
-    @staticmethod
     def _target(chunks: Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int) -> NDArray[np.uint8] | None:
         """Where chunk ``index`` goes in the output if all of it is wanted, else ``None``."""
         first = index * chunks.chunk_rows
@@ -368,7 +363,7 @@ class ChunkFiles:
         index: int,
         path: str,
         pile: int | None,
-        target: NDArray[np.uint8] | None = None,
+        target: NDArray[np.uint8] | None,
     ) -> NDArray[np.uint8]:
         """The chunk's rows as bytes from the file's bytes, checked (decoded into ``target`` where possible)."""
         if chunks.checksum:
@@ -403,8 +398,8 @@ class ChunkFiles:
     def _place(
         self, chunks: Chunks, flat: NDArray[np.uint8], index: int, data: NDArray[np.uint8], start: int, stop: int
     ) -> None:
-        lo, hi = self._span(chunks, index, start, stop)
         offset, nbytes = index * chunks.chunk_rows, chunks.row_nbytes
+        lo, hi = max(start, offset), min(stop, offset + chunks.chunk_rows)  # the rows of start:stop the chunk holds
         flat[(lo - start) * nbytes : (hi - start) * nbytes] = data[(lo - offset) * nbytes : (hi - offset) * nbytes]
 
     def _check_place(self, chunks: Chunks, index: int, carried: int, path: str, pile: int | None) -> None:

@@ -12,10 +12,8 @@ generations is.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .._errors import IncompletePileStoreError, StorageAccessError
 from ..pilestore import (
@@ -33,13 +31,11 @@ from ..storage import Location
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["check_shapes", "in_thread", "open_store"]
-
-T = TypeVar("T")
+__all__ = ["check_shapes", "open_store"]
 
 
 def open_store(
-    location: Location, given: str, metadata: Mapping[str, Any] | None, group: zarr.Group | None = None
+    location: Location, given: str, metadata: Mapping[str, Any] | None, group: zarr.Group | None
 ) -> tuple[zarr.Group, dict[str, Any]]:
     """The group of the Zarr pile store at ``location`` (``group`` if given) and its metadata (``metadata`` if given), checked.
 
@@ -102,17 +98,3 @@ def check_shapes(store: str, arrays: Mapping[str, zarr.Array[Any]], written: Map
                 f"{tuple(expected_rows)}, chunks of {tuple(expected_chunks)})",
                 f"shape {array.shape} in chunks of {array.chunks}",
             )
-
-
-def in_thread(function: Callable[..., T], *args: Any) -> Future[T]:
-    """``function(*args)`` running in a thread of its own; its result, or its error, from the future."""
-    future: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(function(*args))
-        except BaseException as error:  # raised where the result is asked for
-            future.set_exception(error)
-
-    threading.Thread(target=run, name="daskshuffle-open-tables", daemon=True).start()
-    return future

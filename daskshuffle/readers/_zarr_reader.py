@@ -33,7 +33,8 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -44,7 +45,6 @@ from .._threads import LazyPool
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import (
     LAYOUT_KEY,
-    METADATA_KEY,
     RUN_KEY,
     check_arrays,
     check_recorded_rows,
@@ -57,15 +57,13 @@ from ..storage import Cache, Location
 from ._opened import Opened
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
-from ._zarr_open import check_shapes, in_thread, open_store
+from ._zarr_open import check_shapes, open_store
 from ._zarr_reads import RowsRead, Task
 
 if TYPE_CHECKING:
     import zarr
 
 __all__ = ["ZarrPileReader"]
-
-T = TypeVar("T")
 
 
 class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
@@ -127,7 +125,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.arrays: dict[str, zarr.Array[Any]] = {}
         # On object storage the crc32c tables are fetched while the arrays open: one round trip less to open.
         predicted = {name: f"{group.path}/{name}".lstrip("/") for name in names}
-        early = None if location.is_local else in_thread(read_tables, location, metadata, predicted)
+        early = None
+        if not location.is_local:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="daskshuffle-open-tables")
+            early = pool.submit(read_tables, location, metadata, predicted)
+            pool.shutdown(wait=False)  # its thread ends with its one task
         try:
             opened = open_arrays(location, group, names)
         except (ValueError, TypeError, KeyError, zarr.errors.BaseZarrError) as error:  # an array's zarr.json
@@ -149,6 +151,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         )
         fs, root = location.fs, location.path
         self._files = ChunkFiles(fs, self.store)
+        self._fetches = self._files.fetches
         check_arrays(metadata, self.store, self.arrays)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
         check_shapes(self.store, self.arrays, written)
@@ -187,7 +190,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
 
-            self._datasets = DatasetBatches(location, names, metadata_key=METADATA_KEY)
+            self._datasets = DatasetBatches(location, names)
 
     # -- pickling and closing ------------------------------------------------------
     def _start_pool(self) -> None:
@@ -209,8 +212,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def close(self) -> None:
         """Join the reader's threads and let go of the arrays kept for reuse. Reading again starts new ones."""
-        if self._files.fetches is not None:
-            self._files.fetches.clear()
+        if self._fetches is not None:
+            self._fetches.clear()
         with self._lock:
             self._spare = {}
         self._pool.shutdown()
@@ -221,14 +224,9 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         compressed = sum(chunks.row_nbytes for chunks in self._chunks.values() if chunks.compressor is not None)
         return 2 * compressed > sum(chunks.row_nbytes for chunks in self._chunks.values())
 
-    @property
-    def fetches(self) -> bool:  # type: ignore[override]
-        """Whether the store is remote: its chunk files can be fetched ahead, many at once (:meth:`fetch`)."""
-        return self._files.fetches is not None
-
     def fetch(self, start: int, stop: int) -> None:
         """Start fetching every chunk file of rows ``start:stop``, of every variable."""
-        fetches = self._files.fetches
+        fetches = self._fetches
         stop = max(start, min(stop, self.n_rows))
         if fetches is None or stop == start or (start, stop) in fetches:
             return
@@ -245,33 +243,19 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         nbytes = (stop - start) * sum(chunks.row_nbytes for chunks in self._chunks.values())
         fetches.start((start, stop), paths, nbytes)
 
-    @property
-    def caches(self) -> bool:  # type: ignore[override]
-        """Whether the store is remote, so that :meth:`use_cache` keeps its chunk files on a local disk."""
-        return self._files.fetches is not None
-
     def use_cache(self, cache: Cache) -> None:
-        if self._files.fetches is not None:
+        if self._fetches is not None:
             # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
             key = str(self.metadata["fingerprint"])
             run = self.metadata.get(RUN_KEY)
             self._files.cache = cache.for_store(key if run is None else f"{key}-{run}")
 
-    def forget(self, start: int, stop: int) -> None:
-        if self._files.fetches is not None:
-            self._files.fetches.drop((start, max(start, min(stop, self.n_rows))))
-
-    @property
-    def fetched_nbytes(self) -> int:
-        return 0 if self._files.fetches is None else self._files.fetches.nbytes
-
     def owns_thread(self) -> bool:
-        fetches = self._files.fetches
-        return self._pool.owns() or (fetches is not None and fetches.owns_thread())
+        return self._pool.owns() or super().owns_thread()
 
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
-        return self._read(start, stop, None)
+        return self._start(start, stop, None).result()
 
     def read_pile(self, pile: int) -> ArrayRows:
         return self.start_pile(pile).result()
@@ -308,9 +292,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         """
         offsets = self._offsets
         return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile, out)
-
-    def _read(self, start: int, stop: int, pile: int | None) -> ArrayRows:
-        return self._start(start, stop, pile).result()
 
     def _start(self, start: int, stop: int, pile: int | None, out: ArrayRows | None = None) -> RowsRead:
         """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them."""
