@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
-from ..storage import Location, _own, bounded, storage_failure
+from ..storage import Location, _own, fetched_each, storage_failure
 from ._groups import open_arrays, open_group
 from ._metadata import RUN_KEY, metadata_disagrees, seal_of
 
@@ -228,7 +228,10 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
         return {}
     files = {name: f"{location.path}/{paths[name]}/{TABLE}" for name in records}
     with location.reaching():
-        found = bounded(location.fs, "cat", list(files.values()), on_error="return", what=TABLE)
+        paths_read = list(files.values())
+        found = dict(
+            zip(paths_read, fetched_each(location.fs, [(path, None, None) for path in paths_read]), strict=True)
+        )
     tables = {}
     for name, record in records.items():
         data = found.get(files[name])

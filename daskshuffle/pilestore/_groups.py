@@ -99,10 +99,17 @@ def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> 
 
     async_group = group._async_group  # zarr.Group wraps it (its one field): the members are opened on zarr's loop
 
-    async def members() -> list[Any]:
-        return await asyncio.gather(*(async_group.get(name) for name in names))
+    fs, deadline = getattr(group.store, "fs", None), request_deadline(location.options)
 
-    found = _bounded(location, getattr(group.store, "fs", None), members(), "zarr.json")
+    async def members() -> list[Any]:  # each array's zarr.json within the deadline on its own
+        return await asyncio.gather(
+            *(within(fs, async_group.get(name), deadline, f"{name}/zarr.json") for name in names)
+        )
+
+    from zarr.core.sync import sync
+
+    with location.reaching("zarr.json"):
+        found = sync(members())
     return [
         zarr.Array(node) if isinstance(node, zarr.AsyncArray) else zarr.Group(node) if node is not None else None
         for node in found

@@ -26,7 +26,7 @@ from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
 from ..pilestore import PART, PART_BINDING, arrow_filesystem, part_name
-from ..storage import Location, bounded, storage_failure
+from ..storage import Location, bounded, fetched_each, storage_failure
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -215,9 +215,7 @@ class PartFiles:
         sizes = [int(self._part_sizes[index] or 0) for index in wanted]
         starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
         paths = [self.part_paths[index] for index in wanted]
-        fetched = bounded(
-            self._fs, "cat_ranges", paths, starts, sizes, on_error="return", what="the part files' footers"
-        )
+        fetched = fetched_each(self._fs, list(zip(paths, starts, sizes, strict=True)))
         found = dict(zip(wanted, fetched, strict=True))
         tails: list[tuple[int, bytes] | None] = []
         for index, start in zip(wanted, starts, strict=True):

@@ -3,7 +3,7 @@
 from ._access import access_error, reaching, storage_failure
 from ._cache import Cache, StoreCache, parse_cache
 from ._crash import crash_point
-from ._deadline import bounded, request_deadline, within
+from ._deadline import bounded, fetched_each, request_deadline, within
 from ._fetch import Fetches
 from ._identity import changed_entries, identify_files, identify_token, identify_tree
 from ._location import Location, unreached
@@ -22,6 +22,7 @@ __all__ = [
     "changed_entries",
     "crash_point",
     "exclusive",
+    "fetched_each",
     "identify_files",
     "identify_token",
     "identify_tree",
