@@ -7,6 +7,7 @@ import pickle
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,11 @@ def test_a_wrong_number_of_seconds_is_refused(configure: Configure) -> None:
 def _most_fetched_ahead(store: str) -> int:
     with ds.PileLoader(store, batch_size=100, seed=1, prefetch="auto", order=Piles(budget="24KiB")) as loader:
         reader, peak = loader._piles.reader, 0
-        for _ in loader:
+        for index, _ in enumerate(loader):
+            # After the first batch, wait for the fetches ahead to land (a loaded machine may take a while).
+            waited = time.perf_counter()
+            while index == 0 and not reader.fetched_nbytes and time.perf_counter() - waited < 10:
+                time.sleep(0.01)
             peak = max(peak, reader.fetched_nbytes)
     return peak
 
