@@ -12,6 +12,7 @@ depend on the kind (threads, state checks, arguments) are tested in
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import shutil
@@ -364,6 +365,19 @@ def test_every_store_is_read_ahead_in_a_thread_even_for_a_fast_consumer(store: S
     assert loader_threads() == []
     expected = store.expected(0) if order == "piles" else np.sort(store.expected(0))
     np.testing.assert_array_equal(ids if order == "piles" else np.sort(ids), expected)
+
+
+@pytest.mark.parametrize("order", ["piles", Piles(budget="16KiB")], ids=["units", "small groups"])
+def test_a_loader_dropped_without_close_stops_its_threads_at_once(store: Store, order: object) -> None:
+    """Nothing keeps a loader alive once its last reference goes: its threads stop without the cycle collector."""
+    gc.collect()
+    gc.disable()
+    try:
+        ids = ids_of(PileLoader(store.path, BATCH, prefetch="auto", order=order))
+        assert loader_threads() == []
+    finally:
+        gc.enable()
+    assert len(ids) == len(store.expected(0))
 
 
 # -- metadata that disagrees with itself or the data ----------------------------------------

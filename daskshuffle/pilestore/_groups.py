@@ -55,7 +55,10 @@ def find_group(location: Location) -> zarr.Group | None:
     """
     try:
         return open_group(location, "r", use_consolidated=False)
-    except FileNotFoundError:  # zarr's GroupNotFoundError is one; so is a local directory that does not exist
+    except FileNotFoundError as missing:  # zarr's GroupNotFoundError, or a local directory that does not exist
+        # zarr's future holds the error, whose traceback holds the future's frame: a cycle, which would keep every
+        # frame up the stack (a loader being opened) until the collector runs, unless the traceback goes.
+        missing.__traceback__ = None
         return None
 
 
