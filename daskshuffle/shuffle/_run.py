@@ -199,7 +199,7 @@ def run_shuffle(
             # An existing dst is decided on below, once it is planned.
             overwrite=options.overwrite or recognised,
             storage_options=options.storage_options,
-            directory=fmt.dst_is_directory,
+            directory=not fmt.moves_into_place,
         )
         # What is at dst decides what this run does: it is looked at once no other run can change it.
         with exclusive(dst):
