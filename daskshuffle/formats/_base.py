@@ -181,12 +181,11 @@ class Pieces(RowsInMemory[Rows], Protocol[Rows]):
 class Destination(Protocol[Rows_contra]):
     """The pile store (or shuffled copy) a shuffle writes."""
 
-    #: Whether the destination puts its output in place itself, whole or not at all (text files
-    #: written under temporary names and renamed at the end): the shuffle then writes at ``dst``
-    #: rather than building beside it and swapping, and leaves ``dst`` alone after a failure.
+    #: Whether the destination is files that it puts in place itself, whole or not at all (text files
+    #: written under temporary names and renamed at the end), rather than a directory (a pile store):
+    #: the shuffle then writes at ``dst`` rather than building beside it and swapping, and leaves
+    #: ``dst`` alone after a failure.
     moves_into_place: ClassVar[bool] = False
-    #: Whether the destination is a directory (a pile store) rather than a file (text).
-    dst_is_directory: ClassVar[bool] = True
 
     def for_plan(self, pile_rows: float, *, materialize: bool, storage: Literal["local", "object"] = "local") -> Self:
         """This format with its destination's layout chosen for piles of ``pile_rows`` rows on average.

@@ -20,7 +20,7 @@ from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, Sto
 from ..storage import Location, _leftovers, _own, _paths, access_error, unreached
 from ._compute import on_every_worker, workers_not_seeing
 from ._options import ShuffleOptions
-from ._store_plan import changed_sources, missing_identity, source_changed_error
+from ._store_plan import missing_identity, source_changed_error
 
 __all__ = [
     "build_path",
@@ -280,8 +280,6 @@ def check_sources_unchanged(
     damaged = missing_identity(recorded, where)
     if damaged is not None:
         raise damaged
-    changed = changed_sources(recorded, {"source_identity": identity})
-    if changed:
-        raise source_changed_error(
-            where, changed, "return it as it is" if complete else "continue its interrupted shuffle"
-        )
+    changed = source_changed_error(where, recorded, identity, complete=complete)
+    if changed is not None:
+        raise changed

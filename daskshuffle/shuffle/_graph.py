@@ -37,9 +37,33 @@ from ..plan import (
     span_reads,
 )
 from ..storage import Location, Manifest, crash_point, run_marked, run_once
-from ._merge_groups import MergeGroup, MergeLayout, aligned, compact, merge_columns_of, merge_groups
 
 __all__ = ["level_tmp", "shuffle_graph"]
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """Piles ``[pile_start, pile_stop)`` of one merge task (a run of whole piles as the destination cuts them),
+    which are output rows ``[row_start, row_stop)``."""
+
+    pile_start: int
+    pile_stop: int
+    row_start: int
+    row_stop: int
+
+
+def aligned(start: int, stop: int, n_rows: int, alignment: int) -> tuple[int, int]:
+    """The widest ``[a, b)`` inside ``[start, stop)`` made of whole output chunks."""
+    a = min(-(-start // alignment) * alignment, stop)
+    b = max(stop if stop == n_rows else stop // alignment * alignment, a)
+    return a, b
+
+
+def compact(values: NDArray[np.int64]) -> NDArray[Any]:
+    """``values`` (counts or offsets, never negative) in the smallest unsigned type that holds them."""
+    largest = int(values.max(initial=0))
+    dtype = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if largest <= np.iinfo(t).max)
+    return values.astype(dtype)
 
 
 def _scatter(
@@ -322,7 +346,7 @@ def _level_stage(
 def _merge_stage(
     stages: _Stages,
     fmt: Format[Any],
-    plan: MergeLayout,
+    plan: Plan | LevelPlan,
     tmp: Location,
     dst: Location,
     merge_nbytes: int,
@@ -333,10 +357,14 @@ def _merge_stage(
     alignment = fmt.write_alignment()
     merge_keys = []
     seams: dict[int, list[Any]] = {}
-    for index, group in enumerate(merge_groups(fmt, plan, merge_nbytes)):
+    offsets = plan.pile_offsets
+    for index, (start, stop) in enumerate(fmt.merge_runs(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)):
+        group = MergeGroup(start, stop, int(offsets[start]), int(offsets[stop]))
         if group.row_stop == group.row_start:
             continue
         key = (f"{name}-merge", index)
+        # The columns of the plan that the task carries, each in the smallest type that holds it.
+        first_block, counts, read_starts = plan.merge_columns(start, stop)
         graph[key] = stages.task(
             f"merge-{index}",
             _merge,
@@ -344,7 +372,9 @@ def _merge_stage(
             tmp,
             dst,
             group,
-            *merge_columns_of(plan, group),
+            first_block,
+            compact(counts),
+            compact(read_starts),
             plan.seed,
             plan.n_rows,
             pieces_key,

@@ -16,7 +16,7 @@ from .._errors import Argument, DaskShuffleError, DaskShuffleValueError
 from ..pilestore import RUN_KEY
 from ..storage import Location
 from ._destination import exists_error
-from ._store_plan import changed_sources, differences, missing_identity, source_changed_error
+from ._store_plan import differences, missing_identity, source_changed_error
 
 __all__ = [
     "Done",
@@ -143,10 +143,9 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     complete = earlier.at_dst and bool(recorded.get("complete"))
     run = str(recorded.get(RUN_KEY)) if recorded.get(RUN_KEY) else None
     if not same and not differences(recorded, dict(planned)):
-        changed = changed_sources(recorded, planned)
-        if changed:
-            what = "return it as it is" if complete else "continue its interrupted shuffle"
-            return Refuse(source_changed_error(earlier.url, changed, what))
+        changed = source_changed_error(earlier.url, recorded, planned["source_identity"], complete=complete)
+        if changed is not None:
+            return Refuse(changed)
     if complete:
         if same:
             return Done(run)

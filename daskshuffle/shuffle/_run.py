@@ -199,11 +199,11 @@ def run_shuffle(
             # An existing dst is decided on below, once it is planned.
             overwrite=options.overwrite or recognised,
             storage_options=options.storage_options,
-            directory=fmt.dst_is_directory,
+            directory=not fmt.moves_into_place,
         )
         # What is at dst decides what this run does: it is looked at once no other run can change it.
         with exclusive(dst):
-            result, n_tasks = _run_locked(
+            result = _run_locked(
                 fmt,
                 options,
                 variables or [],
@@ -217,7 +217,7 @@ def run_shuffle(
     finally:
         if chosen_tmp is not None and given_tmp is None:
             remove_if_empty(chosen_tmp)  # the directory of this destination's pieces on this machine
-    if options.verify and n_tasks:
+    if options.verify and result.n_tasks:
         from ._verify import verify_location, verify_source
 
         if fmt.describe_source() and not isinstance(fmt, CollectionSource):  # files, which the store names
@@ -244,10 +244,10 @@ def _run_locked(
     resumable: bool,
     recognised: bool,
     began: float,
-) -> tuple[ShuffleResult, int]:
+) -> ShuffleResult:
     """Plan, decide (:func:`~daskshuffle.shuffle._resume.decide`) and carry it out, the lock of dst held.
 
-    Returns the result and the tasks run (0: the store was there already).
+    Its ``n_tasks`` are 0 where the store was there already.
     """
     materialize = options.materialize
     # Once the lock is held: what was checked before may have changed.
@@ -291,34 +291,29 @@ def _run_locked(
         )
     metadata = store_metadata(fmt, options, plan, variables)
     decision = decide(store, metadata, choices, dst.url)
-
-    def result(n_tasks: int) -> ShuffleResult:
-        return ShuffleResult(
-            path=dst.url,
-            n_rows=plan.n_rows,
-            n_piles=plan.n_piles,
-            seed=seed,
-            pile_sizes=plan.pile_sizes,
-            variables=variables,
-            materialized=materialize,
-            seconds=time.perf_counter() - began,
-            n_tasks=n_tasks,
-        )
-
     if isinstance(decision, Refuse):
         raise decision.error
+    n_tasks = 0
     if isinstance(decision, Done):  # what a run killed after completing the store left goes
         _leftovers.clean(dst, given_tmp)
-        return result(0), 0
-    # The run's identity: a store continued keeps its run's, any other run draws its own (outside the fingerprint).
-    metadata[RUN_KEY] = decision.run or new_run()
-    merge_nbytes = max(options.block_nbytes, 1)
-    fmt.merge_runs(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)  # a destination that cannot be cut as asked raises
-    # Every check has passed: from here on the new store is written (an old one
-    # at dst is left alone until the new one is complete).
-    resume = Location.of(decision.url, options.storage_options) if isinstance(decision, Resume) else None
-    n_tasks = _write(fmt, plan, metadata, options, dst=dst, tmp=tmp, target=target, resume=resume, resumable=resumable)
-    return result(n_tasks), n_tasks
+    else:
+        # The run's identity: a store continued keeps its run's, any other run draws its own (outside the fingerprint).
+        metadata[RUN_KEY] = decision.run or new_run()
+        resume = Location.of(decision.url, options.storage_options) if isinstance(decision, Resume) else None
+        n_tasks = _write(
+            fmt, plan, metadata, options, dst=dst, tmp=tmp, target=target, resume=resume, resumable=resumable
+        )
+    return ShuffleResult(
+        path=dst.url,
+        n_rows=plan.n_rows,
+        n_piles=plan.n_piles,
+        seed=seed,
+        pile_sizes=plan.pile_sizes,
+        variables=variables,
+        materialized=materialize,
+        seconds=time.perf_counter() - began,
+        n_tasks=n_tasks,
+    )
 
 
 def _write(
@@ -336,21 +331,17 @@ def _write(
     """Write the store at ``target`` (continuing the one at ``resume``, if given) and put it at ``dst``; the tasks run."""
     manifest = _Manifest(tmp.join(_MANIFEST)) if resumable else None
     done = manifest.done() if manifest is not None and resume is not None else frozenset()
-    if resume is not None:
-        target = resume
-    else:  # nothing earlier, or a run killed before its store was whole: start over
+    target = resume if resume is not None else target
+    # A destination that cannot be cut as asked raises here, before anything is written.
+    graph, key = shuffle_graph(
+        fmt, plan, tmp=tmp, dst=target, merge_nbytes=max(options.block_nbytes, 1), manifest=manifest, done=done
+    )
+    # Every check has passed: from here on the new store is written (an old one
+    # at dst is left alone until the new one is complete).
+    if resume is None:  # nothing earlier, or a run killed before its store was whole: start over
         if target != dst:
             target.remove()  # what a crashed run of another shuffle left
         tmp.remove()
-    graph, key = shuffle_graph(
-        fmt,
-        plan,
-        tmp=tmp,
-        dst=target,
-        merge_nbytes=max(options.block_nbytes, 1),
-        manifest=manifest,
-        done=done,
-    )
     try:
         if resume is not None:
             fmt.resume_destination(target)

@@ -8,20 +8,16 @@ from typing import Any
 from .._errors import SourceMismatchError
 from ..pilestore import GENERATIONS_KEY, sources_of
 from ..plan import fingerprint
-from ._store_plan import run_lengths
+from ._store_plan import run_lengths, shown_changes
 
 __all__ = ["changed_error", "mismatch"]
-
-
-def _shown(changed: list[str]) -> str:
-    return "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
 
 
 def changed_error(path: str, changed: list[str]) -> SourceMismatchError:
     """The sources of ``path`` no longer hold its rows: what ``changed`` in them since the shuffle."""
     return SourceMismatchError(
         f"Expected the sources of {path!r} to hold the rows it was shuffled from. Got other rows, from sources "
-        f"changed since the shuffle instead: {_shown(changed)}; restore them, or shuffle them again, replacing the store "
+        f"changed since the shuffle instead: {shown_changes(changed)}; restore them, or shuffle them again, replacing the store "
         "(overwrite=True)."
     )
 
@@ -51,9 +47,7 @@ def mismatch(
     else:  # the sources it records: they changed since the shuffle
         advice = "they changed since the shuffle: restore them, or shuffle them again into a new store"
     if changed:
-        advice = (
-            f"changed since the shuffle: {_shown(changed)}; restore them, or shuffle them again, replacing the store"
-        )
+        advice = f"changed since the shuffle: {shown_changes(changed)}; restore them, or shuffle them again, replacing the store"
     return SourceMismatchError(
         f"Expected the sources {sources} to hold the rows {path!r} was made from. Got sources that differ from what "
         f"it records instead ({'; '.join(compared)}); {advice}."

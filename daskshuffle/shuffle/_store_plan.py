@@ -29,11 +29,11 @@ from ..storage import changed_entries
 from ._options import ShuffleOptions
 
 __all__ = [
-    "changed_sources",
     "differences",
     "missing_identity",
     "plan_within_budget",
     "run_lengths",
+    "shown_changes",
     "source_changed_error",
     "store_metadata",
 ]
@@ -143,19 +143,27 @@ def missing_identity(recorded: Mapping[str, Any], where: str) -> CorruptPileStor
     )
 
 
-def changed_sources(recorded: Mapping[str, Any], ours: Mapping[str, Any]) -> list[str]:
-    """What changed in the sources since the ``recorded`` metadata was written (empty if nothing did); both record
-    ``source_identity`` (:func:`missing_identity` checks the store's)."""
-    return changed_entries(recorded["source_identity"], ours["source_identity"])
+def shown_changes(changes: Sequence[str]) -> str:
+    """The first five ``changes``, and how many more."""
+    return "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
 
 
-def source_changed_error(where: str, changes: Sequence[str], what: str) -> SourceChangedError:
-    """The error of a rerun (``what``: "return it as it is", ...) against sources that changed since ``where``."""
-    shown = "; ".join(changes[:5]) + (f"; and {len(changes) - 5} more" if len(changes) > 5 else "")
+def source_changed_error(
+    where: str, recorded: Mapping[str, Any], identity: list[dict[str, Any]], *, complete: bool
+) -> SourceChangedError | None:
+    """The error of a rerun whose sources, of ``identity`` now, changed since the store at ``where`` recorded
+    ``recorded`` (with its ``source_identity``: :func:`missing_identity` checks it); ``None`` if none changed.
+
+    ``complete``: the store is the finished one at ``dst`` (else an interrupted run's).
+    """
+    changes = changed_entries(recorded["source_identity"], identity)
+    if not changes:
+        return None
+    what = "return it as it is" if complete else "continue its interrupted shuffle"
     return SourceChangedError(
         (
             f"Expected the sources the pile store {where!r} was written from, unchanged, to {what}. Got sources "
-            f"changed since instead: {shown}. Pass ",
+            f"changed since instead: {shown_changes(changes)}. Pass ",
             Argument("overwrite", True),
             " to shuffle them again.",
         ),

@@ -80,7 +80,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
 
     kind = "text"
     moves_into_place = True  # written under a temporary name, renamed into place when complete
-    dst_is_directory = False
 
     def __init__(self, source: TextSource, counts: Sequence[BlockCount]) -> None:
         self.source = source
