@@ -122,11 +122,8 @@ class UnitGroups(EpochReads):
         return offsets, [runs[group] for group in groups]
 
     def layout(self, epoch: int) -> IntArray:
-        return self._groups(epoch)[0]
-
-    def visit_order(self, epoch: int) -> NDArray[np.intp]:
         """Groups are read in the order they were dealt: the deal is already random."""
-        return np.arange(len(self.layout(epoch)) - 1)
+        return self._groups(epoch)[0]
 
     def runs(self, epoch: int, group: int) -> list[tuple[int, int]]:
         """The runs of store rows of ``group`` of ``epoch``: its units, in the order they were dealt."""
