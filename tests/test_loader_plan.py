@@ -176,16 +176,16 @@ def test_a_batch_plan_cuts_the_ranks_stream_into_batches(
     total = n_batches(positions[1] - positions[0], batch_size, drop_last)
     first = data.draw(st.integers(0, total))
     stop = data.draw(st.integers(first, total))
-    plan = plan_batches(offsets, seed, epoch, positions, batch_size, first, stop)
+    order = epoch_pile_order(seed, epoch, len(sizes))
+    plan = plan_batches(offsets_of([sizes[pile] for pile in order]), positions, batch_size, first, stop)
     assert len(plan) == stop - first == len(list(plan))
     whole = stream_rows(offsets, seed, epoch, *positions)
     for index, parts in enumerate(plan, start=first):
-        # Each batch is the next batch_size rows of the rank's stream, read from the plan's segments.
-        rows = [
-            offsets[plan.segments[part.segment].pile]
-            + pile_permutation(seed, epoch, plan.segments[part.segment].pile, sizes[plan.segments[part.segment].pile])[
-                plan.segments[part.segment].start + part.start : plan.segments[part.segment].start + part.stop
-            ]
-            for part in parts
-        ]
+        # Each batch is the next batch_size rows of the rank's stream (piles read in the epoch's order).
+        rows = []
+        for part in parts:
+            segment = plan.segments[part.segment]
+            pile = int(order[segment.pile])
+            shuffled = pile_permutation(seed, epoch, pile, sizes[pile])
+            rows.append(offsets[pile] + shuffled[segment.start + part.start : segment.start + part.stop])
         np.testing.assert_array_equal(np.concatenate(rows), whole[index * batch_size : (index + 1) * batch_size])

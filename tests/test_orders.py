@@ -346,10 +346,9 @@ def test_the_plan_cuts_an_orders_units_between_ranks_and_batches_exactly(
     n = int(offsets[-1])
     share = rank_share(n, n_ranks, batch, drop_last)
     order = ORDERS[name](offsets, seed, 1, division_cuts(n, n_ranks, share), options_for(name, 12))
-    units = np.arange(len(order.bounds) - 1)
     for rank in range(n_ranks):
         start, stop = rank_range(n, n_ranks, rank, batch, drop_last)
-        plan = plan_batches(order.bounds, seed, 1, (start, stop), batch, pile_order=units)
+        plan = plan_batches(order.bounds, (start, stop), batch)
         got = [order.rows[order.bounds[s.pile] + s.start : order.bounds[s.pile] + s.stop] for s in plan.segments]
         np.testing.assert_array_equal(np.concatenate([np.zeros(0, np.int64), *got]), order.rows[start:stop])
         sizes_of_batches = [sum(part.stop - part.start for part in parts) for parts in plan]

@@ -29,6 +29,7 @@ from ._unit_plan import (
     unit_bounds,
     unit_excess,
     unit_rows_for,
+    unit_sizes,
 )
 
 __all__ = [
@@ -65,4 +66,5 @@ __all__ = [
     "unit_excess",
     "unit_reads",
     "unit_rows_for",
+    "unit_sizes",
 ]

@@ -233,7 +233,7 @@ class BatchPlan:
 
     Examples
     --------
-    >>> plan = plan_batches(np.array([0, 4, 6, 10]), seed=0, epoch=0, positions=(0, 10), batch_size=4)
+    >>> plan = plan_batches(np.array([0, 4, 6, 10]), positions=(0, 10), batch_size=4)
     >>> len(plan), [sum(part.stop - part.start for part in batch) for batch in plan]
     (3, [4, 4, 2])
     """
@@ -267,31 +267,24 @@ class BatchPlan:
 
 
 def plan_batches(
-    pile_offsets: IntArray,
-    seed: int,
-    epoch: int,
-    positions: tuple[int, int],
-    batch_size: int,
-    first: int = 0,
-    stop: int | None = None,
-    pile_order: NDArray[np.integer] | None = None,
+    read_offsets: IntArray, positions: tuple[int, int], batch_size: int, first: int = 0, stop: int | None = None
 ) -> BatchPlan:
-    """Batches ``first:stop`` of ``epoch`` for the rank that takes the stream ``positions`` (its :func:`rank_range`).
+    """Batches ``first:stop`` of an epoch for the rank that takes the stream ``positions`` (its :func:`rank_range`).
 
-    ``stop=None`` is the rank's last batch; ``pile_order=None`` is the
-    epoch's :func:`epoch_pile_order` (an order other than ``"piles"`` gives
-    its units in their own order, with their bounds as ``pile_offsets``). What :class:`~daskshuffle.PileLoader`
-    reads and yields, and what ``daskshuffle.torch`` splits between worker
-    processes; positions past the end of the rank's range are left out.
+    The epoch's stream is its reads end to end, read ``r`` holding positions
+    ``read_offsets[r]:read_offsets[r + 1]`` (a group of units, an order's
+    stretch); a segment's ``pile`` is the read. ``stop=None`` is the rank's
+    last batch. What :class:`~daskshuffle.PileLoader` reads and yields, and
+    what ``daskshuffle.torch`` splits between worker processes; positions past
+    the end of the rank's range are left out.
 
     Examples
     --------
-    >>> plan = plan_batches(np.array([0, 4, 6, 10]), seed=0, epoch=0, positions=(0, 10), batch_size=4, first=1)
+    >>> plan = plan_batches(np.array([0, 4, 6, 10]), positions=(0, 10), batch_size=4, first=1)
     >>> [segment.pile for segment in plan.segments], len(plan)
-    ([2, 0], 2)
+    ([1, 2], 2)
     """
     begin, end = positions
     last = end if stop is None else min(begin + stop * batch_size, end)
-    order = epoch_pile_order(seed, epoch, len(pile_offsets) - 1) if pile_order is None else pile_order
-    segments = stream_segments(pile_offsets, order, min(begin + first * batch_size, last), last)
-    return BatchPlan(segments, batch_size)
+    reads = np.arange(len(read_offsets) - 1)
+    return BatchPlan(stream_segments(read_offsets, reads, min(begin + first * batch_size, last), last), batch_size)

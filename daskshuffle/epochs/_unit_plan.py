@@ -47,6 +47,7 @@ __all__ = [
     "unit_bounds",
     "unit_excess",
     "unit_rows_for",
+    "unit_sizes",
 ]
 
 IntArray = NDArray[np.int64]
@@ -129,6 +130,27 @@ def unit_rows_for(
     while chosen * 2 <= largest and unit_excess(n_rows, chosen * 2, group_rows) <= EXCESS_WITHIN:
         chosen *= 2
     return chosen
+
+
+def unit_sizes(
+    budget: int, row_nbytes: float, members: Sequence[tuple[dict[str, int], dict[str, int]]], n_rows: int
+) -> tuple[int, list[int]]:
+    """Rows of a group, and of a unit of each member store, for a loader that holds ``budget`` bytes of rows.
+
+    A group holds half the budget (the next one is read while one is used)
+    and at least one unit; a member store (a generation, a stream) is given
+    as its chunk rows and bytes a row of each variable, for
+    :func:`unit_rows_for`, and its unit is at most the epoch's ``n_rows``.
+
+    Examples
+    --------
+    >>> unit_sizes(1000, row_nbytes=1, members=[({"x": 100}, {"x": 1}), ({"x": 50}, {"x": 1})], n_rows=800)
+    (500, [100, 50])
+    """
+    group_rows = int(int(budget) // 2 // max(row_nbytes, 1.0))
+    units = [unit_rows_for(*member, n_rows=n_rows, group_rows=group_rows) for member in members]
+    units = [max(1, min(unit, max(n_rows, 1))) for unit in units]
+    return max(max(units), group_rows), units
 
 
 def unit_bounds(n_rows: int, unit_rows: int | Sequence[int], segments: IntArray | None = None) -> IntArray:

@@ -95,11 +95,7 @@ class EpochReads(ABC):
 
     @abstractmethod
     def layout(self, epoch: int) -> IntArray:
-        """The offsets of ``epoch``'s reads: read ``r`` holds positions ``layout[r]:layout[r + 1]``."""
-
-    @abstractmethod
-    def visit_order(self, epoch: int) -> NDArray[np.intp]:
-        """The order ``epoch`` visits its reads in: the epoch's stream is these reads end to end."""
+        """The offsets of ``epoch``'s reads, in the order they are read: read ``r`` holds ``layout[r]:layout[r + 1]``."""
 
     @abstractmethod
     def plan_read(self, read: Read) -> ReadPlan:

@@ -54,10 +54,6 @@ class OrderReads(EpochReads):
     def layout(self, epoch: int) -> NDArray[np.int64]:
         return self.epoch_order(epoch).bounds
 
-    def visit_order(self, epoch: int) -> NDArray[np.intp]:
-        """Stretches are read in the order of the stream."""
-        return np.arange(len(self.layout(epoch)) - 1)
-
     def plan_read(self, read: Read) -> ReadPlan:
         runs, order = unit_reads(self.rows(read.epoch, read.number, read.start, read.stop), self.gap)
         return ReadPlan(runs, order)

@@ -59,11 +59,8 @@ class RankShare:
         """The plan of batches ``start:stop`` of ``epoch``: one per lane."""
         epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
         stop = self.n_batches if stop is None else min(parse_count(stop, "stop"), self.n_batches)
-        reads, seed = self.piles.epoch_reads, self.settings.seed
-        offsets, visit = reads.layout(epoch), reads.visit_order(epoch)
-        return [
-            plan_batches(offsets, seed, epoch, lane, self.micro, start, max(start, stop), visit) for lane in self.lanes
-        ]
+        offsets = self.piles.epoch_reads.layout(epoch)
+        return [plan_batches(offsets, lane, self.micro, start, max(start, stop)) for lane in self.lanes]
 
     def piles_read(self, epoch: int) -> list[int]:
         """The store piles read in ``epoch``, in reading order (lane after lane)."""

@@ -17,7 +17,16 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._machine import memory_nbytes
-from ..epochs import apart, auto_budget, deal_groups, epoch_runs, group_permutation, unit_bounds, unit_rows_for
+from ..epochs import (
+    apart,
+    auto_budget,
+    deal_groups,
+    epoch_runs,
+    group_permutation,
+    unit_bounds,
+    unit_rows_for,
+    unit_sizes,
+)
 from ..readers import PileReader
 from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 
@@ -39,11 +48,9 @@ class UnitSizes(NamedTuple):
 
 
 def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, n_rows: int) -> UnitSizes:
-    """The units and groups a loader reads ``reader`` in, for ``budget`` bytes and epochs of ``n_rows`` rows.
+    """The units and groups a loader reads ``reader`` in (:func:`~daskshuffle.epochs.unit_sizes`), for ``budget`` bytes.
 
-    A group holds half the budget (the next one is read while one is used),
-    at least one unit (:func:`~daskshuffle.epochs._unit_plan.unit_rows_for`);
-    each store a reader reads through (a generation, a stream) has its own
+    Each store a reader reads through (a generation, a stream) has its own
     unit. ``"auto"`` is :func:`~daskshuffle.epochs._unit_plan.auto_budget`.
     """
     row = max(row_nbytes, 1.0)
@@ -60,10 +67,7 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
             most=int_setting("loader.units-budget-most-nbytes"),
             memory=memory_nbytes(),
         )
-    group_rows = int(int(budget) // 2 // row)
-    units = [unit_rows_for(*member, n_rows=n_rows, group_rows=group_rows) for member in members]
-    units = [max(1, min(unit, max(n_rows, 1))) for unit in units]
-    return UnitSizes(max(max(units), group_rows), units)
+    return UnitSizes(*unit_sizes(int(budget), row, members, n_rows))
 
 
 #: An epoch's groups: their offsets end to end, and the runs of store rows (``(k, 2)``) of each.
@@ -118,11 +122,8 @@ class UnitGroups(EpochReads):
         return offsets, [runs[group] for group in groups]
 
     def layout(self, epoch: int) -> IntArray:
-        return self._groups(epoch)[0]
-
-    def visit_order(self, epoch: int) -> NDArray[np.intp]:
         """Groups are read in the order they were dealt: the deal is already random."""
-        return np.arange(len(self.layout(epoch)) - 1)
+        return self._groups(epoch)[0]
 
     def runs(self, epoch: int, group: int) -> list[tuple[int, int]]:
         """The runs of store rows of ``group`` of ``epoch``: its units, in the order they were dealt."""

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
-from ._plan import IntArray, _prepend_zero
+from ._plan import IntArray, PlanBase, _prepend_zero
 
 __all__ = [
     "GroupedLevel",
@@ -127,7 +127,7 @@ class GroupedLevel:
 
 
 @dataclass(frozen=True, eq=False)
-class LevelPlan:
+class LevelPlan(PlanBase):
     """Where every row goes in a shuffle of ``n_levels >= 2`` levels.
 
     Attributes
@@ -148,9 +148,6 @@ class LevelPlan:
         ``counts[s][k, j]``: rows of the super-pile's ``k``-th block that go to pile ``bounds[s] + j``.
     """
 
-    block_lengths: IntArray
-    n_piles: int
-    seed: int
     levels: tuple[GroupedLevel, ...]
     bounds: IntArray
     super_blocks: IntArray
@@ -159,10 +156,6 @@ class LevelPlan:
     @property
     def n_levels(self) -> int:
         return len(self.levels) + 1
-
-    @property
-    def n_blocks(self) -> int:
-        return len(self.block_lengths)
 
     @property
     def n_super(self) -> int:
@@ -174,22 +167,12 @@ class LevelPlan:
         return [level.fanout for level in self.levels]
 
     @cached_property
-    def n_rows(self) -> int:
-        return int(self.block_lengths.sum())
-
-    @cached_property
     def last_seed(self) -> int:
         return derived_seed(self.seed, self.n_levels)
 
     @cached_property
     def pile_sizes(self) -> IntArray:
-        """Rows in each pile, ``(n_piles,)``."""
         return np.concatenate([counts.sum(axis=0) for counts in self.counts]).astype(np.int64)
-
-    @cached_property
-    def pile_offsets(self) -> IntArray:
-        """Pile ``j`` is rows ``pile_offsets[j]:pile_offsets[j + 1]`` of the output."""
-        return _prepend_zero(np.cumsum(self.pile_sizes))
 
     @cached_property
     def _block_super(self) -> IntArray:

@@ -35,6 +35,7 @@ from .._random import make_rng
 
 __all__ = [
     "Plan",
+    "PlanBase",
     "auto_n_piles",
     "block_counts",
     "block_order",
@@ -49,7 +50,34 @@ IntArray = NDArray[np.int64]
 
 
 @dataclass(frozen=True, eq=False)
-class Plan:
+class PlanBase:
+    """What a plan of any number of levels has: its blocks, piles and seed, and the piles' sizes and offsets."""
+
+    block_lengths: IntArray
+    n_piles: int
+    seed: int
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self.block_lengths)
+
+    @cached_property
+    def n_rows(self) -> int:
+        return int(self.block_lengths.sum())
+
+    @cached_property
+    def pile_sizes(self) -> IntArray:
+        """Rows in each pile, ``(n_piles,)``."""
+        raise NotImplementedError
+
+    @cached_property
+    def pile_offsets(self) -> IntArray:
+        """Pile ``j`` is rows ``pile_offsets[j]:pile_offsets[j + 1]`` of the output."""
+        return _prepend_zero(np.cumsum(self.pile_sizes))
+
+
+@dataclass(frozen=True, eq=False)
+class Plan(PlanBase):
     """The layout of one shuffle: how many rows of each block go to each pile.
 
     Attributes
@@ -64,29 +92,12 @@ class Plan:
         ``counts[i, j]`` rows of block ``i`` go to pile ``j``.
     """
 
-    block_lengths: IntArray
-    n_piles: int
-    seed: int
     counts: IntArray
-
-    @property
-    def n_blocks(self) -> int:
-        return len(self.block_lengths)
-
-    @cached_property
-    def n_rows(self) -> int:
-        return int(self.block_lengths.sum())
 
     @cached_property
     def pile_sizes(self) -> IntArray:
-        """Rows in each pile, ``(n_piles,)``."""
         sizes: IntArray = self.counts.sum(axis=0)
         return sizes
-
-    @cached_property
-    def pile_offsets(self) -> IntArray:
-        """Pile ``j`` is rows ``pile_offsets[j]:pile_offsets[j + 1]`` of the output."""
-        return _prepend_zero(np.cumsum(self.pile_sizes))
 
     @cached_property
     def piece_offsets(self) -> IntArray:

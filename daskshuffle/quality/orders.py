@@ -34,7 +34,7 @@ from ..epochs import (
     interleave_stream,
     order_from_options,
     unit_bounds,
-    unit_rows_for,
+    unit_sizes,
 )
 from ..plan import block_order, group_order, make_plan
 
@@ -106,11 +106,9 @@ def _unit_sizes(n: int, budget: object, unit_rows: object, row_nbytes: float) ->
             parameter="budget" if budget is None else "unit_rows",
         )
     row = max(float(row_nbytes), 1.0)
-    group_rows = int(parse_nbytes(budget, "budget") // 2 // row)
     chunk = parse_positive_int(unit_rows, "unit_rows")
-    unit = unit_rows_for({"": chunk}, {"": max(1, round(row))}, n_rows=n, group_rows=group_rows)
-    unit = max(1, min(unit, n))
-    return max(unit, group_rows), unit
+    group_rows, units = unit_sizes(parse_nbytes(budget, "budget"), row, [({"": chunk}, {"": max(1, round(row))})], n)
+    return group_rows, units[0]
 
 
 def piles(
