@@ -23,10 +23,7 @@ from ._metadata import METADATA_KEY, metadata_attribute
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["CHUNK_NBYTES", "ZarrDestination"]
-
-#: The target size of one output chunk (of the widest variable; see ``_layout``).
-CHUNK_NBYTES = _layout.CHUNK_NBYTES
+__all__ = ["ZarrDestination"]
 
 
 class ZarrDestination(Destination[ArrayRows]):
@@ -35,20 +32,25 @@ class ZarrDestination(Destination[ArrayRows]):
     variables: list[Variable]
     group_attrs: dict[str, Any]
     compressors: Any
-    chunk_rows: int
-    chunk_rows_given: bool
+    chunk_rows: int | None
     layout: _layout.Layout | None
 
     def _init_destination(self, chunk_rows: int | None, compressors: Any) -> None:
         self.compressors = compressors
-        self.chunk_rows_given = chunk_rows is not None
-        widest = max(1, *(variable.row_nbytes for variable in self.variables))
-        self.chunk_rows = chunk_rows or max(1, CHUNK_NBYTES // widest)
+        self.chunk_rows = chunk_rows  # every variable's, if given; else chosen for the piles
         self.layout = None  # chosen by for_plan
 
     def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
         """A sample of each variable's values to choose its codec from; ``None`` where there is none."""
         return dict.fromkeys((variable.name for variable in self.variables), None)
+
+    def _choose(
+        self, samples: Mapping[str, NDArray[Any] | None], pile_rows: float | None, storage: Literal["local", "object"]
+    ) -> _layout.Layout:
+        row_nbytes = {variable.name: variable.row_nbytes for variable in self.variables}
+        return _layout.choose_layout(
+            row_nbytes, samples, pile_rows, chunk_rows=self.chunk_rows, compressors=self.compressors, storage=storage
+        )
 
     def for_plan(self, pile_rows: float, *, materialize: bool, storage: Literal["local", "object"] = "local") -> Any:
         """The destination's layout for piles of ``pile_rows`` rows, on ``storage`` (see :mod:`._layout`).
@@ -57,35 +59,18 @@ class ZarrDestination(Destination[ArrayRows]):
         gets ``CHUNK_NBYTES`` chunks), a codec chosen from a sample of the
         source, a crc32c per chunk.
         """
-        layout = _layout.choose_layout(
-            {variable.name: variable.row_nbytes for variable in self.variables},
-            self._layout_samples(),
-            None if materialize else pile_rows,
-            chunk_rows=self.chunk_rows if self.chunk_rows_given else None,
-            compressors=self.compressors,
-            storage=storage,
-        )
         # A shallow copy that keeps what pickling drops (an xarray template stays with the planner).
         adapted = object.__new__(type(self))
         adapted.__dict__.update(self.__dict__)
-        adapted.layout = layout
-        adapted.chunk_rows = layout.alignment()
+        adapted.layout = self._choose(self._layout_samples(), None if materialize else pile_rows, storage)
         return adapted
 
     def write_alignment(self) -> int:
         return self._chosen_layout().alignment()
 
     def _chosen_layout(self) -> _layout.Layout:
-        if self.layout is not None:
-            return self.layout
-        # Not planned (for_plan not called): every variable in chunks of ``chunk_rows``, no codec.
-        return _layout.choose_layout(
-            {variable.name: variable.row_nbytes for variable in self.variables},
-            {},
-            None,
-            chunk_rows=self.chunk_rows,
-            compressors=self.compressors,
-        )
+        # Not planned (for_plan not called): chunks of about CHUNK_NBYTES (or chunk_rows), no codec.
+        return self.layout if self.layout is not None else self._choose({}, None, "local")
 
     def _layout_record(self) -> dict[str, Any]:
         """The layout as the metadata records it, with each variable's row shape: the reader checks its arrays against it."""
