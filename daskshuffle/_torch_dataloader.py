@@ -31,14 +31,8 @@ __all__ = [
 Batch = dict[str, torch.Tensor] | torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 
 
-def _torch_dtype(dtype: np.dtype[Any]) -> torch.dtype:
-    if dtype.kind in "mM":
-        return torch.int64  # datetimes and durations as integer counts of their unit
-    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
-
-
 def to_tensor(values: NDArray[Any]) -> torch.Tensor:
-    if values.dtype.kind in "mM":
+    if values.dtype.kind in "mM":  # datetimes and durations as integer counts of their unit
         values = values.view(np.int64)
     return torch.from_numpy(values)
 
@@ -78,7 +72,7 @@ class WorkerBatches:
         self.tensors = {}
         for name, (dtype, shape) in layout.items():
             start, stop = spans[name]
-            tensor = storage[start:stop].view(_torch_dtype(dtype)).view(n_rows, *shape)
+            tensor = storage[start:stop].view(to_tensor(np.empty(0, dtype)).dtype).view(n_rows, *shape)
             self.tensors[name] = tensor
             arrays[name] = tensor.numpy().view(dtype)
         return arrays

@@ -38,8 +38,9 @@ Options = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
     _NPilesBase = click.ParamType[int | Literal["auto"], Any]
+    _SizeBase = click.ParamType[str, Any]
 else:
-    _NPilesBase = click.ParamType
+    _NPilesBase = _SizeBase = click.ParamType
 
 
 class NPiles(_NPilesBase):
@@ -59,12 +60,6 @@ class NPiles(_NPilesBase):
         if number < 1:
             self.fail(f"Expected a positive integer or 'auto'. Got {value!r} instead.", param, ctx)
         return number
-
-
-if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
-    _SizeBase = click.ParamType[str, Any]
-else:
-    _SizeBase = click.ParamType
 
 
 class Size(_SizeBase):
