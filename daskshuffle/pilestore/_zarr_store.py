@@ -1,8 +1,6 @@
-"""Zarr arrays and groups: the format, and the Zarr pile store it writes (shared with xarray).
+"""The Zarr pile store's writer, which the Zarr and xarray formats of :mod:`daskshuffle.sources` share.
 
-The source is opened and checked by :mod:`._zarr_source`; rows in memory and
-the piece files are :class:`._arrays.ArrayPieces`. The destination is a Zarr v3
-group with the source's arrays, laid out for reading piles (:mod:`._layout`).
+The store is a Zarr v3 group with the source's arrays, laid out for reading piles (:mod:`._layout`).
 """
 
 from __future__ import annotations
