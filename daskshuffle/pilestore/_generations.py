@@ -25,7 +25,8 @@ import numpy as np
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
 from ..storage import Location, _leftovers, _lock, _own, crash_point
-from ._binding import bind, open_recording, save_records
+from . import _zarr_store
+from ._binding import bind
 from ._groups import consolidate_group, group_metadata, open_arrays, open_group
 from ._metadata import (
     BOUND_KEYS,
@@ -396,18 +397,8 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
 
 def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]) -> int:
     """Write ``rows`` (a dict of arrays) into generation ``number`` from row ``start`` on; returns their number."""
-    import zarr
-
-    location = generation_location(store, generation_path(number))
-    group, recording = open_recording(location)  # every chunk recorded with its crc32c, as a shuffle's tasks do
-    n_rows = 0
-    for name, values in rows.items():
-        array = group[name]
-        assert isinstance(array, zarr.Array)
-        array[start : start + len(values)] = values
-        n_rows = len(values)
-    save_records(location, group, recording, list(rows), start, n_rows)
-    return n_rows
+    _zarr_store.write_rows(generation_location(store, generation_path(number)), start, rows)
+    return len(next(iter(rows.values()), ()))
 
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:

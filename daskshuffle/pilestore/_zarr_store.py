@@ -21,7 +21,7 @@ from ._metadata import METADATA_KEY, metadata_attribute
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["ZarrDestination"]
+__all__ = ["ZarrDestination", "write_rows"]
 
 
 class ZarrDestination(Destination[ArrayRows]):
@@ -87,25 +87,7 @@ class ZarrDestination(Destination[ArrayRows]):
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
-        # Every chunk written is recorded with its crc32c, by place: the run's binding of its chunks (_binding).
-        group, recording = _binding.open_recording(dst)
-        runs = []
-        most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
-        for name, values in rows.items():
-            array = _layout.for_writing(group[name])
-            runs += [
-                (array, start + first, values[first:last]) for first, last in _runs(array, len(values), most_chunks)
-            ]
-        if not dst.is_local and len(runs) > 1:
-            # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
-            # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
-            at_once = min(len(runs), int_setting("shuffle.remote-runs"))
-            with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-write") as pool:
-                list(pool.map(lambda run: _write(*run), runs))
-        else:
-            for run in runs:
-                _write(*run)
-        _binding.save_records(dst, group, recording, list(rows), start, len(next(iter(rows.values()), ())))
+        write_rows(dst, start, rows)
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         bound = _binding.bind(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
@@ -122,6 +104,30 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def discard_destination(self, dst: Location) -> None:
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""
+
+
+def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> None:
+    """Write ``rows`` (arrays by variable) into the Zarr pile store at ``dst`` from row ``start`` on.
+
+    Every chunk is written, even one all of fill value, and recorded with its crc32c by place: the run's binding
+    of its chunks (:mod:`._binding`). The one writer of a Zarr pile store's rows: a shuffle's merge and a compaction.
+    """
+    group, recording = _binding.open_recording(dst)
+    runs = []
+    most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
+    for name, values in rows.items():
+        array = _layout.for_writing(group[name])
+        runs += [(array, start + first, values[first:last]) for first, last in _runs(array, len(values), most_chunks)]
+    if not dst.is_local and len(runs) > 1:
+        # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
+        # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
+        at_once = min(len(runs), int_setting("shuffle.remote-runs"))
+        with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-write") as pool:
+            list(pool.map(lambda run: _write(*run), runs))
+    else:
+        for run in runs:
+            _write(*run)
+    _binding.save_records(dst, group, recording, list(rows), start, len(next(iter(rows.values()), ())))
 
 
 def _runs(array: zarr.Array[Any], n_rows: int, most_chunks: int | None = None) -> list[tuple[int, int]]:
