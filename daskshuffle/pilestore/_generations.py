@@ -26,7 +26,6 @@ from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePi
 from ..plan import fingerprint
 from ..storage import Location, _leftovers, _lock, _own, crash_point
 from . import _zarr_store
-from ._binding import bind
 from ._groups import consolidate_group, group_metadata, open_arrays, open_group
 from ._metadata import (
     BOUND_KEYS,
@@ -403,14 +402,10 @@ def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
-
     location = generation_location(store, generation_path(number))
-    group = open_group(location, mode="r+")
-    recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY], location.url)
+    recorded: Any = parse_metadata_attribute(open_group(location).attrs[METADATA_KEY], location.url)
     own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)
-    own = bind(location, {**own, RUN_KEY: recorded.get(RUN_KEY)})  # create_compacted drew it
-    group.attrs[METADATA_KEY] = metadata_attribute(own)
-    consolidate_group(location, group)
+    own = _zarr_store.finish(location, {**own, RUN_KEY: recorded.get(RUN_KEY)})  # create_compacted drew the run
     return entry_of(number, own, location.url)

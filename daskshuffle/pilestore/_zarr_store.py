@@ -21,7 +21,7 @@ from ._metadata import METADATA_KEY, metadata_attribute
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["ZarrDestination", "write_rows"]
+__all__ = ["ZarrDestination", "finish", "write_rows"]
 
 
 class ZarrDestination(Destination[ArrayRows]):
@@ -90,10 +90,7 @@ class ZarrDestination(Destination[ArrayRows]):
         write_rows(dst, start, rows)
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        bound = _binding.bind(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
-        group = open_group(dst, mode="r+")
-        group.attrs[METADATA_KEY] = metadata_attribute(bound)
-        consolidate_group(dst, group)  # xarray then opens the store without probing every array
+        finish(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
 
     def resume_destination(self, dst: Location) -> None:
         # zarr writes a local chunk to a temporary "<key>.<uuid>.partial" and renames it: a kill leaves that file.
@@ -104,6 +101,19 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def discard_destination(self, dst: Location) -> None:
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""
+
+
+def finish(dst: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Record ``metadata``, bound to what the run wrote (:func:`._binding.bind`), as the Zarr pile store's at ``dst``.
+
+    The one way a Zarr pile store is finished: a shuffle's and a compaction's. Its metadata is then consolidated,
+    so that xarray opens the store without probing every array. Returns the metadata recorded.
+    """
+    bound = _binding.bind(dst, metadata)
+    group = open_group(dst, mode="r+")
+    group.attrs[METADATA_KEY] = metadata_attribute(bound)
+    consolidate_group(dst, group)
+    return bound
 
 
 def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> None:
