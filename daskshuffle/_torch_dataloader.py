@@ -31,14 +31,8 @@ __all__ = [
 Batch = dict[str, torch.Tensor] | torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 
 
-def _torch_dtype(dtype: np.dtype[Any]) -> torch.dtype:
-    if dtype.kind in "mM":
-        return torch.int64  # datetimes and durations as integer counts of their unit
-    return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
-
-
 def to_tensor(values: NDArray[Any]) -> torch.Tensor:
-    if values.dtype.kind in "mM":
+    if values.dtype.kind in "mM":  # datetimes and durations as integer counts of their unit
         values = values.view(np.int64)
     return torch.from_numpy(values)
 
@@ -78,7 +72,7 @@ class WorkerBatches:
         self.tensors = {}
         for name, (dtype, shape) in layout.items():
             start, stop = spans[name]
-            tensor = storage[start:stop].view(_torch_dtype(dtype)).view(n_rows, *shape)
+            tensor = storage[start:stop].view(to_tensor(np.empty(0, dtype)).dtype).view(n_rows, *shape)
             self.tensors[name] = tensor
             arrays[name] = tensor.numpy().view(dtype)
         return arrays
@@ -207,27 +201,22 @@ class Passes:
             self.values[_DONE] = self.values[_SIZE]  # and is over: the next one starts where this says
             self.values[_HANDING_OUT] = 0
 
-    def begin(self, n_workers: int | None) -> tuple[int, int]:
-        """The epoch of a pass and the batch it starts at: a new pass, or (a worker) the pass its siblings began."""
+    def begin(self, n_workers: int | None, epoch: int | None = None) -> tuple[int, int]:
+        """The epoch of a pass and the batch it starts at: a new pass, or (a worker) the pass its siblings began.
+
+        A worker that resumes ``epoch`` from its own saved state gives it: the pass is ``epoch``'s, the next one
+        ``epoch + 1``.
+        """
         values = self.values
         with self.lock:
-            if n_workers is None or values[_JOINED] >= values[_SIZE] or values[_SIZE] != n_workers:
-                values[_PASS_EPOCH], values[_PASS_START] = values[_NEXT_EPOCH], values[_NEXT_START]
-                values[_NEXT_EPOCH] += 1
-                values[_NEXT_START] = 0
+            joins = n_workers is not None and values[_JOINED] < values[_SIZE] and values[_SIZE] == n_workers
+            if not joins or (epoch is not None and values[_PASS_EPOCH] != epoch):
+                first = (values[_NEXT_EPOCH], values[_NEXT_START]) if epoch is None else (epoch, 0)
+                values[_PASS_EPOCH], values[_PASS_START] = first
+                values[_NEXT_EPOCH], values[_NEXT_START] = values[_PASS_EPOCH] + 1, 0
                 values[_JOINED], values[_SIZE], values[_DONE] = 0, n_workers or 0, 0
             values[_JOINED] += 1
             return int(values[_PASS_EPOCH]), int(values[_PASS_START])
-
-    def join(self, epoch: int, n_workers: int) -> None:
-        """A worker resumes ``epoch`` from its own saved state: the pass is ``epoch``'s, the next one ``epoch + 1``."""
-        values = self.values
-        with self.lock:
-            if values[_JOINED] >= values[_SIZE] or values[_SIZE] != n_workers or values[_PASS_EPOCH] != epoch:
-                values[_PASS_EPOCH], values[_PASS_START] = epoch, 0
-                values[_NEXT_EPOCH], values[_NEXT_START] = epoch + 1, 0
-                values[_JOINED], values[_SIZE], values[_DONE] = 0, n_workers, 0
-            values[_JOINED] += 1
 
     def finish(self) -> None:
         """A worker yielded the last batch of its part of the pass."""

@@ -241,7 +241,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
         worker = (info.id, info.num_workers)
         part, self._resume = self._resume, None
         if part is not None:
-            self._passes.join(part.epoch, info.num_workers)
+            self._passes.begin(info.num_workers, part.epoch)
         else:
             # Every worker of a pass gets here as the pass begins, whether or not it is asked for a batch.
             epoch, start = self._passes.begin(info.num_workers)

@@ -214,6 +214,22 @@ def test_compact_keeps_the_batches_and_makes_one_generation(grown: Path) -> None
     assert daskshuffle.verify(grown).n_rows == 1_800  # its sources are every generation's
 
 
+def test_compact_writes_every_chunk_of_a_variable_all_of_fill_value(tmp_path: Path) -> None:
+    """A chunk whose values are all the fill value is written and bound to the run, as a shuffle writes it."""
+    for name, first in (("a.zarr", 0), ("b.zarr", 500)):
+        group = zarr.open_group(tmp_path / name, mode="w")
+        group.create_array("id", data=np.arange(first, first + 500), chunks=(100,))
+        group.create_array("zero", data=np.zeros(500, dtype="f4"), chunks=(100,))
+    store = tmp_path / "piles.zarr"
+    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0, chunk_rows=16)
+    daskshuffle.append(store, tmp_path / "b.zarr", seed=1, chunk_rows=16)
+    assert [(g.generation, g.n_rows) for g in daskshuffle.compact(store)] == [(2, 1_000)]
+    with PileLoader(store, 100) as loader:
+        batches = list(loader)
+    np.testing.assert_array_equal(np.sort(np.concatenate([b["id"] for b in batches])), np.arange(1_000))
+    assert not np.concatenate([b["zero"] for b in batches]).any()
+
+
 def test_compact_on_a_cluster_writes_the_same_bytes(grown: Path, tmp_path: Path, cluster_client: Any) -> None:
     import shutil
 

@@ -1,4 +1,4 @@
-"""The options that several commands share, each declared once.
+"""The options that several commands share, each declared once, and the types (click's ``ParamType``) they read.
 
 The options every shuffle takes are written here once with the shuffles'
 defaults (:func:`shuffle_option`; ``tests/test_options.py`` checks they agree);
@@ -8,6 +8,7 @@ the sizing of the cluster, progress and debugging are :data:`cluster_options`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,6 +23,7 @@ __all__ = [
     "QUIET",
     "SHUFFLE_DEFAULTS",
     "STORAGE_OPTIONS",
+    "Count",
     "NPiles",
     "Size",
     "cluster_options",
@@ -38,8 +40,10 @@ Options = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
     _NPilesBase = click.ParamType[int | Literal["auto"], Any]
+    _SizeBase = click.ParamType[str, Any]
+    _CountBase = click.ParamType[int, Any]
 else:
-    _NPilesBase = click.ParamType
+    _NPilesBase = _SizeBase = _CountBase = click.ParamType
 
 
 class NPiles(_NPilesBase):
@@ -61,10 +65,22 @@ class NPiles(_NPilesBase):
         return number
 
 
-if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
-    _SizeBase = click.ParamType[str, Any]
-else:
-    _SizeBase = click.ParamType
+class Count(_CountBase):
+    """A whole number: ``1000000``, ``1_000_000``, ``1,000,000`` or ``1e6``."""
+
+    name = "N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).replace("_", "").replace(",", "")
+        try:
+            number = float(text) if any(letter in text for letter in ".eE") else int(text)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number != int(number):
+            self.fail(f"Expected a whole number such as 1000000 or 1e6. Got {value!r} instead.", param, ctx)
+        return int(number)
 
 
 class Size(_SizeBase):

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import click
 
 from ..plan import DEFAULT_MIN_READ, DEFAULT_N_PILES
 from ._common import cli, reported
-from ._options import NPiles, json_options, nbytes, positive_option, shuffle_option, size_option
+from ._options import Count, NPiles, json_options, nbytes, positive_option, shuffle_option, size_option
 
 EXAMPLES_PLAN = """\b
 Examples:
@@ -20,34 +19,10 @@ Examples:
 """
 
 
-if TYPE_CHECKING:  # ParamType is generic in newer click only: subscript it for the type checker alone
-    _CountBase = click.ParamType[int, Any]
-else:
-    _CountBase = click.ParamType
-
-
-class _Count(_CountBase):
-    """A whole number: ``1000000``, ``1_000_000``, ``1,000,000`` or ``1e6``."""
-
-    name = "N"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        text = str(value).replace("_", "").replace(",", "")
-        try:
-            number = float(text) if any(letter in text for letter in ".eE") else int(text)
-        except ValueError:
-            number = math.nan
-        if not math.isfinite(number) or number != int(number):
-            self.fail(f"Expected a whole number such as 1000000 or 1e6. Got {value!r} instead.", param, ctx)
-        return int(number)
-
-
 @cli.command(
     "plan", epilog=EXAMPLES_PLAN, short_help="Show what a shuffle of a given size would do, without reading data."
 )
-@click.option("--rows", required=True, type=_Count(), help="Rows of the source (1e9 and 1_000_000 work).")
+@click.option("--rows", required=True, type=Count(), help="Rows of the source (1e9 and 1_000_000 work).")
 @size_option("--row-bytes", "Bytes of one row, all variables together (1KiB).", required=True)
 @click.option(
     "--n-piles",

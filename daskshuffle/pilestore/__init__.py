@@ -13,7 +13,6 @@ from ._layout import CHUNK_NBYTES, LAYOUT_KEY, for_writing, sample_rows, xarray_
 from ._metadata import (
     FORMAT_VERSION,
     METADATA_KEY,
-    ROW_GROUP_ROWS_KEY,
     RUN_KEY,
     AppendedStoreError,
     check_pile_metadata,
@@ -51,7 +50,6 @@ __all__ = [
     "PART",
     "PART_BINDING",
     "PIECE_OFFSETS",
-    "ROW_GROUP_ROWS_KEY",
     "RUN_KEY",
     "AppendedStoreError",
     "Leftover",

@@ -25,7 +25,7 @@ import numpy as np
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
 from ..storage import Location, _leftovers, _lock, _own, crash_point
-from ._binding import bind, open_recording, save_records
+from . import _zarr_store
 from ._groups import consolidate_group, group_metadata, open_arrays, open_group
 from ._metadata import (
     BOUND_KEYS,
@@ -340,19 +340,17 @@ def ensure_group(store: Location) -> None:
         open_group(path, mode="a")
 
 
+def _newest_arrays(store: Location, root: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The group of the newest live generation, and its arrays of the root's variables (read_root checked them)."""
+    location = generation_location(store, root[GENERATIONS_KEY][-1]["path"])
+    group = open_group(location)
+    return group, dict(zip(root["variables"], open_arrays(location, group, root["variables"]), strict=True))
+
+
 def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
     """The dtype and row shape of each variable, as the newest live generation stores them."""
-    import zarr
-
-    newest = root[GENERATIONS_KEY][-1]
-    location = generation_location(store, newest["path"])
-    types = {}
-    for name, array in zip(
-        root["variables"], open_arrays(location, open_group(location), root["variables"]), strict=True
-    ):
-        assert isinstance(array, zarr.Array)
-        types[name] = (str(array.dtype), tuple(int(size) for size in array.shape[1:]))
-    return types
+    arrays = _newest_arrays(store, root)[1]
+    return {name: (str(array.dtype), tuple(int(size) for size in array.shape[1:])) for name, array in arrays.items()}
 
 
 # -- compacting ----------------------------------------------------------------------
@@ -362,12 +360,9 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     Returns the row alignment its writes keep (the largest chunk rows, so that
     no two tasks write one chunk) and the bytes of a row.
     """
-    import zarr
-
-    newest = metadata[GENERATIONS_KEY][-1]
-    newest_location = generation_location(store, newest["path"])
-    like = open_group(newest_location)
-    like_metadata: Any = newest.get("metadata") or parse_metadata_attribute(like.attrs[METADATA_KEY], store.url)
+    like, arrays = _newest_arrays(store, metadata)
+    recorded = metadata[GENERATIONS_KEY][-1].get("metadata")
+    like_metadata: Any = recorded or parse_metadata_attribute(like.attrs[METADATA_KEY], store.url)
     path = generation_location(store, generation_path(number))
     own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY and key not in BOUND_KEYS}
     own.update(
@@ -380,10 +375,7 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     )
     group = open_group(path, mode="w", attributes={METADATA_KEY: metadata_attribute(own)})
     alignment, row_nbytes = 1, 0
-    for name, array in zip(
-        metadata["variables"], open_arrays(newest_location, like, metadata["variables"]), strict=True
-    ):
-        assert isinstance(array, zarr.Array)
+    for name, array in arrays.items():
         group.create_array(
             name,
             shape=(int(metadata["n_rows"]), *array.shape[1:]),
@@ -404,30 +396,16 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
 
 def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]) -> int:
     """Write ``rows`` (a dict of arrays) into generation ``number`` from row ``start`` on; returns their number."""
-    import zarr
-
-    location = generation_location(store, generation_path(number))
-    group, recording = open_recording(location)  # every chunk recorded with its crc32c, as a shuffle's tasks do
-    n_rows = 0
-    for name, values in rows.items():
-        array = group[name]
-        assert isinstance(array, zarr.Array)
-        array[start : start + len(values)] = values
-        n_rows = len(values)
-    save_records(location, group, recording, list(rows), start, n_rows)
-    return n_rows
+    _zarr_store.write_rows(generation_location(store, generation_path(number)), start, rows)
+    return len(next(iter(rows.values()), ()))
 
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
-
     location = generation_location(store, generation_path(number))
-    group = open_group(location, mode="r+")
-    recorded: Any = parse_metadata_attribute(group.attrs[METADATA_KEY], location.url)
+    recorded: Any = parse_metadata_attribute(open_group(location).attrs[METADATA_KEY], location.url)
     own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)
-    own = bind(location, {**own, RUN_KEY: recorded.get(RUN_KEY)})  # create_compacted drew it
-    group.attrs[METADATA_KEY] = metadata_attribute(own)
-    consolidate_group(location, group)
+    own = _zarr_store.finish(location, {**own, RUN_KEY: recorded.get(RUN_KEY)})  # create_compacted drew the run
     return entry_of(number, own, location.url)

@@ -37,9 +37,9 @@ The choice is recorded in the store's ``daskshuffle`` metadata under
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numcodecs
@@ -89,7 +89,7 @@ SMALL = "blosc-zstd-shuffle"
 USER = "user"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class VariableLayout:
     """How one variable is stored: rows per chunk, codec name and the sampled ratio."""
 
@@ -97,15 +97,8 @@ class VariableLayout:
     codec: str
     ratio: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"chunk_rows": self.chunk_rows, "codec": self.codec, "ratio": self.ratio}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> VariableLayout:
-        return cls(chunk_rows=int(data["chunk_rows"]), codec=str(data["codec"]), ratio=data.get("ratio"))
-
-
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Layout:
     """The layout of every variable of a pile store, with a crc32c per chunk and every chunk written."""
 
@@ -119,13 +112,15 @@ class Layout:
         return {
             "checksum": "crc32c",
             "every_chunk_written": True,
-            "variables": {name: variable.to_dict() for name, variable in self.variables.items()},
+            "variables": {name: dataclasses.asdict(variable) for name, variable in self.variables.items()},
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Layout:
-        variables = {name: VariableLayout.from_dict(value) for name, value in data["variables"].items()}
-        return cls(variables=variables)
+        variables = data["variables"].items()
+        return cls(
+            {name: VariableLayout(value["chunk_rows"], value["codec"], value.get("ratio")) for name, value in variables}
+        )
 
 
 def choose_chunk_rows(

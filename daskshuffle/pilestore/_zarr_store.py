@@ -1,8 +1,6 @@
-"""Zarr arrays and groups: the format, and the Zarr pile store it writes (shared with xarray).
+"""The Zarr pile store's writer, which the Zarr and xarray formats of :mod:`daskshuffle.sources` share.
 
-The source is opened and checked by :mod:`._zarr_source`; rows in memory and
-the piece files are :class:`._arrays.ArrayPieces`. The destination is a Zarr v3
-group with the source's arrays, laid out for reading piles (:mod:`._layout`).
+The store is a Zarr v3 group with the source's arrays, laid out for reading piles (:mod:`._layout`).
 """
 
 from __future__ import annotations
@@ -23,10 +21,7 @@ from ._metadata import METADATA_KEY, metadata_attribute
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["CHUNK_NBYTES", "ZarrDestination"]
-
-#: The target size of one output chunk (of the widest variable; see ``_layout``).
-CHUNK_NBYTES = _layout.CHUNK_NBYTES
+__all__ = ["ZarrDestination", "finish", "write_rows"]
 
 
 class ZarrDestination(Destination[ArrayRows]):
@@ -35,20 +30,25 @@ class ZarrDestination(Destination[ArrayRows]):
     variables: list[Variable]
     group_attrs: dict[str, Any]
     compressors: Any
-    chunk_rows: int
-    chunk_rows_given: bool
+    chunk_rows: int | None
     layout: _layout.Layout | None
 
     def _init_destination(self, chunk_rows: int | None, compressors: Any) -> None:
         self.compressors = compressors
-        self.chunk_rows_given = chunk_rows is not None
-        widest = max(1, *(variable.row_nbytes for variable in self.variables))
-        self.chunk_rows = chunk_rows or max(1, CHUNK_NBYTES // widest)
+        self.chunk_rows = chunk_rows  # every variable's, if given; else chosen for the piles
         self.layout = None  # chosen by for_plan
 
     def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
         """A sample of each variable's values to choose its codec from; ``None`` where there is none."""
         return dict.fromkeys((variable.name for variable in self.variables), None)
+
+    def _choose(
+        self, samples: Mapping[str, NDArray[Any] | None], pile_rows: float | None, storage: Literal["local", "object"]
+    ) -> _layout.Layout:
+        row_nbytes = {variable.name: variable.row_nbytes for variable in self.variables}
+        return _layout.choose_layout(
+            row_nbytes, samples, pile_rows, chunk_rows=self.chunk_rows, compressors=self.compressors, storage=storage
+        )
 
     def for_plan(self, pile_rows: float, *, materialize: bool, storage: Literal["local", "object"] = "local") -> Any:
         """The destination's layout for piles of ``pile_rows`` rows, on ``storage`` (see :mod:`._layout`).
@@ -57,35 +57,18 @@ class ZarrDestination(Destination[ArrayRows]):
         gets ``CHUNK_NBYTES`` chunks), a codec chosen from a sample of the
         source, a crc32c per chunk.
         """
-        layout = _layout.choose_layout(
-            {variable.name: variable.row_nbytes for variable in self.variables},
-            self._layout_samples(),
-            None if materialize else pile_rows,
-            chunk_rows=self.chunk_rows if self.chunk_rows_given else None,
-            compressors=self.compressors,
-            storage=storage,
-        )
         # A shallow copy that keeps what pickling drops (an xarray template stays with the planner).
         adapted = object.__new__(type(self))
         adapted.__dict__.update(self.__dict__)
-        adapted.layout = layout
-        adapted.chunk_rows = layout.alignment()
+        adapted.layout = self._choose(self._layout_samples(), None if materialize else pile_rows, storage)
         return adapted
 
     def write_alignment(self) -> int:
         return self._chosen_layout().alignment()
 
     def _chosen_layout(self) -> _layout.Layout:
-        if self.layout is not None:
-            return self.layout
-        # Not planned (for_plan not called): every variable in chunks of ``chunk_rows``, no codec.
-        return _layout.choose_layout(
-            {variable.name: variable.row_nbytes for variable in self.variables},
-            {},
-            None,
-            chunk_rows=self.chunk_rows,
-            compressors=self.compressors,
-        )
+        # Not planned (for_plan not called): chunks of about CHUNK_NBYTES (or chunk_rows), no codec.
+        return self.layout if self.layout is not None else self._choose({}, None, "local")
 
     def _layout_record(self) -> dict[str, Any]:
         """The layout as the metadata records it, with each variable's row shape: the reader checks its arrays against it."""
@@ -104,31 +87,10 @@ class ZarrDestination(Destination[ArrayRows]):
         _layout.create_arrays(group, self.variables, layout, n_rows, self.compressors)
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
-        # Every chunk written is recorded with its crc32c, by place: the run's binding of its chunks (_binding).
-        group, recording = _binding.open_recording(dst)
-        runs = []
-        most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
-        for name, values in rows.items():
-            array = _layout.for_writing(group[name])
-            runs += [
-                (array, start + first, values[first:last]) for first, last in _runs(array, len(values), most_chunks)
-            ]
-        if not dst.is_local and len(runs) > 1:
-            # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
-            # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
-            at_once = min(len(runs), int_setting("shuffle.remote-runs"))
-            with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-write") as pool:
-                list(pool.map(lambda run: _write(*run), runs))
-        else:
-            for run in runs:
-                _write(*run)
-        _binding.save_records(dst, group, recording, list(rows), start, len(next(iter(rows.values()), ())))
+        write_rows(dst, start, rows)
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        bound = _binding.bind(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
-        group = open_group(dst, mode="r+")
-        group.attrs[METADATA_KEY] = metadata_attribute(bound)
-        consolidate_group(dst, group)  # xarray then opens the store without probing every array
+        finish(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
 
     def resume_destination(self, dst: Location) -> None:
         # zarr writes a local chunk to a temporary "<key>.<uuid>.partial" and renames it: a kill leaves that file.
@@ -139,6 +101,43 @@ class ZarrDestination(Destination[ArrayRows]):
 
     def discard_destination(self, dst: Location) -> None:
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""
+
+
+def finish(dst: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Record ``metadata``, bound to what the run wrote (:func:`._binding.bind`), as the Zarr pile store's at ``dst``.
+
+    The one way a Zarr pile store is finished: a shuffle's and a compaction's. Its metadata is then consolidated,
+    so that xarray opens the store without probing every array. Returns the metadata recorded.
+    """
+    bound = _binding.bind(dst, metadata)
+    group = open_group(dst, mode="r+")
+    group.attrs[METADATA_KEY] = metadata_attribute(bound)
+    consolidate_group(dst, group)
+    return bound
+
+
+def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> None:
+    """Write ``rows`` (arrays by variable) into the Zarr pile store at ``dst`` from row ``start`` on.
+
+    Every chunk is written, even one all of fill value, and recorded with its crc32c by place: the run's binding
+    of its chunks (:mod:`._binding`). The one writer of a Zarr pile store's rows: a shuffle's merge and a compaction.
+    """
+    group, recording = _binding.open_recording(dst)
+    runs = []
+    most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
+    for name, values in rows.items():
+        array = _layout.for_writing(group[name])
+        runs += [(array, start + first, values[first:last]) for first, last in _runs(array, len(values), most_chunks)]
+    if not dst.is_local and len(runs) > 1:
+        # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
+        # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
+        at_once = min(len(runs), int_setting("shuffle.remote-runs"))
+        with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-write") as pool:
+            list(pool.map(lambda run: _write(*run), runs))
+    else:
+        for run in runs:
+            _write(*run)
+    _binding.save_records(dst, group, recording, list(rows), start, len(next(iter(rows.values()), ())))
 
 
 def _runs(array: zarr.Array[Any], n_rows: int, most_chunks: int | None = None) -> list[tuple[int, int]]:
