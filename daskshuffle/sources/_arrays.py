@@ -1,5 +1,5 @@
 """Rows that are numpy arrays (:mod:`daskshuffle.formats._rows`): their piece files and what the Zarr and xarray
-formats share (:class:`ArrayFormat`), and the Zarr format (its sources opened and checked by :mod:`._zarr_source`).
+formats share (:class:`ArrayFormat`).
 
 Pieces are raw little-endian bytes, one file per (variable, block): pass 1
 writes a block's rows in piece order with one sequential write, and the merge
@@ -18,22 +18,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from ..formats import ArrayRows, ArrayRowsMethods, FileSource, Pieces, Variable, read_in_runs
-from ..pilestore import ZarrDestination, sample_rows
+from ..formats import ArrayRows, ArrayRowsMethods, Pieces, Variable
+from ..pilestore import ZarrDestination
 from ..storage import Location
-from ._undecodable import decoded_chunks
-from ._zarr_source import SourceLike, inspect_sources
 
-if TYPE_CHECKING:
-    import zarr
-
-__all__ = ["ArrayFormat", "ArrayPieces", "ZarrFormat", "open_zarr_sources"]
+__all__ = ["ArrayFormat", "ArrayPieces"]
 
 
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
@@ -217,55 +212,6 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
 
     def identify_source(self) -> list[dict[str, Any]]:
         return list(self.identity)
-
-
-class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
-    """Zarr arrays that share their first dimension, shuffled together."""
-
-    def __init__(
-        self, *, sources: list[dict[str, zarr.Array[Any]]], blocks: list[tuple[int, int, int]], **common: Any
-    ) -> None:
-        super().__init__(**common)
-        self.sources = sources
-        self.blocks = blocks
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return tuple(stop - start for _, start, stop in self.blocks)
-
-    def read_block(self, block: int) -> ArrayRows:
-        source, start, stop = self.blocks[block]
-        run_nbytes = int_setting("shuffle.run-nbytes")
-        rows = {}
-        for name, array in self.sources[source].items():
-            with decoded_chunks(array, start, stop):
-                rows[name] = read_in_runs(array, start, stop, run_nbytes)
-        return rows
-
-    def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
-        n_rows = sum(self.block_lengths)
-        samples: dict[str, NDArray[Any] | None] = {}
-        for variable in self.variables:
-            # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
-            source = self.sources[0][variable.name]
-            rows = min(sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
-            with decoded_chunks(source, 0, rows):
-                samples[variable.name] = np.asarray(source[:rows])
-        return samples
-
-
-def open_zarr_sources(
-    src: SourceLike | Sequence[SourceLike],
-    *,
-    variables: Sequence[str] | None = None,
-    block_nbytes: int,
-    chunk_rows: int | None = None,
-    compressors: Any = "auto",
-    storage_options: dict[str, Any] | None = None,
-) -> ZarrFormat:
-    """Open and check every source; raise before anything is written."""
-    found = inspect_sources(src, variables=variables, block_nbytes=block_nbytes, storage_options=storage_options)
-    return ZarrFormat(**vars(found), chunk_rows=chunk_rows, compressors=compressors)
 
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:
