@@ -4,7 +4,7 @@
 the arguments and destinations (nothing read or written yet) into a
 ``_TextShuffle``, and ``_run`` decompresses, counts, and shuffles. With
 ``head_count`` the lines are sampled instead (``sources/_text_sample.py``);
-several or compressed output files are written by ``sources/_text_shards.py``.
+several or compressed output files are named by ``sources/_text_shards.py``.
 """
 
 from __future__ import annotations
