@@ -177,7 +177,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         if len(lines) != self.n_lines[block]:
             raise DaskShuffleValueError(
                 f"Expected {int(self.n_lines[block]):,} lines in block {block} of "
-                f"{self.source.files[self.source.block(block).file].path!r}, as counted. Got {len(lines):,} instead; "
+                f"{self.source.path_of(block)!r}, as counted. Got {len(lines):,} instead; "
                 "do not change a source while it is being shuffled."
             )
         return lines
@@ -187,11 +187,10 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         for block, count in enumerate(self.counts or ()):
             nbytes = count.n_bytes + 8 * count.n_lines
             if nbytes > pile_nbytes:
-                path = self.source.files[self.source.block(block).file].path
                 raise DaskShuffleValueError(
                     f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). "
                     f"Got a block of {nbytes:,} bytes in memory ({count.n_bytes:,} bytes of text in {count.n_lines:,} "
-                    f"lines, plus 8 bytes a line for its offset) in {path!r} instead; raise pile_memory, "
+                    f"lines, plus 8 bytes a line for its offset) in {self.source.path_of(block)!r} instead; raise pile_memory, "
                     "or lower block_memory (a block also holds the rest of a line that runs past its end)."
                 )
 

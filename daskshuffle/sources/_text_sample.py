@@ -86,7 +86,7 @@ def read_sample(source: TextSource, block: int, lines: NDArray[np.int64]) -> Lin
     if len(lines) and int(lines[-1]) >= len(rows):
         raise DaskShuffleValueError(
             f"Expected at least {int(lines[-1]) + 1:,} lines in block {block} of "
-            f"{source.files[source.block(block).file].path!r}, as counted. Got {len(rows):,} instead; "
+            f"{source.path_of(block)!r}, as counted. Got {len(rows):,} instead; "
             "do not change a source while it is being sampled."
         )
     return take_lines(rows, lines)

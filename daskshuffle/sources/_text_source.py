@@ -239,6 +239,10 @@ class TextSource:
         start = self._skip(index) + (block - int(self.first_blocks[index])) * self.block_nbytes
         return TextBlock(index, start, min(start + self.block_nbytes, file.size))
 
+    def path_of(self, block: int) -> str:
+        """The path of the file block ``block`` is in, for messages."""
+        return self.files[self.block(block).file].path
+
     def describe(self) -> list[str]:
         return [file.path for file in self.files]
 
@@ -276,10 +280,9 @@ class TextSource:
         return _line_start(handle, spec.start, size, self.delimiter), _line_start(handle, stop, size, self.delimiter)
 
     def _changed(self, block: int) -> DaskShuffleValueError:
-        path = self.files[self.block(block).file].path
         return DaskShuffleValueError(
-            f"Expected {path!r} to stay as it was when the shuffle started. Got a file of another size instead; "
-            "do not change a source while it is being shuffled."
+            f"Expected {self.path_of(block)!r} to stay as it was when the shuffle started. Got a file of another size "
+            "instead; do not change a source while it is being shuffled."
         )
 
     def _read(self, block: int) -> bytes:
