@@ -60,9 +60,7 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
             fs.makedirs(f"{root}/{self.variables.index(variable)}", exist_ok=True)
 
     def write_pieces(self, tmp: Location, block: int, rows: ArrayRows, piece_offsets: NDArray[np.int64]) -> None:
-        for variable in self.variables:
-            values = rows[variable.name]
-            self._write_piece_file(tmp, variable, block, len(values), functools.partial(_rows_between, values))
+        self.scatter_block(tmp, block, rows, np.arange(self.n_rows_of(rows), dtype=np.intp), piece_offsets)
 
     def scatter_block(
         self, tmp: Location, block: int, rows: ArrayRows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
@@ -127,20 +125,14 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
             ranges.append((self._piece_path(root, variable, block, part), lo * size, hi * size))
         return ranges
 
-    def _read_piece_rows(self, tmp: Location, variable: Variable, block: int, start: int, stop: int) -> NDArray[Any]:
+    def _read_local_rows(self, tmp: Location, variable: Variable, block: int, start: int, stop: int) -> NDArray[Any]:
         if stop <= start:
             return _from_bytes(b"", variable)
-        ranges = self._piece_ranges(tmp, variable, block, start, stop)
-        if len(ranges) == 1:
-            path, lo, hi = ranges[0]
-            # By keyword: s3fs's cat_file takes a version id as its second positional argument.
-            return _from_bytes(tmp.fs.cat_file(path, start=lo, end=hi), variable)
-        paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
-        found = tmp.fs.cat_ranges(paths, starts, ends, on_error="return")
-        return _from_bytes(b"".join(_checked(paths, found)), variable)
+        [(path, lo, hi)] = self._piece_ranges(tmp, variable, block, start, stop)  # one file on a local disk
+        return _from_bytes(tmp.fs.cat_file(path, start=lo, end=hi), variable)
 
     def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> ArrayRows:
-        return {variable.name: self._read_piece_rows(tmp, variable, block, start, stop) for variable in self.variables}
+        return self.gather_pieces(tmp, [(block, start, stop)], np.arange(stop - start, dtype=np.intp))
 
     def gather_pieces(self, tmp: Location, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> ArrayRows:
         # Each read lands straight in its final rows: one copy of the group in
@@ -154,7 +146,7 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
             filled = 0
             for block, start, stop in reads:
                 if fetched is None:
-                    part = self._read_piece_rows(tmp, variable, block, start, stop)
+                    part = self._read_local_rows(tmp, variable, block, start, stop)
                 else:
                     part = _from_bytes(fetched.get((variable.name, block, start), b""), variable)
                 values[destination[filled : filled + len(part)]] = part
@@ -220,10 +212,6 @@ def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:
         if isinstance(data, BaseException):
             raise data if isinstance(data, OSError) else OSError(f"Could not read piece {path!r}: {data}")
     return list(found)
-
-
-def _rows_between(values: NDArray[Any], first: int, last: int) -> NDArray[Any]:
-    return values[first:last]
 
 
 def _taken_between(values: NDArray[Any], order: NDArray[np.intp], first: int, last: int) -> NDArray[Any]:
