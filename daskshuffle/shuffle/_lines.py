@@ -294,7 +294,7 @@ def _run(job: _TextShuffle, began: float) -> ShuffleResult:
         source = job.source.decompressed(job.spool, run)
         counts, sample, n_tasks = count_lines(source, run, job.head, options.seed, replace=job.repeat)
         if sample is not None:
-            job.output.write(sample, source.header)
+            job.output.write(sample, source)
             return ShuffleResult(
                 path=shuffle_locations(options)[0].url,
                 n_rows=len(sample),

@@ -59,12 +59,9 @@ __all__ = [
     "BlockCount",
     "TextFormat",
     "TextSource",
-    "compress",
-    "move",
     "open_text_sources",
     "parse_delimiter",
     "parse_sources",
-    "shard_starts",
 ]
 
 _PARTIAL_SUFFIX = ".daskshuffle-partial"
@@ -97,7 +94,7 @@ class PieceSizes(NamedTuple):
         return cls(first, len(rows), rows[first:stop].astype(np.int64), nbytes[first:stop].astype(np.int64))
 
 
-def compress(data: bytes | memoryview, compression: str | None) -> bytes | memoryview:
+def _compress(data: bytes | memoryview, compression: str | None) -> bytes | memoryview:
     """``data`` as one gzip member or zstd frame (a whole stream), or as it is."""
     if compression == "gzip":
         return gzip.compress(data, compresslevel=6, mtime=0)
@@ -108,16 +105,9 @@ def compress(data: bytes | memoryview, compression: str | None) -> bytes | memor
     return data
 
 
-def shard_starts(n_rows: int, n_files: int) -> NDArray[np.int64]:
+def _shard_starts(n_rows: int, n_files: int) -> NDArray[np.int64]:
     """The first output line of every file, and ``n_rows``: ``n_files + 1`` near-equal steps."""
     return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
-
-
-def move(fs: Any, source: str, target: str) -> None:
-    parent = posixpath.dirname(target)
-    if parent:
-        fs.makedirs(parent, exist_ok=True)
-    fs.mv(source, target)
 
 
 def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
@@ -150,7 +140,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         self.compression = compression
         #: Merge tasks compress gzip parts themselves; zstd is compressed once per file, at the end.
         self.part_compression = compression if compression == "gzip" else None
-        self.starts = shard_starts(int(self.n_lines.sum()), max(len(self.paths), 1))
+        self.starts = _shard_starts(int(self.n_lines.sum()), max(len(self.paths), 1))
 
     def _in_place(self, dst: Location) -> bool:
         """Whether the output is one plain file on a local disk, written in place rather than in parts."""
@@ -300,7 +290,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
                 break
             if b > a:
                 data = line_bytes(rows.slice(a - start, b - a))
-                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(compress(data, self.part_compression)))
+                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(_compress(data, self.part_compression)))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         fs, partial = _partial_path(dst)
@@ -320,14 +310,16 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             ]:
                 done.result()
         for target, path in zip(targets, paths, strict=True):
-            move(fs, target, path)
+            if posixpath.dirname(path):
+                fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            fs.mv(target, path)
         fs.rm(partial, recursive=True)
 
     def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
         """One output file: the header, then its parts in order."""
         with fs.open(target, "wb") as file, self._writer(file) as out:
             if self.source.header or not parts:
-                out.write(compress(self.source.header, self.part_compression))
+                out.write(_compress(self.source.header, self.part_compression))
             for part in parts:
                 with fs.open(part, "rb") as piece:
                     shutil.copyfileobj(piece, out, _READ_NBYTES)

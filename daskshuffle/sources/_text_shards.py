@@ -1,19 +1,20 @@
 """The output files of ``shuffle_lines``, named and checked: one, or several named by a pattern, compressed by their
-names (written by :class:`~._text.TextFormat`, or at once for a sample held in memory).
+names, all written by :class:`~._text.TextFormat` (a sample held in memory too).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_positive_int
-from ..storage import Location, _own
-from ._text import TextFormat, _partial_path, compress, move, shard_starts
+from ..storage import Location
+from ._text import OutputLayout, TextFormat
 from ._text_source import BlockCount, Lines, TextSource, line_bytes
 
 __all__ = ["TextOutput", "open_text_output", "output_compression", "parse_output_files"]
@@ -75,31 +76,19 @@ class TextOutput:
         """The format that shuffles the lines of ``source`` (its blocks counted) into these files."""
         return TextFormat(source, counts, self.paths, self.compression)
 
-    def write(self, rows: Lines, header: bytes) -> None:
-        """Write ``rows``, already in order, into these files (a sample, held in memory), each under a temporary name
-        first."""
-        starts = shard_starts(len(rows), len(self.paths))
-        written = []
+    def write(self, rows: Lines, source: TextSource) -> None:
+        """Write ``rows`` of ``source``, already in order, into these files (a sample, held in memory)."""
+        nbytes = len(line_bytes(rows))
+        fmt = self.format(source, [BlockCount(len(rows), nbytes)])
+        dst, header = self.paths[0], len(source.header)
+        fmt.create_destination(dst, len(rows), {})
         try:
-            for index, path in enumerate(self.paths):
-                fs, partial = _partial_path(path)
-                written.append((fs, partial, path))
-                part = rows.slice(int(starts[index]), int(starts[index + 1] - starts[index]))
-                fs.makedirs(posixpath.dirname(partial) or ".", exist_ok=True)
-                # Locally never through a link placed at the partial name.
-                with (
-                    _own.open_writer(partial, "an output being written")
-                    if path.is_local
-                    else fs.open(partial, "wb") as file
-                ):
-                    file.write(compress(header + bytes(line_bytes(part)), self.compression))
+            layout = OutputLayout(np.array([0, len(rows)]), np.array([header, header + nbytes]))
+            fmt.write_rows(dst, 0, rows, layout)
+            fmt.finalize_destination(dst, {})
         except BaseException:
-            for fs, partial, _ in written:
-                if fs.exists(partial):
-                    fs.rm(partial)
+            fmt.discard_destination(dst)
             raise
-        for fs, partial, path in written:
-            move(fs, partial, path.path)
 
 
 def open_text_output(dst: str, n_output_files: object, storage_options: dict[str, Any] | None) -> TextOutput:
