@@ -84,12 +84,8 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         n_rows: int,
         rows_of: Callable[[int, int], NDArray[Any]],
     ) -> None:
-        """Write rows ``0:n_rows`` of ``variable`` in block ``block``, ``rows_of(first, last)`` a run at a time.
-
-        On a local disk, one file written in runs. On object storage, where one
-        request streams at the speed of one connection, the file is cut into
-        parts of :attr:`part_nbytes` that are written ``shuffle.parts-at-once`` at once.
-        """
+        """Write rows ``0:n_rows`` of ``variable`` in block ``block``, ``rows_of(first, last)`` a run at a time:
+        one file on a local disk, parts written ``shuffle.parts-at-once`` at once on object storage."""
         fs, root = tmp.fs, tmp.path
         if tmp.is_local:
             run = max(1, int_setting("shuffle.run-nbytes") // max(variable.row_nbytes, 1))

@@ -75,13 +75,13 @@ def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str
     """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
 
     A file costs one look; a directory or a glob one more, a listing however
-    deep (on object storage each is a request). A name with glob characters
-    that exists as it is is read as that path, not matched as a glob. Files and directories whose
-    names start with ``.`` or ``_`` are left out, as every Parquet reader does.
+    deep (on object storage each is a request). A path that exists is that
+    path, whatever characters its name holds ("data[1]"); else a glob. Files and
+    directories whose names start with ``.`` or ``_`` are left out, as every
+    Parquet reader does.
     """
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
-    # A path that exists is that path, whatever characters its name holds ("data[1]"); else a glob.
     if _GLOB_CHARS & set(os.path.basename(text)) and not fs.exists(inner):
         matched = fs.glob(inner, detail=True)
         paths = sorted((path, int(info["size"])) for path, info in matched.items() if info["type"] == "file")
