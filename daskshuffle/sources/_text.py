@@ -116,13 +116,124 @@ def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
     return partial.fs, partial.path
 
 
-class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
+class TextFiles(Destination[Lines]):
+    """The text files a shuffle of lines writes: in place, or in parts concatenated at the end."""
+
+    moves_into_place = True  # written under a temporary name, renamed into place when complete
+    dst_is_directory = False
+
+    source: TextSource
+    #: Bytes of the whole output, header included.
+    n_bytes: int
+    #: The output files; none for the destination alone.
+    paths: tuple[Location, ...]
+    compression: str | None
+    #: Merge tasks compress gzip parts themselves; zstd is compressed once per file, at the end.
+    part_compression: str | None
+    #: The first output line of every file, and the number of lines.
+    starts: NDArray[np.int64]
+
+    def _in_place(self, dst: Location) -> bool:
+        """Whether the output is one plain file on a local disk, written in place rather than in parts."""
+        return dst.is_local and len(self.paths) <= 1 and self.compression is None
+
+    def write_alignment(self) -> int:
+        # Lines have no fixed size: every write starts at a pile boundary, whose byte offset is known.
+        return 1
+
+    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, partial = _partial_path(dst)
+        if not self._in_place(dst):
+            fs.makedirs(partial, exist_ok=True)
+            return
+        os.makedirs(os.path.dirname(partial), exist_ok=True)
+        with _own.open_writer(partial, "an output being written") as file:  # never through a link placed there
+            file.write(self.source.header)
+            file.truncate(self.n_bytes)
+
+    def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
+        if not self._in_place(dst):
+            self._write_parts(dst, start, rows)
+            return
+        data = line_bytes(rows)
+        offset = int(piece_info.byte_offsets[np.searchsorted(piece_info.row_offsets, start)])
+        if offset + len(data) > self.n_bytes:
+            raise DaskShuffleValueError(
+                f"Expected the shuffled lines to total {self.n_bytes:,} bytes, as counted. Got more instead; "
+                "do not change a source while it is being shuffled."
+            )
+        descriptor = _own.open_file(_partial_path(dst)[1], os.O_WRONLY, "an output being written")
+        try:
+            written = 0
+            while written < len(data):
+                written += os.pwrite(descriptor, data[written:], offset + written)
+        finally:
+            os.close(descriptor)
+
+    def _write_parts(self, dst: Location, start: int, rows: Lines) -> None:
+        """Write the rows that fall in each output file as one part, named by the file and its first line."""
+        fs, partial = _partial_path(dst)
+        stop = start + len(rows)
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        for index in range(max(first, 0), len(self.starts) - 1):
+            a, b = max(start, int(self.starts[index])), min(stop, int(self.starts[index + 1]))
+            if a >= stop:
+                break
+            if b > a:
+                data = line_bytes(rows.slice(a - start, b - a))
+                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(_compress(data, self.part_compression)))
+
+    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        fs, partial = _partial_path(dst)
+        if self._in_place(dst):
+            os.replace(partial, dst.path)
+            return
+        paths = [path.path for path in self.paths] or [dst.path]
+        by_file: dict[int, list[str]] = {}
+        for part in sorted(fs.ls(partial, detail=False)):
+            by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
+        targets = [f"{partial}/{index:09d}.out" for index in range(len(paths))]
+        # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
+        with ThreadPoolExecutor(max_workers=min(4, len(paths))) as pool:
+            for done in [
+                pool.submit(self._concatenate, fs, by_file.get(index, []), target)
+                for index, target in enumerate(targets)
+            ]:
+                done.result()
+        for target, path in zip(targets, paths, strict=True):
+            if posixpath.dirname(path):
+                fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            fs.mv(target, path)
+        fs.rm(partial, recursive=True)
+
+    def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
+        """One output file: the header, then its parts in order."""
+        with fs.open(target, "wb") as file, self._writer(file) as out:
+            if self.source.header or not parts:
+                out.write(_compress(self.source.header, self.part_compression))
+            for part in parts:
+                with fs.open(part, "rb") as piece:
+                    shutil.copyfileobj(piece, out, _READ_NBYTES)
+
+    def _writer(self, file: Any) -> Any:
+        """Where a file's parts are written: ``file``, or a zstd stream into it."""
+        if self.compression != "zstd":
+            return contextlib.nullcontext(file)
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
+
+    def discard_destination(self, dst: Location) -> None:
+        fs, partial = _partial_path(dst)
+        if fs.exists(partial):
+            fs.rm(partial, recursive=True)
+
+
+class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
     """Lines of text files, shuffled into the text files ``paths`` (the destination alone by default), compressed
     with ``compression``."""
 
     kind = "text"
-    moves_into_place = True  # written under a temporary name, renamed into place when complete
-    dst_is_directory = False
 
     def __init__(
         self,
@@ -138,13 +249,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)
         self.paths = tuple(paths)
         self.compression = compression
-        #: Merge tasks compress gzip parts themselves; zstd is compressed once per file, at the end.
         self.part_compression = compression if compression == "gzip" else None
         self.starts = _shard_starts(int(self.n_lines.sum()), max(len(self.paths), 1))
-
-    def _in_place(self, dst: Location) -> bool:
-        """Whether the output is one plain file on a local disk, written in place rather than in parts."""
-        return dst.is_local and len(self.paths) <= 1 and self.compression is None
 
     def __getstate__(self) -> dict[str, Any]:
         # The counts are for planning, where the shuffle is planned; tasks carry only n_lines.
@@ -244,98 +350,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             row_offsets=np.concatenate([[0], np.cumsum(rows)]).astype(np.int64),
             byte_offsets=np.concatenate([[0], np.cumsum(nbytes)]).astype(np.int64) + header,
         )
-
-    # -- the destination -----------------------------------------------------
-    def write_alignment(self) -> int:
-        # Lines have no fixed size: every write starts at a pile boundary, whose byte offset is known.
-        return 1
-
-    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial_path(dst)
-        if not self._in_place(dst):
-            fs.makedirs(partial, exist_ok=True)
-            return
-        os.makedirs(os.path.dirname(partial), exist_ok=True)
-        with _own.open_writer(partial, "an output being written") as file:  # never through a link placed there
-            file.write(self.source.header)
-            file.truncate(self.n_bytes)
-
-    def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
-        if not self._in_place(dst):
-            self._write_parts(dst, start, rows)
-            return
-        data = line_bytes(rows)
-        offset = int(piece_info.byte_offsets[np.searchsorted(piece_info.row_offsets, start)])
-        if offset + len(data) > self.n_bytes:
-            raise DaskShuffleValueError(
-                f"Expected the shuffled lines to total {self.n_bytes:,} bytes, as counted. Got more instead; "
-                "do not change a source while it is being shuffled."
-            )
-        descriptor = _own.open_file(_partial_path(dst)[1], os.O_WRONLY, "an output being written")
-        try:
-            written = 0
-            while written < len(data):
-                written += os.pwrite(descriptor, data[written:], offset + written)
-        finally:
-            os.close(descriptor)
-
-    def _write_parts(self, dst: Location, start: int, rows: Lines) -> None:
-        """Write the rows that fall in each output file as one part, named by the file and its first line."""
-        fs, partial = _partial_path(dst)
-        stop = start + len(rows)
-        first = int(np.searchsorted(self.starts, start, side="right")) - 1
-        for index in range(max(first, 0), len(self.starts) - 1):
-            a, b = max(start, int(self.starts[index])), min(stop, int(self.starts[index + 1]))
-            if a >= stop:
-                break
-            if b > a:
-                data = line_bytes(rows.slice(a - start, b - a))
-                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(_compress(data, self.part_compression)))
-
-    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial_path(dst)
-        if self._in_place(dst):
-            os.replace(partial, dst.path)
-            return
-        paths = [path.path for path in self.paths] or [dst.path]
-        by_file: dict[int, list[str]] = {}
-        for part in sorted(fs.ls(partial, detail=False)):
-            by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
-        targets = [f"{partial}/{index:09d}.out" for index in range(len(paths))]
-        # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
-        with ThreadPoolExecutor(max_workers=min(4, len(paths))) as pool:
-            for done in [
-                pool.submit(self._concatenate, fs, by_file.get(index, []), target)
-                for index, target in enumerate(targets)
-            ]:
-                done.result()
-        for target, path in zip(targets, paths, strict=True):
-            if posixpath.dirname(path):
-                fs.makedirs(posixpath.dirname(path), exist_ok=True)
-            fs.mv(target, path)
-        fs.rm(partial, recursive=True)
-
-    def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
-        """One output file: the header, then its parts in order."""
-        with fs.open(target, "wb") as file, self._writer(file) as out:
-            if self.source.header or not parts:
-                out.write(_compress(self.source.header, self.part_compression))
-            for part in parts:
-                with fs.open(part, "rb") as piece:
-                    shutil.copyfileobj(piece, out, _READ_NBYTES)
-
-    def _writer(self, file: Any) -> Any:
-        """Where a file's parts are written: ``file``, or a zstd stream into it."""
-        if self.compression != "zstd":
-            return contextlib.nullcontext(file)
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
-
-    def discard_destination(self, dst: Location) -> None:
-        fs, partial = _partial_path(dst)
-        if fs.exists(partial):
-            fs.rm(partial, recursive=True)
 
 
 def parse_sources(value: object, what: str = "text file") -> list[str]:
