@@ -32,7 +32,7 @@ from ._parquet_fetched import (
     footer_tail,
     read_footer,
 )
-from ._rows import ArrayRows, ArrayRowsMethods, Variable, concat_rows, read_in_runs, run_rows
+from ._rows import ArrayRows, ArrayRowsMethods, Variable, read_in_runs, run_rows
 
 __all__ = [
     "ARRAY_KINDS",
@@ -57,7 +57,6 @@ __all__ = [
     "coalesce",
     "column_chunk_bytes",
     "concat",
-    "concat_rows",
     "crc32c",
     "fetch_spans",
     "footer_tail",

@@ -1,11 +1,11 @@
 """The small interface every kind of data implements.
 
 The plan and the graph never branch on the kind of data. A shuffle's format is
-four small protocols, each implemented whole by every kind: a source of blocks
+three small protocols, each implemented whole by every kind: a source of blocks
 (:class:`FileSource`, read by the pass-1 tasks, or :class:`CollectionSource`,
-computed by a dask collection's tasks), rows in memory (:class:`RowsInMemory`),
-the pieces between the passes (:class:`Pieces`) and the destination
-(:class:`Destination`). A finished pile store is read through a
+computed by a dask collection's tasks), rows in memory and the pieces between
+the passes (:class:`Pieces`), and the destination (:class:`Destination`). A
+finished pile store is read through a
 :class:`~daskshuffle.readers._pile_reader.PileReader`. A format instance is
 pickled into every task, so it holds only plain, picklable state: paths, URLs,
 open read-only handles that pickle, and small metadata.
@@ -38,7 +38,6 @@ __all__ = [
     "Format",
     "Pieces",
     "Rows",
-    "RowsInMemory",
     "Source",
 ]
 
@@ -111,8 +110,8 @@ class CollectionSource(Source, Protocol[Rows_co]):
         ...
 
 
-class RowsInMemory(Protocol[Rows]):
-    """The operations on the format's in-memory container of rows."""
+class Pieces(Protocol[Rows]):
+    """Rows in memory, and the pieces between the passes: written once by pass 1, read once by the merge."""
 
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
         """The rows at ``index``, in that order."""
@@ -125,10 +124,6 @@ class RowsInMemory(Protocol[Rows]):
     def slice(self, rows: Rows, start: int, stop: int) -> Rows:
         """Rows ``start:stop``."""
         ...
-
-
-class Pieces(RowsInMemory[Rows], Protocol[Rows]):
-    """The pieces between the passes: written once by pass 1, read once by the merge."""
 
     def prepare_pieces(self, tmp: Location) -> None:
         """Create what the piece files of ``tmp`` need before pass 1 runs."""

@@ -20,7 +20,7 @@ from ..plan import block_rows
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["ArrayRows", "ArrayRowsMethods", "Variable", "concat_rows", "read_in_runs", "run_rows"]
+__all__ = ["ArrayRows", "ArrayRowsMethods", "Variable", "read_in_runs", "run_rows"]
 
 ArrayRows = dict[str, NDArray[Any]]
 
@@ -41,10 +41,6 @@ class Variable:
         return int(self.dtype.itemsize * int(np.prod(self.row_shape, dtype=np.int64)))
 
 
-def concat_rows(parts: Sequence[ArrayRows]) -> ArrayRows:
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-
-
 class ArrayRowsMethods:
     """``take``, ``concat`` and ``n_rows_of`` of rows that are a dict of numpy arrays (pieces, pile readers)."""
 
@@ -52,7 +48,7 @@ class ArrayRowsMethods:
         return {name: np.take(values, index, axis=0) for name, values in rows.items()}
 
     def concat(self, parts: Sequence[ArrayRows]) -> ArrayRows:
-        return concat_rows(parts)
+        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
     def n_rows_of(self, rows: ArrayRows) -> int:
         return len(next(iter(rows.values()))) if rows else 0

@@ -4,7 +4,7 @@
 the arguments and destinations (nothing read or written yet) into a
 ``_TextShuffle``, and ``_run`` decompresses, counts, and shuffles. With
 ``head_count`` the lines are sampled instead (``sources/_text_sample.py``);
-several or compressed output files are written by ``sources/_text_shards.py``.
+several or compressed output files are named by ``sources/_text_shards.py``.
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def _run(job: _TextShuffle, began: float) -> ShuffleResult:
         source = job.source.decompressed(job.spool, run)
         counts, sample, n_tasks = count_lines(source, run, job.head, options.seed, replace=job.repeat)
         if sample is not None:
-            job.output.write(sample, source.header)
+            job.output.write(sample, source)
             return ShuffleResult(
                 path=shuffle_locations(options)[0].url,
                 n_rows=len(sample),

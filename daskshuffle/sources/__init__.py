@@ -3,7 +3,6 @@ read, and scattered into pieces. The shuffles alone use this package; the text f
 plain text file, never read back by the loader) lives here with its source.
 """
 
-from ._arrays import ZarrFormat, open_zarr_sources
 from ._dataframe import open_dataframe_source
 from ._parquet import COMPRESSIONS, list_parquet_sources, open_parquet_sources
 from ._text import parse_delimiter, parse_sources
@@ -12,7 +11,7 @@ from ._text_shards import TextOutput, open_text_output
 from ._text_source import TextSource, open_text_sources
 from ._undecodable import decoding, uncomputable
 from ._xarray import ARRAY_NAME, XarrayFormat, open_arrays_source, open_xarray_source
-from ._zarr_source import SourceLike
+from ._zarr_source import SourceLike, ZarrFormat, open_zarr_sources
 
 __all__ = [
     "ARRAY_NAME",

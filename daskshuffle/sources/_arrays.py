@@ -1,5 +1,5 @@
 """Rows that are numpy arrays (:mod:`daskshuffle.formats._rows`): their piece files and what the Zarr and xarray
-formats share (:class:`ArrayFormat`), and the Zarr format (its sources opened and checked by :mod:`._zarr_source`).
+formats share (:class:`ArrayFormat`).
 
 Pieces are raw little-endian bytes, one file per (variable, block): pass 1
 writes a block's rows in piece order with one sequential write, and the merge
@@ -18,22 +18,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from ..formats import ArrayRows, ArrayRowsMethods, FileSource, Pieces, Variable, read_in_runs
-from ..pilestore import ZarrDestination, sample_rows
+from ..formats import ArrayRows, ArrayRowsMethods, Pieces, Variable
+from ..pilestore import ZarrDestination
 from ..storage import Location
-from ._undecodable import decoded_chunks
-from ._zarr_source import SourceLike, inspect_sources
 
-if TYPE_CHECKING:
-    import zarr
-
-__all__ = ["ArrayFormat", "ArrayPieces", "ZarrFormat", "open_zarr_sources"]
+__all__ = ["ArrayFormat", "ArrayPieces"]
 
 
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
@@ -65,9 +60,7 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
             fs.makedirs(f"{root}/{self.variables.index(variable)}", exist_ok=True)
 
     def write_pieces(self, tmp: Location, block: int, rows: ArrayRows, piece_offsets: NDArray[np.int64]) -> None:
-        for variable in self.variables:
-            values = rows[variable.name]
-            self._write_piece_file(tmp, variable, block, len(values), functools.partial(_rows_between, values))
+        self.scatter_block(tmp, block, rows, np.arange(self.n_rows_of(rows), dtype=np.intp), piece_offsets)
 
     def scatter_block(
         self, tmp: Location, block: int, rows: ArrayRows, order: NDArray[np.intp], piece_offsets: NDArray[np.int64]
@@ -91,12 +84,8 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         n_rows: int,
         rows_of: Callable[[int, int], NDArray[Any]],
     ) -> None:
-        """Write rows ``0:n_rows`` of ``variable`` in block ``block``, ``rows_of(first, last)`` a run at a time.
-
-        On a local disk, one file written in runs. On object storage, where one
-        request streams at the speed of one connection, the file is cut into
-        parts of :attr:`part_nbytes` that are written ``shuffle.parts-at-once`` at once.
-        """
+        """Write rows ``0:n_rows`` of ``variable`` in block ``block``, ``rows_of(first, last)`` a run at a time:
+        one file on a local disk, parts written ``shuffle.parts-at-once`` at once on object storage."""
         fs, root = tmp.fs, tmp.path
         if tmp.is_local:
             run = max(1, int_setting("shuffle.run-nbytes") // max(variable.row_nbytes, 1))
@@ -132,20 +121,14 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
             ranges.append((self._piece_path(root, variable, block, part), lo * size, hi * size))
         return ranges
 
-    def _read_piece_rows(self, tmp: Location, variable: Variable, block: int, start: int, stop: int) -> NDArray[Any]:
+    def _read_local_rows(self, tmp: Location, variable: Variable, block: int, start: int, stop: int) -> NDArray[Any]:
         if stop <= start:
             return _from_bytes(b"", variable)
-        ranges = self._piece_ranges(tmp, variable, block, start, stop)
-        if len(ranges) == 1:
-            path, lo, hi = ranges[0]
-            # By keyword: s3fs's cat_file takes a version id as its second positional argument.
-            return _from_bytes(tmp.fs.cat_file(path, start=lo, end=hi), variable)
-        paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
-        found = tmp.fs.cat_ranges(paths, starts, ends, on_error="return")
-        return _from_bytes(b"".join(_checked(paths, found)), variable)
+        [(path, lo, hi)] = self._piece_ranges(tmp, variable, block, start, stop)  # one file on a local disk
+        return _from_bytes(tmp.fs.cat_file(path, start=lo, end=hi), variable)
 
     def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> ArrayRows:
-        return {variable.name: self._read_piece_rows(tmp, variable, block, start, stop) for variable in self.variables}
+        return self.gather_pieces(tmp, [(block, start, stop)], np.arange(stop - start, dtype=np.intp))
 
     def gather_pieces(self, tmp: Location, reads: Sequence[tuple[int, int, int]], order: NDArray[np.intp]) -> ArrayRows:
         # Each read lands straight in its final rows: one copy of the group in
@@ -159,7 +142,7 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
             filled = 0
             for block, start, stop in reads:
                 if fetched is None:
-                    part = self._read_piece_rows(tmp, variable, block, start, stop)
+                    part = self._read_local_rows(tmp, variable, block, start, stop)
                 else:
                     part = _from_bytes(fetched.get((variable.name, block, start), b""), variable)
                 values[destination[filled : filled + len(part)]] = part
@@ -219,65 +202,12 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
         return list(self.identity)
 
 
-class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
-    """Zarr arrays that share their first dimension, shuffled together."""
-
-    def __init__(
-        self, *, sources: list[dict[str, zarr.Array[Any]]], blocks: list[tuple[int, int, int]], **common: Any
-    ) -> None:
-        super().__init__(**common)
-        self.sources = sources
-        self.blocks = blocks
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return tuple(stop - start for _, start, stop in self.blocks)
-
-    def read_block(self, block: int) -> ArrayRows:
-        source, start, stop = self.blocks[block]
-        run_nbytes = int_setting("shuffle.run-nbytes")
-        rows = {}
-        for name, array in self.sources[source].items():
-            with decoded_chunks(array, start, stop):
-                rows[name] = read_in_runs(array, start, stop, run_nbytes)
-        return rows
-
-    def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
-        n_rows = sum(self.block_lengths)
-        samples: dict[str, NDArray[Any] | None] = {}
-        for variable in self.variables:
-            # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
-            source = self.sources[0][variable.name]
-            rows = min(sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
-            with decoded_chunks(source, 0, rows):
-                samples[variable.name] = np.asarray(source[:rows])
-        return samples
-
-
-def open_zarr_sources(
-    src: SourceLike | Sequence[SourceLike],
-    *,
-    variables: Sequence[str] | None = None,
-    block_nbytes: int,
-    chunk_rows: int | None = None,
-    compressors: Any = "auto",
-    storage_options: dict[str, Any] | None = None,
-) -> ZarrFormat:
-    """Open and check every source; raise before anything is written."""
-    found = inspect_sources(src, variables=variables, block_nbytes=block_nbytes, storage_options=storage_options)
-    return ZarrFormat(**vars(found), chunk_rows=chunk_rows, compressors=compressors)
-
-
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:
     """The bytes of each read of ``paths``; the first error among them raised as an ``OSError``."""
     for path, data in zip(paths, found, strict=True):
         if isinstance(data, BaseException):
             raise data if isinstance(data, OSError) else OSError(f"Could not read piece {path!r}: {data}")
     return list(found)
-
-
-def _rows_between(values: NDArray[Any], first: int, last: int) -> NDArray[Any]:
-    return values[first:last]
 
 
 def _taken_between(values: NDArray[Any], order: NDArray[np.intp], first: int, last: int) -> NDArray[Any]:

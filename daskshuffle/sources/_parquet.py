@@ -75,13 +75,13 @@ def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str
     """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
 
     A file costs one look; a directory or a glob one more, a listing however
-    deep (on object storage each is a request). A name with glob characters
-    that exists as it is is read as that path, not matched as a glob. Files and directories whose
-    names start with ``.`` or ``_`` are left out, as every Parquet reader does.
+    deep (on object storage each is a request). A path that exists is that
+    path, whatever characters its name holds ("data[1]"); else a glob. Files and
+    directories whose names start with ``.`` or ``_`` are left out, as every
+    Parquet reader does.
     """
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
-    # A path that exists is that path, whatever characters its name holds ("data[1]"); else a glob.
     if _GLOB_CHARS & set(os.path.basename(text)) and not fs.exists(inner):
         matched = fs.glob(inner, detail=True)
         paths = sorted((path, int(info["size"])) for path, info in matched.items() if info["type"] == "file")
@@ -265,19 +265,6 @@ def unify_schemas(schemas: Sequence[pa.Schema], names: Sequence[str]) -> pa.Sche
     )
 
 
-def _expand_all(
-    items: list[str], storage_options: dict[str, Any] | None
-) -> tuple[list[tuple[str, Any, int]], Location]:
-    """The files of every ``src`` item (see :func:`_expand`), and where the first is: all on one filesystem."""
-    found = [entry for item in items for entry in _expand(item, storage_options)]
-    protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
-    if len(protocols) > 1:
-        raise DaskShuffleValueError(
-            f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
-        )
-    return found, Location.of(items[0], storage_options)
-
-
 @dataclass(frozen=True)
 class ParquetListing:
     """The Parquet files ``src`` names now, found by listing alone: no file is read."""
@@ -304,7 +291,13 @@ def list_parquet_sources(
     [(1, True)]
     """
     items = parse_sources(src, "Parquet file")
-    found, where = _expand_all(items, storage_options)
+    protocols = {type(Location.of(item, storage_options).fs).__name__ for item in items}
+    if len(protocols) > 1:
+        raise DaskShuffleValueError(
+            f"Expected every source on one filesystem. Got {sorted(protocols)} instead; copy them to one place first."
+        )
+    found = [entry for item in items for entry in _expand(item, storage_options)]
+    where = Location.of(items[0], storage_options)
     paths, fs = [path for path, _, _ in found], where.fs  # one look a file (on object storage, from the listing)
     return ParquetListing(
         found=found,

@@ -1,19 +1,37 @@
-"""Text files, one row per line: the piece files and the output file (the source is in ``_text_source``).
+"""Text files, one row per line: the piece files and the output files (the source is in ``_text_source``).
 
 Pass 1 writes each block's lines, in piece order, to one file ``<block>.lines``
 and their byte offsets to ``<block>.offsets``; the merge reads exactly the
-byte range of the piles it assembles and never searches for newlines again. The output
-is one file written under a temporary name next to the destination and renamed
-into place once complete: on a local disk the merge tasks write their bytes at
-known offsets of one preallocated file in parallel; elsewhere each task writes
-a part and the parts are concatenated at the end.
+byte range of the piles it assembles and never searches for newlines again.
+
+The output is written under a temporary name next to the destination and
+renamed into place once complete. One plain file on a local disk is written in
+place: the merge tasks write their bytes at known offsets of one preallocated
+file in parallel. Otherwise (object storage, several files, a compressed file)
+each merge task writes the part of its rows that falls in each file as one
+*part*, named by the file and the output line it starts at, and the files are
+the parts concatenated in order once every part is written.
+
+``n_output_files`` cuts the shuffled lines into that many files of near-equal
+numbers of lines (they differ by one line at most): file ``i`` holds lines
+``[i * n // n_files, (i + 1) * n // n_files)`` of the shuffled order, so each is
+itself a uniformly shuffled, uniformly chosen part of the input. An output
+named ``*.gz`` or ``*.zst`` is compressed. For gzip each part is compressed by
+its task (concatenated gzip members are one valid stream, which every gzip
+reader takes); zstd output is compressed as the parts are concatenated, on all
+cores, into one frame, because some zstd readers (Python's ``zstandard`` stream
+reader, and so fsspec) stop after the first frame.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import os
+import posixpath
 import shutil
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -37,7 +55,14 @@ from ._text_source import (
     take_lines,
 )
 
-__all__ = ["BlockCount", "TextFormat", "TextSource", "open_text_sources", "parse_delimiter", "parse_sources"]
+__all__ = [
+    "BlockCount",
+    "TextFormat",
+    "TextSource",
+    "open_text_sources",
+    "parse_delimiter",
+    "parse_sources",
+]
 
 _PARTIAL_SUFFIX = ".daskshuffle-partial"
 
@@ -69,24 +94,162 @@ class PieceSizes(NamedTuple):
         return cls(first, len(rows), rows[first:stop].astype(np.int64), nbytes[first:stop].astype(np.int64))
 
 
+def _compress(data: bytes | memoryview, compression: str | None) -> bytes | memoryview:
+    """``data`` as one gzip member or zstd frame (a whole stream), or as it is."""
+    if compression == "gzip":
+        return gzip.compress(data, compresslevel=6, mtime=0)
+    if compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).compress(data)
+    return data
+
+
+def _shard_starts(n_rows: int, n_files: int) -> NDArray[np.int64]:
+    """The first output line of every file, and ``n_rows``: ``n_files + 1`` near-equal steps."""
+    return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
+
+
 def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
     """The filesystem and path where the text file ``dst`` is written until it is complete (each file's own)."""
     partial = dst.with_suffix(_PARTIAL_SUFFIX)
     return partial.fs, partial.path
 
 
-class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
-    """Lines of text files, shuffled into one text file."""
+class TextFiles(Destination[Lines]):
+    """The text files a shuffle of lines writes: in place, or in parts concatenated at the end."""
 
-    kind = "text"
     moves_into_place = True  # written under a temporary name, renamed into place when complete
 
-    def __init__(self, source: TextSource, counts: Sequence[BlockCount]) -> None:
+    source: TextSource
+    #: Bytes of the whole output, header included.
+    n_bytes: int
+    #: The output files; none for the destination alone.
+    paths: tuple[Location, ...]
+    compression: str | None
+    #: Merge tasks compress gzip parts themselves; zstd is compressed once per file, at the end.
+    part_compression: str | None
+    #: The first output line of every file, and the number of lines.
+    starts: NDArray[np.int64]
+
+    def _in_place(self, dst: Location) -> bool:
+        """Whether the output is one plain file on a local disk, written in place rather than in parts."""
+        return dst.is_local and len(self.paths) <= 1 and self.compression is None
+
+    def write_alignment(self) -> int:
+        # Lines have no fixed size: every write starts at a pile boundary, whose byte offset is known.
+        return 1
+
+    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
+        fs, partial = _partial_path(dst)
+        if not self._in_place(dst):
+            fs.makedirs(partial, exist_ok=True)
+            return
+        os.makedirs(os.path.dirname(partial), exist_ok=True)
+        with _own.open_writer(partial, "an output being written") as file:  # never through a link placed there
+            file.write(self.source.header)
+            file.truncate(self.n_bytes)
+
+    def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
+        if not self._in_place(dst):
+            self._write_parts(dst, start, rows)
+            return
+        data = line_bytes(rows)
+        offset = int(piece_info.byte_offsets[np.searchsorted(piece_info.row_offsets, start)])
+        if offset + len(data) > self.n_bytes:
+            raise DaskShuffleValueError(
+                f"Expected the shuffled lines to total {self.n_bytes:,} bytes, as counted. Got more instead; "
+                "do not change a source while it is being shuffled."
+            )
+        descriptor = _own.open_file(_partial_path(dst)[1], os.O_WRONLY, "an output being written")
+        try:
+            written = 0
+            while written < len(data):
+                written += os.pwrite(descriptor, data[written:], offset + written)
+        finally:
+            os.close(descriptor)
+
+    def _write_parts(self, dst: Location, start: int, rows: Lines) -> None:
+        """Write the rows that fall in each output file as one part, named by the file and its first line."""
+        fs, partial = _partial_path(dst)
+        stop = start + len(rows)
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        for index in range(max(first, 0), len(self.starts) - 1):
+            a, b = max(start, int(self.starts[index])), min(stop, int(self.starts[index + 1]))
+            if a >= stop:
+                break
+            if b > a:
+                data = line_bytes(rows.slice(a - start, b - a))
+                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(_compress(data, self.part_compression)))
+
+    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
+        fs, partial = _partial_path(dst)
+        if self._in_place(dst):
+            os.replace(partial, dst.path)
+            return
+        paths = [path.path for path in self.paths] or [dst.path]
+        by_file: dict[int, list[str]] = {}
+        for part in sorted(fs.ls(partial, detail=False)):
+            by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
+        targets = [f"{partial}/{index:09d}.out" for index in range(len(paths))]
+        # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
+        with ThreadPoolExecutor(max_workers=min(4, len(paths))) as pool:
+            for done in [
+                pool.submit(self._concatenate, fs, by_file.get(index, []), target)
+                for index, target in enumerate(targets)
+            ]:
+                done.result()
+        for target, path in zip(targets, paths, strict=True):
+            if posixpath.dirname(path):
+                fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            fs.mv(target, path)
+        fs.rm(partial, recursive=True)
+
+    def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
+        """One output file: the header, then its parts in order."""
+        with fs.open(target, "wb") as file, self._writer(file) as out:
+            if self.source.header or not parts:
+                out.write(_compress(self.source.header, self.part_compression))
+            for part in parts:
+                with fs.open(part, "rb") as piece:
+                    shutil.copyfileobj(piece, out, _READ_NBYTES)
+
+    def _writer(self, file: Any) -> Any:
+        """Where a file's parts are written: ``file``, or a zstd stream into it."""
+        if self.compression != "zstd":
+            return contextlib.nullcontext(file)
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
+
+    def discard_destination(self, dst: Location) -> None:
+        fs, partial = _partial_path(dst)
+        if fs.exists(partial):
+            fs.rm(partial, recursive=True)
+
+
+class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
+    """Lines of text files, shuffled into the text files ``paths`` (the destination alone by default), compressed
+    with ``compression``."""
+
+    kind = "text"
+
+    def __init__(
+        self,
+        source: TextSource,
+        counts: Sequence[BlockCount],
+        paths: Sequence[Location] = (),
+        compression: str | None = None,
+    ) -> None:
         self.source = source
         self.counts: tuple[BlockCount, ...] | None = tuple(counts)
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
         # What a task needs to check its block against: 8 bytes a block.
         self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)
+        self.paths = tuple(paths)
+        self.compression = compression
+        self.part_compression = compression if compression == "gzip" else None
+        self.starts = _shard_starts(int(self.n_lines.sum()), max(len(self.paths), 1))
 
     def __getstate__(self) -> dict[str, Any]:
         # The counts are for planning, where the shuffle is planned; tasks carry only n_lines.
@@ -109,7 +272,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         if len(lines) != self.n_lines[block]:
             raise DaskShuffleValueError(
                 f"Expected {int(self.n_lines[block]):,} lines in block {block} of "
-                f"{self.source.files[self.source.block(block).file].path!r}, as counted. Got {len(lines):,} instead; "
+                f"{self.source.path_of(block)!r}, as counted. Got {len(lines):,} instead; "
                 "do not change a source while it is being shuffled."
             )
         return lines
@@ -119,11 +282,10 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
         for block, count in enumerate(self.counts or ()):
             nbytes = count.n_bytes + 8 * count.n_lines
             if nbytes > pile_nbytes:
-                path = self.source.files[self.source.block(block).file].path
                 raise DaskShuffleValueError(
                     f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). "
                     f"Got a block of {nbytes:,} bytes in memory ({count.n_bytes:,} bytes of text in {count.n_lines:,} "
-                    f"lines, plus 8 bytes a line for its offset) in {path!r} instead; raise pile_memory, "
+                    f"lines, plus 8 bytes a line for its offset) in {self.source.path_of(block)!r} instead; raise pile_memory, "
                     "or lower block_memory (a block also holds the rest of a line that runs past its end)."
                 )
 
@@ -187,60 +349,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], Destination[Lines]):
             row_offsets=np.concatenate([[0], np.cumsum(rows)]).astype(np.int64),
             byte_offsets=np.concatenate([[0], np.cumsum(nbytes)]).astype(np.int64) + header,
         )
-
-    # -- the destination -----------------------------------------------------
-    def write_alignment(self) -> int:
-        # Lines have no fixed size: every write starts at a pile boundary, whose byte offset is known.
-        return 1
-
-    def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial_path(dst)
-        if dst.is_local:
-            os.makedirs(os.path.dirname(partial), exist_ok=True)
-            with _own.open_writer(partial, "an output being written") as file:  # never through a link placed there
-                file.write(self.source.header)
-                file.truncate(self.n_bytes)
-        else:
-            fs.makedirs(partial, exist_ok=True)
-            if self.source.header:
-                fs.pipe_file(f"{partial}/{0:020d}.part", self.source.header)
-
-    def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
-        data = line_bytes(rows)
-        offset = int(piece_info.byte_offsets[np.searchsorted(piece_info.row_offsets, start)])
-        if offset + len(data) > self.n_bytes:
-            raise DaskShuffleValueError(
-                f"Expected the shuffled lines to total {self.n_bytes:,} bytes, as counted. Got more instead; "
-                "do not change a source while it is being shuffled."
-            )
-        fs, partial = _partial_path(dst)
-        if dst.is_local:
-            descriptor = _own.open_file(partial, os.O_WRONLY, "an output being written")
-            try:
-                written = 0
-                while written < len(data):
-                    written += os.pwrite(descriptor, data[written:], offset + written)
-            finally:
-                os.close(descriptor)
-        else:
-            fs.pipe_file(f"{partial}/{offset:020d}.part", bytes(data))
-
-    def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial_path(dst)
-        target = dst.path
-        if dst.is_local:
-            os.replace(partial, target)
-            return
-        with fs.open(target, "wb") as out:
-            for part in sorted(fs.ls(partial, detail=False)):
-                with fs.open(part, "rb") as file:
-                    shutil.copyfileobj(file, out, _READ_NBYTES)
-        fs.rm(partial, recursive=True)
-
-    def discard_destination(self, dst: Location) -> None:
-        fs, partial = _partial_path(dst)
-        if fs.exists(partial):
-            fs.rm(partial, recursive=True)
 
 
 def parse_sources(value: object, what: str = "text file") -> list[str]:

@@ -86,7 +86,7 @@ def read_sample(source: TextSource, block: int, lines: NDArray[np.int64]) -> Lin
     if len(lines) and int(lines[-1]) >= len(rows):
         raise DaskShuffleValueError(
             f"Expected at least {int(lines[-1]) + 1:,} lines in block {block} of "
-            f"{source.files[source.block(block).file].path!r}, as counted. Got {len(rows):,} instead; "
+            f"{source.path_of(block)!r}, as counted. Got {len(rows):,} instead; "
             "do not change a source while it is being sampled."
         )
     return take_lines(rows, lines)
@@ -144,18 +144,17 @@ def count_lines(
         counts = run(source.count_block, [(block,) for block in blocks], repr(key))
         return counts, None, len(counts)
     token = repr((*key, seed, head_count, replace))
+    kept = None
     if head_count * source.n_blocks <= int_setting("lines.one-pass-lines"):
         results = run(count_and_sample, [(source, block, head_count, seed, replace) for block in blocks], token)
-        counts = [count for count, _ in results]
-        n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
-        if not replace and head_count >= n_lines.sum():
-            return counts, None, len(results)
-        kept = [rows for _, rows in results]
-        return counts, finish_sample(kept, n_lines, head_count, seed, replace=replace), len(results)
-    counts = count_lines(source, run)[0]
+        counts, kept = [count for count, _ in results], [rows for _, rows in results]
+    else:
+        counts = count_lines(source, run)[0]
     n_lines = np.array([count.n_lines for count in counts], dtype=np.int64)
     if not replace and head_count >= n_lines.sum():
         return counts, None, len(counts)
+    if kept is not None:
+        return counts, finish_sample(kept, n_lines, head_count, seed, replace=replace), len(counts)
     plan = plan_sample(n_lines, head_count, seed, replace=replace)
     parts = run(read_sample, [(source, block, lines) for block, lines in plan], token)
     return counts, order_sample(parts, seed), len(counts) + len(plan)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import mmap
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
@@ -239,6 +239,10 @@ class TextSource:
         start = self._skip(index) + (block - int(self.first_blocks[index])) * self.block_nbytes
         return TextBlock(index, start, min(start + self.block_nbytes, file.size))
 
+    def path_of(self, block: int) -> str:
+        """The path of the file block ``block`` is in, for messages."""
+        return self.files[self.block(block).file].path
+
     def describe(self) -> list[str]:
         return [file.path for file in self.files]
 
@@ -276,67 +280,37 @@ class TextSource:
         return _line_start(handle, spec.start, size, self.delimiter), _line_start(handle, stop, size, self.delimiter)
 
     def _changed(self, block: int) -> DaskShuffleValueError:
-        path = self.files[self.block(block).file].path
         return DaskShuffleValueError(
-            f"Expected {path!r} to stay as it was when the shuffle started. Got a file of another size instead; "
-            "do not change a source while it is being shuffled."
+            f"Expected {self.path_of(block)!r} to stay as it was when the shuffle started. Got a file of another size "
+            "instead; do not change a source while it is being shuffled."
         )
 
-    def _chunks(self, block: int) -> Iterator[NDArray[np.uint8]]:
-        """The bytes of ``block``, a window of one reused buffer at a time (for counting)."""
-        spec = self.block(block)
-        buffer = bytearray(_COUNT_NBYTES)
-        view = np.frombuffer(buffer, dtype=np.uint8)
-        with self.files[spec.file].open() as handle:
-            if spec.stop is None:
-                remaining, skip = None, spec.start
-            else:
-                start, stop = self._range(handle, spec, spec.stop)
-                handle.seek(start)
-                remaining, skip = stop - start, 0
-            while remaining is None or remaining > 0:
-                wanted = _COUNT_NBYTES if remaining is None else min(_COUNT_NBYTES, remaining)
-                got = handle.readinto(memoryview(buffer)[:wanted])
-                if not got:
-                    if remaining is not None:
-                        raise self._changed(block)
-                    return
-                if remaining is not None:
-                    remaining -= got
-                if skip >= got:  # still inside the header of a compressed file
-                    skip -= got
-                    continue
-                yield view[skip:got]
-                skip = 0
-
-    def count_block(self, block: int) -> BlockCount:
-        """Count the lines of ``block`` (a task of the counting step)."""
-        n_lines = n_bytes = 0
-        end = last = ord(self.delimiter)
-        for chunk in self._chunks(block):
-            if len(chunk):
-                n_lines += int(np.count_nonzero(chunk == end))
-                n_bytes += len(chunk)
-                last = int(chunk[-1])
-        if last != end:
-            n_lines, n_bytes = n_lines + 1, n_bytes + 1
-        return BlockCount(n_lines, n_bytes)
-
-    def read_lines(self, block: int) -> Lines:
-        """Every line of ``block``, read with one request."""
+    def _read(self, block: int) -> bytes:
+        """The bytes of ``block``'s lines, read with one request, a newline after a final line that lacks one."""
         spec = self.block(block)
         with self.files[spec.file].open() as handle:
             if spec.stop is None:
-                data = handle.read()
-                if spec.start:
-                    data = data[spec.start :]
+                data = handle.read()[spec.start :]
             else:
                 start, stop = self._range(handle, spec, spec.stop)
                 handle.seek(start)
                 data = handle.read(stop - start)
                 if len(data) != stop - start:
                     raise self._changed(block)
-        return split_lines(with_final_newline(data, self.delimiter), self.delimiter)
+        return with_final_newline(data, self.delimiter)
+
+    def count_block(self, block: int) -> BlockCount:
+        """Count the lines of ``block`` (a task of the counting step)."""
+        view = np.frombuffer(self._read(block), dtype=np.uint8)
+        windows = range(0, len(view), _COUNT_NBYTES)
+        n_lines = sum(
+            int(np.count_nonzero(view[start : start + _COUNT_NBYTES] == ord(self.delimiter))) for start in windows
+        )
+        return BlockCount(n_lines, len(view))
+
+    def read_lines(self, block: int) -> Lines:
+        """Every line of ``block``, read with one request."""
+        return split_lines(self._read(block), self.delimiter)
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:

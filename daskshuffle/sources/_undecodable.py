@@ -26,7 +26,6 @@ import numpy as np
 
 from .._errors import DaskShuffleError, DaskShuffleValueError
 from ..storage import reaching
-from ._zarr_source import describe
 
 if TYPE_CHECKING:
     import zarr
@@ -36,6 +35,7 @@ __all__ = [
     "DecodedChunks",
     "decoded_chunks",
     "decoding",
+    "describe",
     "uncomputable",
     "undecodable",
     "undecodable_group",
@@ -44,6 +44,16 @@ __all__ = [
 
 #: What codecs raise for bytes they cannot decode.
 DECODE_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, ValueError, zlib.error)
+
+
+def describe(source: zarr.Group | zarr.Array[Any]) -> str:
+    """The URL of a group or array, for messages, metadata and overlap checks."""
+    store, path = source.store, source.store_path.path
+    fs = getattr(store, "fs", None)
+    if fs is None:  # a LocalStore or MemoryStore spells itself as a URL
+        return str(source.store_path)
+    root = fs.unstrip_protocol(getattr(store, "path", "")).rstrip("/")
+    return f"{root}/{path}" if path else root
 
 
 def undecodable(what: str, error: BaseException) -> DaskShuffleValueError:

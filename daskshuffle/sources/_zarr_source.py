@@ -1,4 +1,4 @@
-"""Zarr sources: open and check groups and arrays, cut them into blocks, read a block.
+"""Zarr sources: open and check groups and arrays, cut them into blocks, read a block (:class:`ZarrFormat`).
 
 Every check runs here, before anything is written: the arrays exist, share
 their first dimension and hold fixed-size values, and several sources hold the
@@ -10,16 +10,19 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
+from .._config import int_setting
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, StorageAccessError
-from ..formats import ARRAY_KINDS, Variable
-from ..pilestore import METADATA_KEY
+from ..formats import ARRAY_KINDS, ArrayRows, FileSource, Variable, read_in_runs
+from ..pilestore import METADATA_KEY, sample_rows
 from ..plan import block_rows
 from ..storage import Location, identify_files, identify_tree
+from ._arrays import ArrayFormat
+from ._undecodable import decoded_chunks, describe
 
 if TYPE_CHECKING:
     import zarr
@@ -28,28 +31,17 @@ __all__ = [
     "LISTED_CHUNKS",
     "ROW_DIMENSION",
     "SourceLike",
-    "ZarrSources",
+    "ZarrFormat",
     "check_rows",
-    "describe",
     "identify_paths",
     "identify_zarr",
-    "inspect_sources",
+    "open_zarr_sources",
     "select_variables",
 ]
 
 T = TypeVar("T")
 
 SourceLike: TypeAlias = "str | os.PathLike[str] | zarr.Group | zarr.Array[Any]"
-
-
-def describe(source: zarr.Group | zarr.Array[Any]) -> str:
-    """The URL of a group or array, for messages, metadata and overlap checks."""
-    store, path = source.store, source.store_path.path
-    fs = getattr(store, "fs", None)
-    if fs is None:  # a LocalStore or MemoryStore spells itself as a URL
-        return str(source.store_path)
-    root = fs.unstrip_protocol(getattr(store, "path", "")).rstrip("/")
-    return f"{root}/{path}" if path else root
 
 
 def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array[Any]:
@@ -296,26 +288,50 @@ def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | Non
     return entries
 
 
-@dataclass(frozen=True)
-class ZarrSources:
-    """Checked sources: their arrays, the shuffled variables, the blocks ``(source, start, stop)``: a
-    :class:`~._zarr.ZarrFormat`'s arguments but its destination's."""
+class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
+    """Zarr arrays that share their first dimension, shuffled together."""
 
-    sources: list[dict[str, zarr.Array[Any]]]
-    variables: list[Variable]
-    blocks: list[tuple[int, int, int]]
-    source_names: list[str]
-    group_attrs: dict[str, Any]
-    identity: list[dict[str, Any]]
+    def __init__(
+        self, *, sources: list[dict[str, zarr.Array[Any]]], blocks: list[tuple[int, int, int]], **common: Any
+    ) -> None:
+        super().__init__(**common)
+        self.sources = sources
+        self.blocks = blocks
+
+    @property
+    def block_lengths(self) -> tuple[int, ...]:
+        return tuple(stop - start for _, start, stop in self.blocks)
+
+    def read_block(self, block: int) -> ArrayRows:
+        source, start, stop = self.blocks[block]
+        run_nbytes = int_setting("shuffle.run-nbytes")
+        rows = {}
+        for name, array in self.sources[source].items():
+            with decoded_chunks(array, start, stop):
+                rows[name] = read_in_runs(array, start, stop, run_nbytes)
+        return rows
+
+    def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
+        n_rows = sum(self.block_lengths)
+        samples: dict[str, NDArray[Any] | None] = {}
+        for variable in self.variables:
+            # The first chunk (or SAMPLE_NBYTES of it): one read, which also finds a source that cannot be read.
+            source = self.sources[0][variable.name]
+            rows = min(sample_rows(variable.row_nbytes, n_rows), int(source.chunks[0]))
+            with decoded_chunks(source, 0, rows):
+                samples[variable.name] = np.asarray(source[:rows])
+        return samples
 
 
-def inspect_sources(
+def open_zarr_sources(
     src: SourceLike | Sequence[SourceLike],
     *,
-    variables: Sequence[str] | None,
+    variables: Sequence[str] | None = None,
     block_nbytes: int,
-    storage_options: dict[str, Any] | None,
-) -> ZarrSources:
+    chunk_rows: int | None = None,
+    compressors: Any = "auto",
+    storage_options: dict[str, Any] | None = None,
+) -> ZarrFormat:
     """Open and check every source; raise before anything is written."""
     import zarr
 
@@ -342,7 +358,7 @@ def inspect_sources(
     group_attrs: dict[str, Any] = {}
     if isinstance(opened[0], zarr.Group):
         group_attrs = {key: value for key, value in opened[0].attrs.asdict().items() if key != METADATA_KEY}
-    return ZarrSources(
+    return ZarrFormat(
         sources=sources,
         variables=_name_dimensions([described[0][name] for name in names]),
         blocks=blocks,
@@ -353,4 +369,6 @@ def inspect_sources(
             for source, arrays in zip(opened, sources, strict=True)
             for entry in identify_zarr(source, arrays, storage_options)
         ],
+        chunk_rows=chunk_rows,
+        compressors=compressors,
     )
