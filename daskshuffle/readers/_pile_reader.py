@@ -174,15 +174,6 @@ class PileReader(ABC, Generic[Rows]):
         """
         return None
 
-    def start_pile(self, pile: int) -> Any:
-        """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
-
-        The loader's consumer and its background thread then share the read
-        (:meth:`~daskshuffle.loader._reads.LoaderReads.read`). By default ``None``:
-        the pile is read whole by :meth:`read_pile` in one thread.
-        """
-        return None
-
     def cancel_reads(self, threads: str | None = None) -> None:
         """Stop the reads under way started by threads named ``threads...`` (every read by default).
 

@@ -258,7 +258,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return self._start(start, stop, None).result()
 
     def read_pile(self, pile: int) -> ArrayRows:
-        return self.start_pile(pile).result()
+        offsets = self._offsets
+        return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile).result()
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
         """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all.
@@ -285,23 +286,12 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
         return {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
 
-    def start_pile(self, pile: int, out: ArrayRows | None = None) -> RowsRead:
-        """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it.
-
-        ``out``: arrays of the pile's length to read into, rather than arrays of the reader's own.
-        """
-        offsets = self._offsets
-        return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile, out)
-
-    def _start(self, start: int, stop: int, pile: int | None, out: ArrayRows | None = None) -> RowsRead:
+    def _start(self, start: int, stop: int, pile: int | None) -> RowsRead:
         """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them."""
         stop = max(start, min(stop, self.n_rows))
         # On a remote store every file of the read is requested at once, not variable by variable.
         self.fetch(start, stop)
-        rows: ArrayRows = {
-            name: self._empty(chunks, stop - start) if out is None else out[name]
-            for name, chunks in self._chunks.items()
-        }
+        rows = {name: self._empty(chunks, stop - start) for name, chunks in self._chunks.items()}
         return self._started(RowsRead(self._files, rows, self._tasks(start, stop, rows), pile))
 
     def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:

@@ -2,14 +2,11 @@
 
 A read is a list of tasks, each the chunk files of one variable that hold some
 of its rows (:class:`~daskshuffle.readers._zarr_chunks.ChunkFiles` reads them).
-Any thread may take a task: the one that started the read, a reader's pool, or
-a loader's consumer that needs the rows now. A pile of a store with several
-generations is one read in each generation, into one set of arrays.
+Any thread may take a task: the one that started the read, or a reader's pool.
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
 from typing import Any
 
@@ -19,7 +16,7 @@ from ..formats import ArrayRows
 from ._pile_reader import ReadCancelledError
 from ._zarr_chunks import ChunkFiles, Chunks
 
-__all__ = ["RowsRead", "Task", "UnionRead"]
+__all__ = ["RowsRead", "Task"]
 
 
 #: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
@@ -55,14 +52,14 @@ class RowsRead:
     def n_tasks(self) -> int:
         return len(self._tasks)
 
-    def help(self, limit: int | None = None) -> bool:
-        """Run the tasks no thread has taken yet (at most ``limit`` of them); whether some may be left."""
-        for _ in itertools.repeat(None) if limit is None else range(limit):
+    def help(self) -> None:
+        """Run the tasks no thread has taken yet."""
+        while True:
             with self._taking:
                 index = self._taken
                 self._taken += 1
             if index >= len(self._tasks):
-                return False
+                return
             try:
                 if not self._errors:  # after an error the rows are lost: skip the rest
                     self._files.read(*self._tasks[index], self._pile)
@@ -73,7 +70,6 @@ class RowsRead:
                     self._left -= 1
                     if self._left == 0:
                         self._finished.notify_all()
-        return True
 
     def cancel(self) -> None:
         """Run no task not yet begun: :meth:`result` raises :class:`ReadCancelledError` once those under way end."""
@@ -86,21 +82,4 @@ class RowsRead:
             self._finished.wait_for(lambda: self._left == 0)
         if self._errors:
             raise self._errors[0]
-        return self.rows
-
-
-class UnionRead:
-    """The reads of one pile in several generations, into one set of arrays: threads help with any of them."""
-
-    def __init__(self, rows: ArrayRows, reads: list[RowsRead]) -> None:
-        self.rows = rows
-        self._reads = reads
-
-    def help(self, limit: int | None = None) -> bool:
-        """Run tasks no thread has taken yet (at most ``limit``); whether some may be left."""
-        return any(read.help(limit) and limit is not None for read in self._reads)
-
-    def result(self) -> ArrayRows:
-        for read in self._reads:
-            read.result()
         return self.rows
