@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import GENERATIONS_KEY, generation_location, metadata_disagrees, read_root
 from ..storage import Location
@@ -35,7 +34,8 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
     ) -> None:
         self.metadata = read_root(location, metadata)
         self.generations: list[ZarrPileReader] = []
-        try:
+        # A generation the root listed, gone or replaced since (compact, evict): no damage, a store that changed.
+        with Opened.of(location, self.metadata).unchanged(self.store):
             for entry in self.metadata[GENERATIONS_KEY]:
                 reader = ZarrPileReader(
                     generation_location(location, entry["path"]),
@@ -46,15 +46,6 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
                 reader.watch(location, self.metadata)  # a failed read looks at the root, which lists the generations
                 self.generations.append(reader)
             self._check_generations()
-        except (IncompletePileStoreError, CorruptPileStoreError) as error:
-            # A generation the root listed, gone or replaced since (compact, evict): no damage, a store that changed.
-            changed = Opened.of(location, self.metadata).changed()
-            if changed is None or isinstance(error, StoreChangedError):
-                raise
-            raise StoreChangedError(
-                f"Expected pile store {self.store!r} to keep the generations its root listed while they were opened. "
-                f"Got {changed} instead ({error}); open it again."
-            ) from error
         self._offsets = np.asarray([reader.pile_offsets for reader in self.generations], dtype=np.int64)
         self._union = self.pile_offsets
 

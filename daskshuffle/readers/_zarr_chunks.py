@@ -14,6 +14,7 @@ variable, the chunk's rows and the file; a file the storage did not serve
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from .._errors import CorruptPileStoreError, StoreChangedError
+from .._errors import CorruptPileStoreError
 from ..formats import ARRAY_KINDS, crc32c
 from ..storage import Fetches, StoreCache, crash_point, storage_failure
 from ._opened import Opened
@@ -168,18 +169,8 @@ class ChunkFiles:
         (looked at only then).
         """
         crash_point("chunk read")
-        try:
+        with contextlib.nullcontext() if self.opened is None else self.opened.unchanged(self.store):
             self._read(chunks, out, first, last, start, stop, pile)
-        except StoreChangedError:
-            raise
-        except CorruptPileStoreError as error:
-            changed = self.opened.changed() if self.opened is not None else None
-            if changed is None:
-                raise
-            raise StoreChangedError(
-                f"Expected pile store {self.store!r} as it was opened. Got {changed} instead ({error}); open a new "
-                "PileLoader (or reader) to read the store as it is now."
-            ) from error
 
     def _read(
         self, chunks: Chunks, out: NDArray[Any], first: int, last: int, start: int, stop: int, pile: int | None

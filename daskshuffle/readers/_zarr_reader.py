@@ -29,6 +29,7 @@ variable and the file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import weakref
@@ -40,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
+from .._errors import CorruptPileStoreError, IncompletePileStoreError
 from .._threads import LazyPool
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import (
@@ -94,21 +95,13 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         metadata: Mapping[str, Any] | None = None,
         group: zarr.Group | None = None,
     ) -> None:
-        given = metadata is not None
+        given = metadata is not None  # a generation's, whose root the generations reader watches
         group, metadata = open_store(location, self.store, metadata, group)
         self.metadata = metadata
-        try:
+        # Arrays gone or metadata that disagrees with them, after the metadata was read: a compaction or a new
+        # shuffle may have replaced the store meanwhile.
+        with contextlib.nullcontext() if given else Opened.of(location, metadata).unchanged(self.store):
             self._open_variables(location, group, variables, threads)
-        except (IncompletePileStoreError, CorruptPileStoreError) as error:
-            # Arrays gone or metadata that disagrees with them, after the metadata was read: a compaction or a
-            # new shuffle may have replaced the store meanwhile, which is no damage (a generation's root looks).
-            changed = None if given else Opened.of(location, metadata).changed()
-            if changed is None:
-                raise
-            raise StoreChangedError(
-                f"Expected pile store {self.store!r} to stay as it was while it was opened. Got {changed} instead "
-                f"({error}); open it again."
-            ) from error
 
     def watch(self, root: Location, metadata: Mapping[str, Any]) -> None:
         """Tell a failed read of a store changed since it was opened (root ``metadata`` at ``root``) from damage."""
