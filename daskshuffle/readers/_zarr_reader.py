@@ -8,9 +8,7 @@ file with one call (``os.preadv`` straight into the output array for a local
 file stored without compressor; ``fsspec`` ``cat_ranges`` of many files at
 once on any other filesystem), verifies each chunk's crc32c, decodes with
 numcodecs, and checks every size (all of which is ``_zarr_chunks``). File reads, crc32c of large buffers and decoding
-release the GIL, so the loader's prefetch threads read piles in parallel; a
-reader opened with ``threads=k`` also spreads the chunks of one read over a
-pool of ``k`` threads of its own (not the default: no faster on 2 cores).
+release the GIL, so the loader's prefetch threads read piles in parallel.
 
 Every variable of a pile store is read so, whatever it holds (numbers or
 fixed-length strings) and however it is encoded: the pipeline a shuffle
@@ -42,7 +40,6 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._errors import CorruptPileStoreError, IncompletePileStoreError
-from .._threads import LazyPool
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import (
     LAYOUT_KEY,
@@ -71,9 +68,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     """A complete Zarr pile store, opened read-only.
 
     Safe to use from several threads at once, and to pickle (into torch
-    ``DataLoader`` workers). Reads run in the caller's thread; with
-    ``threads=k`` the chunks of one read are spread over a pool of ``k``
-    threads, made again after pickling, which :meth:`close` (or ``with``) joins.
+    ``DataLoader`` workers). Reads run in the caller's thread.
 
     Examples
     --------
@@ -91,7 +86,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         location: Location,
         variables: Sequence[str] | None,
         *,
-        threads: int = 0,
         metadata: Mapping[str, Any] | None = None,
         group: zarr.Group | None = None,
     ) -> None:
@@ -101,15 +95,13 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         # Arrays gone or metadata that disagrees with them, after the metadata was read: a compaction or a new
         # shuffle may have replaced the store meanwhile.
         with contextlib.nullcontext() if given else Opened.of(location, metadata).unchanged(self.store):
-            self._open_variables(location, group, variables, threads)
+            self._open_variables(location, group, variables)
 
     def watch(self, root: Location, metadata: Mapping[str, Any]) -> None:
         """Tell a failed read of a store changed since it was opened (root ``metadata`` at ``root``) from damage."""
         self._files.opened = Opened.of(root, metadata)
 
-    def _open_variables(
-        self, location: Location, group: zarr.Group, variables: Sequence[str] | None, threads: int
-    ) -> None:
+    def _open_variables(self, location: Location, group: zarr.Group, variables: Sequence[str] | None) -> None:
         """Open the arrays of ``variables`` and check them against the metadata, with their chunks' records."""
         import zarr
 
@@ -167,9 +159,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         for name, table in tables.items():
             self._chunks[name] = dataclasses.replace(self._chunks[name], expected=table)
         self._files.opened = Opened.of(location, metadata)
-        self.threads = threads
-        # The chunks of one variable are read in tasks of about this many bytes, spread over the threads that help
-        # (``daskshuffle.config``: local files' tasks are shared with a consumer that needs the rows now).
+        # The chunks of one variable are read in tasks of about this many bytes: a cancelled read stops after one.
         self._task_nbytes = int_setting(
             "zarr-reader.local-task-nbytes" if self._files.local else "zarr-reader.task-nbytes"
         )
@@ -178,7 +168,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._spare: dict[str, list[NDArray[Any]]] = {}
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
-        self._start_pool()
+        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
+        self._under_way: weakref.WeakSet[RowsRead] = weakref.WeakSet()
         self._datasets: Callable[[ArrayRows], Any] | None = None
         if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
@@ -186,30 +177,20 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             self._datasets = DatasetBatches(location, names)
 
     # -- pickling and closing ------------------------------------------------------
-    def _start_pool(self) -> None:
-        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
-        self._under_way: weakref.WeakSet[RowsRead] = weakref.WeakSet()
-        self._pool = LazyPool(self.threads, "zarr-reader")
-        # One finalizer for the reader's life, whatever pools it makes: it holds the pool, not the reader.
-        self._finalizer = weakref.finalize(self, self._pool.shutdown, False)
-
     def __getstate__(self) -> dict[str, Any]:
         state = {**self.__dict__, "_lock": None, "_spare": {}}
-        del state["_pool"], state["_finalizer"], state["_under_way"]
+        del state["_under_way"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-        self._start_pool()
+        self.__dict__.update(state, _lock=threading.Lock(), _under_way=weakref.WeakSet())
 
     def close(self) -> None:
-        """Join the reader's threads and let go of the arrays kept for reuse. Reading again starts new ones."""
+        """Stop the fetches and let go of the arrays kept for reuse."""
         if self._fetches is not None:
             self._fetches.clear()
         with self._lock:
             self._spare = {}
-        self._pool.shutdown()
 
     @property
     def decodes(self) -> bool:  # type: ignore[override]
@@ -242,9 +223,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             key = str(self.metadata["fingerprint"])
             run = self.metadata.get(RUN_KEY)
             self._files.cache = cache.for_store(key if run is None else f"{key}-{run}")
-
-    def owns_thread(self) -> bool:
-        return self._pool.owns() or super().owns_thread()
 
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
@@ -304,8 +282,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def cancel_reads(self, threads: str | None = None) -> None:
         """Stop the reads under way started by threads named ``threads...`` (by default every read).
 
-        The chunk files no thread has begun are not read, and each read
-        raises. For a loader's reads ahead that nobody waits for any more (a
+        The chunk files not begun are not read, and each read raises. For a loader's reads ahead that nobody waits for any more (a
         group of units is a hundred files or more): they stop after the file
         each is reading, rather than read the rest for nobody, and the reads
         of the loader's other iterations go on.
@@ -316,13 +293,9 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             read.cancel()
 
     def _started(self, read: RowsRead) -> RowsRead:
-        """``read``, with the reader's own threads (``threads=k``) helping with it, counted as under way."""
+        """``read``, counted as under way (:meth:`cancel_reads`)."""
         with self._lock:
             self._under_way.add(read)
-        if self.threads > 0 and read.n_tasks > 1:
-            pool = self._pool.get()
-            for _ in range(min(self.threads, read.n_tasks - 1)):
-                pool.submit(read.help)
         return read
 
     def _empty(self, chunks: Chunks, n_rows: int, capacity: int | None = None) -> NDArray[Any]:

@@ -1,8 +1,7 @@
-"""Reads of a Zarr pile store's rows that several threads share, and a reader's own pool of threads.
+"""Reads of a Zarr pile store's rows that another thread may cancel.
 
 A read is a list of tasks, each the chunk files of one variable that hold some
 of its rows (:class:`~daskshuffle.readers._zarr_chunks.ChunkFiles` reads them).
-Any thread may take a task: the one that started the read, or a reader's pool.
 """
 
 from __future__ import annotations
@@ -25,14 +24,9 @@ Task = tuple[Chunks, NDArray[Any], int, int, int, int]
 
 
 class RowsRead:
-    """Rows being read by tasks (chunk files of a variable, for a run of rows) that any thread may run.
+    """Rows being read, task after task (chunk files of a variable, for a run of rows), in the thread that asks for them.
 
-    The thread that started the read runs them in :meth:`result`; so may a
-    reader's pool (:meth:`help`). Each task is taken
-    once, under a lock (``next`` of an ``itertools.count`` is atomic only
-    under the GIL, not on free-threaded Python); an error is kept and raised
-    by :meth:`result` once no task runs, since every task writes into the
-    rows.
+    :meth:`cancel`, from any thread, stops the read after the task under way.
     """
 
     def __init__(self, files: ChunkFiles, rows: ArrayRows, tasks: list[Task], pile: int | None) -> None:
@@ -42,44 +36,16 @@ class RowsRead:
         self._files = files
         self._tasks = tasks
         self._pile = pile
-        self._taken = 0  # the next task to take
-        self._taking = threading.Lock()
-        self._left = len(tasks)
-        self._finished = threading.Condition()
-        self._errors: list[BaseException] = []
-
-    @property
-    def n_tasks(self) -> int:
-        return len(self._tasks)
-
-    def help(self) -> None:
-        """Run the tasks no thread has taken yet."""
-        while True:
-            with self._taking:
-                index = self._taken
-                self._taken += 1
-            if index >= len(self._tasks):
-                return
-            try:
-                if not self._errors:  # after an error the rows are lost: skip the rest
-                    self._files.read(*self._tasks[index], self._pile)
-            except BaseException as error:
-                self._errors.append(error)
-            finally:
-                with self._finished:
-                    self._left -= 1
-                    if self._left == 0:
-                        self._finished.notify_all()
+        self._cancelled = False
 
     def cancel(self) -> None:
-        """Run no task not yet begun: :meth:`result` raises :class:`ReadCancelledError` once those under way end."""
-        self._errors.append(ReadCancelledError("The read was cancelled: whoever asked for these rows has gone."))
+        """Run no task not yet begun: :meth:`result` raises :class:`ReadCancelledError` instead."""
+        self._cancelled = True
 
     def result(self) -> ArrayRows:
-        """The rows, once every task is done (helping until then); the first error if one failed."""
-        self.help()
-        with self._finished:
-            self._finished.wait_for(lambda: self._left == 0)
-        if self._errors:
-            raise self._errors[0]
+        """The rows, once every task is done."""
+        for task in self._tasks:
+            if self._cancelled:
+                raise ReadCancelledError("The read was cancelled: whoever asked for these rows has gone.")
+            self._files.read(*task, self._pile)
         return self.rows
