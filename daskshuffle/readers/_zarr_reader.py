@@ -226,24 +226,31 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
-        return self._start(start, stop, None).result()
+        return self._read([(start, stop)], None)
 
     def read_pile(self, pile: int) -> ArrayRows:
         offsets = self._offsets
-        return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile).result()
+        return self._read([(int(offsets[pile]), int(offsets[pile + 1]))], pile, self._largest_pile)
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
-        """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all.
+        """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all."""
+        return self._read(runs, None) if runs else super().read_runs(runs)
 
-        The arrays hold as many rows as the longest run times the runs, so that
-        they take any later group of as many units once recycled.
+    def chunk_rows(self) -> dict[str, tuple[int, int]]:
+        return {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
+
+    def _read(self, runs: Sequence[tuple[int, int]], pile: int | None, capacity: int = 0) -> ArrayRows:
+        """Rows of each of ``runs`` (of ``pile``, if one), read one after the other into one set of arrays.
+
+        The arrays hold at least ``capacity`` rows (a pile's: the largest pile's)
+        and as many as the longest run times the runs, so that they take any
+        later pile, or group of as many units, once recycled. On a remote
+        store every file of the read is requested at once, not variable by variable.
         """
-        if not runs:
-            return super().read_runs(runs)
         runs = [(start, max(start, min(stop, self.n_rows))) for start, stop in runs]
         n_rows = sum(stop - start for start, stop in runs)
-        capacity = max(stop - start for start, stop in runs) * len(runs)
-        rows = {name: self._empty(chunks, n_rows, capacity=capacity) for name, chunks in self._chunks.items()}
+        capacity = max(capacity, max(stop - start for start, stop in runs) * len(runs))
+        rows = {name: self._empty(chunks, n_rows, capacity) for name, chunks in self._chunks.items()}
         for start, stop in runs:
             self.fetch(start, stop)
         tasks: list[Task] = []
@@ -252,18 +259,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             out = {name: values[first : first + stop - start] for name, values in rows.items()}
             tasks += self._tasks(start, stop, out)
             first += stop - start
-        return self._started(RowsRead(self._files, rows, tasks, None)).result()
-
-    def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        return {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
-
-    def _start(self, start: int, stop: int, pile: int | None) -> RowsRead:
-        """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them."""
-        stop = max(start, min(stop, self.n_rows))
-        # On a remote store every file of the read is requested at once, not variable by variable.
-        self.fetch(start, stop)
-        rows = {name: self._empty(chunks, stop - start) for name, chunks in self._chunks.items()}
-        return self._started(RowsRead(self._files, rows, self._tasks(start, stop, rows), pile))
+        return self._started(RowsRead(self._files, rows, tasks, pile)).result()
 
     def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
         """The tasks that read rows ``start:stop`` of every variable into ``rows``."""
@@ -298,11 +294,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             self._under_way.add(read)
         return read
 
-    def _empty(self, chunks: Chunks, n_rows: int, capacity: int | None = None) -> NDArray[Any]:
+    def _empty(self, chunks: Chunks, n_rows: int, capacity: int) -> NDArray[Any]:
         """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.
 
-        A new one holds ``capacity`` rows, by default the largest pile's, so that any pile fits in it once recycled;
-        the spare ones too small for ``n_rows`` are let go then, rather than held beside it.
+        A new one holds ``capacity`` rows (at least ``n_rows``); the spare ones too small for ``n_rows`` are let go
+        then, rather than held beside it.
         """
         with self._lock:
             spare = self._spare.get(chunks.name, [])
@@ -310,8 +306,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 if len(values) >= n_rows:
                     return spare.pop(position)[:n_rows]
             spare.clear()
-        rows = max(n_rows, self._largest_pile if capacity is None else capacity)
-        return np.empty((rows, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
+        return np.empty((capacity, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
 
     def recycle(self, rows: ArrayRows) -> None:
         """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
