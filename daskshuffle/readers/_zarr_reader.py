@@ -259,7 +259,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             out = {name: values[first : first + stop - start] for name, values in rows.items()}
             tasks += self._tasks(start, stop, out)
             first += stop - start
-        return self._started(RowsRead(self._files, rows, tasks, pile)).result()
+        read = RowsRead(self._files, rows, tasks, pile)
+        with self._lock:
+            self._under_way.add(read)  # for cancel_reads
+        return read.result()
 
     def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
         """The tasks that read rows ``start:stop`` of every variable into ``rows``."""
@@ -287,12 +290,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             reads = [read for read in self._under_way if threads is None or read.owner.startswith(threads)]
         for read in reads:
             read.cancel()
-
-    def _started(self, read: RowsRead) -> RowsRead:
-        """``read``, counted as under way (:meth:`cancel_reads`)."""
-        with self._lock:
-            self._under_way.add(read)
-        return read
 
     def _empty(self, chunks: Chunks, n_rows: int, capacity: int) -> NDArray[Any]:
         """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.
