@@ -203,22 +203,14 @@ def test_the_loader_reads_each_row_a_bounded_number_of_times(
     counts = np.zeros(N_ROWS, dtype=np.int64)
     reader_class = type(open_pile_reader(store[0]))
     read_rows, read_pile = reader_class.read_rows, reader_class.read_pile
-    start_pile = getattr(reader_class, "start_pile", None)
 
     def counting_rows(self: object, start: int, stop: int) -> object:
         counts[start:stop] += 1
         return read_rows(self, start, stop)  # type: ignore[arg-type]
 
-    def count_pile(self: object, pile: int) -> None:
+    def counting_pile(self: object, pile: int) -> object:
         offsets = self.pile_offsets  # type: ignore[attr-defined]
         counts[offsets[pile] : offsets[pile + 1]] += 1
-
-    def counting_start(self: object, pile: int) -> object:  # the Zarr reader reads a whole pile through this
-        count_pile(self, pile)
-        return start_pile(self, pile)  # type: ignore[misc]
-
-    def counting_pile(self: object, pile: int) -> object:
-        count_pile(self, pile)
         return read_pile(self, pile)  # type: ignore[arg-type]
 
     own_runs = reader_class.read_runs
@@ -233,10 +225,7 @@ def test_the_loader_reads_each_row_a_bounded_number_of_times(
     monkeypatch.setattr(reader_class, "read_rows", counting_rows)
     if own_runs is not PileReader.read_runs:
         monkeypatch.setattr(reader_class, "read_runs", counting_runs)
-    if start_pile is not None:
-        monkeypatch.setattr(reader_class, "start_pile", counting_start)
-    else:
-        monkeypatch.setattr(reader_class, "read_pile", counting_pile)
+    monkeypatch.setattr(reader_class, "read_pile", counting_pile)
     with loader(store, name, prefetch="0B") as opened:
         opened.set_epoch(1)
         for _ in opened.iter_batches(1):

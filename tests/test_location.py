@@ -25,7 +25,7 @@ def test_local_path_is_made_absolute_and_drops_options(tmp_path: Path, monkeypat
     location = Location.of("link/store.zarr", OPTIONS)
     assert location.url == os.path.realpath(tmp_path / "real" / "store.zarr")
     assert str(location) == location.url and location.path == location.url
-    assert location.options is None and location.zarr_options is None
+    assert location.options is None
     assert isinstance(location.fs, LocalFileSystem)
     assert location.protocol == "file"
     assert location.is_local and location.can_rename
@@ -39,7 +39,7 @@ def test_memory_url_takes_fsspecs_spelling() -> None:
     assert location.url == "memory:///location-test/a"
     assert location.path == "/location-test/a"
     assert isinstance(location.fs, MemoryFileSystem)
-    assert location.options == OPTIONS and location.zarr_options == OPTIONS
+    assert location.options == OPTIONS
     assert not location.is_local and not location.can_rename and not location.is_object_store
     assert not location.conditional_writes and location.protocol == "memory"
 
@@ -119,7 +119,7 @@ def test_s3(s3: Any) -> None:
     assert location.url == f"s3://{s3.bucket}/store.zarr"
     assert location.path == f"{s3.bucket}/store.zarr"
     assert location.is_object_store and location.conditional_writes and not location.can_rename
-    assert location.zarr_options == s3.storage_options
+    assert location.options == s3.storage_options
     location.check("dst")
     location.join("a").fs.pipe_file(location.join("a").path, b"abc")
     again = pickle.loads(pickle.dumps(location))

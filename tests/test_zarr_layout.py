@@ -289,17 +289,16 @@ def test_reader_of_an_xarray_pile_store(tmp_path: Path) -> None:
 
 
 def test_reader_pickles_and_reads_after(mixed: str) -> None:
-    reader = ZarrPileReader(mixed, threads=2)
-    reader.read_pile(0)  # starts its pool
+    reader = ZarrPileReader(mixed)
+    reader.read_pile(0)
     copy = pickle.loads(pickle.dumps(reader))
     assert_same(copy.read_pile(1), reader.read_pile(1))
     reader.close()
     copy.close()
 
 
-@pytest.mark.parametrize("threads", [0, 2])
-def test_reader_is_safe_across_threads(mixed: str, threads: int) -> None:
-    reader = ZarrPileReader(mixed, threads=threads)
+def test_reader_is_safe_across_threads(mixed: str) -> None:
+    reader = ZarrPileReader(mixed)
     offsets = reader.pile_offsets
     expected = [zarr_rows(mixed, int(offsets[p]), int(offsets[p + 1])) for p in range(N_PILES)]
     errors: list[BaseException] = []
@@ -318,36 +317,6 @@ def test_reader_is_safe_across_threads(mixed: str, threads: int) -> None:
         thread.join()
     reader.close()
     assert errors == []
-    assert not [t for t in threading.enumerate() if t.name.startswith("daskshuffle-zarr-reader")]
-
-
-def test_reader_closed_from_its_own_pool_thread_does_not_join_itself(mixed: str) -> None:
-    reader = ZarrPileReader(mixed, threads=2)
-    first = reader.read_pile(0)  # starts its pool
-    pool = reader._pool.get()
-    # What a finalizer (of a loader, say) that runs in one of the pool's threads does.
-    pool.submit(reader.close).result(timeout=60)
-    assert_same(reader.read_pile(0), first)  # a new pool
-    reader.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith(reader._pool.prefix)]
-
-
-def test_reader_registers_one_finalizer_whatever_pools_it_makes(mixed: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import weakref
-
-    made = []
-    finalize = weakref.finalize
-
-    def counting(obj: object, *args: object) -> weakref.finalize:
-        made.append(type(obj).__name__)
-        return finalize(obj, *args)
-
-    monkeypatch.setattr(weakref, "finalize", counting)
-    reader = ZarrPileReader(mixed, threads=2)
-    for _ in range(3):
-        reader.read_pile(0)
-        reader.close()
-    assert made.count("ZarrPileReader") == 1
 
 
 # -- damage ----------------------------------------------------------------------

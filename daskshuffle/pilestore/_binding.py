@@ -73,7 +73,7 @@ def open_recording(location: Location) -> tuple[zarr.Group, RecordingStore]:
     if location.is_local:
         inner = zarr.storage.LocalStore(location.path)
     else:
-        inner = zarr.storage.FsspecStore.from_url(location.url, storage_options=location.zarr_options)
+        inner = zarr.storage.FsspecStore.from_url(location.url, storage_options=location.options)
     recording = RecordingStore(inner)
     return zarr.open_group(store=recording, mode="r+"), recording
 

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import GENERATIONS_KEY, generation_location, metadata_disagrees, read_root
 from ..storage import Location
 from ._opened import Opened
 from ._pile_reader import ComposedReader
 from ._zarr_reader import ZarrPileReader
-from ._zarr_reads import UnionRead
 
 __all__ = ["GenerationsReader"]
 
@@ -37,7 +34,8 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
     ) -> None:
         self.metadata = read_root(location, metadata)
         self.generations: list[ZarrPileReader] = []
-        try:
+        # A generation the root listed, gone or replaced since (compact, evict): no damage, a store that changed.
+        with Opened.of(location, self.metadata).unchanged(self.store):
             for entry in self.metadata[GENERATIONS_KEY]:
                 reader = ZarrPileReader(
                     generation_location(location, entry["path"]),
@@ -48,22 +46,8 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
                 reader.watch(location, self.metadata)  # a failed read looks at the root, which lists the generations
                 self.generations.append(reader)
             self._check_generations()
-        except (IncompletePileStoreError, CorruptPileStoreError) as error:
-            # A generation the root listed, gone or replaced since (compact, evict): no damage, a store that changed.
-            changed = Opened.of(location, self.metadata).changed()
-            if changed is None or isinstance(error, StoreChangedError):
-                raise
-            raise StoreChangedError(
-                f"Expected pile store {self.store!r} to keep the generations its root listed while they were opened. "
-                f"Got {changed} instead ({error}); open it again."
-            ) from error
         self._offsets = np.asarray([reader.pile_offsets for reader in self.generations], dtype=np.int64)
         self._union = self.pile_offsets
-        self._largest_pile = int(np.diff(self._union).max()) if len(self._union) > 1 else 0
-        first = self.generations[0].arrays
-        self._types = {name: (array.dtype, tuple(array.shape[1:])) for name, array in first.items()}
-        self._lock = threading.Lock()
-        self._spare: list[ArrayRows] = []
 
     def _check_generations(self) -> None:
         """Refuse a root whose list of generations disagrees with the generations' own metadata or its offsets."""
@@ -101,40 +85,6 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
     def members(self) -> list[ZarrPileReader]:
         return self.generations
 
-    def read_pile(self, pile: int) -> ArrayRows:
-        return self.start_pile(pile).result()
-
-    def start_pile(self, pile: int) -> UnionRead:
-        """The read of ``pile``: each generation that holds rows of it reads them into its slice of one set of arrays."""
-        sizes = self._offsets[:, pile + 1] - self._offsets[:, pile]
-        rows = self._empty(int(sizes.sum()))
-        reads, first = [], 0
-        for reader, size in zip(self.generations, sizes.tolist(), strict=True):
-            if size > 0:
-                reads.append(
-                    reader.start_pile(pile, {name: values[first : first + size] for name, values in rows.items()})
-                )
-                first += size
-        return UnionRead(rows, reads)
-
-    def _empty(self, n_rows: int) -> ArrayRows:
-        """Arrays for ``n_rows`` rows: recycled ones (:meth:`recycle`) if large enough, else of the largest pile."""
-        with self._lock:
-            if self._spare and len(next(iter(self._spare[0].values()))) >= n_rows:
-                return {name: values[:n_rows] for name, values in self._spare.pop(0).items()}
-        capacity = max(n_rows, self._largest_pile)
-        return {
-            name: np.empty((capacity, *shape), dtype=dtype)[:n_rows] for name, (dtype, shape) in self._types.items()
-        }
-
-    def recycle(self, rows: ArrayRows) -> None:
-        """Take back a pile's arrays that nothing uses any more (at most two piles' worth), to read other piles into."""
-        whole = {name: values.base for name, values in rows.items()}
-        if all(isinstance(base, np.ndarray) for base in whole.values()) and set(whole) == set(self._types):
-            with self._lock:
-                if len(self._spare) < 2:
-                    self._spare.append(whole)  # type: ignore[arg-type]
-
     def read_rows(self, start: int, stop: int) -> ArrayRows:
         stop = max(start, min(stop, self.n_rows))
         parts: list[ArrayRows] = []
@@ -154,14 +104,3 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
         if not parts:
             return self.generations[0].read_rows(0, 0)
         return parts[0] if len(parts) == 1 else self.concat(parts)
-
-    def __getstate__(self) -> dict[str, Any]:  # pickled into torch DataLoader workers
-        return {**self.__dict__, "_lock": None, "_spare": []}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
-    def close(self) -> None:
-        self._spare = []
-        super().close()

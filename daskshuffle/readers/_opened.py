@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
 from ..pilestore import RUN_KEY, read_metadata
 from ..storage import Location
 
@@ -43,3 +45,20 @@ class Opened:
         if listed or now.get(RUN_KEY) == self.run:
             return f"a store whose generations changed since (now generations {listed or [0]}: evict or compact)"
         return f"a store shuffled again since (run {now.get(RUN_KEY)!r}, where the reader opened run {self.run!r})"
+
+    @contextlib.contextmanager
+    def unchanged(self, store: str) -> Iterator[None]:
+        """Raise damage met in the body (a file gone, metadata that disagrees) as :class:`StoreChangedError` if the
+        root is no longer the store opened (:meth:`changed`): a new shuffle, ``compact`` or ``evict`` is no damage."""
+        try:
+            yield
+        except StoreChangedError:
+            raise
+        except (IncompletePileStoreError, CorruptPileStoreError) as error:
+            changed = self.changed()
+            if changed is None:
+                raise
+            raise StoreChangedError(
+                f"Expected pile store {store!r} as it was opened. Got {changed} instead ({error}); open a new "
+                "PileLoader (or reader) to read the store as it is now."
+            ) from error

@@ -137,22 +137,12 @@ class PileReader(ABC, Generic[Rows]):
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
         """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes).
 
-        By default each run is read, then the runs are concatenated and their
-        arrays go back to the reader (:meth:`recycle`); a reader that can read
-        each run straight into its slice of one set of arrays overrides it.
+        By default each run is read, then the runs are concatenated; a reader
+        that can read each run straight into its slice of one set of arrays
+        overrides it.
         """
-        return self._joined([self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)])
-
-    def _joined(self, parts: list[Rows]) -> Rows:
-        """``parts`` concatenated, their arrays given back to the reader (:meth:`recycle`); one part as it is."""
-        if len(parts) == 1:
-            return parts[0]
-        rows = self.concat(parts)
-        for part in parts:
-            arrays = self.as_arrays(part)
-            if arrays is not None:
-                self.recycle(arrays)
-        return rows
+        parts = [self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)]
+        return parts[0] if len(parts) == 1 else self.concat(parts)
 
     @abstractmethod
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
@@ -171,15 +161,6 @@ class PileReader(ABC, Generic[Rows]):
         The loader cuts its units so that none crosses a segment and each is
         whole chunks of its store (:meth:`member_chunk_rows`). ``None`` (the
         default): one store, the reader's own rows.
-        """
-        return None
-
-    def start_pile(self, pile: int) -> Any:
-        """A read of ``pile`` that other threads may help with (``help(limit)``, ``result()``), or ``None``.
-
-        The loader's consumer and its background thread then share the read
-        (:meth:`~daskshuffle.loader._reads.LoaderReads.read`). By default ``None``:
-        the pile is read whole by :meth:`read_pile` in one thread.
         """
         return None
 

@@ -41,9 +41,7 @@ class DatasetBatches:
     def __init__(self, store: Location, names: Sequence[str]) -> None:
         import xarray as xr
 
-        raw = xr.open_zarr(
-            store.url, chunks=None, decode_cf=False, consolidated=None, storage_options=store.zarr_options
-        )
+        raw = xr.open_zarr(store.url, chunks=None, decode_cf=False, consolidated=None, storage_options=store.options)
         self.names = list(names)
         self.dims = {name: raw[name].dims for name in names}
         self.attrs = {name: dict(raw[name].attrs) for name in names}

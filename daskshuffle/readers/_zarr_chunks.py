@@ -14,6 +14,7 @@ variable, the chunk's rows and the file; a file the storage did not serve
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from .._errors import CorruptPileStoreError, StoreChangedError
+from .._errors import CorruptPileStoreError
 from ..formats import ARRAY_KINDS, crc32c
 from ..storage import Fetches, StoreCache, crash_point, storage_failure
 from ._opened import Opened
@@ -168,18 +169,8 @@ class ChunkFiles:
         (looked at only then).
         """
         crash_point("chunk read")
-        try:
+        with contextlib.nullcontext() if self.opened is None else self.opened.unchanged(self.store):
             self._read(chunks, out, first, last, start, stop, pile)
-        except StoreChangedError:
-            raise
-        except CorruptPileStoreError as error:
-            changed = self.opened.changed() if self.opened is not None else None
-            if changed is None:
-                raise
-            raise StoreChangedError(
-                f"Expected pile store {self.store!r} as it was opened. Got {changed} instead ({error}); open a new "
-                "PileLoader (or reader) to read the store as it is now."
-            ) from error
 
     def _read(
         self, chunks: Chunks, out: NDArray[Any], first: int, last: int, start: int, stop: int, pile: int | None
@@ -254,23 +245,16 @@ class ChunkFiles:
         # A read not fetched ahead starts now: its requests go out at once, and share those under way for others.
         fetches.start((start, stop), paths, nbytes=0)
         futures = [fetches.take((start, stop), path, keep=path in shared) for path in paths]
-        cache = self.cache
         missing = [path for path, future in zip(paths, futures, strict=True) if future is None]
-        # Files the read started ahead did not ask for (cached then, evicted since): one call, all at once.
-        none = [None] * len(missing)
-        fetched = self._fs.cat_ranges(missing, none, none, on_error="return") if missing else []
-        for path, data in zip(missing, fetched, strict=True):
-            if isinstance(data, bytes):
-                if cache is not None:
-                    cache.write(path, data)
-                if path in shared:
-                    fetches.keep(path, data)
-        direct = iter(fetched)
+        if missing:  # files the read started ahead did not ask for (cached then, evicted since): a read of their own
+            again = object()
+            fetches.start(again, missing, nbytes=0)
+            taken = iter([fetches.take(again, path, keep=path in shared) for path in missing])
+            futures = [next(taken) if future is None else future for future in futures]
+        cache = self.cache
         found: list[Any] = []
         for path, future in zip(paths, futures, strict=True):
-            if future is None:
-                found.append(next(direct))
-                continue
+            assert future is not None  # every request of a read started is taken once
             try:
                 data = future.result()
             except Exception as error:
@@ -314,9 +298,7 @@ class ChunkFiles:
                     raise self._damage(chunks, index, path, pile, f"{got} (at least {size:,} instead of {expected:,})")
                 if chunks.checksum:
                     carried = int.from_bytes(tail[:_CRC_NBYTES].tobytes(), "little")
-                    if crc32c(data) != carried:
-                        raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
-                    self._check_place(chunks, index, carried, path, pile)
+                    self._check_crc(chunks, index, data, carried, path, pile)
             else:
                 # Room for any compressed chunk of these rows but a pathological one; that one costs an fstat.
                 room = chunks.chunk_nbytes + chunks.chunk_nbytes // 64 + 1024
@@ -371,9 +353,7 @@ class ChunkFiles:
                 raise self._damage(chunks, index, path, pile, f"a file of {len(data)} bytes, too short for a crc32c")
             body = data[:-_CRC_NBYTES]
             carried = int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little")
-            if crc32c(body) != carried:
-                raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
-            self._check_place(chunks, index, carried, path, pile)
+            self._check_crc(chunks, index, body, carried, path, pile)
             data = body
         if chunks.compressor is not None:
             try:
@@ -402,8 +382,12 @@ class ChunkFiles:
         lo, hi = max(start, offset), min(stop, offset + chunks.chunk_rows)  # the rows of start:stop the chunk holds
         flat[(lo - start) * nbytes : (hi - start) * nbytes] = data[(lo - offset) * nbytes : (hi - offset) * nbytes]
 
-    def _check_place(self, chunks: Chunks, index: int, carried: int, path: str, pile: int | None) -> None:
-        """Refuse an intact chunk that is not the one its run wrote at ``index`` of this variable."""
+    def _check_crc(
+        self, chunks: Chunks, index: int, body: NDArray[np.uint8], carried: int, path: str, pile: int | None
+    ) -> None:
+        """Refuse a chunk whose ``body`` fails its crc32c, ``carried``, or that is not the one its run wrote there."""
+        if crc32c(body) != carried:
+            raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
         expected = chunks.expected
         if index >= len(expected) or carried != expected[index]:
             recorded = f"{int(expected[index]):#010x}" if index < len(expected) else "no chunk"

@@ -8,9 +8,7 @@ file with one call (``os.preadv`` straight into the output array for a local
 file stored without compressor; ``fsspec`` ``cat_ranges`` of many files at
 once on any other filesystem), verifies each chunk's crc32c, decodes with
 numcodecs, and checks every size (all of which is ``_zarr_chunks``). File reads, crc32c of large buffers and decoding
-release the GIL, so the loader's prefetch threads read piles in parallel; a
-reader opened with ``threads=k`` also spreads the chunks of one read over a
-pool of ``k`` threads of its own (not the default: no faster on 2 cores).
+release the GIL, so the loader's prefetch threads read piles in parallel.
 
 Every variable of a pile store is read so, whatever it holds (numbers or
 fixed-length strings) and however it is encoded: the pipeline a shuffle
@@ -29,6 +27,7 @@ variable and the file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import weakref
@@ -40,8 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from .._errors import CorruptPileStoreError, IncompletePileStoreError, StoreChangedError
-from .._threads import LazyPool
+from .._errors import CorruptPileStoreError, IncompletePileStoreError
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import (
     LAYOUT_KEY,
@@ -70,9 +68,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     """A complete Zarr pile store, opened read-only.
 
     Safe to use from several threads at once, and to pickle (into torch
-    ``DataLoader`` workers). Reads run in the caller's thread; with
-    ``threads=k`` the chunks of one read are spread over a pool of ``k``
-    threads, made again after pickling, which :meth:`close` (or ``with``) joins.
+    ``DataLoader`` workers). Reads run in the caller's thread.
 
     Examples
     --------
@@ -90,33 +86,22 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         location: Location,
         variables: Sequence[str] | None,
         *,
-        threads: int = 0,
         metadata: Mapping[str, Any] | None = None,
         group: zarr.Group | None = None,
     ) -> None:
-        given = metadata is not None
+        given = metadata is not None  # a generation's, whose root the generations reader watches
         group, metadata = open_store(location, self.store, metadata, group)
         self.metadata = metadata
-        try:
-            self._open_variables(location, group, variables, threads)
-        except (IncompletePileStoreError, CorruptPileStoreError) as error:
-            # Arrays gone or metadata that disagrees with them, after the metadata was read: a compaction or a
-            # new shuffle may have replaced the store meanwhile, which is no damage (a generation's root looks).
-            changed = None if given else Opened.of(location, metadata).changed()
-            if changed is None:
-                raise
-            raise StoreChangedError(
-                f"Expected pile store {self.store!r} to stay as it was while it was opened. Got {changed} instead "
-                f"({error}); open it again."
-            ) from error
+        # Arrays gone or metadata that disagrees with them, after the metadata was read: a compaction or a new
+        # shuffle may have replaced the store meanwhile.
+        with contextlib.nullcontext() if given else Opened.of(location, metadata).unchanged(self.store):
+            self._open_variables(location, group, variables)
 
     def watch(self, root: Location, metadata: Mapping[str, Any]) -> None:
         """Tell a failed read of a store changed since it was opened (root ``metadata`` at ``root``) from damage."""
         self._files.opened = Opened.of(root, metadata)
 
-    def _open_variables(
-        self, location: Location, group: zarr.Group, variables: Sequence[str] | None, threads: int
-    ) -> None:
+    def _open_variables(self, location: Location, group: zarr.Group, variables: Sequence[str] | None) -> None:
         """Open the arrays of ``variables`` and check them against the metadata, with their chunks' records."""
         import zarr
 
@@ -174,9 +159,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         for name, table in tables.items():
             self._chunks[name] = dataclasses.replace(self._chunks[name], expected=table)
         self._files.opened = Opened.of(location, metadata)
-        self.threads = threads
-        # The chunks of one variable are read in tasks of about this many bytes, spread over the threads that help
-        # (``daskshuffle.config``: local files' tasks are shared with a consumer that needs the rows now).
+        # The chunks of one variable are read in tasks of about this many bytes: a cancelled read stops after one.
         self._task_nbytes = int_setting(
             "zarr-reader.local-task-nbytes" if self._files.local else "zarr-reader.task-nbytes"
         )
@@ -185,7 +168,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._spare: dict[str, list[NDArray[Any]]] = {}
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
-        self._start_pool()
+        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
+        self._under_way: weakref.WeakSet[RowsRead] = weakref.WeakSet()
         self._datasets: Callable[[ArrayRows], Any] | None = None
         if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
@@ -193,30 +177,20 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             self._datasets = DatasetBatches(location, names)
 
     # -- pickling and closing ------------------------------------------------------
-    def _start_pool(self) -> None:
-        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
-        self._under_way: weakref.WeakSet[RowsRead] = weakref.WeakSet()
-        self._pool = LazyPool(self.threads, "zarr-reader")
-        # One finalizer for the reader's life, whatever pools it makes: it holds the pool, not the reader.
-        self._finalizer = weakref.finalize(self, self._pool.shutdown, False)
-
     def __getstate__(self) -> dict[str, Any]:
         state = {**self.__dict__, "_lock": None, "_spare": {}}
-        del state["_pool"], state["_finalizer"], state["_under_way"]
+        del state["_under_way"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-        self._start_pool()
+        self.__dict__.update(state, _lock=threading.Lock(), _under_way=weakref.WeakSet())
 
     def close(self) -> None:
-        """Join the reader's threads and let go of the arrays kept for reuse. Reading again starts new ones."""
+        """Stop the fetches and let go of the arrays kept for reuse."""
         if self._fetches is not None:
             self._fetches.clear()
         with self._lock:
             self._spare = {}
-        self._pool.shutdown()
 
     @property
     def decodes(self) -> bool:  # type: ignore[override]
@@ -250,28 +224,33 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             run = self.metadata.get(RUN_KEY)
             self._files.cache = cache.for_store(key if run is None else f"{key}-{run}")
 
-    def owns_thread(self) -> bool:
-        return self._pool.owns() or super().owns_thread()
-
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
-        return self._start(start, stop, None).result()
+        return self._read([(start, stop)], None)
 
     def read_pile(self, pile: int) -> ArrayRows:
-        return self.start_pile(pile).result()
+        offsets = self._offsets
+        return self._read([(int(offsets[pile]), int(offsets[pile + 1]))], pile, self._largest_pile)
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
-        """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all.
+        """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all."""
+        return self._read(runs, None) if runs else super().read_runs(runs)
 
-        The arrays hold as many rows as the longest run times the runs, so that
-        they take any later group of as many units once recycled.
+    def chunk_rows(self) -> dict[str, tuple[int, int]]:
+        return {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
+
+    def _read(self, runs: Sequence[tuple[int, int]], pile: int | None, capacity: int = 0) -> ArrayRows:
+        """Rows of each of ``runs`` (of ``pile``, if one), read one after the other into one set of arrays.
+
+        The arrays hold at least ``capacity`` rows (a pile's: the largest pile's)
+        and as many as the longest run times the runs, so that they take any
+        later pile, or group of as many units, once recycled. On a remote
+        store every file of the read is requested at once, not variable by variable.
         """
-        if not runs:
-            return super().read_runs(runs)
         runs = [(start, max(start, min(stop, self.n_rows))) for start, stop in runs]
         n_rows = sum(stop - start for start, stop in runs)
-        capacity = max(stop - start for start, stop in runs) * len(runs)
-        rows = {name: self._empty(chunks, n_rows, capacity=capacity) for name, chunks in self._chunks.items()}
+        capacity = max(capacity, max(stop - start for start, stop in runs) * len(runs))
+        rows = {name: self._empty(chunks, n_rows, capacity) for name, chunks in self._chunks.items()}
         for start, stop in runs:
             self.fetch(start, stop)
         tasks: list[Task] = []
@@ -280,29 +259,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             out = {name: values[first : first + stop - start] for name, values in rows.items()}
             tasks += self._tasks(start, stop, out)
             first += stop - start
-        return self._started(RowsRead(self._files, rows, tasks, None)).result()
-
-    def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        return {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
-
-    def start_pile(self, pile: int, out: ArrayRows | None = None) -> RowsRead:
-        """A read of ``pile`` that any thread may help with (:meth:`RowsRead.help`); ``result`` finishes it.
-
-        ``out``: arrays of the pile's length to read into, rather than arrays of the reader's own.
-        """
-        offsets = self._offsets
-        return self._start(int(offsets[pile]), int(offsets[pile + 1]), pile, out)
-
-    def _start(self, start: int, stop: int, pile: int | None, out: ArrayRows | None = None) -> RowsRead:
-        """Plan the read of rows ``start:stop``: their arrays, and tasks of chunk files that fill them."""
-        stop = max(start, min(stop, self.n_rows))
-        # On a remote store every file of the read is requested at once, not variable by variable.
-        self.fetch(start, stop)
-        rows: ArrayRows = {
-            name: self._empty(chunks, stop - start) if out is None else out[name]
-            for name, chunks in self._chunks.items()
-        }
-        return self._started(RowsRead(self._files, rows, self._tasks(start, stop, rows), pile))
+        read = RowsRead(self._files, rows, tasks, pile)
+        with self._lock:
+            self._under_way.add(read)  # for cancel_reads
+        return read.result()
 
     def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
         """The tasks that read rows ``start:stop`` of every variable into ``rows``."""
@@ -321,8 +281,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def cancel_reads(self, threads: str | None = None) -> None:
         """Stop the reads under way started by threads named ``threads...`` (by default every read).
 
-        The chunk files no thread has begun are not read, and each read
-        raises. For a loader's reads ahead that nobody waits for any more (a
+        The chunk files not begun are not read, and each read raises. For a loader's reads ahead that nobody waits for any more (a
         group of units is a hundred files or more): they stop after the file
         each is reading, rather than read the rest for nobody, and the reads
         of the loader's other iterations go on.
@@ -332,21 +291,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         for read in reads:
             read.cancel()
 
-    def _started(self, read: RowsRead) -> RowsRead:
-        """``read``, with the reader's own threads (``threads=k``) helping with it, counted as under way."""
-        with self._lock:
-            self._under_way.add(read)
-        if self.threads > 0 and read.n_tasks > 1:
-            pool = self._pool.get()
-            for _ in range(min(self.threads, read.n_tasks - 1)):
-                pool.submit(read.help)
-        return read
-
-    def _empty(self, chunks: Chunks, n_rows: int, capacity: int | None = None) -> NDArray[Any]:
+    def _empty(self, chunks: Chunks, n_rows: int, capacity: int) -> NDArray[Any]:
         """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.
 
-        A new one holds ``capacity`` rows, by default the largest pile's, so that any pile fits in it once recycled;
-        the spare ones too small for ``n_rows`` are let go then, rather than held beside it.
+        A new one holds ``capacity`` rows (at least ``n_rows``); the spare ones too small for ``n_rows`` are let go
+        then, rather than held beside it.
         """
         with self._lock:
             spare = self._spare.get(chunks.name, [])
@@ -354,8 +303,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 if len(values) >= n_rows:
                     return spare.pop(position)[:n_rows]
             spare.clear()
-        rows = max(n_rows, self._largest_pile if capacity is None else capacity)
-        return np.empty((rows, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
+        return np.empty((capacity, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
 
     def recycle(self, rows: ArrayRows) -> None:
         """Take back the arrays of rows read here that nothing uses any more, to read other rows into.

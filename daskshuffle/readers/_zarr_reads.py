@@ -1,15 +1,11 @@
-"""Reads of a Zarr pile store's rows that several threads share, and a reader's own pool of threads.
+"""Reads of a Zarr pile store's rows that another thread may cancel.
 
 A read is a list of tasks, each the chunk files of one variable that hold some
 of its rows (:class:`~daskshuffle.readers._zarr_chunks.ChunkFiles` reads them).
-Any thread may take a task: the one that started the read, a reader's pool, or
-a loader's consumer that needs the rows now. A pile of a store with several
-generations is one read in each generation, into one set of arrays.
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
 from typing import Any
 
@@ -19,7 +15,7 @@ from ..formats import ArrayRows
 from ._pile_reader import ReadCancelledError
 from ._zarr_chunks import ChunkFiles, Chunks
 
-__all__ = ["RowsRead", "Task", "UnionRead"]
+__all__ = ["RowsRead", "Task"]
 
 
 #: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
@@ -28,14 +24,9 @@ Task = tuple[Chunks, NDArray[Any], int, int, int, int]
 
 
 class RowsRead:
-    """Rows being read by tasks (chunk files of a variable, for a run of rows) that any thread may run.
+    """Rows being read, task after task (chunk files of a variable, for a run of rows), in the thread that asks for them.
 
-    The thread that started the read runs them in :meth:`result`; so may a
-    reader's pool (:meth:`help`). Each task is taken
-    once, under a lock (``next`` of an ``itertools.count`` is atomic only
-    under the GIL, not on free-threaded Python); an error is kept and raised
-    by :meth:`result` once no task runs, since every task writes into the
-    rows.
+    :meth:`cancel`, from any thread, stops the read after the task under way.
     """
 
     def __init__(self, files: ChunkFiles, rows: ArrayRows, tasks: list[Task], pile: int | None) -> None:
@@ -45,62 +36,16 @@ class RowsRead:
         self._files = files
         self._tasks = tasks
         self._pile = pile
-        self._taken = 0  # the next task to take
-        self._taking = threading.Lock()
-        self._left = len(tasks)
-        self._finished = threading.Condition()
-        self._errors: list[BaseException] = []
-
-    @property
-    def n_tasks(self) -> int:
-        return len(self._tasks)
-
-    def help(self, limit: int | None = None) -> bool:
-        """Run the tasks no thread has taken yet (at most ``limit`` of them); whether some may be left."""
-        for _ in itertools.repeat(None) if limit is None else range(limit):
-            with self._taking:
-                index = self._taken
-                self._taken += 1
-            if index >= len(self._tasks):
-                return False
-            try:
-                if not self._errors:  # after an error the rows are lost: skip the rest
-                    self._files.read(*self._tasks[index], self._pile)
-            except BaseException as error:
-                self._errors.append(error)
-            finally:
-                with self._finished:
-                    self._left -= 1
-                    if self._left == 0:
-                        self._finished.notify_all()
-        return True
+        self._cancelled = False
 
     def cancel(self) -> None:
-        """Run no task not yet begun: :meth:`result` raises :class:`ReadCancelledError` once those under way end."""
-        self._errors.append(ReadCancelledError("The read was cancelled: whoever asked for these rows has gone."))
+        """Run no task not yet begun: :meth:`result` raises :class:`ReadCancelledError` instead."""
+        self._cancelled = True
 
     def result(self) -> ArrayRows:
-        """The rows, once every task is done (helping until then); the first error if one failed."""
-        self.help()
-        with self._finished:
-            self._finished.wait_for(lambda: self._left == 0)
-        if self._errors:
-            raise self._errors[0]
-        return self.rows
-
-
-class UnionRead:
-    """The reads of one pile in several generations, into one set of arrays: threads help with any of them."""
-
-    def __init__(self, rows: ArrayRows, reads: list[RowsRead]) -> None:
-        self.rows = rows
-        self._reads = reads
-
-    def help(self, limit: int | None = None) -> bool:
-        """Run tasks no thread has taken yet (at most ``limit``); whether some may be left."""
-        return any(read.help(limit) and limit is not None for read in self._reads)
-
-    def result(self) -> ArrayRows:
-        for read in self._reads:
-            read.result()
+        """The rows, once every task is done."""
+        for task in self._tasks:
+            if self._cancelled:
+                raise ReadCancelledError("The read was cancelled: whoever asked for these rows has gone.")
+            self._files.read(*task, self._pile)
         return self.rows

@@ -91,9 +91,9 @@ def _open_one(root: Location, ds: object) -> xr.Dataset:
             # Consolidated metadata if the store has it, without xarray's warning when it does not.
             consolidated = root.join(".zmetadata").exists() or _has_consolidated_v3(root)
             try:
-                opened = xr.open_zarr(root.url, consolidated=consolidated, storage_options=root.zarr_options)
+                opened = xr.open_zarr(root.url, consolidated=consolidated, storage_options=root.options)
             except (RuntimeError, zlib.error) as error:  # an index xarray reads on opening does not decode
-                group = zarr.open_group(root.url, mode="r", storage_options=root.zarr_options)
+                group = zarr.open_group(root.url, mode="r", storage_options=root.options)
                 raise undecodable_group(group, root.url, error) from error
         else:
             opened = xr.open_dataset(root.url, chunks={})
@@ -167,8 +167,8 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
         """What xarray and zarr open for ``dst``: where this format hands a location to them."""
         import zarr
 
-        if dst.zarr_options:
-            return zarr.storage.FsspecStore.from_url(dst.url, storage_options=dst.zarr_options)
+        if dst.options:
+            return zarr.storage.FsspecStore.from_url(dst.url, storage_options=dst.options)
         return dst.url
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:

@@ -57,7 +57,7 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
     location = Location.of(source, storage_options)
     try:
         with location.reaching():  # a refused or throttled request is not a missing group
-            return zarr.open(location.url, mode="r", storage_options=location.zarr_options)
+            return zarr.open(location.url, mode="r", storage_options=location.options)
     except StorageAccessError:
         raise
     except (PermissionError, FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
@@ -281,7 +281,7 @@ def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | Non
     for source in sources:
         location = Location.of(source, storage_options)
         if location.join("zarr.json").exists() or location.join(".zgroup").exists():
-            group = zarr.open_group(location.url, mode="r", storage_options=location.zarr_options)
+            group = zarr.open_group(location.url, mode="r", storage_options=location.options)
             entries += identify_zarr(group, dict(sorted(group.arrays())), storage_options)
         elif location.exists() and not location.isdir():
             entries += identify_files(location.fs, [location.path], [location.url])

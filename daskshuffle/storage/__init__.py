@@ -3,8 +3,8 @@
 from ._access import access_error, reaching, storage_failure
 from ._cache import Cache, StoreCache, parse_cache
 from ._crash import crash_point
-from ._deadline import bounded, fetched_each, request_deadline, within
-from ._fetch import Fetches
+from ._deadline import bounded, request_deadline, within
+from ._fetch import Fetches, fetched_each
 from ._identity import changed_entries, identify_files, identify_token, identify_tree
 from ._location import Location, unreached
 from ._lock import exclusive

@@ -5,7 +5,7 @@ A request that storage does not answer fails within a deadline
 and botocore, nested, would otherwise try a stalled read for minutes. A
 request that storage did answer in that time, with errors only (503
 ``SlowDown``, 5xx), fails as those answers say (throttled, server errors),
-not as silence. The loader's reads (:class:`~daskshuffle.storage._fetch.Fetches`)
+not as silence. The loader's reads and batches of requests (:mod:`~daskshuffle.storage._fetch`)
 and every request of opening a store are bound by it (:func:`within`, on
 zarr's event loop or the filesystem's; :func:`bounded`, one call of a
 filesystem).
@@ -16,15 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import errno
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
 
 from .._compat import on_answers
-from .._config import float_setting, int_setting
+from .._config import float_setting
 
-__all__ = ["bounded", "fetched_each", "request_deadline", "within"]
+__all__ = ["bounded", "request_deadline", "within"]
 
 T = TypeVar("T")
 
@@ -130,40 +130,3 @@ def bounded(fs: AbstractFileSystem, name: str, *args: Any, what: str, **kwargs: 
     deadline = request_deadline(getattr(fs, "storage_options", None))
     # Not fsspec's sync, which raises a bare FSTimeoutError for any TimeoutError, the message lost.
     return asyncio.run_coroutine_threadsafe(within(fs, request, deadline, what), fs.loop).result()
-
-
-def fetched_each(fs: AbstractFileSystem, ranges: Sequence[tuple[str, int | None, int | None]]) -> list[Any]:
-    """The bytes of each ``(path, start, end)`` of ``ranges`` (``None``: from the start, to the end), or the error
-    its request raised, each request :func:`within` the deadline on its own (a batch of them takes no longer).
-
-    At most ``fetch.in-flight`` requests at once, on the filesystem's event loop; on a filesystem that is not
-    asynchronous, one after the other.
-
-    Examples
-    --------
-    >>> import fsspec
-    >>> fs = fsspec.filesystem("memory")
-    >>> fs.pipe_file("/each-demo/a", b"0123456789")
-    >>> fetched_each(fs, [("/each-demo/a", 6, None), ("/each-demo/b", None, None)])
-    [b'6789', FileNotFoundError('/each-demo/b')]
-    """
-    if not getattr(fs, "async_impl", False):
-        found: list[Any] = []
-        for path, start, end in ranges:
-            try:
-                found.append(fs.cat_file(path, start=start, end=end))
-            except Exception as error:  # returned in its place, as fsspec's on_error="return"
-                found.append(error)
-        return found
-    deadline = request_deadline(getattr(fs, "storage_options", None))
-
-    async def each() -> list[Any]:
-        slots = asyncio.Semaphore(int_setting("fetch.in-flight"))
-
-        async def one(path: str, start: int | None, end: int | None) -> Any:
-            async with slots:
-                return await within(fs, fs._cat_file(path, start=start, end=end), deadline, path)
-
-        return await asyncio.gather(*(one(*request) for request in ranges), return_exceptions=True)
-
-    return asyncio.run_coroutine_threadsafe(each(), fs.loop).result()

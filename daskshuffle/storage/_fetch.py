@@ -37,12 +37,13 @@ from .._config import int_setting
 from .._threads import LazyPool
 from ._deadline import request_deadline, within
 
-__all__ = ["Fetches", "Request"]
+__all__ = ["Fetches", "Request", "fetched_each"]
 
 T = TypeVar("T")
 
-#: What is fetched: a whole file (its path), or bytes ``start:end`` of one, ``(path, start, end)``.
-Request: TypeAlias = str | tuple[str, int, int]
+#: What is fetched: a whole file (its path), or bytes ``start:end`` of one, ``(path, start, end)`` (``None``: from
+#: the start, to the end).
+Request: TypeAlias = str | tuple[str, int | None, int | None]
 
 
 @dataclass(slots=True)
@@ -329,3 +330,34 @@ def _settle(future: Future[bytes], done: Future[bytes] | asyncio.Task[bytes]) ->
         future.set_exception(error)
     else:
         future.set_result(data)
+
+
+def fetched_each(fs: AbstractFileSystem, requests: Sequence[Request]) -> list[Any]:
+    """The bytes of each of ``requests``, or the error its request raised: one batch of :class:`Fetches`.
+
+    Each request fails within its own deadline (a batch of them takes no longer).
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> fs.pipe_file("/each-demo/a", b"0123456789")
+    >>> fetched_each(fs, [("/each-demo/a", 6, None), "/each-demo/b"])
+    [b'6789', FileNotFoundError('/each-demo/b')]
+    """
+    fetches = Fetches(fs)
+    fetches.start("batch", requests, nbytes=0)
+    try:
+        futures = {request: fetches.take("batch", request) for request in dict.fromkeys(requests)}
+        return [_outcome(futures[request]) for request in requests]
+    finally:
+        fetches.clear()
+
+
+def _outcome(future: Future[bytes] | None) -> Any:
+    """What a fetch handed over landed as: its bytes, or its error (as fsspec's ``on_error="return"``)."""
+    assert future is not None  # every request of the batch is taken once
+    try:
+        return future.result()
+    except Exception as error:
+        return error

@@ -55,7 +55,7 @@ class Location:
 
     #: The canonical spelling: an absolute real path for a local file, fsspec's URL otherwise; no trailing slash.
     url: str
-    #: The fsspec options of this storage (``None`` for a local path).
+    #: The fsspec options of this storage (``None`` for a local path), as zarr, xarray and dask take them.
     options: dict[str, Any] | None = field(default=None, repr=False, hash=False)
 
     @classmethod
@@ -120,11 +120,6 @@ class Location:
             found = False if self.is_local or self.protocol == "memory" else probe_conditional_writes(self)
             object.__setattr__(self, "_conditional", found)
         return found
-
-    @property
-    def zarr_options(self) -> dict[str, Any] | None:
-        """The ``storage_options`` zarr (and xarray, dask) take for this location: ``None`` for a local path."""
-        return None if self.is_local else self.options
 
     # The filesystem, resolved once per process.
 
