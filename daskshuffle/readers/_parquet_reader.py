@@ -167,7 +167,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
         """Each column's rows per row group: every store's row groups end at every multiple of its record's rows.
 
-        The store (:data:`~daskshuffle.pilestore.ROW_GROUP_ROWS_KEY`) reads
+        The store (its ``row_group_rows`` record) reads
         any run of that many rows, from a multiple of it, as whole row groups
         (one, or two where a pile ends inside): the loader's units.
         """

@@ -42,8 +42,8 @@ def open_store(
     ``metadata`` is given for the first generation of a store with several,
     whose root records the union of them. Refuses a store that does not exist,
     is not a Zarr group, has no daskshuffle metadata or several generations
-    (:class:`~daskshuffle.pilestore._metadata.AppendedStoreError`), or
-    fails :func:`~daskshuffle.pilestore._metadata.check_pile_metadata`.
+    (:class:`~daskshuffle.pilestore.AppendedStoreError`), or
+    fails :func:`~daskshuffle.pilestore.check_pile_metadata`.
     """
     import zarr
 
