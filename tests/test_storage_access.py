@@ -55,9 +55,12 @@ def store(tmp_path: Path, s3: Any) -> str:
 
 
 @pytest.fixture
-def proxy(s3: Any) -> Iterator[Any]:
+def proxy(s3: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    import s3fs
     from s3 import FaultyProxy
 
+    # s3fs tries a throttled request 5 times, backing off 1.9 s in all; twice names the fault the same way, sooner.
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", 2)
     proxy = FaultyProxy(s3.endpoint, hang_seconds=1.5)
     yield proxy
     proxy.close()
