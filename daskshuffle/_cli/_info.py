@@ -9,9 +9,8 @@ import click
 import numpy as np
 
 from .._errors import DaskShuffleError, UnfinishedShuffleError
-from ..pilestore import Leftover
 from ..reshuffle import clean_generations, generation_leftovers
-from ..storage import Location, _leftovers
+from ..storage import Leftover, Location, _leftovers
 from ._common import cli, one_line, reported
 from ._options import STORAGE_OPTIONS
 
@@ -78,7 +77,7 @@ def info(
         if clean:
             removed = _leftovers.remove(where, scratch)
             if grows:
-                removed += _as_leftovers(clean_generations(where, scratch))
+                removed += clean_generations(where, scratch)
     if clean:
         nbytes = sum(leftover.nbytes for leftover in removed)
         click.echo(
@@ -87,7 +86,7 @@ def info(
         )
     left = _leftovers.find(where, scratch)
     if grows:
-        left += _as_leftovers(generation_leftovers(where, scratch))
+        left += generation_leftovers(where, scratch)
     sizes = np.diff(reader.pile_offsets)
     spread = {"min": int(sizes.min()), "median": int(np.median(sizes)), "max": int(sizes.max())} if len(sizes) else {}
     if not offsets:  # one line per pile is 500 lines for 512 piles: the sizes' spread says what matters
@@ -130,19 +129,11 @@ def _sources_line(changed: list[str] | str | None) -> str:
     )
 
 
-def _as_leftovers(found: list[Leftover]) -> list[_leftovers.Leftover]:
-    """What killed generation steps left, as the leftovers beside a store are described."""
-    return [
-        _leftovers.Leftover(left.location.url, left.location.nbytes() if left.location.exists() else 0, left.what)
-        for left in found
-    ]
-
-
-def _as_json(left: list[_leftovers.Leftover]) -> list[dict[str, Any]]:
+def _as_json(left: list[Leftover]) -> list[dict[str, Any]]:
     return [{"path": leftover.path, "nbytes": leftover.nbytes, "what": leftover.what} for leftover in left]
 
 
-def _left_line(left: list[_leftovers.Leftover], advice: str) -> str:
+def _left_line(left: list[Leftover], advice: str) -> str:
     """``  left beside it: 62.1 MB (pieces in ...; ...); <advice>``, or nothing."""
     if not left:
         return ""

@@ -7,7 +7,7 @@ of :mod:`daskshuffle.readers` check what they open with it.
 
 from . import _generations as generations
 from ._binding import check_arrays, open_recording, read_tables, save_records
-from ._generations import GENERATIONS_KEY, Leftover, generation_location, read_root, sources_of
+from ._generations import GENERATIONS_KEY, generation_location, read_root, sources_of
 from ._groups import find_group, group_metadata, open_arrays, open_group
 from ._layout import CHUNK_NBYTES, LAYOUT_KEY, for_writing, sample_rows, xarray_encoding
 from ._metadata import (
@@ -52,7 +52,6 @@ __all__ = [
     "PIECE_OFFSETS",
     "RUN_KEY",
     "AppendedStoreError",
-    "Leftover",
     "ParquetDestination",
     "ParquetWriting",
     "ZarrDestination",

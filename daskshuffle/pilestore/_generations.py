@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
-from ..storage import Location, _leftovers, _lock, _own, crash_point
+from ..storage import Leftover, Location, _leftovers, _lock, _own, crash_point
 from . import _zarr_store
 from ._groups import consolidate_group, group_metadata, open_arrays, open_group
 from ._metadata import (
@@ -43,7 +42,6 @@ from ._metadata import (
 
 __all__ = [
     "GENERATIONS_KEY",
-    "Leftover",
     "array_types",
     "consolidate",
     "consolidated",
@@ -235,14 +233,6 @@ def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequ
         store.join(name).remove()
 
 
-@dataclass(frozen=True)
-class Leftover:
-    """What a killed ``append``, ``evict`` or ``compact`` left in a store that its root does not list."""
-
-    location: Location
-    what: str
-
-
 def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = None) -> list[Leftover]:
     """Everything in ``store`` (and its generations' pieces under ``tmp``) that the ``root`` metadata does not list.
 
@@ -260,7 +250,7 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
         for name in root["variables"]:  # plain names (read_root checked them)
             array = store.join(name)
             if array.join("zarr.json").exists():
-                found.append(Leftover(array, "the arrays of an evicted generation"))
+                found.append(Leftover.at(array, "the arrays of an evicted generation"))
     group = store.join(GROUP)
     names = (
         [path.rstrip("/").rsplit("/", 1)[-1] for path in group.fs.ls(group.path, detail=False)]
@@ -275,18 +265,18 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
         numbers.add(int(number))
         path = f"{GROUP}/{name}"
         if not suffix and path not in live:
-            found.append(Leftover(group.join(name), "a generation the store does not list"))
+            found.append(Leftover.at(group.join(name), "a generation the store does not list"))
         elif suffix and not _placed(group.join(name)):
-            found.append(Leftover(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
+            found.append(Leftover.at(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
     gone = tuple(f"{left.location.path}/" for left in found)  # removed whole: not named again
     for path in _partials(store):
         if not store.join(path).path.startswith(gone):
-            found.append(Leftover(store.join(path), "a file zarr was writing when a step was killed"))
+            found.append(Leftover.at(store.join(path), "a file zarr was writing when a step was killed"))
     if tmp is not None:  # the pieces of a generation's shuffle given tmp=: named after the generation
         for number in sorted(numbers | {max(numbers) + 1}):
             pieces = store.join(generation_path(number) or GROUP).scratch(_leftovers.TMP_SUFFIX, tmp)
             if number and pieces.exists() and not _placed(pieces):
-                found.append(Leftover(pieces, f"pieces of generation {number}'s shuffle"))
+                found.append(Leftover.at(pieces, f"pieces of generation {number}'s shuffle"))
     return found
 
 

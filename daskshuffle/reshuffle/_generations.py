@@ -19,7 +19,7 @@ from ..pilestore import generations as store_io, group_metadata
 from ..readers import GenerationsReader, ZarrPileReader
 from ..shuffle import map_tasks
 from ..sources import open_zarr_sources
-from ..storage import Location, _lock as _store_lock, crash_point, exclusive
+from ..storage import Leftover, Location, _lock as _store_lock, crash_point, exclusive
 
 __all__ = ["Generation", "append", "clean_generations", "compact", "evict", "generation_leftovers", "generations"]
 
@@ -125,14 +125,14 @@ def _check_variables(
     return fmt.identify_source()
 
 
-def _found(store: Location, root: dict[str, Any], tmp: Location | None) -> list[store_io.Leftover]:
+def _found(store: Location, root: dict[str, Any], tmp: Location | None) -> list[Leftover]:
     found = store_io.leftovers(store, root, tmp)
     if not store_io.consolidated(store, root):
-        found.append(store_io.Leftover(store.join("zarr.json"), "consolidated metadata listing other generations"))
+        found.append(Leftover.at(store.join("zarr.json"), "consolidated metadata listing other generations"))
     return found
 
 
-def generation_leftovers(store: Location, tmp: Location | None = None) -> list[store_io.Leftover]:
+def generation_leftovers(store: Location, tmp: Location | None = None) -> list[Leftover]:
     """What killed appends, evictions and compactions left in ``store`` (nothing while one of them runs)."""
     if _store_lock.held(store):
         return []
@@ -149,7 +149,7 @@ def _repair(store: Location, root: dict[str, Any], tmp: Location | None = None, 
         store_io.consolidate(store)
 
 
-def clean_generations(store: Location, tmp: Location | None = None) -> list[store_io.Leftover]:
+def clean_generations(store: Location, tmp: Location | None = None) -> list[Leftover]:
     """Remove what :func:`generation_leftovers` finds, holding the store's lock; returns what it found."""
     with exclusive(store):
         root = store_io.read_root(store)

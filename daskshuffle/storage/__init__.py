@@ -6,6 +6,7 @@ from ._crash import crash_point
 from ._deadline import bounded, request_deadline, within
 from ._fetch import Fetches, fetched_each
 from ._identity import changed_entries, identify_files, identify_token, identify_tree
+from ._leftovers import Leftover
 from ._location import Location, unreached
 from ._lock import exclusive
 from ._manifest import Manifest, run_marked, run_once
@@ -14,6 +15,7 @@ from ._paths import normalize
 __all__ = [
     "Cache",
     "Fetches",
+    "Leftover",
     "Location",
     "Manifest",
     "StoreCache",

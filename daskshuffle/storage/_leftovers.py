@@ -53,11 +53,20 @@ PARTIAL_SUFFIX = ".daskshuffle-partial"
 
 @dataclass(frozen=True)
 class Leftover:
-    """A path a run left beside its destination, its size in bytes, and what it is."""
+    """A path a killed run left (beside its destination, or in a store with generations), its size, and what it is."""
 
-    path: str
+    location: Location
     nbytes: int
     what: str
+
+    @classmethod
+    def at(cls, location: Location, what: str) -> Leftover:
+        """What is at ``location``, measured now (0 bytes if nothing is there)."""
+        return cls(location, location.nbytes() if location.exists() else 0, what)
+
+    @property
+    def path(self) -> str:
+        return self.location.url
 
 
 def find(dst: Location, tmp: Location | None = None) -> list[Leftover]:
@@ -68,7 +77,7 @@ def find(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     """
     if _lock.held(dst):
         return []
-    return [leftover for _, leftover in _scratch(dst, tmp)] + _left_lock(dst)
+    return _scratch(dst, tmp) + _left_lock(dst)
 
 
 def own_paths(dst: Location, tmp: Location | None = None) -> dict[Location, str]:
@@ -124,12 +133,12 @@ def local_pieces_directory(dst: Location) -> Location:
     return Location.of(os.path.join(tempfile.gettempdir(), f"{LOCAL_PIECES}-{digest}"))
 
 
-def _scratch(dst: Location, tmp: Location | None) -> list[tuple[Location, Leftover]]:
+def _scratch(dst: Location, tmp: Location | None) -> list[Leftover]:
     found = []
     for path, suffix in _scratch_paths(dst, tmp).items():
         if path.exists() and not _placed(path):
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
-            found.append((path, Leftover(path.url, path.nbytes(), what)))
+            found.append(Leftover(path, path.nbytes(), what))
     return found
 
 
@@ -143,7 +152,7 @@ def _left_lock(dst: Location) -> list[Leftover]:
     if not lock.exists() or _placed(lock):
         return []
     holder = _lock.read_holder(dst) or {}
-    return [Leftover(lock.url, lock.nbytes(), f"the lock of {_lock.describe(holder)}, which is gone")]
+    return [Leftover(lock, lock.nbytes(), f"the lock of {_lock.describe(holder)}, which is gone")]
 
 
 def clean(dst: Location, tmp: Location | None = None) -> list[Leftover]:
@@ -153,9 +162,9 @@ def clean(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     """
     check_own_paths(dst, tmp)
     found = _scratch(dst, tmp)
-    for location, _ in found:
-        location.remove()
-    return [leftover for _, leftover in found]
+    for leftover in found:
+        leftover.location.remove()
+    return found
 
 
 def remove(dst: Location, tmp: Location | None = None) -> list[Leftover]:
