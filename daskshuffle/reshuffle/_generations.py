@@ -45,7 +45,6 @@ def _copy_rows(store: Location, number: int, start: int, stop: int) -> int:
 
 #: Rows ``compact`` copies per task: about this many bytes.
 DEFAULT_COPY_MEMORY = "64MiB"
-COPY_NBYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,8 @@ def _check_variables(
     ``storage_options`` reach the source. Returns the source's identity.
     """
     ours = store_io.array_types(store, root)
-    fmt = open_zarr_sources(src, variables=list(ours), block_nbytes=COPY_NBYTES, storage_options=storage_options)
+    blocks = parse_nbytes(DEFAULT_COPY_MEMORY, "copy_memory")  # the source's blocks are not read here: any size
+    fmt = open_zarr_sources(src, variables=list(ours), block_nbytes=blocks, storage_options=storage_options)
     theirs = {variable.name: (str(variable.dtype), tuple(variable.row_shape)) for variable in fmt.variables}
     different = {name: (ours[name], theirs.get(name)) for name in ours if theirs.get(name) != ours[name]}
     if different:
