@@ -181,6 +181,22 @@ def test_verify_source_refuses_a_store_of_other_rows(tmp_path: Path) -> None:
     assert verify_source(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=False).n_rows == 600
 
 
+@pytest.mark.cluster
+def test_verify_reads_a_collection_and_its_store_in_one_graph_on_a_local_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cluster_client: Any
+) -> None:
+    """The source's blocks (a collection's tasks) and the store's piles are read at once: one progress line."""
+    frame = _frame()
+    with cluster_client.as_current():
+        ds.shuffle_dataframe(frame, tmp_path / "piles", n_piles=4, seed=0, block_memory=4_000)
+        capsys.readouterr()
+        fmt = open_dataframe_source(frame, index=None, block_nbytes=4_000, writing=ParquetWriting())
+        result = verify_source(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=True)
+    assert result.n_rows == 600
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("[####"), repr(out)
+
+
 def test_shuffle_xarray_levels_and_verify(tmp_path: Path) -> None:
     data = xr.Dataset({"x": (("sample", "feature"), np.arange(4000.0).reshape(1000, 4))}).chunk({"sample": 100})
     result = ds.shuffle_xarray(

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError, VerificationError
 from .._parse import parse_nbytes, parse_path
-from ..formats import CollectionFormat, CollectionSource, FileFormat, Format
+from ..formats import CollectionSource, FileFormat, Format
 from ..pilestore import GENERATIONS_KEY, metadata_disagrees, sources_of
 from ..readers import open_pile_reader
 from ..storage import Location, changed_entries
@@ -37,20 +37,41 @@ __all__ = ["VerifyResult", "sources_changed", "verify"]
 
 
 def _part(
-    side: str, variables: list[str], fmt: FileFormat[Any], block: int, store: Location | None, piles: range
-) -> tuple[str, dict[str, Any]]:
-    """One task: the checksum of a block of the source, or of a run of piles of the store."""
-    if store is None:
-        return side, checksum(fmt.read_block(block), variables)
-    return side, _store_piles(store, variables, piles)
+    variables: list[str], store: Location, fmt: Format[Any] | None, item: Any, value: Any = None
+) -> dict[str, Any]:
+    """One task: the checksum of the run of piles ``item`` of ``store`` (``fmt`` None), or of block ``item`` of the
+    source ``fmt`` as ``store`` stores its rows (a dask collection's block computed: ``value``)."""
+    if fmt is None:
+        reader = open_pile_reader(store, variables=variables)
+        try:
+            return add_checksums([checksum(reader.read_pile(pile), variables) for pile in item], variables)
+        finally:
+            reader.close()
+    rows = fmt.rows_of_block(item, value) if isinstance(fmt, CollectionSource) else fmt.read_block(item)
+    return checksum(fmt.stored_rows(store, rows), variables)
 
 
-def _store_piles(store: Location, variables: list[str], piles: range) -> dict[str, Any]:
-    reader = open_pile_reader(store, variables=variables)
-    try:
-        return add_checksums([checksum(reader.read_pile(pile), variables) for pile in piles], variables)
-    finally:
-        reader.close()
+def _checksums(
+    store: Location,
+    fmt: Format[Any],
+    variables: list[str],
+    pile_offsets: NDArray[np.int64],
+    *,
+    block_nbytes: int,
+    token: str,
+    progress: bool,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The checksums of the source ``fmt`` and of ``store``: each read once, in one graph of tasks run at once."""
+    n_blocks = len(fmt.block_lengths)
+    tasks: list[tuple[Any, ...]] = [(variables, store, fmt, block) for block in range(n_blocks)]
+    groups = _group_piles(pile_offsets, block_nbytes, fmt.row_nbytes)
+    tasks += [(variables, store, None, range(first, last)) for first, last in groups]
+    inputs = None
+    if isinstance(fmt, CollectionSource):  # the store's tasks take no block: a key of nothing
+        graph, keys = fmt.block_inputs()
+        inputs = ({**graph, "daskshuffle-verify-nothing": None}, [*keys, *["daskshuffle-verify-nothing"] * len(groups)])
+    parts = map_tasks(_part, tasks, token=token, progress=progress, inputs=inputs)
+    return add_checksums(parts[:n_blocks], variables), add_checksums(parts[n_blocks:], variables)
 
 
 @dataclass(frozen=True)
@@ -216,16 +237,10 @@ def verify_location(
         raise mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None, changed=changed)
     # The workers read the store and the sources: with credentials of their own, which may lack this process's.
     check_workers_access([location, *(Location.of(source, storage_options) for source in named)])
-    tasks: list[tuple[Any, ...]] = [
-        ("source", variables, fmt, block, None, range(0)) for block in range(len(fmt.block_lengths))
-    ]
-    tasks += [
-        ("store", variables, None, -1, location, range(first, last))
-        for first, last in _group_piles(pile_offsets, block_nbytes, fmt.row_nbytes)
-    ]
-    parts = map_tasks(_part, tasks, token=f"verify-{path}-{named}-{metadata.get('fingerprint')}", progress=progress)
-    expected = add_checksums([part for side, part in parts if side == "source"], variables)
-    found = add_checksums([part for side, part in parts if side == "store"], variables)
+    token = f"verify-{path}-{named}-{metadata.get('fingerprint')}"
+    expected, found = _checksums(
+        location, fmt, variables, pile_offsets, block_nbytes=block_nbytes, token=token, progress=progress
+    )
     if not same_checksums(expected, found, variables):
         blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
         if blocks is not None and run_lengths(blocks) != metadata["blocks"]["lengths"]:
@@ -245,23 +260,11 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
     path = location.url
     metadata, pile_offsets = _read_store(location)
     variables = list(metadata["variables"])
-    token = f"verify-{path}-{metadata.get('fingerprint')}"
     check_workers_access([location])
-    blocks = [(variables, fmt, location, block) for block in range(len(fmt.block_lengths))]
-    if isinstance(fmt, CollectionSource):
-        source_parts = map_tasks(_collection_part, blocks, token=token, progress=progress, inputs=fmt.block_inputs())
-    else:
-        source_parts = map_tasks(_file_part, blocks, token=token, progress=progress)
-    store_parts = map_tasks(
-        _store_piles,
-        [
-            (location, variables, range(first, last))
-            for first, last in _group_piles(pile_offsets, block_nbytes, fmt.row_nbytes)
-        ],
-        token=token,
-        progress=progress,
+    token = f"verify-{path}-{metadata.get('fingerprint')}"
+    expected, found = _checksums(
+        location, fmt, variables, pile_offsets, block_nbytes=block_nbytes, token=token, progress=progress
     )
-    expected, found = add_checksums(source_parts, variables), add_checksums(store_parts, variables)
     return _proven(path, [], expected, found, variables, began)
 
 
@@ -340,16 +343,6 @@ def _proven(
         checksums={name: f"{found['sums'][name]:016x}" for name in variables},
         seconds=time.perf_counter() - began,
     )
-
-
-def _file_part(variables: list[str], fmt: FileFormat[Any], store: Location, block: int) -> dict[str, Any]:
-    return checksum(fmt.stored_rows(store, fmt.read_block(block)), variables)
-
-
-def _collection_part(
-    variables: list[str], fmt: CollectionFormat[Any], store: Location, block: int, value: Any
-) -> dict[str, Any]:
-    return checksum(fmt.stored_rows(store, fmt.rows_of_block(block, value)), variables)
 
 
 def _block_lengths(
