@@ -36,13 +36,10 @@ __all__ = ["appended", "check_shapes", "find_store", "open_store"]
 
 
 def find_store(location: Location) -> tuple[zarr.Group | None, Any] | None:
-    """The Zarr group at ``location`` and its daskshuffle metadata, or ``None`` if it has no ``zarr.json``.
+    """The Zarr group at ``location`` and its metadata, read once (one request), or ``None`` if it has no ``zarr.json``.
 
-    One request on object storage: the group's ``zarr.json`` holds the
-    metadata, so the open that follows reads nothing again, and the metadata
-    read once says which reader opens the store (:func:`appended`), whatever
-    an append does meanwhile. A ``zarr.json`` that cannot be read gives
-    ``(None, None)``: :func:`open_store` names the problem.
+    That metadata says which reader opens the store (:func:`appended`), whatever an append does meanwhile. A
+    ``zarr.json`` that cannot be read gives ``(None, None)``: :func:`open_store` names the problem.
     """
     import zarr
 
