@@ -17,7 +17,7 @@ from conftest import Points, make_zarr_source, raise_at, tree_digest
 import daskshuffle
 from daskshuffle import DaskShuffleValueError, IncompletePileStoreError, PileLoader
 from daskshuffle._cli._common import cli
-from daskshuffle.pilestore import read_metadata
+from daskshuffle.pilestore import AppendedStoreError, read_metadata
 from daskshuffle.readers import open_pile_reader
 from daskshuffle.readers._zarr_reader import ZarrPileReader
 
@@ -81,8 +81,10 @@ def test_a_pile_is_its_generations_piles_oldest_first(grown: Path) -> None:
     whole = np.concatenate([reader.read_pile(pile)["id"] for pile in range(N_PILES)])
     for start, stop in [(0, 1_800), (5, 6), (440, 1_300), (1_799, 1_800), (0, 0)]:
         np.testing.assert_array_equal(reader.read_rows(start, stop)["id"], whole[start:stop])
-    with pytest.raises(IncompletePileStoreError, match="appended"):
+    # Opened directly as one generation, it is refused, naming the open that reads every generation.
+    with pytest.raises(AppendedStoreError, match=r"rows were appended to.*daskshuffle\.readers\.open_pile_reader"):
         ZarrPileReader(grown)
+    assert issubclass(AppendedStoreError, IncompletePileStoreError)
     # Pickled (into DataLoader workers), it reads the same piles.
     import pickle
 

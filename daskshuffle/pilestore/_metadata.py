@@ -125,11 +125,7 @@ def parse_metadata_attribute(value: object, where: str = "the pile store") -> di
 
 
 class AppendedStoreError(IncompletePileStoreError):
-    """A Zarr pile store with several generations, opened as one: ``open_pile_reader`` reads it with the metadata found."""
-
-    def __init__(self, message: str, metadata: Mapping[str, Any]) -> None:
-        super().__init__(message)
-        self.metadata = dict(metadata)
+    """A Zarr pile store with several generations, opened as one generation: ``open_pile_reader`` reads them all."""
 
 
 def check_store_exists(store: Location, where: str) -> None:

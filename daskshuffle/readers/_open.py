@@ -7,24 +7,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError
-from ..pilestore import AppendedStoreError, check_store_exists
+from ..pilestore import check_store_exists
 from ..storage import Location
 from ._generations import GenerationsReader
 from ._pile_reader import PileReader
+from ._zarr_open import appended, find_store
 from ._zarr_reader import ZarrPileReader
 
 __all__ = ["open_pile_reader"]
 
 #: The kinds of pile store, recognised in this order.
 KINDS = ("zarr", "parquet")
-
-
-def _reader_class(kind: str) -> type[PileReader[Any]]:
-    if kind == "zarr":
-        return ZarrPileReader
-    from ._parquet_reader import ParquetPileReader  # pyarrow: loaded only once a store is not Zarr
-
-    return ParquetPileReader
 
 
 def open_pile_reader(
@@ -60,14 +53,20 @@ def open_pile_reader(
 
 
 def _open_reader(location: Location, store: str, variables: Sequence[str] | None, batch_format: str) -> PileReader[Any]:
-    # Each look costs a request on object storage: whether the store exists is asked only when no kind is found.
-    for kind in KINDS:
-        try:
-            opened = _reader_class(kind).open_as_kind(location, variables, batch_format)
-        except AppendedStoreError as appended:  # decided on the metadata read once: no race with an append
-            return GenerationsReader(location, variables, batch_format=batch_format, metadata=appended.metadata)
-        if opened is not None:
-            return opened
+    # Each look costs a request on object storage: opening the Zarr group is the first, whose metadata, read once,
+    # says whether generations were appended (no race with an append); whether the store exists is asked only when
+    # no kind is found.
+    found = find_store(location)
+    if found is not None:
+        group, metadata = found
+        if appended(metadata):
+            return GenerationsReader(location, variables, batch_format=batch_format, metadata=metadata)
+        return ZarrPileReader(location, variables, batch_format=batch_format, group=group)
+    from ._parquet_reader import ParquetPileReader  # pyarrow: loaded only once a store is not Zarr
+
+    opened = ParquetPileReader.open_as_kind(location, variables, batch_format)
+    if opened is not None:
+        return opened
     check_store_exists(location, store)
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(KINDS)}). Got {store!r}, which is none of "

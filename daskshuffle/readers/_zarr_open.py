@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import IncompletePileStoreError, StorageAccessError
 from ..pilestore import (
+    GENERATIONS_KEY,
     METADATA_KEY,
     AppendedStoreError,
     check_pile_metadata,
@@ -31,7 +32,27 @@ from ..storage import Location
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["check_shapes", "open_store"]
+__all__ = ["appended", "check_shapes", "find_store", "open_store"]
+
+
+def find_store(location: Location) -> tuple[zarr.Group | None, Any] | None:
+    """The Zarr group at ``location`` and its metadata, read once (one request), or ``None`` if it has no ``zarr.json``.
+
+    That metadata says which reader opens the store (:func:`appended`), whatever an append does meanwhile. A
+    ``zarr.json`` that cannot be read gives ``(None, None)``: :func:`open_store` names the problem.
+    """
+    import zarr
+
+    try:
+        group = find_group(location)
+    except (PermissionError, ValueError, zarr.errors.BaseZarrError):
+        return None, None
+    return None if group is None else (group, parse_metadata_attribute(group.attrs.get(METADATA_KEY)))
+
+
+def appended(metadata: Any) -> bool:
+    """Whether the metadata of a Zarr pile store's root lists generations: rows were appended to it."""
+    return isinstance(metadata, dict) and GENERATIONS_KEY in metadata
 
 
 def open_store(
@@ -66,11 +87,10 @@ def open_store(
         raise IncompletePileStoreError(
             f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."
         )
-    if "generations" in found:
+    if appended(found):
         raise AppendedStoreError(
             f"Expected a pile store of one generation. Got {given!r}, which rows were appended to, instead; "
-            "open it with daskshuffle.formats.open_pile_reader (or PileLoader), which reads every generation.",
-            found,
+            "open it with daskshuffle.readers.open_pile_reader (or PileLoader), which reads every generation."
         )
     check_pile_metadata(found, given)
     check_variable_names(found, given)

@@ -46,7 +46,6 @@ from ..pilestore import (
     RUN_KEY,
     check_arrays,
     check_recorded_rows,
-    find_group,
     open_arrays,
     read_tables,
     select_variables,
@@ -327,19 +326,3 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def as_arrays(self, rows: ArrayRows) -> dict[str, NDArray[Any]] | None:
         # An xarray batch is made from its rows by to_batch, so batches go through take, concat and to_batch.
         return rows if self._datasets is None else None
-
-    @classmethod
-    def open_as_kind(
-        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
-    ) -> ZarrPileReader | None:
-        # Opening the group is the look: one request on object storage rather than a look and then the open.
-        import zarr
-
-        try:
-            group = find_group(store)
-        except (PermissionError, ValueError, zarr.errors.BaseZarrError):
-            group = None  # a zarr.json that is there but cannot be read: the open below names the problem
-        else:
-            if group is None:
-                return None
-        return cls(store, variables, batch_format=batch_format, group=group)
