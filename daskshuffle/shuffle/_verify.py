@@ -5,7 +5,7 @@ The source and the store are each summed to an order-independent checksum
 whether the sources or the store's rows are to blame.
 
 The source is read through its format's block reads and the store through
-:func:`~daskshuffle.formats.open_pile_reader`, whose per-chunk checks raise
+:func:`~daskshuffle.readers.open_pile_reader`, whose per-chunk checks raise
 :class:`~daskshuffle.CorruptPileStoreError` on a damaged chunk; both run as
 tasks on the active dask scheduler, like a shuffle.
 """
