@@ -229,9 +229,7 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
     files = {name: f"{location.path}/{paths[name]}/{TABLE}" for name in records}
     with location.reaching():
         paths_read = list(files.values())
-        found = dict(
-            zip(paths_read, fetched_each(location.fs, [(path, None, None) for path in paths_read]), strict=True)
-        )
+        found = dict(zip(paths_read, fetched_each(location.fs, paths_read), strict=True))
     tables = {}
     for name, record in records.items():
         data = found.get(files[name])
