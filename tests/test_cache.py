@@ -120,11 +120,10 @@ def test_cached_files_removed_behind_a_loaders_back_are_fetched_again(remote: An
             path.unlink(missing_ok=True)
         fs.reset_stats()
         assert same([batch["id"] for batch in loader], expected[1])
-        # Fetched again: all of them but those the reads ahead of epoch 0 had fetched for epoch 1 already, which
-        # epoch 2 fetches (reads ahead still under way when the loader closes are cancelled, not finished).
-        assert chunk_gets(options) > 0 and len(cached) > 0
         for _ in loader:
             pass
+        # Fetched again, in epoch 1 or, for those the reads ahead of epoch 0 held in memory for epoch 1, in epoch 2.
+        assert chunk_gets(options) > 0 and len(cached) > 0
     held = cached_files(tmp_path / "c")
     assert len(held) == len(chunk_files(local))  # every chunk file cached again, whole
 
