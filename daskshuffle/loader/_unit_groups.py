@@ -17,16 +17,7 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._machine import memory_nbytes
-from ..epochs import (
-    apart,
-    auto_budget,
-    deal_groups,
-    epoch_runs,
-    group_permutation,
-    unit_bounds,
-    unit_rows_for,
-    unit_sizes,
-)
+from .. import epochs
 from ..readers import PileReader
 from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 
@@ -59,15 +50,15 @@ def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, 
         for found in reader.member_chunk_rows()
     ]
     if budget == "auto":
-        unit_nbytes = max(unit_rows_for(*member) for member in members) * row  # the cheapest units to read
-        budget = auto_budget(
+        unit_nbytes = max(epochs.unit_rows_for(*member) for member in members) * row  # the cheapest units to read
+        budget = epochs.auto_budget(
             n_rows * row,
             unit_nbytes,
             least=int_setting("loader.units-budget-least-nbytes"),
             most=int_setting("loader.units-budget-most-nbytes"),
             memory=memory_nbytes(),
         )
-    return UnitSizes(*unit_sizes(int(budget), row, members, n_rows))
+    return UnitSizes(*epochs.unit_sizes(int(budget), row, members, n_rows))
 
 
 #: An epoch's groups: their offsets end to end, and the runs of store rows (``(k, 2)``) of each.
@@ -107,7 +98,7 @@ class UnitGroups(EpochReads):
         self.seed = seed
         self.unit_rows = unit_rows
         self.group_rows = group_rows
-        self.bounds = unit_bounds(int(offsets[-1]), unit_rows, segments)
+        self.bounds = epochs.unit_bounds(int(offsets[-1]), unit_rows, segments)
         self.members = members
         self.counts = counts
         self._groups_made = EpochCache[Groups]()
@@ -117,8 +108,8 @@ class UnitGroups(EpochReads):
         return self._groups_made.get(epoch, self._make_groups)
 
     def _make_groups(self, epoch: int) -> Groups:
-        runs = epoch_runs(self.bounds, self.seed, epoch, self.members, self.counts)
-        offsets, groups = deal_groups(runs[:, 1] - runs[:, 0], self.group_rows, self.seed, epoch)
+        runs = epochs.epoch_runs(self.bounds, self.seed, epoch, self.members, self.counts)
+        offsets, groups = epochs.deal_groups(runs[:, 1] - runs[:, 0], self.group_rows, self.seed, epoch)
         return offsets, [runs[group] for group in groups]
 
     def layout(self, epoch: int) -> IntArray:
@@ -135,11 +126,11 @@ class UnitGroups(EpochReads):
     def plan_read(self, read: Read) -> ReadPlan:
         runs = self.runs(read.epoch, read.number)
         n_rows = sum(stop - start for start, stop in runs)
-        order = group_permutation(n_rows, self.seed, read.epoch, read.number)
+        order = epochs.group_permutation(n_rows, self.seed, read.epoch, read.number)
         shared = any(b > c for (_, b), (c, _) in itertools.pairwise(sorted(runs)))  # two runs share a row
         if self.counts is not None and shared:  # a mixture's copies of a unit: never side by side
             rows = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
-            order = apart(rows, order, self.seed, read.epoch, read.number)
+            order = epochs.apart(rows, order, self.seed, read.epoch, read.number)
         return ReadPlan(runs, order[read.start : read.stop])
 
     def piles_of(self, epoch: int, index: int) -> list[int]:
