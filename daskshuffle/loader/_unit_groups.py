@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import epochs
 from .._config import int_setting
 from .._machine import memory_nbytes
-from .. import epochs
 from ..readers import PileReader
 from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 
