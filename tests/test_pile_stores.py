@@ -17,6 +17,7 @@ import json
 import re
 import shutil
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +32,13 @@ from conftest import consume
 from simulate import unit_groups, unit_stream
 
 import daskshuffle as ds
-from daskshuffle import CorruptPileStoreError, PileLoader
+from daskshuffle import CorruptPileStoreError, PileLoader, pilestore
 from daskshuffle.epochs import unit_bounds
 from daskshuffle.epochs._epoch_plan import epoch_pile_order, rank_range
 from daskshuffle.orders import Piles
 from daskshuffle.plan import fingerprint
 from daskshuffle.readers import open_pile_reader
+from daskshuffle.storage import Location
 
 N_ROWS = 1_000
 N_PILES = 7
@@ -378,6 +380,36 @@ def test_a_loader_dropped_without_close_stops_its_threads_at_once(store: Store, 
     finally:
         gc.enable()
     assert len(ids) == len(store.expected(0))
+
+
+@pytest.mark.parametrize("what", ["no store", "no group", "unreadable zarr.json"])
+def test_a_store_zarr_cannot_open_leaves_nothing_holding_the_frames_that_asked(tmp_path: Path, what: str) -> None:
+    """zarr's ``sync`` keeps its error in a frame the error's traceback holds: caught and dropped, it holds nothing.
+
+    Before, such an error kept every frame up the stack (and a loader being opened, with its threads) alive
+    until the cycle collector ran.
+    """
+    path = tmp_path / "store"
+    if what != "no store":
+        path.mkdir()
+    if what == "unreadable zarr.json":
+        (path / "zarr.json").write_text("{not json")
+
+    class Marker:
+        pass
+
+    def ask() -> weakref.ref[Marker]:
+        marker = Marker()  # a local of the frame that asks, as a loader being opened is
+        assert pilestore.group_metadata(Location.of(str(path))) is None
+        return weakref.ref(marker)
+
+    gc.collect()
+    gc.disable()
+    try:
+        asked = ask()
+        assert asked() is None
+    finally:
+        gc.enable()
 
 
 # -- metadata that disagrees with itself or the data ----------------------------------------

@@ -55,10 +55,7 @@ def find_group(location: Location) -> zarr.Group | None:
     """
     try:
         return open_group(location, "r", use_consolidated=False)
-    except FileNotFoundError as missing:  # zarr's GroupNotFoundError, or a local directory that does not exist
-        # zarr's future holds the error, whose traceback holds the future's frame: a cycle, which would keep every
-        # frame up the stack (a loader being opened) until the collector runs, unless the traceback goes.
-        missing.__traceback__ = None
+    except FileNotFoundError:  # zarr's GroupNotFoundError, or a local directory that does not exist
         return None
 
 
@@ -90,10 +87,8 @@ def consolidate_group(location: Location, group: zarr.Group) -> None:
 def _bounded(location: Location, fs: Any, request: Coroutine[Any, Any, T], what: str) -> T:
     """``request`` run on zarr's event loop, failing within the deadline of ``location``'s options: a refused,
     throttled or stalled request as :class:`~daskshuffle.StorageAccessError` naming ``location``."""
-    from zarr.core.sync import sync
-
     with location.reaching(what):
-        return sync(within(fs, request, request_deadline(location.options), what))
+        return _on_zarr_loop(within(fs, request, request_deadline(location.options), what))
 
 
 def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> list[Any]:
@@ -109,11 +104,27 @@ def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> 
             *(within(fs, async_group.get(name), deadline, f"{name}/zarr.json") for name in names)
         )
 
-    from zarr.core.sync import sync
-
     with location.reaching("zarr.json"):
-        found = sync(members())
+        found = _on_zarr_loop(members())
     return [
         zarr.Array(node) if isinstance(node, zarr.AsyncArray) else zarr.Group(node) if node is not None else None
         for node in found
     ]
+
+
+def _on_zarr_loop(request: Coroutine[Any, Any, T]) -> T:
+    """``request`` run on zarr's event loop (``zarr.core.sync.sync``); an error raised from here, without the loop's frames.
+
+    Those frames hold the error in cycles: ``sync`` keeps it in a local, and
+    ``asyncio.wait_for`` (under the deadline) keeps the future that holds it.
+    A caller that catches the error (a store with no group) would otherwise
+    leave every frame up its stack, a loader being opened and its threads
+    among them, alive until the cycle collector runs. The error's message
+    and cause stay; the traceback starts here.
+    """
+    from zarr.core.sync import sync
+
+    try:
+        return sync(request)
+    except BaseException as error:
+        raise error.with_traceback(None)  # noqa: B904 (the same error again: its cause and context stay)
