@@ -15,4 +15,5 @@ module here.
 from . import _generations, _info, _lines, _plan, _quality, _shuffles, _verify
 from ._common import main
 
+__all__ = ["main"]
 del _generations, _info, _lines, _plan, _quality, _shuffles, _verify

@@ -15,3 +15,11 @@ from __future__ import annotations
 
 from ._distributed import draw_from_client_loop, running_handlers, running_task_keys
 from ._fsspec import cached_filesystems, on_answers
+
+__all__ = [
+    "cached_filesystems",
+    "draw_from_client_loop",
+    "on_answers",
+    "running_handlers",
+    "running_task_keys",
+]

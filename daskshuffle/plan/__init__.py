@@ -21,3 +21,27 @@ from ._plan import (
 )
 from ._rules import Layout, choose_layout
 from ._scale import DEFAULT_MIN_READ, DEFAULT_N_PILES
+
+__all__ = [
+    "DEFAULT_MIN_READ",
+    "DEFAULT_N_PILES",
+    "MIN_READ_NBYTES",
+    "GroupedLevel",
+    "Layout",
+    "LevelPlan",
+    "Plan",
+    "ShuffleSettings",
+    "block_counts",
+    "block_order",
+    "block_rows",
+    "block_table",
+    "choose_layout",
+    "fingerprint",
+    "group_order",
+    "make_level_plan",
+    "make_plan",
+    "merge_runs",
+    "piece_offsets",
+    "span_reads",
+    "split_piles",
+]

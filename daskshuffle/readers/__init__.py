@@ -7,3 +7,12 @@ from ._generations import GenerationsReader
 from ._open import open_pile_reader
 from ._pile_reader import ComposedReader, PileReader, ReadCancelledError
 from ._zarr_reader import ZarrPileReader
+
+__all__ = [
+    "ComposedReader",
+    "GenerationsReader",
+    "PileReader",
+    "ReadCancelledError",
+    "ZarrPileReader",
+    "open_pile_reader",
+]

@@ -3,3 +3,5 @@ fresh pile store for every epoch (``EpochShuffler``). Each writes through :mod:`
 """
 
 from ._generations import clean_generations, generation_leftovers
+
+__all__ = ["clean_generations", "generation_leftovers"]

@@ -5,3 +5,11 @@ from ._options import parse_forwarded_options
 from ._run import ShuffleResult
 from ._shuffle import shuffle_zarr
 from ._verify import sources_changed
+
+__all__ = [
+    "ShuffleResult",
+    "map_tasks",
+    "parse_forwarded_options",
+    "shuffle_zarr",
+    "sources_changed",
+]

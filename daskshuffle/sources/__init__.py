@@ -12,3 +12,26 @@ from ._text_source import TextSource, open_text_sources
 from ._undecodable import decoding, uncomputable
 from ._xarray import ARRAY_NAME, XarrayFormat, open_arrays_source, open_xarray_source
 from ._zarr_source import SourceLike, ZarrFormat, open_zarr_sources
+
+__all__ = [
+    "ARRAY_NAME",
+    "COMPRESSIONS",
+    "SourceLike",
+    "TextOutput",
+    "TextSource",
+    "XarrayFormat",
+    "ZarrFormat",
+    "count_lines",
+    "decoding",
+    "list_parquet_sources",
+    "open_arrays_source",
+    "open_dataframe_source",
+    "open_parquet_sources",
+    "open_text_output",
+    "open_text_sources",
+    "open_xarray_source",
+    "open_zarr_sources",
+    "parse_delimiter",
+    "parse_sources",
+    "uncomputable",
+]

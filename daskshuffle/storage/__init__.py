@@ -11,3 +11,30 @@ from ._location import Location, unreached
 from ._lock import exclusive
 from ._manifest import Manifest, run_marked, run_once
 from ._paths import normalize
+
+__all__ = [
+    "Cache",
+    "Fetches",
+    "Leftover",
+    "Location",
+    "Manifest",
+    "StoreCache",
+    "access_error",
+    "bounded",
+    "changed_entries",
+    "crash_point",
+    "exclusive",
+    "fetched_each",
+    "identify_files",
+    "identify_token",
+    "identify_tree",
+    "normalize",
+    "parse_cache",
+    "reaching",
+    "request_deadline",
+    "run_marked",
+    "run_once",
+    "storage_failure",
+    "unreached",
+    "within",
+]
