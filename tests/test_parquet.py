@@ -268,6 +268,9 @@ def test_schemas_are_unified_across_files_hive_partitions_and_globs(tmp_path: Pa
 
     shuffle_parquet(str(root / "year=*" / "*.parquet"), tmp_path / "glob", n_piles=4, seed=0)
     assert sorted(pd.read_parquet(tmp_path / "glob")["id"]) == list(range(200))
+    # A glob in a directory's name alone is a glob too, as for text and xarray sources (storage.glob_matches)
+    shuffle_parquet(str(root / "year=*" / "data.parquet"), tmp_path / "glob-dirs", n_piles=4, seed=0)
+    assert sorted(pd.read_parquet(tmp_path / "glob-dirs")["id"]) == list(range(200))
 
 
 @pytest.mark.parametrize("columns", [None, ["text", "year", "id"]], ids=["every column", "some columns"])

@@ -32,7 +32,7 @@ from ..formats import (
 )
 from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES
-from ..storage import Location, identify_files, normalize
+from ..storage import Location, glob_matches, identify_files, normalize
 from ._arrow_pieces import ArrowTables
 from ._text import parse_sources
 from ._undecodable import undecodable, undecodable_parquet
@@ -52,7 +52,6 @@ __all__ = [
     "whole_runs",
 ]
 
-_GLOB_CHARS = frozenset("*?[")
 COMPRESSIONS = ("auto", "snappy", "zstd", "lz4", "gzip", "brotli", "none")
 
 
@@ -75,16 +74,15 @@ def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str
     """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
 
     A file costs one look; a directory or a glob one more, a listing however
-    deep (on object storage each is a request). A path that exists is that
-    path, whatever characters its name holds ("data[1]"); else a glob. Files and
-    directories whose names start with ``.`` or ``_`` are left out, as every
-    Parquet reader does.
+    deep (on object storage each is a request). A glob is one as
+    :func:`~daskshuffle.storage.glob_matches` says. Files and directories whose
+    names start with ``.`` or ``_`` are left out, as every Parquet reader does.
     """
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
-    if _GLOB_CHARS & set(os.path.basename(text)) and not fs.exists(inner):
-        matched = fs.glob(inner, detail=True)
-        paths = sorted((path, int(info["size"])) for path, info in matched.items() if info["type"] == "file")
+    matched = glob_matches(where)
+    if matched is not None:
+        paths = [(path, int(info["size"])) for path, info in matched.items() if info["type"] == "file"]
         if not paths:
             raise SourceNotFoundError(
                 f"Expected src to match Parquet files. Got {text!r}, which matches none, instead."

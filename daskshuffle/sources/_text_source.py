@@ -36,7 +36,7 @@ from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
-from ..storage import Location
+from ..storage import Location, glob_matches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -314,15 +314,16 @@ class TextSource:
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:
-    """The files ``item`` names: itself (if it exists), or the matches of a glob, in sorted order."""
+    """The files ``item`` names: itself, or the matches of a glob (:func:`~daskshuffle.storage.glob_matches`)."""
     where = Location.of(item, storage_options)
     fs, inner = where.fs, where.path
 
     def unstrip(path: str) -> Location:
         return Location.of(path if where.is_local else fs.unstrip_protocol(path), storage_options)
 
-    if any(char in inner for char in "*?[") and not fs.exists(inner):  # an existing "lines[1].txt" is itself
-        return [unstrip(path) for path in sorted(fs.glob(inner)) if fs.isfile(path)]
+    matched = glob_matches(where)
+    if matched is not None:
+        return [unstrip(path) for path, info in matched.items() if info["type"] == "file"]
     if fs.isdir(inner):
         raise DaskShuffleValueError(
             f"Expected src to name text files. Got {item!r}, which is a directory, instead; "

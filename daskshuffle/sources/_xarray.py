@@ -19,7 +19,6 @@ The Zarr pile store with an xarray source and an xarray-shaped destination:
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import math
@@ -34,7 +33,7 @@ from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
 from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, open_recording, save_records
-from ..storage import Location, identify_token
+from ..storage import Location, glob_matches, identify_token
 from ._arrays import ArrayFormat
 from ._parquet import whole_runs
 from ._undecodable import undecodable_group
@@ -66,11 +65,12 @@ def open_dataset(ds: object, storage_options: dict[str, Any] | None, dim: str) -
     if not isinstance(ds, str | os.PathLike | Location):
         raise DaskShuffleTypeError(f"Expected ds to be an xarray.Dataset or a path. Got {type(ds).__name__} instead.")
     root = Location.of(ds, storage_options)
-    if root.exists():
+    matched = glob_matches(root)
+    if matched is None and root.exists():
         return _open_one(root, ds), [root.url]
-    matches = sorted(root.fs.glob(root.path)) if glob.has_magic(root.path) else []
+    matches = list(matched or ())
     if not matches:
-        found = "matches no file" if glob.has_magic(root.path) else "does not exist"
+        found = "does not exist" if matched is None else "matches no file"
         raise SourceNotFoundError(
             f"Expected a dataset: a Zarr store, a file xarray opens, or a glob of them. Got {str(ds)!r}, which "
             f"{found}, instead."

@@ -7,7 +7,7 @@ from ._deadline import bounded, request_deadline, within
 from ._fetch import Fetches, fetched_each
 from ._identity import changed_entries, identify_files, identify_token, identify_tree
 from ._leftovers import Leftover
-from ._location import Location, unreached
+from ._location import Location, glob_matches, unreached
 from ._lock import exclusive
 from ._manifest import Manifest, run_marked, run_once
 from ._paths import normalize
@@ -25,6 +25,7 @@ __all__ = [
     "crash_point",
     "exclusive",
     "fetched_each",
+    "glob_matches",
     "identify_files",
     "identify_token",
     "identify_tree",

@@ -11,6 +11,7 @@ and options: a worker rebuilds the fsspec filesystem on first use.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import time
@@ -30,7 +31,7 @@ from ._access import reaching, storage_failure
 from ._paths import inside, is_url, normalize
 from ._probe import probe_conditional_writes
 
-__all__ = ["Location", "unreached"]
+__all__ = ["Location", "glob_matches", "unreached"]
 
 _REMOVE_ATTEMPTS = 5
 
@@ -292,6 +293,20 @@ class Location:
                 if attempt == _REMOVE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.2 * (attempt + 1))
+
+
+def glob_matches(location: Location) -> dict[str, dict[str, Any]] | None:
+    """What ``location`` names as a glob: fsspec's info of each match, by path in sorted order; ``None`` if it names itself.
+
+    The one rule of every source that takes globs: a path that exists is
+    itself, whatever characters its name holds (``data[1].txt``); one that
+    does not, holding ``*``, ``?`` or ``[``, is a glob (one listing more).
+    A path without those characters costs no request here.
+    """
+    if not glob.has_magic(location.path) or location.exists():
+        return None
+    with location.reaching():
+        return dict(sorted(location.fs.glob(location.path, detail=True).items()))
 
 
 def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
