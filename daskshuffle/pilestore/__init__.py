@@ -9,7 +9,7 @@ from . import _generations as generations
 from ._binding import check_arrays, open_recording, read_tables, save_records
 from ._generations import GENERATIONS_KEY, generation_location, read_root, sources_of
 from ._groups import find_group, group_metadata, open_arrays, open_group
-from ._layout import CHUNK_NBYTES, LAYOUT_KEY, for_writing, sample_rows, xarray_encoding
+from ._layout import CHUNK_NBYTES, LAYOUT_KEY, sample_rows, xarray_encoding
 from ._metadata import (
     FORMAT_VERSION,
     METADATA_KEY,
@@ -62,7 +62,6 @@ __all__ = [
     "check_store_exists",
     "check_variable_names",
     "find_group",
-    "for_writing",
     "generation_location",
     "generations",
     "group_metadata",

@@ -32,7 +32,7 @@ import numpy as np
 from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
-from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, open_recording, save_records
+from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute
 from ..storage import Location, glob_matches, identify_token
 from ._arrays import ArrayFormat
 from ._parquet import whole_runs
@@ -172,7 +172,6 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
         return dst.url
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        import zarr
 
         if self._template is None:
             raise RuntimeError("create_destination runs where the shuffle was planned, with its template")
@@ -193,23 +192,15 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
             else:
                 self._template[variable.name] = rechunked
         self._template.to_zarr(self._open(dst), mode="w", compute=False, zarr_format=3, consolidated=False)
-        group = zarr.open_group(self._open(dst), mode="r+")
+        group = _layout.open_group(dst, mode="r+")
         group.attrs[METADATA_KEY] = metadata_attribute({**metadata, "dim": self.dim})
 
     def stored_rows(self, dst: Location, rows: ArrayRows) -> ArrayRows:
-        import zarr
-
-        return _encode(zarr.open_group(self._open(dst), mode="r"), rows, self._open(dst))
+        return _encode(_layout.open_group(dst), rows, self._open(dst))
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
-        # Encode as the destination stores values, then write whole chunks.
-        group, recording = open_recording(dst)
-        n_rows = 0
-        for name, values in _encode(group, rows, self._open(dst)).items():
-            array: Any = _layout.for_writing(group[name])
-            array[start : start + len(values)] = values
-            n_rows = len(values)
-        save_records(dst, group, recording, list(rows), start, n_rows)
+        """Encoded as the destination stores values, written as every Zarr pile store's rows are."""
+        super().write_rows(dst, start, self.stored_rows(dst, rows), piece_info)
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         super().finalize_destination(dst, {**metadata, "dim": self.dim})
