@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import ARRAY_KINDS, crc32c
-from ..storage import Fetches, StoreCache, crash_point, storage_failure
+from ..storage import Fetches, StoreCache, bounded, crash_point, storage_failure
 from ._opened import Opened
 from ._zarr_decode import ZarrDecode
 
@@ -230,7 +230,7 @@ class ChunkFiles:
             if cache is None or not cache.holds(path):
                 raise
             cache.evict(path)
-            data = bytes(self._fs.cat_file(path))
+            data = bytes(bounded(self._fs, "cat_file", path, what=path))
             decoded = self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile, target)
             cache.write(path, data)
             return decoded
