@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,36 +65,45 @@ def left_in(store: Path, tmp: Path | None = None) -> list[str]:
     return [left.location.url for left in found]
 
 
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Sources the tests only read, made once: ids 0..599 (a.zarr), 600..899 (b.zarr), 900..1099 (c.zarr).
+
+    Beside them, ``piles.zarr``: a shuffled and b appended, which :func:`two` copies for each test.
+    """
+    root = tmp_path_factory.mktemp("sources")
+    make_zarr_source(root / "a.zarr", 600, chunk_rows=64)
+    make_zarr_source(root / "b.zarr", 300, chunk_rows=64, first_id=600)
+    make_zarr_source(root / "c.zarr", 200, chunk_rows=50, first_id=900)
+    daskshuffle.shuffle_zarr(root / "a.zarr", root / "piles.zarr", n_piles=N_PILES, seed=0)
+    daskshuffle.append(root / "piles.zarr", root / "b.zarr", seed=1)
+    return root
+
+
 @pytest.fixture
-def two(tmp_path: Path) -> Path:
-    """A store of ids 0..599 (generation 0) and 600..899 appended (generation 1); c.zarr holds 900..1099."""
-    make_zarr_source(tmp_path / "a.zarr", 600, chunk_rows=64)
-    make_zarr_source(tmp_path / "b.zarr", 300, chunk_rows=64, first_id=600)
-    make_zarr_source(tmp_path / "c.zarr", 200, chunk_rows=50, first_id=900)
-    store = tmp_path / "piles.zarr"
-    daskshuffle.shuffle_zarr(tmp_path / "a.zarr", store, n_piles=N_PILES, seed=0)
-    daskshuffle.append(store, tmp_path / "b.zarr", seed=1)
-    return store
+def two(sources: Path, tmp_path: Path) -> Path:
+    """A store of ids 0..599 (generation 0) and 600..899 appended (generation 1), a test's own copy."""
+    return Path(shutil.copytree(sources / "piles.zarr", tmp_path / "piles.zarr", symlinks=True))
 
 
-def test_a_finished_append_run_again_adds_nothing(two: Path, tmp_path: Path) -> None:
+def test_a_finished_append_run_again_adds_nothing(two: Path, sources: Path) -> None:
     before = json.loads((two / "zarr.json").read_text())
     for seed in (1, None, 7):  # the same source: its rows are in the store, whatever seed is asked for
-        assert [g.generation for g in daskshuffle.append(two, tmp_path / "b.zarr", seed=seed)] == [0, 1]
+        assert [g.generation for g in daskshuffle.append(two, sources / "b.zarr", seed=seed)] == [0, 1]
     assert json.loads((two / "zarr.json").read_text()) == before
     np.testing.assert_array_equal(ids_of(two), np.arange(900))
     daskshuffle.compact(two)  # a compacted generation holds b's rows too
-    assert [g.n_rows for g in daskshuffle.append(two, tmp_path / "b.zarr")] == [900]
-    assert [g.n_rows for g in daskshuffle.append(two, tmp_path / "c.zarr", seed=3)] == [900, 200]
+    assert [g.n_rows for g in daskshuffle.append(two, sources / "b.zarr")] == [900]
+    assert [g.n_rows for g in daskshuffle.append(two, sources / "c.zarr", seed=3)] == [900, 200]
     np.testing.assert_array_equal(ids_of(two), np.arange(1_100))
 
 
 @pytest.mark.parametrize("seed", [3, None])
 @pytest.mark.parametrize("point", ["shuffle written", "shuffle complete", "append shuffled", "root listed"])
 def test_an_append_killed_at_each_step_completes_exactly_once(
-    two: Path, tmp_path: Path, point: str, seed: int | None
+    two: Path, sources: Path, tmp_path: Path, point: str, seed: int | None
 ) -> None:
-    call = f"daskshuffle.append({str(two)!r}, {str(tmp_path / 'c.zarr')!r}, seed={seed!r})"
+    call = f"daskshuffle.append({str(two)!r}, {str(sources / 'c.zarr')!r}, seed={seed!r})"
     killed_at(point, call, tmp_path)
     listed = [g.generation for g in daskshuffle.generations(two)]
     assert listed == ([0, 1, 2] if point == "root listed" else [0, 1]), "the root lists it once its list is written"
@@ -104,7 +114,7 @@ def test_an_append_killed_at_each_step_completes_exactly_once(
     else:
         assert left_in(two), "what the killed append wrote is named"
 
-    live = daskshuffle.append(two, tmp_path / "c.zarr", seed=seed)  # the same call, as the docs advise
+    live = daskshuffle.append(two, sources / "c.zarr", seed=seed)  # the same call, as the docs advise
     assert [g.generation for g in live] == [0, 1, 2]
     np.testing.assert_array_equal(ids_of(two), np.arange(1_100))
     if seed is not None:
@@ -112,13 +122,14 @@ def test_an_append_killed_at_each_step_completes_exactly_once(
     assert left_in(two) == []
     assert sorted(p.name for p in (two / "generations").iterdir()) == ["00001", "00002", "zarr.json"]
     assert plain_zarr_sees(two) == {"x", "y", "id", "generations/00001", "generations/00002"}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.zarr", "b.zarr", "c.zarr", "piles.zarr"]
+    assert [p.name for p in tmp_path.iterdir()] == ["piles.zarr"]
+    assert sorted(p.name for p in sources.iterdir()) == ["a.zarr", "b.zarr", "c.zarr", "piles.zarr"]
 
 
-def test_an_append_with_tmp_killed_mid_shuffle_is_finished_or_cleaned(two: Path, tmp_path: Path) -> None:
+def test_an_append_with_tmp_killed_mid_shuffle_is_finished_or_cleaned(two: Path, sources: Path, tmp_path: Path) -> None:
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    call = f"daskshuffle.append({str(two)!r}, {str(tmp_path / 'c.zarr')!r}, seed=3, tmp={str(scratch)!r})"
+    call = f"daskshuffle.append({str(two)!r}, {str(sources / 'c.zarr')!r}, seed=3, tmp={str(scratch)!r})"
     killed_at("shuffle written", call, tmp_path)
     assert os.listdir(scratch) == ["00002.daskshuffle-tmp"], "the pieces are under tmp="
     assert str(scratch / "00002.daskshuffle-tmp") in left_in(two, scratch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,23 +170,46 @@ def expected(source: str, n_piles: int, seed: int, block_nbytes: int, n_levels: 
     )[1]
 
 
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, int], str]:
+    """Zarr sources made once for the module, by ``(n_rows, chunk_rows)``: the tests only read them."""
+    made: dict[tuple[int, int], str] = {}
+    root = tmp_path_factory.mktemp("sources")
+
+    def source(n_rows: int, chunk_rows: int) -> str:
+        if (n_rows, chunk_rows) not in made:
+            made[n_rows, chunk_rows] = make_zarr_source(
+                root / f"{n_rows}-{chunk_rows}.zarr", n_rows, chunk_rows=chunk_rows
+            )
+        return made[n_rows, chunk_rows]
+
+    return source
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("n_rows", "chunk_rows", "block_memory", "n_piles", "n_levels"),
     [
-        (200, 1, 26, 4, 2),
-        (700, 7, 200, 9, 2),
-        (700, 50, 2_600, 16, 2),
-        (300, 1, 26, 8, 3),
-        (900, 7, 200, 27, 3),
-        (2_000, 40, 520, 16, 4),
+        (60, 1, 26, 4, 2),  # blocks of one row and spans of none: 60 blocks in 30 groups
+        (210, 7, 200, 9, 2),  # a block is a chunk: 30 blocks, fanout 4
+        (700, 50, 2_600, 16, 2),  # a block is two chunks
+        (90, 1, 26, 8, 3),  # 90 one-row blocks through 4 super-piles
+        (340, 7, 200, 27, 3),  # a short last block (4 rows of 7), 9 super-piles of 3 piles
+        (800, 40, 520, 16, 4),  # a chunk larger than a block: 20 blocks, 8 super-piles
     ],
 )
 @pytest.mark.parametrize("materialize", [False, True])
 def test_a_store_of_several_levels_is_its_simulation(
-    tmp_path: Path, n_rows: int, chunk_rows: int, block_memory: int, n_piles: int, n_levels: int, materialize: bool
+    tmp_path: Path,
+    sources: Callable[[int, int], str],
+    n_rows: int,
+    chunk_rows: int,
+    block_memory: int,
+    n_piles: int,
+    n_levels: int,
+    materialize: bool,
 ) -> None:
-    source = make_zarr_source(tmp_path / "raw.zarr", n_rows, chunk_rows=chunk_rows)
+    source = sources(n_rows, chunk_rows)
     options: dict[str, Any] = {"seed": 5, "levels": n_levels, "block_memory": block_memory, "materialize": materialize}
     result = shuffle_zarr(source, tmp_path / "piles.zarr", n_piles, **options)
     group = zarr.open_group(tmp_path / "piles.zarr", mode="r")
@@ -197,12 +221,17 @@ def test_a_store_of_several_levels_is_its_simulation(
     np.testing.assert_array_equal(np.diff(meta["pile_offsets"]), result.pile_sizes)
     with PileLoader(tmp_path / "piles.zarr", 64) as loader:
         np.testing.assert_array_equal(np.sort(np.concatenate([b["id"] for b in loader])), np.arange(n_rows))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["piles.zarr", "raw.zarr"], "no scratch left"
+    assert [p.name for p in tmp_path.iterdir()] == ["piles.zarr"], "no scratch left"
+    assert [p.name for p in Path(source).parent.iterdir() if not p.name.endswith(".zarr")] == [], (
+        "none beside the source"
+    )
 
 
 @pytest.mark.slow
-def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(tmp_path: Path) -> None:
-    source = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=5)  # 26 KB of 26-byte rows
+def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(
+    tmp_path: Path, sources: Callable[[int, int], str]
+) -> None:
+    source = sources(1_000, 5)  # 26 KB of 26-byte rows
     # 64 piles of 406 bytes. One read of the whole data; 10 blocks x 10 groups of 260-byte reads; 200 blocks
     # x 64 groups of one pile (a pile outgrows a block) of 2-byte reads, 12,800 of them.
     options: dict[str, dict[str, Any]] = {

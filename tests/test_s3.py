@@ -27,7 +27,7 @@ from daskshuffle.storage._location import Location
 
 pytestmark = pytest.mark.s3
 
-N_ROWS = 3_000
+N_ROWS = 1_500
 
 
 def _arrays(store: str, storage_options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
@@ -57,7 +57,7 @@ def _assert_same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
 @pytest.fixture
 def zarr_pair(tmp_path: Path, s3: Any) -> tuple[str, str]:
     """The same small Zarr group on local disk and in the bucket."""
-    local = make_zarr_source(tmp_path / "raw.zarr", N_ROWS, chunk_rows=250)
+    local = make_zarr_source(tmp_path / "raw.zarr", N_ROWS, chunk_rows=125)
     return local, s3.put(local, "raw.zarr")
 
 
@@ -81,7 +81,7 @@ def test_zarr_s3_to_s3_equals_local(
     if part_nbytes is not None:
         configure({"shuffle.part-nbytes": part_nbytes})
     local, remote = zarr_pair
-    options = {"n_piles": 5 if levels == 1 else 9, "seed": 3, "block_memory": "20KiB", "levels": levels}
+    options = {"n_piles": 5 if levels == 1 else 9, "seed": 3, "block_memory": "10KiB", "levels": levels}
     ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), **options)
     tmp = s3.url("scratch") if on_s3 else None
     result = ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, tmp=tmp, **options)
@@ -106,7 +106,7 @@ def test_pieces_go_to_this_machine_and_an_interrupted_run_continues_from_there(
 ) -> None:
     """For a destination on object storage the pieces go to the machine's temporary directory, not the bucket."""
     local, remote = zarr_pair
-    options: dict[str, Any] = {"n_piles": 5, "seed": 3, "block_memory": "20KiB"}
+    options: dict[str, Any] = {"n_piles": 5, "seed": 3, "block_memory": "10KiB"}
     points.arm("merge", raise_at())  # every merge: Ctrl-C after pass 1
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         ds.shuffle_zarr(remote, s3.url("piles.zarr"), storage_options=s3.storage_options, **options)
@@ -146,7 +146,7 @@ def test_pieces_stay_beside_the_destination_when_this_machine_has_no_room(
     points.arm("merge", raise_at())  # every merge: Ctrl-C after pass 1
     with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
         ds.shuffle_zarr(
-            remote, s3.url("piles.zarr"), 5, seed=3, block_memory="20KiB", storage_options=s3.storage_options
+            remote, s3.url("piles.zarr"), 5, seed=3, block_memory="10KiB", storage_options=s3.storage_options
         )
     pieces = [path for path in s3.fs.find(s3.bucket) if "piles.zarr.daskshuffle-tmp" in path and path.endswith(".bin")]
     assert pieces, "the pieces are beside the destination, in the bucket"
@@ -259,10 +259,10 @@ def test_xarray_s3_to_s3_equals_local(tmp_path: Path, s3: Any, zarr_pair: tuple[
 def test_zarr_s3_to_s3_on_a_cluster(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], cluster_client: Any) -> None:
     # Worker processes reach the bucket with the storage_options the tasks carry, not this process's environment.
     local, remote = zarr_pair
-    ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), 5, seed=8, block_memory="20KiB")
+    ds.shuffle_zarr(local, str(tmp_path / "piles.zarr"), 5, seed=8, block_memory="10KiB")
     with cluster_client.as_current():
         ds.shuffle_zarr(
-            remote, s3.url("piles.zarr"), 5, seed=8, block_memory="20KiB", storage_options=s3.storage_options
+            remote, s3.url("piles.zarr"), 5, seed=8, block_memory="10KiB", storage_options=s3.storage_options
         )
         assert ds.verify(s3.url("piles.zarr"), storage_options=s3.storage_options).n_rows == N_ROWS
     _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
