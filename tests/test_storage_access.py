@@ -194,24 +194,36 @@ def test_a_server_that_ignores_conditions_gets_the_unexcluded_lock(tmp_path: Pat
     assert names == ["more.zarr", "piles.zarr"], "no lock or probe object left"
 
 
-@pytest.fixture
-def bare_cluster(s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A cluster whose one worker process has no credentials, and this process with them (as a notebook's).
+@pytest.fixture(scope="module")
+def bare_workers(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The scheduler of a cluster whose one worker process has no credentials, shared by the module's tests.
 
-    Both find the server through ``AWS_ENDPOINT_URL``; the worker started while
-    the credentials were out of the environment, which it keeps.
+    The worker finds the server through ``AWS_ENDPOINT_URL``, and started while
+    no credentials were in the environment, which it keeps; this process's
+    environment is as it was once the cluster has started.
     """
     from distributed import LocalCluster
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+        _no_credentials(patch, tmp_path_factory.mktemp("no-aws"))
+        cluster = LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
+        )
+    with cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.fixture
+def bare_cluster(bare_workers: str, s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The cluster of :func:`bare_workers`, and this process with the credentials its worker lacks (as a notebook's)."""
     from s3 import KEY, SECRET
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3.endpoint)
     _no_credentials(monkeypatch, tmp_path)
-    with LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
-    ) as cluster:
-        monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
-        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-        yield cluster.scheduler_address
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+    return bare_workers
 
 
 WORKERS_LACK = r"on every worker of the cluster\. Got 1 worker \(tcp://127\.0\.0\.1:\d+\) with no usable credentials"
