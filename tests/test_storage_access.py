@@ -473,10 +473,10 @@ def test_opening_a_parquet_store_whose_metadata_stalls_fails_within_the_deadline
 
 @pytest.mark.slow
 def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, stalling: Any, configure: Any) -> None:
-    source = make_zarr_source(tmp_path / "raw.zarr", 8_000, chunk_rows=250)
+    source = make_zarr_source(tmp_path / "raw.zarr", 4_000, chunk_rows=250)  # 26 bytes a row: 104 kB
     store = s3.url("piles.zarr")
     ds.shuffle_zarr(source, store, 8, seed=0, chunk_rows=250, storage_options=s3.storage_options)
-    configure({"loader.read-ahead-nbytes": "64KiB"})  # about a pile ahead: the next piles wait for the consumer
+    configure({"loader.read-ahead-nbytes": "32KiB"})  # about a third of the store: the rest waits for the consumer
     options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 4})
     loader = ds.PileLoader(store, batch_size=100, seed=0, order=ds.orders.Piles(budget="1MiB"), storage_options=options)
     batches = iter(loader)
