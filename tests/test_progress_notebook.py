@@ -79,8 +79,8 @@ print("shuffled", result.n_rows)
 def test_the_bar_reaches_its_end_in_the_kernel_with_any_client(tmp_path: Path) -> None:
     """Without a client, then with an in-process cluster's, then with one of a scheduler it did not start.
 
-    One kernel runs the three in turn, each into a store of its own: each cell is
-    checked on its own messages, and a kernel started once costs a third of three.
+    One kernel runs the three in turn, each into a store of its own, and each cell is
+    checked on its own messages: the same checks as a kernel per client, one kernel started.
     """
     notebook, client = run_cells(tmp_path, SOURCE.format(n_rows=20_000), WITHOUT_CLIENT, IN_PROCESS, BY_ADDRESS)
     assert not errors(notebook), errors(notebook)
