@@ -107,6 +107,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         seen = len(client.scheduler_info(n_workers=-1)["workers"]) == 2
         with client:
             yield Cluster(address, client, hidden if seen else None, env)
+            # The scheduler closes its workers and then itself: each process ends at once, none waits on a peer gone.
+            client.shutdown()
     finally:
         for process in reversed(processes):  # workers first, the scheduler last
             process.terminate()

@@ -26,8 +26,8 @@ from distributed import Client
 import daskshuffle as ds
 
 group = zarr.open_group("raw.zarr", mode="w")
-group.create_array("x", data=np.random.default_rng(0).standard_normal((300_000, 16), dtype=np.float32), chunks=(20_000, 16))
-group.create_array("id", data=np.arange(300_000), chunks=(20_000,))
+group.create_array("x", data=np.random.default_rng(0).standard_normal((60_000, 16), dtype=np.float32), chunks=(2_000, 16))
+group.create_array("id", data=np.arange(60_000), chunks=(2_000,))
 """
 
 CLIENT = """
@@ -45,17 +45,25 @@ finally:
     signal.signal(signal.SIGINT, previous)
 """
 
+# 60,000 rows in 2,000-row chunks into 16 piles: about fifty tasks, a second or more of them on two workers.
 SHUFFLE = """
-result = ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=64, seed=0, block_memory="64KiB", progress=True)
+result = ds.shuffle_zarr("raw.zarr", "piles.zarr", n_piles=16, seed=0, block_memory="64KiB", progress=True)
 print("shuffled", result.n_rows)
 """
+
+SHUFFLED = "shuffled 60000"
 
 #: How long the cell run again may take, to complete or to raise: never a silent wait.
 RERUN_SECONDS = 30.0
 
 
+def _part_of_the_way(value: object) -> bool:
+    """Whether a widget's new value is a bar's, between its start and its end (a label's value is text)."""
+    return isinstance(value, float) and 0 < value < 1
+
+
 class Kernel:
-    """A Jupyter kernel, its client, and what each cell sent back (text, the error's name and value, a widget shown)."""
+    """A Jupyter kernel, its client, and what each cell sent back (text, the error's name and value, a bar moving)."""
 
     def __init__(self, path: Path) -> None:
         from jupyter_client.manager import start_new_kernel
@@ -65,9 +73,12 @@ class Kernel:
     def start(self, source: str) -> str:
         return str(self.client.execute(source))
 
-    def outputs(self, msg_id: str, timeout: float, *, until_shown: bool = False) -> dict[str, Any]:
-        """The cell's outputs until it is done (or, ``until_shown``, until it shows a widget); ``done``, whether it was."""
-        got: dict[str, Any] = {"text": "", "error": None, "shown": False, "done": False}
+    def outputs(self, msg_id: str, timeout: float, *, until_moving: bool = False) -> dict[str, Any]:
+        """The cell's outputs until it is done; ``done``, whether it was.
+
+        ``until_moving``: until then or until a bar it shows is part of the way (``moving``): tasks are under way.
+        """
+        got: dict[str, Any] = {"text": "", "error": None, "moving": False, "done": False}
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -81,9 +92,9 @@ class Kernel:
                 got["text"] += content["text"]
             elif kind == "error":
                 got["error"] = (content["ename"], content["evalue"])
-            elif kind == "display_data":
-                got["shown"] = True
-                if until_shown:
+            elif kind == "comm_msg" and _part_of_the_way(content["data"].get("state", {}).get("value")):
+                got["moving"] = True
+                if until_moving:
                     return got
             elif kind == "status" and content["execution_state"] == "idle":
                 got["done"] = True
@@ -111,11 +122,10 @@ def kernel(tmp_path: Path) -> Iterator[Kernel]:
 
 
 def _interrupt_mid_shuffle(kernel: Kernel) -> tuple[str, str]:
-    """Start the shuffle, interrupt it once its bar shows (the tasks are submitted), and return the cell's error."""
+    """Start the shuffle, interrupt it once its bar is part of the way (tasks under way), and return the cell's error."""
     cell = kernel.start(SHUFFLE)
-    shown = kernel.outputs(cell, 120, until_shown=True)
-    assert shown["shown"] and not shown["done"], f"the shuffle ended before it could be interrupted: {shown}"
-    time.sleep(0.5)
+    moving = kernel.outputs(cell, 120, until_moving=True)
+    assert moving["moving"] and not moving["done"], f"the shuffle ended before it could be interrupted: {moving}"
     kernel.manager.interrupt_kernel()
     interrupted = kernel.outputs(cell, 120)
     assert interrupted["done"] and interrupted["error"] is not None, interrupted
@@ -137,7 +147,7 @@ def test_a_rerun_after_the_interrupt_took_the_workers_raises_at_once(kernel: Ker
     assert "run it again the same way to continue it" in message
     again = _run_again(kernel)
     if "The cluster's workers are still running." in message:  # a distributed whose workers outlive the interrupt
-        assert again["error"] is None and "shuffled 300000" in again["text"], again
+        assert again["error"] is None and SHUFFLED in again["text"], again
         return
     assert "The interrupt also stopped all 2 of the cluster's workers" in message, message
     assert "client.close(); client = Client()" in message
@@ -148,7 +158,7 @@ def test_a_rerun_after_the_interrupt_took_the_workers_raises_at_once(kernel: Ker
     done = kernel.run(
         "client.close(); client = Client(n_workers=2, threads_per_worker=1, dashboard_address=':0')\n" + SHUFFLE
     )
-    assert "shuffled 300000" in done["text"], done
+    assert SHUFFLED in done["text"], done
 
 
 def test_workers_started_ignoring_sigint_outlive_the_interrupt(kernel: Kernel) -> None:
@@ -157,5 +167,5 @@ def test_workers_started_ignoring_sigint_outlive_the_interrupt(kernel: Kernel) -
     assert name == "ShuffleInterrupted", (name, message)
     assert "The cluster's workers are still running." in message, message
     again = _run_again(kernel)
-    assert again["error"] is None and "shuffled 300000" in again["text"], again
+    assert again["error"] is None and SHUFFLED in again["text"], again
     assert kernel.run("print(len(client.nthreads()))")["text"].strip() == "2"

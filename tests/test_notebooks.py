@@ -15,7 +15,7 @@ NOTEBOOKS = sorted((Path(__file__).parents[1] / "notebooks").glob("*.ipynb"))
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUICKSTART_ROWS_PER_STORE", "5000")
+    monkeypatch.setenv("QUICKSTART_ROWS_PER_STORE", "2000")
     monkeypatch.setenv("QUALITY_ROWS", "40000")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     notebook = nbformat.read(path, as_version=4)

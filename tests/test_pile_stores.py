@@ -12,6 +12,7 @@ depend on the kind (threads, state checks, arguments) are tested in
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import re
@@ -125,6 +126,11 @@ class Store:
     def offsets(self) -> np.ndarray:
         return open_pile_reader(self.path).pile_offsets
 
+    @functools.cached_property
+    def stored_ids(self) -> np.ndarray:
+        """The ids in stored order, read once: a store is damaged only as a copy, a ``Store`` of its own."""
+        return self.kind.ids(self.path)
+
     def expected(
         self,
         epoch: int,
@@ -140,7 +146,7 @@ class Store:
         A loader reads units of whole chunks, dealt into groups and mixed (``simulate.unit_stream``).
         """
         positions = rank_range(N_ROWS, world_size, rank, BATCH, drop_last)
-        ids = self.kind.ids(self.path)
+        ids = self.stored_ids
         with PileLoader(self.path, BATCH, variables=variables, order=order or Piles()) as loader:
             settings = loader.settings
         assert settings.unit_rows is not None and settings.group_rows is not None
