@@ -11,6 +11,7 @@ it are :mod:`daskshuffle.loader._loader_position`.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from .._threads import release_on_collection
 from ..epochs import BatchPlan, Order, OrderName, Piles, Stream, check_combination, parse_order, parse_streams
 from ..readers import PileReader
 from ..storage import Cache, parse_cache
-from ._loader_position import LoaderPosition
+from ._loader_position import LoaderPosition, close_generator
 from ._loader_state import LoaderSettings, parse_rank, row_nbytes
 from ._mix import open_loader_store
 from ._order_reads import make_reads
@@ -372,10 +373,16 @@ class PileLoader(LoaderPosition):
 
     # -- resources -----------------------------------------------------------
     def close(self) -> None:
-        """Stop the iterations in progress and the reads ahead, join the reader threads, close the store."""
-        self._close_live()
+        """Stop the iterations in progress and the reads ahead, join the reader threads, close the store.
+
+        An iteration open in another thread raises a
+        :class:`~daskshuffle.DaskShuffleValueError` at its next batch.
+        """
+        self._closes += 1
+        if self._live_thread is threading.current_thread():
+            self._close_live()
         for generator in list(self._ranges):
-            generator.close()
+            close_generator(generator)
         _release(self._read_ahead, self._piles.reader)
 
     def __enter__(self) -> PileLoader:

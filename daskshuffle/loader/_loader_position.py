@@ -5,6 +5,7 @@ The batches themselves come from the rank's share (:mod:`daskshuffle.loader._ran
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 import weakref
@@ -19,7 +20,13 @@ from ._mix import check_streams
 from ._prefetch import ReadAhead
 from ._rank_share import RankShare
 
-__all__ = ["LoaderPosition"]
+__all__ = ["LoaderPosition", "close_generator"]
+
+
+def close_generator(generator: Generator[Any, None, None]) -> None:
+    """Close ``generator``, unless it is making a batch in another thread: closing the reads under it ends that."""
+    with contextlib.suppress(ValueError):  # "generator already executing": a consumer's thread is inside it
+        generator.close()
 
 
 class LoaderPosition:
@@ -44,6 +51,9 @@ class LoaderPosition:
     _storage_options: dict[str, Any] | None
     _streams: list[dict[str, Any]] | None
 
+    def close(self) -> None:
+        raise NotImplementedError
+
     def __init__(self) -> None:
         self._epoch = 0
         self._batches = 0
@@ -52,6 +62,8 @@ class LoaderPosition:
         self._live_thread: threading.Thread | None = None
         self._moving = threading.Lock()
         self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
+        #: How many times :meth:`close` ran: an iteration begun before the last one stops at its next batch.
+        self._closes = 0
 
     @property
     def epoch(self) -> int:
@@ -68,7 +80,7 @@ class LoaderPosition:
         generator = self._live() if self._live is not None else None
         self._live = None
         if generator is not None:
-            generator.close()
+            close_generator(generator)
 
     def _check_one_consumer(self, doing: str) -> None:
         """Raise unless the live iteration, if any is open, is this thread's (called with ``_moving`` held)."""
@@ -93,7 +105,7 @@ class LoaderPosition:
             epoch, first = self._position()
             self._epoch, self._batches = epoch, first
             batches = self._share.batches(epoch, first, None, self._read_ahead)
-            generator = self._generate(batches, epoch, first, track=True)
+            generator = self._generate(batches, epoch, first, track=True, closes=self._closes)
             self._live, self._live_thread = weakref.ref(generator), threading.current_thread()
         return generator
 
@@ -119,16 +131,28 @@ class LoaderPosition:
         0
         """
         batches = self._share.batches(epoch, start, stop, allocate=allocate)
-        generator = self._generate(batches, epoch, start, track=False)
+        generator = self._generate(batches, epoch, start, track=False, closes=self._closes)
         self._ranges.add(generator)
         return generator
 
     def _generate(
-        self, batches: Generator[Any, None, None], epoch: int, first: int, *, track: bool
+        self, batches: Generator[Any, None, None], epoch: int, first: int, *, track: bool, closes: int
     ) -> Generator[Any, None, None]:
-        """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them."""
+        """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them.
+
+        Begun when :meth:`close` had run ``closes`` times: closed since from
+        another thread, it raises at its next batch rather than end the epoch
+        early as if it were whole.
+        """
         try:
             for produced, batch in enumerate(batches, start=first + 1):
+                if self._closes != closes:
+                    self.close()  # in this thread: the reads this iteration started since go too
+                    raise DaskShuffleValueError(
+                        "Expected an open iteration of a PileLoader to go on. Got the loader closed by another "
+                        f"thread instead, before batch {produced - 1} of epoch {epoch}; iterate it again to go on "
+                        "from that batch."
+                    )
                 if track:
                     self._batches = produced
                 yield batch
