@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -482,8 +483,19 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     batches = iter(loader)
     next(batches)
     stalling.fault, stalling.only = "hang", "/c/"
-    for _ in range(5):
-        next(batches)
+    ended: list[BaseException | None] = []
+
+    def consume() -> None:  # takes batches, so that the read-ahead goes on, until a read meets the stall or the close
+        try:
+            for _ in batches:
+                pass
+        except ds.DaskShuffleError as error:
+            ended.append(error)
+        else:
+            ended.append(None)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
     waited = time.perf_counter()
     while not stalling.faulted and time.perf_counter() - waited < 30:
         time.sleep(0.05)
@@ -491,6 +503,8 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     started = time.perf_counter()
     loader.close()
     assert time.perf_counter() - started < 5
+    consumer.join(30)
+    assert not consumer.is_alive() and len(ended) == 1, "the consumer's epoch ended, or its read ended in an error"
     sent = stalling.seen.get("GET", 0)
     time.sleep(2)  # four read timeouts: a request still in flight would have been tried again
     assert stalling.seen.get("GET", 0) == sent, "no request goes out after close"
