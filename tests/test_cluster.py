@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dask
 import numpy as np
 import pandas as pd
 import pytest
@@ -94,6 +95,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
     start("scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard", log="scheduler")
     start("worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1", log="worker")
+    # A client shut down leaves dask's scheduler set to it (distributed 2026.7), where one closed puts back what
+    # was there: this setting, around the client's, puts that back either way.
+    settings = dask.config.set(scheduler="sync")
     try:
         client = Client(address, timeout=30)
         client.wait_for_workers(1, timeout=30)
@@ -110,6 +114,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             # The scheduler closes its workers and then itself: each process ends at once, none waits on a peer gone.
             client.shutdown()
     finally:
+        settings.__exit__(None, None, None)
         for process in reversed(processes):  # workers first, the scheduler last
             process.terminate()
         for process in reversed(processes):
