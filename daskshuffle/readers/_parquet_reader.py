@@ -38,7 +38,7 @@ from ..pilestore import (
 )
 from ..storage import Cache, Fetches, Location, StoreCache, storage_failure
 from ._parquet_parts import PartFiles, Piece
-from ._pile_reader import PileReader
+from ._pile_reader import PileReader, ReadCancelledError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -280,6 +280,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
                 file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
         except (Exception, CancelledError) as error:
+            if isinstance(error, CancelledError):  # its fetches cancelled by a close: nobody waits for these rows
+                raise ReadCancelledError("The fetches of this read were cancelled: nobody waits for them.") from error
             failure = storage_failure(error, self.store, what=self.part_paths[piece.file])
             if failure is not None:  # not served (throttled, no credentials): a read again would meet the same
                 raise failure from error

@@ -6,7 +6,9 @@ of its rows (:class:`~daskshuffle.readers._zarr_chunks.ChunkFiles` reads them).
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 from numpy.typing import NDArray
@@ -26,7 +28,7 @@ Task = tuple[Chunks, NDArray[Any], int, int, int, int]
 class RowsRead:
     """Rows being read, task after task (chunk files of a variable, for a run of rows), in the thread that asks for them.
 
-    :meth:`cancel`, from any thread, stops the read after the task under way.
+    :meth:`cancel`, from any thread, stops the read after the task under way, or at once if it waits for a fetch.
     """
 
     def __init__(self, files: ChunkFiles, rows: ArrayRows, tasks: list[Task], pile: int | None) -> None:
@@ -36,16 +38,18 @@ class RowsRead:
         self._files = files
         self._tasks = tasks
         self._pile = pile
-        self._cancelled = False
+        #: Done once the read is cancelled: a task waiting for a fetch stops waiting.
+        self._stopped: Future[None] = Future()
 
     def cancel(self) -> None:
-        """Run no task not yet begun: :meth:`result` raises :class:`ReadCancelledError` instead."""
-        self._cancelled = True
+        """Run no task not yet begun, and stop waiting for a fetch: :meth:`result` raises :class:`ReadCancelledError`."""
+        with contextlib.suppress(InvalidStateError):  # cancelled already
+            self._stopped.set_result(None)
 
     def result(self) -> ArrayRows:
         """The rows, once every task is done."""
         for task in self._tasks:
-            if self._cancelled:
+            if self._stopped.done():
                 raise ReadCancelledError("The read was cancelled: whoever asked for these rows has gone.")
-            self._files.read(*task, self._pile)
+            self._files.read(*task, self._pile, self._stopped)
         return self.rows
