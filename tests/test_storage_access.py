@@ -478,7 +478,9 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     store = s3.url("piles.zarr")
     ds.shuffle_zarr(source, store, 8, seed=0, chunk_rows=250, storage_options=s3.storage_options)
     configure({"loader.read-ahead-nbytes": "32KiB"})  # about a third of the store: the rest waits for the consumer
-    options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 4})
+    # Requests tried again every half second (a request in flight at the close would be seen again within the
+    # two seconds below), within a deadline of 8 s: under load the loopback server has taken 3 s to answer the open.
+    options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 14})
     loader = ds.PileLoader(store, batch_size=100, seed=0, order=ds.orders.Piles(budget="1MiB"), storage_options=options)
     batches = iter(loader)
     next(batches)
@@ -502,7 +504,7 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     assert stalling.faulted, "requests of the piles ahead are stalled"
     started = time.perf_counter()
     loader.close()
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 5, "within the deadline of 8 s: no stalled request is waited for"
     consumer.join(30)
     assert not consumer.is_alive() and len(ended) == 1, "the consumer's epoch ended, or its read ended in an error"
     sent = stalling.seen.get("GET", 0)
