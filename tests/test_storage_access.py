@@ -27,9 +27,10 @@ from daskshuffle.storage._location import Location
 
 pytestmark = pytest.mark.s3
 
-#: Fail fast: one botocore attempt a request (s3fs still retries a few times), a deadline of 3 s, in which moto
-#: answers even on a loaded machine.
-FAST = {"retries": {"max_attempts": 1}, "connect_timeout": 1, "read_timeout": 1}
+#: Fail fast: one botocore attempt a request (s3fs still retries a few times), a deadline of 6 s. Late in a whole
+#: run the loopback server has taken over 2 s to answer the opening of a store, which a deadline of 3 s called
+#: unreachable.
+FAST = {"retries": {"max_attempts": 1}, "connect_timeout": 2, "read_timeout": 2}
 
 
 def _no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -87,7 +88,7 @@ def proxy(s3: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
     # s3fs tries a throttled request 5 times, backing off 1.9 s in all; twice names the fault the same way, sooner.
     monkeypatch.setattr(s3fs.S3FileSystem, "retries", 2)
-    proxy = FaultyProxy(s3.endpoint, hang_seconds=1.5)
+    proxy = FaultyProxy(s3.endpoint, hang_seconds=5)  # longer than FAST's read timeout
     yield proxy
     proxy.close()
 
