@@ -181,45 +181,36 @@ class ChunkFiles:
         """
         crash_point("chunk read")
         with contextlib.nullcontext() if self.opened is None else self.opened.unchanged(self.store):
-            self._read(chunks, out, first, last, start, stop, pile, stopped)
-
-    def _read(
-        self,
-        chunks: Chunks,
-        out: NDArray[Any],
-        first: int,
-        last: int,
-        start: int,
-        stop: int,
-        pile: int | None,
-        stopped: Future[None],
-    ) -> None:
-        flat = out.reshape(-1).view(np.uint8)
-        if self.local:
-            for index in range(first, last):
-                self._read_local(chunks, flat, index, start, stop, pile)
-            return
-        indices = [
-            index for index in range(first, last) if not self._read_cached(chunks, flat, index, start, stop, pile)
-        ]
-        paths = [chunks.path(index) for index in indices]
-        # A chunk with rows of another read too (across the boundary of two piles read apart) is kept for it.
-        shared = {path for index, path in zip(indices, paths, strict=True) if chunks.shared(index, start, stop)}
-        for index, path, data in zip(indices, paths, self._fetched(paths, start, stop, shared, stopped), strict=True):
-            if isinstance(data, CancelledError):  # its fetch cancelled by a close: nobody waits for these rows
-                raise ReadCancelledError(f"The fetch of {path!r} was cancelled: whoever asked for these rows has gone.")
-            if isinstance(data, FileNotFoundError):
-                raise self._damage(chunks, index, path, pile, "no such file")
-            elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
-                failure = storage_failure(data, self.store, what=path)
-                raise failure or self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
-            else:
-                target = self._target(chunks, flat, index, start, stop)
-                decoded = self._decode_fetched(chunks, data, index, path, pile, target)
-                if target is None:
-                    self._place(chunks, flat, index, decoded, start, stop)
-                elif decoded is not target:
-                    target[...] = decoded
+            flat = out.reshape(-1).view(np.uint8)
+            if self.local:
+                for index in range(first, last):
+                    self._read_local(chunks, flat, index, start, stop, pile)
+                return
+            indices = [
+                index for index in range(first, last) if not self._read_cached(chunks, flat, index, start, stop, pile)
+            ]
+            paths = [chunks.path(index) for index in indices]
+            # A chunk with rows of another read too (across the boundary of two piles read apart) is kept for it.
+            shared = {path for index, path in zip(indices, paths, strict=True) if chunks.shared(index, start, stop)}
+            for index, path, data in zip(
+                indices, paths, self._fetched(paths, start, stop, shared, stopped), strict=True
+            ):
+                if isinstance(data, CancelledError):  # its fetch cancelled by a close: nobody waits for these rows
+                    raise ReadCancelledError(
+                        f"The fetch of {path!r} was cancelled: whoever asked for these rows has gone."
+                    )
+                if isinstance(data, FileNotFoundError):
+                    raise self._damage(chunks, index, path, pile, "no such file")
+                elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
+                    failure = storage_failure(data, self.store, what=path)
+                    raise failure or self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
+                else:
+                    target = self._target(chunks, flat, index, start, stop)
+                    decoded = self._decode_fetched(chunks, data, index, path, pile, target)
+                    if target is None:
+                        self._place(chunks, flat, index, decoded, start, stop)
+                    elif decoded is not target:
+                        target[...] = decoded
 
     def _read_cached(
         self, chunks: Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int, pile: int | None
