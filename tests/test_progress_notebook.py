@@ -35,11 +35,11 @@ print("shuffled", result.n_rows)
 @pytest.mark.slow
 @pytest.mark.cluster
 def test_the_bar_moves_while_a_local_cluster_of_processes_shuffles(tmp_path: Path) -> None:
-    # 150,000 rows into 16 piles: about a hundred tasks, a second of them on two workers unloaded, ten draws of a bar.
-    notebook, client = run_cells(tmp_path, SOURCE.format(n_rows=150_000) + ON_PROCESSES)
+    # 300,000 rows into 16 piles: about two seconds of tasks on two workers unloaded, 11-14 draws of a bar here.
+    notebook, client = run_cells(tmp_path, SOURCE.format(n_rows=300_000) + ON_PROCESSES)
     assert not errors(notebook), errors(notebook)
     cell = notebook.cells[0]
-    assert "shuffled 150000" in printed(cell)
+    assert "shuffled 300000" in printed(cell)
     values = client.bar_values(0)
     # Drawn while the tasks ran, not opened empty and left: many updates, some part of the way.
     assert len(values) >= 5, client.comm_messages[0]
