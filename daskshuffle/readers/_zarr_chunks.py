@@ -18,7 +18,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -195,10 +195,6 @@ class ChunkFiles:
             for index, path, data in zip(
                 indices, paths, self._fetched(paths, start, stop, shared, stopped), strict=True
             ):
-                if isinstance(data, CancelledError):  # its fetch cancelled by a close: nobody waits for these rows
-                    raise ReadCancelledError(
-                        f"The fetch of {path!r} was cancelled: whoever asked for these rows has gone."
-                    )
                 if isinstance(data, FileNotFoundError):
                     raise self._damage(chunks, index, path, pile, "no such file")
                 elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
@@ -269,7 +265,7 @@ class ChunkFiles:
             assert future is not None  # every request of a read started is taken once
             waits: list[Future[Any]] = [future, stopped]
             wait(waits, return_when=FIRST_COMPLETED)  # a stalled request waits for its deadline, or a cancel
-            if not future.done():
+            if not future.done() or future.cancelled():  # this read cancelled, or its fetch by a close: not damage
                 raise ReadCancelledError(f"The read of {path!r} was cancelled: whoever asked for these rows has gone.")
             try:
                 data = future.result()

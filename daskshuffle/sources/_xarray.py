@@ -41,7 +41,6 @@ from ._zarr_source import ROW_DIMENSION, check_rows, identify_paths, select_vari
 
 if TYPE_CHECKING:
     import xarray as xr
-    import zarr
 
 __all__ = ["ARRAY_NAME", "XarrayFormat", "open_arrays_source", "open_xarray_source"]
 
@@ -172,7 +171,6 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
         return dst.url
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
-
         if self._template is None:
             raise RuntimeError("create_destination runs where the shuffle was planned, with its template")
         # xarray writes the layout, the encodings and the variables without ``dim``;
@@ -196,7 +194,7 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
         group.attrs[METADATA_KEY] = metadata_attribute({**metadata, "dim": self.dim})
 
     def stored_rows(self, dst: Location, rows: ArrayRows) -> ArrayRows:
-        return _encode(_layout.open_group(dst), rows, self._open(dst))
+        return _encode(rows, self._open(dst))
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
         """Encoded as the destination stores values, written as every Zarr pile store's rows are."""
@@ -206,8 +204,9 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
         super().finalize_destination(dst, {**metadata, "dim": self.dim})
 
 
-def _encode(group: zarr.Group, rows: ArrayRows, opened: Any) -> ArrayRows:
-    """``rows`` with the destination's own encodings (time units, fill values, scales), as xarray applies them."""
+def _encode(rows: ArrayRows, opened: Any) -> ArrayRows:
+    """``rows`` with the destination's own encodings (time units, fill values, scales), as xarray applies them, in
+    the dtype each array stores (xarray's ``encoding["dtype"]``)."""
     import xarray as xr
 
     stored = xr.open_zarr(opened, consolidated=False, chunks=None)
@@ -217,8 +216,7 @@ def _encode(group: zarr.Group, rows: ArrayRows, opened: Any) -> ArrayRows:
         cf = xr.conventions.encode_cf_variable(
             xr.Variable(variable.dims, values, attrs=variable.attrs, encoding=variable.encoding), name=name
         )
-        array: Any = group[name]
-        encoded[name] = np.asarray(cf.values, dtype=array.dtype)
+        encoded[name] = np.asarray(cf.values, dtype=variable.encoding["dtype"])
     return encoded
 
 
