@@ -9,7 +9,6 @@ from ._arrow_arrays import concat, is_nested, row_shape, take, to_numpy
 from ._base import (
     ARRAY_KINDS,
     NUMERIC_KINDS,
-    CollectionFormat,
     CollectionSource,
     Destination,
     FileFormat,
@@ -40,7 +39,6 @@ __all__ = [
     "NUMERIC_KINDS",
     "ArrayRows",
     "ArrayRowsMethods",
-    "CollectionFormat",
     "CollectionSource",
     "Destination",
     "Fetched",

@@ -6,7 +6,7 @@ of :mod:`daskshuffle.readers` check what they open with it.
 """
 
 from . import _generations as generations
-from ._binding import check_arrays, open_recording, read_tables, save_records
+from ._binding import check_arrays, read_tables
 from ._generations import GENERATIONS_KEY, generation_location, read_root, sources_of
 from ._groups import find_group, group_metadata, open_arrays, open_group
 from ._layout import CHUNK_NBYTES, LAYOUT_KEY, sample_rows, xarray_encoding
@@ -70,7 +70,6 @@ __all__ = [
     "new_run",
     "open_arrays",
     "open_group",
-    "open_recording",
     "parse_metadata_attribute",
     "part_binding",
     "part_name",
@@ -79,7 +78,6 @@ __all__ = [
     "read_sidecar",
     "read_tables",
     "sample_rows",
-    "save_records",
     "select_variables",
     "sources_of",
     "xarray_encoding",
