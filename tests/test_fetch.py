@@ -333,7 +333,9 @@ def test_a_local_store_does_not_fetch(tmp_path: Any, memory_store: str) -> None:
 
 
 def test_prefetch_refuses_a_size_it_cannot_read(memory_store: str) -> None:
-    with pytest.raises(ds.DaskShuffleValueError, match="prefetch to be a size"):
+    with pytest.raises(
+        ds.DaskShuffleValueError, match=r"prefetch to be a size such as '512MiB', or 'auto'\. Got 'lots' instead"
+    ):
         ds.PileLoader(memory_store, batch_size=100, prefetch="lots")
 
 

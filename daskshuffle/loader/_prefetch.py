@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from .._config import int_setting
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from .._parse import parse_nbytes
+from .._parse import size_in_bytes
 from .._threads import PREFIX
 from ..epochs import BatchPlan
 from ..readers import ReadCancelledError
@@ -59,15 +59,18 @@ def parse_prefetch(value: object) -> Prefetch:
     """
     if value == "auto":
         return Prefetch(int_setting("loader.read-ahead-nbytes"), None)
+    expected = f"Expected prefetch to be a size such as '512MiB', or 'auto'. Got {value!r} instead"
     if not isinstance(value, str):
         raise DaskShuffleTypeError(
-            f"Expected prefetch to be a size such as '512MiB', or 'auto'. Got {value!r} instead; prefetch is the "
-            "bytes of rows read ahead of the consumer, not a number of reads.",
+            f"{expected}; prefetch is the bytes of rows read ahead of the consumer, not a number of reads.",
             parameter="prefetch",
         )
     if _NOTHING.match(value):
         return Prefetch(0, 0)
-    nbytes = parse_nbytes(value, "prefetch")
+    try:
+        nbytes = size_in_bytes(value)
+    except ValueError as error:
+        raise DaskShuffleValueError(f"{expected}.", parameter="prefetch") from error
     return Prefetch(nbytes, nbytes)
 
 
