@@ -126,7 +126,7 @@ class SourceNotFoundError(DaskShuffleError, FileNotFoundError):
 
 
 class PileStoreExistsError(DaskShuffleError, FileExistsError):
-    """The destination exists and ``overwrite=True`` was not given."""
+    """The destination exists and ``overwrite=True`` was not given, or it is not a pile store: never replaced."""
 
 
 class IncompletePileStoreError(DaskShuffleValueError):

@@ -7,14 +7,19 @@ run that fails leaves it exactly as it was.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
+import zarr
+from click.testing import CliRunner
 from conftest import Points, make_zarr_source, tree_digest
 
 import daskshuffle as ds
+from daskshuffle._cli._common import cli
 from daskshuffle.readers import open_pile_reader
 from daskshuffle.storage import _paths
 from daskshuffle.storage._location import Location
@@ -189,3 +194,41 @@ def test_a_destination_that_is_a_file_is_refused(tmp_path: Path, overwrite: bool
     # A text shuffle writes a file: one that is there is replaced, as overwrite=True says.
     ds.shuffle_lines(tmp_path / "lines", tmp_path / "taken", seed=0, overwrite=True)
     assert sorted((tmp_path / "taken").read_text().split()) == ["a", "b", "c"]
+
+
+def test_what_no_shuffle_wrote_is_never_replaced(tmp_path: Path) -> None:
+    """``overwrite=True`` replaces a pile store, never a directory of other files, nor one a link leads to."""
+    source = make_zarr_source(tmp_path / "raw.zarr", 500)
+    frame = pd.DataFrame({"id": np.arange(50)})
+    frame.to_parquet(tmp_path / "raw.parquet")
+    users = tmp_path / "users"
+    (users / "plain").mkdir(parents=True)
+    (users / "plain" / "notes.txt").write_text("the user's")
+    zarr.create_array(str(users / "own.zarr"), shape=(10,), dtype="i4")[:] = np.arange(10)
+    (tmp_path / "link.zarr").symlink_to(users / "plain")
+    shuffles = {
+        "zarr": lambda dst, overwrite: ds.shuffle_zarr(source, dst, n_piles=2, seed=0, overwrite=overwrite),
+        "parquet": lambda dst, overwrite: ds.shuffle_parquet(
+            str(tmp_path / "raw.parquet"), dst, n_piles=2, seed=0, overwrite=overwrite
+        ),
+        "dataframe": lambda dst, overwrite: ds.shuffle_dataframe(frame, dst, n_piles=2, seed=0, overwrite=overwrite),
+    }
+    before = tree_digest(users)
+    for dst in (users / "plain", users / "own.zarr", tmp_path / "link.zarr"):
+        for (kind, shuffle), overwrite in itertools.product(shuffles.items(), (False, True)):
+            with pytest.raises(
+                ds.PileStoreExistsError, match="Expected dst to be a pile store or not to exist"
+            ) as error:
+                shuffle(str(dst), overwrite)
+            assert "which holds something else" in str(error.value), (kind, dst)
+            assert error.value.parameter == "dst"
+            assert tree_digest(users) == before, (kind, dst, overwrite)
+            assert sorted(path.name for path in tmp_path.iterdir()) == ["link.zarr", "raw.parquet", "raw.zarr", "users"]
+    refused = CliRunner().invoke(cli, ["zarr", source, str(users / "plain"), "--overwrite", "--quiet"])
+    assert refused.exit_code != 0 and "even with --overwrite" in refused.output, refused.output
+    assert tree_digest(users) == before
+    # An empty directory holds nothing to lose; a pile store is replaced.
+    (tmp_path / "empty").mkdir()
+    ds.shuffle_zarr(source, str(tmp_path / "empty"), n_piles=2, seed=0, overwrite=True)
+    ds.shuffle_zarr(source, str(tmp_path / "empty"), n_piles=2, seed=1, overwrite=True)
+    assert open_pile_reader(str(tmp_path / "empty")).metadata["seed"] == 1

@@ -49,6 +49,8 @@ def _earlier(relation: str, at_dst: bool, complete: bool, created: bool) -> Earl
 
 def _expected(store: Seen, options: ResumeOptions) -> type | tuple[type, type]:
     """The decision, as a table: what the module's docstring says, case by case."""
+    if store.foreign:
+        return Refuse, PileStoreExistsError  # what no shuffle wrote, whatever the call
     earlier = store.earlier if not options.overwrite else None
     if earlier is not None and not options.resumable and not (earlier.at_dst and earlier.metadata["complete"]):
         earlier = None  # a source that cannot be continued: only its complete store is recognised
@@ -70,7 +72,7 @@ def _expected(store: Seen, options: ResumeOptions) -> type | tuple[type, type]:
 
 
 def _stores() -> list[Seen]:
-    stores = [Seen(dst_exists=exists) for exists in (False, True)]
+    stores = [Seen(dst_exists=exists) for exists in (False, True)] + [Seen(dst_exists=True, foreign=True)]
     for relation, at_dst, complete, created, exists in itertools.product(
         RELATIONS, (False, True), (False, True), (False, True), (False, True)
     ):
@@ -115,7 +117,7 @@ def test_the_table_covers_every_outcome_and_error() -> None:
     }
     assert outcomes == {Fresh, Resume, Done, Refuse}
     assert errors == {PileStoreExistsError, SourceChangedError, DaskShuffleValueError, CorruptPileStoreError}
-    assert len(CASES) == 8 * (2 + 4 * 12)
+    assert len(CASES) == 8 * (3 + 4 * 12)
 
 
 @pytest.mark.parametrize(("store", "options"), CASES)
@@ -142,3 +144,6 @@ def test_the_errors_say_what_to_do() -> None:
     assert "shuffle the source again with overwrite=True" in str(damaged.error)
     exists = decide(Seen(True), PLANNED, ResumeOptions(False, False), "/data/piles.zarr")
     assert isinstance(exists, Refuse) and "'/data/piles.zarr'" in str(exists.error)
+    foreign = decide(Seen(True, foreign=True), PLANNED, ResumeOptions(True, True), "/data/mine")
+    assert isinstance(foreign, Refuse) and "'/data/mine', which holds something else" in str(foreign.error)
+    assert "even with overwrite=True" in str(foreign.error) and foreign.error.parameter == "dst"

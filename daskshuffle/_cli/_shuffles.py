@@ -23,7 +23,7 @@ _SHUFFLE_HELP = {
     "n_piles": "Piles; auto fits --pile-memory.",
     "seed": "Same source and seed give the same output.  [default: drawn and reported]",
     "materialize": "Write a fully shuffled copy instead of a pile store.",
-    "overwrite": "Replace DST if it exists.",
+    "overwrite": "Replace the pile store at DST if there is one (never anything else).",
     "verify": "Then prove DST holds exactly the rows of SRC (daskshuffle verify).",
     "tmp": "Where pieces go.  [default: next to DST]",
     "pile_memory": "The largest pile allowed.",

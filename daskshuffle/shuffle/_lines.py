@@ -127,7 +127,8 @@ def shuffle_lines(
         seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
         the loader reads the order a shuffle drew.)
     overwrite : bool, default False
-        Replace ``dst`` if it exists (only once every check has passed).
+        Replace ``dst`` if it exists, once every check has passed: a pile store, or
+        a text output's file. A directory that holds anything else is never replaced.
     pile_memory : int or str, default "32MiB"
         The largest pile allowed, in bytes or as a size such as "256MiB", checked at
         planning time, before anything is written. A task holds about twice this much:

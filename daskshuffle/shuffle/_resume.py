@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import Argument, DaskShuffleError, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleError, DaskShuffleValueError, PileStoreExistsError
 from ..pilestore import RUN_KEY
 from ..storage import Location
 from ._destination import exists_error
@@ -51,6 +51,8 @@ class Seen:
     dst_exists: bool
     #: The record of an earlier run, read only for a resumable shuffle without ``overwrite``.
     earlier: Earlier | None = None
+    #: What is at ``dst`` is not a pile store (it has none's metadata) nor an empty directory: never replaced.
+    foreign: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     memory) only as a complete store at ``dst``; one of other sources but the same
     shuffle is refused (the sources changed), one of another shuffle too
     (unless it is complete at ``dst``: then ``dst`` exists and ``overwrite``
-    decides).
+    decides). Something at ``dst`` that no shuffle wrote is refused, whatever
+    the call: daskshuffle replaces only what it wrote.
 
     Examples
     --------
@@ -130,6 +133,8 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     >>> decide(Seen(dst_exists=True), {"fingerprint": "a"}, ResumeOptions(overwrite=False, resumable=True)).error
     PileStoreExistsError(...)
     """
+    if store.dst_exists and store.foreign:
+        return Refuse(_foreign_error(dst))
     earlier = counted_earlier(store, options)
     if earlier is None:
         if store.dst_exists and not options.overwrite:
@@ -161,6 +166,18 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
 
 def _exists_error(dst: str) -> DaskShuffleError:
     return exists_error(Location.of(dst))
+
+
+def _foreign_error(dst: str) -> DaskShuffleError:
+    return PileStoreExistsError(
+        (
+            f"Expected dst to be a pile store or not to exist. Got {dst!r}, which holds something else (no pile "
+            "store's metadata), instead; daskshuffle replaces only a pile store, even with ",
+            Argument("overwrite", True),
+            ": choose another destination, or remove what is there yourself.",
+        ),
+        parameter="dst",
+    )
 
 
 def _other_shuffle_error(url: str, differing: list[str]) -> DaskShuffleError:

@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from .._errors import (
     Argument,
+    IncompletePileStoreError,
     IneffectiveSettingWarning,
     ShuffleInterrupted,
     StorageFullError,
@@ -99,16 +100,17 @@ class ShuffleResult:
         )
 
 
-def _read_store(dst: Location, target: Location, tmp: Location, *, look: bool, resumable: bool) -> Seen:
+def _read_store(dst: Location, target: Location, tmp: Location, *, look: bool, resumable: bool, store: bool) -> Seen:
     """What is at ``dst`` (and, ``resumable``, where this run would build its store), read once the lock is held.
 
     ``look``: read the record of an earlier run at all (not with ``overwrite``, nor for a source without an
-    identity to compare).
+    identity to compare). ``store``: ``dst`` is a pile store (a text output is a file, replaced as ``shuf -o`` does).
     """
     dst_exists = dst.exists()
-    record = _record(dst, target, resumable=resumable) if look else None
+    foreign = store and dst_exists and _foreign(dst)
+    record = _record(dst, target, resumable=resumable) if look and not foreign else None
     if record is None:
-        return Seen(dst_exists)
+        return Seen(dst_exists, foreign=foreign)
     path, metadata = record
     # Continued in: nothing placed there since may redirect a write, or the manifest read.
     for location, what in ((tmp, "a shuffle's scratch directory"), (path, "a store being written")):
@@ -116,6 +118,19 @@ def _read_store(dst: Location, target: Location, tmp: Location, *, look: bool, r
             _own.refuse_below(location.path, what)
     created = _CREATED in _Manifest(tmp.join(_MANIFEST)).done()
     return Seen(dst_exists, Earlier(path.url, metadata, at_dst=path == dst, created=created))
+
+
+def _foreign(dst: Location) -> bool:
+    """Whether what is at ``dst`` is neither a pile store (complete or not) nor an empty directory."""
+    try:
+        if read_metadata(dst) is not None:
+            return False
+    except IncompletePileStoreError:  # a pile store's metadata, as another version wrote it
+        return False
+    if not dst.isdir():
+        return True
+    with dst.reaching():
+        return bool(dst.fs.ls(dst.path, detail=False))
 
 
 def _record(dst: Location, target: Location, *, resumable: bool) -> tuple[Location, dict[str, Any]] | None:
@@ -252,7 +267,14 @@ def _run_locked(
     materialize = options.materialize
     # Once the lock is held: what was checked before may have changed.
     target = dst if fmt.moves_into_place else build_path(dst, dst.exists())
-    store = _read_store(dst, target, tmp, look=recognised and not options.overwrite, resumable=resumable)
+    store = _read_store(
+        dst,
+        target,
+        tmp,
+        look=recognised and not options.overwrite,
+        resumable=resumable,
+        store=not fmt.moves_into_place,
+    )
     choices = ResumeOptions(overwrite=options.overwrite, resumable=resumable, seed_given=options.seed_given)
     seed = earlier_seed(store, choices, options.seed)
     earlier = counted_earlier(store, choices)

@@ -102,7 +102,8 @@ def shuffle_zarr(
         seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
         the loader reads the order a shuffle drew.)
     overwrite : bool, default False
-        Replace ``dst`` if it exists (only once every check has passed).
+        Replace ``dst`` if it exists, once every check has passed: a pile store, or
+        a text output's file. A directory that holds anything else is never replaced.
     materialize : bool, default False
         Write a fully shuffled copy instead of a pile store.
     pile_memory : int or str, default "256MiB"
