@@ -526,13 +526,13 @@ def test_n_output_files_writes_exactly_that_many_files_of_near_equal_rows(tmp_pa
     ids = [batch["id"] for batch in PileLoader(tmp_path / "seven", batch_size=100, seed=0)]
     assert sorted(np.concatenate(ids).tolist()) == list(range(1200))
 
-    (tmp_path / "kept").mkdir()
-    (tmp_path / "kept" / "marker").write_text("old")
+    shuffle_parquet(paths, tmp_path / "kept", n_piles=4, seed=1)  # a store that overwrite=True would replace
+    kept = tree_digest(tmp_path / "kept")
     with pytest.raises(DaskShuffleValueError, match=r"n_output_files to be at most n_piles.*n_piles=30"):
         shuffle_parquet(paths, tmp_path / "kept", n_piles=4, n_output_files=30, overwrite=True)
     with pytest.raises(DaskShuffleValueError, match=r"fit in one merge task.*n_output_files=\d+ or more"):
         shuffle_parquet(paths, tmp_path / "kept", n_piles=24, n_output_files=2, block_memory="4KiB", overwrite=True)
-    assert (tmp_path / "kept" / "marker").read_text() == "old", "refused before anything is written"
+    assert tree_digest(tmp_path / "kept") == kept, "refused before anything is written"
 
 
 def test_a_dask_dataframe_is_computed_once(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import dask
@@ -200,3 +201,49 @@ def test_a_store_that_records_no_source_identity_is_refused_by_a_rerun_and_verif
         daskshuffle.verify(store, source)
     assert tree_digest(store) == digest
     assert daskshuffle.shuffle_zarr(source, store, seed=3, overwrite=True, **OPTIONS).n_tasks > 0
+
+
+def _zarr_shrunk(source: Path) -> None:
+    for _, array in zarr.open_group(source, mode="r+").arrays():
+        array.resize((250, *array.shape[1:]))
+
+
+def _zarr_values(source: Path) -> None:
+    group = zarr.open_group(source, mode="r+")
+    group["x"][:] = -group["x"][:]
+
+
+def _parquet_rewritten(source: Path) -> None:
+    pq.write_table(pa.table({"id": np.arange(400) + 1000}), source / "b.parquet")
+
+
+@pytest.mark.parametrize("change", [_zarr_shrunk, _zarr_values, _parquet_rewritten])
+def test_sources_changed_while_the_shuffle_reads_them_leave_no_store(
+    tmp_path: Path, points: Points, change: Callable[[Path], None]
+) -> None:
+    """A store of rows from two states of its sources (or of rows a shrunk array no longer has) is never written."""
+    if change is _parquet_rewritten:
+        (tmp_path / "raw").mkdir()
+        for name, start in (("a", 0), ("b", 400)):
+            pq.write_table(pa.table({"id": np.arange(start, start + 400)}), tmp_path / "raw" / f"{name}.parquet")
+        source = tmp_path / "raw"
+
+        def shuffle() -> object:
+            return daskshuffle.shuffle_parquet(source, store, n_piles=4, seed=1, block_memory="1KiB")
+    else:
+        source = Path(make_zarr_source(tmp_path / "raw.zarr", 500, chunk_rows=50))
+
+        def shuffle() -> object:
+            return daskshuffle.shuffle_zarr(source, store, seed=1, **OPTIONS)
+
+    store = tmp_path / "piles"
+    points.arm("scatter", lambda count: change(source) if count == 2 else None)
+    with (
+        dask.config.set(scheduler="sync"),
+        pytest.raises(SourceChangedError, match="stay unchanged while the shuffle read them") as raised,
+    ):
+        shuffle()
+    assert "The store is removed" in str(raised.value)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [source.name], "no store, no pieces, no lock"
+    points.disarm("scatter")
+    assert shuffle().n_tasks > 0, "unchanged from now on: shuffled"

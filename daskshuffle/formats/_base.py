@@ -81,6 +81,11 @@ class Source(Protocol):
         """
         ...
 
+    def identify_source_again(self) -> list[dict[str, Any]]:
+        """:meth:`identify_source` taken again, now, from the files the shuffle read (not listed again): a shuffle
+        whose sources changed while it read them is refused rather than written from two states of them."""
+        return self.identify_source()
+
 
 class FileSource(Source, Protocol[Rows_co]):
     """A source whose pass-1 tasks read their blocks themselves (files, stores, URLs)."""

@@ -43,10 +43,7 @@ from ._destination import (
 from ._graph import level_tmp, shuffle_graph
 from ._options import ShuffleOptions
 from ._resume import Done, Earlier, Refuse, Resume, ResumeOptions, Seen, counted_earlier, decide, earlier_seed
-from ._store_plan import (
-    plan_within_budget,
-    store_metadata,
-)
+from ._store_plan import changed_while_read, plan_within_budget, store_metadata
 
 __all__ = ["Listed", "ShuffleResult", "run_shuffle"]
 
@@ -376,6 +373,9 @@ def _write(
                 manifest.mark(_CREATED)
         compute(graph, key, progress=options.progress, remote=not (target.is_local and tmp.is_local))
         crash_point("shuffle written")
+        changed = changed_while_read(dst.url, metadata, fmt.identify_source_again())
+        if changed is not None:
+            raise changed
         fmt.finalize_destination(target, {**metadata, "complete": True})
     except KeyboardInterrupt as interrupt:
         if not resumable:

@@ -29,6 +29,7 @@ from ..storage import changed_entries
 from ._options import ShuffleOptions
 
 __all__ = [
+    "changed_while_read",
     "differences",
     "missing_identity",
     "plan_within_budget",
@@ -168,6 +169,21 @@ def source_changed_error(
             " to shuffle them again.",
         ),
         parameter="overwrite",
+    )
+
+
+def changed_while_read(
+    where: str, recorded: Mapping[str, Any], identity: list[dict[str, Any]]
+) -> SourceChangedError | None:
+    """The error of a shuffle into ``where`` whose sources, of ``identity`` once every block was read, are not
+    those its metadata ``recorded`` when it began; ``None`` if they are."""
+    changes = changed_entries(recorded["source_identity"], identity)
+    if not changes:
+        return None
+    return SourceChangedError(
+        f"Expected the sources of the pile store {where!r} to stay unchanged while the shuffle read them. Got "
+        f"changes instead: {shown_changes(changes)}. The store is removed (its rows would mix two states of the "
+        "sources): shuffle them again once they no longer change."
     )
 
 

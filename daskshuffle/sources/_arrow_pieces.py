@@ -8,7 +8,7 @@ a local disk) and no codec runs on data written once and read once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -43,10 +43,13 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
         row_nbytes: int,
         writing: ParquetWriting,
         identity: list[dict[str, Any]],
+        identify: Callable[[], list[dict[str, Any]]] | None = None,
         sources: Sequence[str] = (),
     ) -> None:
         self.schema = schema
         self.identity = identity
+        #: Takes ``identity`` again (``None``: it cannot change, a dask token).
+        self.identify = identify
         self.sources = list(sources)
         self.writing = writing
         self.lengths = tuple(int(length) for length in lengths)
@@ -69,6 +72,9 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
 
     def identify_source(self) -> list[dict[str, Any]]:
         return list(self.identity)
+
+    def identify_source_again(self) -> list[dict[str, Any]]:
+        return self.identify() if self.identify is not None else list(self.identity)
 
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return take(rows, index)

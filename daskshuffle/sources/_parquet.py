@@ -276,6 +276,11 @@ class ParquetListing:
     #: The files' identity (names, sizes, versions), as a shuffle of them records it.
     identity: list[dict[str, Any]]
 
+    def identify_again(self) -> list[dict[str, Any]]:
+        """The same files' identity, asked of the storage again."""
+        fs, paths = self.where.fs, [path for path, _, _ in self.found]
+        return identify_files(fs, paths, [entry["name"] for entry in self.identity], fresh=True)
+
 
 def list_parquet_sources(
     src: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], storage_options: dict[str, Any] | None = None
@@ -349,6 +354,7 @@ def open_parquet_sources(
         files=[(file.path, file.partition) for file in files],
         sources=listing.sources,
         identity=listing.identity,
+        identify=listing.identify_again,
         blocks=blocks,
         spans=spans,
         lengths=lengths,

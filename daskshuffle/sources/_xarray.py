@@ -248,7 +248,9 @@ def open_xarray_source(
         chunk_rows=chunk_rows,
         block_inputs=block_inputs,
     )
-    fmt.identity = identify_paths(sources, storage_options) + fmt.identity
+    token = fmt.identity
+    fmt.identity = identify_paths(sources, storage_options) + token
+    fmt.identify = lambda: identify_paths(sources, storage_options, fresh=True) + token
     return fmt
 
 

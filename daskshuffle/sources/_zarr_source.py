@@ -246,6 +246,8 @@ def identify_zarr(
     source: zarr.Group | zarr.Array[Any],
     arrays: dict[str, zarr.Array[Any]],
     storage_options: dict[str, Any] | None,
+    *,
+    fresh: bool = False,
 ) -> list[dict[str, Any]]:
     """The identity of a source and of the ``arrays`` of it read: its metadata file, and every array's files.
 
@@ -264,8 +266,8 @@ def identify_zarr(
 
     def entry(node: zarr.Group | zarr.Array[Any], where: str) -> dict[str, Any]:
         if listed and isinstance(node, zarr.Array):
-            return identify_tree(fs, where, describe(node))
-        metadata = identify_files(fs, [f"{where}/{_metadata_file(node)}"], [describe(node)])[0]
+            return identify_tree(fs, where, describe(node), fresh=fresh)
+        metadata = identify_files(fs, [f"{where}/{_metadata_file(node)}"], [describe(node)], fresh=fresh)[0]
         return metadata if isinstance(node, zarr.Group) else {**metadata, "listed": False}
 
     if isinstance(source, zarr.Array):
@@ -273,7 +275,9 @@ def identify_zarr(
     return [entry(source, path)] + [entry(array, f"{path}/{name}") for name, array in arrays.items()]
 
 
-def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | None) -> list[dict[str, Any]]:
+def identify_paths(
+    sources: Sequence[str], storage_options: dict[str, Any] | None, *, fresh: bool = False
+) -> list[dict[str, Any]]:
     """The identity of the stores and files a dataset was opened from: a Zarr store's as a Zarr source's."""
     import zarr
 
@@ -282,9 +286,9 @@ def identify_paths(sources: Sequence[str], storage_options: dict[str, Any] | Non
         location = Location.of(source, storage_options)
         if location.join("zarr.json").exists() or location.join(".zgroup").exists():
             group = zarr.open_group(location.url, mode="r", storage_options=location.options)
-            entries += identify_zarr(group, dict(sorted(group.arrays())), storage_options)
+            entries += identify_zarr(group, dict(sorted(group.arrays())), storage_options, fresh=fresh)
         elif location.exists() and not location.isdir():
-            entries += identify_files(location.fs, [location.path], [location.url])
+            entries += identify_files(location.fs, [location.path], [location.url], fresh=fresh)
     return entries
 
 
@@ -358,17 +362,21 @@ def open_zarr_sources(
     group_attrs: dict[str, Any] = {}
     if isinstance(opened[0], zarr.Group):
         group_attrs = {key: value for key, value in opened[0].attrs.asdict().items() if key != METADATA_KEY}
+
+    def identify(fresh: bool = True) -> list[dict[str, Any]]:
+        pairs = zip(opened, sources, strict=True)
+        return [
+            entry for source, arrays in pairs for entry in identify_zarr(source, arrays, storage_options, fresh=fresh)
+        ]
+
     return ZarrFormat(
         sources=sources,
         variables=_name_dimensions([described[0][name] for name in names]),
         blocks=blocks,
         source_names=[describe(source) for source in opened],
         group_attrs=group_attrs,
-        identity=[
-            entry
-            for source, arrays in zip(opened, sources, strict=True)
-            for entry in identify_zarr(source, arrays, storage_options)
-        ],
+        identity=identify(fresh=False),
+        identify=identify,
         chunk_rows=chunk_rows,
         compressors=compressors,
     )

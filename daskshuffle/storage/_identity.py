@@ -51,8 +51,10 @@ def _digest(rows: Iterable[tuple[str, int, str]]) -> str:
     return digest.hexdigest()[:32]
 
 
-def identify_tree(fs: AbstractFileSystem, path: str, name: str) -> dict[str, Any]:
+def identify_tree(fs: AbstractFileSystem, path: str, name: str, *, fresh: bool = False) -> dict[str, Any]:
     """The entry of every file below ``path`` (or of the file at ``path``), named ``name``: one listing.
+
+    ``fresh``: asked of the storage, not of what fsspec's listings cache holds.
 
     Examples
     --------
@@ -61,6 +63,8 @@ def identify_tree(fs: AbstractFileSystem, path: str, name: str) -> dict[str, Any
     ['bytes', 'digest', 'files', 'name']
     """
     with reaching(fs.unstrip_protocol(path)):
+        if fresh:
+            fs.invalidate_cache(path)
         found: dict[str, Any] = fs.find(path, detail=True)
         # fsspec's find gives a file (not a directory) without its details: ask for them.
         infos = {key: (value or fs.info(key)) for key, value in found.items()}
@@ -73,8 +77,19 @@ def identify_tree(fs: AbstractFileSystem, path: str, name: str) -> dict[str, Any
     return {"name": name, "files": len(rows), "bytes": sum(size for _, size, _ in rows), "digest": _digest(rows)}
 
 
-def identify_files(fs: AbstractFileSystem, paths: Sequence[str], names: Sequence[str]) -> list[dict[str, Any]]:
-    """One entry for each file of ``paths`` (named by ``names``): its size and version, one ``info`` each."""
+def identify_files(
+    fs: AbstractFileSystem, paths: Sequence[str], names: Sequence[str], *, fresh: bool = False
+) -> list[dict[str, Any]]:
+    """One entry for each file of ``paths`` (named by ``names``): its size and version, one ``info`` each.
+
+    ``fresh``: asked of the storage, not of what fsspec's listings cache holds (their directories listed again,
+    once each, rather than a request a file on object storage).
+    """
+    if fresh:
+        fs.invalidate_cache()
+        for parent in dict.fromkeys(fs._parent(path) for path in paths):
+            with reaching(fs.unstrip_protocol(parent)):
+                fs.ls(parent, detail=True)
     entries = []
     for path, name in zip(paths, names, strict=True):
         with reaching(fs.unstrip_protocol(path)):
