@@ -553,3 +553,32 @@ def test_a_store_with_generations_whose_metadata_stalls_fails_within_the_deadlin
     # evict may have listed its one generation before a stalled consolidation: the store reads before or after it.
     live = [g.n_rows for g in ds.generations(store, storage_options=s3.storage_options)]
     assert live in ([2_000, 1_000], [1_000]), live
+
+
+#: The writes of a Zarr shuffle that may stall, each with the request it stalls: a chunk of the merge, the lock.
+WRITE_REQUESTS = {"chunk": "piles.zarr/x/c/", "lock": "piles.zarr.daskshuffle-lock"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("only", WRITE_REQUESTS.values(), ids=WRITE_REQUESTS.keys())
+def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_valid_store(
+    tmp_path: Path, s3: Any, stalling: Any, only: str
+) -> None:
+    source = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=250)
+    store = s3.url("piles.zarr")
+    options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
+    deadline = request_deadline(options)
+    assert deadline == 3, "two attempts of 1 s, and one more"
+    Location.of(store, options).conditional_writes  # noqa: B018  # probed before the faults
+    stalling.fault, stalling.only, stalling.methods = "hang", only, frozenset({"PUT"})
+    started = time.perf_counter()
+    with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
+        ds.shuffle_zarr(source, store, 4, seed=0, storage_options=options)
+    took = time.perf_counter() - started
+    assert stalling.faulted > 0, "the request was made, and stalled"
+    assert caught.value.reason == "unreachable" and store in str(caught.value), str(caught.value)
+    assert took < 4 * deadline, took
+    stalling.fault = None
+    with pytest.raises(ds.DaskShuffleError) as refused:
+        ds.PileLoader(store, batch_size=100, seed=0, storage_options=s3.storage_options)
+    assert not isinstance(refused.value, ds.StorageAccessError), str(refused.value)

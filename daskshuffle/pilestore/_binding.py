@@ -36,13 +36,12 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
 from ..storage import Location, _own, fetched_each, storage_failure
-from ._groups import open_arrays, open_group
+from ._groups import open_arrays, open_group, zarr_store
 from ._metadata import RUN_KEY, metadata_disagrees, seal_of
 
 if TYPE_CHECKING:
     import zarr
     import zarr.storage
-    from zarr.abc.store import Store
 
     from ._recording import RecordingStore
 
@@ -65,15 +64,10 @@ WRITES = "daskshuffle-writes"
 def open_recording(location: Location) -> tuple[zarr.Group, RecordingStore]:
     """The Zarr group at ``location`` opened to write rows, through a store that records every chunk written."""
     import zarr
-    import zarr.storage
 
     from ._recording import RecordingStore
 
-    inner: Store
-    if location.is_local:
-        inner = zarr.storage.LocalStore(location.path)
-    else:
-        inner = zarr.storage.FsspecStore.from_url(location.url, storage_options=location.options)
+    inner = zarr_store(location)
     recording = RecordingStore(inner)
     return zarr.open_group(store=recording, mode="r+"), recording
 

@@ -2,9 +2,10 @@
 
 The one way a pile store's Zarr metadata is opened, to read or to write: a
 store with one generation or several, its root, its generations, and a
-generation being written. Each opening is zarr's own (its asynchronous API)
-run on zarr's event loop :func:`~daskshuffle.storage.within`
-:func:`~daskshuffle.storage.request_deadline`: a ``zarr.json`` that stalls
+generation being written. Each is opened through :func:`zarr_store`, whose
+every request (a ``zarr.json`` read, an array created, a chunk written, the
+attributes recorded) is bounded :func:`~daskshuffle.storage.within`
+:func:`~daskshuffle.storage.request_deadline` on its own: one that stalls
 fails as unreachable within it, not after the retries of s3fs and botocore.
 """
 
@@ -15,15 +16,37 @@ import warnings
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..storage import Location, request_deadline, within
+from ..storage import Location, request_deadline
 from ._metadata import METADATA_KEY, parse_metadata_attribute
 
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["consolidate_group", "find_group", "group_metadata", "open_arrays", "open_group"]
+    from ._recording import BoundedStore
+
+__all__ = ["consolidate_group", "find_group", "group_metadata", "open_arrays", "open_group", "zarr_store"]
 
 T = TypeVar("T")
+
+
+def zarr_store(location: Location, *, read_only: bool = False) -> BoundedStore:
+    """The zarr store of ``location``, each of whose requests fails within the deadline of its storage options.
+
+    Examples
+    --------
+    >>> zarr_store(Location.of("piles.zarr"), read_only=True).deadline
+    30.0
+    """
+    import zarr.storage
+
+    from ._recording import BoundedStore
+
+    inner: Any
+    if location.is_local:
+        inner = zarr.storage.LocalStore(location.path, read_only=read_only)
+    else:
+        inner = zarr.storage.FsspecStore.from_url(location.url, storage_options=location.options, read_only=read_only)
+    return BoundedStore(inner, request_deadline(location.options))
 
 
 def open_group(location: Location, mode: str = "r", **kwargs: Any) -> zarr.Group:
@@ -36,14 +59,10 @@ def open_group(location: Location, mode: str = "r", **kwargs: Any) -> zarr.Group
     """
     import zarr
     from zarr.api.asynchronous import open_group as opening
-    from zarr.storage import FsspecStore
 
-    if location.is_local:
-        store: Any = location.url
-    else:
-        store = FsspecStore.from_url(location.url, storage_options=location.options, read_only=mode == "r")
+    store = zarr_store(location, read_only=mode == "r")
     request = opening(store=store, mode=mode, zarr_format=3, **kwargs)  # type: ignore[arg-type]
-    return zarr.Group(_bounded(location, getattr(store, "fs", None), request, "zarr.json"))
+    return zarr.Group(_bounded(location, request))
 
 
 def find_group(location: Location) -> zarr.Group | None:
@@ -81,14 +100,14 @@ def consolidate_group(location: Location, group: zarr.Group) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", zarr.errors.ZarrUserWarning)
-        _bounded(location, getattr(group.store, "fs", None), consolidate_metadata(group.store), "zarr.json")
+        _bounded(location, consolidate_metadata(group.store))
 
 
-def _bounded(location: Location, fs: Any, request: Coroutine[Any, Any, T], what: str) -> T:
-    """``request`` run on zarr's event loop, failing within the deadline of ``location``'s options: a refused,
-    throttled or stalled request as :class:`~daskshuffle.StorageAccessError` naming ``location``."""
-    with location.reaching(what):
-        return _on_zarr_loop(within(fs, request, request_deadline(location.options), what))
+def _bounded(location: Location, request: Coroutine[Any, Any, T]) -> T:
+    """``request`` (of a group opened through :func:`zarr_store`, its every request bounded) run on zarr's event
+    loop: a refused, throttled or stalled request raises :class:`~daskshuffle.StorageAccessError` naming ``location``."""
+    with location.reaching("zarr.json"):
+        return _on_zarr_loop(request)
 
 
 def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> list[Any]:
@@ -97,15 +116,10 @@ def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> 
 
     async_group = group._async_group  # zarr.Group wraps it (its one field): the members are opened on zarr's loop
 
-    fs, deadline = getattr(group.store, "fs", None), request_deadline(location.options)
+    async def members() -> list[Any]:  # each array's zarr.json at once, each request within the deadline
+        return await asyncio.gather(*(async_group.get(name) for name in names))
 
-    async def members() -> list[Any]:  # each array's zarr.json within the deadline on its own
-        return await asyncio.gather(
-            *(within(fs, async_group.get(name), deadline, f"{name}/zarr.json") for name in names)
-        )
-
-    with location.reaching("zarr.json"):
-        found = _on_zarr_loop(members())
+    found = _bounded(location, members())
     return [
         zarr.Array(node) if isinstance(node, zarr.AsyncArray) else zarr.Group(node) if node is not None else None
         for node in found

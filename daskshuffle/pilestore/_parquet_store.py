@@ -224,7 +224,7 @@ class ParquetDestination(Destination["pa.Table"]):
             self.write_rows(dst, 0, self.schema.empty_table(), None)
 
     def write_rows(self, dst: Location, start: int, rows: pa.Table, piece_info: Any) -> None:
-        sidecar = json.loads(dst.fs.cat_file(f"{dst.path}/{METADATA_FILE}"))  # one request
+        sidecar = json.loads(bounded(dst.fs, "cat_file", f"{dst.path}/{METADATA_FILE}", what=METADATA_FILE))
         pile_offsets = np.asarray(sidecar["pile_offsets"], dtype=np.int64)
         stop = start + rows.num_rows
         # Row groups never straddle a pile: the loader reads a pile, or a unit, as whole row groups and nothing more.

@@ -35,6 +35,12 @@ runs that race for one lock, exactly one holds it; how depends on the storage:
   started earlier but does not exclude two that start at once. A
   ``UserWarning`` says so, once per bucket, with what the probe found.
 
+Every request of a lock on object storage (its creation, the reads of who
+holds it, its removal) is bounded by :func:`~daskshuffle.storage.bounded`: a
+stalled one fails within the deadline of the storage options as
+:class:`~daskshuffle.StorageAccessError` (``"unreachable"``), as a stalled
+read does, rather than after the retries of s3fs and botocore.
+
 A local lock is opened with ``O_NOFOLLOW``: a symbolic link (or a FIFO)
 placed at ``<dst>.daskshuffle-lock`` is refused with ``UnsafePathError``,
 and what it points to is left untouched (``storage/_own.py``).
@@ -61,6 +67,7 @@ from fsspec import AbstractFileSystem
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError
 from . import _own
 from ._crash import crash_point
+from ._deadline import bounded
 from ._location import Location
 from ._probe import why_unconditional
 
@@ -95,7 +102,7 @@ def _stale(holder: dict[str, Any]) -> bool:
 
 def _read(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
     try:
-        found = json.loads(fs.cat_file(path))
+        found = json.loads(bounded(fs, "cat_file", path, what=path))
     except (FileNotFoundError, ValueError):
         return None
     return found if isinstance(found, dict) else None
@@ -114,7 +121,8 @@ def read_holder(dst: Location) -> dict[str, Any] | None:
     lock = dst.with_suffix(LOCK_SUFFIX)
     if lock.is_local and _own.found_at(lock.path) is not None:  # a link or FIFO placed there: no lock, never read
         return None
-    return _read(lock.fs, lock.path) if lock.exists() else None
+    with lock.reaching():
+        return _read(lock.fs, lock.path) if bounded(lock.fs, "exists", lock.path, what=lock.path) else None
 
 
 def held(dst: Location) -> bool:
@@ -173,17 +181,19 @@ def exclusive(where: Location) -> Iterator[None]:
         with _in_memory:
             _create_by_reading_back(lock, ours)
     elif where.conditional_writes:
-        _create_conditionally(lock, ours)
+        with lock.reaching():
+            _create_conditionally(lock, ours)
     else:
         _warn_unexcluded(where)
-        _create_by_reading_back(lock, ours)
+        with lock.reaching():
+            _create_by_reading_back(lock, ours)
     try:
         yield
     finally:
         with _in_memory if in_memory else contextlib.nullcontext(), lock.reaching():
             if (_read(lock.fs, lock.path) or {}).get("run") == ours["run"]:  # nobody takes over a live run's lock
                 with contextlib.suppress(FileNotFoundError):
-                    lock.fs.rm_file(lock.path)
+                    bounded(lock.fs, "rm_file", lock.path, what=lock.path)
 
 
 #: What the local filesystem says when a directory may not be written: no permission, or mounted read-only.
@@ -283,13 +293,15 @@ def _create_conditionally(lock: Location, ours: dict[str, Any]) -> None:
     fs, inner, text = lock.fs, lock.path, json.dumps(ours).encode()
     for _ in range(3):  # a lock removed while we look at it: try again
         try:
-            fs.pipe_file(inner, text, mode="create")
+            bounded(fs, "pipe_file", inner, text, mode="create", what=inner)
             return
         except FileExistsError:
             pass
         fs.invalidate_cache(inner)
         try:
-            etag = fs.info(inner)["ETag"]  # before the contents: a write after this changes it, and If-Match fails
+            etag = bounded(fs, "info", inner, what=inner)[
+                "ETag"
+            ]  # before the contents: a write after this changes it, and If-Match fails
         except FileNotFoundError:
             continue
         holder = _named(fs, inner)
@@ -297,7 +309,7 @@ def _create_conditionally(lock: Location, ours: dict[str, Any]) -> None:
             raise _refuse(lock, holder)
         crash_point("lock stale")
         try:
-            fs.pipe_file(inner, text, IfMatch=etag)
+            bounded(fs, "pipe_file", inner, text, IfMatch=etag, what=inner)
             return
         except FileNotFoundError:
             continue
@@ -313,7 +325,7 @@ def _create_by_reading_back(lock: Location, ours: dict[str, Any]) -> None:
     found = _read(fs, inner)
     if found is not None and not _stale(found):
         raise _refuse(lock, found)
-    fs.pipe_file(inner, json.dumps(ours).encode())
+    bounded(fs, "pipe_file", inner, json.dumps(ours).encode(), what=inner)
     if (found := _read(fs, inner) or {}).get("run") != ours["run"]:
         raise _refuse(lock, found)
 
