@@ -178,7 +178,7 @@ def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
 
 def _through_delimiter(handle: IO[bytes], delimiter: bytes) -> bytes:
     """The bytes from ``handle``'s position through its next ``delimiter`` (or to the end)."""
-    read = []
+    read: list[bytes] = []
     # Not readline(): zstandard's stream reader does not have it.
     while chunk := bytes(handle.read(64 * 2**10)):
         end = chunk.find(delimiter)
