@@ -11,13 +11,11 @@ Rows in memory are a :class:`pyarrow.LargeBinaryArray` (:data:`Lines`), one
 buffer of bytes and one of offsets: gathering lines of any length into a new
 order is one call to Arrow's ``take``, with no Python object per line.
 
-Blocks are byte ranges of uncompressed files, cut at about ``block_nbytes``; a
-block owns every line that *starts* inside its range, so a line is never split
-and one large file is read in parallel. A compressed file cannot be read from
-the middle: it is one block, unless :meth:`TextSource.decompress` first writes
-a plain copy of it (what ``shuffle_lines`` does), which is then cut like any
-other file. The lines of every block are counted (in parallel, before
-planning) by :meth:`TextSource.count_block`.
+Blocks are byte ranges of plain files, cut at about ``block_nbytes``; a block
+owns every line that *starts* inside its range, so a line is never split and
+one large file is read in parallel. A compressed file cannot be read from the
+middle: :meth:`TextSource.decompressed` first writes a plain copy of it. The
+lines of every block are counted in parallel, before planning.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
-from ..storage import Location, glob_matches
+from ..storage import Location, bounded, glob_matches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -164,12 +162,13 @@ def _read_range(fs: Any, path: str, start: int, stop: int) -> Any:
     """Bytes ``[start, stop)`` of ``path``.
 
     For local files a view of the page cache (the merge copies it once, into
-    the pile), a read elsewhere.
+    the pile), elsewhere one request within the deadline (by keyword: s3fs's
+    second positional is a version id).
     """
     if stop <= start:
         return b""
     if not isinstance(fs, LocalFileSystem):
-        return fs.cat_file(path, start=start, end=stop)  # by keyword: s3fs's second positional is a version id
+        return bounded(fs, "cat_file", path, start=start, end=stop, what=path)
     aligned = start - start % mmap.ALLOCATIONGRANULARITY
     with open(path, "rb") as file:
         mapped = mmap.mmap(file.fileno(), stop - aligned, access=mmap.ACCESS_READ, offset=aligned)
