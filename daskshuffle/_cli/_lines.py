@@ -9,13 +9,13 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import click
 
 from .._errors import UnsafePathError
 from ..storage import _own
-from ._common import STDIO, Option, cli, one_line, session, show_progress, summary
+from ._common import STDIO, Option, cli, cluster_session, one_line, summary
 from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 #: ``shuffle_lines``' own defaults, where they differ from the other shuffles'.
@@ -136,39 +136,38 @@ def lines(
         items = _echo_items(inputs, input_range)
         _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
         return
-    inputs = _check_files(inputs, output, count, repeat, n_output_files)
+    inputs = _check_files(inputs, output, n_output_files)
     from .. import shuffle_lines
 
-    with session(debug=debug, **cluster), contextlib.ExitStack() as stack:
+    stdout = sys.stdout.buffer  # the session sends what prints to stdout (progress bars) to stderr
+    with cluster_session(progress=progress, debug=debug, **cluster) as show, contextlib.ExitStack() as stack:
         spool: Path | None = None
         if STDIO in inputs or output == STDIO:
             spool = Path(tempfile.mkdtemp(prefix="daskshuffle-", dir=tmp))
             stack.callback(shutil.rmtree, spool, ignore_errors=True)
         sources = [str(_spool_stdin(spool)) if item == STDIO and spool else item for item in inputs]
         dst = str(spool / "shuffled") if output == STDIO and spool else output
-        show = show_progress(progress)
-        with contextlib.redirect_stdout(sys.stderr):  # progress bars print to stdout, which may be the output
-            result = shuffle_lines(
-                sources,
-                dst,
-                n_piles=n_piles,
-                seed=seed,
-                header=header,
-                overwrite=overwrite,
-                head_count=count,
-                repeat=repeat,
-                delimiter=delimiter,
-                n_output_files=n_output_files,
-                pile_memory=pile_memory,
-                block_memory=block_memory,
-                tmp=tmp,
-                storage_options=storage_options,
-                progress=show,
-            )
+        result = shuffle_lines(
+            sources,
+            dst,
+            n_piles=n_piles,
+            seed=seed,
+            header=header,
+            overwrite=overwrite,
+            head_count=count,
+            repeat=repeat,
+            delimiter=delimiter,
+            n_output_files=n_output_files,
+            pile_memory=pile_memory,
+            block_memory=block_memory,
+            tmp=tmp,
+            storage_options=storage_options,
+            progress=show,
+        )
         if output == STDIO:
-            with open(dst, "rb") as file, _quiet_broken_pipe():
-                shutil.copyfileobj(file, sys.stdout.buffer, 8 * 2**20)
-                sys.stdout.buffer.flush()
+            with open(dst, "rb") as file, _quiet_broken_pipe(stdout):
+                shutil.copyfileobj(file, stdout, 8 * 2**20)
+                stdout.flush()
         if not quiet:
             click.echo(summary(result, output), err=True)
 
@@ -185,15 +184,8 @@ def _check_echo(
         raise click.ClickException("Expected no --n-output-files or --header with -e or -i. Got one instead.")
 
 
-def _check_files(
-    inputs: tuple[str, ...], output: str, count: int | None, repeat: bool, n_output_files: int | None
-) -> tuple[str, ...]:
-    """The inputs of a shuffle of files (stdin if none), refusing what files do not go with."""
-    if repeat and count is None:
-        raise click.ClickException(
-            "Expected -n K with -r for files. Got -r alone instead; shuf -r repeats forever, which daskshuffle does "
-            "only with -e or -i: pass -n K for K lines drawn with replacement."
-        )
+def _check_files(inputs: tuple[str, ...], output: str, n_output_files: int | None) -> tuple[str, ...]:
+    """The inputs of a shuffle of files (stdin if none), refusing what only the command line knows of."""
     if n_output_files is not None and output == STDIO:
         raise click.ClickException("Expected -o OUT with --n-output-files. Got standard output instead.")
     inputs = inputs or (STDIO,)
@@ -210,13 +202,13 @@ def _spool_stdin(directory: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _quiet_broken_pipe() -> Iterator[None]:
+def _quiet_broken_pipe(stdout: BinaryIO) -> Iterator[None]:
     """A reader that stops early (``| head``) ends the output, as it ends shuf's, without a traceback."""
     try:
         yield
     except BrokenPipeError:
         # Python would complain again when it flushes stdout at exit: point stdout at nothing.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
 
 
 def _echo_items(inputs: tuple[str, ...], input_range: str | None) -> tuple[Callable[[int], bytes], int]:
@@ -266,8 +258,8 @@ def _shuffle_in_memory(
     n_written = 0
     with contextlib.ExitStack() as stack:
         if output == STDIO:
-            stack.enter_context(_quiet_broken_pipe())
             out = sys.stdout.buffer
+            stack.enter_context(_quiet_broken_pipe(out))
         else:
             if os.path.exists(output) and not overwrite:
                 raise click.ClickException(

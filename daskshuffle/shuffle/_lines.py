@@ -40,11 +40,6 @@ __all__ = ["shuffle_lines"]
 PathLike = str | os.PathLike[str]
 
 
-def _runner(progress: bool) -> Callable[..., list[Any]]:
-    """The text format's steps run as tasks on the active scheduler."""
-    return lambda function, arguments, token: map_tasks(function, arguments, token=token, progress=progress)
-
-
 def shuffle_lines(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -259,24 +254,20 @@ def _check(
         )
     line_end = parse_delimiter(delimiter)
     dst_location, tmp_location = shuffle_locations(options)
-    storage_options = options.storage_options
-    output = open_text_output(dst_location.url, n_output_files, storage_options)
-    paths = output.paths
-    source: TextSource = open_text_sources(
+    output = open_text_output(dst_location.url, n_output_files, options.storage_options)
+    source = open_text_sources(
         sources,
         header=with_header,
         block_nbytes=options.block_nbytes,
-        storage_options=storage_options,
+        storage_options=options.storage_options,
         delimiter=line_end,
     )
-    for path in paths:
+    for path in output.paths:
         check_destination(
             source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False, directory=False
         )
-    check_workers_reach(
-        {"dst": paths[0], "tmp": paths[0].scratch("", tmp_location)},
-        [Location.of(path, storage_options) for path in source.describe()],
-    )
+    dst = output.paths[0]
+    check_workers_reach({"dst": dst, "tmp": dst.scratch("", tmp_location)}, [file.location for file in source.files])
     return _TextShuffle(
         source=source,
         options=options,
@@ -289,7 +280,11 @@ def _check(
 
 def _run(job: _TextShuffle, began: float) -> ShuffleResult:
     """Decompress, count the blocks (or sample them), and shuffle or write the sample."""
-    options, run = job.options, _runner(job.options.progress)
+    options = job.options
+
+    def run(function: Callable[..., Any], arguments: Sequence[tuple[Any, ...]], token: str) -> list[Any]:
+        return map_tasks(function, arguments, token=token, progress=options.progress)
+
     job.spool.remove()
     try:
         source = job.source.decompressed(job.spool, run)

@@ -105,11 +105,6 @@ def _compress(data: bytes | memoryview, compression: str | None) -> bytes | memo
     return data
 
 
-def _shard_starts(n_rows: int, n_files: int) -> NDArray[np.int64]:
-    """The first output line of every file, and ``n_rows``: ``n_files + 1`` near-equal steps."""
-    return (np.arange(n_files + 1, dtype=np.int64) * n_rows) // n_files
-
-
 def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
     """The filesystem and path where the text file ``dst`` is written until it is complete (each file's own)."""
     partial = dst.with_suffix(_PARTIAL_SUFFIX)
@@ -249,7 +244,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         self.paths = tuple(paths)
         self.compression = compression
         self.part_compression = compression if compression == "gzip" else None
-        self.starts = _shard_starts(int(self.n_lines.sum()), max(len(self.paths), 1))
+        n_files = max(len(self.paths), 1)
+        self.starts = np.arange(n_files + 1, dtype=np.int64) * int(self.n_lines.sum()) // n_files
 
     def __getstate__(self) -> dict[str, Any]:
         # The counts are for planning, where the shuffle is planned; tasks carry only n_lines.

@@ -1,23 +1,13 @@
 """A uniform sample of K lines of text files, read without shuffling the rest (``shuffle_lines(head_count=K)``).
 
-Two exact ways, chosen by the size of what they hold:
-
-- **One pass** (when K times the number of blocks is at most
-  ``lines.one-pass-lines``, ``daskshuffle.config``): each task counts the lines of its block and keeps
-  a uniform sample of K of them, in a random order (all of them, if fewer; K
-  independent draws with replacement). The driver then draws how many lines
-  each block gives, and takes that many from the front of each block's sample.
-- **Count, then read** (otherwise): once every block is counted, K positions
-  among all lines are drawn, and only the blocks that hold one are read, for
-  only those lines. Memory: K positions and K lines.
-
-Without replacement, the number of lines from each block is drawn from the
-multivariate hypergeometric distribution (beyond ``10**9`` lines, which
+Two exact ways, as the public docstring says: one pass (each block keeps up to
+K of its lines, in a random order, while it is counted) when K times the
+blocks is at most ``lines.one-pass-lines``, else count, then read only the
+sampled lines. Either way the number of lines each block gives is drawn from
+the multivariate hypergeometric distribution (beyond ``10**9`` lines, which
 NumPy's sampler does not take, from positions drawn by ``Generator.choice``),
-so the union is a uniformly chosen set of K lines; with replacement, K
-positions are drawn independently and uniformly. Either way the sample is
-output in a uniformly random order, and every draw comes from the seed and the
-counts, never from the workers.
+or from K independent positions with replacement; every draw comes from the
+seed and the counts, never from the workers.
 """
 
 from __future__ import annotations
@@ -30,7 +20,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
-from ._text_source import BlockCount, Lines, Run, TextSource, line_offsets, memory_pool, take_lines
+from ._text_source import BlockCount, Lines, Run, TextSource, line_bytes, memory_pool, take_lines
 
 __all__ = ["count_lines", "finish_sample", "keep_block_sample", "order_sample", "plan_sample"]
 
@@ -106,9 +96,7 @@ def keep_block_sample(rows: Lines, block: int, n_keep: int, seed: int, *, replac
 def count_and_sample(source: TextSource, block: int, n_keep: int, seed: int, replace: bool) -> tuple[BlockCount, Lines]:
     """The lines of block ``block`` counted, and up to ``n_keep`` of them kept (a task of the one-pass sample)."""
     rows = source.read_lines(block)
-    offsets = line_offsets(rows)
-    count = BlockCount(len(rows), int(offsets[-1] - offsets[0]))
-    return count, keep_block_sample(rows, block, n_keep, seed, replace=replace)
+    return BlockCount(len(rows), len(line_bytes(rows))), keep_block_sample(rows, block, n_keep, seed, replace=replace)
 
 
 def finish_sample(

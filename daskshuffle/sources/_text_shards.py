@@ -4,12 +4,13 @@ names, all written by :class:`~._text.TextFormat` (a sample held in memory too).
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import fsspec
 import numpy as np
+from fsspec.utils import infer_compression
 
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_positive_int
@@ -19,20 +20,17 @@ from ._text_source import BlockCount, Lines, TextSource, line_bytes
 
 __all__ = ["TextOutput", "open_text_output", "output_compression", "parse_output_files"]
 
-#: Output extensions that are compressed, and how.
-COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}
-
 
 def output_compression(path: str) -> str | None:
-    """``"gzip"`` for ``*.gz``, ``"zstd"`` for ``*.zst`` (if zstandard is installed), else ``None``."""
-    compression = next((name for suffix, name in COMPRESSIONS.items() if path.endswith(suffix)), None)
-    if compression == "zstd" and importlib.util.find_spec("zstandard") is None:
+    """``"gzip"`` for ``*.gz``, ``"zstd"`` for ``*.zst`` (if zstandard is installed, as fsspec finds), else ``None``."""
+    compression = infer_compression(path)
+    if compression == "zstd" and compression not in fsspec.compression.compr:
         raise DaskShuffleValueError(
             f"Expected an output compression this installation writes. Got {path!r}, which asks for zstd, "
             "instead; install zstandard, or name the output .gz or without a compression suffix.",
             parameter="dst",
         )
-    return compression
+    return compression if compression in ("gzip", "zstd") else None
 
 
 def parse_output_files(dst: str, n_output_files: object) -> list[str]:
