@@ -390,3 +390,25 @@ def test_an_existing_file_with_glob_characters_is_read_as_that_file(tmp_path: Pa
     write(tmp_path / "lines1.txt", numbered("b", 500))  # what "lines[1].txt" would match as a glob
     daskshuffle.shuffle_lines(str(source), tmp_path / "out.txt", seed=0)
     assert sorted(lines_of((tmp_path / "out.txt").read_bytes())) == sorted(lines_of(numbered("a", 50)))
+
+
+DECOMPRESS = {".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress}
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_an_output_named_for_a_compression_is_written_in_it(tmp_path: Path, suffix: str) -> None:
+    """Each file is a valid file of its compression (parts compressed by their tasks, concatenated), with every line."""
+    body = numbered("c", 500)
+    src = write(tmp_path / "in.jsonl", body)
+    pattern = str(tmp_path / ("out-{:d}.jsonl" + suffix))
+    shuffle_lines(src, pattern, n_piles=4, seed=2, n_output_files=3, block_memory=400, header=False)
+    out = [lines_of(DECOMPRESS[suffix]((tmp_path / f"out-{index}.jsonl{suffix}").read_bytes())) for index in range(3)]
+    assert all(out) and sorted(line for lines in out for line in lines) == sorted(lines_of(body))
+
+
+def test_an_output_named_for_a_compression_it_cannot_write_is_refused(tmp_path: Path) -> None:
+    src = write(tmp_path / "in.jsonl", numbered("c", 50))
+    with pytest.raises(DaskShuffleValueError, match=r"out.jsonl.zip', which asks for zip, instead") as raised:
+        shuffle_lines(src, tmp_path / "out.jsonl.zip", seed=0)
+    assert raised.value.parameter == "dst"
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]

@@ -119,7 +119,7 @@ def lines(
     """Shuffle the lines of text files (IN..., - or none for stdin) to OUT: exactly, like shuf, but out of core.
 
     Files ending in .gz, .bz2, .xz or .zst are decompressed; an OUT ending in
-    .gz or .zst is compressed. Bytes are kept as they are; a final line
+    .gz, .bz2, .xz or .zst is compressed. Bytes are kept as they are; a final line
     without a newline gets one. -n K samples K lines without shuffling the
     rest. -r without -n repeats forever, with -e or -i only.
     """

@@ -91,8 +91,9 @@ def shuffle_lines(
     dst : path or URL
         The output file, or with ``n_output_files`` a pattern with one field
         for the file number, such as ``"train-{:05d}.jsonl"``. An output named
-        ``*.gz`` is written gzip-compressed, ``*.zst`` zstd-compressed (which
-        needs ``zstandard``). Written under a temporary name and renamed into
+        ``*.gz``, ``*.bz2`` or ``*.xz`` is written compressed so, ``*.zst``
+        zstd-compressed (which needs ``zstandard``); another compression
+        suffix is refused. Written under a temporary name and renamed into
         place when complete, so an interrupted shuffle never leaves a file there.
     header : bool, default False
         Keep the first line of the first file (a CSV header) at the top of

@@ -16,17 +16,20 @@ the parts concatenated in order once every part is written.
 numbers of lines (they differ by one line at most): file ``i`` holds lines
 ``[i * n // n_files, (i + 1) * n // n_files)`` of the shuffled order, so each is
 itself a uniformly shuffled, uniformly chosen part of the input. An output
-named ``*.gz`` or ``*.zst`` is compressed. For gzip each part is compressed by
-its task (concatenated gzip members are one valid stream, which every gzip
-reader takes); zstd output is compressed as the parts are concatenated, on all
+named ``*.gz``, ``*.bz2``, ``*.xz`` or ``*.zst`` is compressed. For gzip, bzip2
+and xz each part is compressed by its task (concatenated gzip members, bzip2
+streams or xz streams are one valid file, which every reader of the format
+takes); zstd output is compressed as the parts are concatenated, on all
 cores, into one frame, because some zstd readers (Python's ``zstandard`` stream
 reader, and so fsspec) stop after the first frame.
 """
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import gzip
+import lzma
 import os
 import posixpath
 import shutil
@@ -95,9 +98,13 @@ class PieceSizes(NamedTuple):
 
 
 def _compress(data: bytes | memoryview, compression: str | None) -> bytes | memoryview:
-    """``data`` as one gzip member or zstd frame (a whole stream), or as it is."""
+    """``data`` as one gzip member, bzip2 or xz stream or zstd frame (a whole stream), or as it is."""
     if compression == "gzip":
         return gzip.compress(data, compresslevel=6, mtime=0)
+    if compression == "bz2":
+        return bz2.compress(data, compresslevel=9)
+    if compression == "xz":
+        return lzma.compress(data, preset=6)
     if compression == "zstd":
         import zstandard
 
@@ -243,7 +250,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)
         self.paths = tuple(paths)
         self.compression = compression
-        self.part_compression = compression if compression == "gzip" else None
+        self.part_compression = compression if compression != "zstd" else None
         n_files = max(len(self.paths), 1)
         self.starts = np.arange(n_files + 1, dtype=np.int64) * int(self.n_lines.sum()) // n_files
 

@@ -21,16 +21,32 @@ from ._text_source import BlockCount, Lines, TextSource, line_bytes
 __all__ = ["TextOutput", "open_text_output", "output_compression", "parse_output_files"]
 
 
+#: The compressions an output is written in, as fsspec infers them from its name.
+WRITTEN = ("gzip", "bz2", "xz", "zstd")
+
+
 def output_compression(path: str) -> str | None:
-    """``"gzip"`` for ``*.gz``, ``"zstd"`` for ``*.zst`` (if zstandard is installed, as fsspec finds), else ``None``."""
+    """The compression fsspec infers from ``path``'s name (``"zstd"`` if zstandard is installed), else ``None``.
+
+    Examples
+    --------
+    >>> output_compression("out.jsonl.gz"), output_compression("out.txt.xz"), output_compression("out.txt")
+    ('gzip', 'xz', None)
+    """
     compression = infer_compression(path)
+    if compression is not None and compression not in WRITTEN:
+        raise DaskShuffleValueError(
+            f"Expected an output compression daskshuffle writes: .gz, .bz2, .xz or .zst. Got {path!r}, which asks "
+            f"for {compression}, instead; name the output with one of those or without a compression suffix.",
+            parameter="dst",
+        )
     if compression == "zstd" and compression not in fsspec.compression.compr:
         raise DaskShuffleValueError(
             f"Expected an output compression this installation writes. Got {path!r}, which asks for zstd, "
             "instead; install zstandard, or name the output .gz or without a compression suffix.",
             parameter="dst",
         )
-    return compression if compression in ("gzip", "zstd") else None
+    return compression
 
 
 def parse_output_files(dst: str, n_output_files: object) -> list[str]:
