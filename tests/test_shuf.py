@@ -6,10 +6,13 @@ a few run it as a process, next to ``shuf`` itself where it is installed.
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import lzma
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -95,6 +98,23 @@ def test_echo_into_a_file(tmp_path: Path) -> None:
     assert done.exit_code == 0 and sorted(map(int, (tmp_path / "out.txt").read_bytes().split())) == list(range(1, 51))
     again = lines("-i", "1-50", "-o", tmp_path / "out.txt")
     assert again.exit_code == 1 and "pass --overwrite" in again.output
+
+
+@pytest.mark.parametrize(
+    ("suffix", "decompress"), [(".gz", gzip.decompress), (".bz2", bz2.decompress), (".xz", lzma.decompress)]
+)
+def test_echo_into_a_file_named_for_a_compression(
+    tmp_path: Path, suffix: str, decompress: Callable[[bytes], bytes]
+) -> None:
+    """-e and -i write an OUT named .gz, .bz2 or .xz compressed so, as the shuffle of files does; the same seed, the same bytes."""
+    out = tmp_path / f"out.txt{suffix}"
+    assert lines("-i", "1-50", "-o", out, "--seed", "0").exit_code == 0
+    first = out.read_bytes()
+    assert sorted(map(int, decompress(first).split())) == list(range(1, 51))
+    assert lines("-i", "1-50", "-o", out, "--seed", "0", "--overwrite").exit_code == 0 and out.read_bytes() == first
+    refused = lines("-e", "a", "-o", tmp_path / "out.zip")
+    assert refused.exit_code == 2 and "which asks for zip" in refused.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == [out.name]
 
 
 @pytest.mark.parametrize(

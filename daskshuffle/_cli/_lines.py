@@ -13,7 +13,8 @@ from typing import Any, BinaryIO, Literal
 
 import click
 
-from .._errors import UnsafePathError
+from .._errors import DaskShuffleError, UnsafePathError
+from ..sources import output_compression
 from ..storage import _own
 from ._common import STDIO, Option, cli, cluster_session, one_line, summary
 from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
@@ -265,11 +266,20 @@ def _shuffle_in_memory(
                 raise click.ClickException(
                     f"Expected OUT not to exist. Got {output!r}, which exists, instead; pass --overwrite to replace it."
                 )
+            try:
+                compression = output_compression(output)
+            except DaskShuffleError as error:
+                raise click.BadParameter(one_line(error), param_hint="'-o' / '--output'") from None
             partial = output + ".daskshuffle-partial"
             try:  # never through a link placed at the partial name
                 out = stack.enter_context(_own.open_writer(partial, "an output being written"))
             except UnsafePathError as error:
                 raise click.ClickException(one_line(error)) from None
+            if compression is not None:  # named as shuffle_lines names its outputs: compressed as the name says
+                import fsspec.compression
+
+                same_bytes = {"mtime": 0} if compression == "gzip" else {}  # the same seed, the same file
+                out = stack.enter_context(fsspec.compression.compr[compression](out, mode="wb", **same_bytes))
         for batch in batches():
             out.write(b"".join(lookup(int(index)) + delimiter for index in batch))
             n_written += len(batch)

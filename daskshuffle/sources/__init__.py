@@ -7,7 +7,7 @@ from ._dataframe import open_dataframe_source
 from ._parquet import COMPRESSIONS, list_parquet_sources, open_parquet_sources
 from ._text import parse_delimiter, parse_sources
 from ._text_sample import count_lines
-from ._text_shards import TextOutput, open_text_output
+from ._text_shards import TextOutput, open_text_output, output_compression
 from ._text_source import TextSource, open_text_sources
 from ._undecodable import decoding, uncomputable
 from ._xarray import ARRAY_NAME, XarrayFormat, open_arrays_source, open_xarray_source
@@ -31,6 +31,7 @@ __all__ = [
     "open_text_sources",
     "open_xarray_source",
     "open_zarr_sources",
+    "output_compression",
     "parse_delimiter",
     "parse_sources",
     "uncomputable",

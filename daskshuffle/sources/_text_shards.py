@@ -33,7 +33,7 @@ def output_compression(path: str) -> str | None:
     >>> output_compression("out.jsonl.gz"), output_compression("out.txt.xz"), output_compression("out.txt")
     ('gzip', 'xz', None)
     """
-    compression = infer_compression(path)
+    compression: str | None = infer_compression(path)
     if compression is not None and compression not in WRITTEN:
         raise DaskShuffleValueError(
             f"Expected an output compression daskshuffle writes: .gz, .bz2, .xz or .zst. Got {path!r}, which asks "
