@@ -6,6 +6,7 @@ import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -69,21 +70,22 @@ def test_a_group_of_runs_is_decoded_by_several_threads_in_run_order(store: str) 
     decoded_in: list[str] = []
     read = reader._read
 
-    def watched(start: int, stop: int, pile: int | None) -> pa.Table:
+    def watched(*args: Any) -> pa.Table:
         decoded_in.append(threading.current_thread().name)
-        return read(start, stop, pile)
+        return read(*args)
 
     reader._read = watched  # type: ignore[method-assign]
     offsets = reader.pile_offsets
     runs = [(int(offsets[pile]), int(offsets[pile + 1])) for pile in [4, 0, 5, 2, 1, 3]]
     group = reader.read_runs(runs)
-    assert group.equals(reader.concat([read(a, b, None) for a, b in runs]).combine_chunks())
     assert len(decoded_in) == 6 and all(name.startswith("daskshuffle-parquet-decode") for name in decoded_in)
-    assert reader.read_runs(runs[:1]).equals(read(*runs[0], None))  # a single run in the caller's thread
-    assert decoded_in[-1] == threading.current_thread().name
+    assert group.equals(reader.concat([reader.read_rows(a, b) for a, b in runs]).combine_chunks())
+    single = reader.read_runs(runs[:1])
+    assert decoded_in[-1] == threading.current_thread().name, "a single run in the caller's thread"
+    assert single.equals(reader.read_rows(*runs[0]))
     reader.close()
     assert not [t.name for t in threading.enumerate() if t.name.startswith(reader._decoders.prefix)]
-    assert reader.read_runs(runs[:2]).equals(reader.concat([read(*runs[0], None), read(*runs[1], None)]))
+    assert reader.read_runs(runs[:2]).equals(reader.concat([reader.read_rows(*runs[0]), reader.read_rows(*runs[1])]))
     reader.close()
 
 

@@ -473,11 +473,31 @@ def test_opening_a_parquet_store_whose_metadata_stalls_fails_within_the_deadline
     assert took < 4 * request_deadline(options), took
 
 
+def _stalling_store(kind: str, local: Path, s3: Any) -> tuple[str, str]:
+    """A pile store of 4,000 rows (104 kB) in 8 piles of units of 250 rows, and the part of its data requests' paths."""
+    if kind == "zarr":
+        source = make_zarr_source(local / "raw.zarr", 4_000, chunk_rows=250)  # 26 bytes a row
+        ds.shuffle_zarr(source, s3.url("piles.zarr"), 8, seed=0, chunk_rows=250, storage_options=s3.storage_options)
+        return s3.url("piles.zarr"), "/c/"
+    import numpy as np
+    import pandas as pd
+
+    rows = np.arange(4_000)
+    frame = pd.DataFrame({"id": rows, "x": rows.astype("f8"), "y": (rows % 7).astype("i8"), "z": rows.astype("f8")})
+    frame.to_parquet(local / "raw.parquet")
+    store = s3.url("piles.parquet")
+    ds.shuffle_parquet(
+        str(local / "raw.parquet"), store, 8, row_group_size=250, seed=0, storage_options=s3.storage_options
+    )
+    return store, "/part-"
+
+
 @pytest.mark.slow
-def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, stalling: Any, configure: Any) -> None:
-    source = make_zarr_source(tmp_path / "raw.zarr", 4_000, chunk_rows=250)  # 26 bytes a row: 104 kB
-    store = s3.url("piles.zarr")
-    ds.shuffle_zarr(source, store, 8, seed=0, chunk_rows=250, storage_options=s3.storage_options)
+@pytest.mark.parametrize("kind", ["zarr", "parquet"])
+def test_closing_a_loader_cancels_its_stalled_requests(
+    tmp_path: Path, s3: Any, stalling: Any, configure: Any, kind: str
+) -> None:
+    store, data = _stalling_store(kind, tmp_path, s3)
     configure({"loader.read-ahead-nbytes": "32KiB"})  # about a third of the store: the rest waits for the consumer
     # Requests tried again every half second (a request in flight at the close would be seen again within the
     # two seconds below), within a deadline of 8 s: under load the loopback server has taken 3 s to answer the open.
@@ -485,7 +505,7 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     loader = ds.PileLoader(store, batch_size=100, seed=0, order=ds.orders.Piles(budget="1MiB"), storage_options=options)
     batches = iter(loader)
     next(batches)
-    stalling.fault, stalling.only = "hang", "/c/"
+    stalling.fault, stalling.only, stalling.methods = "hang", data, frozenset({"GET"})
     ended: list[BaseException | None] = []
 
     def consume() -> None:  # takes batches, so that the read-ahead goes on, until a read meets the stall or the close
@@ -506,9 +526,17 @@ def test_closing_a_loader_cancels_its_stalled_requests(tmp_path: Path, s3: Any, 
     started = time.perf_counter()
     loader.close()
     assert time.perf_counter() - started < 5, "within the deadline of 8 s: no stalled request is waited for"
+    readers = [thread.name for thread in threading.enumerate() if thread.name.startswith("daskshuffle-loader")]
+    assert not readers, "no reader thread stays after close"
     consumer.join(30)
     assert not consumer.is_alive() and len(ended) == 1, "the consumer's epoch ended, or its read ended in an error"
-    sent = stalling.seen.get("GET", 0)
+    # The consumer's read cancelled by the close is the error of a closed loader, never damage.
+    assert ended[0] is None or type(ended[0]) is ds.DaskShuffleValueError, repr(ended[0])
+    # Requests sent just before the close reach the proxy a few milliseconds later: counted once the count settles.
+    sent = -1
+    while sent != stalling.seen.get("GET", 0):
+        sent = stalling.seen.get("GET", 0)
+        time.sleep(0.1)
     time.sleep(2)  # four read timeouts: a request still in flight would have been tried again
     assert stalling.seen.get("GET", 0) == sent, "no request goes out after close"
 

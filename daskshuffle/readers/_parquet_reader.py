@@ -18,7 +18,7 @@ the row groups from the bytes fetched
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -37,8 +37,9 @@ from ..pilestore import (
     select_variables,
 )
 from ..storage import Cache, Fetches, Location, StoreCache, storage_failure
+from ._cancel import CancellableRead, ReadsUnderWay
 from ._parquet_parts import PartFiles, Piece
-from ._pile_reader import PileReader, ReadCancelledError
+from ._pile_reader import PileReader
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -97,6 +98,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
         self._range_nbytes = int_setting("parquet-reader.range-nbytes")
         self._decoders = LazyPool(int_setting("parquet-reader.group-threads"), "parquet-decode")
+        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
+        self._under_way = ReadsUnderWay()
         self._check_parts()
 
     def _check_parts(self) -> None:
@@ -150,17 +153,20 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         return cls(store, variables, batch_format=batch_format) if store.join(METADATA_FILE).exists() else None
 
     # -- reading, checked ------------------------------------------------------
-    def _read(self, start: int, stop: int, pile: int | None) -> pa.Table:
+    def _read(self, start: int, stop: int, pile: int | None, read: CancellableRead) -> pa.Table:
+        """Rows ``start:stop`` (of ``pile``, if one); ``read`` raises :class:`ReadCancelledError` once cancelled."""
+        read.check()  # a run of a group not begun when its read was cancelled fetches nothing
         pieces = self._pieces(start, stop, pile)
         if not pieces:
             return self._empty()
         fetched = self._take(start, stop, pieces)
         tables = []
         for piece, found in zip(pieces, fetched, strict=True):
+            read.check()
             if found is None:
                 table = self._read_groups(piece.file, piece.groups, pile)
             else:
-                table = self._decode(piece, *found, pile)
+                table = self._decode(piece, *found, pile, read)
             tables.append(table.slice(piece.a - int(piece.layout.group_starts[piece.groups[0]]), piece.b - piece.a))
         return concat(tables)
 
@@ -253,7 +259,9 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         fetches.drop(key)  # what no piece took
         return found
 
-    def _decode(self, piece: Piece, ranges: list[Fetched], tail: Fetched | None, pile: int | None) -> pa.Table:
+    def _decode(
+        self, piece: Piece, ranges: list[Fetched], tail: Fetched | None, pile: int | None, read: CancellableRead
+    ) -> pa.Table:
         """The row groups of ``piece`` from their fetched bytes, with the page checksums checked.
 
         The footer is the one kept, or else the one fetched (``tail``), or else
@@ -261,11 +269,15 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         :class:`~daskshuffle.StorageAccessError`. If anything else fails (a
         request, a short range, a page), the part file is read again without fetching: that gives the rows if the
         fetch alone failed, and otherwise the error such a read gives, with the
-        columns that fail.
+        columns that fail. Once ``read`` is cancelled, the wait for a fetch
+        ends in :class:`~daskshuffle.readers.ReadCancelledError`.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        path = self.part_paths[piece.file]
+        for _, future in ranges if tail is None else [*ranges, tail]:
+            read.wait(future, path)  # a stalled request waits for its deadline, or a cancel
         try:
             with self._lock:
                 footer = self._parts.get(piece.file)
@@ -279,10 +291,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
                 # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
                 file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
-        except (Exception, CancelledError) as error:
-            if isinstance(error, CancelledError):  # its fetches cancelled by a close: nobody waits for these rows
-                raise ReadCancelledError("The fetches of this read were cancelled: nobody waits for them.") from error
-            failure = storage_failure(error, self.store, what=self.part_paths[piece.file])
+        except Exception as error:
+            failure = storage_failure(error, self.store, what=path)
             if failure is not None:  # not served (throttled, no credentials): a read again would meet the same
                 raise failure from error
             if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
@@ -305,30 +315,42 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         return done
 
     def read_rows(self, start: int, stop: int) -> pa.Table:
-        return self._read(start, stop, None)
+        return self._read(start, stop, None, self._under_way.begin())
 
     def read_pile(self, pile: int) -> pa.Table:
         offsets = self.pile_offsets
-        return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile)
+        return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile, self._under_way.begin())
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> pa.Table:
         """Rows of each of ``runs``, one after the other (a group of units); decoded ``parquet-reader.group-threads`` at a time."""
         if not runs:
             return super().read_runs(runs)
+        read = self._under_way.begin()  # of this thread, whichever decodes its runs
         if len(runs) == 1:
-            return self._read(runs[0][0], runs[0][1], None)
+            return self._read(runs[0][0], runs[0][1], None, read)
         # One chunk a column, the runs' own let go: the batches' numpy views are of it, rather than of a copy made
         # beside the runs (two groups held 253 MiB of Arrow memory for 128 MiB of rows, now about half).
         return concat(
-            list(self._decoders.get().map(lambda run: self._read(run[0], run[1], None), runs))
+            list(self._decoders.get().map(lambda run: self._read(run[0], run[1], None, read), runs))
         ).combine_chunks()
 
+    def cancel_reads(self, threads: str | None = None) -> None:
+        """Stop the reads under way started by threads named ``threads...`` (by default every read).
+
+        A read waiting for a fetch (a stalled request) stops at once, and so
+        does each of its runs that other threads decode; each raises
+        :class:`~daskshuffle.readers.ReadCancelledError`.
+        """
+        self._under_way.cancel(threads)
+
     def close(self) -> None:
+        """Stop every read and fetch; reading again starts new threads."""
+        self._under_way.cancel()
+        self._decoders.shutdown()  # first: a decoder still starting fetches starts them before they are cleared
         if self._fetches is not None:
             self._fetches.clear()
         with self._lock:
             self._parts.clear()
-        self._decoders.shutdown()  # reading again starts new threads
 
     # -- rows in memory --------------------------------------------------------
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:

@@ -18,7 +18,6 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +32,8 @@ from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import ARRAY_KINDS, crc32c
 from ..storage import Fetches, StoreCache, bounded, crash_point, storage_failure
+from ._cancel import CancellableRead
 from ._opened import Opened
-from ._pile_reader import ReadCancelledError
 from ._zarr_decode import ZarrDecode
 
 if TYPE_CHECKING:
@@ -169,15 +168,15 @@ class ChunkFiles:
         start: int,
         stop: int,
         pile: int | None,
-        stopped: Future[None],
+        read: CancellableRead,
     ) -> None:
         """Copy the rows ``start:stop`` that chunks ``first:last`` of ``chunks`` hold into ``out``.
 
         A chunk that fails its checks raises :class:`~daskshuffle.CorruptPileStoreError`,
         or :class:`~daskshuffle.StoreChangedError` if the store's root says it
         was shuffled again or its generations changed since it was opened
-        (looked at only then). Once ``stopped`` is done (the read cancelled),
-        a wait for a fetch ends in :class:`ReadCancelledError`.
+        (looked at only then). Once ``read`` is cancelled, a wait for a fetch
+        ends in :class:`~daskshuffle.readers.ReadCancelledError`.
         """
         crash_point("chunk read")
         with contextlib.nullcontext() if self.opened is None else self.opened.unchanged(self.store):
@@ -192,9 +191,7 @@ class ChunkFiles:
             paths = [chunks.path(index) for index in indices]
             # A chunk with rows of another read too (across the boundary of two piles read apart) is kept for it.
             shared = {path for index, path in zip(indices, paths, strict=True) if chunks.shared(index, start, stop)}
-            for index, path, data in zip(
-                indices, paths, self._fetched(paths, start, stop, shared, stopped), strict=True
-            ):
+            for index, path, data in zip(indices, paths, self._fetched(paths, start, stop, shared, read), strict=True):
                 if isinstance(data, FileNotFoundError):
                     raise self._damage(chunks, index, path, pile, "no such file")
                 elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
@@ -243,7 +240,7 @@ class ChunkFiles:
             cache.write(path, data)
             return decoded
 
-    def _fetched(self, paths: list[str], start: int, stop: int, shared: set[str], stopped: Future[None]) -> list[Any]:
+    def _fetched(self, paths: list[str], start: int, stop: int, shared: set[str], read: CancellableRead) -> list[Any]:
         """The bytes of each file of ``paths`` (or the error reading it), from the fetches of rows ``start:stop``.
 
         The files of ``shared`` are kept for the next read that asks for them.
@@ -263,10 +260,7 @@ class ChunkFiles:
         found: list[Any] = []
         for path, future in zip(paths, futures, strict=True):
             assert future is not None  # every request of a read started is taken once
-            waits: list[Future[Any]] = [future, stopped]
-            wait(waits, return_when=FIRST_COMPLETED)  # a stalled request waits for its deadline, or a cancel
-            if not future.done() or future.cancelled():  # this read cancelled, or its fetch by a close: not damage
-                raise ReadCancelledError(f"The read of {path!r} was cancelled: whoever asked for these rows has gone.")
+            read.wait(future, path)  # a stalled request waits for its deadline, or a cancel
             try:
                 data = future.result()
             except Exception as error:

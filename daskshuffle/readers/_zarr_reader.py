@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -51,16 +50,20 @@ from ..pilestore import (
     select_variables,
 )
 from ..storage import Cache, Location
+from ._cancel import ReadsUnderWay
 from ._opened import Opened
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_open import check_shapes, open_store
-from ._zarr_reads import RowsRead, Task
 
 if TYPE_CHECKING:
     import zarr
 
 __all__ = ["ZarrPileReader"]
+
+#: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
+#: rows' array): ``(chunks, out, first, last, start, stop)``.
+Task = tuple[Chunks, NDArray[Any], int, int, int, int]
 
 
 class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
@@ -168,7 +171,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
         #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
-        self._under_way: weakref.WeakSet[RowsRead] = weakref.WeakSet()
+        self._under_way = ReadsUnderWay()
         self._datasets: Callable[[ArrayRows], Any] | None = None
         if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
@@ -177,12 +180,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     # -- pickling and closing ------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        state = {**self.__dict__, "_lock": None, "_spare": {}}
-        del state["_under_way"]
-        return state
+        return {**self.__dict__, "_lock": None, "_spare": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _lock=threading.Lock(), _under_way=weakref.WeakSet())
+        self.__dict__.update(state, _lock=threading.Lock())
 
     def close(self) -> None:
         """Stop the fetches and let go of the arrays kept for reuse."""
@@ -258,10 +259,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             out = {name: values[first : first + stop - start] for name, values in rows.items()}
             tasks += self._tasks(start, stop, out)
             first += stop - start
-        read = RowsRead(self._files, rows, tasks, pile)
-        with self._lock:
-            self._under_way.add(read)  # for cancel_reads
-        return read.result()
+        read = self._under_way.begin()
+        for task in tasks:  # a cancelled read stops before its next task, or at once in a wait for a fetch
+            read.check()
+            self._files.read(*task, pile, read)
+        return rows
 
     def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
         """The tasks that read rows ``start:stop`` of every variable into ``rows``."""
@@ -285,10 +287,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         each is reading, rather than read the rest for nobody, and the reads
         of the loader's other iterations go on.
         """
-        with self._lock:
-            reads = [read for read in self._under_way if threads is None or read.owner.startswith(threads)]
-        for read in reads:
-            read.cancel()
+        self._under_way.cancel(threads)
 
     def _empty(self, chunks: Chunks, n_rows: int, capacity: int) -> NDArray[Any]:
         """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.

@@ -1,0 +1,108 @@
+"""Reads that another thread may cancel: a loader's reads ahead that nobody waits for any more.
+
+A Zarr store's reads of chunk files and a Parquet store's of byte ranges alike:
+a read (:meth:`ReadsUnderWay.begin`) belongs to the thread that asked for it,
+and waits for each fetch with :meth:`CancellableRead.wait`. A reader's
+``cancel_reads`` (the loader's close) ends such a wait at once, stalled request
+or not, with :class:`ReadCancelledError`: never damage, never a read again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, InvalidStateError, wait
+from typing import Any
+
+from ._pile_reader import ReadCancelledError
+
+__all__ = ["CancellableRead", "ReadsUnderWay"]
+
+#: The errors of a request that was cancelled (on the filesystem's event loop, or a thread's that had not begun it).
+_CANCELS = (asyncio.CancelledError, CancelledError)
+
+
+class CancellableRead:
+    """A read that any thread may :meth:`cancel`: it then waits for no fetch, and raises :class:`ReadCancelledError`.
+
+    Examples
+    --------
+    >>> from concurrent.futures import Future
+    >>> read = CancellableRead()
+    >>> read.cancel()
+    >>> read.wait(Future(), "piles.zarr/x/c/0")  # a fetch that never lands
+    Traceback (most recent call last):
+    ...
+    daskshuffle.readers._pile_reader.ReadCancelledError: The read of 'piles.zarr/x/c/0' was cancelled: ...
+    """
+
+    def __init__(self) -> None:
+        #: The name of the thread that started the read: :meth:`ReadsUnderWay.cancel` cancels by it.
+        self.owner = threading.current_thread().name
+        #: Done once the read is cancelled: a wait for a fetch stops waiting.
+        self._stopped: Future[None] = Future()
+
+    def cancel(self) -> None:
+        """Stop the read: a wait for a fetch ends at once, and :meth:`check` raises."""
+        with contextlib.suppress(InvalidStateError):  # cancelled already
+            self._stopped.set_result(None)
+
+    def check(self) -> None:
+        """Raise :class:`ReadCancelledError` if the read was cancelled (before each step that does not wait)."""
+        if self._stopped.done():
+            raise ReadCancelledError("The read was cancelled: whoever asked for these rows has gone.")
+
+    def wait(self, fetch: Future[Any], what: str) -> None:
+        """Wait until ``fetch`` (of ``what``) lands, with its bytes or its error, or until the read is cancelled.
+
+        A stalled request is waited for until its deadline, or a cancel. If
+        the read was cancelled first, or the fetch itself was (by a close of
+        the reader's fetches): :class:`ReadCancelledError`, not damage.
+        """
+        wait([fetch, self._stopped], return_when=FIRST_COMPLETED)
+        # A request cancelled on the event loop, or in a thread, hands its fetch the cancel as its error.
+        if not fetch.done() or fetch.cancelled() or isinstance(fetch.exception(), _CANCELS):
+            raise ReadCancelledError(f"The read of {what!r} was cancelled: whoever asked for these rows has gone.")
+
+
+class ReadsUnderWay:
+    """The reads of a reader under way, to cancel by the thread that started them; picklable (as empty).
+
+    Examples
+    --------
+    >>> reads = ReadsUnderWay()
+    >>> read = reads.begin()
+    >>> reads.cancel("daskshuffle-loader-")  # started by another thread: goes on
+    >>> read.check()
+    >>> reads.cancel()
+    >>> read.check()
+    Traceback (most recent call last):
+    ...
+    daskshuffle.readers._pile_reader.ReadCancelledError: The read was cancelled: whoever asked for these rows has gone.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reads: weakref.WeakSet[CancellableRead] = weakref.WeakSet()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
+
+    def begin(self) -> CancellableRead:
+        """A read of the calling thread's, kept until it is gone (collected), to cancel."""
+        read = CancellableRead()
+        with self._lock:
+            self._reads.add(read)
+        return read
+
+    def cancel(self, threads: str | None = None) -> None:
+        """Cancel the reads under way started by threads named ``threads...`` (every read by default)."""
+        with self._lock:
+            reads = [read for read in self._reads if threads is None or read.owner.startswith(threads)]
+        for read in reads:
+            read.cancel()
