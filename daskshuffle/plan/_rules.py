@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .._errors import DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError
 from ._levels import auto_levels, fanout_for, level_plan_nbytes
 from ._plan import auto_n_piles, plan_nbytes
 from ._scale_model import format_size
@@ -114,11 +114,16 @@ class Layout:
         (13, 14)
         """
         if self.n_piles_asked != "auto":
+            more = max(auto_n_piles(self.n_rows, self.row_nbytes, self.pile_nbytes), self.n_piles + 1)
             raise DaskShuffleValueError(
-                f"Expected every pile to fit pile_memory={self.pile_nbytes:,} bytes. Got a planned pile of "
-                f"{largest_nbytes:,} bytes with n_piles={self.n_piles} instead; use "
-                f"n_piles={max(auto_n_piles(self.n_rows, self.row_nbytes, self.pile_nbytes), self.n_piles + 1)} or more, n_piles='auto', or a larger "
-                "pile_memory.",
+                (
+                    "Expected every pile to fit ",
+                    Argument("pile_memory"),
+                    f" ({self.pile_nbytes:,} bytes). Got a planned pile of {largest_nbytes:,} bytes with ",
+                    Argument("n_piles", self.n_piles),
+                    " instead; ",
+                    *_more_piles_or_memory(more),
+                ),
                 parameter="n_piles",
             )
         n_piles = max(self.n_piles + 1, int(self.n_piles * 1.1))
@@ -179,7 +184,7 @@ def choose_layout(
     >>> choose_layout(300_000, 72, 1, n_piles=512, pile_nbytes=32 * 1024, block_nbytes=2**26)
     Traceback (most recent call last):
     ...
-    daskshuffle._errors.DaskShuffleValueError: Expected every pile to fit pile_memory=32,768 bytes. Got n_piles=512 ...
+    daskshuffle._errors.DaskShuffleValueError: Expected every pile to fit pile_memory (32,768 bytes). Got n_piles=512 ...
     """
     if row_nbytes > pile_nbytes:
         raise DaskShuffleValueError(
@@ -198,9 +203,14 @@ def choose_layout(
     if n_piles != "auto" and -(-n_rows // n_piles) * row_nbytes > pile_nbytes:
         # Some pile holds at least the mean, whatever is drawn: refuse before drawing.
         raise DaskShuffleValueError(
-            f"Expected every pile to fit pile_memory={pile_nbytes:,} bytes. Got n_piles={n_piles} instead, whose "
-            f"piles hold {round(n_rows / n_piles * row_nbytes):,} bytes on average; use n_piles={fewest} or more, "
-            "n_piles='auto', or a larger pile_memory.",
+            (
+                "Expected every pile to fit ",
+                Argument("pile_memory"),
+                f" ({pile_nbytes:,} bytes). Got ",
+                Argument("n_piles", n_piles),
+                f" instead, whose piles hold {round(n_rows / n_piles * row_nbytes):,} bytes on average; ",
+                *_more_piles_or_memory(fewest),
+            ),
             parameter="n_piles",
         )
     layout = Layout(
@@ -216,6 +226,19 @@ def choose_layout(
         fanouts=(),
     )
     return _bounded(replace(layout, fanouts=choose_fanouts(layout, layout.n_piles)))
+
+
+def _more_piles_or_memory(n_piles: int) -> tuple[str | Argument, ...]:
+    """What to pass instead, as a command line spells it too: at least ``n_piles`` piles, or more memory a pile."""
+    return (
+        "use ",
+        Argument("n_piles", n_piles),
+        " or more, ",
+        Argument("n_piles", "auto"),
+        ", or a larger ",
+        Argument("pile_memory"),
+        ".",
+    )
 
 
 def _bounded(layout: Layout) -> Layout:
