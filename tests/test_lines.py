@@ -367,7 +367,7 @@ def test_a_block_too_large_for_pile_memory_is_reported_with_the_numbers_compared
     short = write(tmp_path / "short.txt", b"1\n" * 2_050)  # blocks of 4 KiB: under 8 KiB as text, not in memory
     with pytest.raises(
         DaskShuffleValueError,
-        match=r"Expected every block to fit pile_memory=8,192 bytes .* Got a block of 20,480 bytes in memory "
+        match=r"Expected every block to fit pile_memory \(8,192 bytes; .* Got a block of 20,480 bytes in memory "
         r"\(4,096 bytes of text in 2,048 lines, plus 8 bytes a line for its offset\)",
     ):
         shuffle_lines(short, tmp_path / "out.txt", pile_memory="8KiB")

@@ -232,7 +232,7 @@ def test_fixed_length_strings_and_datetimes_survive(tmp_path: Path) -> None:
 
 def test_pile_memory_is_checked_before_writing(source: str, tmp_path: Path) -> None:
     # 1000 rows of 26 bytes in 2 piles is ~13 kB per pile
-    with pytest.raises(DaskShuffleValueError, match=r"pile_memory=10,000 bytes.*use n_piles=\d+ or more"):
+    with pytest.raises(DaskShuffleValueError, match=r"pile_memory \(10,000 bytes\).*use n_piles=\d+ or more"):
         shuffle_zarr(source, tmp_path / "out.zarr", n_piles=2, seed=0, pile_memory=10_000)
     assert not (tmp_path / "out.zarr").exists()
     result = shuffle_zarr(source, tmp_path / "auto.zarr", n_piles="auto", seed=0, pile_memory=2_000)

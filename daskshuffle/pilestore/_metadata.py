@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import (
+    Argument,
     CorruptPileStoreError,
     DaskShuffleError,
     DaskShuffleValueError,
@@ -160,8 +161,12 @@ def check_format_version(metadata: Mapping[str, Any], where: str) -> None:
     version = metadata.get("format_version")
     if version != FORMAT_VERSION or isinstance(version, bool):
         raise IncompletePileStoreError(
-            f"Expected a pile store of format version {FORMAT_VERSION}. Got version {version!r} in {where!r} "
-            "instead; this version of daskshuffle reads no other: shuffle the source again (overwrite=True)."
+            (
+                f"Expected a pile store of format version {FORMAT_VERSION}. Got version {version!r} in {where!r} "
+                "instead; this version of daskshuffle reads no other: shuffle the source again (",
+                Argument("overwrite", True),
+                ").",
+            )
         )
 
 

@@ -130,9 +130,15 @@ class Layout:
         if n_piles * MIN_PILE_ROWS > self.n_rows:
             # Piles of a few rows vary by more than their size: more of them overflow as often, without end.
             raise DaskShuffleValueError(
-                f"Expected pile_memory to hold piles of {MIN_PILE_ROWS} rows or more. Got pile_memory="
-                f"{self.pile_nbytes:,} bytes for rows of {self.row_nbytes:,} bytes, whose drawn piles still overflow "
-                f"at n_piles={self.n_piles:,} for {self.n_rows:,} rows, instead; use a larger pile_memory.",
+                (
+                    "Expected ",
+                    Argument("pile_memory"),
+                    f" to hold piles of {MIN_PILE_ROWS} rows or more. Got {self.pile_nbytes:,} bytes for rows of "
+                    f"{self.row_nbytes:,} bytes, whose drawn piles still overflow at {self.n_piles:,} piles for "
+                    f"{self.n_rows:,} rows, instead; use a larger ",
+                    Argument("pile_memory"),
+                    ".",
+                ),
                 parameter="pile_memory",
             )
         return _bounded(replace(self, n_piles=n_piles, fanouts=choose_fanouts(self, n_piles)))
@@ -188,16 +194,28 @@ def choose_layout(
     """
     if row_nbytes > pile_nbytes:
         raise DaskShuffleValueError(
-            f"Expected pile_memory to hold at least one row of {row_nbytes:,} bytes. Got {pile_nbytes:,} bytes "
-            "instead; pass a larger pile_memory.",
+            (
+                "Expected ",
+                Argument("pile_memory"),
+                f" to hold at least one row of {row_nbytes:,} bytes. Got {pile_nbytes:,} bytes instead; pass a larger ",
+                Argument("pile_memory"),
+                ".",
+            ),
             parameter="pile_memory",
         )
     fewest = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
     if n_piles == "auto" and n_rows >= MIN_PILE_ROWS * 2 and n_rows < MIN_PILE_ROWS * fewest:
         raise DaskShuffleValueError(
-            f"Expected pile_memory to hold piles of {MIN_PILE_ROWS} rows or more on average. Got pile_memory="
-            f"{pile_nbytes:,} bytes for rows of {row_nbytes:,} bytes instead, which n_piles='auto' fills with "
-            f"{n_rows / fewest:.1f} rows a pile; use a larger pile_memory.",
+            (
+                "Expected ",
+                Argument("pile_memory"),
+                f" to hold piles of {MIN_PILE_ROWS} rows or more on average. Got {pile_nbytes:,} bytes for rows of "
+                f"{row_nbytes:,} bytes instead, which ",
+                Argument("n_piles", "auto"),
+                f" fills with {n_rows / fewest:.1f} rows a pile; use a larger ",
+                Argument("pile_memory"),
+                ".",
+            ),
             parameter="pile_memory",
         )
     if n_piles != "auto" and -(-n_rows // n_piles) * row_nbytes > pile_nbytes:
@@ -307,8 +325,13 @@ def choose_fanouts(layout: Layout, n_piles: int) -> tuple[int, ...]:
     levels = layout.levels_asked
     if levels != "auto" and levels > 1 and n_piles < 2**levels:
         raise DaskShuffleValueError(
-            f"Expected n_piles of {2**levels} or more for {levels} levels. Got n_piles={n_piles} instead; "
-            "use fewer levels.",
+            (
+                f"Expected {2**levels} piles or more for {levels} levels. Got ",
+                Argument("n_piles", n_piles),
+                " instead; use fewer ",
+                Argument("levels"),
+                ".",
+            ),
             parameter="levels",
         )
     data, block = layout.data_nbytes, layout.block_nbytes

@@ -42,7 +42,7 @@ import numpy as np
 from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
 from ..storage import Location, _own
 from ._text_source import (
@@ -286,10 +286,18 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
             nbytes = count.n_bytes + 8 * count.n_lines
             if nbytes > pile_nbytes:
                 raise DaskShuffleValueError(
-                    f"Expected every block to fit pile_memory={pile_nbytes:,} bytes (one task reads a block whole). "
-                    f"Got a block of {nbytes:,} bytes in memory ({count.n_bytes:,} bytes of text in {count.n_lines:,} "
-                    f"lines, plus 8 bytes a line for its offset) in {self.source.path_of(block)!r} instead; raise pile_memory, "
-                    "or lower block_memory (a block also holds the rest of a line that runs past its end)."
+                    (
+                        "Expected every block to fit ",
+                        Argument("pile_memory"),
+                        f" ({pile_nbytes:,} bytes; one task reads a block whole). Got a block of {nbytes:,} bytes in "
+                        f"memory ({count.n_bytes:,} bytes of text in {count.n_lines:,} lines, plus 8 bytes a line for "
+                        f"its offset) in {self.source.path_of(block)!r} instead; raise ",
+                        Argument("pile_memory"),
+                        ", or lower ",
+                        Argument("block_memory"),
+                        " (a block also holds the rest of a line that runs past its end).",
+                    ),
+                    parameter="pile_memory",
                 )
 
     def describe_source(self) -> list[Any]:
