@@ -259,7 +259,7 @@ def test_auto_uses_two_levels_only_where_reads_would_be_small_and_many(
 def test_bad_levels_are_refused(source: str, tmp_path: Path) -> None:
     with pytest.raises(DaskShuffleValueError, match=r"Expected levels to be 'auto' or 1 to 4\. Got 5"):
         shuffle_zarr(source, tmp_path / "a.zarr", 8, levels=5)
-    with pytest.raises(DaskShuffleValueError, match="4 piles or more for 2 levels. Got n_piles=2"):
+    with pytest.raises(DaskShuffleValueError, match=r"4 piles or more for 2 levels\. Got n_piles=2"):
         shuffle_zarr(source, tmp_path / "a.zarr", 2, levels=2)
     with pytest.raises(DaskShuffleValueError, match="8 piles or more for 3 levels"):
         shuffle_zarr(source, tmp_path / "a.zarr", 7, levels=3)
