@@ -388,20 +388,21 @@ def stalling(s3: Any) -> Iterator[Any]:
 def test_a_stalled_read_fails_within_a_deadline_that_follows_from_the_options(
     store: str, s3: Any, stalling: Any
 ) -> None:
-    options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 1})
+    # Long enough for a loaded loopback server to answer the opening of the store before the stall.
+    options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
     deadline = request_deadline(options)
-    assert deadline == 1.5, "two attempts of 0.5 s, and one more"
+    assert deadline == 3, "two attempts of 1 s, and one more"
     n_chunks = len([path for path in s3.fs.find(store) if "/c/" in path])
     with ds.PileLoader(store, batch_size=100, seed=0, storage_options=options) as loader:
         stalling.fault, stalling.only = "hang", "/c/"
         started = time.perf_counter()
-        with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 1\.5 s") as caught:
+        with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
             next(iter(loader))
         took = time.perf_counter() - started
     assert caught.value.reason == "unreachable" and caught.value.url == store
     # Without the deadline, s3fs's nested retries try each request 50 times: over 30 s and 150 requests here.
     assert took < 10 * deadline, took
-    attempts = deadline / 0.5 + 1  # of one request (a HEAD and a GET of a chunk may both be made)
+    attempts = deadline / 1 + 1  # of one request (a HEAD and a GET of a chunk may both be made)
     assert stalling.faulted <= 2 * attempts * n_chunks, (stalling.faulted, n_chunks)
 
 
