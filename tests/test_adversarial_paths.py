@@ -153,7 +153,7 @@ CASES = {
     "lock": Case("piles.zarr.daskshuffle-lock", zarr_into, "file"),
     "lock to a directory": Case("piles.zarr.daskshuffle-lock", zarr_into, "directory"),
     "pieces": Case("piles.zarr.daskshuffle-tmp", zarr_into, "directory"),
-    "pieces in tmp=": Case("scratch/piles.zarr.daskshuffle-tmp", zarr_with_tmp, "directory", scratch_directory),
+    "pieces in tmp=": Case("scratch/{pieces_in_scratch}", zarr_with_tmp, "directory", scratch_directory),
     "store being built": Case("piles.zarr.daskshuffle-new", zarr_over, "directory", existing_store, None),
     "store set aside": Case("piles.zarr.daskshuffle-old", zarr_over, "directory", existing_store, None),
     "text output": Case("out.txt.daskshuffle-partial", lines_into, "file", unwritten="out.txt"),
@@ -181,7 +181,8 @@ def test_a_link_where_a_shuffle_writes_is_refused_and_left(case: Case, tmp_path:
         case.before(tmp_path)
     target = outside(tmp_path, case.points_to)
     before = tree(target)
-    link = tmp_path / case.planted
+    pieces = Location.of(tmp_path / "piles.zarr").scratch(_leftovers.TMP_SUFFIX, Location.of(tmp_path / "scratch"))
+    link = tmp_path / case.planted.format(pieces_in_scratch=pieces.name)
     link.symlink_to(target, target_is_directory=case.points_to == "directory")
     with pytest.raises(ds.UnsafePathError, match="symbolic link") as raised:
         case.run(tmp_path)

@@ -30,7 +30,7 @@ import daskshuffle
 from daskshuffle import PileLoader
 from daskshuffle._cli._common import cli
 from daskshuffle.reshuffle import generation_leftovers
-from daskshuffle.storage import Location
+from daskshuffle.storage import Location, _leftovers
 from daskshuffle.storage._crash import CRASH_AT, POINTS, armed
 
 pytestmark = pytest.mark.slow
@@ -131,8 +131,9 @@ def test_an_append_with_tmp_killed_mid_shuffle_is_finished_or_cleaned(two: Path,
     scratch.mkdir()
     call = f"daskshuffle.append({str(two)!r}, {str(sources / 'c.zarr')!r}, seed=3, tmp={str(scratch)!r})"
     killed_at("shuffle written", call, tmp_path)
-    assert os.listdir(scratch) == ["00002.daskshuffle-tmp"], "the pieces are under tmp="
-    assert str(scratch / "00002.daskshuffle-tmp") in left_in(two, scratch)
+    pieces = Location.of(two / "generations" / "00002").scratch(_leftovers.TMP_SUFFIX, Location.of(scratch))
+    assert os.listdir(scratch) == [pieces.name], "the pieces are under tmp="
+    assert pieces.path in left_in(two, scratch)
     # Another append (of other rows) removes what the killed one left, under tmp= too, and appends its own.
     make_zarr_source(tmp_path / "d.zarr", 100, chunk_rows=50, first_id=900)
     daskshuffle.append(two, tmp_path / "d.zarr", seed=4, tmp=scratch)

@@ -68,7 +68,10 @@ def test_join_and_suffix_keep_the_options(tmp_path: Path) -> None:
 def test_scratch_lies_beside_or_inside_the_directory_given(tmp_path: Path) -> None:
     dst = Location.of(tmp_path / "out.zarr")
     assert dst.scratch("-tmp") == Location.of(tmp_path / "out.zarr-tmp")
-    assert dst.scratch("-tmp", Location.of(tmp_path / "scratch")) == Location.of(tmp_path / "scratch" / "out.zarr-tmp")
+    inside = dst.scratch("-tmp", Location.of(tmp_path / "scratch"))
+    assert inside.path.startswith(str(tmp_path / "scratch" / "out.zarr-")) and inside.name.endswith("-tmp")
+    # Named after the whole destination: another out.zarr has its own.
+    assert Location.of(tmp_path / "b" / "out.zarr").scratch("-tmp", Location.of(tmp_path / "scratch")) != inside
 
 
 def test_overlaps(tmp_path: Path) -> None:

@@ -110,7 +110,11 @@ class _Work:
         self.store(epoch).remove()
 
     def close(self) -> None:
-        """Remove every store made, once the other ranks have read them (unless broken off); join the thread."""
+        """Remove every store its shuffles made, once the other ranks have read them (unless broken off); join the thread.
+
+        Only those: a path named like an epoch's store that no shuffle of this
+        shuffler wrote (the user's own directory, an epoch never reached) is left.
+        """
         if self.loader is not None:
             self.loader.close()
             self.loader = None
@@ -120,10 +124,11 @@ class _Work:
             future.cancel()
         self.pool.shutdown(wait=True)  # pending removals run; the pending shuffles were cancelled above
         removing, self.removing = self.removing, []
-        if self.rank == 0:
-            for epoch in range(self.n_epochs):
-                self.store(epoch).remove()
-                self.marker(epoch).remove()
+        if self.rank == 0:  # the stores its shuffles made; a shuffle refused (a directory of the user's) made none
+            for epoch, future in self.made.items():
+                if not future.cancelled() and future.exception() is None:
+                    self.store(epoch).remove()
+                    self.marker(epoch).remove()
             fs, inner = self.workdir.fs, self.workdir.path
             with contextlib.suppress(OSError):
                 if not fs.ls(inner, detail=False):

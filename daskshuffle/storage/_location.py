@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import json
 import os
 import time
@@ -171,10 +172,14 @@ class Location:
         """Where a shuffle into this location keeps its temporary files, removed when it ends.
 
         Beside it by default (:meth:`with_suffix`); inside ``directory`` when
-        one is given, in a subdirectory named after this location, so that
-        removing the scratch space never removes the directory the caller named.
+        one is given, in a subdirectory named after this location and a digest
+        of its URL (``piles.zarr-<digest>.daskshuffle-tmp``), so that removing
+        the scratch space never removes the directory the caller named, nor
+        the scratch space of another destination of the same name.
         """
-        return self.with_suffix(suffix) if directory is None else directory.join(self.name + suffix)
+        if directory is None:
+            return self.with_suffix(suffix)
+        return directory.join(f"{self.name}-{hashlib.sha256(self.url.encode()).hexdigest()[:16]}{suffix}")
 
     def overlaps(self, other: Location) -> bool:
         """Whether this and ``other`` are the same location or one lies inside the other."""
