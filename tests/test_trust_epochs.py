@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from daskshuffle import EpochShuffler, PileStoreExistsError
+from daskshuffle import DaskShuffleValueError, EpochShuffler, PileStoreExistsError
 
 OPTIONS = {"n_piles": 4, "progress": False}
 
@@ -42,3 +42,18 @@ def test_a_refused_shuffle_leaves_the_directory_it_refused(source: str, tmp_path
     ):
         next(iter(epochs))
     assert (workdir / "epoch-00000.zarr" / "mine.txt").read_text() == "the user's"
+
+
+def test_a_second_shuffler_of_one_workdir_is_refused(source: str, tmp_path: Path) -> None:
+    """Rank 0 holds the workdir: a second shuffler would reuse the first's stores as its own, and remove them."""
+    workdir = tmp_path / "epochs"
+    with EpochShuffler(source, workdir, n_epochs=2, batch_size=500, seed=1, shuffle_options=OPTIONS) as first:
+        epochs = iter(first)
+        rows = sum(len(batch["id"]) for batch in next(epochs))
+        with pytest.raises(DaskShuffleValueError, match=r"Expected no other shuffle writing .*epochs'"):
+            EpochShuffler(source, workdir, n_epochs=2, batch_size=500, seed=1, shuffle_options=OPTIONS)
+        assert (workdir / "epoch-00000.zarr" / "zarr.json").exists(), "the first's store is left as it was"
+        rows += sum(len(batch["id"]) for loader in epochs for batch in loader)
+    assert not workdir.exists()
+    with EpochShuffler(source, workdir, n_epochs=1, batch_size=500, seed=1, shuffle_options=OPTIONS) as again:
+        assert sum(len(batch["id"]) for loader in again for batch in loader) * 2 == rows, "closed: free again"

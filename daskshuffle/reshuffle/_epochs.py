@@ -28,7 +28,7 @@ from .._random import make_rng
 from .._threads import release_on_collection
 from ..loader import PileLoader
 from ..shuffle import ShuffleResult, parse_forwarded_options
-from ..storage import Location, _paths
+from ..storage import Location, _paths, exclusive
 
 __all__ = ["EpochShuffler", "epoch_seed"]
 
@@ -82,6 +82,8 @@ class _Work:
         self.closing = threading.Event()
         self.broken_off = True
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="daskshuffle-epochs")
+        #: Rank 0's lock of the workdir, held until close: one shuffler makes and removes the stores there.
+        self.held = contextlib.ExitStack()
 
     def store(self, epoch: int) -> Location:
         return self.workdir.join(f"epoch-{epoch:05d}.zarr")
@@ -134,6 +136,7 @@ class _Work:
                 if not fs.ls(inner, detail=False):
                     fs.rmdir(inner)
         self.made.clear()
+        self.held.close()
         for removal in removing:
             if not removal.cancelled():
                 removal.result()  # a rank that never finished the last epoch
@@ -160,7 +163,8 @@ class EpochShuffler:
         Where the epochs' stores go; created if need be. What the shuffler
         made there is removed by :meth:`close`, which runs by itself when
         the iteration over the epochs ends, and when the shuffler is garbage
-        collected.
+        collected. Rank 0 holds the lock of ``workdir`` until then: a second
+        shuffler of the same ``workdir`` is refused.
     n_epochs : int
         Epochs to shuffle and yield.
     batch_size : int
@@ -239,6 +243,8 @@ class EpochShuffler:
         self._epoch = 0
         self._loader_state: dict[str, Any] | None = None
         self._work = _Work(workdir_location, self.n_epochs, self.rank, self.world_size)
+        if self.rank == 0:  # another shuffler's stores there are never reused, nor removed, by this one
+            self._work.held.enter_context(exclusive(workdir_location))
         # Used without ``with`` or close(), and dropped: what it made goes too.
         self._finalizer = weakref.finalize(self, release_on_collection, self._work.close)
 
