@@ -212,7 +212,7 @@ def test_a_range_in_another_thread_gets_the_error_of_a_closed_loader_while_close
     closer = threading.Thread(target=loader.close)
     closer.start()
     # Until the closing thread runs the range's cleanup (where close() did that), or for a while (where it does not).
-    for _ in range(300):
+    for _ in range(100):
         if inspect.getgeneratorstate(batches) == inspect.GEN_RUNNING:
             break
         threading.Event().wait(0.01)
