@@ -576,8 +576,8 @@ def test_a_range_of_batches_leaves_the_position_alone_and_stops_with_close(store
             next(unfinished)
         assert loader_threads()
     assert loader_threads() == []
-    with pytest.raises(StopIteration):
-        next(unfinished)
+    with pytest.raises(DaskShuffleValueError, match="closed instead, before batch 4 of epoch 1"):
+        next(unfinished)  # not an end, as if the range were whole
 
 
 def test_batches_are_gathered_into_the_arrays_allocate_makes(store: str) -> None:

@@ -113,3 +113,127 @@ def test_peek_and_two_ranges_in_three_threads_end_well_or_in_a_public_error(tmp_
             elif name != "peek":
                 assert isinstance(got, list) and len(got) == len(expected)
                 assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+# -- closing a loader while another thread iterates it ---------------------------------------------------------------
+
+#: x float32[4], id int64 and y int16 (make_zarr_source) a row; groups of 150 rows, units of one chunk (16 rows).
+_ROW_NBYTES = 4 * 4 + 8 + 2
+
+
+@pytest.fixture(scope="module")
+def small_groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """1,000 rows in 7 piles stored in chunks of 16 rows: read by the order below in seven groups of 150 rows."""
+    import daskshuffle as ds
+
+    root = tmp_path_factory.mktemp("close")
+    source = make_zarr_source(root / "raw.zarr", 1_000, chunk_rows=64)
+    ds.shuffle_zarr(source, root / "piles.zarr", n_piles=7, seed=3, chunk_rows=16)
+    return root / "piles.zarr"
+
+
+def _order() -> Any:
+    import daskshuffle as ds
+
+    return ds.orders.Piles(budget=f"{300 * _ROW_NBYTES}B")
+
+
+def _chunk_reads_of_first_group(store: Path) -> int:
+    """How many times the reads of the first group reach the point ``"chunk read"`` (nothing read ahead)."""
+    import daskshuffle as ds
+    from daskshuffle.storage._crash import armed
+
+    with armed("chunk read") as reached, ds.PileLoader(store, 64, seed=3, order=_order(), prefetch="0B") as loader:
+        next(loader.iter_batches(0))
+        return len(reached)
+
+
+@pytest.mark.parametrize("iterate", ["loader", "range"])
+def test_nothing_is_read_after_close_returns_whatever_the_consumer_does(
+    small_groups: Path, points: Any, iterate: str
+) -> None:
+    """A consumer between two batches while another thread closes the loader: its next batch (of a group not read
+    yet) raises the error of a closed loader, and no read, no reader thread starts once close() returned."""
+    import daskshuffle as ds
+
+    taken, closed = threading.Event(), threading.Event()
+    after_close: list[str] = []  # the threads that read a chunk once close() returned
+    ended: list[BaseException] = []
+    points.arm(
+        "chunk read", lambda count: after_close.append(threading.current_thread().name) if closed.is_set() else 0
+    )
+    loader = ds.PileLoader(small_groups, 64, seed=3, order=_order())
+
+    def consume() -> None:
+        batches = iter(loader) if iterate == "loader" else loader.iter_batches(0)
+        for _ in range(2):  # rows 0:128, of the first group; batch 2 takes rows of the second
+            next(batches)
+        taken.set()
+        assert closed.wait(30)
+        try:
+            next(batches)
+        except Exception as error:  # the test looks at what the consumer ended in
+            ended.append(error)
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    assert taken.wait(30)
+    loader.close()
+    closed.set()
+    consumer.join(30)
+    assert not consumer.is_alive() and len(ended) == 1, ended
+    assert type(ended[0]) is ds.DaskShuffleValueError and "closed" in str(ended[0]), repr(ended[0])
+    assert after_close == [], "a read started after close() returned"
+    assert [thread.name for thread in threading.enumerate() if thread.name.startswith("daskshuffle-loader")] == []
+
+
+def test_a_range_in_another_thread_gets_the_error_of_a_closed_loader_while_close_runs(
+    small_groups: Path, points: Any
+) -> None:
+    """``close()`` while it waits for the read ahead of a range whose thread asks for its next batch at that instant:
+    that thread gets the error of a closed loader, never Python's "generator already executing"."""
+    import inspect
+
+    import daskshuffle as ds
+
+    first_group = _chunk_reads_of_first_group(small_groups)
+    paused, release = threading.Event(), threading.Event()
+
+    def hold_the_read_ahead(count: int) -> None:
+        if count == first_group + 1:  # the first chunk of the second group, read ahead while the range is suspended
+            paused.set()
+            assert release.wait(60)
+
+    points.arm("chunk read", hold_the_read_ahead)
+    loader = ds.PileLoader(small_groups, 64, seed=3, order=_order())
+    batches = loader.iter_batches(0)
+    next(batches)
+    assert paused.wait(30)
+    closer = threading.Thread(target=loader.close)
+    closer.start()
+    # Until the closing thread runs the range's cleanup (where close() did that), or for a while (where it does not).
+    for _ in range(100):
+        if inspect.getgeneratorstate(batches) == inspect.GEN_RUNNING:
+            break
+        threading.Event().wait(0.01)
+    ended: list[BaseException] = []
+    asking = threading.Thread(target=lambda: ended.extend(_next_error(batches)))
+    asking.start()
+    asking.join(30)
+    release.set()
+    closer.join(60)
+    asking.join(60)
+    assert not closer.is_alive() and not asking.is_alive()
+    assert len(ended) == 1 and type(ended[0]) is ds.DaskShuffleValueError, repr(ended)
+    assert "closed" in str(ended[0])
+    assert [thread.name for thread in threading.enumerate() if thread.name.startswith("daskshuffle-loader")] == []
+
+
+def _next_error(batches: Any) -> list[BaseException]:
+    """The error ``next(batches)`` (and the batches after it) end in: none if they end well."""
+    try:
+        for _ in batches:
+            pass
+    except BaseException as error:  # the test looks at what the thread ended in
+        return [error]
+    return []

@@ -34,15 +34,17 @@ def _join(parts: tuple[dict[str, Any], ...], allocate: Allocate | None) -> dict[
 
 
 def lane_batches(
-    piles: LoaderReads, plans: list[BatchPlan], epoch: int, allocate: Allocate | None = None
+    piles: LoaderReads, plans: list[BatchPlan], epoch: int, closes: int, allocate: Allocate | None = None
 ) -> Generator[dict[str, Any], None, None]:
     """A rank's batches: micro-batch ``t`` of each of its lanes' ``plans``, joined lane by lane.
 
-    Each lane reads through a :class:`ReadAhead` of its own; all are closed
-    when the iteration ends or stops.
+    Each lane reads through a :class:`ReadAhead` of its own (of the iteration
+    begun when the loader had closed ``closes`` times); all are closed when
+    the iteration ends or stops.
     """
     lanes = [
-        prefetched_batches(piles, plan, [Read(epoch, *s) for s in plan.segments], ReadAhead(piles)) for plan in plans
+        prefetched_batches(piles, plan, [Read(epoch, *s) for s in plan.segments], ReadAhead(piles, closes))
+        for plan in plans
     ]
     try:
         for parts in zip(*lanes, strict=True):

@@ -24,9 +24,8 @@ from .._errors import DaskShuffleValueError, IneffectiveSettingWarning
 from .._parse import parse_bool, parse_count, parse_positive_int, parse_seed, parse_variables
 from .._threads import release_on_collection
 from ..epochs import BatchPlan, Order, OrderName, Piles, Stream, check_combination, parse_order, parse_streams
-from ..readers import PileReader
 from ..storage import Cache, parse_cache
-from ._loader_position import LoaderPosition, close_generator
+from ._loader_position import LoaderPosition
 from ._loader_state import LoaderSettings, parse_rank, row_nbytes
 from ._mix import open_loader_store
 from ._order_reads import make_reads
@@ -36,11 +35,6 @@ from ._reads import LoaderReads
 from ._unit_groups import choose_units
 
 __all__ = ["LoaderSettings", "PileLoader"]
-
-
-def _release(read_ahead: ReadAhead, reader: PileReader[Any]) -> None:
-    read_ahead.close()
-    reader.close()
 
 
 class PileLoader(LoaderPosition):
@@ -284,9 +278,9 @@ class PileLoader(LoaderPosition):
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         self._n_batches = self._share.n_batches
         super().__init__()  # the position: epoch 0, its first batch
-        self._read_ahead = ReadAhead(self._piles)
+        self._read_ahead = ReadAhead(self._piles, self._piles.closes)
         # Also stop the reader threads if the loader is dropped without close().
-        self._finalizer = weakref.finalize(self, release_on_collection, _release, self._read_ahead, reader)
+        self._finalizer = weakref.finalize(self, release_on_collection, self._piles.close)
 
     # -- what it yields ------------------------------------------------------
     @property
@@ -375,15 +369,15 @@ class PileLoader(LoaderPosition):
     def close(self) -> None:
         """Stop the iterations in progress and the reads ahead, join the reader threads, close the store.
 
-        An iteration open in another thread raises a
-        :class:`~daskshuffle.DaskShuffleValueError` at its next batch.
+        Once it returns, nothing is read or requested for them any more. An
+        iteration open in another thread, and a range of batches
+        (:meth:`iter_batches`) in any, raise a
+        :class:`~daskshuffle.DaskShuffleValueError` at their next batch. The
+        loader may be iterated again.
         """
-        self._closes += 1
         if self._live_thread is threading.current_thread():
             self._close_live()
-        for generator in list(self._ranges):
-            close_generator(generator)
-        _release(self._read_ahead, self._piles.reader)
+        self._piles.close()
 
     def __enter__(self) -> PileLoader:
         return self

@@ -20,13 +20,10 @@ from ._mix import check_streams
 from ._prefetch import ReadAhead
 from ._rank_share import RankShare
 
-__all__ = ["LoaderPosition", "close_generator"]
+__all__ = ["LoaderPosition"]
 
-
-def close_generator(generator: Generator[Any, None, None]) -> None:
-    """Close ``generator``, unless it is making a batch in another thread: closing the reads under it ends that."""
-    with contextlib.suppress(ValueError):  # "generator already executing": a consumer's thread is inside it
-        generator.close()
+#: What ``next(batches, _END)`` gives once they end.
+_END = object()
 
 
 class LoaderPosition:
@@ -39,7 +36,9 @@ class LoaderPosition:
     One position has one consumer: the iteration that moves it belongs to the
     thread that started it, and another thread may neither start an iteration
     nor move the position until it is over (ranges of batches, which move
-    nothing, run in any thread).
+    nothing, run in any thread). :meth:`close` never runs the code of an
+    iteration in another thread (which may be inside it at that instant): it
+    stops their reads, and each raises at its next batch.
     """
 
     settings: LoaderSettings
@@ -61,9 +60,6 @@ class LoaderPosition:
         #: The thread that started the live iteration; taken with ``_moving`` held.
         self._live_thread: threading.Thread | None = None
         self._moving = threading.Lock()
-        self._ranges: weakref.WeakSet[Generator[Any, None, None]] = weakref.WeakSet()
-        #: How many times :meth:`close` ran: an iteration begun before the last one stops at its next batch.
-        self._closes = 0
 
     @property
     def epoch(self) -> int:
@@ -80,7 +76,8 @@ class LoaderPosition:
         generator = self._live() if self._live is not None else None
         self._live = None
         if generator is not None:
-            close_generator(generator)
+            with contextlib.suppress(ValueError):  # "generator already executing": called from inside it
+                generator.close()
 
     def _check_one_consumer(self, doing: str) -> None:
         """Raise unless the live iteration, if any is open, is this thread's (called with ``_moving`` held)."""
@@ -104,8 +101,11 @@ class LoaderPosition:
             self._close_live()
             epoch, first = self._position()
             self._epoch, self._batches = epoch, first
-            batches = self._share.batches(epoch, first, None, self._read_ahead)
-            generator = self._generate(batches, epoch, first, track=True, closes=self._closes)
+            closes = self._share.piles.closes
+            if self._read_ahead.stale:  # closed since: its reads start nothing any more
+                self._read_ahead = ReadAhead(self._share.piles, closes)
+            batches = self._share.batches(epoch, first, None, closes, self._read_ahead)
+            generator = self._generate(batches, epoch, first, track=True, closes=closes)
             self._live, self._live_thread = weakref.ref(generator), threading.current_thread()
         return generator
 
@@ -116,7 +116,8 @@ class LoaderPosition:
 
         The same batches as iterating the loader over that epoch. The range
         has its own background reads, stopped when it ends, when it is closed
-        or garbage collected, and by :meth:`close`. ``allocate(n_rows, layout)``,
+        or garbage collected, and by :meth:`close` (the range then raises a
+        :class:`~daskshuffle.DaskShuffleValueError` at its next batch). ``allocate(n_rows, layout)``,
         if given, makes the arrays each numpy batch is gathered into (``layout``
         maps each variable to its dtype and the shape of a row), for example
         in shared memory.
@@ -130,41 +131,50 @@ class LoaderPosition:
         >>> loader.epoch
         0
         """
-        batches = self._share.batches(epoch, start, stop, allocate=allocate)
-        generator = self._generate(batches, epoch, start, track=False, closes=self._closes)
-        self._ranges.add(generator)
-        return generator
+        closes = self._share.piles.closes
+        batches = self._share.batches(epoch, start, stop, closes, allocate=allocate)
+        return self._generate(batches, epoch, start, track=False, closes=closes)
 
     def _generate(
         self, batches: Generator[Any, None, None], epoch: int, first: int, *, track: bool, closes: int
     ) -> Generator[Any, None, None]:
         """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them.
 
-        Begun when :meth:`close` had run ``closes`` times: closed since from
-        another thread, it raises at its next batch rather than end the epoch
-        early as if it were whole.
+        Begun when :meth:`close` had run ``closes`` times: closed since (from
+        another thread, or a range from any), it raises at its next batch
+        rather than end the epoch early as if it were whole; its reads have
+        stopped, and start nothing more.
         """
+        piles, made = self._share.piles, first
         try:
-            for produced, batch in enumerate(batches, start=first + 1):
-                if self._closes != closes:
-                    self.close()  # in this thread: the reads this iteration started since go too
-                    raise DaskShuffleValueError(
-                        "Expected an open iteration of a PileLoader to go on. Got the loader closed by another "
-                        f"thread instead, before batch {produced - 1} of epoch {epoch}; iterate it again to go on "
-                        "from that batch."
-                    )
+            while piles.closes == closes:
+                batch = next(batches, _END)
+                if batch is _END:
+                    if track:
+                        self._epoch, self._batches = epoch + 1, 0
+                    return
+                made += 1
                 if track:
-                    self._batches = produced
+                    self._batches = made
                 yield batch
-            if track:
-                self._epoch, self._batches = epoch + 1, 0
-        except CorruptPileStoreError as error:
-            changed = self._changed_since_opened(error)
+        except Exception as error:
+            if piles.closes != closes:  # the reads stopped by the close
+                raise self._closed(epoch, made, track) from error
+            changed = self._changed_since_opened(error) if isinstance(error, CorruptPileStoreError) else None
             if changed is None:
                 raise
             raise changed from error
         finally:
             batches.close()  # stops its reads, unless they read ahead for the next epoch
+        raise self._closed(epoch, made, track)
+
+    @staticmethod
+    def _closed(epoch: int, batch: int, track: bool) -> DaskShuffleValueError:
+        by, again = (" by another thread", "iterate it again") if track else ("", "ask for the range again")
+        return DaskShuffleValueError(
+            f"Expected an open iteration of a PileLoader to go on. Got the loader closed{by} instead, before batch "
+            f"{batch} of epoch {epoch}; {again} to go on from that batch."
+        )
 
     def _changed_since_opened(self, error: CorruptPileStoreError) -> StoreChangedError | None:
         """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""

@@ -84,15 +84,18 @@ class FetchAhead:
     unless the budget is a size (``prefetch="8MiB"``).
     """
 
-    def __init__(self, piles: LoaderReads) -> None:
+    def __init__(self, piles: LoaderReads, closes: int) -> None:
         self._piles = piles
+        self._closes = closes
         self._started: dict[Read, list[tuple[int, int]]] = {}
         self._lock = threading.Lock()
 
     def advance(self, jobs: Sequence[Read], index: int) -> None:
-        """The consumer reads ``jobs[index]``: start the reads after it that fit the budget."""
+        """The consumer reads ``jobs[index]``: start the reads after it that fit the budget (none once closed)."""
         reader, budget = self._piles.reader, self._piles.read_ahead
         with self._lock:
+            if self._piles.closes != self._closes:  # its close() waits for this lock, then forgets what was started
+                return
             # What was started is a run of reads from an earlier index on: those not ahead any more are done.
             ahead = set(jobs[index : index + len(self._started) + 1])
             self._forget([job for job in self._started if job not in ahead])
@@ -125,18 +128,27 @@ class ReadAhead:
     they hold fit ``piles.held_ahead`` (one job ahead if ``None``), and waits
     for ``jobs[index]``'s future. :meth:`close` cancels what has not started,
     stops the reads under way (their reader's :meth:`cancel_reads`) and joins
-    the threads.
+    the threads; :meth:`get` may start them again, until the loader closes
+    (``piles.close()``, once ``piles.closes`` is no longer ``closes``): then
+    it starts nothing and raises.
     """
 
-    def __init__(self, piles: LoaderReads) -> None:
+    def __init__(self, piles: LoaderReads, closes: int) -> None:
         self._piles = piles
         self._reader = piles.reader
+        self._closes = closes
         # On a remote store the requests of the reads ahead go out at once.
-        self._fetch = FetchAhead(piles) if piles.read_ahead > 0 else None
+        self._fetch = FetchAhead(piles, closes) if piles.read_ahead > 0 else None
         self._prefix = f"{THREAD_PREFIX}-{next(_read_ahead_ids)}"
         self._executor: ThreadPoolExecutor | None = None
         self._pending: dict[Read, Future[ShuffledPile]] = {}
         self._lock = threading.Lock()
+        piles.opened(self)
+
+    @property
+    def stale(self) -> bool:
+        """Whether the loader closed since the iteration this serves began: it starts nothing any more."""
+        return self._piles.closes != self._closes
 
     def get(self, jobs: Sequence[Read], index: int) -> ShuffledPile:
         """What ``jobs[index]`` reads, once the jobs after it that fit the budget are under way."""
@@ -144,6 +156,9 @@ class ReadAhead:
             self._fetch.advance(jobs, index)
         limit = self._piles.held_ahead
         with self._lock:
+            # Checked under the lock close() takes after counting the close: what is submitted here, it then stops.
+            if self.stale:
+                raise _stopped()
             held = 0
             for ahead, job in enumerate(jobs[index : index + 2 if limit is None else None]):
                 if ahead and limit is not None:  # the rows of the reads ahead, their runs' gaps and all
@@ -159,12 +174,7 @@ class ReadAhead:
             return future.result()
         except (CancelledError, ReadCancelledError):
             # Only close() cancels our reads: another thread closed this one's while it waited. A public error.
-            raise DaskShuffleValueError(
-                "Expected the reads of an open iteration to go on. Got them stopped while this thread waited "
-                "instead: the loader was closed, or another thread's iteration replaced this one (one consumer per "
-                "PileLoader); give each thread its own PileLoader, or read ranges with iter_batches(epoch, start, "
-                "stop)."
-            ) from None
+            raise _stopped() from None
 
     def keep_only(self, jobs: Sequence[Read]) -> None:
         """Cancel the reads not started that are not among ``jobs``."""
@@ -191,6 +201,14 @@ class ReadAhead:
         # finding them cancelled and reading its files again one request after another.
         if self._fetch is not None:
             self._fetch.close()
+
+
+def _stopped() -> DaskShuffleValueError:
+    return DaskShuffleValueError(
+        "Expected the reads of an open iteration to go on. Got them stopped instead: the loader was closed, or "
+        "another thread's iteration replaced this one (one consumer per PileLoader); give each thread its own "
+        "PileLoader, or read ranges with iter_batches(epoch, start, stop)."
+    )
 
 
 def prefetched_batches(

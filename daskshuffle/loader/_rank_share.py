@@ -77,6 +77,7 @@ class RankShare:
         epoch: int,
         start: int,
         stop: int | None,
+        closes: int,
         read_ahead: ReadAhead | None = None,
         allocate: Allocate | None = None,
     ) -> Generator[Any, None, None]:
@@ -86,13 +87,14 @@ class RankShare:
         the next epoch follow this epoch's last ones, so that starting the next
         epoch does not wait for a read either, and ``read_ahead`` stays open.
         Otherwise each lane reads through a pool of its own, closed when the
-        batches end.
+        batches end. The iteration began when the loader had closed ``closes``
+        times: once it closes again, its reads start nothing more.
         """
         plans = self.plans(epoch, start, stop)
         if len(plans) > 1:
-            return lane_batches(self.piles, plans, epoch, allocate)
+            return lane_batches(self.piles, plans, epoch, closes, allocate)
         reads = [Read(epoch, *segment) for segment in plans[0].segments]
         if read_ahead is None:
-            return prefetched_batches(self.piles, plans[0], reads, ReadAhead(self.piles), allocate)
+            return prefetched_batches(self.piles, plans[0], reads, ReadAhead(self.piles, closes), allocate)
         ahead = [Read(epoch + 1, *segment) for segment in self.plans(epoch + 1)[0].segments]
         return prefetched_batches(self.piles, plans[0], reads + ahead, read_ahead, allocate, keep_open=True)

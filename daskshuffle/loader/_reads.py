@@ -9,7 +9,9 @@ the rows as stored and the order to hand them out in. Where reads run, and how f
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import threading
+import weakref
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,6 +20,10 @@ from ..readers import PileReader
 from ._epoch_reads import EpochReads, Read
 
 __all__ = ["LoaderReads", "ReadingNote", "ShuffledPile"]
+
+
+class _Closes(Protocol):
+    def close(self) -> None: ...
 
 
 class ShuffledPile(NamedTuple):
@@ -58,6 +64,32 @@ class LoaderReads:
         self.store = store
         #: The epochs' reads: groups of units, or an order's stretches.
         self.epoch_reads = epoch_reads
+        #: How many times :meth:`close` ran: what was begun before the last one starts nothing any more.
+        self.closes = 0
+        self._users: weakref.WeakSet[_Closes] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def opened(self, user: _Closes) -> None:
+        """Close ``user`` (a pool of reads, :class:`~daskshuffle.loader._prefetch.ReadAhead`) when this closes.
+
+        ``user`` serves an iteration begun when :attr:`closes` had some value:
+        once it differs, ``user`` starts nothing more.
+        """
+        with self._lock:
+            self._users.add(user)
+
+    def close(self) -> None:
+        """Stop every read of the loader's: each user's pool closed and joined, then the reader's fetches.
+
+        An iteration begun before sees :attr:`closes` changed and starts
+        nothing more; a later one reads again.
+        """
+        with self._lock:
+            self.closes += 1
+            users = list(self._users)
+        for user in users:
+            user.close()
+        self.reader.close()
 
     def read(self, job: Read) -> ShuffledPile:
         """Do one read: what its plan takes from the store, at once, and the order to hand it out in.
