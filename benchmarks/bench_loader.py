@@ -11,9 +11,6 @@ ceiling measured in the same run:
   ``id``, then ``x`` alone): the read path the loader uses;
 - ``loader``: ``PileLoader(store, batch_size)``, a whole epoch (``x`` + ``id``
   and ``x`` alone);
-- ``..., unbound``: the reader and the loader with the check of each chunk
-  against the crc32c its run recorded for its place turned off: what binding
-  chunks to their run and place costs, measured in the same run;
 - ``DataLoader w=2``: ``DataLoader(PileDataset(...), batch_size=None,
   num_workers=2)``, against the in-process loader;
 - the compressible variant: ``tokens`` (N, 64) int32 token ids (Zipf) + ``id``,
@@ -55,7 +52,6 @@ import zarr
 from dask.utils import format_bytes, parse_bytes
 
 import daskshuffle
-from daskshuffle.readers._zarr_chunks import ChunkFiles
 from daskshuffle.readers._zarr_reader import ZarrPileReader
 
 WIDTH = 64
@@ -204,21 +200,6 @@ def loader(store: str, names: list[str], batch_size: int) -> int:
         return sum(values.nbytes for batch in piles for values in batch.values())
 
 
-def unbound(read: Callable[[], int]) -> Callable[[], int]:
-    """``read`` with the check of every chunk against the crc32c its run recorded for its place turned off: the
-    reader as it was before chunks were bound to their run and place (what the binding costs, in the same run)."""
-
-    def run() -> int:
-        checked = ChunkFiles._check_place
-        ChunkFiles._check_place = lambda *args: None  # type: ignore[method-assign]
-        try:
-            return read()
-        finally:
-            ChunkFiles._check_place = checked  # type: ignore[method-assign]
-
-    return run
-
-
 def torch_piles(store: str, names: list[str], batch_size: int, num_workers: int) -> int:
     from torch.utils.data import DataLoader
 
@@ -328,10 +309,8 @@ def main() -> None:
         "cat x+id": (n_rows, lambda: cat(store, both)),
         "zarr piles x+id": (n_rows, lambda: zarr_piles(store, both)),
         "reader piles x+id": (n_rows, lambda: reader_piles(store, both)),
-        "reader piles x+id, unbound": (n_rows, unbound(lambda: reader_piles(store, both))),
         "reader piles x": (n_rows, lambda: reader_piles(store, alone)),
         "loader x+id": (n_rows, lambda: loader(store, both, b)),
-        "loader x+id, unbound": (n_rows, unbound(lambda: loader(store, both, b))),
         "loader x": (n_rows, lambda: loader(store, alone, b)),
     }
     if not args.no_torch:
@@ -345,7 +324,6 @@ def main() -> None:
         contenders["tokens: reader piles"] = (n_rows, lambda: reader_piles(tokens, pair))
         contenders["tokens: cat + decode"] = (n_rows, lambda: cat_decode(tokens, pair))
         contenders["tokens: loader"] = (n_rows, lambda: loader(tokens, pair, b))
-        contenders["tokens: loader, unbound"] = (n_rows, unbound(lambda: loader(tokens, pair, b)))
     if parquet is not None:
         columns = ["id"] + [f"x{column}" for column in range(WIDTH)]
         contenders["parquet: cat"] = (n_rows, lambda: files(parquet))
