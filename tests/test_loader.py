@@ -352,38 +352,6 @@ def test_a_second_thread_iterating_the_loader_is_refused(store: str, prefetch: s
         assert len(after) == 1 and len(after[0]) == N_ROWS
 
 
-def test_a_loader_closed_by_another_thread_stops_that_threads_iteration_with_an_error(store: str) -> None:
-    """Not an epoch ended early as if it were whole: the consumer's next batch raises, and no reader thread stays."""
-    taken, closed = threading.Event(), threading.Event()
-    head: list[np.ndarray] = []
-    ended: list[BaseException] = []
-    loader = PileLoader(store, BATCH, order=ORDER)
-
-    def consume() -> None:
-        batches = iter(loader)
-        head.extend(next(batches)["id"] for _ in range(3))
-        taken.set()
-        closed.wait(30)
-        try:
-            next(batches)
-        except Exception as error:
-            ended.append(error)
-
-    consumer = threading.Thread(target=consume)
-    consumer.start()
-    assert taken.wait(30)
-    loader.close()
-    closed.set()
-    consumer.join(30)
-    assert len(ended) == 1 and isinstance(ended[0], DaskShuffleValueError), ended
-    assert "closed by another thread" in str(ended[0]) and "before batch 3 of epoch 0" in str(ended[0])
-    assert loader_threads() == []
-    # Iterating again goes on from that batch: every row of the epoch once.
-    rest = ids_of(loader)
-    loader.close()
-    np.testing.assert_array_equal(np.concatenate([*head, rest]), store_ids(store)[expected_rows(store, 0)])
-
-
 def test_moving_the_position_under_another_threads_iteration_is_refused(store: str) -> None:
     with PileLoader(store, BATCH, order=ORDER) as loader:
         batches = iter(loader)
