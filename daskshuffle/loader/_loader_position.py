@@ -50,9 +50,6 @@ class LoaderPosition:
     _storage_options: dict[str, Any] | None
     _streams: list[dict[str, Any]] | None
 
-    def close(self) -> None:
-        raise NotImplementedError
-
     def __init__(self) -> None:
         self._epoch = 0
         self._batches = 0

@@ -186,7 +186,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.__dict__.update(state, _lock=threading.Lock())
 
     def close(self) -> None:
-        """Stop the fetches and let go of the arrays kept for reuse."""
+        """Stop every read and fetch, as a Parquet store's reader does, and let go of the arrays kept for reuse."""
+        self._under_way.cancel()
         if self._fetches is not None:
             self._fetches.clear()
         with self._lock:
