@@ -16,7 +16,7 @@ for Zarr, a ``pyarrow.Table`` for Parquet, a buffer of lines for text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
@@ -81,10 +81,13 @@ class Source(Protocol):
         """
         ...
 
+    #: Takes :meth:`identify_source` again (``None``: it cannot change, a dask token, or there is none).
+    identify: Callable[[], list[dict[str, Any]]] | None = None
+
     def identify_source_again(self) -> list[dict[str, Any]]:
         """:meth:`identify_source` taken again, now, from the files the shuffle read (not listed again): a shuffle
         whose sources changed while it read them is refused rather than written from two states of them."""
-        return self.identify_source()
+        return self.identify_source() if self.identify is None else self.identify()
 
 
 class FileSource(Source, Protocol[Rows_co]):

@@ -188,7 +188,6 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
         self.variables = variables
         self.source_names = source_names
         self.identity = identity
-        #: Takes ``identity`` again (``None``: it cannot change, a dask token).
         self.identify = identify
         self.group_attrs = group_attrs
         self.part_nbytes = int_setting("shuffle.part-nbytes")
@@ -203,9 +202,6 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
 
     def identify_source(self) -> list[dict[str, Any]]:
         return list(self.identity)
-
-    def identify_source_again(self) -> list[dict[str, Any]]:
-        return self.identify() if self.identify is not None else list(self.identity)
 
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:

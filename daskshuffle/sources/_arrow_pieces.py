@@ -48,7 +48,6 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
     ) -> None:
         self.schema = schema
         self.identity = identity
-        #: Takes ``identity`` again (``None``: it cannot change, a dask token).
         self.identify = identify
         self.sources = list(sources)
         self.writing = writing
@@ -72,9 +71,6 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
 
     def identify_source(self) -> list[dict[str, Any]]:
         return list(self.identity)
-
-    def identify_source_again(self) -> list[dict[str, Any]]:
-        return self.identify() if self.identify is not None else list(self.identity)
 
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return take(rows, index)
