@@ -1,8 +1,6 @@
-"""The kinds of data daskshuffle shuffles, behind one small interface, and what every kind shares.
+"""The kinds of data daskshuffle shuffles, behind one small interface, and what every kind shares (internal).
 
-This is the bottom of the three packages of data: :mod:`daskshuffle.sources` (what users bring) and
-:mod:`daskshuffle.readers` (reading pile stores) stand on :mod:`daskshuffle.pilestore` (the on-disk
-format), which stands on this. Formats are internal; users call the public shuffles and the loader.
+The bottom of the data packages: ``sources`` and ``readers`` stand on ``pilestore``, which stands on this.
 """
 
 from ._arrow_arrays import concat, is_nested, row_shape, take, to_numpy

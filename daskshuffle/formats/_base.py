@@ -1,17 +1,11 @@
-"""The small interface every kind of data implements.
+"""The small interface every kind of data implements, so that the plan and the graph never branch on it.
 
-The plan and the graph never branch on the kind of data. A shuffle's format is
-three small protocols, each implemented whole by every kind: a source of blocks
-(:class:`FileSource`, read by the pass-1 tasks, or :class:`CollectionSource`,
-computed by a dask collection's tasks), rows in memory and the pieces between
-the passes (:class:`Pieces`), and the destination (:class:`Destination`). A
-finished pile store is read through a
-:class:`~daskshuffle.readers._pile_reader.PileReader`. A format instance is
-pickled into every task, so it holds only plain, picklable state: paths, URLs,
-open read-only handles that pickle, and small metadata.
-
-``Rows`` is the format's in-memory container of rows: a dict of numpy arrays
-for Zarr, a ``pyarrow.Table`` for Parquet, a buffer of lines for text.
+A format is three protocols: a source of blocks (:class:`FileSource`, read by
+the pass-1 tasks, or :class:`CollectionSource`, computed by a dask collection's
+tasks), rows in memory and the pieces between the passes (:class:`Pieces`), and
+the destination (:class:`Destination`). A format is pickled into every task, so
+it holds only plain, picklable state. ``Rows`` is its in-memory container of
+rows: a dict of numpy arrays, a ``pyarrow.Table``, a buffer of lines.
 """
 
 from __future__ import annotations
@@ -30,7 +24,6 @@ from ..storage import Location
 __all__ = [
     "ARRAY_KINDS",
     "NUMERIC_KINDS",
-    "CollectionFormat",
     "CollectionSource",
     "Destination",
     "FileFormat",

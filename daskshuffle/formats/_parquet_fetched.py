@@ -1,13 +1,5 @@
-"""Byte ranges of a Parquet file, fetched from object storage and read by pyarrow as the file.
-
-A read of a remote Parquet file requests the byte ranges of the column chunks
-it needs, all at once, and hands them to pyarrow as one file
-(:class:`FetchedFile`), which decodes the row groups from them without another
-request. The pile store's reads fetch their ranges through
-:class:`~daskshuffle.storage._fetch.Fetches`; a shuffle's reads of a remote
-source with :func:`fetch_spans`. A Parquet writer's column chunk lies where
-:func:`column_chunk_bytes` says; pyarrow reads a footer from the file's last
-:func:`footer_tail` bytes.
+"""Byte ranges of a Parquet file, fetched from object storage at once and read by pyarrow as the file
+(:class:`FetchedFile`): the row groups decode from them without another request.
 """
 
 from __future__ import annotations
@@ -21,7 +13,6 @@ from ..storage import bounded
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
-
 
 __all__ = [
     "FOOTER_NBYTES",
@@ -151,9 +142,7 @@ class FetchedFile:
         index = bisect.bisect_right(self._starts, start) - 1
         position = start
         while position < stop:
-            if index < 0 or index >= len(self._ranges):
-                raise NotFetchedError(f"bytes {position}:{stop} of the file were not fetched")
-            first, data = self._ranges[index]
+            first, data = self._ranges[index] if 0 <= index < len(self._ranges) else (0, b"")
             if not first <= position < first + len(data):
                 raise NotFetchedError(f"bytes {position}:{stop} of the file were not fetched")
             end = min(stop, first + len(data))
@@ -164,15 +153,6 @@ class FetchedFile:
 
     def read(self, nbytes: int = -1) -> bytes:
         return bytes(self.read_buffer(self._size - self._position if nbytes < 0 else nbytes))
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
 
     def close(self) -> None:
         self.closed = True

@@ -1,9 +1,5 @@
-"""Rows as numpy arrays: a ``dict`` of arrays keyed by variable name, all of the same length.
-
-Every variable is shuffled with one permutation, so the rows of ``x``, ``y`` and
-``id`` stay aligned. Shared by the sources that hold arrays, the Zarr pile store's
-writer and its readers, as is reading rows of a Zarr array in runs of whole chunks,
-so that zarr's buffers stay small next to the result.
+"""Rows as numpy arrays: a ``dict`` of arrays keyed by variable name, all of the same length, and reading rows of a
+Zarr array in runs of whole chunks (so that zarr's buffers stay small next to the result).
 """
 
 from __future__ import annotations
