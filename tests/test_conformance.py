@@ -28,10 +28,10 @@ from daskshuffle.formats import CollectionSource, Format
 from daskshuffle.pilestore import ParquetWriting
 from daskshuffle.plan._plan import make_plan
 from daskshuffle.shuffle._collections import array_inputs, describe_partitions
-from daskshuffle.sources import open_zarr_sources
+from daskshuffle.sources import open_text_sources, open_zarr_sources
 from daskshuffle.sources._dataframe import open_dataframe_source
 from daskshuffle.sources._parquet import open_parquet_sources
-from daskshuffle.sources._text import TextFormat, open_text_sources
+from daskshuffle.sources._text import TextFormat
 from daskshuffle.sources._xarray import open_xarray_source
 from daskshuffle.storage._location import Location
 

@@ -25,7 +25,8 @@ from daskshuffle import (
     SourceNotFoundError,
     shuffle_lines,
 )
-from daskshuffle.sources._text import TextFormat, open_text_sources
+from daskshuffle.sources import open_text_sources
+from daskshuffle.sources._text import TextFormat
 
 COMPRESS = {
     ".gz": gzip.compress,

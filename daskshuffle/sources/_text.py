@@ -1,27 +1,12 @@
 """Text files, one row per line: the piece files and the output files (the source is in ``_text_source``).
 
-Pass 1 writes each block's lines, in piece order, to one file ``<block>.lines``
-and their byte offsets to ``<block>.offsets``; the merge reads exactly the
-byte range of the piles it assembles and never searches for newlines again.
-
-The output is written under a temporary name next to the destination and
-renamed into place once complete. One plain file on a local disk is written in
-place: the merge tasks write their bytes at known offsets of one preallocated
-file in parallel. Otherwise (object storage, several files, a compressed file)
-each merge task writes the part of its rows that falls in each file as one
-*part*, named by the file and the output line it starts at, and the files are
-the parts concatenated in order once every part is written.
-
-``n_output_files`` cuts the shuffled lines into that many files of near-equal
-numbers of lines (they differ by one line at most): file ``i`` holds lines
-``[i * n // n_files, (i + 1) * n // n_files)`` of the shuffled order, so each is
-itself a uniformly shuffled, uniformly chosen part of the input. An output
-named ``*.gz``, ``*.bz2``, ``*.xz`` or ``*.zst`` is compressed. For gzip, bzip2
-and xz each part is compressed by its task (concatenated gzip members, bzip2
-streams or xz streams are one valid file, which every reader of the format
-takes); zstd output is compressed as the parts are concatenated, on all
-cores, into one frame, because some zstd readers (Python's ``zstandard`` stream
-reader, and so fsspec) stop after the first frame.
+Pass 1 writes each block's lines in piece order to ``<block>.lines`` and their byte offsets to ``<block>.offsets``,
+so the merge reads exact byte ranges and never searches for newlines again. One plain local output file is written
+in place: merge tasks write at known offsets of one preallocated file. Otherwise (object storage, several files,
+compression) each merge task writes its rows of each file as one *part*, and each file is its parts concatenated
+at the end. With ``n_output_files``, file ``i`` holds lines ``[i * n // n_files, (i + 1) * n // n_files)`` of the
+shuffled order. gzip, bzip2 and xz parts are compressed by their tasks (concatenated streams are one valid file);
+zstd is compressed once per file, into one frame, because some zstd readers stop after the first frame.
 """
 
 from __future__ import annotations
@@ -54,18 +39,10 @@ from ._text_source import (
     line_bytes,
     line_offsets,
     memory_pool,
-    open_text_sources,
     take_lines,
 )
 
-__all__ = [
-    "BlockCount",
-    "TextFormat",
-    "TextSource",
-    "open_text_sources",
-    "parse_delimiter",
-    "parse_sources",
-]
+__all__ = ["OutputLayout", "TextFormat", "parse_delimiter", "parse_sources"]
 
 _PARTIAL_SUFFIX = ".daskshuffle-partial"
 

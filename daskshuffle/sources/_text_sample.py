@@ -1,13 +1,8 @@
 """A uniform sample of K lines of text files, read without shuffling the rest (``shuffle_lines(head_count=K)``).
 
-Two exact ways, as the public docstring says: one pass (each block keeps up to
-K of its lines, in a random order, while it is counted) when K times the
-blocks is at most ``lines.one-pass-lines``, else count, then read only the
-sampled lines. Either way the number of lines each block gives is drawn from
-the multivariate hypergeometric distribution (beyond ``10**9`` lines, which
-NumPy's sampler does not take, from positions drawn by ``Generator.choice``),
-or from K independent positions with replacement; every draw comes from the
-seed and the counts, never from the workers.
+One pass (each block keeps up to K of its lines while it is counted) when K times the blocks is at most
+``lines.one-pass-lines``, else count, then read only the sampled lines. The lines each block gives are drawn from
+the seed and the counts alone, never from the workers.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Text files as a shuffle's source: files, blocks of lines, and counting them.
 
-A row is one line's bytes including its ``\\n`` (a ``\\r`` before it stays,
-so CRLF files keep CRLF); a final line without a newline gets one. Nothing is
-decoded: any encoding that writes ``\\n`` as the byte ``0x0A`` (ASCII, UTF-8,
-Latin-1, ...) round-trips byte for byte. A source may end its lines with another
-single byte instead (``delimiter``, NUL for ``shuf -z``): counting, cutting
-blocks and splitting lines all look for that byte.
-
-Rows in memory are a :class:`pyarrow.LargeBinaryArray` (:data:`Lines`), one
-buffer of bytes and one of offsets: gathering lines of any length into a new
-order is one call to Arrow's ``take``, with no Python object per line.
-
-Blocks are byte ranges of plain files, cut at about ``block_nbytes``; a block
-owns every line that *starts* inside its range, so a line is never split and
-one large file is read in parallel. A compressed file cannot be read from the
-middle: :meth:`TextSource.decompressed` first writes a plain copy of it. The
-lines of every block are counted in parallel, before planning.
+A row is one line's bytes including its delimiter (``\\n``, or NUL for ``shuf -z``); a final line without one gets
+one. Nothing is decoded, so any encoding that writes the delimiter as that one byte round-trips byte for byte. Rows
+in memory are a :class:`pyarrow.LargeBinaryArray` (:data:`Lines`): reordering lines is one Arrow ``take``, with no
+Python object per line. A block owns every line that *starts* in its byte range of a plain file, so a line is never
+split and a large file is read in parallel; a compressed file is first decompressed to a plain copy.
 """
 
 from __future__ import annotations
@@ -43,16 +32,13 @@ if TYPE_CHECKING:
 __all__ = [
     "BlockCount",
     "Lines",
-    "TextBlock",
-    "TextFile",
+    "Run",
     "TextSource",
     "line_bytes",
     "line_offsets",
     "memory_pool",
     "open_text_sources",
-    "split_lines",
     "take_lines",
-    "with_final_newline",
 ]
 
 Lines: TypeAlias = "pa.LargeBinaryArray"
@@ -68,11 +54,7 @@ _READ_NBYTES = 8 * 2**20
 
 
 def memory_pool() -> pa.MemoryPool:
-    """Arrow's mimalloc pool, where Arrow was built with it.
-
-    Gathering lines into fresh memory runs two to three times faster there than
-    in jemalloc, Arrow's default on Linux.
-    """
+    """Arrow's mimalloc pool, where Arrow was built with it: it gathers lines into fresh memory faster than jemalloc."""
     import pyarrow as pa
 
     try:

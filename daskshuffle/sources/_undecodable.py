@@ -1,18 +1,9 @@
 """Source data that does not decode: a damaged chunk or page named, with what to do, rather than a codec's error.
 
-A codec raises its own error for bytes it cannot decode (numcodecs' zstd and
-blosc a ``RuntimeError``, zlib its ``zlib.error``, zarr a ``ValueError`` for a
-chunk of the wrong size, pyarrow an ``ArrowInvalid`` or ``ArrowIOError`` for a
-corrupt page). A read of the source, on the client (the layout's sample) or
-in a task on a worker, turns those into a :class:`DaskShuffleValueError` that
-names the file and the chunk. Errors of storage itself (``OSError``: a file
-missing, access refused) are left as they are.
-
-Dask arrays (and xarray's variables) read their chunks in their own tasks. A
-Zarr array they read from, directly (``da.from_zarr``) or under xarray's lazy
-arrays, is read through :class:`DecodedChunks`, which names the chunk as the
-Zarr source does; a block of a dask array whose origin is unknown is named by
-its array and rows (:func:`uncomputable`).
+Codecs raise their own errors (``RuntimeError``, ``zlib.error``, ``ValueError``, pyarrow's ``ArrowInvalid``); a read
+of the source, on the client or in a task, turns them into a :class:`DaskShuffleValueError` that names the file and
+the chunk. Storage's own errors (``OSError``) are left as they are. A dask array over a Zarr array reads it through
+:class:`DecodedChunks`; a block of a dask array of unknown origin is named by its array and rows (:func:`uncomputable`).
 """
 
 from __future__ import annotations
@@ -31,8 +22,6 @@ if TYPE_CHECKING:
     import zarr
 
 __all__ = [
-    "DECODE_ERRORS",
-    "DecodedChunks",
     "decoded_chunks",
     "decoding",
     "describe",
