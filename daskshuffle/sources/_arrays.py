@@ -1,16 +1,8 @@
-"""Rows that are numpy arrays (:mod:`daskshuffle.formats._rows`): their piece files and what the Zarr and xarray
-formats share (:class:`ArrayFormat`).
+"""Rows that are numpy arrays: their piece files, and what the Zarr and xarray formats share (:class:`ArrayFormat`).
 
-Pieces are raw little-endian bytes, one file per (variable, block): pass 1
-writes a block's rows in piece order with one sequential write, and the merge
-reads exactly the byte range of the piles it assembles. On object storage the
-file is cut into parts of ``shuffle.part-nbytes`` (``daskshuffle.config``, read
-once when the format is made, on the client), written at once (a request streams
-at the speed of one connection), and a read across two parts is two requests. A
-part's name holds its size, so that a shuffle resumed with another size finds
-no part of the earlier one rather than misreading it. No codec runs on data
-that is written once and read once, and no chunk boundary forces a read of
-rows that are not needed.
+Pieces are raw little-endian bytes, one file per (variable, block), written once and read once by byte range: no
+codec, no chunk boundary. On object storage a piece file is cut into parts of ``shuffle.part-nbytes``, written at
+once; a part's name holds that size, so a shuffle resumed with another size never misreads an earlier part.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ from ..formats import ArrayRows, ArrayRowsMethods, Pieces, Variable
 from ..pilestore import ZarrDestination
 from ..storage import Location
 
-__all__ = ["ArrayFormat", "ArrayPieces"]
+__all__ = ["ArrayFormat"]
 
 
 def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:

@@ -1,9 +1,7 @@
 """Arrow IPC pieces, shared by the Parquet and DataFrame sources, and what they share with the Parquet pile store.
 
-Pieces: one Arrow IPC file per block, one record batch per non-empty piece,
-uncompressed. The piece offsets sit in the file's schema metadata, so the
-merge reads exactly the batches of the piles it assembles (memory-mapped on
-a local disk) and no codec runs on data written once and read once.
+One uncompressed Arrow IPC file per block, one record batch per non-empty piece; the piece offsets sit in the file's
+schema metadata, so the merge reads exactly the batches of its piles.
 """
 
 from __future__ import annotations
@@ -94,9 +92,8 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
         import pyarrow as pa
 
         rows = rows.unify_dictionaries().combine_chunks()
-        # Where each written batch starts, and the end, as raw little-endian int64s: a merge reads them for
-        # every range it reads. JSON of thousands of offsets took longer to parse than the read itself, and a
-        # block of a later level holds pieces of its super-pile's piles only, not of all of them.
+        # Where each written batch starts, and the end, as raw little-endian int64s (a merge reads them for every
+        # range it reads): a block of a later level holds pieces of its super-pile's piles only.
         offsets = np.asarray(piece_offsets, dtype=np.int64)
         starts = np.append(offsets[:-1][np.diff(offsets) > 0], offsets[-1])
         schema = rows.schema.with_metadata({PIECE_OFFSETS: starts.astype("<i8").tobytes()})

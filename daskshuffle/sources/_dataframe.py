@@ -1,13 +1,8 @@
 """pandas and dask DataFrames, into a Parquet pile store.
 
-Rows, pieces and the destination are the Parquet format's
-(:mod:`._parquet_store`). The plan needs every block's length before any row
-moves, and computing a dask DataFrame twice (once to count, once to shuffle)
-would repeat whatever made it: reading, parsing, joining. So a dask DataFrame
-is computed once: each partition's task describes it (rows, bytes in memory,
-Arrow schema) and spools it to scratch storage as an uncompressed Arrow IPC
-file, which pass 1 then reads like any file (:class:`SpooledFrameFormat`). A
-pandas DataFrame is already in memory: it is cut into blocks of about
+The plan needs every block's length before any row moves, and computing a dask DataFrame twice would repeat
+whatever made it. So its partitions are computed once, each described and spooled to scratch storage as an Arrow
+IPC file that pass 1 reads (:class:`SpooledFrameFormat`). A pandas DataFrame is cut into blocks of about
 ``block_nbytes``, each a plain value in the graph (:class:`DataFrameFormat`).
 """
 
@@ -30,7 +25,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["DataFrameFormat", "SpooledFrameFormat", "open_dataframe_source"]
+__all__ = ["open_dataframe_source"]
 
 #: The graph layer's ``describe_partitions``: ``describe(index, partition)`` of every
 #: partition of a dask DataFrame, computed once.

@@ -1,12 +1,6 @@
-"""Parquet datasets: the source, read a run of row groups at a time.
-
-The source is one or more Parquet files, directories (hive partitions become
-columns) or globs. A block is a run of consecutive row groups of one file,
-about ``block_nbytes`` of the selected columns; a row group is never split.
-Schemas are unified across files (Arrow's permissive promotion: a missing
-column is nulls, ``int32`` widens to ``int64``, ...); files whose schemas do not
-unify are named in the error, before anything is written. Pieces and the pile
-store are :mod:`._parquet_store`'s.
+"""Parquet datasets as a source: files, directories (hive partitions become columns) or globs, read a block (a run
+of whole row groups of one file, about ``block_nbytes``) at a time. Schemas unify with Arrow's permissive promotion;
+files that do not unify are named in the error, before anything is written.
 """
 
 from __future__ import annotations
@@ -42,15 +36,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset as pads
     import pyarrow.fs as pafs
 
-__all__ = [
-    "COMPRESSIONS",
-    "ParquetFormat",
-    "ParquetListing",
-    "list_parquet_sources",
-    "open_parquet_sources",
-    "unify_schemas",
-    "whole_runs",
-]
+__all__ = ["COMPRESSIONS", "list_parquet_sources", "open_parquet_sources", "unify_schemas", "whole_runs"]
 
 COMPRESSIONS = ("auto", "snappy", "zstd", "lz4", "gzip", "brotli", "none")
 
@@ -71,13 +57,8 @@ class SourceFile:
 
 
 def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str, Any, int]]:
-    """The Parquet files of one ``src`` item, each with its hive partition expression and its size.
-
-    A file costs one look; a directory or a glob one more, a listing however
-    deep (on object storage each is a request). A glob is one as
-    :func:`~daskshuffle.storage.glob_matches` says. Files and directories whose
-    names start with ``.`` or ``_`` are left out, as every Parquet reader does.
-    """
+    """The Parquet files of one ``src`` item, each with its hive partition expression and its size, from one look
+    and one listing. Names starting with ``.`` or ``_`` are left out, as every Parquet reader does."""
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
     matched = glob_matches(where)
@@ -116,11 +97,8 @@ def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str
 
 
 def _hive(where: Location, root: str, files: list[tuple[str, int]]) -> list[tuple[pads.Expression, pa.Schema]]:
-    """Each file's hive partition expression (``year=2024/``) and the partitions' schema, from the paths alone.
-
-    pyarrow's discovery infers the partitions' types from the paths; asked to
-    inspect no file (``fragments=0``), it reads none.
-    """
+    """Each file's hive partition expression (``year=2024/``) and the partitions' schema, from the paths alone
+    (pyarrow's discovery, asked to inspect no file)."""
     import pyarrow.dataset as pads
 
     afs, _ = arrow_filesystem(where)
@@ -133,17 +111,13 @@ def _hive(where: Location, root: str, files: list[tuple[str, int]]) -> list[tupl
 
 
 def _inspect_all(found: list[tuple[str, Any, int]], where: Location) -> list[SourceFile]:
-    """Every file's footer, and what planning needs from it.
-
-    On object storage, the last bytes of ``shuffle.parquet-footers-at-once`` files are
-    requested at once, a batch after another (a footer larger than them costs
-    its file a second request); local footers are read by a few threads.
-    """
+    """Every file's footer, and what planning needs from it: on object storage the last bytes of
+    ``shuffle.parquet-footers-at-once`` files at once, a batch after another; local footers by a few threads."""
     if where.is_local:
         with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
             return list(pool.map(lambda entry: _inspect(entry[0], entry[1], entry[2], where), found))
     inspected = []
-    at_once = int_setting("shuffle.parquet-footers-at-once")  # the last 64 KiB of each in memory
+    at_once = int_setting("shuffle.parquet-footers-at-once")
     for first in range(0, len(found), at_once):
         batch = found[first : first + at_once]
         paths, sizes = [path for path, _, _ in batch], [size for _, _, size in batch]
@@ -189,10 +163,8 @@ def _inspect(
 
 
 def whole_runs(nbytes: Sequence[int], block_nbytes: int) -> list[list[int]]:
-    """Units of ``nbytes`` each (row groups, chunks) in runs of consecutive units of about ``block_nbytes``.
-
-    A unit is never split: a run holds one unit at least, and a unit larger than ``block_nbytes`` alone.
-    """
+    """Units of ``nbytes`` each (row groups, chunks) in runs of consecutive units of about ``block_nbytes``: a unit
+    is never split, and one larger than ``block_nbytes`` is a run alone."""
     runs: list[list[int]] = []
     filled = 0
     for unit, size in enumerate(nbytes):

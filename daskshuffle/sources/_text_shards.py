@@ -1,6 +1,4 @@
-"""The output files of ``shuffle_lines``, named and checked: one, or several named by a pattern, compressed by their
-names, all written by :class:`~._text.TextFormat` (a sample held in memory too).
-"""
+"""The output files of ``shuffle_lines``, named and checked, written by :class:`~._text.TextFormat`."""
 
 from __future__ import annotations
 
@@ -18,7 +16,7 @@ from ..storage import Location
 from ._text import OutputLayout, TextFormat
 from ._text_source import BlockCount, Lines, TextSource, line_bytes
 
-__all__ = ["TextOutput", "open_text_output", "output_compression", "parse_output_files"]
+__all__ = ["TextOutput", "open_text_output", "output_compression"]
 
 
 #: The compressions an output is written in, as fsspec infers them from its name.

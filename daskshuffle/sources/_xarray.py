@@ -1,20 +1,9 @@
 """xarray datasets: rows along one dimension, shuffled into a Zarr pile store.
 
-The Zarr pile store with an xarray source and an xarray-shaped destination:
-
-- Source: every variable and coordinate that has the dimension ``dim`` is
-  shuffled with one permutation. xarray decodes them (times, masks, scales);
-  the pieces are the decoded values, raw, exactly as for Zarr arrays. A
-  dataset is read by its own dask tasks (a :class:`._base.CollectionSource`):
-  blocks follow its chunks along ``dim``, which may be irregular.
-- Destination: a Zarr v3 group written by xarray itself, so that
-  ``xr.open_zarr(dst)`` gives back the same dataset up to the order along
-  ``dim``: attributes, CF encodings (time units, fill values, scale and
-  offset) and the variables without ``dim`` (copied unchanged). Variables
-  along ``dim`` are stored with ``dim`` first, so that a row is contiguous
-  for the loader; a variable whose ``dim`` was elsewhere comes back
-  transposed. Rows are encoded with the destination's own encodings and
-  written whole chunks at a time, like Zarr arrays.
+Every variable along ``dim`` is shuffled with one permutation, as the decoded values xarray gives, read by the
+dataset's own dask tasks in blocks that follow its chunks. The destination is written by xarray itself, so that
+``xr.open_zarr(dst)`` gives back the dataset (attributes, CF encodings, the variables without ``dim``) up to the
+order along ``dim``; variables along ``dim`` are stored with ``dim`` first, so that a row is contiguous.
 """
 
 from __future__ import annotations

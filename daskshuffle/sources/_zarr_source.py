@@ -1,9 +1,4 @@
-"""Zarr sources: open and check groups and arrays, cut them into blocks, read a block (:class:`ZarrFormat`).
-
-Every check runs here, before anything is written: the arrays exist, share
-their first dimension and hold fixed-size values, and several sources hold the
-same arrays.
-"""
+"""Zarr sources, opened and checked before anything is written, cut into blocks, read a block at a time."""
 
 from __future__ import annotations
 
@@ -34,7 +29,6 @@ __all__ = [
     "ZarrFormat",
     "check_rows",
     "identify_paths",
-    "identify_zarr",
     "open_zarr_sources",
     "select_variables",
 ]
