@@ -1,7 +1,5 @@
-"""What users bring: each kind of source opened and checked before anything is written, cut into blocks,
-read, and scattered into pieces. The shuffles alone use this package; the text format's destination (a
-plain text file, never read back by the loader) lives here with its source.
-"""
+"""What users bring, opened and checked before anything is written, cut into blocks, read and scattered into
+pieces; used by the shuffles alone (so the text format's destination, never read back, lives here too)."""
 
 from ._dataframe import open_dataframe_source
 from ._parquet import COMPRESSIONS, list_parquet_sources, open_parquet_sources

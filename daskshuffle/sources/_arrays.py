@@ -113,12 +113,6 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
             ranges.append((self._piece_path(root, variable, block, part), lo * size, hi * size))
         return ranges
 
-    def _read_local_rows(self, tmp: Location, variable: Variable, block: int, start: int, stop: int) -> NDArray[Any]:
-        if stop <= start:
-            return _from_bytes(b"", variable)
-        [(path, lo, hi)] = self._piece_ranges(tmp, variable, block, start, stop)  # one file on a local disk
-        return _from_bytes(tmp.fs.cat_file(path, start=lo, end=hi), variable)
-
     def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> ArrayRows:
         return self.gather_pieces(tmp, [(block, start, stop)], np.arange(stop - start, dtype=np.intp))
 
@@ -133,8 +127,9 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
             values = np.empty((len(order), *variable.row_shape), dtype=variable.dtype)
             filled = 0
             for block, start, stop in reads:
-                if fetched is None:
-                    part = self._read_local_rows(tmp, variable, block, start, stop)
+                if fetched is None:  # one file on a local disk
+                    [(path, lo, hi)] = self._piece_ranges(tmp, variable, block, start, stop)
+                    part = _from_bytes(tmp.fs.cat_file(path, start=lo, end=hi) if hi > lo else b"", variable)
                 else:
                     part = _from_bytes(fetched.get((variable.name, block, start), b""), variable)
                 values[destination[filled : filled + len(part)]] = part
