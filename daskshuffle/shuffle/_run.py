@@ -1,11 +1,7 @@
 """Running a shuffle, the same for every kind of data: check the destination, plan, write, mark complete.
 
-The public shuffles (``shuffle_zarr``, ``shuffle_parquet``, ...) open their
-source as a format, parse their common arguments
-(:func:`~daskshuffle.shuffle._options.parse_shuffle_options`) into
-:class:`~daskshuffle.shuffle._options.ShuffleOptions`, and hand both to
-:func:`run_shuffle`. Where it writes is checked in ``_destination.py``, and
-what it plans and records in ``_store_plan.py``.
+The public shuffles open their source as a format and hand it, with their parsed
+options, to :func:`run_shuffle`.
 """
 
 from __future__ import annotations

@@ -57,40 +57,30 @@ def shuffle_zarr(
 ) -> ShuffleResult:
     """Shuffle the rows of Zarr arrays out of core, with the 2-pass shuffle, on dask.
 
-    Every row goes to one of ``n_piles`` piles uniformly at random; the pieces
-    of each pile are merged into one contiguous run of rows. The result is a
-    Zarr v3 group with the same arrays, rows grouped by pile, ready for
-    :class:`daskshuffle.PileLoader`, which shuffles each pile in memory as it
-    reads it. With ``materialize=True`` each pile is shuffled before it is
-    written, giving a uniformly random permutation of the rows.
-
-    The work runs as dask graphs on the active scheduler: the current
-    ``distributed.Client`` if there is one, dask's default otherwise.
+    Every row goes to one of ``n_piles`` piles uniformly at random, and each pile
+    is written as one contiguous run: a Zarr v3 group with the same arrays, ready
+    for :class:`daskshuffle.PileLoader`, which shuffles each pile in memory as it
+    reads it. With ``materialize=True`` each pile is shuffled too, giving a
+    uniformly random permutation. The work runs on the active dask scheduler.
 
     Parameters
     ----------
     src : path, URL, zarr.Group, zarr.Array, or a list of them; or a dask array, or a dict of dask arrays
-        The source. A group's arrays that share their first dimension are
-        shuffled with one permutation, so they stay aligned. Several sources
-        are concatenated along the first axis; they must hold the same arrays.
-        Zarr format 2 and 3 are read, whole chunks at a time (about
-        ``block_memory`` of them a task). The source is opened read-only.
-        A dask array (stored as ``"data"``) or a dict ``{name: dask array}``
-        of arrays with the same number of rows is computed once, each block
-        by its own tasks in pass 1; blocks follow the first array's chunks
-        along the rows (the others are rechunked to them), and chunk sizes
-        must be known. The store is written as xarray writes a dataset, with
-        the rows along the dimension ``"row"``.
+        The source, opened read-only. A group's arrays that share their first
+        dimension are shuffled with one permutation, so they stay aligned; several
+        sources are concatenated along the first axis. Zarr formats 2 and 3 are
+        read. A dask array (stored as ``"data"``) or a dict ``{name: dask array}``
+        of arrays with the same number of rows and known chunks is computed once,
+        and stored as xarray writes a dataset, with rows along ``"row"``.
     dst : path or URL
         Where to write the Zarr v3 pile store. Must lie outside ``src``.
     variables : list of str, optional
         The arrays to shuffle (the others are not copied). By default every
         array, which must then share the first dimension.
     chunk_rows : int, optional
-        Rows per output chunk. By default a sixteenth of the average pile, between
-        256 KiB and 4 MiB of the widest array, so that the loader reads little
-        beyond each pile; on object storage, where each chunk file is a request,
-        half a pile, between 1 MiB and 4 MiB; 4 MiB for a materialized copy.
+        Rows per output chunk. By default a sixteenth of the average pile (between
+        256 KiB and 4 MiB of the widest array); on object storage half a pile;
+        4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
     n_piles : int or "auto", default 512

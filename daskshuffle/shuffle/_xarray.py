@@ -40,33 +40,27 @@ def shuffle_xarray(
 ) -> ShuffleResult:
     """Shuffle an xarray dataset along ``dim`` out of core, with the 2-pass shuffle, on dask.
 
-    Every variable and coordinate along ``dim`` is shuffled with one
-    permutation, so they stay aligned; variables without ``dim`` are copied
-    unchanged (through the client: they should fit in memory). The result is a
-    Zarr v3 pile store that ``xr.open_zarr(dst)`` opens as the same dataset up
-    to the order along ``dim``, with its attributes and CF encodings (time
-    units, fill values, scale and offset), ready for
-    :class:`daskshuffle.PileLoader`. Variables along ``dim`` are stored with
-    ``dim`` first (one row contiguous); one whose ``dim`` was elsewhere comes
+    Every variable and coordinate along ``dim`` is shuffled with one permutation,
+    so they stay aligned; variables without ``dim`` are copied unchanged (through
+    the client: they should fit in memory). The result is a Zarr v3 pile store that
+    ``xr.open_zarr(dst)`` opens as the same dataset up to the order along ``dim``,
+    with its attributes and CF encodings, ready for :class:`daskshuffle.PileLoader`.
+    Variables are stored with ``dim`` first: one whose ``dim`` was elsewhere comes
     back transposed.
 
     Parameters
     ----------
     ds : xarray.Dataset, path or glob
-        A dataset, usually lazy and dask-backed (``xr.open_zarr``,
-        ``xr.open_mfdataset``), a path xarray opens, or a glob of such
-        paths (``"era-*.nc"``), put end to end along ``dim`` in the order
-        of their names. Its chunks along ``dim`` may be irregular. Not
-        modified.
+        A dataset, usually lazy and dask-backed, a path xarray opens, or a glob of
+        such paths (``"era-*.nc"``), put end to end along ``dim`` in the order of
+        their names. Not modified.
     dst : path or URL
         Where to write the Zarr v3 pile store.
     dim : str
         The dimension whose positions are the rows to shuffle.
     chunk_rows : int, optional
         Rows per output chunk along ``dim`` for every variable. By default chosen
-        from the piles as for :func:`daskshuffle.shuffle_zarr`: a sixteenth of a
-        pile of the widest variable (between 256 KiB and 4 MiB; on object storage
-        half a pile, at least 1 MiB), narrow variables in a few times as many rows.
+        from the piles as for :func:`daskshuffle.shuffle_zarr`.
     n_piles : int or "auto", default 512
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
     seed : int, optional
