@@ -1,16 +1,9 @@
-"""The dask layer: pass 1 and the merge as one task graph.
+"""The dask layer: pass 1 and the merge as one task graph, O(blocks + piles) tasks.
 
-Only this module imports dask. It follows dask's own pattern: a private pure
-function returns a plain dict graph with deterministic keys, and a thin wrapper
-runs it on the active scheduler (the current ``distributed.Client`` if there is
-one, dask's default otherwise). The graph has one scatter task per block, one
-barrier, one merge task per group of whole piles and one seam task per output
-chunk that two merge tasks share — O(blocks + piles) tasks, never
-O(blocks x piles).
-
-Every task's output is determined by the plan, so a task that runs twice (a
-retry, a lost worker) writes the same bytes, and no two tasks write the same
-chunk or object.
+A private pure function returns a plain dict graph with deterministic keys, as
+dask's own shuffles do. Every task's output is determined by the plan, so a task
+that runs twice (a retry, a lost worker) writes the same bytes, and no two tasks
+write the same chunk or object.
 """
 
 from __future__ import annotations
@@ -74,11 +67,8 @@ def _scatter(
     seed: int,
     *data: Any,
 ) -> Any:
-    """Pass 1 for one block. ``counts``: the block's row of the plan, or ``(length, n_piles)`` to draw it here.
-
-    Drawing it here keeps the graph O(blocks + piles) in size: only the merges
-    carry the plan, each its own columns.
-    """
+    """Pass 1 for one block. ``counts``: the block's row of the plan, or ``(length, n_piles)`` to draw it here
+    (which keeps the graph O(blocks + piles): only the merges carry the plan)."""
     crash_point("scatter")
     # ``data`` is the block's value when the source is a dask collection.
     rows = fmt.rows_of_block(block, data[0]) if isinstance(fmt, CollectionSource) else fmt.read_block(block)
@@ -211,16 +201,10 @@ def shuffle_graph(
 ) -> tuple[dict[Any, Any], str]:
     """The task graph of pass 1 and the merge, and the key that completes it.
 
-    With a plan of ``L`` levels, pass 1 scatters the source's blocks to
-    super-piles (pieces in ``level_tmp(tmp, 1)``); each later level reads each
-    super-pile's pieces of each group of blocks (a span) and scatters them to
-    smaller super-piles, or at the last level to its piles
-    (``level_tmp(tmp, L)``), which the merge reads.
-
-    With a ``manifest``, each scatter, merge and seam task marks itself done
-    there, and the tasks named in ``done`` (by an earlier, interrupted run of
-    the same shuffle) are not run again: a merge only if its seams are done too,
-    since its fragments for them were held in memory.
+    With ``L`` levels, pass 1 scatters blocks to super-piles and each later level
+    scatters each super-pile's pieces further, the last to the piles the merge reads.
+    With a ``manifest``, tasks mark themselves done there and those in ``done`` are
+    not run again (a merge only if its seams are done too: it held their fragments).
     """
 
     name = "daskshuffle-" + tokenize(

@@ -1,11 +1,7 @@
 """The options every shuffle shares, checked once at the boundary into one frozen :class:`ShuffleOptions`.
 
-Each public shuffle (``shuffle_zarr``, ``shuffle_xarray``, ``shuffle_parquet``,
-``shuffle_dataframe``, ``shuffle_lines``, ``append``) writes these options out
-in its own ``def``, with their defaults and docs, as ``zarr.create_array``
-writes its parameters; ``tests/test_options.py`` checks that they agree. Each
-hands its arguments (``locals()``) to :func:`parse_shuffle_options` and passes
-the result on.
+Each public shuffle writes these options out in its own ``def`` (``tests/test_options.py``
+checks they agree) and hands its ``locals()`` to :func:`parse_shuffle_options`.
 """
 
 from __future__ import annotations
@@ -87,12 +83,8 @@ SHARED_OPTIONS = (
 def parse_shuffle_options(arguments: Mapping[str, Any]) -> ShuffleOptions:
     """Check ``dst`` and the shared options among a shuffle's ``arguments``; draw the seed if ``None``.
 
-    A public shuffle passes its ``locals()`` as it begins (as
-    ``pandas.read_csv`` does), its own defaults included: the defaults are
-    written in each shuffle's ``def``, nowhere else. They are checked in the
-    order a user reads them. Paths are made absolute here, on the client,
-    before any task is built: the workers of a cluster may run in any
-    directory, where a relative path names something else (or nothing).
+    Paths are made absolute here, on the client: a cluster's workers may run in
+    another directory, where a relative path names something else.
     """
     chosen_tmp = (
         parse_path(arguments["tmp"], "tmp") if arguments["tmp"] is not None and arguments["tmp"] != "" else None
@@ -126,9 +118,6 @@ def parse_forwarded_options(
     shuffle: Callable[..., Any], options: object, *, decided: Sequence[str], parameter: str, why: str
 ) -> dict[str, Any]:
     """``options`` for ``shuffle``, checked now rather than when it runs: its parameters, but not those ``decided``.
-
-    ``EpochShuffler`` takes ``shuffle_options={...}`` and passes them on to a
-    shuffle that runs later (in the background, for the epochs).
 
     Examples
     --------

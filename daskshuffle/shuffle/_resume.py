@@ -1,9 +1,7 @@
 """What a shuffle does with what it finds at its destination: one pure decision, carried out by ``_run.py``.
 
-:func:`decide` reads the store's record (as read once the destination's lock
-is held) and this call's planned metadata, and returns :class:`Fresh`,
-:class:`Resume`, :class:`Done` or :class:`Refuse`; it does no I/O, so every
-case is tested without a store (``tests/test_resume.py``).
+:func:`decide` returns :class:`Fresh`, :class:`Resume`, :class:`Done` or :class:`Refuse`
+and does no I/O, so every case is tested without a store.
 """
 
 from __future__ import annotations
@@ -116,15 +114,12 @@ def counted_earlier(store: Seen, options: ResumeOptions) -> Earlier | None:
 
 
 def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst: str = "dst") -> Decision:
-    """What a shuffle whose planned store records ``planned`` does with what it ``store`` holds.
+    """What a shuffle whose planned store records ``planned`` does with what ``store`` holds.
 
-    ``dst`` is only named in the errors. An earlier run counts only without
-    ``overwrite``, and for a source that cannot be continued (a DataFrame in
-    memory) only as a complete store at ``dst``; one of other sources but the same
-    shuffle is refused (the sources changed), one of another shuffle too
-    (unless it is complete at ``dst``: then ``dst`` exists and ``overwrite``
-    decides). Something at ``dst`` that no shuffle wrote is refused, whatever
-    the call: daskshuffle replaces only what it wrote.
+    An earlier run counts only without ``overwrite`` (and, for a source that cannot
+    be continued, only as a complete store at ``dst``); one of other sources or of
+    another shuffle is refused. Something at ``dst`` that no shuffle wrote is
+    refused whatever the call. ``dst`` is only named in the errors.
 
     Examples
     --------

@@ -1,13 +1,7 @@
 """``verify``: proof that a pile store holds exactly the rows of its source, in any order.
 
-The source and the store are each summed to an order-independent checksum
-(``_checksum.py``), and the two compared; where they differ, the error says
-whether the sources or the store's rows are to blame.
-
-The source is read through its format's block reads and the store through
-:func:`~daskshuffle.readers.open_pile_reader`, whose per-chunk checks raise
-:class:`~daskshuffle.CorruptPileStoreError` on a damaged chunk; both run as
-tasks on the active dask scheduler, like a shuffle.
+Both sides are summed to an order-independent checksum (``_checksum.py``) in one
+graph; where they differ, the error says whether the sources or the store are to blame.
 """
 
 from __future__ import annotations
@@ -213,10 +207,7 @@ def verify_location(
     progress: bool,
     path: str | os.PathLike[str] | None = None,
 ) -> VerifyResult:
-    """:func:`verify` of the pile store at ``location``, against ``named`` (or the sources it recorded).
-
-    ``storage_options`` reach the sources, which the store only names.
-    """
+    """:func:`verify` of the pile store at ``location``, against ``named`` (or the sources it recorded)."""
     began = time.perf_counter()
     path = os.fspath(path) if path is not None else location.url
     metadata, pile_offsets = _read_store(location)
@@ -251,11 +242,8 @@ def verify_location(
 
 
 def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, progress: bool) -> VerifyResult:
-    """:func:`verify` of the pile store at ``location`` against ``fmt``, the source it was just shuffled from.
-
-    For sources that no path names (a DataFrame, a dataset, dask arrays): their
-    blocks are read (or computed) again, as the shuffle read them.
-    """
+    """:func:`verify` of the store at ``location`` against ``fmt``, the source it was just shuffled from (a
+    DataFrame, a dataset, dask arrays: no path names them), whose blocks are read again."""
     began = time.perf_counter()
     path = location.url
     metadata, pile_offsets = _read_store(location)
@@ -269,12 +257,8 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
 
 
 def _read_store(location: Location) -> tuple[dict[str, Any], NDArray[np.int64]]:
-    """The metadata and pile offsets of the pile store at ``location``, which its reader checks.
-
-    A store of one generation records its sources' identity and the blocks
-    its shuffle read (each generation of several records its own): one
-    without them is refused as damaged, since its sources cannot be compared.
-    """
+    """The metadata and pile offsets of the store at ``location``; one generation without its sources' identity
+    and blocks is refused as damaged."""
     reader = open_pile_reader(location)
     try:
         metadata, pile_offsets = dict(reader.metadata), reader.pile_offsets
@@ -364,12 +348,8 @@ def _block_lengths(
 
 
 def _changes(metadata: Mapping[str, Any], now: list[dict[str, Any]]) -> list[str] | None:
-    """What changed in the sources since the store's shuffle, from their identity; ``None``: cannot tell.
-
-    A store of several generations, or whose sources are (or hold) a dask
-    collection, or a Zarr source too large to list every chunk, cannot tell
-    from its record alone.
-    """
+    """What changed in the sources since the store's shuffle, from their identity; ``None``: cannot tell (several
+    generations, a dask collection, a Zarr source too large to list every chunk)."""
     recorded = metadata.get("source_identity")  # none: damaged (verify refuses such a store before it asks)
     if GENERATIONS_KEY in metadata or not isinstance(recorded, list) or not recorded:
         return None
@@ -381,9 +361,7 @@ def _changes(metadata: Mapping[str, Any], now: list[dict[str, Any]]) -> list[str
 def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any] | None = None) -> list[str] | None:
     """What changed since the shuffle in the sources a store's ``metadata`` records: ``[]`` nothing, ``None`` unknown.
 
-    Looks at the sources' files (metadata, listings and sizes; no row is
-    read) as a rerun of the shuffle does. ``None`` where the store's record
-    cannot tell (see :func:`_changes`).
+    Looks at the sources' files (no row is read) as a rerun of the shuffle does.
 
     Examples
     --------
