@@ -128,9 +128,8 @@ INTERRUPTED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 def reported(debug: bool) -> Iterator[None]:
     """Turn any error in the body into one line and exit status 1 (the traceback under ``--debug``).
 
-    An error about one of the command's own options is a usage error, exit status 2, as click's own are.
-    Ctrl-C (SIGINT) and SIGTERM stop the body with one line, what was interrupted and what it left, and exit
-    status 130 or 143.
+    An error about one of the command's own options is a usage error (status 2); Ctrl-C and SIGTERM
+    stop the body with one line saying what was interrupted, and status 130 or 143.
     """
     received: list[int] = []
 

@@ -1,8 +1,6 @@
 """The options that several commands share, each declared once, and the types (click's ``ParamType``) they read.
 
-The options every shuffle takes are written here once with the shuffles'
-defaults (:func:`shuffle_option`; ``tests/test_options.py`` checks they agree);
-the sizing of the cluster, progress and debugging are :data:`cluster_options`.
+The shuffles' options carry the shuffles' defaults (``tests/test_options.py`` checks they agree).
 """
 
 from __future__ import annotations

@@ -101,11 +101,8 @@ class _Work:
         self.store(epoch).remove()
 
     def close(self) -> None:
-        """Remove every store its shuffles made, once the other ranks have read them (unless broken off); join the thread.
-
-        Only those: a path named like an epoch's store that no shuffle of this
-        shuffler wrote (the user's own directory, an epoch never reached) is left.
-        """
+        """Remove every store its shuffles made (only those), once the other ranks have read them (unless broken
+        off); join the thread."""
         if self.loader is not None:
             self.loader.close()
             self.loader = None
@@ -318,8 +315,7 @@ class EpochShuffler:
     def state_dict(self) -> dict[str, Any]:
         """The epoch in progress and its loader's position, and the run's seed: JSON-serialisable.
 
-        Once the loader has handed out its epoch's last batch, the state is the
-        start of the next epoch, whether or not the iteration has moved on to it.
+        Past its epoch's last batch, the state is the start of the next epoch.
         """
         loader = self._work.loader.state_dict() if self._work.loader is not None else None
         epoch, loader = _next_batch(self._epoch, loader)
@@ -328,8 +324,7 @@ class EpochShuffler:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue where the shuffler that saved ``state`` was: the same epoch, the same next batch.
 
-        The epoch's store is shuffled again if it is gone (the same seed gives
-        the same store), or finished if its shuffle was interrupted.
+        The epoch's store is shuffled again if it is gone (the same seed gives the same store).
         """
         if int(state["seed"]) != self.seed:
             raise DaskShuffleValueError(
@@ -341,11 +336,7 @@ class EpochShuffler:
         self._epoch, self._loader_state = _next_batch(parse_count(state["epoch"], "epoch"), loader)
 
     def close(self) -> None:
-        """Remove every store the shuffler made, once the other ranks have read them; join its thread.
-
-        After the last epoch, rank 0 waits for the other ranks to finish reading
-        it; a shuffler broken off earlier waits only for a shuffle in progress.
-        """
+        """Remove every store the shuffler made, once the other ranks have read them; join its thread."""
         self._work.broken_off = self._epoch < self.n_epochs
         self._finalizer()
 

@@ -232,8 +232,7 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
     result = Delayed(key, graph)
     if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
         return _compute_locally(result, progress)  # the scheduler the caller configured
-    # Threads of our own, joined before returning: after a failure, no task may
-    # still be writing while the caller removes the pieces.
+    # Threads of our own, joined before returning: no task may still write while the caller removes the pieces.
     threads = max(CPU_COUNT, int_setting("shuffle.remote-threads")) if remote else CPU_COUNT
     with ThreadPoolExecutor(threads, thread_name_prefix="daskshuffle") as pool:
         try:
@@ -330,8 +329,7 @@ def _wait_until_stopped(client: Any, prefix: str) -> None:
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            # The workers the scheduler still knows: one that died a moment ago (an interrupt) would make
-            # ``run`` wait for a connection until distributed's connect timeout.
+            # The workers the scheduler still knows: ``run`` would wait for one that just died until its timeout.
             workers = list(client.nthreads())
             if not workers or not any(client.run(_running_tasks, prefix, workers=workers, on_error="ignore").values()):
                 return

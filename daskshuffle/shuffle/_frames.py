@@ -252,8 +252,7 @@ def shuffle_dataframe(
     if not _collections.is_dask_dataframe(df):  # run again, it returns the store it wrote, as every shuffle does
         fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing, token=token)
         return run_shuffle(fmt, checked, variables=fmt.variables)
-    # Describing a dask DataFrame computes it: an existing destination is refused first, unless it holds this
-    # DataFrame's finished store (which the shuffle then returns).
+    # Describing a dask DataFrame computes it: an existing destination is refused first, unless it is its store.
     dst_location, tmp_location = shuffle_locations(checked)
     check_destination([], dst_location, tmp_location, overwrite=checked.overwrite or _holds(dst_location, token))
     # Public API that dask does not list in an __all__; loaded for a dask DataFrame only.

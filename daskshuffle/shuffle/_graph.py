@@ -70,7 +70,6 @@ def _scatter(
     """Pass 1 for one block. ``counts``: the block's row of the plan, or ``(length, n_piles)`` to draw it here
     (which keeps the graph O(blocks + piles): only the merges carry the plan)."""
     crash_point("scatter")
-    # ``data`` is the block's value when the source is a dask collection.
     rows = fmt.rows_of_block(block, data[0]) if isinstance(fmt, CollectionSource) else fmt.read_block(block)
     if isinstance(counts, tuple):
         counts = block_counts(*counts, seed, block)
@@ -112,8 +111,7 @@ def _merge(
     if b > a:
         with dst.reaching():
             fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
-    # The fragments wait in memory for their seam task: copies, because a view
-    # would keep the whole group alive (and dask would count only the view).
+    # Copies wait for the seam task: a view would keep the whole group alive (and dask would count only the view).
     fragments: dict[int, tuple[int, Any]] = {}
     if a > start:
         fragments[start // alignment] = (start, fmt.take(rows, np.arange(0, a - start)))
@@ -219,8 +217,7 @@ def shuffle_graph(
         plan.fanouts if isinstance(plan, LevelPlan) else None,
     )
     levels = plan if isinstance(plan, LevelPlan) else None
-    # The format goes into the graph once, as data that every task depends on: a worker receives it
-    # once and keeps it, rather than with each task (it holds the sources' blocks: 138 KB for 10k).
+    # The format goes into the graph once, as data every task depends on: a worker receives it once, not per task.
     fmt_key = f"{name}-format"
     graph: dict[Any, Any] = {fmt_key: fmt}
     inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
@@ -385,9 +382,7 @@ def _merge_stage(
     for key in merge_keys:
         if f"merge-{key[1]}" in done and all(f"seam-{chunk}" in done for chunk in own_seams.get(key, ())):
             graph[key] = {}  # written, and so are the chunks it shares with its neighbours
-    # The last task waits for a merge through its seams when it has some: a
-    # merge's fragments are then freed once its seams have written them, not
-    # held in worker memory until the very end.
+    # The last task waits for a merge through its seams, if any: its fragments are freed once they are written.
     seamed = own_seams.keys()
     done_key = f"{name}-done"
     graph[done_key] = (_done, *(key for key in merge_keys if key not in seamed), *seam_keys)

@@ -47,12 +47,9 @@ class ShuffleOptions(Settings):
     tmp: str | None
     progress: bool
     storage_options: dict[str, Any] | None
-    #: Whether the seed was given (else it was drawn): a drawn seed gives way to the one an
-    #: interrupted run of the same shuffle recorded, so that the same call continues it.
+    #: Whether the seed was given: a drawn one gives way to the one an interrupted run of the same shuffle recorded.
     seed_given: bool = True
-    #: Prove the store holds the source's rows once it is written (``daskshuffle.verify``).
     verify: bool = False
-    #: Levels of scatter before the merge: 1 to 4, or "auto".
     levels: int | Literal["auto"] = "auto"
 
 

@@ -106,8 +106,7 @@ def store_metadata(
         # What the sources were (sizes and versions of their files, dask tokens): a rerun compares them.
         "source_identity": fmt.identify_source(),
         "settings": settings.to_dict(),
-        # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
-        # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
+        # What the order depends on besides the settings: the blocks pass 1 read.
         "blocks": {"block_memory": options.block_nbytes, "lengths": run_lengths(plan.block_lengths.tolist())},
     }
     if isinstance(plan, LevelPlan):  # the super-piles the rows went through before their piles

@@ -15,17 +15,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, VerificationError
+from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationError
 from .._parse import parse_nbytes, parse_path
 from ..formats import CollectionSource, FileFormat, Format
 from ..pilestore import GENERATIONS_KEY, metadata_disagrees, sources_of
+from ..plan import fingerprint
 from ..readers import open_pile_reader
 from ..storage import Location, changed_entries
 from ._checksum import add_checksums, checksum, same_checksums
 from ._compute import map_tasks
 from ._destination import check_workers_access
-from ._source_mismatch import changed_error, mismatch
-from ._store_plan import missing_identity, run_lengths
+from ._store_plan import missing_identity, run_lengths, shown_changes
 
 __all__ = ["VerifyResult", "sources_changed", "verify"]
 
@@ -225,7 +225,7 @@ def verify_location(
     changed = _changes(metadata, fmt.identify_source()) if fmt.describe_source() == metadata.get("source") else None
     source_rows = sum(fmt.block_lengths)
     if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
-        raise mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None, changed=changed)
+        raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None, changed=changed)
     # The workers read the store and the sources: with credentials of their own, which may lack this process's.
     check_workers_access([location, *(Location.of(source, storage_options) for source in named)])
     token = f"verify-{path}-{named}-{metadata.get('fingerprint')}"
@@ -235,9 +235,9 @@ def verify_location(
     if not same_checksums(expected, found, variables):
         blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
         if blocks is not None and run_lengths(blocks) != metadata["blocks"]["lengths"]:
-            raise mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks, changed=changed)
+            raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks, changed=changed)
         if changed:
-            raise changed_error(path, changed)
+            raise _changed_error(path, changed)
     return _proven(path, named, expected, found, variables, began, sources_unchanged=changed == [])
 
 
@@ -380,3 +380,44 @@ def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any]
     block_nbytes = parse_nbytes("64MiB", "block_memory")  # the shuffles' default; only the identity is read
     fmt = _open_sources(kind, sources, variables, block_nbytes, storage_options)
     return _changes(metadata, fmt.identify_source())
+
+
+def _changed_error(path: str, changed: list[str]) -> SourceMismatchError:
+    """The sources of ``path`` no longer hold its rows: what ``changed`` in them since the shuffle."""
+    return SourceMismatchError(
+        f"Expected the sources of {path!r} to hold the rows it was shuffled from. Got other rows, from sources "
+        f"changed since the shuffle instead: {shown_changes(changed)}; restore them, or shuffle them again, replacing the store "
+        "(overwrite=True)."
+    )
+
+
+def _mismatch(
+    path: str,
+    metadata: Mapping[str, Any],
+    sources: list[str],
+    *,
+    given: bool,
+    rows: int,
+    blocks: list[int] | None,
+    changed: list[str] | None = None,
+) -> SourceMismatchError:
+    """The sources are not those ``path`` was made from: the counts compared, and what to pass instead."""
+    compared = [f"rows: the store {int(metadata['n_rows']):,}, the sources {rows:,}"]
+    if GENERATIONS_KEY not in metadata and blocks is not None:
+        runs = metadata["blocks"]["lengths"]
+        theirs = run_lengths(blocks)
+        compared.append(f"blocks: the store {sum(int(count) for _, count in runs):,}, the sources {len(blocks):,}")
+        compared.append(f"fingerprint of the blocks: the store {fingerprint(runs)}, the sources {fingerprint(theirs)}")
+    listed = sources_of(metadata)
+    if given:
+        advice = "pass the sources the store was made from" + (
+            f", which it records: {', '.join(listed)} (or give none, and those are read)" if listed else ""
+        )
+    else:  # the sources it records: they changed since the shuffle
+        advice = "they changed since the shuffle: restore them, or shuffle them again into a new store"
+    if changed:
+        advice = f"changed since the shuffle: {shown_changes(changed)}; restore them, or shuffle them again, replacing the store"
+    return SourceMismatchError(
+        f"Expected the sources {sources} to hold the rows {path!r} was made from. Got sources that differ from what "
+        f"it records instead ({'; '.join(compared)}); {advice}."
+    )
