@@ -26,7 +26,6 @@ __all__ = [
     "one_line",
     "reported",
     "session",
-    "show_progress",
     "spell",
     "split_names",
     "summary",
@@ -221,10 +220,6 @@ def _scheduler(
         yield
 
 
-def show_progress(progress: bool | None) -> bool:
-    return sys.stderr.isatty() if progress is None else progress
-
-
 @contextlib.contextmanager
 def cluster_session(*, progress: bool | None, debug: bool, **cluster: Any) -> Iterator[bool]:
     """A :func:`session` on the cluster that ``cluster_options`` choose, progress bars on stderr.
@@ -232,7 +227,7 @@ def cluster_session(*, progress: bool | None, debug: bool, **cluster: Any) -> It
     Yields whether to show progress (``--progress``, or stderr is a terminal).
     """
     with session(debug=debug, **cluster), contextlib.redirect_stdout(sys.stderr):  # stdout may be the output
-        yield show_progress(progress)
+        yield sys.stderr.isatty() if progress is None else progress
 
 
 EXAMPLES_MAIN = """\b

@@ -15,7 +15,7 @@ from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
 from ..storage import _paths
 
-__all__ = ["SHARED_OPTIONS", "ShuffleOptions", "lines_block_memory", "parse_forwarded_options", "parse_shuffle_options"]
+__all__ = ["ShuffleOptions", "lines_block_memory", "parse_forwarded_options", "parse_shuffle_options"]
 
 #: ``shuffle_lines`` holds about two copies of a block (plus offsets): this keeps a worker thread near 100 MB.
 _LINES_BLOCK_NBYTES = 16 * 2**20
@@ -59,22 +59,6 @@ def _parse_storage_options(value: object) -> dict[str, Any] | None:
             f"Expected storage_options to be None or a dict. Got {value!r} instead.", parameter="storage_options"
         )
     return dict(value) if value is not None else None
-
-
-#: The options every shuffle takes, in the order its signature lists them after ``src`` and ``dst``.
-SHARED_OPTIONS = (
-    "n_piles",
-    "seed",
-    "overwrite",
-    "materialize",
-    "pile_memory",
-    "block_memory",
-    "tmp",
-    "progress",
-    "storage_options",
-    "verify",
-    "levels",
-)
 
 
 def parse_shuffle_options(arguments: Mapping[str, Any]) -> ShuffleOptions:
