@@ -186,7 +186,7 @@ def check_destination(
                 "choose another destination (the source is never modified)."
             )
     if dst.check("dst") and not overwrite:
-        raise exists_error(dst)
+        raise exists_error(dst.url)
     _leftovers.check_own_paths(dst, tmp)
     scratch = dst.scratch(_leftovers.TMP_SUFFIX, tmp)
     for source in sources:
@@ -200,11 +200,11 @@ def check_destination(
     return scratch
 
 
-def exists_error(dst: Location) -> PileStoreExistsError:
-    """The error for a destination that exists when ``overwrite`` was not passed."""
+def exists_error(url: str) -> PileStoreExistsError:
+    """The error for a destination (at ``url``) that exists when ``overwrite`` was not passed."""
     return PileStoreExistsError(
         (
-            f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; ",
+            f"Expected dst not to exist. Got {url!r}, which exists, instead; ",
             Argument("overwrite", True, passed=True),
             " to replace it.",
         ),

@@ -12,7 +12,6 @@ from typing import Any
 
 from .._errors import Argument, DaskShuffleError, DaskShuffleValueError, PileStoreExistsError
 from ..pilestore import RUN_KEY
-from ..storage import Location
 from ._destination import exists_error
 from ._store_plan import differences, missing_identity, source_changed_error
 
@@ -133,7 +132,7 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     earlier = counted_earlier(store, options)
     if earlier is None:
         if store.dst_exists and not options.overwrite:
-            return Refuse(_exists_error(dst))
+            return Refuse(exists_error(dst))
         return Fresh()
     recorded = dict(earlier.metadata)
     damaged = missing_identity(recorded, earlier.url)
@@ -149,18 +148,14 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     if complete:
         if same:
             return Done(run)
-        return Refuse(_exists_error(dst)) if store.dst_exists else Fresh()
+        return Refuse(exists_error(dst)) if store.dst_exists else Fresh()
     if not same:
         return Refuse(_other_shuffle_error(earlier.url, differences(recorded, dict(planned))))
     if store.dst_exists and not earlier.at_dst:
-        return Refuse(_exists_error(dst))
+        return Refuse(exists_error(dst))
     if earlier.created:
         return Resume(earlier.url, run)
     return Fresh(run)
-
-
-def _exists_error(dst: str) -> DaskShuffleError:
-    return exists_error(Location.of(dst))
 
 
 def _foreign_error(dst: str) -> DaskShuffleError:

@@ -100,8 +100,7 @@ def shuffle_xarray(
     Returns
     -------
     ShuffleResult
-        What was written: its path, rows, piles and their sizes, and the seed
-        (the one drawn, with ``seed=None``).
+        What was written: its path, rows, pile sizes and seed (the one drawn, with ``seed=None``).
 
     Examples
     --------
