@@ -163,11 +163,8 @@ def _scatter_spans(
 
 @dataclass(frozen=True)
 class _Stages:
-    """What every stage of one shuffle's graph shares: the graph it adds to, the tasks' name, the format's key.
-
-    With a ``manifest``, tasks mark themselves done there, and those in ``done``
-    are not run again.
-    """
+    """What every stage of one shuffle's graph shares: the graph it adds to, the tasks' name, the format's key, and
+    the ``manifest`` the tasks mark themselves done in (those in ``done`` are not run again)."""
 
     graph: dict[Any, Any]
     name: str
@@ -220,11 +217,10 @@ def shuffle_graph(
     # The format goes into the graph once, as data every task depends on: a worker receives it once, not per task.
     fmt_key = f"{name}-format"
     graph: dict[Any, Any] = {fmt_key: fmt}
-    inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
-    input_keys: Sequence[Any] = ()
-    if inputs is not None:
-        graph.update(inputs[0])
-        input_keys = inputs[1]
+    input_keys: Sequence[Any] | None = None
+    if isinstance(fmt, CollectionSource):
+        input_graph, input_keys = fmt.block_inputs()
+        graph.update(input_graph)
         name += "-" + tokenize(list(input_keys))
     tables = (
         []
@@ -232,7 +228,7 @@ def shuffle_graph(
         else [_group_tables(graph, name, index, level) for index, level in enumerate(levels.levels, 1)]
     )
     stages = _Stages(graph, name, fmt_key, manifest, done)
-    pieces_key = _scatter_stage(stages, plan, tmp, tables, input_keys if inputs is not None else None)
+    pieces_key = _scatter_stage(stages, plan, tmp, tables, input_keys)
     merge_tmp = tmp
     if levels is not None:
         for index in range(2, levels.n_levels + 1):
