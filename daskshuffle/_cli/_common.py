@@ -26,7 +26,6 @@ __all__ = [
     "one_line",
     "reported",
     "session",
-    "show_progress",
     "spell",
     "split_names",
     "summary",
@@ -128,9 +127,8 @@ INTERRUPTED, TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 def reported(debug: bool) -> Iterator[None]:
     """Turn any error in the body into one line and exit status 1 (the traceback under ``--debug``).
 
-    An error about one of the command's own options is a usage error, exit status 2, as click's own are.
-    Ctrl-C (SIGINT) and SIGTERM stop the body with one line, what was interrupted and what it left, and exit
-    status 130 or 143.
+    An error about one of the command's own options is a usage error (status 2); Ctrl-C and SIGTERM
+    stop the body with one line saying what was interrupted, and status 130 or 143.
     """
     received: list[int] = []
 
@@ -222,10 +220,6 @@ def _scheduler(
         yield
 
 
-def show_progress(progress: bool | None) -> bool:
-    return sys.stderr.isatty() if progress is None else progress
-
-
 @contextlib.contextmanager
 def cluster_session(*, progress: bool | None, debug: bool, **cluster: Any) -> Iterator[bool]:
     """A :func:`session` on the cluster that ``cluster_options`` choose, progress bars on stderr.
@@ -233,7 +227,7 @@ def cluster_session(*, progress: bool | None, debug: bool, **cluster: Any) -> It
     Yields whether to show progress (``--progress``, or stderr is a terminal).
     """
     with session(debug=debug, **cluster), contextlib.redirect_stdout(sys.stderr):  # stdout may be the output
-        yield show_progress(progress)
+        yield sys.stderr.isatty() if progress is None else progress
 
 
 EXAMPLES_MAIN = """\b

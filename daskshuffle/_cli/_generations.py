@@ -27,7 +27,7 @@ def _describe(store: str, live: list[Any]) -> str:
 @click.argument("store")
 @click.argument("sources", nargs=-1, required=True, metavar="SRC...")
 @shuffle_option("seed", "The new generation's seed.  [default: drawn]")
-@shuffle_option("block_memory", "About how much one task reads.")
+@shuffle_option("block_memory")
 @shuffle_option("verify", "Prove the new generation holds exactly the rows of SRC.")
 @STORAGE_OPTIONS
 @cluster_options

@@ -12,7 +12,7 @@ from .._errors import DaskShuffleError, UnfinishedShuffleError
 from ..reshuffle import clean_generations, generation_leftovers
 from ..storage import Leftover, Location, _leftovers
 from ._common import cli, one_line, reported
-from ._options import STORAGE_OPTIONS
+from ._options import DEBUG, STORAGE_OPTIONS
 
 EXAMPLES_INFO = """\b
 Examples:
@@ -40,7 +40,7 @@ Examples:
     metavar="DIR",
     help="The tmp= the runs were given: their pieces are looked for there too.",
 )
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@DEBUG
 @STORAGE_OPTIONS
 def info(
     store: str,

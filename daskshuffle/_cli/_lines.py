@@ -82,11 +82,11 @@ def _input_range(value: str) -> tuple[int, int]:
     "Write N files of near-equal line counts, named by OUT with a field such as 'train-{:05d}.jsonl'.",
     metavar="N",
 )
-@shuffle_option("n_piles", "Piles; auto fits --pile-memory.", TEXT_DEFAULTS)
+@shuffle_option("n_piles", defaults=TEXT_DEFAULTS)
 @click.option("--header", is_flag=True, help="Keep the first line of the first file at the top.")
 @shuffle_option("overwrite", "Replace OUT if it exists.")
 @shuffle_option("tmp", "Where pieces (and a spooled stdin) go.  [default: next to OUT]")
-@shuffle_option("pile_memory", "The largest pile allowed.", TEXT_DEFAULTS)
+@shuffle_option("pile_memory", defaults=TEXT_DEFAULTS)
 @shuffle_option(
     "block_memory",
     "Bytes of input one task reads.  [default: 16MiB, or half of --pile-memory if less]",

@@ -1,8 +1,6 @@
 """The options that several commands share, each declared once, and the types (click's ``ParamType``) they read.
 
-The options every shuffle takes are written here once with the shuffles'
-defaults (:func:`shuffle_option`; ``tests/test_options.py`` checks they agree);
-the sizing of the cluster, progress and debugging are :data:`cluster_options`.
+The shuffles' options carry the shuffles' defaults (``tests/test_options.py`` checks they agree).
 """
 
 from __future__ import annotations
@@ -228,28 +226,34 @@ def json_options(help: str) -> Options:
     return option_group(click.option("--json", "as_json", is_flag=True, help=help), DEBUG)
 
 
-#: Each common option of the shuffles: its default in the shuffles into a pile store (``shuffle_zarr``'s), and how it
-#: reads on the command line (its type, or a flag).
-_SHUFFLE_OPTIONS: Mapping[str, tuple[object, Mapping[str, Any]]] = {
-    "n_piles": (512, {"type": NPiles()}),
-    "seed": (None, {"type": click.IntRange(0, MAX_SEED)}),
-    "overwrite": (False, {"is_flag": True}),
-    "materialize": (False, {"is_flag": True}),
-    "pile_memory": ("256MiB", {"type": Size(), "metavar": "SIZE"}),
-    "block_memory": ("64MiB", {"type": Size(), "metavar": "SIZE"}),
-    "tmp": (None, {"metavar": "DIR"}),
-    "verify": (False, {"is_flag": True}),
+#: Each common option of the shuffles: its default in the shuffles into a pile store (``shuffle_zarr``'s), its help,
+#: and how it reads on the command line (its type, or a flag).
+_SHUFFLE_OPTIONS: Mapping[str, tuple[object, str, Mapping[str, Any]]] = {
+    "n_piles": (512, "Piles; auto fits --pile-memory.", {"type": NPiles()}),
+    "seed": (
+        None,
+        "Same source and seed give the same output.  [default: drawn and reported]",
+        {"type": click.IntRange(0, MAX_SEED)},
+    ),
+    "overwrite": (False, "Replace the pile store at DST if there is one (never anything else).", {"is_flag": True}),
+    "materialize": (False, "Write a fully shuffled copy instead of a pile store.", {"is_flag": True}),
+    "pile_memory": ("256MiB", "The largest pile allowed.", {"type": Size(), "metavar": "SIZE"}),
+    "block_memory": ("64MiB", "About how much of the source one task reads.", {"type": Size(), "metavar": "SIZE"}),
+    "tmp": (None, "Where pieces go.  [default: next to DST]", {"metavar": "DIR"}),
+    "verify": (False, "Then prove DST holds exactly the rows of SRC (daskshuffle verify).", {"is_flag": True}),
 }
-SHUFFLE_DEFAULTS: Mapping[str, object] = {name: default for name, (default, _) in _SHUFFLE_OPTIONS.items()}
+SHUFFLE_DEFAULTS: Mapping[str, object] = {name: default for name, (default, _, _) in _SHUFFLE_OPTIONS.items()}
 
 
-def shuffle_option(name: str, help: str, defaults: Mapping[str, object] | None = None) -> Options:
+def shuffle_option(name: str, help: str | None = None, defaults: Mapping[str, object] | None = None) -> Options:
     """``--name`` for the common option ``name`` of the shuffles, with its default (or the one ``defaults`` gives).
 
-    A default is shown in the help; a flag's is off, and ``None`` is the shuffle's to choose.
+    A default is shown in the help; a flag's is off, and ``None`` is the shuffle's to choose. ``help``: a command's
+    own words for it, else the shuffles'.
     """
     default = (defaults or {}).get(name, SHUFFLE_DEFAULTS[name])
-    flags = dict(_SHUFFLE_OPTIONS[name][1])
+    _, shared_help, attrs = _SHUFFLE_OPTIONS[name]
+    flags = dict(attrs)
     if default is not None and not flags.get("is_flag"):
         flags.update(default=str(default), show_default=True)
-    return click.option("--" + name.replace("_", "-"), help=help, **flags)
+    return click.option("--" + name.replace("_", "-"), help=help or shared_help, **flags)

@@ -29,8 +29,8 @@ Examples:
     type=NPiles(),
     help=f"Number of piles, or 'auto', as a shuffle takes it.  [default: {DEFAULT_N_PILES}]",
 )
-@shuffle_option("block_memory", "Source read by a task.")
-@shuffle_option("pile_memory", "Largest pile.")
+@shuffle_option("block_memory")
+@shuffle_option("pile_memory")
 @size_option("--min-read", "The smallest read worth a request.", DEFAULT_MIN_READ)
 @positive_option("--workers", "Tasks running at once (threads).", default=1, show_default=True)
 @click.option(

@@ -18,24 +18,15 @@ Examples:
 """
 
 
-#: The help of the options of the commands that shuffle into a pile store, in the order they show.
-_SHUFFLE_HELP = {
-    "n_piles": "Piles; auto fits --pile-memory.",
-    "seed": "Same source and seed give the same output.  [default: drawn and reported]",
-    "materialize": "Write a fully shuffled copy instead of a pile store.",
-    "overwrite": "Replace the pile store at DST if there is one (never anything else).",
-    "verify": "Then prove DST holds exactly the rows of SRC (daskshuffle verify).",
-    "tmp": "Where pieces go.  [default: next to DST]",
-    "pile_memory": "The largest pile allowed.",
-    "block_memory": "Source one task reads.",
-}
+#: The shuffles' options of the commands that shuffle into a pile store, in the order they show.
+_STORE_OPTIONS = ("n_piles", "seed", "materialize", "overwrite", "verify", "tmp", "pile_memory", "block_memory")
 
 
 def _shuffle_options(metavar: str) -> Options:
     """The arguments and options of a command that shuffles the paths ``metavar`` names into a pile store."""
     return option_group(
         click.argument("paths", nargs=-1, required=True, metavar=metavar),
-        *(shuffle_option(name, text) for name, text in _SHUFFLE_HELP.items()),
+        *(shuffle_option(name) for name in _STORE_OPTIONS),
         STORAGE_OPTIONS,
         cluster_options,
     )

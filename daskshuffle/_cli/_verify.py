@@ -20,7 +20,7 @@ Examples:
 @cli.command(epilog=EXAMPLES_VERIFY, short_help="Prove that a pile store holds exactly the rows of its source.")
 @click.argument("store")
 @click.argument("sources", nargs=-1, metavar="[SRC]...")
-@shuffle_option("block_memory", "About how much one task reads.")
+@shuffle_option("block_memory")
 @STORAGE_OPTIONS
 @cluster_options
 def verify(

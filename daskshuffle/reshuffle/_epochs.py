@@ -1,12 +1,8 @@
 """A fresh full shuffle for every epoch, made while the epoch before it trains.
 
 Reshuffling piles each epoch (what :class:`~daskshuffle.PileLoader` does) keeps
-the rows of a pile together from one epoch to the next. :class:`EpochShuffler`
-instead shuffles the source again for every epoch, with its own seed, into its
-own pile store, on the active dask scheduler, in the background: while training
-consumes epoch ``e``, the shuffles of the epochs after it run, at most
-``max_concurrent_epochs`` stores existing at once, and a store is removed as
-soon as its epoch is done.
+the rows of a pile together from one epoch to the next; :class:`EpochShuffler`
+shuffles the source again for every epoch, into its own pile store, in the background.
 """
 
 from __future__ import annotations
@@ -51,13 +47,8 @@ def _resolve_sources(src: Any) -> Any:
 
 
 def _next_batch(epoch: int, loader: dict[str, Any] | None) -> tuple[int, dict[str, Any] | None]:
-    """The shuffler's epoch and its loader's state that come next, from where the shuffler and its loader are.
-
-    Each epoch's loader reads one epoch (its epoch 0) of its own store: a
-    loader past it has handed out the shuffler's epoch whole, and what comes
-    next is the first batch of the shuffler's next epoch, not another epoch of
-    the same store.
-    """
+    """The shuffler's epoch and its loader's state that come next: a loader past its one epoch has handed out the
+    shuffler's epoch whole, and the next batch is the first of the shuffler's next epoch."""
     if loader is not None and parse_count(loader.get("epoch"), "the loader state's epoch") > 0:
         return epoch + 1, None
     return epoch, loader
@@ -66,9 +57,7 @@ def _next_batch(epoch: int, loader: dict[str, Any] | None) -> tuple[int, dict[st
 class _Work:
     """What an :class:`EpochShuffler` made and runs: its stores, its thread and the loader being read.
 
-    Apart from the shuffler, so that a finalizer can remove it all when the
-    shuffler is garbage collected, and so that the tasks queued on the thread
-    keep the shuffler itself alive no longer than the user does.
+    Apart from the shuffler, so that a finalizer can remove it all once the shuffler is garbage collected.
     """
 
     def __init__(self, workdir: Location, n_epochs: int, rank: int, world_size: int) -> None:
@@ -112,11 +101,8 @@ class _Work:
         self.store(epoch).remove()
 
     def close(self) -> None:
-        """Remove every store its shuffles made, once the other ranks have read them (unless broken off); join the thread.
-
-        Only those: a path named like an epoch's store that no shuffle of this
-        shuffler wrote (the user's own directory, an epoch never reached) is left.
-        """
+        """Remove every store its shuffles made (only those), once the other ranks have read them (unless broken
+        off); join the thread."""
         if self.loader is not None:
             self.loader.close()
             self.loader = None
@@ -146,25 +132,21 @@ class EpochShuffler:
     """Iterate the epochs of a training run, each a fresh full shuffle of ``src``, made in the background.
 
     Each epoch ``e`` is its own pile store, ``<workdir>/epoch-<e>.zarr``, shuffled
-    from ``src`` with a seed drawn from ``(seed, e)`` and read by a
-    :class:`~daskshuffle.PileLoader` (which shuffles each pile in memory):
-    every epoch a uniformly random permutation, independent of the others.
-    Iterating yields the loaders, one an epoch. The shuffles of the next
-    epochs run on the active dask scheduler (the current ``distributed.Client``
-    if there is one) while the current one trains; at most
-    ``max_concurrent_epochs`` stores exist at once, the one being read
-    included, and an epoch's store is removed when the next epoch is asked for.
+    from ``src`` with a seed drawn from ``(seed, e)``: every epoch a uniformly
+    random permutation, independent of the others. Iterating yields a
+    :class:`~daskshuffle.PileLoader` an epoch. The next epochs are shuffled on the
+    active dask scheduler while the current one trains; at most
+    ``max_concurrent_epochs`` stores exist at once, the one being read included.
 
     Parameters
     ----------
     src : path, URL, or a list of them
         What ``shuffle`` takes (Zarr arrays by default). Not modified.
     workdir : path or URL
-        Where the epochs' stores go; created if need be. What the shuffler
-        made there is removed by :meth:`close`, which runs by itself when
-        the iteration over the epochs ends, and when the shuffler is garbage
-        collected. Rank 0 holds the lock of ``workdir`` until then: a second
-        shuffler of the same ``workdir`` is refused.
+        Where the epochs' stores go; created if need be. What the shuffler made
+        there is removed by :meth:`close` (also when the iteration ends or the
+        shuffler is garbage collected). Rank 0 holds the lock of ``workdir`` until
+        then: a second shuffler of the same ``workdir`` is refused.
     n_epochs : int
         Epochs to shuffle and yield.
     batch_size : int
@@ -177,11 +159,9 @@ class EpochShuffler:
         Stores that may exist at once: the one being read and those shuffled
         ahead. 2 is double buffering.
     rank, world_size : int
-        As for :class:`~daskshuffle.PileLoader`. Rank 0 shuffles; the other
-        ranks wait for each store to be complete and read their share of it.
-        Each rank marks in ``workdir`` the epochs it has read; rank 0 removes
-        an epoch's store once every rank has (waiting for them when it asks
-        for the next epoch), so all ranks must iterate the same epochs.
+        As for :class:`~daskshuffle.PileLoader`. Rank 0 shuffles; the other ranks
+        wait for each store and read their share. Rank 0 removes an epoch's store
+        once every rank marked it read, so all ranks must iterate the same epochs.
     shuffle : callable, default :func:`daskshuffle.shuffle_zarr`
         ``shuffle(src, dst, seed=..., **shuffle_options)``.
     shuffle_options, loader_options : dict, optional
@@ -248,12 +228,10 @@ class EpochShuffler:
         # Used without ``with`` or close(), and dropped: what it made goes too.
         self._finalizer = weakref.finalize(self, release_on_collection, self._work.close)
 
-    # -- where things are -------------------------------------------------------
     def store(self, epoch: int) -> str:
         """The pile store of ``epoch``."""
         return self._work.store(epoch).url
 
-    # -- making the stores --------------------------------------------------------
     def _make(self, epoch: int) -> Callable[[], ShuffleResult]:
         """The shuffle of ``epoch``, as a call that holds no reference to the shuffler."""
         return functools.partial(
@@ -299,12 +277,7 @@ class EpochShuffler:
             time.sleep(0.5)
 
     def _finish(self, epoch: int) -> None:
-        """Epoch ``epoch`` is read by this rank: mark it, or (rank 0) have its store removed in the background.
-
-        The removal queues on the shuffles' thread ahead of the shuffle that
-        takes the store's place, so the bound on stores holds and training
-        does not wait for it.
-        """
+        """Epoch ``epoch`` is read by this rank: mark it, or (rank 0) queue its store's removal ahead of the next shuffle."""
         if self.rank != 0:
             fs, marker = self._work.workdir.fs, self._work.marker(epoch).path
             fs.makedirs(marker, exist_ok=True)
@@ -314,7 +287,6 @@ class EpochShuffler:
         self._work.removing.append(self._work.pool.submit(self._work.remove_when_read, epoch))
         self._schedule(epoch + 1)
 
-    # -- iterating -----------------------------------------------------------------
     def __len__(self) -> int:
         return self.n_epochs
 
@@ -340,12 +312,10 @@ class EpochShuffler:
             self._finish(epoch)
         self.close()  # used without ``with``, as a plain for loop: nothing is left behind
 
-    # -- resuming --------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The epoch in progress and its loader's position, and the run's seed: JSON-serialisable.
 
-        Once the loader has handed out its epoch's last batch, the state is the
-        start of the next epoch, whether or not the iteration has moved on to it.
+        Past its epoch's last batch, the state is the start of the next epoch.
         """
         loader = self._work.loader.state_dict() if self._work.loader is not None else None
         epoch, loader = _next_batch(self._epoch, loader)
@@ -354,8 +324,7 @@ class EpochShuffler:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue where the shuffler that saved ``state`` was: the same epoch, the same next batch.
 
-        The epoch's store is shuffled again if it is gone (the same seed gives
-        the same store), or finished if its shuffle was interrupted.
+        The epoch's store is shuffled again if it is gone (the same seed gives the same store).
         """
         if int(state["seed"]) != self.seed:
             raise DaskShuffleValueError(
@@ -366,13 +335,8 @@ class EpochShuffler:
         loader = dict(state["loader"]) if state.get("loader") is not None else None
         self._epoch, self._loader_state = _next_batch(parse_count(state["epoch"], "epoch"), loader)
 
-    # -- resources -------------------------------------------------------------------
     def close(self) -> None:
-        """Remove every store the shuffler made, once the other ranks have read them; join its thread.
-
-        After the last epoch, rank 0 waits for the other ranks to finish reading
-        it; a shuffler broken off earlier waits only for a shuffle in progress.
-        """
+        """Remove every store the shuffler made, once the other ranks have read them; join its thread."""
         self._work.broken_off = self._epoch < self.n_epochs
         self._finalizer()
 

@@ -1,9 +1,6 @@
-"""Pile stores that grow with incoming data and keep a moving window of it.
+"""Pile stores that grow with incoming data: :func:`append`, :func:`evict` and :func:`compact` generations.
 
-:func:`append` scatters new rows into the piles of an existing Zarr pile store
-as a new *generation*, :func:`evict` drops the oldest generations, and
-:func:`compact` rewrites the live generations as one. Readers opened at any
-moment see the store before or after a change, never part of one.
+Readers opened at any moment see the store before or after a change, never part of one.
 """
 
 from __future__ import annotations
@@ -141,7 +138,7 @@ def generation_leftovers(store: Location, tmp: Location | None = None) -> list[L
 
 def _repair(store: Location, root: dict[str, Any], tmp: Location | None = None, keep: str = "") -> None:
     """Remove what a killed step left, but generation ``keep``'s (an append continues it), and consolidate the
-    root again where a kill left it listing other generations. The store's lock is held."""
+    root again. The store's lock is held."""
     for left in store_io.leftovers(store, root, tmp):
         if not keep or left.location.name.split(".", 1)[0] != keep.rsplit("/", 1)[-1]:
             left.location.remove()
@@ -159,8 +156,7 @@ def clean_generations(store: Location, tmp: Location | None = None) -> list[Left
 
 
 def _holds(store: Location, entry: dict[str, Any], identity: list[dict[str, Any]]) -> bool:
-    """Whether the generation of ``store`` that the root lists as ``entry`` holds the rows of a source of
-    ``identity`` (a compacted generation records the identities of every generation it holds); one that records
+    """Whether the generation ``entry`` of ``store`` holds the rows of a source of ``identity``; one that records
     no identity is refused as damaged."""
     recorded = store_io.sources_of(entry, "source_identity", store.url)
     return all(found in recorded for found in identity)
@@ -193,14 +189,12 @@ def append(
 ) -> list[Generation]:
     """Shuffle the rows of ``src`` into the piles of ``store``, as a new generation.
 
-    Each new row goes to one of the store's piles uniformly at random, as in
-    the first shuffle (a 2-pass shuffle of ``src`` alone, with its own seed,
-    into the group ``generations/<n>`` of the store). Then the store's root
-    metadata lists the new generation, in one write: a reader opened before
-    sees the old rows, one opened after sees every row; pile ``p`` is pile ``p``
-    of each generation, oldest first, so each pile keeps its rows in arrival
-    order and :class:`~daskshuffle.PileLoader` shuffles it whole. Nothing is
-    removed, so loaders already open keep reading.
+    Each new row goes to one of the store's piles uniformly at random (a 2-pass
+    shuffle of ``src`` alone, with its own seed, into ``generations/<n>``), then
+    the root lists the new generation in one write: a reader sees the old rows or
+    every row. Pile ``p`` is pile ``p`` of each generation, oldest first. An append
+    of a source the store already lists does nothing; an interrupted one is
+    finished by calling ``append`` again the same way. :func:`evict` keeps the newest.
 
     Parameters
     ----------
@@ -213,53 +207,34 @@ def append(
     chunk_rows, compressors
         As for :func:`~daskshuffle.shuffle_zarr` (the new generation's chunks).
     pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
-        planning time, before anything is written.
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked
+        before anything is written.
     block_memory : int or str, default "64MiB"
         About how much of the source one pass-1 task reads, in bytes or as a size such
         as "64MiB".
     tmp : path or URL, optional
-        A directory for the pieces between the passes; they go to a subdirectory named
-        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
-        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
-        object storage, this machine's temporary directory instead when every worker
-        sees it and it has room for 2.5 times the data (a local disk writes and reads
-        them faster than requests).
+        Where the pieces between the passes go, in a subdirectory named after ``dst``
+        that is removed at the end, also after an error. By default ``<dst>.daskshuffle-tmp``;
+        for a ``dst`` on object storage, this machine's temporary directory when every
+        worker sees it and it has room for 2.5 times the data.
     progress : bool, default False
-        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
-        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
-        without one, text. Then the bar's last state as one line, which a log or a saved
-        notebook keeps (a log gets only that line).
+        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
+        distributed client, text otherwise), then its last state as one line for a log.
     storage_options : dict, optional
         Passed to fsspec for URLs.
     verify : bool, default False
-        Once the output is written, prove it holds exactly the source's rows
-        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
-        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+        Once written, prove the output holds exactly the source's rows
+        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. With one, the merge reads about
-        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
-        once a pile outgrows a block), which falls with the data's size; with ``L``,
-        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
-        as many ways again by every level but the last, then to piles, keeping reads
-        large for one more write and read of the data a level. ``"auto"`` adds a level
-        where fewer would make ten thousand reads or more of under 64 KiB, and more
-        while a level costs less than the reads it saves (two from about 256 GiB with
-        the defaults and ``n_piles='auto'``, three from about 66 TiB);
-        :func:`daskshuffle.explain` shows the choice.
+        Levels of scatter before the merge. Each level costs one more write and read of the
+        data and keeps the merge's reads large. ``"auto"`` adds a level where fewer would
+        make ten thousand reads of under 64 KiB or more, while it saves more than it costs
+        (two from about 256 GiB, three from about 66 TiB); :func:`daskshuffle.explain` shows it.
 
     Returns
     -------
     list of Generation
         The live generations, the new one last.
-
-    The store records each generation's source identity (sizes and versions
-    of its files): an append of a source the store already lists does
-    nothing, so a finished append run again adds no row. An interrupted
-    append, killed at any step, is finished by calling ``append`` again the
-    same way (the shuffle's own resume), its rows added once; another call
-    first removes what it left. Generations of one store grow its piles:
-    :func:`evict` keeps the newest.
 
     Examples
     --------
@@ -317,9 +292,8 @@ def evict(
     """Remove all but the newest ``keep_last`` generations from every pile: a moving window of the data.
 
     The root metadata is rewritten first (in one write), then the old
-    generations' files are removed. A loader opened before should be opened
-    again: the rows it would read are gone. Also removes what an interrupted
-    ``append``, ``evict`` or ``compact`` left unlisted.
+    generations' files are removed: a loader opened before should be opened
+    again. Also removes what an interrupted ``append``, ``evict`` or ``compact`` left.
 
     Examples
     --------
@@ -356,12 +330,9 @@ def compact(
 ) -> list[Generation]:
     """Rewrite the live generations of ``store`` as one, in the same order: piles contiguous again.
 
-    A store that many appends made reads each pile from as many places;
-    compacting copies every row once (tasks of about ``copy_memory`` bytes on
-    the active dask scheduler), lists the new generation in one write, then
-    removes the old ones. The store holds the same rows in the same order
-    before and after; a loader's units follow the chunks, which the new
-    generation cuts afresh, so its batches hold the same rows in another order.
+    A store that many appends made reads each pile from as many places. Every
+    row is copied once (tasks of about ``copy_memory`` on the active dask
+    scheduler), the new generation listed in one write, then the old ones removed.
 
     Parameters
     ----------

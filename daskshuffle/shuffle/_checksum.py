@@ -1,13 +1,8 @@
 """An order-independent checksum of rows: what :func:`~daskshuffle.verify` compares.
 
-Each row of each variable is hashed to 64 bits (its bytes for fixed-size
-values; every byte with its position, and the length, for variable-size ones;
-nulls as a value of their own), and the hashes are summed modulo 2**64. The sum
-does not depend on the order of the rows, so a shuffle leaves it unchanged, and
-a changed, missing, duplicated or extra row changes it (but for a chance of
-about 2**-64). A second sum over a hash of each whole row (all variables
-together) catches rows whose variables were paired wrongly. Plain numpy (and
-pyarrow for Arrow columns): no I/O, no dask.
+Each row of each variable is hashed to 64 bits and the hashes summed modulo
+2**64: the sum ignores the order of the rows, and a changed, missing or extra
+row changes it. A second sum over whole rows catches variables paired wrongly.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Running task graphs on the active scheduler, and sources that are dask collections.
+"""Running task graphs on the active scheduler (a distributed client if there is one, else threads of its own).
 
-With :mod:`daskshuffle.shuffle._graph`, the only modules that import dask. A graph runs
-on the current ``distributed.Client`` if there is one (``as_current`` or the
-default client), on dask's configured scheduler otherwise, and on threads of its
-own by default, joined before returning. A progress bar is live where a person
-watches (a terminal, a notebook) and its last state is printed as a line after
-it, which is all a log shows. A failed run stops what is queued and waits for
-what runs before its caller cleans up.
+With ``_graph.py``, the only module that imports dask. A failed run stops what is
+queued and waits for what runs, so that its caller cleans up behind no writer.
 """
 
 from __future__ import annotations
@@ -43,8 +38,7 @@ _BAR_WIDTH = 40
 
 
 def token_of(value: Any) -> str:
-    """Dask's token of ``value``: of its values for an object in memory (a pandas DataFrame), of its graph for a
-    dask collection. A source's identity where it has no files to look at."""
+    """Dask's token of ``value``: a source's identity where it has no files to look at."""
     return str(tokenize(value))
 
 
@@ -62,9 +56,7 @@ def map_tasks(
 ) -> list[Any]:
     """``[func(*a) for a in args]``, one task each, run in parallel on the active scheduler.
 
-    For the small steps a format needs before it can be planned (counting the
-    rows of text blocks). ``token`` names the work deterministically. With
-    ``inputs`` (a dask collection's graph and one key per task), each task
+    With ``inputs`` (a dask collection's graph and one key per task), each task
     also receives the computed value of its key, last.
     """
     name = "daskshuffle-map-" + tokenize(token, args)
@@ -79,8 +71,7 @@ def map_tasks(
 
 
 def _distributed_client() -> Any:
-    """The client graphs run on: the current ``distributed.Client`` (``as_current`` or the default one), if any,
-    unless dask is configured to use another scheduler."""
+    """The current ``distributed.Client``, if any, unless dask is configured to use another scheduler."""
     try:
         from distributed import Client
     except ImportError:  # the threaded scheduler needs no distributed
@@ -96,11 +87,8 @@ def _distributed_client() -> Any:
 def workers_not_seeing(directory: str) -> list[str]:
     """The workers of the active cluster that do not see the local ``directory`` as this process sees it.
 
-    A file with a unique name is made in ``directory`` here, looked for on every
-    worker, and removed: a directory of the same name on another machine (``/tmp``,
-    a home directory) is not enough, the workers must share this one. Without a
-    distributed client the graphs run in this process: nothing to check. A
-    directory this process cannot write to is left to the shuffle's own error.
+    A probe file made here is looked for on every worker: a directory of the
+    same name on another machine (``/tmp``) is not enough.
     """
     client = _distributed_client()
     if client is None:
@@ -127,8 +115,7 @@ def _in_kernel() -> bool:
 def on_every_worker(func: Callable[..., Any], *args: Any) -> dict[str, Any]:
     """``func(*args)`` as a task on each worker of the active cluster, by worker address; ``{}`` without one.
 
-    Tasks, not ``Client.run``: ``func`` may wait for storage (seconds, with
-    retries), which must not block a worker's event loop.
+    Tasks, not ``Client.run``: ``func`` may wait for storage, which must not block a worker's event loop.
     """
     client = _distributed_client()
     if client is None:
@@ -143,11 +130,7 @@ def on_every_worker(func: Callable[..., Any], *args: Any) -> dict[str, Any]:
 
 
 def _interactive() -> bool:
-    """Whether a bar redrawn in place reaches a person: a terminal or a Jupyter kernel.
-
-    Anywhere else (a pipe, a CI log, ``make demo | tee``) each redraw of a text
-    bar, ten a second, would be one more line of log.
-    """
+    """Whether a bar redrawn in place reaches a person (a terminal or a Jupyter kernel), not a log."""
     isatty = getattr(sys.stdout, "isatty", None)
     return bool(isatty is not None and isatty()) or _in_kernel()
 
@@ -162,11 +145,7 @@ _LAST_DRAW_TIMEOUT = 2.0
 
 
 def _show_progress(future: Any) -> None:
-    """Wait for ``future``, behind a live bar where a person watches, then print the bar's last state as a line.
-
-    A notebook saved after the run keeps no widget's state and a terminal's text
-    bar erases itself when it ends: the line is what stays.
-    """
+    """Wait for ``future``, behind a live bar where a person watches, then print the bar's last state as a line."""
     from distributed import wait
 
     began = time.perf_counter()
@@ -221,10 +200,8 @@ def _feeds_running(client: Any) -> int:
 def _wait_for_feeds(client: Any, running: int, timeout: float = 2.0) -> None:
     """Wait until at most ``running`` feed handlers run on the scheduler.
 
-    A finished text bar closes its connection, but the scheduler's feed
-    handler learns of it only at its next write, a bar's interval later; a
-    cluster closed before then cancels the handler, and distributed logs an
-    error with a traceback under the summary line.
+    A finished bar's feed handler learns of it only at its next write; a cluster
+    closed before then makes distributed log a traceback under the summary line.
     """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and _feeds_running(client) > running:
@@ -234,9 +211,8 @@ def _wait_for_feeds(client: Any, running: int, timeout: float = 2.0) -> None:
 def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: bool = False) -> Any:
     """Run ``graph`` to ``key`` on the active scheduler, with an optional progress bar.
 
-    Without a distributed client, the tasks run on threads of this process: one
-    a core, or ``shuffle.remote-threads`` (``daskshuffle.config``; ``remote``) when they mostly wait for an
-    object store, whose requests take tens of milliseconds each.
+    Without a distributed client, on threads of this process: one a core, or
+    ``shuffle.remote-threads`` when ``remote`` (tasks that mostly wait for an object store).
     """
     client = _distributed_client()
     if client is not None:
@@ -256,8 +232,7 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
     result = Delayed(key, graph)
     if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
         return _compute_locally(result, progress)  # the scheduler the caller configured
-    # Threads of our own, joined before returning: after a failure, no task may
-    # still be writing while the caller removes the pieces.
+    # Threads of our own, joined before returning: no task may still write while the caller removes the pieces.
     threads = max(CPU_COUNT, int_setting("shuffle.remote-threads")) if remote else CPU_COUNT
     with ThreadPoolExecutor(threads, thread_name_prefix="daskshuffle") as pool:
         try:
@@ -271,12 +246,7 @@ SCATTER_NBYTES = 1 << 20
 
 
 def _scattered(client: Any, graph: dict[Any, Any]) -> dict[Any, Any]:
-    """``graph`` with its large literal values (data, not tasks) replaced by futures of them scattered to the workers.
-
-    A graph that carries data is pickled whole to the scheduler, which warns
-    about large graphs and holds the data; scattered, each block goes straight
-    to a worker, as distributed recommends.
-    """
+    """``graph`` with its large literal values scattered to the workers, as distributed recommends."""
     from dask.sizeof import sizeof
 
     data = {
@@ -297,9 +267,8 @@ _START_WORKERS = "start new ones (client.close(); client = Client(), or restart 
 def live_workers(client: Any) -> set[str]:
     """The workers of ``client``'s cluster; :class:`NoWorkersError` when there are none.
 
-    Tasks submitted to a cluster without workers wait for one forever, behind a
-    progress bar that never moves: an interrupt in a notebook stops the workers
-    of a ``LocalCluster`` that ``Client()`` started, and the scheduler stays.
+    Tasks on a cluster without workers wait forever (an interrupt in a notebook
+    stops a ``LocalCluster``'s workers and leaves its scheduler).
     """
     workers = set(client.nthreads())
     if not workers:
@@ -316,12 +285,7 @@ _WORKERS_GONE_TIMEOUT = 2.0
 
 
 def _workers_after_interrupt(client: Any, before: set[str]) -> str:
-    """Whether an interrupt took the cluster's workers with it, and what to do then.
-
-    The interrupt of a notebook (or Ctrl-C in a terminal) reaches every process
-    of its process group: the workers of a ``LocalCluster`` started there die
-    with it, a moment later.
-    """
+    """Whether an interrupt (which reaches the whole process group) took the cluster's workers with it."""
     deadline = time.monotonic() + _WORKERS_GONE_TIMEOUT
     left = before
     while time.monotonic() < deadline:
@@ -359,15 +323,13 @@ def _running_tasks(prefix: str, dask_worker: Any) -> int:
 def _wait_until_stopped(client: Any, prefix: str) -> None:
     """Wait (up to ``STOP_TIMEOUT``) until no worker runs a task of the graph named ``prefix``.
 
-    A cancelled task that is running runs to its end: a thread cannot be
-    stopped. Removing the pieces or the store while it still writes would let
-    it write them again, on object storage as objects nothing removes.
+    A cancelled task that is running runs to its end: removing the pieces while
+    it still writes would let it write them again.
     """
     deadline = time.monotonic() + STOP_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            # The workers the scheduler still knows: one that died a moment ago (an interrupt) would make
-            # ``run`` wait for a connection until distributed's connect timeout.
+            # The workers the scheduler still knows: ``run`` would wait for one that just died until its timeout.
             workers = list(client.nthreads())
             if not workers or not any(client.run(_running_tasks, prefix, workers=workers, on_error="ignore").values()):
                 return

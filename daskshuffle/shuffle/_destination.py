@@ -1,10 +1,7 @@
 """Where a shuffle writes: its destination and scratch space, checked before anything is written.
 
-The scratch directory is ``<dst>.daskshuffle-tmp`` (or one named after ``dst``
-inside ``tmp``); for a destination on object storage it is on this machine's
-disk instead when that serves (:func:`local_pieces`). A store that replaces an
-existing destination is built at ``<dst>.daskshuffle-new``. On a cluster, the
-workers must see every local path.
+A store that replaces an existing destination is built at ``<dst>.daskshuffle-new``
+and moved into place once complete. On a cluster, the workers must see every local path.
 """
 
 from __future__ import annotations
@@ -41,15 +38,10 @@ LOCAL_ROOM = 2.5
 def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
     """Where the pieces of a shuffle into ``dst`` go when no ``tmp`` is given: this machine's disk, or ``None``.
 
-    The pieces are written once and read once. On object storage each of those
-    is a request of tens of milliseconds, streamed at the speed of one
-    connection; on a local disk, a file operation. So for a destination on
-    object storage the pieces go to a directory of this machine's temporary
-    directory, named after ``dst``, when every worker sees it (the threaded
-    scheduler, or a cluster whose workers run on this machine) and it has
-    room for :data:`LOCAL_ROOM` times the data. A run whose pieces are there
-    already (one interrupted) continues there. Otherwise ``None``: beside
-    ``dst``.
+    On object storage each piece's write and read is a request of tens of
+    milliseconds: for such a ``dst`` the pieces go to this machine's temporary
+    directory when every worker sees it and it has room for :data:`LOCAL_ROOM`
+    times the data (or an interrupted run's pieces are there). ``None``: beside ``dst``.
     """
     if not dst.is_object_store:
         return None
@@ -87,10 +79,8 @@ def remove_if_empty(directory: Location) -> None:
 def check_workers_reach(paths: dict[str, Location], sources: Sequence[Location] = ()) -> None:
     """Refuse paths (``{parameter: location}``) and sources that the cluster's workers cannot reach, before anything runs there.
 
-    The workers write the pieces and the store: on a cluster of several
-    machines, a local path is only good on a filesystem they all share; a
-    location on object storage, only with credentials the workers have
-    (:func:`check_workers_access`).
+    A local path must be on a filesystem all workers share; object storage needs
+    credentials the workers have (:func:`check_workers_access`).
     """
     check_workers_access([*paths.values(), *sources])
     checked: set[str] = set()
@@ -119,12 +109,9 @@ def check_workers_reach(paths: dict[str, Location], sources: Sequence[Location] 
 def check_workers_access(locations: Sequence[Location]) -> None:
     """Refuse storage that this process reaches and some of the cluster's workers do not (credentials, network).
 
-    A worker reaches object storage with the call's ``storage_options``,
-    which travel with the tasks, or else with the credentials of its own
-    environment, which may lack what this process has (``AWS_*`` variables
-    set in a notebook, a profile on this machine). One location per bucket
-    and options is looked at on each worker, as a task, before any task
-    reads or writes there; without a cluster there is nothing to check.
+    A worker may lack this process's credentials (``AWS_*`` set in a notebook):
+    one location per bucket and options is looked at on each worker, as a task,
+    before any task reads or writes there.
     """
     distinct: dict[tuple[str, str, str], Location] = {}
     for location in locations:
@@ -152,8 +139,7 @@ def check_workers_access(locations: Sequence[Location]) -> None:
 def _check_no_file_in_the_way(dst: Location, directory: bool) -> None:
     """A local ``dst`` lies in a directory, not under a file; a store of files (``directory``) is not a file either.
 
-    daskshuffle replaces only what it wrote: ``overwrite=True`` does not make
-    a pile store of a file.
+    ``overwrite=True`` does not make a pile store of a file: daskshuffle replaces only what it wrote.
     """
     if not dst.is_local:
         return
@@ -188,10 +174,9 @@ def check_destination(
     """Check that ``dst`` and the scratch space may be written; return the scratch directory.
 
     The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
-    named after ``dst`` when ``tmp`` is given: ``tmp`` itself is never removed.
-    With ``workers``, the workers of the active cluster must see both, and
-    reach the sources (with ``storage_options``) (:func:`check_workers_reach`).
-    ``directory``: ``dst`` is a directory (a pile store), not a file.
+    named after ``dst`` (``tmp`` itself is never removed). With ``workers``, the
+    cluster's workers must see both and reach the sources. ``directory``: ``dst``
+    is a directory (a pile store), not a file.
     """
     _check_no_file_in_the_way(dst, directory)
     for source in sources:
@@ -201,7 +186,7 @@ def check_destination(
                 "choose another destination (the source is never modified)."
             )
     if dst.check("dst") and not overwrite:
-        raise exists_error(dst)
+        raise exists_error(dst.url)
     _leftovers.check_own_paths(dst, tmp)
     scratch = dst.scratch(_leftovers.TMP_SUFFIX, tmp)
     for source in sources:
@@ -215,11 +200,11 @@ def check_destination(
     return scratch
 
 
-def exists_error(dst: Location) -> PileStoreExistsError:
-    """The error for a destination that exists when ``overwrite`` was not passed."""
+def exists_error(url: str) -> PileStoreExistsError:
+    """The error for a destination (at ``url``) that exists when ``overwrite`` was not passed."""
     return PileStoreExistsError(
         (
-            f"Expected dst not to exist. Got {dst.url!r}, which exists, instead; ",
+            f"Expected dst not to exist. Got {url!r}, which exists, instead; ",
             Argument("overwrite", True, passed=True),
             " to replace it.",
         ),
@@ -230,10 +215,7 @@ def exists_error(dst: Location) -> PileStoreExistsError:
 def build_path(dst: Location, exists: bool) -> Location:
     """Where a shuffle into ``dst`` (which ``exists`` or not) builds its store: ``dst``, or ``<dst>.daskshuffle-new``.
 
-    A new destination is written in place, marked incomplete until the end
-    (and removed if the run fails). A destination that exists (``overwrite=True``)
-    is replaced only once the new store is complete, built beside it: until
-    then the old one stays whole and readable.
+    An existing destination stays whole and readable until the new store is complete.
     """
     return dst.with_suffix(_leftovers.NEW_SUFFIX) if exists else dst
 
@@ -257,18 +239,12 @@ def check_sources_unchanged(
 ) -> None:
     """Refuse a rerun whose sources changed since the store at URL ``where`` (its ``recorded`` metadata) was written.
 
-    The store records its sources' identity (sizes and versions of their files,
-    the files a directory or glob matched). A rerun of the same kind, naming
-    the same sources and variables, compares it with what they are now before
-    planning, so before any chunk of theirs is read (the layout's sample
-    reads some): a file added, removed, renamed or rewritten is named in a
-    :class:`~daskshuffle.SourceChangedError`, whatever else the call changed.
-    Sources named in part as before (a glob that matches one more file now,
-    as xarray records the files it matched) are compared too.
-    ``complete``: the store at ``where`` is the finished one at ``dst`` (else
-    an interrupted run's). ``kind``, ``sources``, ``identity``: the source's, now
-    (:class:`~daskshuffle.formats.Source`); ``variables`` ``None``: not known
-    before the source is opened (every column of a Parquet dataset), so not compared.
+    A rerun of the same kind, naming (some of) the same sources and variables,
+    compares their identity (files, sizes, versions) before any chunk is read: a
+    file added, removed, renamed or rewritten is named in a
+    :class:`~daskshuffle.SourceChangedError`. ``complete``: the store at ``where``
+    is the finished one (else an interrupted run's). ``variables`` ``None``: not
+    known before the source is opened, so not compared.
     """
     named = recorded.get("source")
     if recorded.get("kind") != kind or not isinstance(named, list):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
@@ -16,9 +16,6 @@ from . import _collections, _compute
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options
 from ._run import Listed, ShuffleResult, run_shuffle
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -63,102 +60,74 @@ def shuffle_parquet(
 ) -> ShuffleResult:
     """Shuffle the rows of a Parquet dataset out of core, with the 2-pass shuffle, on dask.
 
-    Every row goes to one of ``n_piles`` piles uniformly at random; the pieces
-    of each pile are merged into one contiguous run of rows. The result is a
-    Parquet dataset directory (one file per group of whole piles, a row group
-    per pile) that ``pandas.read_parquet``, ``pyarrow.dataset.dataset`` and
-    ``dask.dataframe.read_parquet`` read, with the shuffle's metadata in
-    ``_daskshuffle.json`` (written last), ready for
-    :class:`daskshuffle.PileLoader`. With ``materialize=True`` each pile is
-    shuffled before it is written: a uniformly random permutation of the rows.
-
-    Every Arrow type survives: numbers, strings, binary, booleans, time-zone
-    aware timestamps, decimals, dictionaries (categoricals), lists, structs,
-    nulls. The schema's metadata (pandas' index and dtypes) is kept.
+    Every row goes to one of ``n_piles`` piles uniformly at random, and each pile
+    is written as one contiguous run: a Parquet dataset directory (a row group per
+    pile, the shuffle's metadata in ``_daskshuffle.json``) that pandas, pyarrow and
+    dask read, ready for :class:`daskshuffle.PileLoader`. With ``materialize=True``
+    each pile is shuffled too: a uniformly random permutation of the rows. Every
+    Arrow type and the schema's metadata (pandas' index and dtypes) are kept.
 
     Parameters
     ----------
     src : path, URL or glob, or a list of them
         Parquet files, directories (hive partitions become columns) or globs;
-        read-only. Files whose schemas Arrow can unify (a missing column, a
-        narrower integer type, ...) are unified; others are an error naming the
-        files and columns, raised before anything is written.
+        read-only. Schemas Arrow cannot unify are an error naming the files and
+        columns, raised before anything is written.
     dst : path or URL
         The destination directory. Must lie outside ``src``.
     columns : list of str, optional
         The columns to shuffle (the others are not copied). By default all.
     compression : str, default "auto"
-        The destination's Parquet codec: "auto" (snappy for the columns a
-        sample shows it shrinks, none for the others, such as random floats),
-        or "snappy", "zstd", "lz4", "gzip", "brotli" or "none" for every column.
-        Either way a column is dictionary-encoded only if it has few distinct values.
+        The destination's Parquet codec: "auto" (snappy for the columns a sample
+        shows it shrinks, none for the others), or "snappy", "zstd", "lz4", "gzip",
+        "brotli" or "none" for every column.
     row_group_size : int, optional
-        The most rows in one row group of the destination: row groups end at
-        every multiple of it (store rows) and at every pile's end, and the loader
-        reads runs of that many rows as whole row groups. By default about 2 MiB
-        of rows.
+        The most rows in one row group of the destination (row groups also end
+        at every pile's end). By default about 2 MiB of rows.
     n_output_files : int, optional
-        Write the destination as exactly this many files of near-equal rows
-        (whole piles each, so at most ``n_piles``; each must fit one merge
-        task: the larger of ``block_memory`` and the largest pile). By default
-        one file per group of piles of about ``block_memory``; on object
-        storage, files of whole piles of about 16 MiB, each group's written at
-        once (a request streams at one connection's speed).
+        Write the destination as exactly this many files of near-equal rows (whole
+        piles each, so at most ``n_piles``). By default one file per group of piles
+        of about ``block_memory``; on object storage, of about 16 MiB.
     n_piles : int or "auto", default 512
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
     seed : int, optional
-        Same seed, same source and same parameters give the same output, whatever the
-        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
-        resumable shuffle interrupted and called again with ``None`` continues with the
-        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
-        the loader reads the order a shuffle drew.)
+        Same seed, source and parameters give the same output on any cluster. ``None``
+        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
     overwrite : bool, default False
-        Replace ``dst`` if it exists, once every check has passed: a pile store, or
-        a text output's file. A directory that holds anything else is never replaced.
+        Replace ``dst`` (a pile store or a text output) once every check has passed; a
+        directory that holds anything else is never replaced.
     materialize : bool, default False
         Write a fully shuffled copy instead of a pile store.
     pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
-        planning time, before anything is written.
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked
+        before anything is written.
     block_memory : int or str, default "64MiB"
         About how much of the source one pass-1 task reads, in bytes or as a size such
         as "64MiB". Runs of whole row groups are read (a row group larger than this is
         one block).
     tmp : path or URL, optional
-        A directory for the pieces between the passes; they go to a subdirectory named
-        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
-        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
-        object storage, this machine's temporary directory instead when every worker
-        sees it and it has room for 2.5 times the data (a local disk writes and reads
-        them faster than requests).
+        Where the pieces between the passes go, in a subdirectory named after ``dst``
+        that is removed at the end, also after an error. By default ``<dst>.daskshuffle-tmp``;
+        for a ``dst`` on object storage, this machine's temporary directory when every
+        worker sees it and it has room for 2.5 times the data.
     progress : bool, default False
-        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
-        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
-        without one, text. Then the bar's last state as one line, which a log or a saved
-        notebook keeps (a log gets only that line).
+        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
+        distributed client, text otherwise), then its last state as one line for a log.
     storage_options : dict, optional
         Passed to fsspec for URLs.
     verify : bool, default False
-        Once the output is written, prove it holds exactly the source's rows
-        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
-        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+        Once written, prove the output holds exactly the source's rows
+        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. With one, the merge reads about
-        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
-        once a pile outgrows a block), which falls with the data's size; with ``L``,
-        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
-        as many ways again by every level but the last, then to piles, keeping reads
-        large for one more write and read of the data a level. ``"auto"`` adds a level
-        where fewer would make ten thousand reads or more of under 64 KiB, and more
-        while a level costs less than the reads it saves (two from about 256 GiB with
-        the defaults and ``n_piles='auto'``, three from about 66 TiB);
-        :func:`daskshuffle.explain` shows the choice.
+        Levels of scatter before the merge. Each level costs one more write and read of the
+        data and keeps the merge's reads large. ``"auto"`` adds a level where fewer would
+        make ten thousand reads of under 64 KiB or more, while it saves more than it costs
+        (two from about 256 GiB, three from about 66 TiB); :func:`daskshuffle.explain` shows it.
 
     Returns
     -------
     ShuffleResult
-        What was written: its path, rows, piles and their sizes, and the seed
-        (the one drawn, with ``seed=None``).
+        What was written: its path, rows, pile sizes and seed (the one drawn, with ``seed=None``).
 
     Examples
     --------
@@ -200,15 +169,11 @@ def shuffle_dataframe(
 ) -> ShuffleResult:
     """Shuffle the rows of a dask or pandas DataFrame into a Parquet pile store.
 
-    The same as :func:`shuffle_parquet`, for a DataFrame. Each partition of a
-    dask DataFrame is a block (divisions may be unknown); a pandas DataFrame is
-    cut into blocks of about ``block_memory``. A dask DataFrame is computed
-    once: the plan needs every partition's length before any row moves, so
-    each partition's task counts it and writes it, uncompressed, to a spool
-    directory (``<dst>.daskshuffle-spool`` next to ``dst``, or in ``tmp``; about
-    the size of the data in Arrow), which pass 1 reads and which is removed at
-    the end. Columns keep their types as ``pyarrow.Table.from_pandas`` converts
-    them; categoricals stay dictionary-encoded.
+    The same as :func:`shuffle_parquet`, for a DataFrame. A dask DataFrame is
+    computed once: each partition (a block) is counted and written to a spool
+    directory (``<dst>.daskshuffle-spool``, or in ``tmp``), removed at the end.
+    A pandas DataFrame is cut into blocks of about ``block_memory``. Columns keep
+    their types as ``pyarrow.Table.from_pandas`` converts them.
 
     Parameters
     ----------
@@ -217,68 +182,51 @@ def shuffle_dataframe(
     dst : path or URL
         The destination Parquet dataset directory.
     index : bool, optional
-        ``True`` keeps the index as a column (pandas restores it as the index
-        when it reads the output), ``False`` drops it. By default a named or
-        non-range index is kept and a default ``RangeIndex``, which only
-        numbers the rows, is dropped.
+        ``True`` keeps the index as a column, ``False`` drops it. By default a
+        named or non-range index is kept and a default ``RangeIndex`` dropped.
     compression, row_group_size, n_output_files
         As for :func:`shuffle_parquet`.
     n_piles : int or "auto", default 512
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
     seed : int, optional
-        Same seed, same source and same parameters give the same output, whatever the
-        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
-        resumable shuffle interrupted and called again with ``None`` continues with the
-        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
-        the loader reads the order a shuffle drew.)
+        Same seed, source and parameters give the same output on any cluster. ``None``
+        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
     overwrite : bool, default False
-        Replace ``dst`` if it exists, once every check has passed: a pile store, or
-        a text output's file. A directory that holds anything else is never replaced.
+        Replace ``dst`` (a pile store or a text output) once every check has passed; a
+        directory that holds anything else is never replaced.
     materialize : bool, default False
         Write a fully shuffled copy instead of a pile store.
     pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
-        planning time, before anything is written.
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked
+        before anything is written.
     block_memory : int or str, default "64MiB"
         About how much of the source one pass-1 task reads, in bytes or as a size such
         as "64MiB". A pandas DataFrame is cut into blocks of this size; each partition
         of a dask DataFrame is a block.
     tmp : path or URL, optional
-        A directory for the pieces between the passes; they go to a subdirectory named
-        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
-        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
-        object storage, this machine's temporary directory instead when every worker
-        sees it and it has room for 2.5 times the data (a local disk writes and reads
-        them faster than requests).
+        Where the pieces between the passes go, in a subdirectory named after ``dst``
+        that is removed at the end, also after an error. By default ``<dst>.daskshuffle-tmp``;
+        for a ``dst`` on object storage, this machine's temporary directory when every
+        worker sees it and it has room for 2.5 times the data.
     progress : bool, default False
-        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
-        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
-        without one, text. Then the bar's last state as one line, which a log or a saved
-        notebook keeps (a log gets only that line).
+        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
+        distributed client, text otherwise), then its last state as one line for a log.
     storage_options : dict, optional
         Passed to fsspec for URLs.
     verify : bool, default False
-        Once the output is written, prove it holds exactly the source's rows
-        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
-        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+        Once written, prove the output holds exactly the source's rows
+        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
         The DataFrame is read again for the check (a dask DataFrame from its spool).
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. With one, the merge reads about
-        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
-        once a pile outgrows a block), which falls with the data's size; with ``L``,
-        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
-        as many ways again by every level but the last, then to piles, keeping reads
-        large for one more write and read of the data a level. ``"auto"`` adds a level
-        where fewer would make ten thousand reads or more of under 64 KiB, and more
-        while a level costs less than the reads it saves (two from about 256 GiB with
-        the defaults and ``n_piles='auto'``, three from about 66 TiB);
-        :func:`daskshuffle.explain` shows the choice.
+        Levels of scatter before the merge. Each level costs one more write and read of the
+        data and keeps the merge's reads large. ``"auto"`` adds a level where fewer would
+        make ten thousand reads of under 64 KiB or more, while it saves more than it costs
+        (two from about 256 GiB, three from about 66 TiB); :func:`daskshuffle.explain` shows it.
 
     Returns
     -------
     ShuffleResult
-        What was written: its path, rows, piles and their sizes, and the seed
-        (the one drawn, with ``seed=None``).
+        What was written: its path, rows, pile sizes and seed (the one drawn, with ``seed=None``).
 
     Examples
     --------
@@ -302,12 +250,10 @@ def shuffle_dataframe(
     if not _collections.is_dask_dataframe(df):  # run again, it returns the store it wrote, as every shuffle does
         fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing, token=token)
         return run_shuffle(fmt, checked, variables=fmt.variables)
-    # Describing a dask DataFrame computes it: an existing destination is refused first, unless it holds this
-    # DataFrame's finished store (which the shuffle then returns).
+    # Describing a dask DataFrame computes it: an existing destination is refused first, unless it is its store.
     dst_location, tmp_location = shuffle_locations(checked)
     check_destination([], dst_location, tmp_location, overwrite=checked.overwrite or _holds(dst_location, token))
-    # Loaded for a dask DataFrame only, as is_dask_dataframe does. Public API (docs.dask.org documents it here),
-    # which dask imports into the module without listing it in an __all__.
+    # Public API that dask does not list in an __all__; loaded for a dask DataFrame only.
     from dask.dataframe.utils import make_meta  # type: ignore[attr-defined]
 
     spool = dst_location.scratch(_SPOOL_SUFFIX, tmp_location)
@@ -322,7 +268,7 @@ def shuffle_dataframe(
             spool=spool,
             describe_partitions=_collections.describe_partitions,
             meta=make_meta(df),  # the empty frame the partitions are like, known without computing any
-            token=_compute.token_of(df),
+            token=token,
         )
         return run_shuffle(fmt, checked, variables=fmt.variables)
     finally:

@@ -1,16 +1,9 @@
-"""The dask layer: pass 1 and the merge as one task graph.
+"""The dask layer: pass 1 and the merge as one task graph, O(blocks + piles) tasks.
 
-Only this module imports dask. It follows dask's own pattern: a private pure
-function returns a plain dict graph with deterministic keys, and a thin wrapper
-runs it on the active scheduler (the current ``distributed.Client`` if there is
-one, dask's default otherwise). The graph has one scatter task per block, one
-barrier, one merge task per group of whole piles and one seam task per output
-chunk that two merge tasks share — O(blocks + piles) tasks, never
-O(blocks x piles).
-
-Every task's output is determined by the plan, so a task that runs twice (a
-retry, a lost worker) writes the same bytes, and no two tasks write the same
-chunk or object.
+A private pure function returns a plain dict graph with deterministic keys, as
+dask's own shuffles do. Every task's output is determined by the plan, so a task
+that runs twice (a retry, a lost worker) writes the same bytes, and no two tasks
+write the same chunk or object.
 """
 
 from __future__ import annotations
@@ -74,13 +67,9 @@ def _scatter(
     seed: int,
     *data: Any,
 ) -> Any:
-    """Pass 1 for one block. ``counts``: the block's row of the plan, or ``(length, n_piles)`` to draw it here.
-
-    Drawing it here keeps the graph O(blocks + piles) in size: only the merges
-    carry the plan, each its own columns.
-    """
+    """Pass 1 for one block. ``counts``: the block's row of the plan, or ``(length, n_piles)`` to draw it here
+    (which keeps the graph O(blocks + piles): only the merges carry the plan)."""
     crash_point("scatter")
-    # ``data`` is the block's value when the source is a dask collection.
     rows = fmt.rows_of_block(block, data[0]) if isinstance(fmt, CollectionSource) else fmt.read_block(block)
     if isinstance(counts, tuple):
         counts = block_counts(*counts, seed, block)
@@ -122,8 +111,7 @@ def _merge(
     if b > a:
         with dst.reaching():
             fmt.write_rows(dst, a, fmt.slice(rows, a - start, b - start), piece_info)
-    # The fragments wait in memory for their seam task: copies, because a view
-    # would keep the whole group alive (and dask would count only the view).
+    # Copies wait for the seam task: a view would keep the whole group alive (and dask would count only the view).
     fragments: dict[int, tuple[int, Any]] = {}
     if a > start:
         fragments[start // alignment] = (start, fmt.take(rows, np.arange(0, a - start)))
@@ -175,11 +163,8 @@ def _scatter_spans(
 
 @dataclass(frozen=True)
 class _Stages:
-    """What every stage of one shuffle's graph shares: the graph it adds to, the tasks' name, the format's key.
-
-    With a ``manifest``, tasks mark themselves done there, and those in ``done``
-    are not run again.
-    """
+    """What every stage of one shuffle's graph shares: the graph it adds to, the tasks' name, the format's key, and
+    the ``manifest`` the tasks mark themselves done in (those in ``done`` are not run again)."""
 
     graph: dict[Any, Any]
     name: str
@@ -211,16 +196,10 @@ def shuffle_graph(
 ) -> tuple[dict[Any, Any], str]:
     """The task graph of pass 1 and the merge, and the key that completes it.
 
-    With a plan of ``L`` levels, pass 1 scatters the source's blocks to
-    super-piles (pieces in ``level_tmp(tmp, 1)``); each later level reads each
-    super-pile's pieces of each group of blocks (a span) and scatters them to
-    smaller super-piles, or at the last level to its piles
-    (``level_tmp(tmp, L)``), which the merge reads.
-
-    With a ``manifest``, each scatter, merge and seam task marks itself done
-    there, and the tasks named in ``done`` (by an earlier, interrupted run of
-    the same shuffle) are not run again: a merge only if its seams are done too,
-    since its fragments for them were held in memory.
+    With ``L`` levels, pass 1 scatters blocks to super-piles and each later level
+    scatters each super-pile's pieces further, the last to the piles the merge reads.
+    With a ``manifest``, tasks mark themselves done there and those in ``done`` are
+    not run again (a merge only if its seams are done too: it held their fragments).
     """
 
     name = "daskshuffle-" + tokenize(
@@ -235,15 +214,13 @@ def shuffle_graph(
         plan.fanouts if isinstance(plan, LevelPlan) else None,
     )
     levels = plan if isinstance(plan, LevelPlan) else None
-    # The format goes into the graph once, as data that every task depends on: a worker receives it
-    # once and keeps it, rather than with each task (it holds the sources' blocks: 138 KB for 10k).
+    # The format goes into the graph once, as data every task depends on: a worker receives it once, not per task.
     fmt_key = f"{name}-format"
     graph: dict[Any, Any] = {fmt_key: fmt}
-    inputs = fmt.block_inputs() if isinstance(fmt, CollectionSource) else None
-    input_keys: Sequence[Any] = ()
-    if inputs is not None:
-        graph.update(inputs[0])
-        input_keys = inputs[1]
+    input_keys: Sequence[Any] | None = None
+    if isinstance(fmt, CollectionSource):
+        input_graph, input_keys = fmt.block_inputs()
+        graph.update(input_graph)
         name += "-" + tokenize(list(input_keys))
     tables = (
         []
@@ -251,7 +228,7 @@ def shuffle_graph(
         else [_group_tables(graph, name, index, level) for index, level in enumerate(levels.levels, 1)]
     )
     stages = _Stages(graph, name, fmt_key, manifest, done)
-    pieces_key = _scatter_stage(stages, plan, tmp, tables, input_keys if inputs is not None else None)
+    pieces_key = _scatter_stage(stages, plan, tmp, tables, input_keys)
     merge_tmp = tmp
     if levels is not None:
         for index in range(2, levels.n_levels + 1):
@@ -401,9 +378,7 @@ def _merge_stage(
     for key in merge_keys:
         if f"merge-{key[1]}" in done and all(f"seam-{chunk}" in done for chunk in own_seams.get(key, ())):
             graph[key] = {}  # written, and so are the chunks it shares with its neighbours
-    # The last task waits for a merge through its seams when it has some: a
-    # merge's fragments are then freed once its seams have written them, not
-    # held in worker memory until the very end.
+    # The last task waits for a merge through its seams, if any: its fragments are freed once they are written.
     seamed = own_seams.keys()
     done_key = f"{name}-done"
     graph[done_key] = (_done, *(key for key in merge_keys if key not in seamed), *seam_keys)

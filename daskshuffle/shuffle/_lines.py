@@ -1,10 +1,7 @@
 """The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph.
 
-``shuffle_lines`` is cut where reading begins: ``_check`` makes every check of
-the arguments and destinations (nothing read or written yet) into a
-``_TextShuffle``, and ``_run`` decompresses, counts, and shuffles. With
-``head_count`` the lines are sampled instead (``sources/_text_sample.py``);
-several or compressed output files are named by ``sources/_text_shards.py``.
+``_check`` makes every check before anything is read or written; ``_run`` decompresses,
+counts and shuffles (or, with ``head_count``, samples: ``sources/_text_sample.py``).
 """
 
 from __future__ import annotations
@@ -62,115 +59,81 @@ def shuffle_lines(
 ) -> ShuffleResult:
     """Shuffle the lines of text files into a text file, out of core, on dask: ``shuf`` for large inputs.
 
-    The output holds exactly the input lines, in a uniformly random order
-    (every permutation equally likely), like ``shuf`` but for inputs larger
-    than memory: the 2-pass shuffle scatters lines to piles on disk, then
-    shuffles each pile in memory. Bytes are kept as they are (nothing is
-    decoded; CRLF stays CRLF); a final line without a newline gets one.
-
-    With ``head_count=K`` (``shuf -n K``) only K lines are output: K distinct
-    lines chosen uniformly at random (every set of K equally likely), in a
-    uniformly random order. They are sampled, not shuffled, in one pass: each
-    task counts its block and keeps a uniform sample of up to K of its lines,
-    and K lines are drawn from those. When K times the number of blocks exceeds
-    262,144, the blocks are counted first instead, K positions drawn, and only
-    those lines read. The sample is held in memory, as ``shuf -n`` holds it.
-    If K is at least the number of lines, every line is output, shuffled out
-    of core as without ``head_count``.
-
-    The work runs as dask graphs on the active scheduler: the current
-    ``distributed.Client`` if there is one, dask's default otherwise.
+    The output holds exactly the input lines in a uniformly random order, like
+    ``shuf`` but for inputs larger than memory. Bytes are kept as they are (CRLF
+    stays CRLF); a final line without a newline gets one. With ``head_count=K``
+    (``shuf -n K``), K distinct lines chosen uniformly at random are sampled in
+    one pass, in a random order, and held in memory as ``shuf -n`` holds them.
 
     Parameters
     ----------
     src : path, URL or glob, or a list of them
-        The text files, in order. Files ending in ``.gz``, ``.bz2``, ``.xz``
-        or ``.zst`` are decompressed (as fsspec infers from the name) once,
-        into a plain copy next to the output (removed at the end), so that they
-        too are read in parallel blocks. Large files are read in parallel.
+        The text files, in order. Files ending in ``.gz``, ``.bz2``, ``.xz`` or
+        ``.zst`` are decompressed once, into a plain copy (removed at the end), so
+        that they too are read in parallel blocks.
     dst : path or URL
         The output file, or with ``n_output_files`` a pattern with one field
         for the file number, such as ``"train-{:05d}.jsonl"``. An output named
-        ``*.gz``, ``*.bz2`` or ``*.xz`` is written compressed so, ``*.zst``
-        zstd-compressed (which needs ``zstandard``); another compression
-        suffix is refused. Written under a temporary name and renamed into
-        place when complete, so an interrupted shuffle never leaves a file there.
+        ``*.gz``, ``*.bz2``, ``*.xz`` or ``*.zst`` (with ``zstandard``) is written
+        compressed so. Renamed into place when complete.
     header : bool, default False
         Keep the first line of the first file (a CSV header) at the top of
         every output file, unshuffled.
     head_count : int, optional
         Output only this many lines, chosen uniformly at random (``shuf -n``).
     repeat : bool, default False
-        With ``head_count``, draw the lines with replacement: ``head_count``
-        independent uniform draws (``shuf -r -n``). ``shuf -r`` without ``-n``
-        repeats forever, which a file cannot hold: ``head_count`` is required.
+        With ``head_count`` (required), draw the lines with replacement:
+        ``head_count`` independent uniform draws (``shuf -r -n``).
     delimiter : bytes or str, default b"\\n"
         The one byte that ends a line; ``b"\\0"`` for NUL-terminated records
         (``shuf -z``), used for counting, splitting and output alike.
     n_output_files : int, optional
-        Write the output into this many files named by ``dst.format(i)``, of
-        near-equal numbers of lines (they differ by one line at most), each
-        line in exactly one: file ``i`` holds lines ``[i * n // n_output_files,
-        (i + 1) * n // n_output_files)`` of the shuffled order.
+        Write the output into this many files named by ``dst.format(i)``: file
+        ``i`` holds lines ``[i * n // n_output_files, (i + 1) * n // n_output_files)``
+        of the shuffled order.
     n_piles : int or "auto", default "auto"
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``. The
         result is exactly shuffled either way; piles only bound memory. The default is
         text's own.
     seed : int, optional
-        Same seed, same source and same parameters give the same output, whatever the
-        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
-        resumable shuffle interrupted and called again with ``None`` continues with the
-        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
-        the loader reads the order a shuffle drew.)
+        Same seed, source and parameters give the same output on any cluster. ``None``
+        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
     overwrite : bool, default False
-        Replace ``dst`` if it exists, once every check has passed: a pile store, or
-        a text output's file. A directory that holds anything else is never replaced.
+        Replace ``dst`` (a pile store or a text output) once every check has passed; a
+        directory that holds anything else is never replaced.
     pile_memory : int or str, default "32MiB"
-        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
-        planning time, before anything is written. A task holds about twice this much:
-        the default, text's own, keeps a worker thread near 100 MB.
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked
+        before anything is written. A task holds about twice this much: the default,
+        text's own, keeps a worker thread near 100 MB.
     block_memory : int or str, optional
         About how much of the source one pass-1 task reads, in bytes or as a size such
         as "64MiB". Of an uncompressed file; by default 16 MiB, or half of
         ``pile_memory`` if that is less.
     tmp : path or URL, optional
-        A directory for the pieces between the passes; they go to a subdirectory named
-        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
-        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
-        object storage, this machine's temporary directory instead when every worker
-        sees it and it has room for 2.5 times the data (a local disk writes and reads
-        them faster than requests). The plain copies of compressed inputs go to ``<name
-        of dst>.daskshuffle-spool`` there.
+        Where the pieces between the passes go, in a subdirectory named after ``dst``
+        that is removed at the end, also after an error. By default ``<dst>.daskshuffle-tmp``;
+        for a ``dst`` on object storage, this machine's temporary directory when every
+        worker sees it and it has room for 2.5 times the data. The plain copies of
+        compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.
     progress : bool, default False
-        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
-        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
-        without one, text. Then the bar's last state as one line, which a log or a saved
-        notebook keeps (a log gets only that line).
+        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
+        distributed client, text otherwise), then its last state as one line for a log.
     storage_options : dict, optional
         Passed to fsspec for URLs.
     verify : bool, default False
-        Once the output is written, prove it holds exactly the source's rows
-        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
-        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
-        Not for text: ``True`` is an error, raised before anything is read, since the
-        output is a text file, not a pile store that :func:`daskshuffle.verify` reads.
+        Once written, prove the output holds exactly the source's rows
+        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
+        Not for text: ``True`` is an error, raised before anything is read.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. With one, the merge reads about
-        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
-        once a pile outgrows a block), which falls with the data's size; with ``L``,
-        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
-        as many ways again by every level but the last, then to piles, keeping reads
-        large for one more write and read of the data a level. ``"auto"`` adds a level
-        where fewer would make ten thousand reads or more of under 64 KiB, and more
-        while a level costs less than the reads it saves (two from about 256 GiB with
-        the defaults and ``n_piles='auto'``, three from about 66 TiB);
-        :func:`daskshuffle.explain` shows the choice.
+        Levels of scatter before the merge. Each level costs one more write and read of the
+        data and keeps the merge's reads large. ``"auto"`` adds a level where fewer would
+        make ten thousand reads of under 64 KiB or more, while it saves more than it costs
+        (two from about 256 GiB, three from about 66 TiB); :func:`daskshuffle.explain` shows it.
 
     Returns
     -------
     ShuffleResult
-        What was written: its path, rows, piles and their sizes, and the seed
-        (the one drawn, with ``seed=None``).
+        What was written: its path, rows, pile sizes and seed (the one drawn, with ``seed=None``).
 
     Examples
     --------

@@ -1,11 +1,7 @@
 """The options every shuffle shares, checked once at the boundary into one frozen :class:`ShuffleOptions`.
 
-Each public shuffle (``shuffle_zarr``, ``shuffle_xarray``, ``shuffle_parquet``,
-``shuffle_dataframe``, ``shuffle_lines``, ``append``) writes these options out
-in its own ``def``, with their defaults and docs, as ``zarr.create_array``
-writes its parameters; ``tests/test_options.py`` checks that they agree. Each
-hands its arguments (``locals()``) to :func:`parse_shuffle_options` and passes
-the result on.
+Each public shuffle writes these options out in its own ``def`` (``tests/test_options.py``
+checks they agree) and hands its ``locals()`` to :func:`parse_shuffle_options`.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
 from ..storage import _paths
 
-__all__ = ["SHARED_OPTIONS", "ShuffleOptions", "lines_block_memory", "parse_forwarded_options", "parse_shuffle_options"]
+__all__ = ["ShuffleOptions", "lines_block_memory", "parse_forwarded_options", "parse_shuffle_options"]
 
 #: ``shuffle_lines`` holds about two copies of a block (plus offsets): this keeps a worker thread near 100 MB.
 _LINES_BLOCK_NBYTES = 16 * 2**20
@@ -51,12 +47,9 @@ class ShuffleOptions(Settings):
     tmp: str | None
     progress: bool
     storage_options: dict[str, Any] | None
-    #: Whether the seed was given (else it was drawn): a drawn seed gives way to the one an
-    #: interrupted run of the same shuffle recorded, so that the same call continues it.
+    #: Whether the seed was given: a drawn one gives way to the one an interrupted run of the same shuffle recorded.
     seed_given: bool = True
-    #: Prove the store holds the source's rows once it is written (``daskshuffle.verify``).
     verify: bool = False
-    #: Levels of scatter before the merge: 1 to 4, or "auto".
     levels: int | Literal["auto"] = "auto"
 
 
@@ -68,31 +61,11 @@ def _parse_storage_options(value: object) -> dict[str, Any] | None:
     return dict(value) if value is not None else None
 
 
-#: The options every shuffle takes, in the order its signature lists them after ``src`` and ``dst``.
-SHARED_OPTIONS = (
-    "n_piles",
-    "seed",
-    "overwrite",
-    "materialize",
-    "pile_memory",
-    "block_memory",
-    "tmp",
-    "progress",
-    "storage_options",
-    "verify",
-    "levels",
-)
-
-
 def parse_shuffle_options(arguments: Mapping[str, Any]) -> ShuffleOptions:
     """Check ``dst`` and the shared options among a shuffle's ``arguments``; draw the seed if ``None``.
 
-    A public shuffle passes its ``locals()`` as it begins (as
-    ``pandas.read_csv`` does), its own defaults included: the defaults are
-    written in each shuffle's ``def``, nowhere else. They are checked in the
-    order a user reads them. Paths are made absolute here, on the client,
-    before any task is built: the workers of a cluster may run in any
-    directory, where a relative path names something else (or nothing).
+    Paths are made absolute here, on the client: a cluster's workers may run in
+    another directory, where a relative path names something else.
     """
     chosen_tmp = (
         parse_path(arguments["tmp"], "tmp") if arguments["tmp"] is not None and arguments["tmp"] != "" else None
@@ -126,9 +99,6 @@ def parse_forwarded_options(
     shuffle: Callable[..., Any], options: object, *, decided: Sequence[str], parameter: str, why: str
 ) -> dict[str, Any]:
     """``options`` for ``shuffle``, checked now rather than when it runs: its parameters, but not those ``decided``.
-
-    ``EpochShuffler`` takes ``shuffle_options={...}`` and passes them on to a
-    shuffle that runs later (in the background, for the epochs).
 
     Examples
     --------

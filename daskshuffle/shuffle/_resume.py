@@ -1,9 +1,7 @@
 """What a shuffle does with what it finds at its destination: one pure decision, carried out by ``_run.py``.
 
-:func:`decide` reads the store's record (as read once the destination's lock
-is held) and this call's planned metadata, and returns :class:`Fresh`,
-:class:`Resume`, :class:`Done` or :class:`Refuse`; it does no I/O, so every
-case is tested without a store (``tests/test_resume.py``).
+:func:`decide` returns :class:`Fresh`, :class:`Resume`, :class:`Done` or :class:`Refuse`
+and does no I/O, so every case is tested without a store.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from typing import Any
 
 from .._errors import Argument, DaskShuffleError, DaskShuffleValueError, PileStoreExistsError
 from ..pilestore import RUN_KEY
-from ..storage import Location
 from ._destination import exists_error
 from ._store_plan import differences, missing_identity, source_changed_error
 
@@ -116,15 +113,12 @@ def counted_earlier(store: Seen, options: ResumeOptions) -> Earlier | None:
 
 
 def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst: str = "dst") -> Decision:
-    """What a shuffle whose planned store records ``planned`` does with what it ``store`` holds.
+    """What a shuffle whose planned store records ``planned`` does with what ``store`` holds.
 
-    ``dst`` is only named in the errors. An earlier run counts only without
-    ``overwrite``, and for a source that cannot be continued (a DataFrame in
-    memory) only as a complete store at ``dst``; one of other sources but the same
-    shuffle is refused (the sources changed), one of another shuffle too
-    (unless it is complete at ``dst``: then ``dst`` exists and ``overwrite``
-    decides). Something at ``dst`` that no shuffle wrote is refused, whatever
-    the call: daskshuffle replaces only what it wrote.
+    An earlier run counts only without ``overwrite`` (and, for a source that cannot
+    be continued, only as a complete store at ``dst``); one of other sources or of
+    another shuffle is refused. Something at ``dst`` that no shuffle wrote is
+    refused whatever the call. ``dst`` is only named in the errors.
 
     Examples
     --------
@@ -138,7 +132,7 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     earlier = counted_earlier(store, options)
     if earlier is None:
         if store.dst_exists and not options.overwrite:
-            return Refuse(_exists_error(dst))
+            return Refuse(exists_error(dst))
         return Fresh()
     recorded = dict(earlier.metadata)
     damaged = missing_identity(recorded, earlier.url)
@@ -154,18 +148,14 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     if complete:
         if same:
             return Done(run)
-        return Refuse(_exists_error(dst)) if store.dst_exists else Fresh()
+        return Refuse(exists_error(dst)) if store.dst_exists else Fresh()
     if not same:
         return Refuse(_other_shuffle_error(earlier.url, differences(recorded, dict(planned))))
     if store.dst_exists and not earlier.at_dst:
-        return Refuse(_exists_error(dst))
+        return Refuse(exists_error(dst))
     if earlier.created:
         return Resume(earlier.url, run)
     return Fresh(run)
-
-
-def _exists_error(dst: str) -> DaskShuffleError:
-    return exists_error(Location.of(dst))
 
 
 def _foreign_error(dst: str) -> DaskShuffleError:

@@ -1,11 +1,7 @@
 """Running a shuffle, the same for every kind of data: check the destination, plan, write, mark complete.
 
-The public shuffles (``shuffle_zarr``, ``shuffle_parquet``, ...) open their
-source as a format, parse their common arguments
-(:func:`~daskshuffle.shuffle._options.parse_shuffle_options`) into
-:class:`~daskshuffle.shuffle._options.ShuffleOptions`, and hand both to
-:func:`run_shuffle`. Where it writes is checked in ``_destination.py``, and
-what it plans and records in ``_store_plan.py``.
+The public shuffles open their source as a format and hand it, with their parsed
+options, to :func:`run_shuffle`.
 """
 
 from __future__ import annotations
@@ -142,14 +138,8 @@ def _record(dst: Location, target: Location, *, resumable: bool) -> tuple[Locati
 
 @dataclass(frozen=True)
 class Listed:
-    """A source as its listing gives it, before any byte of it is read, and how to open it.
-
-    A source whose opening reads its files (a Parquet dataset's footers) is
-    handed to :func:`run_shuffle` as this: a rerun compares its identity with
-    the store's record first, so a file changed, added, removed or replaced by
-    something unreadable is named in a :class:`~daskshuffle.SourceChangedError`
-    and no file is read.
-    """
+    """A source as its listing gives it, before any byte of it is read, and how to open it: a rerun compares its
+    identity with the store's record before opening reads any file (a Parquet dataset's footers)."""
 
     kind: str
     #: What :meth:`~daskshuffle.formats.Source.describe_source` and ``identify_source`` will give.
@@ -164,9 +154,7 @@ class Listed:
 def _compare_listed(source: Listed, dst: Location, tmp: Location | None, options: ShuffleOptions) -> None:
     """Refuse a rerun into ``dst`` whose sources changed since its store was written, before any is read.
 
-    The lock is taken behind the same checks of ``dst`` as the run's, and the
-    record read under it; it is let go at once: the run takes it again, once
-    the source is open, and compares again.
+    The lock is let go at once: the run takes it again once the source is open, and compares again.
     """
     if not dst.exists():
         return  # nothing earlier: a run builds beside dst only when dst exists (build_path)
@@ -187,11 +175,9 @@ def run_shuffle(
     """Check the destination, plan, write, and mark complete: shared by every format.
 
     A pile store of a source on storage is resumable: each task records that it
-    finished (:class:`~daskshuffle.storage._manifest.Manifest`), and after an interrupted
-    run (Ctrl-C, a killed client) the same call continues it, with the seed the
-    earlier run drew if it drew one; a completed shuffle returns at once. Any
-    other failure removes what the run built. ``variables``: those of ``fmt``
-    (a :class:`Listed` source gives its own when opened).
+    finished in a manifest, and the same call continues an interrupted run; a
+    completed shuffle returns at once. Any other failure removes what the run
+    built. ``variables``: those of ``fmt`` (a :class:`Listed` source gives its own).
     """
     began = time.perf_counter()
     dst, given_tmp = shuffle_locations(options)
@@ -257,10 +243,7 @@ def _run_locked(
     recognised: bool,
     began: float,
 ) -> ShuffleResult:
-    """Plan, decide (:func:`~daskshuffle.shuffle._resume.decide`) and carry it out, the lock of dst held.
-
-    Its ``n_tasks`` are 0 where the store was there already.
-    """
+    """Plan, decide (:func:`~daskshuffle.shuffle._resume.decide`) and carry it out, the lock of dst held."""
     materialize = options.materialize
     # Once the lock is held: what was checked before may have changed.
     target = dst if fmt.moves_into_place else build_path(dst, dst.exists())
@@ -355,8 +338,7 @@ def _write(
     graph, key = shuffle_graph(
         fmt, plan, tmp=tmp, dst=target, merge_nbytes=max(options.block_nbytes, 1), manifest=manifest, done=done
     )
-    # Every check has passed: from here on the new store is written (an old one
-    # at dst is left alone until the new one is complete).
+    # Every check has passed: from here on the new store is written (an old one at dst stays until it is complete).
     if resume is None:  # nothing earlier, or a run killed before its store was whole: start over
         if target != dst:
             target.remove()  # what a crashed run of another shuffle left

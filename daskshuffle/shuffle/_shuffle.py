@@ -57,96 +57,71 @@ def shuffle_zarr(
 ) -> ShuffleResult:
     """Shuffle the rows of Zarr arrays out of core, with the 2-pass shuffle, on dask.
 
-    Every row goes to one of ``n_piles`` piles uniformly at random; the pieces
-    of each pile are merged into one contiguous run of rows. The result is a
-    Zarr v3 group with the same arrays, rows grouped by pile, ready for
-    :class:`daskshuffle.PileLoader`, which shuffles each pile in memory as it
-    reads it. With ``materialize=True`` each pile is shuffled before it is
-    written, giving a uniformly random permutation of the rows.
-
-    The work runs as dask graphs on the active scheduler: the current
-    ``distributed.Client`` if there is one, dask's default otherwise.
+    Every row goes to one of ``n_piles`` piles uniformly at random, and each pile
+    is written as one contiguous run: a Zarr v3 group with the same arrays, ready
+    for :class:`daskshuffle.PileLoader`, which shuffles each pile in memory as it
+    reads it. With ``materialize=True`` each pile is shuffled too, giving a
+    uniformly random permutation. The work runs on the active dask scheduler.
 
     Parameters
     ----------
     src : path, URL, zarr.Group, zarr.Array, or a list of them; or a dask array, or a dict of dask arrays
-        The source. A group's arrays that share their first dimension are
-        shuffled with one permutation, so they stay aligned. Several sources
-        are concatenated along the first axis; they must hold the same arrays.
-        Zarr format 2 and 3 are read, whole chunks at a time (about
-        ``block_memory`` of them a task). The source is opened read-only.
-        A dask array (stored as ``"data"``) or a dict ``{name: dask array}``
-        of arrays with the same number of rows is computed once, each block
-        by its own tasks in pass 1; blocks follow the first array's chunks
-        along the rows (the others are rechunked to them), and chunk sizes
-        must be known. The store is written as xarray writes a dataset, with
-        the rows along the dimension ``"row"``.
+        The source, opened read-only. A group's arrays that share their first
+        dimension are shuffled with one permutation, so they stay aligned; several
+        sources are concatenated along the first axis. Zarr formats 2 and 3 are
+        read. A dask array (stored as ``"data"``) or a dict ``{name: dask array}``
+        of arrays with the same number of rows and known chunks is computed once,
+        and stored as xarray writes a dataset, with rows along ``"row"``.
     dst : path or URL
         Where to write the Zarr v3 pile store. Must lie outside ``src``.
     variables : list of str, optional
         The arrays to shuffle (the others are not copied). By default every
         array, which must then share the first dimension.
     chunk_rows : int, optional
-        Rows per output chunk. By default a sixteenth of the average pile, between
-        256 KiB and 4 MiB of the widest array, so that the loader reads little
-        beyond each pile; on object storage, where each chunk file is a request,
-        half a pile, between 1 MiB and 4 MiB; 4 MiB for a materialized copy.
+        Rows per output chunk. By default a sixteenth of the average pile (between
+        256 KiB and 4 MiB of the widest array); on object storage half a pile;
+        4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
     n_piles : int or "auto", default 512
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
     seed : int, optional
-        Same seed, same source and same parameters give the same output, whatever the
-        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
-        resumable shuffle interrupted and called again with ``None`` continues with the
-        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
-        the loader reads the order a shuffle drew.)
+        Same seed, source and parameters give the same output on any cluster. ``None``
+        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
     overwrite : bool, default False
-        Replace ``dst`` if it exists, once every check has passed: a pile store, or
-        a text output's file. A directory that holds anything else is never replaced.
+        Replace ``dst`` (a pile store or a text output) once every check has passed; a
+        directory that holds anything else is never replaced.
     materialize : bool, default False
         Write a fully shuffled copy instead of a pile store.
     pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
-        planning time, before anything is written.
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked
+        before anything is written.
     block_memory : int or str, default "64MiB"
         About how much of the source one pass-1 task reads, in bytes or as a size such
         as "64MiB".
     tmp : path or URL, optional
-        A directory for the pieces between the passes; they go to a subdirectory named
-        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
-        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
-        object storage, this machine's temporary directory instead when every worker
-        sees it and it has room for 2.5 times the data (a local disk writes and reads
-        them faster than requests).
+        Where the pieces between the passes go, in a subdirectory named after ``dst``
+        that is removed at the end, also after an error. By default ``<dst>.daskshuffle-tmp``;
+        for a ``dst`` on object storage, this machine's temporary directory when every
+        worker sees it and it has room for 2.5 times the data.
     progress : bool, default False
-        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
-        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
-        without one, text. Then the bar's last state as one line, which a log or a saved
-        notebook keeps (a log gets only that line).
+        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
+        distributed client, text otherwise), then its last state as one line for a log.
     storage_options : dict, optional
         Passed to fsspec for URLs.
     verify : bool, default False
-        Once the output is written, prove it holds exactly the source's rows
-        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
-        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+        Once written, prove the output holds exactly the source's rows
+        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. With one, the merge reads about
-        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
-        once a pile outgrows a block), which falls with the data's size; with ``L``,
-        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
-        as many ways again by every level but the last, then to piles, keeping reads
-        large for one more write and read of the data a level. ``"auto"`` adds a level
-        where fewer would make ten thousand reads or more of under 64 KiB, and more
-        while a level costs less than the reads it saves (two from about 256 GiB with
-        the defaults and ``n_piles='auto'``, three from about 66 TiB);
-        :func:`daskshuffle.explain` shows the choice.
+        Levels of scatter before the merge. Each level costs one more write and read of the
+        data and keeps the merge's reads large. ``"auto"`` adds a level where fewer would
+        make ten thousand reads of under 64 KiB or more, while it saves more than it costs
+        (two from about 256 GiB, three from about 66 TiB); :func:`daskshuffle.explain` shows it.
 
     Returns
     -------
     ShuffleResult
-        What was written: its path, rows, piles and their sizes, and the seed
-        (the one drawn, with ``seed=None``).
+        What was written: its path, rows, pile sizes and seed (the one drawn, with ``seed=None``).
 
     Examples
     --------

@@ -1,8 +1,7 @@
 """What a shuffle plans and what its store records: the plan within the pile budget, and the metadata.
 
-Planning is pure: the piles and levels follow :func:`~daskshuffle.plan._rules.choose_layout`,
-and the metadata names everything the store's order depends on, so that two
-stores differ in fingerprint wherever they differ in order.
+The metadata names everything the store's order depends on, so that two stores
+differ in fingerprint wherever they differ in order.
 """
 
 from __future__ import annotations
@@ -51,12 +50,8 @@ def plan_within_budget(
     block_nbytes: int = 1,
     storage: Literal["local", "object"] = "local",
 ) -> Plan | LevelPlan:
-    """Plan, in one level or more, making sure the largest pile fits ``pile_nbytes``.
-
-    The piles and levels follow the planning rules that :func:`daskshuffle.explain`
-    follows too (:func:`~daskshuffle.plan._rules.choose_layout`); only a drawn pile
-    too large for ``pile_nbytes`` (rare) makes this plan differ from its prediction.
-    """
+    """Plan, in one level or more, as :func:`daskshuffle.explain` predicts, making sure the largest pile fits
+    ``pile_nbytes`` (a drawn pile too large is the rare case that differs from the prediction)."""
     layout = choose_layout(
         int(np.sum(lengths)),
         row_nbytes,
@@ -111,8 +106,7 @@ def store_metadata(
         # What the sources were (sizes and versions of their files, dask tokens): a rerun compares them.
         "source_identity": fmt.identify_source(),
         "settings": settings.to_dict(),
-        # What the order depends on besides the settings: the blocks pass 1 read (from block_memory and the
-        # source's chunks or row groups), so that two stores differ in metadata wherever they differ in order.
+        # What the order depends on besides the settings: the blocks pass 1 read.
         "blocks": {"block_memory": options.block_nbytes, "lengths": run_lengths(plan.block_lengths.tolist())},
     }
     if isinstance(plan, LevelPlan):  # the super-piles the rows went through before their piles
@@ -124,9 +118,7 @@ def store_metadata(
 def missing_identity(recorded: Mapping[str, Any], where: str) -> CorruptPileStoreError | None:
     """The error for ``recorded`` metadata (of the store at ``where``) that records no sources' identity, else ``None``.
 
-    Every store this version writes records it (``source_identity``, a list):
-    one without it was edited or damaged, and no rerun can tell whether its
-    sources changed.
+    Every store this version writes records it: one without it was edited or damaged.
 
     Examples
     --------

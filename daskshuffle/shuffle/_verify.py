@@ -1,13 +1,7 @@
 """``verify``: proof that a pile store holds exactly the rows of its source, in any order.
 
-The source and the store are each summed to an order-independent checksum
-(``_checksum.py``), and the two compared; where they differ, the error says
-whether the sources or the store's rows are to blame.
-
-The source is read through its format's block reads and the store through
-:func:`~daskshuffle.readers.open_pile_reader`, whose per-chunk checks raise
-:class:`~daskshuffle.CorruptPileStoreError` on a damaged chunk; both run as
-tasks on the active dask scheduler, like a shuffle.
+Both sides are summed to an order-independent checksum (``_checksum.py``) in one
+graph; where they differ, the error says whether the sources or the store are to blame.
 """
 
 from __future__ import annotations
@@ -21,17 +15,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError, VerificationError
+from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationError
 from .._parse import parse_nbytes, parse_path
 from ..formats import CollectionSource, FileFormat, Format
 from ..pilestore import GENERATIONS_KEY, metadata_disagrees, sources_of
+from ..plan import fingerprint
 from ..readers import open_pile_reader
 from ..storage import Location, changed_entries
 from ._checksum import add_checksums, checksum, same_checksums
 from ._compute import map_tasks
 from ._destination import check_workers_access
-from ._source_mismatch import changed_error, mismatch
-from ._store_plan import missing_identity, run_lengths
+from ._store_plan import missing_identity, run_lengths, shown_changes
 
 __all__ = ["VerifyResult", "sources_changed", "verify"]
 
@@ -213,10 +207,7 @@ def verify_location(
     progress: bool,
     path: str | os.PathLike[str] | None = None,
 ) -> VerifyResult:
-    """:func:`verify` of the pile store at ``location``, against ``named`` (or the sources it recorded).
-
-    ``storage_options`` reach the sources, which the store only names.
-    """
+    """:func:`verify` of the pile store at ``location``, against ``named`` (or the sources it recorded)."""
     began = time.perf_counter()
     path = os.fspath(path) if path is not None else location.url
     metadata, pile_offsets = _read_store(location)
@@ -234,7 +225,7 @@ def verify_location(
     changed = _changes(metadata, fmt.identify_source()) if fmt.describe_source() == metadata.get("source") else None
     source_rows = sum(fmt.block_lengths)
     if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
-        raise mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None, changed=changed)
+        raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None, changed=changed)
     # The workers read the store and the sources: with credentials of their own, which may lack this process's.
     check_workers_access([location, *(Location.of(source, storage_options) for source in named)])
     token = f"verify-{path}-{named}-{metadata.get('fingerprint')}"
@@ -244,18 +235,15 @@ def verify_location(
     if not same_checksums(expected, found, variables):
         blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
         if blocks is not None and run_lengths(blocks) != metadata["blocks"]["lengths"]:
-            raise mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks, changed=changed)
+            raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks, changed=changed)
         if changed:
-            raise changed_error(path, changed)
+            raise _changed_error(path, changed)
     return _proven(path, named, expected, found, variables, began, sources_unchanged=changed == [])
 
 
 def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, progress: bool) -> VerifyResult:
-    """:func:`verify` of the pile store at ``location`` against ``fmt``, the source it was just shuffled from.
-
-    For sources that no path names (a DataFrame, a dataset, dask arrays): their
-    blocks are read (or computed) again, as the shuffle read them.
-    """
+    """:func:`verify` of the store at ``location`` against ``fmt``, the source it was just shuffled from (a
+    DataFrame, a dataset, dask arrays: no path names them), whose blocks are read again."""
     began = time.perf_counter()
     path = location.url
     metadata, pile_offsets = _read_store(location)
@@ -269,12 +257,8 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
 
 
 def _read_store(location: Location) -> tuple[dict[str, Any], NDArray[np.int64]]:
-    """The metadata and pile offsets of the pile store at ``location``, which its reader checks.
-
-    A store of one generation records its sources' identity and the blocks
-    its shuffle read (each generation of several records its own): one
-    without them is refused as damaged, since its sources cannot be compared.
-    """
+    """The metadata and pile offsets of the store at ``location``; one generation without its sources' identity
+    and blocks is refused as damaged."""
     reader = open_pile_reader(location)
     try:
         metadata, pile_offsets = dict(reader.metadata), reader.pile_offsets
@@ -364,12 +348,8 @@ def _block_lengths(
 
 
 def _changes(metadata: Mapping[str, Any], now: list[dict[str, Any]]) -> list[str] | None:
-    """What changed in the sources since the store's shuffle, from their identity; ``None``: cannot tell.
-
-    A store of several generations, or whose sources are (or hold) a dask
-    collection, or a Zarr source too large to list every chunk, cannot tell
-    from its record alone.
-    """
+    """What changed in the sources since the store's shuffle, from their identity; ``None``: cannot tell (several
+    generations, a dask collection, a Zarr source too large to list every chunk)."""
     recorded = metadata.get("source_identity")  # none: damaged (verify refuses such a store before it asks)
     if GENERATIONS_KEY in metadata or not isinstance(recorded, list) or not recorded:
         return None
@@ -381,9 +361,7 @@ def _changes(metadata: Mapping[str, Any], now: list[dict[str, Any]]) -> list[str
 def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any] | None = None) -> list[str] | None:
     """What changed since the shuffle in the sources a store's ``metadata`` records: ``[]`` nothing, ``None`` unknown.
 
-    Looks at the sources' files (metadata, listings and sizes; no row is
-    read) as a rerun of the shuffle does. ``None`` where the store's record
-    cannot tell (see :func:`_changes`).
+    Looks at the sources' files (no row is read) as a rerun of the shuffle does.
 
     Examples
     --------
@@ -402,3 +380,44 @@ def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any]
     block_nbytes = parse_nbytes("64MiB", "block_memory")  # the shuffles' default; only the identity is read
     fmt = _open_sources(kind, sources, variables, block_nbytes, storage_options)
     return _changes(metadata, fmt.identify_source())
+
+
+def _changed_error(path: str, changed: list[str]) -> SourceMismatchError:
+    """The sources of ``path`` no longer hold its rows: what ``changed`` in them since the shuffle."""
+    return SourceMismatchError(
+        f"Expected the sources of {path!r} to hold the rows it was shuffled from. Got other rows, from sources "
+        f"changed since the shuffle instead: {shown_changes(changed)}; restore them, or shuffle them again, replacing the store "
+        "(overwrite=True)."
+    )
+
+
+def _mismatch(
+    path: str,
+    metadata: Mapping[str, Any],
+    sources: list[str],
+    *,
+    given: bool,
+    rows: int,
+    blocks: list[int] | None,
+    changed: list[str] | None = None,
+) -> SourceMismatchError:
+    """The sources are not those ``path`` was made from: the counts compared, and what to pass instead."""
+    compared = [f"rows: the store {int(metadata['n_rows']):,}, the sources {rows:,}"]
+    if GENERATIONS_KEY not in metadata and blocks is not None:
+        runs = metadata["blocks"]["lengths"]
+        theirs = run_lengths(blocks)
+        compared.append(f"blocks: the store {sum(int(count) for _, count in runs):,}, the sources {len(blocks):,}")
+        compared.append(f"fingerprint of the blocks: the store {fingerprint(runs)}, the sources {fingerprint(theirs)}")
+    listed = sources_of(metadata)
+    if given:
+        advice = "pass the sources the store was made from" + (
+            f", which it records: {', '.join(listed)} (or give none, and those are read)" if listed else ""
+        )
+    else:  # the sources it records: they changed since the shuffle
+        advice = "they changed since the shuffle: restore them, or shuffle them again into a new store"
+    if changed:
+        advice = f"changed since the shuffle: {shown_changes(changed)}; restore them, or shuffle them again, replacing the store"
+    return SourceMismatchError(
+        f"Expected the sources {sources} to hold the rows {path!r} was made from. Got sources that differ from what "
+        f"it records instead ({'; '.join(compared)}); {advice}."
+    )

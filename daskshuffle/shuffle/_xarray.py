@@ -40,88 +40,67 @@ def shuffle_xarray(
 ) -> ShuffleResult:
     """Shuffle an xarray dataset along ``dim`` out of core, with the 2-pass shuffle, on dask.
 
-    Every variable and coordinate along ``dim`` is shuffled with one
-    permutation, so they stay aligned; variables without ``dim`` are copied
-    unchanged (through the client: they should fit in memory). The result is a
-    Zarr v3 pile store that ``xr.open_zarr(dst)`` opens as the same dataset up
-    to the order along ``dim``, with its attributes and CF encodings (time
-    units, fill values, scale and offset), ready for
-    :class:`daskshuffle.PileLoader`. Variables along ``dim`` are stored with
-    ``dim`` first (one row contiguous); one whose ``dim`` was elsewhere comes
+    Every variable and coordinate along ``dim`` is shuffled with one permutation,
+    so they stay aligned; variables without ``dim`` are copied unchanged (through
+    the client: they should fit in memory). The result is a Zarr v3 pile store that
+    ``xr.open_zarr(dst)`` opens as the same dataset up to the order along ``dim``,
+    with its attributes and CF encodings, ready for :class:`daskshuffle.PileLoader`.
+    Variables are stored with ``dim`` first: one whose ``dim`` was elsewhere comes
     back transposed.
 
     Parameters
     ----------
     ds : xarray.Dataset, path or glob
-        A dataset, usually lazy and dask-backed (``xr.open_zarr``,
-        ``xr.open_mfdataset``), a path xarray opens, or a glob of such
-        paths (``"era-*.nc"``), put end to end along ``dim`` in the order
-        of their names. Its chunks along ``dim`` may be irregular. Not
-        modified.
+        A dataset, usually lazy and dask-backed, a path xarray opens, or a glob of
+        such paths (``"era-*.nc"``), put end to end along ``dim`` in the order of
+        their names. Not modified.
     dst : path or URL
         Where to write the Zarr v3 pile store.
     dim : str
         The dimension whose positions are the rows to shuffle.
     chunk_rows : int, optional
         Rows per output chunk along ``dim`` for every variable. By default chosen
-        from the piles as for :func:`daskshuffle.shuffle_zarr`: a sixteenth of a
-        pile of the widest variable (between 256 KiB and 4 MiB; on object storage
-        half a pile, at least 1 MiB), narrow variables in a few times as many rows.
+        from the piles as for :func:`daskshuffle.shuffle_zarr`.
     n_piles : int or "auto", default 512
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
     seed : int, optional
-        Same seed, same source and same parameters give the same output, whatever the
-        cluster. ``None`` draws a seed and records it (``ShuffleResult.seed``); a
-        resumable shuffle interrupted and called again with ``None`` continues with the
-        seed it drew. (A loader's ``seed=None`` means the store's recorded seed instead:
-        the loader reads the order a shuffle drew.)
+        Same seed, source and parameters give the same output on any cluster. ``None``
+        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
     overwrite : bool, default False
-        Replace ``dst`` if it exists, once every check has passed: a pile store, or
-        a text output's file. A directory that holds anything else is never replaced.
+        Replace ``dst`` (a pile store or a text output) once every check has passed; a
+        directory that holds anything else is never replaced.
     materialize : bool, default False
         Write a fully shuffled copy instead of a pile store.
     pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or as a size such as "256MiB", checked at
-        planning time, before anything is written.
+        The largest pile allowed, in bytes or as a size such as "256MiB", checked
+        before anything is written.
     block_memory : int or str, default "64MiB"
         About how much of the source one pass-1 task reads, in bytes or as a size such
         as "64MiB".
     tmp : path or URL, optional
-        A directory for the pieces between the passes; they go to a subdirectory named
-        after ``dst``, removed at the end, also after an error. ``tmp`` itself is never
-        removed. By default ``<dst>.daskshuffle-tmp``, next to ``dst``; for a ``dst`` on
-        object storage, this machine's temporary directory instead when every worker
-        sees it and it has room for 2.5 times the data (a local disk writes and reads
-        them faster than requests).
+        Where the pieces between the passes go, in a subdirectory named after ``dst``
+        that is removed at the end, also after an error. By default ``<dst>.daskshuffle-tmp``;
+        for a ``dst`` on object storage, this machine's temporary directory when every
+        worker sees it and it has room for 2.5 times the data.
     progress : bool, default False
-        Show a progress bar while the tasks run: in a Jupyter kernel with a distributed
-        client, distributed's widget (with ``ipywidgets``); in a terminal or a kernel
-        without one, text. Then the bar's last state as one line, which a log or a saved
-        notebook keeps (a log gets only that line).
+        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
+        distributed client, text otherwise), then its last state as one line for a log.
     storage_options : dict, optional
         Passed to fsspec for URLs.
     verify : bool, default False
-        Once the output is written, prove it holds exactly the source's rows
-        (:func:`daskshuffle.verify`: an order-independent checksum of every variable on
-        both sides, about a third of the shuffle's time); ``VerificationError`` if not.
+        Once written, prove the output holds exactly the source's rows
+        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
         The dataset is read again for the check.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. With one, the merge reads about
-        ``block_memory**2 / data`` bytes from every block (``block_memory / n_piles``
-        once a pile outgrows a block), which falls with the data's size; with ``L``,
-        rows go first to about ``(data / block_memory)^(1/L)`` super-piles, each split
-        as many ways again by every level but the last, then to piles, keeping reads
-        large for one more write and read of the data a level. ``"auto"`` adds a level
-        where fewer would make ten thousand reads or more of under 64 KiB, and more
-        while a level costs less than the reads it saves (two from about 256 GiB with
-        the defaults and ``n_piles='auto'``, three from about 66 TiB);
-        :func:`daskshuffle.explain` shows the choice.
+        Levels of scatter before the merge. Each level costs one more write and read of the
+        data and keeps the merge's reads large. ``"auto"`` adds a level where fewer would
+        make ten thousand reads of under 64 KiB or more, while it saves more than it costs
+        (two from about 256 GiB, three from about 66 TiB); :func:`daskshuffle.explain` shows it.
 
     Returns
     -------
     ShuffleResult
-        What was written: its path, rows, piles and their sizes, and the seed
-        (the one drawn, with ``seed=None``).
+        What was written: its path, rows, pile sizes and seed (the one drawn, with ``seed=None``).
 
     Examples
     --------
