@@ -1,26 +1,13 @@
 """Binding every chunk of a Zarr pile store to its run, its variable and its place.
 
-A chunk's crc32c (zarr's own codec, last in the pipeline) proves its bytes
-intact, not that they are the chunk of this variable at this place, written
-by this run: a file moved, copied from another store, left in a cache by an
-earlier run or served by storage for another key passes it. So the store
-records what it wrote:
-
-- **The run.** Every shuffle draws a ``run`` identity (kept when it resumes);
-  the cache keys on it, and a reader that finds another run at the root while
-  reading raises :class:`~daskshuffle.StoreChangedError`.
-- **Each chunk's crc32c, by place.** The tasks that write chunks record the
-  crc32c each one carries (:class:`RecordingStore`, a small file per write in
-  ``<array>/daskshuffle-writes/``); finalizing gathers them into one table per
-  variable, ``<array>/daskshuffle-crc32c`` (little-endian ``uint32``, one per
-  chunk along the rows), whose own crc32c the metadata records. A reader
-  compares every chunk's crc32c with the table's entry for its index.
-- **Each array's metadata** (dtype and byte order, shape, chunks, codecs, fill
-  value, as each array's ``zarr.json`` records them) under ``"arrays"``, and a
-  ``seal``: a hash of all the metadata, layout, format version and the tables'
-  checksums included. A reader compares both before any row is read.
-
-The files live inside each array's directory, where zarr and xarray never
+A chunk's crc32c proves its bytes intact, not that they are this variable's
+chunk at this place from this run: a file moved, copied from another store or
+left in a cache passes it. So the store records its ``run``; the tasks that
+write chunks record each chunk's crc32c (:class:`RecordingStore`, into
+``<array>/daskshuffle-writes/``), gathered on finalizing into one table per
+variable, ``<array>/daskshuffle-crc32c`` (little-endian ``uint32`` per chunk);
+and the metadata records each array's ``zarr.json`` and a ``seal`` over all of
+it. These files sit inside each array's directory, where zarr and xarray never
 look, so the store stays a plain Zarr group.
 """
 

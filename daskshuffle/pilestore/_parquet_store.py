@@ -1,21 +1,12 @@
 """Rows as Arrow tables, shared by the Parquet and DataFrame formats: Arrow IPC pieces and the Parquet pile store.
 
-Rows are a ``pyarrow.Table``, so every Arrow type survives unchanged: integers,
-floats, strings, binary, booleans, time-zone-aware timestamps, decimals,
-dictionaries, lists, structs and nulls anywhere.
-
-- Pieces: one Arrow IPC file per block, one record batch per non-empty piece,
-  uncompressed. The piece offsets sit in the file's schema metadata, so the
-  merge reads exactly the batches of the piles it assembles (memory-mapped on
-  a local disk) and no codec runs on data written once and read once.
-- Destination: a Parquet dataset directory, one file ``part-<first row>.parquet``
-  per merge group (on object storage, files of whole piles of about
-  ``shuffle.remote-part-nbytes`` each, written at once), whose row groups never
-  straddle a pile nor a multiple of ``row_group_rows`` store rows (about 2 MiB of rows, the
-  loader's unit), each column's encoding and codec chosen from the data
-  (:mod:`~daskshuffle.pilestore._parquet_layout`), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
-  readers skip. The sidecar says ``"complete": false`` until every file is
-  written; a failed run removes the part files.
+Pieces are one uncompressed Arrow IPC file per block, one record batch per
+non-empty piece, with the offsets in the schema metadata so that the merge
+reads only the batches it needs. The destination is a directory of
+``part-<first row>.parquet`` files whose row groups never straddle a pile nor a
+multiple of ``row_group_rows`` rows, encoded per column
+(:mod:`~daskshuffle.pilestore._parquet_layout`), with the metadata in
+``_daskshuffle.json`` (``"complete": false`` until every file is written).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """Files and byte ranges fetched ahead of their reader, many requests in flight at once.
 
 Object storage answers each request after tens of milliseconds but serves
-thousands at once: a reader that waits for one file before asking for the
-next runs at a hundredth of what the store delivers. :class:`Fetches` starts
-the requests for every file of a read as soon as the read is known, and keeps
-what arrives until the read takes it. A request is a whole file (its path) or
-a byte range of one, ``(path, start, end)`` (the column chunks of a Parquet
-file's row groups). On an asynchronous fsspec filesystem (s3fs, gcsfs, adlfs,
-HTTP) each request is one coroutine on the filesystem's own event loop; on any
-other filesystem, one task of a small thread pool.
-
-A read is named by a key of the caller's (the loader uses a span of store
-rows); its requests are taken one by one (:meth:`Fetches.take`), and the read is
-forgotten when all are taken or when the caller drops it (:meth:`Fetches.drop`).
-A file that a read still to come will need (a chunk across the boundary of two
-piles read apart) can be kept after it was taken (:meth:`Fetches.keep`), within
-a limit, so that the later read does not fetch it again.
-
-Each request fails within the deadline of :mod:`daskshuffle.storage._deadline`.
+thousands at once, so :class:`Fetches` starts every request of a read as soon
+as the read is known and keeps what arrives until the read takes it. A request
+is a path or ``(path, start, end)``. On an asynchronous fsspec filesystem each
+is a coroutine on the filesystem's loop; elsewhere a task of a small thread
+pool. Each request fails within the deadline of
+:mod:`daskshuffle.storage._deadline`.
 """
 
 from __future__ import annotations
