@@ -29,7 +29,7 @@ from . import (
     _own,
 )
 from ._access import reaching, storage_failure
-from ._paths import inside, is_url, normalize
+from ._paths import is_url, normalize
 from ._probe import probe_conditional_writes
 
 __all__ = ["Location", "glob_matches", "unreached"]
@@ -109,13 +109,10 @@ class Location:
     def conditional_writes(self) -> bool:
         """Whether the storage refuses to create a file that exists (``pipe_file(mode="create")``, ``If-None-Match: *``).
 
-        Not declared from the URL: an ``s3://`` endpoint may be MinIO, Ceph or
-        R2, which may ignore the condition, and another object store may honour
-        it. It is probed once per bucket and filesystem in this process
-        (:func:`~daskshuffle.storage._probe.probe_conditional_writes`: two
-        creates of one object of daskshuffle's own, the second must be
-        refused), and kept on this location. A local disk and ``memory://``
-        are not probed (``False``): the lock excludes writers there by other means.
+        Probed once per bucket in this process
+        (:func:`~daskshuffle.storage._probe.probe_conditional_writes`), never
+        guessed from the URL; ``False`` for a local disk and ``memory://``,
+        where the lock excludes writers by other means.
         """
         found: bool | None = self.__dict__.get("_conditional")
         if found is None:
@@ -180,10 +177,6 @@ class Location:
         if directory is None:
             return self.with_suffix(suffix)
         return directory.join(f"{self.name}-{hashlib.sha256(self.url.encode()).hexdigest()[:16]}{suffix}")
-
-    def overlaps(self, other: Location) -> bool:
-        """Whether this and ``other`` are the same location or one lies inside the other."""
-        return inside(self.url, other.url) or inside(other.url, self.url)
 
     # What is there.
 
