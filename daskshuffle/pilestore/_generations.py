@@ -185,7 +185,6 @@ def _union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dic
 
 def consolidate(store: Location) -> None:
     """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
-
     consolidate_group(store, open_group(store, mode="r+"))
 
 
@@ -343,7 +342,6 @@ def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str
     return {name: (str(array.dtype), tuple(int(size) for size in array.shape[1:])) for name, array in arrays.items()}
 
 
-# -- compacting ----------------------------------------------------------------------
 def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) -> tuple[int, int]:
     """Create generation ``number`` empty, shaped like the newest live one, to hold every row of ``metadata``.
 

@@ -41,9 +41,7 @@ __all__ = [
 CHUNK_NBYTES = 4 * 2**20
 #: The smallest output chunk of the widest variable, however small its piles, by where the store is.
 MIN_CHUNK_NBYTES = {"local": 256 * 2**10, "object": 2**20}
-#: The widest variable's chunks hold about this fraction of a pile, by where the store is
-#: (``benchmarks/RESULTS.md``: halves of piles read 1 GiB through the S3 model in 8-17% less time
-#: than sixteenths, with a third of the requests, and locally as fast).
+#: The widest variable's chunks hold about this fraction of a pile, by where the store is (``benchmarks/RESULTS.md``).
 PILE_FRACTION = {"local": 16, "object": 2}
 #: A narrow variable's chunk rows are at most this multiple of the widest one's (which
 #: bounds the write alignment, and so the rows a merge keeps for a seam).
@@ -122,8 +120,7 @@ def choose_chunk_rows(
         return dict.fromkeys(row_nbytes, chunk_rows)
     widest = max(1, *row_nbytes.values()) if row_nbytes else 1
     if pile_rows is None:
-        # Larger chunks of a narrow variable would make a larger write alignment, and the rows a
-        # merge keeps for its seams grew with it (peak worker memory +40% at 1 GiB).
+        # Larger chunks of a narrow variable would make a larger write alignment, and the rows a merge keeps for its seams.
         base = max(1, CHUNK_NBYTES // widest)
         limit = base
     else:
@@ -283,8 +280,3 @@ def create_arrays(
                 compressors=codecs_of(chosen, variable.dtype.itemsize, compressors),
                 config={"write_empty_chunks": True},
             )
-
-
-def for_writing(array: Any) -> Any:
-    """``array`` set to write every chunk, even one that is all fill value (the setting is not stored)."""
-    return array.with_config({"write_empty_chunks": True})

@@ -126,7 +126,7 @@ def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> N
     runs = []
     most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
     for name, values in rows.items():
-        array = _layout.for_writing(group[name])
+        array = group[name].with_config({"write_empty_chunks": True})  # every chunk: the setting is not stored
         runs += [(array, start + first, values[first:last]) for first, last in _runs(array, len(values), most_chunks)]
     if not dst.is_local and len(runs) > 1:
         # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at

@@ -1,17 +1,11 @@
 """What a run leaves beside its destination when it is killed: found, measured and removed.
 
-A shuffle keeps its pieces in ``<dst>.daskshuffle-tmp`` (for a destination on
-object storage, possibly in this machine's temporary directory), builds a replacing
-store in ``<dst>.daskshuffle-new`` (``<dst>.daskshuffle-old`` for a moment
-where a swap takes two renames) and holds ``<dst>.daskshuffle-lock``. A run
-killed after its store was marked complete, before it removed these, leaves
-them for good: running the same shuffle again removes them, as does
-``daskshuffle info --clean``.
-
-Each of these is a name of the library's own; something else found there (a
-symbolic link someone placed, pointing anywhere) is not a leftover: it is
-refused before a run writes anything (:func:`check_own_paths`), never removed,
-and named in an ``UnsafePathError``.
+A run killed after its store was marked complete leaves its pieces
+(``<dst>.daskshuffle-tmp``, or this machine's temporary directory), a store
+being built (``-new``, ``-old``) and its lock: running the same shuffle again
+removes them, as does ``daskshuffle info --clean``. Something else at one of
+these names (a link someone placed) is no leftover: it is refused before a run
+writes (:func:`check_own_paths`), never removed.
 """
 
 from __future__ import annotations
