@@ -235,13 +235,10 @@ def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequ
 def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = None) -> list[Leftover]:
     """Everything in ``store`` (and its generations' pieces under ``tmp``) that the ``root`` metadata does not list.
 
-    Generations no longer (or not yet) listed, the first shuffle's arrays once
-    it is evicted, and the scratch paths of a generation's shuffle (its
-    pieces, lock, store being built), and the files zarr was writing when a
-    step was killed (``zarr.<uuid>.partial``, ...). Only names this library
-    writes are looked at: a numbered group of ``generations``, a variable's
-    array and zarr's names of the keys it writes.
-    The caller holds the store's lock, or knows that nobody does.
+    Generations not listed, the first shuffle's arrays once evicted, a
+    generation's scratch and the files zarr was writing when a step was
+    killed; only names this library writes are looked at. The caller holds
+    the store's lock, or knows that nobody does.
     """
     live = {entry["path"] for entry in root[GENERATIONS_KEY]}
     found: list[Leftover] = []
@@ -280,13 +277,9 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
 
 
 def _partials(store: Location) -> list[str]:
-    """The files zarr was writing into the local ``store`` when a step was killed, relative to it.
+    """The files zarr was writing into the local ``store`` when a step was killed (:data:`_PARTIAL`), relative to it.
 
-    zarr writes each key of a local store to ``<name>.<uuid4 hex>.partial``
-    first (``zarr.<hex>.partial`` for a ``zarr.json``) and renames it: a kill
-    in between leaves it. Only such names of keys daskshuffle writes (a
-    ``zarr.json``, a chunk of a ``c`` directory, a crc32c table), regular files
-    in the store's own tree (no link is followed), are named.
+    Only regular files of the store's own tree, a chunk's only in a ``c`` directory; no link is followed.
     """
     if not store.is_local or not os.path.isdir(store.path):
         return []

@@ -121,9 +121,7 @@ class ParquetWriting:
     n_output_files: int | None = None
 
 
-#: Bytes of rows a row group holds by default: a unit the loader reads (and decodes) whole. With 4 MiB, units
-#: that a pile's end cuts in two decoded slower: 0.87 of one pile at a time on 4 MiB piles, against 1.16 with 2 MiB
-#: (``benchmarks/RESULTS.md``).
+#: Bytes of rows a row group holds by default: a unit the loader reads (and decodes) whole (``benchmarks/RESULTS.md``).
 ROW_GROUP_NBYTES = 2 * 2**20
 
 
@@ -250,8 +248,7 @@ class ParquetDestination(Destination["pa.Table"]):
         if dst.is_local or self.writing.n_output_files is not None or n_piles < 2 or rows.num_rows == 0:
             return [(0, n_piles)]
         row_nbytes = max(rows.nbytes / rows.num_rows, 1.0)
-        # Part files of whole piles of about this size, written at once, as pieces are: one request streams at one
-        # connection's speed (100 MB/s on the S3 model of the benchmarks), where several go side by side.
+        # Part files of whole piles of about this size, written at once: one request streams at one connection's speed.
         part_nbytes = int_setting("shuffle.remote-part-nbytes")
         files, first = [], 0
         for pile in range(1, n_piles + 1):

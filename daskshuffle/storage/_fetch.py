@@ -253,11 +253,8 @@ class Fetches:
     def _send(self) -> None:
         """Send the queued requests that fit in flight, unless a pump is under way (it sends them).
 
-        On an asynchronous filesystem the requests are sent from its event
-        loop: one wake-up of the loop for all the requests queued at once,
-        and each that lands sends the next from there, with no thread in
-        between. Elsewhere they go to the thread pool from the calling
-        thread, and each that lands sends the next from its thread.
+        From the filesystem's event loop if it has one (one wake-up for all
+        queued at once), else from this thread; each that lands sends the next.
         """
         with self._lock:
             if self._pumping or not self._queue:
@@ -280,10 +277,7 @@ class Fetches:
             return None
 
     def _pump(self) -> None:
-        """Start each queued request that fits in flight: a task on the filesystem's event loop (run there), or of the pool.
-
-        A request that lands at once, in this thread, leaves the sending to this loop.
-        """
+        """Start each queued request that fits in flight: a task on the filesystem's event loop (run there), or of the pool."""
         while (sent := self._next()) is not None:
             request, future = sent
             path, start, end = (request, None, None) if isinstance(request, str) else request

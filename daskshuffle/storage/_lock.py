@@ -167,14 +167,7 @@ _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 @contextlib.contextmanager
 def _named_local_errors(where: Location) -> Iterator[None]:
-    """Name the user's path and what to do when the local lock of ``where`` may not be taken.
-
-    A directory that may not be written raises
-    :class:`~daskshuffle.StorageAccessError` (a ``PermissionError``); a name
-    too long for the lock's (or a scratch directory's) name beside it,
-    :class:`~daskshuffle.DaskShuffleValueError`. Errors of the body pass as
-    they are.
-    """
+    """Name the user's path and what to do when the local lock of ``where`` may not be taken (not writable, name too long)."""
     try:
         yield
     except OSError as error:
