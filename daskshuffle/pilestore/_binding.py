@@ -241,8 +241,6 @@ def refuse_links(location: Location, paths: Iterable[str]) -> None:
     if not location.is_local:
         return
     for path in paths:
-        for inner, what, directory in ((path, "an array's directory", True), (f"{path}/c", "chunks' directory", True)):
-            found = _own.found_at(f"{location.path}/{inner}", directory=directory)
-            if found is not None:
-                raise _own.unsafe(f"{location.path}/{inner}", what, found)
+        _own.refuse(f"{location.path}/{path}", "an array's directory", directory=True)
+        _own.refuse(f"{location.path}/{path}/c", "chunks' directory", directory=True)
         _own.refuse(f"{location.path}/{path}/{TABLE}", "a crc32c table")

@@ -96,10 +96,7 @@ def generation_location(store: Location, relative: str) -> Location:
         return store
     if store.is_local:
         for inner in (GROUP, relative):
-            path = store.join(inner).path
-            found = _own.found_at(path, directory=True)
-            if found is not None:
-                raise _own.unsafe(path, "a generation's directory", found)
+            _own.refuse(store.join(inner).path, "a generation's directory", directory=True)
     return store.join(relative)
 
 
@@ -262,7 +259,7 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
         path = f"{GROUP}/{name}"
         if not suffix and path not in live:
             found.append(Leftover.at(group.join(name), "a generation the store does not list"))
-        elif suffix and not _placed(group.join(name)):
+        elif suffix and not group.join(name).placed():
             found.append(Leftover.at(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
     gone = tuple(f"{left.location.path}/" for left in found)  # removed whole: not named again
     for path in _partials(store):
@@ -271,7 +268,7 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
     if tmp is not None:  # the pieces of a generation's shuffle given tmp=: named after the generation
         for number in sorted(numbers | {max(numbers) + 1}):
             pieces = store.join(generation_path(number) or GROUP).scratch(_leftovers.TMP_SUFFIX, tmp)
-            if number and pieces.exists() and not _placed(pieces):
+            if number and pieces.exists() and not pieces.placed():
                 found.append(Leftover.at(pieces, f"pieces of generation {number}'s shuffle"))
     return found
 
@@ -294,11 +291,6 @@ def _partials(store: Location) -> list[str]:
                 continue
             found.append(path.replace(os.sep, "/"))
     return sorted(found)
-
-
-def _placed(location: Location) -> bool:
-    """A link (or FIFO, ...) someone placed at one of a run's paths: never a leftover, never removed."""
-    return location.is_local and _own.found_at(location.path) is not None
 
 
 def consolidated(store: Location, root: Mapping[str, Any]) -> bool:

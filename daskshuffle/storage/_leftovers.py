@@ -130,20 +130,15 @@ def local_pieces_directory(dst: Location) -> Location:
 def _scratch(dst: Location, tmp: Location | None) -> list[Leftover]:
     found = []
     for path, suffix in _scratch_paths(dst, tmp).items():
-        if path.exists() and not _placed(path):
+        if path.exists() and not path.placed():
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
             found.append(Leftover(path, path.nbytes(), what))
     return found
 
 
-def _placed(location: Location) -> bool:
-    """Whether a link (or FIFO, ...) someone placed is at one of a run's paths: not a leftover, never removed."""
-    return location.is_local and _own.found_at(location.path) is not None
-
-
 def _left_lock(dst: Location) -> list[Leftover]:
     lock = dst.with_suffix(_lock.LOCK_SUFFIX)
-    if not lock.exists() or _placed(lock):
+    if not lock.exists() or lock.placed():
         return []
     holder = _lock.read_holder(dst) or {}
     return [Leftover(lock, lock.nbytes(), f"the lock of {_lock.describe(holder)}, which is gone")]

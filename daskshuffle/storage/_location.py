@@ -204,6 +204,10 @@ class Location:
         with self.reaching():
             return bool(self.fs.exists(self.path))
 
+    def placed(self) -> bool:
+        """Whether a link (or FIFO, ...) someone else placed is here, on a local disk: never the library's, never removed."""
+        return self.is_local and _own.found_at(self.path) is not None
+
     def isdir(self) -> bool:
         """Whether this is a directory (a prefix with objects below it, on an object store)."""
         with self.reaching():

@@ -84,7 +84,7 @@ def _named(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
 def read_holder(dst: Location) -> dict[str, Any] | None:
     """What the lock of ``dst`` records (``None`` if there is no lock), held or left behind."""
     lock = dst.with_suffix(LOCK_SUFFIX)
-    if lock.is_local and _own.found_at(lock.path) is not None:  # a link or FIFO placed there: no lock, never read
+    if lock.placed():  # a link or FIFO placed there: no lock, never read
         return None
     with lock.reaching():
         return _read(lock.fs, lock.path) if bounded(lock.fs, "exists", lock.path, what=lock.path) else None
