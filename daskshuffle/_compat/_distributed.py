@@ -27,7 +27,7 @@ from collections.abc import Hashable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["CHECKED", "RUNNING_STATES", "draw_from_client_loop", "running_handlers", "running_task_keys"]
+__all__ = ["CHECKED", "draw_from_client_loop", "running_handlers", "running_task_keys"]
 
 #: The versions (major.minor) each function here was checked against.
 CHECKED: dict[str, tuple[str, ...]] = {"distributed": ("2026.7", "2026.8")}

@@ -27,10 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHUNK_NBYTES",
     "COMPRESSIBLE_RATIO",
-    "MIN_CHUNK_NBYTES",
-    "ZSTD_RATIO",
     "Layout",
-    "VariableLayout",
     "choose_chunk_rows",
     "choose_codec",
     "choose_layout",

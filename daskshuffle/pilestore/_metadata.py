@@ -34,7 +34,6 @@ __all__ = [
     "ROW_GROUP_ROWS_KEY",
     "RUN_KEY",
     "AppendedStoreError",
-    "check_format_version",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",

@@ -20,7 +20,7 @@ from ._layout import COMPRESSIBLE_RATIO
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["AUTO", "DICTIONARY_FRACTION", "column_options", "leaf_paths"]
+__all__ = ["AUTO", "column_options"]
 
 #: The codec that chooses per column.
 AUTO = "auto"

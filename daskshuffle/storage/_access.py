@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from .._errors import Argument, DaskShuffleError, DaskShuffleValueError, StorageAccessError
 
-__all__ = ["Reason", "access_error", "failure_reason", "option_error", "reaching", "storage_failure"]
+__all__ = ["access_error", "reaching", "storage_failure"]
 
 #: Why storage did not serve a request.
 Reason = Literal["credentials", "refused", "throttled", "unreachable", "server"]

@@ -22,7 +22,7 @@ from fsspec import AbstractFileSystem
 
 from ._access import reaching
 
-__all__ = ["changed_entries", "identify_files", "identify_token", "identify_tree", "version_of"]
+__all__ = ["changed_entries", "identify_files", "identify_token", "identify_tree"]
 
 #: The keys of fsspec's ``info`` that change when a file's bytes are replaced, in groups: the first group of
 #: which a file has any key is recorded. Object storage's ETag (S3, Azure, HTTP), generation and hash (GCS);

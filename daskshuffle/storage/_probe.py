@@ -20,7 +20,7 @@ from .._errors import DaskShuffleError
 if TYPE_CHECKING:
     from ._location import Location
 
-__all__ = ["PROBE_SUFFIX", "probe_conditional_writes", "why_unconditional"]
+__all__ = ["probe_conditional_writes", "why_unconditional"]
 
 #: The probe object's name: the location's, then this and a random suffix.
 PROBE_SUFFIX: Final = ".daskshuffle-probe-"
