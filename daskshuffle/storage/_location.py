@@ -182,14 +182,8 @@ class Location:
 
     @contextlib.contextmanager
     def reaching(self, what: str | None = None) -> Iterator[None]:
-        """Raise any failure to reach the storage in the body as an error that names this location and what to do.
-
-        :class:`~daskshuffle.StorageAccessError` for missing or refused
-        credentials, throttling, timeouts, connections and server errors;
-        :class:`~daskshuffle.DaskShuffleValueError` for a storage option the
-        filesystem does not take (:func:`~daskshuffle.storage._access.storage_failure`).
-        Any other error passes as it is. ``what`` names the file read, if not this one.
-        """
+        """Raise any failure to reach the storage in the body as :func:`~daskshuffle.storage._access.storage_failure`
+        names it, for this location (``what``: the file read, if not this one); any other error as it is."""
         with reaching(self.url, self.options, self._fs_class(), what=what):
             yield
 
