@@ -154,8 +154,7 @@ def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
             record["chunk_crc32c"] = {"n_chunks": len(table), "crc32c": crc32c(table.tobytes())}
         arrays[name] = record
     bound = {**metadata, "arrays": arrays}
-    bound.pop("seal", None)
-    return {**bound, "seal": seal_of(bound)}
+    return {**bound, "seal": seal_of(bound)}  # of everything but a seal it held
 
 
 def _gather(array_location: Location, array: zarr.Array[Any], name: str) -> NDArray[np.uint32]:

@@ -298,8 +298,7 @@ class ParquetDestination(Destination["pa.Table"]):
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         metadata = {**metadata, ROW_GROUP_ROWS_KEY: self.row_group_rows()}
-        bound = {key: value for key, value in metadata.items() if key != "seal"}
-        self._write_sidecar(dst, {**bound, "seal": seal_of(bound)})
+        self._write_sidecar(dst, {**metadata, "seal": seal_of(metadata)})
 
     def discard_destination(self, dst: Location) -> None:
         # Part files are a valid Parquet dataset to other readers: leave none of them.
