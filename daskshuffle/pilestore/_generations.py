@@ -1,15 +1,10 @@
 """A Zarr pile store that grows: generations of piles, read as one store.
 
-A store that rows were appended to keeps each append as a *generation*: a
-complete pile store of its own with the same number of piles, in the group
-``generations/<n>`` of the store (generation 0, the first shuffle, stays at
-the root). The root's metadata lists the live generations, and its
-``pile_offsets`` and ``n_rows`` describe the store as the loader sees it:
-pile ``p`` is pile ``p`` of every live generation, one after the other,
-oldest first. The list is one JSON document written at once (zarr writes
-``zarr.json`` to a temporary file and renames it; an object store replaces
-an object whole), so a reader opens the old list or the new one, never half
-of a change.
+Each append is a *generation*, a complete pile store of its own with the same
+number of piles, in ``generations/<n>`` (generation 0, the first shuffle, stays
+at the root). The root's metadata lists the live generations in one JSON
+document written at once, so a reader opens the old list or the new one; pile
+``p`` is pile ``p`` of every live generation, oldest first.
 """
 
 from __future__ import annotations
