@@ -76,23 +76,15 @@ def part_name(start: int) -> str:
 def read_sidecar(store: Location) -> dict[str, Any]:
     """The sidecar of a Parquet pile store, checked to be complete and of this format version."""
     where = store.url
-    fs, root = store.fs, store.path
     try:
         # One request for a store that is there (on object storage, each costs tens of milliseconds).
-        sidecar = bounded(fs, "cat_file", f"{root}/{METADATA_FILE}", what=METADATA_FILE)
+        metadata = json.loads(bounded(store.fs, "cat_file", f"{store.path}/{METADATA_FILE}", what=METADATA_FILE))
     except TimeoutError:  # no answer in the deadline: asking again would not help
         raise
-    except OSError:  # the checks below name what is wrong: no store, refused credentials, no sidecar
-        sidecar = None
-    if sidecar is None:
-        check_store_exists(store, where)
-    try:
-        if sidecar is None:
-            with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
-                metadata = json.load(file)
-        else:
-            metadata = json.loads(sidecar)
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: not JSON, nor UTF-8
+        check_store_exists(store, where)  # no store, or refused credentials, named as such
+        if not isinstance(error, FileNotFoundError | NotADirectoryError | ValueError):
+            raise
         raise IncompletePileStoreError(
             f"Expected a Parquet pile store written by daskshuffle. Got {where!r}, which has no readable "
             f"{METADATA_FILE}, instead."
