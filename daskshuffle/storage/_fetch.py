@@ -88,9 +88,8 @@ class Fetches:
         self._queue: deque[tuple[Request, Future[bytes]]] = deque()
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._pool = LazyPool(
-            int_setting("fetch.threads"), "fetch"
-        )  # for a filesystem without an event loop of its own
+        # For a filesystem without an event loop of its own.
+        self._pool = LazyPool(int_setting("fetch.threads"), "fetch")
         self._pumping = False  # a pump is scheduled on the filesystem's event loop, or running
         #: Bytes of the reads started and not yet wholly taken or dropped.
         self.nbytes = 0

@@ -256,10 +256,8 @@ def _create_conditionally(lock: Location, ours: dict[str, Any]) -> None:
         except FileExistsError:
             pass
         fs.invalidate_cache(inner)
-        try:
-            etag = bounded(fs, "info", inner, what=inner)[
-                "ETag"
-            ]  # before the contents: a write after this changes it, and If-Match fails
+        try:  # the ETag before the contents: a write after this changes it, and If-Match fails
+            etag = bounded(fs, "info", inner, what=inner)["ETag"]
         except FileNotFoundError:
             continue
         holder = _named(fs, inner)
