@@ -1,14 +1,11 @@
 """Binding every chunk of a Zarr pile store to its run, its variable and its place.
 
 A chunk's crc32c proves its bytes intact, not that they are this variable's
-chunk at this place from this run: a file moved, copied from another store or
-left in a cache passes it. So the store records its ``run``; the tasks that
-write chunks record each chunk's crc32c (:class:`RecordingStore`, into
-``<array>/daskshuffle-writes/``), gathered on finalizing into one table per
-variable, ``<array>/daskshuffle-crc32c`` (little-endian ``uint32`` per chunk);
-and the metadata records each array's ``zarr.json`` and a ``seal`` over all of
-it. These files sit inside each array's directory, where zarr and xarray never
-look, so the store stays a plain Zarr group.
+chunk at this place from this run. So the tasks that write chunks record each
+one's crc32c (:class:`RecordingStore`), gathered into a table per variable,
+``<array>/daskshuffle-crc32c``, and the metadata records the ``run``, each
+array's ``zarr.json`` and a ``seal`` over all of it. The files sit inside each
+array's directory, where zarr and xarray never look.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """A local cache of a remote pile store's files, for the epochs after the first.
 
-Files are kept under a directory of the store's fingerprint, so a store written
-again is never confused with the old one, and removed oldest-read first past
-the limit. Loaders on one machine may share a cache: a file appears whole
-(written aside, then renamed) or not at all. The cache owns its files, and only
-those: its directory is missing, empty or marked ``.daskshuffle-cache``; it
-lists and removes only its own names; it follows no link (``docs/storage.md``).
-It trusts nothing it holds: a cached file is checked as a fetched one is, and a
-damaged one is fetched again. A cache that cannot be written only makes reads
-slower.
+Files are kept under a directory of the store's fingerprint and removed
+oldest-read first past the limit; a file appears whole or not at all, so
+loaders on one machine may share a cache. The cache owns its directory and only
+its own names in it, follows no link, and trusts nothing it holds: a cached
+file is checked as a fetched one is (``docs/storage.md``).
 """
 
 from __future__ import annotations
