@@ -1,14 +1,9 @@
 """Other libraries' private internals, one adapter module per library.
 
-Where no public API does what daskshuffle needs, the private attribute or
-class is reached here and nowhere else: :mod:`._distributed` (a scheduler's
-comm handlers, a worker's tasks) and :mod:`._fsspec` (the filesystems of its
-instance caches, the answers s3fs's client gets). Each module's ``CHECKED`` names the
-versions it was checked against; ``tests/test_compat.py`` warns when an
-installed version is not one of them, so that an upgrade is checked again.
-
-The modules import nothing at import time: they are handed the other
-library's objects.
+Where no public API does what daskshuffle needs, the private attribute is
+reached here and nowhere else. Each module's ``CHECKED`` names the versions it
+was checked against; ``tests/test_compat.py`` warns on any other. The modules
+import nothing at import time: they are handed the other library's objects.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """distributed's internals: the comm handlers a scheduler runs, the tasks a worker runs, its progress widget's listener.
 
-- ``Server._comms`` (``distributed.core``), a dict of each open comm to the
-  name of the handler serving it (``None`` between messages). A progress bar's
-  ``feed`` handler learns that its bar has closed only at its next write; no
-  public API says whether one still runs, and a cluster closed before it ends
-  logs an error.
-- ``Worker.state.tasks`` (``distributed.worker_state_machine.WorkerState``), a
-  dict of each key to its ``TaskState``, whose ``key`` and ``state`` are the
-  worker state machine's. A cancelled task that is running runs to its end; no
-  public API says which tasks a worker still executes.
-- ``MultiProgressWidget`` (``distributed.diagnostics.progressbar``), the object
-  ``distributed.progress`` returns in a kernel: its coroutine ``listen`` reads
-  the scheduler's feed and draws, its ``widget`` is what a cell shows. Shown,
-  it schedules ``listen`` on the event loop of the calling thread
-  (``IOLoop.current()``), in a kernel the kernel's own, which a cell waiting
-  for the computation holds until the cell ends: the box is shown and never
-  drawn. No public API starts it elsewhere.
+- ``Server._comms``: each open comm's handler. No public API says whether a
+  progress bar's ``feed`` still runs (a cluster closed before it ends logs an error).
+- ``Worker.state.tasks``: each key's ``TaskState``. No public API says which
+  tasks a worker still executes (a cancelled running task runs to its end).
+- ``MultiProgressWidget.listen``: shown in a kernel, it is scheduled on the
+  kernel's loop, which a cell waiting for the computation holds: never drawn.
+  No public API starts it elsewhere.
 
 Checked against distributed 2026.7 and 2026.8 (:data:`CHECKED`).
 """
@@ -27,7 +18,7 @@ from collections.abc import Hashable
 from concurrent.futures import Future
 from typing import Any
 
-__all__ = ["CHECKED", "RUNNING_STATES", "draw_from_client_loop", "running_handlers", "running_task_keys"]
+__all__ = ["CHECKED", "draw_from_client_loop", "running_handlers", "running_task_keys"]
 
 #: The versions (major.minor) each function here was checked against.
 CHECKED: dict[str, tuple[str, ...]] = {"distributed": ("2026.7", "2026.8")}

@@ -1,27 +1,11 @@
 """Binding every chunk of a Zarr pile store to its run, its variable and its place.
 
-A chunk's crc32c (zarr's own codec, last in the pipeline) proves its bytes
-intact, not that they are the chunk of this variable at this place, written
-by this run: a file moved, copied from another store, left in a cache by an
-earlier run or served by storage for another key passes it. So the store
-records what it wrote:
-
-- **The run.** Every shuffle draws a ``run`` identity (kept when it resumes);
-  the cache keys on it, and a reader that finds another run at the root while
-  reading raises :class:`~daskshuffle.StoreChangedError`.
-- **Each chunk's crc32c, by place.** The tasks that write chunks record the
-  crc32c each one carries (:class:`RecordingStore`, a small file per write in
-  ``<array>/daskshuffle-writes/``); finalizing gathers them into one table per
-  variable, ``<array>/daskshuffle-crc32c`` (little-endian ``uint32``, one per
-  chunk along the rows), whose own crc32c the metadata records. A reader
-  compares every chunk's crc32c with the table's entry for its index.
-- **Each array's metadata** (dtype and byte order, shape, chunks, codecs, fill
-  value, as each array's ``zarr.json`` records them) under ``"arrays"``, and a
-  ``seal``: a hash of all the metadata, layout, format version and the tables'
-  checksums included. A reader compares both before any row is read.
-
-The files live inside each array's directory, where zarr and xarray never
-look, so the store stays a plain Zarr group.
+A chunk's crc32c proves its bytes intact, not that they are this variable's
+chunk at this place from this run. So the tasks that write chunks record each
+one's crc32c (:class:`RecordingStore`), gathered into a table per variable,
+``<array>/daskshuffle-crc32c``, and the metadata records the ``run``, each
+array's ``zarr.json`` and a ``seal`` over all of it. The files sit inside each
+array's directory, where zarr and xarray never look.
 """
 
 from __future__ import annotations
@@ -45,15 +29,7 @@ if TYPE_CHECKING:
 
     from ._recording import RecordingStore
 
-__all__ = [
-    "TABLE",
-    "array_record",
-    "bind",
-    "check_arrays",
-    "open_recording",
-    "read_tables",
-    "save_records",
-]
+__all__ = ["TABLE", "bind", "check_arrays", "open_recording", "read_tables", "save_records"]
 
 #: The table of each variable's chunk crc32c, in its array's directory.
 TABLE = "daskshuffle-crc32c"
@@ -175,8 +151,7 @@ def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
             record["chunk_crc32c"] = {"n_chunks": len(table), "crc32c": crc32c(table.tobytes())}
         arrays[name] = record
     bound = {**metadata, "arrays": arrays}
-    bound.pop("seal", None)
-    return {**bound, "seal": seal_of(bound)}
+    return {**bound, "seal": seal_of(bound)}  # of everything but a seal it held
 
 
 def _gather(array_location: Location, array: zarr.Array[Any], name: str) -> NDArray[np.uint32]:
@@ -254,8 +229,6 @@ def refuse_links(location: Location, paths: Iterable[str]) -> None:
     if not location.is_local:
         return
     for path in paths:
-        for inner, what, directory in ((path, "an array's directory", True), (f"{path}/c", "chunks' directory", True)):
-            found = _own.found_at(f"{location.path}/{inner}", directory=directory)
-            if found is not None:
-                raise _own.unsafe(f"{location.path}/{inner}", what, found)
+        _own.refuse(f"{location.path}/{path}", "an array's directory", directory=True)
+        _own.refuse(f"{location.path}/{path}/c", "chunks' directory", directory=True)
         _own.refuse(f"{location.path}/{path}/{TABLE}", "a crc32c table")

@@ -1,15 +1,10 @@
 """A Zarr pile store that grows: generations of piles, read as one store.
 
-A store that rows were appended to keeps each append as a *generation*: a
-complete pile store of its own with the same number of piles, in the group
-``generations/<n>`` of the store (generation 0, the first shuffle, stays at
-the root). The root's metadata lists the live generations, and its
-``pile_offsets`` and ``n_rows`` describe the store as the loader sees it:
-pile ``p`` is pile ``p`` of every live generation, one after the other,
-oldest first. The list is one JSON document written at once (zarr writes
-``zarr.json`` to a temporary file and renames it; an object store replaces
-an object whole), so a reader opens the old list or the new one, never half
-of a change.
+Each append is a *generation*, a complete pile store of its own with the same
+number of piles, in ``generations/<n>`` (generation 0, the first shuffle, stays
+at the root). The root's metadata lists the live generations in one JSON
+document written at once, so a reader opens the old list or the new one; pile
+``p`` is pile ``p`` of every live generation, oldest first.
 """
 
 from __future__ import annotations
@@ -96,10 +91,7 @@ def generation_location(store: Location, relative: str) -> Location:
         return store
     if store.is_local:
         for inner in (GROUP, relative):
-            path = store.join(inner).path
-            found = _own.found_at(path, directory=True)
-            if found is not None:
-                raise _own.unsafe(path, "a generation's directory", found)
+            _own.refuse(store.join(inner).path, "a generation's directory", directory=True)
     return store.join(relative)
 
 
@@ -185,7 +177,6 @@ def _union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dic
 
 def consolidate(store: Location) -> None:
     """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
-
     consolidate_group(store, open_group(store, mode="r+"))
 
 
@@ -236,13 +227,10 @@ def remove_generation(store: Location, entry: Mapping[str, Any], variables: Sequ
 def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = None) -> list[Leftover]:
     """Everything in ``store`` (and its generations' pieces under ``tmp``) that the ``root`` metadata does not list.
 
-    Generations no longer (or not yet) listed, the first shuffle's arrays once
-    it is evicted, and the scratch paths of a generation's shuffle (its
-    pieces, lock, store being built), and the files zarr was writing when a
-    step was killed (``zarr.<uuid>.partial``, ...). Only names this library
-    writes are looked at: a numbered group of ``generations``, a variable's
-    array and zarr's names of the keys it writes.
-    The caller holds the store's lock, or knows that nobody does.
+    Generations not listed, the first shuffle's arrays once evicted, a
+    generation's scratch and the files zarr was writing when a step was
+    killed; only names this library writes are looked at. The caller holds
+    the store's lock, or knows that nobody does.
     """
     live = {entry["path"] for entry in root[GENERATIONS_KEY]}
     found: list[Leftover] = []
@@ -266,7 +254,7 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
         path = f"{GROUP}/{name}"
         if not suffix and path not in live:
             found.append(Leftover.at(group.join(name), "a generation the store does not list"))
-        elif suffix and not _placed(group.join(name)):
+        elif suffix and not group.join(name).placed():
             found.append(Leftover.at(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
     gone = tuple(f"{left.location.path}/" for left in found)  # removed whole: not named again
     for path in _partials(store):
@@ -275,19 +263,15 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
     if tmp is not None:  # the pieces of a generation's shuffle given tmp=: named after the generation
         for number in sorted(numbers | {max(numbers) + 1}):
             pieces = store.join(generation_path(number) or GROUP).scratch(_leftovers.TMP_SUFFIX, tmp)
-            if number and pieces.exists() and not _placed(pieces):
+            if number and pieces.exists() and not pieces.placed():
                 found.append(Leftover.at(pieces, f"pieces of generation {number}'s shuffle"))
     return found
 
 
 def _partials(store: Location) -> list[str]:
-    """The files zarr was writing into the local ``store`` when a step was killed, relative to it.
+    """The files zarr was writing into the local ``store`` when a step was killed (:data:`_PARTIAL`), relative to it.
 
-    zarr writes each key of a local store to ``<name>.<uuid4 hex>.partial``
-    first (``zarr.<hex>.partial`` for a ``zarr.json``) and renames it: a kill
-    in between leaves it. Only such names of keys daskshuffle writes (a
-    ``zarr.json``, a chunk of a ``c`` directory, a crc32c table), regular files
-    in the store's own tree (no link is followed), are named.
+    Only regular files of the store's own tree, a chunk's only in a ``c`` directory; no link is followed.
     """
     if not store.is_local or not os.path.isdir(store.path):
         return []
@@ -302,11 +286,6 @@ def _partials(store: Location) -> list[str]:
                 continue
             found.append(path.replace(os.sep, "/"))
     return sorted(found)
-
-
-def _placed(location: Location) -> bool:
-    """A link (or FIFO, ...) someone placed at one of a run's paths: never a leftover, never removed."""
-    return location.is_local and _own.found_at(location.path) is not None
 
 
 def consolidated(store: Location, root: Mapping[str, Any]) -> bool:
@@ -343,7 +322,6 @@ def array_types(store: Location, root: Mapping[str, Any]) -> dict[str, tuple[str
     return {name: (str(array.dtype), tuple(int(size) for size in array.shape[1:])) for name, array in arrays.items()}
 
 
-# -- compacting ----------------------------------------------------------------------
 def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) -> tuple[int, int]:
     """Create generation ``number`` empty, shaped like the newest live one, to hold every row of ``metadata``.
 

@@ -1,12 +1,8 @@
 """Opening the Zarr groups and arrays of a pile store, every request within the deadline of its storage options.
 
-The one way a pile store's Zarr metadata is opened, to read or to write: a
-store with one generation or several, its root, its generations, and a
-generation being written. Each is opened through :func:`zarr_store`, whose
-every request (a ``zarr.json`` read, an array created, a chunk written, the
-attributes recorded) is bounded :func:`~daskshuffle.storage.within`
-:func:`~daskshuffle.storage.request_deadline` on its own: one that stalls
-fails as unreachable within it, not after the retries of s3fs and botocore.
+The one way a pile store's Zarr metadata is opened, to read or to write:
+through :func:`zarr_store`, whose every request is bounded on its own by
+:func:`~daskshuffle.storage.request_deadline`.
 """
 
 from __future__ import annotations
@@ -129,12 +125,9 @@ def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> 
 def _on_zarr_loop(request: Coroutine[Any, Any, T]) -> T:
     """``request`` run on zarr's event loop (``zarr.core.sync.sync``); an error raised from here, without the loop's frames.
 
-    Those frames hold the error in cycles: ``sync`` keeps it in a local, and
-    ``asyncio.wait_for`` (under the deadline) keeps the future that holds it.
-    A caller that catches the error (a store with no group) would otherwise
-    leave every frame up its stack, a loader being opened and its threads
-    among them, alive until the cycle collector runs. The error's message
-    and cause stay; the traceback starts here.
+    Those frames hold the error in cycles (``sync`` and ``asyncio.wait_for``
+    keep it), which would keep a caller's frames, a loader's threads among
+    them, alive until the cycle collector runs.
     """
     from zarr.core.sync import sync
 

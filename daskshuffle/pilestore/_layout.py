@@ -1,38 +1,13 @@
 """The layout of a Zarr pile store: chunk rows and codec per variable, and a checksum per chunk.
 
 A pile store is written once and read many times, a whole pile at a time, so
-its layout is chosen for that read:
-
-- **Chunk rows per variable.** The widest variable (``x``, say (64,) float32)
-  gets chunks of about a sixteenth of a pile on a local disk (between
-  ``MIN_CHUNK_NBYTES`` and ``CHUNK_NBYTES``): a chunk straddling two piles is
-  read for each, so chunks small next to a pile waste little. On object
-  storage, where every chunk file is a request, about half a pile and at least
-  1 MiB: fewer, larger objects, and the loader keeps a chunk shared by two
-  piles for the second read rather than fetch it again. A narrow variable (an int64 ``id``) gets
-  a power-of-two multiple of those rows (at most ``MAX_MULTIPLE``), up to two
-  piles and no more bytes than a chunk of the widest: it is read in one to
-  three files a pile, not in as many tiny ones as ``x`` (each file read costs
-  tens of microseconds whatever its size). The largest chunk rows are a multiple of every other, so
-  the merge's write alignment is well defined.
-- **A codec for the data.** A sample of each variable is compressed with
-  blosc-lz4 and byte shuffle (decoded at several GB/s): where it compresses
-  (token ids, smooth fields) blosc-lz4 is used. Where it saves less than
-  ``COMPRESSIBLE_RATIO``, data may still have few distinct byte values and no
-  repeats (uint8 images of low contrast): blosc-lz4 with bit shuffle (whose
-  high bit planes are then nearly constant) and blosc-zstd (whose entropy
-  coding shrinks them) are tried in turn, and the first that saves a quarter
-  or more (``ZSTD_RATIO``) is used: fewer bytes read, decoded slower than a
-  copy (lz4 with bit shuffle about twice as fast as zstd). Otherwise (random
-  floats, noisy images) no compressor runs at all, and the reader copies
-  chunk files straight into its output. A user's ``compressors=`` is used as
-  given.
-- **A checksum per chunk**: zarr's own ``crc32c`` codec, last in the pipeline,
-  so plain zarr verifies it too. Every chunk is written, even one that is all
-  fill value (``write_empty_chunks``), so a missing chunk file means damage.
-
-The choice is recorded in the store's ``daskshuffle`` metadata under
-``"layout"`` (see :meth:`Layout.to_dict`).
+its layout is chosen for that read: chunks small next to a pile on a local
+disk and about half a pile on object storage (each file is a request), more
+rows a chunk for narrow variables, a codec only where a sample compresses
+(``COMPRESSIBLE_RATIO``, ``ZSTD_RATIO``), and zarr's own ``crc32c`` codec last,
+with every chunk written so that a missing chunk file means damage
+(``docs/architecture.md``, "The pile store"). The choice is recorded in the
+store's metadata under ``"layout"`` (:meth:`Layout.to_dict`).
 """
 
 from __future__ import annotations
@@ -52,10 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHUNK_NBYTES",
     "COMPRESSIBLE_RATIO",
-    "MIN_CHUNK_NBYTES",
-    "ZSTD_RATIO",
     "Layout",
-    "VariableLayout",
     "choose_chunk_rows",
     "choose_codec",
     "choose_layout",
@@ -66,9 +38,7 @@ __all__ = [
 CHUNK_NBYTES = 4 * 2**20
 #: The smallest output chunk of the widest variable, however small its piles, by where the store is.
 MIN_CHUNK_NBYTES = {"local": 256 * 2**10, "object": 2**20}
-#: The widest variable's chunks hold about this fraction of a pile, by where the store is
-#: (``benchmarks/RESULTS.md``: halves of piles read 1 GiB through the S3 model in 8-17% less time
-#: than sixteenths, with a third of the requests, and locally as fast).
+#: The widest variable's chunks hold about this fraction of a pile, by where the store is (``benchmarks/RESULTS.md``).
 PILE_FRACTION = {"local": 16, "object": 2}
 #: A narrow variable's chunk rows are at most this multiple of the widest one's (which
 #: bounds the write alignment, and so the rows a merge keeps for a seam).
@@ -147,8 +117,7 @@ def choose_chunk_rows(
         return dict.fromkeys(row_nbytes, chunk_rows)
     widest = max(1, *row_nbytes.values()) if row_nbytes else 1
     if pile_rows is None:
-        # Larger chunks of a narrow variable would make a larger write alignment, and the rows a
-        # merge keeps for its seams grew with it (peak worker memory +40% at 1 GiB).
+        # Larger chunks of a narrow variable would make a larger write alignment, and the rows a merge keeps for its seams.
         base = max(1, CHUNK_NBYTES // widest)
         limit = base
     else:
@@ -308,8 +277,3 @@ def create_arrays(
                 compressors=codecs_of(chosen, variable.dtype.itemsize, compressors),
                 config={"write_empty_chunks": True},
             )
-
-
-def for_writing(array: Any) -> Any:
-    """``array`` set to write every chunk, even one that is all fill value (the setting is not stored)."""
-    return array.with_config({"write_empty_chunks": True})

@@ -34,7 +34,6 @@ __all__ = [
     "ROW_GROUP_ROWS_KEY",
     "RUN_KEY",
     "AppendedStoreError",
-    "check_format_version",
     "check_pile_metadata",
     "check_recorded_rows",
     "check_store_exists",
@@ -85,11 +84,9 @@ def seal_of(metadata: Mapping[str, Any]) -> str:
 def metadata_attribute(metadata: Mapping[str, Any]) -> dict[str, Any] | str:
     """What the group attribute ``daskshuffle`` holds: the metadata, as JSON text in an xarray pile store.
 
-    ``xr.open_zarr`` makes every group attribute an attribute of the dataset,
-    and netCDF takes no mapping as an attribute's value: text keeps
-    ``xr.open_zarr(store).to_netcdf(...)`` working, and round-trips through
-    zarr and xarray alike. An xarray store's metadata records its ``dim``; a
-    plain Zarr store's, which xarray does not open, is a mapping.
+    ``xr.open_zarr`` makes group attributes the dataset's, and netCDF takes no
+    mapping as an attribute: text keeps ``to_netcdf`` working. An xarray
+    store's metadata records its ``dim``.
 
     Examples
     --------
@@ -147,10 +144,6 @@ def check_pile_metadata(metadata: Mapping[str, Any], where: str) -> None:
 def check_format_version(metadata: Mapping[str, Any], where: str) -> None:
     """Refuse metadata of another format version than :data:`FORMAT_VERSION` (:class:`~daskshuffle.IncompletePileStoreError`).
 
-    Until 1.0 there is one format version: a store written by another
-    release (or whose version was edited) is not read, whatever else it
-    records, and is to be shuffled again.
-
     Examples
     --------
     >>> check_format_version({"format_version": 2}, "piles.zarr")
@@ -194,12 +187,8 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
     """Refuse metadata that disagrees with itself or with the data, before any row is read.
 
     ``lengths`` are the rows the data holds, by what holds them (each array of
-    a Zarr store, as its own metadata records it; the part files of a Parquet
-    store). Checks that the pile offsets start at 0 and never fall, that the
-    last one is ``n_rows`` and every length, that there are ``n_piles`` piles,
-    and the fingerprint: the shuffle recorded it, so a
-    change to any of these or to anything else it recorded is caught, an edit
-    that keeps them consistent included. Reads nothing.
+    a Zarr store; the part files of a Parquet store). The fingerprint and seal
+    catch an edit that keeps the numbers consistent. Reads nothing.
     """
     check_format_version(metadata, where)
     try:

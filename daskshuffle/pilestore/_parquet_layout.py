@@ -1,29 +1,13 @@
 """How a Parquet pile store's columns are encoded: dictionary and codec chosen from the data, column by column.
 
-pyarrow dictionary-encodes every column unless told otherwise. That suits
-neither the columns of a training set that are mostly distinct numbers (a
-dictionary page larger than the values, and a codec that saves nothing) nor
-the speed of reading them (``benchmarks/RESULTS.md``, Parquet pile stores). So
-each part file's columns are chosen from a sample of the rows it holds
-(:func:`column_options`):
-
-- **Dictionary** for a column with few distinct values (at most
-  :data:`DICTIONARY_FRACTION` of the sampled values: categories, labels,
-  repeated strings) and for a column that is already dictionary-typed; plain
-  encoding otherwise.
-- **Codec**, with ``compression="auto"`` (the default): snappy for a column whose
-  sampled bytes snappy shrinks by at least
-  :data:`~daskshuffle.pilestore._layout.COMPRESSIBLE_RATIO`; none for the rest. A
-  codec named by the user is used for every column.
-
-A nested column (lists, structs, maps) is stored as leaf columns, and each leaf
-is chosen for by its own values: the float32 values of an embedding column
-(``fixed_size_list<float>[64]``) are plain and uncompressed, as ``x`` (float32)
-is. Dictionary-encoded and snappy (pyarrow's default), such a column took 55%
-more bytes, ten times as long to write and three times as long to read.
-
-Each column chunk's codec and encodings are recorded in the file's own footer,
-where every Parquet reader finds them.
+pyarrow dictionary-encodes every column by default, which suits neither
+columns of mostly distinct numbers nor reading them fast. So each part file's
+leaf columns are chosen from a sample of its rows (:func:`column_options`): a
+dictionary for few distinct values (:data:`DICTIONARY_FRACTION`) or a
+dictionary-typed column, and with ``compression="auto"`` snappy only where it
+saves :data:`~daskshuffle.pilestore._layout.COMPRESSIBLE_RATIO` (measured in
+``benchmarks/RESULTS.md``, Parquet pile stores). The choice is recorded in
+each file's footer, where every Parquet reader finds it.
 """
 
 from __future__ import annotations
@@ -36,7 +20,7 @@ from ._layout import COMPRESSIBLE_RATIO
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["AUTO", "DICTIONARY_FRACTION", "column_options", "leaf_paths"]
+__all__ = ["AUTO", "column_options"]
 
 #: The codec that chooses per column.
 AUTO = "auto"

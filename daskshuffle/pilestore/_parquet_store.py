@@ -1,21 +1,12 @@
 """Rows as Arrow tables, shared by the Parquet and DataFrame formats: Arrow IPC pieces and the Parquet pile store.
 
-Rows are a ``pyarrow.Table``, so every Arrow type survives unchanged: integers,
-floats, strings, binary, booleans, time-zone-aware timestamps, decimals,
-dictionaries, lists, structs and nulls anywhere.
-
-- Pieces: one Arrow IPC file per block, one record batch per non-empty piece,
-  uncompressed. The piece offsets sit in the file's schema metadata, so the
-  merge reads exactly the batches of the piles it assembles (memory-mapped on
-  a local disk) and no codec runs on data written once and read once.
-- Destination: a Parquet dataset directory, one file ``part-<first row>.parquet``
-  per merge group (on object storage, files of whole piles of about
-  ``shuffle.remote-part-nbytes`` each, written at once), whose row groups never
-  straddle a pile nor a multiple of ``row_group_rows`` store rows (about 2 MiB of rows, the
-  loader's unit), each column's encoding and codec chosen from the data
-  (:mod:`~daskshuffle.pilestore._parquet_layout`), and the shuffle's metadata in ``_daskshuffle.json``, which Parquet
-  readers skip. The sidecar says ``"complete": false`` until every file is
-  written; a failed run removes the part files.
+Pieces are one uncompressed Arrow IPC file per block, one record batch per
+non-empty piece, with the offsets in the schema metadata so that the merge
+reads only the batches it needs. The destination is a directory of
+``part-<first row>.parquet`` files whose row groups never straddle a pile nor a
+multiple of ``row_group_rows`` rows, encoded per column
+(:mod:`~daskshuffle.pilestore._parquet_layout`), with the metadata in
+``_daskshuffle.json`` (``"complete": false`` until every file is written).
 """
 
 from __future__ import annotations
@@ -85,23 +76,15 @@ def part_name(start: int) -> str:
 def read_sidecar(store: Location) -> dict[str, Any]:
     """The sidecar of a Parquet pile store, checked to be complete and of this format version."""
     where = store.url
-    fs, root = store.fs, store.path
     try:
         # One request for a store that is there (on object storage, each costs tens of milliseconds).
-        sidecar = bounded(fs, "cat_file", f"{root}/{METADATA_FILE}", what=METADATA_FILE)
+        metadata = json.loads(bounded(store.fs, "cat_file", f"{store.path}/{METADATA_FILE}", what=METADATA_FILE))
     except TimeoutError:  # no answer in the deadline: asking again would not help
         raise
-    except OSError:  # the checks below name what is wrong: no store, refused credentials, no sidecar
-        sidecar = None
-    if sidecar is None:
-        check_store_exists(store, where)
-    try:
-        if sidecar is None:
-            with fs.open(f"{root}/{METADATA_FILE}", "r") as file:
-                metadata = json.load(file)
-        else:
-            metadata = json.loads(sidecar)
-    except (FileNotFoundError, NotADirectoryError, json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: not JSON, nor UTF-8
+        check_store_exists(store, where)  # no store, or refused credentials, named as such
+        if not isinstance(error, FileNotFoundError | NotADirectoryError | ValueError):
+            raise
         raise IncompletePileStoreError(
             f"Expected a Parquet pile store written by daskshuffle. Got {where!r}, which has no readable "
             f"{METADATA_FILE}, instead."
@@ -130,9 +113,7 @@ class ParquetWriting:
     n_output_files: int | None = None
 
 
-#: Bytes of rows a row group holds by default: a unit the loader reads (and decodes) whole. With 4 MiB, units
-#: that a pile's end cuts in two decoded slower: 0.87 of one pile at a time on 4 MiB piles, against 1.16 with 2 MiB
-#: (``benchmarks/RESULTS.md``).
+#: Bytes of rows a row group holds by default: a unit the loader reads (and decodes) whole (``benchmarks/RESULTS.md``).
 ROW_GROUP_NBYTES = 2 * 2**20
 
 
@@ -259,8 +240,7 @@ class ParquetDestination(Destination["pa.Table"]):
         if dst.is_local or self.writing.n_output_files is not None or n_piles < 2 or rows.num_rows == 0:
             return [(0, n_piles)]
         row_nbytes = max(rows.nbytes / rows.num_rows, 1.0)
-        # Part files of whole piles of about this size, written at once, as pieces are: one request streams at one
-        # connection's speed (100 MB/s on the S3 model of the benchmarks), where several go side by side.
+        # Part files of whole piles of about this size, written at once: one request streams at one connection's speed.
         part_nbytes = int_setting("shuffle.remote-part-nbytes")
         files, first = [], 0
         for pile in range(1, n_piles + 1):
@@ -310,8 +290,7 @@ class ParquetDestination(Destination["pa.Table"]):
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         metadata = {**metadata, ROW_GROUP_ROWS_KEY: self.row_group_rows()}
-        bound = {key: value for key, value in metadata.items() if key != "seal"}
-        self._write_sidecar(dst, {**bound, "seal": seal_of(bound)})
+        self._write_sidecar(dst, {**metadata, "seal": seal_of(metadata)})
 
     def discard_destination(self, dst: Location) -> None:
         # Part files are a valid Parquet dataset to other readers: leave none of them.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from numpy.typing import NDArray
 
@@ -126,7 +126,8 @@ def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> N
     runs = []
     most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
     for name, values in rows.items():
-        array = _layout.for_writing(group[name])
+        # Every chunk written, even one all of fill value: the setting is not stored with the array.
+        array = cast("zarr.Array[Any]", group[name]).with_config({"write_empty_chunks": True})
         runs += [(array, start + first, values[first:last]) for first, last in _runs(array, len(values), most_chunks)]
     if not dst.is_local and len(runs) > 1:
         # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at

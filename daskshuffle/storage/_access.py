@@ -1,18 +1,12 @@
 """Storage that cannot be reached, told apart from a store that is damaged.
 
-A request to storage fails for one of two kinds of reason. Either what it
-reads is wrong (a file missing, truncated, failing its checksum): the store is
-damaged, and only a copy or a new shuffle mends it. Or the storage did not
-serve the request at all: no credentials, credentials refused, too many
-requests (throttling), no answer (timeouts, refused or broken connections), a
-server failing. Then nothing is damaged and the advice is about credentials,
-retries or the network. :func:`failure_reason` tells which a raised error is,
-from the error and what it was raised from; :func:`access_error` says so in a
-:class:`~daskshuffle.StorageAccessError` that names the URL and what to do.
-
-The errors of the filesystems' libraries (botocore, aiohttp, google-auth,
-azure-core) are recognised without importing them: a library that raised the
-error is loaded already.
+A damaged store (a file missing, truncated, failing its checksum) is mended
+only by a copy or a new shuffle; storage that did not serve a request
+(credentials, throttling, no answer, a server failing) damaged nothing, and
+the advice is about credentials, retries or the network. :func:`failure_reason`
+tells which an error is, along its chain; :func:`access_error` says so. The
+errors of botocore, aiohttp, google-auth and azure-core are recognised without
+importing them: a library that raised the error is loaded already.
 """
 
 from __future__ import annotations
@@ -28,7 +22,7 @@ from typing import Any, Final, Literal
 
 from .._errors import Argument, DaskShuffleError, DaskShuffleValueError, StorageAccessError
 
-__all__ = ["Reason", "access_error", "failure_reason", "option_error", "reaching", "storage_failure"]
+__all__ = ["access_error", "reaching", "storage_failure"]
 
 #: Why storage did not serve a request.
 Reason = Literal["credentials", "refused", "throttled", "unreachable", "server"]

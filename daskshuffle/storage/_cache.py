@@ -1,36 +1,10 @@
 """A local cache of a remote pile store's files, for the epochs after the first.
 
-An epoch reads every file of the pile store (a rank, every file of its piles).
-From object storage the second epoch would fetch them all again; with a cache
-on a local disk it reads them from there. Files are kept under a directory of
-the store's fingerprint, so a store written again is never confused with the
-old one, and removed oldest-read first once the cache holds more than its
-limit. Several loaders on one machine may share a cache directory: a file
-appears whole (written aside, then renamed into place) or not at all, and a
-file that another loader evicted is simply fetched again.
-
-The cache owns its files, and only those:
-
-- **Its directory is its own.** The directory given must be missing, empty, or
-  one a cache made: the cache marks it with a file, ``.daskshuffle-cache``,
-  when it first writes there. A directory holding anything else (a user's
-  files) is refused when the :class:`Cache` is made, as is a file, or a path
-  below one; the cache never lists, sizes or removes a user's files.
-- **It removes only what it wrote, by its own names**: inside its directory,
-  a directory of 32 hexadecimal digits per store, holding files named by 64
-  hexadecimal digits (a digest of the store's path of the file) and
-  ``.partial-<32 hex digits>`` files being written. Nothing else there is read,
-  counted or removed.
-- **It follows no link**: every file and directory below the cache's
-  directory is reached from an open directory, by name, with ``O_NOFOLLOW``
-  (and ``lstat``); a link (or FIFO, ...) placed there is neither read, sized,
-  written through nor removed, and what it points to is left alone.
-
-The cache trusts nothing it holds: the reader checks each file as it checks
-one fetched (a chunk's crc32c), and a damaged cached file is evicted and
-fetched again from the store. A cache that cannot be used once a loader runs
-(its directory removed, a disk full) only makes reads slower: files that cannot
-be written are fetched again when next read.
+Files are kept under a directory of the store's fingerprint and removed
+oldest-read first past the limit; a file appears whole or not at all, so
+loaders on one machine may share a cache. The cache owns its directory and only
+its own names in it, follows no link, and trusts nothing it holds: a cached
+file is checked as a fetched one is (``docs/storage.md``).
 """
 
 from __future__ import annotations

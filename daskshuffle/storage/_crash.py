@@ -1,37 +1,12 @@
-"""Named points in the library where a test kills, fails, pauses or counts a run: the one fault hook.
+"""Named points where a test kills, fails, pauses or counts a run: the one fault hook.
 
-A step that writes several times (``append``, ``evict``, ``compact``, a shuffle's
-pass 1 and merge, taking a lock) calls :func:`crash_point` between its writes, and
-the loader's reads of a local Zarr store call it before each task. Unarmed, a point costs one lookup in ``os.environ`` and one in a dict. A test arms
-a point in one of two ways:
-
-- **In another process, by its environment**: a process whose environment sets
-  ``DASKSHUFFLE_CRASH_AT=<point>`` sends itself SIGKILL on reaching that point:
-  nothing runs on the way out (no ``finally``, no ``atexit``), as when a machine
-  loses power. This reaches dask worker processes too, which inherit the
-  environment of the process that starts them.
-- **In this process, by** :func:`armed`: while its ``with`` block runs, each
-  time a thread of this process reaches the point, the point's count goes up and
-  the action is called with it. The action may raise (a task that fails, Ctrl-C),
-  wait on an event (a race replayed step by step) or do nothing (a count of the
-  tasks that ran). Dask's threaded and synchronous schedulers and a
-  ``LocalCluster(processes=False)`` run their tasks in this process.
-
-The points, by where they are reached:
-
-- ``"scatter"``: a pass-1 task, before it reads its block;
-- ``"scatter spans"``: a task of a level after the first, before it reads its pieces;
-- ``"merge"``: a merge task, before it reads its pieces;
-- ``"shuffle written"``: every task of a shuffle done, before its metadata is written;
-- ``"shuffle complete"``: a store marked complete, before its pieces are removed
-  (and before ``verify=True`` reads it back);
-- ``"chunk read"``: a loader's task reading chunk files of a local Zarr pile store;
-- ``"lock opened"``: a local lock file opened, before it is locked;
-- ``"lock stale"``: a lock left by a killed run found, before it is replaced
-  (``If-Match``);
-- ``"append shuffled"``, ``"root listed"``, ``"evict listed"``, ``"evict removed"``,
-  ``"compact copied"``, ``"compact listed"``, ``"compact removed"``: between the
-  writes of ``append``, ``evict`` and ``compact``.
+A step that writes several times calls :func:`crash_point` between its writes.
+A process whose environment sets ``DASKSHUFFLE_CRASH_AT=<point>`` sends itself
+SIGKILL there (nothing runs on the way out, as when a machine loses power; dask
+worker processes inherit the environment). In this process, :func:`armed` calls
+an action each time a thread reaches the point: it may raise, wait on an event
+or only count. :data:`POINTS` lists the points; ``docs/storage.md`` says what a
+kill at each leaves.
 
 Examples
 --------

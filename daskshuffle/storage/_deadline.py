@@ -1,14 +1,10 @@
 """A deadline on every request of storage, retries included.
 
-A request that storage does not answer fails within a deadline
-(:func:`request_deadline`), with :class:`TimeoutError`: the retries of s3fs
-and botocore, nested, would otherwise try a stalled read for minutes. A
-request that storage did answer in that time, with errors only (503
-``SlowDown``, 5xx), fails as those answers say (throttled, server errors),
-not as silence. The loader's reads and batches of requests (:mod:`~daskshuffle.storage._fetch`)
-and every request of opening a store are bound by it (:func:`within`, on
-zarr's event loop or the filesystem's; :func:`bounded`, one call of a
-filesystem).
+The retries of s3fs and botocore, nested, would try a stalled request for
+minutes: it fails instead within :func:`request_deadline`, with
+:class:`TimeoutError`, or, if storage answered with errors only (503, 5xx), as
+those answers say. :func:`within` bounds a coroutine, :func:`bounded` one call
+of a filesystem.
 """
 
 from __future__ import annotations

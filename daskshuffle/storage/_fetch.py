@@ -1,23 +1,12 @@
 """Files and byte ranges fetched ahead of their reader, many requests in flight at once.
 
 Object storage answers each request after tens of milliseconds but serves
-thousands at once: a reader that waits for one file before asking for the
-next runs at a hundredth of what the store delivers. :class:`Fetches` starts
-the requests for every file of a read as soon as the read is known, and keeps
-what arrives until the read takes it. A request is a whole file (its path) or
-a byte range of one, ``(path, start, end)`` (the column chunks of a Parquet
-file's row groups). On an asynchronous fsspec filesystem (s3fs, gcsfs, adlfs,
-HTTP) each request is one coroutine on the filesystem's own event loop; on any
-other filesystem, one task of a small thread pool.
-
-A read is named by a key of the caller's (the loader uses a span of store
-rows); its requests are taken one by one (:meth:`Fetches.take`), and the read is
-forgotten when all are taken or when the caller drops it (:meth:`Fetches.drop`).
-A file that a read still to come will need (a chunk across the boundary of two
-piles read apart) can be kept after it was taken (:meth:`Fetches.keep`), within
-a limit, so that the later read does not fetch it again.
-
-Each request fails within the deadline of :mod:`daskshuffle.storage._deadline`.
+thousands at once, so :class:`Fetches` starts every request of a read as soon
+as the read is known and keeps what arrives until the read takes it. A request
+is a path or ``(path, start, end)``. On an asynchronous fsspec filesystem each
+is a coroutine on the filesystem's loop; elsewhere a task of a small thread
+pool. Each request fails within the deadline of
+:mod:`daskshuffle.storage._deadline`.
 """
 
 from __future__ import annotations
@@ -99,9 +88,8 @@ class Fetches:
         self._queue: deque[tuple[Request, Future[bytes]]] = deque()
         self._in_flight = 0
         self._lock = threading.Lock()
-        self._pool = LazyPool(
-            int_setting("fetch.threads"), "fetch"
-        )  # for a filesystem without an event loop of its own
+        # For a filesystem without an event loop of its own.
+        self._pool = LazyPool(int_setting("fetch.threads"), "fetch")
         self._pumping = False  # a pump is scheduled on the filesystem's event loop, or running
         #: Bytes of the reads started and not yet wholly taken or dropped.
         self.nbytes = 0
@@ -264,11 +252,8 @@ class Fetches:
     def _send(self) -> None:
         """Send the queued requests that fit in flight, unless a pump is under way (it sends them).
 
-        On an asynchronous filesystem the requests are sent from its event
-        loop: one wake-up of the loop for all the requests queued at once,
-        and each that lands sends the next from there, with no thread in
-        between. Elsewhere they go to the thread pool from the calling
-        thread, and each that lands sends the next from its thread.
+        From the filesystem's event loop if it has one (one wake-up for all
+        queued at once), else from this thread; each that lands sends the next.
         """
         with self._lock:
             if self._pumping or not self._queue:
@@ -291,10 +276,7 @@ class Fetches:
             return None
 
     def _pump(self) -> None:
-        """Start each queued request that fits in flight: a task on the filesystem's event loop (run there), or of the pool.
-
-        A request that lands at once, in this thread, leaves the sending to this loop.
-        """
+        """Start each queued request that fits in flight: a task on the filesystem's event loop (run there), or of the pool."""
         while (sent := self._next()) is not None:
             request, future = sent
             path, start, end = (request, None, None) if isinstance(request, str) else request

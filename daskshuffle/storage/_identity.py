@@ -1,15 +1,11 @@
 """What a source is now, cheaply: the sizes and versions of its files, as a pile store records them.
 
-A pile store records its sources' identity (``source_identity`` in its
-metadata): a list of *entries*, one for each file, directory tree or object
-in memory the shuffle read. A file's version is what fsspec's ``info`` says
-changes when its bytes are replaced: an ETag or generation on object storage,
-the modification time (and inode) on a disk. A tree's entry is its number of
-files, their bytes and a digest of every file's name, size and version, so a
-value rewritten in one chunk changes it. An object in memory (a pandas or
-dask collection) is identified by its dask token. Comparing two lists says
-which entries changed (:func:`changed_entries`), and a rerun against changed
-sources is refused rather than given the old store.
+A pile store records its sources' identity (``source_identity``): one entry for
+each file, directory tree or object in memory the shuffle read. A file's
+version is what fsspec's ``info`` says changes when its bytes are replaced
+(:data:`VERSION_KEYS`); a tree's entry digests every file's name, size and
+version; an object in memory is its dask token. :func:`changed_entries` says
+what changed, so that a rerun against changed sources is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from fsspec import AbstractFileSystem
 
 from ._access import reaching
 
-__all__ = ["changed_entries", "identify_files", "identify_token", "identify_tree", "version_of"]
+__all__ = ["changed_entries", "identify_files", "identify_token", "identify_tree"]
 
 #: The keys of fsspec's ``info`` that change when a file's bytes are replaced, in groups: the first group of
 #: which a file has any key is recorded. Object storage's ETag (S3, Azure, HTTP), generation and hash (GCS);

@@ -1,13 +1,9 @@
 """The filesystems a forked process inherits stay alive there, never used and never collected.
 
-A process forked from one that read object storage (a ``DataLoader`` worker,
-a dask process pool) inherits the parent's fsspec filesystems, and with them
-HTTP sessions whose event loop runs in a thread of the parent only. fsspec
-forgets them in the child, and collected there each asynchronous one prints
-``Unclosed client session`` while s3fs's finalizer waits for a loop that never
-answers. Only the parent can close them; the child keeps them instead, as it
-inherited them: memory it shares with the parent until written. A forked
-``multiprocessing`` process ends with ``os._exit``, which collects nothing.
+A forked process (a ``DataLoader`` worker, a dask process pool) inherits the
+parent's fsspec filesystems, whose HTTP sessions' event loop runs in the
+parent only: collected in the child, each would print ``Unclosed client
+session`` and wait on a loop that never answers. So the child keeps them.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """What a run leaves beside its destination when it is killed: found, measured and removed.
 
-A shuffle keeps its pieces in ``<dst>.daskshuffle-tmp`` (for a destination on
-object storage, possibly in this machine's temporary directory), builds a replacing
-store in ``<dst>.daskshuffle-new`` (``<dst>.daskshuffle-old`` for a moment
-where a swap takes two renames) and holds ``<dst>.daskshuffle-lock``. A run
-killed after its store was marked complete, before it removed these, leaves
-them for good: running the same shuffle again removes them, as does
-``daskshuffle info --clean``.
-
-Each of these is a name of the library's own; something else found there (a
-symbolic link someone placed, pointing anywhere) is not a leftover: it is
-refused before a run writes anything (:func:`check_own_paths`), never removed,
-and named in an ``UnsafePathError``.
+A run killed after its store was marked complete leaves its pieces
+(``<dst>.daskshuffle-tmp``, or this machine's temporary directory), a store
+being built (``-new``, ``-old``) and its lock: running the same shuffle again
+removes them, as does ``daskshuffle info --clean``. Something else at one of
+these names (a link someone placed) is no leftover: it is refused before a run
+writes (:func:`check_own_paths`), never removed.
 """
 
 from __future__ import annotations
@@ -136,20 +130,15 @@ def local_pieces_directory(dst: Location) -> Location:
 def _scratch(dst: Location, tmp: Location | None) -> list[Leftover]:
     found = []
     for path, suffix in _scratch_paths(dst, tmp).items():
-        if path.exists() and not _placed(path):
+        if path.exists() and not path.placed():
             what = "pieces" if suffix == TMP_SUFFIX else "a store being built" if suffix == NEW_SUFFIX else "scratch"
             found.append(Leftover(path, path.nbytes(), what))
     return found
 
 
-def _placed(location: Location) -> bool:
-    """Whether a link (or FIFO, ...) someone placed is at one of a run's paths: not a leftover, never removed."""
-    return location.is_local and _own.found_at(location.path) is not None
-
-
 def _left_lock(dst: Location) -> list[Leftover]:
     lock = dst.with_suffix(_lock.LOCK_SUFFIX)
-    if not lock.exists() or _placed(lock):
+    if not lock.exists() or lock.placed():
         return []
     holder = _lock.read_holder(dst) or {}
     return [Leftover(lock, lock.nbytes(), f"the lock of {_lock.describe(holder)}, which is gone")]

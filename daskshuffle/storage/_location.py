@@ -29,7 +29,7 @@ from . import (
     _own,
 )
 from ._access import reaching, storage_failure
-from ._paths import inside, is_url, normalize
+from ._paths import is_url, normalize
 from ._probe import probe_conditional_writes
 
 __all__ = ["Location", "glob_matches", "unreached"]
@@ -109,13 +109,10 @@ class Location:
     def conditional_writes(self) -> bool:
         """Whether the storage refuses to create a file that exists (``pipe_file(mode="create")``, ``If-None-Match: *``).
 
-        Not declared from the URL: an ``s3://`` endpoint may be MinIO, Ceph or
-        R2, which may ignore the condition, and another object store may honour
-        it. It is probed once per bucket and filesystem in this process
-        (:func:`~daskshuffle.storage._probe.probe_conditional_writes`: two
-        creates of one object of daskshuffle's own, the second must be
-        refused), and kept on this location. A local disk and ``memory://``
-        are not probed (``False``): the lock excludes writers there by other means.
+        Probed once per bucket in this process
+        (:func:`~daskshuffle.storage._probe.probe_conditional_writes`), never
+        guessed from the URL; ``False`` for a local disk and ``memory://``,
+        where the lock excludes writers by other means.
         """
         found: bool | None = self.__dict__.get("_conditional")
         if found is None:
@@ -181,22 +178,12 @@ class Location:
             return self.with_suffix(suffix)
         return directory.join(f"{self.name}-{hashlib.sha256(self.url.encode()).hexdigest()[:16]}{suffix}")
 
-    def overlaps(self, other: Location) -> bool:
-        """Whether this and ``other`` are the same location or one lies inside the other."""
-        return inside(self.url, other.url) or inside(other.url, self.url)
-
     # What is there.
 
     @contextlib.contextmanager
     def reaching(self, what: str | None = None) -> Iterator[None]:
-        """Raise any failure to reach the storage in the body as an error that names this location and what to do.
-
-        :class:`~daskshuffle.StorageAccessError` for missing or refused
-        credentials, throttling, timeouts, connections and server errors;
-        :class:`~daskshuffle.DaskShuffleValueError` for a storage option the
-        filesystem does not take (:func:`~daskshuffle.storage._access.storage_failure`).
-        Any other error passes as it is. ``what`` names the file read, if not this one.
-        """
+        """Raise any failure to reach the storage in the body as :func:`~daskshuffle.storage._access.storage_failure`
+        names it, for this location (``what``: the file read, if not this one); any other error as it is."""
         with reaching(self.url, self.options, self._fs_class(), what=what):
             yield
 
@@ -210,6 +197,10 @@ class Location:
         """Whether something is here; a failure to reach the storage raises :class:`StorageAccessError` naming it."""
         with self.reaching():
             return bool(self.fs.exists(self.path))
+
+    def placed(self) -> bool:
+        """Whether a link (or FIFO, ...) someone else placed is here, on a local disk: never the library's, never removed."""
+        return self.is_local and _own.found_at(self.path) is not None
 
     def isdir(self) -> bool:
         """Whether this is a directory (a prefix with objects below it, on an object store)."""

@@ -1,51 +1,16 @@
-"""One writer at a time into a destination: a lock beside it.
+"""One writer at a time into a destination: the lock ``<dst>.daskshuffle-lock`` beside it.
 
 Two shuffles writing one destination would write over each other's store, and
-the first to finish (or fail) would remove the other's pieces. The lock is
-``<dst>.daskshuffle-lock``; it records the run that holds it (``run``, ``host``,
-``pid``, ``since``), so that a run refused names the holder. Of any number of
-runs that race for one lock, exactly one holds it; how depends on the storage:
-
-- **Local disk**: the file is opened (created if absent) and locked with
-  ``fcntl.flock(LOCK_EX | LOCK_NB)``. The kernel holds that lock for the open
-  file and lets go when the process ends, however it ends: a lock file left by
-  a killed process is a file nobody holds, and the next run simply locks it.
-  There is no read, judge and remove of a stale lock, so no two runs can both
-  take one over. ``flock`` locks an open file, not a path: a run that opened
-  the file just before its holder removed it (on release, while still holding
-  it) locks a removed file, so once locked a run checks that the path still
-  names the file it locked, and starts again if not. ``flock`` locks belong to
-  an open file, so two threads of one process exclude each other as well.
-  Where there is no ``fcntl`` (Windows) the file is created exclusively, and a
-  lock left by a killed process is named in the error, to be removed by hand.
-- **Storage that refuses to create an object that exists** (AWS S3 through
-  s3fs, and any filesystem whose ``pipe_file(mode="create")`` is refused for an
-  existing file): conditional writes. Whether the storage does is probed once
-  per bucket (``_probe.py``), never assumed from the URL: an ``s3://`` endpoint
-  may be a server that ignores ``If-None-Match``. The lock is created with
-  ``mode="create"`` (``If-None-Match: *``), which the store refuses if the
-  object exists. On S3, a lock left by a process of this host that no longer
-  runs is replaced with ``If-Match: <its ETag>``: of two runs replacing it,
-  the second's write is refused, since the first changed the ETag. Elsewhere
-  such a lock is named, to be removed by hand.
-- **memory://**: visible to this process only; checked and created under a
-  process-wide lock.
-- **Other storage** offers no conditional write (or the probe found that it
-  ignores one): the lock is written and read back, which names a run that
-  started earlier but does not exclude two that start at once. A
-  ``UserWarning`` says so, once per bucket, with what the probe found.
-
-Every request of a lock on object storage (its creation, the reads of who
-holds it, its removal) is bounded by :func:`~daskshuffle.storage.bounded`: a
-stalled one fails within the deadline of the storage options as
-:class:`~daskshuffle.StorageAccessError` (``"unreachable"``), as a stalled
-read does, rather than after the retries of s3fs and botocore.
-
-A local lock is opened with ``O_NOFOLLOW``: a symbolic link (or a FIFO)
-placed at ``<dst>.daskshuffle-lock`` is refused with ``UnsafePathError``,
-and what it points to is left untouched (``storage/_own.py``).
-
-Released on exit, by the run that holds it only.
+the first to finish would remove the other's pieces. The lock records the run
+that holds it (``run``, ``host``, ``pid``, ``since``) so that a run refused
+names the holder. How it excludes depends on the storage (``docs/storage.md``,
+"Two shuffles into one destination"): ``fcntl.flock`` on local disk (the kernel
+lets go when the process ends, so a killed run leaves no stale lock),
+``If-None-Match``/``If-Match`` where a probe (``_probe.py``) found conditional
+writes, a process-wide lock for ``memory://``, and elsewhere a write read back
+with a warning. Every request on object storage is bounded by
+:func:`~daskshuffle.storage.bounded`; a local lock is opened with
+``O_NOFOLLOW``. Released on exit, by the run that holds it only.
 """
 
 from __future__ import annotations
@@ -119,7 +84,7 @@ def _named(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
 def read_holder(dst: Location) -> dict[str, Any] | None:
     """What the lock of ``dst`` records (``None`` if there is no lock), held or left behind."""
     lock = dst.with_suffix(LOCK_SUFFIX)
-    if lock.is_local and _own.found_at(lock.path) is not None:  # a link or FIFO placed there: no lock, never read
+    if lock.placed():  # a link or FIFO placed there: no lock, never read
         return None
     with lock.reaching():
         return _read(lock.fs, lock.path) if bounded(lock.fs, "exists", lock.path, what=lock.path) else None
@@ -202,14 +167,7 @@ _NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 @contextlib.contextmanager
 def _named_local_errors(where: Location) -> Iterator[None]:
-    """Name the user's path and what to do when the local lock of ``where`` may not be taken.
-
-    A directory that may not be written raises
-    :class:`~daskshuffle.StorageAccessError` (a ``PermissionError``); a name
-    too long for the lock's (or a scratch directory's) name beside it,
-    :class:`~daskshuffle.DaskShuffleValueError`. Errors of the body pass as
-    they are.
-    """
+    """Name the user's path and what to do when the local lock of ``where`` may not be taken (not writable, name too long)."""
     try:
         yield
     except OSError as error:
@@ -298,10 +256,8 @@ def _create_conditionally(lock: Location, ours: dict[str, Any]) -> None:
         except FileExistsError:
             pass
         fs.invalidate_cache(inner)
-        try:
-            etag = bounded(fs, "info", inner, what=inner)[
-                "ETag"
-            ]  # before the contents: a write after this changes it, and If-Match fails
+        try:  # the ETag before the contents: a write after this changes it, and If-Match fails
+            etag = bounded(fs, "info", inner, what=inner)["ETag"]
         except FileNotFoundError:
             continue
         holder = _named(fs, inner)

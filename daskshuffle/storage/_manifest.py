@@ -47,9 +47,6 @@ class Manifest:
         os.makedirs(inner, exist_ok=True)
         os.close(_own.open_file(f"{inner}/{name}", os.O_WRONLY | os.O_CREAT, "a manifest mark"))
 
-    def is_done(self, name: str) -> bool:
-        return self.location.join(name).exists()
-
     def done(self) -> frozenset[str]:
         fs, inner = self.location.fs, self.location.path
         with self.location.reaching():
@@ -72,6 +69,6 @@ def run_once(manifest: Manifest, name: str, task: Callable[..., Any], *args: Any
     dask runs again because the worker holding its result was lost returns at
     once instead of redoing its work.
     """
-    if manifest.is_done(name):
+    if manifest.location.join(name).exists():
         return None
     return run_marked(manifest, name, task, *args)

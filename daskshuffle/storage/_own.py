@@ -1,16 +1,11 @@
 """The library's own files and directories: never written, truncated or removed through what someone else placed.
 
-A shuffle writes at paths made from its destination (``<dst>.daskshuffle-lock``,
-``-tmp``, ``-new``, ``-old``, ``-spool``, ``-partial``) and below directories
-it made (a manifest's marks, a cache's files). Those are the library's names,
-but anyone who may write beside the destination may place a symbolic link at
-one: opened for writing, it would truncate the file it points to; used as a
-directory, it would put the library's files (and their later removal) in
-another. So a local path of the library's own is looked at without following
-links (``lstat``) before anything is written there, and files are opened with
-``O_NOFOLLOW``: a link, or a kind of file the library never makes there (a
-FIFO, a socket, a device), is refused with :class:`UnsafePathError` naming it,
-and left as it is. Object stores have no links: nothing to look at there.
+Anyone who may write beside a destination may place a symbolic link at one of
+the library's names (``<dst>.daskshuffle-lock``, ``-tmp``, ...): opened for
+writing, it would truncate what it points to. So a local path of the library's
+own is looked at with ``lstat`` before anything is written there and files are
+opened with ``O_NOFOLLOW``: a link, FIFO, socket or device is refused with
+:class:`UnsafePathError` and left as it is. Object stores have no links.
 """
 
 from __future__ import annotations

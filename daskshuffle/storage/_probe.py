@@ -1,15 +1,10 @@
 """Whether a storage refuses to create a file that exists: probed, not guessed from the URL.
 
-The lock (``_lock.py``) keeps two shuffles out of one destination on object
-storage with a conditional write: ``pipe_file(mode="create")``, which s3fs
-sends as ``If-None-Match: *``. AWS S3 refuses such a write when the object
-exists, but an ``s3://`` URL may lead to MinIO, Ceph or R2 behind an
-``endpoint_url``, which may ignore the header and overwrite; an older s3fs may
-not take ``mode="create"`` at all; other filesystems (gcsfs, adlfs) may honour
-it. So the storage is asked, once per bucket (and filesystem options) in a
-process: an object of daskshuffle's own name, beside the location the lock is
-for, is created twice with ``mode="create"``; the second must be refused
-(``FileExistsError``). The object is removed after.
+The lock (``_lock.py``) relies on ``pipe_file(mode="create")`` (``If-None-Match:
+*``), which AWS S3 honours but an ``s3://`` endpoint such as MinIO, Ceph or R2
+may ignore. So, once per bucket and options in a process, an object of
+daskshuffle's own name is created twice; the second must be refused. The
+object is removed after.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from .._errors import DaskShuffleError
 if TYPE_CHECKING:
     from ._location import Location
 
-__all__ = ["PROBE_SUFFIX", "probe_conditional_writes", "why_unconditional"]
+__all__ = ["probe_conditional_writes", "why_unconditional"]
 
 #: The probe object's name: the location's, then this and a random suffix.
 PROBE_SUFFIX: Final = ".daskshuffle-probe-"
