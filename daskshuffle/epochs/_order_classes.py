@@ -1,10 +1,7 @@
 """The orders as objects, each carrying its own options: what ``PileLoader(order=...)`` takes.
 
-Each class is :class:`Piles` (the loader's own) or one order of :data:`~daskshuffle.epochs._orders.ORDERS`, re-exported
-by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options`
-make one from what a user passes. Every order also takes
-``n_lanes``: the lanes cut whatever order it is into streams (elastic
-determinism, :mod:`daskshuffle.loader._lanes`).
+Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options` make one
+from what a user passes.
 """
 
 from __future__ import annotations
@@ -156,8 +153,6 @@ class Piles(Order):
 class Naive(Order):
     """One uniform permutation of all rows: a rank holds every pile it has a row of (small data only).
 
-    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
-
     Examples
     --------
     >>> Naive().name
@@ -171,8 +166,6 @@ class Naive(Order):
 class Py1s(Order):
     """MosaicML's ``py1s``: piles in a random order, the stream cut between ranks, each part shuffled alone.
 
-    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
-
     Examples
     --------
     >>> Py1s().name
@@ -185,8 +178,6 @@ class Py1s(Order):
 @dataclass(frozen=True, repr=False)
 class Py2s(Order):
     """MosaicML's ``py2s``: as :class:`Py1s`, but a boundary pile is shuffled before it is cut, then again.
-
-    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
 
     Examples
     --------
