@@ -17,7 +17,7 @@ from ._epoch_plan import (
     rank_share,
     split_batches,
 )
-from ._order_classes import Order, OrderName, Piles, order_from_options, parse_order
+from ._order_classes import Order, OrderName, Piles, parse_order
 from ._orders import ORDERS, READ_GAPS, buffer_stream, interleave_stream
 from ._streams import Stream, epoch_counts, parse_streams, stream_offsets
 from ._unit_plan import (
@@ -54,7 +54,6 @@ __all__ = [
     "interleave_stream",
     "lane_ranges",
     "n_batches",
-    "order_from_options",
     "parse_order",
     "parse_streams",
     "plan_batches",

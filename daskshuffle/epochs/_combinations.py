@@ -1,9 +1,4 @@
-"""Which settings of a loader go together: every combination it refuses, in one function.
-
-Each argument is parsed on its own at the boundary (``parse_order``,
-``parse_positive_int``, ...); :func:`check_combination` then refuses the
-combinations no loader can read, before any store is opened. Pure: no I/O.
-"""
+"""Which settings of a loader go together: every combination it refuses, in one function, before any store opens."""
 
 from __future__ import annotations
 
@@ -23,14 +18,11 @@ def check_combination(
 ) -> None:
     """Refuse a combination of a loader's settings that cannot be read.
 
-    ``order`` is the order of the epochs with its options (for every order,
-    its lanes ``order.n_lanes``, ``None`` for none), ``n_streams`` the stores
-    of a mixture (``None`` for a plain store).
+    ``n_streams`` is the stores of a mixture (``None`` for a plain store).
 
     Examples
     --------
-    >>> from daskshuffle.epochs._order_classes import Piles
-    >>> from daskshuffle.epochs._order_classes import Py1s
+    >>> from daskshuffle.epochs._order_classes import Piles, Py1s
     >>> check_combination(Piles(n_lanes=8), world_size=2, batch_size=64)
     >>> check_combination(Py1s(), n_streams=2)
     Traceback (most recent call last):

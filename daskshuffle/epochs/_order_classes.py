@@ -1,21 +1,18 @@
 """The orders as objects, each carrying its own options: what ``PileLoader(order=...)`` takes.
 
-Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options` make one
-from what a user passes.
+Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` makes one from what a user passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, ClassVar, Literal
+from dataclasses import Field, dataclass, field, fields
+from typing import ClassVar, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes, parse_positive_int
 from ._epoch_order import OrderOptions
 
 __all__ = [
-    "ORDER_CLASSES",
     "ORDER_OPTIONS",
     "Buffer",
     "Interleave",
@@ -28,7 +25,6 @@ __all__ = [
     "Py1e",
     "Py1s",
     "Py2s",
-    "order_from_options",
     "parse_order",
 ]
 
@@ -342,38 +338,3 @@ def parse_order(order: object) -> Order:
             parameter="order",
         )
     return chosen()
-
-
-def order_from_options(name: object, options: Mapping[str, object]) -> Order:
-    """The order named ``name`` with ``options`` (given by keyword): the options it needs, no others.
-
-    For the functions that take an order's name and its options side by side,
-    as :func:`daskshuffle.quality.orders.piles` does.
-
-    Examples
-    --------
-    >>> order_from_options("py1b", {"shuffle_block_size": 4096, "buffer_size": None})
-    Py1b(shuffle_block_size=4096)
-    """
-    if not isinstance(name, str) or name not in ORDER_CLASSES:
-        raise DaskShuffleValueError(
-            f"Expected order to be one of {sorted(ORDER_CLASSES)}. Got {name!r} instead.", parameter="order"
-        )
-    chosen = ORDER_CLASSES[name]
-    required = [f.name for f in fields(chosen) if f.default is MISSING]
-    taken = {f.name for f in fields(chosen)}
-    for option, value in options.items():
-        if option in required and value is None:
-            raise DaskShuffleValueError(
-                f"Expected {option} with order={name!r}. Got None instead; order={name!r} needs {', '.join(required)}.",
-                parameter=option,
-            )
-        if option not in taken and value is not None:
-            users = sorted(o for o, cls in ORDER_CLASSES.items() if option in {f.name for f in fields(cls)})
-            raise DaskShuffleValueError(
-                f"Expected no {option} with order={name!r}. Got {option}={value!r} instead; it applies to "
-                f"order={' or '.join(map(repr, users))}.",
-                parameter=option,
-            )
-    given: dict[str, Any] = {o: v for o, v in options.items() if o in taken and v is not None}
-    return chosen(**given)  # each checked by the order as it is made

@@ -1,14 +1,8 @@
 """The orders a :class:`~daskshuffle.PileLoader` can yield an epoch in: one pure function each, in :data:`ORDERS`.
 
-Each is an :data:`~daskshuffle.epochs._epoch_order.OrderFunction`: from the
-store's pile offsets, the seed, the epoch, the cuts of the epoch's stream
-between ranks (or lanes) and its options, the store row at every position of
-the stream and where the loader's reads start. The loader cuts that stream
-between ranks and batches as it cuts its own order's. Here are ``"naive"``,
-MosaicML Streaming's orders (a pile in the part of a shard, the divisions in
-that of canonical nodes) and tf.data's buffer orders (a pile in the part of a
-file, each division running its own buffer). The loader's own order,
-``"piles"``, is not here: its units and groups are :mod:`daskshuffle.epochs._unit_plan`.
+Each is an :data:`~daskshuffle.epochs._epoch_order.OrderFunction`: the store row at every position of
+the epoch's stream, and where the loader's reads start. ``"naive"``, MosaicML Streaming's orders and
+tf.data's buffer orders; the loader's own, ``"piles"``, is :mod:`daskshuffle.epochs._unit_plan`.
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ from ._epoch_order import (
 from ._epoch_plan import epoch_pile_order, stream_rows
 
 __all__ = [
-    "BUFFERS_PER_UNIT",
     "ORDERS",
     "READ_GAPS",
     "buffer",
@@ -41,12 +34,9 @@ __all__ = [
     "naive",
     "py1b",
     "py1br",
-    "py1br_bounds",
     "py1e",
-    "py1e_ranges",
     "py1s",
     "py2s",
-    "whole_piles",
 ]
 
 

@@ -1,12 +1,4 @@
-"""``Stream``: one pile store of a mixture, with how many of its rows each epoch takes.
-
-Pure: parsing and arithmetic only, no I/O. A :class:`~daskshuffle.PileLoader`
-given a list of streams (or of paths) trains on their union, each store's rows
-after the rows of the stores before it (:func:`stream_offsets`); the rows each
-stream puts into an epoch are :func:`epoch_counts`, and which rows they are is
-:func:`~daskshuffle.epochs._unit_plan.epoch_runs`: each stream's copies of its
-units and a sample of them for its rows left over.
-"""
+"""``Stream``: one pile store of a mixture, with how many of its rows each epoch takes (pure: no I/O)."""
 
 from __future__ import annotations
 

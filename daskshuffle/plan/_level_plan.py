@@ -20,16 +20,7 @@ from numpy.typing import NDArray
 from .._random import make_rng
 from ._plan import IntArray, PlanBase, _prepend_zero
 
-__all__ = [
-    "GroupedLevel",
-    "LevelPlan",
-    "block_table",
-    "group_bounds",
-    "make_level_plan",
-    "piece_offsets",
-    "span_reads",
-    "split_bounds",
-]
+__all__ = ["GroupedLevel", "LevelPlan", "block_table", "group_bounds", "make_level_plan", "piece_offsets", "span_reads"]
 
 
 def derived_seed(seed: int, level: int) -> int:

@@ -12,20 +12,7 @@ import math
 
 import numpy as np
 
-__all__ = [
-    "MAX_LEVELS",
-    "MIN_READS",
-    "MIN_READ_NBYTES",
-    "PASS_NBYTES_PER_SECOND",
-    "READ_SECONDS",
-    "auto_levels",
-    "fanout_for",
-    "group_nbytes",
-    "level_plan_nbytes",
-    "level_read_nbytes",
-    "merge_read_nbytes",
-    "wants_two_levels",
-]
+__all__ = ["MAX_LEVELS", "MIN_READ_NBYTES", "auto_levels", "fanout_for", "level_plan_nbytes"]
 
 #: With ``levels="auto"``, a merge whose reads of pieces would be smaller than this, and at least
 #: :data:`MIN_READS` of them, uses two levels instead (``benchmarks/RESULTS.md``).

@@ -16,7 +16,7 @@ from ._levels import auto_levels, fanout_for, level_plan_nbytes
 from ._plan import auto_n_piles, plan_nbytes
 from ._scale_model import format_size
 
-__all__ = ["PILE_CLIENT_NBYTES", "PLAN_DATA_FRACTION", "PLAN_NBYTES", "Layout", "choose_fanouts", "choose_layout"]
+__all__ = ["Layout", "choose_layout"]
 
 #: The memory a shuffle's plan may take on the client, or :data:`PLAN_DATA_FRACTION` of the data if that is
 #: more; beyond, a plan is a mistake (a million piles for a few rows) or wants more levels.

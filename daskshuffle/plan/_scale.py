@@ -23,17 +23,7 @@ from ._plan import auto_n_piles, block_rows, make_plan, merge_runs, plan_nbytes
 from ._rules import choose_layout
 from ._scale_model import ScaleModel, format_size
 
-__all__ = [
-    "DEFAULT_MIN_READ",
-    "DEFAULT_N_PILES",
-    "DRAWN_PILES",
-    "MAX_TASK_MEMORY",
-    "any_row_in",
-    "binomial_sf",
-    "explain",
-    "merge_groups",
-    "typical_largest",
-]
+__all__ = ["DEFAULT_MIN_READ", "DEFAULT_N_PILES", "explain"]
 
 #: Reads smaller than this cost more in request latency than in moving bytes (on object storage).
 DEFAULT_MIN_READ = "64KiB"

@@ -7,14 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = [
-    "GET_LATENCIES",
-    "ScaleModel",
-    "format_duration",
-    "format_number",
-    "format_size",
-    "scale_table",
-]
+__all__ = ["ScaleModel", "format_size"]
 #: Latencies of one request to object storage, in seconds, for the model's estimates.
 GET_LATENCIES = (0.010, 0.050)
 

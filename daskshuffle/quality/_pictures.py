@@ -1,12 +1,8 @@
 """Pictures of an order: a Hilbert curve of output positions coloured by source position, and a heat map.
 
-The Hilbert picture lays the output positions along a Hilbert curve, which
-keeps neighbours in the output near each other in the picture, and colours
-each by where the row was in the source. No shuffle is a smooth gradient;
-order that survives at some scale shows as patches of that size; a uniform
-shuffle is noise at every scale. Figures are made with
-``matplotlib.figure.Figure`` (no pyplot state, no display needed) and need
-the ``plot`` extra: ``pip install 'daskshuffle[plot]'``.
+The Hilbert curve keeps output neighbours near each other in the picture: no shuffle is a smooth
+gradient, order surviving at some scale shows as patches of that size, a uniform shuffle is noise.
+Figures are ``matplotlib.figure.Figure`` objects (no pyplot state) and need the ``plot`` extra.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["hilbert_image", "plot_heatmap", "plot_hilbert", "plot_orders"]
+__all__ = ["plot_heatmap", "plot_hilbert", "plot_orders"]
 
 #: The Hilbert picture's side, in cells: at most this squared output positions are drawn.
 SIDE = 256

@@ -86,12 +86,9 @@ def report(
         adds how far each batch's label mix is from the whole data's, against
         a band drawn from eight uniform shuffles of the same labels.
     loader : PileLoader, optional
-        The loader that yielded ``order``: adds how often its rows that share
-        a batch will share one again next epoch, over independent shuffles,
-        as its units dealt into groups under its budget predict
-        (:func:`~daskshuffle.epochs._unit_plan.unit_excess`; "not uniform"
-        above 2x). When its budget holds too few units for that,
-        ``table.attrs["advice"]`` says what to do, and :func:`summary` prints it.
+        The loader that yielded ``order``: adds how often batch-mates will meet again next epoch
+        over independent shuffles, as its budget predicts ("not uniform" above 2x), and then
+        ``table.attrs["advice"]``, which :func:`summary` prints.
 
     Returns
     -------
