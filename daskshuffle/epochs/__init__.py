@@ -1,9 +1,6 @@
 """The loader's plan: which rows an epoch yields, in which order, to which rank (pure numpy, no I/O).
 
-Epochs, ranks, lanes and batches (``_epoch_plan``); the orders (``_orders``, ``_epoch_order``,
-``_order_classes``) and every combination a loader refuses (``_combinations``); units dealt into
-groups (``_unit_plan``); mixtures (``_streams``). This face exports what the loader,
-the quality measures and ``torch.py`` use; the public :mod:`daskshuffle.orders` names the order classes itself.
+Exports what the loader, the quality measures and ``torch.py`` use.
 """
 
 from ._combinations import check_combination

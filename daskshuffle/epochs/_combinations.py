@@ -29,14 +29,7 @@ def check_combination(
     ...
     daskshuffle._errors.DaskShuffleValueError: Expected order='piles' ... Got order='py1s' instead; ...
     """
-    if order.n_lanes is not None:
-        _check_lanes(order.n_lanes, world_size, batch_size, batch_format)
-    if n_streams is not None:
-        _check_mixture(order, batch_format)
-
-
-def _check_lanes(n_lanes: int, world_size: int, batch_size: int, batch_format: str) -> None:
-    """Every rank gets whole lanes and whole micro-batches, joined as numpy arrays."""
+    n_lanes = world_size if order.n_lanes is None else order.n_lanes  # no lanes: a rank is one lane
     if n_lanes % world_size:
         raise DaskShuffleValueError(
             f"Expected n_lanes to be a multiple of world_size={world_size}. Got n_lanes={n_lanes} instead; each rank "
@@ -51,17 +44,13 @@ def _check_lanes(n_lanes: int, world_size: int, batch_size: int, batch_format: s
             "instead; a rank's batch is a micro-batch of each of its lanes.",
             parameter="batch_size",
         )
-    if batch_format != "numpy":
+    if order.n_lanes is not None and batch_format != "numpy":
         raise DaskShuffleValueError(
             f"Expected batch_format='numpy' with n_lanes. Got {batch_format!r} instead; lanes' micro-batches are "
             "joined as numpy arrays.",
             parameter="batch_format",
         )
-
-
-def _check_mixture(order: Order, batch_format: str) -> None:
-    """A mixture deals the units of its stores into groups: ``order="piles"``, into numpy, Arrow or pandas batches."""
-    if order.name != "piles" or batch_format == "xarray":
+    if n_streams is not None and (order.name != "piles" or batch_format == "xarray"):
         given = f"order={order.name!r}" if order.name != "piles" else f"batch_format={batch_format!r}"
         raise DaskShuffleValueError(
             "Expected order='piles' (ds.orders.Piles()) and a batch_format other than 'xarray' with several "

@@ -36,20 +36,16 @@ OrderName = Literal["piles", "naive", "py1s", "py2s"]
 class Order:
     """An order of a loader's epochs, with its options: what ``PileLoader(order=...)`` takes.
 
-    Each subclass is :class:`Piles` or one order of :data:`ORDERS`, named by :attr:`name`; its
-    fields are the options that order needs, checked when it is made. Every
-    order also takes ``n_lanes`` (by keyword).
+    Each subclass's fields are the options that order needs, checked when it is made.
 
     Parameters
     ----------
     n_lanes : int, optional
-        Elastic determinism: cut each epoch's order into this many lanes, as
-        if among that many ranks, so that the rows of each global step (all
-        ranks together, with ``world_size * batch_size`` fixed) are the same
-        for any ``world_size`` that divides ``n_lanes``, and a loader's state
-        saved with one world size loads with another. A rank then holds
-        ``n_lanes / world_size`` reads at once; numpy batches only. By default
-        (``None``) no lanes: the order is cut between the ranks themselves.
+        Elastic determinism: cut each epoch's order into this many lanes, as if among that many
+        ranks, so that each global step's rows (``world_size * batch_size`` fixed) are the same for
+        any ``world_size`` dividing ``n_lanes``, and a state saved with one world size loads with
+        another. A rank holds ``n_lanes / world_size`` reads at once; numpy batches only. ``None``:
+        no lanes.
 
     Examples
     --------
@@ -93,28 +89,18 @@ def _option_fields(order: type[Order]) -> list[Field[object]]:
 class Piles(Order):
     """The loader's own order (the default): units of whole chunks, dealt into groups under a budget, each group mixed.
 
-    What is read: the store in *units* of whole chunks (a Parquet store's
-    row groups), a few MiB each. Every epoch deals the units afresh into
-    groups of up to half the budget, reads each group at once and hands its
-    rows out in one uniform permutation of the group; batches run across
-    groups. A store is stored in a uniform random order of its rows (each
-    pile shuffled when written), so every unit is a uniform sample and each
-    epoch is exactly a uniform permutation. The stores of a mixture
-    (:class:`~daskshuffle.Stream`) and the generations of an appended store
-    are read the same way, their units dealt together.
+    What is read: the store in *units* of whole chunks (a Parquet store's row groups), a few MiB
+    each. Every epoch deals the units afresh into groups of up to half the budget and hands each
+    group's rows out in one uniform permutation; each pile is stored shuffled, so every epoch is
+    exactly a uniform permutation. Mixtures and appended stores are read the same way.
 
     Memory: about the budget, two groups (the one being used and the next),
     plus a batch and the read-ahead's fetches (``PileLoader(prefetch=)``).
 
-    Across epochs: rows of one unit always share a group, so two rows that
-    shared a batch meet in one again about ``data * unit / group**2 + 1``
-    times as often as under independent shuffles (bytes; ``daskshuffle.quality``
-    measures it). ``"auto"`` sizes the budget so that this stays near 2:
-    two groups of ``sqrt(data * unit)`` bytes, from
-    ``loader.units-budget-least-nbytes`` (128 MiB) to
-    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the
-    process's memory (``daskshuffle.config``). A larger budget gives epochs
-    closer to independent, for its memory.
+    Across epochs: batch-mates meet in a batch again about ``data * unit / group**2 + 1`` times as
+    often as under independent shuffles (in bytes). ``"auto"`` keeps this near 2: two groups of
+    ``sqrt(data * unit)`` bytes, within ``loader.units-budget-least-nbytes`` (128 MiB),
+    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the process's memory.
 
     Parameters
     ----------

@@ -100,10 +100,6 @@ class GroupedLevel:
         a, b = self.group_bounds[group], self.group_bounds[group + 1]
         return self.block_lengths[a:b], self.group_counts[group], self.seed, group
 
-    def block_table(self, group: int) -> IntArray:
-        """``(blocks of the group, fanout)``: rows of each of the group's blocks that go to each sub-super-pile."""
-        return block_table(*self.group_draw(group))
-
 
 @dataclass(frozen=True, eq=False)
 class LevelPlan(PlanBase):

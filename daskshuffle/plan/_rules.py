@@ -40,8 +40,7 @@ class Layout:
     storage : {"local", "object"}
         Where the pieces go.
     n_piles_asked, levels_asked : int or "auto"
-        What the shuffle was asked for. With ``n_piles="auto"`` a drawn pile
-        too large for ``pile_memory`` is drawn again with more piles.
+        What the shuffle was asked for.
     n_piles : int
         Piles of the output.
     fanouts : tuple of int
@@ -154,9 +153,8 @@ def choose_layout(
     Raises
     ------
     DaskShuffleValueError
-        When a row does not fit ``pile_nbytes``, when ``n_piles`` piles would
-        not fit it, when there are too few piles for ``levels``, or when the
-        plan would not fit :attr:`Layout.plan_budget` on the client.
+        When a row or ``n_piles`` piles do not fit ``pile_nbytes``, there are too few piles for
+        ``levels``, or the plan does not fit :attr:`Layout.plan_budget`.
 
     Examples
     --------

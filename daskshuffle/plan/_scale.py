@@ -61,9 +61,7 @@ def explain(
     row_bytes : int
         Bytes of one row, every variable (or column) together.
     n_piles : int, "auto" or None
-        As a shuffle takes it. ``None``: the default of ``shuffle_zarr``,
-        ``shuffle_parquet``, ``shuffle_xarray`` and ``shuffle_dataframe`` (512
-        piles; ``shuffle_lines``' default is ``"auto"``).
+        As a shuffle takes it. ``None``: the default of the shuffles but ``shuffle_lines`` (512).
     block_memory, pile_memory : int or str
         As a shuffle takes them (defaults ``"64MiB"`` and ``"256MiB"``).
     workers : int, default 1

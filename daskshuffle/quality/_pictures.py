@@ -73,9 +73,7 @@ def plot_hilbert(order: Any, ax: Axes | None = None, title: str = "", side: int 
     >>> figure = quality.plot_hilbert(quality.orders.identity(4096), title="no shuffle")
     >>> figure.savefig("identity.png")
     """
-    if ax is None:
-        figure = _figure(figsize=(4, 4))
-        ax = figure.add_subplot()
+    ax = ax or _figure(figsize=(4, 4)).add_subplot()
     ax.imshow(hilbert_image(order, side), cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
     ax.set_title(title, fontsize=9)
     ax.set_axis_off()
@@ -86,9 +84,7 @@ def plot_heatmap(order: Any, ax: Axes | None = None, title: str = "", bins: int 
     """Draw the output-bin x source-bin counts of ``order`` (uniform: flat; no shuffle: a diagonal)."""
     values = parse_order(order)
     table = bin_counts(values, max(2, min(bins, int(values.shape[0]))))
-    if ax is None:
-        figure = _figure(figsize=(4, 4))
-        ax = figure.add_subplot()
+    ax = ax or _figure(figsize=(4, 4)).add_subplot()
     ax.imshow(table.T, origin="lower", cmap="magma", interpolation="nearest", aspect="auto")
     ax.set_xlabel("output position", fontsize=8)
     ax.set_ylabel("source position", fontsize=8)

@@ -48,14 +48,6 @@ def _epochs(loader: Any) -> tuple[Measure, str | None]:
     )
 
 
-def _scales(n: int, batch_size: int, n_piles: int | None) -> list[tuple[str, int]]:
-    scales = [("batch", batch_size)]
-    if n_piles:
-        scales.append(("pile", max(2, n // n_piles)))
-    scales += [("1%", max(2, n // 100)), ("10%", max(2, n // 10))]
-    return [(name, window) for name, window in scales if window < n]
-
-
 def report(
     order: Any,
     *,
@@ -79,12 +71,10 @@ def report(
     n_piles : int, optional
         Adds the scale of a pile (``n / n_piles`` rows).
     previous : array of int, optional
-        The order of the epoch before: adds the share of pairs of rows that
-        share a batch in both epochs.
+        The order of the epoch before: adds the share of batch-mates that meet again.
     labels : array, optional
-        The label of each source position (``labels[j]`` for row ``j``):
-        adds how far each batch's label mix is from the whole data's, against
-        a band drawn from eight uniform shuffles of the same labels.
+        The label of each source position: adds how far each batch's label mix is from the whole
+        data's, against a band drawn from eight uniform shuffles.
     loader : PileLoader, optional
         The loader that yielded ``order``: adds how often batch-mates will meet again next epoch
         over independent shuffles, as its budget predicts ("not uniform" above 2x), and then
@@ -93,16 +83,17 @@ def report(
     Returns
     -------
     pandas.DataFrame
-        One row per measure: ``metric``, ``scale``, ``value``, ``uniform``
-        (expected for a uniform shuffle), ``low`` and ``high`` (the band of
-        five standard deviations) and ``verdict``. :func:`summary` prints it.
+        One row per measure: ``metric``, ``scale``, ``value``, ``uniform`` (expected), ``low`` and
+        ``high`` (five standard deviations) and ``verdict``.
     """
     import pandas as pd
 
     values = parse_order(order)
     n = int(values.shape[0])
     measures: list[Measure] = [rank_correlation(values), displacement(values), lag_correlation(values)]
-    measures += [spread(values, window, name) for name, window in _scales(n, batch_size, n_piles)]
+    scales = [("batch", batch_size), *([("pile", max(2, n // n_piles))] if n_piles else [])]
+    scales += [("1%", max(2, n // 100)), ("10%", max(2, n // 10))]
+    measures += [spread(values, window, name) for name, window in scales if window < n]
     measures.append(contingency(values))
     if block_size:
         measures.append(diversity(values, batch_size, block_size))

@@ -91,20 +91,6 @@ def _store(n: int, n_piles: int, seed: int, block_rows: int | None) -> tuple[NDA
     return plan.pile_offsets, stored.astype(np.int64)
 
 
-def _unit_sizes(n: int, budget: object, unit_rows: object, row_nbytes: float) -> tuple[int, int]:
-    """Rows of a group and of a unit for a loader of ``budget`` bytes over rows of ``row_nbytes``, as it chooses them."""
-    if budget is None or unit_rows is None:
-        raise DaskShuffleValueError(
-            "Expected budget= (what Piles(budget=) holds, in bytes of rows of row_nbytes) and unit_rows= (rows of a "
-            f"chunk of the store) for order='piles'. Got budget={budget!r} and unit_rows={unit_rows!r} instead.",
-            parameter="budget" if budget is None else "unit_rows",
-        )
-    row = max(float(row_nbytes), 1.0)
-    chunk = parse_positive_int(unit_rows, "unit_rows")
-    group_rows, units = unit_sizes(parse_nbytes(budget, "budget"), row, [({"": chunk}, {"": max(1, round(row))})], n)
-    return group_rows, units[0]
-
-
 def piles(
     n: int,
     n_piles: int,
@@ -149,7 +135,15 @@ def piles(
                 parameter="budget" if budget is not None else "unit_rows",
             )
         return stored[ORDERS[chosen.name](offsets, seed, epoch, division_cuts(n, 1, n), chosen.options).rows]
-    group_rows, unit = _unit_sizes(n, budget, unit_rows, row_nbytes)
+    if budget is None or unit_rows is None:
+        raise DaskShuffleValueError(
+            "Expected budget= (what Piles(budget=) holds, in bytes of rows of row_nbytes) and unit_rows= (rows of a "
+            f"chunk of the store) for order='piles'. Got budget={budget!r} and unit_rows={unit_rows!r} instead.",
+            parameter="budget" if budget is None else "unit_rows",
+        )
+    row = max(float(row_nbytes), 1.0)
+    chunk = parse_positive_int(unit_rows, "unit_rows")
+    group_rows, (unit,) = unit_sizes(parse_nbytes(budget, "budget"), row, [({"": chunk}, {"": max(1, round(row))})], n)
     runs = epoch_runs(unit_bounds(n, unit), seed, epoch)
     _, groups = deal_groups(runs[:, 1] - runs[:, 0], group_rows, seed, epoch)
     out = [np.zeros(0, dtype=np.int64)]
