@@ -73,9 +73,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 class Config(donfig.Config):  # type: ignore[misc]
     """daskshuffle's tuning knobs (``docs/configuration.md``): ``get``, ``set`` (also as a context manager), ``refresh``.
 
-    A key is ``"section.name"``: ``fetch.in-flight``, ``loader.read-ahead-nbytes``, ...
-    Environment variables ``DASKSHUFFLE_SECTION__NAME`` and YAML files in
-    ``~/.config/daskshuffle`` are read when it is made (at first use).
+    A key is ``"section.name"``; environment variables ``DASKSHUFFLE_SECTION__NAME`` and YAML files
+    in ``~/.config/daskshuffle`` are read at first use.
 
     Examples
     --------

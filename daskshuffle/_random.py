@@ -1,9 +1,8 @@
 """The one door through which randomness enters daskshuffle.
 
-Every generator is made here from a :class:`numpy.random.SeedSequence` keyed by
-the user's seed, a purpose and a few integers (a block, a pile, an epoch).
-Nothing random depends on worker count, task order or retries, and two purposes
-never share a stream: ``seed=1, epoch=0`` and ``seed=0, epoch=1`` are unrelated.
+Every generator is a :class:`numpy.random.SeedSequence` keyed by the seed, a purpose and a few
+integers: nothing random depends on workers, task order or retries, and two purposes never share a
+stream (``seed=1, epoch=0`` and ``seed=0, epoch=1`` are unrelated).
 """
 
 from __future__ import annotations

@@ -103,16 +103,10 @@ class GroupedLevel:
 
 @dataclass(frozen=True, eq=False)
 class LevelPlan(PlanBase):
-    """Where every row goes in a shuffle of ``n_levels >= 2`` levels.
+    """Where every row goes in a shuffle of ``n_levels >= 2`` levels (and :class:`PlanBase`'s attributes).
 
     Attributes
     ----------
-    block_lengths : (n_blocks,) int64
-        Rows in each block of the source.
-    n_piles : int
-        Piles of the output, ``M``.
-    seed : int
-        The shuffle's seed; each level draws from a seed derived from it.
     levels : tuple of GroupedLevel
         Every level but the last.
     bounds : (n_super + 1,) int64

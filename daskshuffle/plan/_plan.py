@@ -42,7 +42,17 @@ IntArray = NDArray[np.int64]
 
 @dataclass(frozen=True, eq=False)
 class PlanBase:
-    """What a plan of any number of levels has: its blocks, piles and seed, and the piles' sizes and offsets."""
+    """What a plan of any number of levels has: its blocks, piles and seed, and the piles' sizes and offsets.
+
+    Attributes
+    ----------
+    block_lengths : (n_blocks,) int64
+        Rows in each block of the source, in source order.
+    n_piles : int
+        Piles of the output, ``M``.
+    seed : int
+        The shuffle's seed, which every draw is keyed by.
+    """
 
     block_lengths: IntArray
     n_piles: int
@@ -69,16 +79,10 @@ class PlanBase:
 
 @dataclass(frozen=True, eq=False)
 class Plan(PlanBase):
-    """The layout of one shuffle: how many rows of each block go to each pile.
+    """The layout of a one-level shuffle: how many rows of each block go to each pile (and :class:`PlanBase`'s).
 
     Attributes
     ----------
-    block_lengths : (n_blocks,) int64
-        Rows in each input block, in source order.
-    n_piles : int
-        Number of piles ``M``.
-    seed : int
-        The seed every draw is keyed by.
     counts : (n_blocks, n_piles) int64
         ``counts[i, j]`` rows of block ``i`` go to pile ``j``.
     """
