@@ -58,15 +58,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "lines": {
         "one-pass-lines": 2**18,
     },
-    "verify": {
-        "hash-nbytes": 4 * _MiB,
-    },
-    "quality": {
-        "chunk-rows": 2**22,
-    },
-    "torch": {
-        "shared-nbytes": 4 * _MiB,
-    },
+    "verify": {"hash-nbytes": 4 * _MiB},
+    "quality": {"chunk-rows": 2**22},
+    "torch": {"shared-nbytes": 4 * _MiB},
 }
 
 

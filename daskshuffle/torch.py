@@ -33,16 +33,6 @@ from .storage import Cache, parse_cache
 __all__ = ["PileDataset"]
 
 
-def _rank_and_world_size(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """What was given, else what ``torch.distributed`` says, else rank 0 of 1."""
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if rank is None:
-        rank = torch.distributed.get_rank() if distributed else 0
-    if world_size is None:
-        world_size = torch.distributed.get_world_size() if distributed else 1
-    return rank, world_size
-
-
 #: Version of the dict that :meth:`PileDataset.state_dict` returns.
 STATE_VERSION = 1
 
@@ -139,7 +129,11 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
                     "features and label already choose what is read."
                 )
             chosen = self.features + ([label] if label is not None else [])
-        rank, world_size = _rank_and_world_size(rank, world_size)
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if rank is None:  # what was given, else what torch.distributed says, else rank 0 of 1
+            rank = torch.distributed.get_rank() if distributed else 0
+        if world_size is None:
+            world_size = torch.distributed.get_world_size() if distributed else 1
         self._options: dict[str, Any] = {
             "store": store,
             "batch_size": batch_size,

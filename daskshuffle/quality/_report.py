@@ -105,19 +105,8 @@ def report(
     if loader is not None:
         epochs, advice = _epochs(loader)
         measures.append(epochs)
-    rows = [
-        {
-            "metric": m.metric,
-            "scale": m.scale,
-            "value": m.value,
-            "uniform": m.uniform,
-            "low": m.low,
-            "high": m.high,
-            "verdict": m.verdict,
-        }
-        for m in measures
-    ]
-    table = pd.DataFrame(rows)
+    columns = ["metric", "scale", "value", "uniform", "low", "high", "verdict"]
+    table = pd.DataFrame([{column: getattr(m, column) for column in columns} for m in measures])
     if advice is not None:
         table.attrs["advice"] = advice
     return table
