@@ -17,11 +17,6 @@ __all__ = ["draw_seed", "make_rng"]
 MAX_SEED = 2**63 - 1
 
 
-def _purpose_code(purpose: str) -> int:
-    # crc32 is stable across processes and platforms, unlike hash().
-    return zlib.crc32(purpose.encode("utf-8"))
-
-
 def make_rng(seed: int, purpose: str, *key: int) -> np.random.Generator:
     """Return the generator for ``(seed, purpose, *key)``.
 
@@ -34,7 +29,8 @@ def make_rng(seed: int, purpose: str, *key: int) -> np.random.Generator:
     >>> bool((a == b).all())
     True
     """
-    sequence = np.random.SeedSequence(seed, spawn_key=(_purpose_code(purpose), *map(int, key)))
+    purpose_code = zlib.crc32(purpose.encode("utf-8"))  # stable across processes and platforms, unlike hash()
+    sequence = np.random.SeedSequence(seed, spawn_key=(purpose_code, *map(int, key)))
     return np.random.default_rng(sequence)
 
 

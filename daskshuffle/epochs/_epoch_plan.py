@@ -19,7 +19,6 @@ from .._random import make_rng
 
 __all__ = [
     "BatchPlan",
-    "cobatch_excess",
     "epoch_pile_order",
     "lane_ranges",
     "n_batches",
@@ -36,25 +35,6 @@ IntArray = NDArray[np.int64]
 def epoch_pile_order(seed: int, epoch: int, n_piles: int) -> NDArray[np.intp]:
     """The order in which the piles are visited in ``epoch``."""
     return make_rng(seed, "epoch-piles", epoch).permutation(n_piles)
-
-
-def cobatch_excess(n_piles: int, k: int) -> float:
-    """About how much more often than under independent shuffles rows that shared a batch share one next epoch.
-
-    For ``n_piles`` parts dealt afresh each epoch into groups of ``k``, batch-mates share a group
-    next epoch with probability ``1/k + (1 - 1/k) (k - 1) / (n_piles - 1)``: about
-    ``n_piles / k**2 + 1`` times the chance under independent shuffles.
-
-    Examples
-    --------
-    >>> round(cobatch_excess(100, 1), 1), round(cobatch_excess(100, 16), 2), cobatch_excess(1, 1)
-    (100.0, 1.28, 1.0)
-    """
-    k = max(1, min(k, n_piles))
-    if n_piles <= 1:
-        return 1.0
-    together = 1 / k + (1 - 1 / k) * (k - 1) / (n_piles - 1)
-    return together * n_piles / k
 
 
 def pile_permutation(seed: int, epoch: int, pile: int, size: int) -> NDArray[np.intp]:

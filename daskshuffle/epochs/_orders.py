@@ -40,7 +40,6 @@ __all__ = [
 ]
 
 
-# -- a uniform permutation, and MosaicML's -----------------------------------------------------
 def whole_piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, each shuffled whole (a read per pile): the first shuffle of :func:`py2s`."""
     rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
@@ -123,7 +122,6 @@ def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options:
     return EpochOrder(rows, block_cuts(divisions, block))
 
 
-# -- tf.data's buffer orders ---------------------------------------------------------------------
 #: The units of "buffer" and "interleave", in buffers: a row stays in the buffer for about a buffer's
 #: outputs, so a unit of ``k`` buffers reads about ``k + 5`` buffers of rows (about twice each row per epoch
 #: for 4, five times for 1).
@@ -210,7 +208,6 @@ def interleave(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, op
     return EpochOrder(per_division(space, ends, divisions, make), block_cuts(divisions, BUFFERS_PER_UNIT * size))
 
 
-# -- the registry ----------------------------------------------------------------------------------
 #: Every order but the loader's own (``"piles"``, units in groups), by name: one pure function each, with one signature.
 ORDERS: dict[str, OrderFunction] = {
     "naive": naive,

@@ -17,7 +17,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
-from ._epoch_plan import cobatch_excess
 
 __all__ = [
     "apart",
@@ -282,13 +281,20 @@ def group_permutation(n_rows: int, seed: int, epoch: int, group: int) -> NDArray
 def unit_excess(n_rows: int, unit_rows: int, group_rows: int) -> float:
     """About how much more often than under independent shuffles batch-mates meet again next epoch.
 
-    ``n_units / k**2 + 1`` for ``k`` units a group: ``n_rows * unit_rows / group_rows**2 + 1``.
+    Units dealt afresh each epoch into groups of ``k`` put batch-mates in one group again with
+    probability ``1/k + (1 - 1/k) (k - 1) / (n_units - 1)``: about ``n_units / k**2 + 1`` times the
+    chance under independent shuffles, ``n_rows * unit_rows / group_rows**2 + 1``.
 
     Examples
     --------
     >>> round(unit_excess(4_194_304, 8_192, 262_144), 2)  # 1 GiB of 256 B rows, 2 MiB units, 64 MiB groups
     1.44
+    >>> unit_excess(100, 1, 1), round(unit_excess(100, 1, 16), 2), unit_excess(1, 1, 1)
+    (100.0, 1.28, 1.0)
     """
     n_units = max(1, -(-n_rows // max(1, unit_rows)))
-    per_group = max(1, group_rows // max(1, unit_rows))
-    return cobatch_excess(n_units, per_group)
+    k = max(1, min(group_rows // max(1, unit_rows), n_units))
+    if n_units <= 1:
+        return 1.0
+    together = 1 / k + (1 - 1 / k) * (k - 1) / (n_units - 1)
+    return together * n_units / k
