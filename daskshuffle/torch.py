@@ -60,28 +60,22 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     batch_size : int
         Rows per batch.
     seed, drop_last, order, prefetch, variables, storage_options, cache
-        As for :class:`daskshuffle.PileLoader`. Worker processes share
-        ``cache``: each keeps there the files of its own piles. With lanes, an order's
-        ``n_lanes`` (``order=ds.orders.Piles(n_lanes=8)``), a state saved with
-        one ``world_size`` loads with another.
+        As for :class:`daskshuffle.PileLoader`; worker processes share ``cache``. With an order's
+        ``n_lanes``, a state saved with one ``world_size`` loads with another.
     rank, world_size : int, optional
         By default those of ``torch.distributed`` when it is initialised, else 0 and 1.
     features : str or list of str, optional
-        Yield one tensor of features instead of a dict of tensors; with
-        ``label``, yield ``(features, label)``. One variable is yielded with its
-        own shape: images of ``(32, 32, 3)`` give ``(batch_size, 32, 32, 3)``.
-        Several are each flattened per row and put side by side, in their
-        order, in one ``(batch_size, n)`` tensor of their common dtype (``x``
-        of ``(16,)`` and ``z`` of ``(2, 2)`` give ``(batch_size, 20)``).
+        Yield one tensor of features instead of a dict of tensors; with ``label``, yield
+        ``(features, label)``. One variable keeps its shape (``(batch_size, 32, 32, 3)``); several
+        are flattened per row, side by side, in one ``(batch_size, n)`` tensor of their common
+        dtype (``x`` of ``(16,)`` and ``z`` of ``(2, 2)`` give ``(batch_size, 20)``).
     label : str, optional
         The variable to yield as the label, next to ``features``.
 
     Raises
     ------
     DaskShuffleTypeError
-        For a variable that does not convert to a tensor; for an order's option
-        given as a keyword (``shuffle_block_size=``, ``n_lanes=``, ...): it goes
-        inside the order, ``order=ds.orders.Piles(n_lanes=8)``.
+        For a variable that does not convert to a tensor.
     DaskShuffleValueError
         As for :class:`daskshuffle.PileLoader`: settings that do not go
         together; ``label`` without ``features``; ``variables`` with them.

@@ -176,7 +176,13 @@ def _model(
         # Each later pass reads each block's piece of a super-pile.
         n_super = layout.fanouts[0]
         first_reads, first_read = n_blocks * n_super, block_nbytes / n_super
-        pieces, n_reads = _level_pieces_and_reads(n_blocks, n_super, depth, n_groups, chosen)
+        units, super_piles, pieces = n_blocks, 1, 0.0  # a level's blocks, and its super-piles
+        for _ in range(depth - 1):
+            pieces += units * n_super
+            units = super_piles * n_super * -(-units // (super_piles * n_super))
+            super_piles *= n_super
+        pieces += units * chosen / super_piles
+        n_reads = max(round(n_groups * units / super_piles), n_groups)  # a merge reads its super-pile's blocks
         plan_bytes = level_plan_nbytes(n_blocks, list(layout.fanouts), chosen)
     model = ScaleModel(
         n_rows=n_rows,
@@ -205,17 +211,6 @@ def _model(
     if advise and model.below_knee:
         model = dataclasses.replace(model, advice=_advice(model, n_piles, levels, storage))
     return model
-
-
-def _level_pieces_and_reads(n_blocks: int, n_super: int, depth: int, n_groups: int, n_piles: int) -> tuple[float, int]:
-    """With ``depth >= 2`` levels that split ``n_super`` ways: the pieces written in all, and the merge's reads."""
-    units, super_piles, pieces = n_blocks, 1, 0.0
-    for _ in range(depth - 1):
-        pieces += units * n_super
-        units = super_piles * n_super * -(-units // (super_piles * n_super))
-        super_piles *= n_super
-    n_reads = max(round(n_groups * units / super_piles), n_groups)
-    return pieces + units * n_piles / super_piles, n_reads
 
 
 def _advice(
