@@ -35,6 +35,7 @@ import numpy as np
 
 from daskshuffle import quality
 from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_reads
+from daskshuffle.epochs._order_classes import ORDER_CLASSES
 from daskshuffle.epochs._orders import ORDERS, READ_GAPS
 from daskshuffle.epochs._unit_plan import unit_excess
 from daskshuffle.quality import orders
@@ -63,7 +64,8 @@ def loader_orders(n: int, budget: int, batch_size: int, unit_rows: int) -> None:
     print("|---|---|---|---:|---:|---|---:|")
     for title, (options, holds) in made.items():
         name = title.split(",")[0]
-        first, second = (orders.piles(n, n_piles, seed=0, epoch=e, order=name, **options) for e in (0, 1))
+        picked = {"order": ORDER_CLASSES[name](**options)} if name != "piles" else options
+        first, second = (orders.piles(n, n_piles, seed=0, epoch=e, **picked) for e in (0, 1))
         table = quality.report(second, batch_size=batch_size, n_piles=n_piles, previous=first)
         if name == "piles":  # a read is a group: half the budget, whole units
             largest, per_row = max(unit_rows, budget // unit_rows * unit_rows), 1.0

@@ -1,12 +1,8 @@
 """daskshuffle's tuning knobs: one donfig configuration (:class:`Config`), as ``zarr.config`` and ``dask.config`` are.
 
-Each default was measured on a 2-core machine, a local disk and an S3 model
-(``docs/configuration.md`` says why each is what it is); a machine of 64 cores
-or real object storage may want others. The library reads a value where it
-uses it, through :func:`int_setting` and :func:`float_setting`, which check it:
-once when a reader, loader or task is made, never per row or chunk. A setting
-that two processes must agree on (the part size of piece files, written by one
-task and read by another) is read once on the client and travels with the shuffle.
+Each default's reason is in ``docs/configuration.md``. A value is read where it is used, through
+:func:`int_setting` and :func:`float_setting`, which check it, once when a reader, loader or task is
+made; one that two processes must agree on is read once on the client and travels with the shuffle.
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ import donfig
 from ._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ._parse import parse_nbytes, parse_positive_int
 
-__all__ = ["DEFAULTS", "Config", "config", "float_setting", "int_setting"]
+__all__ = ["config", "float_setting", "int_setting"]
 
 _MiB = 2**20
 
@@ -62,24 +58,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "lines": {
         "one-pass-lines": 2**18,
     },
-    "verify": {
-        "hash-nbytes": 4 * _MiB,
-    },
-    "quality": {
-        "chunk-rows": 2**22,
-    },
-    "torch": {
-        "shared-nbytes": 4 * _MiB,
-    },
+    "verify": {"hash-nbytes": 4 * _MiB},
+    "quality": {"chunk-rows": 2**22},
+    "torch": {"shared-nbytes": 4 * _MiB},
 }
 
 
 class Config(donfig.Config):  # type: ignore[misc]
     """daskshuffle's tuning knobs (``docs/configuration.md``): ``get``, ``set`` (also as a context manager), ``refresh``.
 
-    A key is ``"section.name"``: ``fetch.in-flight``, ``loader.read-ahead-nbytes``, ...
-    Environment variables ``DASKSHUFFLE_SECTION__NAME`` and YAML files in
-    ``~/.config/daskshuffle`` are read when it is made (at first use).
+    A key is ``"section.name"``; environment variables ``DASKSHUFFLE_SECTION__NAME`` and YAML files
+    in ``~/.config/daskshuffle`` are read at first use.
 
     Examples
     --------

@@ -1,10 +1,4 @@
-"""The errors daskshuffle raises.
-
-Every error subclasses :class:`DaskShuffleError` and the builtin a caller would
-catch without knowing the library (``ValueError``, ``TypeError``,
-``FileNotFoundError``, ``FileExistsError``), so both ``except ValueError`` and
-``except daskshuffle.DaskShuffleError`` work.
-"""
+"""The errors daskshuffle raises: each subclasses :class:`DaskShuffleError` and the builtin a caller would catch."""
 
 from __future__ import annotations
 
@@ -13,8 +7,7 @@ import enum
 from collections.abc import Callable, Sequence
 from typing import Final
 
-#: The errors, each exported by ``daskshuffle`` as well. (``Argument`` and ``NAMED``, which messages are
-#: made of, stay inside the library.)
+#: The errors, each exported by ``daskshuffle`` as well.
 __all__ = [
     "CorruptPileStoreError",
     "DaskShuffleError",
@@ -50,10 +43,8 @@ NAMED: Final = _Named.NAMED
 class Argument:
     """An argument that an error's message names: Python's spelling in ``str(error)``, an option's on the command line.
 
-    ``Argument("pile_memory")`` reads ``pile_memory`` (``--pile-memory``),
-    ``Argument("overwrite", True)`` reads ``overwrite=True`` (``--overwrite``),
-    ``Argument("variables", ...)`` reads ``variables=[...]`` (``--variables NAMES``), and
-    ``Argument("header", False, passed=True)`` reads ``pass header=False`` (``leave out --header``).
+    ``Argument("pile_memory")`` reads ``pile_memory``, ``Argument("overwrite", True)`` ``overwrite=True``,
+    ``Argument("variables", ...)`` ``variables=[...]``.
 
     Examples
     --------
@@ -84,12 +75,9 @@ Message = str | Sequence[str | Argument]
 class DaskShuffleError(Exception):
     """Base class of every error raised by daskshuffle.
 
-    ``parameter`` names the argument the error is about, when there is one
-    (``"n_piles"``, ``"pile_memory"``, ``"overwrite"``): the command line uses
-    it to report a bad option as a usage error, exit status 2, naming the option.
-    A message given as text and :class:`Argument` parts is ``str(error)`` with
-    Python's spellings; :meth:`spelled` spells the arguments another way (the
-    command line spells them as its options).
+    ``parameter`` names the argument the error is about, if any: the command line reports it as a
+    usage error naming the option. :meth:`spelled` spells the message's arguments another way (as
+    the command line's options); ``str(error)`` spells them as Python's.
 
     Examples
     --------
@@ -136,11 +124,8 @@ class IncompletePileStoreError(DaskShuffleValueError):
 class SourceChangedError(DaskShuffleValueError):
     """The sources of a pile store changed since it was written: a rerun of its shuffle does not return it.
 
-    A pile store records its sources' identity (sizes and versions of their
-    files, the dask token of a collection). The same shuffle run again against
-    sources that changed (new values, same shape) raises this error, naming
-    what changed, rather than returning the old rows; pass ``overwrite=True``
-    to shuffle them again. An ``append`` of them raises it too.
+    A pile store records its sources' identity (file sizes and versions, a collection's dask token);
+    the message names what changed. Pass ``overwrite=True`` to shuffle them again.
     """
 
 
@@ -151,38 +136,27 @@ class UnfinishedShuffleError(IncompletePileStoreError):
 class CorruptPileStoreError(DaskShuffleError, OSError):
     """A file of a complete pile store is missing, truncated or fails its checksum.
 
-    Nothing is read from such a store silently: the error names the pile, the
-    variable and the file, so that the damage can be found and the store
-    shuffled again (or the file restored).
+    The error names the pile, the variable and the file: shuffle again, or restore the file.
     """
 
 
 class ShuffleInterrupted(KeyboardInterrupt):
     """A shuffle stopped by Ctrl-C (on the command line, also by SIGTERM).
 
-    A :class:`KeyboardInterrupt`, as the interrupt it replaces (``except
-    Exception`` does not catch it); its message says what the shuffle left
-    on disk, how large, and that running it again the same way continues it;
-    on a distributed cluster, also whether the interrupt stopped the cluster's
-    workers, and then how to start new ones (see :class:`NoWorkersError`).
+    A :class:`KeyboardInterrupt`, as the interrupt it replaces; its message says what the shuffle left
+    on disk, that running it again continues it, and whether the cluster's workers stopped too.
     """
 
 
 class NoWorkersError(DaskShuffleError, RuntimeError):
     """The active cluster has no workers left to run a shuffle's tasks.
 
-    Raised before anything is submitted, instead of a wait that would never end.
-    In a notebook the usual cause is an interrupt (the kernel's "Interrupt", or
-    Ctrl-C in a terminal), which reaches every process of the kernel's process
-    group, the workers of a ``LocalCluster`` started by ``Client()`` included.
-    Start new workers (``client.close(); client = Client()``, or restart the
-    cluster) and run the shuffle again: it continues what the interrupted run
-    left. A cluster that starts workers only once there is work (adaptive with
-    ``minimum=0``) must keep one running: ``cluster.adapt(minimum=1, ...)``.
+    Raised before anything is submitted, instead of a wait that would never end. In a notebook the
+    usual cause is an interrupt, which reaches the workers of a ``LocalCluster`` that ``Client()``
+    started. Start new workers (``client.close(); client = Client()``) and run the shuffle again: it
+    continues. An adaptive cluster must keep one worker: ``cluster.adapt(minimum=1, ...)``.
 
-    Workers started while the kernel ignores SIGINT inherit that and outlive its
-    interrupts (the interrupt still stops the shuffle, whose tasks the cluster
-    then cancels)::
+    Workers started while the kernel ignores SIGINT outlive its interrupts::
 
         import signal
         from distributed import Client
@@ -193,32 +167,24 @@ class NoWorkersError(DaskShuffleError, RuntimeError):
         finally:
             signal.signal(signal.SIGINT, previous)
 
-    A cluster started outside the kernel (``dask scheduler`` and ``dask
-    worker`` in a terminal, ``Client("tcp://...")``) is out of its reach too.
+    A cluster started outside the kernel (``Client("tcp://...")``) is out of its reach too.
     """
 
 
 class StoreChangedError(CorruptPileStoreError):
     """A file a loader needs is gone because the store changed since the loader opened it.
 
-    ``evict`` and ``compact`` remove the files of the generations they drop; a
-    loader opened before reads the store as it was, and raises this error (not
-    plain :class:`CorruptPileStoreError`: nothing is damaged) at the first
-    pile whose files are gone. Open a new loader to read the store as it is now.
+    ``evict`` and ``compact`` remove the files of the generations they drop; a loader opened before
+    raises this at the first pile whose files are gone (nothing is damaged). Open a new loader.
     """
 
 
 class StorageAccessError(DaskShuffleError, PermissionError):
     """Storage did not serve a request: nothing was read wrong, the storage could not be reached.
 
-    ``reason`` says why: ``"credentials"`` (none found, or refused as invalid),
-    ``"refused"`` (access denied), ``"throttled"`` (too many requests, after
-    every retry), ``"unreachable"`` (timeouts, connections refused or broken)
-    or ``"server"`` (server errors). ``url`` is the location. The message names
-    the URL, where it was reached from (this process or the cluster's workers)
-    and what to do: where credentials come from (``storage_options`` or the
-    environment), or that nothing is damaged and the request can be tried
-    again. A damaged store raises :class:`CorruptPileStoreError` instead.
+    ``reason`` says why: ``"credentials"`` (none found, or invalid), ``"refused"`` (access denied),
+    ``"throttled"`` (after every retry), ``"unreachable"`` (timeouts, broken connections) or
+    ``"server"``. ``url`` is the location. The message says where it was reached from and what to do.
     """
 
     def __init__(
@@ -248,12 +214,9 @@ class StorageFullError(DaskShuffleError, OSError):
 class UnsafePathError(DaskShuffleError, FileExistsError):
     """A path where daskshuffle writes or removes its own files holds something it did not make.
 
-    daskshuffle writes beside a destination (``<dst>.daskshuffle-lock``,
-    ``<dst>.daskshuffle-tmp``, ...) and in its cache only files it makes
-    itself. A symbolic link (or another kind of file) found at one of those
-    paths was placed there by someone else: nothing is written, truncated or
-    removed through it, and the message names it, to be removed by hand or
-    avoided with another destination.
+    A symbolic link (or another kind of file) at a path of daskshuffle's own (``<dst>.daskshuffle-lock``,
+    ``<dst>.daskshuffle-tmp``, the cache) is not written, truncated or removed through; the message
+    names it, to be removed by hand or avoided with another destination.
     """
 
 
@@ -271,10 +234,8 @@ class VerificationError(DaskShuffleError, ValueError):
 class SourceMismatchError(VerificationError):
     """The sources given to :func:`~daskshuffle.verify` are not those the pile store was made from.
 
-    Their rows (or, when the checksums differ, their blocks) do not add up to
-    what the store records: wrong or missing sources, or sources changed since
-    the shuffle, not a damaged store. The message names the counts compared and
-    the sources the store records, where it records them.
+    Their rows (or blocks) do not add up to what the store records: wrong, missing or changed
+    sources, not a damaged store. The message names the counts compared.
     """
 
 

@@ -1,8 +1,4 @@
-"""What the machine gives a process: its memory, the container's limit where one is set.
-
-Read from ``os.sysconf`` and the cgroup files (v2's ``memory.max``, v1's
-``memory.limit_in_bytes``), without psutil or dask, so that the loader can ask.
-"""
+"""What the machine gives a process: its memory, the container's limit where one is set (no psutil, no dask)."""
 
 from __future__ import annotations
 

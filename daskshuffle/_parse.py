@@ -27,11 +27,7 @@ __all__ = [
 
 
 class Settings:
-    """A frozen dataclass of settings that round-trips through a JSON-serialisable dict.
-
-    ``from_dict`` refuses a dict with other keys than the fields, so a state or
-    a record written by another version is never half-read.
-    """
+    """A frozen dataclass of settings that round-trips through a dict; ``from_dict`` refuses other keys."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(cast(Any, self))
@@ -105,8 +101,7 @@ _SIZE = re.compile(r"(?P<number>[0-9]*\.?[0-9]*(?:e[+-]?[0-9]+)?)(?P<unit>[a-z]*
 def size_in_bytes(text: str) -> int:
     """The bytes a size such as ``"256MiB"``, ``"64 MB"`` or ``"1e6"`` names; ``ValueError`` if it names none.
 
-    The units and spellings are dask's (``dask.utils.parse_bytes``), so a size means the same
-    wherever it is given, without loading dask.
+    The units and spellings are dask's (``dask.utils.parse_bytes``), without loading dask.
 
     Examples
     --------

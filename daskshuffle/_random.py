@@ -1,9 +1,8 @@
 """The one door through which randomness enters daskshuffle.
 
-Every generator is made here from a :class:`numpy.random.SeedSequence` keyed by
-the user's seed, a purpose and a few integers (a block, a pile, an epoch).
-Nothing random depends on worker count, task order or retries, and two purposes
-never share a stream: ``seed=1, epoch=0`` and ``seed=0, epoch=1`` are unrelated.
+Every generator is a :class:`numpy.random.SeedSequence` keyed by the seed, a purpose and a few
+integers: nothing random depends on workers, task order or retries, and two purposes never share a
+stream (``seed=1, epoch=0`` and ``seed=0, epoch=1`` are unrelated).
 """
 
 from __future__ import annotations
@@ -18,11 +17,6 @@ __all__ = ["draw_seed", "make_rng"]
 MAX_SEED = 2**63 - 1
 
 
-def _purpose_code(purpose: str) -> int:
-    # crc32 is stable across processes and platforms, unlike hash().
-    return zlib.crc32(purpose.encode("utf-8"))
-
-
 def make_rng(seed: int, purpose: str, *key: int) -> np.random.Generator:
     """Return the generator for ``(seed, purpose, *key)``.
 
@@ -35,7 +29,8 @@ def make_rng(seed: int, purpose: str, *key: int) -> np.random.Generator:
     >>> bool((a == b).all())
     True
     """
-    sequence = np.random.SeedSequence(seed, spawn_key=(_purpose_code(purpose), *map(int, key)))
+    purpose_code = zlib.crc32(purpose.encode("utf-8"))  # stable across processes and platforms, unlike hash()
+    sequence = np.random.SeedSequence(seed, spawn_key=(purpose_code, *map(int, key)))
     return np.random.default_rng(sequence)
 
 

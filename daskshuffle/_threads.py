@@ -1,10 +1,7 @@
 """The pools of threads daskshuffle starts, each named ``daskshuffle-<name>-<n>``, made when first needed.
 
-Garbage collection may close a loader or a reader from any thread, one of
-their own included: a background read, a decoder, a fetch. A pool is then
-shut down without waiting for its threads (they end on their own) when the
-closing thread is one of them, or one of a pool they may be waiting for
-(:meth:`LazyPool.owns`).
+Garbage collection may close a loader or a reader from one of its own threads: a pool is then shut
+down without waiting for its threads (:meth:`LazyPool.owns`).
 """
 
 from __future__ import annotations
@@ -26,11 +23,8 @@ _pool_ids = itertools.count()
 def release_on_collection(release: Callable[..., Any], *args: Any) -> None:
     """Run ``release(*args)``, which garbage collection called (a ``weakref.finalize``), where it is safe to.
 
-    Collection runs a finalizer in whatever thread allocates, one of
-    daskshuffle's own included: a decoder in the middle of a read, holding a
-    lock that the release takes, or a thread that what the release joins is
-    waiting for. There the release runs in a thread of its own; anywhere else,
-    at once.
+    Collection may run it in one of daskshuffle's threads, holding a lock the release takes or
+    awaited by what it joins: there the release runs in a thread of its own; anywhere else, at once.
     """
     if threading.current_thread().name.startswith(PREFIX):
         threading.Thread(target=release, args=args, name=f"{PREFIX}-release", daemon=True).start()

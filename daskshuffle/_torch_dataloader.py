@@ -1,7 +1,4 @@
-"""PyTorch's side of :class:`~daskshuffle.torch.PileDataset`: what crosses between it and ``DataLoader`` workers.
-
-Imports torch at the top: :mod:`daskshuffle.torch` names the package to install first.
-"""
+"""PyTorch's side of :class:`~daskshuffle.torch.PileDataset`: what crosses between it and ``DataLoader`` workers."""
 
 from __future__ import annotations
 
@@ -40,16 +37,9 @@ def to_tensor(values: NDArray[Any]) -> torch.Tensor:
 class WorkerBatches:
     """Makes the arrays each batch is gathered into in a ``DataLoader`` worker process.
 
-    A worker sends what it yields to the main process through a pipe, pickled.
-    A tensor goes as a handle to its storage, after the storage is copied into
-    shared memory unless it is there already (``torch.multiprocessing.reductions``),
-    so a batch gathered straight into shared memory crosses without a copy. But
-    each handle is a file descriptor passed over a fresh connection
-    (``multiprocessing.resource_sharer``), a fixed cost whatever the size,
-    while a pipe moves a small batch by value in a fraction of it. So a batch
-    of at least ``torch.shared-nbytes`` (``daskshuffle.config``) is gathered into one new shared storage
-    (one handle for all its variables), and a smaller one into plain arrays
-    sent by value (see :class:`ByValue`).
+    A tensor crosses to the main process as a handle to shared storage (a file descriptor over a
+    fresh connection: a fixed cost), so a batch of at least ``torch.shared-nbytes`` is gathered
+    straight into one shared storage, and a smaller one into plain arrays sent by value (:class:`ByValue`).
     """
 
     def __init__(self) -> None:
@@ -94,8 +84,7 @@ def _from_numpy(batch: Any) -> Batch:
 class ByValue:
     """A small batch of tensors on its way from a worker: pickled as numpy arrays, rebuilt as tensors.
 
-    Not a mapping or a sequence, so that the ``DataLoader`` worker hands it
-    over as it is; the main process receives the tensors themselves.
+    Not a mapping or a sequence, so that the ``DataLoader`` worker hands it over as it is.
     """
 
     def __init__(self, batch: Batch) -> None:
@@ -108,11 +97,8 @@ class ByValue:
 def make_dataloader(dataset: Any, stateful: bool, options: dict[str, Any]) -> Any:
     """A ``DataLoader`` (torchdata's ``StatefulDataLoader`` if ``stateful``) that hands out ``dataset``'s batches whole.
 
-    ``batch_size=None``: the dataset's items are batches already, and a
-    ``DataLoader`` that collates would put several of them together again (its
-    ``batch_size`` is 1 unless given: a batch dimension of 1). No public API of
-    torch tells a dataset how its ``DataLoader`` collates, so the options that
-    would are refused here, before any worker starts.
+    No public API of torch tells a dataset how its ``DataLoader`` collates, so the options that
+    would put batches together again are refused here, before any worker starts.
     """
     remedy = "PileDataset(store, batch_size=...) makes the batches; pass the DataLoader's other options only."
     if options.get("batch_size") is not None:
@@ -151,10 +137,8 @@ def make_dataloader(dataset: Any, stateful: bool, options: dict[str, Any]) -> An
 class _PassesDataLoader(torch.utils.data.DataLoader):  # type: ignore[type-arg]
     """A ``DataLoader`` with worker processes that tells its dataset when a pass has been handed out to the end.
 
-    Its workers read ahead of the training loop, so only the main process knows
-    when the last batch of a pass was taken; until then the dataset's
-    :meth:`~daskshuffle.torch.PileDataset.state_dict` would skip the batches in
-    flight, and refuses.
+    Its workers read ahead of the training loop: until the last batch is taken the dataset's
+    :meth:`~daskshuffle.torch.PileDataset.state_dict` refuses.
     """
 
     def __iter__(self) -> Any:
@@ -171,13 +155,9 @@ _NEXT_EPOCH, _NEXT_START, _PASS_EPOCH, _PASS_START, _JOINED, _SIZE, _DONE, _HAND
 class Passes:
     """The epochs of a dataset's passes, counted in shared memory seen by every ``DataLoader`` worker process.
 
-    A ``DataLoader`` hands its worker processes copies of the dataset (forked,
-    or pickled with ``spawn``) and never tells the dataset in the main process
-    that a pass begins. Each worker calls ``iter(dataset)`` once per pass, as it
-    starts (or, with ``persistent_workers``, as each pass begins), so the first
-    of a pass's ``num_workers`` workers to get here takes the next epoch and
-    the others join it. The counter lives in a shared tensor behind a lock,
-    which the copies share with the original.
+    A ``DataLoader`` never tells the dataset in the main process that a pass begins; each worker
+    calls ``iter(dataset)`` once per pass, so the first of a pass's workers takes the next epoch and
+    the others join it. The counter is a shared tensor behind a lock.
     """
 
     def __init__(self) -> None:

@@ -1,9 +1,7 @@
 """A small end-to-end run: ``python -m daskshuffle.demo`` (what ``make demo`` runs).
 
-Generates a ~200 MB dataset of four Zarr stores, starts a two-worker
-``distributed.LocalCluster``, shuffles the stores into one pile store, checks
-that the result is a permutation with aligned variables, reads one shuffled
-epoch with ``PileLoader``, and reports times.
+Writes four Zarr stores (~200 MB), shuffles them on a two-worker ``LocalCluster``, checks the result
+is a permutation with aligned variables, reads one epoch with ``PileLoader``, and reports times.
 """
 
 from __future__ import annotations
@@ -24,8 +22,8 @@ __all__ = ["main", "make_example"]
 def make_example(root: str | Path, n_stores: int = 4, rows_per_store: int = 200_000, width: int = 64) -> list[str]:
     """Write ``n_stores`` Zarr groups with ``x`` (rows, width) float32, ``y`` int64 and ``id`` int64.
 
-    ``id`` numbers the rows across all stores, so a shuffle can be checked;
-    ``y`` is ``id % 10``, a label sorted in long runs, the case shuffling is for.
+    ``id`` numbers the rows across all stores, so a shuffle can be checked; ``y``, a label of 10
+    values, is sorted in long runs, the case shuffling is for.
 
     Examples
     --------

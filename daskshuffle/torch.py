@@ -33,16 +33,6 @@ from .storage import Cache, parse_cache
 __all__ = ["PileDataset"]
 
 
-def _rank_and_world_size(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """What was given, else what ``torch.distributed`` says, else rank 0 of 1."""
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if rank is None:
-        rank = torch.distributed.get_rank() if distributed else 0
-    if world_size is None:
-        world_size = torch.distributed.get_world_size() if distributed else 1
-    return rank, world_size
-
-
 #: Version of the dict that :meth:`PileDataset.state_dict` returns.
 STATE_VERSION = 1
 
@@ -50,31 +40,18 @@ STATE_VERSION = 1
 class PileDataset(IterableDataset):  # type: ignore[type-arg]
     """Shuffled batches of a pile store for ``torch.utils.data.DataLoader``.
 
-    The same batches as :class:`daskshuffle.PileLoader`, as tensors. Under a
-    ``DataLoader`` with ``num_workers=k`` each worker process takes its own
-    contiguous run of this rank's batches, so no row is yielded twice and
-    each worker reads only its own piles. :meth:`dataloader` makes the
-    ``DataLoader``: the dataset yields whole batches, which a ``DataLoader``
-    must hand out as they are (``batch_size=None``; its default, 1, would add a
-    batch dimension, and torch has no public way for a dataset to notice).
+    The same batches as :class:`daskshuffle.PileLoader`, as tensors. Under a ``DataLoader`` with
+    ``num_workers=k`` each worker takes its own contiguous run of this rank's batches. Use
+    :meth:`dataloader` to make the ``DataLoader``: it hands whole batches out (``batch_size=None``).
 
-    Each pass of a ``DataLoader`` (each iteration) runs one epoch and moves
-    to the next, with or without worker processes, persistent or not: the
-    epoch counter is shared with them. :meth:`set_epoch` chooses the next
-    epoch. One dataset serves one ``DataLoader`` pass at a time: two passes
-    interleaved would share epochs.
+    Each pass of a ``DataLoader`` runs one epoch and moves to the next, with or without worker
+    processes; :meth:`set_epoch` chooses the next epoch. One dataset serves one pass at a time.
 
-    :meth:`state_dict` and :meth:`load_state_dict` resume exactly, as
-    torchdata's ``StatefulDataLoader`` uses them: it asks each worker
-    process for the batches it has yet to yield, and resumes with the same
-    ``num_workers``. A state saved without worker processes (in the main
-    process) loads into any number of them: the batches left of the epoch
-    are then shared out between the workers. With a plain ``DataLoader``
-    and worker processes the dataset in the main process does not see the
-    batches go by (the workers read ahead of the training loop): its
-    :meth:`state_dict` is then refused during a pass and after a pass broken
-    off, and taken between passes says where the next pass starts. To save
-    mid-epoch with workers, use ``dataloader(stateful=True)``.
+    :meth:`state_dict` and :meth:`load_state_dict` resume exactly, as torchdata's
+    ``StatefulDataLoader`` uses them (with the same ``num_workers``). A state saved in the main
+    process loads into any number of workers. With a plain ``DataLoader`` and workers, the dataset
+    cannot see the batches go by: its :meth:`state_dict` is refused during a pass and says where the
+    next pass starts between passes; to save mid-epoch, use ``dataloader(stateful=True)``.
 
     Parameters
     ----------
@@ -83,28 +60,22 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     batch_size : int
         Rows per batch.
     seed, drop_last, order, prefetch, variables, storage_options, cache
-        As for :class:`daskshuffle.PileLoader`. Worker processes share
-        ``cache``: each keeps there the files of its own piles. With lanes, an order's
-        ``n_lanes`` (``order=ds.orders.Piles(n_lanes=8)``), a state saved with
-        one ``world_size`` loads with another.
+        As for :class:`daskshuffle.PileLoader`; worker processes share ``cache``. With an order's
+        ``n_lanes``, a state saved with one ``world_size`` loads with another.
     rank, world_size : int, optional
         By default those of ``torch.distributed`` when it is initialised, else 0 and 1.
     features : str or list of str, optional
-        Yield one tensor of features instead of a dict of tensors; with
-        ``label``, yield ``(features, label)``. One variable is yielded with its
-        own shape: images of ``(32, 32, 3)`` give ``(batch_size, 32, 32, 3)``.
-        Several are each flattened per row and put side by side, in their
-        order, in one ``(batch_size, n)`` tensor of their common dtype (``x``
-        of ``(16,)`` and ``z`` of ``(2, 2)`` give ``(batch_size, 20)``).
+        Yield one tensor of features instead of a dict of tensors; with ``label``, yield
+        ``(features, label)``. One variable keeps its shape (``(batch_size, 32, 32, 3)``); several
+        are flattened per row, side by side, in one ``(batch_size, n)`` tensor of their common
+        dtype (``x`` of ``(16,)`` and ``z`` of ``(2, 2)`` give ``(batch_size, 20)``).
     label : str, optional
         The variable to yield as the label, next to ``features``.
 
     Raises
     ------
     DaskShuffleTypeError
-        For a variable that does not convert to a tensor; for an order's option
-        given as a keyword (``shuffle_block_size=``, ``n_lanes=``, ...): it goes
-        inside the order, ``order=ds.orders.Piles(n_lanes=8)``.
+        For a variable that does not convert to a tensor.
     DaskShuffleValueError
         As for :class:`daskshuffle.PileLoader`: settings that do not go
         together; ``label`` without ``features``; ``variables`` with them.
@@ -152,7 +123,11 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
                     "features and label already choose what is read."
                 )
             chosen = self.features + ([label] if label is not None else [])
-        rank, world_size = _rank_and_world_size(rank, world_size)
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if rank is None:  # what was given, else what torch.distributed says, else rank 0 of 1
+            rank = torch.distributed.get_rank() if distributed else 0
+        if world_size is None:
+            world_size = torch.distributed.get_world_size() if distributed else 1
         self._options: dict[str, Any] = {
             "store": store,
             "batch_size": batch_size,
@@ -276,9 +251,8 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     def state_dict(self) -> dict[str, Any]:
         """Where the dataset is: a small JSON-serialisable dict for :meth:`load_state_dict`.
 
-        In the main process, the batches the next pass yields (the rest of the
-        pass in progress, if any). In a worker process (as
-        ``StatefulDataLoader`` asks), the batches this worker has yet to yield.
+        In the main process, the batches the next pass yields; in a worker process (as
+        ``StatefulDataLoader`` asks), those this worker has yet to yield.
 
         Examples
         --------
@@ -311,11 +285,9 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue exactly where the dataset that saved ``state`` stopped.
 
-        A state saved in the main process makes the next pass yield the rest
-        of its epoch, shared out between any number of worker processes; the
-        state of a worker process (``StatefulDataLoader``) is loaded by the
-        worker of the same number. A state of another store or of other
-        settings is refused, as by :meth:`daskshuffle.PileLoader.load_state_dict`.
+        A main process's state makes the next pass yield the rest of its epoch, over any number of
+        workers; a worker's state loads into the worker of the same number. A state of another
+        store or other settings is refused, as by :meth:`daskshuffle.PileLoader.load_state_dict`.
 
         Examples
         --------

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from daskshuffle.epochs._unit_plan import deal_groups, group_permutation, unit_bounds
-from daskshuffle.plan._level_plan import LevelPlan, make_level_plan, piece_offsets, span_reads
+from daskshuffle.plan._level_plan import LevelPlan, block_table, make_level_plan, piece_offsets, span_reads
 from daskshuffle.plan._plan import Plan, block_order, group_order, make_plan, merge_runs
 
 
@@ -45,7 +45,7 @@ def simulate_levels(
     starts = np.concatenate([[0], np.cumsum(block_lengths)]).astype(np.int64)
     blocks = [np.arange(starts[b], starts[b + 1]) for b in range(plan.n_blocks)]
     for index, level in enumerate(plan.levels):
-        tables = [level.block_table(g) for g in range(level.n_groups)]
+        tables = [block_table(*level.group_draw(g)) for g in range(level.n_groups)]
         groups, rows_in_group = level.block_groups
         pieces = [
             rows[block_order(tables[g][i], level.seed, block)]

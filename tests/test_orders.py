@@ -24,7 +24,6 @@ from daskshuffle.epochs._order_classes import (
     Piles,
     Py1b,
     Py2s,
-    order_from_options,
     parse_order,
 )
 from daskshuffle.epochs._orders import (
@@ -223,7 +222,8 @@ def test_the_quality_measures_rank_the_orders_as_expected() -> None:
     def measured(name: str, **options: int) -> dict[tuple[str, str], tuple[float, str]]:
         if name == "piles":  # a group of one unit of a pile's rows (a budget of two groups)
             options = {"budget": 2_000, "unit_rows": 1_000}
-        first, second = (orders.piles(n, n_piles, seed=11, epoch=e, order=name, **options) for e in (0, 1))
+        picked = options if name == "piles" else {"order": ORDER_CLASSES[name](**options)}
+        first, second = (orders.piles(n, n_piles, seed=11, epoch=e, **picked) for e in (0, 1))  # type: ignore[arg-type]
         table = report(second, batch_size=256, n_piles=n_piles, previous=first).set_index(["metric", "scale"])
         return {key: (row.value, row.verdict) for key, row in table.iterrows()}
 
@@ -284,17 +284,6 @@ def test_orders_check_their_options_and_carry_them() -> None:
         Interleave(cycle_length=1.5, buffer_size=10)  # type: ignore[arg-type]
     with pytest.raises(DaskShuffleValueError, match=r"Expected buffer_size to be a positive integer\. Got 0"):
         Buffer(buffer_size=0)
-
-
-def test_an_order_named_with_options_side_by_side_takes_those_it_needs_and_no_others() -> None:
-    assert order_from_options("interleave", {"buffer_size": 10, "cycle_length": 2}) == Interleave(2, 10)
-    with pytest.raises(DaskShuffleValueError, match=r"Expected shuffle_block_size with order='py1b'. Got None"):
-        order_from_options("py1b", {"shuffle_block_size": None})
-    with pytest.raises(DaskShuffleValueError, match=r"Expected no buffer_size with order='py1s'.*'buffer' or 'interl"):
-        order_from_options("py1s", {"buffer_size": 10})
-    with pytest.raises(DaskShuffleValueError, match=r"Expected no budget with order='naive'.*'piles'"):
-        order_from_options("naive", {"budget": "1GiB"})
-    assert order_from_options("piles", {"buffer_size": None, "budget": "1KiB"}) == Piles(budget=1024)
 
 
 def test_every_order_takes_lanes_by_keyword() -> None:

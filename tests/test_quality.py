@@ -14,7 +14,7 @@ import daskshuffle
 from daskshuffle import DaskShuffleValueError, quality
 from daskshuffle._cli._common import cli
 from daskshuffle.epochs import unit_excess
-from daskshuffle.orders import Piles
+from daskshuffle.orders import Piles, Py1b
 from daskshuffle.quality import orders
 
 N = 200_000
@@ -112,7 +112,7 @@ def test_the_piles_order_takes_the_loaders_settings_and_no_others() -> None:
     with pytest.raises(DaskShuffleValueError, match=r"Expected budget= .* and unit_rows="):
         orders.piles(1_000, 4, budget="1MiB")
     with pytest.raises(DaskShuffleValueError, match="with order='piles' only"):
-        orders.piles(1_000, 4, order="py1b", shuffle_block_size=100, budget=1_000, unit_rows=10)
+        orders.piles(1_000, 4, order=Py1b(shuffle_block_size=100), budget=1_000, unit_rows=10)
     with pytest.raises(DaskShuffleValueError, match="a size such as"):
         orders.piles(1_000, 4, budget="lots", unit_rows=10)
 

@@ -21,6 +21,7 @@ from daskshuffle._cli._common import cli
 from daskshuffle._errors import DaskShuffleValueError
 from daskshuffle._parse import parse_nbytes
 from daskshuffle._random import make_rng
+from daskshuffle.plan._level_plan import block_table
 from daskshuffle.plan._plan import Plan, make_plan, plan_nbytes
 from daskshuffle.plan._scale import MAX_TASK_MEMORY, binomial_sf, explain, typical_largest
 from daskshuffle.shuffle._graph import _merge, _scatter, shuffle_graph
@@ -309,7 +310,7 @@ def test_the_two_level_model_agrees_with_a_two_level_plan(n_rows: int, block_row
     plan = make_level_plan(lengths, n_piles, [model.n_super], seed=1, block_rows=block_rows)
     level = plan.levels[0]
     assert model.levels == 2 and plan.n_super == model.n_super and model.n_blocks == len(lengths)
-    first_reads = sum(int(np.count_nonzero(level.block_table(g))) for g in range(level.n_groups))
+    first_reads = sum(int(np.count_nonzero(block_table(*level.group_draw(g)))) for g in range(level.n_groups))
     assert abs(model.n_first_reads - first_reads) <= 0.05 * model.n_first_reads  # a block misses a super-pile if tiny
     spans = int(np.count_nonzero(level.span_lengths))
     assert level.n_spans - plan.n_super <= spans <= level.n_spans  # a short last group may miss a super-pile

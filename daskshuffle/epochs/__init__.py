@@ -1,9 +1,6 @@
 """The loader's plan: which rows an epoch yields, in which order, to which rank (pure numpy, no I/O).
 
-Epochs, ranks, lanes and batches (``_epoch_plan``); the orders (``_orders``, ``_epoch_order``,
-``_order_classes``) and every combination a loader refuses (``_combinations``); units dealt into
-groups (``_unit_plan``); mixtures (``_streams``). This face exports what the loader,
-the quality measures and ``torch.py`` use; the public :mod:`daskshuffle.orders` names the order classes itself.
+Exports what the loader, the quality measures and ``torch.py`` use.
 """
 
 from ._combinations import check_combination
@@ -17,7 +14,7 @@ from ._epoch_plan import (
     rank_share,
     split_batches,
 )
-from ._order_classes import Order, OrderName, Piles, order_from_options, parse_order
+from ._order_classes import Order, OrderName, Piles, parse_order
 from ._orders import ORDERS, READ_GAPS, buffer_stream, interleave_stream
 from ._streams import Stream, epoch_counts, parse_streams, stream_offsets
 from ._unit_plan import (
@@ -54,7 +51,6 @@ __all__ = [
     "interleave_stream",
     "lane_ranges",
     "n_batches",
-    "order_from_options",
     "parse_order",
     "parse_streams",
     "plan_batches",

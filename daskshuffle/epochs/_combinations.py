@@ -1,9 +1,4 @@
-"""Which settings of a loader go together: every combination it refuses, in one function.
-
-Each argument is parsed on its own at the boundary (``parse_order``,
-``parse_positive_int``, ...); :func:`check_combination` then refuses the
-combinations no loader can read, before any store is opened. Pure: no I/O.
-"""
+"""Which settings of a loader go together: every combination it refuses, in one function, before any store opens."""
 
 from __future__ import annotations
 
@@ -23,28 +18,18 @@ def check_combination(
 ) -> None:
     """Refuse a combination of a loader's settings that cannot be read.
 
-    ``order`` is the order of the epochs with its options (for every order,
-    its lanes ``order.n_lanes``, ``None`` for none), ``n_streams`` the stores
-    of a mixture (``None`` for a plain store).
+    ``n_streams`` is the stores of a mixture (``None`` for a plain store).
 
     Examples
     --------
-    >>> from daskshuffle.epochs._order_classes import Piles
-    >>> from daskshuffle.epochs._order_classes import Py1s
+    >>> from daskshuffle.epochs._order_classes import Piles, Py1s
     >>> check_combination(Piles(n_lanes=8), world_size=2, batch_size=64)
     >>> check_combination(Py1s(), n_streams=2)
     Traceback (most recent call last):
     ...
     daskshuffle._errors.DaskShuffleValueError: Expected order='piles' ... Got order='py1s' instead; ...
     """
-    if order.n_lanes is not None:
-        _check_lanes(order.n_lanes, world_size, batch_size, batch_format)
-    if n_streams is not None:
-        _check_mixture(order, batch_format)
-
-
-def _check_lanes(n_lanes: int, world_size: int, batch_size: int, batch_format: str) -> None:
-    """Every rank gets whole lanes and whole micro-batches, joined as numpy arrays."""
+    n_lanes = world_size if order.n_lanes is None else order.n_lanes  # no lanes: a rank is one lane
     if n_lanes % world_size:
         raise DaskShuffleValueError(
             f"Expected n_lanes to be a multiple of world_size={world_size}. Got n_lanes={n_lanes} instead; each rank "
@@ -59,17 +44,13 @@ def _check_lanes(n_lanes: int, world_size: int, batch_size: int, batch_format: s
             "instead; a rank's batch is a micro-batch of each of its lanes.",
             parameter="batch_size",
         )
-    if batch_format != "numpy":
+    if order.n_lanes is not None and batch_format != "numpy":
         raise DaskShuffleValueError(
             f"Expected batch_format='numpy' with n_lanes. Got {batch_format!r} instead; lanes' micro-batches are "
             "joined as numpy arrays.",
             parameter="batch_format",
         )
-
-
-def _check_mixture(order: Order, batch_format: str) -> None:
-    """A mixture deals the units of its stores into groups: ``order="piles"``, into numpy, Arrow or pandas batches."""
-    if order.name != "piles" or batch_format == "xarray":
+    if n_streams is not None and (order.name != "piles" or batch_format == "xarray"):
         given = f"order={order.name!r}" if order.name != "piles" else f"batch_format={batch_format!r}"
         raise DaskShuffleValueError(
             "Expected order='piles' (ds.orders.Piles()) and a batch_format other than 'xarray' with several "

@@ -1,12 +1,7 @@
 """An epoch's order as a loader reads it: the stream of store rows, the units a read holds, and its runs.
 
-Every order of :data:`~daskshuffle.epochs._orders.ORDERS` gives an
-:class:`EpochOrder`; this module holds what they share. The *sample space* of an
-epoch is the piles laid end to end in the epoch's visiting order
-(:func:`~daskshuffle.epochs._epoch_plan.epoch_pile_order`), each in stored order
-(:func:`sample_space`). The cuts between divisions (ranks or lanes) come from
-:func:`division_cuts`; a unit ``bounds[u]:bounds[u + 1]`` is read in runs of
-store rows (:func:`unit_reads`). Pure numpy: no I/O, no dask, no zarr.
+What the orders of :data:`~daskshuffle.epochs._orders.ORDERS` share. An epoch's *sample space* is the
+piles end to end in the epoch's visiting order, each in stored order (:func:`sample_space`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The loader's plan: an epoch's order of rows, cut between ranks and batches.
+"""The loader's plan: an epoch's order of rows, cut between ranks and batches (pure numpy).
 
-Pure numpy, like :mod:`daskshuffle.plan._plan`: what :class:`~daskshuffle.PileLoader`
-and ``daskshuffle.torch`` read and yield is a function of the pile offsets, the
-seed, the epoch, the rank and the batch size alone.
+Epoch ``e`` visits the piles in :func:`epoch_pile_order` and shuffles each with
+:func:`pile_permutation`; the epoch's *stream* is those piles end to end. Rank ``r`` takes the
+contiguous positions ``[r * share, (r + 1) * share)``, all ranks the same ``share``, so ranks are
+disjoint and yield as many batches; the rows past ``n_ranks * share`` are left out of the epoch.
 """
 
 from __future__ import annotations
@@ -17,20 +18,15 @@ from numpy.typing import NDArray
 from .._random import make_rng
 
 __all__ = [
-    "BatchPart",
     "BatchPlan",
-    "Segment",
-    "cobatch_excess",
     "epoch_pile_order",
     "lane_ranges",
     "n_batches",
-    "pile_permutation",
     "plan_batches",
     "rank_range",
     "rank_share",
     "split_batches",
     "stream_rows",
-    "stream_segments",
 ]
 
 IntArray = NDArray[np.int64]
@@ -41,45 +37,9 @@ def epoch_pile_order(seed: int, epoch: int, n_piles: int) -> NDArray[np.intp]:
     return make_rng(seed, "epoch-piles", epoch).permutation(n_piles)
 
 
-def cobatch_excess(n_piles: int, k: int) -> float:
-    """About how much more often than under independent shuffles rows that shared a batch share one next epoch.
-
-    For ``n_piles`` parts (piles, or units) dealt afresh each epoch into groups of ``k``: two batch-mates
-    are in one group of ``k`` piles, in the same pile a ``1/k`` of the time; next epoch the piles are
-    dealt again, so they share a group with probability ``1/k + (1 - 1/k)
-    (k - 1) / (n_piles - 1)``, and then a batch with probability ``~1/(k *
-    pile)``. Over the ``1/(n_piles * pile)`` of independent shuffles that is
-    ``n_piles / k**2 + (1 - 1/k)**2`` for ``n_piles >> 1``: 1 when every pile
-    is held, ``n_piles`` for one pile at a time (a little less where batches
-    run across pile boundaries).
-
-    Examples
-    --------
-    >>> round(cobatch_excess(100, 1), 1), round(cobatch_excess(100, 16), 2), cobatch_excess(1, 1)
-    (100.0, 1.28, 1.0)
-    """
-    k = max(1, min(k, n_piles))
-    if n_piles <= 1:
-        return 1.0
-    together = 1 / k + (1 - 1 / k) * (k - 1) / (n_piles - 1)
-    return together * n_piles / k
-
-
 def pile_permutation(seed: int, epoch: int, pile: int, size: int) -> NDArray[np.intp]:
     """The in-RAM shuffle of ``pile`` in ``epoch``."""
     return make_rng(seed, "epoch-rows", epoch, pile).permutation(size)
-
-
-# -- the loader: an epoch's stream of rows, cut between ranks and batches ----------
-#
-# Epoch ``e`` visits the piles in ``epoch_pile_order(seed, e, n_piles)`` and
-# shuffles each with ``pile_permutation(seed, e, pile, size)``; the epoch's
-# *stream* is those shuffled piles end to end. Rank ``r`` of ``n_ranks`` takes
-# the contiguous positions ``[r * share, (r + 1) * share)`` of the stream, all
-# ranks the same ``share``, so that ranks are disjoint, yield the same number of
-# batches, and each reads only its own piles plus at most one it shares with
-# each neighbour. The rows past ``n_ranks * share`` are left out of the epoch;
-# they are the tail of the last pile visited, so they change with the epoch.
 
 
 class Segment(NamedTuple):
@@ -93,9 +53,7 @@ class Segment(NamedTuple):
 def rank_share(n_rows: int, n_ranks: int, batch_size: int, drop_last: bool) -> int:
     """Rows of the stream each rank takes per epoch.
 
-    Without ``drop_last`` fewer than ``n_ranks`` rows are left out; with it,
-    every rank's share is whole batches and fewer than ``n_ranks * batch_size``
-    rows are left out.
+    With ``drop_last`` every rank's share is whole batches.
 
     Examples
     --------
@@ -126,10 +84,8 @@ def lane_ranges(
 ) -> list[tuple[int, int]]:
     """The stream positions of the lanes that ``rank`` of ``world_size`` reads: ``n_lanes / world_size`` of them.
 
-    The epoch's stream is cut into ``n_lanes`` lanes as if among that many
-    ranks, each giving micro-batches of ``batch_size * world_size / n_lanes``
-    rows; global step ``t`` is micro-batch ``t`` of every lane, whatever the
-    number of ranks that share the lanes out.
+    The stream is cut into ``n_lanes`` lanes as if among that many ranks; global step ``t`` is
+    micro-batch ``t`` of every lane, whatever the number of ranks.
 
     Examples
     --------
@@ -157,9 +113,6 @@ def n_batches(n_rows: int, batch_size: int, drop_last: bool) -> int:
 def split_batches(total: int, n_parts: int, part: int) -> tuple[int, int]:
     """Part ``part`` of ``n_parts`` contiguous, near-equal runs ``[first, stop)`` of ``total`` batches.
 
-    Used to divide a rank's batches between data-loading worker processes:
-    contiguous runs keep each worker on its own piles.
-
     Examples
     --------
     >>> [split_batches(5, 2, part) for part in range(2)]
@@ -171,8 +124,7 @@ def split_batches(total: int, n_parts: int, part: int) -> tuple[int, int]:
 def stream_segments(pile_offsets: IntArray, pile_order: NDArray[np.integer], start: int, stop: int) -> list[Segment]:
     """The pieces of shuffled piles that make positions ``[start, stop)`` of an epoch's stream.
 
-    ``pile_order`` is the epoch's :func:`epoch_pile_order`. Empty piles and
-    piles outside the range are left out, so a rank reads only what it needs.
+    ``pile_order`` is the epoch's :func:`epoch_pile_order`; empty piles are left out.
 
     Examples
     --------
@@ -196,8 +148,6 @@ def stream_segments(pile_offsets: IntArray, pile_order: NDArray[np.integer], sta
 
 def stream_rows(pile_offsets: IntArray, seed: int, epoch: int, start: int, stop: int) -> IntArray:
     """The store rows at positions ``[start, stop)`` of epoch ``epoch``'s stream.
-
-    What a loader yields, as row numbers: the reference its tests compare with.
 
     Examples
     --------
@@ -225,11 +175,8 @@ class BatchPart(NamedTuple):
 class BatchPlan:
     """Which rows of which pile segments make each batch of a range of an epoch's batches.
 
-    ``segments`` are the reads, in order (as :func:`stream_segments` gives
-    them); iterating yields, for each batch, the parts of those segments that
-    make it, in order: a batch that runs across a pile boundary has a part of
-    each pile. Batches are cut every ``batch_size`` positions of the
-    segments end to end; only the last may be shorter.
+    Iterating yields, for each batch, the parts of ``segments`` (the reads, in order) that make it;
+    only the last batch may be shorter.
 
     Examples
     --------
@@ -271,12 +218,8 @@ def plan_batches(
 ) -> BatchPlan:
     """Batches ``first:stop`` of an epoch for the rank that takes the stream ``positions`` (its :func:`rank_range`).
 
-    The epoch's stream is its reads end to end, read ``r`` holding positions
-    ``read_offsets[r]:read_offsets[r + 1]`` (a group of units, an order's
-    stretch); a segment's ``pile`` is the read. ``stop=None`` is the rank's
-    last batch. What :class:`~daskshuffle.PileLoader` reads and yields, and
-    what ``daskshuffle.torch`` splits between worker processes; positions past
-    the end of the rank's range are left out.
+    Read ``r`` holds positions ``read_offsets[r]:read_offsets[r + 1]`` of the stream; a segment's
+    ``pile`` is the read. ``stop=None`` is the rank's last batch.
 
     Examples
     --------

@@ -1,24 +1,18 @@
 """The orders as objects, each carrying its own options: what ``PileLoader(order=...)`` takes.
 
-Each class is :class:`Piles` (the loader's own) or one order of :data:`~daskshuffle.epochs._orders.ORDERS`, re-exported
-by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options`
-make one from what a user passes. Every order also takes
-``n_lanes``: the lanes cut whatever order it is into streams (elastic
-determinism, :mod:`daskshuffle.loader._lanes`).
+Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` makes one from what a user passes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, ClassVar, Literal
+from dataclasses import Field, dataclass, field, fields
+from typing import ClassVar, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes, parse_positive_int
 from ._epoch_order import OrderOptions
 
 __all__ = [
-    "ORDER_CLASSES",
     "ORDER_OPTIONS",
     "Buffer",
     "Interleave",
@@ -31,7 +25,6 @@ __all__ = [
     "Py1e",
     "Py1s",
     "Py2s",
-    "order_from_options",
     "parse_order",
 ]
 
@@ -43,20 +36,16 @@ OrderName = Literal["piles", "naive", "py1s", "py2s"]
 class Order:
     """An order of a loader's epochs, with its options: what ``PileLoader(order=...)`` takes.
 
-    Each subclass is :class:`Piles` or one order of :data:`ORDERS`, named by :attr:`name`; its
-    fields are the options that order needs, checked when it is made. Every
-    order also takes ``n_lanes`` (by keyword).
+    Each subclass's fields are the options that order needs, checked when it is made.
 
     Parameters
     ----------
     n_lanes : int, optional
-        Elastic determinism: cut each epoch's order into this many lanes, as
-        if among that many ranks, so that the rows of each global step (all
-        ranks together, with ``world_size * batch_size`` fixed) are the same
-        for any ``world_size`` that divides ``n_lanes``, and a loader's state
-        saved with one world size loads with another. A rank then holds
-        ``n_lanes / world_size`` reads at once; numpy batches only. By default
-        (``None``) no lanes: the order is cut between the ranks themselves.
+        Elastic determinism: cut each epoch's order into this many lanes, as if among that many
+        ranks, so that each global step's rows (``world_size * batch_size`` fixed) are the same for
+        any ``world_size`` dividing ``n_lanes``, and a state saved with one world size loads with
+        another. A rank holds ``n_lanes / world_size`` reads at once; numpy batches only. ``None``:
+        no lanes.
 
     Examples
     --------
@@ -100,28 +89,18 @@ def _option_fields(order: type[Order]) -> list[Field[object]]:
 class Piles(Order):
     """The loader's own order (the default): units of whole chunks, dealt into groups under a budget, each group mixed.
 
-    What is read: the store in *units* of whole chunks (a Parquet store's
-    row groups), a few MiB each. Every epoch deals the units afresh into
-    groups of up to half the budget, reads each group at once and hands its
-    rows out in one uniform permutation of the group; batches run across
-    groups. A store is stored in a uniform random order of its rows (each
-    pile shuffled when written), so every unit is a uniform sample and each
-    epoch is exactly a uniform permutation. The stores of a mixture
-    (:class:`~daskshuffle.Stream`) and the generations of an appended store
-    are read the same way, their units dealt together.
+    What is read: the store in *units* of whole chunks (a Parquet store's row groups), a few MiB
+    each. Every epoch deals the units afresh into groups of up to half the budget and hands each
+    group's rows out in one uniform permutation; each pile is stored shuffled, so every epoch is
+    exactly a uniform permutation. Mixtures and appended stores are read the same way.
 
     Memory: about the budget, two groups (the one being used and the next),
     plus a batch and the read-ahead's fetches (``PileLoader(prefetch=)``).
 
-    Across epochs: rows of one unit always share a group, so two rows that
-    shared a batch meet in one again about ``data * unit / group**2 + 1``
-    times as often as under independent shuffles (bytes; ``daskshuffle.quality``
-    measures it). ``"auto"`` sizes the budget so that this stays near 2:
-    two groups of ``sqrt(data * unit)`` bytes, from
-    ``loader.units-budget-least-nbytes`` (128 MiB) to
-    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the
-    process's memory (``daskshuffle.config``). A larger budget gives epochs
-    closer to independent, for its memory.
+    Across epochs: batch-mates meet in a batch again about ``data * unit / group**2 + 1`` times as
+    often as under independent shuffles (in bytes). ``"auto"`` keeps this near 2: two groups of
+    ``sqrt(data * unit)`` bytes, within ``loader.units-budget-least-nbytes`` (128 MiB),
+    ``loader.units-budget-most-nbytes`` (4 GiB) and a sixteenth of the process's memory.
 
     Parameters
     ----------
@@ -156,8 +135,6 @@ class Piles(Order):
 class Naive(Order):
     """One uniform permutation of all rows: a rank holds every pile it has a row of (small data only).
 
-    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
-
     Examples
     --------
     >>> Naive().name
@@ -171,8 +148,6 @@ class Naive(Order):
 class Py1s(Order):
     """MosaicML's ``py1s``: piles in a random order, the stream cut between ranks, each part shuffled alone.
 
-    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
-
     Examples
     --------
     >>> Py1s().name
@@ -185,8 +160,6 @@ class Py1s(Order):
 @dataclass(frozen=True, repr=False)
 class Py2s(Order):
     """MosaicML's ``py2s``: as :class:`Py1s`, but a boundary pile is shuffled before it is cut, then again.
-
-    Its one option is ``n_lanes``, which every order takes (:class:`Order`).
 
     Examples
     --------
@@ -351,38 +324,3 @@ def parse_order(order: object) -> Order:
             parameter="order",
         )
     return chosen()
-
-
-def order_from_options(name: object, options: Mapping[str, object]) -> Order:
-    """The order named ``name`` with ``options`` (given by keyword): the options it needs, no others.
-
-    For the functions that take an order's name and its options side by side,
-    as :func:`daskshuffle.quality.orders.piles` does.
-
-    Examples
-    --------
-    >>> order_from_options("py1b", {"shuffle_block_size": 4096, "buffer_size": None})
-    Py1b(shuffle_block_size=4096)
-    """
-    if not isinstance(name, str) or name not in ORDER_CLASSES:
-        raise DaskShuffleValueError(
-            f"Expected order to be one of {sorted(ORDER_CLASSES)}. Got {name!r} instead.", parameter="order"
-        )
-    chosen = ORDER_CLASSES[name]
-    required = [f.name for f in fields(chosen) if f.default is MISSING]
-    taken = {f.name for f in fields(chosen)}
-    for option, value in options.items():
-        if option in required and value is None:
-            raise DaskShuffleValueError(
-                f"Expected {option} with order={name!r}. Got None instead; order={name!r} needs {', '.join(required)}.",
-                parameter=option,
-            )
-        if option not in taken and value is not None:
-            users = sorted(o for o, cls in ORDER_CLASSES.items() if option in {f.name for f in fields(cls)})
-            raise DaskShuffleValueError(
-                f"Expected no {option} with order={name!r}. Got {option}={value!r} instead; it applies to "
-                f"order={' or '.join(map(repr, users))}.",
-                parameter=option,
-            )
-    given: dict[str, Any] = {o: v for o, v in options.items() if o in taken and v is not None}
-    return chosen(**given)  # each checked by the order as it is made

@@ -1,14 +1,8 @@
 """The orders a :class:`~daskshuffle.PileLoader` can yield an epoch in: one pure function each, in :data:`ORDERS`.
 
-Each is an :data:`~daskshuffle.epochs._epoch_order.OrderFunction`: from the
-store's pile offsets, the seed, the epoch, the cuts of the epoch's stream
-between ranks (or lanes) and its options, the store row at every position of
-the stream and where the loader's reads start. The loader cuts that stream
-between ranks and batches as it cuts its own order's. Here are ``"naive"``,
-MosaicML Streaming's orders (a pile in the part of a shard, the divisions in
-that of canonical nodes) and tf.data's buffer orders (a pile in the part of a
-file, each division running its own buffer). The loader's own order,
-``"piles"``, is not here: its units and groups are :mod:`daskshuffle.epochs._unit_plan`.
+Each is an :data:`~daskshuffle.epochs._epoch_order.OrderFunction`: the store row at every position of
+the epoch's stream, and where the loader's reads start. ``"naive"``, MosaicML Streaming's orders and
+tf.data's buffer orders; the loader's own, ``"piles"``, is :mod:`daskshuffle.epochs._unit_plan`.
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ from ._epoch_order import (
 from ._epoch_plan import epoch_pile_order, stream_rows
 
 __all__ = [
-    "BUFFERS_PER_UNIT",
     "ORDERS",
     "READ_GAPS",
     "buffer",
@@ -41,16 +34,12 @@ __all__ = [
     "naive",
     "py1b",
     "py1br",
-    "py1br_bounds",
     "py1e",
-    "py1e_ranges",
     "py1s",
     "py2s",
-    "whole_piles",
 ]
 
 
-# -- a uniform permutation, and MosaicML's -----------------------------------------------------
 def whole_piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, each shuffled whole (a read per pile): the first shuffle of :func:`py2s`."""
     rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
@@ -133,7 +122,6 @@ def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options:
     return EpochOrder(rows, block_cuts(divisions, block))
 
 
-# -- tf.data's buffer orders ---------------------------------------------------------------------
 #: The units of "buffer" and "interleave", in buffers: a row stays in the buffer for about a buffer's
 #: outputs, so a unit of ``k`` buffers reads about ``k + 5`` buffers of rows (about twice each row per epoch
 #: for 4, five times for 1).
@@ -220,7 +208,6 @@ def interleave(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, op
     return EpochOrder(per_division(space, ends, divisions, make), block_cuts(divisions, BUFFERS_PER_UNIT * size))
 
 
-# -- the registry ----------------------------------------------------------------------------------
 #: Every order but the loader's own (``"piles"``, units in groups), by name: one pure function each, with one signature.
 ORDERS: dict[str, OrderFunction] = {
     "naive": naive,

@@ -1,12 +1,4 @@
-"""``Stream``: one pile store of a mixture, with how many of its rows each epoch takes.
-
-Pure: parsing and arithmetic only, no I/O. A :class:`~daskshuffle.PileLoader`
-given a list of streams (or of paths) trains on their union, each store's rows
-after the rows of the stores before it (:func:`stream_offsets`); the rows each
-stream puts into an epoch are :func:`epoch_counts`, and which rows they are is
-:func:`~daskshuffle.epochs._unit_plan.epoch_runs`: each stream's copies of its
-units and a sample of them for its rows left over.
-"""
+"""``Stream``: one pile store of a mixture, with how many of its rows each epoch takes (pure: no I/O)."""
 
 from __future__ import annotations
 
@@ -30,22 +22,9 @@ __all__ = ["Stream", "epoch_counts", "parse_streams", "stream_offsets"]
 class Stream:
     """A pile store in a mixture, and how many of its rows every epoch takes.
 
-    Give at most one of ``repeat``, ``choose`` and ``proportion`` (by default
-    every row once, ``repeat=1``), with the semantics of MosaicML Streaming's
-    ``Stream``:
-
-    - ``repeat``: every row ``floor(repeat)`` times, and a uniform sample of
-      ``round(frac(repeat) * n_rows)`` rows once more, drawn afresh every epoch:
-      ``repeat=2.5`` is every row twice and half of them three times,
-      ``repeat=0.3`` a uniform 30% of the rows.
-    - ``choose``: that many rows per epoch, as ``repeat=choose / n_rows``, exactly.
-    - ``proportion``: that share of the epoch, whose size is the rows of all
-      the streams together; the proportions are relative (they need not sum
-      to 1), and either every stream of a loader has one or none does.
-
-    Each copy of a unit (and each unit sampled) is dealt into the epoch's
-    groups with the other streams' units, as one store's units are: a row's
-    copies are scattered over the epoch, and kept apart within a group.
+    Give at most one of ``repeat``, ``choose`` and ``proportion`` (by default ``repeat=1``), as
+    MosaicML Streaming's ``Stream`` takes them. The streams' units are dealt into the epoch's groups
+    together, as one store's are; a row's copies are kept apart within a group.
 
     Parameters
     ----------
@@ -53,11 +32,13 @@ class Stream:
         A complete pile store. Every stream of a loader must have the same
         variables, with the same dtypes, and be of the same kind.
     repeat : float, optional
-        Copies of each row per epoch, > 0.
+        Copies of each row per epoch, > 0: every row ``floor(repeat)`` times, and a uniform sample
+        drawn afresh each epoch for the fraction (``repeat=0.3`` is a uniform 30% of the rows).
     choose : int, optional
-        Rows per epoch, >= 1.
+        Rows per epoch, >= 1, as ``repeat=choose / n_rows``.
     proportion : float, optional
-        Share of the epoch, > 0.
+        Share of the epoch (the rows of all streams together), > 0, relative to the other streams';
+        every stream of a loader has one, or none does.
 
     Examples
     --------
@@ -142,8 +123,7 @@ def parse_streams(value: object) -> list[Stream] | None:
 def epoch_counts(streams: Sequence[Stream], n_rows: Sequence[int]) -> list[int]:
     """The rows each stream puts into every epoch, given the rows ``n_rows`` of each store.
 
-    With proportions the epoch has ``sum(n_rows)`` rows, shared out by largest
-    remainders so that the counts add up exactly.
+    With proportions the epoch's ``sum(n_rows)`` rows are shared out by largest remainders.
 
     Examples
     --------

@@ -1,30 +1,11 @@
-"""The loader's one read mode: units smaller than piles, dealt into groups under a budget, mixed in memory.
+"""The loader's one read mode: units of whole chunks, dealt into groups under a budget, each group mixed.
 
-Pure numpy, like :mod:`daskshuffle.epochs._epoch_plan`. Every store this version
-writes holds its rows, end to end, in a uniform random permutation of the source's: the pile
-assignment is uniform given the pile sizes, and each pile is stored in a
-uniform order drawn from the seed. The loader then reads *units*, runs of
-``unit_rows`` store rows that a read takes cheaply (whole chunks), and:
-
-- deals the units into groups of about ``group_rows`` rows, afresh every epoch
-  (:func:`deal_groups` of the runs of :func:`epoch_runs`, from ``(seed, "unit-groups", epoch)``): a group is
-  what the loader holds and mixes at once, its place in the epoch's order;
-- hands each group's rows out in one uniform permutation of the group
-  (:func:`group_permutation`, from ``(seed, "unit-mix", epoch, group)``).
-  That is what shuffling each unit and interleaving the units uniformly
-  gives (a uniform interleaving of uniformly shuffled parts is a uniform
-  permutation of their union), for a fifth of the work: a gather over the
-  whole group cost about 10% more than one that reads each unit front to
-  back, while shuffling the units and drawing the interleaving cost as much
-  as the gather itself (``benchmarks/RESULTS.md``).
-
-Within an epoch the order is exactly uniform: it is a permutation of store
-positions drawn independently of the store's own permutation, and a uniform
-permutation composed with an independent one is uniform. Across epochs, two
-rows that share a batch share a unit with probability about ``1/k`` (``k``
-units a group), and rows of one unit stay in one group: they meet again in a
-batch about ``n_units / k**2 + 1`` times as often as under independent
-shuffles (:func:`unit_excess`), ``data * unit / group**2`` in bytes.
+A store holds its rows in a uniform random permutation (uniform pile assignment, each pile stored
+shuffled), so a unit (a run of ``unit_rows`` store rows) is a uniform sample. Each epoch deals the
+units afresh into groups (:func:`deal_groups`) and hands a group's rows out in one uniform
+permutation (:func:`group_permutation`), which is what shuffling each unit and interleaving them
+uniformly gives, for less work. The epoch is exactly uniform; across epochs batch-mates meet again
+about ``n_units / k**2 + 1`` times as often as under independent shuffles (:func:`unit_excess`).
 """
 
 from __future__ import annotations
@@ -36,7 +17,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
-from ._epoch_plan import cobatch_excess
 
 __all__ = [
     "apart",
@@ -65,12 +45,8 @@ MEMORY_SHARE = 1 / 16
 def auto_budget(data_nbytes: float, unit_nbytes: float, least: int, most: int, memory: int | None = None) -> int:
     """The bytes of rows the default loader holds (two groups), for an excess of about :data:`AUTO_EXCESS`.
 
-    Batch-mates meet again ``data * unit / group**2 + 1`` times as often as
-    under independent shuffles (:func:`unit_excess`), so a group of
-    ``sqrt(data * unit)`` bytes keeps that near 2 at any size: the budget is
-    two such groups (the one being used and the next), at least ``least``,
-    at most ``most`` and :data:`MEMORY_SHARE` of ``memory`` (the process's,
-    if known) unless that is below ``least``.
+    A group of ``sqrt(data * unit)`` bytes keeps :func:`unit_excess` near 2; the budget is two
+    such groups, clipped to ``[least, most]`` and to :data:`MEMORY_SHARE` of ``memory`` (not below ``least``).
 
     Examples
     --------
@@ -97,16 +73,10 @@ def unit_rows_for(
 ) -> int:
     """The rows of a unit: the fewest chunk rows whose reads cost at most ``overhead`` times the rows' bytes.
 
-    A unit of ``u`` rows reads whole chunks: ``max(c, u) / u`` times a
-    variable's bytes for chunks of ``c`` rows. Chunk rows divide each other
-    (the layout's rule), so every candidate is a whole number of every
-    smaller variable's chunks. Given the store's ``n_rows`` and the loader's
-    ``group_rows``, the unit then doubles, up to the largest chunk rows, while
-    epochs stay within :data:`EXCESS_WITHIN` of independent
-    (:func:`unit_excess`): a chunk of a narrow variable that several units
-    share is read, and decoded, whole by each of them, which cost more than its
-    bytes say (a compressed ``id`` in chunks of 8 units took a third of the
-    read, ``benchmarks/RESULTS.md``).
+    A unit of ``u`` rows reads ``max(c, u) / u`` times the bytes of a variable in chunks of ``c``
+    rows. Given ``n_rows`` and ``group_rows``, the unit then doubles, up to the largest chunk rows,
+    while :func:`unit_excess` stays within :data:`EXCESS_WITHIN`: a chunk shared by several units is
+    decoded whole by each.
 
     Examples
     --------
@@ -137,10 +107,8 @@ def unit_sizes(
 ) -> tuple[int, list[int]]:
     """Rows of a group, and of a unit of each member store, for a loader that holds ``budget`` bytes of rows.
 
-    A group holds half the budget (the next one is read while one is used)
-    and at least one unit; a member store (a generation, a stream) is given
-    as its chunk rows and bytes a row of each variable, for
-    :func:`unit_rows_for`, and its unit is at most the epoch's ``n_rows``.
+    A group holds half the budget (the next is read meanwhile) and at least one unit; each member
+    store is ``(chunk_rows, row_nbytes)`` for :func:`unit_rows_for`.
 
     Examples
     --------
@@ -156,12 +124,9 @@ def unit_sizes(
 def unit_bounds(n_rows: int, unit_rows: int | Sequence[int], segments: IntArray | None = None) -> IntArray:
     """Where each unit of ``n_rows`` rows starts, and the end: every ``unit_rows`` rows of each segment's store.
 
-    ``segments`` (``(n, 4)``: start, start in its member store, rows, member)
-    says where the rows of a store read as one through several member stores
-    (a store's generations, the stores of a mixture) lie in those stores: a
-    unit never crosses a segment, and is cut where its member's chunks are,
-    every ``unit_rows[member]`` rows of that member. By default one segment,
-    the store itself.
+    ``segments`` (``(n, 4)``: start, start in its member store, rows, member) place the rows of
+    several member stores read as one; a unit never crosses a segment and is cut at its member's
+    chunks, every ``unit_rows[member]`` rows. By default one segment, the store itself.
 
     Examples
     --------
@@ -190,15 +155,10 @@ def epoch_runs(
 ) -> IntArray:
     """``(n, 2)``: the runs of rows (start, stop) that ``epoch`` reads, a unit (or part of one) each.
 
-    Without ``members``, every unit once. With ``members`` (where each member
-    store's rows start, and the end) and ``counts`` (the rows each member puts
-    into an epoch, :func:`~daskshuffle.epochs._streams.epoch_counts`), a member of
-    ``n`` rows gives ``count // n`` copies of each of its units, and units
-    drawn from ``(seed, "unit-choose", epoch, member)`` for the ``count % n``
-    rows left, of the last one a part from a random place on (wrapping
-    round): with units of equal size every row is as likely to be taken. A
-    unit of a store whose rows are stored in a uniform order is a uniform
-    sample of its rows, and so is any part of it.
+    Without ``members``, every unit once. With ``members`` (each member's first row, and the end)
+    and ``counts`` (its rows in the epoch, :func:`~daskshuffle.epochs._streams.epoch_counts`), a member
+    of ``n`` rows gives ``count // n`` copies of each unit, then units drawn for the ``count % n``
+    rows left, the last one in part, from a random place on (wrapping round).
 
     Examples
     --------
@@ -243,10 +203,8 @@ def _part(unit: IntArray, n_rows: int, rng: np.random.Generator) -> IntArray:
 def apart(rows: IntArray, order: NDArray[np.intp], seed: int, epoch: int, group: int) -> NDArray[np.intp]:
     """``order`` with no two copies of a row (``rows[order]``) side by side, moving as few as it can.
 
-    A group of a mixture may hold two copies of a unit; each copy that lands
-    next to another is swapped with a place drawn from ``(seed, "unit-apart",
-    epoch, group)`` where it meets none. Orders with no copies side by side
-    are left as they are.
+    A group of a mixture may hold two copies of a unit; a copy next to another is swapped with a
+    randomly drawn place where it meets none.
 
     Examples
     --------
@@ -280,10 +238,8 @@ def apart(rows: IntArray, order: NDArray[np.intp], seed: int, epoch: int, group:
 def deal_groups(sizes: IntArray, group_rows: int, seed: int, epoch: int) -> tuple[IntArray, list[IntArray]]:
     """The groups of runs that ``epoch`` reads and mixes: the groups' offsets end to end, and each group's runs.
 
-    The runs (of ``sizes`` rows) are dealt in an order drawn from ``(seed,
-    "unit-groups", epoch)``, each group taking runs while it holds at most
-    ``group_rows`` rows (one at least), so that groups differ from epoch to
-    epoch. A group's runs are in that drawn order; the groups are read in order.
+    The runs (of ``sizes`` rows) are dealt in a random order, each group taking runs while it holds
+    at most ``group_rows`` rows (one at least).
 
     Examples
     --------
@@ -312,9 +268,6 @@ def deal_groups(sizes: IntArray, group_rows: int, seed: int, epoch: int) -> tupl
 def group_permutation(n_rows: int, seed: int, epoch: int, group: int) -> NDArray[np.intp]:
     """The order a loader hands out the ``n_rows`` rows of ``group`` of ``epoch`` in (its units laid end to end).
 
-    One uniform permutation, drawn from ``(seed, "unit-mix", epoch, group)``:
-    ``rows[group_permutation(...)]`` is the group's part of the epoch.
-
     Examples
     --------
     >>> sorted(group_permutation(5, seed=0, epoch=0, group=0).tolist())
@@ -328,14 +281,20 @@ def group_permutation(n_rows: int, seed: int, epoch: int, group: int) -> NDArray
 def unit_excess(n_rows: int, unit_rows: int, group_rows: int) -> float:
     """About how much more often than under independent shuffles batch-mates meet again next epoch.
 
-    ``cobatch_excess`` of the units: ``n_units / k**2 + 1`` for ``k`` units a
-    group, that is ``n_rows * unit_rows / group_rows**2 + 1``.
+    Units dealt afresh each epoch into groups of ``k`` put batch-mates in one group again with
+    probability ``1/k + (1 - 1/k) (k - 1) / (n_units - 1)``: about ``n_units / k**2 + 1`` times the
+    chance under independent shuffles, ``n_rows * unit_rows / group_rows**2 + 1``.
 
     Examples
     --------
     >>> round(unit_excess(4_194_304, 8_192, 262_144), 2)  # 1 GiB of 256 B rows, 2 MiB units, 64 MiB groups
     1.44
+    >>> unit_excess(100, 1, 1), round(unit_excess(100, 1, 16), 2), unit_excess(1, 1, 1)
+    (100.0, 1.28, 1.0)
     """
     n_units = max(1, -(-n_rows // max(1, unit_rows)))
-    per_group = max(1, group_rows // max(1, unit_rows))
-    return cobatch_excess(n_units, per_group)
+    k = max(1, min(group_rows // max(1, unit_rows), n_units))
+    if n_units <= 1:
+        return 1.0
+    together = 1 / k + (1 - 1 / k) * (k - 1) / (n_units - 1)
+    return together * n_units / k

@@ -1,8 +1,6 @@
 """The shuffle's plan: where every row goes, decided in pure numpy before any byte is read.
 
-Piles of one level (``_plan``), several levels (``_levels``, ``_level_plan``), the planning rules
-(``_rules``) and the scale model behind :func:`~daskshuffle.explain` (``_scale``, ``_scale_model``).
-This face exports what the shuffles, the stores, the sources, the loader and the command line use.
+Exports what the shuffles, the stores, the sources, the loader and the command line use.
 """
 
 from ._level_plan import GroupedLevel, LevelPlan, block_table, make_level_plan, piece_offsets, span_reads

@@ -1,23 +1,11 @@
 """Plans of two or more levels, drawn in ``O(blocks + groups x piles)`` on the client.
 
-Pure numpy, like :mod:`daskshuffle.plan._plan`; :mod:`daskshuffle.plan._levels` decides
-how many levels and how wide. Each level but the last sends the rows of each
-of its blocks to one of ``fanout`` smaller super-piles of the block's
-super-pile (level 1 has one super-pile: all the piles); the last sends them to
-the piles of their super-pile. A level's blocks are cut into *groups* of
-consecutive blocks of one super-pile holding about ``fanout`` blocks' rows; the
-next level's blocks are the *spans*, one super-pile's pieces of one group, so
-every level's blocks hold about a block of rows.
-
-What the client draws, vectorised: each group's rows per sub-super-pile
-(``groups x fanout`` a level) and each last-level block's rows per pile of its
-super-pile (``groups x piles`` in all). How a group's rows split among its
-blocks (:func:`block_table`) is drawn where it is needed, once per group, from
-the group's own generator: block after block takes a multivariate
-hypergeometric sample of what the group has left, which is exactly the joint
-law of independent multinomial rows. So every row goes to each super-pile with
-probability proportional to its piles, then to each pile of it uniformly,
-independently of every other row: its pile is uniform, as with one level.
+Each level but the last sends each block's rows to one of ``fanout`` sub-super-piles of the block's
+super-pile; the last sends them to the piles of their super-pile. A level's blocks are cut into
+*groups* of about ``fanout`` blocks' rows; the next level's blocks are the *spans*, one
+sub-super-pile's pieces of one group. The client draws each group's rows per sub-super-pile; how
+they split among the group's blocks (:func:`block_table`) is drawn where needed, and has exactly the
+law of independent multinomial rows, so every row's pile is uniform, as with one level.
 """
 
 from __future__ import annotations
@@ -32,16 +20,7 @@ from numpy.typing import NDArray
 from .._random import make_rng
 from ._plan import IntArray, PlanBase, _prepend_zero
 
-__all__ = [
-    "GroupedLevel",
-    "LevelPlan",
-    "block_table",
-    "group_bounds",
-    "make_level_plan",
-    "piece_offsets",
-    "span_reads",
-    "split_bounds",
-]
+__all__ = ["GroupedLevel", "LevelPlan", "block_table", "group_bounds", "make_level_plan", "piece_offsets", "span_reads"]
 
 
 def derived_seed(seed: int, level: int) -> int:
@@ -121,23 +100,13 @@ class GroupedLevel:
         a, b = self.group_bounds[group], self.group_bounds[group + 1]
         return self.block_lengths[a:b], self.group_counts[group], self.seed, group
 
-    def block_table(self, group: int) -> IntArray:
-        """``(blocks of the group, fanout)``: rows of each of the group's blocks that go to each sub-super-pile."""
-        return block_table(*self.group_draw(group))
-
 
 @dataclass(frozen=True, eq=False)
 class LevelPlan(PlanBase):
-    """Where every row goes in a shuffle of ``n_levels >= 2`` levels.
+    """Where every row goes in a shuffle of ``n_levels >= 2`` levels (and :class:`PlanBase`'s attributes).
 
     Attributes
     ----------
-    block_lengths : (n_blocks,) int64
-        Rows in each block of the source.
-    n_piles : int
-        Piles of the output, ``M``.
-    seed : int
-        The shuffle's seed; each level draws from a seed derived from it.
     levels : tuple of GroupedLevel
         Every level but the last.
     bounds : (n_super + 1,) int64
@@ -217,8 +186,6 @@ def split_bounds(sizes: IntArray, fanout: int) -> IntArray:
 def group_bounds(block_lengths: IntArray, group_rows: int) -> IntArray:
     """``(n_groups + 1,)``: consecutive whole blocks cut into groups of about ``group_rows`` rows.
 
-    A group ends with the first block whose end reaches its share of the rows.
-
     Examples
     --------
     >>> group_bounds(np.array([4, 4, 4, 4, 4]), group_rows=8).tolist()
@@ -235,12 +202,8 @@ def group_bounds(block_lengths: IntArray, group_rows: int) -> IntArray:
 def block_table(lengths: IntArray, totals: IntArray, seed: int, group: int) -> IntArray:
     """How a group's rows per sub-super-pile split among its blocks: ``(len(lengths), len(totals))``.
 
-    Given the group's ``totals`` (each of its rows went to sub-super-pile ``c``
-    independently, ``totals[c]`` of them in all), the rows of its blocks are an
-    exchangeable sequence: block after block takes a multivariate
-    hypergeometric sample of what is left, from the generator keyed
-    ``(seed, "block-counts", group)``. The table has exactly the law of
-    independent multinomial rows, one per block, conditioned on the group's total.
+    Block after block takes a multivariate hypergeometric sample of what is left of ``totals``:
+    exactly the law of independent multinomial rows conditioned on the group's totals.
 
     Examples
     --------
@@ -329,9 +292,8 @@ def make_level_plan(
 ) -> LevelPlan:
     """Draw a plan of ``len(fanouts) + 1`` levels; level ``l`` splits each super-pile into ``fanouts[l]``.
 
-    ``block_rows`` is about the rows of a block at every level (groups hold
-    ``fanout`` times as many). The product of the fanouts may not exceed
-    ``n_piles``: every last-level super-pile holds a pile at least.
+    ``block_rows`` is about the rows of a block at every level; the product of the fanouts is at
+    most ``n_piles``.
 
     Examples
     --------

@@ -1,17 +1,9 @@
 """How many levels, and how wide: reads that stay large however large the data.
 
-Pure arithmetic, like :mod:`daskshuffle.plan._plan`; :mod:`daskshuffle.plan._level_plan`
-draws the plans. A merge reads, from every block, the range of its group of
-piles: about ``block x group / data`` bytes, which falls with the square of the
-data (1 MiB at 4 GiB with 64 MiB blocks and groups, 64 KiB at 64 GiB, 0.4 KiB
-at 10 TiB). With ``L`` levels, each level but the last splits every
-super-pile into ``S`` smaller ones; each level after the first reads, from
-each block of the level before, its piece of one super-pile (``block / S``),
-and the merge reads from the blocks of its own super-pile only, reads
-``S^(L - 1)`` times larger than a single level's. ``S = (data / group)^(1/L)``
-makes the two kinds of read equal: with 64 MiB blocks, two levels read about
-``sqrt(block^3 / data)`` (162 KiB at 10 TiB), three ``(block^4 / data)^(1/3)``
-(1.2 MiB at 10 TiB); each level is one more pass over the data.
+A one-level merge reads about ``block x group / data`` bytes from every block, falling with the
+square of the data. With ``L`` levels each level but the last splits every super-pile ``S`` ways:
+later passes read ``block / S`` and the merge ``S^(L - 1)`` times more than one level's;
+``S = (data / group)^(1/L)`` makes the two equal, for one more pass over the data a level.
 """
 
 from __future__ import annotations
@@ -20,39 +12,18 @@ import math
 
 import numpy as np
 
-__all__ = [
-    "MAX_LEVELS",
-    "MIN_READS",
-    "MIN_READ_NBYTES",
-    "PASS_NBYTES_PER_SECOND",
-    "READ_SECONDS",
-    "auto_levels",
-    "fanout_for",
-    "group_nbytes",
-    "level_plan_nbytes",
-    "level_read_nbytes",
-    "merge_read_nbytes",
-    "wants_two_levels",
-]
+__all__ = ["MAX_LEVELS", "MIN_READ_NBYTES", "auto_levels", "fanout_for", "level_plan_nbytes"]
 
 #: With ``levels="auto"``, a merge whose reads of pieces would be smaller than this, and at least
-#: :data:`MIN_READS` of them, uses two levels instead: a few thousand small reads cost less than a
-#: pass (``benchmarks/RESULTS.md``: on a local disk, 1 KiB reads 1.8x faster with two levels). On
-#: object storage a read costs about as much as its share of a pass at 70 KB
-#: (:data:`READ_SECONDS` times :data:`PASS_NBYTES_PER_SECOND`), since a merge keeps hundreds of
-#: requests in flight: the same 64 KiB.
+#: :data:`MIN_READS` of them, uses two levels instead (``benchmarks/RESULTS.md``).
 MIN_READ_NBYTES = {"local": 64 * 2**10, "object": 64 * 2**10}
 MIN_READS = 10_000
 
 
 #: The most levels a shuffle takes: each is one more pass over the data.
 MAX_LEVELS = 4
-#: What ``levels="auto"`` weighs a level against, by where the pieces go: the seconds a read
-#: costs beyond its bytes, and the bytes a second a pass moves, per task at a time. On a local disk
-#: (this machine, ``benchmarks/RESULTS.md``) a read of a piece file costs about 95 us and a pass
-#: about 90 MB/s. On object storage (the S3 model: 20 ms to the first byte, 100 MB/s a request,
-#: ``benchmarks/bench_s3_levels.py`` at 256 MiB, 1 GiB and 2 GiB) a read costs about 250 us and a
-#: pass about 280 MB/s: each GET waits 20 ms, but with many in flight.
+#: What ``levels="auto"`` weighs a level against, by where the pieces go: the seconds a read costs
+#: beyond its bytes, and the bytes a second a pass moves, per task (``benchmarks/RESULTS.md``).
 READ_SECONDS = {"local": 95e-6, "object": 250e-6}
 PASS_NBYTES_PER_SECOND = {"local": 90e6, "object": 280e6}
 
@@ -83,10 +54,6 @@ def group_nbytes(data_nbytes: float, block_nbytes: float, n_piles: int) -> float
 def wants_two_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_piles: int, storage: str) -> bool:
     """Whether ``levels="auto"`` uses two levels: at least ``MIN_READS`` merge reads of under ``MIN_READ_NBYTES``.
 
-    A merge reads, from each block, its rows of the merge's group of piles:
-    ``block x group / data`` bytes, ``block / n_piles`` once a pile outgrows a
-    block. ``storage`` is where the pieces go: ``"local"`` or ``"object"`` (a URL).
-
     Examples
     --------
     >>> gib, mib = 2**30, 2**20
@@ -104,8 +71,7 @@ def wants_two_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_p
 def fanout_for(data_nbytes: float, group_nbytes: float, n_piles: int, n_levels: int) -> int:
     """The super-piles each level splits into so that every kind of read is about equal: ``(data / group)^(1/L)``.
 
-    At least 2, and each of the last level's super-piles holds two piles or more
-    (``fanout^(L - 1) <= n_piles / 2``).
+    At least 2, and at most ``(n_piles / 2)^(1/(L - 1))``.
 
     Examples
     --------
@@ -123,10 +89,6 @@ def level_read_nbytes(
 ) -> tuple[float, float]:
     """``(pass reads, merge reads)``: about how large the reads of ``n_levels`` levels are (pass reads: 0 for one).
 
-    A level after the first reads, from each block of the level before, its
-    piece of one super-pile: ``block / fanout``. The merge reads from the
-    blocks of its super-pile only, ``fanout^(L - 1)`` times larger than one level's.
-
     Examples
     --------
     >>> gib, mib = 2**30, 2**20
@@ -143,9 +105,8 @@ def level_read_nbytes(
 def auto_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_piles: int, storage: str) -> int:
     """The levels ``levels="auto"`` uses: one unless its reads are small and many (:func:`wants_two_levels`).
 
-    Then two, and one more while some read is under ``MIN_READ_NBYTES`` and a
-    level saves more in reads than it costs in a pass over the data
-    (:data:`READ_SECONDS`, :data:`PASS_NBYTES_PER_SECOND`), up to :data:`MAX_LEVELS`.
+    Then two, and one more while some read is under ``MIN_READ_NBYTES`` and a level saves more in
+    reads than its pass costs, up to :data:`MAX_LEVELS`.
 
     Examples
     --------
@@ -178,11 +139,6 @@ def auto_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_piles:
 
 def level_plan_nbytes(n_blocks: int, fanouts: list[int], n_piles: int) -> int:
     """About the bytes a :class:`~daskshuffle.plan._level_plan.LevelPlan` holds on the client.
-
-    Each level holds a few integers a block (its block lengths, its groups'
-    counts, where each span comes from) and a few a super-pile; the last level
-    its blocks' counts per pile of their super-pile (``blocks x piles /
-    super-piles``), which dominates.
 
     Examples
     --------

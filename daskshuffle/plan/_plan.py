@@ -1,18 +1,9 @@
 """The plan: where every row goes, computed before any byte is read.
 
-Pure numpy: no I/O, no dask, no zarr. Which pile a row goes to does not depend
-on the data, so the whole layout of a shuffle is a function of the block
-lengths, the number of piles and the seed:
-
-- ``counts[i, j]``, the rows of block ``i`` that go to pile ``j``, is drawn as
-  ``Multinomial(len_i, 1/M)`` from the generator keyed ``(seed, "counts", i)``;
-- which rows of block ``i`` those are is a uniformly random assignment with
-  those counts, keyed ``(seed, "rows", i)``; inside a piece rows keep their
-  source order, so piles stay chronological;
-- a pile is the concatenation of its pieces in block order.
-
-Together this is exactly "every row goes to a uniformly random pile,
-independently", the first pass of the 2-pass shuffle.
+Pure numpy. ``counts[i, j]``, the rows of block ``i`` that go to pile ``j``, is
+``Multinomial(len_i, 1/M)`` keyed ``(seed, "counts", i)``; which rows those are is a uniform
+assignment keyed ``(seed, "rows", i)``, kept in source order inside a piece; a pile is its pieces in
+block order. Together: every row goes to a uniformly random pile, independently (pass 1).
 """
 
 from __future__ import annotations
@@ -51,7 +42,17 @@ IntArray = NDArray[np.int64]
 
 @dataclass(frozen=True, eq=False)
 class PlanBase:
-    """What a plan of any number of levels has: its blocks, piles and seed, and the piles' sizes and offsets."""
+    """What a plan of any number of levels has: its blocks, piles and seed, and the piles' sizes and offsets.
+
+    Attributes
+    ----------
+    block_lengths : (n_blocks,) int64
+        Rows in each block of the source, in source order.
+    n_piles : int
+        Piles of the output, ``M``.
+    seed : int
+        The shuffle's seed, which every draw is keyed by.
+    """
 
     block_lengths: IntArray
     n_piles: int
@@ -78,16 +79,10 @@ class PlanBase:
 
 @dataclass(frozen=True, eq=False)
 class Plan(PlanBase):
-    """The layout of one shuffle: how many rows of each block go to each pile.
+    """The layout of a one-level shuffle: how many rows of each block go to each pile (and :class:`PlanBase`'s).
 
     Attributes
     ----------
-    block_lengths : (n_blocks,) int64
-        Rows in each input block, in source order.
-    n_piles : int
-        Number of piles ``M``.
-    seed : int
-        The seed every draw is keyed by.
     counts : (n_blocks, n_piles) int64
         ``counts[i, j]`` rows of block ``i`` go to pile ``j``.
     """
@@ -110,8 +105,7 @@ class Plan(PlanBase):
     def merge_columns(self, start: int, stop: int) -> tuple[int, IntArray, IntArray]:
         """What a merge of piles ``[start, stop)`` reads: ``(first_block, counts, read_starts)``.
 
-        Block ``first_block + i`` gives ``counts[i]`` rows to the piles, read
-        from row ``read_starts[i]`` of its pieces on; blocks not listed give none.
+        Block ``first_block + i`` gives ``counts[i]`` rows, read from row ``read_starts[i]`` of its pieces.
 
         Examples
         --------
@@ -166,10 +160,8 @@ def block_counts(length: int, n_piles: int, seed: int, block: int) -> IntArray:
 def block_order(counts: IntArray, seed: int, block: int) -> NDArray[np.intp]:
     """Rows of ``block`` in piece order: all of pile 0's rows, then pile 1's, ...
 
-    ``counts`` is the block's row of :attr:`Plan.counts`. Inside a piece rows
-    keep their source order. ``rows[block_order(...)]`` is what pass 1 writes
-    for the block; piece ``j`` is the slice
-    ``plan.piece_offsets[block, j]:plan.piece_offsets[block, j + 1]`` of it.
+    ``counts`` is the block's row of :attr:`Plan.counts`; inside a piece rows keep their source
+    order. ``rows[block_order(...)]`` is what pass 1 writes for the block.
 
     Examples
     --------
@@ -188,8 +180,7 @@ def block_order(counts: IntArray, seed: int, block: int) -> NDArray[np.intp]:
 def merge_runs(pile_sizes: IntArray, row_nbytes: int, target_nbytes: int) -> list[tuple[int, int]]:
     """Cut piles into runs ``[start, stop)`` of about ``target_nbytes`` each.
 
-    Each run holds whole piles and at least one; a pile larger than the target
-    is a run of its own. Empty piles join their neighbours.
+    Each run holds whole piles, one at least; empty piles join their neighbours.
 
     Examples
     --------
@@ -211,9 +202,7 @@ def merge_runs(pile_sizes: IntArray, row_nbytes: int, target_nbytes: int) -> lis
 def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
     """Cut piles into exactly ``n_parts`` runs ``[start, stop)`` of whole piles, of near-equal rows.
 
-    Each run holds at least one pile, and each cut is the pile boundary nearest
-    to an equal share of the rows, so a run's rows differ from ``n / n_parts``
-    by at most the largest pile when every pile holds rows and a share is at least a pile.
+    Each run holds at least one pile; each cut is the pile boundary nearest an equal share of the rows.
 
     Examples
     --------
@@ -241,14 +230,9 @@ def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
 def group_order(counts: IntArray, seed: int, start: int) -> NDArray[np.intp]:
     """Order the pieces of piles ``start, start + 1, ...`` read from every block into piles.
 
-    ``counts`` is ``plan.counts[:, start:stop]``. The input rows are the
-    concatenation, over blocks in order, of each block's pieces for those
-    piles. ``parts[group_order(...)]`` is the piles laid end to end, each pile
-    its pieces in block order; with ``shuffled=True`` (every store since
-    piles are stored shuffled) the rows of each pile are also shuffled with the
-    generator keyed ``(seed, "materialize", pile)``, so that any run of a pile
-    is a uniform sample of it and the store's rows, end to end, are a uniform
-    permutation of the source's.
+    ``counts`` is ``plan.counts[:, start:stop]``; the input rows are each block's pieces for those
+    piles, block after block. ``parts[group_order(...)]`` is the piles laid end to end, each pile's
+    rows shuffled (keyed ``(seed, "materialize", pile)``) so that any run of a pile is a uniform sample.
 
     Examples
     --------
@@ -290,9 +274,6 @@ def block_rows(row_nbytes: int, block_nbytes: int, chunk_rows: int = 1) -> int:
 def plan_nbytes(n_blocks: int, n_piles: int) -> int:
     """Bytes a :class:`Plan` holds on the client once the merge has asked for its offsets.
 
-    ``counts`` and the cached ``piece_offsets`` (``n_blocks x n_piles``) dominate;
-    the block lengths, pile sizes and pile offsets are ``O(n_blocks + n_piles)``.
-
     Examples
     --------
     >>> plan = make_plan([5, 3], n_piles=2, seed=0)
@@ -306,9 +287,6 @@ def plan_nbytes(n_blocks: int, n_piles: int) -> int:
 
 def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:
     """The fewest piles whose expected size plus six standard deviations fits ``pile_nbytes``.
-
-    With ``s`` rows expected per pile the largest of them rarely exceeds
-    ``s + 6 * sqrt(s)``, so ``s`` is the largest value for which that fits.
 
     Examples
     --------

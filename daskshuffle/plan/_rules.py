@@ -1,20 +1,9 @@
 """The planning rules: how many piles and levels a shuffle uses, decided from sizes alone.
 
-One set of rules, used by every shuffle (``shuffle/_store_plan.py`` plans with it)
-and by :func:`~daskshuffle.explain` and ``daskshuffle plan``, so that the model
-predicts the shuffle's piles and levels, or raises the same error, from the
-same arguments. Pure arithmetic: nothing here draws.
-
-What the rules decide is what a shuffle decides before drawing its plan
-(:class:`Layout`). A shuffle then draws the pile sizes; if a drawn pile
-exceeds ``pile_memory`` (rare with ``"auto"``, which leaves room for six
-standard deviations; likely with a given ``n_piles`` whose mean pile barely
-fits), :meth:`Layout.after_overflow` says what happens next: with ``n_piles="auto"`` more piles, otherwise an error.
-
-Every layout is bounded before anything is allocated: the memory its plan
-takes on the client (:attr:`Layout.client_nbytes`) must fit
-:attr:`Layout.plan_budget`, so that a mistyped ``n_piles`` (a billion piles for
-ten rows) is an error at once, not a process killed for memory.
+One set of rules for every shuffle and for :func:`~daskshuffle.explain`, so that the model predicts
+the shuffle's piles and levels, or raises the same error. Pure arithmetic: nothing here draws. Every
+layout's plan must fit :attr:`Layout.plan_budget` on the client, so that a mistyped ``n_piles`` is an
+error at once, not a process killed for memory.
 """
 
 from __future__ import annotations
@@ -27,17 +16,14 @@ from ._levels import auto_levels, fanout_for, level_plan_nbytes
 from ._plan import auto_n_piles, plan_nbytes
 from ._scale_model import format_size
 
-__all__ = ["PILE_CLIENT_NBYTES", "PLAN_DATA_FRACTION", "PLAN_NBYTES", "Layout", "choose_fanouts", "choose_layout"]
+__all__ = ["Layout", "choose_layout"]
 
 #: The memory a shuffle's plan may take on the client, or :data:`PLAN_DATA_FRACTION` of the data if that is
-#: more. 1 TiB of 1 KiB rows plans in 1.1 GiB in one level, 100 TiB in 0.6 GiB in three (4.1 GiB in two).
-#: Beyond, a plan is a mistake (piles by the million for a few rows: each pile costs the client memory and
-#: time, 5 us, however empty) or wants more levels (one level's plan grows with the square of the data).
+#: more; beyond, a plan is a mistake (a million piles for a few rows) or wants more levels.
 PLAN_NBYTES = 2 * 2**30
 #: The share of the data's bytes a plan may take on the client, where that is more than :data:`PLAN_NBYTES`.
 PLAN_DATA_FRACTION = 1 / 1024
-#: What each pile costs the client beside the plan's arrays (its offsets in the metadata, its part of the
-#: merge's tasks): 210 to 230 bytes measured with 300,000 and 2 million piles of 10 rows.
+#: What each pile costs the client beside the plan's arrays (its offsets, its part of the merge's tasks).
 PILE_CLIENT_NBYTES = 256
 
 
@@ -54,8 +40,7 @@ class Layout:
     storage : {"local", "object"}
         Where the pieces go.
     n_piles_asked, levels_asked : int or "auto"
-        What the shuffle was asked for. With ``n_piles="auto"`` a drawn pile
-        too large for ``pile_memory`` is drawn again with more piles.
+        What the shuffle was asked for.
     n_piles : int
         Piles of the output.
     fanouts : tuple of int
@@ -103,9 +88,8 @@ class Layout:
     def after_overflow(self, largest_nbytes: int) -> Layout:
         """The layout to draw again after a drawn pile of ``largest_nbytes`` exceeded ``pile_memory``.
 
-        More piles, about 10% more, and the levels chosen again for them, with
-        ``n_piles="auto"``; an error with a given number (re-planning is unbiased:
-        pile sizes carry no information about the order of the rows inside them).
+        About 10% more piles with ``n_piles="auto"`` (unbiased: pile sizes say nothing of the
+        order inside them); an error with a given number.
 
         Examples
         --------
@@ -161,26 +145,16 @@ def choose_layout(
 ) -> Layout:
     """Piles and levels of a shuffle of ``n_rows`` rows of ``row_nbytes`` in ``n_blocks`` blocks.
 
-    - ``n_piles="auto"``: the fewest piles whose expected size plus six
-      standard deviations fits ``pile_nbytes``
-      (:func:`~daskshuffle.plan._plan.auto_n_piles`). A given number is refused
-      before anything is drawn when its piles would not fit even if equal
-      (every draw has a pile at least that large); otherwise a drawn pile may
-      still exceed ``pile_nbytes``, with the chance
-      :attr:`~daskshuffle.plan._scale.ScaleModel.overflow_probability` reports,
-      and :meth:`Layout.after_overflow` decides.
-    - ``levels="auto"``: as :func:`~daskshuffle.plan._levels.auto_levels`
-      decides; a given number needs ``2**levels`` piles at least.
-    - The plan must fit :attr:`Layout.plan_budget` on the client
-      (:attr:`Layout.client_nbytes`, at most 2 GiB or a thousandth of the
-      data): checked from sizes alone, before anything is drawn.
+    ``n_piles="auto"`` is the fewest piles whose mean plus six standard deviations fits
+    ``pile_nbytes``; a given number is refused when even equal piles would not fit (a drawn pile
+    that overflows is :meth:`Layout.after_overflow`'s). ``levels="auto"`` is
+    :func:`~daskshuffle.plan._levels.auto_levels`'s choice.
 
     Raises
     ------
     DaskShuffleValueError
-        When a row does not fit ``pile_nbytes``, when ``n_piles`` piles would
-        not fit it, when there are too few piles for ``levels``, or when the
-        plan would not fit :attr:`Layout.plan_budget` on the client.
+        When a row or ``n_piles`` piles do not fit ``pile_nbytes``, there are too few piles for
+        ``levels``, or the plan does not fit :attr:`Layout.plan_budget`.
 
     Examples
     --------
@@ -317,11 +291,7 @@ def _most_piles_that_fit(layout: Layout) -> int:
 
 
 def choose_fanouts(layout: Layout, n_piles: int) -> tuple[int, ...]:
-    """Each level's super-piles but the last's (none: one level) for ``n_piles`` piles of ``layout``'s data.
-
-    ``layout.levels_asked="auto"``: as many levels as keep reads large
-    (:func:`~daskshuffle.plan._levels.auto_levels`).
-    """
+    """Each level's super-piles but the last's (none: one level) for ``n_piles`` piles of ``layout``'s data."""
     levels = layout.levels_asked
     if levels != "auto" and levels > 1 and n_piles < 2**levels:
         raise DaskShuffleValueError(

@@ -1,30 +1,11 @@
 """The scale model: what a shuffle of a given size does, computed without reading any data.
 
-Pure: numpy and math (a size given as a string is parsed by daskshuffle's
-``size_in_bytes``, with dask's units, as every other size is). The model runs the planning code
-itself where it can: the number of piles is chosen as a shuffle chooses it
-(:func:`~daskshuffle.plan._plan.auto_n_piles`), blocks are cut as a Zarr source cuts
-them (:func:`~daskshuffle.plan._plan.block_rows`), and piles are grouped for the
-merge by :func:`~daskshuffle.plan._plan.merge_runs` from pile sizes drawn as a plan
-draws them (:func:`~daskshuffle.plan._plan.make_plan` of one block, which has the
-same distribution as the sum over blocks). What depends on every block's draw
-(how many pieces and reads are not empty) is an expectation.
-
-With one level, pass 1 writes each block's rows in pile order (``n_blocks x
-n_piles`` pieces), and each merge task reads, from every block, the one
-contiguous range of its group of piles. A read is therefore about ``block x
-group / data`` bytes, which shrinks with the square of the data: past the knee,
-where reads fall below ``min_read``, storage spends its time on requests
-instead of moving bytes. With ``L`` levels (:mod:`daskshuffle.plan._levels`,
-chosen as a shuffle chooses them), rows go first to ``S`` super-piles, which
-each later level but the last splits ``S`` ways again; each later pass reads
-each super-pile's pieces (one per block, ``block / S`` bytes) and the merge
-reads ``S^(L - 1)`` times larger ranges, for one more pass over the data a level.
-
-What the model expects of the drawn piles (their sizes, the merge's groups, the
-reads they make) is drawn as a plan draws them where that is cheap, otherwise,
-and for the tails, taken from the binomial law of a pile's rows. Its result is a
-:class:`~daskshuffle.plan._scale_model.ScaleModel`.
+Pure numpy and math. It runs the planning code itself where it can (the piles and levels as
+:func:`~daskshuffle.plan._rules.choose_layout` picks them, blocks as a Zarr source cuts them, merge
+groups from pile sizes drawn as a plan draws them); what depends on every block's draw (how many
+pieces and reads are not empty) is an expectation. A read of a one-level merge is about
+``block x group / data`` bytes, shrinking with the square of the data: past the knee, where reads fall
+below ``min_read``, more levels (:mod:`daskshuffle.plan._levels`) or larger blocks keep them large.
 """
 
 from __future__ import annotations
@@ -42,17 +23,7 @@ from ._plan import auto_n_piles, block_rows, make_plan, merge_runs, plan_nbytes
 from ._rules import choose_layout
 from ._scale_model import ScaleModel, format_size
 
-__all__ = [
-    "DEFAULT_MIN_READ",
-    "DEFAULT_N_PILES",
-    "DRAWN_PILES",
-    "MAX_TASK_MEMORY",
-    "any_row_in",
-    "binomial_sf",
-    "explain",
-    "merge_groups",
-    "typical_largest",
-]
+__all__ = ["DEFAULT_MIN_READ", "DEFAULT_N_PILES", "explain"]
 
 #: Reads smaller than this cost more in request latency than in moving bytes (on object storage).
 DEFAULT_MIN_READ = "64KiB"
@@ -79,11 +50,9 @@ def explain(
 ) -> ScaleModel:
     """What a shuffle of ``rows`` rows of ``row_bytes`` bytes would do, computed without reading data.
 
-    Blocks, piles, merge groups, pieces, reads and their size, bytes moved per
-    pass, the plan's memory on the client, the largest pile and the chance that
-    a pile outgrows ``pile_memory``, and whether reads fall below ``min_read``
-    (the knee), with what to change if they do. The command line's
-    ``daskshuffle plan`` prints the same.
+    Blocks, piles, merge groups, pieces, reads and their size, the plan's memory, the largest pile
+    and the chance a pile outgrows ``pile_memory``, and whether reads fall below ``min_read`` (the
+    knee), with what to change if they do. ``daskshuffle plan`` prints the same.
 
     Parameters
     ----------
@@ -92,18 +61,13 @@ def explain(
     row_bytes : int
         Bytes of one row, every variable (or column) together.
     n_piles : int, "auto" or None
-        As a shuffle takes it. ``None``: the default of ``shuffle_zarr``,
-        ``shuffle_parquet``, ``shuffle_xarray`` and ``shuffle_dataframe`` (512
-        piles; ``shuffle_lines``' default is ``"auto"``).
+        As a shuffle takes it. ``None``: the default of the shuffles but ``shuffle_lines`` (512).
     block_memory, pile_memory : int or str
         As a shuffle takes them (defaults ``"64MiB"`` and ``"256MiB"``).
     workers : int, default 1
         Tasks that run at once (worker threads), for the latency estimates.
     min_read : int or str, default "64KiB"
-        The smallest read worth its request: where a read costs as much as its
-        share of a pass, on object storage (a merge keeps hundreds of requests
-        in flight) as on a local disk; the size ``levels="auto"`` keeps reads
-        above.
+        The smallest read worth its request, which ``levels="auto"`` keeps reads above.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
         As a shuffle takes it: ``"auto"`` decides as a shuffle does, for ``storage``.
     storage : {"object", "local"}, default "object"
@@ -117,29 +81,19 @@ def explain(
     Raises
     ------
     DaskShuffleValueError
-        As a shuffle of the same arguments does before it draws its plan, with
-        the same message: a row larger than ``pile_memory``, ``n_piles`` piles
-        that could not fit ``pile_memory`` however they are drawn, fewer
-        than ``2**levels`` piles, or a plan that would hold more than 2 GiB (or
-        a thousandth of the data) on the client.
+        As a shuffle of the same arguments does, with the same message: a row larger than
+        ``pile_memory``, ``n_piles`` piles that could not fit ``pile_memory``, fewer than
+        ``2**levels`` piles, or a plan that would hold more than 2 GiB on the client.
 
     Notes
     -----
-    The piles and levels follow the rules a shuffle follows
-    (:func:`~daskshuffle.plan._rules.choose_layout`), so that a shuffle of the
-    same arguments uses the ``n_piles`` and ``levels`` predicted here, or
-    raises the same error, but for these:
+    A shuffle of the same arguments uses the ``n_piles`` and ``levels`` predicted here, or raises
+    the same error, but for these:
 
-    - A shuffle draws its pile sizes. A drawn pile larger than
-      ``pile_memory`` (with the chance ``overflow_probability`` bounds) makes
-      a shuffle of ``n_piles="auto"`` draw again with about 10% more piles
-      (and choose its levels again for them), and a shuffle of a given
-      ``n_piles`` raise.
-    - Blocks are taken as ``block_memory // row_bytes`` rows each; a source's
-      blocks are whole chunks (Zarr) or row groups (Parquet), so it may have
-      more, which may tip ``levels="auto"``.
-    - ``storage`` stands for the shuffle's scratch space: ``"object"`` for a
-      URL, ``"local"`` for a path.
+    - A drawn pile larger than ``pile_memory`` (with the chance ``overflow_probability``) makes
+      ``n_piles="auto"`` draw again with about 10% more piles, and a given ``n_piles`` raise.
+    - Blocks are taken as ``block_memory // row_bytes`` rows each; a source's blocks are whole
+      chunks or row groups, so it may have more, which may tip ``levels="auto"``.
 
     Examples
     --------
@@ -222,7 +176,13 @@ def _model(
         # Each later pass reads each block's piece of a super-pile.
         n_super = layout.fanouts[0]
         first_reads, first_read = n_blocks * n_super, block_nbytes / n_super
-        pieces, n_reads = _level_pieces_and_reads(n_blocks, n_super, depth, n_groups, chosen)
+        units, super_piles, pieces = n_blocks, 1, 0.0  # a level's blocks, and its super-piles
+        for _ in range(depth - 1):
+            pieces += units * n_super
+            units = super_piles * n_super * -(-units // (super_piles * n_super))
+            super_piles *= n_super
+        pieces += units * chosen / super_piles
+        n_reads = max(round(n_groups * units / super_piles), n_groups)  # a merge reads its super-pile's blocks
         plan_bytes = level_plan_nbytes(n_blocks, list(layout.fanouts), chosen)
     model = ScaleModel(
         n_rows=n_rows,
@@ -251,21 +211,6 @@ def _model(
     if advise and model.below_knee:
         model = dataclasses.replace(model, advice=_advice(model, n_piles, levels, storage))
     return model
-
-
-def _level_pieces_and_reads(n_blocks: int, n_super: int, depth: int, n_groups: int, n_piles: int) -> tuple[float, int]:
-    """With ``depth >= 2`` levels that split ``n_super`` ways: the pieces written in all, and the merge's reads.
-
-    A level's blocks are groups of ``n_super`` blocks of a super-pile, split
-    ``n_super`` ways; the merge reads only its super-pile's blocks.
-    """
-    units, super_piles, pieces = n_blocks, 1, 0.0
-    for _ in range(depth - 1):
-        pieces += units * n_super
-        units = super_piles * n_super * -(-units // (super_piles * n_super))
-        super_piles *= n_super
-    n_reads = max(round(n_groups * units / super_piles), n_groups)
-    return pieces + units * n_piles / super_piles, n_reads
 
 
 def _advice(

@@ -7,14 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = [
-    "GET_LATENCIES",
-    "ScaleModel",
-    "format_duration",
-    "format_number",
-    "format_size",
-    "scale_table",
-]
+__all__ = ["ScaleModel", "format_size"]
 #: Latencies of one request to object storage, in seconds, for the model's estimates.
 GET_LATENCIES = (0.010, 0.050)
 
@@ -23,30 +16,25 @@ GET_LATENCIES = (0.010, 0.050)
 class ScaleModel:
     """What a shuffle of ``n_rows`` rows of ``row_nbytes`` bytes does, from :func:`explain`.
 
-    Reads are counted per variable (a Zarr source's variables are read
-    separately; a Parquet merge reads all columns at once), and read sizes are
-    those of whole rows (a variable's reads are its share of them).
+    Reads are counted per variable (a Parquet merge reads all columns at once), and read sizes are
+    those of whole rows.
 
     Attributes
     ----------
     n_rows, row_nbytes : int
         The data: rows and bytes per row.
     n_piles : int
-        Piles, chosen as ``n_piles_from`` says: ``"given"``, ``"default"`` (the
-        shuffles' default number, 512) or ``"auto"`` (the fewest that fit ``pile_memory``).
+        Piles, chosen as ``n_piles_from`` says: ``"given"``, ``"default"`` (512) or ``"auto"``.
     block_nbytes, pile_nbytes, min_read_nbytes : int
         ``block_memory``, ``pile_memory`` and ``min_read``.
     n_workers : int
         Tasks that run at once, for the latency estimates.
     levels : int
-        Times a row is scattered before the merge: 1 to 4 (``levels="auto"``
-        picks as a shuffle does, for ``storage``).
+        Times a row is scattered before the merge: 1 to 4.
     n_super : int
-        Super-piles each level but the last splits every super-pile into (1
-        with one level): the last level has ``n_super ** (levels - 1)``.
+        Super-piles each level but the last splits every super-pile into (1 with one level).
     n_first_reads, first_read_nbytes : int, float
-        With several levels, each later pass's reads of the pieces of the
-        pass before (per variable) and their size; 0 with one level.
+        Each later pass's reads (per variable) and their size; 0 with one level.
     n_blocks, rows_per_block : int
         Pass-1 tasks, and the rows each reads (the last block may hold fewer).
     n_groups : int
@@ -54,8 +42,7 @@ class ScaleModel:
     n_pieces : int
         Pieces that hold rows (expected), of ``n_blocks * n_piles``.
     n_reads : int
-        Reads of pieces the merge makes per variable (expected): one per block
-        that holds rows of a group, for every group.
+        Reads of pieces the merge makes per variable (expected).
     read_nbytes : float
         The mean read, ``data_nbytes / n_reads``.
     plan_nbytes : int
@@ -63,9 +50,7 @@ class ScaleModel:
     largest_pile_rows : int
         The typical largest pile (the median of the largest of ``n_piles``).
     overflow_probability : float
-        An upper bound (a union bound over the piles) on the probability that
-        some pile exceeds ``pile_memory``. With ``n_piles="auto"`` the plan is
-        then drawn again with more piles; otherwise the shuffle refuses to start.
+        A union bound on the probability that some pile exceeds ``pile_memory``.
     advice : str
         What to change when reads fall below ``min_read``, or ``""``.
     """

@@ -1,15 +1,9 @@
 """Shuffle quality you can measure and see, for daskshuffle's orders and for anyone else's.
 
-An *order* is the source position of every row a loader yields, in the order
-it yields them: for a pile store with an ``id`` variable, the ids of one
-epoch. :func:`report` measures it at several scales, each measure next to
-what a uniform shuffle of the same size gives (expected value and a band of
-five standard deviations), so it reads "as uniform" or "not uniform, at this
-scale". :func:`plot_hilbert` and :func:`plot_orders` draw it. The module
-:mod:`daskshuffle.quality.orders` makes reference orders without data: no
-shuffle, a uniform shuffle, a shuffle buffer, interleaved files, shard-local
-shuffles, and :class:`~daskshuffle.PileLoader`'s own (:func:`~daskshuffle.quality.orders.piles`:
-units of a pile store dealt into groups under a budget).
+An *order* is the source position of every row a loader yields, in the order it yields them (for
+a store with an ``id`` variable, one epoch's ids). :func:`report` measures it at several scales next
+to a uniform shuffle of the same size; :func:`plot_hilbert` and :func:`plot_orders` draw it;
+:mod:`daskshuffle.quality.orders` makes reference orders, other loaders' and daskshuffle's, without data.
 
 Examples
 --------

@@ -1,12 +1,8 @@
 """How shuffled an order is, each measure next to what a uniform shuffle of the same size gives.
 
-An *order* is an array of ``n`` source positions: ``order[i]`` is where the row
-at output position ``i`` was in the source (for a loader, the ``id`` of each
-row it yields, in the order it yields them). Every metric here has a known
-expected value and standard deviation under a uniformly random permutation
-of the same size, so each reads as "as uniform" or "not, at this scale".
-Everything is vectorised numpy, in chunks where an intermediate would be
-as large as the order.
+Every metric has a known expected value and standard deviation under a uniform permutation of the
+same size, so each reads as "as uniform" or "not, at this scale". Vectorised numpy, in chunks where
+an intermediate would be as large as the order.
 """
 
 from __future__ import annotations

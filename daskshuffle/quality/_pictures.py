@@ -1,12 +1,8 @@
 """Pictures of an order: a Hilbert curve of output positions coloured by source position, and a heat map.
 
-The Hilbert picture lays the output positions along a Hilbert curve, which
-keeps neighbours in the output near each other in the picture, and colours
-each by where the row was in the source. No shuffle is a smooth gradient;
-order that survives at some scale shows as patches of that size; a uniform
-shuffle is noise at every scale. Figures are made with
-``matplotlib.figure.Figure`` (no pyplot state, no display needed) and need
-the ``plot`` extra: ``pip install 'daskshuffle[plot]'``.
+The Hilbert curve keeps output neighbours near each other in the picture: no shuffle is a smooth
+gradient, order surviving at some scale shows as patches of that size, a uniform shuffle is noise.
+Figures are ``matplotlib.figure.Figure`` objects (no pyplot state) and need the ``plot`` extra.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["hilbert_image", "plot_heatmap", "plot_hilbert", "plot_orders"]
+__all__ = ["plot_heatmap", "plot_hilbert", "plot_orders"]
 
 #: The Hilbert picture's side, in cells: at most this squared output positions are drawn.
 SIDE = 256
@@ -77,9 +73,7 @@ def plot_hilbert(order: Any, ax: Axes | None = None, title: str = "", side: int 
     >>> figure = quality.plot_hilbert(quality.orders.identity(4096), title="no shuffle")
     >>> figure.savefig("identity.png")
     """
-    if ax is None:
-        figure = _figure(figsize=(4, 4))
-        ax = figure.add_subplot()
+    ax = ax or _figure(figsize=(4, 4)).add_subplot()
     ax.imshow(hilbert_image(order, side), cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
     ax.set_title(title, fontsize=9)
     ax.set_axis_off()
@@ -90,9 +84,7 @@ def plot_heatmap(order: Any, ax: Axes | None = None, title: str = "", bins: int 
     """Draw the output-bin x source-bin counts of ``order`` (uniform: flat; no shuffle: a diagonal)."""
     values = parse_order(order)
     table = bin_counts(values, max(2, min(bins, int(values.shape[0]))))
-    if ax is None:
-        figure = _figure(figsize=(4, 4))
-        ax = figure.add_subplot()
+    ax = ax or _figure(figsize=(4, 4)).add_subplot()
     ax.imshow(table.T, origin="lower", cmap="magma", interpolation="nearest", aspect="auto")
     ax.set_xlabel("output position", fontsize=8)
     ax.set_ylabel("source position", fontsize=8)

@@ -48,14 +48,6 @@ def _epochs(loader: Any) -> tuple[Measure, str | None]:
     )
 
 
-def _scales(n: int, batch_size: int, n_piles: int | None) -> list[tuple[str, int]]:
-    scales = [("batch", batch_size)]
-    if n_piles:
-        scales.append(("pile", max(2, n // n_piles)))
-    scales += [("1%", max(2, n // 100)), ("10%", max(2, n // 10))]
-    return [(name, window) for name, window in scales if window < n]
-
-
 def report(
     order: Any,
     *,
@@ -79,33 +71,29 @@ def report(
     n_piles : int, optional
         Adds the scale of a pile (``n / n_piles`` rows).
     previous : array of int, optional
-        The order of the epoch before: adds the share of pairs of rows that
-        share a batch in both epochs.
+        The order of the epoch before: adds the share of batch-mates that meet again.
     labels : array, optional
-        The label of each source position (``labels[j]`` for row ``j``):
-        adds how far each batch's label mix is from the whole data's, against
-        a band drawn from eight uniform shuffles of the same labels.
+        The label of each source position: adds how far each batch's label mix is from the whole
+        data's, against a band drawn from eight uniform shuffles.
     loader : PileLoader, optional
-        The loader that yielded ``order``: adds how often its rows that share
-        a batch will share one again next epoch, over independent shuffles,
-        as its units dealt into groups under its budget predict
-        (:func:`~daskshuffle.epochs._unit_plan.unit_excess`; "not uniform"
-        above 2x). When its budget holds too few units for that,
-        ``table.attrs["advice"]`` says what to do, and :func:`summary` prints it.
+        The loader that yielded ``order``: adds how often batch-mates will meet again next epoch
+        over independent shuffles, as its budget predicts ("not uniform" above 2x), and then
+        ``table.attrs["advice"]``, which :func:`summary` prints.
 
     Returns
     -------
     pandas.DataFrame
-        One row per measure: ``metric``, ``scale``, ``value``, ``uniform``
-        (expected for a uniform shuffle), ``low`` and ``high`` (the band of
-        five standard deviations) and ``verdict``. :func:`summary` prints it.
+        One row per measure: ``metric``, ``scale``, ``value``, ``uniform`` (expected), ``low`` and
+        ``high`` (five standard deviations) and ``verdict``.
     """
     import pandas as pd
 
     values = parse_order(order)
     n = int(values.shape[0])
     measures: list[Measure] = [rank_correlation(values), displacement(values), lag_correlation(values)]
-    measures += [spread(values, window, name) for name, window in _scales(n, batch_size, n_piles)]
+    scales = [("batch", batch_size), *([("pile", max(2, n // n_piles))] if n_piles else [])]
+    scales += [("1%", max(2, n // 100)), ("10%", max(2, n // 10))]
+    measures += [spread(values, window, name) for name, window in scales if window < n]
     measures.append(contingency(values))
     if block_size:
         measures.append(diversity(values, batch_size, block_size))
@@ -117,19 +105,8 @@ def report(
     if loader is not None:
         epochs, advice = _epochs(loader)
         measures.append(epochs)
-    rows = [
-        {
-            "metric": m.metric,
-            "scale": m.scale,
-            "value": m.value,
-            "uniform": m.uniform,
-            "low": m.low,
-            "high": m.high,
-            "verdict": m.verdict,
-        }
-        for m in measures
-    ]
-    table = pd.DataFrame(rows)
+    columns = ["metric", "scale", "value", "uniform", "low", "high", "verdict"]
+    table = pd.DataFrame([{column: getattr(m, column) for column in columns} for m in measures])
     if advice is not None:
         table.attrs["advice"] = advice
     return table

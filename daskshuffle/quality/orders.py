@@ -1,10 +1,7 @@
 """Reference orders, generated for a size without any data: what other loaders yield, and daskshuffle's own.
 
-Each returns an order: ``order[i]`` is the source position of the ``i``-th row
-yielded. Memory budgets are in rows, so orders can be compared at equal
-memory: a shuffle buffer of ``b`` rows, ``cycle_length`` files interleaved into
-a buffer, shards of ``shard_size`` rows, or what :class:`~daskshuffle.PileLoader`
-holds under ``Piles(budget=)``: two groups of units of ``unit_rows`` rows.
+Each returns an order: ``order[i]`` is the source position of the ``i``-th row yielded. Memory
+budgets are in rows, so orders can be compared at equal memory.
 
 Examples
 --------
@@ -25,6 +22,8 @@ from .._parse import parse_nbytes, parse_positive_int
 from .._random import make_rng
 from ..epochs import (
     ORDERS,
+    Order,
+    OrderName,
     OrderOptions,
     buffer_stream,
     deal_groups,
@@ -32,7 +31,7 @@ from ..epochs import (
     epoch_runs,
     group_permutation,
     interleave_stream,
-    order_from_options,
+    parse_order,
     unit_bounds,
     unit_sizes,
 )
@@ -82,12 +81,7 @@ def shard_local(n: int, shard_size: int, seed: int = 0) -> NDArray[np.int64]:
 
 
 def _store(n: int, n_piles: int, seed: int, block_rows: int | None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The pile offsets of the store ``shuffle_zarr(..., n_piles, seed=seed)`` writes, and the source position of each row.
-
-    The plan's own functions, run in memory: pass 1 over blocks of
-    ``block_rows`` rows (default ``n // 64``), then the merge, each pile
-    stored in an order drawn from the seed.
-    """
+    """The pile offsets of the store ``shuffle_zarr(..., n_piles, seed=seed)`` writes, and the source position of each row."""
     block_rows = parse_positive_int(block_rows or max(1, n // 64), "block_rows")
     lengths = [min(block_rows, n - start) for start in range(0, n, block_rows)]
     plan = make_plan(lengths, n_piles, seed)
@@ -95,20 +89,6 @@ def _store(n: int, n_piles: int, seed: int, block_rows: int | None) -> tuple[NDA
     pieces = [np.arange(starts[b], starts[b + 1])[block_order(plan.counts[b], seed, b)] for b in range(plan.n_blocks)]
     stored = np.concatenate(pieces)[group_order(plan.counts, seed, 0)]
     return plan.pile_offsets, stored.astype(np.int64)
-
-
-def _unit_sizes(n: int, budget: object, unit_rows: object, row_nbytes: float) -> tuple[int, int]:
-    """Rows of a group and of a unit for a loader of ``budget`` bytes over rows of ``row_nbytes``, as it chooses them."""
-    if budget is None or unit_rows is None:
-        raise DaskShuffleValueError(
-            "Expected budget= (what Piles(budget=) holds, in bytes of rows of row_nbytes) and unit_rows= (rows of a "
-            f"chunk of the store) for order='piles'. Got budget={budget!r} and unit_rows={unit_rows!r} instead.",
-            parameter="budget" if budget is None else "unit_rows",
-        )
-    row = max(float(row_nbytes), 1.0)
-    chunk = parse_positive_int(unit_rows, "unit_rows")
-    group_rows, units = unit_sizes(parse_nbytes(budget, "budget"), row, [({"": chunk}, {"": max(1, round(row))})], n)
-    return group_rows, units[0]
 
 
 def piles(
@@ -121,24 +101,16 @@ def piles(
     unit_rows: int | None = None,
     row_nbytes: float = 1,
     block_rows: int | None = None,
-    order: str = "piles",
-    shuffle_block_size: int | None = None,
-    buffer_size: int | None = None,
-    cycle_length: int | None = None,
+    order: Order | OrderName = "piles",
 ) -> NDArray[np.int64]:
     """What :class:`~daskshuffle.PileLoader` yields in ``epoch`` from ``shuffle_zarr(..., n_piles, seed=seed)``.
 
-    The source position of each row yielded, on one rank, from the plan's own
-    functions run in memory: the store that the shuffle writes (pass 1 over
-    blocks of ``block_rows`` rows, default ``n // 64``, then the merge), read
-    as ``PileLoader(order=Piles(budget=budget))`` reads it, by the functions
-    the loader calls: the store's units of ``unit_rows`` rows (its chunks)
-    dealt afresh each epoch into groups of half the budget, each group handed
-    out in one uniform permutation of its rows. ``budget`` is in bytes of rows
-    of ``row_nbytes`` bytes (by default 1: rows), an integer or a size such as
-    ``"1GiB"``; a real loader's choice is in ``loader.settings.unit_rows`` and
-    ``group_rows``. With ``order`` other than ``"piles"`` and its options
-    (``shuffle_block_size``, ``buffer_size``, ``cycle_length``), the order
+    The source position of each row yielded on one rank, by the plan's and the loader's own
+    functions run in memory: the store the shuffle writes (blocks of ``block_rows`` rows, default
+    ``n // 64``), read as ``PileLoader(order=Piles(budget=budget))`` reads it in units of
+    ``unit_rows`` rows (its chunks). ``budget`` is in bytes of rows of ``row_nbytes`` bytes (by
+    default 1: rows); a real loader's choice is in ``loader.settings.unit_rows`` and ``group_rows``.
+    With another ``order`` (``ds.orders.Py1b(shuffle_block_size=300)``, say), the order
     ``PileLoader(order=...)`` yields instead; those take no budget.
 
     Examples
@@ -147,17 +119,13 @@ def piles(
     >>> yielded = orders.piles(1000, 4, seed=0, budget=400, unit_rows=50)  # groups of 200 rows: 4 units
     >>> sorted(yielded.tolist()) == list(range(1000))
     True
-    >>> yielded = orders.piles(1000, 4, seed=0, order="py1b", shuffle_block_size=300)
+    >>> import daskshuffle as ds
+    >>> yielded = orders.piles(1000, 4, seed=0, order=ds.orders.Py1b(shuffle_block_size=300))
     >>> sorted(yielded.tolist()) == list(range(1000))
     True
     """
     n, n_piles = parse_positive_int(n, "n"), parse_positive_int(n_piles, "n_piles")
-    options: dict[str, object] = {
-        "shuffle_block_size": shuffle_block_size,
-        "buffer_size": buffer_size,
-        "cycle_length": cycle_length,
-    }
-    chosen = order_from_options(order, options)
+    chosen = parse_order(order)
     offsets, stored = _store(n, n_piles, seed, block_rows)
     if chosen.name != "piles":
         if budget is not None or unit_rows is not None:
@@ -167,7 +135,15 @@ def piles(
                 parameter="budget" if budget is not None else "unit_rows",
             )
         return stored[ORDERS[chosen.name](offsets, seed, epoch, division_cuts(n, 1, n), chosen.options).rows]
-    group_rows, unit = _unit_sizes(n, budget, unit_rows, row_nbytes)
+    if budget is None or unit_rows is None:
+        raise DaskShuffleValueError(
+            "Expected budget= (what Piles(budget=) holds, in bytes of rows of row_nbytes) and unit_rows= (rows of a "
+            f"chunk of the store) for order='piles'. Got budget={budget!r} and unit_rows={unit_rows!r} instead.",
+            parameter="budget" if budget is None else "unit_rows",
+        )
+    row = max(float(row_nbytes), 1.0)
+    chunk = parse_positive_int(unit_rows, "unit_rows")
+    group_rows, (unit,) = unit_sizes(parse_nbytes(budget, "budget"), row, [({"": chunk}, {"": max(1, round(row))})], n)
     runs = epoch_runs(unit_bounds(n, unit), seed, epoch)
     _, groups = deal_groups(runs[:, 1] - runs[:, 0], group_rows, seed, epoch)
     out = [np.zeros(0, dtype=np.int64)]
