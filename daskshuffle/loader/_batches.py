@@ -1,22 +1,11 @@
 """Gathering a batch from the shuffled piles it takes rows of.
 
 Batches are gathered from each pile as stored, at the positions of its
-permutation, rather than from a shuffled copy of the pile: that copy would
-double the pile's memory, and batches that are copies do not keep a pile alive
-after it is used. When the piles give numpy arrays (:meth:`PileReader.as_arrays`)
-each batch is gathered with one ``numpy.take`` per variable and pile: a batch
-from one pile straight into its own new arrays (one copy), a batch across pile
-boundaries (or into the arrays ``allocate`` makes) part by part. Otherwise it
-goes through the reader's ``take``, ``concat`` and ``to_batch``.
-
-Nothing is gathered from a pile before every variable of it is checked
-against the rows its read records (:func:`check_pile`, once a pile), and every
-``take`` runs in numpy's default mode, which raises for a position out of
-range: a row is never handed out twice. ``mode="clip"`` or ``"wrap"`` would
-repeat a row wherever a check missed one, and ``out=`` in the default mode
-gathers into a buffer and copies it again (1.8x the time for rows of 264
-bytes), so a whole batch is taken without ``out=`` (as fast as ``clip``) and
-only the parts of a batch that crosses piles are taken and then copied.
+permutation, rather than from a shuffled copy (which would double the pile's
+memory). Nothing is gathered from a pile before every variable is checked
+against the rows its read records (:func:`check_pile`), and every ``take``
+runs in numpy's default mode, which raises for a position out of range
+(``"clip"`` or ``"wrap"`` would repeat a row wherever a check missed one).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""A loader's position in its epochs, and everything that reads or moves it: the part of ``PileLoader`` that iterates.
-
-The batches themselves come from the rank's share (:mod:`daskshuffle.loader._rank_share`).
-"""
+"""A loader's position in its epochs, and everything that reads or moves it: the part of ``PileLoader`` that iterates."""
 
 from __future__ import annotations
 
@@ -22,23 +19,16 @@ from ._rank_share import RankShare
 
 __all__ = ["LoaderPosition"]
 
-#: What ``next(batches, _END)`` gives once they end.
 _END = object()
 
 
 class LoaderPosition:
     """The epoch and batch a loader yields next, the iterations that move them, and their saved state.
 
-    :class:`~daskshuffle.PileLoader` sets the store's and the settings'
-    attributes below, then calls ``LoaderPosition.__init__``, which starts at
-    the first batch of epoch 0.
-
-    One position has one consumer: the iteration that moves it belongs to the
-    thread that started it, and another thread may neither start an iteration
-    nor move the position until it is over (ranges of batches, which move
-    nothing, run in any thread). :meth:`close` never runs the code of an
-    iteration in another thread (which may be inside it at that instant): it
-    stops their reads, and each raises at its next batch.
+    :class:`~daskshuffle.PileLoader` sets the attributes below, then calls
+    ``LoaderPosition.__init__`` (the first batch of epoch 0). The iteration
+    that moves the position belongs to the thread that started it; ranges of
+    batches move nothing and run in any thread.
     """
 
     settings: LoaderSettings
@@ -64,7 +54,6 @@ class LoaderPosition:
         return self._position()[0]
 
     def _position(self) -> tuple[int, int]:
-        """The epoch and the batch within it that come next."""
         if self._batches >= self._n_batches:
             return self._epoch + 1, 0
         return self._epoch, self._batches
@@ -137,10 +126,8 @@ class LoaderPosition:
     ) -> Generator[Any, None, None]:
         """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them.
 
-        Begun when :meth:`close` had run ``closes`` times: closed since (from
-        another thread, or a range from any), it raises at its next batch
-        rather than end the epoch early as if it were whole; its reads have
-        stopped, and start nothing more.
+        Begun when :meth:`close` had run ``closes`` times: closed since, it
+        raises at its next batch rather than end the epoch early as if whole.
         """
         piles, made = self._share.piles, first
         try:
@@ -194,12 +181,7 @@ class LoaderPosition:
         )
 
     def peek(self) -> Any:
-        """The batch that comes next, without moving the loader's position.
-
-        Iterating continues where the last iteration stopped, so a batch taken
-        with ``next(iter(loader))`` is one the next ``for`` does not yield;
-        ``peek`` reads the same batch through a range of its own (its pile is
-        read for it) and leaves the position as it was.
+        """The batch that comes next, without moving the loader's position (``next(iter(loader))`` moves it).
 
         Examples
         --------
