@@ -1,10 +1,8 @@
 """Reads that another thread may cancel: a loader's reads ahead that nobody waits for any more.
 
-A Zarr store's reads of chunk files and a Parquet store's of byte ranges alike:
-a read (:meth:`ReadsUnderWay.begin`) belongs to the thread that asked for it,
-and waits for each fetch with :meth:`CancellableRead.wait`. A reader's
-``cancel_reads`` (the loader's close) ends such a wait at once, stalled request
-or not, with :class:`ReadCancelledError`: never damage, never a read again.
+A read belongs to the thread that asked for it; a reader's ``cancel_reads`` ends
+its wait for a fetch at once, stalled request or not, with
+:class:`ReadCancelledError`: never damage, never a read again.
 """
 
 from __future__ import annotations
@@ -16,12 +14,18 @@ import weakref
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, InvalidStateError, wait
 from typing import Any
 
-from ._pile_reader import ReadCancelledError
-
-__all__ = ["CancellableRead", "ReadsUnderWay"]
+__all__ = ["CancellableRead", "ReadCancelledError", "ReadsUnderWay"]
 
 #: The errors of a request that was cancelled (on the filesystem's event loop, or a thread's that had not begun it).
 _CANCELS = (asyncio.CancelledError, CancelledError)
+
+
+class ReadCancelledError(RuntimeError):
+    """A read cancelled by ``PileReader.cancel_reads``: its rows are incomplete, and nobody waits for them.
+
+    The loader never lets it reach a consumer: a read of its own that it
+    cancelled raises a public error in its place.
+    """
 
 
 class CancellableRead:
@@ -35,7 +39,7 @@ class CancellableRead:
     >>> read.wait(Future(), "piles.zarr/x/c/0")  # a fetch that never lands
     Traceback (most recent call last):
     ...
-    daskshuffle.readers._pile_reader.ReadCancelledError: The read of 'piles.zarr/x/c/0' was cancelled: ...
+    daskshuffle.readers._cancel.ReadCancelledError: The read of 'piles.zarr/x/c/0' was cancelled: ...
     """
 
     def __init__(self) -> None:
@@ -80,7 +84,7 @@ class ReadsUnderWay:
     >>> read.check()
     Traceback (most recent call last):
     ...
-    daskshuffle.readers._pile_reader.ReadCancelledError: The read was cancelled: whoever asked for these rows has gone.
+    daskshuffle.readers._cancel.ReadCancelledError: The read was cancelled: whoever asked for these rows has gone.
     """
 
     def __init__(self) -> None:

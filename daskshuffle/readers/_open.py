@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError
-from ..pilestore import check_store_exists
+from ..pilestore import METADATA_FILE, check_store_exists
 from ..storage import Location
 from ._generations import GenerationsReader
 from ._pile_reader import PileReader
@@ -64,9 +64,8 @@ def _open_reader(location: Location, store: str, variables: Sequence[str] | None
         return ZarrPileReader(location, variables, batch_format=batch_format, group=group)
     from ._parquet_reader import ParquetPileReader  # pyarrow: loaded only once a store is not Zarr
 
-    opened = ParquetPileReader.open_as_kind(location, variables, batch_format)
-    if opened is not None:
-        return opened
+    if location.join(METADATA_FILE).exists():  # a cheap look; opening it checks the rest
+        return ParquetPileReader(location, variables, batch_format=batch_format)
     check_store_exists(location, store)
     raise IncompletePileStoreError(
         f"Expected a pile store written by daskshuffle ({', '.join(KINDS)}). Got {store!r}, which is none of "

@@ -29,7 +29,6 @@ from .._errors import CorruptPileStoreError
 from .._threads import LazyPool
 from ..formats import Fetched, FetchedFile, Range, bytes_of, coalesce, concat, is_nested, row_shape, take, to_numpy
 from ..pilestore import (
-    METADATA_FILE,
     check_recorded_rows,
     metadata_disagrees,
     part_binding,
@@ -37,7 +36,7 @@ from ..pilestore import (
     select_variables,
 )
 from ..storage import Cache, Fetches, Location, StoreCache, storage_failure
-from ._cancel import CancellableRead, ReadsUnderWay
+from ._cancel import CancellableRead
 from ._parquet_parts import PartFiles, Piece
 from ._pile_reader import PileReader
 
@@ -94,12 +93,10 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         self._fetches = None if self.local else Fetches(self._fs)
         #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
         self._cache: StoreCache | None = None
-        #: The threads that decode the runs of a group together (:meth:`read_runs`), made at the first group.
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
         self._range_nbytes = int_setting("parquet-reader.range-nbytes")
+        #: The threads that decode the runs of a group together (:meth:`read_runs`), made at the first group.
         self._decoders = LazyPool(int_setting("parquet-reader.group-threads"), "parquet-decode")
-        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
-        self._under_way = ReadsUnderWay()
         self._check_parts()
 
     def _check_parts(self) -> None:
@@ -146,12 +143,6 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
                 f"n_rows = {self.n_rows:,} and {path!r} ending at row {end:,}",
             )
 
-    @classmethod
-    def open_as_kind(
-        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
-    ) -> ParquetPileReader | None:
-        return cls(store, variables, batch_format=batch_format) if store.join(METADATA_FILE).exists() else None
-
     # -- reading, checked ------------------------------------------------------
     def _read(self, start: int, stop: int, pile: int | None, read: CancellableRead) -> pa.Table:
         """Rows ``start:stop`` (of ``pile``, if one); ``read`` raises :class:`ReadCancelledError` once cancelled."""
@@ -182,17 +173,13 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         )  # one run of rows for every column: their widths do not matter
 
     # -- fetching ahead (object storage) --------------------------------------
-    def fetch(self, start: int, stop: int) -> None:
+    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
         """Start fetching the column chunks of the row groups that hold rows ``start:stop``, all at once.
 
         Counts the bytes of the column chunks decoded (their uncompressed
         pages) against :attr:`fetched_nbytes`. Rows in a part file that is
         missing or unreadable are not fetched: their read reports it.
         """
-        fetches = self._fetches
-        stop = max(start, min(stop, self.n_rows))
-        if fetches is None or stop == start or (start, stop) in fetches:
-            return
         try:
             pieces = self._pieces(start, stop, None)
         except CorruptPileStoreError:
@@ -204,9 +191,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
     def use_cache(self, cache: Cache) -> None:
         if self._fetches is not None:
-            # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
-            key = str(self.metadata["fingerprint"])
-            self._cache = cache.for_store(f"{key}-{self.run}")
+            self._cache = self._store_cache(cache)
 
     def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[Piece]) -> list[list[Range]]:
         """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.
@@ -334,21 +319,11 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             list(self._decoders.get().map(lambda run: self._read(run[0], run[1], None, read), runs))
         ).combine_chunks()
 
-    def cancel_reads(self, threads: str | None = None) -> None:
-        """Stop the reads under way started by threads named ``threads...`` (by default every read).
-
-        A read waiting for a fetch (a stalled request) stops at once, and so
-        does each of its runs that other threads decode; each raises
-        :class:`~daskshuffle.readers.ReadCancelledError`.
-        """
-        self._under_way.cancel(threads)
-
     def close(self) -> None:
         """Stop every read and fetch; reading again starts new threads."""
         self._under_way.cancel()
         self._decoders.shutdown()  # first: a decoder still starting fetches starts them before they are cleared
-        if self._fetches is not None:
-            self._fetches.clear()
+        super().close()
         with self._lock:
             self._parts.clear()
 

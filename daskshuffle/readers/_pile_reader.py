@@ -22,17 +22,11 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from ..formats import Rows
-from ..storage import Cache, Fetches, Location
+from ..pilestore import RUN_KEY
+from ..storage import Cache, Fetches, Location, StoreCache
+from ._cancel import ReadsUnderWay
 
-__all__ = ["ComposedReader", "PileReader", "ReadCancelledError"]
-
-
-class ReadCancelledError(RuntimeError):
-    """A read cancelled by :meth:`PileReader.cancel_reads`: its rows are incomplete, and nobody waits for them.
-
-    The loader never lets it reach a consumer: a read of its own that it
-    cancelled raises a public error in its place.
-    """
+__all__ = ["ComposedReader", "PileReader"]
 
 
 class PileReader(ABC, Generic[Rows]):
@@ -54,6 +48,8 @@ class PileReader(ABC, Generic[Rows]):
     decodes: bool = False
     #: The files (or byte ranges) of a remote store fetched ahead of their reads, keyed by the span of rows read.
     _fetches: Fetches | None = None
+    #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
+    _under_way: ReadsUnderWay
 
     def __init__(
         self,
@@ -69,6 +65,7 @@ class PileReader(ABC, Generic[Rows]):
         a URL; ``batch_format`` is one of :attr:`batch_formats`, checked before
         anything is read. ``options`` are the kind's own (:meth:`_open`).
         """
+        self._under_way = ReadsUnderWay()
         self._open(self._locate(store, storage_options, batch_format), variables, **options)
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
@@ -167,9 +164,11 @@ class PileReader(ABC, Generic[Rows]):
     def cancel_reads(self, threads: str | None = None) -> None:
         """Stop the reads under way started by threads named ``threads...`` (every read by default).
 
-        For a loader's reads that nobody waits for any more; by default nothing
-        to stop.
+        For a loader's reads that nobody waits for any more: each stops after
+        the file it is reading (or at once, in a wait for a fetch) and raises
+        :class:`~daskshuffle.readers.ReadCancelledError`; other reads go on.
         """
+        self._under_way.cancel(threads)
 
     def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
         """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
@@ -190,18 +189,6 @@ class PileReader(ABC, Generic[Rows]):
         """How many rows ``rows`` holds."""
 
     # -- for the loader --------------------------------------------------------
-    @classmethod
-    def open_as_kind(
-        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
-    ) -> PileReader[Any] | None:
-        """``store`` opened by this reader if it is a pile store of this kind, else ``None`` (by default).
-
-        A kind looks cheaply at the layout, without reading data (on object
-        storage the open itself may be the look); opening the store does the
-        real checks (complete, format version, variables).
-        """
-        return None
-
     def to_batch(self, rows: Rows) -> Any:
         """What the loader yields for ``rows``: by default ``rows`` itself.
 
@@ -226,8 +213,14 @@ class PileReader(ABC, Generic[Rows]):
     def fetch(self, start: int, stop: int) -> None:
         """Start fetching the files of rows ``start:stop``, to be read by ``read_rows(start, stop)`` (or the pile).
 
-        Only where :attr:`fetches`; by default nothing.
+        Only where :attr:`fetches`, and once for one span of rows.
         """
+        stop = max(start, min(stop, self.n_rows))
+        if self._fetches is not None and stop > start and (start, stop) not in self._fetches:
+            self._start_fetch(self._fetches, start, stop)
+
+    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
+        """Start fetching rows ``start:stop`` (some, not started yet) into ``fetches``: a remote store's reader does."""
 
     @property
     def fetches(self) -> bool:
@@ -255,6 +248,11 @@ class PileReader(ABC, Generic[Rows]):
         Only where :attr:`caches`; by default nothing.
         """
 
+    def _store_cache(self, cache: Cache) -> StoreCache:
+        """This store's part of ``cache``: keyed on the run too (a store shuffled again the same way holds other bytes)."""
+        key, run = str(self.metadata["fingerprint"]), self.metadata.get(RUN_KEY)
+        return cache.for_store(key if run is None else f"{key}-{run}")
+
     @property
     def fetched_nbytes(self) -> int:
         """Bytes of rows fetched (or being fetched) ahead and not read yet."""
@@ -269,7 +267,10 @@ class PileReader(ABC, Generic[Rows]):
         return self._fetches is not None and self._fetches.owns_thread()
 
     def close(self) -> None:
-        """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
+        """Stop every read and fetch, and release what the reader holds. The loader calls it when it closes."""
+        self._under_way.cancel()
+        if self._fetches is not None:
+            self._fetches.clear()
 
     def __enter__(self) -> Self:
         return self

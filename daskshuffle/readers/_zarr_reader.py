@@ -42,15 +42,13 @@ from .._errors import CorruptPileStoreError, IncompletePileStoreError
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import (
     LAYOUT_KEY,
-    RUN_KEY,
     check_arrays,
     check_recorded_rows,
     open_arrays,
     read_tables,
     select_variables,
 )
-from ..storage import Cache, Location
-from ._cancel import ReadsUnderWay
+from ..storage import Cache, Fetches, Location
 from ._opened import Opened
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
@@ -170,8 +168,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._spare: dict[str, list[NDArray[Any]]] = {}
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
-        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
-        self._under_way = ReadsUnderWay()
         self._datasets: Callable[[ArrayRows], Any] | None = None
         if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
@@ -186,10 +182,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.__dict__.update(state, _lock=threading.Lock())
 
     def close(self) -> None:
-        """Stop every read and fetch, as a Parquet store's reader does, and let go of the arrays kept for reuse."""
-        self._under_way.cancel()
-        if self._fetches is not None:
-            self._fetches.clear()
+        """Stop every read and fetch, and let go of the arrays kept for reuse."""
+        super().close()
         with self._lock:
             self._spare = {}
 
@@ -199,12 +193,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         compressed = sum(chunks.row_nbytes for chunks in self._chunks.values() if chunks.compressor is not None)
         return 2 * compressed > sum(chunks.row_nbytes for chunks in self._chunks.values())
 
-    def fetch(self, start: int, stop: int) -> None:
+    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
         """Start fetching every chunk file of rows ``start:stop``, of every variable."""
-        fetches = self._fetches
-        stop = max(start, min(stop, self.n_rows))
-        if fetches is None or stop == start or (start, stop) in fetches:
-            return
         paths = [
             chunks.path(index)
             for chunks in self._chunks.values()
@@ -220,10 +210,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def use_cache(self, cache: Cache) -> None:
         if self._fetches is not None:
-            # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
-            key = str(self.metadata["fingerprint"])
-            run = self.metadata.get(RUN_KEY)
-            self._files.cache = cache.for_store(key if run is None else f"{key}-{run}")
+            self._files.cache = self._store_cache(cache)
 
     # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
@@ -279,16 +266,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 (chunks, rows[name], index, min(index + step, last), start, stop) for index in range(first, last, step)
             ]
         return tasks
-
-    def cancel_reads(self, threads: str | None = None) -> None:
-        """Stop the reads under way started by threads named ``threads...`` (by default every read).
-
-        The chunk files not begun are not read, and each read raises. For a loader's reads ahead that nobody waits for any more (a
-        group of units is a hundred files or more): they stop after the file
-        each is reading, rather than read the rest for nobody, and the reads
-        of the loader's other iterations go on.
-        """
-        self._under_way.cancel(threads)
 
     def _empty(self, chunks: Chunks, n_rows: int, capacity: int) -> NDArray[Any]:
         """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.
