@@ -1,7 +1,4 @@
-"""Reading pile stores fast: one reader per kind of store, each with its own fetch path.
-
-:func:`open_pile_reader` opens a complete store of any kind; the loader and ``verify`` read through it.
-"""
+"""Reading pile stores fast: one reader per kind of store; :func:`open_pile_reader` opens any."""
 
 from ._cancel import ReadCancelledError
 from ._generations import GenerationsReader

@@ -43,9 +43,7 @@ class CancellableRead:
     """
 
     def __init__(self) -> None:
-        #: The name of the thread that started the read: :meth:`ReadsUnderWay.cancel` cancels by it.
         self.owner = threading.current_thread().name
-        #: Done once the read is cancelled: a wait for a fetch stops waiting.
         self._stopped: Future[None] = Future()
 
     def cancel(self) -> None:
@@ -54,17 +52,12 @@ class CancellableRead:
             self._stopped.set_result(None)
 
     def check(self) -> None:
-        """Raise :class:`ReadCancelledError` if the read was cancelled (before each step that does not wait)."""
+        """Raise :class:`ReadCancelledError` if the read was cancelled."""
         if self._stopped.done():
             raise ReadCancelledError("The read was cancelled: whoever asked for these rows has gone.")
 
     def wait(self, fetch: Future[Any], what: str) -> None:
-        """Wait until ``fetch`` (of ``what``) lands, with its bytes or its error, or until the read is cancelled.
-
-        A stalled request is waited for until its deadline, or a cancel. If
-        the read was cancelled first, or the fetch itself was (by a close of
-        the reader's fetches): :class:`ReadCancelledError`, not damage.
-        """
+        """Wait until ``fetch`` (of ``what``) lands, or raise :class:`ReadCancelledError` once either is cancelled."""
         wait([fetch, self._stopped], return_when=FIRST_COMPLETED)
         # A request cancelled on the event loop, or in a thread, hands its fetch the cancel as its error.
         if not fetch.done() or fetch.cancelled() or isinstance(fetch.exception(), _CANCELS):

@@ -1,13 +1,9 @@
 """The part files of a Parquet pile store: where each one's rows are, its footer, and its rows read directly.
 
-A Parquet pile store is part files ``part-<first row>.parquet`` of whole piles,
-row groups that end at every pile's end and every multiple of the store's
-``row_group_rows`` (:mod:`daskshuffle.pilestore._parquet_store`). The files are
-listed once; a file's footer is read when its rows are first needed (or all of
-them when the store is opened, to check it), the last ``parquet-reader.footers-kept``
-(``daskshuffle.config``) footers are kept, and a few integers per column chunk (its :class:`Layout`)
-are kept for every file whose footer was read. On object storage a footer is
-read from the file's last bytes, in one request.
+The files are listed once; a file's footer is read when its rows are first
+needed (or all of them when the store is opened, to check it); the last
+``parquet-reader.footers-kept`` footers are kept, and a few integers per column
+chunk (its :class:`Layout`) for every file.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The interface of a finished pile store opened for reading, the one thing the loader reads through.
 
-Every kind of pile store has a reader (:mod:`._zarr_reader`,
-:mod:`._parquet_reader`, :mod:`._generations`); the defaults here read a pile
-as its rows and gather batches from plain numpy arrays, and a reader overrides
-what it can do better (read piles straight into one set of arrays, fetch ahead
-on object storage, keep files in a local cache). Each declares the batch
-formats it hands out (:attr:`PileReader.batch_formats`); the constructor, one
-for every kind, checks the batch format against them and finds the store
-(:meth:`PileReader._locate`), then the kind opens the rest (:meth:`PileReader._open`).
+The defaults here read a pile as its rows and gather batches from numpy arrays;
+a kind of store overrides what it can do better (read runs straight into one set
+of arrays, fetch ahead on object storage, keep files in a local cache).
 """
 
 from __future__ import annotations
@@ -42,10 +37,6 @@ class PileReader(ABC, Generic[Rows]):
     store: str
     #: What :meth:`to_batch` hands out: one of :attr:`batch_formats`.
     batch_format: str
-    #: Whether a read is mostly decoding in calls that release the GIL (a codec, a Parquet
-    #: reader), rather than copying bytes: the loader then reads in a background thread
-    #: beside any consumer (see :mod:`daskshuffle.loader._prefetch`).
-    decodes: bool = False
     #: The files (or byte ranges) of a remote store fetched ahead of their reads, keyed by the span of rows read.
     _fetches: Fetches | None = None
     #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
@@ -59,22 +50,16 @@ class PileReader(ABC, Generic[Rows]):
         batch_format: str = "numpy",
         **options: Any,
     ) -> None:
-        """Open ``store`` (a path, URL or :class:`~daskshuffle.storage._location.Location`) to read ``variables``.
+        """Open ``store`` (a path, URL or ``Location``) to read ``variables`` (all by default).
 
-        ``variables`` are all by default; ``storage_options`` go to fsspec for
-        a URL; ``batch_format`` is one of :attr:`batch_formats`, checked before
-        anything is read. ``options`` are the kind's own (:meth:`_open`).
+        ``batch_format`` is one of :attr:`batch_formats`, checked before anything
+        is read; ``options`` are the kind's own (:meth:`_open`).
         """
         self._under_way = ReadsUnderWay()
         self._open(self._locate(store, storage_options, batch_format), variables, **options)
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
-        """Read the store's metadata at ``location`` and open what reads of ``variables`` need.
-
-        Called by the constructor once :attr:`store` and :attr:`batch_format`
-        are set; a kind may take options of its own, by keyword. A reader made
-        of other readers (a mixture of stores) has a constructor of its own.
-        """
+        """Read the store's metadata at ``location`` and open what reads of ``variables`` need (once :attr:`store` is set)."""
         raise TypeError(f"{type(self).__name__} opens no pile store of its own")
 
     def _locate(
@@ -83,9 +68,7 @@ class PileReader(ABC, Generic[Rows]):
         storage_options: dict[str, Any] | None,
         batch_format: str,
     ) -> Location:
-        """Where ``store`` lies, once ``batch_format`` is one of this reader's :attr:`batch_formats`.
-
-        Sets :attr:`store` and :attr:`batch_format`.
+        """Where ``store`` lies, once ``batch_format`` is one of this reader's :attr:`batch_formats`; sets both.
 
         Examples
         --------
@@ -122,31 +105,18 @@ class PileReader(ABC, Generic[Rows]):
         """Rows ``start:stop`` of the store."""
 
     def read_pile(self, pile: int) -> Rows:
-        """Every row of pile ``pile``, as stored.
-
-        What the loader calls. A reader that checks what it reads raises
-        :class:`~daskshuffle.CorruptPileStoreError` naming the pile, the
-        variable and the file.
-        """
+        """Every row of pile ``pile``, as stored; damage raises :class:`~daskshuffle.CorruptPileStoreError` naming the pile."""
         offsets = self.pile_offsets
         return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
-        """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes).
-
-        By default each run is read, then the runs are concatenated; a reader
-        that can read each run straight into its slice of one set of arrays
-        overrides it.
-        """
+        """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes)."""
         parts = [self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)]
         return parts[0] if len(parts) == 1 else self.concat(parts)
 
     @abstractmethod
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        """Each variable's rows per chunk and bytes per row: the runs a read takes whole.
-
-        The loader reads the store in units of whole chunks (a Parquet store's row groups).
-        """
+        """Each variable's rows per chunk and bytes per row: the loader's units are whole chunks."""
 
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
         """:meth:`chunk_rows` of each store this reader reads through: its own, by default."""
@@ -171,10 +141,7 @@ class PileReader(ABC, Generic[Rows]):
         self._under_way.cancel(threads)
 
     def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
-        """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
-
-        By default nothing is kept.
-        """
+        """Take back arrays of rows read here that nothing uses any more, to read into; by default none are kept."""
 
     @abstractmethod
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
@@ -190,21 +157,13 @@ class PileReader(ABC, Generic[Rows]):
 
     # -- for the loader --------------------------------------------------------
     def to_batch(self, rows: Rows) -> Any:
-        """What the loader yields for ``rows``: by default ``rows`` itself.
-
-        A format can hand out something more convenient than its working
-        container here (a ``pandas.DataFrame`` for a ``pyarrow.Table``).
-        """
+        """What the loader yields for ``rows`` (a batch of :attr:`batch_format`): by default ``rows`` itself."""
         return rows
 
     def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
-        """``rows`` as numpy arrays that batches are gathered from directly, or ``None``.
+        """``rows`` as numpy arrays that batches are gathered from directly, or ``None`` (then :meth:`take`).
 
-        The loader gathers each batch with ``numpy.take`` into new arrays, one
-        copy, when the piles of the batch give arrays (of equal dtypes); it
-        calls :meth:`take`, :meth:`concat` and :meth:`to_batch` otherwise. A
-        reader returns arrays only where the two give the same batches. By
-        default, rows that are already a dict of numpy arrays.
+        Arrays only where the two give the same batches.
         """
         if isinstance(rows, dict) and all(isinstance(values, np.ndarray) for values in rows.values()):
             return rows
@@ -224,12 +183,7 @@ class PileReader(ABC, Generic[Rows]):
 
     @property
     def fetches(self) -> bool:
-        """Whether reads are requests to a store that serves many at once (object storage).
-
-        The loader then starts the requests of the reads ahead of it
-        (:meth:`fetch`), within its read-ahead budget, so that many are in
-        flight while the consumer works.
-        """
+        """Whether reads are requests to a store that serves many at once: the loader then fetches ahead (:meth:`fetch`)."""
         return self._fetches is not None
 
     def forget(self, start: int, stop: int) -> None:
@@ -243,10 +197,7 @@ class PileReader(ABC, Generic[Rows]):
         return self._fetches is not None
 
     def use_cache(self, cache: Cache) -> None:
-        """Keep the files read from now on in ``cache``, and read them from there when they are in it.
-
-        Only where :attr:`caches`; by default nothing.
-        """
+        """Keep the files read from now on in ``cache``, and read them from there (only where :attr:`caches`)."""
 
     def _store_cache(self, cache: Cache) -> StoreCache:
         """This store's part of ``cache``: keyed on the run too (a store shuffled again the same way holds other bytes)."""
@@ -259,11 +210,7 @@ class PileReader(ABC, Generic[Rows]):
         return 0 if self._fetches is None else self._fetches.nbytes
 
     def owns_thread(self) -> bool:
-        """Whether the calling thread is one of the reader's own (a decoder, a fetch).
-
-        Reads wait for those threads: garbage collection that closes a loader
-        from one of them must not wait for the loader's reads to end.
-        """
+        """Whether the calling thread is one of the reader's own (a decoder, a fetch), which reads wait for."""
         return self._fetches is not None and self._fetches.owns_thread()
 
     def close(self) -> None:
@@ -291,8 +238,7 @@ def _readers() -> Iterator[type[PileReader[Any]]]:
 class ComposedReader(PileReader[Rows]):
     """A pile reader that reads through other pile readers, :attr:`members`, of one kind of rows.
 
-    It declares what its members declare: it :attr:`decodes` where all of them
-    do and :attr:`caches` where any does; a cache, and :meth:`close`, reach
+    It :attr:`caches` where any member does; a cache, and :meth:`close`, reach
     every member. Rows in memory and batches are the first member's.
     """
 
@@ -300,10 +246,6 @@ class ComposedReader(PileReader[Rows]):
     @abstractmethod
     def members(self) -> Sequence[PileReader[Any]]:
         """The readers read through, in order."""
-
-    @property
-    def decodes(self) -> bool:  # type: ignore[override]
-        return all(reader.decodes for reader in self.members)
 
     @property
     def caches(self) -> bool:

@@ -1,15 +1,9 @@
 """Reading the chunk files of a Zarr pile store without zarr, and checking each one.
 
-A :class:`Chunks` says how one variable's chunks are stored (rows per chunk,
-codec, crc32c, where the files are); :class:`ChunkFiles` reads chunks of it
-into an output array: each file whole with one call (``os.preadv`` straight
-into the output for a local file without compressor, ``fsspec``
-``cat_ranges`` for many files at once on any other filesystem), its size and
-crc32c checked, decoded with numcodecs. Damage raises
-:class:`~daskshuffle.CorruptPileStoreError` naming the store, the pile, the
-variable, the chunk's rows and the file; a file the storage did not serve
-(credentials, throttling, timeouts) raises
-:class:`~daskshuffle.StorageAccessError` instead.
+A :class:`Chunks` says how one variable's chunks are stored; :class:`ChunkFiles`
+reads them into an output array: each file whole with one call (``os.preadv``
+straight into the output for a local file without compressor, ``cat_ranges``
+of many files at once elsewhere), its size and crc32c checked.
 """
 
 from __future__ import annotations
@@ -93,9 +87,8 @@ def _numcodec(codec: Any) -> Any:
 def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
     """How to read and check ``array``'s chunk files, or ``None`` if a pile store cannot hold it.
 
-    A pipeline of ``bytes`` (little-endian), at most one blosc, zstd or gzip
-    compressor and the crc32c is decoded with numcodecs; any other pipeline
-    by zarr, from the bytes read and checked (:class:`ZarrDecode`).
+    ``bytes``, at most one blosc, zstd or gzip compressor and crc32c decode with
+    numcodecs; any other pipeline with zarr (:class:`ZarrDecode`).
     """
     from zarr.codecs import BytesCodec, Crc32cCodec
 
@@ -173,10 +166,7 @@ class ChunkFiles:
         """Copy the rows ``start:stop`` that chunks ``first:last`` of ``chunks`` hold into ``out``.
 
         A chunk that fails its checks raises :class:`~daskshuffle.CorruptPileStoreError`,
-        or :class:`~daskshuffle.StoreChangedError` if the store's root says it
-        was shuffled again or its generations changed since it was opened
-        (looked at only then). Once ``read`` is cancelled, a wait for a fetch
-        ends in :class:`~daskshuffle.readers.ReadCancelledError`.
+        or :class:`~daskshuffle.StoreChangedError` if the store changed since it was opened.
         """
         crash_point("chunk read")
         with contextlib.nullcontext() if self.opened is None else self.opened.unchanged(self.store):
@@ -241,10 +231,7 @@ class ChunkFiles:
             return decoded
 
     def _fetched(self, paths: list[str], start: int, stop: int, shared: set[str], read: CancellableRead) -> list[Any]:
-        """The bytes of each file of ``paths`` (or the error reading it), from the fetches of rows ``start:stop``.
-
-        The files of ``shared`` are kept for the next read that asks for them.
-        """
+        """The bytes of each file of ``paths`` (or the error reading it); those of ``shared`` kept for the next read."""
         fetches = self.fetches
         assert fetches is not None
         # A read not fetched ahead starts now: its requests go out at once, and share those under way for others.
@@ -325,11 +312,7 @@ class ChunkFiles:
             os.close(fd)
 
     def _scratch(self, nbytes: int) -> NDArray[np.uint8]:
-        """A buffer of this thread's for ``nbytes`` of a file, reused from chunk to chunk.
-
-        Reading into fresh memory costs a page fault per page: it ran at a third
-        of the speed of reading into a buffer used before.
-        """
+        """A buffer of this thread's for ``nbytes`` of a file, reused from chunk to chunk (no page faults)."""
         buffer: NDArray[np.uint8] | None = getattr(self._buffers, "buffer", None)
         if buffer is None or len(buffer) < nbytes:
             buffer = np.empty(nbytes, dtype=np.uint8)

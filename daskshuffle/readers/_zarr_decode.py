@@ -1,13 +1,8 @@
 """Decoding a chunk of any codec pipeline with zarr itself, from bytes already read and checked.
 
-The reader reads every chunk file itself and checks its crc32c against the
-store's table (``_zarr_chunks``); it decodes with numcodecs the pipelines it
-knows. A variable of any other pipeline (compressors of the user's that are
-not one blosc, zstd or gzip) is decoded here by zarr: a
-``zarr.storage.MemoryStore`` holds a one-chunk array of the variable's
-metadata and the chunk's bytes, and zarr reads that array. The bytes are the
-ones read and checked, not read again, and the crc32c codec is left out of
-the pipeline: it was checked already.
+A pipeline other than one blosc, zstd or gzip compressor is decoded by zarr: a
+``MemoryStore`` holds a one-chunk array of the variable's metadata (its crc32c
+left out, checked already) and the chunk's bytes, and zarr reads that array.
 """
 
 from __future__ import annotations

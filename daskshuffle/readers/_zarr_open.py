@@ -1,14 +1,4 @@
-"""Opening a Zarr pile store: its group, its metadata and its arrays, checked before anything is read.
-
-:mod:`daskshuffle.readers._zarr_reader` reads the rows; this module finds the
-store's Zarr v3 group (one request on object storage), checks its daskshuffle
-metadata and the arrays' shapes against what the shuffle recorded, and opens
-the arrays (all at once, each being a request on object storage), through
-:mod:`daskshuffle.pilestore`'s opens (``find_group``, ``open_arrays``): every
-request of it is bounded by the deadline of the storage options
-(:func:`~daskshuffle.storage.request_deadline`), as every open of a store with
-generations is.
-"""
+"""Opening a Zarr pile store: its group, its metadata and its arrays, checked before anything is read."""
 
 from __future__ import annotations
 

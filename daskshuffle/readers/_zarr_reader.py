@@ -1,28 +1,10 @@
 """Reading a Zarr pile store at the machine's read speed, and checking what it reads.
 
-zarr-python spends a fixed time on every chunk it reads, whatever its size
-(``benchmarks/RESULTS.md``, the loader). A pile is a contiguous run of rows,
-so the reader here skips zarr: it
-works out which chunk files of every variable hold the rows, reads each whole
-file with one call (``os.preadv`` straight into the output array for a local
-file stored without compressor; ``fsspec`` ``cat_ranges`` of many files at
-once on any other filesystem), verifies each chunk's crc32c, decodes with
-numcodecs, and checks every size (all of which is ``_zarr_chunks``). File reads, crc32c of large buffers and decoding
-release the GIL, so the loader's prefetch threads read piles in parallel.
-
-Every variable of a pile store is read so, whatever it holds (numbers or
-fixed-length strings) and however it is encoded: the pipeline a shuffle
-writes, ``bytes`` (little-endian), optionally one compressor (blosc, zstd or
-gzip) and ``crc32c`` last, is decoded with numcodecs; any other (compressors
-of the user's) by zarr itself, from the very bytes read and checked
-(``_zarr_decode``). Each chunk's crc32c is compared with the one its run
-recorded for that variable and place (``<array>/daskshuffle-crc32c``), so a
-chunk file swapped with another, from another run or another store is an
-error, never wrong rows.
-
-A missing, truncated or corrupted chunk file is an error. The error,
-:class:`~daskshuffle.CorruptPileStoreError`, names the store, the pile, the
-variable and the file.
+zarr-python spends a fixed time on every chunk, whatever its size, so the reader
+skips zarr: it reads the chunk files that hold a run of rows itself, each whole
+file in one call, and checks and decodes them (:mod:`._zarr_chunks`). Each
+chunk's crc32c is compared with the one its run recorded for that variable and
+place, so a chunk swapped with another is an error, never wrong rows.
 """
 
 from __future__ import annotations
@@ -98,11 +80,10 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
             self._open_variables(location, group, variables)
 
     def watch(self, root: Location, metadata: Mapping[str, Any]) -> None:
-        """Tell a failed read of a store changed since it was opened (root ``metadata`` at ``root``) from damage."""
+        """Tell a failed read of a generation whose root (``metadata`` at ``root``) changed since from damage."""
         self._files.opened = Opened.of(root, metadata)
 
     def _open_variables(self, location: Location, group: zarr.Group, variables: Sequence[str] | None) -> None:
-        """Open the arrays of ``variables`` and check them against the metadata, with their chunks' records."""
         import zarr
 
         metadata = self.metadata
@@ -174,7 +155,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
             self._datasets = DatasetBatches(location, names)
 
-    # -- pickling and closing ------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_lock": None, "_spare": {}}
 
@@ -186,12 +166,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         super().close()
         with self._lock:
             self._spare = {}
-
-    @property
-    def decodes(self) -> bool:  # type: ignore[override]
-        """Whether most of a row's bytes are decoded (a compressor) rather than copied from its chunk files."""
-        compressed = sum(chunks.row_nbytes for chunks in self._chunks.values() if chunks.compressor is not None)
-        return 2 * compressed > sum(chunks.row_nbytes for chunks in self._chunks.values())
 
     def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
         """Start fetching every chunk file of rows ``start:stop``, of every variable."""
@@ -221,7 +195,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return self._read([(int(offsets[pile]), int(offsets[pile + 1]))], pile, self._largest_pile)
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
-        """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all."""
         return self._read(runs, None) if runs else super().read_runs(runs)
 
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
@@ -230,10 +203,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def _read(self, runs: Sequence[tuple[int, int]], pile: int | None, capacity: int = 0) -> ArrayRows:
         """Rows of each of ``runs`` (of ``pile``, if one), read one after the other into one set of arrays.
 
-        The arrays hold at least ``capacity`` rows (a pile's: the largest pile's)
-        and as many as the longest run times the runs, so that they take any
-        later pile, or group of as many units, once recycled. On a remote
-        store every file of the read is requested at once, not variable by variable.
+        The arrays hold at least ``capacity`` rows and as many as the longest
+        run times the runs, so that once recycled they take any later read.
         """
         runs = [(start, max(start, min(stop, self.n_rows))) for start, stop in runs]
         n_rows = sum(stop - start for start, stop in runs)
@@ -254,7 +225,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return rows
 
     def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
-        """The tasks that read rows ``start:stop`` of every variable into ``rows``."""
         tasks: list[Task] = []
         if stop == start:
             return tasks
@@ -268,11 +238,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return tasks
 
     def _empty(self, chunks: Chunks, n_rows: int, capacity: int) -> NDArray[Any]:
-        """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.
-
-        A new one holds ``capacity`` rows (at least ``n_rows``); the spare ones too small for ``n_rows`` are let go
-        then, rather than held beside it.
-        """
+        """An array for ``n_rows`` rows of ``chunks``: a recycled one if large enough, else one of ``capacity`` rows."""
         with self._lock:
             spare = self._spare.get(chunks.name, [])
             for position, values in enumerate(spare):
@@ -282,12 +248,9 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return np.empty((capacity, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
 
     def recycle(self, rows: ArrayRows) -> None:
-        """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
+        """Keep arrays read here that nothing uses any more (``zarr-reader.spare-arrays`` a variable) to read into.
 
-        Arrays as large as a pile come from ``mmap`` and go back to the system
-        when freed, so each read into a new one faulted in every page: a
-        loader reading piles in a background thread spent half its time on
-        page faults. At most ``zarr-reader.spare-arrays`` arrays of each variable are kept.
+        Large arrays come from ``mmap``: a new one faults in every page again.
         """
         with self._lock:
             for name, values in rows.items():
