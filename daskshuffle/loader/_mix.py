@@ -1,11 +1,8 @@
-"""A loader over several pile stores at once: their readers as one, the epoch's reads, the streams in its state.
+"""A loader over several pile stores at once: their readers as one, the streams in its state.
 
-:class:`MixedReader` reads the union of the stores' rows (each store's rows
-after those of the stores before it) through their own readers. The loader
-reads it as it reads one store: units of whole chunks of each store (none
+The loader reads a mixture as it reads one store: units of each store (none
 crossing from one store to the next), each stream's copies of its units and a
-sample of them for the rows left over, dealt together into groups under the
-budget (:class:`~daskshuffle.loader._unit_groups.UnitGroups`).
+sample of them, dealt together into groups under the budget.
 """
 
 from __future__ import annotations
