@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Generator, Iterator, Mapping
 from typing import Any
 
-from .._errors import CorruptPileStoreError, DaskShuffleValueError, StoreChangedError
+from .._errors import DaskShuffleValueError
 from .._parse import parse_count
 from ._batches import Allocate
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state
@@ -37,7 +37,6 @@ class LoaderPosition:
     _n_batches: int
     _read_ahead: ReadAhead
     _store_fingerprint: str
-    _storage_options: dict[str, Any] | None
     _streams: list[dict[str, Any]] | None
 
     def __init__(self) -> None:
@@ -144,10 +143,7 @@ class LoaderPosition:
         except Exception as error:
             if piles.closes != closes:  # the reads stopped by the close
                 raise self._closed(epoch, made, track) from error
-            changed = self._changed_since_opened(error) if isinstance(error, CorruptPileStoreError) else None
-            if changed is None:
-                raise
-            raise changed from error
+            raise
         finally:
             batches.close()  # stops its reads, unless they read ahead for the next epoch
         raise self._closed(epoch, made, track)
@@ -158,26 +154,6 @@ class LoaderPosition:
         return DaskShuffleValueError(
             f"Expected an open iteration of a PileLoader to go on. Got the loader closed{by} instead, before batch "
             f"{batch} of epoch {epoch}; {again} to go on from that batch."
-        )
-
-    def _changed_since_opened(self, error: CorruptPileStoreError) -> StoreChangedError | None:
-        """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""
-        if isinstance(error, StoreChangedError) or self._streams is not None:
-            return None
-        from ..pilestore import read_metadata
-
-        try:
-            now = read_metadata(self.store, self._storage_options)
-        except OSError:
-            return None
-        if now is not None and now.get("fingerprint") == self._store_fingerprint:
-            return None
-        listed = [entry.get("generation") for entry in (now or {}).get("generations", [])]
-        return StoreChangedError(
-            f"Expected the pile store {self.store!r} as this loader opened it (fingerprint "
-            f"{self._store_fingerprint}). Got a store whose generations changed since instead (now "
-            f"{'generations ' + str(listed) if listed else 'another store'}: evict or compact removed files this "
-            "loader was reading); open a new PileLoader to read the store as it is now.",
         )
 
     def peek(self) -> Any:

@@ -27,6 +27,7 @@ from ..pilestore import (
 )
 from ..storage import Cache, Fetches, Location, StoreCache, storage_failure
 from ._cancel import CancellableRead
+from ._opened import Opened
 from ._parquet_parts import PartFiles, Piece
 from ._pile_reader import PileReader
 
@@ -74,6 +75,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         #: The threads that decode the runs of a group together (:meth:`read_runs`), made at the first group.
         self._decoders = LazyPool(int_setting("parquet-reader.group-threads"), "parquet-decode")
         self._check_parts()
+        self._opened = Opened.of(location, self.metadata)
 
     def _check_parts(self) -> None:
         """Check the part files' rows, from their footers, against the sidecar (an unreadable one: when read)."""
@@ -115,19 +117,21 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     # -- reading, checked ------------------------------------------------------
     def _read(self, start: int, stop: int, pile: int | None, read: CancellableRead) -> pa.Table:
         read.check()  # a run of a group not begun when its read was cancelled fetches nothing
-        pieces = self._pieces(start, stop, pile)
-        if not pieces:
-            return self._empty()
-        fetched = self._take(start, stop, pieces)
-        tables = []
-        for piece, found in zip(pieces, fetched, strict=True):
-            read.check()
-            if found is None:
-                table = self._read_groups(piece.file, piece.groups, pile)
-            else:
-                table = self._decode(piece, *found, pile, read)
-            tables.append(table.slice(piece.a - int(piece.layout.group_starts[piece.groups[0]]), piece.b - piece.a))
-        return concat(tables)
+        with self._opened.unchanged(self.store):  # damage from a store shuffled again since is no damage
+            pieces = self._pieces(start, stop, pile)
+            if not pieces:
+                return self._empty()
+            fetched = self._take(start, stop, pieces)
+            tables = []
+            for piece, found in zip(pieces, fetched, strict=True):
+                read.check()
+                if found is None:
+                    table = self._read_groups(piece.file, piece.groups, pile)
+                else:
+                    table = self._decode(piece, *found, pile, read)
+                first = int(piece.layout.group_starts[piece.groups[0]])
+                tables.append(table.slice(piece.a - first, piece.b - piece.a))
+            return concat(tables)
 
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
         """Each column's rows per row group (row groups end at every multiple of them); widths do not matter."""
