@@ -4,7 +4,7 @@ Each class is :class:`Piles` (the loader's own) or one order of :data:`~daskshuf
 by :mod:`daskshuffle.orders`; :func:`parse_order` and :func:`order_from_options`
 make one from what a user passes. Every order also takes
 ``n_lanes``: the lanes cut whatever order it is into streams (elastic
-determinism, :mod:`daskshuffle.loader._lanes`).
+determinism, :mod:`daskshuffle.loader._rank_share`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from .._errors import CorruptPileStoreError
 from ..epochs import BatchPlan
 from ..readers import PileReader
 
-__all__ = ["Allocate", "Layout", "check_pile", "check_positions", "gather_batches"]
+__all__ = ["Allocate", "Layout", "gather_batches"]
 
 #: Each variable's dtype and the shape of one of its rows.
 Layout = Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]

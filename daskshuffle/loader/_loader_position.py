@@ -43,7 +43,6 @@ class LoaderPosition:
         self._epoch = 0
         self._batches = 0
         self._live: weakref.ref[Generator[Any, None, None]] | None = None
-        #: The thread that started the live iteration; taken with ``_moving`` held.
         self._live_thread: threading.Thread | None = None
         self._moving = threading.Lock()
 
@@ -64,8 +63,7 @@ class LoaderPosition:
             with contextlib.suppress(ValueError):  # "generator already executing": called from inside it
                 generator.close()
 
-    def _check_one_consumer(self, doing: str) -> None:
-        """Raise unless the live iteration, if any is open, is this thread's (called with ``_moving`` held)."""
+    def _check_one_consumer(self, doing: str) -> None:  # with _moving held
         generator = self._live() if self._live is not None else None
         owner, here = self._live_thread, threading.current_thread()
         state = inspect.GEN_CLOSED if generator is None else inspect.getgeneratorstate(generator)
@@ -99,13 +97,12 @@ class LoaderPosition:
     ) -> Generator[Any, None, None]:
         """Batches ``start:stop`` of ``epoch`` for this rank, without moving the loader's position.
 
-        The same batches as iterating the loader over that epoch. The range
-        has its own background reads, stopped when it ends, when it is closed
-        or garbage collected, and by :meth:`close` (the range then raises a
-        :class:`~daskshuffle.DaskShuffleValueError` at its next batch). ``allocate(n_rows, layout)``,
-        if given, makes the arrays each numpy batch is gathered into (``layout``
-        maps each variable to its dtype and the shape of a row), for example
-        in shared memory.
+        The same batches as iterating the loader over that epoch, read by
+        reads of the range's own; after :meth:`close` the range raises a
+        :class:`~daskshuffle.DaskShuffleValueError` at its next batch.
+        ``allocate(n_rows, layout)``, if given, makes the arrays each numpy
+        batch is gathered into (``layout``: each variable's dtype and row
+        shape), for example in shared memory.
 
         Examples
         --------
@@ -176,9 +173,7 @@ class LoaderPosition:
             batches.close()
 
     def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of ``epoch``.
-
-        An iteration in progress stops.
+        """Start the next iteration at the beginning of ``epoch``; an iteration in progress stops.
 
         Examples
         --------
@@ -196,10 +191,7 @@ class LoaderPosition:
 
     # -- resumption ----------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Where the loader is: a small JSON-serialisable dict for :meth:`load_state_dict`.
-
-        It records the epoch and the batches of it already handed out, and
-        fingerprints of the store and of the :class:`~daskshuffle.LoaderSettings`.
+        """Where the loader is (epoch, batches handed out, fingerprints of store and settings), for :meth:`load_state_dict`.
 
         Examples
         --------
@@ -225,10 +217,9 @@ class LoaderPosition:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue exactly where the loader that saved ``state`` stopped.
 
-        The next iteration yields the batches an uninterrupted run would have
-        yielded next, and reads no pile before the one it continues in. A state
-        of another store or of other settings is refused. An iteration in
-        progress stops.
+        The next iteration yields what an uninterrupted run would have yielded
+        next. A state of another store or other settings is refused. An
+        iteration in progress stops.
 
         Examples
         --------

@@ -23,7 +23,7 @@ from ..plan import fingerprint
 from ..readers import ComposedReader, PileReader, open_pile_reader
 from ..storage import Location
 
-__all__ = ["MixedReader", "Mixture", "check_streams", "open_loader_store"]
+__all__ = ["Mixture", "check_streams", "open_loader_store"]
 
 
 class MixedReader(ComposedReader[Any]):

@@ -22,7 +22,7 @@ from ._batches import Allocate, gather_batches
 from ._epoch_reads import Read
 from ._reads import LoaderReads, ShuffledPile
 
-__all__ = ["FetchAhead", "Prefetch", "Read", "ReadAhead", "parse_prefetch", "prefetched_batches"]
+__all__ = ["Read", "ReadAhead", "parse_prefetch", "prefetched_batches"]
 
 _read_ahead_ids = count()
 THREAD_PREFIX = f"{PREFIX}-loader"
