@@ -234,7 +234,6 @@ class PileLoader(LoaderPosition):
         # Also stop the reader threads if the loader is dropped without close().
         self._finalizer = weakref.finalize(self, release_on_collection, self._piles.close)
 
-    # -- what it yields ------------------------------------------------------
     @property
     def batch_size(self) -> int:
         return self.settings.batch_size
@@ -317,7 +316,6 @@ class PileLoader(LoaderPosition):
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
         return self._share.piles_read(epoch)
 
-    # -- resources -----------------------------------------------------------
     def close(self) -> None:
         """Stop the iterations in progress and the reads ahead, join the reader threads, close the store.
 

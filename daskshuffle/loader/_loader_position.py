@@ -77,7 +77,6 @@ class LoaderPosition:
             "read ranges with iter_batches(epoch, start, stop), or finish or close the first iteration first."
         )
 
-    # -- iteration -----------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         with self._moving:
             self._check_one_consumer("a second iteration")
@@ -189,7 +188,6 @@ class LoaderPosition:
             self._close_live()
             self._epoch, self._batches = epoch, 0
 
-    # -- resumption ----------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is (epoch, batches handed out, fingerprints of store and settings), for :meth:`load_state_dict`.
 

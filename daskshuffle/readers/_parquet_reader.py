@@ -66,9 +66,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         run, self._row_group_rows = part_binding(self.metadata, self.store)
         self._open_parts(location, select_variables(self.metadata, variables))
         self.run = run
-        #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
-        #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
         self._cache: StoreCache | None = None
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
         self._range_nbytes = int_setting("parquet-reader.range-nbytes")
@@ -114,7 +112,6 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
                 f"n_rows = {self.n_rows:,} and {path!r} ending at row {end:,}",
             )
 
-    # -- reading, checked ------------------------------------------------------
     def _read(self, start: int, stop: int, pile: int | None, read: CancellableRead) -> pa.Table:
         read.check()  # a run of a group not begun when its read was cancelled fetches nothing
         with self._opened.unchanged(self.store):  # damage from a store shuffled again since is no damage
@@ -137,7 +134,6 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         """Each column's rows per row group (row groups end at every multiple of them); widths do not matter."""
         return dict.fromkeys(self.columns, (self._row_group_rows, 1))
 
-    # -- fetching ahead (object storage) --------------------------------------
     def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
         """Start fetching the column chunks of rows ``start:stop``, all at once (not of a missing part file)."""
         try:
@@ -275,7 +271,6 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         with self._lock:
             self._parts.clear()
 
-    # -- rows in memory --------------------------------------------------------
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return take(rows, index)
 

@@ -31,11 +31,9 @@ class PileReader(ABC, Generic[Rows]):
     kind: ClassVar[str] = ""
     #: The batch formats :meth:`to_batch` hands out, each with what a batch is.
     batch_formats: ClassVar[Mapping[str, str]] = {"numpy": "dicts of numpy arrays"}
-    #: The ``daskshuffle`` metadata recorded by the shuffle.
     metadata: Mapping[str, Any]
     #: The store as it was given, as messages name it.
     store: str
-    #: What :meth:`to_batch` hands out: one of :attr:`batch_formats`.
     batch_format: str
     #: The files (or byte ranges) of a remote store fetched ahead of their reads, keyed by the span of rows read.
     _fetches: Fetches | None = None
@@ -155,7 +153,6 @@ class PileReader(ABC, Generic[Rows]):
     def n_rows_of(self, rows: Rows) -> int:
         """How many rows ``rows`` holds."""
 
-    # -- for the loader --------------------------------------------------------
     def to_batch(self, rows: Rows) -> Any:
         """What the loader yields for ``rows`` (a batch of :attr:`batch_format`): by default ``rows`` itself."""
         return rows

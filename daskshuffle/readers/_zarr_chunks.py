@@ -51,7 +51,6 @@ class Chunks:
     compressor: Any  # a numcodecs codec, a ZarrDecode of any other pipeline, or None
     checksum: bool
     row_nbytes: int
-    #: Rows of the variable (its first dimension).
     n_rows: int
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
@@ -136,9 +135,7 @@ class ChunkFiles:
         self.store = store
         self.local = isinstance(fs, fsspec.implementations.local.LocalFileSystem)
         self._buffers = threading.local()
-        #: Files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self.fetches = None if self.local else Fetches(fs)
-        #: Where the files of a remote store are kept for later reads (:meth:`ZarrPileReader.use_cache`).
         self.cache: StoreCache | None = None
         #: Blosc chunks of at least this many bytes are decoded straight into the output, smaller ones copied there.
         self._direct_nbytes = int_setting("zarr-reader.direct-nbytes")

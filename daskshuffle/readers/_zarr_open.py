@@ -26,10 +26,9 @@ __all__ = ["appended", "check_shapes", "find_store", "open_store"]
 
 
 def find_store(location: Location) -> tuple[zarr.Group | None, Any] | None:
-    """The Zarr group at ``location`` and its metadata, read once (one request), or ``None`` if it has no ``zarr.json``.
+    """The Zarr group at ``location`` and its metadata, read once, or ``None`` without ``zarr.json``.
 
-    That metadata says which reader opens the store (:func:`appended`), whatever an append does meanwhile. A
-    ``zarr.json`` that cannot be read gives ``(None, None)``: :func:`open_store` names the problem.
+    A ``zarr.json`` that cannot be read gives ``(None, None)``: :func:`open_store` names the problem.
     """
     import zarr
 
@@ -50,11 +49,9 @@ def open_store(
 ) -> tuple[zarr.Group, dict[str, Any]]:
     """The group of the Zarr pile store at ``location`` (``group`` if given) and its metadata (``metadata`` if given), checked.
 
-    ``metadata`` is given for the first generation of a store with several,
-    whose root records the union of them. Refuses a store that does not exist,
-    is not a Zarr group, has no daskshuffle metadata or several generations
-    (:class:`~daskshuffle.pilestore.AppendedStoreError`), or
-    fails :func:`~daskshuffle.pilestore.check_pile_metadata`.
+    Refuses a store that does not exist, is not a Zarr group, has no
+    daskshuffle metadata or several generations, or fails
+    :func:`~daskshuffle.pilestore.check_pile_metadata`.
     """
     import zarr
 
@@ -88,11 +85,7 @@ def open_store(
 
 
 def check_shapes(store: str, arrays: Mapping[str, zarr.Array[Any]], written: Mapping[str, Any]) -> None:
-    """Refuse arrays that are not as the shuffle wrote them: chunks of whole rows, the rows per chunk and row shape recorded.
-
-    A reshaped array would make every chunk file's name wrong, and a store that records no layout for one of
-    its arrays is damaged: both are refused on open, before anything is read.
-    """
+    """Refuse arrays that are not as the shuffle wrote them (a reshaped one makes every chunk file's name wrong)."""
     for name, array in arrays.items():
         recorded = written.get(name) if isinstance(written, Mapping) else None
         if not isinstance(recorded, Mapping) or "row_shape" not in recorded or "chunk_rows" not in recorded:

@@ -131,7 +131,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                     f"{array.chunks} of shape {array.shape} instead; the store is damaged: shuffle the source again."
                 )
             self._chunks[name] = chunks
-        # The crc32c the run recorded for every chunk, by place: each chunk read is checked against it.
         paths = {name: self.arrays[name].path for name in self._chunks}
         if early is not None and all(predicted[name] == path for name, path in paths.items()):
             tables = {name: table for name, table in early.result().items() if name in paths}
@@ -186,7 +185,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         if self._fetches is not None:
             self._files.cache = self._store_cache(cache)
 
-    # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
         return self._read([(start, stop)], None)
 
@@ -259,7 +257,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 if whole is not None and len(spare) < self._spare_arrays and whole.dtype == values.dtype:
                     spare.append(whole)
 
-    # -- rows in memory --------------------------------------------------------
     def to_batch(self, rows: ArrayRows) -> Any:
         return rows if self._datasets is None else self._datasets(rows)
 
