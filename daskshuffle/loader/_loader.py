@@ -235,22 +235,6 @@ class PileLoader(LoaderPosition):
         self._finalizer = weakref.finalize(self, release_on_collection, self._piles.close)
 
     @property
-    def batch_size(self) -> int:
-        return self.settings.batch_size
-
-    @property
-    def seed(self) -> int:
-        return self.settings.seed
-
-    @property
-    def rank(self) -> int:
-        return self.settings.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.settings.world_size
-
-    @property
     def n_rows(self) -> int:
         """Rows this rank yields per epoch."""
         return self._share.range[1] - self._share.range[0]
@@ -260,10 +244,11 @@ class PileLoader(LoaderPosition):
         return self._n_batches
 
     def __repr__(self) -> str:
+        s = self.settings
         return (
-            f"<PileLoader {self.store!r}: batch_size={self.batch_size}, rank {self.rank} of {self.world_size}, "
-            f"{len(self)} batches ({self.n_rows:,} rows) per epoch from {self.n_piles} piles, seed={self.seed}, "
-            f"{'' if self.settings.order == 'piles' else f'order={self.settings.order!r}, '}next epoch {self.epoch}>"
+            f"<PileLoader {self.store!r}: batch_size={s.batch_size}, rank {s.rank} of {s.world_size}, "
+            f"{len(self)} batches ({self.n_rows:,} rows) per epoch from {self.n_piles} piles, seed={s.seed}, "
+            f"{'' if s.order == 'piles' else f'order={s.order!r}, '}next epoch {self.epoch}>"
         )
 
     @property

@@ -103,15 +103,12 @@ class UnitGroups(EpochReads):
     def layout(self, epoch: int) -> IntArray:  # in the order dealt: the deal is random already
         return self._groups(epoch)[0]
 
-    def runs(self, epoch: int, group: int) -> list[tuple[int, int]]:
-        """The runs of store rows of ``group`` of ``epoch``: its units, in the order they were dealt."""
-        return [(int(a), int(b)) for a, b in self._groups(epoch)[1][group].tolist()]
-
     def spans(self, read: Read) -> list[tuple[int, int]]:
-        return self.runs(read.epoch, read.number)
+        """The runs of store rows of the group ``read`` takes: its units, in the order they were dealt."""
+        return [(int(a), int(b)) for a, b in self._groups(read.epoch)[1][read.number].tolist()]
 
     def plan_read(self, read: Read) -> ReadPlan:
-        runs = self.runs(read.epoch, read.number)
+        runs = self.spans(read)
         n_rows = sum(stop - start for start, stop in runs)
         order = epochs.group_permutation(n_rows, self.seed, read.epoch, read.number)
         shared = any(b > c for (_, b), (c, _) in itertools.pairwise(sorted(runs)))  # two runs share a row
@@ -130,6 +127,6 @@ class UnitGroups(EpochReads):
         return np.unique(piles).astype(int).tolist()  # type: ignore[no-any-return]
 
     def describe(self, read: Read) -> str:
-        runs = self.runs(read.epoch, read.number)
+        runs = self.spans(read)
         shown = ", ".join(f"{a}:{b}" for a, b in runs[:3]) + (", ..." if len(runs) > 3 else "")
         return f"group {read.number} of {len(runs)} units of store rows ({shown})"

@@ -93,10 +93,8 @@ def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
 
     metadata = array.metadata
     dtype = np.dtype(array.dtype) if isinstance(array.dtype, np.dtype) else None
-    if metadata.zarr_format != 3 or dtype is None or dtype.kind not in ARRAY_KINDS or array.ndim == 0:
-        return None
-    if tuple(array.chunks[1:]) != tuple(array.shape[1:]):
-        return None  # a row split over several chunks
+    if metadata.zarr_format != 3 or dtype is None or dtype.kind not in ARRAY_KINDS:
+        return None  # chunks of whole rows: check_shapes proved them
     codecs = list(array.compressors)
     checksum = bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
     if checksum:
