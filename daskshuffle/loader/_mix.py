@@ -54,15 +54,6 @@ class MixedReader(ComposedReader[Any]):
         members = np.arange(len(sizes))
         return np.stack([self.starts[:-1], np.zeros_like(sizes), sizes, members], axis=1).astype(np.int64)
 
-    def read_rows(self, start: int, stop: int) -> Any:
-        parts = []
-        for reader, first, last in zip(self.readers, self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):
-            if start < last and first < stop:
-                parts.append(reader.read_rows(max(start, first) - first, min(stop, last) - first))
-        if not parts:
-            return self.readers[0].read_rows(0, 0)
-        return parts[0] if len(parts) == 1 else self.readers[0].concat(parts)
-
 
 @dataclass(frozen=True)
 class Mixture:

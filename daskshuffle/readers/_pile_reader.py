@@ -7,6 +7,7 @@ of arrays, fetch ahead on object storage, keep files in a local cache).
 
 from __future__ import annotations
 
+import functools
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -267,6 +268,26 @@ class ComposedReader(PileReader[Rows]):
         member = np.repeat(np.arange(len(sizes)), sizes.shape[1])
         rows = np.stack([starts.reshape(-1), offsets[:, :-1].reshape(-1), sizes.reshape(-1), member], axis=1)
         return rows[np.argsort(rows[:, 0], kind="stable")].astype(np.int64)
+
+    @functools.cached_property
+    def _segments(self) -> NDArray[np.int64]:
+        table = self.segments()
+        assert table is not None  # a reader of several stores has segments
+        return table
+
+    def read_rows(self, start: int, stop: int) -> Rows:
+        """Rows ``start:stop``: the part of each segment (:meth:`segments`) read by its member, one after the other."""
+        table, stop = self._segments, max(start, min(stop, self.n_rows))
+        first = max(int(np.searchsorted(table[:, 0], start, side="right")) - 1, 0)
+        last = int(np.searchsorted(table[:, 0], stop, side="left"))
+        parts = []
+        for begin, there, size, member in table[first:last].tolist():
+            a, b = max(start, begin), min(stop, begin + size)
+            if a < b:
+                parts.append(self.members[member].read_rows(there + a - begin, there + b - begin))
+        if not parts:
+            return self.members[0].read_rows(0, 0)  # type: ignore[no-any-return]
+        return parts[0] if len(parts) == 1 else self.concat(parts)
 
     def cancel_reads(self, threads: str | None = None) -> None:
         for reader in self.members:
