@@ -37,14 +37,9 @@ def _layout(arrays: Mapping[str, NDArray[Any]]) -> dict[str, tuple[np.dtype[Any]
 
 
 def check_positions(index: NDArray[np.intp], n_rows: int) -> None:
-    """Raise ``IndexError`` unless every position of ``index`` is in ``0:n_rows``.
-
-    A plan's positions out of its pile are a bug, named here once a pile rather
-    than by ``numpy.take`` at some batch. One pass over the positions: seen as
-    unsigned, a negative one is larger than any row count.
-    """
+    """Raise ``IndexError`` unless every position of ``index`` is in ``0:n_rows`` (a bug of the plan), once a pile."""
     index = np.asarray(index, dtype=np.intp)
-    if index.size and int(index.view(np.uintp).max()) >= n_rows:
+    if index.size and int(index.view(np.uintp).max()) >= n_rows:  # unsigned: a negative one is larger
         bad = index[(index < 0) | (index >= n_rows)]
         raise IndexError(
             f"Expected positions in 0:{n_rows}, the rows of the pile being gathered from. Got {bad.size:,} "
@@ -53,13 +48,7 @@ def check_positions(index: NDArray[np.intp], n_rows: int) -> None:
 
 
 def check_pile(pile: Any, reader: PileReader[Any]) -> None:
-    """Raise unless every variable of ``pile`` holds the rows its read records, and its order stays within them.
-
-    ``pile`` is a :class:`~daskshuffle.loader._reads.ShuffledPile`. Each
-    variable is checked, not only the first: a shorter one is a
-    :class:`~daskshuffle.CorruptPileStoreError` naming it. Once a pile, a
-    length a variable.
-    """
+    """Raise unless every variable of ``pile`` (a ``ShuffledPile``) holds the rows its read records, and its order stays within them."""
     rows = pile.arrays if pile.arrays is not None else pile.rows
     if isinstance(rows, Mapping):
         lengths = {str(name): len(values) for name, values in rows.items()}
@@ -131,12 +120,9 @@ def gather_batches(
     allocate: Allocate | None = None,
     release: Callable[[Any], None] | None = None,
 ) -> Iterator[Any]:
-    """The batches of ``plan``; ``segment(i)`` gives the :class:`~daskshuffle.loader._reads.ShuffledPile` of segment ``i``.
+    """The batches of ``plan``; ``segment(i)`` gives the ``ShuffledPile`` of segment ``i``, asked for once, in order.
 
-    Each segment is asked for once, in order, when the first batch that needs
-    it is gathered; the one before is let go first. A reader gives arrays for
-    every pile or for none. ``release(pile)``, if given, is called once the
-    batches gathered from ``pile`` are all made (they are copies).
+    ``release(pile)``, if given, is called once the batches gathered from ``pile`` are all made.
     """
     current: int = -1
     pile: Any = None

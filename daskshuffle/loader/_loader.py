@@ -202,7 +202,7 @@ class PileLoader(LoaderPosition):
         elif chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
-        n_rows = reader.n_rows if mixture is None else mixture.n_rows
+        n_rows = reader.n_rows if mixture is None else sum(mixture.counts)
         units = (
             choose_units(chosen_order.budget, reader, row_nbytes(reader), n_rows)
             if isinstance(chosen_order, Piles)
@@ -304,9 +304,7 @@ class PileLoader(LoaderPosition):
     def close(self) -> None:
         """Stop the iterations in progress and the reads ahead, join the reader threads, close the store.
 
-        Once it returns, nothing is read or requested for them any more. An
-        iteration open in another thread, and a range of batches
-        (:meth:`iter_batches`) in any, raise a
+        An iteration open in another thread, and a range of batches, raise a
         :class:`~daskshuffle.DaskShuffleValueError` at their next batch. The
         loader may be iterated again.
         """

@@ -63,11 +63,6 @@ class Mixture:
     counts: list[int]
     records: list[dict[str, Any]]
 
-    @property
-    def n_rows(self) -> int:
-        """Rows of every epoch."""
-        return sum(self.counts)
-
 
 def _schema(reader: PileReader[Any]) -> dict[str, str]:
     """Each variable's dtype (and row shape) in what the reader hands out, from no rows at all."""
@@ -114,9 +109,7 @@ def open_loader_store(
 ) -> tuple[str, PileReader[Any], Mixture | None]:
     """What a loader reads: the store's name, its reader, and for several ``streams`` their :class:`Mixture`.
 
-    ``streams`` is :func:`~daskshuffle.epochs._streams.parse_streams` of ``store``.
-    Every stream's store is opened and checked (same kind, same variables and
-    dtypes) before any row is read.
+    Every stream's store is opened and checked (same kind, variables and dtypes) before any row is read.
     """
     if streams is None:
         path = parse_path(store, "store")

@@ -21,11 +21,7 @@ _CANCELS = (asyncio.CancelledError, CancelledError)
 
 
 class ReadCancelledError(RuntimeError):
-    """A read cancelled by ``PileReader.cancel_reads``: its rows are incomplete, and nobody waits for them.
-
-    The loader never lets it reach a consumer: a read of its own that it
-    cancelled raises a public error in its place.
-    """
+    """A read cancelled by ``PileReader.cancel_reads``; the loader raises a public error in its place."""
 
 
 class CancellableRead:

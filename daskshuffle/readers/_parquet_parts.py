@@ -44,7 +44,7 @@ class Layout(NamedTuple):
 
 
 class Piece(NamedTuple):
-    """The rows ``a:b`` (from its first row) of part file number ``file`` that a read needs, in row groups ``groups``."""
+    """Rows ``a:b`` (from its first row) of part file ``file`` that a read needs, in row groups ``groups``."""
 
     file: int
     layout: Layout

@@ -67,16 +67,7 @@ class PileReader(ABC, Generic[Rows]):
         storage_options: dict[str, Any] | None,
         batch_format: str,
     ) -> Location:
-        """Where ``store`` lies, once ``batch_format`` is one of this reader's :attr:`batch_formats`; sets both.
-
-        Examples
-        --------
-        >>> from daskshuffle.readers._zarr_reader import ZarrPileReader
-        >>> ZarrPileReader("piles.zarr", batch_format="pandas")
-        Traceback (most recent call last):
-        ...
-        daskshuffle._errors.DaskShuffleValueError: Expected batch_format='numpy' (dicts of numpy arrays) or 'xarray' ...; 'pandas' batches come from Parquet pile stores.
-        """
+        """Where ``store`` lies, once ``batch_format`` is one of this reader's :attr:`batch_formats`; sets both."""
         formats = self.batch_formats
         if batch_format not in formats:
             named = [f"{name!r} ({what})" for name, what in formats.items()]
@@ -124,9 +115,7 @@ class PileReader(ABC, Generic[Rows]):
     def segments(self) -> NDArray[np.int64] | None:
         """``(n, 4)``: where this reader's rows lie in the stores it reads through (start, start there, rows, store).
 
-        The loader cuts its units so that none crosses a segment and each is
-        whole chunks of its store (:meth:`member_chunk_rows`). ``None`` (the
-        default): one store, the reader's own rows.
+        No unit of the loader crosses a segment. ``None`` (the default): one store.
         """
         return None
 
@@ -294,12 +283,10 @@ class ComposedReader(PileReader[Rows]):
             reader.cancel_reads(threads)
 
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
-        taken: Rows = self.members[0].take(rows, index)
-        return taken
+        return self.members[0].take(rows, index)  # type: ignore[no-any-return]
 
     def concat(self, parts: Sequence[Rows]) -> Rows:
-        rows: Rows = self.members[0].concat(parts)
-        return rows
+        return self.members[0].concat(parts)  # type: ignore[no-any-return]
 
     def n_rows_of(self, rows: Rows) -> int:
         return self.members[0].n_rows_of(rows)

@@ -37,7 +37,6 @@ class ZarrDecode:
     """
 
     def __init__(self, array: zarr.Array[Any], key: str) -> None:
-        """Decode chunks of ``array`` (Zarr v3), whose first chunk's key is ``key``."""
         document: dict[str, Any] = dict(array.metadata.to_dict())
         document["shape"] = [int(size) for size in array.chunks]
         document["codecs"] = [codec for codec in document["codecs"] if codec["name"] != "crc32c"]
@@ -46,10 +45,7 @@ class ZarrDecode:
         self._key = key
 
     def decode(self, data: Any) -> NDArray[np.uint8]:
-        """The rows of a chunk as bytes, from the chunk file's bytes without their crc32c.
-
-        Raises what zarr raises for bytes its codecs cannot decode.
-        """
+        """The rows of a chunk as bytes, from the chunk file's bytes without their crc32c (or what zarr raises)."""
         import zarr
         from zarr.buffer.cpu import Buffer
         from zarr.storage import MemoryStore

@@ -211,29 +211,23 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         for start, stop in runs:
             self.fetch(start, stop)
         tasks: list[Task] = []
-        first = 0
+        offset = 0
         for start, stop in runs:
-            out = {name: values[first : first + stop - start] for name, values in rows.items()}
-            tasks += self._tasks(start, stop, out)
-            first += stop - start
+            if stop == start:
+                continue
+            for name, chunks in self._chunks.items():
+                first, last = start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1
+                step = max(1, self._task_nbytes // max(chunks.chunk_nbytes, 1))
+                out = rows[name][offset : offset + stop - start]
+                tasks += [
+                    (chunks, out, index, min(index + step, last), start, stop) for index in range(first, last, step)
+                ]
+            offset += stop - start
         read = self._under_way.begin()
         for task in tasks:  # a cancelled read stops before its next task, or at once in a wait for a fetch
             read.check()
             self._files.read(*task, pile, read)
         return rows
-
-    def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
-        tasks: list[Task] = []
-        if stop == start:
-            return tasks
-        task_nbytes = self._task_nbytes
-        for name, chunks in self._chunks.items():
-            first, last = start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1
-            step = max(1, task_nbytes // max(chunks.chunk_nbytes, 1))
-            tasks += [
-                (chunks, rows[name], index, min(index + step, last), start, stop) for index in range(first, last, step)
-            ]
-        return tasks
 
     def _empty(self, chunks: Chunks, n_rows: int, capacity: int) -> NDArray[Any]:
         """An array for ``n_rows`` rows of ``chunks``: a recycled one if large enough, else one of ``capacity`` rows."""
