@@ -228,7 +228,6 @@ class PileLoader(LoaderPosition):
         self._streams = None if mixture is None else mixture.records
         self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row_nbytes(reader))
         self._share = RankShare.make(self._piles, self.settings, n_rows)
-        self._n_batches = self._share.n_batches
         super().__init__()  # the position: epoch 0, its first batch
         self._read_ahead = ReadAhead(self._piles, self._piles.closes)
         # Also stop the reader threads if the loader is dropped without close().
@@ -237,11 +236,11 @@ class PileLoader(LoaderPosition):
     @property
     def n_rows(self) -> int:
         """Rows this rank yields per epoch."""
-        return self._share.range[1] - self._share.range[0]
+        return self._share.lanes[-1][1] - self._share.lanes[0][0]
 
     def __len__(self) -> int:
         """Batches this rank yields per epoch."""
-        return self._n_batches
+        return self._share.n_batches
 
     def __repr__(self) -> str:
         s = self.settings

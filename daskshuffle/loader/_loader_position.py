@@ -34,7 +34,6 @@ class LoaderPosition:
     settings: LoaderSettings
     store: str
     _share: RankShare
-    _n_batches: int
     _read_ahead: ReadAhead
     _store_fingerprint: str
     _streams: list[dict[str, Any]] | None
@@ -52,7 +51,7 @@ class LoaderPosition:
         return self._position()[0]
 
     def _position(self) -> tuple[int, int]:
-        if self._batches >= self._n_batches:
+        if self._batches >= self._share.n_batches:
             return self._epoch + 1, 0
         return self._epoch, self._batches
 
@@ -231,7 +230,7 @@ class LoaderPosition:
         True
         """
         check_streams(state, self._streams)
-        epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._n_batches)
+        epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._share.n_batches)
         with self._moving:
             self._check_one_consumer("load_state_dict")
             self._close_live()

@@ -55,11 +55,6 @@ class RankShare:
             )
         return share
 
-    @property
-    def range(self) -> tuple[int, int]:
-        """The positions of the stream this rank yields, from its first lane's start to its last lane's end."""
-        return self.lanes[0][0], self.lanes[-1][1]
-
     def plans(self, epoch: int, start: int = 0, stop: int | None = None) -> list[BatchPlan]:
         """The plan of batches ``start:stop`` of ``epoch``: one per lane."""
         epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")

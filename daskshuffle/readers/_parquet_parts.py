@@ -61,6 +61,8 @@ class PartFiles:
     """
 
     store: str
+    #: The run that wrote the store, which every part file's footer names with its first row.
+    run: str
 
     def _open_parts(self, location: Location, columns: list[str]) -> None:
         """List the part files of ``location``, whose ``columns`` are read."""
@@ -84,8 +86,6 @@ class PartFiles:
         self.local = isinstance(fs, LocalFileSystem)
         self._leaves: list[int] | None = None  # the Parquet columns of the columns read
         self._layouts: list[Layout | None] = [None] * len(self.part_paths)
-        #: The run that wrote the store, which every part file's footer names with its first row.
-        self.run = ""
         #: The columns read, as the first footer read types them: every other part file must agree.
         self._schema: tuple[int, pa.Schema] | None = None
 

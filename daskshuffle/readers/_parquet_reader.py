@@ -63,9 +63,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
         self.metadata = read_sidecar(location)
-        run, self._row_group_rows = part_binding(self.metadata, self.store)
+        self.run, self._row_group_rows = part_binding(self.metadata, self.store)
         self._open_parts(location, select_variables(self.metadata, variables))
-        self.run = run
         self._fetches = None if self.local else Fetches(self._fs)
         self._cache: StoreCache | None = None
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.

@@ -74,13 +74,10 @@ def _numcodec(codec: Any) -> Any:
     """The numcodecs codec that decodes what zarr's ``codec`` encoded, or ``None`` if there is none."""
     from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
-    if isinstance(codec, BloscCodec):
-        return numcodecs.Blosc()  # a blosc frame describes itself
-    if isinstance(codec, ZstdCodec):
-        return numcodecs.Zstd()
-    if isinstance(codec, GzipCodec):
-        return numcodecs.GZip()
-    return None
+    # A blosc frame describes itself: numcodecs' Blosc needs none of the codec's settings.
+    decoders = {BloscCodec: numcodecs.Blosc, ZstdCodec: numcodecs.Zstd, GzipCodec: numcodecs.GZip}
+    decoder = next((made for kind, made in decoders.items() if isinstance(codec, kind)), None)
+    return None if decoder is None else decoder()
 
 
 def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
