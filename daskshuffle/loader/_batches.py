@@ -48,7 +48,7 @@ def check_positions(index: NDArray[np.intp], n_rows: int) -> None:
 
 
 def check_pile(pile: Any, reader: PileReader[Any]) -> None:
-    """Raise unless every variable of ``pile`` (a ``ShuffledPile``) holds the rows its read records, and its order stays within them."""
+    """Raise unless every variable of ``pile`` (a ``ShuffledPile``) holds the rows its read records."""
     rows = pile.arrays if pile.arrays is not None else pile.rows
     if isinstance(rows, Mapping):
         lengths = {str(name): len(values) for name, values in rows.items()}
@@ -136,8 +136,7 @@ def gather_batches(
                         release(pile)
                     pile = None  # let the last pile go before the next is read (with nothing read ahead, here)
                     read = segment(part.segment)
-                    # Once a pile: every variable holds its rows, every part's index is in them. Only a pile that
-                    # passed is given back to the reader.
+                    # Once a pile: every variable holds its rows, every part's index is in them.
                     check_pile(read, reader)
                     current, pile = part.segment, read
                     layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch

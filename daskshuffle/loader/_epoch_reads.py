@@ -78,7 +78,7 @@ class EpochCache(Generic[Made]):
 
 
 class EpochReads(ABC):
-    """The reads of every epoch of a loader: pure functions of the store's layout, the seed and the epoch (ranks agree)."""
+    """The reads of every epoch: pure functions of the store's layout, the seed and the epoch (ranks agree)."""
 
     @abstractmethod
     def layout(self, epoch: int) -> IntArray:

@@ -188,7 +188,7 @@ class LoaderPosition:
             self._epoch, self._batches = epoch, 0
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the loader is (epoch, batches handed out, fingerprints of store and settings), for :meth:`load_state_dict`.
+        """Where the loader is (epoch, batches, fingerprints of store and settings), for :meth:`load_state_dict`.
 
         Examples
         --------

@@ -65,7 +65,7 @@ class OrderReads(EpochReads):
 def make_reads(
     settings: LoaderSettings, reader: PileReader[Any], units: UnitSizes | None, mixture: Mixture | None
 ) -> EpochReads:
-    """The reads of a loader of ``settings`` over ``reader``: groups of ``units`` (``order="piles"``), or an order's stretches."""
+    """A loader's reads of ``reader``: groups of ``units`` (``order="piles"``), or an order's stretches."""
     s, offsets = settings, reader.pile_offsets
     if units is not None:
         members, counts = (None, None) if mixture is None else (mixture.reader.starts, mixture.counts)

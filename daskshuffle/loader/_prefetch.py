@@ -35,7 +35,7 @@ _NOTHING = re.compile(r"^\s*0+(\.0*)?\s*[A-Za-z]*\s*$")
 
 
 class Prefetch(NamedTuple):
-    """``PileLoader(prefetch=...)``: bytes of rows whose requests may be in flight, and of rows read ahead (``None``: one read)."""
+    """``PileLoader(prefetch=...)``: bytes of rows in flight, and of rows read ahead (``None``: one read)."""
 
     in_flight: int
     held: int | None
@@ -139,7 +139,7 @@ class ReadAhead:
             self._fetch.advance(jobs, index)
         limit = self._piles.held_ahead
         with self._lock:
-            # Checked under the lock close() takes after counting the close: what is submitted here, it then stops.
+            # Under the lock close() takes after counting the close: what is submitted here, it then stops.
             if self.stale:
                 raise _stopped()
             held = 0
@@ -173,15 +173,11 @@ class ReadAhead:
         for future in pending.values():
             future.cancel()
         if executor is not None:
-            # A read of ours running for nobody (a group of units is a hundred files or more) stops after its file;
-            # the reads of the loader's other iterations and ranges go on.
-            self._reader.cancel_reads(self._prefix + "_")
-            # Garbage collection may close us from one of our own threads, or from one of the reader's (a decoder,
-            # a fetch) that ours may be waiting for: then they finish on their own.
+            self._reader.cancel_reads(self._prefix + "_")  # ours only: other iterations' and ranges' reads go on
+            # Garbage collection may close us from one of our threads or the reader's: they then finish on their own.
             inside = threading.current_thread().name.startswith(self._prefix) or self._reader.owns_thread()
             executor.shutdown(wait=not inside, cancel_futures=True)
-        # Only then what was fetched ahead goes: a read still running takes its requests in flight, rather than
-        # finding them cancelled and reading its files again one request after another.
+        # Only then what was fetched ahead goes: a read still running takes its requests in flight.
         if self._fetch is not None:
             self._fetch.close()
 

@@ -62,7 +62,7 @@ class LoaderReads:
             self._users.add(user)
 
     def close(self) -> None:
-        """Stop every read of the loader's: each pool closed and joined, then the reader's; a later iteration reads again."""
+        """Stop every read: each pool closed and joined, then the reader's; a later iteration reads again."""
         with self._lock:
             self.closes += 1
             users = list(self._users)

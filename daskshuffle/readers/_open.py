@@ -46,8 +46,8 @@ def open_pile_reader(
     """
     location = Location.of(store, storage_options)
     with location.reaching():  # no credentials, a misspelt option, throttling: named with the store's URL
-        # Each look is a request on object storage: the Zarr group's metadata, read once, also says whether
-        # generations were appended; whether the store exists is asked only when no kind is found.
+        # Each look is a request on object storage: the Zarr group's metadata, read once, says if generations were
+        # appended; whether the store exists is asked only when no kind is found.
         found = find_store(location)
         if found is not None:
             group, metadata = found

@@ -164,7 +164,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         return [ranges for ranges, _ in planned]
 
     def _ranges(self, piece: Piece) -> tuple[list[Range], int]:
-        """The byte ranges of ``piece``'s column chunks, cut at ``parquet-reader.range-nbytes``, and their decoded bytes."""
+        """The byte ranges of ``piece``'s column chunks (cut at ``range-nbytes``), and their decoded bytes."""
         chunks = piece.layout.chunks[piece.groups[0] : piece.groups[-1] + 1].reshape(-1, 3)
         runs = coalesce(((int(first), int(end)) for first, end in chunks[:, :2]), gap=0)
         path = self.part_paths[piece.file]
@@ -216,8 +216,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             if footer is None:
                 footer = self._part(piece.file, pile)
             with pa.PythonFile(FetchedFile([bytes_of(found) for found in ranges]), mode="r") as handle:
-                # Without pre_buffer, which coalesces the column chunks read across the gaps between them
-                # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
+                # Without pre_buffer, which would coalesce reads across the columns not read (bytes not fetched).
                 file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
         except Exception as error:
@@ -282,8 +281,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     def as_arrays(self, rows: pa.Table) -> dict[str, NDArray[Any]] | None:
         nested = [rows.column(index) for index, field in enumerate(rows.schema) if is_nested(field.type)]
         if self.batch_format != "numpy" or any(row_shape(column) is None for column in nested):
-            # Nested values become numpy views into the whole pile: gathered from, a batch would
-            # keep the pile alive. Taken first, as Arrow, they are views into the batch only.
+            # Nested values as numpy views would keep the whole pile alive in a batch: taken as Arrow first.
             return None
         # Read-only views where Arrow allows: batches are gathered from them into new arrays.
         return {name: to_numpy(rows.column(name), writeable=False) for name in rows.column_names}

@@ -58,7 +58,7 @@ class PileReader(ABC, Generic[Rows]):
         self._open(self._locate(store, storage_options, batch_format), variables, **options)
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
-        """Read the store's metadata at ``location`` and open what reads of ``variables`` need (once :attr:`store` is set)."""
+        """Read the store's metadata at ``location`` and open what reads of ``variables`` need."""
         raise TypeError(f"{type(self).__name__} opens no pile store of its own")
 
     def _locate(
@@ -95,7 +95,7 @@ class PileReader(ABC, Generic[Rows]):
         """Rows ``start:stop`` of the store."""
 
     def read_pile(self, pile: int) -> Rows:
-        """Every row of pile ``pile``, as stored; damage raises :class:`~daskshuffle.CorruptPileStoreError` naming the pile."""
+        """Every row of pile ``pile``, as stored (damage: a ``CorruptPileStoreError`` naming the pile)."""
         offsets = self.pile_offsets
         return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
 
@@ -170,7 +170,7 @@ class PileReader(ABC, Generic[Rows]):
 
     @property
     def fetches(self) -> bool:
-        """Whether reads are requests to a store that serves many at once: the loader then fetches ahead (:meth:`fetch`)."""
+        """Whether reads are requests to a store that serves many at once: then the loader fetches ahead."""
         return self._fetches is not None
 
     def forget(self, start: int, stop: int) -> None:
@@ -187,7 +187,7 @@ class PileReader(ABC, Generic[Rows]):
         """Keep the files read from now on in ``cache``, and read them from there (only where :attr:`caches`)."""
 
     def _store_cache(self, cache: Cache) -> StoreCache:
-        """This store's part of ``cache``: keyed on the run too (a store shuffled again the same way holds other bytes)."""
+        """This store's part of ``cache``, keyed on its run too: a store shuffled again holds other bytes."""
         key, run = str(self.metadata["fingerprint"]), self.metadata.get(RUN_KEY)
         return cache.for_store(key if run is None else f"{key}-{run}")
 

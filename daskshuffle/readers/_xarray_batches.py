@@ -1,4 +1,4 @@
-"""Batches of a Zarr pile store as ``xarray.Dataset`` objects (``batch_format="xarray"``), as ``xr.open_zarr`` decodes them."""
+"""Batches of a Zarr pile store as ``xarray.Dataset`` objects, as ``xr.open_zarr`` decodes them."""
 
 from __future__ import annotations
 

@@ -261,10 +261,8 @@ class ChunkFiles:
         path: str | None = None,
         opened: int | None = None,
     ) -> None:
-        # Every os call releases the GIL and must get it back, which a consumer busy in Python holds for up to
-        # sys.getswitchinterval(): a file costs three calls (open, preadv, close), no fstat. A size is checked by
-        # reading one byte more than the file should hold. ``path``: where the chunk is, if not in the store (a cache),
-        # ``opened`` its descriptor, which this closes.
+        # Every os call waits to get the GIL back: a file costs three (open, preadv, close), no fstat; a size is
+        # checked by reading one byte more. ``path``, ``opened``: a cached copy and its descriptor, closed here.
         path = chunks.path(index) if path is None else path
         try:
             fd = os.open(path, os.O_RDONLY) if opened is None else opened
@@ -340,9 +338,8 @@ class ChunkFiles:
             try:
                 # Bytes 4:8 of a blosc frame's 16-byte header: its decoded size.
                 fits = len(data) >= 16 and int.from_bytes(data[4:8].tobytes(), "little") == chunks.chunk_nbytes
-                # Blosc through numcodecs.blosc itself, which the codec wraps in checks of its arguments (about
-                # 10 us a chunk). Into the output only for a large chunk: checking an output costs as much again,
-                # more than copying a small chunk.
+                # Blosc through numcodecs.blosc itself (the codec wraps it in checks of its arguments); into the
+                # output only for a large chunk, where checking an output costs less than copying it.
                 if chunks.direct and target is not None and fits and chunks.chunk_nbytes >= self._direct_nbytes:
                     numcodecs.blosc.decompress(data, target)
                     return target

@@ -41,8 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ZarrPileReader"]
 
-#: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
-#: rows' array): ``(chunks, out, first, last, start, stop)``.
+#: ``(chunks, out, first, last, start, stop)``: chunks ``first:last``, rows ``start:stop`` read into ``out``.
 Task = tuple[Chunks, NDArray[Any], int, int, int, int]
 
 
@@ -74,8 +73,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         given = metadata is not None  # a generation's, whose root the generations reader watches
         group, metadata = open_store(location, self.store, metadata, group)
         self.metadata = metadata
-        # Arrays gone or metadata that disagrees with them, after the metadata was read: a compaction or a new
-        # shuffle may have replaced the store meanwhile.
+        # Arrays gone or disagreeing with the metadata read: a compaction or a new shuffle may have replaced them.
         with contextlib.nullcontext() if given else Opened.of(location, metadata).unchanged(self.store):
             self._open_variables(location, group, variables)
 
