@@ -298,7 +298,9 @@ class PileLoader(LoaderPosition):
         True
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
-        return self._share.piles_read(epoch)
+        reads = self._piles.epoch_reads
+        plans = self._share.plans(epoch)
+        return [pile for plan in plans for segment in plan.segments for pile in reads.piles_of(epoch, segment.pile)]
 
     def close(self) -> None:
         """Stop the iterations in progress and the reads ahead, join the reader threads, close the store.

@@ -31,18 +31,15 @@ class MixedReader(ComposedReader[Any]):
 
     def __init__(self, readers: Sequence[PileReader[Any]]) -> None:
         self.readers = list(readers)
-        self._offsets = stream_offsets([reader.pile_offsets for reader in readers])
+        offsets = stream_offsets([reader.pile_offsets for reader in readers])
         self.starts = np.concatenate([[0], np.cumsum([reader.n_rows for reader in readers])]).astype(np.int64)
         self.metadata = {
             **readers[0].metadata,
             "n_rows": int(self.starts[-1]),
-            "n_piles": len(self._offsets) - 1,
+            "n_piles": len(offsets) - 1,
+            "pile_offsets": offsets.tolist(),
             "fingerprint": fingerprint([reader.metadata["fingerprint"] for reader in readers]),
         }
-
-    @property
-    def pile_offsets(self) -> NDArray[np.int64]:
-        return self._offsets
 
     @property
     def members(self) -> list[PileReader[Any]]:

@@ -62,16 +62,6 @@ class RankShare:
         offsets = self.piles.epoch_reads.layout(epoch)
         return [plan_batches(offsets, lane, self.micro, start, max(start, stop)) for lane in self.lanes]
 
-    def piles_read(self, epoch: int) -> list[int]:
-        """The store piles read in ``epoch``, in reading order (lane after lane)."""
-        reads = self.piles.epoch_reads
-        return [
-            pile
-            for plan in self.plans(epoch)
-            for segment in plan.segments
-            for pile in reads.piles_of(epoch, segment.pile)
-        ]
-
     def batches(
         self,
         epoch: int,

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError
-from ..pilestore import METADATA_FILE, check_store_exists
+from ..pilestore import GENERATIONS_KEY, METADATA_FILE, check_store_exists
 from ..storage import Location
 from ._generations import GenerationsReader
 from ._pile_reader import PileReader
-from ._zarr_open import appended, find_store
+from ._zarr_open import find_store
 from ._zarr_reader import ZarrPileReader
 
 __all__ = ["open_pile_reader"]
@@ -51,7 +51,7 @@ def open_pile_reader(
         found = find_store(location)
         if found is not None:
             group, metadata = found
-            if appended(metadata):
+            if isinstance(metadata, dict) and GENERATIONS_KEY in metadata:  # rows were appended to it
                 return GenerationsReader(location, variables, batch_format=batch_format, metadata=metadata)
             return ZarrPileReader(location, variables, batch_format=batch_format, group=group)
         from ._parquet_reader import ParquetPileReader  # pyarrow: loaded only once a store is not Zarr

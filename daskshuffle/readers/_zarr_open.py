@@ -22,7 +22,7 @@ from ..storage import Location
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["appended", "check_shapes", "find_store", "open_store"]
+__all__ = ["check_shapes", "find_store", "open_store"]
 
 
 def find_store(location: Location) -> tuple[zarr.Group | None, Any] | None:
@@ -37,11 +37,6 @@ def find_store(location: Location) -> tuple[zarr.Group | None, Any] | None:
     except (PermissionError, ValueError, zarr.errors.BaseZarrError):
         return None, None
     return None if group is None else (group, parse_metadata_attribute(group.attrs.get(METADATA_KEY)))
-
-
-def appended(metadata: Any) -> bool:
-    """Whether the metadata of a Zarr pile store's root lists generations: rows were appended to it."""
-    return isinstance(metadata, dict) and GENERATIONS_KEY in metadata
 
 
 def open_store(
@@ -74,7 +69,7 @@ def open_store(
         raise IncompletePileStoreError(
             f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."
         )
-    if appended(found):
+    if GENERATIONS_KEY in found:
         raise AppendedStoreError(
             f"Expected a pile store of one generation. Got {given!r}, which rows were appended to, instead; "
             "open it with daskshuffle.readers.open_pile_reader (or PileLoader), which reads every generation."
