@@ -117,27 +117,22 @@ def open_loader_store(
         for path in paths:
             readers.append(open_pile_reader(Location.of(path, storage_options), variables, batch_format=batch_format))
         _check_alike(paths, readers)
-        mixture = _mixture(streams, paths, readers)
+        counts = epoch_counts(streams, [reader.n_rows for reader in readers])
+        for path, reader, count in zip(paths, readers, counts, strict=True):
+            if reader.n_rows == 0 and count > 0:
+                raise DaskShuffleValueError(
+                    f"Expected rows in {path!r} to choose {count} from. Got an empty store instead.", parameter="store"
+                )
     except BaseException:
         for reader in readers:
             reader.close()
         raise
-    return " + ".join(paths), mixture.reader, mixture
-
-
-def _mixture(streams: list[Stream], paths: list[str], readers: list[PileReader[Any]]) -> Mixture:
-    n_rows = [reader.n_rows for reader in readers]
-    counts = epoch_counts(streams, n_rows)
-    for path, n, count in zip(paths, n_rows, counts, strict=True):
-        if n == 0 and count > 0:
-            raise DaskShuffleValueError(
-                f"Expected rows in {path!r} to choose {count} from. Got an empty store instead.", parameter="store"
-            )
     records = [
         {**stream.to_dict(), "fingerprint": str(reader.metadata["fingerprint"]), "rows_per_epoch": count}
         for stream, reader, count in zip(streams, readers, counts, strict=True)
     ]
-    return Mixture(MixedReader(readers), counts, records)
+    mixture = Mixture(MixedReader(readers), counts, records)
+    return " + ".join(paths), mixture.reader, mixture
 
 
 def check_streams(state: object, records: list[dict[str, Any]] | None) -> None:
