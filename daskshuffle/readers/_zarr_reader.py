@@ -88,11 +88,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
         # On object storage the crc32c tables are fetched while the arrays open: one round trip less to open.
-        predicted = {name: f"{group.path}/{name}".lstrip("/") for name in names}
+        paths = {name: f"{group.path}/{name}".lstrip("/") for name in names}  # each array's path, as zarr names it
         early = None
         if not location.is_local:
             pool = ThreadPoolExecutor(1, thread_name_prefix="daskshuffle-open-tables")
-            early = pool.submit(read_tables, location, metadata, predicted)
+            early = pool.submit(read_tables, location, metadata, paths)
             pool.shutdown(wait=False)  # its thread ends with its one task
         try:
             opened = open_arrays(location, group, names)
@@ -129,11 +129,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                     f"{array.chunks} of shape {array.shape} instead; the store is damaged: shuffle the source again."
                 )
             self._chunks[name] = chunks
-        paths = {name: self.arrays[name].path for name in self._chunks}
-        if early is not None and all(predicted[name] == path for name, path in paths.items()):
-            tables = {name: table for name, table in early.result().items() if name in paths}
-        else:
-            tables = read_tables(location, metadata, paths)
+        tables = read_tables(location, metadata, paths) if early is None else early.result()
         for name, table in tables.items():
             self._chunks[name] = dataclasses.replace(self._chunks[name], expected=table)
         self._files.opened = Opened.of(location, metadata)
