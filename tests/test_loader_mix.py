@@ -76,12 +76,12 @@ def planned(mixture: list[Stream], epoch: int) -> np.ndarray:
     with PileLoader(mixture, BATCH, seed=SEED) as loader:
         reads = loader._piles.epoch_reads
         n_groups = len(reads.layout(epoch)) - 1
-        runs = [run for group in range(n_groups) for run in reads.runs(epoch, group)]
+        runs = [run for group in range(n_groups) for run in reads.spans(Read(epoch, group, 0, 0))]
         orders = [reads.plan_read(Read(epoch, group, 0, 10**9)).order for group in range(n_groups)]
     ids = np.concatenate([stored_ids(path) for path in paths])
     out, first = [], 0
     for group in range(n_groups):
-        group_runs = reads.runs(epoch, group)
+        group_runs = reads.spans(Read(epoch, group, 0, 0))
         rows = np.concatenate([np.arange(a, b) for a, b in group_runs])
         out.append(ids[rows[orders[group]]])
         first += len(rows)
@@ -219,7 +219,7 @@ def test_reads_are_units_of_one_store_in_groups_under_the_budget(stores: dict[st
         assert loader.settings.group_rows == max(200, loader.settings.unit_rows or 0)
         first_b = SIZES["a"][0]
         for group in range(len(reads.layout(0)) - 1):
-            runs = reads.runs(0, group)
+            runs = reads.spans(Read(0, group, 0, 0))
             assert sum(b - a for a, b in runs) <= loader.settings.group_rows or len(runs) == 1
             assert all((a < first_b) == (b <= first_b) for a, b in runs), "a unit of one store"
 

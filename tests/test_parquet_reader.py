@@ -238,3 +238,22 @@ def test_a_store_that_records_no_run_is_refused(store: str, tmp_path: Path, reco
         ParquetPileReader(str(copy))
     with pytest.raises(CorruptPileStoreError, match="the run that wrote it"):
         PileLoader(str(copy), batch_size=100, seed=0)
+
+
+def test_a_parquet_store_shuffled_again_under_an_open_loader_raises_store_changed(tmp_path: Path) -> None:
+    """Part files of another run found by an open loader: the store changed, no damage (as for a Zarr store)."""
+    (tmp_path / "raw").mkdir()
+    ids = np.arange(20_000)
+    options: dict[str, Any] = {"n_piles": 20, "seed": 1, "block_memory": "4KiB", "row_group_size": 100}
+    pq.write_table(pa.table({"id": ids}), tmp_path / "raw" / "a.parquet")
+    piles = ds.shuffle_parquet(tmp_path / "raw", tmp_path / "piles", **options).path
+    small = ds.orders.Piles(budget="8KiB")  # groups of a few hundred rows: reads after the first batch
+    with PileLoader(piles, batch_size=50, seed=0, prefetch="0B", order=small) as loader:
+        batches = iter(loader)
+        next(batches)
+        # The same seed and shapes, other values: the same fingerprint, the same part files' names, another run.
+        pq.write_table(pa.table({"id": ids + 1}), tmp_path / "raw" / "a.parquet")
+        ds.shuffle_parquet(tmp_path / "raw", piles, **options, overwrite=True)
+        with pytest.raises(ds.StoreChangedError, match=r"shuffled again since.*open a new PileLoader"):
+            for _ in batches:
+                pass

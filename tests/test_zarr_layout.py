@@ -192,16 +192,6 @@ def test_a_users_compressors_are_read_whole_chunk_by_whole_chunk(tmp_path: Path,
             assert_same(reader.read_pile(pile), zarr_rows(store, int(offsets[pile]), int(offsets[pile + 1])))
 
 
-def test_a_store_of_compressed_rows_decodes_and_a_store_of_raw_floats_does_not(mixed: str, tmp_path: Path) -> None:
-    src = make_mixed_source(tmp_path / "raw.zarr", 2_000)
-    ds.shuffle_zarr(src, tmp_path / "tokens.zarr", n_piles=2, seed=0, variables=["tokens", "id"])
-    with ZarrPileReader(tmp_path / "tokens.zarr") as tokens, ZarrPileReader(mixed) as floats:
-        assert tokens.decodes, "token ids and ids: every byte of a row is blosc-compressed"
-        assert not floats.decodes, "the raw 64 float32 of x outweigh the compressed variables"
-    with ZarrPileReader(mixed, variables=["tokens", "field", "id"]) as narrow:
-        assert narrow.decodes, "only the variables read count"
-
-
 def test_every_chunk_is_written_even_all_fill_value(tmp_path: Path) -> None:
     group = zarr.open_group(tmp_path / "raw.zarr", mode="w", zarr_format=3)
     group.create_array("x", data=np.zeros((400, 4), dtype=np.float32), chunks=(100, 4))

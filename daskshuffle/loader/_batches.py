@@ -1,22 +1,11 @@
 """Gathering a batch from the shuffled piles it takes rows of.
 
 Batches are gathered from each pile as stored, at the positions of its
-permutation, rather than from a shuffled copy of the pile: that copy would
-double the pile's memory, and batches that are copies do not keep a pile alive
-after it is used. When the piles give numpy arrays (:meth:`PileReader.as_arrays`)
-each batch is gathered with one ``numpy.take`` per variable and pile: a batch
-from one pile straight into its own new arrays (one copy), a batch across pile
-boundaries (or into the arrays ``allocate`` makes) part by part. Otherwise it
-goes through the reader's ``take``, ``concat`` and ``to_batch``.
-
-Nothing is gathered from a pile before every variable of it is checked
-against the rows its read records (:func:`check_pile`, once a pile), and every
-``take`` runs in numpy's default mode, which raises for a position out of
-range: a row is never handed out twice. ``mode="clip"`` or ``"wrap"`` would
-repeat a row wherever a check missed one, and ``out=`` in the default mode
-gathers into a buffer and copies it again (1.8x the time for rows of 264
-bytes), so a whole batch is taken without ``out=`` (as fast as ``clip``) and
-only the parts of a batch that crosses piles are taken and then copied.
+permutation, rather than from a shuffled copy (which would double the pile's
+memory). Nothing is gathered from a pile before every variable is checked
+against the rows its read records (:func:`check_pile`), and every ``take``
+runs in numpy's default mode, which raises for a position out of range
+(``"clip"`` or ``"wrap"`` would repeat a row wherever a check missed one).
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ from .._errors import CorruptPileStoreError
 from ..epochs import BatchPlan
 from ..readers import PileReader
 
-__all__ = ["Allocate", "Layout", "check_pile", "check_positions", "gather_batches"]
+__all__ = ["Allocate", "Layout", "gather_batches"]
 
 #: Each variable's dtype and the shape of one of its rows.
 Layout = Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]
@@ -48,14 +37,9 @@ def _layout(arrays: Mapping[str, NDArray[Any]]) -> dict[str, tuple[np.dtype[Any]
 
 
 def check_positions(index: NDArray[np.intp], n_rows: int) -> None:
-    """Raise ``IndexError`` unless every position of ``index`` is in ``0:n_rows``.
-
-    A plan's positions out of its pile are a bug, named here once a pile rather
-    than by ``numpy.take`` at some batch. One pass over the positions: seen as
-    unsigned, a negative one is larger than any row count.
-    """
+    """Raise ``IndexError`` unless every position of ``index`` is in ``0:n_rows`` (a bug of the plan), once a pile."""
     index = np.asarray(index, dtype=np.intp)
-    if index.size and int(index.view(np.uintp).max()) >= n_rows:
+    if index.size and int(index.view(np.uintp).max()) >= n_rows:  # unsigned: a negative one is larger
         bad = index[(index < 0) | (index >= n_rows)]
         raise IndexError(
             f"Expected positions in 0:{n_rows}, the rows of the pile being gathered from. Got {bad.size:,} "
@@ -64,13 +48,7 @@ def check_positions(index: NDArray[np.intp], n_rows: int) -> None:
 
 
 def check_pile(pile: Any, reader: PileReader[Any]) -> None:
-    """Raise unless every variable of ``pile`` holds the rows its read records, and its order stays within them.
-
-    ``pile`` is a :class:`~daskshuffle.loader._reads.ShuffledPile`. Each
-    variable is checked, not only the first: a shorter one is a
-    :class:`~daskshuffle.CorruptPileStoreError` naming it. Once a pile, a
-    length a variable.
-    """
+    """Raise unless every variable of ``pile`` (a ``ShuffledPile``) holds the rows its read records."""
     rows = pile.arrays if pile.arrays is not None else pile.rows
     if isinstance(rows, Mapping):
         lengths = {str(name): len(values) for name, values in rows.items()}
@@ -142,12 +120,9 @@ def gather_batches(
     allocate: Allocate | None = None,
     release: Callable[[Any], None] | None = None,
 ) -> Iterator[Any]:
-    """The batches of ``plan``; ``segment(i)`` gives the :class:`~daskshuffle.loader._reads.ShuffledPile` of segment ``i``.
+    """The batches of ``plan``; ``segment(i)`` gives the ``ShuffledPile`` of segment ``i``, asked for once, in order.
 
-    Each segment is asked for once, in order, when the first batch that needs
-    it is gathered; the one before is let go first. A reader gives arrays for
-    every pile or for none. ``release(pile)``, if given, is called once the
-    batches gathered from ``pile`` are all made (they are copies).
+    ``release(pile)``, if given, is called once the batches gathered from ``pile`` are all made.
     """
     current: int = -1
     pile: Any = None
@@ -161,8 +136,7 @@ def gather_batches(
                         release(pile)
                     pile = None  # let the last pile go before the next is read (with nothing read ahead, here)
                     read = segment(part.segment)
-                    # Once a pile: every variable holds its rows, every part's index is in them. Only a pile that
-                    # passed is given back to the reader.
+                    # Once a pile: every variable holds its rows, every part's index is in them.
                     check_pile(read, reader)
                     current, pile = part.segment, read
                     layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch

@@ -1,10 +1,7 @@
-"""How a loader cuts each epoch into reads, behind one small interface: :class:`EpochReads`.
+"""How a loader cuts each epoch into reads, behind one small interface (:class:`EpochReads`).
 
-A *read* is what the loader holds at once: for ``order="piles"`` a group of
-units of whole chunks (:class:`~daskshuffle.loader._unit_groups.UnitGroups`),
-for every other order a stretch of its stream
-(:class:`~daskshuffle.loader._order_reads.OrderReads`). The rest of the loader
-never asks which kind of reads it has.
+A read is what the loader holds at once: for ``order="piles"`` a group of units,
+for every other order a stretch of its stream.
 """
 
 from __future__ import annotations
@@ -34,11 +31,7 @@ class Read(NamedTuple):
 
 
 class ReadPlan(NamedTuple):
-    """What one read takes from the store, and the order to hand its positions out in.
-
-    ``spans`` are the runs of store rows read, one after the other, each with
-    one call to the reader; ``order`` indexes the rows read, end to end.
-    """
+    """The runs of store rows one read takes, one after the other, and the order of the rows read, end to end."""
 
     spans: list[tuple[int, int]]
     order: NDArray[np.intp]
@@ -51,8 +44,7 @@ KEPT_EPOCHS = 3
 class EpochCache(Generic[Made]):
     """What is made once for each epoch and shared by threads; the last :data:`KEPT_EPOCHS` kept, pickled empty.
 
-    A thread that asks while another makes it waits for that one; an error
-    reaches the threads waiting, and the next to ask tries again.
+    An error reaches the threads waiting, and the next to ask tries again.
     """
 
     def __init__(self) -> None:
@@ -86,12 +78,7 @@ class EpochCache(Generic[Made]):
 
 
 class EpochReads(ABC):
-    """The reads of every epoch of a loader: where they are, in which order they are read, what each takes.
-
-    Implementations are pure functions of the store's layout, the seed and
-    the epoch (and of how the loader cuts the stream between ranks), so that
-    every rank and every worker process agrees on them.
-    """
+    """The reads of every epoch: pure functions of the store's layout, the seed and the epoch (ranks agree)."""
 
     @abstractmethod
     def layout(self, epoch: int) -> IntArray:

@@ -1,11 +1,6 @@
-"""``PileLoader``: shuffled minibatches from a pile store, during training; this module opens the store and the settings.
+"""``PileLoader``: opens the store and the settings; the iterating part is :mod:`._loader_position`.
 
-The loader never imports dask: it runs on a training machine with no scheduler
-at all. Which rows each rank and each batch gets is planned by pure functions of
-:mod:`daskshuffle.epochs`; the reads are :mod:`daskshuffle.loader._unit_groups`
-(``order="piles"``) or :mod:`daskshuffle.loader._order_reads`, read ahead by
-:mod:`daskshuffle.loader._prefetch`; the position and the iterations that move
-it are :mod:`daskshuffle.loader._loader_position`.
+The loader never imports dask: it runs on a training machine with no scheduler.
 """
 
 from __future__ import annotations
@@ -40,89 +35,73 @@ __all__ = ["LoaderSettings", "PileLoader"]
 class PileLoader(LoaderPosition):
     """Shuffled minibatches from a pile store: the lazy second pass of the 2-pass shuffle.
 
-    Iterating yields one epoch of batches, each a dict of numpy arrays keyed
-    by variable name with ``batch_size`` rows, except possibly the last.
-    Iterating again continues where the last iteration stopped: after a
-    whole epoch, that is the next epoch. A loader has one consumer: while
-    one thread's iteration is open, another thread that iterates the loader
-    (or moves its position) gets an error; give each thread its own loader.
+    Iterating yields one epoch of batches of ``batch_size`` rows (the last
+    may be shorter), each a dict of numpy arrays keyed by variable name;
+    iterating again goes on where the last iteration stopped. A loader has
+    one consumer: another thread that iterates it (or moves its position)
+    while one thread's iteration is open gets an error.
 
-    What is read: by default (``order="piles"``, :class:`~daskshuffle.orders.Piles`)
+    What is read: with ``order="piles"`` (:class:`~daskshuffle.orders.Piles`),
     the store in units of whole chunks (a Parquet store's row groups), dealt
-    afresh every epoch into groups of up to half the order's budget; each
-    group is read at once and its rows handed out in a fresh permutation of
-    the group, both drawn from ``(seed, epoch)`` only. Every store is stored
-    in a uniform random order of its rows, so each epoch is a uniform
-    permutation. Across epochs rows of one unit always share a group: two
-    rows that shared a batch meet in one again about
-    ``data * unit / group**2 + 1`` times as often as under independent
-    shuffles (bytes), near 2 with the automatic budget.
+    afresh each epoch into groups of up to half the order's budget; each group
+    is read at once and handed out in a fresh permutation, both drawn from
+    ``(seed, epoch)``. The store holds its rows in a uniform random order, so
+    each epoch is a uniform permutation. How close to independent: two rows
+    that shared a batch meet in one again about ``data * unit / group**2 + 1``
+    times as often as under independent shuffles, near 2 with the automatic
+    budget.
 
-    Memory: the order's budget (the group being used and the one read
-    ahead), a batch, and on a remote store the requests in flight
-    (``prefetch``). One pool of reader threads reads the next group while
-    the consumer is busy with the batches of this one, so that a consumer
-    slower than the reader never waits after the first group. Batches are
-    new arrays, gathered from the groups. Once an epoch ends, the first group
-    of the next one is already being read; :meth:`close` (or ``with``)
-    releases it and the threads.
+    Memory: the order's budget (the group in use and the one read ahead by one
+    pool of reader threads), a batch, and on a remote store the requests in
+    flight (``prefetch``). Batches are new arrays. The first group of the next
+    epoch is read while this one ends; :meth:`close` (or ``with``) releases it
+    and the threads.
 
     Parameters
     ----------
     store : path or URL, Stream, or list of them
-        A complete pile store, written by a daskshuffle shuffle; or several,
-        trained on together as one: a list of paths (each row once per
-        epoch) or of :class:`~daskshuffle.Stream`, which up- or downsample
-        their store (``repeat``, ``choose``, ``proportion``). Their units (and
-        each copy of one, and the sampled units) are dealt together into the
-        groups of the epoch, as one store's are. The stores must be of one
-        kind with the same variables and dtypes (checked before any row is
-        read), with ``order="piles"``.
+        A complete pile store written by a daskshuffle shuffle; or several,
+        trained on as one: a list of paths (each row once per epoch) or of
+        :class:`~daskshuffle.Stream`, which up- or downsample their store
+        (``repeat``, ``choose``, ``proportion``), their units dealt together
+        into the epoch's groups. They must be of one kind with the same
+        variables and dtypes (checked before any row is read), with
+        ``order="piles"``.
     batch_size : int
         Rows per batch.
     seed : int, optional
         Seeds every epoch's order (the deal of units into groups, each group's
-        permutation; an order's own draws). By
-        default (``None``) the seed recorded in the store, so that two runs on
-        one store agree unless told otherwise; a shuffle's ``seed=None``
-        instead draws a new seed (which the store records).
+        permutation, an order's own draws). By default the seed recorded in
+        the store, so that two runs on one store agree.
     rank, world_size : int, default 0 and 1
         For data-parallel training: this process's rank and the number of
         ranks. Within an epoch ranks get disjoint rows and the same number of
-        batches; fewer than ``world_size`` rows are left out of each epoch
-        (fewer than ``world_size * batch_size`` with ``drop_last``), and which
-        rows changes from epoch to epoch. A rank reads only its own share of
-        the epoch's reads, plus at most one it shares with each neighbour.
+        batches; fewer than ``world_size`` rows (``world_size * batch_size``
+        with ``drop_last``) are left out of each epoch, other ones each epoch.
+        A rank reads its own share of the reads, plus at most one it shares
+        with each neighbour.
     drop_last : bool, default False
         Leave out each rank's last, partial batch.
     order : str or daskshuffle.orders.Order, default "piles"
         The order of each epoch, with its options: an order of
         :mod:`daskshuffle.orders` (``ds.orders.Piles(budget="1GiB")``,
         ``ds.orders.Py1b(shuffle_block_size=4096)``, ...), or the name of one
-        that needs no options: ``"piles"`` (the above, ``ds.orders.Piles()``
-        with its automatic budget), ``"naive"``, ``"py1s"`` or ``"py2s"``. The
-        unit and group rows a budget gives are ``settings.unit_rows`` and
-        ``settings.group_rows``, in the state. Piles play the part of MosaicML
-        Streaming's shards and of tf.data's files, and the ranks (or lanes)
-        that of MosaicML's canonical nodes; :mod:`daskshuffle.orders` says
-        what each order reads and holds. Every order takes ``n_lanes`` for
-        elastic determinism (``ds.orders.Piles(n_lanes=8)``): each epoch's
-        order is cut into that many lanes, as if among that many ranks, so
-        that the rows of each global step (all ranks together, with
+        that needs no options: ``"piles"`` (the above, with its automatic
+        budget), ``"naive"``, ``"py1s"`` or ``"py2s"``. The unit and group
+        rows a budget gives are in ``settings``. Every order takes ``n_lanes``
+        for elastic determinism (``ds.orders.Piles(n_lanes=8)``): each epoch is
+        cut into that many lanes, so that the rows of each global step (with
         ``world_size * batch_size`` fixed) are the same for any ``world_size``
         that divides ``n_lanes``, and a state saved with one world size loads
         with another; numpy batches only.
     prefetch : str, default "auto"
-        Bytes of rows read ahead of the consumer, in one pool of reader
-        threads: ``"auto"`` reads the next group (or an order's next stretch)
-        whatever it holds, which ``Piles``' budget counts; a size such as
-        ``"1GiB"`` reads ahead the reads whose rows it holds, none if the next
-        one holds more (``"0B"``: nothing ahead). On object storage the
-        requests of the reads ahead also go out at once, all in flight
-        together, within ``loader.read-ahead-nbytes`` (256 MiB) of rows with
-        ``"auto"``, within the size given otherwise. A chunk file that holds
-        rows of two reads apart is kept (up to 64 MiB of them) for the second,
-        so that an epoch fetches each once.
+        Bytes of rows read ahead of the consumer: ``"auto"`` reads the next
+        group (or an order's next stretch) whatever it holds; a size such as
+        ``"1GiB"`` reads ahead the reads that fit it (``"0B"``: nothing ahead).
+        On object storage the requests of the reads ahead go out at once,
+        within ``loader.read-ahead-nbytes`` (256 MiB) with ``"auto"``, within
+        the size otherwise. A chunk file holding rows of two reads is kept (up
+        to 64 MiB of them) for the second, so that an epoch fetches each once.
     variables : list of str, optional
         The variables (or columns) to read; by default all.
     batch_format : {"numpy", "xarray", "arrow", "pandas"}, default "numpy"
@@ -130,21 +109,16 @@ class PileLoader(LoaderPosition):
         ``xarray.Dataset`` (dimensions, attributes, CF decoding and the
         coordinates of the sampled rows, as ``xr.open_zarr`` gives them); for
         a Parquet pile store, a ``pyarrow.RecordBatch`` or a pandas DataFrame.
-        numpy has no time zones and no categories: in numpy batches a
-        time-zone-aware timestamp is a ``datetime64`` of the UTC instant, a
-        categorical its values, and a column with nulls a float (NaN) or
-        object array. ``"pandas"`` and ``"arrow"`` keep time zones, categories
-        and nulls as they are.
+        In numpy batches a time-zone-aware timestamp is a ``datetime64`` of
+        the UTC instant, a categorical its values, and a column with nulls a
+        float (NaN) or object array; ``"pandas"`` and ``"arrow"`` keep them.
     cache : path or Cache, optional
         A directory on a local disk (or a :class:`~daskshuffle.Cache`, which
         also sets its size limit, 10 GiB by default) where what is read from a
-        remote pile store is kept (a Zarr store's chunk files, a Parquet
-        store's byte ranges of column chunks): later epochs read it from
-        there. Each is checked as it is read (a damaged one is read from the
-        store again); a rank keeps only what its own reads need; loaders on
-        one machine may share the directory. A local store is read where it
-        lies: a cache given for one does nothing, and warns
-        (:class:`~daskshuffle.IneffectiveSettingWarning`).
+        remote pile store is kept for later epochs. Each file is checked as it
+        is read (a damaged one is read from the store again); loaders on one
+        machine may share the directory. For a local store a cache does
+        nothing, and warns (:class:`~daskshuffle.IneffectiveSettingWarning`).
     storage_options : dict, optional
         Passed to fsspec for URLs.
 
@@ -155,9 +129,8 @@ class PileLoader(LoaderPosition):
     DaskShuffleValueError
         For settings that do not go together (lanes that do not fit the ranks
         or the batch, several streams with an order other than ``"piles"``),
-        before any store is opened. When iterated (or its
-        position moved) in one thread while another thread's iteration of it
-        is open.
+        before any store is opened. When iterated (or its position moved) in
+        one thread while another thread's iteration of it is open.
     CorruptPileStoreError
         While iterating, at the first batch that needs a group whose files are
         missing, truncated or corrupted; the loader then stops its reads.
@@ -175,13 +148,6 @@ class PileLoader(LoaderPosition):
     >>> n_rows, len(loader), state["epoch"]
     (1000, 10, 2)
 
-    MosaicML Streaming's ``py1b``, blocks of 400 rows shuffled:
-
-    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0, order=ds.orders.Py1b(shuffle_block_size=400)) as loader:
-    ...     ids = [int(i) for batch in loader for i in batch["id"]]
-    >>> sorted(ids) == list(range(1000)), loader.state_dict()["settings"]["order"]
-    (True, 'py1b')
-
     Two stores, the second upsampled: every row of it twice and a fresh half
     of them a third time, each epoch:
 
@@ -191,19 +157,6 @@ class PileLoader(LoaderPosition):
     ...     n_rows = sum(len(batch["id"]) for batch in loader)
     >>> n_rows, [stream["rows_per_epoch"] for stream in loader.state_dict()["streams"]]
     (3500, [1000, 2500])
-
-    Lanes, for a run whose number of ranks may change: rank 1 of 2 yields the
-    second half of each global step, whatever the number of ranks; a progress
-    bar is the loader wrapped, ``tqdm(loader)``:
-
-    >>> from tqdm import tqdm
-    >>> order = ds.orders.Piles(n_lanes=4)
-    >>> with ds.PileLoader("piles.zarr", batch_size=100, seed=0, order=order) as alone:
-    ...     steps = [batch["id"].tolist() for batch in tqdm(alone)]
-    >>> with ds.PileLoader("piles.zarr", batch_size=50, seed=0, rank=1, world_size=2, order=order) as rank_1:
-    ...     halves = [batch["id"].tolist() for batch in rank_1]
-    >>> all(half == step[50:] for half, step in zip(halves, steps, strict=True))
-    True
     """
 
     def __init__(
@@ -249,7 +202,7 @@ class PileLoader(LoaderPosition):
         elif chosen_cache is not None:
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
-        n_rows = reader.n_rows if mixture is None else mixture.n_rows
+        n_rows = reader.n_rows if mixture is None else sum(mixture.counts)
         units = (
             choose_units(chosen_order.budget, reader, row_nbytes(reader), n_rows)
             if isinstance(chosen_order, Piles)
@@ -271,48 +224,30 @@ class PileLoader(LoaderPosition):
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
-        self._storage_options = storage_options
         reads = make_reads(self.settings, reader, units, mixture)
         self._streams = None if mixture is None else mixture.records
         self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row_nbytes(reader))
         self._share = RankShare.make(self._piles, self.settings, n_rows)
-        self._n_batches = self._share.n_batches
         super().__init__()  # the position: epoch 0, its first batch
         self._read_ahead = ReadAhead(self._piles, self._piles.closes)
         # Also stop the reader threads if the loader is dropped without close().
         self._finalizer = weakref.finalize(self, release_on_collection, self._piles.close)
 
-    # -- what it yields ------------------------------------------------------
-    @property
-    def batch_size(self) -> int:
-        return self.settings.batch_size
-
-    @property
-    def seed(self) -> int:
-        return self.settings.seed
-
-    @property
-    def rank(self) -> int:
-        return self.settings.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.settings.world_size
-
     @property
     def n_rows(self) -> int:
         """Rows this rank yields per epoch."""
-        return self._share.range[1] - self._share.range[0]
+        return self._share.lanes[-1][1] - self._share.lanes[0][0]
 
     def __len__(self) -> int:
         """Batches this rank yields per epoch."""
-        return self._n_batches
+        return self._share.n_batches
 
     def __repr__(self) -> str:
+        s = self.settings
         return (
-            f"<PileLoader {self.store!r}: batch_size={self.batch_size}, rank {self.rank} of {self.world_size}, "
-            f"{len(self)} batches ({self.n_rows:,} rows) per epoch from {self.n_piles} piles, seed={self.seed}, "
-            f"{'' if self.settings.order == 'piles' else f'order={self.settings.order!r}, '}next epoch {self.epoch}>"
+            f"<PileLoader {self.store!r}: batch_size={s.batch_size}, rank {s.rank} of {s.world_size}, "
+            f"{len(self)} batches ({self.n_rows:,} rows) per epoch from {self.n_piles} piles, seed={s.seed}, "
+            f"{'' if s.order == 'piles' else f'order={s.order!r}, '}next epoch {self.epoch}>"
         )
 
     @property
@@ -363,15 +298,14 @@ class PileLoader(LoaderPosition):
         True
         """
         epoch = self.epoch if epoch is None else parse_count(epoch, "epoch")
-        return self._share.piles_read(epoch)
+        reads = self._piles.epoch_reads
+        plans = self._share.plans(epoch)
+        return [pile for plan in plans for segment in plan.segments for pile in reads.piles_of(epoch, segment.pile)]
 
-    # -- resources -----------------------------------------------------------
     def close(self) -> None:
         """Stop the iterations in progress and the reads ahead, join the reader threads, close the store.
 
-        Once it returns, nothing is read or requested for them any more. An
-        iteration open in another thread, and a range of batches
-        (:meth:`iter_batches`) in any, raise a
+        An iteration open in another thread, and a range of batches, raise a
         :class:`~daskshuffle.DaskShuffleValueError` at their next batch. The
         loader may be iterated again.
         """

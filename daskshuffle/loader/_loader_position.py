@@ -1,7 +1,4 @@
-"""A loader's position in its epochs, and everything that reads or moves it: the part of ``PileLoader`` that iterates.
-
-The batches themselves come from the rank's share (:mod:`daskshuffle.loader._rank_share`).
-"""
+"""A loader's position in its epochs, and everything that reads or moves it: the part of ``PileLoader`` that iterates."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import weakref
 from collections.abc import Generator, Iterator, Mapping
 from typing import Any
 
-from .._errors import CorruptPileStoreError, DaskShuffleValueError, StoreChangedError
+from .._errors import DaskShuffleValueError
 from .._parse import parse_count
 from ._batches import Allocate
 from ._loader_state import STATE_VERSION, LoaderSettings, check_state
@@ -22,39 +19,29 @@ from ._rank_share import RankShare
 
 __all__ = ["LoaderPosition"]
 
-#: What ``next(batches, _END)`` gives once they end.
 _END = object()
 
 
 class LoaderPosition:
     """The epoch and batch a loader yields next, the iterations that move them, and their saved state.
 
-    :class:`~daskshuffle.PileLoader` sets the store's and the settings'
-    attributes below, then calls ``LoaderPosition.__init__``, which starts at
-    the first batch of epoch 0.
-
-    One position has one consumer: the iteration that moves it belongs to the
-    thread that started it, and another thread may neither start an iteration
-    nor move the position until it is over (ranges of batches, which move
-    nothing, run in any thread). :meth:`close` never runs the code of an
-    iteration in another thread (which may be inside it at that instant): it
-    stops their reads, and each raises at its next batch.
+    :class:`~daskshuffle.PileLoader` sets the attributes below, then calls
+    ``LoaderPosition.__init__`` (the first batch of epoch 0). The iteration
+    that moves the position belongs to the thread that started it; ranges of
+    batches move nothing and run in any thread.
     """
 
     settings: LoaderSettings
     store: str
     _share: RankShare
-    _n_batches: int
     _read_ahead: ReadAhead
     _store_fingerprint: str
-    _storage_options: dict[str, Any] | None
     _streams: list[dict[str, Any]] | None
 
     def __init__(self) -> None:
         self._epoch = 0
         self._batches = 0
         self._live: weakref.ref[Generator[Any, None, None]] | None = None
-        #: The thread that started the live iteration; taken with ``_moving`` held.
         self._live_thread: threading.Thread | None = None
         self._moving = threading.Lock()
 
@@ -64,8 +51,7 @@ class LoaderPosition:
         return self._position()[0]
 
     def _position(self) -> tuple[int, int]:
-        """The epoch and the batch within it that come next."""
-        if self._batches >= self._n_batches:
+        if self._batches >= self._share.n_batches:
             return self._epoch + 1, 0
         return self._epoch, self._batches
 
@@ -76,8 +62,7 @@ class LoaderPosition:
             with contextlib.suppress(ValueError):  # "generator already executing": called from inside it
                 generator.close()
 
-    def _check_one_consumer(self, doing: str) -> None:
-        """Raise unless the live iteration, if any is open, is this thread's (called with ``_moving`` held)."""
+    def _check_one_consumer(self, doing: str) -> None:  # with _moving held
         generator = self._live() if self._live is not None else None
         owner, here = self._live_thread, threading.current_thread()
         state = inspect.GEN_CLOSED if generator is None else inspect.getgeneratorstate(generator)
@@ -91,7 +76,6 @@ class LoaderPosition:
             "read ranges with iter_batches(epoch, start, stop), or finish or close the first iteration first."
         )
 
-    # -- iteration -----------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         with self._moving:
             self._check_one_consumer("a second iteration")
@@ -111,13 +95,12 @@ class LoaderPosition:
     ) -> Generator[Any, None, None]:
         """Batches ``start:stop`` of ``epoch`` for this rank, without moving the loader's position.
 
-        The same batches as iterating the loader over that epoch. The range
-        has its own background reads, stopped when it ends, when it is closed
-        or garbage collected, and by :meth:`close` (the range then raises a
-        :class:`~daskshuffle.DaskShuffleValueError` at its next batch). ``allocate(n_rows, layout)``,
-        if given, makes the arrays each numpy batch is gathered into (``layout``
-        maps each variable to its dtype and the shape of a row), for example
-        in shared memory.
+        The same batches as iterating the loader over that epoch, read by
+        reads of the range's own; after :meth:`close` the range raises a
+        :class:`~daskshuffle.DaskShuffleValueError` at its next batch.
+        ``allocate(n_rows, layout)``, if given, makes the arrays each numpy
+        batch is gathered into (``layout``: each variable's dtype and row
+        shape), for example in shared memory.
 
         Examples
         --------
@@ -137,10 +120,8 @@ class LoaderPosition:
     ) -> Generator[Any, None, None]:
         """``batches``, the ``first``-th onwards of ``epoch``; with ``track`` the loader's position follows them.
 
-        Begun when :meth:`close` had run ``closes`` times: closed since (from
-        another thread, or a range from any), it raises at its next batch
-        rather than end the epoch early as if it were whole; its reads have
-        stopped, and start nothing more.
+        Begun when :meth:`close` had run ``closes`` times: closed since, it
+        raises at its next batch rather than end the epoch early as if whole.
         """
         piles, made = self._share.piles, first
         try:
@@ -157,10 +138,7 @@ class LoaderPosition:
         except Exception as error:
             if piles.closes != closes:  # the reads stopped by the close
                 raise self._closed(epoch, made, track) from error
-            changed = self._changed_since_opened(error) if isinstance(error, CorruptPileStoreError) else None
-            if changed is None:
-                raise
-            raise changed from error
+            raise
         finally:
             batches.close()  # stops its reads, unless they read ahead for the next epoch
         raise self._closed(epoch, made, track)
@@ -173,33 +151,8 @@ class LoaderPosition:
             f"{batch} of epoch {epoch}; {again} to go on from that batch."
         )
 
-    def _changed_since_opened(self, error: CorruptPileStoreError) -> StoreChangedError | None:
-        """The error to raise for a file gone because the store's generations changed; ``None`` if they did not."""
-        if isinstance(error, StoreChangedError) or self._streams is not None:
-            return None
-        from ..pilestore import read_metadata
-
-        try:
-            now = read_metadata(self.store, self._storage_options)
-        except OSError:
-            return None
-        if now is not None and now.get("fingerprint") == self._store_fingerprint:
-            return None
-        listed = [entry.get("generation") for entry in (now or {}).get("generations", [])]
-        return StoreChangedError(
-            f"Expected the pile store {self.store!r} as this loader opened it (fingerprint "
-            f"{self._store_fingerprint}). Got a store whose generations changed since instead (now "
-            f"{'generations ' + str(listed) if listed else 'another store'}: evict or compact removed files this "
-            "loader was reading); open a new PileLoader to read the store as it is now.",
-        )
-
     def peek(self) -> Any:
-        """The batch that comes next, without moving the loader's position.
-
-        Iterating continues where the last iteration stopped, so a batch taken
-        with ``next(iter(loader))`` is one the next ``for`` does not yield;
-        ``peek`` reads the same batch through a range of its own (its pile is
-        read for it) and leaves the position as it was.
+        """The batch that comes next, without moving the loader's position (``next(iter(loader))`` moves it).
 
         Examples
         --------
@@ -218,9 +171,7 @@ class LoaderPosition:
             batches.close()
 
     def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of ``epoch``.
-
-        An iteration in progress stops.
+        """Start the next iteration at the beginning of ``epoch``; an iteration in progress stops.
 
         Examples
         --------
@@ -236,12 +187,8 @@ class LoaderPosition:
             self._close_live()
             self._epoch, self._batches = epoch, 0
 
-    # -- resumption ----------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Where the loader is: a small JSON-serialisable dict for :meth:`load_state_dict`.
-
-        It records the epoch and the batches of it already handed out, and
-        fingerprints of the store and of the :class:`~daskshuffle.LoaderSettings`.
+        """Where the loader is (epoch, batches, fingerprints of store and settings), for :meth:`load_state_dict`.
 
         Examples
         --------
@@ -267,10 +214,9 @@ class LoaderPosition:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue exactly where the loader that saved ``state`` stopped.
 
-        The next iteration yields the batches an uninterrupted run would have
-        yielded next, and reads no pile before the one it continues in. A state
-        of another store or of other settings is refused. An iteration in
-        progress stops.
+        The next iteration yields what an uninterrupted run would have yielded
+        next. A state of another store or other settings is refused. An
+        iteration in progress stops.
 
         Examples
         --------
@@ -284,7 +230,7 @@ class LoaderPosition:
         True
         """
         check_streams(state, self._streams)
-        epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._n_batches)
+        epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._share.n_batches)
         with self._moving:
             self._check_one_consumer("load_state_dict")
             self._close_live()

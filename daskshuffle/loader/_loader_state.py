@@ -13,14 +13,7 @@ from .._parse import Settings, parse_count
 from ..plan import fingerprint
 from ..readers import PileReader
 
-__all__ = [
-    "STATE_KEYS",
-    "STATE_VERSION",
-    "LoaderSettings",
-    "check_state",
-    "parse_rank",
-    "row_nbytes",
-]
+__all__ = ["STATE_VERSION", "LoaderSettings", "check_state", "parse_rank", "row_nbytes"]
 
 #: Version of the dict that :meth:`PileLoader.state_dict` returns.
 STATE_VERSION = 1
@@ -32,14 +25,11 @@ class LoaderSettings(Settings):
     """What decides which rows a loader yields and how they are cut into batches.
 
     Two loaders of one store with equal settings yield the same batches in
-    every epoch; their fingerprint goes into :meth:`PileLoader.state_dict`, so
-    that a state is never loaded into a loader that would continue differently.
+    every epoch; their fingerprint goes into :meth:`PileLoader.state_dict`.
     ``prefetch``, ``variables`` and ``cache`` change how rows are read, not
-    which, and are left out; the ``order`` and its options are in, the lanes
-    (the order's ``n_lanes``) among them. Only what is in force is shown
-    (``repr``, :meth:`to_dict`): for ``order="piles"`` the rows of a unit and of
-    a group (``unit_rows``, ``group_rows``, from the order's budget), for the
-    other orders their own options.
+    which, and are left out. Only what is in force is shown: for
+    ``order="piles"`` the rows of a unit and of a group (from the budget), for
+    the other orders their own options.
 
     Examples
     --------
@@ -77,12 +67,7 @@ class LoaderSettings(Settings):
         return f"LoaderSettings({', '.join(f'{name}={value!r}' for name, value in self.to_dict().items())})"
 
     def deciding(self) -> dict[str, Any]:
-        """What decides the batches a state's position points at.
-
-        Without lanes, everything. With lanes, the global sequence of batches:
-        the seed, the lanes, the global batch (``world_size * batch_size``) and
-        the rest, but neither the rank nor the number of ranks.
-        """
+        """What decides the batches a state's position points at: with lanes, not the rank nor the number of ranks."""
         data = self.to_dict()
         if self.n_lanes is None:
             return data
@@ -130,7 +115,7 @@ def check_state(
     state: object, store: str, store_fingerprint: str, settings: LoaderSettings, n_batches: int
 ) -> tuple[int, int]:
     """The position ``(epoch, batches)`` a saved ``state`` continues from, if this loader may continue it."""
-    # A loader of several streams also records them ("streams", checked by daskshuffle.loader._mix.check_streams).
+    # Several streams are recorded too ("streams", checked by check_streams).
     if not isinstance(state, Mapping) or sorted(k for k in state if k != "streams") != sorted(STATE_KEYS):
         raise DaskShuffleValueError(
             f"Expected a dict returned by PileLoader.state_dict(), with the keys {list(STATE_KEYS)}. "

@@ -1,11 +1,8 @@
-"""A loader over several pile stores at once: their readers as one, the epoch's reads, the streams in its state.
+"""A loader over several pile stores at once: their readers as one, the streams in its state.
 
-:class:`MixedReader` reads the union of the stores' rows (each store's rows
-after those of the stores before it) through their own readers. The loader
-reads it as it reads one store: units of whole chunks of each store (none
+The loader reads a mixture as it reads one store: units of each store (none
 crossing from one store to the next), each stream's copies of its units and a
-sample of them for the rows left over, dealt together into groups under the
-budget (:class:`~daskshuffle.loader._unit_groups.UnitGroups`).
+sample of them, dealt together into groups under the budget.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from ..plan import fingerprint
 from ..readers import ComposedReader, PileReader, open_pile_reader
 from ..storage import Location
 
-__all__ = ["MixedReader", "Mixture", "check_streams", "open_loader_store"]
+__all__ = ["Mixture", "check_streams", "open_loader_store"]
 
 
 class MixedReader(ComposedReader[Any]):
@@ -34,18 +31,15 @@ class MixedReader(ComposedReader[Any]):
 
     def __init__(self, readers: Sequence[PileReader[Any]]) -> None:
         self.readers = list(readers)
-        self._offsets = stream_offsets([reader.pile_offsets for reader in readers])
+        offsets = stream_offsets([reader.pile_offsets for reader in readers])
         self.starts = np.concatenate([[0], np.cumsum([reader.n_rows for reader in readers])]).astype(np.int64)
         self.metadata = {
             **readers[0].metadata,
             "n_rows": int(self.starts[-1]),
-            "n_piles": len(self._offsets) - 1,
+            "n_piles": len(offsets) - 1,
+            "pile_offsets": offsets.tolist(),
             "fingerprint": fingerprint([reader.metadata["fingerprint"] for reader in readers]),
         }
-
-    @property
-    def pile_offsets(self) -> NDArray[np.int64]:
-        return self._offsets
 
     @property
     def members(self) -> list[PileReader[Any]]:
@@ -57,15 +51,6 @@ class MixedReader(ComposedReader[Any]):
         members = np.arange(len(sizes))
         return np.stack([self.starts[:-1], np.zeros_like(sizes), sizes, members], axis=1).astype(np.int64)
 
-    def read_rows(self, start: int, stop: int) -> Any:
-        parts = []
-        for reader, first, last in zip(self.readers, self.starts[:-1].tolist(), self.starts[1:].tolist(), strict=True):
-            if start < last and first < stop:
-                parts.append(reader.read_rows(max(start, first) - first, min(stop, last) - first))
-        if not parts:
-            return self.readers[0].read_rows(0, 0)
-        return parts[0] if len(parts) == 1 else self.readers[0].concat(parts)
-
 
 @dataclass(frozen=True)
 class Mixture:
@@ -74,11 +59,6 @@ class Mixture:
     reader: MixedReader
     counts: list[int]
     records: list[dict[str, Any]]
-
-    @property
-    def n_rows(self) -> int:
-        """Rows of every epoch."""
-        return sum(self.counts)
 
 
 def _schema(reader: PileReader[Any]) -> dict[str, str]:
@@ -126,9 +106,7 @@ def open_loader_store(
 ) -> tuple[str, PileReader[Any], Mixture | None]:
     """What a loader reads: the store's name, its reader, and for several ``streams`` their :class:`Mixture`.
 
-    ``streams`` is :func:`~daskshuffle.epochs._streams.parse_streams` of ``store``.
-    Every stream's store is opened and checked (same kind, same variables and
-    dtypes) before any row is read.
+    Every stream's store is opened and checked (same kind, variables and dtypes) before any row is read.
     """
     if streams is None:
         path = parse_path(store, "store")
@@ -139,27 +117,22 @@ def open_loader_store(
         for path in paths:
             readers.append(open_pile_reader(Location.of(path, storage_options), variables, batch_format=batch_format))
         _check_alike(paths, readers)
-        mixture = _mixture(streams, paths, readers)
+        counts = epoch_counts(streams, [reader.n_rows for reader in readers])
+        for path, reader, count in zip(paths, readers, counts, strict=True):
+            if reader.n_rows == 0 and count > 0:
+                raise DaskShuffleValueError(
+                    f"Expected rows in {path!r} to choose {count} from. Got an empty store instead.", parameter="store"
+                )
     except BaseException:
         for reader in readers:
             reader.close()
         raise
-    return " + ".join(paths), mixture.reader, mixture
-
-
-def _mixture(streams: list[Stream], paths: list[str], readers: list[PileReader[Any]]) -> Mixture:
-    n_rows = [reader.n_rows for reader in readers]
-    counts = epoch_counts(streams, n_rows)
-    for path, n, count in zip(paths, n_rows, counts, strict=True):
-        if n == 0 and count > 0:
-            raise DaskShuffleValueError(
-                f"Expected rows in {path!r} to choose {count} from. Got an empty store instead.", parameter="store"
-            )
     records = [
         {**stream.to_dict(), "fingerprint": str(reader.metadata["fingerprint"]), "rows_per_epoch": count}
         for stream, reader, count in zip(streams, readers, counts, strict=True)
     ]
-    return Mixture(MixedReader(readers), counts, records)
+    mixture = Mixture(MixedReader(readers), counts, records)
+    return " + ".join(paths), mixture.reader, mixture
 
 
 def check_streams(state: object, records: list[dict[str, Any]] | None) -> None:

@@ -1,11 +1,4 @@
-"""The reads of an order other than ``"piles"``: stretches of an epoch's :class:`~daskshuffle.epochs._epoch_order.EpochOrder`.
-
-Every order of :data:`~daskshuffle.epochs._orders.ORDERS` but ``"piles"`` gives
-the epoch's stream of store rows whole, cut into the order's own stretches (a
-pile, a block of ``shuffle_block_size`` rows, ...: ``EpochOrder.bounds``);
-:class:`OrderReads` makes it once per epoch (8 bytes a row, and the time the
-order takes) and keeps the few epochs a loader is in at once.
-"""
+"""The reads of an order other than ``"piles"``: stretches of an epoch's :class:`~daskshuffle.epochs.EpochOrder`."""
 
 from __future__ import annotations
 
@@ -25,11 +18,7 @@ __all__ = ["OrderReads", "make_reads"]
 
 
 class OrderReads(EpochReads):
-    """The epochs' orders of one loader: ``order`` with ``options``, its stream cut between ranks at ``divisions``.
-
-    A read is a stretch ``bounds[r]:bounds[r + 1]`` of the epoch's stream, taken
-    in runs of store rows (:func:`~daskshuffle.epochs._epoch_order.unit_reads`).
-    """
+    """The epochs' orders of one loader: ``order`` with ``options``, its stream cut between ranks at ``divisions``."""
 
     def __init__(
         self, order: str, options: OrderOptions, offsets: NDArray[np.int64], seed: int, divisions: NDArray[np.int64]
@@ -39,7 +28,6 @@ class OrderReads(EpochReads):
         self.offsets = offsets
         self.seed = seed
         self.divisions = divisions
-        #: Rows a read may take between two rows its stretch needs (see :func:`~daskshuffle.epochs._epoch_order.unit_reads`).
         self.gap = READ_GAPS[order]
         self._epochs = EpochCache[EpochOrder]()
 
@@ -77,12 +65,7 @@ class OrderReads(EpochReads):
 def make_reads(
     settings: LoaderSettings, reader: PileReader[Any], units: UnitSizes | None, mixture: Mixture | None
 ) -> EpochReads:
-    """The reads of a loader of ``settings`` over ``reader``: groups of ``units`` (``order="piles"``), or an order's stretches.
-
-    An order's stream is cut between ranks (or, with ``n_lanes``, between
-    lanes) as the loader cuts it: those are the order's divisions, MosaicML's
-    canonical nodes.
-    """
+    """A loader's reads of ``reader``: groups of ``units`` (``order="piles"``), or an order's stretches."""
     s, offsets = settings, reader.pile_offsets
     if units is not None:
         members, counts = (None, None) if mixture is None else (mixture.reader.starts, mixture.counts)

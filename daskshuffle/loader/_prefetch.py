@@ -1,9 +1,6 @@
 """Reading ahead of the consumer: one pool of reader threads under one byte budget (:class:`ReadAhead`).
 
-Whatever goes wrong in a read is raised in the consumer, through its future.
-Nothing here refers to the loader, so that garbage collection of the loader
-can stop the reads. On a remote store the requests of the reads ahead also go
-out at once (:class:`FetchAhead`).
+Nothing here refers to the loader, so that garbage collection of the loader can stop the reads.
 """
 
 from __future__ import annotations
@@ -25,13 +22,11 @@ from ._batches import Allocate, gather_batches
 from ._epoch_reads import Read
 from ._reads import LoaderReads, ShuffledPile
 
-__all__ = ["FetchAhead", "Prefetch", "Read", "ReadAhead", "parse_prefetch", "prefetched_batches"]
+__all__ = ["Read", "ReadAhead", "parse_prefetch", "prefetched_batches"]
 
 _read_ahead_ids = count()
-#: Every loader thread's name starts with this.
 THREAD_PREFIX = f"{PREFIX}-loader"
-#: Reader threads of a loader (or of a lane). One: reads run in the order the consumer needs them, each at the
-#: reader's own speed (its chunk files out of the GIL), while the consumer gathers batches from the one before.
+#: Reader threads of a loader (or of a lane): reads run in the order the consumer needs them.
 READ_THREADS = 1
 
 
@@ -40,10 +35,7 @@ _NOTHING = re.compile(r"^\s*0+(\.0*)?\s*[A-Za-z]*\s*$")
 
 
 class Prefetch(NamedTuple):
-    """``PileLoader(prefetch=...)``: bytes of rows whose requests may be in flight, and of rows read ahead.
-
-    ``held`` is ``None`` for one read ahead, whatever it holds.
-    """
+    """``PileLoader(prefetch=...)``: bytes of rows in flight, and of rows read ahead (``None``: one read)."""
 
     in_flight: int
     held: int | None
@@ -77,11 +69,8 @@ def parse_prefetch(value: object) -> Prefetch:
 class FetchAhead:
     """Starts the requests of the reads after the consumer's, within ``piles.read_ahead`` bytes (remote stores).
 
-    The requests go out as soon as the consumer reaches a read
-    (:meth:`advance`), for as many of the reads after it as the budget holds,
-    and what arrives waits in the reader until its read takes it. The read
-    under way counts against the budget too; the next read is always started,
-    unless the budget is a size (``prefetch="8MiB"``).
+    The read under way counts against the budget; the next read is always
+    started, unless the budget is a size (``prefetch="8MiB"``).
     """
 
     def __init__(self, piles: LoaderReads, closes: int) -> None:
@@ -115,7 +104,6 @@ class FetchAhead:
             self._forget(list(self._started))
 
     def _forget(self, jobs: list[Read]) -> None:
-        """Drop what ``jobs`` fetched and did not read (a read that is done, or will not come)."""
         for job in jobs:
             for start, stop in self._started.pop(job):
                 self._piles.reader.forget(start, stop)
@@ -124,13 +112,8 @@ class FetchAhead:
 class ReadAhead:
     """One pool of reader threads: the consumer's read, and the reads after it that fit the budget.
 
-    :meth:`get` submits ``jobs[index]`` and the jobs after it while the rows
-    they hold fit ``piles.held_ahead`` (one job ahead if ``None``), and waits
-    for ``jobs[index]``'s future. :meth:`close` cancels what has not started,
-    stops the reads under way (their reader's :meth:`cancel_reads`) and joins
-    the threads; :meth:`get` may start them again, until the loader closes
-    (``piles.close()``, once ``piles.closes`` is no longer ``closes``): then
-    it starts nothing and raises.
+    :meth:`close` cancels what has not started, stops the reads under way and
+    joins the threads; :meth:`get` may start them again until the loader closes.
     """
 
     def __init__(self, piles: LoaderReads, closes: int) -> None:
@@ -156,7 +139,7 @@ class ReadAhead:
             self._fetch.advance(jobs, index)
         limit = self._piles.held_ahead
         with self._lock:
-            # Checked under the lock close() takes after counting the close: what is submitted here, it then stops.
+            # Under the lock close() takes after counting the close: what is submitted here, it then stops.
             if self.stale:
                 raise _stopped()
             held = 0
@@ -190,15 +173,11 @@ class ReadAhead:
         for future in pending.values():
             future.cancel()
         if executor is not None:
-            # A read of ours running for nobody (a group of units is a hundred files or more) stops after its file;
-            # the reads of the loader's other iterations and ranges go on.
-            self._reader.cancel_reads(self._prefix + "_")
-            # Garbage collection may close us from one of our own threads, or from one of the reader's (a decoder,
-            # a fetch) that ours may be waiting for: then they finish on their own.
+            self._reader.cancel_reads(self._prefix + "_")  # ours only: other iterations' and ranges' reads go on
+            # Garbage collection may close us from one of our threads or the reader's: they then finish on their own.
             inside = threading.current_thread().name.startswith(self._prefix) or self._reader.owns_thread()
             executor.shutdown(wait=not inside, cancel_futures=True)
-        # Only then what was fetched ahead goes: a read still running takes its requests in flight, rather than
-        # finding them cancelled and reading its files again one request after another.
+        # Only then what was fetched ahead goes: a read still running takes its requests in flight.
         if self._fetch is not None:
             self._fetch.close()
 
@@ -220,11 +199,9 @@ def prefetched_batches(
     *,
     keep_open: bool = False,
 ) -> Generator[Any, None, None]:
-    """The batches of ``plan``, its reads through ``read_ahead`` (``reads``: the plan's, then any to read ahead).
+    """The batches of ``plan``, its ``reads`` (then any to read ahead) through ``read_ahead``.
 
-    ``read_ahead`` is closed when the batches end early (broken out of,
-    closed, an error) and, unless ``keep_open`` (a loader's own iteration,
-    whose reads ahead serve the next epoch), when they end.
+    ``read_ahead`` is closed when the batches end, unless they end whole and ``keep_open``.
     """
     read_ahead.keep_only(reads)
     finished = False

@@ -1,4 +1,10 @@
-"""A rank's share of every epoch: which positions of the stream it yields, the plans that read them, its batches."""
+"""A rank's share of every epoch: which positions of the stream it yields, the plans that read them, its batches.
+
+With lanes (elastic determinism), rank ``r`` of ``W`` yields micro-batch ``t``
+of each of lanes ``r L / W`` to ``(r + 1) L / W - 1``, one after the other, so
+the rows of a global step are the same for every ``W`` that divides ``L``; the
+price is ``L / W`` reads held at once instead of one.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,12 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .._errors import DaskShuffleValueError
 from .._parse import parse_count
 from ..epochs import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
 from ._batches import Allocate
-from ._lanes import lane_batches
 from ._loader_state import LoaderSettings
 from ._prefetch import Read, ReadAhead, prefetched_batches
 from ._reads import LoaderReads
@@ -22,9 +29,7 @@ __all__ = ["RankShare"]
 class RankShare:
     """The positions of each epoch's stream a rank yields: ``lanes``, each cut into ``n_batches`` parts of ``micro`` rows.
 
-    Without lanes (``settings.n_lanes``), one lane: the rank's contiguous
-    range, cut every ``batch_size`` positions. With lanes, the rank's lanes,
-    a batch being a micro-batch of each.
+    Without lanes (``settings.n_lanes``), one lane: the rank's contiguous range.
     """
 
     piles: LoaderReads
@@ -50,27 +55,12 @@ class RankShare:
             )
         return share
 
-    @property
-    def range(self) -> tuple[int, int]:
-        """The positions of the stream this rank yields, from its first lane's start to its last lane's end."""
-        return self.lanes[0][0], self.lanes[-1][1]
-
     def plans(self, epoch: int, start: int = 0, stop: int | None = None) -> list[BatchPlan]:
         """The plan of batches ``start:stop`` of ``epoch``: one per lane."""
         epoch, start = parse_count(epoch, "epoch"), parse_count(start, "start")
         stop = self.n_batches if stop is None else min(parse_count(stop, "stop"), self.n_batches)
         offsets = self.piles.epoch_reads.layout(epoch)
         return [plan_batches(offsets, lane, self.micro, start, max(start, stop)) for lane in self.lanes]
-
-    def piles_read(self, epoch: int) -> list[int]:
-        """The store piles read in ``epoch``, in reading order (lane after lane)."""
-        reads = self.piles.epoch_reads
-        return [
-            pile
-            for plan in self.plans(epoch)
-            for segment in plan.segments
-            for pile in reads.piles_of(epoch, segment.pile)
-        ]
 
     def batches(
         self,
@@ -81,20 +71,44 @@ class RankShare:
         read_ahead: ReadAhead | None = None,
         allocate: Allocate | None = None,
     ) -> Generator[Any, None, None]:
-        """Batches ``start:stop`` of ``epoch``, read ahead as the loader's prefetch budget holds.
+        """Batches ``start:stop`` of ``epoch``, of an iteration begun when the loader had closed ``closes`` times.
 
-        With the loader's own ``read_ahead`` (one lane only), the first reads of
-        the next epoch follow this epoch's last ones, so that starting the next
-        epoch does not wait for a read either, and ``read_ahead`` stays open.
-        Otherwise each lane reads through a pool of its own, closed when the
-        batches end. The iteration began when the loader had closed ``closes``
-        times: once it closes again, its reads start nothing more.
+        With the loader's own ``read_ahead`` (one lane only), the next epoch's
+        first reads follow this one's last, and ``read_ahead`` stays open.
         """
         plans = self.plans(epoch, start, stop)
         if len(plans) > 1:
-            return lane_batches(self.piles, plans, epoch, closes, allocate)
+            return _lane_batches(self.piles, plans, epoch, closes, allocate)
         reads = [Read(epoch, *segment) for segment in plans[0].segments]
         if read_ahead is None:
             return prefetched_batches(self.piles, plans[0], reads, ReadAhead(self.piles, closes), allocate)
         ahead = [Read(epoch + 1, *segment) for segment in self.plans(epoch + 1)[0].segments]
         return prefetched_batches(self.piles, plans[0], reads + ahead, read_ahead, allocate, keep_open=True)
+
+
+def _join(parts: tuple[dict[str, Any], ...], allocate: Allocate | None) -> dict[str, Any]:
+    if len(parts) == 1 and allocate is None:
+        return parts[0]
+    if allocate is None:
+        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+    layout = {name: (values.dtype, values.shape[1:]) for name, values in parts[0].items()}
+    out = dict(allocate(sum(len(next(iter(part.values()))) for part in parts), layout))
+    for name, values in out.items():
+        np.concatenate([part[name] for part in parts], out=values)
+    return out
+
+
+def _lane_batches(
+    piles: LoaderReads, plans: list[BatchPlan], epoch: int, closes: int, allocate: Allocate | None = None
+) -> Generator[dict[str, Any], None, None]:
+    """A rank's batches: micro-batch ``t`` of each of its lanes' ``plans`` joined, each lane read by its own pool."""
+    lanes = [
+        prefetched_batches(piles, plan, [Read(epoch, *s) for s in plan.segments], ReadAhead(piles, closes))
+        for plan in plans
+    ]
+    try:
+        for parts in zip(*lanes, strict=True):
+            yield _join(parts, allocate)
+    finally:
+        for lane in lanes:
+            lane.close()

@@ -1,17 +1,10 @@
-"""One read of a loader: what it reads, through which reader, and the rows it gives, checked and noted.
-
-A read is ``(epoch, number, start, stop)``: positions ``start:stop`` of read
-``number`` of ``epoch`` (a group of units, an order's stretch) once shuffled.
-:class:`LoaderReads` reads the reads of an epoch through a thread-safe
-:class:`~daskshuffle.readers.PileReader`, each giving a :class:`ShuffledPile`:
-the rows as stored and the order to hand them out in. Where reads run, and how far ahead, is :mod:`daskshuffle.loader._prefetch`.
-"""
+"""One read of a loader: what it reads, through which reader, and the rows it gives, checked and noted."""
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,19 +12,14 @@ from numpy.typing import NDArray
 from ..readers import PileReader
 from ._epoch_reads import EpochReads, Read
 
+if TYPE_CHECKING:
+    from ._prefetch import ReadAhead
+
 __all__ = ["LoaderReads", "ReadingNote", "ShuffledPile"]
 
 
-class _Closes(Protocol):
-    def close(self) -> None: ...
-
-
 class ShuffledPile(NamedTuple):
-    """A pile's rows as stored, the same rows as arrays (or ``None``), and the order to hand out positions in.
-
-    ``n_rows`` is how many rows the read's spans hold, what every variable
-    must hold; ``what`` names the read in errors.
-    """
+    """A read's rows as stored, as arrays (or ``None``), the order to hand out positions in, its rows and its name."""
 
     rows: Any
     arrays: dict[str, NDArray[Any]] | None
@@ -45,7 +33,7 @@ class ReadingNote(str):
 
 
 class LoaderReads:
-    """Reads the reads of an epoch (:class:`~daskshuffle.loader._epoch_reads.EpochReads`) through a thread-safe :class:`PileReader`."""
+    """Reads the reads of an epoch through a thread-safe :class:`PileReader`."""
 
     def __init__(
         self,
@@ -62,28 +50,19 @@ class LoaderReads:
         #: Rows a read started ahead of the consumer may hold (``None``: any); a larger one waits for the consumer.
         self.held_ahead = None if held_ahead is None else int(held_ahead // max(row_nbytes, 1.0))
         self.store = store
-        #: The epochs' reads: groups of units, or an order's stretches.
         self.epoch_reads = epoch_reads
         #: How many times :meth:`close` ran: what was begun before the last one starts nothing any more.
         self.closes = 0
-        self._users: weakref.WeakSet[_Closes] = weakref.WeakSet()
+        self._users: weakref.WeakSet[ReadAhead] = weakref.WeakSet()
         self._lock = threading.Lock()
 
-    def opened(self, user: _Closes) -> None:
-        """Close ``user`` (a pool of reads, :class:`~daskshuffle.loader._prefetch.ReadAhead`) when this closes.
-
-        ``user`` serves an iteration begun when :attr:`closes` had some value:
-        once it differs, ``user`` starts nothing more.
-        """
+    def opened(self, user: ReadAhead) -> None:
+        """Close ``user`` when this closes."""
         with self._lock:
             self._users.add(user)
 
     def close(self) -> None:
-        """Stop every read of the loader's: each user's pool closed and joined, then the reader's fetches.
-
-        An iteration begun before sees :attr:`closes` changed and starts
-        nothing more; a later one reads again.
-        """
+        """Stop every read: each pool closed and joined, then the reader's; a later iteration reads again."""
         with self._lock:
             self.closes += 1
             users = list(self._users)
@@ -92,10 +71,7 @@ class LoaderReads:
         self.reader.close()
 
     def read(self, job: Read) -> ShuffledPile:
-        """Do one read: what its plan takes from the store, at once, and the order to hand it out in.
-
-        An error gets a :class:`ReadingNote` of what was read, for which epoch.
-        """
+        """Do one read: what its plan takes from the store, at once; an error gets a :class:`ReadingNote`."""
         what = f"{self.epoch_reads.describe(job)} of {self.store!r} for epoch {job.epoch}"
         fetched: list[tuple[int, int]] = []
         try:

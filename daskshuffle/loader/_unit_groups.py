@@ -1,10 +1,6 @@
 """The reads of ``order="piles"``: groups of units of whole chunks, as :mod:`daskshuffle.epochs._unit_plan` plans them.
 
-A group is one read of the loader (:class:`~daskshuffle.loader._epoch_reads.EpochReads`),
-its units read straight into one set of arrays (:meth:`~daskshuffle.readers.PileReader.read_runs`).
-Units never cross from one store to another (:meth:`~daskshuffle.readers.PileReader.segments`:
-a mixture's stores, an appended store's generations). :func:`choose_units` picks the unit and the
-group when the loader opens.
+Units never cross from one store to another (a mixture's stores, an appended store's generations).
 """
 
 from __future__ import annotations
@@ -39,11 +35,7 @@ class UnitSizes(NamedTuple):
 
 
 def choose_units(budget: int | str, reader: PileReader[Any], row_nbytes: float, n_rows: int) -> UnitSizes:
-    """The units and groups a loader reads ``reader`` in (:func:`~daskshuffle.epochs.unit_sizes`), for ``budget`` bytes.
-
-    Each store a reader reads through (a generation, a stream) has its own
-    unit. ``"auto"`` is :func:`~daskshuffle.epochs._unit_plan.auto_budget`.
-    """
+    """The units and groups a loader reads ``reader`` in, for ``budget`` bytes; each member store has its own unit."""
     row = max(row_nbytes, 1.0)
     members = [  # rows a chunk and bytes a row of each variable
         ({name: rows for name, (rows, _) in found.items()}, {name: size for name, (_, size) in found.items()})
@@ -68,11 +60,8 @@ Groups = tuple[IntArray, list[IntArray]]
 class UnitGroups(EpochReads):
     """A read is a group of units of ``unit_rows`` store rows, dealt afresh each epoch, mixed in memory.
 
-    ``segments`` says where the store's rows lie in the stores it reads through
-    (:meth:`~daskshuffle.readers.PileReader.segments`), ``unit_rows`` the rows
-    of a unit of each (or of all); ``members`` and
-    ``counts``, for a mixture, where each stream's rows start and how many
-    rows it puts into an epoch.
+    ``segments``: where the rows lie in the member stores (:meth:`~daskshuffle.readers.PileReader.segments`);
+    ``members`` and ``counts``, for a mixture: where each stream's rows start, and its rows per epoch.
 
     Examples
     --------
@@ -104,7 +93,6 @@ class UnitGroups(EpochReads):
         self._groups_made = EpochCache[Groups]()
 
     def _groups(self, epoch: int) -> Groups:
-        """The offsets of ``epoch``'s groups laid end to end, and the runs of each, made once."""
         return self._groups_made.get(epoch, self._make_groups)
 
     def _make_groups(self, epoch: int) -> Groups:
@@ -112,19 +100,15 @@ class UnitGroups(EpochReads):
         offsets, groups = epochs.deal_groups(runs[:, 1] - runs[:, 0], self.group_rows, self.seed, epoch)
         return offsets, [runs[group] for group in groups]
 
-    def layout(self, epoch: int) -> IntArray:
-        """Groups are read in the order they were dealt: the deal is already random."""
+    def layout(self, epoch: int) -> IntArray:  # in the order dealt: the deal is random already
         return self._groups(epoch)[0]
 
-    def runs(self, epoch: int, group: int) -> list[tuple[int, int]]:
-        """The runs of store rows of ``group`` of ``epoch``: its units, in the order they were dealt."""
-        return [(int(a), int(b)) for a, b in self._groups(epoch)[1][group].tolist()]
-
     def spans(self, read: Read) -> list[tuple[int, int]]:
-        return self.runs(read.epoch, read.number)
+        """The runs of store rows of the group ``read`` takes: its units, in the order they were dealt."""
+        return [(int(a), int(b)) for a, b in self._groups(read.epoch)[1][read.number].tolist()]
 
     def plan_read(self, read: Read) -> ReadPlan:
-        runs = self.runs(read.epoch, read.number)
+        runs = self.spans(read)
         n_rows = sum(stop - start for start, stop in runs)
         order = epochs.group_permutation(n_rows, self.seed, read.epoch, read.number)
         shared = any(b > c for (_, b), (c, _) in itertools.pairwise(sorted(runs)))  # two runs share a row
@@ -143,6 +127,6 @@ class UnitGroups(EpochReads):
         return np.unique(piles).astype(int).tolist()  # type: ignore[no-any-return]
 
     def describe(self, read: Read) -> str:
-        runs = self.runs(read.epoch, read.number)
+        runs = self.spans(read)
         shown = ", ".join(f"{a}:{b}" for a, b in runs[:3]) + (", ..." if len(runs) > 3 else "")
         return f"group {read.number} of {len(runs)} units of store rows ({shown})"

@@ -1,10 +1,8 @@
 """Reads that another thread may cancel: a loader's reads ahead that nobody waits for any more.
 
-A Zarr store's reads of chunk files and a Parquet store's of byte ranges alike:
-a read (:meth:`ReadsUnderWay.begin`) belongs to the thread that asked for it,
-and waits for each fetch with :meth:`CancellableRead.wait`. A reader's
-``cancel_reads`` (the loader's close) ends such a wait at once, stalled request
-or not, with :class:`ReadCancelledError`: never damage, never a read again.
+A read belongs to the thread that asked for it; a reader's ``cancel_reads`` ends
+its wait for a fetch at once, stalled request or not, with
+:class:`ReadCancelledError`: never damage, never a read again.
 """
 
 from __future__ import annotations
@@ -16,12 +14,14 @@ import weakref
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, InvalidStateError, wait
 from typing import Any
 
-from ._pile_reader import ReadCancelledError
-
-__all__ = ["CancellableRead", "ReadsUnderWay"]
+__all__ = ["CancellableRead", "ReadCancelledError", "ReadsUnderWay"]
 
 #: The errors of a request that was cancelled (on the filesystem's event loop, or a thread's that had not begun it).
 _CANCELS = (asyncio.CancelledError, CancelledError)
+
+
+class ReadCancelledError(RuntimeError):
+    """A read cancelled by ``PileReader.cancel_reads``; the loader raises a public error in its place."""
 
 
 class CancellableRead:
@@ -35,13 +35,11 @@ class CancellableRead:
     >>> read.wait(Future(), "piles.zarr/x/c/0")  # a fetch that never lands
     Traceback (most recent call last):
     ...
-    daskshuffle.readers._pile_reader.ReadCancelledError: The read of 'piles.zarr/x/c/0' was cancelled: ...
+    daskshuffle.readers._cancel.ReadCancelledError: The read of 'piles.zarr/x/c/0' was cancelled: ...
     """
 
     def __init__(self) -> None:
-        #: The name of the thread that started the read: :meth:`ReadsUnderWay.cancel` cancels by it.
         self.owner = threading.current_thread().name
-        #: Done once the read is cancelled: a wait for a fetch stops waiting.
         self._stopped: Future[None] = Future()
 
     def cancel(self) -> None:
@@ -50,17 +48,12 @@ class CancellableRead:
             self._stopped.set_result(None)
 
     def check(self) -> None:
-        """Raise :class:`ReadCancelledError` if the read was cancelled (before each step that does not wait)."""
+        """Raise :class:`ReadCancelledError` if the read was cancelled."""
         if self._stopped.done():
             raise ReadCancelledError("The read was cancelled: whoever asked for these rows has gone.")
 
     def wait(self, fetch: Future[Any], what: str) -> None:
-        """Wait until ``fetch`` (of ``what``) lands, with its bytes or its error, or until the read is cancelled.
-
-        A stalled request is waited for until its deadline, or a cancel. If
-        the read was cancelled first, or the fetch itself was (by a close of
-        the reader's fetches): :class:`ReadCancelledError`, not damage.
-        """
+        """Wait until ``fetch`` (of ``what``) lands, or raise :class:`ReadCancelledError` once either is cancelled."""
         wait([fetch, self._stopped], return_when=FIRST_COMPLETED)
         # A request cancelled on the event loop, or in a thread, hands its fetch the cancel as its error.
         if not fetch.done() or fetch.cancelled() or isinstance(fetch.exception(), _CANCELS):
@@ -80,7 +73,7 @@ class ReadsUnderWay:
     >>> read.check()
     Traceback (most recent call last):
     ...
-    daskshuffle.readers._pile_reader.ReadCancelledError: The read was cancelled: whoever asked for these rows has gone.
+    daskshuffle.readers._cancel.ReadCancelledError: The read was cancelled: whoever asked for these rows has gone.
     """
 
     def __init__(self) -> None:

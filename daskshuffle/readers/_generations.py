@@ -46,8 +46,6 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
                 reader.watch(location, self.metadata)  # a failed read looks at the root, which lists the generations
                 self.generations.append(reader)
             self._check_generations()
-        self._offsets = np.asarray([reader.pile_offsets for reader in self.generations], dtype=np.int64)
-        self._union = self.pile_offsets
 
     def _check_generations(self) -> None:
         """Refuse a root whose list of generations disagrees with the generations' own metadata or its offsets."""
@@ -84,23 +82,3 @@ class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
     @property
     def members(self) -> list[ZarrPileReader]:
         return self.generations
-
-    def read_rows(self, start: int, stop: int) -> ArrayRows:
-        stop = max(start, min(stop, self.n_rows))
-        parts: list[ArrayRows] = []
-        first = int(np.searchsorted(self._union, start, side="right")) - 1
-        for pile in range(max(first, 0), len(self._union) - 1):
-            begin = int(self._union[pile])
-            if begin >= stop:
-                break
-            # Rows a:b of the union pile, taken from each generation's pile in turn.
-            a, b = max(start, begin) - begin, min(stop, int(self._union[pile + 1])) - begin
-            for reader, offsets in zip(self.generations, self._offsets, strict=True):
-                size = int(offsets[pile + 1] - offsets[pile])
-                if a < size and b > 0:
-                    base = int(offsets[pile])
-                    parts.append(reader.read_rows(base + max(a, 0), base + min(b, size)))
-                a, b = a - size, b - size
-        if not parts:
-            return self.generations[0].read_rows(0, 0)
-        return parts[0] if len(parts) == 1 else self.concat(parts)

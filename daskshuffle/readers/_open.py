@@ -7,16 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._errors import IncompletePileStoreError
-from ..pilestore import check_store_exists
+from ..pilestore import GENERATIONS_KEY, METADATA_FILE, check_store_exists
 from ..storage import Location
 from ._generations import GenerationsReader
 from ._pile_reader import PileReader
-from ._zarr_open import appended, find_store
+from ._zarr_open import find_store
 from ._zarr_reader import ZarrPileReader
 
 __all__ = ["open_pile_reader"]
 
-#: The kinds of pile store, recognised in this order.
 KINDS = ("zarr", "parquet")
 
 
@@ -29,11 +28,9 @@ def open_pile_reader(
     """Open a complete pile store of any kind for reading.
 
     ``batch_format`` is what :meth:`PileReader.to_batch` hands out: ``"numpy"``
-    (a dict of arrays, every kind), or ``"arrow"`` / ``"pandas"`` (Parquet stores).
-
+    (every kind), ``"xarray"`` (Zarr), ``"arrow"`` or ``"pandas"`` (Parquet).
     Raises ``SourceNotFoundError`` if ``store`` does not exist and
-    ``IncompletePileStoreError`` if it is not a complete pile store of a
-    known kind (each reader checks completeness, format version and variables).
+    ``IncompletePileStoreError`` if it is not a complete pile store.
 
     Examples
     --------
@@ -49,26 +46,20 @@ def open_pile_reader(
     """
     location = Location.of(store, storage_options)
     with location.reaching():  # no credentials, a misspelt option, throttling: named with the store's URL
-        return _open_reader(location, str(store), variables, batch_format)
+        # Each look is a request on object storage: the Zarr group's metadata, read once, says if generations were
+        # appended; whether the store exists is asked only when no kind is found.
+        found = find_store(location)
+        if found is not None:
+            group, metadata = found
+            if isinstance(metadata, dict) and GENERATIONS_KEY in metadata:  # rows were appended to it
+                return GenerationsReader(location, variables, batch_format=batch_format, metadata=metadata)
+            return ZarrPileReader(location, variables, batch_format=batch_format, group=group)
+        from ._parquet_reader import ParquetPileReader  # pyarrow: loaded only once a store is not Zarr
 
-
-def _open_reader(location: Location, store: str, variables: Sequence[str] | None, batch_format: str) -> PileReader[Any]:
-    # Each look costs a request on object storage: opening the Zarr group is the first, whose metadata, read once,
-    # says whether generations were appended (no race with an append); whether the store exists is asked only when
-    # no kind is found.
-    found = find_store(location)
-    if found is not None:
-        group, metadata = found
-        if appended(metadata):
-            return GenerationsReader(location, variables, batch_format=batch_format, metadata=metadata)
-        return ZarrPileReader(location, variables, batch_format=batch_format, group=group)
-    from ._parquet_reader import ParquetPileReader  # pyarrow: loaded only once a store is not Zarr
-
-    opened = ParquetPileReader.open_as_kind(location, variables, batch_format)
-    if opened is not None:
-        return opened
-    check_store_exists(location, store)
-    raise IncompletePileStoreError(
-        f"Expected a pile store written by daskshuffle ({', '.join(KINDS)}). Got {store!r}, which is none of "
-        "these, instead; pass the destination of a finished shuffle."
-    )
+        if location.join(METADATA_FILE).exists():  # a cheap look; opening it checks the rest
+            return ParquetPileReader(location, variables, batch_format=batch_format)
+        check_store_exists(location, str(store))
+        raise IncompletePileStoreError(
+            f"Expected a pile store written by daskshuffle ({', '.join(KINDS)}). Got {str(store)!r}, which is none of "
+            "these, instead; pass the destination of a finished shuffle."
+        )

@@ -1,13 +1,9 @@
 """The part files of a Parquet pile store: where each one's rows are, its footer, and its rows read directly.
 
-A Parquet pile store is part files ``part-<first row>.parquet`` of whole piles,
-row groups that end at every pile's end and every multiple of the store's
-``row_group_rows`` (:mod:`daskshuffle.pilestore._parquet_store`). The files are
-listed once; a file's footer is read when its rows are first needed (or all of
-them when the store is opened, to check it), the last ``parquet-reader.footers-kept``
-(``daskshuffle.config``) footers are kept, and a few integers per column chunk (its :class:`Layout`)
-are kept for every file whose footer was read. On object storage a footer is
-read from the file's last bytes, in one request.
+The files are listed once; a file's footer is read when its rows are first
+needed (or all of them when the store is opened, to check it); the last
+``parquet-reader.footers-kept`` footers are kept, and a few integers per column
+chunk (its :class:`Layout`) for every file.
 """
 
 from __future__ import annotations
@@ -36,11 +32,7 @@ __all__ = ["Layout", "PartFiles", "Piece"]
 
 
 class Layout(NamedTuple):
-    """What planning a read of a part file needs, kept for every part file once its footer was read.
-
-    A few integers per column chunk, where a footer takes hundreds of bytes:
-    a store of many part files keeps every layout and ``parquet-reader.footers-kept`` footers.
-    """
+    """What planning a read of a part file needs, kept for every part file once its footer was read."""
 
     #: The first row of each row group (and the end).
     group_starts: NDArray[np.int64]
@@ -52,7 +44,7 @@ class Layout(NamedTuple):
 
 
 class Piece(NamedTuple):
-    """The rows ``a:b`` (from its first row) of part file number ``file`` that a read needs, in row groups ``groups``."""
+    """Rows ``a:b`` (from its first row) of part file ``file`` that a read needs, in row groups ``groups``."""
 
     file: int
     layout: Layout
@@ -62,20 +54,18 @@ class Piece(NamedTuple):
 
 
 class PartFiles:
-    """The part files of the Parquet pile store at ``location``, whose columns ``columns`` are read.
+    """The part files of a Parquet pile store; safe to share between threads (a part file is opened for each read).
 
-    Safe to share between threads: a part file is opened for each read, and
-    the footers and layouts kept are guarded by a lock. ``store`` names the
-    store in errors; a part file that is missing, or whose footer or row groups
-    cannot be read, raises :class:`~daskshuffle.CorruptPileStoreError` naming
-    the file, and the pile and columns where known; one the storage did not
-    serve, :class:`~daskshuffle.StorageAccessError`.
+    A damaged part file raises :class:`~daskshuffle.CorruptPileStoreError`
+    naming the file, and the pile and columns where known.
     """
 
     store: str
+    #: The run that wrote the store, which every part file's footer names with its first row.
+    run: str
 
     def _open_parts(self, location: Location, columns: list[str]) -> None:
-        """List the part files of ``location``; the reader's constructor calls it once it has the columns."""
+        """List the part files of ``location``, whose ``columns`` are read."""
         self.columns = columns
         self._filesystem, root = arrow_filesystem(location)
         fs = location.fs
@@ -90,16 +80,12 @@ class PartFiles:
         self._fs = fs
         self._root = root
         self._parts: OrderedDict[int, pq.FileMetaData] = OrderedDict()
-        #: Part file footers kept; files themselves are open only during a read.
         self._footers_kept = int_setting("parquet-reader.footers-kept")
         self._lock = threading.Lock()
-        #: Whether the part files are on a local disk: elsewhere reads fetch byte ranges, and footers are read from a
-        #: file's last bytes.
+        #: Elsewhere reads fetch byte ranges, and footers are read from a file's last bytes.
         self.local = isinstance(fs, LocalFileSystem)
         self._leaves: list[int] | None = None  # the Parquet columns of the columns read
         self._layouts: list[Layout | None] = [None] * len(self.part_paths)
-        #: The run that wrote the store, which every part file's footer names with its first row.
-        self.run = ""
         #: The columns read, as the first footer read types them: every other part file must agree.
         self._schema: tuple[int, pa.Schema] | None = None
 
@@ -129,12 +115,10 @@ class PartFiles:
         return self._keep(index, footer)
 
     def _keep(self, index: int, footer: pq.FileMetaData) -> pq.FileMetaData:
-        """Keep ``footer`` of part file ``index`` among the last ``self._footers_kept``, and its layout for good.
+        """Keep ``footer`` of part file ``index`` (among the last few), and its layout for good, once checked.
 
-        The footer must say it is this store's run's file of
-        this first row: a file moved, left over or of another store is refused. A
-        part file whose columns differ from the first footer's (another schema) is
-        refused too, before any of its rows is read.
+        The footer must name this store's run and this first row, and the
+        first footer's columns: a file moved, left over or of another store is refused.
         """
         self._check_binding(index, footer)
         self._check_schema(index, footer)

@@ -1,18 +1,8 @@
 """Reading a Parquet pile store: lazily, from several threads at once, checked.
 
-The store is what ``ArrowFormat`` writes (:mod:`daskshuffle.sources._parquet`):
-part files ``part-<first row>.parquet`` of whole piles, in row groups within piles,
-with page checksums, and the shuffle's metadata in ``_daskshuffle.json``.
-Where each part file's rows are, its footer and a plain read of its row groups
-are :class:`~daskshuffle.readers._parquet_parts.PartFiles`.
-
 On object storage a read needs the column chunks of its row groups and nothing
-else (the footers are read when the store is opened, and kept): their byte
-ranges, from the footers, are requested all at once through
-:class:`~daskshuffle.storage._fetch.Fetches`, by the loader ahead of the read
-(:meth:`ParquetPileReader.fetch`) or by the read itself, and pyarrow decodes
-the row groups from the bytes fetched
-(:class:`~daskshuffle.formats._parquet_fetched.FetchedFile`).
+else (the footers are read when the store is opened): their byte ranges are
+requested all at once, and pyarrow decodes the row groups from the bytes fetched.
 """
 
 from __future__ import annotations
@@ -29,7 +19,6 @@ from .._errors import CorruptPileStoreError
 from .._threads import LazyPool
 from ..formats import Fetched, FetchedFile, Range, bytes_of, coalesce, concat, is_nested, row_shape, take, to_numpy
 from ..pilestore import (
-    METADATA_FILE,
     check_recorded_rows,
     metadata_disagrees,
     part_binding,
@@ -37,7 +26,8 @@ from ..pilestore import (
     select_variables,
 )
 from ..storage import Cache, Fetches, Location, StoreCache, storage_failure
-from ._cancel import CancellableRead, ReadsUnderWay
+from ._cancel import CancellableRead
+from ._opened import Opened
 from ._parquet_parts import PartFiles, Piece
 from ._pile_reader import PileReader
 
@@ -48,26 +38,14 @@ __all__ = ["ParquetPileReader"]
 
 
 class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
-    """A complete Parquet pile store, opened read-only.
+    """A complete Parquet pile store, opened read-only; safe to share between threads.
 
-    ``to_batch`` hands out ``batch_format`` batches: ``"numpy"`` (a dict of
-    numpy arrays: numbers without nulls as their dtype, with nulls as float
-    with NaN, fixed-size lists of numbers without nulls (embeddings) as arrays
-    of one more dimension, strings and other nested values as object arrays),
-    ``"arrow"`` (a ``pyarrow.RecordBatch``) or ``"pandas"`` (a ``pandas.DataFrame``).
-
-    Part files are opened only when their rows are read, one file handle per
-    read in progress, so the reader is safe to share between threads and holds
-    no descriptor between reads; the footers of the last ``parquet-reader.footers-kept``
-    (``daskshuffle.config``) part files used are kept. On object storage (any filesystem but a local
-    one) the reader :attr:`fetches`: the byte ranges of the column chunks a
-    read needs are requested all at once, ahead of it if the loader asks
-    (:meth:`fetch`). Every read checks what it reads: page checksums
-    (written by the shuffle), a readable footer, and part files that together
-    hold rows ``0:n_rows`` without a gap. A missing, truncated or corrupted part
-    file raises :class:`~daskshuffle.CorruptPileStoreError` naming the store,
-    the pile, the columns and the file, when its rows are read, so a reader of
-    other rows is not stopped by it.
+    In ``"numpy"`` batches numbers with nulls are float with NaN, fixed-size
+    lists of numbers (embeddings) arrays of one more dimension, strings and
+    other nested values object arrays. Every read checks page checksums, a
+    readable footer, and part files that hold rows ``0:n_rows`` without a gap;
+    a damaged part file raises :class:`~daskshuffle.CorruptPileStoreError`
+    when its rows are read, so a reader of other rows is not stopped by it.
 
     Examples
     --------
@@ -76,8 +54,6 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     10
     """
 
-    #: pyarrow decodes a pile's row groups in one call that releases the GIL.
-    decodes = True
     kind = "Parquet"
     batch_formats: ClassVar[Mapping[str, str]] = {
         "numpy": "dicts of numpy arrays",
@@ -87,30 +63,19 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
         self.metadata = read_sidecar(location)
-        run, self._row_group_rows = part_binding(self.metadata, self.store)
+        self.run, self._row_group_rows = part_binding(self.metadata, self.store)
         self._open_parts(location, select_variables(self.metadata, variables))
-        self.run = run
-        #: Byte ranges of part files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self._fetches = None if self.local else Fetches(self._fs)
-        #: Where the fetched byte ranges are kept for later reads (:meth:`use_cache`).
         self._cache: StoreCache | None = None
-        #: The threads that decode the runs of a group together (:meth:`read_runs`), made at the first group.
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
         self._range_nbytes = int_setting("parquet-reader.range-nbytes")
+        #: The threads that decode the runs of a group together (:meth:`read_runs`), made at the first group.
         self._decoders = LazyPool(int_setting("parquet-reader.group-threads"), "parquet-decode")
-        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
-        self._under_way = ReadsUnderWay()
         self._check_parts()
+        self._opened = Opened.of(location, self.metadata)
 
     def _check_parts(self) -> None:
-        """Check the sidecar against itself and against the part files' rows, from their footers (no data is read).
-
-        A part file whose footer cannot be read, or a gap between part files or
-        after the last (a missing one), is reported when its rows are read, so
-        that a reader of other rows is not stopped by it; the part files that
-        can be read must still end within the store's rows. Otherwise they must
-        hold exactly the store's rows.
-        """
+        """Check the part files' rows, from their footers, against the sidecar (an unreadable one: when read)."""
 
         def n_rows(index: int, tail: tuple[int, bytes] | None = None) -> int | None:
             try:
@@ -146,53 +111,30 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
                 f"n_rows = {self.n_rows:,} and {path!r} ending at row {end:,}",
             )
 
-    @classmethod
-    def open_as_kind(
-        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
-    ) -> ParquetPileReader | None:
-        return cls(store, variables, batch_format=batch_format) if store.join(METADATA_FILE).exists() else None
-
-    # -- reading, checked ------------------------------------------------------
     def _read(self, start: int, stop: int, pile: int | None, read: CancellableRead) -> pa.Table:
-        """Rows ``start:stop`` (of ``pile``, if one); ``read`` raises :class:`ReadCancelledError` once cancelled."""
         read.check()  # a run of a group not begun when its read was cancelled fetches nothing
-        pieces = self._pieces(start, stop, pile)
-        if not pieces:
-            return self._empty()
-        fetched = self._take(start, stop, pieces)
-        tables = []
-        for piece, found in zip(pieces, fetched, strict=True):
-            read.check()
-            if found is None:
-                table = self._read_groups(piece.file, piece.groups, pile)
-            else:
-                table = self._decode(piece, *found, pile, read)
-            tables.append(table.slice(piece.a - int(piece.layout.group_starts[piece.groups[0]]), piece.b - piece.a))
-        return concat(tables)
+        with self._opened.unchanged(self.store):  # damage from a store shuffled again since is no damage
+            pieces = self._pieces(start, stop, pile)
+            if not pieces:
+                return self._empty()
+            fetched = self._take(start, stop, pieces)
+            tables = []
+            for piece, found in zip(pieces, fetched, strict=True):
+                read.check()
+                if found is None:
+                    table = self._read_groups(piece.file, piece.groups, pile)
+                else:
+                    table = self._decode(piece, *found, pile, read)
+                first = int(piece.layout.group_starts[piece.groups[0]])
+                tables.append(table.slice(piece.a - first, piece.b - piece.a))
+            return concat(tables)
 
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        """Each column's rows per row group: every store's row groups end at every multiple of its record's rows.
+        """Each column's rows per row group (row groups end at every multiple of them); widths do not matter."""
+        return dict.fromkeys(self.columns, (self._row_group_rows, 1))
 
-        The store (its ``row_group_rows`` record) reads
-        any run of that many rows, from a multiple of it, as whole row groups
-        (one, or two where a pile ends inside): the loader's units.
-        """
-        return dict.fromkeys(
-            self.columns, (self._row_group_rows, 1)
-        )  # one run of rows for every column: their widths do not matter
-
-    # -- fetching ahead (object storage) --------------------------------------
-    def fetch(self, start: int, stop: int) -> None:
-        """Start fetching the column chunks of the row groups that hold rows ``start:stop``, all at once.
-
-        Counts the bytes of the column chunks decoded (their uncompressed
-        pages) against :attr:`fetched_nbytes`. Rows in a part file that is
-        missing or unreadable are not fetched: their read reports it.
-        """
-        fetches = self._fetches
-        stop = max(start, min(stop, self.n_rows))
-        if fetches is None or stop == start or (start, stop) in fetches:
-            return
+    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
+        """Start fetching the column chunks of rows ``start:stop``, all at once (not of a missing part file)."""
         try:
             pieces = self._pieces(start, stop, None)
         except CorruptPileStoreError:
@@ -204,16 +146,10 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
     def use_cache(self, cache: Cache) -> None:
         if self._fetches is not None:
-            # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
-            key = str(self.metadata["fingerprint"])
-            self._cache = cache.for_store(f"{key}-{self.run}")
+            self._cache = self._store_cache(cache)
 
     def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[Piece]) -> list[list[Range]]:
-        """Start fetching ``pieces``, the read of rows ``start:stop``; the byte ranges of each piece's column chunks.
-
-        In a store of more part files than ``parquet-reader.footers-kept``, whose footers
-        come and go, each part file's footer is fetched with them.
-        """
+        """Start fetching ``pieces`` (and footers not kept), the read of rows ``start:stop``; each one's byte ranges."""
         planned = [self._ranges(piece) for piece in pieces]
         cache = self._cache
         requests = [
@@ -228,7 +164,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         return [ranges for ranges, _ in planned]
 
     def _ranges(self, piece: Piece) -> tuple[list[Range], int]:
-        """The byte ranges of ``piece``'s column chunks (runs of them, cut at ``parquet-reader.range-nbytes``), and their decoded bytes."""
+        """The byte ranges of ``piece``'s column chunks (cut at ``range-nbytes``), and their decoded bytes."""
         chunks = piece.layout.chunks[piece.groups[0] : piece.groups[-1] + 1].reshape(-1, 3)
         runs = coalesce(((int(first), int(end)) for first, end in chunks[:, :2]), gap=0)
         path = self.part_paths[piece.file]
@@ -237,10 +173,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         return ranges, int(chunks[:, 2].sum())
 
     def _take(self, start: int, stop: int, pieces: list[Piece]) -> list[tuple[list[Fetched], Fetched | None] | None]:
-        """Each piece's fetched column chunks and footer (if fetched), the fetches started now if the loader did not.
-
-        ``None`` for a piece whose column chunks are not all there.
-        """
+        """Each piece's fetched column chunks and footer (``None``: not all there), fetched now if not ahead."""
         fetches = self._fetches
         if fetches is None:
             return [None] * len(pieces)
@@ -264,13 +197,9 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     ) -> pa.Table:
         """The row groups of ``piece`` from their fetched bytes, with the page checksums checked.
 
-        The footer is the one kept, or else the one fetched (``tail``), or else
-        read again. If a request was not served (throttled, no credentials),
-        :class:`~daskshuffle.StorageAccessError`. If anything else fails (a
-        request, a short range, a page), the part file is read again without fetching: that gives the rows if the
-        fetch alone failed, and otherwise the error such a read gives, with the
-        columns that fail. Once ``read`` is cancelled, the wait for a fetch
-        ends in :class:`~daskshuffle.readers.ReadCancelledError`.
+        A request not served raises :class:`~daskshuffle.StorageAccessError`;
+        any other failure reads the part file again without fetching, which
+        gives the rows, or the error naming the columns that fail.
         """
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -287,8 +216,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             if footer is None:
                 footer = self._part(piece.file, pile)
             with pa.PythonFile(FetchedFile([bytes_of(found) for found in ranges]), mode="r") as handle:
-                # Without pre_buffer, which coalesces the column chunks read across the gaps between them
-                # (columns not read) into reads of bytes not fetched: each column chunk is one read, no copy.
+                # Without pre_buffer, which would coalesce reads across the columns not read (bytes not fetched).
                 file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
         except Exception as error:
@@ -306,7 +234,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         return table
 
     def _from_cache(self, request: Range) -> Future[bytes] | None:
-        """The bytes of ``request`` from the cache, as a fetch that is done; ``None`` if they are not there."""
+        """The bytes of ``request`` from the cache, as a done fetch (``None``: not there)."""
         data = None if self._cache is None else self._cache.read(_cache_key(request), request[2] - request[1])
         if data is None:
             return None
@@ -322,37 +250,25 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         return self._read(int(offsets[pile]), int(offsets[pile + 1]), pile, self._under_way.begin())
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> pa.Table:
-        """Rows of each of ``runs``, one after the other (a group of units); decoded ``parquet-reader.group-threads`` at a time."""
+        """Rows of each of ``runs``, one after the other; decoded ``parquet-reader.group-threads`` at a time."""
         if not runs:
             return super().read_runs(runs)
         read = self._under_way.begin()  # of this thread, whichever decodes its runs
         if len(runs) == 1:
             return self._read(runs[0][0], runs[0][1], None, read)
-        # One chunk a column, the runs' own let go: the batches' numpy views are of it, rather than of a copy made
-        # beside the runs (two groups held 253 MiB of Arrow memory for 128 MiB of rows, now about half).
+        # One chunk a column, the runs' own let go: the batches' numpy views are of it, not of a copy beside them.
         return concat(
             list(self._decoders.get().map(lambda run: self._read(run[0], run[1], None, read), runs))
         ).combine_chunks()
-
-    def cancel_reads(self, threads: str | None = None) -> None:
-        """Stop the reads under way started by threads named ``threads...`` (by default every read).
-
-        A read waiting for a fetch (a stalled request) stops at once, and so
-        does each of its runs that other threads decode; each raises
-        :class:`~daskshuffle.readers.ReadCancelledError`.
-        """
-        self._under_way.cancel(threads)
 
     def close(self) -> None:
         """Stop every read and fetch; reading again starts new threads."""
         self._under_way.cancel()
         self._decoders.shutdown()  # first: a decoder still starting fetches starts them before they are cleared
-        if self._fetches is not None:
-            self._fetches.clear()
+        super().close()
         with self._lock:
             self._parts.clear()
 
-    # -- rows in memory --------------------------------------------------------
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return take(rows, index)
 
@@ -365,8 +281,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     def as_arrays(self, rows: pa.Table) -> dict[str, NDArray[Any]] | None:
         nested = [rows.column(index) for index, field in enumerate(rows.schema) if is_nested(field.type)]
         if self.batch_format != "numpy" or any(row_shape(column) is None for column in nested):
-            # Nested values become numpy views into the whole pile: gathered from, a batch would
-            # keep the pile alive. Taken first, as Arrow, they are views into the batch only.
+            # Nested values as numpy views would keep the whole pile alive in a batch: taken as Arrow first.
             return None
         # Read-only views where Arrow allows: batches are gathered from them into new arrays.
         return {name: to_numpy(rows.column(name), writeable=False) for name in rows.column_names}
@@ -386,6 +301,5 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
 
 def _cache_key(request: Range) -> str:
-    """The name of a byte range in the cache: its file and its bytes."""
     path, start, end = request
     return f"{path}#{start}-{end}"

@@ -1,17 +1,13 @@
 """The interface of a finished pile store opened for reading, the one thing the loader reads through.
 
-Every kind of pile store has a reader (:mod:`._zarr_reader`,
-:mod:`._parquet_reader`, :mod:`._generations`); the defaults here read a pile
-as its rows and gather batches from plain numpy arrays, and a reader overrides
-what it can do better (read piles straight into one set of arrays, fetch ahead
-on object storage, keep files in a local cache). Each declares the batch
-formats it hands out (:attr:`PileReader.batch_formats`); the constructor, one
-for every kind, checks the batch format against them and finds the store
-(:meth:`PileReader._locate`), then the kind opens the rest (:meth:`PileReader._open`).
+The defaults here read a pile as its rows and gather batches from numpy arrays;
+a kind of store overrides what it can do better (read runs straight into one set
+of arrays, fetch ahead on object storage, keep files in a local cache).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,17 +18,11 @@ from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
 from ..formats import Rows
-from ..storage import Cache, Fetches, Location
+from ..pilestore import RUN_KEY
+from ..storage import Cache, Fetches, Location, StoreCache
+from ._cancel import ReadsUnderWay
 
-__all__ = ["ComposedReader", "PileReader", "ReadCancelledError"]
-
-
-class ReadCancelledError(RuntimeError):
-    """A read cancelled by :meth:`PileReader.cancel_reads`: its rows are incomplete, and nobody waits for them.
-
-    The loader never lets it reach a consumer: a read of its own that it
-    cancelled raises a public error in its place.
-    """
+__all__ = ["ComposedReader", "PileReader"]
 
 
 class PileReader(ABC, Generic[Rows]):
@@ -42,18 +32,14 @@ class PileReader(ABC, Generic[Rows]):
     kind: ClassVar[str] = ""
     #: The batch formats :meth:`to_batch` hands out, each with what a batch is.
     batch_formats: ClassVar[Mapping[str, str]] = {"numpy": "dicts of numpy arrays"}
-    #: The ``daskshuffle`` metadata recorded by the shuffle.
     metadata: Mapping[str, Any]
     #: The store as it was given, as messages name it.
     store: str
-    #: What :meth:`to_batch` hands out: one of :attr:`batch_formats`.
     batch_format: str
-    #: Whether a read is mostly decoding in calls that release the GIL (a codec, a Parquet
-    #: reader), rather than copying bytes: the loader then reads in a background thread
-    #: beside any consumer (see :mod:`daskshuffle.loader._prefetch`).
-    decodes: bool = False
     #: The files (or byte ranges) of a remote store fetched ahead of their reads, keyed by the span of rows read.
     _fetches: Fetches | None = None
+    #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
+    _under_way: ReadsUnderWay
 
     def __init__(
         self,
@@ -63,21 +49,16 @@ class PileReader(ABC, Generic[Rows]):
         batch_format: str = "numpy",
         **options: Any,
     ) -> None:
-        """Open ``store`` (a path, URL or :class:`~daskshuffle.storage._location.Location`) to read ``variables``.
+        """Open ``store`` (a path, URL or ``Location``) to read ``variables`` (all by default).
 
-        ``variables`` are all by default; ``storage_options`` go to fsspec for
-        a URL; ``batch_format`` is one of :attr:`batch_formats`, checked before
-        anything is read. ``options`` are the kind's own (:meth:`_open`).
+        ``batch_format`` is one of :attr:`batch_formats`, checked before anything
+        is read; ``options`` are the kind's own (:meth:`_open`).
         """
+        self._under_way = ReadsUnderWay()
         self._open(self._locate(store, storage_options, batch_format), variables, **options)
 
     def _open(self, location: Location, variables: Sequence[str] | None) -> None:
-        """Read the store's metadata at ``location`` and open what reads of ``variables`` need.
-
-        Called by the constructor once :attr:`store` and :attr:`batch_format`
-        are set; a kind may take options of its own, by keyword. A reader made
-        of other readers (a mixture of stores) has a constructor of its own.
-        """
+        """Read the store's metadata at ``location`` and open what reads of ``variables`` need."""
         raise TypeError(f"{type(self).__name__} opens no pile store of its own")
 
     def _locate(
@@ -86,18 +67,7 @@ class PileReader(ABC, Generic[Rows]):
         storage_options: dict[str, Any] | None,
         batch_format: str,
     ) -> Location:
-        """Where ``store`` lies, once ``batch_format`` is one of this reader's :attr:`batch_formats`.
-
-        Sets :attr:`store` and :attr:`batch_format`.
-
-        Examples
-        --------
-        >>> from daskshuffle.readers._zarr_reader import ZarrPileReader
-        >>> ZarrPileReader("piles.zarr", batch_format="pandas")
-        Traceback (most recent call last):
-        ...
-        daskshuffle._errors.DaskShuffleValueError: Expected batch_format='numpy' (dicts of numpy arrays) or 'xarray' ...; 'pandas' batches come from Parquet pile stores.
-        """
+        """Where ``store`` lies, once ``batch_format`` is one of this reader's :attr:`batch_formats`; sets both."""
         formats = self.batch_formats
         if batch_format not in formats:
             named = [f"{name!r} ({what})" for name, what in formats.items()]
@@ -125,31 +95,18 @@ class PileReader(ABC, Generic[Rows]):
         """Rows ``start:stop`` of the store."""
 
     def read_pile(self, pile: int) -> Rows:
-        """Every row of pile ``pile``, as stored.
-
-        What the loader calls. A reader that checks what it reads raises
-        :class:`~daskshuffle.CorruptPileStoreError` naming the pile, the
-        variable and the file.
-        """
+        """Every row of pile ``pile``, as stored (damage: a ``CorruptPileStoreError`` naming the pile)."""
         offsets = self.pile_offsets
         return self.read_rows(int(offsets[pile]), int(offsets[pile + 1]))
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
-        """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes).
-
-        By default each run is read, then the runs are concatenated; a reader
-        that can read each run straight into its slice of one set of arrays
-        overrides it.
-        """
+        """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes)."""
         parts = [self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)]
         return parts[0] if len(parts) == 1 else self.concat(parts)
 
     @abstractmethod
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        """Each variable's rows per chunk and bytes per row: the runs a read takes whole.
-
-        The loader reads the store in units of whole chunks (a Parquet store's row groups).
-        """
+        """Each variable's rows per chunk and bytes per row: the loader's units are whole chunks."""
 
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
         """:meth:`chunk_rows` of each store this reader reads through: its own, by default."""
@@ -158,24 +115,21 @@ class PileReader(ABC, Generic[Rows]):
     def segments(self) -> NDArray[np.int64] | None:
         """``(n, 4)``: where this reader's rows lie in the stores it reads through (start, start there, rows, store).
 
-        The loader cuts its units so that none crosses a segment and each is
-        whole chunks of its store (:meth:`member_chunk_rows`). ``None`` (the
-        default): one store, the reader's own rows.
+        No unit of the loader crosses a segment. ``None`` (the default): one store.
         """
         return None
 
     def cancel_reads(self, threads: str | None = None) -> None:
         """Stop the reads under way started by threads named ``threads...`` (every read by default).
 
-        For a loader's reads that nobody waits for any more; by default nothing
-        to stop.
+        For a loader's reads that nobody waits for any more: each stops after
+        the file it is reading (or at once, in a wait for a fetch) and raises
+        :class:`~daskshuffle.readers.ReadCancelledError`; other reads go on.
         """
+        self._under_way.cancel(threads)
 
     def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
-        """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
-
-        By default nothing is kept.
-        """
+        """Take back arrays of rows read here that nothing uses any more, to read into; by default none are kept."""
 
     @abstractmethod
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
@@ -189,35 +143,14 @@ class PileReader(ABC, Generic[Rows]):
     def n_rows_of(self, rows: Rows) -> int:
         """How many rows ``rows`` holds."""
 
-    # -- for the loader --------------------------------------------------------
-    @classmethod
-    def open_as_kind(
-        cls, store: Location, variables: Sequence[str] | None = None, batch_format: str = "numpy"
-    ) -> PileReader[Any] | None:
-        """``store`` opened by this reader if it is a pile store of this kind, else ``None`` (by default).
-
-        A kind looks cheaply at the layout, without reading data (on object
-        storage the open itself may be the look); opening the store does the
-        real checks (complete, format version, variables).
-        """
-        return None
-
     def to_batch(self, rows: Rows) -> Any:
-        """What the loader yields for ``rows``: by default ``rows`` itself.
-
-        A format can hand out something more convenient than its working
-        container here (a ``pandas.DataFrame`` for a ``pyarrow.Table``).
-        """
+        """What the loader yields for ``rows`` (a batch of :attr:`batch_format`): by default ``rows`` itself."""
         return rows
 
     def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
-        """``rows`` as numpy arrays that batches are gathered from directly, or ``None``.
+        """``rows`` as numpy arrays that batches are gathered from directly, or ``None`` (then :meth:`take`).
 
-        The loader gathers each batch with ``numpy.take`` into new arrays, one
-        copy, when the piles of the batch give arrays (of equal dtypes); it
-        calls :meth:`take`, :meth:`concat` and :meth:`to_batch` otherwise. A
-        reader returns arrays only where the two give the same batches. By
-        default, rows that are already a dict of numpy arrays.
+        Arrays only where the two give the same batches.
         """
         if isinstance(rows, dict) and all(isinstance(values, np.ndarray) for values in rows.values()):
             return rows
@@ -226,17 +159,18 @@ class PileReader(ABC, Generic[Rows]):
     def fetch(self, start: int, stop: int) -> None:
         """Start fetching the files of rows ``start:stop``, to be read by ``read_rows(start, stop)`` (or the pile).
 
-        Only where :attr:`fetches`; by default nothing.
+        Only where :attr:`fetches`, and once for one span of rows.
         """
+        stop = max(start, min(stop, self.n_rows))
+        if self._fetches is not None and stop > start and (start, stop) not in self._fetches:
+            self._start_fetch(self._fetches, start, stop)
+
+    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
+        """Start fetching rows ``start:stop`` (some, not started yet) into ``fetches``: a remote store's reader does."""
 
     @property
     def fetches(self) -> bool:
-        """Whether reads are requests to a store that serves many at once (object storage).
-
-        The loader then starts the requests of the reads ahead of it
-        (:meth:`fetch`), within its read-ahead budget, so that many are in
-        flight while the consumer works.
-        """
+        """Whether reads are requests to a store that serves many at once: then the loader fetches ahead."""
         return self._fetches is not None
 
     def forget(self, start: int, stop: int) -> None:
@@ -250,10 +184,12 @@ class PileReader(ABC, Generic[Rows]):
         return self._fetches is not None
 
     def use_cache(self, cache: Cache) -> None:
-        """Keep the files read from now on in ``cache``, and read them from there when they are in it.
+        """Keep the files read from now on in ``cache``, and read them from there (only where :attr:`caches`)."""
 
-        Only where :attr:`caches`; by default nothing.
-        """
+    def _store_cache(self, cache: Cache) -> StoreCache:
+        """This store's part of ``cache``, keyed on its run too: a store shuffled again holds other bytes."""
+        key, run = str(self.metadata["fingerprint"]), self.metadata.get(RUN_KEY)
+        return cache.for_store(key if run is None else f"{key}-{run}")
 
     @property
     def fetched_nbytes(self) -> int:
@@ -261,15 +197,14 @@ class PileReader(ABC, Generic[Rows]):
         return 0 if self._fetches is None else self._fetches.nbytes
 
     def owns_thread(self) -> bool:
-        """Whether the calling thread is one of the reader's own (a decoder, a fetch).
-
-        Reads wait for those threads: garbage collection that closes a loader
-        from one of them must not wait for the loader's reads to end.
-        """
+        """Whether the calling thread is one of the reader's own (a decoder, a fetch), which reads wait for."""
         return self._fetches is not None and self._fetches.owns_thread()
 
     def close(self) -> None:
-        """Release what the reader holds open. The loader calls it when it closes; by default nothing."""
+        """Stop every read and fetch, and release what the reader holds. The loader calls it when it closes."""
+        self._under_way.cancel()
+        if self._fetches is not None:
+            self._fetches.clear()
 
     def __enter__(self) -> Self:
         return self
@@ -290,8 +225,7 @@ def _readers() -> Iterator[type[PileReader[Any]]]:
 class ComposedReader(PileReader[Rows]):
     """A pile reader that reads through other pile readers, :attr:`members`, of one kind of rows.
 
-    It declares what its members declare: it :attr:`decodes` where all of them
-    do and :attr:`caches` where any does; a cache, and :meth:`close`, reach
+    It :attr:`caches` where any member does; a cache, and :meth:`close`, reach
     every member. Rows in memory and batches are the first member's.
     """
 
@@ -299,10 +233,6 @@ class ComposedReader(PileReader[Rows]):
     @abstractmethod
     def members(self) -> Sequence[PileReader[Any]]:
         """The readers read through, in order."""
-
-    @property
-    def decodes(self) -> bool:  # type: ignore[override]
-        return all(reader.decodes for reader in self.members)
 
     @property
     def caches(self) -> bool:
@@ -328,17 +258,35 @@ class ComposedReader(PileReader[Rows]):
         rows = np.stack([starts.reshape(-1), offsets[:, :-1].reshape(-1), sizes.reshape(-1), member], axis=1)
         return rows[np.argsort(rows[:, 0], kind="stable")].astype(np.int64)
 
+    @functools.cached_property
+    def _segments(self) -> NDArray[np.int64]:
+        table = self.segments()
+        assert table is not None  # a reader of several stores has segments
+        return table
+
+    def read_rows(self, start: int, stop: int) -> Rows:
+        """Rows ``start:stop``: the part of each segment (:meth:`segments`) read by its member, one after the other."""
+        table, stop = self._segments, max(start, min(stop, self.n_rows))
+        first = max(int(np.searchsorted(table[:, 0], start, side="right")) - 1, 0)
+        last = int(np.searchsorted(table[:, 0], stop, side="left"))
+        parts = []
+        for begin, there, size, member in table[first:last].tolist():
+            a, b = max(start, begin), min(stop, begin + size)
+            if a < b:
+                parts.append(self.members[member].read_rows(there + a - begin, there + b - begin))
+        if not parts:
+            return self.members[0].read_rows(0, 0)  # type: ignore[no-any-return]
+        return parts[0] if len(parts) == 1 else self.concat(parts)
+
     def cancel_reads(self, threads: str | None = None) -> None:
         for reader in self.members:
             reader.cancel_reads(threads)
 
     def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
-        taken: Rows = self.members[0].take(rows, index)
-        return taken
+        return self.members[0].take(rows, index)  # type: ignore[no-any-return]
 
     def concat(self, parts: Sequence[Rows]) -> Rows:
-        rows: Rows = self.members[0].concat(parts)
-        return rows
+        return self.members[0].concat(parts)  # type: ignore[no-any-return]
 
     def n_rows_of(self, rows: Rows) -> int:
         return self.members[0].n_rows_of(rows)

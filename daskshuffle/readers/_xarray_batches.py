@@ -1,12 +1,4 @@
-"""Batches of a Zarr pile store as ``xarray.Dataset`` objects (``batch_format="xarray"``).
-
-A pile store written by ``shuffle_xarray`` (or ``shuffle_zarr``: every pile
-store names its dimensions) opens in xarray; a batch is the same dataset for
-the rows the loader sampled: each variable with its dimensions and attributes,
-decoded with its CF encodings (time units, fill values, scale and offset), the
-shuffled coordinates of the sampled rows, and the variables without the row
-dimension (read once, when the store is opened) alongside.
-"""
+"""Batches of a Zarr pile store as ``xarray.Dataset`` objects, as ``xr.open_zarr`` decodes them."""
 
 from __future__ import annotations
 

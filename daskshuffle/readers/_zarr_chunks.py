@@ -1,15 +1,9 @@
 """Reading the chunk files of a Zarr pile store without zarr, and checking each one.
 
-A :class:`Chunks` says how one variable's chunks are stored (rows per chunk,
-codec, crc32c, where the files are); :class:`ChunkFiles` reads chunks of it
-into an output array: each file whole with one call (``os.preadv`` straight
-into the output for a local file without compressor, ``fsspec``
-``cat_ranges`` for many files at once on any other filesystem), its size and
-crc32c checked, decoded with numcodecs. Damage raises
-:class:`~daskshuffle.CorruptPileStoreError` naming the store, the pile, the
-variable, the chunk's rows and the file; a file the storage did not serve
-(credentials, throttling, timeouts) raises
-:class:`~daskshuffle.StorageAccessError` instead.
+A :class:`Chunks` says how one variable's chunks are stored; :class:`ChunkFiles`
+reads them into an output array: each file whole with one call (``os.preadv``
+straight into the output for a local file without compressor, ``cat_ranges``
+of many files at once elsewhere), its size and crc32c checked.
 """
 
 from __future__ import annotations
@@ -57,7 +51,6 @@ class Chunks:
     compressor: Any  # a numcodecs codec, a ZarrDecode of any other pipeline, or None
     checksum: bool
     row_nbytes: int
-    #: Rows of the variable (its first dimension).
     n_rows: int
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
     direct: bool = False
@@ -81,30 +74,24 @@ def _numcodec(codec: Any) -> Any:
     """The numcodecs codec that decodes what zarr's ``codec`` encoded, or ``None`` if there is none."""
     from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
-    if isinstance(codec, BloscCodec):
-        return numcodecs.Blosc()  # a blosc frame describes itself
-    if isinstance(codec, ZstdCodec):
-        return numcodecs.Zstd()
-    if isinstance(codec, GzipCodec):
-        return numcodecs.GZip()
-    return None
+    # A blosc frame describes itself: numcodecs' Blosc needs none of the codec's settings.
+    decoders = {BloscCodec: numcodecs.Blosc, ZstdCodec: numcodecs.Zstd, GzipCodec: numcodecs.GZip}
+    decoder = next((made for kind, made in decoders.items() if isinstance(codec, kind)), None)
+    return None if decoder is None else decoder()
 
 
 def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
     """How to read and check ``array``'s chunk files, or ``None`` if a pile store cannot hold it.
 
-    A pipeline of ``bytes`` (little-endian), at most one blosc, zstd or gzip
-    compressor and the crc32c is decoded with numcodecs; any other pipeline
-    by zarr, from the bytes read and checked (:class:`ZarrDecode`).
+    ``bytes``, at most one blosc, zstd or gzip compressor and crc32c decode with
+    numcodecs; any other pipeline with zarr (:class:`ZarrDecode`).
     """
     from zarr.codecs import BytesCodec, Crc32cCodec
 
     metadata = array.metadata
     dtype = np.dtype(array.dtype) if isinstance(array.dtype, np.dtype) else None
-    if metadata.zarr_format != 3 or dtype is None or dtype.kind not in ARRAY_KINDS or array.ndim == 0:
-        return None
-    if tuple(array.chunks[1:]) != tuple(array.shape[1:]):
-        return None  # a row split over several chunks
+    if metadata.zarr_format != 3 or dtype is None or dtype.kind not in ARRAY_KINDS:
+        return None  # chunks of whole rows: check_shapes proved them
     codecs = list(array.compressors)
     checksum = bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
     if checksum:
@@ -143,9 +130,7 @@ class ChunkFiles:
         self.store = store
         self.local = isinstance(fs, fsspec.implementations.local.LocalFileSystem)
         self._buffers = threading.local()
-        #: Files fetched ahead of their reads, keyed by the span of rows read (not for local files).
         self.fetches = None if self.local else Fetches(fs)
-        #: Where the files of a remote store are kept for later reads (:meth:`ZarrPileReader.use_cache`).
         self.cache: StoreCache | None = None
         #: Blosc chunks of at least this many bytes are decoded straight into the output, smaller ones copied there.
         self._direct_nbytes = int_setting("zarr-reader.direct-nbytes")
@@ -173,10 +158,7 @@ class ChunkFiles:
         """Copy the rows ``start:stop`` that chunks ``first:last`` of ``chunks`` hold into ``out``.
 
         A chunk that fails its checks raises :class:`~daskshuffle.CorruptPileStoreError`,
-        or :class:`~daskshuffle.StoreChangedError` if the store's root says it
-        was shuffled again or its generations changed since it was opened
-        (looked at only then). Once ``read`` is cancelled, a wait for a fetch
-        ends in :class:`~daskshuffle.readers.ReadCancelledError`.
+        or :class:`~daskshuffle.StoreChangedError` if the store changed since it was opened.
         """
         crash_point("chunk read")
         with contextlib.nullcontext() if self.opened is None else self.opened.unchanged(self.store):
@@ -241,10 +223,7 @@ class ChunkFiles:
             return decoded
 
     def _fetched(self, paths: list[str], start: int, stop: int, shared: set[str], read: CancellableRead) -> list[Any]:
-        """The bytes of each file of ``paths`` (or the error reading it), from the fetches of rows ``start:stop``.
-
-        The files of ``shared`` are kept for the next read that asks for them.
-        """
+        """The bytes of each file of ``paths`` (or the error reading it); those of ``shared`` kept for the next read."""
         fetches = self.fetches
         assert fetches is not None
         # A read not fetched ahead starts now: its requests go out at once, and share those under way for others.
@@ -282,10 +261,8 @@ class ChunkFiles:
         path: str | None = None,
         opened: int | None = None,
     ) -> None:
-        # Every os call releases the GIL and must get it back, which a consumer busy in Python holds for up to
-        # sys.getswitchinterval(): a file costs three calls (open, preadv, close), no fstat. A size is checked by
-        # reading one byte more than the file should hold. ``path``: where the chunk is, if not in the store (a cache),
-        # ``opened`` its descriptor, which this closes.
+        # Every os call waits to get the GIL back: a file costs three (open, preadv, close), no fstat; a size is
+        # checked by reading one byte more. ``path``, ``opened``: a cached copy and its descriptor, closed here.
         path = chunks.path(index) if path is None else path
         try:
             fd = os.open(path, os.O_RDONLY) if opened is None else opened
@@ -325,11 +302,7 @@ class ChunkFiles:
             os.close(fd)
 
     def _scratch(self, nbytes: int) -> NDArray[np.uint8]:
-        """A buffer of this thread's for ``nbytes`` of a file, reused from chunk to chunk.
-
-        Reading into fresh memory costs a page fault per page: it ran at a third
-        of the speed of reading into a buffer used before.
-        """
+        """A buffer of this thread's for ``nbytes`` of a file, reused from chunk to chunk (no page faults)."""
         buffer: NDArray[np.uint8] | None = getattr(self._buffers, "buffer", None)
         if buffer is None or len(buffer) < nbytes:
             buffer = np.empty(nbytes, dtype=np.uint8)
@@ -365,9 +338,8 @@ class ChunkFiles:
             try:
                 # Bytes 4:8 of a blosc frame's 16-byte header: its decoded size.
                 fits = len(data) >= 16 and int.from_bytes(data[4:8].tobytes(), "little") == chunks.chunk_nbytes
-                # Blosc through numcodecs.blosc itself, which the codec wraps in checks of its arguments (about
-                # 10 us a chunk). Into the output only for a large chunk: checking an output costs as much again,
-                # more than copying a small chunk.
+                # Blosc through numcodecs.blosc itself (the codec wraps it in checks of its arguments); into the
+                # output only for a large chunk, where checking an output costs less than copying it.
                 if chunks.direct and target is not None and fits and chunks.chunk_nbytes >= self._direct_nbytes:
                     numcodecs.blosc.decompress(data, target)
                     return target

@@ -1,13 +1,8 @@
 """Decoding a chunk of any codec pipeline with zarr itself, from bytes already read and checked.
 
-The reader reads every chunk file itself and checks its crc32c against the
-store's table (``_zarr_chunks``); it decodes with numcodecs the pipelines it
-knows. A variable of any other pipeline (compressors of the user's that are
-not one blosc, zstd or gzip) is decoded here by zarr: a
-``zarr.storage.MemoryStore`` holds a one-chunk array of the variable's
-metadata and the chunk's bytes, and zarr reads that array. The bytes are the
-ones read and checked, not read again, and the crc32c codec is left out of
-the pipeline: it was checked already.
+A pipeline other than one blosc, zstd or gzip compressor is decoded by zarr: a
+``MemoryStore`` holds a one-chunk array of the variable's metadata (its crc32c
+left out, checked already) and the chunk's bytes, and zarr reads that array.
 """
 
 from __future__ import annotations
@@ -42,7 +37,6 @@ class ZarrDecode:
     """
 
     def __init__(self, array: zarr.Array[Any], key: str) -> None:
-        """Decode chunks of ``array`` (Zarr v3), whose first chunk's key is ``key``."""
         document: dict[str, Any] = dict(array.metadata.to_dict())
         document["shape"] = [int(size) for size in array.chunks]
         document["codecs"] = [codec for codec in document["codecs"] if codec["name"] != "crc32c"]
@@ -51,10 +45,7 @@ class ZarrDecode:
         self._key = key
 
     def decode(self, data: Any) -> NDArray[np.uint8]:
-        """The rows of a chunk as bytes, from the chunk file's bytes without their crc32c.
-
-        Raises what zarr raises for bytes its codecs cannot decode.
-        """
+        """The rows of a chunk as bytes, from the chunk file's bytes without their crc32c (or what zarr raises)."""
         import zarr
         from zarr.buffer.cpu import Buffer
         from zarr.storage import MemoryStore

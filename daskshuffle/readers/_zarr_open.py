@@ -1,14 +1,4 @@
-"""Opening a Zarr pile store: its group, its metadata and its arrays, checked before anything is read.
-
-:mod:`daskshuffle.readers._zarr_reader` reads the rows; this module finds the
-store's Zarr v3 group (one request on object storage), checks its daskshuffle
-metadata and the arrays' shapes against what the shuffle recorded, and opens
-the arrays (all at once, each being a request on object storage), through
-:mod:`daskshuffle.pilestore`'s opens (``find_group``, ``open_arrays``): every
-request of it is bounded by the deadline of the storage options
-(:func:`~daskshuffle.storage.request_deadline`), as every open of a store with
-generations is.
-"""
+"""Opening a Zarr pile store: its group, its metadata and its arrays, checked before anything is read."""
 
 from __future__ import annotations
 
@@ -32,14 +22,13 @@ from ..storage import Location
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["appended", "check_shapes", "find_store", "open_store"]
+__all__ = ["check_shapes", "find_store", "open_store"]
 
 
 def find_store(location: Location) -> tuple[zarr.Group | None, Any] | None:
-    """The Zarr group at ``location`` and its metadata, read once (one request), or ``None`` if it has no ``zarr.json``.
+    """The Zarr group at ``location`` and its metadata, read once, or ``None`` without ``zarr.json``.
 
-    That metadata says which reader opens the store (:func:`appended`), whatever an append does meanwhile. A
-    ``zarr.json`` that cannot be read gives ``(None, None)``: :func:`open_store` names the problem.
+    A ``zarr.json`` that cannot be read gives ``(None, None)``: :func:`open_store` names the problem.
     """
     import zarr
 
@@ -50,21 +39,14 @@ def find_store(location: Location) -> tuple[zarr.Group | None, Any] | None:
     return None if group is None else (group, parse_metadata_attribute(group.attrs.get(METADATA_KEY)))
 
 
-def appended(metadata: Any) -> bool:
-    """Whether the metadata of a Zarr pile store's root lists generations: rows were appended to it."""
-    return isinstance(metadata, dict) and GENERATIONS_KEY in metadata
-
-
 def open_store(
     location: Location, given: str, metadata: Mapping[str, Any] | None, group: zarr.Group | None
 ) -> tuple[zarr.Group, dict[str, Any]]:
     """The group of the Zarr pile store at ``location`` (``group`` if given) and its metadata (``metadata`` if given), checked.
 
-    ``metadata`` is given for the first generation of a store with several,
-    whose root records the union of them. Refuses a store that does not exist,
-    is not a Zarr group, has no daskshuffle metadata or several generations
-    (:class:`~daskshuffle.pilestore.AppendedStoreError`), or
-    fails :func:`~daskshuffle.pilestore.check_pile_metadata`.
+    Refuses a store that does not exist, is not a Zarr group, has no
+    daskshuffle metadata or several generations, or fails
+    :func:`~daskshuffle.pilestore.check_pile_metadata`.
     """
     import zarr
 
@@ -87,7 +69,7 @@ def open_store(
         raise IncompletePileStoreError(
             f"Expected a pile store written by daskshuffle. Got {given!r}, which has no daskshuffle metadata, instead."
         )
-    if appended(found):
+    if GENERATIONS_KEY in found:
         raise AppendedStoreError(
             f"Expected a pile store of one generation. Got {given!r}, which rows were appended to, instead; "
             "open it with daskshuffle.readers.open_pile_reader (or PileLoader), which reads every generation."
@@ -98,11 +80,7 @@ def open_store(
 
 
 def check_shapes(store: str, arrays: Mapping[str, zarr.Array[Any]], written: Mapping[str, Any]) -> None:
-    """Refuse arrays that are not as the shuffle wrote them: chunks of whole rows, the rows per chunk and row shape recorded.
-
-    A reshaped array would make every chunk file's name wrong, and a store that records no layout for one of
-    its arrays is damaged: both are refused on open, before anything is read.
-    """
+    """Refuse arrays that are not as the shuffle wrote them (a reshaped one makes every chunk file's name wrong)."""
     for name, array in arrays.items():
         recorded = written.get(name) if isinstance(written, Mapping) else None
         if not isinstance(recorded, Mapping) or "row_shape" not in recorded or "chunk_rows" not in recorded:

@@ -1,28 +1,10 @@
 """Reading a Zarr pile store at the machine's read speed, and checking what it reads.
 
-zarr-python spends a fixed time on every chunk it reads, whatever its size
-(``benchmarks/RESULTS.md``, the loader). A pile is a contiguous run of rows,
-so the reader here skips zarr: it
-works out which chunk files of every variable hold the rows, reads each whole
-file with one call (``os.preadv`` straight into the output array for a local
-file stored without compressor; ``fsspec`` ``cat_ranges`` of many files at
-once on any other filesystem), verifies each chunk's crc32c, decodes with
-numcodecs, and checks every size (all of which is ``_zarr_chunks``). File reads, crc32c of large buffers and decoding
-release the GIL, so the loader's prefetch threads read piles in parallel.
-
-Every variable of a pile store is read so, whatever it holds (numbers or
-fixed-length strings) and however it is encoded: the pipeline a shuffle
-writes, ``bytes`` (little-endian), optionally one compressor (blosc, zstd or
-gzip) and ``crc32c`` last, is decoded with numcodecs; any other (compressors
-of the user's) by zarr itself, from the very bytes read and checked
-(``_zarr_decode``). Each chunk's crc32c is compared with the one its run
-recorded for that variable and place (``<array>/daskshuffle-crc32c``), so a
-chunk file swapped with another, from another run or another store is an
-error, never wrong rows.
-
-A missing, truncated or corrupted chunk file is an error. The error,
-:class:`~daskshuffle.CorruptPileStoreError`, names the store, the pile, the
-variable and the file.
+zarr-python spends a fixed time on every chunk, whatever its size, so the reader
+skips zarr: it reads the chunk files that hold a run of rows itself, each whole
+file in one call, and checks and decodes them (:mod:`._zarr_chunks`). Each
+chunk's crc32c is compared with the one its run recorded for that variable and
+place, so a chunk swapped with another is an error, never wrong rows.
 """
 
 from __future__ import annotations
@@ -42,15 +24,13 @@ from .._errors import CorruptPileStoreError, IncompletePileStoreError
 from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import (
     LAYOUT_KEY,
-    RUN_KEY,
     check_arrays,
     check_recorded_rows,
     open_arrays,
     read_tables,
     select_variables,
 )
-from ..storage import Cache, Location
-from ._cancel import ReadsUnderWay
+from ..storage import Cache, Fetches, Location
 from ._opened import Opened
 from ._pile_reader import PileReader
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
@@ -61,8 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ZarrPileReader"]
 
-#: The chunks ``first:last`` of a variable that hold some of store rows ``start:stop``, read into ``out`` (those
-#: rows' array): ``(chunks, out, first, last, start, stop)``.
+#: ``(chunks, out, first, last, start, stop)``: chunks ``first:last``, rows ``start:stop`` read into ``out``.
 Task = tuple[Chunks, NDArray[Any], int, int, int, int]
 
 
@@ -94,28 +73,26 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         given = metadata is not None  # a generation's, whose root the generations reader watches
         group, metadata = open_store(location, self.store, metadata, group)
         self.metadata = metadata
-        # Arrays gone or metadata that disagrees with them, after the metadata was read: a compaction or a new
-        # shuffle may have replaced the store meanwhile.
+        # Arrays gone or disagreeing with the metadata read: a compaction or a new shuffle may have replaced them.
         with contextlib.nullcontext() if given else Opened.of(location, metadata).unchanged(self.store):
             self._open_variables(location, group, variables)
 
     def watch(self, root: Location, metadata: Mapping[str, Any]) -> None:
-        """Tell a failed read of a store changed since it was opened (root ``metadata`` at ``root``) from damage."""
+        """Tell a failed read of a generation whose root (``metadata`` at ``root``) changed since from damage."""
         self._files.opened = Opened.of(root, metadata)
 
     def _open_variables(self, location: Location, group: zarr.Group, variables: Sequence[str] | None) -> None:
-        """Open the arrays of ``variables`` and check them against the metadata, with their chunks' records."""
         import zarr
 
         metadata = self.metadata
         names = select_variables(metadata, variables)
         self.arrays: dict[str, zarr.Array[Any]] = {}
         # On object storage the crc32c tables are fetched while the arrays open: one round trip less to open.
-        predicted = {name: f"{group.path}/{name}".lstrip("/") for name in names}
+        paths = {name: f"{group.path}/{name}".lstrip("/") for name in names}  # each array's path, as zarr names it
         early = None
         if not location.is_local:
             pool = ThreadPoolExecutor(1, thread_name_prefix="daskshuffle-open-tables")
-            early = pool.submit(read_tables, location, metadata, predicted)
+            early = pool.submit(read_tables, location, metadata, paths)
             pool.shutdown(wait=False)  # its thread ends with its one task
         try:
             opened = open_arrays(location, group, names)
@@ -152,12 +129,7 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                     f"{array.chunks} of shape {array.shape} instead; the store is damaged: shuffle the source again."
                 )
             self._chunks[name] = chunks
-        # The crc32c the run recorded for every chunk, by place: each chunk read is checked against it.
-        paths = {name: self.arrays[name].path for name in self._chunks}
-        if early is not None and all(predicted[name] == path for name, path in paths.items()):
-            tables = {name: table for name, table in early.result().items() if name in paths}
-        else:
-            tables = read_tables(location, metadata, paths)
+        tables = read_tables(location, metadata, paths) if early is None else early.result()
         for name, table in tables.items():
             self._chunks[name] = dataclasses.replace(self._chunks[name], expected=table)
         self._files.opened = Opened.of(location, metadata)
@@ -170,15 +142,12 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._spare: dict[str, list[NDArray[Any]]] = {}
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
-        #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
-        self._under_way = ReadsUnderWay()
         self._datasets: Callable[[ArrayRows], Any] | None = None
         if self.batch_format == "xarray":
             from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
 
             self._datasets = DatasetBatches(location, names)
 
-    # -- pickling and closing ------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_lock": None, "_spare": {}}
 
@@ -186,25 +155,13 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self.__dict__.update(state, _lock=threading.Lock())
 
     def close(self) -> None:
-        """Stop every read and fetch, as a Parquet store's reader does, and let go of the arrays kept for reuse."""
-        self._under_way.cancel()
-        if self._fetches is not None:
-            self._fetches.clear()
+        """Stop every read and fetch, and let go of the arrays kept for reuse."""
+        super().close()
         with self._lock:
             self._spare = {}
 
-    @property
-    def decodes(self) -> bool:  # type: ignore[override]
-        """Whether most of a row's bytes are decoded (a compressor) rather than copied from its chunk files."""
-        compressed = sum(chunks.row_nbytes for chunks in self._chunks.values() if chunks.compressor is not None)
-        return 2 * compressed > sum(chunks.row_nbytes for chunks in self._chunks.values())
-
-    def fetch(self, start: int, stop: int) -> None:
+    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
         """Start fetching every chunk file of rows ``start:stop``, of every variable."""
-        fetches = self._fetches
-        stop = max(start, min(stop, self.n_rows))
-        if fetches is None or stop == start or (start, stop) in fetches:
-            return
         paths = [
             chunks.path(index)
             for chunks in self._chunks.values()
@@ -220,12 +177,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
 
     def use_cache(self, cache: Cache) -> None:
         if self._fetches is not None:
-            # Keyed on the run too: a store shuffled again the same way (same fingerprint) holds other bytes.
-            key = str(self.metadata["fingerprint"])
-            run = self.metadata.get(RUN_KEY)
-            self._files.cache = cache.for_store(key if run is None else f"{key}-{run}")
+            self._files.cache = self._store_cache(cache)
 
-    # -- reading -------------------------------------------------------------
     def read_rows(self, start: int, stop: int) -> ArrayRows:
         return self._read([(start, stop)], None)
 
@@ -234,7 +187,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return self._read([(int(offsets[pile]), int(offsets[pile + 1]))], pile, self._largest_pile)
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
-        """Rows of each of ``runs``, each read straight into its slice of one set of arrays: one read of them all."""
         return self._read(runs, None) if runs else super().read_runs(runs)
 
     def chunk_rows(self) -> dict[str, tuple[int, int]]:
@@ -243,10 +195,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def _read(self, runs: Sequence[tuple[int, int]], pile: int | None, capacity: int = 0) -> ArrayRows:
         """Rows of each of ``runs`` (of ``pile``, if one), read one after the other into one set of arrays.
 
-        The arrays hold at least ``capacity`` rows (a pile's: the largest pile's)
-        and as many as the longest run times the runs, so that they take any
-        later pile, or group of as many units, once recycled. On a remote
-        store every file of the read is requested at once, not variable by variable.
+        The arrays hold at least ``capacity`` rows and as many as the longest
+        run times the runs, so that once recycled they take any later read.
         """
         runs = [(start, max(start, min(stop, self.n_rows))) for start, stop in runs]
         n_rows = sum(stop - start for start, stop in runs)
@@ -255,47 +205,26 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         for start, stop in runs:
             self.fetch(start, stop)
         tasks: list[Task] = []
-        first = 0
+        offset = 0
         for start, stop in runs:
-            out = {name: values[first : first + stop - start] for name, values in rows.items()}
-            tasks += self._tasks(start, stop, out)
-            first += stop - start
+            if stop == start:
+                continue
+            for name, chunks in self._chunks.items():
+                first, last = start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1
+                step = max(1, self._task_nbytes // max(chunks.chunk_nbytes, 1))
+                out = rows[name][offset : offset + stop - start]
+                tasks += [
+                    (chunks, out, index, min(index + step, last), start, stop) for index in range(first, last, step)
+                ]
+            offset += stop - start
         read = self._under_way.begin()
         for task in tasks:  # a cancelled read stops before its next task, or at once in a wait for a fetch
             read.check()
             self._files.read(*task, pile, read)
         return rows
 
-    def _tasks(self, start: int, stop: int, rows: ArrayRows) -> list[Task]:
-        """The tasks that read rows ``start:stop`` of every variable into ``rows``."""
-        tasks: list[Task] = []
-        if stop == start:
-            return tasks
-        task_nbytes = self._task_nbytes
-        for name, chunks in self._chunks.items():
-            first, last = start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1
-            step = max(1, task_nbytes // max(chunks.chunk_nbytes, 1))
-            tasks += [
-                (chunks, rows[name], index, min(index + step, last), start, stop) for index in range(first, last, step)
-            ]
-        return tasks
-
-    def cancel_reads(self, threads: str | None = None) -> None:
-        """Stop the reads under way started by threads named ``threads...`` (by default every read).
-
-        The chunk files not begun are not read, and each read raises. For a loader's reads ahead that nobody waits for any more (a
-        group of units is a hundred files or more): they stop after the file
-        each is reading, rather than read the rest for nobody, and the reads
-        of the loader's other iterations go on.
-        """
-        self._under_way.cancel(threads)
-
     def _empty(self, chunks: Chunks, n_rows: int, capacity: int) -> NDArray[Any]:
-        """An array for ``n_rows`` rows of ``chunks``: a recycled one (:meth:`recycle`) if one is large enough.
-
-        A new one holds ``capacity`` rows (at least ``n_rows``); the spare ones too small for ``n_rows`` are let go
-        then, rather than held beside it.
-        """
+        """An array for ``n_rows`` rows of ``chunks``: a recycled one if large enough, else one of ``capacity`` rows."""
         with self._lock:
             spare = self._spare.get(chunks.name, [])
             for position, values in enumerate(spare):
@@ -305,12 +234,9 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         return np.empty((capacity, *chunks.row_shape), dtype=chunks.dtype)[:n_rows]
 
     def recycle(self, rows: ArrayRows) -> None:
-        """Take back the arrays of rows read here that nothing uses any more, to read other rows into.
+        """Keep arrays read here that nothing uses any more (``zarr-reader.spare-arrays`` a variable) to read into.
 
-        Arrays as large as a pile come from ``mmap`` and go back to the system
-        when freed, so each read into a new one faulted in every page: a
-        loader reading piles in a background thread spent half its time on
-        page faults. At most ``zarr-reader.spare-arrays`` arrays of each variable are kept.
+        Large arrays come from ``mmap``: a new one faults in every page again.
         """
         with self._lock:
             for name, values in rows.items():
@@ -319,7 +245,6 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 if whole is not None and len(spare) < self._spare_arrays and whole.dtype == values.dtype:
                     spare.append(whole)
 
-    # -- rows in memory --------------------------------------------------------
     def to_batch(self, rows: ArrayRows) -> Any:
         return rows if self._datasets is None else self._datasets(rows)
 
