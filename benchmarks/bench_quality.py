@@ -38,6 +38,7 @@ from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_re
 from daskshuffle.epochs._order_classes import ORDER_CLASSES
 from daskshuffle.epochs._orders import ORDERS, READ_GAPS
 from daskshuffle.epochs._unit_plan import unit_excess
+from daskshuffle.orders import Piles
 from daskshuffle.quality import orders
 
 
@@ -64,8 +65,9 @@ def loader_orders(n: int, budget: int, batch_size: int, unit_rows: int) -> None:
     print("|---|---|---|---:|---:|---|---:|")
     for title, (options, holds) in made.items():
         name = title.split(",")[0]
-        picked = {"order": ORDER_CLASSES[name](**options)} if name != "piles" else options
-        first, second = (orders.piles(n, n_piles, seed=0, epoch=e, **picked) for e in (0, 1))
+        order = ORDER_CLASSES[name](**{key: value for key, value in options.items() if key != "unit_rows"})
+        unit = options.get("unit_rows")
+        first, second = (orders.piles(n, n_piles, seed=0, epoch=e, order=order, unit_rows=unit) for e in (0, 1))
         table = quality.report(second, batch_size=batch_size, n_piles=n_piles, previous=first)
         if name == "piles":  # a read is a group: half the budget, whole units
             largest, per_row = max(unit_rows, budget // unit_rows * unit_rows), 1.0
@@ -110,8 +112,12 @@ def main() -> None:
         f"buffer {budget:,}": orders.shuffle_buffer(n, budget),
         f"interleave 4 of 16 files, buffer {budget:,}": orders.interleave(n, 16, 4, budget),
         f"shards of {budget:,}": orders.shard_local(n, budget),
-        f"PileLoader, budget {budget:,}, epoch 0": orders.piles(n, n_piles, 0, 0, budget=budget, unit_rows=unit),
-        f"PileLoader, budget {budget:,}, epoch 1": orders.piles(n, n_piles, 0, 1, budget=budget, unit_rows=unit),
+        f"PileLoader, budget {budget:,}, epoch 0": orders.piles(
+            n, n_piles, 0, 0, order=Piles(budget=budget), unit_rows=unit
+        ),
+        f"PileLoader, budget {budget:,}, epoch 1": orders.piles(
+            n, n_piles, 0, 1, order=Piles(budget=budget), unit_rows=unit
+        ),
         "uniform (all rows in memory)": orders.uniform(n),
     }
     previous = made[f"PileLoader, budget {budget:,}, epoch 0"]
@@ -151,7 +157,7 @@ def main() -> None:
     )
     print("|---:|---:|---:|---:|---:|---:|")
     for k in (1, 2, 4, 8, 16):
-        first, second = (orders.piles(n, n_piles, 0, e, budget=k * budget, unit_rows=unit) for e in (0, 1))
+        first, second = (orders.piles(n, n_piles, 0, e, order=Piles(budget=k * budget), unit_rows=unit) for e in (0, 1))
         table = quality.report(second, batch_size=args.batch_size, n_piles=n_piles, previous=first)
         row = table.set_index("metric").loc["co-batch overlap"]
         within = int((table[table["metric"] != "co-batch overlap"]["verdict"] == "as uniform").sum())

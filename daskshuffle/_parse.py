@@ -15,6 +15,8 @@ from ._random import MAX_SEED, draw_seed
 
 __all__ = [
     "Settings",
+    "format_number",
+    "format_size",
     "parse_bool",
     "parse_n_piles",
     "parse_nbytes",
@@ -125,6 +127,28 @@ def parse_nbytes(value: object, name: str) -> int:
                 ("Expected ", Argument(name), f" to be a size such as '256MiB'. Got {value!r} instead."), parameter=name
             ) from error
     return parse_positive_int(value, name)
+
+
+_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+
+
+def format_size(nbytes: float) -> str:
+    """A size as people read it, in the binary units :func:`parse_nbytes` takes: three significant digits.
+
+    Examples
+    --------
+    >>> format_size(0), format_size(1536), format_size(50_200), format_size(2**40)
+    ('0 B', '1.5 KiB', '49 KiB', '1 TiB')
+    """
+    value, unit = float(nbytes), 0
+    while value >= 1024 and unit < len(_BINARY_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{format_number(value)} {_BINARY_UNITS[unit]}"
+
+
+def format_number(value: float) -> str:
+    """Three significant digits, without an exponent: ``0.0123``, ``1.5``, ``123``, ``12,345``."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def parse_bool(value: object, name: str) -> bool:

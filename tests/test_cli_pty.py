@@ -126,7 +126,7 @@ def test_an_interrupted_shuffle_says_what_it_left_in_one_line(tmp_path: Path) ->
         assert len(said) == 1, output
         assert "Traceback" not in output and "Aborted" not in output and "Error" not in output, output
         assert re.search(
-            r"Interrupted the shuffle into '[^']*piles.zarr'; it left [0-9.]+ [kMG]?B in '[^']*piles.zarr' and",
+            r"Interrupted the shuffle into '[^']*piles.zarr'; it left [0-9.,]+ (?:[KMGTPE]i)?B in '[^']*piles.zarr' and",
             said[0],
         )
         assert "run it again the same way to continue it" in said[0], said[0]

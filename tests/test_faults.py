@@ -120,7 +120,7 @@ def test_what_a_run_killed_after_completing_left_is_named_and_removed(tmp_path: 
     from click.testing import CliRunner
 
     from daskshuffle._cli._common import cli
-    from daskshuffle.storage._leftovers import human_bytes
+    from daskshuffle._parse import format_size
 
     source = make_zarr_source(tmp_path / "raw.zarr", 600, chunk_rows=50)
     dst = tmp_path / "piles.zarr"
@@ -132,8 +132,8 @@ def test_what_a_run_killed_after_completing_left_is_named_and_removed(tmp_path: 
     assert "complete: yes" in shown.output
     # 50,000 bytes of pieces and a lock whose size depends on the host's name and the process id.
     left = 50_000 + Path(str(dst) + LOCK_SUFFIX).stat().st_size
-    assert f"left beside it: {human_bytes(left)} (pieces: " in shown.output, shown.output
-    assert human_bytes(left) in ("50.1 kB", "50.0 kB")
+    assert f"left beside it: {format_size(left)} (pieces: " in shown.output, shown.output
+    assert format_size(left) in ("48.9 KiB", "48.8 KiB")
     assert "piles.zarr.daskshuffle-tmp" in shown.output
     assert (
         "the lock of process" in shown.output

@@ -220,10 +220,10 @@ def test_the_quality_measures_rank_the_orders_as_expected() -> None:
     n, n_piles = 100_000, 100
 
     def measured(name: str, **options: int) -> dict[tuple[str, str], tuple[float, str]]:
-        if name == "piles":  # a group of one unit of a pile's rows (a budget of two groups)
-            options = {"budget": 2_000, "unit_rows": 1_000}
-        picked = options if name == "piles" else {"order": ORDER_CLASSES[name](**options)}
-        first, second = (orders.piles(n, n_piles, seed=11, epoch=e, **picked) for e in (0, 1))  # type: ignore[arg-type]
+        # Piles: a group of one unit of a pile's rows (a budget of two groups).
+        order = Piles(budget=2_000) if name == "piles" else ORDER_CLASSES[name](**options)
+        unit_rows = 1_000 if name == "piles" else None
+        first, second = (orders.piles(n, n_piles, seed=11, epoch=e, order=order, unit_rows=unit_rows) for e in (0, 1))
         table = report(second, batch_size=256, n_piles=n_piles, previous=first).set_index(["metric", "scale"])
         return {key: (row.value, row.verdict) for key, row in table.iterrows()}
 

@@ -101,3 +101,10 @@ def test_a_size_that_names_no_bytes_is_refused(text: str) -> None:
         _parse.size_in_bytes(text)
     with pytest.raises(ds.DaskShuffleValueError, match="to be a size such as '256MiB'"):
         _parse.parse_nbytes(text, "prefetch")
+
+
+def test_sizes_are_shown_in_the_binary_units_they_are_read_in() -> None:
+    sizes = (0, 999, 1024, 1_250_000, 999_999_999_999, 5 * 2**50, 2**70)
+    shown = [_parse.format_size(n) for n in sizes]
+    assert shown == ["0 B", "999 B", "1 KiB", "1.19 MiB", "931 GiB", "5 PiB", "1,024 EiB"]
+    assert [_parse.parse_nbytes(shown[i], "size") for i in (2, 5)] == [1024, 5 * 2**50]

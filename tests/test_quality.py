@@ -76,7 +76,7 @@ def test_diversity_counts_distinct_blocks_per_batch() -> None:
 
 def test_groups_of_units_are_uniform_within_an_epoch_and_meet_again_as_predicted_across_epochs() -> None:
     # Piles of 5,000, units of 1,000, groups of 5,000 rows (a budget of two groups): 5 units a group.
-    first, second = (orders.piles(N, 40, seed=3, epoch=e, budget=10_000, unit_rows=1_000) for e in (0, 1))
+    first, second = (orders.piles(N, 40, seed=3, epoch=e, order=Piles(budget=10_000), unit_rows=1_000) for e in (0, 1))
     found = verdicts(second, batch_size=256, n_piles=40, previous=first)
     assert found.pop(("co-batch overlap", "batch 256")) == "not uniform"
     assert set(found.values()) == {"as uniform"}
@@ -87,7 +87,7 @@ def test_groups_of_units_are_uniform_within_an_epoch_and_meet_again_as_predicted
     assert 7 < overlap["value"] / overlap["uniform"] < 10
     assert overlap["value"] / overlap["uniform"] == pytest.approx(unit_excess(N, 1_000, 5_000), rel=0.12)
     # A budget that holds every unit at once gives independent epochs.
-    first, second = (orders.piles(N, 40, seed=3, epoch=e, budget=2 * N, unit_rows=1_000) for e in (0, 1))
+    first, second = (orders.piles(N, 40, seed=3, epoch=e, order=Piles(budget=2 * N), unit_rows=1_000) for e in (0, 1))
     assert set(verdicts(second, batch_size=256, previous=first).values()) == {"as uniform"}
 
 
@@ -103,18 +103,20 @@ def test_the_piles_order_is_what_a_real_loader_yields(tmp_path: Path, budget: in
             yielded = np.concatenate([batch["id"] for batch in loader])
             # 2,600-byte blocks of 26-byte rows: pass 1 over blocks of 100 rows.
             reference = orders.piles(
-                3_000, 8, seed=5, epoch=epoch, budget=budget, unit_rows=50, row_nbytes=26, block_rows=100
+                3_000, 8, seed=5, epoch=epoch, order=Piles(budget=budget), unit_rows=50, row_nbytes=26, block_rows=100
             )
             np.testing.assert_array_equal(yielded, reference)
 
 
 def test_the_piles_order_takes_the_loaders_settings_and_no_others() -> None:
-    with pytest.raises(DaskShuffleValueError, match=r"Expected budget= .* and unit_rows="):
-        orders.piles(1_000, 4, budget="1MiB")
-    with pytest.raises(DaskShuffleValueError, match="with order='piles' only"):
-        orders.piles(1_000, 4, order=Py1b(shuffle_block_size=100), budget=1_000, unit_rows=10)
-    with pytest.raises(DaskShuffleValueError, match="a size such as"):
-        orders.piles(1_000, 4, budget="lots", unit_rows=10)
+    with pytest.raises(
+        DaskShuffleValueError, match=r"Expected order=Piles\(budget=...\) with a size .* and unit_rows="
+    ):
+        orders.piles(1_000, 4, order=Piles(budget="1MiB"))
+    with pytest.raises(DaskShuffleValueError, match=r"Got order=Piles\(budget='auto'\)"):
+        orders.piles(1_000, 4, order="piles", unit_rows=10)
+    with pytest.raises(DaskShuffleValueError, match=r"unit_rows= with order=Piles\(...\) only"):
+        orders.piles(1_000, 4, order=Py1b(shuffle_block_size=100), unit_rows=10)
 
 
 @given(st.integers(1, 3_000), st.integers(1, 300), st.integers(0, 2**20))
@@ -124,7 +126,7 @@ def test_reference_orders_are_permutations(n: int, size: int, seed: int) -> None
         orders.shuffle_buffer(n, size, seed),
         orders.interleave(n, max(1, n // size), 3, size, seed),
         orders.shard_local(n, size, seed),
-        orders.piles(n, min(size, n), seed, budget=2 * size, unit_rows=max(1, size // 3)),
+        orders.piles(n, min(size, n), seed, order=Piles(budget=2 * size), unit_rows=max(1, size // 3)),
     ]
     for order in made:
         np.testing.assert_array_equal(np.sort(order), np.arange(n))

@@ -156,7 +156,7 @@ def test_reads_carry_the_data_and_counts_stay_in_bounds(rows: int, row_bytes: in
     assert model.n_groups <= model.n_reads <= (model.n_blocks + model.n_super) * model.n_groups
     assert model.n_blocks <= model.n_pieces <= (model.n_blocks + model.n_super) * (model.n_piles + model.n_super)
     assert model.n_groups <= model.n_piles
-    assert model.n_blocks == -(-rows // model.rows_per_block)
+    assert model.n_blocks == -(-rows // model.block_rows)
     assert sum(step["read_nbytes"] for step in model.passes) == (model.levels + 1) * model.data_nbytes
     assert 0.0 <= model.overflow_probability <= 1.0
     assert rows / model.n_piles <= model.largest_pile_rows <= rows

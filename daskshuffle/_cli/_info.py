@@ -9,6 +9,7 @@ import click
 import numpy as np
 
 from .._errors import DaskShuffleError, UnfinishedShuffleError
+from .._parse import format_size
 from ..reshuffle import clean_generations, generation_leftovers
 from ..storage import Leftover, Location, _leftovers
 from ._common import cli, one_line, reported
@@ -81,7 +82,7 @@ def info(
     if clean:
         nbytes = sum(leftover.nbytes for leftover in removed)
         click.echo(
-            f"daskshuffle: removed {len(removed)} leftover(s) beside {store}, {_leftovers.human_bytes(nbytes)}",
+            f"daskshuffle: removed {len(removed)} leftover(s) beside {store}, {format_size(nbytes)}",
             err=True,
         )
     left = _leftovers.find(where, scratch)
@@ -137,7 +138,7 @@ def _left_line(left: list[Leftover], advice: str) -> str:
     """``  left beside it: 62.1 MB (pieces in ...; ...); <advice>``, or nothing."""
     if not left:
         return ""
-    nbytes = _leftovers.human_bytes(sum(leftover.nbytes for leftover in left))
+    nbytes = format_size(sum(leftover.nbytes for leftover in left))
     described = "; ".join(f"{leftover.what}: {leftover.path}" for leftover in left)
     return f"\n  left beside it: {nbytes} ({described}); {advice}"
 

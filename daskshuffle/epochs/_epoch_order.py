@@ -27,7 +27,6 @@ __all__ = [
     "block_cuts",
     "cut_bounds",
     "division_cuts",
-    "per_division",
     "sample_space",
     "shuffle_units",
     "unit_reads",
@@ -88,29 +87,17 @@ def cut_bounds(*cuts: NDArray[np.integer] | Sequence[int]) -> IntArray:
     return np.unique(np.concatenate([np.asarray(c, dtype=np.int64) for c in cuts])).astype(np.int64)
 
 
-def shuffle_units(rows: IntArray, bounds: IntArray, seed: int, purpose: str, epoch: int) -> IntArray:
+def shuffle_units(rows: IntArray, bounds: IntArray, seed: int, purpose: str, epoch: int) -> EpochOrder:
     """``rows`` with each unit ``bounds[u]:bounds[u + 1]`` shuffled, from ``(seed, purpose, epoch, bounds[u])``."""
     out = rows.copy()
     for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         out[start:stop] = rows[start:stop][make_rng(seed, purpose, epoch, start).permutation(stop - start)]
-    return out
+    return EpochOrder(out, bounds)
 
 
 def block_cuts(divisions: IntArray, size: int) -> IntArray:
     """Cuts every ``size`` positions from the start of each division."""
     return cut_bounds(*[np.arange(a, b, size) for a, b in itertools.pairwise(divisions.tolist())], divisions)
-
-
-def per_division(
-    space: IntArray, ends: IntArray, divisions: IntArray, make: Callable[[int, IntArray, list[IntArray]], IntArray]
-) -> IntArray:
-    """``make(d, stream, parts)`` for each division ``d``: its stream and its parts of piles, laid end to end."""
-    out = np.empty_like(space)
-    for d, (a, b) in enumerate(zip(divisions[:-1].tolist(), divisions[1:].tolist(), strict=True)):
-        cuts = np.concatenate([[a], ends[(ends > a) & (ends < b)], [b]])
-        parts = [space[s:e] for s, e in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)]
-        out[a:b] = make(d, space[a:b], parts)
-    return out
 
 
 def unit_reads(rows: IntArray, gap: int = READ_GAP) -> tuple[list[tuple[int, int]], NDArray[np.intp]]:

@@ -7,6 +7,8 @@ tf.data's buffer orders; the loader's own, ``"piles"``, is :mod:`daskshuffle.epo
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .._random import make_rng
@@ -18,7 +20,6 @@ from ._epoch_order import (
     OrderOptions,
     block_cuts,
     cut_bounds,
-    per_division,
     sample_space,
     shuffle_units,
 )
@@ -29,7 +30,6 @@ __all__ = [
     "READ_GAPS",
     "buffer",
     "buffer_stream",
-    "interleave",
     "interleave_stream",
     "naive",
     "py1b",
@@ -55,22 +55,19 @@ def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options
 def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, cut between divisions, each part shuffled alone (a boundary pile's parts in stored order)."""
     space, ends = sample_space(offsets, seed, epoch)
-    bounds = cut_bounds([0], ends, divisions)
-    return EpochOrder(shuffle_units(space, bounds, seed, "order-py1s", epoch), bounds)
+    return shuffle_units(space, cut_bounds([0], ends, divisions), seed, "order-py1s", epoch)
 
 
 def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
     first = whole_piles(offsets, seed, epoch, divisions, options)
-    bounds = cut_bounds(first.bounds, divisions)
-    return EpochOrder(shuffle_units(first.rows, bounds, seed, "order-py2s", epoch), bounds)
+    return shuffle_units(first.rows, cut_bounds(first.bounds, divisions), seed, "order-py2s", epoch)
 
 
 def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
     """Piles in a random order, each division cut into blocks of ``shuffle_block_size`` rows, each block shuffled."""
     space, _ = sample_space(offsets, seed, epoch)
-    bounds = block_cuts(divisions, int(options.shuffle_block_size or 1))
-    return EpochOrder(shuffle_units(space, bounds, seed, "order-py1b", epoch), bounds)
+    return shuffle_units(space, block_cuts(divisions, int(options.shuffle_block_size or 1)), seed, "order-py1b", epoch)
 
 
 def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntArray:
@@ -90,7 +87,7 @@ def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options
     """py1b with blocks of random sizes in ``[0.75, 1.25) * shuffle_block_size``, staggered between divisions."""
     space, _ = sample_space(offsets, seed, epoch)
     bounds = py1br_bounds(divisions, int(options.shuffle_block_size or 1), seed, epoch)
-    return EpochOrder(shuffle_units(space, bounds, seed, "order-py1br", epoch), bounds)
+    return shuffle_units(space, bounds, seed, "order-py1br", epoch)
 
 
 def py1e_ranges(
@@ -185,27 +182,22 @@ def interleave_stream(files: list[IntArray], cycle_length: int) -> IntArray:
 
 
 def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
-    """Piles in a random order, in stored order, through a shuffle buffer of ``buffer_size`` rows per division."""
-    size = int(options.buffer_size or 1)
+    """Piles in a random order through a shuffle buffer of ``buffer_size`` rows per division ("buffer", "interleave").
+
+    Each pile in stored order, or, with ``cycle_length`` ("interleave"), that many piles at a time read a
+    row each in turn (:func:`interleave_stream`).
+    """
+    size, cycle = int(options.buffer_size or 1), options.cycle_length
+    purpose = "order-buffer" if cycle is None else "order-interleave"
     space, ends = sample_space(offsets, seed, epoch)
-    rows = per_division(
-        space,
-        ends,
-        divisions,
-        lambda d, stream, _: buffer_stream(stream, size, make_rng(seed, "order-buffer", epoch, d)),
-    )
+    rows = np.empty_like(space)
+    for d, (a, b) in enumerate(itertools.pairwise(divisions.tolist())):
+        stream = space[a:b]
+        if cycle is not None:
+            cuts = np.concatenate([[a], ends[(ends > a) & (ends < b)], [b]]).tolist()
+            stream = interleave_stream([space[start:stop] for start, stop in itertools.pairwise(cuts)], cycle)
+        rows[a:b] = buffer_stream(stream, size, make_rng(seed, purpose, epoch, d))
     return EpochOrder(rows, block_cuts(divisions, BUFFERS_PER_UNIT * size))
-
-
-def interleave(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
-    """Piles in a random order, ``cycle_length`` at a time read a row each in turn, into a buffer of ``buffer_size``."""
-    size, cycle = int(options.buffer_size or 1), int(options.cycle_length or 1)
-    space, ends = sample_space(offsets, seed, epoch)
-
-    def make(d: int, stream: IntArray, parts: list[IntArray]) -> IntArray:
-        return buffer_stream(interleave_stream(parts, cycle), size, make_rng(seed, "order-interleave", epoch, d))
-
-    return EpochOrder(per_division(space, ends, divisions, make), block_cuts(divisions, BUFFERS_PER_UNIT * size))
 
 
 #: Every order but the loader's own (``"piles"``, units in groups), by name: one pure function each, with one signature.
@@ -217,7 +209,7 @@ ORDERS: dict[str, OrderFunction] = {
     "py1br": py1br,
     "py1e": py1e,
     "buffer": buffer,
-    "interleave": interleave,
+    "interleave": buffer,
 }
 #: Rows a read may take between two rows its unit needs, by order: none for the orders whose units are stretches
 #: of the sample space, read exactly (rows between two of their runs belong to other units), else

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from .._errors import Argument, DaskShuffleValueError
+from .._parse import format_size
 from ._levels import auto_levels, fanout_for, level_plan_nbytes
 from ._plan import auto_n_piles, plan_nbytes
-from ._scale_model import format_size
 
 __all__ = ["Layout", "choose_layout"]
 

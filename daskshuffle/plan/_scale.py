@@ -17,11 +17,11 @@ from typing import Any, Literal
 import numpy as np
 
 from .._errors import DaskShuffleValueError
-from .._parse import parse_levels, parse_n_piles, parse_nbytes, parse_positive_int, parse_whole_number
+from .._parse import format_size, parse_levels, parse_n_piles, parse_nbytes, parse_positive_int, parse_whole_number
 from ._levels import MAX_LEVELS, level_plan_nbytes
 from ._plan import auto_n_piles, block_rows, make_plan, merge_runs, plan_nbytes
 from ._rules import choose_layout
-from ._scale_model import ScaleModel, format_size
+from ._scale_model import ScaleModel
 
 __all__ = ["DEFAULT_MIN_READ", "DEFAULT_N_PILES", "explain"]
 
@@ -109,18 +109,18 @@ def explain(
     reads           530,560 per variable of 1.98 MiB: at least min_read=64 KiB, or whole blocks
     ...
     """
-    return _model(
+    model = _model(
         parse_whole_number(rows, "rows"),
         parse_positive_int(row_bytes, "row_bytes"),
         parse_n_piles(n_piles) if n_piles is not None else None,
         parse_nbytes(block_memory, "block_memory"),
-        parse_nbytes(pile_memory, "pile_memory"),
-        parse_positive_int(workers, "workers"),
-        parse_nbytes(min_read, "min_read"),
-        advise=True,
+        pile_nbytes=parse_nbytes(pile_memory, "pile_memory"),
+        n_workers=parse_positive_int(workers, "workers"),
+        min_read_nbytes=parse_nbytes(min_read, "min_read"),
         levels=parse_levels(levels),
         storage=_parse_storage(storage),
     )
+    return dataclasses.replace(model, advice=_advice(model)) if model.below_knee else model
 
 
 def _parse_storage(storage: object) -> Literal["local", "object"]:
@@ -136,15 +136,14 @@ def _model(
     row_nbytes: int,
     n_piles: int | Literal["auto"] | None,
     block_nbytes: int,
+    *,
     pile_nbytes: int,
     n_workers: int,
     min_read_nbytes: int,
-    *,
-    advise: bool,
-    levels: int | Literal["auto"] = 1,
-    storage: Literal["local", "object"] = "object",
+    levels: int | Literal["auto"],
+    storage: Literal["local", "object"],
 ) -> ScaleModel:
-    """The model of a shuffle of these sizes (arguments already parsed); with ``advise``, what to change past the knee."""
+    """The model of a shuffle of these sizes (arguments already parsed), without advice."""
     step = block_rows(row_nbytes, block_nbytes)
     n_blocks = -(-n_rows // step)
     layout = choose_layout(
@@ -158,9 +157,6 @@ def _model(
         storage=storage,
     )
     chosen, depth = layout.n_piles, layout.levels
-    source: Literal["given", "default", "auto"] = (
-        "default" if n_piles is None else "auto" if n_piles == "auto" else "given"
-    )
     lengths = np.array([step, n_rows - (n_blocks - 1) * step], dtype=np.float64)
     weights = np.array([n_blocks - 1, 1], dtype=np.float64)
     piles_per_group, group_weights = merge_groups(n_rows, row_nbytes, chosen, block_nbytes)
@@ -170,8 +166,7 @@ def _model(
     reads = float((group_weights[:, None] * weights * hit).sum())
     pieces = float((weights * chosen * any_row_in(np.float64(1.0 / chosen), lengths)).sum())
     n_reads = max(round(reads), n_groups)
-    capacity = pile_nbytes // row_nbytes
-    n_super, first_reads, first_read, plan_bytes = 1, 0, 0.0, plan_nbytes(n_blocks, chosen)
+    first_reads, first_read, plan_bytes = 0, 0.0, plan_nbytes(n_blocks, chosen)
     if depth > 1:
         # Each later pass reads each block's piece of a super-pile.
         n_super = layout.fanouts[0]
@@ -184,58 +179,43 @@ def _model(
         pieces += units * chosen / super_piles
         n_reads = max(round(n_groups * units / super_piles), n_groups)  # a merge reads its super-pile's blocks
         plan_bytes = level_plan_nbytes(n_blocks, list(layout.fanouts), chosen)
-    model = ScaleModel(
-        n_rows=n_rows,
-        row_nbytes=row_nbytes,
-        n_piles=chosen,
-        n_piles_from=source,
-        block_nbytes=block_nbytes,
-        pile_nbytes=pile_nbytes,
+    return ScaleModel(
+        **dataclasses.asdict(layout),
+        n_piles_from="default" if n_piles is None else "auto" if n_piles == "auto" else "given",
         min_read_nbytes=min_read_nbytes,
         n_workers=n_workers,
-        levels=depth,
-        n_super=n_super,
         n_first_reads=first_reads,
         first_read_nbytes=first_read,
-        n_blocks=n_blocks,
-        rows_per_block=step,
         n_groups=n_groups,
         n_pieces=round(pieces),
         n_reads=n_reads,
         read_nbytes=n_rows * row_nbytes / n_reads,
         plan_nbytes=plan_bytes,
         largest_pile_rows=typical_largest(n_rows, chosen),
-        overflow_probability=min(1.0, chosen * binomial_sf(capacity, n_rows, 1.0 / chosen)),
-        advice="",
+        overflow_probability=min(1.0, chosen * binomial_sf(pile_nbytes // row_nbytes, n_rows, 1.0 / chosen)),
     )
-    if advise and model.below_knee:
-        model = dataclasses.replace(model, advice=_advice(model, n_piles, levels, storage))
-    return model
 
 
-def _advice(
-    model: ScaleModel, n_piles: int | Literal["auto"] | None, levels: int | Literal["auto"], storage: Any
-) -> str:
+def _advice(model: ScaleModel) -> str:
     """What keeps reads at least ``min_read``: more levels, larger blocks, or fewer piles."""
 
-    def variant(block_nbytes: int, piles: int | Literal["auto"] | None, depth: int | Literal["auto"]) -> ScaleModel:
+    def variant(block_nbytes: int, piles: int | Literal["auto"], depth: int) -> ScaleModel:
         return _model(
             model.n_rows,
             model.row_nbytes,
             piles,
             block_nbytes,
-            model.pile_nbytes,
-            model.n_workers,
-            model.min_read_nbytes,
-            advise=False,
+            pile_nbytes=model.pile_nbytes,
+            n_workers=model.n_workers,
+            min_read_nbytes=model.min_read_nbytes,
             levels=depth,
-            storage=storage,
+            storage=model.storage,
         )
 
     for depth in range(model.levels + 1, MAX_LEVELS + 1):
         if model.n_piles < 2**depth:
             break
-        deeper = variant(model.block_nbytes, n_piles, depth)
+        deeper = variant(model.block_nbytes, model.n_piles_asked, depth)
         if not deeper.below_knee:
             passes = "pass 2" if depth == 2 else f"passes 2-{depth}"
             more = depth - model.levels
@@ -244,7 +224,7 @@ def _advice(
                 f"{format_size(deeper.read_nbytes)} (merge), {(depth - 1) * deeper.n_first_reads + deeper.n_reads:,} in "
                 f"all, for {'one more pass' if more == 1 else f'{more} more passes'} over the data"
             )
-    choices: list[tuple[int | Literal["auto"] | None, str]] = [(n_piles, "")]
+    choices: list[tuple[int | Literal["auto"], str]] = [(model.n_piles_asked, "")]
     fewest = auto_n_piles(model.n_rows, model.row_nbytes, model.pile_nbytes)
     if model.n_piles > fewest and (model.levels == 1 or fewest >= 2**model.levels):
         choices.append(("auto", "n_piles='auto' and "))

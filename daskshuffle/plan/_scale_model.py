@@ -7,14 +7,18 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ScaleModel", "format_size"]
+from .._parse import format_number, format_size
+from ._rules import Layout
+
+__all__ = ["ScaleModel"]
 #: Latencies of one request to object storage, in seconds, for the model's estimates.
 GET_LATENCIES = (0.010, 0.050)
 
 
 @dataclass(frozen=True)
-class ScaleModel:
-    """What a shuffle of ``n_rows`` rows of ``row_nbytes`` bytes does, from :func:`explain`.
+class ScaleModel(Layout):
+    """What a shuffle of ``n_rows`` rows of ``row_nbytes`` bytes does, from :func:`explain`: its
+    :class:`Layout` and what follows from it.
 
     Reads are counted per variable (a Parquet merge reads all columns at once), and read sizes are
     those of whole rows.
@@ -35,7 +39,7 @@ class ScaleModel:
         Super-piles each level but the last splits every super-pile into (1 with one level).
     n_first_reads, first_read_nbytes : int, float
         Each later pass's reads (per variable) and their size; 0 with one level.
-    n_blocks, rows_per_block : int
+    n_blocks, block_rows : int
         Pass-1 tasks, and the rows each reads (the last block may hold fewer).
     n_groups : int
         Merge tasks: runs of whole piles of about ``block_memory``, one pile at least.
@@ -53,22 +57,15 @@ class ScaleModel:
         A union bound on the probability that some pile exceeds ``pile_memory``.
     advice : str
         What to change when reads fall below ``min_read``, or ``""``.
+    storage, n_piles_asked, levels_asked, fanouts
+        As a shuffle's :class:`Layout` holds them.
     """
 
-    n_rows: int
-    row_nbytes: int
-    n_piles: int
     n_piles_from: Literal["given", "default", "auto"]
-    block_nbytes: int
-    pile_nbytes: int
     min_read_nbytes: int
     n_workers: int
-    levels: int
-    n_super: int
     n_first_reads: int
     first_read_nbytes: float
-    n_blocks: int
-    rows_per_block: int
     n_groups: int
     n_pieces: int
     n_reads: int
@@ -76,11 +73,11 @@ class ScaleModel:
     plan_nbytes: int
     largest_pile_rows: int
     overflow_probability: float
-    advice: str
+    advice: str = ""
 
     @property
-    def data_nbytes(self) -> int:
-        return self.n_rows * self.row_nbytes
+    def n_super(self) -> int:
+        return self.fanouts[0] if self.fanouts else 1
 
     @property
     def below_knee(self) -> bool:
@@ -107,6 +104,9 @@ class ScaleModel:
         """The fields and what follows from them, for JSON."""
         return {
             **dataclasses.asdict(self),
+            "levels": self.levels,
+            "n_super": self.n_super,
+            "block_rows": self.block_rows,
             "data_nbytes": self.data_nbytes,
             "below_knee": self.below_knee,
             "passes": self.passes,
@@ -159,7 +159,7 @@ def scale_table(model: ScaleModel) -> str:
         ),
         (
             "blocks",
-            f"{model.n_blocks:,} of {model.rows_per_block:,} rows (block_memory={format_size(model.block_nbytes)})",
+            f"{model.n_blocks:,} of {model.block_rows:,} rows (block_memory={format_size(model.block_nbytes)})",
         ),
         (
             "pass 1",
@@ -195,22 +195,6 @@ def scale_table(model: ScaleModel) -> str:
         rows.append(("advice", model.advice))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
-
-
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
-
-
-def format_size(nbytes: float) -> str:
-    """``1536`` -> ``1.5 KiB``: three significant digits, binary units."""
-    value, unit = float(nbytes), 0
-    while value >= 1024 and unit < len(_UNITS) - 1:
-        value, unit = value / 1024, unit + 1
-    return f"{format_number(value)} {_UNITS[unit]}"
-
-
-def format_number(value: float) -> str:
-    """Three significant digits, without an exponent: ``0.0123``, ``1.5``, ``123``, ``12,345``."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def format_duration(seconds: float) -> str:

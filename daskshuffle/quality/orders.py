@@ -18,13 +18,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import DaskShuffleValueError
-from .._parse import parse_nbytes, parse_positive_int
+from .._parse import parse_positive_int
 from .._random import make_rng
 from ..epochs import (
     ORDERS,
     Order,
     OrderName,
     OrderOptions,
+    Piles,
     buffer_stream,
     deal_groups,
     division_cuts,
@@ -97,29 +98,28 @@ def piles(
     seed: int = 0,
     epoch: int = 0,
     *,
-    budget: int | str | None = None,
+    order: Order | OrderName,
     unit_rows: int | None = None,
     row_nbytes: float = 1,
     block_rows: int | None = None,
-    order: Order | OrderName = "piles",
 ) -> NDArray[np.int64]:
     """What :class:`~daskshuffle.PileLoader` yields in ``epoch`` from ``shuffle_zarr(..., n_piles, seed=seed)``.
 
     The source position of each row yielded on one rank, by the plan's and the loader's own
     functions run in memory: the store the shuffle writes (blocks of ``block_rows`` rows, default
-    ``n // 64``), read as ``PileLoader(order=Piles(budget=budget))`` reads it in units of
-    ``unit_rows`` rows (its chunks). ``budget`` is in bytes of rows of ``row_nbytes`` bytes (by
-    default 1: rows); a real loader's choice is in ``loader.settings.unit_rows`` and ``group_rows``.
-    With another ``order`` (``ds.orders.Py1b(shuffle_block_size=300)``, say), the order
-    ``PileLoader(order=...)`` yields instead; those take no budget.
+    ``n // 64``), read as ``PileLoader(order=order)`` reads it. With ``order=Piles(budget=...)``
+    the store is read in units of ``unit_rows`` rows (its chunks), and the budget is in bytes of
+    rows of ``row_nbytes`` bytes (by default 1: rows); a real loader's choice is in
+    ``loader.settings.unit_rows`` and ``group_rows``. Another order
+    (``ds.orders.Py1b(shuffle_block_size=300)``, say) reads as it says and takes no ``unit_rows``.
 
     Examples
     --------
+    >>> import daskshuffle as ds
     >>> from daskshuffle.quality import orders
-    >>> yielded = orders.piles(1000, 4, seed=0, budget=400, unit_rows=50)  # groups of 200 rows: 4 units
+    >>> yielded = orders.piles(1000, 4, seed=0, order=ds.orders.Piles(budget=400), unit_rows=50)  # 4 units a group
     >>> sorted(yielded.tolist()) == list(range(1000))
     True
-    >>> import daskshuffle as ds
     >>> yielded = orders.piles(1000, 4, seed=0, order=ds.orders.Py1b(shuffle_block_size=300))
     >>> sorted(yielded.tolist()) == list(range(1000))
     True
@@ -127,23 +127,23 @@ def piles(
     n, n_piles = parse_positive_int(n, "n"), parse_positive_int(n_piles, "n_piles")
     chosen = parse_order(order)
     offsets, stored = _store(n, n_piles, seed, block_rows)
-    if chosen.name != "piles":
-        if budget is not None or unit_rows is not None:
+    if not isinstance(chosen, Piles):
+        if unit_rows is not None:
             raise DaskShuffleValueError(
-                f"Expected budget= and unit_rows= with order='piles' only. Got them with order={chosen.name!r} "
-                "instead: its reads are its own (shuffle_block_size, buffer_size); leave them out.",
-                parameter="budget" if budget is not None else "unit_rows",
+                f"Expected unit_rows= with order=Piles(...) only. Got it with order={chosen!r} instead: "
+                "its reads are its own (shuffle_block_size, buffer_size); leave it out.",
+                parameter="unit_rows",
             )
         return stored[ORDERS[chosen.name](offsets, seed, epoch, division_cuts(n, 1, n), chosen.options).rows]
-    if budget is None or unit_rows is None:
+    if chosen.budget == "auto" or unit_rows is None:
         raise DaskShuffleValueError(
-            "Expected budget= (what Piles(budget=) holds, in bytes of rows of row_nbytes) and unit_rows= (rows of a "
-            f"chunk of the store) for order='piles'. Got budget={budget!r} and unit_rows={unit_rows!r} instead.",
-            parameter="budget" if budget is None else "unit_rows",
+            "Expected order=Piles(budget=...) with a size (in bytes of rows of row_nbytes) and unit_rows= (rows of a "
+            f"chunk of the store). Got order={chosen!r} and unit_rows={unit_rows!r} instead.",
+            parameter="order" if chosen.budget == "auto" else "unit_rows",
         )
     row = max(float(row_nbytes), 1.0)
     chunk = parse_positive_int(unit_rows, "unit_rows")
-    group_rows, (unit,) = unit_sizes(parse_nbytes(budget, "budget"), row, [({"": chunk}, {"": max(1, round(row))})], n)
+    group_rows, (unit,) = unit_sizes(int(chosen.budget), row, [({"": chunk}, {"": max(1, round(row))})], n)
     runs = epoch_runs(unit_bounds(n, unit), seed, epoch)
     _, groups = deal_groups(runs[:, 1] - runs[:, 0], group_rows, seed, epoch)
     out = [np.zeros(0, dtype=np.int64)]

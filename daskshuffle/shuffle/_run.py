@@ -23,6 +23,7 @@ from .._errors import (
     ShuffleInterrupted,
     StorageFullError,
 )
+from .._parse import format_size
 from ..formats import CollectionSource, Format
 from ..pilestore import RUN_KEY, new_run, read_metadata
 from ..plan import DEFAULT_N_PILES, LevelPlan, Plan
@@ -394,7 +395,7 @@ def _interrupted(dst: Location, kept: list[Location], cluster: str = "") -> Shuf
         return ShuffleInterrupted(
             f"Interrupted the shuffle into {dst.url!r}; what it wrote is removed: run it again to start over.{after}"
         )
-    size = _leftovers.human_bytes(sum(path.nbytes() for path in left))
+    size = format_size(sum(path.nbytes() for path in left))
     return ShuffleInterrupted(
         f"Interrupted the shuffle into {dst.url!r}; it left {size} in {' and '.join(repr(path.url) for path in left)}: "
         f"run it again the same way to continue it, or remove them.{after}"

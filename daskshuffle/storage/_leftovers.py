@@ -28,7 +28,6 @@ __all__ = [
     "check_own_paths",
     "clean",
     "find",
-    "human_bytes",
     "local_pieces_directory",
     "remove",
 ]
@@ -161,15 +160,3 @@ def remove(dst: Location, tmp: Location | None = None) -> list[Leftover]:
     left_lock = _left_lock(dst)  # before it is taken over
     with _lock.exclusive(dst):
         return clean(dst, tmp) + left_lock
-
-
-def human_bytes(nbytes: int) -> str:
-    """``1.3 GB``: decimal units, as ``du -h --si`` and file managers print them."""
-    if nbytes < 1000:
-        return f"{nbytes} B"
-    size = nbytes / 1000
-    for unit in ("kB", "MB", "GB"):
-        if size < 1000:
-            return f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} TB"
