@@ -98,13 +98,22 @@ class CollectionSource(Source, Protocol[Rows_co]):
     Its blocks are computed by the collection's own tasks, and the pass-1 task
     of a block receives the block's value: computing a partition inside a task
     instead would pickle the collection's whole graph into every task and nest
-    schedulers. The format must not pickle the graph into every task (drop it
-    in ``__getstate__``).
+    schedulers. So the graph (``_inputs``) stays where the shuffle is planned:
+    it is not pickled.
     """
+
+    #: What :meth:`block_inputs` returns; ``None`` in a task.
+    _inputs: Any
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_inputs": None}
 
     def block_inputs(self) -> tuple[Mapping[Any, Any], Sequence[Any]]:
         """The collection's graph and one key per block, in block order."""
-        ...
+        if self._inputs is None:
+            raise RuntimeError("block_inputs runs where the shuffle was planned, with the collection's graph")
+        inputs: tuple[Mapping[Any, Any], Sequence[Any]] = self._inputs
+        return inputs
 
     def rows_of_block(self, block: int, value: Any) -> Rows_co:
         """The rows of block ``block`` from ``value``, the computed value of its key."""

@@ -24,7 +24,7 @@ from .._random import make_rng
 from .._threads import release_on_collection
 from ..loader import PileLoader
 from ..shuffle import ShuffleResult, parse_forwarded_options
-from ..storage import Location, _paths, exclusive
+from ..storage import Location, exclusive, normalize
 
 __all__ = ["EpochShuffler", "epoch_seed"]
 
@@ -40,9 +40,9 @@ def epoch_seed(seed: int, epoch: int) -> int:
 def _resolve_sources(src: Any) -> Any:
     """Paths among ``src`` made absolute; zarr groups, datasets and other objects as they are."""
     if isinstance(src, str | os.PathLike):
-        return _paths.normalize(src)
+        return normalize(src)
     if isinstance(src, list | tuple):
-        return [_paths.normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
+        return [normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
     return src
 
 

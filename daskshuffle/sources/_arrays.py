@@ -178,7 +178,8 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
         self.identify = identify
         self.group_attrs = group_attrs
         self.part_nbytes = int_setting("shuffle.part-nbytes")
-        self._init_destination(chunk_rows, compressors)
+        self.chunk_rows = chunk_rows
+        self.compressors = compressors
 
     @property
     def row_nbytes(self) -> int:

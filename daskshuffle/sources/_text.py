@@ -27,9 +27,9 @@ import numpy as np
 from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
-from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
-from ..storage import Location, _own
+from ..storage import Location, _leftovers, _own
 from ._text_source import (
     _READ_NBYTES,
     BlockCount,
@@ -42,9 +42,7 @@ from ._text_source import (
     take_lines,
 )
 
-__all__ = ["OutputLayout", "TextFormat", "parse_delimiter", "parse_sources"]
-
-_PARTIAL_SUFFIX = ".daskshuffle-partial"
+__all__ = ["OutputLayout", "TextFormat", "parse_delimiter"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,7 @@ def _compress(data: bytes | memoryview, compression: str | None) -> bytes | memo
 
 def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
     """The filesystem and path where the text file ``dst`` is written until it is complete (each file's own)."""
-    partial = dst.with_suffix(_PARTIAL_SUFFIX)
+    partial = dst.with_suffix(_leftovers.PARTIAL_SUFFIX)
     return partial.fs, partial.path
 
 
@@ -337,21 +335,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
             row_offsets=np.concatenate([[0], np.cumsum(rows)]).astype(np.int64),
             byte_offsets=np.concatenate([[0], np.cumsum(nbytes)]).astype(np.int64) + header,
         )
-
-
-def parse_sources(value: object, what: str = "text file") -> list[str]:
-    """One path, URL or glob, or a non-empty list of them, as strings: ``src`` of a shuffle of ``what`` s."""
-    items: list[object] = list(value) if isinstance(value, list | tuple) else [value]
-    if not items:
-        raise DaskShuffleValueError(f"Expected src to name at least one {what}. Got an empty list instead.")
-    sources = []
-    for item in items:
-        if not isinstance(item, str | os.PathLike) or not os.fspath(item):
-            raise DaskShuffleTypeError(
-                f"Expected src to be a path, URL or glob, or a list of them. Got {item!r} instead."
-            )
-        sources.append(os.fspath(item))
-    return sources
 
 
 def parse_delimiter(value: object) -> bytes:
