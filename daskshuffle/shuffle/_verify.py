@@ -245,15 +245,14 @@ def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, pr
     """:func:`verify` of the store at ``location`` against ``fmt``, the source it was just shuffled from (a
     DataFrame, a dataset, dask arrays: no path names them), whose blocks are read again."""
     began = time.perf_counter()
-    path = location.url
     metadata, pile_offsets = _read_store(location)
     variables = list(metadata["variables"])
     check_workers_access([location])
-    token = f"verify-{path}-{metadata.get('fingerprint')}"
+    token = f"verify-{location.url}-{metadata.get('fingerprint')}"
     expected, found = _checksums(
         location, fmt, variables, pile_offsets, block_nbytes=block_nbytes, token=token, progress=progress
     )
-    return _proven(path, [], expected, found, variables, began)
+    return _proven(location.url, [], expected, found, variables, began)
 
 
 def _read_store(location: Location) -> tuple[dict[str, Any], NDArray[np.int64]]:
