@@ -31,7 +31,6 @@ __all__ = [
     "Format",
     "Pieces",
     "Rows",
-    "Source",
 ]
 
 #: The dtype kinds of fixed-size numbers: booleans, integers, floats, complex, durations and datetimes.

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     import zarr
 
 __all__ = [
-    "LISTED_CHUNKS",
     "ROW_DIMENSION",
     "SourceLike",
     "ZarrFormat",
