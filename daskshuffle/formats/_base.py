@@ -64,6 +64,9 @@ class Source(Protocol):
         """A JSON-serialisable description of the source, for the metadata."""
         ...
 
+    #: What :meth:`identify_source` gives.
+    identity: list[dict[str, Any]]
+
     def identify_source(self) -> list[dict[str, Any]]:
         """What the source is now: entries of :mod:`daskshuffle.storage._identity` (its files' sizes and versions,
         or the dask token of a collection), taken when the source was opened.
@@ -71,7 +74,7 @@ class Source(Protocol):
         The store records them (``source_identity``): a rerun whose sources
         changed is refused rather than given the old store. Empty: no identity.
         """
-        ...
+        return list(self.identity)
 
     #: Takes :meth:`identify_source` again (``None``: it cannot change, a dask token, or there is none).
     identify: Callable[[], list[dict[str, Any]]] | None = None

@@ -188,9 +188,6 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
     def describe_source(self) -> list[Any]:
         return list(self.source_names)
 
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
-
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:
     """The bytes of each read of ``paths``; the first error among them raised as an ``OSError``."""

@@ -67,9 +67,6 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
     def describe_source(self) -> list[Any]:
         return list(self.sources)
 
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
-
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return take(rows, index)
 

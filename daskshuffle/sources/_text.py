@@ -223,6 +223,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
         # What a task needs to check its block against: 8 bytes a block.
         self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)
+        self.identity = []  # a text output records no metadata: no rerun compares its sources
         self.paths = tuple(paths)
         self.compression = compression
         self.part_compression = compression if compression != "zstd" else None
@@ -277,9 +278,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
 
     def describe_source(self) -> list[Any]:
         return self.source.describe()
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return []  # a text output records no metadata: no rerun is compared with its sources
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
