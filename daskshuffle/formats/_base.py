@@ -60,9 +60,12 @@ class Source(Protocol):
         """Bytes one row takes in memory (an estimate for variable-size rows)."""
         ...
 
+    #: What :meth:`describe_source` gives.
+    source_names: list[str]
+
     def describe_source(self) -> list[Any]:
-        """A JSON-serialisable description of the source, for the metadata."""
-        ...
+        """The source's paths or URLs, as the store records them (none for data in memory or a dask collection)."""
+        return list(self.source_names)
 
     #: What :meth:`identify_source` gives.
     identity: list[dict[str, Any]]

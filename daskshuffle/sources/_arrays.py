@@ -185,9 +185,6 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
     def row_nbytes(self) -> int:
         return sum(variable.row_nbytes for variable in self.variables)
 
-    def describe_source(self) -> list[Any]:
-        return list(self.source_names)
-
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:
     """The bytes of each read of ``paths``; the first error among them raised as an ``OSError``."""

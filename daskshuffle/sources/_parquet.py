@@ -314,7 +314,7 @@ def open_parquet_sources(
     return ParquetFormat(
         filesystem=afs,
         files=[(file.path, file.partition) for file in files],
-        sources=listing.sources,
+        source_names=listing.sources,
         identity=listing.identity,
         identify=listing.identify_again,
         blocks=blocks,

@@ -223,6 +223,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
         # What a task needs to check its block against: 8 bytes a block.
         self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)
+        self.source_names = source.describe()
         self.identity = []  # a text output records no metadata: no rerun compares its sources
         self.paths = tuple(paths)
         self.compression = compression
@@ -275,9 +276,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
                     ),
                     parameter="pile_memory",
                 )
-
-    def describe_source(self) -> list[Any]:
-        return self.source.describe()
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
