@@ -50,10 +50,8 @@ class Source(Protocol):
     #: Name recorded in the pile store's metadata ("zarr", "parquet", "text").
     kind: ClassVar[str]
 
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        """Rows in each input block, in source order."""
-        ...
+    #: Rows in each input block, in source order.
+    block_lengths: tuple[int, ...]
 
     @property
     def row_nbytes(self) -> int:

@@ -49,12 +49,8 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
         self.identify = identify
         self.source_names = list(source_names)
         self.writing = writing
-        self.lengths = tuple(int(length) for length in lengths)
+        self.block_lengths = tuple(int(length) for length in lengths)
         self._row_nbytes = int(row_nbytes)
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return self.lengths
 
     @property
     def row_nbytes(self) -> int:

@@ -221,37 +221,32 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         self.source = source
         self.counts: tuple[BlockCount, ...] | None = tuple(counts)
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
-        # What a task needs to check its block against: 8 bytes a block.
-        self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)
+        # What a task needs to check its block against: a few bytes a block, pickled.
+        self.block_lengths = tuple(count.n_lines for count in self.counts)
         self.source_names = source.describe()
         self.identity = []  # a text output records no metadata: no rerun compares its sources
         self.paths = tuple(paths)
         self.compression = compression
         self.part_compression = compression if compression != "zstd" else None
         n_files = max(len(self.paths), 1)
-        self.starts = np.arange(n_files + 1, dtype=np.int64) * int(self.n_lines.sum()) // n_files
+        self.starts = np.arange(n_files + 1, dtype=np.int64) * sum(self.block_lengths) // n_files
 
     def __getstate__(self) -> dict[str, Any]:
-        # The counts are for planning, where the shuffle is planned; tasks carry only n_lines.
+        # The counts are for planning, where the shuffle is planned; tasks carry only block_lengths.
         return {**self.__dict__, "counts": None}
 
     # -- the source ----------------------------------------------------------
     @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return tuple(self.n_lines.tolist())
-
-    @property
     def row_nbytes(self) -> int:
         # The mean line, plus its entry in the offsets buffer.
-        n_lines = int(self.n_lines.sum())
         body = self.n_bytes - len(self.source.header)
-        return -(-body // max(n_lines, 1)) + 8
+        return -(-body // max(sum(self.block_lengths), 1)) + 8
 
     def read_block(self, block: int) -> Lines:
         lines = self.source.read_lines(block)
-        if len(lines) != self.n_lines[block]:
+        if len(lines) != self.block_lengths[block]:
             raise DaskShuffleValueError(
-                f"Expected {int(self.n_lines[block]):,} lines in block {block} of "
+                f"Expected {self.block_lengths[block]:,} lines in block {block} of "
                 f"{self.source.path_of(block)!r}, as counted. Got {len(lines):,} instead; "
                 "do not change a source while it is being shuffled."
             )

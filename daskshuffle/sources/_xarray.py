@@ -127,16 +127,12 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
     ) -> None:
         super().__init__(group_attrs={}, compressors="auto", **common)
         self.dim = dim
-        self.lengths = tuple(lengths)
+        self.block_lengths = tuple(lengths)
         self._template: xr.Dataset | None = template
         self._inputs = inputs
 
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "_template": None}
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return self.lengths
 
     def rows_of_block(self, block: int, value: Any) -> ArrayRows:
         return {variable.name: np.asarray(value[variable.name], dtype=variable.dtype) for variable in self.variables}
