@@ -53,10 +53,8 @@ class Source(Protocol):
     #: Rows in each input block, in source order.
     block_lengths: tuple[int, ...]
 
-    @property
-    def row_nbytes(self) -> int:
-        """Bytes one row takes in memory (an estimate for variable-size rows)."""
-        ...
+    #: Bytes one row takes in memory (an estimate for variable-size rows).
+    row_nbytes: int
 
     #: What :meth:`describe_source` gives.
     source_names: list[str]

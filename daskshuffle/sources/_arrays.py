@@ -173,6 +173,7 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
         compressors: Any,
     ) -> None:
         self.variables = variables
+        self.row_nbytes = sum(variable.row_nbytes for variable in variables)
         self.source_names = source_names
         self.identity = identity
         self.identify = identify
@@ -180,10 +181,6 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
         self.part_nbytes = int_setting("shuffle.part-nbytes")
         self.chunk_rows = chunk_rows
         self.compressors = compressors
-
-    @property
-    def row_nbytes(self) -> int:
-        return sum(variable.row_nbytes for variable in self.variables)
 
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:

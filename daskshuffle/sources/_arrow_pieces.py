@@ -50,11 +50,7 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
         self.source_names = list(source_names)
         self.writing = writing
         self.block_lengths = tuple(int(length) for length in lengths)
-        self._row_nbytes = int(row_nbytes)
-
-    @property
-    def row_nbytes(self) -> int:
-        return self._row_nbytes
+        self.row_nbytes = int(row_nbytes)
 
     @property
     def variables(self) -> list[str]:

@@ -223,6 +223,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
         # What a task needs to check its block against: a few bytes a block, pickled.
         self.block_lengths = tuple(count.n_lines for count in self.counts)
+        # The mean line, plus its entry in the offsets buffer.
+        self.row_nbytes = -(-sum(count.n_bytes for count in self.counts) // max(sum(self.block_lengths), 1)) + 8
         self.source_names = source.describe()
         self.identity = []  # a text output records no metadata: no rerun compares its sources
         self.paths = tuple(paths)
@@ -236,12 +238,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         return {**self.__dict__, "counts": None}
 
     # -- the source ----------------------------------------------------------
-    @property
-    def row_nbytes(self) -> int:
-        # The mean line, plus its entry in the offsets buffer.
-        body = self.n_bytes - len(self.source.header)
-        return -(-body // max(sum(self.block_lengths), 1)) + 8
-
     def read_block(self, block: int) -> Lines:
         lines = self.source.read_lines(block)
         if len(lines) != self.block_lengths[block]:
