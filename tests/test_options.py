@@ -18,7 +18,7 @@ import daskshuffle as ds
 from daskshuffle._cli._options import SHUFFLE_DEFAULTS
 from daskshuffle.pilestore import ParquetWriting, read_metadata
 from daskshuffle.shuffle._options import parse_forwarded_options, parse_shuffle_options
-from daskshuffle.shuffle._verify import verify_source
+from daskshuffle.shuffle._verify import verify_location
 from daskshuffle.sources._dataframe import open_dataframe_source
 from daskshuffle.storage._location import Location
 
@@ -176,9 +176,9 @@ def test_verify_source_refuses_a_store_of_other_rows(tmp_path: Path) -> None:
     other.loc[5, "label"] = "changed"
     fmt = open_dataframe_source(other, index=None, block_nbytes=4_000, writing=ParquetWriting())
     with pytest.raises(ds.VerificationError, match="'label'"):
-        verify_source(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=False)
+        verify_location(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=False)
     fmt = open_dataframe_source(_frame(), index=None, block_nbytes=4_000, writing=ParquetWriting())
-    assert verify_source(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=False).n_rows == 600
+    assert verify_location(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=False).n_rows == 600
 
 
 @pytest.mark.cluster
@@ -191,7 +191,7 @@ def test_verify_reads_a_collection_and_its_store_in_one_graph_on_a_local_cluster
         ds.shuffle_dataframe(frame, tmp_path / "piles", n_piles=4, seed=0, block_memory=4_000)
         capsys.readouterr()
         fmt = open_dataframe_source(frame, index=None, block_nbytes=4_000, writing=ParquetWriting())
-        result = verify_source(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=True)
+        result = verify_location(Location.of(str(tmp_path / "piles")), fmt, block_nbytes=4_000, progress=True)
     assert result.n_rows == 600
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and out.startswith("[####"), repr(out)

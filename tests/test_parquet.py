@@ -405,9 +405,9 @@ def test_schemas_that_do_not_unify_are_named_before_writing(tmp_path: Path) -> N
 def test_bad_sources_and_arguments(tmp_path: Path) -> None:
     paths = write_files(tmp_path / "raw", [50])
     dst = tmp_path / "out"
-    with pytest.raises(SourceNotFoundError, match="existing Parquet file or directory"):
+    with pytest.raises(SourceNotFoundError, match="existing Parquet files or directories"):
         shuffle_parquet(tmp_path / "missing.parquet", dst, n_piles=2)
-    with pytest.raises(SourceNotFoundError, match="matches none"):
+    with pytest.raises(SourceNotFoundError, match="matches no file"):
         shuffle_parquet(str(tmp_path / "nothing-*.parquet"), dst, n_piles=2)
     (tmp_path / "empty").mkdir()
     with pytest.raises(DaskShuffleValueError, match="directory without any"):

@@ -235,7 +235,9 @@ def test_a_glob_of_files_is_one_dataset_along_dim(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert sorted(xr.open_zarr(tmp_path / "cli.zarr")["id"].values.tolist()) == list(range(200))
-    with pytest.raises(SourceNotFoundError, match=r"Expected a dataset: .* Got '.*era-\*\.nc', which matches no file"):
+    with pytest.raises(
+        SourceNotFoundError, match=r"Expected ds to name a dataset: .* Got '.*era-\*\.nc', which matches no file"
+    ):
         shuffle_xarray(str(tmp_path / "era-*.nc"), tmp_path / "none.zarr", "sample", n_piles=2)
 
 

@@ -26,7 +26,6 @@ __all__ = [
     "one_line",
     "reported",
     "session",
-    "spell",
     "split_names",
     "summary",
 ]

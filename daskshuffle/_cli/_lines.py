@@ -15,7 +15,7 @@ import click
 
 from .._errors import DaskShuffleError, UnsafePathError
 from ..sources import output_compression
-from ..storage import _own
+from ..storage import _leftovers, _own
 from ._common import STDIO, Option, cli, cluster_session, one_line, summary
 from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
@@ -270,7 +270,7 @@ def _shuffle_in_memory(
                 compression = output_compression(output)
             except DaskShuffleError as error:
                 raise click.BadParameter(one_line(error), param_hint="'-o' / '--output'") from None
-            partial = output + ".daskshuffle-partial"
+            partial = output + _leftovers.PARTIAL_SUFFIX
             try:  # never through a link placed at the partial name
                 out = stack.enter_context(_own.open_writer(partial, "an output being written"))
             except UnsafePathError as error:

@@ -23,7 +23,6 @@ __all__ = [
     "STORAGE_OPTIONS",
     "Count",
     "NPiles",
-    "Size",
     "cluster_options",
     "json_options",
     "nbytes",

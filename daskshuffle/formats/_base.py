@@ -31,7 +31,6 @@ __all__ = [
     "Format",
     "Pieces",
     "Rows",
-    "Source",
 ]
 
 #: The dtype kinds of fixed-size numbers: booleans, integers, floats, complex, durations and datetimes.
@@ -51,19 +50,21 @@ class Source(Protocol):
     #: Name recorded in the pile store's metadata ("zarr", "parquet", "text").
     kind: ClassVar[str]
 
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        """Rows in each input block, in source order."""
-        ...
+    #: Rows in each input block, in source order.
+    block_lengths: tuple[int, ...]
 
-    @property
-    def row_nbytes(self) -> int:
-        """Bytes one row takes in memory (an estimate for variable-size rows)."""
-        ...
+    #: Bytes one row takes in memory (an estimate for variable-size rows).
+    row_nbytes: int
+
+    #: What :meth:`describe_source` gives.
+    source_names: list[str]
 
     def describe_source(self) -> list[Any]:
-        """A JSON-serialisable description of the source, for the metadata."""
-        ...
+        """The source's paths or URLs, as the store records them (none for data in memory or a dask collection)."""
+        return list(self.source_names)
+
+    #: What :meth:`identify_source` gives.
+    identity: list[dict[str, Any]]
 
     def identify_source(self) -> list[dict[str, Any]]:
         """What the source is now: entries of :mod:`daskshuffle.storage._identity` (its files' sizes and versions,
@@ -72,7 +73,7 @@ class Source(Protocol):
         The store records them (``source_identity``): a rerun whose sources
         changed is refused rather than given the old store. Empty: no identity.
         """
-        ...
+        return list(self.identity)
 
     #: Takes :meth:`identify_source` again (``None``: it cannot change, a dask token, or there is none).
     identify: Callable[[], list[dict[str, Any]]] | None = None
@@ -98,13 +99,22 @@ class CollectionSource(Source, Protocol[Rows_co]):
     Its blocks are computed by the collection's own tasks, and the pass-1 task
     of a block receives the block's value: computing a partition inside a task
     instead would pickle the collection's whole graph into every task and nest
-    schedulers. The format must not pickle the graph into every task (drop it
-    in ``__getstate__``).
+    schedulers. So the graph (``_inputs``) stays where the shuffle is planned:
+    it is not pickled.
     """
+
+    #: What :meth:`block_inputs` returns; ``None`` in a task.
+    _inputs: Any
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_inputs": None}
 
     def block_inputs(self) -> tuple[Mapping[Any, Any], Sequence[Any]]:
         """The collection's graph and one key per block, in block order."""
-        ...
+        if self._inputs is None:
+            raise RuntimeError("block_inputs runs where the shuffle was planned, with the collection's graph")
+        inputs: tuple[Mapping[Any, Any], Sequence[Any]] = self._inputs
+        return inputs
 
     def rows_of_block(self, block: int, value: Any) -> Rows_co:
         """The rows of block ``block`` from ``value``, the computed value of its key."""

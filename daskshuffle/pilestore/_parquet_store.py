@@ -141,10 +141,8 @@ class ParquetDestination(Destination["pa.Table"]):
     schema: pa.Schema
     writing: ParquetWriting
 
-    @property
-    def row_nbytes(self) -> int:
-        """Bytes of a row, about (the sources' size over their rows): what a row group's bytes are counted in."""
-        raise NotImplementedError
+    #: Bytes of a row, about (the sources' size over their rows): what a row group's bytes are counted in.
+    row_nbytes: int
 
     def row_group_rows(self) -> int:
         """The most rows of a row group: ``row_group_size``, or about :data:`ROW_GROUP_NBYTES` of rows."""

@@ -30,13 +30,10 @@ class ZarrDestination(Destination[ArrayRows]):
     variables: list[Variable]
     group_attrs: dict[str, Any]
     compressors: Any
+    #: Every variable's chunk rows, if given; else chosen for the piles.
     chunk_rows: int | None
-    layout: _layout.Layout | None
-
-    def _init_destination(self, chunk_rows: int | None, compressors: Any) -> None:
-        self.compressors = compressors
-        self.chunk_rows = chunk_rows  # every variable's, if given; else chosen for the piles
-        self.layout = None  # chosen by for_plan
+    #: Chosen by :meth:`for_plan`.
+    layout: _layout.Layout | None = None
 
     def _layout_samples(self) -> dict[str, NDArray[Any] | None]:
         """A sample of each variable's values to choose its codec from; ``None`` where there is none."""

@@ -24,7 +24,7 @@ from .._random import make_rng
 from .._threads import release_on_collection
 from ..loader import PileLoader
 from ..shuffle import ShuffleResult, parse_forwarded_options
-from ..storage import Location, _paths, exclusive
+from ..storage import Location, exclusive, normalize
 
 __all__ = ["EpochShuffler", "epoch_seed"]
 
@@ -40,9 +40,9 @@ def epoch_seed(seed: int, epoch: int) -> int:
 def _resolve_sources(src: Any) -> Any:
     """Paths among ``src`` made absolute; zarr groups, datasets and other objects as they are."""
     if isinstance(src, str | os.PathLike):
-        return _paths.normalize(src)
+        return normalize(src)
     if isinstance(src, list | tuple):
-        return [_paths.normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
+        return [normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
     return src
 
 
@@ -60,9 +60,8 @@ class _Work:
     Apart from the shuffler, so that a finalizer can remove it all once the shuffler is garbage collected.
     """
 
-    def __init__(self, workdir: Location, n_epochs: int, rank: int, world_size: int) -> None:
+    def __init__(self, workdir: Location, rank: int, world_size: int) -> None:
         self.workdir = workdir
-        self.n_epochs = n_epochs
         self.rank = rank
         self.world_size = world_size
         self.loader: PileLoader | None = None
@@ -222,7 +221,7 @@ class EpochShuffler:
         self._storage_options = self._shuffle_options.get("storage_options")
         self._epoch = 0
         self._loader_state: dict[str, Any] | None = None
-        self._work = _Work(workdir_location, self.n_epochs, self.rank, self.world_size)
+        self._work = _Work(workdir_location, self.rank, self.world_size)
         if self.rank == 0:  # another shuffler's stores there are never reused, nor removed, by this one
             self._work.held.enter_context(exclusive(workdir_location))
         # Used without ``with`` or close(), and dropped: what it made goes too.

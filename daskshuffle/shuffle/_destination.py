@@ -179,21 +179,17 @@ def check_destination(
     is a directory (a pile store), not a file.
     """
     _check_no_file_in_the_way(dst, directory)
-    for source in sources:
-        if _paths.overlaps(dst.url, source):
-            raise DaskShuffleValueError(
-                f"Expected dst to lie outside the source. Got dst={dst.url!r} and source {source!r} instead; "
-                "choose another destination (the source is never modified)."
-            )
+    scratch = dst.scratch(_leftovers.TMP_SUFFIX, tmp)
+    for name, location in (("dst", dst), ("tmp", scratch)):
+        for source in sources:
+            if _paths.overlaps(location.url, source):
+                raise DaskShuffleValueError(
+                    f"Expected {name} to lie outside the source. Got {name}={location.url!r} and source {source!r} "
+                    f"instead; choose another {name} (the source is never modified)."
+                )
     if dst.check("dst") and not overwrite:
         raise exists_error(dst.url)
     _leftovers.check_own_paths(dst, tmp)
-    scratch = dst.scratch(_leftovers.TMP_SUFFIX, tmp)
-    for source in sources:
-        if _paths.overlaps(scratch.url, source):
-            raise DaskShuffleValueError(
-                f"Expected tmp to lie outside the source. Got tmp={scratch.url!r} and source {source!r} instead."
-            )
     scratch.check("tmp", bucket_known=scratch.fs is dst.fs and scratch.bucket == dst.bucket)
     if workers:
         check_workers_reach({"dst": dst, "tmp": scratch}, [Location.of(source, storage_options) for source in sources])

@@ -102,19 +102,17 @@ def shuffle_lines(
         Replace ``dst`` (a pile store or a text output) once every check has passed; a
         directory that holds anything else is never replaced.
     pile_memory : int or str, default "32MiB"
-        The largest pile allowed, in bytes or as a size such as "256MiB", checked
-        before anything is written. A task holds about twice this much: the default,
-        text's own, keeps a worker thread near 100 MB.
+        The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
+        A task holds about twice this much: the default, text's own, keeps a worker thread near
+        100 MB.
     block_memory : int or str, optional
-        About how much of the source one pass-1 task reads, in bytes or as a size such
-        as "64MiB". Of an uncompressed file; by default 16 MiB, or half of
-        ``pile_memory`` if that is less.
+        About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
+        Of an uncompressed file; by default 16 MiB, or half of ``pile_memory`` if that is less.
     tmp : path or URL, optional
-        Where the pieces between the passes go, in a subdirectory named after ``dst``
-        that is removed at the end, also after an error. By default ``<dst>.daskshuffle-tmp``;
-        for a ``dst`` on object storage, this machine's temporary directory when every
-        worker sees it and it has room for 2.5 times the data. The plain copies of
-        compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.
+        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
+        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
+        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
+        The plain copies of compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.
     progress : bool, default False
         Show a progress bar while the tasks run (distributed's widget in Jupyter with a
         distributed client, text otherwise), then its last state as one line for a log.
@@ -125,10 +123,9 @@ def shuffle_lines(
         (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
         Not for text: ``True`` is an error, raised before anything is read.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each level costs one more write and read of the
-        data and keeps the merge's reads large. ``"auto"`` adds a level where fewer would
-        make ten thousand reads of under 64 KiB or more, while it saves more than it costs
-        (two from about 256 GiB, three from about 66 TiB); :func:`daskshuffle.explain` shows it.
+        Levels of scatter before the merge. Each costs one more write and read of the data and
+        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
+        cost (:func:`daskshuffle.explain` shows the choice).
 
     Returns
     -------

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
-from ..storage import _paths
+from ..storage import normalize
 
 __all__ = ["ShuffleOptions", "lines_block_memory", "parse_forwarded_options", "parse_shuffle_options"]
 
@@ -71,14 +71,14 @@ def parse_shuffle_options(arguments: Mapping[str, Any]) -> ShuffleOptions:
         parse_path(arguments["tmp"], "tmp") if arguments["tmp"] is not None and arguments["tmp"] != "" else None
     )
     return ShuffleOptions(
-        dst=_paths.normalize(parse_path(arguments["dst"], "dst")),
+        dst=normalize(parse_path(arguments["dst"], "dst")),
         n_piles=parse_n_piles(arguments["n_piles"]),
         seed=parse_seed(arguments["seed"]),
         overwrite=parse_bool(arguments["overwrite"], "overwrite"),
         materialize=parse_bool(arguments["materialize"], "materialize"),
         pile_nbytes=parse_nbytes(arguments["pile_memory"], "pile_memory"),
         block_nbytes=parse_nbytes(arguments["block_memory"], "block_memory"),
-        tmp=_paths.normalize(chosen_tmp) if chosen_tmp is not None else None,
+        tmp=normalize(chosen_tmp) if chosen_tmp is not None else None,
         progress=parse_bool(arguments["progress"], "progress"),
         storage_options=_parse_storage_options(arguments["storage_options"]),
         seed_given=arguments["seed"] is not None,

@@ -217,18 +217,18 @@ def run_shuffle(
         if chosen_tmp is not None and given_tmp is None:
             remove_if_empty(chosen_tmp)  # the directory of this destination's pieces on this machine
     if options.verify and result.n_tasks:
-        from ._verify import verify_location, verify_source
+        from ._verify import verify_location
 
-        if fmt.describe_source() and not isinstance(fmt, CollectionSource):  # files, which the store names
-            verify_location(
-                dst,
-                [],
-                storage_options=options.storage_options,
-                block_nbytes=options.block_nbytes,
-                progress=options.progress,
-            )
-        else:  # in memory, or a dask collection (an xarray dataset of files too): read as the shuffle read them
-            verify_source(dst, fmt, block_nbytes=options.block_nbytes, progress=options.progress)
+        # Files, which the store names; else in memory, or a dask collection (an xarray dataset of files too): read
+        # as the shuffle read them.
+        files = fmt.describe_source() and not isinstance(fmt, CollectionSource)
+        verify_location(
+            dst,
+            [] if files else fmt,
+            storage_options=options.storage_options,
+            block_nbytes=options.block_nbytes,
+            progress=options.progress,
+        )
     return result
 
 

@@ -94,16 +94,13 @@ def shuffle_zarr(
     materialize : bool, default False
         Write a fully shuffled copy instead of a pile store.
     pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or as a size such as "256MiB", checked
-        before anything is written.
+        The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
     block_memory : int or str, default "64MiB"
-        About how much of the source one pass-1 task reads, in bytes or as a size such
-        as "64MiB".
+        About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
     tmp : path or URL, optional
-        Where the pieces between the passes go, in a subdirectory named after ``dst``
-        that is removed at the end, also after an error. By default ``<dst>.daskshuffle-tmp``;
-        for a ``dst`` on object storage, this machine's temporary directory when every
-        worker sees it and it has room for 2.5 times the data.
+        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
+        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
+        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
     progress : bool, default False
         Show a progress bar while the tasks run (distributed's widget in Jupyter with a
         distributed client, text otherwise), then its last state as one line for a log.
@@ -113,10 +110,9 @@ def shuffle_zarr(
         Once written, prove the output holds exactly the source's rows
         (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
     levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each level costs one more write and read of the
-        data and keeps the merge's reads large. ``"auto"`` adds a level where fewer would
-        make ten thousand reads of under 64 KiB or more, while it saves more than it costs
-        (two from about 256 GiB, three from about 66 TiB); :func:`daskshuffle.explain` shows it.
+        Levels of scatter before the merge. Each costs one more write and read of the data and
+        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
+        cost (:func:`daskshuffle.explain` shows the choice).
 
     Returns
     -------

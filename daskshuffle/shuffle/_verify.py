@@ -200,20 +200,29 @@ def verify(
 
 def verify_location(
     location: Location,
-    named: list[str],
+    against: list[str] | Format[Any],
     *,
-    storage_options: dict[str, Any] | None,
     block_nbytes: int,
     progress: bool,
+    storage_options: dict[str, Any] | None = None,
     path: str | os.PathLike[str] | None = None,
 ) -> VerifyResult:
-    """:func:`verify` of the pile store at ``location``, against ``named`` (or the sources it recorded)."""
+    """:func:`verify` of the pile store at ``location``, against the sources ``against`` names (none: those it
+    recorded), or against the format of the source it was just shuffled from (a DataFrame, a dataset, dask arrays:
+    no path names them), whose blocks are read again."""
     began = time.perf_counter()
     path = os.fspath(path) if path is not None else location.url
     metadata, pile_offsets = _read_store(location)
     variables = list(metadata["variables"])
-    given = bool(named)
-    named = named or list(sources_of(metadata) or [])
+    if not isinstance(against, list):
+        check_workers_access([location])
+        token = f"verify-{path}-{metadata.get('fingerprint')}"
+        expected, found = _checksums(
+            location, against, variables, pile_offsets, block_nbytes=block_nbytes, token=token, progress=progress
+        )
+        return _proven(path, [], expected, found, variables, began)
+    given = bool(against)
+    named = against or list(sources_of(metadata) or [])
     if not named:
         raise DaskShuffleValueError(
             f"Expected the sources of {path!r}. Got none instead: its shuffle read a dataframe or dataset in "
@@ -239,21 +248,6 @@ def verify_location(
         if changed:
             raise _changed_error(path, changed)
     return _proven(path, named, expected, found, variables, began, sources_unchanged=changed == [])
-
-
-def verify_source(location: Location, fmt: Format[Any], *, block_nbytes: int, progress: bool) -> VerifyResult:
-    """:func:`verify` of the store at ``location`` against ``fmt``, the source it was just shuffled from (a
-    DataFrame, a dataset, dask arrays: no path names them), whose blocks are read again."""
-    began = time.perf_counter()
-    path = location.url
-    metadata, pile_offsets = _read_store(location)
-    variables = list(metadata["variables"])
-    check_workers_access([location])
-    token = f"verify-{path}-{metadata.get('fingerprint')}"
-    expected, found = _checksums(
-        location, fmt, variables, pile_offsets, block_nbytes=block_nbytes, token=token, progress=progress
-    )
-    return _proven(path, [], expected, found, variables, began)
 
 
 def _read_store(location: Location) -> tuple[dict[str, Any], NDArray[np.int64]]:

@@ -2,8 +2,9 @@
 pieces; used by the shuffles alone (so the text format's destination, never read back, lives here too)."""
 
 from ._dataframe import open_dataframe_source
+from ._found import parse_sources
 from ._parquet import COMPRESSIONS, list_parquet_sources, open_parquet_sources
-from ._text import parse_delimiter, parse_sources
+from ._text import parse_delimiter
 from ._text_sample import count_lines
 from ._text_shards import TextOutput, open_text_output, output_compression
 from ._text_source import TextSource, open_text_sources

@@ -173,22 +173,14 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
         compressors: Any,
     ) -> None:
         self.variables = variables
+        self.row_nbytes = sum(variable.row_nbytes for variable in variables)
         self.source_names = source_names
         self.identity = identity
         self.identify = identify
         self.group_attrs = group_attrs
         self.part_nbytes = int_setting("shuffle.part-nbytes")
-        self._init_destination(chunk_rows, compressors)
-
-    @property
-    def row_nbytes(self) -> int:
-        return sum(variable.row_nbytes for variable in self.variables)
-
-    def describe_source(self) -> list[Any]:
-        return list(self.source_names)
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
+        self.chunk_rows = chunk_rows
+        self.compressors = compressors
 
 
 def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:

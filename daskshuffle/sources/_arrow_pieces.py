@@ -27,7 +27,7 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
     """What the Parquet and DataFrame formats share: the schema, the blocks' lengths, rows in memory, Arrow IPC piece
     files and the pile store.
 
-    ``sources`` are the paths the store records (none for a DataFrame: data in memory or computed by dask has no
+    ``source_names`` are the paths the store records (none for a DataFrame: data in memory or computed by dask has no
     path to record or to protect), ``identity`` what :meth:`identify_source` gives.
     """
 
@@ -42,33 +42,19 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
         writing: ParquetWriting,
         identity: list[dict[str, Any]],
         identify: Callable[[], list[dict[str, Any]]] | None = None,
-        sources: Sequence[str] = (),
+        source_names: Sequence[str] = (),
     ) -> None:
         self.schema = schema
         self.identity = identity
         self.identify = identify
-        self.sources = list(sources)
+        self.source_names = list(source_names)
         self.writing = writing
-        self.lengths = tuple(int(length) for length in lengths)
-        self._row_nbytes = int(row_nbytes)
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return self.lengths
-
-    @property
-    def row_nbytes(self) -> int:
-        return self._row_nbytes
+        self.block_lengths = tuple(int(length) for length in lengths)
+        self.row_nbytes = int(row_nbytes)
 
     @property
     def variables(self) -> list[str]:
         return list(self.schema.names)
-
-    def describe_source(self) -> list[Any]:
-        return list(self.sources)
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return list(self.identity)
 
     def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
         return take(rows, index)

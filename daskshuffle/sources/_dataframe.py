@@ -116,24 +116,12 @@ def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], d
 
 
 class DataFrameFormat(ArrowTables, CollectionSource["pa.Table"]):
-    """A pandas or dask DataFrame: each partition is a block, computed by its own task.
-
-    ``inputs`` (the graph and one key per block) stays with the caller: it is
-    not pickled into the tasks.
-    """
+    """A pandas DataFrame in blocks: each is a value of ``inputs`` (the graph and one key per block)."""
 
     def __init__(self, *, inputs: tuple[dict[Any, Any], list[Any]], preserve_index: bool, **table: Any) -> None:
         super().__init__(**table)
-        self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
+        self._inputs = inputs
         self.preserve_index = preserve_index
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_inputs": None}
-
-    def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
-        if self._inputs is None:
-            raise RuntimeError("block_inputs runs where the shuffle was planned, with the DataFrame's graph")
-        return self._inputs
 
     def rows_of_block(self, block: int, value: Any) -> pa.Table:
         import pyarrow as pa

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._config import int_setting
-from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
+from .._errors import Argument, DaskShuffleValueError
 from ..formats import (
     FOOTER_NBYTES,
     FetchedFile,
@@ -26,9 +26,9 @@ from ..formats import (
 )
 from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES
-from ..storage import Location, glob_matches, identify_files, normalize
+from ..storage import Location, identify_files, normalize
 from ._arrow_pieces import ArrowTables
-from ._text import parse_sources
+from ._found import found, parse_sources
 from ._undecodable import undecodable, undecodable_parquet
 
 if TYPE_CHECKING:
@@ -57,24 +57,14 @@ class SourceFile:
 
 
 def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str, Any, int]]:
-    """The Parquet files of one ``src`` item, each with its hive partition expression and its size, from one look
-    and one listing. Names starting with ``.`` or ``_`` are left out, as every Parquet reader does."""
+    """The Parquet files of one ``src`` item, each with its hive partition expression and its size, from the
+    storage's listing. Names starting with ``.`` or ``_`` are left out, as every Parquet reader does."""
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
-    matched = glob_matches(where)
+    matched = found(where, text, "existing Parquet files or directories")
     if matched is not None:
-        paths = [(path, int(info["size"])) for path, info in matched.items() if info["type"] == "file"]
-        if not paths:
-            raise SourceNotFoundError(
-                f"Expected src to match Parquet files. Got {text!r}, which matches none, instead."
-            )
-        return [(path, None, size) for path, size in paths]
-    try:
-        info = fs.info(inner)
-    except FileNotFoundError:
-        raise SourceNotFoundError(
-            f"Expected src to be an existing Parquet file or directory. Got {text!r}, which does not exist, instead."
-        ) from None
+        return [(path, None, int(info["size"])) for path, info in matched.items()]
+    info = fs.info(inner)
     if info["type"] == "file":
         return [(inner, None, int(info["size"]))]
     root = inner.rstrip("/")
@@ -324,7 +314,7 @@ def open_parquet_sources(
     return ParquetFormat(
         filesystem=afs,
         files=[(file.path, file.partition) for file in files],
-        sources=listing.sources,
+        source_names=listing.sources,
         identity=listing.identity,
         identify=listing.identify_again,
         blocks=blocks,

@@ -27,9 +27,9 @@ import numpy as np
 from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
-from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import Argument, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
-from ..storage import Location, _own
+from ..storage import Location, _leftovers, _own
 from ._text_source import (
     _READ_NBYTES,
     BlockCount,
@@ -42,9 +42,7 @@ from ._text_source import (
     take_lines,
 )
 
-__all__ = ["OutputLayout", "TextFormat", "parse_delimiter", "parse_sources"]
-
-_PARTIAL_SUFFIX = ".daskshuffle-partial"
+__all__ = ["OutputLayout", "TextFormat", "parse_delimiter"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +89,7 @@ def _compress(data: bytes | memoryview, compression: str | None) -> bytes | memo
 
 def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
     """The filesystem and path where the text file ``dst`` is written until it is complete (each file's own)."""
-    partial = dst.with_suffix(_PARTIAL_SUFFIX)
+    partial = dst.with_suffix(_leftovers.PARTIAL_SUFFIX)
     return partial.fs, partial.path
 
 
@@ -223,35 +221,28 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         self.source = source
         self.counts: tuple[BlockCount, ...] | None = tuple(counts)
         self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
-        # What a task needs to check its block against: 8 bytes a block.
-        self.n_lines = np.array([count.n_lines for count in self.counts], dtype=np.int64)
+        # What a task needs to check its block against: a few bytes a block, pickled.
+        self.block_lengths = tuple(count.n_lines for count in self.counts)
+        # The mean line, plus its entry in the offsets buffer.
+        self.row_nbytes = -(-sum(count.n_bytes for count in self.counts) // max(sum(self.block_lengths), 1)) + 8
+        self.source_names = source.describe()
+        self.identity = []  # a text output records no metadata: no rerun compares its sources
         self.paths = tuple(paths)
         self.compression = compression
         self.part_compression = compression if compression != "zstd" else None
         n_files = max(len(self.paths), 1)
-        self.starts = np.arange(n_files + 1, dtype=np.int64) * int(self.n_lines.sum()) // n_files
+        self.starts = np.arange(n_files + 1, dtype=np.int64) * sum(self.block_lengths) // n_files
 
     def __getstate__(self) -> dict[str, Any]:
-        # The counts are for planning, where the shuffle is planned; tasks carry only n_lines.
+        # The counts are for planning, where the shuffle is planned; tasks carry only block_lengths.
         return {**self.__dict__, "counts": None}
 
     # -- the source ----------------------------------------------------------
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return tuple(self.n_lines.tolist())
-
-    @property
-    def row_nbytes(self) -> int:
-        # The mean line, plus its entry in the offsets buffer.
-        n_lines = int(self.n_lines.sum())
-        body = self.n_bytes - len(self.source.header)
-        return -(-body // max(n_lines, 1)) + 8
-
     def read_block(self, block: int) -> Lines:
         lines = self.source.read_lines(block)
-        if len(lines) != self.n_lines[block]:
+        if len(lines) != self.block_lengths[block]:
             raise DaskShuffleValueError(
-                f"Expected {int(self.n_lines[block]):,} lines in block {block} of "
+                f"Expected {self.block_lengths[block]:,} lines in block {block} of "
                 f"{self.source.path_of(block)!r}, as counted. Got {len(lines):,} instead; "
                 "do not change a source while it is being shuffled."
             )
@@ -276,12 +267,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
                     ),
                     parameter="pile_memory",
                 )
-
-    def describe_source(self) -> list[Any]:
-        return self.source.describe()
-
-    def identify_source(self) -> list[dict[str, Any]]:
-        return []  # a text output records no metadata: no rerun is compared with its sources
 
     # -- rows in memory ------------------------------------------------------
     def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
@@ -337,21 +322,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
             row_offsets=np.concatenate([[0], np.cumsum(rows)]).astype(np.int64),
             byte_offsets=np.concatenate([[0], np.cumsum(nbytes)]).astype(np.int64) + header,
         )
-
-
-def parse_sources(value: object, what: str = "text file") -> list[str]:
-    """One path, URL or glob, or a non-empty list of them, as strings: ``src`` of a shuffle of ``what`` s."""
-    items: list[object] = list(value) if isinstance(value, list | tuple) else [value]
-    if not items:
-        raise DaskShuffleValueError(f"Expected src to name at least one {what}. Got an empty list instead.")
-    sources = []
-    for item in items:
-        if not isinstance(item, str | os.PathLike) or not os.fspath(item):
-            raise DaskShuffleTypeError(
-                f"Expected src to be a path, URL or glob, or a list of them. Got {item!r} instead."
-            )
-        sources.append(os.fspath(item))
-    return sources
 
 
 def parse_delimiter(value: object) -> bytes:

@@ -23,8 +23,9 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
-from .._errors import Argument, DaskShuffleValueError, SourceNotFoundError
-from ..storage import Location, bounded, glob_matches
+from .._errors import Argument, DaskShuffleValueError
+from ..storage import Location, bounded
+from ._found import found
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -275,26 +276,19 @@ class TextSource:
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:
-    """The files ``item`` names: itself, or the matches of a glob (:func:`~daskshuffle.storage.glob_matches`)."""
+    """The files ``item`` names: itself, or the files a glob matches (:func:`found`)."""
     where = Location.of(item, storage_options)
-    fs, inner = where.fs, where.path
-
-    def unstrip(path: str) -> Location:
-        return Location.of(path if where.is_local else fs.unstrip_protocol(path), storage_options)
-
-    matched = glob_matches(where)
-    if matched is not None:
-        return [unstrip(path) for path, info in matched.items() if info["type"] == "file"]
-    if fs.isdir(inner):
-        raise DaskShuffleValueError(
-            f"Expected src to name text files. Got {item!r}, which is a directory, instead; "
-            f"pass a glob such as {item.rstrip('/') + '/*.txt'!r}."
-        )
-    if not fs.exists(inner):
-        raise SourceNotFoundError(
-            f"Expected src to name existing text files. Got {item!r}, which does not exist, instead."
-        )
-    return [unstrip(inner)]
+    matched = found(where, item, "existing text files")
+    if matched is None:
+        if where.isdir():
+            raise DaskShuffleValueError(
+                f"Expected src to name text files. Got {item!r}, which is a directory, instead; "
+                f"pass a glob such as {item.rstrip('/') + '/*.txt'!r}."
+            )
+        return [where]
+    return [
+        Location.of(path if where.is_local else where.fs.unstrip_protocol(path), storage_options) for path in matched
+    ]
 
 
 def open_text_sources(
@@ -311,14 +305,7 @@ def open_text_sources(
     inferred from each file's extension, as fsspec does. ``delimiter`` is the
     one byte that ends a line (``b"\\0"`` for zero-terminated records).
     """
-    paths: list[Location] = []
-    for item in src:
-        matches = _expand(item, storage_options)
-        if not matches:
-            raise SourceNotFoundError(
-                f"Expected src to name existing text files. Got {item!r}, which matches no file, instead."
-            )
-        paths.extend(matches)
+    paths = [path for item in src for path in _expand(item, storage_options)]
     files = []
     for path in paths:
         compression = infer_compression(path.path)

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import pilestore as _layout
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
 from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute
-from ..storage import Location, glob_matches, identify_token
+from ..storage import Location, identify_token
 from ._arrays import ArrayFormat
+from ._found import found
 from ._parquet import whole_runs
 from ._undecodable import undecodable_group
 from ._zarr_source import ROW_DIMENSION, check_rows, identify_paths, select_variables
@@ -53,18 +54,12 @@ def open_dataset(ds: object, storage_options: dict[str, Any] | None, dim: str) -
     if not isinstance(ds, str | os.PathLike | Location):
         raise DaskShuffleTypeError(f"Expected ds to be an xarray.Dataset or a path. Got {type(ds).__name__} instead.")
     root = Location.of(ds, storage_options)
-    matched = glob_matches(root)
-    if matched is None and root.exists():
+    what = "a dataset: a Zarr store, a file xarray opens, or a glob of them"
+    matched = found(root, ds, what, argument="ds", files_only=False)
+    if matched is None:
         return _open_one(root, ds), [root.url]
-    matches = list(matched or ())
-    if not matches:
-        found = "does not exist" if matched is None else "matches no file"
-        raise SourceNotFoundError(
-            f"Expected a dataset: a Zarr store, a file xarray opens, or a glob of them. Got {str(ds)!r}, which "
-            f"{found}, instead."
-        )
     # As open_mfdataset(paths, combine="nested", concat_dim=dim): the files in the order of their names.
-    urls = [root.fs.unstrip_protocol(match) if not root.is_local else match for match in matches]
+    urls = [root.fs.unstrip_protocol(match) if not root.is_local else match for match in matched]
     parts = [_open_one(Location.of(url, storage_options), url) for url in urls]
     combined = xr.combine_nested(parts, concat_dim=dim, data_vars="minimal", coords="minimal", compat="override")
     return combined, urls
@@ -116,8 +111,8 @@ def _block_lengths(chunks: tuple[int, ...], row_nbytes: int, block_nbytes: int) 
 class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
     """The variables of an xarray dataset along one dimension, shuffled together.
 
-    ``template`` (the destination's layout, lazily backed by the source) and
-    ``inputs`` (the graph of the blocks) stay with the caller: they are not
+    ``template`` (the destination's layout, lazily backed by the source) stays
+    with the caller, as ``inputs`` (the graph of the blocks) does: it is not
     pickled into the tasks.
     """
 
@@ -132,21 +127,12 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
     ) -> None:
         super().__init__(group_attrs={}, compressors="auto", **common)
         self.dim = dim
-        self.lengths = tuple(lengths)
+        self.block_lengths = tuple(lengths)
         self._template: xr.Dataset | None = template
-        self._inputs: tuple[dict[Any, Any], list[Any]] | None = inputs
+        self._inputs = inputs
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_template": None, "_inputs": None}
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return self.lengths
-
-    def block_inputs(self) -> tuple[dict[Any, Any], list[Any]]:
-        if self._inputs is None:
-            raise RuntimeError("block_inputs runs where the shuffle was planned, with the dataset's graph")
-        return self._inputs
+        return {**super().__getstate__(), "_template": None}
 
     def rows_of_block(self, block: int, value: Any) -> ArrayRows:
         return {variable.name: np.asarray(value[variable.name], dtype=variable.dtype) for variable in self.variables}
@@ -229,18 +215,21 @@ def open_xarray_source(
             f"Expected dim to be a dimension of the dataset. Got {dim!r} instead; it has {sorted(map(str, dataset.dims))}.",
             parameter="dim",
         )
-    fmt = _xarray_format(
+    for name, variable in dataset.variables.items():
+        if dim in variable.dims and variable.dtype.kind not in NUMERIC_KINDS:
+            raise DaskShuffleTypeError(
+                f"Expected every variable along {dim!r} to have a numeric, boolean or datetime dtype. Got {name!r} "
+                f"of dtype {variable.dtype} instead; drop it (ds.drop_vars) or encode it as numbers first."
+            )
+    return _xarray_format(
         dataset,
         dim,
         sources=sources,
+        storage_options=storage_options,
         block_nbytes=block_nbytes,
         chunk_rows=chunk_rows,
         block_inputs=block_inputs,
     )
-    token = fmt.identity
-    fmt.identity = identify_paths(sources, storage_options) + token
-    fmt.identify = lambda: identify_paths(sources, storage_options, fresh=True) + token
-    return fmt
 
 
 def _token(arrays: Mapping[str, Any]) -> dict[str, Any]:
@@ -255,22 +244,18 @@ def _xarray_format(
     dim: str,
     *,
     sources: list[str],
+    storage_options: dict[str, Any] | None,
     block_nbytes: int,
     chunk_rows: int | None,
     block_inputs: BlockInputs,
 ) -> XarrayFormat:
-    """The format of ``dataset`` along ``dim``: variables checked, blocks cut, destination laid out."""
+    """The format of ``dataset`` along ``dim`` (its variables checked): blocks cut, destination laid out, identity
+    taken of ``sources`` (where it was opened from) and of its dask arrays."""
     import xarray as xr
 
     along = {
         str(name): variable.transpose(dim, ...) for name, variable in dataset.variables.items() if dim in variable.dims
     }
-    for name, variable in along.items():
-        if variable.dtype.kind not in NUMERIC_KINDS:
-            raise DaskShuffleTypeError(
-                f"Expected every variable along {dim!r} to have a numeric, boolean or datetime dtype. Got {name!r} "
-                f"of dtype {variable.dtype} instead; drop it (ds.drop_vars) or encode it as numbers first."
-            )
     variables = [
         Variable(
             name=name,
@@ -293,6 +278,7 @@ def _xarray_format(
     arrays = {name: variable.to_base_variable().chunk().data for name, variable in along.items()}
     inputs = block_inputs(arrays, lengths) if lengths else ({}, [])
 
+    token = [_token(arrays)]
     template = xr.Dataset(attrs=dict(dataset.attrs))
     for key, variable in dataset.variables.items():
         name = str(key)
@@ -314,7 +300,8 @@ def _xarray_format(
         lengths=lengths,
         source_names=sources,
         chunk_rows=chunk_rows,
-        identity=[_token(arrays)],
+        identity=identify_paths(sources, storage_options) + token,
+        identify=lambda: identify_paths(sources, storage_options, fresh=True) + token,
     )
 
 
@@ -363,6 +350,7 @@ def open_arrays_source(
         dataset,
         ROW_DIMENSION,
         sources=[],
+        storage_options=None,
         block_nbytes=block_nbytes,
         chunk_rows=chunk_rows,
         block_inputs=block_inputs,

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     import zarr
 
 __all__ = [
-    "LISTED_CHUNKS",
     "ROW_DIMENSION",
     "SourceLike",
     "ZarrFormat",
@@ -295,10 +294,7 @@ class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
         super().__init__(**common)
         self.sources = sources
         self.blocks = blocks
-
-    @property
-    def block_lengths(self) -> tuple[int, ...]:
-        return tuple(stop - start for _, start, stop in self.blocks)
+        self.block_lengths = tuple(stop - start for _, start, stop in blocks)
 
     def read_block(self, block: int) -> ArrayRows:
         source, start, stop = self.blocks[block]
