@@ -245,7 +245,7 @@ class ComposedReader(PileReader[Rows]):
         """A member that reads through several stores counts as its first."""
         return [reader.member_chunk_rows()[0] for reader in self.members]
 
-    def segments(self) -> NDArray[np.int64] | None:
+    def segments(self) -> NDArray[np.int64]:
         """Pile ``p`` is pile ``p`` of each member in turn: a segment for each member's part of each pile."""
         offsets = np.stack([np.asarray(reader.pile_offsets, dtype=np.int64) for reader in self.members])
         sizes = np.diff(offsets, axis=1)  # (members, piles)
@@ -256,9 +256,7 @@ class ComposedReader(PileReader[Rows]):
 
     @functools.cached_property
     def _segments(self) -> NDArray[np.int64]:
-        table = self.segments()
-        assert table is not None  # a reader of several stores has segments
-        return table
+        return self.segments()
 
     def read_rows(self, start: int, stop: int) -> Rows:
         """Rows ``start:stop``: the part of each segment (:meth:`segments`) read by its member, one after the other."""
