@@ -10,7 +10,6 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, Literal
 
 import numpy as np
@@ -316,7 +315,5 @@ class PileLoader(LoaderPosition):
     def __enter__(self) -> PileLoader:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

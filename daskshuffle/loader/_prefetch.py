@@ -66,62 +66,24 @@ def parse_prefetch(value: object) -> Prefetch:
     return Prefetch(nbytes, nbytes)
 
 
-class FetchAhead:
-    """Starts the requests of the reads after the consumer's, within ``piles.read_ahead`` bytes (remote stores).
-
-    The read under way counts against the budget; the next read is always
-    started, unless the budget is a size (``prefetch="8MiB"``).
-    """
-
-    def __init__(self, piles: LoaderReads, closes: int) -> None:
-        self._piles = piles
-        self._closes = closes
-        self._started: dict[Read, list[tuple[int, int]]] = {}
-        self._lock = threading.Lock()
-
-    def advance(self, jobs: Sequence[Read], index: int) -> None:
-        """The consumer reads ``jobs[index]``: start the reads after it that fit the budget (none once closed)."""
-        reader, budget = self._piles.reader, self._piles.read_ahead
-        with self._lock:
-            if self._piles.closes != self._closes:  # its close() waits for this lock, then forgets what was started
-                return
-            # What was started is a run of reads from an earlier index on: those not ahead any more are done.
-            ahead = set(jobs[index : index + len(self._started) + 1])
-            self._forget([job for job in self._started if job not in ahead])
-            for position, job in enumerate(jobs[index:]):
-                if job in self._started:
-                    continue
-                # The read after the consumer's goes out whatever it holds, unless a size set the budget.
-                if position > (0 if self._piles.held_ahead is not None else 1) and reader.fetched_nbytes >= budget:
-                    break
-                spans = self._piles.epoch_reads.spans(job)
-                for start, stop in spans:
-                    reader.fetch(start, stop)
-                self._started[job] = spans
-
-    def close(self) -> None:
-        with self._lock:
-            self._forget(list(self._started))
-
-    def _forget(self, jobs: list[Read]) -> None:
-        for job in jobs:
-            for start, stop in self._started.pop(job):
-                self._piles.reader.forget(start, stop)
-
-
 class ReadAhead:
     """One pool of reader threads: the consumer's read, and the reads after it that fit the budget.
 
-    :meth:`close` cancels what has not started, stops the reads under way and
-    joins the threads; :meth:`get` may start them again until the loader closes.
+    On a remote store the requests of the reads after the consumer's go out at
+    once, within ``piles.read_ahead`` bytes: the read under way counts against
+    it; the next read is always started, unless the budget is a size
+    (``prefetch="8MiB"``). :meth:`close` cancels what has not started, stops
+    the reads under way and joins the threads; :meth:`get` may start them
+    again until the loader closes.
     """
 
     def __init__(self, piles: LoaderReads, closes: int) -> None:
         self._piles = piles
         self._reader = piles.reader
         self._closes = closes
-        # On a remote store the requests of the reads ahead go out at once.
-        self._fetch = FetchAhead(piles, closes) if piles.read_ahead > 0 else None
+        #: The spans of the reads whose requests went out ahead (``None``: none go out ahead).
+        self._fetched: dict[Read, list[tuple[int, int]]] | None = {} if piles.read_ahead > 0 else None
+        self._fetch_lock = threading.Lock()
         self._prefix = f"{THREAD_PREFIX}-{next(_read_ahead_ids)}"
         self._executor: ThreadPoolExecutor | None = None
         self._pending: dict[Read, Future[ShuffledPile]] = {}
@@ -135,8 +97,7 @@ class ReadAhead:
 
     def get(self, jobs: Sequence[Read], index: int) -> ShuffledPile:
         """What ``jobs[index]`` reads, once the jobs after it that fit the budget are under way."""
-        if self._fetch is not None:
-            self._fetch.advance(jobs, index)
+        self._fetch_ahead(jobs, index)
         limit = self._piles.held_ahead
         with self._lock:
             # Under the lock close() takes after counting the close: what is submitted here, it then stops.
@@ -178,8 +139,37 @@ class ReadAhead:
             inside = threading.current_thread().name.startswith(self._prefix) or self._reader.owns_thread()
             executor.shutdown(wait=not inside, cancel_futures=True)
         # Only then what was fetched ahead goes: a read still running takes its requests in flight.
-        if self._fetch is not None:
-            self._fetch.close()
+        if self._fetched is not None:
+            with self._fetch_lock:
+                self._forget(list(self._fetched))
+
+    def _fetch_ahead(self, jobs: Sequence[Read], index: int) -> None:
+        """The consumer reads ``jobs[index]``: start the requests of the reads after it that fit (none once closed)."""
+        started, reader, budget = self._fetched, self._reader, self._piles.read_ahead
+        if started is None:
+            return
+        with self._fetch_lock:
+            if self.stale:  # its close() waits for this lock, then forgets what was started
+                return
+            # What was started is a run of reads from an earlier index on: those not ahead any more are done.
+            ahead = set(jobs[index : index + len(started) + 1])
+            self._forget([job for job in started if job not in ahead])
+            for position, job in enumerate(jobs[index:]):
+                if job in started:
+                    continue
+                # The read after the consumer's goes out whatever it holds, unless a size set the budget.
+                if position > (0 if self._piles.held_ahead is not None else 1) and reader.fetched_nbytes >= budget:
+                    break
+                spans = self._piles.epoch_reads.spans(job)
+                for start, stop in spans:
+                    reader.fetch(start, stop)
+                started[job] = spans
+
+    def _forget(self, jobs: list[Read]) -> None:  # with _fetch_lock held
+        assert self._fetched is not None
+        for job in jobs:
+            for start, stop in self._fetched.pop(job):
+                self._reader.forget(start, stop)
 
 
 def _stopped() -> DaskShuffleValueError:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..formats import ArrayRows, ArrayRowsMethods
+from ..formats import ArrayRows
 from ..pilestore import GENERATIONS_KEY, generation_location, metadata_disagrees, read_root
 from ..storage import Location
 from ._opened import Opened
@@ -17,7 +17,7 @@ from ._zarr_reader import ZarrPileReader
 __all__ = ["GenerationsReader"]
 
 
-class GenerationsReader(ArrayRowsMethods, ComposedReader[ArrayRows]):
+class GenerationsReader(ComposedReader[ArrayRows]):
     """A Zarr pile store with several generations, read as one: pile ``p`` is pile ``p`` of each, oldest first.
 
     Examples

@@ -129,9 +129,9 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
                 tables.append(table.slice(piece.a - first, piece.b - piece.a))
             return concat(tables)
 
-    def chunk_rows(self) -> dict[str, tuple[int, int]]:
+    def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
         """Each column's rows per row group (row groups end at every multiple of them); widths do not matter."""
-        return dict.fromkeys(self.columns, (self._row_group_rows, 1))
+        return [dict.fromkeys(self.columns, (self._row_group_rows, 1))]
 
     def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
         """Start fetching the column chunks of rows ``start:stop``, all at once (not of a missing part file)."""

@@ -105,12 +105,11 @@ class PileReader(ABC, Generic[Rows]):
         return parts[0] if len(parts) == 1 else self.concat(parts)
 
     @abstractmethod
-    def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        """Each variable's rows per chunk and bytes per row: the loader's units are whole chunks."""
-
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
-        """:meth:`chunk_rows` of each store this reader reads through: its own, by default."""
-        return [self.chunk_rows()]
+        """Of each store this reader reads through (one: its own), each variable's rows per chunk and bytes per row.
+
+        The loader's units are whole chunks of one store.
+        """
 
     def segments(self) -> NDArray[np.int64] | None:
         """``(n, 4)``: where this reader's rows lie in the stores it reads through (start, start there, rows, store).
@@ -242,14 +241,11 @@ class ComposedReader(PileReader[Rows]):
         for reader in self.members:
             reader.use_cache(cache)
 
-    def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        """The first member's; the loader reads each member in its own chunks (:meth:`member_chunk_rows`)."""
-        return self.members[0].chunk_rows()
-
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
-        return [reader.chunk_rows() for reader in self.members]
+        """A member that reads through several stores counts as its first."""
+        return [reader.member_chunk_rows()[0] for reader in self.members]
 
-    def segments(self) -> NDArray[np.int64] | None:
+    def segments(self) -> NDArray[np.int64]:
         """Pile ``p`` is pile ``p`` of each member in turn: a segment for each member's part of each pile."""
         offsets = np.stack([np.asarray(reader.pile_offsets, dtype=np.int64) for reader in self.members])
         sizes = np.diff(offsets, axis=1)  # (members, piles)
@@ -260,9 +256,7 @@ class ComposedReader(PileReader[Rows]):
 
     @functools.cached_property
     def _segments(self) -> NDArray[np.int64]:
-        table = self.segments()
-        assert table is not None  # a reader of several stores has segments
-        return table
+        return self.segments()
 
     def read_rows(self, start: int, stop: int) -> Rows:
         """Rows ``start:stop``: the part of each segment (:meth:`segments`) read by its member, one after the other."""

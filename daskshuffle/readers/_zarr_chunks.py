@@ -161,45 +161,37 @@ class ChunkFiles:
         or :class:`~daskshuffle.StoreChangedError` if the store changed since it was opened.
         """
         crash_point("chunk read")
+        rows = _Rows(chunks, out.reshape(-1).view(np.uint8), start, stop, pile, self.store)
         with contextlib.nullcontext() if self.opened is None else self.opened.unchanged(self.store):
-            flat = out.reshape(-1).view(np.uint8)
             if self.local:
                 for index in range(first, last):
-                    self._read_local(chunks, flat, index, start, stop, pile)
+                    self._read_local(rows, index)
                 return
-            indices = [
-                index for index in range(first, last) if not self._read_cached(chunks, flat, index, start, stop, pile)
-            ]
+            indices = [index for index in range(first, last) if not self._read_cached(rows, index)]
             paths = [chunks.path(index) for index in indices]
             # A chunk with rows of another read too (across the boundary of two piles read apart) is kept for it.
             shared = {path for index, path in zip(indices, paths, strict=True) if chunks.shared(index, start, stop)}
             for index, path, data in zip(indices, paths, self._fetched(paths, start, stop, shared, read), strict=True):
                 if isinstance(data, FileNotFoundError):
-                    raise self._damage(chunks, index, path, pile, "no such file")
+                    raise rows.damage(index, path, "no such file")
                 elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
                     failure = storage_failure(data, self.store, what=path)
-                    raise failure or self._damage(chunks, index, path, pile, f"an error reading it ({data})") from data
+                    raise failure or rows.damage(index, path, f"an error reading it ({data})") from data
                 else:
-                    target = self._target(chunks, flat, index, start, stop)
-                    decoded = self._decode_fetched(chunks, data, index, path, pile, target)
-                    if target is None:
-                        self._place(chunks, flat, index, decoded, start, stop)
-                    elif decoded is not target:
-                        target[...] = decoded
+                    target = rows.target(index)
+                    rows.put(index, self._decode_fetched(rows, data, index, path, target), target)
 
-    def _read_cached(
-        self, chunks: Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int, pile: int | None
-    ) -> bool:
+    def _read_cached(self, rows: _Rows, index: int) -> bool:
         """Read chunk ``index`` from the local cache like a local file; ``False`` if it is not there, or damaged."""
         cache = self.cache
         if cache is None:
             return False
-        path = chunks.path(index)
+        path = rows.chunks.path(index)
         opened = cache.open(path)  # never through a link placed in the cache
         if opened is None:
             return False
         try:
-            self._read_local(chunks, flat, index, start, stop, pile, f"{path} (cached)", opened)
+            self._read_local(rows, index, f"{path} (cached)", opened)
         except CorruptPileStoreError:  # damaged, or evicted by another loader meanwhile: fetched again
             cache.evict(path)
             return False
@@ -207,18 +199,18 @@ class ChunkFiles:
         return True
 
     def _decode_fetched(
-        self, chunks: Chunks, data: bytes, index: int, path: str, pile: int | None, target: NDArray[np.uint8] | None
+        self, rows: _Rows, data: bytes, index: int, path: str, target: NDArray[np.uint8] | None
     ) -> NDArray[np.uint8]:
         """:meth:`_decode` of bytes fetched (or cached): a damaged cached file is evicted and fetched again."""
         try:
-            return self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile, target)
+            return self._decode(rows, np.frombuffer(data, np.uint8), index, path, target)
         except CorruptPileStoreError:
             cache = self.cache
             if cache is None or not cache.holds(path):
                 raise
             cache.evict(path)
             data = bytes(bounded(self._fs, "cat_file", path, what=path))
-            decoded = self._decode(chunks, np.frombuffer(data, np.uint8), index, path, pile, target)
+            decoded = self._decode(rows, np.frombuffer(data, np.uint8), index, path, target)
             cache.write(path, data)
             return decoded
 
@@ -250,26 +242,17 @@ class ChunkFiles:
             found.append(data)
         return found
 
-    def _read_local(
-        self,
-        chunks: Chunks,
-        flat: NDArray[np.uint8],
-        index: int,
-        start: int,
-        stop: int,
-        pile: int | None,
-        path: str | None = None,
-        opened: int | None = None,
-    ) -> None:
+    def _read_local(self, rows: _Rows, index: int, path: str | None = None, opened: int | None = None) -> None:
         # Every os call waits to get the GIL back: a file costs three (open, preadv, close), no fstat; a size is
         # checked by reading one byte more. ``path``, ``opened``: a cached copy and its descriptor, closed here.
+        chunks = rows.chunks
         path = chunks.path(index) if path is None else path
         try:
             fd = os.open(path, os.O_RDONLY) if opened is None else opened
         except FileNotFoundError:  # the shuffle writes every chunk; a copy (a cache's) that went away is none either
-            raise self._damage(chunks, index, path, pile, "no such file") from None
+            raise rows.damage(index, path, "no such file") from None
         try:
-            target = self._target(chunks, flat, index, start, stop)
+            target = rows.target(index)
             if chunks.compressor is None:
                 expected = chunks.chunk_nbytes + (_CRC_NBYTES if chunks.checksum else 0)
                 # Raw rows go straight into the output (a partial chunk through a buffer), the crc beside them.
@@ -278,10 +261,10 @@ class ChunkFiles:
                 size = os.preadv(fd, [data.data, tail.data] if chunks.checksum else [data.data, tail[:1].data], 0)
                 if size != expected:
                     got = "fewer bytes than its size" if size < expected else "more bytes than its rows and crc32c"
-                    raise self._damage(chunks, index, path, pile, f"{got} (at least {size:,} instead of {expected:,})")
+                    raise rows.damage(index, path, f"{got} (at least {size:,} instead of {expected:,})")
                 if chunks.checksum:
                     carried = int.from_bytes(tail[:_CRC_NBYTES].tobytes(), "little")
-                    self._check_crc(chunks, index, data, carried, path, pile)
+                    rows.check_crc(index, data, carried, path)
             else:
                 # Room for any compressed chunk of these rows but a pathological one; that one costs an fstat.
                 room = chunks.chunk_nbytes + chunks.chunk_nbytes // 64 + 1024
@@ -292,12 +275,9 @@ class ChunkFiles:
                     data = self._scratch(room)
                     size = os.preadv(fd, [data.data], 0)
                     if size == room:
-                        raise self._damage(chunks, index, path, pile, "a file that grows while it is read")
-                data = self._decode(chunks, data[:size], index, path, pile, target)
-            if target is None:
-                self._place(chunks, flat, index, data, start, stop)
-            elif data is not target:
-                target[...] = data
+                        raise rows.damage(index, path, "a file that grows while it is read")
+                data = self._decode(rows, data[:size], index, path, target)
+            rows.put(index, data, target)
         finally:
             os.close(fd)
 
@@ -309,30 +289,16 @@ class ChunkFiles:
             self._buffers.buffer = buffer
         return buffer[:nbytes]
 
-    @staticmethod
-    def _target(chunks: Chunks, flat: NDArray[np.uint8], index: int, start: int, stop: int) -> NDArray[np.uint8] | None:
-        """Where chunk ``index`` goes in the output if all of it is wanted, else ``None``."""
-        first = index * chunks.chunk_rows
-        if first < start or first + chunks.chunk_rows > stop:
-            return None
-        return flat[(first - start) * chunks.row_nbytes : (first - start + chunks.chunk_rows) * chunks.row_nbytes]
-
     def _decode(
-        self,
-        chunks: Chunks,
-        data: NDArray[np.uint8],
-        index: int,
-        path: str,
-        pile: int | None,
-        target: NDArray[np.uint8] | None,
+        self, rows: _Rows, data: NDArray[np.uint8], index: int, path: str, target: NDArray[np.uint8] | None
     ) -> NDArray[np.uint8]:
         """The chunk's rows as bytes from the file's bytes, checked (decoded into ``target`` where possible)."""
+        chunks = rows.chunks
         if chunks.checksum:
             if len(data) < _CRC_NBYTES:
-                raise self._damage(chunks, index, path, pile, f"a file of {len(data)} bytes, too short for a crc32c")
+                raise rows.damage(index, path, f"a file of {len(data)} bytes, too short for a crc32c")
             body = data[:-_CRC_NBYTES]
-            carried = int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little")
-            self._check_crc(chunks, index, body, carried, path, pile)
+            rows.check_crc(index, body, int.from_bytes(data[-_CRC_NBYTES:].tobytes(), "little"), path)
             data = body
         if chunks.compressor is not None:
             try:
@@ -346,43 +312,62 @@ class ChunkFiles:
                 decoded = numcodecs.blosc.decompress(data) if chunks.direct else chunks.compressor.decode(data)
                 data = np.frombuffer(decoded, dtype=np.uint8)
             except Exception as error:
-                raise self._damage(chunks, index, path, pile, f"bytes its codec cannot decode ({error})") from error
+                raise rows.damage(index, path, f"bytes its codec cannot decode ({error})") from error
         if len(data) != chunks.chunk_nbytes:
-            raise self._damage(
-                chunks, index, path, pile, f"{len(data):,} bytes of rows instead of {chunks.chunk_nbytes:,}"
-            )
+            raise rows.damage(index, path, f"{len(data):,} bytes of rows instead of {chunks.chunk_nbytes:,}")
         return data
 
-    def _place(
-        self, chunks: Chunks, flat: NDArray[np.uint8], index: int, data: NDArray[np.uint8], start: int, stop: int
-    ) -> None:
-        offset, nbytes = index * chunks.chunk_rows, chunks.row_nbytes
-        lo, hi = max(start, offset), min(stop, offset + chunks.chunk_rows)  # the rows of start:stop the chunk holds
-        flat[(lo - start) * nbytes : (hi - start) * nbytes] = data[(lo - offset) * nbytes : (hi - offset) * nbytes]
 
-    def _check_crc(
-        self, chunks: Chunks, index: int, body: NDArray[np.uint8], carried: int, path: str, pile: int | None
-    ) -> None:
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """Rows ``start:stop`` of one variable being read into ``flat`` (of ``pile``, if one): where each chunk goes."""
+
+    chunks: Chunks
+    flat: NDArray[np.uint8]
+    start: int
+    stop: int
+    pile: int | None
+    store: str
+
+    def target(self, index: int) -> NDArray[np.uint8] | None:
+        """Where chunk ``index`` goes in the output if all of it is wanted, else ``None``."""
+        first, rows, nbytes = index * self.chunks.chunk_rows, self.chunks.chunk_rows, self.chunks.row_nbytes
+        if first < self.start or first + rows > self.stop:
+            return None
+        return self.flat[(first - self.start) * nbytes : (first - self.start + rows) * nbytes]
+
+    def put(self, index: int, data: NDArray[np.uint8], target: NDArray[np.uint8] | None) -> None:
+        """Put chunk ``index``'s rows, ``data``, in the output: into ``target``, or the part wanted (no target)."""
+        if target is not None:
+            if data is not target:
+                target[...] = data
+            return
+        offset, nbytes = index * self.chunks.chunk_rows, self.chunks.row_nbytes
+        lo, hi = max(self.start, offset), min(self.stop, offset + self.chunks.chunk_rows)  # the rows the chunk holds
+        self.flat[(lo - self.start) * nbytes : (hi - self.start) * nbytes] = data[
+            (lo - offset) * nbytes : (hi - offset) * nbytes
+        ]
+
+    def check_crc(self, index: int, body: NDArray[np.uint8], carried: int, path: str) -> None:
         """Refuse a chunk whose ``body`` fails its crc32c, ``carried``, or that is not the one its run wrote there."""
         if crc32c(body) != carried:
-            raise self._damage(chunks, index, path, pile, "bytes whose crc32c does not match")
-        expected = chunks.expected
+            raise self.damage(index, path, "bytes whose crc32c does not match")
+        expected = self.chunks.expected
         if index >= len(expected) or carried != expected[index]:
             recorded = f"{int(expected[index]):#010x}" if index < len(expected) else "no chunk"
-            raise self._damage(
-                chunks,
+            raise self.damage(
                 index,
                 path,
-                pile,
                 f"an intact chunk of crc32c {carried:#010x} where the run recorded {recorded} for this variable at "
                 "this place (a chunk of another place, variable, run or store)",
             )
 
-    def _damage(self, chunks: Chunks, index: int, path: str, pile: int | None, got: str) -> CorruptPileStoreError:
-        rows = f"rows {index * chunks.chunk_rows}:{(index + 1) * chunks.chunk_rows}"
-        where = f"pile {pile}, " if pile is not None else ""
+    def damage(self, index: int, path: str, got: str) -> CorruptPileStoreError:
+        rows = f"rows {index * self.chunks.chunk_rows}:{(index + 1) * self.chunks.chunk_rows}"
+        where = f"pile {self.pile}, " if self.pile is not None else ""
         return CorruptPileStoreError(
-            f"Expected chunk file {path!r} of variable {chunks.name!r} ({where}{rows}) of pile store {self.store!r} "
-            f"to be whole, to match its checksum and to be the chunk its run wrote there. Got {got} instead; the "
-            "store is damaged: restore the file from a copy, or shuffle the source again into a new pile store."
+            f"Expected chunk file {path!r} of variable {self.chunks.name!r} ({where}{rows}) of pile store "
+            f"{self.store!r} to be whole, to match its checksum and to be the chunk its run wrote there. Got {got} "
+            "instead; the store is damaged: restore the file from a copy, or shuffle the source again into a new "
+            "pile store."
         )

@@ -189,8 +189,8 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
         return self._read(runs, None) if runs else super().read_runs(runs)
 
-    def chunk_rows(self) -> dict[str, tuple[int, int]]:
-        return {name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}
+    def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
+        return [{name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}]
 
     def _read(self, runs: Sequence[tuple[int, int]], pile: int | None, capacity: int = 0) -> ArrayRows:
         """Rows of each of ``runs`` (of ``pile``, if one), read one after the other into one set of arrays.
