@@ -4,7 +4,7 @@ Exports what the loader, the quality measures and ``torch.py`` use.
 """
 
 from ._combinations import check_combination
-from ._epoch_order import EpochOrder, OrderOptions, division_cuts, unit_reads
+from ._epoch_order import EpochOrder, division_cuts, unit_reads
 from ._epoch_plan import (
     BatchPlan,
     lane_ranges,
@@ -36,7 +36,6 @@ __all__ = [
     "EpochOrder",
     "Order",
     "OrderName",
-    "OrderOptions",
     "Piles",
     "Stream",
     "apart",

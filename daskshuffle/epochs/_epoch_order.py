@@ -7,14 +7,12 @@ piles end to end in the epoch's visiting order, each in stored order (:func:`sam
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .._parse import Settings
 from .._random import make_rng
 from ._epoch_plan import epoch_pile_order
 
@@ -22,8 +20,6 @@ __all__ = [
     "READ_GAP",
     "EpochOrder",
     "IntArray",
-    "OrderFunction",
-    "OrderOptions",
     "block_cuts",
     "cut_bounds",
     "division_cuts",
@@ -37,15 +33,6 @@ IntArray = NDArray[np.int64]
 READ_GAP = 256
 
 
-@dataclass(frozen=True)
-class OrderOptions(Settings):
-    """The parameters of an order; each order uses the ones :data:`~daskshuffle.epochs._order_classes.ORDER_OPTIONS` names, the others are ``None``."""
-
-    shuffle_block_size: int | None = None
-    buffer_size: int | None = None
-    cycle_length: int | None = None
-
-
 class EpochOrder(NamedTuple):
     """An epoch's stream: ``rows[i]`` is the store row at position ``i``; reads start at ``bounds``.
 
@@ -55,9 +42,6 @@ class EpochOrder(NamedTuple):
 
     rows: IntArray
     bounds: IntArray
-
-
-OrderFunction = Callable[[IntArray, int, int, IntArray, OrderOptions], EpochOrder]
 
 
 def division_cuts(n_rows: int, n_divisions: int, share: int) -> IntArray:

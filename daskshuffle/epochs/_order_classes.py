@@ -5,15 +5,13 @@ Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` makes one from wha
 
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import ClassVar, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes, parse_positive_int
-from ._epoch_order import OrderOptions
 
 __all__ = [
-    "ORDER_OPTIONS",
     "Buffer",
     "Interleave",
     "Naive",
@@ -73,11 +71,6 @@ class Order:
         shown = [f"{option.name}={getattr(self, option.name)!r}" for option in _option_fields(type(self))]
         lanes = [] if self.n_lanes is None else [f"n_lanes={self.n_lanes!r}"]
         return f"{type(self).__name__}({', '.join(shown + lanes)})"
-
-    @property
-    def options(self) -> OrderOptions:
-        """The order's options that go into its stream; those it does not use are ``None``."""
-        return OrderOptions(**{name: getattr(self, name) for name in ORDER_OPTIONS[self.name]})
 
 
 def _option_fields(order: type[Order]) -> list[Field[object]]:
@@ -206,7 +199,7 @@ class Py1br(Order):
 
     Examples
     --------
-    >>> Py1br(shuffle_block_size=4096).options.shuffle_block_size
+    >>> Py1br(shuffle_block_size=4096).shuffle_block_size
     4096
     """
 
@@ -275,8 +268,8 @@ class Interleave(Order):
 
     Examples
     --------
-    >>> Interleave(cycle_length=4, buffer_size=10_000).options
-    OrderOptions(shuffle_block_size=None, buffer_size=10000, cycle_length=4)
+    >>> Interleave(cycle_length=4, buffer_size=10_000)
+    Interleave(cycle_length=4, buffer_size=10000)
     """
 
     name: ClassVar[str] = "interleave"
@@ -287,12 +280,6 @@ class Interleave(Order):
 #: Every order's class, by name.
 ORDER_CLASSES: dict[str, type[Order]] = {
     cls.name: cls for cls in (Piles, Naive, Py1s, Py2s, Py1b, Py1br, Py1e, Buffer, Interleave)
-}
-#: The options of each order that go into its stream (:class:`OrderOptions`): its fields but the lanes, and ``Piles``'
-#: budget, which is its own.
-ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
-    name: tuple(option.name for option in _option_fields(cls) if option.name != "budget")
-    for name, cls in ORDER_CLASSES.items()
 }
 
 
@@ -316,11 +303,12 @@ def parse_order(order: object) -> Order:
             f"Expected order to be one of {sorted(ORDER_CLASSES)}. Got {order!r} instead.", parameter="order"
         )
     chosen = ORDER_CLASSES[order]
-    if ORDER_OPTIONS[order]:
-        spelled = f"ds.orders.{chosen.__name__}({', '.join(f'{option}=...' for option in ORDER_OPTIONS[order])})"
+    needed = [option.name for option in fields(chosen) if option.default is MISSING]
+    if needed:
+        spelled = f"ds.orders.{chosen.__name__}({', '.join(f'{option}=...' for option in needed)})"
         raise DaskShuffleValueError(
             f"Expected order={spelled}, with its options. Got order={order!r} instead; the order "
-            f"{order!r} needs {', '.join(ORDER_OPTIONS[order])}.",
+            f"{order!r} needs {', '.join(needed)}.",
             parameter="order",
         )
     return chosen()

@@ -1,13 +1,14 @@
 """The orders a :class:`~daskshuffle.PileLoader` can yield an epoch in: one pure function each, in :data:`ORDERS`.
 
-Each is an :data:`~daskshuffle.epochs._epoch_order.OrderFunction`: the store row at every position of
-the epoch's stream, and where the loader's reads start. ``"naive"``, MosaicML Streaming's orders and
+Each is an :data:`OrderFunction` of the order's object: the store row at every position of the
+epoch's stream, and where the loader's reads start. ``"naive"``, MosaicML Streaming's orders and
 tf.data's buffer orders; the loader's own, ``"piles"``, is :mod:`daskshuffle.epochs._unit_plan`.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -16,14 +17,13 @@ from ._epoch_order import (
     READ_GAP,
     EpochOrder,
     IntArray,
-    OrderFunction,
-    OrderOptions,
     block_cuts,
     cut_bounds,
     sample_space,
     shuffle_units,
 )
 from ._epoch_plan import epoch_pile_order, stream_rows
+from ._order_classes import Buffer, Interleave, Order, Py1b, Py1br, Py1e
 
 __all__ = [
     "ORDERS",
@@ -40,34 +40,29 @@ __all__ = [
 ]
 
 
-def whole_piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
-    """Piles in a random order, each shuffled whole (a read per pile): the first shuffle of :func:`py2s`."""
-    rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
-    ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
-    return EpochOrder(rows, cut_bounds([0], ends))
-
-
-def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """A uniform permutation of all rows: each division reads, at once, every pile it has a row of."""
     return EpochOrder(make_rng(seed, "order-naive", epoch).permutation(int(offsets[-1])).astype(np.int64), divisions)
 
 
-def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order, cut between divisions, each part shuffled alone (a boundary pile's parts in stored order)."""
     space, ends = sample_space(offsets, seed, epoch)
     return shuffle_units(space, cut_bounds([0], ends, divisions), seed, "order-py1s", epoch)
 
 
-def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
-    first = whole_piles(offsets, seed, epoch, divisions, options)
-    return shuffle_units(first.rows, cut_bounds(first.bounds, divisions), seed, "order-py2s", epoch)
+    rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))  # the piles in the epoch's order, each shuffled
+    ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
+    return shuffle_units(rows, cut_bounds([0], ends, divisions), seed, "order-py2s", epoch)
 
 
-def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order, each division cut into blocks of ``shuffle_block_size`` rows, each block shuffled."""
+    assert isinstance(order, Py1b)
     space, _ = sample_space(offsets, seed, epoch)
-    return shuffle_units(space, block_cuts(divisions, int(options.shuffle_block_size or 1)), seed, "order-py1b", epoch)
+    return shuffle_units(space, block_cuts(divisions, order.shuffle_block_size), seed, "order-py1b", epoch)
 
 
 def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntArray:
@@ -83,10 +78,11 @@ def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntA
     return cut_bounds([0], *cuts)
 
 
-def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """py1b with blocks of random sizes in ``[0.75, 1.25) * shuffle_block_size``, staggered between divisions."""
+    assert isinstance(order, Py1br)
     space, _ = sample_space(offsets, seed, epoch)
-    bounds = py1br_bounds(divisions, int(options.shuffle_block_size or 1), seed, epoch)
+    bounds = py1br_bounds(divisions, order.shuffle_block_size, seed, epoch)
     return shuffle_units(space, bounds, seed, "order-py1br", epoch)
 
 
@@ -108,9 +104,10 @@ def py1e_ranges(
     return space, np.repeat(low, sizes), np.repeat(high, sizes)
 
 
-def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Each pile's rows spread at random over its range extended to ``shuffle_block_size`` rows, in each division."""
-    block = int(options.shuffle_block_size or 1)
+    assert isinstance(order, Py1e)
+    block = order.shuffle_block_size
     space, low, high = py1e_ranges(offsets, seed, epoch, divisions, block)
     keys = low + (high - low) * make_rng(seed, "order-py1e", epoch).random(len(space))
     rows = np.empty_like(space)
@@ -181,13 +178,15 @@ def interleave_stream(files: list[IntArray], cycle_length: int) -> IntArray:
     return np.asarray(out, dtype=np.int64)
 
 
-def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order through a shuffle buffer of ``buffer_size`` rows per division ("buffer", "interleave").
 
     Each pile in stored order, or, with ``cycle_length`` ("interleave"), that many piles at a time read a
     row each in turn (:func:`interleave_stream`).
     """
-    size, cycle = int(options.buffer_size or 1), options.cycle_length
+    assert isinstance(order, Buffer | Interleave)
+    size = order.buffer_size
+    cycle = order.cycle_length if isinstance(order, Interleave) else None
     purpose = "order-buffer" if cycle is None else "order-interleave"
     space, ends = sample_space(offsets, seed, epoch)
     rows = np.empty_like(space)
@@ -200,6 +199,8 @@ def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, option
     return EpochOrder(rows, block_cuts(divisions, BUFFERS_PER_UNIT * size))
 
 
+#: An order's function: the offsets of the piles, the seed, the epoch, the divisions, and the order with its options.
+OrderFunction = Callable[[IntArray, int, int, IntArray, Order], EpochOrder]
 #: Every order but the loader's own (``"piles"``, units in groups), by name: one pure function each, with one signature.
 ORDERS: dict[str, OrderFunction] = {
     "naive": naive,
