@@ -34,9 +34,8 @@ import tracemalloc
 import numpy as np
 
 from daskshuffle import quality
-from daskshuffle.epochs._epoch_order import division_cuts, unit_reads
 from daskshuffle.epochs._order_classes import ORDER_CLASSES
-from daskshuffle.epochs._orders import ORDERS, READ_GAPS
+from daskshuffle.epochs._orders import ORDERS, READ_GAPS, division_cuts, unit_reads
 from daskshuffle.epochs._unit_plan import unit_excess
 from daskshuffle.orders import Piles
 from daskshuffle.quality import orders

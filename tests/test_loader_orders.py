@@ -18,9 +18,8 @@ from simulate import unit_stream
 from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleValueError, PileLoader, orders
-from daskshuffle.epochs._epoch_order import division_cuts, unit_reads
 from daskshuffle.epochs._order_classes import ORDER_CLASSES
-from daskshuffle.epochs._orders import ORDERS, READ_GAPS
+from daskshuffle.epochs._orders import ORDERS, READ_GAPS, division_cuts, unit_reads
 from daskshuffle.loader._order_reads import OrderReads
 from daskshuffle.loader._reads import LoaderReads
 from daskshuffle.readers import PileReader, open_pile_reader

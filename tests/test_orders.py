@@ -14,7 +14,6 @@ from hypothesis import given, settings, strategies as st
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
 from daskshuffle._random import make_rng
-from daskshuffle.epochs._epoch_order import division_cuts, unit_reads
 from daskshuffle.epochs._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share
 from daskshuffle.epochs._order_classes import (
     ORDER_CLASSES,
@@ -31,9 +30,11 @@ from daskshuffle.epochs._order_classes import (
 from daskshuffle.epochs._orders import (
     ORDERS,
     buffer_stream,
+    division_cuts,
     interleave_stream,
     py1br_bounds,
     py1e_ranges,
+    unit_reads,
 )
 from daskshuffle.quality import orders, report
 

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
+from ._epoch_plan import IntArray
 
 __all__ = [
     "apart",
@@ -29,8 +30,6 @@ __all__ = [
     "unit_rows_for",
     "unit_sizes",
 ]
-
-IntArray = NDArray[np.int64]
 
 #: Bytes a read of a unit may take per byte of rows, at most, where a variable's chunks hold more rows than a unit.
 READ_OVERHEAD = 1.25
