@@ -1,6 +1,8 @@
 """The orders as objects, each carrying its own options: what ``PileLoader(order=...)`` takes.
 
-Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` makes one from what a user passes.
+Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` makes one from what a user passes, and
+:func:`check_combination` refuses, in one function before any store opens, every combination of an
+order with a loader's other settings that cannot be read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "Py1e",
     "Py1s",
     "Py2s",
+    "check_combination",
     "parse_order",
 ]
 
@@ -312,3 +315,54 @@ def parse_order(order: object) -> Order:
             parameter="order",
         )
     return chosen()
+
+
+def check_combination(
+    order: Order,
+    *,
+    n_streams: int | None = None,
+    world_size: int = 1,
+    batch_size: int = 1,
+    batch_format: str = "numpy",
+) -> None:
+    """Refuse a combination of a loader's settings that cannot be read.
+
+    ``n_streams`` is the stores of a mixture (``None`` for a plain store).
+
+    Examples
+    --------
+    >>> check_combination(Piles(n_lanes=8), world_size=2, batch_size=64)
+    >>> check_combination(Py1s(), n_streams=2)
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.DaskShuffleValueError: Expected order='piles' ... Got order='py1s' instead; ...
+    """
+    n_lanes = world_size if order.n_lanes is None else order.n_lanes  # no lanes: a rank is one lane
+    if n_lanes % world_size:
+        raise DaskShuffleValueError(
+            f"Expected n_lanes to be a multiple of world_size={world_size}. Got n_lanes={n_lanes} instead; each rank "
+            "reads whole lanes: choose n_lanes as a multiple of every world size the run may use (8 serves 1, 2, 4 "
+            "and 8 ranks).",
+            parameter="n_lanes",
+        )
+    per_rank = n_lanes // world_size
+    if batch_size % per_rank:
+        raise DaskShuffleValueError(
+            f"Expected batch_size to be a multiple of n_lanes / world_size = {per_rank}. Got batch_size={batch_size} "
+            "instead; a rank's batch is a micro-batch of each of its lanes.",
+            parameter="batch_size",
+        )
+    if order.n_lanes is not None and batch_format != "numpy":
+        raise DaskShuffleValueError(
+            f"Expected batch_format='numpy' with n_lanes. Got {batch_format!r} instead; lanes' micro-batches are "
+            "joined as numpy arrays.",
+            parameter="batch_format",
+        )
+    if n_streams is not None and (order.name != "piles" or batch_format == "xarray"):
+        given = f"order={order.name!r}" if order.name != "piles" else f"batch_format={batch_format!r}"
+        raise DaskShuffleValueError(
+            "Expected order='piles' (ds.orders.Piles()) and a batch_format other than 'xarray' with several "
+            f"streams. Got {given} instead; a mixture deals the units of its stores into groups, as "
+            "order='piles' reads one store.",
+            parameter="store",
+        )
