@@ -34,9 +34,8 @@ import tracemalloc
 import numpy as np
 
 from daskshuffle import quality
-from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_reads
 from daskshuffle.epochs._order_classes import ORDER_CLASSES
-from daskshuffle.epochs._orders import ORDERS, READ_GAPS
+from daskshuffle.epochs._orders import ORDERS, READ_GAPS, division_cuts, unit_reads
 from daskshuffle.epochs._unit_plan import unit_excess
 from daskshuffle.orders import Piles
 from daskshuffle.quality import orders
@@ -73,10 +72,10 @@ def loader_orders(n: int, budget: int, batch_size: int, unit_rows: int) -> None:
             largest, per_row = max(unit_rows, budget // unit_rows * unit_rows), 1.0
         else:
             offsets = np.linspace(0, n, n_piles + 1).astype(np.int64)  # the store's shape; pile sizes barely matter
-            order = ORDERS[name](offsets, 0, 1, division_cuts(n, 1, n), OrderOptions(**options))
+            epoch_order = ORDERS[name](offsets, 0, 1, division_cuts(n, 1, n), order)
             sizes = [
-                sum(b - a for a, b in unit_reads(order.rows[u:v], READ_GAPS[name])[0])
-                for u, v in itertools.pairwise(order.bounds.tolist())
+                sum(b - a for a, b in unit_reads(epoch_order.rows[u:v], READ_GAPS[name])[0])
+                for u, v in itertools.pairwise(epoch_order.bounds.tolist())
             ]
             largest, per_row = max(sizes), sum(sizes) / n
         failed = ", ".join(

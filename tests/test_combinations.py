@@ -1,7 +1,7 @@
 """Every combination of loader settings that cannot be read is refused in one place, before any store is opened.
 
 Each case goes through ``PileLoader`` with stores that do not exist: the combination is refused by
-:func:`~daskshuffle.epochs._combinations.check_combination` before the loader looks for them.
+:func:`~daskshuffle.epochs._order_classes.check_combination` before the loader looks for them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import pytest
 
 import daskshuffle as ds
 from daskshuffle import DaskShuffleValueError, PileLoader
-from daskshuffle.epochs._combinations import check_combination
-from daskshuffle.epochs._order_classes import Naive, Piles, Py1b
+from daskshuffle.epochs._order_classes import Naive, Piles, Py1b, check_combination
 
 #: (keywords of PileLoader, the parameter the error names, what the message says). ``MIXTURE`` stands for two stores.
 REFUSED = [

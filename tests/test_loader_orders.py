@@ -18,19 +18,14 @@ from simulate import unit_stream
 from test_pile_stores import KINDS, N_ROWS, SEED
 
 from daskshuffle import DaskShuffleValueError, PileLoader, orders
-from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_reads
-from daskshuffle.epochs._order_classes import ORDER_CLASSES, ORDER_OPTIONS
-from daskshuffle.epochs._orders import ORDERS, READ_GAPS
+from daskshuffle.epochs._order_classes import ORDER_CLASSES
+from daskshuffle.epochs._orders import ORDERS, READ_GAPS, division_cuts, unit_reads
 from daskshuffle.loader._order_reads import OrderReads
 from daskshuffle.loader._reads import LoaderReads
 from daskshuffle.readers import PileReader, open_pile_reader
 
 BATCH = 50
 VALUES = {"shuffle_block_size": 300, "buffer_size": 60, "cycle_length": 3}
-
-
-def options(name: str) -> dict[str, int]:
-    return {option: VALUES[option] for option in ORDER_OPTIONS[name]}
 
 
 #: ``order="piles"``, with a budget of 400 rows (of 26 bytes): units
@@ -45,7 +40,10 @@ def order(name: str) -> orders.Order:
     """The order ``name`` with the options of :data:`VALUES` it needs; "piles" (:data:`UNITS`) with a small budget."""
     if name in (UNITS, "piles"):
         return orders.Piles(budget=UNITS_BUDGET)
-    return ORDER_CLASSES[name](**options(name))
+    chosen = ORDER_CLASSES[name]
+    return chosen(
+        **{option.name: VALUES[option.name] for option in dataclasses.fields(chosen) if option.name in VALUES}
+    )
 
 
 @pytest.fixture(scope="module", params=["zarr", "xarray", "parquet"])
@@ -77,7 +75,7 @@ def planned(store: tuple[str, np.ndarray], name: str, epoch: int, n_divisions: i
         return store[1][unit_stream(N_ROWS, unit_rows, group_rows, SEED, epoch)]
     offsets = open_pile_reader(store[0]).pile_offsets
     divisions = division_cuts(N_ROWS, n_divisions, share)
-    return store[1][ORDERS[name](offsets, SEED, epoch, divisions, OrderOptions(**options(name))).rows]
+    return store[1][ORDERS[name](offsets, SEED, epoch, divisions, order(name)).rows]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -141,11 +139,11 @@ def test_each_order_reads_a_bounded_share_of_the_store(store: tuple[str, np.ndar
     offsets = open_pile_reader(store[0]).pile_offsets
     bounds = {"piles": 1.0, "naive": 1.0, "py1s": 1.0, "py2s": 1.0, "py1b": 1.0, "py1br": 1.0}
     for name in ORDERS:
-        order = ORDERS[name](offsets, SEED, 0, division_cuts(N_ROWS, 1, N_ROWS), OrderOptions(**options(name)))
+        epoch_order = ORDERS[name](offsets, SEED, 0, division_cuts(N_ROWS, 1, N_ROWS), order(name))
         read = sum(
             b - a
-            for u, v in itertools.pairwise(order.bounds.tolist())
-            for a, b in unit_reads(order.rows[u:v], READ_GAPS[name])[0]
+            for u, v in itertools.pairwise(epoch_order.bounds.tolist())
+            for a, b in unit_reads(epoch_order.rows[u:v], READ_GAPS[name])[0]
         )
         assert N_ROWS <= read <= bounds.get(name, 3.0) * N_ROWS, name
 
@@ -252,7 +250,7 @@ def _inside(thread: threading.Thread, function: str) -> bool:
 
 def test_two_threads_asking_for_an_epoch_at_once_make_its_order_once() -> None:
     offsets = np.arange(0, 10_001, 1_000, dtype=np.int64)
-    units = OrderReads("naive", OrderOptions(), offsets, SEED, division_cuts(10_000, 1, 10_000))
+    units = OrderReads(ORDER_CLASSES["naive"](), offsets, SEED, division_cuts(10_000, 1, 10_000))
     made: list[int] = []
     draw = units.draw
 
@@ -286,7 +284,7 @@ def test_two_threads_asking_for_an_epoch_at_once_make_its_order_once() -> None:
 
 def test_an_order_that_fails_is_made_again_when_asked_again() -> None:
     offsets = np.arange(0, 101, 10, dtype=np.int64)
-    units = OrderReads("naive", OrderOptions(), offsets, SEED, division_cuts(100, 1, 100))
+    units = OrderReads(orders.Naive(), offsets, SEED, division_cuts(100, 1, 100))
     draw, calls = units.draw, []
 
     def failing_once(epoch: int) -> object:

@@ -14,25 +14,27 @@ from hypothesis import given, settings, strategies as st
 
 from daskshuffle import DaskShuffleTypeError, DaskShuffleValueError
 from daskshuffle._random import make_rng
-from daskshuffle.epochs._epoch_order import OrderOptions, division_cuts, unit_reads
-from daskshuffle.epochs._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share, stream_rows
+from daskshuffle.epochs._epoch_plan import epoch_pile_order, plan_batches, rank_range, rank_share
 from daskshuffle.epochs._order_classes import (
     ORDER_CLASSES,
-    ORDER_OPTIONS,
     Buffer,
     Interleave,
+    Naive,
+    Order,
     Piles,
     Py1b,
+    Py1s,
     Py2s,
     parse_order,
 )
 from daskshuffle.epochs._orders import (
     ORDERS,
     buffer_stream,
+    division_cuts,
     interleave_stream,
     py1br_bounds,
     py1e_ranges,
-    whole_piles,
+    unit_reads,
 )
 from daskshuffle.quality import orders, report
 
@@ -45,9 +47,18 @@ def offsets_of(sizes: list[int]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-def options_for(name: str, size: int = 16, cycle: int = 3) -> OrderOptions:
+def order_for(name: str, size: int = 16, cycle: int = 3) -> Order:
+    """The order ``name`` with blocks and buffers of ``size`` rows, and ``cycle`` piles interleaved."""
     values = {"shuffle_block_size": size, "buffer_size": size, "cycle_length": cycle}
-    return OrderOptions(**{option: values[option] for option in ORDER_OPTIONS[name]})
+    chosen = ORDER_CLASSES[name]
+    return chosen(
+        **{option.name: values[option.name] for option in dataclasses.fields(chosen) if option.name in values}
+    )
+
+
+def needed(chosen: type[Order]) -> list[str]:
+    """The options ``chosen`` must be given."""
+    return [option.name for option in dataclasses.fields(chosen) if option.default is dataclasses.MISSING]
 
 
 def space_of(offsets: np.ndarray, seed: int, epoch: int) -> np.ndarray:
@@ -68,12 +79,12 @@ def test_every_order_is_a_permutation_cut_into_units_within_divisions(
     offsets = offsets_of(sizes)
     n = int(offsets[-1])
     divisions = division_cuts(n, n_divisions, n // n_divisions)
-    order = ORDERS[name](offsets, seed, epoch, divisions, options_for(name, size))
+    order = ORDERS[name](offsets, seed, epoch, divisions, order_for(name, size))
     np.testing.assert_array_equal(np.sort(order.rows), np.arange(n))
     assert order.bounds[0] == 0 and order.bounds[-1] == n and (np.diff(order.bounds) > 0).all()
     if name != "piles":  # the loader's own order is cut between ranks by the plan, as it always was
         assert set(divisions.tolist()) <= set(order.bounds.tolist()), "no unit straddles a division"
-    again = ORDERS[name](offsets, seed, epoch, divisions, options_for(name, size))
+    again = ORDERS[name](offsets, seed, epoch, divisions, order_for(name, size))
     np.testing.assert_array_equal(order.rows, again.rows)
     np.testing.assert_array_equal(order.bounds, again.bounds)
 
@@ -82,15 +93,9 @@ def test_every_order_is_a_permutation_cut_into_units_within_divisions(
 def test_every_order_changes_with_the_epoch_and_the_seed(name: str) -> None:
     offsets = offsets_of([100] * 10)
     divisions = division_cuts(1000, 2, 500)
-    options = options_for(name, 64, 3)
-    first, second, other = (ORDERS[name](offsets, s, e, divisions, options).rows for s, e in [(1, 0), (1, 1), (0, 1)])
+    order = order_for(name, 64, 3)
+    first, second, other = (ORDERS[name](offsets, s, e, divisions, order).rows for s, e in [(1, 0), (1, 1), (0, 1)])
     assert not np.array_equal(first, second) and not np.array_equal(second, other)
-
-
-def test_whole_piles_are_the_stream_of_shuffled_piles() -> None:
-    offsets = offsets_of([5, 0, 9, 7])
-    order = whole_piles(offsets, 4, 2, division_cuts(21, 2, 10), OrderOptions())
-    np.testing.assert_array_equal(order.rows, stream_rows(offsets, 4, 2, 0, 21))
 
 
 # -- what each order is --------------------------------------------------------------------------
@@ -100,13 +105,13 @@ DIVISIONS = division_cuts(1000, 3, 333)
 
 
 def test_naive_is_uniform_and_the_loaders_piles_are_too_within_an_epoch() -> None:
-    rows = ORDERS["naive"](offsets_of([10_000] * 10), 7, 0, division_cuts(100_000, 1, 100_000), OrderOptions()).rows
+    rows = ORDERS["naive"](offsets_of([10_000] * 10), 7, 0, division_cuts(100_000, 1, 100_000), Naive()).rows
     table = report(rows, batch_size=256)
     assert set(table["verdict"]) == {"as uniform"}, table
 
 
 def test_py1s_shuffles_each_part_of_a_pile_alone_and_cuts_boundary_piles_in_stored_order() -> None:
-    order = ORDERS["py1s"](OFFSETS, 5, 1, DIVISIONS, OrderOptions())
+    order = ORDERS["py1s"](OFFSETS, 5, 1, DIVISIONS, Py1s())
     space = space_of(OFFSETS, 5, 1)
     for a, b in itertools.pairwise(order.bounds.tolist()):
         assert sorted(order.rows[a:b].tolist()) == sorted(space[a:b].tolist())
@@ -119,7 +124,7 @@ def test_py2s_gives_a_boundary_piles_parts_random_rows_where_py1s_gives_stored_r
     offsets = offsets_of([1000, 1000])
     divisions = division_cuts(2000, 4, 500)  # every pile is cut in two
     for name, contiguous in (("py1s", True), ("py2s", False)):
-        order = ORDERS[name](offsets, 2, 0, divisions, OrderOptions())
+        order = ORDERS[name](offsets, 2, 0, divisions, ORDER_CLASSES[name]())
         for a, b in itertools.pairwise(divisions.tolist()):
             part = np.sort(order.rows[a:b])
             assert bool(part[-1] - part[0] == b - a - 1) == contiguous, name
@@ -128,7 +133,7 @@ def test_py2s_gives_a_boundary_piles_parts_random_rows_where_py1s_gives_stored_r
 @pytest.mark.parametrize("name", ["py1b", "py1br"])
 def test_py1b_blocks_take_their_rows_from_their_own_piles_only(name: str) -> None:
     block = 250
-    order = ORDERS[name](OFFSETS, 9, 3, DIVISIONS, OrderOptions(shuffle_block_size=block))
+    order = ORDERS[name](OFFSETS, 9, 3, DIVISIONS, order_for(name, block))
     space = space_of(OFFSETS, 9, 3)
     mixed = 0
     for a, b in itertools.pairwise(order.bounds.tolist()):
@@ -137,7 +142,7 @@ def test_py1b_blocks_take_their_rows_from_their_own_piles_only(name: str) -> Non
         mixed += len(set((np.searchsorted(OFFSETS, order.rows[a:b], side="right") - 1).tolist())) > 1
     assert mixed >= 3, "blocks larger than piles mix piles"
     assert (
-        np.diff(ORDERS["py1b"](OFFSETS, 9, 3, division_cuts(1000, 1, 1000), OrderOptions(block)).bounds)[:-1] == block
+        np.diff(ORDERS["py1b"](OFFSETS, 9, 3, division_cuts(1000, 1, 1000), Py1b(block)).bounds)[:-1] == block
     ).all()
 
 
@@ -154,7 +159,7 @@ def test_py1br_block_sizes_vary_and_are_staggered_between_divisions() -> None:
 def test_py1e_puts_each_row_within_its_piles_extended_range() -> None:
     """Sorting random keys of the extended ranges moves a row at most half a block and a pile past its range."""
     block, seed, epoch = 300, 4, 2
-    order = ORDERS["py1e"](OFFSETS, seed, epoch, DIVISIONS, OrderOptions(shuffle_block_size=block))
+    order = ORDERS["py1e"](OFFSETS, seed, epoch, DIVISIONS, order_for("py1e", block))
     space, low, high = py1e_ranges(OFFSETS, seed, epoch, DIVISIONS, block)
     position = np.empty(1000, dtype=np.int64)
     position[order.rows] = np.arange(1000)
@@ -169,7 +174,7 @@ def test_py1e_puts_each_row_within_its_piles_extended_range() -> None:
 @pytest.mark.parametrize("name", ["buffer", "interleave"])
 def test_a_buffer_never_yields_a_row_more_than_buffer_size_positions_early(name: str) -> None:
     size = 50
-    order = ORDERS[name](OFFSETS, 1, 0, DIVISIONS, options_for(name, size, 3))
+    order = ORDERS[name](OFFSETS, 1, 0, DIVISIONS, order_for(name, size, 3))
     position = np.empty(1000, dtype=np.int64)
     position[order.rows] = np.arange(1000)
     if name == "buffer":
@@ -269,11 +274,16 @@ def test_parse_order_takes_orders_and_the_names_of_those_that_need_no_options() 
 
 
 def test_orders_check_their_options_and_carry_them() -> None:
-    assert Interleave(cycle_length=2, buffer_size=10).options == OrderOptions(None, 10, 2)
+    made = Interleave(cycle_length=2, buffer_size=10)
+    assert (made.cycle_length, made.buffer_size) == (2, 10)
     assert {name: cls.name for name, cls in ORDER_CLASSES.items()} == {name: name for name in [*ORDERS, "piles"]}
-    fields = {name: {field.name for field in dataclasses.fields(cls)} for name, cls in ORDER_CLASSES.items()}
-    own = {name: set(options) for name, options in ORDER_OPTIONS.items()} | {"piles": {"budget"}}
-    assert fields == {name: options | {"n_lanes"} for name, options in own.items()}  # every order takes the lanes
+    assert {name: needed(cls) for name, cls in ORDER_CLASSES.items() if needed(cls)} == {
+        "py1b": ["shuffle_block_size"],
+        "py1br": ["shuffle_block_size"],
+        "py1e": ["shuffle_block_size"],
+        "buffer": ["buffer_size"],
+        "interleave": ["cycle_length", "buffer_size"],
+    }
     assert Piles().budget == "auto" and Piles("1KiB").budget == 1024 and Piles(budget=4096).budget == 4096
     with pytest.raises(DaskShuffleValueError, match="Expected budget to be a size"):
         Piles("lots")
@@ -288,9 +298,9 @@ def test_orders_check_their_options_and_carry_them() -> None:
 
 def test_every_order_takes_lanes_by_keyword() -> None:
     """Lanes cut any order into streams: an option of every order, checked when the order is made."""
-    for name, cls in ORDER_CLASSES.items():
-        made = cls(**{option: 4 for option in ORDER_OPTIONS[name]}, n_lanes=8)
-        assert made.n_lanes == 8 and made.options == cls(**{option: 4 for option in ORDER_OPTIONS[name]}).options
+    for cls in ORDER_CLASSES.values():
+        made = cls(**dict.fromkeys(needed(cls), 4), n_lanes=8)
+        assert made.n_lanes == 8 and dataclasses.replace(made, n_lanes=None) == cls(**dict.fromkeys(needed(cls), 4))
         assert repr(made).endswith("n_lanes=8)") and "n_lanes" not in repr(dataclasses.replace(made, n_lanes=None))
         assert made != dataclasses.replace(made, n_lanes=4)
     assert Piles("2MiB", n_lanes=8) == Piles(budget=2**21, n_lanes=8)
@@ -334,7 +344,7 @@ def test_the_plan_cuts_an_orders_units_between_ranks_and_batches_exactly(
     offsets = offsets_of(sizes)
     n = int(offsets[-1])
     share = rank_share(n, n_ranks, batch, drop_last)
-    order = ORDERS[name](offsets, seed, 1, division_cuts(n, n_ranks, share), options_for(name, 12))
+    order = ORDERS[name](offsets, seed, 1, division_cuts(n, n_ranks, share), order_for(name, 12))
     for rank in range(n_ranks):
         start, stop = rank_range(n, n_ranks, rank, batch, drop_last)
         plan = plan_batches(order.bounds, (start, stop), batch)

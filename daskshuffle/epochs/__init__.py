@@ -3,8 +3,6 @@
 Exports what the loader, the quality measures and ``torch.py`` use.
 """
 
-from ._combinations import check_combination
-from ._epoch_order import EpochOrder, OrderOptions, division_cuts, unit_reads
 from ._epoch_plan import (
     BatchPlan,
     lane_ranges,
@@ -14,8 +12,8 @@ from ._epoch_plan import (
     rank_share,
     split_batches,
 )
-from ._order_classes import Order, OrderName, Piles, parse_order
-from ._orders import ORDERS, READ_GAPS, buffer_stream, interleave_stream
+from ._order_classes import Order, OrderName, Piles, check_combination, parse_order
+from ._orders import ORDERS, READ_GAPS, EpochOrder, buffer_stream, division_cuts, interleave_stream, unit_reads
 from ._streams import Stream, epoch_counts, parse_streams, stream_offsets
 from ._unit_plan import (
     apart,
@@ -36,7 +34,6 @@ __all__ = [
     "EpochOrder",
     "Order",
     "OrderName",
-    "OrderOptions",
     "Piles",
     "Stream",
     "apart",

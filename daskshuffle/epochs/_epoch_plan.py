@@ -19,6 +19,7 @@ from .._random import make_rng
 
 __all__ = [
     "BatchPlan",
+    "IntArray",
     "epoch_pile_order",
     "lane_ranges",
     "n_batches",

@@ -1,19 +1,19 @@
 """The orders as objects, each carrying its own options: what ``PileLoader(order=...)`` takes.
 
-Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` makes one from what a user passes.
+Re-exported by :mod:`daskshuffle.orders`; :func:`parse_order` makes one from what a user passes, and
+:func:`check_combination` refuses, in one function before any store opens, every combination of an
+order with a loader's other settings that cannot be read.
 """
 
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import ClassVar, Literal
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_nbytes, parse_positive_int
-from ._epoch_order import OrderOptions
 
 __all__ = [
-    "ORDER_OPTIONS",
     "Buffer",
     "Interleave",
     "Naive",
@@ -25,6 +25,7 @@ __all__ = [
     "Py1e",
     "Py1s",
     "Py2s",
+    "check_combination",
     "parse_order",
 ]
 
@@ -73,11 +74,6 @@ class Order:
         shown = [f"{option.name}={getattr(self, option.name)!r}" for option in _option_fields(type(self))]
         lanes = [] if self.n_lanes is None else [f"n_lanes={self.n_lanes!r}"]
         return f"{type(self).__name__}({', '.join(shown + lanes)})"
-
-    @property
-    def options(self) -> OrderOptions:
-        """The order's options that go into its stream; those it does not use are ``None``."""
-        return OrderOptions(**{name: getattr(self, name) for name in ORDER_OPTIONS[self.name]})
 
 
 def _option_fields(order: type[Order]) -> list[Field[object]]:
@@ -206,7 +202,7 @@ class Py1br(Order):
 
     Examples
     --------
-    >>> Py1br(shuffle_block_size=4096).options.shuffle_block_size
+    >>> Py1br(shuffle_block_size=4096).shuffle_block_size
     4096
     """
 
@@ -275,8 +271,8 @@ class Interleave(Order):
 
     Examples
     --------
-    >>> Interleave(cycle_length=4, buffer_size=10_000).options
-    OrderOptions(shuffle_block_size=None, buffer_size=10000, cycle_length=4)
+    >>> Interleave(cycle_length=4, buffer_size=10_000)
+    Interleave(cycle_length=4, buffer_size=10000)
     """
 
     name: ClassVar[str] = "interleave"
@@ -287,12 +283,6 @@ class Interleave(Order):
 #: Every order's class, by name.
 ORDER_CLASSES: dict[str, type[Order]] = {
     cls.name: cls for cls in (Piles, Naive, Py1s, Py2s, Py1b, Py1br, Py1e, Buffer, Interleave)
-}
-#: The options of each order that go into its stream (:class:`OrderOptions`): its fields but the lanes, and ``Piles``'
-#: budget, which is its own.
-ORDER_OPTIONS: dict[str, tuple[str, ...]] = {
-    name: tuple(option.name for option in _option_fields(cls) if option.name != "budget")
-    for name, cls in ORDER_CLASSES.items()
 }
 
 
@@ -316,11 +306,63 @@ def parse_order(order: object) -> Order:
             f"Expected order to be one of {sorted(ORDER_CLASSES)}. Got {order!r} instead.", parameter="order"
         )
     chosen = ORDER_CLASSES[order]
-    if ORDER_OPTIONS[order]:
-        spelled = f"ds.orders.{chosen.__name__}({', '.join(f'{option}=...' for option in ORDER_OPTIONS[order])})"
+    needed = [option.name for option in fields(chosen) if option.default is MISSING]
+    if needed:
+        spelled = f"ds.orders.{chosen.__name__}({', '.join(f'{option}=...' for option in needed)})"
         raise DaskShuffleValueError(
             f"Expected order={spelled}, with its options. Got order={order!r} instead; the order "
-            f"{order!r} needs {', '.join(ORDER_OPTIONS[order])}.",
+            f"{order!r} needs {', '.join(needed)}.",
             parameter="order",
         )
     return chosen()
+
+
+def check_combination(
+    order: Order,
+    *,
+    n_streams: int | None = None,
+    world_size: int = 1,
+    batch_size: int = 1,
+    batch_format: str = "numpy",
+) -> None:
+    """Refuse a combination of a loader's settings that cannot be read.
+
+    ``n_streams`` is the stores of a mixture (``None`` for a plain store).
+
+    Examples
+    --------
+    >>> check_combination(Piles(n_lanes=8), world_size=2, batch_size=64)
+    >>> check_combination(Py1s(), n_streams=2)
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.DaskShuffleValueError: Expected order='piles' ... Got order='py1s' instead; ...
+    """
+    n_lanes = world_size if order.n_lanes is None else order.n_lanes  # no lanes: a rank is one lane
+    if n_lanes % world_size:
+        raise DaskShuffleValueError(
+            f"Expected n_lanes to be a multiple of world_size={world_size}. Got n_lanes={n_lanes} instead; each rank "
+            "reads whole lanes: choose n_lanes as a multiple of every world size the run may use (8 serves 1, 2, 4 "
+            "and 8 ranks).",
+            parameter="n_lanes",
+        )
+    per_rank = n_lanes // world_size
+    if batch_size % per_rank:
+        raise DaskShuffleValueError(
+            f"Expected batch_size to be a multiple of n_lanes / world_size = {per_rank}. Got batch_size={batch_size} "
+            "instead; a rank's batch is a micro-batch of each of its lanes.",
+            parameter="batch_size",
+        )
+    if order.n_lanes is not None and batch_format != "numpy":
+        raise DaskShuffleValueError(
+            f"Expected batch_format='numpy' with n_lanes. Got {batch_format!r} instead; lanes' micro-batches are "
+            "joined as numpy arrays.",
+            parameter="batch_format",
+        )
+    if n_streams is not None and (order.name != "piles" or batch_format == "xarray"):
+        given = f"order={order.name!r}" if order.name != "piles" else f"batch_format={batch_format!r}"
+        raise DaskShuffleValueError(
+            "Expected order='piles' (ds.orders.Piles()) and a batch_format other than 'xarray' with several "
+            f"streams. Got {given} instead; a mixture deals the units of its stores into groups, as "
+            "order='piles' reads one store.",
+            parameter="store",
+        )

@@ -1,73 +1,137 @@
 """The orders a :class:`~daskshuffle.PileLoader` can yield an epoch in: one pure function each, in :data:`ORDERS`.
 
-Each is an :data:`~daskshuffle.epochs._epoch_order.OrderFunction`: the store row at every position of
-the epoch's stream, and where the loader's reads start. ``"naive"``, MosaicML Streaming's orders and
-tf.data's buffer orders; the loader's own, ``"piles"``, is :mod:`daskshuffle.epochs._unit_plan`.
+Each is an :data:`OrderFunction` of the order's object: the store row at every position of the
+epoch's stream (an :class:`EpochOrder`), and where the loader's reads start. ``"naive"``, MosaicML
+Streaming's orders and tf.data's buffer orders; the loader's own, ``"piles"``, is
+:mod:`daskshuffle.epochs._unit_plan`. An epoch's *sample space* is the piles end to end in the
+epoch's visiting order, each in stored order (:func:`sample_space`).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .._random import make_rng
-from ._epoch_order import (
-    READ_GAP,
-    EpochOrder,
-    IntArray,
-    OrderFunction,
-    OrderOptions,
-    block_cuts,
-    cut_bounds,
-    sample_space,
-    shuffle_units,
-)
-from ._epoch_plan import epoch_pile_order, stream_rows
+from ._epoch_plan import IntArray, epoch_pile_order, stream_rows
+from ._order_classes import Buffer, Interleave, Order, Py1b, Py1br, Py1e
 
 __all__ = [
     "ORDERS",
     "READ_GAPS",
-    "buffer",
+    "EpochOrder",
     "buffer_stream",
+    "division_cuts",
     "interleave_stream",
-    "naive",
-    "py1b",
-    "py1br",
-    "py1e",
-    "py1s",
-    "py2s",
+    "unit_reads",
 ]
 
-
-def whole_piles(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
-    """Piles in a random order, each shuffled whole (a read per pile): the first shuffle of :func:`py2s`."""
-    rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))
-    ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
-    return EpochOrder(rows, cut_bounds([0], ends))
+#: Rows between two needed rows up to which a unit reads them in one run rather than two.
+READ_GAP = 256
 
 
-def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+class EpochOrder(NamedTuple):
+    """An epoch's stream: ``rows[i]`` is the store row at position ``i``; reads start at ``bounds``.
+
+    ``bounds`` runs from 0 to the number of rows; a unit ``bounds[u]:bounds[u + 1]``
+    is read and held at once, and never straddles a division.
+    """
+
+    rows: IntArray
+    bounds: IntArray
+
+
+def division_cuts(n_rows: int, n_divisions: int, share: int) -> IntArray:
+    """The cuts of an epoch's stream between ``n_divisions`` ranks (or lanes) of ``share`` rows, and the tail.
+
+    Examples
+    --------
+    >>> division_cuts(10, 3, 3).tolist()
+    [0, 3, 6, 9, 10]
+    >>> division_cuts(9, 3, 3).tolist()
+    [0, 3, 6, 9]
+    """
+    return np.unique(np.append(np.arange(n_divisions + 1, dtype=np.int64) * share, n_rows)).astype(np.int64)
+
+
+def sample_space(pile_offsets: IntArray, seed: int, epoch: int) -> tuple[IntArray, IntArray]:
+    """The sample space: store rows of the piles in the epoch's visiting order, and where each pile ends."""
+    visit = epoch_pile_order(seed, epoch, len(pile_offsets) - 1)
+    sizes = np.diff(pile_offsets)[visit]
+    ends = np.cumsum(sizes).astype(np.int64)
+    shift = np.repeat(pile_offsets[:-1][visit] - (ends - sizes), sizes)
+    return (np.arange(int(pile_offsets[-1]), dtype=np.int64) + shift).astype(np.int64), ends
+
+
+def cut_bounds(*cuts: NDArray[np.integer] | Sequence[int]) -> IntArray:
+    """The distinct positions of all ``cuts``, sorted: the bounds of the units they cut a stream into."""
+    return np.unique(np.concatenate([np.asarray(c, dtype=np.int64) for c in cuts])).astype(np.int64)
+
+
+def shuffle_units(rows: IntArray, bounds: IntArray, seed: int, purpose: str, epoch: int) -> EpochOrder:
+    """``rows`` with each unit ``bounds[u]:bounds[u + 1]`` shuffled, from ``(seed, purpose, epoch, bounds[u])``."""
+    out = rows.copy()
+    for start, stop in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        out[start:stop] = rows[start:stop][make_rng(seed, purpose, epoch, start).permutation(stop - start)]
+    return EpochOrder(out, bounds)
+
+
+def block_cuts(divisions: IntArray, size: int) -> IntArray:
+    """Cuts every ``size`` positions from the start of each division."""
+    return cut_bounds(*[np.arange(a, b, size) for a, b in itertools.pairwise(divisions.tolist())], divisions)
+
+
+def unit_reads(rows: IntArray, gap: int = READ_GAP) -> tuple[list[tuple[int, int]], NDArray[np.intp]]:
+    """The runs of store rows ``[start, stop)`` that hold ``rows``, and where each of ``rows`` is in those runs read end to end.
+
+    Needed rows with at most ``gap`` rows between them are read in one run:
+    fewer, larger reads, for up to ``gap`` rows more per run in memory.
+
+    Examples
+    --------
+    >>> runs, index = unit_reads(np.array([7, 2, 3, 900]))
+    >>> runs, index.tolist()
+    ([(2, 8), (900, 901)], [5, 0, 1, 6])
+    """
+    needed = np.unique(rows)
+    if not len(needed):
+        return [], np.zeros(0, dtype=np.intp)
+    breaks = np.flatnonzero(np.diff(needed) > gap + 1) + 1
+    starts = needed[np.concatenate([[0], breaks])]
+    stops = needed[np.concatenate([breaks - 1, [len(needed) - 1]])] + 1
+    begins = np.concatenate([[0], np.cumsum(stops - starts)[:-1]])
+    run = np.searchsorted(starts, rows, side="right") - 1
+    index = (begins[run] + rows - starts[run]).astype(np.intp)
+    return list(zip(starts.tolist(), stops.tolist(), strict=True)), index
+
+
+def naive(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """A uniform permutation of all rows: each division reads, at once, every pile it has a row of."""
     return EpochOrder(make_rng(seed, "order-naive", epoch).permutation(int(offsets[-1])).astype(np.int64), divisions)
 
 
-def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order, cut between divisions, each part shuffled alone (a boundary pile's parts in stored order)."""
     space, ends = sample_space(offsets, seed, epoch)
     return shuffle_units(space, cut_bounds([0], ends, divisions), seed, "order-py1s", epoch)
 
 
-def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
-    first = whole_piles(offsets, seed, epoch, divisions, options)
-    return shuffle_units(first.rows, cut_bounds(first.bounds, divisions), seed, "order-py2s", epoch)
+    rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))  # the piles in the epoch's order, each shuffled
+    ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
+    return shuffle_units(rows, cut_bounds([0], ends, divisions), seed, "order-py2s", epoch)
 
 
-def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order, each division cut into blocks of ``shuffle_block_size`` rows, each block shuffled."""
+    assert isinstance(order, Py1b)
     space, _ = sample_space(offsets, seed, epoch)
-    return shuffle_units(space, block_cuts(divisions, int(options.shuffle_block_size or 1)), seed, "order-py1b", epoch)
+    return shuffle_units(space, block_cuts(divisions, order.shuffle_block_size), seed, "order-py1b", epoch)
 
 
 def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntArray:
@@ -83,10 +147,11 @@ def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntA
     return cut_bounds([0], *cuts)
 
 
-def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """py1b with blocks of random sizes in ``[0.75, 1.25) * shuffle_block_size``, staggered between divisions."""
+    assert isinstance(order, Py1br)
     space, _ = sample_space(offsets, seed, epoch)
-    bounds = py1br_bounds(divisions, int(options.shuffle_block_size or 1), seed, epoch)
+    bounds = py1br_bounds(divisions, order.shuffle_block_size, seed, epoch)
     return shuffle_units(space, bounds, seed, "order-py1br", epoch)
 
 
@@ -108,9 +173,10 @@ def py1e_ranges(
     return space, np.repeat(low, sizes), np.repeat(high, sizes)
 
 
-def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Each pile's rows spread at random over its range extended to ``shuffle_block_size`` rows, in each division."""
-    block = int(options.shuffle_block_size or 1)
+    assert isinstance(order, Py1e)
+    block = order.shuffle_block_size
     space, low, high = py1e_ranges(offsets, seed, epoch, divisions, block)
     keys = low + (high - low) * make_rng(seed, "order-py1e", epoch).random(len(space))
     rows = np.empty_like(space)
@@ -181,13 +247,15 @@ def interleave_stream(files: list[IntArray], cycle_length: int) -> IntArray:
     return np.asarray(out, dtype=np.int64)
 
 
-def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, options: OrderOptions) -> EpochOrder:
+def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order through a shuffle buffer of ``buffer_size`` rows per division ("buffer", "interleave").
 
     Each pile in stored order, or, with ``cycle_length`` ("interleave"), that many piles at a time read a
     row each in turn (:func:`interleave_stream`).
     """
-    size, cycle = int(options.buffer_size or 1), options.cycle_length
+    assert isinstance(order, Buffer | Interleave)
+    size = order.buffer_size
+    cycle = order.cycle_length if isinstance(order, Interleave) else None
     purpose = "order-buffer" if cycle is None else "order-interleave"
     space, ends = sample_space(offsets, seed, epoch)
     rows = np.empty_like(space)
@@ -200,6 +268,8 @@ def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, option
     return EpochOrder(rows, block_cuts(divisions, BUFFERS_PER_UNIT * size))
 
 
+#: An order's function: the offsets of the piles, the seed, the epoch, the divisions, and the order with its options.
+OrderFunction = Callable[[IntArray, int, int, IntArray, Order], EpochOrder]
 #: Every order but the loader's own (``"piles"``, units in groups), by name: one pure function each, with one signature.
 ORDERS: dict[str, OrderFunction] = {
     "naive": naive,
@@ -213,5 +283,5 @@ ORDERS: dict[str, OrderFunction] = {
 }
 #: Rows a read may take between two rows its unit needs, by order: none for the orders whose units are stretches
 #: of the sample space, read exactly (rows between two of their runs belong to other units), else
-#: :data:`~daskshuffle.epochs._epoch_order.READ_GAP`.
+#: :data:`READ_GAP`.
 READ_GAPS: dict[str, int] = {name: 0 if name in ("py1s", "py1b", "py1br") else READ_GAP for name in ORDERS}

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
+from ._epoch_plan import IntArray
 
 __all__ = [
     "apart",
@@ -29,8 +30,6 @@ __all__ = [
     "unit_rows_for",
     "unit_sizes",
 ]
-
-IntArray = NDArray[np.int64]
 
 #: Bytes a read of a unit may take per byte of rows, at most, where a variable's chunks hold more rows than a unit.
 READ_OVERHEAD = 1.25
@@ -64,14 +63,9 @@ def auto_budget(data_nbytes: float, unit_nbytes: float, least: int, most: int, m
 
 
 def unit_rows_for(
-    chunk_rows: dict[str, int],
-    row_nbytes: dict[str, int],
-    overhead: float = READ_OVERHEAD,
-    *,
-    n_rows: int | None = None,
-    group_rows: int | None = None,
+    chunk_rows: dict[str, int], row_nbytes: dict[str, int], *, n_rows: int | None = None, group_rows: int | None = None
 ) -> int:
-    """The rows of a unit: the fewest chunk rows whose reads cost at most ``overhead`` times the rows' bytes.
+    """The rows of a unit: the fewest chunk rows whose reads cost at most :data:`READ_OVERHEAD` times the rows' bytes.
 
     A unit of ``u`` rows reads ``max(c, u) / u`` times the bytes of a variable in chunks of ``c``
     rows. Given ``n_rows`` and ``group_rows``, the unit then doubles, up to the largest chunk rows,
@@ -92,7 +86,7 @@ def unit_rows_for(
     chosen = largest
     for rows in sorted(set(chunk_rows.values())):
         read = sum(row_nbytes[name] * max(chunks, rows) / rows for name, chunks in chunk_rows.items())
-        if read <= overhead * total:
+        if read <= READ_OVERHEAD * total:
             chosen = int(rows)
             break
     if n_rows is None or group_rows is None:

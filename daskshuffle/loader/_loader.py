@@ -10,6 +10,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any, Literal
 
 import numpy as np
@@ -213,9 +214,9 @@ class PileLoader(LoaderPosition):
             rank=rank,
             world_size=world_size,
             drop_last=drop_last,
-            n_lanes=chosen_order.n_lanes,
             order=chosen_order.name,
-            **chosen_order.options.to_dict(),
+            # The order's options and lanes; Piles' budget is in force as its unit_rows and group_rows.
+            **{name: value for name, value in asdict(chosen_order).items() if name != "budget"},
             unit_rows=None if units is None else units.unit_rows,
             group_rows=None if units is None else units.group_rows,
         )
@@ -223,7 +224,7 @@ class PileLoader(LoaderPosition):
         self.variables = chosen or list(metadata["variables"])
         self.n_piles = int(metadata["n_piles"])
         self._store_fingerprint = str(metadata["fingerprint"])
-        reads = make_reads(self.settings, reader, units, mixture)
+        reads = make_reads(self.settings, chosen_order, reader, units, mixture)
         self._streams = None if mixture is None else mixture.records
         self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row_nbytes(reader))
         self._share = RankShare.make(self._piles, self.settings, n_rows)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..epochs import ORDERS, READ_GAPS, EpochOrder, OrderOptions, division_cuts, rank_share, unit_reads
+from ..epochs import ORDERS, READ_GAPS, EpochOrder, Order, division_cuts, rank_share, unit_reads
 from ..readers import PileReader
 from ._epoch_reads import EpochCache, EpochReads, Read, ReadPlan
 from ._loader_state import LoaderSettings
@@ -18,17 +18,14 @@ __all__ = ["OrderReads", "make_reads"]
 
 
 class OrderReads(EpochReads):
-    """The epochs' orders of one loader: ``order`` with ``options``, its stream cut between ranks at ``divisions``."""
+    """The epochs' orders of one loader: ``order``, its stream cut between ranks at ``divisions``."""
 
-    def __init__(
-        self, order: str, options: OrderOptions, offsets: NDArray[np.int64], seed: int, divisions: NDArray[np.int64]
-    ) -> None:
+    def __init__(self, order: Order, offsets: NDArray[np.int64], seed: int, divisions: NDArray[np.int64]) -> None:
         self.order = order
-        self.options = options
         self.offsets = offsets
         self.seed = seed
         self.divisions = divisions
-        self.gap = READ_GAPS[order]
+        self.gap = READ_GAPS[order.name]
         self._epochs = EpochCache[EpochOrder]()
 
     def epoch_order(self, epoch: int) -> EpochOrder:
@@ -37,7 +34,7 @@ class OrderReads(EpochReads):
 
     def draw(self, epoch: int) -> EpochOrder:
         """The order of ``epoch``, made afresh."""
-        return ORDERS[self.order](self.offsets, self.seed, epoch, self.divisions, self.options)
+        return ORDERS[self.order.name](self.offsets, self.seed, epoch, self.divisions, self.order)
 
     def layout(self, epoch: int) -> NDArray[np.int64]:
         return self.epoch_order(epoch).bounds
@@ -47,7 +44,7 @@ class OrderReads(EpochReads):
         return ReadPlan(runs, order)
 
     def describe(self, read: Read) -> str:
-        return f"stretch {read.number} of the order {self.order!r} (positions {read.start}:{read.stop})"
+        return f"stretch {read.number} of the order {self.order.name!r} (positions {read.start}:{read.stop})"
 
     def rows(self, epoch: int, index: int, start: int, stop: int) -> NDArray[np.int64]:
         """The store rows at positions ``start:stop`` of stretch ``index`` of ``epoch``, in the order they are yielded."""
@@ -63,7 +60,7 @@ class OrderReads(EpochReads):
 
 
 def make_reads(
-    settings: LoaderSettings, reader: PileReader[Any], units: UnitSizes | None, mixture: Mixture | None
+    settings: LoaderSettings, order: Order, reader: PileReader[Any], units: UnitSizes | None, mixture: Mixture | None
 ) -> EpochReads:
     """A loader's reads of ``reader``: groups of ``units`` (``order="piles"``), or an order's stretches."""
     s, offsets = settings, reader.pile_offsets
@@ -73,5 +70,4 @@ def make_reads(
     n_rows = int(offsets[-1])
     n_divisions, step = s.divisions
     divisions = division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, step, s.drop_last))
-    options = OrderOptions(s.shuffle_block_size, s.buffer_size, s.cycle_length)
-    return OrderReads(s.order, options, offsets, s.seed, divisions)
+    return OrderReads(order, offsets, s.seed, divisions)

@@ -21,7 +21,6 @@ from .._errors import DaskShuffleValueError
 __all__ = [
     "Measure",
     "bin_counts",
-    "chunk_rows",
     "cobatch_overlap",
     "contingency",
     "displacement",
@@ -158,16 +157,15 @@ def spread(order: Any, window: int, scale: str) -> Measure:
     return Measure("spread", scale, value, 1.0, sd)
 
 
-def contingency(order: Any, bins: int | None = None) -> Measure:
+def contingency(order: Any) -> Measure:
     """Chi-square of the source-bin x output-bin table over its degrees of freedom: 1 for uniform.
 
-    ``bins`` (default: as many as keep 20 rows expected per cell, at most
-    100) cuts each axis in equal parts; the table's margins are fixed, so
-    under a uniform permutation the statistic has about ``(bins - 1)**2``
-    degrees of freedom.
+    Each axis is cut in as many equal bins as keep 20 rows expected per cell, at most 100;
+    the table's margins are fixed, so under a uniform permutation the statistic has about
+    ``(bins - 1)**2`` degrees of freedom.
     """
     n = int(order.shape[0])
-    bins = bins or max(2, min(100, int(math.sqrt(n / 20))))
+    bins = max(2, min(100, int(math.sqrt(n / 20))))
     table = bin_counts(order, bins).astype(np.float64)
     expected = np.outer(table.sum(axis=1), table.sum(axis=0)) / n
     chi2 = float(((table - expected) ** 2 / np.maximum(expected, 1e-12)).sum())

@@ -24,7 +24,6 @@ from ..epochs import (
     ORDERS,
     Order,
     OrderName,
-    OrderOptions,
     Piles,
     buffer_stream,
     deal_groups,
@@ -78,7 +77,7 @@ def shard_local(n: int, shard_size: int, seed: int = 0) -> NDArray[np.int64]:
     """Shards of ``shard_size`` rows in a random order, each shuffled whole: the order ``"py1s"`` over source shards."""
     n, shard_size = parse_positive_int(n, "n"), parse_positive_int(shard_size, "shard_size")
     shards = np.append(np.arange(0, n, shard_size), n).astype(np.int64)
-    return ORDERS["py1s"](shards, seed, 0, division_cuts(n, 1, n), OrderOptions()).rows
+    return ORDERS["py1s"](shards, seed, 0, division_cuts(n, 1, n), parse_order("py1s")).rows
 
 
 def _store(n: int, n_piles: int, seed: int, block_rows: int | None) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -134,7 +133,7 @@ def piles(
                 "its reads are its own (shuffle_block_size, buffer_size); leave it out.",
                 parameter="unit_rows",
             )
-        return stored[ORDERS[chosen.name](offsets, seed, epoch, division_cuts(n, 1, n), chosen.options).rows]
+        return stored[ORDERS[chosen.name](offsets, seed, epoch, division_cuts(n, 1, n), chosen).rows]
     if chosen.budget == "auto" or unit_rows is None:
         raise DaskShuffleValueError(
             "Expected order=Piles(budget=...) with a size (in bytes of rows of row_nbytes) and unit_rows= (rows of a "
