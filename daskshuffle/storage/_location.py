@@ -23,11 +23,9 @@ from typing import Any
 import fsspec
 from fsspec import AbstractFileSystem
 
+from .._compat import cached_filesystems
 from .._errors import DaskShuffleValueError, StorageAccessError, StorageNotFoundError
-from . import (
-    _inherited,  # noqa: F401  # keeps a forked process's inherited filesystems (see there)
-    _own,
-)
+from . import _own
 from ._access import reaching, storage_failure
 from ._paths import is_url, normalize
 from ._probe import probe_conditional_writes
@@ -35,6 +33,25 @@ from ._probe import probe_conditional_writes
 __all__ = ["Location", "glob_matches", "unreached"]
 
 _REMOVE_ATTEMPTS = 5
+
+# A forked process (a DataLoader worker, a dask process pool) inherits the parent's fsspec filesystems, whose HTTP
+# sessions' event loop runs in the parent only: collected in the child, each would print "Unclosed client session"
+# and wait on a loop that never answers. So the child keeps them (_inherited), never used.
+_inherited: list[object] = []
+_forking: list[object] = []
+
+
+def _before_fork() -> None:
+    _forking[:] = cached_filesystems(AbstractFileSystem)
+
+
+def _after_fork_in_child() -> None:
+    _inherited.extend(_forking)
+    _forking.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_forking.clear, after_in_child=_after_fork_in_child)
 
 
 @dataclass(frozen=True)
