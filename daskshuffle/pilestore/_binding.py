@@ -1,11 +1,8 @@
 """Binding every chunk of a Zarr pile store to its run, its variable and its place.
 
 A chunk's crc32c proves its bytes intact, not that they are this variable's
-chunk at this place from this run. So the tasks that write chunks record each
-one's crc32c (:class:`RecordingStore`), gathered into a table per variable,
-``<array>/daskshuffle-crc32c``, and the metadata records the ``run``, each
-array's ``zarr.json`` and a ``seal`` over all of it. The files sit inside each
-array's directory, where zarr and xarray never look.
+chunk at this place from this run: each array's directory holds a table of its
+chunks' crc32c, and the metadata records the run and a seal over all of it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A Zarr pile store that grows: generations of piles, read as one store.
 
-Each append is a *generation*, a complete pile store of its own with the same
-number of piles, in ``generations/<n>`` (generation 0, the first shuffle, stays
-at the root). The root's metadata lists the live generations in one JSON
-document written at once, so a reader opens the old list or the new one; pile
-``p`` is pile ``p`` of every live generation, oldest first.
+Each append is a generation, a complete pile store of its own in
+``generations/<n>``; the root's metadata lists the live ones in one write, so
+a reader opens the old list or the new one.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Opening the Zarr groups and arrays of a pile store, every request within the deadline of its storage options.
-
-The one way a pile store's Zarr metadata is opened, to read or to write:
-through :func:`zarr_store`, whose every request is bounded on its own by
-:func:`~daskshuffle.storage.request_deadline`.
-"""
+"""Opening the Zarr groups and arrays of a pile store, every request within the deadline of its storage options."""
 
 from __future__ import annotations
 

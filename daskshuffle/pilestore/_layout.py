@@ -1,13 +1,7 @@
 """The layout of a Zarr pile store: chunk rows and codec per variable, and a checksum per chunk.
 
 A pile store is written once and read many times, a whole pile at a time, so
-its layout is chosen for that read: chunks small next to a pile on a local
-disk and about half a pile on object storage (each file is a request), more
-rows a chunk for narrow variables, a codec only where a sample compresses
-(``COMPRESSIBLE_RATIO``, ``ZSTD_RATIO``), and zarr's own ``crc32c`` codec last,
-with every chunk written so that a missing chunk file means damage
-(``docs/architecture.md``, "The pile store"). The choice is recorded in the
-store's metadata under ``"layout"`` (:meth:`Layout.to_dict`).
+its layout is chosen for that read (``docs/architecture.md``, "The pile store").
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""A pile store's metadata, checked when the store is opened and before any row is read.
-
-Every reader refuses a store of a format version this release cannot read,
-one whose shuffle did not finish, and one whose metadata disagrees with itself
-or with the lengths of its data (the fingerprint the shuffle recorded catches
-any other edit).
-"""
+"""A pile store's metadata, checked when the store is opened and before any row is read."""
 
 from __future__ import annotations
 

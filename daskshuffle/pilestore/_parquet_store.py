@@ -1,12 +1,7 @@
 """Rows as Arrow tables, shared by the Parquet and DataFrame formats: Arrow IPC pieces and the Parquet pile store.
 
-Pieces are one uncompressed Arrow IPC file per block, one record batch per
-non-empty piece, with the offsets in the schema metadata so that the merge
-reads only the batches it needs. The destination is a directory of
-``part-<first row>.parquet`` files whose row groups never straddle a pile nor a
-multiple of ``row_group_rows`` rows, encoded per column
-(:mod:`~daskshuffle.pilestore._parquet_layout`), with the metadata in
-``_daskshuffle.json`` (``"complete": false`` until every file is written).
+The destination is a directory of ``part-<first row>.parquet`` files whose row
+groups never straddle a pile, with the metadata in ``_daskshuffle.json``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """A local cache of a remote pile store's files, for the epochs after the first.
 
-Files are kept under a directory of the store's fingerprint and removed
-oldest-read first past the limit; a file appears whole or not at all, so
-loaders on one machine may share a cache. The cache owns its directory and only
-its own names in it, follows no link, and trusts nothing it holds: a cached
-file is checked as a fetched one is (``docs/storage.md``).
+The cache owns its directory and only its own names in it, follows no link
+(every look below the directory is by name from an open directory), and
+trusts nothing it holds: a cached file is checked as a fetched one is.
 """
 
 from __future__ import annotations

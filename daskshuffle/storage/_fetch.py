@@ -2,11 +2,7 @@
 
 Object storage answers each request after tens of milliseconds but serves
 thousands at once, so :class:`Fetches` starts every request of a read as soon
-as the read is known and keeps what arrives until the read takes it. A request
-is a path or ``(path, start, end)``. On an asynchronous fsspec filesystem each
-is a coroutine on the filesystem's loop; elsewhere a task of a small thread
-pool. Each request fails within the deadline of
-:mod:`daskshuffle.storage._deadline`.
+as the read is known and keeps what arrives until the read takes it.
 """
 
 from __future__ import annotations

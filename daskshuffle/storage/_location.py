@@ -1,11 +1,8 @@
 """One storage location: a path or URL with its ``storage_options``, its filesystem, and what the storage can do.
 
-A :class:`Location` is built once at the public boundary
-(:meth:`Location.of`) from what the user passed, and everything below the
-boundary takes it, as zarr's ``StorePath`` travels with its store. It is
-absolute (a local path resolved on the client, since workers may run in any
-directory; a URL in fsspec's canonical spelling), frozen, and pickles as its URL
-and options: a worker rebuilds the fsspec filesystem on first use.
+Built once at the public boundary (:meth:`Location.of`) and taken by
+everything below it, as zarr's ``StorePath`` is. It pickles as its URL and
+options: a worker rebuilds the filesystem on first use.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Whether a storage refuses to create a file that exists: probed, not guessed from the URL.
 
-The lock (``_lock.py``) relies on ``pipe_file(mode="create")`` (``If-None-Match:
-*``), which AWS S3 honours but an ``s3://`` endpoint such as MinIO, Ceph or R2
-may ignore. So, once per bucket and options in a process, an object of
-daskshuffle's own name is created twice; the second must be refused. The
-object is removed after.
+The lock relies on ``If-None-Match: *``, which AWS S3 honours but other
+``s3://`` endpoints may ignore: once per bucket an object of daskshuffle's own
+name is created twice, and the second must be refused.
 """
 
 from __future__ import annotations
