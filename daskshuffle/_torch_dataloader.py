@@ -77,10 +77,6 @@ def _each(batch: Any, convert: Callable[[Any], Any]) -> Any:
     return convert(batch)
 
 
-def _from_numpy(batch: Any) -> Batch:
-    return _each(batch, torch.from_numpy)  # type: ignore[no-any-return]
-
-
 class ByValue:
     """A small batch of tensors on its way from a worker: pickled as numpy arrays, rebuilt as tensors.
 
@@ -90,8 +86,8 @@ class ByValue:
     def __init__(self, batch: Batch) -> None:
         self.batch = batch
 
-    def __reduce__(self) -> tuple[Any, tuple[Any]]:
-        return _from_numpy, (_each(self.batch, torch.Tensor.numpy),)
+    def __reduce__(self) -> tuple[Any, tuple[Any, Any]]:
+        return _each, (_each(self.batch, torch.Tensor.numpy), torch.from_numpy)
 
 
 def make_dataloader(dataset: Any, stateful: bool, options: dict[str, Any]) -> Any:

@@ -209,9 +209,6 @@ class ParquetDestination(Destination["pa.Table"]):
         rows = rows.replace_schema_metadata(self.schema.metadata)
         files = self._part_files(dst, rows, bounds)
         run, every = part_binding(sidecar, dst.url)
-        if len(files) == 1:
-            self._write_part(dst, start, rows, bounds, run, every)
-            return
         at_once = min(len(files), int_setting("shuffle.parts-at-once"))
         with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-put") as pool:
             written = [
