@@ -25,8 +25,7 @@ from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessErro
 from . import _own
 from ._crash import crash_point
 from ._deadline import bounded
-from ._location import Location
-from ._probe import why_unconditional
+from ._location import Location, why_unconditional
 
 try:
     import fcntl
