@@ -287,7 +287,12 @@ class Fetches:
     def _landed(self, future: Future[bytes], task: asyncio.Task[bytes] | Future[bytes]) -> None:
         """On the event loop (or a thread of the pool): hand a request's bytes (or its error) over, and send the next."""
         self._tasks.discard(task)
-        _settle(future, task)
+        try:
+            data = task.result()
+        except BaseException as error:  # a cancelled request too: whoever waits learns of it
+            future.set_exception(error)
+        else:
+            future.set_result(data)
         with self._lock:
             self._in_flight -= 1
             if self._pumping:
@@ -298,16 +303,6 @@ class Fetches:
     def owns_thread(self) -> bool:
         """Whether the calling thread is one of those that fetch (for a filesystem without an event loop)."""
         return self._pool.owns()
-
-
-def _settle(future: Future[bytes], done: Future[bytes] | asyncio.Task[bytes]) -> None:
-    """Give ``future`` the result or the error of the request ``done``."""
-    try:
-        data = done.result()
-    except BaseException as error:  # a cancelled request too: whoever waits learns of it
-        future.set_exception(error)
-    else:
-        future.set_result(data)
 
 
 def fetched_each(fs: AbstractFileSystem, requests: Sequence[Request]) -> list[Any]:
