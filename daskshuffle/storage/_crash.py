@@ -1,12 +1,8 @@
 """Named points where a test kills, fails, pauses or counts a run: the one fault hook.
 
-A step that writes several times calls :func:`crash_point` between its writes.
 A process whose environment sets ``DASKSHUFFLE_CRASH_AT=<point>`` sends itself
-SIGKILL there (nothing runs on the way out, as when a machine loses power; dask
-worker processes inherit the environment). In this process, :func:`armed` calls
-an action each time a thread reaches the point: it may raise, wait on an event
-or only count. :data:`POINTS` lists the points; ``docs/storage.md`` says what a
-kill at each leaves.
+SIGKILL there (as when a machine loses power; dask workers inherit the
+environment); in this process, :func:`armed` calls an action at the point.
 """
 
 from __future__ import annotations
