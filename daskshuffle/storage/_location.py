@@ -25,7 +25,7 @@ from fsspec import AbstractFileSystem
 from .._compat import cached_filesystems
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import _own
-from ._access import reaching, storage_failure
+from ._access import reaching
 from ._paths import is_url, normalize
 
 __all__ = ["Location", "glob_matches", "unreached", "why_unconditional"]
@@ -301,12 +301,12 @@ class Location:
             if not self.exists():
                 return
             try:
-                fs.rm(inner, recursive=True)
+                with self.reaching():
+                    fs.rm(inner, recursive=True)
                 return
-            except OSError as error:
-                failure = storage_failure(error, self.url, self.options, self._fs_class())
-                if failure is not None:  # the storage's own retries are spent: named, not tried again
-                    raise failure from error
+            except DaskShuffleError:
+                raise  # the storage's own retries are spent: named, not tried again
+            except OSError:
                 # A cancelled task on a cluster may still be finishing a write below
                 # here; give it a moment, then try again.
                 if attempt == _REMOVE_ATTEMPTS - 1:
