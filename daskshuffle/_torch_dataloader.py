@@ -77,10 +77,6 @@ def _each(batch: Any, convert: Callable[[Any], Any]) -> Any:
     return convert(batch)
 
 
-def _from_numpy(batch: Any) -> Batch:
-    return _each(batch, torch.from_numpy)  # type: ignore[no-any-return]
-
-
 class ByValue:
     """A small batch of tensors on its way from a worker: pickled as numpy arrays, rebuilt as tensors.
 
@@ -90,8 +86,8 @@ class ByValue:
     def __init__(self, batch: Batch) -> None:
         self.batch = batch
 
-    def __reduce__(self) -> tuple[Any, tuple[Any]]:
-        return _from_numpy, (_each(self.batch, torch.Tensor.numpy),)
+    def __reduce__(self) -> tuple[Any, tuple[Any, Any]]:
+        return _each, (_each(self.batch, torch.Tensor.numpy), torch.from_numpy)
 
 
 def make_dataloader(dataset: Any, stateful: bool, options: dict[str, Any]) -> Any:
@@ -160,14 +156,19 @@ class Passes:
     the others join it. The counter is a shared tensor behind a lock.
     """
 
-    def __init__(self) -> None:
-        self.values = torch.zeros(8, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
-        self.lock = multiprocessing.get_context("spawn").Lock()
+    def __init__(self, values: torch.Tensor | list[int] | None = None, lock: Any = None) -> None:
+        if lock is None:  # a counter of its own (of a copy's ``values``): in new shared memory, with a new lock
+            values = torch.tensor([0] * 8 if values is None else values, dtype=torch.int64)
+            values.share_memory_()  # type: ignore[no-untyped-call]
+            lock = multiprocessing.get_context("spawn").Lock()
+        assert isinstance(values, torch.Tensor)  # handed to a worker process: the shared tensor, with its lock
+        self.values = values
+        self.lock = lock
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         if multiprocessing.context.get_spawning_popen() is not None:  # on its way to a worker process: shared
-            return _shared_passes, (self.values, self.lock)
-        return _copied_passes, (self.values.tolist(),)  # a copy of the dataset counts on its own
+            return Passes, (self.values, self.lock)
+        return Passes, (self.values.tolist(),)  # a copy of the dataset counts on its own
 
     def next(self) -> tuple[int, int]:
         """The epoch of the next pass and the batch it starts at."""
@@ -213,18 +214,6 @@ class Passes:
         with self.lock:
             values = self.values
             return bool(values[_HANDING_OUT]) or bool(values[_DONE] < values[_SIZE])
-
-
-def _shared_passes(values: torch.Tensor, lock: Any) -> Passes:
-    passes = Passes.__new__(Passes)
-    passes.values, passes.lock = values, lock
-    return passes
-
-
-def _copied_passes(values: list[int]) -> Passes:
-    passes = Passes()
-    passes.values[:] = torch.tensor(values, dtype=torch.int64)
-    return passes
 
 
 @dataclass

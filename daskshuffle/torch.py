@@ -212,8 +212,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
     def __iter__(self) -> Iterator[Batch]:
         info = get_worker_info()
         if info is None:  # the epoch is taken when the first batch is asked for: an iterator never used takes none
-            return self._batches(None, None)
-        worker = (info.id, info.num_workers)
+            return self._batches(None)
         part, self._resume = self._resume, None
         if part is not None:
             self._passes.begin(info.num_workers, part.epoch)
@@ -221,14 +220,15 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             # Every worker of a pass gets here as the pass begins, whether or not it is asked for a batch.
             epoch, start = self._passes.begin(info.num_workers)
             first, stop = split_batches(self._n_batches - start, info.num_workers, info.id)
-            part = Pass(epoch, start + first, start + stop, worker)
+            part = Pass(epoch, start + first, start + stop, (info.id, info.num_workers))
         self._pass = part  # StatefulDataLoader asks for the state before the first batch
-        return self._batches(worker, part)
+        return self._batches(part)
 
-    def _batches(self, worker: tuple[int, int] | None, part: Pass | None) -> Generator[Batch, None, None]:
+    def _batches(self, part: Pass | None) -> Generator[Batch, None, None]:
         if part is None:
             epoch, start = self._passes.begin(None)
             part = self._pass = Pass(epoch, start, self._n_batches, None)
+        worker = part.worker
         # In a worker process, batches are gathered for the trip to the main process (see WorkerBatches).
         gather = WorkerBatches() if worker is not None else None
         try:

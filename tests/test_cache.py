@@ -19,7 +19,7 @@ import daskshuffle as ds
 from daskshuffle.epochs import rank_range, unit_bounds
 from daskshuffle.orders import Piles
 from daskshuffle.pilestore import read_metadata
-from daskshuffle.storage._cache import MARKER, SCAN_FRACTION
+from daskshuffle.storage._cache import MARKER, SCAN_FRACTION, StoreCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -313,7 +313,7 @@ def test_a_file_left_being_written_long_ago_is_removed_and_a_recent_one_kept(rem
     old.write_bytes(b"x" * 100)
     recent.write_bytes(b"x" * 100)
     os.utime(old, (0, 0))
-    ds.Cache(tmp_path / "c", max_size=10**9).for_store(str(read_metadata(local)["fingerprint"])).trim()
+    StoreCache(ds.Cache(tmp_path / "c", max_size=10**9), str(read_metadata(local)["fingerprint"])).trim()
     assert not old.exists() and recent.exists()
 
 
@@ -321,7 +321,7 @@ def test_a_cache_unpickled_where_its_directory_cannot_be_used_warns_and_reads_wi
     """A DataLoader worker unpickles the loader's cache: if its directory is gone for a file, it reads without one."""
     import pickle
 
-    cache = ds.Cache(tmp_path / "cache").for_store("fingerprint")
+    cache = StoreCache(ds.Cache(tmp_path / "cache"), "fingerprint")
     cache.write("s3://cache/piles.zarr/x/c/0", b"bytes")
     shipped = pickle.dumps(cache)
     shutil.rmtree(tmp_path / "cache")

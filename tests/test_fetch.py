@@ -116,24 +116,26 @@ def test_a_file_two_reads_need_is_fetched_once_and_kept_until_both_took_it(fs: C
 
 
 def test_a_kept_file_serves_a_later_read_without_a_request(fs: CountingFS | AsyncCountingFS) -> None:
+    """Within the limit of kept bytes, the oldest going past it; a file larger than the limit is not kept."""
     fetches = Fetches(fs, kept=7)
-    assert fetches.start("one", ["/files/a", "/files/b"], nbytes=6)
-    for path in ("/files/a", "/files/b"):
-        fetches.keep(path, fetches.take("one", path).result(timeout=10))  # type: ignore[union-attr]
-    assert fetches.kept_nbytes == 6
-    fetches.keep("/files/c", b"ccc")  # past the limit of 7 bytes: the oldest, a, goes
-    assert fetches.kept_nbytes == 6
+    paths = ["/files/a", "/files/b", "/files/c"]
+    assert fetches.start("landing", paths, nbytes=9) and fetches.start("one", paths, nbytes=9)
+    for path in paths:  # landed before it is kept, so counted at once
+        assert fetches.take("landing", path).result(timeout=10) == fetches.take("one", path, keep=True).result()  # type: ignore[union-attr]
+    assert fetches.kept_nbytes == 6  # past the limit of 7 bytes: the oldest, a, went
     assert fetches.start("two", ["/files/a", "/files/b"], nbytes=6)
     assert fetches.take("two", "/files/b").result(timeout=10) == b"bbb"  # type: ignore[union-attr]
     assert fetches.take("two", "/files/a").result(timeout=10) == b"aaa"  # type: ignore[union-attr]
     assert fetches.take("three", "/files/c").result(timeout=10) == b"ccc"  # type: ignore[union-attr]
     assert fetches.take("four", "/files/c") is None  # a kept file serves one read
     assert fetches.kept_nbytes == 0
-    assert fs.reads == {"/files/a": 2, "/files/b": 1}
-    fetches.keep("/files/d", b"ddd")
-    fetches.keep("/files/e", b"e" * 8)  # larger than the limit: not kept
+    assert fs.reads == {"/files/a": 2, "/files/b": 1, "/files/c": 1}
     fetches.clear()
-    assert fetches.kept_nbytes == 0 and fetches.take("five", "/files/d") is None
+    small = Fetches(fs, kept=2)
+    assert small.start("landing", ["/files/d"], nbytes=3) and small.start("one", ["/files/d"], nbytes=3)
+    assert small.take("landing", "/files/d").result(timeout=10) == small.take("one", "/files/d", keep=True).result()  # type: ignore[union-attr]
+    assert small.kept_nbytes == 0 and small.take("five", "/files/d") is None  # larger than the limit: not kept
+    small.clear()
 
 
 def test_a_fetch_kept_as_it_is_taken_serves_the_reads_after_it(fs: CountingFS | AsyncCountingFS) -> None:

@@ -1,9 +1,8 @@
 """Other libraries' private internals, one adapter module per library.
 
-Where no public API does what daskshuffle needs, the private attribute is
-reached here and nowhere else. Each module's ``CHECKED`` names the versions it
-was checked against; ``tests/test_compat.py`` warns on any other. The modules
-import nothing at import time: they are handed the other library's objects.
+Each module's ``CHECKED`` names the versions it was checked against
+(``tests/test_compat.py`` warns on any other). The modules import nothing:
+they are handed the other library's objects.
 """
 
 from __future__ import annotations

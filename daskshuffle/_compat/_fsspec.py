@@ -1,12 +1,7 @@
 """fsspec's internals: the filesystems its instance caches hold, and the answers s3fs's client gets.
 
-Every fsspec filesystem class keeps the instances it made in ``_cache`` (a
-dict per class, set by the ``_Cached`` metaclass of ``fsspec.spec``), and
-empties it in a child process right after a fork. No public API lists the
-instances. s3fs keeps its botocore client in ``_s3`` once it made its first
-request; botocore's own (public) event system says when a request was
-answered. Checked against fsspec and s3fs 2026.9 (:data:`CHECKED`). Nothing
-is imported: the functions are handed the objects.
+No public API lists the instances (``_cache`` of each class) or s3fs's client
+(``_s3``). Checked against fsspec and s3fs 2026.9 (:data:`CHECKED`).
 """
 
 from __future__ import annotations

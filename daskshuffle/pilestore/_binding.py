@@ -1,17 +1,14 @@
 """Binding every chunk of a Zarr pile store to its run, its variable and its place.
 
 A chunk's crc32c proves its bytes intact, not that they are this variable's
-chunk at this place from this run. So the tasks that write chunks record each
-one's crc32c (:class:`RecordingStore`), gathered into a table per variable,
-``<array>/daskshuffle-crc32c``, and the metadata records the ``run``, each
-array's ``zarr.json`` and a ``seal`` over all of it. The files sit inside each
-array's directory, where zarr and xarray never look.
+chunk at this place from this run: each array's directory holds a table of its
+chunks' crc32c, and the metadata records the run and a seal over all of it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -184,7 +181,11 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
     of another size or whose crc32c is not the recorded one, is a
     :class:`~daskshuffle.CorruptPileStoreError`.
     """
-    refuse_links(location, paths.values())
+    if location.is_local:  # read through a link, an array would be another store's: refused before any read
+        for path in paths.values():
+            _own.refuse(f"{location.path}/{path}", "an array's directory", directory=True)
+            _own.refuse(f"{location.path}/{path}/c", "chunks' directory", directory=True)
+            _own.refuse(f"{location.path}/{path}/{TABLE}", "a crc32c table")
     records: dict[str, Any] = {
         name: ((metadata.get("arrays") or {}).get(name) or {}).get("chunk_crc32c") for name in paths
     }
@@ -218,17 +219,3 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
         assert isinstance(data, bytes)
         tables[name] = np.frombuffer(data, dtype="<u4")
     return tables
-
-
-def refuse_links(location: Location, paths: Iterable[str]) -> None:
-    """Refuse a symbolic link (or a FIFO, ...) at an array of the local store, its chunks' directory or its table.
-
-    Read through a link, an array would be another store's: refused with
-    :class:`~daskshuffle.UnsafePathError` before anything is read.
-    """
-    if not location.is_local:
-        return
-    for path in paths:
-        _own.refuse(f"{location.path}/{path}", "an array's directory", directory=True)
-        _own.refuse(f"{location.path}/{path}/c", "chunks' directory", directory=True)
-        _own.refuse(f"{location.path}/{path}/{TABLE}", "a crc32c table")

@@ -1,10 +1,8 @@
 """A Zarr pile store that grows: generations of piles, read as one store.
 
-Each append is a *generation*, a complete pile store of its own with the same
-number of piles, in ``generations/<n>`` (generation 0, the first shuffle, stays
-at the root). The root's metadata lists the live generations in one JSON
-document written at once, so a reader opens the old list or the new one; pile
-``p`` is pile ``p`` of every live generation, oldest first.
+Each append is a generation, a complete pile store of its own in
+``generations/<n>``; the root's metadata lists the live ones in one write, so
+a reader opens the old list or the new one.
 """
 
 from __future__ import annotations
@@ -142,9 +140,8 @@ def _check_entries(entries: object, where: str) -> None:
 def entry_of(
     number: int, metadata: Mapping[str, Any], where: str, base: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """What the root of the store at ``where`` records of generation ``number``, from the metadata of its own complete
-    pile store (as its reader checked it); the first shuffle's own metadata (``base``) too, since the root's becomes
-    the union."""
+    """What the root of the store at ``where`` records of generation ``number``, from its own checked metadata; with
+    ``base``, the first shuffle's own metadata too, since the root's becomes the union."""
     entry = {
         "generation": number,
         "path": generation_path(number),
@@ -160,8 +157,14 @@ def entry_of(
     return entry
 
 
-def _union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The root metadata for the live generations ``entries``: pile ``p`` is pile ``p`` of each, oldest first."""
+def consolidate(store: Location) -> None:
+    """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
+    consolidate_group(store, open_group(store, mode="r+"))
+
+
+def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Make ``entries`` the live generations: the root metadata that lists them (pile ``p`` is pile ``p`` of each,
+    oldest first) replaces ``root`` in one write, then the store's metadata is consolidated again for plain zarr."""
     sizes = sum(np.diff(np.asarray(entry["pile_offsets"], dtype=np.int64)) for entry in entries)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     # The root lists its generations, each bound to its own run (the first's in its entry): the union is not.
@@ -172,18 +175,6 @@ def _union(root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dic
         generations=[dict(entry) for entry in entries],
     )
     metadata["fingerprint"] = fingerprint(metadata)
-    return metadata
-
-
-def consolidate(store: Location) -> None:
-    """Consolidate the store's metadata again (for plain zarr and xarray), the root's attributes as they are."""
-    consolidate_group(store, open_group(store, mode="r+"))
-
-
-def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Make ``entries`` the live generations: the root metadata that lists them (:func:`_union`), which replaces
-    ``root`` in one write before the store's metadata is consolidated again for plain zarr and xarray."""
-    metadata = _union(root, entries)
     group = open_group(store, mode="r+")
     group.attrs[METADATA_KEY] = metadata_attribute(metadata)
     crash_point("root listed")  # before it is consolidated: plain zarr sees the old generations

@@ -1,9 +1,4 @@
-"""Opening the Zarr groups and arrays of a pile store, every request within the deadline of its storage options.
-
-The one way a pile store's Zarr metadata is opened, to read or to write:
-through :func:`zarr_store`, whose every request is bounded on its own by
-:func:`~daskshuffle.storage.request_deadline`.
-"""
+"""Opening the Zarr groups and arrays of a pile store, every request within the deadline of its storage options."""
 
 from __future__ import annotations
 
@@ -100,10 +95,21 @@ def consolidate_group(location: Location, group: zarr.Group) -> None:
 
 
 def _bounded(location: Location, request: Coroutine[Any, Any, T]) -> T:
-    """``request`` (of a group opened through :func:`zarr_store`, its every request bounded) run on zarr's event
-    loop: a refused, throttled or stalled request raises :class:`~daskshuffle.StorageAccessError` naming ``location``."""
+    """``request`` (of a group opened through :func:`zarr_store`) run on zarr's event loop (``zarr.core.sync.sync``).
+
+    A refused, throttled or stalled request raises
+    :class:`~daskshuffle.StorageAccessError` naming ``location``. An error
+    leaves without the loop's frames: they hold it in cycles (``sync`` and
+    ``asyncio.wait_for`` keep it), which would keep a caller's frames, a
+    loader's threads among them, alive until the cycle collector runs.
+    """
+    from zarr.core.sync import sync
+
     with location.reaching("zarr.json"):
-        return _on_zarr_loop(request)
+        try:
+            return sync(request)
+        except BaseException as error:
+            raise error.with_traceback(None)  # noqa: B904 (the same error again: its cause and context stay)
 
 
 def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> list[Any]:
@@ -120,18 +126,3 @@ def open_arrays(location: Location, group: zarr.Group, names: Sequence[str]) -> 
         zarr.Array(node) if isinstance(node, zarr.AsyncArray) else zarr.Group(node) if node is not None else None
         for node in found
     ]
-
-
-def _on_zarr_loop(request: Coroutine[Any, Any, T]) -> T:
-    """``request`` run on zarr's event loop (``zarr.core.sync.sync``); an error raised from here, without the loop's frames.
-
-    Those frames hold the error in cycles (``sync`` and ``asyncio.wait_for``
-    keep it), which would keep a caller's frames, a loader's threads among
-    them, alive until the cycle collector runs.
-    """
-    from zarr.core.sync import sync
-
-    try:
-        return sync(request)
-    except BaseException as error:
-        raise error.with_traceback(None)  # noqa: B904 (the same error again: its cause and context stay)

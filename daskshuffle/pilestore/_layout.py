@@ -1,13 +1,7 @@
 """The layout of a Zarr pile store: chunk rows and codec per variable, and a checksum per chunk.
 
 A pile store is written once and read many times, a whole pile at a time, so
-its layout is chosen for that read: chunks small next to a pile on a local
-disk and about half a pile on object storage (each file is a request), more
-rows a chunk for narrow variables, a codec only where a sample compresses
-(``COMPRESSIBLE_RATIO``, ``ZSTD_RATIO``), and zarr's own ``crc32c`` codec last,
-with every chunk written so that a missing chunk file means damage
-(``docs/architecture.md``, "The pile store"). The choice is recorded in the
-store's metadata under ``"layout"`` (:meth:`Layout.to_dict`).
+its layout is chosen for that read (``docs/architecture.md``, "The pile store").
 """
 
 from __future__ import annotations
@@ -28,8 +22,6 @@ __all__ = [
     "CHUNK_NBYTES",
     "COMPRESSIBLE_RATIO",
     "Layout",
-    "choose_chunk_rows",
-    "choose_codec",
     "choose_layout",
     "create_arrays",
 ]
@@ -192,14 +184,6 @@ def sample_rows(row_nbytes: int, n_rows: int) -> int:
     return int(min(n_rows, max(1, SAMPLE_NBYTES // max(row_nbytes, 1))))
 
 
-def _user_codecs(compressors: Any) -> tuple[Any, ...]:
-    if compressors is None:
-        return ()
-    if isinstance(compressors, list | tuple):
-        return tuple(compressors)
-    return (compressors,)
-
-
 def choose_layout(
     row_nbytes: Mapping[str, int],
     samples: Mapping[str, NDArray[Any] | None],
@@ -230,8 +214,10 @@ def codecs_of(layout: VariableLayout, itemsize: int, compressors: Any = "auto") 
     """The bytes-to-bytes codecs (zarr v3 ``compressors``) of a variable: its compressor, then crc32c."""
     from zarr.codecs import BloscCodec, Crc32cCodec
 
-    if layout.codec == USER:
-        chosen = _user_codecs(compressors)
+    if layout.codec == USER and isinstance(compressors, list | tuple):
+        chosen = tuple(compressors)
+    elif layout.codec == USER:
+        chosen = () if compressors is None else (compressors,)
     elif layout.codec in _BLOSC:
         cname, clevel, _ = _BLOSC[layout.codec]
         shuffle = _shuffle(layout.codec, itemsize)

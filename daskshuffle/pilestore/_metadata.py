@@ -1,10 +1,4 @@
-"""A pile store's metadata, checked when the store is opened and before any row is read.
-
-Every reader refuses a store of a format version this release cannot read,
-one whose shuffle did not finish, and one whose metadata disagrees with itself
-or with the lengths of its data (the fingerprint the shuffle recorded catches
-any other edit).
-"""
+"""A pile store's metadata, checked when the store is opened and before any row is read."""
 
 from __future__ import annotations
 
@@ -164,12 +158,8 @@ def check_format_version(metadata: Mapping[str, Any], where: str) -> None:
 
 
 def _fingerprints(metadata: Mapping[str, Any]) -> tuple[str, ...]:
-    """What the fingerprint of ``metadata`` may be, one for each way a writer records it.
-
-    A shuffle fingerprints its metadata before the destination adds its keys
-    and marks it complete; appending, removing and compacting generations
-    fingerprint the whole of what they write.
-    """
+    """What the fingerprint of ``metadata`` may be: of the whole (as generations' writers record it), or of what a
+    shuffle fingerprinted before its destination added its keys and marked it complete."""
     whole = {key: value for key, value in metadata.items() if key != "fingerprint" and key not in BOUND_KEYS}
     shuffled = {key: value for key, value in whole.items() if key not in ADDED_AFTER_FINGERPRINT}
     return fingerprint(whole), fingerprint({**shuffled, "complete": False})

@@ -1,13 +1,9 @@
 """How a Parquet pile store's columns are encoded: dictionary and codec chosen from the data, column by column.
 
 pyarrow dictionary-encodes every column by default, which suits neither
-columns of mostly distinct numbers nor reading them fast. So each part file's
-leaf columns are chosen from a sample of its rows (:func:`column_options`): a
-dictionary for few distinct values (:data:`DICTIONARY_FRACTION`) or a
-dictionary-typed column, and with ``compression="auto"`` snappy only where it
-saves :data:`~daskshuffle.pilestore._layout.COMPRESSIBLE_RATIO` (measured in
-``benchmarks/RESULTS.md``, Parquet pile stores). The choice is recorded in
-each file's footer, where every Parquet reader finds it.
+columns of mostly distinct numbers nor reading them fast: each column gets a
+dictionary only for few distinct values (:data:`DICTIONARY_FRACTION`), and with
+``compression="auto"`` snappy only where a sample compresses.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Rows as Arrow tables, shared by the Parquet and DataFrame formats: Arrow IPC pieces and the Parquet pile store.
 
-Pieces are one uncompressed Arrow IPC file per block, one record batch per
-non-empty piece, with the offsets in the schema metadata so that the merge
-reads only the batches it needs. The destination is a directory of
-``part-<first row>.parquet`` files whose row groups never straddle a pile nor a
-multiple of ``row_group_rows`` rows, encoded per column
-(:mod:`~daskshuffle.pilestore._parquet_layout`), with the metadata in
-``_daskshuffle.json`` (``"complete": false`` until every file is written).
+The destination is a directory of ``part-<first row>.parquet`` files whose row
+groups never straddle a pile, with the metadata in ``_daskshuffle.json``.
 """
 
 from __future__ import annotations
@@ -212,9 +207,6 @@ class ParquetDestination(Destination["pa.Table"]):
         rows = rows.replace_schema_metadata(self.schema.metadata)
         files = self._part_files(dst, rows, bounds)
         run, every = part_binding(sidecar, dst.url)
-        if len(files) == 1:
-            self._write_part(dst, start, rows, bounds, run, every)
-            return
         at_once = min(len(files), int_setting("shuffle.parts-at-once"))
         with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-put") as pool:
             written = [

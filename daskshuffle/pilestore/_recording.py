@@ -1,8 +1,4 @@
-"""The zarr stores a pile store is opened through: zarr classes, so imported only where zarr is.
-
-:class:`BoundedStore` bounds each request by the deadline of the storage
-options; :class:`RecordingStore` records each chunk's crc32c as it is written.
-"""
+"""The zarr stores a pile store is opened through: zarr classes, so imported only where zarr is."""
 
 from __future__ import annotations
 

@@ -139,12 +139,9 @@ def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> N
 
 
 def _runs(array: zarr.Array[Any], n_rows: int, most_chunks: int | None = None) -> list[tuple[int, int]]:
-    """Runs of about ``shuffle.run-nbytes`` (``daskshuffle.config``), and of at most ``most_chunks`` chunks, to write ``n_rows`` rows from a chunk
-    boundary in.
+    """Runs of ``n_rows`` rows, from a chunk boundary on, of about ``shuffle.run-nbytes`` and at most ``most_chunks`` chunks.
 
-    zarr encodes the chunks of one write concurrently and holds every encoded
-    chunk until it is stored: writing a whole group at once takes about twice
-    its size. Runs bound the encoded chunks to one run.
+    zarr holds every encoded chunk of one write until it is stored: runs bound that memory to one run's.
     """
     rows = run_rows(array, int_setting("shuffle.run-nbytes"))
     if most_chunks is not None:

@@ -188,7 +188,7 @@ class PileReader(ABC, Generic[Rows]):
     def _store_cache(self, cache: Cache) -> StoreCache:
         """This store's part of ``cache``, keyed on its run too: a store shuffled again holds other bytes."""
         key, run = str(self.metadata["fingerprint"]), self.metadata.get(RUN_KEY)
-        return cache.for_store(key if run is None else f"{key}-{run}")
+        return StoreCache(cache, key if run is None else f"{key}-{run}")
 
     @property
     def fetched_nbytes(self) -> int:

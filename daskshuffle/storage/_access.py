@@ -1,12 +1,8 @@
 """Storage that cannot be reached, told apart from a store that is damaged.
 
-A damaged store (a file missing, truncated, failing its checksum) is mended
-only by a copy or a new shuffle; storage that did not serve a request
-(credentials, throttling, no answer, a server failing) damaged nothing, and
-the advice is about credentials, retries or the network. :func:`failure_reason`
-tells which an error is, along its chain; :func:`access_error` says so. The
-errors of botocore, aiohttp, google-auth and azure-core are recognised without
-importing them: a library that raised the error is loaded already.
+Damage is mended only by a copy or a new shuffle; storage that did not serve a
+request damaged nothing, and the advice is about credentials, retries or the
+network. Other libraries' errors are recognised without importing them.
 """
 
 from __future__ import annotations

@@ -1,29 +1,8 @@
 """Named points where a test kills, fails, pauses or counts a run: the one fault hook.
 
-A step that writes several times calls :func:`crash_point` between its writes.
 A process whose environment sets ``DASKSHUFFLE_CRASH_AT=<point>`` sends itself
-SIGKILL there (nothing runs on the way out, as when a machine loses power; dask
-worker processes inherit the environment). In this process, :func:`armed` calls
-an action each time a thread reaches the point: it may raise, wait on an event
-or only count. :data:`POINTS` lists the points; ``docs/storage.md`` says what a
-kill at each leaves.
-
-Examples
---------
->>> from daskshuffle.storage._crash import armed, crash_point
->>> with armed("merge") as reached:
-...     crash_point("merge")
-...     crash_point("merge")
->>> reached
-[1, 2]
->>> def third(count: int) -> None:
-...     if count == 3:
-...         raise OSError("the third merge fails")
->>> with armed("merge", third):
-...     for _ in range(5):
-...         crash_point("merge")
-Traceback (most recent call last):
-OSError: the third merge fails
+SIGKILL there (as when a machine loses power; dask workers inherit the
+environment); in this process, :func:`armed` calls an action at the point.
 """
 
 from __future__ import annotations
@@ -87,10 +66,21 @@ def armed(name: str, action: Callable[[int], object] = lambda count: None) -> It
     point was reached). ``name`` is one of :data:`POINTS`; points armed at once
     must have different names.
 
-    >>> with armed("scatter") as reached:
-    ...     pass
+    Examples
+    --------
+    >>> with armed("merge") as reached:
+    ...     crash_point("merge")
+    ...     crash_point("merge")
     >>> reached
-    []
+    [1, 2]
+    >>> def third(count: int) -> None:
+    ...     if count == 3:
+    ...         raise OSError("the third merge fails")
+    >>> with armed("merge", third):
+    ...     for _ in range(5):
+    ...         crash_point("merge")
+    Traceback (most recent call last):
+    OSError: the third merge fails
     """
     if name not in POINTS:  # a point renamed would never be reached, and a count of it stay 0
         raise DaskShuffleValueError(f"Expected one of the points {sorted(POINTS)}. Got {name!r} instead.")

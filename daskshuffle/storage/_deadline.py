@@ -1,10 +1,7 @@
 """A deadline on every request of storage, retries included.
 
 The retries of s3fs and botocore, nested, would try a stalled request for
-minutes: it fails instead within :func:`request_deadline`, with
-:class:`TimeoutError`, or, if storage answered with errors only (503, 5xx), as
-those answers say. :func:`within` bounds a coroutine, :func:`bounded` one call
-of a filesystem.
+minutes: it fails instead within :func:`request_deadline`.
 """
 
 from __future__ import annotations

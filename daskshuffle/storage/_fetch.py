@@ -2,11 +2,7 @@
 
 Object storage answers each request after tens of milliseconds but serves
 thousands at once, so :class:`Fetches` starts every request of a read as soon
-as the read is known and keeps what arrives until the read takes it. A request
-is a path or ``(path, start, end)``. On an asynchronous fsspec filesystem each
-is a coroutine on the filesystem's loop; elsewhere a task of a small thread
-pool. Each request fails within the deadline of
-:mod:`daskshuffle.storage._deadline`.
+as the read is known and keeps what arrives until the read takes it.
 """
 
 from __future__ import annotations
@@ -49,7 +45,7 @@ class Fetches:
     Requests go out in the order the reads were started, at most
     ``in_flight`` at once (``daskshuffle.config``'s ``fetch.in-flight``). A request that two reads make (a chunk across
     the boundary of two piles) is fetched once, and kept until both took it;
-    a file kept with :meth:`keep` serves a read that asks for it later.
+    a fetch taken with ``keep=True`` serves a read that asks for it later.
 
     Examples
     --------
@@ -67,17 +63,12 @@ class Fetches:
     True
     >>> fetches.take("read-2", ("/fetch-demo/a", 1, 4)).result()
     b'lph'
-    >>> fetches.keep("/fetch-demo/b", b"beta")
-    >>> fetches.start("read-3", ["/fetch-demo/b"], nbytes=4)  # served by the kept bytes: no request
-    True
-    >>> fetches.take("read-3", "/fetch-demo/b").result(), fetches.kept_nbytes
-    (b'beta', 0)
     """
 
     def __init__(self, fs: AbstractFileSystem, in_flight: int | None = None, kept: int | None = None) -> None:
         self._fs = fs
         self._in_flight_limit = int_setting("fetch.in-flight") if in_flight is None else in_flight
-        #: Bytes of files kept for reads still to come (:meth:`keep`); past it the oldest go.
+        #: Bytes of files kept for reads still to come (``take(..., keep=True)``); past it the oldest go.
         self._kept_limit = int_setting("fetch.kept-nbytes") if kept is None else kept
         #: Fetches kept for reads still to come, oldest first, with their sizes once they landed.
         self._kept: OrderedDict[Request, tuple[Future[bytes], int]] = OrderedDict()
@@ -136,7 +127,7 @@ class Fetches:
         """The fetch of ``request`` for the read ``key``, handed over once.
 
         With ``keep``, the fetch is also kept for the next read that asks for
-        ``request`` (:meth:`keep`), from now on, landed or not. A read that was
+        ``request``, from now on, landed or not; past ``kept`` bytes the oldest go. A read that was
         never started gets a fetch of ``request`` that another read started or
         that was kept, if there is one; otherwise, and for a request that the
         read did not make or took already, ``None``.
@@ -157,16 +148,6 @@ class Fetches:
         if kept:  # outside the lock: a fetch landed already calls back at once, in this thread
             future.add_done_callback(functools.partial(self._kept_landed, request))
         return future
-
-    def keep(self, request: Request, data: bytes) -> None:
-        """Keep ``data``, the bytes of ``request``, for the next read that asks for it; the oldest go past the limit."""
-        future: Future[bytes] = Future()
-        future.set_result(data)
-        with self._lock:
-            if request in self._kept:
-                return
-            self._kept[request] = (future, 0)
-        self._kept_landed(request, future)
 
     def _kept_landed(self, request: Request, future: Future[bytes]) -> None:
         """Count a kept fetch's bytes once it landed (drop it if it failed), and hold to the limit."""
@@ -291,7 +272,12 @@ class Fetches:
     def _landed(self, future: Future[bytes], task: asyncio.Task[bytes] | Future[bytes]) -> None:
         """On the event loop (or a thread of the pool): hand a request's bytes (or its error) over, and send the next."""
         self._tasks.discard(task)
-        _settle(future, task)
+        try:
+            data = task.result()
+        except BaseException as error:  # a cancelled request too: whoever waits learns of it
+            future.set_exception(error)
+        else:
+            future.set_result(data)
         with self._lock:
             self._in_flight -= 1
             if self._pumping:
@@ -302,16 +288,6 @@ class Fetches:
     def owns_thread(self) -> bool:
         """Whether the calling thread is one of those that fetch (for a filesystem without an event loop)."""
         return self._pool.owns()
-
-
-def _settle(future: Future[bytes], done: Future[bytes] | asyncio.Task[bytes]) -> None:
-    """Give ``future`` the result or the error of the request ``done``."""
-    try:
-        data = done.result()
-    except BaseException as error:  # a cancelled request too: whoever waits learns of it
-        future.set_exception(error)
-    else:
-        future.set_result(data)
 
 
 def fetched_each(fs: AbstractFileSystem, requests: Sequence[Request]) -> list[Any]:

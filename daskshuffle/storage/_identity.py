@@ -1,11 +1,7 @@
 """What a source is now, cheaply: the sizes and versions of its files, as a pile store records them.
 
-A pile store records its sources' identity (``source_identity``): one entry for
-each file, directory tree or object in memory the shuffle read. A file's
-version is what fsspec's ``info`` says changes when its bytes are replaced
-(:data:`VERSION_KEYS`); a tree's entry digests every file's name, size and
-version; an object in memory is its dask token. :func:`changed_entries` says
-what changed, so that a rerun against changed sources is refused.
+:func:`changed_entries` says what changed since, so that a rerun against
+changed sources is refused.
 """
 
 from __future__ import annotations

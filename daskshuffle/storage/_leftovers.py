@@ -1,11 +1,7 @@
 """What a run leaves beside its destination when it is killed: found, measured and removed.
 
-A run killed after its store was marked complete leaves its pieces
-(``<dst>.daskshuffle-tmp``, or this machine's temporary directory), a store
-being built (``-new``, ``-old``) and its lock: running the same shuffle again
-removes them, as does ``daskshuffle info --clean``. Something else at one of
-these names (a link someone placed) is no leftover: it is refused before a run
-writes (:func:`check_own_paths`), never removed.
+Something else at one of these names (a link someone placed) is no leftover:
+it is refused before a run writes (:func:`check_own_paths`), never removed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """One storage location: a path or URL with its ``storage_options``, its filesystem, and what the storage can do.
 
-A :class:`Location` is built once at the public boundary
-(:meth:`Location.of`) from what the user passed, and everything below the
-boundary takes it, as zarr's ``StorePath`` travels with its store. It is
-absolute (a local path resolved on the client, since workers may run in any
-directory; a URL in fsspec's canonical spelling), frozen, and pickles as its URL
-and options: a worker rebuilds the fsspec filesystem on first use.
+Built once at the public boundary (:meth:`Location.of`) and taken by
+everything below it, as zarr's ``StorePath`` is. It pickles as its URL and
+options: a worker rebuilds the filesystem on first use.
 """
 
 from __future__ import annotations
@@ -15,26 +12,44 @@ import glob
 import hashlib
 import json
 import os
+import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import fsspec
 from fsspec import AbstractFileSystem
 
-from .._errors import DaskShuffleValueError, StorageAccessError, StorageNotFoundError
-from . import (
-    _inherited,  # noqa: F401  # keeps a forked process's inherited filesystems (see there)
-    _own,
-)
-from ._access import reaching, storage_failure
+from .._compat import cached_filesystems
+from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
+from . import _own
+from ._access import reaching
 from ._paths import is_url, normalize
-from ._probe import probe_conditional_writes
 
-__all__ = ["Location", "glob_matches", "unreached"]
+__all__ = ["Location", "glob_matches", "unreached", "why_unconditional"]
 
 _REMOVE_ATTEMPTS = 5
+
+# A forked process (a DataLoader worker, a dask process pool) inherits the parent's fsspec filesystems, whose HTTP
+# sessions' event loop runs in the parent only: collected in the child, each would print "Unclosed client session"
+# and wait on a loop that never answers. So the child keeps them (_inherited), never used.
+_inherited: list[object] = []
+_forking: list[object] = []
+
+
+def _before_fork() -> None:
+    _forking[:] = cached_filesystems(AbstractFileSystem)
+
+
+def _after_fork_in_child() -> None:
+    _inherited.extend(_forking)
+    _forking.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_forking.clear, after_in_child=_after_fork_in_child)
 
 
 @dataclass(frozen=True)
@@ -109,15 +124,23 @@ class Location:
     def conditional_writes(self) -> bool:
         """Whether the storage refuses to create a file that exists (``pipe_file(mode="create")``, ``If-None-Match: *``).
 
-        Probed once per bucket in this process
-        (:func:`~daskshuffle.storage._probe.probe_conditional_writes`), never
-        guessed from the URL; ``False`` for a local disk and ``memory://``,
-        where the lock excludes writers by other means.
+        Probed once per bucket and options in this process (an object of
+        daskshuffle's own name created twice), never guessed from the URL;
+        ``False`` for a local disk and ``memory://``, where the lock excludes
+        writers by other means. An error reaching the storage raises
+        :class:`~daskshuffle.StorageAccessError`; any other error of the
+        creates means no (an s3fs without ``mode="create"``).
         """
         found: bool | None = self.__dict__.get("_conditional")
-        if found is None:
-            found = False if self.is_local or self.protocol == "memory" else probe_conditional_writes(self)
-            object.__setattr__(self, "_conditional", found)
+        if found is None and (self.is_local or self.protocol == "memory"):
+            found = False
+        elif found is None:
+            key = _key(self)
+            with _probing:  # one probe at a time: two threads asking about one bucket probe it once
+                if key not in _found:
+                    _found[key] = _probe(self)
+            found = _found[key][0]
+        object.__setattr__(self, "_conditional", found)
         return found
 
     # The filesystem, resolved once per process.
@@ -278,12 +301,12 @@ class Location:
             if not self.exists():
                 return
             try:
-                fs.rm(inner, recursive=True)
+                with self.reaching():
+                    fs.rm(inner, recursive=True)
                 return
-            except OSError as error:
-                failure = storage_failure(error, self.url, self.options, self._fs_class())
-                if failure is not None:  # the storage's own retries are spent: named, not tried again
-                    raise failure from error
+            except DaskShuffleError:
+                raise  # the storage's own retries are spent: named, not tried again
+            except OSError:
                 # A cancelled task on a cluster may still be finishing a write below
                 # here; give it a moment, then try again.
                 if attempt == _REMOVE_ATTEMPTS - 1:
@@ -324,3 +347,43 @@ def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
         except DaskShuffleValueError as error:
             failed.append((location.url, "options", str(error)))
     return failed
+
+
+# Location.conditional_writes: the lock relies on If-None-Match, which AWS S3 honours but other s3:// endpoints may
+# ignore. The probe object's name: the location's, then this and a random suffix.
+PROBE_SUFFIX: Final = ".daskshuffle-probe-"
+
+_probing = threading.Lock()
+#: What was found, per (protocol, bucket, options): whether the second create was refused, and if not, why.
+_found: dict[tuple[str, str, str], tuple[bool, str]] = {}
+
+
+def _key(location: Location) -> tuple[str, str, str]:
+    return (location.protocol, location.bucket, json.dumps(location.options, sort_keys=True, default=repr))
+
+
+def why_unconditional(location: Location) -> str:
+    """What the probe of ``location``'s storage found that makes it unconditional (``""`` if not probed, or it is not)."""
+    return _found.get(_key(location), (True, ""))[1]
+
+
+def _probe(location: Location) -> tuple[bool, str]:
+    name = PROBE_SUFFIX + uuid.uuid4().hex
+    at_bucket = location.path.strip("/") == location.bucket  # a suffix would name another bucket
+    probe = location.join(name.lstrip(".")) if at_bucket else location.with_suffix(name)
+    fs, path = probe.fs, probe.path
+    try:
+        for attempt in ("a create", "a second create of one object"):
+            try:
+                with probe.reaching():
+                    fs.pipe_file(path, b"", mode="create")
+            except DaskShuffleError:
+                raise  # no access: nothing can be written here, lock or not
+            except FileExistsError:
+                return attempt != "a create", ""  # the second refused: conditional (the first: a name taken, never)
+            except Exception as error:
+                return False, f"{attempt} with mode='create' failed: {type(error).__name__}: {error}"
+        return False, "a second create of one object was not refused (the condition If-None-Match was ignored)"
+    finally:  # whatever happened: daskshuffle's own object, removed
+        with contextlib.suppress(FileNotFoundError), probe.reaching():
+            fs.rm_file(path)

@@ -1,16 +1,8 @@
 """One writer at a time into a destination: the lock ``<dst>.daskshuffle-lock`` beside it.
 
-Two shuffles writing one destination would write over each other's store, and
-the first to finish would remove the other's pieces. The lock records the run
-that holds it (``run``, ``host``, ``pid``, ``since``) so that a run refused
-names the holder. How it excludes depends on the storage (``docs/storage.md``,
-"Two shuffles into one destination"): ``fcntl.flock`` on local disk (the kernel
-lets go when the process ends, so a killed run leaves no stale lock),
-``If-None-Match``/``If-Match`` where a probe (``_probe.py``) found conditional
-writes, a process-wide lock for ``memory://``, and elsewhere a write read back
-with a warning. Every request on object storage is bounded by
-:func:`~daskshuffle.storage.bounded`; a local lock is opened with
-``O_NOFOLLOW``. Released on exit, by the run that holds it only.
+Two shuffles writing one destination would write over each other's store. How
+the lock excludes depends on the storage (``docs/storage.md``, "Two shuffles
+into one destination"); it records its holder, so that a run refused names it.
 """
 
 from __future__ import annotations
@@ -33,8 +25,7 @@ from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessErro
 from . import _own
 from ._crash import crash_point
 from ._deadline import bounded
-from ._location import Location
-from ._probe import why_unconditional
+from ._location import Location, why_unconditional
 
 try:
     import fcntl

@@ -1,11 +1,7 @@
 """What a shuffle has finished, recorded as it goes, so that the same call after a crash continues.
 
-Each pass-1 scatter, merge and seam task marks its name in the manifest (an
-empty file under the scratch directory) once everything it writes is written.
-Tasks are deterministic, so a task that ran without marking (killed mid-way)
-simply runs again and writes the same bytes; a marked one is not run again.
-A mark on a local disk is never made through a symbolic link placed in the
-scratch directory (``storage/_own.py``).
+Tasks are deterministic: one killed before its mark runs again and writes the
+same bytes; a marked one is not run again.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The library's own files and directories: never written, truncated or removed through what someone else placed.
 
-Anyone who may write beside a destination may place a symbolic link at one of
-the library's names (``<dst>.daskshuffle-lock``, ``-tmp``, ...): opened for
-writing, it would truncate what it points to. So a local path of the library's
-own is looked at with ``lstat`` before anything is written there and files are
-opened with ``O_NOFOLLOW``: a link, FIFO, socket or device is refused with
-:class:`UnsafePathError` and left as it is. Object stores have no links.
+A link placed at one of the library's names would, opened for writing,
+truncate what it points to: local paths are looked at with ``lstat`` and
+opened with ``O_NOFOLLOW``, and anything but the library's own is refused.
 """
 
 from __future__ import annotations
