@@ -584,30 +584,66 @@ def test_a_store_with_generations_whose_metadata_stalls_fails_within_the_deadlin
     assert live in ([2_000, 1_000], [1_000]), live
 
 
-#: The writes of a Zarr shuffle that may stall, each with the request it stalls: a chunk of the merge, the lock.
-WRITE_REQUESTS = {"chunk": "piles.zarr/x/c/", "lock": "piles.zarr.daskshuffle-lock"}
+#: The writes of a shuffle that may stall, each with the shuffle, the request it stalls and whether its pieces go to
+#: a ``tmp=`` in the bucket: a Zarr store's chunk, crc32c table and lock, the probe of conditional writes, the pieces
+#: of pass 1 (arrays, text) and the manifest's marks, a Parquet store's sidecar, an xarray store's template, a part of
+#: a text output.
+WRITE_REQUESTS = {
+    "chunk": ("zarr", "piles.zarr/x/c/", False),
+    "crc32c-table": ("zarr", "/daskshuffle-crc32c", False),
+    "lock": ("zarr", "piles.zarr.daskshuffle-lock", False),
+    "probe": ("zarr", ".daskshuffle-probe-", False),
+    "array-piece": ("zarr", ".daskshuffle-tmp/0/", True),
+    "manifest-mark": ("zarr", ".daskshuffle-tmp/_done/", True),
+    "parquet-sidecar": ("parquet", "piles.parquet/_daskshuffle.json", False),
+    "xarray-template": ("xarray", "piles.zarr/x/zarr.json", False),
+    "text-piece": ("text", ".lines", True),
+    "text-part": ("text", ".daskshuffle-partial/", False),
+}
+
+
+def _shuffle(kind: str, local: Path, store: str, **options: Any) -> None:
+    """A shuffle of ``kind`` of a small local source into ``store``."""
+    if kind in ("zarr", "xarray"):
+        source = make_zarr_source(local / "raw.zarr", 1_000, chunk_rows=250)
+        if kind == "xarray":
+            ds.shuffle_xarray(source, store, dim="row", n_piles=4, seed=0, **options)
+        else:
+            ds.shuffle_zarr(source, store, 4, seed=0, **options)
+    elif kind == "parquet":
+        import pandas as pd
+
+        pd.DataFrame({"id": range(1_000), "x": [float(i) for i in range(1_000)]}).to_parquet(local / "raw.parquet")
+        ds.shuffle_parquet(str(local / "raw.parquet"), store, n_piles=4, seed=0, **options)
+    else:
+        (local / "raw.jsonl").write_text("".join(f'{{"id": {i}}}\n' for i in range(1_000)))
+        ds.shuffle_lines(str(local / "raw.jsonl"), store, 4, seed=0, block_memory="8KiB", **options)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("only", WRITE_REQUESTS.values(), ids=WRITE_REQUESTS.keys())
+@pytest.mark.parametrize(("kind", "only", "scratch"), WRITE_REQUESTS.values(), ids=WRITE_REQUESTS.keys())
 def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_valid_store(
-    tmp_path: Path, s3: Any, stalling: Any, only: str
+    tmp_path: Path, s3: Any, stalling: Any, kind: str, only: str, scratch: bool
 ) -> None:
-    source = make_zarr_source(tmp_path / "raw.zarr", 1_000, chunk_rows=250)
-    store = s3.url("piles.zarr")
+    store = s3.url({"parquet": "piles.parquet", "text": "out.jsonl"}.get(kind, "piles.zarr"))
     options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
     deadline = request_deadline(options)
     assert deadline == 3, "two attempts of 1 s, and one more"
-    Location.of(store, options).conditional_writes  # noqa: B018  # probed before the faults
+    if only != ".daskshuffle-probe-":
+        Location.of(store, options).conditional_writes  # noqa: B018  # probed before the faults
     stalling.fault, stalling.only, stalling.methods = "hang", only, frozenset({"PUT"})
+    tmp = {"tmp": s3.url("scratch")} if scratch else {}
     started = time.perf_counter()
     with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
-        ds.shuffle_zarr(source, store, 4, seed=0, storage_options=options)
+        _shuffle(kind, tmp_path, store, storage_options=options, **tmp)
     took = time.perf_counter() - started
     assert stalling.faulted > 0, "the request was made, and stalled"
-    assert caught.value.reason == "unreachable" and store in str(caught.value), str(caught.value)
+    assert caught.value.reason == "unreachable" and s3.bucket in str(caught.value), str(caught.value)
     assert took < 4 * deadline, took
     stalling.fault = None
+    if kind == "text":
+        assert not s3.fs.exists(store), "no output file"
+        return
     with pytest.raises(ds.DaskShuffleError) as refused:
         ds.PileLoader(store, batch_size=100, seed=0, storage_options=s3.storage_options)
     assert not isinstance(refused.value, ds.StorageAccessError), str(refused.value)

@@ -8,7 +8,7 @@ of :mod:`daskshuffle.readers` check what they open with it.
 from . import _generations as generations
 from ._binding import check_arrays, read_tables
 from ._generations import GENERATIONS_KEY, generation_location, read_root, sources_of
-from ._groups import find_group, group_metadata, open_arrays, open_group
+from ._groups import find_group, group_metadata, open_arrays, open_group, zarr_store
 from ._layout import CHUNK_NBYTES, LAYOUT_KEY, sample_rows, xarray_encoding
 from ._metadata import (
     FORMAT_VERSION,
@@ -81,4 +81,5 @@ __all__ = [
     "select_variables",
     "sources_of",
     "xarray_encoding",
+    "zarr_store",
 ]

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from ..formats import ArrayRows, ArrayRowsMethods, Pieces, Variable
 from ..pilestore import ZarrDestination
-from ..storage import Location
+from ..storage import Location, bounded
 
 __all__ = ["ArrayFormat"]
 
@@ -47,9 +47,8 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         return f"{root}/{self.variables.index(variable)}/{name}.bin"
 
     def prepare_pieces(self, tmp: Location) -> None:
-        fs, root = tmp.fs, tmp.path
-        for variable in self.variables:
-            fs.makedirs(f"{root}/{self.variables.index(variable)}", exist_ok=True)
+        for index in range(len(self.variables)):
+            tmp.join(str(index)).makedirs()
 
     def write_pieces(self, tmp: Location, block: int, rows: ArrayRows, piece_offsets: NDArray[np.int64]) -> None:
         self.scatter_block(tmp, block, rows, np.arange(self.n_rows_of(rows), dtype=np.intp), piece_offsets)
@@ -77,7 +76,8 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         rows_of: Callable[[int, int], NDArray[Any]],
     ) -> None:
         """Write rows ``0:n_rows`` of ``variable`` in block ``block``, ``rows_of(first, last)`` a run at a time:
-        one file on a local disk, parts written ``shuffle.parts-at-once`` at once on object storage."""
+        one file on a local disk, parts written ``shuffle.parts-at-once`` at once on object storage, each put within
+        the request deadline."""
         fs, root = tmp.fs, tmp.path
         if tmp.is_local:
             run = max(1, int_setting("shuffle.run-nbytes") // max(variable.row_nbytes, 1))
@@ -91,7 +91,8 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         def put(part: int) -> None:
             first = part * part_rows
             data = np.ascontiguousarray(rows_of(first, min(first + part_rows, n_rows)))
-            fs.pipe_file(self._piece_path(root, variable, block, part), data.reshape(-1).view(np.uint8).tobytes())
+            path = self._piece_path(root, variable, block, part)
+            bounded(fs, "pipe_file", path, data.reshape(-1).view(np.uint8).tobytes(), what=path)
 
         parts = range(-(-n_rows // part_rows))
         at_once = min(max(len(parts), 1), int_setting("shuffle.parts-at-once"))

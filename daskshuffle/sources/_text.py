@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-from fsspec import AbstractFileSystem
 from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
-from ..storage import Location, _leftovers, _own
+from ..storage import Location, _leftovers, _own, bounded
 from ._text_source import (
     _READ_NBYTES,
     BlockCount,
@@ -87,10 +86,9 @@ def _compress(data: bytes | memoryview, compression: str | None) -> bytes | memo
     return data
 
 
-def _partial_path(dst: Location) -> tuple[AbstractFileSystem, str]:
-    """The filesystem and path where the text file ``dst`` is written until it is complete (each file's own)."""
-    partial = dst.with_suffix(_leftovers.PARTIAL_SUFFIX)
-    return partial.fs, partial.path
+def _partial(dst: Location) -> Location:
+    """Where the text file ``dst`` is written until it is complete (each file's own)."""
+    return dst.with_suffix(_leftovers.PARTIAL_SUFFIX)
 
 
 class TextFiles(Destination[Lines]):
@@ -118,9 +116,9 @@ class TextFiles(Destination[Lines]):
         return 1
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial_path(dst)
+        partial = _partial(dst).path
         if not self._in_place(dst):
-            fs.makedirs(partial, exist_ok=True)
+            _partial(dst).makedirs()
             return
         os.makedirs(os.path.dirname(partial), exist_ok=True)
         with _own.open_writer(partial, "an output being written") as file:  # never through a link placed there
@@ -138,7 +136,7 @@ class TextFiles(Destination[Lines]):
                 f"Expected the shuffled lines to total {self.n_bytes:,} bytes, as counted. Got more instead; "
                 "do not change a source while it is being shuffled."
             )
-        descriptor = _own.open_file(_partial_path(dst)[1], os.O_WRONLY, "an output being written")
+        descriptor = _own.open_file(_partial(dst).path, os.O_WRONLY, "an output being written")
         try:
             written = 0
             while written < len(data):
@@ -148,7 +146,6 @@ class TextFiles(Destination[Lines]):
 
     def _write_parts(self, dst: Location, start: int, rows: Lines) -> None:
         """Write the rows that fall in each output file as one part, named by the file and its first line."""
-        fs, partial = _partial_path(dst)
         stop = start + len(rows)
         first = int(np.searchsorted(self.starts, start, side="right")) - 1
         for index in range(max(first, 0), len(self.starts) - 1):
@@ -157,16 +154,17 @@ class TextFiles(Destination[Lines]):
                 break
             if b > a:
                 data = line_bytes(rows.slice(a - start, b - a))
-                fs.pipe_file(f"{partial}/{index:09d}-{a:020d}.part", bytes(_compress(data, self.part_compression)))
+                part = _partial(dst).join(f"{index:09d}-{a:020d}.part")
+                part.write_whole(_compress(data, self.part_compression))
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
-        fs, partial = _partial_path(dst)
+        fs, partial = _partial(dst).fs, _partial(dst).path
         if self._in_place(dst):
             os.replace(partial, dst.path)
             return
         paths = [path.path for path in self.paths] or [dst.path]
         by_file: dict[int, list[str]] = {}
-        for part in sorted(fs.ls(partial, detail=False)):
+        for part in sorted(bounded(fs, "ls", partial, detail=False, what=partial)):
             by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
         targets = [f"{partial}/{index:09d}.out" for index in range(len(paths))]
         # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
@@ -180,7 +178,7 @@ class TextFiles(Destination[Lines]):
             if posixpath.dirname(path):
                 fs.makedirs(posixpath.dirname(path), exist_ok=True)
             fs.mv(target, path)
-        fs.rm(partial, recursive=True)
+        _partial(dst).remove()
 
     def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
         """One output file: the header, then its parts in order."""
@@ -200,9 +198,7 @@ class TextFiles(Destination[Lines]):
         return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
 
     def discard_destination(self, dst: Location) -> None:
-        fs, partial = _partial_path(dst)
-        if fs.exists(partial):
-            fs.rm(partial, recursive=True)
+        _partial(dst).remove()
 
 
 class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
@@ -282,20 +278,17 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
 
     # -- pieces --------------------------------------------------------------
     def prepare_pieces(self, tmp: Location) -> None:
-        tmp.fs.makedirs(tmp.path, exist_ok=True)
+        tmp.makedirs()
 
     def write_pieces(self, tmp: Location, block: int, rows: Lines, piece_offsets: NDArray[np.int64]) -> PieceSizes:
         """Write the lines and their offsets; return the lines and bytes of its pieces.
 
         The offsets (8 bytes a line) spare the merge a second search for newlines.
         """
-        fs, root = tmp.fs, tmp.path
         offsets = line_offsets(rows)
         offsets = offsets - offsets[0]
-        with fs.open(f"{root}/{block}.lines", "wb") as file:
-            file.write(line_bytes(rows))
-        with fs.open(f"{root}/{block}.offsets", "wb") as file:
-            file.write(memoryview(offsets.astype("<i8", copy=False)).cast("B"))
+        tmp.join(f"{block}.lines").write_whole(line_bytes(rows))
+        tmp.join(f"{block}.offsets").write_whole(memoryview(offsets.astype("<i8", copy=False)).cast("B"))
         return PieceSizes.of(np.diff(piece_offsets), np.diff(offsets[piece_offsets]))
 
     def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> Lines:

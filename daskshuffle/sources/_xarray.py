@@ -21,7 +21,7 @@ import numpy as np
 from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
-from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute
+from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, zarr_store
 from ..storage import Location, identify_token
 from ._arrays import ArrayFormat
 from ._found import found
@@ -137,14 +137,6 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
     def rows_of_block(self, block: int, value: Any) -> ArrayRows:
         return {variable.name: np.asarray(value[variable.name], dtype=variable.dtype) for variable in self.variables}
 
-    def _open(self, dst: Location) -> str | Any:
-        """What xarray and zarr open for ``dst``: where this format hands a location to them."""
-        import zarr
-
-        if dst.options:
-            return zarr.storage.FsspecStore.from_url(dst.url, storage_options=dst.options)
-        return dst.url
-
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
         if self._template is None:
             raise RuntimeError("create_destination runs where the shuffle was planned, with its template")
@@ -164,12 +156,13 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
                 self._template = self._template.assign_coords({variable.name: rechunked})
             else:
                 self._template[variable.name] = rechunked
-        self._template.to_zarr(self._open(dst), mode="w", compute=False, zarr_format=3, consolidated=False)
+        with dst.reaching():
+            self._template.to_zarr(zarr_store(dst), mode="w", compute=False, zarr_format=3, consolidated=False)
         group = _layout.open_group(dst, mode="r+")
         group.attrs[METADATA_KEY] = metadata_attribute({**metadata, "dim": self.dim})
 
     def stored_rows(self, dst: Location, rows: ArrayRows) -> ArrayRows:
-        return _encode(rows, self._open(dst))
+        return _encode(rows, zarr_store(dst, read_only=True))
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
         """Encoded as the destination stores values, written as every Zarr pile store's rows are."""

@@ -26,6 +26,7 @@ from .._compat import cached_filesystems
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import _own
 from ._access import reaching
+from ._deadline import bounded
 from ._paths import is_url, normalize
 
 __all__ = ["Location", "glob_matches", "unreached", "why_unconditional"]
@@ -216,10 +217,14 @@ class Location:
         except (ImportError, ValueError):
             return None
 
+    def _request(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``fs.<name>(path, *args, **kwargs)`` here, within the request deadline, a failure named by :meth:`reaching`."""
+        with self.reaching():
+            return bounded(self.fs, name, self.path, *args, what=self.path, **kwargs)
+
     def exists(self) -> bool:
         """Whether something is here; a failure to reach the storage raises :class:`StorageAccessError` naming it."""
-        with self.reaching():
-            return bool(self.fs.exists(self.path))
+        return bool(self._request("exists"))
 
     def placed(self) -> bool:
         """Whether a link (or FIFO, ...) someone else placed is here, on a local disk: never the library's, never removed."""
@@ -227,8 +232,7 @@ class Location:
 
     def isdir(self) -> bool:
         """Whether this is a directory (a prefix with objects below it, on an object store)."""
-        with self.reaching():
-            return bool(self.fs.isdir(self.path))
+        return bool(self._request("isdir"))
 
     def nbytes(self) -> int:
         """Bytes of the file here, or of every file below the directory here."""
@@ -266,11 +270,12 @@ class Location:
 
     # Writing.
 
-    def write_whole(self, data: bytes) -> None:
+    def write_whole(self, data: bytes | memoryview) -> None:
         """Write the file here at once: a reader sees the old file or the new one, never half of it.
 
         On a local disk the bytes go to a staged file beside it, renamed over
-        it; elsewhere one put is that already (one request on an object store).
+        it; elsewhere one put is that already (one request on an object store,
+        within the request deadline).
         """
         staged = f"{self.path}.partial"
         if self.is_local:  # never written through a link placed at the staged name
@@ -278,13 +283,11 @@ class Location:
                 file.write(data)
             os.replace(staged, self.path)
             return
-        with self.reaching():
-            self.fs.pipe_file(self.path, data)
+        self._request("pipe_file", bytes(data))  # botocore takes bytes, not a view
 
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
-        with self.reaching():
-            self.fs.makedirs(self.path, exist_ok=True)
+        self._request("makedirs", exist_ok=True)
 
     def remove(self) -> None:
         """Remove what is here and everything below it, if it exists.
@@ -294,15 +297,13 @@ class Location:
         and left, as is what it points to. Links below a directory removed here
         are removed themselves, never followed.
         """
-        fs, inner = self._resolved()
         if self.is_local:
-            _own.refuse(inner, "a file or directory")
+            _own.refuse(self.path, "a file or directory")
         for attempt in range(_REMOVE_ATTEMPTS):
             if not self.exists():
                 return
             try:
-                with self.reaching():
-                    fs.rm(inner, recursive=True)
+                self._request("rm", recursive=True)
                 return
             except DaskShuffleError:
                 raise  # the storage's own retries are spent: named, not tried again
@@ -371,12 +372,10 @@ def _probe(location: Location) -> tuple[bool, str]:
     name = PROBE_SUFFIX + uuid.uuid4().hex
     at_bucket = location.path.strip("/") == location.bucket  # a suffix would name another bucket
     probe = location.join(name.lstrip(".")) if at_bucket else location.with_suffix(name)
-    fs, path = probe.fs, probe.path
     try:
         for attempt in ("a create", "a second create of one object"):
             try:
-                with probe.reaching():
-                    fs.pipe_file(path, b"", mode="create")
+                probe._request("pipe_file", b"", mode="create")
             except DaskShuffleError:
                 raise  # no access: nothing can be written here, lock or not
             except FileExistsError:
@@ -385,5 +384,5 @@ def _probe(location: Location) -> tuple[bool, str]:
                 return False, f"{attempt} with mode='create' failed: {type(error).__name__}: {error}"
         return False, "a second create of one object was not refused (the condition If-None-Match was ignored)"
     finally:  # whatever happened: daskshuffle's own object, removed
-        with contextlib.suppress(FileNotFoundError), probe.reaching():
-            fs.rm_file(path)
+        with contextlib.suppress(FileNotFoundError):
+            probe._request("rm_file")

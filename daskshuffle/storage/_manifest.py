@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _own
+from ._deadline import bounded
 from ._location import Location
 
 __all__ = ["Manifest", "run_marked", "run_once"]
@@ -32,11 +33,10 @@ class Manifest:
     location: Location
 
     def mark(self, name: str) -> None:
-        fs, inner = self.location.fs, self.location.path
+        inner = self.location.path
         if not self.location.is_local:
-            with self.location.reaching():
-                fs.makedirs(inner, exist_ok=True)
-                fs.pipe_file(f"{inner}/{name}", b"")
+            self.location.makedirs()
+            self.location.join(name).write_whole(b"")
             return
         # Locally, never through a link placed at the manifest or a mark: it would make or empty a file elsewhere.
         _own.refuse(inner, "a manifest directory", directory=True)
@@ -44,11 +44,12 @@ class Manifest:
         os.close(_own.open_file(f"{inner}/{name}", os.O_WRONLY | os.O_CREAT, "a manifest mark"))
 
     def done(self) -> frozenset[str]:
+        if not self.location.exists():
+            return frozenset()
         fs, inner = self.location.fs, self.location.path
         with self.location.reaching():
-            if not fs.exists(inner):
-                return frozenset()
-            return frozenset(path.rstrip("/").rsplit("/", 1)[-1] for path in fs.ls(inner, detail=False))
+            listed = bounded(fs, "ls", inner, detail=False, what=inner)
+        return frozenset(path.rstrip("/").rsplit("/", 1)[-1] for path in listed)
 
 
 def run_marked(manifest: Manifest, name: str, task: Callable[..., Any], *args: Any) -> Any:
