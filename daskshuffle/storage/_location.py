@@ -236,9 +236,7 @@ class Location:
 
     def nbytes(self) -> int:
         """Bytes of the file here, or of every file below the directory here."""
-        directory = self.isdir()
-        with self.reaching():
-            return int(self.fs.du(self.path, total=True)) if directory else int(self.fs.size(self.path) or 0)
+        return int(self._request("du", total=True)) if self.isdir() else int(self._request("size") or 0)
 
     def check(self, name: str, *, bucket_known: bool = False) -> bool:
         """Before anything is written: the credentials are accepted and, on an object store, the bucket exists.
