@@ -31,6 +31,7 @@ from ._metadata import (
     parse_metadata_attribute,
     read_metadata,
 )
+from ._zarr_store import write_rows
 
 __all__ = [
     "GENERATIONS_KEY",
@@ -327,12 +328,6 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         alignment = max(alignment, int(array.chunks[0]))
         row_nbytes += array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
     return alignment, row_nbytes
-
-
-def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]) -> int:
-    """Write ``rows`` (a dict of arrays) into generation ``number`` from row ``start`` on; returns their number."""
-    _zarr_store.write_rows(generation_location(store, generation_path(number)), start, rows)
-    return len(next(iter(rows.values()), ()))
 
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
