@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import dask
@@ -24,6 +25,7 @@ from daskshuffle import (
     DaskShuffleValueError,
     PileStoreExistsError,
     UnfinishedShuffleError,
+    UnsafePathError,
     shuffle_parquet,
     shuffle_zarr,
 )
@@ -87,6 +89,37 @@ def test_a_run_interrupted_by_ctrl_c_continues_where_it_stopped(source: str, tmp
     assert content_digest(tmp_path / "piles.zarr") == content_digest(tmp_path / "whole.zarr")
     assert result.n_rows == 1500
     assert sorted(os.listdir(tmp_path)) == ["piles.zarr", "raw.zarr", "whole.zarr"], "no scratch left"
+
+
+def test_a_resumed_zarr_shuffle_removes_only_the_files_zarr_was_writing(
+    source: str, tmp_path: Path, points: Points
+) -> None:
+    """zarr writes each key through ``<key>.<uuid4 hex>.partial``: a kill leaves it, and the resumed run removes it.
+
+    A file the library did not write stays: a user's ``notes.partial``, and a link (the run is refused).
+    """
+    points.arm("merge", raise_at(2))
+    with dask.config.set(scheduler="sync"), pytest.raises(KeyboardInterrupt):
+        shuffle_zarr(source, tmp_path / "piles.zarr", seed=5, **SMALL)
+    points.disarm("merge")
+    store = tmp_path / "piles.zarr"
+    killed = [store / f"zarr.{uuid.uuid4().hex}.partial", store / "x" / "c" / f"0.{uuid.uuid4().hex}.partial"]
+    mine = store / "notes.partial"
+    outside = tmp_path / "outside.partial"
+    link = store / "x" / "c" / f"1.{uuid.uuid4().hex}.partial"
+    (store / "x" / "c").mkdir(exist_ok=True)
+    for path in [*killed, mine, outside]:
+        path.write_bytes(b"{")
+    link.symlink_to(outside)
+
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        shuffle_zarr(source, store, seed=5, **SMALL)
+    assert all(path.exists() for path in killed) and link.is_symlink() and outside.read_bytes() == b"{"
+
+    link.unlink()
+    shuffle_zarr(source, store, seed=5, **SMALL)
+    assert not any(path.exists() for path in killed)
+    assert mine.read_bytes() == b"{", "a file the library did not write stays"
 
 
 def test_a_drawn_seed_is_the_interrupted_runs_and_a_finished_shuffle_returns_at_once(

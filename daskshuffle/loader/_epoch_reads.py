@@ -10,10 +10,12 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
+
+from ..readers import PickledEmpty
 
 __all__ = ["EpochCache", "EpochReads", "Read", "ReadPlan"]
 
@@ -41,8 +43,8 @@ class ReadPlan(NamedTuple):
 KEPT_EPOCHS = 3
 
 
-class EpochCache(Generic[Made]):
-    """What is made once for each epoch and shared by threads; the last :data:`KEPT_EPOCHS` kept, pickled empty.
+class EpochCache(PickledEmpty, Generic[Made]):
+    """What is made once for each epoch and shared by threads; the last :data:`KEPT_EPOCHS` kept.
 
     An error reaches the threads waiting, and the next to ask tries again.
     """
@@ -69,12 +71,6 @@ class EpochCache(Generic[Made]):
                 pending.set_exception(error)
                 raise
         return pending.result()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__()  # type: ignore[misc]
 
 
 class EpochReads(ABC):

@@ -259,8 +259,7 @@ class PileLoader(LoaderPosition):
         >>> str(PileLoader("piles.zarr", batch_size=100).dtypes["x"])
         'float32'
         """
-        reader = self._piles.reader
-        empty = reader.to_batch(reader.read_rows(0, 0))
+        empty = self._piles.reader.empty()
         return {name: values.dtype for name, values in empty.items()} if isinstance(empty, dict) else {}
 
     def plan(self, epoch: int, start: int = 0, stop: int | None = None) -> BatchPlan:

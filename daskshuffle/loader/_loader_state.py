@@ -98,9 +98,9 @@ def parse_rank(rank: object, world_size: int) -> int:
 
 def row_nbytes(reader: PileReader[Any]) -> float:
     """Bytes a row of ``reader`` takes in memory: from the dtypes, or from a sample of rows where sizes vary."""
-    arrays = reader.as_arrays(reader.read_rows(0, 0))
-    if arrays is not None and all(values.dtype.kind != "O" for values in arrays.values()):
-        return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in arrays.values()))
+    empty = reader.empty()
+    if isinstance(empty, dict) and all(values.dtype.kind != "O" for values in empty.values()):
+        return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in empty.values()))
     n_rows = min(reader.n_rows, 256)
     rows = reader.read_rows(0, n_rows)
     arrays = reader.as_arrays(rows)

@@ -63,14 +63,10 @@ class Mixture:
 
 def _schema(reader: PileReader[Any]) -> dict[str, str]:
     """Each variable's dtype (and row shape) in what the reader hands out, from no rows at all."""
-    rows = reader.read_rows(0, 0)
-    schema = getattr(rows, "schema", None)  # a table's: its columns' types
+    schema = getattr(reader.read_rows(0, 0), "schema", None)  # a table's: its columns' types
     if schema is not None:
         return {field.name: str(field.type) for field in schema}
-    arrays = reader.as_arrays(rows)
-    if arrays is None:
-        arrays = reader.to_batch(rows)
-    return {str(name): f"{values.dtype}{list(values.shape[1:]) or ''}" for name, values in dict(arrays).items()}
+    return {str(name): f"{values.dtype}{list(values.shape[1:]) or ''}" for name, values in dict(reader.empty()).items()}
 
 
 def _check_alike(paths: Sequence[str], readers: Sequence[PileReader[Any]]) -> None:

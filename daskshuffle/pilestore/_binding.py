@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
-from ..storage import Location, _own, fetched_each, storage_failure
+from ..storage import Location, _own, fetched_each, raise_storage_failure
 from ._groups import open_arrays, open_group, zarr_store
 from ._metadata import RUN_KEY, metadata_disagrees, seal_of
 
@@ -204,9 +204,7 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
     for name, record in records.items():
         data = found.get(files[name])
         if isinstance(data, BaseException):  # not served (throttled, refused, no answer): nothing is damaged
-            failure = storage_failure(data, location.url, what=files[name])
-            if failure is not None:
-                raise failure from data
+            raise_storage_failure(data, location.url, what=files[name])
         expected = (4 * int(record["n_chunks"]), int(record["crc32c"]))
         got = (len(data), crc32c(data)) if isinstance(data, bytes) else None
         if got != expected:

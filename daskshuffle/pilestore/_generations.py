@@ -7,7 +7,6 @@ a reader opens the old list or the new one.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,6 +31,7 @@ from ._metadata import (
     parse_metadata_attribute,
     read_metadata,
 )
+from ._zarr_store import write_rows
 
 __all__ = [
     "GENERATIONS_KEY",
@@ -60,9 +60,6 @@ GROUP = "generations"
 _SCRATCH = (*_leftovers.SCRATCH_SUFFIXES, _lock.LOCK_SUFFIX)
 #: The only paths a generation may have: the root, or a numbered group of ``generations``.
 _PATH = re.compile(rf"{GROUP}/\d{{5,}}")
-#: What zarr names a key of a local store while it writes it (``zarr/storage/_local.py``, ``_atomic_write``): of the
-#: keys daskshuffle writes, a ``zarr.json``, a chunk and a crc32c table.
-_PARTIAL = re.compile(r"(zarr|\d+|daskshuffle-crc32c)\.[0-9a-f]{32}\.partial")
 
 
 def generation_path(number: int) -> str:
@@ -248,7 +245,7 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
         elif suffix and not group.join(name).placed():
             found.append(Leftover.at(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
     gone = tuple(f"{left.location.path}/" for left in found)  # removed whole: not named again
-    for path in _partials(store):
+    for path in _zarr_store.partials(store):
         if not store.join(path).path.startswith(gone):
             found.append(Leftover.at(store.join(path), "a file zarr was writing when a step was killed"))
     if tmp is not None:  # the pieces of a generation's shuffle given tmp=: named after the generation
@@ -257,26 +254,6 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
             if number and pieces.exists() and not pieces.placed():
                 found.append(Leftover.at(pieces, f"pieces of generation {number}'s shuffle"))
     return found
-
-
-def _partials(store: Location) -> list[str]:
-    """The files zarr was writing into the local ``store`` when a step was killed (:data:`_PARTIAL`), relative to it.
-
-    Only regular files of the store's own tree, a chunk's only in a ``c`` directory; no link is followed.
-    """
-    if not store.is_local or not os.path.isdir(store.path):
-        return []
-    found = []
-    for directory, _, files in os.walk(store.path, followlinks=False):
-        inner = os.path.relpath(directory, store.path)
-        for name in files:
-            match = _PARTIAL.fullmatch(name)
-            path = name if inner == "." else f"{inner}/{name}"
-            chunk = match is not None and match.group(1).isdigit()
-            if match is None or (chunk and "c" not in inner.split(os.sep)) or _own.found_at(f"{directory}/{name}"):
-                continue
-            found.append(path.replace(os.sep, "/"))
-    return sorted(found)
 
 
 def consolidated(store: Location, root: Mapping[str, Any]) -> bool:
@@ -351,12 +328,6 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
         alignment = max(alignment, int(array.chunks[0]))
         row_nbytes += array.dtype.itemsize * int(np.prod(array.shape[1:], dtype=np.int64))
     return alignment, row_nbytes
-
-
-def write_rows(store: Location, number: int, start: int, rows: Mapping[str, Any]) -> int:
-    """Write ``rows`` (a dict of arrays) into generation ``number`` from row ``start`` on; returns their number."""
-    _zarr_store.write_rows(generation_location(store, generation_path(number)), start, rows)
-    return len(next(iter(rows.values()), ()))
 
 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:

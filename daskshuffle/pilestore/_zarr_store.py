@@ -5,6 +5,8 @@ The store is a Zarr v3 group with the source's arrays, laid out for reading pile
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -13,7 +15,7 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from ..formats import ArrayRows, Destination, Variable, run_rows
-from ..storage import Location
+from ..storage import Location, _own
 from . import _binding, _layout
 from ._groups import consolidate_group, open_group
 from ._metadata import METADATA_KEY, metadata_attribute
@@ -21,7 +23,11 @@ from ._metadata import METADATA_KEY, metadata_attribute
 if TYPE_CHECKING:
     import zarr
 
-__all__ = ["ZarrDestination", "finish", "write_rows"]
+__all__ = ["ZarrDestination", "finish", "partials", "write_rows"]
+
+#: What zarr names a key of a local store while it writes it (``zarr/storage/_local.py``, ``_atomic_write``): of the
+#: keys daskshuffle writes, a ``zarr.json``, a chunk and a crc32c table.
+_PARTIAL = re.compile(r"(zarr|\d+|daskshuffle-crc32c)\.[0-9a-f]{32}\.partial")
 
 
 class ZarrDestination(Destination[ArrayRows]):
@@ -90,11 +96,10 @@ class ZarrDestination(Destination[ArrayRows]):
         finish(dst, {**metadata, _layout.LAYOUT_KEY: self._layout_record()})
 
     def resume_destination(self, dst: Location) -> None:
-        # zarr writes a local chunk to a temporary "<key>.<uuid>.partial" and renames it: a kill leaves that file.
-        if dst.is_local:
-            fs, root = dst.fs, dst.path
-            for path in fs.glob(f"{root}/**/*.partial"):
-                fs.rm_file(path)
+        # zarr names the file it writes a key through with a fresh uuid that nothing records, so a kill's leftovers
+        # are found by their exact shape (:func:`partials`) in the store's own tree, never through a link.
+        for path in partials(dst):
+            os.remove(dst.join(path).path)
 
     def discard_destination(self, dst: Location) -> None:
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""
@@ -151,3 +156,23 @@ def _runs(array: zarr.Array[Any], n_rows: int, most_chunks: int | None = None) -
 
 def _write(array: zarr.Array[Any], start: int, values: NDArray[Any]) -> None:
     array[start : start + len(values)] = values
+
+
+def partials(store: Location) -> list[str]:
+    """The files zarr was writing into the local ``store`` when a step was killed (:data:`_PARTIAL`), relative to it.
+
+    Only regular files of the store's own tree, a chunk's only in a ``c`` directory; no link is followed.
+    """
+    if not store.is_local or not os.path.isdir(store.path):
+        return []
+    found = []
+    for directory, _, files in os.walk(store.path, followlinks=False):
+        inner = os.path.relpath(directory, store.path)
+        for name in files:
+            match = _PARTIAL.fullmatch(name)
+            path = name if inner == "." else f"{inner}/{name}"
+            chunk = match is not None and match.group(1).isdigit()
+            if match is None or (chunk and "c" not in inner.split(os.sep)) or _own.found_at(f"{directory}/{name}"):
+                continue
+            found.append(path.replace(os.sep, "/"))
+    return sorted(found)

@@ -14,10 +14,18 @@ import weakref
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, InvalidStateError, wait
 from typing import Any
 
-__all__ = ["CancellableRead", "ReadCancelledError", "ReadsUnderWay"]
+__all__ = ["CancellableRead", "PickledEmpty", "ReadCancelledError", "ReadsUnderWay"]
 
 #: The errors of a request that was cancelled (on the filesystem's event loop, or a thread's that had not begun it).
 _CANCELS = (asyncio.CancelledError, CancelledError)
+
+
+class PickledEmpty:
+    """A base of what only this process holds (reads under way, a cache its threads share): a pickle carries none
+    of it, and unpickling makes a new, empty one."""
+
+    def __reduce__(self) -> tuple[type[Any], tuple[()]]:
+        return type(self), ()
 
 
 class ReadCancelledError(RuntimeError):
@@ -60,8 +68,8 @@ class CancellableRead:
             raise ReadCancelledError(f"The read of {what!r} was cancelled: whoever asked for these rows has gone.")
 
 
-class ReadsUnderWay:
-    """The reads of a reader under way, to cancel by the thread that started them; picklable (as empty).
+class ReadsUnderWay(PickledEmpty):
+    """The reads of a reader under way, to cancel by the thread that started them.
 
     Examples
     --------
@@ -79,12 +87,6 @@ class ReadsUnderWay:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._reads: weakref.WeakSet[CancellableRead] = weakref.WeakSet()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__()  # type: ignore[misc]
 
     def begin(self) -> CancellableRead:
         """A read of the calling thread's, kept until it is gone (collected), to cancel."""

@@ -22,7 +22,7 @@ from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
 from ..pilestore import PART, PART_BINDING, arrow_filesystem, part_name
-from ..storage import Location, bounded, fetched_each, storage_failure
+from ..storage import Location, bounded, fetched_each, raise_storage_failure
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -110,8 +110,8 @@ class PartFiles:
         try:
             footer = self._read_footer(index, tail)
         except (OSError, pa.ArrowException) as error:
-            failure = storage_failure(error, self.store, what=path)  # not served: nothing is damaged
-            raise failure or self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
+            raise_storage_failure(error, self.store, what=path)  # not served: nothing is damaged
+            raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
         return self._keep(index, footer)
 
     def _keep(self, index: int, footer: pq.FileMetaData) -> pq.FileMetaData:
@@ -231,9 +231,7 @@ class PartFiles:
         try:
             return read(self.columns)
         except (OSError, pa.ArrowException) as error:
-            failure = storage_failure(error, self.store, what=path)  # not served: nothing is damaged
-            if failure is not None:
-                raise failure from error
+            raise_storage_failure(error, self.store, what=path)  # not served: nothing is damaged
             failing = []
             for column in self.columns:  # which columns: worth a second read on the way to an error
                 try:

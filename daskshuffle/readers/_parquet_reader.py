@@ -25,7 +25,7 @@ from ..pilestore import (
     read_sidecar,
     select_variables,
 )
-from ..storage import Cache, Fetches, Location, StoreCache, storage_failure
+from ..storage import Cache, Fetches, Location, StoreCache, raise_storage_failure
 from ._cancel import CancellableRead
 from ._opened import Opened
 from ._parquet_parts import PartFiles, Piece
@@ -220,9 +220,8 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
                 file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True, pre_buffer=False)
                 table = file.read_row_groups(piece.groups, columns=self.columns)
         except Exception as error:
-            failure = storage_failure(error, self.store, what=path)
-            if failure is not None:  # not served (throttled, no credentials): a read again would meet the same
-                raise failure from error
+            # Not served (throttled, no credentials): a read again would meet the same.
+            raise_storage_failure(error, self.store, what=path)
             if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
                 for request, _ in ranges:
                     self._cache.evict(_cache_key(request))

@@ -155,6 +155,13 @@ class PileReader(ABC, Generic[Rows]):
             return rows
         return None
 
+    def empty(self) -> Any:
+        """No rows, to learn each variable's dtype and row shape from: arrays by variable (:meth:`as_arrays`), else a
+        batch (:meth:`to_batch`)."""
+        rows = self.read_rows(0, 0)
+        arrays = self.as_arrays(rows)
+        return arrays if arrays is not None else self.to_batch(rows)
+
     def fetch(self, start: int, stop: int) -> None:
         """Start fetching the files of rows ``start:stop``, to be read by ``read_rows(start, stop)`` (or the pile).
 

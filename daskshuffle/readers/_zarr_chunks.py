@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import ARRAY_KINDS, crc32c
-from ..storage import Fetches, StoreCache, bounded, crash_point, storage_failure
+from ..storage import Fetches, StoreCache, bounded, crash_point, raise_storage_failure
 from ._cancel import CancellableRead
 from ._opened import Opened
 from ._zarr_decode import ZarrDecode
@@ -175,8 +175,8 @@ class ChunkFiles:
                 if isinstance(data, FileNotFoundError):
                     raise rows.damage(index, path, "no such file")
                 elif isinstance(data, BaseException):  # not served (credentials, throttled, ...), or damage
-                    failure = storage_failure(data, self.store, what=path)
-                    raise failure or rows.damage(index, path, f"an error reading it ({data})") from data
+                    raise_storage_failure(data, self.store, what=path)
+                    raise rows.damage(index, path, f"an error reading it ({data})") from data
                 else:
                     target = rows.target(index)
                     rows.put(index, self._decode_fetched(rows, data, index, path, target), target)

@@ -30,14 +30,14 @@ def _entry_of(store: Location, number: int) -> dict[str, Any]:
         reader.close()
 
 
-def _copy_rows(store: Location, number: int, start: int, stop: int) -> int:
+def _copy_rows(store: Location, number: int, start: int, stop: int) -> None:
     """Rows ``start:stop`` of the store as its root lists them now, written into generation ``number``."""
     reader = GenerationsReader(store)
     try:
         rows = reader.read_rows(start, stop)
     finally:
         reader.close()
-    return store_io.write_rows(store, number, start, rows)
+    store_io.write_rows(store_io.generation_location(store, store_io.generation_path(number)), start, rows)
 
 
 #: Rows ``compact`` copies per task: about this many bytes.

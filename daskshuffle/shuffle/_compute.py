@@ -42,10 +42,6 @@ def token_of(value: Any) -> str:
     return str(tokenize(value))
 
 
-def _collect(*results: Any) -> list[Any]:
-    return list(results)
-
-
 def map_tasks(
     func: Callable[..., Any],
     args: Sequence[tuple[Any, ...]],
@@ -66,7 +62,7 @@ def map_tasks(
         name += "-" + tokenize(list(keys))
         graph = {(name, index): (func, *item, key) for index, (item, key) in enumerate(zip(args, keys, strict=True))}
         graph.update(input_graph)
-    graph[name] = (_collect, *[(name, index) for index in range(len(args))])
+    graph[name] = (list, [(name, index) for index in range(len(args))])
     return list(compute(graph, name, progress=progress))
 
 

@@ -11,7 +11,7 @@ from .._parse import parse_positive_int, parse_variables
 from ..formats import Format
 from ..pilestore import ParquetWriting, read_metadata
 from ..sources import COMPRESSIONS, list_parquet_sources, open_dataframe_source, open_parquet_sources
-from ..storage import Location, identify_token
+from ..storage import Location, _leftovers, identify_token
 from . import _collections, _compute
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options
@@ -20,8 +20,6 @@ from ._run import Listed, ShuffleResult, run_shuffle
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
 PathLike = str | os.PathLike[str]
-#: Where a dask DataFrame is computed to, next to ``dst`` (or in ``tmp``), until the shuffle ends.
-_SPOOL_SUFFIX = ".daskshuffle-spool"
 
 
 def parse_writing(compression: object, row_group_size: object, n_output_files: object) -> ParquetWriting:
@@ -249,7 +247,7 @@ def shuffle_dataframe(
     # Public API that dask does not list in an __all__; loaded for a dask DataFrame only.
     from dask.dataframe.utils import make_meta  # type: ignore[attr-defined]
 
-    spool = dst_location.scratch(_SPOOL_SUFFIX, tmp_location)
+    spool = dst_location.scratch(_leftovers.SPOOL_SUFFIX, tmp_location)
     spool.remove()
     try:
         spool.makedirs()

@@ -1,6 +1,6 @@
 """Where bytes live: paths and URLs resolved through fsspec, locks, manifests."""
 
-from ._access import access_error, reaching, storage_failure
+from ._access import access_error, raise_storage_failure, reaching
 from ._cache import Cache, StoreCache, parse_cache
 from ._crash import crash_point
 from ._deadline import bounded, request_deadline, within
@@ -31,11 +31,11 @@ __all__ = [
     "identify_tree",
     "normalize",
     "parse_cache",
+    "raise_storage_failure",
     "reaching",
     "request_deadline",
     "run_marked",
     "run_once",
-    "storage_failure",
     "unreached",
     "within",
 ]

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 from .._errors import Argument, DaskShuffleError, DaskShuffleValueError, StorageAccessError
 
-__all__ = ["access_error", "reaching", "storage_failure"]
+__all__ = ["access_error", "raise_storage_failure", "reaching"]
 
 #: Why storage did not serve a request.
 Reason = Literal["credentials", "refused", "throttled", "unreachable", "server"]
@@ -303,6 +303,34 @@ def storage_failure(
     return option_error(url, options, error, fs_class)
 
 
+def raise_storage_failure(
+    error: BaseException,
+    url: str,
+    options: dict[str, Any] | None = None,
+    fs_class: Any = None,
+    *,
+    what: str | None = None,
+) -> None:
+    """Raise :func:`storage_failure`'s error for ``error`` (from it) if storage did not serve it; else return.
+
+    The one check of a caller that holds an error it caught (a fetch's, a
+    reader's): a return leaves ``error`` to the caller, as damage or as it is.
+
+    Examples
+    --------
+    >>> raise_storage_failure(ValueError("a bad footer"), "s3://bucket/piles.parquet")  # damage: the caller's
+    >>> raise_storage_failure(OSError(errno.EBUSY, "Please reduce your request rate."), "s3://bucket/piles.parquet")
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.StorageAccessError: Expected an answer from 's3://bucket/piles.parquet'. Got requests throttled ...
+    """
+    failure = storage_failure(error, url, options, fs_class, what=what)
+    if failure is error:
+        raise error
+    if failure is not None:
+        raise failure from error
+
+
 @contextlib.contextmanager
 def reaching(
     url: str, options: dict[str, Any] | None = None, fs_class: Any = None, *, what: str | None = None
@@ -326,7 +354,5 @@ def reaching(
     except DaskShuffleError:
         raise
     except Exception as error:
-        failure = storage_failure(error, url, options, fs_class, what=what)
-        if failure is None:
-            raise
-        raise failure from error
+        raise_storage_failure(error, url, options, fs_class, what=what)
+        raise
