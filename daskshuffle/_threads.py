@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["PREFIX", "LazyPool", "release_on_collection"]
+__all__ = ["PREFIX", "LazyPool", "PickledEmpty", "release_on_collection"]
 
 #: The first word of the name of every thread daskshuffle starts.
 PREFIX = "daskshuffle"
@@ -66,3 +66,11 @@ class LazyPool:
             executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=wait and not self.owns(), cancel_futures=True)
+
+
+class PickledEmpty:
+    """A base of what only this process holds (reads under way, a cache its threads share): a pickle carries none
+    of it, and unpickling makes a new, empty one."""
+
+    def __reduce__(self) -> tuple[type[Any], tuple[()]]:
+        return type(self), ()

@@ -15,7 +15,7 @@ from typing import Generic, NamedTuple, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from ..readers import PickledEmpty
+from .._threads import PickledEmpty
 
 __all__ = ["EpochCache", "EpochReads", "Read", "ReadPlan"]
 

@@ -1,6 +1,6 @@
 """Reading pile stores fast: one reader per kind of store; :func:`open_pile_reader` opens any."""
 
-from ._cancel import PickledEmpty, ReadCancelledError
+from ._cancel import ReadCancelledError
 from ._generations import GenerationsReader
 from ._open import open_pile_reader
 from ._pile_reader import ComposedReader, PileReader
@@ -9,7 +9,6 @@ from ._zarr_reader import ZarrPileReader
 __all__ = [
     "ComposedReader",
     "GenerationsReader",
-    "PickledEmpty",
     "PileReader",
     "ReadCancelledError",
     "ZarrPileReader",

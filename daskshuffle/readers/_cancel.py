@@ -14,18 +14,12 @@ import weakref
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, InvalidStateError, wait
 from typing import Any
 
-__all__ = ["CancellableRead", "PickledEmpty", "ReadCancelledError", "ReadsUnderWay"]
+from .._threads import PickledEmpty
+
+__all__ = ["CancellableRead", "ReadCancelledError", "ReadsUnderWay"]
 
 #: The errors of a request that was cancelled (on the filesystem's event loop, or a thread's that had not begun it).
 _CANCELS = (asyncio.CancelledError, CancelledError)
-
-
-class PickledEmpty:
-    """A base of what only this process holds (reads under way, a cache its threads share): a pickle carries none
-    of it, and unpickling makes a new, empty one."""
-
-    def __reduce__(self) -> tuple[type[Any], tuple[()]]:
-        return type(self), ()
 
 
 class ReadCancelledError(RuntimeError):
