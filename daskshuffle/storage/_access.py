@@ -280,29 +280,6 @@ def option_error(
     )
 
 
-def storage_failure(
-    error: BaseException,
-    url: str,
-    options: dict[str, Any] | None = None,
-    fs_class: Any = None,
-    *,
-    what: str | None = None,
-) -> DaskShuffleError | None:
-    """The error to raise for ``error``, raised reaching ``url``, if storage did not serve it; ``None`` otherwise.
-
-    A :class:`StorageAccessError` (credentials, refused, throttled,
-    unreachable, server), or a :class:`DaskShuffleValueError` for a storage
-    option the filesystem does not take. ``None`` leaves ``error`` to the
-    caller: damage, or anything else.
-    """
-    reason = failure_reason(error)
-    if reason is not None:
-        if isinstance(error, StorageAccessError):
-            return error
-        return access_error(url, error, reason, what=what)
-    return option_error(url, options, error, fs_class)
-
-
 def raise_storage_failure(
     error: BaseException,
     url: str,
@@ -311,10 +288,13 @@ def raise_storage_failure(
     *,
     what: str | None = None,
 ) -> None:
-    """Raise :func:`storage_failure`'s error for ``error`` (from it) if storage did not serve it; else return.
+    """Raise the error for ``error``, raised reaching ``url``, if storage did not serve it; else return.
 
-    The one check of a caller that holds an error it caught (a fetch's, a
-    reader's): a return leaves ``error`` to the caller, as damage or as it is.
+    A :class:`StorageAccessError` (credentials, refused, throttled,
+    unreachable, server), or a :class:`DaskShuffleValueError` for a storage
+    option the filesystem does not take, raised from ``error``. The one check
+    of a caller that holds an error it caught (a fetch's, a reader's): a
+    return leaves ``error`` to the caller, as damage or as it is.
 
     Examples
     --------
@@ -324,9 +304,14 @@ def raise_storage_failure(
     ...
     daskshuffle._errors.StorageAccessError: Expected an answer from 's3://bucket/piles.parquet'. Got requests throttled ...
     """
-    failure = storage_failure(error, url, options, fs_class, what=what)
-    if failure is error:
+    failure: DaskShuffleError | None
+    reason = failure_reason(error)
+    if reason is None:
+        failure = option_error(url, options, error, fs_class)
+    elif isinstance(error, StorageAccessError):
         raise error
+    else:
+        failure = access_error(url, error, reason, what=what)
     if failure is not None:
         raise failure from error
 
@@ -335,7 +320,7 @@ def raise_storage_failure(
 def reaching(
     url: str, options: dict[str, Any] | None = None, fs_class: Any = None, *, what: str | None = None
 ) -> Iterator[None]:
-    """Raise a failure of the storage of ``url`` in the body as :func:`storage_failure` names it; any other as it is.
+    """Raise a failure of the storage of ``url`` in the body as :func:`raise_storage_failure` names it; any other as it is.
 
     The one place a request's error is told apart, for every request: a
     :class:`~daskshuffle.storage.Location`'s (:meth:`Location.reaching

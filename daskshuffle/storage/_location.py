@@ -206,7 +206,7 @@ class Location:
 
     @contextlib.contextmanager
     def reaching(self, what: str | None = None) -> Iterator[None]:
-        """Raise any failure to reach the storage in the body as :func:`~daskshuffle.storage._access.storage_failure`
+        """Raise any failure to reach the storage in the body as :func:`~daskshuffle.storage._access.raise_storage_failure`
         names it, for this location (``what``: the file read, if not this one); any other error as it is."""
         with reaching(self.url, self.options, self._fs_class(), what=what):
             yield
