@@ -94,6 +94,33 @@ def _three_consumers(loader: Any) -> dict[str, object]:
 
 
 @pytest.mark.slow
+def test_a_read_begun_by_a_pool_after_its_reads_were_cancelled_begins_cancelled() -> None:
+    """A job that started just before its pool's reads were cancelled must not then wait on a stalled request."""
+    from daskshuffle.readers._cancel import ReadCancelledError, ReadsUnderWay
+
+    reads = ReadsUnderWay()
+    reads.cancel("daskshuffle-read-7_")
+    outcomes: dict[str, str] = {}
+
+    def begin() -> None:
+        try:
+            reads.begin().check()
+        except ReadCancelledError:
+            outcomes[threading.current_thread().name] = "cancelled"
+        else:
+            outcomes[threading.current_thread().name] = "goes on"
+
+    for name in ("daskshuffle-read-7_0", "daskshuffle-read-70_0", "daskshuffle-read-8_1"):
+        thread = threading.Thread(target=begin, name=name)
+        thread.start()
+        thread.join(timeout=30)
+    assert outcomes == {
+        "daskshuffle-read-7_0": "cancelled",
+        "daskshuffle-read-70_0": "goes on",  # another pool, whose name begins alike
+        "daskshuffle-read-8_1": "goes on",
+    }
+
+
 def test_peek_and_two_ranges_in_three_threads_end_well_or_in_a_public_error(tmp_path: Path) -> None:
     """One loader, three threads: ``peek`` and two ``iter_batches``. A range's end stops only its own reads: each
     thread gets its rows, or a daskshuffle error, never the reader's private cancellation."""

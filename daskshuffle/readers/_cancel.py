@@ -65,11 +65,16 @@ class CancellableRead:
 class ReadsUnderWay(PickledEmpty):
     """The reads of a reader under way, to cancel by the thread that started them.
 
+    A pool of threads whose reads were cancelled (``cancel("<pool prefix>_")``)
+    is done with: a read one of its threads begins afterwards, a job that had
+    started just before the cancel, begins cancelled, rather than waiting on a
+    stalled request while its pool is shut down.
+
     Examples
     --------
     >>> reads = ReadsUnderWay()
     >>> read = reads.begin()
-    >>> reads.cancel("daskshuffle-loader-")  # started by another thread: goes on
+    >>> reads.cancel("daskshuffle-read-7_")  # started by another thread: goes on
     >>> read.check()
     >>> reads.cancel()
     >>> read.check()
@@ -81,17 +86,24 @@ class ReadsUnderWay(PickledEmpty):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._reads: weakref.WeakSet[CancellableRead] = weakref.WeakSet()
+        #: The pools (``"<prefix>_"``, as ``ThreadPoolExecutor`` names its threads) whose reads were cancelled.
+        self._pools_done: set[str] = set()
 
     def begin(self) -> CancellableRead:
         """A read of the calling thread's, kept until it is gone (collected), to cancel."""
         read = CancellableRead()
+        pool = read.owner.rpartition("_")[0] + "_"
         with self._lock:
             self._reads.add(read)
+            if pool in self._pools_done:
+                read.cancel()
         return read
 
     def cancel(self, threads: str | None = None) -> None:
         """Cancel the reads under way started by threads named ``threads...`` (every read by default)."""
         with self._lock:
+            if threads is not None:
+                self._pools_done.add(threads)
             reads = [read for read in self._reads if threads is None or read.owner.startswith(threads)]
         for read in reads:
             read.cancel()
