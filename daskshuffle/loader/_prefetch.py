@@ -110,7 +110,8 @@ class ReadAhead:
                     if held > limit:
                         break
                 if job not in self._pending:
-                    if self._executor is None:
+                    if self._executor is None:  # a pool of its own name each time: a closed pool's reads stay cancelled
+                        self._prefix = f"{THREAD_PREFIX}-{next(_read_ahead_ids)}"
                         self._executor = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix=self._prefix)
                     self._pending[job] = self._executor.submit(self._piles.read, job)
             future = self._pending.pop(jobs[index])
@@ -131,12 +132,13 @@ class ReadAhead:
         with self._lock:
             pending, self._pending = self._pending, {}
             executor, self._executor = self._executor, None
+            prefix = self._prefix
         for future in pending.values():
             future.cancel()
         if executor is not None:
-            self._reader.cancel_reads(self._prefix + "_")  # ours only: other iterations' and ranges' reads go on
+            self._reader.cancel_reads(prefix + "_")  # ours only: other iterations' and ranges' reads go on
             # Garbage collection may close us from one of our threads or the reader's: they then finish on their own.
-            inside = threading.current_thread().name.startswith(self._prefix) or self._reader.owns_thread()
+            inside = threading.current_thread().name.startswith(prefix) or self._reader.owns_thread()
             executor.shutdown(wait=not inside, cancel_futures=True)
         # Only then what was fetched ahead goes: a read still running takes its requests in flight.
         if self._fetched is not None:
