@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 from click.testing import CliRunner
 from conftest import Configure, make_zarr_source
 from hypothesis import given, strategies as st
@@ -151,6 +152,12 @@ def test_pictures_are_written(tmp_path: Path) -> None:
     x, y = quality._pictures.hilbert_xy(np.arange(64), 8)
     assert (np.abs(np.diff(x)) + np.abs(np.diff(y)) == 1).all() and len(set(zip(x, y, strict=True))) == 64
     quality.plot_orders({"none": orders.identity(5_000), "uniform": orders.uniform(5_000)}, tmp_path / "o.png")
+    # An order on storage is drawn from the rows at the picture's positions, as the same order in memory is.
+    uniform = orders.uniform(10_000, seed=3)
+    stored = zarr.create_array(tmp_path / "order.zarr", shape=uniform.shape, chunks=(1_000,), dtype=uniform.dtype)
+    stored[:] = uniform
+    on_disk, in_memory = (quality._pictures.hilbert_image(order, side=16) for order in (stored, uniform))
+    assert np.array_equal(on_disk, in_memory, equal_nan=True)
     assert (tmp_path / "o.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
