@@ -28,15 +28,17 @@ def parse_sources(value: object, what: str = "text file") -> list[str]:
 
 def found(
     where: Location, item: object, what: str, *, argument: str = "src", files_only: bool = True
-) -> dict[str, dict[str, Any]] | None:
-    """What the glob ``where`` matches (fsspec's info by path, files only if ``files_only``), or ``None`` for a path
-    that exists; :class:`~daskshuffle.SourceNotFoundError` if it names nothing (``item`` as the user gave it)."""
+) -> tuple[dict[str, dict[str, Any]] | None, dict[str, Any] | None]:
+    """What ``where`` names: the glob's matches (fsspec's info by path, files only if ``files_only``) and ``None``,
+    or ``None`` and the info of the path itself; :class:`~daskshuffle.SourceNotFoundError` if it names nothing
+    (``item`` as the user gave it). A path costs one look."""
     matched = glob_matches(where)
-    if matched is None and where.exists():
-        return None
+    info = where.info() if matched is None else None
+    if info is not None:
+        return None, info
     if matched is not None and files_only:
         matched = {path: info for path, info in matched.items() if info["type"] == "file"}
     if not matched:
         reason = "does not exist" if matched is None else "matches no file"
         raise SourceNotFoundError(f"Expected {argument} to name {what}. Got {str(item)!r}, which {reason}, instead.")
-    return matched
+    return matched, None

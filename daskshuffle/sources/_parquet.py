@@ -61,10 +61,10 @@ def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str
     storage's listing. Names starting with ``.`` or ``_`` are left out, as every Parquet reader does."""
     where = Location.of(text, storage_options)
     fs, inner = where.fs, where.path
-    matched = found(where, text, "existing Parquet files or directories")
+    matched, info = found(where, text, "existing Parquet files or directories")
     if matched is not None:
         return [(path, None, int(info["size"])) for path, info in matched.items()]
-    info = fs.info(inner)
+    assert info is not None  # a path that exists
     if info["type"] == "file":
         return [(inner, None, int(info["size"]))]
     root = inner.rstrip("/")

@@ -278,9 +278,9 @@ class TextSource:
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:
     """The files ``item`` names: itself, or the files a glob matches (:func:`found`)."""
     where = Location.of(item, storage_options)
-    matched = found(where, item, "existing text files")
+    matched, info = found(where, item, "existing text files")
     if matched is None:
-        if where.isdir():
+        if info is not None and info["type"] == "directory":
             raise DaskShuffleValueError(
                 f"Expected src to name text files. Got {item!r}, which is a directory, instead; "
                 f"pass a glob such as {item.rstrip('/') + '/*.txt'!r}."

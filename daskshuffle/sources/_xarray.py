@@ -55,7 +55,7 @@ def open_dataset(ds: object, storage_options: dict[str, Any] | None, dim: str) -
         raise DaskShuffleTypeError(f"Expected ds to be an xarray.Dataset or a path. Got {type(ds).__name__} instead.")
     root = Location.of(ds, storage_options)
     what = "a dataset: a Zarr store, a file xarray opens, or a glob of them"
-    matched = found(root, ds, what, argument="ds", files_only=False)
+    matched, _ = found(root, ds, what, argument="ds", files_only=False)
     if matched is None:
         return _open_one(root, ds), [root.url]
     # As open_mfdataset(paths, combine="nested", concat_dim=dim): the files in the order of their names.

@@ -226,6 +226,13 @@ class Location:
         """Whether something is here; a failure to reach the storage raises :class:`StorageAccessError` naming it."""
         return bool(self._request("exists"))
 
+    def info(self) -> dict[str, Any] | None:
+        """fsspec's info of what is here (its ``type`` and ``size``), or ``None`` if nothing is: one request."""
+        try:
+            return dict(self._request("info"))
+        except FileNotFoundError:
+            return None
+
     def placed(self) -> bool:
         """Whether a link (or FIFO, ...) someone else placed is here, on a local disk: never the library's, never removed."""
         return self.is_local and _own.found_at(self.path) is not None
