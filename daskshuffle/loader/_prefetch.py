@@ -84,7 +84,7 @@ class ReadAhead:
         #: The spans of the reads whose requests went out ahead (``None``: none go out ahead).
         self._fetched: dict[Read, list[tuple[int, int]]] | None = {} if piles.read_ahead > 0 else None
         self._fetch_lock = threading.Lock()
-        self._prefix = f"{THREAD_PREFIX}-{next(_read_ahead_ids)}"
+        self._prefix = ""  # the pool's, named anew each time one is made
         self._executor: ThreadPoolExecutor | None = None
         self._pending: dict[Read, Future[ShuffledPile]] = {}
         self._lock = threading.Lock()

@@ -99,7 +99,7 @@ class ZarrDestination(Destination[ArrayRows]):
         # zarr names the file it writes a key through with a fresh uuid that nothing records, so a kill's leftovers
         # are found by their exact shape (:func:`partials`) in the store's own tree, never through a link.
         for path in partials(dst):
-            os.remove(dst.join(path).path)
+            dst.join(path).remove()
 
     def discard_destination(self, dst: Location) -> None:
         """The store stays, marked incomplete: the loader refuses it and a rerun replaces it."""
