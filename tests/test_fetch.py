@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
+import sys
 import threading
 import time
 import traceback
+import warnings
 from concurrent.futures import Future
 from typing import Any, ClassVar
 
@@ -168,6 +171,51 @@ def test_clear_cancels_what_is_queued_kept_fetches_too(fs: CountingFS | AsyncCou
     assert fetches.take("two", "/files/d").result(timeout=10) == b"ddd"  # type: ignore[union-attr]
     assert fs.reads.get("/files/b", 0) == 0 and fs.reads.get("/files/c", 0) == 0
     fetches.clear()
+
+
+class ClearedWhileSending(AsyncCountingFS):
+    """Clears the fetches reading it as the second request of a batch is being sent."""
+
+    protocol = "clearedwhilesending"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fetches: Fetches | None = None
+        self.sent = 0
+
+    @property
+    def _cat_file(self) -> Any:
+        self.sent += 1
+        if self.sent == 2 and self.fetches is not None:
+            self.fetches.clear()  # the first request is in flight, the second about to be
+        return super()._cat_file
+
+
+def test_a_request_cancelled_before_it_began_leaves_no_coroutine_unawaited() -> None:
+    """clear() while requests are being sent cancels one not yet begun: nothing of it is left to warn at collection."""
+    fs = ClearedWhileSending(skip_instance_cache=True)
+    fs.files.clear()
+    for name in "ab":
+        fs.pipe_file(f"/files/{name}", name.encode() * 3)
+    fs.fetches, fs.sent = (fetches := Fetches(fs)), 0
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert fetches.start("one", ["/files/a", "/files/b"], nbytes=6)
+            deadline = time.monotonic() + 10
+            while fs.sent < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            for _ in range(3):  # the loop ran what was scheduled on it: each request landed or was cancelled
+                asyncio.run_coroutine_threadsafe(asyncio.sleep(0), fs.loop).result(timeout=10)
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert fs.sent == 2
+    assert not [str(w.message) for w in caught if "never awaited" in str(w.message)]
+    assert not unraisable
 
 
 def test_byte_ranges_are_requests_of_their_own_fetched_once(fs: CountingFS | AsyncCountingFS) -> None:

@@ -121,6 +121,7 @@ def test_a_read_begun_by_a_pool_after_its_reads_were_cancelled_begins_cancelled(
     }
 
 
+@pytest.mark.slow  # five loaders, each read by three threads
 def test_peek_and_two_ranges_in_three_threads_end_well_or_in_a_public_error(tmp_path: Path) -> None:
     """One loader, three threads: ``peek`` and two ``iter_batches``. A range's end stops only its own reads: each
     thread gets its rows, or a daskshuffle error, never the reader's private cancellation."""

@@ -119,7 +119,10 @@ def bounded(fs: AbstractFileSystem, name: str, *args: Any, what: str, **kwargs: 
     """
     if not getattr(fs, "async_impl", False):
         return getattr(fs, name)(*args, **kwargs)
-    request = getattr(fs, f"_{name}")(*args, **kwargs)
     deadline = request_deadline(getattr(fs, "storage_options", None))
+
+    async def request() -> Any:  # the request's coroutine made on the loop, where it is awaited
+        return await within(fs, getattr(fs, f"_{name}")(*args, **kwargs), deadline, what)
+
     # Not fsspec's sync, which raises a bare FSTimeoutError for any TimeoutError, the message lost.
-    return asyncio.run_coroutine_threadsafe(within(fs, request, deadline, what), fs.loop).result()
+    return asyncio.run_coroutine_threadsafe(request(), fs.loop).result()

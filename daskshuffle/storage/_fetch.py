@@ -262,12 +262,15 @@ class Fetches:
             request, future = sent
             path, start, end = (request, None, None) if isinstance(request, str) else request
             if getattr(self._fs, "async_impl", False):
-                coroutine = within(self._fs, self._fs._cat_file(path, start=start, end=end), self.deadline, path)
-                task: asyncio.Task[bytes] | Future[bytes] = self._fs.loop.create_task(coroutine)
+                task: asyncio.Task[bytes] | Future[bytes] = self._fs.loop.create_task(self._fetch(path, start, end))
                 self._tasks.add(task)
             else:
                 task = self._pool.get().submit(self._fs.cat_file, path, start, end)
             task.add_done_callback(functools.partial(self._landed, future))
+
+    async def _fetch(self, path: str, start: int | None, end: int | None) -> bytes:
+        # The request's coroutine is made here, in its task: a task cancelled before it began leaves none unawaited.
+        return await within(self._fs, self._fs._cat_file(path, start=start, end=end), self.deadline, path)
 
     def _landed(self, future: Future[bytes], task: asyncio.Task[bytes] | Future[bytes]) -> None:
         """On the event loop (or a thread of the pool): hand a request's bytes (or its error) over, and send the next."""
