@@ -22,13 +22,13 @@ import argparse
 import os
 import statistics
 import time
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 import daskshuffle
+from daskshuffle.formats import ArrayRowsMethods
 from daskshuffle.loader import _mix
 from daskshuffle.readers import PileReader
 
@@ -38,6 +38,8 @@ ROW_NBYTES = WIDTH * 4 + 8
 
 class MemoryPileReader(PileReader[dict[str, np.ndarray]]):
     """A pile store held in memory: ``read_pile`` costs nothing but a view."""
+
+    rows = ArrayRowsMethods()
 
     def __init__(self, n_rows: int, n_piles: int) -> None:
         rng = np.random.default_rng(0)
@@ -58,15 +60,6 @@ class MemoryPileReader(PileReader[dict[str, np.ndarray]]):
 
     def read_rows(self, start: int, stop: int) -> dict[str, np.ndarray]:
         return {name: values[start:stop] for name, values in self.arrays.items()}
-
-    def take(self, rows: Mapping[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
-        return {name: values[index] for name, values in rows.items()}
-
-    def concat(self, parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-
-    def n_rows_of(self, rows: Mapping[str, np.ndarray]) -> int:
-        return len(rows["id"])
 
 
 def use_memory_reader(reader: MemoryPileReader) -> None:

@@ -190,7 +190,8 @@ def _piles_in_store_order(store: Path) -> list[np.ndarray]:
     reader = open_pile_reader(store, variables=["id"])
     try:
         return [
-            np.asarray(reader.as_arrays(reader.read_pile(pile))["id"]) for pile in range(len(reader.pile_offsets) - 1)
+            np.asarray(reader.rows.as_arrays(reader.read_pile(pile))["id"])
+            for pile in range(len(reader.pile_offsets) - 1)
         ]
     finally:
         reader.close()

@@ -578,15 +578,15 @@ def test_a_position_out_of_the_pile_raises_rather_than_repeating_a_row(store: st
     reader = open_pile_reader(store)
     rows = reader.read_rows(0, 10)
     order = np.array([0, 1, 2, position], dtype=np.intp)
-    pile = ShuffledPile(rows, reader.as_arrays(rows) if arrays else None, order, 10, "rows 0:10")
+    pile = ShuffledPile(rows, reader.rows.as_arrays(rows) if arrays else None, order, 10, "rows 0:10")
     with pytest.raises(
         IndexError, match=rf"Expected positions in 0:10, .* Got 1 out of range \(the first {position}\)"
     ):
-        list(gather_batches(reader, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
+        list(gather_batches(reader.rows, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
     # A plan that asks for more positions than the pile's order holds.
-    pile = ShuffledPile(rows, reader.as_arrays(rows), order[:3], 10, "rows 0:10")
+    pile = ShuffledPile(rows, reader.rows.as_arrays(rows), order[:3], 10, "rows 0:10")
     with pytest.raises(IndexError, match=r"Expected positions 0:4 of segment 0's order. Got an order of 3"):
-        list(gather_batches(reader, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
+        list(gather_batches(reader.rows, BatchPlan([Segment(0, 0, 4)], 4), lambda segment: pile))
     reader.close()
 
 
@@ -606,11 +606,11 @@ def test_a_variable_shorter_than_its_pile_is_corrupt_never_repeated_rows(
     rows = reader.read_rows(0, 10)
     short = {**rows, variable: rows[variable][:9]}  # one variable lost its last row, the others did not
     order = np.arange(10, dtype=np.intp)[::-1].copy()  # the last row first: a clipped gather repeats row 8
-    pile = ShuffledPile(short, reader.as_arrays(short) if arrays else None, order, 10, "pile 0 (rows 0:10)")
+    pile = ShuffledPile(short, reader.rows.as_arrays(short) if arrays else None, order, 10, "pile 0 (rows 0:10)")
     with pytest.raises(
         CorruptPileStoreError, match=rf"Expected 10 rows of variable '{variable}' in pile 0 \(rows 0:10\).* Got 9"
     ):
-        list(gather_batches(reader, BatchPlan([Segment(0, 0, 10)], 10), lambda segment: pile))
+        list(gather_batches(reader.rows, BatchPlan([Segment(0, 0, 10)], 10), lambda segment: pile))
     reader.close()
 
 

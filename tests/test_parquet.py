@@ -600,12 +600,12 @@ def test_pile_reader_batches(tmp_path: Path) -> None:
     for start, stop in [(0, 200), (0, 0), (5, 17), (60, 199), (199, 200)]:
         assert reader.read_rows(start, stop).equals(whole.slice(start, stop - start))
     rows = reader.read_rows(10, 20)
-    batch = reader.to_batch(rows)
+    batch = reader.rows.to_batch(rows)
     assert batch["id"].dtype == np.int64 and np.array_equal(batch["id"], whole.column("id").to_numpy()[10:20])
     assert batch["f64"].dtype == np.float64 and np.isnan(batch["f64"][batch["id"] % 5 == 0]).all(), "nulls as NaN"
     assert batch["text"].dtype == object and batch["label"].dtype == object
-    assert isinstance(ParquetPileReader(tmp_path / "piles", batch_format="arrow").to_batch(rows), pa.RecordBatch)
-    frame = ParquetPileReader(tmp_path / "piles", batch_format="pandas", variables=["id", "text"]).to_batch(
+    assert isinstance(ParquetPileReader(tmp_path / "piles", batch_format="arrow").rows.to_batch(rows), pa.RecordBatch)
+    frame = ParquetPileReader(tmp_path / "piles", batch_format="pandas", variables=["id", "text"]).rows.to_batch(
         ParquetPileReader(tmp_path / "piles", variables=["id", "text"]).read_rows(0, 5)
     )
     assert list(frame.columns) == ["id", "text"] and len(frame) == 5

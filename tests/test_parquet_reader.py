@@ -48,7 +48,7 @@ def test_part_files_are_opened_only_while_read_and_few_footers_are_kept(store: s
     assert open_descriptors() == before, "no file stays open after a read"
     assert len(reader._parts) <= 2
     whole = pq.read_table(store)
-    assert reader.concat(piles).equals(whole)
+    assert reader.rows.concat(piles).equals(whole)
     reader.close()
 
 
@@ -79,13 +79,15 @@ def test_a_group_of_runs_is_decoded_by_several_threads_in_run_order(store: str) 
     runs = [(int(offsets[pile]), int(offsets[pile + 1])) for pile in [4, 0, 5, 2, 1, 3]]
     group = reader.read_runs(runs)
     assert len(decoded_in) == 6 and all(name.startswith("daskshuffle-parquet-decode") for name in decoded_in)
-    assert group.equals(reader.concat([reader.read_rows(a, b) for a, b in runs]).combine_chunks())
+    assert group.equals(reader.rows.concat([reader.read_rows(a, b) for a, b in runs]).combine_chunks())
     single = reader.read_runs(runs[:1])
     assert decoded_in[-1] == threading.current_thread().name, "a single run in the caller's thread"
     assert single.equals(reader.read_rows(*runs[0]))
     reader.close()
     assert not [t.name for t in threading.enumerate() if t.name.startswith(reader._decoders.prefix)]
-    assert reader.read_runs(runs[:2]).equals(reader.concat([reader.read_rows(*runs[0]), reader.read_rows(*runs[1])]))
+    assert reader.read_runs(runs[:2]).equals(
+        reader.rows.concat([reader.read_rows(*runs[0]), reader.read_rows(*runs[1])])
+    )
     reader.close()
 
 

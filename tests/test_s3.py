@@ -39,7 +39,7 @@ def _rows(store: str, storage_options: dict[str, Any] | None = None) -> dict[str
     """Every row of a pile store in storage order, through the pile reader (any kind)."""
     reader = open_pile_reader(store, storage_options=storage_options)
     try:
-        batch = reader.as_arrays(reader.read_rows(0, reader.n_rows))
+        batch = reader.rows.as_arrays(reader.read_rows(0, reader.n_rows))
         if batch is None:
             table = reader.read_rows(0, reader.n_rows)
             return {name: table.column(name).to_numpy(zero_copy_only=False) for name in table.column_names}

@@ -38,7 +38,7 @@ class Variable:
 
 
 class ArrayRowsMethods:
-    """``take``, ``concat`` and ``n_rows_of`` of rows that are a dict of numpy arrays (pieces, pile readers)."""
+    """What pieces and pile readers do with rows that are a dict of numpy arrays; a batch of them is the rows."""
 
     def take(self, rows: ArrayRows, index: NDArray[np.intp]) -> ArrayRows:
         return {name: np.take(values, index, axis=0) for name, values in rows.items()}
@@ -48,6 +48,12 @@ class ArrayRowsMethods:
 
     def n_rows_of(self, rows: ArrayRows) -> int:
         return len(next(iter(rows.values()))) if rows else 0
+
+    def to_batch(self, rows: ArrayRows) -> Any:
+        return rows
+
+    def as_arrays(self, rows: ArrayRows) -> ArrayRows | None:
+        return rows
 
 
 def run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 
 from .._errors import CorruptPileStoreError
 from ..epochs import BatchPlan
-from ..readers import PileReader
+from ..readers import RowsKind
 
 __all__ = ["Allocate", "Layout", "gather_batches"]
 
@@ -47,13 +47,13 @@ def check_positions(index: NDArray[np.intp], n_rows: int) -> None:
         )
 
 
-def check_pile(pile: Any, reader: PileReader[Any]) -> None:
+def check_pile(pile: Any, kind: RowsKind[Any]) -> None:
     """Raise unless every variable of ``pile`` (a ``ShuffledPile``) holds the rows its read records."""
     rows = pile.arrays if pile.arrays is not None else pile.rows
     if isinstance(rows, Mapping):
         lengths = {str(name): len(values) for name, values in rows.items()}
     else:  # a table, whose columns are of one length
-        lengths = {"every variable": reader.n_rows_of(rows)}
+        lengths = {"every variable": kind.n_rows_of(rows)}
     for name, length in lengths.items():
         if length != pile.n_rows:
             raise CorruptPileStoreError(
@@ -67,8 +67,8 @@ def check_pile(pile: Any, reader: PileReader[Any]) -> None:
 class _Batch:
     """One batch being gathered, part after part, so that a pile can be let go before the next is read."""
 
-    def __init__(self, reader: PileReader[Any], n_rows: int, allocate: Allocate | None) -> None:
-        self.reader = reader
+    def __init__(self, kind: RowsKind[Any], n_rows: int, allocate: Allocate | None) -> None:
+        self.kind = kind
         self.n_rows = n_rows
         self.allocate = allocate or _empty
         self.out: dict[str, NDArray[Any]] | None = None
@@ -78,7 +78,7 @@ class _Batch:
     def add(self, pile: Any, index: NDArray[np.intp], layout: Layout | None) -> None:
         """Add the rows of ``pile`` at ``index`` (positions checked against the pile); ``layout``: its arrays'."""
         if pile.arrays is None or layout is None:
-            self.taken.append(self.reader.take(pile.rows, index))
+            self.taken.append(self.kind.take(pile.rows, index))
             return
         if self.out is None and len(index) == self.n_rows and self.allocate is _empty:
             # The whole batch from one pile: taken straight into new arrays, in the default mode, one copy.
@@ -104,7 +104,7 @@ class _Batch:
     def result(self) -> Any:
         if self.out is not None:
             return self.out
-        batch = self.reader.to_batch(self.taken[0] if len(self.taken) == 1 else self.reader.concat(self.taken))
+        batch = self.kind.to_batch(self.taken[0] if len(self.taken) == 1 else self.kind.concat(self.taken))
         if self.allocate is _empty:
             return batch
         out = dict(self.allocate(self.n_rows, _layout(batch)))
@@ -114,13 +114,14 @@ class _Batch:
 
 
 def gather_batches(
-    reader: PileReader[Any],
+    kind: RowsKind[Any],
     plan: BatchPlan,
     segment: Callable[[int], Any],
     allocate: Allocate | None = None,
     release: Callable[[Any], None] | None = None,
 ) -> Iterator[Any]:
-    """The batches of ``plan``; ``segment(i)`` gives the ``ShuffledPile`` of segment ``i``, asked for once, in order.
+    """The batches of ``plan``, of rows of ``kind``; ``segment(i)`` gives the ``ShuffledPile`` of segment ``i``, asked for
+    once, in order.
 
     ``release(pile)``, if given, is called once the batches gathered from ``pile`` are all made.
     """
@@ -129,7 +130,7 @@ def gather_batches(
     layout: Layout | None = None
     try:
         for parts in plan:
-            batch = _Batch(reader, sum(part.stop - part.start for part in parts), allocate)
+            batch = _Batch(kind, sum(part.stop - part.start for part in parts), allocate)
             for part in parts:
                 if part.segment != current:
                     if pile is not None and release is not None:
@@ -137,7 +138,7 @@ def gather_batches(
                     pile = None  # let the last pile go before the next is read (with nothing read ahead, here)
                     read = segment(part.segment)
                     # Once a pile: every variable holds its rows, every part's index is in them.
-                    check_pile(read, reader)
+                    check_pile(read, kind)
                     current, pile = part.segment, read
                     layout = None if pile.arrays is None else _layout(pile.arrays)  # once a pile, not once a batch
                 index = pile.order[part.start : part.stop]

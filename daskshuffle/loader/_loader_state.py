@@ -103,7 +103,7 @@ def row_nbytes(reader: PileReader[Any]) -> float:
         return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in empty.values()))
     n_rows = min(reader.n_rows, 256)
     rows = reader.read_rows(0, n_rows)
-    arrays = reader.as_arrays(rows)
+    arrays = reader.rows.as_arrays(rows)
     if arrays is not None:
         nbytes = sum(int(values.nbytes) for values in arrays.values())
     else:

@@ -30,7 +30,7 @@ class MixedReader(ComposedReader[Any]):
     """The pile stores ``readers`` read as one: rows (and piles) of each after those of the ones before it."""
 
     def __init__(self, readers: Sequence[PileReader[Any]]) -> None:
-        self.readers = list(readers)
+        self.members = list(readers)
         offsets = stream_offsets([reader.pile_offsets for reader in readers])
         self.starts = np.concatenate([[0], np.cumsum([reader.n_rows for reader in readers])]).astype(np.int64)
         self.metadata = {
@@ -40,10 +40,6 @@ class MixedReader(ComposedReader[Any]):
             "pile_offsets": offsets.tolist(),
             "fingerprint": fingerprint([reader.metadata["fingerprint"] for reader in readers]),
         }
-
-    @property
-    def members(self) -> list[PileReader[Any]]:
-        return self.readers
 
     def segments(self) -> NDArray[np.int64]:
         """Each store's rows, after those of the stores before it."""

@@ -199,7 +199,7 @@ def prefetched_batches(
     finished = False
     try:
         yield from gather_batches(
-            piles.reader, plan, lambda index: read_ahead.get(reads, index), allocate, piles.release
+            piles.reader.rows, plan, lambda index: read_ahead.get(reads, index), allocate, piles.release
         )
         finished = True
     finally:

@@ -83,7 +83,7 @@ class LoaderReads:
                     self.reader.fetch(start, stop)
             rows = self.reader.read_runs(plan.spans)
             n_rows = sum(stop - start for start, stop in plan.spans)
-            return ShuffledPile(rows, self.reader.as_arrays(rows), plan.order, n_rows, what)
+            return ShuffledPile(rows, self.reader.rows.as_arrays(rows), plan.order, n_rows, what)
         except Exception as error:
             if not any(isinstance(note, ReadingNote) for note in getattr(error, "__notes__", ())):
                 error.add_note(ReadingNote(f"daskshuffle was reading {what}."))

@@ -3,7 +3,7 @@
 from ._cancel import ReadCancelledError
 from ._generations import GenerationsReader
 from ._open import open_pile_reader
-from ._pile_reader import ComposedReader, PileReader
+from ._pile_reader import ComposedReader, PileReader, RowsKind
 from ._zarr_reader import ZarrPileReader
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "GenerationsReader",
     "PileReader",
     "ReadCancelledError",
+    "RowsKind",
     "ZarrPileReader",
     "open_pile_reader",
 ]

@@ -23,7 +23,7 @@ class GenerationsReader(ComposedReader[ArrayRows]):
     Examples
     --------
     >>> reader = GenerationsReader("window.zarr")  # raw.zarr, then day-2.zarr appended
-    >>> reader.n_rows, len(reader.generations)
+    >>> reader.n_rows, len(reader.members)
     (2000, 2)
     """
 
@@ -33,7 +33,7 @@ class GenerationsReader(ComposedReader[ArrayRows]):
         self, location: Location, variables: Sequence[str] | None, *, metadata: Mapping[str, Any] | None = None
     ) -> None:
         self.metadata = read_root(location, metadata)
-        self.generations: list[ZarrPileReader] = []
+        self.members: list[ZarrPileReader] = []
         # A generation the root listed, gone or replaced since (compact, evict): no damage, a store that changed.
         with Opened.of(location, self.metadata).unchanged(self.store):
             for entry in self.metadata[GENERATIONS_KEY]:
@@ -44,12 +44,12 @@ class GenerationsReader(ComposedReader[ArrayRows]):
                     metadata=entry.get("metadata"),
                 )
                 reader.watch(location, self.metadata)  # a failed read looks at the root, which lists the generations
-                self.generations.append(reader)
+                self.members.append(reader)
             self._check_generations()
 
     def _check_generations(self) -> None:
         """Refuse a root whose list of generations disagrees with the generations' own metadata or its offsets."""
-        for entry, reader in zip(self.metadata[GENERATIONS_KEY], self.generations, strict=True):
+        for entry, reader in zip(self.metadata[GENERATIONS_KEY], self.members, strict=True):
             for key in ("n_rows", "fingerprint"):
                 if entry.get(key) != reader.metadata.get(key):
                     raise metadata_disagrees(
@@ -57,7 +57,7 @@ class GenerationsReader(ComposedReader[ArrayRows]):
                         f"the {key} it lists for generation {entry.get('generation')} to be the generation's own",
                         f"{key} = {entry.get(key)!r} listed and {reader.metadata.get(key)!r} in {reader.store!r}",
                     )
-        sizes = [np.diff(reader.pile_offsets) for reader in self.generations]
+        sizes = [np.diff(reader.pile_offsets) for reader in self.members]
         if any(len(size) != len(sizes[0]) for size in sizes):
             raise metadata_disagrees(
                 self.store,
@@ -78,7 +78,3 @@ class GenerationsReader(ComposedReader[ArrayRows]):
                 "pile_offsets that add up its generations' piles",
                 f"pile_offsets[{at}] = {int(offsets[at]):,} and {int(summed[at]):,} from its generations",
             )
-
-    @property
-    def members(self) -> list[ZarrPileReader]:
-        return self.generations

@@ -27,7 +27,7 @@ def open_pile_reader(
 ) -> PileReader[Any]:
     """Open a complete pile store of any kind for reading.
 
-    ``batch_format`` is what :meth:`PileReader.to_batch` hands out: ``"numpy"``
+    ``batch_format`` is what ``reader.rows.to_batch`` hands out: ``"numpy"``
     (every kind), ``"xarray"`` (Zarr), ``"arrow"`` or ``"pandas"`` (Parquet).
     Raises ``SourceNotFoundError`` if ``store`` does not exist and
     ``IncompletePileStoreError`` if it is not a complete pile store.
@@ -37,11 +37,11 @@ def open_pile_reader(
     >>> reader = open_pile_reader("piles.zarr")
     >>> reader.metadata["kind"], reader.n_rows
     ('zarr', 1000)
-    >>> batch = reader.to_batch(reader.read_rows(0, 10))
+    >>> batch = reader.rows.to_batch(reader.read_rows(0, 10))
     >>> sorted(batch), batch["x"].shape
     (['id', 'x', 'y'], (10, 8))
     >>> reader = open_pile_reader("piles.parquet", variables=["id", "label"], batch_format="pandas")
-    >>> reader.to_batch(reader.read_rows(0, 3)).columns.tolist()
+    >>> reader.rows.to_batch(reader.read_rows(0, 3)).columns.tolist()
     ['id', 'label']
     """
     location = Location.of(store, storage_options)

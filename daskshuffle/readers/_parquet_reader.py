@@ -66,6 +66,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         self.run, self._row_group_rows = part_binding(self.metadata, self.store)
         self._open_parts(location, select_variables(self.metadata, variables))
         self._fetches = None if self.local else Fetches(self._fs)
+        self.rows = TableRows(self.batch_format)
         self._cache: StoreCache | None = None
         #: Bytes of a part file fetched by one request, at most: a longer run of column chunks is cut in such ranges.
         self._range_nbytes = int_setting("parquet-reader.range-nbytes")
@@ -268,11 +269,15 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         with self._lock:
             self._parts.clear()
 
-    def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
-        return take(rows, index)
 
-    def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
-        return concat(parts)
+class TableRows:
+    """Rows as a ``pyarrow.Table``, and batches of them in ``batch_format``."""
+
+    def __init__(self, batch_format: str) -> None:
+        self.batch_format = batch_format
+
+    take = staticmethod(take)
+    concat = staticmethod(concat)
 
     def n_rows_of(self, rows: pa.Table) -> int:
         return int(rows.num_rows)

@@ -11,7 +11,7 @@ import functools
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Generic, Self
+from typing import Any, ClassVar, Generic, Protocol, Self
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,7 +22,29 @@ from ..pilestore import RUN_KEY
 from ..storage import Cache, Fetches, Location, StoreCache
 from ._cancel import ReadsUnderWay
 
-__all__ = ["ComposedReader", "PileReader"]
+__all__ = ["ComposedReader", "PileReader", "RowsKind"]
+
+
+class RowsKind(Protocol[Rows]):
+    """The rows a pile reader hands out, and the batches the loader makes of them."""
+
+    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
+        """The rows at ``index``, in that order."""
+
+    def concat(self, parts: Sequence[Rows]) -> Rows:
+        """The rows of ``parts`` one after the other."""
+
+    def n_rows_of(self, rows: Rows) -> int:
+        """How many rows ``rows`` holds."""
+
+    def to_batch(self, rows: Rows) -> Any:
+        """What the loader yields for ``rows``: a batch of the reader's ``batch_format``."""
+
+    def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
+        """``rows`` as numpy arrays that batches are gathered from directly, or ``None`` (then :meth:`take`).
+
+        Arrays only where the two give the same batches.
+        """
 
 
 class PileReader(ABC, Generic[Rows]):
@@ -36,6 +58,8 @@ class PileReader(ABC, Generic[Rows]):
     #: The store as it was given, as messages name it.
     store: str
     batch_format: str
+    #: What the rows read here are, and the batches of :attr:`batch_format` the loader makes of them.
+    rows: RowsKind[Rows]
     #: The files (or byte ranges) of a remote store fetched ahead of their reads, keyed by the span of rows read.
     _fetches: Fetches | None = None
     #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
@@ -102,7 +126,7 @@ class PileReader(ABC, Generic[Rows]):
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
         """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes)."""
         parts = [self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)]
-        return parts[0] if len(parts) == 1 else self.concat(parts)
+        return parts[0] if len(parts) == 1 else self.rows.concat(parts)
 
     @abstractmethod
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
@@ -130,37 +154,11 @@ class PileReader(ABC, Generic[Rows]):
     def recycle(self, rows: dict[str, NDArray[Any]]) -> None:
         """Take back arrays of rows read here that nothing uses any more, to read into; by default none are kept."""
 
-    @abstractmethod
-    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
-        """The rows at ``index``, in that order."""
-
-    @abstractmethod
-    def concat(self, parts: Sequence[Rows]) -> Rows:
-        """The rows of ``parts`` one after the other."""
-
-    @abstractmethod
-    def n_rows_of(self, rows: Rows) -> int:
-        """How many rows ``rows`` holds."""
-
-    def to_batch(self, rows: Rows) -> Any:
-        """What the loader yields for ``rows`` (a batch of :attr:`batch_format`): by default ``rows`` itself."""
-        return rows
-
-    def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
-        """``rows`` as numpy arrays that batches are gathered from directly, or ``None`` (then :meth:`take`).
-
-        Arrays only where the two give the same batches.
-        """
-        if isinstance(rows, dict) and all(isinstance(values, np.ndarray) for values in rows.values()):
-            return rows
-        return None
-
     def empty(self) -> Any:
-        """No rows, to learn each variable's dtype and row shape from: arrays by variable (:meth:`as_arrays`), else a
-        batch (:meth:`to_batch`)."""
+        """No rows, to learn each variable's dtype and row shape from: arrays by variable, else a batch (:attr:`rows`)."""
         rows = self.read_rows(0, 0)
-        arrays = self.as_arrays(rows)
-        return arrays if arrays is not None else self.to_batch(rows)
+        arrays = self.rows.as_arrays(rows)
+        return arrays if arrays is not None else self.rows.to_batch(rows)
 
     def fetch(self, start: int, stop: int) -> None:
         """Start fetching the files of rows ``start:stop``, to be read by ``read_rows(start, stop)`` (or the pile).
@@ -235,10 +233,12 @@ class ComposedReader(PileReader[Rows]):
     every member. Rows in memory and batches are the first member's.
     """
 
+    #: The readers read through, in order.
+    members: Sequence[PileReader[Any]]
+
     @property
-    @abstractmethod
-    def members(self) -> Sequence[PileReader[Any]]:
-        """The readers read through, in order."""
+    def rows(self) -> RowsKind[Rows]:  # type: ignore[override]
+        return self.members[0].rows
 
     @property
     def caches(self) -> bool:
@@ -277,26 +277,11 @@ class ComposedReader(PileReader[Rows]):
                 parts.append(self.members[member].read_rows(there + a - begin, there + b - begin))
         if not parts:
             return self.members[0].read_rows(0, 0)  # type: ignore[no-any-return]
-        return parts[0] if len(parts) == 1 else self.concat(parts)
+        return parts[0] if len(parts) == 1 else self.rows.concat(parts)
 
     def cancel_reads(self, threads: str | None = None) -> None:
         for reader in self.members:
             reader.cancel_reads(threads)
-
-    def take(self, rows: Rows, index: NDArray[np.intp]) -> Rows:
-        return self.members[0].take(rows, index)  # type: ignore[no-any-return]
-
-    def concat(self, parts: Sequence[Rows]) -> Rows:
-        return self.members[0].concat(parts)  # type: ignore[no-any-return]
-
-    def n_rows_of(self, rows: Rows) -> int:
-        return self.members[0].n_rows_of(rows)
-
-    def to_batch(self, rows: Rows) -> Any:
-        return self.members[0].to_batch(rows)
-
-    def as_arrays(self, rows: Rows) -> dict[str, NDArray[Any]] | None:
-        return self.members[0].as_arrays(rows)
 
     def owns_thread(self) -> bool:
         return any(reader.owns_thread() for reader in self.members)

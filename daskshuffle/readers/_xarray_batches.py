@@ -2,30 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 
+from ..formats import ArrayRows, ArrayRowsMethods
 from ..pilestore import METADATA_KEY
 from ..storage import Location
 
 if TYPE_CHECKING:
     import xarray as xr
 
-__all__ = ["DatasetBatches"]
+__all__ = ["DatasetRows"]
 
 
-class DatasetBatches:
-    """Turns a dict of a pile store's rows into an ``xarray.Dataset``.
+class DatasetRows(ArrayRowsMethods):
+    """A Zarr pile store's rows as a dict of arrays, whose batches are ``xarray.Dataset`` objects.
+
+    Batches are gathered with :meth:`take` and :meth:`concat`, then made datasets.
 
     Examples
     --------
     >>> import numpy as np
     >>> from daskshuffle.storage._location import Location
-    >>> batches = DatasetBatches(Location.of("piles.zarr"), ["x", "id"])
-    >>> batch = batches({"x": np.zeros((4, 8), "f4"), "id": np.arange(4)})
+    >>> rows = DatasetRows(Location.of("piles.zarr"), ["x", "id"])
+    >>> batch = rows.to_batch({"x": np.zeros((4, 8), "f4"), "id": np.arange(4)})
     >>> dict(batch.sizes)
     {'row': 4, 'feature': 8}
     """
@@ -44,7 +46,10 @@ class DatasetBatches:
         self.fixed = raw[fixed].load() if fixed else xr.Dataset()
         self.global_attrs = {key: value for key, value in raw.attrs.items() if key != METADATA_KEY}
 
-    def __call__(self, rows: Mapping[str, NDArray[Any]]) -> xr.Dataset:
+    def as_arrays(self, rows: ArrayRows) -> None:
+        return None
+
+    def to_batch(self, rows: ArrayRows) -> xr.Dataset:
         import xarray as xr
 
         variables = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,7 +32,7 @@ from ..pilestore import (
 )
 from ..storage import Cache, Fetches, Location
 from ._opened import Opened
-from ._pile_reader import PileReader
+from ._pile_reader import PileReader, RowsKind
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
 from ._zarr_open import check_shapes, open_store
 
@@ -45,7 +45,7 @@ __all__ = ["ZarrPileReader"]
 Task = tuple[Chunks, NDArray[Any], int, int, int, int]
 
 
-class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
+class ZarrPileReader(PileReader[ArrayRows]):
     """A complete Zarr pile store, opened read-only.
 
     Safe to use from several threads at once, and to pickle (into torch
@@ -142,11 +142,11 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
         self._spare: dict[str, list[NDArray[Any]]] = {}
         self._offsets = self.pile_offsets  # a property that makes the array again on every call
         self._largest_pile = int(np.diff(self._offsets).max()) if len(self._offsets) > 1 else 0
-        self._datasets: Callable[[ArrayRows], Any] | None = None
+        self.rows: RowsKind[ArrayRows] = ArrayRowsMethods()
         if self.batch_format == "xarray":
-            from ._xarray_batches import DatasetBatches  # xarray loads only for xarray batches
+            from ._xarray_batches import DatasetRows  # xarray loads only for xarray batches
 
-            self._datasets = DatasetBatches(location, names)
+            self.rows = DatasetRows(location, names)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_lock": None, "_spare": {}}
@@ -244,10 +244,3 @@ class ZarrPileReader(ArrayRowsMethods, PileReader[ArrayRows]):
                 spare = self._spare.setdefault(name, [])
                 if whole is not None and len(spare) < self._spare_arrays and whole.dtype == values.dtype:
                     spare.append(whole)
-
-    def to_batch(self, rows: ArrayRows) -> Any:
-        return rows if self._datasets is None else self._datasets(rows)
-
-    def as_arrays(self, rows: ArrayRows) -> dict[str, NDArray[Any]] | None:
-        # An xarray batch is made from its rows by to_batch, so batches go through take, concat and to_batch.
-        return rows if self._datasets is None else None
