@@ -121,6 +121,29 @@ def test_a_read_begun_by_a_pool_after_its_reads_were_cancelled_begins_cancelled(
     }
 
 
+def test_a_cancelled_pool_is_remembered_only_while_one_of_its_threads_lives() -> None:
+    """A loader makes a pool of reader threads for each iteration: the names of pools joined since are forgotten."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from daskshuffle.readers._cancel import ReadCancelledError, ReadsUnderWay
+
+    reads, release = ReadsUnderWay(), threading.Event()
+    live = ThreadPoolExecutor(2, thread_name_prefix="daskshuffle-live")
+    busy = live.submit(release.wait, 30)
+    reads.cancel("daskshuffle-live_")
+    for number in range(50):  # the pools of a loader iterated again and again, each joined after its cancel
+        pool = ThreadPoolExecutor(1, thread_name_prefix=f"daskshuffle-done-{number}")
+        pool.submit(abs, -1).result(timeout=30)
+        reads.cancel(f"daskshuffle-done-{number}_")
+        pool.shutdown(wait=True)
+    assert reads._pools_done == {"daskshuffle-live_", "daskshuffle-done-49_"}
+    with pytest.raises(ReadCancelledError):  # a read the live pool begins now begins cancelled
+        live.submit(lambda: reads.begin().check()).result(timeout=30)
+    release.set()
+    assert busy.result(timeout=30)
+    live.shutdown(wait=True)
+
+
 @pytest.mark.slow  # five loaders, each read by three threads
 def test_peek_and_two_ranges_in_three_threads_end_well_or_in_a_public_error(tmp_path: Path) -> None:
     """One loader, three threads: ``peek`` and two ``iter_batches``. A range's end stops only its own reads: each

@@ -86,7 +86,8 @@ class ReadsUnderWay(PickledEmpty):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._reads: weakref.WeakSet[CancellableRead] = weakref.WeakSet()
-        #: The pools (``"<prefix>_"``, as ``ThreadPoolExecutor`` names its threads) whose reads were cancelled.
+        #: The pools (``"<prefix>_"``, as ``ThreadPoolExecutor`` names its threads) whose reads were cancelled, while
+        #: one of their threads is alive.
         self._pools_done: set[str] = set()
 
     def begin(self) -> CancellableRead:
@@ -103,7 +104,9 @@ class ReadsUnderWay(PickledEmpty):
         """Cancel the reads under way started by threads named ``threads...`` (every read by default)."""
         with self._lock:
             if threads is not None:
-                self._pools_done.add(threads)
+                # A pool none of whose threads is alive begins no read any more: its name goes.
+                alive = {thread.name.rpartition("_")[0] + "_" for thread in threading.enumerate()}
+                self._pools_done = {pool for pool in self._pools_done if pool in alive} | {threads}
             reads = [read for read in self._reads if threads is None or read.owner.startswith(threads)]
         for read in reads:
             read.cancel()
