@@ -33,18 +33,19 @@ class GenerationsReader(ComposedReader[ArrayRows]):
         self, location: Location, variables: Sequence[str] | None, *, metadata: Mapping[str, Any] | None = None
     ) -> None:
         self.metadata = read_root(location, metadata)
-        self.members: list[ZarrPileReader] = []
         # A generation the root listed, gone or replaced since (compact, evict): no damage, a store that changed.
-        with Opened.of(location, self.metadata).unchanged(self.store):
-            for entry in self.metadata[GENERATIONS_KEY]:
-                reader = ZarrPileReader(
+        root = Opened.of(location, self.metadata)
+        with root.unchanged(self.store):
+            self.members = [
+                ZarrPileReader(
                     generation_location(location, entry["path"]),
                     variables,
                     batch_format=self.batch_format,
                     metadata=entry.get("metadata"),
+                    opened=root,  # a failed read looks at the root, which lists the generations
                 )
-                reader.watch(location, self.metadata)  # a failed read looks at the root, which lists the generations
-                self.members.append(reader)
+                for entry in self.metadata[GENERATIONS_KEY]
+            ]
             self._check_generations()
 
     def _check_generations(self) -> None:

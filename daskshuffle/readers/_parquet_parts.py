@@ -100,15 +100,20 @@ class PartFiles:
     def _part(self, index: int, pile: int | None, tail: tuple[int, bytes] | None = None) -> pq.FileMetaData:
         """Part file ``index``'s footer, kept or read (from ``tail``, its last bytes, where given)."""
         import pyarrow as pa
+        import pyarrow.parquet as pq
 
         with self._lock:
             part = self._parts.get(index)
             if part is not None:
                 self._parts.move_to_end(index)
                 return part
-        path = self.part_paths[index]
+        path, size = self.part_paths[index], self._part_sizes[index]
         try:
-            footer = self._read_footer(index, tail)
+            if self.local or not isinstance(size, int):
+                with self._filesystem.open_input_file(path) as handle:
+                    footer = pq.ParquetFile(handle).metadata
+            else:  # on object storage from its last bytes: one request (two if large)
+                footer = read_footer(self._fs, path, size, tail)
         except (OSError, pa.ArrowException) as error:
             raise_storage_failure(error, self.store, what=path)  # not served: nothing is damaged
             raise self._corrupt(f"a part file whose footer cannot be read ({error})", path, pile) from error
@@ -184,11 +189,11 @@ class PartFiles:
         group_starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
         return Layout(group_starts, chunks, footer.serialized_size + 8)
 
-    def _layout(self, index: int, pile: int | None) -> Layout:
-        """The layout of part file ``index``, from its footer (read if it never was)."""
+    def _layout(self, index: int, pile: int | None, tail: tuple[int, bytes] | None = None) -> Layout:
+        """The layout of part file ``index``, from its footer (read if it never was, from ``tail`` where given)."""
         layout = self._layouts[index]
         if layout is None:
-            self._part(index, pile)
+            self._part(index, pile, tail)
             layout = self._layouts[index]
             assert layout is not None
         return layout
@@ -206,16 +211,6 @@ class PartFiles:
             data = found[index]
             tails.append((start, data) if isinstance(data, bytes) else None)  # an error: read again, and reported
         return tails if len(wanted) == len(indices) else [None] * len(indices)
-
-    def _read_footer(self, index: int, tail: tuple[int, bytes] | None = None) -> pq.FileMetaData:
-        """The footer of part file ``index``: on object storage from its last bytes, one request (two if large)."""
-        import pyarrow.parquet as pq
-
-        path, size = self.part_paths[index], self._part_sizes[index]
-        if self.local or not isinstance(size, int):
-            with self._filesystem.open_input_file(path) as handle:
-                return pq.ParquetFile(handle).metadata
-        return read_footer(self._fs, path, size, tail)
 
     def _read_groups(self, index: int, groups: list[int], pile: int | None) -> pa.Table:
         import pyarrow as pa

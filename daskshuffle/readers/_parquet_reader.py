@@ -80,10 +80,9 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
         def n_rows(index: int, tail: tuple[int, bytes] | None = None) -> int | None:
             try:
-                self._part(index, None, tail)
+                return int(self._layout(index, None, tail).group_starts[-1])
             except CorruptPileStoreError:
                 return None
-            return int(self._layout(index, None).group_starts[-1])
 
         indices = range(len(self.part_paths))
         counts: list[int | None] = []

@@ -8,7 +8,6 @@ of many files at once elsewhere), its size and crc32c checked.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -125,17 +124,17 @@ def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
 class ChunkFiles:
     """Reads and checks the chunk files of one pile store; safe across threads, picklable."""
 
-    def __init__(self, fs: AbstractFileSystem, store: str) -> None:
+    def __init__(self, fs: AbstractFileSystem, store: str, opened: Opened) -> None:
         self._fs = fs
         self.store = store
+        #: The store's root as opened: a failed read looks whether it changed since.
+        self.opened = opened
         self.local = isinstance(fs, fsspec.implementations.local.LocalFileSystem)
         self._buffers = threading.local()
         self.fetches = None if self.local else Fetches(fs)
         self.cache: StoreCache | None = None
         #: Blosc chunks of at least this many bytes are decoded straight into the output, smaller ones copied there.
         self._direct_nbytes = int_setting("zarr-reader.direct-nbytes")
-        #: The store's root as opened: a failed read looks whether it changed since (:class:`Opened`).
-        self.opened: Opened | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_buffers": None}
@@ -162,7 +161,7 @@ class ChunkFiles:
         """
         crash_point("chunk read")
         rows = _Rows(chunks, out.reshape(-1).view(np.uint8), start, stop, pile, self.store)
-        with contextlib.nullcontext() if self.opened is None else self.opened.unchanged(self.store):
+        with self.opened.unchanged(self.store):
             if self.local:
                 for index in range(first, last):
                     self._read_local(rows, index)

@@ -9,7 +9,6 @@ place, so a chunk swapped with another is an error, never wrong rows.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
@@ -69,19 +68,20 @@ class ZarrPileReader(PileReader[ArrayRows]):
         *,
         metadata: Mapping[str, Any] | None = None,
         group: zarr.Group | None = None,
+        opened: Opened | None = None,
     ) -> None:
-        given = metadata is not None  # a generation's, whose root the generations reader watches
+        """``opened``: the root a failed read looks at, to tell a store that changed from damage (a generation's: the
+        root listing it)."""
         group, metadata = open_store(location, self.store, metadata, group)
         self.metadata = metadata
+        opened = opened or Opened.of(location, metadata)
         # Arrays gone or disagreeing with the metadata read: a compaction or a new shuffle may have replaced them.
-        with contextlib.nullcontext() if given else Opened.of(location, metadata).unchanged(self.store):
-            self._open_variables(location, group, variables)
+        with opened.unchanged(self.store):
+            self._open_variables(location, group, variables, opened)
 
-    def watch(self, root: Location, metadata: Mapping[str, Any]) -> None:
-        """Tell a failed read of a generation whose root (``metadata`` at ``root``) changed since from damage."""
-        self._files.opened = Opened.of(root, metadata)
-
-    def _open_variables(self, location: Location, group: zarr.Group, variables: Sequence[str] | None) -> None:
+    def _open_variables(
+        self, location: Location, group: zarr.Group, variables: Sequence[str] | None, watched: Opened
+    ) -> None:
         import zarr
 
         metadata = self.metadata
@@ -114,7 +114,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
             {f"array {name!r}": int(array.shape[0]) if array.ndim else 0 for name, array in self.arrays.items()},
         )
         fs, root = location.fs, location.path
-        self._files = ChunkFiles(fs, self.store)
+        self._files = ChunkFiles(fs, self.store, watched)
         self._fetches = self._files.fetches
         check_arrays(metadata, self.store, self.arrays)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
@@ -132,7 +132,6 @@ class ZarrPileReader(PileReader[ArrayRows]):
         tables = read_tables(location, metadata, paths) if early is None else early.result()
         for name, table in tables.items():
             self._chunks[name] = dataclasses.replace(self._chunks[name], expected=table)
-        self._files.opened = Opened.of(location, metadata)
         # The chunks of one variable are read in tasks of about this many bytes: a cancelled read stops after one.
         self._task_nbytes = int_setting(
             "zarr-reader.local-task-nbytes" if self._files.local else "zarr-reader.task-nbytes"
