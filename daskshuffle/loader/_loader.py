@@ -203,11 +203,8 @@ class PileLoader(LoaderPosition):
             reader.use_cache(chosen_cache)
         metadata = reader.metadata
         n_rows = reader.n_rows if mixture is None else sum(mixture.counts)
-        units = (
-            choose_units(chosen_order.budget, reader, row_nbytes(reader), n_rows)
-            if isinstance(chosen_order, Piles)
-            else None
-        )
+        row = row_nbytes(reader)
+        units = choose_units(chosen_order.budget, reader, row, n_rows) if isinstance(chosen_order, Piles) else None
         self.settings = LoaderSettings(
             batch_size=batch_size,
             seed=int(metadata["seed"]) if seed is None else parse_seed(seed),
@@ -226,7 +223,7 @@ class PileLoader(LoaderPosition):
         self._store_fingerprint = str(metadata["fingerprint"])
         reads = make_reads(self.settings, chosen_order, reader, units, mixture)
         self._streams = None if mixture is None else mixture.records
-        self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row_nbytes(reader))
+        self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row)
         self._share = RankShare.make(self._piles, self.settings, n_rows)
         super().__init__()  # the position: epoch 0, its first batch
         self._read_ahead = ReadAhead(self._piles, self._piles.closes)

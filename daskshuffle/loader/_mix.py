@@ -7,6 +7,7 @@ sample of them, dealt together into groups under the budget.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,7 @@ class MixedReader(ComposedReader[Any]):
             "fingerprint": fingerprint([reader.metadata["fingerprint"] for reader in readers]),
         }
 
+    @functools.cached_property
     def segments(self) -> NDArray[np.int64]:
         """Each store's rows, after those of the stores before it."""
         sizes = np.diff(self.starts)

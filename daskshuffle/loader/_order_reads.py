@@ -66,7 +66,7 @@ def make_reads(
     s, offsets = settings, reader.pile_offsets
     if units is not None:
         members, counts = (None, None) if mixture is None else (mixture.reader.starts, mixture.counts)
-        return UnitGroups(offsets, s.seed, units.member_unit_rows, units.group_rows, reader.segments(), members, counts)
+        return UnitGroups(offsets, s.seed, units.member_unit_rows, units.group_rows, reader.segments, members, counts)
     n_rows = int(offsets[-1])
     n_divisions, step = s.divisions
     divisions = division_cuts(n_rows, n_divisions, rank_share(n_rows, n_divisions, step, s.drop_last))

@@ -60,7 +60,7 @@ Groups = tuple[IntArray, list[IntArray]]
 class UnitGroups(EpochReads):
     """A read is a group of units of ``unit_rows`` store rows, dealt afresh each epoch, mixed in memory.
 
-    ``segments``: where the rows lie in the member stores (:meth:`~daskshuffle.readers.PileReader.segments`);
+    ``segments``: where the rows lie in the member stores (:attr:`~daskshuffle.readers.PileReader.segments`);
     ``members`` and ``counts``, for a mixture: where each stream's rows start, and its rows per epoch.
 
     Examples

@@ -135,11 +135,10 @@ class PileReader(ABC, Generic[Rows]):
         The loader's units are whole chunks of one store.
         """
 
+    @property
     def segments(self) -> NDArray[np.int64] | None:
-        """``(n, 4)``: where this reader's rows lie in the stores it reads through (start, start there, rows, store).
-
-        No unit of the loader crosses a segment. ``None`` (the default): one store.
-        """
+        """``(n, 4)``: where the rows lie in the stores read through (start, start there, rows, store); ``None``: one
+        store. No unit of the loader crosses a segment."""
         return None
 
     def cancel_reads(self, threads: str | None = None) -> None:
@@ -252,6 +251,7 @@ class ComposedReader(PileReader[Rows]):
         """A member that reads through several stores counts as its first."""
         return [reader.member_chunk_rows()[0] for reader in self.members]
 
+    @functools.cached_property
     def segments(self) -> NDArray[np.int64]:
         """Pile ``p`` is pile ``p`` of each member in turn: a segment for each member's part of each pile."""
         offsets = np.stack([np.asarray(reader.pile_offsets, dtype=np.int64) for reader in self.members])
@@ -261,13 +261,9 @@ class ComposedReader(PileReader[Rows]):
         rows = np.stack([starts.reshape(-1), offsets[:, :-1].reshape(-1), sizes.reshape(-1), member], axis=1)
         return rows[np.argsort(rows[:, 0], kind="stable")].astype(np.int64)
 
-    @functools.cached_property
-    def _segments(self) -> NDArray[np.int64]:
-        return self.segments()
-
     def read_rows(self, start: int, stop: int) -> Rows:
-        """Rows ``start:stop``: the part of each segment (:meth:`segments`) read by its member, one after the other."""
-        table, stop = self._segments, max(start, min(stop, self.n_rows))
+        """Rows ``start:stop``: the part of each segment (:attr:`segments`) read by its member, one after the other."""
+        table, stop = self.segments, max(start, min(stop, self.n_rows))
         first = max(int(np.searchsorted(table[:, 0], start, side="right")) - 1, 0)
         last = int(np.searchsorted(table[:, 0], stop, side="left"))
         parts = []
