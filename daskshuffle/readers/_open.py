@@ -16,8 +16,6 @@ from ._zarr_reader import ZarrPileReader
 
 __all__ = ["open_pile_reader"]
 
-KINDS = ("zarr", "parquet")
-
 
 def open_pile_reader(
     store: str | os.PathLike[str] | Location,
@@ -60,6 +58,6 @@ def open_pile_reader(
             return ParquetPileReader(location, variables, batch_format=batch_format)
         check_store_exists(location, str(store))
         raise IncompletePileStoreError(
-            f"Expected a pile store written by daskshuffle ({', '.join(KINDS)}). Got {str(store)!r}, which is none of "
+            f"Expected a pile store written by daskshuffle (zarr, parquet). Got {str(store)!r}, which is none of "
             "these, instead; pass the destination of a finished shuffle."
         )

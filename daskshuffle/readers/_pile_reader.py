@@ -52,7 +52,7 @@ class PileReader(ABC, Generic[Rows]):
 
     #: The kind of pile store, as messages name it (``"Zarr"``, ``"Parquet"``).
     kind: ClassVar[str] = ""
-    #: The batch formats :meth:`to_batch` hands out, each with what a batch is.
+    #: The batch formats its :attr:`rows` hand out, each with what a batch is.
     batch_formats: ClassVar[Mapping[str, str]] = {"numpy": "dicts of numpy arrays"}
     metadata: Mapping[str, Any]
     #: The store as it was given, as messages name it.
