@@ -286,6 +286,30 @@ def test_a_remote_store_reads_the_batches_of_a_local_one(memory_store: str, tmp_
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
 
 
+def test_mixed_remote_stores_fetch_ahead_and_read_the_batches_of_local_ones(memory_store: str, tmp_path: Any) -> None:
+    """A mixture of remote stores fetches each store's part of a read ahead of it, as one remote store does."""
+    second = memory_store.replace("/piles.zarr", "/second.zarr")
+    fsspec.filesystem("memory").copy(memory_store, second, recursive=True)
+    local = str(tmp_path / "piles.zarr")
+    options: dict[str, Any] = {"batch_size": 100, "seed": 1, "order": Piles(budget="24KiB")}
+    with ds.PileLoader([ds.Stream(local), ds.Stream(local, choose=5_000)], **options) as loader:
+        expected = [batch["id"] for batch in loader]
+        local_rows = loader._piles.reader.read_rows(19_000, 21_000)["id"]  # the end of one store, the start of the next
+    with ds.PileLoader([ds.Stream(memory_store), ds.Stream(second, choose=5_000)], prefetch="24KiB", **options) as loader:
+        reader = loader._piles.reader
+        assert reader.fetches
+        reader.fetch(19_000, 21_000)
+        assert [member.fetched_nbytes > 0 for member in reader.members] == [True, True]
+        assert np.array_equal(reader.read_rows(19_000, 21_000)["id"], local_rows)
+        assert reader.fetched_nbytes == 0  # taken by the read
+        reader.fetch(0, 500)
+        reader.forget(0, 500)
+        assert reader.fetched_nbytes == 0
+        got = [batch["id"] for batch in loader]
+    assert len(got) == len(expected)
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
 @pytest.mark.parametrize("parquet", [False, True], ids=["zarr", "parquet"])
 def test_a_group_of_units_sends_the_requests_of_all_its_units_at_once(
     memory_store: str, parquet_store: tuple[str, str], parquet: bool

@@ -228,8 +228,9 @@ def _readers() -> Iterator[type[PileReader[Any]]]:
 class ComposedReader(PileReader[Rows]):
     """A pile reader that reads through other pile readers, :attr:`members`, of one kind of rows.
 
-    It :attr:`caches` where any member does; a cache, and :meth:`close`, reach
-    every member. Rows in memory and batches are the first member's.
+    It :attr:`caches` and :attr:`fetches` where any member does; a cache, a
+    fetch and :meth:`close` reach every member. Rows in memory and batches are
+    the first member's.
     """
 
     #: The readers read through, in order.
@@ -261,19 +262,39 @@ class ComposedReader(PileReader[Rows]):
         rows = np.stack([starts.reshape(-1), offsets[:, :-1].reshape(-1), sizes.reshape(-1), member], axis=1)
         return rows[np.argsort(rows[:, 0], kind="stable")].astype(np.int64)
 
-    def read_rows(self, start: int, stop: int) -> Rows:
-        """Rows ``start:stop``: the part of each segment (:attr:`segments`) read by its member, one after the other."""
+    def _spans(self, start: int, stop: int) -> Iterator[tuple[PileReader[Any], int, int]]:
+        """The part of each segment (:attr:`segments`) in rows ``start:stop``: its member, and its rows there."""
         table, stop = self.segments, max(start, min(stop, self.n_rows))
         first = max(int(np.searchsorted(table[:, 0], start, side="right")) - 1, 0)
         last = int(np.searchsorted(table[:, 0], stop, side="left"))
-        parts = []
         for begin, there, size, member in table[first:last].tolist():
             a, b = max(start, begin), min(stop, begin + size)
             if a < b:
-                parts.append(self.members[member].read_rows(there + a - begin, there + b - begin))
+                yield self.members[member], there + a - begin, there + b - begin
+
+    def read_rows(self, start: int, stop: int) -> Rows:
+        """Rows ``start:stop``: the part of each segment read by its member, one after the other."""
+        parts = [member.read_rows(a, b) for member, a, b in self._spans(start, stop)]
         if not parts:
             return self.members[0].read_rows(0, 0)  # type: ignore[no-any-return]
         return parts[0] if len(parts) == 1 else self.rows.concat(parts)
+
+    @property
+    def fetches(self) -> bool:
+        return any(reader.fetches for reader in self.members)
+
+    def fetch(self, start: int, stop: int) -> None:
+        """Each member starts fetching its part of rows ``start:stop``: the spans :meth:`read_rows` reads there."""
+        for member, a, b in self._spans(start, stop):
+            member.fetch(a, b)
+
+    def forget(self, start: int, stop: int) -> None:
+        for member, a, b in self._spans(start, stop):
+            member.forget(a, b)
+
+    @property
+    def fetched_nbytes(self) -> int:
+        return sum(reader.fetched_nbytes for reader in self.members)
 
     def cancel_reads(self, threads: str | None = None) -> None:
         for reader in self.members:
