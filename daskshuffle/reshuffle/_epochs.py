@@ -93,8 +93,8 @@ class _Work:
                     f"Expected every rank to finish epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no word "
                     f"from {sorted(others)} instead; do all ranks iterate the same epochs?"
                 )
-            if others:
-                time.sleep(0.05)
+            if others:  # other processes, often on other machines, that share only storage: it is polled
+                self.closing.wait(0.05)  # a close ends the wait at once
         with contextlib.suppress(FileNotFoundError):
             fs.rm(marker, recursive=True)
         self.store(epoch).remove()
@@ -252,8 +252,8 @@ class EpochShuffler:
                 context = contextvars.copy_context()
                 self._work.made[epoch] = self._work.pool.submit(context.run, self._make(epoch))
 
-    def _ready(self, epoch: int) -> str:
-        """Wait until ``epoch``'s store is complete; raise what its shuffle raised."""
+    def _ready(self, epoch: int) -> str | None:
+        """Wait until ``epoch``'s store is complete; raise what its shuffle raised. ``None``: closed while waiting."""
         if self.rank == 0:
             self._schedule(epoch)
             self._work.made[epoch].result()
@@ -273,7 +273,8 @@ class EpochShuffler:
                     f"Expected rank 0 to finish the store of epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no "
                     f"complete store at {self.store(epoch)!r} instead; is rank 0 running with the same workdir?"
                 )
-            time.sleep(0.5)
+            if self._work.closing.wait(0.5):  # rank 0 is another process, sharing only storage; a close ends the wait
+                return None
 
     def _finish(self, epoch: int) -> None:
         """Epoch ``epoch`` is read by this rank: mark it, or (rank 0) queue its store's removal ahead of the next shuffle."""
@@ -292,8 +293,11 @@ class EpochShuffler:
     def __iter__(self) -> Iterator[PileLoader]:
         while self._epoch < self.n_epochs:
             epoch = self._epoch
+            store = self._ready(epoch)
+            if store is None:
+                return
             loader = PileLoader(
-                self._ready(epoch),
+                store,
                 self.batch_size,
                 rank=self.rank,
                 world_size=self.world_size,
