@@ -37,15 +37,6 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return int(make_rng(seed, "epoch-shuffle", epoch).integers(0, 2**63 - 1))
 
 
-def _resolve_sources(src: Any) -> Any:
-    """Paths among ``src`` made absolute; zarr groups, datasets and other objects as they are."""
-    if isinstance(src, str | os.PathLike):
-        return normalize(src)
-    if isinstance(src, list | tuple):
-        return [normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
-    return src
-
-
 def _next_batch(epoch: int, loader: dict[str, Any] | None) -> tuple[int, dict[str, Any] | None]:
     """The shuffler's epoch and its loader's state that come next: a loader past its one epoch has handed out the
     shuffler's epoch whole, and the next batch is the first of the shuffler's next epoch."""
@@ -195,8 +186,13 @@ class EpochShuffler:
     ) -> None:
         from ..shuffle import shuffle_zarr
 
-        # Resolved now, on the client: the shuffles run later, on workers that may run in another directory.
-        self.src = _resolve_sources(src)
+        # Paths made absolute now, on the client: the shuffles run later, on workers that may run in another
+        # directory. Zarr groups, datasets and other objects as they are.
+        if isinstance(src, str | os.PathLike):
+            src = normalize(src)
+        elif isinstance(src, list | tuple):
+            src = [normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
+        self.src = src
         self._shuffle = shuffle or shuffle_zarr
         self._shuffle_options = parse_forwarded_options(
             self._shuffle,
@@ -231,26 +227,19 @@ class EpochShuffler:
         """The pile store of ``epoch``."""
         return self._work.store(epoch).url
 
-    def _make(self, epoch: int) -> Callable[[], ShuffleResult]:
-        """The shuffle of ``epoch``, as a call that holds no reference to the shuffler."""
-        return functools.partial(
-            self._shuffle,
-            self.src,
-            self.store(epoch),
-            seed=epoch_seed(self.seed, epoch),
-            overwrite=False,
-            **self._shuffle_options,
-        )
-
     def _schedule(self, current: int) -> None:
         """Start the shuffles of the epochs from ``current`` on that fit ``max_concurrent_epochs``."""
         if self.rank != 0:
             return
         for epoch in range(current, min(current + self.max_concurrent_epochs, self.n_epochs)):
             if epoch not in self._work.made:
-                # The copied context carries ``client.as_current()`` into the background thread.
-                context = contextvars.copy_context()
-                self._work.made[epoch] = self._work.pool.submit(context.run, self._make(epoch))
+                # A call that holds no reference to the shuffler (its finalizer must run); the copied context carries
+                # ``client.as_current()`` into the background thread.
+                seed = epoch_seed(self.seed, epoch)
+                shuffle = functools.partial(
+                    self._shuffle, self.src, self.store(epoch), seed=seed, overwrite=False, **self._shuffle_options
+                )
+                self._work.made[epoch] = self._work.pool.submit(contextvars.copy_context().run, shuffle)
 
     def _ready(self, epoch: int) -> str | None:
         """Wait until ``epoch``'s store is complete; raise what its shuffle raised. ``None``: closed while waiting."""

@@ -135,34 +135,23 @@ _LAST_DRAW_TIMEOUT = 2.0
 
 
 def _show_progress(future: Any) -> None:
-    """Wait for ``future``, behind a live bar where a person watches, then print the bar's last state as a line."""
-    from distributed import wait
-
-    began = time.perf_counter()
-    if _interactive():
-        client = future.client
-        before = _feeds_running(client)
-        _wait_behind_a_bar(future)
-        if future.done():  # a bar, finished: let the scheduler end the feed that drew it
-            # A finished bar's feed learns of it at its next write; a cluster closed before then logs a traceback.
-            _poll(lambda: _feeds_running(client) <= before, timeout=2.0, interval=0.02)
-    else:
-        wait(future)
-    if future.status == "finished":  # an error is the caller's to raise, without a line of success
-        _report_finished(began)
-
-
-def _wait_behind_a_bar(future: Any) -> None:
-    """Wait for ``future`` behind distributed's progress bar: a widget in a kernel, text elsewhere."""
+    """Wait for ``future``, behind distributed's live bar where a person watches (a widget in a kernel, text
+    elsewhere), then print the bar's last state as a line."""
     from distributed import progress, wait
 
+    began = time.perf_counter()
     client = future.client
     scheduler = client.scheduler.address  # the future's, whether or not its client is the default one
-    if _in_kernel():
-        try:
-            bar = progress(future, notebook=True, scheduler=scheduler)
-        except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
-            pass
+    if not _interactive():
+        wait(future)
+    else:
+        before = _feeds_running(client)
+        bar = None
+        if _in_kernel():
+            with suppress(ImportError):  # a notebook without ipywidgets: a text bar instead of a widget
+                bar = progress(future, notebook=True, scheduler=scheduler)
+        if bar is None:
+            progress(future, notebook=False, scheduler=scheduler)  # waits, drawing in a thread of its own
         else:
             from IPython.display import display
 
@@ -172,8 +161,11 @@ def _wait_behind_a_bar(future: Any) -> None:
             # The bar is decoration: one that cannot reach the scheduler, or is late, leaves the result as it is.
             with suppress(Exception):
                 drawn.result(timeout=_LAST_DRAW_TIMEOUT)
-            return
-    progress(future, notebook=False, scheduler=scheduler)  # waits, drawing in a thread of its own
+        if future.done():  # a bar, finished: let the scheduler end the feed that drew it
+            # A finished bar's feed learns of it at its next write; a cluster closed before then logs a traceback.
+            _poll(lambda: _feeds_running(client) <= before, timeout=2.0, interval=0.02)
+    if future.status == "finished":  # an error is the caller's to raise, without a line of success
+        _report_finished(began)
 
 
 def _feeds_running(client: Any) -> int:

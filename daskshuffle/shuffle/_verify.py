@@ -22,7 +22,7 @@ from ..pilestore import GENERATIONS_KEY, metadata_disagrees, sources_of
 from ..plan import fingerprint
 from ..readers import open_pile_reader
 from ..storage import Location, changed_entries
-from ._checksum import add_checksums, checksum, same_checksums
+from ._checksum import add_checksums, checksum
 from ._compute import map_tasks
 from ._destination import check_workers_access
 from ._store_plan import missing_identity, run_lengths, shown_changes
@@ -241,7 +241,7 @@ def verify_location(
     )
     # Where the sources are files and the checksums differ: are they the blocks the shuffle read (each generation
     # records its own blocks: not compared)?
-    if named and not same_checksums(expected, found, variables):
+    if named and found != expected:  # rows counted, each variable's sum, the sum of whole rows
         if GENERATIONS_KEY not in metadata:
             shuffled_nbytes = int(metadata["blocks"]["block_memory"])
             if shuffled_nbytes != block_nbytes:
@@ -251,8 +251,12 @@ def verify_location(
                 raise _mismatch(
                     path, metadata, named, given=bool(against), rows=source_rows, blocks=blocks, changed=changed
                 )
-        if changed:
-            raise _changed_error(path, changed)
+        if changed:  # the sources no longer hold the store's rows
+            raise SourceMismatchError(
+                f"Expected the sources of {path!r} to hold the rows it was shuffled from. Got other rows, from sources "
+                f"changed since the shuffle instead: {shown_changes(changed)}; restore them, or shuffle them again, "
+                "replacing the store (overwrite=True)."
+            )
     return _proven(path, named, expected, found, variables, began, sources_unchanged=changed == [])
 
 
@@ -362,15 +366,6 @@ def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any]
     block_nbytes = parse_nbytes("64MiB", "block_memory")  # the shuffles' default; only the identity is read
     fmt = _open_sources(kind, sources, variables, block_nbytes, storage_options)
     return _changes(metadata, fmt.identify_source())
-
-
-def _changed_error(path: str, changed: list[str]) -> SourceMismatchError:
-    """The sources of ``path`` no longer hold its rows: what ``changed`` in them since the shuffle."""
-    return SourceMismatchError(
-        f"Expected the sources of {path!r} to hold the rows it was shuffled from. Got other rows, from sources "
-        f"changed since the shuffle instead: {shown_changes(changed)}; restore them, or shuffle them again, replacing the store "
-        "(overwrite=True)."
-    )
 
 
 def _mismatch(
