@@ -214,7 +214,6 @@ class EpochShuffler:
                 f"Expected rank to be below world_size={self.world_size}. Got {self.rank} instead.", parameter="rank"
             )
         self._loader_options = dict(loader_options or {})
-        self._storage_options = self._shuffle_options.get("storage_options")
         self._epoch = 0
         self._loader_state: dict[str, Any] | None = None
         self._work = _Work(workdir_location, self.rank, self.world_size)
@@ -290,7 +289,7 @@ class EpochShuffler:
                 self.batch_size,
                 rank=self.rank,
                 world_size=self.world_size,
-                storage_options=self._storage_options,
+                storage_options=self._shuffle_options.get("storage_options"),
                 **self._loader_options,
             )
             if self._loader_state is not None:
