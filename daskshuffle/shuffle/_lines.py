@@ -14,7 +14,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._errors import Argument, DaskShuffleValueError
-from .._parse import parse_bool, parse_count
+from .._parse import parse_bool, parse_count, parse_nbytes
 from ..sources import (
     count_lines,
     open_text_output,
@@ -24,7 +24,7 @@ from ..sources import (
 )
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
-from ._options import ShuffleOptions, lines_block_memory, parse_shuffle_options
+from ._options import ShuffleOptions, parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
 
 __all__ = ["shuffle_lines"]
@@ -142,10 +142,9 @@ def shuffle_lines(
     """
     began = time.perf_counter()
     sources = parse_sources(src)
-    checked = parse_shuffle_options(
-        # A text file is always fully shuffled; its default block follows its piles.
-        {**locals(), "materialize": True, "block_memory": lines_block_memory(block_memory, pile_memory)}
-    )
+    if block_memory is None:  # a task holds about two copies of a block (plus offsets): 16 MiB, or half a pile
+        block_memory = min(16 * 2**20, max(parse_nbytes(pile_memory, "pile_memory") // 2, 1))
+    checked = parse_shuffle_options({**locals(), "materialize": True})  # a text file is always fully shuffled
     return _check_and_run(
         sources,
         checked,
