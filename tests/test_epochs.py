@@ -214,6 +214,28 @@ def test_ranks_share_each_epoch_and_wait_for_each_other(source: str, tmp_path: P
     assert not workdir.exists()
 
 
+def test_closing_a_rank_that_waits_for_rank_0_ends_its_wait(source: str, tmp_path: Path) -> None:
+    """A rank other than 0 polls storage for rank 0's store; a close from another thread ends that wait at once
+    (not after ``WAIT_SECONDS``), and the iteration ends with nothing yielded."""
+    epochs = EpochShuffler(
+        source, tmp_path / "epochs", n_epochs=2, batch_size=50, seed=0, rank=1, world_size=2, shuffle_options=OPTIONS
+    )
+    iterating, ended = threading.Event(), threading.Event()
+    yielded: list[PileLoader] = []
+
+    def train() -> None:
+        iterating.set()
+        yielded.extend(epochs)  # no rank 0 runs: it waits for a store that never comes
+        ended.set()
+
+    thread = threading.Thread(target=train, daemon=True)
+    thread.start()
+    assert iterating.wait(timeout=60)
+    epochs.close()
+    assert ended.wait(timeout=60), "the close did not end the wait for rank 0"
+    assert yielded == []
+
+
 def test_a_failed_shuffle_surfaces_in_the_training_loop(tmp_path: Path) -> None:
     with (
         EpochShuffler(tmp_path / "missing.zarr", tmp_path / "e", n_epochs=2, batch_size=10, seed=0) as epochs,

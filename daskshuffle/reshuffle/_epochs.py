@@ -37,15 +37,6 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return int(make_rng(seed, "epoch-shuffle", epoch).integers(0, 2**63 - 1))
 
 
-def _resolve_sources(src: Any) -> Any:
-    """Paths among ``src`` made absolute; zarr groups, datasets and other objects as they are."""
-    if isinstance(src, str | os.PathLike):
-        return normalize(src)
-    if isinstance(src, list | tuple):
-        return [normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
-    return src
-
-
 def _next_batch(epoch: int, loader: dict[str, Any] | None) -> tuple[int, dict[str, Any] | None]:
     """The shuffler's epoch and its loader's state that come next: a loader past its one epoch has handed out the
     shuffler's epoch whole, and the next batch is the first of the shuffler's next epoch."""
@@ -93,8 +84,8 @@ class _Work:
                     f"Expected every rank to finish epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no word "
                     f"from {sorted(others)} instead; do all ranks iterate the same epochs?"
                 )
-            if others:
-                time.sleep(0.05)
+            if others:  # other processes, often on other machines, that share only storage: it is polled
+                self.closing.wait(0.05)  # a close ends the wait at once
         with contextlib.suppress(FileNotFoundError):
             fs.rm(marker, recursive=True)
         self.store(epoch).remove()
@@ -195,8 +186,13 @@ class EpochShuffler:
     ) -> None:
         from ..shuffle import shuffle_zarr
 
-        # Resolved now, on the client: the shuffles run later, on workers that may run in another directory.
-        self.src = _resolve_sources(src)
+        # Paths made absolute now, on the client: the shuffles run later, on workers that may run in another
+        # directory. Zarr groups, datasets and other objects as they are.
+        if isinstance(src, str | os.PathLike):
+            src = normalize(src)
+        elif isinstance(src, list | tuple):
+            src = [normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
+        self.src = src
         self._shuffle = shuffle or shuffle_zarr
         self._shuffle_options = parse_forwarded_options(
             self._shuffle,
@@ -218,7 +214,6 @@ class EpochShuffler:
                 f"Expected rank to be below world_size={self.world_size}. Got {self.rank} instead.", parameter="rank"
             )
         self._loader_options = dict(loader_options or {})
-        self._storage_options = self._shuffle_options.get("storage_options")
         self._epoch = 0
         self._loader_state: dict[str, Any] | None = None
         self._work = _Work(workdir_location, self.rank, self.world_size)
@@ -231,29 +226,22 @@ class EpochShuffler:
         """The pile store of ``epoch``."""
         return self._work.store(epoch).url
 
-    def _make(self, epoch: int) -> Callable[[], ShuffleResult]:
-        """The shuffle of ``epoch``, as a call that holds no reference to the shuffler."""
-        return functools.partial(
-            self._shuffle,
-            self.src,
-            self.store(epoch),
-            seed=epoch_seed(self.seed, epoch),
-            overwrite=False,
-            **self._shuffle_options,
-        )
-
     def _schedule(self, current: int) -> None:
         """Start the shuffles of the epochs from ``current`` on that fit ``max_concurrent_epochs``."""
         if self.rank != 0:
             return
         for epoch in range(current, min(current + self.max_concurrent_epochs, self.n_epochs)):
             if epoch not in self._work.made:
-                # The copied context carries ``client.as_current()`` into the background thread.
-                context = contextvars.copy_context()
-                self._work.made[epoch] = self._work.pool.submit(context.run, self._make(epoch))
+                # A call that holds no reference to the shuffler (its finalizer must run); the copied context carries
+                # ``client.as_current()`` into the background thread.
+                seed = epoch_seed(self.seed, epoch)
+                shuffle = functools.partial(
+                    self._shuffle, self.src, self.store(epoch), seed=seed, overwrite=False, **self._shuffle_options
+                )
+                self._work.made[epoch] = self._work.pool.submit(contextvars.copy_context().run, shuffle)
 
-    def _ready(self, epoch: int) -> str:
-        """Wait until ``epoch``'s store is complete; raise what its shuffle raised."""
+    def _ready(self, epoch: int) -> str | None:
+        """Wait until ``epoch``'s store is complete; raise what its shuffle raised. ``None``: closed while waiting."""
         if self.rank == 0:
             self._schedule(epoch)
             self._work.made[epoch].result()
@@ -273,7 +261,8 @@ class EpochShuffler:
                     f"Expected rank 0 to finish the store of epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no "
                     f"complete store at {self.store(epoch)!r} instead; is rank 0 running with the same workdir?"
                 )
-            time.sleep(0.5)
+            if self._work.closing.wait(0.5):  # rank 0 is another process, sharing only storage; a close ends the wait
+                return None
 
     def _finish(self, epoch: int) -> None:
         """Epoch ``epoch`` is read by this rank: mark it, or (rank 0) queue its store's removal ahead of the next shuffle."""
@@ -292,12 +281,15 @@ class EpochShuffler:
     def __iter__(self) -> Iterator[PileLoader]:
         while self._epoch < self.n_epochs:
             epoch = self._epoch
+            store = self._ready(epoch)
+            if store is None:
+                return
             loader = PileLoader(
-                self._ready(epoch),
+                store,
                 self.batch_size,
                 rank=self.rank,
                 world_size=self.world_size,
-                storage_options=self._storage_options,
+                storage_options=self._shuffle_options.get("storage_options"),
                 **self._loader_options,
             )
             if self._loader_state is not None:

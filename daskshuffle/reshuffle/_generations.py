@@ -21,15 +21,6 @@ from ..storage import Leftover, Location, _lock as _store_lock, crash_point, exc
 __all__ = ["Generation", "append", "clean_generations", "compact", "evict", "generation_leftovers", "generations"]
 
 
-def _entry_of(store: Location, number: int) -> dict[str, Any]:
-    """The entry of generation ``number``, read and checked from its own complete pile store."""
-    reader = ZarrPileReader(store_io.generation_location(store, store_io.generation_path(number)))
-    try:
-        return store_io.entry_of(number, reader.metadata, reader.store)
-    finally:
-        reader.close()
-
-
 def _copy_rows(store: Location, number: int, start: int, stop: int) -> None:
     """Rows ``start:stop`` of the store as its root lists them now, written into generation ``number``."""
     reader = GenerationsReader(store)
@@ -64,21 +55,6 @@ class Generation:
     path: str
     n_rows: int
     seed: int
-
-
-def _compacted(
-    location: Location, root: dict[str, Any], number: int, *, copy_nbytes: int, progress: bool
-) -> dict[str, Any]:
-    """Write generation ``number`` with every live row, in the same order, and list it alone in the root."""
-    store_io.ensure_group(location)
-    alignment, row_nbytes = store_io.create_compacted(location, number, root)
-    step = max(alignment, copy_nbytes // max(row_nbytes, 1) // alignment * alignment)
-    n_rows = int(root["n_rows"])
-    spans = [(location, number, start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
-    token = f"compact-{location.url}-{number}-{root['fingerprint']}"
-    map_tasks(_copy_rows, spans, token=token, progress=progress)
-    crash_point("compact copied")
-    return store_io.write_root(location, root, [store_io.finish_compacted(location, number)])
 
 
 def _records(metadata: dict[str, Any]) -> list[Generation]:
@@ -278,7 +254,12 @@ def append(
             levels=levels,
         )
         crash_point("append shuffled")
-        grown = store_io.write_root(location, root, [*live, _entry_of(location, number)])
+        reader = ZarrPileReader(store_io.generation_location(location, path))  # its entry, read from its own store
+        try:
+            entry = store_io.entry_of(number, reader.metadata, reader.store)
+        finally:
+            reader.close()
+        grown = store_io.write_root(location, root, [*live, entry])
     return _records(grown)
 
 
@@ -364,8 +345,16 @@ def compact(
         entries = root[store_io.GENERATIONS_KEY]
         if len(entries) > 1:
             number = max(int(entry["generation"]) for entry in entries) + 1
-            try:
-                compacted = _compacted(location, root, number, copy_nbytes=copy_nbytes, progress=progress)
+            try:  # generation ``number``: every live row, in the same order, listed alone in the root
+                store_io.ensure_group(location)
+                alignment, row_nbytes = store_io.create_compacted(location, number, root)
+                step = max(alignment, copy_nbytes // max(row_nbytes, 1) // alignment * alignment)
+                n_rows = int(root["n_rows"])
+                spans = [(location, number, start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
+                token = f"compact-{location.url}-{number}-{root['fingerprint']}"
+                map_tasks(_copy_rows, spans, token=token, progress=progress)
+                crash_point("compact copied")
+                compacted = store_io.write_root(location, root, [store_io.finish_compacted(location, number)])
             except OSError as error:
                 if error.errno != errno.ENOSPC:
                     raise

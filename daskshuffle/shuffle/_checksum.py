@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 
-__all__ = ["add_checksums", "checksum", "same_checksums"]
+__all__ = ["add_checksums", "checksum"]
 
 U64 = NDArray[np.uint64]
 _MASK = 2**64 - 1
@@ -114,16 +114,13 @@ def _arrow_hashes(column: Any) -> U64:
     return hashes
 
 
-def _row_hashes(rows: Any, variables: Sequence[str]) -> dict[str, U64]:
-    """One hash per row and variable: ``rows`` is a dict of numpy arrays or a ``pyarrow.Table``."""
-    if isinstance(rows, Mapping):
-        return {name: _fixed_hashes(np.asarray(rows[name])) for name in variables}
-    return {name: _arrow_hashes(rows.column(name)) for name in variables}
-
-
 def checksum(rows: Any, variables: Sequence[str]) -> dict[str, Any]:
-    """Rows, and the sum of their hashes per variable and of whole rows: order-independent, and additive."""
-    hashes = _row_hashes(rows, variables)
+    """Rows (a dict of numpy arrays or a ``pyarrow.Table``), and the sum of their hashes per variable and of whole
+    rows: order-independent, and additive."""
+    if isinstance(rows, Mapping):
+        hashes = {name: _fixed_hashes(np.asarray(rows[name])) for name in variables}
+    else:
+        hashes = {name: _arrow_hashes(rows.column(name)) for name in variables}
     whole = np.zeros(len(next(iter(hashes.values()))) if hashes else 0, dtype=np.uint64)
     for index, name in enumerate(variables):
         whole = whole + _mix(hashes[name] ^ _const(index + 1))
@@ -141,12 +138,3 @@ def add_checksums(parts: Sequence[dict[str, Any]], variables: Sequence[str]) -> 
         "sums": {name: sum(part["sums"][name] for part in parts) & _MASK for name in variables},
         "rows": sum(part["rows"] for part in parts) & _MASK,
     }
-
-
-def same_checksums(expected: dict[str, Any], found: dict[str, Any], variables: Sequence[str]) -> bool:
-    """Whether two checksums agree: rows counted, each variable's sum, and the sum of whole rows."""
-    return (
-        found["n_rows"] == expected["n_rows"]
-        and found["rows"] == expected["rows"]
-        and all(found["sums"][name] == expected["sums"][name] for name in variables)
-    )

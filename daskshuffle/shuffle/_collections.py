@@ -11,7 +11,7 @@ from dask.core import flatten
 from dask.delayed import delayed
 
 from ..sources import decoding, uncomputable
-from ._compute import _distributed_client, live_workers
+from ._compute import map_tasks
 
 __all__ = ["array_inputs", "describe_partitions", "is_dask_array", "is_dask_dataframe"]
 
@@ -46,12 +46,9 @@ def describe_partitions(frame: Any, describe: Callable[[int, Any], Any]) -> list
     The DataFrame is computed here, once: ``describe`` keeps what pass 1 needs
     of each partition (the DataFrame format spools it to scratch storage).
     """
-    described = delayed(list)([delayed(describe)(i, part) for i, part in enumerate(frame.to_delayed())])
-    client = _distributed_client()
-    if client is not None:
-        live_workers(client)
-        return list(client.compute(described).result())
-    return list(described.compute())
+    parts = frame.to_delayed()
+    inputs = (_graph_of(parts), [part.key for part in parts])
+    return map_tasks(describe, [(index,) for index in range(len(parts))], token="describe-partitions", inputs=inputs)
 
 
 def _gather_arrays(names: list[str], *values: Any) -> dict[str, Any]:

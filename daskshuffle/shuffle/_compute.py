@@ -29,17 +29,11 @@ __all__ = [
     "compute",
     "map_tasks",
     "on_every_worker",
-    "token_of",
     "workers_not_seeing",
 ]
 
 #: The width of dask's and distributed's text bars, which the final line matches.
 _BAR_WIDTH = 40
-
-
-def token_of(value: Any) -> str:
-    """Dask's token of ``value``: a source's identity where it has no files to look at."""
-    return str(tokenize(value))
 
 
 def map_tasks(
@@ -141,33 +135,23 @@ _LAST_DRAW_TIMEOUT = 2.0
 
 
 def _show_progress(future: Any) -> None:
-    """Wait for ``future``, behind a live bar where a person watches, then print the bar's last state as a line."""
-    from distributed import wait
-
-    began = time.perf_counter()
-    if _interactive():
-        client = future.client
-        before = _feeds_running(client)
-        _wait_behind_a_bar(future)
-        if future.done():  # a bar, finished: let the scheduler end the feed that drew it
-            _wait_for_feeds(client, before)
-    else:
-        wait(future)
-    if future.status == "finished":  # an error is the caller's to raise, without a line of success
-        _report_finished(began)
-
-
-def _wait_behind_a_bar(future: Any) -> None:
-    """Wait for ``future`` behind distributed's progress bar: a widget in a kernel, text elsewhere."""
+    """Wait for ``future``, behind distributed's live bar where a person watches (a widget in a kernel, text
+    elsewhere), then print the bar's last state as a line."""
     from distributed import progress, wait
 
+    began = time.perf_counter()
     client = future.client
     scheduler = client.scheduler.address  # the future's, whether or not its client is the default one
-    if _in_kernel():
-        try:
-            bar = progress(future, notebook=True, scheduler=scheduler)
-        except ImportError:  # a notebook without ipywidgets: a text bar instead of a widget
-            pass
+    if not _interactive():
+        wait(future)
+    else:
+        before = _feeds_running(client)
+        bar = None
+        if _in_kernel():
+            with suppress(ImportError):  # a notebook without ipywidgets: a text bar instead of a widget
+                bar = progress(future, notebook=True, scheduler=scheduler)
+        if bar is None:
+            progress(future, notebook=False, scheduler=scheduler)  # waits, drawing in a thread of its own
         else:
             from IPython.display import display
 
@@ -177,31 +161,29 @@ def _wait_behind_a_bar(future: Any) -> None:
             # The bar is decoration: one that cannot reach the scheduler, or is late, leaves the result as it is.
             with suppress(Exception):
                 drawn.result(timeout=_LAST_DRAW_TIMEOUT)
-            return
-    progress(future, notebook=False, scheduler=scheduler)  # waits, drawing in a thread of its own
-
-
-def _feeds(dask_scheduler: Any) -> int:
-    """The scheduler's ``feed`` handlers still running (a progress bar's is one)."""
-    return running_handlers(dask_scheduler, "feed")
+        if future.done():  # a bar, finished: let the scheduler end the feed that drew it
+            # A finished bar's feed learns of it at its next write; a cluster closed before then logs a traceback.
+            _poll(lambda: _feeds_running(client) <= before, timeout=2.0, interval=0.02)
+    if future.status == "finished":  # an error is the caller's to raise, without a line of success
+        _report_finished(began)
 
 
 def _feeds_running(client: Any) -> int:
+    """The scheduler's ``feed`` handlers still running (a progress bar's is one)."""
     try:
-        return int(client.run_on_scheduler(_feeds))
+        return int(client.run_on_scheduler(running_handlers, op="feed"))
     except Exception:  # a scheduler that cannot say: nothing to wait for
         return 0
 
 
-def _wait_for_feeds(client: Any, running: int, timeout: float = 2.0) -> None:
-    """Wait until at most ``running`` feed handlers run on the scheduler.
+def _poll(done: Callable[[], bool], *, timeout: float, interval: float) -> None:
+    """Ask ``done`` every ``interval`` seconds until it says yes, for at most ``timeout`` seconds.
 
-    A finished bar's feed handler learns of it only at its next write; a cluster
-    closed before then makes distributed log a traceback under the summary line.
+    What it waits for happens in other processes (the scheduler, the workers), which send no word of it.
     """
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _feeds_running(client) > running:
-        time.sleep(0.02)
+    while not done() and time.monotonic() < deadline:
+        time.sleep(interval)
 
 
 def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: bool = False) -> Any:
@@ -221,7 +203,7 @@ def compute(graph: dict[Any, Any], key: str, *, progress: bool = False, remote: 
         except BaseException as error:
             # Stop what is still queued, and wait for what is running, before the caller cleans up behind it.
             client.cancel(future)
-            _wait_until_stopped(client, key.removesuffix("-done"))
+            _poll(lambda: _stopped(client, key.removesuffix("-done")), timeout=STOP_TIMEOUT, interval=0.05)
             if isinstance(error, KeyboardInterrupt) and not str(error):
                 raise KeyboardInterrupt(_workers_after_interrupt(client, workers)) from error
             raise
@@ -280,18 +262,17 @@ def live_workers(client: Any) -> set[str]:
 _WORKERS_GONE_TIMEOUT = 2.0
 
 
+def _workers_left(client: Any, before: set[str]) -> set[str]:
+    try:
+        return before & set(client.nthreads())
+    except OSError:  # the scheduler went too
+        return set()
+
+
 def _workers_after_interrupt(client: Any, before: set[str]) -> str:
     """Whether an interrupt (which reaches the whole process group) took the cluster's workers with it."""
-    deadline = time.monotonic() + _WORKERS_GONE_TIMEOUT
-    left = before
-    while time.monotonic() < deadline:
-        try:
-            left = before & set(client.nthreads())
-        except OSError:  # the scheduler went too
-            left = set()
-        if not left:
-            break
-        time.sleep(0.05)
+    _poll(lambda: not _workers_left(client, before), timeout=_WORKERS_GONE_TIMEOUT, interval=0.05)
+    left = _workers_left(client, before)
     if left == before:
         return "The cluster's workers are still running."
     stopped = f"all {len(before)}" if not left else f"{len(before) - len(left)} of the {len(before)}"
@@ -308,30 +289,19 @@ STOP_TIMEOUT = 300.0
 
 def _running_tasks(prefix: str, dask_worker: Any) -> int:
     """The tasks of the graph named ``prefix`` that a worker is still running (cancelled ones included)."""
-    running = 0
-    for key in running_task_keys(dask_worker):
-        name = key[0] if isinstance(key, tuple) else key
-        if str(name).startswith(prefix):
-            running += 1
-    return running
+    keys = [key[0] if isinstance(key, tuple) else key for key in running_task_keys(dask_worker)]
+    return sum(str(key).startswith(prefix) for key in keys)
 
 
-def _wait_until_stopped(client: Any, prefix: str) -> None:
-    """Wait (up to ``STOP_TIMEOUT``) until no worker runs a task of the graph named ``prefix``.
-
-    A cancelled task that is running runs to its end: removing the pieces while
-    it still writes would let it write them again.
-    """
-    deadline = time.monotonic() + STOP_TIMEOUT
-    while time.monotonic() < deadline:
-        try:
-            # The workers the scheduler still knows: ``run`` would wait for one that just died until its timeout.
-            workers = list(client.nthreads())
-            if not workers or not any(client.run(_running_tasks, prefix, workers=workers, on_error="ignore").values()):
-                return
-        except OSError:  # the cluster itself is gone: nothing runs there any more
-            return
-        time.sleep(0.05)
+def _stopped(client: Any, prefix: str) -> bool:
+    """Whether no worker runs a task of the graph named ``prefix``: a cancelled task that runs runs to its end,
+    and removing the pieces while it still writes would let it write them again."""
+    try:
+        # The workers the scheduler still knows: ``run`` would wait for one that just died until its timeout.
+        workers = list(client.nthreads())
+        return not workers or not any(client.run(_running_tasks, prefix, workers=workers, on_error="ignore").values())
+    except OSError:  # the cluster itself is gone: nothing runs there any more
+        return True
 
 
 def _compute_locally(result: Delayed, progress: bool, **options: Any) -> Any:

@@ -47,7 +47,12 @@ def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
         return None
     location = _leftovers.local_pieces_directory(dst)
     directory = location.path
-    _refuse_foreign_directory(directory)
+    # The shared temporary directory is anyone's: a link placed there, or another user's directory, is refused.
+    _own.refuse(directory, "a directory of pieces", directory=True)
+    with contextlib.suppress(FileNotFoundError):
+        owner = os.lstat(directory).st_uid
+        if hasattr(os, "geteuid") and owner != os.geteuid():
+            raise _own.unsafe(directory, "a directory of pieces", f"a directory of another user (uid {owner})")
     if dst.scratch(_leftovers.TMP_SUFFIX, location).exists():
         return location
     try:
@@ -59,15 +64,6 @@ def local_pieces(dst: Location, data_nbytes: int) -> Location | None:
         remove_if_empty(location)
         return None
     return location
-
-
-def _refuse_foreign_directory(directory: str) -> None:
-    """The shared temporary directory is anyone's: a link placed there, or another user's directory, is refused."""
-    _own.refuse(directory, "a directory of pieces", directory=True)
-    with contextlib.suppress(FileNotFoundError):
-        owner = os.lstat(directory).st_uid
-        if hasattr(os, "geteuid") and owner != os.geteuid():
-            raise _own.unsafe(directory, "a directory of pieces", f"a directory of another user (uid {owner})")
 
 
 def remove_if_empty(directory: Location) -> None:

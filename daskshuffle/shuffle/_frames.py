@@ -6,13 +6,15 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from dask.base import tokenize
+
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
 from ..formats import Format
 from ..pilestore import ParquetWriting, read_metadata
 from ..sources import COMPRESSIONS, list_parquet_sources, open_dataframe_source, open_parquet_sources
 from ..storage import Location, _leftovers, identify_token
-from . import _collections, _compute
+from . import _collections
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options
 from ._run import Listed, ShuffleResult, run_shuffle
@@ -237,7 +239,7 @@ def shuffle_dataframe(
         raise DaskShuffleTypeError(f"Expected index to be None, True or False. Got {index!r} instead.")
     checked = parse_shuffle_options(locals())
     writing = parse_writing(compression, row_group_size, n_output_files)
-    token = _compute.token_of(df)
+    token = str(tokenize(df))  # a source's identity where it has no files to look at
     if not _collections.is_dask_dataframe(df):  # run again, it returns the store it wrote, as every shuffle does
         fmt = open_dataframe_source(df, index=index, block_nbytes=checked.block_nbytes, writing=writing, token=token)
         return run_shuffle(fmt, checked, variables=fmt.variables)

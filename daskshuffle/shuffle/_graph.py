@@ -163,12 +163,16 @@ def _scatter_spans(
 
 @dataclass(frozen=True)
 class _Stages:
-    """What every stage of one shuffle's graph shares: the graph it adds to, the tasks' name, the format's key, and
-    the ``manifest`` the tasks mark themselves done in (those in ``done`` are not run again)."""
+    """What every stage of one shuffle's graph shares: the graph it adds to, the tasks' name, the format's key, the
+    plan, where the pieces go, each level's group tables, and the ``manifest`` the tasks mark themselves done in
+    (those in ``done`` are not run again)."""
 
     graph: dict[Any, Any]
     name: str
     fmt_key: str
+    plan: Plan | LevelPlan
+    tmp: Location
+    tables: list[_Tables]
     manifest: Manifest | None
     done: frozenset[str]
 
@@ -227,14 +231,14 @@ def shuffle_graph(
         if levels is None
         else [_group_tables(graph, name, index, level) for index, level in enumerate(levels.levels, 1)]
     )
-    stages = _Stages(graph, name, fmt_key, manifest, done)
-    pieces_key = _scatter_stage(stages, plan, tmp, tables, input_keys)
+    stages = _Stages(graph, name, fmt_key, plan, tmp, tables, manifest, done)
+    pieces_key = _scatter_stage(stages, input_keys)
     merge_tmp = tmp
     if levels is not None:
         for index in range(2, levels.n_levels + 1):
-            pieces_key = _level_stage(stages, levels, index, tmp, tables, pieces_key)
+            pieces_key = _level_stage(stages, levels, index, pieces_key)
         merge_tmp = level_tmp(tmp, levels.n_levels)
-    return _merge_stage(stages, fmt, plan, merge_tmp, dst, merge_nbytes, pieces_key)
+    return _merge_stage(stages, fmt, merge_tmp, dst, merge_nbytes, pieces_key)
 
 
 class _Tables(NamedTuple):
@@ -252,14 +256,12 @@ def _group_tables(graph: dict[Any, Any], name: str, index: int, level: GroupedLe
     return _Tables(keys, [(getitem, keys[group], row) for group, row in zip(groups, rows, strict=True)])
 
 
-def _scatter_stage(
-    stages: _Stages, plan: Plan | LevelPlan, tmp: Location, tables: list[_Tables], input_keys: Sequence[Any] | None
-) -> str:
+def _scatter_stage(stages: _Stages, input_keys: Sequence[Any] | None) -> str:
     """Pass 1: a scatter task per block of the source (``input_keys``: its value's, for a collection); its barrier."""
-    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
+    graph, name, fmt_key, done, plan = stages.graph, stages.name, stages.fmt_key, stages.done, stages.plan
     levels = plan if isinstance(plan, LevelPlan) else None
     marker = "scatter" if levels is None else "scatter-1"
-    first_tmp = tmp if levels is None else level_tmp(tmp, 1)
+    first_tmp = stages.tmp if levels is None else level_tmp(stages.tmp, 1)
     scatter_keys = []
     for block in range(plan.n_blocks):
         key = (f"{name}-{marker}", block)
@@ -272,7 +274,7 @@ def _scatter_stage(
         if levels is None:
             work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
         else:
-            work = (_scatter, fmt_key, first_tmp, block, tables[0].rows[block], levels.levels[0].seed)
+            work = (_scatter, fmt_key, first_tmp, block, stages.tables[0].rows[block], levels.levels[0].seed)
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
         graph[key] = stages.task(
             f"{marker}-{block}", *work, *((input_keys[block],) if input_keys is not None else ()), once=True
@@ -282,14 +284,13 @@ def _scatter_stage(
     return pieces_key
 
 
-def _level_stage(
-    stages: _Stages, plan: LevelPlan, index: int, tmp: Location, tables: list[_Tables], pieces_key: str
-) -> str:
-    """Level ``index`` (2 or more): each of its blocks, a span of the level before, read and scattered; its barrier."""
-    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
+def _level_stage(stages: _Stages, plan: LevelPlan, index: int, pieces_key: str) -> str:
+    """Level ``index`` (2 or more) of ``plan`` (the stages' own): each of its blocks, a span of the level before,
+    read and scattered; its barrier."""
+    graph, name, fmt_key, done, tables = stages.graph, stages.name, stages.fmt_key, stages.done, stages.tables
     before = plan.levels[index - 2]
     span_groups, span_children = (part.tolist() for part in before.spans)
-    tmp_in, tmp_out = level_tmp(tmp, index - 1), level_tmp(tmp, index)
+    tmp_in, tmp_out = level_tmp(stages.tmp, index - 1), level_tmp(stages.tmp, index)
     keys = []
     for span, (group, child) in enumerate(zip(span_groups, span_children, strict=True)):
         if not before.span_lengths[span]:
@@ -321,16 +322,11 @@ def _level_stage(
 
 
 def _merge_stage(
-    stages: _Stages,
-    fmt: Format[Any],
-    plan: Plan | LevelPlan,
-    tmp: Location,
-    dst: Location,
-    merge_nbytes: int,
-    pieces_key: str,
+    stages: _Stages, fmt: Format[Any], tmp: Location, dst: Location, merge_nbytes: int, pieces_key: str
 ) -> tuple[dict[Any, Any], str]:
-    """The merge tasks (one per group of whole piles), their seams, and the key that completes them."""
-    graph, name, fmt_key, done = stages.graph, stages.name, stages.fmt_key, stages.done
+    """The merge tasks (one per group of whole piles, reading the pieces in ``tmp``), their seams, and the key that
+    completes them."""
+    graph, name, fmt_key, done, plan = stages.graph, stages.name, stages.fmt_key, stages.done, stages.plan
     alignment = fmt.write_alignment()
     merge_keys = []
     seams: dict[int, list[Any]] = {}

@@ -1,6 +1,6 @@
 """The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph.
 
-``_check`` makes every check before anything is read or written; ``_run`` decompresses,
+``_check_and_run`` makes every check before anything is read or written, then decompresses,
 counts and shuffles (or, with ``head_count``, samples: ``sources/_text_sample.py``).
 """
 
@@ -9,26 +9,22 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from .._errors import Argument, DaskShuffleValueError
-from .._parse import parse_bool, parse_count
+from .._parse import parse_bool, parse_count, parse_nbytes
 from ..sources import (
-    TextOutput,
-    TextSource,
     count_lines,
     open_text_output,
     open_text_sources,
     parse_delimiter,
     parse_sources,
 )
-from ..storage import Location
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
-from ._options import ShuffleOptions, lines_block_memory, parse_shuffle_options
+from ._options import ShuffleOptions, parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
 
 __all__ = ["shuffle_lines"]
@@ -146,47 +142,34 @@ def shuffle_lines(
     """
     began = time.perf_counter()
     sources = parse_sources(src)
-    checked = parse_shuffle_options(
-        # A text file is always fully shuffled; its default block follows its piles.
-        {**locals(), "materialize": True, "block_memory": lines_block_memory(block_memory, pile_memory)}
-    )
-    job = _check(
+    if block_memory is None:  # a task holds about two copies of a block (plus offsets): 16 MiB, or half a pile
+        block_memory = min(16 * 2**20, max(parse_nbytes(pile_memory, "pile_memory") // 2, 1))
+    checked = parse_shuffle_options({**locals(), "materialize": True})  # a text file is always fully shuffled
+    return _check_and_run(
         sources,
         checked,
+        began,
         header=header,
         head_count=head_count,
         repeat=repeat,
         delimiter=delimiter,
         n_output_files=n_output_files,
     )
-    return _run(job, began)
 
 
-@dataclass(frozen=True)
-class _TextShuffle:
-    """A checked call of :func:`shuffle_lines`: what it reads and writes, and how; nothing read or written yet."""
-
-    source: TextSource
-    options: ShuffleOptions
-    #: The output files (one, or ``n_output_files``).
-    output: TextOutput
-    #: Where compressed inputs are decompressed to.
-    spool: Location
-    head: int | None
-    repeat: bool
-
-
-def _check(
+def _check_and_run(
     sources: list[str],
     options: ShuffleOptions,
+    began: float,
     *,
     header: object,
     head_count: object,
     repeat: object,
     delimiter: object,
     n_output_files: int | None,
-) -> _TextShuffle:
-    """Every check of the arguments and destinations, before the first byte of input is read (counting reads it all)."""
+) -> ShuffleResult:
+    """Every check of the arguments and destinations, before the first byte of input is read (counting reads it
+    all); then decompress, count the blocks (or sample them), and shuffle or write the sample."""
     if options.verify:
         raise DaskShuffleValueError(
             (
@@ -229,31 +212,19 @@ def _check(
         )
     dst = output.paths[0]
     check_workers_reach({"dst": dst, "tmp": dst.scratch("", tmp_location)}, [file.location for file in source.files])
-    return _TextShuffle(
-        source=source,
-        options=options,
-        output=output,
-        spool=dst_location.scratch(".daskshuffle-spool", tmp_location),
-        head=head,
-        repeat=with_repeat,
-    )
-
-
-def _run(job: _TextShuffle, began: float) -> ShuffleResult:
-    """Decompress, count the blocks (or sample them), and shuffle or write the sample."""
-    options = job.options
+    spool = dst_location.scratch(".daskshuffle-spool", tmp_location)  # where compressed inputs are decompressed
 
     def run(function: Callable[..., Any], arguments: Sequence[tuple[Any, ...]], token: str) -> list[Any]:
         return map_tasks(function, arguments, token=token, progress=options.progress)
 
-    job.spool.remove()
+    spool.remove()
     try:
-        source = job.source.decompressed(job.spool, run)
-        counts, sample, n_tasks = count_lines(source, run, job.head, options.seed, replace=job.repeat)
+        source = source.decompressed(spool, run)
+        counts, sample, n_tasks = count_lines(source, run, head, options.seed, replace=with_repeat)
         if sample is not None:
-            job.output.write(sample, source)
+            output.write(sample, source)
             return ShuffleResult(
-                path=shuffle_locations(options)[0].url,
+                path=dst_location.url,
                 n_rows=len(sample),
                 n_piles=1,
                 seed=options.seed,
@@ -263,8 +234,8 @@ def _run(job: _TextShuffle, began: float) -> ShuffleResult:
                 seconds=time.perf_counter() - began,
                 n_tasks=n_tasks,
             )
-        fmt = job.output.format(source, counts)
+        fmt = output.format(source, counts)
         fmt.check_blocks_fit(options.pile_nbytes)
         return run_shuffle(fmt, options, variables=[])
     finally:
-        job.spool.remove()
+        spool.remove()

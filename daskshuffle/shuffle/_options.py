@@ -15,10 +15,7 @@ from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
 from ..storage import normalize
 
-__all__ = ["ShuffleOptions", "lines_block_memory", "parse_forwarded_options", "parse_shuffle_options"]
-
-#: ``shuffle_lines`` holds about two copies of a block (plus offsets): this keeps a worker thread near 100 MB.
-_LINES_BLOCK_NBYTES = 16 * 2**20
+__all__ = ["ShuffleOptions", "parse_forwarded_options", "parse_shuffle_options"]
 
 
 @dataclass(frozen=True)
@@ -85,14 +82,6 @@ def parse_shuffle_options(arguments: Mapping[str, Any]) -> ShuffleOptions:
         verify=parse_bool(arguments["verify"], "verify"),
         levels=parse_levels(arguments["levels"]),
     )
-
-
-def lines_block_memory(block_memory: object, pile_memory: object) -> object:
-    """``shuffle_lines``' default block: 16 MiB, or half the pile if that is less."""
-    if block_memory is not None:
-        return block_memory
-    half_pile = max(parse_nbytes(pile_memory, "pile_memory") // 2, 1)
-    return min(_LINES_BLOCK_NBYTES, half_pile)
 
 
 def parse_forwarded_options(

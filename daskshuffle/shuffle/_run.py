@@ -170,6 +170,23 @@ def _compare_listed(source: Listed, dst: Location, tmp: Location | None, options
             )
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One run of a shuffle as :func:`run_shuffle` settled it, before it takes the lock of ``dst``."""
+
+    options: ShuffleOptions
+    dst: Location
+    #: The scratch directory: ``<dst>.daskshuffle-tmp``, or below the ``tmp`` given or chosen.
+    tmp: Location
+    #: The ``tmp`` given, or the directory of this machine's pieces chosen: what a killed run left there goes too.
+    pieces: Location | None
+    #: A source on storage: each task is marked in a manifest, and an interrupted run is continued.
+    resumable: bool
+    #: The source has an identity (files, or a dask token): its complete store is recognised, resumable or not.
+    recognised: bool
+    began: float
+
+
 def run_shuffle(
     fmt: Format[Any] | Listed, options: ShuffleOptions, *, variables: list[str] | None = None
 ) -> ShuffleResult:
@@ -187,7 +204,6 @@ def run_shuffle(
             _compare_listed(fmt, dst, given_tmp, options)
         fmt, variables = fmt.open()
     resumable = not fmt.moves_into_place and bool(fmt.describe_source())
-    # A source with an identity (files, or a dask token) is recognised in its complete store, resumable or not.
     recognised = resumable or bool(fmt.identify_source())
     chosen_tmp = given_tmp or local_pieces(dst, sum(fmt.block_lengths) * fmt.row_nbytes)
     try:
@@ -203,15 +219,7 @@ def run_shuffle(
         # What is at dst decides what this run does: it is looked at once no other run can change it.
         with exclusive(dst):
             result = _run_locked(
-                fmt,
-                options,
-                variables or [],
-                dst=dst,
-                tmp=tmp,
-                given_tmp=chosen_tmp,
-                resumable=resumable,
-                recognised=recognised,
-                began=began,
+                _Run(options, dst, tmp, chosen_tmp, resumable, recognised, began), fmt, variables or []
             )
     finally:
         if chosen_tmp is not None and given_tmp is None:
@@ -232,19 +240,9 @@ def run_shuffle(
     return result
 
 
-def _run_locked(
-    fmt: Format[Any],
-    options: ShuffleOptions,
-    variables: list[str],
-    *,
-    dst: Location,
-    tmp: Location,
-    given_tmp: Location | None,
-    resumable: bool,
-    recognised: bool,
-    began: float,
-) -> ShuffleResult:
+def _run_locked(run: _Run, fmt: Format[Any], variables: list[str]) -> ShuffleResult:
     """Plan, decide (:func:`~daskshuffle.shuffle._resume.decide`) and carry it out, the lock of dst held."""
+    options, dst, tmp, resumable = run.options, run.dst, run.tmp, run.resumable
     materialize = options.materialize
     # Once the lock is held: what was checked before may have changed.
     target = dst if fmt.moves_into_place else build_path(dst, dst.exists())
@@ -252,7 +250,7 @@ def _run_locked(
         dst,
         target,
         tmp,
-        look=recognised and not options.overwrite,
+        look=run.recognised and not options.overwrite,
         resumable=resumable,
         store=not fmt.moves_into_place,
     )
@@ -298,14 +296,12 @@ def _run_locked(
         raise decision.error
     n_tasks = 0
     if isinstance(decision, Done):  # what a run killed after completing the store left goes
-        _leftovers.clean(dst, given_tmp)
+        _leftovers.clean(dst, run.pieces)
     else:
         # The run's identity: a store continued keeps its run's, any other run draws its own (outside the fingerprint).
         metadata[RUN_KEY] = decision.run or new_run()
         resume = Location.of(decision.url, options.storage_options) if isinstance(decision, Resume) else None
-        n_tasks = _write(
-            fmt, plan, metadata, options, dst=dst, tmp=tmp, target=target, resume=resume, resumable=resumable
-        )
+        n_tasks = _write(run, fmt, plan, metadata, target=target, resume=resume)
     return ShuffleResult(
         path=dst.url,
         n_rows=plan.n_rows,
@@ -314,24 +310,22 @@ def _run_locked(
         pile_sizes=plan.pile_sizes,
         variables=variables,
         materialized=materialize,
-        seconds=time.perf_counter() - began,
+        seconds=time.perf_counter() - run.began,
         n_tasks=n_tasks,
     )
 
 
 def _write(
+    run: _Run,
     fmt: Format[Any],
     plan: Plan | LevelPlan,
     metadata: dict[str, Any],
-    options: ShuffleOptions,
     *,
-    dst: Location,
-    tmp: Location,
     target: Location,
     resume: Location | None,
-    resumable: bool,
 ) -> int:
     """Write the store at ``target`` (continuing the one at ``resume``, if given) and put it at ``dst``; the tasks run."""
+    options, dst, tmp, resumable = run.options, run.dst, run.tmp, run.resumable
     manifest = _Manifest(tmp.join(_MANIFEST)) if resumable else None
     done = manifest.done() if manifest is not None and resume is not None else frozenset()
     target = resume if resume is not None else target

@@ -7,6 +7,7 @@ differ in fingerprint wherever they differ in order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import groupby
 from typing import Any, Literal
 
 import numpy as np
@@ -78,13 +79,7 @@ def _draw(lengths: Sequence[int], layout: Layout, seed: int) -> Plan | LevelPlan
 
 def run_lengths(lengths: Sequence[int]) -> list[list[int]]:
     """``[[length, repeats], ...]``: block lengths are mostly equal, and a store may have many blocks."""
-    runs: list[list[int]] = []
-    for length in lengths:
-        if runs and runs[-1][0] == int(length):
-            runs[-1][1] += 1
-        else:
-            runs.append([int(length), 1])
-    return runs
+    return [[length, sum(1 for _ in repeats)] for length, repeats in groupby(int(length) for length in lengths)]
 
 
 def store_metadata(

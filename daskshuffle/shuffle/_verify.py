@@ -22,7 +22,7 @@ from ..pilestore import GENERATIONS_KEY, metadata_disagrees, sources_of
 from ..plan import fingerprint
 from ..readers import open_pile_reader
 from ..storage import Location, changed_entries
-from ._checksum import add_checksums, checksum, same_checksums
+from ._checksum import add_checksums, checksum
 from ._compute import map_tasks
 from ._destination import check_workers_access
 from ._store_plan import missing_identity, run_lengths, shown_changes
@@ -214,39 +214,49 @@ def verify_location(
     path = os.fspath(path) if path is not None else location.url
     metadata, pile_offsets = _read_store(location)
     variables = list(metadata["variables"])
-    if not isinstance(against, list):
-        check_workers_access([location])
-        token = f"verify-{path}-{metadata.get('fingerprint')}"
-        expected, found = _checksums(
-            location, against, variables, pile_offsets, block_nbytes=block_nbytes, token=token, progress=progress
-        )
-        return _proven(path, [], expected, found, variables, began)
-    given = bool(against)
-    named = against or list(sources_of(metadata) or [])
-    if not named:
-        raise DaskShuffleValueError(
-            f"Expected the sources of {path!r}. Got none instead: its shuffle read a dataframe or dataset in "
-            "memory; pass the sources as files."
-        )
     kind = str(metadata.get("kind"))
-    fmt = _open_sources(kind, named, variables, block_nbytes, storage_options)
-    # First what the sources' identity says (their files' names, sizes and versions): it names the side that changed.
-    changed = _changes(metadata, fmt.identify_source()) if fmt.describe_source() == metadata.get("source") else None
-    source_rows = sum(fmt.block_lengths)
-    if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
-        raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=None, changed=changed)
+    named: list[str] = []
+    changed: list[str] | None = []  # a source in memory is read again: nothing of it to compare first
+    fmt: Format[Any]
+    if not isinstance(against, list):
+        fmt = against
+    else:
+        named = against or list(sources_of(metadata) or [])
+        if not named:
+            raise DaskShuffleValueError(
+                f"Expected the sources of {path!r}. Got none instead: its shuffle read a dataframe or dataset in "
+                "memory; pass the sources as files."
+            )
+        fmt = _open_sources(kind, named, variables, block_nbytes, storage_options)
+        # First what the sources' identity says (their files' names, sizes and versions): it names the side that changed.
+        changed = _changes(metadata, fmt.identify_source()) if fmt.describe_source() == metadata.get("source") else None
+        source_rows = sum(fmt.block_lengths)
+        if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
+            raise _mismatch(path, metadata, named, given=bool(against), rows=source_rows, blocks=None, changed=changed)
     # The workers read the store and the sources: with credentials of their own, which may lack this process's.
     check_workers_access([location, *(Location.of(source, storage_options) for source in named)])
     token = f"verify-{path}-{named}-{metadata.get('fingerprint')}"
     expected, found = _checksums(
         location, fmt, variables, pile_offsets, block_nbytes=block_nbytes, token=token, progress=progress
     )
-    if not same_checksums(expected, found, variables):
-        blocks = _block_lengths(fmt, kind, named, variables, block_nbytes, metadata, storage_options)
-        if blocks is not None and run_lengths(blocks) != metadata["blocks"]["lengths"]:
-            raise _mismatch(path, metadata, named, given=given, rows=source_rows, blocks=blocks, changed=changed)
-        if changed:
-            raise _changed_error(path, changed)
+    # Where the sources are files and the checksums differ: are they the blocks the shuffle read (each generation
+    # records its own blocks: not compared)?
+    if named and found != expected:  # rows counted, each variable's sum, the sum of whole rows
+        if GENERATIONS_KEY not in metadata:
+            shuffled_nbytes = int(metadata["blocks"]["block_memory"])
+            if shuffled_nbytes != block_nbytes:
+                fmt = _open_sources(kind, named, variables, shuffled_nbytes, storage_options)
+            blocks = [int(length) for length in fmt.block_lengths]
+            if run_lengths(blocks) != metadata["blocks"]["lengths"]:
+                raise _mismatch(
+                    path, metadata, named, given=bool(against), rows=source_rows, blocks=blocks, changed=changed
+                )
+        if changed:  # the sources no longer hold the store's rows
+            raise SourceMismatchError(
+                f"Expected the sources of {path!r} to hold the rows it was shuffled from. Got other rows, from sources "
+                f"changed since the shuffle instead: {shown_changes(changed)}; restore them, or shuffle them again, "
+                "replacing the store (overwrite=True)."
+            )
     return _proven(path, named, expected, found, variables, began, sources_unchanged=changed == [])
 
 
@@ -323,24 +333,6 @@ def _proven(
     )
 
 
-def _block_lengths(
-    fmt: FileFormat[Any],
-    kind: str,
-    sources: list[str],
-    variables: list[str],
-    block_nbytes: int,
-    metadata: Mapping[str, Any],
-    storage_options: Any,
-) -> list[int] | None:
-    """The sources' block lengths as the shuffle cut them (its ``block_memory``), if the store records its own."""
-    if GENERATIONS_KEY in metadata:
-        return None  # generations each record their own blocks
-    shuffled_nbytes = int(metadata["blocks"]["block_memory"])
-    if shuffled_nbytes != block_nbytes:
-        fmt = _open_sources(kind, sources, variables, shuffled_nbytes, storage_options)
-    return [int(length) for length in fmt.block_lengths]
-
-
 def _changes(metadata: Mapping[str, Any], now: list[dict[str, Any]]) -> list[str] | None:
     """What changed in the sources since the store's shuffle, from their identity; ``None``: cannot tell (several
     generations, a dask collection, a Zarr source too large to list every chunk)."""
@@ -374,15 +366,6 @@ def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any]
     block_nbytes = parse_nbytes("64MiB", "block_memory")  # the shuffles' default; only the identity is read
     fmt = _open_sources(kind, sources, variables, block_nbytes, storage_options)
     return _changes(metadata, fmt.identify_source())
-
-
-def _changed_error(path: str, changed: list[str]) -> SourceMismatchError:
-    """The sources of ``path`` no longer hold its rows: what ``changed`` in them since the shuffle."""
-    return SourceMismatchError(
-        f"Expected the sources of {path!r} to hold the rows it was shuffled from. Got other rows, from sources "
-        f"changed since the shuffle instead: {shown_changes(changed)}; restore them, or shuffle them again, replacing the store "
-        "(overwrite=True)."
-    )
 
 
 def _mismatch(
