@@ -64,8 +64,7 @@ def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str
     matched, info = found(where, text, "existing Parquet files or directories")
     if matched is not None:
         return [(path, None, int(info["size"])) for path, info in matched.items()]
-    assert info is not None  # a path that exists
-    if info["type"] == "file":
+    if info is not None and info["type"] == "file":
         return [(inner, None, int(info["size"]))]
     root = inner.rstrip("/")
     below = {path[len(root) + 1 :]: info for path, info in fs.find(root, detail=True).items() if path != root}
