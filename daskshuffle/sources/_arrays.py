@@ -144,7 +144,11 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         if not ranges:
             return {}
         paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
-        data = iter(_checked(paths, tmp.fs.cat_ranges(paths, starts, ends, on_error="return")))
+        results = tmp.fs.cat_ranges(paths, starts, ends, on_error="return")
+        for path, read in zip(paths, results, strict=True):  # the first error among the reads, as an OSError
+            if isinstance(read, BaseException):
+                raise read if isinstance(read, OSError) else OSError(f"Could not read piece {path!r}: {read}")
+        data = iter(results)
         return {key: b"".join(next(data) for _ in range(count)) for key, count in zip(keys, counts, strict=True)}
 
 
@@ -173,11 +177,3 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
         self.part_nbytes = int_setting("shuffle.part-nbytes")
         self.chunk_rows = chunk_rows
         self.compressors = compressors
-
-
-def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:
-    """The bytes of each read of ``paths``; the first error among them raised as an ``OSError``."""
-    for path, data in zip(paths, found, strict=True):
-        if isinstance(data, BaseException):
-            raise data if isinstance(data, OSError) else OSError(f"Could not read piece {path!r}: {data}")
-    return list(found)
