@@ -72,19 +72,6 @@ def take_lines(lines: Lines, index: NDArray[np.intp] | NDArray[np.int64]) -> Lin
     return pc.take(lines, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
 
-def split_lines(data: bytes | bytearray, delimiter: bytes) -> Lines:
-    """The lines of ``data``, which ends with ``delimiter`` (or is empty)."""
-    import pyarrow as pa
-
-    view = np.frombuffer(data, dtype=np.uint8)
-    ends = [
-        np.flatnonzero(view[start : start + _COUNT_NBYTES] == ord(delimiter)) + (start + 1)
-        for start in range(0, len(view), _COUNT_NBYTES)
-    ]
-    offsets = np.concatenate([np.zeros(1, dtype=np.int64), *ends]).astype(np.int64, copy=False)
-    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
 def line_offsets(lines: Lines) -> NDArray[np.int64]:
     """Byte offsets of ``lines`` in its data buffer, ``len(lines) + 1`` of them."""
     buffer = lines.buffers()[1]
@@ -272,7 +259,17 @@ class TextSource:
 
     def read_lines(self, block: int) -> Lines:
         """Every line of ``block``, read with one request."""
-        return split_lines(self._read(block), self.delimiter)
+        import pyarrow as pa
+
+        data = self._read(block)
+        view = np.frombuffer(data, dtype=np.uint8)
+        ends = [
+            np.flatnonzero(view[start : start + _COUNT_NBYTES] == ord(self.delimiter)) + (start + 1)
+            for start in range(0, len(view), _COUNT_NBYTES)
+        ]
+        offsets = np.concatenate([np.zeros(1, dtype=np.int64), *ends]).astype(np.int64, copy=False)
+        buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:

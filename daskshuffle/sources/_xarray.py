@@ -21,7 +21,7 @@ import numpy as np
 from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
-from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, zarr_store
+from ..pilestore import METADATA_KEY, metadata_attribute, zarr_store
 from ..storage import Location, identify_token
 from ._arrays import ArrayFormat
 from ._found import found
@@ -239,8 +239,6 @@ def open_xarray_source(
         for name, variable in along.items()
     ]
     row_nbytes = sum(variable.row_nbytes for variable in variables)
-    widest = max(variable.row_nbytes for variable in variables)
-    out_rows = chunk_rows or max(1, CHUNK_NBYTES // max(widest, 1))
     n_rows = dataset.sizes[dim]
     chunked = [variable for variable in along.values() if variable.chunks is not None]
     source_chunks = tuple(chunked[0].chunksizes[dim]) if chunked else (n_rows,)
@@ -253,12 +251,11 @@ def open_xarray_source(
     template = xr.Dataset(attrs=dict(dataset.attrs))
     for key, variable in dataset.variables.items():
         name = str(key)
-        if dim in variable.dims:
-            copy = along[name].chunk({d: out_rows if d == dim else -1 for d in along[name].dims})
-            copy.encoding = {**_value_encoding(variable), "chunks": (out_rows, *copy.shape[1:])}
+        if dim in variable.dims:  # chunked along dim as the layout chosen says, by create_destination
+            copy = along[name].chunk({other: -1 for other in along[name].dims if other != dim})
         else:
             copy = variable.copy(deep=False).load()  # written whole by create_destination
-            copy.encoding = _value_encoding(variable)
+        copy.encoding = _value_encoding(variable)
         if name in dataset.coords:
             template = template.assign_coords({name: copy})
         else:
