@@ -112,15 +112,6 @@ class TextFile:
 
 
 @dataclass(frozen=True)
-class TextBlock:
-    """Lines of file ``file`` that start in bytes ``[start, stop)``."""
-
-    file: int
-    start: int
-    stop: int
-
-
-@dataclass(frozen=True)
 class BlockCount:
     """Lines in a block and their bytes, a newline added to a final line that lacks one."""
 
@@ -197,15 +188,16 @@ class TextSource:
     def n_blocks(self) -> int:
         return int(self.first_blocks[-1])
 
-    def block(self, block: int) -> TextBlock:
-        """Where block ``block`` lies."""
+    def block(self, block: int) -> tuple[int, int, int]:
+        """Where block ``block`` lies: ``(file, start, stop)``, its lines being those that start in bytes
+        ``[start, stop)`` of file ``file``."""
         index = int(np.searchsorted(self.first_blocks, block, side="right")) - 1
         start = self._skip(index) + (block - int(self.first_blocks[index])) * self.block_nbytes
-        return TextBlock(index, start, min(start + self.block_nbytes, self.files[index].size))
+        return index, start, min(start + self.block_nbytes, self.files[index].size)
 
     def path_of(self, block: int) -> str:
         """The path of the file block ``block`` is in, for messages."""
-        return self.files[self.block(block).file].path
+        return self.files[self.block(block)[0]].path
 
     def describe(self) -> list[str]:
         return [file.path for file in self.files]
@@ -233,11 +225,11 @@ class TextSource:
     def _read(self, block: int) -> bytes:
         """The bytes of ``block``'s lines, from its first line start to the next block's, read with one request; a
         newline after a final line that lacks one."""
-        spec = self.block(block)
-        size = self.files[spec.file].size
-        with self.files[spec.file].open() as handle:
-            start = _line_start(handle, spec.start, size, self.delimiter)
-            stop = _line_start(handle, spec.stop, size, self.delimiter)
+        file, first, last = self.block(block)
+        size = self.files[file].size
+        with self.files[file].open() as handle:
+            start = _line_start(handle, first, size, self.delimiter)
+            stop = _line_start(handle, last, size, self.delimiter)
             handle.seek(start)
             data = handle.read(stop - start)
         if len(data) != stop - start:
