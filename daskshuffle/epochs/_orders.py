@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
-from ._epoch_plan import IntArray, epoch_pile_order, stream_rows
+from ._epoch_plan import IntArray, epoch_pile_order
 from ._order_classes import Buffer, Interleave, Order, Py1b, Py1br, Py1e
 
 __all__ = [
@@ -122,9 +122,9 @@ def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: O
 
 def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
-    rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))  # the piles in the epoch's order, each shuffled
-    ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
-    return shuffle_units(rows, cut_bounds([0], ends, divisions), seed, "order-py2s", epoch)
+    space, ends = sample_space(offsets, seed, epoch)
+    piles = shuffle_units(space, cut_bounds([0], ends), seed, "order-py2s-piles", epoch).rows
+    return shuffle_units(piles, cut_bounds([0], ends, divisions), seed, "order-py2s", epoch)
 
 
 def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Py1b) -> EpochOrder:
