@@ -132,10 +132,6 @@ def make_plan(block_lengths: Sequence[int] | NDArray[np.integer], n_piles: int, 
     8
     """
     lengths = np.asarray(block_lengths, dtype=np.int64).reshape(-1)
-    if (lengths < 0).any():
-        raise DaskShuffleValueError(f"Expected block lengths >= 0. Got {lengths.tolist()} instead.")
-    if n_piles < 1:
-        raise DaskShuffleValueError(f"Expected n_piles to be a positive integer. Got {n_piles} instead.")
     counts = np.zeros((len(lengths), n_piles), dtype=np.int64)
     for block, length in enumerate(lengths.tolist()):
         counts[block] = block_counts(length, n_piles, seed, block)
