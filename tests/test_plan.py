@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from scipy import stats
 from simulate import simulate
 
@@ -107,10 +107,7 @@ def test_group_piles_cover_in_order_within_budget(sizes: list[int], row_nbytes: 
 
 @given(st.integers(0, 10**9), st.integers(1, 10_000), st.integers(1, 10**10))
 def test_auto_n_piles_leaves_six_sigma_headroom(n_rows: int, row_nbytes: int, pile_nbytes: int) -> None:
-    if pile_nbytes < row_nbytes:
-        with pytest.raises(DaskShuffleValueError, match="pile_memory"):
-            auto_n_piles(n_rows, row_nbytes, pile_nbytes)
-        return
+    assume(pile_nbytes >= row_nbytes)  # a pile that cannot hold a row is choose_layout's error
     m = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
     expected = n_rows / m
     if pile_nbytes < 7 * row_nbytes:  # not even one row plus six sigma fits: one row expected per pile

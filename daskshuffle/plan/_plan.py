@@ -282,7 +282,8 @@ def plan_nbytes(n_blocks: int, n_piles: int) -> int:
 
 
 def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:
-    """The fewest piles whose expected size plus six standard deviations fits ``pile_nbytes``.
+    """The fewest piles whose expected size plus six standard deviations fits ``pile_nbytes`` (which holds a row:
+    :func:`~daskshuffle.plan._rules.choose_layout` checks it first).
 
     Examples
     --------
@@ -290,10 +291,6 @@ def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:
     11
     """
     capacity = pile_nbytes // max(row_nbytes, 1)
-    if capacity < 1:
-        raise DaskShuffleValueError(
-            f"Expected pile_memory to hold at least one row of {row_nbytes} bytes. Got {pile_nbytes} bytes instead."
-        )
     # Solve s + 6 sqrt(s) = capacity for s.
     root = -3.0 + math.sqrt(9.0 + capacity)
     expected = max(root * root, 1.0)
