@@ -14,7 +14,6 @@ from hypothesis import assume, given, settings, strategies as st
 from scipy import stats
 from simulate import simulate
 
-from daskshuffle import DaskShuffleValueError
 from daskshuffle._random import make_rng
 from daskshuffle.plan._plan import (
     ShuffleSettings,
@@ -189,8 +188,3 @@ def test_split_piles_gives_exactly_the_runs_asked_for_of_near_equal_rows(sizes: 
     if min(sizes) > 0 and share >= max(sizes):
         # Every cut is the boundary nearest its target, at most half a pile away.
         assert max(abs(r - share) for r in rows) <= max(sizes) + 1e-9
-
-
-def test_split_piles_refuses_more_parts_than_piles() -> None:
-    with pytest.raises(DaskShuffleValueError, match="between 1 and 3 parts"):
-        split_piles(np.array([1, 2, 3]), 4)

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError
 from .._parse import Settings
 from .._random import make_rng
 
@@ -199,6 +198,7 @@ def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
     """Cut piles into exactly ``n_parts`` runs ``[start, stop)`` of whole piles, of near-equal rows.
 
     Each run holds at least one pile; each cut is the pile boundary nearest an equal share of the rows.
+    ``n_parts`` is at most the piles (the Parquet store's ``merge_runs`` refuses more, with the user's words).
 
     Examples
     --------
@@ -206,10 +206,6 @@ def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
     [(0, 4), (4, 6), (6, 8)]
     """
     n_piles = len(pile_sizes)
-    if not 1 <= n_parts <= n_piles:
-        raise DaskShuffleValueError(
-            f"Expected between 1 and {n_piles} parts of {n_piles} piles. Got {n_parts} instead."
-        )
     offsets = _prepend_zero(np.cumsum(pile_sizes, dtype=np.int64))
     targets = np.arange(1, n_parts) * (offsets[-1] / n_parts)
     # The boundary nearest each target, then kept strictly increasing with room for the runs after it.
