@@ -10,11 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from scipy import stats
 from simulate import simulate
 
-from daskshuffle import DaskShuffleValueError
 from daskshuffle._random import make_rng
 from daskshuffle.plan._plan import (
     ShuffleSettings,
@@ -107,10 +106,7 @@ def test_group_piles_cover_in_order_within_budget(sizes: list[int], row_nbytes: 
 
 @given(st.integers(0, 10**9), st.integers(1, 10_000), st.integers(1, 10**10))
 def test_auto_n_piles_leaves_six_sigma_headroom(n_rows: int, row_nbytes: int, pile_nbytes: int) -> None:
-    if pile_nbytes < row_nbytes:
-        with pytest.raises(DaskShuffleValueError, match="pile_memory"):
-            auto_n_piles(n_rows, row_nbytes, pile_nbytes)
-        return
+    assume(pile_nbytes >= row_nbytes)  # a pile that cannot hold a row is choose_layout's error
     m = auto_n_piles(n_rows, row_nbytes, pile_nbytes)
     expected = n_rows / m
     if pile_nbytes < 7 * row_nbytes:  # not even one row plus six sigma fits: one row expected per pile
@@ -121,13 +117,6 @@ def test_auto_n_piles_leaves_six_sigma_headroom(n_rows: int, row_nbytes: int, pi
     if m > 1:  # and it is the fewest such piles
         fewer = n_rows / (m - 1)
         assert fewer + 6 * math.sqrt(fewer) > (pile_nbytes // row_nbytes) * (1 - 1e-9)
-
-
-def test_make_plan_rejects_bad_arguments() -> None:
-    with pytest.raises(DaskShuffleValueError, match="n_piles"):
-        make_plan([3], 0, 0)
-    with pytest.raises(DaskShuffleValueError, match="block lengths"):
-        make_plan([3, -1], 2, 0)
 
 
 def test_purposes_and_keys_are_independent_streams() -> None:
@@ -199,8 +188,3 @@ def test_split_piles_gives_exactly_the_runs_asked_for_of_near_equal_rows(sizes: 
     if min(sizes) > 0 and share >= max(sizes):
         # Every cut is the boundary nearest its target, at most half a pile away.
         assert max(abs(r - share) for r in rows) <= max(sizes) + 1e-9
-
-
-def test_split_piles_refuses_more_parts_than_piles() -> None:
-    with pytest.raises(DaskShuffleValueError, match="between 1 and 3 parts"):
-        split_piles(np.array([1, 2, 3]), 4)

@@ -1,9 +1,8 @@
-"""The loader's plan: an epoch's order of rows, cut between ranks and batches (pure numpy).
+"""The loader's plan: an epoch's stream of rows (an order's), cut between ranks and batches (pure numpy).
 
-Epoch ``e`` visits the piles in :func:`epoch_pile_order` and shuffles each with
-:func:`pile_permutation`; the epoch's *stream* is those piles end to end. Rank ``r`` takes the
-contiguous positions ``[r * share, (r + 1) * share)``, all ranks the same ``share``, so ranks are
-disjoint and yield as many batches; the rows past ``n_ranks * share`` are left out of the epoch.
+Rank ``r`` takes the contiguous positions ``[r * share, (r + 1) * share)`` of the stream, all ranks
+the same ``share``, so ranks are disjoint and yield as many batches; the rows past
+``n_ranks * share`` are left out of the epoch.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ __all__ = [
     "rank_range",
     "rank_share",
     "split_batches",
-    "stream_rows",
 ]
 
 IntArray = NDArray[np.int64]
@@ -38,13 +36,8 @@ def epoch_pile_order(seed: int, epoch: int, n_piles: int) -> NDArray[np.intp]:
     return make_rng(seed, "epoch-piles", epoch).permutation(n_piles)
 
 
-def pile_permutation(seed: int, epoch: int, pile: int, size: int) -> NDArray[np.intp]:
-    """The in-RAM shuffle of ``pile`` in ``epoch``."""
-    return make_rng(seed, "epoch-rows", epoch, pile).permutation(size)
-
-
 class Segment(NamedTuple):
-    """Positions ``start:stop`` of ``pile`` after the pile is shuffled for the epoch."""
+    """Positions ``start:stop`` of read ``pile`` (counted from the read's start)."""
 
     pile: int
     start: int
@@ -122,18 +115,17 @@ def split_batches(total: int, n_parts: int, part: int) -> tuple[int, int]:
     return total * part // n_parts, total * (part + 1) // n_parts
 
 
-def stream_segments(pile_offsets: IntArray, pile_order: NDArray[np.integer], start: int, stop: int) -> list[Segment]:
-    """The pieces of shuffled piles that make positions ``[start, stop)`` of an epoch's stream.
+def stream_segments(read_offsets: IntArray, start: int, stop: int) -> list[Segment]:
+    """The parts of reads that make positions ``[start, stop)`` of a stream of reads end to end.
 
-    ``pile_order`` is the epoch's :func:`epoch_pile_order`; empty piles are left out.
+    Read ``r`` holds positions ``read_offsets[r]:read_offsets[r + 1]``; empty reads are left out.
 
     Examples
     --------
-    >>> offsets = np.array([0, 4, 6, 10])  # piles of 4, 2 and 4 rows
-    >>> stream_segments(offsets, np.array([2, 0, 1]), start=3, stop=9)
-    [Segment(pile=2, start=3, stop=4), Segment(pile=0, start=0, stop=4), Segment(pile=1, start=0, stop=1)]
+    >>> stream_segments(np.array([0, 4, 6, 10]), start=3, stop=9)  # reads of 4, 2 and 4 rows
+    [Segment(pile=0, start=3, stop=4), Segment(pile=1, start=0, stop=2), Segment(pile=2, start=0, stop=3)]
     """
-    sizes = np.diff(pile_offsets)[pile_order]
+    sizes = np.diff(read_offsets)
     ends = np.cumsum(sizes)
     segments = []
     index = int(np.searchsorted(ends, start, side="right"))
@@ -141,27 +133,10 @@ def stream_segments(pile_offsets: IntArray, pile_order: NDArray[np.integer], sta
         begin = int(ends[index] - sizes[index])
         end = min(int(ends[index]), stop)
         if end > start:
-            segments.append(Segment(int(pile_order[index]), start - begin, end - begin))
+            segments.append(Segment(index, start - begin, end - begin))
         start = max(start, end)
         index += 1
     return segments
-
-
-def stream_rows(pile_offsets: IntArray, seed: int, epoch: int, start: int, stop: int) -> IntArray:
-    """The store rows at positions ``[start, stop)`` of epoch ``epoch``'s stream.
-
-    Examples
-    --------
-    >>> rows = stream_rows(np.array([0, 4, 6, 10]), seed=0, epoch=0, start=0, stop=10)
-    >>> sorted(rows.tolist())
-    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
-    """
-    order = epoch_pile_order(seed, epoch, len(pile_offsets) - 1)
-    parts = [np.zeros(0, dtype=np.int64)]
-    for pile, begin, end in stream_segments(pile_offsets, order, start, stop):
-        size = int(pile_offsets[pile + 1] - pile_offsets[pile])
-        parts.append(pile_offsets[pile] + pile_permutation(seed, epoch, pile, size)[begin:end])
-    return np.concatenate(parts).astype(np.int64, copy=False)
 
 
 class BatchPart(NamedTuple):
@@ -230,5 +205,4 @@ def plan_batches(
     """
     begin, end = positions
     last = end if stop is None else min(begin + stop * batch_size, end)
-    reads = np.arange(len(read_offsets) - 1)
-    return BatchPlan(stream_segments(read_offsets, reads, min(begin + first * batch_size, last), last), batch_size)
+    return BatchPlan(stream_segments(read_offsets, min(begin + first * batch_size, last), last), batch_size)

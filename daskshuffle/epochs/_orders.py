@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._random import make_rng
-from ._epoch_plan import IntArray, epoch_pile_order, stream_rows
+from ._epoch_plan import IntArray, epoch_pile_order
 from ._order_classes import Buffer, Interleave, Order, Py1b, Py1br, Py1e
 
 __all__ = [
@@ -122,14 +122,13 @@ def py1s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: O
 
 def py2s(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
     """Piles in a random order, each shuffled, then cut between divisions and each part shuffled again."""
-    rows = stream_rows(offsets, seed, epoch, 0, int(offsets[-1]))  # the piles in the epoch's order, each shuffled
-    ends = np.cumsum(np.diff(offsets)[epoch_pile_order(seed, epoch, len(offsets) - 1)])
-    return shuffle_units(rows, cut_bounds([0], ends, divisions), seed, "order-py2s", epoch)
+    space, ends = sample_space(offsets, seed, epoch)
+    piles = shuffle_units(space, cut_bounds([0], ends), seed, "order-py2s-piles", epoch).rows
+    return shuffle_units(piles, cut_bounds([0], ends, divisions), seed, "order-py2s", epoch)
 
 
-def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
+def py1b(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Py1b) -> EpochOrder:
     """Piles in a random order, each division cut into blocks of ``shuffle_block_size`` rows, each block shuffled."""
-    assert isinstance(order, Py1b)
     space, _ = sample_space(offsets, seed, epoch)
     return shuffle_units(space, block_cuts(divisions, order.shuffle_block_size), seed, "order-py1b", epoch)
 
@@ -147,9 +146,8 @@ def py1br_bounds(divisions: IntArray, block: int, seed: int, epoch: int) -> IntA
     return cut_bounds([0], *cuts)
 
 
-def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
+def py1br(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Py1br) -> EpochOrder:
     """py1b with blocks of random sizes in ``[0.75, 1.25) * shuffle_block_size``, staggered between divisions."""
-    assert isinstance(order, Py1br)
     space, _ = sample_space(offsets, seed, epoch)
     bounds = py1br_bounds(divisions, order.shuffle_block_size, seed, epoch)
     return shuffle_units(space, bounds, seed, "order-py1br", epoch)
@@ -173,9 +171,8 @@ def py1e_ranges(
     return space, np.repeat(low, sizes), np.repeat(high, sizes)
 
 
-def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
+def py1e(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Py1e) -> EpochOrder:
     """Each pile's rows spread at random over its range extended to ``shuffle_block_size`` rows, in each division."""
-    assert isinstance(order, Py1e)
     block = order.shuffle_block_size
     space, low, high = py1e_ranges(offsets, seed, epoch, divisions, block)
     keys = low + (high - low) * make_rng(seed, "order-py1e", epoch).random(len(space))
@@ -247,13 +244,12 @@ def interleave_stream(files: list[IntArray], cycle_length: int) -> IntArray:
     return np.asarray(out, dtype=np.int64)
 
 
-def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Order) -> EpochOrder:
+def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order: Buffer | Interleave) -> EpochOrder:
     """Piles in a random order through a shuffle buffer of ``buffer_size`` rows per division ("buffer", "interleave").
 
     Each pile in stored order, or, with ``cycle_length`` ("interleave"), that many piles at a time read a
     row each in turn (:func:`interleave_stream`).
     """
-    assert isinstance(order, Buffer | Interleave)
     size = order.buffer_size
     cycle = order.cycle_length if isinstance(order, Interleave) else None
     purpose = "order-buffer" if cycle is None else "order-interleave"
@@ -268,8 +264,8 @@ def buffer(offsets: IntArray, seed: int, epoch: int, divisions: IntArray, order:
     return EpochOrder(rows, block_cuts(divisions, BUFFERS_PER_UNIT * size))
 
 
-#: An order's function: the offsets of the piles, the seed, the epoch, the divisions, and the order with its options.
-OrderFunction = Callable[[IntArray, int, int, IntArray, Order], EpochOrder]
+#: An order's function: the offsets of the piles, the seed, the epoch, the divisions, and the order (of its own class).
+OrderFunction = Callable[[IntArray, int, int, IntArray, Any], EpochOrder]
 #: Every order but the loader's own (``"piles"``, units in groups), by name: one pure function each, with one signature.
 ORDERS: dict[str, OrderFunction] = {
     "naive": naive,

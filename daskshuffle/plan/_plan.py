@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._errors import DaskShuffleValueError
 from .._parse import Settings
 from .._random import make_rng
 
@@ -132,10 +131,6 @@ def make_plan(block_lengths: Sequence[int] | NDArray[np.integer], n_piles: int, 
     8
     """
     lengths = np.asarray(block_lengths, dtype=np.int64).reshape(-1)
-    if (lengths < 0).any():
-        raise DaskShuffleValueError(f"Expected block lengths >= 0. Got {lengths.tolist()} instead.")
-    if n_piles < 1:
-        raise DaskShuffleValueError(f"Expected n_piles to be a positive integer. Got {n_piles} instead.")
     counts = np.zeros((len(lengths), n_piles), dtype=np.int64)
     for block, length in enumerate(lengths.tolist()):
         counts[block] = block_counts(length, n_piles, seed, block)
@@ -203,6 +198,7 @@ def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
     """Cut piles into exactly ``n_parts`` runs ``[start, stop)`` of whole piles, of near-equal rows.
 
     Each run holds at least one pile; each cut is the pile boundary nearest an equal share of the rows.
+    ``n_parts`` is at most the piles (the Parquet store's ``merge_runs`` refuses more, with the user's words).
 
     Examples
     --------
@@ -210,10 +206,6 @@ def split_piles(pile_sizes: IntArray, n_parts: int) -> list[tuple[int, int]]:
     [(0, 4), (4, 6), (6, 8)]
     """
     n_piles = len(pile_sizes)
-    if not 1 <= n_parts <= n_piles:
-        raise DaskShuffleValueError(
-            f"Expected between 1 and {n_piles} parts of {n_piles} piles. Got {n_parts} instead."
-        )
     offsets = _prepend_zero(np.cumsum(pile_sizes, dtype=np.int64))
     targets = np.arange(1, n_parts) * (offsets[-1] / n_parts)
     # The boundary nearest each target, then kept strictly increasing with room for the runs after it.
@@ -286,7 +278,8 @@ def plan_nbytes(n_blocks: int, n_piles: int) -> int:
 
 
 def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:
-    """The fewest piles whose expected size plus six standard deviations fits ``pile_nbytes``.
+    """The fewest piles whose expected size plus six standard deviations fits ``pile_nbytes`` (which holds a row:
+    :func:`~daskshuffle.plan._rules.choose_layout` checks it first).
 
     Examples
     --------
@@ -294,10 +287,6 @@ def auto_n_piles(n_rows: int, row_nbytes: int, pile_nbytes: int) -> int:
     11
     """
     capacity = pile_nbytes // max(row_nbytes, 1)
-    if capacity < 1:
-        raise DaskShuffleValueError(
-            f"Expected pile_memory to hold at least one row of {row_nbytes} bytes. Got {pile_nbytes} bytes instead."
-        )
     # Solve s + 6 sqrt(s) = capacity for s.
     root = -3.0 + math.sqrt(9.0 + capacity)
     expected = max(root * root, 1.0)

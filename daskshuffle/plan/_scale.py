@@ -11,6 +11,7 @@ below ``min_read``, more levels (:mod:`daskshuffle.plan._levels`) or larger bloc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Literal
 
@@ -199,23 +200,20 @@ def _model(
 def _advice(model: ScaleModel) -> str:
     """What keeps reads at least ``min_read``: more levels, larger blocks, or fewer piles."""
 
-    def variant(block_nbytes: int, piles: int | Literal["auto"], depth: int) -> ScaleModel:
-        return _model(
-            model.n_rows,
-            model.row_nbytes,
-            piles,
-            block_nbytes,
-            pile_nbytes=model.pile_nbytes,
-            n_workers=model.n_workers,
-            min_read_nbytes=model.min_read_nbytes,
-            levels=depth,
-            storage=model.storage,
-        )
+    variant = functools.partial(
+        _model,
+        model.n_rows,
+        model.row_nbytes,
+        pile_nbytes=model.pile_nbytes,
+        n_workers=model.n_workers,
+        min_read_nbytes=model.min_read_nbytes,
+        storage=model.storage,
+    )
 
     for depth in range(model.levels + 1, MAX_LEVELS + 1):
         if model.n_piles < 2**depth:
             break
-        deeper = variant(model.block_nbytes, model.n_piles_asked, depth)
+        deeper = variant(model.n_piles_asked, model.block_nbytes, levels=depth)
         if not deeper.below_knee:
             passes = "pass 2" if depth == 2 else f"passes 2-{depth}"
             more = depth - model.levels
@@ -233,7 +231,7 @@ def _advice(model: ScaleModel) -> str:
         block = model.block_nbytes
         while block < MAX_TASK_MEMORY:
             block = min(block * 2, MAX_TASK_MEMORY)
-            candidate = variant(block, piles, model.levels)
+            candidate = variant(piles, block, levels=model.levels)
             best = max(best, candidate, key=lambda found: found.read_nbytes)
             if not candidate.below_knee:
                 levels_words = f"levels={model.levels}, " if model.levels > 1 else ""

@@ -7,7 +7,6 @@ once; a part's name holds that size, so a shuffle resumed with another size neve
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
@@ -58,39 +57,31 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
     ) -> None:
         # Reorder and write a run at a time: the block is never held twice.
         for variable in self.variables:
-            values = rows[variable.name]
-            self._write_piece_file(
-                tmp,
-                variable,
-                block,
-                len(order),
-                functools.partial(_taken_between, values, order),
-            )
+            self._write_piece_file(tmp, variable, block, rows[variable.name], order)
 
     def _write_piece_file(
-        self,
-        tmp: Location,
-        variable: Variable,
-        block: int,
-        n_rows: int,
-        rows_of: Callable[[int, int], NDArray[Any]],
+        self, tmp: Location, variable: Variable, block: int, values: NDArray[Any], order: NDArray[np.intp]
     ) -> None:
-        """Write rows ``0:n_rows`` of ``variable`` in block ``block``, ``rows_of(first, last)`` a run at a time:
-        one file on a local disk, parts written ``shuffle.parts-at-once`` at once on object storage, each put within
-        the request deadline."""
-        fs, root = tmp.fs, tmp.path
+        """Write ``values`` of ``variable`` in block ``block`` taken at ``order``, a run at a time: one file on a
+        local disk, parts written ``shuffle.parts-at-once`` at once on object storage, each put within the request
+        deadline."""
+        fs, root, n_rows = tmp.fs, tmp.path, len(order)
+
+        def rows_of(first: int, last: int) -> NDArray[Any]:
+            return np.ascontiguousarray(np.take(values, order[first:last], axis=0))
+
         if tmp.is_local:
             run = max(1, int_setting("shuffle.run-nbytes") // max(variable.row_nbytes, 1))
             with fs.open(self._piece_path(root, variable, block), "wb") as file:
                 for first in range(0, n_rows, run):
-                    data = np.ascontiguousarray(rows_of(first, min(first + run, n_rows)))
+                    data = rows_of(first, min(first + run, n_rows))
                     file.write(data.reshape(-1).view(np.uint8))
             return
         part_rows = self._part_rows(variable)
 
         def put(part: int) -> None:
             first = part * part_rows
-            data = np.ascontiguousarray(rows_of(first, min(first + part_rows, n_rows)))
+            data = rows_of(first, min(first + part_rows, n_rows))
             path = self._piece_path(root, variable, block, part)
             bounded(fs, "pipe_file", path, data.reshape(-1).view(np.uint8).tobytes(), what=path)
 
@@ -153,7 +144,11 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         if not ranges:
             return {}
         paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
-        data = iter(_checked(paths, tmp.fs.cat_ranges(paths, starts, ends, on_error="return")))
+        results = tmp.fs.cat_ranges(paths, starts, ends, on_error="return")
+        for path, read in zip(paths, results, strict=True):  # the first error among the reads, as an OSError
+            if isinstance(read, BaseException):
+                raise read if isinstance(read, OSError) else OSError(f"Could not read piece {path!r}: {read}")
+        data = iter(results)
         return {key: b"".join(next(data) for _ in range(count)) for key, count in zip(keys, counts, strict=True)}
 
 
@@ -182,15 +177,3 @@ class ArrayFormat(ArrayPieces, ZarrDestination):
         self.part_nbytes = int_setting("shuffle.part-nbytes")
         self.chunk_rows = chunk_rows
         self.compressors = compressors
-
-
-def _checked(paths: Sequence[str], found: Sequence[Any]) -> list[bytes]:
-    """The bytes of each read of ``paths``; the first error among them raised as an ``OSError``."""
-    for path, data in zip(paths, found, strict=True):
-        if isinstance(data, BaseException):
-            raise data if isinstance(data, OSError) else OSError(f"Could not read piece {path!r}: {data}")
-    return list(found)
-
-
-def _taken_between(values: NDArray[Any], order: NDArray[np.intp], first: int, last: int) -> NDArray[Any]:
-    return np.take(values, order[first:last], axis=0)

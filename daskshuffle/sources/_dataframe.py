@@ -104,17 +104,6 @@ def _schema_of(meta: pd.DataFrame, described: list[tuple[int, int, pa.Schema]], 
     return pa.schema(fields, metadata=schemas[0].metadata)
 
 
-def _pandas_inputs(frame: pd.DataFrame, block_nbytes: int) -> tuple[list[int], dict[Any, Any], list[Any]]:
-    """Cut an in-memory DataFrame into blocks of about ``block_nbytes``: a graph of plain values."""
-    n_rows = len(frame)
-    nbytes = int(frame.memory_usage(deep=True, index=True).sum())
-    step = block_rows(-(-nbytes // max(n_rows, 1)), block_nbytes)
-    name = f"daskshuffle-dataframe-{uuid.uuid4().hex}"
-    bounds = [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
-    graph: dict[Any, Any] = {(name, i): frame.iloc[a:b] for i, (a, b) in enumerate(bounds)}
-    return [b - a for a, b in bounds], graph, list(graph)
-
-
 class DataFrameFormat(ArrowTables, CollectionSource["pa.Table"]):
     """A pandas DataFrame in blocks: each is a value of ``inputs`` (the graph and one key per block)."""
 
@@ -184,5 +173,10 @@ def open_dataframe_source(
     }
     if spool is not None:
         return SpooledFrameFormat(spool=spool, lengths=[rows for rows, _, _ in described], **table)
-    lengths, graph, keys = _pandas_inputs(df, block_nbytes)
-    return DataFrameFormat(inputs=(graph, keys), preserve_index=preserve_index, lengths=lengths, **table)
+    # A pandas DataFrame: blocks of about block_nbytes, each a plain value in the graph.
+    step = block_rows(table["row_nbytes"], block_nbytes)
+    name = f"daskshuffle-dataframe-{uuid.uuid4().hex}"
+    bounds = [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
+    graph: dict[Any, Any] = {(name, i): df.iloc[a:b] for i, (a, b) in enumerate(bounds)}
+    lengths = [b - a for a, b in bounds]
+    return DataFrameFormat(inputs=(graph, list(graph)), preserve_index=preserve_index, lengths=lengths, **table)

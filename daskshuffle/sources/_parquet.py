@@ -64,8 +64,7 @@ def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str
     matched, info = found(where, text, "existing Parquet files or directories")
     if matched is not None:
         return [(path, None, int(info["size"])) for path, info in matched.items()]
-    assert info is not None  # a path that exists
-    if info["type"] == "file":
+    if info is not None and info["type"] == "file":
         return [(inner, None, int(info["size"]))]
     root = inner.rstrip("/")
     below = {path[len(root) + 1 :]: info for path, info in fs.find(root, detail=True).items() if path != root}
@@ -350,27 +349,22 @@ class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
         index, row_groups = self.blocks[block]
         path, partition = self.files[index]
         try:
-            return self._read_block(block, path, partition, row_groups)
+            if not self.spans[block]:  # a local file: pyarrow reads it itself
+                return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
+            # Remote: every byte range of the block and the footer at once, large ones in several requests (one
+            # request streams at one connection's speed), rather than one ranged request after another.
+            range_nbytes = int_setting("shuffle.parquet-range-nbytes")
+            fetched = fetch_spans(self.filesystem.handler.fs, path, self.spans[block], range_nbytes)
+            try:
+                with pa.PythonFile(FetchedFile(fetched), mode="r") as file:
+                    return self._read_fragment(file, partition, row_groups)
+            except NotFetchedError:  # a writer that put a column chunk outside the bytes its footer gives
+                return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
         except (pa.ArrowInvalid, OSError) as error:
             if not undecodable_parquet(error):
                 raise
             groups = f"row group {row_groups[0]}" + (f" to {row_groups[-1]}" if len(row_groups) > 1 else "")
             raise undecodable(f"{groups} of {path!r}", error) from error
-
-    def _read_block(self, block: int, path: str, partition: Any, row_groups: tuple[int, ...]) -> pa.Table:
-        import pyarrow as pa
-
-        if not self.spans[block]:  # a local file: pyarrow reads it itself
-            return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
-        # Remote: every byte range of the block and the footer at once, large ones in several requests (one request
-        # streams at one connection's speed), rather than one ranged request after another through a buffered file.
-        range_nbytes = int_setting("shuffle.parquet-range-nbytes")
-        fetched = fetch_spans(self.filesystem.handler.fs, path, self.spans[block], range_nbytes)
-        try:
-            with pa.PythonFile(FetchedFile(fetched), mode="r") as file:
-                return self._read_fragment(file, partition, row_groups)
-        except NotFetchedError:  # a writer that put a column chunk outside the bytes its footer gives
-            return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
 
     def _read_fragment(
         self, source: Any, partition: Any, row_groups: Sequence[int], filesystem: Any = None

@@ -72,19 +72,6 @@ def take_lines(lines: Lines, index: NDArray[np.intp] | NDArray[np.int64]) -> Lin
     return pc.take(lines, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
 
-def split_lines(data: bytes | bytearray, delimiter: bytes) -> Lines:
-    """The lines of ``data``, which ends with ``delimiter`` (or is empty)."""
-    import pyarrow as pa
-
-    view = np.frombuffer(data, dtype=np.uint8)
-    ends = [
-        np.flatnonzero(view[start : start + _COUNT_NBYTES] == ord(delimiter)) + (start + 1)
-        for start in range(0, len(view), _COUNT_NBYTES)
-    ]
-    offsets = np.concatenate([np.zeros(1, dtype=np.int64), *ends]).astype(np.int64, copy=False)
-    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
 def line_offsets(lines: Lines) -> NDArray[np.int64]:
     """Byte offsets of ``lines`` in its data buffer, ``len(lines) + 1`` of them."""
     buffer = lines.buffers()[1]
@@ -122,15 +109,6 @@ class TextFile:
     def open(self) -> Any:
         """The file opened for reading its bytes, decompressed."""
         return self.location.fs.open(self.location.path, "rb", compression=self.compression)
-
-
-@dataclass(frozen=True)
-class TextBlock:
-    """Lines of file ``file`` that start in bytes ``[start, stop)``."""
-
-    file: int
-    start: int
-    stop: int
 
 
 @dataclass(frozen=True)
@@ -210,15 +188,16 @@ class TextSource:
     def n_blocks(self) -> int:
         return int(self.first_blocks[-1])
 
-    def block(self, block: int) -> TextBlock:
-        """Where block ``block`` lies."""
+    def block(self, block: int) -> tuple[int, int, int]:
+        """Where block ``block`` lies: ``(file, start, stop)``, its lines being those that start in bytes
+        ``[start, stop)`` of file ``file``."""
         index = int(np.searchsorted(self.first_blocks, block, side="right")) - 1
         start = self._skip(index) + (block - int(self.first_blocks[index])) * self.block_nbytes
-        return TextBlock(index, start, min(start + self.block_nbytes, self.files[index].size))
+        return index, start, min(start + self.block_nbytes, self.files[index].size)
 
     def path_of(self, block: int) -> str:
         """The path of the file block ``block`` is in, for messages."""
-        return self.files[self.block(block).file].path
+        return self.files[self.block(block)[0]].path
 
     def describe(self) -> list[str]:
         return [file.path for file in self.files]
@@ -246,11 +225,11 @@ class TextSource:
     def _read(self, block: int) -> bytes:
         """The bytes of ``block``'s lines, from its first line start to the next block's, read with one request; a
         newline after a final line that lacks one."""
-        spec = self.block(block)
-        size = self.files[spec.file].size
-        with self.files[spec.file].open() as handle:
-            start = _line_start(handle, spec.start, size, self.delimiter)
-            stop = _line_start(handle, spec.stop, size, self.delimiter)
+        file, first, last = self.block(block)
+        size = self.files[file].size
+        with self.files[file].open() as handle:
+            start = _line_start(handle, first, size, self.delimiter)
+            stop = _line_start(handle, last, size, self.delimiter)
             handle.seek(start)
             data = handle.read(stop - start)
         if len(data) != stop - start:
@@ -272,7 +251,17 @@ class TextSource:
 
     def read_lines(self, block: int) -> Lines:
         """Every line of ``block``, read with one request."""
-        return split_lines(self._read(block), self.delimiter)
+        import pyarrow as pa
+
+        data = self._read(block)
+        view = np.frombuffer(data, dtype=np.uint8)
+        ends = [
+            np.flatnonzero(view[start : start + _COUNT_NBYTES] == ord(self.delimiter)) + (start + 1)
+            for start in range(0, len(view), _COUNT_NBYTES)
+        ]
+        offsets = np.concatenate([np.zeros(1, dtype=np.int64), *ends]).astype(np.int64, copy=False)
+        buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:

@@ -21,7 +21,7 @@ import numpy as np
 from .. import pilestore as _layout
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
-from ..pilestore import CHUNK_NBYTES, METADATA_KEY, metadata_attribute, zarr_store
+from ..pilestore import METADATA_KEY, metadata_attribute, zarr_store
 from ..storage import Location, identify_token
 from ._arrays import ArrayFormat
 from ._found import found
@@ -188,6 +188,13 @@ def _encode(rows: ArrayRows, opened: Any) -> ArrayRows:
     return encoded
 
 
+def _token(arrays: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity of dask arrays: their names, which dask derives from what they compute (a token of the values
+    for arrays made from memory, of the files and chunks for arrays read from storage)."""
+    names = sorted((name, str(array.name)) for name, array in arrays.items())
+    return identify_token("dask arrays", hashlib.sha256(repr(names).encode()).hexdigest()[:32])
+
+
 def open_xarray_source(
     ds: xr.Dataset | str | os.PathLike[str],
     dim: str,
@@ -197,11 +204,14 @@ def open_xarray_source(
     storage_options: dict[str, Any] | None,
     block_inputs: BlockInputs,
 ) -> XarrayFormat:
-    """Open and check ``ds`` along ``dim``: variables checked, blocks cut, the destination laid out.
+    """Open and check ``ds`` along ``dim``: variables checked, blocks cut, the destination laid out, identity taken
+    of where it was opened from and of its dask arrays.
 
     ``block_inputs`` builds the graph of the blocks from the dataset's dask
     arrays (the graph layer's ``array_inputs``).
     """
+    import xarray as xr
+
     dataset, sources = open_dataset(ds, storage_options, dim)
     if dim not in dataset.dims:
         raise DaskShuffleValueError(
@@ -214,38 +224,6 @@ def open_xarray_source(
                 f"Expected every variable along {dim!r} to have a numeric, boolean or datetime dtype. Got {name!r} "
                 f"of dtype {variable.dtype} instead; drop it (ds.drop_vars) or encode it as numbers first."
             )
-    return _xarray_format(
-        dataset,
-        dim,
-        sources=sources,
-        storage_options=storage_options,
-        block_nbytes=block_nbytes,
-        chunk_rows=chunk_rows,
-        block_inputs=block_inputs,
-    )
-
-
-def _token(arrays: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity of dask arrays: their names, which dask derives from what they compute (a token of the values
-    for arrays made from memory, of the files and chunks for arrays read from storage)."""
-    names = sorted((name, str(array.name)) for name, array in arrays.items())
-    return identify_token("dask arrays", hashlib.sha256(repr(names).encode()).hexdigest()[:32])
-
-
-def _xarray_format(
-    dataset: xr.Dataset,
-    dim: str,
-    *,
-    sources: list[str],
-    storage_options: dict[str, Any] | None,
-    block_nbytes: int,
-    chunk_rows: int | None,
-    block_inputs: BlockInputs,
-) -> XarrayFormat:
-    """The format of ``dataset`` along ``dim`` (its variables checked): blocks cut, destination laid out, identity
-    taken of ``sources`` (where it was opened from) and of its dask arrays."""
-    import xarray as xr
-
     along = {
         str(name): variable.transpose(dim, ...) for name, variable in dataset.variables.items() if dim in variable.dims
     }
@@ -261,8 +239,6 @@ def _xarray_format(
         for name, variable in along.items()
     ]
     row_nbytes = sum(variable.row_nbytes for variable in variables)
-    widest = max(variable.row_nbytes for variable in variables)
-    out_rows = chunk_rows or max(1, CHUNK_NBYTES // max(widest, 1))
     n_rows = dataset.sizes[dim]
     chunked = [variable for variable in along.values() if variable.chunks is not None]
     source_chunks = tuple(chunked[0].chunksizes[dim]) if chunked else (n_rows,)
@@ -275,12 +251,11 @@ def _xarray_format(
     template = xr.Dataset(attrs=dict(dataset.attrs))
     for key, variable in dataset.variables.items():
         name = str(key)
-        if dim in variable.dims:
-            copy = along[name].chunk({d: out_rows if d == dim else -1 for d in along[name].dims})
-            copy.encoding = {**_value_encoding(variable), "chunks": (out_rows, *copy.shape[1:])}
+        if dim in variable.dims:  # chunked along dim as the layout chosen says, by create_destination
+            copy = along[name].chunk({other: -1 for other in along[name].dims if other != dim})
         else:
             copy = variable.copy(deep=False).load()  # written whole by create_destination
-            copy.encoding = _value_encoding(variable)
+        copy.encoding = _value_encoding(variable)
         if name in dataset.coords:
             template = template.assign_coords({name: copy})
         else:
@@ -339,12 +314,11 @@ def open_arrays_source(
             for name, array in arrays.items()
         }
     )
-    return _xarray_format(
+    return open_xarray_source(
         dataset,
         ROW_DIMENSION,
-        sources=[],
-        storage_options=None,
         block_nbytes=block_nbytes,
         chunk_rows=chunk_rows,
+        storage_options=None,
         block_inputs=block_inputs,
     )

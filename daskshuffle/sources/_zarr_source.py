@@ -69,14 +69,6 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
         ) from error
 
 
-def _arrays_of(source: zarr.Group | zarr.Array[Any]) -> dict[str, zarr.Array[Any]]:
-    import zarr
-
-    if isinstance(source, zarr.Array):
-        return {source.basename or "data": source}
-    return dict(sorted(source.arrays()))
-
-
 def select_variables(arrays: dict[str, T], variables: Sequence[str] | None, where: str) -> dict[str, T]:
     """The ``arrays`` that ``variables`` names, in its order (all of them for ``None``)."""
     if variables is None:
@@ -227,14 +219,6 @@ def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list
 LISTED_CHUNKS = 100_000
 
 
-def _metadata_file(node: zarr.Group | zarr.Array[Any]) -> str:
-    import zarr
-
-    if node.metadata.zarr_format == 3:
-        return "zarr.json"
-    return ".zarray" if isinstance(node, zarr.Array) else ".zgroup"
-
-
 def identify_zarr(
     source: zarr.Group | zarr.Array[Any],
     arrays: dict[str, zarr.Array[Any]],
@@ -260,7 +244,10 @@ def identify_zarr(
     def entry(node: zarr.Group | zarr.Array[Any], where: str) -> dict[str, Any]:
         if listed and isinstance(node, zarr.Array):
             return identify_tree(fs, where, describe(node), fresh=fresh)
-        metadata = identify_files(fs, [f"{where}/{_metadata_file(node)}"], [describe(node)], fresh=fresh)[0]
+        name = (
+            "zarr.json" if node.metadata.zarr_format == 3 else ".zarray" if isinstance(node, zarr.Array) else ".zgroup"
+        )
+        metadata = identify_files(fs, [f"{where}/{name}"], [describe(node)], fresh=fresh)[0]
         return metadata if isinstance(node, zarr.Group) else {**metadata, "listed": False}
 
     if isinstance(source, zarr.Array):
@@ -337,7 +324,8 @@ def open_zarr_sources(
     described: list[dict[str, Variable]] = []
     for index, source in enumerate(opened):
         where = describe(source) if len(opened) == 1 else f"source {index} ({describe(source)})"
-        arrays = _select(_arrays_of(source), variables, where)
+        held = {source.basename or "data": source} if isinstance(source, zarr.Array) else dict(sorted(source.arrays()))
+        arrays = _select(held, variables, where)
         found = {name: _variable(name, array) for name, array in arrays.items()}
         if described:
             _check_same_variables(described[0], found, where)
