@@ -295,7 +295,9 @@ def test_mixed_remote_stores_fetch_ahead_and_read_the_batches_of_local_ones(memo
     with ds.PileLoader([ds.Stream(local), ds.Stream(local, choose=5_000)], **options) as loader:
         expected = [batch["id"] for batch in loader]
         local_rows = loader._piles.reader.read_rows(19_000, 21_000)["id"]  # the end of one store, the start of the next
-    with ds.PileLoader([ds.Stream(memory_store), ds.Stream(second, choose=5_000)], prefetch="24KiB", **options) as loader:
+    with ds.PileLoader(
+        [ds.Stream(memory_store), ds.Stream(second, choose=5_000)], prefetch="24KiB", **options
+    ) as loader:
         reader = loader._piles.reader
         assert reader.fetches
         reader.fetch(19_000, 21_000)
