@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from daskshuffle._cli._common import _scheduler
+from daskshuffle._cli._common import session
 
 
 def _listening_hosts(cluster: object) -> set[str]:
@@ -21,7 +21,7 @@ def _listening_hosts(cluster: object) -> set[str]:
 def test_local_cluster_listens_on_loopback_only(workers: int | None) -> None:
     from distributed import Client
 
-    with _scheduler(None, workers, None, None, debug=False):
+    with session(scheduler=None, workers=workers, debug=False):
         client = Client.current()
         cluster = client.cluster
         assert _listening_hosts(cluster) == {"127.0.0.1"}

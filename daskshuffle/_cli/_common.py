@@ -114,8 +114,20 @@ def session(
             "Expected either --scheduler or --workers/--threads-per-worker/--memory-limit. Got both instead; "
             "the sizing options describe the LocalCluster that --scheduler replaces."
         )
-    with reported(debug), _scheduler(scheduler, workers, threads_per_worker, memory_limit, debug):
-        yield
+    with reported(debug), contextlib.ExitStack() as stack:
+        if scheduler in ("threads", "sync"):  # one of dask's local schedulers, without a cluster
+            import dask
+
+            stack.enter_context(dask.config.set(scheduler=scheduler))
+        else:
+            stack.enter_context(_client(scheduler, workers, threads_per_worker, memory_limit, debug))
+        try:
+            yield
+        except KeyboardInterrupt:
+            if not debug:  # the cluster closes next: its cancelled tasks are not news
+                for name in ("distributed", "tornado", "asyncio"):
+                    logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+            raise
 
 
 #: Exit statuses of a command stopped by a signal, as a shell reports them: 128 + the signal's number.
@@ -168,34 +180,17 @@ def _handling(signum: int, handler: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _quiet_when_interrupted(debug: bool) -> Iterator[None]:
-    """Silence the cluster's loggers while it closes after an interrupt: cancelled tasks are not news."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        if not debug:
-            for name in ("distributed", "tornado", "asyncio"):
-                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-        raise
-
-
-@contextlib.contextmanager
-def _scheduler(
+def _client(
     address: str | None, workers: int | None, threads_per_worker: int | None, memory_limit: str | None, debug: bool
 ) -> Iterator[None]:
-    if address in ("threads", "sync"):  # one of dask's local schedulers, without a cluster
-        import dask
-
-        with dask.config.set(scheduler=address):
-            yield
-        return
+    """A distributed client of the cluster at ``address``, or of a LocalCluster started here, current for the body."""
     from distributed import Client, LocalCluster
 
     if not debug:
         # The cluster's own progress chatter would bury the one line that matters.
         logging.getLogger("distributed").setLevel(logging.ERROR)
     if address:
-        with Client(address) as client, client.as_current(), _quiet_when_interrupted(debug):
+        with Client(address) as client, client.as_current():
             yield
         return
     if workers is None:
@@ -215,7 +210,7 @@ def _scheduler(
     # foreground group, and this process alone stops the run and closes the cluster.
     with _handling(signal.SIGINT, signal.SIG_IGN):
         cluster = LocalCluster(dashboard_address="127.0.0.1:0", **{k: v for k, v in sizing.items() if v is not None})
-    with cluster, Client(cluster) as client, client.as_current(), _quiet_when_interrupted(debug):
+    with cluster, Client(cluster) as client, client.as_current():
         yield
 
 

@@ -13,7 +13,7 @@ from .._parse import format_size
 from ..reshuffle import clean_generations, generation_leftovers
 from ..storage import Leftover, Location, _leftovers
 from ._common import cli, one_line, reported
-from ._options import DEBUG, STORAGE_OPTIONS
+from ._options import STORAGE_OPTIONS, json_options, shuffle_option
 
 EXAMPLES_INFO = """\b
 Examples:
@@ -25,7 +25,6 @@ Examples:
 
 @cli.command(epilog=EXAMPLES_INFO, short_help="Show what a pile store holds, and whether it is complete.")
 @click.argument("store")
-@click.option("--json", "as_json", is_flag=True, help="Print the store's metadata as JSON.")
 @click.option(
     "--offsets", is_flag=True, help="With --json: every pile's first row.  [default: rows per pile summarised]"
 )
@@ -34,23 +33,17 @@ Examples:
     is_flag=True,
     help="Remove what a run killed after completing the store left beside it (its pieces, its lock).",
 )
-@click.option(
-    "--tmp",
-    "tmp",
-    default=None,
-    metavar="DIR",
-    help="The tmp= the runs were given: their pieces are looked for there too.",
-)
-@DEBUG
+@shuffle_option("tmp", "The tmp= the runs were given: their pieces are looked for there too.")
 @STORAGE_OPTIONS
+@json_options("Print the store's metadata as JSON.")
 def info(
     store: str,
-    as_json: bool,
     offsets: bool,
     clean: bool,
     tmp: str | None,
-    debug: bool,
     storage_options: dict[str, Any] | None,
+    as_json: bool,
+    debug: bool,
 ) -> None:
     """What a pile store holds: rows, piles and their sizes, seed, variables, complete or not.
 
