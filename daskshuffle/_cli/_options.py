@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from .._errors import DaskShuffleError
+from .._parse import parse_nbytes
 from .._random import MAX_SEED
 from ._common import one_line
 
@@ -25,7 +26,6 @@ __all__ = [
     "NPiles",
     "cluster_options",
     "json_options",
-    "nbytes",
     "option_group",
     "positive_option",
     "shuffle_option",
@@ -97,7 +97,7 @@ class Size(_SizeBase):
         if self.fraction and (text == "auto" or _is_fraction(text)):
             return text
         try:
-            nbytes(text, param.name if param and param.name else "size")
+            parse_nbytes(text, param.name if param and param.name else "size")
         except DaskShuffleError as error:
             if self.fraction:
                 self.fail(
@@ -150,13 +150,6 @@ def _is_fraction(text: str) -> bool:
         return 0 < float(text) <= 1
     except ValueError:
         return False
-
-
-def nbytes(text: str, name: str) -> int:
-    """The bytes of a size given on the command line: digits, or a size such as ``256MiB``."""
-    from .._parse import parse_nbytes
-
-    return parse_nbytes(int(text) if text.isdigit() else text, name)
 
 
 def option_group(*declared: Options) -> Options:

@@ -7,9 +7,10 @@ from typing import Any, Literal
 
 import click
 
+from .._parse import parse_nbytes
 from ..plan import DEFAULT_MIN_READ, DEFAULT_N_PILES
 from ._common import cli, reported
-from ._options import Count, NPiles, json_options, nbytes, positive_option, shuffle_option, size_option
+from ._options import Count, NPiles, json_options, positive_option, shuffle_option, size_option
 
 EXAMPLES_PLAN = """\b
 Examples:
@@ -67,7 +68,7 @@ def plan(
     with reported(debug):
         model = explain(
             rows,
-            nbytes(row_bytes, "row_bytes"),
+            parse_nbytes(row_bytes, "row_bytes"),
             n_piles=n_piles,
             levels="auto" if levels == "auto" else int(levels),
             storage=storage,

@@ -9,7 +9,7 @@ from . import _generations as generations
 from ._binding import check_arrays, read_tables
 from ._generations import GENERATIONS_KEY, generation_location, read_root, sources_of
 from ._groups import find_group, group_metadata, open_arrays, open_group, zarr_store
-from ._layout import CHUNK_NBYTES, LAYOUT_KEY, sample_rows, xarray_encoding
+from ._layout import LAYOUT_KEY, sample_rows, xarray_encoding
 from ._metadata import (
     FORMAT_VERSION,
     METADATA_KEY,
@@ -41,7 +41,6 @@ from ._parquet_store import (
 from ._zarr_store import ZarrDestination
 
 __all__ = [
-    "CHUNK_NBYTES",
     "FORMAT_VERSION",
     "GENERATIONS_KEY",
     "LAYOUT_KEY",

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ._recording import RecordingStore
 
-__all__ = ["TABLE", "bind", "check_arrays", "open_recording", "read_tables", "save_records"]
+__all__ = ["bind", "check_arrays", "open_recording", "read_tables", "save_records"]
 
 #: The table of each variable's chunk crc32c, in its array's directory.
 TABLE = "daskshuffle-crc32c"

@@ -22,7 +22,7 @@ from .._config import int_setting
 from .._threads import LazyPool
 from ._deadline import request_deadline, within
 
-__all__ = ["Fetches", "Request", "fetched_each"]
+__all__ = ["Fetches", "fetched_each"]
 
 T = TypeVar("T")
 
