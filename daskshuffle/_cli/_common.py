@@ -21,7 +21,6 @@ __all__ = [
     "STDIO",
     "Option",
     "cli",
-    "cluster_session",
     "main",
     "one_line",
     "reported",
@@ -107,14 +106,19 @@ def session(
     workers: int | None = None,
     threads_per_worker: int | None = None,
     memory_limit: str | None = None,
-) -> Iterator[None]:
-    """Run the body on the chosen scheduler, its errors :func:`reported`."""
+    progress: bool | None = None,
+) -> Iterator[bool]:
+    """Run the body on the chosen scheduler (``cluster_options``), its errors :func:`reported`, stdout on stderr.
+
+    Yields whether to show progress bars on stderr (``--progress``, or stderr is a terminal).
+    """
     if scheduler and (workers or threads_per_worker or memory_limit):
         raise click.UsageError(
             "Expected either --scheduler or --workers/--threads-per-worker/--memory-limit. Got both instead; "
             "the sizing options describe the LocalCluster that --scheduler replaces."
         )
     with reported(debug), contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(sys.stderr))  # stdout may be the output
         if scheduler in ("threads", "sync"):  # one of dask's local schedulers, without a cluster
             import dask
 
@@ -122,7 +126,7 @@ def session(
         else:
             stack.enter_context(_client(scheduler, workers, threads_per_worker, memory_limit, debug))
         try:
-            yield
+            yield sys.stderr.isatty() if progress is None else progress
         except KeyboardInterrupt:
             if not debug:  # the cluster closes next: its cancelled tasks are not news
                 for name in ("distributed", "tornado", "asyncio"):
@@ -212,16 +216,6 @@ def _client(
         cluster = LocalCluster(dashboard_address="127.0.0.1:0", **{k: v for k, v in sizing.items() if v is not None})
     with cluster, Client(cluster) as client, client.as_current():
         yield
-
-
-@contextlib.contextmanager
-def cluster_session(*, progress: bool | None, debug: bool, **cluster: Any) -> Iterator[bool]:
-    """A :func:`session` on the cluster that ``cluster_options`` choose, progress bars on stderr.
-
-    Yields whether to show progress (``--progress``, or stderr is a terminal).
-    """
-    with session(debug=debug, **cluster), contextlib.redirect_stdout(sys.stderr):  # stdout may be the output
-        yield sys.stderr.isatty() if progress is None else progress
 
 
 EXAMPLES_MAIN = """\b

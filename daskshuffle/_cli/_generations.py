@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ._common import cli, cluster_session, session
+from ._common import cli, session
 from ._options import DEBUG, QUIET, STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 EXAMPLES = """\b
@@ -48,7 +48,7 @@ def append(
     """
     from .. import append as append_rows
 
-    with cluster_session(**cluster) as progress:
+    with session(**cluster) as progress:
         live = append_rows(
             store,
             list(sources),
@@ -86,7 +86,7 @@ def compact(store: str, storage_options: dict[str, Any] | None, quiet: bool, **c
     """Copy STORE's generations into one, in the same order: each pile contiguous again, the batches unchanged."""
     from .. import compact as compact_generations
 
-    with cluster_session(**cluster) as progress:
+    with session(**cluster) as progress:
         live = compact_generations(store, storage_options=storage_options, progress=progress)
     if not quiet:
         click.echo(_describe(store, live), err=True)

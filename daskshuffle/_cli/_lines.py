@@ -16,7 +16,7 @@ import click
 from .._errors import DaskShuffleError, UnsafePathError
 from ..sources import output_compression
 from ..storage import _leftovers, _own
-from ._common import STDIO, Option, cli, cluster_session, one_line, summary
+from ._common import STDIO, Option, cli, one_line, session, summary
 from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 #: ``shuffle_lines``' own defaults, where they differ from the other shuffles'.
@@ -141,7 +141,7 @@ def lines(
     from .. import shuffle_lines
 
     stdout = sys.stdout.buffer  # the session sends what prints to stdout (progress bars) to stderr
-    with cluster_session(progress=progress, debug=debug, **cluster) as show, contextlib.ExitStack() as stack:
+    with session(progress=progress, debug=debug, **cluster) as show, contextlib.ExitStack() as stack:
         spool: Path | None = None
         if STDIO in inputs or output == STDIO:
             spool = Path(tempfile.mkdtemp(prefix="daskshuffle-", dir=tmp))

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ._common import cli, cluster_session, split_names, summary
+from ._common import cli, session, split_names, summary
 from ._options import STORAGE_OPTIONS, Options, cluster_options, option_group, positive_option, shuffle_option
 
 EXAMPLES_ZARR = """\b
@@ -40,7 +40,7 @@ def _shuffle_into_store(
         raise click.UsageError("Expected at least one SRC and a DST. Got only one path instead.")
     *sources, dst = paths
     cluster = {key: options.pop(key) for key in ("scheduler", "workers", "threads_per_worker", "memory_limit")}
-    with cluster_session(progress=progress, debug=options.pop("debug"), **cluster) as show:
+    with session(progress=progress, debug=options.pop("debug"), **cluster) as show:
         result = shuffle(sources, dst, progress=show, **options)
     if not quiet:
         click.echo(summary(result, dst), err=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from ._common import cli, cluster_session
+from ._common import cli, session
 from ._options import STORAGE_OPTIONS, cluster_options, shuffle_option
 
 EXAMPLES_VERIFY = """\b
@@ -39,7 +39,7 @@ def verify(
     """
     from .. import verify as verify_store
 
-    with cluster_session(**cluster) as progress:
+    with session(**cluster) as progress:
         result = verify_store(
             store, *sources, storage_options=storage_options, block_memory=block_memory, progress=progress
         )
