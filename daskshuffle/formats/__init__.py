@@ -28,6 +28,7 @@ from ._parquet_fetched import (
     fetch_spans,
     footer_tail,
     read_footer,
+    with_footer_tails,
 )
 from ._rows import ArrayRows, ArrayRowsMethods, Variable, read_in_runs, run_rows
 
@@ -63,4 +64,5 @@ __all__ = [
     "run_rows",
     "take",
     "to_numpy",
+    "with_footer_tails",
 ]
