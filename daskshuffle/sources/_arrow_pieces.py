@@ -28,7 +28,7 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
     files and the pile store.
 
     ``source_names`` are the paths the store records (none for a DataFrame: data in memory or computed by dask has no
-    path to record or to protect), ``identity`` what :meth:`identify_source` gives.
+    path to record or to protect), ``identity`` their identity now.
     """
 
     kind: ClassVar[str] = "parquet"
