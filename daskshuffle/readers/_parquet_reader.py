@@ -286,6 +286,12 @@ class TableRows:
     def n_rows_of(self, rows: pa.Table) -> int:
         return int(rows.num_rows)
 
+    def schema(self, rows: pa.Table) -> dict[str, str]:
+        return {field.name: str(field.type) for field in rows.schema}
+
+    def nbytes(self, rows: pa.Table) -> int:
+        return int(rows.nbytes)
+
     def as_arrays(self, rows: pa.Table) -> dict[str, NDArray[Any]] | None:
         nested = [rows.column(index) for index, field in enumerate(rows.schema) if is_nested(field.type)]
         if self.batch_format != "numpy" or any(row_shape(column) is None for column in nested):
