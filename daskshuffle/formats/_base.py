@@ -122,8 +122,9 @@ class Pieces(Protocol[Rows]):
         ...
 
     def slice(self, rows: Rows, start: int, stop: int) -> Rows:
-        """Rows ``start:stop``."""
-        ...
+        """Rows ``start:stop``; by default those of an Arrow table or array."""
+        sliced: Rows = rows.slice(start, stop - start)  # type: ignore[attr-defined]
+        return sliced
 
     def prepare_pieces(self, tmp: Location) -> None:
         """Create what the piece files of ``tmp`` need before pass 1 runs."""

@@ -24,8 +24,8 @@ from ..formats import (
     bytes_of,
     coalesce,
     concat,
+    dense_values,
     is_nested,
-    row_shape,
     take,
     to_numpy,
     with_footer_tails,
@@ -294,7 +294,7 @@ class TableRows:
 
     def as_arrays(self, rows: pa.Table) -> dict[str, NDArray[Any]] | None:
         nested = [rows.column(index) for index, field in enumerate(rows.schema) if is_nested(field.type)]
-        if self.batch_format != "numpy" or any(row_shape(column) is None for column in nested):
+        if self.batch_format != "numpy" or any(dense_values(column) is None for column in nested):
             # Nested values as numpy views would keep the whole pile alive in a batch: taken as Arrow first.
             return None
         # Read-only views where Arrow allows: batches are gathered from them into new arrays.

@@ -62,9 +62,6 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
     def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
         return concat(parts)
 
-    def slice(self, rows: pa.Table, start: int, stop: int) -> pa.Table:
-        return rows.slice(start, stop - start)
-
     def _piece_path(self, tmp: Location, block: int) -> tuple[pafs.FileSystem, str]:
         afs, root = arrow_filesystem(tmp)
         return afs, f"{root}/{block}.arrow"
