@@ -518,8 +518,12 @@ def test_zarr_stores_yield_numpy_or_xarray_batches(tmp_path: Path) -> None:
     with pytest.raises(DaskShuffleValueError, match=r"batch_format='numpy' .* or 'xarray' .* for a Zarr pile store"):
         PileLoader(tmp_path / "piles.zarr", batch_size=4, batch_format="arrow")
     # A store shuffled from unnamed Zarr arrays too: its dimensions were named when it was written.
-    batch = next(iter(PileLoader(tmp_path / "piles.zarr", batch_size=4, seed=0, batch_format="xarray")))
-    numpy_batch = next(iter(PileLoader(tmp_path / "piles.zarr", batch_size=4, seed=0)))
+    xarray_loader = PileLoader(tmp_path / "piles.zarr", batch_size=4, seed=0, batch_format="xarray")
+    numpy_loader = PileLoader(tmp_path / "piles.zarr", batch_size=4, seed=0)
+    batch, numpy_batch = next(iter(xarray_loader)), next(iter(numpy_loader))
+    # Its rows take what numpy rows take: the same units under the budget.
+    settings = [(loader.settings.unit_rows, loader.settings.group_rows) for loader in (xarray_loader, numpy_loader)]
+    assert settings[0] == settings[1]
     assert sorted(batch.data_vars) == sorted(numpy_batch)
     for name, values in numpy_batch.items():
         np.testing.assert_array_equal(batch[name].values, values)

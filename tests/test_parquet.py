@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 import json
 import os
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -342,29 +343,30 @@ def test_a_remote_sources_footers_are_requested_a_batch_at_a_time(
     url = f"memory://remote-parquet-footers-{tmp_path.name}/raw"
     memory = fsspec.filesystem("memory")
     memory.put(str(root), url.removeprefix("memory://"), recursive=True)
-    batches: list[int] = []
-    single: list[str] = []
-    in_batch = [False]
-    cat_ranges, cat_file = memory.cat_ranges, memory.cat_file
-
-    def counted_ranges(paths: list[str], *args: Any, **kwargs: Any) -> Any:
-        batches.append(len(paths))
-        in_batch[0] = True  # this filesystem's batch reads each range with cat_file
-        try:
-            return cat_ranges(paths, *args, **kwargs)
-        finally:
-            in_batch[0] = False
+    started: list[str] = []
+    alone: list[str] = []  # a request made while none of its batch was waited for: not in a batch
+    all_started = threading.Condition()
+    cat_file = memory.cat_file
 
     def counted_file(path: str, *args: Any, **kwargs: Any) -> Any:
-        if not in_batch[0]:
-            single.append(path.rsplit("/", 1)[-1])
+        with all_started:
+            started.append(path.rsplit("/", 1)[-1])
+            batch = (len(started) - 1) // 3
+            # Each request of a batch waits for the others of its batch (3, 3, then 1): they are sent at once.
+            if len(started) <= 7 and not all_started.wait_for(lambda: len(started) >= min(3 * batch + 3, 7), 60):
+                alone.append(started[-1])
+            all_started.notify_all()
         return cat_file(path, *args, **kwargs)
 
     configure({"shuffle.parquet-footers-at-once": 3})
-    monkeypatch.setattr(memory, "cat_ranges", counted_ranges)
     monkeypatch.setattr(memory, "cat_file", counted_file)
     fmt = open_parquet_sources(url, columns=None, block_nbytes=2**30, writing=ParquetWriting())
-    assert batches == [3, 3, 1] and single == ["part-6.parquet"]
+    assert alone == []
+    assert [sorted(started[:3]), sorted(started[3:6]), started[6:]] == [
+        [f"part-{index}.parquet" for index in range(3)],
+        [f"part-{index}.parquet" for index in range(3, 6)],
+        ["part-6.parquet", "part-6.parquet"],
+    ]
     assert sum(fmt.block_lengths) == 3_060
 
 

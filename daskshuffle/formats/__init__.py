@@ -3,7 +3,7 @@
 The bottom of the data packages: ``sources`` and ``readers`` stand on ``pilestore``, which stands on this.
 """
 
-from ._arrow_arrays import concat, is_nested, row_shape, take, to_numpy
+from ._arrow_arrays import concat, dense_values, is_nested, take, to_numpy
 from ._base import (
     ARRAY_KINDS,
     NUMERIC_KINDS,
@@ -28,6 +28,7 @@ from ._parquet_fetched import (
     fetch_spans,
     footer_tail,
     read_footer,
+    with_footer_tails,
 )
 from ._rows import ArrayRows, ArrayRowsMethods, Variable, read_in_runs, run_rows
 
@@ -54,13 +55,14 @@ __all__ = [
     "column_chunk_bytes",
     "concat",
     "crc32c",
+    "dense_values",
     "fetch_spans",
     "footer_tail",
     "is_nested",
     "read_footer",
     "read_in_runs",
-    "row_shape",
     "run_rows",
     "take",
     "to_numpy",
+    "with_footer_tails",
 ]

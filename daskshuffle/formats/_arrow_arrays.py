@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["concat", "is_nested", "row_shape", "take", "to_numpy"]
+__all__ = ["concat", "dense_values", "is_nested", "take", "to_numpy"]
 
 
 def is_nested(kind: pa.DataType) -> bool:
@@ -28,8 +28,9 @@ def is_nested(kind: pa.DataType) -> bool:
     return bool(pa.types.is_nested(kind))
 
 
-def row_shape(column: pa.ChunkedArray) -> tuple[int, ...] | None:
-    """The shape of a row of ``column`` as a dense array: ``()`` for numbers, ``(n, ...)`` for fixed-size lists.
+def dense_values(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, tuple[int, ...]] | None:
+    """``column``'s numbers (fixed-size lists flattened) and the shape of a row: ``()`` for numbers, ``(n, ...)`` for
+    fixed-size lists.
 
     ``None`` for anything else, and for fixed-size lists with a null at any level.
     """
@@ -44,7 +45,7 @@ def row_shape(column: pa.ChunkedArray) -> tuple[int, ...] | None:
         kind = kind.value_type
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
         return None
-    return tuple(shape) if not shape or not column.null_count else None
+    return (column, tuple(shape)) if not shape or not column.null_count else None
 
 
 def to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
@@ -52,12 +53,9 @@ def to_numpy(column: pa.ChunkedArray, writeable: bool = True) -> NDArray[Any]:
     import pyarrow as pa
 
     kind = column.type
-    if pa.types.is_fixed_size_list(kind) and (shape := row_shape(column)) is not None:
+    if pa.types.is_fixed_size_list(kind) and (dense := dense_values(column)) is not None:
         # An embedding: one array of one more dimension, rather than an object array of arrays.
-        n_rows = len(column)
-        while pa.types.is_fixed_size_list(column.type):
-            column = pa.chunked_array([chunk.flatten() for chunk in column.chunks], type=column.type.value_type)
-        return to_numpy(column, writeable).reshape(n_rows, *shape)
+        return to_numpy(dense[0], writeable).reshape(len(column), *dense[1])
     if pa.types.is_dictionary(kind):
         column = column.cast(kind.value_type)
     values: NDArray[Any] = column.to_numpy(zero_copy_only=False)

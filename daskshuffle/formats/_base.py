@@ -56,32 +56,21 @@ class Source(Protocol):
     #: Bytes one row takes in memory (an estimate for variable-size rows).
     row_nbytes: int
 
-    #: What :meth:`describe_source` gives.
+    #: The source's paths or URLs, as the store records them (none for data in memory or a dask collection).
     source_names: list[str]
 
-    def describe_source(self) -> list[Any]:
-        """The source's paths or URLs, as the store records them (none for data in memory or a dask collection)."""
-        return list(self.source_names)
-
-    #: What :meth:`identify_source` gives.
+    #: What the source is when it is opened: entries of :mod:`daskshuffle.storage._identity` (its files' sizes and
+    #: versions, or the dask token of a collection). The store records them (``source_identity``): a rerun whose
+    #: sources changed is refused rather than given the old store. Empty: no identity.
     identity: list[dict[str, Any]]
 
-    def identify_source(self) -> list[dict[str, Any]]:
-        """What the source is now: entries of :mod:`daskshuffle.storage._identity` (its files' sizes and versions,
-        or the dask token of a collection), taken when the source was opened.
-
-        The store records them (``source_identity``): a rerun whose sources
-        changed is refused rather than given the old store. Empty: no identity.
-        """
-        return list(self.identity)
-
-    #: Takes :meth:`identify_source` again (``None``: it cannot change, a dask token, or there is none).
+    #: Takes :attr:`identity` again (``None``: it cannot change, a dask token, or there is none).
     identify: Callable[[], list[dict[str, Any]]] | None = None
 
     def identify_source_again(self) -> list[dict[str, Any]]:
-        """:meth:`identify_source` taken again, now, from the files the shuffle read (not listed again): a shuffle
+        """:attr:`identity` taken again, now, from the files the shuffle read (not listed again): a shuffle
         whose sources changed while it read them is refused rather than written from two states of them."""
-        return self.identify_source() if self.identify is None else self.identify()
+        return list(self.identity) if self.identify is None else self.identify()
 
 
 class FileSource(Source, Protocol[Rows_co]):
@@ -133,8 +122,9 @@ class Pieces(Protocol[Rows]):
         ...
 
     def slice(self, rows: Rows, start: int, stop: int) -> Rows:
-        """Rows ``start:stop``."""
-        ...
+        """Rows ``start:stop``; by default those of an Arrow table or array."""
+        sliced: Rows = rows.slice(start, stop - start)  # type: ignore[attr-defined]
+        return sliced
 
     def prepare_pieces(self, tmp: Location) -> None:
         """Create what the piece files of ``tmp`` need before pass 1 runs."""

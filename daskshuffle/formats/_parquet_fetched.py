@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
-from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..storage import bounded
+from ..storage import bounded, fetched_each
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -26,7 +26,10 @@ __all__ = [
     "fetch_spans",
     "footer_tail",
     "read_footer",
+    "with_footer_tails",
 ]
+
+T = TypeVar("T")
 
 #: A part file's path and the first and end byte of a range of it.
 Range = tuple[str, int, int]
@@ -73,6 +76,34 @@ def read_footer(fs: Any, path: str, size: int, tail: tuple[int, bytes] | None = 
             data = bounded(fs, "cat_file", path, start=first, end=size, what=path)
     with pa.PythonFile(FetchedFile([(first, data)]), mode="r") as handle:
         return pq.ParquetFile(handle).metadata
+
+
+def with_footer_tails(
+    fs: Any | None,
+    files: Sequence[tuple[str, int]],
+    parse: Callable[[int, tuple[int, bytes] | None], T],
+    at_once: int,
+    threads: int,
+) -> list[T]:
+    """``parse(index, tail)`` of each of ``files`` (path, size), in order, by ``threads`` threads.
+
+    ``tail`` is the file's last :data:`FOOTER_NBYTES` and where they start, for
+    :func:`read_footer`, requested ``at_once`` files at a time from ``fs``;
+    ``None`` without ``fs`` (a local file), or where the request failed: the
+    footer's read asks again, and raises its error.
+    """
+    parsed: list[T] = []
+    with ThreadPoolExecutor(min(threads, len(files) or 1), thread_name_prefix="daskshuffle-footers") as pool:
+        for first in range(0, len(files), at_once):
+            batch = files[first : first + at_once]
+            starts = [max(0, size - FOOTER_NBYTES) for _, size in batch]
+            requests = [(path, start, size) for (path, size), start in zip(batch, starts, strict=True)]
+            fetched = [None] * len(batch) if fs is None else fetched_each(fs, requests)
+            tails = [
+                (start, data) if isinstance(data, bytes) else None for start, data in zip(starts, fetched, strict=True)
+            ]
+            parsed += pool.map(parse, range(first, first + len(batch)), tails)
+    return parsed
 
 
 def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> tuple[tuple[int, int], ...]:

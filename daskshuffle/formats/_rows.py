@@ -55,6 +55,12 @@ class ArrayRowsMethods:
     def as_arrays(self, rows: ArrayRows) -> ArrayRows | None:
         return rows
 
+    def schema(self, rows: ArrayRows) -> dict[str, str]:
+        return {name: f"{values.dtype}{list(values.shape[1:]) or ''}" for name, values in rows.items()}
+
+    def nbytes(self, rows: ArrayRows) -> int:
+        return sum(int(values.nbytes) for values in rows.values())
+
 
 def run_rows(array: zarr.Array[Any], run_nbytes: int) -> int:
     """Rows in a run of whole chunks of about ``run_nbytes``."""

@@ -102,13 +102,7 @@ def row_nbytes(reader: PileReader[Any]) -> float:
     if isinstance(empty, dict) and all(values.dtype.kind != "O" for values in empty.values()):
         return float(sum(values.dtype.itemsize * int(np.prod(values.shape[1:])) for values in empty.values()))
     n_rows = min(reader.n_rows, 256)
-    rows = reader.read_rows(0, n_rows)
-    arrays = reader.rows.as_arrays(rows)
-    if arrays is not None:
-        nbytes = sum(int(values.nbytes) for values in arrays.values())
-    else:
-        nbytes = int(getattr(rows, "nbytes", 0))  # a pyarrow Table
-    return nbytes / max(n_rows, 1)
+    return reader.rows.nbytes(reader.read_rows(0, n_rows)) / max(n_rows, 1)
 
 
 def check_state(

@@ -59,17 +59,9 @@ class Mixture:
     records: list[dict[str, Any]]
 
 
-def _schema(reader: PileReader[Any]) -> dict[str, str]:
-    """Each variable's dtype (and row shape) in what the reader hands out, from no rows at all."""
-    schema = getattr(reader.read_rows(0, 0), "schema", None)  # a table's: its columns' types
-    if schema is not None:
-        return {field.name: str(field.type) for field in schema}
-    return {str(name): f"{values.dtype}{list(values.shape[1:]) or ''}" for name, values in dict(reader.empty()).items()}
-
-
 def _check_alike(paths: Sequence[str], readers: Sequence[PileReader[Any]]) -> None:
     kinds = [str(reader.metadata["kind"]) for reader in readers]
-    schemas = [_schema(reader) for reader in readers]
+    schemas = [reader.rows.schema(reader.read_rows(0, 0)) for reader in readers]
     for path, kind, schema in zip(paths[1:], kinds[1:], schemas[1:], strict=True):
         if kind != kinds[0]:
             raise DaskShuffleValueError(

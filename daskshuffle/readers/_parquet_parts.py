@@ -20,9 +20,9 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._errors import CorruptPileStoreError
-from ..formats import FOOTER_NBYTES, Range, column_chunk_bytes, read_footer
+from ..formats import Range, column_chunk_bytes, read_footer
 from ..pilestore import PART, PART_BINDING, arrow_filesystem, part_name
-from ..storage import Location, bounded, fetched_each, raise_storage_failure
+from ..storage import Location, bounded, raise_storage_failure
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -197,20 +197,6 @@ class PartFiles:
             layout = self._layouts[index]
             assert layout is not None
         return layout
-
-    def _footer_tails(self, indices: Sequence[int]) -> list[tuple[int, bytes] | None]:
-        """The last :data:`FOOTER_NBYTES` of each part file of ``indices``, requested at once (``None``: not read)."""
-        wanted = [index for index in indices if isinstance(self._part_sizes[index], int)]
-        sizes = [int(self._part_sizes[index] or 0) for index in wanted]
-        starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
-        paths = [self.part_paths[index] for index in wanted]
-        fetched = fetched_each(self._fs, list(zip(paths, starts, sizes, strict=True)))
-        found = dict(zip(wanted, fetched, strict=True))
-        tails: list[tuple[int, bytes] | None] = []
-        for index, start in zip(wanted, starts, strict=True):
-            data = found[index]
-            tails.append((start, data) if isinstance(data, bytes) else None)  # an error: read again, and reported
-        return tails if len(wanted) == len(indices) else [None] * len(indices)
 
     def _read_groups(self, index: int, groups: list[int], pile: int | None) -> pa.Table:
         import pyarrow as pa

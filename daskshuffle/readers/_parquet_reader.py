@@ -8,7 +8,7 @@ requested all at once, and pyarrow decodes the row groups from the bytes fetched
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -17,7 +17,19 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from .._threads import LazyPool
-from ..formats import Fetched, FetchedFile, Range, bytes_of, coalesce, concat, is_nested, row_shape, take, to_numpy
+from ..formats import (
+    Fetched,
+    FetchedFile,
+    Range,
+    bytes_of,
+    coalesce,
+    concat,
+    dense_values,
+    is_nested,
+    take,
+    to_numpy,
+    with_footer_tails,
+)
 from ..pilestore import (
     check_recorded_rows,
     metadata_disagrees,
@@ -78,24 +90,17 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
     def _check_parts(self) -> None:
         """Check the part files' rows, from their footers, against the sidecar (an unreadable one: when read)."""
 
-        def n_rows(index: int, tail: tuple[int, bytes] | None = None) -> int | None:
+        def n_rows(index: int, tail: tuple[int, bytes] | None) -> int | None:
             try:
                 return int(self._layout(index, None, tail).group_starts[-1])
             except CorruptPileStoreError:
                 return None
 
-        indices = range(len(self.part_paths))
-        counts: list[int | None] = []
-        if self._fetches is not None and len(indices) > 1:
-            # The last bytes of many part files requested at once, their footers parsed by threads.
-            threads = min(int_setting("parquet-reader.footer-threads"), len(indices))
-            with ThreadPoolExecutor(threads, thread_name_prefix="daskshuffle-footers") as pool:
-                in_flight = int_setting("fetch.in-flight")
-                for batch in range(0, len(indices), in_flight):
-                    chosen = indices[batch : batch + in_flight]
-                    counts += pool.map(n_rows, chosen, self._footer_tails(chosen))
-        else:
-            counts = [n_rows(index) for index in indices]
+        sizes = self._part_sizes
+        fs = None if self.local or None in sizes else self._fs
+        files = [(path, size or 0) for path, size in zip(self.part_paths, sizes, strict=True)]
+        threads = int_setting("parquet-reader.footer-threads")
+        counts = with_footer_tails(fs, files, n_rows, int_setting("fetch.in-flight"), threads)
         readable = np.asarray([count is not None for count in counts], dtype=bool)
         ends = self.part_starts + np.asarray([count or 0 for count in counts], dtype=np.int64)
         whole = readable.all() and self.part_starts[:1].tolist() == [0] and (ends[:-1] == self.part_starts[1:]).all()
@@ -281,9 +286,15 @@ class TableRows:
     def n_rows_of(self, rows: pa.Table) -> int:
         return int(rows.num_rows)
 
+    def schema(self, rows: pa.Table) -> dict[str, str]:
+        return {field.name: str(field.type) for field in rows.schema}
+
+    def nbytes(self, rows: pa.Table) -> int:
+        return int(rows.nbytes)
+
     def as_arrays(self, rows: pa.Table) -> dict[str, NDArray[Any]] | None:
         nested = [rows.column(index) for index, field in enumerate(rows.schema) if is_nested(field.type)]
-        if self.batch_format != "numpy" or any(row_shape(column) is None for column in nested):
+        if self.batch_format != "numpy" or any(dense_values(column) is None for column in nested):
             # Nested values as numpy views would keep the whole pile alive in a batch: taken as Arrow first.
             return None
         # Read-only views where Arrow allows: batches are gathered from them into new arrays.

@@ -46,6 +46,12 @@ class RowsKind(Protocol[Rows]):
         Arrays only where the two give the same batches.
         """
 
+    def schema(self, rows: Rows) -> dict[str, str]:
+        """Each variable's type in ``rows``, as messages name it (a dtype and row shape, or an Arrow type)."""
+
+    def nbytes(self, rows: Rows) -> int:
+        """Bytes ``rows`` take in memory."""
+
 
 class PileReader(ABC, Generic[Rows]):
     """A complete pile store opened for reading."""

@@ -95,7 +95,7 @@ def _check_variables(
             f"instead ({described}); convert the new data to the store's types first.",
             parameter="src",
         )
-    return fmt.identify_source()
+    return fmt.identity
 
 
 def _found(store: Location, root: dict[str, Any], tmp: Location | None) -> list[Leftover]:

@@ -208,7 +208,7 @@ def shuffle_graph(
 
     name = "daskshuffle-" + tokenize(
         fmt.kind,
-        fmt.describe_source(),
+        fmt.source_names,
         plan.block_lengths,
         plan.n_piles,
         plan.seed,

@@ -143,7 +143,7 @@ class Listed:
     identity with the store's record before opening reads any file (a Parquet dataset's footers)."""
 
     kind: str
-    #: What :meth:`~daskshuffle.formats.Source.describe_source` and ``identify_source`` will give.
+    #: What :attr:`~daskshuffle.formats.Source.source_names` and ``identity`` will be.
     sources: list[Any]
     identity: list[dict[str, Any]]
     #: The variables the call names; ``None``: every one, known once opened (then not compared before).
@@ -203,12 +203,12 @@ def run_shuffle(
         if not options.overwrite:
             _compare_listed(fmt, dst, given_tmp, options)
         fmt, variables = fmt.open()
-    resumable = not fmt.moves_into_place and bool(fmt.describe_source())
-    recognised = resumable or bool(fmt.identify_source())
+    resumable = not fmt.moves_into_place and bool(fmt.source_names)
+    recognised = resumable or bool(fmt.identity)
     chosen_tmp = given_tmp or local_pieces(dst, sum(fmt.block_lengths) * fmt.row_nbytes)
     try:
         tmp = check_destination(
-            fmt.describe_source(),
+            fmt.source_names,
             dst,
             chosen_tmp,
             # An existing dst is decided on below, once it is planned.
@@ -229,7 +229,7 @@ def run_shuffle(
 
         # Files, which the store names; else in memory, or a dask collection (an xarray dataset of files too): read
         # as the shuffle read them.
-        files = fmt.describe_source() and not isinstance(fmt, CollectionSource)
+        files = fmt.source_names and not isinstance(fmt, CollectionSource)
         verify_location(
             dst,
             [] if files else fmt,
@@ -263,8 +263,8 @@ def _run_locked(run: _Run, fmt: Format[Any], variables: list[str]) -> ShuffleRes
             earlier.url,
             earlier.metadata,
             fmt.kind,
-            fmt.describe_source(),
-            fmt.identify_source(),
+            fmt.source_names,
+            fmt.identity,
             variables,
             complete=complete,
         )

@@ -97,9 +97,9 @@ def store_metadata(
         "materialized": options.materialize,
         "pile_offsets": plan.pile_offsets.tolist(),
         "variables": variables,
-        "source": fmt.describe_source(),
+        "source": fmt.source_names,
         # What the sources were (sizes and versions of their files, dask tokens): a rerun compares them.
-        "source_identity": fmt.identify_source(),
+        "source_identity": fmt.identity,
         "settings": settings.to_dict(),
         # What the order depends on besides the settings: the blocks pass 1 read.
         "blocks": {"block_memory": options.block_nbytes, "lengths": run_lengths(plan.block_lengths.tolist())},

@@ -229,7 +229,7 @@ def verify_location(
             )
         fmt = _open_sources(kind, named, variables, block_nbytes, storage_options)
         # First what the sources' identity says (their files' names, sizes and versions): it names the side that changed.
-        changed = _changes(metadata, fmt.identify_source()) if fmt.describe_source() == metadata.get("source") else None
+        changed = _changes(metadata, fmt.identity) if fmt.source_names == metadata.get("source") else None
         source_rows = sum(fmt.block_lengths)
         if source_rows != int(metadata["n_rows"]):  # wrong or missing sources: nothing is read to tell
             raise _mismatch(path, metadata, named, given=bool(against), rows=source_rows, blocks=None, changed=changed)
@@ -365,7 +365,7 @@ def sources_changed(metadata: Mapping[str, Any], storage_options: dict[str, Any]
         return _changes(metadata, list_parquet_sources(sources, storage_options).identity)
     block_nbytes = parse_nbytes("64MiB", "block_memory")  # the shuffles' default; only the identity is read
     fmt = _open_sources(kind, sources, variables, block_nbytes, storage_options)
-    return _changes(metadata, fmt.identify_source())
+    return _changes(metadata, fmt.identity)
 
 
 def _mismatch(

@@ -28,7 +28,7 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
     files and the pile store.
 
     ``source_names`` are the paths the store records (none for a DataFrame: data in memory or computed by dask has no
-    path to record or to protect), ``identity`` what :meth:`identify_source` gives.
+    path to record or to protect), ``identity`` their identity now.
     """
 
     kind: ClassVar[str] = "parquet"
@@ -61,9 +61,6 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
 
     def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
         return concat(parts)
-
-    def slice(self, rows: pa.Table, start: int, stop: int) -> pa.Table:
-        return rows.slice(start, stop - start)
 
     def _piece_path(self, tmp: Location, block: int) -> tuple[pafs.FileSystem, str]:
         afs, root = arrow_filesystem(tmp)

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._config import int_setting
 from .._errors import Argument, DaskShuffleValueError
 from ..formats import (
-    FOOTER_NBYTES,
     FetchedFile,
     FileSource,
     NotFetchedError,
@@ -23,6 +21,7 @@ from ..formats import (
     fetch_spans,
     footer_tail,
     read_footer,
+    with_footer_tails,
 )
 from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES
@@ -100,55 +99,57 @@ def _hive(where: Location, root: str, files: list[tuple[str, int]]) -> list[tupl
 
 
 def _inspect_all(found: list[tuple[str, Any, int]], where: Location) -> list[SourceFile]:
-    """Every file's footer, and what planning needs from it: on object storage the last bytes of
-    ``shuffle.parquet-footers-at-once`` files at once, a batch after another; local footers by a few threads."""
-    if where.is_local:
-        with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
-            return list(pool.map(lambda entry: _inspect(entry[0], entry[1], entry[2], where), found))
-    inspected = []
-    at_once = int_setting("shuffle.parquet-footers-at-once")
-    for first in range(0, len(found), at_once):
-        batch = found[first : first + at_once]
-        paths, sizes = [path for path, _, _ in batch], [size for _, _, size in batch]
-        starts = [max(0, size - FOOTER_NBYTES) for size in sizes]
-        tails = where.fs.cat_ranges(paths, starts, sizes, on_error="return")
-        for (path, partition, size), start, tail in zip(batch, starts, tails, strict=True):
-            # A request that failed is made again by the footer's read, which raises its error.
-            inspected.append(_inspect(path, partition, size, where, (start, tail) if isinstance(tail, bytes) else None))
-    return inspected
-
-
-def _inspect(
-    path: str, partition: Any, size: int, where: Location, tail: tuple[int, bytes] | None = None
-) -> SourceFile:
+    """Every file's footer, and what planning needs from it, by a few threads (on object storage, from the last
+    bytes of ``shuffle.parquet-footers-at-once`` files requested at once)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     remote = not where.is_local
-    try:
-        metadata = read_footer(where.fs, path, size, tail) if remote else pq.read_metadata(path)
-        schema = metadata.schema.to_arrow_schema()
-    except (pa.ArrowInvalid, OSError) as error:
-        raise DaskShuffleValueError(
-            f"Expected every source file to be Parquet. Got {path!r}, which pyarrow cannot read as Parquet "
-            f"({error}), instead; name the Parquet files (a glob such as 'dir/*.parquet') or remove the others."
-        ) from error
-    expression = None
-    if partition is not None:
-        expression, partition_schema = partition
-        for field in partition_schema:
-            if field.name not in schema.names:
-                schema = schema.append(field)
-    groups = [metadata.row_group(index) for index in range(metadata.num_row_groups)]
-    return SourceFile(
-        path=path,
-        partition=expression,
-        schema=schema,
-        row_group_rows=tuple(group.num_rows for group in groups),
-        row_group_nbytes=tuple(_column_nbytes(group) for group in groups),
-        row_group_bytes=tuple(_column_bytes(group) for group in groups) if remote else (),
-        footer_bytes=footer_tail(size, metadata) if remote else (0, 0),
-    )
+
+    def inspect(index: int, tail: tuple[int, bytes] | None) -> SourceFile:
+        path, partition, size = found[index]
+        try:
+            metadata = read_footer(where.fs, path, size, tail) if remote else pq.read_metadata(path)
+            schema = metadata.schema.to_arrow_schema()
+        except (pa.ArrowInvalid, OSError) as error:
+            raise DaskShuffleValueError(
+                f"Expected every source file to be Parquet. Got {path!r}, which pyarrow cannot read as Parquet "
+                f"({error}), instead; name the Parquet files (a glob such as 'dir/*.parquet') or remove the others."
+            ) from error
+        expression = None
+        if partition is not None:
+            expression, partition_schema = partition
+            for field in partition_schema:
+                if field.name not in schema.names:
+                    schema = schema.append(field)
+        groups = [metadata.row_group(group) for group in range(metadata.num_row_groups)]
+        chunks = [_column_chunks(group) for group in groups]
+        return SourceFile(
+            path=path,
+            partition=expression,
+            schema=schema,
+            row_group_rows=tuple(group.num_rows for group in groups),
+            row_group_nbytes=tuple(nbytes for nbytes, _ in chunks),
+            row_group_bytes=tuple(located for _, located in chunks) if remote else (),
+            footer_bytes=footer_tail(size, metadata) if remote else (0, 0),
+        )
+
+    files = [(path, size) for path, _, size in found]
+    at_once = int_setting("shuffle.parquet-footers-at-once")
+    return with_footer_tails(where.fs if remote else None, files, inspect, at_once, 16)
+
+
+def _column_chunks(group: Any) -> tuple[dict[str, int], tuple[tuple[str, int, int], ...]]:
+    """Each column's uncompressed bytes in the row group ``group``, and where its column chunks lie: (column, first
+    byte, end)."""
+    nbytes: dict[str, int] = {}
+    bytes_at = []
+    for index in range(group.num_columns):
+        column = group.column(index)
+        name = column.path_in_schema.split(".")[0]
+        nbytes[name] = nbytes.get(name, 0) + column.total_uncompressed_size
+        bytes_at.append((name, *column_chunk_bytes(column)))
+    return nbytes, tuple(bytes_at)
 
 
 def whole_runs(nbytes: Sequence[int], block_nbytes: int) -> list[list[int]]:
@@ -165,26 +166,12 @@ def whole_runs(nbytes: Sequence[int], block_nbytes: int) -> list[list[int]]:
     return runs
 
 
-def _column_bytes(group: Any) -> tuple[tuple[str, int, int], ...]:
-    columns = (group.column(index) for index in range(group.num_columns))
-    return tuple((column.path_in_schema.split(".")[0], *column_chunk_bytes(column)) for column in columns)
-
-
 def _block_spans(file: SourceFile, row_groups: Sequence[int], names: set[str]) -> tuple[tuple[int, int], ...]:
     """The byte ranges a read of ``row_groups`` of a remote ``file`` fetches: its columns of ``names``, the footer."""
     if not file.row_group_bytes:
         return ()
     chunks = [(first, end) for group in row_groups for name, first, end in file.row_group_bytes[group] if name in names]
     return coalesce([*chunks, file.footer_bytes], MIN_READ_NBYTES["object"])
-
-
-def _column_nbytes(group: Any) -> dict[str, int]:
-    sizes: dict[str, int] = {}
-    for index in range(group.num_columns):
-        column = group.column(index)
-        name = column.path_in_schema.split(".")[0]
-        sizes[name] = sizes.get(name, 0) + column.total_uncompressed_size
-    return sizes
 
 
 def unify_schemas(schemas: Sequence[pa.Schema], names: Sequence[str]) -> pa.Schema:

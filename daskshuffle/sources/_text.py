@@ -273,9 +273,6 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
 
         return parts[0] if len(parts) == 1 else pa.concat_arrays(list(parts), memory_pool=memory_pool())
 
-    def slice(self, rows: Lines, start: int, stop: int) -> Lines:
-        return rows.slice(start, stop - start)
-
     # -- pieces --------------------------------------------------------------
     def prepare_pieces(self, tmp: Location) -> None:
         tmp.makedirs()
