@@ -72,13 +72,16 @@ class Layout:
         return max(PLAN_NBYTES, int(self.data_nbytes * PLAN_DATA_FRACTION))
 
     @property
+    def plan_nbytes(self) -> int:
+        """About the bytes of the arrays of a plan of this layout."""
+        if self.fanouts:
+            return level_plan_nbytes(self.n_blocks, list(self.fanouts), self.n_piles)
+        return plan_nbytes(self.n_blocks, self.n_piles)
+
+    @property
     def client_nbytes(self) -> int:
         """About the bytes the client holds for a plan of this layout: its arrays, and a little per pile."""
-        if self.fanouts:
-            arrays = level_plan_nbytes(self.n_blocks, list(self.fanouts), self.n_piles)
-        else:
-            arrays = plan_nbytes(self.n_blocks, self.n_piles)
-        return arrays + PILE_CLIENT_NBYTES * self.n_piles
+        return self.plan_nbytes + PILE_CLIENT_NBYTES * self.n_piles
 
     @property
     def block_rows(self) -> int:
