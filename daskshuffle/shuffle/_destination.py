@@ -130,31 +130,6 @@ def check_workers_access(locations: Sequence[Location]) -> None:
         raise access_error(location.url, text, reason, workers=sorted(failing), n_workers=len(found))
 
 
-def _check_no_file_in_the_way(dst: Location, directory: bool) -> None:
-    """A local ``dst`` lies in a directory, not under a file; a store of files (``directory``) is not a file either.
-
-    ``overwrite=True`` does not make a pile store of a file: daskshuffle replaces only what it wrote.
-    """
-    if not dst.is_local:
-        return
-    path = dst.path
-    if directory and os.path.lexists(path) and not os.path.isdir(path):
-        raise DaskShuffleValueError(
-            f"Expected dst to be a directory or not to exist. Got {dst.url!r}, which is a file, instead; a pile "
-            "store is a directory: choose another destination.",
-            parameter="dst",
-        )
-    above = os.path.dirname(path)
-    while not os.path.lexists(above) and os.path.dirname(above) != above:
-        above = os.path.dirname(above)
-    if not os.path.isdir(above):
-        raise DaskShuffleValueError(
-            f"Expected dst to lie in a directory. Got {dst.url!r}, under {above!r}, which is a file, instead; "
-            "choose another destination.",
-            parameter="dst",
-        )
-
-
 def check_destination(
     sources: Sequence[str],
     dst: Location,
@@ -170,9 +145,24 @@ def check_destination(
     The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
     named after ``dst`` (``tmp`` itself is never removed). With ``workers``, the
     cluster's workers must see both and reach the sources. ``directory``: ``dst``
-    is a directory (a pile store), not a file.
+    is a directory (a pile store), not a file. A local ``dst`` lies in a directory, not under a file.
     """
-    _check_no_file_in_the_way(dst, directory)
+    if dst.is_local:  # overwrite=True does not make a pile store of a file: daskshuffle replaces only what it wrote
+        if directory and os.path.lexists(dst.path) and not os.path.isdir(dst.path):
+            raise DaskShuffleValueError(
+                f"Expected dst to be a directory or not to exist. Got {dst.url!r}, which is a file, instead; a "
+                "pile store is a directory: choose another destination.",
+                parameter="dst",
+            )
+        above = os.path.dirname(dst.path)
+        while not os.path.lexists(above) and os.path.dirname(above) != above:
+            above = os.path.dirname(above)
+        if not os.path.isdir(above):
+            raise DaskShuffleValueError(
+                f"Expected dst to lie in a directory. Got {dst.url!r}, under {above!r}, which is a file, instead; "
+                "choose another destination.",
+                parameter="dst",
+            )
     scratch = dst.scratch(_leftovers.TMP_SUFFIX, tmp)
     for name, location in (("dst", dst), ("tmp", scratch)):
         for source in sources:
