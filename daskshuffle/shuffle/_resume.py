@@ -18,7 +18,6 @@ from ._store_plan import differences, missing_identity, source_changed_error
 __all__ = [
     "Done",
     "Earlier",
-    "Fresh",
     "Refuse",
     "Resume",
     "ResumeOptions",
