@@ -70,7 +70,7 @@ def reads(nbytes: int, block: int, n_piles: int, levels: int | str) -> str:
     if depth == 1:
         return f"{n_blocks * n_groups:,} of {format_bytes(int(merge_read_nbytes(nbytes, block, block)))}"
     fanout = fanout_for(nbytes, block, n_piles, depth)
-    earlier, merge = level_read_nbytes(nbytes, block, block, n_piles, depth)
+    earlier, merge = level_read_nbytes(nbytes, block, n_piles, depth)
     n_super = fanout ** (depth - 1)
     later = f"{depth - 1} x {n_blocks * fanout:,} of {format_bytes(int(earlier))}"
     return f"{n_blocks * n_groups // n_super:,} of {format_bytes(int(merge))} (+ {later} of earlier pieces, S={fanout})"

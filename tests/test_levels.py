@@ -92,13 +92,13 @@ def test_super_piles_split_piles_evenly_and_balance_the_reads() -> None:
     gib, mib = 2**30, 2**20
     for data in (64 * gib, 1024 * gib, 10 * 1024 * gib, 100 * 1024 * gib):
         for n_levels in (2, 3, 4):
-            first, second = level_read_nbytes(data, 64 * mib, 64 * mib, 10**7, n_levels)
+            first, second = level_read_nbytes(data, 64 * mib, 10**7, n_levels)
             assert 0.7 < second / first < 1.4, (data, n_levels)  # the kinds of read about equal
             assert min(first, second) > 30 * merge_read_nbytes(data, 64 * mib, 64 * mib)
     # With 64 MiB blocks on object storage, every read of 128 KiB or more, up to 100 TiB, in three levels at most.
     for data, n_levels in ((4 * gib, 1), (128 * gib, 2), (16 * 1024 * gib, 2), (100 * 1024 * gib, 3)):
         assert auto_levels(data, 64 * mib, data // (64 * mib), 10**7, "object") == n_levels
-        assert n_levels == 1 or min(level_read_nbytes(data, 64 * mib, 64 * mib, 10**7, n_levels)) >= 128 * 2**10
+        assert n_levels == 1 or min(level_read_nbytes(data, 64 * mib, 10**7, n_levels)) >= 128 * 2**10
     assert fanout_for(100 * 1024 * gib, 64 * mib, n_piles=64, n_levels=4) == 3  # 27 super-piles of 2 piles or more
 
 

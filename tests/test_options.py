@@ -17,7 +17,8 @@ from griffe import Docstring, DocstringSectionParameters
 import daskshuffle as ds
 from daskshuffle._cli._options import SHUFFLE_DEFAULTS
 from daskshuffle.pilestore import ParquetWriting, read_metadata
-from daskshuffle.shuffle._options import parse_forwarded_options, parse_shuffle_options
+from daskshuffle.reshuffle._epochs import parse_forwarded_options
+from daskshuffle.shuffle._options import parse_shuffle_options
 from daskshuffle.shuffle._verify import verify_location
 from daskshuffle.sources._dataframe import open_dataframe_source
 from daskshuffle.storage._location import Location
@@ -118,11 +119,8 @@ def test_a_misspelled_option_is_a_type_error_as_python_words_it(name: str, keywo
 def test_forwarded_options_are_checked_against_the_public_signature(name: str) -> None:
     shuffle = SHUFFLES[name]
     with pytest.raises(ds.DaskShuffleTypeError, match=r"Got \['sed'\] instead; it takes \[.*'levels'\]"):
-        parse_forwarded_options(shuffle, {"sed": 1}, decided=[], parameter="shuffle_options", why="")
-    assert parse_forwarded_options(shuffle, {"seed": 1, "levels": 2}, decided=[], parameter="x", why="") == {
-        "seed": 1,
-        "levels": 2,
-    }
+        parse_forwarded_options(shuffle, {"sed": 1})
+    assert parse_forwarded_options(shuffle, {"levels": 2, "verify": True}) == {"levels": 2, "verify": True}
 
 
 def test_n_piles_may_be_given_by_position(tmp_path: Path) -> None:

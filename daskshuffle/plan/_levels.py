@@ -68,8 +68,8 @@ def wants_two_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_p
     return small and n_reads >= MIN_READS
 
 
-def fanout_for(data_nbytes: float, group_nbytes: float, n_piles: int, n_levels: int) -> int:
-    """The super-piles each level splits into so that every kind of read is about equal: ``(data / group)^(1/L)``.
+def fanout_for(data_nbytes: float, block_nbytes: float, n_piles: int, n_levels: int) -> int:
+    """The super-piles each level splits into so that every kind of read is about equal: ``(data / block)^(1/L)``.
 
     At least 2, and at most ``(n_piles / 2)^(1/(L - 1))``.
 
@@ -79,26 +79,26 @@ def fanout_for(data_nbytes: float, group_nbytes: float, n_piles: int, n_levels: 
     >>> fanout_for(64 * gib, 64 * mib, n_piles=512, n_levels=2), fanout_for(10 * 1024 * gib, 64 * mib, 10**5, 3)
     (32, 55)
     """
-    wanted = round((max(data_nbytes, 1.0) / max(group_nbytes, 1.0)) ** (1.0 / n_levels))
+    wanted = round((max(data_nbytes, 1.0) / max(block_nbytes, 1.0)) ** (1.0 / n_levels))
     widest = math.floor((n_piles // 2) ** (1.0 / max(n_levels - 1, 1)) + 1e-9)
     return int(max(2, min(wanted, widest)))
 
 
-def level_read_nbytes(
-    data_nbytes: float, block_nbytes: float, group_nbytes: float, n_piles: int, n_levels: int
-) -> tuple[float, float]:
+def level_read_nbytes(data_nbytes: float, block_nbytes: float, n_piles: int, n_levels: int) -> tuple[float, float]:
     """``(pass reads, merge reads)``: about how large the reads of ``n_levels`` levels are (pass reads: 0 for one).
+
+    Merge groups are taken as a block of piles.
 
     Examples
     --------
     >>> gib, mib = 2**30, 2**20
-    >>> [round(size / 1024) for size in level_read_nbytes(10 * 1024 * gib, 64 * mib, 64 * mib, 10**5, 3)]
+    >>> [round(size / 1024) for size in level_read_nbytes(10 * 1024 * gib, 64 * mib, 10**5, 3)]
     [1192, 1210]
     """
     if n_levels == 1:
-        return 0.0, merge_read_nbytes(data_nbytes, block_nbytes, group_nbytes)
-    fanout = fanout_for(data_nbytes, group_nbytes, n_piles, n_levels)
-    merge = merge_read_nbytes(data_nbytes, block_nbytes, group_nbytes, fanout ** (n_levels - 1))
+        return 0.0, merge_read_nbytes(data_nbytes, block_nbytes, block_nbytes)
+    fanout = fanout_for(data_nbytes, block_nbytes, n_piles, n_levels)
+    merge = merge_read_nbytes(data_nbytes, block_nbytes, block_nbytes, fanout ** (n_levels - 1))
     return block_nbytes / fanout, merge
 
 
@@ -127,7 +127,7 @@ def auto_levels(data_nbytes: float, block_nbytes: float, n_blocks: int, n_piles:
 
     chosen, cost = 2, seconds(2)
     for n_levels in range(3, MAX_LEVELS + 1):
-        large = min(level_read_nbytes(data_nbytes, block_nbytes, block_nbytes, n_piles, chosen))
+        large = min(level_read_nbytes(data_nbytes, block_nbytes, n_piles, chosen))
         if large >= MIN_READ_NBYTES[storage] or 2 ** (n_levels - 1) > n_piles // 2:
             break
         deeper = seconds(n_levels)

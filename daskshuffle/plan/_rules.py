@@ -72,13 +72,16 @@ class Layout:
         return max(PLAN_NBYTES, int(self.data_nbytes * PLAN_DATA_FRACTION))
 
     @property
+    def plan_nbytes(self) -> int:
+        """About the bytes of the arrays of a plan of this layout."""
+        if self.fanouts:
+            return level_plan_nbytes(self.n_blocks, list(self.fanouts), self.n_piles)
+        return plan_nbytes(self.n_blocks, self.n_piles)
+
+    @property
     def client_nbytes(self) -> int:
         """About the bytes the client holds for a plan of this layout: its arrays, and a little per pile."""
-        if self.fanouts:
-            arrays = level_plan_nbytes(self.n_blocks, list(self.fanouts), self.n_piles)
-        else:
-            arrays = plan_nbytes(self.n_blocks, self.n_piles)
-        return arrays + PILE_CLIENT_NBYTES * self.n_piles
+        return self.plan_nbytes + PILE_CLIENT_NBYTES * self.n_piles
 
     @property
     def block_rows(self) -> int:
@@ -99,17 +102,8 @@ class Layout:
         """
         if self.n_piles_asked != "auto":
             more = max(auto_n_piles(self.n_rows, self.row_nbytes, self.pile_nbytes), self.n_piles + 1)
-            raise DaskShuffleValueError(
-                (
-                    "Expected every pile to fit ",
-                    Argument("pile_memory"),
-                    f" ({self.pile_nbytes:,} bytes). Got a planned pile of {largest_nbytes:,} bytes with ",
-                    Argument("n_piles", self.n_piles),
-                    " instead; ",
-                    *_more_piles_or_memory(more),
-                ),
-                parameter="n_piles",
-            )
+            got = (f"a planned pile of {largest_nbytes:,} bytes with ", Argument("n_piles", self.n_piles), " instead")
+            raise _overflow_error(self.pile_nbytes, got, more)
         n_piles = max(self.n_piles + 1, int(self.n_piles * 1.1))
         if n_piles * MIN_PILE_ROWS > self.n_rows:
             # Piles of a few rows vary by more than their size: more of them overflow as often, without end.
@@ -194,17 +188,8 @@ def choose_layout(
         )
     if n_piles != "auto" and -(-n_rows // n_piles) * row_nbytes > pile_nbytes:
         # Some pile holds at least the mean, whatever is drawn: refuse before drawing.
-        raise DaskShuffleValueError(
-            (
-                "Expected every pile to fit ",
-                Argument("pile_memory"),
-                f" ({pile_nbytes:,} bytes). Got ",
-                Argument("n_piles", n_piles),
-                f" instead, whose piles hold {round(n_rows / n_piles * row_nbytes):,} bytes on average; ",
-                *_more_piles_or_memory(fewest),
-            ),
-            parameter="n_piles",
-        )
+        average = f" instead, whose piles hold {round(n_rows / n_piles * row_nbytes):,} bytes on average"
+        raise _overflow_error(pile_nbytes, (Argument("n_piles", n_piles), average), fewest)
     layout = Layout(
         n_rows=n_rows,
         row_nbytes=row_nbytes,
@@ -220,16 +205,24 @@ def choose_layout(
     return _bounded(replace(layout, fanouts=choose_fanouts(layout, layout.n_piles)))
 
 
-def _more_piles_or_memory(n_piles: int) -> tuple[str | Argument, ...]:
-    """What to pass instead, as a command line spells it too: at least ``n_piles`` piles, or more memory a pile."""
-    return (
-        "use ",
-        Argument("n_piles", n_piles),
-        " or more, ",
-        Argument("n_piles", "auto"),
-        ", or a larger ",
-        Argument("pile_memory"),
-        ".",
+def _overflow_error(pile_nbytes: int, got: tuple[str | Argument, ...], n_piles: int) -> DaskShuffleValueError:
+    """Piles larger than ``pile_nbytes`` (``got`` says which), and what to pass instead, as a command line spells it
+    too: at least ``n_piles`` piles, or more memory a pile."""
+    return DaskShuffleValueError(
+        (
+            "Expected every pile to fit ",
+            Argument("pile_memory"),
+            f" ({pile_nbytes:,} bytes). Got ",
+            *got,
+            "; use ",
+            Argument("n_piles", n_piles),
+            " or more, ",
+            Argument("n_piles", "auto"),
+            ", or a larger ",
+            Argument("pile_memory"),
+            ".",
+        ),
+        parameter="n_piles",
     )
 
 

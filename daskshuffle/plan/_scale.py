@@ -19,8 +19,8 @@ import numpy as np
 
 from .._errors import DaskShuffleValueError
 from .._parse import format_size, parse_levels, parse_n_piles, parse_nbytes, parse_positive_int, parse_whole_number
-from ._levels import MAX_LEVELS, level_plan_nbytes
-from ._plan import auto_n_piles, block_rows, make_plan, merge_runs, plan_nbytes
+from ._levels import MAX_LEVELS
+from ._plan import auto_n_piles, block_rows, make_plan, merge_runs
 from ._rules import choose_layout
 from ._scale_model import ScaleModel
 
@@ -167,7 +167,7 @@ def _model(
     reads = float((group_weights[:, None] * weights * hit).sum())
     pieces = float((weights * chosen * any_row_in(np.float64(1.0 / chosen), lengths)).sum())
     n_reads = max(round(reads), n_groups)
-    first_reads, first_read, plan_bytes = 0, 0.0, plan_nbytes(n_blocks, chosen)
+    first_reads, first_read = 0, 0.0
     if depth > 1:
         # Each later pass reads each block's piece of a super-pile.
         n_super = layout.fanouts[0]
@@ -179,7 +179,6 @@ def _model(
             super_piles *= n_super
         pieces += units * chosen / super_piles
         n_reads = max(round(n_groups * units / super_piles), n_groups)  # a merge reads its super-pile's blocks
-        plan_bytes = level_plan_nbytes(n_blocks, list(layout.fanouts), chosen)
     return ScaleModel(
         **dataclasses.asdict(layout),
         n_piles_from="default" if n_piles is None else "auto" if n_piles == "auto" else "given",
@@ -191,7 +190,6 @@ def _model(
         n_pieces=round(pieces),
         n_reads=n_reads,
         read_nbytes=n_rows * row_nbytes / n_reads,
-        plan_nbytes=plan_bytes,
         largest_pile_rows=typical_largest(n_rows, chosen),
         overflow_probability=min(1.0, chosen * binomial_sf(pile_nbytes // row_nbytes, n_rows, 1.0 / chosen)),
     )

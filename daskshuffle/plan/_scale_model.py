@@ -70,7 +70,6 @@ class ScaleModel(Layout):
     n_pieces: int
     n_reads: int
     read_nbytes: float
-    plan_nbytes: int
     largest_pile_rows: int
     overflow_probability: float
     advice: str = ""
@@ -108,6 +107,7 @@ class ScaleModel(Layout):
             "n_super": self.n_super,
             "block_rows": self.block_rows,
             "data_nbytes": self.data_nbytes,
+            "plan_nbytes": self.plan_nbytes,
             "below_knee": self.below_knee,
             "passes": self.passes,
             "latency_seconds": {f"{latency * 1000:g}ms": self.latency_seconds(latency) for latency in GET_LATENCIES},

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 import os
 import threading
 import time
@@ -18,12 +19,12 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from .._errors import DaskShuffleValueError, UnfinishedShuffleError
+from .._errors import DaskShuffleTypeError, DaskShuffleValueError, UnfinishedShuffleError
 from .._parse import parse_count, parse_path, parse_positive_int, parse_seed
 from .._random import make_rng
 from .._threads import release_on_collection
 from ..loader import PileLoader
-from ..shuffle import ShuffleResult, parse_forwarded_options
+from ..shuffle import ShuffleResult
 from ..storage import Location, exclusive, normalize
 
 __all__ = ["EpochShuffler", "epoch_seed"]
@@ -35,6 +36,43 @@ WAIT_SECONDS = 3600.0
 def epoch_seed(seed: int, epoch: int) -> int:
     """The seed of epoch ``epoch``'s shuffle: drawn from ``(seed, "epoch-shuffle", epoch)``, never ``seed + epoch``."""
     return int(make_rng(seed, "epoch-shuffle", epoch).integers(0, 2**63 - 1))
+
+
+def parse_forwarded_options(shuffle: Callable[..., Any], options: object) -> dict[str, Any]:
+    """``shuffle_options`` for ``shuffle``, checked now rather than when it runs: its parameters, but not the seed
+    and ``overwrite``, which the shuffler chooses.
+
+    Examples
+    --------
+    >>> def shuffle(src, dst, n_piles=512, *, seed=None, overwrite=False): ...
+    >>> parse_forwarded_options(shuffle, {"n_pile": 8})
+    Traceback (most recent call last):
+    ...
+    daskshuffle._errors.DaskShuffleTypeError: Expected shuffle_options to hold arguments of shuffle. Got ['n_pile'] instead; ...
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping) or not all(isinstance(name, str) for name in options):
+        raise DaskShuffleTypeError(
+            f"Expected shuffle_options to be a dict of arguments. Got {options!r} instead.", parameter="shuffle_options"
+        )
+    for name in ("seed", "overwrite"):
+        if name in options:
+            raise DaskShuffleValueError(
+                f"Expected shuffle_options without {name!r}. Got it instead; the shuffler chooses each epoch's seed "
+                "and store.",
+                parameter="shuffle_options",
+            )
+    taken = inspect.signature(shuffle).parameters
+    if not any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in taken.values()):
+        unknown = sorted(set(options) - set(taken))
+        if unknown:
+            raise DaskShuffleTypeError(
+                f"Expected shuffle_options to hold arguments of {getattr(shuffle, '__name__', 'the shuffle')}. Got "
+                f"{unknown} instead; it takes {[name for name in taken if name not in ('src', 'dst')]}.",
+                parameter="shuffle_options",
+            )
+    return dict(options)
 
 
 def _next_batch(epoch: int, loader: dict[str, Any] | None) -> tuple[int, dict[str, Any] | None]:
@@ -194,13 +232,7 @@ class EpochShuffler:
             src = [normalize(item) if isinstance(item, str | os.PathLike) else item for item in src]
         self.src = src
         self._shuffle = shuffle or shuffle_zarr
-        self._shuffle_options = parse_forwarded_options(
-            self._shuffle,
-            shuffle_options,
-            decided=("seed", "overwrite"),
-            parameter="shuffle_options",
-            why="the shuffler chooses each epoch's seed and store",
-        )
+        self._shuffle_options = parse_forwarded_options(self._shuffle, shuffle_options)
         workdir_location = Location.of(parse_path(workdir, "workdir"), self._shuffle_options.get("storage_options"))
         self.workdir = workdir_location.url
         self.n_epochs = parse_positive_int(n_epochs, "n_epochs")

@@ -1,7 +1,6 @@
 """Writing pile stores with dask: the graph, running it, the public shuffles, verify."""
 
 from ._compute import map_tasks
-from ._options import parse_forwarded_options
 from ._run import ShuffleResult
 from ._shuffle import shuffle_zarr
 from ._verify import sources_changed
@@ -9,7 +8,6 @@ from ._verify import sources_changed
 __all__ = [
     "ShuffleResult",
     "map_tasks",
-    "parse_forwarded_options",
     "shuffle_zarr",
     "sources_changed",
 ]

@@ -10,19 +10,17 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._errors import Argument, DaskShuffleValueError, PileStoreExistsError, StorageNotFoundError
 from ..storage import Location, _leftovers, _own, _paths, access_error, unreached
 from ._compute import on_every_worker, workers_not_seeing
 from ._options import ShuffleOptions
-from ._store_plan import missing_identity, source_changed_error
 
 __all__ = [
     "build_path",
     "check_destination",
-    "check_sources_unchanged",
     "check_workers_access",
     "check_workers_reach",
     "exists_error",
@@ -132,31 +130,6 @@ def check_workers_access(locations: Sequence[Location]) -> None:
         raise access_error(location.url, text, reason, workers=sorted(failing), n_workers=len(found))
 
 
-def _check_no_file_in_the_way(dst: Location, directory: bool) -> None:
-    """A local ``dst`` lies in a directory, not under a file; a store of files (``directory``) is not a file either.
-
-    ``overwrite=True`` does not make a pile store of a file: daskshuffle replaces only what it wrote.
-    """
-    if not dst.is_local:
-        return
-    path = dst.path
-    if directory and os.path.lexists(path) and not os.path.isdir(path):
-        raise DaskShuffleValueError(
-            f"Expected dst to be a directory or not to exist. Got {dst.url!r}, which is a file, instead; a pile "
-            "store is a directory: choose another destination.",
-            parameter="dst",
-        )
-    above = os.path.dirname(path)
-    while not os.path.lexists(above) and os.path.dirname(above) != above:
-        above = os.path.dirname(above)
-    if not os.path.isdir(above):
-        raise DaskShuffleValueError(
-            f"Expected dst to lie in a directory. Got {dst.url!r}, under {above!r}, which is a file, instead; "
-            "choose another destination.",
-            parameter="dst",
-        )
-
-
 def check_destination(
     sources: Sequence[str],
     dst: Location,
@@ -172,9 +145,24 @@ def check_destination(
     The scratch directory is ``<dst>.daskshuffle-tmp``, or a subdirectory of ``tmp``
     named after ``dst`` (``tmp`` itself is never removed). With ``workers``, the
     cluster's workers must see both and reach the sources. ``directory``: ``dst``
-    is a directory (a pile store), not a file.
+    is a directory (a pile store), not a file. A local ``dst`` lies in a directory, not under a file.
     """
-    _check_no_file_in_the_way(dst, directory)
+    if dst.is_local:  # overwrite=True does not make a pile store of a file: daskshuffle replaces only what it wrote
+        if directory and os.path.lexists(dst.path) and not os.path.isdir(dst.path):
+            raise DaskShuffleValueError(
+                f"Expected dst to be a directory or not to exist. Got {dst.url!r}, which is a file, instead; a "
+                "pile store is a directory: choose another destination.",
+                parameter="dst",
+            )
+        above = os.path.dirname(dst.path)
+        while not os.path.lexists(above) and os.path.dirname(above) != above:
+            above = os.path.dirname(above)
+        if not os.path.isdir(above):
+            raise DaskShuffleValueError(
+                f"Expected dst to lie in a directory. Got {dst.url!r}, under {above!r}, which is a file, instead; "
+                "choose another destination.",
+                parameter="dst",
+            )
     scratch = dst.scratch(_leftovers.TMP_SUFFIX, tmp)
     for name, location in (("dst", dst), ("tmp", scratch)):
         for source in sources:
@@ -217,37 +205,3 @@ def shuffle_locations(options: ShuffleOptions) -> tuple[Location, Location | Non
     dst = Location.of(options.dst, options.storage_options)
     tmp = Location.of(options.tmp, options.storage_options) if options.tmp is not None else None
     return dst, tmp
-
-
-def check_sources_unchanged(
-    where: str,
-    recorded: Mapping[str, Any],
-    kind: str,
-    sources: Sequence[Any],
-    identity: list[dict[str, Any]],
-    variables: Sequence[str] | None,
-    *,
-    complete: bool,
-) -> None:
-    """Refuse a rerun whose sources changed since the store at URL ``where`` (its ``recorded`` metadata) was written.
-
-    A rerun of the same kind, naming (some of) the same sources and variables,
-    compares their identity (files, sizes, versions) before any chunk is read: a
-    file added, removed, renamed or rewritten is named in a
-    :class:`~daskshuffle.SourceChangedError`. ``complete``: the store at ``where``
-    is the finished one (else an interrupted run's). ``variables`` ``None``: not
-    known before the source is opened, so not compared.
-    """
-    named = recorded.get("source")
-    if recorded.get("kind") != kind or not isinstance(named, list):
-        return
-    if variables is not None and recorded.get("variables") != list(variables):
-        return
-    if not set(map(str, named)) & set(map(str, sources)):
-        return  # another shuffle: what is at dst is decided on as a store of other sources
-    damaged = missing_identity(recorded, where)
-    if damaged is not None:
-        raise damaged
-    changed = source_changed_error(where, recorded, identity, complete=complete)
-    if changed is not None:
-        raise changed

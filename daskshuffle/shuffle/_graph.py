@@ -36,11 +36,10 @@ __all__ = ["level_tmp", "shuffle_graph"]
 
 @dataclass(frozen=True)
 class MergeGroup:
-    """Piles ``[pile_start, pile_stop)`` of one merge task (a run of whole piles as the destination cuts them),
-    which are output rows ``[row_start, row_stop)``."""
+    """The piles of one merge task (a run of whole piles as the destination cuts them), from ``pile_start``, which
+    are output rows ``[row_start, row_stop)``."""
 
     pile_start: int
-    pile_stop: int
     row_start: int
     row_stop: int
 
@@ -332,7 +331,7 @@ def _merge_stage(
     seams: dict[int, list[Any]] = {}
     offsets = plan.pile_offsets
     for index, (start, stop) in enumerate(fmt.merge_runs(plan.pile_sizes, fmt.row_nbytes, merge_nbytes)):
-        group = MergeGroup(start, stop, int(offsets[start]), int(offsets[stop]))
+        group = MergeGroup(start, int(offsets[start]), int(offsets[stop]))
         if group.row_stop == group.row_start:
             continue
         key = (f"{name}-merge", index)

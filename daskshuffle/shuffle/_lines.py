@@ -1,6 +1,6 @@
 """The public text shuffle: decompress what must be, count the lines of every block, plan, run the graph.
 
-``_check_and_run`` makes every check before anything is read or written, then decompresses,
+:func:`shuffle_lines` makes every check before anything is read or written, then decompresses,
 counts and shuffles (or, with ``head_count``, samples: ``sources/_text_sample.py``).
 """
 
@@ -24,7 +24,7 @@ from ..sources import (
 )
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
-from ._options import ShuffleOptions, parse_shuffle_options
+from ._options import parse_shuffle_options
 from ._run import ShuffleResult, run_shuffle
 
 __all__ = ["shuffle_lines"]
@@ -144,32 +144,9 @@ def shuffle_lines(
     sources = parse_sources(src)
     if block_memory is None:  # a task holds about two copies of a block (plus offsets): 16 MiB, or half a pile
         block_memory = min(16 * 2**20, max(parse_nbytes(pile_memory, "pile_memory") // 2, 1))
-    checked = parse_shuffle_options({**locals(), "materialize": True})  # a text file is always fully shuffled
-    return _check_and_run(
-        sources,
-        checked,
-        began,
-        header=header,
-        head_count=head_count,
-        repeat=repeat,
-        delimiter=delimiter,
-        n_output_files=n_output_files,
-    )
-
-
-def _check_and_run(
-    sources: list[str],
-    options: ShuffleOptions,
-    began: float,
-    *,
-    header: object,
-    head_count: object,
-    repeat: object,
-    delimiter: object,
-    n_output_files: int | None,
-) -> ShuffleResult:
-    """Every check of the arguments and destinations, before the first byte of input is read (counting reads it
-    all); then decompress, count the blocks (or sample them), and shuffle or write the sample."""
+    options = parse_shuffle_options({**locals(), "materialize": True})  # a text file is always fully shuffled
+    # Every check of the arguments and destinations runs before the first byte of input is read (counting reads it
+    # all); then the sources are decompressed, their blocks counted (or sampled), and shuffled or the sample written.
     if options.verify:
         raise DaskShuffleValueError(
             (
@@ -210,8 +187,10 @@ def _check_and_run(
         check_destination(
             source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False, directory=False
         )
-    dst = output.paths[0]
-    check_workers_reach({"dst": dst, "tmp": dst.scratch("", tmp_location)}, [file.location for file in source.files])
+    first = output.paths[0]
+    check_workers_reach(
+        {"dst": first, "tmp": first.scratch("", tmp_location)}, [file.location for file in source.files]
+    )
     spool = dst_location.scratch(".daskshuffle-spool", tmp_location)  # where compressed inputs are decompressed
 
     def run(function: Callable[..., Any], arguments: Sequence[tuple[Any, ...]], token: str) -> list[Any]:

@@ -6,16 +6,15 @@ checks they agree) and hands its ``locals()`` to :func:`parse_shuffle_options`.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import DaskShuffleTypeError
 from .._parse import Settings, parse_bool, parse_levels, parse_n_piles, parse_nbytes, parse_path, parse_seed
 from ..storage import normalize
 
-__all__ = ["ShuffleOptions", "parse_forwarded_options", "parse_shuffle_options"]
+__all__ = ["ShuffleOptions", "parse_shuffle_options"]
 
 
 @dataclass(frozen=True)
@@ -82,40 +81,3 @@ def parse_shuffle_options(arguments: Mapping[str, Any]) -> ShuffleOptions:
         verify=parse_bool(arguments["verify"], "verify"),
         levels=parse_levels(arguments["levels"]),
     )
-
-
-def parse_forwarded_options(
-    shuffle: Callable[..., Any], options: object, *, decided: Sequence[str], parameter: str, why: str
-) -> dict[str, Any]:
-    """``options`` for ``shuffle``, checked now rather than when it runs: its parameters, but not those ``decided``.
-
-    Examples
-    --------
-    >>> def shuffle(src, dst, n_piles=512, *, seed=None, overwrite=False): ...
-    >>> parse_forwarded_options(shuffle, {"n_pile": 8}, decided=["seed"], parameter="shuffle_options", why="")
-    Traceback (most recent call last):
-    ...
-    daskshuffle._errors.DaskShuffleTypeError: Expected shuffle_options to hold arguments of shuffle. Got ['n_pile'] instead; ...
-    """
-    if options is None:
-        return {}
-    if not isinstance(options, Mapping) or not all(isinstance(name, str) for name in options):
-        raise DaskShuffleTypeError(
-            f"Expected {parameter} to be a dict of arguments. Got {options!r} instead.", parameter=parameter
-        )
-    for name in decided:
-        if name in options:
-            raise DaskShuffleValueError(
-                f"Expected {parameter} without {name!r}. Got it instead; {why}.",
-                parameter=parameter,
-            )
-    taken = inspect.signature(shuffle).parameters
-    if not any(taken_parameter.kind is inspect.Parameter.VAR_KEYWORD for taken_parameter in taken.values()):
-        unknown = sorted(set(options) - set(taken))
-        if unknown:
-            raise DaskShuffleTypeError(
-                f"Expected {parameter} to hold arguments of {getattr(shuffle, '__name__', 'the shuffle')}. Got "
-                f"{unknown} instead; it takes {[name for name in taken if name not in ('src', 'dst')]}.",
-                parameter=parameter,
-            )
-    return dict(options)

@@ -6,7 +6,7 @@ and does no I/O, so every case is tested without a store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,11 +18,11 @@ from ._store_plan import differences, missing_identity, source_changed_error
 __all__ = [
     "Done",
     "Earlier",
-    "Fresh",
     "Refuse",
     "Resume",
     "ResumeOptions",
     "Seen",
+    "check_sources_unchanged",
     "counted_earlier",
     "decide",
     "earlier_seed",
@@ -38,6 +38,11 @@ class Earlier:
     at_dst: bool
     #: Whether its manifest marks its store and pieces' directories created (else nothing of it can be continued).
     created: bool = False
+
+    @property
+    def complete(self) -> bool:
+        """Whether it is the finished store at ``dst`` (else an interrupted run's)."""
+        return self.at_dst and bool(self.metadata.get("complete"))
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,7 @@ def counted_earlier(store: Seen, options: ResumeOptions) -> Earlier | None:
     earlier = store.earlier
     if earlier is None or options.overwrite:
         return None
-    if not options.resumable and not (earlier.at_dst and earlier.metadata.get("complete")):
+    if not options.resumable and not earlier.complete:
         return None  # an in-memory source: its store is recognised when complete, never continued
     return earlier
 
@@ -139,13 +144,12 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     if damaged is not None:  # no rerun can tell whether its sources changed
         return Refuse(damaged)
     same = recorded.get("fingerprint") == planned.get("fingerprint")
-    complete = earlier.at_dst and bool(recorded.get("complete"))
     run = str(recorded.get(RUN_KEY)) if recorded.get(RUN_KEY) else None
     if not same and not differences(recorded, dict(planned)):
-        changed = source_changed_error(earlier.url, recorded, planned["source_identity"], complete=complete)
+        changed = source_changed_error(earlier.url, recorded, planned["source_identity"], complete=earlier.complete)
         if changed is not None:
             return Refuse(changed)
-    if complete:
+    if earlier.complete:
         if same:
             return Done(run)
         return Refuse(exists_error(dst)) if store.dst_exists else Fresh()
@@ -156,6 +160,33 @@ def decide(store: Seen, planned: Mapping[str, Any], options: ResumeOptions, dst:
     if earlier.created:
         return Resume(earlier.url, run)
     return Fresh(run)
+
+
+def check_sources_unchanged(
+    earlier: Earlier, kind: str, sources: Sequence[Any], identity: list[dict[str, Any]], variables: Sequence[str] | None
+) -> None:
+    """Refuse a rerun whose sources changed since the ``earlier`` run's store was written.
+
+    A rerun of the same kind, naming (some of) the same sources and variables,
+    compares their identity (files, sizes, versions) before any chunk is read: a
+    file added, removed, renamed or rewritten is named in a
+    :class:`~daskshuffle.SourceChangedError`. ``variables`` ``None``: not known
+    before the source is opened, so not compared.
+    """
+    recorded = earlier.metadata
+    named = recorded.get("source")
+    if recorded.get("kind") != kind or not isinstance(named, list):
+        return
+    if variables is not None and recorded.get("variables") != list(variables):
+        return
+    if not set(map(str, named)) & set(map(str, sources)):
+        return  # another shuffle: what is at dst is decided on as a store of other sources
+    damaged = missing_identity(recorded, earlier.url)
+    if damaged is not None:
+        raise damaged
+    changed = source_changed_error(earlier.url, recorded, identity, complete=earlier.complete)
+    if changed is not None:
+        raise changed
 
 
 def _foreign_error(dst: str) -> DaskShuffleError:

@@ -10,7 +10,7 @@ import errno
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -29,17 +29,21 @@ from ..pilestore import RUN_KEY, new_run, read_metadata
 from ..plan import DEFAULT_N_PILES, LevelPlan, Plan
 from ..storage import Location, Manifest as _Manifest, _leftovers, _own, _paths, crash_point, exclusive
 from ._compute import compute
-from ._destination import (
-    build_path,
-    check_destination,
-    check_sources_unchanged,
-    local_pieces,
-    remove_if_empty,
-    shuffle_locations,
-)
+from ._destination import build_path, check_destination, local_pieces, remove_if_empty, shuffle_locations
 from ._graph import level_tmp, shuffle_graph
 from ._options import ShuffleOptions
-from ._resume import Done, Earlier, Refuse, Resume, ResumeOptions, Seen, counted_earlier, decide, earlier_seed
+from ._resume import (
+    Done,
+    Earlier,
+    Refuse,
+    Resume,
+    ResumeOptions,
+    Seen,
+    check_sources_unchanged,
+    counted_earlier,
+    decide,
+    earlier_seed,
+)
 from ._store_plan import changed_while_read, plan_within_budget, store_metadata
 
 __all__ = ["Listed", "ShuffleResult", "run_shuffle"]
@@ -102,16 +106,16 @@ def _read_store(dst: Location, target: Location, tmp: Location, *, look: bool, r
     """
     dst_exists = dst.exists()
     foreign = store and dst_exists and _foreign(dst)
-    record = _record(dst, target, resumable=resumable) if look and not foreign else None
-    if record is None:
+    earlier = _record(dst, target, resumable=resumable) if look and not foreign else None
+    if earlier is None:
         return Seen(dst_exists, foreign=foreign)
-    path, metadata = record
+    path = dst if earlier.at_dst else target
     # Continued in: nothing placed there since may redirect a write, or the manifest read.
     for location, what in ((tmp, "a shuffle's scratch directory"), (path, "a store being written")):
         if location.is_local and location.exists():
             _own.refuse_below(location.path, what)
     created = _CREATED in _Manifest(tmp.join(_MANIFEST)).done()
-    return Seen(dst_exists, Earlier(path.url, metadata, at_dst=path == dst, created=created))
+    return Seen(dst_exists, replace(earlier, created=created))
 
 
 def _foreign(dst: Location) -> bool:
@@ -127,13 +131,13 @@ def _foreign(dst: Location) -> bool:
         return bool(dst.fs.ls(dst.path, detail=False))
 
 
-def _record(dst: Location, target: Location, *, resumable: bool) -> tuple[Location, dict[str, Any]] | None:
+def _record(dst: Location, target: Location, *, resumable: bool) -> Earlier | None:
     """The record of an earlier run at ``dst`` (or, ``resumable``, at ``target``) and where it is; the lock held."""
     for path in dict.fromkeys((dst, target) if resumable else (dst,)):
         if path.exists():
             metadata = read_metadata(path)
             if metadata is not None and "fingerprint" in metadata:
-                return path, metadata
+                return Earlier(path.url, metadata, at_dst=path == dst)
     return None
 
 
@@ -161,13 +165,9 @@ def _compare_listed(source: Listed, dst: Location, tmp: Location | None, options
         return  # nothing earlier: a run builds beside dst only when dst exists (build_path)
     check_destination(source.sources, dst, tmp, overwrite=True, workers=False, storage_options=options.storage_options)
     with exclusive(dst):
-        record = _record(dst, build_path(dst, dst.exists()), resumable=True)
-        if record is not None:
-            path, metadata = record
-            complete = path == dst and bool(metadata.get("complete"))
-            check_sources_unchanged(
-                path.url, metadata, source.kind, source.sources, source.identity, source.variables, complete=complete
-            )
+        earlier = _record(dst, build_path(dst, dst.exists()), resumable=True)
+        if earlier is not None:
+            check_sources_unchanged(earlier, source.kind, source.sources, source.identity, source.variables)
 
 
 @dataclass(frozen=True)
@@ -258,16 +258,7 @@ def _run_locked(run: _Run, fmt: Format[Any], variables: list[str]) -> ShuffleRes
     seed = earlier_seed(store, choices, options.seed)
     earlier = counted_earlier(store, choices)
     if earlier is not None:  # before planning: the layout's sample reads the sources
-        complete = earlier.at_dst and bool(earlier.metadata.get("complete"))
-        check_sources_unchanged(
-            earlier.url,
-            earlier.metadata,
-            fmt.kind,
-            fmt.source_names,
-            fmt.identity,
-            variables,
-            complete=complete,
-        )
+        check_sources_unchanged(earlier, fmt.kind, fmt.source_names, fmt.identity, variables)
     plan = plan_within_budget(
         fmt.block_lengths,
         options.n_piles,

@@ -19,7 +19,7 @@ from .._errors import DaskShuffleValueError, SourceMismatchError, VerificationEr
 from .._parse import parse_nbytes, parse_path
 from ..formats import CollectionSource, FileFormat, Format
 from ..pilestore import GENERATIONS_KEY, metadata_disagrees, sources_of
-from ..plan import fingerprint
+from ..plan import fingerprint, merge_runs
 from ..readers import open_pile_reader
 from ..storage import Location, changed_entries
 from ._checksum import add_checksums, checksum
@@ -43,29 +43,6 @@ def _part(
             reader.close()
     rows = fmt.rows_of_block(item, value) if isinstance(fmt, CollectionSource) else fmt.read_block(item)
     return checksum(fmt.stored_rows(store, rows), variables)
-
-
-def _checksums(
-    store: Location,
-    fmt: Format[Any],
-    variables: list[str],
-    pile_offsets: NDArray[np.int64],
-    *,
-    block_nbytes: int,
-    token: str,
-    progress: bool,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The checksums of the source ``fmt`` and of ``store``: each read once, in one graph of tasks run at once."""
-    n_blocks = len(fmt.block_lengths)
-    tasks: list[tuple[Any, ...]] = [(variables, store, fmt, block) for block in range(n_blocks)]
-    groups = _group_piles(pile_offsets, block_nbytes, fmt.row_nbytes)
-    tasks += [(variables, store, None, range(first, last)) for first, last in groups]
-    inputs = None
-    if isinstance(fmt, CollectionSource):  # the store's tasks take no block: a key of nothing
-        graph, keys = fmt.block_inputs()
-        inputs = ({**graph, "daskshuffle-verify-nothing": None}, [*keys, *["daskshuffle-verify-nothing"] * len(groups)])
-    parts = map_tasks(_part, tasks, token=token, progress=progress, inputs=inputs)
-    return add_checksums(parts[:n_blocks], variables), add_checksums(parts[n_blocks:], variables)
 
 
 @dataclass(frozen=True)
@@ -120,20 +97,6 @@ def _open_sources(
             storage_options=storage_options,
         )
     raise DaskShuffleValueError(f"Expected a Zarr or Parquet pile store. Got a {kind!r} store instead.")
-
-
-def _group_piles(pile_offsets: NDArray[np.int64], block_nbytes: int, row_nbytes: int) -> list[tuple[int, int]]:
-    """Runs of piles ``(first, last)`` of about ``block_nbytes`` each (at least one pile): one task each."""
-    rows_per_task = max(1, block_nbytes // max(row_nbytes, 1))
-    groups, first = [], 0
-    n_piles = len(pile_offsets) - 1
-    while first < n_piles:
-        last = first + 1
-        while last < n_piles and pile_offsets[last + 1] - pile_offsets[first] <= rows_per_task:
-            last += 1
-        groups.append((first, last))
-        first = last
-    return groups
 
 
 def verify(
@@ -235,10 +198,18 @@ def verify_location(
             raise _mismatch(path, metadata, named, given=bool(against), rows=source_rows, blocks=None, changed=changed)
     # The workers read the store and the sources: with credentials of their own, which may lack this process's.
     check_workers_access([location, *(Location.of(source, storage_options) for source in named)])
+    # The checksums of the sources and of the store: each read once, in one graph of tasks run at once.
+    n_blocks = len(fmt.block_lengths)
+    tasks: list[tuple[Any, ...]] = [(variables, location, fmt, block) for block in range(n_blocks)]
+    groups = merge_runs(np.diff(pile_offsets), fmt.row_nbytes, max(block_nbytes, 1))
+    tasks += [(variables, location, None, range(first, last)) for first, last in groups]
+    inputs = None
+    if isinstance(fmt, CollectionSource):  # the store's tasks take no block: a key of nothing
+        graph, keys = fmt.block_inputs()
+        inputs = ({**graph, "daskshuffle-verify-nothing": None}, [*keys, *["daskshuffle-verify-nothing"] * len(groups)])
     token = f"verify-{path}-{named}-{metadata.get('fingerprint')}"
-    expected, found = _checksums(
-        location, fmt, variables, pile_offsets, block_nbytes=block_nbytes, token=token, progress=progress
-    )
+    parts = map_tasks(_part, tasks, token=token, progress=progress, inputs=inputs)
+    expected, found = add_checksums(parts[:n_blocks], variables), add_checksums(parts[n_blocks:], variables)
     # Where the sources are files and the checksums differ: are they the blocks the shuffle read (each generation
     # records its own blocks: not compared)?
     if named and found != expected:  # rows counted, each variable's sum, the sum of whole rows
