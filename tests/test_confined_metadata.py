@@ -147,3 +147,26 @@ def test_a_parquet_part_with_another_schema_is_refused(tmp_path: Path) -> None:
                 writer.write_table(pa.table([group["id"].cast(schema.field(0).type), group["v"]], schema=schema))
         with pytest.raises(CorruptPileStoreError, match=message + rf".*in file '{parts[1]}'"):
             list(PileLoader(store, 100))
+
+
+def test_the_part_named_for_another_schema_is_the_damaged_one_whatever_order_footers_are_read_in(
+    tmp_path: Path,
+) -> None:
+    """Footers are read by threads at open; the first part's is read first, so a damaged later part is the one named,
+    open after open, and the first part still reads."""
+    from daskshuffle.readers._parquet_reader import ParquetPileReader
+
+    pq.write_table(pa.table({"id": np.arange(2_000), "v": np.arange(2_000) * 0.5}), tmp_path / "raw.parquet")
+    store = tmp_path / "piles"
+    daskshuffle.shuffle_parquet(tmp_path / "raw.parquet", store, n_piles=4, seed=0, n_output_files=2)
+    parts = sorted(path for path in store.iterdir() if path.name.startswith("part-"))
+    assert len(parts) == 2
+    table = pq.read_table(parts[-1])
+    schema = pa.schema([("id", pa.int32()), ("v", pa.float64())], metadata=table.schema.metadata)
+    with pq.ParquetWriter(parts[-1], schema) as writer:  # the same rows in one row group: another schema
+        writer.write_table(table.cast(schema))
+    for _ in range(40):
+        with ParquetPileReader(store) as reader:
+            assert len(reader.read_rows(0, 10)) == 10
+            with pytest.raises(CorruptPileStoreError, match=rf"id: int32.*in file '{parts[-1]}'"):
+                reader.read_rows(reader.n_rows - 10, reader.n_rows)

@@ -86,7 +86,7 @@ class PartFiles:
         self.local = isinstance(fs, LocalFileSystem)
         self._leaves: list[int] | None = None  # the Parquet columns of the columns read
         self._layouts: list[Layout | None] = [None] * len(self.part_paths)
-        #: The columns read, as the first footer read types them: every other part file must agree.
+        #: The columns read, as the first footer read types them (the first part's, read first): every other part must agree.
         self._schema: tuple[int, pa.Schema] | None = None
 
     def _corrupt(self, what: str, path: str, pile: int | None, columns: Sequence[str] | None = None) -> Exception:

@@ -100,7 +100,10 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         fs = None if self.local or None in sizes else self._fs
         files = [(path, size or 0) for path, size in zip(self.part_paths, sizes, strict=True)]
         threads = int_setting("parquet-reader.footer-threads")
-        counts = with_footer_tails(fs, files, n_rows, int_setting("fetch.in-flight"), threads)
+        in_flight = int_setting("fetch.in-flight")
+        # The first part's footer first: its columns are those every other part's must match (threads read the rest).
+        counts = with_footer_tails(fs, files[:1], n_rows, in_flight, threads)
+        counts += with_footer_tails(fs, files[1:], lambda index, tail: n_rows(index + 1, tail), in_flight, threads)
         readable = np.asarray([count is not None for count in counts], dtype=bool)
         ends = self.part_starts + np.asarray([count or 0 for count in counts], dtype=np.int64)
         whole = readable.all() and self.part_starts[:1].tolist() == [0] and (ends[:-1] == self.part_starts[1:]).all()
