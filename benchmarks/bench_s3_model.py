@@ -15,6 +15,8 @@ local disk for the local rows (the same files), then, interleaved for
 - ``loader model``: one ``PileLoader`` epoch (``--batch-size``, ``--prefetch``,
   ``--work-ms`` of sleep per batch as a training step) from
   ``s3model://bench/piles.zarr`` (or ``piles.parquet``), with the requests it made;
+- ``loader model, two streams``: the same rows read as a mixture of two
+  streams of the store, half of its rows each (a composed reader);
 - ``loader model, cached``: the same epoch with ``cache=`` a local directory that an
   epoch before the rounds filled (an epoch after the first);
 - ``loader model, cached, later epoch``: the second epoch of one such loader,
@@ -67,7 +69,7 @@ LAST_EPOCH: dict[str, float] = {}
 
 
 def epoch(
-    store: str,
+    store: Any,
     storage_options: dict[str, Any] | None,
     batch_size: int,
     prefetch: Any,
@@ -239,6 +241,14 @@ def main() -> None:
         table: dict[str, Callable[[], Any]] = {
             "cat model": lambda: cat_model(fs, model_files),
             "loader model": lambda: epoch(url, options, args.batch_size, prefetch, args.work_ms / 1e3),
+            # The same rows as a mixture of two streams of the store: read through a composed reader.
+            "loader model, two streams": lambda: epoch(
+                [daskshuffle.Stream(url, choose=n_rows // 2), daskshuffle.Stream(url, choose=n_rows - n_rows // 2)],
+                options,
+                args.batch_size,
+                prefetch,
+                args.work_ms / 1e3,
+            ),
             "loader model, cached": lambda: epoch(
                 url, options, args.batch_size, prefetch, args.work_ms / 1e3, cache=work / "cache"
             ),
@@ -305,6 +315,7 @@ def main() -> None:
         print(f"{'':33} {'median s':>9} {'best s':>7} {'rows/s':>11} {'GB/s':>6} {'requests':>9}  ratio")
         ratios = {
             "loader model": ("cat model", "loader local"),
+            "loader model, two streams": ("loader model",),
             "loader local": ("cat local",),
             "loader model, cached": ("loader local",),
             "loader model, cached, later epoch": ("loader local, later epoch",),
