@@ -167,7 +167,7 @@ def main() -> None:
     parser.add_argument("--size", default="256MiB", help="Source size (default 256MiB).")
     parser.add_argument("--n-piles", type=int, default=512, help="Piles (default 512).")
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--prefetch", default="1", help="PileLoader's prefetch: piles, or a size (default 1).")
+    parser.add_argument("--prefetch", default="auto", help="PileLoader's prefetch: a size, or auto (default auto).")
     parser.add_argument("--work-ms", type=float, default=0.0, help="Sleep per batch, a training step (default 0).")
     parser.add_argument("--repeat", type=int, default=3, help="Rounds (default 3); medians are reported.")
     parser.add_argument("--latency", type=float, default=0.02, help="Seconds to the first byte (default 0.02).")
@@ -193,7 +193,7 @@ def main() -> None:
     args = parser.parse_args()
     kind = args.format
     raw, piles, again = (f"{name}.{kind}" for name in ("raw", "piles", "again"))
-    prefetch: Any = int(args.prefetch) if args.prefetch.isdigit() else args.prefetch
+    prefetch = args.prefetch
     n_rows = parse_bytes(args.size) // ROW_NBYTES
     options: dict[str, Any] = {
         "latency": args.latency,
