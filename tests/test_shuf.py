@@ -127,6 +127,7 @@ def test_echo_into_a_file_named_for_a_compression(
         (["-n", "-1", "-e", "a"], "Expected -n to be a line count >= 0"),
         (["-n", "many", "-e", "a"], "Expected -n to be a line count >= 0"),
         (["-r", "-e"], "Expected lines to repeat"),
+        (["-r", "-e", "a", "-o", "never-written.txt"], "Expected -n K with -r -o OUT"),
         (["--random-source", "/dev/urandom", "-e", "a"], "Expected --seed N for a reproducible run"),
         (["--n-output-files", "2", "in.txt"], "Expected -o OUT with --n-output-files"),
     ],

@@ -13,10 +13,8 @@ from typing import Any, BinaryIO, Literal
 
 import click
 
-from .._errors import DaskShuffleError, UnsafePathError
-from ..sources import output_compression
-from ..storage import _leftovers, _own
-from ._common import STDIO, Option, cli, one_line, session, summary
+from ..sources import open_text_output
+from ._common import STDIO, Option, cli, reported, session, summary
 from ._options import STORAGE_OPTIONS, cluster_options, positive_option, shuffle_option
 
 #: ``shuffle_lines``' own defaults, where they differ from the other shuffles'.
@@ -122,7 +120,7 @@ def lines(
     Files ending in .gz, .bz2, .xz or .zst are decompressed; an OUT ending in
     .gz, .bz2, .xz or .zst is compressed. Bytes are kept as they are; a final line
     without a newline gets one. -n K samples K lines without shuffling the
-    rest. -r without -n repeats forever, with -e or -i only.
+    rest. -r without -n repeats forever, with -e or -i to standard output only.
     """
     if random_source is not None:
         raise click.ClickException(
@@ -135,7 +133,8 @@ def lines(
     if echo or input_range is not None:
         _check_echo(inputs, echo, input_range, n_output_files, header)
         items = _echo_items(inputs, input_range)
-        _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
+        with reported(debug):
+            _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
         return
     inputs = _check_files(inputs, output, n_output_files)
     from .. import shuffle_lines
@@ -231,22 +230,35 @@ def _shuffle_in_memory(
     overwrite: bool,
     quiet: bool,
 ) -> None:
-    """-e and -i: shuffle or sample indices in memory (as shuf does) and write their lines."""
-    import numpy as np
+    """-e and -i: shuffle or sample indices in memory (as shuf does) and write their lines.
 
+    Into a file, the lines are written as ``shuffle_lines`` writes a sample: compressed as OUT's name
+    says, under a partial name until whole.
+    """
     from .._parse import parse_seed
     from .._random import make_rng
 
     lookup, n_items = items
     if repeat and n_items == 0:
         raise click.ClickException("Expected lines to repeat. Got none instead; -r needs at least one.")
+    destination = None
+    if output != STDIO:
+        if repeat and count is None:
+            raise click.ClickException(
+                "Expected -n K with -r -o OUT. Got no -n instead; -r without -n repeats forever, which no file holds."
+            )
+        if os.path.exists(output) and not overwrite:
+            raise click.ClickException(
+                f"Expected OUT not to exist. Got {output!r}, which exists, instead; pass --overwrite to replace it."
+            )
+        destination = open_text_output(output, None, None)
     chosen = parse_seed(seed)
     rng = make_rng(chosen, "lines-in-memory")
 
-    def batches() -> Iterator[np.ndarray[Any, Any]]:
+    def batches() -> Iterator[list[bytes]]:
         if repeat and count is None:  # forever, as shuf -r: until the reader stops
             while True:
-                yield rng.integers(0, n_items, _ECHO_BATCH)
+                yield [lookup(int(index)) + delimiter for index in rng.integers(0, n_items, _ECHO_BATCH)]
         if repeat:
             drawn = rng.integers(0, n_items, count or 0)
         elif count is None:
@@ -254,37 +266,21 @@ def _shuffle_in_memory(
         else:
             drawn = rng.choice(n_items, min(count, n_items), replace=False)
         for start in range(0, len(drawn), _ECHO_BATCH):
-            yield drawn[start : start + _ECHO_BATCH]
+            yield [lookup(int(index)) + delimiter for index in drawn[start : start + _ECHO_BATCH]]
 
     n_written = 0
-    with contextlib.ExitStack() as stack:
-        if output == STDIO:
-            out = sys.stdout.buffer
-            stack.enter_context(_quiet_broken_pipe(out))
-        else:
-            if os.path.exists(output) and not overwrite:
-                raise click.ClickException(
-                    f"Expected OUT not to exist. Got {output!r}, which exists, instead; pass --overwrite to replace it."
-                )
-            try:
-                compression = output_compression(output)
-            except DaskShuffleError as error:
-                raise click.BadParameter(one_line(error), param_hint="'-o' / '--output'") from None
-            partial = output + _leftovers.PARTIAL_SUFFIX
-            try:  # never through a link placed at the partial name
-                out = stack.enter_context(_own.open_writer(partial, "an output being written"))
-            except UnsafePathError as error:
-                raise click.ClickException(one_line(error)) from None
-            if compression is not None:  # named as shuffle_lines names its outputs: compressed as the name says
-                import fsspec.compression
+    if destination is None:
+        stdout = sys.stdout.buffer
+        with _quiet_broken_pipe(stdout):
+            for batch in batches():
+                stdout.write(b"".join(batch))
+                n_written += len(batch)
+            stdout.flush()
+    else:
+        import pyarrow as pa
 
-                same_bytes = {"mtime": 0} if compression == "gzip" else {}  # the same seed, the same file
-                out = stack.enter_context(fsspec.compression.compr[compression](out, mode="wb", **same_bytes))
-        for batch in batches():
-            out.write(b"".join(lookup(int(index)) + delimiter for index in batch))
-            n_written += len(batch)
-        out.flush()
-    if output != STDIO:
-        os.replace(partial, output)
+        rows = pa.chunked_array([pa.array(batch, pa.large_binary()) for batch in batches()], pa.large_binary())
+        destination.write(rows.combine_chunks(), header=b"")
+        n_written = len(rows)
     if not quiet:
         click.echo(f"daskshuffle: {n_written:,} rows into {output}, seed={chosen}", err=True)

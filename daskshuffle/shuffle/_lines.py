@@ -201,7 +201,7 @@ def shuffle_lines(
         source = source.decompressed(spool, run)
         counts, sample, n_tasks = count_lines(source, run, head, options.seed, replace=with_repeat)
         if sample is not None:
-            output.write(sample, source)
+            output.write(sample, source.header)
             return ShuffleResult(
                 path=dst_location.url,
                 n_rows=len(sample),

@@ -6,7 +6,7 @@ from ._found import parse_sources
 from ._parquet import COMPRESSIONS, list_parquet_sources, open_parquet_sources
 from ._text import parse_delimiter
 from ._text_sample import count_lines
-from ._text_shards import TextOutput, open_text_output, output_compression
+from ._text_shards import open_text_output
 from ._text_source import TextSource, open_text_sources
 from ._undecodable import decoding, uncomputable
 from ._xarray import ARRAY_NAME, XarrayFormat, open_arrays_source, open_xarray_source
@@ -16,7 +16,6 @@ __all__ = [
     "ARRAY_NAME",
     "COMPRESSIONS",
     "SourceLike",
-    "TextOutput",
     "TextSource",
     "XarrayFormat",
     "ZarrFormat",
@@ -30,7 +29,6 @@ __all__ = [
     "open_text_sources",
     "open_xarray_source",
     "open_zarr_sources",
-    "output_compression",
     "parse_delimiter",
     "parse_sources",
     "uncomputable",

@@ -41,7 +41,7 @@ from ._text_source import (
     take_lines,
 )
 
-__all__ = ["OutputLayout", "TextFormat", "parse_delimiter"]
+__all__ = ["OutputLayout", "TextFiles", "TextFormat", "parse_delimiter"]
 
 
 @dataclass(frozen=True)
@@ -96,16 +96,21 @@ class TextFiles(Destination[Lines]):
 
     moves_into_place = True  # written under a temporary name, renamed into place when complete
 
-    source: TextSource
-    #: Bytes of the whole output, header included.
-    n_bytes: int
-    #: The output files; none for the destination alone.
-    paths: tuple[Location, ...]
-    compression: str | None
-    #: Merge tasks compress gzip parts themselves; zstd is compressed once per file, at the end.
-    part_compression: str | None
-    #: The first output line of every file, and the number of lines.
-    starts: NDArray[np.int64]
+    def __init__(
+        self, paths: Sequence[Location], compression: str | None, header: bytes, n_rows: int, n_bytes: int
+    ) -> None:
+        #: The output files; none for the destination alone.
+        self.paths = tuple(paths)
+        self.compression = compression
+        #: Merge tasks compress gzip parts themselves; zstd is compressed once per file, at the end.
+        self.part_compression = compression if compression != "zstd" else None
+        #: The first line of every file, unshuffled (a CSV header), or nothing.
+        self.header = header
+        #: Bytes of the whole output, header included.
+        self.n_bytes = n_bytes
+        n_files = max(len(self.paths), 1)
+        #: The first output line of every file, and the number of lines.
+        self.starts = np.arange(n_files + 1, dtype=np.int64) * n_rows // n_files
 
     def _in_place(self, dst: Location) -> bool:
         """Whether the output is one plain file on a local disk, written in place rather than in parts."""
@@ -122,7 +127,7 @@ class TextFiles(Destination[Lines]):
             return
         os.makedirs(os.path.dirname(partial), exist_ok=True)
         with _own.open_writer(partial, "an output being written") as file:  # never through a link placed there
-            file.write(self.source.header)
+            file.write(self.header)
             file.truncate(self.n_bytes)
 
     def write_rows(self, dst: Location, start: int, rows: Lines, piece_info: OutputLayout) -> None:
@@ -183,8 +188,8 @@ class TextFiles(Destination[Lines]):
     def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
         """One output file: the header, then its parts in order."""
         with fs.open(target, "wb") as file, self._writer(file) as out:
-            if self.source.header or not parts:
-                out.write(_compress(self.source.header, self.part_compression))
+            if self.header or not parts:
+                out.write(_compress(self.header, self.part_compression))
             for part in parts:
                 with fs.open(part, "rb") as piece:
                     shutil.copyfileobj(piece, out, _READ_NBYTES)
@@ -216,18 +221,14 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
     ) -> None:
         self.source = source
         self.counts: tuple[BlockCount, ...] | None = tuple(counts)
-        self.n_bytes = len(source.header) + sum(count.n_bytes for count in self.counts)
         # What a task needs to check its block against: a few bytes a block, pickled.
         self.block_lengths = tuple(count.n_lines for count in self.counts)
+        n_rows, n_text = sum(self.block_lengths), sum(count.n_bytes for count in self.counts)
+        TextFiles.__init__(self, paths, compression, source.header, n_rows, len(source.header) + n_text)
         # The mean line, plus its entry in the offsets buffer.
-        self.row_nbytes = -(-sum(count.n_bytes for count in self.counts) // max(sum(self.block_lengths), 1)) + 8
+        self.row_nbytes = -(-n_text // max(n_rows, 1)) + 8
         self.source_names = source.describe()
         self.identity = []  # a text output records no metadata: no rerun compares its sources
-        self.paths = tuple(paths)
-        self.compression = compression
-        self.part_compression = compression if compression != "zstd" else None
-        n_files = max(len(self.paths), 1)
-        self.starts = np.arange(n_files + 1, dtype=np.int64) * sum(self.block_lengths) // n_files
 
     def __getstate__(self) -> dict[str, Any]:
         # The counts are for planning, where the shuffle is planned; tasks carry only block_lengths.

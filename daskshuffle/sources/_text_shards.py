@@ -13,10 +13,10 @@ from fsspec.utils import infer_compression
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_positive_int
 from ..storage import Location
-from ._text import OutputLayout, TextFormat
+from ._text import OutputLayout, TextFiles, TextFormat
 from ._text_source import BlockCount, Lines, TextSource, line_bytes
 
-__all__ = ["TextOutput", "open_text_output", "output_compression"]
+__all__ = ["open_text_output"]
 
 
 #: The compressions an output is written in, as fsspec infers them from its name.
@@ -88,18 +88,22 @@ class TextOutput:
         """The format that shuffles the lines of ``source`` (its blocks counted) into these files."""
         return TextFormat(source, counts, self.paths, self.compression)
 
-    def write(self, rows: Lines, source: TextSource) -> None:
-        """Write ``rows`` of ``source``, already in order, into these files (a sample, held in memory)."""
-        nbytes = len(line_bytes(rows))
-        fmt = self.format(source, [BlockCount(len(rows), nbytes)])
-        dst, header = self.paths[0], len(source.header)
-        fmt.create_destination(dst, len(rows), {})
+    def write(self, rows: Lines, header: bytes) -> None:
+        """Write ``header``, then ``rows`` already in order, into these files: lines held in memory.
+
+        As a shuffle writes them: each file under a partial name next to it,
+        renamed into place only when whole.
+        """
+        n_bytes = len(header) + len(line_bytes(rows))
+        files = TextFiles(self.paths, self.compression, header, len(rows), n_bytes)
+        dst = self.paths[0]
+        files.create_destination(dst, len(rows), {})
         try:
-            layout = OutputLayout(np.array([0, len(rows)]), np.array([header, header + nbytes]))
-            fmt.write_rows(dst, 0, rows, layout)
-            fmt.finalize_destination(dst, {})
+            layout = OutputLayout(np.array([0, len(rows)]), np.array([len(header), n_bytes]))
+            files.write_rows(dst, 0, rows, layout)
+            files.finalize_destination(dst, {})
         except BaseException:
-            fmt.discard_destination(dst)
+            files.discard_destination(dst)
             raise
 
 
