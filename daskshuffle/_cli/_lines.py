@@ -48,16 +48,6 @@ def _head_count(value: str | None) -> int | None:
     return count
 
 
-def _input_range(value: str) -> tuple[int, int]:
-    """``-i LO-HI``: the numbers LO to HI; HI may be LO - 1 (no numbers), as in shuf."""
-    low, _, high = value.partition("-")
-    if not (low.isdigit() and high.isdigit()) or int(high) < int(low) - 1:
-        raise click.ClickException(
-            f"Expected -i to be a range LO-HI of integers >= 0 with LO <= HI + 1, as in shuf. Got {value!r} instead."
-        )
-    return int(low), int(high)
-
-
 @cli.command(epilog=EXAMPLES_LINES, short_help="Shuffle the lines of text files, exactly, out of core (shuf).")
 @click.argument("inputs", nargs=-1, metavar="[IN]...")
 @click.option(
@@ -131,8 +121,7 @@ def lines(
     delimiter = b"\0" if zero_terminated else b"\n"
     output = output or STDIO
     if echo or input_range is not None:
-        _check_echo(inputs, echo, input_range, n_output_files, header)
-        items = _echo_items(inputs, input_range)
+        items = _echo_items(inputs, echo, input_range, n_output_files, header)
         with reported(debug):
             _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
         return
@@ -141,12 +130,16 @@ def lines(
 
     stdout = sys.stdout.buffer  # the session sends what prints to stdout (progress bars) to stderr
     with session(progress=progress, debug=debug, **cluster) as show, contextlib.ExitStack() as stack:
-        spool: Path | None = None
-        if STDIO in inputs or output == STDIO:
+        sources, dst = list(inputs), output
+        if STDIO in inputs or output == STDIO:  # stdin and stdout go through files in a spool directory
             spool = Path(tempfile.mkdtemp(prefix="daskshuffle-", dir=tmp))
             stack.callback(shutil.rmtree, spool, ignore_errors=True)
-        sources = [str(_spool_stdin(spool)) if item == STDIO and spool else item for item in inputs]
-        dst = str(spool / "shuffled") if output == STDIO and spool else output
+            if STDIO in inputs:
+                sources[inputs.index(STDIO)] = str(spool / "stdin")
+                with open(spool / "stdin", "wb") as file:
+                    shutil.copyfileobj(sys.stdin.buffer, file, 8 * 2**20)
+            if output == STDIO:
+                dst = str(spool / "shuffled")
         result = shuffle_lines(
             sources,
             dst,
@@ -172,18 +165,6 @@ def lines(
             click.echo(summary(result, output), err=True)
 
 
-def _check_echo(
-    inputs: tuple[str, ...], echo: bool, input_range: str | None, n_output_files: int | None, header: bool
-) -> None:
-    """Refuse what -e (the arguments as lines) and -i (a range of numbers) do not go with."""
-    if echo and input_range is not None:
-        raise click.ClickException("Expected -e or -i. Got both instead; choose one, as in shuf.")
-    if input_range is not None and inputs:
-        raise click.ClickException(f"Expected no IN with -i. Got {inputs[0]!r} instead.")
-    if n_output_files is not None or header:
-        raise click.ClickException("Expected no --n-output-files or --header with -e or -i. Got one instead.")
-
-
 def _check_files(inputs: tuple[str, ...], output: str, n_output_files: int | None) -> tuple[str, ...]:
     """The inputs of a shuffle of files (stdin if none), refusing what only the command line knows of."""
     if n_output_files is not None and output == STDIO:
@@ -192,13 +173,6 @@ def _check_files(inputs: tuple[str, ...], output: str, n_output_files: int | Non
     if list(inputs).count(STDIO) > 1:
         raise click.UsageError("Expected stdin (-) once among IN. Got it more than once instead.")
     return inputs
-
-
-def _spool_stdin(directory: Path) -> Path:
-    path = directory / "stdin"
-    with open(path, "wb") as file:
-        shutil.copyfileobj(sys.stdin.buffer, file, 8 * 2**20)
-    return path
 
 
 @contextlib.contextmanager
@@ -211,13 +185,30 @@ def _quiet_broken_pipe(stdout: BinaryIO) -> Iterator[None]:
         os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
 
 
-def _echo_items(inputs: tuple[str, ...], input_range: str | None) -> tuple[Callable[[int], bytes], int]:
-    """The lines of -e (the arguments) or -i (the numbers LO to HI) by index, without making the range; how many."""
+def _echo_items(
+    inputs: tuple[str, ...], echo: bool, input_range: str | None, n_output_files: int | None, header: bool
+) -> tuple[Callable[[int], bytes], int]:
+    """The lines of -e (the arguments) or -i (the numbers LO to HI) by index, without making the range; how many.
+
+    Refuses what -e and -i do not go with. HI may be LO - 1 (no numbers), as in shuf.
+    """
+    if echo and input_range is not None:
+        raise click.ClickException("Expected -e or -i. Got both instead; choose one, as in shuf.")
+    if n_output_files is not None or header:
+        raise click.ClickException("Expected no --n-output-files or --header with -e or -i. Got one instead.")
     if input_range is None:
         arguments = [os.fsencode(argument) for argument in inputs]
         return arguments.__getitem__, len(arguments)
-    low, high = _input_range(input_range)
-    return (lambda index: b"%d" % (low + index)), high - low + 1
+    if inputs:
+        raise click.ClickException(f"Expected no IN with -i. Got {inputs[0]!r} instead.")
+    low, _, high = input_range.partition("-")
+    if not (low.isdigit() and high.isdigit()) or int(high) < int(low) - 1:
+        raise click.ClickException(
+            "Expected -i to be a range LO-HI of integers >= 0 with LO <= HI + 1, as in shuf. "
+            f"Got {input_range!r} instead."
+        )
+    first = int(low)
+    return (lambda index: b"%d" % (first + index)), int(high) - first + 1
 
 
 def _shuffle_in_memory(
