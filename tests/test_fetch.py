@@ -21,6 +21,7 @@ from fsspec.asyn import AsyncFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 import daskshuffle as ds
+from daskshuffle.loader._epoch_reads import Read
 from daskshuffle.orders import Piles
 from daskshuffle.storage._fetch import Fetches
 
@@ -401,6 +402,45 @@ def test_an_epoch_fetches_each_chunk_file_once(
     stored = [path for path in (tmp_path / "piles.zarr").rglob("*") if path.is_file() and "/c/" in path.as_posix()]
     assert len(chunks) == len(stored) > 2
     assert set(chunks.values()) == {1}
+
+
+def test_an_epoch_of_a_mixture_fetches_the_next_epoch_no_further_than_its_first_read(
+    memory_store: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget larger than two epochs reads ahead only the next epoch's first read: the loader may never go on."""
+    requests: list[str] = []
+    cat_file = MemoryFileSystem.cat_file
+
+    def counted(self: MemoryFileSystem, path: str, *args: Any, **kwargs: Any) -> bytes:
+        if "/c/" in path:
+            requests.append(path)
+        return bytes(cat_file(self, path, *args, **kwargs))
+
+    # Chunks of 1,000 rows: units of one chunk, 21 reads an epoch.
+    ds.shuffle_zarr(str(tmp_path / "raw.zarr"), str(tmp_path / "small.zarr"), n_piles=40, seed=3, chunk_rows=1_000)
+    url = memory_store.replace("/piles.zarr", "/small.zarr")
+    fsspec.filesystem("memory").put(str(tmp_path / "small.zarr"), url, recursive=True)
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
+    streams = [ds.Stream(url, choose=10_000), ds.Stream(url, choose=10_000)]
+    options: dict[str, Any] = {"batch_size": 100, "seed": 2, "order": Piles(budget="24KiB")}
+    with ds.PileLoader(streams, prefetch="0B", **options) as loader:  # no read ahead: the requests an epoch needs
+        assert sum(len(batch["id"]) for batch in loader) == 20_000
+    needed = len(requests)
+    requests.clear()
+    with ds.PileLoader(streams, prefetch="1GiB", **options) as loader:
+        reader = loader._piles.reader
+        for _ in loader:
+            pass
+        first = Read(1, *loader._share.plans(1)[0].segments[0])
+        files = {
+            (id(member), chunks.path(index))
+            for start, stop in loader._piles.epoch_reads.spans(first)
+            for member, a, b in reader._spans(start, stop)
+            for chunks in member._chunks.values()
+            for index in range(a // chunks.chunk_rows, (b - 1) // chunks.chunk_rows + 1)
+        }
+    assert len(loader._share.plans(1)[0].segments) > 4  # many reads in an epoch, so the rest would show
+    assert needed <= len(requests) <= needed + len(files)
 
 
 def test_a_local_store_does_not_fetch(tmp_path: Any, memory_store: str) -> None:

@@ -156,11 +156,15 @@ class ReadAhead:
             # What was started is a run of reads from an earlier index on: those not ahead any more are done.
             ahead = set(jobs[index : index + len(started) + 1])
             self._forget([job for job in started if job not in ahead])
+            epoch = jobs[index].epoch
             for position, job in enumerate(jobs[index:]):
                 if job in started:
                     continue
-                # The read after the consumer's goes out whatever it holds, unless a size set the budget.
-                if position > (0 if self._piles.held_ahead is not None else 1) and reader.fetched_nbytes >= budget:
+                # The read after the consumer's goes out whatever it holds, unless a size set the budget. Of the
+                # next epoch, only that read: the consumer may never iterate it (then each request is one too many).
+                if position > (0 if self._piles.held_ahead is not None else 1) and (
+                    reader.fetched_nbytes >= budget or job.epoch != epoch
+                ):
                     break
                 spans = self._piles.epoch_reads.spans(job)
                 for start, stop in spans:
