@@ -440,7 +440,7 @@ def test_an_epoch_of_a_mixture_fetches_the_next_epoch_no_further_than_its_first_
             for index in range(a // chunks.chunk_rows, (b - 1) // chunks.chunk_rows + 1)
         }
     assert len(loader._share.plans(1)[0].segments) > 4  # many reads in an epoch, so the rest would show
-    assert needed <= len(requests) <= needed + len(files)
+    assert needed <= len(requests) <= needed + len(files), (needed, len(requests), len(files))
 
 
 def test_a_local_store_does_not_fetch(tmp_path: Any, memory_store: str) -> None:

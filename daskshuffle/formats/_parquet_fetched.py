@@ -93,7 +93,9 @@ def with_footer_tails(
     footer's read asks again, and raises its error.
     """
     parsed: list[T] = []
-    with ThreadPoolExecutor(min(threads, len(files) or 1), thread_name_prefix="daskshuffle-footers") as pool:
+    if not files:
+        return parsed
+    with ThreadPoolExecutor(min(threads, len(files)), thread_name_prefix="daskshuffle-footers") as pool:
         for first in range(0, len(files), at_once):
             batch = files[first : first + at_once]
             starts = [max(0, size - FOOTER_NBYTES) for _, size in batch]

@@ -5,6 +5,7 @@ Nothing here refers to the loader, so that garbage collection of the loader can 
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Generator, Sequence
@@ -66,6 +67,13 @@ def parse_prefetch(value: object) -> Prefetch:
     return Prefetch(nbytes, nbytes)
 
 
+def _ahead(jobs: Sequence[Read], index: int) -> Sequence[Read]:
+    """The consumer's read ``jobs[index]`` and those after it that may be read or fetched ahead: of a later epoch only
+    the first, as the consumer may never iterate it (then each of its requests is one too many)."""
+    later = bisect.bisect_right(jobs, jobs[index].epoch, lo=index, key=lambda job: job.epoch)  # epochs in order
+    return jobs[index : later + 1]
+
+
 class ReadAhead:
     """One pool of reader threads: the consumer's read, and the reads after it that fit the budget.
 
@@ -104,7 +112,7 @@ class ReadAhead:
             if self.stale:
                 raise _stopped()
             held = 0
-            for ahead, job in enumerate(jobs[index : index + 2 if limit is None else None]):
+            for ahead, job in enumerate(_ahead(jobs, index)[: 2 if limit is None else None]):
                 if ahead and limit is not None:  # the rows of the reads ahead, their runs' gaps and all
                     held += sum(stop - start for start, stop in self._piles.epoch_reads.spans(job))
                     if held > limit:
@@ -156,15 +164,11 @@ class ReadAhead:
             # What was started is a run of reads from an earlier index on: those not ahead any more are done.
             ahead = set(jobs[index : index + len(started) + 1])
             self._forget([job for job in started if job not in ahead])
-            epoch = jobs[index].epoch
-            for position, job in enumerate(jobs[index:]):
+            for position, job in enumerate(_ahead(jobs, index)):
                 if job in started:
                     continue
-                # The read after the consumer's goes out whatever it holds, unless a size set the budget. Of the
-                # next epoch, only that read: the consumer may never iterate it (then each request is one too many).
-                if position > (0 if self._piles.held_ahead is not None else 1) and (
-                    reader.fetched_nbytes >= budget or job.epoch != epoch
-                ):
+                # The read after the consumer's goes out whatever it holds, unless a size set the budget.
+                if position > (0 if self._piles.held_ahead is not None else 1) and reader.fetched_nbytes >= budget:
                     break
                 spans = self._piles.epoch_reads.spans(job)
                 for start, stop in spans:
