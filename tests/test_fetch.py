@@ -443,6 +443,66 @@ def test_an_epoch_of_a_mixture_fetches_the_next_epoch_no_further_than_its_first_
     assert needed <= len(requests) <= needed + len(files), (needed, len(requests), len(files))
 
 
+def test_two_reads_of_one_span_keep_their_fetches_apart(
+    memory_store: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same rows fetched for two reads (the next epoch's, a stream repeated): one letting go leaves the other's."""
+    from daskshuffle.readers import ZarrPileReader
+
+    requests: list[str] = []
+    cat_file = MemoryFileSystem.cat_file
+
+    def counted(self: MemoryFileSystem, path: str, *args: Any, **kwargs: Any) -> bytes:
+        requests.append(path)
+        return bytes(cat_file(self, path, *args, **kwargs))
+
+    reader, local = ZarrPileReader(memory_store), ZarrPileReader(tmp_path / "piles.zarr")
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
+    start, stop = int(reader.pile_offsets[3]), int(reader.pile_offsets[5])
+    reader.fetch(start, stop, "this epoch")
+    reader.fetch(start, stop, "next epoch")
+    reader.forget(start, stop, "this epoch")
+    assert reader.fetched_nbytes > 0, "the next epoch's fetch is still held"
+    rows = reader.read_rows(start, stop)
+    reader.forget(start, stop, "next epoch")
+    assert requests and len(requests) == len(set(requests)), "each file requested once, for both reads"
+    assert reader.fetched_nbytes == 0
+    assert all(np.array_equal(rows[name], values) for name, values in local.read_rows(start, stop).items())
+    reader.close()
+
+
+def test_the_next_epochs_first_read_takes_the_files_fetched_for_this_epoch(
+    memory_store: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read ahead with this epoch's reads of the same units, it does not request their files again when it comes."""
+    requests: list[str] = []
+    cat_file = MemoryFileSystem.cat_file
+
+    def counted(self: MemoryFileSystem, path: str, *args: Any, **kwargs: Any) -> bytes:
+        requests.append(path)
+        return bytes(cat_file(self, path, *args, **kwargs))
+
+    # Chunks of 1,000 rows: units of one chunk, 21 reads an epoch.
+    ds.shuffle_zarr(str(tmp_path / "raw.zarr"), str(tmp_path / "small.zarr"), n_piles=40, seed=3, chunk_rows=1_000)
+    url = memory_store.replace("/piles.zarr", "/small.zarr")
+    fsspec.filesystem("memory").put(str(tmp_path / "small.zarr"), url, recursive=True)
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", counted)
+    with ds.PileLoader(url, batch_size=100, seed=2, prefetch="1GiB", order=Piles(budget="24KiB")) as loader:
+        reader = loader._piles.reader
+        for _ in loader:  # the whole epoch fetched ahead at its first read, and the next epoch's first read
+            pass
+        next(iter(loader))  # the next epoch's first read
+        first = Read(1, *loader._share.plans(1)[0].segments[0])
+        files = {
+            chunks.path(index)
+            for start, stop in loader._piles.epoch_reads.spans(first)
+            for chunks in reader._chunks.values()
+            for index in range(start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1)
+        }
+    assert len(loader._share.plans(1)[0].segments) > 4 and files
+    assert {path: requests.count(path) for path in files} == dict.fromkeys(files, 1)
+
+
 def test_a_local_store_does_not_fetch(tmp_path: Any, memory_store: str) -> None:
     with ds.PileLoader(str(tmp_path / "piles.zarr"), batch_size=100, prefetch="1GiB") as loader:
         assert not loader._piles.reader.fetches and loader._piles.read_ahead == 0

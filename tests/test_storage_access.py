@@ -503,7 +503,10 @@ def test_closing_a_loader_cancels_its_stalled_requests(
     # Requests tried again every half second (a request in flight at the close would be seen again within the
     # two seconds below), within a deadline of 8 s: under load the loopback server has taken 3 s to answer the open.
     options = stalling.storage_options(read_timeout=0.5, retries={"max_attempts": 14})
-    loader = ds.PileLoader(store, batch_size=100, seed=0, order=ds.orders.Piles(budget="1MiB"), storage_options=options)
+    # Reads of about 16 KiB, a sixth of the store: those past the budget are fetched as the consumer comes to them.
+    loader = ds.PileLoader(
+        store, batch_size=100, seed=0, order=ds.orders.Piles(budget="16KiB"), storage_options=options
+    )
     batches = iter(loader)
     next(batches)
     stalling.fault, stalling.only, stalling.methods = "hang", data, frozenset({"GET"})

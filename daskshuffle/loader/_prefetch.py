@@ -172,14 +172,14 @@ class ReadAhead:
                     break
                 spans = self._piles.epoch_reads.spans(job)
                 for start, stop in spans:
-                    reader.fetch(start, stop)
+                    reader.fetch(start, stop, job)
                 started[job] = spans
 
     def _forget(self, jobs: list[Read]) -> None:  # with _fetch_lock held
         assert self._fetched is not None
         for job in jobs:
             for start, stop in self._fetched.pop(job):
-                self._reader.forget(start, stop)
+                self._reader.forget(start, stop, job)
 
 
 def _stopped() -> DaskShuffleValueError:

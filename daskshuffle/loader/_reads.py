@@ -80,7 +80,7 @@ class LoaderReads:
                 # Every request of the read goes out now (a no-op for the reads started ahead).
                 fetched = plan.spans
                 for start, stop in fetched:
-                    self.reader.fetch(start, stop)
+                    self.reader.fetch(start, stop, job)
             rows = self.reader.read_runs(plan.spans)
             n_rows = sum(stop - start for start, stop in plan.spans)
             return ShuffledPile(rows, self.reader.rows.as_arrays(rows), plan.order, n_rows, what)
@@ -89,8 +89,8 @@ class LoaderReads:
                 error.add_note(ReadingNote(f"daskshuffle was reading {what}."))
             raise
         finally:
-            for start, stop in fetched:  # what a failed read left; nothing after one that read it all
-                self.reader.forget(start, stop)
+            for start, stop in fetched:  # the fetches are read: requests still under way stop (a failed read's)
+                self.reader.forget(start, stop, job)
 
     def release(self, pile: ShuffledPile) -> None:
         """``pile`` is used up: its arrays may be read into again, if the reader recycles them."""

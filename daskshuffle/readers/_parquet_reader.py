@@ -37,7 +37,7 @@ from ..pilestore import (
     read_sidecar,
     select_variables,
 )
-from ..storage import Cache, Fetches, Location, StoreCache, raise_storage_failure
+from ..storage import Cache, Fetches, Location, Request, StoreCache, raise_storage_failure
 from ._cancel import CancellableRead
 from ._opened import Opened
 from ._parquet_parts import PartFiles, Piece
@@ -141,13 +141,14 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         """Each column's rows per row group (row groups end at every multiple of them); widths do not matter."""
         return [dict.fromkeys(self.columns, (self._row_group_rows, 1))]
 
-    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
-        """Start fetching the column chunks of rows ``start:stop``, all at once (not of a missing part file)."""
+    def _requests(self, start: int, stop: int) -> tuple[Sequence[Request], int]:
+        """The column chunks of rows ``start:stop`` and their part files' footers (none of a missing part file)."""
         try:
             pieces = self._pieces(start, stop, None)
         except CorruptPileStoreError:
-            return
-        self._start(fetches, start, stop, pieces)
+            return [], 0
+        _, requests, nbytes = self._plan(pieces)
+        return requests, nbytes
 
     def owns_thread(self) -> bool:
         return self._decoders.owns() or super().owns_thread()
@@ -156,20 +157,18 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         if self._fetches is not None:
             self._cache = self._store_cache(cache)
 
-    def _start(self, fetches: Fetches, start: int, stop: int, pieces: list[Piece]) -> list[list[Range]]:
-        """Start fetching ``pieces`` (and footers not kept), the read of rows ``start:stop``; each one's byte ranges."""
+    def _plan(self, pieces: list[Piece]) -> tuple[list[list[Range]], list[Request], int]:
+        """Each of ``pieces``' byte ranges; the requests to fetch (ranges not cached, footers not kept); decoded bytes."""
         planned = [self._ranges(piece) for piece in pieces]
         cache = self._cache
-        requests = [
+        requests: list[Request] = [
             request
             for ranges, _ in planned
             for request in ranges
             if cache is None or not cache.holds(_cache_key(request))  # cached ranges are read when their read comes
         ]
-        tails = [tail for piece in pieces if (tail := self._tail(piece.file)) is not None]
-        if requests or tails:  # else all cached: nothing in flight, nothing held against the budget
-            fetches.start((start, stop), requests + tails, sum(nbytes for _, nbytes in planned))
-        return [ranges for ranges, _ in planned]
+        requests += [tail for piece in pieces if (tail := self._tail(piece.file)) is not None]
+        return [ranges for ranges, _ in planned], requests, sum(nbytes for _, nbytes in planned)
 
     def _ranges(self, piece: Piece) -> tuple[list[Range], int]:
         """The byte ranges of ``piece``'s column chunks (cut at ``range-nbytes``), and their decoded bytes."""
@@ -185,9 +184,11 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
         fetches = self._fetches
         if fetches is None:
             return [None] * len(pieces)
-        key = (start, stop)
-        # Started again here (a no-op if the loader did): the ranges to take are those of this read's plan.
-        planned = self._start(fetches, start, stop, pieces)
+        key = (start, stop, None)
+        # This read's own requests, which share the fetches under way (the loader's ahead of it): the ranges of its plan.
+        planned, requests, _ = self._plan(pieces)
+        if requests:
+            fetches.start(key, requests, nbytes=0)
         found: list[tuple[list[Fetched], Fetched | None] | None] = []
         for piece, ranges in zip(pieces, planned, strict=True):
             taken = [(request, self._from_cache(request) or fetches.take(key, request)) for request in ranges]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Generic, Protocol, Self
 
 import numpy as np
@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from .._errors import DaskShuffleValueError
 from ..formats import Rows
 from ..pilestore import RUN_KEY
-from ..storage import Cache, Fetches, Location, StoreCache
+from ..storage import Cache, Fetches, Location, Request, StoreCache
 from ._cancel import ReadsUnderWay
 
 __all__ = ["ComposedReader", "PileReader", "RowsKind"]
@@ -66,7 +66,8 @@ class PileReader(ABC, Generic[Rows]):
     batch_format: str
     #: What the rows read here are, and the batches of :attr:`batch_format` the loader makes of them.
     rows: RowsKind[Rows]
-    #: The files (or byte ranges) of a remote store fetched ahead of their reads, keyed by the span of rows read.
+    #: The files (or byte ranges) of a remote store fetched ahead of their reads, keyed by ``(start, stop, holder)``:
+    #: the span of rows read, and the loader's read it is for (``None``: a read's own).
     _fetches: Fetches | None = None
     #: The reads under way, to cancel when whoever waits for them has gone (:meth:`cancel_reads`).
     _under_way: ReadsUnderWay
@@ -165,27 +166,38 @@ class PileReader(ABC, Generic[Rows]):
         arrays = self.rows.as_arrays(rows)
         return arrays if arrays is not None else self.rows.to_batch(rows)
 
-    def fetch(self, start: int, stop: int) -> None:
-        """Start fetching the files of rows ``start:stop``, to be read by ``read_rows(start, stop)`` (or the pile).
+    def fetch(self, start: int, stop: int, holder: Hashable = None) -> None:
+        """Start fetching the files of rows ``start:stop`` for the read ``holder``, until it reads them or :meth:`forget`.
 
-        Only where :attr:`fetches`, and once for one span of rows.
+        Only where :attr:`fetches`, and once for one span and holder. A file
+        that two holders' spans need is fetched once, and kept until both let
+        go of it: a read of the same rows for another holder (the next epoch,
+        a stream repeated) does not lose its fetch when this one forgets.
         """
-        stop = max(start, min(stop, self.n_rows))
-        if self._fetches is not None and stop > start and (start, stop) not in self._fetches:
-            self._start_fetch(self._fetches, start, stop)
+        self._fetch(start, stop, holder, counted=True)
 
-    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
-        """Start fetching rows ``start:stop`` (some, not started yet) into ``fetches``: a remote store's reader does."""
+    def _fetch(self, start: int, stop: int, holder: Hashable, counted: bool) -> None:
+        """:meth:`fetch`, with the bytes of rows counted in :attr:`fetched_nbytes` or not (a read's own fetch)."""
+        stop = max(start, min(stop, self.n_rows))
+        key = (start, stop, holder)
+        if self._fetches is not None and stop > start and key not in self._fetches:
+            requests, nbytes = self._requests(start, stop)
+            if requests:  # else all cached: nothing in flight, nothing held against the budget
+                self._fetches.start(key, requests, nbytes if counted else 0)
+
+    def _requests(self, start: int, stop: int) -> tuple[Sequence[Request], int]:
+        """The requests of rows ``start:stop`` (but for files cached), and the bytes of the rows: a remote store's."""
+        return [], 0
 
     @property
     def fetches(self) -> bool:
         """Whether reads are requests to a store that serves many at once: then the loader fetches ahead."""
         return self._fetches is not None
 
-    def forget(self, start: int, stop: int) -> None:
-        """Drop what :meth:`fetch` started for rows ``start:stop`` and was not read."""
+    def forget(self, start: int, stop: int, holder: Hashable = None) -> None:
+        """Let go of what :meth:`fetch` started for rows ``start:stop`` and ``holder``; requests no read needs stop."""
         if self._fetches is not None:
-            self._fetches.drop((start, max(start, min(stop, self.n_rows))))
+            self._fetches.drop((start, max(start, min(stop, self.n_rows)), holder))
 
     @property
     def caches(self) -> bool:
@@ -289,14 +301,14 @@ class ComposedReader(PileReader[Rows]):
     def fetches(self) -> bool:
         return any(reader.fetches for reader in self.members)
 
-    def fetch(self, start: int, stop: int) -> None:
+    def fetch(self, start: int, stop: int, holder: Hashable = None) -> None:
         """Each member starts fetching its part of rows ``start:stop``: the spans :meth:`read_rows` reads there."""
         for member, a, b in self._spans(start, stop):
-            member.fetch(a, b)
+            member.fetch(a, b, holder)
 
-    def forget(self, start: int, stop: int) -> None:
+    def forget(self, start: int, stop: int, holder: Hashable = None) -> None:
         for member, a, b in self._spans(start, stop):
-            member.forget(a, b)
+            member.forget(a, b, holder)
 
     @property
     def fetched_nbytes(self) -> int:

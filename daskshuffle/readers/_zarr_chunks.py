@@ -217,9 +217,10 @@ class ChunkFiles:
         """The bytes of each file of ``paths`` (or the error reading it); those of ``shared`` kept for the next read."""
         fetches = self.fetches
         assert fetches is not None
-        # A read not fetched ahead starts now: its requests go out at once, and share those under way for others.
-        fetches.start((start, stop), paths, nbytes=0)
-        futures = [fetches.take((start, stop), path, keep=path in shared) for path in paths]
+        # The read's own requests go out now (a no-op if they did), sharing those under way for others (the loader's).
+        key = (start, stop, None)
+        fetches.start(key, paths, nbytes=0)
+        futures = [fetches.take(key, path, keep=path in shared) for path in paths]
         missing = [path for path, future in zip(paths, futures, strict=True) if future is None]
         if missing:  # files the read started ahead did not ask for (cached then, evicted since): a read of their own
             again = object()

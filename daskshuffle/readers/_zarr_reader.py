@@ -29,7 +29,7 @@ from ..pilestore import (
     read_tables,
     select_variables,
 )
-from ..storage import Cache, Fetches, Location
+from ..storage import Cache, Location, Request
 from ._opened import Opened
 from ._pile_reader import PileReader, RowsKind
 from ._zarr_chunks import ChunkFiles, Chunks, chunks_of
@@ -159,20 +159,17 @@ class ZarrPileReader(PileReader[ArrayRows]):
         with self._lock:
             self._spare = {}
 
-    def _start_fetch(self, fetches: Fetches, start: int, stop: int) -> None:
-        """Start fetching every chunk file of rows ``start:stop``, of every variable."""
+    def _requests(self, start: int, stop: int) -> tuple[Sequence[Request], int]:
+        """Every chunk file of rows ``start:stop``, of every variable, but those cached (read from the local disk)."""
         paths = [
             chunks.path(index)
             for chunks in self._chunks.values()
             for index in range(start // chunks.chunk_rows, (stop - 1) // chunks.chunk_rows + 1)
         ]
         cache = self._files.cache
-        if cache is not None:  # cached files are read from the local disk when their read comes
+        if cache is not None:
             paths = [path for path in paths if not cache.holds(path)]
-            if not paths:
-                return
-        nbytes = (stop - start) * sum(chunks.row_nbytes for chunks in self._chunks.values())
-        fetches.start((start, stop), paths, nbytes)
+        return paths, (stop - start) * sum(chunks.row_nbytes for chunks in self._chunks.values())
 
     def use_cache(self, cache: Cache) -> None:
         if self._fetches is not None:
@@ -201,8 +198,8 @@ class ZarrPileReader(PileReader[ArrayRows]):
         n_rows = sum(stop - start for start, stop in runs)
         capacity = max(capacity, max(stop - start for start, stop in runs) * len(runs))
         rows = {name: self._empty(chunks, n_rows, capacity) for name, chunks in self._chunks.items()}
-        for start, stop in runs:
-            self.fetch(start, stop)
+        for start, stop in runs:  # every request of the read goes out at once
+            self._fetch(start, stop, None, counted=False)
         tasks: list[Task] = []
         offset = 0
         for start, stop in runs:

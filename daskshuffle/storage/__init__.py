@@ -4,7 +4,7 @@ from ._access import access_error, raise_storage_failure, reaching
 from ._cache import Cache, StoreCache, parse_cache
 from ._crash import crash_point
 from ._deadline import bounded, request_deadline, within
-from ._fetch import Fetches, fetched_each
+from ._fetch import Fetches, Request, fetched_each
 from ._identity import changed_entries, identify_files, identify_token, identify_tree
 from ._leftovers import Leftover
 from ._location import Location, glob_matches, unreached
@@ -18,6 +18,7 @@ __all__ = [
     "Leftover",
     "Location",
     "Manifest",
+    "Request",
     "StoreCache",
     "access_error",
     "bounded",

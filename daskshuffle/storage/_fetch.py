@@ -22,7 +22,7 @@ from .._config import int_setting
 from .._threads import LazyPool
 from ._deadline import request_deadline, within
 
-__all__ = ["Fetches", "fetched_each"]
+__all__ = ["Fetches", "Request", "fetched_each"]
 
 T = TypeVar("T")
 
@@ -76,6 +76,8 @@ class Fetches:
         self.kept_nbytes = 0
         self._reads: dict[Hashable, _Read] = {}
         self._files: dict[Request, tuple[Future[bytes], int]] = {}  # request: (its bytes, reads that will take them)
+        #: Fetches a read took with ``keep=True`` while other reads still hold them: kept once the last lets go.
+        self._keep: set[Request] = set()
         self._queue: deque[tuple[Request, Future[bytes]]] = deque()
         self._in_flight = 0
         self._lock = threading.Lock()
@@ -139,15 +141,18 @@ class Fetches:
             if request not in read.requests:
                 return None  # handed over already, or not one of this read's
             read.requests.discard(request)
-            future = self._release(request)
-            kept = keep and request not in self._files and request not in self._kept  # no read under way takes it
-            if kept:
-                self._kept[request] = (future, 0)
+            if keep:
+                self._keep.add(request)  # kept once no read under way holds it (at once, if none does)
+            future, kept = self._release(request)
             if not read.requests:
                 self.nbytes -= self._reads.pop(key).nbytes
-        if kept:  # outside the lock: a fetch landed already calls back at once, in this thread
-            future.add_done_callback(functools.partial(self._kept_landed, request))
+        if kept:
+            self._count_kept(request, future)
         return future
+
+    def _count_kept(self, request: Request, future: Future[bytes]) -> None:
+        """Outside the lock: a fetch landed already calls back at once, in this thread."""
+        future.add_done_callback(functools.partial(self._kept_landed, request))
 
     def _kept_landed(self, request: Request, future: Future[bytes]) -> None:
         """Count a kept fetch's bytes once it landed (drop it if it failed), and hold to the limit."""
@@ -191,9 +196,11 @@ class Fetches:
             if read is None:
                 return
             self.nbytes -= read.nbytes
-            released = [self._release(request) for request in read.requests]
-        for request, future in zip(read.requests, released, strict=True):
-            if request not in self._files:
+            released = [(request, *self._release(request)) for request in read.requests]
+        for request, future, kept in released:
+            if kept:
+                self._count_kept(request, future)
+            elif request not in self._files:
                 future.cancel()
 
     def clear(self) -> None:
@@ -208,6 +215,7 @@ class Fetches:
             keys = list(self._reads)
             queued, self._queue = self._queue, deque()
             self._kept.clear()
+            self._keep.clear()
             self.kept_nbytes = 0
         for key in keys:
             self.drop(key)
@@ -222,13 +230,18 @@ class Fetches:
         for task in list(self._tasks):
             task.cancel()
 
-    def _release(self, request: Request) -> Future[bytes]:
+    def _release(self, request: Request) -> tuple[Future[bytes], bool]:
+        """One read lets go of ``request``'s fetch; whether that kept it (a read asked to keep it, none holds it now)."""
         future, readers = self._files[request]
         if readers > 1:
             self._files[request] = (future, readers - 1)
-        else:
-            del self._files[request]
-        return future
+            return future, False
+        del self._files[request]
+        if request not in self._keep:
+            return future, False
+        self._keep.discard(request)
+        self._kept[request] = (future, 0)
+        return future, True
 
     def _send(self) -> None:
         """Send the queued requests that fit in flight, unless a pump is under way (it sends them).
