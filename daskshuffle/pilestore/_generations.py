@@ -95,6 +95,7 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
             "are kept by Zarr pile stores only.",
             parameter="store",
         )
+    _metadata.check_format_version(metadata, store.url)
     _metadata.check_variable_names(metadata, store.url)
     if GENERATIONS_KEY not in metadata:
         metadata = {**metadata, GENERATIONS_KEY: [entry_of(0, metadata, store.url, base=metadata)]}
