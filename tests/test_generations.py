@@ -353,6 +353,25 @@ def test_a_root_whose_offsets_disagree_with_its_generations_is_refused(grown: Pa
         PileLoader(grown, 100)
 
 
+@pytest.mark.parametrize("appended", [False, True], ids=["one generation", "appended"])
+def test_a_root_of_another_format_version_is_refused_by_every_generation_step(
+    grown: Path, tmp_path: Path, appended: bool
+) -> None:
+    store = grown
+    if not appended:
+        make_zarr_source(tmp_path / "a1.zarr", 100, chunk_rows=64)
+        store = tmp_path / "one.zarr"
+        daskshuffle.shuffle_zarr(tmp_path / "a1.zarr", store, n_piles=N_PILES, seed=0)
+    path = store / "zarr.json"
+    document = json.loads(path.read_text())
+    document["attributes"]["daskshuffle"]["format_version"] = 2
+    path.write_text(json.dumps(document))
+    expected = r"format version 3. Got version 2 .* shuffle the source again"
+    for step in (daskshuffle.generations, lambda where: daskshuffle.evict(where, keep_last=1), ids_of):
+        with pytest.raises(IncompletePileStoreError, match=expected):
+            step(store)
+
+
 def test_compact_takes_copy_memory_as_a_size(grown: Path, tmp_path: Path) -> None:
     import shutil
 

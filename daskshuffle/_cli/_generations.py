@@ -17,10 +17,14 @@ Examples:
 """
 
 
-def _describe(store: str, live: list[Any]) -> str:
+def _report(store: str, live: list[Any], quiet: bool) -> None:
+    """Say on standard error what ``store`` holds now, its ``live`` generations, unless ``quiet``."""
+    if quiet:
+        return
     rows = sum(generation.n_rows for generation in live)
     listed = ", ".join(f"{generation.generation}: {generation.n_rows:,}" for generation in live)
-    return f"daskshuffle: {store} holds {rows:,} rows in {len(live)} generation{'s' * (len(live) != 1)} ({listed})"
+    noun = f"generation{'s' * (len(live) != 1)}"
+    click.echo(f"daskshuffle: {store} holds {rows:,} rows in {len(live)} {noun} ({listed})", err=True)
 
 
 @cli.command(epilog=EXAMPLES, short_help="Shuffle new rows into the piles of a Zarr pile store.")
@@ -58,8 +62,7 @@ def append(
             storage_options=storage_options,
             progress=progress,
         )
-    if not quiet:
-        click.echo(_describe(store, live), err=True)
+    _report(store, live, quiet)
 
 
 @cli.command(epilog=EXAMPLES, short_help="Remove the oldest generations of a Zarr pile store.")
@@ -74,8 +77,7 @@ def evict(store: str, keep_last: int, storage_options: dict[str, Any] | None, qu
 
     with session(scheduler="sync", debug=debug):
         live = evict_generations(store, keep_last=keep_last, storage_options=storage_options)
-    if not quiet:
-        click.echo(_describe(store, live), err=True)
+    _report(store, live, quiet)
 
 
 @cli.command(epilog=EXAMPLES, short_help="Rewrite the generations of a Zarr pile store as one.")
@@ -88,5 +90,4 @@ def compact(store: str, storage_options: dict[str, Any] | None, quiet: bool, **c
 
     with session(**cluster) as progress:
         live = compact_generations(store, storage_options=storage_options, progress=progress)
-    if not quiet:
-        click.echo(_describe(store, live), err=True)
+    _report(store, live, quiet)

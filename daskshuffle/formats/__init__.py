@@ -17,7 +17,6 @@ from ._base import (
 )
 from ._crc32c import crc32c
 from ._parquet_fetched import (
-    FOOTER_NBYTES,
     Fetched,
     FetchedFile,
     NotFetchedError,
@@ -34,7 +33,6 @@ from ._rows import ArrayRows, ArrayRowsMethods, Variable, read_in_runs, run_rows
 
 __all__ = [
     "ARRAY_KINDS",
-    "FOOTER_NBYTES",
     "NUMERIC_KINDS",
     "ArrayRows",
     "ArrayRowsMethods",

@@ -181,11 +181,14 @@ class LoaderPosition:
         >>> loader.epoch
         3
         """
-        epoch = parse_count(epoch, "epoch")
+        self._move("set_epoch", parse_count(epoch, "epoch"), 0)
+
+    def _move(self, doing: str, epoch: int, batches: int) -> None:
+        """Stop the iteration in progress (``doing`` is refused in another thread's) and go to ``epoch``, ``batches``."""
         with self._moving:
-            self._check_one_consumer("set_epoch")
+            self._check_one_consumer(doing)
             self._close_live()
-            self._epoch, self._batches = epoch, 0
+            self._epoch, self._batches = epoch, batches
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is (epoch, batches, fingerprints of store and settings), for :meth:`load_state_dict`.
@@ -231,7 +234,4 @@ class LoaderPosition:
         """
         check_streams(state, self._streams)
         epoch, batches = check_state(state, self.store, self._store_fingerprint, self.settings, self._share.n_batches)
-        with self._moving:
-            self._check_one_consumer("load_state_dict")
-            self._close_live()
-            self._epoch, self._batches = epoch, batches
+        self._move("load_state_dict", epoch, batches)

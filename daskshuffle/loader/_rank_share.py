@@ -16,7 +16,7 @@ import numpy as np
 
 from .._errors import DaskShuffleValueError
 from .._parse import parse_count
-from ..epochs import BatchPlan, lane_ranges, n_batches, plan_batches, rank_range
+from ..epochs import BatchPlan, lane_ranges, n_batches, plan_batches
 from ._batches import Allocate
 from ._loader_state import LoaderSettings
 from ._prefetch import Read, ReadAhead, prefetched_batches
@@ -41,11 +41,8 @@ class RankShare:
     @classmethod
     def make(cls, piles: LoaderReads, settings: LoaderSettings, n_rows: int) -> RankShare:
         s = settings
-        if s.n_lanes is None:
-            lanes = [rank_range(n_rows, s.world_size, s.rank, s.batch_size, s.drop_last)]
-        else:
-            lanes = lane_ranges(n_rows, s.n_lanes, s.world_size, s.rank, s.batch_size, s.drop_last)
-        micro = s.divisions[1]
+        n_lanes, micro = s.divisions
+        lanes = lane_ranges(n_rows, n_lanes, s.world_size, s.rank, s.batch_size, s.drop_last)
         share = cls(piles, s, lanes, micro, n_batches(lanes[0][1] - lanes[0][0], micro, s.drop_last))
         if share.n_batches == 0:
             raise DaskShuffleValueError(

@@ -16,21 +16,8 @@ import numpy as np
 from .._errors import CorruptPileStoreError, DaskShuffleValueError, IncompletePileStoreError
 from ..plan import fingerprint
 from ..storage import Leftover, Location, _leftovers, _lock, _own, crash_point
-from . import _zarr_store
+from . import _metadata, _zarr_store
 from ._groups import consolidate_group, group_metadata, open_arrays, open_group
-from ._metadata import (
-    BOUND_KEYS,
-    METADATA_KEY,
-    RUN_KEY,
-    check_recorded_rows,
-    check_store_exists,
-    check_variable_names,
-    metadata_attribute,
-    metadata_disagrees,
-    new_run,
-    parse_metadata_attribute,
-    read_metadata,
-)
 from ._zarr_store import write_rows
 
 __all__ = [
@@ -95,8 +82,8 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
     if metadata is None:  # no Zarr group: what the store is (a Parquet store's sidecar) says what to do
         metadata = group_metadata(store)
         if metadata is None:
-            check_store_exists(store, store.url)
-            metadata = read_metadata(store)
+            _metadata.check_store_exists(store, store.url)
+            metadata = _metadata.read_metadata(store)
     if not isinstance(metadata, dict) or not metadata.get("complete"):
         raise IncompletePileStoreError(
             f"Expected a complete Zarr pile store. Got {store.url!r}, which is not one, instead; pass the destination "
@@ -108,11 +95,12 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
             "are kept by Zarr pile stores only.",
             parameter="store",
         )
-    check_variable_names(metadata, store.url)
+    _metadata.check_format_version(metadata, store.url)
+    _metadata.check_variable_names(metadata, store.url)
     if GENERATIONS_KEY not in metadata:
         metadata = {**metadata, GENERATIONS_KEY: [entry_of(0, metadata, store.url, base=metadata)]}
     else:  # the root of a store that rows were appended to (a store of one generation is checked when opened)
-        check_recorded_rows(metadata, store.url, {})
+        _metadata.check_recorded_rows(metadata, store.url, {})
         _check_entries(metadata[GENERATIONS_KEY], store.url)
     return dict(metadata)
 
@@ -120,14 +108,14 @@ def read_root(store: Location, metadata: Mapping[str, Any] | None = None) -> dic
 def _check_entries(entries: object, where: str) -> None:
     """Refuse a list of generations that is not one: numbers that do not rise, a path not its number's."""
     if not isinstance(entries, list) or not entries or not all(isinstance(entry, dict) for entry in entries):
-        raise metadata_disagrees(where, "a list of the live generations", f"generations = {entries!r}"[:200])
+        raise _metadata.metadata_disagrees(where, "a list of the live generations", f"generations = {entries!r}"[:200])
     numbers = [entry.get("generation") for entry in entries]
     if not all(isinstance(number, int) and number >= 0 for number in numbers) or numbers != sorted(set(numbers)):
-        raise metadata_disagrees(where, "generation numbers that rise", f"generation numbers {numbers}")
+        raise _metadata.metadata_disagrees(where, "generation numbers that rise", f"generation numbers {numbers}")
     for entry in entries:
         expected = generation_path(entry["generation"])
         if entry.get("path") != expected:
-            raise metadata_disagrees(
+            raise _metadata.metadata_disagrees(
                 where,
                 f"generation {entry['generation']} at {expected!r}, the only place it may be",
                 f"path {entry.get('path')!r}",
@@ -165,7 +153,7 @@ def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mappi
     sizes = sum(np.diff(np.asarray(entry["pile_offsets"], dtype=np.int64)) for entry in entries)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     # The root lists its generations, each bound to its own run (the first's in its entry): the union is not.
-    metadata = {key: value for key, value in root.items() if key != "fingerprint" and key not in BOUND_KEYS}
+    metadata = {key: value for key, value in root.items() if key != "fingerprint" and key not in _metadata.BOUND_KEYS}
     metadata.update(
         n_rows=int(offsets[-1]),
         pile_offsets=offsets.tolist(),
@@ -173,7 +161,7 @@ def write_root(store: Location, root: Mapping[str, Any], entries: Sequence[Mappi
     )
     metadata["fingerprint"] = fingerprint(metadata)
     group = open_group(store, mode="r+")
-    group.attrs[METADATA_KEY] = metadata_attribute(metadata)
+    group.attrs[_metadata.METADATA_KEY] = _metadata.metadata_attribute(metadata)
     crash_point("root listed")  # before it is consolidated: plain zarr sees the old generations
     consolidate(store)
     return metadata
@@ -198,7 +186,9 @@ def sources_of(metadata: Mapping[str, Any], key: str = "source", where: str = "t
     for entry in metadata.get(GENERATIONS_KEY, [metadata]):
         recorded = entry.get(key)
         if not isinstance(recorded, list):
-            raise metadata_disagrees(where, f"its {key} (of each generation), a list", f"{key} = {recorded!r}"[:200])
+            raise _metadata.metadata_disagrees(
+                where, f"its {key} (of each generation), a list", f"{key} = {recorded!r}"[:200]
+            )
         found += recorded
     return found
 
@@ -298,18 +288,20 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
     """
     like, arrays = _newest_arrays(store, metadata)
     recorded = metadata[GENERATIONS_KEY][-1].get("metadata")
-    like_metadata: Any = recorded or parse_metadata_attribute(like.attrs[METADATA_KEY], store.url)
+    like_metadata: Any = recorded or _metadata.parse_metadata_attribute(like.attrs[_metadata.METADATA_KEY], store.url)
     path = generation_location(store, generation_path(number))
-    own = {key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY and key not in BOUND_KEYS}
+    own = {
+        key: value for key, value in like_metadata.items() if key != GENERATIONS_KEY and key not in _metadata.BOUND_KEYS
+    }
     own.update(
-        run=new_run(),
+        run=_metadata.new_run(),
         complete=False,
         n_rows=metadata["n_rows"],
         pile_offsets=metadata["pile_offsets"],
         source=sources_of(metadata, "source", store.url),
         source_identity=sources_of(metadata, "source_identity", store.url),
     )
-    group = open_group(path, mode="w", attributes={METADATA_KEY: metadata_attribute(own)})
+    group = open_group(path, mode="w", attributes={_metadata.METADATA_KEY: _metadata.metadata_attribute(own)})
     alignment, row_nbytes = 1, 0
     for name, array in arrays.items():
         group.create_array(
@@ -333,9 +325,10 @@ def create_compacted(store: Location, number: int, metadata: Mapping[str, Any]) 
 def finish_compacted(store: Location, number: int) -> dict[str, Any]:
     """Mark generation ``number`` complete (with its own fingerprint) and return its entry."""
     location = generation_location(store, generation_path(number))
-    recorded: Any = parse_metadata_attribute(open_group(location).attrs[METADATA_KEY], location.url)
-    own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in BOUND_KEYS}
+    recorded: Any = _metadata.parse_metadata_attribute(open_group(location).attrs[_metadata.METADATA_KEY], location.url)
+    own = {key: value for key, value in recorded.items() if key != "fingerprint" and key not in _metadata.BOUND_KEYS}
     own.update(complete=True)
     own["fingerprint"] = fingerprint(own)
-    own = _zarr_store.finish(location, {**own, RUN_KEY: recorded.get(RUN_KEY)})  # create_compacted drew the run
+    # create_compacted drew the run
+    own = _zarr_store.finish(location, {**own, _metadata.RUN_KEY: recorded.get(_metadata.RUN_KEY)})
     return entry_of(number, own, location.url)

@@ -178,9 +178,9 @@ def check_recorded_rows(metadata: Mapping[str, Any], where: str, lengths: Mappin
 
     ``lengths`` are the rows the data holds, by what holds them (each array of
     a Zarr store; the part files of a Parquet store). The fingerprint and seal
-    catch an edit that keeps the numbers consistent. Reads nothing.
+    catch an edit that keeps the numbers consistent. Reads nothing; the format
+    version is checked before, where the store is opened.
     """
-    check_format_version(metadata, where)
     try:
         offsets = np.asarray(metadata["pile_offsets"], dtype=np.int64)
         n_rows, n_piles = int(metadata["n_rows"]), int(metadata["n_piles"])

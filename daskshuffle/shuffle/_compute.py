@@ -78,10 +78,9 @@ def workers_not_seeing(directory: str) -> list[str]:
     """The workers of the active cluster that do not see the local ``directory`` as this process sees it.
 
     A probe file made here is looked for on every worker: a directory of the
-    same name on another machine (``/tmp``) is not enough.
+    same name on another machine (``/tmp``) is not enough. Without a cluster, nothing is probed.
     """
-    client = _distributed_client()
-    if client is None:
+    if _distributed_client() is None:
         return []
     probe = os.path.join(directory, f".daskshuffle-probe-{uuid.uuid4().hex}")
     try:
@@ -90,7 +89,7 @@ def workers_not_seeing(directory: str) -> list[str]:
     except OSError:
         return []
     try:
-        seen = client.run(os.path.exists, probe)
+        seen = on_every_worker(os.path.exists, probe)
     finally:
         os.remove(probe)
     return sorted(str(worker) for worker, found in seen.items() if not found)

@@ -16,6 +16,7 @@ import numpy as np
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_nbytes
 from ..sources import (
+    TextFormat,
     count_lines,
     open_text_output,
     open_text_sources,
@@ -213,7 +214,7 @@ def shuffle_lines(
                 seconds=time.perf_counter() - began,
                 n_tasks=n_tasks,
             )
-        fmt = output.format(source, counts)
+        fmt = TextFormat(source, counts, output.paths, output.compression)
         fmt.check_blocks_fit(options.pile_nbytes)
         return run_shuffle(fmt, options, variables=[])
     finally:

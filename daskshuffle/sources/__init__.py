@@ -4,7 +4,7 @@ pieces; used by the shuffles alone (so the text format's destination, never read
 from ._dataframe import open_dataframe_source
 from ._found import parse_sources
 from ._parquet import COMPRESSIONS, list_parquet_sources, open_parquet_sources
-from ._text import parse_delimiter
+from ._text import TextFormat, parse_delimiter
 from ._text_sample import count_lines
 from ._text_shards import open_text_output
 from ._text_source import TextSource, open_text_sources
@@ -16,6 +16,7 @@ __all__ = [
     "ARRAY_NAME",
     "COMPRESSIONS",
     "SourceLike",
+    "TextFormat",
     "TextSource",
     "XarrayFormat",
     "ZarrFormat",

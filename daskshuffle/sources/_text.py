@@ -186,21 +186,19 @@ class TextFiles(Destination[Lines]):
         _partial(dst).remove()
 
     def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
-        """One output file: the header, then its parts in order."""
-        with fs.open(target, "wb") as file, self._writer(file) as out:
+        """One output file: the header, then its parts in order (zstd: one stream of them all)."""
+        with fs.open(target, "wb") as file, contextlib.ExitStack() as stack:
+            out = file
+            if self.compression == "zstd":
+                import zstandard
+
+                compressor = zstandard.ZstdCompressor(level=3, threads=-1)
+                out = stack.enter_context(compressor.stream_writer(file, closefd=False))
             if self.header or not parts:
                 out.write(_compress(self.header, self.part_compression))
             for part in parts:
                 with fs.open(part, "rb") as piece:
                     shutil.copyfileobj(piece, out, _READ_NBYTES)
-
-    def _writer(self, file: Any) -> Any:
-        """Where a file's parts are written: ``file``, or a zstd stream into it."""
-        if self.compression != "zstd":
-            return contextlib.nullcontext(file)
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3, threads=-1).stream_writer(file, closefd=False)
 
     def discard_destination(self, dst: Location) -> None:
         _partial(dst).remove()

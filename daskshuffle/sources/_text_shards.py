@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +12,8 @@ from fsspec.utils import infer_compression
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_positive_int
 from ..storage import Location
-from ._text import OutputLayout, TextFiles, TextFormat
-from ._text_source import BlockCount, Lines, TextSource, line_bytes
+from ._text import OutputLayout, TextFiles
+from ._text_source import Lines, line_bytes
 
 __all__ = ["open_text_output"]
 
@@ -83,10 +82,6 @@ class TextOutput:
 
     paths: list[Location]
     compression: str | None
-
-    def format(self, source: TextSource, counts: Sequence[BlockCount]) -> TextFormat:
-        """The format that shuffles the lines of ``source`` (its blocks counted) into these files."""
-        return TextFormat(source, counts, self.paths, self.compression)
 
     def write(self, rows: Lines, header: bytes) -> None:
         """Write ``header``, then ``rows`` already in order, into these files: lines held in memory.
