@@ -16,7 +16,8 @@ import zarr
 from simulate import unit_groups
 
 import daskshuffle as ds
-from daskshuffle.epochs import rank_range, unit_bounds
+from daskshuffle.epochs import unit_bounds
+from daskshuffle.epochs._epoch_plan import rank_range
 from daskshuffle.orders import Piles
 from daskshuffle.pilestore import read_metadata
 from daskshuffle.storage._cache import MARKER, SCAN_FRACTION, StoreCache

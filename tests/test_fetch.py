@@ -673,12 +673,12 @@ def test_parquet_read_ahead_stays_within_its_budget(parquet_store: tuple[str, st
     assert 0 <= peak <= 24 * 2**10 + 2 * largest
 
 
-def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str]) -> None:
+def _damaged_text_column(remote: str) -> tuple[Any, int]:
+    """A reader of ``remote`` whose pile 5 has a damaged page in its column ``text``; the pile."""
     import pyarrow.parquet as pq
 
     from daskshuffle.readers._parquet_reader import ParquetPileReader
 
-    _, remote = parquet_store
     memory = fsspec.filesystem("memory")
     reader = ParquetPileReader(remote)
     pile = 5
@@ -693,6 +693,14 @@ def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str])
     start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
     data[start + column.total_compressed_size - 4] ^= 0xFF  # inside the column chunk's last page
     memory.pipe_file(path, bytes(data))
+    return reader, pile
+
+
+def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str]) -> None:
+    _, remote = parquet_store
+    reader, pile = _damaged_text_column(remote)
+    first = int(reader.pile_offsets[pile])
+    path = reader.part_paths[int(np.searchsorted(reader.part_starts, first, side="right")) - 1]
     for prefetched in (False, True):
         if prefetched:
             reader.fetch(int(reader.pile_offsets[pile]), int(reader.pile_offsets[pile + 1]))
@@ -700,8 +708,55 @@ def test_a_damaged_remote_part_is_still_detected(parquet_store: tuple[str, str])
             reader.read_pile(pile)
         assert reader.fetched_nbytes == 0
     assert reader.read_pile(pile - 1).num_rows > 0
-    memory.rm(path)
+    fsspec.filesystem("memory").rm(path)
     with pytest.raises(ds.CorruptPileStoreError, match=rf"fails to read.*\(pile {pile}, columns"):
+        reader.read_pile(pile)
+    reader.close()
+
+
+def test_a_remote_part_read_again_after_damage_is_fetched_anew_and_ends_at_a_cancel(
+    parquet_store: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pile whose fetched bytes fail their checksums is read again through requests of its own, which a cancel ends."""
+    from daskshuffle.readers import ReadCancelledError
+
+    _, remote = parquet_store
+    reader, pile = _damaged_text_column(remote)
+    start, stop = int(reader.pile_offsets[pile]), int(reader.pile_offsets[pile + 1])
+    calls, held, gate, requested = [0], threading.Event(), threading.Event(), threading.Event()
+    cat_file = MemoryFileSystem.cat_file
+
+    def gated(self: MemoryFileSystem, *args: Any, **kwargs: Any) -> bytes:
+        calls[0] += 1
+        if held.is_set():
+            requested.set()
+            assert gate.wait(30)
+        return bytes(cat_file(self, *args, **kwargs))
+
+    monkeypatch.setattr(MemoryFileSystem, "cat_file", gated)
+    reader.fetch(start, stop)  # as the loader fetches ahead: the damaged bytes land
+    requests, _ = reader._requests(start, stop)
+    waited = time.perf_counter()
+    while calls[0] < len(requests) and time.perf_counter() - waited < 30:
+        time.sleep(0.01)
+    held.set()  # from now on requests wait for the gate
+    ended: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            reader.read_pile(pile)
+        except BaseException as error:
+            ended.append(error)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    assert requested.wait(30), "the read again sends requests of its own"
+    reader.cancel_reads()
+    thread.join(5)
+    gate.set()
+    assert not thread.is_alive() and len(ended) == 1 and isinstance(ended[0], ReadCancelledError), ended
+    held.clear()
+    with pytest.raises(ds.CorruptPileStoreError, match=rf"\(pile {pile}, columns \['text'\]\)"):
         reader.read_pile(pile)
     reader.close()
 

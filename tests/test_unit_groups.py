@@ -18,7 +18,8 @@ from simulate import unit_groups, unit_stream
 
 import daskshuffle
 from daskshuffle import PileLoader
-from daskshuffle.epochs import auto_budget, epoch_runs, group_permutation, rank_range, unit_bounds, unit_excess
+from daskshuffle.epochs import auto_budget, epoch_runs, group_permutation, unit_bounds, unit_excess
+from daskshuffle.epochs._epoch_plan import rank_range
 from daskshuffle.loader._reads import LoaderReads
 from daskshuffle.orders import Piles
 from daskshuffle.quality._metrics import cobatch_overlap

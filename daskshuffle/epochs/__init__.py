@@ -8,7 +8,6 @@ from ._epoch_plan import (
     lane_ranges,
     n_batches,
     plan_batches,
-    rank_range,
     rank_share,
     split_batches,
 )
@@ -51,7 +50,6 @@ __all__ = [
     "parse_order",
     "parse_streams",
     "plan_batches",
-    "rank_range",
     "rank_share",
     "split_batches",
     "stream_offsets",

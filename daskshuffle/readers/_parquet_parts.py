@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._errors import CorruptPileStoreError
-from ..formats import Range, column_chunk_bytes, read_footer
+from ..formats import FetchedFile, Range, column_chunk_bytes, read_footer
 from ..pilestore import PART, PART_BINDING, arrow_filesystem, part_name
 from ..storage import Location, bounded, raise_storage_failure
 
@@ -198,14 +198,25 @@ class PartFiles:
             assert layout is not None
         return layout
 
-    def _read_groups(self, index: int, groups: list[int], pile: int | None) -> pa.Table:
+    def _read_groups(
+        self, index: int, groups: list[int], pile: int | None, fetched: list[tuple[int, bytes]] | None = None
+    ) -> pa.Table:
+        """Row groups ``groups`` of part file ``index``, from the file, or from its ``fetched`` byte ranges (start, bytes).
+
+        A failure reads each column again, to name those that fail.
+        """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         path, footer = self.part_paths[index], self._part(index, pile)
 
         def read(columns: list[str]) -> pa.Table:
-            with self._filesystem.open_input_file(path) as handle:
+            opened = (
+                self._filesystem.open_input_file(path)
+                if fetched is None
+                else pa.PythonFile(FetchedFile(fetched), mode="r")
+            )
+            with opened as handle:
                 file = pq.ParquetFile(handle, metadata=footer, page_checksum_verification=True)
                 return file.read_row_groups(groups, columns=columns)
 

@@ -37,7 +37,7 @@ from ..pilestore import (
     read_sidecar,
     select_variables,
 )
-from ..storage import Cache, Fetches, Location, Request, StoreCache, raise_storage_failure
+from ..storage import Cache, Fetches, Location, Request, StoreCache, fetched_each, raise_storage_failure
 from ._cancel import CancellableRead
 from ._opened import Opened
 from ._parquet_parts import PartFiles, Piece
@@ -130,7 +130,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             for piece, found in zip(pieces, fetched, strict=True):
                 read.check()
                 if found is None:
-                    table = self._read_groups(piece.file, piece.groups, pile)
+                    table = self._read_again(piece, pile, read)
                 else:
                     table = self._decode(piece, *found, pile, read)
                 first = int(piece.layout.group_starts[piece.groups[0]])
@@ -234,12 +234,27 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
             if self._cache is not None:  # a cached range may be what failed its checksum: it is fetched next time
                 for request, _ in ranges:
                     self._cache.evict(_cache_key(request))
-            return self._read_groups(piece.file, piece.groups, pile)
+            return self._read_again(piece, pile, read)
         if self._cache is not None:
             for request, future in ranges:
                 if not self._cache.holds(_cache_key(request)):
                     self._cache.write(_cache_key(request), future.result())
         return table
+
+    def _read_again(self, piece: Piece, pile: int | None, read: CancellableRead) -> pa.Table:
+        """The row groups of ``piece`` read again, the columns that fail named: a local file, or on object storage its
+        byte ranges requested anew (not those fetched ahead or cached), each within its deadline, until a cancel."""
+        if self.local:
+            return self._read_groups(piece.file, piece.groups, pile)
+        path = self.part_paths[piece.file]
+        ranges, _ = self._ranges(piece)
+        answers = fetched_each(self._fs, ranges, wait=lambda future: read.wait(future, path))
+        for answer in answers:
+            if isinstance(answer, Exception):
+                raise_storage_failure(answer, self.store, what=path)  # not served: nothing is damaged
+                raise self._corrupt(f"a part file that fails to read ({answer!r})", path, pile, self.columns)
+        fetched = [(start, data) for (_, start, _), data in zip(ranges, answers, strict=True)]
+        return self._read_groups(piece.file, piece.groups, pile, fetched)
 
     def _from_cache(self, request: Range) -> Future[bytes] | None:
         """The bytes of ``request`` from the cache, as a done fetch (``None``: not there)."""

@@ -11,7 +11,7 @@ import asyncio
 import functools
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
@@ -306,10 +306,14 @@ class Fetches:
         return self._pool.owns()
 
 
-def fetched_each(fs: AbstractFileSystem, requests: Sequence[Request]) -> list[Any]:
+def fetched_each(
+    fs: AbstractFileSystem, requests: Sequence[Request], wait: Callable[[Future[bytes]], None] | None = None
+) -> list[Any]:
     """The bytes of each of ``requests``, or the error its request raised: one batch of :class:`Fetches`.
 
     Each request fails within its own deadline (a batch of them takes no longer).
+    ``wait`` is called with each fetch before its answer is taken, to wait
+    otherwise (a read's wait, which a cancel ends); what is not taken then is cancelled.
 
     Examples
     --------
@@ -323,6 +327,10 @@ def fetched_each(fs: AbstractFileSystem, requests: Sequence[Request]) -> list[An
     fetches.start("batch", requests, nbytes=0)
     try:
         futures = {request: fetches.take("batch", request) for request in dict.fromkeys(requests)}
+        if wait is not None:
+            for future in futures.values():
+                assert future is not None  # every request of the batch is taken once
+                wait(future)
         return [_outcome(futures[request]) for request in requests]
     finally:
         fetches.clear()
