@@ -602,6 +602,10 @@ WRITE_REQUESTS = {
     "xarray-template": ("xarray", "piles.zarr/x/zarr.json", False),
     "text-piece": ("text", ".lines", True),
     "text-part": ("text", ".daskshuffle-partial/", False),
+    "parquet-part": ("parquet", "piles.parquet/part-", False),
+    "arrow-piece": ("parquet", ".daskshuffle-tmp/0.arrow", True),
+    "text-output": ("text-files", "out-1.jsonl", False),
+    "decompressed-spool": ("text-gz", ".daskshuffle-spool/", False),
 }
 
 
@@ -619,8 +623,13 @@ def _shuffle(kind: str, local: Path, store: str, **options: Any) -> None:
         pd.DataFrame({"id": range(1_000), "x": [float(i) for i in range(1_000)]}).to_parquet(local / "raw.parquet")
         ds.shuffle_parquet(str(local / "raw.parquet"), store, n_piles=4, seed=0, **options)
     else:
-        (local / "raw.jsonl").write_text("".join(f'{{"id": {i}}}\n' for i in range(1_000)))
-        ds.shuffle_lines(str(local / "raw.jsonl"), store, 4, seed=0, block_memory="8KiB", **options)
+        import gzip
+
+        lines = "".join(f'{{"id": {i}}}\n' for i in range(1_000)).encode()
+        source = local / ("raw.jsonl.gz" if kind == "text-gz" else "raw.jsonl")
+        source.write_bytes(gzip.compress(lines) if kind == "text-gz" else lines)
+        files = {"n_output_files": 2} if kind == "text-files" else {}
+        ds.shuffle_lines(str(source), store, 4, seed=0, block_memory="8KiB", **files, **options)
 
 
 @pytest.mark.slow
@@ -628,7 +637,11 @@ def _shuffle(kind: str, local: Path, store: str, **options: Any) -> None:
 def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_valid_store(
     tmp_path: Path, s3: Any, stalling: Any, kind: str, only: str, scratch: bool
 ) -> None:
-    store = s3.url({"parquet": "piles.parquet", "text": "out.jsonl"}.get(kind, "piles.zarr"))
+    store = s3.url(
+        {"parquet": "piles.parquet", "text": "out.jsonl", "text-gz": "out.jsonl", "text-files": "out-{}.jsonl"}.get(
+            kind, "piles.zarr"
+        )
+    )
     options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
     deadline = request_deadline(options)
     assert deadline == 3, "two attempts of 1 s, and one more"
@@ -644,8 +657,8 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
     assert caught.value.reason == "unreachable" and s3.bucket in str(caught.value), str(caught.value)
     assert took < 4 * deadline, took
     stalling.fault = None
-    if kind == "text":
-        assert not s3.fs.exists(store), "no output file"
+    if kind.startswith("text"):
+        assert not s3.fs.glob(f"{s3.bucket}/out*.jsonl"), "no output file"
         return
     with pytest.raises(ds.DaskShuffleError) as refused:
         ds.PileLoader(store, batch_size=100, seed=0, storage_options=s3.storage_options)

@@ -1,7 +1,7 @@
-"""fsspec's internals: the filesystems its instance caches hold, and the answers s3fs's client gets.
+"""fsspec's internals: the filesystems its instance caches hold, the answers s3fs's client gets, a file's requests.
 
-No public API lists the instances (``_cache`` of each class) or s3fs's client
-(``_s3``). Checked against fsspec and s3fs 2026.9 (:data:`CHECKED`).
+No public API lists the instances (``_cache`` of each class), s3fs's client
+(``_s3``), or routes a file's requests (``fs`` of a buffered file). Checked against fsspec and s3fs 2026.9 (:data:`CHECKED`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CHECKED", "cached_filesystems", "on_answers"]
+__all__ = ["CHECKED", "cached_filesystems", "on_answers", "requests_through"]
 
 #: The versions (major.minor) each function here was checked against.
 CHECKED: dict[str, tuple[str, ...]] = {"fsspec": ("2026.9",), "s3fs": ("2026.9",)}
@@ -66,3 +66,13 @@ async def on_answers(fs: object, handler: Callable[..., Any]) -> bool:
         return False
     events.register("after-call.s3", handler, unique_id=f"daskshuffle-answers-{id(handler)}")
     return True
+
+
+def requests_through(file: Any, calls: object) -> None:
+    """Have ``file``, an fsspec buffered file being written, make its requests through ``calls``.
+
+    s3fs's ``S3File`` starts, sends each part of and completes an upload
+    through its filesystem's synchronous methods (``file.fs.call_s3``), which
+    no public API lets one bound: ``calls`` stands in for that filesystem.
+    """
+    file.fs = calls

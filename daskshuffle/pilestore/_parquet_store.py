@@ -6,10 +6,11 @@ groups never straddle a pile, with the metadata in ``_daskshuffle.json``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ __all__ = [
     "ParquetDestination",
     "ParquetWriting",
     "arrow_filesystem",
+    "arrow_sink",
     "part_binding",
     "part_name",
     "read_sidecar",
@@ -61,6 +63,20 @@ def arrow_filesystem(location: Location) -> tuple[pafs.FileSystem, str]:
     if location.is_local:
         return pafs.LocalFileSystem(use_mmap=True), location.path
     return pafs.PyFileSystem(pafs.FSSpecHandler(location.fs)), location.path
+
+
+@contextlib.contextmanager
+def arrow_sink(location: Location) -> Iterator[Any]:
+    """Where pyarrow writes the file at ``location``: natively on a local disk; elsewhere
+    :meth:`~daskshuffle.storage.Location.writing`, each request within the request deadline."""
+    if location.is_local:
+        import pyarrow.fs as pafs
+
+        with pafs.LocalFileSystem().open_output_stream(location.path) as sink:
+            yield sink
+    else:
+        with location.writing() as sink:
+            yield sink
 
 
 def part_name(start: int) -> str:
@@ -254,18 +270,16 @@ class ParquetDestination(Destination["pa.Table"]):
         """
         import pyarrow.parquet as pq
 
-        afs, _ = arrow_filesystem(dst)
         dictionary, codecs = column_options(rows, self.writing.compression)  # see _parquet_layout
         # The file says which run wrote it, and where: a file moved or left over is refused.
         binding = json.dumps({"run": run, "first_row": start}).encode()
         schema = self.schema.with_metadata({**(self.schema.metadata or {}), PART_BINDING: binding})
-        with pq.ParquetWriter(
-            afs.open_output_stream(f"{dst.path}/{part_name(start)}"),
-            schema,
-            compression=codecs,
-            use_dictionary=dictionary,
-            write_page_checksum=True,
-        ) as writer:
+        with (
+            arrow_sink(dst.join(part_name(start))) as sink,
+            pq.ParquetWriter(
+                sink, schema, compression=codecs, use_dictionary=dictionary, write_page_checksum=True
+            ) as writer,
+        ):
             for a, b in itertools.pairwise(bounds):
                 if rows.num_rows == 0:
                     writer.write_table(rows.replace_schema_metadata(schema.metadata))

@@ -13,12 +13,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..formats import Pieces, concat, take
-from ..pilestore import PIECE_OFFSETS, ParquetDestination, ParquetWriting, arrow_filesystem
+from ..pilestore import PIECE_OFFSETS, ParquetDestination, ParquetWriting, arrow_filesystem, arrow_sink
 from ..storage import Location
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.fs as pafs
 
 __all__ = ["ArrowTables"]
 
@@ -62,9 +61,8 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
     def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
         return concat(parts)
 
-    def _piece_path(self, tmp: Location, block: int) -> tuple[pafs.FileSystem, str]:
-        afs, root = arrow_filesystem(tmp)
-        return afs, f"{root}/{block}.arrow"
+    def _piece_file(self, tmp: Location, block: int) -> Location:
+        return tmp.join(f"{block}.arrow")
 
     def prepare_pieces(self, tmp: Location) -> None:
         afs, root = arrow_filesystem(tmp)
@@ -80,8 +78,7 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
         offsets = np.asarray(piece_offsets, dtype=np.int64)
         starts = np.append(offsets[:-1][np.diff(offsets) > 0], offsets[-1])
         schema = rows.schema.with_metadata({PIECE_OFFSETS: starts.astype("<i8").tobytes()})
-        afs, path = self._piece_path(tmp, block)
-        with afs.open_output_stream(path) as sink, pa.ipc.new_file(sink, schema) as writer:
+        with arrow_sink(self._piece_file(tmp, block)) as sink, pa.ipc.new_file(sink, schema) as writer:
             for start, stop in zip(piece_offsets[:-1].tolist(), piece_offsets[1:].tolist(), strict=True):
                 if stop > start:
                     for batch in rows.slice(start, stop - start).to_batches():
@@ -92,7 +89,7 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
 
         if stop <= start:
             return self.schema.empty_table()
-        afs, path = self._piece_path(tmp, block)
+        afs, path = arrow_filesystem(self._piece_file(tmp, block))
         reader = pa.ipc.open_file(afs.open_input_file(path))
         # Where each written batch starts, and the end, as write_pieces records them.
         starts = np.frombuffer(reader.schema.metadata[PIECE_OFFSETS], dtype="<i8")[:-1].astype(np.int64)

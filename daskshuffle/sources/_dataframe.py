@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import CollectionSource, FileSource
-from ..pilestore import ParquetWriting, arrow_filesystem
+from ..pilestore import ParquetWriting, arrow_filesystem, arrow_sink
 from ..plan import block_rows
 from ..storage import Location, identify_token
 from ._arrow_pieces import ArrowTables
@@ -71,8 +71,8 @@ def describe_partition(partition: pd.DataFrame, preserve_index: bool) -> tuple[i
     return len(partition), nbytes, _arrow_schema(partition, preserve_index)
 
 
-def _spool_path(spool: str, block: int) -> str:
-    return f"{spool}/{block}.arrow"
+def _spool_file(spool: Location, block: int) -> Location:
+    return spool.join(f"{block}.arrow")
 
 
 def spool_partition(
@@ -83,8 +83,7 @@ def spool_partition(
 
     described = describe_partition(partition, preserve_index)
     table = pa.Table.from_pandas(partition, schema=described[2], preserve_index=preserve_index)
-    afs, root = arrow_filesystem(spool)
-    with afs.open_output_stream(_spool_path(root, block)) as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with arrow_sink(_spool_file(spool, block)) as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     return described
 
@@ -129,8 +128,8 @@ class SpooledFrameFormat(ArrowTables, FileSource["pa.Table"]):
     def read_block(self, block: int) -> pa.Table:
         import pyarrow as pa
 
-        afs, root = arrow_filesystem(self.spool)
-        table = pa.ipc.open_file(afs.open_input_file(_spool_path(root, block))).read_all()
+        afs, path = arrow_filesystem(_spool_file(self.spool, block))
+        table = pa.ipc.open_file(afs.open_input_file(path)).read_all()
         # Each partition was written with its own types (categories, all-null columns): cast to the unified schema.
         return table.cast(self.schema.remove_metadata()).replace_schema_metadata(self.schema.metadata)
 

@@ -17,7 +17,6 @@ import gzip
 import lzma
 import os
 import posixpath
-import shutil
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,7 +29,6 @@ from .._errors import Argument, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
 from ..storage import Location, _leftovers, _own, bounded
 from ._text_source import (
-    _READ_NBYTES,
     BlockCount,
     Lines,
     TextSource,
@@ -167,27 +165,36 @@ class TextFiles(Destination[Lines]):
         if self._in_place(dst):
             os.replace(partial, dst.path)
             return
-        paths = [path.path for path in self.paths] or [dst.path]
         by_file: dict[int, list[str]] = {}
         for part in sorted(bounded(fs, "ls", partial, detail=False, what=partial)):
             by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
-        targets = [f"{partial}/{index:09d}.out" for index in range(len(paths))]
+        # On a local disk each file is written beside its parts and renamed into place; elsewhere in place, where
+        # an upload makes the file only when it completes: no copy of it.
+        staged = dst.is_local
+        outputs = list(self.paths) or [dst]
+        targets = [_partial(dst).join(f"{index:09d}.out") if staged else path for index, path in enumerate(outputs)]
         # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
-        with ThreadPoolExecutor(max_workers=min(4, len(paths))) as pool:
-            for done in [
+        with ThreadPoolExecutor(max_workers=min(4, len(outputs))) as pool:
+            written = [
                 pool.submit(self._concatenate, fs, by_file.get(index, []), target)
                 for index, target in enumerate(targets)
-            ]:
-                done.result()
-        for target, path in zip(targets, paths, strict=True):
-            if posixpath.dirname(path):
-                fs.makedirs(posixpath.dirname(path), exist_ok=True)
-            fs.mv(target, path)
+            ]
+        failures = [error for future in written if (error := future.exception()) is not None]
+        if failures:
+            for target, future in zip(targets, written, strict=True):
+                if not staged and future.exception() is None:  # all the files or none: these are this run's
+                    target.remove()
+            raise failures[0]
+        for target, path in zip(targets, outputs, strict=True) if staged else ():
+            if posixpath.dirname(path.path):
+                fs.makedirs(posixpath.dirname(path.path), exist_ok=True)
+            fs.mv(target.path, path.path)
         _partial(dst).remove()
 
-    def _concatenate(self, fs: Any, parts: Sequence[str], target: str) -> None:
-        """One output file: the header, then its parts in order (zstd: one stream of them all)."""
-        with fs.open(target, "wb") as file, contextlib.ExitStack() as stack:
+    def _concatenate(self, fs: Any, parts: Sequence[str], target: Location) -> None:
+        """One output file: the header, then its parts in order, each read with one request (a merge task wrote it);
+        zstd: one stream of them all."""
+        with target.writing() as file, contextlib.ExitStack() as stack:
             out = file
             if self.compression == "zstd":
                 import zstandard
@@ -197,8 +204,7 @@ class TextFiles(Destination[Lines]):
             if self.header or not parts:
                 out.write(_compress(self.header, self.part_compression))
             for part in parts:
-                with fs.open(part, "rb") as piece:
-                    shutil.copyfileobj(piece, out, _READ_NBYTES)
+                out.write(bounded(fs, "cat_file", part, what=part))
 
     def discard_destination(self, dst: Location) -> None:
         _partial(dst).remove()

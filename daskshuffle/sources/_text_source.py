@@ -203,8 +203,9 @@ class TextSource:
         return [file.path for file in self.files]
 
     def decompress(self, file: int, path: Location) -> int:
-        """Write file ``file`` decompressed to ``path``, a piece at a time; return its size (a task)."""
-        with self.files[file].open() as handle, path.fs.open(path.path, "wb") as out:
+        """Write file ``file`` decompressed to ``path``, a piece at a time, each request within the request deadline;
+        return its size (a task)."""
+        with self.files[file].open() as handle, path.writing() as out:
             shutil.copyfileobj(handle, out, _READ_NBYTES)
             return int(out.tell())
 

@@ -7,17 +7,20 @@ minutes: it fails instead within :func:`request_deadline`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import errno
-from collections.abc import Awaitable, Mapping
+import inspect
+import io
+from collections.abc import Awaitable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
 
-from .._compat import on_answers
+from .._compat import on_answers, requests_through
 from .._config import float_setting
 
-__all__ = ["bounded", "request_deadline", "within"]
+__all__ = ["bounded", "request_deadline", "uploading", "within"]
 
 T = TypeVar("T")
 
@@ -126,3 +129,95 @@ def bounded(fs: AbstractFileSystem, name: str, *args: Any, what: str, **kwargs: 
 
     # Not fsspec's sync, which raises a bare FSTimeoutError for any TimeoutError, the message lost.
     return asyncio.run_coroutine_threadsafe(request(), fs.loop).result()
+
+
+class _BoundedCalls:
+    """``fs`` as a file of it sees it: each call that is a request (has an ``async`` twin) within the deadline."""
+
+    def __init__(self, fs: AbstractFileSystem, what: str) -> None:
+        self._fs, self._what = fs, what
+
+    def __getattr__(self, name: str) -> Any:
+        if inspect.iscoroutinefunction(getattr(self._fs, f"_{name}", None)):
+            return lambda *args, **kwargs: bounded(self._fs, name, *args, what=self._what, **kwargs)
+        return getattr(self._fs, name)
+
+
+class _Upload(io.RawIOBase):
+    """A file being uploaded, given up at its first failure: no request follows but the one that aborts it."""
+
+    def __init__(self, file: Any) -> None:
+        self._file, self._failed = file, False
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return int(self._file.tell())
+
+    def write(self, data: Any) -> int:
+        if self._failed:
+            raise OSError(errno.EIO, f"the upload of {self._file.path!r} failed already")
+        try:
+            return int(self._file.write(data))
+        except BaseException:
+            self.abandon()
+            raise
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if not self._failed:
+                self._file.close()  # the last part, and the request that completes the upload
+        except BaseException:
+            self.abandon()
+            raise
+        finally:
+            super().close()
+
+    def abandon(self) -> None:
+        """Give up: abort the upload (an object store keeps nothing of it), within the deadline."""
+        if not self._failed:
+            self._failed = True
+            # The error that made us give up is the one to raise.
+            with contextlib.suppress(Exception):  # an fsspec buffered file: never flushed when collected
+                self._file.closed = True
+            with contextlib.suppress(Exception):
+                self._file.discard()
+
+
+@contextlib.contextmanager
+def uploading(fs: AbstractFileSystem, path: str, *, what: str) -> Iterator[io.RawIOBase]:
+    """A file that writes ``path`` on ``fs`` a part at a time; the file is there only if the body ends without error.
+
+    On an asynchronous filesystem (s3fs), each request of the upload (a part,
+    the one that completes it) is made :func:`within` the deadline of the
+    filesystem's options, rather than the whole file: a file of any size can
+    be written, and a stalled request fails as :class:`TimeoutError` in
+    :func:`request_deadline`. At the first failure, or an error in the body,
+    the upload is aborted and the file not made (no request is made after it
+    but the abort). The parts are buffered as ``fs.open(path, "wb")`` buffers
+    them (s3fs: 50 MiB at a time). On any other filesystem, ``fs.open(path,
+    "wb")`` as it is.
+
+    Examples
+    --------
+    >>> import fsspec
+    >>> fs = fsspec.filesystem("memory")
+    >>> with uploading(fs, "/uploading-demo/part-0", what="part-0") as file:
+    ...     _ = file.write(b"rows")
+    >>> fs.cat_file("/uploading-demo/part-0")
+    b'rows'
+    """
+    file = fs.open(path, "wb")
+    if getattr(fs, "async_impl", False):
+        requests_through(file, _BoundedCalls(fs, what))
+    upload = _Upload(file)
+    try:
+        yield upload
+        upload.close()
+    except BaseException:
+        upload.abandon()
+        upload.close()
+        raise

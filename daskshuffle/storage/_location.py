@@ -26,7 +26,7 @@ from .._compat import cached_filesystems
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import _own
 from ._access import reaching
-from ._deadline import bounded
+from ._deadline import bounded, uploading
 from ._paths import is_url, normalize
 
 __all__ = ["Location", "glob_matches", "unreached", "why_unconditional"]
@@ -289,6 +289,14 @@ class Location:
             os.replace(staged, self.path)
             return
         self._request("pipe_file", bytes(data))  # botocore takes bytes, not a view
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[Any]:
+        """A file that writes here a part at a time, each request within the request deadline
+        (:func:`~daskshuffle.storage._deadline.uploading`): made only if the body ends without error, a failure to
+        reach the storage named by :meth:`reaching`."""
+        with self.reaching(), uploading(self.fs, self.path, what=self.path) as file:
+            yield file
 
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
