@@ -56,7 +56,7 @@ demo: $(STAMP)
 
 ## Lint, then run every test, doctests included (CI runs this: .ci/run).
 test: $(TORCH_STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 ## The quick loop while changing code: no slow tests, no LocalCluster, fewer property examples.
 test-fast: $(STAMP)
