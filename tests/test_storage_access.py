@@ -687,6 +687,8 @@ READ_REQUESTS = {
     "text-block": ("text", "raw.jsonl", "source"),
     "compressed-text": ("text-gz", "raw.jsonl.gz", "source"),
     "xarray-metadata": ("xarray", "raw.zarr/zarr.json", "source"),
+    "xarray-chunk": ("xarray", "raw.zarr/x/c/", "source"),
+    "zarr-chunk": ("zarr", "raw.zarr/x/c/", "source"),
     "arrow-piece": ("parquet", "0.arrow", "scratch"),
     "dataframe-spool": ("dataframe", ".daskshuffle-spool/", "scratch"),
     "store-metadata": ("zarr", "piles.zarr/zarr.json", "store"),
