@@ -679,7 +679,8 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
 
 
 #: The reads of a shuffle that may stall, each with the shuffle, the request it stalls and what is on object storage
-#: (the rest on a local disk): its ``"source"``, the ``"scratch"`` space of its pieces (``tmp=``), or a ``"store"``
+#: (the rest on a local disk): its ``"source"`` (stalled from the first task on, after planning read the footers, for
+#: ``"source-tasks"``), the ``"scratch"`` space of its pieces (``tmp=``), or a ``"store"``
 #: at its destination. A text source's blocks and a compressed one streamed whole, the Zarr and xarray sources'
 #: metadata and chunks, the Arrow pieces of pass 1 and a dask DataFrame's spool read back, and the metadata of what
 #: is at the destination.
@@ -689,6 +690,7 @@ READ_REQUESTS = {
     "xarray-metadata": ("xarray", "raw.zarr/zarr.json", "source"),
     "xarray-chunk": ("xarray", "raw.zarr/x/c/", "source"),
     "zarr-chunk": ("zarr", "raw.zarr/x/c/", "source"),
+    "parquet-row-groups": ("parquet", "raw.parquet", "source-tasks"),
     "arrow-piece": ("parquet", "0.arrow", "scratch"),
     "dataframe-spool": ("dataframe", ".daskshuffle-spool/", "scratch"),
     "store-metadata": ("zarr", "piles.zarr/zarr.json", "store"),
@@ -700,8 +702,10 @@ READ_REQUESTS = {
 def test_a_shuffle_whose_reads_stall_fails_within_the_deadline(
     tmp_path: Path, s3: Any, stalling: Any, kind: str, only: str, remote: str
 ) -> None:
+    import dask.callbacks
+
     source = _source(kind, tmp_path)
-    if remote == "source":
+    if remote.startswith("source"):
         s3.fs.put(str(source), f"{s3.bucket}/{source.name}", recursive=source.is_dir())
         source = s3.url(source.name)  # type: ignore[assignment]
     store = s3.url("piles.zarr") if remote == "store" else str(tmp_path / ("out.jsonl" if "text" in kind else "piles"))
@@ -712,10 +716,18 @@ def test_a_shuffle_whose_reads_stall_fails_within_the_deadline(
     assert deadline == 3, "two attempts of 1 s, and one more"
     if remote == "store":
         Location.of(store, options).conditional_writes  # noqa: B018  # probed before the faults
-    stalling.fault, stalling.only, stalling.methods = "hang", only, frozenset({"GET"})
+    stalling.only, stalling.methods = only, frozenset({"GET"})
     tmp = {"tmp": s3.url("scratch")} if remote == "scratch" else {}
+
+    def stall(*_: Any) -> None:
+        stalling.fault = "hang"
+
     started = time.perf_counter()
-    with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
+    stall() if remote != "source-tasks" else None
+    with (
+        dask.callbacks.Callback(start=stall),
+        pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught,
+    ):
         _shuffle(kind, source, store, storage_options=options, overwrite=True, **tmp)
     took = time.perf_counter() - started
     assert stalling.faulted > 0, "the request was made, and stalled"

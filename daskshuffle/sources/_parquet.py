@@ -25,7 +25,7 @@ from ..formats import (
 )
 from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES
-from ..storage import Location, identify_files, normalize
+from ..storage import Location, identify_files, normalize, raise_storage_failure
 from ._arrow_pieces import ArrowTables
 from ._found import found, parse_sources
 from ._undecodable import undecodable, undecodable_parquet
@@ -345,9 +345,15 @@ class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
             try:
                 with pa.PythonFile(FetchedFile(fetched), mode="r") as file:
                     return self._read_fragment(file, partition, row_groups)
-            except NotFetchedError:  # a writer that put a column chunk outside the bytes its footer gives
-                return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
+            except (
+                NotFetchedError
+            ):  # a writer that put a column chunk outside the bytes its footer gives
+                fs = self.filesystem.handler.fs
+                where = Location.of(fs.unstrip_protocol(path), fs.storage_options)
+                with where.reading(buffer_nbytes=range_nbytes) as whole, pa.PythonFile(whole, mode="r") as file:
+                    return self._read_fragment(file, partition, row_groups)
         except (pa.ArrowInvalid, OSError) as error:
+            raise_storage_failure(error, path, what=path)  # not served: nothing is damaged
             if not undecodable_parquet(error):
                 raise
             groups = f"row group {row_groups[0]}" + (f" to {row_groups[-1]}" if len(row_groups) > 1 else "")
