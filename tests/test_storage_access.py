@@ -692,6 +692,7 @@ READ_REQUESTS = {
     "zarr-chunk": ("zarr", "raw.zarr/x/c/", "source"),
     "parquet-row-groups": ("parquet", "raw.parquet", "source-tasks"),
     "arrow-piece": ("parquet", "0.arrow", "scratch"),
+    "array-piece": ("zarr", ".daskshuffle-tmp/0/", "scratch"),
     "dataframe-spool": ("dataframe", ".daskshuffle-spool/", "scratch"),
     "store-metadata": ("zarr", "piles.zarr/zarr.json", "store"),
 }

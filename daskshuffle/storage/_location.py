@@ -350,7 +350,7 @@ def glob_matches(location: Location) -> dict[str, dict[str, Any]] | None:
     if not glob.has_magic(location.path) or location.exists():
         return None
     with location.reaching():
-        return dict(sorted(location.fs.glob(location.path, detail=True).items()))
+        return dict(sorted(bounded(location.fs, "glob", location.path, detail=True, what=location.path).items()))
 
 
 def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
