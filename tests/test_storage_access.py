@@ -609,25 +609,38 @@ WRITE_REQUESTS = {
 }
 
 
-def _shuffle(kind: str, local: Path, store: str, **options: Any) -> None:
-    """A shuffle of ``kind`` of a small local source into ``store``."""
+def _source(kind: str, local: Path) -> Path:
+    """A small local source of a shuffle of ``kind``."""
     if kind in ("zarr", "xarray"):
-        source = make_zarr_source(local / "raw.zarr", 1_000, chunk_rows=250)
-        if kind == "xarray":
-            ds.shuffle_xarray(source, store, dim="row", n_piles=4, seed=0, **options)
-        else:
-            ds.shuffle_zarr(source, store, 4, seed=0, **options)
-    elif kind == "parquet":
+        return Path(make_zarr_source(local / "raw.zarr", 1_000, chunk_rows=250))
+    if kind in ("parquet", "dataframe"):
         import pandas as pd
 
         pd.DataFrame({"id": range(1_000), "x": [float(i) for i in range(1_000)]}).to_parquet(local / "raw.parquet")
-        ds.shuffle_parquet(str(local / "raw.parquet"), store, n_piles=4, seed=0, **options)
-    else:
-        import gzip
+        return local / "raw.parquet"
+    import gzip
 
-        lines = "".join(f'{{"id": {i}}}\n' for i in range(1_000)).encode()
-        source = local / ("raw.jsonl.gz" if kind == "text-gz" else "raw.jsonl")
-        source.write_bytes(gzip.compress(lines) if kind == "text-gz" else lines)
+    lines = "".join(f'{{"id": {i}}}\n' for i in range(1_000)).encode()
+    source = local / ("raw.jsonl.gz" if kind == "text-gz" else "raw.jsonl")
+    source.write_bytes(gzip.compress(lines) if kind == "text-gz" else lines)
+    return source
+
+
+def _shuffle(kind: str, source: str | Path, store: str, **options: Any) -> None:
+    """A shuffle of ``kind`` of ``source`` (made by :func:`_source`) into ``store``."""
+    if kind == "xarray":
+        ds.shuffle_xarray(str(source), store, dim="row", n_piles=4, seed=0, **options)
+    elif kind == "zarr":
+        ds.shuffle_zarr(str(source), store, 4, seed=0, **options)
+    elif kind == "parquet":
+        ds.shuffle_parquet(str(source), store, n_piles=4, seed=0, **options)
+    elif kind == "dataframe":
+        import dask.dataframe as dd
+        import pandas as pd
+
+        frame = dd.from_pandas(pd.read_parquet(source), npartitions=2)
+        ds.shuffle_dataframe(frame, store, n_piles=4, seed=0, **options)
+    else:
         files = {"n_output_files": 2} if kind == "text-files" else {}
         ds.shuffle_lines(str(source), store, 4, seed=0, block_memory="8KiB", **files, **options)
 
@@ -651,7 +664,7 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
     tmp = {"tmp": s3.url("scratch")} if scratch else {}
     started = time.perf_counter()
     with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
-        _shuffle(kind, tmp_path, store, storage_options=options, **tmp)
+        _shuffle(kind, _source(kind, tmp_path), store, storage_options=options, **tmp)
     took = time.perf_counter() - started
     assert stalling.faulted > 0, "the request was made, and stalled"
     assert caught.value.reason == "unreachable" and s3.bucket in str(caught.value), str(caught.value)
@@ -663,3 +676,61 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
     with pytest.raises(ds.DaskShuffleError) as refused:
         ds.PileLoader(store, batch_size=100, seed=0, storage_options=s3.storage_options)
     assert not isinstance(refused.value, ds.StorageAccessError), str(refused.value)
+
+
+#: The reads of a shuffle that may stall, each with the shuffle, the request it stalls and what is on object storage
+#: (the rest on a local disk): its ``"source"`` (stalled from the first task on, after planning read the footers, for
+#: ``"source-tasks"``), the ``"scratch"`` space of its pieces (``tmp=``), or a ``"store"``
+#: at its destination. A text source's blocks and a compressed one streamed whole, the Zarr and xarray sources'
+#: metadata and chunks, the Arrow pieces of pass 1 and a dask DataFrame's spool read back, and the metadata of what
+#: is at the destination.
+READ_REQUESTS = {
+    "text-block": ("text", "raw.jsonl", "source"),
+    "compressed-text": ("text-gz", "raw.jsonl.gz", "source"),
+    "xarray-metadata": ("xarray", "raw.zarr/zarr.json", "source"),
+    "xarray-chunk": ("xarray", "raw.zarr/x/c/", "source"),
+    "zarr-chunk": ("zarr", "raw.zarr/x/c/", "source"),
+    "parquet-row-groups": ("parquet", "raw.parquet", "source-tasks"),
+    "arrow-piece": ("parquet", "0.arrow", "scratch"),
+    "array-piece": ("zarr", ".daskshuffle-tmp/0/", "scratch"),
+    "dataframe-spool": ("dataframe", ".daskshuffle-spool/", "scratch"),
+    "store-metadata": ("zarr", "piles.zarr/zarr.json", "store"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "only", "remote"), READ_REQUESTS.values(), ids=READ_REQUESTS.keys())
+def test_a_shuffle_whose_reads_stall_fails_within_the_deadline(
+    tmp_path: Path, s3: Any, stalling: Any, kind: str, only: str, remote: str
+) -> None:
+    import dask.callbacks
+
+    source = _source(kind, tmp_path)
+    if remote.startswith("source"):
+        s3.fs.put(str(source), f"{s3.bucket}/{source.name}", recursive=source.is_dir())
+        source = s3.url(source.name)  # type: ignore[assignment]
+    store = s3.url("piles.zarr") if remote == "store" else str(tmp_path / ("out.jsonl" if "text" in kind else "piles"))
+    if remote == "store":  # something at the destination, whose metadata is read
+        s3.fs.pipe_file(f"{s3.bucket}/piles.zarr/zarr.json", b"{}")
+    options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
+    deadline = request_deadline(options)
+    assert deadline == 3, "two attempts of 1 s, and one more"
+    if remote == "store":
+        Location.of(store, options).conditional_writes  # noqa: B018  # probed before the faults
+    stalling.only, stalling.methods = only, frozenset({"GET"})
+    tmp = {"tmp": s3.url("scratch")} if remote == "scratch" else {}
+
+    def stall(*_: Any) -> None:
+        stalling.fault = "hang"
+
+    started = time.perf_counter()
+    stall() if remote != "source-tasks" else None
+    with (
+        dask.callbacks.Callback(start=stall),
+        pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught,
+    ):
+        _shuffle(kind, source, store, storage_options=options, overwrite=True, **tmp)
+    took = time.perf_counter() - started
+    assert stalling.faulted > 0, "the request was made, and stalled"
+    assert caught.value.reason == "unreachable" and s3.bucket in str(caught.value), str(caught.value)
+    assert took < 4 * deadline, took

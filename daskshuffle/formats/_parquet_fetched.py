@@ -120,7 +120,7 @@ def coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> tuple[tuple[int, in
 
 
 def fetch_spans(fs: Any, path: str, spans: Sequence[tuple[int, int]], most: int) -> list[tuple[int, bytes]]:
-    """The bytes of each span of ``path``, fetched at once in requests of at most ``most`` bytes.
+    """The bytes of each span of ``path``, fetched at once in requests of at most ``most`` bytes, within the deadline.
 
     A span is cut into equal requests: each request streams at one
     connection's speed, so a large column chunk comes in as fast as a small one.
@@ -131,7 +131,7 @@ def fetch_spans(fs: Any, path: str, spans: Sequence[tuple[int, int]], most: int)
         cuts.append([start + (end - start) * k // n for k in range(n + 1)])
     starts = [a for bounds in cuts for a in bounds[:-1]]
     ends = [b for bounds in cuts for b in bounds[1:]]
-    found = iter(fs.cat_ranges([path] * len(starts), starts, ends))
+    found = iter(bounded(fs, "cat_ranges", [path] * len(starts), starts, ends, what=path))
     fetched = []
     for bounds in cuts:
         parts = [next(found) for _ in bounds[:-1]]

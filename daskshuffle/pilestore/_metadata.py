@@ -20,7 +20,7 @@ from .._errors import (
     UnfinishedShuffleError,
 )
 from ..plan import fingerprint
-from ..storage import Location
+from ..storage import Location, bounded
 
 __all__ = [
     "FORMAT_VERSION",
@@ -273,8 +273,8 @@ def read_metadata(
     fs, root = location.fs, location.path
     for name, keys in _METADATA_FILES:
         try:
-            with location.reaching(), fs.open(f"{root}/{name}", "r") as file:
-                found: Any = json.load(file)
+            with location.reaching():
+                found: Any = json.loads(bounded(fs, "cat_file", f"{root}/{name}", what=name))
         except DaskShuffleError:  # the storage did not serve it: not a file that is missing or not JSON
             raise
         except (FileNotFoundError, ValueError):

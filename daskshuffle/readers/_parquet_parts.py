@@ -109,10 +109,11 @@ class PartFiles:
                 return part
         path, size = self.part_paths[index], self._part_sizes[index]
         try:
-            if self.local or not isinstance(size, int):
+            if self.local:
                 with self._filesystem.open_input_file(path) as handle:
                     footer = pq.ParquetFile(handle).metadata
-            else:  # on object storage from its last bytes: one request (two if large)
+            else:  # on object storage from its last bytes: one request (two if large), and one for a size not listed
+                size = size if isinstance(size, int) else int(bounded(self._fs, "size", path, what=path))
                 footer = read_footer(self._fs, path, size, tail)
         except (OSError, pa.ArrowException) as error:
             raise_storage_failure(error, self.store, what=path)  # not served: nothing is damaged

@@ -130,7 +130,8 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         return rows
 
     def _fetch_pieces(self, tmp: Location, reads: Sequence[tuple[int, int, int]]) -> dict[tuple[str, int, int], bytes]:
-        """Every piece read of every variable in one call: an object store serves them all at once."""
+        """Every piece read of every variable in one call (within the request deadline): an object store serves them
+        all at once."""
         keys: list[tuple[str, int, int]] = []
         ranges: list[tuple[str, int, int]] = []
         counts: list[int] = []
@@ -144,7 +145,7 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
         if not ranges:
             return {}
         paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
-        results = tmp.fs.cat_ranges(paths, starts, ends, on_error="return")
+        results = bounded(tmp.fs, "cat_ranges", paths, starts, ends, on_error="return", what=f"the pieces in {tmp.url}")
         for path, read in zip(paths, results, strict=True):  # the first error among the reads, as an OSError
             if isinstance(read, BaseException):
                 raise read if isinstance(read, OSError) else OSError(f"Could not read piece {path!r}: {read}")

@@ -6,7 +6,8 @@ schema metadata, so the merge reads exactly the batches of its piles.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -19,7 +20,21 @@ from ..storage import Location
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ArrowTables"]
+__all__ = ["ArrowTables", "arrow_source"]
+
+
+@contextlib.contextmanager
+def arrow_source(location: Location) -> Iterator[Any]:
+    """Where pyarrow reads the file at ``location``: memory-mapped on a local disk; elsewhere
+    :meth:`~daskshuffle.storage.Location.reading`, each request within the request deadline."""
+    if location.is_local:
+        import pyarrow as pa
+
+        with pa.memory_map(location.path) as source:
+            yield source
+    else:
+        with location.reading() as source:
+            yield source
 
 
 class ArrowTables(Pieces["pa.Table"], ParquetDestination):
@@ -89,12 +104,12 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
 
         if stop <= start:
             return self.schema.empty_table()
-        afs, path = arrow_filesystem(self._piece_file(tmp, block))
-        reader = pa.ipc.open_file(afs.open_input_file(path))
-        # Where each written batch starts, and the end, as write_pieces records them.
-        starts = np.frombuffer(reader.schema.metadata[PIECE_OFFSETS], dtype="<i8")[:-1].astype(np.int64)
-        first = int(np.searchsorted(starts, start, side="right")) - 1
-        last = int(np.searchsorted(starts, stop, side="left"))
-        batches = [reader.get_batch(index) for index in range(first, last)]
+        with arrow_source(self._piece_file(tmp, block)) as source:
+            reader = pa.ipc.open_file(source)
+            # Where each written batch starts, and the end, as write_pieces records them.
+            starts = np.frombuffer(reader.schema.metadata[PIECE_OFFSETS], dtype="<i8")[:-1].astype(np.int64)
+            first = int(np.searchsorted(starts, start, side="right")) - 1
+            last = int(np.searchsorted(starts, stop, side="left"))
+            batches = [reader.get_batch(index) for index in range(first, last)]
         table = pa.Table.from_batches(batches, schema=reader.schema).replace_schema_metadata(self.schema.metadata)
         return table.slice(start - int(starts[first]), stop - start)

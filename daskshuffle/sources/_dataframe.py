@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import CollectionSource, FileSource
-from ..pilestore import ParquetWriting, arrow_filesystem, arrow_sink
+from ..pilestore import ParquetWriting, arrow_sink
 from ..plan import block_rows
 from ..storage import Location, identify_token
-from ._arrow_pieces import ArrowTables
+from ._arrow_pieces import ArrowTables, arrow_source
 from ._parquet import unify_schemas
 
 if TYPE_CHECKING:
@@ -128,8 +128,8 @@ class SpooledFrameFormat(ArrowTables, FileSource["pa.Table"]):
     def read_block(self, block: int) -> pa.Table:
         import pyarrow as pa
 
-        afs, path = arrow_filesystem(_spool_file(self.spool, block))
-        table = pa.ipc.open_file(afs.open_input_file(path)).read_all()
+        with arrow_source(_spool_file(self.spool, block)) as source:
+            table = pa.ipc.open_file(source).read_all()
         # Each partition was written with its own types (categories, all-null columns): cast to the unified schema.
         return table.cast(self.schema.remove_metadata()).replace_schema_metadata(self.schema.metadata)
 

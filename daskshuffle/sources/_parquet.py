@@ -25,7 +25,7 @@ from ..formats import (
 )
 from ..pilestore import ParquetWriting, arrow_filesystem
 from ..plan import MIN_READ_NBYTES
-from ..storage import Location, identify_files, normalize
+from ..storage import Location, bounded, identify_files, normalize, raise_storage_failure
 from ._arrow_pieces import ArrowTables
 from ._found import found, parse_sources
 from ._undecodable import undecodable, undecodable_parquet
@@ -66,7 +66,9 @@ def _expand(text: str, storage_options: dict[str, Any] | None) -> list[tuple[str
     if info is not None and info["type"] == "file":
         return [(inner, None, int(info["size"]))]
     root = inner.rstrip("/")
-    below = {path[len(root) + 1 :]: info for path, info in fs.find(root, detail=True).items() if path != root}
+    with where.reaching():
+        listed = bounded(fs, "find", root, detail=True, what=f"the listing of {text}")
+    below = {path[len(root) + 1 :]: info for path, info in listed.items() if path != root}
     if {relative.split("/", 1)[0] for relative in below} & {"zarr.json", ".zgroup", ".zarray"}:
         raise DaskShuffleValueError(
             f"Expected src to be Parquet files. Got {text!r}, which is a Zarr store, instead; shuffle it with "
@@ -346,8 +348,12 @@ class ParquetFormat(ArrowTables, FileSource["pa.Table"]):
                 with pa.PythonFile(FetchedFile(fetched), mode="r") as file:
                     return self._read_fragment(file, partition, row_groups)
             except NotFetchedError:  # a writer that put a column chunk outside the bytes its footer gives
-                return self._read_fragment(path, partition, row_groups, filesystem=self.filesystem)
+                fs = self.filesystem.handler.fs
+                where = Location.of(fs.unstrip_protocol(path), fs.storage_options)
+                with where.reading(buffer_nbytes=range_nbytes) as whole, pa.PythonFile(whole, mode="r") as file:
+                    return self._read_fragment(file, partition, row_groups)
         except (pa.ArrowInvalid, OSError) as error:
+            raise_storage_failure(error, path, what=path)  # not served: nothing is damaged
             if not undecodable_parquet(error):
                 raise
             groups = f"row group {row_groups[0]}" + (f" to {row_groups[-1]}" if len(row_groups) > 1 else "")

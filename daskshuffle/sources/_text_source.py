@@ -9,11 +9,12 @@ split and a large file is read in parallel; a compressed file is first decompres
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import mmap
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeAlias
 
@@ -52,6 +53,8 @@ Run = Callable[[Callable[..., Any], Sequence[tuple[Any, ...]], str], list[Any]]
 _COUNT_NBYTES = 2**20
 #: How much is copied at a time (decompressing a file, concatenating parts).
 _READ_NBYTES = 8 * 2**20
+#: How much is read at a time to find where a line starts (on object storage, one request).
+_LINE_NBYTES = 2**16
 
 
 def memory_pool() -> pa.MemoryPool:
@@ -106,9 +109,19 @@ class TextFile:
         """The file's path or URL, as a pile store records its sources."""
         return self.location.url
 
-    def open(self) -> Any:
-        """The file opened for reading its bytes, decompressed."""
-        return self.location.fs.open(self.location.path, "rb", compression=self.compression)
+    @contextlib.contextmanager
+    def open(self, buffer_nbytes: int = _LINE_NBYTES) -> Iterator[Any]:
+        """The file opened for reading its bytes, decompressed, each request within the request deadline
+        (:meth:`~daskshuffle.storage.Location.reading`, buffered ``buffer_nbytes`` at a time)."""
+        with self.location.reading(self.size, buffer_nbytes=buffer_nbytes) as file:
+            if self.compression is None:
+                yield file
+                return
+            decompressed = fsspec.compression.compr[self.compression](file, mode="rb")
+            try:
+                yield decompressed
+            finally:
+                decompressed.close()
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,7 @@ def _through_delimiter(handle: IO[bytes], delimiter: bytes) -> bytes:
     """The bytes from ``handle``'s position through its next ``delimiter`` (or to the end)."""
     read: list[bytes] = []
     # Not readline(): zstandard's stream reader does not have it.
-    while chunk := bytes(handle.read(64 * 2**10)):
+    while chunk := bytes(handle.read(_LINE_NBYTES)):
         end = chunk.find(delimiter)
         if end >= 0:
             return b"".join([*read, chunk[: end + 1]])
@@ -205,7 +218,7 @@ class TextSource:
     def decompress(self, file: int, path: Location) -> int:
         """Write file ``file`` decompressed to ``path``, a piece at a time, each request within the request deadline;
         return its size (a task)."""
-        with self.files[file].open() as handle, path.writing() as out:
+        with self.files[file].open(_READ_NBYTES) as handle, path.writing() as out:
             shutil.copyfileobj(handle, out, _READ_NBYTES)
             return int(out.tell())
 
@@ -265,19 +278,20 @@ class TextSource:
         return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
 
 
-def _expand(item: str, storage_options: dict[str, Any] | None) -> list[Location]:
-    """The files ``item`` names: itself, or the files a glob matches (:func:`found`)."""
+def _expand(item: str, storage_options: dict[str, Any] | None) -> list[tuple[Location, int]]:
+    """The files ``item`` names, with their sizes: itself, or the files a glob matches (:func:`found`)."""
     where = Location.of(item, storage_options)
     matched, info = found(where, item, "existing text files")
-    if matched is None:
-        if info is not None and info["type"] == "directory":
+    if info is not None:
+        if info["type"] == "directory":
             raise DaskShuffleValueError(
                 f"Expected src to name text files. Got {item!r}, which is a directory, instead; "
                 f"pass a glob such as {item.rstrip('/') + '/*.txt'!r}."
             )
-        return [where]
+        return [(where, int(info["size"]))]
     return [
-        Location.of(path if where.is_local else where.fs.unstrip_protocol(path), storage_options) for path in matched
+        (Location.of(path if where.is_local else where.fs.unstrip_protocol(path), storage_options), int(entry["size"]))
+        for path, entry in (matched or {}).items()
     ]
 
 
@@ -297,14 +311,14 @@ def open_text_sources(
     """
     paths = [path for item in src for path in _expand(item, storage_options)]
     files = []
-    for path in paths:
+    for path, size in paths:
         compression = infer_compression(path.path)
         if compression is not None and compression not in fsspec.compression.compr:
             raise DaskShuffleValueError(
                 f"Expected a compression this installation reads. Got {path.url!r}, compressed with {compression!r}, "
                 "instead; install the package it needs (zstandard for .zst) or decompress the file first."
             )
-        files.append(TextFile(path, size=int(path.fs.size(path.path)), compression=compression))
+        files.append(TextFile(path, size=size, compression=compression))
     first_header = b""
     if header:
         with files[0].open() as handle:

@@ -25,6 +25,7 @@ __all__ = [
     "decoded_chunks",
     "decoding",
     "describe",
+    "stored",
     "uncomputable",
     "undecodable",
     "undecodable_group",
@@ -35,12 +36,20 @@ __all__ = [
 DECODE_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, ValueError, zlib.error)
 
 
+def stored(source: zarr.Group | zarr.Array[Any]) -> Any:
+    """The store of a group or array, itself, not the wrapper that bounds its requests (zarr's ``WrapperStore``)."""
+    import zarr.storage
+
+    store = source.store
+    return store._store if isinstance(store, zarr.storage.WrapperStore) else store
+
+
 def describe(source: zarr.Group | zarr.Array[Any]) -> str:
     """The URL of a group or array, for messages, metadata and overlap checks."""
-    store, path = source.store, source.store_path.path
+    store, path = stored(source), source.store_path.path
     fs = getattr(store, "fs", None)
     if fs is None:  # a LocalStore or MemoryStore spells itself as a URL
-        return str(source.store_path)
+        return str(type(source.store_path)(store, path))
     root = fs.unstrip_protocol(getattr(store, "path", "")).rstrip("/")
     return f"{root}/{path}" if path else root
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import pilestore as _layout
-from .._errors import DaskShuffleTypeError, DaskShuffleValueError
+from .._errors import DaskShuffleError, DaskShuffleTypeError, DaskShuffleValueError
 from ..formats import NUMERIC_KINDS, ArrayRows, CollectionSource, Variable
 from ..pilestore import METADATA_KEY, metadata_attribute, zarr_store
-from ..storage import Location, identify_token
+from ..storage import Location, bounded, identify_token
 from ._arrays import ArrayFormat
 from ._found import found
 from ._parquet import whole_runs
@@ -70,18 +70,19 @@ def _open_one(root: Location, ds: object) -> xr.Dataset:
     import zarr
 
     try:
-        if root.join("zarr.json").exists() or root.join(".zgroup").exists():
-            # Consolidated metadata if the store has it, without xarray's warning when it does not.
-            consolidated = root.join(".zmetadata").exists() or _has_consolidated_v3(root)
-            try:
-                opened = xr.open_zarr(root.url, consolidated=consolidated, storage_options=root.options)
-            except (RuntimeError, zlib.error) as error:  # an index xarray reads on opening does not decode
-                group = zarr.open_group(root.url, mode="r", storage_options=root.options)
-                raise undecodable_group(group, root.url, error) from error
-        else:
-            opened = xr.open_dataset(root.url, chunks={})
+        with root.reaching():
+            if root.join("zarr.json").exists() or root.join(".zgroup").exists():
+                # Consolidated metadata if the store has it, without xarray's warning when it does not.
+                consolidated = root.join(".zmetadata").exists() or _has_consolidated_v3(root)
+                store = zarr_store(root, read_only=True)  # its chunks too read within the request deadline
+                try:
+                    opened = xr.open_zarr(store, consolidated=consolidated)
+                except (RuntimeError, zlib.error) as error:  # an index xarray reads on opening does not decode
+                    raise undecodable_group(zarr.open_group(store, mode="r"), root.url, error) from error
+            else:
+                opened = xr.open_dataset(root.url, chunks={})
     except (OSError, ValueError, TypeError) as error:
-        if isinstance(error, DaskShuffleValueError):
+        if isinstance(error, DaskShuffleError):
             raise
         raise DaskShuffleValueError(
             f"Expected ds to be a dataset xarray opens. Got {str(ds)!r}, which it cannot open ({error}), instead."
@@ -92,8 +93,8 @@ def _open_one(root: Location, ds: object) -> xr.Dataset:
 
 def _has_consolidated_v3(root: Location) -> bool:
     try:
-        with root.fs.open(root.join("zarr.json").path, "r") as file:
-            return json.load(file).get("consolidated_metadata") is not None
+        metadata = json.loads(bounded(root.fs, "cat_file", root.join("zarr.json").path, what="zarr.json"))
+        return metadata.get("consolidated_metadata") is not None
     except (FileNotFoundError, ValueError):
         return False
 

@@ -13,11 +13,11 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, StorageAccessError
 from ..formats import ARRAY_KINDS, ArrayRows, FileSource, Variable, read_in_runs
-from ..pilestore import METADATA_KEY, sample_rows
+from ..pilestore import METADATA_KEY, sample_rows, zarr_store
 from ..plan import block_rows
 from ..storage import Location, identify_files, identify_tree
 from ._arrays import ArrayFormat
-from ._undecodable import decoded_chunks, describe
+from ._undecodable import decoded_chunks, describe, stored
 
 if TYPE_CHECKING:
     import zarr
@@ -50,7 +50,7 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
     location = Location.of(source, storage_options)
     try:
         with location.reaching():  # a refused or throttled request is not a missing group
-            return zarr.open(location.url, mode="r", storage_options=location.options)
+            return zarr.open(zarr_store(location, read_only=True), mode="r")  # each request within the deadline
     except StorageAccessError:
         raise
     except (PermissionError, FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
@@ -234,7 +234,7 @@ def identify_zarr(
     """
     import zarr
 
-    if not isinstance(source.store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
+    if not isinstance(stored(source), zarr.storage.FsspecStore | zarr.storage.LocalStore):
         return []
     # The filesystem is made from the node's URL, not taken from zarr's store: zarr's is asynchronous.
     location = Location.of(describe(source), storage_options)
@@ -265,7 +265,7 @@ def identify_paths(
     for source in sources:
         location = Location.of(source, storage_options)
         if location.join("zarr.json").exists() or location.join(".zgroup").exists():
-            group = zarr.open_group(location.url, mode="r", storage_options=location.options)
+            group = zarr.open_group(zarr_store(location, read_only=True), mode="r")
             entries += identify_zarr(group, dict(sorted(group.arrays())), storage_options, fresh=fresh)
         elif location.exists() and not location.isdir():
             entries += identify_files(location.fs, [location.path], [location.url], fresh=fresh)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import hashlib
+import io
 import json
 import os
 import threading
@@ -26,7 +27,7 @@ from .._compat import cached_filesystems
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import _own
 from ._access import reaching
-from ._deadline import bounded, uploading
+from ._deadline import bounded, reading, uploading
 from ._paths import is_url, normalize
 
 __all__ = ["Location", "glob_matches", "unreached", "why_unconditional"]
@@ -298,6 +299,16 @@ class Location:
         with self.reaching(), uploading(self.fs, self.path, what=self.path) as file:
             yield file
 
+    @contextlib.contextmanager
+    def reading(self, size: int | None = None, *, buffer_nbytes: int = 2**16) -> Iterator[io.BufferedIOBase]:
+        """The file here opened for reading, buffered ``buffer_nbytes`` at a time, each request within the request
+        deadline (:func:`~daskshuffle.storage._deadline.reading`), a failure to reach the storage named by
+        :meth:`reaching`. ``size``: its bytes, if known (else one request more)."""
+        with self.reaching():
+            size = int(self._request("size")) if size is None else size
+            with reading(self.fs, self.path, size=size, what=self.path, buffer_nbytes=buffer_nbytes) as file:
+                yield file
+
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
         self._request("makedirs", exist_ok=True)
@@ -339,7 +350,7 @@ def glob_matches(location: Location) -> dict[str, dict[str, Any]] | None:
     if not glob.has_magic(location.path) or location.exists():
         return None
     with location.reaching():
-        return dict(sorted(location.fs.glob(location.path, detail=True).items()))
+        return dict(sorted(bounded(location.fs, "glob", location.path, detail=True, what=location.path).items()))
 
 
 def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
