@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from ._recording import BoundedStore
 
-__all__ = ["consolidate_group", "find_group", "group_metadata", "open_arrays", "open_group", "zarr_store"]
+__all__ = ["consolidate_group", "find_group", "group_metadata", "open_arrays", "open_group", "unbounded", "zarr_store"]
 
 T = TypeVar("T")
 
@@ -38,6 +38,13 @@ def zarr_store(location: Location, *, read_only: bool = False) -> BoundedStore:
     else:
         inner = zarr.storage.FsspecStore.from_url(location.url, storage_options=location.options, read_only=read_only)
     return BoundedStore(inner, request_deadline(location.options))
+
+
+def unbounded(store: Any) -> Any:
+    """The store that :func:`zarr_store` bounds the requests of (any other store, itself): what messages name."""
+    from ._recording import BoundedStore
+
+    return store.inner if isinstance(store, BoundedStore) else store
 
 
 def open_group(location: Location, mode: str = "r", **kwargs: Any) -> zarr.Group:

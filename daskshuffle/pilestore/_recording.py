@@ -34,6 +34,8 @@ class BoundedStore(zarr.storage.WrapperStore[Store]):
 
     def __init__(self, store: Store, deadline: float) -> None:
         super().__init__(store)
+        #: The store whose requests are bounded: what a message or an identity names.
+        self.inner = store
         self.deadline = deadline
 
     def _with_store(self, store: Store) -> BoundedStore:

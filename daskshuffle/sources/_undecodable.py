@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._errors import DaskShuffleError, DaskShuffleValueError
+from ..pilestore import unbounded
 from ..storage import reaching
 
 if TYPE_CHECKING:
@@ -37,11 +38,8 @@ DECODE_ERRORS: tuple[type[BaseException], ...] = (RuntimeError, ValueError, zlib
 
 
 def stored(source: zarr.Group | zarr.Array[Any]) -> Any:
-    """The store of a group or array, itself, not the wrapper that bounds its requests (zarr's ``WrapperStore``)."""
-    import zarr.storage
-
-    store = source.store
-    return store._store if isinstance(store, zarr.storage.WrapperStore) else store
+    """The store of a group or array, itself, not the wrapper that bounds its requests (``pilestore.zarr_store``)."""
+    return unbounded(source.store)
 
 
 def describe(source: zarr.Group | zarr.Array[Any]) -> str:
