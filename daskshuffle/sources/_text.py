@@ -17,7 +17,7 @@ import gzip
 import lzma
 import os
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
-from ..storage import Location, _leftovers, _own, bounded
+from ..storage import Fetches, Location, _leftovers, _own, bounded
 from ._text_source import (
     BlockCount,
     Lines,
@@ -203,8 +203,8 @@ class TextFiles(Destination[Lines]):
                 out = stack.enter_context(compressor.stream_writer(file, closefd=False))
             if self.header or not parts:
                 out.write(_compress(self.header, self.part_compression))
-            for part in parts:
-                out.write(bounded(fs, "cat_file", part, what=part))
+            for data in _in_order(fs, parts):
+                out.write(data)
 
     def discard_destination(self, dst: Location) -> None:
         _partial(dst).remove()
@@ -328,3 +328,18 @@ def parse_delimiter(value: object) -> bytes:
             parameter="delimiter",
         )
     return delimiter
+
+
+def _in_order(fs: Any, parts: Sequence[str], ahead: int = 2) -> Iterator[bytes]:
+    """The bytes of each of ``parts``, in order, one request each (within its deadline), the ``ahead`` after it
+    fetched while it is written."""
+    fetches = Fetches(fs)
+    try:
+        for index, part in enumerate(parts):
+            for later in parts[index : index + ahead + 1]:
+                fetches.start(later, [later], nbytes=0)  # a no-op for those started already
+            fetched = fetches.take(part, part)
+            assert fetched is not None  # the one request of a read started
+            yield fetched.result()
+    finally:
+        fetches.clear()
