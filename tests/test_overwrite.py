@@ -129,6 +129,31 @@ def test_overwrite_on_s3(tmp_path: Path, s3: Any, points: Points) -> None:
     assert open_pile_reader(dst, storage_options=s3.storage_options).metadata["n_piles"] == 4
 
 
+@pytest.mark.s3
+def test_a_failed_overwrite_of_text_files_on_s3_leaves_the_old_files_as_they_were(
+    tmp_path: Path, s3: Any, points: Points
+) -> None:
+    """The new files are uploaded beside the old ones, and moved into place only once every one is whole."""
+    (tmp_path / "raw.jsonl").write_text("".join(f'{{"id": {i}}}\n' for i in range(2_000)))
+    dst, options = s3.url("out-{}.jsonl"), {"n_output_files": 2, "storage_options": s3.storage_options}
+    ds.shuffle_lines(str(tmp_path / "raw.jsonl"), dst, 4, seed=0, **options)
+    old = {path: s3.fs.cat_file(path) for path in s3.fs.find(s3.bucket)}
+    assert len(old) == 2
+
+    def second_file(count: int) -> None:
+        if count == 2:
+            raise RuntimeError("the second file cannot be written")
+
+    points.arm("text file written", second_file)
+    with pytest.raises(RuntimeError, match="second file"):
+        ds.shuffle_lines(str(tmp_path / "raw.jsonl"), dst, 4, seed=1, overwrite=True, **options)
+    points.disarm("text file written")
+    assert {path: s3.fs.cat_file(path) for path in s3.fs.find(s3.bucket, refresh=True)} == old
+    ds.shuffle_lines(str(tmp_path / "raw.jsonl"), dst, 4, seed=1, overwrite=True, **options)
+    new = {path: s3.fs.cat_file(path) for path in s3.fs.find(s3.bucket, refresh=True)}
+    assert new.keys() == old.keys() and new != old
+
+
 def test_a_store_records_the_blocks_its_order_depends_on(tmp_path: Path) -> None:
     import zarr
 

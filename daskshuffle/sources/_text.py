@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError
 from ..formats import Destination, FileSource, Pieces
-from ..storage import Fetches, Location, _leftovers, _own, bounded
+from ..storage import Fetches, Location, _leftovers, _own, bounded, crash_point
 from ._text_source import (
     BlockCount,
     Lines,
@@ -168,10 +168,11 @@ class TextFiles(Destination[Lines]):
         by_file: dict[int, list[str]] = {}
         for part in sorted(bounded(fs, "ls", partial, detail=False, what=partial)):
             by_file.setdefault(int(part.rsplit("/", 1)[-1].split("-")[0]), []).append(part)
-        # On a local disk each file is written beside its parts and renamed into place; elsewhere in place, where
-        # an upload makes the file only when it completes: no copy of it.
-        staged = dst.is_local
+        # On a local disk each file is written beside its parts and renamed into place. Elsewhere a new output is
+        # uploaded in place (an upload makes the file only when it completes: no copy of it); one that replaces an
+        # old output is written beside it too, so that a failure leaves the old output as it was.
         outputs = list(self.paths) or [dst]
+        staged = dst.is_local or any(output.exists() for output in outputs)
         targets = [_partial(dst).join(f"{index:09d}.out") if staged else path for index, path in enumerate(outputs)]
         # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
         with ThreadPoolExecutor(max_workers=min(4, len(outputs))) as pool:
@@ -205,6 +206,7 @@ class TextFiles(Destination[Lines]):
                 out.write(_compress(self.header, self.part_compression))
             for data in _in_order(fs, parts):
                 out.write(data)
+        crash_point("text file written")
 
     def discard_destination(self, dst: Location) -> None:
         _partial(dst).remove()

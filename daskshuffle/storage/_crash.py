@@ -27,6 +27,7 @@ POINTS = frozenset(
         "merge",
         "shuffle written",
         "shuffle complete",
+        "text file written",
         "chunk read",
         "lock opened",
         "lock stale",
