@@ -695,6 +695,8 @@ READ_REQUESTS = {
     "array-piece": ("zarr", ".daskshuffle-tmp/0/", "scratch"),
     "dataframe-spool": ("dataframe", ".daskshuffle-spool/", "scratch"),
     "store-metadata": ("zarr", "piles.zarr/zarr.json", "store"),
+    "zarr-source-identity": ("zarr", "delimiter=&", "source"),
+    "parquet-source-identity": ("parquet", "list-type=2&prefix=&delimiter=%2F", "source"),
 }
 
 
