@@ -45,8 +45,7 @@ def _digest(rows: Iterable[tuple[str, int, str]]) -> str:
 
 
 def identify_tree(fs: AbstractFileSystem, path: str, name: str, *, fresh: bool = False) -> dict[str, Any]:
-    """The entry of every file below ``path`` (or of the file at ``path``), named ``name``: one listing, within the
-    request deadline.
+    """The entry of every file below ``path`` (or of the file at ``path``), named ``name``: one bounded listing.
 
     ``fresh``: asked of the storage, not of what fsspec's listings cache holds.
 
@@ -74,8 +73,7 @@ def identify_tree(fs: AbstractFileSystem, path: str, name: str, *, fresh: bool =
 def identify_files(
     fs: AbstractFileSystem, paths: Sequence[str], names: Sequence[str], *, fresh: bool = False
 ) -> list[dict[str, Any]]:
-    """One entry for each file of ``paths`` (named by ``names``): its size and version, one ``info`` each, within the
-    request deadline.
+    """One entry for each file of ``paths`` (named by ``names``): its size and version, one bounded ``info`` each.
 
     ``fresh``: asked of the storage, not of what fsspec's listings cache holds (their directories listed again,
     once each, rather than a request a file on object storage).
