@@ -590,7 +590,7 @@ def test_a_store_with_generations_whose_metadata_stalls_fails_within_the_deadlin
 #: The writes of a shuffle that may stall, each with the shuffle, the request it stalls and whether its pieces go to
 #: a ``tmp=`` in the bucket: a Zarr store's chunk, crc32c table and lock, the probe of conditional writes, the pieces
 #: of pass 1 (arrays, text) and the manifest's marks, a Parquet store's sidecar, an xarray store's template, a part of
-#: a text output.
+#: a text output, a chunk of a store that replaces one on object storage, copied into its place.
 WRITE_REQUESTS = {
     "chunk": ("zarr", "piles.zarr/x/c/", False),
     "crc32c-table": ("zarr", "/daskshuffle-crc32c", False),
@@ -606,12 +606,13 @@ WRITE_REQUESTS = {
     "arrow-piece": ("parquet", ".daskshuffle-tmp/0.arrow", True),
     "text-output": ("text-files", "out-1.jsonl", False),
     "decompressed-spool": ("text-gz", ".daskshuffle-spool/", False),
+    "copy-into-place": ("zarr-overwrite", "piles.zarr/x/c/", False),
 }
 
 
 def _source(kind: str, local: Path) -> Path:
     """A small local source of a shuffle of ``kind``."""
-    if kind in ("zarr", "xarray"):
+    if kind.startswith("zarr") or kind == "xarray":
         return Path(make_zarr_source(local / "raw.zarr", 1_000, chunk_rows=250))
     if kind in ("parquet", "dataframe"):
         import pandas as pd
@@ -630,7 +631,7 @@ def _shuffle(kind: str, source: str | Path, store: str, **options: Any) -> None:
     """A shuffle of ``kind`` of ``source`` (made by :func:`_source`) into ``store``."""
     if kind == "xarray":
         ds.shuffle_xarray(str(source), store, dim="row", n_piles=4, seed=0, **options)
-    elif kind == "zarr":
+    elif kind.startswith("zarr"):
         ds.shuffle_zarr(str(source), store, 4, seed=0, **options)
     elif kind == "parquet":
         ds.shuffle_parquet(str(source), store, n_piles=4, seed=0, **options)
@@ -661,7 +662,11 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
     if only != ".daskshuffle-probe-":
         Location.of(store, options).conditional_writes  # noqa: B018  # probed before the faults
     stalling.fault, stalling.only, stalling.methods = "hang", only, frozenset({"PUT"})
-    tmp = {"tmp": s3.url("scratch")} if scratch else {}
+    tmp: dict[str, Any] = {"tmp": s3.url("scratch")} if scratch else {}
+    if kind == "zarr-overwrite":  # a store there: the new one is built beside it, then copied into its place
+        stalling.fault = None
+        _shuffle(kind, _source(kind, tmp_path), store, storage_options=s3.storage_options)
+        stalling.fault, tmp["overwrite"] = "hang", True
     started = time.perf_counter()
     with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
         _shuffle(kind, _source(kind, tmp_path), store, storage_options=options, **tmp)
@@ -695,6 +700,8 @@ READ_REQUESTS = {
     "array-piece": ("zarr", ".daskshuffle-tmp/0/", "scratch"),
     "dataframe-spool": ("dataframe", ".daskshuffle-spool/", "scratch"),
     "store-metadata": ("zarr", "piles.zarr/zarr.json", "store"),
+    "zarr-source-identity": ("zarr", "delimiter=&", "source"),
+    "parquet-source-identity": ("parquet", "list-type=2&prefix=&delimiter=%2F", "source"),
 }
 
 

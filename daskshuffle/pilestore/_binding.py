@@ -156,11 +156,14 @@ def _gather(array_location: Location, array: zarr.Array[Any], name: str) -> NDAr
     table = np.zeros(n_chunks, dtype="<u4")
     seen = np.zeros(n_chunks, dtype=bool)
     writes = array_location.join(WRITES)
-    fs = writes.fs
-    paths = fs.ls(writes.path, detail=False) if fs.exists(writes.path) else []
-    contents = fs.cat(list(paths)) if paths else {}  # a list: a dict, one path or several
-    for path, data in contents.items():
-        first = int(str(path).rstrip("/").rsplit("/", 1)[-1])
+    names = writes.names()
+    with writes.reaching():  # each record within the request deadline
+        contents = fetched_each(writes.fs, [f"{writes.path}/{name}" for name in names])
+    for name, data in zip(names, contents, strict=True):
+        if isinstance(data, BaseException):
+            raise_storage_failure(data, writes.url, what=name)
+            raise data
+        first = int(name)
         crcs = np.frombuffer(data, dtype="<u4")
         table[first : first + len(crcs)] = crcs
         seen[first : first + len(crcs)] = True

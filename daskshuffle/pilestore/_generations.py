@@ -218,22 +218,17 @@ def leftovers(store: Location, root: Mapping[str, Any], tmp: Location | None = N
             if array.join("zarr.json").exists():
                 found.append(Leftover.at(array, "the arrays of an evicted generation"))
     group = store.join(GROUP)
-    names = (
-        [path.rstrip("/").rsplit("/", 1)[-1] for path in group.fs.ls(group.path, detail=False)]
-        if group.exists()
-        else []
-    )
     numbers = {int(entry["generation"]) for entry in root[GENERATIONS_KEY]}
-    for name in sorted(names):
-        number, _, suffix = name.partition(".")
-        if not number.isdigit() or (suffix and f".{suffix}" not in _SCRATCH):
+    for name in group.names():
+        digits, _, suffix = name.partition(".")
+        if not digits.isdigit() or (suffix and f".{suffix}" not in _SCRATCH):
             continue
-        numbers.add(int(number))
+        numbers.add(int(digits))
         path = f"{GROUP}/{name}"
         if not suffix and path not in live:
             found.append(Leftover.at(group.join(name), "a generation the store does not list"))
         elif suffix and not group.join(name).placed():
-            found.append(Leftover.at(group.join(name), f"scratch of generation {int(number)}'s shuffle"))
+            found.append(Leftover.at(group.join(name), f"scratch of generation {int(digits)}'s shuffle"))
     gone = tuple(f"{left.location.path}/" for left in found)  # removed whole: not named again
     for path in _zarr_store.partials(store):
         if not store.join(path).path.startswith(gone):

@@ -207,8 +207,7 @@ class ParquetDestination(Destination["pa.Table"]):
         dst.join(METADATA_FILE).write_whole(json.dumps(dict(metadata)).encode())
 
     def create_destination(self, dst: Location, n_rows: int, metadata: Mapping[str, Any]) -> None:
-        fs, root = dst.fs, dst.path
-        fs.makedirs(root, exist_ok=True)
+        dst.makedirs()
         self._write_sidecar(dst, {**metadata, ROW_GROUP_ROWS_KEY: self.row_group_rows()})
         if n_rows == 0:  # readers need at least one file to know the schema
             self.write_rows(dst, 0, self.schema.empty_table(), None)
@@ -298,7 +297,7 @@ class ParquetDestination(Destination["pa.Table"]):
 
     def discard_destination(self, dst: Location) -> None:
         # Part files are a valid Parquet dataset to other readers: leave none of them.
-        fs, root = dst.fs, dst.path
-        for path in fs.ls(root, detail=False) if fs.exists(root) else []:
-            if PART.fullmatch(path.rsplit("/", 1)[-1]):
-                fs.rm(path)
+        parts = [f"{dst.path}/{name}" for name in dst.names() if PART.fullmatch(name)]
+        if parts:
+            with dst.reaching():  # one batch of deletes, within the request deadline
+                bounded(dst.fs, "rm", parts, what=f"the part files of {dst.url}")

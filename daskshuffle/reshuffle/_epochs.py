@@ -111,12 +111,11 @@ class _Work:
 
     def remove_when_read(self, epoch: int) -> None:
         """Wait until every rank has read ``epoch``, then remove its store."""
-        fs, marker = self.workdir.fs, self.marker(epoch).path
+        marker = self.marker(epoch)
         deadline = time.monotonic() + WAIT_SECONDS
         others = {f"rank-{rank}" for rank in range(1, self.world_size)}
         while others and not self.closing.is_set():  # the other ranks may still read their last piles
-            with contextlib.suppress(FileNotFoundError):
-                others -= {path.rsplit("/", 1)[-1] for path in fs.ls(marker, detail=False)}
+            others -= set(marker.names(fresh=True))
             if others and time.monotonic() > deadline:
                 raise DaskShuffleValueError(
                     f"Expected every rank to finish epoch {epoch} within {WAIT_SECONDS:.0f} s. Got no word "
@@ -124,8 +123,7 @@ class _Work:
                 )
             if others:  # other processes, often on other machines, that share only storage: it is polled
                 self.closing.wait(0.05)  # a close ends the wait at once
-        with contextlib.suppress(FileNotFoundError):
-            fs.rm(marker, recursive=True)
+        marker.remove()
         self.store(epoch).remove()
 
     def close(self) -> None:
@@ -145,10 +143,9 @@ class _Work:
                 if not future.cancelled() and future.exception() is None:
                     self.store(epoch).remove()
                     self.marker(epoch).remove()
-            fs, inner = self.workdir.fs, self.workdir.path
-            with contextlib.suppress(OSError):
-                if not fs.ls(inner, detail=False):
-                    fs.rmdir(inner)
+            if self.workdir.is_local:  # an empty directory (an object store has none, and a bucket is never removed)
+                with contextlib.suppress(OSError):
+                    os.rmdir(self.workdir.path)
         self.made.clear()
         self.held.close()
         for removal in removing:
@@ -299,9 +296,9 @@ class EpochShuffler:
     def _finish(self, epoch: int) -> None:
         """Epoch ``epoch`` is read by this rank: mark it, or (rank 0) queue its store's removal ahead of the next shuffle."""
         if self.rank != 0:
-            fs, marker = self._work.workdir.fs, self._work.marker(epoch).path
-            fs.makedirs(marker, exist_ok=True)
-            fs.touch(f"{marker}/rank-{self.rank}")
+            marker = self._work.marker(epoch)
+            marker.makedirs()
+            marker.join(f"rank-{self.rank}").write_whole(b"")
             return
         self._work.made.pop(epoch, None)
         self._work.removing.append(self._work.pool.submit(self._work.remove_when_read, epoch))

@@ -125,10 +125,7 @@ def _foreign(dst: Location) -> bool:
             return False
     except IncompletePileStoreError:  # a pile store's metadata, as another version wrote it
         return False
-    if not dst.isdir():
-        return True
-    with dst.reaching():
-        return bool(dst.fs.ls(dst.path, detail=False))
+    return not dst.isdir() or bool(dst.names())
 
 
 def _record(dst: Location, target: Location, *, resumable: bool) -> Earlier | None:

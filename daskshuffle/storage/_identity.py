@@ -13,6 +13,7 @@ from typing import Any
 from fsspec import AbstractFileSystem
 
 from ._access import reaching
+from ._deadline import bounded
 
 __all__ = ["changed_entries", "identify_files", "identify_token", "identify_tree"]
 
@@ -44,7 +45,7 @@ def _digest(rows: Iterable[tuple[str, int, str]]) -> str:
 
 
 def identify_tree(fs: AbstractFileSystem, path: str, name: str, *, fresh: bool = False) -> dict[str, Any]:
-    """The entry of every file below ``path`` (or of the file at ``path``), named ``name``: one listing.
+    """The entry of every file below ``path`` (or of the file at ``path``), named ``name``: one bounded listing.
 
     ``fresh``: asked of the storage, not of what fsspec's listings cache holds.
 
@@ -57,9 +58,9 @@ def identify_tree(fs: AbstractFileSystem, path: str, name: str, *, fresh: bool =
     with reaching(fs.unstrip_protocol(path)):
         if fresh:
             fs.invalidate_cache(path)
-        found: dict[str, Any] = fs.find(path, detail=True)
+        found: dict[str, Any] = bounded(fs, "find", path, detail=True, what=path)
         # fsspec's find gives a file (not a directory) without its details: ask for them.
-        infos = {key: (value or fs.info(key)) for key, value in found.items()}
+        infos = {key: (value or bounded(fs, "info", key, what=key)) for key, value in found.items()}
     root = fs._strip_protocol(path).rstrip("/")
     rows = sorted(
         (key[len(root) :].lstrip("/"), int(info.get("size") or 0), version_of(info))
@@ -72,7 +73,7 @@ def identify_tree(fs: AbstractFileSystem, path: str, name: str, *, fresh: bool =
 def identify_files(
     fs: AbstractFileSystem, paths: Sequence[str], names: Sequence[str], *, fresh: bool = False
 ) -> list[dict[str, Any]]:
-    """One entry for each file of ``paths`` (named by ``names``): its size and version, one ``info`` each.
+    """One entry for each file of ``paths`` (named by ``names``): its size and version, one bounded ``info`` each.
 
     ``fresh``: asked of the storage, not of what fsspec's listings cache holds (their directories listed again,
     once each, rather than a request a file on object storage).
@@ -81,11 +82,11 @@ def identify_files(
         fs.invalidate_cache()
         for parent in dict.fromkeys(fs._parent(path) for path in paths):
             with reaching(fs.unstrip_protocol(parent)):
-                fs.ls(parent, detail=True)
+                bounded(fs, "ls", parent, detail=True, what=parent)
     entries = []
     for path, name in zip(paths, names, strict=True):
         with reaching(fs.unstrip_protocol(path)):
-            info = fs.info(path)
+            info = bounded(fs, "info", path, what=path)
         size = int(info.get("size") or 0)
         entries.append({"name": name, "files": 1, "bytes": size, "digest": _digest([("", size, version_of(info))])})
     return entries

@@ -234,6 +234,25 @@ class Location:
         except FileNotFoundError:
             return None
 
+    def names(self, *, fresh: bool = False) -> list[str]:
+        """The names of what is directly below the directory here, sorted (none if nothing is here): one listing.
+
+        ``fresh``: asked of the storage, not of what fsspec's listings cache holds (another process writes here).
+
+        Examples
+        --------
+        >>> import fsspec
+        >>> fsspec.filesystem("memory").pipe_file("/names-demo/writes/0", b"")
+        >>> Location.of("memory://names-demo").names(), Location.of("memory://names-demo/none").names()
+        (['writes'], [])
+        """
+        if fresh:
+            self.fs.invalidate_cache(self.path)
+        try:
+            return sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in self._request("ls", detail=False))
+        except FileNotFoundError:
+            return []
+
     def placed(self) -> bool:
         """Whether a link (or FIFO, ...) someone else placed is here, on a local disk: never the library's, never removed."""
         return self.is_local and _own.found_at(self.path) is not None
@@ -259,7 +278,7 @@ class Location:
             return found_here
         bucket = self.bucket
         with self.reaching():
-            found = bool(self.fs.exists(bucket))
+            found = bool(bounded(self.fs, "exists", bucket, what=bucket))
         if not found:
             raise StorageNotFoundError(
                 f"Expected the bucket of {name} to exist. Got {self.url!r}, whose bucket {bucket!r} does not exist "

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _own
-from ._deadline import bounded
 from ._location import Location
 
 __all__ = ["Manifest", "run_marked", "run_once"]
@@ -44,12 +43,7 @@ class Manifest:
         os.close(_own.open_file(f"{inner}/{name}", os.O_WRONLY | os.O_CREAT, "a manifest mark"))
 
     def done(self) -> frozenset[str]:
-        if not self.location.exists():
-            return frozenset()
-        fs, inner = self.location.fs, self.location.path
-        with self.location.reaching():
-            listed = bounded(fs, "ls", inner, detail=False, what=inner)
-        return frozenset(path.rstrip("/").rsplit("/", 1)[-1] for path in listed)
+        return frozenset(self.location.names())
 
 
 def run_marked(manifest: Manifest, name: str, task: Callable[..., Any], *args: Any) -> Any:

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 
 import fsspec
 
+from .._config import int_setting
+from ._deadline import bounded
+
 if TYPE_CHECKING:
     from ._location import Location
 
@@ -80,7 +83,8 @@ def replace(new: Location, dst: Location) -> None:
     the new one, complete. Elsewhere (object storage) the old store is removed,
     then ``new`` is copied (server side) with the files that mark a store
     complete last, and removed; if that is cut short, ``new`` is still there,
-    complete.
+    complete. Each request (a listing, a batch of ``fetch.in-flight`` copies)
+    within the request deadline.
     """
     fs, new_inner, dst_inner = new.fs, new.path, dst.path
     if dst.can_rename:
@@ -97,14 +101,16 @@ def replace(new: Location, dst: Location) -> None:
         aside.remove()
         return
     dst.remove()
-    if fs.isfile(new_inner):
-        fs.copy(new_inner, dst_inner)
-    else:
-        files = sorted(fs.find(new_inner))
-        relative = [path[len(new_inner.rstrip("/")) + 1 :] for path in files]
-        last = [name for name in relative if name in _MARKS]
-        first = [name for name in relative if name not in _MARKS]
-        for batch in (first, last):
-            if batch:
-                fs.copy([f"{new_inner}/{name}" for name in batch], [f"{dst_inner}/{name}" for name in batch])
+    with new.reaching():
+        if not new.isdir():
+            bounded(fs, "copy", new_inner, dst_inner, what=new_inner)
+        else:
+            files = sorted(bounded(fs, "find", new_inner, what=new_inner))
+            relative = [path[len(new_inner.rstrip("/")) + 1 :] for path in files]
+            step = int_setting("fetch.in-flight")
+            for marks in (False, True):  # the files that mark a store complete, last
+                batch = [name for name in relative if (name in _MARKS) == marks]
+                for names in (batch[start : start + step] for start in range(0, len(batch), step)):
+                    paths = [[f"{inner}/{name}" for name in names] for inner in (new_inner, dst_inner)]
+                    bounded(fs, "copy", *paths, what=f"{len(names)} files of {new.url}")
     new.remove()
