@@ -9,11 +9,11 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import fsspec
 
-from .._config import int_setting
 from ._deadline import bounded
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ def overlaps(a: PathLike, b: PathLike) -> bool:
 #: The files that mark a store complete (a Zarr group's root metadata, a Parquet
 #: pile store's sidecar): copied last, so that a copy cut short is not a store.
 _MARKS = ("zarr.json", "_daskshuffle.json")
+#: Server-side copies of a store replaced on object storage at once, each a request of its own.
+_COPIES = 32
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 
@@ -83,8 +85,8 @@ def replace(new: Location, dst: Location) -> None:
     the new one, complete. Elsewhere (object storage) the old store is removed,
     then ``new`` is copied (server side) with the files that mark a store
     complete last, and removed; if that is cut short, ``new`` is still there,
-    complete. Each request (a listing, a batch of ``fetch.in-flight`` copies)
-    within the request deadline.
+    complete. Each request (a listing, the copy of one file) within the
+    request deadline.
     """
     fs, new_inner, dst_inner = new.fs, new.path, dst.path
     if dst.can_rename:
@@ -107,10 +109,11 @@ def replace(new: Location, dst: Location) -> None:
         else:
             files = sorted(bounded(fs, "find", new_inner, what=new_inner))
             relative = [path[len(new_inner.rstrip("/")) + 1 :] for path in files]
-            step = int_setting("fetch.in-flight")
-            for marks in (False, True):  # the files that mark a store complete, last
-                batch = [name for name in relative if (name in _MARKS) == marks]
-                for names in (batch[start : start + step] for start in range(0, len(batch), step)):
-                    paths = [[f"{inner}/{name}" for name in names] for inner in (new_inner, dst_inner)]
-                    bounded(fs, "copy", *paths, what=f"{len(names)} files of {new.url}")
+
+            def copy(name: str) -> None:  # one request, its own deadline
+                bounded(fs, "cp_file", f"{new_inner}/{name}", f"{dst_inner}/{name}", what=f"{new_inner}/{name}")
+
+            with ThreadPoolExecutor(max_workers=_COPIES) as pool:
+                for marks in (False, True):  # the files that mark a store complete, last
+                    list(pool.map(copy, [name for name in relative if (name in _MARKS) == marks]))
     new.remove()
