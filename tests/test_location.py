@@ -113,6 +113,15 @@ def test_exists_remove_makedirs_nbytes(tmp_path: Path) -> None:
     location.remove()  # nothing there: nothing to do
 
 
+def test_nothing_there_is_an_answer_even_while_a_failure_is_handled() -> None:
+    """A cleanup after a request that timed out lists a directory never made: empty, not a second failure."""
+    missing = Location.of("memory://location-test/never-made")
+    try:
+        raise TimeoutError("no answer to the request of 'piles.parquet/_daskshuffle.json' within 3 s")
+    except TimeoutError:
+        assert missing.names() == [] and missing.info() is None
+
+
 def test_a_local_location_needs_no_bucket(tmp_path: Path) -> None:
     Location.of(tmp_path / "j").check("dst")
 

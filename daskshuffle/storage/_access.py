@@ -129,6 +129,8 @@ def failure_reason(error: BaseException) -> Reason | None:
     """
     if isinstance(error, DaskShuffleError) and not isinstance(error, StorageAccessError):
         return None  # the library's own verdict (damage, a bad argument) stands
+    if isinstance(error, FileNotFoundError):
+        return None  # an answer (nothing there), even raised while another request's failure was handled
     found = [reason for reason in map(_reason_of, _chain(error)) if reason is not None]
     return next((reason for reason in _ORDER if reason in found), None)
 
