@@ -8,7 +8,7 @@
   kernel's loop, which a cell waiting for the computation holds: never drawn.
   No public API starts it elsewhere.
 
-Checked against distributed 2026.7 and 2026.8 (:data:`CHECKED`).
+Checked against distributed 2026.7, 2026.8 and 2026.11 (:data:`CHECKED`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 __all__ = ["CHECKED", "draw_from_client_loop", "running_handlers", "running_task_keys"]
 
 #: The versions (major.minor) each function here was checked against.
-CHECKED: dict[str, tuple[str, ...]] = {"distributed": ("2026.7", "2026.8")}
+CHECKED: dict[str, tuple[str, ...]] = {"distributed": ("2026.7", "2026.8", "2026.11")}
 
 #: The states of a worker's task whose function is still running: cancelled or
 #: resumed tasks included, since a thread cannot be stopped.
