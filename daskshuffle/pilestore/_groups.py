@@ -15,7 +15,16 @@ if TYPE_CHECKING:
 
     from ._recording import BoundedStore
 
-__all__ = ["consolidate_group", "find_group", "group_metadata", "open_arrays", "open_group", "unbounded", "zarr_store"]
+__all__ = [
+    "bounded_node",
+    "consolidate_group",
+    "find_group",
+    "group_metadata",
+    "open_arrays",
+    "open_group",
+    "unbounded",
+    "zarr_store",
+]
 
 T = TypeVar("T")
 
@@ -45,6 +54,40 @@ def unbounded(store: Any) -> Any:
     from ._recording import BoundedStore
 
     return store.inner if isinstance(store, BoundedStore) else store
+
+
+def bounded_node(node: zarr.Group | zarr.Array[Any]) -> zarr.Group | zarr.Array[Any]:
+    """``node``, a group or array a user opened on a store of files, opened again at its path, read-only, through
+    a store each of whose requests fails within the deadline of that store's filesystem options.
+
+    The user's node is left as it is. A store of files is zarr's
+    ``FsspecStore`` or ``LocalStore``; a node of any other store (a
+    ``MemoryStore``) is returned as it is. :func:`unbounded` of the new node's
+    store is a read-only copy of the user's: messages and identities name it.
+    Opening reads the node's metadata again, each request within the deadline.
+
+    Examples
+    --------
+    >>> import zarr
+    >>> group = zarr.open_group("raw.zarr", mode="r")
+    >>> bounded = bounded_node(group)
+    >>> bounded.store.deadline, unbounded(bounded.store).root == group.store.root
+    (30.0, True)
+    """
+    import zarr.storage
+
+    from ._recording import BoundedStore
+
+    store = node.store
+    if not isinstance(store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
+        return node
+    options = getattr(getattr(store, "fs", None), "storage_options", None)  # the user's filesystem's: its timeouts
+    bounded = BoundedStore(store.with_read_only(True), request_deadline(options))
+    where: dict[str, Any] = {"store": bounded, "path": node.path, "mode": "r", "zarr_format": node.metadata.zarr_format}
+    if isinstance(node, zarr.Array):
+        return zarr.open_array(**where)
+    # The metadata the user's group was opened with: its consolidated metadata only if it used them.
+    return zarr.open_group(**where, use_consolidated=node.metadata.consolidated_metadata is not None)
 
 
 def open_group(location: Location, mode: str = "r", **kwargs: Any) -> zarr.Group:

@@ -13,9 +13,9 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, StorageAccessError
 from ..formats import ARRAY_KINDS, ArrayRows, FileSource, Variable, read_in_runs
-from ..pilestore import METADATA_KEY, sample_rows, zarr_store
+from ..pilestore import METADATA_KEY, bounded_node, sample_rows, zarr_store
 from ..plan import block_rows
-from ..storage import Location, identify_files, identify_tree
+from ..storage import Location, identify_files, identify_tree, reaching
 from ._arrays import ArrayFormat
 from ._undecodable import decoded_chunks, describe, stored
 
@@ -40,8 +40,9 @@ SourceLike: TypeAlias = "str | os.PathLike[str] | zarr.Group | zarr.Array[Any]"
 def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Group | zarr.Array[Any]:
     import zarr
 
-    if isinstance(source, zarr.Group | zarr.Array):
-        return source
+    if isinstance(source, zarr.Group | zarr.Array):  # its reads, here and in the tasks, within the deadline
+        with reaching(describe(source)):
+            return bounded_node(source)
     if not isinstance(source, str | os.PathLike):
         raise DaskShuffleTypeError(
             "Expected src to be a path or URL, a zarr.Group, a zarr.Array or a list of them, a dask array, or a "
