@@ -297,6 +297,24 @@ def test_one_storage_options_for_local_and_s3_paths(tmp_path: Path, s3: Any, zar
 
 
 @pytest.mark.slow
+def test_a_group_the_user_opened_is_read_with_its_own_options(
+    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]
+) -> None:
+    """No storage_options: the group's store reaches the bucket, for its reads, its identity and verify=True."""
+    local, remote = zarr_pair
+    ds.shuffle_zarr(local, str(tmp_path / "local.zarr"), 4, seed=0)
+    group = zarr.open_group(remote, mode="r+", storage_options=s3.storage_options)
+    store = group.store
+    ds.shuffle_zarr(group, str(tmp_path / "piles.zarr"), 4, seed=0, verify=True)
+    _assert_same(_arrays(str(tmp_path / "piles.zarr")), _arrays(str(tmp_path / "local.zarr")))
+    assert group.store is store and not store.read_only, "the user's group is left as it was"
+    again = ds.shuffle_zarr(group, str(tmp_path / "piles.zarr"), 4, seed=0)
+    assert again.n_tasks == 0, "the source's identity is the one the store records"
+    recorded = zarr.open_group(str(tmp_path / "piles.zarr"), mode="r").attrs["daskshuffle"]["source"]
+    assert recorded == [remote]
+
+
+@pytest.mark.slow
 def test_generations_on_s3(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
     # The generation list is one object, replaced whole; removed generations leave no objects behind.
     _, remote = zarr_pair

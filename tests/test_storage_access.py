@@ -631,6 +631,11 @@ def _shuffle(kind: str, source: str | Path, store: str, **options: Any) -> None:
     """A shuffle of ``kind`` of ``source`` (made by :func:`_source`) into ``store``."""
     if kind == "xarray":
         ds.shuffle_xarray(str(source), store, dim="row", n_piles=4, seed=0, **options)
+    elif kind == "zarr-group":  # a group the user opened on their own store, with the same options
+        import zarr
+
+        group = zarr.open_group(str(source), mode="r", storage_options=options.get("storage_options"))
+        ds.shuffle_zarr(group, store, 4, seed=0, **options)
     elif kind.startswith("zarr"):
         ds.shuffle_zarr(str(source), store, 4, seed=0, **options)
     elif kind == "parquet":
@@ -687,7 +692,7 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
 #: (the rest on a local disk): its ``"source"`` (stalled from the first task on, after planning read the footers, for
 #: ``"source-tasks"``), the ``"scratch"`` space of its pieces (``tmp=``), or a ``"store"``
 #: at its destination. A text source's blocks and a compressed one streamed whole, the Zarr and xarray sources'
-#: metadata and chunks, the Arrow pieces of pass 1 and a dask DataFrame's spool read back, and the metadata of what
+#: metadata and chunks (a Zarr group's the user opened too), the Arrow pieces of pass 1 and a dask DataFrame's spool read back, and the metadata of what
 #: is at the destination.
 READ_REQUESTS = {
     "text-block": ("text", "raw.jsonl", "source"),
@@ -695,6 +700,7 @@ READ_REQUESTS = {
     "xarray-metadata": ("xarray", "raw.zarr/zarr.json", "source"),
     "xarray-chunk": ("xarray", "raw.zarr/x/c/", "source"),
     "zarr-chunk": ("zarr", "raw.zarr/x/c/", "source"),
+    "user-group-chunk": ("zarr-group", "raw.zarr/x/c/", "source"),
     "parquet-row-groups": ("parquet", "raw.parquet", "source-tasks"),
     "arrow-piece": ("parquet", "0.arrow", "scratch"),
     "array-piece": ("zarr", ".daskshuffle-tmp/0/", "scratch"),
@@ -741,3 +747,34 @@ def test_a_shuffle_whose_reads_stall_fails_within_the_deadline(
     assert stalling.faulted > 0, "the request was made, and stalled"
     assert caught.value.reason == "unreachable" and s3.bucket in str(caught.value), str(caught.value)
     assert took < 4 * deadline, took
+
+
+@pytest.mark.slow
+def test_verify_of_a_group_the_user_opened_whose_chunks_stall_fails_within_the_deadline(
+    tmp_path: Path, s3: Any, stalling: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``verify=True`` reads a zarr.Group the user opened (its options its own: none passed) as the shuffle did."""
+    import zarr
+
+    from daskshuffle.shuffle import _verify
+
+    source = _source("zarr", tmp_path)
+    s3.fs.put(str(source), f"{s3.bucket}/raw.zarr", recursive=True)
+    options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
+    group = zarr.open_group(s3.url("raw.zarr"), mode="r", storage_options=options)
+    stalling.only, stalling.methods = "raw.zarr/x/c/", frozenset({"GET"})
+    verify_location = _verify.verify_location
+    began: list[float] = []
+
+    def stalled(*args: Any, **kwargs: Any) -> Any:  # once the store is written: the reads of verify stall
+        stalling.fault = "hang"
+        began.append(time.perf_counter())
+        return verify_location(*args, **kwargs)
+
+    monkeypatch.setattr(_verify, "verify_location", stalled)
+    with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
+        ds.shuffle_zarr(group, tmp_path / "piles.zarr", 4, seed=0, verify=True)
+    took = time.perf_counter() - began[0]
+    assert stalling.faulted > 0, "the request was made, and stalled"
+    assert caught.value.reason == "unreachable" and caught.value.url == s3.url("raw.zarr/x"), str(caught.value)
+    assert took < 4 * 3, took

@@ -1,7 +1,8 @@
 """fsspec's internals: the filesystems its instance caches hold, the answers s3fs's client gets, a file's requests.
 
 No public API lists the instances (``_cache`` of each class), s3fs's client
-(``_s3``), or routes a file's requests (``fs`` of a buffered file). Checked against fsspec and s3fs 2026.9 (:data:`CHECKED`).
+(``_s3``), routes a file's requests (``fs`` of a buffered file), or gives the
+filesystem zarr wrapped to make it asynchronous (``sync_fs``). Checked against fsspec and s3fs 2026.9 (:data:`CHECKED`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CHECKED", "cached_filesystems", "on_answers", "requests_through"]
+__all__ = ["CHECKED", "cached_filesystems", "made_with", "on_answers", "requests_through"]
 
 #: The versions (major.minor) each function here was checked against.
 CHECKED: dict[str, tuple[str, ...]] = {"fsspec": ("2026.9",), "s3fs": ("2026.9",)}
@@ -39,6 +40,23 @@ def cached_filesystems(base: type) -> list[object]:
         classes += [subclass for subclass in subclasses if subclass not in classes]
         found.extend(cls.__dict__.get("_cache", {}).values())
     return found
+
+
+def made_with(fs: object) -> dict[str, Any]:
+    """The options ``fs`` was made with, as a synchronous filesystem of its kind takes them (no ``asynchronous``).
+
+    zarr makes a synchronous filesystem asynchronous by wrapping it (fsspec's
+    ``AsyncFileSystemWrapper``): the options are those of the one it wraps.
+
+    Examples
+    --------
+    >>> import zarr
+    >>> made_with(zarr.storage.FsspecStore.from_url("memory://made-with-demo").fs)
+    {}
+    """
+    wrapped = getattr(fs, "sync_fs", fs)
+    options: dict[str, Any] = getattr(wrapped, "storage_options", None) or {}
+    return {key: value for key, value in options.items() if key != "asynchronous"}
 
 
 async def on_answers(fs: object, handler: Callable[..., Any]) -> bool:

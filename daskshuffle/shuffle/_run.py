@@ -224,9 +224,9 @@ def run_shuffle(
     if options.verify and result.n_tasks:
         from ._verify import verify_location
 
-        # Files, which the store names; else in memory, or a dask collection (an xarray dataset of files too): read
-        # as the shuffle read them.
-        files = fmt.source_names and not isinstance(fmt, CollectionSource)
+        # Files, which the store names; else in memory, a dask collection (an xarray dataset of files too) or
+        # objects a user opened: read as the shuffle read them.
+        files = fmt.source_names and fmt.by_name and not isinstance(fmt, CollectionSource)
         verify_location(
             dst,
             [] if files else fmt,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from .._compat import made_with
 from .._config import int_setting
 from .._errors import Argument, DaskShuffleTypeError, DaskShuffleValueError, SourceNotFoundError, StorageAccessError
 from ..formats import ARRAY_KINDS, ArrayRows, FileSource, Variable, read_in_runs
@@ -221,11 +222,7 @@ LISTED_CHUNKS = 100_000
 
 
 def identify_zarr(
-    source: zarr.Group | zarr.Array[Any],
-    arrays: dict[str, zarr.Array[Any]],
-    storage_options: dict[str, Any] | None,
-    *,
-    fresh: bool = False,
+    source: zarr.Group | zarr.Array[Any], arrays: dict[str, zarr.Array[Any]], *, fresh: bool = False
 ) -> list[dict[str, Any]]:
     """The identity of a source and of the ``arrays`` of it read: its metadata file, and every array's files.
 
@@ -235,10 +232,13 @@ def identify_zarr(
     """
     import zarr
 
-    if not isinstance(stored(source), zarr.storage.FsspecStore | zarr.storage.LocalStore):
+    store = stored(source)
+    if not isinstance(store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
         return []
-    # The filesystem is made from the node's URL, not taken from zarr's store: zarr's is asynchronous.
-    location = Location.of(describe(source), storage_options)
+    # The filesystem is made from the node's URL and the options of its store's (a group a user opened has options
+    # of its own), not taken from zarr's store: zarr's is asynchronous.
+    options = made_with(store.fs) if isinstance(store, zarr.storage.FsspecStore) else None
+    location = Location.of(describe(source), options)
     fs, path = location.fs, location.path
     listed = sum(int(array.nchunks) for array in arrays.values()) <= LISTED_CHUNKS
 
@@ -267,7 +267,7 @@ def identify_paths(
         location = Location.of(source, storage_options)
         if location.join("zarr.json").exists() or location.join(".zgroup").exists():
             group = zarr.open_group(zarr_store(location, read_only=True), mode="r")
-            entries += identify_zarr(group, dict(sorted(group.arrays())), storage_options, fresh=fresh)
+            entries += identify_zarr(group, dict(sorted(group.arrays())), fresh=fresh)
         elif location.exists() and not location.isdir():
             entries += identify_files(location.fs, [location.path], [location.url], fresh=fresh)
     return entries
@@ -277,10 +277,16 @@ class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
     """Zarr arrays that share their first dimension, shuffled together."""
 
     def __init__(
-        self, *, sources: list[dict[str, zarr.Array[Any]]], blocks: list[tuple[int, int, int]], **common: Any
+        self,
+        *,
+        sources: list[dict[str, zarr.Array[Any]]],
+        blocks: list[tuple[int, int, int]],
+        by_name: bool = True,
+        **common: Any,
     ) -> None:
         super().__init__(**common)
         self.sources = sources
+        self.by_name = by_name
         self.blocks = blocks
         self.block_lengths = tuple(stop - start for _, start, stop in blocks)
 
@@ -345,13 +351,14 @@ def open_zarr_sources(
     def identify(fresh: bool = True) -> list[dict[str, Any]]:
         pairs = zip(opened, sources, strict=True)
         return [
-            entry for source, arrays in pairs for entry in identify_zarr(source, arrays, storage_options, fresh=fresh)
+            entry for source, arrays in pairs for entry in identify_zarr(source, arrays, fresh=fresh)
         ]
 
     return ZarrFormat(
         sources=sources,
         variables=_name_dimensions([described[0][name] for name in names]),
         blocks=blocks,
+        by_name=all(isinstance(item, str | os.PathLike) for item in items),
         source_names=[describe(source) for source in opened],
         group_attrs=group_attrs,
         identity=identify(fresh=False),
