@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -302,6 +303,24 @@ def test_bad_arguments(source: str, tmp_path: Path, kwargs: dict, error: type, m
     with pytest.raises(error, match=match):
         shuffle_zarr(source, tmp_path / "out.zarr", **{"n_piles": 4, **kwargs})
     assert not (tmp_path / "out.zarr").exists()
+
+
+def test_a_group_the_user_opened_is_left_as_it_was_and_refused_once_removed(tmp_path: Path) -> None:
+    src = make_zarr_source(tmp_path / "raw.zarr", 200, chunk_rows=30)
+    group = zarr.open_group(src, mode="r+")
+    store = group.store
+    shuffle_zarr(group, tmp_path / "piles.zarr", n_piles=4, seed=0, verify=True)
+    assert group.store is store and not store.read_only and type(store) is zarr.storage.LocalStore
+    in_memory = zarr.open_group(zarr.storage.MemoryStore(), mode="w")  # no storage to wait for: read as it is
+    in_memory.create_array("id", data=np.arange(50), chunks=(10,))
+    shuffle_zarr(in_memory, tmp_path / "memory.zarr", n_piles=2, seed=0)
+    assert np.array_equal(np.sort(read(tmp_path / "memory.zarr")["id"]), np.arange(50))
+    array = group["x"]
+    shutil.rmtree(src)  # zarr would read every chunk of it as the fill value
+    for removed in (array, group):
+        with pytest.raises(SourceNotFoundError, match=r"Got (Group|Array) '.*raw.zarr.*', whose metadata is no longer"):
+            shuffle_zarr(removed, tmp_path / "removed.zarr", n_piles=2)
+    assert not (tmp_path / "removed.zarr").exists()
 
 
 def test_bad_sources(tmp_path: Path) -> None:

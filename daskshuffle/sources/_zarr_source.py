@@ -42,8 +42,18 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
     import zarr
 
     if isinstance(source, zarr.Group | zarr.Array):  # its reads, here and in the tasks, within the deadline
-        with reaching(describe(source)):
-            return bounded_node(source)
+        try:
+            with reaching(describe(source)):
+                return bounded_node(source)
+        except StorageAccessError:
+            raise
+        except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
+            # Never read as it was opened: zarr gives the fill value for every chunk of a store removed since.
+            raise SourceNotFoundError(
+                f"Expected src to be a Zarr group or array still in its store. Got {type(source).__name__} "
+                f"{describe(source)!r}, whose metadata is no longer there ({type(error).__name__}), instead; open it "
+                "again where it is now."
+            ) from error
     if not isinstance(source, str | os.PathLike):
         raise DaskShuffleTypeError(
             "Expected src to be a path or URL, a zarr.Group, a zarr.Array or a list of them, a dask array, or a "
@@ -350,9 +360,7 @@ def open_zarr_sources(
 
     def identify(fresh: bool = True) -> list[dict[str, Any]]:
         pairs = zip(opened, sources, strict=True)
-        return [
-            entry for source, arrays in pairs for entry in identify_zarr(source, arrays, fresh=fresh)
-        ]
+        return [entry for source, arrays in pairs for entry in identify_zarr(source, arrays, fresh=fresh)]
 
     return ZarrFormat(
         sources=sources,
