@@ -8,6 +8,7 @@ rows and in their order.
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -254,6 +255,47 @@ def test_xarray_s3_to_s3_equals_local(tmp_path: Path, s3: Any, zarr_pair: tuple[
     ds.shuffle_xarray(local, str(tmp_path / "piles.zarr"), dim="row", n_piles=4, seed=6)
     ds.shuffle_xarray(remote, s3.url("piles.zarr"), dim="row", n_piles=4, seed=6, storage_options=s3.storage_options)
     _assert_same(_arrays(s3.url("piles.zarr"), s3.storage_options), _arrays(str(tmp_path / "piles.zarr")))
+
+
+@pytest.mark.slow
+def test_a_netcdf4_file_on_s3_is_read_a_range_at_a_time_on_a_cluster(
+    tmp_path: Path, s3: Any, cluster_client: Any
+) -> None:
+    """The worker processes open the file again from what the dataset's tasks carry: the storage_options too."""
+    import xarray as xr
+
+    pytest.importorskip("h5netcdf", reason="a netCDF4 file on object storage is read through h5netcdf")
+    data = xr.Dataset(
+        {"x": (("row", "k"), np.arange(3.0 * N_ROWS).reshape(N_ROWS, 3)), "t": ("row", np.arange(N_ROWS))}
+    )
+    data.to_netcdf(tmp_path / "raw.nc", engine="h5netcdf", encoding={"x": {"chunksizes": (250, 3)}})
+    ds.shuffle_xarray(str(tmp_path / "raw.nc"), str(tmp_path / "local.zarr"), dim="row", n_piles=4, seed=3)
+    remote = s3.put(str(tmp_path / "raw.nc"), "raw.nc")
+    with cluster_client.as_current():
+        ds.shuffle_xarray(
+            remote, str(tmp_path / "piles.zarr"), dim="row", n_piles=4, seed=3, storage_options=s3.storage_options
+        )
+    _assert_same(_arrays(str(tmp_path / "piles.zarr")), _arrays(str(tmp_path / "local.zarr")))
+    data.to_netcdf(tmp_path / "raw3.nc", engine="scipy")  # netCDF3: read whole by the only engine that reads it
+    with pytest.raises(ds.DaskShuffleValueError, match=r"raw3.nc', which it cannot open .*netCDF4 or HDF5.*local disk"):
+        ds.shuffle_xarray(
+            s3.put(str(tmp_path / "raw3.nc"), "raw3.nc"),
+            str(tmp_path / "no.zarr"),
+            dim="row",
+            n_piles=4,
+            storage_options=s3.storage_options,
+        )
+
+
+def test_a_file_on_s3_needs_h5netcdf(tmp_path: Path, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import xarray as xr
+
+    monkeypatch.setitem(sys.modules, "h5netcdf", None)  # not installed
+    xr.Dataset({"x": ("row", np.arange(10.0))}).to_netcdf(tmp_path / "raw.nc", engine="scipy")
+    remote = s3.put(str(tmp_path / "raw.nc"), "raw.nc")
+    with pytest.raises(ImportError, match=r"netCDF4 or HDF5, through h5netcdf, which is not installed: pip install h5"):
+        ds.shuffle_xarray(remote, str(tmp_path / "no.zarr"), dim="row", n_piles=2, storage_options=s3.storage_options)
+    assert not (tmp_path / "no.zarr").exists()
 
 
 def test_zarr_s3_to_s3_on_a_cluster(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], cluster_client: Any) -> None:

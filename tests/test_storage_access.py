@@ -614,6 +614,14 @@ def _source(kind: str, local: Path) -> Path:
     """A small local source of a shuffle of ``kind``."""
     if kind.startswith("zarr") or kind == "xarray":
         return Path(make_zarr_source(local / "raw.zarr", 1_000, chunk_rows=250))
+    if kind == "xarray-netcdf":  # a netCDF4 file, chunked
+        import numpy as np
+        import xarray as xr
+
+        pytest.importorskip("h5netcdf", reason="a netCDF4 file on object storage is read through h5netcdf")
+        data = xr.Dataset({"x": (("row", "k"), np.arange(3_000.0).reshape(1_000, 3))})
+        data.to_netcdf(local / "raw.nc", engine="h5netcdf", encoding={"x": {"chunksizes": (250, 3)}})
+        return local / "raw.nc"
     if kind in ("parquet", "dataframe"):
         import pandas as pd
 
@@ -629,7 +637,7 @@ def _source(kind: str, local: Path) -> Path:
 
 def _shuffle(kind: str, source: str | Path, store: str, **options: Any) -> None:
     """A shuffle of ``kind`` of ``source`` (made by :func:`_source`) into ``store``."""
-    if kind == "xarray":
+    if kind.startswith("xarray"):
         ds.shuffle_xarray(str(source), store, dim="row", n_piles=4, seed=0, **options)
     elif kind == "zarr-group":  # a group the user opened on their own store, with the same options
         import zarr
@@ -690,15 +698,16 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
 
 #: The reads of a shuffle that may stall, each with the shuffle, the request it stalls and what is on object storage
 #: (the rest on a local disk): its ``"source"`` (stalled from the first task on, after planning read the footers, for
-#: ``"source-tasks"``), the ``"scratch"`` space of its pieces (``tmp=``), or a ``"store"``
-#: at its destination. A text source's blocks and a compressed one streamed whole, the Zarr and xarray sources'
-#: metadata and chunks (a Zarr group's the user opened too), the Arrow pieces of pass 1 and a dask DataFrame's spool read back, and the metadata of what
-#: is at the destination.
+#: ``"source-tasks"``), the ``"scratch"`` space of its pieces (``tmp=``), or a ``"store"`` at its destination. A text
+#: source's blocks and a compressed one streamed whole, the Zarr and xarray sources' metadata and chunks (a Zarr
+#: group's the user opened too), a netCDF4 file's chunks, the Arrow pieces of pass 1 and a dask DataFrame's spool read
+#: back, and the metadata of what is at the destination.
 READ_REQUESTS = {
     "text-block": ("text", "raw.jsonl", "source"),
     "compressed-text": ("text-gz", "raw.jsonl.gz", "source"),
     "xarray-metadata": ("xarray", "raw.zarr/zarr.json", "source"),
     "xarray-chunk": ("xarray", "raw.zarr/x/c/", "source"),
+    "netcdf-file": ("xarray-netcdf", "raw.nc", "source-tasks"),
     "zarr-chunk": ("zarr", "raw.zarr/x/c/", "source"),
     "user-group-chunk": ("zarr-group", "raw.zarr/x/c/", "source"),
     "parquet-row-groups": ("parquet", "raw.parquet", "source-tasks"),

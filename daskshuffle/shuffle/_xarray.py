@@ -53,7 +53,9 @@ def shuffle_xarray(
     ds : xarray.Dataset, path or glob
         A dataset, usually lazy and dask-backed, a path xarray opens, or a glob of
         such paths (``"era-*.nc"``), put end to end along ``dim`` in the order of
-        their names. Not modified.
+        their names. Not modified. A file (not a Zarr store) on object storage is
+        read as netCDF4 or HDF5 through h5netcdf, each request within the deadline;
+        a dataset you opened is read as you opened it.
     dst : path or URL
         Where to write the Zarr v3 pile store.
     dim : str

@@ -79,16 +79,41 @@ def _open_one(root: Location, ds: object) -> xr.Dataset:
                     opened = xr.open_zarr(store, consolidated=consolidated)
                 except (RuntimeError, zlib.error) as error:  # an index xarray reads on opening does not decode
                     raise undecodable_group(zarr.open_group(store, mode="r"), root.url, error) from error
-            else:
+            elif root.is_local:
                 opened = xr.open_dataset(root.url, chunks={})
+            else:
+                opened = _open_remote_file(root)
     except (OSError, ValueError, TypeError) as error:
         if isinstance(error, DaskShuffleError):
             raise
+        hint = "" if root.is_local else f"; {_REMOTE_FILES}: copy it to a local disk, or convert it to Zarr"
         raise DaskShuffleValueError(
-            f"Expected ds to be a dataset xarray opens. Got {str(ds)!r}, which it cannot open ({error}), instead."
+            f"Expected ds to be a dataset xarray opens. Got {str(ds)!r}, which it cannot open ({error}), instead{hint}."
         ) from error
     dataset: xr.Dataset = opened
     return dataset
+
+
+#: What a file (not a Zarr store) on object storage may be, and how it is read.
+_REMOTE_FILES = "a file on object storage is read as netCDF4 or HDF5, through h5netcdf"
+
+
+def _open_remote_file(root: Location) -> xr.Dataset:
+    """The file at ``root``, on object storage, opened by xarray through h5netcdf a range at a time: each request
+    within the deadline, the file opened again by the dataset's tasks wherever they run.
+
+    h5netcdf reads a file object by its chunks; the other engines that take one
+    read it whole (scipy, netCDF3) or not at all (netCDF4, which needs a path).
+    """
+    import xarray as xr
+
+    try:
+        import h5netcdf  # noqa: F401
+    except ImportError as error:
+        raise ImportError(f"{_REMOTE_FILES}, which is not installed: pip install h5netcdf") from error
+    file: Any = root.opened(buffer_nbytes=2**20)  # a file object, as xarray's ReadBuffer but for its typing
+    opened: xr.Dataset = xr.open_dataset(file, engine="h5netcdf", chunks={})
+    return opened
 
 
 def _has_consolidated_v3(root: Location) -> bool:

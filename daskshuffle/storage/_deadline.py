@@ -12,7 +12,8 @@ import contextvars
 import errno
 import inspect
 import io
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractContextManager as ContextManager
 from typing import Any, TypeVar
 
 from fsspec import AbstractFileSystem
@@ -224,10 +225,13 @@ def uploading(fs: AbstractFileSystem, path: str, *, what: str) -> Iterator[io.Ra
 
 
 class _Ranges(io.RawIOBase):
-    """A file of ``size`` bytes on ``fs`` whose every read is one ranged request, within the deadline."""
+    """A file of ``size`` bytes on ``fs`` whose every read is one ranged request, within the deadline, inside
+    ``named()`` (a context that names a failure)."""
 
-    def __init__(self, fs: AbstractFileSystem, path: str, size: int, what: str) -> None:
-        self._fs, self._path, self._size, self._what, self._position = fs, path, size, what, 0
+    def __init__(
+        self, fs: AbstractFileSystem, path: str, size: int, what: str, named: Callable[[], ContextManager[Any]]
+    ) -> None:
+        self._fs, self._path, self._size, self._what, self._named, self._position = fs, path, size, what, named, 0
 
     def readable(self) -> bool:
         return True
@@ -246,22 +250,55 @@ class _Ranges(io.RawIOBase):
         stop = min(self._position + len(buffer), self._size)
         if stop <= self._position:
             return 0
-        # By keyword: s3fs's second positional is a version id.
-        data = bounded(self._fs, "cat_file", self._path, start=self._position, end=stop, what=self._what)
+        with self._named():  # By keyword: s3fs's second positional is a version id.
+            data = bounded(self._fs, "cat_file", self._path, start=self._position, end=stop, what=self._what)
         memoryview(buffer).cast("B")[: len(data)] = data
         self._position += len(data)
         return len(data)
 
 
-def reading(fs: AbstractFileSystem, path: str, *, size: int, what: str, buffer_nbytes: int) -> io.BufferedIOBase:
+class _Reading(io.BufferedReader):
+    """A buffered :class:`_Ranges`: pickled, it is opened again at its position (by a task elsewhere); dask tokenizes
+    it by its file."""
+
+    def __init__(self, raw: _Ranges, buffer_nbytes: int) -> None:
+        super().__init__(raw, buffer_size=buffer_nbytes)
+        self._ranges, self._buffer_nbytes = raw, buffer_nbytes
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raw = self._ranges
+        arguments = (raw._fs, raw._path, raw._size, raw._what, raw._named, self._buffer_nbytes, self.tell())
+        return (_reopened, arguments)
+
+    def __dask_tokenize__(self) -> tuple[str, str, int]:
+        return ("daskshuffle.reading", self._ranges._fs.unstrip_protocol(self._ranges._path), self._ranges._size)
+
+
+def _reopened(fs: AbstractFileSystem, path: str, size: int, what: str, named: Any, nbytes: int, at: int) -> _Reading:
+    file = _Reading(_Ranges(fs, path, size, what, named), nbytes)
+    file.seek(at)
+    return file
+
+
+def reading(
+    fs: AbstractFileSystem,
+    path: str,
+    *,
+    size: int,
+    what: str,
+    buffer_nbytes: int,
+    named: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+) -> io.BufferedIOBase:
     """``path`` on ``fs`` (of ``size`` bytes) opened for reading, buffered ``buffer_nbytes`` at a time.
 
     The read twin of :func:`uploading`. On an asynchronous filesystem
     (s3fs), each read that the buffer does not hold is one ranged request
     made :func:`within` the deadline of the filesystem's options (a read of
-    more than ``buffer_nbytes`` is one request of its bytes): a stalled
-    request fails as :class:`TimeoutError` in :func:`request_deadline`. On any other filesystem, ``fs.open(path, "rb")``
-    as it is.
+    more than ``buffer_nbytes`` is one request of its bytes), inside
+    ``named()``, a context that names a failure: a stalled request fails as
+    :class:`TimeoutError` in :func:`request_deadline`. Such a file holds no
+    connection, and pickles as the same file opened again at its position. On
+    any other filesystem, ``fs.open(path, "rb")`` as it is.
 
     Examples
     --------
@@ -275,4 +312,4 @@ def reading(fs: AbstractFileSystem, path: str, *, size: int, what: str, buffer_n
     if not getattr(fs, "async_impl", False):
         file: io.BufferedIOBase = fs.open(path, "rb")
         return file
-    return io.BufferedReader(_Ranges(fs, path, size, what), buffer_size=buffer_nbytes)
+    return _Reading(_Ranges(fs, path, size, what, named), buffer_nbytes)

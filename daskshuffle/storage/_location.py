@@ -320,13 +320,19 @@ class Location:
 
     @contextlib.contextmanager
     def reading(self, size: int | None = None, *, buffer_nbytes: int = 2**16) -> Iterator[io.BufferedIOBase]:
+        """The file here opened for reading (:meth:`opened`), closed at the end, a failure to reach the storage in
+        the body named by :meth:`reaching`."""
+        with self.reaching(), self.opened(size, buffer_nbytes=buffer_nbytes) as file:
+            yield file
+
+    def opened(self, size: int | None = None, *, buffer_nbytes: int = 2**16) -> io.BufferedIOBase:
         """The file here opened for reading, buffered ``buffer_nbytes`` at a time, each request within the request
-        deadline (:func:`~daskshuffle.storage._deadline.reading`), a failure to reach the storage named by
-        :meth:`reaching`. ``size``: its bytes, if known (else one request more)."""
+        deadline and its failure named by :meth:`reaching` (:func:`~daskshuffle.storage._deadline.reading`): on
+        object storage, a file that pickles (a task elsewhere opens it again) and holds no connection, for a reader
+        that keeps it (an xarray dataset). ``size``: its bytes, if known (else one request more)."""
         with self.reaching():
             size = int(self._request("size")) if size is None else size
-            with reading(self.fs, self.path, size=size, what=self.path, buffer_nbytes=buffer_nbytes) as file:
-                yield file
+        return reading(self.fs, self.path, size=size, what=self.path, buffer_nbytes=buffer_nbytes, named=self.reaching)
 
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
