@@ -1,8 +1,9 @@
-"""One option set for every public shuffle: written out in each ``def``, with the same defaults and docs."""
+"""One option set for every public shuffle: written out in each ``def``, with the same defaults, its docs written once."""
 
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,14 @@ def test_every_shuffle_takes_the_shared_options_with_the_same_defaults_and_docs(
     assert [explained[key].default for key in ("pile_memory", "block_memory", "levels")] == [
         reference[key].default for key in ("pile_memory", "block_memory", "levels")
     ]
+
+
+def test_every_docstring_of_the_public_api_has_its_placeholders_filled() -> None:
+    """A line ``{option}`` left in a docstring is one that ``shared_docs`` does not fill: a typo, or no decorator."""
+    placeholder = re.compile(r"^\s*\{\w+\}\s*$", re.MULTILINE)
+    public = [getattr(ds, name) for name in ds.__all__]
+    left = [getattr(item, "__name__", item) for item in public if placeholder.search(inspect.getdoc(item) or "")]
+    assert left == []
 
 
 @pytest.mark.parametrize("name", sorted(SHUFFLES))

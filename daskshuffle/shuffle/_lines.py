@@ -25,7 +25,7 @@ from ..sources import (
 )
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
-from ._options import parse_shuffle_options
+from ._options import parse_shuffle_options, shared_docs
 from ._run import ShuffleResult, run_shuffle
 
 __all__ = ["shuffle_lines"]
@@ -34,6 +34,7 @@ __all__ = ["shuffle_lines"]
 PathLike = str | os.PathLike[str]
 
 
+@shared_docs
 def shuffle_lines(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -92,12 +93,8 @@ def shuffle_lines(
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``. The
         result is exactly shuffled either way; piles only bound memory. The default is
         text's own.
-    seed : int, optional
-        Same seed, source and parameters give the same output on any cluster. ``None``
-        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
-    overwrite : bool, default False
-        Replace ``dst`` (a pile store or a text output) once every check has passed; a
-        directory that holds anything else is never replaced.
+    {seed}
+    {overwrite}
     pile_memory : int or str, default "32MiB"
         The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
         A task holds about twice this much: the default, text's own, keeps a worker thread near
@@ -105,24 +102,13 @@ def shuffle_lines(
     block_memory : int or str, optional
         About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
         Of an uncompressed file; by default 16 MiB, or half of ``pile_memory`` if that is less.
-    tmp : path or URL, optional
-        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
-        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
-        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
+    {tmp}
         The plain copies of compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.
-    progress : bool, default False
-        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
-        distributed client, text otherwise), then its last state as one line for a log.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
-    verify : bool, default False
-        Once written, prove the output holds exactly the source's rows
-        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
+    {progress}
+    {storage_options}
+    {verify}
         Not for text: ``True`` is an error, raised before anything is read.
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each costs one more write and read of the data and
-        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
-        cost (:func:`daskshuffle.explain` shows the choice).
+    {levels}
 
     Returns
     -------
