@@ -172,24 +172,35 @@ class TextFiles(Destination[Lines]):
         # uploaded in place (an upload makes the file only when it completes: no copy of it); one that replaces an
         # old output is written beside it too, so that a failure leaves the old output as it was.
         outputs = list(self.paths) or [dst]
-        staged = dst.is_local or any(output.exists() for output in outputs)
+        existed = [output.exists() for output in outputs]
+        staged = dst.is_local or any(existed)
         targets = [_partial(dst).join(f"{index:09d}.out") if staged else path for index, path in enumerate(outputs)]
-        # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
-        with ThreadPoolExecutor(max_workers=min(4, len(outputs))) as pool:
-            written = [
-                pool.submit(self._concatenate, fs, by_file.get(index, []), target)
-                for index, target in enumerate(targets)
-            ]
-        failures = [error for future in written if (error := future.exception()) is not None]
-        if failures:
-            for target, future in zip(targets, written, strict=True):
-                if not staged and future.exception() is None:  # all the files or none: these are this run's
-                    target.remove()
-            raise failures[0]
-        for target, path in zip(targets, outputs, strict=True) if staged else ():
-            if posixpath.dirname(path.path):
-                fs.makedirs(posixpath.dirname(path.path), exist_ok=True)
-            fs.mv(target.path, path.path)
+        made: list[Location] = []  # the files this run put where nothing was
+        try:
+            # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
+            with ThreadPoolExecutor(max_workers=min(4, len(outputs))) as pool:
+                written = [
+                    pool.submit(self._concatenate, fs, by_file.get(index, []), target)
+                    for index, target in enumerate(targets)
+                ]
+            failures = [error for future in written if (error := future.exception()) is not None]
+            if failures:
+                raise failures[0]
+            for target, path, was in zip(targets, outputs, existed, strict=True) if staged else ():
+                if posixpath.dirname(path.path):
+                    fs.makedirs(posixpath.dirname(path.path), exist_ok=True)
+                fs.mv(target.path, path.path)
+                if not was:
+                    made.append(path)
+                crash_point("text file moved")
+        except BaseException:
+            # All the files or none, even when interrupted: the files of a new output go again, those uploaded in place
+            # included (an upload that failed as it completed may have made its file).
+            if not staged:
+                made = targets
+            for path in made:
+                path.remove()
+            raise
         _partial(dst).remove()
 
     def _concatenate(self, fs: Any, parts: Sequence[str], target: Location) -> None:
