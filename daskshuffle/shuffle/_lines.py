@@ -6,6 +6,7 @@ counts and shuffles (or, with ``head_count``, samples: ``sources/_text_sample.py
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from ..sources import (
 )
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
+from ._lines_verify import count_and_sum_lines, verify_lines
 from ._options import parse_shuffle_options, shared_docs
 from ._run import ShuffleResult, run_shuffle
 
@@ -134,19 +136,23 @@ def shuffle_lines(
     options = parse_shuffle_options({**locals(), "materialize": True})  # a text file is always fully shuffled
     # Every check of the arguments and destinations runs before the first byte of input is read (counting reads it
     # all); then the sources are decompressed, their blocks counted (or sampled), and shuffled or the sample written.
-    if options.verify:
+    with_header = parse_bool(header, "header")
+    head = parse_count(head_count, "head_count") if head_count is not None else None
+    with_repeat = parse_bool(repeat, "repeat")
+    if options.verify and head is not None:
         raise DaskShuffleValueError(
             (
                 "Expected ",
                 Argument("verify", False),
-                " for text. Got verify=True instead; the output is a text file, not a pile store that "
-                "daskshuffle.verify can read: compare sorted copies of the input and output instead.",
+                " with ",
+                Argument("head_count"),
+                ". Got verify=True instead; a sample is not the input's lines, and that each sampled line is one of "
+                "them is not proven without reading the input again: verify a full shuffle (no ",
+                Argument("head_count"),
+                ") and take its first lines, which are a uniform sample too.",
             ),
             parameter="verify",
         )
-    with_header = parse_bool(header, "header")
-    head = parse_count(head_count, "head_count") if head_count is not None else None
-    with_repeat = parse_bool(repeat, "repeat")
     if with_repeat and head is None:
         raise DaskShuffleValueError(
             (
@@ -186,7 +192,11 @@ def shuffle_lines(
     spool.remove()
     try:
         source = source.decompressed(spool, run)
-        counts, sample, n_tasks = count_lines(source, run, head, options.seed, replace=with_repeat)
+        expected, sample = None, None
+        if options.verify:  # the input's side of the proof, from the one read that counts its lines
+            counts, expected = count_and_sum_lines(source, run)
+        else:
+            counts, sample, n_tasks = count_lines(source, run, head, options.seed, replace=with_repeat)
         if sample is not None:
             output.write(sample, source.header)
             return ShuffleResult(
@@ -202,6 +212,10 @@ def shuffle_lines(
             )
         fmt = TextFormat(source, counts, output.paths, output.compression)
         fmt.check_blocks_fit(options.pile_nbytes)
-        return run_shuffle(fmt, options, variables=[])
+        result = run_shuffle(fmt, dataclasses.replace(options, verify=False), variables=[])
+        if expected is not None:
+            spool.remove()  # the input's plain copies are read: the spool is the output's now
+            verify_lines(fmt, expected, spool, run)
+        return result
     finally:
         spool.remove()
