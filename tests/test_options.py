@@ -223,10 +223,9 @@ def test_shuffle_lines_levels_and_verify(tmp_path: Path) -> None:
     assert two.n_tasks > one.n_tasks, "a second level of scatter runs"
     for name in ("one.txt", "two.txt"):
         assert sorted((tmp_path / name).read_bytes().splitlines(keepends=True)) == sorted(lines)
-    with pytest.raises(ds.DaskShuffleValueError, match="verify=False for text") as caught:
-        ds.shuffle_lines(tmp_path / "in.txt", tmp_path / "checked.txt", seed=0, verify=True)
-    assert caught.value.parameter == "verify"
-    assert not (tmp_path / "checked.txt").exists()
+    checked = ds.shuffle_lines(tmp_path / "in.txt", tmp_path / "checked.txt", 8, seed=0, levels=2, verify=True)
+    assert sorted((tmp_path / "checked.txt").read_bytes().splitlines(keepends=True)) == sorted(lines)
+    assert checked.n_rows == 2000
 
 
 def test_shuffle_zarr_of_dask_arrays_verifies_against_them(tmp_path: Path) -> None:
