@@ -146,7 +146,9 @@ def shuffle_lines(
                 Argument("verify", False),
                 " with ",
                 Argument("head_count"),
-                ". Got verify=True instead; a sample is not the input's lines, and that each sampled line is one of "
+". Got ",
+                Argument("verify", True),
+                " instead; a sample is not the input's lines, and that each sampled line is one of "
                 "them is not proven without reading the input again: verify a full shuffle (no ",
                 Argument("head_count"),
                 ") and take its first lines, which are a uniform sample too.",
