@@ -108,8 +108,14 @@ def shuffle_lines(
         The plain copies of compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.
     {progress}
     {storage_options}
-    {verify}
-        Not for text: ``True`` is an error, raised before anything is read.
+    verify : bool, default False
+        Once written, prove the output files hold exactly the input's lines, in any order:
+        the header on top of every file, each file's lines and bytes, and
+        :func:`daskshuffle.verify`'s order-independent checksum of the lines, taken as the
+        input is counted and of the output read back in parallel blocks.
+        ``VerificationError`` if not: the output is left in place, as a pile store that
+        fails verify is, and is not to be trusted. Not with ``head_count``: refused
+        before anything is read.
     {levels}
 
     Returns
