@@ -31,13 +31,13 @@ CASES: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {
 }
 
 
-def _case(tmp_path: Path, name: str) -> tuple[list[Path], dict[str, Any], Path]:
+def _case(tmp_path: Path, name: str) -> tuple[list[Path], dict[str, Any]]:
     files, given = CASES[name]
     src = tmp_path / "src"
     src.mkdir()
     kwargs = {"dst": "out.txt", **given}
     kwargs["dst"] = str(tmp_path / kwargs["dst"])
-    return [write(src / file, data) for file, data in files.items()], kwargs, src
+    return [write(src / file, data) for file, data in files.items()], kwargs
 
 
 def _outputs(kwargs: dict[str, Any]) -> list[Path]:
@@ -64,7 +64,7 @@ def _rewrite(path: Path, change: Callable[[bytes], bytes]) -> None:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_verify_passes_on_a_true_output(tmp_path: Path, name: str) -> None:
-    sources, kwargs, src = _case(tmp_path, name)
+    sources, kwargs = _case(tmp_path, name)
     delimiter = kwargs.get("delimiter", b"\n")
     result = shuffle_lines(sources, n_piles=3, seed=1, block_memory=700, verify=True, **kwargs)
     expected = [line for path in sources for line in _records(_read(path), delimiter)]
@@ -107,7 +107,7 @@ DAMAGES: dict[str, tuple[Callable[[list[bytes], int], bytes], str]] = {
 def test_an_output_damaged_after_it_is_written_is_not_trusted(
     tmp_path: Path, points: Points, name: str, damage: str
 ) -> None:
-    sources, kwargs, _ = _case(tmp_path, name)
+    sources, kwargs = _case(tmp_path, name)
     change, message = DAMAGES[damage]
     target = _outputs(kwargs)[0]
 
@@ -136,7 +136,7 @@ def test_a_doubled_line_in_place_of_another_is_caught(tmp_path: Path, points: Po
 
 
 def test_a_header_lost_or_moved_is_caught(tmp_path: Path, points: Points) -> None:
-    sources, kwargs, _ = _case(tmp_path, "header in several files")
+    sources, kwargs = _case(tmp_path, "header in several files")
     second = _outputs(kwargs)[1]
 
     def header_last(data: bytes) -> bytes:  # the same lines, the header no longer on top
@@ -149,7 +149,7 @@ def test_a_header_lost_or_moved_is_caught(tmp_path: Path, points: Points) -> Non
 
 
 def test_lines_moved_between_output_files_are_caught(tmp_path: Path, points: Points) -> None:
-    sources, kwargs, _ = _case(tmp_path, "several files")
+    sources, kwargs = _case(tmp_path, "several files")
     first, second = _outputs(kwargs)[:2]
 
     def move(count: int) -> None:
@@ -158,12 +158,14 @@ def test_lines_moved_between_output_files_are_caught(tmp_path: Path, points: Poi
         _rewrite(second, lambda data: data + moved)
 
     points.arm("shuffle complete", move)
-    with pytest.raises(VerificationError, match=rf"Got 300 lines \(as many lines\); {str(first)!r} holds 99 of its 100"):
+    with pytest.raises(
+        VerificationError, match=rf"Got 300 lines \(as many lines\); {str(first)!r} holds 99 of its 100"
+    ):
         shuffle_lines(sources, n_piles=3, seed=1, block_memory=700, verify=True, **kwargs)
 
 
 def test_a_compressed_output_that_no_longer_decompresses_is_caught(tmp_path: Path, points: Points) -> None:
-    sources, kwargs, _ = _case(tmp_path, "gzip in and out")
+    sources, kwargs = _case(tmp_path, "gzip in and out")
     target = _outputs(kwargs)[0]
     points.arm("shuffle complete", lambda count: target.write_bytes(target.read_bytes()[:-20]))
     with pytest.raises(VerificationError, match=r"a file that does not decompress \(EOFError") as caught:
@@ -184,7 +186,7 @@ def test_verify_with_head_count_is_refused_before_anything_is_read(tmp_path: Pat
 
 
 def test_verify_on_a_local_cluster_reads_the_outputs_in_worker_processes(tmp_path: Path, cluster_client: Any) -> None:
-    sources, kwargs, _ = _case(tmp_path, "several files")
+    sources, kwargs = _case(tmp_path, "several files")
     with cluster_client.as_current():
         result = shuffle_lines(sources, n_piles=3, seed=1, block_memory=700, verify=True, **kwargs)
     assert result.n_rows == 300

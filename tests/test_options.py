@@ -52,12 +52,13 @@ NOT_TAKEN = {
     "shuffle_lines": {"materialize"},
     "append": {"n_piles", "overwrite", "materialize"},
 }
-#: The only defaults (and docs of them) that differ from ``shuffle_zarr``'s: text's own sizes, and an
-#: append's seed, which is the new generation's.
+#: The only defaults (and docs of them) that differ from ``shuffle_zarr``'s: text's own sizes and proof (of
+#: lines, not of a pile store), and an append's seed, which is the new generation's.
 OWN = {
     ("shuffle_lines", "n_piles"): ("auto", "int | Literal['auto']"),
     ("shuffle_lines", "pile_memory"): ("32MiB", "int | str"),
     ("shuffle_lines", "block_memory"): (None, "int | str | None"),
+    ("shuffle_lines", "verify"): (False, "bool"),
     ("append", "seed"): (None, "int | None"),
 }
 

@@ -112,10 +112,10 @@ def shuffle_lines(
         Once written, prove the output files hold exactly the input's lines, in any order:
         the header on top of every file, each file's lines and bytes, and
         :func:`daskshuffle.verify`'s order-independent checksum of the lines, taken as the
-        input is counted and of the output read back in parallel blocks.
-        ``VerificationError`` if not: the output is left in place, as a pile store that
-        fails verify is, and is not to be trusted. Not with ``head_count``: refused
-        before anything is read.
+        input is counted and of the output read back in parallel blocks (every byte is
+        hashed twice: about 100 MB of input a second on two cores). ``VerificationError``
+        if not: the output is left in place, as a pile store that fails verify is, and is
+        not to be trusted. Not with ``head_count``: refused before anything is read.
     {levels}
 
     Returns
@@ -152,7 +152,7 @@ def shuffle_lines(
                 Argument("verify", False),
                 " with ",
                 Argument("head_count"),
-". Got ",
+                ". Got ",
                 Argument("verify", True),
                 " instead; a sample is not the input's lines, and that each sampled line is one of "
                 "them is not proven without reading the input again: verify a full shuffle (no ",
