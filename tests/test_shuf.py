@@ -160,6 +160,7 @@ def test_verify(src: Path, tmp_path: Path, points: Points) -> None:
     damaged = lines(src, "-o", tmp_path / "damaged.txt", "--verify", "--seed", "0")
     assert damaged.exit_code == 1 and len(damaged.output.strip().splitlines()) == 1, damaged.output
     assert "Got 99 lines (1 line fewer) instead; the output is not trusted" in damaged.output
+    assert "replacing it: pass --overwrite." in damaged.output, "the advice spelled as the option"
 
 
 def run(*args: str | Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:

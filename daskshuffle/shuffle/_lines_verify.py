@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import VerificationError
+from .._errors import Argument, VerificationError
 from ..sources import TextFormat, TextSource
 from ..sources._text_source import BlockCount, Lines, Run, TextFile, line_bytes
 from ..storage import Location
@@ -111,7 +111,11 @@ def _not_trusted(fmt: TextFormat, got: str) -> VerificationError:
     where = repr(paths[0].url) if len(paths) == 1 else f"the {len(paths)} files {paths[0].url!r} to {paths[-1].url!r}"
     n_rows = int(fmt.starts[-1])
     return VerificationError(
-        f"Expected {where} to hold exactly the {n_rows:,} lines of the input, in any order. Got {got} instead; the "
-        "output is not trusted. It is left in place as written, as a pile store that fails verify is: remove it, "
-        "or shuffle the input again, replacing it (overwrite=True)."
+        (
+            f"Expected {where} to hold exactly the {n_rows:,} lines of the input, in any order. Got {got} instead; "
+            "the output is not trusted. It is left in place as written, as a pile store that fails verify is: remove "
+            "it, or shuffle the input again, replacing it: ",
+            Argument("overwrite", True, passed=True),
+            ".",
+        )
     )
