@@ -164,6 +164,14 @@ def test_lines_moved_between_output_files_are_caught(tmp_path: Path, points: Poi
         shuffle_lines(sources, n_piles=3, seed=1, block_memory=700, verify=True, **kwargs)
 
 
+def test_an_output_file_removed_after_it_is_written_is_caught(tmp_path: Path, points: Points) -> None:
+    sources, kwargs = _case(tmp_path, "several files")
+    second = _outputs(kwargs)[1]
+    points.arm("shuffle complete", lambda count: second.unlink())
+    with pytest.raises(VerificationError, match=rf"Got nothing at {str(second)!r}, which the shuffle wrote"):
+        shuffle_lines(sources, n_piles=3, seed=1, block_memory=700, verify=True, **kwargs)
+
+
 def test_a_compressed_output_that_no_longer_decompresses_is_caught(tmp_path: Path, points: Points) -> None:
     sources, kwargs = _case(tmp_path, "gzip in and out")
     target = _outputs(kwargs)[0]

@@ -6,10 +6,4 @@ from ._run import ShuffleResult
 from ._shuffle import shuffle_zarr
 from ._verify import sources_changed
 
-__all__ = [
-    "ShuffleResult",
-    "map_tasks",
-    "shared_docs",
-    "shuffle_zarr",
-    "sources_changed",
-]
+__all__ = ["ShuffleResult", "map_tasks", "shared_docs", "shuffle_zarr", "sources_changed"]

@@ -9,20 +9,25 @@ and is counted out there; the files' line counts and bytes are compared too.
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import lzma
 import uuid
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._errors import Argument, VerificationError
 from ..sources import TextFormat, TextSource
-from ..sources._text_source import BlockCount, Lines, Run, TextFile, line_bytes
 from ..storage import Location
 from ._checksum import add_checksums, checksum
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: How the shuffle runs tasks: ``run(function, arguments, token)``, one result for each of ``arguments``.
+Run = Callable[..., list[Any]]
 
 __all__ = ["count_and_sum_lines", "verify_lines"]
 
@@ -32,19 +37,19 @@ _LINE = ("line",)
 _DAMAGED = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)
 
 
-def _sum(lines: Lines) -> dict[str, Any]:
+def _sum(lines: pa.LargeBinaryArray) -> dict[str, Any]:
     import pyarrow as pa
 
     return checksum(pa.table({"line": lines}), _LINE)
 
 
-def _count_and_sum(source: TextSource, block: int) -> tuple[BlockCount, dict[str, Any]]:
+def _count_and_sum(source: TextSource, block: int) -> tuple[Any, dict[str, Any]]:
     """The lines of ``block`` counted and summed (a task)."""
-    rows = source.read_lines(block)
-    return BlockCount(len(rows), len(line_bytes(rows))), _sum(rows)
+    count, rows = source.read_counted(block)
+    return count, _sum(rows)
 
 
-def count_and_sum_lines(source: TextSource, run: Run) -> tuple[list[BlockCount], dict[str, Any]]:
+def count_and_sum_lines(source: TextSource, run: Run) -> tuple[list[Any], dict[str, Any]]:
     """The counts of every block of ``source`` (as :func:`~daskshuffle.sources.count_lines` gives them) and the
     checksum of all its lines, each block read once."""
     key = ("count and sum", source.files, source.block_nbytes, source.header, source.delimiter)
@@ -68,21 +73,16 @@ def verify_lines(fmt: TextFormat, expected: dict[str, Any], spool: Location, run
     """Raise :class:`VerificationError` unless the output files of ``fmt`` each start with its header and hold, in
     all, the lines ``expected`` sums (:func:`count_and_sum_lines`), as many in each file as it was given; a
     compressed output is decompressed into ``spool``."""
-    files = []
-    for path in fmt.paths:
-        info = path.info()
-        if info is None or info.get("type") != "file":
-            raise _not_trusted(fmt, f"nothing at {path.url!r}, which the shuffle wrote")
-        files.append(TextFile(path, size=int(info["size"]), compression=fmt.compression))
-    written = dataclasses.replace(fmt.source, files=tuple(files), header=b"", header_nbytes=0)
     try:
-        written = written.decompressed(spool, run)
+        written = fmt.written().decompressed(spool, run)
+    except FileNotFoundError as error:
+        raise _not_trusted(fmt, f"nothing at {error.filename!r}, which the shuffle wrote") from error
     except _DAMAGED as error:
         raise _not_trusted(fmt, f"a file that does not decompress ({type(error).__name__}: {error})") from error
     # A new key for every check: what a verification computes is never an earlier one's result.
     token = repr(("verify lines", written.files, uuid.uuid4().hex))
     parts = run(_sum_block, [(written, block, fmt.header) for block in range(written.n_blocks)], token)
-    found_lines, headed = np.zeros(len(files), dtype=np.int64), np.zeros(len(files), dtype=bool)
+    found_lines, headed = np.zeros(len(fmt.paths), dtype=np.int64), np.zeros(len(fmt.paths), dtype=bool)
     for file, part, first in parts:
         found_lines[file] += part["n_rows"]
         headed[file] |= first
@@ -96,7 +96,7 @@ def verify_lines(fmt: TextFormat, expected: dict[str, Any], spool: Location, run
         plural = "" if abs(missing) == 1 else "s"
         lines = f"{abs(missing):,} line{plural} {'fewer' if missing > 0 else 'more'}" if missing else "as many lines"
         which = f"; {fmt.paths[index].url!r} holds {int(found_lines[index]):,} of its {int(wanted[index]):,}"
-        raise _not_trusted(fmt, f"{total:,} lines ({lines}){which if len(files) > 1 else ''}")
+        raise _not_trusted(fmt, f"{total:,} lines ({lines}){which if len(fmt.paths) > 1 else ''}")
     n_bytes = sum(file.size for file in written.files)
     wanted_bytes = len(fmt.paths) * len(fmt.header) + fmt.n_bytes - len(fmt.header)
     if n_bytes != wanted_bytes:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import dataclasses
+import errno
 import gzip
 import lzma
 import os
@@ -31,6 +33,7 @@ from ..storage import Fetches, Location, _leftovers, _own, bounded, crash_point
 from ._text_source import (
     BlockCount,
     Lines,
+    TextFile,
     TextSource,
     _read_range,
     line_bytes,
@@ -250,6 +253,17 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
     def __getstate__(self) -> dict[str, Any]:
         # The counts are for planning, where the shuffle is planned; tasks carry only block_lengths.
         return {**self.__dict__, "counts": None}
+
+    def written(self) -> TextSource:
+        """The output files as a source of lines (their headers among them), to read back: ``FileNotFoundError`` for
+        a file not there."""
+        files = []
+        for path in self.paths:
+            info = path.info()
+            if info is None or info.get("type") != "file":
+                raise FileNotFoundError(errno.ENOENT, "No such file, which the shuffle wrote", path.url)
+            files.append(TextFile(path, size=int(info["size"]), compression=self.compression))
+        return dataclasses.replace(self.source, files=tuple(files), header=b"", header_nbytes=0)
 
     # -- the source ----------------------------------------------------------
     def read_block(self, block: int) -> Lines:
