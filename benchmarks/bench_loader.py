@@ -6,6 +6,10 @@ ceiling measured in the same run:
 
 - ``cat``: every chunk file of the store read once with ``open().read()``, no
   decoding: the machine's read speed for these bytes;
+- ``cat + permute``: the same files read into one buffer a window of 64 MiB at a
+  time (a compressed variable decoded), each window's rows then gathered in a
+  random order into batches (``take``): the passes over memory that a loader
+  shuffling in RAM cannot avoid, its own ceiling;
 - ``zarr piles``: ``group[name][a:b]`` of every pile, what zarr-python gives;
 - ``reader piles``: ``ZarrPileReader.read_pile`` of every pile (``x`` and
   ``id``, then ``x`` alone): the read path the loader uses;
@@ -153,6 +157,49 @@ def cat(store: str, names: list[str]) -> int:
         with open(path, "rb") as file:
             nbytes += len(file.read())
     return nbytes
+
+
+def _permuted(
+    buffer: np.ndarray, dtype: np.dtype, row_shape: tuple[int, ...], rng: np.random.Generator, batch_size: int
+) -> int:
+    """The rows in ``buffer`` gathered in a random order, ``batch_size`` rows into each new array: their bytes."""
+    rows = buffer.view(dtype).reshape(-1, *row_shape)
+    order = rng.permutation(len(rows))
+    return sum(rows.take(order[start : start + batch_size], axis=0).nbytes for start in range(0, len(rows), batch_size))
+
+
+def _chunk_index(path: str) -> int:
+    return int(path.split(f"{os.sep}c{os.sep}")[1].split(os.sep)[0])
+
+
+def cat_permute(store: str, names: list[str], batch_size: int, window_nbytes: int = 64 * 2**20) -> int:
+    """Every chunk file of ``names`` read into a buffer (blosc-decoded, for a variable the layout compresses), a window
+    of about ``window_nbytes`` at a time, then the window's rows gathered in a random order into batches. Each
+    file: the chunk's bytes and a 4-byte crc32c (not checked)."""
+    import numcodecs.blosc
+
+    group = zarr.open_group(store, mode="r")
+    codecs = group.attrs["daskshuffle"]["layout"]["variables"]
+    rng = np.random.default_rng(0)
+    moved = 0
+    for name in names:
+        array, plain = group[name], codecs[name]["codec"] == "none"
+        paths = sorted(chunk_files(store, [name]), key=_chunk_index)
+        chunk_nbytes = array.chunks[0] * array.dtype.itemsize * int(np.prod(array.shape[1:]))
+        buffer = np.empty(window_nbytes + max(chunk_nbytes + 4, *map(os.path.getsize, paths)), dtype=np.uint8)
+        filled = 0
+        for path in paths:
+            with open(path, "rb", buffering=0) as file:
+                if plain:
+                    filled += file.readinto(memoryview(buffer)[filled:]) - 4  # the crc32c: overwritten next
+                else:
+                    decoded = numcodecs.blosc.decompress(file.read()[:-4])
+                    buffer[filled : filled + len(decoded)] = np.frombuffer(decoded, dtype=np.uint8)
+                    filled += len(decoded)
+            if filled >= window_nbytes or path == paths[-1]:
+                moved += _permuted(buffer[:filled], array.dtype, array.shape[1:], rng, batch_size)
+                filled = 0
+    return moved
 
 
 def cat_decode(store: str, names: list[str]) -> int:
@@ -307,6 +354,7 @@ def main() -> None:
     both, alone = ["x", "id"], ["x"]
     contenders: dict[str, tuple[int, Callable[[], int]]] = {
         "cat x+id": (n_rows, lambda: cat(store, both)),
+        "cat + permute x+id": (n_rows, lambda: cat_permute(store, both, b)),
         "zarr piles x+id": (n_rows, lambda: zarr_piles(store, both)),
         "reader piles x+id": (n_rows, lambda: reader_piles(store, both)),
         "reader piles x": (n_rows, lambda: reader_piles(store, alone)),

@@ -58,7 +58,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "lines": {
         "one-pass-lines": 2**18,
     },
-    "verify": {"hash-nbytes": 4 * _MiB},
+    # 256 KiB: the temporaries (8 bytes a byte) stay in cache; 4 MiB at once hashed 3.6 times slower.
+    "verify": {"hash-nbytes": _MiB // 4},
     "quality": {"chunk-rows": 2**22},
     "torch": {"shared-nbytes": 4 * _MiB},
 }

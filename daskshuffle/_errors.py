@@ -221,7 +221,7 @@ class UnsafePathError(DaskShuffleError, FileExistsError):
 
 
 class VerificationError(DaskShuffleError, ValueError):
-    """A pile store does not hold the same rows as its source.
+    """A pile store (or the text output of ``shuffle_lines(verify=True)``) does not hold the same rows as its source.
 
     ``variable`` names the first variable (or column) whose rows differ.
     """

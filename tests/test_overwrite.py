@@ -8,6 +8,7 @@ run that fails leaves it exactly as it was.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,48 @@ def test_a_failed_overwrite_of_text_files_on_s3_leaves_the_old_files_as_they_wer
     ds.shuffle_lines(str(tmp_path / "raw.jsonl"), dst, 4, seed=1, overwrite=True, **options)
     new = {path: s3.fs.cat_file(path) for path in s3.fs.find(s3.bucket, refresh=True)}
     assert new.keys() == old.keys() and new != old
+
+
+def _interrupt_at(count: int) -> Callable[[int], None]:
+    def interrupt(reached: int) -> None:
+        if reached == count:
+            raise KeyboardInterrupt
+
+    return interrupt
+
+
+def test_text_files_interrupted_while_moved_into_place_are_all_removed(tmp_path: Path, points: Points) -> None:
+    """A new output of several files is all there or not at all: the same call then runs again."""
+    (tmp_path / "raw.jsonl").write_text("".join(f'{{"id": {i}}}\n' for i in range(2_000)))
+    args = (str(tmp_path / "raw.jsonl"), str(tmp_path / "out-{}.jsonl"), 4)
+    points.arm("text file moved", _interrupt_at(2))
+    with pytest.raises(ds.ShuffleInterrupted, match="what it wrote is removed"):
+        ds.shuffle_lines(*args, seed=0, n_output_files=3)
+    points.disarm("text file moved")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["raw.jsonl"]
+    ds.shuffle_lines(*args, seed=0, n_output_files=3)
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "out-0.jsonl",
+        "out-1.jsonl",
+        "out-2.jsonl",
+        "raw.jsonl",
+    ]
+
+
+@pytest.mark.s3
+def test_new_text_files_on_s3_interrupted_while_uploaded_are_all_removed(
+    tmp_path: Path, s3: Any, points: Points
+) -> None:
+    (tmp_path / "raw.jsonl").write_text("".join(f'{{"id": {i}}}\n' for i in range(2_000)))
+    args = (str(tmp_path / "raw.jsonl"), s3.url("out-{}.jsonl"), 4)
+    options = {"seed": 0, "n_output_files": 2, "storage_options": s3.storage_options}
+    points.arm("text file written", _interrupt_at(2))
+    with pytest.raises(ds.ShuffleInterrupted):
+        ds.shuffle_lines(*args, **options)
+    points.disarm("text file written")
+    assert s3.fs.find(s3.bucket, refresh=True) == []
+    ds.shuffle_lines(*args, **options)
+    assert len(s3.fs.find(s3.bucket, refresh=True)) == 2
 
 
 def test_a_store_records_the_blocks_its_order_depends_on(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from conftest import Points
 
 from daskshuffle._cli._common import cli
 
@@ -130,6 +131,7 @@ def test_echo_into_a_file_named_for_a_compression(
         (["-r", "-e", "a", "-o", "never-written.txt"], "Expected -n K with -r -o OUT"),
         (["--random-source", "/dev/urandom", "-e", "a"], "Expected --seed N for a reproducible run"),
         (["--n-output-files", "2", "in.txt"], "Expected -o OUT with --n-output-files"),
+        (["--verify", "-e", "a"], "Expected no --n-output-files, --header or --verify with -e or -i"),
     ],
 )
 def test_bad_input_is_one_line_and_status_1(args: list[str], message: str) -> None:
@@ -144,6 +146,21 @@ def test_sharded_and_compressed_output(src: Path, tmp_path: Path) -> None:
     parts = [gzip.decompress((tmp_path / f"train-{i:02d}.txt.gz").read_bytes()).splitlines() for i in range(4)]
     assert [len(part) for part in parts] == [25] * 4
     assert sorted(line for part in parts for line in part) == sorted(numbers(100).splitlines())
+
+
+def test_verify(src: Path, tmp_path: Path, points: Points) -> None:
+    done = lines(src, "-o", tmp_path / "out.txt", "--verify", "--seed", "0")
+    assert done.exit_code == 0, done.output
+    assert sorted((tmp_path / "out.txt").read_bytes().splitlines()) == sorted(numbers(100).splitlines())
+    assert lines(src, "--verify", "--seed", "0").stdout_bytes == (tmp_path / "out.txt").read_bytes(), "to stdout too"
+    sample = lines(src, "-n", "3", "--verify")
+    assert sample.exit_code == 2 and "Expected no --verify with --head-count. Got --verify instead" in sample.output
+
+    points.arm("shuffle complete", lambda count: (tmp_path / "damaged.txt").write_bytes(numbers(99)))
+    damaged = lines(src, "-o", tmp_path / "damaged.txt", "--verify", "--seed", "0")
+    assert damaged.exit_code == 1 and len(damaged.output.strip().splitlines()) == 1, damaged.output
+    assert "Got 99 lines (1 line fewer) instead; the output is not trusted" in damaged.output
+    assert "replacing it: pass --overwrite." in damaged.output, "the advice spelled as the option"
 
 
 def run(*args: str | Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:

@@ -73,6 +73,7 @@ def _head_count(value: str | None) -> int | None:
 @shuffle_option("n_piles", defaults=TEXT_DEFAULTS)
 @click.option("--header", is_flag=True, help="Keep the first line of the first file at the top.")
 @shuffle_option("overwrite", "Replace OUT if it exists.")
+@shuffle_option("verify", "Then prove OUT holds exactly the lines of IN (not with -n).")
 @shuffle_option("tmp", "Where pieces (and a spooled stdin) go.  [default: next to OUT]")
 @shuffle_option("pile_memory", defaults=TEXT_DEFAULTS)
 @shuffle_option(
@@ -96,6 +97,7 @@ def lines(
     n_piles: int | Literal["auto"],
     header: bool,
     overwrite: bool,
+    verify: bool,
     tmp: str | None,
     pile_memory: str,
     block_memory: str | None,
@@ -121,7 +123,7 @@ def lines(
     delimiter = b"\0" if zero_terminated else b"\n"
     output = output or STDIO
     if echo or input_range is not None:
-        items = _echo_items(inputs, echo, input_range, n_output_files, header)
+        items = _echo_items(inputs, echo, input_range, n_output_files, header or verify)
         with reported(debug):
             _shuffle_in_memory(items, count, repeat, seed, delimiter, output, overwrite, quiet)
         return
@@ -147,6 +149,7 @@ def lines(
             seed=seed,
             header=header,
             overwrite=overwrite,
+            verify=verify,
             head_count=count,
             repeat=repeat,
             delimiter=delimiter,
@@ -186,7 +189,7 @@ def _quiet_broken_pipe(stdout: BinaryIO) -> Iterator[None]:
 
 
 def _echo_items(
-    inputs: tuple[str, ...], echo: bool, input_range: str | None, n_output_files: int | None, header: bool
+    inputs: tuple[str, ...], echo: bool, input_range: str | None, n_output_files: int | None, files_only: bool
 ) -> tuple[Callable[[int], bytes], int]:
     """The lines of -e (the arguments) or -i (the numbers LO to HI) by index, without making the range; how many.
 
@@ -194,8 +197,8 @@ def _echo_items(
     """
     if echo and input_range is not None:
         raise click.ClickException("Expected -e or -i. Got both instead; choose one, as in shuf.")
-    if n_output_files is not None or header:
-        raise click.ClickException("Expected no --n-output-files or --header with -e or -i. Got one instead.")
+    if n_output_files is not None or files_only:
+        raise click.ClickException("Expected no --n-output-files, --header or --verify with -e or -i. Got one instead.")
     if input_range is None:
         arguments = [os.fsencode(argument) for argument in inputs]
         return arguments.__getitem__, len(arguments)

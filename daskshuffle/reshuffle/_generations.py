@@ -14,7 +14,7 @@ from .._errors import DaskShuffleValueError, StorageFullError
 from .._parse import parse_bool, parse_nbytes, parse_path, parse_positive_int
 from ..pilestore import generations as store_io, group_metadata
 from ..readers import GenerationsReader, ZarrPileReader
-from ..shuffle import map_tasks
+from ..shuffle import map_tasks, shared_docs
 from ..sources import open_zarr_sources
 from ..storage import Leftover, Location, _lock as _store_lock, crash_point, exclusive
 
@@ -148,6 +148,7 @@ def _continues(target: Location, identity: list[dict[str, Any]], seed: int | Non
     )
 
 
+@shared_docs
 def append(
     store: str | os.PathLike[str],
     src: Any,
@@ -182,26 +183,13 @@ def append(
         The new generation's seed (drawn if ``None``).
     chunk_rows, compressors
         As for :func:`~daskshuffle.shuffle_zarr` (the new generation's chunks).
-    pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
-    block_memory : int or str, default "64MiB"
-        About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
-    tmp : path or URL, optional
-        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
-        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
-        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
-    progress : bool, default False
-        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
-        distributed client, text otherwise), then its last state as one line for a log.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
-    verify : bool, default False
-        Once written, prove the output holds exactly the source's rows
-        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each costs one more write and read of the data and
-        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
-        cost (:func:`daskshuffle.explain` shows the choice).
+    {pile_memory}
+    {block_memory}
+    {tmp}
+    {progress}
+    {storage_options}
+    {verify}
+    {levels}
 
     Returns
     -------

@@ -16,7 +16,7 @@ from ..sources import COMPRESSIONS, list_parquet_sources, open_dataframe_source,
 from ..storage import Location, _leftovers, identify_token
 from . import _collections
 from ._destination import check_destination, shuffle_locations
-from ._options import parse_shuffle_options
+from ._options import parse_shuffle_options, shared_docs
 from ._run import Listed, ShuffleResult, run_shuffle
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
@@ -38,6 +38,7 @@ def parse_writing(compression: object, row_group_size: object, n_output_files: o
     )
 
 
+@shared_docs
 def shuffle_parquet(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -88,37 +89,18 @@ def shuffle_parquet(
         Write the destination as exactly this many files of near-equal rows (whole
         piles each, so at most ``n_piles``). By default one file per group of piles
         of about ``block_memory``; on object storage, of about 16 MiB.
-    n_piles : int or "auto", default 512
-        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
-    seed : int, optional
-        Same seed, source and parameters give the same output on any cluster. ``None``
-        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
-    overwrite : bool, default False
-        Replace ``dst`` (a pile store or a text output) once every check has passed; a
-        directory that holds anything else is never replaced.
-    materialize : bool, default False
-        Write a fully shuffled copy instead of a pile store.
-    pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
-    block_memory : int or str, default "64MiB"
-        About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
+    {n_piles}
+    {seed}
+    {overwrite}
+    {materialize}
+    {pile_memory}
+    {block_memory}
         Runs of whole row groups are read (a row group larger than this is one block).
-    tmp : path or URL, optional
-        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
-        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
-        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
-    progress : bool, default False
-        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
-        distributed client, text otherwise), then its last state as one line for a log.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
-    verify : bool, default False
-        Once written, prove the output holds exactly the source's rows
-        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each costs one more write and read of the data and
-        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
-        cost (:func:`daskshuffle.explain` shows the choice).
+    {tmp}
+    {progress}
+    {storage_options}
+    {verify}
+    {levels}
 
     Returns
     -------
@@ -143,6 +125,7 @@ def shuffle_parquet(
     return run_shuffle(Listed(listing.kind, listing.sources, listing.identity, chosen, opened), checked)
 
 
+@shared_docs
 def shuffle_dataframe(
     df: Any,
     dst: PathLike,
@@ -182,39 +165,20 @@ def shuffle_dataframe(
         named or non-range index is kept and a default ``RangeIndex`` dropped.
     compression, row_group_size, n_output_files
         As for :func:`shuffle_parquet`.
-    n_piles : int or "auto", default 512
-        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
-    seed : int, optional
-        Same seed, source and parameters give the same output on any cluster. ``None``
-        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
-    overwrite : bool, default False
-        Replace ``dst`` (a pile store or a text output) once every check has passed; a
-        directory that holds anything else is never replaced.
-    materialize : bool, default False
-        Write a fully shuffled copy instead of a pile store.
-    pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
-    block_memory : int or str, default "64MiB"
-        About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
+    {n_piles}
+    {seed}
+    {overwrite}
+    {materialize}
+    {pile_memory}
+    {block_memory}
         A pandas DataFrame is cut into blocks of this size; each partition of a dask DataFrame is
         a block.
-    tmp : path or URL, optional
-        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
-        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
-        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
-    progress : bool, default False
-        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
-        distributed client, text otherwise), then its last state as one line for a log.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
-    verify : bool, default False
-        Once written, prove the output holds exactly the source's rows
-        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
+    {tmp}
+    {progress}
+    {storage_options}
+    {verify}
         The DataFrame is read again for the check (a dask DataFrame from its spool).
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each costs one more write and read of the data and
-        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
-        cost (:func:`daskshuffle.explain` shows the choice).
+    {levels}
 
     Returns
     -------

@@ -6,6 +6,7 @@ counts and shuffles (or, with ``head_count``, samples: ``sources/_text_sample.py
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +26,8 @@ from ..sources import (
 )
 from ._compute import map_tasks
 from ._destination import check_destination, check_workers_reach, shuffle_locations
-from ._options import parse_shuffle_options
+from ._lines_verify import count_and_sum_lines, verify_lines
+from ._options import parse_shuffle_options, shared_docs
 from ._run import ShuffleResult, run_shuffle
 
 __all__ = ["shuffle_lines"]
@@ -34,6 +36,7 @@ __all__ = ["shuffle_lines"]
 PathLike = str | os.PathLike[str]
 
 
+@shared_docs
 def shuffle_lines(
     src: PathLike | Sequence[PathLike],
     dst: PathLike,
@@ -92,12 +95,8 @@ def shuffle_lines(
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``. The
         result is exactly shuffled either way; piles only bound memory. The default is
         text's own.
-    seed : int, optional
-        Same seed, source and parameters give the same output on any cluster. ``None``
-        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
-    overwrite : bool, default False
-        Replace ``dst`` (a pile store or a text output) once every check has passed; a
-        directory that holds anything else is never replaced.
+    {seed}
+    {overwrite}
     pile_memory : int or str, default "32MiB"
         The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
         A task holds about twice this much: the default, text's own, keeps a worker thread near
@@ -105,24 +104,19 @@ def shuffle_lines(
     block_memory : int or str, optional
         About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
         Of an uncompressed file; by default 16 MiB, or half of ``pile_memory`` if that is less.
-    tmp : path or URL, optional
-        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
-        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
-        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
+    {tmp}
         The plain copies of compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.
-    progress : bool, default False
-        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
-        distributed client, text otherwise), then its last state as one line for a log.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
+    {progress}
+    {storage_options}
     verify : bool, default False
-        Once written, prove the output holds exactly the source's rows
-        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
-        Not for text: ``True`` is an error, raised before anything is read.
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each costs one more write and read of the data and
-        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
-        cost (:func:`daskshuffle.explain` shows the choice).
+        Once written, prove the output files hold exactly the input's lines, in any order:
+        the header on top of every file, each file's lines and bytes, and
+        :func:`daskshuffle.verify`'s order-independent checksum of the lines, taken as the
+        input is counted and of the output read back in parallel blocks (every byte is
+        hashed twice: about 100 MB of input a second on two cores). ``VerificationError``
+        if not: the output is left in place, as a pile store that fails verify is, and is
+        not to be trusted. Not with ``head_count``: refused before anything is read.
+    {levels}
 
     Returns
     -------
@@ -148,19 +142,25 @@ def shuffle_lines(
     options = parse_shuffle_options({**locals(), "materialize": True})  # a text file is always fully shuffled
     # Every check of the arguments and destinations runs before the first byte of input is read (counting reads it
     # all); then the sources are decompressed, their blocks counted (or sampled), and shuffled or the sample written.
-    if options.verify:
+    with_header = parse_bool(header, "header")
+    head = parse_count(head_count, "head_count") if head_count is not None else None
+    with_repeat = parse_bool(repeat, "repeat")
+    if options.verify and head is not None:
         raise DaskShuffleValueError(
             (
                 "Expected ",
                 Argument("verify", False),
-                " for text. Got verify=True instead; the output is a text file, not a pile store that "
-                "daskshuffle.verify can read: compare sorted copies of the input and output instead.",
+                " with ",
+                Argument("head_count"),
+                ". Got ",
+                Argument("verify", True),
+                " instead; a sample is not the input's lines, and that each sampled line is one of "
+                "them is not proven without reading the input again: verify a full shuffle (no ",
+                Argument("head_count"),
+                ") and take its first lines, which are a uniform sample too.",
             ),
             parameter="verify",
         )
-    with_header = parse_bool(header, "header")
-    head = parse_count(head_count, "head_count") if head_count is not None else None
-    with_repeat = parse_bool(repeat, "repeat")
     if with_repeat and head is None:
         raise DaskShuffleValueError(
             (
@@ -200,7 +200,11 @@ def shuffle_lines(
     spool.remove()
     try:
         source = source.decompressed(spool, run)
-        counts, sample, n_tasks = count_lines(source, run, head, options.seed, replace=with_repeat)
+        expected, sample = None, None
+        if options.verify:  # the input's side of the proof, from the one read that counts its lines
+            counts, expected = count_and_sum_lines(source, run)
+        else:
+            counts, sample, n_tasks = count_lines(source, run, head, options.seed, replace=with_repeat)
         if sample is not None:
             output.write(sample, source.header)
             return ShuffleResult(
@@ -216,6 +220,10 @@ def shuffle_lines(
             )
         fmt = TextFormat(source, counts, output.paths, output.compression)
         fmt.check_blocks_fit(options.pile_nbytes)
-        return run_shuffle(fmt, options, variables=[])
+        result = run_shuffle(fmt, dataclasses.replace(options, verify=False), variables=[])
+        if expected is not None:
+            spool.remove()  # the input's plain copies are read: the spool is the output's now
+            verify_lines(fmt, expected, spool, run)
+        return result
     finally:
         spool.remove()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_variables
 from . import _collections
-from ._options import parse_shuffle_options
+from ._options import parse_shuffle_options, shared_docs
 from ._run import ShuffleResult, run_shuffle
 
 if TYPE_CHECKING:  # zarr loads only when a Zarr shuffle runs: text and Parquet shuffles start faster
@@ -36,6 +36,7 @@ def _dask_arrays(src: object) -> dict[str, Any] | None:
     return dict(src)
 
 
+@shared_docs
 def shuffle_zarr(
     src: SourceLike | Sequence[SourceLike] | Mapping[str, Any] | Any,
     dst: str | os.PathLike[str],
@@ -84,36 +85,17 @@ def shuffle_zarr(
         4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
-    n_piles : int or "auto", default 512
-        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
-    seed : int, optional
-        Same seed, source and parameters give the same output on any cluster. ``None``
-        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
-    overwrite : bool, default False
-        Replace ``dst`` (a pile store or a text output) once every check has passed; a
-        directory that holds anything else is never replaced.
-    materialize : bool, default False
-        Write a fully shuffled copy instead of a pile store.
-    pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
-    block_memory : int or str, default "64MiB"
-        About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
-    tmp : path or URL, optional
-        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
-        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
-        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
-    progress : bool, default False
-        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
-        distributed client, text otherwise), then its last state as one line for a log.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
-    verify : bool, default False
-        Once written, prove the output holds exactly the source's rows
-        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each costs one more write and read of the data and
-        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
-        cost (:func:`daskshuffle.explain` shows the choice).
+    {n_piles}
+    {seed}
+    {overwrite}
+    {materialize}
+    {pile_memory}
+    {block_memory}
+    {tmp}
+    {progress}
+    {storage_options}
+    {verify}
+    {levels}
 
     Returns
     -------

@@ -9,7 +9,7 @@ from .._errors import DaskShuffleTypeError
 from .._parse import parse_positive_int
 from ..sources import open_xarray_source
 from . import _collections
-from ._options import parse_shuffle_options
+from ._options import parse_shuffle_options, shared_docs
 from ._run import ShuffleResult, run_shuffle
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ __all__ = ["shuffle_xarray"]
 PathLike = str | os.PathLike[str]
 
 
+@shared_docs
 def shuffle_xarray(
     ds: xr.Dataset | PathLike,
     dst: PathLike,
@@ -63,37 +64,18 @@ def shuffle_xarray(
     chunk_rows : int, optional
         Rows per output chunk along ``dim`` for every variable. By default chosen
         from the piles as for :func:`daskshuffle.shuffle_zarr`.
-    n_piles : int or "auto", default 512
-        Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``.
-    seed : int, optional
-        Same seed, source and parameters give the same output on any cluster. ``None``
-        draws a seed and records it (``ShuffleResult.seed``); a resumed shuffle keeps it.
-    overwrite : bool, default False
-        Replace ``dst`` (a pile store or a text output) once every check has passed; a
-        directory that holds anything else is never replaced.
-    materialize : bool, default False
-        Write a fully shuffled copy instead of a pile store.
-    pile_memory : int or str, default "256MiB"
-        The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
-    block_memory : int or str, default "64MiB"
-        About how much of the source one pass-1 task reads, in bytes or a size such as "64MiB".
-    tmp : path or URL, optional
-        Where the pieces between the passes go (a subdirectory named after ``dst``, removed at the end
-        even after an error). By default ``<dst>.daskshuffle-tmp``; for ``dst`` on object storage, this
-        machine's temporary directory if every worker sees it and it has room for 2.5 times the data.
-    progress : bool, default False
-        Show a progress bar while the tasks run (distributed's widget in Jupyter with a
-        distributed client, text otherwise), then its last state as one line for a log.
-    storage_options : dict, optional
-        Passed to fsspec for URLs.
-    verify : bool, default False
-        Once written, prove the output holds exactly the source's rows
-        (:func:`daskshuffle.verify`, about a third of the shuffle's time); ``VerificationError`` if not.
+    {n_piles}
+    {seed}
+    {overwrite}
+    {materialize}
+    {pile_memory}
+    {block_memory}
+    {tmp}
+    {progress}
+    {storage_options}
+    {verify}
         The dataset is read again for the check.
-    levels : {"auto", 1, 2, 3, 4}, default "auto"
-        Levels of scatter before the merge. Each costs one more write and read of the data and
-        keeps the merge's reads large; ``"auto"`` adds levels where they save more than they
-        cost (:func:`daskshuffle.explain` shows the choice).
+    {levels}
 
     Returns
     -------

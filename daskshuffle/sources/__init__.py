@@ -1,5 +1,5 @@
 """What users bring, opened and checked before anything is written, cut into blocks, read and scattered into
-pieces; used by the shuffles alone (so the text format's destination, never read back, lives here too)."""
+pieces; used by the shuffles alone (so the text format's destination, read back only to verify it, lives here too)."""
 
 from ._dataframe import open_dataframe_source
 from ._found import parse_sources

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import dataclasses
+import errno
 import gzip
 import lzma
 import os
@@ -31,6 +33,7 @@ from ..storage import Fetches, Location, _leftovers, _own, bounded, crash_point
 from ._text_source import (
     BlockCount,
     Lines,
+    TextFile,
     TextSource,
     _read_range,
     line_bytes,
@@ -172,24 +175,35 @@ class TextFiles(Destination[Lines]):
         # uploaded in place (an upload makes the file only when it completes: no copy of it); one that replaces an
         # old output is written beside it too, so that a failure leaves the old output as it was.
         outputs = list(self.paths) or [dst]
-        staged = dst.is_local or any(output.exists() for output in outputs)
+        existed = [output.exists() for output in outputs]
+        staged = dst.is_local or any(existed)
         targets = [_partial(dst).join(f"{index:09d}.out") if staged else path for index, path in enumerate(outputs)]
-        # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
-        with ThreadPoolExecutor(max_workers=min(4, len(outputs))) as pool:
-            written = [
-                pool.submit(self._concatenate, fs, by_file.get(index, []), target)
-                for index, target in enumerate(targets)
-            ]
-        failures = [error for future in written if (error := future.exception()) is not None]
-        if failures:
-            for target, future in zip(targets, written, strict=True):
-                if not staged and future.exception() is None:  # all the files or none: these are this run's
-                    target.remove()
-            raise failures[0]
-        for target, path in zip(targets, outputs, strict=True) if staged else ():
-            if posixpath.dirname(path.path):
-                fs.makedirs(posixpath.dirname(path.path), exist_ok=True)
-            fs.mv(target.path, path.path)
+        made: list[Location] = []  # the files this run put where nothing was
+        try:
+            # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
+            with ThreadPoolExecutor(max_workers=min(4, len(outputs))) as pool:
+                written = [
+                    pool.submit(self._concatenate, fs, by_file.get(index, []), target)
+                    for index, target in enumerate(targets)
+                ]
+            failures = [error for future in written if (error := future.exception()) is not None]
+            if failures:
+                raise failures[0]
+            for target, path, was in zip(targets, outputs, existed, strict=True) if staged else ():
+                if posixpath.dirname(path.path):
+                    fs.makedirs(posixpath.dirname(path.path), exist_ok=True)
+                fs.mv(target.path, path.path)
+                if not was:
+                    made.append(path)
+                crash_point("text file moved")
+        except BaseException:
+            # All the files or none, even when interrupted: the files of a new output go again, those uploaded in place
+            # included (an upload that failed as it completed may have made its file).
+            if not staged:
+                made = targets
+            for path in made:
+                path.remove()
+            raise
         _partial(dst).remove()
 
     def _concatenate(self, fs: Any, parts: Sequence[str], target: Location) -> None:
@@ -239,6 +253,17 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
     def __getstate__(self) -> dict[str, Any]:
         # The counts are for planning, where the shuffle is planned; tasks carry only block_lengths.
         return {**self.__dict__, "counts": None}
+
+    def written(self) -> TextSource:
+        """The output files as a source of lines (their headers among them), to read back: ``FileNotFoundError`` for
+        a file not there."""
+        files = []
+        for path in self.paths:
+            info = path.info()
+            if info is None or info.get("type") != "file":
+                raise FileNotFoundError(errno.ENOENT, "No such file, which the shuffle wrote", path.url)
+            files.append(TextFile(path, size=int(info["size"]), compression=self.compression))
+        return dataclasses.replace(self.source, files=tuple(files), header=b"", header_nbytes=0)
 
     # -- the source ----------------------------------------------------------
     def read_block(self, block: int) -> Lines:

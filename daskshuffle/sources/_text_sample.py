@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
-from ._text_source import BlockCount, Lines, Run, TextSource, line_bytes, memory_pool, take_lines
+from ._text_source import BlockCount, Lines, Run, TextSource, memory_pool, take_lines
 
 __all__ = ["count_lines", "finish_sample", "keep_block_sample", "order_sample", "plan_sample"]
 
@@ -90,8 +90,8 @@ def keep_block_sample(rows: Lines, block: int, n_keep: int, seed: int, *, replac
 
 def count_and_sample(source: TextSource, block: int, n_keep: int, seed: int, replace: bool) -> tuple[BlockCount, Lines]:
     """The lines of block ``block`` counted, and up to ``n_keep`` of them kept (a task of the one-pass sample)."""
-    rows = source.read_lines(block)
-    return BlockCount(len(rows), len(line_bytes(rows))), keep_block_sample(rows, block, n_keep, seed, replace=replace)
+    count, rows = source.read_counted(block)
+    return count, keep_block_sample(rows, block, n_keep, seed, replace=replace)
 
 
 def finish_sample(

@@ -263,6 +263,11 @@ class TextSource:
         )
         return BlockCount(n_lines, len(view))
 
+    def read_counted(self, block: int) -> tuple[BlockCount, Lines]:
+        """Every line of ``block`` and their count, as :meth:`count_block` gives it (a final line's newline added)."""
+        rows = self.read_lines(block)
+        return BlockCount(len(rows), len(line_bytes(rows))), rows
+
     def read_lines(self, block: int) -> Lines:
         """Every line of ``block``, read with one request."""
         import pyarrow as pa

@@ -28,6 +28,7 @@ POINTS = frozenset(
         "shuffle written",
         "shuffle complete",
         "text file written",
+        "text file moved",
         "chunk read",
         "lock opened",
         "lock stale",
