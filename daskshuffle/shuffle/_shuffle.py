@@ -71,8 +71,9 @@ def shuffle_zarr(
         dimension are shuffled with one permutation, so they stay aligned; several
         sources are concatenated along the first axis. Zarr formats 2 and 3 are
         read. A group or array you opened is read through a read-only copy of its
-        store, each request within the deadline of its own storage options. A dask array (stored as ``"data"``) or a dict ``{name: dask array}``
-        of arrays with the same number of rows and known chunks is computed once,
+        store, each request within the deadline of its own storage options. A
+        dask array (stored as ``"data"``) or a dict ``{name: dask array}`` of
+        arrays with the same number of rows and known chunks is computed once,
         and stored as xarray writes a dataset, with rows along ``"row"``.
     dst : path or URL
         Where to write the Zarr v3 pile store. Must lie outside ``src``.
