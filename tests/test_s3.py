@@ -264,7 +264,6 @@ def test_a_netcdf4_file_on_s3_is_read_a_range_at_a_time_on_a_cluster(
     """The worker processes open the file again from what the dataset's tasks carry: the storage_options too."""
     import xarray as xr
 
-    pytest.importorskip("h5netcdf", reason="a netCDF4 file on object storage is read through h5netcdf")
     data = xr.Dataset(
         {"x": (("row", "k"), np.arange(3.0 * N_ROWS).reshape(N_ROWS, 3)), "t": ("row", np.arange(N_ROWS))}
     )
@@ -293,7 +292,10 @@ def test_a_file_on_s3_needs_h5netcdf(tmp_path: Path, s3: Any, monkeypatch: pytes
     monkeypatch.setitem(sys.modules, "h5netcdf", None)  # not installed
     xr.Dataset({"x": ("row", np.arange(10.0))}).to_netcdf(tmp_path / "raw.nc", engine="scipy")
     remote = s3.put(str(tmp_path / "raw.nc"), "raw.nc")
-    with pytest.raises(ImportError, match=r"netCDF4 or HDF5, through h5netcdf, which is not installed: pip install h5"):
+    with pytest.raises(
+        ImportError,
+        match=r"netCDF4 or HDF5, through h5netcdf, which is not installed: pip install 'daskshuffle\[netcdf\]'",
+    ):
         ds.shuffle_xarray(remote, str(tmp_path / "no.zarr"), dim="row", n_piles=2, storage_options=s3.storage_options)
     assert not (tmp_path / "no.zarr").exists()
 

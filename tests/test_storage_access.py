@@ -618,7 +618,6 @@ def _source(kind: str, local: Path) -> Path:
         import numpy as np
         import xarray as xr
 
-        pytest.importorskip("h5netcdf", reason="a netCDF4 file on object storage is read through h5netcdf")
         data = xr.Dataset({"x": (("row", "k"), np.arange(3_000.0).reshape(1_000, 3))})
         data.to_netcdf(local / "raw.nc", engine="h5netcdf", encoding={"x": {"chunksizes": (250, 3)}})
         return local / "raw.nc"

@@ -110,7 +110,7 @@ def _open_remote_file(root: Location) -> xr.Dataset:
     try:
         import h5netcdf  # noqa: F401
     except ImportError as error:
-        raise ImportError(f"{_REMOTE_FILES}, which is not installed: pip install h5netcdf") from error
+        raise ImportError(f"{_REMOTE_FILES}, which is not installed: pip install 'daskshuffle[netcdf]'") from error
     file: Any = root.opened(buffer_nbytes=2**20)  # a file object, as xarray's ReadBuffer but for its typing
     opened: xr.Dataset = xr.open_dataset(file, engine="h5netcdf", chunks={})
     return opened
