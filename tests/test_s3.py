@@ -358,6 +358,18 @@ def test_a_group_the_user_opened_is_read_with_its_own_options(
     assert recorded == [remote]
 
 
+def test_a_group_the_user_opened_is_checked_on_the_workers_with_its_own_options(
+    tmp_path: Path, s3: Any, zarr_pair: tuple[str, str], cluster_client: Any
+) -> None:
+    """The workers are asked whether they reach the group as its store does, not by its URL alone (no credentials)."""
+    local, remote = zarr_pair
+    ds.shuffle_zarr(local, str(tmp_path / "local.zarr"), 4, seed=0)
+    group = zarr.open_group(remote, mode="r", storage_options=s3.storage_options)
+    with cluster_client.as_current():
+        ds.shuffle_zarr(group, str(tmp_path / "piles.zarr"), 4, seed=0, verify=True)
+    _assert_same(_arrays(str(tmp_path / "piles.zarr")), _arrays(str(tmp_path / "local.zarr")))
+
+
 @pytest.mark.slow
 def test_generations_on_s3(tmp_path: Path, s3: Any, zarr_pair: tuple[str, str]) -> None:
     # The generation list is one object, replaced whole; removed generations leave no objects behind.

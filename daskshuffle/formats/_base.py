@@ -64,10 +64,11 @@ class Source(Protocol):
     #: sources changed is refused rather than given the old store. Empty: no identity.
     identity: list[dict[str, Any]]
 
-    #: Whether :attr:`source_names`, with the shuffle's ``storage_options``, reach the sources: ``verify=True`` opens
-    #: them again by name. Else (objects a user opened, such as a ``zarr.Group`` whose store has options of its own)
-    #: it reads this format's blocks again, as the shuffle read them.
-    by_name: bool = True
+    #: How each of :attr:`source_names` is reached, where not by its name with the shuffle's ``storage_options``
+    #: (objects a user opened, such as a ``zarr.Group`` whose store has options of its own): the workers are checked
+    #: against these, and ``verify=True`` reads this format's blocks again, as the shuffle read them, rather than
+    #: opening the sources again by name. ``None``: by name.
+    source_locations: list[Location] | None = None
 
     #: Takes :attr:`identity` again (``None``: it cannot change, a dask token, or there is none).
     identify: Callable[[], list[dict[str, Any]]] | None = None

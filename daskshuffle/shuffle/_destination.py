@@ -131,7 +131,7 @@ def check_workers_access(locations: Sequence[Location]) -> None:
 
 
 def check_destination(
-    sources: Sequence[str],
+    sources: Sequence[str | Location],
     dst: Location,
     tmp: Location | None,
     *,
@@ -166,9 +166,9 @@ def check_destination(
     scratch = dst.scratch(_leftovers.TMP_SUFFIX, tmp)
     for name, location in (("dst", dst), ("tmp", scratch)):
         for source in sources:
-            if _paths.overlaps(location.url, source):
+            if _paths.overlaps(location.url, str(source)):
                 raise DaskShuffleValueError(
-                    f"Expected {name} to lie outside the source. Got {name}={location.url!r} and source {source!r} "
+                    f"Expected {name} to lie outside the source. Got {name}={location.url!r} and source {str(source)!r} "
                     f"instead; choose another {name} (the source is never modified)."
                 )
     if dst.check("dst") and not overwrite:

@@ -205,7 +205,7 @@ def run_shuffle(
     chosen_tmp = given_tmp or local_pieces(dst, sum(fmt.block_lengths) * fmt.row_nbytes)
     try:
         tmp = check_destination(
-            fmt.source_names,
+            fmt.source_locations or fmt.source_names,
             dst,
             chosen_tmp,
             # An existing dst is decided on below, once it is planned.
@@ -226,7 +226,7 @@ def run_shuffle(
 
         # Files, which the store names; else in memory, a dask collection (an xarray dataset of files too) or
         # objects a user opened: read as the shuffle read them.
-        files = fmt.source_names and fmt.by_name and not isinstance(fmt, CollectionSource)
+        files = fmt.source_names and fmt.source_locations is None and not isinstance(fmt, CollectionSource)
         verify_location(
             dst,
             [] if files else fmt,

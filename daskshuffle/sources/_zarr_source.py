@@ -231,6 +231,18 @@ def _block_bounds(arrays: dict[str, zarr.Array[Any]], block_nbytes: int) -> list
 LISTED_CHUNKS = 100_000
 
 
+def _location(node: zarr.Group | zarr.Array[Any]) -> Location | None:
+    """Where ``node`` is, reached with the options of its store's filesystem (a group a user opened has options of its
+    own); ``None`` for a store of no files. The filesystem is made anew, not taken from zarr's: that one is
+    asynchronous."""
+    import zarr
+
+    store = stored(node)
+    if not isinstance(store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
+        return None
+    return Location.of(describe(node), made_with(store.fs) if isinstance(store, zarr.storage.FsspecStore) else None)
+
+
 def identify_zarr(
     source: zarr.Group | zarr.Array[Any], arrays: dict[str, zarr.Array[Any]], *, fresh: bool = False
 ) -> list[dict[str, Any]]:
@@ -242,13 +254,9 @@ def identify_zarr(
     """
     import zarr
 
-    store = stored(source)
-    if not isinstance(store, zarr.storage.FsspecStore | zarr.storage.LocalStore):
+    location = _location(source)
+    if location is None:
         return []
-    # The filesystem is made from the node's URL and the options of its store's (a group a user opened has options
-    # of its own), not taken from zarr's store: zarr's is asynchronous.
-    options = made_with(store.fs) if isinstance(store, zarr.storage.FsspecStore) else None
-    location = Location.of(describe(source), options)
     fs, path = location.fs, location.path
     listed = sum(int(array.nchunks) for array in arrays.values()) <= LISTED_CHUNKS
 
@@ -291,12 +299,12 @@ class ZarrFormat(ArrayFormat, FileSource[ArrayRows]):
         *,
         sources: list[dict[str, zarr.Array[Any]]],
         blocks: list[tuple[int, int, int]],
-        by_name: bool = True,
+        source_locations: list[Location] | None = None,
         **common: Any,
     ) -> None:
         super().__init__(**common)
         self.sources = sources
-        self.by_name = by_name
+        self.source_locations = source_locations
         self.blocks = blocks
         self.block_lengths = tuple(stop - start for _, start, stop in blocks)
 
@@ -358,6 +366,9 @@ def open_zarr_sources(
     if isinstance(opened[0], zarr.Group):
         group_attrs = {key: value for key, value in opened[0].attrs.asdict().items() if key != METADATA_KEY}
 
+    # Nodes a user opened are reached as their stores are (where a node of files).
+    reached = [location for location in map(_location, opened) if location is not None]
+
     def identify(fresh: bool = True) -> list[dict[str, Any]]:
         pairs = zip(opened, sources, strict=True)
         return [entry for source, arrays in pairs for entry in identify_zarr(source, arrays, fresh=fresh)]
@@ -366,7 +377,7 @@ def open_zarr_sources(
         sources=sources,
         variables=_name_dimensions([described[0][name] for name in names]),
         blocks=blocks,
-        by_name=all(isinstance(item, str | os.PathLike) for item in items),
+        source_locations=None if all(isinstance(item, str | os.PathLike) for item in items) else reached,
         source_names=[describe(source) for source in opened],
         group_attrs=group_attrs,
         identity=identify(fresh=False),
