@@ -493,6 +493,14 @@ def test_bad_arguments_are_refused(store: str, kwargs: dict, error: type, match:
     assert isinstance(caught.value, ds.DaskShuffleError)
 
 
+def test_a_store_of_no_rows_is_refused_as_empty(tmp_path: Path) -> None:
+    group = zarr.open_group(tmp_path / "empty.zarr", mode="w")
+    group.create_array("x", shape=(0, 3), dtype="f4", chunks=(10, 3))
+    ds.shuffle_zarr(str(tmp_path / "empty.zarr"), str(tmp_path / "piles.zarr"), "auto", seed=0)
+    with pytest.raises(ds.DaskShuffleValueError, match=r"Expected a pile store with rows to load. Got one of 0 rows"):
+        PileLoader(tmp_path / "piles.zarr", 8)
+
+
 def test_a_store_that_is_not_a_complete_pile_store_is_refused(copy_of: str, tmp_path: Path) -> None:
     with pytest.raises(SourceNotFoundError, match=r"Expected an existing pile store. Got .*nowhere.zarr"):
         PileLoader(tmp_path / "nowhere.zarr", 8)

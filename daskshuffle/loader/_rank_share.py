@@ -44,6 +44,11 @@ class RankShare:
         n_lanes, micro = s.divisions
         lanes = lane_ranges(n_rows, n_lanes, s.world_size, s.rank, s.batch_size, s.drop_last)
         share = cls(piles, s, lanes, micro, n_batches(lanes[0][1] - lanes[0][0], micro, s.drop_last))
+        if n_rows == 0:
+            raise DaskShuffleValueError(
+                "Expected a pile store with rows to load. Got one of 0 rows instead; its sources were empty: "
+                "shuffle sources that hold rows."
+            )
         if share.n_batches == 0:
             raise DaskShuffleValueError(
                 f"Expected every rank to get at least one batch per epoch. Got none: {n_rows:,} rows over "
