@@ -145,35 +145,7 @@ def shuffle_lines(
     with_header = parse_bool(header, "header")
     head = parse_count(head_count, "head_count") if head_count is not None else None
     with_repeat = parse_bool(repeat, "repeat")
-    if options.verify and head is not None:
-        raise DaskShuffleValueError(
-            (
-                "Expected ",
-                Argument("verify", False),
-                " with ",
-                Argument("head_count"),
-                ". Got ",
-                Argument("verify", True),
-                " instead; a sample is not the input's lines, and that each sampled line is one of "
-                "them is not proven without reading the input again: verify a full shuffle (no ",
-                Argument("head_count"),
-                ") and take its first lines, which are a uniform sample too.",
-            ),
-            parameter="verify",
-        )
-    if with_repeat and head is None:
-        raise DaskShuffleValueError(
-            (
-                "Expected ",
-                Argument("head_count"),
-                " with ",
-                Argument("repeat", True),
-                ". Got none instead; shuf -r without -n repeats forever, which no output file can hold: ",
-                Argument("head_count", "K", passed=True),
-                " for K draws with replacement.",
-            ),
-            parameter="head_count",
-        )
+    _refuse_combinations(options.verify, head, with_repeat)
     line_end = parse_delimiter(delimiter)
     dst_location, tmp_location = shuffle_locations(options)
     output = open_text_output(dst_location.url, n_output_files, options.storage_options)
@@ -227,3 +199,36 @@ def shuffle_lines(
         return result
     finally:
         spool.remove()
+
+
+def _refuse_combinations(verify: bool, head: int | None, repeat: bool) -> None:
+    """Refuse the arguments that cannot go together: ``verify`` of a sample, ``repeat`` of no sample."""
+    if verify and head is not None:
+        raise DaskShuffleValueError(
+            (
+                "Expected ",
+                Argument("verify", False),
+                " with ",
+                Argument("head_count"),
+                ". Got ",
+                Argument("verify", True),
+                " instead; a sample is not the input's lines, and that each sampled line is one of "
+                "them is not proven without reading the input again: verify a full shuffle (no ",
+                Argument("head_count"),
+                ") and take its first lines, which are a uniform sample too.",
+            ),
+            parameter="verify",
+        )
+    if repeat and head is None:
+        raise DaskShuffleValueError(
+            (
+                "Expected ",
+                Argument("head_count"),
+                " with ",
+                Argument("repeat", True),
+                ". Got none instead; shuf -r without -n repeats forever, which no output file can hold: ",
+                Argument("head_count", "K", passed=True),
+                " for K draws with replacement.",
+            ),
+            parameter="head_count",
+        )
