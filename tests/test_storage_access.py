@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_zarr_source
+from conftest import Points, make_zarr_source
 
 import daskshuffle as ds
 from daskshuffle.storage import _lock
@@ -759,27 +759,23 @@ def test_a_shuffle_whose_reads_stall_fails_within_the_deadline(
 
 @pytest.mark.slow
 def test_verify_of_a_group_the_user_opened_whose_chunks_stall_fails_within_the_deadline(
-    tmp_path: Path, s3: Any, stalling: Any, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, s3: Any, stalling: Any, points: Points
 ) -> None:
     """``verify=True`` reads a zarr.Group the user opened (its options its own: none passed) as the shuffle did."""
     import zarr
-
-    from daskshuffle.shuffle import _verify
 
     source = _source("zarr", tmp_path)
     s3.fs.put(str(source), f"{s3.bucket}/raw.zarr", recursive=True)
     options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
     group = zarr.open_group(s3.url("raw.zarr"), mode="r", storage_options=options)
     stalling.only, stalling.methods = "raw.zarr/x/c/", frozenset({"GET"})
-    verify_location = _verify.verify_location
     began: list[float] = []
 
-    def stalled(*args: Any, **kwargs: Any) -> Any:  # once the store is written: the reads of verify stall
+    def stall(count: int) -> None:  # once the store is written: the reads of verify stall
         stalling.fault = "hang"
         began.append(time.perf_counter())
-        return verify_location(*args, **kwargs)
 
-    monkeypatch.setattr(_verify, "verify_location", stalled)
+    points.arm("shuffle complete", stall)
     with pytest.raises(ds.StorageAccessError, match=r"no answer.*within 3 s") as caught:
         ds.shuffle_zarr(group, tmp_path / "piles.zarr", 4, seed=0, verify=True)
     took = time.perf_counter() - began[0]
