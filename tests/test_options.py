@@ -110,8 +110,8 @@ def test_every_shuffle_takes_the_shared_options_with_the_same_defaults_and_docs(
 
 
 def test_every_docstring_of_the_public_api_has_its_placeholders_filled() -> None:
-    """A line ``{option}`` left in a docstring is one that ``shared_docs`` does not fill: a typo, or no decorator."""
-    placeholder = re.compile(r"^\s*\{\w+\}\s*$", re.MULTILINE)
+    """A line ``{option, ...}`` left in a docstring is one that ``shared_docs`` does not fill: a typo, or no decorator."""
+    placeholder = re.compile(r"^\s*\{[\w, ]+\}\s*$", re.MULTILINE)
     public = [getattr(ds, name) for name in ds.__all__]
     left = [getattr(item, "__name__", item) for item in public if placeholder.search(inspect.getdoc(item) or "")]
     assert left == []

@@ -183,13 +183,7 @@ def append(
         The new generation's seed (drawn if ``None``).
     chunk_rows, compressors
         As for :func:`~daskshuffle.shuffle_zarr` (the new generation's chunks).
-    {pile_memory}
-    {block_memory}
-    {tmp}
-    {progress}
-    {storage_options}
-    {verify}
-    {levels}
+    {pile_memory, block_memory, tmp, progress, storage_options, verify, levels}
 
     Returns
     -------

@@ -89,18 +89,9 @@ def shuffle_parquet(
         Write the destination as exactly this many files of near-equal rows (whole
         piles each, so at most ``n_piles``). By default one file per group of piles
         of about ``block_memory``; on object storage, of about 16 MiB.
-    {n_piles}
-    {seed}
-    {overwrite}
-    {materialize}
-    {pile_memory}
-    {block_memory}
+    {n_piles, seed, overwrite, materialize, pile_memory, block_memory}
         Runs of whole row groups are read (a row group larger than this is one block).
-    {tmp}
-    {progress}
-    {storage_options}
-    {verify}
-    {levels}
+    {tmp, progress, storage_options, verify, levels}
 
     Returns
     -------
@@ -165,18 +156,10 @@ def shuffle_dataframe(
         named or non-range index is kept and a default ``RangeIndex`` dropped.
     compression, row_group_size, n_output_files
         As for :func:`shuffle_parquet`.
-    {n_piles}
-    {seed}
-    {overwrite}
-    {materialize}
-    {pile_memory}
-    {block_memory}
+    {n_piles, seed, overwrite, materialize, pile_memory, block_memory}
         A pandas DataFrame is cut into blocks of this size; each partition of a dask DataFrame is
         a block.
-    {tmp}
-    {progress}
-    {storage_options}
-    {verify}
+    {tmp, progress, storage_options, verify}
         The DataFrame is read again for the check (a dask DataFrame from its spool).
     {levels}
 

@@ -95,8 +95,7 @@ def shuffle_lines(
         Number of piles. ``"auto"`` picks the fewest piles that fit ``pile_memory``. The
         result is exactly shuffled either way; piles only bound memory. The default is
         text's own.
-    {seed}
-    {overwrite}
+    {seed, overwrite}
     pile_memory : int or str, default "32MiB"
         The largest pile allowed, in bytes or a size such as "256MiB", checked before writing.
         A task holds about twice this much: the default, text's own, keeps a worker thread near
@@ -106,8 +105,7 @@ def shuffle_lines(
         Of an uncompressed file; by default 16 MiB, or half of ``pile_memory`` if that is less.
     {tmp}
         The plain copies of compressed inputs go to ``<name of dst>.daskshuffle-spool`` there.
-    {progress}
-    {storage_options}
+    {progress, storage_options}
     verify : bool, default False
         Once written, prove the output files hold exactly the input's lines, in any order:
         the header on top of every file, each file's lines and bytes, and

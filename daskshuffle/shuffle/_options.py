@@ -1,7 +1,7 @@
 """The options every shuffle shares: documented once, checked once into one frozen :class:`ShuffleOptions`.
 
 Each public shuffle writes these options out in its own ``def`` (``tests/test_options.py``
-checks they agree), names their docs by a line ``{option}`` that :func:`shared_docs` fills in,
+checks they agree), names their docs by a line ``{option, ...}`` that :func:`shared_docs` fills in,
 and hands its ``locals()`` to :func:`parse_shuffle_options`.
 """
 
@@ -55,32 +55,33 @@ _SHARED_DOCS = {
 
 
 def shared_docs(function: _Function) -> _Function:
-    """Fill each line ``{option}`` of ``function``'s docstring with that shared option's entry; return ``function``.
+    """Fill each line ``{option, ...}`` of ``function``'s docstring with those shared options' entries; return it.
 
-    Lines indented under the placeholder continue the entry with what is the function's own.
+    Lines indented under the placeholder continue its last entry with what is the function's own.
 
     Examples
     --------
-    >>> def shuffle(seed=None):
+    >>> def shuffle(seed=None, overwrite=False):
     ...     '''Shuffle.
     ...
     ...     Parameters
     ...     ----------
-    ...     {seed}
+    ...     {seed, overwrite}
     ...     '''
-    >>> shared_docs(shuffle).__doc__.splitlines()[4].strip()
-    'seed : int, optional'
+    >>> [line.strip() for line in shared_docs(shuffle).__doc__.splitlines() if " : " in line]
+    ['seed : int, optional', 'overwrite : bool, default False']
     """
     if function.__doc__ is None:  # python -OO
         return function
     lines = []
     for line in function.__doc__.splitlines():
-        name = line.strip()[1:-1]
-        if line.strip() != "{" + name + "}" or name not in _SHARED_DOCS:
+        stripped = line.strip()
+        names = [name.strip() for name in stripped[1:-1].split(",")]
+        if not (stripped.startswith("{") and stripped.endswith("}")) or not all(n in _SHARED_DOCS for n in names):
             lines.append(line)
             continue
         indent = line[: len(line) - len(line.lstrip())]
-        lines.extend(indent + entry for entry in _SHARED_DOCS[name].splitlines())
+        lines.extend(indent + entry for name in names for entry in _SHARED_DOCS[name].splitlines())
     function.__doc__ = "\n".join(lines)
     return function
 

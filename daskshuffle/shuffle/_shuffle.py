@@ -86,17 +86,7 @@ def shuffle_zarr(
         4 MiB for a materialized copy.
     compressors : optional
         The output arrays' compressors, as ``zarr.create_array`` takes them.
-    {n_piles}
-    {seed}
-    {overwrite}
-    {materialize}
-    {pile_memory}
-    {block_memory}
-    {tmp}
-    {progress}
-    {storage_options}
-    {verify}
-    {levels}
+    {n_piles, seed, overwrite, materialize, pile_memory, block_memory, tmp, progress, storage_options, verify, levels}
 
     Returns
     -------

@@ -64,16 +64,7 @@ def shuffle_xarray(
     chunk_rows : int, optional
         Rows per output chunk along ``dim`` for every variable. By default chosen
         from the piles as for :func:`daskshuffle.shuffle_zarr`.
-    {n_piles}
-    {seed}
-    {overwrite}
-    {materialize}
-    {pile_memory}
-    {block_memory}
-    {tmp}
-    {progress}
-    {storage_options}
-    {verify}
+    {n_piles, seed, overwrite, materialize, pile_memory, block_memory, tmp, progress, storage_options, verify}
         The dataset is read again for the check.
     {levels}
 
