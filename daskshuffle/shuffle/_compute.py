@@ -151,6 +151,8 @@ def _show_progress(future: Any) -> None:
                 bar = progress(future, notebook=True, scheduler=scheduler)
         if bar is None:
             progress(future, notebook=False, scheduler=scheduler)  # waits, drawing in a thread of its own
+            # The bar ends when the scheduler has every key; this client may hear of its own future a moment later.
+            wait(future)
         else:
             from IPython.display import display
 
