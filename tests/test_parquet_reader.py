@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -38,10 +39,8 @@ def open_descriptors(under: str) -> int:
     """This process's descriptors of files under ``under`` (not those a thread of an earlier test opens meanwhile)."""
     found = 0
     for fd in os.listdir("/proc/self/fd"):
-        try:
+        with contextlib.suppress(OSError):  # closed since it was listed
             found += os.readlink(f"/proc/self/fd/{fd}").startswith(os.path.realpath(under))
-        except OSError:  # closed since it was listed
-            pass
     return found
 
 
