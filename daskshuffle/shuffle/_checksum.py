@@ -8,6 +8,7 @@ row changes it. A second sum over whole rows catches variables paired wrongly.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -29,10 +30,17 @@ def _const(k: int) -> np.uint64:
 
 
 def _mix(x: U64) -> U64:
-    """A 64-bit finaliser (splitmix64): every input bit changes about half the output bits."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    """A 64-bit finaliser (splitmix64), computed in place in ``x`` (a temporary of the caller's): every input bit
+    changes about half the output bits."""
+    t = np.right_shift(x, np.uint64(30))
+    x ^= t
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    np.right_shift(x, np.uint64(27), out=t)
+    x ^= t
+    x *= np.uint64(0x94D049BB133111EB)
+    np.right_shift(x, np.uint64(31), out=t)
+    x ^= t
+    return x
 
 
 def _fixed_hashes(values: NDArray[Any]) -> U64:
@@ -53,25 +61,131 @@ def _fixed_hashes(values: NDArray[Any]) -> U64:
     return hashes
 
 
+#: The key of word ``k`` of a value is ``_KEYS[k % 4096] ^ mix(k // 4096 * _ROUND)`` (the second term is 0 below 4096).
+_KEYS = _mix(np.arange(1, 4097, dtype=np.uint64) * _GOLDEN)
+_ROUND = np.uint64(0xD1B54A32D192ED03)
+#: Words hashed together (a chunk) at most: a power of two, so chunks never straddle two rounds of ``_KEYS``.
+_CHUNK_MAX = 256
+_ALL = np.uint64(_MASK)
+
+
+def _keys(first_words: NDArray[np.int64], width: int) -> U64:
+    """The keys of words ``first .. first + width - 1`` for each of ``first_words``, one row each."""
+    if len(_KEYS) % width == 0 and not (first_words % width).any():
+        keys = _KEYS.reshape(-1, width).take((first_words % len(_KEYS)) // width, axis=0)
+    else:
+        keys = _KEYS[(first_words[:, None] + np.arange(width)) % len(_KEYS)]
+    rounds = first_words // len(_KEYS)
+    if rounds.any():
+        keys ^= _mix(rounds.astype(np.uint64) * _ROUND)[:, None]
+    return keys
+
+
+def _length_terms(lengths: NDArray[np.int64]) -> U64:
+    """What a value's length adds to the sum of its words' terms."""
+    return _mix(lengths.astype(np.uint64) + _GOLDEN)
+
+
+def _chunks(data: NDArray[np.uint8], lo: int, hi: int, width: int) -> NDArray[np.void]:
+    """``width`` words from every byte of ``data[lo:hi]`` (copied, zeros past ``hi``): a fancy index of it copies
+    chunks of values that start anywhere."""
+    window = np.zeros(hi - lo + 8 * width, dtype=np.uint8)
+    window[: hi - lo] = data[lo:hi]
+    return np.ndarray((hi - lo + 1,), dtype=np.dtype((np.void, 8 * width)), buffer=window, strides=(1,))
+
+
+@lru_cache(maxsize=64)
+def _short_tables(width: int) -> tuple[U64, U64]:
+    """For values of at most ``width`` words, by length: each word's mask of the value's bytes, and what the
+    length adds to the sum of all ``width`` words' terms (its own term, less those of the zero words past it)."""
+    lengths = np.arange(8 * width + 1)
+    bits = np.clip(8 * lengths[:, None] - 64 * np.arange(width), 0, 64)
+    masks = np.array([[(1 << int(b)) - 1 for b in row] for row in bits], dtype=np.uint64)
+    padding = np.concatenate([np.cumsum(_mix(_KEYS[:width][::-1].copy()), dtype=np.uint64)[::-1], [np.uint64(0)]])
+    terms = _length_terms(lengths)
+    terms -= padding[(lengths + 7) >> 3]
+    return masks, terms
+
+
+def _short_hashes(data: NDArray[np.uint8], starts: NDArray[np.int64], lengths: NDArray[np.int64], width: int) -> U64:
+    """:func:`_bytes_hashes` of values of at most ``width`` words (few): each is one chunk, the words past it
+    zeroed, their terms taken off with the length's."""
+    masks, length_terms = _short_tables(width)
+    lo = int(starts[0])
+    words = _chunks(data, lo, int(starts[-1] + lengths[-1]), width)[starts - lo].view("<u8").reshape(-1, width)
+    words &= masks.take(lengths, axis=0)
+    sums = length_terms[lengths]
+    for column in range(width):
+        words[:, column] ^= _KEYS[column]
+    _mix(words.reshape(-1))
+    for column in range(width):
+        sums += words[:, column]
+    return _mix(sums)
+
+
+def _word_sums(
+    data: NDArray[np.uint8], starts: NDArray[np.int64], lengths: NDArray[np.int64], width: int, first_word: int = 0
+) -> U64:
+    """``sum(mix(word[k] ^ key[first_word + k]))`` over the 64-bit words of each value ``data[start:start + length]``
+    (little-endian, the last one padded with zero bytes), the values end to end, hashed ``width`` words at a time."""
+    n_words = (lengths + 7) >> 3
+    n_chunks = np.maximum(-(-n_words // width), 1)  # an empty value takes a chunk too: fewer branches
+    ends = np.cumsum(n_chunks)
+    chunk = np.arange(ends[-1]) - np.repeat(ends - n_chunks, n_chunks)
+    lo = int(starts[0])
+    chunks_at = _chunks(data, lo, int(starts[-1] + lengths[-1]), width)
+    words = chunks_at[np.repeat(starts - lo, n_chunks) + 8 * width * chunk].view("<u8").reshape(-1, width)
+    flat = words.reshape(-1)  # each value's words, then those of its last chunk past its end
+    first = (ends - n_chunks) * width
+    stop = first + n_words
+    flat[np.maximum(stop - 1, first)] &= _ALL >> (((-lengths) & 7) << 3).astype(np.uint64)
+    words ^= _keys(first_word + width * chunk, width)
+    sums = np.zeros(len(flat) + 1, dtype=np.uint64)
+    np.cumsum(_mix(flat), out=sums[1:])
+    return sums[stop] - sums[first]
+
+
+def _chunk_width(n_words: NDArray[np.int64]) -> int:
+    """Words hashed together: about ``sqrt(5 x words)`` (a chunk's fixed cost against the words past a value's
+    end in its last chunk), a power of two."""
+    return min(1 << max(0, round(float(np.log2(max(5 * float(n_words.mean()), 1.0))) / 2)), _CHUNK_MAX)
+
+
+def _window_hashes(data: NDArray[np.uint8], offsets: NDArray[np.int64], piece: int) -> U64:
+    """:func:`_bytes_hashes` of the values ``data[offsets[i]:offsets[i + 1]]``, a value longer than ``piece`` in
+    pieces of ``piece`` bytes."""
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    n_words = (lengths + 7) >> 3
+    width, longest = _chunk_width(n_words), int(n_words.max())
+    if longest <= 2 * width:
+        return _short_hashes(data, starts, lengths, max(longest, 1))
+    if len(lengths) == 1 and lengths[0] > piece:
+        sums = np.zeros(1, dtype=np.uint64)
+        for at in range(0, int(lengths[0]), piece):
+            part = np.array([min(piece, int(lengths[0]) - at)])
+            sums += _word_sums(data, starts + at, part, min(_CHUNK_MAX, piece // 8), at // 8)
+    else:
+        sums = _word_sums(data, starts, lengths, width)
+    return _mix(sums + _length_terms(lengths))
+
+
 def _bytes_hashes(offsets: NDArray[np.int64], data: NDArray[np.uint8]) -> U64:
-    """A hash of each variable-size value ``data[offsets[i]:offsets[i + 1]]``."""
+    """A hash of each variable-size value ``data[offsets[i]:offsets[i + 1]]``: its 64-bit words (little-endian, the
+    last padded with zero bytes), each mixed with its position in the value, summed with its length mixed, mixed.
+
+    The values are hashed ``verify.hash-nbytes`` at a time, a longer value in pieces of about that size; the hashes
+    depend on neither, nor on where the values lie in memory.
+    """
     n_rows = len(offsets) - 1
     hashes = np.empty(n_rows, dtype=np.uint64)
+    at_once = int_setting("verify.hash-nbytes")
+    piece = max(at_once // (8 * _CHUNK_MAX), 1) * 8 * _CHUNK_MAX  # whole chunks of any width
     first = 0
-    at_once = int_setting("verify.hash-nbytes")  # each byte takes 8 while it is hashed
     while first < n_rows:
         # Rows whose bytes fit at_once (at least one row).
         last = int(np.searchsorted(offsets, offsets[first] + at_once, side="right")) - 1
         last = min(max(last, first + 1), n_rows)
-        lo, hi = int(offsets[first]), int(offsets[last])
-        row_of = np.repeat(np.arange(last - first), np.diff(offsets[first : last + 1]))
-        position = np.arange(lo, hi, dtype=np.int64) - offsets[first:last][row_of]
-        terms = _mix((position.astype(np.uint64) << np.uint64(8)) + data[lo:hi].astype(np.uint64) + _GOLDEN)
-        sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
-        relative = offsets[first : last + 1] - lo
-        per_row = sums[relative[1:]] - sums[relative[:-1]]
-        lengths = np.diff(offsets[first : last + 1]).astype(np.uint64)
-        hashes[first:last] = _mix(per_row ^ _mix(lengths + _GOLDEN))
+        hashes[first:last] = _window_hashes(data, offsets[first : last + 1], piece)
         first = last
     return hashes
 
