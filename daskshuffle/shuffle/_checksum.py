@@ -87,11 +87,13 @@ def _length_terms(lengths: NDArray[np.int64]) -> U64:
 
 
 def _chunks(data: NDArray[np.uint8], lo: int, hi: int, width: int) -> NDArray[np.void]:
-    """``width`` words from every byte of ``data[lo:hi]`` (copied, zeros past ``hi``): a fancy index of it copies
-    chunks of values that start anywhere."""
-    window = np.zeros(hi - lo + 8 * width, dtype=np.uint8)
-    window[: hi - lo] = data[lo:hi]
-    return np.ndarray((hi - lo + 1,), dtype=np.dtype((np.void, 8 * width)), buffer=window, strides=(1,))
+    """``width`` words from every byte of ``data[lo:hi]``: a fancy index of it copies chunks of values that start
+    anywhere. The bytes past ``hi`` are ``data``'s (zeros past its end): the values' last words are masked."""
+    if hi + 8 * width > len(data):
+        padded = np.zeros(hi - lo + 8 * width, dtype=np.uint8)
+        padded[: hi - lo] = data[lo:hi]
+        data, lo, hi = padded, 0, hi - lo
+    return np.ndarray((hi - lo + 1,), dtype=np.dtype((np.void, 8 * width)), buffer=data, offset=lo, strides=(1,))
 
 
 @lru_cache(maxsize=64)
@@ -104,6 +106,7 @@ def _short_tables(width: int) -> tuple[U64, U64]:
     padding = np.concatenate([np.cumsum(_mix(_KEYS[:width][::-1].copy()), dtype=np.uint64)[::-1], [np.uint64(0)]])
     terms = _length_terms(lengths)
     terms -= padding[(lengths + 7) >> 3]
+    masks.flags.writeable = terms.flags.writeable = False  # shared by every call
     return masks, terms
 
 
@@ -145,18 +148,17 @@ def _word_sums(
     return sums[stop] - sums[first]
 
 
-def _chunk_width(n_words: NDArray[np.int64]) -> int:
+def _chunk_width(mean_words: float) -> int:
     """Words hashed together: about ``sqrt(5 x words)`` (a chunk's fixed cost against the words past a value's
     end in its last chunk), a power of two."""
-    return min(1 << max(0, round(float(np.log2(max(5 * float(n_words.mean()), 1.0))) / 2)), _CHUNK_MAX)
+    return min(1 << max(0, round(float(np.log2(max(5 * mean_words, 1.0))) / 2)), _CHUNK_MAX)
 
 
 def _window_hashes(data: NDArray[np.uint8], offsets: NDArray[np.int64], piece: int) -> U64:
     """:func:`_bytes_hashes` of the values ``data[offsets[i]:offsets[i + 1]]``, a value longer than ``piece`` in
     pieces of ``piece`` bytes."""
     starts, lengths = offsets[:-1], np.diff(offsets)
-    n_words = (lengths + 7) >> 3
-    width, longest = _chunk_width(n_words), int(n_words.max())
+    width, longest = _chunk_width(float(lengths.mean()) / 8), -(-int(lengths.max()) // 8)
     if longest <= 2 * width:
         return _short_hashes(data, starts, lengths, max(longest, 1))
     if len(lengths) == 1 and lengths[0] > piece:
@@ -178,6 +180,7 @@ def _bytes_hashes(offsets: NDArray[np.int64], data: NDArray[np.uint8]) -> U64:
     """
     n_rows = len(offsets) - 1
     hashes = np.empty(n_rows, dtype=np.uint64)
+    data = np.ascontiguousarray(data)
     at_once = int_setting("verify.hash-nbytes")
     piece = max(at_once // (8 * _CHUNK_MAX), 1) * 8 * _CHUNK_MAX  # whole chunks of any width
     first = 0
