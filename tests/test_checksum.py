@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tracemalloc
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -103,7 +104,7 @@ def test_equal_multisets_give_equal_sums(items: list[bytes], random: object) -> 
     random.shuffle(shuffled)  # type: ignore[attr-defined]
     assert column_sum(shuffled) == column_sum(items)
     if items:
-        assert column_sum(items + [items[0]]) != column_sum(items)  # a value twice counts twice
+        assert column_sum([*items, items[0]]) != column_sum(items)  # a value twice counts twice
 
 
 def test_hash_bits_are_balanced_and_avalanche() -> None:
@@ -117,7 +118,7 @@ def test_hash_bits_are_balanced_and_avalanche() -> None:
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     found = _checksum._bytes_hashes(offsets, data)
     distinct = np.unique(found)
-    assert len(distinct) == len({data[a:b].tobytes() for a, b in zip(offsets, offsets[1:])})
+    assert len(distinct) == len({data[a:b].tobytes() for a, b in pairwise(offsets)})
     set_bits = ((distinct[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).sum(axis=0)
     assert np.abs(set_bits - len(distinct) / 2).max() < 6.5 * np.sqrt(len(distinct)) / 2
 

@@ -58,7 +58,8 @@ class VerifyResult:
     n_rows : int
         Rows in each.
     checksums : dict
-        The order-independent checksum of each variable (hex), equal on both sides.
+        The order-independent checksum of each variable (hex), equal on both sides (of this version of
+        daskshuffle: another may hash differently).
     seconds : float
         Wall time.
     """
