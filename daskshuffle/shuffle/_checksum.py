@@ -43,10 +43,11 @@ def _const(k: int) -> np.uint64:
     return np.uint64((k * 0x9E3779B97F4A7C15) & _MASK)
 
 
-def _mix(x: U64) -> U64:
+def _mix(x: U64, scratch: U64 | None = None) -> U64:
     """A 64-bit finaliser (splitmix64), computed in place in ``x`` (a temporary of the caller's): every input bit
-    changes about half the output bits."""
-    t = np.right_shift(x, np.uint64(30))
+    changes about half the output bits. ``scratch``, an array of ``x``'s shape the caller is done with, saves
+    allocating one (and the page faults of a fresh one)."""
+    t = np.right_shift(x, np.uint64(30), out=scratch)
     x ^= t
     x *= np.uint64(0xBF58476D1CE4E5B9)
     np.right_shift(x, np.uint64(27), out=t)
@@ -83,10 +84,25 @@ _CHUNK_MAX = 256
 _ALL = np.uint64(_MASK)
 
 
-def _keys(first_words: NDArray[np.int64], width: int) -> U64:
+class _Buffers:
+    """uint64 arrays that one :func:`_bytes_hashes` call reuses from window to window: fresh ones would be faulted
+    in again each time the allocator had given their pages back (twice as slow, on short strings)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, U64] = {}
+
+    def __call__(self, name: str, *shape: int) -> U64:
+        size = int(np.prod(shape))
+        held = self._held.get(name)
+        if held is None or len(held) < size:
+            held = self._held[name] = np.empty(max(size, 2 * len(held) if held is not None else 0), dtype=np.uint64)
+        return held[:size].reshape(shape)
+
+
+def _keys(first_words: NDArray[np.int64], width: int, out: U64) -> U64:
     """The keys of words ``first .. first + width - 1`` for each of ``first_words`` (multiples of ``width``, a power
-    of two up to ``_CHUNK_MAX``), one row each."""
-    keys = _KEYS.reshape(-1, width).take((first_words % len(_KEYS)) // width, axis=0)
+    of two up to ``_CHUNK_MAX``), one row each, in ``out``."""
+    keys = _KEYS.reshape(-1, width).take((first_words % len(_KEYS)) // width, axis=0, out=out, mode="clip")
     rounds = first_words // len(_KEYS)
     if rounds.any():
         keys ^= _mix(rounds.astype(np.uint64) * _ROUND)[:, None]
@@ -122,41 +138,46 @@ def _short_tables(width: int) -> tuple[U64, U64]:
     return masks, terms
 
 
-def _short_hashes(data: NDArray[np.uint8], starts: NDArray[np.int64], lengths: NDArray[np.int64], width: int) -> U64:
-    """:func:`_bytes_hashes` of values of at most ``width`` words (few): each is one chunk, the words past it
-    zeroed, their terms taken off with the length's."""
+def _short_hashes(data: NDArray[np.uint8], offsets: NDArray[np.int64], width: int, buffers: _Buffers, out: U64) -> None:
+    """:func:`_bytes_hashes` of values of at most ``width`` words (few), into ``out``: each is one chunk, the words
+    past it zeroed, their terms taken off with the length's."""
     masks, length_terms = _short_tables(width)
+    starts, lengths = offsets[:-1], np.diff(offsets)
     lo = int(starts[0])
-    words = _chunks(data, lo, int(starts[-1] + lengths[-1]), width)[starts - lo].view("<u8").reshape(-1, width)
-    words &= masks.take(lengths, axis=0)
-    sums = length_terms[lengths]
+    words = _chunks(data, lo, int(offsets[-1]), width)[starts - lo].view("<u8").reshape(-1, width)
+    masked = masks.take(lengths, axis=0, out=buffers("a", len(lengths), width), mode="clip")
+    words &= masked
+    sums = length_terms.take(lengths, out=out, mode="clip")
     for column in range(width):
         words[:, column] ^= _KEYS[column]
-    _mix(words.reshape(-1))
+    _mix(words.reshape(-1), masked.reshape(-1))
     for column in range(width):
         sums += words[:, column]
-    return _mix(sums)
+    _mix(sums, buffers("a", len(sums)))
 
 
 def _word_sums(
-    data: NDArray[np.uint8], starts: NDArray[np.int64], lengths: NDArray[np.int64], width: int, first_word: int = 0
+    data: NDArray[np.uint8], offsets: NDArray[np.int64], width: int, buffers: _Buffers, first_word: int = 0
 ) -> U64:
-    """``sum(mix(word[k] ^ key[first_word + k]))`` over the 64-bit words of each value ``data[start:start + length]``
-    (little-endian, the last one padded with zero bytes), the values end to end, hashed ``width`` words at a time."""
+    """``sum(mix(word[k] ^ key[first_word + k]))`` over the 64-bit words of each value ``data[offsets[i]:offsets[i +
+    1]]`` (little-endian, the last one padded with zero bytes), hashed ``width`` words at a time."""
+    starts, lengths = offsets[:-1], np.diff(offsets)
     n_words = (lengths + 7) >> 3
     n_chunks = np.maximum(-(-n_words // width), 1)  # an empty value takes a chunk too: fewer branches
     ends = np.cumsum(n_chunks)
     chunk = np.arange(ends[-1]) - np.repeat(ends - n_chunks, n_chunks)
     lo = int(starts[0])
-    chunks_at = _chunks(data, lo, int(starts[-1] + lengths[-1]), width)
+    chunks_at = _chunks(data, lo, int(offsets[-1]), width)
     words = chunks_at[np.repeat(starts - lo, n_chunks) + 8 * width * chunk].view("<u8").reshape(-1, width)
     flat = words.reshape(-1)  # each value's words, then those of its last chunk past its end
     first = (ends - n_chunks) * width
     stop = first + n_words
     flat[np.maximum(stop - 1, first)] &= _ALL >> (((-lengths) & 7) << 3).astype(np.uint64)
-    words ^= _keys(first_word + width * chunk, width)
-    sums = np.zeros(len(flat) + 1, dtype=np.uint64)
-    np.cumsum(_mix(flat), out=sums[1:])
+    keys = _keys(first_word + width * chunk, width, buffers("a", len(chunk), width))
+    words ^= keys
+    sums = buffers("b", len(flat) + 1)
+    sums[0] = 0
+    np.cumsum(_mix(flat, keys.reshape(-1)), out=sums[1:])
     found: U64 = sums[stop] - sums[first]
     return found
 
@@ -167,21 +188,25 @@ def _chunk_width(mean_words: float) -> int:
     return min(1 << max(0, round(float(np.log2(max(5 * mean_words, 1.0))) / 2)), _CHUNK_MAX)
 
 
-def _window_hashes(data: NDArray[np.uint8], offsets: NDArray[np.int64], piece: int) -> U64:
-    """:func:`_bytes_hashes` of the values ``data[offsets[i]:offsets[i + 1]]``, a value longer than ``piece`` in
-    pieces of ``piece`` bytes."""
-    starts, lengths = offsets[:-1], np.diff(offsets)
-    width, longest = _chunk_width(float(lengths.mean()) / 8), -(-int(lengths.max()) // 8)
+def _window_hashes(
+    data: NDArray[np.uint8], offsets: NDArray[np.int64], piece: int, out: U64, buffers: _Buffers
+) -> None:
+    """:func:`_bytes_hashes` of the values ``data[offsets[i]:offsets[i + 1]]`` into ``out``, a value longer than
+    ``piece`` in pieces of ``piece`` bytes."""
+    n_bytes, longest = int(offsets[-1] - offsets[0]), -(-int(np.diff(offsets).max()) // 8)
+    width = _chunk_width(n_bytes / 8 / len(out))
     if longest <= 2 * width:
-        return _short_hashes(data, starts, lengths, max(longest, 1))
-    if len(lengths) == 1 and lengths[0] > piece:
-        sums = np.zeros(1, dtype=np.uint64)
-        for at in range(0, int(lengths[0]), piece):
-            part = np.array([min(piece, int(lengths[0]) - at)])
-            sums += _word_sums(data, starts + at, part, _CHUNK_MAX, at // 8)
+        _short_hashes(data, offsets, max(longest, 1), buffers, out)
+        return
+    if len(out) == 1 and n_bytes > piece:
+        out[0] = 0
+        for at in range(0, n_bytes, piece):
+            part = offsets[0] + np.array([at, min(at + piece, n_bytes)])
+            out += _word_sums(data, part, _CHUNK_MAX, buffers, at // 8)
     else:
-        sums = _word_sums(data, starts, lengths, width)
-    return _mix(sums + _length_terms(lengths))
+        out[:] = _word_sums(data, offsets, width, buffers)
+    out += _length_terms(np.diff(offsets))
+    _mix(out)
 
 
 def _bytes_hashes(offsets: NDArray[np.int64], data: NDArray[np.uint8]) -> U64:
@@ -196,12 +221,13 @@ def _bytes_hashes(offsets: NDArray[np.int64], data: NDArray[np.uint8]) -> U64:
     data = np.ascontiguousarray(data)
     at_once = int_setting("verify.hash-nbytes")
     piece = max(at_once // (8 * _CHUNK_MAX), 1) * 8 * _CHUNK_MAX  # whole chunks of any width
+    buffers = _Buffers()
     first = 0
     while first < n_rows:
         # Rows whose bytes fit at_once (at least one row).
         last = int(np.searchsorted(offsets, offsets[first] + at_once, side="right")) - 1
         last = min(max(last, first + 1), n_rows)
-        hashes[first:last] = _window_hashes(data, offsets[first : last + 1], piece)
+        _window_hashes(data, offsets[first : last + 1], piece, hashes[first:last], buffers)
         first = last
     return hashes
 
