@@ -58,8 +58,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "lines": {
         "one-pass-lines": 2**18,
     },
-    # 256 KiB: the temporaries (about 4 bytes a byte) stay in cache; 1 MiB hashed short strings 2.2 times slower.
-    "verify": {"hash-nbytes": _MiB // 4},
+    # 1 MiB: temporaries of 4-7 bytes a byte; 256 KiB hashed JSON lines 1.3 times slower (more windows).
+    "verify": {"hash-nbytes": _MiB},
     "quality": {"chunk-rows": 2**22},
     "torch": {"shared-nbytes": 4 * _MiB},
 }

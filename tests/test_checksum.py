@@ -132,12 +132,13 @@ def test_hash_bits_are_balanced_and_avalanche() -> None:
 
 
 def test_a_long_value_is_hashed_within_the_window() -> None:
-    """An 8 MiB value takes memory of the ``verify.hash-nbytes`` window (256 KiB), not of the value."""
+    """An 8 MiB value takes memory of the ``verify.hash-nbytes`` window (256 KiB here), not of the value."""
     data = np.random.default_rng(0).integers(0, 256, 8 * 2**20, dtype=np.uint8)
-    tracemalloc.start()
-    try:
-        _checksum._bytes_hashes(np.array([0, 3, len(data)], dtype=np.int64), data)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    with ds.config.set({"verify.hash-nbytes": 2**18}):
+        tracemalloc.start()
+        try:
+            _checksum._bytes_hashes(np.array([0, 3, len(data)], dtype=np.int64), data)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
     assert peak < 2 * 2**20

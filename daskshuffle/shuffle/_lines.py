@@ -111,7 +111,7 @@ def shuffle_lines(
         the header on top of every file, each file's lines and bytes, and
         :func:`daskshuffle.verify`'s order-independent checksum of the lines, taken as the
         input is counted and of the output read back in parallel blocks (every byte is
-        hashed twice: about 100 MB of input a second on two cores). ``VerificationError``
+        hashed twice: about 400 MB of input a second on two cores). ``VerificationError``
         if not: the output is left in place, as a pile store that fails verify is, and is
         not to be trusted. Not with ``head_count``: refused before anything is read.
     {levels}
