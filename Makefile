@@ -88,6 +88,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_levels.py --size 8MiB --repeat 1
 	$(BIN)/python benchmarks/bench_quality.py --rows 100000 --memory 1000 --time 1000000
 	$(BIN)/python benchmarks/bench_plan.py --plans 1000
+	$(BIN)/python benchmarks/bench_checksum.py --nbytes 4000000 --repeat 1 --lines 4
 	$(if $(wildcard $(PEERS_BIN)/python),$(PEERS_BIN),$(BIN))/python benchmarks/bench_peers.py --size 64MiB --peer-seconds 5 --data $(BENCH_DATA)
 
 ## daskshuffle against MosaicML Streaming, litdata and Ray Data (benchmarks/bench_peers.py) in their own venv.

@@ -5,15 +5,19 @@ Three inputs, made here: short strings (5-20 bytes), JSONL lines (50-500 bytes) 
 byte mixed with its position, kept here for the comparison, at its own ``verify.hash-nbytes`` of 256 KiB), their
 ratio, and a ``cat``-like ceiling: numpy's ``sum`` of the same bytes viewed as uint64. The best of ``--repeat``
 rounds, the contenders taking turns, one core. Run ``python benchmarks/bench_checksum.py`` (``--window`` sets
-``verify.hash-nbytes`` for ``_bytes_hashes``).
+``verify.hash-nbytes`` for ``_bytes_hashes``; ``--lines 60`` then times ``shuffle_lines`` of 60 MB of JSONL with
+and without ``verify=True``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -83,10 +87,32 @@ def ceiling(offsets: NDArray[np.int64], data: NDArray[np.uint8]) -> object:
     return data[: len(data) // 8 * 8].view(np.uint64).sum()
 
 
-def best_seconds(function: Callable[..., object], offsets: NDArray[np.int64], data: NDArray[np.uint8]) -> float:
+def seconds_of(function: Callable[..., object], *args: object, **kwargs: object) -> float:
     start = time.perf_counter()
-    function(offsets, data)
+    function(*args, **kwargs)
     return time.perf_counter() - start
+
+
+def lines_verify(megabytes: float, repeat: int) -> None:
+    """``shuffle_lines`` of ``megabytes`` of JSONL with and without ``verify=True``, alternating, on the default
+    (threaded) scheduler: the medians, and the input's MB per second of what verify adds."""
+    with tempfile.TemporaryDirectory() as folder:
+        src, dst = Path(folder) / "corpus.jsonl", Path(folder) / "out.jsonl"
+        rng = np.random.default_rng(0)
+        with open(src, "wb") as file:
+            while file.tell() < megabytes * 1e6:
+                file.write(b"".join(jsonl_lines(rng, 20_000)))
+        ds.shuffle_lines(src, dst, seed=0, overwrite=True, verify=True)  # warm: page cache, imports
+        times: dict[bool, list[float]] = {False: [], True: []}
+        for round_ in range(repeat):
+            for verify in (False, True):
+                times[verify].append(seconds_of(ds.shuffle_lines, src, dst, seed=round_, overwrite=True, verify=verify))
+        plain, verified = statistics.median(times[False]), statistics.median(times[True])
+        size = src.stat().st_size / 1e6
+        print(
+            f"shuffle_lines of {size:.1f} MB of JSONL, medians of {repeat}: {plain:.2f} s, with verify=True "
+            f"{verified:.2f} s; verify adds {verified - plain:.2f} s, {size / max(verified - plain, 1e-9):.0f} MB a second"
+        )
 
 
 def main() -> None:
@@ -94,6 +120,7 @@ def main() -> None:
     parser.add_argument("--nbytes", type=int, default=64 * 2**20, help="bytes of each input (default 64 MiB)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the best counts (default 3)")
     parser.add_argument("--window", type=int, default=None, help="verify.hash-nbytes for _bytes_hashes")
+    parser.add_argument("--lines", type=float, default=0, help="then shuffle_lines of this many MB, verify or not")
     parser.add_argument("--kinds", nargs="+", default=["short", "jsonl", "long"], choices=["short", "jsonl", "long"])
     args = parser.parse_args()
     if args.window:
@@ -103,16 +130,17 @@ def main() -> None:
     contenders = {"previous": previous_bytes_hashes, "now": _bytes_hashes, "ceiling": ceiling}
     for kind in args.kinds:
         offsets, data = make_input(kind, args.nbytes)
-        assert not np.array_equal(_bytes_hashes(offsets[:50], data), previous_bytes_hashes(offsets[:50], data))
         seconds = {name: float("inf") for name in contenders}
         for _ in range(args.repeat):
             for name, function in contenders.items():
-                seconds[name] = min(seconds[name], best_seconds(function, offsets, data))
+                seconds[name] = min(seconds[name], seconds_of(function, offsets, data))
         rate = {name: len(data) / 1e6 / value for name, value in seconds.items()}
         print(
             f"{kind:8s} {len(data) / 1e6:6.1f} {rate['previous']:10.0f} {rate['now']:10.0f} "
             f"{rate['now'] / rate['previous']:6.2f} {rate['ceiling']:10.0f}"
         )
+    if args.lines:
+        lines_verify(args.lines, args.repeat)
 
 
 if __name__ == "__main__":
