@@ -78,6 +78,7 @@ def _fixed_hashes(values: NDArray[Any]) -> U64:
 
 #: The key of word ``k`` of a value is ``_KEYS[k % 4096] ^ mix(k // 4096 * _ROUND)`` (the second term is 0 below 4096).
 _KEYS = _mix(np.arange(1, 4097, dtype=np.uint64) * _GOLDEN)
+_KEYS.flags.writeable = False
 _ROUND = np.uint64(0xD1B54A32D192ED03)
 #: Words hashed together (a chunk) at most: a power of two, so chunks never straddle two rounds of ``_KEYS``.
 _CHUNK_MAX = 256
