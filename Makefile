@@ -17,12 +17,10 @@ LINTED := daskshuffle tests benchmarks conftest.py
 EDITABLE_QUIET := PYTHONWARNINGS=ignore::UserWarning:setuptools.command.editable_wheel
 BENCH_DATA := benchmarks/data/quick
 
-# --no-compile: no bytecode for every file installed (about 45 s of a fresh setup, torch's most of it); Python
-# compiles the modules it imports, once.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
+	$(EDITABLE_QUIET) $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 # The peers of benchmarks/bench_peers.py (MosaicML Streaming, litdata, Ray Data) live in a venv of their own, never
@@ -49,7 +47,7 @@ $(PEERS_STAMP): pyproject.toml
 	touch $(PEERS_STAMP)
 
 $(TORCH_STAMP): $(STAMP)
-	$(if $(TORCH),$(BIN)/python -m pip install --quiet --no-compile $(TORCH))
+	$(if $(TORCH),$(BIN)/python -m pip install --quiet $(TORCH))
 	touch $(TORCH_STAMP)
 
 ## Set up, generate a ~200 MB Zarr store, shuffle it on a LocalCluster, report.
