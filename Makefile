@@ -54,9 +54,10 @@ $(TORCH_STAMP): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m daskshuffle.demo
 
-## Lint, then run every test, doctests included (CI runs this: .ci/run).
+## Lint, then run every test, doctests included (CI runs this: .ci/run). Two pytest processes, a test file each
+## at a time: much of the run waits on deadlines of stalled storage and on clusters starting, and the files share no state.
 test: $(TORCH_STAMP) lint
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 ## The quick loop while changing code: no slow tests, no LocalCluster, fewer property examples.
 test-fast: $(STAMP)
