@@ -316,6 +316,13 @@ def test_a_group_the_user_opened_is_left_as_it_was_and_refused_once_removed(tmp_
     shuffle_zarr(in_memory, tmp_path / "memory.zarr", n_piles=2, seed=0)
     assert np.array_equal(np.sort(read(tmp_path / "memory.zarr")["id"]), np.arange(50))
     array = group["x"]
+    metadata = Path(src) / "x" / "zarr.json"
+    kept = metadata.read_bytes()
+    metadata.write_text("{not json")  # there, but no longer metadata: not called removed
+    with pytest.raises(DaskShuffleValueError, match=r"Got Array '.*raw.zarr.*', which zarr cannot open again \(JSON"):
+        shuffle_zarr(array, tmp_path / "damaged.zarr", n_piles=2)
+    assert not (tmp_path / "damaged.zarr").exists() and metadata.read_text() == "{not json"
+    metadata.write_bytes(kept)
     shutil.rmtree(src)  # zarr would read every chunk of it as the fill value
     for removed in (array, group):
         with pytest.raises(SourceNotFoundError, match=r"Got (Group|Array) '.*raw.zarr.*', whose metadata is no longer"):

@@ -47,12 +47,18 @@ def _open(source: SourceLike, storage_options: dict[str, Any] | None) -> zarr.Gr
                 return bounded_node(source)
         except StorageAccessError:
             raise
-        except (FileNotFoundError, ValueError, KeyError, zarr.errors.BaseZarrError) as error:
+        except FileNotFoundError as error:  # zarr's NodeNotFoundError is one
             # Never read as it was opened: zarr gives the fill value for every chunk of a store removed since.
             raise SourceNotFoundError(
                 f"Expected src to be a Zarr group or array still in its store. Got {type(source).__name__} "
                 f"{describe(source)!r}, whose metadata is no longer there ({type(error).__name__}), instead; open it "
                 "again where it is now."
+            ) from error
+        except (ValueError, KeyError) as error:  # its metadata is there, but changed since into what zarr cannot read
+            raise DaskShuffleValueError(
+                f"Expected src to be a Zarr group or array whose metadata zarr reads. Got {type(source).__name__} "
+                f"{describe(source)!r}, which zarr cannot open again ({type(error).__name__}: {error}), instead; "
+                "check what changed its store since it was opened."
             ) from error
     if not isinstance(source, str | os.PathLike):
         raise DaskShuffleTypeError(
