@@ -10,7 +10,7 @@ runs in numpy's default mode, which raises for a position out of range
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from .._errors import CorruptPileStoreError
 from ..epochs import BatchPlan
 from ..readers import RowsKind
 
-__all__ = ["Allocate", "Layout", "gather_batches"]
+__all__ = ["Allocate", "Layout", "gather_batches", "join"]
 
 #: Each variable's dtype and the shape of one of its rows.
 Layout = Mapping[str, tuple[np.dtype[Any], tuple[int, ...]]]
@@ -105,12 +105,19 @@ class _Batch:
         if self.out is not None:
             return self.out
         batch = self.kind.to_batch(self.taken[0] if len(self.taken) == 1 else self.kind.concat(self.taken))
-        if self.allocate is _empty:
-            return batch
-        out = dict(self.allocate(self.n_rows, _layout(batch)))
-        for name, values in out.items():
-            np.copyto(values, batch[name])
-        return out
+        return batch if self.allocate is _empty else join([batch], self.allocate)
+
+
+def join(parts: Sequence[Any], allocate: Allocate | None) -> Any:
+    """The numpy batches ``parts`` as one, in the arrays ``allocate`` makes if given (one part alone: itself)."""
+    if len(parts) == 1 and allocate is None:
+        return parts[0]
+    if allocate is None:
+        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+    out = dict(allocate(sum(len(next(iter(part.values()))) for part in parts), _layout(parts[0])))
+    for name, values in out.items():
+        np.concatenate([part[name] for part in parts], out=values)
+    return out
 
 
 def gather_batches(

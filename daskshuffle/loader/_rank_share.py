@@ -12,12 +12,10 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from .._errors import DaskShuffleValueError
 from .._parse import parse_count
 from ..epochs import BatchPlan, lane_ranges, n_batches, plan_batches
-from ._batches import Allocate
+from ._batches import Allocate, join
 from ._loader_state import LoaderSettings
 from ._prefetch import Read, ReadAhead, prefetched_batches
 from ._reads import LoaderReads
@@ -88,18 +86,6 @@ class RankShare:
         return prefetched_batches(self.piles, plans[0], reads + ahead, read_ahead, allocate, keep_open=True)
 
 
-def _join(parts: tuple[dict[str, Any], ...], allocate: Allocate | None) -> dict[str, Any]:
-    if len(parts) == 1 and allocate is None:
-        return parts[0]
-    if allocate is None:
-        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-    layout = {name: (values.dtype, values.shape[1:]) for name, values in parts[0].items()}
-    out = dict(allocate(sum(len(next(iter(part.values()))) for part in parts), layout))
-    for name, values in out.items():
-        np.concatenate([part[name] for part in parts], out=values)
-    return out
-
-
 def _lane_batches(
     piles: LoaderReads, plans: list[BatchPlan], epoch: int, closes: int, allocate: Allocate | None = None
 ) -> Generator[dict[str, Any], None, None]:
@@ -110,7 +96,7 @@ def _lane_batches(
     ]
     try:
         for parts in zip(*lanes, strict=True):
-            yield _join(parts, allocate)
+            yield join(parts, allocate)
     finally:
         for lane in lanes:
             lane.close()
