@@ -87,9 +87,8 @@ def parse_order(order: object) -> Any:
     if n < 2:
         raise DaskShuffleValueError(f"Expected an order of 2 rows or more. Got {n} instead.", parameter="order")
     seen = np.zeros(n, dtype=bool)
-    outside, chunk = 0, chunk_rows()
-    for start in range(0, n, chunk):
-        part = rows_of(values, start, start + chunk)
+    outside = 0
+    for _, part in _chunks(values):
         inside = (part >= 0) & (part < n)
         outside += int((~inside).sum())
         seen[part[inside]] = True
@@ -108,6 +107,13 @@ def rows_of(order: Any, start: int, stop: int) -> NDArray[np.int64]:
     return np.asarray(order[start:stop]).astype(np.int64, copy=False)
 
 
+def _chunks(order: Any, extra: int = 0) -> Iterator[tuple[int, NDArray[np.int64]]]:
+    """The order :func:`chunk_rows` positions at a time (and ``extra`` more, where there are): each chunk's start and rows."""
+    n, chunk = int(order.shape[0]), chunk_rows()
+    for start in range(0, n, chunk):
+        yield start, rows_of(order, start, min(start + chunk + extra, n))
+
+
 def _windows(order: Any, size: int) -> Iterator[NDArray[np.int64]]:
     """The order's whole windows of ``size`` positions, a chunk of them at a time: one window a row."""
     n_windows, per = int(order.shape[0]) // size, max(1, chunk_rows() // size)
@@ -117,22 +123,18 @@ def _windows(order: Any, size: int) -> Iterator[NDArray[np.int64]]:
 
 def rank_correlation(order: Any) -> Measure:
     """Spearman's rho between output and source position: 0 for uniform (sd ``1/sqrt(n-1)``), 1 for no shuffle."""
-    n, chunk = int(order.shape[0]), chunk_rows()
-    squares = 0.0
-    for start in range(0, n, chunk):
-        d = rows_of(order, start, start + chunk) - np.arange(start, min(start + chunk, n), dtype=np.int64)
-        squares += float(np.dot(d.astype(np.float64), d.astype(np.float64)))
+    n, squares = int(order.shape[0]), 0.0
+    for start, part in _chunks(order):
+        d = (part - np.arange(start, start + len(part), dtype=np.int64)).astype(np.float64)
+        squares += float(np.dot(d, d))
     rho = 1.0 - 6.0 * squares / (n * (n * n - 1.0))
     return Measure("rank correlation", "all", rho, 0.0, 1.0 / math.sqrt(n - 1))
 
 
 def displacement(order: Any) -> Measure:
     """Mean ``|order[i] - i|`` over ``n``: about 1/3 for uniform (Spearman's footrule), 0 for no shuffle."""
-    n, chunk = int(order.shape[0]), chunk_rows()
-    total = sum(
-        float(np.abs(rows_of(order, start, start + chunk) - np.arange(start, min(start + chunk, n))).sum())
-        for start in range(0, n, chunk)
-    )
+    n = int(order.shape[0])
+    total = sum(float(np.abs(part - np.arange(start, start + len(part))).sum()) for start, part in _chunks(order))
     # The footrule of a uniform permutation: mean (n^2 - 1) / 3, variance (n + 1)(2n^2 + 7) / 45.
     mean, sd = (n * n - 1.0) / 3.0, math.sqrt((n + 1.0) * (2.0 * n * n + 7.0) / 45.0)
     return Measure("displacement", "all", total / n / n, mean / n / n, sd / n / n)
@@ -175,11 +177,10 @@ def contingency(order: Any) -> Measure:
 
 def bin_counts(order: Any, bins: int) -> NDArray[np.int64]:
     """``(bins, bins)``: how many rows of each output bin came from each source bin (equal bins of positions)."""
-    n, chunk = int(order.shape[0]), chunk_rows()
-    counts = np.zeros(bins * bins, dtype=np.int64)
-    for start in range(0, n, chunk):
-        out = np.arange(start, min(start + chunk, n), dtype=np.int64) * bins // n
-        counts += np.bincount(out * bins + rows_of(order, start, start + chunk) * bins // n, minlength=bins * bins)
+    n, counts = int(order.shape[0]), np.zeros(bins * bins, dtype=np.int64)
+    for start, part in _chunks(order):
+        out = np.arange(start, start + len(part), dtype=np.int64) * bins // n
+        counts += np.bincount(out * bins + part * bins // n, minlength=bins * bins)
     return counts.reshape(bins, bins)
 
 
@@ -188,8 +189,8 @@ def lag_correlation(order: Any, lag: int = 1) -> Measure:
     n, chunk = int(order.shape[0]), chunk_rows()
     mean = (n - 1) / 2.0  # the mean of a permutation of 0..n-1
     products, squares = 0.0, 0.0
-    for start in range(0, n, chunk):
-        values = rows_of(order, start, min(start + chunk + lag, n)).astype(np.float64) - mean
+    for start, part in _chunks(order, extra=lag):
+        values = part.astype(np.float64) - mean
         body = values[: min(chunk, n - start)]
         squares += float(np.dot(body, body))
         products += float(np.dot(values[:-lag], values[lag:])) if len(values) > lag else 0.0
