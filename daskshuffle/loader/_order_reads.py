@@ -40,8 +40,7 @@ class OrderReads(EpochReads):
         return self.epoch_order(epoch).bounds
 
     def plan_read(self, read: Read) -> ReadPlan:
-        runs, order = unit_reads(self.rows(read.epoch, read.number, read.start, read.stop), self.gap)
-        return ReadPlan(runs, order)
+        return ReadPlan(*unit_reads(self.rows(read.epoch, read.number, read.start, read.stop), self.gap))
 
     def describe(self, read: Read) -> str:
         return f"stretch {read.number} of the order {self.order.name!r} (positions {read.start}:{read.stop})"
