@@ -224,7 +224,7 @@ class PileLoader(LoaderPosition):
         reads = make_reads(self.settings, chosen_order, reader, units, mixture)
         self._streams = None if mixture is None else mixture.records
         self._piles = LoaderReads(reader, path, reads, prefetching.in_flight, prefetching.held, row)
-        self._share = RankShare.make(self._piles, self.settings, n_rows)
+        self._share = RankShare(self._piles, self.settings, n_rows)
         super().__init__()  # the position: epoch 0, its first batch
         self._read_ahead = ReadAhead(self._piles, self._piles.closes)
         # Also stop the reader threads if the loader is dropped without close().

@@ -9,7 +9,6 @@ price is ``L / W`` reads held at once instead of one.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
 
 from .._errors import DaskShuffleValueError
@@ -23,37 +22,29 @@ from ._reads import LoaderReads
 __all__ = ["RankShare"]
 
 
-@dataclass(frozen=True)
 class RankShare:
     """The positions of each epoch's stream a rank yields: ``lanes``, each cut into ``n_batches`` parts of ``micro`` rows.
 
     Without lanes (``settings.n_lanes``), one lane: the rank's contiguous range.
     """
 
-    piles: LoaderReads
-    settings: LoaderSettings
-    lanes: list[tuple[int, int]]
-    micro: int
-    n_batches: int
-
-    @classmethod
-    def make(cls, piles: LoaderReads, settings: LoaderSettings, n_rows: int) -> RankShare:
+    def __init__(self, piles: LoaderReads, settings: LoaderSettings, n_rows: int) -> None:
         s = settings
-        n_lanes, micro = s.divisions
-        lanes = lane_ranges(n_rows, n_lanes, s.world_size, s.rank, s.batch_size, s.drop_last)
-        share = cls(piles, s, lanes, micro, n_batches(lanes[0][1] - lanes[0][0], micro, s.drop_last))
         if n_rows == 0:
             raise DaskShuffleValueError(
                 "Expected a pile store with rows to load. Got one of 0 rows instead; its sources were empty: "
                 "shuffle sources that hold rows."
             )
-        if share.n_batches == 0:
+        n_lanes, self.micro = s.divisions
+        self.piles = piles
+        self.lanes = lane_ranges(n_rows, n_lanes, s.world_size, s.rank, s.batch_size, s.drop_last)
+        self.n_batches = n_batches(self.lanes[0][1] - self.lanes[0][0], self.micro, s.drop_last)
+        if self.n_batches == 0:
             raise DaskShuffleValueError(
                 f"Expected every rank to get at least one batch per epoch. Got none: {n_rows:,} rows over "
                 f"world_size={s.world_size} with batch_size={s.batch_size} and drop_last={s.drop_last} instead; "
                 "use a smaller batch_size, drop_last=False or fewer ranks."
             )
-        return share
 
     def plans(self, epoch: int, start: int = 0, stop: int | None = None) -> list[BatchPlan]:
         """The plan of batches ``start:stop`` of ``epoch``: one per lane."""

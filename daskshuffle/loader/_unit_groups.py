@@ -85,7 +85,6 @@ class UnitGroups(EpochReads):
     ) -> None:
         self.offsets = offsets
         self.seed = seed
-        self.unit_rows = unit_rows
         self.group_rows = group_rows
         self.bounds = epochs.unit_bounds(int(offsets[-1]), unit_rows, segments)
         self.members = members
