@@ -13,7 +13,7 @@ from .._parse import Settings, parse_count
 from ..plan import fingerprint
 from ..readers import PileReader
 
-__all__ = ["STATE_VERSION", "LoaderSettings", "check_state", "parse_rank", "row_nbytes"]
+__all__ = ["STATE_VERSION", "LoaderSettings", "check_state", "differences", "parse_rank", "row_nbytes"]
 
 #: Version of the dict that :meth:`PileLoader.state_dict` returns.
 STATE_VERSION = 1
@@ -105,6 +105,12 @@ def row_nbytes(reader: PileReader[Any]) -> float:
     return reader.rows.nbytes(reader.read_rows(0, n_rows)) / max(n_rows, 1)
 
 
+def differences(saved: Mapping[str, Any], here: Mapping[str, Any]) -> str:
+    """What a saved state holds other than this loader, key by key: ``"seed: saved 3, here 4; ..."``."""
+    differ = [name for name in dict.fromkeys([*saved, *here]) if saved.get(name) != here.get(name)]
+    return "; ".join(f"{name}: saved {saved.get(name)!r}, here {here.get(name)!r}" for name in differ)
+
+
 def check_state(
     state: object, store: str, store_fingerprint: str, settings: LoaderSettings, n_batches: int
 ) -> tuple[int, int]:
@@ -127,13 +133,9 @@ def check_state(
         )
     saved = LoaderSettings.from_dict(state["settings"])
     if saved.deciding() != settings.deciding() or state["settings_fingerprint"] != settings.fingerprint:
-        here, there = settings.deciding(), saved.deciding()
-        differ = {
-            name: (there.get(name), here.get(name)) for name in {*here, *there} if there.get(name) != here.get(name)
-        }
         raise DaskShuffleValueError(
             "Expected a state saved with this loader's settings. Got a state whose settings differ "
-            f"({', '.join(f'{name}: saved {a!r}, here {b!r}' for name, (a, b) in differ.items()) or 'fingerprint'}) "
+            f"({differences(saved.deciding(), settings.deciding()) or 'fingerprint'}) "
             "instead; create the loader with the saved settings, or start a new run at an epoch boundary "
             f"with set_epoch({state['epoch'] + (state['batches'] > 0)})."
         )

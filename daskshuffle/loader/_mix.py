@@ -8,7 +8,6 @@ sample of them, dealt together into groups under the budget.
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from ..epochs import Stream, epoch_counts, stream_offsets
 from ..plan import fingerprint
 from ..readers import ComposedReader, PileReader, open_pile_reader
 from ..storage import Location
+from ._loader_state import differences
 
 __all__ = ["Mixture", "check_streams", "open_loader_store"]
 
@@ -131,12 +131,11 @@ def check_streams(state: object, records: list[dict[str, Any]] | None) -> None:
             f"Expected a state saved by a loader of {'several streams' if records else 'one store'}. Got a state of "
             f"{'several streams' if saved else 'one store'} instead; load it into a loader like the one that saved it."
         )
-    differ = [
-        f"stream {i}: saved {a!r}, here {b!r}"
-        for i, (a, b) in enumerate(itertools.zip_longest(saved, records))
-        if a != b
-    ]
+    differ = differences(
+        {f"stream {i}": stream for i, stream in enumerate(saved)},
+        {f"stream {i}": stream for i, stream in enumerate(records)},
+    )
     raise DaskShuffleValueError(
-        f"Expected a state saved with this loader's streams. Got a state whose streams differ ({'; '.join(differ)}) "
+        f"Expected a state saved with this loader's streams. Got a state whose streams differ ({differ}) "
         "instead; create the loader with the saved streams and weights."
     )
