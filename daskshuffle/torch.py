@@ -18,6 +18,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess wit
         "daskshuffle.torch needs PyTorch, which is not installed. Install it with: pip install 'daskshuffle[torch]'"
     ) from error
 
+import functools
 import os
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
@@ -334,9 +335,7 @@ class PileDataset(IterableDataset):  # type: ignore[type-arg]
             features = tensors[self.features[0]]
         else:
             columns = [tensors[name].reshape(len(tensors[name]), -1) for name in self.features]
-            dtype = columns[0].dtype
-            for column in columns[1:]:
-                dtype = torch.promote_types(dtype, column.dtype)
+            dtype = functools.reduce(torch.promote_types, [column.dtype for column in columns])
             features = torch.empty((len(columns[0]), sum(column.shape[1] for column in columns)), dtype=dtype)
             if shared:
                 features.share_memory_()  # type: ignore[no-untyped-call]  # filled once, here, rather than copied again to cross processes
