@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import DaskShuffleValueError
 from .._random import make_rng
-from ._text_source import BlockCount, Lines, Run, TextSource, memory_pool, take_lines
+from ._text_source import BlockCount, Lines, Run, TextSource, concat_lines, take_lines
 
 __all__ = ["count_lines", "finish_sample", "keep_block_sample", "order_sample", "plan_sample"]
 
@@ -104,9 +104,7 @@ def finish_sample(
 
 def order_sample(parts: Sequence[Lines], seed: int) -> Lines:
     """The sampled lines of every block (in block order), in a uniformly random order."""
-    import pyarrow as pa
-
-    rows = pa.concat_arrays(list(parts), memory_pool=memory_pool()) if parts else pa.array([], pa.large_binary())
+    rows = concat_lines(parts)
     return take_lines(rows, make_rng(seed, "sample-order").permutation(len(rows)))
 
 
