@@ -68,12 +68,12 @@ def memory_pool() -> pa.MemoryPool:
         return pa.default_memory_pool()
 
 
-def take_lines(lines: Lines, index: NDArray[np.intp] | NDArray[np.int64]) -> Lines:
+def take_lines(rows: Lines, index: NDArray[np.intp] | NDArray[np.int64]) -> Lines:
     """The lines at ``index``, copied (a result does not hold on to the whole buffer it was taken from)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.take(lines, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
+    return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
 
 
 def concat_lines(parts: Sequence[Lines]) -> Lines:
