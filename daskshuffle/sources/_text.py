@@ -268,14 +268,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
 
     # -- the source ----------------------------------------------------------
     def read_block(self, block: int) -> Lines:
-        lines = self.source.read_lines(block)
-        if len(lines) != self.block_lengths[block]:
-            raise DaskShuffleValueError(
-                f"Expected {self.block_lengths[block]:,} lines in block {block} of "
-                f"{self.source.path_of(block)!r}, as counted. Got {len(lines):,} instead; "
-                "do not change a source while it is being shuffled."
-            )
-        return lines
+        return self.source.counted_lines(block, self.block_lengths[block])
 
     def check_blocks_fit(self, pile_nbytes: int) -> None:
         """A block is read whole by one task: it must fit the memory a pile may take."""

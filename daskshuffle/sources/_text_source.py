@@ -287,6 +287,18 @@ class TextSource:
         rows = self.read_lines(block)
         return BlockCount(len(rows), len(line_bytes(rows))), rows
 
+    def counted_lines(self, block: int, n_lines: int, *, sampled: bool = False) -> Lines:
+        """Every line of ``block``, which held ``n_lines`` lines when counted (at least, for a read of ``sampled``
+        lines): an error if it holds another number now."""
+        lines = self.read_lines(block)
+        if len(lines) < n_lines or (len(lines) > n_lines and not sampled):
+            raise DaskShuffleValueError(
+                f"Expected {'at least ' if sampled else ''}{n_lines:,} lines in block {block} of "
+                f"{self.path_of(block)!r}, as counted. Got {len(lines):,} instead; do not change a source while it is "
+                f"being {'sampled' if sampled else 'shuffled'}."
+            )
+        return lines
+
     def read_lines(self, block: int) -> Lines:
         """Every line of ``block``, read with one request."""
         data = self._read(block)
