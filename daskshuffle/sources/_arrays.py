@@ -26,12 +26,33 @@ def _from_bytes(data: bytes, variable: Variable) -> NDArray[Any]:
     return np.frombuffer(data, dtype=variable.dtype).reshape(-1, *variable.row_shape)
 
 
-class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
-    """Rows in memory and piece files for formats whose rows are arrays of ``variables``."""
+class ArrayFormat(ArrayRowsMethods, Pieces[ArrayRows], ZarrDestination):
+    """What the Zarr and xarray formats share: arrays of ``variables``, their pieces and the Zarr pile store."""
 
-    variables: list[Variable]
-    #: Bytes of a part of a piece file on object storage: the same for the task that writes it and those that read it.
-    part_nbytes: int
+    kind: ClassVar[str] = "zarr"
+
+    def __init__(
+        self,
+        *,
+        variables: list[Variable],
+        source_names: list[str],
+        identity: list[dict[str, Any]],
+        identify: Callable[[], list[dict[str, Any]]] | None = None,
+        group_attrs: dict[str, Any],
+        chunk_rows: int | None,
+        compressors: Any,
+    ) -> None:
+        self.variables = variables
+        self.row_nbytes = sum(variable.row_nbytes for variable in variables)
+        self.source_names = source_names
+        self.identity = identity
+        self.identify = identify
+        self.group_attrs = group_attrs
+        #: Bytes of a part of a piece file on object storage: the same for the task that writes it and those that
+        #: read it.
+        self.part_nbytes = int_setting("shuffle.part-nbytes")
+        self.chunk_rows = chunk_rows
+        self.compressors = compressors
 
     def slice(self, rows: ArrayRows, start: int, stop: int) -> ArrayRows:
         return {name: values[start:stop] for name, values in rows.items()}
@@ -151,30 +172,3 @@ class ArrayPieces(ArrayRowsMethods, Pieces[ArrayRows]):
                 raise read if isinstance(read, OSError) else OSError(f"Could not read piece {path!r}: {read}")
         data = iter(results)
         return {key: b"".join(next(data) for _ in range(count)) for key, count in zip(keys, counts, strict=True)}
-
-
-class ArrayFormat(ArrayPieces, ZarrDestination):
-    """What the Zarr and xarray formats share: arrays of ``variables``, their pieces and the Zarr pile store."""
-
-    kind: ClassVar[str] = "zarr"
-
-    def __init__(
-        self,
-        *,
-        variables: list[Variable],
-        source_names: list[str],
-        identity: list[dict[str, Any]],
-        identify: Callable[[], list[dict[str, Any]]] | None = None,
-        group_attrs: dict[str, Any],
-        chunk_rows: int | None,
-        compressors: Any,
-    ) -> None:
-        self.variables = variables
-        self.row_nbytes = sum(variable.row_nbytes for variable in variables)
-        self.source_names = source_names
-        self.identity = identity
-        self.identify = identify
-        self.group_attrs = group_attrs
-        self.part_nbytes = int_setting("shuffle.part-nbytes")
-        self.chunk_rows = chunk_rows
-        self.compressors = compressors

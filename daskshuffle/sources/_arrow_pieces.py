@@ -70,11 +70,8 @@ class ArrowTables(Pieces["pa.Table"], ParquetDestination):
     def variables(self) -> list[str]:
         return list(self.schema.names)
 
-    def take(self, rows: pa.Table, index: NDArray[np.intp]) -> pa.Table:
-        return take(rows, index)
-
-    def concat(self, parts: Sequence[pa.Table]) -> pa.Table:
-        return concat(parts)
+    take = staticmethod(take)
+    concat = staticmethod(concat)
 
     def _piece_file(self, tmp: Location, block: int) -> Location:
         return tmp.join(f"{block}.arrow")

@@ -32,15 +32,6 @@ __all__ = ["open_dataframe_source"]
 DescribePartitions = Callable[[Any, Callable[[int, Any], Any]], list[Any]]
 
 
-def _keeps_index(index: pd.Index, choice: bool | None) -> bool:
-    import pandas as pd
-
-    if choice is not None:
-        return choice
-    # A default RangeIndex is only row positions (per partition, for most dask DataFrames): drop it.
-    return not (isinstance(index, pd.RangeIndex) and index.name is None)
-
-
 def _check_names(frame: pd.DataFrame) -> None:
     names = list(frame.columns)
     bad = [name for name in names if not isinstance(name, str)]
@@ -153,10 +144,15 @@ def open_dataframe_source(
     so that sources never import dask. ``token`` is the DataFrame's dask token
     (its identity), taken by the caller before.
     """
+    import pandas as pd
+
     identity = [identify_token("DataFrame", token)] if token is not None else []
     frame: pd.DataFrame = df if meta is None else meta
     _check_names(frame)
-    preserve_index = _keeps_index(frame.index, index)
+    # A default RangeIndex is only row positions (per partition, for most dask DataFrames): drop it.
+    preserve_index = (
+        not (isinstance(frame.index, pd.RangeIndex) and frame.index.name is None) if index is None else index
+    )
     if describe_partitions is None or spool is None:
         described = [describe_partition(df, preserve_index)]
     else:

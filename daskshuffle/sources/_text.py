@@ -36,9 +36,10 @@ from ._text_source import (
     TextFile,
     TextSource,
     _read_range,
+    concat_lines,
     line_bytes,
     line_offsets,
-    memory_pool,
+    lines_of,
     take_lines,
 )
 
@@ -267,14 +268,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
 
     # -- the source ----------------------------------------------------------
     def read_block(self, block: int) -> Lines:
-        lines = self.source.read_lines(block)
-        if len(lines) != self.block_lengths[block]:
-            raise DaskShuffleValueError(
-                f"Expected {self.block_lengths[block]:,} lines in block {block} of "
-                f"{self.source.path_of(block)!r}, as counted. Got {len(lines):,} instead; "
-                "do not change a source while it is being shuffled."
-            )
-        return lines
+        return self.source.counted_lines(block, self.block_lengths[block])
 
     def check_blocks_fit(self, pile_nbytes: int) -> None:
         """A block is read whole by one task: it must fit the memory a pile may take."""
@@ -297,13 +291,8 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
                 )
 
     # -- rows in memory ------------------------------------------------------
-    def take(self, rows: Lines, index: NDArray[np.intp]) -> Lines:
-        return take_lines(rows, index)
-
-    def concat(self, parts: Sequence[Lines]) -> Lines:
-        import pyarrow as pa
-
-        return parts[0] if len(parts) == 1 else pa.concat_arrays(list(parts), memory_pool=memory_pool())
+    take = staticmethod(take_lines)
+    concat = staticmethod(concat_lines)
 
     # -- pieces --------------------------------------------------------------
     def prepare_pieces(self, tmp: Location) -> None:
@@ -321,16 +310,11 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         return PieceSizes.of(np.diff(piece_offsets), np.diff(offsets[piece_offsets]))
 
     def read_pieces(self, tmp: Location, block: int, start: int, stop: int) -> Lines:
-        import pyarrow as pa
-
         fs, root = tmp.fs, tmp.path
         offsets = np.frombuffer(_read_range(fs, f"{root}/{block}.offsets", 8 * start, 8 * (stop + 1)), dtype="<i8")
         first, last = int(offsets[0]), int(offsets[-1])
         data = _read_range(fs, f"{root}/{block}.lines", first, last)
-        relative = (offsets - first).astype(np.int64)
-        return pa.Array.from_buffers(
-            pa.large_binary(), stop - start, [None, pa.py_buffer(relative), pa.py_buffer(data)]
-        )
+        return lines_of(stop - start, (offsets - first).astype(np.int64), data)
 
     def combine_piece_info(self, infos: Sequence[PieceSizes]) -> OutputLayout:
         n_piles = infos[0].n_piles if infos else 0

@@ -13,9 +13,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
-from .._errors import DaskShuffleValueError
 from .._random import make_rng
-from ._text_source import BlockCount, Lines, Run, TextSource, memory_pool, take_lines
+from ._text_source import BlockCount, Lines, Run, TextSource, concat_lines, take_lines
 
 __all__ = ["count_lines", "finish_sample", "keep_block_sample", "order_sample", "plan_sample"]
 
@@ -36,8 +35,8 @@ def _per_block(n_lines: NDArray[np.int64], n_sample: int, rng: np.random.Generat
     return np.bincount(blocks, minlength=len(n_lines)).astype(np.int64)
 
 
-def _rng(seed: int, purpose: str, replace: bool) -> np.random.Generator:
-    return make_rng(seed, purpose + ("-replace" if replace else ""))
+def _rng(seed: int, purpose: str, replace: bool, *key: int) -> np.random.Generator:
+    return make_rng(seed, purpose + ("-replace" if replace else ""), *key)
 
 
 # -- count, then read ---------------------------------------------------------
@@ -67,20 +66,14 @@ def plan_sample(
 
 def read_sample(source: TextSource, block: int, lines: NDArray[np.int64]) -> Lines:
     """Lines ``lines`` of block ``block``, in that order (a task: the rest of the block is dropped here)."""
-    rows = source.read_lines(block)
-    if len(lines) and int(lines[-1]) >= len(rows):
-        raise DaskShuffleValueError(
-            f"Expected at least {int(lines[-1]) + 1:,} lines in block {block} of "
-            f"{source.path_of(block)!r}, as counted. Got {len(rows):,} instead; "
-            "do not change a source while it is being sampled."
-        )
+    rows = source.counted_lines(block, int(lines[-1]) + 1 if len(lines) else 0, sampled=True)
     return take_lines(rows, lines)
 
 
 # -- one pass -----------------------------------------------------------------
 def keep_block_sample(rows: Lines, block: int, n_keep: int, seed: int, *, replace: bool) -> Lines:
     """Up to ``n_keep`` lines of ``rows``, uniformly chosen, in a uniformly random order (or drawn with replacement)."""
-    rng = make_rng(seed, "sample-block-replace" if replace else "sample-block", block)
+    rng = _rng(seed, "sample-block", replace, block)
     if not len(rows):
         return take_lines(rows, np.zeros(0, dtype=np.int64))
     if replace:
@@ -104,9 +97,7 @@ def finish_sample(
 
 def order_sample(parts: Sequence[Lines], seed: int) -> Lines:
     """The sampled lines of every block (in block order), in a uniformly random order."""
-    import pyarrow as pa
-
-    rows = pa.concat_arrays(list(parts), memory_pool=memory_pool()) if parts else pa.array([], pa.large_binary())
+    rows = concat_lines(parts)
     return take_lines(rows, make_rng(seed, "sample-order").permutation(len(rows)))
 
 

@@ -36,9 +36,10 @@ __all__ = [
     "Lines",
     "Run",
     "TextSource",
+    "concat_lines",
     "line_bytes",
     "line_offsets",
-    "memory_pool",
+    "lines_of",
     "open_text_sources",
     "take_lines",
 ]
@@ -67,12 +68,30 @@ def memory_pool() -> pa.MemoryPool:
         return pa.default_memory_pool()
 
 
-def take_lines(lines: Lines, index: NDArray[np.intp] | NDArray[np.int64]) -> Lines:
+def take_lines(rows: Lines, index: NDArray[np.intp] | NDArray[np.int64]) -> Lines:
     """The lines at ``index``, copied (a result does not hold on to the whole buffer it was taken from)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    return pc.take(lines, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
+    return pc.take(rows, pa.array(index, type=pa.int64()), memory_pool=memory_pool())
+
+
+def concat_lines(parts: Sequence[Lines]) -> Lines:
+    """The lines of ``parts`` one after the other (none for no parts)."""
+    import pyarrow as pa
+
+    if len(parts) == 1:
+        return parts[0]
+    return pa.concat_arrays(list(parts), memory_pool=memory_pool()) if parts else pa.array([], pa.large_binary())
+
+
+def lines_of(n_lines: int, offsets: NDArray[np.int64], data: Any) -> Lines:
+    """``n_lines`` lines of ``data`` (bytes or a buffer), delimited by ``offsets``, without a copy: ``ArrowInvalid``
+    if either is too short for them."""
+    import pyarrow as pa
+
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.large_binary(), n_lines, buffers)
 
 
 def line_offsets(lines: Lines) -> NDArray[np.int64]:
@@ -268,10 +287,20 @@ class TextSource:
         rows = self.read_lines(block)
         return BlockCount(len(rows), len(line_bytes(rows))), rows
 
+    def counted_lines(self, block: int, n_lines: int, *, sampled: bool = False) -> Lines:
+        """Every line of ``block``, which held ``n_lines`` lines when counted (at least, for a read of ``sampled``
+        lines): an error if it holds another number now."""
+        lines = self.read_lines(block)
+        if len(lines) < n_lines or (len(lines) > n_lines and not sampled):
+            raise DaskShuffleValueError(
+                f"Expected {'at least ' if sampled else ''}{n_lines:,} lines in block {block} of "
+                f"{self.path_of(block)!r}, as counted. Got {len(lines):,} instead; do not change a source while it is "
+                f"being {'sampled' if sampled else 'shuffled'}."
+            )
+        return lines
+
     def read_lines(self, block: int) -> Lines:
         """Every line of ``block``, read with one request."""
-        import pyarrow as pa
-
         data = self._read(block)
         view = np.frombuffer(data, dtype=np.uint8)
         ends = [
@@ -279,8 +308,7 @@ class TextSource:
             for start in range(0, len(view), _COUNT_NBYTES)
         ]
         offsets = np.concatenate([np.zeros(1, dtype=np.int64), *ends]).astype(np.int64, copy=False)
-        buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-        return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
+        return lines_of(len(offsets) - 1, offsets, data)
 
 
 def _expand(item: str, storage_options: dict[str, Any] | None) -> list[tuple[Location, int]]:

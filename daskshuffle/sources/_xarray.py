@@ -124,10 +124,6 @@ def _has_consolidated_v3(root: Location) -> bool:
         return False
 
 
-def _value_encoding(variable: xr.Variable) -> dict[str, Any]:
-    return {key: variable.encoding[key] for key in _VALUE_ENCODINGS if key in variable.encoding}
-
-
 def _block_lengths(chunks: tuple[int, ...], row_nbytes: int, block_nbytes: int) -> list[int]:
     """Runs of whole source chunks along ``dim`` of about ``block_nbytes`` (chunks may be irregular)."""
     runs = whole_runs([size * row_nbytes for size in chunks], block_nbytes)
@@ -188,7 +184,19 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
         group.attrs[METADATA_KEY] = metadata_attribute({**metadata, "dim": self.dim})
 
     def stored_rows(self, dst: Location, rows: ArrayRows) -> ArrayRows:
-        return _encode(rows, zarr_store(dst, read_only=True))
+        """``rows`` with the destination's own encodings (time units, fill values, scales), as xarray applies them,
+        in the dtype each array stores (xarray's ``encoding["dtype"]``)."""
+        import xarray as xr
+
+        stored = xr.open_zarr(zarr_store(dst, read_only=True), consolidated=False, chunks=None)
+        encoded: ArrayRows = {}
+        for name, values in rows.items():
+            variable = stored.variables[name]
+            cf = xr.conventions.encode_cf_variable(
+                xr.Variable(variable.dims, values, attrs=variable.attrs, encoding=variable.encoding), name=name
+            )
+            encoded[name] = np.asarray(cf.values, dtype=variable.encoding["dtype"])
+        return encoded
 
     def write_rows(self, dst: Location, start: int, rows: ArrayRows, piece_info: Any) -> None:
         """Encoded as the destination stores values, written as every Zarr pile store's rows are."""
@@ -196,22 +204,6 @@ class XarrayFormat(ArrayFormat, CollectionSource[ArrayRows]):
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         super().finalize_destination(dst, {**metadata, "dim": self.dim})
-
-
-def _encode(rows: ArrayRows, opened: Any) -> ArrayRows:
-    """``rows`` with the destination's own encodings (time units, fill values, scales), as xarray applies them, in
-    the dtype each array stores (xarray's ``encoding["dtype"]``)."""
-    import xarray as xr
-
-    stored = xr.open_zarr(opened, consolidated=False, chunks=None)
-    encoded: ArrayRows = {}
-    for name, values in rows.items():
-        variable = stored.variables[name]
-        cf = xr.conventions.encode_cf_variable(
-            xr.Variable(variable.dims, values, attrs=variable.attrs, encoding=variable.encoding), name=name
-        )
-        encoded[name] = np.asarray(cf.values, dtype=variable.encoding["dtype"])
-    return encoded
 
 
 def _token(arrays: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,7 +273,7 @@ def open_xarray_source(
             copy = along[name].chunk({other: -1 for other in along[name].dims if other != dim})
         else:
             copy = variable.copy(deep=False).load()  # written whole by create_destination
-        copy.encoding = _value_encoding(variable)
+        copy.encoding = {key: variable.encoding[key] for key in _VALUE_ENCODINGS if key in variable.encoding}
         if name in dataset.coords:
             template = template.assign_coords({name: copy})
         else:

@@ -362,7 +362,6 @@ def open_zarr_sources(
             _check_same_variables(described[0], found, where)
         sources.append(arrays)
         described.append(found)
-    names = list(described[0])
     blocks = [
         (index, start, stop)
         for index, arrays in enumerate(sources)
@@ -381,7 +380,7 @@ def open_zarr_sources(
 
     return ZarrFormat(
         sources=sources,
-        variables=_name_dimensions([described[0][name] for name in names]),
+        variables=_name_dimensions(list(described[0].values())),
         blocks=blocks,
         source_locations=None if all(isinstance(item, str | os.PathLike) for item in items) else reached,
         source_names=[describe(source) for source in opened],
