@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ._recording import RecordingStore
 
-__all__ = ["bind", "check_arrays", "open_recording", "read_tables", "save_records"]
+__all__ = ["bind", "carries_crc", "check_arrays", "open_recording", "read_tables", "save_records"]
 
 #: The table of each variable's chunk crc32c, in its array's directory.
 TABLE = "daskshuffle-crc32c"
@@ -45,7 +45,8 @@ def open_recording(location: Location) -> tuple[zarr.Group, RecordingStore]:
     return zarr.open_group(store=recording, mode="r+"), recording
 
 
-def _carries_crc(array: zarr.Array[Any]) -> bool:
+def carries_crc(array: zarr.Array[Any]) -> bool:
+    """Whether ``array``'s chunks end with their crc32c (its last codec), as a pile store's do."""
     from zarr.codecs import Crc32cCodec
 
     codecs = list(array.compressors)
@@ -66,7 +67,7 @@ def save_records(
     for name in names:
         array = group[name]
         assert isinstance(array, zarr.Array)
-        if not _carries_crc(array) or not array.ndim or n_rows <= 0:
+        if not carries_crc(array) or not array.ndim or n_rows <= 0:
             continue
         encode = array.metadata.chunk_key_encoding.encode_chunk_key  # type: ignore[union-attr]
         rows, inner = int(array.chunks[0]), (0,) * (array.ndim - 1)
@@ -141,7 +142,7 @@ def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
     for name, array in zip(names, open_arrays(location, open_group(location), names), strict=True):
         assert isinstance(array, zarr.Array)
         record = array_record(array)
-        if _carries_crc(array) and array.ndim:
+        if carries_crc(array) and array.ndim:
             table = _gather(location.join(array.path), array, name)
             location.join(f"{array.path}/{TABLE}").write_whole(table.tobytes())
             location.join(f"{array.path}/{WRITES}").remove()
