@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
 from ..storage import Location, _own, fetched_each, raise_storage_failure
-from ._groups import open_arrays, open_group, zarr_store
+from ._groups import open_arrays, open_group
 from ._metadata import RUN_KEY, metadata_disagrees, seal_of
 
 if TYPE_CHECKING:
@@ -26,23 +26,12 @@ if TYPE_CHECKING:
 
     from ._recording import RecordingStore
 
-__all__ = ["bind", "carries_crc", "check_arrays", "open_recording", "read_tables", "save_records"]
+__all__ = ["bind", "carries_crc", "check_arrays", "read_tables", "save_records"]
 
 #: The table of each variable's chunk crc32c, in its array's directory.
 TABLE = "daskshuffle-crc32c"
 #: The records of each write of a shuffle's tasks, in each array's directory until the run finishes.
 WRITES = "daskshuffle-writes"
-
-
-def open_recording(location: Location) -> tuple[zarr.Group, RecordingStore]:
-    """The Zarr group at ``location`` opened to write rows, through a store that records every chunk written."""
-    import zarr
-
-    from ._recording import RecordingStore
-
-    inner = zarr_store(location)
-    recording = RecordingStore(inner)
-    return zarr.open_group(store=recording, mode="r+"), recording
 
 
 def carries_crc(array: zarr.Array[Any]) -> bool:
