@@ -123,7 +123,7 @@ class PileReader(ABC, Generic[Rows]):
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
         """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes)."""
-        parts = [self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)]
+        parts = [self.read_rows(start, stop) for start, stop in runs or [(0, 0)]]
         return parts[0] if len(parts) == 1 else self.rows.concat(parts)
 
     @abstractmethod
@@ -283,9 +283,9 @@ class ComposedReader(PileReader[Rows]):
 
     def read_rows(self, start: int, stop: int) -> Rows:
         """Rows ``start:stop``: the part of each segment read by its member, one after the other."""
-        parts = [member.read_rows(a, b) for member, a, b in self._spans(start, stop)]
-        if not parts:
-            return self.members[0].read_rows(0, 0)  # type: ignore[no-any-return]
+        parts = [member.read_rows(a, b) for member, a, b in self._spans(start, stop)] or [
+            self.members[0].read_rows(0, 0)
+        ]
         return parts[0] if len(parts) == 1 else self.rows.concat(parts)
 
     @property

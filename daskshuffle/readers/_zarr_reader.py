@@ -174,7 +174,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
         return self._read([(int(offsets[pile]), int(offsets[pile + 1]))], pile, self._largest_pile)
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
-        return self._read(runs, None) if runs else super().read_runs(runs)
+        return self._read(runs or [(0, 0)], None)
 
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
         return [{name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}]
