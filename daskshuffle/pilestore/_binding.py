@@ -191,11 +191,10 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
         return {}
     files = {name: f"{location.path}/{paths[name]}/{TABLE}" for name in records}
     with location.reaching():
-        paths_read = list(files.values())
-        found = dict(zip(paths_read, fetched_each(location.fs, paths_read), strict=True))
+        found = dict(zip(files, fetched_each(location.fs, list(files.values())), strict=True))
     tables = {}
     for name, record in records.items():
-        data = found.get(files[name])
+        data = found[name]
         if isinstance(data, BaseException):  # not served (throttled, refused, no answer): nothing is damaged
             raise_storage_failure(data, location.url, what=files[name])
         expected = (4 * int(record["n_chunks"]), int(record["crc32c"]))
