@@ -200,7 +200,7 @@ def test_embeddings_are_arrays_of_one_more_dimension_and_nulls_fall_back_to_obje
 def test_every_reader_checks_the_batch_format_it_declares_before_it_looks_for_the_store(
     tmp_path: Path, reader: type[PileReader[object]], batch_format: str, match: str
 ) -> None:
-    """One check for every kind of store (PileReader._locate), against the batch formats the kind hands out."""
+    """One check for every kind of store (PileReader.__init__), against the batch formats the kind hands out."""
     with pytest.raises(ds.DaskShuffleValueError, match=match) as error:
         reader(tmp_path / "missing", batch_format=batch_format)
     assert error.value.parameter == "batch_format"

@@ -6,7 +6,7 @@ of :mod:`daskshuffle.readers` check what they open with it.
 """
 
 from . import _generations as generations
-from ._binding import check_arrays, read_tables
+from ._binding import carries_crc, check_arrays, read_tables
 from ._generations import GENERATIONS_KEY, generation_location, read_root, sources_of
 from ._groups import bounded_node, find_group, group_metadata, open_arrays, open_group, unbounded, zarr_store
 from ._layout import LAYOUT_KEY, sample_rows, xarray_encoding
@@ -58,6 +58,7 @@ __all__ = [
     "arrow_filesystem",
     "arrow_sink",
     "bounded_node",
+    "carries_crc",
     "check_arrays",
     "check_pile_metadata",
     "check_recorded_rows",

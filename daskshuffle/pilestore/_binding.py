@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from .._errors import CorruptPileStoreError
 from ..formats import crc32c
 from ..storage import Location, _own, fetched_each, raise_storage_failure
-from ._groups import open_arrays, open_group, zarr_store
+from ._groups import open_arrays, open_group
 from ._metadata import RUN_KEY, metadata_disagrees, seal_of
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ._recording import RecordingStore
 
-__all__ = ["bind", "check_arrays", "open_recording", "read_tables", "save_records"]
+__all__ = ["bind", "carries_crc", "check_arrays", "read_tables", "save_records"]
 
 #: The table of each variable's chunk crc32c, in its array's directory.
 TABLE = "daskshuffle-crc32c"
@@ -34,18 +34,8 @@ TABLE = "daskshuffle-crc32c"
 WRITES = "daskshuffle-writes"
 
 
-def open_recording(location: Location) -> tuple[zarr.Group, RecordingStore]:
-    """The Zarr group at ``location`` opened to write rows, through a store that records every chunk written."""
-    import zarr
-
-    from ._recording import RecordingStore
-
-    inner = zarr_store(location)
-    recording = RecordingStore(inner)
-    return zarr.open_group(store=recording, mode="r+"), recording
-
-
-def _carries_crc(array: zarr.Array[Any]) -> bool:
+def carries_crc(array: zarr.Array[Any]) -> bool:
+    """Whether ``array``'s chunks end with their crc32c (its last codec), as a pile store's do."""
     from zarr.codecs import Crc32cCodec
 
     codecs = list(array.compressors)
@@ -66,7 +56,7 @@ def save_records(
     for name in names:
         array = group[name]
         assert isinstance(array, zarr.Array)
-        if not _carries_crc(array) or not array.ndim or n_rows <= 0:
+        if not carries_crc(array) or not array.ndim or n_rows <= 0:
             continue
         encode = array.metadata.chunk_key_encoding.encode_chunk_key  # type: ignore[union-attr]
         rows, inner = int(array.chunks[0]), (0,) * (array.ndim - 1)
@@ -141,7 +131,7 @@ def bind(location: Location, metadata: Mapping[str, Any]) -> dict[str, Any]:
     for name, array in zip(names, open_arrays(location, open_group(location), names), strict=True):
         assert isinstance(array, zarr.Array)
         record = array_record(array)
-        if _carries_crc(array) and array.ndim:
+        if carries_crc(array) and array.ndim:
             table = _gather(location.join(array.path), array, name)
             location.join(f"{array.path}/{TABLE}").write_whole(table.tobytes())
             location.join(f"{array.path}/{WRITES}").remove()
@@ -201,11 +191,10 @@ def read_tables(location: Location, metadata: Mapping[str, Any], paths: Mapping[
         return {}
     files = {name: f"{location.path}/{paths[name]}/{TABLE}" for name in records}
     with location.reaching():
-        paths_read = list(files.values())
-        found = dict(zip(paths_read, fetched_each(location.fs, paths_read), strict=True))
+        found = dict(zip(files, fetched_each(location.fs, list(files.values())), strict=True))
     tables = {}
     for name, record in records.items():
-        data = found.get(files[name])
+        data = found[name]
         if isinstance(data, BaseException):  # not served (throttled, refused, no answer): nothing is damaged
             raise_storage_failure(data, location.url, what=files[name])
         expected = (4 * int(record["n_chunks"]), int(record["crc32c"]))

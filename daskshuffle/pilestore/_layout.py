@@ -140,15 +140,13 @@ def _shuffle(codec: str, itemsize: int) -> Literal["bitshuffle", "shuffle", "nos
     return "shuffle" if itemsize > 1 else "noshuffle"
 
 
-def _numcodec(codec: str, itemsize: int) -> numcodecs.abc.Codec:
-    shuffle = {"bitshuffle": numcodecs.Blosc.BITSHUFFLE, "shuffle": numcodecs.Blosc.SHUFFLE}
-    cname, clevel, _ = _BLOSC[codec]
-    chosen = shuffle.get(_shuffle(codec, itemsize), numcodecs.Blosc.NOSHUFFLE)
-    return numcodecs.Blosc(cname=cname, clevel=clevel, shuffle=chosen, blocksize=0)
-
-
 def _ratio(codec: str, data: NDArray[Any]) -> float:
-    return data.nbytes / max(1, len(_numcodec(codec, data.dtype.itemsize).encode(data)))
+    """How much ``codec`` compresses ``data``, with numcodecs' blosc: the codec zarr's ``BloscCodec`` wraps."""
+    cname, clevel, _ = _BLOSC[codec]
+    shuffle = {"bitshuffle": numcodecs.Blosc.BITSHUFFLE, "shuffle": numcodecs.Blosc.SHUFFLE}
+    chosen = shuffle.get(_shuffle(codec, data.dtype.itemsize), numcodecs.Blosc.NOSHUFFLE)
+    blosc = numcodecs.Blosc(cname=cname, clevel=clevel, shuffle=chosen, blocksize=0)
+    return data.nbytes / max(1, len(blosc.encode(data)))
 
 
 def choose_codec(sample: NDArray[Any] | None) -> tuple[str, float | None]:

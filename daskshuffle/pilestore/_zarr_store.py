@@ -17,7 +17,7 @@ from .._config import int_setting
 from ..formats import ArrayRows, Destination, Variable, run_rows
 from ..storage import Location, _own
 from . import _binding, _layout
-from ._groups import consolidate_group, open_group
+from ._groups import consolidate_group, open_group, zarr_store
 from ._metadata import METADATA_KEY, metadata_attribute
 
 if TYPE_CHECKING:
@@ -124,7 +124,12 @@ def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> N
     Every chunk is written, even one all of fill value, and recorded with its crc32c by place: the run's binding
     of its chunks (:mod:`._binding`). The one writer of a Zarr pile store's rows: a shuffle's merge and a compaction.
     """
-    group, recording = _binding.open_recording(dst)
+    import zarr
+
+    from ._recording import RecordingStore
+
+    recording = RecordingStore(zarr_store(dst))  # records every chunk written, with its crc32c
+    group = zarr.open_group(store=recording, mode="r+")
     runs = []
     most_chunks = None if dst.is_local else int_setting("shuffle.remote-run-chunks")
     for name, values in rows.items():

@@ -274,8 +274,7 @@ class ParquetPileReader(PartFiles, PileReader["pa.Table"]):
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> pa.Table:
         """Rows of each of ``runs``, one after the other; decoded ``parquet-reader.group-threads`` at a time."""
-        if not runs:
-            return super().read_runs(runs)
+        runs = runs or [(0, 0)]
         read = self._under_way.begin()  # of this thread, whichever decodes its runs
         if len(runs) == 1:
             return self._read(runs[0][0], runs[0][1], None, read)

@@ -85,20 +85,6 @@ class PileReader(ABC, Generic[Rows]):
         ``batch_format`` is one of :attr:`batch_formats`, checked before anything
         is read; ``options`` are the kind's own (:meth:`_open`).
         """
-        self._under_way = ReadsUnderWay()
-        self._open(self._locate(store, storage_options, batch_format), variables, **options)
-
-    def _open(self, location: Location, variables: Sequence[str] | None) -> None:
-        """Read the store's metadata at ``location`` and open what reads of ``variables`` need."""
-        raise TypeError(f"{type(self).__name__} opens no pile store of its own")
-
-    def _locate(
-        self,
-        store: str | os.PathLike[str] | Location,
-        storage_options: dict[str, Any] | None,
-        batch_format: str,
-    ) -> Location:
-        """Where ``store`` lies, once ``batch_format`` is one of this reader's :attr:`batch_formats`; sets both."""
         formats = self.batch_formats
         if batch_format not in formats:
             named = [f"{name!r} ({what})" for name, what in formats.items()]
@@ -111,7 +97,12 @@ class PileReader(ABC, Generic[Rows]):
             )
         self.store = str(store)
         self.batch_format = batch_format
-        return Location.of(store, storage_options)
+        self._under_way = ReadsUnderWay()
+        self._open(Location.of(store, storage_options), variables, **options)
+
+    def _open(self, location: Location, variables: Sequence[str] | None) -> None:
+        """Read the store's metadata at ``location`` and open what reads of ``variables`` need."""
+        raise TypeError(f"{type(self).__name__} opens no pile store of its own")
 
     @property
     def n_rows(self) -> int:
@@ -132,7 +123,7 @@ class PileReader(ABC, Generic[Rows]):
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> Rows:
         """Store rows ``start:stop`` of each of ``runs``, one run after the other (a group of units the loader mixes)."""
-        parts = [self.read_rows(start, stop) for start, stop in runs] or [self.read_rows(0, 0)]
+        parts = [self.read_rows(start, stop) for start, stop in runs or [(0, 0)]]
         return parts[0] if len(parts) == 1 else self.rows.concat(parts)
 
     @abstractmethod
@@ -292,9 +283,9 @@ class ComposedReader(PileReader[Rows]):
 
     def read_rows(self, start: int, stop: int) -> Rows:
         """Rows ``start:stop``: the part of each segment read by its member, one after the other."""
-        parts = [member.read_rows(a, b) for member, a, b in self._spans(start, stop)]
-        if not parts:
-            return self.members[0].read_rows(0, 0)  # type: ignore[no-any-return]
+        parts = [member.read_rows(a, b) for member, a, b in self._spans(start, stop)] or [
+            self.members[0].read_rows(0, 0)
+        ]
         return parts[0] if len(parts) == 1 else self.rows.concat(parts)
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import fsspec.implementations.local
@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from .._config import int_setting
 from .._errors import CorruptPileStoreError
 from ..formats import ARRAY_KINDS, crc32c
+from ..pilestore import carries_crc
 from ..storage import Fetches, StoreCache, bounded, crash_point, raise_storage_failure
 from ._cancel import CancellableRead
 from ._opened import Opened
@@ -52,9 +53,9 @@ class Chunks:
     row_nbytes: int
     n_rows: int
     #: The compressor is blosc: decoded by numcodecs.blosc, a large chunk straight into the output (its header says the size).
-    direct: bool = False
-    #: The crc32c the run recorded for each chunk, by index (none until the reader sets its store's table).
-    expected: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(0, dtype="<u4"))
+    direct: bool
+    #: The crc32c the run recorded for each chunk, by index.
+    expected: NDArray[np.uint32]
 
     @property
     def chunk_nbytes(self) -> int:
@@ -69,32 +70,27 @@ class Chunks:
         return f"{self.directory}/{self.key((index,) + (0,) * len(self.row_shape))}"
 
 
-def _numcodec(codec: Any) -> Any:
-    """The numcodecs codec that decodes what zarr's ``codec`` encoded, or ``None`` if there is none."""
-    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
-
-    # A blosc frame describes itself: numcodecs' Blosc needs none of the codec's settings.
-    decoders = {BloscCodec: numcodecs.Blosc, ZstdCodec: numcodecs.Zstd, GzipCodec: numcodecs.GZip}
-    decoder = next((made for kind, made in decoders.items() if isinstance(codec, kind)), None)
-    return None if decoder is None else decoder()
-
-
-def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
-    """How to read and check ``array``'s chunk files, or ``None`` if a pile store cannot hold it.
+def chunks_of(array: zarr.Array[Any], directory: str, store: str, expected: NDArray[np.uint32]) -> Chunks:
+    """How to read ``array``'s chunk files and check them (against ``expected``, their recorded crc32c).
 
     ``bytes``, at most one blosc, zstd or gzip compressor and crc32c decode with
-    numcodecs; any other pipeline with zarr (:class:`ZarrDecode`).
+    numcodecs; any other pipeline with zarr (:class:`ZarrDecode`). An array a
+    pile store cannot hold raises :class:`~daskshuffle.CorruptPileStoreError`
+    naming ``store``.
     """
-    from zarr.codecs import BytesCodec, Crc32cCodec
+    from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ZstdCodec
 
     metadata = array.metadata
     dtype = np.dtype(array.dtype) if isinstance(array.dtype, np.dtype) else None
+    # Chunks of whole rows: check_shapes proved them.
     if metadata.zarr_format != 3 or dtype is None or dtype.kind not in ARRAY_KINDS:
-        return None  # chunks of whole rows: check_shapes proved them
-    codecs = list(array.compressors)
-    checksum = bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
-    if checksum:
-        codecs.pop()
+        raise CorruptPileStoreError(
+            f"Expected array {array.basename!r} of pile store {store!r} as a shuffle writes it: Zarr v3, of a "
+            f"numeric or fixed-length string dtype, whole rows in each chunk. Got dtype {array.dtype}, chunks "
+            f"{array.chunks} of shape {array.shape} instead; the store is damaged: shuffle the source again."
+        )
+    checksum = carries_crc(array)
+    codecs = list(array.compressors)[: -1 if checksum else None]
     serializer = array.serializer
     # Fixed-length strings are stored as numpy holds them: byte strings as they are, unicode as UTF-32.
     plain = (
@@ -102,7 +98,10 @@ def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
         and not array.filters
         and (dtype.byteorder == "|" or (serializer.endian is not None and serializer.endian.value == "little"))
     )
-    compressor = _numcodec(codecs[0]) if len(codecs) == 1 else None
+    # A blosc frame describes itself: numcodecs' Blosc needs none of the codec's settings.
+    decoders = {BloscCodec: numcodecs.Blosc, ZstdCodec: numcodecs.Zstd, GzipCodec: numcodecs.GZip}
+    made = [decoder() for kind, decoder in decoders.items() if len(codecs) == 1 and isinstance(codecs[0], kind)]
+    compressor = made[0] if made else None
     if not plain or (codecs and compressor is None):
         compressor = ZarrDecode(array, metadata.chunk_key_encoding.encode_chunk_key((0,) * array.ndim))
     row_shape = tuple(array.shape[1:])
@@ -118,6 +117,7 @@ def chunks_of(array: zarr.Array[Any], directory: str) -> Chunks | None:
         row_nbytes=int(dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))),
         n_rows=int(array.shape[0]),
         direct=isinstance(compressor, numcodecs.Blosc),
+        expected=expected,
     )
 
 

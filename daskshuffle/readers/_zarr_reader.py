@@ -9,7 +9,6 @@ place, so a chunk swapped with another is an error, never wrong rows.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -119,19 +118,11 @@ class ZarrPileReader(PileReader[ArrayRows]):
         check_arrays(metadata, self.store, self.arrays)
         written = (metadata.get(LAYOUT_KEY) or {}).get("variables", {})
         check_shapes(self.store, self.arrays, written)
-        self._chunks: dict[str, Chunks] = {}
-        for name, array in self.arrays.items():
-            chunks = chunks_of(array, f"{root}/{array.path}")
-            if chunks is None:
-                raise CorruptPileStoreError(
-                    f"Expected array {name!r} of pile store {self.store!r} as a shuffle writes it: Zarr v3, of a "
-                    f"numeric or fixed-length string dtype, whole rows in each chunk. Got dtype {array.dtype}, chunks "
-                    f"{array.chunks} of shape {array.shape} instead; the store is damaged: shuffle the source again."
-                )
-            self._chunks[name] = chunks
         tables = read_tables(location, metadata, paths) if early is None else early.result()
-        for name, table in tables.items():
-            self._chunks[name] = dataclasses.replace(self._chunks[name], expected=table)
+        self._chunks = {
+            name: chunks_of(array, f"{root}/{array.path}", self.store, tables[name])
+            for name, array in self.arrays.items()
+        }
         # The chunks of one variable are read in tasks of about this many bytes: a cancelled read stops after one.
         self._task_nbytes = int_setting(
             "zarr-reader.local-task-nbytes" if self._files.local else "zarr-reader.task-nbytes"
@@ -183,7 +174,7 @@ class ZarrPileReader(PileReader[ArrayRows]):
         return self._read([(int(offsets[pile]), int(offsets[pile + 1]))], pile, self._largest_pile)
 
     def read_runs(self, runs: Sequence[tuple[int, int]]) -> ArrayRows:
-        return self._read(runs, None) if runs else super().read_runs(runs)
+        return self._read(runs or [(0, 0)], None)
 
     def member_chunk_rows(self) -> list[dict[str, tuple[int, int]]]:
         return [{name: (chunks.chunk_rows, chunks.row_nbytes) for name, chunks in self._chunks.items()}]
