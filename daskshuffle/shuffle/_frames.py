@@ -10,13 +10,13 @@ from dask.base import tokenize
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
-from ..pilestore import ParquetWriting, read_metadata
+from ..pilestore import ParquetWriting
 from ..sources import COMPRESSIONS, list_parquet_sources, open_dataframe_source, open_parquet_sources
 from ..storage import Location, _leftovers, identify_token
 from . import _collections
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options, shared_docs
-from ._run import ShuffleResult, refuse_changed_listing, run_shuffle
+from ._run import ShuffleResult, earlier_record, refuse_changed_listing, run_shuffle
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -214,11 +214,6 @@ def shuffle_dataframe(
 
 def _holds(dst: Location, token: str) -> bool:
     """Whether ``dst`` is the complete pile store of the DataFrame whose dask token is ``token``."""
-    if not dst.exists():
-        return False
-    metadata = read_metadata(dst)
-    return bool(
-        metadata is not None
-        and metadata.get("complete")
-        and metadata.get("source_identity") == [identify_token("DataFrame", token)]
-    )
+    earlier = earlier_record(dst, dst, resumable=False)
+    identity = [identify_token("DataFrame", token)]
+    return earlier is not None and earlier.complete and earlier.metadata.get("source_identity") == identity

@@ -45,7 +45,7 @@ from ._resume import (
 )
 from ._store_plan import changed_while_read, plan_within_budget, store_metadata
 
-__all__ = ["ShuffleResult", "refuse_changed_listing", "run_shuffle"]
+__all__ = ["ShuffleResult", "earlier_record", "refuse_changed_listing", "run_shuffle"]
 
 #: The manifest of finished tasks, inside the scratch directory.
 _MANIFEST = "_done"
@@ -105,7 +105,7 @@ def _read_store(dst: Location, target: Location, tmp: Location, *, look: bool, r
     """
     dst_exists = dst.exists()
     foreign = store and dst_exists and _foreign(dst)
-    earlier = _record(dst, target, resumable=resumable) if look and not foreign else None
+    earlier = earlier_record(dst, target, resumable=resumable) if look and not foreign else None
     if earlier is None:
         return Seen(dst_exists, foreign=foreign)
     path = dst if earlier.at_dst else target
@@ -127,7 +127,7 @@ def _foreign(dst: Location) -> bool:
     return not dst.isdir() or bool(dst.names())
 
 
-def _record(dst: Location, target: Location, *, resumable: bool) -> Earlier | None:
+def earlier_record(dst: Location, target: Location, *, resumable: bool) -> Earlier | None:
     """The record of an earlier run at ``dst`` (or, ``resumable``, at ``target``) and where it is; the lock held."""
     for path in dict.fromkeys((dst, target) if resumable else (dst,)):
         if path.exists():
@@ -152,7 +152,7 @@ def refuse_changed_listing(
         return  # nothing earlier: a run builds beside dst only when dst exists (build_path)
     check_destination(sources, dst, tmp, overwrite=True, workers=False, storage_options=options.storage_options)
     with exclusive(dst):
-        earlier = _record(dst, build_path(dst, dst.exists()), resumable=True)
+        earlier = earlier_record(dst, build_path(dst, dst.exists()), resumable=True)
         if earlier is not None:
             check_sources_unchanged(earlier, kind, sources, identity, variables)
 
