@@ -297,6 +297,10 @@ def test_pile_reader_refuses_what_is_not_a_pile_store(source: str, tmp_path: Pat
         ({"variables": []}, DaskShuffleValueError, "variables"),
         ({"variables": ["x", "nope"]}, DaskShuffleValueError, r"unknown \['nope'\]"),
         ({"overwrite": "yes"}, DaskShuffleTypeError, "overwrite"),
+        ({"chunk_rows": 0}, DaskShuffleValueError, r"Expected chunk_rows to be a positive integer. Got 0 instead"),
+        ({"chunk_rows": -3}, DaskShuffleValueError, "chunk_rows"),
+        ({"chunk_rows": 2.5}, DaskShuffleTypeError, "chunk_rows"),
+        ({"chunk_rows": "x"}, DaskShuffleTypeError, "chunk_rows"),
     ],
 )
 def test_bad_arguments(source: str, tmp_path: Path, kwargs: dict, error: type, match: str) -> None:

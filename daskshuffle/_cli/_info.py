@@ -116,9 +116,10 @@ def _sources_line(changed: list[str] | str | None) -> str:
         return f"\n  sources since the shuffle: {changed}"
     if not changed:
         return "\n  sources since the shuffle: unchanged (their files' names, sizes and versions)"
-    shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+    from ..shuffle import shown_changes
+
     return (
-        f"\n  sources since the shuffle: CHANGED ({shown}); the store holds the rows they had: "
+        f"\n  sources since the shuffle: CHANGED ({shown_changes(changed)}); the store holds the rows they had: "
         "shuffle them again, replacing it (overwrite=True)"
     )
 

@@ -10,7 +10,7 @@ import click
 from .._parse import parse_nbytes
 from ..plan import DEFAULT_MIN_READ, DEFAULT_N_PILES
 from ._common import cli, reported
-from ._options import Count, NPiles, json_options, positive_option, shuffle_option, size_option
+from ._options import Count, json_options, positive_option, shuffle_option, size_option
 
 EXAMPLES_PLAN = """\b
 Examples:
@@ -25,10 +25,8 @@ Examples:
 )
 @click.option("--rows", required=True, type=Count(), help="Rows of the source (1e9 and 1_000_000 work).")
 @size_option("--row-bytes", "Bytes of one row, all variables together (1KiB).", required=True)
-@click.option(
-    "--n-piles",
-    type=NPiles(),
-    help=f"Number of piles, or 'auto', as a shuffle takes it.  [default: {DEFAULT_N_PILES}]",
+@shuffle_option(
+    "n_piles", f"Number of piles, or 'auto', as a shuffle takes it.  [default: {DEFAULT_N_PILES}]", {"n_piles": None}
 )
 @shuffle_option("block_memory")
 @shuffle_option("pile_memory")

@@ -23,11 +23,8 @@ __all__ = ["Generation", "append", "clean_generations", "compact", "evict", "gen
 
 def _copy_rows(store: Location, number: int, start: int, stop: int) -> None:
     """Rows ``start:stop`` of the store as its root lists them now, written into generation ``number``."""
-    reader = GenerationsReader(store)
-    try:
+    with GenerationsReader(store) as reader:
         rows = reader.read_rows(start, stop)
-    finally:
-        reader.close()
     store_io.write_rows(store_io.generation_location(store, store_io.generation_path(number)), start, rows)
 
 
@@ -236,11 +233,9 @@ def append(
             levels=levels,
         )
         crash_point("append shuffled")
-        reader = ZarrPileReader(store_io.generation_location(location, path))  # its entry, read from its own store
-        try:
+        # Its entry, read from its own store.
+        with ZarrPileReader(store_io.generation_location(location, path)) as reader:
             entry = store_io.entry_of(number, reader.metadata, reader.store)
-        finally:
-            reader.close()
         grown = store_io.write_root(location, root, [*live, entry])
     return _records(grown)
 

@@ -10,14 +10,13 @@ from dask.base import tokenize
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
 from .._parse import parse_positive_int, parse_variables
-from ..formats import Format
-from ..pilestore import ParquetWriting, read_metadata
+from ..pilestore import ParquetWriting
 from ..sources import COMPRESSIONS, list_parquet_sources, open_dataframe_source, open_parquet_sources
 from ..storage import Location, _leftovers, identify_token
 from . import _collections
 from ._destination import check_destination, shuffle_locations
 from ._options import parse_shuffle_options, shared_docs
-from ._run import Listed, ShuffleResult, run_shuffle
+from ._run import ShuffleResult, earlier_record, refuse_changed_listing, run_shuffle
 
 __all__ = ["shuffle_dataframe", "shuffle_parquet"]
 
@@ -108,12 +107,10 @@ def shuffle_parquet(
     chosen = parse_variables(columns, "columns")
     writing = parse_writing(compression, row_group_size, n_output_files)
     listing = list_parquet_sources(src, checked.storage_options)
-
-    def opened() -> tuple[Format[Any], list[str]]:  # its footers read once a rerun compared the listing
-        fmt = open_parquet_sources(listing, columns=chosen, block_nbytes=checked.block_nbytes, writing=writing)
-        return fmt, fmt.variables
-
-    return run_shuffle(Listed(listing.kind, listing.sources, listing.identity, chosen, opened), checked)
+    # Its footers are read once a rerun compared the listing with what the store records.
+    refuse_changed_listing(listing.kind, listing.sources, listing.identity, chosen, checked)
+    fmt = open_parquet_sources(listing, columns=chosen, block_nbytes=checked.block_nbytes, writing=writing)
+    return run_shuffle(fmt, checked, variables=fmt.variables)
 
 
 @shared_docs
@@ -217,11 +214,6 @@ def shuffle_dataframe(
 
 def _holds(dst: Location, token: str) -> bool:
     """Whether ``dst`` is the complete pile store of the DataFrame whose dask token is ``token``."""
-    if not dst.exists():
-        return False
-    metadata = read_metadata(dst)
-    return bool(
-        metadata is not None
-        and metadata.get("complete")
-        and metadata.get("source_identity") == [identify_token("DataFrame", token)]
-    )
+    earlier = earlier_record(dst, dst, resumable=False)
+    identity = [identify_token("DataFrame", token)]
+    return earlier is not None and earlier.complete and earlier.metadata.get("source_identity") == identity

@@ -261,6 +261,7 @@ def _scatter_stage(stages: _Stages, input_keys: Sequence[Any] | None) -> str:
     levels = plan if isinstance(plan, LevelPlan) else None
     marker = "scatter" if levels is None else "scatter-1"
     first_tmp = stages.tmp if levels is None else level_tmp(stages.tmp, 1)
+    seed = plan.seed if levels is None else levels.levels[0].seed
     scatter_keys = []
     for block in range(plan.n_blocks):
         key = (f"{name}-{marker}", block)
@@ -269,14 +270,11 @@ def _scatter_stage(stages: _Stages, input_keys: Sequence[Any] | None) -> str:
             graph[key] = None  # its pieces are on storage; a pile store's pieces carry no information
             continue
         # One level: the scatter draws its own counts. More: its row of its group's table.
-        work: tuple[Any, ...]
-        if levels is None:
-            work = (_scatter, fmt_key, first_tmp, block, (int(plan.block_lengths[block]), plan.n_piles), plan.seed)
-        else:
-            work = (_scatter, fmt_key, first_tmp, block, stages.tables[0].rows[block], levels.levels[0].seed)
+        counts = (int(plan.block_lengths[block]), plan.n_piles) if levels is None else stages.tables[0].rows[block]
+        value = (input_keys[block],) if input_keys is not None else ()
         # Once: a scatter run again because the worker holding its result was lost finds its pieces written.
         graph[key] = stages.task(
-            f"{marker}-{block}", *work, *((input_keys[block],) if input_keys is not None else ()), once=True
+            f"{marker}-{block}", _scatter, fmt_key, first_tmp, block, counts, seed, *value, once=True
         )
     pieces_key = f"{name}-pieces"
     graph[pieces_key] = (_combine, fmt_key, scatter_keys)

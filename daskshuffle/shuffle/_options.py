@@ -132,9 +132,7 @@ def parse_shuffle_options(arguments: Mapping[str, Any]) -> ShuffleOptions:
     Paths are made absolute here, on the client: a cluster's workers may run in
     another directory, where a relative path names something else.
     """
-    chosen_tmp = (
-        parse_path(arguments["tmp"], "tmp") if arguments["tmp"] is not None and arguments["tmp"] != "" else None
-    )
+    tmp = arguments["tmp"]
     return ShuffleOptions(
         dst=normalize(parse_path(arguments["dst"], "dst")),
         n_piles=parse_n_piles(arguments["n_piles"]),
@@ -143,7 +141,7 @@ def parse_shuffle_options(arguments: Mapping[str, Any]) -> ShuffleOptions:
         materialize=parse_bool(arguments["materialize"], "materialize"),
         pile_nbytes=parse_nbytes(arguments["pile_memory"], "pile_memory"),
         block_nbytes=parse_nbytes(arguments["block_memory"], "block_memory"),
-        tmp=normalize(chosen_tmp) if chosen_tmp is not None else None,
+        tmp=normalize(parse_path(tmp, "tmp")) if tmp is not None and tmp != "" else None,
         progress=parse_bool(arguments["progress"], "progress"),
         storage_options=_parse_storage_options(arguments["storage_options"]),
         seed_given=arguments["seed"] is not None,

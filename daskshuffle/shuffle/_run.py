@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,7 +45,7 @@ from ._resume import (
 )
 from ._store_plan import changed_while_read, plan_within_budget, store_metadata
 
-__all__ = ["Listed", "ShuffleResult", "run_shuffle"]
+__all__ = ["ShuffleResult", "earlier_record", "refuse_changed_listing", "run_shuffle"]
 
 #: The manifest of finished tasks, inside the scratch directory.
 _MANIFEST = "_done"
@@ -106,7 +105,7 @@ def _read_store(dst: Location, target: Location, tmp: Location, *, look: bool, r
     """
     dst_exists = dst.exists()
     foreign = store and dst_exists and _foreign(dst)
-    earlier = _record(dst, target, resumable=resumable) if look and not foreign else None
+    earlier = earlier_record(dst, target, resumable=resumable) if look and not foreign else None
     if earlier is None:
         return Seen(dst_exists, foreign=foreign)
     path = dst if earlier.at_dst else target
@@ -128,7 +127,7 @@ def _foreign(dst: Location) -> bool:
     return not dst.isdir() or bool(dst.names())
 
 
-def _record(dst: Location, target: Location, *, resumable: bool) -> Earlier | None:
+def earlier_record(dst: Location, target: Location, *, resumable: bool) -> Earlier | None:
     """The record of an earlier run at ``dst`` (or, ``resumable``, at ``target``) and where it is; the lock held."""
     for path in dict.fromkeys((dst, target) if resumable else (dst,)):
         if path.exists():
@@ -138,33 +137,24 @@ def _record(dst: Location, target: Location, *, resumable: bool) -> Earlier | No
     return None
 
 
-@dataclass(frozen=True)
-class Listed:
-    """A source as its listing gives it, before any byte of it is read, and how to open it: a rerun compares its
-    identity with the store's record before opening reads any file (a Parquet dataset's footers)."""
+def refuse_changed_listing(
+    kind: str, sources: list[Any], identity: list[dict[str, Any]], variables: list[str] | None, options: ShuffleOptions
+) -> None:
+    """Refuse a rerun whose sources, as their listing gives them (``sources`` and their ``identity``, before any byte
+    of them is read: a Parquet dataset's footers), changed since the store at ``dst`` was written.
 
-    kind: str
-    #: What :attr:`~daskshuffle.formats.Source.source_names` and ``identity`` will be.
-    sources: list[Any]
-    identity: list[dict[str, Any]]
-    #: The variables the call names; ``None``: every one, known once opened (then not compared before).
-    variables: list[str] | None
-    #: Opens the source: its format and variables.
-    open: Callable[[], tuple[Format[Any], list[str]]]
-
-
-def _compare_listed(source: Listed, dst: Location, tmp: Location | None, options: ShuffleOptions) -> None:
-    """Refuse a rerun into ``dst`` whose sources changed since its store was written, before any is read.
-
-    The lock is let go at once: the run takes it again once the source is open, and compares again.
+    ``variables``: those the call names (``None``: every one, known once opened: not compared here). Nothing is
+    compared with ``overwrite``. The lock is let go at once: the run takes it again once the source is open, and
+    compares again.
     """
-    if not dst.exists():
+    dst, tmp = shuffle_locations(options)
+    if options.overwrite or not dst.exists():
         return  # nothing earlier: a run builds beside dst only when dst exists (build_path)
-    check_destination(source.sources, dst, tmp, overwrite=True, workers=False, storage_options=options.storage_options)
+    check_destination(sources, dst, tmp, overwrite=True, workers=False, storage_options=options.storage_options)
     with exclusive(dst):
-        earlier = _record(dst, build_path(dst, dst.exists()), resumable=True)
+        earlier = earlier_record(dst, build_path(dst, dst.exists()), resumable=True)
         if earlier is not None:
-            check_sources_unchanged(earlier, source.kind, source.sources, source.identity, source.variables)
+            check_sources_unchanged(earlier, kind, sources, identity, variables)
 
 
 @dataclass(frozen=True)
@@ -184,22 +174,16 @@ class _Run:
     began: float
 
 
-def run_shuffle(
-    fmt: Format[Any] | Listed, options: ShuffleOptions, *, variables: list[str] | None = None
-) -> ShuffleResult:
+def run_shuffle(fmt: Format[Any], options: ShuffleOptions, *, variables: list[str]) -> ShuffleResult:
     """Check the destination, plan, write, and mark complete: shared by every format.
 
     A pile store of a source on storage is resumable: each task records that it
     finished in a manifest, and the same call continues an interrupted run; a
     completed shuffle returns at once. Any other failure removes what the run
-    built. ``variables``: those of ``fmt`` (a :class:`Listed` source gives its own).
+    built. ``variables``: those of ``fmt``.
     """
     began = time.perf_counter()
     dst, given_tmp = shuffle_locations(options)
-    if isinstance(fmt, Listed):
-        if not options.overwrite:
-            _compare_listed(fmt, dst, given_tmp, options)
-        fmt, variables = fmt.open()
     resumable = not fmt.moves_into_place and bool(fmt.source_names)
     recognised = resumable or bool(fmt.identity)
     chosen_tmp = given_tmp or local_pieces(dst, sum(fmt.block_lengths) * fmt.row_nbytes)
@@ -215,9 +199,7 @@ def run_shuffle(
         )
         # What is at dst decides what this run does: it is looked at once no other run can change it.
         with exclusive(dst):
-            result = _run_locked(
-                _Run(options, dst, tmp, chosen_tmp, resumable, recognised, began), fmt, variables or []
-            )
+            result = _run_locked(_Run(options, dst, tmp, chosen_tmp, resumable, recognised, began), fmt, variables)
     finally:
         if chosen_tmp is not None and given_tmp is None:
             remove_if_empty(chosen_tmp)  # the directory of this destination's pieces on this machine

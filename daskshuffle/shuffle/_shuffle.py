@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import DaskShuffleTypeError, DaskShuffleValueError
-from .._parse import parse_variables
+from .._parse import parse_positive_int, parse_variables
 from . import _collections
 from ._options import parse_shuffle_options, shared_docs
 from ._run import ShuffleResult, run_shuffle
@@ -102,6 +102,7 @@ def shuffle_zarr(
     """
     checked = parse_shuffle_options(locals())
     chosen = parse_variables(variables)
+    chunk_rows = parse_positive_int(chunk_rows, "chunk_rows") if chunk_rows is not None else None
     arrays = _dask_arrays(src)
     if arrays is not None:
         if not (isinstance(compressors, str) and compressors == "auto"):

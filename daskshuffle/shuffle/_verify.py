@@ -36,11 +36,8 @@ def _part(
     """One task: the checksum of the run of piles ``item`` of ``store`` (``fmt`` None), or of block ``item`` of the
     source ``fmt`` as ``store`` stores its rows (a dask collection's block computed: ``value``)."""
     if fmt is None:
-        reader = open_pile_reader(store, variables=variables)
-        try:
+        with open_pile_reader(store, variables=variables) as reader:
             return add_checksums([checksum(reader.read_pile(pile), variables) for pile in item], variables)
-        finally:
-            reader.close()
     rows = fmt.rows_of_block(item, value) if isinstance(fmt, CollectionSource) else fmt.read_block(item)
     return checksum(fmt.stored_rows(store, rows), variables)
 
@@ -235,11 +232,8 @@ def verify_location(
 def _read_store(location: Location) -> tuple[dict[str, Any], NDArray[np.int64]]:
     """The metadata and pile offsets of the store at ``location``; one generation without its sources' identity
     and blocks is refused as damaged."""
-    reader = open_pile_reader(location)
-    try:
+    with open_pile_reader(location) as reader:
         metadata, pile_offsets = dict(reader.metadata), reader.pile_offsets
-    finally:
-        reader.close()
     if GENERATIONS_KEY not in metadata:
         damaged = missing_identity(metadata, location.url)
         if damaged is not None:
