@@ -218,19 +218,19 @@ class Location:
         except (ImportError, ValueError):
             return None
 
-    def _request(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def request(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """``fs.<name>(path, *args, **kwargs)`` here, within the request deadline, a failure named by :meth:`reaching`."""
         with self.reaching():
             return bounded(self.fs, name, self.path, *args, what=self.path, **kwargs)
 
     def exists(self) -> bool:
         """Whether something is here; a failure to reach the storage raises :class:`StorageAccessError` naming it."""
-        return bool(self._request("exists"))
+        return bool(self.request("exists"))
 
     def info(self) -> dict[str, Any] | None:
         """fsspec's info of what is here (its ``type`` and ``size``), or ``None`` if nothing is: one request."""
         try:
-            return dict(self._request("info"))
+            return dict(self.request("info"))
         except FileNotFoundError:
             return None
 
@@ -249,7 +249,7 @@ class Location:
         if fresh:
             self.fs.invalidate_cache(self.path)
         try:
-            return sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in self._request("ls", detail=False))
+            return sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in self.request("ls", detail=False))
         except FileNotFoundError:
             return []
 
@@ -259,11 +259,11 @@ class Location:
 
     def isdir(self) -> bool:
         """Whether this is a directory (a prefix with objects below it, on an object store)."""
-        return bool(self._request("isdir"))
+        return bool(self.request("isdir"))
 
     def nbytes(self) -> int:
         """Bytes of the file here, or of every file below the directory here."""
-        return int(self._request("du", total=True)) if self.isdir() else int(self._request("size") or 0)
+        return int(self.request("du", total=True)) if self.isdir() else int(self.request("size") or 0)
 
     def check(self, name: str, *, bucket_known: bool = False) -> bool:
         """Before anything is written: the credentials are accepted and, on an object store, the bucket exists.
@@ -308,7 +308,7 @@ class Location:
                 file.write(data)
             os.replace(staged, self.path)
             return
-        self._request("pipe_file", bytes(data))  # botocore takes bytes, not a view
+        self.request("pipe_file", bytes(data))  # botocore takes bytes, not a view
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Any]:
@@ -330,13 +330,12 @@ class Location:
         deadline and its failure named by :meth:`reaching` (:func:`~daskshuffle.storage._deadline.reading`): on
         object storage, a file that pickles (a task elsewhere opens it again) and holds no connection, for a reader
         that keeps it (an xarray dataset). ``size``: its bytes, if known (else one request more)."""
-        with self.reaching():
-            size = int(self._request("size")) if size is None else size
+        size = int(self.request("size")) if size is None else size
         return reading(self.fs, self.path, size=size, what=self.path, buffer_nbytes=buffer_nbytes, named=self.reaching)
 
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
-        self._request("makedirs", exist_ok=True)
+        self.request("makedirs", exist_ok=True)
 
     def remove(self) -> None:
         """Remove what is here and everything below it, if it exists.
@@ -352,7 +351,7 @@ class Location:
             if not self.exists():
                 return
             try:
-                self._request("rm", recursive=True)
+                self.request("rm", recursive=True)
                 return
             except DaskShuffleError:
                 raise  # the storage's own retries are spent: named, not tried again
@@ -374,8 +373,7 @@ def glob_matches(location: Location) -> dict[str, dict[str, Any]] | None:
     """
     if not glob.has_magic(location.path) or location.exists():
         return None
-    with location.reaching():
-        return dict(sorted(bounded(location.fs, "glob", location.path, detail=True, what=location.path).items()))
+    return dict(sorted(location.request("glob", detail=True).items()))
 
 
 def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
@@ -424,7 +422,7 @@ def _probe(location: Location) -> tuple[bool, str]:
     try:
         for attempt in ("a create", "a second create of one object"):
             try:
-                probe._request("pipe_file", b"", mode="create")
+                probe.request("pipe_file", b"", mode="create")
             except DaskShuffleError:
                 raise  # no access: nothing can be written here, lock or not
             except FileExistsError:
@@ -434,4 +432,4 @@ def _probe(location: Location) -> tuple[bool, str]:
         return False, "a second create of one object was not refused (the condition If-None-Match was ignored)"
     finally:  # whatever happened: daskshuffle's own object, removed
         with contextlib.suppress(FileNotFoundError):
-            probe._request("rm_file")
+            probe.request("rm_file")
