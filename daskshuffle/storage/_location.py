@@ -315,7 +315,7 @@ class Location:
         """A file that writes here a part at a time, each request within the request deadline
         (:func:`~daskshuffle.storage._deadline.uploading`): made only if the body ends without error, a failure to
         reach the storage named by :meth:`reaching`."""
-        with self.reaching(), uploading(self.fs, self.path, what=self.path) as file:
+        with self.reaching(), uploading(self.fs, self.path) as file:
             yield file
 
     @contextlib.contextmanager
@@ -331,7 +331,7 @@ class Location:
         object storage, a file that pickles (a task elsewhere opens it again) and holds no connection, for a reader
         that keeps it (an xarray dataset). ``size``: its bytes, if known (else one request more)."""
         size = int(self.request("size")) if size is None else size
-        return reading(self.fs, self.path, size=size, what=self.path, buffer_nbytes=buffer_nbytes, named=self.reaching)
+        return reading(self.fs, self.path, size=size, buffer_nbytes=buffer_nbytes, named=self.reaching)
 
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
