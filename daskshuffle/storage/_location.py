@@ -8,6 +8,7 @@ options: a worker rebuilds the filesystem on first use.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import io
@@ -122,7 +123,7 @@ class Location:
         """Whether a directory moves in one step (a local disk); an object store copies every object."""
         return self.is_local
 
-    @property
+    @functools.cached_property
     def conditional_writes(self) -> bool:
         """Whether the storage refuses to create a file that exists (``pipe_file(mode="create")``, ``If-None-Match: *``).
 
@@ -133,38 +134,31 @@ class Location:
         :class:`~daskshuffle.StorageAccessError`; any other error of the
         creates means no (an s3fs without ``mode="create"``).
         """
-        found: bool | None = self.__dict__.get("_conditional")
-        if found is None and (self.is_local or self.protocol == "memory"):
-            found = False
-        elif found is None:
-            key = _key(self)
-            with _probing:  # one probe at a time: two threads asking about one bucket probe it once
-                if key not in _found:
-                    _found[key] = _probe(self)
-            found = _found[key][0]
-        object.__setattr__(self, "_conditional", found)
-        return found
+        if self.is_local or self.protocol == "memory":
+            return False
+        key = _key(self)
+        with _probing:  # one probe at a time: two threads asking about one bucket probe it once
+            if key not in _found:
+                _found[key] = _probe(self)
+        return _found[key][0]
 
     # The filesystem, resolved once per process.
 
     @property
     def fs(self) -> AbstractFileSystem:
         """The fsspec filesystem, made on first use (on a worker, from the URL and options)."""
-        return self._resolved()[0]
+        return self._fs[0]
 
     @property
     def path(self) -> str:
         """The path inside :attr:`fs` (no protocol)."""
-        return self._resolved()[1]
+        return self._fs[1]
 
-    def _resolved(self) -> tuple[AbstractFileSystem, str]:
-        found: tuple[AbstractFileSystem, str] | None = self.__dict__.get("_fs")
-        if found is None:
-            with self.reaching():  # a storage option the filesystem does not take is named
-                fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
-            found = (fs, inner)
-            object.__setattr__(self, "_fs", found)
-        return found
+    @functools.cached_property
+    def _fs(self) -> tuple[AbstractFileSystem, str]:
+        with self.reaching():  # a storage option the filesystem does not take is named
+            fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
+        return fs, inner
 
     def _derived(self, url: str, inner: str | None) -> Location:
         location = Location(url, self.options)
