@@ -146,13 +146,9 @@ class Fetches:
             future, kept = self._release(request)
             if not read.requests:
                 self.nbytes -= self._reads.pop(key).nbytes
-        if kept:
-            self._count_kept(request, future)
+        if kept:  # outside the lock: a fetch landed already calls back at once, in this thread
+            future.add_done_callback(functools.partial(self._kept_landed, request))
         return future
-
-    def _count_kept(self, request: Request, future: Future[bytes]) -> None:
-        """Outside the lock: a fetch landed already calls back at once, in this thread."""
-        future.add_done_callback(functools.partial(self._kept_landed, request))
 
     def _kept_landed(self, request: Request, future: Future[bytes]) -> None:
         """Count a kept fetch's bytes once it landed (drop it if it failed), and hold to the limit."""
@@ -199,7 +195,7 @@ class Fetches:
             released = [(request, *self._release(request)) for request in read.requests]
         for request, future, kept in released:
             if kept:
-                self._count_kept(request, future)
+                future.add_done_callback(functools.partial(self._kept_landed, request))
             elif request not in self._files:
                 future.cancel()
 
