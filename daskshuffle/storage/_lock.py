@@ -53,7 +53,11 @@ def _stale(holder: dict[str, Any]) -> bool:
     return False
 
 
-def _read(lock: Location) -> dict[str, Any] | None:
+def read_holder(lock: Location) -> dict[str, Any] | None:
+    """What the lock file ``lock`` records, held or left behind (``None`` if there is none, or something placed there:
+    a link or FIFO is never read)."""
+    if lock.placed():
+        return None
     try:
         found = json.loads(lock.request("cat_file"))
     except (FileNotFoundError, ValueError):
@@ -64,22 +68,16 @@ def _read(lock: Location) -> dict[str, Any] | None:
 def _named(lock: Location) -> dict[str, Any]:
     """The holder a lock records, waiting a moment for a holder that has just created it to write its name."""
     deadline = time.monotonic() + _NAME_WAIT
-    while (found := _read(lock)) is None and time.monotonic() < deadline:
+    while (found := read_holder(lock)) is None and time.monotonic() < deadline:
         time.sleep(0.02)
     return found or {}
-
-
-def read_holder(dst: Location) -> dict[str, Any] | None:
-    """What the lock of ``dst`` records (``None`` if there is no lock), held or left behind."""
-    lock = dst.with_suffix(LOCK_SUFFIX)
-    return None if lock.placed() else _read(lock)  # a link or FIFO placed there: no lock, never read
 
 
 def held(dst: Location) -> bool:
     """Whether a run holds the lock of ``dst`` now (``False`` for a lock a killed run left)."""
     lock = dst.with_suffix(LOCK_SUFFIX)
     if not lock.is_local or fcntl is None:
-        holder = read_holder(dst)
+        holder = read_holder(lock)
         return holder is not None and not _stale(holder)
     inner = lock.path
     try:
@@ -139,7 +137,7 @@ def exclusive(where: Location) -> Iterator[None]:
         yield
     finally:
         with _in_memory if in_memory else contextlib.nullcontext():
-            if (_read(lock) or {}).get("run") == ours["run"]:  # nobody takes over a live run's lock
+            if (read_holder(lock) or {}).get("run") == ours["run"]:  # nobody takes over a live run's lock
                 with contextlib.suppress(FileNotFoundError):
                     lock.request("rm_file")
 
@@ -259,11 +257,11 @@ def _create_conditionally(lock: Location, ours: dict[str, Any]) -> None:
 
 
 def _create_by_reading_back(lock: Location, ours: dict[str, Any]) -> None:
-    found = _read(lock)
+    found = read_holder(lock)
     if found is not None and not _stale(found):
         raise _refuse(lock, found)
     lock.write_whole(json.dumps(ours).encode())
-    if (found := _read(lock) or {}).get("run") != ours["run"]:
+    if (found := read_holder(lock) or {}).get("run") != ours["run"]:
         raise _refuse(lock, found)
 
 
