@@ -21,7 +21,7 @@ from fsspec import AbstractFileSystem
 from .._compat import on_answers, requests_through
 from .._config import float_setting
 
-__all__ = ["bounded", "reading", "request_deadline", "uploading", "within"]
+__all__ = ["bounded", "ranged_file", "request_deadline", "uploading", "within"]
 
 T = TypeVar("T")
 
@@ -266,47 +266,16 @@ class _Reading(io.BufferedReader):
     def __reduce__(self) -> tuple[Any, ...]:
         raw = self._ranges
         arguments = (raw._fs, raw._path, raw._size, raw._named, self._buffer_nbytes, self.tell())
-        return (_reopened, arguments)
+        return (ranged_file, arguments)
 
     def __dask_tokenize__(self) -> tuple[str, str, int]:
         return ("daskshuffle.reading", self._ranges._fs.unstrip_protocol(self._ranges._path), self._ranges._size)
 
 
-def _reopened(fs: AbstractFileSystem, path: str, size: int, named: Any, nbytes: int, at: int) -> _Reading:
+def ranged_file(
+    fs: AbstractFileSystem, path: str, size: int, named: Callable[[], ContextManager[Any]], nbytes: int, at: int = 0
+) -> _Reading:
+    """A :class:`_Reading` of ``path`` on ``fs`` (an asynchronous filesystem), buffered ``nbytes`` at a time, at ``at``."""
     file = _Reading(_Ranges(fs, path, size, named), nbytes)
     file.seek(at)
     return file
-
-
-def reading(
-    fs: AbstractFileSystem,
-    path: str,
-    *,
-    size: int,
-    buffer_nbytes: int,
-    named: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
-) -> io.BufferedIOBase:
-    """``path`` on ``fs`` (of ``size`` bytes) opened for reading, buffered ``buffer_nbytes`` at a time.
-
-    The read twin of :func:`uploading`. On an asynchronous filesystem
-    (s3fs), each read that the buffer does not hold is one ranged request
-    made :func:`within` the deadline of the filesystem's options (a read of
-    more than ``buffer_nbytes`` is one request of its bytes), inside
-    ``named()``, a context that names a failure: a stalled request fails as
-    :class:`TimeoutError` in :func:`request_deadline`. Such a file holds no
-    connection, and pickles as the same file opened again at its position. On
-    any other filesystem, ``fs.open(path, "rb")`` as it is.
-
-    Examples
-    --------
-    >>> import fsspec
-    >>> fs = fsspec.filesystem("memory")
-    >>> fs.pipe_file("/reading-demo/lines.txt", b"a\\nb\\n")
-    >>> with reading(fs, "/reading-demo/lines.txt", size=4, buffer_nbytes=2**16) as file:
-    ...     file.read()
-    b'a\\nb\\n'
-    """
-    if not getattr(fs, "async_impl", False):
-        file: io.BufferedIOBase = fs.open(path, "rb")
-        return file
-    return _Reading(_Ranges(fs, path, size, named), buffer_nbytes)

@@ -28,7 +28,7 @@ from .._compat import cached_filesystems
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import _own
 from ._access import reaching
-from ._deadline import bounded, reading, uploading
+from ._deadline import bounded, ranged_file, uploading
 from ._paths import is_url, normalize
 
 __all__ = ["Location", "glob_matches", "unreached", "why_unconditional"]
@@ -320,12 +320,25 @@ class Location:
             yield file
 
     def opened(self, size: int | None = None, *, buffer_nbytes: int = 2**16) -> io.BufferedIOBase:
-        """The file here opened for reading, buffered ``buffer_nbytes`` at a time, each request within the request
-        deadline and its failure named by :meth:`reaching` (:func:`~daskshuffle.storage._deadline.reading`): on
-        object storage, a file that pickles (a task elsewhere opens it again) and holds no connection, for a reader
-        that keeps it (an xarray dataset). ``size``: its bytes, if known (else one request more)."""
+        """The file here opened for reading, buffered ``buffer_nbytes`` at a time.
+
+        On an asynchronous filesystem (object storage), each read that the
+        buffer does not hold is one ranged request (a read of more than
+        ``buffer_nbytes``, one request of its bytes) within the request
+        deadline, its failure named by :meth:`reaching`: a stalled request
+        fails as :class:`TimeoutError` in
+        :func:`~daskshuffle.storage._deadline.request_deadline`. Such a file
+        holds no connection, for a reader that keeps it (an xarray dataset),
+        and pickles as the same file opened again at its position (a task
+        elsewhere). ``size``: its bytes, if known (else one request more). On
+        any other filesystem, ``fs.open(path, "rb")`` as it is.
+        """
+        if not getattr(self.fs, "async_impl", False):
+            with self.reaching():
+                file: io.BufferedIOBase = self.fs.open(self.path, "rb")
+            return file
         size = int(self.request("size")) if size is None else size
-        return reading(self.fs, self.path, size=size, buffer_nbytes=buffer_nbytes, named=self.reaching)
+        return ranged_file(self.fs, self.path, size, self.reaching, buffer_nbytes)
 
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
