@@ -321,21 +321,17 @@ def fetched_each(
     """
     fetches = Fetches(fs)
     fetches.start("batch", requests, nbytes=0)
+    found: dict[Request, Any] = {}
     try:
-        futures = {request: fetches.take("batch", request) for request in dict.fromkeys(requests)}
-        if wait is not None:
-            for future in futures.values():
-                assert future is not None  # every request of the batch is taken once
+        for request in dict.fromkeys(requests):
+            future = fetches.take("batch", request)
+            assert future is not None  # every request of the batch is taken once
+            if wait is not None:
                 wait(future)
-        return [_outcome(futures[request]) for request in requests]
+            try:
+                found[request] = future.result()
+            except Exception as error:  # handed over as it landed, as fsspec's on_error="return"
+                found[request] = error
+        return [found[request] for request in requests]
     finally:
         fetches.clear()
-
-
-def _outcome(future: Future[bytes] | None) -> Any:
-    """What a fetch handed over landed as: its bytes, or its error (as fsspec's ``on_error="return"``)."""
-    assert future is not None  # every request of the batch is taken once
-    try:
-        return future.result()
-    except Exception as error:
-        return error
