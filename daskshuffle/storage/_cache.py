@@ -118,10 +118,9 @@ class StoreCache:
 
     cache: Cache
     fingerprint: str
-    _root: int = field(init=False)
-    _store: int = field(init=False)
+    _root: int = field(default=-1, init=False)
+    _store: int = field(default=-1, init=False)
     _digest: str = field(default="", init=False)
-    _names: dict[str, str] = field(default_factory=dict, init=False)
     _held: set[str] = field(default_factory=set, init=False)
     _written: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
@@ -163,17 +162,12 @@ class StoreCache:
             self.__init__(**state)  # type: ignore[misc]
         except (DaskShuffleError, OSError) as error:  # in a process of its own (a DataLoader worker): read without
             warnings.warn(f"The cache is not used: {error}", UserWarning, stacklevel=2)
-            # A cache that holds nothing and keeps nothing.
-            self.__dict__.update(
-                _names={}, _held=set(), _written=0, _lock=threading.Lock(), _root=-1, _store=-1, _digest=""
-            )
+            self._root = self._store = -1  # a cache that holds nothing and keeps nothing (closed, if opened)
 
-    def _name(self, path: str) -> str:
+    @staticmethod
+    def _name(path: str) -> str:
         # The store's own path is not a safe local name (a URL, a key with any characters): a digest is.
-        name = self._names.get(path)
-        if name is None:
-            name = self._names[path] = hashlib.sha256(path.encode()).hexdigest()
-        return name
+        return hashlib.sha256(path.encode()).hexdigest()
 
     def _regular(self, name: str, missing: bool = False) -> bool:
         """Whether ``name`` in the store's directory is a regular file, not a link or anything else (absent: ``missing``)."""

@@ -21,7 +21,7 @@ from fsspec import AbstractFileSystem
 from .._compat import on_answers, requests_through
 from .._config import float_setting
 
-__all__ = ["bounded", "reading", "request_deadline", "uploading", "within"]
+__all__ = ["bounded", "ranged_file", "request_deadline", "uploading", "within"]
 
 T = TypeVar("T")
 
@@ -135,12 +135,12 @@ def bounded(fs: AbstractFileSystem, name: str, *args: Any, what: str, **kwargs: 
 class _BoundedCalls:
     """``fs`` as a file of it sees it: each call that is a request (has an ``async`` twin) within the deadline."""
 
-    def __init__(self, fs: AbstractFileSystem, what: str) -> None:
-        self._fs, self._what = fs, what
+    def __init__(self, fs: AbstractFileSystem, path: str) -> None:
+        self._fs, self._path = fs, path
 
     def __getattr__(self, name: str) -> Any:
         if inspect.iscoroutinefunction(getattr(self._fs, f"_{name}", None)):
-            return lambda *args, **kwargs: bounded(self._fs, name, *args, what=self._what, **kwargs)
+            return lambda *args, **kwargs: bounded(self._fs, name, *args, what=self._path, **kwargs)
         return getattr(self._fs, name)
 
 
@@ -189,7 +189,7 @@ class _Upload(io.RawIOBase):
 
 
 @contextlib.contextmanager
-def uploading(fs: AbstractFileSystem, path: str, *, what: str) -> Iterator[io.RawIOBase]:
+def uploading(fs: AbstractFileSystem, path: str) -> Iterator[io.RawIOBase]:
     """A file that writes ``path`` on ``fs`` a part at a time; the file is there only if the body ends without error.
 
     On an asynchronous filesystem (s3fs), each request of the upload (a part,
@@ -206,14 +206,14 @@ def uploading(fs: AbstractFileSystem, path: str, *, what: str) -> Iterator[io.Ra
     --------
     >>> import fsspec
     >>> fs = fsspec.filesystem("memory")
-    >>> with uploading(fs, "/uploading-demo/part-0", what="part-0") as file:
+    >>> with uploading(fs, "/uploading-demo/part-0") as file:
     ...     _ = file.write(b"rows")
     >>> fs.cat_file("/uploading-demo/part-0")
     b'rows'
     """
     file = fs.open(path, "wb")
     if getattr(fs, "async_impl", False):
-        requests_through(file, _BoundedCalls(fs, what))
+        requests_through(file, _BoundedCalls(fs, path))
     upload = _Upload(file)
     try:
         yield upload
@@ -228,10 +228,8 @@ class _Ranges(io.RawIOBase):
     """A file of ``size`` bytes on ``fs`` whose every read is one ranged request, within the deadline, inside
     ``named()`` (a context that names a failure)."""
 
-    def __init__(
-        self, fs: AbstractFileSystem, path: str, size: int, what: str, named: Callable[[], ContextManager[Any]]
-    ) -> None:
-        self._fs, self._path, self._size, self._what, self._named, self._position = fs, path, size, what, named, 0
+    def __init__(self, fs: AbstractFileSystem, path: str, size: int, named: Callable[[], ContextManager[Any]]) -> None:
+        self._fs, self._path, self._size, self._named, self._position = fs, path, size, named, 0
 
     def readable(self) -> bool:
         return True
@@ -251,7 +249,7 @@ class _Ranges(io.RawIOBase):
         if stop <= self._position:
             return 0
         with self._named():  # By keyword: s3fs's second positional is a version id.
-            data = bounded(self._fs, "cat_file", self._path, start=self._position, end=stop, what=self._what)
+            data = bounded(self._fs, "cat_file", self._path, start=self._position, end=stop, what=self._path)
         memoryview(buffer).cast("B")[: len(data)] = data
         self._position += len(data)
         return len(data)
@@ -267,49 +265,17 @@ class _Reading(io.BufferedReader):
 
     def __reduce__(self) -> tuple[Any, ...]:
         raw = self._ranges
-        arguments = (raw._fs, raw._path, raw._size, raw._what, raw._named, self._buffer_nbytes, self.tell())
-        return (_reopened, arguments)
+        arguments = (raw._fs, raw._path, raw._size, raw._named, self._buffer_nbytes, self.tell())
+        return (ranged_file, arguments)
 
     def __dask_tokenize__(self) -> tuple[str, str, int]:
         return ("daskshuffle.reading", self._ranges._fs.unstrip_protocol(self._ranges._path), self._ranges._size)
 
 
-def _reopened(fs: AbstractFileSystem, path: str, size: int, what: str, named: Any, nbytes: int, at: int) -> _Reading:
-    file = _Reading(_Ranges(fs, path, size, what, named), nbytes)
+def ranged_file(
+    fs: AbstractFileSystem, path: str, size: int, named: Callable[[], ContextManager[Any]], nbytes: int, at: int = 0
+) -> _Reading:
+    """A :class:`_Reading` of ``path`` on ``fs`` (an asynchronous filesystem), buffered ``nbytes`` at a time, at ``at``."""
+    file = _Reading(_Ranges(fs, path, size, named), nbytes)
     file.seek(at)
     return file
-
-
-def reading(
-    fs: AbstractFileSystem,
-    path: str,
-    *,
-    size: int,
-    what: str,
-    buffer_nbytes: int,
-    named: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
-) -> io.BufferedIOBase:
-    """``path`` on ``fs`` (of ``size`` bytes) opened for reading, buffered ``buffer_nbytes`` at a time.
-
-    The read twin of :func:`uploading`. On an asynchronous filesystem
-    (s3fs), each read that the buffer does not hold is one ranged request
-    made :func:`within` the deadline of the filesystem's options (a read of
-    more than ``buffer_nbytes`` is one request of its bytes), inside
-    ``named()``, a context that names a failure: a stalled request fails as
-    :class:`TimeoutError` in :func:`request_deadline`. Such a file holds no
-    connection, and pickles as the same file opened again at its position. On
-    any other filesystem, ``fs.open(path, "rb")`` as it is.
-
-    Examples
-    --------
-    >>> import fsspec
-    >>> fs = fsspec.filesystem("memory")
-    >>> fs.pipe_file("/reading-demo/lines.txt", b"a\\nb\\n")
-    >>> with reading(fs, "/reading-demo/lines.txt", size=4, what="lines.txt", buffer_nbytes=2**16) as file:
-    ...     file.read()
-    b'a\\nb\\n'
-    """
-    if not getattr(fs, "async_impl", False):
-        file: io.BufferedIOBase = fs.open(path, "rb")
-        return file
-    return _Reading(_Ranges(fs, path, size, what, named), buffer_nbytes)

@@ -146,13 +146,9 @@ class Fetches:
             future, kept = self._release(request)
             if not read.requests:
                 self.nbytes -= self._reads.pop(key).nbytes
-        if kept:
-            self._count_kept(request, future)
+        if kept:  # outside the lock: a fetch landed already calls back at once, in this thread
+            future.add_done_callback(functools.partial(self._kept_landed, request))
         return future
-
-    def _count_kept(self, request: Request, future: Future[bytes]) -> None:
-        """Outside the lock: a fetch landed already calls back at once, in this thread."""
-        future.add_done_callback(functools.partial(self._kept_landed, request))
 
     def _kept_landed(self, request: Request, future: Future[bytes]) -> None:
         """Count a kept fetch's bytes once it landed (drop it if it failed), and hold to the limit."""
@@ -199,7 +195,7 @@ class Fetches:
             released = [(request, *self._release(request)) for request in read.requests]
         for request, future, kept in released:
             if kept:
-                self._count_kept(request, future)
+                future.add_done_callback(functools.partial(self._kept_landed, request))
             elif request not in self._files:
                 future.cancel()
 
@@ -325,21 +321,17 @@ def fetched_each(
     """
     fetches = Fetches(fs)
     fetches.start("batch", requests, nbytes=0)
+    found: dict[Request, Any] = {}
     try:
-        futures = {request: fetches.take("batch", request) for request in dict.fromkeys(requests)}
-        if wait is not None:
-            for future in futures.values():
-                assert future is not None  # every request of the batch is taken once
+        for request in dict.fromkeys(requests):
+            future = fetches.take("batch", request)
+            assert future is not None  # every request of the batch is taken once
+            if wait is not None:
                 wait(future)
-        return [_outcome(futures[request]) for request in requests]
+            try:
+                found[request] = future.result()
+            except Exception as error:  # handed over as it landed, as fsspec's on_error="return"
+                found[request] = error
+        return [found[request] for request in requests]
     finally:
         fetches.clear()
-
-
-def _outcome(future: Future[bytes] | None) -> Any:
-    """What a fetch handed over landed as: its bytes, or its error (as fsspec's ``on_error="return"``)."""
-    assert future is not None  # every request of the batch is taken once
-    try:
-        return future.result()
-    except Exception as error:
-        return error

@@ -135,7 +135,7 @@ def _left_lock(dst: Location) -> list[Leftover]:
     lock = dst.with_suffix(_lock.LOCK_SUFFIX)
     if not lock.exists() or lock.placed():
         return []
-    holder = _lock.read_holder(dst) or {}
+    holder = _lock.read_holder(lock) or {}
     return [Leftover(lock, lock.nbytes(), f"the lock of {_lock.describe(holder)}, which is gone")]
 
 

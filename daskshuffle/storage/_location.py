@@ -8,6 +8,7 @@ options: a worker rebuilds the filesystem on first use.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import io
@@ -27,7 +28,7 @@ from .._compat import cached_filesystems
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import _own
 from ._access import reaching
-from ._deadline import bounded, reading, uploading
+from ._deadline import bounded, ranged_file, uploading
 from ._paths import is_url, normalize
 
 __all__ = ["Location", "glob_matches", "unreached", "why_unconditional"]
@@ -122,7 +123,7 @@ class Location:
         """Whether a directory moves in one step (a local disk); an object store copies every object."""
         return self.is_local
 
-    @property
+    @functools.cached_property
     def conditional_writes(self) -> bool:
         """Whether the storage refuses to create a file that exists (``pipe_file(mode="create")``, ``If-None-Match: *``).
 
@@ -133,38 +134,31 @@ class Location:
         :class:`~daskshuffle.StorageAccessError`; any other error of the
         creates means no (an s3fs without ``mode="create"``).
         """
-        found: bool | None = self.__dict__.get("_conditional")
-        if found is None and (self.is_local or self.protocol == "memory"):
-            found = False
-        elif found is None:
-            key = _key(self)
-            with _probing:  # one probe at a time: two threads asking about one bucket probe it once
-                if key not in _found:
-                    _found[key] = _probe(self)
-            found = _found[key][0]
-        object.__setattr__(self, "_conditional", found)
-        return found
+        if self.is_local or self.protocol == "memory":
+            return False
+        key = _key(self)
+        with _probing:  # one probe at a time: two threads asking about one bucket probe it once
+            if key not in _found:
+                _found[key] = _probe(self)
+        return _found[key][0]
 
     # The filesystem, resolved once per process.
 
     @property
     def fs(self) -> AbstractFileSystem:
         """The fsspec filesystem, made on first use (on a worker, from the URL and options)."""
-        return self._resolved()[0]
+        return self._fs[0]
 
     @property
     def path(self) -> str:
         """The path inside :attr:`fs` (no protocol)."""
-        return self._resolved()[1]
+        return self._fs[1]
 
-    def _resolved(self) -> tuple[AbstractFileSystem, str]:
-        found: tuple[AbstractFileSystem, str] | None = self.__dict__.get("_fs")
-        if found is None:
-            with self.reaching():  # a storage option the filesystem does not take is named
-                fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
-            found = (fs, inner)
-            object.__setattr__(self, "_fs", found)
-        return found
+    @functools.cached_property
+    def _fs(self) -> tuple[AbstractFileSystem, str]:
+        with self.reaching():  # a storage option the filesystem does not take is named
+            fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
+        return fs, inner
 
     def _derived(self, url: str, inner: str | None) -> Location:
         location = Location(url, self.options)
@@ -218,19 +212,19 @@ class Location:
         except (ImportError, ValueError):
             return None
 
-    def _request(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def request(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """``fs.<name>(path, *args, **kwargs)`` here, within the request deadline, a failure named by :meth:`reaching`."""
         with self.reaching():
             return bounded(self.fs, name, self.path, *args, what=self.path, **kwargs)
 
     def exists(self) -> bool:
         """Whether something is here; a failure to reach the storage raises :class:`StorageAccessError` naming it."""
-        return bool(self._request("exists"))
+        return bool(self.request("exists"))
 
     def info(self) -> dict[str, Any] | None:
         """fsspec's info of what is here (its ``type`` and ``size``), or ``None`` if nothing is: one request."""
         try:
-            return dict(self._request("info"))
+            return dict(self.request("info"))
         except FileNotFoundError:
             return None
 
@@ -249,7 +243,7 @@ class Location:
         if fresh:
             self.fs.invalidate_cache(self.path)
         try:
-            return sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in self._request("ls", detail=False))
+            return sorted(path.rstrip("/").rsplit("/", 1)[-1] for path in self.request("ls", detail=False))
         except FileNotFoundError:
             return []
 
@@ -259,11 +253,11 @@ class Location:
 
     def isdir(self) -> bool:
         """Whether this is a directory (a prefix with objects below it, on an object store)."""
-        return bool(self._request("isdir"))
+        return bool(self.request("isdir"))
 
     def nbytes(self) -> int:
         """Bytes of the file here, or of every file below the directory here."""
-        return int(self._request("du", total=True)) if self.isdir() else int(self._request("size") or 0)
+        return int(self.request("du", total=True)) if self.isdir() else int(self.request("size") or 0)
 
     def check(self, name: str, *, bucket_known: bool = False) -> bool:
         """Before anything is written: the credentials are accepted and, on an object store, the bucket exists.
@@ -308,14 +302,14 @@ class Location:
                 file.write(data)
             os.replace(staged, self.path)
             return
-        self._request("pipe_file", bytes(data))  # botocore takes bytes, not a view
+        self.request("pipe_file", bytes(data))  # botocore takes bytes, not a view
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Any]:
         """A file that writes here a part at a time, each request within the request deadline
         (:func:`~daskshuffle.storage._deadline.uploading`): made only if the body ends without error, a failure to
         reach the storage named by :meth:`reaching`."""
-        with self.reaching(), uploading(self.fs, self.path, what=self.path) as file:
+        with self.reaching(), uploading(self.fs, self.path) as file:
             yield file
 
     @contextlib.contextmanager
@@ -326,17 +320,29 @@ class Location:
             yield file
 
     def opened(self, size: int | None = None, *, buffer_nbytes: int = 2**16) -> io.BufferedIOBase:
-        """The file here opened for reading, buffered ``buffer_nbytes`` at a time, each request within the request
-        deadline and its failure named by :meth:`reaching` (:func:`~daskshuffle.storage._deadline.reading`): on
-        object storage, a file that pickles (a task elsewhere opens it again) and holds no connection, for a reader
-        that keeps it (an xarray dataset). ``size``: its bytes, if known (else one request more)."""
-        with self.reaching():
-            size = int(self._request("size")) if size is None else size
-        return reading(self.fs, self.path, size=size, what=self.path, buffer_nbytes=buffer_nbytes, named=self.reaching)
+        """The file here opened for reading, buffered ``buffer_nbytes`` at a time.
+
+        On an asynchronous filesystem (object storage), each read that the
+        buffer does not hold is one ranged request (a read of more than
+        ``buffer_nbytes``, one request of its bytes) within the request
+        deadline, its failure named by :meth:`reaching`: a stalled request
+        fails as :class:`TimeoutError` in
+        :func:`~daskshuffle.storage._deadline.request_deadline`. Such a file
+        holds no connection, for a reader that keeps it (an xarray dataset),
+        and pickles as the same file opened again at its position (a task
+        elsewhere). ``size``: its bytes, if known (else one request more). On
+        any other filesystem, ``fs.open(path, "rb")`` as it is.
+        """
+        if not getattr(self.fs, "async_impl", False):
+            with self.reaching():
+                file: io.BufferedIOBase = self.fs.open(self.path, "rb")
+            return file
+        size = int(self.request("size")) if size is None else size
+        return ranged_file(self.fs, self.path, size, self.reaching, buffer_nbytes)
 
     def makedirs(self) -> None:
         """Make the directory here and its parents, if missing (nothing to make on an object store)."""
-        self._request("makedirs", exist_ok=True)
+        self.request("makedirs", exist_ok=True)
 
     def remove(self) -> None:
         """Remove what is here and everything below it, if it exists.
@@ -352,7 +358,7 @@ class Location:
             if not self.exists():
                 return
             try:
-                self._request("rm", recursive=True)
+                self.request("rm", recursive=True)
                 return
             except DaskShuffleError:
                 raise  # the storage's own retries are spent: named, not tried again
@@ -374,8 +380,7 @@ def glob_matches(location: Location) -> dict[str, dict[str, Any]] | None:
     """
     if not glob.has_magic(location.path) or location.exists():
         return None
-    with location.reaching():
-        return dict(sorted(bounded(location.fs, "glob", location.path, detail=True, what=location.path).items()))
+    return dict(sorted(location.request("glob", detail=True).items()))
 
 
 def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
@@ -424,7 +429,7 @@ def _probe(location: Location) -> tuple[bool, str]:
     try:
         for attempt in ("a create", "a second create of one object"):
             try:
-                probe._request("pipe_file", b"", mode="create")
+                probe.request("pipe_file", b"", mode="create")
             except DaskShuffleError:
                 raise  # no access: nothing can be written here, lock or not
             except FileExistsError:
@@ -434,4 +439,4 @@ def _probe(location: Location) -> tuple[bool, str]:
         return False, "a second create of one object was not refused (the condition If-None-Match was ignored)"
     finally:  # whatever happened: daskshuffle's own object, removed
         with contextlib.suppress(FileNotFoundError):
-            probe._request("rm_file")
+            probe.request("rm_file")

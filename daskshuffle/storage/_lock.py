@@ -19,12 +19,9 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from fsspec import AbstractFileSystem
-
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError
 from . import _own
 from ._crash import crash_point
-from ._deadline import bounded
 from ._location import Location, why_unconditional
 
 try:
@@ -56,36 +53,31 @@ def _stale(holder: dict[str, Any]) -> bool:
     return False
 
 
-def _read(fs: AbstractFileSystem, path: str) -> dict[str, Any] | None:
+def read_holder(lock: Location) -> dict[str, Any] | None:
+    """What the lock file ``lock`` records, held or left behind (``None`` if there is none, or something placed there:
+    a link or FIFO is never read)."""
+    if lock.placed():
+        return None
     try:
-        found = json.loads(bounded(fs, "cat_file", path, what=path))
+        found = json.loads(lock.request("cat_file"))
     except (FileNotFoundError, ValueError):
         return None
     return found if isinstance(found, dict) else None
 
 
-def _named(fs: AbstractFileSystem, path: str) -> dict[str, Any]:
+def _named(lock: Location) -> dict[str, Any]:
     """The holder a lock records, waiting a moment for a holder that has just created it to write its name."""
     deadline = time.monotonic() + _NAME_WAIT
-    while (found := _read(fs, path)) is None and time.monotonic() < deadline:
+    while (found := read_holder(lock)) is None and time.monotonic() < deadline:
         time.sleep(0.02)
     return found or {}
-
-
-def read_holder(dst: Location) -> dict[str, Any] | None:
-    """What the lock of ``dst`` records (``None`` if there is no lock), held or left behind."""
-    lock = dst.with_suffix(LOCK_SUFFIX)
-    if lock.placed():  # a link or FIFO placed there: no lock, never read
-        return None
-    with lock.reaching():
-        return _read(lock.fs, lock.path) if bounded(lock.fs, "exists", lock.path, what=lock.path) else None
 
 
 def held(dst: Location) -> bool:
     """Whether a run holds the lock of ``dst`` now (``False`` for a lock a killed run left)."""
     lock = dst.with_suffix(LOCK_SUFFIX)
     if not lock.is_local or fcntl is None:
-        holder = read_holder(dst)
+        holder = read_holder(lock)
         return holder is not None and not _stale(holder)
     inner = lock.path
     try:
@@ -111,7 +103,7 @@ def describe(holder: dict[str, Any]) -> str:
 
 def _refuse(lock: Location, holder: dict[str, Any] | None = None, *, by_hand: bool = True) -> DaskShuffleValueError:
     """The error for a run refused by ``lock``, naming ``holder`` (by default, who ``lock`` names)."""
-    holder = _named(lock.fs, lock.path) if holder is None else holder
+    holder = _named(lock) if holder is None else holder
     advice = f"wait for it to end, or, if it is gone, remove {lock.url!r}" if by_hand else "wait for it to end"
     return DaskShuffleValueError(
         f"Expected no other shuffle writing {lock.url.removesuffix(LOCK_SUFFIX)!r}. Got one instead: "
@@ -137,19 +129,17 @@ def exclusive(where: Location) -> Iterator[None]:
         with _in_memory:
             _create_by_reading_back(lock, ours)
     elif where.conditional_writes:
-        with lock.reaching():
-            _create_conditionally(lock, ours)
+        _create_conditionally(lock, ours)
     else:
         _warn_unexcluded(where)
-        with lock.reaching():
-            _create_by_reading_back(lock, ours)
+        _create_by_reading_back(lock, ours)
     try:
         yield
     finally:
-        with _in_memory if in_memory else contextlib.nullcontext(), lock.reaching():
-            if (_read(lock.fs, lock.path) or {}).get("run") == ours["run"]:  # nobody takes over a live run's lock
+        with _in_memory if in_memory else contextlib.nullcontext():
+            if (read_holder(lock) or {}).get("run") == ours["run"]:  # nobody takes over a live run's lock
                 with contextlib.suppress(FileNotFoundError):
-                    bounded(lock.fs, "rm_file", lock.path, what=lock.path)
+                    lock.request("rm_file")
 
 
 #: What the local filesystem says when a directory may not be written: no permission, or mounted read-only.
@@ -239,24 +229,23 @@ def _create_local(lock: Location, ours: dict[str, Any]) -> None:
 
 def _create_conditionally(lock: Location, ours: dict[str, Any]) -> None:
     """Create with ``If-None-Match: *``; replace a lock its killed process left with ``If-Match: <ETag>`` (S3)."""
-    fs, inner, text = lock.fs, lock.path, json.dumps(ours).encode()
+    text = json.dumps(ours).encode()
     for _ in range(3):  # a lock removed while we look at it: try again
         try:
-            bounded(fs, "pipe_file", inner, text, mode="create", what=inner)
+            lock.request("pipe_file", text, mode="create")
             return
         except FileExistsError:
             pass
-        fs.invalidate_cache(inner)
-        try:  # the ETag before the contents: a write after this changes it, and If-Match fails
-            etag = bounded(fs, "info", inner, what=inner)["ETag"]
-        except FileNotFoundError:
+        lock.fs.invalidate_cache(lock.path)
+        info = lock.info()  # the ETag before the contents: a write after this changes it, and If-Match fails
+        if info is None:
             continue
-        holder = _named(fs, inner)
+        holder = _named(lock)
         if not (lock.protocol in _IF_MATCH and _stale(holder)):
             raise _refuse(lock, holder)
         crash_point("lock stale")
         try:
-            bounded(fs, "pipe_file", inner, text, IfMatch=etag, what=inner)
+            lock.request("pipe_file", text, IfMatch=info["ETag"])
             return
         except FileNotFoundError:
             continue
@@ -268,12 +257,11 @@ def _create_conditionally(lock: Location, ours: dict[str, Any]) -> None:
 
 
 def _create_by_reading_back(lock: Location, ours: dict[str, Any]) -> None:
-    fs, inner = lock.fs, lock.path
-    found = _read(fs, inner)
+    found = read_holder(lock)
     if found is not None and not _stale(found):
         raise _refuse(lock, found)
-    bounded(fs, "pipe_file", inner, json.dumps(ours).encode(), what=inner)
-    if (found := _read(fs, inner) or {}).get("run") != ours["run"]:
+    lock.write_whole(json.dumps(ours).encode())
+    if (found := read_holder(lock) or {}).get("run") != ours["run"]:
         raise _refuse(lock, found)
 
 

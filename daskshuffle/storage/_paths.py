@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 
 import fsspec
 
-from ._deadline import bounded
-
 if TYPE_CHECKING:
     from ._location import Location
 
@@ -88,7 +86,7 @@ def replace(new: Location, dst: Location) -> None:
     complete. Each request (a listing, the copy of one file) within the
     request deadline.
     """
-    fs, new_inner, dst_inner = new.fs, new.path, dst.path
+    new_inner, dst_inner = new.path, dst.path
     if dst.can_rename:
         if not os.path.lexists(dst_inner):
             os.rename(new_inner, dst_inner)
@@ -103,17 +101,15 @@ def replace(new: Location, dst: Location) -> None:
         aside.remove()
         return
     dst.remove()
-    with new.reaching():
-        if not new.isdir():
-            bounded(fs, "copy", new_inner, dst_inner, what=new_inner)
-        else:
-            files = sorted(bounded(fs, "find", new_inner, what=new_inner))
-            relative = [path[len(new_inner.rstrip("/")) + 1 :] for path in files]
+    if not new.isdir():
+        new.request("copy", dst_inner)
+    else:
+        relative = [path[len(new_inner.rstrip("/")) + 1 :] for path in sorted(new.request("find"))]
 
-            def copy(name: str) -> None:  # one request, its own deadline
-                bounded(fs, "cp_file", f"{new_inner}/{name}", f"{dst_inner}/{name}", what=f"{new_inner}/{name}")
+        def copy(name: str) -> None:  # one request, its own deadline
+            new.join(name).request("cp_file", dst.join(name).path)
 
-            with ThreadPoolExecutor(max_workers=_COPIES) as pool:
-                for marks in (False, True):  # the files that mark a store complete, last
-                    list(pool.map(copy, [name for name in relative if (name in _MARKS) == marks]))
+        with ThreadPoolExecutor(max_workers=_COPIES) as pool:
+            for marks in (False, True):  # the files that mark a store complete, last
+                list(pool.map(copy, [name for name in relative if (name in _MARKS) == marks]))
     new.remove()
