@@ -16,6 +16,7 @@ from .._errors import Argument, CorruptPileStoreError, SourceChangedError
 from ..formats import Format
 from ..pilestore import FORMAT_VERSION, metadata_disagrees
 from ..plan import (
+    Layout,
     LevelPlan,
     Plan,
     ShuffleSettings,
@@ -63,15 +64,17 @@ def plan_within_budget(
         storage=storage,
     )
     while True:
-        plan: Plan | LevelPlan = (
-            make_level_plan(lengths, layout.n_piles, layout.fanouts, seed, layout.block_rows)
-            if layout.fanouts
-            else make_plan(lengths, layout.n_piles, seed)
-        )
+        plan = _draw(lengths, layout, seed)
         largest = int(plan.pile_sizes.max(initial=0)) * row_nbytes
         if largest <= pile_nbytes:
             return plan
         layout = layout.after_overflow(largest)
+
+
+def _draw(lengths: Sequence[int], layout: Layout, seed: int) -> Plan | LevelPlan:
+    if layout.fanouts:
+        return make_level_plan(lengths, layout.n_piles, layout.fanouts, seed, layout.block_rows)
+    return make_plan(lengths, layout.n_piles, seed)
 
 
 def run_lengths(lengths: Sequence[int]) -> list[list[int]]:
