@@ -605,6 +605,7 @@ WRITE_REQUESTS = {
     "parquet-part": ("parquet", "piles.parquet/part-", False),
     "arrow-piece": ("parquet", ".daskshuffle-tmp/0.arrow", True),
     "text-output": ("text-files", "out-1.jsonl", False),
+    "text-output-replaced": ("text-overwrite", "out-1.jsonl", False),
     "decompressed-spool": ("text-gz", ".daskshuffle-spool/", False),
     "copy-into-place": ("zarr-overwrite", "piles.zarr/x/c/", False),
 }
@@ -654,7 +655,7 @@ def _shuffle(kind: str, source: str | Path, store: str, **options: Any) -> None:
         frame = dd.from_pandas(pd.read_parquet(source), npartitions=2)
         ds.shuffle_dataframe(frame, store, n_piles=4, seed=0, **options)
     else:
-        files = {"n_output_files": 2} if kind == "text-files" else {}
+        files = {"n_output_files": 2} if kind in ("text-files", "text-overwrite") else {}
         ds.shuffle_lines(str(source), store, 4, seed=0, block_memory="8KiB", **files, **options)
 
 
@@ -664,9 +665,13 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
     tmp_path: Path, s3: Any, stalling: Any, kind: str, only: str, scratch: bool
 ) -> None:
     store = s3.url(
-        {"parquet": "piles.parquet", "text": "out.jsonl", "text-gz": "out.jsonl", "text-files": "out-{}.jsonl"}.get(
-            kind, "piles.zarr"
-        )
+        {
+            "parquet": "piles.parquet",
+            "text": "out.jsonl",
+            "text-gz": "out.jsonl",
+            "text-files": "out-{}.jsonl",
+            "text-overwrite": "out-{}.jsonl",
+        }.get(kind, "piles.zarr")
     )
     options = stalling.storage_options(read_timeout=1, retries={"max_attempts": 1})
     deadline = request_deadline(options)
@@ -675,7 +680,7 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
         Location.of(store, options).conditional_writes  # noqa: B018  # probed before the faults
     stalling.fault, stalling.only, stalling.methods = "hang", only, frozenset({"PUT"})
     tmp: dict[str, Any] = {"tmp": s3.url("scratch")} if scratch else {}
-    if kind == "zarr-overwrite":  # a store there: the new one is built beside it, then copied into its place
+    if kind in ("zarr-overwrite", "text-overwrite"):  # an output there: the new one built beside it, copied over it
         stalling.fault = None
         _shuffle(kind, _source(kind, tmp_path), store, storage_options=s3.storage_options)
         stalling.fault, tmp["overwrite"] = "hang", True
@@ -687,6 +692,10 @@ def test_a_shuffle_whose_writes_stall_fails_within_the_deadline_and_leaves_no_va
     assert caught.value.reason == "unreachable" and s3.bucket in str(caught.value), str(caught.value)
     assert took < 4 * deadline, took
     stalling.fault = None
+    if kind == "text-overwrite":  # each file the old one or the new one, whole: the same lines (the same seed)
+        lines = sorted(line for path in s3.fs.glob(f"{s3.bucket}/out-*.jsonl") for line in s3.fs.cat(path).splitlines())
+        assert lines == sorted(_source(kind, tmp_path).read_bytes().splitlines())
+        return
     if kind.startswith("text"):
         assert not s3.fs.glob(f"{s3.bucket}/out*.jsonl"), "no output file"
         return
