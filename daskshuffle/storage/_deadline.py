@@ -145,26 +145,14 @@ class _BoundedCalls:
 
 
 class Upload(io.RawIOBase):
-    """``path`` on ``fs`` written a part at a time, there only if the ``with`` block ends without error.
+    """``path`` on ``fs`` written a part at a time, as ``fs.open(path, "wb")`` buffers it (s3fs: 50 MiB at a time),
+    there only if the ``with`` block ends without error.
 
-    On an asynchronous filesystem (s3fs), each request of the upload (a part,
-    the one that completes it) is made :func:`within` the deadline of the
-    filesystem's options, rather than the whole file: a file of any size can
-    be written, and a stalled request fails as :class:`TimeoutError` in
-    :func:`request_deadline`. At the first failure, or an error in the block,
-    the upload is aborted and the file not made (no request is made after it
-    but the abort). The parts are buffered as ``fs.open(path, "wb")`` buffers
-    them (s3fs: 50 MiB at a time). On any other filesystem, ``fs.open(path,
-    "wb")`` as it is.
-
-    Examples
-    --------
-    >>> import fsspec
-    >>> fs = fsspec.filesystem("memory")
-    >>> with Upload(fs, "/upload-demo/part-0") as file:
-    ...     _ = file.write(b"rows")
-    >>> fs.cat_file("/upload-demo/part-0")
-    b'rows'
+    On an asynchronous filesystem (s3fs), each request (a part, the one that
+    completes the upload) is made :func:`within` :func:`request_deadline`, not
+    the whole file: a file of any size can be written, and a stalled request
+    fails as :class:`TimeoutError`. At the first failure, or an error in the
+    block, the upload is aborted and no request follows but the abort.
     """
 
     def __init__(self, fs: AbstractFileSystem, path: str) -> None:

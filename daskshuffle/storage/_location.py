@@ -1,9 +1,6 @@
-"""One storage location and the requests made there; what it is (URL, options, filesystem, naming) is its base,
-:class:`~daskshuffle.storage._place.Place`.
-
-Built once at the public boundary (:meth:`Location.of`) and taken by
-everything below it, as zarr's ``StorePath`` is.
-"""
+"""One storage location and the requests made there, built once at the public boundary (:meth:`Location.of`) and
+taken by everything below it, as zarr's ``StorePath`` is; what it is (URL, options, filesystem, naming) is its base,
+:class:`~daskshuffle.storage._place.Place`."""
 
 from __future__ import annotations
 
@@ -66,8 +63,6 @@ class Location(Place):
             if key not in _found:
                 _found[key] = _probe(self)
         return _found[key][0]
-
-    # What is there.
 
     def request(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """``fs.<name>(path, *args, **kwargs)`` here, within the request deadline, a failure named by :meth:`reaching`."""
@@ -138,8 +133,6 @@ class Location(Place):
                 parameter=name,
             )
         return False
-
-    # Writing.
 
     def write_whole(self, data: bytes | memoryview) -> None:
         """Write the file here at once: a reader sees the old file or the new one, never half of it.
@@ -255,9 +248,8 @@ def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
     for location in locations:
         try:
             location.exists()
-        except StorageAccessError as error:
-            cause = error.__cause__
-            failed.append((location.url, error.reason, str(cause) if cause is not None else str(error)))
+        except StorageAccessError as error:  # what went wrong: its cause, if it has one
+            failed.append((location.url, error.reason, str(error.__cause__ or error)))
         except DaskShuffleValueError as error:
             failed.append((location.url, "options", str(error)))
     return failed

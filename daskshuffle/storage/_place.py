@@ -1,8 +1,5 @@
-"""What a storage location is: a path or URL with its ``storage_options``, its filesystem, the places below and beside it.
-
-:class:`Place` is the base of :class:`~daskshuffle.storage._location.Location`,
-which adds the requests made there. Nothing here asks the storage anything.
-"""
+"""What a storage location is (the base of :class:`~daskshuffle.storage._location.Location`, which makes requests
+there): a path or URL with its ``storage_options``, its filesystem, the places below and beside it; no request."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -116,10 +113,10 @@ class Place:
             fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
         return fs, inner
 
-    def _derived(self, url: str, inner: str | None) -> Self:
+    def _derived(self, url: str, inner: Callable[[str], str]) -> Self:
         location = type(self)(url, self.options)
-        if inner is not None and "_fs" in self.__dict__:
-            object.__setattr__(location, "_fs", (self.fs, inner))
+        if "_fs" in self.__dict__:  # its filesystem resolved: theirs is the same, their path ``inner`` of this one
+            object.__setattr__(location, "_fs", (self.fs, inner(self.path)))
         return location
 
     # Locations below and beside this one.
@@ -137,13 +134,11 @@ class Place:
     def join(self, name: str) -> Self:
         """The location ``name`` below this one (``name`` may hold ``/``)."""
         name = name.strip("/")
-        inner = f"{self.path.rstrip('/')}/{name}" if "_fs" in self.__dict__ else None
-        return self._derived(f"{self.url.rstrip('/')}/{name}", inner)
+        return self._derived(f"{self.url.rstrip('/')}/{name}", lambda path: f"{path.rstrip('/')}/{name}")
 
     def with_suffix(self, suffix: str) -> Self:
         """The location beside this one whose name ends with ``suffix``: ``/a/b.zarr`` -> ``/a/b.zarr<suffix>``."""
-        inner = self.path + suffix if "_fs" in self.__dict__ else None
-        return self._derived(self.url + suffix, inner)
+        return self._derived(self.url + suffix, lambda path: path + suffix)
 
     def scratch(self, suffix: str, directory: Self | None = None) -> Self:
         """Where a shuffle into this location keeps its temporary files, removed when it ends.
