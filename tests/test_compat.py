@@ -172,20 +172,20 @@ def test_a_forked_process_keeps_the_filesystems_it_inherited() -> None:
 
     import fsspec
 
-    from daskshuffle.storage import _location
+    from daskshuffle.storage import _place
 
     memory = fsspec.filesystem("memory")
     context = multiprocessing.get_context("fork")
     with context.Pool(1) as pool:
         kept, cached = pool.apply(_held_in_child, (id(memory),))
     assert kept and not cached
-    assert not _location._forking  # the parent lets go of them
+    assert not _place._forking  # the parent lets go of them
 
 
 def _held_in_child(parent_id: int) -> tuple[bool, bool]:
     import fsspec
 
-    from daskshuffle.storage import _location
+    from daskshuffle.storage import _place
 
-    kept = any(id(found) == parent_id for found in _location._inherited)
+    kept = any(id(found) == parent_id for found in _place._inherited)
     return kept, any(id(found) == parent_id for found in _fsspec.cached_filesystems(fsspec.AbstractFileSystem))

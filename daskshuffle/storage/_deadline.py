@@ -12,7 +12,7 @@ import contextvars
 import errno
 import inspect
 import io
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager as ContextManager
 from typing import Any, TypeVar
 
@@ -21,7 +21,7 @@ from fsspec import AbstractFileSystem
 from .._compat import on_answers, requests_through
 from .._config import float_setting
 
-__all__ = ["bounded", "ranged_file", "request_deadline", "uploading", "within"]
+__all__ = ["Upload", "bounded", "ranged_file", "request_deadline", "within"]
 
 T = TypeVar("T")
 
@@ -144,17 +144,32 @@ class _BoundedCalls:
         return getattr(self._fs, name)
 
 
-class _Upload(io.RawIOBase):
-    """A file being uploaded, given up at its first failure: no request follows but the one that aborts it."""
+class Upload(io.RawIOBase):
+    """``path`` on ``fs`` written a part at a time, as ``fs.open(path, "wb")`` buffers it (s3fs: 50 MiB at a time),
+    there only if the ``with`` block ends without error.
 
-    def __init__(self, file: Any) -> None:
-        self._file, self._failed = file, False
+    On an asynchronous filesystem (s3fs), each request (a part, the one that
+    completes the upload) is made :func:`within` :func:`request_deadline`, not
+    the whole file: a file of any size can be written, and a stalled request
+    fails as :class:`TimeoutError`. At the first failure, or an error in the
+    block, the upload is aborted and no request follows but the abort.
+    """
+
+    def __init__(self, fs: AbstractFileSystem, path: str) -> None:
+        self._file, self._failed = fs.open(path, "wb"), False
+        if getattr(fs, "async_impl", False):
+            requests_through(self._file, _BoundedCalls(fs, path))
 
     def writable(self) -> bool:
         return True
 
     def tell(self) -> int:
         return int(self._file.tell())
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if kind is not None:  # an error in the block: the file is not made
+            self.abandon()
+        self.close()
 
     def write(self, data: Any) -> int:
         if self._failed:
@@ -186,42 +201,6 @@ class _Upload(io.RawIOBase):
                 self._file.closed = True
             with contextlib.suppress(Exception):
                 self._file.discard()
-
-
-@contextlib.contextmanager
-def uploading(fs: AbstractFileSystem, path: str) -> Iterator[io.RawIOBase]:
-    """A file that writes ``path`` on ``fs`` a part at a time; the file is there only if the body ends without error.
-
-    On an asynchronous filesystem (s3fs), each request of the upload (a part,
-    the one that completes it) is made :func:`within` the deadline of the
-    filesystem's options, rather than the whole file: a file of any size can
-    be written, and a stalled request fails as :class:`TimeoutError` in
-    :func:`request_deadline`. At the first failure, or an error in the body,
-    the upload is aborted and the file not made (no request is made after it
-    but the abort). The parts are buffered as ``fs.open(path, "wb")`` buffers
-    them (s3fs: 50 MiB at a time). On any other filesystem, ``fs.open(path,
-    "wb")`` as it is.
-
-    Examples
-    --------
-    >>> import fsspec
-    >>> fs = fsspec.filesystem("memory")
-    >>> with uploading(fs, "/uploading-demo/part-0") as file:
-    ...     _ = file.write(b"rows")
-    >>> fs.cat_file("/uploading-demo/part-0")
-    b'rows'
-    """
-    file = fs.open(path, "wb")
-    if getattr(fs, "async_impl", False):
-        requests_through(file, _BoundedCalls(fs, path))
-    upload = _Upload(file)
-    try:
-        yield upload
-        upload.close()
-    except BaseException:
-        upload.abandon()
-        upload.close()
-        raise
 
 
 class _Ranges(io.RawIOBase):

@@ -1,16 +1,12 @@
-"""One storage location: a path or URL with its ``storage_options``, its filesystem, and what the storage can do.
-
-Built once at the public boundary (:meth:`Location.of`) and taken by
-everything below it, as zarr's ``StorePath`` is. It pickles as its URL and
-options: a worker rebuilds the filesystem on first use.
-"""
+"""One storage location and the requests made there, built once at the public boundary (:meth:`Location.of`) and
+taken by everything below it, as zarr's ``StorePath`` is; what it is (URL, options, filesystem, naming) is its base,
+:class:`~daskshuffle.storage._place.Place`."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import glob
-import hashlib
 import io
 import json
 import os
@@ -18,45 +14,21 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
-import fsspec
-from fsspec import AbstractFileSystem
-
-from .._compat import cached_filesystems
 from .._errors import DaskShuffleError, DaskShuffleValueError, StorageAccessError, StorageNotFoundError
 from . import _own
-from ._access import reaching
-from ._deadline import bounded, ranged_file, uploading
-from ._paths import is_url, normalize
+from ._deadline import Upload, bounded, ranged_file
+from ._place import Place
 
 __all__ = ["Location", "glob_matches", "unreached", "why_unconditional"]
 
 _REMOVE_ATTEMPTS = 5
 
-# A forked process (a DataLoader worker, a dask process pool) inherits the parent's fsspec filesystems, whose HTTP
-# sessions' event loop runs in the parent only: collected in the child, each would print "Unclosed client session"
-# and wait on a loop that never answers. So the child keeps them (_inherited), never used.
-_inherited: list[object] = []
-_forking: list[object] = []
-
-
-def _before_fork() -> None:
-    _forking[:] = cached_filesystems(AbstractFileSystem)
-
-
-def _after_fork_in_child() -> None:
-    _inherited.extend(_forking)
-    _forking.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_forking.clear, after_in_child=_after_fork_in_child)
-
 
 @dataclass(frozen=True)
-class Location:
+class Location(Place):
     """A place in a filesystem: its URL (a local path for a local disk) and the options that reach it.
 
     Build one with :meth:`Location.of`; :meth:`join` and :meth:`with_suffix`
@@ -72,56 +44,6 @@ class Location:
     >>> str(store.with_suffix(".daskshuffle-lock"))
     'memory:///data/piles.zarr.daskshuffle-lock'
     """
-
-    #: The canonical spelling: an absolute real path for a local file, fsspec's URL otherwise; no trailing slash.
-    url: str
-    #: The fsspec options of this storage (``None`` for a local path), as zarr, xarray and dask take them.
-    options: dict[str, Any] | None = field(default=None, repr=False, hash=False)
-
-    @classmethod
-    def of(cls, where: str | os.PathLike[str] | Location, storage_options: dict[str, Any] | None = None) -> Location:
-        """The location of a path or URL reached with ``storage_options``; a :class:`Location` as it is.
-
-        Options are dropped for a local path: one shuffle may read a local
-        source and write to S3 with one ``storage_options``.
-        """
-        if isinstance(where, Location):
-            return where
-        url = normalize(where)
-        return cls(url, dict(storage_options) if storage_options and is_url(url) else None)
-
-    def __str__(self) -> str:
-        return self.url
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Never a live filesystem: a worker builds its own on first use.
-        return (type(self), (self.url, self.options))
-
-    def __dask_tokenize__(self) -> tuple[str, str, str]:
-        return ("daskshuffle.Location", self.url, json.dumps(self.options, sort_keys=True, default=repr))
-
-    # What the storage is and can do, declared from the URL alone.
-
-    @property
-    def protocol(self) -> str:
-        """``"file"`` for a local path, else the URL's scheme (``"s3"``, ``"memory"``, ...)."""
-        return self.url.split("://", 1)[0] if is_url(self.url) else "file"
-
-    @property
-    def is_local(self) -> bool:
-        """Whether this is a path on a local disk (of the machine that reads it)."""
-        return not is_url(self.url)
-
-    @property
-    def is_object_store(self) -> bool:
-        """Whether this is an object store: its filesystem has no root marker, and its paths start with a bucket."""
-        kind = self._fs_class()  # None if not installed here: nothing to say about it
-        return kind is not None and kind.root_marker == ""
-
-    @property
-    def can_rename(self) -> bool:
-        """Whether a directory moves in one step (a local disk); an object store copies every object."""
-        return self.is_local
 
     @functools.cached_property
     def conditional_writes(self) -> bool:
@@ -141,76 +63,6 @@ class Location:
             if key not in _found:
                 _found[key] = _probe(self)
         return _found[key][0]
-
-    # The filesystem, resolved once per process.
-
-    @property
-    def fs(self) -> AbstractFileSystem:
-        """The fsspec filesystem, made on first use (on a worker, from the URL and options)."""
-        return self._fs[0]
-
-    @property
-    def path(self) -> str:
-        """The path inside :attr:`fs` (no protocol)."""
-        return self._fs[1]
-
-    @functools.cached_property
-    def _fs(self) -> tuple[AbstractFileSystem, str]:
-        with self.reaching():  # a storage option the filesystem does not take is named
-            fs, inner = fsspec.core.url_to_fs(self.url, **(self.options or {}))
-        return fs, inner
-
-    def _derived(self, url: str, inner: str | None) -> Location:
-        location = Location(url, self.options)
-        if inner is not None and "_fs" in self.__dict__:
-            object.__setattr__(location, "_fs", (self.fs, inner))
-        return location
-
-    # Locations below and beside this one.
-
-    @property
-    def name(self) -> str:
-        """The last part of the path: ``"piles.zarr"`` of ``s3://bucket/piles.zarr``."""
-        return self.url.rstrip("/").rsplit("/", 1)[-1]
-
-    def join(self, name: str) -> Location:
-        """The location ``name`` below this one (``name`` may hold ``/``)."""
-        name = name.strip("/")
-        inner = f"{self.path.rstrip('/')}/{name}" if "_fs" in self.__dict__ else None
-        return self._derived(f"{self.url.rstrip('/')}/{name}", inner)
-
-    def with_suffix(self, suffix: str) -> Location:
-        """The location beside this one whose name ends with ``suffix``: ``/a/b.zarr`` -> ``/a/b.zarr<suffix>``."""
-        inner = self.path + suffix if "_fs" in self.__dict__ else None
-        return self._derived(self.url + suffix, inner)
-
-    def scratch(self, suffix: str, directory: Location | None = None) -> Location:
-        """Where a shuffle into this location keeps its temporary files, removed when it ends.
-
-        Beside it by default (:meth:`with_suffix`); inside ``directory`` when
-        one is given, in a subdirectory named after this location and a digest
-        of its URL (``piles.zarr-<digest>.daskshuffle-tmp``), so that removing
-        the scratch space never removes the directory the caller named, nor
-        the scratch space of another destination of the same name.
-        """
-        if directory is None:
-            return self.with_suffix(suffix)
-        return directory.join(f"{self.name}-{hashlib.sha256(self.url.encode()).hexdigest()[:16]}{suffix}")
-
-    # What is there.
-
-    @contextlib.contextmanager
-    def reaching(self, what: str | None = None) -> Iterator[None]:
-        """Raise any failure to reach the storage in the body as :func:`~daskshuffle.storage._access.raise_storage_failure`
-        names it, for this location (``what``: the file read, if not this one); any other error as it is."""
-        with reaching(self.url, self.options, self._fs_class(), what=what):
-            yield
-
-    def _fs_class(self) -> Any:
-        try:
-            return fsspec.get_filesystem_class(self.protocol) if not self.is_local else None
-        except (ImportError, ValueError):
-            return None
 
     def request(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """``fs.<name>(path, *args, **kwargs)`` here, within the request deadline, a failure named by :meth:`reaching`."""
@@ -282,13 +134,6 @@ class Location:
             )
         return False
 
-    @property
-    def bucket(self) -> str:
-        """The first component of the path: on an object store, the bucket."""
-        return self.path.strip("/").split("/", 1)[0]
-
-    # Writing.
-
     def write_whole(self, data: bytes | memoryview) -> None:
         """Write the file here at once: a reader sees the old file or the new one, never half of it.
 
@@ -306,10 +151,17 @@ class Location:
 
     @contextlib.contextmanager
     def writing(self) -> Iterator[Any]:
-        """A file that writes here a part at a time, each request within the request deadline
-        (:func:`~daskshuffle.storage._deadline.uploading`): made only if the body ends without error, a failure to
-        reach the storage named by :meth:`reaching`."""
-        with self.reaching(), uploading(self.fs, self.path) as file:
+        """A file that writes here a part at a time (:class:`~daskshuffle.storage._deadline.Upload`), made only if
+        the body ends without error; a failure to reach the storage named by :meth:`reaching`.
+
+        Examples
+        --------
+        >>> with Location.of("memory://writing-demo/part-0").writing() as file:
+        ...     _ = file.write(b"rows")
+        >>> Location.of("memory://writing-demo/part-0").fs.cat_file("/writing-demo/part-0")
+        b'rows'
+        """
+        with self.reaching(), Upload(self.fs, self.path) as file:
             yield file
 
     @contextlib.contextmanager
@@ -396,9 +248,8 @@ def unreached(locations: Sequence[Location]) -> list[tuple[str, str, str]]:
     for location in locations:
         try:
             location.exists()
-        except StorageAccessError as error:
-            cause = error.__cause__
-            failed.append((location.url, error.reason, str(cause) if cause is not None else str(error)))
+        except StorageAccessError as error:  # what went wrong: its cause, if it has one
+            failed.append((location.url, error.reason, str(error.__cause__ or error)))
         except DaskShuffleValueError as error:
             failed.append((location.url, "options", str(error)))
     return failed
