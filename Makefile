@@ -59,9 +59,9 @@ demo: $(STAMP)
 test: $(TORCH_STAMP) lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
-## The quick loop while changing code: no slow tests, no LocalCluster, fewer property examples.
+## The quick loop while changing code: no slow tests, no LocalCluster, fewer property examples, two processes.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow and not cluster" --hypothesis-profile=fast
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not slow and not cluster" --hypothesis-profile=fast
 
 ## ruff (lint and format), mypy and import-linter (the layers), pinned in pyproject.toml's dev extra.
 lint: $(STAMP)
