@@ -29,7 +29,7 @@ _REMOVE_ATTEMPTS = 5
 
 @dataclass(frozen=True)
 class Location(Place):
-    """A place in a filesystem: its URL (a local path for a local disk) and the options that reach it.
+    """A place in a filesystem (:class:`~daskshuffle.storage._place.Place`) and the requests made there.
 
     Build one with :meth:`Location.of`; :meth:`join` and :meth:`with_suffix`
     make the locations below and beside it, with the same options.
