@@ -1,7 +1,8 @@
-"""The command line's LocalCluster listens on loopback only: scheduler and dashboard."""
+"""The command line's LocalCluster: it listens on loopback only, and its worker processes stay quiet."""
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import pytest
@@ -34,3 +35,19 @@ def test_local_cluster_listens_on_loopback_only(workers: int | None) -> None:
                 pass
         for worker in client.scheduler_info()["workers"]:
             assert worker.startswith(("tcp://127.0.0.1:", "inproc://"))
+
+
+def _log_an_error() -> None:
+    logging.getLogger("distributed.worker").error("a worker's own error log")
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+@pytest.mark.parametrize("debug", [False, True])
+def test_worker_processes_log_on_stderr_only_under_debug(debug: bool, capfd: pytest.CaptureFixture[str]) -> None:
+    from distributed import Client
+
+    with session(scheduler=None, workers=1, debug=debug):
+        Client.current().run(_log_an_error)
+    shown = "a worker's own error log" in capfd.readouterr().err
+    assert shown == debug, "a worker process's logs reach stderr under --debug alone"

@@ -206,6 +206,10 @@ def _client(
         sizing = {"processes": True, "n_workers": workers, "threads_per_worker": threads_per_worker or 1}
     if memory_limit:
         sizing["memory_limit"] = memory_limit
+    if not debug:
+        # Worker processes log on this stderr too. A task's error reaches the client, which reports
+        # it; what a worker logs alone is noise here, such as a heartbeat cut short by its own closing.
+        sizing["silence_logs"] = logging.CRITICAL
     # Loopback only: the scheduler and its dashboard run code and show data, for this machine's user alone.
     # (Without worker processes the scheduler talks in-process and opens no port; only the dashboard listens.)
     if sizing["processes"]:
