@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any, TypeVar
 
-__all__ = ["PREFIX", "LazyPool", "PickledEmpty", "release_on_collection"]
+__all__ = ["PREFIX", "LazyPool", "PickledEmpty", "each", "release_on_collection", "started_each"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: The first word of the name of every thread daskshuffle starts.
 PREFIX = "daskshuffle"
@@ -30,6 +33,59 @@ def release_on_collection(release: Callable[..., Any], *args: Any) -> None:
         threading.Thread(target=release, args=args, name=f"{PREFIX}-release", daemon=True).start()
     else:
         release(*args)
+
+
+def started_each(function: Callable[[T], R], items: Iterable[T], threads: int = 16) -> list[Future[R]]:
+    """``function(item)`` for each of ``items``, at most ``threads`` at a time; every call has ended when it returns.
+
+    Requests to storage made this way wait out their round trips together rather than in turn. Interrupted, the
+    calls not started are cancelled, and those under way end before the interrupt goes on: what they did is known.
+
+    Examples
+    --------
+    >>> [future.exception() is None for future in started_each(lambda x: 1 // x, [1, 0, 2])]
+    [True, False, True]
+    """
+    calls = [(item, Future[R]()) for item in items]
+    futures = [future for _, future in calls]
+    handing = threading.Lock()
+    pending = iter(calls)
+
+    def work() -> None:
+        while True:
+            with handing:
+                call = next(pending, None)
+            if call is None:
+                return
+            item, future = call
+            if future.set_running_or_notify_cancel():  # not cancelled
+                try:
+                    future.set_result(function(item))
+                except BaseException as error:  # even an interrupt raised by the call is its result
+                    future.set_exception(error)
+
+    try:
+        for n in range(min(max(threads, 1), len(calls))):
+            threading.Thread(target=work, name=f"{PREFIX}-each-{n}", daemon=True).start()
+        wait(futures)
+    except BaseException:
+        # Every future is known here, even one whose thread was starting when the interrupt came.
+        for future in futures:
+            future.cancel()
+        wait(futures)
+        raise
+    return futures
+
+
+def each(function: Callable[[T], R], items: Iterable[T], threads: int = 16) -> list[R]:
+    """The results of :func:`started_each`, in order: the first error in order raised, once every call has ended.
+
+    Examples
+    --------
+    >>> each(abs, [-1, -2, 3])
+    [1, 2, 3]
+    """
+    return [future.result() for future in started_each(function, items, threads)]
 
 
 class LazyPool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import make_zarr_source
 
-from daskshuffle._threads import LazyPool, release_on_collection
+from daskshuffle._threads import LazyPool, each, release_on_collection, started_each
 
 
 def test_a_pool_is_joined_from_any_thread_but_its_own() -> None:
@@ -32,6 +34,40 @@ def test_a_pool_is_joined_from_any_thread_but_its_own() -> None:
     release.set()
     outside.join(timeout=30)
     assert not outside.is_alive() and busy.result(timeout=30)
+
+
+def test_each_runs_its_calls_together_and_raises_the_first_error_in_order_once_all_ended() -> None:
+    barrier = threading.Barrier(4, timeout=30)  # four calls that wait for each other: they run at once
+    assert each(lambda item: (barrier.wait(), item * 2)[1], range(4)) == [0, 2, 4, 6]
+
+    ended = []
+
+    def call(item: int) -> int:
+        if item in (1, 2):
+            raise ValueError(f"item {item}")
+        time.sleep(0.2)
+        ended.append(item)
+        return item
+
+    with pytest.raises(ValueError, match="item 1"):
+        each(call, range(4))
+    assert sorted(ended) == [0, 3], "the calls after a failure run too, and have ended when it is raised"
+
+
+def test_started_each_interrupted_cancels_the_calls_not_started_and_waits_for_those_under_way() -> None:
+    ended = []
+
+    def call(item: int) -> None:
+        if item == 0:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)  # Ctrl-C while the calls run
+            time.sleep(1)
+        ended.append(item)
+
+    with pytest.raises(KeyboardInterrupt):
+        started_each(call, range(5), threads=1)
+    assert ended == [0], "the call under way ended before the interrupt went on; the others never started"
+    time.sleep(0.2)
+    assert ended == [0]
 
 
 def test_a_pool_is_made_again_after_shutdown() -> None:

@@ -11,13 +11,13 @@ rows: a dict of numpy arrays, a ``pyarrow.Table``, a buffer of lines.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
+from .._threads import each
 from ..plan import merge_runs
 from ..storage import Location
 
@@ -169,8 +169,7 @@ class Pieces(Protocol[Rows]):
         if not tmp.is_local and len(reads) > 1:
             # An object store answers each request after tens of milliseconds: keep many in flight.
             readers = min(len(reads), int_setting("shuffle.piece-readers"))
-            with ThreadPoolExecutor(readers, thread_name_prefix="daskshuffle-pieces") as pool:
-                parts = list(pool.map(lambda read: self.read_pieces(tmp, *read), reads))
+            parts = each(lambda read: self.read_pieces(tmp, *read), reads, readers)
         else:
             parts = [self.read_pieces(tmp, *read) for read in reads]
         return self.take(self.concat(parts), order)

@@ -11,7 +11,6 @@ import itertools
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from numpy.typing import NDArray
 
 from .._config import int_setting
 from .._errors import Argument, DaskShuffleValueError, IncompletePileStoreError
+from .._threads import each
 from ..formats import Destination
 from ..plan import split_piles
 from ..storage import Location, bounded
@@ -222,22 +222,15 @@ class ParquetDestination(Destination["pa.Table"]):
         rows = rows.replace_schema_metadata(self.schema.metadata)
         files = self._part_files(dst, rows, bounds)
         run, every = part_binding(sidecar, dst.url)
-        at_once = min(len(files), int_setting("shuffle.parts-at-once"))
-        with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-put") as pool:
-            written = [
-                pool.submit(
-                    self._write_part,
-                    dst,
-                    start + bounds[a],
-                    rows.slice(bounds[a], bounds[b] - bounds[a]),
-                    [bound - bounds[a] for bound in bounds[a : b + 1]],
-                    run,
-                    every,
-                )
-                for a, b in files
-            ]
-            for future in written:
-                future.result()
+
+        def write(file: tuple[int, int]) -> None:
+            a, b = file
+            part = rows.slice(bounds[a], bounds[b] - bounds[a])
+            self._write_part(
+                dst, start + bounds[a], part, [bound - bounds[a] for bound in bounds[a : b + 1]], run, every
+            )
+
+        each(write, files, int_setting("shuffle.parts-at-once"))
 
     def _part_files(self, dst: Location, rows: pa.Table, bounds: list[int]) -> list[tuple[int, int]]:
         """The part files of rows cut at ``bounds`` (piles), as runs ``[a, b)`` of piles: one unless on object storage."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from numpy.typing import NDArray
 
 from .._config import int_setting
+from .._threads import each
 from ..formats import ArrayRows, Destination, Variable, run_rows
 from ..storage import Location, _own
 from . import _binding, _layout
@@ -140,8 +140,7 @@ def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> N
         # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
         # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
         at_once = min(len(runs), int_setting("shuffle.remote-runs"))
-        with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-write") as pool:
-            list(pool.map(lambda run: _write(*run), runs))
+        each(lambda run: _write(*run), runs, at_once)
     else:
         for run in runs:
             _write(*run)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_bool, parse_count, parse_nbytes
+from .._threads import each
 from ..sources import (
     TextFormat,
     count_lines,
@@ -154,10 +155,13 @@ def shuffle_lines(
         storage_options=options.storage_options,
         delimiter=line_end,
     )
-    for path in output.paths:
-        check_destination(
-            source.describe(), path, tmp_location, overwrite=options.overwrite, workers=False, directory=False
-        )
+    names = source.describe()
+    each(  # the output files' requests wait out their round trips together
+        lambda path: check_destination(
+            names, path, tmp_location, overwrite=options.overwrite, workers=False, directory=False
+        ),
+        output.paths,
+    )
     first = output.paths[0]
     check_workers_reach(
         {"dst": first, "tmp": first.scratch("", tmp_location)}, [file.location for file in source.files]

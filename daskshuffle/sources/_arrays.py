@@ -8,13 +8,13 @@ once; a part's name holds that size, so a shuffle resumed with another size neve
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .._config import int_setting
+from .._threads import each
 from ..formats import ArrayRows, ArrayRowsMethods, Pieces, Variable
 from ..pilestore import ZarrDestination
 from ..storage import Location, bounded
@@ -106,10 +106,7 @@ class ArrayFormat(ArrayRowsMethods, Pieces[ArrayRows], ZarrDestination):
             path = self._piece_path(root, variable, block, part)
             bounded(fs, "pipe_file", path, data.reshape(-1).view(np.uint8).tobytes(), what=path)
 
-        parts = range(-(-n_rows // part_rows))
-        at_once = min(max(len(parts), 1), int_setting("shuffle.parts-at-once"))
-        with ThreadPoolExecutor(at_once, thread_name_prefix="daskshuffle-put") as pool:
-            list(pool.map(put, parts))
+        each(put, range(-(-n_rows // part_rows)), int_setting("shuffle.parts-at-once"))
 
     def _piece_ranges(
         self, tmp: Location, variable: Variable, block: int, start: int, stop: int

@@ -20,7 +20,6 @@ import lzma
 import os
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError
+from .._threads import each
 from ..formats import Destination, FileSource, Pieces
 from ..storage import Fetches, Location, _leftovers, _own, bounded, crash_point
 from ._text_source import (
@@ -176,30 +176,31 @@ class TextFiles(Destination[Lines]):
         # uploaded in place (an upload makes the file only when it completes: no copy of it); one that replaces an
         # old output is written beside it too, so that a failure leaves the old output as it was.
         outputs = list(self.paths) or [dst]
-        existed = [output.exists() for output in outputs]
+        existed = each(Location.exists, outputs)
         staged = dst.is_local or any(existed)
         targets = [_partial(dst).join(f"{index:09d}.out") if staged else path for index, path in enumerate(outputs)]
         made: list[Location] = []  # the files this run put where nothing was
+
+        def concatenate(index: int) -> None:
+            self._concatenate(fs, by_file.get(index, []), targets[index])
+
+        def move(index: int) -> None:
+            target, path = targets[index], outputs[index]
+            if getattr(fs, "async_impl", False):  # object storage: a copy on the server and a delete, bounded
+                target.request("mv_file", path.path)
+            else:
+                if posixpath.dirname(path.path):
+                    fs.makedirs(posixpath.dirname(path.path), exist_ok=True)
+                fs.mv(target.path, path.path)
+            if not existed[index]:
+                made.append(path)
+            crash_point("text file moved")
+
         try:
             # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
-            with ThreadPoolExecutor(max_workers=min(4, len(outputs))) as pool:
-                written = [
-                    pool.submit(self._concatenate, fs, by_file.get(index, []), target)
-                    for index, target in enumerate(targets)
-                ]
-            failures = [error for future in written if (error := future.exception()) is not None]
-            if failures:
-                raise failures[0]
-            for target, path, was in zip(targets, outputs, existed, strict=True) if staged else ():
-                if getattr(fs, "async_impl", False):  # object storage: a copy on the server and a delete, bounded
-                    target.request("mv_file", path.path)
-                else:
-                    if posixpath.dirname(path.path):
-                        fs.makedirs(posixpath.dirname(path.path), exist_ok=True)
-                    fs.mv(target.path, path.path)
-                if not was:
-                    made.append(path)
-                crash_point("text file moved")
+            each(concatenate, range(len(outputs)), threads=4)
+            if staged:
+                each(move, range(len(outputs)))
         except BaseException:
             # All the files or none, even when interrupted: the files of a new output go again, those uploaded in place
             # included (an upload that failed as it completed may have made its file).
@@ -262,8 +263,7 @@ class TextFormat(FileSource[Lines], Pieces[Lines], TextFiles):
         """The output files as a source of lines (their headers among them), to read back: ``FileNotFoundError`` for
         a file not there."""
         files = []
-        for path in self.paths:
-            info = path.info()
+        for path, info in zip(self.paths, each(Location.info, self.paths), strict=True):
             if info is None or info.get("type") != "file":
                 raise FileNotFoundError(errno.ENOENT, "No such file, which the shuffle wrote", path.url)
             files.append(TextFile(path, size=int(info["size"]), compression=self.compression))

@@ -11,6 +11,7 @@ from fsspec.utils import infer_compression
 
 from .._errors import Argument, DaskShuffleValueError
 from .._parse import parse_positive_int
+from .._threads import each
 from ..storage import Location
 from ._text import OutputLayout, TextFiles
 from ._text_source import Lines, line_bytes
@@ -106,8 +107,8 @@ def open_text_output(dst: str, n_output_files: object, storage_options: dict[str
     """The output files for ``dst`` (a pattern with ``n_output_files``), checked: none may be a directory."""
     paths = [Location.of(path, storage_options) for path in parse_output_files(dst, n_output_files)]
     compression = output_compression(dst)
-    for path in paths:
-        if path.isdir():
+    for path, isdir in zip(paths, each(Location.isdir, paths), strict=True):  # one request each, together
+        if isdir:
             raise DaskShuffleValueError(
                 f"Expected dst to be a file. Got {path.url!r}, which is a directory, instead; name a file inside it."
             )

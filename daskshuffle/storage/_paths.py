@@ -9,10 +9,11 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import fsspec
+
+from .._threads import each
 
 if TYPE_CHECKING:
     from ._location import Location
@@ -109,7 +110,6 @@ def replace(new: Location, dst: Location) -> None:
         def copy(name: str) -> None:  # one request, its own deadline
             new.join(name).request("cp_file", dst.join(name).path)
 
-        with ThreadPoolExecutor(max_workers=_COPIES) as pool:
-            for marks in (False, True):  # the files that mark a store complete, last
-                list(pool.map(copy, [name for name in relative if (name in _MARKS) == marks]))
+        for marks in (False, True):  # the files that mark a store complete, last
+            each(copy, [name for name in relative if (name in _MARKS) == marks], _COPIES)
     new.remove()
