@@ -7,6 +7,7 @@ rows and in their order.
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import sys
 import tempfile
@@ -247,6 +248,26 @@ def test_lines_s3_to_s3_equal_local(tmp_path: Path, s3: Any) -> None:
     ds.shuffle_lines(remote, s3.url("out.jsonl"), 4, seed=5, block_memory="8KiB", storage_options=s3.storage_options)
     assert s3.fs.cat_file(f"{s3.bucket}/out.jsonl") == (tmp_path / "out.jsonl").read_bytes()
     assert sorted(path.rsplit("/", 1)[-1] for path in s3.fs.ls(s3.bucket)) == ["corpus.jsonl", "out.jsonl"]
+
+
+@pytest.mark.parametrize("compression", ["", ".gz"])
+def test_lines_into_many_files_on_s3_equal_local(tmp_path: Path, s3: Any, compression: str) -> None:
+    """Two piles into seven files: each merge task writes parts of several files at once, all put together at the
+    end, several at a time."""
+    local = tmp_path / "corpus.jsonl"
+    local.write_text("".join(f'{{"id": {i}}}\n' for i in range(N_ROWS)))
+    options = {"seed": 5, "block_memory": "8KiB", "n_output_files": 7}
+    ds.shuffle_lines(str(local), str(tmp_path / f"out-{{}}.jsonl{compression}"), 2, **options)
+    ds.shuffle_lines(
+        str(local), s3.url(f"out-{{}}.jsonl{compression}"), 2, storage_options=s3.storage_options, **options
+    )
+    for index in range(7):
+        expected = (tmp_path / f"out-{index}.jsonl{compression}").read_bytes()
+        got = s3.fs.cat_file(f"{s3.bucket}/out-{index}.jsonl{compression}")
+        if compression:
+            expected, got = gzip.decompress(expected), gzip.decompress(got)
+        assert got == expected and got.count(b"\n") in (N_ROWS // 7, N_ROWS // 7 + 1)
+    assert len(s3.fs.ls(s3.bucket, refresh=True)) == 7, "the parts are gone"
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from .._config import int_setting
 from .._errors import Argument, DaskShuffleValueError
 from .._threads import each
 from ..formats import Destination, FileSource, Pieces
@@ -152,17 +153,25 @@ class TextFiles(Destination[Lines]):
             os.close(descriptor)
 
     def _write_parts(self, dst: Location, start: int, rows: Lines) -> None:
-        """Write the rows that fall in each output file as one part, named by the file and its first line."""
-        stop = start + len(rows)
-        first = int(np.searchsorted(self.starts, start, side="right")) - 1
-        for index in range(max(first, 0), len(self.starts) - 1):
-            a, b = max(start, int(self.starts[index])), min(stop, int(self.starts[index + 1]))
-            if a >= stop:
-                break
-            if b > a:
-                data = line_bytes(rows.slice(a - start, b - a))
-                part = _partial(dst).join(f"{index:09d}-{a:020d}.part")
-                part.write_whole(_compress(data, self.part_compression))
+        """Write the rows that fall in each output file as one part, named by the file and its first line.
+
+        On object storage ``shuffle.parts-at-once`` at a time: rows that span many small files wait out a few round
+        trips, not one a file.
+        """
+        stop, files = start + len(rows), len(self.starts) - 1
+        first = max(int(np.searchsorted(self.starts, start, side="right")) - 1, 0)
+        bounds = [
+            (index, max(start, int(self.starts[index])), min(stop, int(self.starts[index + 1])))
+            for index in range(first, files)
+        ]
+        at_once = 1 if dst.is_local else int_setting("shuffle.parts-at-once")
+
+        def write(span: tuple[int, int, int]) -> None:
+            index, a, b = span
+            data = line_bytes(rows.slice(a - start, b - a))
+            _partial(dst).join(f"{index:09d}-{a:020d}.part").write_whole(_compress(data, self.part_compression))
+
+        each(write, [(index, a, b) for index, a, b in bounds if a < b], at_once)
 
     def finalize_destination(self, dst: Location, metadata: Mapping[str, Any]) -> None:
         fs, partial = _partial(dst).fs, _partial(dst).path
@@ -197,8 +206,11 @@ class TextFiles(Destination[Lines]):
             crash_point("text file moved")
 
         try:
-            # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time.
-            each(concatenate, range(len(outputs)), threads=4)
+            # Concatenating is I/O (and zlib, zstd), which release the GIL: a few files at a time. Each holds at
+            # most its file's bytes twice (parts fetched ahead, the upload's buffer). On object storage, where a
+            # small file mostly waits for round trips: as many as make 64 MiB of files, up to 16.
+            file_nbytes = self.n_bytes // len(outputs) + 1
+            each(concatenate, range(len(outputs)), 4 if dst.is_local else min(16, max(4, (64 << 20) // file_nbytes)))
             if staged:
                 each(move, range(len(outputs)))
         except BaseException:
