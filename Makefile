@@ -84,6 +84,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_s3.py --size 16MiB --repeat 1
 	$(BIN)/python benchmarks/bench_s3_model.py --size 16MiB --repeat 1
 	$(BIN)/python benchmarks/bench_s3_levels.py --size 16MiB --block-memory 1MiB --n-piles 64 --max-levels 2 --repeat 1
+	$(BIN)/python benchmarks/bench_s3_outputs.py --lines 100000 --files 20 --repeat 1
 	$(BIN)/python benchmarks/bench_epochs.py --size 16MiB --epochs 2 --work-ms 2
 	$(BIN)/python benchmarks/bench_append.py --day-size 8MiB --days 3 --rounds 1
 	$(BIN)/python benchmarks/bench_levels.py --size 8MiB --repeat 1
