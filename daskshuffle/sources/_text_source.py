@@ -25,6 +25,7 @@ from fsspec.utils import infer_compression
 from numpy.typing import NDArray
 
 from .._errors import Argument, DaskShuffleValueError
+from .._threads import each
 from ..storage import Location, bounded
 from ._found import found
 
@@ -342,7 +343,8 @@ def open_text_sources(
     inferred from each file's extension, as fsspec does. ``delimiter`` is the
     one byte that ends a line (``b"\\0"`` for zero-terminated records).
     """
-    paths = [path for item in src for path in _expand(item, storage_options)]
+    # One request or listing an item, together: a list of many URLs waits out a few round trips.
+    paths = [path for listed in each(lambda item: _expand(item, storage_options), src) for path in listed]
     files = []
     for path, size in paths:
         compression = infer_compression(path.path)
