@@ -167,7 +167,7 @@ def s3_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A bucket of its own on the loopback S3 server, with fake credentials in this test's environment."""
     from s3 import KEY, REGION, SECRET, new_bucket
 
@@ -176,7 +176,13 @@ def s3(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
-    return new_bucket(s3_endpoint)
+    yield new_bucket(s3_endpoint)
+    # fsspec keeps every filesystem made, each with its botocore client (tens of thousands of objects): one per
+    # endpoint and options, and a test makes its own. Kept, they made a full garbage collection late in a run
+    # take seconds, which stopped the loopback server and the client mid-request, past a stall test's deadline.
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
 
 
 @pytest.fixture

@@ -216,10 +216,7 @@ class TextFiles(Destination[Lines]):
         except BaseException:
             # All the files or none, even when interrupted: the files of a new output go again, those uploaded in place
             # included (an upload that failed as it completed may have made its file).
-            if not staged:
-                made = targets
-            for path in made:
-                path.remove()
+            each(Location.remove, targets if not staged else made)
             raise
         _partial(dst).remove()
 
