@@ -168,8 +168,7 @@ class Pieces(Protocol[Rows]):
         """
         if not tmp.is_local and len(reads) > 1:
             # An object store answers each request after tens of milliseconds: keep many in flight.
-            readers = min(len(reads), int_setting("shuffle.piece-readers"))
-            parts = each(lambda read: self.read_pieces(tmp, *read), reads, readers)
+            parts = each(lambda read: self.read_pieces(tmp, *read), reads, int_setting("shuffle.piece-readers"))
         else:
             parts = [self.read_pieces(tmp, *read) for read in reads]
         return self.take(self.concat(parts), order)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._threads import each
 from ..storage import bounded, fetched_each
 
 if TYPE_CHECKING:
@@ -93,18 +94,15 @@ def with_footer_tails(
     footer's read asks again, and raises its error.
     """
     parsed: list[T] = []
-    if not files:
-        return parsed
-    with ThreadPoolExecutor(min(threads, len(files)), thread_name_prefix="daskshuffle-footers") as pool:
-        for first in range(0, len(files), at_once):
-            batch = files[first : first + at_once]
-            starts = [max(0, size - FOOTER_NBYTES) for _, size in batch]
-            requests = [(path, start, size) for (path, size), start in zip(batch, starts, strict=True)]
-            fetched = [None] * len(batch) if fs is None else fetched_each(fs, requests)
-            tails = [
-                (start, data) if isinstance(data, bytes) else None for start, data in zip(starts, fetched, strict=True)
-            ]
-            parsed += pool.map(parse, range(first, first + len(batch)), tails)
+    for first in range(0, len(files), at_once):
+        batch = files[first : first + at_once]
+        starts = [max(0, size - FOOTER_NBYTES) for _, size in batch]
+        requests = [(path, start, size) for (path, size), start in zip(batch, starts, strict=True)]
+        fetched = [None] * len(batch) if fs is None else fetched_each(fs, requests)
+        tails = [
+            (start, data) if isinstance(data, bytes) else None for start, data in zip(starts, fetched, strict=True)
+        ]
+        parsed += each(lambda job: parse(*job), enumerate(tails, start=first), threads)
     return parsed
 
 

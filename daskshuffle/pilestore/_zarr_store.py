@@ -139,8 +139,7 @@ def write_rows(dst: Location, start: int, rows: Mapping[str, NDArray[Any]]) -> N
     if not dst.is_local and len(runs) > 1:
         # An object store takes tens of milliseconds a chunk, zarr keeps ten in flight a write: write runs at
         # once too (each holds its encoded chunks until they are stored, so memory grows with the runs).
-        at_once = min(len(runs), int_setting("shuffle.remote-runs"))
-        each(lambda run: _write(*run), runs, at_once)
+        each(lambda run: _write(*run), runs, int_setting("shuffle.remote-runs"))
     else:
         for run in runs:
             _write(*run)

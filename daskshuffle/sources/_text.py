@@ -158,11 +158,13 @@ class TextFiles(Destination[Lines]):
         On object storage ``shuffle.parts-at-once`` at a time: rows that span many small files wait out a few round
         trips, not one a file.
         """
-        stop, files = start + len(rows), len(self.starts) - 1
+        stop = start + len(rows)
+        # The files whose lines overlap [start, stop): from the one holding start to the last that begins before stop.
         first = max(int(np.searchsorted(self.starts, start, side="right")) - 1, 0)
+        last = min(int(np.searchsorted(self.starts, stop, side="left")), len(self.starts) - 1)
         bounds = [
             (index, max(start, int(self.starts[index])), min(stop, int(self.starts[index + 1])))
-            for index in range(first, files)
+            for index in range(first, last)
         ]
         at_once = 1 if dst.is_local else int_setting("shuffle.parts-at-once")
 
