@@ -8,6 +8,7 @@ test sets its own environment: no credentials from this machine (no
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import threading
@@ -378,10 +379,16 @@ def stalling(s3: Any) -> Iterator[Any]:
     """A proxy whose stalled requests stay unanswered longer than any test waits."""
     from s3 import FaultyProxy
 
+    # The test's deadlines are 3 s, and the loopback server runs in this process: a full garbage collection of a
+    # process late in a run stops it, and the client, for up to seconds. Collected now, and the survivors frozen
+    # out of the collections during the test, none stops them long.
+    gc.collect()
+    gc.freeze()
     proxy = FaultyProxy(s3.endpoint, hang_seconds=120)
     yield proxy
     proxy.fault = None
     proxy.close()
+    gc.unfreeze()
 
 
 @pytest.mark.slow
